@@ -1,0 +1,20 @@
+#!/bin/sh
+# deps.sh - install what Koma needs from Debian/Ubuntu packages, if missing.
+#   tools/deps.sh            build dependencies (compiler, CMake, SQLite, xxHash, cJSON, inih, OpenBLAS)
+#   tools/deps.sh --test     plus what the test suite uses (python3-torch for the PyTorch reference check)
+# Runs apt-get through sudo when not root. Installs nothing that is already there.
+set -eu
+pkgs="build-essential cmake pkg-config git libsqlite3-dev sqlite3 libxxhash-dev libcjson-dev libinih-dev libopenblas-dev"
+if [ "${1:-}" = "--test" ]; then
+  pkgs="$pkgs python3 python3-torch"
+fi
+missing=""
+for p in $pkgs; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+echo "deps.sh: installing:$missing"
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing
