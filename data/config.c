@@ -1,0 +1,246 @@
+/* config.c - flags and INI flag sets; see config.h. */
+#include "data/config.h"
+
+#include <errno.h>
+#include <ini.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const cfg_opt_t *find_opt(const cfg_opt_t *opts, int nopts, const char *key) {
+    for (int i = 0; i < nopts; i++)
+        if (strcmp(opts[i].name, key) == 0) return &opts[i];
+    return NULL;
+}
+
+int cfg_set(const cfg_opt_t *opts, int nopts, const char *key, const char *value,
+            char *err, size_t errlen) {
+    const cfg_opt_t *o = find_opt(opts, nopts, key);
+    if (!o) {
+        snprintf(err, errlen, "unknown option '%s'", key);
+        return CFG_ERROR;
+    }
+    if (!value) value = "";
+    int ranged = o->min <= o->max;
+    char *end = NULL;
+    errno = 0;
+    switch (o->type) {
+    case CFG_TYPE_INT: {
+        long long v = strtoll(value, &end, 10);
+        if (!*value || *end || errno) {
+            snprintf(err, errlen, "option '%s': '%s' is not an integer", key, value);
+            return CFG_ERROR;
+        }
+        if (ranged && (v < o->min || v > o->max)) {
+            snprintf(err, errlen, "option '%s': %lld is outside [%g, %g]", key, v, o->min, o->max);
+            return CFG_ERROR;
+        }
+        *(int64_t *)o->ptr = v;
+        break;
+    }
+    case CFG_TYPE_DOUBLE: {
+        double v = strtod(value, &end);
+        if (!*value || *end || errno || !isfinite(v)) {
+            snprintf(err, errlen, "option '%s': '%s' is not a number", key, value);
+            return CFG_ERROR;
+        }
+        if (ranged && (v < o->min || v > o->max)) {
+            snprintf(err, errlen, "option '%s': %g is outside [%g, %g]", key, v, o->min, o->max);
+            return CFG_ERROR;
+        }
+        *(double *)o->ptr = v;
+        break;
+    }
+    case CFG_TYPE_BOOL:
+        if (!strcmp(value, "1") || !strcmp(value, "true") || !strcmp(value, "on") || !strcmp(value, "yes"))
+            *(int *)o->ptr = 1;
+        else if (!strcmp(value, "0") || !strcmp(value, "false") || !strcmp(value, "off") || !strcmp(value, "no"))
+            *(int *)o->ptr = 0;
+        else {
+            snprintf(err, errlen, "option '%s': '%s' is not a boolean (true/false)", key, value);
+            return CFG_ERROR;
+        }
+        break;
+    case CFG_TYPE_STRING:
+        if (strlen(value) >= CFG_STRING_MAX) {
+            snprintf(err, errlen, "option '%s': value longer than %d characters", key, CFG_STRING_MAX - 1);
+            return CFG_ERROR;
+        }
+        strcpy((char *)o->ptr, value);
+        break;
+    }
+    return CFG_OK;
+}
+
+typedef struct {
+    const cfg_opt_t *opts;
+    int nopts;
+    const char *path;
+    char *err;
+    size_t errlen;
+    int failed;
+} ini_ctx_t;
+
+static int ini_cb(void *user, const char *section, const char *name, const char *value) {
+    (void)section;
+    ini_ctx_t *c = user;
+    if (c->failed) return 0;
+    char e[400];
+    if (cfg_set(c->opts, c->nopts, name, value, e, sizeof e) != CFG_OK) {
+        snprintf(c->err, c->errlen, "%s: %s", c->path, e);
+        c->failed = 1;
+        return 0;
+    }
+    return 1;
+}
+
+int cfg_load_file(const cfg_opt_t *opts, int nopts, const char *path, char *err, size_t errlen) {
+    ini_ctx_t c = {opts, nopts, path, err, errlen, 0};
+    int rc = ini_parse(path, ini_cb, &c);
+    if (c.failed) return CFG_ERROR;
+    if (rc == -1) {
+        snprintf(err, errlen, "%s: cannot open config file", path);
+        return CFG_ERROR;
+    }
+    if (rc != 0) {
+        snprintf(err, errlen, "%s:%d: malformed line", path, rc);
+        return CFG_ERROR;
+    }
+    return CFG_OK;
+}
+
+static const char *type_name(cfg_type_t t) {
+    switch (t) {
+    case CFG_TYPE_INT: return "int";
+    case CFG_TYPE_DOUBLE: return "num";
+    case CFG_TYPE_BOOL: return "bool";
+    default: return "str";
+    }
+}
+
+static void value_string(const cfg_opt_t *o, char *buf, size_t n) {
+    switch (o->type) {
+    case CFG_TYPE_INT: snprintf(buf, n, "%lld", (long long)*(int64_t *)o->ptr); break;
+    case CFG_TYPE_DOUBLE: snprintf(buf, n, "%.17g", *(double *)o->ptr); break;
+    case CFG_TYPE_BOOL: snprintf(buf, n, "%s", *(int *)o->ptr ? "true" : "false"); break;
+    case CFG_TYPE_STRING: snprintf(buf, n, "%s", (char *)o->ptr); break;
+    }
+}
+
+void cfg_print_help(const cfg_opt_t *opts, int nopts, const char *usage, FILE *out) {
+    if (usage) fprintf(out, "%s\n\n", usage);
+    fprintf(out, "  --config FILE          read flags from an INI file (key = flag name); command-line flags win\n");
+    for (int i = 0; i < nopts; i++) {
+        char v[CFG_STRING_MAX + 8];
+        value_string(&opts[i], v, sizeof v);
+        char lhs[64];
+        snprintf(lhs, sizeof lhs, "--%s %s", opts[i].name, type_name(opts[i].type));
+        fprintf(out, "  %-22s %s (default: %s)\n", lhs, opts[i].help, v);
+    }
+}
+
+void cfg_dump(const cfg_opt_t *opts, int nopts, FILE *out) {
+    for (int i = 0; i < nopts; i++) {
+        char v[CFG_STRING_MAX + 8];
+        value_string(&opts[i], v, sizeof v);
+        fprintf(out, "%s = %s\n", opts[i].name, v);
+    }
+}
+
+char *cfg_dump_string(const cfg_opt_t *opts, int nopts) {
+    size_t cap = 256, len = 0;
+    char *s = malloc(cap);
+    if (!s) return NULL;
+    s[0] = 0;
+    for (int i = 0; i < nopts; i++) {
+        char v[CFG_STRING_MAX + 8];
+        value_string(&opts[i], v, sizeof v);
+        size_t need = strlen(opts[i].name) + strlen(v) + 5;
+        if (len + need + 1 > cap) {
+            while (len + need + 1 > cap) cap *= 2;
+            char *ns = realloc(s, cap);
+            if (!ns) {
+                free(s);
+                return NULL;
+            }
+            s = ns;
+        }
+        len += (size_t)snprintf(s + len, cap - len, "%s = %s\n", opts[i].name, v);
+    }
+    return s;
+}
+
+int cfg_parse(const cfg_opt_t *opts, int nopts, int argc, char **argv, int first,
+              char **positional, int max_positional, int *npositional,
+              const char *usage, FILE *out, char *err, size_t errlen) {
+    if (npositional) *npositional = 0;
+    /* Pass 1: --help and --config, so the file applies before the flags. */
+    for (int i = first; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            cfg_print_help(opts, nopts, usage, out);
+            return CFG_HELP;
+        }
+        if (!strcmp(argv[i], "--config")) {
+            if (i + 1 >= argc) {
+                snprintf(err, errlen, "--config needs a file name");
+                return CFG_ERROR;
+            }
+            if (cfg_load_file(opts, nopts, argv[i + 1], err, errlen) != CFG_OK) return CFG_ERROR;
+            i++;
+        } else if (!strncmp(argv[i], "--config=", 9)) {
+            if (cfg_load_file(opts, nopts, argv[i] + 9, err, errlen) != CFG_OK) return CFG_ERROR;
+        }
+    }
+    /* Pass 2: everything else. */
+    for (int i = first; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--config")) {
+            i++;
+            continue;
+        }
+        if (!strncmp(a, "--config=", 9)) continue;
+        if (a[0] == '-' && a[1] == '-' && a[2]) {
+            char key[128];
+            const char *eq = strchr(a + 2, '=');
+            size_t kl = eq ? (size_t)(eq - (a + 2)) : strlen(a + 2);
+            if (kl >= sizeof key) {
+                snprintf(err, errlen, "flag too long: %.60s...", a);
+                return CFG_ERROR;
+            }
+            memcpy(key, a + 2, kl);
+            key[kl] = 0;
+            const cfg_opt_t *o = find_opt(opts, nopts, key);
+            if (!o && !strncmp(key, "no-", 3) && (o = find_opt(opts, nopts, key + 3)) && o->type == CFG_TYPE_BOOL) {
+                *(int *)o->ptr = 0;
+                continue;
+            }
+            if (!o) {
+                snprintf(err, errlen, "unknown flag --%s (see --help)", key);
+                return CFG_ERROR;
+            }
+            const char *val;
+            if (eq)
+                val = eq + 1;
+            else if (o->type == CFG_TYPE_BOOL && (i + 1 >= argc || argv[i + 1][0] == '-'))
+                val = "true";
+            else if (o->type == CFG_TYPE_BOOL && strcmp(argv[i + 1], "true") && strcmp(argv[i + 1], "false") &&
+                     strcmp(argv[i + 1], "0") && strcmp(argv[i + 1], "1"))
+                val = "true";
+            else {
+                if (i + 1 >= argc) {
+                    snprintf(err, errlen, "flag --%s needs a value", key);
+                    return CFG_ERROR;
+                }
+                val = argv[++i];
+            }
+            if (cfg_set(opts, nopts, key, val, err, errlen) != CFG_OK) return CFG_ERROR;
+        } else {
+            if (!positional || !npositional || *npositional >= max_positional) {
+                snprintf(err, errlen, "unexpected argument '%s' (see --help)", a);
+                return CFG_ERROR;
+            }
+            positional[(*npositional)++] = argv[i];
+        }
+    }
+    return CFG_OK;
+}

@@ -1,0 +1,115 @@
+/* test_config.c - flags, INI flag sets, precedence and error messages. */
+#include "compat/compat.h"
+#include "data/config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int failures;
+#define CHECK(c)                                                                  \
+    do {                                                                          \
+        if (!(c)) {                                                               \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
+            failures++;                                                           \
+        }                                                                         \
+    } while (0)
+
+static int64_t cycles;
+static double lr;
+static int gumbel;
+static char net[CFG_STRING_MAX];
+
+static const cfg_opt_t opts[] = {
+    {"cycles", CFG_TYPE_INT, &cycles, 1, 1e9, "cycles to run"},
+    {"lr", CFG_TYPE_DOUBLE, &lr, 0, 10, "learning rate"},
+    {"gumbel", CFG_TYPE_BOOL, &gumbel, 1, 0, "Gumbel root search"},
+    {"net", CFG_TYPE_STRING, net, 1, 0, "net size"},
+};
+#define NOPTS ((int)(sizeof opts / sizeof opts[0]))
+
+static void reset(void) {
+    cycles = 50;
+    lr = 0.1;
+    gumbel = 0;
+    strcpy(net, "6x64");
+}
+
+static int parse(int argc, char **argv, char *err, size_t n) {
+    char *pos[4];
+    int npos = 0;
+    FILE *devnull = fopen(KOMA_TEST_TMP "/config_help.txt", "w");
+    int rc = cfg_parse(opts, NOPTS, argc, argv, 1, pos, 4, &npos, "usage: test", devnull ? devnull : stdout, err, n);
+    if (devnull) fclose(devnull);
+    return rc;
+}
+
+int main(void) {
+    char err[600];
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s", KOMA_TEST_TMP);
+    compat_mkdir_p(dir, err, sizeof err);
+    char ini[400];
+    snprintf(ini, sizeof ini, "%s/config_test.ini", dir);
+    FILE *f = fopen(ini, "w");
+    fprintf(f, "# a named flag set\n[selfplay]\ncycles = 7\nlr = 0.02\nnet = 10x128\ngumbel = true\n");
+    fclose(f);
+
+    /* Defaults stay when nothing is given. */
+    reset();
+    char *a0[] = {"prog"};
+    CHECK(parse(1, a0, err, sizeof err) == CFG_OK);
+    CHECK(cycles == 50 && lr == 0.1 && !gumbel && !strcmp(net, "6x64"));
+
+    /* File applies; command-line flags win regardless of order. */
+    reset();
+    char *a1[] = {"prog", "--cycles", "3", "--config", ini, "--no-gumbel"};
+    CHECK(parse(6, a1, err, sizeof err) == CFG_OK);
+    CHECK(cycles == 3);
+    CHECK(lr == 0.02);
+    CHECK(!strcmp(net, "10x128"));
+    CHECK(gumbel == 0);
+
+    reset();
+    char *a2[] = {"prog", "--lr=0.5", "--gumbel"};
+    CHECK(parse(3, a2, err, sizeof err) == CFG_OK);
+    CHECK(lr == 0.5 && gumbel == 1);
+
+    /* Errors name the flag / the file. */
+    reset();
+    char *a3[] = {"prog", "--cycels", "3"};
+    CHECK(parse(3, a3, err, sizeof err) == CFG_ERROR && strstr(err, "cycels"));
+    char *a4[] = {"prog", "--cycles", "3x"};
+    CHECK(parse(3, a4, err, sizeof err) == CFG_ERROR && strstr(err, "not an integer"));
+    char *a5[] = {"prog", "--cycles", "0"};
+    CHECK(parse(3, a5, err, sizeof err) == CFG_ERROR && strstr(err, "outside"));
+    char *a6[] = {"prog", "--cycles"};
+    CHECK(parse(2, a6, err, sizeof err) == CFG_ERROR && strstr(err, "needs a value"));
+    char *a7[] = {"prog", "--config", KOMA_TEST_TMP "/missing.ini"};
+    CHECK(parse(3, a7, err, sizeof err) == CFG_ERROR && strstr(err, "missing.ini"));
+    f = fopen(ini, "w");
+    fprintf(f, "cycles = 2\nbogus = 1\n");
+    fclose(f);
+    char *a8[] = {"prog", "--config", ini};
+    CHECK(parse(3, a8, err, sizeof err) == CFG_ERROR && strstr(err, "config_test.ini") && strstr(err, "bogus"));
+    char *a9[] = {"prog", "--help"};
+    CHECK(parse(2, a9, err, sizeof err) == CFG_HELP);
+
+    /* Dump round-trips through a file. */
+    reset();
+    cycles = 123;
+    strcpy(net, "20x256");
+    char *dump = cfg_dump_string(opts, NOPTS);
+    CHECK(dump && strstr(dump, "cycles = 123\n") && strstr(dump, "net = 20x256\n"));
+    compat_write_file_durable(ini, dump, strlen(dump), err, sizeof err);
+    free(dump);
+    reset();
+    CHECK(cfg_load_file(opts, NOPTS, ini, err, sizeof err) == CFG_OK);
+    CHECK(cycles == 123 && !strcmp(net, "20x256"));
+
+    if (failures) {
+        fprintf(stderr, "test_config: %d failures\n", failures);
+        return 1;
+    }
+    printf("test_config: ok\n");
+    return 0;
+}
