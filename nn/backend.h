@@ -1,0 +1,200 @@
+/* backend.h - the one interface every compute backend implements (ggml-style).
+ *
+ * Owns: the list of device operations the network is built from, their exact
+ * semantics (shapes, layouts, in-place rules, accumulate-or-overwrite), and the
+ * constructor of the CPU backend, which is the reference for all others.
+ * Does not own: the network (nn/net.c composes these ops into forward, backward
+ * and optimizer steps), weights files (nn/weights.c), shogi (nothing here
+ * knows what a plane means).
+ *
+ * Conventions (every op):
+ *  - Pointers are DEVICE pointers obtained from buf_alloc of a backend of the
+ *    same kind (host pointers for the CPU backend). Scalars are host values.
+ *  - Activations are NCHW floats on the 9x9 board: (B, C, 9, 9), i.e.
+ *    x[(b*C + c)*81 + sq], sq = rank*9 + file (the caller's square order).
+ *  - Conv weights are OIHW: (Cout, Cin, k, k), k = 1 or 3, stride 1, zero
+ *    "same" padding. Dense weights are (out, in), y = x W^T + b.
+ *  - A NULL optional input (bias, residual) means "absent"; a NULL optional
+ *    output (dx, dbias) means "not wanted".
+ *  - Backward ops OVERWRITE their outputs unless an `accumulate` argument says
+ *    otherwise; loss ops ADD their sums into `stats`.
+ *  - Ops run in order on the backend's queue (a CUDA stream); download and
+ *    sync wait for everything queued before them.
+ *  - A backend instance is used by one thread at a time. Create one instance
+ *    per thread / stream; buffers allocated by one instance may be used by any
+ *    other instance of the same kind (same device).
+ *
+ * Packed planes (fixed format, shared with engine/ and data/): per position,
+ * bit i = plane*81 + square is stored in byte i>>3 at bit (i & 7) (LSB first);
+ * a position takes nn_packed_bytes(planes) = ceil(planes*81/8) bytes and the
+ * positions of a batch are contiguous. The legal-move mask uses the same
+ * format with 27 planes (2187 bits = label = direction*81 + square).
+ * Hand values (in_hand floats per position) are broadcast to in_hand constant
+ * 9x9 channels placed after the plane channels.
+ */
+#ifndef KOMA_NN_BACKEND_H
+#define KOMA_NN_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define NN_SIDE 9
+#define NN_HW 81 /* squares per plane */
+
+static inline int64_t nn_packed_bytes(int32_t planes) { return ((int64_t)planes * NN_HW + 7) / 8; }
+
+typedef enum {
+    NN_ACT_RELU, /* max(z, 0) */
+    NN_ACT_SILU, /* z * sigmoid(z) (a.k.a. swish) */
+    NN_ACT_NB
+} nn_act_t;
+
+const char *nn_act_name(nn_act_t act); /* "relu", "silu" */
+int nn_act_parse(const char *name);   /* nn_act_t, or -1 */
+
+/* Per-step sums written by the loss ops and read back by the trainer. */
+typedef enum {
+    NN_STAT_POLICY_LOSS,    /* sum over positions of -sum_i t_i log softmax_i */
+    NN_STAT_POLICY_CORRECT, /* positions whose logit argmax == target argmax */
+    NN_STAT_VALUE_LOSS,     /* sum over positions of W/D/L cross-entropy */
+    NN_STAT_LEGAL_LOSS,     /* sum over positions x labels of BCE-with-logits */
+    NN_STAT_LEGAL_TP,       /* sigmoid(logit) >= 0.5 (logit >= 0) and legal */
+    NN_STAT_LEGAL_FP,       /* predicted legal, not legal */
+    NN_STAT_LEGAL_FN,       /* predicted illegal, legal */
+    NN_STAT_GNORM2,         /* squared L2 norm of all gradients (before clipping) */
+    NN_STAT_NB
+} nn_stat_t;
+
+/* Arguments of one SGD step (host values). */
+typedef struct {
+    float lr;           /* learning rate of this step (schedule applied by caller) */
+    float momentum;     /* mu */
+    float weight_decay; /* decoupled: p *= 1 - lr*weight_decay, before the update */
+    float clip_norm;    /* > 0: scale grads by min(1, clip/(sqrt(gnorm2)+1e-6)); <= 0: off */
+    int32_t nesterov;   /* 1: d = g + mu*v (after v = mu*v + g); 0: d = v */
+} nn_sgd_args_t;
+
+typedef struct nn_backend nn_backend_t;
+
+struct nn_backend {
+    const char *name; /* "cpu", "cuda" */
+    void *ctx;        /* backend private */
+
+    /* ---- lifetime and memory -------------------------------------------- */
+    void (*free)(nn_backend_t *be); /* frees be itself */
+    /* Device buffer, at least 64-byte aligned, contents undefined. NULL when out of memory. */
+    void *(*buf_alloc)(nn_backend_t *be, size_t bytes);
+    void (*buf_free)(nn_backend_t *be, void *p); /* NULL ok */
+    void (*upload)(nn_backend_t *be, void *dst_dev, const void *src_host, size_t bytes);
+    void (*download)(nn_backend_t *be, void *dst_host, const void *src_dev, size_t bytes);
+    void (*memset_zero)(nn_backend_t *be, void *dst_dev, size_t bytes);
+    void (*copy)(nn_backend_t *be, void *dst_dev, const void *src_dev, size_t bytes);
+    void (*sync)(nn_backend_t *be); /* OPTIONAL (NULL: ops are synchronous) */
+
+    /* ---- input ------------------------------------------------------------ */
+    /* packed (B, nn_packed_bytes(planes)) bits, hand (B, in_hand) or NULL when
+     * in_hand == 0 -> out (B, planes + in_hand, 9, 9): 0/1 for the planes, then
+     * hand[b*in_hand + j] in every square of channel planes + j. */
+    void (*expand_planes)(nn_backend_t *be, const uint8_t *packed, const float *hand, int32_t B,
+                          int32_t planes, int32_t in_hand, float *out);
+
+    /* ---- convolution (k = 1 or 3) ---------------------------------------- */
+    /* Scratch bytes the three conv ops need for these sizes (same for each). */
+    size_t (*conv_ws_bytes)(nn_backend_t *be, int32_t B, int32_t cin, int32_t cout, int32_t k);
+    /* x (B, cin, 9, 9), w (cout, cin, k, k), bias (cout) or NULL -> y (B, cout, 9, 9) */
+    void (*conv_fwd)(nn_backend_t *be, const float *x, const float *w, const float *bias, int32_t B,
+                     int32_t cin, int32_t cout, int32_t k, float *y, void *ws);
+    /* dy (B, cout, 9, 9), w -> dx (B, cin, 9, 9); accumulate: 0 dx = .., 1 dx += .. */
+    void (*conv_bwd_data)(nn_backend_t *be, const float *dy, const float *w, int32_t B, int32_t cin,
+                          int32_t cout, int32_t k, float *dx, int32_t accumulate, void *ws);
+    /* x (B, cin, 9, 9), dy (B, cout, 9, 9) -> dw (cout, cin, k, k), dbias (cout) or NULL */
+    void (*conv_bwd_filter)(nn_backend_t *be, const float *x, const float *dy, int32_t B, int32_t cin,
+                            int32_t cout, int32_t k, float *dw, float *dbias, void *ws);
+
+    /* ---- batch norm (per channel over B x HW) ---------------------------- */
+    /* Training mode: y = gamma * (x - mean) * invstd + beta with the batch's
+     * mean and biased variance, invstd = 1/sqrt(var + eps). Saves mean and
+     * invstd (C) for bn_bwd, and updates the running statistics:
+     * run = (1 - momentum) * run + momentum * batch, with the UNBIASED batch
+     * variance for running_var (PyTorch's convention). y may equal x. */
+    void (*bn_fwd_train)(nn_backend_t *be, const float *x, const float *gamma, const float *beta,
+                         int32_t B, int32_t C, int32_t HW, float eps, float momentum,
+                         float *running_mean, float *running_var, float *y, float *save_mean,
+                         float *save_invstd);
+    /* x (the forward input), dy -> dx, dgamma (C), dbeta (C). dx may equal dy. */
+    void (*bn_bwd)(nn_backend_t *be, const float *x, const float *dy, const float *gamma,
+                   const float *save_mean, const float *save_invstd, int32_t B, int32_t C,
+                   int32_t HW, float *dx, float *dgamma, float *dbeta);
+    /* Folds inference BN into the preceding bias-free conv/dense layer:
+     * s = gamma / sqrt(var + eps); w_out[o, :] = w[o, :] * s[o] (w is (cout, kdim));
+     * b_out[o] = beta[o] - mean[o] * s[o]. */
+    void (*bn_fold)(nn_backend_t *be, const float *w, const float *gamma, const float *beta,
+                    const float *mean, const float *var, int32_t cout, int32_t kdim, float eps,
+                    float *w_out, float *b_out);
+
+    /* ---- elementwise ------------------------------------------------------ */
+    /* y = act(x + res); res (n) or NULL. y may equal x. */
+    void (*act_fwd)(nn_backend_t *be, const float *x, const float *res, int64_t n, nn_act_t act,
+                    float *y);
+    /* dx = dy * act'(z), z = the pre-activation (x + res). For NN_ACT_RELU the
+     * output y may be passed as z (same mask). dx may equal dy. */
+    void (*act_bwd)(nn_backend_t *be, const float *dy, const float *z, int64_t n, nn_act_t act,
+                    float *dx);
+
+    /* ---- dense ------------------------------------------------------------ */
+    /* x (B, in), w (out, in), b (out) or NULL -> y (B, out) */
+    void (*dense_fwd)(nn_backend_t *be, const float *x, const float *w, const float *b, int32_t B,
+                      int32_t in, int32_t out, float *y);
+    /* -> dx (B, in) or NULL, dw (out, in), db (out) or NULL */
+    void (*dense_bwd)(nn_backend_t *be, const float *x, const float *w, const float *dy, int32_t B,
+                      int32_t in, int32_t out, float *dx, float *dw, float *db);
+
+    /* ---- losses: write dlogits = scale * dLoss/dlogits, add sums to stats ---- */
+    /* Softmax cross-entropy against a sparse target: position b's target is
+     * labels/probs[offsets[b] .. offsets[b+1]) (offsets (B+1), offsets[0] = 0;
+     * probs need not sum to 1: loss = -sum t_i log p_i, grad = p * sum(t) - t).
+     * Adds NN_STAT_POLICY_LOSS and NN_STAT_POLICY_CORRECT (target argmax =
+     * highest prob, ties to the lower label; logit argmax ties to the lower index). */
+    void (*policy_loss)(nn_backend_t *be, const float *logits, const uint32_t *offsets,
+                        const uint16_t *labels, const float *probs, int32_t B, int32_t N,
+                        float scale, float *dlogits, float *stats);
+    /* W/D/L value target (B, 3) = (1 - q_mix) * onehot(result) + q_mix * wdl(q):
+     * result +1 = side to move won -> W, 0 -> D, -1 -> L; wdl(q) with
+     * d = q_draw * (1 - |q|): W = (1 + q - d)/2, D = d, L = (1 - q - d)/2
+     * (so W - L = q and W + D/2 = (1 + q)/2; valid for q in [-1,1], q_draw in [0,1]). */
+    void (*value_target)(nn_backend_t *be, const int8_t *result, const float *q, int32_t B,
+                         float q_mix, float q_draw, float *target);
+    /* Softmax cross-entropy against a dense target (B, K); adds NN_STAT_VALUE_LOSS. */
+    void (*value_loss)(nn_backend_t *be, const float *logits, const float *target, int32_t B,
+                       int32_t K, float scale, float *dlogits, float *stats);
+    /* Binary cross-entropy with logits against a 0/1 target (B, N); adds
+     * NN_STAT_LEGAL_LOSS (sum over all B*N), TP, FP, FN (threshold logit >= 0). */
+    void (*legal_loss)(nn_backend_t *be, const float *logits, const float *target, int32_t B,
+                       int32_t N, float scale, float *dlogits, float *stats);
+
+    /* ---- optimizer -------------------------------------------------------- */
+    /* *out += sum x^2 (one float on the device). */
+    void (*sum_squares)(nn_backend_t *be, const float *x, int64_t n, float *out);
+    /* g' = g * clip_scale(*gnorm2) (gnorm2: one device float, NULL = no clipping);
+     * p *= 1 - lr*wd; v = mu*v + g'; p -= lr * (nesterov ? g' + mu*v : v). */
+    void (*sgd_step)(nn_backend_t *be, float *p, const float *g, float *v, int64_t n,
+                     const float *gnorm2, const nn_sgd_args_t *args);
+};
+
+/* The CPU reference backend (always built). threads <= 0: all CPUs. It uses
+ * CBLAS (OpenBLAS) where KOMA_HAVE_CBLAS, else the portable GEMM below. */
+nn_backend_t *nn_backend_cpu_new(int32_t threads);
+void nn_backend_free(nn_backend_t *be); /* NULL ok */
+
+/* Row-major single-precision GEMM used by the CPU backend:
+ * C (M, N) = alpha * op(A) op(B) + beta * C, op = transpose when trans != 0.
+ * nn_gemm goes to CBLAS when available; nn_gemm_portable is the blocked
+ * fallback (exposed so tests compare the two). */
+void nn_gemm(int32_t transA, int32_t transB, int32_t M, int32_t N, int32_t K, float alpha,
+             const float *A, int32_t lda, const float *B, int32_t ldb, float beta, float *C,
+             int32_t ldc);
+void nn_gemm_portable(int32_t transA, int32_t transB, int32_t M, int32_t N, int32_t K, float alpha,
+                      const float *A, int32_t lda, const float *B, int32_t ldb, float beta,
+                      float *C, int32_t ldc);
+
+#endif

@@ -1,0 +1,210 @@
+/* net.h - the Koma network: definition, inference and training on any backend.
+ *
+ * Owns: the architecture, the parameter layout (one allocation, named tensors
+ * carved into it), inference contexts (one arena per (net, max batch)), the
+ * training step (forward, three losses, backward, SGD) and its metrics.
+ * Does not own: the ops (nn/backend.h), files (nn/weights.h), shogi: the
+ * input is `in_planes` bit-packed 9x9 planes plus `in_hand` floats per
+ * position, in the packed format documented in nn/backend.h.
+ *
+ * Architecture ("BxC": B residual blocks of C channels, e.g. "6x64"):
+ *   input  (B, in_planes + in_hand, 9, 9)      expanded from packed bits + hand
+ *   stem   conv3x3 -> BN -> act                 (B, C, 9, 9)
+ *   blocks x N: h + [conv3x3 BN act conv3x3 BN] -> act
+ *   policy conv3x3 C->C BN act, conv1x1 C->27 + bias -> (B, 27, 9, 9) = 2187 logits,
+ *          label = direction*81 + square (the channel is the direction)
+ *   legal  same shape as policy, its own weights -> 2187 logits (BCE vs mask)
+ *   value  conv1x1 C->8 BN act, dense 648->128 + bias, act, dense 128->3 + bias
+ *          -> W/D/L logits from the side to move
+ *
+ * Normalisation: batch norm. Training uses batch statistics and updates
+ * running statistics (PyTorch convention, momentum cfg.bn_momentum); inference
+ * folds the running statistics into the conv weights and a bias
+ * (w' = w*gamma/sqrt(var+eps), b' = beta - mean*gamma/sqrt(var+eps)), so an
+ * inference conv costs exactly one conv + bias. Chosen because it is the
+ * standard for AlphaZero-style nets, costs nothing at inference, and has a
+ * first-class cuDNN implementation for training.
+ *
+ * Threads: a net's weights are read-only during nn_forward; any number of
+ * contexts may run concurrently on one net. Training changes the weights of
+ * the net it was created on: train a separate net and publish with
+ * nn_net_copy_weights into the inference net while no forward runs on it.
+ */
+#ifndef KOMA_NN_NET_H
+#define KOMA_NN_NET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nn/backend.h"
+
+#define NN_POLICY_CH 27
+#define NN_POLICY_NB (NN_POLICY_CH * NN_HW) /* 2187 */
+#define NN_LEGAL_NB NN_POLICY_NB
+#define NN_VALUE_NB 3 /* W, D, L */
+#define NN_VALUE_CH 8
+#define NN_VALUE_HIDDEN 128
+#define NN_BN_EPS 1e-5f
+#define NN_MAX_BLOCKS 64
+#define NN_MAX_CHANNELS 1024
+
+typedef struct {
+    int32_t blocks;           /* residual blocks, 1..NN_MAX_BLOCKS */
+    int32_t channels;         /* trunk channels, 1..NN_MAX_CHANNELS */
+    nn_act_t act;             /* activation everywhere */
+    int32_t in_planes;        /* binary input planes (> 0) */
+    int32_t in_hand;          /* hand floats per position (>= 0) */
+    int32_t features_version; /* caller's encoding version, stored in files */
+} nn_net_config_t;
+
+/* "6x64" -> blocks 6, channels 64. Returns 0, or -1 for anything else
+ * (missing 'x', non-digits, out of range). */
+int nn_net_size_parse(const char *s, int32_t *blocks, int32_t *channels);
+/* blocks x channels as "6x64" into buf; returns buf. */
+char *nn_net_size_format(int32_t blocks, int32_t channels, char *buf, size_t len);
+
+/* ---- parameters --------------------------------------------------------- */
+typedef enum {
+    NN_TENSOR_PARAM, /* trained; has a gradient and a momentum buffer */
+    NN_TENSOR_STAT,  /* BN running statistics; saved, not trained */
+} nn_tensor_kind_t;
+
+typedef struct {
+    char name[64];  /* PyTorch-style: "blocks.3.conv1.weight", "stem.bn.running_var" */
+    nn_tensor_kind_t kind;
+    int32_t decay;  /* 1: weight decay applies (conv/dense weights); 0: BN, biases */
+    int32_t ndim;
+    int64_t shape[4];
+    int64_t numel;
+    int64_t offset; /* floats into the params (PARAM) or stats (STAT) allocation */
+} nn_tensor_info_t;
+
+typedef struct nn_net nn_net_t;
+
+/* New net with random initialisation (He-normal weights, gamma 1, beta 0,
+ * zero biases, running mean 0 / var 1) from seed. NULL with err on bad config
+ * or out of memory. */
+nn_net_t *nn_net_new(nn_backend_t *be, const nn_net_config_t *cfg, uint64_t seed, char *err,
+                     size_t errlen);
+void nn_net_free(nn_net_t *net); /* NULL ok */
+
+const nn_net_config_t *nn_net_config(const nn_net_t *net);
+nn_backend_t *nn_net_backend(const nn_net_t *net);
+int32_t nn_net_tensor_count(const nn_net_t *net);
+const nn_tensor_info_t *nn_net_tensor(const nn_net_t *net, int32_t i);
+int32_t nn_net_tensor_find(const nn_net_t *net, const char *name); /* index or -1 */
+/* Device pointer to tensor i's data. */
+float *nn_net_tensor_data(nn_net_t *net, int32_t i);
+/* Whole allocations (device). Trained params: decayed tensors first, then the
+ * others, contiguously: [0, n_decay) and [n_decay, n_params). */
+float *nn_net_params(nn_net_t *net, int64_t *n_params, int64_t *n_decay);
+float *nn_net_stats(nn_net_t *net, int64_t *n_stats);
+/* Call after writing params or stats directly (refolds BN before the next forward). */
+void nn_net_mark_dirty(nn_net_t *net);
+/* Copies params and stats from src (same config, any backend of the same kind). */
+int nn_net_copy_weights(nn_net_t *dst, nn_net_t *src, char *err, size_t errlen);
+
+/* ---- inference ---------------------------------------------------------- */
+typedef struct nn_ctx nn_ctx_t;
+
+/* An arena for batches up to max_batch on backend be (NULL: the net's). */
+nn_ctx_t *nn_ctx_new(nn_net_t *net, nn_backend_t *be, int32_t max_batch, char *err, size_t errlen);
+void nn_ctx_free(nn_ctx_t *ctx); /* NULL ok */
+int32_t nn_ctx_max_batch(const nn_ctx_t *ctx);
+
+/* Host in, host out. packed (B, nn_packed_bytes(in_planes)), hand (B, in_hand)
+ * (NULL ok when in_hand == 0). Outputs are raw logits; each may be NULL:
+ * policy (B, 2187), value (B, 3) W/D/L, legal (B, 2187). 1 <= B <= max_batch. */
+void nn_forward(nn_ctx_t *ctx, int32_t B, const uint8_t *packed, const float *hand, float *policy,
+                float *value, float *legal);
+/* Same with device inputs; outputs stay on the device, see nn_ctx_outputs. */
+void nn_forward_dev(nn_ctx_t *ctx, int32_t B, const uint8_t *packed_dev, const float *hand_dev);
+/* Device pointers of the context's input staging and output buffers (max_batch rows). */
+void nn_ctx_buffers(nn_ctx_t *ctx, uint8_t **packed, float **hand, float **policy, float **value,
+                    float **legal);
+
+/* ---- training ----------------------------------------------------------- */
+typedef enum {
+    NN_SCHED_CONSTANT, /* lr */
+    NN_SCHED_COSINE,   /* lr * (min_frac + (1-min_frac) * (1 + cos(pi * t)) / 2), t = progress
+                          after warmup in [0, 1], then lr * min_frac */
+    NN_SCHED_STEP,     /* lr * step_gamma ^ floor((step - warmup) / step_size) */
+} nn_sched_t;
+
+typedef struct {
+    float lr;            /* peak learning rate (default 0.02) */
+    float momentum;      /* Nesterov momentum (0.9) */
+    int32_t nesterov;    /* 1 */
+    float weight_decay;  /* decoupled, conv/dense weights only (1e-4) */
+    float clip_norm;     /* global gradient-norm clip, <= 0 off (10) */
+    int64_t warmup_steps;/* linear warmup from lr/warmup to lr (100) */
+    nn_sched_t schedule; /* NN_SCHED_COSINE */
+    int64_t total_steps; /* cosine: steps until lr*min_frac (100000) */
+    float lr_min_frac;   /* 0.01 */
+    int64_t step_size;   /* step schedule (20000) */
+    float step_gamma;    /* 0.1 */
+    float w_policy, w_value, w_legal; /* loss weights (1, 1, 1) */
+    float q_mix;         /* value target: share of the search value q (0.25) */
+    float q_draw;        /* draw share at q = 0 in the q -> W/D/L conversion (0) */
+    float bn_momentum;   /* running statistics (0.01) */
+} nn_train_config_t;
+
+nn_train_config_t nn_train_config_default(void);
+/* Learning rate of step `step` (0-based, the step about to be taken). */
+float nn_lr_at(const nn_train_config_t *cfg, int64_t step);
+
+/* A training batch in host memory (nn_train_step uploads it). */
+typedef struct {
+    int32_t B;
+    const uint8_t *planes;          /* (B, nn_packed_bytes(in_planes)) */
+    const float *hand;              /* (B, in_hand), NULL ok when in_hand == 0 */
+    const uint8_t *legal;           /* (B, nn_packed_bytes(27)) legal-move mask bits */
+    const uint32_t *policy_offsets; /* (B+1), [0] = 0: position b's targets are [off[b], off[b+1]) */
+    const uint16_t *policy_label;   /* (nnz) labels < 2187 */
+    const float *policy_prob;       /* (nnz) target probabilities (visit shares) */
+    const int8_t *result;           /* (B) +1 side to move won, 0 draw, -1 lost */
+    const float *root_q;            /* (B) search value in [-1, 1], side to move */
+} nn_batch_t;
+
+typedef struct {
+    int64_t step;        /* steps taken, after this one */
+    float lr;            /* lr used */
+    double loss;         /* w_p * policy + w_v * value + w_l * legal */
+    double policy_loss;  /* mean cross-entropy per position */
+    double value_loss;   /* mean W/D/L cross-entropy per position */
+    double legal_loss;   /* mean BCE per (position, label) */
+    double policy_acc;   /* top-1: logit argmax == target argmax */
+    double legal_f1;     /* F1 of (logit >= 0) vs mask; 1 when no positives at all */
+    double grad_norm;    /* before clipping (0 for nn_eval_batch) */
+} nn_metrics_t;
+
+typedef struct nn_trainer nn_trainer_t;
+
+/* Owns gradients, momentum, a training arena for max_batch and the step count
+ * for `net` (whose weights it updates). */
+nn_trainer_t *nn_trainer_new(nn_net_t *net, const nn_train_config_t *cfg, int32_t max_batch,
+                             char *err, size_t errlen);
+void nn_trainer_free(nn_trainer_t *tr); /* NULL ok */
+nn_net_t *nn_trainer_net(const nn_trainer_t *tr);
+const nn_train_config_t *nn_trainer_config(const nn_trainer_t *tr);
+void nn_trainer_set_config(nn_trainer_t *tr, const nn_train_config_t *cfg);
+
+/* One SGD step on the batch. Returns 0, or -1 with err for an invalid batch
+ * (B out of range, offsets not increasing, label >= 2187). */
+int nn_train_step(nn_trainer_t *tr, const nn_batch_t *batch, nn_metrics_t *m, char *err,
+                  size_t errlen);
+/* Forward (training-mode BN) + losses + backward into the gradients, no
+ * update (running stats are not changed). For gradient checks. */
+int nn_train_grad(nn_trainer_t *tr, const nn_batch_t *batch, nn_metrics_t *m, char *err,
+                  size_t errlen);
+/* Losses and metrics in inference mode (folded BN), no gradients. */
+int nn_eval_batch(nn_trainer_t *tr, const nn_batch_t *batch, nn_metrics_t *m, char *err,
+                  size_t errlen);
+
+/* Optimizer state: gradients and momentum share the params layout (device). */
+float *nn_trainer_grads(nn_trainer_t *tr);
+float *nn_trainer_momentum(nn_trainer_t *tr);
+int64_t nn_trainer_step_count(const nn_trainer_t *tr);
+void nn_trainer_set_step_count(nn_trainer_t *tr, int64_t step);
+
+#endif

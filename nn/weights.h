@@ -1,0 +1,47 @@
+/* weights.h - Koma nets (and optionally their optimizer state) on disk.
+ *
+ * Owns: the mapping between a net's tensors and a safetensors file, and the
+ * checks that a file is the net the caller expects. Does not own: the file
+ * format itself (nn/safetensors.h), the architecture (nn/net.h).
+ *
+ * File: safetensors, every tensor F32 under its nn_tensor_info_t name
+ * ("stem.conv.weight", "blocks.0.bn1.running_mean", ...; PyTorch state_dict
+ * names, so a torch module with the same structure loads it directly), plus
+ * __metadata__: koma.kind = "weights", koma.version = "1", koma.net = "6x64",
+ * koma.activation = "relu", koma.features_version, koma.in_planes,
+ * koma.in_hand (decimal strings), and koma.xxh3.<tensor> checksums (added by
+ * the writer). Optimizer state lives in the SAME file when saved with a
+ * trainer: one "opt.momentum.<name>" F32 tensor per trained tensor and
+ * "opt.step" (I64, shape [1]); koma.optimizer = "sgd-nesterov" marks it.
+ * One file keeps weights and optimizer state from ever going out of step.
+ */
+#ifndef KOMA_NN_WEIGHTS_H
+#define KOMA_NN_WEIGHTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nn/net.h"
+
+#define NN_WEIGHTS_VERSION 1
+
+/* Writes net (and tr's optimizer state when tr != NULL; tr must train net)
+ * durably to path. Returns 0, or -1 with err naming the file. */
+int nn_weights_save(nn_net_t *net, nn_trainer_t *tr, const char *path, char *err, size_t errlen);
+
+/* Opens path, verifies every checksum and the metadata, and returns a new net
+ * on be. expect_features_version < 0 accepts any. NULL with err ("<path>:
+ * <problem>") for a truncated, corrupt or mismatched file. */
+nn_net_t *nn_weights_load(nn_backend_t *be, const char *path, int32_t expect_features_version,
+                          char *err, size_t errlen);
+
+/* Loads path into an existing net of the same configuration (size,
+ * activation, in_planes, in_hand, features_version must all match), and when
+ * tr != NULL also its optimizer state, which the file must then contain.
+ * Nothing is modified when it fails. Returns 0, or -1 with err. */
+int nn_weights_read(nn_net_t *net, nn_trainer_t *tr, const char *path, char *err, size_t errlen);
+
+/* Reads only the configuration stored in path's metadata. */
+int nn_weights_peek(const char *path, nn_net_config_t *cfg, char *err, size_t errlen);
+
+#endif
