@@ -1,0 +1,162 @@
+/* position.h - a shogi position with make/unmake and a per-ply history.
+ *
+ * Owns: the board, hands, side to move, Zobrist keys, checkers, pins,
+ * attack queries, making and unmaking moves, the state history used by the
+ * repetition rules, and the legality test of a pseudo-legal move.
+ * Does not own: move generation (movegen.h), SFEN/USI text (sfen.h),
+ * repetition/declaration/max-ply verdicts (rules.h), mate search (mate1.h).
+ *
+ * A Position is a plain struct: it may be copied with pos_copy (which copies
+ * only the used part of the history) or memcpy. It holds no pointers.
+ *
+ * History: hist[0] is the state of the position as set (SFEN/startpos),
+ * hist[hist_n] the current one. pos_do_move pushes, pos_undo_move pops.
+ * At most POS_HIST_MAX - 1 moves can be made after setting a position.
+ *
+ * Keys: board_key covers the pieces on the board and the side to move;
+ * hand_key covers both hands (additive per piece); key = board_key ^ hand_key.
+ * Two positions with equal board_key differ at most in how the pieces in
+ * hand are split, which hand_is_superior_or_equal (types.h) can compare.
+ */
+#ifndef KOMA_ENGINE_POSITION_H
+#define KOMA_ENGINE_POSITION_H
+
+#include "engine/bitboard.h"
+#include "engine/types.h"
+
+enum { POS_HIST_MAX = 2048 };
+
+/* Indices into Position.bb: 0 = all pieces, 1..14 = one piece type (both
+ * colours), then unions the attack code wants. POS_BB_TRASH absorbs updates
+ * for types that belong to no union. */
+enum {
+    POS_BB_OCC = 0,
+    POS_BB_GOLDS = PT_NB,   /* GOLD, PRO_PAWN, PRO_LANCE, PRO_KNIGHT, PRO_SILVER */
+    POS_BB_BISHOP_HORSE,    /* BISHOP, HORSE */
+    POS_BB_ROOK_DRAGON,     /* ROOK, DRAGON */
+    POS_BB_HDK,             /* HORSE, DRAGON, KING */
+    POS_BB_TRASH,
+    POS_BB_NB
+};
+
+/* What each ply of the history remembers. */
+typedef struct {
+    uint64_t key;       /* board_key ^ hand_key */
+    uint64_t board_key; /* board and side to move */
+    uint64_t hand_key;  /* both hands */
+    Bitboard checkers;  /* pieces giving check to the side to move; empty if not in check */
+    Hand hand[COLOR_NB];
+    Move move;          /* the move that led here (MOVE_NONE for hist[0]) */
+    Piece captured;     /* piece that move captured, PIECE_NONE if none */
+} PosState;
+
+typedef struct {
+    uint8_t board[SQ_NB];        /* Piece on each square, PIECE_NONE when empty */
+    Bitboard bb[POS_BB_NB];      /* see POS_BB_*; bb[pt] has both colours */
+    Bitboard by_color[COLOR_NB]; /* pieces of each colour */
+    Hand hand[COLOR_NB];
+    Square king_sq[COLOR_NB];
+    Color side;                  /* side to move */
+    int32_t game_ply;            /* 1 for the first move of a game; SFEN's last field */
+    int32_t hist_n;              /* index of the current state in hist */
+    PosState hist[POS_HIST_MAX];
+} Position;
+
+/* ---- setting up ------------------------------------------------------------ */
+/* The standard initial position, Black to move, ply 1. */
+void pos_set_startpos(Position *pos);
+/* Copies src to dst including the used part of the history. */
+void pos_copy(Position *dst, const Position *src);
+/* Recomputes bitboards, keys and checkers from board/hands/side and
+ * restarts the history with that state (game_ply is kept). Used by the SFEN
+ * reader; board[], hand[], side must already be set. */
+void pos_reset_state(Position *pos);
+
+/* ---- accessors ------------------------------------------------------------- */
+static inline Color pos_side_to_move(const Position *pos) { return pos->side; }
+static inline Piece pos_piece_on(const Position *pos, Square sq) { return pos->board[sq]; }
+static inline Hand pos_hand(const Position *pos, Color c) { return pos->hand[c]; }
+static inline int32_t pos_hand_count(const Position *pos, Color c, PieceType pt) { return hand_count(pos->hand[c], pt); }
+static inline Square pos_king_sq(const Position *pos, Color c) { return pos->king_sq[c]; }
+static inline Bitboard pos_occupied(const Position *pos) { return pos->bb[POS_BB_OCC]; }
+static inline Bitboard pos_pieces_of(const Position *pos, Color c) { return pos->by_color[c]; }
+/* Pieces of one type (exact: PT_PAWN does not include PT_PRO_PAWN) and colour. */
+static inline Bitboard pos_pieces(const Position *pos, Color c, PieceType pt) {
+    return bb_and(pos->bb[pt], pos->by_color[c]);
+}
+/* Gold-movers of colour c: GOLD and the four promoted small pieces. */
+static inline Bitboard pos_golds(const Position *pos, Color c) { return bb_and(pos->bb[POS_BB_GOLDS], pos->by_color[c]); }
+static inline const PosState *pos_state(const Position *pos) { return &pos->hist[pos->hist_n]; }
+static inline uint64_t pos_key(const Position *pos) { return pos->hist[pos->hist_n].key; }
+static inline uint64_t pos_board_key(const Position *pos) { return pos->hist[pos->hist_n].board_key; }
+static inline uint64_t pos_hand_key(const Position *pos) { return pos->hist[pos->hist_n].hand_key; }
+static inline Bitboard pos_checkers(const Position *pos) { return pos->hist[pos->hist_n].checkers; }
+static inline bool pos_in_check(const Position *pos) { return bb_nonzero(pos->hist[pos->hist_n].checkers); }
+static inline int32_t pos_game_ply(const Position *pos) { return pos->game_ply; }
+/* Number of moves made since the position was set (0 right after setting). */
+static inline int32_t pos_hist_len(const Position *pos) { return pos->hist_n; }
+/* State plies_ago moves back (0 = current), 0 <= plies_ago <= pos_hist_len(). */
+static inline const PosState *pos_state_ago(const Position *pos, int32_t plies_ago) {
+    return &pos->hist[pos->hist_n - plies_ago];
+}
+/* The last move made, MOVE_NONE right after setting. */
+static inline Move pos_last_move(const Position *pos) { return pos->hist[pos->hist_n].move; }
+
+/* Piece a move moves (after promotion when it promotes); valid for pseudo-legal moves. */
+static inline Piece pos_moved_piece_after(const Position *pos, Move m) {
+    if (move_is_drop(m)) return piece_make(pos->side, move_drop_pt(m));
+    return pos->board[move_from(m)] + (move_is_promote(m) ? PT_PROMOTE : 0);
+}
+static inline bool pos_is_capture(const Position *pos, Move m) {
+    return !move_is_drop(m) && pos->board[move_to(m)] != PIECE_NONE;
+}
+
+/* ---- attacks ------------------------------------------------------------- */
+/* Pieces of colour c that attack sq, with the given occupancy. */
+Bitboard pos_attackers_to(const Position *pos, Color c, Square sq, Bitboard occ);
+/* Every square attacked by at least one piece of colour c (current occupancy). */
+Bitboard pos_attacks_by(const Position *pos, Color c);
+/* Pieces of both colours that attack sq. */
+Bitboard pos_attackers_to_all(const Position *pos, Square sq, Bitboard occ);
+/* Does any piece of colour c attack sq (occupancy occ)? */
+bool pos_is_attacked(const Position *pos, Color c, Square sq, Bitboard occ);
+/* Pieces (either colour) that are the only piece between c's king and an
+ * enemy slider aiming at it; pinners receives those sliders (may be NULL). */
+Bitboard pos_blockers(const Position *pos, Color c, Bitboard *pinners);
+/* c's own pieces pinned to c's king. */
+static inline Bitboard pos_pinned(const Position *pos, Color c) {
+    return bb_and(pos_blockers(pos, c, 0), pos->by_color[c]);
+}
+
+/* ---- moves ----------------------------------------------------------------- */
+/* Plays a legal move (a pseudo-legal move that pos_is_legal accepts). */
+void pos_do_move(Position *pos, Move m);
+/* Takes back the last move made. */
+void pos_undo_move(Position *pos);
+/* Passes (side to move flips). Only when not in check. */
+void pos_do_null_move(Position *pos);
+void pos_undo_null_move(Position *pos);
+/* Is a pseudo-legal move (one movegen_pseudo could produce) legal: own king
+ * not left in check, no pawn-drop mate? */
+bool pos_is_legal(const Position *pos, Move m);
+/* Is any 16-bit value a pseudo-legal move here (piece of the side to move,
+ * reachable square, promotion allowed/forced rules, nifu, dead squares)? */
+bool pos_is_pseudo_legal(const Position *pos, Move m);
+/* Full check of an untrusted move: pseudo-legal and legal. */
+static inline bool pos_is_valid_move(const Position *pos, Move m) {
+    return pos_is_pseudo_legal(pos, m) && pos_is_legal(pos, m);
+}
+/* Does a legal move give check? */
+bool pos_gives_check(const Position *pos, Move m);
+/* Would dropping a pawn of the side to move on sq be mate (uchifuzume)?
+ * sq must be the square in front of the enemy king and empty. */
+bool pos_is_pawn_drop_mate(const Position *pos, Square sq);
+
+/* Zobrist keys from scratch (for tests and assertions). */
+uint64_t pos_compute_board_key(const Position *pos);
+uint64_t pos_compute_hand_key(const Position *pos);
+/* Checks every invariant (bitboards vs board, keys, king squares, counts);
+ * returns NULL when consistent, else a static description of the first fault. */
+const char *pos_validate(const Position *pos);
+
+#endif

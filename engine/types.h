@@ -1,0 +1,133 @@
+/* types.h - the small vocabulary of the shogi engine: colours, squares,
+ * piece types, pieces, hands and moves, with their *_NB sizes.
+ *
+ * Owns: numbering conventions and tiny inline helpers on them.
+ * Does not own: bitboards (bitboard.h), positions (position.h), notation (sfen.h).
+ *
+ * ---- Squares ---------------------------------------------------------------
+ * A square is 0..80:  sq = (file - 1) * 9 + (rank - 1)
+ *   file 1..9 is the USI digit (file 1 is on Black's right),
+ *   rank 1..9 is the USI letter a..i (rank a is White's back rank, Black's far side).
+ * So USI "1a" = 0, "1i" = 8, "2a" = 9, "5e" = 40, "7g" = 60, "9i" = 80.
+ * sq_make(f, r) takes 0-based f = file-1 and r = rank-1 (USI letter - 'a').
+ * Black (sente, moves first, upper-case in SFEN) moves towards rank a; its
+ * promotion zone is ranks a-c (r = 0..2). White's zone is ranks g-i (r = 6..8).
+ *
+ * ---- Pieces ----------------------------------------------------------------
+ * PieceType 1..14: PAWN LANCE KNIGHT SILVER BISHOP ROOK GOLD KING, then the
+ * promoted kinds, each exactly PT_PROMOTE (8) above its base
+ * (PRO_PAWN = PAWN + 8, ..., HORSE = BISHOP + 8, DRAGON = ROOK + 8).
+ * Piece = PieceType + 16 * Color; 0 is an empty square.
+ * Hand piece types are PAWN..GOLD (1..7); index 0 of hand arrays is unused.
+ *
+ * ---- Moves -----------------------------------------------------------------
+ * Move is 16 bits:
+ *   bits 0-6   destination square
+ *   bits 7-13  origin square, or for a drop the dropped PieceType (PAWN..GOLD)
+ *   bit 14     drop flag
+ *   bit 15     promote flag
+ * MOVE_NONE (0) is never a legal move; MOVE_NULL (from 1 to 1) is a pass.
+ */
+#ifndef KOMA_ENGINE_TYPES_H
+#define KOMA_ENGINE_TYPES_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef int32_t Color;
+enum { COLOR_BLACK = 0, COLOR_WHITE = 1, COLOR_NB = 2 };
+static inline Color color_flip(Color c) { return c ^ 1; }
+
+typedef int32_t Square;
+enum { SQ_NB = 81, FILE_NB = 9, RANK_NB = 9, SQ_NONE = 127 };
+/* f = file - 1 (0..8), r = rank - 1 (0..8, 'a' = 0). */
+static inline Square sq_make(int32_t f, int32_t r) { return f * 9 + r; }
+static inline int32_t sq_file(Square sq) { return sq / 9; } /* 0-based: USI file - 1 */
+static inline int32_t sq_rank(Square sq) { return sq % 9; } /* 0-based: USI letter - 'a' */
+static inline bool sq_is_ok(Square sq) { return sq >= 0 && sq < SQ_NB; }
+/* The square seen from the other side (180 degree rotation). */
+static inline Square sq_flip(Square sq) { return SQ_NB - 1 - sq; }
+/* Rank seen from c: 0 is c's far rank (where its pawns promote last). */
+static inline int32_t rank_relative(Color c, int32_t r) { return c == COLOR_BLACK ? r : 8 - r; }
+
+typedef int32_t PieceType;
+enum {
+    PT_NONE = 0,
+    PT_PAWN = 1,
+    PT_LANCE,
+    PT_KNIGHT,
+    PT_SILVER,
+    PT_BISHOP,
+    PT_ROOK,
+    PT_GOLD,
+    PT_KING,
+    PT_PRO_PAWN,
+    PT_PRO_LANCE,
+    PT_PRO_KNIGHT,
+    PT_PRO_SILVER,
+    PT_HORSE,
+    PT_DRAGON,
+    PT_NB = 15,     /* array size for piece types (index 0 unused) */
+    PT_HAND_NB = 8, /* array size for hand piece types PAWN..GOLD (index 0 unused) */
+    PT_PROMOTE = 8  /* PT_PRO_x == PT_x + PT_PROMOTE */
+};
+static inline bool pt_can_promote(PieceType pt) { return pt >= PT_PAWN && pt <= PT_ROOK; }
+static inline bool pt_is_promoted(PieceType pt) { return pt > PT_KING; }
+static inline PieceType pt_promote(PieceType pt) { return pt + PT_PROMOTE; }
+/* Base kind of a piece: PRO_PAWN -> PAWN, HORSE -> BISHOP; others unchanged. */
+static inline PieceType pt_demote(PieceType pt) { return pt > PT_KING ? pt - PT_PROMOTE : pt; }
+
+typedef int32_t Piece;
+enum { PIECE_NONE = 0, PIECE_WHITE_BIT = 16, PIECE_NB = 32 };
+static inline Piece piece_make(Color c, PieceType pt) { return pt + (c << 4); }
+static inline PieceType piece_type(Piece pc) { return pc & 15; }
+static inline Color piece_color(Piece pc) { return pc >> 4; }
+
+/* Hand: the pieces one side holds, packed in 32 bits so that two hands can be
+ * compared in one subtraction (superiority, used by the repetition rules).
+ *   PAWN bits 0-4, LANCE 8-10, KNIGHT 12-14, SILVER 16-18, BISHOP 20-21,
+ *   ROOK 24-25, GOLD 28-30; the bit just above each field is always 0. */
+typedef uint32_t Hand;
+#define HAND_BORROW_MASK ((uint32_t)((1u << 5) | (1u << 11) | (1u << 15) | (1u << 19) | (1u << 22) | (1u << 26) | (1u << 31)))
+extern const int32_t HAND_SHIFT[PT_HAND_NB];
+extern const uint32_t HAND_MASK[PT_HAND_NB];
+/* Most pieces of each kind that exist in a game (both sides, board + hands). */
+extern const int32_t PIECE_TOTAL[PT_HAND_NB + 1]; /* index PT_KING = 8 holds 2 */
+static inline int32_t hand_count(Hand h, PieceType pt) { return (int32_t)((h & HAND_MASK[pt]) >> HAND_SHIFT[pt]); }
+static inline Hand hand_add(Hand h, PieceType pt) { return h + (1u << HAND_SHIFT[pt]); }
+static inline Hand hand_sub(Hand h, PieceType pt) { return h - (1u << HAND_SHIFT[pt]); }
+static inline bool hand_has(Hand h, PieceType pt) { return (h & HAND_MASK[pt]) != 0; }
+/* a holds at least as many of every kind as b. */
+static inline bool hand_is_superior_or_equal(Hand a, Hand b) { return ((a - b) & HAND_BORROW_MASK) == 0; }
+/* Any piece except pawns. */
+#define HAND_EXCEPT_PAWN_MASK ((uint32_t)0x73377700u)
+
+typedef uint16_t Move;
+enum { MOVE_NONE = 0, MOVE_NULL = (1 << 7) | 1, MOVE_DROP_FLAG = 1 << 14, MOVE_PROMOTE_FLAG = 1 << 15 };
+/* The most legal moves any position has is 593; lists hold this many. */
+enum { MOVES_MAX = 600 };
+
+static inline Move move_make(Square from, Square to, bool promote) {
+    return (Move)(to | (from << 7) | (promote ? MOVE_PROMOTE_FLAG : 0));
+}
+static inline Move move_make_drop(PieceType pt, Square to) { return (Move)(to | (pt << 7) | MOVE_DROP_FLAG); }
+static inline Square move_to(Move m) { return m & 0x7F; }
+/* Origin square of a board move (meaningless for drops). */
+static inline Square move_from(Move m) { return (m >> 7) & 0x7F; }
+static inline bool move_is_drop(Move m) { return (m & MOVE_DROP_FLAG) != 0; }
+static inline bool move_is_promote(Move m) { return (m & MOVE_PROMOTE_FLAG) != 0; }
+/* Dropped piece type of a drop (meaningless for board moves). */
+static inline PieceType move_drop_pt(Move m) { return (m >> 7) & 0x7F; }
+static inline bool move_is_ok(Move m) { return m != MOVE_NONE && m != MOVE_NULL; }
+
+typedef struct {
+    Move moves[MOVES_MAX];
+    int32_t n;
+} MoveList;
+
+/* One-time table setup for the whole engine (bitboards, Zobrist keys).
+ * Thread-safe and idempotent; pos_set_startpos and sfen_parse call it, so
+ * callers only need it before using bitboard functions on their own. */
+void engine_init(void);
+
+#endif
