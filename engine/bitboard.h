@@ -48,8 +48,10 @@ extern Bitboard bb_bishop_pseudo_tab[SQ_NB];
 extern Bitboard bb_rook_pseudo_tab[SQ_NB];
 /* Direction from a to b (1..8) when on a common line, else 0; rays per direction. */
 extern uint8_t bb_dir_tab[SQ_NB][SQ_NB];
-extern Bitboard bb_ray_tab[9][SQ_NB];
-extern Bitboard bb_line_tab[9][SQ_NB];
+extern Bitboard bb_ray_tab[10][SQ_NB];  /* [0] and [9] are empty */
+extern Bitboard bb_line_tab[10][SQ_NB]; /* line through sq in direction d, sq included */
+/* Fills the tables; engine_init() calls it once. */
+void bb_init_tables(void);
 
 /* ---- basics --------------------------------------------------------------- */
 static inline Bitboard bb_make(uint64_t lo, uint64_t hi) {

@@ -104,8 +104,10 @@ static inline bool hand_is_superior_or_equal(Hand a, Hand b) { return ((a - b) &
 
 typedef uint16_t Move;
 enum { MOVE_NONE = 0, MOVE_NULL = (1 << 7) | 1, MOVE_DROP_FLAG = 1 << 14, MOVE_PROMOTE_FLAG = 1 << 15 };
-/* The most legal moves any position has is 593; lists hold this many. */
-enum { MOVES_MAX = 600 };
+/* The most legal moves any position has is 593; a list also holds every
+ * pseudo-legal move (fewer than 1000 in any position: one side owning all
+ * 40 pieces has under 400 board moves and 7 x 81 drops at most). */
+enum { MOVES_MAX = 1024 };
 
 static inline Move move_make(Square from, Square to, bool promote) {
     return (Move)(to | (from << 7) | (promote ? MOVE_PROMOTE_FLAG : 0));

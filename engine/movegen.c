@@ -1,0 +1,333 @@
+/* movegen.c - legal move generation and counting, pseudo-legal generation, perft.
+ *
+ * Owns: movegen_legal, movegen_count_legal, movegen_pseudo, movegen_perft.
+ * Does not own: make/unmake and single-move legality (position.c).
+ *
+ * Legal generation works from the checkers and the pinned pieces of the
+ * side to move: not in check, any piece may go to any square not holding an
+ * own piece; in single check, only to the checker or between it and the king
+ * (drops: between only); in double check, only the king moves. A pinned
+ * piece stays on the line through its king. King moves are tested one by one
+ * with the king removed from the occupancy. Counting uses the same targets
+ * and counts promotion choices with popcounts instead of writing moves.
+ */
+#include "engine/movegen.h"
+
+#include "compat/compat.h"
+
+#if defined(__GNUC__)
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define ALWAYS_INLINE inline
+#endif
+
+/* How a piece's moves split into promoting / non-promoting ones. */
+enum {
+    KIND_NONE,     /* never promotes: gold-likes, king, horse, dragon */
+    KIND_PAWN,     /* pawn, lance: must promote on the last rank, may in the rest of the zone */
+    KIND_KNIGHT,   /* must promote on the last two ranks, may on the third */
+    KIND_FROMZONE, /* silver/bishop/rook standing in the zone: every move may promote */
+    KIND_TOZONE    /* silver/bishop/rook outside the zone: moves into the zone may promote */
+};
+
+typedef struct {
+    Bitboard last1, last2, rank3, zone, pawn_opt; /* relative to the side to move */
+} Masks;
+
+static ALWAYS_INLINE Masks masks_for(Color us) {
+    Masks m;
+    m.last1 = bb_forward_ranks_tab[us][0];
+    m.last2 = bb_forward_ranks_tab[us][1];
+    m.zone = bb_forward_ranks_tab[us][2];
+    m.rank3 = bb_andnot(m.zone, m.last2);
+    m.pawn_opt = bb_andnot(m.zone, m.last1);
+    return m;
+}
+
+static ALWAYS_INLINE Move *emit_plain(Move *p, Square from, Bitboard t) {
+    while (bb_nonzero(t)) *p++ = move_make(from, bb_pop_lsb(&t), false);
+    return p;
+}
+static ALWAYS_INLINE Move *emit_promo(Move *p, Square from, Bitboard t) {
+    while (bb_nonzero(t)) *p++ = move_make(from, bb_pop_lsb(&t), true);
+    return p;
+}
+static ALWAYS_INLINE Move *emit_both(Move *p, Square from, Bitboard t) {
+    while (bb_nonzero(t)) {
+        Square to = bb_pop_lsb(&t);
+        *p++ = move_make(from, to, true);
+        *p++ = move_make(from, to, false);
+    }
+    return p;
+}
+
+static ALWAYS_INLINE Move *emit_kind(Move *p, Square from, Bitboard t, int kind, const Masks *mk) {
+    switch (kind) {
+    case KIND_NONE: return emit_plain(p, from, t);
+    case KIND_PAWN:
+        p = emit_promo(p, from, bb_and(t, mk->last1));
+        p = emit_both(p, from, bb_and(t, mk->pawn_opt));
+        return emit_plain(p, from, bb_andnot(t, mk->zone));
+    case KIND_KNIGHT:
+        p = emit_promo(p, from, bb_and(t, mk->last2));
+        p = emit_both(p, from, bb_and(t, mk->rank3));
+        return emit_plain(p, from, bb_andnot(t, mk->zone));
+    case KIND_FROMZONE: return emit_both(p, from, t);
+    default:
+        p = emit_both(p, from, bb_and(t, mk->zone));
+        return emit_plain(p, from, bb_andnot(t, mk->zone));
+    }
+}
+
+static ALWAYS_INLINE int32_t count_kind(Bitboard t, int kind, const Masks *mk) {
+    switch (kind) {
+    case KIND_NONE: return bb_popcount(t);
+    case KIND_PAWN: return bb_popcount(t) + bb_popcount(bb_and(t, mk->pawn_opt));
+    case KIND_KNIGHT: return bb_popcount(t) + bb_popcount(bb_and(t, mk->rank3));
+    case KIND_FROMZONE: return 2 * bb_popcount(t);
+    default: return bb_popcount(t) + bb_popcount(bb_and(t, mk->zone));
+    }
+}
+
+/* The shared body of generation (COUNT false, moves written to out) and
+ * counting (COUNT true). Returns the number of moves. */
+static ALWAYS_INLINE int32_t gen_legal(const Position *pos, Move *out, const bool COUNT) {
+    const Color us = pos->side, them = color_flip(us);
+    const Square ksq = pos->king_sq[us];
+    const Bitboard occ = pos->bb[POS_BB_OCC];
+    const Bitboard own = pos->by_color[us];
+    const Bitboard checkers = pos_checkers(pos);
+    const Masks mk = masks_for(us);
+    Move *p = out;
+    int32_t n = 0;
+
+#define ADD(from, t, kind)                                                                                             \
+    do {                                                                                                               \
+        if (COUNT)                                                                                                     \
+            n += count_kind((t), (kind), &mk);                                                                         \
+        else                                                                                                           \
+            p = emit_kind(p, (from), (t), (kind), &mk);                                                                \
+    } while (0)
+
+    /* King moves. */
+    {
+        Bitboard t = bb_andnot(bb_king_attacks(ksq), own);
+        Bitboard occ_wo_k = bb_xor(occ, bb_sq_tab[ksq]);
+        while (bb_nonzero(t)) {
+            Square to = bb_pop_lsb(&t);
+            if (!pos_is_attacked(pos, them, to, occ_wo_k)) {
+                if (COUNT)
+                    n++;
+                else
+                    *p++ = move_make(ksq, to, false);
+            }
+        }
+    }
+
+    Bitboard target, drop_target;
+    if (bb_is_empty(checkers)) {
+        target = bb_not(own);
+        drop_target = bb_not(occ);
+    } else {
+        if (bb_more_than_one(checkers)) return COUNT ? n : (int32_t)(p - out);
+        Square ch = bb_lsb(checkers);
+        drop_target = bb_between(ksq, ch);
+        target = bb_or(drop_target, checkers);
+    }
+
+    const Bitboard pinned = bb_and(pos_blockers(pos, us, 0), own);
+
+    /* Pawns: unpinned ones all at once, pinned ones one by one. */
+    {
+        Bitboard pawns = pos_pieces(pos, us, PT_PAWN);
+        Bitboard free_pawns = bb_andnot(pawns, pinned);
+        Bitboard t = bb_and(bb_pawn_set_attacks(us, free_pawns), target);
+        if (COUNT) {
+            n += count_kind(t, KIND_PAWN, &mk);
+        } else {
+            const int delta = us == COLOR_BLACK ? 1 : -1;
+            Bitboard t1 = bb_and(t, mk.last1), t2 = bb_and(t, mk.pawn_opt), t3 = bb_andnot(t, mk.zone);
+            while (bb_nonzero(t1)) {
+                Square to = bb_pop_lsb(&t1);
+                *p++ = move_make(to + delta, to, true);
+            }
+            while (bb_nonzero(t2)) {
+                Square to = bb_pop_lsb(&t2);
+                *p++ = move_make(to + delta, to, true);
+                *p++ = move_make(to + delta, to, false);
+            }
+            while (bb_nonzero(t3)) {
+                Square to = bb_pop_lsb(&t3);
+                *p++ = move_make(to + delta, to, false);
+            }
+        }
+        Bitboard pp = bb_and(pawns, pinned);
+        while (bb_nonzero(pp)) {
+            Square from = bb_pop_lsb(&pp);
+            Bitboard tt = bb_and(bb_and(bb_pawn_attacks(us, from), target), bb_line(ksq, from));
+            ADD(from, tt, KIND_PAWN);
+        }
+    }
+
+    /* Lances. */
+    for (Bitboard b = pos_pieces(pos, us, PT_LANCE); bb_nonzero(b);) {
+        Square from = bb_pop_lsb(&b);
+        Bitboard t = bb_and(bb_lance_attacks(us, from, occ), target);
+        if (bb_test(pinned, from)) t = bb_and(t, bb_line(ksq, from));
+        ADD(from, t, KIND_PAWN);
+    }
+    /* Knights: a pinned knight can never move. */
+    for (Bitboard b = bb_andnot(pos_pieces(pos, us, PT_KNIGHT), pinned); bb_nonzero(b);) {
+        Square from = bb_pop_lsb(&b);
+        Bitboard t = bb_and(bb_knight_attacks(us, from), target);
+        ADD(from, t, KIND_KNIGHT);
+    }
+    /* Silvers. */
+    for (Bitboard b = pos_pieces(pos, us, PT_SILVER); bb_nonzero(b);) {
+        Square from = bb_pop_lsb(&b);
+        Bitboard t = bb_and(bb_silver_attacks(us, from), target);
+        if (bb_test(pinned, from)) t = bb_and(t, bb_line(ksq, from));
+        if (bb_test(mk.zone, from))
+            ADD(from, t, KIND_FROMZONE);
+        else
+            ADD(from, t, KIND_TOZONE);
+    }
+    /* Gold and the promoted small pieces. */
+    for (Bitboard b = bb_and(pos->bb[POS_BB_GOLDS], own); bb_nonzero(b);) {
+        Square from = bb_pop_lsb(&b);
+        Bitboard t = bb_and(bb_gold_attacks(us, from), target);
+        if (bb_test(pinned, from)) t = bb_and(t, bb_line(ksq, from));
+        ADD(from, t, KIND_NONE);
+    }
+    /* Bishops and horses. */
+    for (Bitboard b = bb_and(pos->bb[POS_BB_BISHOP_HORSE], own); bb_nonzero(b);) {
+        Square from = bb_pop_lsb(&b);
+        bool horse = piece_type(pos->board[from]) == PT_HORSE;
+        Bitboard a = bb_bishop_attacks(from, occ);
+        if (horse) a = bb_or(a, bb_king_attacks(from));
+        Bitboard t = bb_and(a, target);
+        if (bb_test(pinned, from)) t = bb_and(t, bb_line(ksq, from));
+        if (horse)
+            ADD(from, t, KIND_NONE);
+        else if (bb_test(mk.zone, from))
+            ADD(from, t, KIND_FROMZONE);
+        else
+            ADD(from, t, KIND_TOZONE);
+    }
+    /* Rooks and dragons. */
+    for (Bitboard b = bb_and(pos->bb[POS_BB_ROOK_DRAGON], own); bb_nonzero(b);) {
+        Square from = bb_pop_lsb(&b);
+        bool dragon = piece_type(pos->board[from]) == PT_DRAGON;
+        Bitboard a = bb_rook_attacks(from, occ);
+        if (dragon) a = bb_or(a, bb_king_attacks(from));
+        Bitboard t = bb_and(a, target);
+        if (bb_test(pinned, from)) t = bb_and(t, bb_line(ksq, from));
+        if (dragon)
+            ADD(from, t, KIND_NONE);
+        else if (bb_test(mk.zone, from))
+            ADD(from, t, KIND_FROMZONE);
+        else
+            ADD(from, t, KIND_TOZONE);
+    }
+#undef ADD
+
+    /* Drops. */
+    const Hand hand = pos->hand[us];
+    if (hand != 0 && bb_nonzero(drop_target)) {
+        if (hand_has(hand, PT_PAWN)) {
+            Bitboard t = bb_andnot(drop_target, bb_or(mk.last1, bb_file_fill(pos_pieces(pos, us, PT_PAWN))));
+            /* A pawn dropped in front of their king gives check: it must not mate. */
+            Bitboard front = bb_and(t, bb_pawn_attacks(them, pos->king_sq[them]));
+            if (bb_nonzero(front) && pos_is_pawn_drop_mate(pos, bb_lsb(front))) t = bb_xor(t, front);
+            if (COUNT)
+                n += bb_popcount(t);
+            else
+                while (bb_nonzero(t)) *p++ = move_make_drop(PT_PAWN, bb_pop_lsb(&t));
+        }
+        if (hand & HAND_EXCEPT_PAWN_MASK) {
+            if (COUNT) {
+                int32_t all = bb_popcount(drop_target);
+                if (hand_has(hand, PT_LANCE)) n += bb_popcount(bb_andnot(drop_target, mk.last1));
+                if (hand_has(hand, PT_KNIGHT)) n += bb_popcount(bb_andnot(drop_target, mk.last2));
+                int32_t k = hand_has(hand, PT_SILVER) + hand_has(hand, PT_GOLD) + hand_has(hand, PT_BISHOP) +
+                            hand_has(hand, PT_ROOK);
+                n += k * all;
+            } else {
+                PieceType kinds[4];
+                int nk = 0;
+                if (hand_has(hand, PT_SILVER)) kinds[nk++] = PT_SILVER;
+                if (hand_has(hand, PT_GOLD)) kinds[nk++] = PT_GOLD;
+                if (hand_has(hand, PT_BISHOP)) kinds[nk++] = PT_BISHOP;
+                if (hand_has(hand, PT_ROOK)) kinds[nk++] = PT_ROOK;
+                const bool lance = hand_has(hand, PT_LANCE), knight = hand_has(hand, PT_KNIGHT);
+                for (Bitboard t = drop_target; bb_nonzero(t);) {
+                    Square to = bb_pop_lsb(&t);
+                    for (int i = 0; i < nk; i++) *p++ = move_make_drop(kinds[i], to);
+                    if (lance && !bb_test(mk.last1, to)) *p++ = move_make_drop(PT_LANCE, to);
+                    if (knight && !bb_test(mk.last2, to)) *p++ = move_make_drop(PT_KNIGHT, to);
+                }
+            }
+        }
+    }
+    return COUNT ? n : (int32_t)(p - out);
+}
+
+int32_t movegen_legal(const Position *pos, MoveList *list) {
+    list->n = gen_legal(pos, list->moves, false);
+    return list->n;
+}
+
+int32_t movegen_count_legal(const Position *pos) { return gen_legal(pos, NULL, true); }
+
+int32_t movegen_pseudo(const Position *pos, MoveList *list) {
+    const Color us = pos->side;
+    const Bitboard occ = pos->bb[POS_BB_OCC], own = pos->by_color[us];
+    const Masks mk = masks_for(us);
+    Move *p = list->moves;
+    for (Bitboard b = own; bb_nonzero(b);) {
+        Square from = bb_pop_lsb(&b);
+        Piece pc = pos->board[from];
+        PieceType pt = piece_type(pc);
+        Bitboard t = bb_andnot(bb_attacks(pc, from, occ), own);
+        int kind = KIND_NONE;
+        if (pt == PT_PAWN || pt == PT_LANCE)
+            kind = KIND_PAWN;
+        else if (pt == PT_KNIGHT)
+            kind = KIND_KNIGHT;
+        else if (pt == PT_SILVER || pt == PT_BISHOP || pt == PT_ROOK)
+            kind = bb_test(mk.zone, from) ? KIND_FROMZONE : KIND_TOZONE;
+        p = emit_kind(p, from, t, kind, &mk);
+    }
+    Bitboard empty = bb_not(occ);
+    for (PieceType pt = PT_PAWN; pt <= PT_GOLD; pt++) {
+        if (!hand_has(pos->hand[us], pt)) continue;
+        Bitboard t = empty;
+        if (pt == PT_PAWN) t = bb_andnot(t, bb_or(mk.last1, bb_file_fill(pos_pieces(pos, us, PT_PAWN))));
+        if (pt == PT_LANCE) t = bb_andnot(t, mk.last1);
+        if (pt == PT_KNIGHT) t = bb_andnot(t, mk.last2);
+        while (bb_nonzero(t)) *p++ = move_make_drop(pt, bb_pop_lsb(&t));
+    }
+    list->n = (int32_t)(p - list->moves);
+    KOMA_ASSERT(list->n <= MOVES_MAX);
+    return list->n;
+}
+
+bool movegen_list_contains(const MoveList *list, Move m) {
+    for (int32_t i = 0; i < list->n; i++)
+        if (list->moves[i] == m) return true;
+    return false;
+}
+
+uint64_t movegen_perft(Position *pos, int32_t depth) {
+    if (depth <= 0) return 1;
+    if (depth == 1) return (uint64_t)movegen_count_legal(pos);
+    MoveList list;
+    movegen_legal(pos, &list);
+    uint64_t total = 0;
+    for (int32_t i = 0; i < list.n; i++) {
+        pos_do_move(pos, list.moves[i]);
+        total += movegen_perft(pos, depth - 1);
+        pos_undo_move(pos);
+    }
+    return total;
+}

@@ -1,0 +1,71 @@
+/* perft.c - count the leaves of the legal move tree (move generator check and benchmark).
+ *
+ * usage: perft [--sfen "SFEN"] [--divide] DEPTH
+ * Counts leaves to DEPTH from the start position (or SFEN), counting the last
+ * ply without making its moves. --divide prints each root move's count.
+ * The last output line is: nodes <count> time_ms <milliseconds> nps <leaves per second>
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compat/compat.h"
+#include "engine/movegen.h"
+#include "engine/sfen.h"
+
+static int usage(void) {
+    fprintf(stderr, "usage: perft [--sfen \"SFEN\"] [--divide] DEPTH\n");
+    return 2;
+}
+
+int main(int argc, char **argv) {
+    const char *sfen = "startpos";
+    int divide = 0;
+    long depth = -1;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--sfen") == 0 && i + 1 < argc) {
+            sfen = argv[++i];
+        } else if (strcmp(argv[i], "--divide") == 0) {
+            divide = 1;
+        } else if (argv[i][0] != '-' && depth < 0) {
+            char *end;
+            depth = strtol(argv[i], &end, 10);
+            if (*end || depth < 0 || depth > 20) {
+                fprintf(stderr, "perft: depth must be 0..20, got '%s'\n", argv[i]);
+                return 2;
+            }
+        } else {
+            return usage();
+        }
+    }
+    if (depth < 0) return usage();
+
+    static Position pos;
+    char err[256];
+    if (sfen_parse_cstr(&pos, sfen, err, sizeof err) != SFEN_OK) {
+        fprintf(stderr, "perft: %s\n", err);
+        return 1;
+    }
+    int64_t t0 = compat_now_ns();
+    uint64_t nodes = 0;
+    if (divide && depth > 0) {
+        MoveList list;
+        movegen_legal(&pos, &list);
+        for (int32_t i = 0; i < list.n; i++) {
+            char usi[MOVE_USI_MAX];
+            move_to_usi(list.moves[i], usi);
+            pos_do_move(&pos, list.moves[i]);
+            uint64_t n = movegen_perft(&pos, (int32_t)depth - 1);
+            pos_undo_move(&pos);
+            printf("%s %" PRIu64 "\n", usi, n);
+            nodes += n;
+        }
+    } else {
+        nodes = movegen_perft(&pos, (int32_t)depth);
+    }
+    int64_t ns = compat_now_ns() - t0;
+    uint64_t nps = ns > 0 ? (uint64_t)((double)nodes * 1e9 / (double)ns) : 0;
+    printf("nodes %" PRIu64 " time_ms %" PRId64 " nps %" PRIu64 "\n", nodes, ns / 1000000, nps);
+    return 0;
+}
