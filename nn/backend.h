@@ -136,6 +136,8 @@ struct nn_backend {
     /* y = act(x + res); res (n) or NULL. y may equal x. */
     void (*act_fwd)(nn_backend_t *be, const float *x, const float *res, int64_t n, nn_act_t act,
                     float *y);
+    /* y = a + b (n). y may equal a or b. */
+    void (*add)(nn_backend_t *be, const float *a, const float *b, int64_t n, float *y);
     /* dx = dy * act'(z), z = the pre-activation (x + res). For NN_ACT_RELU the
      * output y may be passed as z (same mask). dx may equal dy. */
     void (*act_bwd)(nn_backend_t *be, const float *dy, const float *z, int64_t n, nn_act_t act,

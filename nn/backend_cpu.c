@@ -1,0 +1,559 @@
+/* backend_cpu.c - the CPU reference backend: every op of nn/backend.h.
+ *
+ * Owns: the CPU implementation of the ops (plain C, one function per op,
+ * forward and backward side by side) and the vtable that exposes them.
+ * Convolutions are im2col + one GEMM (nn_gemm: OpenBLAS, threaded by the
+ * library) over chunks of the batch; reductions accumulate in double.
+ * Does not own: the order ops run in (nn/net.c).
+ */
+#include "nn/backend.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compat/compat.h"
+
+#ifdef KOMA_HAVE_CBLAS
+#include <cblas.h>
+#endif
+
+const char *nn_act_name(nn_act_t act) {
+    switch (act) {
+    case NN_ACT_RELU: return "relu";
+    case NN_ACT_SILU: return "silu";
+    default: return "?";
+    }
+}
+
+int nn_act_parse(const char *name) {
+    if (!name) return -1;
+    for (int a = 0; a < NN_ACT_NB; a++)
+        if (strcmp(name, nn_act_name((nn_act_t)a)) == 0) return a;
+    return -1;
+}
+
+void nn_backend_free(nn_backend_t *be) {
+    if (be && be->free) be->free(be);
+}
+
+/* ---- memory ---------------------------------------------------------------- */
+static void cpu_free(nn_backend_t *be) { free(be); }
+
+static void *cpu_buf_alloc(nn_backend_t *be, size_t bytes) {
+    (void)be;
+    size_t n = (bytes + 63) & ~(size_t)63;
+    return aligned_alloc(64, n ? n : 64);
+}
+static void cpu_buf_free(nn_backend_t *be, void *p) {
+    (void)be;
+    free(p);
+}
+static void cpu_upload(nn_backend_t *be, void *dst, const void *src, size_t bytes) {
+    (void)be;
+    if (bytes) memcpy(dst, src, bytes);
+}
+static void cpu_memset_zero(nn_backend_t *be, void *dst, size_t bytes) {
+    (void)be;
+    if (bytes) memset(dst, 0, bytes);
+}
+static void cpu_copy(nn_backend_t *be, void *dst, const void *src, size_t bytes) {
+    (void)be;
+    if (bytes && dst != src) memmove(dst, src, bytes);
+}
+
+/* ---- input ------------------------------------------------------------------ */
+// packed (B, ceil(planes*81/8)), hand (B, in_hand) -> out (B, planes + in_hand, 9, 9)
+static void cpu_expand_planes(nn_backend_t *be, const uint8_t *packed, const float *hand, int32_t B,
+                              int32_t planes, int32_t in_hand, float *out) {
+    (void)be;
+    int64_t bpp = nn_packed_bytes(planes);
+    int32_t C = planes + in_hand;
+    for (int32_t b = 0; b < B; b++) {
+        const uint8_t *bits = packed + b * bpp;
+        float *o = out + (int64_t)b * C * NN_HW;
+        int64_t nbits = (int64_t)planes * NN_HW;
+        for (int64_t i = 0; i < nbits; i++) o[i] = (float)((bits[i >> 3] >> (i & 7)) & 1);
+        for (int32_t j = 0; j < in_hand; j++) {
+            float v = hand[(int64_t)b * in_hand + j];
+            float *p = o + (int64_t)(planes + j) * NN_HW;
+            for (int32_t s = 0; s < NN_HW; s++) p[s] = v;
+        }
+    }
+}
+
+/* ---- convolution ------------------------------------------------------------ */
+/* The batch is processed in chunks of `nb` positions so the im2col matrix
+ * stays near NN_CPU_COL_BYTES whatever B is; each chunk is one GEMM with
+ * N = nb*81 columns. Workspace: col (cin*k*k, nb*81) + tmp (cout, nb*81). */
+#define NN_CPU_COL_BYTES (4u << 20)
+
+static int32_t conv_chunk(int32_t B, int32_t cin, int32_t k) {
+    int64_t per = (int64_t)cin * k * k * NN_HW * (int64_t)sizeof(float);
+    int64_t nb = NN_CPU_COL_BYTES / per;
+    if (nb < 1) nb = 1;
+    if (nb > B) nb = B;
+    return (int32_t)nb;
+}
+
+static size_t cpu_conv_ws_bytes(nn_backend_t *be, int32_t B, int32_t cin, int32_t cout, int32_t k) {
+    (void)be;
+    int64_t nb = conv_chunk(B, cin, k);
+    return (size_t)(((int64_t)cin * k * k + cout) * nb * NN_HW * (int64_t)sizeof(float));
+}
+
+// x (nb, cin, 9, 9) -> col (cin*k*k, nb*81); row r = (c*k + ky)*k + kx
+static void im2col(const float *x, int32_t nb, int32_t cin, int32_t k, float *col) {
+    int32_t p = k / 2;
+    int64_t N = (int64_t)nb * NN_HW;
+    for (int32_t c = 0; c < cin; c++)
+        for (int32_t ky = 0; ky < k; ky++)
+            for (int32_t kx = 0; kx < k; kx++) {
+                float *row = col + ((int64_t)(c * k + ky) * k + kx) * N;
+                int32_t dy = ky - p, dx = kx - p;
+                int32_t x0 = dx < 0 ? -dx : 0, x1 = dx > 0 ? NN_SIDE - dx : NN_SIDE;
+                for (int32_t b = 0; b < nb; b++) {
+                    const float *src = x + ((int64_t)b * cin + c) * NN_HW;
+                    float *dst = row + (int64_t)b * NN_HW;
+                    for (int32_t yy = 0; yy < NN_SIDE; yy++) {
+                        int32_t sy = yy + dy;
+                        float *d = dst + yy * NN_SIDE;
+                        if (sy < 0 || sy >= NN_SIDE) {
+                            memset(d, 0, sizeof(float) * NN_SIDE);
+                            continue;
+                        }
+                        const float *s = src + sy * NN_SIDE + dx;
+                        for (int32_t xx = 0; xx < x0; xx++) d[xx] = 0.0f;
+                        for (int32_t xx = x0; xx < x1; xx++) d[xx] = s[xx];
+                        for (int32_t xx = x1; xx < NN_SIDE; xx++) d[xx] = 0.0f;
+                    }
+                }
+            }
+}
+
+// col (cin*k*k, nb*81) -> dx (nb, cin, 9, 9) += scatter-add (dx must be initialised)
+static void col2im_add(const float *col, int32_t nb, int32_t cin, int32_t k, float *dx) {
+    int32_t p = k / 2;
+    int64_t N = (int64_t)nb * NN_HW;
+    for (int32_t c = 0; c < cin; c++)
+        for (int32_t ky = 0; ky < k; ky++)
+            for (int32_t kx = 0; kx < k; kx++) {
+                const float *row = col + ((int64_t)(c * k + ky) * k + kx) * N;
+                int32_t dy = ky - p, ddx = kx - p;
+                int32_t x0 = ddx < 0 ? -ddx : 0, x1 = ddx > 0 ? NN_SIDE - ddx : NN_SIDE;
+                for (int32_t b = 0; b < nb; b++) {
+                    float *dst = dx + ((int64_t)b * cin + c) * NN_HW;
+                    const float *src = row + (int64_t)b * NN_HW;
+                    for (int32_t yy = 0; yy < NN_SIDE; yy++) {
+                        int32_t sy = yy + dy;
+                        if (sy < 0 || sy >= NN_SIDE) continue;
+                        float *d = dst + sy * NN_SIDE + ddx;
+                        const float *s = src + yy * NN_SIDE;
+                        for (int32_t xx = x0; xx < x1; xx++) d[xx] += s[xx];
+                    }
+                }
+            }
+}
+
+// (nb, C, 81) <-> (C, nb*81)
+static void nchw_to_cn(const float *x, int32_t nb, int32_t C, float *t) {
+    for (int32_t b = 0; b < nb; b++)
+        for (int32_t c = 0; c < C; c++)
+            memcpy(t + ((int64_t)c * nb + b) * NN_HW, x + ((int64_t)b * C + c) * NN_HW,
+                   sizeof(float) * NN_HW);
+}
+
+static void cpu_conv_fwd(nn_backend_t *be, const float *x, const float *w, const float *bias,
+                         int32_t B, int32_t cin, int32_t cout, int32_t k, float *y, void *ws) {
+    (void)be;
+    int32_t chunk = conv_chunk(B, cin, k);
+    int32_t K = cin * k * k;
+    float *col = (float *)ws;
+    float *tmp = col + (int64_t)K * chunk * NN_HW;
+    for (int32_t b0 = 0; b0 < B; b0 += chunk) {
+        int32_t nb = B - b0 < chunk ? B - b0 : chunk;
+        int32_t N = nb * NN_HW;
+        const float *xb = x + (int64_t)b0 * cin * NN_HW;
+        float *yb = y + (int64_t)b0 * cout * NN_HW;
+        const float *colp = col;
+        if (k == 1 && nb == 1) {
+            colp = xb; /* a single position is already (cin, 81) */
+        } else {
+            im2col(xb, nb, cin, k, col);
+        }
+        if (nb == 1) { /* output (cout, 81) is already NCHW */
+            nn_gemm(0, 0, cout, N, K, 1.0f, w, K, colp, N, 0.0f, yb, N);
+            if (bias)
+                for (int32_t o = 0; o < cout; o++)
+                    for (int32_t s = 0; s < NN_HW; s++) yb[o * NN_HW + s] += bias[o];
+            continue;
+        }
+        // tmp (cout, nb*81) = w (cout, K) . col (K, nb*81)
+        nn_gemm(0, 0, cout, N, K, 1.0f, w, K, colp, N, 0.0f, tmp, N);
+        for (int32_t b = 0; b < nb; b++)
+            for (int32_t o = 0; o < cout; o++) {
+                const float *s = tmp + ((int64_t)o * nb + b) * NN_HW;
+                float *d = yb + ((int64_t)b * cout + o) * NN_HW;
+                float bo = bias ? bias[o] : 0.0f;
+                for (int32_t q = 0; q < NN_HW; q++) d[q] = s[q] + bo;
+            }
+    }
+}
+
+static void cpu_conv_bwd_data(nn_backend_t *be, const float *dy, const float *w, int32_t B,
+                              int32_t cin, int32_t cout, int32_t k, float *dx, int32_t accumulate,
+                              void *ws) {
+    (void)be;
+    int32_t chunk = conv_chunk(B, cin, k);
+    int32_t K = cin * k * k;
+    float *col = (float *)ws;
+    float *tmp = col + (int64_t)K * chunk * NN_HW;
+    if (!accumulate) memset(dx, 0, sizeof(float) * (size_t)B * cin * NN_HW);
+    for (int32_t b0 = 0; b0 < B; b0 += chunk) {
+        int32_t nb = B - b0 < chunk ? B - b0 : chunk;
+        int32_t N = nb * NN_HW;
+        nchw_to_cn(dy + (int64_t)b0 * cout * NN_HW, nb, cout, tmp);
+        // col (K, nb*81) = w^T (K, cout) . tmp (cout, nb*81)
+        nn_gemm(1, 0, K, N, cout, 1.0f, w, K, tmp, N, 0.0f, col, N);
+        col2im_add(col, nb, cin, k, dx + (int64_t)b0 * cin * NN_HW);
+    }
+}
+
+static void cpu_conv_bwd_filter(nn_backend_t *be, const float *x, const float *dy, int32_t B,
+                                int32_t cin, int32_t cout, int32_t k, float *dw, float *dbias,
+                                void *ws) {
+    (void)be;
+    int32_t chunk = conv_chunk(B, cin, k);
+    int32_t K = cin * k * k;
+    float *col = (float *)ws;
+    float *tmp = col + (int64_t)K * chunk * NN_HW;
+    if (dbias) memset(dbias, 0, sizeof(float) * (size_t)cout);
+    for (int32_t b0 = 0; b0 < B; b0 += chunk) {
+        int32_t nb = B - b0 < chunk ? B - b0 : chunk;
+        int32_t N = nb * NN_HW;
+        im2col(x + (int64_t)b0 * cin * NN_HW, nb, cin, k, col);
+        nchw_to_cn(dy + (int64_t)b0 * cout * NN_HW, nb, cout, tmp);
+        // dw (cout, K) (+)= tmp (cout, nb*81) . col^T (nb*81, K)
+        nn_gemm(0, 1, cout, K, N, 1.0f, tmp, N, col, N, b0 ? 1.0f : 0.0f, dw, K);
+        if (dbias)
+            for (int32_t o = 0; o < cout; o++) {
+                double s = 0;
+                const float *t = tmp + (int64_t)o * N;
+                for (int32_t q = 0; q < N; q++) s += t[q];
+                dbias[o] += (float)s;
+            }
+    }
+}
+
+/* ---- batch norm ------------------------------------------------------------- */
+// x, y (B, C, HW); gamma, beta, running_*, save_* (C)
+static void cpu_bn_fwd_train(nn_backend_t *be, const float *x, const float *gamma,
+                             const float *beta, int32_t B, int32_t C, int32_t HW, float eps,
+                             float momentum, float *running_mean, float *running_var, float *y,
+                             float *save_mean, float *save_invstd) {
+    (void)be;
+    int64_t n = (int64_t)B * HW;
+    for (int32_t c = 0; c < C; c++) {
+        double s = 0;
+        for (int32_t b = 0; b < B; b++) {
+            const float *p = x + ((int64_t)b * C + c) * HW;
+            for (int32_t i = 0; i < HW; i++) s += p[i];
+        }
+        double mean = s / (double)n, ss = 0;
+        for (int32_t b = 0; b < B; b++) {
+            const float *p = x + ((int64_t)b * C + c) * HW;
+            for (int32_t i = 0; i < HW; i++) {
+                double d = p[i] - mean;
+                ss += d * d;
+            }
+        }
+        double var = ss / (double)n;
+        float invstd = (float)(1.0 / sqrt(var + eps));
+        float m = (float)mean, g = gamma[c] * invstd, bt = beta[c];
+        for (int32_t b = 0; b < B; b++) {
+            const float *p = x + ((int64_t)b * C + c) * HW;
+            float *q = y + ((int64_t)b * C + c) * HW;
+            for (int32_t i = 0; i < HW; i++) q[i] = (p[i] - m) * g + bt;
+        }
+        save_mean[c] = m;
+        save_invstd[c] = invstd;
+        double unbiased = n > 1 ? ss / (double)(n - 1) : var;
+        running_mean[c] = (1.0f - momentum) * running_mean[c] + momentum * (float)mean;
+        running_var[c] = (1.0f - momentum) * running_var[c] + momentum * (float)unbiased;
+    }
+}
+
+static void cpu_bn_bwd(nn_backend_t *be, const float *x, const float *dy, const float *gamma,
+                       const float *save_mean, const float *save_invstd, int32_t B, int32_t C,
+                       int32_t HW, float *dx, float *dgamma, float *dbeta) {
+    (void)be;
+    int64_t n = (int64_t)B * HW;
+    for (int32_t c = 0; c < C; c++) {
+        float m = save_mean[c], is = save_invstd[c];
+        double sdy = 0, sdyx = 0;
+        for (int32_t b = 0; b < B; b++) {
+            const float *p = x + ((int64_t)b * C + c) * HW;
+            const float *g = dy + ((int64_t)b * C + c) * HW;
+            for (int32_t i = 0; i < HW; i++) {
+                sdy += g[i];
+                sdyx += (double)g[i] * (double)((p[i] - m) * is);
+            }
+        }
+        dbeta[c] = (float)sdy;
+        dgamma[c] = (float)sdyx;
+        // dx = gamma*invstd * (dy - mean(dy) - xhat * mean(dy*xhat))
+        float k = gamma[c] * is, a = (float)(sdy / (double)n), bb = (float)(sdyx / (double)n);
+        for (int32_t b = 0; b < B; b++) {
+            const float *p = x + ((int64_t)b * C + c) * HW;
+            const float *g = dy + ((int64_t)b * C + c) * HW;
+            float *q = dx + ((int64_t)b * C + c) * HW;
+            for (int32_t i = 0; i < HW; i++) q[i] = k * (g[i] - a - (p[i] - m) * is * bb);
+        }
+    }
+}
+
+// w (cout, kdim) -> w_out (cout, kdim), b_out (cout)
+static void cpu_bn_fold(nn_backend_t *be, const float *w, const float *gamma, const float *beta,
+                        const float *mean, const float *var, int32_t cout, int32_t kdim, float eps,
+                        float *w_out, float *b_out) {
+    (void)be;
+    for (int32_t o = 0; o < cout; o++) {
+        float s = (float)(gamma[o] / sqrt((double)var[o] + eps));
+        for (int32_t i = 0; i < kdim; i++) w_out[(int64_t)o * kdim + i] = w[(int64_t)o * kdim + i] * s;
+        b_out[o] = beta[o] - mean[o] * s;
+    }
+}
+
+/* ---- elementwise ------------------------------------------------------------ */
+static void cpu_act_fwd(nn_backend_t *be, const float *x, const float *res, int64_t n, nn_act_t act,
+                        float *y) {
+    (void)be;
+    if (act == NN_ACT_RELU) {
+        for (int64_t i = 0; i < n; i++) {
+            float z = res ? x[i] + res[i] : x[i];
+            y[i] = z > 0.0f ? z : 0.0f;
+        }
+    } else {
+        for (int64_t i = 0; i < n; i++) {
+            float z = res ? x[i] + res[i] : x[i];
+            y[i] = z / (1.0f + expf(-z));
+        }
+    }
+}
+
+static void cpu_add(nn_backend_t *be, const float *a, const float *b, int64_t n, float *y) {
+    (void)be;
+    for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i];
+}
+
+static void cpu_act_bwd(nn_backend_t *be, const float *dy, const float *z, int64_t n, nn_act_t act,
+                        float *dx) {
+    (void)be;
+    if (act == NN_ACT_RELU) {
+        for (int64_t i = 0; i < n; i++) dx[i] = z[i] > 0.0f ? dy[i] : 0.0f;
+    } else {
+        for (int64_t i = 0; i < n; i++) {
+            float s = 1.0f / (1.0f + expf(-z[i]));
+            dx[i] = dy[i] * s * (1.0f + z[i] * (1.0f - s));
+        }
+    }
+}
+
+/* ---- dense ------------------------------------------------------------------ */
+// x (B, in), w (out, in), b (out) -> y (B, out)
+static void cpu_dense_fwd(nn_backend_t *be, const float *x, const float *w, const float *b,
+                          int32_t B, int32_t in, int32_t out, float *y) {
+    (void)be;
+    nn_gemm(0, 1, B, out, in, 1.0f, x, in, w, in, 0.0f, y, out);
+    if (b)
+        for (int32_t i = 0; i < B; i++)
+            for (int32_t o = 0; o < out; o++) y[(int64_t)i * out + o] += b[o];
+}
+
+static void cpu_dense_bwd(nn_backend_t *be, const float *x, const float *w, const float *dy,
+                          int32_t B, int32_t in, int32_t out, float *dx, float *dw, float *db) {
+    (void)be;
+    if (dx) nn_gemm(0, 0, B, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in); // dx = dy . w
+    nn_gemm(1, 0, out, in, B, 1.0f, dy, out, x, in, 0.0f, dw, in);         // dw = dy^T . x
+    if (db)
+        for (int32_t o = 0; o < out; o++) {
+            double s = 0;
+            for (int32_t i = 0; i < B; i++) s += dy[(int64_t)i * out + o];
+            db[o] = (float)s;
+        }
+}
+
+/* ---- losses ----------------------------------------------------------------- */
+// logits (N) -> p (N) = softmax (written to dl), returns log-sum-exp
+static double softmax_row(const float *z, int32_t N, float *p) {
+    float mx = z[0];
+    for (int32_t i = 1; i < N; i++) mx = z[i] > mx ? z[i] : mx;
+    double s = 0;
+    for (int32_t i = 0; i < N; i++) {
+        float e = expf(z[i] - mx);
+        p[i] = e;
+        s += e;
+    }
+    float inv = (float)(1.0 / s);
+    for (int32_t i = 0; i < N; i++) p[i] *= inv;
+    return (double)mx + log(s);
+}
+
+// logits, dlogits (B, N); offsets (B+1); labels, probs (nnz)
+static void cpu_policy_loss(nn_backend_t *be, const float *logits, const uint32_t *offsets,
+                            const uint16_t *labels, const float *probs, int32_t B, int32_t N,
+                            float scale, float *dlogits, float *stats) {
+    (void)be;
+    double loss = 0, correct = 0;
+    for (int32_t b = 0; b < B; b++) {
+        const float *z = logits + (int64_t)b * N;
+        float *d = dlogits + (int64_t)b * N;
+        double lse = softmax_row(z, N, d);
+        int32_t am = 0;
+        for (int32_t i = 1; i < N; i++)
+            if (z[i] > z[am]) am = i;
+        double tsum = 0;
+        int32_t tbest = -1;
+        float pbest = 0;
+        for (uint32_t j = offsets[b]; j < offsets[b + 1]; j++) {
+            int32_t l = labels[j];
+            float t = probs[j];
+            tsum += t;
+            loss += t * (lse - z[l]);
+            if (tbest < 0 || t > pbest || (t == pbest && l < tbest)) {
+                tbest = l;
+                pbest = t;
+            }
+        }
+        float ts = (float)tsum * scale;
+        for (int32_t i = 0; i < N; i++) d[i] *= ts;
+        for (uint32_t j = offsets[b]; j < offsets[b + 1]; j++) d[labels[j]] -= scale * probs[j];
+        if (tbest >= 0 && am == tbest) correct += 1;
+    }
+    stats[NN_STAT_POLICY_LOSS] += (float)loss;
+    stats[NN_STAT_POLICY_CORRECT] += (float)correct;
+}
+
+// result, q (B) -> target (B, 3)
+static void cpu_value_target(nn_backend_t *be, const int8_t *result, const float *q, int32_t B,
+                             float q_mix, float q_draw, float *target) {
+    (void)be;
+    for (int32_t b = 0; b < B; b++) {
+        float *t = target + (int64_t)b * 3;
+        float r[3] = {result[b] > 0, result[b] == 0, result[b] < 0};
+        float v = q[b] < -1.0f ? -1.0f : q[b] > 1.0f ? 1.0f : q[b];
+        float d = q_draw * (1.0f - fabsf(v));
+        float s[3] = {0.5f * (1.0f + v - d), d, 0.5f * (1.0f - v - d)};
+        for (int32_t i = 0; i < 3; i++) t[i] = (1.0f - q_mix) * r[i] + q_mix * s[i];
+    }
+}
+
+// logits, target, dlogits (B, K)
+static void cpu_value_loss(nn_backend_t *be, const float *logits, const float *target, int32_t B,
+                           int32_t K, float scale, float *dlogits, float *stats) {
+    (void)be;
+    double loss = 0;
+    for (int32_t b = 0; b < B; b++) {
+        const float *z = logits + (int64_t)b * K, *t = target + (int64_t)b * K;
+        float *d = dlogits + (int64_t)b * K;
+        double lse = softmax_row(z, K, d);
+        double tsum = 0;
+        for (int32_t i = 0; i < K; i++) {
+            loss += t[i] * (lse - z[i]);
+            tsum += t[i];
+        }
+        for (int32_t i = 0; i < K; i++) d[i] = scale * (d[i] * (float)tsum - t[i]);
+    }
+    stats[NN_STAT_VALUE_LOSS] += (float)loss;
+}
+
+// logits, target, dlogits (B, N)
+static void cpu_legal_loss(nn_backend_t *be, const float *logits, const float *target, int32_t B,
+                           int32_t N, float scale, float *dlogits, float *stats) {
+    (void)be;
+    double loss = 0;
+    int64_t tp = 0, fp = 0, fn = 0;
+    int64_t n = (int64_t)B * N;
+    for (int64_t i = 0; i < n; i++) {
+        float z = logits[i], t = target[i];
+        float az = fabsf(z);
+        loss += (double)(z > 0 ? z : 0) - (double)z * t + log1p(exp(-(double)az));
+        float s = z >= 0 ? 1.0f / (1.0f + expf(-z)) : expf(z) / (1.0f + expf(z));
+        dlogits[i] = scale * (s - t);
+        int pred = z >= 0.0f, pos = t > 0.5f;
+        tp += pred && pos;
+        fp += pred && !pos;
+        fn += !pred && pos;
+    }
+    stats[NN_STAT_LEGAL_LOSS] += (float)loss;
+    stats[NN_STAT_LEGAL_TP] += (float)tp;
+    stats[NN_STAT_LEGAL_FP] += (float)fp;
+    stats[NN_STAT_LEGAL_FN] += (float)fn;
+}
+
+/* ---- optimizer -------------------------------------------------------------- */
+static void cpu_sum_squares(nn_backend_t *be, const float *x, int64_t n, float *out) {
+    (void)be;
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += (double)x[i] * x[i];
+    *out += (float)s;
+}
+
+// p, g, v (n)
+static void cpu_sgd_step(nn_backend_t *be, float *p, const float *g, float *v, int64_t n,
+                         const float *gnorm2, const nn_sgd_args_t *a) {
+    (void)be;
+    float scale = 1.0f;
+    if (gnorm2 && a->clip_norm > 0.0f) {
+        float norm = sqrtf(*gnorm2);
+        float c = a->clip_norm / (norm + 1e-6f);
+        if (c < 1.0f) scale = c;
+    }
+    float decay = 1.0f - a->lr * a->weight_decay, mu = a->momentum, lr = a->lr;
+    for (int64_t i = 0; i < n; i++) {
+        float gi = g[i] * scale;
+        float vi = mu * v[i] + gi;
+        v[i] = vi;
+        float d = a->nesterov ? gi + mu * vi : vi;
+        p[i] = p[i] * decay - lr * d;
+    }
+}
+
+nn_backend_t *nn_backend_cpu_new(int32_t threads) {
+    nn_backend_t *be = calloc(1, sizeof(*be));
+    if (!be) return NULL;
+#if defined(KOMA_HAVE_CBLAS) && defined(OPENBLAS_VERSION)
+    if (threads > 0) openblas_set_num_threads(threads);
+#else
+    (void)threads;
+#endif
+    be->name = "cpu";
+    be->free = cpu_free;
+    be->buf_alloc = cpu_buf_alloc;
+    be->buf_free = cpu_buf_free;
+    be->upload = cpu_upload;
+    be->download = cpu_upload;
+    be->memset_zero = cpu_memset_zero;
+    be->copy = cpu_copy;
+    be->sync = NULL;
+    be->expand_planes = cpu_expand_planes;
+    be->conv_ws_bytes = cpu_conv_ws_bytes;
+    be->conv_fwd = cpu_conv_fwd;
+    be->conv_bwd_data = cpu_conv_bwd_data;
+    be->conv_bwd_filter = cpu_conv_bwd_filter;
+    be->bn_fwd_train = cpu_bn_fwd_train;
+    be->bn_bwd = cpu_bn_bwd;
+    be->bn_fold = cpu_bn_fold;
+    be->act_fwd = cpu_act_fwd;
+    be->add = cpu_add;
+    be->act_bwd = cpu_act_bwd;
+    be->dense_fwd = cpu_dense_fwd;
+    be->dense_bwd = cpu_dense_bwd;
+    be->policy_loss = cpu_policy_loss;
+    be->value_target = cpu_value_target;
+    be->value_loss = cpu_value_loss;
+    be->legal_loss = cpu_legal_loss;
+    be->sum_squares = cpu_sum_squares;
+    be->sgd_step = cpu_sgd_step;
+    return be;
+}

@@ -1,0 +1,947 @@
+/* net.c - the Koma network composed from backend ops: parameters, inference,
+ * training step, losses, optimizer and schedule.
+ *
+ * Owns: the tensor table and the single parameter / statistics / folded
+ * allocations of a net, the inference arena (nn_ctx), the trainer (gradients,
+ * momentum, training arena) and the order in which ops run.
+ * Does not own: how an op computes (the backend), files (nn/weights.c).
+ */
+#include "nn/net.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compat/compat.h"
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...) {
+    if (!err || !errlen) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- size string ---------------------------------------------------------- */
+int nn_net_size_parse(const char *s, int32_t *blocks, int32_t *channels) {
+    if (!s) return -1;
+    int64_t v[2] = {0, 0};
+    int part = 0, digits = 0;
+    for (const char *p = s;; p++) {
+        if (*p >= '0' && *p <= '9') {
+            v[part] = v[part] * 10 + (*p - '0');
+            if (v[part] > 1000000) return -1;
+            digits++;
+        } else if ((*p == 'x' || *p == 'X') && part == 0 && digits) {
+            part = 1;
+            digits = 0;
+        } else if (*p == '\0' && part == 1 && digits) {
+            break;
+        } else {
+            return -1;
+        }
+    }
+    if (v[0] < 1 || v[0] > NN_MAX_BLOCKS || v[1] < 1 || v[1] > NN_MAX_CHANNELS) return -1;
+    *blocks = (int32_t)v[0];
+    *channels = (int32_t)v[1];
+    return 0;
+}
+
+char *nn_net_size_format(int32_t blocks, int32_t channels, char *buf, size_t len) {
+    snprintf(buf, len, "%dx%d", (int)blocks, (int)channels);
+    return buf;
+}
+
+/* ---- the net ------------------------------------------------------------- */
+/* A conv unit: conv (no bias) -> BN -> act, or conv + bias (head outputs). */
+typedef struct {
+    int32_t cin, cout, k;
+    int32_t w, bias;                  /* tensor indices; bias -1 when BN follows */
+    int32_t gamma, beta, rmean, rvar; /* BN tensors, -1 for head outputs */
+    int64_t fw, fb;                   /* folded weight / bias offsets (BN units) */
+} nn_unit_t;
+
+/* Units: 0 stem; 1 + 2i, 2 + 2i block i; then the heads. */
+#define U_STEM 0
+#define U_PCONV(n) (1 + 2 * (n))
+#define U_POUT(n) (2 + 2 * (n))
+#define U_LCONV(n) (3 + 2 * (n))
+#define U_LOUT(n) (4 + 2 * (n))
+#define U_VCONV(n) (5 + 2 * (n))
+#define U_COUNT(n) (6 + 2 * (n))
+
+struct nn_net {
+    nn_backend_t *be;
+    nn_net_config_t cfg;
+    int32_t n_tensors;
+    nn_tensor_info_t *tensors;
+    int32_t n_units;
+    nn_unit_t *units;
+    int32_t fc1_w, fc1_b, fc2_w, fc2_b;
+    int64_t n_params, n_decay, n_stats, n_folded;
+    float *params; /* (n_params) all trained tensors, decayed first */
+    float *stats;  /* (n_stats) BN running mean / var */
+    float *folded; /* (n_folded) BN folded into conv weights + bias, for inference */
+    int dirty;     /* folded is stale */
+    compat_mutex_t mu;
+};
+
+static int32_t add_tensor(nn_net_t *net, nn_tensor_kind_t kind, int32_t decay, int32_t ndim,
+                          const int64_t *shape, const char *fmt, ...) {
+    nn_tensor_info_t *t = &net->tensors[net->n_tensors];
+    memset(t, 0, sizeof(*t));
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->name, sizeof(t->name), fmt, ap);
+    va_end(ap);
+    t->kind = kind;
+    t->decay = decay;
+    t->ndim = ndim;
+    t->numel = 1;
+    for (int32_t i = 0; i < ndim; i++) {
+        t->shape[i] = shape[i];
+        t->numel *= shape[i];
+    }
+    return net->n_tensors++;
+}
+
+static void add_unit(nn_net_t *net, int32_t u, const char *prefix, const char *conv,
+                     const char *bn, int32_t cin, int32_t cout, int32_t k) {
+    nn_unit_t *un = &net->units[u];
+    un->cin = cin;
+    un->cout = cout;
+    un->k = k;
+    int64_t ws[4] = {cout, cin, k, k}, c1[1] = {cout};
+    un->w = add_tensor(net, NN_TENSOR_PARAM, 1, 4, ws, "%s.%s.weight", prefix, conv);
+    if (bn) {
+        un->bias = -1;
+        un->gamma = add_tensor(net, NN_TENSOR_PARAM, 0, 1, c1, "%s.%s.weight", prefix, bn);
+        un->beta = add_tensor(net, NN_TENSOR_PARAM, 0, 1, c1, "%s.%s.bias", prefix, bn);
+        un->rmean = add_tensor(net, NN_TENSOR_STAT, 0, 1, c1, "%s.%s.running_mean", prefix, bn);
+        un->rvar = add_tensor(net, NN_TENSOR_STAT, 0, 1, c1, "%s.%s.running_var", prefix, bn);
+    } else {
+        un->bias = add_tensor(net, NN_TENSOR_PARAM, 0, 1, c1, "%s.%s.bias", prefix, conv);
+        un->gamma = un->beta = un->rmean = un->rvar = -1;
+    }
+}
+
+static uint64_t splitmix64(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static double rand_normal(uint64_t *s) {
+    double u1 = ((double)(splitmix64(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+    double u2 = (double)(splitmix64(s) >> 11) * (1.0 / 9007199254740992.0);
+    return sqrt(-2.0 * log(u1)) * cos(2.0 * 3.14159265358979323846 * u2);
+}
+
+static void net_init_random(nn_net_t *net, uint64_t seed, float *hp, float *hs) {
+    uint64_t s = seed ^ 0x4B4F4D41ull; /* "KOMA" */
+    for (int32_t i = 0; i < net->n_tensors; i++) {
+        const nn_tensor_info_t *t = &net->tensors[i];
+        float *d = (t->kind == NN_TENSOR_PARAM ? hp : hs) + t->offset;
+        const char *nm = t->name;
+        size_t L = strlen(nm);
+        int is_bias = L > 5 && strcmp(nm + L - 5, ".bias") == 0;
+        if (t->kind == NN_TENSOR_STAT) {
+            float v = strstr(nm, "running_var") ? 1.0f : 0.0f;
+            for (int64_t j = 0; j < t->numel; j++) d[j] = v;
+        } else if (t->ndim == 1) { /* BN gamma = 1, BN beta and biases = 0 */
+            float v = is_bias ? 0.0f : 1.0f;
+            for (int64_t j = 0; j < t->numel; j++) d[j] = v;
+        } else {
+            int64_t fan_in = t->numel / t->shape[0];
+            int last = strstr(nm, ".out.") || strstr(nm, "fc2");
+            double std = sqrt((last ? 1.0 : 2.0) / (double)fan_in);
+            for (int64_t j = 0; j < t->numel; j++) d[j] = (float)(std * rand_normal(&s));
+        }
+    }
+}
+
+nn_net_t *nn_net_new(nn_backend_t *be, const nn_net_config_t *cfg, uint64_t seed, char *err,
+                     size_t errlen) {
+    if (!be || !cfg) {
+        set_err(err, errlen, "nn_net_new: no backend or config");
+        return NULL;
+    }
+    if (cfg->blocks < 1 || cfg->blocks > NN_MAX_BLOCKS || cfg->channels < 1 ||
+        cfg->channels > NN_MAX_CHANNELS || cfg->in_planes < 1 || cfg->in_planes > 4096 ||
+        cfg->in_hand < 0 || cfg->in_hand > 4096 || cfg->act < 0 || cfg->act >= NN_ACT_NB) {
+        set_err(err, errlen, "nn_net_new: invalid config (blocks %d, channels %d, planes %d, hand %d, act %d)",
+                cfg->blocks, cfg->channels, cfg->in_planes, cfg->in_hand, (int)cfg->act);
+        return NULL;
+    }
+    nn_net_t *net = calloc(1, sizeof(*net));
+    if (!net) {
+        set_err(err, errlen, "nn_net_new: out of memory");
+        return NULL;
+    }
+    int32_t n = cfg->blocks, C = cfg->channels;
+    int32_t max_tensors = U_COUNT(n) * 5 + 8;
+    net->tensors = calloc((size_t)max_tensors, sizeof(nn_tensor_info_t));
+    net->n_units = U_COUNT(n);
+    net->units = calloc((size_t)net->n_units, sizeof(nn_unit_t));
+    if (!net->tensors || !net->units) {
+        nn_net_free(net);
+        set_err(err, errlen, "nn_net_new: out of memory");
+        return NULL;
+    }
+    net->be = be;
+    net->cfg = *cfg;
+    compat_mutex_init(&net->mu);
+    int32_t cin = cfg->in_planes + cfg->in_hand;
+    add_unit(net, U_STEM, "stem", "conv", "bn", cin, C, 3);
+    for (int32_t i = 0; i < n; i++) {
+        char pre[32];
+        snprintf(pre, sizeof(pre), "blocks.%d", (int)i);
+        add_unit(net, 1 + 2 * i, pre, "conv1", "bn1", C, C, 3);
+        add_unit(net, 2 + 2 * i, pre, "conv2", "bn2", C, C, 3);
+    }
+    add_unit(net, U_PCONV(n), "policy", "conv", "bn", C, C, 3);
+    add_unit(net, U_POUT(n), "policy", "out", NULL, C, NN_POLICY_CH, 1);
+    add_unit(net, U_LCONV(n), "legal", "conv", "bn", C, C, 3);
+    add_unit(net, U_LOUT(n), "legal", "out", NULL, C, NN_POLICY_CH, 1);
+    add_unit(net, U_VCONV(n), "value", "conv", "bn", C, NN_VALUE_CH, 1);
+    int64_t s1[2] = {NN_VALUE_HIDDEN, NN_VALUE_CH * NN_HW}, b1[1] = {NN_VALUE_HIDDEN};
+    int64_t s2[2] = {NN_VALUE_NB, NN_VALUE_HIDDEN}, b2[1] = {NN_VALUE_NB};
+    net->fc1_w = add_tensor(net, NN_TENSOR_PARAM, 1, 2, s1, "value.fc1.weight");
+    net->fc1_b = add_tensor(net, NN_TENSOR_PARAM, 0, 1, b1, "value.fc1.bias");
+    net->fc2_w = add_tensor(net, NN_TENSOR_PARAM, 1, 2, s2, "value.fc2.weight");
+    net->fc2_b = add_tensor(net, NN_TENSOR_PARAM, 0, 1, b2, "value.fc2.bias");
+    KOMA_ASSERT(net->n_tensors <= max_tensors);
+
+    /* Offsets: decayed params, then the other params; stats apart. Every
+     * tensor starts 16-float aligned so backends may vectorise per tensor. */
+    int64_t off = 0;
+    for (int pass = 1; pass >= 0; pass--)
+        for (int32_t i = 0; i < net->n_tensors; i++) {
+            nn_tensor_info_t *t = &net->tensors[i];
+            if (t->kind != NN_TENSOR_PARAM || t->decay != pass) continue;
+            t->offset = off;
+            off += (t->numel + 15) & ~(int64_t)15;
+            if (pass == 1) net->n_decay = off;
+        }
+    net->n_params = off;
+    off = 0;
+    for (int32_t i = 0; i < net->n_tensors; i++) {
+        nn_tensor_info_t *t = &net->tensors[i];
+        if (t->kind != NN_TENSOR_STAT) continue;
+        t->offset = off;
+        off += (t->numel + 15) & ~(int64_t)15;
+    }
+    net->n_stats = off;
+    off = 0;
+    for (int32_t u = 0; u < net->n_units; u++) {
+        nn_unit_t *un = &net->units[u];
+        if (un->gamma < 0) continue;
+        un->fw = off;
+        off += ((int64_t)un->cout * un->cin * un->k * un->k + 15) & ~(int64_t)15;
+        un->fb = off;
+        off += (un->cout + 15) & ~(int64_t)15;
+    }
+    net->n_folded = off;
+
+    net->params = be->buf_alloc(be, sizeof(float) * (size_t)net->n_params);
+    net->stats = be->buf_alloc(be, sizeof(float) * (size_t)net->n_stats);
+    net->folded = be->buf_alloc(be, sizeof(float) * (size_t)net->n_folded);
+    float *hp = calloc((size_t)net->n_params, sizeof(float));
+    float *hs = calloc((size_t)net->n_stats, sizeof(float));
+    if (!net->params || !net->stats || !net->folded || !hp || !hs) {
+        free(hp);
+        free(hs);
+        nn_net_free(net);
+        set_err(err, errlen, "nn_net_new: out of memory");
+        return NULL;
+    }
+    net_init_random(net, seed, hp, hs);
+    be->upload(be, net->params, hp, sizeof(float) * (size_t)net->n_params);
+    be->upload(be, net->stats, hs, sizeof(float) * (size_t)net->n_stats);
+    free(hp);
+    free(hs);
+    net->dirty = 1;
+    return net;
+}
+
+void nn_net_free(nn_net_t *net) {
+    if (!net) return;
+    if (net->be) {
+        net->be->buf_free(net->be, net->params);
+        net->be->buf_free(net->be, net->stats);
+        net->be->buf_free(net->be, net->folded);
+        compat_mutex_destroy(&net->mu);
+    }
+    free(net->tensors);
+    free(net->units);
+    free(net);
+}
+
+const nn_net_config_t *nn_net_config(const nn_net_t *net) { return &net->cfg; }
+nn_backend_t *nn_net_backend(const nn_net_t *net) { return net->be; }
+int32_t nn_net_tensor_count(const nn_net_t *net) { return net->n_tensors; }
+const nn_tensor_info_t *nn_net_tensor(const nn_net_t *net, int32_t i) {
+    KOMA_ASSERT(i >= 0 && i < net->n_tensors);
+    return &net->tensors[i];
+}
+int32_t nn_net_tensor_find(const nn_net_t *net, const char *name) {
+    for (int32_t i = 0; i < net->n_tensors; i++)
+        if (strcmp(net->tensors[i].name, name) == 0) return i;
+    return -1;
+}
+float *nn_net_tensor_data(nn_net_t *net, int32_t i) {
+    const nn_tensor_info_t *t = nn_net_tensor(net, i);
+    return (t->kind == NN_TENSOR_PARAM ? net->params : net->stats) + t->offset;
+}
+float *nn_net_params(nn_net_t *net, int64_t *n_params, int64_t *n_decay) {
+    if (n_params) *n_params = net->n_params;
+    if (n_decay) *n_decay = net->n_decay;
+    return net->params;
+}
+float *nn_net_stats(nn_net_t *net, int64_t *n_stats) {
+    if (n_stats) *n_stats = net->n_stats;
+    return net->stats;
+}
+void nn_net_mark_dirty(nn_net_t *net) {
+    compat_mutex_lock(&net->mu);
+    net->dirty = 1;
+    compat_mutex_unlock(&net->mu);
+}
+
+static int same_config(const nn_net_config_t *a, const nn_net_config_t *b) {
+    return a->blocks == b->blocks && a->channels == b->channels && a->act == b->act &&
+           a->in_planes == b->in_planes && a->in_hand == b->in_hand &&
+           a->features_version == b->features_version;
+}
+
+int nn_net_copy_weights(nn_net_t *dst, nn_net_t *src, char *err, size_t errlen) {
+    if (!same_config(&dst->cfg, &src->cfg)) {
+        set_err(err, errlen, "nn_net_copy_weights: nets differ in configuration");
+        return -1;
+    }
+    if (strcmp(dst->be->name, src->be->name) != 0) {
+        set_err(err, errlen, "nn_net_copy_weights: backends differ (%s, %s)", dst->be->name,
+                src->be->name);
+        return -1;
+    }
+    dst->be->copy(dst->be, dst->params, src->params, sizeof(float) * (size_t)src->n_params);
+    dst->be->copy(dst->be, dst->stats, src->stats, sizeof(float) * (size_t)src->n_stats);
+    if (dst->be->sync) dst->be->sync(dst->be);
+    nn_net_mark_dirty(dst);
+    return 0;
+}
+
+static const float *P(const nn_net_t *net, int32_t t) { return net->params + net->tensors[t].offset; }
+static float *S(nn_net_t *net, int32_t t) { return net->stats + net->tensors[t].offset; }
+
+/* Refolds BN into the inference weights when params or stats changed. */
+static void net_fold(nn_net_t *net, nn_backend_t *be) {
+    compat_mutex_lock(&net->mu);
+    if (net->dirty) {
+        for (int32_t u = 0; u < net->n_units; u++) {
+            const nn_unit_t *un = &net->units[u];
+            if (un->gamma < 0) continue;
+            be->bn_fold(be, P(net, un->w), P(net, un->gamma), P(net, un->beta), S(net, un->rmean),
+                        S(net, un->rvar), un->cout, un->cin * un->k * un->k, NN_BN_EPS,
+                        net->folded + un->fw, net->folded + un->fb);
+        }
+        if (be->sync) be->sync(be);
+        net->dirty = 0;
+    }
+    compat_mutex_unlock(&net->mu);
+}
+
+static size_t max_conv_ws(const nn_net_t *net, nn_backend_t *be, int32_t B) {
+    size_t m = 0;
+    for (int32_t u = 0; u < net->n_units; u++) {
+        const nn_unit_t *un = &net->units[u];
+        size_t w = be->conv_ws_bytes(be, B, un->cin, un->cout, un->k);
+        if (w > m) m = w;
+    }
+    return m;
+}
+
+/* ---- arena carving --------------------------------------------------------- */
+typedef struct {
+    char *base; /* NULL on the sizing pass */
+    size_t off;
+} carve_t;
+
+static void *take(carve_t *c, size_t bytes) {
+    void *p = c->base ? c->base + c->off : NULL;
+    c->off += (bytes + 63) & ~(size_t)63;
+    return p;
+}
+#define TAKEF(c, n) ((float *)take((c), sizeof(float) * (size_t)(n)))
+
+/* ---- inference --------------------------------------------------------------- */
+typedef struct {
+    float *x0;             /* (B, in_planes + in_hand, 9, 9) */
+    float *h[3];           /* (B, C, 9, 9) ping-pong trunk buffers */
+    float *v;              /* (B, 8, 9, 9) value conv output */
+    float *fc1;            /* (B, 128) */
+    float *policy, *legal; /* (B, 2187) logits */
+    float *value;          /* (B, 3) logits */
+    void *ws;              /* conv workspace */
+} infer_bufs_t;
+
+struct nn_ctx {
+    nn_net_t *net;
+    nn_backend_t *be;
+    int32_t max_batch;
+    void *arena; /* one allocation: everything below */
+    uint8_t *packed; /* (max_batch, nn_packed_bytes(in_planes)) staging */
+    float *hand;     /* (max_batch, in_hand) staging */
+    infer_bufs_t f;
+};
+
+static void layout_infer(const nn_net_t *net, int32_t B, size_t ws, carve_t *c, infer_bufs_t *f) {
+    int32_t C = net->cfg.channels, cin = net->cfg.in_planes + net->cfg.in_hand;
+    f->x0 = TAKEF(c, (int64_t)B * cin * NN_HW);
+    for (int i = 0; i < 3; i++) f->h[i] = TAKEF(c, (int64_t)B * C * NN_HW);
+    f->v = TAKEF(c, (int64_t)B * NN_VALUE_CH * NN_HW);
+    f->fc1 = TAKEF(c, (int64_t)B * NN_VALUE_HIDDEN);
+    f->policy = TAKEF(c, (int64_t)B * NN_POLICY_NB);
+    f->legal = TAKEF(c, (int64_t)B * NN_POLICY_NB);
+    f->value = TAKEF(c, (int64_t)B * NN_VALUE_NB);
+    f->ws = take(c, ws);
+}
+
+/* Inference forward with folded BN: f->x0 must hold the expanded input. */
+static void forward_infer(nn_net_t *net, nn_backend_t *be, int32_t B, infer_bufs_t *f) {
+    const nn_net_config_t *cfg = &net->cfg;
+    int32_t n = cfg->blocks, C = cfg->channels;
+    nn_act_t act = cfg->act;
+    const float *fo = net->folded;
+#define FCONV(u, in, out, res)                                                                   \
+    do {                                                                                         \
+        const nn_unit_t *un_ = &net->units[u];                                                   \
+        be->conv_fwd(be, (in), fo + un_->fw, fo + un_->fb, B, un_->cin, un_->cout, un_->k, (out), \
+                     f->ws);                                                                     \
+        be->act_fwd(be, (out), (res), (int64_t)B * un_->cout * NN_HW, act, (out));               \
+    } while (0)
+    float *h = f->h[0], *t1 = f->h[1], *t2 = f->h[2];
+    FCONV(U_STEM, f->x0, h, NULL);
+    for (int32_t i = 0; i < n; i++) {
+        FCONV(1 + 2 * i, h, t1, NULL);
+        FCONV(2 + 2 * i, t1, t2, h);
+        float *tmp = h;
+        h = t2;
+        t2 = tmp;
+    }
+    const nn_unit_t *po = &net->units[U_POUT(n)], *lo = &net->units[U_LOUT(n)];
+    FCONV(U_PCONV(n), h, t1, NULL);
+    be->conv_fwd(be, t1, P(net, po->w), P(net, po->bias), B, C, NN_POLICY_CH, 1, f->policy, f->ws);
+    FCONV(U_LCONV(n), h, t1, NULL);
+    be->conv_fwd(be, t1, P(net, lo->w), P(net, lo->bias), B, C, NN_POLICY_CH, 1, f->legal, f->ws);
+    FCONV(U_VCONV(n), h, f->v, NULL);
+    be->dense_fwd(be, f->v, P(net, net->fc1_w), P(net, net->fc1_b), B, NN_VALUE_CH * NN_HW,
+                  NN_VALUE_HIDDEN, f->fc1);
+    be->act_fwd(be, f->fc1, NULL, (int64_t)B * NN_VALUE_HIDDEN, act, f->fc1);
+    be->dense_fwd(be, f->fc1, P(net, net->fc2_w), P(net, net->fc2_b), B, NN_VALUE_HIDDEN,
+                  NN_VALUE_NB, f->value);
+#undef FCONV
+}
+
+nn_ctx_t *nn_ctx_new(nn_net_t *net, nn_backend_t *be, int32_t max_batch, char *err, size_t errlen) {
+    if (!be) be = net->be;
+    if (max_batch < 1 || max_batch > (1 << 20)) {
+        set_err(err, errlen, "nn_ctx_new: max_batch %d out of range", max_batch);
+        return NULL;
+    }
+    nn_ctx_t *ctx = calloc(1, sizeof(*ctx));
+    if (!ctx) {
+        set_err(err, errlen, "nn_ctx_new: out of memory");
+        return NULL;
+    }
+    ctx->net = net;
+    ctx->be = be;
+    ctx->max_batch = max_batch;
+    size_t ws = max_conv_ws(net, be, max_batch);
+    for (int pass = 0; pass < 2; pass++) {
+        carve_t c = {pass ? ctx->arena : NULL, 0};
+        ctx->packed = take(&c, (size_t)(max_batch * nn_packed_bytes(net->cfg.in_planes)));
+        ctx->hand = TAKEF(&c, (int64_t)max_batch * net->cfg.in_hand);
+        layout_infer(net, max_batch, ws, &c, &ctx->f);
+        if (pass == 0) {
+            ctx->arena = be->buf_alloc(be, c.off);
+            if (!ctx->arena) {
+                free(ctx);
+                set_err(err, errlen, "nn_ctx_new: out of device memory (%zu bytes)", c.off);
+                return NULL;
+            }
+        }
+    }
+    return ctx;
+}
+
+void nn_ctx_free(nn_ctx_t *ctx) {
+    if (!ctx) return;
+    ctx->be->buf_free(ctx->be, ctx->arena);
+    free(ctx);
+}
+
+int32_t nn_ctx_max_batch(const nn_ctx_t *ctx) { return ctx->max_batch; }
+
+void nn_ctx_buffers(nn_ctx_t *ctx, uint8_t **packed, float **hand, float **policy, float **value,
+                    float **legal) {
+    if (packed) *packed = ctx->packed;
+    if (hand) *hand = ctx->hand;
+    if (policy) *policy = ctx->f.policy;
+    if (value) *value = ctx->f.value;
+    if (legal) *legal = ctx->f.legal;
+}
+
+void nn_forward_dev(nn_ctx_t *ctx, int32_t B, const uint8_t *packed_dev, const float *hand_dev) {
+    KOMA_ASSERT(B >= 1 && B <= ctx->max_batch);
+    nn_net_t *net = ctx->net;
+    nn_backend_t *be = ctx->be;
+    net_fold(net, be);
+    be->expand_planes(be, packed_dev, hand_dev, B, net->cfg.in_planes, net->cfg.in_hand, ctx->f.x0);
+    forward_infer(net, be, B, &ctx->f);
+}
+
+void nn_forward(nn_ctx_t *ctx, int32_t B, const uint8_t *packed, const float *hand, float *policy,
+                float *value, float *legal) {
+    KOMA_ASSERT(B >= 1 && B <= ctx->max_batch);
+    nn_backend_t *be = ctx->be;
+    const nn_net_config_t *cfg = &ctx->net->cfg;
+    be->upload(be, ctx->packed, packed, (size_t)(B * nn_packed_bytes(cfg->in_planes)));
+    if (cfg->in_hand) be->upload(be, ctx->hand, hand, sizeof(float) * (size_t)B * cfg->in_hand);
+    nn_forward_dev(ctx, B, ctx->packed, ctx->hand);
+    if (policy) be->download(be, policy, ctx->f.policy, sizeof(float) * (size_t)B * NN_POLICY_NB);
+    if (value) be->download(be, value, ctx->f.value, sizeof(float) * (size_t)B * NN_VALUE_NB);
+    if (legal) be->download(be, legal, ctx->f.legal, sizeof(float) * (size_t)B * NN_POLICY_NB);
+}
+
+/* ---- schedule ---------------------------------------------------------------- */
+nn_train_config_t nn_train_config_default(void) {
+    nn_train_config_t c;
+    memset(&c, 0, sizeof(c));
+    c.lr = 0.02f;
+    c.momentum = 0.9f;
+    c.nesterov = 1;
+    c.weight_decay = 1e-4f;
+    c.clip_norm = 10.0f;
+    c.warmup_steps = 100;
+    c.schedule = NN_SCHED_COSINE;
+    c.total_steps = 100000;
+    c.lr_min_frac = 0.01f;
+    c.step_size = 20000;
+    c.step_gamma = 0.1f;
+    c.w_policy = 1.0f;
+    c.w_value = 1.0f;
+    c.w_legal = 1.0f;
+    c.q_mix = 0.25f;
+    c.q_draw = 0.0f;
+    c.bn_momentum = 0.01f;
+    return c;
+}
+
+float nn_lr_at(const nn_train_config_t *c, int64_t step) {
+    if (step < 0) step = 0;
+    if (c->warmup_steps > 0 && step < c->warmup_steps)
+        return c->lr * (float)(step + 1) / (float)c->warmup_steps;
+    int64_t s = step - (c->warmup_steps > 0 ? c->warmup_steps : 0);
+    switch (c->schedule) {
+    case NN_SCHED_COSINE: {
+        int64_t T = c->total_steps - (c->warmup_steps > 0 ? c->warmup_steps : 0);
+        double t = T > 0 ? (double)s / (double)T : 1.0;
+        if (t > 1.0) t = 1.0;
+        double f = c->lr_min_frac + (1.0 - c->lr_min_frac) * 0.5 * (1.0 + cos(3.14159265358979323846 * t));
+        return (float)(c->lr * f);
+    }
+    case NN_SCHED_STEP: {
+        int64_t k = c->step_size > 0 ? s / c->step_size : 0;
+        return (float)(c->lr * pow(c->step_gamma, (double)k));
+    }
+    default: return c->lr;
+    }
+}
+
+/* ---- trainer ----------------------------------------------------------------- */
+struct nn_trainer {
+    nn_net_t *net;
+    nn_backend_t *be;
+    nn_train_config_t cfg;
+    int32_t max_batch;
+    int64_t step;
+    float *grads;    /* (n_params) same layout as the params */
+    float *momentum; /* (n_params) optimizer state */
+    void *arena;     /* one allocation: everything below */
+    /* batch staging */
+    uint8_t *planes;   /* (max_batch, nn_packed_bytes(in_planes)) */
+    float *hand;       /* (max_batch, in_hand) */
+    uint8_t *legal;    /* (max_batch, nn_packed_bytes(27)) */
+    uint32_t *offsets; /* (max_batch + 1) */
+    uint16_t *labels;  /* (max_batch * 2187) */
+    float *probs;      /* (max_batch * 2187) */
+    int8_t *result;    /* (max_batch) */
+    float *q;          /* (max_batch) */
+    /* targets */
+    float *legal_t; /* (B, 2187) 0/1 */
+    float *value_t; /* (B, 3) */
+    /* activations, per unit u: c (B, cout, 81) conv out, z pre-activation
+     * (aliases y for relu), y (B, cout, 81) output, mean/invstd (cout) */
+    float *x0;                 /* (B, cin, 9, 9) */
+    float **c, **z, **y, **mean, **invstd;
+    float *fc1_z, *fc1_y;      /* (B, 128) */
+    float *policy, *legal_out; /* (B, 2187) logits */
+    float *value;              /* (B, 3) */
+    /* gradients of activations */
+    float *g[3];               /* (B, C, 9, 9) */
+    float *gh;                 /* (B, C, 9, 9) head scratch */
+    float *gv;                 /* (B, 8, 9, 9) */
+    float *gfc1;               /* (B, 128) */
+    float *dpolicy, *dlegal;   /* (B, 2187) */
+    float *dvalue;             /* (B, 3) */
+    float *stats;              /* (NN_STAT_NB) */
+    void *ws;
+    infer_bufs_t f;            /* for nn_eval_batch (aliases the above) */
+    float *rm_backup;          /* (n_stats) running stats saved by nn_train_grad */
+    float *ptrs[];             /* storage for c, z, y, mean, invstd */
+};
+
+nn_trainer_t *nn_trainer_new(nn_net_t *net, const nn_train_config_t *cfg, int32_t max_batch,
+                             char *err, size_t errlen) {
+    if (max_batch < 1 || max_batch > (1 << 20)) {
+        set_err(err, errlen, "nn_trainer_new: max_batch %d out of range", max_batch);
+        return NULL;
+    }
+    int32_t nu = net->n_units;
+    nn_trainer_t *tr = calloc(1, sizeof(*tr) + sizeof(float *) * 5 * (size_t)nu);
+    if (!tr) {
+        set_err(err, errlen, "nn_trainer_new: out of memory");
+        return NULL;
+    }
+    nn_backend_t *be = net->be;
+    tr->net = net;
+    tr->be = be;
+    tr->cfg = cfg ? *cfg : nn_train_config_default();
+    tr->max_batch = max_batch;
+    tr->c = tr->ptrs;
+    tr->z = tr->ptrs + nu;
+    tr->y = tr->ptrs + 2 * nu;
+    tr->mean = tr->ptrs + 3 * nu;
+    tr->invstd = tr->ptrs + 4 * nu;
+    const nn_net_config_t *nc = &net->cfg;
+    int32_t B = max_batch, C = nc->channels, cin = nc->in_planes + nc->in_hand;
+    size_t ws = max_conv_ws(net, be, B);
+    for (int pass = 0; pass < 2; pass++) {
+        carve_t c = {pass ? tr->arena : NULL, 0};
+        tr->planes = take(&c, (size_t)(B * nn_packed_bytes(nc->in_planes)));
+        tr->hand = TAKEF(&c, (int64_t)B * nc->in_hand);
+        tr->legal = take(&c, (size_t)(B * nn_packed_bytes(NN_POLICY_CH)));
+        tr->offsets = take(&c, sizeof(uint32_t) * (size_t)(B + 1));
+        tr->labels = take(&c, sizeof(uint16_t) * (size_t)B * NN_POLICY_NB);
+        tr->probs = TAKEF(&c, (int64_t)B * NN_POLICY_NB);
+        tr->result = take(&c, (size_t)B);
+        tr->q = TAKEF(&c, B);
+        tr->legal_t = TAKEF(&c, (int64_t)B * NN_POLICY_NB);
+        tr->value_t = TAKEF(&c, (int64_t)B * NN_VALUE_NB);
+        tr->x0 = TAKEF(&c, (int64_t)B * cin * NN_HW);
+        for (int32_t u = 0; u < nu; u++) {
+            const nn_unit_t *un = &net->units[u];
+            int64_t n = (int64_t)B * un->cout * NN_HW;
+            if (un->gamma < 0) { /* head outputs: the logits buffers below */
+                tr->c[u] = tr->z[u] = tr->y[u] = tr->mean[u] = tr->invstd[u] = NULL;
+                continue;
+            }
+            tr->c[u] = TAKEF(&c, n);
+            tr->y[u] = TAKEF(&c, n);
+            tr->z[u] = nc->act == NN_ACT_RELU ? tr->y[u] : TAKEF(&c, n);
+            tr->mean[u] = TAKEF(&c, un->cout);
+            tr->invstd[u] = TAKEF(&c, un->cout);
+        }
+        tr->fc1_z = TAKEF(&c, (int64_t)B * NN_VALUE_HIDDEN);
+        tr->fc1_y = nc->act == NN_ACT_RELU ? tr->fc1_z : TAKEF(&c, (int64_t)B * NN_VALUE_HIDDEN);
+        tr->policy = TAKEF(&c, (int64_t)B * NN_POLICY_NB);
+        tr->legal_out = TAKEF(&c, (int64_t)B * NN_POLICY_NB);
+        tr->value = TAKEF(&c, (int64_t)B * NN_VALUE_NB);
+        for (int i = 0; i < 3; i++) tr->g[i] = TAKEF(&c, (int64_t)B * C * NN_HW);
+        tr->gh = TAKEF(&c, (int64_t)B * C * NN_HW);
+        tr->gv = TAKEF(&c, (int64_t)B * NN_VALUE_CH * NN_HW);
+        tr->gfc1 = TAKEF(&c, (int64_t)B * NN_VALUE_HIDDEN);
+        tr->dpolicy = TAKEF(&c, (int64_t)B * NN_POLICY_NB);
+        tr->dlegal = TAKEF(&c, (int64_t)B * NN_POLICY_NB);
+        tr->dvalue = TAKEF(&c, (int64_t)B * NN_VALUE_NB);
+        tr->stats = TAKEF(&c, NN_STAT_NB);
+        tr->rm_backup = TAKEF(&c, net->n_stats);
+        tr->ws = take(&c, ws);
+        if (pass == 0) {
+            tr->arena = be->buf_alloc(be, c.off);
+            tr->grads = be->buf_alloc(be, sizeof(float) * (size_t)net->n_params);
+            tr->momentum = be->buf_alloc(be, sizeof(float) * (size_t)net->n_params);
+            if (!tr->arena || !tr->grads || !tr->momentum) {
+                nn_trainer_free(tr);
+                set_err(err, errlen, "nn_trainer_new: out of device memory (%zu bytes)", c.off);
+                return NULL;
+            }
+        }
+    }
+    /* nn_eval_batch runs the inference forward inside the training arena. */
+    tr->f.x0 = tr->x0;
+    tr->f.h[0] = tr->g[0];
+    tr->f.h[1] = tr->g[1];
+    tr->f.h[2] = tr->g[2];
+    tr->f.v = tr->gv;
+    tr->f.fc1 = tr->gfc1;
+    tr->f.policy = tr->policy;
+    tr->f.legal = tr->legal_out;
+    tr->f.value = tr->value;
+    tr->f.ws = tr->ws;
+    be->memset_zero(be, tr->grads, sizeof(float) * (size_t)net->n_params);
+    be->memset_zero(be, tr->momentum, sizeof(float) * (size_t)net->n_params);
+    return tr;
+}
+
+void nn_trainer_free(nn_trainer_t *tr) {
+    if (!tr) return;
+    tr->be->buf_free(tr->be, tr->arena);
+    tr->be->buf_free(tr->be, tr->grads);
+    tr->be->buf_free(tr->be, tr->momentum);
+    free(tr);
+}
+
+nn_net_t *nn_trainer_net(const nn_trainer_t *tr) { return tr->net; }
+const nn_train_config_t *nn_trainer_config(const nn_trainer_t *tr) { return &tr->cfg; }
+void nn_trainer_set_config(nn_trainer_t *tr, const nn_train_config_t *cfg) { tr->cfg = *cfg; }
+float *nn_trainer_grads(nn_trainer_t *tr) { return tr->grads; }
+float *nn_trainer_momentum(nn_trainer_t *tr) { return tr->momentum; }
+int64_t nn_trainer_step_count(const nn_trainer_t *tr) { return tr->step; }
+void nn_trainer_set_step_count(nn_trainer_t *tr, int64_t step) { tr->step = step; }
+
+/* Checks the batch on the host and uploads it; expands inputs and targets. */
+static int upload_batch(nn_trainer_t *tr, const nn_batch_t *bt, char *err, size_t errlen) {
+    const nn_net_config_t *nc = &tr->net->cfg;
+    nn_backend_t *be = tr->be;
+    int32_t B = bt->B;
+    if (B < 1 || B > tr->max_batch) {
+        set_err(err, errlen, "batch size %d out of range 1..%d", B, tr->max_batch);
+        return -1;
+    }
+    if (!bt->planes || !bt->legal || !bt->policy_offsets || !bt->result || !bt->root_q ||
+        (nc->in_hand && !bt->hand)) {
+        set_err(err, errlen, "batch is missing a column");
+        return -1;
+    }
+    const uint32_t *off = bt->policy_offsets;
+    if (off[0] != 0) {
+        set_err(err, errlen, "policy_offsets[0] is %u, not 0", off[0]);
+        return -1;
+    }
+    for (int32_t b = 0; b < B; b++)
+        if (off[b + 1] < off[b] || off[b + 1] - off[b] > NN_POLICY_NB) {
+            set_err(err, errlen, "policy_offsets[%d..%d] = %u..%u invalid", b, b + 1, off[b], off[b + 1]);
+            return -1;
+        }
+    uint32_t nnz = off[B];
+    for (uint32_t j = 0; j < nnz; j++)
+        if (bt->policy_label[j] >= NN_POLICY_NB) {
+            set_err(err, errlen, "policy_label[%u] = %u >= %d", j, bt->policy_label[j], NN_POLICY_NB);
+            return -1;
+        }
+    be->upload(be, tr->planes, bt->planes, (size_t)(B * nn_packed_bytes(nc->in_planes)));
+    if (nc->in_hand) be->upload(be, tr->hand, bt->hand, sizeof(float) * (size_t)B * nc->in_hand);
+    be->upload(be, tr->legal, bt->legal, (size_t)(B * nn_packed_bytes(NN_POLICY_CH)));
+    be->upload(be, tr->offsets, off, sizeof(uint32_t) * (size_t)(B + 1));
+    if (nnz) {
+        be->upload(be, tr->labels, bt->policy_label, sizeof(uint16_t) * nnz);
+        be->upload(be, tr->probs, bt->policy_prob, sizeof(float) * nnz);
+    }
+    be->upload(be, tr->result, bt->result, (size_t)B);
+    be->upload(be, tr->q, bt->root_q, sizeof(float) * (size_t)B);
+    be->expand_planes(be, tr->planes, tr->hand, B, nc->in_planes, nc->in_hand, tr->x0);
+    be->expand_planes(be, tr->legal, NULL, B, NN_POLICY_CH, 0, tr->legal_t);
+    be->value_target(be, tr->result, tr->q, B, tr->cfg.q_mix, tr->cfg.q_draw, tr->value_t);
+    return 0;
+}
+
+/* Training-mode unit forward: y = act(BN(conv(in)) + res). */
+static void unit_fwd_train(nn_trainer_t *tr, int32_t u, int32_t B, const float *in, const float *res) {
+    nn_net_t *net = tr->net;
+    nn_backend_t *be = tr->be;
+    const nn_unit_t *un = &net->units[u];
+    int64_t n = (int64_t)B * un->cout * NN_HW;
+    nn_act_t act = net->cfg.act;
+    be->conv_fwd(be, in, P(net, un->w), NULL, B, un->cin, un->cout, un->k, tr->c[u], tr->ws);
+    be->bn_fwd_train(be, tr->c[u], P(net, un->gamma), P(net, un->beta), B, un->cout, NN_HW,
+                     NN_BN_EPS, tr->cfg.bn_momentum, S(net, un->rmean), S(net, un->rvar), tr->z[u],
+                     tr->mean[u], tr->invstd[u]);
+    if (act == NN_ACT_RELU) {
+        be->act_fwd(be, tr->z[u], res, n, act, tr->y[u]); /* z == y */
+    } else {
+        if (res) be->add(be, tr->z[u], res, n, tr->z[u]);
+        be->act_fwd(be, tr->z[u], NULL, n, act, tr->y[u]);
+    }
+}
+
+/* Training-mode unit backward from dy (B, cout, 81) = gradient at the unit's
+ * output; dy is overwritten (dBN input). Writes dW, dgamma, dbeta, and the
+ * input gradient into dx (accumulate: +=) when dx != NULL. If dres != NULL the
+ * gradient at the residual sum is copied there first. */
+static void unit_bwd(nn_trainer_t *tr, int32_t u, int32_t B, const float *in, float *dy,
+                     float *dres, float *dx, int32_t accumulate) {
+    nn_net_t *net = tr->net;
+    nn_backend_t *be = tr->be;
+    const nn_unit_t *un = &net->units[u];
+    int64_t n = (int64_t)B * un->cout * NN_HW;
+    float *g = tr->grads;
+    be->act_bwd(be, dy, tr->z[u], n, net->cfg.act, dy);
+    if (dres) be->copy(be, dres, dy, sizeof(float) * (size_t)n);
+    be->bn_bwd(be, tr->c[u], dy, P(net, un->gamma), tr->mean[u], tr->invstd[u], B, un->cout, NN_HW,
+               dy, g + net->tensors[un->gamma].offset, g + net->tensors[un->beta].offset);
+    be->conv_bwd_filter(be, in, dy, B, un->cin, un->cout, un->k, g + net->tensors[un->w].offset,
+                        NULL, tr->ws);
+    if (dx) be->conv_bwd_data(be, dy, P(net, un->w), B, un->cin, un->cout, un->k, dx, accumulate, tr->ws);
+}
+
+static void losses(nn_trainer_t *tr, int32_t B) {
+    nn_backend_t *be = tr->be;
+    const nn_train_config_t *c = &tr->cfg;
+    be->policy_loss(be, tr->policy, tr->offsets, tr->labels, tr->probs, B, NN_POLICY_NB,
+                    c->w_policy / (float)B, tr->dpolicy, tr->stats);
+    be->value_loss(be, tr->value, tr->value_t, B, NN_VALUE_NB, c->w_value / (float)B, tr->dvalue,
+                   tr->stats);
+    be->legal_loss(be, tr->legal_out, tr->legal_t, B, NN_POLICY_NB,
+                   c->w_legal / ((float)B * NN_POLICY_NB), tr->dlegal, tr->stats);
+}
+
+static void forward_backward(nn_trainer_t *tr, int32_t B) {
+    nn_net_t *net = tr->net;
+    nn_backend_t *be = tr->be;
+    const nn_net_config_t *nc = &net->cfg;
+    int32_t n = nc->blocks, C = nc->channels;
+    nn_act_t act = nc->act;
+    float *g = tr->grads;
+#define GRAD(t) (g + net->tensors[(t)].offset)
+    /* forward */
+    unit_fwd_train(tr, U_STEM, B, tr->x0, NULL);
+    for (int32_t i = 0; i < n; i++) {
+        unit_fwd_train(tr, 1 + 2 * i, B, tr->y[2 * i], NULL);
+        unit_fwd_train(tr, 2 + 2 * i, B, tr->y[1 + 2 * i], tr->y[2 * i]);
+    }
+    const float *T = tr->y[2 * n]; /* trunk output (B, C, 9, 9) */
+    const nn_unit_t *po = &net->units[U_POUT(n)], *lo = &net->units[U_LOUT(n)];
+    unit_fwd_train(tr, U_PCONV(n), B, T, NULL);
+    be->conv_fwd(be, tr->y[U_PCONV(n)], P(net, po->w), P(net, po->bias), B, C, NN_POLICY_CH, 1,
+                 tr->policy, tr->ws);
+    unit_fwd_train(tr, U_LCONV(n), B, T, NULL);
+    be->conv_fwd(be, tr->y[U_LCONV(n)], P(net, lo->w), P(net, lo->bias), B, C, NN_POLICY_CH, 1,
+                 tr->legal_out, tr->ws);
+    unit_fwd_train(tr, U_VCONV(n), B, T, NULL);
+    const float *vy = tr->y[U_VCONV(n)];
+    be->dense_fwd(be, vy, P(net, net->fc1_w), P(net, net->fc1_b), B, NN_VALUE_CH * NN_HW,
+                  NN_VALUE_HIDDEN, tr->fc1_z);
+    be->act_fwd(be, tr->fc1_z, NULL, (int64_t)B * NN_VALUE_HIDDEN, act, tr->fc1_y);
+    be->dense_fwd(be, tr->fc1_y, P(net, net->fc2_w), P(net, net->fc2_b), B, NN_VALUE_HIDDEN,
+                  NN_VALUE_NB, tr->value);
+    losses(tr, B);
+
+    /* backward: heads into dT = g[0] */
+    float *dT = tr->g[0];
+    be->conv_bwd_filter(be, tr->y[U_PCONV(n)], tr->dpolicy, B, C, NN_POLICY_CH, 1, GRAD(po->w),
+                        GRAD(po->bias), tr->ws);
+    be->conv_bwd_data(be, tr->dpolicy, P(net, po->w), B, C, NN_POLICY_CH, 1, tr->gh, 0, tr->ws);
+    unit_bwd(tr, U_PCONV(n), B, T, tr->gh, NULL, dT, 0);
+    be->conv_bwd_filter(be, tr->y[U_LCONV(n)], tr->dlegal, B, C, NN_POLICY_CH, 1, GRAD(lo->w),
+                        GRAD(lo->bias), tr->ws);
+    be->conv_bwd_data(be, tr->dlegal, P(net, lo->w), B, C, NN_POLICY_CH, 1, tr->gh, 0, tr->ws);
+    unit_bwd(tr, U_LCONV(n), B, T, tr->gh, NULL, dT, 1);
+    be->dense_bwd(be, tr->fc1_y, P(net, net->fc2_w), tr->dvalue, B, NN_VALUE_HIDDEN, NN_VALUE_NB,
+                  tr->gfc1, GRAD(net->fc2_w), GRAD(net->fc2_b));
+    be->act_bwd(be, tr->gfc1, tr->fc1_z, (int64_t)B * NN_VALUE_HIDDEN, act, tr->gfc1);
+    be->dense_bwd(be, vy, P(net, net->fc1_w), tr->gfc1, B, NN_VALUE_CH * NN_HW, NN_VALUE_HIDDEN,
+                  tr->gv, GRAD(net->fc1_w), GRAD(net->fc1_b));
+    unit_bwd(tr, U_VCONV(n), B, T, tr->gv, NULL, dT, 1);
+
+    /* trunk: D = gradient at the block output, S = at the block input */
+    float *D = tr->g[0], *Sg = tr->g[1], *E = tr->g[2];
+    for (int32_t i = n - 1; i >= 0; i--) {
+        int32_t u1 = 1 + 2 * i, u2 = 2 + 2 * i;
+        /* u2: D -> skip gradient copied to Sg, conv input grad into E */
+        unit_bwd(tr, u2, B, tr->y[u1], D, Sg, E, 0);
+        /* u1: E -> input grad added to Sg */
+        unit_bwd(tr, u1, B, tr->y[2 * i], E, NULL, Sg, 1);
+        float *t = D;
+        D = Sg;
+        Sg = t;
+    }
+    unit_bwd(tr, U_STEM, B, tr->x0, D, NULL, NULL, 0);
+#undef GRAD
+}
+
+static void fill_metrics(nn_trainer_t *tr, int32_t B, int grad, nn_metrics_t *m) {
+    float s[NN_STAT_NB];
+    tr->be->download(tr->be, s, tr->stats, sizeof(s));
+    const nn_train_config_t *c = &tr->cfg;
+    memset(m, 0, sizeof(*m));
+    m->step = tr->step;
+    m->lr = nn_lr_at(c, tr->step);
+    m->policy_loss = s[NN_STAT_POLICY_LOSS] / (double)B;
+    m->value_loss = s[NN_STAT_VALUE_LOSS] / (double)B;
+    m->legal_loss = s[NN_STAT_LEGAL_LOSS] / ((double)B * NN_POLICY_NB);
+    m->loss = c->w_policy * m->policy_loss + c->w_value * m->value_loss + c->w_legal * m->legal_loss;
+    m->policy_acc = s[NN_STAT_POLICY_CORRECT] / (double)B;
+    double tp = s[NN_STAT_LEGAL_TP], fp = s[NN_STAT_LEGAL_FP], fn = s[NN_STAT_LEGAL_FN];
+    m->legal_f1 = (2 * tp + fp + fn) > 0 ? 2 * tp / (2 * tp + fp + fn) : 1.0;
+    m->grad_norm = grad ? sqrt((double)s[NN_STAT_GNORM2]) : 0.0;
+}
+
+static int train_common(nn_trainer_t *tr, const nn_batch_t *bt, nn_metrics_t *m, int update,
+                        char *err, size_t errlen) {
+    nn_net_t *net = tr->net;
+    nn_backend_t *be = tr->be;
+    if (upload_batch(tr, bt, err, errlen) != 0) return -1;
+    int32_t B = bt->B;
+    if (!update) be->copy(be, tr->rm_backup, net->stats, sizeof(float) * (size_t)net->n_stats);
+    be->memset_zero(be, tr->stats, sizeof(float) * NN_STAT_NB);
+    forward_backward(tr, B);
+    be->sum_squares(be, tr->grads, net->n_params, tr->stats + NN_STAT_GNORM2);
+    if (update) {
+        nn_sgd_args_t a;
+        a.lr = nn_lr_at(&tr->cfg, tr->step);
+        a.momentum = tr->cfg.momentum;
+        a.nesterov = tr->cfg.nesterov;
+        a.clip_norm = tr->cfg.clip_norm;
+        a.weight_decay = tr->cfg.weight_decay;
+        be->sgd_step(be, net->params, tr->grads, tr->momentum, net->n_decay,
+                     tr->stats + NN_STAT_GNORM2, &a);
+        a.weight_decay = 0.0f;
+        be->sgd_step(be, net->params + net->n_decay, tr->grads + net->n_decay,
+                     tr->momentum + net->n_decay, net->n_params - net->n_decay,
+                     tr->stats + NN_STAT_GNORM2, &a);
+    } else {
+        be->copy(be, net->stats, tr->rm_backup, sizeof(float) * (size_t)net->n_stats);
+    }
+    if (m) fill_metrics(tr, B, 1, m);
+    if (m && update) m->step = tr->step + 1;
+    if (update) {
+        tr->step++;
+        nn_net_mark_dirty(net);
+    }
+    return 0;
+}
+
+int nn_train_step(nn_trainer_t *tr, const nn_batch_t *bt, nn_metrics_t *m, char *err, size_t errlen) {
+    return train_common(tr, bt, m, 1, err, errlen);
+}
+
+int nn_train_grad(nn_trainer_t *tr, const nn_batch_t *bt, nn_metrics_t *m, char *err, size_t errlen) {
+    return train_common(tr, bt, m, 0, err, errlen);
+}
+
+int nn_eval_batch(nn_trainer_t *tr, const nn_batch_t *bt, nn_metrics_t *m, char *err, size_t errlen) {
+    nn_backend_t *be = tr->be;
+    if (upload_batch(tr, bt, err, errlen) != 0) return -1;
+    int32_t B = bt->B;
+    net_fold(tr->net, be);
+    forward_infer(tr->net, be, B, &tr->f);
+    be->memset_zero(be, tr->stats, sizeof(float) * NN_STAT_NB);
+    losses(tr, B);
+    if (m) fill_metrics(tr, B, 0, m);
+    return 0;
+}

@@ -1,0 +1,281 @@
+/* weights.c - nets and optimizer state <-> safetensors files (see weights.h).
+ *
+ * Owns: tensor naming on disk, metadata checks, all-or-nothing loading.
+ * Does not own: byte-level format and checksums (nn/safetensors.c).
+ */
+#include "nn/weights.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/safetensors.h"
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...) {
+    if (!err || !errlen) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+#define OPT_PREFIX "opt.momentum."
+
+int nn_weights_save(nn_net_t *net, nn_trainer_t *tr, const char *path, char *err, size_t errlen) {
+    nn_backend_t *be = nn_net_backend(net);
+    const nn_net_config_t *cfg = nn_net_config(net);
+    int64_t np = 0, ns = 0;
+    float *dp = nn_net_params(net, &np, NULL);
+    float *ds = nn_net_stats(net, &ns);
+    if (tr && nn_trainer_net(tr) != net) {
+        set_err(err, errlen, "%s: the trainer does not train this net", path);
+        return -1;
+    }
+    size_t nhost = (size_t)(np + ns + (tr ? np : 0));
+    float *host = malloc(sizeof(float) * (nhost ? nhost : 1));
+    st_writer_t *w = st_writer_new();
+    int32_t nt = nn_net_tensor_count(net);
+    char(*names)[ST_MAX_NAME] = calloc((size_t)nt, ST_MAX_NAME);
+    if (!host || !w || !names) {
+        free(host);
+        free(names);
+        st_writer_free(w);
+        set_err(err, errlen, "%s: out of memory", path);
+        return -1;
+    }
+    if (be->sync) be->sync(be);
+    be->download(be, host, dp, sizeof(float) * (size_t)np);
+    be->download(be, host + np, ds, sizeof(float) * (size_t)ns);
+    if (tr) be->download(be, host + np + ns, nn_trainer_momentum(tr), sizeof(float) * (size_t)np);
+    int64_t step = tr ? nn_trainer_step_count(tr) : 0;
+    int64_t one = 1;
+    int rc = 0;
+    for (int32_t i = 0; i < nt && rc == 0; i++) {
+        const nn_tensor_info_t *t = nn_net_tensor(net, i);
+        const float *src = t->kind == NN_TENSOR_PARAM ? host + t->offset : host + np + t->offset;
+        rc |= st_writer_add(w, t->name, ST_DTYPE_F32, t->ndim, t->shape, src);
+    }
+    if (tr) {
+        for (int32_t i = 0; i < nt && rc == 0; i++) {
+            const nn_tensor_info_t *t = nn_net_tensor(net, i);
+            if (t->kind != NN_TENSOR_PARAM) continue;
+            snprintf(names[i], ST_MAX_NAME, OPT_PREFIX "%s", t->name);
+            rc |= st_writer_add(w, names[i], ST_DTYPE_F32, t->ndim, t->shape, host + np + ns + t->offset);
+        }
+        if (rc == 0) rc |= st_writer_add(w, "opt.step", ST_DTYPE_I64, 1, &one, &step);
+        if (rc == 0) rc |= st_writer_meta(w, "koma.optimizer", "sgd-nesterov");
+    }
+    char buf[64];
+    if (rc == 0) {
+        rc |= st_writer_meta(w, "koma.kind", "weights");
+        snprintf(buf, sizeof(buf), "%d", NN_WEIGHTS_VERSION);
+        rc |= st_writer_meta(w, "koma.version", buf);
+        rc |= st_writer_meta(w, "koma.net", nn_net_size_format(cfg->blocks, cfg->channels, buf, sizeof(buf)));
+        rc |= st_writer_meta(w, "koma.activation", nn_act_name(cfg->act));
+        snprintf(buf, sizeof(buf), "%d", (int)cfg->features_version);
+        rc |= st_writer_meta(w, "koma.features_version", buf);
+        snprintf(buf, sizeof(buf), "%d", (int)cfg->in_planes);
+        rc |= st_writer_meta(w, "koma.in_planes", buf);
+        snprintf(buf, sizeof(buf), "%d", (int)cfg->in_hand);
+        rc |= st_writer_meta(w, "koma.in_hand", buf);
+    }
+    if (rc != 0) {
+        set_err(err, errlen, "%s: could not describe the net's tensors", path);
+    } else {
+        rc = st_writer_write(w, path, err, errlen);
+    }
+    st_writer_free(w);
+    free(names);
+    free(host);
+    return rc ? -1 : 0;
+}
+
+static int meta_int(const st_file_t *f, const char *key, int32_t lo, int32_t hi, int32_t *out,
+                    char *err, size_t errlen) {
+    const char *s = st_meta(f, key);
+    if (!s) {
+        set_err(err, errlen, "%s: metadata '%s' missing", st_path(f), key);
+        return -1;
+    }
+    errno = 0;
+    char *end = NULL;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        set_err(err, errlen, "%s: metadata '%s' = '%s' is not an integer in %d..%d", st_path(f), key,
+                s, lo, hi);
+        return -1;
+    }
+    *out = (int32_t)v;
+    return 0;
+}
+
+static int read_config(const st_file_t *f, nn_net_config_t *cfg, char *err, size_t errlen) {
+    const char *path = st_path(f);
+    const char *kind = st_meta(f, "koma.kind");
+    if (!kind || strcmp(kind, "weights") != 0) {
+        set_err(err, errlen, "%s: not a Koma weights file (koma.kind is %s%s%s)", path,
+                kind ? "'" : "", kind ? kind : "missing", kind ? "'" : "");
+        return -1;
+    }
+    int32_t version;
+    if (meta_int(f, "koma.version", 0, 1000000, &version, err, errlen)) return -1;
+    if (version != NN_WEIGHTS_VERSION) {
+        set_err(err, errlen, "%s: weights format version %d, this build reads %d", path, version,
+                NN_WEIGHTS_VERSION);
+        return -1;
+    }
+    memset(cfg, 0, sizeof(*cfg));
+    const char *size = st_meta(f, "koma.net");
+    if (!size || nn_net_size_parse(size, &cfg->blocks, &cfg->channels) != 0) {
+        set_err(err, errlen, "%s: metadata 'koma.net' %s%s%s is not a net size like 6x64", path,
+                size ? "'" : "", size ? size : "missing", size ? "'" : "");
+        return -1;
+    }
+    const char *act = st_meta(f, "koma.activation");
+    int a = nn_act_parse(act);
+    if (a < 0) {
+        set_err(err, errlen, "%s: metadata 'koma.activation' %s%s%s is not relu or silu", path,
+                act ? "'" : "", act ? act : "missing", act ? "'" : "");
+        return -1;
+    }
+    cfg->act = (nn_act_t)a;
+    if (meta_int(f, "koma.features_version", -2147483647, 2147483647, &cfg->features_version, err, errlen) ||
+        meta_int(f, "koma.in_planes", 1, 4096, &cfg->in_planes, err, errlen) ||
+        meta_int(f, "koma.in_hand", 0, 4096, &cfg->in_hand, err, errlen))
+        return -1;
+    return 0;
+}
+
+int nn_weights_peek(const char *path, nn_net_config_t *cfg, char *err, size_t errlen) {
+    st_file_t *f = st_open(path, 0, err, errlen);
+    if (!f) return -1;
+    int rc = read_config(f, cfg, err, errlen);
+    st_close(f);
+    return rc;
+}
+
+/* Checks every tensor first, then uploads: nothing changes on failure. */
+static int read_tensors(nn_net_t *net, nn_trainer_t *tr, const st_file_t *f, char *err, size_t errlen) {
+    const char *path = st_path(f);
+    nn_backend_t *be = nn_net_backend(net);
+    int64_t np = 0, ns = 0;
+    float *dp = nn_net_params(net, &np, NULL);
+    float *ds = nn_net_stats(net, &ns);
+    int32_t nt = nn_net_tensor_count(net);
+    const float **src = calloc((size_t)nt * 2, sizeof(*src));
+    if (!src) {
+        set_err(err, errlen, "%s: out of memory", path);
+        return -1;
+    }
+    int rc = -1;
+    int64_t step = 0;
+    for (int32_t i = 0; i < nt; i++) {
+        const nn_tensor_info_t *t = nn_net_tensor(net, i);
+        const st_tensor_t *st = st_expect(f, t->name, ST_DTYPE_F32, t->ndim, t->shape, err, errlen);
+        if (!st) goto done;
+        src[i] = st->data;
+        if (tr && t->kind == NN_TENSOR_PARAM) {
+            char name[ST_MAX_NAME];
+            snprintf(name, sizeof(name), OPT_PREFIX "%s", t->name);
+            if (!st_find(f, name)) {
+                set_err(err, errlen, "%s: no optimizer state (tensor '%s' missing)", path, name);
+                goto done;
+            }
+            st = st_expect(f, name, ST_DTYPE_F32, t->ndim, t->shape, err, errlen);
+            if (!st) goto done;
+            src[nt + i] = st->data;
+        }
+    }
+    if (tr) {
+        int64_t one = 1;
+        if (!st_find(f, "opt.step")) {
+            set_err(err, errlen, "%s: no optimizer state (tensor 'opt.step' missing)", path);
+            goto done;
+        }
+        const st_tensor_t *st = st_expect(f, "opt.step", ST_DTYPE_I64, 1, &one, err, errlen);
+        if (!st) goto done;
+        memcpy(&step, st->data, sizeof(step));
+        if (step < 0) {
+            set_err(err, errlen, "%s: opt.step is negative (%" PRId64 ")", path, step);
+            goto done;
+        }
+    }
+    for (int32_t i = 0; i < nt; i++) {
+        const nn_tensor_info_t *t = nn_net_tensor(net, i);
+        float *dst = (t->kind == NN_TENSOR_PARAM ? dp : ds) + t->offset;
+        be->upload(be, dst, src[i], sizeof(float) * (size_t)t->numel);
+        if (tr && t->kind == NN_TENSOR_PARAM)
+            be->upload(be, nn_trainer_momentum(tr) + t->offset, src[nt + i], sizeof(float) * (size_t)t->numel);
+    }
+    if (be->sync) be->sync(be);
+    if (tr) nn_trainer_set_step_count(tr, step);
+    nn_net_mark_dirty(net);
+    rc = 0;
+done:
+    free(src);
+    return rc;
+}
+
+nn_net_t *nn_weights_load(nn_backend_t *be, const char *path, int32_t expect_features_version,
+                          char *err, size_t errlen) {
+    st_file_t *f = st_open(path, ST_OPEN_VERIFY, err, errlen);
+    if (!f) return NULL;
+    nn_net_config_t cfg;
+    nn_net_t *net = NULL;
+    if (read_config(f, &cfg, err, errlen) != 0) goto fail;
+    if (expect_features_version >= 0 && cfg.features_version != expect_features_version) {
+        set_err(err, errlen, "%s: features_version %d, expected %d (net trained on another input encoding)",
+                path, cfg.features_version, expect_features_version);
+        goto fail;
+    }
+    net = nn_net_new(be, &cfg, 0, err, errlen);
+    if (!net) goto fail;
+    if (read_tensors(net, NULL, f, err, errlen) != 0) goto fail;
+    st_close(f);
+    return net;
+fail:
+    nn_net_free(net);
+    st_close(f);
+    return NULL;
+}
+
+int nn_weights_read(nn_net_t *net, nn_trainer_t *tr, const char *path, char *err, size_t errlen) {
+    if (tr && nn_trainer_net(tr) != net) {
+        set_err(err, errlen, "%s: the trainer does not train this net", path);
+        return -1;
+    }
+    st_file_t *f = st_open(path, ST_OPEN_VERIFY, err, errlen);
+    if (!f) return -1;
+    nn_net_config_t cfg;
+    const nn_net_config_t *mine = nn_net_config(net);
+    int rc = -1;
+    if (read_config(f, &cfg, err, errlen) != 0) goto done;
+    char a[32], b[32];
+    if (cfg.blocks != mine->blocks || cfg.channels != mine->channels) {
+        set_err(err, errlen, "%s: net %s, expected %s", path,
+                nn_net_size_format(cfg.blocks, cfg.channels, a, sizeof(a)),
+                nn_net_size_format(mine->blocks, mine->channels, b, sizeof(b)));
+        goto done;
+    }
+    if (cfg.act != mine->act) {
+        set_err(err, errlen, "%s: activation %s, expected %s", path, nn_act_name(cfg.act), nn_act_name(mine->act));
+        goto done;
+    }
+    if (cfg.features_version != mine->features_version) {
+        set_err(err, errlen, "%s: features_version %d, expected %d", path, cfg.features_version,
+                mine->features_version);
+        goto done;
+    }
+    if (cfg.in_planes != mine->in_planes || cfg.in_hand != mine->in_hand) {
+        set_err(err, errlen, "%s: input %d planes + %d hand, expected %d + %d", path, cfg.in_planes,
+                cfg.in_hand, mine->in_planes, mine->in_hand);
+        goto done;
+    }
+    rc = read_tensors(net, tr, f, err, errlen);
+done:
+    st_close(f);
+    return rc;
+}
