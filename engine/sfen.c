@@ -28,12 +28,10 @@ static const char *const ERROR_NAMES[SFEN_ERR_NB] = {
     "two pawns on a file (nifu)",
     "more pieces than a game has",
     "bad side to move",
-    "hand field missing",
     "bad hand character",
     "king in hand",
     "promoted piece in hand",
     "bad hand count",
-    "piece repeated in hand",
     "bad ply",
     "text after the ply",
     "side not to move is in check",
@@ -154,7 +152,6 @@ static SfenError parse_hands(Reader *r, size_t b, size_t e, Hand hand[COLOR_NB])
     char cb[8];
     hand[0] = hand[1] = 0;
     if (e - b == 1 && r->s[b] == '-') return SFEN_OK;
-    bool seen[COLOR_NB][PT_HAND_NB] = {{false}};
     size_t i = b;
     while (i < e) {
         int count = 1;
@@ -175,10 +172,9 @@ static SfenError parse_hands(Reader *r, size_t b, size_t e, Hand hand[COLOR_NB])
         if (pt == PT_KING) return fail(r, SFEN_ERR_HAND_KING, "%s in the hand", show_char(c, cb));
         if (pt == PT_NONE) return fail(r, SFEN_ERR_HAND_CHAR, "%s in the hand", show_char(c, cb));
         Color col = (c >= 'a' && c <= 'z') ? COLOR_WHITE : COLOR_BLACK;
-        if (seen[col][pt]) return fail(r, SFEN_ERR_HAND_REPEAT, "%c listed twice in the hand", c);
-        seen[col][pt] = true;
-        if (count > PIECE_TOTAL[pt])
-            return fail(r, SFEN_ERR_HAND_COUNT, "%d x %c in the hand, a game has %d", count, c, PIECE_TOTAL[pt]);
+        int total = hand_count(hand[col], pt) + count;
+        if (total > PIECE_TOTAL[pt])
+            return fail(r, SFEN_ERR_HAND_COUNT, "%d x %c in the hand, a game has %d", total, c, PIECE_TOTAL[pt]);
         hand[col] += (uint32_t)count << HAND_SHIFT[pt];
         i++;
     }
@@ -246,11 +242,12 @@ SfenError sfen_parse(Position *pos, const char *s, size_t len, char *err, size_t
         return fail(r, SFEN_ERR_SIDE, "side must be 'b' or 'w', got '%.*s'", (int)(e - b > 16 ? 16 : e - b), r->s + b);
     pos->side = r->s[b] == 'b' ? COLOR_BLACK : COLOR_WHITE;
 
-    if (!next_token(r, &b, &e)) return fail(r, SFEN_ERR_HAND_MISSING, "hands missing (use '-' for none)");
-    rc = parse_hands(r, b, e, pos->hand);
-    if (rc) return rc;
-
+    pos->hand[0] = pos->hand[1] = 0;
     pos->game_ply = 1;
+    if (next_token(r, &b, &e)) {
+        rc = parse_hands(r, b, e, pos->hand);
+        if (rc) return rc;
+    }
     if (next_token(r, &b, &e)) {
         int64_t ply = 0;
         if (e - b > 6) return fail(r, SFEN_ERR_PLY, "ply '%.*s' is not in 1..999999", (int)(e - b > 16 ? 16 : e - b), r->s + b);

@@ -5,15 +5,17 @@
  * Does not own: the USI protocol loop, game records.
  *
  * SFEN fields: board, side ('b'/'w'), hands ('-' for none), ply.
- *   - board, side and hands are required; ply is optional (default 1) and,
- *     when present, must be a decimal integer 1..999999 without sign.
+ *   - board and side are required. Hands are optional (default none) and
+ *     so is the ply (default 1; a ply can only follow a hand field); a ply
+ *     must be a decimal integer 1..999999 without sign.
  *   - fields are separated by one or more spaces; leading/trailing
  *     whitespace (space, tab, CR, LF) is ignored; anything else after the
  *     ply is an error.
  *   - both kings must be on the board (tsume positions without a White
  *     king are rejected: Koma's rules need both kings).
- *   - hand pieces may come in any order but each kind at most once;
- *     a count is 1..18 without leading zero (e.g. "2P", "10p").
+ *   - hand pieces may come in any order; a count is 1..18 without leading
+ *     zero ("2P", "10p"); a kind listed again adds up ("PPP" = "3P", as
+ *     some generators write), the total still bounded by the game's pieces.
  *   - the position must be possible: no dead pieces (pawn/lance on the
  *     last rank, knight on the last two), no nifu, no more pieces of a kind
  *     than the game has (counting hands), the side not to move not in check.
@@ -48,12 +50,10 @@ typedef enum {
     SFEN_ERR_NIFU,           /* two unpromoted pawns of a side on one file */
     SFEN_ERR_PIECE_COUNT,    /* more pieces of a kind (board + hands) than a game has */
     SFEN_ERR_SIDE,           /* side field missing or not 'b' / 'w' */
-    SFEN_ERR_HAND_MISSING,   /* no hand field */
     SFEN_ERR_HAND_CHAR,      /* hand has a character that is no hand piece or count */
     SFEN_ERR_HAND_KING,      /* a king in hand */
     SFEN_ERR_HAND_PROMOTED,  /* a promoted piece in hand */
     SFEN_ERR_HAND_COUNT,     /* count 0, with a leading zero, too large, or dangling */
-    SFEN_ERR_HAND_REPEAT,    /* a piece kind of one colour listed twice */
     SFEN_ERR_PLY,            /* ply not a decimal integer in 1..999999 */
     SFEN_ERR_TRAILING,       /* text after the ply */
     SFEN_ERR_OPPONENT_IN_CHECK, /* the side that just moved is in check */
