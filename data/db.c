@@ -1,0 +1,1459 @@
+/* db.c - koma.db: schema v1, open/version check, typed inserts and queries,
+ * the shard registration protocol and the start-up file check. See db.h.
+ *
+ * Every statement is prepared once per connection (stmt()) and reset after
+ * use. Every failure goes through fail(), which writes
+ * "<db path>: <step>: <sqlite message>" into db->err and maps the SQLite code
+ * to a db_status_t.
+ */
+#include "data/db.h"
+
+#include "compat/compat.h"
+
+#include <math.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#define BUSY_TIMEOUT_MS 10000
+
+/* ---- schema ---------------------------------------------------------------- */
+#define NOW_ISO "(strftime('%Y-%m-%dT%H:%M:%fZ','now'))"
+
+/* Version 1: creates every table of an empty database. */
+static const char schema_v1[] =
+    /* One row per invocation of a command on this run directory. */
+    "CREATE TABLE runs ("
+    "  id           INTEGER PRIMARY KEY,"
+    "  created      TEXT NOT NULL DEFAULT " NOW_ISO ","
+    "  koma_version TEXT NOT NULL,"
+    "  command      TEXT NOT NULL,"
+    "  config       TEXT NOT NULL);"
+    /* One published net per cycle; path relative to the run directory. */
+    "CREATE TABLE models ("
+    "  id               INTEGER PRIMARY KEY,"
+    "  run_id           INTEGER REFERENCES runs(id),"
+    "  cycle            INTEGER NOT NULL UNIQUE CHECK (cycle >= 0),"
+    "  path             TEXT NOT NULL UNIQUE,"
+    "  xxh3             TEXT NOT NULL CHECK (length(xxh3) = 16),"
+    "  features_version INTEGER NOT NULL,"
+    "  arch             TEXT NOT NULL DEFAULT '',"
+    "  train_steps      INTEGER NOT NULL DEFAULT 0,"
+    "  train_samples    INTEGER NOT NULL DEFAULT 0,"
+    "  loss_policy REAL, loss_value REAL, loss_legal REAL, loss_total REAL,"
+    "  created          TEXT NOT NULL DEFAULT " NOW_ISO ");"
+    /* Shard files; pos_begin numbers every position of the run globally. */
+    "CREATE TABLE shards ("
+    "  id               INTEGER PRIMARY KEY,"
+    "  path             TEXT NOT NULL UNIQUE,"
+    "  cycle            INTEGER NOT NULL,"
+    "  features_version INTEGER NOT NULL,"
+    "  rows             INTEGER NOT NULL CHECK (rows >= 0),"
+    "  games            INTEGER NOT NULL CHECK (games >= 0),"
+    "  pos_begin        INTEGER NOT NULL CHECK (pos_begin >= 0),"
+    "  bytes            INTEGER NOT NULL CHECK (bytes >= 0),"
+    "  xxh3             TEXT NOT NULL CHECK (length(xxh3) = 16),"
+    "  created          TEXT NOT NULL DEFAULT " NOW_ISO ");"
+    "CREATE INDEX shards_cycle ON shards(cycle);"
+    /* Files about to be written and not yet registered (db_shard_intent). */
+    "CREATE TABLE shard_intents ("
+    "  path    TEXT PRIMARY KEY,"
+    "  pid     INTEGER NOT NULL,"
+    "  created TEXT NOT NULL DEFAULT " NOW_ISO ");"
+    /* Games; result from Black's side: 1 Black wins, -1 White wins, 0 draw. */
+    "CREATE TABLE games ("
+    "  id         INTEGER PRIMARY KEY,"
+    "  shard_id   INTEGER NOT NULL REFERENCES shards(id),"
+    "  first_row  INTEGER NOT NULL CHECK (first_row >= 0),"
+    "  row_count  INTEGER NOT NULL CHECK (row_count >= 0),"
+    "  model_id   INTEGER REFERENCES models(id),"
+    "  start_sfen TEXT NOT NULL,"
+    "  moves      TEXT NOT NULL,"
+    "  plies      INTEGER NOT NULL CHECK (plies >= 0),"
+    "  result     INTEGER NOT NULL CHECK (result IN (-1, 0, 1)),"
+    "  reason     TEXT NOT NULL,"
+    "  created    TEXT NOT NULL DEFAULT " NOW_ISO ");"
+    "CREATE INDEX games_shard ON games(shard_id, first_row);"
+    "CREATE INDEX games_model ON games(model_id);"
+    "CREATE TABLE train_steps ("
+    "  step        INTEGER PRIMARY KEY,"
+    "  cycle       INTEGER NOT NULL,"
+    "  time        REAL NOT NULL,"
+    "  lr          REAL NOT NULL,"
+    "  samples     INTEGER NOT NULL DEFAULT 0,"
+    "  loss_policy REAL, loss_value REAL, loss_legal REAL, loss_total REAL,"
+    "  acc_policy  REAL, acc_value REAL, acc_legal REAL,"
+    "  grad_norm   REAL);"
+    "CREATE INDEX train_steps_cycle ON train_steps(cycle);"
+    "CREATE TABLE cycle_metrics ("
+    "  cycle           INTEGER PRIMARY KEY,"
+    "  model_id        INTEGER REFERENCES models(id),"
+    "  started REAL, finished REAL,"
+    "  games INTEGER NOT NULL DEFAULT 0, positions INTEGER NOT NULL DEFAULT 0,"
+    "  selfplay_s REAL, train_s REAL,"
+    "  positions_per_s REAL, evals_per_s REAL, avg_batch REAL, busy_pct REAL, avg_plies REAL,"
+    "  black_wins INTEGER NOT NULL DEFAULT 0, white_wins INTEGER NOT NULL DEFAULT 0,"
+    "  draws INTEGER NOT NULL DEFAULT 0,"
+    "  elo REAL, elo_lo REAL, elo_hi REAL);"
+    /* Evaluation matches, from model_a's side; model_b NULL = external engine. */
+    "CREATE TABLE matches ("
+    "  id       INTEGER PRIMARY KEY,"
+    "  cycle    INTEGER NOT NULL,"
+    "  model_a  INTEGER NOT NULL REFERENCES models(id),"
+    "  model_b  INTEGER REFERENCES models(id),"
+    "  opponent TEXT NOT NULL DEFAULT '',"
+    "  wins     INTEGER NOT NULL CHECK (wins >= 0),"
+    "  draws    INTEGER NOT NULL CHECK (draws >= 0),"
+    "  losses   INTEGER NOT NULL CHECK (losses >= 0),"
+    "  elo REAL, elo_lo REAL, elo_hi REAL,"
+    "  settings TEXT NOT NULL DEFAULT '',"
+    "  created  TEXT NOT NULL DEFAULT " NOW_ISO ");"
+    "CREATE INDEX matches_cycle ON matches(cycle);"
+    "CREATE INDEX matches_models ON matches(model_a, model_b);";
+
+/* migrations[v] upgrades a version-v database to v+1 (none yet: v1 is the
+ * first schema). Index 0 is the creation of an empty database. */
+static const char *const migrations[DB_SCHEMA_VERSION] = {schema_v1};
+
+/* ---- statements -------------------------------------------------------------- */
+enum {
+    S_RUN_INSERT,
+    S_RUN_LATEST,
+    S_MODEL_INSERT,
+    S_MODEL_LATEST,
+    S_MODEL_GET,
+    S_MODEL_BY_CYCLE,
+    S_SHARD_POS_END,
+    S_SHARD_INSERT,
+    S_GAME_INSERT,
+    S_INTENT_INSERT,
+    S_INTENT_DELETE,
+    S_SHARD_GET,
+    S_SHARD_BY_PATH,
+    S_SHARDS_DESC,
+    S_GAMES_OF_SHARD,
+    S_COUNT_ALL,
+    S_COUNT_CYCLE,
+    S_STEP_INSERT,
+    S_STEPS_GET,
+    S_CYCLE_PUT,
+    S_CYCLE_GET,
+    S_MATCH_INSERT,
+    S_MATCHES_ALL,
+    S_MATCHES_CYCLE,
+    S_NB
+};
+
+#define MODEL_COLS                                                                          \
+    "id, coalesce(run_id, 0), cycle, features_version, path, xxh3, arch, train_steps, "    \
+    "train_samples, loss_policy, loss_value, loss_legal, loss_total, created"
+#define SHARD_COLS "id, path, cycle, features_version, rows, games, pos_begin, bytes, xxh3, created"
+#define MATCH_COLS                                                                          \
+    "id, cycle, model_a, coalesce(model_b, 0), opponent, wins, draws, losses, elo, elo_lo, " \
+    "elo_hi, settings, created"
+
+static const char *const stmt_sql[S_NB] = {
+    [S_RUN_INSERT] = "INSERT INTO runs(koma_version, command, config) VALUES(?1, ?2, ?3)",
+    [S_RUN_LATEST] = "SELECT id, created, koma_version, command, config FROM runs ORDER BY id DESC LIMIT 1",
+    [S_MODEL_INSERT] = "INSERT INTO models(run_id, cycle, features_version, path, xxh3, arch, "
+                       "train_steps, train_samples, loss_policy, loss_value, loss_legal, loss_total) "
+                       "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+    [S_MODEL_LATEST] = "SELECT " MODEL_COLS " FROM models ORDER BY cycle DESC LIMIT 1",
+    [S_MODEL_GET] = "SELECT " MODEL_COLS " FROM models WHERE id = ?1",
+    [S_MODEL_BY_CYCLE] = "SELECT " MODEL_COLS " FROM models WHERE cycle = ?1",
+    [S_SHARD_POS_END] = "SELECT pos_begin + rows FROM shards ORDER BY id DESC LIMIT 1",
+    [S_SHARD_INSERT] = "INSERT INTO shards(path, cycle, features_version, rows, games, pos_begin, "
+                       "bytes, xxh3) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    [S_GAME_INSERT] = "INSERT INTO games(shard_id, first_row, row_count, model_id, start_sfen, "
+                      "moves, plies, result, reason) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    [S_INTENT_INSERT] = "INSERT OR REPLACE INTO shard_intents(path, pid) VALUES(?1, ?2)",
+    [S_INTENT_DELETE] = "DELETE FROM shard_intents WHERE path = ?1",
+    [S_SHARD_GET] = "SELECT " SHARD_COLS " FROM shards WHERE id = ?1",
+    [S_SHARD_BY_PATH] = "SELECT id FROM shards WHERE path = ?1",
+    [S_SHARDS_DESC] = "SELECT " SHARD_COLS " FROM shards ORDER BY id DESC",
+    [S_GAMES_OF_SHARD] = "SELECT id, shard_id, first_row, row_count, coalesce(model_id, 0), "
+                         "start_sfen, moves, plies, result, reason, created FROM games "
+                         "WHERE shard_id = ?1 ORDER BY first_row, id",
+    [S_COUNT_ALL] = "SELECT coalesce(sum(games), 0), coalesce(sum(rows), 0) FROM shards",
+    [S_COUNT_CYCLE] = "SELECT coalesce(sum(games), 0), coalesce(sum(rows), 0) FROM shards WHERE cycle = ?1",
+    [S_STEP_INSERT] = "INSERT OR REPLACE INTO train_steps(step, cycle, time, lr, samples, "
+                      "loss_policy, loss_value, loss_legal, loss_total, acc_policy, acc_value, "
+                      "acc_legal, grad_norm) VALUES(?1, ?2, "
+                      "coalesce(?3, (julianday('now') - 2440587.5) * 86400.0), ?4, ?5, ?6, ?7, "
+                      "?8, ?9, ?10, ?11, ?12, ?13)",
+    [S_STEPS_GET] = "SELECT step, cycle, time, lr, samples, loss_policy, loss_value, loss_legal, "
+                    "loss_total, acc_policy, acc_value, acc_legal, grad_norm FROM train_steps "
+                    "WHERE step >= ?1 AND step < ?2 ORDER BY step LIMIT ?3",
+    [S_CYCLE_PUT] = "INSERT OR REPLACE INTO cycle_metrics(cycle, model_id, started, finished, "
+                    "games, positions, selfplay_s, train_s, positions_per_s, evals_per_s, "
+                    "avg_batch, busy_pct, avg_plies, black_wins, white_wins, draws, elo, elo_lo, "
+                    "elo_hi) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, "
+                    "?15, ?16, ?17, ?18, ?19)",
+    [S_CYCLE_GET] = "SELECT cycle, coalesce(model_id, 0), started, finished, games, positions, "
+                    "selfplay_s, train_s, positions_per_s, evals_per_s, avg_batch, busy_pct, "
+                    "avg_plies, black_wins, white_wins, draws, elo, elo_lo, elo_hi "
+                    "FROM cycle_metrics WHERE cycle = ?1",
+    [S_MATCH_INSERT] = "INSERT INTO matches(cycle, model_a, model_b, opponent, wins, draws, "
+                       "losses, elo, elo_lo, elo_hi, settings) "
+                       "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+    [S_MATCHES_ALL] = "SELECT " MATCH_COLS " FROM matches ORDER BY id",
+    [S_MATCHES_CYCLE] = "SELECT " MATCH_COLS " FROM matches WHERE cycle = ?1 ORDER BY id",
+};
+
+struct db {
+    sqlite3 *sq;
+    char *path;
+    uint32_t flags;
+    int32_t version;
+    sqlite3_stmt *stmt[S_NB];
+    char err[DB_ERR_MAX];
+};
+
+/* ---- names ------------------------------------------------------------------ */
+const char *db_status_name(db_status_t s) {
+    switch (s) {
+    case DB_OK: return "DB_OK";
+    case DB_ERROR: return "DB_ERROR";
+    case DB_FULL: return "DB_FULL";
+    case DB_BUSY: return "DB_BUSY";
+    case DB_CORRUPT: return "DB_CORRUPT";
+    case DB_SCHEMA: return "DB_SCHEMA";
+    case DB_CONSTRAINT: return "DB_CONSTRAINT";
+    case DB_NOTFOUND: return "DB_NOTFOUND";
+    case DB_INVALID: return "DB_INVALID";
+    case DB_CANCELLED: return "DB_CANCELLED";
+    case DB_TIMEOUT: return "DB_TIMEOUT";
+    }
+    return "DB_?";
+}
+
+static const char *const reason_names[DB_REASON_NB] = {
+    [DB_REASON_CHECKMATE] = "checkmate",       [DB_REASON_RESIGN] = "resign",
+    [DB_REASON_SENNICHITE] = "sennichite",     [DB_REASON_PERPETUAL_CHECK] = "perpetual_check",
+    [DB_REASON_DECLARATION] = "declaration",   [DB_REASON_MAX_PLY] = "max_ply",
+    [DB_REASON_ILLEGAL_MOVE] = "illegal_move", [DB_REASON_TIME] = "time",
+    [DB_REASON_ABORT] = "abort",
+};
+
+const char *db_reason_name(db_reason_t r) {
+    return (unsigned)r < DB_REASON_NB ? reason_names[r] : "?";
+}
+
+int db_reason_parse(const char *name, db_reason_t *r) {
+    for (int i = 0; name && i < DB_REASON_NB; i++) {
+        if (strcmp(name, reason_names[i]) == 0) {
+            *r = (db_reason_t)i;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* ---- errors ----------------------------------------------------------------- */
+static db_status_t status_of(int rc) {
+    switch (rc & 0xff) {
+    case SQLITE_OK:
+    case SQLITE_DONE:
+    case SQLITE_ROW: return DB_OK;
+    case SQLITE_FULL: return DB_FULL;
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED: return DB_BUSY;
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB: return DB_CORRUPT;
+    case SQLITE_CONSTRAINT: return DB_CONSTRAINT;
+    default: return DB_ERROR;
+    }
+}
+
+static void vset(db_t *db, const char *fmt, va_list ap) {
+    int n = snprintf(db->err, sizeof db->err, "%s: ", db->path);
+    if (n > 0 && (size_t)n < sizeof db->err) vsnprintf(db->err + n, sizeof db->err - (size_t)n, fmt, ap);
+}
+
+/* A SQLite failure during `step` (printf format). */
+static db_status_t fail(db_t *db, int rc, const char *fmt, ...) {
+    char step[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(step, sizeof step, fmt, ap);
+    va_end(ap);
+    db_status_t s = status_of(rc);
+    if (s == DB_OK) s = DB_ERROR;
+    const char *msg = db->sq ? sqlite3_errmsg(db->sq) : sqlite3_errstr(rc);
+    if (s == DB_FULL)
+        snprintf(db->err, sizeof db->err,
+                 "%s: %s: %s: the disk is full; free some space and start again (the run resumes)",
+                 db->path, step, msg);
+    else
+        snprintf(db->err, sizeof db->err, "%s: %s: %s (%s)", db->path, step, msg, sqlite3_errstr(rc));
+    return s;
+}
+
+/* A failure that is not SQLite's (bad argument, file I/O). */
+static db_status_t fail_with(db_t *db, db_status_t s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vset(db, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+const char *db_path(const db_t *db) { return db ? db->path : NULL; }
+const char *db_errmsg(const db_t *db) { return db ? db->err : "no database"; }
+int32_t db_schema_version(const db_t *db) { return db ? db->version : 0; }
+
+/* ---- statement helpers -------------------------------------------------------- */
+static sqlite3_stmt *stmt(db_t *db, int id) {
+    if (!db->stmt[id]) {
+        int rc = sqlite3_prepare_v3(db->sq, stmt_sql[id], -1, SQLITE_PREPARE_PERSISTENT,
+                                    &db->stmt[id], NULL);
+        if (rc != SQLITE_OK) {
+            fail(db, rc, "prepare statement %d", id);
+            db->stmt[id] = NULL;
+            return NULL;
+        }
+    }
+    return db->stmt[id];
+}
+
+static void done(sqlite3_stmt *s) {
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+}
+
+static void bind_real(sqlite3_stmt *s, int i, double v) {
+    if (isnan(v)) sqlite3_bind_null(s, i);
+    else sqlite3_bind_double(s, i, v);
+}
+static void bind_id(sqlite3_stmt *s, int i, int64_t id) {
+    if (id > 0) sqlite3_bind_int64(s, i, id);
+    else sqlite3_bind_null(s, i);
+}
+static void bind_text(sqlite3_stmt *s, int i, const char *t) {
+    sqlite3_bind_text(s, i, t ? t : "", -1, SQLITE_STATIC);
+}
+static double col_real(sqlite3_stmt *s, int i) {
+    return sqlite3_column_type(s, i) == SQLITE_NULL ? NAN : sqlite3_column_double(s, i);
+}
+static void col_text(sqlite3_stmt *s, int i, char *dst, size_t len) {
+    const unsigned char *t = sqlite3_column_text(s, i);
+    snprintf(dst, len, "%s", t ? (const char *)t : "");
+}
+static char *col_strdup(sqlite3_stmt *s, int i) {
+    const unsigned char *t = sqlite3_column_text(s, i);
+    return strdup(t ? (const char *)t : "");
+}
+
+/* Steps a statement that returns no rows, then resets it. */
+static db_status_t run_stmt(db_t *db, sqlite3_stmt *s, const char *step) {
+    int rc = sqlite3_step(s);
+    db_status_t st = rc == SQLITE_DONE ? DB_OK : fail(db, rc, "%s", step);
+    done(s);
+    return st;
+}
+
+db_status_t db_exec(db_t *db, const char *sql) {
+    if (!db || !sql) return DB_INVALID;
+    int rc = sqlite3_exec(db->sq, sql, NULL, NULL, NULL);
+    if (rc != SQLITE_OK) return fail(db, rc, "exec '%.80s'", sql);
+    return DB_OK;
+}
+
+/* One integer from a one-row query, e.g. a PRAGMA. */
+static db_status_t query_int(db_t *db, const char *sql, int64_t *out, const char *step) {
+    sqlite3_stmt *s = NULL;
+    int rc = sqlite3_prepare_v2(db->sq, sql, -1, &s, NULL);
+    if (rc != SQLITE_OK) return fail(db, rc, "%s", step);
+    rc = sqlite3_step(s);
+    db_status_t st = DB_OK;
+    if (rc == SQLITE_ROW) *out = sqlite3_column_int64(s, 0);
+    else st = rc == SQLITE_DONE ? fail_with(db, DB_ERROR, "%s: no row", step) : fail(db, rc, "%s", step);
+    sqlite3_finalize(s);
+    return st;
+}
+
+/* ---- transactions --------------------------------------------------------------- */
+db_status_t db_begin(db_t *db) {
+    if (!db) return DB_INVALID;
+    int rc = sqlite3_exec(db->sq, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+    return rc == SQLITE_OK ? DB_OK : fail(db, rc, "begin transaction");
+}
+
+db_status_t db_commit(db_t *db) {
+    if (!db) return DB_INVALID;
+    int rc = sqlite3_exec(db->sq, "COMMIT", NULL, NULL, NULL);
+    if (rc == SQLITE_OK) return DB_OK;
+    db_status_t st = fail(db, rc, "commit");
+    if (!sqlite3_get_autocommit(db->sq)) sqlite3_exec(db->sq, "ROLLBACK", NULL, NULL, NULL);
+    return st;
+}
+
+db_status_t db_rollback(db_t *db) {
+    if (!db) return DB_INVALID;
+    if (sqlite3_get_autocommit(db->sq)) return DB_OK; /* nothing open (SQLite may have rolled back already) */
+    int rc = sqlite3_exec(db->sq, "ROLLBACK", NULL, NULL, NULL);
+    return rc == SQLITE_OK ? DB_OK : fail(db, rc, "rollback");
+}
+
+/* A writer's own transaction, or a savepoint inside the caller's. */
+static db_status_t tx_begin(db_t *db, int *outer) {
+    *outer = sqlite3_get_autocommit(db->sq);
+    int rc = sqlite3_exec(db->sq, *outer ? "BEGIN IMMEDIATE" : "SAVEPOINT koma_tx", NULL, NULL, NULL);
+    return rc == SQLITE_OK ? DB_OK : fail(db, rc, "begin transaction");
+}
+
+/* Commits (st == DB_OK) or rolls back; returns the final status. The error
+ * message of a failure in the body is kept. */
+static db_status_t tx_end(db_t *db, int outer, db_status_t st) {
+    if (st == DB_OK) {
+        int rc = sqlite3_exec(db->sq, outer ? "COMMIT" : "RELEASE koma_tx", NULL, NULL, NULL);
+        if (rc == SQLITE_OK) return DB_OK;
+        st = fail(db, rc, "commit");
+    }
+    if (outer) {
+        if (!sqlite3_get_autocommit(db->sq)) sqlite3_exec(db->sq, "ROLLBACK", NULL, NULL, NULL);
+    } else {
+        sqlite3_exec(db->sq, "ROLLBACK TO koma_tx; RELEASE koma_tx", NULL, NULL, NULL);
+    }
+    return st;
+}
+
+/* ---- open / close ---------------------------------------------------------------- */
+void db_close(db_t *db) {
+    if (!db) return;
+    for (int i = 0; i < S_NB; i++) sqlite3_finalize(db->stmt[i]);
+    if (db->sq) sqlite3_close(db->sq);
+    free(db->path);
+    free(db);
+}
+
+static db_status_t check_schema(db_t *db) {
+    int64_t app = 0, ver = 0, objects = 0;
+    db_status_t st = query_int(db, "PRAGMA application_id", &app, "read application_id");
+    if (st == DB_OK) st = query_int(db, "PRAGMA user_version", &ver, "read schema version");
+    if (st != DB_OK) return st;
+    if (app != 0 && app != DB_APPLICATION_ID)
+        return fail_with(db, DB_SCHEMA, "not a Koma database (application_id 0x%08llx)",
+                         (unsigned long long)app);
+    if (ver > DB_SCHEMA_VERSION)
+        return fail_with(db, DB_SCHEMA,
+                         "schema version %lld is newer than this build of Koma understands (%d); "
+                         "use a newer koma",
+                         (long long)ver, DB_SCHEMA_VERSION);
+    if (ver < 0)
+        return fail_with(db, DB_SCHEMA, "unknown schema version %lld (this build knows 1..%d)",
+                         (long long)ver, DB_SCHEMA_VERSION);
+    if (ver == DB_SCHEMA_VERSION) {
+        if (app != DB_APPLICATION_ID)
+            return fail_with(db, DB_SCHEMA, "not a Koma database (application_id 0x%08llx with schema version %lld)",
+                             (unsigned long long)app, (long long)ver);
+        db->version = (int32_t)ver;
+        return DB_OK;
+    }
+    /* ver == 0 (new file) or an older version: create or migrate. */
+    if ((db->flags & DB_OPEN_READONLY) && ver == 0)
+        return fail_with(db, DB_SCHEMA, "not a Koma database (no schema version; opened read-only)");
+    if (db->flags & DB_OPEN_READONLY)
+        return fail_with(db, DB_SCHEMA, "schema version %lld needs migrating to %d: open the run read-write once",
+                         (long long)ver, DB_SCHEMA_VERSION);
+    if ((st = db_begin(db)) != DB_OK) return st;
+    /* Read again inside the write lock: another process may have created it. */
+    st = query_int(db, "PRAGMA user_version", &ver, "read schema version");
+    if (st == DB_OK && ver == 0) {
+        st = query_int(db, "SELECT count(*) FROM sqlite_master", &objects, "inspect an unversioned database");
+        if (st == DB_OK && objects > 0)
+            st = fail_with(db, DB_SCHEMA, "not a Koma database (%lld schema objects but no schema version)",
+                           (long long)objects);
+    }
+    for (int64_t v = ver; st == DB_OK && v < DB_SCHEMA_VERSION; v++) {
+        int rc = sqlite3_exec(db->sq, migrations[v], NULL, NULL, NULL);
+        if (rc != SQLITE_OK) st = fail(db, rc, "upgrade the schema from version %lld (0: empty)", (long long)v);
+    }
+    if (st == DB_OK) {
+        char sql[96];
+        snprintf(sql, sizeof sql, "PRAGMA application_id = %d; PRAGMA user_version = %d",
+                 DB_APPLICATION_ID, DB_SCHEMA_VERSION);
+        int rc = sqlite3_exec(db->sq, sql, NULL, NULL, NULL);
+        if (rc != SQLITE_OK) st = fail(db, rc, "set schema version");
+    }
+    if (st != DB_OK) {
+        char keep[DB_ERR_MAX];
+        memcpy(keep, db->err, sizeof keep);
+        db_rollback(db);
+        memcpy(db->err, keep, sizeof keep);
+        return st;
+    }
+    if ((st = db_commit(db)) != DB_OK) return st;
+    db->version = DB_SCHEMA_VERSION;
+    return DB_OK;
+}
+
+db_status_t db_open(const char *path, uint32_t flags, db_t **out, char *err, size_t errlen) {
+    if (out) *out = NULL;
+    if (!path || !out) {
+        if (err && errlen) snprintf(err, errlen, "%s: db_open: no path or result", path ? path : "(null)");
+        return DB_INVALID;
+    }
+    db_t *db = calloc(1, sizeof *db);
+    if (!db || !(db->path = strdup(path))) {
+        if (err && errlen) snprintf(err, errlen, "%s: out of memory", path);
+        free(db);
+        return DB_ERROR;
+    }
+    db->flags = flags;
+    int oflags = (flags & DB_OPEN_READONLY) ? SQLITE_OPEN_READONLY
+                                            : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+    int rc = sqlite3_open_v2(path, &db->sq, oflags, NULL);
+    db_status_t st = DB_OK;
+    if (rc != SQLITE_OK) st = fail(db, rc, "open");
+    if (st == DB_OK) sqlite3_busy_timeout(db->sq, BUSY_TIMEOUT_MS);
+    /* The schema first: another program's database is refused untouched. */
+    if (st == DB_OK) st = check_schema(db);
+    if (st == DB_OK && !(flags & DB_OPEN_READONLY)) {
+        /* Persistent in the file; needs no open transaction. */
+        sqlite3_stmt *s = NULL;
+        rc = sqlite3_prepare_v2(db->sq, "PRAGMA journal_mode = WAL", -1, &s, NULL);
+        if (rc == SQLITE_OK) rc = sqlite3_step(s);
+        if (rc != SQLITE_ROW) {
+            st = fail(db, rc, "enable the WAL journal");
+        } else {
+            const unsigned char *mode = sqlite3_column_text(s, 0);
+            if (!mode || strcmp((const char *)mode, "wal") != 0)
+                st = fail_with(db, DB_ERROR, "enable the WAL journal: the file system refused (journal mode '%s')",
+                               mode ? (const char *)mode : "?");
+        }
+        sqlite3_finalize(s);
+    }
+    if (st == DB_OK) st = db_exec(db, "PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON");
+    if (st != DB_OK) {
+        if (err && errlen) snprintf(err, errlen, "%s", db->err);
+        db_close(db);
+        return st;
+    }
+    *out = db;
+    return DB_OK;
+}
+
+/* ---- runs ---------------------------------------------------------------------- */
+db_status_t db_run_insert(db_t *db, const char *koma_version, const char *command,
+                          const char *config, int64_t *id) {
+    if (!db) return DB_INVALID;
+    sqlite3_stmt *s = stmt(db, S_RUN_INSERT);
+    if (!s) return DB_ERROR;
+    bind_text(s, 1, koma_version);
+    bind_text(s, 2, command);
+    bind_text(s, 3, config);
+    db_status_t st = run_stmt(db, s, "insert run");
+    if (st == DB_OK && id) *id = sqlite3_last_insert_rowid(db->sq);
+    return st;
+}
+
+db_status_t db_run_latest(db_t *db, db_run_t *out) {
+    if (!db || !out) return DB_INVALID;
+    memset(out, 0, sizeof *out);
+    sqlite3_stmt *s = stmt(db, S_RUN_LATEST);
+    if (!s) return DB_ERROR;
+    int rc = sqlite3_step(s);
+    db_status_t st = DB_OK;
+    if (rc == SQLITE_ROW) {
+        out->id = sqlite3_column_int64(s, 0);
+        col_text(s, 1, out->created, sizeof out->created);
+        col_text(s, 2, out->koma_version, sizeof out->koma_version);
+        col_text(s, 3, out->command, sizeof out->command);
+        out->config = col_strdup(s, 4);
+        if (!out->config) st = fail_with(db, DB_ERROR, "read run: out of memory");
+    } else {
+        st = rc == SQLITE_DONE ? fail_with(db, DB_NOTFOUND, "no runs") : fail(db, rc, "read latest run");
+    }
+    done(s);
+    return st;
+}
+
+void db_run_clear(db_run_t *r) {
+    if (!r) return;
+    free(r->config);
+    r->config = NULL;
+}
+
+/* ---- models -------------------------------------------------------------------- */
+static int is_hex16(const char *s) {
+    for (int i = 0; i < 16; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return 0;
+    return s[16] == 0;
+}
+
+static int path_ok(const char *p) {
+    size_t n = strnlen(p, DB_PATH_MAX);
+    return n > 0 && n < DB_PATH_MAX && p[0] != '/';
+}
+
+db_status_t db_model_insert(db_t *db, db_model_t *m) {
+    if (!db || !m) return DB_INVALID;
+    if (!path_ok(m->path))
+        return fail_with(db, DB_INVALID, "insert model of cycle %d: path '%.64s' is empty, absolute or too long",
+                         m->cycle, m->path);
+    if (!is_hex16(m->xxh3))
+        return fail_with(db, DB_INVALID, "insert model '%s': checksum '%.20s' is not 16 lowercase hex digits",
+                         m->path, m->xxh3);
+    sqlite3_stmt *s = stmt(db, S_MODEL_INSERT);
+    if (!s) return DB_ERROR;
+    bind_id(s, 1, m->run_id);
+    sqlite3_bind_int(s, 2, m->cycle);
+    sqlite3_bind_int(s, 3, m->features_version);
+    bind_text(s, 4, m->path);
+    bind_text(s, 5, m->xxh3);
+    bind_text(s, 6, m->arch);
+    sqlite3_bind_int64(s, 7, m->train_steps);
+    sqlite3_bind_int64(s, 8, m->train_samples);
+    bind_real(s, 9, m->loss_policy);
+    bind_real(s, 10, m->loss_value);
+    bind_real(s, 11, m->loss_legal);
+    bind_real(s, 12, m->loss_total);
+    char step[DB_PATH_MAX + 64];
+    snprintf(step, sizeof step, "insert model '%s' (cycle %d)", m->path, m->cycle);
+    db_status_t st = run_stmt(db, s, step);
+    if (st == DB_OK) m->id = sqlite3_last_insert_rowid(db->sq);
+    return st;
+}
+
+static db_status_t read_model(db_t *db, sqlite3_stmt *s, db_model_t *out, const char *what) {
+    memset(out, 0, sizeof *out);
+    int rc = sqlite3_step(s);
+    db_status_t st = DB_OK;
+    if (rc == SQLITE_ROW) {
+        out->id = sqlite3_column_int64(s, 0);
+        out->run_id = sqlite3_column_int64(s, 1);
+        out->cycle = sqlite3_column_int(s, 2);
+        out->features_version = sqlite3_column_int(s, 3);
+        col_text(s, 4, out->path, sizeof out->path);
+        col_text(s, 5, out->xxh3, sizeof out->xxh3);
+        col_text(s, 6, out->arch, sizeof out->arch);
+        out->train_steps = sqlite3_column_int64(s, 7);
+        out->train_samples = sqlite3_column_int64(s, 8);
+        out->loss_policy = col_real(s, 9);
+        out->loss_value = col_real(s, 10);
+        out->loss_legal = col_real(s, 11);
+        out->loss_total = col_real(s, 12);
+        col_text(s, 13, out->created, sizeof out->created);
+    } else {
+        st = rc == SQLITE_DONE ? fail_with(db, DB_NOTFOUND, "%s: no such model", what) : fail(db, rc, "%s", what);
+    }
+    done(s);
+    return st;
+}
+
+db_status_t db_model_latest(db_t *db, db_model_t *out) {
+    if (!db || !out) return DB_INVALID;
+    sqlite3_stmt *s = stmt(db, S_MODEL_LATEST);
+    return s ? read_model(db, s, out, "read latest model") : DB_ERROR;
+}
+
+db_status_t db_model_get(db_t *db, int64_t id, db_model_t *out) {
+    if (!db || !out) return DB_INVALID;
+    sqlite3_stmt *s = stmt(db, S_MODEL_GET);
+    if (!s) return DB_ERROR;
+    sqlite3_bind_int64(s, 1, id);
+    return read_model(db, s, out, "read model by id");
+}
+
+db_status_t db_model_by_cycle(db_t *db, int32_t cycle, db_model_t *out) {
+    if (!db || !out) return DB_INVALID;
+    sqlite3_stmt *s = stmt(db, S_MODEL_BY_CYCLE);
+    if (!s) return DB_ERROR;
+    sqlite3_bind_int(s, 1, cycle);
+    return read_model(db, s, out, "read model by cycle");
+}
+
+/* ---- shards and games -------------------------------------------------------- */
+static db_status_t intent_delete(db_t *db, const char *rel_path) {
+    sqlite3_stmt *s = stmt(db, S_INTENT_DELETE);
+    if (!s) return DB_ERROR;
+    bind_text(s, 1, rel_path);
+    return run_stmt(db, s, "clear shard intent");
+}
+
+db_status_t db_shard_intent(db_t *db, const char *rel_path) {
+    if (!db || !rel_path) return DB_INVALID;
+    if (!path_ok(rel_path))
+        return fail_with(db, DB_INVALID, "shard intent: path '%.64s' is empty, absolute or too long", rel_path);
+    sqlite3_stmt *s = stmt(db, S_INTENT_INSERT);
+    if (!s) return DB_ERROR;
+    bind_text(s, 1, rel_path);
+    sqlite3_bind_int(s, 2, compat_getpid());
+    char step[DB_PATH_MAX + 64];
+    snprintf(step, sizeof step, "record intent to write shard '%s'", rel_path);
+    return run_stmt(db, s, step);
+}
+
+static db_status_t check_shard_args(db_t *db, const db_shard_t *sh, const db_game_t *games, int32_t n) {
+    if (!path_ok(sh->path))
+        return fail_with(db, DB_INVALID, "insert shard: path '%.64s' is empty, absolute or too long", sh->path);
+    if (!is_hex16(sh->xxh3))
+        return fail_with(db, DB_INVALID, "insert shard '%s': checksum '%.20s' is not 16 lowercase hex digits",
+                         sh->path, sh->xxh3);
+    if (sh->rows < 0 || sh->bytes < 0 || n < 0 || (n > 0 && !games))
+        return fail_with(db, DB_INVALID, "insert shard '%s': negative rows, bytes or game count", sh->path);
+    for (int32_t i = 0; i < n; i++) {
+        const db_game_t *g = &games[i];
+        if (g->first_row < 0 || g->row_count < 0 || g->first_row > sh->rows - g->row_count)
+            return fail_with(db, DB_INVALID, "insert shard '%s': game %d has rows [%lld, %lld+%lld) outside the shard's %lld rows",
+                             sh->path, i, (long long)g->first_row, (long long)g->first_row,
+                             (long long)g->row_count, (long long)sh->rows);
+        if (g->result < -1 || g->result > 1)
+            return fail_with(db, DB_INVALID, "insert shard '%s': game %d has result %d (want -1, 0 or 1)",
+                             sh->path, i, g->result);
+        if ((unsigned)g->reason >= DB_REASON_NB)
+            return fail_with(db, DB_INVALID, "insert shard '%s': game %d has an unknown end reason %d",
+                             sh->path, i, (int)g->reason);
+        if (g->plies < 0 || !g->start_sfen || !g->moves)
+            return fail_with(db, DB_INVALID, "insert shard '%s': game %d has no start position, no moves or negative plies",
+                             sh->path, i);
+    }
+    return DB_OK;
+}
+
+db_status_t db_shard_insert(db_t *db, db_shard_t *sh, db_game_t *games, int32_t n) {
+    if (!db || !sh) return DB_INVALID;
+    db_status_t st = check_shard_args(db, sh, games, n);
+    if (st != DB_OK) return st;
+    int outer;
+    if ((st = tx_begin(db, &outer)) != DB_OK) return st;
+
+    int64_t pos_begin = 0;
+    sqlite3_stmt *s = stmt(db, S_SHARD_POS_END);
+    if (!s) st = DB_ERROR;
+    if (st == DB_OK) {
+        int rc = sqlite3_step(s);
+        if (rc == SQLITE_ROW) pos_begin = sqlite3_column_int64(s, 0);
+        else if (rc != SQLITE_DONE) st = fail(db, rc, "insert shard '%s': read the position count", sh->path);
+        done(s);
+    }
+    if (st == DB_OK && !(s = stmt(db, S_SHARD_INSERT))) st = DB_ERROR;
+    int64_t shard_id = 0;
+    if (st == DB_OK) {
+        bind_text(s, 1, sh->path);
+        sqlite3_bind_int(s, 2, sh->cycle);
+        sqlite3_bind_int(s, 3, sh->features_version);
+        sqlite3_bind_int64(s, 4, sh->rows);
+        sqlite3_bind_int64(s, 5, n);
+        sqlite3_bind_int64(s, 6, pos_begin);
+        sqlite3_bind_int64(s, 7, sh->bytes);
+        bind_text(s, 8, sh->xxh3);
+        char step[DB_PATH_MAX + 32];
+        snprintf(step, sizeof step, "insert shard '%s'", sh->path);
+        st = run_stmt(db, s, step);
+        shard_id = sqlite3_last_insert_rowid(db->sq);
+    }
+    if (st == DB_OK && !(s = stmt(db, S_GAME_INSERT))) st = DB_ERROR;
+    for (int32_t i = 0; st == DB_OK && i < n; i++) {
+        db_game_t *g = &games[i];
+        sqlite3_bind_int64(s, 1, shard_id);
+        sqlite3_bind_int64(s, 2, g->first_row);
+        sqlite3_bind_int64(s, 3, g->row_count);
+        bind_id(s, 4, g->model_id);
+        bind_text(s, 5, g->start_sfen);
+        bind_text(s, 6, g->moves);
+        sqlite3_bind_int(s, 7, g->plies);
+        sqlite3_bind_int(s, 8, g->result);
+        bind_text(s, 9, db_reason_name(g->reason));
+        char step[DB_PATH_MAX + 64];
+        snprintf(step, sizeof step, "insert game %d of %d of shard '%s'", i + 1, n, sh->path);
+        st = run_stmt(db, s, step);
+        g->id = sqlite3_last_insert_rowid(db->sq);
+        g->shard_id = shard_id;
+    }
+    if (st == DB_OK) st = intent_delete(db, sh->path);
+    st = tx_end(db, outer, st);
+    if (st == DB_OK) {
+        sh->id = shard_id;
+        sh->games = n;
+        sh->pos_begin = pos_begin;
+    } else {
+        for (int32_t i = 0; i < n; i++) games[i].id = games[i].shard_id = 0;
+    }
+    return st;
+}
+
+/* snprintf for messages that may be cut short (no truncation warning). */
+static void msgf(char *dst, size_t len, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(dst, len, fmt, ap);
+    va_end(ap);
+}
+
+#define RUN_DIR_MAX 1000 /* join_path buffers are DB_PATH_MAX + 1024 */
+
+static void join_path(char *out, size_t len, const char *dir, const char *rel) {
+    if (!dir || !dir[0]) snprintf(out, len, "%s", rel);
+    else snprintf(out, len, "%s/%s", dir, rel);
+}
+
+int db_file_xxh3(const char *path, uint64_t *hash, int64_t *bytes, char *err, size_t errlen) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        if (err && errlen) snprintf(err, errlen, "%s: cannot open for checksum", path);
+        return -1;
+    }
+    XXH3_state_t *x = XXH3_createState();
+    enum { CHUNK = 1 << 20 };
+    unsigned char *buf = malloc(CHUNK);
+    int rc = -1;
+    if (x && buf && XXH3_64bits_reset(x) == XXH_OK) {
+        int64_t total = 0;
+        size_t got;
+        while ((got = fread(buf, 1, CHUNK, f)) > 0) {
+            XXH3_64bits_update(x, buf, got);
+            total += (int64_t)got;
+        }
+        if (!ferror(f)) {
+            if (hash) *hash = XXH3_64bits_digest(x);
+            if (bytes) *bytes = total;
+            rc = 0;
+        } else if (err && errlen) {
+            snprintf(err, errlen, "%s: read error while hashing", path);
+        }
+    } else if (err && errlen) {
+        snprintf(err, errlen, "%s: out of memory for checksum", path);
+    }
+    free(buf);
+    XXH3_freeState(x);
+    fclose(f);
+    return rc;
+}
+
+db_status_t db_shard_commit(db_t *db, const char *run_dir, db_shard_t *sh, db_game_t *games,
+                            int32_t n, db_shard_write_fn write, void *arg) {
+    if (!db || !sh || !write) return DB_INVALID;
+    if (!path_ok(sh->path))
+        return fail_with(db, DB_INVALID, "commit shard: path '%.64s' is empty, absolute or too long", sh->path);
+    if (run_dir && strlen(run_dir) > RUN_DIR_MAX)
+        return fail_with(db, DB_INVALID, "commit shard: run directory path longer than %d bytes", RUN_DIR_MAX);
+    char abs[DB_PATH_MAX + 1024];
+    join_path(abs, sizeof abs, run_dir, sh->path);
+    /* Never write over a file: a registered one would lose its data, an
+     * unregistered one is an orphan for db_check_shards to look at. */
+    sqlite3_stmt *s = stmt(db, S_SHARD_BY_PATH);
+    if (!s) return DB_ERROR;
+    bind_text(s, 1, sh->path);
+    int rc = sqlite3_step(s);
+    db_status_t st = DB_OK;
+    if (rc == SQLITE_ROW)
+        st = fail_with(db, DB_CONSTRAINT, "commit shard '%s': a shard of that path is already registered", sh->path);
+    else if (rc != SQLITE_DONE)
+        st = fail(db, rc, "commit shard '%s': look up the path", sh->path);
+    done(s);
+    if (st != DB_OK) return st;
+    if (compat_file_exists(abs))
+        return fail_with(db, DB_CONSTRAINT, "commit shard: %s already exists but is not registered (run the start-up check)", abs);
+    if ((st = db_shard_intent(db, sh->path)) != DB_OK) return st;
+    char err[DB_ERR_MAX] = "";
+    int wrc = write(abs, arg, err, sizeof err);
+    if (wrc != 0) {
+        st = wrc < 0 && wrc >= DB_TIMEOUT ? (db_status_t)wrc : DB_ERROR;
+        fail_with(db, st, "write shard: %s", err[0] ? err : abs);
+        compat_remove_file(abs); /* a writer that failed after its rename */
+        char keep[DB_ERR_MAX];
+        memcpy(keep, db->err, sizeof keep);
+        intent_delete(db, sh->path);
+        memcpy(db->err, keep, sizeof keep);
+        return st;
+    }
+    uint64_t h = 0;
+    if (db_file_xxh3(abs, &h, &sh->bytes, err, sizeof err) != 0) {
+        st = fail_with(db, DB_ERROR, "register shard: %s", err);
+    } else {
+        snprintf(sh->xxh3, sizeof sh->xxh3, "%016llx", (unsigned long long)h);
+        st = db_shard_insert(db, sh, games, n);
+    }
+    if (st != DB_OK) {
+        /* Nothing is on record: take the file back, so that no orphan stays. */
+        char keep[DB_ERR_MAX];
+        memcpy(keep, db->err, sizeof keep);
+        compat_remove_file(abs);
+        intent_delete(db, sh->path);
+        memcpy(db->err, keep, sizeof keep);
+    }
+    return st;
+}
+
+static db_status_t read_shard_row(sqlite3_stmt *s, db_shard_t *out) {
+    memset(out, 0, sizeof *out);
+    out->id = sqlite3_column_int64(s, 0);
+    col_text(s, 1, out->path, sizeof out->path);
+    out->cycle = sqlite3_column_int(s, 2);
+    out->features_version = sqlite3_column_int(s, 3);
+    out->rows = sqlite3_column_int64(s, 4);
+    out->games = sqlite3_column_int64(s, 5);
+    out->pos_begin = sqlite3_column_int64(s, 6);
+    out->bytes = sqlite3_column_int64(s, 7);
+    col_text(s, 8, out->xxh3, sizeof out->xxh3);
+    col_text(s, 9, out->created, sizeof out->created);
+    return DB_OK;
+}
+
+db_status_t db_shard_get(db_t *db, int64_t id, db_shard_t *out) {
+    if (!db || !out) return DB_INVALID;
+    sqlite3_stmt *s = stmt(db, S_SHARD_GET);
+    if (!s) return DB_ERROR;
+    sqlite3_bind_int64(s, 1, id);
+    int rc = sqlite3_step(s);
+    db_status_t st = rc == SQLITE_ROW   ? read_shard_row(s, out)
+                     : rc == SQLITE_DONE ? fail_with(db, DB_NOTFOUND, "read shard %lld: no such shard", (long long)id)
+                                         : fail(db, rc, "read shard %lld", (long long)id);
+    done(s);
+    return st;
+}
+
+db_status_t db_shards_recent(db_t *db, int64_t min_rows, db_shard_t **out, int32_t *n) {
+    if (!db || !out || !n) return DB_INVALID;
+    *out = NULL;
+    *n = 0;
+    sqlite3_stmt *s = stmt(db, S_SHARDS_DESC);
+    if (!s) return DB_ERROR;
+    db_shard_t *v = NULL;
+    int32_t cnt = 0, cap = 0;
+    int64_t rows = 0;
+    db_status_t st = DB_OK;
+    int rc = SQLITE_DONE;
+    while ((min_rows <= 0 || rows < min_rows) && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if (cnt == cap) {
+            cap = cap ? 2 * cap : 64;
+            db_shard_t *nv = realloc(v, (size_t)cap * sizeof *nv);
+            if (!nv) {
+                st = fail_with(db, DB_ERROR, "list shards: out of memory");
+                break;
+            }
+            v = nv;
+        }
+        read_shard_row(s, &v[cnt]);
+        rows += v[cnt].rows;
+        cnt++;
+    }
+    if (st == DB_OK && (min_rows <= 0 || rows < min_rows) && rc != SQLITE_DONE) st = fail(db, rc, "list shards");
+    done(s);
+    if (st != DB_OK) {
+        free(v);
+        return st;
+    }
+    for (int32_t i = 0; i < cnt / 2; i++) { /* newest first -> oldest first */
+        db_shard_t t = v[i];
+        v[i] = v[cnt - 1 - i];
+        v[cnt - 1 - i] = t;
+    }
+    *out = v;
+    *n = cnt;
+    return DB_OK;
+}
+
+void db_game_list_free(db_game_list_t *l) {
+    if (!l) return;
+    for (int64_t i = 0; i < l->n; i++) {
+        free((void *)l->games[i].start_sfen);
+        free((void *)l->games[i].moves);
+    }
+    free(l->games);
+    l->games = NULL;
+    l->n = 0;
+}
+
+db_status_t db_games_of_shard(db_t *db, int64_t shard_id, db_game_list_t *out) {
+    if (!db || !out) return DB_INVALID;
+    out->games = NULL;
+    out->n = 0;
+    sqlite3_stmt *s = stmt(db, S_GAMES_OF_SHARD);
+    if (!s) return DB_ERROR;
+    sqlite3_bind_int64(s, 1, shard_id);
+    int64_t cap = 0;
+    db_status_t st = DB_OK;
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if (out->n == cap) {
+            cap = cap ? 2 * cap : 64;
+            db_game_t *ng = realloc(out->games, (size_t)cap * sizeof *ng);
+            if (!ng) {
+                st = fail_with(db, DB_ERROR, "read games of shard %lld: out of memory", (long long)shard_id);
+                break;
+            }
+            out->games = ng;
+        }
+        db_game_t *g = &out->games[out->n];
+        memset(g, 0, sizeof *g);
+        g->id = sqlite3_column_int64(s, 0);
+        g->shard_id = sqlite3_column_int64(s, 1);
+        g->first_row = sqlite3_column_int64(s, 2);
+        g->row_count = sqlite3_column_int64(s, 3);
+        g->model_id = sqlite3_column_int64(s, 4);
+        g->start_sfen = col_strdup(s, 5);
+        g->moves = col_strdup(s, 6);
+        g->plies = sqlite3_column_int(s, 7);
+        g->result = sqlite3_column_int(s, 8);
+        const unsigned char *reason = sqlite3_column_text(s, 9);
+        col_text(s, 10, g->created, sizeof g->created);
+        out->n++;
+        if (!g->start_sfen || !g->moves) {
+            st = fail_with(db, DB_ERROR, "read games of shard %lld: out of memory", (long long)shard_id);
+            break;
+        }
+        if (db_reason_parse((const char *)reason, &g->reason) != 0) {
+            st = fail_with(db, DB_CORRUPT, "read game %lld: unknown end reason '%.32s'", (long long)g->id,
+                           reason ? (const char *)reason : "");
+            break;
+        }
+    }
+    if (st == DB_OK && rc != SQLITE_DONE) st = fail(db, rc, "read games of shard %lld", (long long)shard_id);
+    done(s);
+    if (st != DB_OK) db_game_list_free(out);
+    return st;
+}
+
+db_status_t db_count(db_t *db, int32_t cycle, int64_t *games, int64_t *positions) {
+    if (!db) return DB_INVALID;
+    sqlite3_stmt *s = stmt(db, cycle < 0 ? S_COUNT_ALL : S_COUNT_CYCLE);
+    if (!s) return DB_ERROR;
+    if (cycle >= 0) sqlite3_bind_int(s, 1, cycle);
+    int rc = sqlite3_step(s);
+    db_status_t st = DB_OK;
+    if (rc == SQLITE_ROW) {
+        if (games) *games = sqlite3_column_int64(s, 0);
+        if (positions) *positions = sqlite3_column_int64(s, 1);
+    } else {
+        st = fail(db, rc, "count games and positions");
+    }
+    done(s);
+    return st;
+}
+
+/* ---- metrics ------------------------------------------------------------------ */
+db_status_t db_train_steps_insert(db_t *db, const db_train_step_t *rows, int32_t n) {
+    if (!db || n < 0 || (n > 0 && !rows)) return DB_INVALID;
+    if (n == 0) return DB_OK;
+    int outer;
+    db_status_t st = tx_begin(db, &outer);
+    if (st != DB_OK) return st;
+    sqlite3_stmt *s = stmt(db, S_STEP_INSERT);
+    if (!s) st = DB_ERROR;
+    for (int32_t i = 0; st == DB_OK && i < n; i++) {
+        const db_train_step_t *r = &rows[i];
+        sqlite3_bind_int64(s, 1, r->step);
+        sqlite3_bind_int(s, 2, r->cycle);
+        if (r->time > 0) sqlite3_bind_double(s, 3, r->time);
+        bind_real(s, 4, r->lr);
+        sqlite3_bind_int64(s, 5, r->samples);
+        bind_real(s, 6, r->loss_policy);
+        bind_real(s, 7, r->loss_value);
+        bind_real(s, 8, r->loss_legal);
+        bind_real(s, 9, r->loss_total);
+        bind_real(s, 10, r->acc_policy);
+        bind_real(s, 11, r->acc_value);
+        bind_real(s, 12, r->acc_legal);
+        bind_real(s, 13, r->grad_norm);
+        char step[64];
+        snprintf(step, sizeof step, "insert train step %lld", (long long)r->step);
+        st = run_stmt(db, s, step);
+    }
+    return tx_end(db, outer, st);
+}
+
+db_status_t db_train_steps_get(db_t *db, int64_t from, int64_t to, db_train_step_t *rows,
+                               int32_t max, int32_t *n) {
+    if (!db || !n || max < 0 || (max > 0 && !rows)) return DB_INVALID;
+    *n = 0;
+    sqlite3_stmt *s = stmt(db, S_STEPS_GET);
+    if (!s) return DB_ERROR;
+    sqlite3_bind_int64(s, 1, from);
+    sqlite3_bind_int64(s, 2, to);
+    sqlite3_bind_int(s, 3, max);
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        db_train_step_t *r = &rows[(*n)++];
+        r->step = sqlite3_column_int64(s, 0);
+        r->cycle = sqlite3_column_int(s, 1);
+        r->time = sqlite3_column_double(s, 2);
+        r->lr = col_real(s, 3);
+        r->samples = sqlite3_column_int64(s, 4);
+        r->loss_policy = col_real(s, 5);
+        r->loss_value = col_real(s, 6);
+        r->loss_legal = col_real(s, 7);
+        r->loss_total = col_real(s, 8);
+        r->acc_policy = col_real(s, 9);
+        r->acc_value = col_real(s, 10);
+        r->acc_legal = col_real(s, 11);
+        r->grad_norm = col_real(s, 12);
+    }
+    db_status_t st = rc == SQLITE_DONE ? DB_OK : fail(db, rc, "read train steps");
+    done(s);
+    return st;
+}
+
+db_status_t db_cycle_metrics_put(db_t *db, const db_cycle_metrics_t *m) {
+    if (!db || !m) return DB_INVALID;
+    sqlite3_stmt *s = stmt(db, S_CYCLE_PUT);
+    if (!s) return DB_ERROR;
+    sqlite3_bind_int(s, 1, m->cycle);
+    bind_id(s, 2, m->model_id);
+    bind_real(s, 3, m->started);
+    bind_real(s, 4, m->finished);
+    sqlite3_bind_int64(s, 5, m->games);
+    sqlite3_bind_int64(s, 6, m->positions);
+    bind_real(s, 7, m->selfplay_s);
+    bind_real(s, 8, m->train_s);
+    bind_real(s, 9, m->positions_per_s);
+    bind_real(s, 10, m->evals_per_s);
+    bind_real(s, 11, m->avg_batch);
+    bind_real(s, 12, m->busy_pct);
+    bind_real(s, 13, m->avg_plies);
+    sqlite3_bind_int64(s, 14, m->black_wins);
+    sqlite3_bind_int64(s, 15, m->white_wins);
+    sqlite3_bind_int64(s, 16, m->draws);
+    bind_real(s, 17, m->elo);
+    bind_real(s, 18, m->elo_lo);
+    bind_real(s, 19, m->elo_hi);
+    char step[64];
+    snprintf(step, sizeof step, "write metrics of cycle %d", m->cycle);
+    return run_stmt(db, s, step);
+}
+
+db_status_t db_cycle_metrics_get(db_t *db, int32_t cycle, db_cycle_metrics_t *out) {
+    if (!db || !out) return DB_INVALID;
+    sqlite3_stmt *s = stmt(db, S_CYCLE_GET);
+    if (!s) return DB_ERROR;
+    sqlite3_bind_int(s, 1, cycle);
+    int rc = sqlite3_step(s);
+    db_status_t st = DB_OK;
+    if (rc == SQLITE_ROW) {
+        out->cycle = sqlite3_column_int(s, 0);
+        out->model_id = sqlite3_column_int64(s, 1);
+        out->started = col_real(s, 2);
+        out->finished = col_real(s, 3);
+        out->games = sqlite3_column_int64(s, 4);
+        out->positions = sqlite3_column_int64(s, 5);
+        out->selfplay_s = col_real(s, 6);
+        out->train_s = col_real(s, 7);
+        out->positions_per_s = col_real(s, 8);
+        out->evals_per_s = col_real(s, 9);
+        out->avg_batch = col_real(s, 10);
+        out->busy_pct = col_real(s, 11);
+        out->avg_plies = col_real(s, 12);
+        out->black_wins = sqlite3_column_int64(s, 13);
+        out->white_wins = sqlite3_column_int64(s, 14);
+        out->draws = sqlite3_column_int64(s, 15);
+        out->elo = col_real(s, 16);
+        out->elo_lo = col_real(s, 17);
+        out->elo_hi = col_real(s, 18);
+    } else {
+        st = rc == SQLITE_DONE ? fail_with(db, DB_NOTFOUND, "no metrics for cycle %d", cycle)
+                               : fail(db, rc, "read metrics of cycle %d", cycle);
+    }
+    done(s);
+    return st;
+}
+
+db_status_t db_match_insert(db_t *db, db_match_t *m) {
+    if (!db || !m) return DB_INVALID;
+    sqlite3_stmt *s = stmt(db, S_MATCH_INSERT);
+    if (!s) return DB_ERROR;
+    sqlite3_bind_int(s, 1, m->cycle);
+    sqlite3_bind_int64(s, 2, m->model_a);
+    bind_id(s, 3, m->model_b);
+    bind_text(s, 4, m->opponent);
+    sqlite3_bind_int(s, 5, m->wins);
+    sqlite3_bind_int(s, 6, m->draws);
+    sqlite3_bind_int(s, 7, m->losses);
+    bind_real(s, 8, m->elo);
+    bind_real(s, 9, m->elo_lo);
+    bind_real(s, 10, m->elo_hi);
+    bind_text(s, 11, m->settings);
+    char step[96];
+    snprintf(step, sizeof step, "insert match of model %lld (cycle %d)", (long long)m->model_a, m->cycle);
+    db_status_t st = run_stmt(db, s, step);
+    if (st == DB_OK) m->id = sqlite3_last_insert_rowid(db->sq);
+    return st;
+}
+
+db_status_t db_matches_list(db_t *db, int32_t cycle, db_match_t **out, int32_t *n) {
+    if (!db || !out || !n) return DB_INVALID;
+    *out = NULL;
+    *n = 0;
+    sqlite3_stmt *s = stmt(db, cycle < 0 ? S_MATCHES_ALL : S_MATCHES_CYCLE);
+    if (!s) return DB_ERROR;
+    if (cycle >= 0) sqlite3_bind_int(s, 1, cycle);
+    db_match_t *v = NULL;
+    int32_t cnt = 0, cap = 0;
+    db_status_t st = DB_OK;
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if (cnt == cap) {
+            cap = cap ? 2 * cap : 16;
+            db_match_t *nv = realloc(v, (size_t)cap * sizeof *nv);
+            if (!nv) {
+                st = fail_with(db, DB_ERROR, "list matches: out of memory");
+                break;
+            }
+            v = nv;
+        }
+        db_match_t *m = &v[cnt++];
+        memset(m, 0, sizeof *m);
+        m->id = sqlite3_column_int64(s, 0);
+        m->cycle = sqlite3_column_int(s, 1);
+        m->model_a = sqlite3_column_int64(s, 2);
+        m->model_b = sqlite3_column_int64(s, 3);
+        col_text(s, 4, m->opponent, sizeof m->opponent);
+        m->wins = sqlite3_column_int(s, 5);
+        m->draws = sqlite3_column_int(s, 6);
+        m->losses = sqlite3_column_int(s, 7);
+        m->elo = col_real(s, 8);
+        m->elo_lo = col_real(s, 9);
+        m->elo_hi = col_real(s, 10);
+        col_text(s, 11, m->settings, sizeof m->settings);
+        col_text(s, 12, m->created, sizeof m->created);
+    }
+    if (st == DB_OK && rc != SQLITE_DONE) st = fail(db, rc, "list matches");
+    done(s);
+    if (st != DB_OK) {
+        free(v);
+        return st;
+    }
+    *out = v;
+    *n = cnt;
+    return DB_OK;
+}
+
+/* ---- summary ------------------------------------------------------------------- */
+db_status_t db_summary(db_t *db, db_summary_t *out) {
+    if (!db || !out) return DB_INVALID;
+    memset(out, 0, sizeof *out);
+    out->schema_version = db->version;
+    out->latest_cycle = -1;
+    out->last_step = -1;
+    out->last_loss_total = NAN;
+    out->avg_plies = NAN;
+    /* One read transaction so that the figures agree with each other. */
+    int rc = sqlite3_exec(db->sq, "SAVEPOINT koma_summary", NULL, NULL, NULL);
+    if (rc != SQLITE_OK) return fail(db, rc, "summary: begin");
+    struct {
+        const char *sql;
+        int64_t *dst;
+    } counts[] = {
+        {"SELECT count(*) FROM runs", &out->runs},
+        {"SELECT count(*) FROM models", &out->models},
+        {"SELECT count(*) FROM shards", &out->shards},
+        {"SELECT count(*) FROM games", &out->games},
+        {"SELECT coalesce(sum(rows), 0) FROM shards", &out->positions},
+        {"SELECT coalesce(sum(bytes), 0) FROM shards", &out->shard_bytes},
+        {"SELECT count(*) FROM train_steps", &out->train_steps},
+        {"SELECT count(*) FROM matches", &out->matches},
+        {"SELECT count(*) FROM shard_intents", &out->pending},
+        {"SELECT count(*) FROM games WHERE result = 1", &out->black_wins},
+        {"SELECT count(*) FROM games WHERE result = -1", &out->white_wins},
+        {"SELECT count(*) FROM games WHERE result = 0", &out->draws},
+    };
+    db_status_t st = DB_OK;
+    for (size_t i = 0; st == DB_OK && i < sizeof counts / sizeof counts[0]; i++)
+        st = query_int(db, counts[i].sql, counts[i].dst, "summary: count");
+    sqlite3_stmt *s = NULL;
+    if (st == DB_OK) {
+        rc = sqlite3_prepare_v2(db->sq,
+                                "SELECT (SELECT id FROM models ORDER BY cycle DESC LIMIT 1),"
+                                " (SELECT max(cycle) FROM models),"
+                                " (SELECT max(step) FROM train_steps),"
+                                " (SELECT loss_total FROM train_steps ORDER BY step DESC LIMIT 1),"
+                                " (SELECT avg(plies) FROM games),"
+                                " (SELECT min(created) FROM runs), (SELECT max(created) FROM runs)",
+                                -1, &s, NULL);
+        if (rc == SQLITE_OK) rc = sqlite3_step(s);
+        if (rc == SQLITE_ROW) {
+            if (sqlite3_column_type(s, 0) != SQLITE_NULL) {
+                out->latest_model_id = sqlite3_column_int64(s, 0);
+                out->latest_cycle = sqlite3_column_int(s, 1);
+            }
+            if (sqlite3_column_type(s, 2) != SQLITE_NULL) out->last_step = sqlite3_column_int64(s, 2);
+            out->last_loss_total = col_real(s, 3);
+            out->avg_plies = col_real(s, 4);
+            col_text(s, 5, out->first_run, sizeof out->first_run);
+            col_text(s, 6, out->last_run, sizeof out->last_run);
+        } else {
+            st = fail(db, rc, "summary: latest figures");
+        }
+        sqlite3_finalize(s);
+        s = NULL;
+    }
+    if (st == DB_OK) {
+        rc = sqlite3_prepare_v2(db->sq, "SELECT reason, count(*) FROM games GROUP BY reason", -1, &s, NULL);
+        while (rc == SQLITE_OK && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+            db_reason_t r;
+            if (db_reason_parse((const char *)sqlite3_column_text(s, 0), &r) == 0)
+                out->reasons[r] = sqlite3_column_int64(s, 1);
+            rc = SQLITE_OK;
+        }
+        if (rc != SQLITE_DONE) st = fail(db, rc, "summary: end reasons");
+        sqlite3_finalize(s);
+    }
+    sqlite3_exec(db->sq, "RELEASE koma_summary", NULL, NULL, NULL);
+    return st;
+}
+
+/* ---- start-up check -------------------------------------------------------------- */
+static db_status_t report_add(db_t *db, db_check_report_t *r, db_check_kind_t kind, const char *path,
+                              const char *fmt, ...) {
+    db_check_item_t *v = realloc(r->items, (size_t)(r->n + 1) * sizeof *v);
+    if (!v) return fail_with(db, DB_ERROR, "check shards: out of memory");
+    r->items = v;
+    db_check_item_t *it = &v[r->n++];
+    it->kind = kind;
+    snprintf(it->path, sizeof it->path, "%s", path);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(it->what, sizeof it->what, fmt, ap);
+    va_end(ap);
+    return DB_OK;
+}
+
+void db_check_report_free(db_check_report_t *r) {
+    if (!r) return;
+    free(r->items);
+    memset(r, 0, sizeof *r);
+}
+
+/* Moves <run_dir>/<rel> to <run_dir>/orphans/<rel with '/' -> '_'>[.N]. */
+static int move_aside(const char *run_dir, const char *rel, char *dst, size_t dstlen, char *err, size_t errlen) {
+    char dir[DB_PATH_MAX + 1024], src[DB_PATH_MAX + 1024], flat[DB_PATH_MAX];
+    join_path(dir, sizeof dir, run_dir, "orphans");
+    if (compat_mkdir_p(dir, err, errlen) != 0) return -1;
+    join_path(src, sizeof src, run_dir, rel);
+    snprintf(flat, sizeof flat, "%s", rel);
+    for (char *p = flat; *p; p++)
+        if (*p == '/' || *p == '\\') *p = '_';
+    for (int i = 0; i < 1000; i++) {
+        if (i == 0) snprintf(dst, dstlen, "%s/%s", dir, flat);
+        else snprintf(dst, dstlen, "%s/%s.%d", dir, flat, i);
+        if (compat_file_exists(dst)) continue;
+        if (rename(src, dst) == 0) return 0;
+        msgf(err, errlen, "%s: cannot move to %s", src, dst);
+        return -1;
+    }
+    msgf(err, errlen, "%s: too many orphans of that name in %s", src, dir);
+    return -1;
+}
+
+db_status_t db_check_shards(db_t *db, const char *run_dir, uint32_t flags, db_check_report_t *r) {
+    if (!db || !r) return DB_INVALID;
+    memset(r, 0, sizeof *r);
+    if (run_dir && strlen(run_dir) > RUN_DIR_MAX)
+        return fail_with(db, DB_INVALID, "check shards: run directory path longer than %d bytes", RUN_DIR_MAX);
+    char abs[DB_PATH_MAX + 1024], err[DB_ERR_MAX];
+    db_status_t st = DB_OK;
+
+    /* 1. Every registered shard file is there, with the size (and hash) on record. */
+    sqlite3_stmt *s = NULL;
+    int rc = sqlite3_prepare_v2(db->sq, "SELECT path, bytes, xxh3 FROM shards ORDER BY id", -1, &s, NULL);
+    while (st == DB_OK && rc == SQLITE_OK && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+        rc = SQLITE_OK;
+        const char *rel = (const char *)sqlite3_column_text(s, 0);
+        int64_t bytes = sqlite3_column_int64(s, 1);
+        const char *want = (const char *)sqlite3_column_text(s, 2);
+        r->shards_checked++;
+        join_path(abs, sizeof abs, run_dir, rel);
+        int64_t size = compat_file_size(abs);
+        if (size < 0) {
+            st = report_add(db, r, DB_CHECK_MISSING, rel, "registered shard file is missing");
+        } else if (size != bytes) {
+            st = report_add(db, r, DB_CHECK_MISMATCH, rel, "file is %lld bytes, the database says %lld",
+                            (long long)size, (long long)bytes);
+        } else if (flags & DB_CHECK_VERIFY) {
+            uint64_t h;
+            char hex[17];
+            if (db_file_xxh3(abs, &h, NULL, err, sizeof err) != 0) {
+                st = report_add(db, r, DB_CHECK_MISMATCH, rel, "cannot be read");
+            } else {
+                snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
+                if (strcmp(hex, want ? want : "") != 0)
+                    st = report_add(db, r, DB_CHECK_MISMATCH, rel, "XXH3 %s, the database says %s", hex, want);
+            }
+        }
+    }
+    if (st == DB_OK && rc != SQLITE_DONE) st = fail(db, rc, "check shards: list shards");
+    sqlite3_finalize(s);
+    s = NULL;
+
+    /* 2. Every registered model file is there. */
+    if (st == DB_OK) {
+        rc = sqlite3_prepare_v2(db->sq, "SELECT path FROM models ORDER BY id", -1, &s, NULL);
+        while (st == DB_OK && rc == SQLITE_OK && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+            rc = SQLITE_OK;
+            const char *rel = (const char *)sqlite3_column_text(s, 0);
+            r->models_checked++;
+            join_path(abs, sizeof abs, run_dir, rel);
+            if (!compat_file_exists(abs)) st = report_add(db, r, DB_CHECK_MISSING, rel, "registered model file is missing");
+        }
+        if (st == DB_OK && rc != SQLITE_DONE) st = fail(db, rc, "check shards: list models");
+        sqlite3_finalize(s);
+        s = NULL;
+    }
+
+    /* 3. Intents never registered: the file (if the rename happened) is an
+     * orphan, a temporary is half-written. Collect first, then act. */
+    typedef struct {
+        char path[DB_PATH_MAX];
+        int pid;
+        int registered;
+    } intent_t;
+    intent_t *iv = NULL;
+    int32_t ni = 0;
+    if (st == DB_OK) {
+        rc = sqlite3_prepare_v2(db->sq,
+                                "SELECT i.path, i.pid, s.id IS NOT NULL FROM shard_intents i "
+                                "LEFT JOIN shards s ON s.path = i.path ORDER BY i.path",
+                                -1, &s, NULL);
+        while (st == DB_OK && rc == SQLITE_OK && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+            rc = SQLITE_OK;
+            intent_t *nv = realloc(iv, (size_t)(ni + 1) * sizeof *nv);
+            if (!nv) {
+                st = fail_with(db, DB_ERROR, "check shards: out of memory");
+                break;
+            }
+            iv = nv;
+            col_text(s, 0, iv[ni].path, sizeof iv[ni].path);
+            iv[ni].pid = sqlite3_column_int(s, 1);
+            iv[ni].registered = sqlite3_column_int(s, 2);
+            ni++;
+        }
+        if (st == DB_OK && rc != SQLITE_DONE) st = fail(db, rc, "check shards: list intents");
+        sqlite3_finalize(s);
+    }
+    for (int32_t i = 0; st == DB_OK && i < ni; i++) {
+        const char *rel = iv[i].path;
+        if (!iv[i].registered) {
+            char tmp[DB_PATH_MAX + 1100], rtmp[DB_PATH_MAX + 32];
+            join_path(abs, sizeof abs, run_dir, rel);
+            snprintf(tmp, sizeof tmp, "%s.tmp.%d", abs, iv[i].pid);
+            snprintf(rtmp, sizeof rtmp, "%s.tmp.%d", rel, iv[i].pid);
+            if (compat_file_exists(tmp)) {
+                if (compat_remove_file(tmp) == 0)
+                    st = report_add(db, r, DB_CHECK_TMP_REMOVED, rtmp, "half-written temporary removed");
+                else
+                    st = fail_with(db, DB_ERROR, "check shards: cannot remove %s", tmp);
+            }
+            if (st == DB_OK && compat_file_exists(abs)) {
+                if (flags & DB_CHECK_DELETE_ORPHANS) {
+                    if (compat_remove_file(abs) == 0)
+                        st = report_add(db, r, DB_CHECK_ORPHAN_DELETED, rel, "written but never registered: deleted");
+                    else
+                        st = fail_with(db, DB_ERROR, "check shards: cannot delete orphan %s", abs);
+                } else {
+                    char dst[DB_PATH_MAX + 2100];
+                    if (move_aside(run_dir, rel, dst, sizeof dst, err, sizeof err) == 0)
+                        st = report_add(db, r, DB_CHECK_ORPHAN_MOVED, rel, "written but never registered: moved to orphans/");
+                    else
+                        st = fail_with(db, DB_ERROR, "check shards: %s", err);
+                }
+            }
+        }
+        if (st == DB_OK) st = intent_delete(db, rel);
+    }
+    free(iv);
+    return st;
+}

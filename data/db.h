@@ -1,0 +1,311 @@
+/* db.h - the run database koma.db (SQLite): schema, versioning, typed access.
+ *
+ * Owns: the schema and its version (PRAGMA user_version, application_id
+ * 'KOMA'), every SQL statement Koma runs, the crash-safe protocol that puts a
+ * shard file and its games on record together, and the start-up check of
+ * shard files against the database. Does not own: what is inside a shard
+ * (data/shard.c), the writer thread (data/writer.c), the run directory layout
+ * beyond "paths in the db are relative to the run directory".
+ *
+ * Durability: WAL journal, synchronous=FULL. In WAL mode synchronous=NORMAL
+ * already survives kill -9 (a commit is in the OS page cache before
+ * sqlite3_step returns), but it may lose the last commits on power loss or an
+ * OS crash. FULL fsyncs the WAL at every commit, so a committed game is on
+ * the disk; commits here are per shard or per batch of metrics, a few per
+ * second at most, so the fsync costs nothing that matters.
+ *
+ * Threads: a db_t is one SQLite connection; use it from one thread at a time
+ * (the writer thread owns the read-write one). Other threads (trainer,
+ * inspect) open their own, usually with DB_OPEN_READONLY; WAL lets them read
+ * while the writer writes.
+ *
+ * Errors: every function returns a db_status_t; on failure db_errmsg() says
+ * "<db path>: <step>: <what>" (db_open writes the same into err). Nothing
+ * aborts. A full disk is DB_FULL with a message that says so.
+ *
+ * Results are seen from Black (sente, who moves first): DB_RESULT_BLACK_WIN
+ * = +1, DB_RESULT_WHITE_WIN = -1, DB_RESULT_DRAW = 0. Floating-point figures
+ * that were not measured are NAN in C and NULL in SQL.
+ */
+#ifndef KOMA_DB_H
+#define KOMA_DB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define DB_SCHEMA_VERSION 1
+#define DB_APPLICATION_ID 0x4B4F4D41 /* 'KOMA' in PRAGMA application_id */
+#define DB_PATH_MAX 256              /* run-relative paths of shards and models */
+#define DB_ERR_MAX 768
+
+typedef enum {
+    DB_OK = 0,
+    DB_ERROR = -1,      /* any other SQLite or I/O failure */
+    DB_FULL = -2,       /* disk or database full (SQLITE_FULL, or no space for a file) */
+    DB_BUSY = -3,       /* locked by another connection past the busy timeout */
+    DB_CORRUPT = -4,    /* not a database, or a corrupt one */
+    DB_SCHEMA = -5,     /* not a Koma database, or a schema version this build cannot use */
+    DB_CONSTRAINT = -6, /* a row broke a constraint (duplicate path or cycle, bad value) */
+    DB_NOTFOUND = -7,   /* the query found no row */
+    DB_INVALID = -8,    /* a bad argument (checked before touching the database) */
+    DB_CANCELLED = -9,  /* writer: stopping; the item was not written */
+    DB_TIMEOUT = -10,   /* writer: the queue stayed full / a flush did not finish in time */
+} db_status_t;
+
+const char *db_status_name(db_status_t s); /* "DB_FULL", ... */
+
+typedef enum {
+    DB_RESULT_WHITE_WIN = -1,
+    DB_RESULT_DRAW = 0,
+    DB_RESULT_BLACK_WIN = 1,
+} db_result_t;
+
+/* Why a game ended; stored as its name ("checkmate", ...) in games.reason. */
+typedef enum {
+    DB_REASON_CHECKMATE,       /* the side to move is mated */
+    DB_REASON_RESIGN,          /* resigned (value below the resign threshold) */
+    DB_REASON_SENNICHITE,      /* fourfold repetition: draw */
+    DB_REASON_PERPETUAL_CHECK, /* fourfold repetition by continuous checks: the checker loses */
+    DB_REASON_DECLARATION,     /* entering-king declaration (nyugyoku) */
+    DB_REASON_MAX_PLY,         /* ply limit reached: draw */
+    DB_REASON_ILLEGAL_MOVE,    /* an illegal move (imported records, USI matches) */
+    DB_REASON_TIME,            /* lost on time (USI matches) */
+    DB_REASON_ABORT,           /* stopped without a result (counted as a draw) */
+    DB_REASON_NB
+} db_reason_t;
+
+const char *db_reason_name(db_reason_t r); /* "checkmate", ...; "?" when out of range */
+/* Returns 0 and sets *r, or -1 for an unknown name. */
+int db_reason_parse(const char *name, db_reason_t *r);
+
+typedef struct db db_t;
+
+/* ---- open, close, transactions ------------------------------------------ */
+enum { DB_OPEN_READONLY = 1 };
+
+/* Opens (read-write: creates) the database at path and checks its schema
+ * version: a new file gets the current schema; an older known version is
+ * migrated; a newer or unknown one, or a file that is not a Koma database, is
+ * refused with err = "<path>: ...". */
+db_status_t db_open(const char *path, uint32_t flags, db_t **out, char *err, size_t errlen);
+void db_close(db_t *db); /* NULL ok */
+
+const char *db_path(const db_t *db);
+const char *db_errmsg(const db_t *db); /* the last failure's message, "" if none */
+int32_t db_schema_version(const db_t *db);
+
+/* BEGIN IMMEDIATE / COMMIT / ROLLBACK. The db_* writers below join an open
+ * transaction (as a savepoint) or run in their own. */
+db_status_t db_begin(db_t *db);
+db_status_t db_commit(db_t *db);
+db_status_t db_rollback(db_t *db);
+/* Runs SQL that returns no rows (tools, tests). */
+db_status_t db_exec(db_t *db, const char *sql);
+
+/* ---- runs: one row per invocation (a resumed run adds a row) ----------- */
+typedef struct {
+    int64_t id;
+    char created[32];     /* ISO 8601 UTC, set by the database */
+    char koma_version[32];
+    char command[32];     /* "selfplay", "train", ... */
+    char *config;         /* the effective flags (INI text or JSON); malloc'ed on reads */
+} db_run_t;
+
+db_status_t db_run_insert(db_t *db, const char *koma_version, const char *command,
+                          const char *config, int64_t *id);
+db_status_t db_run_latest(db_t *db, db_run_t *out); /* free out->config with db_run_clear */
+void db_run_clear(db_run_t *r);
+
+/* ---- models: one published net per cycle ------------------------------- */
+typedef struct {
+    int64_t id;
+    int64_t run_id;          /* 0 = none */
+    int32_t cycle;           /* 0 = the initial net; unique */
+    int32_t features_version;
+    char path[DB_PATH_MAX];  /* relative to the run directory; unique */
+    char xxh3[17];           /* XXH3-64 of the whole file, 16 lowercase hex digits */
+    char arch[64];           /* e.g. "resnet10x128" */
+    int64_t train_steps;     /* optimizer steps behind this net, in total */
+    int64_t train_samples;   /* samples behind this net, in total */
+    double loss_policy, loss_value, loss_legal, loss_total; /* at publication; NAN = none */
+    char created[32];
+} db_model_t;
+
+db_status_t db_model_insert(db_t *db, db_model_t *m); /* sets m->id */
+db_status_t db_model_latest(db_t *db, db_model_t *out); /* highest cycle; DB_NOTFOUND if none */
+db_status_t db_model_get(db_t *db, int64_t id, db_model_t *out);
+db_status_t db_model_by_cycle(db_t *db, int32_t cycle, db_model_t *out);
+
+/* ---- shards and games ---------------------------------------------------- */
+typedef struct {
+    int64_t id;
+    char path[DB_PATH_MAX];  /* relative to the run directory; unique */
+    int32_t cycle;
+    int32_t features_version;
+    int64_t rows;            /* positions (dimension 0 of every tensor) */
+    int64_t games;           /* set from the games given at insertion */
+    int64_t pos_begin;       /* positions in all earlier shards: rows are global [pos_begin, pos_begin+rows) */
+    int64_t bytes;           /* file size */
+    char xxh3[17];           /* XXH3-64 of the whole file */
+    char created[32];
+} db_shard_t;
+
+typedef struct {
+    int64_t id;
+    int64_t shard_id;
+    int64_t first_row;       /* the game's positions are rows [first_row, first_row+row_count) of the shard */
+    int64_t row_count;
+    int64_t model_id;        /* the net that played it; 0 = none (imported record) */
+    const char *start_sfen;  /* "startpos" or an SFEN */
+    const char *moves;       /* USI moves separated by single spaces, "" for none */
+    int32_t plies;
+    int32_t result;          /* db_result_t */
+    db_reason_t reason;
+    char created[32];
+} db_game_t;
+
+typedef struct {
+    db_game_t *games; /* strings malloc'ed, freed by db_game_list_free */
+    int64_t n;
+} db_game_list_t;
+
+/* Registers a shard whose file is already durably on disk, with its games,
+ * in ONE transaction: either the shard row and all its games are committed,
+ * or nothing is. Games must lie inside the shard's rows. Sets shard->id,
+ * shard->games, shard->pos_begin and every games[i].id / shard_id. Clears the
+ * shard's intent row (db_shard_intent) in the same transaction. */
+db_status_t db_shard_insert(db_t *db, db_shard_t *shard, db_game_t *games, int32_t ngames);
+
+/* Records that the file rel_path is about to be written (committed at once),
+ * so that a kill -9 between the file's rename and its registration leaves a
+ * trace db_check_shards can find. */
+db_status_t db_shard_intent(db_t *db, const char *rel_path);
+
+/* The whole crash-safe protocol in one call, as the writer thread runs it:
+ * db_shard_intent; write(<run_dir>/<shard->path>, arg) writes the file
+ * durably (compat_durable_*) and returns 0 or a db_status_t (DB_FULL when out
+ * of space) with err set; the file's size and XXH3 are measured; then
+ * db_shard_insert. If the write or the registration fails, the file and the
+ * intent are removed and nothing is on record. */
+typedef int (*db_shard_write_fn)(const char *path, void *arg, char *err, size_t errlen);
+db_status_t db_shard_commit(db_t *db, const char *run_dir, db_shard_t *shard, db_game_t *games,
+                            int32_t ngames, db_shard_write_fn write, void *arg);
+
+db_status_t db_shard_get(db_t *db, int64_t id, db_shard_t *out);
+/* The most recent shards holding at least min_rows positions together (all of
+ * them when min_rows <= 0, or when there are fewer), oldest first, for the
+ * trainer's window. *out is malloc'ed (free()); *n may be 0. */
+db_status_t db_shards_recent(db_t *db, int64_t min_rows, db_shard_t **out, int32_t *n);
+db_status_t db_games_of_shard(db_t *db, int64_t shard_id, db_game_list_t *out);
+void db_game_list_free(db_game_list_t *l); /* NULL ok */
+
+/* Games and positions in shards of one cycle, or of all when cycle < 0. */
+db_status_t db_count(db_t *db, int32_t cycle, int64_t *games, int64_t *positions);
+
+/* ---- metrics --------------------------------------------------------------- */
+typedef struct {
+    int64_t step;    /* global optimizer step; a step written again (after a resume) replaces the row */
+    int32_t cycle;
+    double time;     /* unix seconds; 0 = now */
+    double lr;
+    int64_t samples; /* samples seen so far */
+    double loss_policy, loss_value, loss_legal, loss_total; /* NAN = not measured */
+    double acc_policy, acc_value, acc_legal;
+    double grad_norm;
+} db_train_step_t;
+
+/* Inserts n rows in one transaction. */
+db_status_t db_train_steps_insert(db_t *db, const db_train_step_t *rows, int32_t n);
+/* Rows with step in [from, to), ascending, at most max of them; *n = rows read. */
+db_status_t db_train_steps_get(db_t *db, int64_t from, int64_t to, db_train_step_t *rows,
+                               int32_t max, int32_t *n);
+
+typedef struct {
+    int32_t cycle;
+    int64_t model_id;               /* net that played the cycle's games; 0 = none */
+    double started, finished;       /* unix seconds */
+    int64_t games, positions;
+    double selfplay_s, train_s;     /* wall time of each phase */
+    double positions_per_s, evals_per_s;
+    double avg_batch;               /* leaves per inference batch */
+    double busy_pct;                /* inference device busy, 0..100 */
+    double avg_plies;
+    int64_t black_wins, white_wins, draws;
+    double elo, elo_lo, elo_hi;     /* rating after evaluation and its 95% interval; NAN until then */
+} db_cycle_metrics_t;
+
+/* Inserts or replaces the row of m->cycle. */
+db_status_t db_cycle_metrics_put(db_t *db, const db_cycle_metrics_t *m);
+db_status_t db_cycle_metrics_get(db_t *db, int32_t cycle, db_cycle_metrics_t *out);
+
+typedef struct {
+    int64_t id;
+    int32_t cycle;                 /* cycle of model_a */
+    int64_t model_a;
+    int64_t model_b;               /* 0 = an external engine, named in opponent */
+    char opponent[64];
+    int32_t wins, draws, losses;   /* of model_a */
+    double elo, elo_lo, elo_hi;    /* a minus b, with its 95% interval */
+    char settings[128];            /* e.g. "nodes=800" or "byoyomi=1000" */
+    char created[32];
+} db_match_t;
+
+db_status_t db_match_insert(db_t *db, db_match_t *m); /* sets m->id */
+/* Matches of one cycle (all when cycle < 0), by id; *out malloc'ed (free()). */
+db_status_t db_matches_list(db_t *db, int32_t cycle, db_match_t **out, int32_t *n);
+
+/* ---- inspection ------------------------------------------------------------ */
+typedef struct {
+    int32_t schema_version;
+    int64_t runs, models, shards, games, positions, shard_bytes, train_steps, matches;
+    int64_t pending;              /* shard intents not yet resolved (see db_check_shards) */
+    int32_t latest_cycle;         /* of the latest model; -1 when none */
+    int64_t latest_model_id;      /* 0 when none */
+    int64_t last_step;            /* highest train step; -1 when none */
+    double last_loss_total;       /* at last_step; NAN when none */
+    int64_t black_wins, white_wins, draws;
+    double avg_plies;             /* NAN when no games */
+    int64_t reasons[DB_REASON_NB];
+    char first_run[32], last_run[32]; /* created of the first and last runs rows, "" if none */
+} db_summary_t;
+
+db_status_t db_summary(db_t *db, db_summary_t *out);
+
+/* ---- start-up check of files against rows --------------------------------- */
+typedef enum {
+    DB_CHECK_MISSING,        /* a shards/models row whose file is absent (never expected) */
+    DB_CHECK_MISMATCH,       /* a shard file whose size or XXH3 differs from its row */
+    DB_CHECK_ORPHAN_MOVED,   /* written but never registered: moved to <run_dir>/orphans/ */
+    DB_CHECK_ORPHAN_DELETED, /* the same, deleted (DB_CHECK_DELETE_ORPHANS) */
+    DB_CHECK_TMP_REMOVED,    /* a half-written "<path>.tmp.<pid>" removed */
+} db_check_kind_t;
+
+typedef struct {
+    db_check_kind_t kind;
+    char path[DB_PATH_MAX + 32]; /* relative to the run directory */
+    char what[160];
+} db_check_item_t;
+
+typedef struct {
+    int64_t shards_checked, models_checked;
+    db_check_item_t *items; /* malloc'ed */
+    int32_t n;
+} db_check_report_t;
+
+enum {
+    DB_CHECK_VERIFY = 1,         /* hash every shard file (reads them all) instead of comparing sizes only */
+    DB_CHECK_DELETE_ORPHANS = 2, /* delete orphans instead of moving them aside */
+};
+
+/* Run at start-up, before the writer thread: reports rows whose file is
+ * missing or differs, and resolves every pending intent: a file that was
+ * written but never registered is moved aside (or deleted), a half-written
+ * temporary is removed. Rows are never deleted. DB_OK means the check ran;
+ * look at report->n for what it found. */
+db_status_t db_check_shards(db_t *db, const char *run_dir, uint32_t flags, db_check_report_t *report);
+void db_check_report_free(db_check_report_t *r); /* NULL ok */
+
+/* XXH3-64 and size of a whole file, streaming. Returns 0, or -1 with err set. */
+int db_file_xxh3(const char *path, uint64_t *hash, int64_t *bytes, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,1051 @@
+/* test_db.c - data/db.c and data/writer.c: create/open and schema checks,
+ * round trips of every table, all-or-nothing shard registration (including a
+ * full disk), the start-up check that moves orphans aside, and the writer
+ * thread with several producers, backpressure, flush and bounded shutdown. */
+#include "compat/compat.h"
+#include "data/db.h"
+#include "data/writer.h"
+
+#include <math.h>
+#include <sqlite3.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int g_fail, g_checks;
+#define CHECK(cond)                                                                  \
+    do {                                                                             \
+        g_checks++;                                                                  \
+        if (!(cond)) {                                                               \
+            g_fail++;                                                                \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+        }                                                                            \
+    } while (0)
+/* A db call that must succeed; prints the database's message if not. */
+#define CHECK_OK(db, call)                                                                     \
+    do {                                                                                       \
+        g_checks++;                                                                            \
+        db_status_t st_ = (call);                                                              \
+        if (st_ != DB_OK) {                                                                    \
+            g_fail++;                                                                          \
+            fprintf(stderr, "%s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #call,                \
+                    db_status_name(st_), db_errmsg(db));                                       \
+        }                                                                                      \
+    } while (0)
+
+static int contains(const char *s, const char *sub) { return s && strstr(s, sub) != NULL; }
+static int starts_with(const char *s, const char *p) { return s && strncmp(s, p, strlen(p)) == 0; }
+
+/* ---- temporary files ------------------------------------------------------------ */
+static char g_dir[400];
+static char *g_cleanup[512];
+static int g_ncleanup;
+
+/* <g_dir>/<name>, remembered for removal at exit (files before their folders). */
+static const char *tmp(const char *name) {
+    char buf[800];
+    snprintf(buf, sizeof buf, "%s/%s", g_dir, name);
+    for (int i = 0; i < g_ncleanup; i++)
+        if (strcmp(g_cleanup[i], buf) == 0) return g_cleanup[i];
+    KOMA_ASSERT(g_ncleanup < 512);
+    g_cleanup[g_ncleanup] = strdup(buf);
+    return g_cleanup[g_ncleanup++];
+}
+
+/* A database path plus its WAL files, all scheduled for removal. */
+static const char *tmp_db(const char *name) {
+    char b[200];
+    snprintf(b, sizeof b, "%s-wal", name);
+    tmp(b);
+    snprintf(b, sizeof b, "%s-shm", name);
+    tmp(b);
+    return tmp(name);
+}
+
+static void write_text(const char *path, const char *text) {
+    char err[512];
+    KOMA_ASSERT(compat_write_file_durable(path, text, strlen(text), err, sizeof err) == 0);
+}
+
+static void sql_raw(const char *path, const char *sql) {
+    sqlite3 *sq;
+    KOMA_ASSERT(sqlite3_open(path, &sq) == SQLITE_OK);
+    char *msg = NULL;
+    if (sqlite3_exec(sq, sql, NULL, NULL, &msg) != SQLITE_OK) {
+        fprintf(stderr, "raw sql failed: %s\n", msg);
+        KOMA_ASSERT(0);
+    }
+    sqlite3_close(sq);
+}
+
+static int64_t sql_int(const char *path, const char *sql) {
+    sqlite3 *sq;
+    sqlite3_stmt *s;
+    KOMA_ASSERT(sqlite3_open_v2(path, &sq, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
+    KOMA_ASSERT(sqlite3_prepare_v2(sq, sql, -1, &s, NULL) == SQLITE_OK);
+    int64_t v = sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int64(s, 0) : -999;
+    sqlite3_finalize(s);
+    sqlite3_close(sq);
+    return v;
+}
+
+static void sql_text(const char *path, const char *sql, char *out, size_t len) {
+    sqlite3 *sq;
+    sqlite3_stmt *s;
+    KOMA_ASSERT(sqlite3_open_v2(path, &sq, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
+    KOMA_ASSERT(sqlite3_prepare_v2(sq, sql, -1, &s, NULL) == SQLITE_OK);
+    out[0] = 0;
+    if (sqlite3_step(s) == SQLITE_ROW) snprintf(out, len, "%s", (const char *)sqlite3_column_text(s, 0));
+    sqlite3_finalize(s);
+    sqlite3_close(sq);
+}
+
+/* ---- fixtures -------------------------------------------------------------------- */
+static db_game_t game(int64_t first_row, int64_t rows, int32_t result, db_reason_t reason,
+                      const char *moves, int32_t plies) {
+    db_game_t g = {0};
+    g.first_row = first_row;
+    g.row_count = rows;
+    g.start_sfen = "startpos";
+    g.moves = moves;
+    g.plies = plies;
+    g.result = result;
+    g.reason = reason;
+    return g;
+}
+
+static db_shard_t shard(const char *path, int32_t cycle, int64_t rows) {
+    db_shard_t s = {0};
+    snprintf(s.path, sizeof s.path, "%s", path);
+    s.cycle = cycle;
+    s.rows = rows;
+    s.features_version = 3;
+    s.bytes = 1000 + rows;
+    snprintf(s.xxh3, sizeof s.xxh3, "%016llx", (unsigned long long)(0x1234 + rows));
+    return s;
+}
+
+static int64_t count_rows(db_t *db, const char *table) {
+    /* Through a second connection: what is committed, not what is pending. */
+    char sql[128];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM %s", table);
+    return sql_int(db_path(db), sql);
+}
+
+/* ---- open and schema ---------------------------------------------------------------- */
+static void test_open_and_schema(void) {
+    char err[DB_ERR_MAX];
+    db_t *db = NULL;
+    const char *path = tmp_db("open.db");
+
+    CHECK_OK(db, db_open(path, 0, &db, err, sizeof err));
+    CHECK(db && db_schema_version(db) == DB_SCHEMA_VERSION);
+    CHECK(db && strcmp(db_path(db), path) == 0 && strcmp(db_errmsg(db), "") == 0);
+    db_close(db);
+    db_close(NULL);
+    CHECK(sql_int(path, "PRAGMA user_version") == DB_SCHEMA_VERSION);
+    CHECK(sql_int(path, "PRAGMA application_id") == DB_APPLICATION_ID);
+    char mode[32];
+    sql_text(path, "PRAGMA journal_mode", mode, sizeof mode);
+    CHECK(strcmp(mode, "wal") == 0);
+    CHECK(sql_int(path, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN "
+                        "('runs','models','games','shards','shard_intents','train_steps',"
+                        "'cycle_metrics','matches')") == 8);
+    CHECK(sql_int(path, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'games_shard'") == 1);
+
+    /* Reopen, read-write and read-only. */
+    CHECK_OK(db, db_open(path, 0, &db, err, sizeof err));
+    db_close(db);
+    CHECK_OK(db, db_open(path, DB_OPEN_READONLY, &db, err, sizeof err));
+    CHECK(db && db_run_insert(db, "0.1.0", "selfplay", "x", NULL) != DB_OK); /* read-only */
+    CHECK(db && starts_with(db_errmsg(db), path) && contains(db_errmsg(db), "insert run"));
+    db_close(db);
+
+    /* A newer schema version is refused, naming the file. */
+    const char *newer = tmp_db("newer.db");
+    CHECK_OK(db, db_open(newer, 0, &db, err, sizeof err));
+    db_close(db);
+    sql_raw(newer, "PRAGMA user_version = 99");
+    err[0] = 0;
+    CHECK(db_open(newer, 0, &db, err, sizeof err) == DB_SCHEMA && db == NULL);
+    CHECK(starts_with(err, newer) && contains(err, "schema version 99 is newer than this build"));
+    CHECK(db_open(newer, DB_OPEN_READONLY, &db, err, sizeof err) == DB_SCHEMA);
+    CHECK(starts_with(err, newer) && contains(err, "schema version 99"));
+    sql_raw(newer, "PRAGMA user_version = -3");
+    CHECK(db_open(newer, 0, &db, err, sizeof err) == DB_SCHEMA);
+    CHECK(starts_with(err, newer) && contains(err, "unknown schema version -3"));
+
+    /* Another program's database. */
+    const char *foreign = tmp_db("foreign.db");
+    sql_raw(foreign, "CREATE TABLE t(x); INSERT INTO t VALUES(1)");
+    CHECK(db_open(foreign, 0, &db, err, sizeof err) == DB_SCHEMA);
+    CHECK(starts_with(err, foreign) && contains(err, "not a Koma database"));
+    CHECK(sql_int(foreign, "SELECT count(*) FROM t") == 1); /* left alone */
+    const char *appid = tmp_db("appid.db");
+    sql_raw(appid, "PRAGMA application_id = 1234; PRAGMA user_version = 1");
+    CHECK(db_open(appid, 0, &db, err, sizeof err) == DB_SCHEMA);
+    CHECK(starts_with(err, appid) && contains(err, "not a Koma database (application_id"));
+
+    /* Not a database at all. */
+    const char *text = tmp_db("text.db");
+    write_text(text, "this is not an SQLite database, just some text that is long enough to have a header..........");
+    db_status_t st = db_open(text, 0, &db, err, sizeof err);
+    CHECK(st == DB_CORRUPT);
+    CHECK(starts_with(err, text) && contains(err, "not a database"));
+
+    /* An empty file is a new database. */
+    const char *empty = tmp_db("empty.db");
+    write_text(empty, "");
+    CHECK_OK(db, db_open(empty, 0, &db, err, sizeof err));
+    db_close(db);
+
+    /* A directory that does not exist. */
+    char missing[600];
+    snprintf(missing, sizeof missing, "%s/no/such/dir/koma.db", g_dir);
+    CHECK(db_open(missing, 0, &db, err, sizeof err) != DB_OK && db == NULL);
+    CHECK(starts_with(err, missing) && contains(err, "open"));
+    CHECK(db_open(tmp("absent.db"), DB_OPEN_READONLY, &db, err, sizeof err) != DB_OK);
+
+    CHECK(strcmp(db_status_name(DB_FULL), "DB_FULL") == 0);
+    db_reason_t r;
+    CHECK(db_reason_parse("perpetual_check", &r) == 0 && r == DB_REASON_PERPETUAL_CHECK);
+    CHECK(db_reason_parse("nope", &r) == -1 && strcmp(db_reason_name(DB_REASON_NB), "?") == 0);
+    for (int i = 0; i < DB_REASON_NB; i++)
+        CHECK(db_reason_parse(db_reason_name((db_reason_t)i), &r) == 0 && r == (db_reason_t)i);
+}
+
+/* ---- round trips ----------------------------------------------------------------------- */
+static void test_round_trips(void) {
+    char err[DB_ERR_MAX];
+    db_t *db = NULL;
+    const char *path = tmp_db("rt.db");
+    CHECK_OK(db, db_open(path, 0, &db, err, sizeof err));
+    if (!db) return;
+
+    /* runs */
+    db_run_t run;
+    CHECK(db_run_latest(db, &run) == DB_NOTFOUND);
+    int64_t run1 = 0, run2 = 0;
+    CHECK_OK(db, db_run_insert(db, "0.1.0", "selfplay", "cycles = 50\n", &run1));
+    CHECK_OK(db, db_run_insert(db, "0.1.1", "train", "{\"lr\": 0.02}", &run2));
+    CHECK(run1 > 0 && run2 > run1);
+    CHECK_OK(db, db_run_latest(db, &run));
+    CHECK(run.id == run2 && strcmp(run.koma_version, "0.1.1") == 0 && strcmp(run.command, "train") == 0 &&
+          run.config && strcmp(run.config, "{\"lr\": 0.02}") == 0 && strlen(run.created) >= 20);
+    db_run_clear(&run);
+    db_run_clear(&run);
+
+    /* models */
+    db_model_t m = {0}, got;
+    CHECK(db_model_latest(db, &got) == DB_NOTFOUND && contains(db_errmsg(db), "no such model"));
+    m.run_id = run1;
+    m.cycle = 0;
+    m.features_version = 3;
+    snprintf(m.path, sizeof m.path, "models/c0000.safetensors");
+    snprintf(m.xxh3, sizeof m.xxh3, "0123456789abcdef");
+    snprintf(m.arch, sizeof m.arch, "resnet6x64");
+    m.loss_policy = m.loss_value = m.loss_legal = m.loss_total = NAN;
+    CHECK_OK(db, db_model_insert(db, &m));
+    int64_t m0 = m.id;
+    m.cycle = 1;
+    snprintf(m.path, sizeof m.path, "models/c0001.safetensors");
+    m.train_steps = 1000;
+    m.train_samples = 256000;
+    m.loss_policy = 2.5;
+    m.loss_value = 0.75;
+    m.loss_legal = 0.125;
+    m.loss_total = 3.375;
+    CHECK_OK(db, db_model_insert(db, &m));
+    int64_t m1 = m.id;
+    CHECK(m0 > 0 && m1 > m0);
+    CHECK_OK(db, db_model_latest(db, &got));
+    CHECK(got.id == m1 && got.cycle == 1 && got.run_id == run1 && got.features_version == 3 &&
+          strcmp(got.path, "models/c0001.safetensors") == 0 && strcmp(got.xxh3, "0123456789abcdef") == 0 &&
+          strcmp(got.arch, "resnet6x64") == 0 && got.train_steps == 1000 && got.train_samples == 256000 &&
+          got.loss_policy == 2.5 && got.loss_value == 0.75 && got.loss_legal == 0.125 && got.loss_total == 3.375);
+    CHECK_OK(db, db_model_by_cycle(db, 0, &got));
+    CHECK(got.id == m0 && isnan(got.loss_policy) && isnan(got.loss_total) && got.train_steps == 0);
+    CHECK_OK(db, db_model_get(db, m1, &got));
+    CHECK(got.cycle == 1);
+    CHECK(db_model_get(db, 999, &got) == DB_NOTFOUND);
+    /* One net per cycle, one row per path. */
+    snprintf(m.path, sizeof m.path, "models/other.safetensors");
+    CHECK(db_model_insert(db, &m) == DB_CONSTRAINT);
+    CHECK(starts_with(db_errmsg(db), path) && contains(db_errmsg(db), "insert model 'models/other.safetensors' (cycle 1)") &&
+          contains(db_errmsg(db), "UNIQUE"));
+    snprintf(m.xxh3, sizeof m.xxh3, "XYZ");
+    m.cycle = 7;
+    CHECK(db_model_insert(db, &m) == DB_INVALID && contains(db_errmsg(db), "not 16 lowercase hex"));
+    snprintf(m.xxh3, sizeof m.xxh3, "0123456789abcdef");
+    snprintf(m.path, sizeof m.path, "/abs/path");
+    CHECK(db_model_insert(db, &m) == DB_INVALID && contains(db_errmsg(db), "absolute"));
+
+    /* shards and games */
+    db_game_t g1[3] = {
+        game(0, 10, DB_RESULT_BLACK_WIN, DB_REASON_CHECKMATE, "7g7f 3c3d 8h2b+", 10),
+        game(10, 20, DB_RESULT_WHITE_WIN, DB_REASON_RESIGN, "2g2f 8c8d", 20),
+        game(30, 5, DB_RESULT_DRAW, DB_REASON_MAX_PLY, "", 5),
+    };
+    for (int i = 0; i < 3; i++) g1[i].model_id = m0;
+    g1[2].start_sfen = "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 1";
+    db_shard_t s1 = shard("shards/c0000_000001.safetensors", 0, 35);
+    CHECK_OK(db, db_shard_insert(db, &s1, g1, 3));
+    CHECK(s1.id > 0 && s1.games == 3 && s1.pos_begin == 0);
+    CHECK(g1[0].id > 0 && g1[0].shard_id == s1.id && g1[2].shard_id == s1.id);
+    db_game_t g2[1] = {game(0, 40, DB_RESULT_BLACK_WIN, DB_REASON_DECLARATION, "5g5f", 41)};
+    g2[0].model_id = m1;
+    db_shard_t s2 = shard("shards/c0001_000002.safetensors", 1, 40);
+    CHECK_OK(db, db_shard_insert(db, &s2, g2, 1));
+    CHECK(s2.pos_begin == 35);
+    db_shard_t s3 = shard("shards/c0001_000003.safetensors", 1, 0); /* an empty shard is legal */
+    CHECK_OK(db, db_shard_insert(db, &s3, NULL, 0));
+    CHECK(s3.pos_begin == 75 && s3.games == 0);
+
+    db_shard_t sg;
+    CHECK_OK(db, db_shard_get(db, s1.id, &sg));
+    CHECK(sg.id == s1.id && strcmp(sg.path, s1.path) == 0 && sg.cycle == 0 && sg.features_version == 3 &&
+          sg.rows == 35 && sg.games == 3 && sg.pos_begin == 0 && sg.bytes == s1.bytes &&
+          strcmp(sg.xxh3, s1.xxh3) == 0 && strlen(sg.created) >= 20);
+    CHECK(db_shard_get(db, 12345, &sg) == DB_NOTFOUND);
+
+    db_game_list_t gl;
+    CHECK_OK(db, db_games_of_shard(db, s1.id, &gl));
+    CHECK(gl.n == 3);
+    if (gl.n == 3) {
+        CHECK(gl.games[0].id == g1[0].id && gl.games[0].first_row == 0 && gl.games[0].row_count == 10 &&
+              gl.games[0].model_id == m0 && strcmp(gl.games[0].moves, "7g7f 3c3d 8h2b+") == 0 &&
+              strcmp(gl.games[0].start_sfen, "startpos") == 0 && gl.games[0].plies == 10 &&
+              gl.games[0].result == DB_RESULT_BLACK_WIN && gl.games[0].reason == DB_REASON_CHECKMATE);
+        CHECK(gl.games[1].result == DB_RESULT_WHITE_WIN && gl.games[1].reason == DB_REASON_RESIGN &&
+              gl.games[1].first_row == 10 && gl.games[1].row_count == 20);
+        CHECK(gl.games[2].result == DB_RESULT_DRAW && gl.games[2].reason == DB_REASON_MAX_PLY &&
+              strcmp(gl.games[2].moves, "") == 0 && strcmp(gl.games[2].start_sfen, g1[2].start_sfen) == 0);
+    }
+    db_game_list_free(&gl);
+    db_game_list_free(NULL);
+    CHECK_OK(db, db_games_of_shard(db, s3.id, &gl));
+    CHECK(gl.n == 0);
+    db_game_list_free(&gl);
+
+    int64_t ng = -1, np = -1;
+    CHECK_OK(db, db_count(db, -1, &ng, &np));
+    CHECK(ng == 4 && np == 75);
+    CHECK_OK(db, db_count(db, 1, &ng, &np));
+    CHECK(ng == 1 && np == 40);
+    CHECK_OK(db, db_count(db, 9, &ng, &np));
+    CHECK(ng == 0 && np == 0);
+
+    /* The trainer's window: newest shards covering at least N rows, oldest first. */
+    db_shard_t *win = NULL;
+    int32_t nw = -1;
+    CHECK_OK(db, db_shards_recent(db, 30, &win, &nw));
+    CHECK(nw == 2 && win && win[0].id == s2.id && win[1].id == s3.id);
+    free(win);
+    CHECK_OK(db, db_shards_recent(db, 41, &win, &nw));
+    CHECK(nw == 3 && win && win[0].id == s1.id && win[2].id == s3.id);
+    free(win);
+    CHECK_OK(db, db_shards_recent(db, 0, &win, &nw));
+    CHECK(nw == 3);
+    free(win);
+    CHECK_OK(db, db_shards_recent(db, 1000000, &win, &nw));
+    CHECK(nw == 3);
+    free(win);
+
+    /* Bad shard arguments are refused before anything is written. */
+    db_game_t bad = game(30, 10, DB_RESULT_DRAW, DB_REASON_ABORT, "", 0);
+    db_shard_t s4 = shard("shards/bad.safetensors", 1, 35);
+    CHECK(db_shard_insert(db, &s4, &bad, 1) == DB_INVALID && contains(db_errmsg(db), "outside the shard's 35 rows"));
+    bad = game(0, 1, 2, DB_REASON_ABORT, "", 0);
+    CHECK(db_shard_insert(db, &s4, &bad, 1) == DB_INVALID && contains(db_errmsg(db), "result 2"));
+    bad = game(0, 1, 0, DB_REASON_NB, "", 0);
+    CHECK(db_shard_insert(db, &s4, &bad, 1) == DB_INVALID && contains(db_errmsg(db), "unknown end reason"));
+    CHECK(db_shard_insert(db, &s1, NULL, 0) == DB_CONSTRAINT && contains(db_errmsg(db), "UNIQUE")); /* same path */
+    CHECK(count_rows(db, "shards") == 3);
+
+    /* train steps: batched, replaced when written again */
+    db_train_step_t steps[5];
+    for (int i = 0; i < 5; i++) {
+        memset(&steps[i], 0, sizeof steps[i]);
+        steps[i].step = 100 + i;
+        steps[i].cycle = 1;
+        steps[i].time = 1.7e9 + i;
+        steps[i].lr = 0.02;
+        steps[i].samples = 256 * (i + 1);
+        steps[i].loss_policy = 2.0 - 0.1 * i;
+        steps[i].loss_value = 0.5;
+        steps[i].loss_legal = 0.01;
+        steps[i].loss_total = 2.51 - 0.1 * i;
+        steps[i].acc_policy = 0.3;
+        steps[i].acc_value = NAN;
+        steps[i].acc_legal = 0.99;
+        steps[i].grad_norm = 1.5;
+    }
+    steps[4].time = 0; /* "now" */
+    CHECK_OK(db, db_train_steps_insert(db, steps, 5));
+    steps[0].loss_total = 9.0;
+    CHECK_OK(db, db_train_steps_insert(db, steps, 1)); /* step 100 again after a resume */
+    db_train_step_t back[8];
+    int32_t nb = 0;
+    CHECK_OK(db, db_train_steps_get(db, 0, 1000, back, 8, &nb));
+    CHECK(nb == 5);
+    CHECK(back[0].step == 100 && back[0].loss_total == 9.0 && back[0].cycle == 1 && back[0].lr == 0.02 &&
+          back[0].time == 1.7e9 && isnan(back[0].acc_value) && back[0].acc_legal == 0.99 && back[0].grad_norm == 1.5);
+    CHECK(back[3].step == 103 && back[3].samples == 1024 && fabs(back[3].loss_policy - 1.7) < 1e-12);
+    CHECK(back[4].time > 1.6e9 && back[4].time < 4e9); /* filled in by the database */
+    CHECK_OK(db, db_train_steps_get(db, 101, 103, back, 8, &nb));
+    CHECK(nb == 2 && back[0].step == 101 && back[1].step == 102);
+    CHECK_OK(db, db_train_steps_get(db, 0, 1000, back, 3, &nb));
+    CHECK(nb == 3);
+    CHECK_OK(db, db_train_steps_insert(db, steps, 0));
+
+    /* cycle metrics: put, get, replace */
+    db_cycle_metrics_t cm = {0}, cg;
+    cm.cycle = 1;
+    cm.model_id = m1;
+    cm.started = 1.7e9;
+    cm.finished = 1.7e9 + 60;
+    cm.games = 4;
+    cm.positions = 75;
+    cm.selfplay_s = 50;
+    cm.train_s = 10;
+    cm.positions_per_s = 1.5;
+    cm.evals_per_s = 12000;
+    cm.avg_batch = 230.5;
+    cm.busy_pct = 87.5;
+    cm.avg_plies = 19;
+    cm.black_wins = 2;
+    cm.white_wins = 1;
+    cm.draws = 1;
+    cm.elo = cm.elo_lo = cm.elo_hi = NAN;
+    CHECK_OK(db, db_cycle_metrics_put(db, &cm));
+    CHECK_OK(db, db_cycle_metrics_get(db, 1, &cg));
+    CHECK(cg.cycle == 1 && cg.model_id == m1 && cg.games == 4 && cg.positions == 75 && cg.evals_per_s == 12000 &&
+          cg.avg_batch == 230.5 && cg.busy_pct == 87.5 && cg.black_wins == 2 && cg.draws == 1 && isnan(cg.elo));
+    cm.elo = 120;
+    cm.elo_lo = 90;
+    cm.elo_hi = 150;
+    CHECK_OK(db, db_cycle_metrics_put(db, &cm));
+    CHECK_OK(db, db_cycle_metrics_get(db, 1, &cg));
+    CHECK(cg.elo == 120 && cg.elo_lo == 90 && cg.elo_hi == 150);
+    CHECK(db_cycle_metrics_get(db, 2, &cg) == DB_NOTFOUND);
+    CHECK(count_rows(db, "cycle_metrics") == 1);
+
+    /* matches */
+    db_match_t ma = {0};
+    ma.cycle = 1;
+    ma.model_a = m1;
+    ma.model_b = m0;
+    ma.wins = 60;
+    ma.draws = 10;
+    ma.losses = 30;
+    ma.elo = 106;
+    ma.elo_lo = 40;
+    ma.elo_hi = 170;
+    snprintf(ma.settings, sizeof ma.settings, "nodes=800");
+    CHECK_OK(db, db_match_insert(db, &ma));
+    db_match_t mb = ma;
+    mb.model_b = 0;
+    snprintf(mb.opponent, sizeof mb.opponent, "YaneuraOu 8.0 depth 1");
+    mb.elo = NAN;
+    CHECK_OK(db, db_match_insert(db, &mb));
+    mb.cycle = 0;
+    mb.model_a = m0;
+    CHECK_OK(db, db_match_insert(db, &mb));
+    mb.model_a = 4242; /* no such model */
+    CHECK(db_match_insert(db, &mb) == DB_CONSTRAINT && contains(db_errmsg(db), "FOREIGN KEY"));
+    db_match_t *ml = NULL;
+    int32_t nm = 0;
+    CHECK_OK(db, db_matches_list(db, 1, &ml, &nm));
+    CHECK(nm == 2 && ml && ml[0].id == ma.id && ml[0].model_b == m0 && ml[0].wins == 60 && ml[0].draws == 10 &&
+          ml[0].losses == 30 && ml[0].elo == 106 && strcmp(ml[0].settings, "nodes=800") == 0 &&
+          ml[1].model_b == 0 && strcmp(ml[1].opponent, "YaneuraOu 8.0 depth 1") == 0 && isnan(ml[1].elo));
+    free(ml);
+    CHECK_OK(db, db_matches_list(db, -1, &ml, &nm));
+    CHECK(nm == 3);
+    free(ml);
+
+    /* summary */
+    db_summary_t sum;
+    CHECK_OK(db, db_summary(db, &sum));
+    CHECK(sum.schema_version == DB_SCHEMA_VERSION && sum.runs == 2 && sum.models == 2 && sum.shards == 3 &&
+          sum.games == 4 && sum.positions == 75 && sum.train_steps == 5 && sum.matches == 3 && sum.pending == 0);
+    CHECK(sum.shard_bytes == s1.bytes + s2.bytes + s3.bytes);
+    CHECK(sum.latest_cycle == 1 && sum.latest_model_id == m1 && sum.last_step == 104);
+    CHECK(fabs(sum.last_loss_total - (2.51 - 0.4)) < 1e-12);
+    CHECK(sum.black_wins == 2 && sum.white_wins == 1 && sum.draws == 1);
+    CHECK(fabs(sum.avg_plies - (10 + 20 + 5 + 41) / 4.0) < 1e-12);
+    CHECK(sum.reasons[DB_REASON_CHECKMATE] == 1 && sum.reasons[DB_REASON_RESIGN] == 1 &&
+          sum.reasons[DB_REASON_MAX_PLY] == 1 && sum.reasons[DB_REASON_DECLARATION] == 1 &&
+          sum.reasons[DB_REASON_SENNICHITE] == 0);
+    CHECK(strlen(sum.first_run) >= 20 && strlen(sum.last_run) >= 20);
+    db_close(db);
+
+    /* Everything survives a reopen. */
+    CHECK_OK(db, db_open(path, DB_OPEN_READONLY, &db, err, sizeof err));
+    CHECK_OK(db, db_summary(db, &sum));
+    CHECK(sum.games == 4 && sum.positions == 75);
+    db_close(db);
+
+    /* An empty database summarises to zeros. */
+    CHECK_OK(db, db_open(tmp_db("empty2.db"), 0, &db, err, sizeof err));
+    CHECK_OK(db, db_summary(db, &sum));
+    CHECK(sum.games == 0 && sum.latest_cycle == -1 && sum.last_step == -1 && isnan(sum.avg_plies) &&
+          isnan(sum.last_loss_total) && sum.first_run[0] == 0);
+    db_close(db);
+}
+
+/* ---- all or nothing ---------------------------------------------------------------------- */
+static void test_transactions(void) {
+    char err[DB_ERR_MAX];
+    db_t *db = NULL;
+    const char *path = tmp_db("tx.db");
+    CHECK_OK(db, db_open(path, 0, &db, err, sizeof err));
+    if (!db) return;
+
+    /* A game that fails inside the transaction (unknown model: foreign key)
+     * takes its shard row and the earlier games with it. */
+    db_game_t gs[3] = {
+        game(0, 1, 1, DB_REASON_CHECKMATE, "7g7f", 1),
+        game(1, 1, 1, DB_REASON_CHECKMATE, "7g7f", 1),
+        game(2, 1, 1, DB_REASON_CHECKMATE, "7g7f", 1),
+    };
+    gs[2].model_id = 777;
+    db_shard_t s = shard("shards/a.safetensors", 0, 3);
+    db_status_t st = db_shard_insert(db, &s, gs, 3);
+    CHECK(st == DB_CONSTRAINT);
+    CHECK(starts_with(db_errmsg(db), path) && contains(db_errmsg(db), "insert game 3 of 3 of shard 'shards/a.safetensors'") &&
+          contains(db_errmsg(db), "FOREIGN KEY"));
+    CHECK(count_rows(db, "shards") == 0 && count_rows(db, "games") == 0);
+    CHECK(s.id == 0 && gs[0].id == 0);
+    gs[2].model_id = 0;
+    CHECK_OK(db, db_shard_insert(db, &s, gs, 3));
+    CHECK(count_rows(db, "shards") == 1 && count_rows(db, "games") == 3);
+
+    /* Inside the caller's transaction the insert is a savepoint: the caller's
+     * rollback takes it back, and a failing insert leaves the caller's
+     * earlier work in place. */
+    CHECK_OK(db, db_begin(db));
+    db_shard_t s2 = shard("shards/b.safetensors", 0, 1);
+    CHECK_OK(db, db_shard_insert(db, &s2, gs, 1));
+    db_shard_t s3 = shard("shards/c.safetensors", 0, 3);
+    gs[1].model_id = 999;
+    CHECK(db_shard_insert(db, &s3, gs, 3) == DB_CONSTRAINT);
+    gs[1].model_id = 0;
+    CHECK_OK(db, db_commit(db));
+    CHECK(count_rows(db, "shards") == 2 && count_rows(db, "games") == 4);
+    CHECK_OK(db, db_begin(db));
+    CHECK_OK(db, db_shard_insert(db, &s3, gs, 3));
+    CHECK_OK(db, db_rollback(db));
+    CHECK(count_rows(db, "shards") == 2 && count_rows(db, "games") == 4);
+    CHECK_OK(db, db_rollback(db)); /* nothing open: harmless */
+
+    /* A full disk (simulated with max_page_count): DB_FULL, a clear message,
+     * nothing half-registered, and the database works again afterwards. */
+    CHECK_OK(db, db_exec(db, "PRAGMA max_page_count = 1"));
+    static char moves[6000];
+    for (int i = 0; i < 1000; i++) memcpy(moves + 5 * i, "7g7f ", 5);
+    moves[4999] = 0;
+    db_game_t big[50];
+    for (int i = 0; i < 50; i++) big[i] = game(i, 1, 0, DB_REASON_MAX_PLY, moves, 1000);
+    db_shard_t sf = shard("shards/full.safetensors", 0, 50);
+    st = db_shard_insert(db, &sf, big, 50);
+    CHECK(st == DB_FULL);
+    CHECK(starts_with(db_errmsg(db), path) && contains(db_errmsg(db), "disk is full") &&
+          contains(db_errmsg(db), "shard 'shards/full.safetensors'"));
+    CHECK(count_rows(db, "shards") == 2 && count_rows(db, "games") == 4);
+    CHECK_OK(db, db_exec(db, "PRAGMA max_page_count = 1073741823"));
+    CHECK_OK(db, db_shard_insert(db, &sf, big, 50));
+    CHECK(count_rows(db, "shards") == 3 && count_rows(db, "games") == 54);
+    CHECK(db_exec(db, "SELEC nonsense") == DB_ERROR && contains(db_errmsg(db), "exec 'SELEC nonsense'"));
+    db_close(db);
+}
+
+/* ---- the shard protocol and the start-up check ----------------------------------------------- */
+typedef struct {
+    const char *text;
+    int fail; /* 0 ok, 1 fail before writing, 2 write then fail */
+} writer_arg_t;
+
+static int write_shard_file(const char *path, void *arg, char *err, size_t errlen) {
+    writer_arg_t *a = arg;
+    if (a->fail == 1) {
+        snprintf(err, errlen, "%s: No space left on device", path);
+        return DB_FULL;
+    }
+    if (compat_write_file_durable(path, a->text, strlen(a->text), err, errlen) != 0) return DB_ERROR;
+    if (a->fail == 2) {
+        snprintf(err, errlen, "%s: failed after the rename", path);
+        return DB_ERROR;
+    }
+    return 0;
+}
+
+static int has_item(const db_check_report_t *r, db_check_kind_t kind, const char *path) {
+    for (int32_t i = 0; i < r->n; i++)
+        if (r->items[i].kind == kind && strcmp(r->items[i].path, path) == 0) return 1;
+    return 0;
+}
+
+static void test_shard_files(void) {
+    char err[DB_ERR_MAX];
+    db_t *db = NULL;
+    const char *run = tmp("run");
+    tmp("run/shards");
+    tmp("run/models");
+    tmp("run/orphans");
+    CHECK(compat_mkdir_p(tmp("run/shards"), err, sizeof err) == 0);
+    CHECK(compat_mkdir_p(tmp("run/models"), err, sizeof err) == 0);
+    const char *path = tmp_db("run/koma.db");
+    CHECK_OK(db, db_open(path, 0, &db, err, sizeof err));
+    if (!db) return;
+
+    /* The whole protocol: intent, durable write, measure, register. */
+    writer_arg_t ok = {"shard bytes 0123456789", 0};
+    db_game_t g = game(0, 2, 1, DB_REASON_RESIGN, "7g7f 3c3d", 2);
+    db_shard_t s1 = shard("shards/s1.safetensors", 0, 2);
+    s1.bytes = 0;
+    s1.xxh3[0] = 0;
+    CHECK_OK(db, db_shard_commit(db, run, &s1, &g, 1, write_shard_file, &ok));
+    uint64_t h;
+    int64_t bytes;
+    CHECK(db_file_xxh3(tmp("run/shards/s1.safetensors"), &h, &bytes, err, sizeof err) == 0);
+    char hex[17];
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
+    db_shard_t back;
+    CHECK_OK(db, db_shard_get(db, s1.id, &back));
+    CHECK(back.bytes == (int64_t)strlen(ok.text) && bytes == back.bytes && strcmp(back.xxh3, hex) == 0);
+    CHECK(g.shard_id == s1.id);
+    CHECK(count_rows(db, "shard_intents") == 0);
+
+    /* Never over an existing file, registered or not. */
+    db_shard_t again = shard("shards/s1.safetensors", 0, 2);
+    CHECK(db_shard_commit(db, run, &again, &g, 1, write_shard_file, &ok) == DB_CONSTRAINT);
+    CHECK(contains(db_errmsg(db), "already registered"));
+    write_text(tmp("run/shards/stray.safetensors"), "stray");
+    db_shard_t stray = shard("shards/stray.safetensors", 0, 0);
+    CHECK(db_shard_commit(db, run, &stray, NULL, 0, write_shard_file, &ok) == DB_CONSTRAINT);
+    CHECK(contains(db_errmsg(db), "already exists but is not registered"));
+    compat_remove_file(tmp("run/shards/stray.safetensors"));
+
+    /* A write that fails (out of space) leaves nothing behind. */
+    writer_arg_t full = {"x", 1};
+    db_shard_t s2 = shard("shards/s2.safetensors", 0, 2);
+    CHECK(db_shard_commit(db, run, &s2, &g, 1, write_shard_file, &full) == DB_FULL);
+    CHECK(starts_with(db_errmsg(db), path) && contains(db_errmsg(db), "No space left"));
+    CHECK(!compat_file_exists(tmp("run/shards/s2.safetensors")));
+    writer_arg_t late = {"late", 2};
+    CHECK(db_shard_commit(db, run, &s2, &g, 1, write_shard_file, &late) == DB_ERROR);
+    CHECK(!compat_file_exists(tmp("run/shards/s2.safetensors")));
+    /* A registration that fails takes its file back. */
+    db_game_t badg = g;
+    badg.model_id = 4242;
+    CHECK(db_shard_commit(db, run, &s2, &badg, 1, write_shard_file, &ok) == DB_CONSTRAINT);
+    CHECK(!compat_file_exists(tmp("run/shards/s2.safetensors")));
+    CHECK(count_rows(db, "shard_intents") == 0 && count_rows(db, "shards") == 1);
+
+    /* Now the states a kill -9 can leave, and the ones that should never exist. */
+    db_shard_t s3 = shard("shards/s3.safetensors", 0, 2);
+    CHECK_OK(db, db_shard_commit(db, run, &s3, &g, 1, write_shard_file, &ok));
+    db_shard_t s4 = shard("shards/s4.safetensors", 0, 2);
+    CHECK_OK(db, db_shard_commit(db, run, &s4, &g, 1, write_shard_file, &ok));
+    db_shard_t s5 = shard("shards/s5.safetensors", 0, 2);
+    CHECK_OK(db, db_shard_commit(db, run, &s5, &g, 1, write_shard_file, &ok));
+    compat_remove_file(tmp("run/shards/s3.safetensors"));               /* missing */
+    write_text(tmp("run/shards/s4.safetensors"), "short");                /* size differs */
+    write_text(tmp("run/shards/s5.safetensors"), "shard bytes 0123456788"); /* same size, other bytes */
+    /* killed after the rename, before the commit */
+    CHECK_OK(db, db_shard_intent(db, "shards/orphan.safetensors"));
+    write_text(tmp("run/shards/orphan.safetensors"), "orphan data");
+    /* killed in the middle of the write */
+    CHECK_OK(db, db_shard_intent(db, "shards/half.safetensors"));
+    char tmpname[128];
+    snprintf(tmpname, sizeof tmpname, "run/shards/half.safetensors.tmp.%d", compat_getpid());
+    write_text(tmp(tmpname), "half");
+    snprintf(tmpname, sizeof tmpname, "shards/half.safetensors.tmp.%d", compat_getpid());
+    /* killed before writing anything */
+    CHECK_OK(db, db_shard_intent(db, "shards/never.safetensors"));
+    /* a model row without its file */
+    db_model_t m = {0};
+    snprintf(m.path, sizeof m.path, "models/c0000.safetensors");
+    snprintf(m.xxh3, sizeof m.xxh3, "0000000000000000");
+    m.loss_policy = m.loss_value = m.loss_legal = m.loss_total = NAN;
+    CHECK_OK(db, db_model_insert(db, &m));
+    db_summary_t sum;
+    CHECK_OK(db, db_summary(db, &sum));
+    CHECK(sum.pending == 3);
+
+    db_check_report_t rep;
+    CHECK_OK(db, db_check_shards(db, run, 0, &rep));
+    CHECK(rep.shards_checked == 4 && rep.models_checked == 1);
+    CHECK(has_item(&rep, DB_CHECK_MISSING, "shards/s3.safetensors"));
+    CHECK(has_item(&rep, DB_CHECK_MISMATCH, "shards/s4.safetensors"));
+    CHECK(!has_item(&rep, DB_CHECK_MISMATCH, "shards/s5.safetensors")); /* sizes only without VERIFY */
+    CHECK(has_item(&rep, DB_CHECK_ORPHAN_MOVED, "shards/orphan.safetensors"));
+    CHECK(has_item(&rep, DB_CHECK_TMP_REMOVED, tmpname));
+    CHECK(has_item(&rep, DB_CHECK_MISSING, "models/c0000.safetensors"));
+    CHECK(rep.n == 5);
+    for (int32_t i = 0; i < rep.n; i++) printf("  check: %d %s: %s\n", rep.items[i].kind, rep.items[i].path, rep.items[i].what);
+    db_check_report_free(&rep);
+    db_check_report_free(NULL);
+    CHECK(!compat_file_exists(tmp("run/shards/orphan.safetensors")));
+    CHECK(compat_file_exists(tmp("run/orphans/shards_orphan.safetensors")));
+    tmp("run/orphans/shards_orphan.safetensors.1");
+    snprintf(tmpname, sizeof tmpname, "run/shards/half.safetensors.tmp.%d", compat_getpid());
+    CHECK(!compat_file_exists(tmp(tmpname)));
+    CHECK(count_rows(db, "shard_intents") == 0);
+    CHECK(count_rows(db, "shards") == 4); /* rows are never deleted */
+
+    /* VERIFY hashes the files; a second run finds no orphans any more. */
+    CHECK_OK(db, db_check_shards(db, run, DB_CHECK_VERIFY, &rep));
+    CHECK(has_item(&rep, DB_CHECK_MISMATCH, "shards/s5.safetensors"));
+    CHECK(!has_item(&rep, DB_CHECK_ORPHAN_MOVED, "shards/orphan.safetensors") && rep.n == 4);
+    db_check_report_free(&rep);
+
+    /* The same orphan name again is moved next to the first; DELETE deletes. */
+    CHECK_OK(db, db_shard_intent(db, "shards/orphan.safetensors"));
+    write_text(tmp("run/shards/orphan.safetensors"), "orphan 2");
+    CHECK_OK(db, db_check_shards(db, run, 0, &rep));
+    CHECK(has_item(&rep, DB_CHECK_ORPHAN_MOVED, "shards/orphan.safetensors"));
+    CHECK(compat_file_exists(tmp("run/orphans/shards_orphan.safetensors.1")));
+    db_check_report_free(&rep);
+    CHECK_OK(db, db_shard_intent(db, "shards/orphan.safetensors"));
+    write_text(tmp("run/shards/orphan.safetensors"), "orphan 3");
+    CHECK_OK(db, db_check_shards(db, run, DB_CHECK_DELETE_ORPHANS, &rep));
+    CHECK(has_item(&rep, DB_CHECK_ORPHAN_DELETED, "shards/orphan.safetensors"));
+    CHECK(!compat_file_exists(tmp("run/shards/orphan.safetensors")));
+    db_check_report_free(&rep);
+    tmp("run/shards/s1.safetensors");
+    tmp("run/shards/s4.safetensors");
+    tmp("run/shards/s5.safetensors");
+    db_close(db);
+}
+
+/* ---- the writer thread ------------------------------------------------------------------------- */
+#define PRODUCERS 4
+#define JOBS_PER_PRODUCER 12
+#define STEPS_PER_PRODUCER 150
+
+typedef struct {
+    int producer, index;
+    const char *run;
+    atomic_int *done_calls;
+    atomic_int *done_ok;
+    int sleep_ms;
+    int big; /* games with long move lists: the database must grow */
+    char text[64];
+} job_arg_t;
+
+static int job_write(const char *path, void *arg, char *err, size_t errlen) {
+    job_arg_t *a = arg;
+    return compat_write_file_durable(path, a->text, strlen(a->text), err, errlen) == 0 ? 0 : DB_ERROR;
+}
+
+/* Runs on the writer thread: writes and registers a shard of 3 games. */
+static int job_run(db_t *db, void *arg, char *err, size_t errlen) {
+    job_arg_t *a = arg;
+    if (a->sleep_ms) compat_sleep_ms(a->sleep_ms);
+    db_shard_t s = shard("", 1, 30);
+    snprintf(s.path, sizeof s.path, "shards/p%d_j%03d.safetensors", a->producer, a->index);
+    snprintf(a->text, sizeof a->text, "producer %d job %d", a->producer, a->index);
+    static char long_moves[20001];
+    if (a->big && !long_moves[0]) { /* only ever filled on the writer thread */
+        for (int i = 0; i < 4000; i++) memcpy(long_moves + 5 * i, "7g7f ", 5);
+        long_moves[19999] = 0;
+    }
+    const char *mv = a->big ? long_moves : "7g7f";
+    db_game_t g[3] = {game(0, 10, 1, DB_REASON_CHECKMATE, mv, 10), game(10, 10, -1, DB_REASON_RESIGN, mv, 10),
+                      game(20, 10, 0, DB_REASON_SENNICHITE, mv, 10)};
+    db_status_t st = db_shard_commit(db, a->run, &s, g, 3, job_write, a);
+    if (st != DB_OK) snprintf(err, errlen, "%s", db_errmsg(db));
+    return st;
+}
+
+static void job_done(void *arg, int status, const char *err) {
+    job_arg_t *a = arg;
+    (void)err;
+    atomic_fetch_add(a->done_calls, 1);
+    if (status == DB_OK) atomic_fetch_add(a->done_ok, 1);
+    free(a);
+}
+
+typedef struct {
+    db_writer_t *w;
+    int producer;
+    const char *run;
+    atomic_int *done_calls, *done_ok;
+    int submit_failures;
+} producer_t;
+
+static void *producer_main(void *arg) {
+    producer_t *p = arg;
+    int job = 0;
+    for (int i = 0; i < STEPS_PER_PRODUCER; i++) {
+        db_train_step_t row = {0};
+        row.step = (int64_t)p->producer * 100000 + i;
+        row.cycle = 1;
+        row.lr = 0.01;
+        row.loss_total = 1.0 / (i + 1);
+        row.loss_policy = row.loss_value = row.loss_legal = NAN;
+        row.acc_policy = row.acc_value = row.acc_legal = row.grad_norm = NAN;
+        if (db_writer_train_step(p->w, &row, -1) != DB_OK) p->submit_failures++;
+        if (i % (STEPS_PER_PRODUCER / JOBS_PER_PRODUCER) == 0 && job < JOBS_PER_PRODUCER) {
+            job_arg_t *a = calloc(1, sizeof *a);
+            a->producer = p->producer;
+            a->index = job++;
+            a->run = p->run;
+            a->done_calls = p->done_calls;
+            a->done_ok = p->done_ok;
+            db_job_t j = {job_run, job_done, a};
+            if (db_writer_submit(p->w, &j, -1) != DB_OK) {
+                p->submit_failures++;
+                free(a);
+            }
+        }
+    }
+    return NULL;
+}
+
+static void test_writer_producers(void) {
+    char err[DB_ERR_MAX];
+    db_t *db = NULL;
+    const char *run = tmp("wrun");
+    tmp("wrun/shards");
+    CHECK(compat_mkdir_p(tmp("wrun/shards"), err, sizeof err) == 0);
+    for (int p = 0; p < PRODUCERS; p++)
+        for (int j = 0; j < JOBS_PER_PRODUCER; j++) {
+            char name[96];
+            snprintf(name, sizeof name, "wrun/shards/p%d_j%03d.safetensors", p, j);
+            tmp(name);
+        }
+    const char *path = tmp_db("wrun/koma.db");
+    CHECK_OK(db, db_open(path, 0, &db, err, sizeof err));
+    if (!db) return;
+    db_t *reader = NULL; /* the trainer's view: a read-only connection while the writer writes */
+    CHECK_OK(reader, db_open(path, DB_OPEN_READONLY, &reader, err, sizeof err));
+
+    db_writer_t *w = db_writer_start(db, 8, err, sizeof err); /* small: producers feel backpressure */
+    CHECK(w != NULL);
+    if (!w) return;
+    atomic_int done_calls = 0, done_ok = 0;
+    producer_t prod[PRODUCERS];
+    compat_thread_t th[PRODUCERS];
+    for (int p = 0; p < PRODUCERS; p++) {
+        prod[p] = (producer_t){w, p, run, &done_calls, &done_ok, 0};
+        CHECK(compat_thread_create(&th[p], producer_main, &prod[p]) == 0);
+    }
+    int64_t seen_games = 0;
+    for (int i = 0; i < 20; i++) { /* reads never block on the writer */
+        int64_t ng = 0;
+        CHECK_OK(reader, db_count(reader, -1, &ng, NULL));
+        CHECK(ng >= seen_games);
+        seen_games = ng;
+        compat_sleep_ms(2);
+    }
+    for (int p = 0; p < PRODUCERS; p++) compat_thread_join(th[p]);
+    CHECK(db_writer_flush(w, 30000) == DB_OK);
+    /* After the flush every row is visible to another connection. */
+    int64_t ng = 0, np = 0;
+    CHECK_OK(reader, db_count(reader, -1, &ng, &np));
+    CHECK(ng == PRODUCERS * JOBS_PER_PRODUCER * 3 && np == PRODUCERS * JOBS_PER_PRODUCER * 30);
+    db_train_step_t *rows = calloc(PRODUCERS * STEPS_PER_PRODUCER + 1, sizeof *rows);
+    int32_t nr = 0;
+    CHECK_OK(reader, db_train_steps_get(reader, 0, INT64_MAX, rows, PRODUCERS * STEPS_PER_PRODUCER + 1, &nr));
+    CHECK(nr == PRODUCERS * STEPS_PER_PRODUCER);
+    free(rows);
+
+    db_cycle_metrics_t cm = {0};
+    cm.cycle = 1;
+    cm.games = ng;
+    cm.started = cm.finished = cm.selfplay_s = cm.train_s = cm.positions_per_s = cm.evals_per_s = NAN;
+    cm.avg_batch = cm.busy_pct = cm.avg_plies = cm.elo = cm.elo_lo = cm.elo_hi = NAN;
+    CHECK(db_writer_cycle_metrics(w, &cm, -1) == DB_OK);
+    db_train_step_t late = {0};
+    late.step = 999999;
+    CHECK(db_writer_train_step(w, &late, -1) == DB_OK); /* written by stop, not lost */
+
+    CHECK(db_writer_stop(w, 30000) == DB_OK);
+    CHECK(db_writer_stop(w, 0) == DB_OK); /* twice is fine */
+    db_writer_stats_t stats;
+    db_writer_stats(w, &stats);
+    CHECK(stats.jobs_done == PRODUCERS * JOBS_PER_PRODUCER && stats.jobs_failed == 0 && stats.jobs_cancelled == 0);
+    CHECK(stats.steps_written == PRODUCERS * STEPS_PER_PRODUCER + 1 && stats.steps_failed == 0);
+    CHECK(stats.cycles_written == 1 && stats.queued == 0 && stats.last_status == DB_OK);
+    CHECK(atomic_load(&done_calls) == PRODUCERS * JOBS_PER_PRODUCER && atomic_load(&done_ok) == done_calls);
+    for (int p = 0; p < PRODUCERS; p++) CHECK(prod[p].submit_failures == 0);
+    CHECK(db_writer_train_step(w, &late, -1) == DB_CANCELLED); /* stopped: refused, not queued */
+    db_writer_free(w);
+
+    /* The db is the caller's again. */
+    db_cycle_metrics_t cg;
+    CHECK_OK(db, db_cycle_metrics_get(db, 1, &cg));
+    CHECK(cg.games == ng);
+    db_summary_t sum;
+    CHECK_OK(db, db_summary(db, &sum));
+    CHECK(sum.train_steps == PRODUCERS * STEPS_PER_PRODUCER + 1 && sum.last_step == 999999 && sum.pending == 0);
+    CHECK(sum.shards == PRODUCERS * JOBS_PER_PRODUCER);
+    db_check_report_t rep;
+    CHECK_OK(db, db_check_shards(db, run, DB_CHECK_VERIFY, &rep));
+    CHECK(rep.n == 0 && rep.shards_checked == PRODUCERS * JOBS_PER_PRODUCER);
+    db_check_report_free(&rep);
+    db_close(reader);
+    db_close(db);
+}
+
+/* A producer blocked on a full queue, released by stop. */
+typedef struct {
+    db_writer_t *w;
+    atomic_int *done_calls, *done_ok;
+    int results[64];
+    int n;
+} blocked_t;
+
+static void *blocked_main(void *arg) {
+    blocked_t *b = arg;
+    for (b->n = 0; b->n < 64; b->n++) {
+        job_arg_t *a = calloc(1, sizeof *a);
+        a->sleep_ms = 100;
+        a->producer = 9;
+        a->index = 100 + b->n;
+        a->run = g_dir;
+        a->done_calls = b->done_calls;
+        a->done_ok = b->done_ok;
+        db_job_t j = {job_run, job_done, a};
+        b->results[b->n] = db_writer_submit(b->w, &j, -1);
+        if (b->results[b->n] != DB_OK) {
+            free(a);
+            b->n++;
+            break;
+        }
+    }
+    return NULL;
+}
+
+static void test_writer_shutdown(void) {
+    char err[DB_ERR_MAX];
+    db_t *db = NULL;
+    const char *path = tmp_db("wstop.db");
+    CHECK(compat_mkdir_p(tmp("shards"), err, sizeof err) == 0);
+    for (int i = 0; i < 64; i++) {
+        char name[96];
+        snprintf(name, sizeof name, "shards/p9_j%03d.safetensors", 100 + i);
+        tmp(name);
+    }
+    CHECK_OK(db, db_open(path, 0, &db, err, sizeof err));
+    if (!db) return;
+
+    CHECK(db_writer_start(db, 0, err, sizeof err) == NULL && contains(err, "capacity 0"));
+    CHECK(db_writer_start(NULL, 4, err, sizeof err) == NULL);
+
+    /* Slow jobs, a full queue, a short deadline: stop returns within bounds,
+     * the queued jobs are cancelled, every job's done() runs exactly once
+     * (written or cancelled), the blocked producer is released. */
+    db_writer_t *w = db_writer_start(db, 4, err, sizeof err);
+    CHECK(w != NULL);
+    if (!w) return;
+    atomic_int done_calls = 0, done_ok = 0;
+    blocked_t b = {w, &done_calls, &done_ok, {0}, 0};
+    compat_thread_t th;
+    CHECK(compat_thread_create(&th, blocked_main, &b) == 0);
+    db_writer_stats_t stats;
+    for (int i = 0; i < 500; i++) { /* until 4 are queued behind the one running */
+        db_writer_stats(w, &stats);
+        if (stats.queued == 4) break;
+        compat_sleep_ms(2);
+    }
+    CHECK(stats.queued == 4);
+    /* The queue is full: a submit that does not wait says so. */
+    job_arg_t *extra = calloc(1, sizeof *extra);
+    db_job_t ej = {job_run, job_done, extra};
+    CHECK(db_writer_submit(w, &ej, 0) == DB_TIMEOUT);
+    CHECK(db_writer_submit(w, &ej, 20) == DB_TIMEOUT);
+    free(extra);
+    CHECK(db_writer_flush(w, 1) == DB_TIMEOUT);
+
+    int64_t t0 = compat_now_ms();
+    int st = db_writer_stop(w, 50);
+    int64_t took = compat_now_ms() - t0;
+    CHECK(st == DB_TIMEOUT);
+    CHECK(took < 1000); /* the deadline plus the job in flight */
+    compat_thread_join(th);
+    CHECK(b.n >= 1 && b.results[b.n - 1] == DB_CANCELLED);
+    int accepted = 0;
+    for (int i = 0; i < b.n; i++) accepted += b.results[i] == DB_OK;
+    db_writer_stats(w, &stats);
+    CHECK(atomic_load(&done_calls) == accepted);
+    CHECK(stats.jobs_done + stats.jobs_cancelled == accepted && stats.jobs_cancelled >= 3);
+    CHECK(atomic_load(&done_ok) == stats.jobs_done);
+    CHECK(db_writer_flush(w, 100) == DB_OK); /* everything is accounted for */
+    printf("writer shutdown: %d accepted, %lld written, %lld cancelled, stop took %lld ms\n", accepted,
+           (long long)stats.jobs_done, (long long)stats.jobs_cancelled, (long long)took);
+    db_writer_free(w);
+    CHECK(count_rows(db, "shards") == stats.jobs_done && count_rows(db, "shard_intents") == 0);
+
+    /* A failing row and a full disk reach the stats and done(). */
+    w = db_writer_start(db, 4, err, sizeof err);
+    CHECK(w != NULL);
+    if (!w) return;
+    db_train_step_t row = {0};
+    row.step = 1;
+    row.lr = NAN; /* lr is NOT NULL: this row cannot be written */
+    row.loss_policy = row.loss_value = row.loss_legal = row.loss_total = NAN;
+    row.acc_policy = row.acc_value = row.acc_legal = row.grad_norm = NAN;
+    CHECK(db_writer_train_step(w, &row, -1) == DB_OK);
+    CHECK(db_writer_flush(w, 10000) == DB_OK);
+    db_writer_stats(w, &stats);
+    CHECK(stats.steps_failed == 1 && stats.last_status == DB_CONSTRAINT && contains(stats.last_error, "train step 1"));
+    CHECK(db_writer_stop(w, 1000) == DB_OK);
+    db_writer_free(w);
+
+    CHECK_OK(db, db_exec(db, "PRAGMA max_page_count = 1")); /* the db is ours between writers */
+    w = db_writer_start(db, 4, err, sizeof err);
+    CHECK(w != NULL);
+    if (!w) return;
+    int calls_before = atomic_load(&done_calls);
+    job_arg_t *a = calloc(1, sizeof *a);
+    a->producer = 9;
+    a->index = 500;
+    a->big = 1;
+    a->run = g_dir;
+    a->done_calls = &done_calls;
+    a->done_ok = &done_ok;
+    tmp("shards/p9_j500.safetensors");
+    db_job_t j = {job_run, job_done, a};
+    CHECK(db_writer_submit(w, &j, -1) == DB_OK);
+    CHECK(db_writer_flush(w, 10000) == DB_OK);
+    db_writer_stats(w, &stats);
+    CHECK(stats.jobs_failed == 1 && stats.last_status == DB_FULL && contains(stats.last_error, "disk is full") &&
+          starts_with(stats.last_error, path));
+    CHECK(atomic_load(&done_calls) == calls_before + 1);
+    CHECK(!compat_file_exists(tmp("shards/p9_j500.safetensors"))); /* no orphan left */
+    db_writer_free(w);
+    CHECK_OK(db, db_exec(db, "PRAGMA max_page_count = 1073741823"));
+    db_writer_free(NULL);
+    db_close(db);
+}
+
+int main(void) {
+    const char *t = getenv("TMPDIR");
+    if (!t || !*t) t = getenv("TEMP");
+    if (!t || !*t) t = "/tmp";
+    snprintf(g_dir, sizeof g_dir, "%s/koma_test_db_%d", t, compat_getpid());
+    char err[512];
+    if (compat_mkdir_p(g_dir, err, sizeof err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    test_open_and_schema();
+    test_round_trips();
+    test_transactions();
+    test_shard_files();
+    test_writer_producers();
+    test_writer_shutdown();
+
+    for (int i = g_ncleanup - 1; i >= 0; i--) { /* files first, then their folders */
+        remove(g_cleanup[i]);
+        free(g_cleanup[i]);
+    }
+    remove(g_dir);
+    printf("test_db: %d checks, %d failed\n", g_checks, g_fail);
+    return g_fail ? 1 : 0;
+}
