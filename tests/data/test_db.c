@@ -39,7 +39,7 @@ static int starts_with(const char *s, const char *p) { return s && strncmp(s, p,
 
 /* ---- temporary files ------------------------------------------------------------ */
 static char g_dir[400];
-static char *g_cleanup[512];
+static char *g_cleanup[4096];
 static int g_ncleanup;
 
 /* <g_dir>/<name>, remembered for removal at exit (files before their folders). */
@@ -48,7 +48,7 @@ static const char *tmp(const char *name) {
     snprintf(buf, sizeof buf, "%s/%s", g_dir, name);
     for (int i = 0; i < g_ncleanup; i++)
         if (strcmp(g_cleanup[i], buf) == 0) return g_cleanup[i];
-    KOMA_ASSERT(g_ncleanup < 512);
+    KOMA_ASSERT(g_ncleanup < 4096);
     g_cleanup[g_ncleanup] = strdup(buf);
     return g_cleanup[g_ncleanup++];
 }
@@ -1024,7 +1024,168 @@ static void test_writer_shutdown(void) {
     db_close(db);
 }
 
-int main(void) {
+/* ---- crash and resume ------------------------------------------------------------------------ */
+/* The test binary runs itself as a child ("--crash-child <dir> <iteration>
+ * <mode>") that writes shards and train steps through the writer thread and
+ * dies with _Exit at some moment: no cleanup, no stdio flush, as under
+ * kill -9 (the OS keeps what was written). Mode 0 dies right after a shard
+ * file's rename, before its registration (the orphan window); mode 1 dies
+ * after a delay that depends on the iteration. The parent then reopens the
+ * run as a restarted command would and checks the invariants. */
+#define CRASH_JOBS 40
+
+typedef struct {
+    int iteration, mode, producer, index;
+    char text[64];
+} crash_arg_t;
+
+static int crash_write(const char *path, void *arg, char *err, size_t errlen) {
+    crash_arg_t *a = arg;
+    int rc = compat_write_file_durable(path, a->text, strlen(a->text), err, errlen);
+    if (a->mode == 0 && a->producer == 0 && a->index == 5) _Exit(3); /* renamed, not registered */
+    return rc == 0 ? 0 : DB_ERROR;
+}
+
+static const char *g_child_run;
+
+static int crash_job(db_t *db, void *arg, char *err, size_t errlen) {
+    crash_arg_t *a = arg;
+    db_shard_t s = shard("", a->iteration, 20);
+    snprintf(s.path, sizeof s.path, "shards/i%02d_p%d_j%03d.safetensors", a->iteration, a->producer, a->index);
+    snprintf(a->text, sizeof a->text, "iteration %d producer %d job %d", a->iteration, a->producer, a->index);
+    db_game_t g[2] = {game(0, 12, 1, DB_REASON_CHECKMATE, "7g7f 3c3d", 12),
+                      game(12, 8, 0, DB_REASON_SENNICHITE, "2g2f", 8)};
+    db_status_t st = db_shard_commit(db, g_child_run, &s, g, 2, crash_write, a);
+    if (st != DB_OK) snprintf(err, errlen, "%s", db_errmsg(db));
+    return st;
+}
+
+static void crash_done(void *arg, int status, const char *err) {
+    (void)status;
+    (void)err;
+    free(arg);
+}
+
+typedef struct {
+    db_writer_t *w;
+    int iteration, mode, producer;
+} crash_producer_t;
+
+static void *crash_producer(void *arg) {
+    crash_producer_t *p = arg;
+    for (int j = 0; j < CRASH_JOBS; j++) {
+        crash_arg_t *a = calloc(1, sizeof *a);
+        *a = (crash_arg_t){p->iteration, p->mode, p->producer, j, ""};
+        db_job_t job = {crash_job, crash_done, a};
+        if (db_writer_submit(p->w, &job, -1) != DB_OK) free(a);
+        for (int k = 0; k < 5; k++) {
+            db_train_step_t row = {0};
+            row.step = (int64_t)p->iteration * 1000000 + p->producer * 100000 + j * 10 + k;
+            row.cycle = p->iteration;
+            row.lr = 0.01;
+            row.loss_policy = row.loss_value = row.loss_legal = row.loss_total = NAN;
+            row.acc_policy = row.acc_value = row.acc_legal = row.grad_norm = NAN;
+            db_writer_train_step(p->w, &row, -1);
+        }
+    }
+    return NULL;
+}
+
+static int crash_child(const char *run, int iteration, int mode) {
+    char err[DB_ERR_MAX], path[600];
+    g_child_run = run;
+    snprintf(path, sizeof path, "%s/koma.db", run);
+    db_t *db = NULL;
+    if (db_open(path, 0, &db, err, sizeof err) != DB_OK) {
+        fprintf(stderr, "child: %s\n", err);
+        return 1;
+    }
+    db_writer_t *w = db_writer_start(db, 4, err, sizeof err);
+    if (!w) return 1;
+    crash_producer_t p[2] = {{w, iteration, mode, 0}, {w, iteration, mode, 1}};
+    compat_thread_t th[2];
+    for (int i = 0; i < 2; i++) compat_thread_create(&th[i], crash_producer, &p[i]);
+    if (mode == 1) {
+        compat_sleep_ms(3 + 7 * iteration);
+        _Exit(3); /* in the middle of whatever the writer is doing */
+    }
+    for (int i = 0; i < 2; i++) compat_thread_join(th[i]);
+    db_writer_free(w);
+    db_close(db);
+    return 0; /* mode 0 normally dies before this */
+}
+
+static void test_crash_resume(const char *self) {
+    char err[DB_ERR_MAX], cmd[1400];
+    const char *run = tmp("crun");
+    tmp("crun/shards");
+    tmp("crun/orphans");
+    const char *path = tmp_db("crun/koma.db");
+    CHECK(compat_mkdir_p(tmp("crun/shards"), err, sizeof err) == 0);
+    int orphans = 0, registered = 0;
+    for (int it = 0; it < 6; it++) {
+        int mode = it % 2;
+        for (int p = 0; p < 2; p++)
+            for (int j = 0; j < CRASH_JOBS; j++) {
+                char name[96];
+                snprintf(name, sizeof name, "crun/shards/i%02d_p%d_j%03d.safetensors", it, p, j);
+                tmp(name);
+                snprintf(name, sizeof name, "crun/orphans/shards_i%02d_p%d_j%03d.safetensors", it, p, j);
+                tmp(name);
+            }
+        snprintf(cmd, sizeof cmd, "\"%s\" --crash-child \"%s\" %d %d", self, run, it, mode);
+        int rc = system(cmd);
+        CHECK(rc != 0); /* it died */
+
+        /* Restart: open, check, and everything on record is whole. */
+        db_t *db = NULL;
+        CHECK_OK(db, db_open(path, 0, &db, err, sizeof err));
+        if (!db) return;
+        db_check_report_t rep;
+        CHECK_OK(db, db_check_shards(db, run, DB_CHECK_VERIFY, &rep));
+        for (int32_t i = 0; i < rep.n; i++) {
+            CHECK(rep.items[i].kind != DB_CHECK_MISSING && rep.items[i].kind != DB_CHECK_MISMATCH);
+            if (rep.items[i].kind == DB_CHECK_ORPHAN_MOVED) orphans++;
+            if (rep.items[i].kind == DB_CHECK_TMP_REMOVED) {
+                char name[DB_PATH_MAX + 64];
+                snprintf(name, sizeof name, "crun/%s", rep.items[i].path);
+                tmp(name);
+            }
+        }
+        if (mode == 0) { /* died between rename and registration of this one */
+            char rel[96];
+            snprintf(rel, sizeof rel, "shards/i%02d_p0_j005.safetensors", it);
+            CHECK(has_item(&rep, DB_CHECK_ORPHAN_MOVED, rel));
+        }
+        db_check_report_free(&rep);
+        CHECK(sql_int(path, "SELECT count(*) FROM shards s WHERE games != "
+                            "(SELECT count(*) FROM games g WHERE g.shard_id = s.id)") == 0);
+        CHECK(sql_int(path, "SELECT count(*) FROM games WHERE shard_id NOT IN (SELECT id FROM shards)") == 0);
+        CHECK(sql_int(path, "SELECT count(*) FROM shard_intents") == 0);
+        char ok[16];
+        sql_text(path, "PRAGMA integrity_check", ok, sizeof ok);
+        CHECK(strcmp(ok, "ok") == 0);
+        /* A file in shards/ exists exactly when its row does. */
+        for (int p = 0; p < 2; p++)
+            for (int j = 0; j < CRASH_JOBS; j++) {
+                char rel[96], abs[800], sql[200];
+                snprintf(rel, sizeof rel, "shards/i%02d_p%d_j%03d.safetensors", it, p, j);
+                snprintf(abs, sizeof abs, "%s/%s", run, rel);
+                snprintf(sql, sizeof sql, "SELECT count(*) FROM shards WHERE path = '%s'", rel);
+                int64_t rows = sql_int(path, sql);
+                CHECK(rows == (compat_file_exists(abs) ? 1 : 0));
+                registered += (int)rows;
+            }
+        db_close(db);
+    }
+    printf("crash/resume: 6 crashes, %d shards registered, %d orphans moved aside\n", registered, orphans);
+    CHECK(orphans >= 1);
+    CHECK(registered > 0);
+}
+
+int main(int argc, char **argv) {
+    if (argc == 5 && strcmp(argv[1], "--crash-child") == 0)
+        return crash_child(argv[2], atoi(argv[3]), atoi(argv[4]));
     const char *t = getenv("TMPDIR");
     if (!t || !*t) t = getenv("TEMP");
     if (!t || !*t) t = "/tmp";
@@ -1040,6 +1201,7 @@ int main(void) {
     test_shard_files();
     test_writer_producers();
     test_writer_shutdown();
+    test_crash_resume(argv[0]);
 
     for (int i = g_ncleanup - 1; i >= 0; i--) { /* files first, then their folders */
         remove(g_cleanup[i]);
