@@ -301,7 +301,9 @@ enum {
  * missing or differs, and resolves every pending intent: a file that was
  * written but never registered is moved aside (or deleted), a half-written
  * temporary is removed. Rows are never deleted. DB_OK means the check ran;
- * look at report->n for what it found. */
+ * look at report->n for what it found. Orphans are found through their
+ * intent rows, not by listing shards/ (compat/ has no directory listing):
+ * a file put there by hand, or written without db_shard_intent, is not seen. */
 db_status_t db_check_shards(db_t *db, const char *run_dir, uint32_t flags, db_check_report_t *report);
 void db_check_report_free(db_check_report_t *r); /* NULL ok */
 
