@@ -23,8 +23,17 @@
 
 #include "engine/types.h"
 
-typedef struct {
+#if defined(__GNUC__) || defined(__clang__)
+typedef uint64_t bb_vec_t __attribute__((vector_size(16)));
+#define BB_VECTOR 1
+#endif
+
+/* p[0]: squares 0..62, p[1]: squares 63..80 (bit = square - 63). */
+typedef union {
     uint64_t p[2];
+#ifdef BB_VECTOR
+    bb_vec_t v; /* the same 128 bits as one SIMD value (GCC/Clang vector extension) */
+#endif
 } Bitboard;
 
 /* ---- tables, filled by engine_init() ------------------------------------ */
@@ -65,11 +74,19 @@ static inline Bitboard bb_file(int32_t f) { return bb_file_tab[f]; }
 static inline Bitboard bb_rank(int32_t r) { return bb_rank_tab[r]; }
 /* Promotion zone of c: the three ranks nearest the opponent. */
 static inline Bitboard bb_zone(Color c) { return bb_forward_ranks_tab[c][2]; }
+#ifdef BB_VECTOR
+static inline Bitboard bb_and(Bitboard a, Bitboard b) { Bitboard r; r.v = a.v & b.v; return r; }
+static inline Bitboard bb_or(Bitboard a, Bitboard b) { Bitboard r; r.v = a.v | b.v; return r; }
+static inline Bitboard bb_xor(Bitboard a, Bitboard b) { Bitboard r; r.v = a.v ^ b.v; return r; }
+/* a & ~b */
+static inline Bitboard bb_andnot(Bitboard a, Bitboard b) { Bitboard r; r.v = a.v & ~b.v; return r; }
+#else
 static inline Bitboard bb_and(Bitboard a, Bitboard b) { return bb_make(a.p[0] & b.p[0], a.p[1] & b.p[1]); }
 static inline Bitboard bb_or(Bitboard a, Bitboard b) { return bb_make(a.p[0] | b.p[0], a.p[1] | b.p[1]); }
 static inline Bitboard bb_xor(Bitboard a, Bitboard b) { return bb_make(a.p[0] ^ b.p[0], a.p[1] ^ b.p[1]); }
 /* a & ~b */
 static inline Bitboard bb_andnot(Bitboard a, Bitboard b) { return bb_make(a.p[0] & ~b.p[0], a.p[1] & ~b.p[1]); }
+#endif
 /* All 81 squares not in b. */
 static inline Bitboard bb_not(Bitboard b) { return bb_andnot(bb_full(), b); }
 static inline bool bb_is_empty(Bitboard b) { return (b.p[0] | b.p[1]) == 0; }

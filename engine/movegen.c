@@ -109,13 +109,38 @@ static ALWAYS_INLINE int32_t gen_legal(const Position *pos, Move *out, const boo
             p = emit_kind(p, (from), (t), (kind), &mk);                                                                \
     } while (0)
 
-    /* King moves. */
+    /* King moves: each target tested against their pieces, sets hoisted out of the loop. */
     {
         Bitboard t = bb_andnot(bb_king_attacks(ksq), own);
-        Bitboard occ_wo_k = bb_xor(occ, bb_sq_tab[ksq]);
-        while (bb_nonzero(t)) {
-            Square to = bb_pop_lsb(&t);
-            if (!pos_is_attacked(pos, them, to, occ_wo_k)) {
+        if (bb_nonzero(t)) {
+            const Bitboard occ_wo_k = bb_xor(occ, bb_sq_tab[ksq]);
+            const Bitboard theirs = pos->by_color[them];
+            const Bitboard e_pawn = bb_and(pos->bb[PT_PAWN], theirs), e_knight = bb_and(pos->bb[PT_KNIGHT], theirs);
+            const Bitboard e_silver = bb_and(pos->bb[PT_SILVER], theirs);
+            const Bitboard e_gold = bb_and(pos->bb[POS_BB_GOLDS], theirs), e_hdk = bb_and(pos->bb[POS_BB_HDK], theirs);
+            const Bitboard e_lance = bb_and(pos->bb[PT_LANCE], theirs);
+            const Bitboard e_bh = bb_and(pos->bb[POS_BB_BISHOP_HORSE], theirs);
+            const Bitboard e_rd = bb_and(pos->bb[POS_BB_ROOK_DRAGON], theirs);
+            while (bb_nonzero(t)) {
+                Square to = bb_pop_lsb(&t);
+                Bitboard a = bb_and(bb_step_tab[us][PT_PAWN][to], e_pawn);
+                a = bb_or(a, bb_and(bb_step_tab[us][PT_KNIGHT][to], e_knight));
+                a = bb_or(a, bb_and(bb_step_tab[us][PT_SILVER][to], e_silver));
+                a = bb_or(a, bb_and(bb_step_tab[us][PT_GOLD][to], e_gold));
+                a = bb_or(a, bb_and(bb_king_attacks(to), e_hdk));
+                if (bb_nonzero(a)) continue;
+                Bitboard sl = bb_and(bb_lance_pseudo_tab[us][to], e_lance);
+                sl = bb_or(sl, bb_and(bb_bishop_pseudo_tab[to], e_bh));
+                sl = bb_or(sl, bb_and(bb_rook_pseudo_tab[to], e_rd));
+                bool attacked = false;
+                while (bb_nonzero(sl)) {
+                    Square s = bb_pop_lsb(&sl);
+                    if (!bb_intersects(bb_between(to, s), occ_wo_k)) {
+                        attacked = true;
+                        break;
+                    }
+                }
+                if (attacked) continue;
                 if (COUNT)
                     n++;
                 else
@@ -136,6 +161,7 @@ static ALWAYS_INLINE int32_t gen_legal(const Position *pos, Move *out, const boo
     }
 
     const Bitboard pinned = bb_and(pos_blockers(pos, us, 0), own);
+    const bool any_pinned = bb_nonzero(pinned);
 
     /* Pawns: unpinned ones all at once, pinned ones one by one. */
     {
@@ -173,7 +199,7 @@ static ALWAYS_INLINE int32_t gen_legal(const Position *pos, Move *out, const boo
     for (Bitboard b = pos_pieces(pos, us, PT_LANCE); bb_nonzero(b);) {
         Square from = bb_pop_lsb(&b);
         Bitboard t = bb_and(bb_lance_attacks(us, from, occ), target);
-        if (bb_test(pinned, from)) t = bb_and(t, bb_line(ksq, from));
+        if (any_pinned && bb_test(pinned, from)) t = bb_and(t, bb_line(ksq, from));
         ADD(from, t, KIND_PAWN);
     }
     /* Knights: a pinned knight can never move. */
@@ -186,7 +212,7 @@ static ALWAYS_INLINE int32_t gen_legal(const Position *pos, Move *out, const boo
     for (Bitboard b = pos_pieces(pos, us, PT_SILVER); bb_nonzero(b);) {
         Square from = bb_pop_lsb(&b);
         Bitboard t = bb_and(bb_silver_attacks(us, from), target);
-        if (bb_test(pinned, from)) t = bb_and(t, bb_line(ksq, from));
+        if (any_pinned && bb_test(pinned, from)) t = bb_and(t, bb_line(ksq, from));
         if (bb_test(mk.zone, from))
             ADD(from, t, KIND_FROMZONE);
         else
@@ -196,7 +222,7 @@ static ALWAYS_INLINE int32_t gen_legal(const Position *pos, Move *out, const boo
     for (Bitboard b = bb_and(pos->bb[POS_BB_GOLDS], own); bb_nonzero(b);) {
         Square from = bb_pop_lsb(&b);
         Bitboard t = bb_and(bb_gold_attacks(us, from), target);
-        if (bb_test(pinned, from)) t = bb_and(t, bb_line(ksq, from));
+        if (any_pinned && bb_test(pinned, from)) t = bb_and(t, bb_line(ksq, from));
         ADD(from, t, KIND_NONE);
     }
     /* Bishops and horses. */
@@ -206,7 +232,7 @@ static ALWAYS_INLINE int32_t gen_legal(const Position *pos, Move *out, const boo
         Bitboard a = bb_bishop_attacks(from, occ);
         if (horse) a = bb_or(a, bb_king_attacks(from));
         Bitboard t = bb_and(a, target);
-        if (bb_test(pinned, from)) t = bb_and(t, bb_line(ksq, from));
+        if (any_pinned && bb_test(pinned, from)) t = bb_and(t, bb_line(ksq, from));
         if (horse)
             ADD(from, t, KIND_NONE);
         else if (bb_test(mk.zone, from))
@@ -221,7 +247,7 @@ static ALWAYS_INLINE int32_t gen_legal(const Position *pos, Move *out, const boo
         Bitboard a = bb_rook_attacks(from, occ);
         if (dragon) a = bb_or(a, bb_king_attacks(from));
         Bitboard t = bb_and(a, target);
-        if (bb_test(pinned, from)) t = bb_and(t, bb_line(ksq, from));
+        if (any_pinned && bb_test(pinned, from)) t = bb_and(t, bb_line(ksq, from));
         if (dragon)
             ADD(from, t, KIND_NONE);
         else if (bb_test(mk.zone, from))

@@ -69,6 +69,17 @@ static inline void toggle_piece(Position *pos, Piece pc, Square sq) {
     pos->bb[POS_BB_OCC] = bb_xor(pos->bb[POS_BB_OCC], s);
 }
 
+/* Moves pc from one square to another (same piece on both). */
+static inline void shift_piece(Position *pos, Piece pc, Square from, Square to) {
+    Bitboard s = bb_or(bb_sq_tab[from], bb_sq_tab[to]);
+    PieceType pt = piece_type(pc);
+    pos->bb[pt] = bb_xor(pos->bb[pt], s);
+    pos->bb[GROUP1[pt]] = bb_xor(pos->bb[GROUP1[pt]], s);
+    pos->bb[GROUP2[pt]] = bb_xor(pos->bb[GROUP2[pt]], s);
+    pos->by_color[piece_color(pc)] = bb_xor(pos->by_color[piece_color(pc)], s);
+    pos->bb[POS_BB_OCC] = bb_xor(pos->bb[POS_BB_OCC], s);
+}
+
 uint64_t pos_compute_board_key(const Position *pos) {
     uint64_t k = pos->side == COLOR_WHITE ? zob_side : 0;
     for (Square sq = 0; sq < SQ_NB; sq++) k ^= zob_psq[pos->board[sq]][sq];
@@ -164,10 +175,16 @@ bool pos_is_attacked(const Position *pos, Color c, Square sq, Bitboard occ) {
     a = bb_or(a, bb_and(bb_gold_attacks(them, sq), pos->bb[POS_BB_GOLDS]));
     a = bb_or(a, bb_and(bb_king_attacks(sq), pos->bb[POS_BB_HDK]));
     if (bb_intersects(a, mine)) return true;
-    Bitboard sl = bb_and(bb_lance_attacks(them, sq, occ), pos->bb[PT_LANCE]);
-    sl = bb_or(sl, bb_and(bb_bishop_attacks(sq, occ), pos->bb[POS_BB_BISHOP_HORSE]));
-    sl = bb_or(sl, bb_and(bb_rook_attacks(sq, occ), pos->bb[POS_BB_ROOK_DRAGON]));
-    return bb_intersects(sl, mine);
+    /* Sliders: each one on a line through sq attacks it when nothing stands between. */
+    Bitboard sl = bb_and(bb_lance_pseudo_tab[them][sq], pos->bb[PT_LANCE]);
+    sl = bb_or(sl, bb_and(bb_bishop_pseudo_tab[sq], pos->bb[POS_BB_BISHOP_HORSE]));
+    sl = bb_or(sl, bb_and(bb_rook_pseudo_tab[sq], pos->bb[POS_BB_ROOK_DRAGON]));
+    sl = bb_and(sl, mine);
+    while (bb_nonzero(sl)) {
+        Square s = bb_pop_lsb(&sl);
+        if (!bb_intersects(bb_between(sq, s), occ)) return true;
+    }
+    return false;
 }
 
 Bitboard pos_attacks_by(const Position *pos, Color c) {
@@ -200,6 +217,54 @@ Bitboard pos_blockers(const Position *pos, Color c, Bitboard *pinners) {
 }
 
 /* ---- make / unmake -------------------------------------------------------- */
+/* Pieces of us checking them's king right after us played m (already on the board):
+ * the moved piece itself, and sliders uncovered on the line through its origin. */
+static inline Bitboard checkers_after(const Position *pos, Move m, Color us, Color them) {
+    const Square ksq = pos->king_sq[them], to = move_to(m);
+    const Bitboard occ = pos->bb[POS_BB_OCC];
+    const Piece pc = pos->board[to];
+    const PieceType pt = piece_type(pc);
+    Bitboard ch = bb_zero();
+    bool direct;
+    switch (pt) {
+    case PT_LANCE:
+        direct = bb_test(bb_lance_pseudo_tab[them][ksq], to) && !bb_intersects(bb_between(to, ksq), occ);
+        break;
+    case PT_BISHOP:
+        direct = bb_test(bb_bishop_pseudo_tab[to], ksq) && !bb_intersects(bb_between(to, ksq), occ);
+        break;
+    case PT_ROOK:
+        direct = bb_test(bb_rook_pseudo_tab[to], ksq) && !bb_intersects(bb_between(to, ksq), occ);
+        break;
+    case PT_HORSE:
+        direct = bb_test(bb_king_attacks(to), ksq) ||
+                 (bb_test(bb_bishop_pseudo_tab[to], ksq) && !bb_intersects(bb_between(to, ksq), occ));
+        break;
+    case PT_DRAGON:
+        direct = bb_test(bb_king_attacks(to), ksq) ||
+                 (bb_test(bb_rook_pseudo_tab[to], ksq) && !bb_intersects(bb_between(to, ksq), occ));
+        break;
+    default: direct = bb_test(bb_step_tab[us][pt][to], ksq); break;
+    }
+    if (direct) ch = bb_sq_tab[to];
+    if (!move_is_drop(m)) {
+        Square from = move_from(m);
+        int d = bb_dir_tab[ksq][from];
+        if (d) {
+            /* Our sliders beyond from, seen from their king along direction d. */
+            bool diag = d == 1 || d == 3 || d == 6 || d == 8;
+            Bitboard sl = diag ? pos->bb[POS_BB_BISHOP_HORSE] : pos->bb[POS_BB_ROOK_DRAGON];
+            sl = bb_or(sl, bb_and(bb_lance_pseudo_tab[them][ksq], pos->bb[PT_LANCE]));
+            sl = bb_and(bb_and(sl, pos->by_color[us]), bb_ray_tab[d][ksq]);
+            while (bb_nonzero(sl)) {
+                Square s = bb_pop_lsb(&sl);
+                if (s != to && !bb_intersects(bb_between(ksq, s), occ)) ch = bb_or(ch, bb_sq_tab[s]);
+            }
+        }
+    }
+    return ch;
+}
+
 void pos_do_move(Position *pos, Move m) {
     KOMA_ASSERT(pos->hist_n + 1 < POS_HIST_MAX);
     const PosState *prev = &pos->hist[pos->hist_n];
@@ -229,8 +294,12 @@ void pos_do_move(Position *pos, Move m) {
             board_key ^= zob_psq[captured][to];
         }
         Piece npc = move_is_promote(m) ? pc + PT_PROMOTE : pc;
-        toggle_piece(pos, pc, from);
-        toggle_piece(pos, npc, to);
+        if (npc == pc) {
+            shift_piece(pos, pc, from, to);
+        } else {
+            toggle_piece(pos, pc, from);
+            toggle_piece(pos, npc, to);
+        }
         pos->board[from] = PIECE_NONE;
         pos->board[to] = (uint8_t)npc;
         board_key ^= zob_psq[pc][from] ^ zob_psq[npc][to];
@@ -246,7 +315,7 @@ void pos_do_move(Position *pos, Move m) {
     st->hand[1] = pos->hand[1];
     st->move = m;
     st->captured = captured;
-    st->checkers = pos_attackers_to(pos, us, pos->king_sq[them], pos->bb[POS_BB_OCC]);
+    st->checkers = checkers_after(pos, m, us, them);
 }
 
 void pos_undo_move(Position *pos) {
@@ -264,8 +333,12 @@ void pos_undo_move(Position *pos) {
         Square from = move_from(m);
         Piece npc = pos->board[to];
         Piece pc = move_is_promote(m) ? npc - PT_PROMOTE : npc;
-        toggle_piece(pos, npc, to);
-        toggle_piece(pos, pc, from);
+        if (npc == pc) {
+            shift_piece(pos, pc, to, from);
+        } else {
+            toggle_piece(pos, npc, to);
+            toggle_piece(pos, pc, from);
+        }
         pos->board[from] = (uint8_t)pc;
         pos->board[to] = (uint8_t)st->captured;
         if (st->captured != PIECE_NONE) {
