@@ -322,6 +322,7 @@ void pos_undo_move(Position *pos) {
     KOMA_ASSERT(pos->hist_n > 0);
     const PosState *st = &pos->hist[pos->hist_n];
     Move m = st->move;
+    KOMA_ASSERT(m != MOVE_NULL);
     Color them = pos->side, us = color_flip(them);
     Square to = move_to(m);
     if (move_is_drop(m)) {
@@ -353,7 +354,7 @@ void pos_undo_move(Position *pos) {
 }
 
 void pos_do_null_move(Position *pos) {
-    KOMA_ASSERT(pos->hist_n + 1 < POS_HIST_MAX);
+    KOMA_ASSERT(pos->hist_n + 1 < POS_HIST_MAX && !pos_in_check(pos));
     const PosState *prev = &pos->hist[pos->hist_n];
     PosState *st = &pos->hist[pos->hist_n + 1];
     *st = *prev;

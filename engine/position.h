@@ -131,7 +131,7 @@ static inline Bitboard pos_pinned(const Position *pos, Color c) {
 /* ---- moves ----------------------------------------------------------------- */
 /* Plays a legal move (a pseudo-legal move that pos_is_legal accepts). */
 void pos_do_move(Position *pos, Move m);
-/* Takes back the last move made. */
+/* Takes back the last move made (not a null move: pos_undo_null_move). */
 void pos_undo_move(Position *pos);
 /* Passes (side to move flips). Only when not in check. */
 void pos_do_null_move(Position *pos);

@@ -70,7 +70,8 @@ SfenError sfen_parse(Position *pos, const char *s, size_t len, char *err, size_t
 /* Same for a NUL-terminated string. */
 SfenError sfen_parse_cstr(Position *pos, const char *s, char *err, size_t errlen);
 /* Writes pos as SFEN (NUL-terminated) into buf of size >= SFEN_MAX_LEN;
- * returns the length without the NUL. Hands are written in the order
+ * returns the length without the NUL (like snprintf: a smaller buffer gets
+ * a truncated, still NUL-terminated text and the full length is returned). Hands are written in the order
  * R B G S N L P, Black's first. */
 int32_t sfen_write(const Position *pos, char *buf, size_t buflen);
 
