@@ -7,7 +7,10 @@
  * repetition/declaration/max-ply verdicts (rules.h), mate search (mate1.h).
  *
  * A Position is a plain struct: it may be copied with pos_copy (which copies
- * only the used part of the history) or memcpy. It holds no pointers.
+ * only the used part of the history: 480 bytes + 64 per ply) or memcpy. It
+ * holds no pointers. It is large (about 128 KiB, mostly history): keep it
+ * static, on the heap, or in a long-lived struct rather than on small
+ * thread stacks.
  *
  * History: hist[0] is the state of the position as set (SFEN/startpos),
  * hist[hist_n] the current one. pos_do_move pushes, pos_undo_move pops.
