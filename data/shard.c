@@ -1,0 +1,993 @@
+/* shard.c - shard files: builder, durable write and registration, validating
+ * reader, batch gather. See shard.h for the layout and the contract.
+ *
+ * Owns: rows <-> columns, and every check on a shard's values. Does not own:
+ * the safetensors format (nn/safetensors.c), SQL (data/db.c), threads
+ * (data/writer.c).
+ */
+#include "data/shard.h"
+
+#include "compat/compat.h"
+#include "nn/safetensors.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SHARD_GROW_MIN 256
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...) {
+    if (!err || !errlen) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+static int format_ok(const shard_format_t *f) {
+    return f && f->planes_bytes >= 1 && f->planes_bytes <= SHARD_MAX_WIDTH && f->hand_n >= 0 &&
+           f->hand_n <= SHARD_MAX_WIDTH && f->legal_bytes >= 0 && f->legal_bytes <= SHARD_MAX_WIDTH;
+}
+
+static int format_equal(const shard_format_t *a, const shard_format_t *b) {
+    return a->features_version == b->features_version && a->planes_bytes == b->planes_bytes &&
+           a->hand_n == b->hand_n && a->legal_bytes == b->legal_bytes;
+}
+
+/* ---- position column ---------------------------------------------------------- */
+static void put_u16(uint8_t *p, uint16_t v) {
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+static void put_u32(uint8_t *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static uint16_t get_u16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static uint32_t get_u32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+void shard_position_pack(const shard_position_t *p, uint8_t out[SHARD_POSITION_BYTES]) {
+    memset(out, 0, SHARD_POSITION_BYTES);
+    memcpy(out + SHARD_POS_BOARD, p->board, 81);
+    out[SHARD_POS_SIDE] = p->side;
+    put_u16(out + SHARD_POS_PLY, p->ply);
+    put_u32(out + SHARD_POS_HAND_BLACK, p->hand[0]);
+    put_u32(out + SHARD_POS_HAND_WHITE, p->hand[1]);
+}
+
+void shard_position_unpack(const uint8_t in[SHARD_POSITION_BYTES], shard_position_t *p) {
+    memcpy(p->board, in + SHARD_POS_BOARD, 81);
+    p->side = in[SHARD_POS_SIDE];
+    p->ply = get_u16(in + SHARD_POS_PLY);
+    p->hand[0] = get_u32(in + SHARD_POS_HAND_BLACK);
+    p->hand[1] = get_u32(in + SHARD_POS_HAND_WHITE);
+}
+
+const char *shard_position_check(const uint8_t in[SHARD_POSITION_BYTES]) {
+    for (int sq = 0; sq < 81; sq++) {
+        uint8_t pc = in[SHARD_POS_BOARD + sq];
+        uint8_t pt = pc & 15;
+        /* empty, or piece type 1..14 plus the colour bit 16 */
+        if (pc != 0 && ((pc & ~(16 | 15)) || pt == 0 || pt == 15)) return "bad piece code on the board";
+    }
+    if (in[SHARD_POS_SIDE] > 1) return "side to move is neither 0 nor 1";
+    for (int i = SHARD_POS_HAND_WHITE + 4; i < SHARD_POSITION_BYTES; i++)
+        if (in[i]) return "reserved bytes 92..95 are not zero";
+    return NULL;
+}
+
+char *shard_path_format(char *buf, size_t len, int32_t cycle, int64_t seq) {
+    snprintf(buf, len, "shards/c%04" PRId32 "_%06" PRId64 ".safetensors", cycle, seq);
+    return buf;
+}
+
+/* ==================================================================================== */
+/* builder                                                                              */
+/* ==================================================================================== */
+struct shard_builder {
+    shard_format_t fmt;
+    int64_t rows;      /* rows appended: finished games, then the open one */
+    int64_t done_rows; /* rows of finished games */
+    int64_t cap;       /* row capacity of every per-row array */
+    int64_t nnz, nnz_cap;
+    int64_t first_game_id;
+    uint8_t *planes;   /* (cap, planes_bytes) */
+    float *hand;       /* (cap, hand_n) */
+    uint8_t *legal;    /* (cap, legal_bytes) */
+    uint32_t *offsets; /* (cap) */
+    uint16_t *label;   /* (nnz_cap) */
+    float *prob;       /* (nnz_cap) */
+    int8_t *result;    /* (cap) */
+    float *root_q;     /* (cap) */
+    uint16_t *ply;     /* (cap) */
+    int64_t *game_id;  /* (cap) */
+    uint16_t *move;    /* (cap) */
+    uint8_t *position; /* (cap, SHARD_POSITION_BYTES) */
+    db_game_t *games;  /* (games_cap); strings malloc'ed */
+    int32_t ngames, games_cap;
+};
+
+shard_builder_t *shard_builder_new(const shard_format_t *fmt, char *err, size_t errlen) {
+    if (!format_ok(fmt)) {
+        set_err(err, errlen, "shard builder: bad format (planes_bytes %d, hand_n %d, legal_bytes %d)",
+                fmt ? fmt->planes_bytes : -1, fmt ? fmt->hand_n : -1, fmt ? fmt->legal_bytes : -1);
+        return NULL;
+    }
+    shard_builder_t *b = calloc(1, sizeof *b);
+    if (!b) {
+        set_err(err, errlen, "shard builder: out of memory");
+        return NULL;
+    }
+    b->fmt = *fmt;
+    return b;
+}
+
+static void free_game_strings(db_game_t *g) {
+    free((void *)g->start_sfen);
+    free((void *)g->moves);
+    g->start_sfen = g->moves = NULL;
+}
+
+void shard_builder_free(shard_builder_t *b) {
+    if (!b) return;
+    for (int32_t i = 0; i < b->ngames; i++) free_game_strings(&b->games[i]);
+    free(b->games);
+    free(b->planes);
+    free(b->hand);
+    free(b->legal);
+    free(b->offsets);
+    free(b->label);
+    free(b->prob);
+    free(b->result);
+    free(b->root_q);
+    free(b->ply);
+    free(b->game_id);
+    free(b->move);
+    free(b->position);
+    free(b);
+}
+
+void shard_builder_reset(shard_builder_t *b) {
+    if (!b) return;
+    for (int32_t i = 0; i < b->ngames; i++) free_game_strings(&b->games[i]);
+    b->ngames = 0;
+    b->rows = b->done_rows = b->nnz = 0;
+}
+
+const shard_format_t *shard_builder_format(const shard_builder_t *b) { return &b->fmt; }
+int64_t shard_builder_rows(const shard_builder_t *b) { return b->done_rows; }
+int32_t shard_builder_games(const shard_builder_t *b) { return b->ngames; }
+int64_t shard_builder_nnz(const shard_builder_t *b) {
+    return b->done_rows < b->rows ? (int64_t)b->offsets[b->done_rows] : b->nnz;
+}
+const db_game_t *shard_builder_game(const shard_builder_t *b, int32_t i) {
+    return b && i >= 0 && i < b->ngames ? &b->games[i] : NULL;
+}
+
+/* realloc of *p to n elements of size sz; 0 or -1 (then *p unchanged). */
+static int grow(void **p, size_t sz, int64_t n) {
+    if (n <= 0 || sz == 0) return 0;
+    if ((uint64_t)n > SIZE_MAX / sz) return -1;
+    void *q = realloc(*p, (size_t)n * sz);
+    if (!q) return -1;
+    *p = q;
+    return 0;
+}
+
+static int reserve_rows(shard_builder_t *b, int64_t need) {
+    if (need <= b->cap) return 0;
+    int64_t cap = b->cap ? b->cap : SHARD_GROW_MIN;
+    while (cap < need) cap *= 2;
+    if (cap > SHARD_MAX_ROWS) cap = SHARD_MAX_ROWS;
+    const shard_format_t *f = &b->fmt;
+    /* Each array grows on its own; a failure leaves the old ones valid and cap unchanged. */
+    if (grow((void **)&b->planes, (size_t)f->planes_bytes, cap) || grow((void **)&b->hand, sizeof(float) * (size_t)f->hand_n, cap) ||
+        grow((void **)&b->legal, (size_t)f->legal_bytes, cap) || grow((void **)&b->offsets, sizeof(uint32_t), cap) ||
+        grow((void **)&b->result, 1, cap) || grow((void **)&b->root_q, sizeof(float), cap) ||
+        grow((void **)&b->ply, sizeof(uint16_t), cap) || grow((void **)&b->game_id, sizeof(int64_t), cap) ||
+        grow((void **)&b->move, sizeof(uint16_t), cap) || grow((void **)&b->position, SHARD_POSITION_BYTES, cap))
+        return -1;
+    b->cap = cap;
+    return 0;
+}
+
+static int reserve_nnz(shard_builder_t *b, int64_t need) {
+    if (need <= b->nnz_cap) return 0;
+    int64_t cap = b->nnz_cap ? b->nnz_cap : 16 * SHARD_GROW_MIN;
+    while (cap < need) cap *= 2;
+    if (cap > (int64_t)UINT32_MAX) cap = (int64_t)UINT32_MAX;
+    if (grow((void **)&b->label, sizeof(uint16_t), cap) || grow((void **)&b->prob, sizeof(float), cap)) return -1;
+    b->nnz_cap = cap;
+    return 0;
+}
+
+int shard_builder_add_row(shard_builder_t *b, const shard_row_t *row, char *err, size_t errlen) {
+    if (!b || !row) {
+        set_err(err, errlen, "shard builder: no builder or row");
+        return -1;
+    }
+    const shard_format_t *f = &b->fmt;
+    int64_t r = b->rows;
+    if (!row->planes || (f->hand_n > 0 && !row->hand) || (f->legal_bytes > 0 && !row->legal) || !row->position) {
+        set_err(err, errlen, "shard builder: row %lld: missing planes, hand, legal or position", (long long)r);
+        return -1;
+    }
+    if (row->policy_n < 0 || row->policy_n > SHARD_LABEL_NB || (row->policy_n > 0 && (!row->policy_label || !row->policy_prob))) {
+        set_err(err, errlen, "shard builder: row %lld: %d policy entries (want 0..%d, with labels and probabilities)",
+                (long long)r, row->policy_n, SHARD_LABEL_NB);
+        return -1;
+    }
+    for (int32_t i = 0; i < row->policy_n; i++) {
+        if (row->policy_label[i] >= SHARD_LABEL_NB) {
+            set_err(err, errlen, "shard builder: row %lld: policy label %u is not below %d", (long long)r,
+                    (unsigned)row->policy_label[i], SHARD_LABEL_NB);
+            return -1;
+        }
+        if (!isfinite(row->policy_prob[i]) || row->policy_prob[i] < 0) {
+            set_err(err, errlen, "shard builder: row %lld: policy probability %g is not finite and >= 0",
+                    (long long)r, (double)row->policy_prob[i]);
+            return -1;
+        }
+    }
+    if (!isfinite(row->root_q) || row->root_q < -1 || row->root_q > 1) {
+        set_err(err, errlen, "shard builder: row %lld: root_q %g is outside [-1, 1]", (long long)r, (double)row->root_q);
+        return -1;
+    }
+    for (int32_t i = 0; i < f->hand_n; i++) {
+        if (!isfinite(row->hand[i])) {
+            set_err(err, errlen, "shard builder: row %lld: hand[%d] is not finite", (long long)r, i);
+            return -1;
+        }
+    }
+    const char *why = shard_position_check(row->position);
+    if (why) {
+        set_err(err, errlen, "shard builder: row %lld: position: %s", (long long)r, why);
+        return -1;
+    }
+    if (r >= SHARD_MAX_ROWS || b->nnz + row->policy_n > (int64_t)UINT32_MAX) {
+        set_err(err, errlen, "shard builder: full (%lld rows, %lld policy entries)", (long long)r, (long long)b->nnz);
+        return -1;
+    }
+    if (reserve_rows(b, r + 1) != 0 || reserve_nnz(b, b->nnz + row->policy_n) != 0) {
+        set_err(err, errlen, "shard builder: out of memory at row %lld", (long long)r);
+        return -1;
+    }
+    memcpy(b->planes + r * f->planes_bytes, row->planes, (size_t)f->planes_bytes);
+    if (f->hand_n) memcpy(b->hand + r * f->hand_n, row->hand, sizeof(float) * (size_t)f->hand_n);
+    if (f->legal_bytes) memcpy(b->legal + r * f->legal_bytes, row->legal, (size_t)f->legal_bytes);
+    b->offsets[r] = (uint32_t)b->nnz;
+    if (row->policy_n) {
+        memcpy(b->label + b->nnz, row->policy_label, sizeof(uint16_t) * (size_t)row->policy_n);
+        memcpy(b->prob + b->nnz, row->policy_prob, sizeof(float) * (size_t)row->policy_n);
+    }
+    b->nnz += row->policy_n;
+    b->result[r] = 0; /* set by shard_builder_end_game */
+    b->root_q[r] = row->root_q;
+    b->ply[r] = row->ply;
+    b->game_id[r] = b->first_game_id + b->ngames;
+    b->move[r] = row->move;
+    memcpy(b->position + r * SHARD_POSITION_BYTES, row->position, SHARD_POSITION_BYTES);
+    b->rows = r + 1;
+    return 0;
+}
+
+int shard_builder_end_game(shard_builder_t *b, const db_game_t *game, char *err, size_t errlen) {
+    if (!b || !game) {
+        set_err(err, errlen, "shard builder: no builder or game");
+        return -1;
+    }
+    if (game->result < -1 || game->result > 1) {
+        set_err(err, errlen, "shard builder: game %d: result %d (want -1, 0 or 1)", b->ngames, game->result);
+        return -1;
+    }
+    if ((unsigned)game->reason >= DB_REASON_NB || !game->start_sfen || !game->moves || game->plies < 0) {
+        set_err(err, errlen, "shard builder: game %d: bad reason, start position, moves or plies", b->ngames);
+        return -1;
+    }
+    if (b->ngames == b->games_cap) {
+        int32_t cap = b->games_cap ? 2 * b->games_cap : 64;
+        if (grow((void **)&b->games, sizeof *b->games, cap) != 0) {
+            set_err(err, errlen, "shard builder: out of memory");
+            return -1;
+        }
+        b->games_cap = cap;
+    }
+    db_game_t g = *game;
+    g.start_sfen = strdup(game->start_sfen);
+    g.moves = strdup(game->moves);
+    if (!g.start_sfen || !g.moves) {
+        free_game_strings(&g);
+        set_err(err, errlen, "shard builder: out of memory");
+        return -1;
+    }
+    g.id = b->first_game_id + b->ngames;
+    g.shard_id = 0;
+    g.first_row = b->done_rows;
+    g.row_count = b->rows - b->done_rows;
+    g.created[0] = 0;
+    for (int64_t r = b->done_rows; r < b->rows; r++) {
+        int side = b->position[r * SHARD_POSITION_BYTES + SHARD_POS_SIDE];
+        b->result[r] = (int8_t)(side == 0 ? game->result : -game->result);
+    }
+    b->games[b->ngames++] = g;
+    b->done_rows = b->rows;
+    return 0;
+}
+
+void shard_builder_abort_game(shard_builder_t *b) {
+    if (!b || b->done_rows == b->rows) return;
+    b->nnz = b->offsets[b->done_rows];
+    b->rows = b->done_rows;
+}
+
+void shard_builder_set_first_game_id(shard_builder_t *b, int64_t first_id) {
+    if (!b) return;
+    b->first_game_id = first_id;
+    for (int32_t i = 0; i < b->ngames; i++) {
+        db_game_t *g = &b->games[i];
+        g->id = first_id + i;
+        for (int64_t r = g->first_row; r < g->first_row + g->row_count; r++) b->game_id[r] = g->id;
+    }
+    for (int64_t r = b->done_rows; r < b->rows; r++) b->game_id[r] = first_id + b->ngames;
+}
+
+int shard_write(const shard_builder_t *b, const char *path, char *err, size_t errlen) {
+    if (!b || !path) {
+        set_err(err, errlen, "%s: shard_write: no builder", path ? path : "(null)");
+        return -1;
+    }
+    if (b->rows != b->done_rows) {
+        set_err(err, errlen, "%s: a game is still open (%lld rows): end or abort it before writing", path,
+                (long long)(b->rows - b->done_rows));
+        return -1;
+    }
+    const shard_format_t *f = &b->fmt;
+    int64_t R = b->done_rows, nnz = b->nnz;
+    st_writer_t *w = st_writer_new();
+    if (!w) {
+        set_err(err, errlen, "%s: out of memory", path);
+        return -1;
+    }
+    /* Widest dtype first: every column stays aligned in a reader's mapping. */
+    const struct {
+        const char *name;
+        st_dtype_t dt;
+        int32_t ndim;
+        int64_t d0, d1;
+        const void *data;
+    } cols[] = {
+        {"game_id", ST_DTYPE_I64, 1, R, 0, b->game_id},
+        {"hand", ST_DTYPE_F32, 2, R, f->hand_n, b->hand},
+        {"policy_prob", ST_DTYPE_F32, 1, nnz, 0, b->prob},
+        {"root_q", ST_DTYPE_F32, 1, R, 0, b->root_q},
+        {"policy_offsets", ST_DTYPE_U32, 1, R, 0, b->offsets},
+        {"policy_label", ST_DTYPE_U16, 1, nnz, 0, b->label},
+        {"ply", ST_DTYPE_U16, 1, R, 0, b->ply},
+        {"move", ST_DTYPE_U16, 1, R, 0, b->move},
+        {"planes", ST_DTYPE_U8, 2, R, f->planes_bytes, b->planes},
+        {"legal", ST_DTYPE_U8, 2, R, f->legal_bytes, b->legal},
+        {"position", ST_DTYPE_U8, 2, R, SHARD_POSITION_BYTES, b->position},
+        {"result", ST_DTYPE_I8, 1, R, 0, b->result},
+    };
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < sizeof cols / sizeof cols[0]; i++) {
+        int64_t shape[2] = {cols[i].d0, cols[i].d1};
+        rc = st_writer_add(w, cols[i].name, cols[i].dt, cols[i].ndim, shape, cols[i].data);
+        if (rc != 0) set_err(err, errlen, "%s: cannot add column '%s'", path, cols[i].name);
+    }
+    const struct {
+        const char *key;
+        int64_t v;
+    } meta[] = {
+        {"koma.version", SHARD_VERSION},        {"koma.rows", R},
+        {"koma.games", b->ngames},              {"koma.nnz", nnz},
+        {"koma.features_version", f->features_version}, {"koma.planes_bytes", f->planes_bytes},
+        {"koma.hand_n", f->hand_n},             {"koma.legal_bytes", f->legal_bytes},
+    };
+    if (rc == 0 && (rc = st_writer_meta(w, "koma.kind", SHARD_KIND)) != 0) set_err(err, errlen, "%s: out of memory", path);
+    for (size_t i = 0; rc == 0 && i < sizeof meta / sizeof meta[0]; i++) {
+        char v[32];
+        snprintf(v, sizeof v, "%" PRId64, meta[i].v);
+        if ((rc = st_writer_meta(w, meta[i].key, v)) != 0) set_err(err, errlen, "%s: out of memory", path);
+    }
+    if (rc == 0) rc = st_writer_write(w, path, err, errlen);
+    st_writer_free(w);
+    return rc == 0 ? 0 : -1;
+}
+
+/* ==================================================================================== */
+/* registration                                                                         */
+/* ==================================================================================== */
+db_status_t shard_next_game_id(db_t *db, int64_t *id, char *err, size_t errlen) {
+    int64_t games = 0;
+    db_status_t st = db_count(db, -1, &games, NULL);
+    if (st != DB_OK) {
+        set_err(err, errlen, "%s", db_errmsg(db));
+        return st;
+    }
+    *id = games + 1;
+    return DB_OK;
+}
+
+/* The builder's games with their row ranges, for db_shard_insert (which sets
+ * the ids). Strings stay the builder's. */
+static db_game_t *games_copy(const shard_builder_t *b) {
+    db_game_t *g = malloc((size_t)(b->ngames ? b->ngames : 1) * sizeof *g);
+    if (g && b->ngames) memcpy(g, b->games, (size_t)b->ngames * sizeof *g);
+    return g;
+}
+
+/* -1 if the assigned ids are what the file says; else the first game that differs. */
+static int32_t ids_differ(const shard_builder_t *b, const db_game_t *g) {
+    for (int32_t i = 0; i < b->ngames; i++)
+        if (g[i].id != b->games[i].id) return i;
+    return -1;
+}
+
+static int fill_shard_row(db_shard_t *sh, const shard_builder_t *b, const char *rel_path, int32_t cycle) {
+    memset(sh, 0, sizeof *sh);
+    if (!rel_path || strlen(rel_path) >= sizeof sh->path) return -1;
+    snprintf(sh->path, sizeof sh->path, "%s", rel_path);
+    sh->cycle = cycle;
+    sh->features_version = b->fmt.features_version;
+    sh->rows = b->done_rows;
+    return 0;
+}
+
+static void join_path(char *out, size_t len, const char *dir, const char *rel) {
+    if (!dir || !dir[0]) snprintf(out, len, "%s", rel);
+    else snprintf(out, len, "%s/%s", dir, rel);
+}
+
+db_status_t shard_register(db_t *db, const char *run_dir, const char *rel_path, int32_t cycle,
+                           const shard_builder_t *b, db_shard_t *out, char *err, size_t errlen) {
+    db_shard_t sh;
+    if (!db || !b || fill_shard_row(&sh, b, rel_path, cycle) != 0) {
+        set_err(err, errlen, "register shard '%.64s': no database, no builder, or a path that is empty or too long",
+                rel_path ? rel_path : "(null)");
+        return DB_INVALID;
+    }
+    if (b->rows != b->done_rows) {
+        set_err(err, errlen, "register shard '%s': a game is still open", rel_path);
+        return DB_INVALID;
+    }
+    char abs[DB_PATH_MAX + 1100];
+    join_path(abs, sizeof abs, run_dir, rel_path);
+    uint64_t h = 0;
+    if (db_file_xxh3(abs, &h, &sh.bytes, err, errlen) != 0) return DB_ERROR;
+    snprintf(sh.xxh3, sizeof sh.xxh3, "%016llx", (unsigned long long)h);
+    db_game_t *g = games_copy(b);
+    if (!g) {
+        set_err(err, errlen, "register shard '%s': out of memory", rel_path);
+        return DB_ERROR;
+    }
+    db_status_t st = db_begin(db);
+    if (st == DB_OK) {
+        st = db_shard_insert(db, &sh, g, b->ngames);
+        if (st != DB_OK) set_err(err, errlen, "%s", db_errmsg(db));
+        int32_t bad = st == DB_OK ? ids_differ(b, g) : -1;
+        if (bad >= 0) {
+            set_err(err, errlen, "register shard '%s': game %d gets id %lld but the file's game_id column says %lld "
+                    "(set the first game id from shard_next_game_id before writing)",
+                    rel_path, bad, (long long)g[bad].id, (long long)b->games[bad].id);
+            st = DB_CONSTRAINT;
+        }
+        if (st == DB_OK) {
+            st = db_commit(db);
+            if (st != DB_OK) set_err(err, errlen, "%s", db_errmsg(db));
+        }
+        if (st != DB_OK) db_rollback(db);
+    } else {
+        set_err(err, errlen, "%s", db_errmsg(db));
+    }
+    free(g);
+    if (st == DB_OK && out) *out = sh;
+    return st;
+}
+
+typedef struct {
+    const shard_builder_t *b;
+} commit_ctx_t;
+
+/* db_shard_write_fn: creates the file's folder, then shard_write. */
+static int commit_write(const char *path, void *arg, char *err, size_t errlen) {
+    const commit_ctx_t *c = arg;
+    char dir[DB_PATH_MAX + 1100];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash && slash != dir) {
+        *slash = 0;
+        if (compat_mkdir_p(dir, err, errlen) != 0) return DB_ERROR;
+    }
+    errno = 0;
+    if (shard_write(c->b, path, err, errlen) != 0) return errno == ENOSPC ? DB_FULL : DB_ERROR;
+    return 0;
+}
+
+db_status_t shard_commit(db_t *db, const char *run_dir, const char *rel_path, int32_t cycle,
+                         shard_builder_t *b, db_shard_t *out, char *err, size_t errlen) {
+    db_shard_t sh;
+    if (!db || !b || fill_shard_row(&sh, b, rel_path, cycle) != 0) {
+        set_err(err, errlen, "commit shard '%.64s': no database, no builder, or a path that is empty or too long",
+                rel_path ? rel_path : "(null)");
+        return DB_INVALID;
+    }
+    if (b->rows != b->done_rows) {
+        set_err(err, errlen, "commit shard '%s': a game is still open", rel_path);
+        return DB_INVALID;
+    }
+    int64_t first = 0;
+    db_status_t st = shard_next_game_id(db, &first, err, errlen);
+    if (st != DB_OK) return st;
+    shard_builder_set_first_game_id(b, first);
+    db_game_t *g = games_copy(b);
+    if (!g) {
+        set_err(err, errlen, "commit shard '%s': out of memory", rel_path);
+        return DB_ERROR;
+    }
+    commit_ctx_t ctx = {b};
+    st = db_shard_commit(db, run_dir, &sh, g, b->ngames, commit_write, &ctx);
+    if (st != DB_OK) {
+        set_err(err, errlen, "%s", db_errmsg(db));
+    } else {
+        int32_t bad = ids_differ(b, g);
+        if (bad >= 0) {
+            /* Committed, so it cannot be undone here; only inspection reads game_id. */
+            set_err(err, errlen, "commit shard '%s': registered, but game %d got id %lld while the file's game_id "
+                    "column says %lld: were games inserted or deleted outside shard_commit?",
+                    rel_path, bad, (long long)g[bad].id, (long long)b->games[bad].id);
+            st = DB_ERROR;
+        }
+        if (out) *out = sh;
+    }
+    free(g);
+    return st;
+}
+
+/* ---- writer-thread job -------------------------------------------------------------- */
+typedef struct {
+    shard_builder_t *b;
+    char *run_dir;
+    char *rel_path;
+    int32_t cycle;
+    shard_done_fn done;
+    void *user;
+    db_shard_t shard;
+    int ok;
+} shard_job_t;
+
+static int job_run(db_t *db, void *arg, char *err, size_t errlen) {
+    shard_job_t *j = arg;
+    db_status_t st = shard_commit(db, j->run_dir, j->rel_path, j->cycle, j->b, &j->shard, err, errlen);
+    j->ok = st == DB_OK;
+    return st;
+}
+
+static void job_free(shard_job_t *j) {
+    free(j->run_dir);
+    free(j->rel_path);
+    free(j);
+}
+
+static void job_done(void *arg, int status, const char *err) {
+    shard_job_t *j = arg;
+    if (j->done) j->done(j->user, status, err, status == DB_OK && j->ok ? &j->shard : NULL);
+    shard_builder_free(j->b);
+    job_free(j);
+}
+
+int shard_submit(db_writer_t *w, const char *run_dir, const char *rel_path, int32_t cycle,
+                 shard_builder_t *b, shard_done_fn done, void *user, int64_t timeout_ms) {
+    if (!w || !b || !rel_path || !rel_path[0]) return DB_INVALID;
+    shard_job_t *j = calloc(1, sizeof *j);
+    if (!j) return DB_ERROR;
+    j->run_dir = strdup(run_dir ? run_dir : "");
+    j->rel_path = strdup(rel_path);
+    if (!j->run_dir || !j->rel_path) {
+        job_free(j);
+        return DB_ERROR;
+    }
+    j->b = b;
+    j->cycle = cycle;
+    j->done = done;
+    j->user = user;
+    db_job_t job = {job_run, job_done, j};
+    int st = db_writer_submit(w, &job, timeout_ms);
+    if (st != DB_OK) job_free(j); /* not queued: b stays the caller's */
+    return st;
+}
+
+/* ==================================================================================== */
+/* reader                                                                               */
+/* ==================================================================================== */
+struct shard {
+    st_file_t *f;
+    shard_format_t fmt;
+    int64_t rows, games, nnz;
+    shard_columns_t c;
+};
+
+const char *shard_path(const shard_t *s) { return s ? st_path(s->f) : NULL; }
+const shard_format_t *shard_format(const shard_t *s) { return &s->fmt; }
+int64_t shard_rows(const shard_t *s) { return s->rows; }
+int64_t shard_games(const shard_t *s) { return s->games; }
+int64_t shard_nnz(const shard_t *s) { return s->nnz; }
+const shard_columns_t *shard_columns(const shard_t *s) { return &s->c; }
+
+void shard_row_policy(const shard_t *s, int64_t r, int64_t *begin, int64_t *end) {
+    *begin = s->c.policy_offsets[r];
+    *end = r + 1 < s->rows ? (int64_t)s->c.policy_offsets[r + 1] : s->nnz;
+}
+
+void shard_close(shard_t *s) {
+    if (!s) return;
+    st_close(s->f);
+    free(s);
+}
+
+/* A metadata entry that is a decimal integer in [lo, hi]. */
+static int meta_int(const st_file_t *f, const char *key, int64_t lo, int64_t hi, int64_t *out, char *err,
+                    size_t errlen) {
+    const char *v = st_meta(f, key);
+    if (!v) {
+        set_err(err, errlen, "%s: metadata '%s' is missing (not a Koma shard?)", st_path(f), key);
+        return -1;
+    }
+    const char *p = v;
+    int neg = *p == '-';
+    if (neg) p++;
+    int64_t x = 0;
+    int digits = 0;
+    for (; *p >= '0' && *p <= '9'; p++, digits++) {
+        if (x > (INT64_MAX - 9) / 10) break;
+        x = x * 10 + (*p - '0');
+    }
+    if (neg) x = -x;
+    if (!digits || *p || x < lo || x > hi) {
+        set_err(err, errlen, "%s: metadata '%s' = '%.32s' is not an integer in [%lld, %lld]", st_path(f), key, v,
+                (long long)lo, (long long)hi);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+/* Checks every value a trainer or inspector could trip over. */
+static int check_values(const shard_t *s, char *err, size_t errlen) {
+    const char *path = st_path(s->f);
+    const shard_columns_t *c = &s->c;
+    int64_t R = s->rows, nnz = s->nnz;
+    if (R > 0 && c->policy_offsets[0] != 0) {
+        set_err(err, errlen, "%s: policy_offsets[0] = %u, must be 0", path, (unsigned)c->policy_offsets[0]);
+        return -1;
+    }
+    for (int64_t r = 0; r < R; r++) {
+        int64_t b = c->policy_offsets[r], e = r + 1 < R ? (int64_t)c->policy_offsets[r + 1] : nnz;
+        if (e < b || e > nnz) {
+            if (e > nnz)
+                set_err(err, errlen, "%s: policy_offsets: row %lld ends at %lld, beyond nnz %lld", path, (long long)r,
+                        (long long)e, (long long)nnz);
+            else
+                set_err(err, errlen, "%s: policy_offsets decrease at row %lld (%lld then %lld)", path,
+                        (long long)r + 1, (long long)b, (long long)e);
+            return -1;
+        }
+        if (e - b > SHARD_LABEL_NB) {
+            set_err(err, errlen, "%s: policy_offsets: row %lld has %lld entries, more than %d labels", path,
+                    (long long)r, (long long)(e - b), SHARD_LABEL_NB);
+            return -1;
+        }
+    }
+    for (int64_t i = 0; i < nnz; i++) {
+        if (c->policy_label[i] >= SHARD_LABEL_NB) {
+            set_err(err, errlen, "%s: policy_label[%lld] = %u is not below %d", path, (long long)i,
+                    (unsigned)c->policy_label[i], SHARD_LABEL_NB);
+            return -1;
+        }
+        float p = c->policy_prob[i];
+        if (!isfinite(p) || p < 0) {
+            set_err(err, errlen, "%s: policy_prob[%lld] = %g is not finite and >= 0", path, (long long)i, (double)p);
+            return -1;
+        }
+    }
+    int64_t games = 0;
+    for (int64_t r = 0; r < R; r++) {
+        int8_t res = c->result[r];
+        if (res < -1 || res > 1) {
+            set_err(err, errlen, "%s: result[%lld] = %d, want -1, 0 or 1", path, (long long)r, res);
+            return -1;
+        }
+        float q = c->root_q[r];
+        if (!isfinite(q) || q < -1 || q > 1) {
+            set_err(err, errlen, "%s: root_q[%lld] = %g is outside [-1, 1]", path, (long long)r, (double)q);
+            return -1;
+        }
+        const float *h = c->hand + r * s->fmt.hand_n;
+        for (int32_t k = 0; k < s->fmt.hand_n; k++) {
+            if (!isfinite(h[k])) {
+                set_err(err, errlen, "%s: hand[%lld][%d] is not finite", path, (long long)r, k);
+                return -1;
+            }
+        }
+        const uint8_t *pos = c->position + r * SHARD_POSITION_BYTES;
+        const char *why = shard_position_check(pos);
+        if (why) {
+            set_err(err, errlen, "%s: position[%lld]: %s", path, (long long)r, why);
+            return -1;
+        }
+        int black_res = pos[SHARD_POS_SIDE] == 0 ? res : -res;
+        if (r == 0 || c->game_id[r] != c->game_id[r - 1]) {
+            if (r > 0 && c->game_id[r] < c->game_id[r - 1]) {
+                set_err(err, errlen, "%s: game_id decreases at row %lld (%lld then %lld): a game's rows must be contiguous",
+                        path, (long long)r, (long long)c->game_id[r - 1], (long long)c->game_id[r]);
+                return -1;
+            }
+            games++;
+        } else {
+            const uint8_t *prev = c->position + (r - 1) * SHARD_POSITION_BYTES;
+            int prev_black = prev[SHARD_POS_SIDE] == 0 ? c->result[r - 1] : -c->result[r - 1];
+            if (prev_black != black_res) {
+                set_err(err, errlen, "%s: result[%lld] = %d contradicts row %lld of the same game (game_id %lld)", path,
+                        (long long)r, res, (long long)r - 1, (long long)c->game_id[r]);
+                return -1;
+            }
+        }
+    }
+    /* Games without rows are legal, so rows can show fewer games than koma.games, never more. */
+    if (games > s->games) {
+        set_err(err, errlen, "%s: rows belong to %lld games, but koma.games says %lld", path, (long long)games,
+                (long long)s->games);
+        return -1;
+    }
+    return 0;
+}
+
+shard_t *shard_open(const char *path, const shard_format_t *expect, uint32_t flags, char *err, size_t errlen) {
+    if (!path) {
+        set_err(err, errlen, "(null): no path");
+        return NULL;
+    }
+    shard_t *s = calloc(1, sizeof *s);
+    if (!s) {
+        set_err(err, errlen, "%s: out of memory", path);
+        return NULL;
+    }
+    s->f = st_open(path, (flags & SHARD_OPEN_NO_CHECKSUM) ? 0 : ST_OPEN_VERIFY, err, errlen);
+    if (!s->f) goto fail;
+    const char *kind = st_meta(s->f, "koma.kind");
+    if (!kind || strcmp(kind, SHARD_KIND) != 0) {
+        set_err(err, errlen, "%s: koma.kind is '%.32s', not '" SHARD_KIND "'", path, kind ? kind : "(missing)");
+        goto fail;
+    }
+    int64_t version, fv, pb, hn, lb;
+    if (meta_int(s->f, "koma.version", 0, INT32_MAX, &version, err, errlen) != 0) goto fail;
+    if (version != SHARD_VERSION) {
+        set_err(err, errlen, "%s: shard version %lld, this build reads version %d", path, (long long)version,
+                SHARD_VERSION);
+        goto fail;
+    }
+    if (meta_int(s->f, "koma.rows", 0, SHARD_MAX_ROWS, &s->rows, err, errlen) != 0 ||
+        meta_int(s->f, "koma.games", 0, SHARD_MAX_ROWS, &s->games, err, errlen) != 0 ||
+        meta_int(s->f, "koma.nnz", 0, UINT32_MAX, &s->nnz, err, errlen) != 0 ||
+        meta_int(s->f, "koma.features_version", INT32_MIN, INT32_MAX, &fv, err, errlen) != 0 ||
+        meta_int(s->f, "koma.planes_bytes", 1, SHARD_MAX_WIDTH, &pb, err, errlen) != 0 ||
+        meta_int(s->f, "koma.hand_n", 0, SHARD_MAX_WIDTH, &hn, err, errlen) != 0 ||
+        meta_int(s->f, "koma.legal_bytes", 0, SHARD_MAX_WIDTH, &lb, err, errlen) != 0)
+        goto fail;
+    s->fmt = (shard_format_t){(int32_t)fv, (int32_t)pb, (int32_t)hn, (int32_t)lb};
+    if (expect) {
+        const struct {
+            const char *what;
+            int32_t have, want;
+        } cmp[] = {
+            {"features_version", s->fmt.features_version, expect->features_version},
+            {"planes_bytes", s->fmt.planes_bytes, expect->planes_bytes},
+            {"hand_n", s->fmt.hand_n, expect->hand_n},
+            {"legal_bytes", s->fmt.legal_bytes, expect->legal_bytes},
+        };
+        for (size_t i = 0; i < sizeof cmp / sizeof cmp[0]; i++) {
+            if (cmp[i].have != cmp[i].want) {
+                set_err(err, errlen, "%s: %s is %d, expected %d (a shard of another feature set or build)", path,
+                        cmp[i].what, cmp[i].have, cmp[i].want);
+                goto fail;
+            }
+        }
+    }
+    int64_t R = s->rows, nnz = s->nnz;
+    const struct {
+        const char *name;
+        st_dtype_t dt;
+        int32_t ndim;
+        int64_t d0, d1;
+        const char *d0_key; /* the metadata dimension 0 must equal */
+    } cols[] = {
+        {"planes", ST_DTYPE_U8, 2, R, pb, "rows"},
+        {"hand", ST_DTYPE_F32, 2, R, hn, "rows"},
+        {"legal", ST_DTYPE_U8, 2, R, lb, "rows"},
+        {"policy_offsets", ST_DTYPE_U32, 1, R, 0, "rows"},
+        {"policy_label", ST_DTYPE_U16, 1, nnz, 0, "nnz"},
+        {"policy_prob", ST_DTYPE_F32, 1, nnz, 0, "nnz"},
+        {"result", ST_DTYPE_I8, 1, R, 0, "rows"},
+        {"root_q", ST_DTYPE_F32, 1, R, 0, "rows"},
+        {"ply", ST_DTYPE_U16, 1, R, 0, "rows"},
+        {"game_id", ST_DTYPE_I64, 1, R, 0, "rows"},
+        {"move", ST_DTYPE_U16, 1, R, 0, "rows"},
+        {"position", ST_DTYPE_U8, 2, R, SHARD_POSITION_BYTES, "rows"},
+    };
+    enum { NCOLS = sizeof cols / sizeof cols[0] };
+    const void *data[NCOLS];
+    for (int i = 0; i < NCOLS; i++) {
+        int64_t shape[2] = {cols[i].d0, cols[i].d1};
+        const st_tensor_t *t = st_expect(s->f, cols[i].name, cols[i].dt, cols[i].ndim, shape, err, errlen);
+        if (!t) {
+            /* Say which count disagrees when only dimension 0 is off. */
+            const st_tensor_t *u = st_find(s->f, cols[i].name);
+            if (u && u->dtype == cols[i].dt && u->ndim == cols[i].ndim && u->shape[0] != cols[i].d0 &&
+                (cols[i].ndim == 1 || u->shape[1] == cols[i].d1))
+                set_err(err, errlen, "%s: column '%s' has %lld rows, koma.%s says %lld", path, cols[i].name,
+                        (long long)u->shape[0], cols[i].d0_key, (long long)cols[i].d0);
+            goto fail;
+        }
+        data[i] = t->data;
+    }
+    s->c = (shard_columns_t){
+        .planes = data[0],
+        .hand = data[1],
+        .legal = data[2],
+        .policy_offsets = data[3],
+        .policy_label = data[4],
+        .policy_prob = data[5],
+        .result = data[6],
+        .root_q = data[7],
+        .ply = data[8],
+        .game_id = data[9],
+        .move = data[10],
+        .position = data[11],
+    };
+    if (check_values(s, err, errlen) != 0) goto fail;
+    return s;
+fail:
+    shard_close(s);
+    return NULL;
+}
+
+/* ==================================================================================== */
+/* batches                                                                              */
+/* ==================================================================================== */
+#define BATCH_ALIGN 64
+static size_t align_up(size_t x) { return (x + BATCH_ALIGN - 1) & ~(size_t)(BATCH_ALIGN - 1); }
+
+shard_batch_t *shard_batch_new(const shard_format_t *fmt, int32_t cap, int64_t nnz_cap, char *err, size_t errlen) {
+    if (!format_ok(fmt) || cap < 1 || cap > (1 << 24)) {
+        set_err(err, errlen, "shard batch: bad format or capacity %d", cap);
+        return NULL;
+    }
+    if (nnz_cap <= 0) nnz_cap = (int64_t)cap * SHARD_LABEL_NB;
+    if (nnz_cap > (int64_t)UINT32_MAX) {
+        set_err(err, errlen, "shard batch: %lld policy entries, more than 2^32 - 1", (long long)nnz_cap);
+        return NULL;
+    }
+    size_t n = (size_t)cap;
+    size_t sz[8] = {
+        n * (size_t)fmt->planes_bytes, n * (size_t)fmt->hand_n * sizeof(float), n * (size_t)fmt->legal_bytes,
+        (n + 1) * sizeof(uint32_t),    (size_t)nnz_cap * sizeof(uint16_t),       (size_t)nnz_cap * sizeof(float),
+        n,                             n * sizeof(float),
+    };
+    size_t total = 0;
+    for (int i = 0; i < 8; i++) total += align_up(sz[i]);
+    shard_batch_t *b = calloc(1, sizeof *b);
+    uint8_t *mem = b ? malloc(total) : NULL;
+    if (!mem) {
+        free(b);
+        set_err(err, errlen, "shard batch: out of memory for %zu bytes", total);
+        return NULL;
+    }
+    void *p[8];
+    size_t at = 0;
+    for (int i = 0; i < 8; i++) {
+        p[i] = mem + at;
+        at += align_up(sz[i]);
+    }
+    b->fmt = *fmt;
+    b->cap = cap;
+    b->nnz_cap = nnz_cap;
+    b->planes = p[0];
+    b->hand = p[1];
+    b->legal = p[2];
+    b->policy_offsets = p[3];
+    b->policy_label = p[4];
+    b->policy_prob = p[5];
+    b->result = p[6];
+    b->root_q = p[7];
+    b->mem_ = mem;
+    shard_batch_clear(b);
+    return b;
+}
+
+void shard_batch_free(shard_batch_t *b) {
+    if (!b) return;
+    free(b->mem_);
+    free(b);
+}
+
+void shard_batch_clear(shard_batch_t *b) {
+    if (!b) return;
+    b->B = 0;
+    b->policy_offsets[0] = 0;
+}
+
+int shard_row_batch(const shard_t *s, const int64_t *rows, int32_t n, shard_batch_t *out, char *err, size_t errlen) {
+    if (!s || !out || n < 0 || (n > 0 && !rows)) {
+        set_err(err, errlen, "%s: shard_row_batch: bad arguments", s ? shard_path(s) : "(null)");
+        return -1;
+    }
+    const char *path = shard_path(s);
+    if (!format_equal(&s->fmt, &out->fmt)) {
+        set_err(err, errlen, "%s: format (features_version %d, widths %d/%d/%d) differs from the batch's (%d, %d/%d/%d)",
+                path, s->fmt.features_version, s->fmt.planes_bytes, s->fmt.hand_n, s->fmt.legal_bytes,
+                out->fmt.features_version, out->fmt.planes_bytes, out->fmt.hand_n, out->fmt.legal_bytes);
+        return -1;
+    }
+    if (n > out->cap - out->B) {
+        set_err(err, errlen, "%s: batch full: %d rows do not fit after %d of %d", path, n, out->B, out->cap);
+        return -1;
+    }
+    /* Check everything first, so that a failure appends nothing. */
+    int64_t have = out->policy_offsets[out->B], need = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (rows[i] < 0 || rows[i] >= s->rows) {
+            set_err(err, errlen, "%s: row %lld out of range (the shard has %lld rows)", path, (long long)rows[i],
+                    (long long)s->rows);
+            return -1;
+        }
+        int64_t b, e;
+        shard_row_policy(s, rows[i], &b, &e);
+        need += e - b;
+    }
+    if (have + need > out->nnz_cap) {
+        set_err(err, errlen, "%s: batch full: %lld policy entries do not fit after %lld of %lld", path,
+                (long long)need, (long long)have, (long long)out->nnz_cap);
+        return -1;
+    }
+    const shard_format_t *f = &s->fmt;
+    const shard_columns_t *c = &s->c;
+    for (int32_t i = 0; i < n; i++) {
+        int64_t r = rows[i], j = out->B + i;
+        memcpy(out->planes + j * f->planes_bytes, c->planes + r * f->planes_bytes, (size_t)f->planes_bytes);
+        if (f->hand_n)
+            memcpy(out->hand + j * f->hand_n, c->hand + r * f->hand_n, sizeof(float) * (size_t)f->hand_n);
+        if (f->legal_bytes)
+            memcpy(out->legal + j * f->legal_bytes, c->legal + r * f->legal_bytes, (size_t)f->legal_bytes);
+        int64_t b, e;
+        shard_row_policy(s, r, &b, &e);
+        if (e > b) {
+            memcpy(out->policy_label + have, c->policy_label + b, sizeof(uint16_t) * (size_t)(e - b));
+            memcpy(out->policy_prob + have, c->policy_prob + b, sizeof(float) * (size_t)(e - b));
+        }
+        have += e - b;
+        out->policy_offsets[j + 1] = (uint32_t)have;
+        out->result[j] = c->result[r];
+        out->root_q[j] = c->root_q[r];
+    }
+    out->B += n;
+    return 0;
+}
+
+nn_batch_t shard_batch_view(const shard_batch_t *b) {
+    nn_batch_t v = {0};
+    v.B = b->B;
+    v.planes = b->planes;
+    v.hand = b->fmt.hand_n ? b->hand : NULL;
+    v.legal = b->legal;
+    v.policy_offsets = b->policy_offsets;
+    v.policy_label = b->policy_label;
+    v.policy_prob = b->policy_prob;
+    v.result = b->result;
+    v.root_q = b->root_q;
+    return v;
+}

@@ -1,0 +1,284 @@
+/* shard.h - shard files: the training positions of a batch of games, as one
+ * safetensors table, and their registration in koma.db.
+ *
+ * Owns: the column layout below, the builder that accumulates rows game by
+ * game, the durable write + registration (direct, or as a writer-thread job),
+ * the validating reader and the gather of rows into training batches.
+ * Does not own: the file format (nn/safetensors.c), the database and its
+ * crash-safe protocol (data/db.c), what the feature bits mean (engine/encode.h:
+ * the widths and features_version are parameters here, so this module never
+ * includes engine/).
+ *
+ * ---- Columns (every tensor has the row count R as dimension 0) -------------
+ *   name            dtype  shape               meaning
+ *   planes          U8     (R, planes_bytes)   packed input feature bits
+ *   hand            F32    (R, hand_n)         hand values
+ *   legal           U8     (R, legal_bytes)    legal-move mask bits (bit = label)
+ *   policy_offsets  U32    (R)                 start of the row's policy entries;
+ *                                              its end is the next row's start, or
+ *                                              nnz for the last row. [0] = 0, never
+ *                                              decreasing; a row with no policy
+ *                                              target (fast search) has none.
+ *   policy_label    U16    (nnz)               move labels < SHARD_LABEL_NB
+ *   policy_prob     F32    (nnz)               target probabilities (finite, >= 0)
+ *   result          I8     (R)                 game result from the side to move at
+ *                                              the row: +1 won, 0 draw, -1 lost
+ *   root_q          F32    (R)                 search value from the side to move,
+ *                                              in [-1, 1]
+ *   ply             U16    (R)                 moves played in this game before the
+ *                                              row's position (0 = the game's start
+ *                                              position; the row's move is word
+ *                                              `ply` of games.moves)
+ *   game_id         I64    (R)                 games.id in koma.db; rows of one game
+ *                                              are contiguous, ids never decrease
+ *   move            U16    (R)                 the move played (engine Move, types.h)
+ *   position        U8     (R, 96)             the exact position, SHARD_POS_* below
+ * Rows: R <= SHARD_MAX_ROWS; nnz < 2^32; at most SHARD_LABEL_NB entries a row.
+ * Tensors are written widest dtype first, so every column is aligned in the
+ * mapping. Readers ignore columns they do not know (future additions).
+ *
+ * ---- position: 96 bytes a row --------------------------------------------------
+ *   [0, 81)   engine Piece code of each square (engine/types.h numbering:
+ *             sq = (file-1)*9 + rank-1; piece = type + 16*colour; 0 = empty)
+ *   [81]      side to move: 0 Black, 1 White
+ *   [82, 84)  game ply, u16 little-endian (1 = a game's first move; SFEN's last field)
+ *   [84, 88)  Black's hand, u32 LE (engine Hand encoding, types.h)
+ *   [88, 92)  White's hand, u32 LE
+ *   [92, 96)  zero
+ * That is everything an SFEN holds, so a shard can be re-encoded when the
+ * features change.
+ *
+ * ---- __metadata__ ------------------------------------------------------------------
+ *   koma.kind "shard", koma.version "1", koma.rows, koma.games, koma.nnz,
+ *   koma.features_version, koma.planes_bytes, koma.hand_n, koma.legal_bytes
+ *   (decimal integers as strings), plus koma.xxh3.<column> (the writer's).
+ *
+ * ---- Files in a run ------------------------------------------------------------------
+ * <run_dir>/shards/c<cycle, 4+ digits>_<seq, 6+ digits>.safetensors (shard_path_format),
+ * seq counting shards across the run. shard_commit / shard_submit follow
+ * db_shard_commit: an intent row is committed, the file is written to
+ * "<path>.tmp.<pid>", fsync'ed and renamed, then the shard and its games are
+ * inserted in ONE transaction. A kill -9 after the rename leaves a file with
+ * an intent and no shard row: db_check_shards moves it aside at start-up.
+ *
+ * ---- Errors and threads ------------------------------------------------------------------
+ * Every failure returns a status with a message that starts with the file's
+ * path; a bad shard never aborts the process. A shard_t is read-only after
+ * shard_open: any number of threads may gather from it at once. A builder is
+ * one thread's.
+ */
+#ifndef KOMA_SHARD_H
+#define KOMA_SHARD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "data/db.h"
+#include "data/writer.h"
+#include "nn/net.h"
+
+#define SHARD_KIND "shard"
+#define SHARD_VERSION 1
+#define SHARD_LABEL_NB 2187        /* move labels (engine ENC_LABEL_NB, nn NN_POLICY_NB) */
+#define SHARD_POSITION_BYTES 96
+#define SHARD_MAX_ROWS INT32_MAX          /* rows a shard holds at most */
+#define SHARD_MAX_WIDTH (1 << 20)         /* bytes or floats per row of planes/hand/legal */
+
+/* Offsets into a row of the position column. */
+#define SHARD_POS_BOARD 0
+#define SHARD_POS_SIDE 81
+#define SHARD_POS_PLY 82
+#define SHARD_POS_HAND_BLACK 84
+#define SHARD_POS_HAND_WHITE 88
+
+/* Row widths and the feature-set version: stored in every shard, and what a
+ * reader expects. */
+typedef struct {
+    int32_t features_version;
+    int32_t planes_bytes; /* bytes of packed feature bits a row (>= 1) */
+    int32_t hand_n;       /* hand floats a row (>= 0) */
+    int32_t legal_bytes;  /* bytes of legal-mask bits a row (>= 0) */
+} shard_format_t;
+
+/* The position column's content, unpacked. */
+typedef struct {
+    uint8_t board[81]; /* Piece codes, as Position.board */
+    uint8_t side;      /* 0 Black, 1 White */
+    uint16_t ply;      /* game ply */
+    uint32_t hand[2];  /* Black's, White's (engine Hand) */
+} shard_position_t;
+
+void shard_position_pack(const shard_position_t *p, uint8_t out[SHARD_POSITION_BYTES]);
+void shard_position_unpack(const uint8_t in[SHARD_POSITION_BYTES], shard_position_t *p);
+/* NULL if the bytes are a well-formed position column entry (piece codes,
+ * side, zero tail); otherwise what is wrong. Does not check shogi rules. */
+const char *shard_position_check(const uint8_t in[SHARD_POSITION_BYTES]);
+
+/* "shards/c0003_000042.safetensors" for cycle 3, seq 42. Returns buf. */
+char *shard_path_format(char *buf, size_t len, int32_t cycle, int64_t seq);
+
+/* ---- builder -------------------------------------------------------------------- */
+/* One position, as self-play hands it over. Arrays are copied. */
+typedef struct {
+    const uint8_t *planes;        /* (planes_bytes) */
+    const float *hand;            /* (hand_n); NULL ok when hand_n == 0 */
+    const uint8_t *legal;         /* (legal_bytes); NULL ok when legal_bytes == 0 */
+    const uint16_t *policy_label; /* (policy_n) labels < SHARD_LABEL_NB */
+    const float *policy_prob;     /* (policy_n) finite, >= 0 */
+    int32_t policy_n;             /* 0: no policy target at this row */
+    float root_q;                 /* side to move's view, [-1, 1] */
+    uint16_t ply;                 /* moves of this game before the position */
+    uint16_t move;                /* engine Move played */
+    const uint8_t *position;      /* (SHARD_POSITION_BYTES), shard_position_pack */
+} shard_row_t;
+
+typedef struct shard_builder shard_builder_t;
+
+/* NULL with err for a format out of range or out of memory. */
+shard_builder_t *shard_builder_new(const shard_format_t *fmt, char *err, size_t errlen);
+void shard_builder_free(shard_builder_t *b); /* NULL ok */
+/* Drops every row and game, keeps the memory. */
+void shard_builder_reset(shard_builder_t *b);
+const shard_format_t *shard_builder_format(const shard_builder_t *b);
+int64_t shard_builder_rows(const shard_builder_t *b);  /* rows of finished games */
+int32_t shard_builder_games(const shard_builder_t *b); /* finished games */
+int64_t shard_builder_nnz(const shard_builder_t *b);
+/* The finished games as db rows (first_row, row_count filled in; strings owned
+ * by the builder; id = what the game_id column will hold, see below). */
+const db_game_t *shard_builder_game(const shard_builder_t *b, int32_t i);
+
+/* Appends a row to the game being built (one is opened by the first row).
+ * Returns 0, or -1 with err for a bad row (nothing appended) or out of memory. */
+int shard_builder_add_row(shard_builder_t *b, const shard_row_t *row, char *err, size_t errlen);
+/* Closes the open game (it may have no rows). game gives model_id,
+ * start_sfen, moves, plies, result (from Black: db_result_t) and reason;
+ * strings are copied; first_row, row_count, ids are ignored. Sets each row's
+ * result from its side to move. Returns 0, or -1 with err (bad result or
+ * reason, out of memory: the game stays open). */
+int shard_builder_end_game(shard_builder_t *b, const db_game_t *game, char *err, size_t errlen);
+/* Drops the open game's rows (an aborted game that is not to be kept). */
+void shard_builder_abort_game(shard_builder_t *b);
+/* The game_id column holds first_id + i for finished game i (default 0:
+ * plain indices). shard_commit sets it to the ids koma.db will assign. */
+void shard_builder_set_first_game_id(shard_builder_t *b, int64_t first_id);
+
+/* Writes the finished games durably (temporary name, fsync, rename) to path.
+ * Fails if a game is open. Returns 0, or -1 with err = "<path>: ...". */
+int shard_write(const shard_builder_t *b, const char *path, char *err, size_t errlen);
+
+/* ---- registration --------------------------------------------------------------- */
+/* The id koma.db will give the next game inserted: games are only ever
+ * inserted (never deleted) with ids 1, 2, ..., so it is their count + 1.
+ * Registration checks the guess inside its transaction. */
+db_status_t shard_next_game_id(db_t *db, int64_t *id, char *err, size_t errlen);
+
+/* Registers the already written shard file <run_dir>/<rel_path> (shard_write
+ * of b after shard_builder_set_first_game_id(b, shard_next_game_id)) and b's
+ * games in ONE transaction: the shards row, every games row with its
+ * first_row/row_count, or nothing. Fails (nothing on record) when the ids the
+ * database assigns differ from b's game_id column. The file is left as it is
+ * on failure. out (NULL ok) gets the shards row. Returns the status with
+ * err = "<what>: ..." (the database's message on a database failure).
+ * Records no intent: prefer shard_commit, which survives a crash between the
+ * rename of the file and the transaction. */
+db_status_t shard_register(db_t *db, const char *run_dir, const char *rel_path, int32_t cycle,
+                           const shard_builder_t *b, db_shard_t *out, char *err, size_t errlen);
+/* The whole protocol on the thread that owns db (the writer thread): sets
+ * b's game ids to shard_next_game_id, then db_shard_commit: intent row,
+ * shard_write to <run_dir>/<rel_path> (directories created), size and XXH3
+ * measured, shard + games inserted in one transaction; on failure the file
+ * and the intent are removed and nothing is on record. A full disk is
+ * DB_FULL. rel_path must not exist yet. out (NULL ok) gets the shards row. */
+db_status_t shard_commit(db_t *db, const char *run_dir, const char *rel_path, int32_t cycle,
+                         shard_builder_t *b, db_shard_t *out, char *err, size_t errlen);
+
+/* Called once per submitted shard on the writer thread, after shard_commit
+ * (status DB_OK and the shards row) or with its failure (DB_CANCELLED at
+ * shutdown); shard is NULL unless status is DB_OK. Must not block long. */
+typedef void (*shard_done_fn)(void *user, int status, const char *err, const db_shard_t *shard);
+
+/* Queues shard_commit of b on the writer thread. On DB_OK the job owns b and
+ * frees it when done; otherwise (DB_TIMEOUT: queue full, DB_CANCELLED:
+ * stopping, DB_INVALID, DB_ERROR: no memory) nothing is queued, done is not
+ * called and b stays the caller's. run_dir and rel_path are copied. */
+int shard_submit(db_writer_t *w, const char *run_dir, const char *rel_path, int32_t cycle,
+                 shard_builder_t *b, shard_done_fn done, void *user, int64_t timeout_ms);
+
+/* ---- reader ----------------------------------------------------------------------- */
+typedef struct shard shard_t;
+
+enum {
+    SHARD_OPEN_NO_CHECKSUM = 1, /* skip the XXH3 of every column (the value checks still run) */
+};
+
+/* Column pointers into the mapping (aligned; see the table above). */
+typedef struct {
+    const uint8_t *planes;          /* (R, planes_bytes) */
+    const float *hand;              /* (R, hand_n) */
+    const uint8_t *legal;           /* (R, legal_bytes) */
+    const uint32_t *policy_offsets; /* (R) */
+    const uint16_t *policy_label;   /* (nnz) */
+    const float *policy_prob;       /* (nnz) */
+    const int8_t *result;           /* (R) */
+    const float *root_q;            /* (R) */
+    const uint16_t *ply;            /* (R) */
+    const int64_t *game_id;         /* (R) */
+    const uint16_t *move;           /* (R) */
+    const uint8_t *position;        /* (R, SHARD_POSITION_BYTES) */
+} shard_columns_t;
+
+/* Maps and validates path: checksums (unless SHARD_OPEN_NO_CHECKSUM), kind,
+ * version, the format against expect (NULL: accept any; the caller reads
+ * shard_format), every column's dtype and shape, the row and entry counts,
+ * offsets, labels, probabilities, results, values, positions, game ids.
+ * NULL with err = "<path>: <what>" for a bad shard. */
+shard_t *shard_open(const char *path, const shard_format_t *expect, uint32_t flags, char *err,
+                    size_t errlen);
+void shard_close(shard_t *s); /* NULL ok */
+
+const char *shard_path(const shard_t *s);
+const shard_format_t *shard_format(const shard_t *s);
+int64_t shard_rows(const shard_t *s);
+int64_t shard_games(const shard_t *s);
+int64_t shard_nnz(const shard_t *s);
+const shard_columns_t *shard_columns(const shard_t *s);
+/* Policy entries [*begin, *end) of row r (0 <= r < rows). */
+void shard_row_policy(const shard_t *s, int64_t r, int64_t *begin, int64_t *end);
+
+/* ---- training batches ------------------------------------------------------------- */
+/* Host buffers for up to cap rows and nnz_cap policy entries, laid out as
+ * nn_batch_t wants them; one allocation carved into the fields. */
+typedef struct {
+    shard_format_t fmt;
+    int32_t cap;              /* rows the buffers hold */
+    int64_t nnz_cap;          /* policy entries the buffers hold */
+    int32_t B;                /* rows gathered so far */
+    uint8_t *planes;          /* (cap, planes_bytes) */
+    float *hand;              /* (cap, hand_n) */
+    uint8_t *legal;           /* (cap, legal_bytes) */
+    uint32_t *policy_offsets; /* (cap + 1); [B] = entries gathered so far */
+    uint16_t *policy_label;   /* (nnz_cap) */
+    float *policy_prob;       /* (nnz_cap) */
+    int8_t *result;           /* (cap) */
+    float *root_q;            /* (cap) */
+    void *mem_;               /* private */
+} shard_batch_t;
+
+/* nnz_cap <= 0: cap * SHARD_LABEL_NB, enough for any rows. NULL with err for
+ * bad sizes or out of memory. */
+shard_batch_t *shard_batch_new(const shard_format_t *fmt, int32_t cap, int64_t nnz_cap, char *err,
+                               size_t errlen);
+void shard_batch_free(shard_batch_t *b); /* NULL ok */
+void shard_batch_clear(shard_batch_t *b); /* B = 0 */
+
+/* Appends rows[0..n) of s (any order, repeats allowed) at batch rows
+ * [B, B+n): planes, hand, legal, result, root_q copied, policy entries
+ * appended with offsets (B+1). Gather from several shards by calling once per
+ * shard. Returns 0, or -1 with err (nothing appended) when a row is out of
+ * range, the batch is full, or s's format differs from the batch's. */
+int shard_row_batch(const shard_t *s, const int64_t *rows, int32_t n, shard_batch_t *out, char *err,
+                    size_t errlen);
+/* The gathered rows as the trainer's batch (pointers into b). */
+nn_batch_t shard_batch_view(const shard_batch_t *b);
+
+#endif
