@@ -1,0 +1,366 @@
+/* inspect.c - looks inside a run, its database or one shard, without
+ * changing anything.
+ *
+ *   inspect RUN_DIR                  summary of RUN_DIR/koma.db
+ *   inspect --db FILE                the same for a database file
+ *   inspect --shard FILE [--rows N]  a shard's metadata, columns (dtype, shape,
+ *                                    checksum ok/BAD), its validation, and its
+ *                                    first N rows decoded (default 3)
+ *
+ * Exit status: 0 all fine, 1 something is bad or unreadable (the message
+ * names the file), 2 usage. Owns: presentation only; every check is
+ * data/shard.c's or data/db.c's.
+ */
+#include "compat/compat.h"
+#include "data/db.h"
+#include "data/shard.h"
+#include "engine/encode.h"
+#include "engine/position.h"
+#include "engine/sfen.h"
+#include "nn/safetensors.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: inspect RUN_DIR                  summary of a run (RUN_DIR/koma.db)\n"
+            "       inspect --db FILE                summary of a database file\n"
+            "       inspect --shard FILE [--rows N]  a shard's metadata, columns and first N rows (default 3)\n");
+}
+
+static double pct(int64_t a, int64_t b) { return b > 0 ? 100.0 * (double)a / (double)b : 0.0; }
+
+static void print_loss(const char *name, double v) {
+    if (isnan(v)) printf(" %s -", name);
+    else printf(" %s %.4f", name, v);
+}
+
+/* ---- run / database summary ------------------------------------------------------ */
+static int inspect_db(const char *path) {
+    char err[DB_ERR_MAX];
+    if (!compat_file_exists(path)) {
+        fprintf(stderr, "%s: no such file (not a run directory, or a run that never started?)\n", path);
+        return 1;
+    }
+    db_t *db = NULL;
+    if (db_open(path, DB_OPEN_READONLY, &db, err, sizeof err) != DB_OK) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    int rc = 0;
+    db_summary_t s;
+    if (db_summary(db, &s) != DB_OK) {
+        fprintf(stderr, "%s\n", db_errmsg(db));
+        db_close(db);
+        return 1;
+    }
+    printf("database %s (schema %d)\n", path, s.schema_version);
+    printf("  invocations  %lld", (long long)s.runs);
+    if (s.runs) printf(" (first %s, last %s)", s.first_run, s.last_run);
+    printf("\n");
+
+    db_model_t m;
+    printf("  models       %lld", (long long)s.models);
+    if (s.models && db_model_latest(db, &m) == DB_OK) {
+        printf(", latest: cycle %d, %s, %s, %lld steps, %lld samples\n", m.cycle, m.path, m.arch[0] ? m.arch : "?",
+               (long long)m.train_steps, (long long)m.train_samples);
+        printf("               losses at publication:");
+        print_loss("policy", m.loss_policy);
+        print_loss("value", m.loss_value);
+        print_loss("legal", m.loss_legal);
+        print_loss("total", m.loss_total);
+    }
+    printf("\n");
+
+    int64_t decided = s.black_wins + s.white_wins + s.draws;
+    printf("  games        %lld: black wins %lld (%.1f%%), white wins %lld (%.1f%%), draws %lld (%.1f%%)", (long long)s.games,
+           (long long)s.black_wins, pct(s.black_wins, decided), (long long)s.white_wins, pct(s.white_wins, decided),
+           (long long)s.draws, pct(s.draws, decided));
+    if (!isnan(s.avg_plies)) printf(", %.1f plies on average", s.avg_plies);
+    printf("\n  ended by    ");
+    int any = 0;
+    for (int r = 0; r < DB_REASON_NB; r++)
+        if (s.reasons[r]) printf("%s %s %lld (%.1f%%)", any++ ? "," : "", db_reason_name((db_reason_t)r),
+                                 (long long)s.reasons[r], pct(s.reasons[r], s.games));
+    printf("%s\n", any ? "" : " -");
+    printf("  positions    %lld in %lld shards (%.1f MiB)\n", (long long)s.positions, (long long)s.shards,
+           (double)s.shard_bytes / (1024.0 * 1024.0));
+    if (s.pending)
+        printf("  pending      %lld shard files written but not registered (the next start moves them aside)\n",
+               (long long)s.pending);
+
+    /* Cycles: those with shards or metrics, up to the highest seen. */
+    db_shard_t *sh = NULL;
+    int32_t nsh = 0, max_cycle = s.latest_cycle;
+    if (db_shards_recent(db, 0, &sh, &nsh) == DB_OK) {
+        for (int32_t i = 0; i < nsh; i++)
+            if (sh[i].cycle > max_cycle) max_cycle = sh[i].cycle;
+    }
+    if (max_cycle >= 0) {
+        printf("  cycles\n    %5s %8s %10s %6s %6s %6s %7s %9s %8s %8s\n", "cycle", "games", "positions", "black",
+               "white", "draws", "plies", "pos/s", "batch", "elo");
+        int32_t from = max_cycle - 19 > 0 ? max_cycle - 19 : 0;
+        if (from > 0) printf("    (%d earlier cycles not shown)\n", from);
+        for (int32_t c = from; c <= max_cycle; c++) {
+            int64_t g = 0, p = 0;
+            db_count(db, c, &g, &p);
+            db_cycle_metrics_t cm;
+            int have = db_cycle_metrics_get(db, c, &cm) == DB_OK;
+            if (!have && !g) continue;
+            printf("    %5d %8lld %10lld", c, (long long)g, (long long)p);
+            if (have) {
+                printf(" %6lld %6lld %6lld %7.1f %9.0f %8.1f", (long long)cm.black_wins, (long long)cm.white_wins,
+                       (long long)cm.draws, cm.avg_plies, cm.positions_per_s, cm.avg_batch);
+                if (isnan(cm.elo)) printf(" %8s", "-");
+                else printf(" %8.0f", cm.elo);
+            }
+            printf("\n");
+        }
+    }
+    if (nsh > 0) {
+        printf("  latest shards\n");
+        for (int32_t i = nsh > 5 ? nsh - 5 : 0; i < nsh; i++)
+            printf("    %-40s cycle %3d  %7lld rows  %5lld games  %9lld bytes  %s\n", sh[i].path, sh[i].cycle,
+                   (long long)sh[i].rows, (long long)sh[i].games, (long long)sh[i].bytes, sh[i].created);
+    }
+    free(sh);
+
+    if (s.last_step >= 0) {
+        db_train_step_t ts[8];
+        int32_t n = 0;
+        int64_t from = s.last_step - 7 > 0 ? s.last_step - 7 : 0;
+        printf("  training     %lld steps logged, last step %lld\n", (long long)s.train_steps, (long long)s.last_step);
+        if (db_train_steps_get(db, from, s.last_step + 1, ts, 8, &n) == DB_OK) {
+            for (int32_t i = 0; i < n; i++) {
+                printf("    step %8lld  cycle %3d  lr %.5f ", (long long)ts[i].step, ts[i].cycle, ts[i].lr);
+                print_loss("policy", ts[i].loss_policy);
+                print_loss("value", ts[i].loss_value);
+                print_loss("legal", ts[i].loss_legal);
+                print_loss("total", ts[i].loss_total);
+                printf("\n");
+            }
+        }
+    } else {
+        printf("  training     no steps logged\n");
+    }
+    if (s.matches) {
+        db_match_t *mt = NULL;
+        int32_t nm = 0;
+        if (db_matches_list(db, -1, &mt, &nm) == DB_OK) {
+            printf("  matches      %d\n", nm);
+            for (int32_t i = nm > 5 ? nm - 5 : 0; i < nm; i++)
+                printf("    cycle %3d  model %lld vs %s%lld: +%d =%d -%d  elo %+.0f [%+.0f, %+.0f]  %s\n", mt[i].cycle,
+                       (long long)mt[i].model_a, mt[i].model_b ? "model " : mt[i].opponent,
+                       (long long)mt[i].model_b, mt[i].wins, mt[i].draws, mt[i].losses, mt[i].elo, mt[i].elo_lo,
+                       mt[i].elo_hi, mt[i].settings);
+        }
+        free(mt);
+    }
+    db_close(db);
+    return rc;
+}
+
+/* ---- shard -------------------------------------------------------------------------- */
+/* A Position from the position column, or NULL with why when it is not a legal
+ * shogi position (the raw fields are still set for SFEN text). */
+static const char *decode_position(const uint8_t *bytes, Position *pos) {
+    shard_position_t p;
+    shard_position_unpack(bytes, &p);
+    memset(pos, 0, offsetof(Position, hist) + sizeof(PosState));
+    memcpy(pos->board, p.board, sizeof pos->board);
+    pos->side = p.side;
+    pos->game_ply = p.ply;
+    pos->hand[0] = p.hand[0];
+    pos->hand[1] = p.hand[1];
+    /* What pos_reset_state needs to be safe: codes (checked by shard_open), kings, hands. */
+    int kings[2] = {0, 0};
+    for (int sq = 0; sq < SQ_NB; sq++)
+        if (p.board[sq] && piece_type(p.board[sq]) == PT_KING) kings[piece_color(p.board[sq])]++;
+    if (kings[0] != 1 || kings[1] != 1) return "each side needs exactly one king";
+    for (int c = 0; c < 2; c++)
+        if (p.hand[c] & (HAND_BORROW_MASK | 0x40u | 0x80u | (1u << 23) | (1u << 27))) return "hand has stray bits";
+    pos_reset_state(pos);
+    return pos_validate(pos);
+}
+
+static void move_text(const Position *pos, int valid, uint16_t m, char *buf) {
+    if (!valid || (m != MOVE_NONE && !move_is_drop(m) && (move_from(m) >= SQ_NB || move_to(m) >= SQ_NB)) ||
+        (move_is_drop(m) && move_to(m) >= SQ_NB)) {
+        snprintf(buf, 24, "0x%04x", m);
+        return;
+    }
+    move_to_usi(m, buf);
+    if (m != MOVE_NONE && !pos_is_legal(pos, m)) strcat(buf, "(illegal!)");
+}
+
+typedef struct {
+    uint16_t label;
+    float prob;
+} entry_t;
+static int by_prob(const void *a, const void *b) {
+    float x = ((const entry_t *)a)->prob, y = ((const entry_t *)b)->prob;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static void print_rows(const shard_t *s, int64_t nrows) {
+    const shard_columns_t *c = shard_columns(s);
+    const shard_format_t *f = shard_format(s);
+    static Position pos; /* large: keep it off the stack */
+    if (nrows > shard_rows(s)) nrows = shard_rows(s);
+    for (int64_t r = 0; r < nrows; r++) {
+        const uint8_t *pb = c->position + r * SHARD_POSITION_BYTES;
+        const char *why = decode_position(pb, &pos);
+        char sfen[SFEN_MAX_LEN], mv[32];
+        sfen_write(&pos, sfen, sizeof sfen);
+        move_text(&pos, why == NULL, c->move[r], mv);
+        printf("  row %lld: game %lld, ply %u, %s to move, %s, root_q %+.4f, move %s\n", (long long)r,
+               (long long)c->game_id[r], c->ply[r], pb[SHARD_POS_SIDE] ? "white" : "black",
+               c->result[r] > 0 ? "won" : c->result[r] < 0 ? "lost" : "drawn", (double)c->root_q[r], mv);
+        printf("    sfen %s%s%s\n", sfen, why ? "  (not a legal position: " : "", why ? why : "");
+        if (why) printf("    )\n");
+        int64_t b, e;
+        shard_row_policy(s, r, &b, &e);
+        if (e == b) {
+            printf("    policy: none (no target at this row)\n");
+        } else {
+            entry_t top[SHARD_LABEL_NB];
+            int64_t n = e - b;
+            double sum = 0;
+            for (int64_t i = 0; i < n; i++) {
+                top[i] = (entry_t){c->policy_label[b + i], c->policy_prob[b + i]};
+                sum += top[i].prob;
+            }
+            qsort(top, (size_t)n, sizeof top[0], by_prob);
+            printf("    policy: %lld entries, sum %.4f, top:", (long long)n, sum);
+            for (int64_t i = 0; i < n && i < 6; i++) {
+                char lm[32] = "?";
+                int32_t dir = top[i].label / 81, sq = top[i].label % 81;
+                if (!why && f->features_version == ENC_FEATURES_VERSION) {
+                    Move m = encode_label_move(&pos, top[i].label);
+                    if (m != MOVE_NONE) move_to_usi(m, lm);
+                    else snprintf(lm, sizeof lm, "d%d/s%d(illegal)", dir, sq);
+                } else {
+                    snprintf(lm, sizeof lm, "d%d/s%d", dir, sq);
+                }
+                printf(" %u=%s %.3f", top[i].label, lm, (double)top[i].prob);
+            }
+            printf("\n");
+        }
+        int64_t bits = 0, legal = 0;
+        for (int32_t i = 0; i < f->planes_bytes; i++) bits += __builtin_popcount(c->planes[r * f->planes_bytes + i]);
+        for (int32_t i = 0; i < f->legal_bytes; i++) legal += __builtin_popcount(c->legal[r * f->legal_bytes + i]);
+        printf("    planes: %lld bits set; legal mask: %lld moves", (long long)bits, (long long)legal);
+        if (!why && f->features_version == ENC_FEATURES_VERSION && f->legal_bytes == ENC_LEGAL_BYTES) {
+            uint8_t mask[ENC_LEGAL_BYTES];
+            encode_legal_mask(&pos, mask);
+            printf(" (%s the position's)", memcmp(mask, c->legal + r * f->legal_bytes, ENC_LEGAL_BYTES) ? "DIFFERS from"
+                                                                                                         : "matches");
+        }
+        printf("; hand:");
+        for (int32_t i = 0; i < f->hand_n && i < 16; i++) printf(" %.3g", (double)c->hand[r * f->hand_n + i]);
+        printf("\n");
+    }
+}
+
+static int inspect_shard(const char *path, int64_t nrows) {
+    char err[1024];
+    int64_t size = compat_file_size(path);
+    st_file_t *f = st_open(path, 0, err, sizeof err); /* no verify: show each column's checksum */
+    if (!f) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    int rc = 0;
+    printf("shard %s (%lld bytes)\n", path, (long long)size);
+    static const char *keys[] = {"koma.kind",     "koma.version",          "koma.rows",
+                                 "koma.games",    "koma.nnz",              "koma.features_version",
+                                 "koma.planes_bytes", "koma.hand_n",       "koma.legal_bytes"};
+    printf("  metadata:");
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const char *v = st_meta(f, keys[i]);
+        printf(" %s=%s", keys[i] + 5, v ? v : "(missing)");
+    }
+    printf("\n  %-16s %-5s %-14s %12s  %-16s %s\n", "column", "dtype", "shape", "bytes", "xxh3", "checksum");
+    for (int32_t i = 0; i < st_count(f); i++) {
+        const st_tensor_t *t = st_at(f, i);
+        char shape[64] = "[", key[ST_MAX_NAME + 16], hex[17];
+        for (int32_t d = 0; d < t->ndim; d++)
+            snprintf(shape + strlen(shape), sizeof shape - strlen(shape), d ? ", %lld" : "%lld", (long long)t->shape[d]);
+        strcat(shape, "]");
+        snprintf(key, sizeof key, "koma.xxh3.%s", t->name);
+        const char *want = st_meta(f, key);
+        snprintf(hex, sizeof hex, "%016llx", (unsigned long long)XXH3_64bits(t->data, (size_t)t->nbytes));
+        const char *state = !want ? "MISSING" : strcmp(want, hex) == 0 ? "ok" : "BAD";
+        if (strcmp(state, "ok") != 0) rc = 1;
+        printf("  %-16s %-5s %-14s %12llu  %-16s %s\n", t->name, st_dtype_name(t->dtype), shape,
+               (unsigned long long)t->nbytes, hex, state);
+    }
+    st_close(f);
+
+    shard_t *s = shard_open(path, NULL, 0, err, sizeof err);
+    if (s) {
+        printf("  validation: ok\n");
+    } else {
+        printf("  validation: FAILED: %s\n", err);
+        rc = 1;
+        s = shard_open(path, NULL, SHARD_OPEN_NO_CHECKSUM, err, sizeof err);
+    }
+    if (!s) {
+        printf("  rows not shown: the values do not pass the checks either\n");
+        return 1;
+    }
+    const shard_format_t *fm = shard_format(s);
+    shard_format_t mine = {ENC_FEATURES_VERSION, ENC_PACKED_BYTES, ENC_HAND, ENC_LEGAL_BYTES};
+    int same = fm->features_version == mine.features_version && fm->planes_bytes == mine.planes_bytes &&
+               fm->hand_n == mine.hand_n && fm->legal_bytes == mine.legal_bytes;
+    printf("  format: features_version %d, planes %d bytes, hand %d, legal %d bytes: %s this build's features\n",
+           fm->features_version, fm->planes_bytes, fm->hand_n, fm->legal_bytes, same ? "matches" : "DIFFERS from");
+    printf("  %lld rows, %lld games, %lld policy entries (%.1f per row)\n", (long long)shard_rows(s),
+           (long long)shard_games(s), (long long)shard_nnz(s),
+           shard_rows(s) ? (double)shard_nnz(s) / (double)shard_rows(s) : 0.0);
+    print_rows(s, nrows);
+    shard_close(s);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    const char *db = NULL, *shard = NULL, *run = NULL;
+    int64_t nrows = 3;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--db") == 0 && i + 1 < argc) {
+            db = argv[++i];
+        } else if (strcmp(argv[i], "--shard") == 0 && i + 1 < argc) {
+            shard = argv[++i];
+        } else if (strcmp(argv[i], "--rows") == 0 && i + 1 < argc) {
+            char *end;
+            nrows = strtoll(argv[++i], &end, 10);
+            if (*end || nrows < 0) {
+                fprintf(stderr, "inspect: --rows wants a count >= 0, not '%s'\n", argv[i]);
+                return 2;
+            }
+        } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (argv[i][0] != '-' && !run) {
+            run = argv[i];
+        } else {
+            fprintf(stderr, "inspect: unknown or incomplete argument '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if ((db != NULL) + (shard != NULL) + (run != NULL) != 1) {
+        usage(stderr);
+        return 2;
+    }
+    if (shard) return inspect_shard(shard, nrows);
+    if (db) return inspect_db(db);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/koma.db", run);
+    return inspect_db(path);
+}
