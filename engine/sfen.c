@@ -74,6 +74,9 @@ static SfenError fail(Reader *r, SfenError e, const char *fmt, ...) {
     return e;
 }
 
+/* An offset for messages (printf's %zu is not everywhere). */
+static long offset_of(size_t i) { return i > 0x7FFFFFFF ? 0x7FFFFFFFL : (long)i; }
+
 static void skip_space(Reader *r) {
     while (r->i < r->len && is_space(r->s[r->i])) r->i++;
 }
@@ -131,7 +134,7 @@ static SfenError parse_board(Reader *r, size_t b, size_t e, uint8_t board[SQ_NB]
         PieceType pt = pt_from_char(c);
         if (pt == PT_NONE) {
             if (promoted) return fail(r, SFEN_ERR_PROMOTED, "'+' followed by %s", show_char(c, cb));
-            return fail(r, SFEN_ERR_BOARD_CHAR, "%s at offset %zu", show_char(c, cb), i);
+            return fail(r, SFEN_ERR_BOARD_CHAR, "%s at offset %ld", show_char(c, cb), offset_of(i));
         }
         if (promoted) {
             if (!pt_can_promote(pt)) return fail(r, SFEN_ERR_PROMOTED, "'+%c' cannot be promoted", c);
@@ -228,7 +231,7 @@ SfenError sfen_parse(Position *pos, const char *s, size_t len, char *err, size_t
     if (!next_token(r, &b, &e)) return fail(r, SFEN_ERR_EMPTY, "no text");
     if (token_is(r, b, e, "startpos")) {
         skip_space(r);
-        if (r->i < r->len) return fail(r, SFEN_ERR_TRAILING, "text after 'startpos' at offset %zu", r->i);
+        if (r->i < r->len) return fail(r, SFEN_ERR_TRAILING, "text after 'startpos' at offset %ld", offset_of(r->i));
         pos_set_startpos(pos);
         return SFEN_OK;
     }
@@ -260,7 +263,7 @@ SfenError sfen_parse(Position *pos, const char *s, size_t len, char *err, size_t
         if (ply < 1) return fail(r, SFEN_ERR_PLY, "ply must be at least 1");
         pos->game_ply = (int32_t)ply;
         skip_space(r);
-        if (r->i < r->len) return fail(r, SFEN_ERR_TRAILING, "text after the ply at offset %zu", r->i);
+        if (r->i < r->len) return fail(r, SFEN_ERR_TRAILING, "text after the ply at offset %ld", offset_of(r->i));
     }
 
     rc = check_position(r, pos);
