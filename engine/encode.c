@@ -3,10 +3,11 @@
  * Owns: everything declared in encode.h.
  * Does not own: move generation (movegen.c) or legality (position.c).
  *
- * Planes are built as bitboards in real square numbering, rotated 180
- * degrees for White (a bit reversal of the 81-bit value), and OR-ed into a
- * little-endian 64-bit word buffer at bit plane * 81, which is the packed
- * byte format once copied out on a little-endian host.
+ * Planes are built as bitboards in view square numbering (for White to
+ * move the occupancy and colour sets are rotated 180 degrees once, by a bit
+ * reversal of the 81-bit value) and OR-ed into a little-endian 64-bit word
+ * buffer at bit plane * 81, which is the packed byte format once copied out
+ * on a little-endian host.
  */
 #include "engine/encode.h"
 
@@ -60,56 +61,65 @@ static inline void add_attacks(SideAttacks *sa, PieceType pt, Bitboard a) {
     sa->c1 = bb_or(sa->c1, a);
 }
 
-static void side_attacks(const Position *pos, Color c, SideAttacks *sa) {
-    memset(sa, 0, sizeof *sa);
-    const Bitboard occ = pos->bb[POS_BB_OCC], own = pos->by_color[c];
-    /* Pawns as a set: two pawns never attack the same square. */
-    add_attacks(sa, PT_PAWN, bb_pawn_set_attacks(c, bb_and(pos->bb[PT_PAWN], own)));
-    for (Bitboard t = bb_andnot(own, pos->bb[PT_PAWN]); bb_nonzero(t);) {
-        Square sq = bb_pop_lsb(&t);
-        PieceType pt = piece_type(pos->board[sq]);
-        Bitboard a;
-        switch (pt) {
-        case PT_LANCE: a = bb_lance_attacks(c, sq, occ); break;
-        case PT_BISHOP: a = bb_bishop_attacks(sq, occ); break;
-        case PT_ROOK: a = bb_rook_attacks(sq, occ); break;
-        case PT_HORSE: a = bb_horse_attacks(sq, occ); break;
-        case PT_DRAGON: a = bb_dragon_attacks(sq, occ); break;
-        default: a = bb_step_tab[c][pt][sq]; break;
-        }
-        add_attacks(sa, pt, a);
+/* Attacks of a piece of type pt moving like colour c, on view square sq. */
+static inline Bitboard view_attacks(Color c, PieceType pt, Square sq, Bitboard occ) {
+    switch (pt) {
+    case PT_LANCE: return bb_lance_attacks(c, sq, occ);
+    case PT_BISHOP: return bb_bishop_attacks(sq, occ);
+    case PT_ROOK: return bb_rook_attacks(sq, occ);
+    case PT_HORSE: return bb_horse_attacks(sq, occ);
+    case PT_DRAGON: return bb_dragon_attacks(sq, occ);
+    default: return bb_step_tab[c][pt][sq];
     }
 }
 
+/* Everything is computed in the view: for White to move the occupancy and
+ * the colour sets are rotated once, "us" then moves like Black and "them"
+ * like White, and each view square's piece is read at the rotated square. */
 void encode_position(const Position *pos, uint8_t packed[ENC_PACKED_BYTES], float hand[ENC_HAND]) {
     static const float HAND_SCALE[PT_HAND_NB] = {0, 1.0f / 18, 1.0f / 4, 1.0f / 4, 1.0f / 4, 1.0f / 2, 1.0f / 2, 1.0f / 4};
     uint64_t w[WORDS];
     memset(w, 0, sizeof w);
-    const Color us = pos->side;
+    const Color us = pos->side, them = color_flip(us);
     const bool flip = us == COLOR_WHITE;
-#define PUT(plane, bb) put_plane(w, (plane), flip ? rotate180(bb) : (bb))
-    for (int32_t b = 0; b < 2; b++) {
-        const Color c = b == 0 ? us : color_flip(us);
-        const int32_t base = b * ENC_SIDE_PLANES;
-        const Bitboard own = pos->by_color[c];
-        SideAttacks sa;
-        side_attacks(pos, c, &sa);
-        for (PieceType pt = PT_PAWN; pt <= PT_DRAGON; pt++) {
-            Bitboard pcs = bb_and(pos->bb[pt], own);
-            if (bb_nonzero(pcs)) PUT(base + ENC_OFF_PIECE + pt - 1, pcs);
-            if (bb_nonzero(sa.att[pt])) PUT(base + ENC_OFF_ATTACK + pt - 1, sa.att[pt]);
+    Bitboard occ = pos->bb[POS_BB_OCC];
+    Bitboard side_bb[2] = {pos->by_color[us], pos->by_color[them]};
+    Bitboard pinned[2] = {bb_and(pos_blockers(pos, us, NULL), side_bb[0]), bb_and(pos_blockers(pos, them, NULL), side_bb[1])};
+    if (flip) {
+        occ = rotate180(occ);
+        for (int32_t b = 0; b < 2; b++) {
+            side_bb[b] = rotate180(side_bb[b]);
+            pinned[b] = rotate180(pinned[b]);
         }
-        PUT(base + ENC_OFF_COUNT + 0, sa.c1);
-        PUT(base + ENC_OFF_COUNT + 1, sa.c2);
-        PUT(base + ENC_OFF_COUNT + 2, sa.c3);
-        PUT(base + ENC_OFF_PINNED, bb_and(pos_blockers(pos, c, NULL), own));
-        PUT(base + ENC_OFF_NO_PAWN_FILE, bb_not(bb_file_fill(bb_and(pos->bb[PT_PAWN], own))));
+    }
+    for (int32_t b = 0; b < 2; b++) {
+        const Color c = b == 0 ? us : them;
+        const Color vc = b == 0 ? COLOR_BLACK : COLOR_WHITE; /* how the side moves in the view */
+        const int32_t base = b * ENC_SIDE_PLANES;
+        Bitboard pcs[PT_NB];
+        SideAttacks sa;
+        memset(pcs, 0, sizeof pcs);
+        memset(&sa, 0, sizeof sa);
+        for (Bitboard t = side_bb[b]; bb_nonzero(t);) {
+            Square v = bb_pop_lsb(&t);
+            PieceType pt = piece_type(pos->board[flip ? sq_flip(v) : v]);
+            pcs[pt] = bb_or(pcs[pt], bb_sq_tab[v]);
+            add_attacks(&sa, pt, view_attacks(vc, pt, v, occ));
+        }
+        for (PieceType pt = PT_PAWN; pt <= PT_DRAGON; pt++) {
+            if (bb_nonzero(pcs[pt])) put_plane(w, base + ENC_OFF_PIECE + pt - 1, pcs[pt]);
+            if (bb_nonzero(sa.att[pt])) put_plane(w, base + ENC_OFF_ATTACK + pt - 1, sa.att[pt]);
+        }
+        put_plane(w, base + ENC_OFF_COUNT + 0, sa.c1);
+        if (bb_nonzero(sa.c2)) put_plane(w, base + ENC_OFF_COUNT + 1, sa.c2);
+        if (bb_nonzero(sa.c3)) put_plane(w, base + ENC_OFF_COUNT + 2, sa.c3);
+        if (bb_nonzero(pinned[b])) put_plane(w, base + ENC_OFF_PINNED, pinned[b]);
+        put_plane(w, base + ENC_OFF_NO_PAWN_FILE, bb_not(bb_file_fill(pcs[PT_PAWN])));
         for (PieceType pt = PT_PAWN; pt <= PT_GOLD; pt++)
             hand[b * 7 + pt - 1] = (float)hand_count(pos->hand[c], pt) * HAND_SCALE[pt];
     }
     if (pos_in_check(pos)) put_plane(w, ENC_PLANE_IN_CHECK, bb_full());
     put_plane(w, ENC_PLANE_ONES, bb_full());
-#undef PUT
     memcpy(packed, w, ENC_PACKED_BYTES);
 }
 

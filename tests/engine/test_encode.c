@@ -17,6 +17,7 @@
 #include "engine/encode.h"
 #include "engine/movegen.h"
 #include "engine/sfen.h"
+#include "sfen_mirror.h"
 
 static int failures = 0;
 #define CHECK(cond, ...)                                                                                               \
@@ -51,68 +52,6 @@ static const char *START_SFENS[] = {
     "+B+R5n1/2+P+P2gk1/+P3+P+S2l/3+N4p/9/P1+p6/1+s+p+p3+p1/2+n+l+l3K/1G4+r+b1 b GSN4Pgsl4p 1",
 };
 enum { N_START = sizeof START_SFENS / sizeof START_SFENS[0] };
-
-/* ---- the colour-flipped mirror, built as text ------------------------------- */
-/* Rotates the board field 180 degrees and swaps case, swaps the hands' case
- * and the side. Returns 0 on success. */
-static int flip_sfen(const char *in, char *out, size_t outlen) {
-    char tok[81][3];
-    int n = 0;
-    const char *p = in;
-    for (; *p && *p != ' '; p++) {
-        if (*p == '/') continue;
-        if (*p >= '1' && *p <= '9') {
-            for (int k = 0; k < *p - '0'; k++) strcpy(tok[n++], ".");
-        } else if (*p == '+') {
-            tok[n][0] = '+';
-            tok[n][1] = p[1];
-            tok[n][2] = 0;
-            n++;
-            p++;
-        } else {
-            tok[n][0] = *p;
-            tok[n][1] = 0;
-            n++;
-        }
-        if (n > 81) return -1;
-    }
-    if (n != 81) return -1;
-    char board[128];
-    int bl = 0;
-    for (int rank = 0; rank < 9; rank++) {
-        int empty = 0;
-        for (int i = 0; i < 9; i++) {
-            const char *t = tok[80 - (rank * 9 + i)]; /* reading order reversed = 180 degrees */
-            if (t[0] == '.') {
-                empty++;
-                continue;
-            }
-            if (empty) board[bl++] = (char)('0' + empty), empty = 0;
-            for (const char *q = t; *q; q++) {
-                char c = *q;
-                if (c >= 'a' && c <= 'z')
-                    c = (char)(c - 'a' + 'A');
-                else if (c >= 'A' && c <= 'Z')
-                    c = (char)(c - 'A' + 'a');
-                board[bl++] = c;
-            }
-        }
-        if (empty) board[bl++] = (char)('0' + empty);
-        if (rank < 8) board[bl++] = '/';
-    }
-    board[bl] = 0;
-    char side[8], hand[128];
-    int ply = 1;
-    if (sscanf(p, " %7s %127s %d", side, hand, &ply) < 2) return -1;
-    for (char *q = hand; *q; q++) {
-        if (*q >= 'a' && *q <= 'z')
-            *q = (char)(*q - 'a' + 'A');
-        else if (*q >= 'A' && *q <= 'Z')
-            *q = (char)(*q - 'A' + 'a');
-    }
-    snprintf(out, outlen, "%s %c %s %d", board, side[0] == 'b' ? 'w' : 'b', hand, ply);
-    return 0;
-}
 
 /* The mirror image of a move (squares rotated; drops keep their piece type). */
 static Move flip_move(Move m) {
@@ -233,7 +172,7 @@ static void check_position(const Position *pos, bool with_reference) {
     /* Colour-flipped mirror: same encoding, same labels for mirrored moves. */
     char fs[SFEN_MAX_LEN + 16], err[256];
     static Position mirror;
-    CHECK(flip_sfen(sfen, fs, sizeof fs) == 0, "cannot flip %s", sfen);
+    CHECK(mirror_sfen(sfen, fs, sizeof fs) == 0, "cannot flip %s", sfen);
     if (sfen_parse_cstr(&mirror, fs, err, sizeof err) != SFEN_OK) {
         CHECK(0, "mirror of %s does not parse: %s (%s)", sfen, fs, err);
     } else {
