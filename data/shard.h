@@ -55,15 +55,18 @@
  *
  * ---- Files in a run ------------------------------------------------------------------
  * <run_dir>/shards/c<cycle, 4+ digits>_<seq, 6+ digits>.safetensors (shard_path_format),
- * seq counting shards across the run. shard_commit / shard_submit follow
+ * seq counting shards across the run (the caller picks it: e.g. the number of
+ * shards registered at start-up + 1, then counting up; a path already taken is
+ * refused with DB_CONSTRAINT, never overwritten). shard_commit / shard_submit follow
  * db_shard_commit: an intent row is committed, the file is written to
  * "<path>.tmp.<pid>", fsync'ed and renamed, then the shard and its games are
  * inserted in ONE transaction. A kill -9 after the rename leaves a file with
  * an intent and no shard row: db_check_shards moves it aside at start-up.
  *
  * ---- Errors and threads ------------------------------------------------------------------
- * Every failure returns a status with a message that starts with the file's
- * path; a bad shard never aborts the process. A shard_t is read-only after
+ * Every failure returns a status with a message: the reader's start with the
+ * shard's path, registration's with the database's path or the shard's
+ * run-relative path. A bad shard never aborts the process. A shard_t is read-only after
  * shard_open: any number of threads may gather from it at once. A builder is
  * one thread's.
  */

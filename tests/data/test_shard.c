@@ -882,7 +882,6 @@ static shard_builder_t *builder_with(ref_t *ref, int32_t ngames, const int64_t *
         const char *mv = boom_at && i == 1 ? "boom" : "7g7f 3c3d";
         add_game(b, ref, rows[i], "fn", i % 3 - 1, mv);
     }
-    (void)boom_at;
     return b;
 }
 
@@ -1052,10 +1051,12 @@ static void test_writer_job(void) {
     CHECK(db_writer_flush(w, 30000) == DB_OK);
     CHECK(db_writer_stop(w, 10000) == DB_OK);
     /* After stop: refused, and the builder is still ours (ASan would see a double free). */
-    shard_builder_t *late = builder_with(&refs[3], 1, rows[3], NULL);
+    ref_t late_ref;
+    shard_builder_t *late = builder_with(&late_ref, 1, rows[3], NULL);
     CHECK(shard_submit(w, run, "shards/late.safetensors", 0, late, on_done, &log, 0) == DB_CANCELLED);
     CHECK(shard_builder_games(late) == 1);
     shard_builder_free(late);
+    ref_free(&late_ref);
     db_writer_free(w);
 
     CHECK(log.n == 4);
