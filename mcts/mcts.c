@@ -423,23 +423,61 @@ static void node_completed_q(MctsTree *t, const Node *x, float *out) {
                      t->p.gumbel_c_scale, t->p.gumbel_rescale, out);
 }
 
-/* mctx's interior rule: argmax pi'(a) - N(a) / (1 + sum N), visits in flight included. */
+/* mctx's interior rule: argmax pi'(a) - N(a) / (1 + sum N), visits in flight
+ * included, pi' = softmax(log prior + sigma(completed Q)). The same numbers
+ * as mcts_completed_q + mcts_softmax, computed in one pass over the children
+ * with one exp per visited child: every unvisited child shares v_mix, so
+ * pi'(a) = prior(a) exp(sigma(q_a) - sigma_max) / Z. */
 static int32_t select_gumbel_interior(MctsTree *t, const Node *x) {
-    float *cq = t->sf[0], *pi = t->sf[1];
-    node_completed_q(t, x, cq);
-    const float *pr = &t->e_prior[x->edge_begin];
-    for (int32_t i = 0; i < x->edge_n; i++) pi[i] = logf(pr[i] > 1e-30f ? pr[i] : 1e-30f) + cq[i];
-    mcts_softmax(x->edge_n, pi, pi);
     const int32_t *ch = &t->e_child[x->edge_begin];
-    int64_t sum = 0;
+    const float *pr = &t->e_prior[x->edge_begin];
+    int32_t *vis = t->si;  /* completed visits */
+    float *q = t->sf[0];   /* q of visited children, then their weights */
+    int64_t sum_n = 0, sum_nv = 0;
+    int32_t max_n = 0;
+    double sum_p = 0.0, sum_pq = 0.0, p_unvisited = 0.0;
+    float lo = FLT_MAX, hi = -FLT_MAX;
+    for (int32_t i = 0; i < x->edge_n; i++) {
+        const Node *cn = ch[i] >= 0 ? &t->nodes[ch[i]] : NULL;
+        vis[i] = cn ? cn->n : 0;
+        sum_nv += cn ? cn->n + cn->vl : 0;
+        if (vis[i] == 0) {
+            p_unvisited += pr[i];
+            continue;
+        }
+        q[i] = child_q(cn);
+        sum_n += vis[i];
+        if (vis[i] > max_n) max_n = vis[i];
+        double pp = pr[i] > FLT_MIN ? pr[i] : FLT_MIN;
+        sum_p += pp;
+        sum_pq += pp * q[i];
+        if (q[i] < lo) lo = q[i];
+        if (q[i] > hi) hi = q[i];
+    }
+    float v_mix = sum_n > 0 ? (float)((x->v_net + (double)sum_n * (sum_pq / sum_p)) / (double)(sum_n + 1)) : x->v_net;
+    if (p_unvisited > 0.0) {
+        if (v_mix < lo) lo = v_mix;
+        if (v_mix > hi) hi = v_mix;
+    }
+    float scale = (t->p.gumbel_c_visit + (float)max_n) * t->p.gumbel_c_scale;
+    bool rescale = t->p.gumbel_rescale && hi > lo;
+    float a, b; /* sigma(q) = a * q + b */
+    if (!t->p.gumbel_rescale) a = scale * 0.5f, b = scale * 0.5f;
+    else if (rescale) a = scale / (hi - lo), b = -lo * a;
+    else a = 0.0f, b = scale * 0.5f;
+    float smax = a * (a >= 0.0f ? hi : lo) + b; /* sigma is increasing: its max is at hi */
+    double z = 0.0;
+    float w_unvisited = expf(a * v_mix + b - smax);
+    z += p_unvisited * w_unvisited;
     for (int32_t i = 0; i < x->edge_n; i++)
-        if (ch[i] >= 0) sum += t->nodes[ch[i]].n + t->nodes[ch[i]].vl;
-    float inv = 1.0f / (1.0f + (float)sum);
+        if (vis[i] > 0) z += (q[i] = pr[i] * expf(a * q[i] + b - smax));
+    float inv_z = (float)(1.0 / z), inv_n = 1.0f / (1.0f + (float)sum_nv);
     int32_t best = 0;
     float best_s = -FLT_MAX;
     for (int32_t i = 0; i < x->edge_n; i++) {
+        float pi = (vis[i] > 0 ? q[i] : pr[i] * w_unvisited) * inv_z;
         int32_t nv = ch[i] >= 0 ? t->nodes[ch[i]].n + t->nodes[ch[i]].vl : 0;
-        float s = pi[i] - (float)nv * inv;
+        float s = pi - (float)nv * inv_n;
         if (s > best_s) best_s = s, best = i;
     }
     return best;
