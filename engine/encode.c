@@ -189,12 +189,16 @@ Move encode_label_move(const Position *pos, int32_t label) {
     return pos_is_valid_move(pos, m) ? m : MOVE_NONE;
 }
 
+void encode_legal_mask_list(const Position *pos, const MoveList *list, uint8_t mask[ENC_LEGAL_BYTES]) {
+    memset(mask, 0, ENC_LEGAL_BYTES);
+    for (int32_t i = 0; i < list->n; i++) {
+        int32_t l = encode_move_label(pos, list->moves[i]);
+        if (l >= 0) mask[l >> 3] |= (uint8_t)(1u << (l & 7));
+    }
+}
+
 void encode_legal_mask(const Position *pos, uint8_t mask[ENC_LEGAL_BYTES]) {
     MoveList list;
-    memset(mask, 0, ENC_LEGAL_BYTES);
     movegen_legal(pos, &list);
-    for (int32_t i = 0; i < list.n; i++) {
-        int32_t l = encode_move_label(pos, list.moves[i]);
-        mask[l >> 3] |= (uint8_t)(1u << (l & 7));
-    }
+    encode_legal_mask_list(pos, &list, mask);
 }

@@ -90,6 +90,9 @@ int32_t encode_move_label(const Position *pos, Move m);
 Move encode_label_move(const Position *pos, int32_t label);
 /* Bit label set for every legal move, all others (and the tail bits) zero. */
 void encode_legal_mask(const Position *pos, uint8_t mask[ENC_LEGAL_BYTES]);
+/* The same from a list of legal moves the caller already generated
+ * (movegen_legal), skipping the generation. */
+void encode_legal_mask_list(const Position *pos, const MoveList *list, uint8_t mask[ENC_LEGAL_BYTES]);
 /* Is bit i set in a packed buffer (planes or mask)? */
 static inline bool encode_bit(const uint8_t *packed, int32_t i) { return (packed[i >> 3] >> (i & 7)) & 1; }
 

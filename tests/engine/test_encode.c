@@ -135,6 +135,9 @@ static void check_position(const Position *pos, bool with_reference) {
     int mask_bits = 0;
     for (int i = 0; i < ENC_LEGAL_BYTES; i++) mask_bits += __builtin_popcount(mask[i]);
     CHECK(mask_bits == list.n, "%s: mask has %d bits, %d legal moves", sfen, mask_bits, list.n);
+    uint8_t mask_l[ENC_LEGAL_BYTES];
+    encode_legal_mask_list(pos, &list, mask_l);
+    CHECK(memcmp(mask, mask_l, sizeof mask) == 0, "%s: mask from the move list differs", sfen);
 
     for (int32_t i = 0; i < list.n; i++) {
         Move m = list.moves[i];
