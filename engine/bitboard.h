@@ -64,7 +64,13 @@ void bb_init_tables(void);
 
 /* ---- basics --------------------------------------------------------------- */
 static inline Bitboard bb_make(uint64_t lo, uint64_t hi) {
-    Bitboard b = {{lo, hi}};
+    Bitboard b;
+#ifdef BB_VECTOR
+    b.v = (bb_vec_t){lo, hi}; /* built in a register, not through memory */
+#else
+    b.p[0] = lo;
+    b.p[1] = hi;
+#endif
     return b;
 }
 static inline Bitboard bb_zero(void) { return bb_make(0, 0); }
@@ -136,26 +142,25 @@ static inline Bitboard bb_gold_attacks(Color c, Square sq) { return bb_step_tab[
 static inline Bitboard bb_king_attacks(Square sq) { return bb_step_tab[COLOR_BLACK][PT_KING][sq]; }
 
 static inline Bitboard bb_lance_attacks(Color c, Square sq, Bitboard occ) {
-    int h = sq >= 63;
+    /* Select words with conditionals, not p[h]: a store of one word followed by a
+     * 128-bit load would stall store forwarding. */
+    const bool h = sq >= 63;
     uint64_t ray = bb_lance_ray_tab[c][sq];
-    uint64_t x = occ.p[h] & ray, a;
+    uint64_t x = (h ? occ.p[1] : occ.p[0]) & ray, a;
     if (c == COLOR_WHITE)
         a = (x ^ (x - 1)) & ray;
     else
         a = ray & (~0ull << (63 - __builtin_clzll(x | 1)));
-    Bitboard r = {{0, 0}};
-    r.p[h] = a;
-    return r;
+    return h ? bb_make(0, a) : bb_make(a, 0);
 }
 /* Vertical rook attacks (both lance directions). */
 static inline Bitboard bb_file_attacks(Square sq, Bitboard occ) {
-    int h = sq >= 63;
+    const bool h = sq >= 63;
     uint64_t up = bb_lance_ray_tab[COLOR_BLACK][sq], down = bb_lance_ray_tab[COLOR_WHITE][sq];
-    uint64_t xu = occ.p[h] & up, xd = occ.p[h] & down;
+    uint64_t o = h ? occ.p[1] : occ.p[0];
+    uint64_t xu = o & up, xd = o & down;
     uint64_t a = ((xd ^ (xd - 1)) & down) | (up & (~0ull << (63 - __builtin_clzll(xu | 1))));
-    Bitboard r = {{0, 0}};
-    r.p[h] = a;
-    return r;
+    return h ? bb_make(0, a) : bb_make(a, 0);
 }
 static inline Bitboard bb_rank_attacks(Square sq, Bitboard occ) {
     Bitboard hi = bb_ray_to_blocker(occ, bb_rook_ray_tab[sq][0]);

@@ -196,26 +196,6 @@ Bitboard pos_attacks_by(const Position *pos, Color c) {
     return a;
 }
 
-Bitboard pos_blockers(const Position *pos, Color c, Bitboard *pinners) {
-    Color them = color_flip(c);
-    Square ksq = pos->king_sq[c];
-    Bitboard occ = pos->bb[POS_BB_OCC], blockers = bb_zero(), pin = bb_zero();
-    Bitboard snipers = bb_and(bb_lance_pseudo_tab[c][ksq], pos->bb[PT_LANCE]);
-    snipers = bb_or(snipers, bb_and(bb_bishop_pseudo_tab[ksq], pos->bb[POS_BB_BISHOP_HORSE]));
-    snipers = bb_or(snipers, bb_and(bb_rook_pseudo_tab[ksq], pos->bb[POS_BB_ROOK_DRAGON]));
-    snipers = bb_and(snipers, pos->by_color[them]);
-    while (bb_nonzero(snipers)) {
-        Square s = bb_pop_lsb(&snipers);
-        Bitboard b = bb_and(bb_between(ksq, s), occ);
-        if (bb_nonzero(b) && !bb_more_than_one(b)) {
-            blockers = bb_or(blockers, b);
-            if (bb_intersects(b, pos->by_color[c])) pin = bb_or(pin, bb_sq_tab[s]);
-        }
-    }
-    if (pinners) *pinners = pin;
-    return blockers;
-}
-
 /* ---- make / unmake -------------------------------------------------------- */
 /* Pieces of us checking them's king right after us played m (already on the board):
  * the moved piece itself, and sliders uncovered on the line through its origin. */

@@ -124,8 +124,28 @@ Bitboard pos_attackers_to_all(const Position *pos, Square sq, Bitboard occ);
 /* Does any piece of colour c attack sq (occupancy occ)? */
 bool pos_is_attacked(const Position *pos, Color c, Square sq, Bitboard occ);
 /* Pieces (either colour) that are the only piece between c's king and an
- * enemy slider aiming at it; pinners receives those sliders (may be NULL). */
-Bitboard pos_blockers(const Position *pos, Color c, Bitboard *pinners);
+ * enemy slider aiming at it; pinners receives those sliders (may be NULL).
+ * (Inline: a Bitboard returned from a call costs a store-forwarding stall.) */
+static inline Bitboard pos_blockers(const Position *pos, Color c, Bitboard *pinners) {
+    Color them = color_flip(c);
+    Square ksq = pos->king_sq[c];
+    Bitboard occ = pos->bb[POS_BB_OCC], blockers = bb_zero(), pin = bb_zero();
+    Bitboard snipers = bb_and(bb_lance_pseudo_tab[c][ksq], pos->bb[PT_LANCE]);
+    snipers = bb_or(snipers, bb_and(bb_bishop_pseudo_tab[ksq], pos->bb[POS_BB_BISHOP_HORSE]));
+    snipers = bb_or(snipers, bb_and(bb_rook_pseudo_tab[ksq], pos->bb[POS_BB_ROOK_DRAGON]));
+    snipers = bb_and(snipers, pos->by_color[them]);
+    while (bb_nonzero(snipers)) {
+        Square s = bb_pop_lsb(&snipers);
+        Bitboard b = bb_and(bb_between(ksq, s), occ);
+        if (bb_nonzero(b) && !bb_more_than_one(b)) {
+            blockers = bb_or(blockers, b);
+            if (bb_intersects(b, pos->by_color[c])) pin = bb_or(pin, bb_sq_tab[s]);
+        }
+    }
+    if (pinners) *pinners = pin;
+    return blockers;
+}
+
 /* c's own pieces pinned to c's king. */
 static inline Bitboard pos_pinned(const Position *pos, Color c) {
     return bb_and(pos_blockers(pos, c, 0), pos->by_color[c]);
