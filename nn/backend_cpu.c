@@ -9,6 +9,8 @@
 #include "nn/backend.h"
 
 #include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -519,6 +521,26 @@ static void cpu_sgd_step(nn_backend_t *be, float *p, const float *g, float *v, i
     }
 }
 
+/* OpenBLAS 0.3.21 does not know recent Xeons (e.g. family 6 model 207
+ * under KVM) and falls back to its SSE3 "Prescott" kernels, 4x slower than
+ * its AVX-512 ones here. The choice is made when the library loads, before
+ * any of our code runs, so all we can do is say how to fix it, once. */
+static void check_openblas_core(void) {
+#if defined(KOMA_HAVE_CBLAS) && defined(OPENBLAS_VERSION) && (defined(__x86_64__) || defined(__i386__)) && \
+    defined(__GNUC__)
+    static atomic_int warned = 0;
+    const char *core = openblas_get_corename();
+    if (!core || (strcmp(core, "Prescott") != 0 && strcmp(core, "Core2") != 0 && strcmp(core, "Nehalem") != 0 &&
+                  strcmp(core, "Sandybridge") != 0))
+        return;
+    const char *better = __builtin_cpu_supports("avx512f") ? "SkylakeX" : __builtin_cpu_supports("avx2") ? "Haswell" : NULL;
+    if (!better || getenv("OPENBLAS_CORETYPE") || atomic_exchange(&warned, 1)) return;
+    fprintf(stderr, "nn: OpenBLAS runs its generic '%s' kernels on this CPU, which has %s; "
+                    "set OPENBLAS_CORETYPE=%s for several times faster convolutions\n",
+            core, strcmp(better, "SkylakeX") == 0 ? "AVX-512" : "AVX2", better);
+#endif
+}
+
 nn_backend_t *nn_backend_cpu_new(int32_t threads) {
     nn_backend_t *be = calloc(1, sizeof(*be));
     if (!be) return NULL;
@@ -527,6 +549,7 @@ nn_backend_t *nn_backend_cpu_new(int32_t threads) {
 #else
     (void)threads;
 #endif
+    check_openblas_core();
     be->name = "cpu";
     be->free = cpu_free;
     be->buf_alloc = cpu_buf_alloc;

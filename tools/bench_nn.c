@@ -1,0 +1,229 @@
+/* bench_nn.c - speed of the CPU backend: inference evaluations/s by batch
+ * size, training samples/s, and the trunk convolution's GFLOP/s next to a
+ * plain sgemm of the same shape (M = Cout, N = B*81, K = Cin*9).
+ *
+ * Usage: bench_nn [--nets 6x64,10x128] [--batches 1,8,32,128,256,1024]
+ *                 [--train-batch 256] [--seconds 1] [--threads 0]
+ *                 [--planes 104] [--hand 14]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compat/compat.h"
+#include "nn/net.h"
+
+static double now_s(void) { return (double)compat_now_ns() * 1e-9; }
+
+static uint64_t rng = 88172645463325252ull;
+static uint32_t rnd(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)rng;
+}
+
+static int parse_list(const char *s, int32_t *out, int max) {
+    int n = 0;
+    while (*s && n < max) {
+        out[n++] = (int32_t)strtol(s, (char **)&s, 10);
+        if (*s == ',') s++;
+    }
+    return n;
+}
+
+static void fill_inputs(uint8_t *packed, float *hand, int32_t B, int32_t planes, int32_t nhand) {
+    int64_t n = B * nn_packed_bytes(planes);
+    for (int64_t i = 0; i < n; i++) packed[i] = (uint8_t)(rnd() & rnd() & rnd()); /* ~1/8 density */
+    for (int64_t i = 0; i < (int64_t)B * nhand; i++) hand[i] = (float)(rnd() % 4);
+}
+
+static void bench_infer(nn_backend_t *be, nn_net_t *net, const int32_t *batches, int nb, double secs) {
+    const nn_net_config_t *c = nn_net_config(net);
+    for (int i = 0; i < nb; i++) {
+        int32_t B = batches[i];
+        char err[256];
+        nn_ctx_t *ctx = nn_ctx_new(net, be, B, err, sizeof(err));
+        if (!ctx) {
+            fprintf(stderr, "%s\n", err);
+            continue;
+        }
+        uint8_t *packed = malloc((size_t)(B * nn_packed_bytes(c->in_planes)));
+        float *hand = malloc(sizeof(float) * (size_t)B * (c->in_hand ? c->in_hand : 1));
+        float *pol = malloc(sizeof(float) * (size_t)B * NN_POLICY_NB), *val = malloc(sizeof(float) * (size_t)B * 3);
+        fill_inputs(packed, hand, B, c->in_planes, c->in_hand);
+        nn_forward(ctx, B, packed, hand, pol, val, NULL); /* warm-up */
+        int64_t iters = 0;
+        double t0 = now_s(), t = 0;
+        do {
+            nn_forward(ctx, B, packed, hand, pol, val, NULL);
+            iters++;
+            t = now_s() - t0;
+        } while (t < secs || iters < 2);
+        printf("  inference  batch %5d: %9.0f evals/s  (%.3f ms/batch)\n", B, (double)B * iters / t, 1e3 * t / iters);
+        fflush(stdout);
+        free(packed), free(hand), free(pol), free(val);
+        nn_ctx_free(ctx);
+    }
+}
+
+static void bench_train(nn_net_t *net, int32_t B, double secs) {
+    const nn_net_config_t *c = nn_net_config(net);
+    char err[256];
+    nn_trainer_t *tr = nn_trainer_new(net, NULL, B, err, sizeof(err));
+    if (!tr) {
+        fprintf(stderr, "%s\n", err);
+        return;
+    }
+    uint8_t *packed = malloc((size_t)(B * nn_packed_bytes(c->in_planes)));
+    float *hand = malloc(sizeof(float) * (size_t)B * (c->in_hand ? c->in_hand : 1));
+    uint8_t *legal = calloc((size_t)(B * nn_packed_bytes(NN_POLICY_CH)), 1);
+    uint32_t *off = malloc(sizeof(uint32_t) * (size_t)(B + 1));
+    uint16_t *lab = malloc(sizeof(uint16_t) * (size_t)B * 8);
+    float *prob = malloc(sizeof(float) * (size_t)B * 8), *q = malloc(sizeof(float) * (size_t)B);
+    int8_t *res = malloc((size_t)B);
+    fill_inputs(packed, hand, B, c->in_planes, c->in_hand);
+    off[0] = 0;
+    for (int32_t b = 0; b < B; b++) {
+        for (int j = 0; j < 8; j++) {
+            lab[b * 8 + j] = (uint16_t)(rnd() % NN_POLICY_NB);
+            prob[b * 8 + j] = 0.125f;
+            legal[b * nn_packed_bytes(NN_POLICY_CH) + lab[b * 8 + j] / 8] |= (uint8_t)(1u << (lab[b * 8 + j] % 8));
+        }
+        off[b + 1] = off[b] + 8;
+        res[b] = (int8_t)((int)(rnd() % 3) - 1);
+        q[b] = 0.1f;
+    }
+    nn_batch_t bt = {.B = B, .planes = packed, .hand = hand, .legal = legal, .policy_offsets = off,
+                     .policy_label = lab, .policy_prob = prob, .result = res, .root_q = q};
+    nn_metrics_t m;
+    nn_train_step(tr, &bt, &m, err, sizeof(err)); /* warm-up */
+    int64_t iters = 0;
+    double t0 = now_s(), t = 0;
+    do {
+        if (nn_train_step(tr, &bt, &m, err, sizeof(err)) != 0) {
+            fprintf(stderr, "%s\n", err);
+            break;
+        }
+        iters++;
+        t = now_s() - t0;
+    } while (t < secs || iters < 2);
+    printf("  training   batch %5d: %9.0f samples/s  (%.1f ms/step, loss %.3f)\n", B, (double)B * iters / t,
+           1e3 * t / iters, m.loss);
+    fflush(stdout);
+    free(packed), free(hand), free(legal), free(off), free(lab), free(prob), free(q), free(res);
+    nn_trainer_free(tr);
+}
+
+static double time_it(double secs, void (*fn)(void *), void *arg, int64_t *iters_out) {
+    fn(arg);
+    int64_t iters = 0;
+    double t0 = now_s(), t = 0;
+    do {
+        fn(arg);
+        iters++;
+        t = now_s() - t0;
+    } while (t < secs || iters < 2);
+    *iters_out = iters;
+    return t / (double)iters;
+}
+
+typedef struct {
+    nn_backend_t *be;
+    int32_t B, C;
+    float *x, *w, *y, *col, *out;
+    void *ws;
+} conv_args_t;
+
+static void run_conv(void *p) {
+    conv_args_t *a = p;
+    a->be->conv_fwd(a->be, a->x, a->w, NULL, a->B, a->C, a->C, 3, a->y, a->ws);
+}
+static void run_bwd_data(void *p) {
+    conv_args_t *a = p;
+    a->be->conv_bwd_data(a->be, a->y, a->w, a->B, a->C, a->C, 3, a->x, 0, a->ws);
+}
+static void run_bwd_filter(void *p) {
+    conv_args_t *a = p;
+    a->be->conv_bwd_filter(a->be, a->x, a->y, a->B, a->C, a->C, 3, a->w, NULL, a->ws);
+}
+static void run_gemm(void *p) {
+    conv_args_t *a = p;
+    int32_t N = a->B * NN_HW, K = a->C * 9;
+    nn_gemm(0, 0, a->C, N, K, 1.0f, a->w, K, a->col, N, 0.0f, a->out, N);
+}
+
+static void bench_conv(nn_backend_t *be, int32_t C, int32_t B, double secs) {
+    conv_args_t a = {be, B, C, NULL, NULL, NULL, NULL, NULL, NULL};
+    int64_t nx = (int64_t)B * C * NN_HW, K = (int64_t)C * 9;
+    a.x = malloc(sizeof(float) * (size_t)nx);
+    a.y = malloc(sizeof(float) * (size_t)nx);
+    a.w = malloc(sizeof(float) * (size_t)(C * K));
+    a.col = malloc(sizeof(float) * (size_t)(K * B * NN_HW));
+    a.out = malloc(sizeof(float) * (size_t)nx);
+    a.ws = be->buf_alloc(be, be->conv_ws_bytes(be, B, C, C, 3));
+    for (int64_t i = 0; i < nx; i++) a.x[i] = a.y[i] = (float)(rnd() % 100) * 0.01f;
+    for (int64_t i = 0; i < C * K; i++) a.w[i] = (float)(rnd() % 100) * 0.001f;
+    for (int64_t i = 0; i < K * B * NN_HW; i++) a.col[i] = (float)(rnd() % 100) * 0.01f;
+    double flop = 2.0 * C * (double)K * B * NN_HW;
+    int64_t it;
+    double tg = time_it(secs, run_gemm, &a, &it);
+    double tf = time_it(secs, run_conv, &a, &it);
+    double td = time_it(secs, run_bwd_data, &a, &it);
+    double tw = time_it(secs, run_bwd_filter, &a, &it);
+    printf("  conv3x3 %3d->%-3d B=%-4d sgemm(%dx%dx%lld) %6.1f GFLOP/s | conv fwd %6.1f (%.0f%%), bwd-data %6.1f, bwd-filter %6.1f GFLOP/s\n",
+           C, C, B, C, B * NN_HW, (long long)K, flop / tg * 1e-9, flop / tf * 1e-9, 100.0 * tg / tf, flop / td * 1e-9,
+           flop / tw * 1e-9);
+    fflush(stdout);
+    free(a.x), free(a.y), free(a.w), free(a.col), free(a.out);
+    be->buf_free(be, a.ws);
+}
+
+int main(int argc, char **argv) {
+    const char *nets = "6x64,10x128";
+    int32_t batches[32] = {1, 8, 32, 128, 256, 1024};
+    int nb = 6;
+    int32_t train_batch = 256, threads = 0, planes = 104, hand = 14;
+    double secs = 1.0;
+    for (int i = 1; i < argc; i++) {
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(argv[i], "--nets") && v) nets = v, i++;
+        else if (!strcmp(argv[i], "--batches") && v) nb = parse_list(v, batches, 32), i++;
+        else if (!strcmp(argv[i], "--train-batch") && v) train_batch = atoi(v), i++;
+        else if (!strcmp(argv[i], "--seconds") && v) secs = atof(v), i++;
+        else if (!strcmp(argv[i], "--threads") && v) threads = atoi(v), i++;
+        else if (!strcmp(argv[i], "--planes") && v) planes = atoi(v), i++;
+        else if (!strcmp(argv[i], "--hand") && v) hand = atoi(v), i++;
+        else {
+            fprintf(stderr, "usage: %s [--nets 6x64,10x128] [--batches 1,8,...] [--train-batch 256] [--seconds 1] [--threads 0] [--planes 104] [--hand 14]\n", argv[0]);
+            return 2;
+        }
+    }
+    nn_backend_t *be = nn_backend_cpu_new(threads);
+    printf("bench_nn: CPU backend, %d CPUs, %d planes + %d hand, %.2f s per measurement\n", compat_cpu_count(), planes,
+           hand, secs);
+    char list[256];
+    snprintf(list, sizeof(list), "%s", nets);
+    for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+        nn_net_config_t cfg = {.act = NN_ACT_RELU, .in_planes = planes, .in_hand = hand, .features_version = 1};
+        if (nn_net_size_parse(tok, &cfg.blocks, &cfg.channels) != 0) {
+            fprintf(stderr, "bad net size '%s'\n", tok);
+            return 2;
+        }
+        char err[256];
+        nn_net_t *net = nn_net_new(be, &cfg, 1, err, sizeof(err));
+        if (!net) {
+            fprintf(stderr, "%s\n", err);
+            return 1;
+        }
+        int64_t np;
+        nn_net_params(net, &np, NULL);
+        printf("net %s (%lld params)\n", tok, (long long)np);
+        bench_conv(be, cfg.channels, train_batch, secs);
+        bench_infer(be, net, batches, nb, secs);
+        if (train_batch > 0) bench_train(net, train_batch, secs);
+        nn_net_free(net);
+    }
+    nn_backend_free(be);
+    return 0;
+}
