@@ -767,6 +767,7 @@ void mcts_search_result(MctsTree *t, MctsResult *res) {
     res->root_wdl[1] = dr;
     res->root_wdl[0] = fmaxf(0.0f, (1.0f + res->root_q - dr) * 0.5f);
     res->root_wdl[2] = fmaxf(0.0f, (1.0f - res->root_q - dr) * 0.5f);
+    res->policy_q = res->root_q;
     if (r->state != NODE_EXPANDED) return;
     int32_t n = r->edge_n;
     res->n = n;
@@ -823,6 +824,18 @@ void mcts_search_result(MctsTree *t, MctsResult *res) {
             }
         }
     }
+    /* Value of the target policy; unvisited moves count at v_mix. */
+    double sum_p = 0.0, sum_pq = 0.0;
+    for (int32_t i = 0; i < n; i++)
+        if (res->visits[i] > 0) {
+            double pp = res->prior[i] > FLT_MIN ? res->prior[i] : FLT_MIN;
+            sum_p += pp;
+            sum_pq += pp * res->q[i];
+        }
+    double v_mix = sum_n > 0 ? (r->v_net + (double)sum_n * (sum_pq / sum_p)) / (double)(sum_n + 1) : r->v_net;
+    double pq = 0.0;
+    for (int32_t i = 0; i < n; i++) pq += res->policy[i] * (res->visits[i] > 0 ? res->q[i] : v_mix);
+    res->policy_q = (float)pq;
     /* PV: the greedy root move, then most visited children; a leaf resolved
      * as a mate in one adds that mate. */
     int32_t node = 0, e = greedy;

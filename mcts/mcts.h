@@ -28,6 +28,16 @@
  * Every collected request must be delivered (or the tree reset) before
  * mcts_tree_advance / mcts_tree_set_position.
  *
+ * ---- Memory ---------------------------------------------------------------------
+ * One allocation per tree, made by mcts_tree_new: node_limit nodes (40 bytes)
+ * and edge_limit edges (12 bytes; one per legal move of every expanded node,
+ * about 80 in a middle game, so the default of 48 per node is a bound on
+ * nodes rather than edges only in quiet positions). Pages are touched only
+ * as the tree grows. When either pool is full the search stops
+ * (MCTS_STOP_POOL) with what it has; mcts_tree_advance compacts the kept
+ * subtree to the front of both pools. A Position (about 115 KiB) is kept per
+ * tree. Nothing is allocated per playout.
+ *
  * ---- Values ---------------------------------------------------------------------
  * The network's value head gives W/D/L logits from the side to move; the tree
  * keeps v = W - L and the draw probability. Every node's sums are from the
@@ -158,8 +168,11 @@ typedef struct {
     int32_t visits[MCTS_MOVES_MAX];   /* completed visits of each child */
     float q[MCTS_MOVES_MAX];          /* mean value of each child for the root's side (0 unvisited) */
     float prior[MCTS_MOVES_MAX];      /* network prior (without noise) */
-    float root_q;             /* mean value for the side to move, W - L */
+    float root_q;             /* mean value of all root visits for the side to move, W - L */
     float root_wdl[3];        /* mean W, D, L for the side to move */
+    float policy_q;           /* sum_a policy(a) q(a), unvisited q = mctx's v_mix: the value of
+                                 the target policy (for Gumbel, where root_q also averages the
+                                 halving's exploration visits, the better value estimate) */
     int64_t root_visits;      /* completed visits of the root (with reused ones) */
     int64_t playouts;         /* playouts this search */
     bool full_search;         /* the policy is a training target */

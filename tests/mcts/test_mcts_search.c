@@ -66,8 +66,11 @@ static void test_mate1(void) {
                   usi_str(res.best));
             int32_t k = index_of(&res, mate);
             CHECK(k >= 0 && fabsf(res.q[k] - 1.0f) < 1e-6f, "mate1: Q of the mate %.3f", k >= 0 ? res.q[k] : -9.0f);
-            /* (Gumbel's root mean averages the halving phases over many moves: not asserted.) */
+            /* Gumbel's root mean averages the halving phases over many moves; the value of
+             * its target policy is the estimate that must see the mate. */
             CHECK(gumbel || res.root_q > 0.5f, "mate1 (leaf check %d): root value %.3f", mate1, res.root_q);
+            CHECK(res.policy_q > 0.5f, "mate1 (leaf check %d, gumbel %d): policy value %.3f", mate1, gumbel,
+                  res.policy_q);
             check_result_policy(&pos, &res, "mate1");
             validate(t, "mate1");
             mcts_tree_free(t);
