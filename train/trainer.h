@@ -1,0 +1,202 @@
+/* trainer.h - the trainer: turns a run's shards into the next net.
+ *
+ * Owns: the training window (which recent positions are trained on), the
+ * sampling of minibatches from it, the number of steps a cycle takes, the
+ * model files models/<cycle %04d>.safetensors (weights + optimizer state in
+ * one file), their registration in koma.db's models table (through the
+ * writer thread), the per-step train_steps rows, publishing each new net to
+ * the inference server, and the trainer thread.
+ * Does not own: the network, losses and SGD (nn/net.h), the weights format
+ * (nn/weights.h), shard files and their validation (data/shard.h), SQLite
+ * (data/db.h, data/writer.h), self-play and the cycle driver (selfplay/).
+ *
+ * ---- Cycles ----------------------------------------------------------------
+ * Model cycle 0 is the initial random net. Shards registered with cycle c are
+ * the data of cycle c (played by an earlier net). train_trainer_run_cycle(c)
+ * trains on the WINDOW OF CYCLE c: the most recent W positions of the shards
+ * with shards.cycle <= c (in registration order, features_version ==
+ * ENC_FEATURES_VERSION), where, with N = all positions of those shards and
+ * m = window_min (KataGo's growing window):
+ *     W = N                                                    if N <= m
+ *     W = min(window_max, m * (1 + beta * ((N/m)^alpha - 1) / alpha))  else
+ * (window_max <= 0: no cap). The number of steps is
+ *     ceil(samples_per_position * new / batch) clamped to
+ *     [min_steps_per_cycle, max_steps_per_cycle],
+ * new = positions of shards with prev < shards.cycle <= c, prev = the cycle of
+ * the newest model before c. Rows are drawn uniformly (with replacement) from
+ * the window; step s of cycle c draws from an RNG seeded by (seed, c, s), so a
+ * cycle is a pure function of (starting model file, window, config).
+ *
+ * ---- Files and crash safety -------------------------------------------------
+ * A cycle writes models/<cycle>.safetensors durably (nn_weights_save:
+ * temporary name, fsync, rename) and only then inserts its models row
+ * (cycle, path, XXH3 of the file, arch "resnet<B>x<C>-<act>", total steps and
+ * samples, the cycle's mean losses) and waits until the writer committed it;
+ * only then is the net published. So no row ever points at a missing file. A
+ * kill -9 between the rename and the commit leaves a model file without a
+ * row: it is NOT trusted; the cycle is retrained when asked for again and the
+ * file is overwritten (the same inputs give the same weights). train_steps
+ * rows of such an unfinished cycle are replaced by the retrained ones (the
+ * table's key is the global step). Ctrl-C (compat_stop_requested) or
+ * train_trainer_stop finishes the step in flight and abandons the cycle: no
+ * model file is written, the trainer state stays that of the last model.
+ *
+ * ---- Threads ------------------------------------------------------------------
+ * A trainer is one thread's at a time: either call train_trainer_run_cycle
+ * (serialised by an internal lock), or start the trainer thread and use
+ * submit / wait from any threads. The trainer owns its net, its nn trainer
+ * (optimizer state), its backend instance, its read-only koma.db connection
+ * and its cache of open shards (each shard is opened, i.e. mapped and
+ * checksum-verified, once and kept while it is in the window).
+ *
+ * Errors: -1 with a message naming the run directory, file or shard. A bad
+ * shard (checksum, truncation, wrong format) is reported by path through the
+ * log and skipped for the rest of the trainer's life; training goes on with
+ * the others. Nothing here aborts the process.
+ */
+#ifndef KOMA_TRAIN_TRAINER_H
+#define KOMA_TRAIN_TRAINER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "data/config.h"
+#include "data/writer.h"
+#include "nn/net.h"
+#include "nn/server.h"
+
+/* Return codes beyond 0 / -1. */
+enum {
+    TRAIN_OK = 0,
+    TRAIN_ERROR = -1,
+    TRAIN_TIMEOUT = 1, /* train_trainer_wait: the cycle is not done yet */
+    TRAIN_STOPPED = 2, /* stop requested (Ctrl-C or train_trainer_stop): the cycle was not written */
+};
+
+/* Log sink: one line without a trailing newline. NULL in the config: stderr. */
+typedef void (*train_log_fn)(void *user, const char *line);
+
+/* Shadow storage of the flags (cfg_opt_t wants int64_t / double / char[512]);
+ * private: see train_config_flags. */
+typedef struct {
+    int32_t bound;
+    char net[CFG_STRING_MAX], activation[CFG_STRING_MAX], backend[CFG_STRING_MAX], schedule[CFG_STRING_MAX];
+    int64_t i[16];
+    double d[24];
+    int nesterov;
+    /* the values at binding time, to tell which flags were given */
+    char net0[32], activation0[16], backend0[16], schedule0[16];
+    int64_t i0[16];
+    double d0[24];
+    int nesterov0;
+} train_flag_shadow_t;
+
+typedef struct {
+    char net[32];              /* "6x64" for a new run's first net */
+    char activation[16];       /* "relu" */
+    char backend[16];          /* "cpu" | "cuda" | "auto" */
+    int32_t threads;           /* CPU backend threads, 0 = all */
+    int32_t batch;             /* minibatch (CPU default 128) */
+    int64_t window_min;        /* window of most recent positions: KataGo-style growing window */
+    int64_t window_max;
+    double window_alpha, window_beta; /* window = min(window_max, c*(1 + beta*((N/c)^alpha - 1)/alpha)), c = window_min, N = total positions */
+    double samples_per_position; /* cap: samples trained per new position (e.g. 4) */
+    int64_t max_steps_per_cycle;
+    int64_t min_steps_per_cycle;
+    nn_train_config_t opt;     /* lr, momentum, wd, clip, schedule, loss weights, q_mix */
+    uint64_t seed;
+    /* ---- additions ---- */
+    int32_t device;            /* CUDA device index (0) */
+    train_log_fn log;          /* NULL: stderr, prefixed "train: " */
+    void *log_user;
+    train_flag_shadow_t flags_; /* private */
+} train_config_t;
+
+/* Defaults (a laptop CPU): net 6x64 relu, backend cpu, threads 0, batch 128,
+ * window_min 25000, window_max 500000, alpha 0.75, beta 0.4,
+ * samples_per_position 4, steps per cycle in [10, 2000],
+ * opt = nn_train_config_default(), seed 1. */
+train_config_t train_config_default(void);
+
+/* Adds the trainer's flags (net, batch, lr, window-min, ...) to a cfg_opt_t table owned by the caller: returns how many were written (<= cap). */
+int train_config_flags(train_config_t *cfg, cfg_opt_t *opts, int cap);
+/* The flags bind to shadow storage inside *cfg (cfg must stay where it is
+ * while the table is used). After cfg_parse, copy the given values into the
+ * config and check them: 0, or -1 with err naming the flag (e.g. "net: '6y64'
+ * is not BLOCKSxCHANNELS"). train_trainer_new applies them itself when this
+ * was not called; a field set directly after parsing is kept unless its flag
+ * was given too. Flag names (avoid them in the table they are added to):
+ *   net activation train-backend train-threads batch window-min window-max
+ *   window-alpha window-beta samples-per-position min-steps-per-cycle
+ *   max-steps-per-cycle lr momentum nesterov weight-decay clip-norm
+ *   warmup-steps lr-schedule lr-total-steps lr-min-frac lr-step-size
+ *   lr-step-gamma w-policy w-value w-legal q-mix q-draw bn-momentum train-seed
+ *   train-device */
+#define TRAIN_CONFIG_NFLAGS 31
+int train_config_flags_apply(train_config_t *cfg, char *err, size_t errlen);
+/* Checks a configuration: 0, or -1 with err. */
+int train_config_check(const train_config_t *cfg, char *err, size_t errlen);
+
+/* The window formula above for N total positions. */
+int64_t train_window_size(const train_config_t *cfg, int64_t total_positions);
+/* Steps for a cycle with new_positions new positions (formula above). */
+int64_t train_steps_for(const train_config_t *cfg, int64_t new_positions);
+
+typedef struct {
+    int64_t cycle, steps, samples, window_positions;
+    double policy_loss, value_loss, legal_loss, policy_acc, legal_f1;  /* means over the cycle's steps */
+    double seconds, samples_per_s;
+    char model_path[512];      /* run-relative models/<cycle>.safetensors */
+    /* ---- additions ---- */
+    int64_t step;              /* optimizer steps behind the model, in total */
+    int64_t new_positions;     /* positions new since the previous model */
+    double loss;               /* mean weighted total loss */
+    double lr;                 /* lr of the cycle's last step */
+    int32_t bad_shards;        /* shards of the window skipped as unreadable (reported in the log) */
+    int32_t already;           /* 1: the cycle had a model already; nothing was trained */
+} train_cycle_report_t;
+
+typedef struct train_trainer train_trainer_t;
+/* Opens (or creates) the trainer for run_dir: loads the latest registered model WITH its optimizer state
+ * (models/<cycle %04d>.safetensors) so training resumes exactly; if the run has no model yet, creates a
+ * random net from cfg->net and writes + registers it as cycle 0 (models/0000.safetensors).
+ * writer: the run's writer thread (all SQLite writes go through it); server: may be NULL (offline). */
+train_trainer_t *train_trainer_new(const train_config_t *cfg, const char *run_dir, db_writer_t *writer,
+                                   nn_server_t *server, char *err, size_t errlen);
+int64_t train_trainer_latest_cycle(const train_trainer_t *tr);  /* cycle of the newest model */
+/* Synchronous: trains on the window for `cycle` (its data already committed), writes models/<cycle>.safetensors
+ * durably (weights + optimizer state), registers it in the models table (via the writer; wait for it), publishes
+ * it to the server (generation = cycle). Returns 0 or -1 with err. Idempotent for a cycle that already has a model. */
+int train_trainer_run_cycle(train_trainer_t *tr, int64_t cycle, train_cycle_report_t *rep, char *err, size_t errlen);
+/* Asynchronous: a trainer thread runs train_trainer_run_cycle for submitted cycles in order. */
+int train_trainer_start(train_trainer_t *tr);
+int train_trainer_submit(train_trainer_t *tr, int64_t cycle);            /* returns at once */
+/* Waits for a submitted cycle (timeout_ms < 0: forever; returns 1 on timeout); also respects compat_stop_requested(). */
+int train_trainer_wait(train_trainer_t *tr, int64_t cycle, int64_t timeout_ms, train_cycle_report_t *rep, char *err, size_t errlen);
+void train_trainer_stop(train_trainer_t *tr);  /* finishes the step in flight, never blocks forever */
+void train_trainer_free(train_trainer_t *tr);  /* NULL ok */
+
+/* Details of the calls above:
+ * - run_cycle: cycle must be above the newest model's (or equal to a cycle
+ *   that has a model: then rep->already = 1, nothing is trained, and the model
+ *   is published when the server's generation is below it). Returns
+ *   TRAIN_STOPPED when a stop was requested before the model was written.
+ *   Generation: the cycle, or current + 1 when the server already is at or
+ *   above it (a server cannot start below generation 1; the log says so).
+ * - start: 0, or -1 (no thread; already started).
+ * - submit: 0; -1 when the thread is not running or the queue (64 cycles)
+ *   is full. Cycles run in submission order; a cycle submitted twice runs once.
+ * - wait: 0 with rep filled, -1 with err when the cycle failed (the thread
+ *   goes on with the next one), TRAIN_TIMEOUT, or TRAIN_STOPPED when a stop
+ *   was requested (compat_stop_requested() or train_trainer_stop) before
+ *   the cycle finished. Any thread may wait; results of the last 64 finished
+ *   cycles are kept.
+ * - stop: refuses new submissions, lets the step in flight finish, abandons
+ *   queued cycles and joins; waiters get TRAIN_STOPPED. Idempotent. */
+
+/* ---- accessors and lower-level pieces (tests, train --from-games) ---------- */
+nn_net_t *train_trainer_net(train_trainer_t *tr);          /* the trained net (the trainer's backend) */
+nn_trainer_t *train_trainer_nn(train_trainer_t *tr);       /* its optimizer state */
+const train_config_t *train_trainer_config(const train_trainer_t *tr);
+
+#endif
