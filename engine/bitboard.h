@@ -23,9 +23,9 @@
 
 #include "engine/types.h"
 
-#if defined(__GNUC__) || defined(__clang__)
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(KOMA_BB_SCALAR)
 typedef uint64_t bb_vec_t __attribute__((vector_size(16)));
-#define BB_VECTOR 1
+#define BB_VECTOR 1 /* -DKOMA_BB_SCALAR forces the plain two-word code */
 #endif
 
 /* p[0]: squares 0..62, p[1]: squares 63..80 (bit = square - 63). */
