@@ -31,9 +31,9 @@
  * ---- Memory ---------------------------------------------------------------------
  * One allocation per tree, made by mcts_tree_new: node_limit nodes (40 bytes)
  * and edge_limit edges (12 bytes; one per legal move of every expanded node,
- * about 80 in a middle game, so the default of 48 per node is a bound on
- * nodes rather than edges only in quiet positions). Pages are touched only
- * as the tree grows. When either pool is full the search stops
+ * about 80 in a middle game, so with the default edge_limit of 48 per node
+ * the edge pool usually fills first: about 620 bytes per node in all).
+ * Pages are touched only as the tree grows. When either pool is full the search stops
  * (MCTS_STOP_POOL) with what it has; mcts_tree_advance compacts the kept
  * subtree to the front of both pools. A Position (about 115 KiB) is kept per
  * tree. Nothing is allocated per playout.

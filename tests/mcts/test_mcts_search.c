@@ -90,26 +90,26 @@ static const struct {
 };
 
 static void test_mate3(void) {
-    for (size_t i = 0; i < sizeof TSUME3 / sizeof TSUME3[0]; i++) {
+    for (int i = 0; i < (int)(sizeof TSUME3 / sizeof TSUME3[0]); i++) {
         set_sfen(&pos, TSUME3[i].sfen);
         Move answer = usi(&pos, TSUME3[i].answer);
-        CHECK(!bf_mate1(&pos), "tsume %zu has a mate in one", i);
-        CHECK(bf_forces_mate3(&pos, answer), "tsume %zu: %s does not force mate", i, TSUME3[i].answer);
-        CHECK(bf_count_checks(&pos) >= 4, "tsume %zu: too few checks", i);
+        CHECK(!bf_mate1(&pos), "tsume %d has a mate in one", i);
+        CHECK(bf_forces_mate3(&pos, answer), "tsume %d: %s does not force mate", i, TSUME3[i].answer);
+        CHECK(bf_count_checks(&pos) >= 4, "tsume %d: too few checks", i);
         MctsParams p = base_params();
         MctsTree *t = mcts_tree_new(&p, NULL);
         mcts_tree_set_position(t, &pos);
         MctsLimits l = visits(6000);
         mcts_search(t, &l, eval_uniform, NULL, &res);
-        CHECK(res.best == answer, "tsume %zu (%s): played %s, want %s (root q %.3f)", i, TSUME3[i].sfen,
+        CHECK(res.best == answer, "tsume %d (%s): played %s, want %s (root q %.3f)", i, TSUME3[i].sfen,
               usi_str(res.best), TSUME3[i].answer, res.root_q);
-        CHECK(bf_forces_mate3(&pos, res.best), "tsume %zu: played move does not force mate", i);
-        CHECK(res.root_q > 0.5f, "tsume %zu: root value %.3f", i, res.root_q);
-        CHECK(res.pv_len == 3, "tsume %zu: pv length %d", i, res.pv_len);
+        CHECK(bf_forces_mate3(&pos, res.best), "tsume %d: played move does not force mate", i);
+        CHECK(res.root_q > 0.5f, "tsume %d: root value %.3f", i, res.root_q);
+        CHECK(res.pv_len == 3, "tsume %d: pv length %d", i, res.pv_len);
         if (res.pv_len == 3) { /* the PV ends with the mate in one found at the leaf */
             pos_copy(&pos2, &pos);
             for (int k = 0; k < 3; k++) pos_do_move(&pos2, res.pv[k]);
-            CHECK(movegen_count_legal(&pos2) == 0 && pos_in_check(&pos2), "tsume %zu: PV does not end in mate", i);
+            CHECK(movegen_count_legal(&pos2) == 0 && pos_in_check(&pos2), "tsume %d: PV does not end in mate", i);
         }
         validate(t, "mate3");
         mcts_tree_free(t);
