@@ -14,10 +14,16 @@
 #define WIN32_LEAN_AND_MEAN
 #include <direct.h>
 #include <io.h>
+#include <malloc.h>
 #include <process.h>
+#include <sys/stat.h>
+#include <sys/types.h>
 #include <windows.h>
 #else
+#include <dirent.h>
 #include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -66,7 +72,15 @@ void compat_cond_broadcast(compat_cond_t *c) { pthread_cond_broadcast(c); }
 
 int compat_cond_timedwait(compat_cond_t *c, compat_mutex_t *m, int64_t timeout_ms) {
     struct timespec ts;
-#if defined(_WIN32) || defined(__APPLE__)
+    if (timeout_ms < 0) timeout_ms = 0;
+#if defined(_WIN32)
+    /* The pthreads deadline is wall-clock time (UTC since 1970). */
+    FILETIME ft;
+    GetSystemTimeAsFileTime(&ft);
+    uint64_t t100 = (((uint64_t)ft.dwHighDateTime << 32) | ft.dwLowDateTime) - 116444736000000000ull;
+    ts.tv_sec = (time_t)(t100 / 10000000);
+    ts.tv_nsec = (long)(t100 % 10000000) * 100;
+#elif defined(__APPLE__)
     clock_gettime(CLOCK_REALTIME, &ts);
 #else
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -112,6 +126,29 @@ int compat_cpu_count(void) {
 #else
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (int)n : 1;
+#endif
+}
+
+/* ---- memory ------------------------------------------------------------- */
+void *compat_aligned_alloc(size_t align, size_t size) {
+    if (align < sizeof(void *)) align = sizeof(void *);
+    if ((align & (align - 1)) != 0 || align > 4096) return NULL;
+    size_t n = (size + align - 1) & ~(align - 1);
+    if (n < size) return NULL; /* overflow */
+    if (n == 0) n = align;
+#ifdef _WIN32
+    return _aligned_malloc(n, align);
+#else
+    void *p = NULL;
+    return posix_memalign(&p, align, n) == 0 ? p : NULL;
+#endif
+}
+
+void compat_aligned_free(void *p) {
+#ifdef _WIN32
+    _aligned_free(p);
+#else
+    free(p);
 #endif
 }
 
@@ -277,19 +314,10 @@ int compat_durable_commit(compat_durable_t *d, char *err, size_t errlen) {
         compat_durable_abort(d);
         return -1;
     }
-#ifdef _WIN32
-    if (!MoveFileExA(d->tmp, d->path, MOVEFILE_REPLACE_EXISTING | MOVEFILE_WRITE_THROUGH)) {
-        set_err(err, errlen, "%s: rename failed (error %lu)", d->path, (unsigned long)GetLastError());
+    if (compat_rename(d->tmp, d->path, err, errlen) != 0) {
         compat_durable_abort(d);
         return -1;
     }
-#else
-    if (rename(d->tmp, d->path) != 0) {
-        set_err(err, errlen, "%s: rename failed: %s", d->path, strerror(errno));
-        compat_durable_abort(d);
-        return -1;
-    }
-#endif
     sync_parent_dir(d->path);
     free(d->path);
     free(d->tmp);
@@ -316,7 +344,7 @@ static int mkdir_one(const char *p) {
 #endif
 }
 
-static int is_dir(const char *p) {
+int compat_is_dir(const char *p) {
 #ifdef _WIN32
     DWORD a = GetFileAttributesA(p);
     return a != INVALID_FILE_ATTRIBUTES && (a & FILE_ATTRIBUTE_DIRECTORY);
@@ -336,11 +364,11 @@ int compat_mkdir_p(const char *path, char *err, size_t errlen) {
         if (*s == '/' || *s == '\\') {
             char c = *s;
             *s = 0;
-            if (!is_dir(p)) mkdir_one(p);
+            if (!compat_is_dir(p)) mkdir_one(p);
             *s = c;
         }
     }
-    if (!is_dir(p) && mkdir_one(p) != 0 && !is_dir(p)) {
+    if (!compat_is_dir(p) && mkdir_one(p) != 0 && !compat_is_dir(p)) {
         set_err(err, errlen, "%s: cannot create directory: %s", path, strerror(errno));
         free(p);
         return -1;
@@ -368,6 +396,171 @@ int64_t compat_file_size(const char *path) {
 }
 
 int compat_remove_file(const char *path) { return remove(path); }
+
+int compat_remove_dir(const char *path) {
+#ifdef _WIN32
+    return _rmdir(path);
+#else
+    return rmdir(path);
+#endif
+}
+
+int compat_rename(const char *from, const char *to, char *err, size_t errlen) {
+#ifdef _WIN32
+    if (!MoveFileExA(from, to, MOVEFILE_REPLACE_EXISTING | MOVEFILE_WRITE_THROUGH)) {
+        set_err(err, errlen, "%s -> %s: rename failed (Windows error %lu)", from, to,
+                (unsigned long)GetLastError());
+        return -1;
+    }
+#else
+    if (rename(from, to) != 0) {
+        set_err(err, errlen, "%s -> %s: rename failed: %s", from, to, strerror(errno));
+        return -1;
+    }
+#endif
+    return 0;
+}
+
+/* One directory entry of a listing snapshot. */
+typedef struct {
+    char *name;
+    int is_dir;
+} dir_entry_t;
+
+static int dir_entry_cmp(const void *a, const void *b) {
+    return strcmp(((const dir_entry_t *)a)->name, ((const dir_entry_t *)b)->name);
+}
+
+static int dir_push(dir_entry_t **v, size_t *n, size_t *cap, const char *name, int is_dir) {
+    if (*n == *cap) {
+        size_t nc = *cap ? *cap * 2 : 64;
+        dir_entry_t *nv = realloc(*v, nc * sizeof *nv);
+        if (!nv) return -1;
+        *v = nv;
+        *cap = nc;
+    }
+    char *copy = malloc(strlen(name) + 1);
+    if (!copy) return -1;
+    strcpy(copy, name);
+    (*v)[*n].name = copy;
+    (*v)[*n].is_dir = is_dir;
+    (*n)++;
+    return 0;
+}
+
+int compat_list_dir(const char *dir, compat_dir_fn fn, void *user, char *err, size_t errlen) {
+    dir_entry_t *v = NULL;
+    size_t n = 0, cap = 0;
+    int oom = 0;
+#ifdef _WIN32
+    size_t dl = strlen(dir);
+    char *pat = malloc(dl + 3);
+    if (!pat) {
+        set_err(err, errlen, "%s: out of memory", dir);
+        return -1;
+    }
+    memcpy(pat, dir, dl);
+    size_t k = dl;
+    if (k && pat[k - 1] != '/' && pat[k - 1] != '\\') pat[k++] = '/';
+    pat[k++] = '*';
+    pat[k] = 0;
+    WIN32_FIND_DATAA fd;
+    HANDLE h = FindFirstFileA(pat, &fd);
+    free(pat);
+    if (h == INVALID_HANDLE_VALUE) {
+        DWORD e = GetLastError();
+        if (e == ERROR_FILE_NOT_FOUND && compat_is_dir(dir)) return 0; /* empty */
+        set_err(err, errlen, "%s: cannot list directory (Windows error %lu)", dir, (unsigned long)e);
+        return -1;
+    }
+    do {
+        const char *name = fd.cFileName;
+        if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) continue;
+        if (dir_push(&v, &n, &cap, name, (fd.dwFileAttributes & FILE_ATTRIBUTE_DIRECTORY) != 0) != 0) {
+            oom = 1;
+            break;
+        }
+    } while (FindNextFileA(h, &fd));
+    FindClose(h);
+#else
+    DIR *d = opendir(dir);
+    if (!d) {
+        set_err(err, errlen, "%s: cannot list directory: %s", dir, strerror(errno));
+        return -1;
+    }
+    size_t dl = strlen(dir);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        const char *name = e->d_name;
+        if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) continue;
+        int isd;
+#ifdef DT_DIR
+        if (e->d_type == DT_DIR)
+            isd = 1;
+        else if (e->d_type != DT_UNKNOWN && e->d_type != DT_LNK)
+            isd = 0;
+        else
+#endif
+        {
+            char *full = malloc(dl + strlen(name) + 2);
+            if (!full) {
+                oom = 1;
+                break;
+            }
+            sprintf(full, "%s/%s", dir, name);
+            isd = compat_is_dir(full);
+            free(full);
+        }
+        if (dir_push(&v, &n, &cap, name, isd) != 0) {
+            oom = 1;
+            break;
+        }
+    }
+    closedir(d);
+#endif
+    int rc = 0;
+    if (oom) {
+        set_err(err, errlen, "%s: out of memory while listing", dir);
+        rc = -1;
+    } else {
+        if (n > 1) qsort(v, n, sizeof *v, dir_entry_cmp);
+        for (size_t i = 0; i < n && rc == 0; i++) rc = fn(v[i].name, v[i].is_dir, user);
+    }
+    for (size_t i = 0; i < n; i++) free(v[i].name);
+    free(v);
+    return rc;
+}
+
+const char *compat_temp_dir(void) {
+    static char buf[1024];
+    static atomic_int state; /* 0 unset, 1 being set, 2 set */
+    int expect = 0;
+    if (atomic_compare_exchange_strong(&state, &expect, 1)) {
+        const char *names[] = {"TMPDIR", "TEMP", "TMP"};
+        const char *t = NULL;
+        for (int i = 0; i < 3 && !t; i++) {
+            t = getenv(names[i]);
+            if (t && !*t) t = NULL;
+        }
+#ifdef _WIN32
+        char wbuf[MAX_PATH + 1];
+        if (!t) {
+            DWORD k = GetTempPathA(sizeof wbuf, wbuf);
+            t = (k > 0 && k < sizeof wbuf) ? wbuf : ".";
+        }
+#else
+        if (!t) t = "/tmp";
+#endif
+        snprintf(buf, sizeof buf, "%s", t);
+        size_t k = strlen(buf);
+        while (k > 1 && (buf[k - 1] == '/' || buf[k - 1] == '\\')) buf[--k] = 0;
+        atomic_store(&state, 2);
+    } else {
+        while (atomic_load(&state) != 2) {
+        }
+    }
+    return buf;
+}
 
 char *compat_read_file(const char *path, size_t *len, char *err, size_t errlen) {
     FILE *f = fopen(path, "rb");
@@ -413,6 +606,9 @@ static void on_signal(int sig) {
 void compat_install_stop_handler(void) {
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
+#ifdef SIGBREAK
+    signal(SIGBREAK, on_signal); /* Ctrl-Break (Windows) */
+#endif
 }
 int compat_stop_requested(void) { return atomic_load(&g_stop); }
 void compat_request_stop(void) { atomic_store(&g_stop, 1); }
@@ -422,5 +618,108 @@ int compat_getpid(void) {
     return (int)_getpid();
 #else
     return (int)getpid();
+#endif
+}
+
+#ifdef _WIN32
+/* Appends arg to the command line at *p quoted so that the C runtime's
+ * argument parser (CommandLineToArgvW rules) gives it back verbatim. */
+static char *quote_arg(char *p, const char *arg) {
+    if (*arg && !strpbrk(arg, " \t\n\v\"")) {
+        size_t n = strlen(arg);
+        memcpy(p, arg, n);
+        return p + n;
+    }
+    *p++ = '"';
+    for (const char *a = arg;; a++) {
+        size_t bs = 0;
+        while (*a == '\\') a++, bs++;
+        if (!*a) {
+            for (size_t i = 0; i < 2 * bs; i++) *p++ = '\\'; /* before the closing quote */
+            break;
+        }
+        if (*a == '"') {
+            for (size_t i = 0; i < 2 * bs + 1; i++) *p++ = '\\';
+        } else {
+            for (size_t i = 0; i < bs; i++) *p++ = '\\';
+        }
+        *p++ = *a;
+    }
+    *p++ = '"';
+    return p;
+}
+#else
+extern char **environ;
+#endif
+
+int compat_run(const char *const *argv, int *status, char *err, size_t errlen) {
+    if (status) *status = -1;
+    if (!argv || !argv[0]) {
+        set_err(err, errlen, "compat_run: no program");
+        return -1;
+    }
+#ifdef _WIN32
+    size_t n = 1;
+    for (int i = 0; argv[i]; i++) n += 3 + 2 * strlen(argv[i]) + 1;
+    char *cmd = malloc(n), *p = cmd;
+    if (!cmd) {
+        set_err(err, errlen, "%s: out of memory", argv[0]);
+        return -1;
+    }
+    for (int i = 0; argv[i]; i++) {
+        if (i) *p++ = ' ';
+        p = quote_arg(p, argv[i]);
+    }
+    *p = 0;
+    fflush(stdout);
+    fflush(stderr);
+    STARTUPINFOA si;
+    PROCESS_INFORMATION pi;
+    memset(&si, 0, sizeof si);
+    si.cb = sizeof si;
+    BOOL ok = CreateProcessA(NULL, cmd, NULL, NULL, TRUE, 0, NULL, NULL, &si, &pi);
+    free(cmd);
+    if (!ok) {
+        set_err(err, errlen, "%s: cannot start (Windows error %lu)", argv[0], (unsigned long)GetLastError());
+        return -1;
+    }
+    WaitForSingleObject(pi.hProcess, INFINITE);
+    DWORD code = 1;
+    GetExitCodeProcess(pi.hProcess, &code);
+    CloseHandle(pi.hThread);
+    CloseHandle(pi.hProcess);
+    if (status) *status = (int)code;
+    return 0;
+#else
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid;
+    int rc = posix_spawnp(&pid, argv[0], NULL, NULL, (char *const *)argv, environ);
+    if (rc != 0) {
+        set_err(err, errlen, "%s: cannot start: %s", argv[0], strerror(rc));
+        return -1;
+    }
+    int ws = 0;
+    while (waitpid(pid, &ws, 0) < 0) {
+        if (errno != EINTR) {
+            set_err(err, errlen, "%s: waitpid failed: %s", argv[0], strerror(errno));
+            return -1;
+        }
+    }
+    /* posix_spawnp reports a failed exec as exit status 127 on some libcs. */
+    if (WIFEXITED(ws) && WEXITSTATUS(ws) == 127 && strchr(argv[0], '/') && access(argv[0], X_OK) != 0) {
+        set_err(err, errlen, "%s: cannot start: %s", argv[0], strerror(ENOENT));
+        return -1;
+    }
+    if (status) *status = WIFEXITED(ws) ? WEXITSTATUS(ws) : WIFSIGNALED(ws) ? 128 + WTERMSIG(ws) : 1;
+    return 0;
+#endif
+}
+
+int compat_setenv(const char *name, const char *value) {
+#ifdef _WIN32
+    return _putenv_s(name, value ? value : "") == 0 ? 0 : -1;
+#else
+    return value ? setenv(name, value, 1) : unsetenv(name);
 #endif
 }

@@ -1,10 +1,17 @@
 /* compat.h - the only place that knows which operating system it runs on.
  *
  * Owns: threads, mutexes, condition variables, a monotonic clock, the CPU
- * count, read-only file mapping, durable writes (temporary name, fsync,
- * rename), directory creation and process-level signals. Everything else in
- * Koma calls these and never includes an OS header or tests _WIN32.
+ * count, aligned memory, read-only file mapping, durable writes (temporary
+ * name, fsync, rename), directories (creation, listing), the temporary
+ * directory and process-level signals. Everything else in Koma calls these
+ * and never includes an OS header or tests _WIN32.
  * Does not own: atomics (C11 <stdatomic.h> is used directly), file formats.
+ *
+ * Paths: '/' works as a separator everywhere (Windows accepts it); names are
+ * passed to the C library / the ANSI Windows API as they are (no UTF-16).
+ * Windows differences callers should know: a file that is open or mapped
+ * cannot be removed or renamed over (compat_durable_commit then fails with a
+ * message instead of replacing it); directories are not fsync'ed.
  */
 #ifndef KOMA_COMPAT_H
 #define KOMA_COMPAT_H
@@ -47,6 +54,14 @@ void compat_sleep_ms(int64_t ms);
 /* Number of online logical CPUs, at least 1. */
 int compat_cpu_count(void);
 
+/* ---- memory --------------------------------------------------------------- */
+/* size bytes aligned to align (a power of two, at most 4096; size may be 0
+ * and need not be a multiple of align), or NULL. Free with
+ * compat_aligned_free, never free() (Windows keeps such blocks apart).
+ * Replaces C11 aligned_alloc, which neither MinGW-w64 nor MSVC has. */
+void *compat_aligned_alloc(size_t align, size_t size);
+void compat_aligned_free(void *p); /* NULL ok */
+
 /* ---- files --------------------------------------------------------------- */
 /* A read-only mapping of a whole file. data is NULL for an empty file. */
 typedef struct {
@@ -76,8 +91,29 @@ int compat_file_exists(const char *path);
 /* Size of a file in bytes, or -1. */
 int64_t compat_file_size(const char *path);
 int compat_remove_file(const char *path);
+/* Removes an empty directory. Returns 0 on success. */
+int compat_remove_dir(const char *path);
 /* Read a whole file into a malloc'ed, NUL-terminated buffer. */
 char *compat_read_file(const char *path, size_t *len, char *err, size_t errlen);
+/* rename(2) that replaces an existing target on every OS (Windows' rename()
+ * refuses to). Returns 0, or -1 with err naming both paths. */
+int compat_rename(const char *from, const char *to, char *err, size_t errlen);
+/* 1 when path is an existing directory. */
+int compat_is_dir(const char *path);
+
+/* Lists the entries of dir (not "." and "..") in strcmp order: calls
+ * fn(name, is_dir, user) once per entry, name without the directory. The
+ * listing is read completely before the first call, so fn may remove or
+ * rename entries of dir. A nonzero return from fn stops the walk and is
+ * returned; otherwise returns 0, or -1 with err naming dir when it cannot be
+ * read (missing, not a directory, out of memory). */
+typedef int (*compat_dir_fn)(const char *name, int is_dir, void *user);
+int compat_list_dir(const char *dir, compat_dir_fn fn, void *user, char *err, size_t errlen);
+
+/* A directory for scratch files: $TMPDIR, else $TEMP, else $TMP, else the
+ * OS default ("/tmp"; GetTempPath on Windows), without a trailing separator.
+ * The string lives until the process ends. */
+const char *compat_temp_dir(void);
 
 /* ---- process ------------------------------------------------------------- */
 /* Installs SIGINT/SIGTERM (Ctrl-C / Ctrl-Break on Windows) handlers that set
@@ -86,6 +122,20 @@ void compat_install_stop_handler(void);
 int compat_stop_requested(void);
 void compat_request_stop(void);
 int compat_getpid(void);
+/* Runs the program argv[0] with the arguments argv[1..] (argv ends with
+ * NULL; no shell: each argument reaches the program verbatim, spaces and
+ * quotes included), waits for it, and stores its exit status in *status:
+ * the code it returned, or a nonzero code when it crashed or was killed
+ * (128 + signal on POSIX, the exception code on Windows). A program name
+ * without a directory part is searched in PATH. Returns 0 when the program
+ * ran, -1 with err naming it when it could not be started (missing, not
+ * executable, not a program this OS can run - e.g. a Linux binary under
+ * wine). Replaces system()/popen() + shell quoting. stdin/stdout/stderr are
+ * inherited. */
+int compat_run(const char *const *argv, int *status, char *err, size_t errlen);
+/* Sets (value != NULL) or removes (value == NULL) an environment variable of
+ * this process. Returns 0 on success. Replaces setenv/unsetenv. */
+int compat_setenv(const char *name, const char *value);
 
 /* ---- invariants -------------------------------------------------------- */
 /* Always on, prints file:line and the expression, then aborts. For bugs only;

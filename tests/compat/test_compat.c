@@ -1,4 +1,5 @@
-/* test_compat.c - compat/ layer: durable writes, mapping, threads, clock. */
+/* test_compat.c - compat/ layer: durable writes, mapping, threads, clock,
+ * aligned memory, directory listing, rename, environment, temp dir. */
 #include "compat/compat.h"
 
 #include <stdatomic.h>
@@ -35,7 +36,205 @@ static void *worker(void *arg) {
     return NULL;
 }
 
-int main(void) {
+/* ---- compat_list_dir ------------------------------------------------------ */
+typedef struct {
+    char names[16][32];
+    int is_dir[16];
+    int n;
+    int stop_after; /* return 7 after this many calls (0: never) */
+    const char *dir; /* when set, remove each listed file while walking */
+} listing_t;
+
+static int collect(const char *name, int is_dir, void *user) {
+    listing_t *l = user;
+    if (l->n < 16) {
+        snprintf(l->names[l->n], sizeof l->names[0], "%s", name);
+        l->is_dir[l->n] = is_dir;
+    }
+    l->n++;
+    if (l->dir && !is_dir) {
+        char p[600];
+        snprintf(p, sizeof p, "%s/%s", l->dir, name);
+        CHECK(compat_remove_file(p) == 0);
+    }
+    return l->stop_after && l->n == l->stop_after ? 7 : 0;
+}
+
+static void remove_listing(const char *dir) {
+    static const char *names[] = {"b.safetensors", "a.safetensors.tmp.12", "c", "plain"};
+    char p[600];
+    for (int i = 0; i < 4; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        compat_remove_file(p);
+    }
+    snprintf(p, sizeof p, "%s/sub", dir);
+    compat_remove_dir(p);
+    compat_remove_dir(dir);
+}
+
+static void test_list_dir(const char *base) {
+    char err[512], dir[400], p[600];
+    snprintf(dir, sizeof dir, "%s/list", base);
+    remove_listing(dir); /* left by an earlier run with the same pid (wine reuses them) */
+    CHECK(compat_mkdir_p(dir, err, sizeof err) == 0);
+
+    /* Empty directory: no calls, success. */
+    listing_t l;
+    memset(&l, 0, sizeof l);
+    CHECK(compat_list_dir(dir, collect, &l, err, sizeof err) == 0);
+    CHECK(l.n == 0);
+
+    /* Files and a subdirectory come back sorted, flagged, without . and .. */
+    const char *files[] = {"b.safetensors", "a.safetensors.tmp.12", "c"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+        CHECK(compat_write_file_durable(p, "x", 1, err, sizeof err) == 0);
+    }
+    snprintf(p, sizeof p, "%s/sub", dir);
+    CHECK(compat_mkdir_p(p, err, sizeof err) == 0);
+    CHECK(compat_is_dir(p));
+    snprintf(p, sizeof p, "%s/c", dir);
+    CHECK(!compat_is_dir(p));
+    memset(&l, 0, sizeof l);
+    CHECK(compat_list_dir(dir, collect, &l, err, sizeof err) == 0);
+    CHECK(l.n == 4);
+    CHECK(strcmp(l.names[0], "a.safetensors.tmp.12") == 0 && !l.is_dir[0]);
+    CHECK(strcmp(l.names[1], "b.safetensors") == 0 && !l.is_dir[1]);
+    CHECK(strcmp(l.names[2], "c") == 0 && !l.is_dir[2]);
+    CHECK(strcmp(l.names[3], "sub") == 0 && l.is_dir[3]);
+
+    /* A nonzero return stops the walk and is passed through. */
+    memset(&l, 0, sizeof l);
+    l.stop_after = 2;
+    CHECK(compat_list_dir(dir, collect, &l, err, sizeof err) == 7);
+    CHECK(l.n == 2);
+
+    /* A trailing separator is fine; the callback may remove what it sees. */
+    char dir_slash[420];
+    snprintf(dir_slash, sizeof dir_slash, "%s/", dir);
+    memset(&l, 0, sizeof l);
+    l.dir = dir;
+    CHECK(compat_list_dir(dir_slash, collect, &l, err, sizeof err) == 0);
+    CHECK(l.n == 4);
+    memset(&l, 0, sizeof l);
+    CHECK(compat_list_dir(dir, collect, &l, err, sizeof err) == 0);
+    CHECK(l.n == 1 && strcmp(l.names[0], "sub") == 0);
+
+    /* A missing directory, or a file, is an error that names it. */
+    snprintf(p, sizeof p, "%s/no-such-dir", dir);
+    err[0] = 0;
+    CHECK(compat_list_dir(p, collect, &l, err, sizeof err) == -1);
+    CHECK(strstr(err, "no-such-dir") != NULL);
+    snprintf(p, sizeof p, "%s/plain", dir);
+    CHECK(compat_write_file_durable(p, "x", 1, err, sizeof err) == 0);
+    err[0] = 0;
+    CHECK(compat_list_dir(p, collect, &l, err, sizeof err) == -1);
+    CHECK(strstr(err, "plain") != NULL);
+    compat_remove_file(p);
+
+    /* compat_remove_dir removes an empty directory only. */
+    snprintf(p, sizeof p, "%s/sub", dir);
+    CHECK(compat_remove_dir(dir) != 0 && compat_is_dir(dir));
+    CHECK(compat_remove_dir(p) == 0 && !compat_is_dir(p));
+    CHECK(compat_remove_dir(dir) == 0 && !compat_is_dir(dir));
+}
+
+/* ---- rename, aligned memory, environment, temp dir ------------------------ */
+static void test_misc(const char *base) {
+    char err[512], a[400], b[400];
+    /* compat_rename replaces an existing target (Windows' rename() won't). */
+    snprintf(a, sizeof a, "%s/ren_a", base);
+    snprintf(b, sizeof b, "%s/ren_b", base);
+    CHECK(compat_write_file_durable(a, "new", 3, err, sizeof err) == 0);
+    CHECK(compat_write_file_durable(b, "older", 5, err, sizeof err) == 0);
+    CHECK(compat_rename(a, b, err, sizeof err) == 0);
+    CHECK(!compat_file_exists(a) && compat_file_size(b) == 3);
+    err[0] = 0;
+    CHECK(compat_rename(a, b, err, sizeof err) == -1); /* source gone */
+    CHECK(strstr(err, "ren_a") != NULL);
+    compat_remove_file(b);
+
+    /* Aligned blocks: aligned, writable, any size (0 too), freed apart. */
+    size_t aligns[] = {1, 8, 64, 4096};
+    size_t sizes[] = {0, 1, 63, 100000};
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) {
+            unsigned char *p = compat_aligned_alloc(aligns[i], sizes[j]);
+            CHECK(p != NULL);
+            if (!p) continue;
+            CHECK((uintptr_t)p % aligns[i] == 0);
+            memset(p, 0xab, sizes[j]);
+            compat_aligned_free(p);
+        }
+    CHECK(compat_aligned_alloc(48, 10) == NULL);   /* not a power of two */
+    CHECK(compat_aligned_alloc(8192, 10) == NULL); /* too large an alignment */
+    CHECK(compat_aligned_alloc(64, SIZE_MAX - 10) == NULL);
+    compat_aligned_free(NULL);
+
+    /* Environment: set, overwrite, remove. */
+    CHECK(compat_setenv("KOMA_COMPAT_TEST_VAR", "one") == 0);
+    CHECK(getenv("KOMA_COMPAT_TEST_VAR") && strcmp(getenv("KOMA_COMPAT_TEST_VAR"), "one") == 0);
+    CHECK(compat_setenv("KOMA_COMPAT_TEST_VAR", "two") == 0);
+    CHECK(getenv("KOMA_COMPAT_TEST_VAR") && strcmp(getenv("KOMA_COMPAT_TEST_VAR"), "two") == 0);
+    CHECK(compat_setenv("KOMA_COMPAT_TEST_VAR", NULL) == 0);
+    CHECK(getenv("KOMA_COMPAT_TEST_VAR") == NULL || getenv("KOMA_COMPAT_TEST_VAR")[0] == 0);
+
+    /* The temp dir exists, has no trailing separator and is stable. */
+    const char *t = compat_temp_dir();
+    size_t tl = strlen(t);
+    CHECK(tl > 0 && compat_is_dir(t));
+    CHECK(tl == 1 || (t[tl - 1] != '/' && t[tl - 1] != '\\'));
+    CHECK(compat_temp_dir() == t);
+}
+
+/* ---- compat_run: the test runs itself as the child ------------------------ */
+static const char *const child_args[] = {"plain", "two words", "q\"uote", "back\\slash\\", "", "tab\there",
+                                         "\\\"x\\\\", NULL};
+
+static int child_main(int argc, char **argv) {
+    /* argv: self --child <child_args...> */
+    int n = 0;
+    while (child_args[n]) n++;
+    if (argc != 2 + n) return 3;
+    for (int i = 0; i < n; i++)
+        if (strcmp(argv[2 + i], child_args[i]) != 0) {
+            fprintf(stderr, "child: argument %d is [%s], want [%s]\n", i, argv[2 + i], child_args[i]);
+            return 4;
+        }
+    return 42;
+}
+
+static void test_run(const char *self) {
+    char err[512];
+    const char *argv[16];
+    int k = 0;
+    argv[k++] = self;
+    argv[k++] = "--child";
+    for (int i = 0; child_args[i]; i++) argv[k++] = child_args[i];
+    argv[k] = NULL;
+    int status = -1;
+    /* Arguments with spaces, quotes, backslashes and empty ones arrive verbatim. */
+    CHECK(compat_run(argv, &status, err, sizeof err) == 0);
+    CHECK(status == 42);
+    /* The exit code comes back as it is; a failing child is not a failure to start. */
+    const char *exit7[] = {self, "--child-exit", NULL};
+    status = 0;
+    CHECK(compat_run(exit7, &status, err, sizeof err) == 0);
+    CHECK(status == 7);
+    /* A program that does not exist cannot be started, and the error says which. */
+    const char *none[] = {"koma-no-such-program-xyz", "arg", NULL};
+    err[0] = 0;
+    CHECK(compat_run(none, &status, err, sizeof err) == -1);
+    CHECK(strstr(err, "koma-no-such-program-xyz") != NULL);
+    char missing[400];
+    snprintf(missing, sizeof missing, "%s/no/such/dir/prog", KOMA_TEST_TMP);
+    const char *none2[] = {missing, NULL};
+    CHECK(compat_run(none2, &status, err, sizeof err) == -1);
+}
+
+int main(int argc, char **argv) {
+    if (argc >= 2 && strcmp(argv[1], "--child") == 0) return child_main(argc, argv);
+    if (argc >= 2 && strcmp(argv[1], "--child-exit") == 0) _Exit(7);
     char err[512];
     char dir[256];
     snprintf(dir, sizeof dir, "%s/compat_%d/a/b", KOMA_TEST_TMP, compat_getpid());
@@ -97,6 +296,12 @@ int main(void) {
     compat_cond_destroy(&s.cv);
     compat_mutex_destroy(&s.mu);
     compat_remove_file(path);
+
+    char base[256];
+    snprintf(base, sizeof base, "%s/compat_%d", KOMA_TEST_TMP, compat_getpid());
+    test_list_dir(base);
+    test_misc(base);
+    test_run(argv[0]);
 
     if (failures) {
         fprintf(stderr, "test_compat: %d failures\n", failures);
