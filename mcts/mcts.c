@@ -706,8 +706,8 @@ int32_t mcts_collect(MctsTree *t, int32_t max_leaves, MctsRequest *out) {
     return n_out;
 }
 
-void mcts_deliver_moves(MctsTree *t, const MctsRequest *req, const float *move_logits, const float *wdl_logits) {
-    KOMA_ASSERT(req->epoch_ == t->epoch);
+bool mcts_deliver_moves(MctsTree *t, const MctsRequest *req, const float *move_logits, const float *wdl_logits) {
+    if (req->epoch_ != t->epoch) return false; /* abandoned by mcts_tree_set_position */
     KOMA_ASSERT(req->node_ >= 0 && req->node_ < t->n_nodes);
     Node *x = &t->nodes[req->node_];
     KOMA_ASSERT(x->state == NODE_PENDING && x->edge_n == req->n_moves);
@@ -722,12 +722,14 @@ void mcts_deliver_moves(MctsTree *t, const MctsRequest *req, const float *move_l
     backup(t, req->node_, v, d);
     t->pending--;
     if (req->node_ == 0 && t->active) root_prepare(t);
+    return true;
 }
 
-void mcts_deliver(MctsTree *t, const MctsRequest *req, const float *policy_logits, const float *wdl_logits) {
+bool mcts_deliver(MctsTree *t, const MctsRequest *req, const float *policy_logits, const float *wdl_logits) {
+    if (req->epoch_ != t->epoch) return false;
     float *ml = t->sf[0];
     for (int32_t i = 0; i < req->n_moves; i++) ml[i] = policy_logits[req->labels[i]];
-    mcts_deliver_moves(t, req, ml, wdl_logits);
+    return mcts_deliver_moves(t, req, ml, wdl_logits);
 }
 
 bool mcts_search_done(const MctsTree *t) { return !t->active || (t->stop != MCTS_STOP_NONE && t->pending == 0); }

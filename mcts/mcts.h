@@ -25,8 +25,9 @@
  * requests stay valid until delivered, in any order. mcts_collect returns 0
  * when everything left is in flight (or the search stopped); leaves that need
  * no network (terminal, mate in one, cache hits) are resolved inside it.
- * Every collected request must be delivered (or the tree reset) before
- * mcts_tree_advance / mcts_tree_set_position.
+ * Every collected request must be delivered before mcts_tree_advance or the
+ * next mcts_search_begin. mcts_tree_set_position abandons requests in flight:
+ * delivering one afterwards does nothing and returns false.
  *
  * ---- Memory ---------------------------------------------------------------------
  * One allocation per tree, made by mcts_tree_new: node_limit nodes (40 bytes)
@@ -216,10 +217,11 @@ void mcts_search_begin(MctsTree *t, const MctsLimits *limits);
 int32_t mcts_collect(MctsTree *t, int32_t max_leaves, MctsRequest *out);
 /* The network's answer for one request: policy_logits (2187, indexed by
  * encode_move_label), wdl_logits (3: win, draw, loss for the leaf's side to
- * move). Expands the leaf, backs the value up and removes its virtual loss. */
-void mcts_deliver(MctsTree *t, const MctsRequest *req, const float *policy_logits, const float *wdl_logits);
+ * move). Expands the leaf, backs the value up and removes its virtual loss.
+ * Returns false (and does nothing) for a request the tree abandoned. */
+bool mcts_deliver(MctsTree *t, const MctsRequest *req, const float *policy_logits, const float *wdl_logits);
 /* The same with one logit per legal move (req->n_moves, in req->moves order). */
-void mcts_deliver_moves(MctsTree *t, const MctsRequest *req, const float *move_logits, const float *wdl_logits);
+bool mcts_deliver_moves(MctsTree *t, const MctsRequest *req, const float *move_logits, const float *wdl_logits);
 /* The search has stopped and no request is in flight. */
 bool mcts_search_done(const MctsTree *t);
 /* Requests collected and not yet delivered. */

@@ -240,6 +240,19 @@ static void test_virtual_loss(void) {
     validate(t, "collisions delivered");
     mcts_search_result(t, &res);
     CHECK(res.collisions > 0, "collisions not counted");
+
+    /* A game abandoned with leaves in flight: their late results are ignored. */
+    n = mcts_collect(t, 8, reqs);
+    CHECK(n > 0 && mcts_pending(t) == n, "collect before abandoning");
+    pos_set_startpos(&pos);
+    mcts_tree_set_position(t, &pos);
+    eval_hash(NULL, t, reqs, n, pol, wdl);
+    bool any = false;
+    for (int32_t i = 0; i < n; i++) any |= mcts_deliver(t, &reqs[i], pol + (size_t)i * ENC_LABEL_NB, wdl + 3 * i);
+    CHECK(!any && mcts_pending(t) == 0 && mcts_tree_nodes(t) == 1, "stale delivery changed the new tree");
+    validate(t, "after stale delivery");
+    mcts_search(t, &l, eval_hash, NULL, &res);
+    check_result_policy(&pos, &res, "after stale delivery");
     mcts_tree_free(t);
 }
 
