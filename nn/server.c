@@ -878,9 +878,11 @@ int nn_server_eval(nn_server_t *srv, const nn_server_request_t *req, nn_server_r
 /* ---- publishing ------------------------------------------------------------------ */
 /* Takes pub_mu, waits until the standby is free; returns its index or -1. */
 static int32_t publish_begin(nn_server_t *srv, int64_t *generation, char *err, size_t errlen) {
+    compat_mutex_lock(&srv->mu);
+    srv->users++; /* counted before queueing on pub_mu: nn_server_free waits for us */
+    compat_mutex_unlock(&srv->mu);
     compat_mutex_lock(&srv->pub_mu);
     compat_mutex_lock(&srv->mu);
-    srv->users++;
     int32_t sb = 1 - srv->cur;
     while (srv->models[sb].refs > 0 && !srv->stopping) compat_cond_wait(&srv->cv_refs, &srv->mu);
     int64_t curgen = srv->models[srv->cur].gen;
