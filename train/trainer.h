@@ -134,6 +134,9 @@ int train_config_flags(train_config_t *cfg, cfg_opt_t *opts, int cap);
  *   train-device */
 #define TRAIN_CONFIG_NFLAGS 31
 int train_config_flags_apply(train_config_t *cfg, char *err, size_t errlen);
+/* 1 when the flag `name` was given a value other than the one bound (call
+ * between cfg_parse and train_config_flags_apply); 0 otherwise. */
+int train_config_flag_given(const train_config_t *cfg, const char *name);
 /* Checks a configuration: 0, or -1 with err. */
 int train_config_check(const train_config_t *cfg, char *err, size_t errlen);
 
@@ -198,5 +201,7 @@ void train_trainer_free(train_trainer_t *tr);  /* NULL ok */
 nn_net_t *train_trainer_net(train_trainer_t *tr);          /* the trained net (the trainer's backend) */
 nn_trainer_t *train_trainer_nn(train_trainer_t *tr);       /* its optimizer state */
 const train_config_t *train_trainer_config(const train_trainer_t *tr);
+/* The trainer's backend from cfg->backend ("auto": cuda when a device is present). NULL with err. */
+nn_backend_t *train_backend_new(const train_config_t *cfg, char *err, size_t errlen);
 
 #endif

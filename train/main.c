@@ -1,0 +1,408 @@
+/* main.c - `train --from-games`: trains offline from the games stored in a run
+ * (self-play shards or imported records) without playing.
+ *
+ * Owns: the command line, the offline step loop with its progress line, the
+ * resumable checkpoint <run>/train/checkpoint.safetensors (weights + optimizer
+ * state + step count in one durable file) and the final model.
+ * Does not own: the window and sampling (train/window.c), model registration
+ * (train/model.c), the trainer of a self-play run (train/trainer.c).
+ *
+ * Resuming: the checkpoint is written every --checkpoint-every steps, at the
+ * end and on Ctrl-C. Run the same command again and it continues from the
+ * checkpoint's step to --steps in all; step s always samples with the key
+ * (seed, -1, s), so an interrupted and resumed run gives the same weights as
+ * an uninterrupted one (the window must not change in between: do not run
+ * this while selfplay adds shards to the same run). A finished checkpoint
+ * stays: the same command again only checks that its model is registered; a
+ * larger --steps trains on; --fresh starts over. The cosine schedule's
+ * length is --steps unless --lr-total-steps is given.
+ *
+ * Output: the final net (with optimizer state) goes to --out PATH, or by
+ * default to the run's next cycle, models/<cycle>.safetensors, registered in
+ * koma.db (file first, then the row). Offline steps are not written to the
+ * train_steps table (their step numbers would collide with the run's).
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compat/compat.h"
+#include "data/config.h"
+#include "data/db.h"
+#include "data/shard.h"
+#include "data/writer.h"
+#include "engine/encode.h"
+#include "nn/weights.h"
+#include "train/model.h"
+#include "train/trainer.h"
+#include "train/window.h"
+
+#ifndef KOMA_VERSION_STRING
+#define KOMA_VERSION_STRING "0.0.0"
+#endif
+
+#define MAX_OPTS 64
+#define EXIT_STOPPED 130
+
+static const char *usage =
+    "usage: train --from-games [--run DIR] [--window N] [--steps N] [--batch N] [--lr X] [--net 6x64]\n"
+    "             [--config FILE] [--out PATH] [--checkpoint-every K] [--fresh] [trainer flags]\n"
+    "Trains a net offline on the most recent --window positions of the run's shards.";
+
+static char g_run[CFG_STRING_MAX] = "runs/default";
+static char g_out[CFG_STRING_MAX] = "";
+static int64_t g_window = 0, g_steps = 1000, g_ckpt_every = 100, g_die_at = 0;
+static int g_from_games = 0, g_fresh = 0;
+
+static void fmt_eta(double s, char *buf, size_t len) {
+    if (!(s >= 0) || s > 1e7) {
+        snprintf(buf, len, "?");
+        return;
+    }
+    int64_t t = (int64_t)(s + 0.5);
+    if (t >= 3600) snprintf(buf, len, "%" PRId64 "h%02" PRId64 "m", t / 3600, (t / 60) % 60);
+    else snprintf(buf, len, "%" PRId64 "m%02" PRId64 "s", t / 60, t % 60);
+}
+
+typedef struct {
+    const char *sql_config;
+} run_row_arg_t;
+
+static int run_row_job(db_t *db, void *arg, char *err, size_t errlen) {
+    run_row_arg_t *a = arg;
+    int64_t id;
+    db_status_t st = db_run_insert(db, KOMA_VERSION_STRING, "train", a->sql_config, &id);
+    if (st != DB_OK) snprintf(err, errlen, "%s", db_errmsg(db));
+    return st;
+}
+
+/* Running means of the metrics between two progress lines. */
+typedef struct {
+    double p, v, l, acc, f1;
+    int64_t n;
+} acc_t;
+
+static void acc_add(acc_t *a, const nn_metrics_t *m) {
+    a->p += m->policy_loss, a->v += m->value_loss, a->l += m->legal_loss, a->acc += m->policy_acc;
+    a->f1 += m->legal_f1, a->n++;
+}
+
+int main(int argc, char **argv) {
+    compat_install_stop_handler();
+    train_config_t cfg = train_config_default();
+    cfg_opt_t opts[MAX_OPTS];
+    int n = 0;
+    opts[n++] = (cfg_opt_t){"from-games", CFG_TYPE_BOOL, &g_from_games, 1, 0, "train offline from the run's stored games"};
+    opts[n++] = (cfg_opt_t){"run", CFG_TYPE_STRING, g_run, 1, 0, "run directory (koma.db, shards/, models/)"};
+    opts[n++] = (cfg_opt_t){"window", CFG_TYPE_INT, &g_window, 0, 1e15, "train on the most recent N positions (0 = all)"};
+    opts[n++] = (cfg_opt_t){"steps", CFG_TYPE_INT, &g_steps, 1, 1e15, "training steps in all (a resumed run ends here too)"};
+    opts[n++] = (cfg_opt_t){"out", CFG_TYPE_STRING, g_out, 1, 0, "write the final net here instead of registering the next cycle's model"};
+    opts[n++] = (cfg_opt_t){"checkpoint-every", CFG_TYPE_INT, &g_ckpt_every, 1, 1e15, "write <run>/train/checkpoint.safetensors every K steps"};
+    opts[n++] = (cfg_opt_t){"fresh", CFG_TYPE_BOOL, &g_fresh, 1, 0, "ignore an existing checkpoint and start from a new net"};
+    opts[n++] = (cfg_opt_t){"die-at-step", CFG_TYPE_INT, &g_die_at, 0, 1e15, "tests: exit abruptly (like kill -9) after this step (0 = never)"};
+    n += train_config_flags(&cfg, opts + n, MAX_OPTS - n);
+
+    char err[2048], e2[1024];
+    int npos = 0;
+    int rc = cfg_parse(opts, n, argc, argv, 1, NULL, 0, &npos, usage, stdout, err, sizeof err);
+    if (rc == CFG_HELP) return 0;
+    if (rc != CFG_OK) {
+        fprintf(stderr, "train: %s\n", err);
+        return 2;
+    }
+    if (!g_from_games) {
+        fprintf(stderr, "train: nothing to do: pass --from-games (the trainer of a self-play run runs inside `selfplay`)\n%s\n",
+                usage);
+        return 2;
+    }
+    int total_given = train_config_flag_given(&cfg, "lr-total-steps");
+    int net_given = train_config_flag_given(&cfg, "net") || train_config_flag_given(&cfg, "activation");
+    if (train_config_flags_apply(&cfg, err, sizeof err) != 0) {
+        fprintf(stderr, "train: %s\n", err);
+        return 2;
+    }
+    if (!total_given) cfg.opt.total_steps = g_steps;
+    char *config_text = cfg_dump_string(opts, n);
+
+    /* The run. */
+    const char *run = g_run;
+    char path[1400], ckpt[1400];
+    snprintf(path, sizeof path, "%s/koma.db", run);
+    if (!compat_is_dir(run)) {
+        fprintf(stderr, "train: %s: no such run directory\n", run);
+        return 1;
+    }
+    if (!compat_file_exists(path)) {
+        fprintf(stderr, "train: %s: not found: %s is not a Koma run directory\n", path, run);
+        return 1;
+    }
+    int status = 1;
+    db_t *dbw = NULL, *db = NULL;
+    db_writer_t *writer = NULL;
+    nn_backend_t *be = NULL;
+    nn_net_t *net = NULL;
+    nn_trainer_t *nt = NULL;
+    train_window_t *win = NULL;
+    shard_batch_t *batch = NULL;
+    db_shard_t *list = NULL;
+    int32_t nlist = 0;
+
+    if (db_open(path, 0, &dbw, err, sizeof err) != DB_OK) {
+        fprintf(stderr, "train: %s\n", err);
+        goto done;
+    }
+    writer = db_writer_start(dbw, 64, err, sizeof err);
+    if (!writer) {
+        fprintf(stderr, "train: %s\n", err);
+        goto done;
+    }
+    run_row_arg_t ra = {config_text ? config_text : ""};
+    if (train_writer_call(writer, run_row_job, &ra, sizeof ra, NULL, e2, sizeof e2) != DB_OK)
+        fprintf(stderr, "train: %s: runs row not written: %s\n", path, e2); /* a record only */
+    if (db_open(path, DB_OPEN_READONLY, &db, err, sizeof err) != DB_OK) {
+        fprintf(stderr, "train: %s\n", err);
+        goto done;
+    }
+
+    /* The net: from the checkpoint, or new. */
+    snprintf(ckpt, sizeof ckpt, "%s/train", run);
+    if (compat_mkdir_p(ckpt, e2, sizeof e2) != 0) {
+        fprintf(stderr, "train: %s: %s\n", ckpt, e2);
+        goto done;
+    }
+    snprintf(ckpt, sizeof ckpt, "%s/train/checkpoint.safetensors", run);
+    be = train_backend_new(&cfg, err, sizeof err);
+    if (!be) {
+        fprintf(stderr, "train: %s\n", err);
+        goto done;
+    }
+    int resumed = 0;
+    if (!g_fresh && compat_file_exists(ckpt)) {
+        net = nn_weights_load(be, ckpt, -1, err, sizeof err);
+        if (!net) {
+            fprintf(stderr, "train: %s\n(pass --fresh to start over)\n", err);
+            goto done;
+        }
+        const nn_net_config_t *nc = nn_net_config(net);
+        int32_t b = 0, ch = 0;
+        nn_net_size_parse(cfg.net, &b, &ch);
+        if (net_given && (b != nc->blocks || ch != nc->channels || nn_act_parse(cfg.activation) != (int)nc->act)) {
+            char sz[32];
+            fprintf(stderr, "train: %s holds a %s %s net, not the %s %s asked for: pass --fresh to start over\n", ckpt,
+                    nn_net_size_format(nc->blocks, nc->channels, sz, sizeof sz), nn_act_name(nc->act), cfg.net,
+                    cfg.activation);
+            goto done;
+        }
+        resumed = 1;
+    } else {
+        nn_net_config_t nc = {.act = (nn_act_t)nn_act_parse(cfg.activation),
+                              .in_planes = ENC_PLANES,
+                              .in_hand = ENC_HAND,
+                              .features_version = ENC_FEATURES_VERSION};
+        nn_net_size_parse(cfg.net, &nc.blocks, &nc.channels);
+        net = nn_net_new(be, &nc, cfg.seed, err, sizeof err);
+        if (!net) {
+            fprintf(stderr, "train: new net %s: %s\n", cfg.net, err);
+            goto done;
+        }
+    }
+    nt = nn_trainer_new(net, &cfg.opt, cfg.batch, err, sizeof err);
+    if (!nt) {
+        fprintf(stderr, "train: %s\n", err);
+        goto done;
+    }
+    if (resumed && nn_weights_read(net, nt, ckpt, err, sizeof err) != 0) {
+        fprintf(stderr, "train: %s\n(pass --fresh to start over)\n", err);
+        goto done;
+    }
+    const nn_net_config_t *nc = nn_net_config(net);
+    shard_format_t fmt = {.features_version = nc->features_version,
+                          .planes_bytes = (int32_t)nn_packed_bytes(nc->in_planes),
+                          .hand_n = nc->in_hand,
+                          .legal_bytes = (int32_t)nn_packed_bytes(NN_POLICY_CH)};
+
+    /* The window. */
+    if (db_shards_recent(db, 0, &list, &nlist) != DB_OK) {
+        fprintf(stderr, "train: %s\n", db_errmsg(db));
+        goto done;
+    }
+    win = train_window_new(run, &fmt, NULL, NULL, err, sizeof err);
+    batch = win ? shard_batch_new(&fmt, cfg.batch, 0, err, sizeof err) : NULL;
+    if (!win || !batch) {
+        fprintf(stderr, "train: %s\n", err);
+        goto done;
+    }
+    int64_t positions = 0;
+    int32_t bad = 0;
+    if (train_window_select(win, list, nlist, -1, g_window, &positions, &bad, err, sizeof err) != 0) {
+        fprintf(stderr, "train: %s\n", err);
+        goto done;
+    }
+    int64_t all = train_window_count(list, nlist, fmt.features_version, -1, -1);
+    if (positions <= 0) {
+        fprintf(stderr, "train: %s: no positions to train on (%d shard(s) registered, %" PRId64
+                " positions with features_version %d, %d bad shard(s))\n", run, nlist, all, fmt.features_version, bad);
+        goto done;
+    }
+    char arch[64];
+    int64_t step0 = nn_trainer_step_count(nt);
+    printf("train --from-games: %s, window %" PRId64 " of %" PRId64 " positions in %d shard(s)%s, %s, batch %d, "
+           "%s step %" PRId64 " -> %" PRId64 ", checkpoint every %" PRId64 " steps: %s\n",
+           run, positions, all, train_window_shards(win), bad ? " (bad shards skipped)" : "",
+           train_model_arch(nc, arch, sizeof arch), cfg.batch, resumed ? "resuming at" : "from", step0, g_steps,
+           g_ckpt_every, ckpt);
+    fflush(stdout);
+
+    /* The loop. */
+    nn_metrics_t m;
+    memset(&m, 0, sizeof m);
+    acc_t tick = {0}, tail = {0};
+    int64_t t_start = compat_now_ns(), t_tick = t_start, steps_done = 0;
+    int64_t saved_at = step0;
+    int stopped = 0;
+    for (int64_t s = step0; s < g_steps; s++) {
+        if (compat_stop_requested()) {
+            stopped = 1;
+            break;
+        }
+        if (train_window_sample(win, train_key(cfg.seed, -1, s), cfg.batch, batch, err, sizeof err) != 0) {
+            fprintf(stderr, "train: %s\n", err);
+            goto done;
+        }
+        nn_batch_t bt = shard_batch_view(batch);
+        if (nn_train_step(nt, &bt, &m, err, sizeof err) != 0) {
+            fprintf(stderr, "train: step %" PRId64 ": %s\n", s, err);
+            goto done;
+        }
+        steps_done++;
+        acc_add(&tick, &m);
+        if (g_steps - s <= 100) acc_add(&tail, &m);
+        if ((s + 1) % g_ckpt_every == 0 && s + 1 < g_steps) {
+            if (nn_weights_save(net, nt, ckpt, err, sizeof err) != 0) {
+                fprintf(stderr, "train: checkpoint: %s\n", err);
+                goto done;
+            }
+            saved_at = s + 1;
+        }
+        if (g_die_at > 0 && s + 1 == g_die_at) _Exit(137); /* tests: a crash right here */
+        int64_t now = compat_now_ns();
+        if (now - t_tick >= 1000000000LL || s + 1 == g_steps) {
+            double el = (double)(now - t_start) * 1e-9;
+            double rate = (double)steps_done / el;
+            char eta[32];
+            fmt_eta((double)(g_steps - s - 1) / rate, eta, sizeof eta);
+            double k = (double)(tick.n ? tick.n : 1);
+            printf("step %" PRId64 "/%" PRId64 "  %.0f samples/s  policy %.4f value %.4f legal %.5f  acc %.3f f1 %.3f  "
+                   "lr %.5f  ETA %s\n",
+                   s + 1, g_steps, rate * cfg.batch, tick.p / k, tick.v / k, tick.l / k, tick.acc / k, tick.f1 / k,
+                   m.lr, eta);
+            fflush(stdout);
+            memset(&tick, 0, sizeof tick);
+            t_tick = now;
+        }
+    }
+    int64_t step_end = nn_trainer_step_count(nt);
+    if (step_end != saved_at || !compat_file_exists(ckpt)) {
+        if (nn_weights_save(net, nt, ckpt, err, sizeof err) != 0) {
+            fprintf(stderr, "train: checkpoint: %s\n", err);
+            goto done;
+        }
+    }
+    if (stopped) {
+        printf("stopped at step %" PRId64 " of %" PRId64 "; checkpoint %s written: the same command continues\n",
+               step_end, g_steps, ckpt);
+        status = EXIT_STOPPED;
+        goto done;
+    }
+    if (tail.n) {
+        double k = (double)tail.n;
+        printf("done: step %" PRId64 ", mean of the last %" PRId64 " steps: policy %.4f value %.4f legal %.5f "
+               "acc %.3f f1 %.3f\n",
+               step_end, tail.n, tail.p / k, tail.v / k, tail.l / k, tail.acc / k, tail.f1 / k);
+    } else {
+        printf("done: step %" PRId64 " (nothing left to train: the checkpoint is at --steps)\n", step_end);
+    }
+
+    /* The final net. */
+    if (g_out[0]) {
+        if (nn_weights_save(net, nt, g_out, err, sizeof err) != 0) {
+            fprintf(stderr, "train: %s\n", err);
+            goto done;
+        }
+        printf("wrote %s\n", g_out);
+        status = 0;
+        goto done;
+    }
+    uint64_t h = 0;
+    int64_t bytes = 0;
+    if (db_file_xxh3(ckpt, &h, &bytes, err, sizeof err) != 0) {
+        fprintf(stderr, "train: %s\n", err);
+        goto done;
+    }
+    char hex[17];
+    snprintf(hex, sizeof hex, "%016" PRIx64, h);
+    db_model_t latest;
+    int64_t next = 0;
+    db_status_t st = db_model_latest(db, &latest);
+    if (st == DB_OK) {
+        if (strcmp(latest.xxh3, hex) == 0) {
+            printf("already registered: %s/%s (cycle %d) is this net\n", run, latest.path, latest.cycle);
+            status = 0;
+            goto done;
+        }
+        next = latest.cycle + 1;
+    } else if (st != DB_NOTFOUND) {
+        fprintf(stderr, "train: %s\n", db_errmsg(db));
+        goto done;
+    }
+    db_model_t mr;
+    memset(&mr, 0, sizeof mr);
+    mr.cycle = (int32_t)next;
+    mr.features_version = nc->features_version;
+    train_model_rel_path(mr.path, sizeof mr.path, next);
+    snprintf(mr.arch, sizeof mr.arch, "%s", arch);
+    mr.train_steps = step_end;
+    mr.train_samples = step_end * cfg.batch;
+    mr.loss_policy = tail.n ? tail.p / (double)tail.n : NAN;
+    mr.loss_value = tail.n ? tail.v / (double)tail.n : NAN;
+    mr.loss_legal = tail.n ? tail.l / (double)tail.n : NAN;
+    mr.loss_total = tail.n ? cfg.opt.w_policy * mr.loss_policy + cfg.opt.w_value * mr.loss_value +
+                                 cfg.opt.w_legal * mr.loss_legal
+                           : NAN;
+    db_run_t rr;
+    if (db_run_latest(db, &rr) == DB_OK) {
+        mr.run_id = rr.id;
+        db_run_clear(&rr);
+    }
+    snprintf(path, sizeof path, "%s/" TRAIN_MODELS_DIR, run);
+    if (compat_mkdir_p(path, e2, sizeof e2) != 0) {
+        fprintf(stderr, "train: %s: %s\n", path, e2);
+        goto done;
+    }
+    snprintf(path, sizeof path, "%s/%s", run, mr.path);
+    if (nn_weights_save(net, nt, path, err, sizeof err) != 0 ||
+        train_model_register(writer, run, &mr, NULL, err, sizeof err) != 0) {
+        fprintf(stderr, "train: %s\n", err);
+        goto done;
+    }
+    printf("wrote %s, registered as cycle %" PRId64 "\n", path, next);
+    status = 0;
+done:
+    fflush(stdout);
+    free(list);
+    shard_batch_free(batch);
+    train_window_free(win);
+    nn_trainer_free(nt);
+    nn_net_free(net);
+    nn_backend_free(be);
+    db_close(db);
+    if (writer) {
+        if (db_writer_stop(writer, 10000) != DB_OK) fprintf(stderr, "train: %s: writer: some writes cancelled\n", run);
+        db_writer_free(writer);
+    }
+    db_close(dbw);
+    free(config_text);
+    return status;
+}

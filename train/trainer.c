@@ -1,0 +1,930 @@
+/* trainer.c - the trainer: config and flags, model files, cycles, the trainer
+ * thread. See trainer.h for the contract.
+ *
+ * Owns: the struct train_trainer, its net + nn trainer (optimizer state) +
+ * backend instance, its read-only koma.db connection, its window (shard
+ * cache) and batch buffers, and the trainer thread's queue and results.
+ * Does not own: shards (data/shard.c), SQL (data/db.c; all writes go through
+ * the writer thread, train/model.c), the network (nn/).
+ *
+ * Device memory. On the CPU backend host memory is device memory: the window
+ * is the set of mapped shards (train/window.c) and a minibatch is gathered
+ * from them straight into the host buffers nn_train_step reads. For CUDA the
+ * same window would live on the GPU: when a shard enters the window its
+ * columns (planes, hand, legal, policy CSR, result, root_q) are uploaded once
+ * into one device allocation per shard (shards never change), the sampled
+ * (shard, row) pairs of a step are uploaded as one small index array, and a
+ * gather kernel writes the minibatch into the trainer's device staging
+ * buffers; nn_train_step would then take an nn_batch_t of DEVICE pointers
+ * (an nn/ addition: today it uploads a host batch). Not built: on CUDA today
+ * the host gather + one upload per step is used.
+ */
+#include "train/trainer.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compat/compat.h"
+#include "data/db.h"
+#include "data/shard.h"
+#include "engine/encode.h"
+#include "nn/backend_cuda.h"
+#include "nn/weights.h"
+#include "train/model.h"
+#include "train/window.h"
+
+#define TRAIN_QUEUE 64
+#define TRAIN_PROGRESS_MS 10000 /* a progress line this often inside a long cycle */
+
+/* Copies src into dst[n] (truncating). */
+static void copy_str(char *dst, size_t n, const char *src) {
+    size_t l = strnlen(src, n - 1);
+    memcpy(dst, src, l);
+    dst[l] = '\0';
+}
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...) {
+    if (!err || !errlen) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- configuration --------------------------------------------------------------- */
+train_config_t train_config_default(void) {
+    train_config_t c;
+    memset(&c, 0, sizeof c);
+    snprintf(c.net, sizeof c.net, "6x64");
+    snprintf(c.activation, sizeof c.activation, "relu");
+    snprintf(c.backend, sizeof c.backend, "cpu");
+    c.threads = 0;
+    c.batch = 128;
+    c.window_min = 25000;
+    c.window_max = 500000;
+    c.window_alpha = 0.75;
+    c.window_beta = 0.4;
+    c.samples_per_position = 4.0;
+    c.min_steps_per_cycle = 10;
+    c.max_steps_per_cycle = 2000;
+    c.opt = nn_train_config_default();
+    c.seed = 1;
+    c.device = 0;
+    return c;
+}
+
+static const char *sched_name(nn_sched_t s) {
+    switch (s) {
+    case NN_SCHED_CONSTANT: return "constant";
+    case NN_SCHED_STEP: return "step";
+    default: return "cosine";
+    }
+}
+
+static int sched_parse(const char *s) {
+    if (!strcmp(s, "constant")) return NN_SCHED_CONSTANT;
+    if (!strcmp(s, "cosine")) return NN_SCHED_COSINE;
+    if (!strcmp(s, "step")) return NN_SCHED_STEP;
+    return -1;
+}
+
+/* Shadow slots. */
+enum { I_THREADS, I_BATCH, I_WMIN, I_WMAX, I_MINSTEPS, I_MAXSTEPS, I_WARMUP, I_TOTAL, I_STEPSIZE, I_SEED, I_DEVICE, I_NB };
+enum { D_ALPHA, D_BETA, D_SPP, D_LR, D_MOM, D_WD, D_CLIP, D_MINFRAC, D_GAMMA, D_WP, D_WV, D_WL, D_QMIX, D_QDRAW, D_BNMOM, D_NB };
+_Static_assert(I_NB <= 16 && D_NB <= 24, "shadow slots");
+
+/* Current config values into the shadow's value and bind-time arrays. */
+static void shadow_fill(train_config_t *c) {
+    train_flag_shadow_t *s = &c->flags_;
+    int64_t *i = s->i;
+    double *d = s->d;
+    i[I_THREADS] = c->threads, i[I_BATCH] = c->batch, i[I_WMIN] = c->window_min, i[I_WMAX] = c->window_max;
+    i[I_MINSTEPS] = c->min_steps_per_cycle, i[I_MAXSTEPS] = c->max_steps_per_cycle;
+    i[I_WARMUP] = c->opt.warmup_steps, i[I_TOTAL] = c->opt.total_steps, i[I_STEPSIZE] = c->opt.step_size;
+    i[I_SEED] = (int64_t)(c->seed & INT64_MAX), i[I_DEVICE] = c->device;
+    d[D_ALPHA] = c->window_alpha, d[D_BETA] = c->window_beta, d[D_SPP] = c->samples_per_position;
+    d[D_LR] = c->opt.lr, d[D_MOM] = c->opt.momentum, d[D_WD] = c->opt.weight_decay, d[D_CLIP] = c->opt.clip_norm;
+    d[D_MINFRAC] = c->opt.lr_min_frac, d[D_GAMMA] = c->opt.step_gamma;
+    d[D_WP] = c->opt.w_policy, d[D_WV] = c->opt.w_value, d[D_WL] = c->opt.w_legal;
+    d[D_QMIX] = c->opt.q_mix, d[D_QDRAW] = c->opt.q_draw, d[D_BNMOM] = c->opt.bn_momentum;
+    s->nesterov = c->opt.nesterov != 0;
+    snprintf(s->net, sizeof s->net, "%s", c->net);
+    snprintf(s->activation, sizeof s->activation, "%s", c->activation);
+    snprintf(s->backend, sizeof s->backend, "%s", c->backend);
+    snprintf(s->schedule, sizeof s->schedule, "%s", sched_name(c->opt.schedule));
+    memcpy(s->i0, s->i, sizeof s->i);
+    memcpy(s->d0, s->d, sizeof s->d);
+    s->nesterov0 = s->nesterov;
+    copy_str(s->net0, sizeof s->net0, s->net);
+    copy_str(s->activation0, sizeof s->activation0, s->activation);
+    copy_str(s->backend0, sizeof s->backend0, s->backend);
+    copy_str(s->schedule0, sizeof s->schedule0, s->schedule);
+}
+
+int train_config_flags(train_config_t *cfg, cfg_opt_t *opts, int cap) {
+    if (!cfg || !opts || cap <= 0) return 0;
+    shadow_fill(cfg);
+    cfg->flags_.bound = 1;
+    train_flag_shadow_t *s = &cfg->flags_;
+    const cfg_opt_t all[TRAIN_CONFIG_NFLAGS] = {
+        {"net", CFG_TYPE_STRING, s->net, 1, 0, "size BLOCKSxCHANNELS of a new run's first net"},
+        {"activation", CFG_TYPE_STRING, s->activation, 1, 0, "activation of a new net: relu | silu"},
+        {"train-backend", CFG_TYPE_STRING, s->backend, 1, 0, "trainer backend: cpu | cuda | auto"},
+        {"train-threads", CFG_TYPE_INT, &s->i[I_THREADS], 0, 4096, "CPU trainer threads (0 = all)"},
+        {"batch", CFG_TYPE_INT, &s->i[I_BATCH], 1, 65536, "training minibatch"},
+        {"window-min", CFG_TYPE_INT, &s->i[I_WMIN], 1, 1e15, "training window: all positions up to this many, then it grows"},
+        {"window-max", CFG_TYPE_INT, &s->i[I_WMAX], 0, 1e15, "training window cap in positions (0 = none)"},
+        {"window-alpha", CFG_TYPE_DOUBLE, &s->d[D_ALPHA], 1e-6, 1, "window growth exponent"},
+        {"window-beta", CFG_TYPE_DOUBLE, &s->d[D_BETA], 0, 100, "window growth factor"},
+        {"samples-per-position", CFG_TYPE_DOUBLE, &s->d[D_SPP], 0, 1e6, "samples trained per new position"},
+        {"min-steps-per-cycle", CFG_TYPE_INT, &s->i[I_MINSTEPS], 0, 1e12, "training steps per cycle, at least"},
+        {"max-steps-per-cycle", CFG_TYPE_INT, &s->i[I_MAXSTEPS], 1, 1e12, "training steps per cycle, at most"},
+        {"lr", CFG_TYPE_DOUBLE, &s->d[D_LR], 0, 100, "peak learning rate"},
+        {"momentum", CFG_TYPE_DOUBLE, &s->d[D_MOM], 0, 0.9999, "SGD momentum"},
+        {"nesterov", CFG_TYPE_BOOL, &s->nesterov, 1, 0, "Nesterov momentum"},
+        {"weight-decay", CFG_TYPE_DOUBLE, &s->d[D_WD], 0, 1, "decoupled weight decay (conv/dense weights)"},
+        {"clip-norm", CFG_TYPE_DOUBLE, &s->d[D_CLIP], 0, 1e9, "global gradient-norm clip (0 = off)"},
+        {"warmup-steps", CFG_TYPE_INT, &s->i[I_WARMUP], 0, 1e12, "linear lr warmup steps"},
+        {"lr-schedule", CFG_TYPE_STRING, s->schedule, 1, 0, "lr schedule: constant | cosine | step"},
+        {"lr-total-steps", CFG_TYPE_INT, &s->i[I_TOTAL], 1, 1e15, "cosine: steps until lr * lr-min-frac"},
+        {"lr-min-frac", CFG_TYPE_DOUBLE, &s->d[D_MINFRAC], 0, 1, "cosine: final lr fraction"},
+        {"lr-step-size", CFG_TYPE_INT, &s->i[I_STEPSIZE], 1, 1e15, "step schedule: steps per decay"},
+        {"lr-step-gamma", CFG_TYPE_DOUBLE, &s->d[D_GAMMA], 0, 1, "step schedule: decay factor"},
+        {"w-policy", CFG_TYPE_DOUBLE, &s->d[D_WP], 0, 1e6, "policy loss weight"},
+        {"w-value", CFG_TYPE_DOUBLE, &s->d[D_WV], 0, 1e6, "value loss weight"},
+        {"w-legal", CFG_TYPE_DOUBLE, &s->d[D_WL], 0, 1e6, "legal-move loss weight"},
+        {"q-mix", CFG_TYPE_DOUBLE, &s->d[D_QMIX], 0, 1, "value target: share of the search value"},
+        {"q-draw", CFG_TYPE_DOUBLE, &s->d[D_QDRAW], 0, 1, "draw share at q = 0 in the value target"},
+        {"bn-momentum", CFG_TYPE_DOUBLE, &s->d[D_BNMOM], 0, 1, "batch-norm running statistics momentum"},
+        {"train-seed", CFG_TYPE_INT, &s->i[I_SEED], 0, 9.2e18, "trainer seed (init and sampling)"},
+        {"train-device", CFG_TYPE_INT, &s->i[I_DEVICE], 0, 64, "CUDA device of the trainer"},
+    };
+    int n = cap < TRAIN_CONFIG_NFLAGS ? cap : TRAIN_CONFIG_NFLAGS;
+    memcpy(opts, all, sizeof(cfg_opt_t) * (size_t)n);
+    return n;
+}
+
+int train_config_flag_given(const train_config_t *c, const char *name) {
+    const train_flag_shadow_t *s = &c->flags_;
+    if (!s->bound || !name) return 0;
+    static const struct {
+        const char *name;
+        int kind, slot; /* kind 0 int, 1 double */
+    } map[] = {{"train-threads", 0, I_THREADS}, {"batch", 0, I_BATCH}, {"window-min", 0, I_WMIN},
+               {"window-max", 0, I_WMAX}, {"min-steps-per-cycle", 0, I_MINSTEPS}, {"max-steps-per-cycle", 0, I_MAXSTEPS},
+               {"warmup-steps", 0, I_WARMUP}, {"lr-total-steps", 0, I_TOTAL}, {"lr-step-size", 0, I_STEPSIZE},
+               {"train-seed", 0, I_SEED}, {"train-device", 0, I_DEVICE}, {"window-alpha", 1, D_ALPHA},
+               {"window-beta", 1, D_BETA}, {"samples-per-position", 1, D_SPP}, {"lr", 1, D_LR}, {"momentum", 1, D_MOM},
+               {"weight-decay", 1, D_WD}, {"clip-norm", 1, D_CLIP}, {"lr-min-frac", 1, D_MINFRAC},
+               {"lr-step-gamma", 1, D_GAMMA}, {"w-policy", 1, D_WP}, {"w-value", 1, D_WV}, {"w-legal", 1, D_WL},
+               {"q-mix", 1, D_QMIX}, {"q-draw", 1, D_QDRAW}, {"bn-momentum", 1, D_BNMOM}};
+    for (size_t k = 0; k < sizeof map / sizeof map[0]; k++)
+        if (!strcmp(name, map[k].name))
+            return map[k].kind == 0 ? s->i[map[k].slot] != s->i0[map[k].slot] : s->d[map[k].slot] != s->d0[map[k].slot];
+    if (!strcmp(name, "net")) return strcmp(s->net, s->net0) != 0;
+    if (!strcmp(name, "activation")) return strcmp(s->activation, s->activation0) != 0;
+    if (!strcmp(name, "train-backend")) return strcmp(s->backend, s->backend0) != 0;
+    if (!strcmp(name, "lr-schedule")) return strcmp(s->schedule, s->schedule0) != 0;
+    if (!strcmp(name, "nesterov")) return s->nesterov != s->nesterov0;
+    return 0;
+}
+
+int train_config_check(const train_config_t *c, char *err, size_t errlen) {
+    int32_t b, ch;
+    if (nn_net_size_parse(c->net, &b, &ch) != 0) {
+        set_err(err, errlen, "net: '%s' is not BLOCKSxCHANNELS (e.g. 6x64)", c->net);
+        return -1;
+    }
+    if (nn_act_parse(c->activation) < 0) {
+        set_err(err, errlen, "activation: '%s' is not relu or silu", c->activation);
+        return -1;
+    }
+    if (strcmp(c->backend, "cpu") && strcmp(c->backend, "cuda") && strcmp(c->backend, "auto")) {
+        set_err(err, errlen, "train-backend: '%s' is not cpu, cuda or auto", c->backend);
+        return -1;
+    }
+    if (c->batch < 1 || c->batch > 65536) {
+        set_err(err, errlen, "batch: %d is outside [1, 65536]", c->batch);
+        return -1;
+    }
+    if (c->window_min < 1 || c->window_max < 0 || (c->window_max > 0 && c->window_max < c->window_min)) {
+        set_err(err, errlen, "window: window-min %" PRId64 " must be >= 1 and <= window-max %" PRId64 " (0 = no cap)",
+                c->window_min, c->window_max);
+        return -1;
+    }
+    if (!(c->window_alpha > 0 && c->window_alpha <= 1) || !(c->window_beta >= 0)) {
+        set_err(err, errlen, "window: alpha %g must be in (0, 1], beta %g >= 0", c->window_alpha, c->window_beta);
+        return -1;
+    }
+    if (!(c->samples_per_position >= 0) || c->min_steps_per_cycle < 0 || c->max_steps_per_cycle < 1 ||
+        c->min_steps_per_cycle > c->max_steps_per_cycle) {
+        set_err(err, errlen, "steps per cycle: need 0 <= min-steps-per-cycle (%" PRId64 ") <= max-steps-per-cycle (%" PRId64
+                ") and samples-per-position >= 0", c->min_steps_per_cycle, c->max_steps_per_cycle);
+        return -1;
+    }
+    if (!(c->opt.lr >= 0) || !(c->opt.momentum >= 0 && c->opt.momentum < 1)) {
+        set_err(err, errlen, "lr %g must be >= 0 and momentum %g in [0, 1)", c->opt.lr, c->opt.momentum);
+        return -1;
+    }
+    return 0;
+}
+
+int train_config_flags_apply(train_config_t *c, char *err, size_t errlen) {
+    train_flag_shadow_t *s = &c->flags_;
+    if (!s->bound) return train_config_check(c, err, errlen);
+    /* strings first: they can fail */
+    if (strcmp(s->net, s->net0)) {
+        if (strlen(s->net) >= sizeof c->net) {
+            set_err(err, errlen, "net: '%.40s' is too long", s->net);
+            return -1;
+        }
+        copy_str(c->net, sizeof c->net, s->net);
+    }
+    if (strcmp(s->activation, s->activation0)) {
+        if (strlen(s->activation) >= sizeof c->activation) {
+            set_err(err, errlen, "activation: '%.40s' is not relu or silu", s->activation);
+            return -1;
+        }
+        copy_str(c->activation, sizeof c->activation, s->activation);
+    }
+    if (strcmp(s->backend, s->backend0)) {
+        if (strlen(s->backend) >= sizeof c->backend) {
+            set_err(err, errlen, "train-backend: '%.40s' is not cpu, cuda or auto", s->backend);
+            return -1;
+        }
+        copy_str(c->backend, sizeof c->backend, s->backend);
+    }
+    if (strcmp(s->schedule, s->schedule0)) {
+        int k = sched_parse(s->schedule);
+        if (k < 0) {
+            set_err(err, errlen, "lr-schedule: '%.40s' is not constant, cosine or step", s->schedule);
+            return -1;
+        }
+        c->opt.schedule = (nn_sched_t)k;
+    }
+#define SET_I(k, field, type) \
+    if (s->i[k] != s->i0[k]) field = (type)s->i[k]
+#define SET_D(k, field, type) \
+    if (s->d[k] != s->d0[k]) field = (type)s->d[k]
+    SET_I(I_THREADS, c->threads, int32_t);
+    SET_I(I_BATCH, c->batch, int32_t);
+    SET_I(I_WMIN, c->window_min, int64_t);
+    SET_I(I_WMAX, c->window_max, int64_t);
+    SET_I(I_MINSTEPS, c->min_steps_per_cycle, int64_t);
+    SET_I(I_MAXSTEPS, c->max_steps_per_cycle, int64_t);
+    SET_I(I_WARMUP, c->opt.warmup_steps, int64_t);
+    SET_I(I_TOTAL, c->opt.total_steps, int64_t);
+    SET_I(I_STEPSIZE, c->opt.step_size, int64_t);
+    SET_I(I_SEED, c->seed, uint64_t);
+    SET_I(I_DEVICE, c->device, int32_t);
+    SET_D(D_ALPHA, c->window_alpha, double);
+    SET_D(D_BETA, c->window_beta, double);
+    SET_D(D_SPP, c->samples_per_position, double);
+    SET_D(D_LR, c->opt.lr, float);
+    SET_D(D_MOM, c->opt.momentum, float);
+    SET_D(D_WD, c->opt.weight_decay, float);
+    SET_D(D_CLIP, c->opt.clip_norm, float);
+    SET_D(D_MINFRAC, c->opt.lr_min_frac, float);
+    SET_D(D_GAMMA, c->opt.step_gamma, float);
+    SET_D(D_WP, c->opt.w_policy, float);
+    SET_D(D_WV, c->opt.w_value, float);
+    SET_D(D_WL, c->opt.w_legal, float);
+    SET_D(D_QMIX, c->opt.q_mix, float);
+    SET_D(D_QDRAW, c->opt.q_draw, float);
+    SET_D(D_BNMOM, c->opt.bn_momentum, float);
+#undef SET_I
+#undef SET_D
+    if (s->nesterov != s->nesterov0) c->opt.nesterov = s->nesterov;
+    /* applied: the bind-time values are now the applied ones */
+    shadow_fill(c);
+    return train_config_check(c, err, errlen);
+}
+
+int64_t train_window_size(const train_config_t *c, int64_t N) {
+    if (N <= 0) return 0;
+    double m = (double)(c->window_min > 0 ? c->window_min : 1);
+    if ((double)N <= m) return N;
+    double a = c->window_alpha > 0 ? c->window_alpha : 1.0;
+    double w = m * (1.0 + c->window_beta * (pow((double)N / m, a) - 1.0) / a);
+    if (c->window_max > 0 && w > (double)c->window_max) w = (double)c->window_max;
+    if (w > (double)N) w = (double)N;
+    if (w < m) w = m;
+    return (int64_t)w;
+}
+
+int64_t train_steps_for(const train_config_t *c, int64_t new_positions) {
+    double want = c->samples_per_position * (double)(new_positions > 0 ? new_positions : 0);
+    double steps = ceil(want / (double)(c->batch > 0 ? c->batch : 1));
+    int64_t s = steps > 1e15 ? (int64_t)1e15 : (int64_t)steps;
+    if (s < c->min_steps_per_cycle) s = c->min_steps_per_cycle;
+    if (s > c->max_steps_per_cycle) s = c->max_steps_per_cycle;
+    return s;
+}
+
+/* ---- the trainer --------------------------------------------------------------------- */
+typedef struct {
+    int64_t cycle;
+    int status;
+    char err[1024];
+    train_cycle_report_t rep;
+} result_t;
+
+struct train_trainer {
+    train_config_t cfg;
+    char run_dir[1024];
+    db_writer_t *writer;
+    nn_server_t *server;
+    db_t *db; /* read-only */
+    nn_backend_t *be;
+    nn_net_t *net;
+    nn_trainer_t *nt;
+    shard_format_t fmt;
+    train_window_t *win;
+    shard_batch_t *batch;
+    db_shard_t *list; /* the last shard listing */
+    int32_t nlist;
+
+    int64_t latest_cycle;  /* newest registered model */
+    char latest_rel[DB_PATH_MAX];
+    int64_t latest_steps;  /* its train_steps (for a file without optimizer state) */
+    int64_t total_samples; /* samples behind the newest model */
+
+    compat_mutex_t run_mu; /* one cycle at a time */
+    atomic_int stop;       /* abandon the cycle in flight */
+
+    /* trainer thread; guarded by mu */
+    compat_mutex_t mu;
+    compat_cond_t cv;
+    compat_thread_t thread;
+    int started, stopping, exited, joined;
+    int64_t queue[TRAIN_QUEUE];
+    int32_t qhead, qn;
+    int64_t running; /* -1 none */
+    result_t results[TRAIN_QUEUE];
+    int32_t nresults, rnext;
+};
+
+static void tlog(const train_trainer_t *tr, const char *fmt, ...) {
+    char line[1536];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (tr->cfg.log) tr->cfg.log(tr->cfg.log_user, line);
+    else fprintf(stderr, "train: %s\n", line);
+}
+
+static int stop_seen(train_trainer_t *tr) { return compat_stop_requested() || atomic_load(&tr->stop); }
+
+nn_backend_t *train_backend_new(const train_config_t *c, char *err, size_t errlen) {
+    int cuda = !strcmp(c->backend, "cuda") || (!strcmp(c->backend, "auto") && nn_cuda_device_count() > 0);
+    if (cuda) {
+        char e2[512];
+        nn_backend_t *be = nn_backend_cuda_new(c->device, 0, e2, sizeof e2);
+        if (!be) set_err(err, errlen, "trainer backend cuda (device %d): %s", c->device, e2);
+        return be;
+    }
+    nn_backend_t *be = nn_backend_cpu_new(c->threads);
+    if (!be) set_err(err, errlen, "trainer backend cpu: out of memory");
+    return be;
+}
+
+/* Loads the weights and optimizer state of <run_dir>/rel into the trainer's
+ * net (which has the file's configuration). A file without optimizer state
+ * (a net imported from elsewhere) loads with zero momentum and step count
+ * `steps`. Returns 0, or -1 with err (nothing changed). */
+static int load_state(train_trainer_t *tr, const char *rel, int64_t steps, char *err, size_t errlen) {
+    char path[1400];
+    snprintf(path, sizeof path, "%s/%s", tr->run_dir, rel);
+    if (nn_weights_read(tr->net, tr->nt, path, err, errlen) == 0) return 0;
+    char e2[1024];
+    if (nn_weights_read(tr->net, NULL, path, e2, sizeof e2) != 0) return -1; /* err says why */
+    tlog(tr, "%s has no optimizer state (%s): momentum starts at zero, step %" PRId64, path, err, steps);
+    int64_t np = 0;
+    float *mom = nn_trainer_momentum(tr->nt);
+    nn_net_params(tr->net, &np, NULL);
+    tr->be->memset_zero(tr->be, mom, sizeof(float) * (size_t)np);
+    nn_trainer_set_step_count(tr->nt, steps);
+    return 0;
+}
+
+static int make_nn(train_trainer_t *tr, nn_net_t *net, char *err, size_t errlen) {
+    tr->net = net;
+    tr->nt = nn_trainer_new(net, &tr->cfg.opt, tr->cfg.batch, err, errlen);
+    if (!tr->nt) return -1;
+    const nn_net_config_t *nc = nn_net_config(net);
+    tr->fmt = (shard_format_t){.features_version = nc->features_version,
+                               .planes_bytes = (int32_t)nn_packed_bytes(nc->in_planes),
+                               .hand_n = nc->in_hand,
+                               .legal_bytes = (int32_t)nn_packed_bytes(NN_POLICY_CH)};
+    return 0;
+}
+
+static int64_t latest_run_id(db_t *db) {
+    db_run_t r;
+    if (db_run_latest(db, &r) != DB_OK) return 0;
+    int64_t id = r.id;
+    db_run_clear(&r);
+    return id;
+}
+
+/* A new run: random net from the config, written and registered as cycle 0. */
+static int create_first(train_trainer_t *tr, char *err, size_t errlen) {
+    nn_net_config_t nc = {.act = (nn_act_t)nn_act_parse(tr->cfg.activation),
+                          .in_planes = ENC_PLANES,
+                          .in_hand = ENC_HAND,
+                          .features_version = ENC_FEATURES_VERSION};
+    nn_net_size_parse(tr->cfg.net, &nc.blocks, &nc.channels);
+    char e2[1024];
+    nn_net_t *net = nn_net_new(tr->be, &nc, tr->cfg.seed, e2, sizeof e2);
+    if (!net) {
+        set_err(err, errlen, "%s: new net %s: %s", tr->run_dir, tr->cfg.net, e2);
+        return -1;
+    }
+    if (make_nn(tr, net, e2, sizeof e2) != 0) {
+        set_err(err, errlen, "%s: %s", tr->run_dir, e2);
+        return -1;
+    }
+    db_model_t m;
+    memset(&m, 0, sizeof m);
+    m.cycle = 0;
+    m.run_id = latest_run_id(tr->db);
+    m.features_version = nc.features_version;
+    train_model_rel_path(m.path, sizeof m.path, 0);
+    train_model_arch(&nc, m.arch, sizeof m.arch);
+    m.loss_policy = m.loss_value = m.loss_legal = m.loss_total = NAN;
+    char path[1400];
+    snprintf(path, sizeof path, "%s/%s", tr->run_dir, m.path);
+    if (nn_weights_save(tr->net, tr->nt, path, err, errlen) != 0) return -1;
+    if (train_model_register(tr->writer, tr->run_dir, &m, &tr->stop, err, errlen) != 0) return -1;
+    tr->latest_cycle = 0;
+    snprintf(tr->latest_rel, sizeof tr->latest_rel, "%s", m.path);
+    tr->latest_steps = 0;
+    tr->total_samples = 0;
+    tlog(tr, "new run %s: random %s %s net written as %s", tr->run_dir, m.arch, tr->cfg.backend, m.path);
+    return 0;
+}
+
+static int open_latest(train_trainer_t *tr, const db_model_t *row, char *err, size_t errlen) {
+    char path[1400], e2[1024];
+    snprintf(path, sizeof path, "%s/%s", tr->run_dir, row->path);
+    if (!compat_file_exists(path)) {
+        set_err(err, errlen, "%s: model of cycle %d is registered in koma.db but the file is missing", path, row->cycle);
+        return -1;
+    }
+    nn_net_t *net = nn_weights_load(tr->be, path, -1, err, errlen);
+    if (!net) return -1;
+    if (make_nn(tr, net, e2, sizeof e2) != 0) {
+        set_err(err, errlen, "%s: %s", path, e2);
+        return -1;
+    }
+    if (load_state(tr, row->path, row->train_steps, err, errlen) != 0) return -1;
+    tr->latest_cycle = row->cycle;
+    snprintf(tr->latest_rel, sizeof tr->latest_rel, "%s", row->path);
+    tr->latest_steps = row->train_steps;
+    tr->total_samples = row->train_samples;
+    const nn_net_config_t *nc = nn_net_config(net);
+    int32_t b, ch;
+    if (nn_net_size_parse(tr->cfg.net, &b, &ch) == 0 && (b != nc->blocks || ch != nc->channels))
+        tlog(tr, "the run's net is %dx%d (%s); net %s applies only to a new run", nc->blocks, nc->channels, row->path,
+             tr->cfg.net);
+    tlog(tr, "resuming %s from %s (cycle %d, step %" PRId64 ")", tr->run_dir, row->path, row->cycle,
+         nn_trainer_step_count(tr->nt));
+    return 0;
+}
+
+train_trainer_t *train_trainer_new(const train_config_t *cfg_in, const char *run_dir, db_writer_t *writer,
+                                   nn_server_t *server, char *err, size_t errlen) {
+    if (!cfg_in || !run_dir || !run_dir[0]) {
+        set_err(err, errlen, "trainer: no config or run directory");
+        return NULL;
+    }
+    if (!writer) {
+        set_err(err, errlen, "%s: trainer: no writer thread (koma.db is written only through it)", run_dir);
+        return NULL;
+    }
+    train_trainer_t *tr = calloc(1, sizeof *tr);
+    if (!tr) {
+        set_err(err, errlen, "%s: trainer: out of memory", run_dir);
+        return NULL;
+    }
+    tr->cfg = *cfg_in;
+    char e2[1024];
+    if (train_config_flags_apply(&tr->cfg, e2, sizeof e2) != 0) {
+        set_err(err, errlen, "trainer config: %s", e2);
+        free(tr);
+        return NULL;
+    }
+    snprintf(tr->run_dir, sizeof tr->run_dir, "%s", run_dir);
+    tr->writer = writer;
+    tr->server = server;
+    tr->running = -1;
+    tr->latest_cycle = -1;
+    compat_mutex_init(&tr->run_mu);
+    compat_mutex_init(&tr->mu);
+    compat_cond_init(&tr->cv);
+    atomic_init(&tr->stop, 0);
+
+    char path[1400];
+    snprintf(path, sizeof path, "%s/" TRAIN_MODELS_DIR, run_dir);
+    if (compat_mkdir_p(path, e2, sizeof e2) != 0) {
+        set_err(err, errlen, "%s: %s", path, e2);
+        goto fail;
+    }
+    snprintf(path, sizeof path, "%s/koma.db", run_dir);
+    if (!compat_file_exists(path)) {
+        set_err(err, errlen, "%s: no koma.db in the run directory", run_dir);
+        goto fail;
+    }
+    if (db_open(path, DB_OPEN_READONLY, &tr->db, e2, sizeof e2) != DB_OK) {
+        set_err(err, errlen, "%s", e2);
+        goto fail;
+    }
+    tr->be = train_backend_new(&tr->cfg, err, errlen);
+    if (!tr->be) goto fail;
+    db_model_t row;
+    db_status_t st = db_model_latest(tr->db, &row);
+    if (st == DB_OK) {
+        if (open_latest(tr, &row, err, errlen) != 0) goto fail;
+    } else if (st == DB_NOTFOUND) {
+        if (create_first(tr, err, errlen) != 0) goto fail;
+    } else {
+        set_err(err, errlen, "%s", db_errmsg(tr->db));
+        goto fail;
+    }
+    tr->win = train_window_new(run_dir, &tr->fmt, tr->cfg.log, tr->cfg.log_user, err, errlen);
+    if (!tr->win) goto fail;
+    tr->batch = shard_batch_new(&tr->fmt, tr->cfg.batch, 0, e2, sizeof e2);
+    if (!tr->batch) {
+        set_err(err, errlen, "%s: batch buffers: %s", run_dir, e2);
+        goto fail;
+    }
+    return tr;
+fail:
+    train_trainer_free(tr);
+    return NULL;
+}
+
+int64_t train_trainer_latest_cycle(const train_trainer_t *tr) { return tr ? tr->latest_cycle : -1; }
+nn_net_t *train_trainer_net(train_trainer_t *tr) { return tr ? tr->net : NULL; }
+nn_trainer_t *train_trainer_nn(train_trainer_t *tr) { return tr ? tr->nt : NULL; }
+const train_config_t *train_trainer_config(const train_trainer_t *tr) { return tr ? &tr->cfg : NULL; }
+
+/* Publishes <run_dir>/rel as `cycle` (see trainer.h for the generation). */
+static int publish(train_trainer_t *tr, int64_t cycle, const char *rel, char *err, size_t errlen) {
+    if (!tr->server) return 0;
+    char path[1400], e2[1024];
+    snprintf(path, sizeof path, "%s/%s", tr->run_dir, rel);
+    int64_t cur = nn_server_generation(tr->server), gen = cycle;
+    if (gen <= cur) {
+        tlog(tr, "publishing cycle %" PRId64 " as generation %" PRId64 ": the server is at generation %" PRId64,
+             cycle, cur + 1, cur);
+        gen = 0;
+    }
+    int64_t got = nn_server_publish_file(tr->server, path, gen, e2, sizeof e2);
+    if (got < 0) {
+        set_err(err, errlen, "%s: publish to the inference server: %s", path, e2);
+        return -1;
+    }
+    return 0;
+}
+
+/* A cycle that already has a model: report it, publish it when the server lags. */
+static int cycle_done_before(train_trainer_t *tr, int64_t cycle, train_cycle_report_t *rep, char *err,
+                             size_t errlen) {
+    db_model_t row;
+    db_status_t st = db_model_by_cycle(tr->db, (int32_t)cycle, &row);
+    if (st != DB_OK) {
+        set_err(err, errlen, "%s: cycle %" PRId64 " is not above the newest model's (%" PRId64 ") and has no model: %s",
+                tr->run_dir, cycle, tr->latest_cycle, db_errmsg(tr->db));
+        return TRAIN_ERROR;
+    }
+    rep->already = 1;
+    rep->step = row.train_steps;
+    rep->policy_loss = row.loss_policy;
+    rep->value_loss = row.loss_value;
+    rep->legal_loss = row.loss_legal;
+    rep->loss = row.loss_total;
+    rep->policy_acc = rep->legal_f1 = NAN;
+    snprintf(rep->model_path, sizeof rep->model_path, "%s", row.path);
+    if (tr->server && cycle == tr->latest_cycle && nn_server_generation(tr->server) < cycle)
+        if (publish(tr, cycle, row.path, err, errlen) != 0) return TRAIN_ERROR;
+    return TRAIN_OK;
+}
+
+/* Puts the trainer back to the newest model after an abandoned cycle. */
+static void restore(train_trainer_t *tr) {
+    char e2[1024];
+    if (load_state(tr, tr->latest_rel, tr->latest_steps, e2, sizeof e2) != 0)
+        tlog(tr, "cannot restore the state of %s: %s", tr->latest_rel, e2);
+}
+
+int train_trainer_run_cycle(train_trainer_t *tr, int64_t cycle, train_cycle_report_t *rep_out, char *err,
+                            size_t errlen) {
+    train_cycle_report_t rep_local, *rep = rep_out ? rep_out : &rep_local;
+    memset(rep, 0, sizeof *rep);
+    rep->cycle = cycle;
+    if (!tr || cycle < 0 || cycle > INT32_MAX) {
+        set_err(err, errlen, "trainer: bad cycle %" PRId64, cycle);
+        return TRAIN_ERROR;
+    }
+    compat_mutex_lock(&tr->run_mu);
+    int rc = TRAIN_ERROR;
+    int64_t t0 = compat_now_ns();
+    char e2[1024];
+    if (cycle <= tr->latest_cycle) {
+        rc = cycle_done_before(tr, cycle, rep, err, errlen);
+        goto out;
+    }
+    /* The window of this cycle. */
+    free(tr->list);
+    tr->list = NULL;
+    tr->nlist = 0;
+    if (db_shards_recent(tr->db, 0, &tr->list, &tr->nlist) != DB_OK) {
+        set_err(err, errlen, "%s", db_errmsg(tr->db));
+        goto out;
+    }
+    int32_t fv = tr->fmt.features_version;
+    int64_t total = train_window_count(tr->list, tr->nlist, fv, -1, cycle);
+    rep->new_positions = train_window_count(tr->list, tr->nlist, fv, tr->latest_cycle, cycle);
+    int64_t want = train_window_size(&tr->cfg, total);
+    int64_t positions = 0;
+    int32_t bad = 0;
+    if (train_window_select(tr->win, tr->list, tr->nlist, cycle, want, &positions, &bad, err, errlen) != 0) goto out;
+    rep->window_positions = positions;
+    rep->bad_shards = bad;
+    if (positions <= 0) {
+        set_err(err, errlen, "%s: no training positions for cycle %" PRId64 " (%" PRId64
+                " registered in shards of cycles <= %" PRId64 " with features_version %d, %d bad shard(s) skipped)",
+                tr->run_dir, cycle, total, cycle, fv, bad);
+        goto out;
+    }
+    int64_t steps = train_steps_for(&tr->cfg, rep->new_positions);
+    int32_t B = tr->cfg.batch;
+    double sum[6] = {0};
+    double train_ns = 0;
+    int64_t last_log = compat_now_ms();
+    nn_metrics_t m;
+    memset(&m, 0, sizeof m);
+    for (int64_t s = 0; s < steps; s++) {
+        if (stop_seen(tr)) {
+            if (s > 0) restore(tr);
+            set_err(err, errlen, "%s: stop requested: cycle %" PRId64 " abandoned after %" PRId64 " of %" PRId64
+                    " steps, nothing written", tr->run_dir, cycle, s, steps);
+            rc = TRAIN_STOPPED;
+            goto out;
+        }
+        int64_t ts = compat_now_ns();
+        if (train_window_sample(tr->win, train_key(tr->cfg.seed, cycle, s), B, tr->batch, err, errlen) != 0) {
+            restore(tr);
+            goto out;
+        }
+        nn_batch_t bt = shard_batch_view(tr->batch);
+        if (nn_train_step(tr->nt, &bt, &m, e2, sizeof e2) != 0) {
+            restore(tr);
+            set_err(err, errlen, "%s: training step %" PRId64 " of cycle %" PRId64 ": %s", tr->run_dir, s, cycle, e2);
+            goto out;
+        }
+        train_ns += (double)(compat_now_ns() - ts);
+        sum[0] += m.policy_loss, sum[1] += m.value_loss, sum[2] += m.legal_loss;
+        sum[3] += m.policy_acc, sum[4] += m.legal_f1, sum[5] += m.loss;
+        rep->steps++;
+        rep->samples += B;
+        db_train_step_t row = {.step = m.step,
+                               .cycle = (int32_t)cycle,
+                               .time = 0,
+                               .lr = m.lr,
+                               .samples = tr->total_samples + rep->samples,
+                               .loss_policy = m.policy_loss,
+                               .loss_value = m.value_loss,
+                               .loss_legal = m.legal_loss,
+                               .loss_total = m.loss,
+                               .acc_policy = m.policy_acc,
+                               .acc_value = NAN,
+                               .acc_legal = m.legal_f1,
+                               .grad_norm = m.grad_norm};
+        db_writer_train_step(tr->writer, &row, -1); /* a stopping writer refuses it: the rows are figures only */
+        if (compat_now_ms() - last_log >= TRAIN_PROGRESS_MS) {
+            last_log = compat_now_ms();
+            tlog(tr, "cycle %" PRId64 ": step %" PRId64 "/%" PRId64 ", %.0f samples/s, policy %.4f value %.4f legal %.5f",
+                 cycle, s + 1, steps, (double)rep->samples / (train_ns * 1e-9), m.policy_loss, m.value_loss,
+                 m.legal_loss);
+        }
+    }
+    int64_t n = rep->steps > 0 ? rep->steps : 1;
+    rep->policy_loss = sum[0] / (double)n, rep->value_loss = sum[1] / (double)n, rep->legal_loss = sum[2] / (double)n;
+    rep->policy_acc = sum[3] / (double)n, rep->legal_f1 = sum[4] / (double)n, rep->loss = sum[5] / (double)n;
+    if (rep->steps == 0) rep->policy_loss = rep->value_loss = rep->legal_loss = rep->policy_acc = rep->legal_f1 =
+        rep->loss = NAN;
+    rep->lr = rep->steps ? m.lr : NAN;
+    rep->samples_per_s = train_ns > 0 ? (double)rep->samples / (train_ns * 1e-9) : 0;
+    rep->step = nn_trainer_step_count(tr->nt);
+
+    /* The file first (durable), then its row, then the server. */
+    db_model_t mr;
+    memset(&mr, 0, sizeof mr);
+    mr.cycle = (int32_t)cycle;
+    mr.run_id = latest_run_id(tr->db);
+    mr.features_version = fv;
+    train_model_rel_path(mr.path, sizeof mr.path, cycle);
+    train_model_arch(nn_net_config(tr->net), mr.arch, sizeof mr.arch);
+    mr.train_steps = rep->step;
+    mr.train_samples = tr->total_samples + rep->samples;
+    mr.loss_policy = rep->policy_loss, mr.loss_value = rep->value_loss, mr.loss_legal = rep->legal_loss;
+    mr.loss_total = rep->loss;
+    char path[1400];
+    snprintf(path, sizeof path, "%s/%s", tr->run_dir, mr.path);
+    if (nn_weights_save(tr->net, tr->nt, path, err, errlen) != 0 ||
+        train_model_register(tr->writer, tr->run_dir, &mr, &tr->stop, err, errlen) != 0) {
+        restore(tr); /* a retry retrains from the previous model; the file, if any, is overwritten */
+        goto out;
+    }
+    tr->latest_cycle = cycle;
+    snprintf(tr->latest_rel, sizeof tr->latest_rel, "%s", mr.path);
+    tr->latest_steps = rep->step;
+    tr->total_samples = mr.train_samples;
+    snprintf(rep->model_path, sizeof rep->model_path, "%s", mr.path);
+    rep->seconds = (double)(compat_now_ns() - t0) * 1e-9;
+    if (train_cycle_train_s(tr->writer, (int32_t)cycle, rep->seconds, &tr->stop, e2, sizeof e2) != 0)
+        tlog(tr, "%s", e2); /* a figure only */
+    tlog(tr, "cycle %" PRId64 ": %" PRId64 " steps x %d (window %" PRId64 " of %" PRId64 " positions, %" PRId64
+         " new%s), policy %.4f value %.4f legal %.5f acc %.3f f1 %.3f, %.0f samples/s, %.1f s -> %s",
+         cycle, rep->steps, B, positions, total, rep->new_positions, bad ? ", bad shards skipped" : "",
+         rep->policy_loss, rep->value_loss, rep->legal_loss, rep->policy_acc, rep->legal_f1, rep->samples_per_s,
+         rep->seconds, mr.path);
+    rc = publish(tr, cycle, mr.path, err, errlen) == 0 ? TRAIN_OK : TRAIN_ERROR;
+out:
+    if (rep->seconds == 0) rep->seconds = (double)(compat_now_ns() - t0) * 1e-9;
+    compat_mutex_unlock(&tr->run_mu);
+    return rc;
+}
+
+/* ---- the trainer thread -------------------------------------------------------------- */
+static void record(train_trainer_t *tr, int64_t cycle, int status, const char *err, const train_cycle_report_t *rep) {
+    result_t *r = NULL;
+    for (int32_t i = 0; i < tr->nresults; i++)
+        if (tr->results[i].cycle == cycle) r = &tr->results[i];
+    if (!r) {
+        r = &tr->results[tr->rnext];
+        tr->rnext = (tr->rnext + 1) % TRAIN_QUEUE;
+        if (tr->nresults < TRAIN_QUEUE) tr->nresults++;
+    }
+    r->cycle = cycle;
+    r->status = status;
+    snprintf(r->err, sizeof r->err, "%s", err ? err : "");
+    r->rep = *rep;
+}
+
+static void *thread_main(void *arg) {
+    train_trainer_t *tr = arg;
+    compat_mutex_lock(&tr->mu);
+    for (;;) {
+        while (tr->qn == 0 && !tr->stopping) compat_cond_wait(&tr->cv, &tr->mu);
+        if (tr->stopping) break;
+        int64_t cycle = tr->queue[tr->qhead];
+        tr->qhead = (tr->qhead + 1) % TRAIN_QUEUE;
+        tr->qn--;
+        tr->running = cycle;
+        compat_mutex_unlock(&tr->mu);
+        train_cycle_report_t rep;
+        char err[1024] = "";
+        int st = train_trainer_run_cycle(tr, cycle, &rep, err, sizeof err);
+        if (st == TRAIN_ERROR) tlog(tr, "cycle %" PRId64 " failed: %s", cycle, err);
+        compat_mutex_lock(&tr->mu);
+        record(tr, cycle, st, err, &rep);
+        tr->running = -1;
+        compat_cond_broadcast(&tr->cv);
+    }
+    tr->exited = 1;
+    compat_cond_broadcast(&tr->cv);
+    compat_mutex_unlock(&tr->mu);
+    return NULL;
+}
+
+int train_trainer_start(train_trainer_t *tr) {
+    if (!tr) return -1;
+    compat_mutex_lock(&tr->mu);
+    int rc = -1;
+    if (!tr->started) {
+        tr->stopping = 0;
+        tr->exited = 0;
+        tr->joined = 0;
+        if (compat_thread_create(&tr->thread, thread_main, tr) == 0) {
+            tr->started = 1;
+            rc = 0;
+        }
+    }
+    compat_mutex_unlock(&tr->mu);
+    return rc;
+}
+
+static int queued(const train_trainer_t *tr, int64_t cycle) {
+    for (int32_t i = 0; i < tr->qn; i++)
+        if (tr->queue[(tr->qhead + i) % TRAIN_QUEUE] == cycle) return 1;
+    return 0;
+}
+
+int train_trainer_submit(train_trainer_t *tr, int64_t cycle) {
+    if (!tr) return -1;
+    compat_mutex_lock(&tr->mu);
+    int rc = -1;
+    if (tr->started && !tr->stopping && cycle >= 0) {
+        if (queued(tr, cycle) || tr->running == cycle) {
+            rc = 0;
+        } else if (tr->qn < TRAIN_QUEUE) {
+            /* a new run of a finished cycle replaces its old result when done */
+            tr->queue[(tr->qhead + tr->qn) % TRAIN_QUEUE] = cycle;
+            tr->qn++;
+            for (int32_t i = 0; i < tr->nresults; i++)
+                if (tr->results[i].cycle == cycle) tr->results[i].cycle = -1;
+            compat_cond_broadcast(&tr->cv);
+            rc = 0;
+        }
+    }
+    compat_mutex_unlock(&tr->mu);
+    return rc;
+}
+
+int train_trainer_wait(train_trainer_t *tr, int64_t cycle, int64_t timeout_ms, train_cycle_report_t *rep, char *err,
+                       size_t errlen) {
+    if (!tr) {
+        set_err(err, errlen, "trainer: NULL");
+        return TRAIN_ERROR;
+    }
+    int64_t deadline = timeout_ms < 0 ? -1 : compat_now_ms() + timeout_ms;
+    compat_mutex_lock(&tr->mu);
+    int rc;
+    for (;;) {
+        const result_t *r = NULL;
+        for (int32_t i = 0; i < tr->nresults; i++)
+            if (tr->results[i].cycle == cycle) r = &tr->results[i];
+        if (r) {
+            if (rep) *rep = r->rep;
+            rc = r->status;
+            if (rc != TRAIN_OK) set_err(err, errlen, "%s", r->err);
+            break;
+        }
+        if (tr->stopping || compat_stop_requested()) {
+            set_err(err, errlen, "%s: stop requested: cycle %" PRId64 " not finished", tr->run_dir, cycle);
+            rc = TRAIN_STOPPED;
+            break;
+        }
+        if (!queued(tr, cycle) && tr->running != cycle) {
+            set_err(err, errlen, "%s: cycle %" PRId64 " was not submitted to the trainer thread%s", tr->run_dir, cycle,
+                    tr->started ? "" : " (not started)");
+            rc = TRAIN_ERROR;
+            break;
+        }
+        int64_t slice = 100;
+        if (deadline >= 0) {
+            int64_t left = deadline - compat_now_ms();
+            if (left <= 0) {
+                rc = TRAIN_TIMEOUT;
+                break;
+            }
+            if (left < slice) slice = left;
+        }
+        compat_cond_timedwait(&tr->cv, &tr->mu, slice);
+    }
+    compat_mutex_unlock(&tr->mu);
+    return rc;
+}
+
+void train_trainer_stop(train_trainer_t *tr) {
+    if (!tr) return;
+    compat_mutex_lock(&tr->mu);
+    int join = tr->started && !tr->joined;
+    tr->stopping = 1;
+    tr->qn = 0;
+    if (join) atomic_store(&tr->stop, 1);
+    compat_cond_broadcast(&tr->cv);
+    compat_mutex_unlock(&tr->mu);
+    if (!join) return;
+    compat_thread_join(tr->thread);
+    compat_mutex_lock(&tr->mu);
+    tr->joined = 1;
+    tr->started = 0;
+    compat_mutex_unlock(&tr->mu);
+    atomic_store(&tr->stop, 0); /* synchronous run_cycle works again */
+}
+
+void train_trainer_free(train_trainer_t *tr) {
+    if (!tr) return;
+    train_trainer_stop(tr);
+    shard_batch_free(tr->batch);
+    train_window_free(tr->win);
+    free(tr->list);
+    nn_trainer_free(tr->nt);
+    nn_net_free(tr->net);
+    nn_backend_free(tr->be);
+    db_close(tr->db);
+    compat_cond_destroy(&tr->cv);
+    compat_mutex_destroy(&tr->mu);
+    compat_mutex_destroy(&tr->run_mu);
+    free(tr);
+}
