@@ -1,0 +1,1131 @@
+/* test_nn_cuda_gpu.c - the CUDA backend against the CPU reference, op by op
+ * and as a whole network. Exits 77 (skipped) without a device or without CUDA.
+ *
+ * Three passes, each on its own CUDA instance:
+ *   fp32  NN_CUDA_NO_TF32: tight tolerances (only summation order and expf differ);
+ *   tf32  the default (TF32 tensor cores where the GPU has them);
+ *   bf16  NN_CUDA_BF16 (convolutions in BF16), loose tolerances.
+ * Every op of nn/backend.h on random inputs of several shapes (B = 1, odd
+ * channel counts, k = 1 and 3, accumulate on/off, NULL optional arguments,
+ * in-place calls), then whole nets: the same weights on both backends,
+ * inference outputs (plus policy KL and value error), one gradient pass
+ * (losses, statistics, every parameter gradient) and two SGD steps (updates,
+ * momentum, running statistics). Also: staging round trips larger than the
+ * pinned buffers, overlapping copies, buffers shared between instances, and
+ * the sticky error of an instance.
+ *
+ * Tolerances: |gpu - cpu| <= atol*rms(cpu) + rtol*|cpu| (atol is relative to
+ * the RMS of the reference tensor so one table fits all shapes). Each line
+ * prints max|diff|, max|diff|/rms and the max relative difference; the first
+ * mismatches are printed before it. KOMA_GPU_TOL_SCALE=2 scales every
+ * tolerance (to tell a marginal tolerance from a bug on new hardware).
+ * Usage: test_nn_cuda_gpu [device] [fp32|tf32|bf16 ...] (default: device 0, all passes).
+ *
+ * Harness self-check without a GPU: KOMA_GPU_TEST_FAKE=1 runs every pass
+ * against a stand-in "device" that is the CPU backend with the precision of
+ * each mode emulated (conv/dense inputs rounded to TF32 or BF16, BF16 conv
+ * outputs rounded). It exercises the test's own plumbing (sizes, in-place
+ * cases, comparisons) and shows whether the tolerances leave room for
+ * TF32/BF16 rounding; it says nothing about the CUDA code. */
+#include "nn_test.h"
+
+#include "nn/backend_cuda.h"
+
+typedef struct {
+    double atol, rtol;
+} tol_t;
+
+typedef struct {
+    const char *name;
+    uint32_t flags;
+    tol_t conv, dense, net_out, net_grad, net_stat;
+    double net_kl;     /* mean policy KL(cpu || gpu) per position */
+    double net_prob;   /* max |W/D/L probability difference| */
+    double net_l2;     /* relative L2 error of a whole gradient / update tensor (SiLU nets) */
+    double relu_l2;    /* the same for ReLU nets: a sanity bound only (see test_net) */
+} tmode_t;
+
+static nn_backend_t *C_, *G_;
+static const tmode_t *M_;
+static double g_scale = 1.0;
+static int32_t g_dev = 0;
+static int g_info = 0; /* cmp prints but does not judge (cmp_tensor judges itself) */
+static const tol_t T_EXACT = {0.0, 0.0};
+static const tol_t T_ELEM = {1e-6, 1e-6};  /* elementwise: expf/log differ by an ulp or two */
+static const tol_t T_RED = {1e-5, 1e-5};   /* double reductions in another order */
+
+/* ---- the stand-in device of KOMA_GPU_TEST_FAKE ---------------------------------- */
+static int g_fake = 0;      /* 1: no CUDA, the CPU backend plays the device */
+static int g_fake_prec = 0; /* 0 fp32, 1 tf32 (conv + dense), 2 bf16 conv + tf32 dense */
+
+static float round_bits(float x, int mant_drop) { /* round to nearest even, dropping mant_drop bits */
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7f800000u) == 0x7f800000u) return x; /* inf / nan */
+    uint32_t half = (1u << (mant_drop - 1)) - 1, lsb = (u >> mant_drop) & 1u;
+    u = (u + half + lsb) & ~((1u << mant_drop) - 1u);
+    memcpy(&x, &u, 4);
+    return x;
+}
+static float *fake_round(const float *x, int64_t n, int drop) {
+    float *y = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    KOMA_ASSERT(y);
+    for (int64_t i = 0; i < n; i++) y[i] = drop ? round_bits(x[i], drop) : x[i];
+    return y;
+}
+static int conv_drop(void) { return g_fake_prec == 2 ? 16 : g_fake_prec == 1 ? 13 : 0; }
+static int dense_drop(void) { return g_fake_prec >= 1 ? 13 : 0; }
+static nn_backend_t *fake_cpu(nn_backend_t *be) { return (nn_backend_t *)be->ctx; }
+
+static void fake_free(nn_backend_t *be) {
+    nn_backend_free(fake_cpu(be));
+    free(be);
+}
+static void *fake_ws(nn_backend_t *be, void *ws, int32_t B, int32_t cin, int32_t cout, int32_t k, void **own) {
+    *own = NULL;
+    if (ws) return ws;
+    nn_backend_t *c = fake_cpu(be);
+    return *own = malloc(c->conv_ws_bytes(c, B, cin, cout, k) + 64);
+}
+static void fake_conv_fwd(nn_backend_t *be, const float *x, const float *w, const float *bias, int32_t B, int32_t cin,
+                          int32_t cout, int32_t k, float *y, void *ws) {
+    nn_backend_t *c = fake_cpu(be);
+    int64_t nx = (int64_t)B * cin * NN_HW, ny = (int64_t)B * cout * NN_HW;
+    float *xr = fake_round(x, nx, conv_drop()), *wr = fake_round(w, (int64_t)cout * cin * k * k, conv_drop());
+    void *own, *wsp = fake_ws(be, ws, B, cin, cout, k, &own);
+    c->conv_fwd(c, xr, wr, NULL, B, cin, cout, k, y, wsp);
+    for (int64_t i = 0; i < ny; i++) {
+        if (g_fake_prec == 2) y[i] = round_bits(y[i], 16);
+        if (bias) y[i] += bias[(i / NN_HW) % cout];
+    }
+    free(xr), free(wr), free(own);
+}
+static void fake_conv_bwd_data(nn_backend_t *be, const float *dy, const float *w, int32_t B, int32_t cin, int32_t cout,
+                               int32_t k, float *dx, int32_t accumulate, void *ws) {
+    nn_backend_t *c = fake_cpu(be);
+    int64_t nx = (int64_t)B * cin * NN_HW, ny = (int64_t)B * cout * NN_HW;
+    float *dyr = fake_round(dy, ny, conv_drop()), *wr = fake_round(w, (int64_t)cout * cin * k * k, conv_drop());
+    float *t = malloc(sizeof(float) * (size_t)nx);
+    void *own, *wsp = fake_ws(be, ws, B, cin, cout, k, &own);
+    c->conv_bwd_data(c, dyr, wr, B, cin, cout, k, t, 0, wsp);
+    for (int64_t i = 0; i < nx; i++) {
+        float v = g_fake_prec == 2 ? round_bits(t[i], 16) : t[i];
+        dx[i] = accumulate ? dx[i] + v : v;
+    }
+    free(dyr), free(wr), free(t), free(own);
+}
+static void fake_conv_bwd_filter(nn_backend_t *be, const float *x, const float *dy, int32_t B, int32_t cin, int32_t cout,
+                                 int32_t k, float *dw, float *dbias, void *ws) {
+    nn_backend_t *c = fake_cpu(be);
+    int64_t nx = (int64_t)B * cin * NN_HW, ny = (int64_t)B * cout * NN_HW, nw = (int64_t)cout * cin * k * k;
+    float *xr = fake_round(x, nx, conv_drop()), *dyr = fake_round(dy, ny, conv_drop());
+    void *own, *wsp = fake_ws(be, ws, B, cin, cout, k, &own);
+    c->conv_bwd_filter(c, xr, dyr, B, cin, cout, k, dw, NULL, wsp);
+    if (g_fake_prec == 2)
+        for (int64_t i = 0; i < nw; i++) dw[i] = round_bits(dw[i], 16);
+    if (dbias) /* from the float dy, as the CUDA backend does */
+        for (int32_t o = 0; o < cout; o++) {
+            double sum = 0;
+            for (int32_t b = 0; b < B; b++)
+                for (int q = 0; q < NN_HW; q++) sum += dy[((int64_t)b * cout + o) * NN_HW + q];
+            dbias[o] = (float)sum;
+        }
+    free(xr), free(dyr), free(own);
+}
+static void fake_dense_fwd(nn_backend_t *be, const float *x, const float *w, const float *b, int32_t B, int32_t in,
+                           int32_t out, float *y) {
+    nn_backend_t *c = fake_cpu(be);
+    float *xr = fake_round(x, (int64_t)B * in, dense_drop()), *wr = fake_round(w, (int64_t)out * in, dense_drop());
+    c->dense_fwd(c, xr, wr, b, B, in, out, y);
+    free(xr), free(wr);
+}
+static void fake_dense_bwd(nn_backend_t *be, const float *x, const float *w, const float *dy, int32_t B, int32_t in,
+                           int32_t out, float *dx, float *dw, float *db) {
+    nn_backend_t *c = fake_cpu(be);
+    float *xr = fake_round(x, (int64_t)B * in, dense_drop()), *wr = fake_round(w, (int64_t)out * in, dense_drop()),
+          *dyr = fake_round(dy, (int64_t)B * out, dense_drop());
+    c->dense_bwd(c, xr, wr, dyr, B, in, out, dx, dw, NULL);
+    if (db)
+        for (int32_t o = 0; o < out; o++) {
+            double sum = 0;
+            for (int32_t i = 0; i < B; i++) sum += dy[(int64_t)i * out + o];
+            db[o] = (float)sum;
+        }
+    free(xr), free(wr), free(dyr);
+}
+static nn_backend_t *fake_new(void) {
+    nn_backend_t *cpu = nn_backend_cpu_new(1), *be = malloc(sizeof(*be));
+    KOMA_ASSERT(cpu && be);
+    *be = *cpu; /* the CPU ops ignore their backend argument */
+    be->name = "fake-cuda";
+    be->ctx = cpu;
+    be->free = fake_free;
+    be->conv_fwd = fake_conv_fwd;
+    be->conv_bwd_data = fake_conv_bwd_data;
+    be->conv_bwd_filter = fake_conv_bwd_filter;
+    be->dense_fwd = fake_dense_fwd;
+    be->dense_bwd = fake_dense_bwd;
+    return be;
+}
+
+/* A device instance of the current pass (a stand-in under KOMA_GPU_TEST_FAKE). */
+static nn_backend_t *gpu_new(uint32_t flags, char *err, size_t errlen) {
+    if (g_fake) return fake_new();
+    return nn_backend_cuda_new(g_dev, flags, err, errlen);
+}
+static void gsync(nn_backend_t *be) {
+    if (be->sync) be->sync(be);
+}
+
+/* ---- helpers ------------------------------------------------------------------ */
+static float *frand(int64_t n, float mean, float scale) {
+    float *x = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    KOMA_ASSERT(x);
+    for (int64_t i = 0; i < n; i++) x[i] = mean + scale * t_randn();
+    return x;
+}
+static float *fdup(const float *x, int64_t n) {
+    float *y = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    KOMA_ASSERT(y);
+    if (n > 0) memcpy(y, x, sizeof(float) * (size_t)n);
+    return y;
+}
+static void *gdup(const void *h, size_t bytes) {
+    void *d = G_->buf_alloc(G_, bytes ? bytes : 1);
+    KOMA_ASSERT(d);
+    if (bytes) G_->upload(G_, d, h, bytes);
+    return d;
+}
+static float *gget(const void *d, int64_t n) {
+    float *h = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    KOMA_ASSERT(h);
+    if (n > 0) G_->download(G_, h, d, sizeof(float) * (size_t)n);
+    return h;
+}
+#define GF(h, n) ((float *)gdup((h), sizeof(float) * (size_t)(n)))
+
+/* Stops the program at the first sticky CUDA error (later ops would be no-ops). */
+static void gpu_ok(const char *where) {
+    const char *e = nn_cuda_error(G_);
+    if (e) {
+        fprintf(stderr, "[%s] %s: CUDA backend failed: %s\n", M_ ? M_->name : "-", where, e);
+        exit(1);
+    }
+}
+
+static double rms_of(const float *x, int64_t n) {
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += (double)x[i] * x[i];
+    return n > 0 ? sqrt(s / (double)n) : 0.0;
+}
+
+/* |got - ref| <= atol*rms(ref) + rtol*|ref|; prints the first mismatches and
+ * max abs / rms-relative / relative differences. Returns mismatches. */
+static int64_t cmp(const char *what, const float *got, const float *ref, int64_t n, tol_t t) {
+    double rms = rms_of(ref, n), atol = t.atol * g_scale * rms, rtol = t.rtol * g_scale;
+    double maxd = 0, maxrel = 0;
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - (double)ref[i]);
+        if (isnan(d)) d = INFINITY;
+        if (d > maxd) maxd = d;
+        if (fabs(ref[i]) > 1e-3 * rms && d / fabs(ref[i]) > maxrel) maxrel = d / fabs(ref[i]);
+        if (!(d <= atol + rtol * fabs((double)ref[i]))) {
+            if (bad < 5)
+                fprintf(stderr, "  %s[%lld]: gpu %.9g, cpu %.9g\n", what, (long long)i, got[i], ref[i]);
+            bad++;
+        }
+    }
+    fprintf(stderr, "[%s] %-46s n=%-8lld max|d| %.3g  /rms %.3g  rel %.3g  %s\n", M_->name, what, (long long)n, maxd,
+            rms > 0 ? maxd / rms : maxd, maxrel, bad ? (g_info ? "outliers (judged below)" : "MISMATCH") : "ok");
+    if (bad && !g_info) {
+        fprintf(stderr, "  %s: %lld of %lld outside atol %.3g*rms + rtol %.3g*|cpu|\n", what, (long long)bad,
+                (long long)n, t.atol * g_scale, rtol);
+        g_failures++;
+    }
+    return bad;
+}
+
+/* Download n floats from the GPU buffer d and compare them with ref. */
+static int64_t gcmp(const char *what, const void *d, const float *ref, int64_t n, tol_t t) {
+    float *h = gget(d, n);
+    gpu_ok(what);
+    int64_t bad = cmp(what, h, ref, n, t);
+    free(h);
+    return bad;
+}
+
+/* Relative L2 error ||got - ref|| / ||ref||: for whole-net tensors, where a
+ * few pre-activations near a ReLU kink may legitimately land on either side. */
+static double rel_l2(const float *got, const float *ref, int64_t n) {
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = (double)got[i] - ref[i];
+        num += d * d;
+        den += (double)ref[i] * ref[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+static void check_scalar(const char *what, double got, double ref, double atol, double rtol) {
+    double d = fabs(got - ref);
+    int ok = d <= (atol + rtol * fabs(ref)) * g_scale;
+    fprintf(stderr, "[%s] %-46s gpu %.9g cpu %.9g |d| %.3g %s\n", M_->name, what, got, ref, d, ok ? "ok" : "MISMATCH");
+    if (!ok) g_failures++;
+}
+
+/* ---- memory ops ----------------------------------------------------------------- */
+static void test_memory(void) {
+    /* larger than the pinned staging (2 x 8 MiB each way): chunking and wrap */
+    int64_t n = 5 * 1024 * 1024 + 17; /* floats: 20 MiB */
+    float *h = frand(n, 0, 1), *h0 = fdup(h, n), *d = G_->buf_alloc(G_, sizeof(float) * (size_t)n);
+    KOMA_ASSERT(d);
+    G_->upload(G_, d, h, sizeof(float) * (size_t)n);
+    memset(h, 0, sizeof(float) * (size_t)n); /* the caller may reuse its buffer once upload returns */
+    float *r = gget(d, n);
+    cmp("upload/download 20 MiB", r, h0, n, T_EXACT);
+    free(r);
+    free(h0);
+    /* many small uploads: more than a staging half in total, each checked */
+    int32_t k = 3000, m = 1000; /* 3000 x 4000 bytes = 12 MB */
+    float *src = frand((int64_t)k * m, 0, 1);
+    float *dd = G_->buf_alloc(G_, sizeof(float) * (size_t)k * m);
+    KOMA_ASSERT(dd);
+    float *tmp = malloc(sizeof(float) * (size_t)m);
+    for (int32_t i = 0; i < k; i++) {
+        memcpy(tmp, src + (int64_t)i * m, sizeof(float) * (size_t)m);
+        G_->upload(G_, dd + (int64_t)i * m, tmp, sizeof(float) * (size_t)m);
+        memset(tmp, 0xAB, sizeof(float) * (size_t)m); /* reused at once, as callers do */
+    }
+    gcmp("3000 small uploads", dd, src, (int64_t)k * m, T_EXACT);
+    free(tmp);
+    /* memset_zero of a middle range */
+    G_->memset_zero(G_, dd + 7, sizeof(float) * 1000);
+    for (int i = 7; i < 1007; i++) src[i] = 0.0f;
+    gcmp("memset_zero", dd, src, 2000, T_EXACT);
+    /* copy, non-overlapping and overlapping both ways (memmove semantics) */
+    float *ref = fdup(src, 4096);
+    G_->upload(G_, dd, ref, sizeof(float) * 4096);
+    G_->copy(G_, dd + 2048, dd, sizeof(float) * 1024);
+    memmove(ref + 2048, ref, sizeof(float) * 1024);
+    G_->copy(G_, dd + 3, dd, sizeof(float) * 1000); /* forward overlap */
+    memmove(ref + 3, ref, sizeof(float) * 1000);
+    G_->copy(G_, dd + 100, dd + 117, sizeof(float) * 900); /* backward overlap */
+    memmove(ref + 100, ref + 117, sizeof(float) * 900);
+    gcmp("copy (plain and overlapping)", dd, ref, 4096, T_EXACT);
+    gsync(G_);
+    gpu_ok("memory");
+    /* a buffer of this instance used by a second instance on the same device */
+    char err[512];
+    nn_backend_t *g2 = gpu_new(M_->flags, err, sizeof(err));
+    CHECK(g2 != NULL);
+    if (g2) {
+        gsync(G_);
+        float *e = g2->buf_alloc(g2, sizeof(float) * 4096);
+        KOMA_ASSERT(e);
+        g2->copy(g2, e, dd, sizeof(float) * 4096);
+        float *back = malloc(sizeof(float) * 4096);
+        g2->download(g2, back, e, sizeof(float) * 4096);
+        CHECK(nn_cuda_error(g2) == NULL);
+        cmp("buffer shared by two instances", back, ref, 4096, T_EXACT);
+        free(back);
+        g2->buf_free(g2, e);
+        nn_backend_free(g2);
+    }
+    free(ref);
+    free(src);
+    G_->buf_free(G_, dd);
+    G_->buf_free(G_, d);
+    free(h);
+}
+
+/* ---- ops -------------------------------------------------------------------------- */
+static void test_expand(int32_t B, int32_t planes, int32_t in_hand) {
+    int64_t bpp = nn_packed_bytes(planes), C = planes + in_hand, n = (int64_t)B * C * NN_HW;
+    uint8_t *packed = malloc((size_t)(B * bpp));
+    for (int64_t i = 0; i < B * bpp; i++) packed[i] = (uint8_t)t_next();
+    float *hand = frand((int64_t)B * in_hand, 1, 1);
+    float *ref = malloc(sizeof(float) * (size_t)n);
+    C_->expand_planes(C_, packed, in_hand ? hand : NULL, B, planes, in_hand, ref);
+    uint8_t *gp = gdup(packed, (size_t)(B * bpp));
+    float *gh = in_hand ? GF(hand, (int64_t)B * in_hand) : NULL;
+    float *go = G_->buf_alloc(G_, sizeof(float) * (size_t)n);
+    G_->expand_planes(G_, gp, gh, B, planes, in_hand, go);
+    char what[96];
+    snprintf(what, sizeof(what), "expand_planes B%d planes %d hand %d", B, planes, in_hand);
+    gcmp(what, go, ref, n, T_EXACT);
+    G_->buf_free(G_, gp);
+    G_->buf_free(G_, gh);
+    G_->buf_free(G_, go);
+    free(packed), free(hand), free(ref);
+}
+
+/* conv fwd (bias on/off), bwd data (accumulate on/off), bwd filter (dbias on/off).
+ * ws_mode: 0 the workspace of a larger batch (as net.c sizes it), 1 exactly
+ * conv_ws_bytes of this batch, 2 NULL (the backend's own fallback). */
+static void test_conv(int32_t B, int32_t cin, int32_t cout, int32_t k, int bias, int acc, int ws_mode) {
+    int64_t nx = (int64_t)B * cin * NN_HW, ny = (int64_t)B * cout * NN_HW, nw = (int64_t)cout * cin * k * k;
+    float *x = frand(nx, 0, 1), *w = frand(nw, 0, 1.0f / sqrtf((float)(cin * k * k))), *b = frand(cout, 0, 0.5f);
+    float *dy = frand(ny, 0, 1), *dx0 = frand(nx, 0, 1), *junk_w = frand(nw, 0, 3), *junk_b = frand(cout, 0, 3);
+    float *junk_y = frand(ny, 0, 3);
+    /* CPU */
+    size_t cws = C_->conv_ws_bytes(C_, B, cin, cout, k);
+    void *cw = malloc(cws ? cws : 1);
+    float *y = malloc(sizeof(float) * (size_t)ny), *dx = fdup(dx0, nx), *dw = malloc(sizeof(float) * (size_t)nw),
+          *db = malloc(sizeof(float) * (size_t)cout);
+    C_->conv_fwd(C_, x, w, bias ? b : NULL, B, cin, cout, k, y, cw);
+    C_->conv_bwd_data(C_, dy, w, B, cin, cout, k, dx, acc, cw);
+    C_->conv_bwd_filter(C_, x, dy, B, cin, cout, k, dw, bias ? db : NULL, cw);
+    /* GPU: outputs start as junk to prove overwrite semantics */
+    size_t gws = ws_mode == 2 ? 0 : G_->conv_ws_bytes(G_, ws_mode == 0 ? B + 5 : B, cin, cout, k);
+    void *gw = ws_mode == 2 ? NULL : G_->buf_alloc(G_, gws ? gws : 1);
+    float *gx = GF(x, nx), *gwt = GF(w, nw), *gb = GF(b, cout), *gdy = GF(dy, ny);
+    float *junk_x = frand(nx, 0, 3);
+    float *gy = GF(junk_y, ny), *gdx = GF(acc ? dx0 : junk_x, nx), *gdw = GF(junk_w, nw), *gdb = GF(junk_b, cout);
+    free(junk_x);
+    G_->conv_fwd(G_, gx, gwt, bias ? gb : NULL, B, cin, cout, k, gy, gw);
+    G_->conv_bwd_data(G_, gdy, gwt, B, cin, cout, k, gdx, acc, gw);
+    G_->conv_bwd_filter(G_, gx, gdy, B, cin, cout, k, gdw, bias ? gdb : NULL, gw);
+    char what[128];
+    const char *wsn[3] = {"ws(B+5)", "ws(B)", "ws NULL"};
+    snprintf(what, sizeof(what), "conv_fwd B%d %d->%d k%d%s %s", B, cin, cout, k, bias ? " +bias" : "", wsn[ws_mode]);
+    gcmp(what, gy, y, ny, M_->conv);
+    snprintf(what, sizeof(what), "conv_bwd_data B%d %d->%d k%d %s", B, cin, cout, k, acc ? "+=" : "=");
+    gcmp(what, gdx, dx, nx, M_->conv);
+    snprintf(what, sizeof(what), "conv_bwd_filter B%d %d->%d k%d dw", B, cin, cout, k);
+    gcmp(what, gdw, dw, nw, M_->conv);
+    if (bias) {
+        snprintf(what, sizeof(what), "conv_bwd_filter B%d %d->%d k%d dbias", B, cin, cout, k);
+        gcmp(what, gdb, db, cout, T_RED);
+    } else {
+        snprintf(what, sizeof(what), "conv_bwd_filter dbias NULL leaves it");
+        gcmp(what, gdb, junk_b, cout, T_EXACT);
+    }
+    float *bufs[] = {gx, gwt, gb, gdy, gy, gdx, gdw, gdb};
+    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) G_->buf_free(G_, bufs[i]);
+    G_->buf_free(G_, gw);
+    free(x), free(w), free(b), free(dy), free(dx0), free(junk_w), free(junk_b), free(junk_y);
+    free(cw), free(y), free(dx), free(dw), free(db);
+}
+
+static void test_bn(int32_t B, int32_t C, int32_t HW, int inplace) {
+    int64_t n = (int64_t)B * C * HW;
+    float *x = frand(n, 3, 2), *gamma = frand(C, 1, 0.3f), *beta = frand(C, 0, 0.5f), *rm = frand(C, 0, 0.1f);
+    float *rv = frand(C, 1, 0.1f), *dy = frand(n, 0, 1);
+    float eps = 1e-5f, mom = 0.1f;
+    /* CPU */
+    float *cy = inplace ? fdup(x, n) : malloc(sizeof(float) * (size_t)n), *cm = malloc(sizeof(float) * (size_t)C),
+          *ci = malloc(sizeof(float) * (size_t)C), *crm = fdup(rm, C), *crv = fdup(rv, C);
+    C_->bn_fwd_train(C_, inplace ? cy : x, gamma, beta, B, C, HW, eps, mom, crm, crv, cy, cm, ci);
+    float *cdx = inplace ? fdup(dy, n) : malloc(sizeof(float) * (size_t)n), *cdg = malloc(sizeof(float) * (size_t)C),
+          *cdb = malloc(sizeof(float) * (size_t)C);
+    C_->bn_bwd(C_, x, inplace ? cdx : dy, gamma, cm, ci, B, C, HW, cdx, cdg, cdb);
+    /* GPU */
+    float *gx = GF(x, n), *gg = GF(gamma, C), *gbt = GF(beta, C), *grm = GF(rm, C), *grv = GF(rv, C);
+    float *gy = inplace ? gx : G_->buf_alloc(G_, sizeof(float) * (size_t)n), *gm = G_->buf_alloc(G_, sizeof(float) * (size_t)C),
+          *gi = G_->buf_alloc(G_, sizeof(float) * (size_t)C);
+    G_->bn_fwd_train(G_, gx, gg, gbt, B, C, HW, eps, mom, grm, grv, gy, gm, gi);
+    char what[96];
+    const char *ip = inplace ? " in-place" : "";
+    snprintf(what, sizeof(what), "bn_fwd_train B%d C%d HW%d y%s", B, C, HW, ip);
+    gcmp(what, gy, cy, n, T_RED);
+    snprintf(what, sizeof(what), "bn_fwd_train B%d C%d save_mean", B, C);
+    gcmp(what, gm, cm, C, T_RED);
+    snprintf(what, sizeof(what), "bn_fwd_train B%d C%d save_invstd", B, C);
+    gcmp(what, gi, ci, C, T_RED);
+    snprintf(what, sizeof(what), "bn_fwd_train B%d C%d running_mean", B, C);
+    gcmp(what, grm, crm, C, T_RED);
+    snprintf(what, sizeof(what), "bn_fwd_train B%d C%d running_var", B, C);
+    gcmp(what, grv, crv, C, T_RED);
+    /* bwd from the CPU's saved statistics and the original x */
+    G_->upload(G_, gx, x, sizeof(float) * (size_t)n);
+    G_->upload(G_, gm, cm, sizeof(float) * (size_t)C);
+    G_->upload(G_, gi, ci, sizeof(float) * (size_t)C);
+    float *gdy = GF(dy, n), *gdx = inplace ? gdy : G_->buf_alloc(G_, sizeof(float) * (size_t)n);
+    float *gdg = G_->buf_alloc(G_, sizeof(float) * (size_t)C), *gdb = G_->buf_alloc(G_, sizeof(float) * (size_t)C);
+    G_->bn_bwd(G_, gx, gdy, gg, gm, gi, B, C, HW, gdx, gdg, gdb);
+    snprintf(what, sizeof(what), "bn_bwd B%d C%d HW%d dx%s", B, C, HW, ip);
+    gcmp(what, gdx, cdx, n, T_RED);
+    snprintf(what, sizeof(what), "bn_bwd B%d C%d dgamma", B, C);
+    gcmp(what, gdg, cdg, C, T_RED);
+    snprintf(what, sizeof(what), "bn_bwd B%d C%d dbeta", B, C);
+    gcmp(what, gdb, cdb, C, T_RED);
+    float *bufs[] = {gx, gg, gbt, grm, grv, gm, gi, gdy, gdg, gdb};
+    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) G_->buf_free(G_, bufs[i]);
+    if (!inplace) G_->buf_free(G_, gy), G_->buf_free(G_, gdx);
+    free(x), free(gamma), free(beta), free(rm), free(rv), free(dy), free(cy), free(cm), free(ci), free(crm), free(crv);
+    free(cdx), free(cdg), free(cdb);
+}
+
+static void test_bn_fold(int32_t cout, int32_t kdim) {
+    int64_t n = (int64_t)cout * kdim;
+    float *w = frand(n, 0, 1), *g = frand(cout, 1, 0.3f), *bt = frand(cout, 0, 1), *m = frand(cout, 0, 1), *v = frand(cout, 0, 1);
+    for (int32_t i = 0; i < cout; i++) v[i] = fabsf(v[i]) + 0.01f;
+    float *cw = malloc(sizeof(float) * (size_t)n), *cb = malloc(sizeof(float) * (size_t)cout);
+    C_->bn_fold(C_, w, g, bt, m, v, cout, kdim, 1e-5f, cw, cb);
+    float *gw = GF(w, n), *gg = GF(g, cout), *gbt = GF(bt, cout), *gm = GF(m, cout), *gv = GF(v, cout);
+    float *gow = G_->buf_alloc(G_, sizeof(float) * (size_t)n), *gob = G_->buf_alloc(G_, sizeof(float) * (size_t)cout);
+    G_->bn_fold(G_, gw, gg, gbt, gm, gv, cout, kdim, 1e-5f, gow, gob);
+    char what[96];
+    snprintf(what, sizeof(what), "bn_fold cout %d kdim %d w", cout, kdim);
+    gcmp(what, gow, cw, n, T_ELEM);
+    snprintf(what, sizeof(what), "bn_fold cout %d kdim %d b", cout, kdim);
+    gcmp(what, gob, cb, cout, T_ELEM);
+    float *bufs[] = {gw, gg, gbt, gm, gv, gow, gob};
+    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) G_->buf_free(G_, bufs[i]);
+    free(w), free(g), free(bt), free(m), free(v), free(cw), free(cb);
+}
+
+static void test_elementwise(int64_t n) {
+    float *x = frand(n, 0, 2), *r = frand(n, 0, 1), *dy = frand(n, 0, 1);
+    for (int64_t i = 0; i < n; i += 97) x[i] = 0.0f; /* the ReLU kink itself */
+    char what[96];
+    for (int a = 0; a < NN_ACT_NB; a++)
+        for (int res = 0; res < 2; res++)
+            for (int inplace = 0; inplace < 2; inplace++) {
+                float *cy = fdup(x, n);
+                C_->act_fwd(C_, inplace ? cy : x, res ? r : NULL, n, (nn_act_t)a, cy);
+                float *gx = GF(x, n), *gr = GF(r, n), *gy = inplace ? gx : G_->buf_alloc(G_, sizeof(float) * (size_t)n);
+                G_->act_fwd(G_, gx, res ? gr : NULL, n, (nn_act_t)a, gy);
+                snprintf(what, sizeof(what), "act_fwd %s n %lld%s%s", nn_act_name((nn_act_t)a), (long long)n,
+                         res ? " +res" : "", inplace ? " in-place" : "");
+                gcmp(what, gy, cy, n, T_ELEM);
+                /* act_bwd with z = x (+ r) */
+                float *z = fdup(x, n);
+                if (res)
+                    for (int64_t i = 0; i < n; i++) z[i] = x[i] + r[i];
+                float *cdx = fdup(dy, n);
+                C_->act_bwd(C_, inplace ? cdx : dy, z, n, (nn_act_t)a, cdx);
+                float *gz = GF(z, n), *gdy = GF(dy, n), *gdx = inplace ? gdy : G_->buf_alloc(G_, sizeof(float) * (size_t)n);
+                G_->act_bwd(G_, gdy, gz, n, (nn_act_t)a, gdx);
+                snprintf(what, sizeof(what), "act_bwd %s n %lld%s", nn_act_name((nn_act_t)a), (long long)n,
+                         inplace ? " in-place" : "");
+                gcmp(what, gdx, cdx, n, T_ELEM);
+                G_->buf_free(G_, gx), G_->buf_free(G_, gr), G_->buf_free(G_, gz), G_->buf_free(G_, gdy);
+                if (!inplace) G_->buf_free(G_, gy), G_->buf_free(G_, gdx);
+                free(cy), free(z), free(cdx);
+            }
+    /* add: y separate, y == a, y == b */
+    float *cy = malloc(sizeof(float) * (size_t)n);
+    C_->add(C_, x, r, n, cy);
+    for (int alias = 0; alias < 3; alias++) {
+        float *ga = GF(x, n), *gb = GF(r, n), *gy = alias == 1 ? ga : alias == 2 ? gb : G_->buf_alloc(G_, sizeof(float) * (size_t)n);
+        G_->add(G_, ga, gb, n, gy);
+        snprintf(what, sizeof(what), "add n %lld %s", (long long)n, alias == 1 ? "y=a" : alias == 2 ? "y=b" : "");
+        gcmp(what, gy, cy, n, T_EXACT);
+        G_->buf_free(G_, ga), G_->buf_free(G_, gb);
+        if (alias == 0) G_->buf_free(G_, gy);
+    }
+    free(cy), free(x), free(r), free(dy);
+}
+
+static void test_dense(int32_t B, int32_t in, int32_t out, int with_b, int with_dx) {
+    float *x = frand((int64_t)B * in, 0, 1), *w = frand((int64_t)out * in, 0, 1.0f / sqrtf((float)in)), *b = frand(out, 0, 1);
+    float *dy = frand((int64_t)B * out, 0, 1), *junk = frand(out, 0, 5);
+    float *cy = malloc(sizeof(float) * (size_t)B * out), *cdx = malloc(sizeof(float) * (size_t)B * in),
+          *cdw = malloc(sizeof(float) * (size_t)out * in), *cdb = malloc(sizeof(float) * (size_t)out);
+    C_->dense_fwd(C_, x, w, with_b ? b : NULL, B, in, out, cy);
+    C_->dense_bwd(C_, x, w, dy, B, in, out, with_dx ? cdx : NULL, cdw, with_b ? cdb : NULL);
+    float *gx = GF(x, (int64_t)B * in), *gw = GF(w, (int64_t)out * in), *gb = GF(b, out), *gdy = GF(dy, (int64_t)B * out);
+    float *gy = G_->buf_alloc(G_, sizeof(float) * (size_t)B * out), *gdx = G_->buf_alloc(G_, sizeof(float) * (size_t)B * in),
+          *gdw = G_->buf_alloc(G_, sizeof(float) * (size_t)out * in), *gdb = GF(junk, out);
+    G_->dense_fwd(G_, gx, gw, with_b ? gb : NULL, B, in, out, gy);
+    G_->dense_bwd(G_, gx, gw, gdy, B, in, out, with_dx ? gdx : NULL, gdw, with_b ? gdb : NULL);
+    char what[96];
+    snprintf(what, sizeof(what), "dense_fwd B%d %d->%d%s", B, in, out, with_b ? " +b" : "");
+    gcmp(what, gy, cy, (int64_t)B * out, M_->dense);
+    if (with_dx) {
+        snprintf(what, sizeof(what), "dense_bwd B%d %d->%d dx", B, in, out);
+        gcmp(what, gdx, cdx, (int64_t)B * in, M_->dense);
+    }
+    snprintf(what, sizeof(what), "dense_bwd B%d %d->%d dw", B, in, out);
+    gcmp(what, gdw, cdw, (int64_t)out * in, M_->dense);
+    snprintf(what, sizeof(what), "dense_bwd B%d %d->%d db%s", B, in, out, with_b ? "" : " NULL leaves it");
+    gcmp(what, gdb, with_b ? cdb : junk, out, with_b ? T_RED : T_EXACT);
+    float *bufs[] = {gx, gw, gb, gdy, gy, gdx, gdw, gdb};
+    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) G_->buf_free(G_, bufs[i]);
+    free(x), free(w), free(b), free(dy), free(junk), free(cy), free(cdx), free(cdw), free(cdb);
+}
+
+/* stats start non-zero: loss ops ADD into them */
+static void stats_init(float *s) {
+    for (int i = 0; i < NN_STAT_NB; i++) s[i] = 0.5f * (float)(i + 1);
+}
+
+static void cmp_stats(const char *what, const float *gs, const float *cs, int first, int last, double count_slack) {
+    char w[128];
+    static const char *names[NN_STAT_NB] = {"policy_loss", "policy_correct", "value_loss", "legal_loss",
+                                            "legal_tp", "legal_fp", "legal_fn", "gnorm2"};
+    for (int i = first; i <= last; i++) {
+        snprintf(w, sizeof(w), "%s stats.%s", what, names[i]);
+        int count = i == NN_STAT_POLICY_CORRECT || i == NN_STAT_LEGAL_TP || i == NN_STAT_LEGAL_FP || i == NN_STAT_LEGAL_FN;
+        check_scalar(w, gs[i], cs[i], count ? count_slack : 1e-6, count ? 0 : 1e-5);
+    }
+}
+
+static void test_policy_loss(int32_t B, int32_t N, int32_t max_labels) {
+    float *z = frand((int64_t)B * N, 0, 2);
+    uint32_t *off = calloc((size_t)B + 1, sizeof(uint32_t));
+    uint16_t *lab = calloc((size_t)B * (max_labels + 1), sizeof(uint16_t));
+    float *prob = calloc((size_t)B * (max_labels + 1), sizeof(float));
+    for (int32_t b = 0; b < B; b++) {
+        int32_t k = b % 7 == 3 ? 0 : 1 + (int32_t)(t_next() % (uint64_t)max_labels); /* some rows have no target */
+        uint32_t o = off[b];
+        for (int32_t j = 0; j < k; j++) {
+            lab[o + j] = (uint16_t)(t_next() % (uint64_t)N);
+            prob[o + j] = (float)(0.05 + t_unif());
+        }
+        if (k >= 2 && b % 5 == 1) { /* a duplicated label and a tie in the target */
+            lab[o + 1] = lab[o];
+            prob[o + 1] = prob[o];
+        }
+        if (b % 11 == 2) { /* a tie in the logits: argmax goes to the lower index */
+            float mx = -1e30f;
+            for (int32_t i = 0; i < N; i++) mx = fmaxf(mx, z[(int64_t)b * N + i]);
+            z[(int64_t)b * N + N - 1] = mx;
+            z[(int64_t)b * N + N / 2] = mx;
+        }
+        off[b + 1] = o + (uint32_t)k;
+    }
+    uint32_t nnz = off[B];
+    float scale = 1.0f / (float)B, cs[NN_STAT_NB], gs[NN_STAT_NB];
+    float *cd = malloc(sizeof(float) * (size_t)B * N);
+    stats_init(cs);
+    C_->policy_loss(C_, z, off, lab, prob, B, N, scale, cd, cs);
+    stats_init(gs);
+    float *gz = GF(z, (int64_t)B * N), *gd = G_->buf_alloc(G_, sizeof(float) * (size_t)B * N), *gst = GF(gs, NN_STAT_NB);
+    uint32_t *goff = gdup(off, sizeof(uint32_t) * (size_t)(B + 1));
+    uint16_t *glab = gdup(lab, sizeof(uint16_t) * (nnz ? nnz : 1));
+    float *gprob = gdup(prob, sizeof(float) * (nnz ? nnz : 1));
+    G_->policy_loss(G_, gz, goff, glab, gprob, B, N, scale, gd, gst);
+    char what[96];
+    snprintf(what, sizeof(what), "policy_loss B%d N%d dlogits", B, N);
+    gcmp(what, gd, cd, (int64_t)B * N, T_ELEM);
+    G_->download(G_, gs, gst, sizeof(gs));
+    snprintf(what, sizeof(what), "policy_loss B%d N%d", B, N);
+    cmp_stats(what, gs, cs, NN_STAT_POLICY_LOSS, NN_STAT_POLICY_CORRECT, 0);
+    for (int i = NN_STAT_VALUE_LOSS; i < NN_STAT_NB; i++) CHECK(gs[i] == 0.5f * (float)(i + 1)); /* untouched */
+    G_->buf_free(G_, gz), G_->buf_free(G_, gd), G_->buf_free(G_, gst), G_->buf_free(G_, goff), G_->buf_free(G_, glab),
+        G_->buf_free(G_, gprob);
+    free(z), free(off), free(lab), free(prob), free(cd);
+}
+
+static void test_value(int32_t B, int32_t K) {
+    int8_t *res = malloc((size_t)B);
+    float *q = frand(B, 0, 0.8f); /* some outside [-1, 1]: clamped */
+    for (int32_t b = 0; b < B; b++) res[b] = (int8_t)((int)(t_next() % 3) - 1);
+    char what[96];
+    if (K == 3) {
+        float *ct = malloc(sizeof(float) * (size_t)B * 3);
+        C_->value_target(C_, res, q, B, 0.3f, 0.25f, ct);
+        int8_t *gr = gdup(res, (size_t)B);
+        float *gq = GF(q, B), *gt = G_->buf_alloc(G_, sizeof(float) * (size_t)B * 3);
+        G_->value_target(G_, gr, gq, B, 0.3f, 0.25f, gt);
+        snprintf(what, sizeof(what), "value_target B%d", B);
+        gcmp(what, gt, ct, (int64_t)B * 3, T_ELEM);
+        G_->buf_free(G_, gr), G_->buf_free(G_, gq), G_->buf_free(G_, gt);
+        free(ct);
+    }
+    float *z = frand((int64_t)B * K, 0, 2), *t = frand((int64_t)B * K, 0, 1);
+    for (int64_t i = 0; i < (int64_t)B * K; i++) t[i] = fabsf(t[i]); /* need not sum to 1 */
+    float scale = 0.7f / (float)B, cs[NN_STAT_NB], gs[NN_STAT_NB];
+    float *cd = malloc(sizeof(float) * (size_t)B * K);
+    stats_init(cs);
+    C_->value_loss(C_, z, t, B, K, scale, cd, cs);
+    stats_init(gs);
+    float *gz = GF(z, (int64_t)B * K), *gt = GF(t, (int64_t)B * K), *gd = G_->buf_alloc(G_, sizeof(float) * (size_t)B * K),
+          *gst = GF(gs, NN_STAT_NB);
+    G_->value_loss(G_, gz, gt, B, K, scale, gd, gst);
+    snprintf(what, sizeof(what), "value_loss B%d K%d dlogits", B, K);
+    gcmp(what, gd, cd, (int64_t)B * K, T_ELEM);
+    G_->download(G_, gs, gst, sizeof(gs));
+    snprintf(what, sizeof(what), "value_loss B%d K%d", B, K);
+    cmp_stats(what, gs, cs, NN_STAT_VALUE_LOSS, NN_STAT_VALUE_LOSS, 0);
+    CHECK(gs[NN_STAT_POLICY_LOSS] == 0.5f && gs[NN_STAT_LEGAL_LOSS] == 2.0f);
+    G_->buf_free(G_, gz), G_->buf_free(G_, gt), G_->buf_free(G_, gd), G_->buf_free(G_, gst);
+    free(res), free(q), free(z), free(t), free(cd);
+}
+
+static void test_legal_loss(int32_t B, int32_t N) {
+    int64_t n = (int64_t)B * N;
+    float *z = frand(n, -1, 2), *t = malloc(sizeof(float) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) {
+        t[i] = t_unif() < 0.1 ? 1.0f : 0.0f;
+        if (i % 53 == 0) z[i] = 0.0f; /* exactly at the threshold: predicted legal */
+    }
+    float scale = 3.0f / (float)n, cs[NN_STAT_NB], gs[NN_STAT_NB];
+    float *cd = malloc(sizeof(float) * (size_t)n);
+    stats_init(cs);
+    C_->legal_loss(C_, z, t, B, N, scale, cd, cs);
+    stats_init(gs);
+    float *gz = GF(z, n), *gt = GF(t, n), *gd = G_->buf_alloc(G_, sizeof(float) * (size_t)n), *gst = GF(gs, NN_STAT_NB);
+    G_->legal_loss(G_, gz, gt, B, N, scale, gd, gst);
+    char what[96];
+    snprintf(what, sizeof(what), "legal_loss B%d N%d dlogits", B, N);
+    gcmp(what, gd, cd, n, T_ELEM);
+    G_->download(G_, gs, gst, sizeof(gs));
+    snprintf(what, sizeof(what), "legal_loss B%d N%d", B, N);
+    cmp_stats(what, gs, cs, NN_STAT_LEGAL_LOSS, NN_STAT_LEGAL_FN, 0);
+    G_->buf_free(G_, gz), G_->buf_free(G_, gt), G_->buf_free(G_, gd), G_->buf_free(G_, gst);
+    free(z), free(t), free(cd);
+}
+
+static void test_sum_squares(int64_t n) {
+    float *x = frand(n, 0, 1), cs = 1.5f, gs = 1.5f; /* adds into *out */
+    C_->sum_squares(C_, x, n, &cs);
+    float *gx = GF(x, n), *go = GF(&gs, 1);
+    G_->sum_squares(G_, gx, n, go);
+    G_->download(G_, &gs, go, sizeof(float));
+    char what[96];
+    snprintf(what, sizeof(what), "sum_squares n %lld", (long long)n);
+    check_scalar(what, gs, cs, 0, 2e-6);
+    G_->buf_free(G_, gx), G_->buf_free(G_, go);
+    free(x);
+}
+
+static void test_sgd(int64_t n, int nesterov, float wd, float clip, int with_gnorm) {
+    float *p = frand(n, 0, 1), *g = frand(n, 0, 0.5f), *v = frand(n, 0, 0.1f);
+    float gn2 = 0;
+    for (int64_t i = 0; i < n; i++) gn2 += g[i] * g[i];
+    nn_sgd_args_t a = {.lr = 0.05f, .momentum = 0.9f, .weight_decay = wd, .clip_norm = clip, .nesterov = nesterov};
+    float *cp = fdup(p, n), *cv = fdup(v, n);
+    C_->sgd_step(C_, cp, g, cv, n, with_gnorm ? &gn2 : NULL, &a);
+    float *gp = GF(p, n), *gg = GF(g, n), *gv = GF(v, n), *gn = GF(&gn2, 1);
+    G_->sgd_step(G_, gp, gg, gv, n, with_gnorm ? gn : NULL, &a);
+    char what[128];
+    snprintf(what, sizeof(what), "sgd n %lld nesterov %d wd %g clip %g%s p", (long long)n, nesterov, wd, clip,
+             with_gnorm ? "" : " gnorm NULL");
+    gcmp(what, gp, cp, n, T_ELEM);
+    what[strlen(what) - 1] = 'v';
+    gcmp(what, gv, cv, n, T_ELEM);
+    G_->buf_free(G_, gp), G_->buf_free(G_, gg), G_->buf_free(G_, gv), G_->buf_free(G_, gn);
+    free(p), free(g), free(v), free(cp), free(cv);
+}
+
+/* An instance records its first failure, goes quiet, and poisons downloads. */
+static void test_sticky_error(void) {
+    if (g_fake) return;
+    char err[512];
+    nn_backend_t *g = nn_backend_cuda_new(g_dev, M_->flags & ~(uint32_t)NN_CUDA_ABORT_ON_ERROR, err, sizeof(err));
+    KOMA_ASSERT(g);
+    CHECK(nn_backend_is_cuda(g) && !nn_backend_is_cuda(C_));
+    CHECK(nn_cuda_error(g) == NULL);
+    float *d = g->buf_alloc(g, 4 * 81 * sizeof(float));
+    KOMA_ASSERT(d);
+    fprintf(stderr, "[%s] sticky error: an unsupported conv (k = 2) must fail once, loudly:\n", M_->name);
+    g->conv_fwd(g, d, d, NULL, 1, 2, 2, 2, d, NULL); /* k = 2 is outside the interface */
+    const char *e = nn_cuda_error(g);
+    CHECK(e != NULL && strstr(e, "kernel size 2") != NULL);
+    float out[4] = {1, 2, 3, 4};
+    g->download(g, out, d, sizeof(out));
+    CHECK(isnan(out[0]) && isnan(out[3]));
+    g->buf_free(g, d);
+    nn_backend_free(g);
+}
+
+static void run_ops(void) {
+    test_memory();
+    gpu_ok("memory");
+    test_expand(1, 5, 0);
+    test_expand(3, 68, 14);
+    test_expand(17, 27, 0);
+    test_expand(2, 1, 3);
+    gpu_ok("expand");
+    /* B, cin, cout, k, bias, accumulate, workspace */
+    test_conv(1, 5, 7, 3, 1, 0, 0);
+    test_conv(1, 82, 64, 3, 0, 1, 1);
+    test_conv(3, 7, 5, 1, 1, 1, 0);
+    test_conv(8, 64, 64, 3, 0, 0, 0);
+    test_conv(5, 33, 27, 1, 1, 0, 1);
+    test_conv(16, 64, 8, 1, 0, 1, 2);
+    test_conv(2, 3, 4, 3, 1, 1, 2);
+    test_conv(37, 128, 128, 3, 1, 1, 0);
+    test_conv(64, 64, 64, 3, 0, 0, 1);
+    gpu_ok("conv");
+    { /* the other algorithm choosers: cuDNN heuristics, deterministic algorithms only */
+        char err[512];
+        nn_backend_t *keep = G_;
+        G_ = gpu_new(M_->flags | NN_CUDA_HEURISTIC | NN_CUDA_DETERMINISTIC, err, sizeof(err));
+        if (!G_) {
+            fprintf(stderr, "[%s] heuristic+deterministic instance: %s\n", M_->name, err);
+            g_failures++;
+        } else {
+            fprintf(stderr, "[%s] convs with NN_CUDA_HEURISTIC | NN_CUDA_DETERMINISTIC:\n", M_->name);
+            test_conv(9, 64, 64, 3, 1, 1, 0);
+            test_conv(4, 82, 32, 3, 0, 0, 1);
+            test_conv(4, 32, 27, 1, 1, 0, 0);
+            gpu_ok("conv heuristic/deterministic");
+            nn_backend_free(G_);
+        }
+        G_ = keep;
+    }
+    test_bn(1, 5, 81, 0);
+    test_bn(3, 64, 81, 1);
+    test_bn(17, 8, 81, 0);
+    test_bn(2, 3, 7, 1);
+    test_bn(300, 33, 81, 0);
+    gpu_ok("bn");
+    test_bn_fold(5, 63);
+    test_bn_fold(64, 576);
+    test_bn_fold(8, 64);
+    gpu_ok("bn_fold");
+    test_elementwise(1);
+    test_elementwise(81 * 64 * 3 + 5);
+    test_elementwise(1000003);
+    gpu_ok("elementwise");
+    test_dense(1, 648, 128, 1, 1);
+    test_dense(7, 128, 3, 1, 0);
+    test_dense(33, 5, 9, 0, 1);
+    test_dense(256, 648, 128, 1, 1);
+    gpu_ok("dense");
+    test_policy_loss(1, NN_POLICY_NB, 1);
+    test_policy_loss(5, NN_POLICY_NB, 40);
+    test_policy_loss(1030, NN_POLICY_NB, 8); /* more rows than reduction blocks */
+    test_policy_loss(9, 50, 300);            /* more targets than threads per row */
+    gpu_ok("policy_loss");
+    test_value(1, 3);
+    test_value(9, 3);
+    test_value(2000, 3);
+    test_value(7, 5);
+    gpu_ok("value");
+    test_legal_loss(1, NN_POLICY_NB);
+    test_legal_loss(4, NN_POLICY_NB);
+    test_legal_loss(3, 10);
+    test_legal_loss(200, NN_POLICY_NB); /* > CU_RED_MAX blocks of work: grid-stride */
+    gpu_ok("legal_loss");
+    test_sum_squares(1);
+    test_sum_squares(1000);
+    test_sum_squares(3000001);
+    gpu_ok("sum_squares");
+    test_sgd(1, 1, 1e-4f, 10.0f, 1);
+    test_sgd(100003, 1, 1e-4f, 0.5f, 1); /* clipping active */
+    test_sgd(100003, 0, 0.0f, 0.5f, 1);
+    test_sgd(4099, 1, 1e-3f, 0.5f, 0); /* gnorm2 NULL: no clipping */
+    test_sgd(4099, 0, 1e-3f, 0.0f, 1); /* clip <= 0: off */
+    gpu_ok("sgd");
+    test_sticky_error();
+}
+
+/* ---- whole nets ------------------------------------------------------------------ */
+static void copy_weights_to_gpu(nn_net_t *gnet, nn_net_t *cnet) {
+    int64_t np, ns;
+    float *cp = nn_net_params(cnet, &np, NULL), *cst = nn_net_stats(cnet, &ns);
+    G_->upload(G_, nn_net_params(gnet, NULL, NULL), cp, sizeof(float) * (size_t)np);
+    G_->upload(G_, nn_net_stats(gnet, NULL), cst, sizeof(float) * (size_t)ns);
+    gsync(G_);
+    nn_net_mark_dirty(gnet);
+}
+
+/* mean over positions of KL(softmax(ref) || softmax(got)) */
+static double policy_kl(const float *got, const float *ref, int32_t B) {
+    double kl = 0;
+    for (int32_t b = 0; b < B; b++) {
+        const float *g = got + (int64_t)b * NN_POLICY_NB, *r = ref + (int64_t)b * NN_POLICY_NB;
+        double mg = g[0], mr = r[0], sg = 0, sr = 0;
+        for (int i = 1; i < NN_POLICY_NB; i++) mg = fmax(mg, g[i]), mr = fmax(mr, r[i]);
+        for (int i = 0; i < NN_POLICY_NB; i++) sg += exp(g[i] - mg), sr += exp(r[i] - mr);
+        double lg = mg + log(sg), lr = mr + log(sr);
+        for (int i = 0; i < NN_POLICY_NB; i++) {
+            double pr = exp(r[i] - lr);
+            kl += pr * ((r[i] - lr) - (g[i] - lg));
+        }
+    }
+    return kl / B;
+}
+
+/* W/D/L probabilities: max abs difference */
+static double value_err(const float *got, const float *ref, int32_t B) {
+    double m = 0;
+    for (int32_t b = 0; b < B; b++) {
+        double pg[3], pr[3], sg = 0, sr = 0;
+        for (int i = 0; i < 3; i++) sg += (pg[i] = exp(got[b * 3 + i])), sr += (pr[i] = exp(ref[b * 3 + i]));
+        for (int i = 0; i < 3; i++) m = fmax(m, fabs(pg[i] / sg - pr[i] / sr));
+    }
+    return m;
+}
+
+/* A whole tensor: relative L2 within tol_l2 and (judge_elems) few elementwise outliers. */
+static void cmp_tensor(const char *what, const float *got, const float *ref, int64_t n, tol_t t, double tol_l2,
+                       int judge_elems) {
+    double rl = rel_l2(got, ref, n);
+    g_info = 1;
+    int64_t bad = cmp(what, got, ref, n, t);
+    g_info = 0;
+    int ok = rl <= tol_l2 * g_scale && (!judge_elems || bad <= n / 500);
+    fprintf(stderr, "[%s] %-46s rel L2 %.3g (tol %.3g), %lld outliers %s\n", M_->name, what, rl, tol_l2 * g_scale,
+            (long long)bad, ok ? "ok" : "MISMATCH");
+    if (!ok) g_failures++;
+}
+
+static void cmp_metrics(const char *what, const nn_metrics_t *g, const nn_metrics_t *c, int32_t B, double l2) {
+    char w[128];
+    double rl = M_->net_out.rtol; /* loss values: as precise as the outputs */
+    snprintf(w, sizeof(w), "%s loss", what);
+    check_scalar(w, g->loss, c->loss, 1e-6, rl);
+    snprintf(w, sizeof(w), "%s policy_loss", what);
+    check_scalar(w, g->policy_loss, c->policy_loss, 1e-6, rl);
+    snprintf(w, sizeof(w), "%s value_loss", what);
+    check_scalar(w, g->value_loss, c->value_loss, 1e-6, rl);
+    snprintf(w, sizeof(w), "%s legal_loss", what);
+    check_scalar(w, g->legal_loss, c->legal_loss, 1e-6, rl);
+    snprintf(w, sizeof(w), "%s policy_acc", what);
+    check_scalar(w, g->policy_acc, c->policy_acc, 2.0 / B + 1e-9, 0); /* near-ties may flip a position */
+    snprintf(w, sizeof(w), "%s legal_f1", what);
+    check_scalar(w, g->legal_f1, c->legal_f1, 1e-2, 0); /* logits near 0 may flip */
+    snprintf(w, sizeof(w), "%s grad_norm", what);
+    check_scalar(w, g->grad_norm, c->grad_norm, 1e-6, l2);
+}
+
+static void test_net(int32_t blocks, int32_t ch, nn_act_t act, int32_t planes, int32_t hand, int32_t Btrain) {
+    char err[512], tag[64];
+    snprintf(tag, sizeof(tag), "net %dx%d %s", blocks, ch, nn_act_name(act));
+    /* ReLU's derivative jumps at 0: any rounding difference moves a few of the
+     * millions of pre-activations across the kink, and batch norm spreads each
+     * flip over the whole batch, so ReLU gradients differ by far more than the
+     * rounding (measured with KOMA_GPU_TEST_FAKE: 1e-7 perturbations give 1e-4
+     * gradient differences, growing 5x per SGD step). Outputs and losses are
+     * continuous and checked tightly for every net; gradients, updates and
+     * momentum precisely only for the smooth SiLU nets, and for ReLU nets
+     * against a sanity bound (a wrong sign, scale or layout gives rel L2 >= 1). */
+    int smooth = act != NN_ACT_RELU;
+    double l2 = smooth ? M_->net_l2 : M_->relu_l2;
+    nn_net_config_t cfg = {.blocks = blocks, .channels = ch, .act = act, .in_planes = planes, .in_hand = hand, .features_version = 1};
+    nn_net_t *cnet = nn_net_new(C_, &cfg, 1234, err, sizeof(err));
+    nn_net_t *gnet = nn_net_new(G_, &cfg, 999, err, sizeof(err)); /* other seed: the copy must win */
+    KOMA_ASSERT(cnet && gnet);
+    copy_weights_to_gpu(gnet, cnet);
+    nn_train_config_t tc = nn_train_config_default();
+    tc.warmup_steps = 0, tc.schedule = NN_SCHED_CONSTANT, tc.lr = 0.05f, tc.clip_norm = 1.0f, tc.bn_momentum = 0.1f;
+    tc.weight_decay = 1e-3f, tc.q_mix = 0.3f, tc.q_draw = 0.2f, tc.w_legal = 20.0f;
+    /* warm the running statistics on the CPU so inference sees non-trivial BN folding */
+    nn_trainer_t *ctr = nn_trainer_new(cnet, &tc, Btrain, err, sizeof(err));
+    KOMA_ASSERT(ctr);
+    for (int s = 0; s < 2; s++) {
+        t_batch_t w;
+        t_batch_init(&w, Btrain, planes, hand, 3);
+        KOMA_ASSERT(nn_train_step(ctr, &w.b, NULL, err, sizeof(err)) == 0);
+        t_batch_free(&w);
+    }
+    nn_trainer_set_step_count(ctr, 0);
+    int64_t np, ns, nd;
+    nn_net_params(cnet, &np, &nd);
+    nn_net_stats(cnet, &ns);
+    memset(nn_trainer_momentum(ctr), 0, sizeof(float) * (size_t)np);
+    copy_weights_to_gpu(gnet, cnet);
+    char what[160];
+
+    /* inference, several batch sizes; a second instance runs the GPU context */
+    int32_t Bs[3] = {1, 7, 64};
+    nn_ctx_t *cctx = nn_ctx_new(cnet, NULL, 64, err, sizeof(err));
+    nn_ctx_t *gctx = nn_ctx_new(gnet, NULL, 64, err, sizeof(err));
+    KOMA_ASSERT(cctx && gctx);
+    for (int bi = 0; bi < 3; bi++) {
+        int32_t B = Bs[bi];
+        t_batch_t tb;
+        t_batch_init(&tb, B, planes, hand, 2);
+        int64_t np_ = (int64_t)B * NN_POLICY_NB;
+        float *cp = malloc(sizeof(float) * (size_t)np_), *cl = malloc(sizeof(float) * (size_t)np_), *cv = malloc(sizeof(float) * (size_t)B * 3);
+        float *gp = malloc(sizeof(float) * (size_t)np_), *gl = malloc(sizeof(float) * (size_t)np_), *gv = malloc(sizeof(float) * (size_t)B * 3);
+        nn_forward(cctx, B, tb.planes, tb.hand, cp, cv, cl);
+        nn_forward(gctx, B, tb.planes, tb.hand, gp, gv, gl);
+        gpu_ok(tag);
+        snprintf(what, sizeof(what), "%s forward B%d policy", tag, B);
+        cmp(what, gp, cp, np_, M_->net_out);
+        snprintf(what, sizeof(what), "%s forward B%d value", tag, B);
+        cmp(what, gv, cv, (int64_t)B * 3, M_->net_out);
+        snprintf(what, sizeof(what), "%s forward B%d legal", tag, B);
+        cmp(what, gl, cl, np_, M_->net_out);
+        double kl = policy_kl(gp, cp, B), ve = value_err(gv, cv, B);
+        snprintf(what, sizeof(what), "%s forward B%d policy KL", tag, B);
+        check_scalar(what, kl, 0, M_->net_kl, 0);
+        snprintf(what, sizeof(what), "%s forward B%d W/D/L prob err", tag, B);
+        check_scalar(what, ve, 0, M_->net_prob, 0);
+        free(cp), free(cl), free(cv), free(gp), free(gl), free(gv);
+        t_batch_free(&tb);
+    }
+    /* the same net evaluated from another instance (buffers shared across streams) */
+    nn_backend_t *g2 = gpu_new(M_->flags, err, sizeof(err));
+    KOMA_ASSERT(g2);
+    {
+        nn_ctx_t *ctx2 = nn_ctx_new(gnet, g2, 8, err, sizeof(err));
+        KOMA_ASSERT(ctx2);
+        t_batch_t tb;
+        t_batch_init(&tb, 8, planes, hand, 2);
+        float *a = malloc(sizeof(float) * 8 * NN_POLICY_NB), *b = malloc(sizeof(float) * 8 * NN_POLICY_NB);
+        nn_forward(gctx, 8, tb.planes, tb.hand, a, NULL, NULL);
+        nn_forward(ctx2, 8, tb.planes, tb.hand, b, NULL, NULL);
+        CHECK(nn_cuda_error(g2) == NULL);
+        snprintf(what, sizeof(what), "%s instance 2 vs instance 1", tag);
+        cmp(what, b, a, 8 * NN_POLICY_NB, (tol_t){1e-6, 1e-6}); /* same algorithms: (nearly) identical */
+        free(a), free(b);
+        t_batch_free(&tb);
+        nn_ctx_free(ctx2);
+    }
+    nn_backend_free(g2);
+    nn_ctx_free(cctx);
+    nn_ctx_free(gctx);
+
+    /* training: gradients, then two SGD steps */
+    nn_trainer_t *gtr = nn_trainer_new(gnet, &tc, Btrain, err, sizeof(err));
+    KOMA_ASSERT(gtr);
+    t_batch_t tb;
+    t_batch_init(&tb, Btrain, planes, hand, 4);
+    nn_metrics_t cm, gm;
+    KOMA_ASSERT(nn_train_grad(ctr, &tb.b, &cm, err, sizeof(err)) == 0);
+    KOMA_ASSERT(nn_train_grad(gtr, &tb.b, &gm, err, sizeof(err)) == 0);
+    gpu_ok(tag);
+    snprintf(what, sizeof(what), "%s train_grad B%d", tag, Btrain);
+    cmp_metrics(what, &gm, &cm, Btrain, l2);
+    float *gg = gget(nn_trainer_grads(gtr), np), *cg = nn_trainer_grads(ctr);
+    for (int32_t i = 0; i < nn_net_tensor_count(cnet); i++) {
+        const nn_tensor_info_t *t = nn_net_tensor(cnet, i);
+        if (t->kind != NN_TENSOR_PARAM) continue;
+        snprintf(what, sizeof(what), "%s grad %s", tag, t->name);
+        cmp_tensor(what, gg + t->offset, cg + t->offset, t->numel, M_->net_grad, l2, smooth);
+    }
+    free(gg);
+    float *p0 = fdup(nn_net_params(cnet, NULL, NULL), np), *s0 = fdup(nn_net_stats(cnet, NULL), ns);
+    float *gs0 = gget(nn_net_stats(gnet, NULL), ns);
+    snprintf(what, sizeof(what), "%s train_grad leaves running stats", tag);
+    cmp(what, gs0, s0, ns, T_EXACT);
+    free(gs0);
+    for (int step = 0; step < 2; step++) {
+        t_batch_t sb;
+        t_batch_init(&sb, Btrain, planes, hand, 4);
+        KOMA_ASSERT(nn_train_step(ctr, &sb.b, &cm, err, sizeof(err)) == 0);
+        KOMA_ASSERT(nn_train_step(gtr, &sb.b, &gm, err, sizeof(err)) == 0);
+        gpu_ok(tag);
+        snprintf(what, sizeof(what), "%s train_step %d", tag, step + 1);
+        cmp_metrics(what, &gm, &cm, Btrain, l2);
+        CHECK(gm.step == cm.step && gm.lr == cm.lr);
+        t_batch_free(&sb);
+    }
+    /* updates p - p0 (the params themselves would hide any error), momentum, running stats */
+    float *gp = gget(nn_net_params(gnet, NULL, NULL), np), *cp = nn_net_params(cnet, NULL, NULL);
+    float *gmo = gget(nn_trainer_momentum(gtr), np), *cmo = nn_trainer_momentum(ctr);
+    float *gst = gget(nn_net_stats(gnet, NULL), ns), *cst = nn_net_stats(cnet, NULL);
+    for (int64_t i = 0; i < np; i++) gp[i] -= p0[i];
+    float *cdelta = malloc(sizeof(float) * (size_t)np);
+    for (int64_t i = 0; i < np; i++) cdelta[i] = cp[i] - p0[i];
+    for (int32_t i = 0; i < nn_net_tensor_count(cnet); i++) {
+        const nn_tensor_info_t *t = nn_net_tensor(cnet, i);
+        if (t->kind == NN_TENSOR_PARAM) {
+            snprintf(what, sizeof(what), "%s 2 steps: update %s", tag, t->name);
+            cmp_tensor(what, gp + t->offset, cdelta + t->offset, t->numel, M_->net_grad, l2, smooth);
+            snprintf(what, sizeof(what), "%s 2 steps: momentum %s", tag, t->name);
+            cmp_tensor(what, gmo + t->offset, cmo + t->offset, t->numel, M_->net_grad, l2, smooth);
+        } else {
+            snprintf(what, sizeof(what), "%s 2 steps: %s", tag, t->name);
+            cmp_tensor(what, gst + t->offset, cst + t->offset, t->numel, M_->net_stat, M_->net_l2, 1);
+        }
+    }
+    CHECK(nn_trainer_step_count(gtr) == 2);
+    free(gp), free(gmo), free(gst), free(cdelta), free(p0), free(s0);
+    /* nn_eval_batch (folded BN after the update) */
+    KOMA_ASSERT(nn_eval_batch(ctr, &tb.b, &cm, err, sizeof(err)) == 0);
+    KOMA_ASSERT(nn_eval_batch(gtr, &tb.b, &gm, err, sizeof(err)) == 0);
+    gpu_ok(tag);
+    snprintf(what, sizeof(what), "%s eval_batch", tag);
+    gm.grad_norm = cm.grad_norm = 0;
+    cmp_metrics(what, &gm, &cm, Btrain, l2);
+    t_batch_free(&tb);
+    nn_trainer_free(gtr);
+    nn_trainer_free(ctr);
+    nn_net_free(gnet);
+    nn_net_free(cnet);
+}
+
+static void run_nets(void) {
+    test_net(1, 17, NN_ACT_SILU, 5, 0, 5);   /* odd channels, no hand, smooth */
+    test_net(2, 32, NN_ACT_SILU, 12, 3, 16);
+    test_net(2, 24, NN_ACT_RELU, 9, 2, 1);   /* B = 1 training (BN over 81 squares) */
+    test_net(6, 64, NN_ACT_RELU, 68, 14, 32); /* the engine's input size */
+}
+
+/* atol (x rms), rtol per op class and mode */
+static const tmode_t MODES[] = {
+    /* Tolerances were checked for headroom against emulated TF32/BF16 rounding
+     * (KOMA_GPU_TEST_FAKE=1): observed max |d|/rms tf32 conv 1.5e-3, dense 4.4e-3,
+     * net outputs 7.9e-3, SiLU grads rel L2 1.4e-3; bf16 conv 2.1e-2, net outputs
+     * 7.3e-2, SiLU grads rel L2 1.8e-2, ReLU grads rel L2 0.34.
+     * name  flags             conv          dense         net_out       net_grad      net_stat      kl    prob  l2    relu_l2 */
+    {"fp32", NN_CUDA_NO_TF32, {2e-4, 1e-4}, {3e-5, 3e-5}, {2e-4, 2e-4}, {2e-3, 2e-3}, {1e-4, 1e-4}, 1e-7, 1e-4, 1e-3, 0.05},
+    {"tf32", 0, {5e-3, 5e-3}, {1e-2, 1e-2}, {3e-2, 3e-2}, {5e-2, 5e-2}, {5e-3, 5e-3}, 2e-4, 1e-2, 1e-2, 0.3},
+    {"bf16", NN_CUDA_BF16, {5e-2, 2e-2}, {1e-2, 1e-2}, {0.15, 0.1}, {0.15, 0.1}, {2e-2, 2e-2}, 2e-3, 5e-2, 6e-2, 0.6},
+};
+
+int main(int argc, char **argv) {
+    const char *fk = getenv("KOMA_GPU_TEST_FAKE");
+    g_fake = fk && *fk && strcmp(fk, "0") != 0;
+    int ndev = g_fake ? 1 : nn_cuda_device_count();
+    if (ndev == 0) {
+        char err[256];
+        nn_cuda_device_info_t info;
+        nn_cuda_device_info(0, &info, err, sizeof(err));
+        fprintf(stderr, "test_nn_cuda_gpu: skipped (no CUDA device): %s\n", err);
+        return 77;
+    }
+    int32_t dev = 0, nmodes = 0;
+    for (int a = 1; a < argc; a++) {
+        if (argv[a][0] >= '0' && argv[a][0] <= '9') dev = atoi(argv[a]);
+        else nmodes++;
+    }
+    g_dev = dev;
+    const char *sc = getenv("KOMA_GPU_TOL_SCALE");
+    if (sc && atof(sc) > 0) g_scale = atof(sc);
+    nn_cuda_device_info_t info;
+    char err[512];
+    if (g_fake) {
+        memset(&info, 0, sizeof(info));
+        snprintf(info.name, sizeof(info.name), "HARNESS SELF-CHECK: the CPU backend with TF32/BF16 rounding, no GPU involved");
+        info.cc_major = 9;
+    } else if (nn_cuda_device_info(dev, &info, err, sizeof(err)) != 0) {
+        fprintf(stderr, "test_nn_cuda_gpu: %s\n", err);
+        return 1;
+    }
+    fprintf(stderr, "device %d: %s, cc %d.%d, %d SMs, %.1f GiB, driver %d, runtime %d; tolerance scale %g\n", dev,
+            info.name, info.cc_major, info.cc_minor, info.sm_count, (double)info.mem_bytes / (1 << 30),
+            info.driver_version, info.runtime_version, g_scale);
+    C_ = nn_backend_cpu_new(0);
+    /* bad arguments fail cleanly */
+    if (!g_fake) {
+        CHECK(nn_backend_cuda_new(ndev + 3, 0, err, sizeof(err)) == NULL && strstr(err, "out of range"));
+        fprintf(stderr, "refused: %s\n", err);
+    }
+    for (int a = 1; a < argc; a++) {
+        int known = argv[a][0] >= '0' && argv[a][0] <= '9';
+        for (size_t m = 0; m < sizeof(MODES) / sizeof(MODES[0]); m++) known |= strcmp(argv[a], MODES[m].name) == 0;
+        if (!known) {
+            fprintf(stderr, "usage: %s [device] [fp32|tf32|bf16 ...]: unknown argument '%s'\n", argv[0], argv[a]);
+            return 2;
+        }
+    }
+    for (size_t m = 0; m < sizeof(MODES) / sizeof(MODES[0]); m++) {
+        int wanted = nmodes == 0;
+        for (int a = 1; a < argc; a++) wanted |= strcmp(argv[a], MODES[m].name) == 0;
+        if (!wanted) continue;
+        M_ = &MODES[m];
+        if (!g_fake && (M_->flags & NN_CUDA_BF16) && info.cc_major < 8) {
+            CHECK(nn_backend_cuda_new(dev, M_->flags, err, sizeof(err)) == NULL);
+            fprintf(stderr, "[%s] skipped: %s\n", M_->name, err);
+            continue;
+        }
+        if (!(M_->flags & NN_CUDA_NO_TF32) && info.cc_major < 8)
+            fprintf(stderr, "[%s] note: no TF32 on cc %d.%d, this pass runs FP32\n", M_->name, info.cc_major, info.cc_minor);
+        g_fake_prec = (M_->flags & NN_CUDA_BF16) ? 2 : (M_->flags & NN_CUDA_NO_TF32) ? 0 : 1;
+        G_ = gpu_new(M_->flags, err, sizeof(err));
+        if (!G_) {
+            fprintf(stderr, "[%s] nn_backend_cuda_new: %s\n", M_->name, err);
+            return 1;
+        }
+        fprintf(stderr, "== pass %s (flags 0x%x, effective 0x%x)\n", M_->name, M_->flags, nn_cuda_flags(G_));
+        t_rng = 0x1234567ull + m;
+        run_ops();
+        run_nets();
+        gpu_ok("end of pass");
+        nn_backend_free(G_);
+        G_ = NULL;
+    }
+    nn_backend_free(C_);
+    return t_finish("test_nn_cuda_gpu");
+}
