@@ -1,0 +1,220 @@
+/* test_train_window.c - the window formula, steps per cycle, the trainer's
+ * flags (table, --config file, command line wins, errors naming the flag),
+ * and train/window.c: the most recent rows only (tail of the oldest shard),
+ * cycle filter, deterministic sampling, every window row reachable and
+ * nothing outside the window ever drawn, shards closed when they leave. */
+#include "train_test.h"
+#include "train/window.h"
+
+static void test_formula(void) {
+    train_config_t c = train_config_default();
+    c.window_min = 1000;
+    c.window_max = 5000;
+    c.window_alpha = 0.75;
+    c.window_beta = 0.4;
+    CHECK(train_window_size(&c, 0) == 0);
+    CHECK(train_window_size(&c, 500) == 500);   /* everything while N <= min */
+    CHECK(train_window_size(&c, 1000) == 1000);
+    /* N = 16000: 1000 * (1 + 0.4 * (16^0.75 - 1) / 0.75) = 1000 * (1 + 0.4 * 7 / 0.75) = 4733.33 */
+    CHECK(train_window_size(&c, 16000) == 4733);
+    CHECK(train_window_size(&c, 1000000) == 5000); /* capped */
+    c.window_max = 0;                               /* no cap */
+    CHECK(train_window_size(&c, 1000000) > 5000);
+    /* monotone and never above N */
+    int64_t prev = 0;
+    int ok = 1;
+    for (int64_t n = 1; n < 200000; n += 997) {
+        int64_t w = train_window_size(&c, n);
+        ok &= w >= prev && w <= n;
+        prev = w;
+    }
+    CHECK(ok);
+
+    c.batch = 128;
+    c.samples_per_position = 4;
+    c.min_steps_per_cycle = 10;
+    c.max_steps_per_cycle = 100;
+    CHECK(train_steps_for(&c, 0) == 10);
+    CHECK(train_steps_for(&c, 320) == 10);   /* ceil(4*320/128) = 10 */
+    CHECK(train_steps_for(&c, 353) == 12);   /* ceil(1412/128) = 12 */
+    CHECK(train_steps_for(&c, 1000000) == 100);
+}
+
+static void test_flags(void) {
+    char err[1024];
+    char ini[900];
+    snprintf(ini, sizeof ini, "%s", t_path("flags.ini"));
+    FILE *f = fopen(ini, "w");
+    KOMA_ASSERT(f);
+    fprintf(f, "batch = 64\nlr = 0.1\nnet = 10x128\nlr-schedule = step\nwindow-min = 5000\n");
+    fclose(f);
+    train_config_t c = train_config_default();
+    cfg_opt_t opts[TRAIN_CONFIG_NFLAGS + 2];
+    int n = train_config_flags(&c, opts, TRAIN_CONFIG_NFLAGS + 2);
+    CHECK(n == TRAIN_CONFIG_NFLAGS);
+    CHECK(train_config_flags(&c, opts, 3) == 3);
+    n = train_config_flags(&c, opts, TRAIN_CONFIG_NFLAGS);
+    char *argv[] = {"prog", "--config", ini, "--lr", "0.3", "--q-mix=0.5", "--no-nesterov", "--train-seed", "99"};
+    int npos = 0;
+    FILE *devnull = fopen(t_path("help.txt"), "w");
+    int rc = cfg_parse(opts, n, 9, argv, 1, NULL, 0, &npos, "usage", devnull, err, sizeof err);
+    fclose(devnull);
+    CHECK_OK(rc, err);
+    CHECK(train_config_flag_given(&c, "lr") && train_config_flag_given(&c, "batch") &&
+          !train_config_flag_given(&c, "w-value") && !train_config_flag_given(&c, "lr-total-steps"));
+    c.window_max = 777777; /* set directly after parsing: kept, its flag was not given */
+    CHECK_OK(train_config_flags_apply(&c, err, sizeof err), err);
+    CHECK(c.batch == 64 && !strcmp(c.net, "10x128") && c.window_min == 5000 && c.window_max == 777777);
+    CHECK(fabsf(c.opt.lr - 0.3f) < 1e-7f); /* the command line wins over the file */
+    CHECK(fabsf(c.opt.q_mix - 0.5f) < 1e-7f && c.opt.nesterov == 0 && c.seed == 99);
+    CHECK(c.opt.schedule == NN_SCHED_STEP);
+    CHECK(c.opt.w_value == 1.0f && c.opt.total_steps == 100000);
+    /* applying twice changes nothing; a later direct change survives */
+    c.batch = 48;
+    CHECK_OK(train_config_flags_apply(&c, err, sizeof err), err);
+    CHECK(c.batch == 48);
+    /* errors name the flag */
+    train_config_t d = train_config_default();
+    n = train_config_flags(&d, opts, TRAIN_CONFIG_NFLAGS);
+    char *bad1[] = {"prog", "--net", "6y64"};
+    CHECK(cfg_parse(opts, n, 3, bad1, 1, NULL, 0, &npos, "usage", stdout, err, sizeof err) == CFG_OK);
+    CHECK(train_config_flags_apply(&d, err, sizeof err) != 0 && strstr(err, "net") && strstr(err, "6y64"));
+    d = train_config_default();
+    n = train_config_flags(&d, opts, TRAIN_CONFIG_NFLAGS);
+    char *bad2[] = {"prog", "--lr-schedule", "linear"};
+    CHECK(cfg_parse(opts, n, 3, bad2, 1, NULL, 0, &npos, "usage", stdout, err, sizeof err) == CFG_OK);
+    CHECK(train_config_flags_apply(&d, err, sizeof err) != 0 && strstr(err, "lr-schedule"));
+    d = train_config_default();
+    n = train_config_flags(&d, opts, TRAIN_CONFIG_NFLAGS);
+    char *bad3[] = {"prog", "--batch", "0"};
+    CHECK(cfg_parse(opts, n, 3, bad3, 1, NULL, 0, &npos, "usage", stdout, err, sizeof err) == CFG_ERROR &&
+          strstr(err, "batch"));
+    d = train_config_default();
+    n = train_config_flags(&d, opts, TRAIN_CONFIG_NFLAGS);
+    char *bad4[] = {"prog", "--window-min", "100", "--window-max", "50"};
+    CHECK(cfg_parse(opts, n, 5, bad4, 1, NULL, 0, &npos, "usage", stdout, err, sizeof err) == CFG_OK);
+    CHECK(train_config_flags_apply(&d, err, sizeof err) != 0 && strstr(err, "window"));
+}
+
+/* The window over 3 shards of cycles 1, 1, 2. */
+static void test_window(void) {
+    char err[1024];
+    t_run_t R;
+    t_run_open(&R, t_path("run"));
+    t_rng = 5;
+    const char *rel[3];
+    /* rows from ply 4 on: all positions distinct (checked below) */
+    rel[0] = t_add_shard_from(&R, 1, 2, 14, 4);
+    rel[1] = t_add_shard_from(&R, 1, 2, 14, 4);
+    rel[2] = t_add_shard_from(&R, 2, 2, 14, 4);
+    db_shard_t *list = NULL;
+    int32_t nl = 0;
+    KOMA_ASSERT(db_writer_flush(R.w, -1) == DB_OK);
+    char dbp[900];
+    snprintf(dbp, sizeof dbp, "%s/koma.db", R.dir);
+    db_t *db = NULL;
+    KOMA_ASSERT(db_open(dbp, DB_OPEN_READONLY, &db, err, sizeof err) == DB_OK);
+    KOMA_ASSERT(db_shards_recent(db, 0, &list, &nl) == DB_OK && nl == 3);
+    db_close(db);
+    int64_t rows[3];
+    for (int i = 0; i < 3; i++) rows[i] = list[i].rows;
+    CHECK(!strcmp(list[0].path, rel[0]) && !strcmp(list[2].path, rel[2]));
+    CHECK(train_window_count(list, nl, ENC_FEATURES_VERSION, -1, -1) == rows[0] + rows[1] + rows[2]);
+    CHECK(train_window_count(list, nl, ENC_FEATURES_VERSION, 1, 2) == rows[2]);
+    CHECK(train_window_count(list, nl, ENC_FEATURES_VERSION + 1, -1, -1) == 0);
+
+    train_window_t *w = train_window_new(R.dir, &T_FMT, NULL, NULL, err, sizeof err);
+    KOMA_ASSERT(w);
+    shard_batch_t *b1 = shard_batch_new(&T_FMT, 64, 0, err, sizeof err);
+    shard_batch_t *b2 = shard_batch_new(&T_FMT, 64, 0, err, sizeof err);
+    KOMA_ASSERT(b1 && b2);
+    /* empty window: a clear error */
+    CHECK(train_window_sample(w, 1, 8, b1, err, sizeof err) != 0 && strstr(err, "empty"));
+
+    /* cycle <= 1, the last 5 rows of shard 0 plus all of shard 1 */
+    int64_t pos = 0;
+    int32_t bad = 0;
+    int64_t want = rows[1] + 5;
+    CHECK_OK(train_window_select(w, list, nl, 1, want, &pos, &bad, err, sizeof err), err);
+    CHECK(pos == want && bad == 0 && train_window_shards(w) == 2);
+    /* which (shard, row) does each batch row come from? match on the position column */
+    char p0[1000], p1[1000], p2[1000];
+    snprintf(p0, sizeof p0, "%s/%s", R.dir, rel[0]);
+    snprintf(p1, sizeof p1, "%s/%s", R.dir, rel[1]);
+    snprintf(p2, sizeof p2, "%s/%s", R.dir, rel[2]);
+    shard_t *s0 = shard_open(p0, &T_FMT, 0, err, sizeof err), *s1 = shard_open(p1, &T_FMT, 0, err, sizeof err),
+            *s2 = shard_open(p2, &T_FMT, 0, err, sizeof err);
+    KOMA_ASSERT(s0 && s1 && s2);
+    int dup = 0; /* no two rows share their planes */
+    const shard_t *ss[3] = {s0, s1, s2};
+    for (int a = 0; a < 3; a++)
+        for (int bb = 0; bb <= a; bb++)
+            for (int64_t i = 0; i < rows[a]; i++)
+                for (int64_t j = 0; j < (a == bb ? i : rows[bb]); j++)
+                    dup += !memcmp(shard_columns(ss[a])->planes + i * ENC_PACKED_BYTES,
+                                   shard_columns(ss[bb])->planes + j * ENC_PACKED_BYTES, ENC_PACKED_BYTES);
+    CHECK(dup == 0);
+    int64_t hits0[256] = {0}, hits1[256] = {0};
+    int outside = 0, unmatched = 0;
+    for (int k = 0; k < 200; k++) {
+        CHECK_OK(train_window_sample(w, train_key(9, 1, k), 64, b1, err, sizeof err), err);
+        for (int32_t r = 0; r < b1->B; r++) {
+            const uint8_t *pl = b1->planes + (size_t)r * ENC_PACKED_BYTES;
+            int found = 0;
+            for (int64_t j = 0; j < rows[1] && !found; j++)
+                if (!memcmp(pl, shard_columns(s1)->planes + j * ENC_PACKED_BYTES, ENC_PACKED_BYTES)) hits1[j]++, found = 1;
+            for (int64_t j = rows[0] - 5; j < rows[0] && !found; j++)
+                if (!memcmp(pl, shard_columns(s0)->planes + j * ENC_PACKED_BYTES, ENC_PACKED_BYTES)) hits0[j]++, found = 1;
+            if (!found) {
+                for (int64_t j = 0; j < rows[0] - 5; j++)
+                    if (!memcmp(pl, shard_columns(s0)->planes + j * ENC_PACKED_BYTES, ENC_PACKED_BYTES)) outside++;
+                for (int64_t j = 0; j < rows[2]; j++)
+                    if (!memcmp(pl, shard_columns(s2)->planes + j * ENC_PACKED_BYTES, ENC_PACKED_BYTES)) outside++;
+                unmatched++;
+            }
+        }
+    }
+    CHECK(unmatched == 0 && outside == 0);
+    int64_t minh = INT64_MAX, maxh = 0;
+    for (int64_t j = 0; j < rows[1]; j++) minh = hits1[j] < minh ? hits1[j] : minh, maxh = hits1[j] > maxh ? hits1[j] : maxh;
+    for (int64_t j = rows[0] - 5; j < rows[0]; j++) minh = hits0[j] < minh ? hits0[j] : minh, maxh = hits0[j] > maxh ? hits0[j] : maxh;
+    double expect = 200.0 * 64 / (double)want;
+    fprintf(stderr, "window of %" PRId64 " rows: hits per row %" PRId64 "..%" PRId64 " (expected %.0f each)\n", want,
+            minh, maxh, expect);
+    CHECK(minh > 0 && (double)minh > 0.5 * expect && (double)maxh < 1.6 * expect);
+    /* same key, same batch; another key, another batch */
+    CHECK_OK(train_window_sample(w, 12345, 64, b1, err, sizeof err), err);
+    CHECK_OK(train_window_sample(w, 12345, 64, b2, err, sizeof err), err);
+    CHECK(b1->B == 64 && !memcmp(b1->planes, b2->planes, 64 * ENC_PACKED_BYTES) &&
+          !memcmp(b1->result, b2->result, 64) && b1->policy_offsets[64] == b2->policy_offsets[64]);
+    CHECK_OK(train_window_sample(w, 12346, 64, b2, err, sizeof err), err);
+    CHECK(memcmp(b1->planes, b2->planes, 64 * ENC_PACKED_BYTES) != 0);
+    CHECK(train_key(1, 2, 3) != train_key(1, 3, 2) && train_key(1, 2, 3) == train_key(1, 2, 3));
+    /* a batch larger than the buffers is refused */
+    CHECK(train_window_sample(w, 1, 65, b1, err, sizeof err) != 0);
+
+    /* all cycles, all rows: the window grows to the newest shard */
+    CHECK_OK(train_window_select(w, list, nl, -1, 0, &pos, &bad, err, sizeof err), err);
+    CHECK(pos == rows[0] + rows[1] + rows[2] && train_window_shards(w) == 3);
+    /* only the newest shard: the others are closed (their files may go) */
+    CHECK_OK(train_window_select(w, list, nl, -1, rows[2], &pos, &bad, err, sizeof err), err);
+    CHECK(pos == rows[2] && train_window_shards(w) == 1);
+
+    shard_close(s0);
+    shard_close(s1);
+    shard_close(s2);
+    shard_batch_free(b1);
+    shard_batch_free(b2);
+    train_window_free(w);
+    free(list);
+    t_run_close(&R);
+}
+
+int main(void) {
+    t_scratch("train_window");
+    test_formula();
+    test_flags();
+    test_window();
+    if (!g_fail) t_rm_rf(g_dir);
+    return t_done("test_train_window");
+}
