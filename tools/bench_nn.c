@@ -226,7 +226,7 @@ int main(int argc, char **argv) {
         int64_t np;
         nn_net_params(net, &np, NULL);
         printf("net %s (%lld params)\n", tok, (long long)np);
-        bench_conv(be, cfg.channels, train_batch, secs);
+        bench_conv(be, cfg.channels, train_batch > 0 ? train_batch : 256, secs);
         bench_infer(be, net, batches, nb, secs);
         if (train_batch > 0) bench_train(net, train_batch, secs);
         nn_net_free(net);
