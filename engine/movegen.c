@@ -123,6 +123,7 @@ static ALWAYS_INLINE int32_t gen_legal(const Position *pos, Move *out, const boo
             const Bitboard e_rd = bb_and(pos->bb[POS_BB_ROOK_DRAGON], theirs);
             while (bb_nonzero(t)) {
                 Square to = bb_pop_lsb(&t);
+                /* Their X attacks `to` iff our X standing on `to` would attack it. */
                 Bitboard a = bb_and(bb_step_tab[us][PT_PAWN][to], e_pawn);
                 a = bb_or(a, bb_and(bb_step_tab[us][PT_KNIGHT][to], e_knight));
                 a = bb_or(a, bb_and(bb_step_tab[us][PT_SILVER][to], e_silver));
