@@ -253,7 +253,9 @@ SfenError sfen_parse(Position *pos, const char *s, size_t len, char *err, size_t
     }
     if (next_token(r, &b, &e)) {
         int64_t ply = 0;
-        if (e - b > 6) return fail(r, SFEN_ERR_PLY, "ply '%.*s' is not in 1..999999", (int)(e - b > 16 ? 16 : e - b), r->s + b);
+        if (e - b > 9)
+            return fail(r, SFEN_ERR_PLY, "ply '%.*s' is not in 1..%d", (int)(e - b > 16 ? 16 : e - b), r->s + b,
+                        SFEN_PLY_MAX);
         for (size_t i = b; i < e; i++) {
             char c = r->s[i];
             if (c < '0' || c > '9')
@@ -315,7 +317,8 @@ int32_t sfen_write(const Position *pos, char *buf, size_t buflen) {
             tmp[n++] = c == COLOR_WHITE ? (char)(ch - 'A' + 'a') : ch;
         }
     if (n == before) tmp[n++] = '-';
-    n += snprintf(tmp + n, sizeof tmp - (size_t)n, " %d", (int)pos->game_ply);
+    int32_t ply = pos->game_ply < 1 ? 1 : pos->game_ply > SFEN_PLY_MAX ? SFEN_PLY_MAX : pos->game_ply;
+    n += snprintf(tmp + n, sizeof tmp - (size_t)n, " %d", (int)ply);
     if (!buf || buflen == 0) return n;
     size_t k = (size_t)n < buflen ? (size_t)n : buflen - 1;
     memcpy(buf, tmp, k);

@@ -7,7 +7,8 @@
  * SFEN fields: board, side ('b'/'w'), hands ('-' for none), ply.
  *   - board and side are required. Hands are optional (default none) and
  *     so is the ply (default 1; a ply can only follow a hand field); a ply
- *     must be a decimal integer 1..999999 without sign.
+ *     must be a decimal integer 1..SFEN_PLY_MAX without sign. sfen_write
+ *     writes at most SFEN_PLY_MAX, so what it writes always reads back.
  *   - fields are separated by one or more spaces; leading/trailing
  *     whitespace (space, tab, CR, LF) is ignored; anything else after the
  *     ply is an error.
@@ -33,6 +34,8 @@
 #define SFEN_STARTPOS "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 1"
 /* Longest SFEN sfen_write produces, with its NUL. */
 enum { SFEN_MAX_LEN = 256 };
+/* Largest ply field read or written (9 digits). */
+enum { SFEN_PLY_MAX = 999999999 };
 /* Longest USI move text with its NUL ("8h2b+"). */
 enum { MOVE_USI_MAX = 6 };
 
@@ -54,7 +57,7 @@ typedef enum {
     SFEN_ERR_HAND_KING,      /* a king in hand */
     SFEN_ERR_HAND_PROMOTED,  /* a promoted piece in hand */
     SFEN_ERR_HAND_COUNT,     /* count 0, with a leading zero, too large, or dangling */
-    SFEN_ERR_PLY,            /* ply not a decimal integer in 1..999999 */
+    SFEN_ERR_PLY,            /* ply not a decimal integer in 1..SFEN_PLY_MAX */
     SFEN_ERR_TRAILING,       /* text after the ply */
     SFEN_ERR_OPPONENT_IN_CHECK, /* the side that just moved is in check */
     SFEN_ERR_NB

@@ -98,6 +98,8 @@ static const BadCase BAD[] = {
     {"4k4/9/9/9/9/9/9/9/4K4 b - x", SFEN_ERR_PLY},
     {"4k4/9/9/9/9/9/9/9/4K4 b - 12a", SFEN_ERR_PLY},
     {"4k4/9/9/9/9/9/9/9/4K4 b - 99999999999999999999", SFEN_ERR_PLY},
+    {"4k4/9/9/9/9/9/9/9/4K4 b - 1000000000", SFEN_ERR_PLY},
+    {"4k4/9/9/9/9/9/9/9/4K4 b - 999999999", SFEN_OK},
     {"4k4/9/9/9/9/9/9/9/4K4 b - 1 moves", SFEN_ERR_TRAILING},
     {"startpos moves 7g7f", SFEN_ERR_TRAILING},
     {"4k4/9/9/9/9/9/9/9/4K3R w - 1", SFEN_OK},
@@ -237,6 +239,12 @@ static void test_known(void) {
     CHECK(pos_piece_on(&pos2, sq_make(7, 7)) == piece_make(COLOR_BLACK, PT_BISHOP), "8h holds Black's bishop");
     CHECK(pos_piece_on(&pos2, sq_make(1, 1)) == piece_make(COLOR_WHITE, PT_BISHOP), "2b holds White's bishop");
     CHECK(pos_piece_on(&pos2, 0) == piece_make(COLOR_WHITE, PT_LANCE), "square 0 is 1a");
+    /* The ply field saturates at SFEN_PLY_MAX, so what is written reads back. */
+    sfen_parse_cstr(&pos, "4k4/9/9/9/9/9/9/9/4K4 b - 999999999", err, sizeof err);
+    pos_do_move(&pos, move_from_usi(&pos, "5i5h", 4));
+    sfen_write(&pos, buf, sizeof buf);
+    CHECK(strcmp(buf, "4k4/9/9/9/9/9/9/4K4/9 w - 999999999") == 0, "saturated ply: '%s'", buf);
+    CHECK(sfen_parse_cstr(&pos2, buf, err, sizeof err) == SFEN_OK, "saturated ply reads back: %s", err);
 }
 
 static void test_usi_bad(void) {
