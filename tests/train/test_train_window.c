@@ -110,7 +110,7 @@ static void test_window(void) {
     db_shard_t *list = NULL;
     int32_t nl = 0;
     KOMA_ASSERT(db_writer_flush(R.w, -1) == DB_OK);
-    char dbp[900];
+    char dbp[1000];
     snprintf(dbp, sizeof dbp, "%s/koma.db", R.dir);
     db_t *db = NULL;
     KOMA_ASSERT(db_open(dbp, DB_OPEN_READONLY, &db, err, sizeof err) == DB_OK);

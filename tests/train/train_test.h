@@ -84,14 +84,14 @@ static inline uint64_t t_next(void) {
 
 /* ---- a run: directory, koma.db, writer -------------------------------------------------- */
 typedef struct {
-    char dir[700];
+    char dir[900];
     db_t *db;
     db_writer_t *w;
     int64_t seq; /* shards written */
 } t_run_t;
 
 static inline void t_run_open(t_run_t *r, const char *dir) {
-    char err[1024], path[900];
+    char err[1024], path[1000];
     memset(r, 0, sizeof *r);
     snprintf(r->dir, sizeof r->dir, "%s", dir);
     KOMA_ASSERT(compat_mkdir_p(dir, err, sizeof err) == 0);
