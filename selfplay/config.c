@@ -1,0 +1,166 @@
+/* config.c - selfplay flags, defaults and their translation; see config.h. */
+#include "selfplay/config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/encode.h"
+#include "engine/rules.h"
+
+void sp_config_default(sp_config_t *c) {
+    memset(c, 0, sizeof *c);
+    snprintf(c->run, sizeof c->run, "runs/default");
+    c->cycles = 10;
+    c->games_per_cycle = 32;
+    c->shard_games = 16;
+    c->sync_train = 0;
+    c->max_ahead = 1;
+    c->seed = 0;
+    c->progress_s = 1.0;
+    c->verify_shards = 0;
+    c->threads = 2;
+    c->games_per_thread = 32;
+    c->leaves_per_game = 4;
+    snprintf(c->search, sizeof c->search, "gumbel");
+    c->visits = 64;
+    c->visits_fast = 16;
+    c->full_prob = 0.25;
+    c->gumbel_m = 16;
+    c->cpuct = 1.25;
+    c->fpu = 0.2;
+    c->noise_alpha_scale = 10.0;
+    c->noise_weight = 0.25;
+    c->tree_reuse = 1;
+    c->cache_mb = 64;
+    c->max_ply = RULES_MAX_PLY_DEFAULT;
+    c->random_opening = 4;
+    c->temp_plies = 30;
+    c->temp_start = 1.0;
+    c->temp_end = 0.3;
+    c->resign_threshold = -0.9;
+    c->resign_consecutive = 2;
+    c->no_resign_fraction = 0.2;
+    snprintf(c->backend, sizeof c->backend, "cpu");
+    c->device = 0;
+    c->streams = 0;
+    c->max_batch = 256;
+    c->gather_us = 1000;
+    c->cpu_threads = 0;
+}
+
+int sp_config_flags(sp_config_t *c, cfg_opt_t *opts, int cap) {
+    const cfg_opt_t all[] = {
+        {"run", CFG_TYPE_STRING, c->run, 1, 0, "run directory (koma.db, shards/, models/, log)"},
+        {"cycles", CFG_TYPE_INT, &c->cycles, 1, 1e9, "stop when this many nets are published in all (resumes count)"},
+        {"games-per-cycle", CFG_TYPE_INT, &c->games_per_cycle, 1, 1e9, "games played per cycle (per published net)"},
+        {"shard-games", CFG_TYPE_INT, &c->shard_games, 0, 1e9, "games per shard file (0 = one shard per cycle)"},
+        {"sync-train", CFG_TYPE_BOOL, &c->sync_train, 1, 0, "wait for each new net before playing on"},
+        {"max-ahead", CFG_TYPE_INT, &c->max_ahead, 1, 1000, "cycles self-play may run ahead of the newest net"},
+        {"seed", CFG_TYPE_INT, &c->seed, 0, 9.2e18, "random seed (0 = new each invocation); mixed with the run row"},
+        {"progress", CFG_TYPE_DOUBLE, &c->progress_s, 0, 3600, "seconds between progress lines (0 = none)"},
+        {"verify-shards", CFG_TYPE_BOOL, &c->verify_shards, 1, 0, "hash every shard file at start-up"},
+        {"threads", CFG_TYPE_INT, &c->threads, 1, 1024, "self-play worker threads"},
+        {"games-per-thread", CFG_TYPE_INT, &c->games_per_thread, 2, 65536, "games each worker plays at once"},
+        {"leaves-per-game", CFG_TYPE_INT, &c->leaves_per_game, 1, 256, "leaves one game adds to a batch per step"},
+        {"search", CFG_TYPE_STRING, c->search, 1, 0, "root search: gumbel | puct"},
+        {"visits", CFG_TYPE_INT, &c->visits, 1, 1e7, "visits of a full search (policy target)"},
+        {"visits-fast", CFG_TYPE_INT, &c->visits_fast, 1, 1e7, "visits of a fast search (no policy target)"},
+        {"full-prob", CFG_TYPE_DOUBLE, &c->full_prob, 0, 1, "probability that a move gets a full search"},
+        {"gumbel-m", CFG_TYPE_INT, &c->gumbel_m, 1, 600, "Gumbel: root actions sampled"},
+        {"cpuct", CFG_TYPE_DOUBLE, &c->cpuct, 0, 100, "PUCT exploration constant c_init"},
+        {"fpu", CFG_TYPE_DOUBLE, &c->fpu, 0, 10, "PUCT first-play urgency reduction"},
+        {"noise-alpha-scale", CFG_TYPE_DOUBLE, &c->noise_alpha_scale, 0.001, 1e6,
+         "PUCT: Dirichlet alpha = this / legal moves"},
+        {"noise-weight", CFG_TYPE_DOUBLE, &c->noise_weight, 0, 1, "PUCT: Dirichlet noise weight"},
+        {"tree-reuse", CFG_TYPE_BOOL, &c->tree_reuse, 1, 0, "keep the searched subtree of the played move"},
+        {"cache-mb", CFG_TYPE_INT, &c->cache_mb, 0, 1e6, "shared network-result cache in MiB (0 = none)"},
+        {"max-ply", CFG_TYPE_INT, &c->max_ply, 1, 2000, "moves after which a game is a draw"},
+        {"random-opening", CFG_TYPE_INT, &c->random_opening, 0, 100, "up to this many random first moves per game"},
+        {"temp-plies", CFG_TYPE_INT, &c->temp_plies, 0, 2000, "plies whose move is sampled with a temperature"},
+        {"temp-start", CFG_TYPE_DOUBLE, &c->temp_start, 0.01, 100, "move temperature at the first searched ply"},
+        {"temp-end", CFG_TYPE_DOUBLE, &c->temp_end, 0.01, 100, "move temperature reached at temp-plies (geometric decay)"},
+        {"resign-threshold", CFG_TYPE_DOUBLE, &c->resign_threshold, -2, 1,
+         "resign when the search value (W-L) stays below this (<= -1: never)"},
+        {"resign-consecutive", CFG_TYPE_INT, &c->resign_consecutive, 1, 1000, "... for this many own moves in a row"},
+        {"no-resign-fraction", CFG_TYPE_DOUBLE, &c->no_resign_fraction, 0, 1,
+         "share of games that never resign (they measure false resignations)"},
+        {"backend", CFG_TYPE_STRING, c->backend, 1, 0, "inference backend: cpu | cuda | auto"},
+        {"device", CFG_TYPE_INT, &c->device, 0, 64, "CUDA device of the inference server"},
+        {"streams", CFG_TYPE_INT, &c->streams, 0, 64, "inference device workers (0 = backend default)"},
+        {"max-batch", CFG_TYPE_INT, &c->max_batch, 1, 65536, "positions per inference batch"},
+        {"gather-us", CFG_TYPE_INT, &c->gather_us, 0, 1e7, "inference: wait this long for a fuller batch"},
+        {"cpu-threads", CFG_TYPE_INT, &c->cpu_threads, 0, 4096, "CPU inference BLAS threads (0 = all CPUs)"},
+    };
+    int n = (int)(sizeof all / sizeof all[0]);
+    if (n > cap) n = cap;
+    memcpy(opts, all, sizeof(cfg_opt_t) * (size_t)n);
+    return n;
+}
+
+int sp_config_check(const sp_config_t *c, char *err, size_t errlen) {
+    if (strcmp(c->search, "gumbel") && strcmp(c->search, "puct")) {
+        snprintf(err, errlen, "search: '%s' is not gumbel or puct", c->search);
+        return -1;
+    }
+    if (strcmp(c->backend, "cpu") && strcmp(c->backend, "cuda") && strcmp(c->backend, "auto")) {
+        snprintf(err, errlen, "backend: '%s' is not cpu, cuda or auto", c->backend);
+        return -1;
+    }
+    if (!c->run[0]) {
+        snprintf(err, errlen, "run: an empty run directory");
+        return -1;
+    }
+    if (c->games_per_thread < 2) {
+        snprintf(err, errlen, "games-per-thread: %lld, need 2 at least (two halves)", (long long)c->games_per_thread);
+        return -1;
+    }
+    return 0;
+}
+
+void sp_config_mcts(const sp_config_t *c, uint64_t seed, MctsParams *p) {
+    mcts_params_default(p);
+    p->root_mode = strcmp(c->search, "puct") == 0 ? MCTS_ROOT_PUCT : MCTS_ROOT_GUMBEL;
+    p->c_init = (float)c->cpuct;
+    p->fpu_reduction = (float)c->fpu;
+    p->noise = true;
+    p->noise_alpha_scale = (float)c->noise_alpha_scale;
+    p->noise_weight = (float)c->noise_weight;
+    p->move_temp_plies = 0; /* selfplay samples with its own decaying temperature */
+    p->gumbel_m = (int32_t)c->gumbel_m;
+    p->visits_full = (int32_t)c->visits;
+    p->visits_fast = (int32_t)c->visits_fast;
+    p->full_prob = (float)c->full_prob;
+    p->mate1_leaf = true;
+    p->max_ply = (int32_t)c->max_ply;
+    p->encode_leaves = true;
+    p->single_move_stop = true;
+    /* A search adds at most one node per playout; a reused subtree holds at
+     * most the previous search's. Edges: up to ~600 per node in drop-rich
+     * endgames, ~80 on average; 128 per node leaves room. */
+    int64_t v = c->visits > c->visits_fast ? c->visits : c->visits_fast;
+    int64_t nodes = 2 * v + 4 * c->leaves_per_game + 64;
+    if (nodes > 1 << 24) nodes = 1 << 24;
+    p->node_limit = (int32_t)nodes;
+    p->edge_limit = nodes * 128 > 4096 ? nodes * 128 : 4096;
+    p->search_batch = (int32_t)c->leaves_per_game;
+    p->seed = seed ? seed : 1;
+}
+
+nn_server_config_t sp_config_server(const sp_config_t *c) {
+    nn_server_config_t s = nn_server_config_default();
+    s.backend = c->backend;
+    s.device = (int32_t)c->device;
+    s.streams = (int32_t)c->streams;
+    s.cpu_threads = (int32_t)c->cpu_threads;
+    s.max_batch = (int32_t)c->max_batch;
+    s.gather_us = (int32_t)c->gather_us;
+    s.expect_features_version = ENC_FEATURES_VERSION;
+    /* Every worker keeps two submissions of up to half its games' leaves in
+     * flight: the queue must hold them all, or submitters block on each other. */
+    int64_t half = (c->games_per_thread + 1) / 2 * c->leaves_per_game;
+    int64_t q = 2 * c->threads * half + c->max_batch;
+    if (q < 8 * c->max_batch) q = 8 * c->max_batch;
+    if (q > INT32_MAX / 2) q = INT32_MAX / 2;
+    s.queue_positions = (int32_t)q;
+    return s;
+}

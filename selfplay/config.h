@@ -1,0 +1,83 @@
+/* config.h - the flags of `selfplay` and what they turn into.
+ *
+ * Owns: sp_config_t (every self-play, search, inference-server and driver
+ * flag with its default), the flag table for data/config.h, the checks of a
+ * configuration, and its translation into MctsParams and nn_server_config_t.
+ * Does not own: the trainer's flags (train/trainer.h adds its own to the same
+ * table), parsing (data/config.c).
+ *
+ * The compiled-in defaults are the laptop-CPU defaults and equal
+ * configs/cpu.ini; configs/gpu.ini is the GPU-sized set.
+ */
+#ifndef KOMA_SELFPLAY_CONFIG_H
+#define KOMA_SELFPLAY_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "data/config.h"
+#include "mcts/mcts.h"
+#include "nn/server.h"
+
+/* Fields bound to flags have the types cfg_opt_t wants (int64_t, double,
+ * int for booleans, char[CFG_STRING_MAX]). */
+typedef struct {
+    /* run */
+    char run[CFG_STRING_MAX];      /* run directory ("runs/default") */
+    int64_t cycles;                /* published nets in total, counting resumed ones (10) */
+    int64_t games_per_cycle;       /* games a cycle plays before its net is trained (32) */
+    int64_t shard_games;           /* games per shard; 0: one shard per cycle (16) */
+    int sync_train;                /* 1: wait for each net before playing on (0: overlap) */
+    int64_t max_ahead;             /* cycles self-play may run ahead of the newest net (1) */
+    int64_t seed;                  /* 0: a new seed per invocation; else mixed with the run row id */
+    double progress_s;             /* progress line period in seconds; 0 = none (1) */
+    int verify_shards;             /* hash every shard at start-up (0: sizes only) */
+    /* workers */
+    int64_t threads;               /* self-play worker threads (2) */
+    int64_t games_per_thread;      /* games each worker drives at once (32) */
+    int64_t leaves_per_game;       /* leaves one game adds to a batch per step (4) */
+    /* search */
+    char search[CFG_STRING_MAX];   /* "gumbel" | "puct" */
+    int64_t visits;                /* visits of a full search (64) */
+    int64_t visits_fast;           /* visits of a fast search (16) */
+    double full_prob;              /* probability of a full search (0.25) */
+    int64_t gumbel_m;              /* Gumbel sampled root actions (16) */
+    double cpuct;                  /* PUCT c_init (1.25) */
+    double fpu;                    /* PUCT first-play urgency reduction (0.2) */
+    double noise_alpha_scale;      /* PUCT Dirichlet alpha = this / legal moves (10) */
+    double noise_weight;           /* PUCT Dirichlet weight (0.25) */
+    int tree_reuse;                /* keep the played subtree between moves (1) */
+    int64_t cache_mb;              /* shared NN cache, MiB (64; 0 = none) */
+    /* game */
+    int64_t max_ply;               /* moves before a game is a draw (320) */
+    int64_t random_opening;        /* up to this many uniformly random first moves (4) */
+    int64_t temp_plies;            /* plies sampled with a temperature (30) */
+    double temp_start, temp_end;   /* temperature at ply 0 and at temp_plies (1.0, 0.3), geometric */
+    double resign_threshold;       /* resign when the value stays below this (-0.9; <= -1: never) */
+    int64_t resign_consecutive;    /* ... for this many of the side's searches in a row (2) */
+    double no_resign_fraction;     /* games that never resign (0.2), which measure false resignations */
+    /* inference server */
+    char backend[CFG_STRING_MAX];  /* "cpu" | "cuda" | "auto" */
+    int64_t device;                /* CUDA device */
+    int64_t streams;               /* device workers (0: backend default) */
+    int64_t max_batch;             /* positions per device batch (256) */
+    int64_t gather_us;             /* wait for a fuller batch at most this long (1000) */
+    int64_t cpu_threads;           /* CPU backend BLAS threads (0: all CPUs) */
+} sp_config_t;
+
+void sp_config_default(sp_config_t *c);
+
+/* Writes the self-play flags into opts (cap entries at least SP_CONFIG_NFLAGS);
+ * returns how many. The table points into *c. */
+#define SP_CONFIG_NFLAGS 40
+int sp_config_flags(sp_config_t *c, cfg_opt_t *opts, int cap);
+
+/* Checks combinations the per-flag ranges cannot: 0, or -1 with err naming the flag. */
+int sp_config_check(const sp_config_t *c, char *err, size_t errlen);
+
+/* Search parameters of one game slot (seed picks its random stream). */
+void sp_config_mcts(const sp_config_t *c, uint64_t seed, MctsParams *p);
+/* Inference server configuration. */
+nn_server_config_t sp_config_server(const sp_config_t *c);
+
+#endif

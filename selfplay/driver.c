@@ -1,0 +1,866 @@
+/* driver.c - the cycle driver behind `selfplay`; see driver.h. */
+#include "selfplay/driver.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "compat/compat.h"
+#include "data/db.h"
+#include "data/shard.h"
+#include "data/writer.h"
+#include "engine/encode.h"
+#include "engine/rules.h"
+#include "mcts/cache.h"
+#include "nn/server.h"
+#include "selfplay/game.h"
+#include "selfplay/worker.h"
+
+#ifndef KOMA_VERSION_STRING
+#define KOMA_VERSION_STRING "0.0.0"
+#endif
+
+#define SP_PATH_MAX 1024
+#define SP_WRITER_CAPACITY 1024
+#define SP_WRITER_DRAIN_MS 600000 /* a stop waits this long for queued shard writes */
+#define SP_SUBMIT_TIMEOUT_MS 600000
+#define SP_TAKE_MAX 256
+
+/* A closed cycle whose shards are on their way to the writer. */
+typedef struct {
+    int64_t cycle;
+    int64_t need_shards; /* committed shard jobs needed before it can be trained */
+} closed_t;
+
+/* A cycle handed to the trainer and not yet reported. */
+typedef struct {
+    int64_t cycle;
+    int64_t steps;       /* expected optimizer steps (train_steps_for) */
+} training_t;
+
+/* What the current cycle has done in this session. */
+typedef struct {
+    int64_t cycle;
+    int64_t t0_ns;
+    double started;      /* unix seconds */
+    int64_t games, rows, plies, full_rows;
+    int64_t black, white, draws;
+    int64_t reasons[RULES_END_NB];
+    int64_t no_resign, would_resign, false_resign;
+    int64_t evaluated, batches;
+    double busy_s, worker_s; /* device busy seconds, wall x workers */
+    int64_t gens[8], gen_games[8];
+    int32_t n_gens;
+} cycle_acc_t;
+
+typedef struct {
+    const sp_config_t *cfg;
+    train_config_t tcfg;
+    char run_dir[SP_PATH_MAX];
+    FILE *log;
+    compat_mutex_t log_mu;
+    int64_t t_start_ns;
+
+    db_t *db;   /* read-write; the writer thread's once it starts */
+    db_t *rdb;  /* read-only: the driver thread's queries */
+    db_writer_t *writer;
+    nn_server_t *server;
+    train_trainer_t *trainer;
+    MctsCache *cache;
+    sp_pool_t *pool;
+    shard_format_t fmt;
+    shard_builder_t *builder;  /* the shard being filled (cycle `fill`) */
+    int64_t seq;               /* next shard number */
+    int64_t run_id;
+
+    /* cycles */
+    int64_t target;            /* model cycle that ends the run */
+    int64_t latest;            /* newest published model */
+    int64_t latest_steps;      /* optimizer steps behind it */
+    int64_t fill;              /* cycle being filled with games */
+    int64_t fill_games;        /* its games: committed before start-up + this session */
+    int64_t fill_positions;    /* their positions */
+    int64_t total_games;       /* games of the run: committed before start-up + this session */
+    closed_t *closed;
+    int32_t n_closed, cap_closed;
+    training_t *training;
+    int32_t n_training, cap_training;
+    bool paused;
+    bool pool_running;
+    cycle_acc_t acc;
+
+    /* shard commits (the writer thread's callback) */
+    atomic_llong shards_submitted, shards_done;
+    atomic_int shard_failed;
+    char shard_err[DB_ERR_MAX];  /* under log_mu */
+
+    /* trainer progress, parsed from its log (under log_mu) */
+    int64_t train_step_seen, train_steps_seen, train_cycle_seen;
+
+    /* model ids by cycle (generation = cycle + 1) */
+    int64_t id_cycle[16], id_model[16];
+    int32_t n_ids;
+
+    /* progress window */
+    int64_t prog_t_ns, prog_searches, prog_lookups, prog_hits;
+    int64_t srv_evaluated, srv_batches; /* last server counters */
+    int64_t srv_t_ns;
+    double win_evals, win_batches, win_busy, win_worker_s, win_s;
+} driver_t;
+
+/* ---- log ---------------------------------------------------------------------------- */
+
+static void vlog_line(driver_t *d, const char *prefix, const char *fmt, va_list ap) {
+    char msg[2048];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    time_t now = time(NULL);
+    char ts[32] = "";
+    compat_mutex_lock(&d->log_mu);
+    const struct tm *tm = gmtime(&now);
+    if (tm) strftime(ts, sizeof ts, "%Y-%m-%d %H:%M:%S", tm);
+    fprintf(stderr, "%s%s\n", prefix, msg);
+    if (d->log) {
+        fprintf(d->log, "%s %s%s\n", ts, prefix, msg);
+        fflush(d->log);
+    }
+    compat_mutex_unlock(&d->log_mu);
+}
+
+static void dlog(driver_t *d, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vlog_line(d, "", fmt, ap);
+    va_end(ap);
+}
+
+static void dlog_prefix(driver_t *d, const char *prefix, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vlog_line(d, prefix, fmt, ap);
+    va_end(ap);
+}
+
+/* The trainer's log lines go to the same places; "cycle C: step S/T" lines
+ * also feed the progress line. */
+static void train_log(void *user, const char *line) {
+    driver_t *d = user;
+    long long c, s, t;
+    if (sscanf(line, "cycle %lld: step %lld/%lld", &c, &s, &t) == 3) {
+        compat_mutex_lock(&d->log_mu);
+        d->train_cycle_seen = c;
+        d->train_step_seen = s;
+        d->train_steps_seen = t;
+        compat_mutex_unlock(&d->log_mu);
+    }
+    dlog_prefix(d, "train: ", "%s", line);
+}
+
+/* ---- helpers ---------------------------------------------------------------------------- */
+
+static double wall_now(void) { return (double)time(NULL); }
+static double secs_since(int64_t t0_ns) { return (double)(compat_now_ns() - t0_ns) * 1e-9; }
+
+static uint64_t mix64(uint64_t z) {
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static void fmt_duration(double s, char *buf, size_t n) {
+    if (!(s >= 0) || s > 1e7) {
+        snprintf(buf, n, "?");
+        return;
+    }
+    long t = (long)(s + 0.5);
+    if (t >= 3600) snprintf(buf, n, "%ldh%02ldm", t / 3600, (t / 60) % 60);
+    else if (t >= 60) snprintf(buf, n, "%ldm%02lds", t / 60, t % 60);
+    else snprintf(buf, n, "%lds", t);
+}
+
+static int64_t model_id_of_cycle(driver_t *d, int64_t cycle) {
+    for (int32_t i = 0; i < d->n_ids; i++)
+        if (d->id_cycle[i] == cycle) return d->id_model[i];
+    db_model_t m;
+    if (cycle < 0 || db_model_by_cycle(d->rdb, (int32_t)cycle, &m) != DB_OK) return 0;
+    int32_t k = d->n_ids < 16 ? d->n_ids++ : (int32_t)(cycle % 16);
+    d->id_cycle[k] = cycle;
+    d->id_model[k] = m.id;
+    return m.id;
+}
+
+/* The server runs generation = model cycle + 1 (it starts at latest + 1 and
+ * the trainer publishes cycle c as the next generation). */
+static int64_t model_id_of_gen(driver_t *d, int64_t gen) {
+    return model_id_of_cycle(d, gen > 0 ? gen - 1 : d->latest);
+}
+
+static void acc_reset(driver_t *d, int64_t cycle) {
+    memset(&d->acc, 0, sizeof d->acc);
+    d->acc.cycle = cycle;
+    d->acc.t0_ns = compat_now_ns();
+    d->acc.started = wall_now();
+}
+
+/* Server counters since the previous call, into the cycle and the progress window. */
+static void sample_server(driver_t *d) {
+    if (!d->server) return;
+    nn_server_stats_t st;
+    nn_server_stats(d->server, &st);
+    int64_t now = compat_now_ns();
+    double dt = d->srv_t_ns ? (double)(now - d->srv_t_ns) * 1e-9 : 0.0;
+    d->srv_t_ns = now;
+    int64_t de = st.evaluated - d->srv_evaluated, db = st.batches - d->srv_batches;
+    d->srv_evaluated = st.evaluated;
+    d->srv_batches = st.batches;
+    double busy = st.busy_frac * dt * st.workers, ws = dt * st.workers;
+    d->acc.evaluated += de, d->acc.batches += db, d->acc.busy_s += busy, d->acc.worker_s += ws;
+    d->win_evals += (double)de, d->win_batches += (double)db, d->win_busy += busy, d->win_worker_s += ws;
+    d->win_s += dt;
+}
+
+/* ---- shards -------------------------------------------------------------------------------- */
+
+static void shard_done(void *user, int status, const char *err, const db_shard_t *shard) {
+    driver_t *d = user;
+    (void)shard;
+    if (status == DB_OK) {
+        atomic_fetch_add(&d->shards_done, 1);
+        return;
+    }
+    compat_mutex_lock(&d->log_mu);
+    if (!atomic_load(&d->shard_failed))
+        snprintf(d->shard_err, sizeof d->shard_err, "shard commit failed (%s): %s", db_status_name(status),
+                 err ? err : "");
+    atomic_store(&d->shard_failed, 1);
+    compat_mutex_unlock(&d->log_mu);
+}
+
+static int new_builder(driver_t *d, char *err, size_t errlen) {
+    d->builder = shard_builder_new(&d->fmt, err, errlen);
+    return d->builder ? 0 : -1;
+}
+
+/* Sends the builder's games (if any) to the writer as a shard of cycle `cycle`. */
+static int flush_shard(driver_t *d, int64_t cycle, char *err, size_t errlen) {
+    if (!d->builder || shard_builder_games(d->builder) == 0) return 0;
+    char rel[DB_PATH_MAX], full[SP_PATH_MAX + DB_PATH_MAX];
+    for (;;) { /* never a path that exists (an orphan moved back by hand, ...) */
+        shard_path_format(rel, sizeof rel, (int32_t)cycle, d->seq);
+        snprintf(full, sizeof full, "%s/%s", d->run_dir, rel);
+        if (!compat_file_exists(full)) break;
+        d->seq++;
+    }
+    int32_t games = shard_builder_games(d->builder);
+    int64_t rows = shard_builder_rows(d->builder);
+    int st = shard_submit(d->writer, d->run_dir, rel, (int32_t)cycle, d->builder, shard_done, d, SP_SUBMIT_TIMEOUT_MS);
+    if (st != DB_OK) {
+        snprintf(err, errlen, "%s: cannot queue shard %s (%d games): %s", d->run_dir, rel, games, db_status_name(st));
+        return -1;
+    }
+    d->builder = NULL;
+    d->seq++;
+    atomic_fetch_add(&d->shards_submitted, 1);
+    dlog(d, "shard %s: %d games, %" PRId64 " positions queued", rel, games, rows);
+    return new_builder(d, err, errlen);
+}
+
+/* ---- cycles --------------------------------------------------------------------------------- */
+
+static void push_closed(driver_t *d, int64_t cycle, int64_t need) {
+    if (d->n_closed == d->cap_closed) {
+        int32_t cap = d->cap_closed ? 2 * d->cap_closed : 16;
+        closed_t *q = realloc(d->closed, (size_t)cap * sizeof *q);
+        KOMA_ASSERT(q != NULL);
+        d->closed = q;
+        d->cap_closed = cap;
+    }
+    d->closed[d->n_closed++] = (closed_t){cycle, need};
+}
+
+static void push_training(driver_t *d, int64_t cycle, int64_t steps) {
+    if (d->n_training == d->cap_training) {
+        int32_t cap = d->cap_training ? 2 * d->cap_training : 16;
+        training_t *q = realloc(d->training, (size_t)cap * sizeof *q);
+        KOMA_ASSERT(q != NULL);
+        d->training = q;
+        d->cap_training = cap;
+    }
+    d->training[d->n_training++] = (training_t){cycle, steps};
+}
+
+static void write_metrics(driver_t *d, const cycle_acc_t *a, int64_t games, int64_t positions) {
+    double sp_s = secs_since(a->t0_ns);
+    db_cycle_metrics_t m = {
+        .cycle = (int32_t)a->cycle,
+        .started = a->started,
+        .finished = wall_now(),
+        .games = games,
+        .positions = positions,
+        .selfplay_s = sp_s,
+        .train_s = NAN,
+        .positions_per_s = sp_s > 0 ? (double)a->rows / sp_s : NAN,
+        .evals_per_s = sp_s > 0 ? (double)a->evaluated / sp_s : NAN,
+        .avg_batch = a->batches > 0 ? (double)a->evaluated / (double)a->batches : NAN,
+        .busy_pct = a->worker_s > 0 ? fmin(100.0, 100.0 * a->busy_s / a->worker_s) : NAN,
+        .avg_plies = a->games > 0 ? (double)a->plies / (double)a->games : NAN,
+        .black_wins = a->black,
+        .white_wins = a->white,
+        .draws = a->draws,
+        .elo = NAN,
+        .elo_lo = NAN,
+        .elo_hi = NAN,
+    };
+    int64_t g = 0, best = -1;
+    for (int32_t i = 0; i < a->n_gens; i++)
+        if (a->gen_games[i] > best) best = a->gen_games[i], g = a->gens[i];
+    m.model_id = model_id_of_gen(d, g);
+    int st = db_writer_cycle_metrics(d->writer, &m, 10000);
+    if (st != DB_OK) dlog(d, "warning: cycle %" PRId64 " metrics not queued: %s", a->cycle, db_status_name(st));
+    char rs[256] = "";
+    size_t len = 0;
+    for (int e = 1; e < RULES_END_NB; e++)
+        if (a->reasons[e] && len < sizeof rs)
+            len += (size_t)snprintf(rs + len, sizeof rs - len, "%s%s %" PRId64, len ? ", " : "", rules_end_name(e),
+                                    a->reasons[e]);
+    dlog(d,
+         "cycle %" PRId64 " self-play done: %" PRId64 " games this session (%" PRId64 " in all; black %" PRId64
+         " white %" PRId64 " draw %" PRId64 "; %s), %" PRId64 " positions (%" PRId64 " with a policy target), "
+         "%.1f plies/game, %.1f s, %.1f positions/s, %.0f evals/s, batch %.1f, busy %.0f%%",
+         a->cycle, a->games, games, a->black, a->white, a->draws, len ? rs : "-", a->rows, a->full_rows, m.avg_plies,
+         sp_s, m.positions_per_s, m.evals_per_s, m.avg_batch, m.busy_pct);
+    char rate[32] = "n/a";
+    if (a->would_resign) snprintf(rate, sizeof rate, "%.3f", (double)a->false_resign / (double)a->would_resign);
+    dlog(d,
+         "cycle %" PRId64 " resignation: %" PRId64 " no-resign games, %" PRId64 " would have resigned, %" PRId64
+         " of them wrongly (false-resignation rate %s)",
+         a->cycle, a->no_resign, a->would_resign, a->false_resign, rate);
+}
+
+/* The current cycle has its games: flush, hand it on, open the next one. */
+static int close_cycle(driver_t *d, char *err, size_t errlen) {
+    sample_server(d);
+    if (flush_shard(d, d->fill, err, errlen) != 0) return -1;
+    push_closed(d, d->fill, atomic_load(&d->shards_submitted));
+    write_metrics(d, &d->acc, d->fill_games, d->fill_positions);
+    d->fill++;
+    int64_t g = 0, p = 0;
+    if (d->fill <= d->target && db_count(d->rdb, (int32_t)d->fill, &g, &p) != DB_OK) g = p = 0;
+    d->fill_games = g;
+    d->fill_positions = p;
+    acc_reset(d, d->fill);
+    return 0;
+}
+
+static int handle_record(driver_t *d, sp_record_t *r, char *err, size_t errlen) {
+    if (d->fill > d->target) { /* every cycle has its games: the run is finishing */
+        sp_record_free(r);
+        return 0;
+    }
+    int64_t gen = sp_record_main_gen(r);
+    int rc = sp_record_add_to_shard(r, d->builder, model_id_of_gen(d, gen), err, errlen);
+    if (rc != 0) {
+        sp_record_free(r);
+        return -1;
+    }
+    int64_t r_rows = r->n_rows;
+    cycle_acc_t *a = &d->acc;
+    a->games++;
+    a->rows += r->n_rows;
+    a->full_rows += r->full_rows;
+    a->plies += r->n_moves;
+    if (r->result > 0) a->black++;
+    else if (r->result < 0) a->white++;
+    else a->draws++;
+    if (r->end > 0 && r->end < RULES_END_NB) a->reasons[r->end]++;
+    if (r->no_resign) a->no_resign++;
+    if (r->would_resign != COLOR_NB) a->would_resign++;
+    if (r->false_resign) a->false_resign++;
+    int32_t k = 0;
+    while (k < a->n_gens && a->gens[k] != gen) k++;
+    if (k == a->n_gens && k < 8) a->gens[a->n_gens++] = gen;
+    if (k < 8) a->gen_games[k]++;
+    sp_record_free(r);
+    d->fill_games++;
+    d->fill_positions += r_rows;
+    d->total_games++;
+    if (d->cfg->shard_games > 0 && shard_builder_games(d->builder) >= d->cfg->shard_games)
+        if (flush_shard(d, d->fill, err, errlen) != 0) return -1;
+    if (d->fill_games >= d->cfg->games_per_cycle) return close_cycle(d, err, errlen);
+    return 0;
+}
+
+/* Closed cycles whose shards are all committed go to the trainer, in order. */
+static int submit_training(driver_t *d, char *err, size_t errlen) {
+    int64_t done = atomic_load(&d->shards_done);
+    while (d->n_closed > 0 && d->closed[0].need_shards <= done) {
+        int64_t c = d->closed[0].cycle;
+        int64_t g = 0, p = 0;
+        if (db_count(d->rdb, (int32_t)c, &g, &p) != DB_OK) p = 0;
+        if (train_trainer_submit(d->trainer, c) != 0) {
+            snprintf(err, errlen, "%s: the trainer refused cycle %" PRId64, d->run_dir, c);
+            return -1;
+        }
+        push_training(d, c, train_steps_for(&d->tcfg, p));
+        dlog(d, "cycle %" PRId64 ": %" PRId64 " games, %" PRId64 " positions committed; training", c, g, p);
+        memmove(d->closed, d->closed + 1, (size_t)(--d->n_closed) * sizeof *d->closed);
+    }
+    return 0;
+}
+
+/* Reports of finished training cycles, in order. Returns 0, -1 (error) or
+ * TRAIN_STOPPED. */
+static int poll_training(driver_t *d, int64_t timeout_ms, char *err, size_t errlen) {
+    while (d->n_training > 0) {
+        int64_t c = d->training[0].cycle;
+        train_cycle_report_t rep;
+        char e[1024] = "";
+        int st = train_trainer_wait(d->trainer, c, timeout_ms, &rep, e, sizeof e);
+        if (st == TRAIN_TIMEOUT) return 0;
+        if (st == TRAIN_STOPPED) return TRAIN_STOPPED;
+        if (st != TRAIN_OK) {
+            snprintf(err, errlen, "training cycle %" PRId64 " failed: %s", c, e);
+            return -1;
+        }
+        d->latest = c;
+        d->latest_steps = rep.step;
+        int64_t gen = d->server ? nn_server_generation(d->server) : 0;
+        if (gen != c + 1)
+            dlog(d, "note: the server is at generation %" PRId64 " after model cycle %" PRId64
+                    " (expected %" PRId64 "): games may name a neighbouring model", gen, c, c + 1);
+        dlog(d, "model %" PRId64 "/%" PRId64 " published: %s, %" PRId64 " steps (%" PRId64 " in all), loss %.4f "
+                "(policy %.4f value %.4f legal %.5f), window %" PRId64 " positions, %.1f s",
+             c, d->target, rep.model_path, rep.steps, rep.step, rep.loss, rep.policy_loss, rep.value_loss,
+             rep.legal_loss, rep.window_positions, rep.seconds);
+        memmove(d->training, d->training + 1, (size_t)(--d->n_training) * sizeof *d->training);
+        if (timeout_ms > 0) timeout_ms = 0;
+    }
+    return 0;
+}
+
+static void update_pause(driver_t *d) {
+    if (!d->pool_running) return;
+    int64_t ahead = d->cfg->sync_train ? 0 : d->cfg->max_ahead;
+    bool want = d->fill - 1 - d->latest > ahead;
+    if (want != d->paused) {
+        d->paused = want;
+        sp_pool_pause(d->pool, want);
+        if (want)
+            dlog(d, "self-play paused: cycle %" PRId64 " waits for model %" PRId64 " (newest %" PRId64 ")", d->fill,
+                 d->fill - 1 - ahead, d->latest);
+        else
+            dlog(d, "self-play resumed with model %" PRId64, d->latest);
+    }
+}
+
+static void progress(driver_t *d, bool force) {
+    int64_t now = compat_now_ns();
+    double dt = (double)(now - d->prog_t_ns) * 1e-9;
+    if (!force && (d->cfg->progress_s <= 0 || dt < d->cfg->progress_s)) {
+        if (dt >= 1.0 && d->cfg->progress_s <= 0) sample_server(d); /* keep the cycle figures */
+        return;
+    }
+    sample_server(d);
+    sp_pool_stats_t ps = {0};
+    if (d->pool) sp_pool_stats(d->pool, &ps);
+    MctsCacheStats cs = {0};
+    if (d->cache) mcts_cache_stats(d->cache, &cs);
+    double pos_s = dt > 0 ? (double)(ps.searches - d->prog_searches) / dt : 0;
+    double evals = d->win_s > 0 ? d->win_evals / d->win_s : 0;
+    double batch = d->win_batches > 0 ? d->win_evals / d->win_batches : 0;
+    double busy = d->win_worker_s > 0 ? 100.0 * d->win_busy / d->win_worker_s : 0;
+    if (busy > 100.0) busy = 100.0; /* a batch straddling two intervals counts in the second */
+    int64_t dl = (int64_t)cs.lookups - d->prog_lookups, dh = (int64_t)cs.hits - d->prog_hits;
+    double hit = dl > 0 ? 100.0 * (double)dh / (double)dl : 0;
+    d->prog_t_ns = now;
+    d->prog_searches = ps.searches;
+    d->prog_lookups = (int64_t)cs.lookups;
+    d->prog_hits = (int64_t)cs.hits;
+    d->win_evals = d->win_batches = d->win_busy = d->win_worker_s = d->win_s = 0;
+
+    char train[160];
+    if (d->n_training > 0) {
+        int64_t c = d->training[0].cycle, s = 0, total = d->training[0].steps;
+        compat_mutex_lock(&d->log_mu);
+        if (d->train_cycle_seen == c) s = d->train_step_seen, total = d->train_steps_seen;
+        compat_mutex_unlock(&d->log_mu);
+        if (s > 0)
+            snprintf(train, sizeof train, "training cycle %" PRId64 ": step %" PRId64 "/%" PRId64, c, s, total);
+        else
+            snprintf(train, sizeof train, "training cycle %" PRId64 ": ~%" PRId64 " steps", c, total);
+        if (d->n_training > 1)
+            snprintf(train + strlen(train), sizeof train - strlen(train), " (+%d queued)", d->n_training - 1);
+    } else if (d->n_closed > 0) {
+        snprintf(train, sizeof train, "waiting for cycle %" PRId64 "'s shards", d->closed[0].cycle);
+    } else {
+        snprintf(train, sizeof train, "idle");
+    }
+    char eta[32] = "-";
+    if (d->fill <= d->target) {
+        double el = secs_since(d->acc.t0_ns);
+        int64_t left = d->cfg->games_per_cycle - d->fill_games;
+        if (d->acc.games > 0) fmt_duration(el / (double)d->acc.games * (double)left, eta, sizeof eta);
+        else snprintf(eta, sizeof eta, "?");
+    }
+    char cyc[64];
+    if (d->fill <= d->target)
+        snprintf(cyc, sizeof cyc, "cycle %" PRId64 "/%" PRId64 "%s", d->fill, d->target, d->paused ? " (paused)" : "");
+    else
+        snprintf(cyc, sizeof cyc, "cycle -/%" PRId64 " (self-play done)", d->target);
+    dlog(d,
+         "%s | games %" PRId64 "/%" PRId64 " (total %" PRId64 ", playing %d) | %.1f pos/s | %.0f evals/s | batch %.1f"
+         " | busy %.0f%% | cache %.0f%% | %s | ETA %s",
+         cyc, d->fill <= d->target ? d->fill_games : 0, d->cfg->games_per_cycle, d->total_games, ps.active, pos_s,
+         evals, batch, busy, hit, train, eta);
+}
+
+/* ---- start-up and shutdown ---------------------------------------------------------------- */
+
+static int open_run(driver_t *d, const char *config_text, char *err, size_t errlen) {
+    char e[DB_ERR_MAX + 256], path[SP_PATH_MAX + 64];
+    if (compat_mkdir_p(d->run_dir, e, sizeof e) != 0) {
+        snprintf(err, errlen, "%s: cannot create the run directory: %s", d->run_dir, e);
+        return -1;
+    }
+    snprintf(path, sizeof path, "%s/log", d->run_dir);
+    d->log = fopen(path, "a");
+    if (!d->log) dlog(d, "warning: cannot open %s for appending; logging to stderr only", path);
+    snprintf(path, sizeof path, "%s/koma.db", d->run_dir);
+    if (db_open(path, 0, &d->db, e, sizeof e) != DB_OK) {
+        snprintf(err, errlen, "%s", e);
+        return -1;
+    }
+    db_check_report_t rep;
+    memset(&rep, 0, sizeof rep);
+    uint32_t flags = d->cfg->verify_shards ? DB_CHECK_VERIFY : 0;
+    if (db_check_shards(d->db, d->run_dir, flags, &rep) != DB_OK) {
+        snprintf(err, errlen, "%s", db_errmsg(d->db));
+        return -1;
+    }
+    static const char *const kinds[] = {"missing", "mismatch", "orphan moved to orphans/", "orphan deleted",
+                                        "temporary removed"};
+    for (int32_t i = 0; i < rep.n; i++)
+        dlog(d, "start-up check: %s: %s (%s)", kinds[rep.items[i].kind], rep.items[i].path, rep.items[i].what);
+    dlog(d, "start-up check: %" PRId64 " shards, %" PRId64 " models checked, %d finding(s)", rep.shards_checked,
+         rep.models_checked, rep.n);
+    db_check_report_free(&rep);
+    if (db_run_insert(d->db, KOMA_VERSION_STRING, "selfplay", config_text ? config_text : "", &d->run_id) != DB_OK) {
+        snprintf(err, errlen, "%s", db_errmsg(d->db));
+        return -1;
+    }
+    d->writer = db_writer_start(d->db, SP_WRITER_CAPACITY, e, sizeof e);
+    if (!d->writer) {
+        snprintf(err, errlen, "%s: writer thread: %s", d->run_dir, e);
+        return -1;
+    }
+    if (db_open(path, DB_OPEN_READONLY, &d->rdb, e, sizeof e) != DB_OK) {
+        snprintf(err, errlen, "%s", e);
+        return -1;
+    }
+    return 0;
+}
+
+/* The newest model (the trainer writes cycle 0 for a new run). */
+static int open_nets(driver_t *d, char *err, size_t errlen) {
+    char e[1536];
+    db_model_t m;
+    db_status_t st = db_model_latest(d->rdb, &m);
+    if (st == DB_NOTFOUND) {
+        train_trainer_t *t0 = train_trainer_new(&d->tcfg, d->run_dir, d->writer, NULL, e, sizeof e);
+        if (!t0) {
+            snprintf(err, errlen, "%s", e);
+            return -1;
+        }
+        train_trainer_free(t0);
+        st = db_model_latest(d->rdb, &m);
+    }
+    if (st != DB_OK) {
+        snprintf(err, errlen, "%s: no model: %s", d->run_dir, db_errmsg(d->rdb));
+        return -1;
+    }
+    d->latest = m.cycle;
+    d->latest_steps = m.train_steps;
+    if (d->latest >= d->target) return 0; /* nothing to play */
+    nn_server_config_t sc = sp_config_server(d->cfg);
+    sc.generation = d->latest + 1;
+    char path[SP_PATH_MAX + DB_PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", d->run_dir, m.path);
+    d->server = nn_server_new(&sc, path, NULL, e, sizeof e);
+    if (!d->server) {
+        snprintf(err, errlen, "inference server: %s", e);
+        return -1;
+    }
+    const nn_net_config_t *nc = nn_server_net_config(d->server);
+    nn_server_stats_t ss;
+    nn_server_stats(d->server, &ss);
+    dlog(d, "net: %s = %dx%d, generation %" PRId64 ", %s backend, %d device worker(s), max batch %d", m.path,
+         nc->blocks, nc->channels, nn_server_generation(d->server), nn_server_backend_name(d->server), ss.workers,
+         nn_server_max_batch(d->server));
+    d->trainer = train_trainer_new(&d->tcfg, d->run_dir, d->writer, d->server, e, sizeof e);
+    if (!d->trainer) {
+        snprintf(err, errlen, "%s", e);
+        return -1;
+    }
+    if (train_trainer_latest_cycle(d->trainer) != d->latest) {
+        snprintf(err, errlen, "%s: the trainer starts from cycle %" PRId64 ", the database's newest model is %" PRId64,
+                 d->run_dir, train_trainer_latest_cycle(d->trainer), d->latest);
+        return -1;
+    }
+    if (train_trainer_start(d->trainer) != 0) {
+        snprintf(err, errlen, "%s: cannot start the trainer thread", d->run_dir);
+        return -1;
+    }
+    return 0;
+}
+
+/* Where the run stands: cycles whose games are all committed go to the
+ * trainer, the first incomplete one is filled. */
+static int plan_cycles(driver_t *d, char *err, size_t errlen) {
+    db_summary_t s;
+    if (db_summary(d->rdb, &s) != DB_OK) {
+        snprintf(err, errlen, "%s", db_errmsg(d->rdb));
+        return -1;
+    }
+    d->seq = s.shards + 1;
+    d->total_games = s.games;
+    d->fill = d->latest + 1;
+    for (;;) {
+        int64_t g = 0, p = 0;
+        if (db_count(d->rdb, (int32_t)d->fill, &g, &p) != DB_OK) {
+            snprintf(err, errlen, "%s", db_errmsg(d->rdb));
+            return -1;
+        }
+        d->fill_games = g;
+        d->fill_positions = p;
+        if (d->fill > d->target || g < d->cfg->games_per_cycle) break;
+        dlog(d, "cycle %" PRId64 ": %" PRId64 " games already committed", d->fill, g);
+        push_closed(d, d->fill, 0);
+        d->fill++;
+    }
+    acc_reset(d, d->fill);
+    dlog(d, "run %s: newest model cycle %" PRId64 " of %" PRId64 ", %" PRId64 " games so far; %s", d->run_dir,
+         d->latest, d->target, s.games, d->fill <= d->target ? "playing" : "self-play done, training");
+    if (d->fill <= d->target && d->fill_games > 0)
+        dlog(d, "cycle %" PRId64 " resumes with %" PRId64 " of %" PRId64 " games", d->fill, d->fill_games,
+             d->cfg->games_per_cycle);
+    return 0;
+}
+
+static int start_selfplay(driver_t *d, char *err, size_t errlen) {
+    if (new_builder(d, err, errlen) != 0) return -1;
+    if (d->fill > d->target) return 0;
+    if (d->cfg->cache_mb > 0) {
+        d->cache = mcts_cache_new(d->cfg->cache_mb << 20);
+        if (!d->cache) {
+            snprintf(err, errlen, "out of memory for a %lld MiB cache", (long long)d->cfg->cache_mb);
+            return -1;
+        }
+    }
+    uint64_t seed = d->cfg->seed ? (uint64_t)d->cfg->seed
+                                 : (uint64_t)time(NULL) ^ ((uint64_t)compat_getpid() << 32) ^ (uint64_t)compat_now_ns();
+    seed = mix64(seed ^ mix64((uint64_t)d->run_id)); /* a resumed run never replays the same games */
+    d->pool = sp_pool_new(d->cfg, d->server, d->cache, seed, err, errlen);
+    if (!d->pool) return -1;
+    if (sp_pool_start(d->pool, err, errlen) != 0) return -1;
+    d->pool_running = true;
+    dlog(d, "self-play: %lld threads x %lld games, %s search, %lld visits (full, p=%.2f) / %lld (fast), max ply %lld",
+         (long long)d->cfg->threads, (long long)d->cfg->games_per_thread, d->cfg->search, (long long)d->cfg->visits,
+         d->cfg->full_prob, (long long)d->cfg->visits_fast, (long long)d->cfg->max_ply);
+    return 0;
+}
+
+/* Stops self-play; with keep, the games it finished go into a last shard. */
+static void stop_selfplay(driver_t *d, bool keep, char *err, size_t errlen) {
+    if (!d->pool || !d->pool_running) return;
+    sp_pool_stop(d->pool);
+    d->pool_running = false;
+    sp_record_t *recs[SP_TAKE_MAX];
+    int32_t n;
+    while ((n = sp_pool_take(d->pool, recs, SP_TAKE_MAX, 0)) > 0)
+        for (int32_t i = 0; i < n; i++) {
+            if (keep && d->builder && d->fill <= d->target) {
+                char e[512];
+                if (handle_record(d, recs[i], e, sizeof e) != 0 && err && !err[0]) snprintf(err, errlen, "%s", e);
+            } else {
+                sp_record_free(recs[i]);
+            }
+        }
+    if (keep && d->fill <= d->target && d->builder && shard_builder_games(d->builder) > 0) {
+        char e[512];
+        if (flush_shard(d, d->fill, e, sizeof e) != 0 && err && !err[0]) snprintf(err, errlen, "%s", e);
+    }
+}
+
+static void shutdown_all(driver_t *d) {
+    if (d->pool) sp_pool_stop(d->pool);
+    if (d->trainer) train_trainer_stop(d->trainer);
+    if (d->writer) {
+        int st = db_writer_stop(d->writer, SP_WRITER_DRAIN_MS);
+        if (st != DB_OK) dlog(d, "warning: the writer stopped with items unwritten (%s)", db_status_name(st));
+    }
+    train_trainer_free(d->trainer);
+    d->trainer = NULL;
+    sp_pool_free(d->pool);
+    d->pool = NULL;
+    nn_server_free(d->server);
+    d->server = NULL;
+    db_writer_free(d->writer);
+    d->writer = NULL;
+    shard_builder_free(d->builder);
+    d->builder = NULL;
+    mcts_cache_free(d->cache);
+    d->cache = NULL;
+    db_close(d->rdb);
+    db_close(d->db);
+    d->rdb = d->db = NULL;
+    free(d->closed);
+    free(d->training);
+    if (d->log) fclose(d->log);
+    d->log = NULL;
+}
+
+/* ---- the loop ------------------------------------------------------------------------------ */
+
+int sp_run(const sp_config_t *cfg, const train_config_t *tcfg, const char *config_text, char *err, size_t errlen) {
+    char e[2048] = "";
+    if (sp_config_check(cfg, e, sizeof e) != 0) {
+        snprintf(err, errlen, "%s", e);
+        return SP_EXIT_USAGE;
+    }
+    driver_t *d = calloc(1, sizeof *d);
+    if (!d) {
+        snprintf(err, errlen, "out of memory");
+        return SP_EXIT_ERROR;
+    }
+    d->cfg = cfg;
+    d->tcfg = *tcfg;
+    d->tcfg.log = train_log;
+    d->tcfg.log_user = d;
+    d->target = cfg->cycles;
+    d->t_start_ns = compat_now_ns();
+    d->fmt = (shard_format_t){ENC_FEATURES_VERSION, ENC_PACKED_BYTES, ENC_HAND, ENC_LEGAL_BYTES};
+    snprintf(d->run_dir, sizeof d->run_dir, "%s", cfg->run);
+    size_t rl = strlen(d->run_dir);
+    while (rl > 1 && d->run_dir[rl - 1] == '/') d->run_dir[--rl] = 0;
+    compat_mutex_init(&d->log_mu);
+    atomic_init(&d->shards_submitted, 0);
+    atomic_init(&d->shards_done, 0);
+    atomic_init(&d->shard_failed, 0);
+    d->train_cycle_seen = -1;
+    d->prog_t_ns = compat_now_ns();
+
+    int rc = SP_EXIT_ERROR;
+    if (open_run(d, config_text, e, sizeof e) != 0 || open_nets(d, e, sizeof e) != 0) goto out;
+    if (d->latest >= d->target) {
+        dlog(d, "run %s already has model cycle %" PRId64 " (--cycles %" PRId64 "): nothing to do", d->run_dir,
+             d->latest, d->target);
+        rc = SP_EXIT_DONE;
+        goto out;
+    }
+    if (plan_cycles(d, e, sizeof e) != 0 || start_selfplay(d, e, sizeof e) != 0) goto out;
+
+    sp_record_t *recs[SP_TAKE_MAX];
+    bool interrupted = false;
+    for (;;) {
+        if (compat_stop_requested()) {
+            interrupted = true;
+            break;
+        }
+        if (d->pool && sp_pool_error(d->pool, e, sizeof e)) goto out;
+        if (atomic_load(&d->shard_failed)) {
+            compat_mutex_lock(&d->log_mu);
+            snprintf(e, sizeof e, "%s", d->shard_err);
+            compat_mutex_unlock(&d->log_mu);
+            goto out;
+        }
+        int32_t n = d->pool_running ? sp_pool_take(d->pool, recs, SP_TAKE_MAX, 50) : 0;
+        for (int32_t i = 0; i < n; i++)
+            if (handle_record(d, recs[i], e, sizeof e) != 0) {
+                for (int32_t j = i + 1; j < n; j++) sp_record_free(recs[j]);
+                goto out;
+            }
+        if (d->fill > d->target && d->pool_running) stop_selfplay(d, false, NULL, 0);
+        if (submit_training(d, e, sizeof e) != 0) goto out;
+        int st = poll_training(d, d->pool_running ? 0 : 50, e, sizeof e);
+        if (st == TRAIN_STOPPED) {
+            interrupted = true;
+            break;
+        }
+        if (st != 0) goto out;
+        update_pause(d);
+        progress(d, false);
+        if (d->fill > d->target && d->n_closed == 0 && d->n_training == 0) break;
+    }
+    if (interrupted) {
+        dlog(d, "stop requested: committing finished games, dropping games in progress");
+        e[0] = 0;
+        stop_selfplay(d, true, e, sizeof e);
+        if (e[0]) dlog(d, "warning: %s", e);
+        rc = SP_EXIT_INTERRUPTED;
+    } else {
+        progress(d, true);
+        dlog(d, "run %s: model cycle %" PRId64 " published, %" PRId64 " games in all, %.1f s", d->run_dir, d->latest,
+             d->total_games, secs_since(d->t_start_ns));
+        rc = SP_EXIT_DONE;
+    }
+out:
+    if (rc == SP_EXIT_ERROR) {
+        dlog(d, "error: %s", e);
+        snprintf(err, errlen, "%s", e);
+        /* keep what is finished: the finished games still go to a shard */
+        char e2[512] = "";
+        if (!atomic_load(&d->shard_failed)) stop_selfplay(d, true, e2, sizeof e2);
+    }
+    shutdown_all(d);
+    if (rc == SP_EXIT_INTERRUPTED) {
+        fprintf(stderr, "interrupted: everything committed is kept; run the same command to resume\n");
+    }
+    compat_mutex_destroy(&d->log_mu);
+    free(d);
+    return rc;
+}
+
+/* ---- the command -------------------------------------------------------------------------- */
+
+static const char *const USAGE =
+    "usage: selfplay [--config FILE] [--run DIR] [--cycles N] [flags]\n"
+    "Plays self-play games with the newest net of the run, stores them, trains and\n"
+    "publishes the next net, until --cycles nets exist. Killing it and starting the\n"
+    "same command again resumes the run. Exit status: 0 done, 1 error, 2 bad flags,\n"
+    "130 stopped by Ctrl-C (everything committed is kept).";
+
+int sp_main(int argc, char **argv, int install_stop_handler) {
+    static sp_config_t cfg; /* bound by the flag table (large strings) */
+    static train_config_t tcfg;
+    sp_config_default(&cfg);
+    tcfg = train_config_default();
+    /* CPU-sized trainer defaults (configs/cpu.ini says the same) */
+    snprintf(tcfg.net, sizeof tcfg.net, "4x32");
+    tcfg.batch = 64;
+    tcfg.window_min = 5000;
+    tcfg.samples_per_position = 1.0;
+    tcfg.min_steps_per_cycle = 10;
+    tcfg.max_steps_per_cycle = 60;
+    cfg_opt_t opts[SP_CONFIG_NFLAGS + TRAIN_CONFIG_NFLAGS];
+    int n = sp_config_flags(&cfg, opts, SP_CONFIG_NFLAGS);
+    n += train_config_flags(&tcfg, opts + n, TRAIN_CONFIG_NFLAGS);
+    char err[2048];
+    int rc = cfg_parse(opts, n, argc, argv, 1, NULL, 0, NULL, USAGE, stdout, err, sizeof err);
+    if (rc == CFG_HELP) return SP_EXIT_DONE;
+    if (rc != CFG_OK || train_config_flags_apply(&tcfg, err, sizeof err) != 0 ||
+        sp_config_check(&cfg, err, sizeof err) != 0) {
+        fprintf(stderr, "selfplay: %s\n", err);
+        return SP_EXIT_USAGE;
+    }
+    if (install_stop_handler) compat_install_stop_handler();
+    char *text = cfg_dump_string(opts, n);
+    rc = sp_run(&cfg, &tcfg, text, err, sizeof err);
+    free(text);
+    if (rc == SP_EXIT_ERROR || rc == SP_EXIT_USAGE) fprintf(stderr, "selfplay: %s\n", err);
+    return rc;
+}

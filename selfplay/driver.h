@@ -1,0 +1,57 @@
+/* driver.h - the cycle driver behind `selfplay`: one process runs self-play,
+ * storage and training of a run until its nets are published.
+ *
+ * Owns: the run directory and its start-up (koma.db with a runs row holding
+ * the effective flags, the start-up check of shard files against the
+ * database, the writer thread, the inference server on the newest net, the
+ * trainer thread, the worker pool), the cycle bookkeeping (which cycle a
+ * finished game belongs to, shards of --shard-games games, handing a cycle
+ * to the trainer once its shards are committed, pausing self-play that runs
+ * too far ahead of the newest net), resumption, per-cycle metrics, the
+ * progress line and the run's log file, and shutdown (Ctrl-C).
+ * Does not own: games and search (game.c, worker.c), training and model
+ * files (train/), SQLite and shard files (data/).
+ *
+ * ---- Cycles ----------------------------------------------------------------
+ * Model cycle 0 is the random first net (the trainer creates it for a new
+ * run). Cycle c (c >= 1) = --games-per-cycle games, registered in shards
+ * with cycle c, then model c trained on the window of cycle c. A run is done
+ * when model --cycles exists. Games are played by the newest net the server
+ * has; with training overlapping self-play (the default), the games of
+ * cycle c are mostly played by model c-2 or c-1, and self-play pauses rather
+ * than run more than --max-ahead cycles ahead of the newest net
+ * (--sync-train: 0 ahead, i.e. wait for every net).
+ *
+ * ---- Resuming ---------------------------------------------------------------
+ * Start-up resolves what a kill left behind (data/db.h db_check_shards), then
+ * continues from the newest model L: cycles after L whose games are all
+ * committed go straight to the trainer, and the first incomplete cycle is
+ * filled up from the games it already has. Nothing committed is lost or
+ * played twice; games in progress at the kill are simply gone.
+ *
+ * ---- Exit status --------------------------------------------------------------
+ * SP_EXIT_DONE (0): every cycle published; SP_EXIT_ERROR (1): a failure
+ * (message on stderr and in the log); SP_EXIT_USAGE (2): bad flags;
+ * SP_EXIT_INTERRUPTED (130): Ctrl-C / SIGTERM: the finished games were
+ * committed, games in progress and the training cycle in progress were
+ * dropped; the same command resumes.
+ */
+#ifndef KOMA_SELFPLAY_DRIVER_H
+#define KOMA_SELFPLAY_DRIVER_H
+
+#include <stddef.h>
+
+#include "selfplay/config.h"
+#include "train/trainer.h"
+
+enum { SP_EXIT_DONE = 0, SP_EXIT_ERROR = 1, SP_EXIT_USAGE = 2, SP_EXIT_INTERRUPTED = 130 };
+
+/* Runs the loop. config_text (may be NULL): the effective flags, stored in
+ * the runs row. Returns an SP_EXIT_* code; on SP_EXIT_ERROR err says why. */
+int sp_run(const sp_config_t *cfg, const train_config_t *tcfg, const char *config_text, char *err, size_t errlen);
+
+/* The whole command: parses argv (flags, --config FILE, --help), installs
+ * the Ctrl-C handler when install_stop_handler, runs. Returns an SP_EXIT_* code. */
+int sp_main(int argc, char **argv, int install_stop_handler);
+
+#endif
