@@ -4,6 +4,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 tools/deps.sh
+. tools/blas-env.sh
 cmake -S . -B build
 cmake --build build -j"$(nproc)"
 echo

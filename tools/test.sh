@@ -5,6 +5,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 tools/deps.sh --test
+. tools/blas-env.sh
 cmake -S . -B build -DKOMA_WERROR=ON
 cmake --build build -j"$(nproc)"
 cd build && ctest --output-on-failure -j"$(nproc)" "$@"
