@@ -29,17 +29,8 @@
 #include <string.h>
 
 #include "compat/compat.h"
+#include "nn/backend_cuda.h" /* declared in every build: a stub says "no CUDA" without it */
 #include "nn/weights.h"
-
-/* nn/backend_cuda.h (declared in every build; a stub answers "no CUDA" where
- * Koma is built without it). Until that header is in every checkout, a tree
- * without it serves on the CPU only. */
-#if defined(__has_include)
-#if __has_include("nn/backend_cuda.h")
-#include "nn/backend_cuda.h"
-#define SRV_CUDA_API 1
-#endif
-#endif
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...) {
     if (!err || !errlen) return;
@@ -208,14 +199,7 @@ static void fail_all(nn_server_t *srv, int32_t status, const char *msg) {
 
 /* ---- backends ---------------------------------------------------------------------- */
 static nn_backend_t *srv_backend_new(nn_server_t *srv, int32_t threads, char *err, size_t errlen) {
-    if (srv->use_cuda) {
-#ifdef SRV_CUDA_API
-        return nn_backend_cuda_new(srv->cfg.device, srv->cfg.cuda_flags, err, errlen);
-#else
-        set_err(err, errlen, "CUDA backend: not in this build");
-        return NULL;
-#endif
-    }
+    if (srv->use_cuda) return nn_backend_cuda_new(srv->cfg.device, srv->cfg.cuda_flags, err, errlen);
     nn_backend_t *be = nn_backend_cpu_new(threads);
     if (!be) set_err(err, errlen, "inference server: out of memory (cpu backend)");
     return be;
@@ -223,20 +207,7 @@ static nn_backend_t *srv_backend_new(nn_server_t *srv, int32_t threads, char *er
 
 /* The backend's sticky error, or NULL. */
 static const char *srv_backend_error(const nn_backend_t *be) {
-#ifdef SRV_CUDA_API
     return nn_backend_is_cuda(be) ? nn_cuda_error(be) : NULL;
-#else
-    (void)be;
-    return NULL;
-#endif
-}
-
-static int srv_cuda_devices(void) {
-#ifdef SRV_CUDA_API
-    return nn_cuda_device_count();
-#else
-    return 0;
-#endif
 }
 
 /* ---- device workers ------------------------------------------------------------- */
@@ -479,7 +450,7 @@ static int resolve_backend(nn_server_t *srv, char *err, size_t errlen) {
     } else if (strcmp(b, "cuda") == 0) {
         srv->use_cuda = 1;
     } else if (strcmp(b, "auto") == 0) {
-        srv->use_cuda = srv_cuda_devices() > 0;
+        srv->use_cuda = nn_cuda_device_count() > 0;
     } else {
         set_err(err, errlen, "inference server: backend '%s' is not cpu, cuda or auto", b);
         return -1;
