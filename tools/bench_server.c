@@ -248,7 +248,7 @@ static int run_server(nn_net_t *net, const opts_t *o, int32_t W, run_t *r) {
 
 int main(int argc, char **argv) {
     opts_t o = {"6x64", {1, 2, 4, 8}, 4, 64, 256, 1, 1000, 80, 0, 68, 14, 2, 1, 3.0, "cpu"};
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {
             fprintf(stderr, "%s: missing value\n", a);
@@ -272,7 +272,6 @@ int main(int argc, char **argv) {
             fprintf(stderr, "unknown option %s (see the comment at the top of tools/bench_server.c)\n", a);
             return 2;
         }
-        i++;
     }
     if (o.size < 1 || o.max_batch < 1 || o.labels < 0 || o.labels > NN_POLICY_NB || o.n_clients < 1 ||
         o.depth < 1 || o.depth > 2 || o.reps < 1) {

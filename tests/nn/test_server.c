@@ -670,8 +670,10 @@ static void test_bad_requests(void) {
 
 int main(void) {
     /* BLAS on one thread: the server's workers are the parallelism here, and
-     * OpenBLAS's own thread pool confuses ThreadSanitizer. */
-    setenv("OPENBLAS_NUM_THREADS", "1", 1);
+     * OpenBLAS's own thread pool confuses ThreadSanitizer. The variable only
+     * matters to a BLAS that reads it lazily; what counts is that every
+     * backend here is made with one thread (test_config: cpu_threads = streams). */
+    compat_setenv("OPENBLAS_NUM_THREADS", "1");
     const char *t = getenv("TMPDIR");
     snprintf(g_dir, sizeof(g_dir), "%s/koma_nn_server_%d", t && *t ? t : "/tmp", compat_getpid());
     char err[512];
