@@ -13,7 +13,8 @@
 typedef struct {
     nn_server_t *srv;
     atomic_int stop;
-    int64_t evals, errors, backwards, last_gen;
+    int64_t evals, errors, backwards; /* read after the join */
+    _Atomic int64_t last_gen;        /* read while it runs */
 } client_t;
 
 static void *client_main(void *arg) {
@@ -31,8 +32,8 @@ static void *client_main(void *arg) {
             c->errors++;
             break;
         }
-        if (res.generation < c->last_gen) c->backwards++;
-        c->last_gen = res.generation;
+        if (res.generation < atomic_load(&c->last_gen)) c->backwards++;
+        atomic_store(&c->last_gen, res.generation);
         c->evals++;
     }
     return NULL;
@@ -80,6 +81,7 @@ static void test_thread_with_server(void) {
     memset(&cl, 0, sizeof cl);
     cl.srv = srv;
     atomic_init(&cl.stop, 0);
+    atomic_init(&cl.last_gen, 0);
     compat_thread_t th;
     KOMA_ASSERT(compat_thread_create(&th, client_main, &cl) == 0);
 
@@ -101,8 +103,8 @@ static void test_thread_with_server(void) {
     CHECK(nn_server_generation(srv) == 3);
     /* the client sees the new net */
     int64_t until = compat_now_ms() + 10000;
-    while (cl.last_gen < 3 && compat_now_ms() < until) compat_sleep_ms(5);
-    CHECK(cl.last_gen == 3);
+    while (atomic_load(&cl.last_gen) < 3 && compat_now_ms() < until) compat_sleep_ms(5);
+    CHECK(atomic_load(&cl.last_gen) == 3);
     /* a finished cycle submitted again is reported (idempotent), not retrained */
     CHECK(train_trainer_submit(tr, 2) == 0);
     CHECK_OK(train_trainer_wait(tr, 2, 60000, &rep, err, sizeof err), err);
@@ -114,7 +116,7 @@ static void test_thread_with_server(void) {
     atomic_store(&cl.stop, 1);
     compat_thread_join(th);
     fprintf(stderr, "client: %" PRId64 " evaluations, last generation %" PRId64 ", %" PRId64 " errors\n", cl.evals,
-            cl.last_gen, cl.errors);
+            (int64_t)atomic_load(&cl.last_gen), cl.errors);
     CHECK(cl.evals > 0 && cl.errors == 0 && cl.backwards == 0);
     train_trainer_free(tr);
     nn_server_free(srv);
