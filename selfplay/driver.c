@@ -332,8 +332,9 @@ static void write_metrics(driver_t *d, const cycle_acc_t *a, int64_t games, int6
          "cycle %" PRId64 " self-play done: %" PRId64 " games this session (%" PRId64 " in all; black %" PRId64
          " white %" PRId64 " draw %" PRId64 "; %s), %" PRId64 " positions (%" PRId64 " with a policy target), "
          "%.1f plies/game, %.1f s, %.1f positions/s, %.0f evals/s, batch %.1f, busy %.0f%%",
-         a->cycle, a->games, games, a->black, a->white, a->draws, len ? rs : "-", a->rows, a->full_rows, m.avg_plies,
-         sp_s, m.positions_per_s, m.evals_per_s, m.avg_batch, m.busy_pct);
+         a->cycle, a->games, games, a->black, a->white, a->draws, len ? rs : "-", a->rows, a->full_rows,
+         a->games ? m.avg_plies : 0.0, sp_s, a->games ? m.positions_per_s : 0.0, m.evals_per_s > 0 ? m.evals_per_s : 0.0,
+         a->batches ? m.avg_batch : 0.0, a->worker_s > 0 ? m.busy_pct : 0.0);
     char rate[32] = "n/a";
     if (a->would_resign) snprintf(rate, sizeof rate, "%.3f", (double)a->false_resign / (double)a->would_resign);
     dlog(d,
@@ -598,6 +599,7 @@ static int open_nets(driver_t *d, char *err, size_t errlen) {
     const nn_net_config_t *nc = nn_server_net_config(d->server);
     nn_server_stats_t ss;
     nn_server_stats(d->server, &ss);
+    d->srv_t_ns = compat_now_ns(); /* the baseline of the cycle figures */
     dlog(d, "net: %s = %dx%d, generation %" PRId64 ", %s backend, %d device worker(s), max batch %d", m.path,
          nc->blocks, nc->channels, nn_server_generation(d->server), nn_server_backend_name(d->server), ss.workers,
          nn_server_max_batch(d->server));

@@ -177,6 +177,7 @@ void sp_game_free(sp_game_t *g) {
 }
 
 const sp_game_stats_t *sp_game_stats(const sp_game_t *g) { return &g->stats; }
+const MctsTree *sp_game_tree(const sp_game_t *g) { return g->tree; }
 bool sp_game_active(const sp_game_t *g) { return g->state == GAME_PLAYING; }
 
 void sp_game_begin(sp_game_t *g) {

@@ -102,6 +102,9 @@ void sp_game_deliver(sp_game_t *g, const MctsRequest *req, const float *move_log
  * next sp_game_begin. NULL when no game has ended. */
 sp_record_t *sp_game_take_record(sp_game_t *g);
 
+/* The slot's tree (inspection and tests: mcts_request_position). */
+const MctsTree *sp_game_tree(const sp_game_t *g);
+
 /* Counters since the slot was made (read by its own thread). */
 typedef struct {
     int64_t searches, full_searches, playouts, cache_hits, leaves;

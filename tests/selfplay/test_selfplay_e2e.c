@@ -1,0 +1,134 @@
+/* test_selfplay_e2e.c - the whole loop in process (sp_main, as the command
+ * line runs it): a new run plays two cycles with a tiny net and few visits,
+ * trains and publishes models 1 and 2; then
+ *   - check_run: every game is in its shard with its rows, shards verify,
+ *     games replay legally and end as recorded, rows match the replay,
+ *     models 0, 1, 2 exist and load, no orphan files, no pending intents;
+ *   - the runs row holds the effective flags; cycle_metrics rows of both
+ *     cycles hold their games and figures; games name the model that played;
+ *   - the same command again has nothing to do and adds no game;
+ *   - --cycles 3 resumes: one more cycle, models 0..3, earlier games kept.
+ * Run it under TSan (-DKOMA_SANITIZE=thread, OPENBLAS_NUM_THREADS=1) for
+ * the worker / server / trainer / writer hand-offs.
+ */
+#include "sp_test.h"
+
+#include "selfplay/driver.h"
+
+#define GPC 6
+#define MAX_PLY 48
+
+static int run(const char *dir, int cycles) {
+    char cyc[16], run_dir[700];
+    snprintf(cyc, sizeof cyc, "%d", cycles);
+    snprintf(run_dir, sizeof run_dir, "%s", dir);
+    char *argv[] = {"selfplay", "--run", run_dir, "--cycles", cyc, "--games-per-cycle", "6", "--shard-games", "4",
+                    "--threads", "2", "--games-per-thread", "4", "--leaves-per-game", "2", "--visits", "8",
+                    "--visits-fast", "4", "--full-prob", "0.5", "--gumbel-m", "4", "--max-ply", "48", "--net", "1x8",
+                    "--progress", "0", "--min-steps-per-cycle", "2", "--max-steps-per-cycle", "4", "--batch", "16",
+                    "--window-min", "200", "--seed", "7", "--cpu-threads", "1", "--train-threads", "1",
+                    "--cache-mb", "1", "--random-opening", "2", NULL};
+    int argc = (int)(sizeof argv / sizeof argv[0]) - 1;
+    return sp_main(argc, argv, 0);
+}
+
+static double metric(const char *dir, int cycle, const char *col) {
+    char path[800], q[200];
+    snprintf(path, sizeof path, "%s/koma.db", dir);
+    sqlite3 *s = NULL;
+    double v = NAN;
+    if (sqlite3_open_v2(path, &s, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
+        snprintf(q, sizeof q, "SELECT %s FROM cycle_metrics WHERE cycle = %d", col, cycle);
+        sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(s, q, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW &&
+            sqlite3_column_type(st, 0) != SQLITE_NULL)
+            v = sqlite3_column_double(st, 0);
+        sqlite3_finalize(st);
+    }
+    sqlite3_close(s);
+    return v;
+}
+
+static void check_db_facts(const char *dir, int cycles) {
+    char path[800], err[1024];
+    snprintf(path, sizeof path, "%s/koma.db", dir);
+    db_t *db = NULL;
+    if (db_open(path, DB_OPEN_READONLY, &db, err, sizeof err) != DB_OK) {
+        CHECK(0, "%s", err);
+        return;
+    }
+    db_run_t r;
+    memset(&r, 0, sizeof r);
+    CHECK(db_run_latest(db, &r) == DB_OK && !strcmp(r.command, "selfplay") && r.config &&
+              strstr(r.config, "games-per-cycle = 6") && strstr(r.config, "net = 1x8"),
+          "runs row: command '%s', config %.80s", r.command, r.config ? r.config : "(null)");
+    db_run_clear(&r);
+    for (int c = 1; c <= cycles; c++) {
+        int64_t g = 0, p = 0;
+        CHECK(db_count(db, c, &g, &p) == DB_OK && g == GPC && p > 0, "cycle %d: %lld games, %lld positions", c,
+              (long long)g, (long long)p);
+        CHECK(metric(dir, c, "games") == GPC, "cycle_metrics %d: games %g", c, metric(dir, c, "games"));
+        CHECK(metric(dir, c, "positions") == (double)p, "cycle_metrics %d: positions %g, committed %lld", c,
+              metric(dir, c, "positions"), (long long)p);
+        CHECK(metric(dir, c, "evals_per_s") > 0 && metric(dir, c, "avg_batch") >= 1 && metric(dir, c, "selfplay_s") > 0,
+              "cycle_metrics %d: evals/s %g batch %g", c, metric(dir, c, "evals_per_s"), metric(dir, c, "avg_batch"));
+        CHECK(metric(dir, c, "train_s") > 0, "cycle_metrics %d: train_s %g", c, metric(dir, c, "train_s"));
+        double bw = metric(dir, c, "black_wins"), ww = metric(dir, c, "white_wins"), dr = metric(dir, c, "draws");
+        CHECK(bw + ww + dr == GPC, "cycle_metrics %d: results %g + %g + %g", c, bw, ww, dr);
+        /* The games of cycle c were played by a model of an earlier cycle. */
+        db_shard_t *sh = NULL;
+        int32_t n = 0;
+        db_shards_recent(db, 0, &sh, &n);
+        for (int32_t i = 0; i < n; i++) {
+            if (sh[i].cycle != c) continue;
+            db_game_list_t gl = {0};
+            db_games_of_shard(db, sh[i].id, &gl);
+            for (int64_t k = 0; k < gl.n; k++) {
+                db_model_t m;
+                CHECK(db_model_get(db, gl.games[k].model_id, &m) == DB_OK && m.cycle < c,
+                      "cycle %d game %lld: model id %lld (cycle %d)", c, (long long)gl.games[k].id,
+                      (long long)gl.games[k].model_id, m.cycle);
+            }
+            db_game_list_free(&gl);
+        }
+        free(sh);
+    }
+    db_close(db);
+}
+
+int main(void) {
+    const char *dir = scratch_dir("sp_e2e");
+    char d[700];
+    snprintf(d, sizeof d, "%s/run", dir);
+    int64_t t0 = compat_now_ms();
+    int rc = run(d, 2);
+    CHECK(rc == SP_EXIT_DONE, "selfplay --cycles 2 exited %d", rc);
+    fprintf(stderr, "two cycles: %.1f s\n", (double)(compat_now_ms() - t0) / 1000.0);
+    run_state_t rs;
+    check_run(d, CHECK_RUN_REPLAY | CHECK_RUN_CLEAN | CHECK_RUN_LOAD_MODELS, MAX_PLY, &rs);
+    CHECK(rs.latest_cycle == 2 && rs.models == 3, "latest model %d, %lld models", rs.latest_cycle, (long long)rs.models);
+    CHECK(rs.games == 2 * GPC && rs.replayed == rs.games, "%lld games, %lld replayed", (long long)rs.games,
+          (long long)rs.replayed);
+    CHECK(rs.shards == 4, "%lld shards, want 2 per cycle (4 + 2 games)", (long long)rs.shards);
+    CHECK(rs.with_policy > 0 && rs.with_policy < rs.positions, "%lld of %lld rows with a policy target",
+          (long long)rs.with_policy, (long long)rs.positions);
+    check_db_facts(d, 2);
+
+    /* Done already: nothing is played. */
+    rc = run(d, 2);
+    CHECK(rc == SP_EXIT_DONE, "second run exited %d", rc);
+    run_state_t rs2;
+    check_run(d, CHECK_RUN_CLEAN, MAX_PLY, &rs2);
+    CHECK(rs2.games == rs.games && rs2.models == 3, "a finished run grew: %lld games, %lld models", (long long)rs2.games,
+          (long long)rs2.models);
+
+    /* One more cycle. */
+    rc = run(d, 3);
+    CHECK(rc == SP_EXIT_DONE, "--cycles 3 exited %d", rc);
+    check_run(d, CHECK_RUN_REPLAY | CHECK_RUN_CLEAN, MAX_PLY, &rs2);
+    CHECK(rs2.latest_cycle == 3 && rs2.games == 3 * GPC, "after --cycles 3: model %d, %lld games", rs2.latest_cycle,
+          (long long)rs2.games);
+    check_db_facts(d, 3);
+    if (!g_fail) rm_tree(dir);
+    return test_finish("test_selfplay_e2e");
+}
