@@ -1,0 +1,235 @@
+/* eval.c - Net resolution, the inference server, the uniform evaluator and
+ * batch plumbing (see eval.h). */
+#include "usi/eval.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compat/compat.h"
+#include "data/db.h"
+#include "engine/encode.h"
+
+struct UsiEval {
+    nn_server_t *srv; /* NULL: uniform */
+    char describe[USI_PATH_MAX + 128];
+};
+
+static int ends_with(const char *s, const char *suffix) {
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+typedef struct {
+    char last[USI_PATH_MAX];
+} LastFile;
+
+static int keep_last_weights(const char *name, int is_dir, void *user) {
+    LastFile *lf = user;
+    if (!is_dir && ends_with(name, ".safetensors")) snprintf(lf->last, sizeof lf->last, "%s", name);
+    return 0;
+}
+
+int usi_net_resolve(const char *net, char *path, size_t pathlen, char *err, size_t errlen) {
+    path[0] = 0;
+    if (!net || !*net) return 0;
+    if (!compat_is_dir(net)) {
+        if (!compat_file_exists(net)) {
+            snprintf(err, errlen, "%s: no such file or directory", net);
+            return -1;
+        }
+        if ((size_t)snprintf(path, pathlen, "%s", net) >= pathlen) {
+            snprintf(err, errlen, "%s: path too long", net);
+            return -1;
+        }
+        return 0;
+    }
+    char buf[USI_PATH_MAX + 64];
+    snprintf(buf, sizeof buf, "%s/koma.db", net);
+    if (compat_file_exists(buf)) {
+        db_t *db = NULL;
+        char e[DB_ERR_MAX];
+        if (db_open(buf, DB_OPEN_READONLY, &db, e, sizeof e) != DB_OK) {
+            snprintf(err, errlen, "%s", e);
+            return -1;
+        }
+        db_model_t m;
+        db_status_t st = db_model_latest(db, &m);
+        if (st == DB_NOTFOUND) {
+            snprintf(err, errlen, "%s: the run has no model yet", net);
+            db_close(db);
+            return -1;
+        }
+        if (st != DB_OK) {
+            snprintf(err, errlen, "%s", db_errmsg(db));
+            db_close(db);
+            return -1;
+        }
+        db_close(db);
+        if ((size_t)snprintf(path, pathlen, "%s/%s", net, m.path) >= pathlen) {
+            snprintf(err, errlen, "%s: path too long", net);
+            path[0] = 0;
+            return -1;
+        }
+        if (!compat_file_exists(path)) {
+            snprintf(err, errlen, "%s: latest model (cycle %d) is missing", path, m.cycle);
+            path[0] = 0;
+            return -1;
+        }
+        return 0;
+    }
+    const char *dirs[2] = {"models", ""};
+    for (int i = 0; i < 2; i++) {
+        LastFile lf = {""};
+        snprintf(buf, sizeof buf, "%s%s%s", net, *dirs[i] ? "/" : "", dirs[i]);
+        char e[256];
+        if (!compat_is_dir(buf) || compat_list_dir(buf, keep_last_weights, &lf, e, sizeof e) != 0 || !lf.last[0])
+            continue;
+        if ((size_t)snprintf(path, pathlen, "%s/%s", buf, lf.last) >= pathlen) {
+            snprintf(err, errlen, "%s: path too long", net);
+            path[0] = 0;
+            return -1;
+        }
+        return 0;
+    }
+    snprintf(err, errlen, "%s: a directory with no koma.db and no .safetensors file", net);
+    return -1;
+}
+
+UsiEval *usi_eval_new(const char *weights_path, const char *backend, int32_t threads, int32_t max_batch, char *err,
+                      size_t errlen) {
+    UsiEval *ev = calloc(1, sizeof *ev);
+    if (!ev) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    if (!weights_path || !*weights_path) {
+        snprintf(ev->describe, sizeof ev->describe, "uniform policy, zero value (no net)");
+        return ev;
+    }
+    nn_server_config_t cfg = nn_server_config_default();
+    cfg.backend = backend && *backend ? backend : "auto";
+    cfg.cpu_threads = threads;
+    cfg.max_batch = max_batch > 0 ? max_batch : 32;
+    cfg.gather_us = 100;
+    cfg.expect_features_version = ENC_FEATURES_VERSION;
+    char e[512] = "";
+    ev->srv = nn_server_new(&cfg, weights_path, NULL, e, sizeof e);
+    if (!ev->srv) {
+        snprintf(err, errlen, "%s", e);
+        free(ev);
+        return NULL;
+    }
+    const nn_net_config_t *nc = nn_server_net_config(ev->srv);
+    if (nc->in_planes != ENC_PLANES || nc->in_hand != ENC_HAND) {
+        snprintf(err, errlen, "%s: the net takes %d planes and %d hand values, koma encodes %d and %d",
+                 weights_path, nc->in_planes, nc->in_hand, ENC_PLANES, ENC_HAND);
+        usi_eval_free(ev);
+        return NULL;
+    }
+    char size[32];
+    snprintf(ev->describe, sizeof ev->describe, "%s %s on %s: %s",
+             nn_net_size_format(nc->blocks, nc->channels, size, sizeof size), nn_act_name(nc->act),
+             nn_server_backend_name(ev->srv), weights_path);
+    return ev;
+}
+
+void usi_eval_free(UsiEval *ev) {
+    if (!ev) return;
+    nn_server_free(ev->srv);
+    free(ev);
+}
+
+bool usi_eval_uniform(const UsiEval *ev) { return !ev || !ev->srv; }
+const char *usi_eval_describe(const UsiEval *ev) { return ev ? ev->describe : "none"; }
+
+UsiBatch *usi_batch_new(int32_t cap) {
+    UsiBatch *b = calloc(1, sizeof *b);
+    if (!b) return NULL;
+    b->cap = cap;
+    size_t c = (size_t)cap;
+    b->reqs = malloc(c * sizeof(MctsRequest));
+    b->packed = malloc(c * ENC_PACKED_BYTES);
+    b->hand = malloc(c * ENC_HAND * sizeof(float));
+    b->offsets = malloc((c + 1) * sizeof(uint32_t));
+    b->labels = malloc(c * MCTS_MOVES_MAX * sizeof(uint16_t));
+    b->policy = malloc(c * MCTS_MOVES_MAX * sizeof(float));
+    b->value = malloc(c * 3 * sizeof(float));
+    if (!b->reqs || !b->packed || !b->hand || !b->offsets || !b->labels || !b->policy || !b->value) {
+        usi_batch_free(b);
+        return NULL;
+    }
+    return b;
+}
+
+void usi_batch_free(UsiBatch *b) {
+    if (!b) return;
+    free(b->reqs);
+    free(b->packed);
+    free(b->hand);
+    free(b->offsets);
+    free(b->labels);
+    free(b->policy);
+    free(b->value);
+    free(b);
+}
+
+static void fill_uniform(UsiBatch *b) {
+    memset(b->policy, 0, (size_t)b->offsets[b->n] * sizeof(float));
+    memset(b->value, 0, (size_t)b->n * 3 * sizeof(float));
+}
+
+int usi_eval_submit(UsiEval *ev, UsiBatch *b, int32_t n, char *err, size_t errlen) {
+    KOMA_ASSERT(n >= 0 && n <= b->cap && !b->in_flight);
+    b->n = n;
+    uint32_t off = 0;
+    for (int32_t i = 0; i < n; i++) {
+        const MctsRequest *r = &b->reqs[i];
+        b->offsets[i] = off;
+        memcpy(b->labels + off, r->labels, (size_t)r->n_moves * sizeof(uint16_t));
+        off += (uint32_t)r->n_moves;
+    }
+    b->offsets[n] = off;
+    if (usi_eval_uniform(ev) || n == 0) {
+        fill_uniform(b);
+        return 0;
+    }
+    for (int32_t i = 0; i < n; i++) {
+        memcpy(b->packed + (size_t)i * ENC_PACKED_BYTES, b->reqs[i].packed, ENC_PACKED_BYTES);
+        memcpy(b->hand + (size_t)i * ENC_HAND, b->reqs[i].hand, ENC_HAND * sizeof(float));
+    }
+    nn_server_request_t req = {0};
+    req.n = n;
+    req.packed = b->packed;
+    req.hand = b->hand;
+    req.label_offsets = b->offsets;
+    req.labels = b->labels;
+    req.value = b->value;
+    req.policy = b->policy;
+    if (nn_server_submit(ev->srv, &req, &b->ticket, err, errlen) != NN_SERVER_OK) {
+        fill_uniform(b);
+        return -1;
+    }
+    b->in_flight = true;
+    return 0;
+}
+
+int usi_eval_wait(UsiEval *ev, UsiBatch *b, char *err, size_t errlen) {
+    if (!b->in_flight) return 0;
+    b->in_flight = false;
+    nn_server_result_t res;
+    res.message[0] = 0;
+    int st = nn_server_wait(ev->srv, b->ticket, &res);
+    if (st != NN_SERVER_OK) {
+        snprintf(err, errlen, "network: %s: %s", nn_server_status_name(st), res.message);
+        fill_uniform(b);
+        return -1;
+    }
+    return 0;
+}
+
+void usi_batch_deliver(MctsTree *t, UsiBatch *b) {
+    for (int32_t i = 0; i < b->n; i++)
+        mcts_deliver_moves(t, &b->reqs[i], b->policy + b->offsets[i], b->value + 3 * (size_t)i);
+    b->n = 0;
+}

@@ -1,0 +1,69 @@
+/* eval.h - what the search asks the network, and the network it asks.
+ *
+ * Owns: turning the Net option into a weights file (a file as it is; a run
+ * directory: the latest model its koma.db names), the inference server koma
+ * plays with, the uniform stand-in used when there is no net, and the batch
+ * buffers that carry MCTS leaves to the server and the answers back.
+ * Does not own: the network (nn/), the tree (mcts/), when to search (search.c).
+ *
+ * The uniform evaluator gives every legal move the same logit and every
+ * position W = D = L (value 0): the search then plays legal moves guided
+ * only by terminal positions and mates in one.
+ */
+#ifndef KOMA_USI_EVAL_H
+#define KOMA_USI_EVAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mcts/mcts.h"
+#include "nn/server.h"
+
+enum { USI_PATH_MAX = 1024 };
+
+/* Net option -> weights file. "" stays "" (no net). A directory with a
+ * koma.db gives <dir>/<latest model's path>; a directory without one gives
+ * its newest (last by name) *.safetensors, looking in <dir>/models first.
+ * Returns 0, or -1 with err naming the path and the problem. */
+int usi_net_resolve(const char *net, char *path, size_t pathlen, char *err, size_t errlen);
+
+typedef struct UsiEval UsiEval;
+
+/* An evaluator for weights_path ("" or NULL: uniform). NULL with err when the
+ * file cannot be served (bad file, wrong encoding, no CUDA, ...). */
+UsiEval *usi_eval_new(const char *weights_path, const char *backend, int32_t threads, int32_t max_batch, char *err,
+                      size_t errlen);
+void usi_eval_free(UsiEval *ev); /* NULL ok */
+bool usi_eval_uniform(const UsiEval *ev);
+/* "6x64 relu on cpu: runs/x/models/0007.safetensors" or "uniform policy, zero value (no net)". */
+const char *usi_eval_describe(const UsiEval *ev);
+
+/* One batch of leaves and its answers. */
+typedef struct {
+    int32_t cap;              /* most leaves */
+    int32_t n;                /* leaves in this batch */
+    MctsRequest *reqs;        /* (cap) filled by mcts_collect */
+    uint8_t *packed;          /* (cap, ENC_PACKED_BYTES) */
+    float *hand;              /* (cap, ENC_HAND) */
+    uint32_t *offsets;        /* (cap + 1) CSR of labels / policy */
+    uint16_t *labels;         /* (cap * MCTS_MOVES_MAX) */
+    float *policy;            /* (cap * MCTS_MOVES_MAX) one logit per legal move */
+    float *value;             /* (cap, 3) W/D/L logits */
+    nn_server_ticket_t ticket;
+    bool in_flight;
+} UsiBatch;
+
+UsiBatch *usi_batch_new(int32_t cap); /* NULL when out of memory */
+void usi_batch_free(UsiBatch *b);     /* NULL ok */
+
+/* Starts evaluating b->reqs[0 .. n). Returns 0, or -1 with err (the batch
+ * then holds uniform answers and is not in flight). */
+int usi_eval_submit(UsiEval *ev, UsiBatch *b, int32_t n, char *err, size_t errlen);
+/* Waits for a submitted batch. Returns 0, or -1 with err: the batch then
+ * holds uniform answers, so the search can go on. */
+int usi_eval_wait(UsiEval *ev, UsiBatch *b, char *err, size_t errlen);
+/* Hands every answer of b to the tree (mcts_deliver_moves). */
+void usi_batch_deliver(MctsTree *t, UsiBatch *b);
+
+#endif

@@ -1,0 +1,55 @@
+/* mate.h - `go mate`: a mate search over checks (tsume) for the side to move.
+ *
+ * Owns: an iterative-deepening AND/OR search (the attacker plays only
+ * checks, the defender every legal evasion) with a transposition table,
+ * mate in one at the attacker's last move (engine/mate1), move ordering by
+ * the defender's reply count, and the extraction of a mating line in which
+ * the attacker mates as fast as it can and the defender resists as long as
+ * it can.
+ * Does not own: the clock (the caller gives a deadline and a stop flag), USI
+ * text (session.c prints `checkmate ...`).
+ *
+ * Rules: a defender reply that repeats an earlier position (in the line or
+ * the game) escapes (perpetual check is no mate); pawn-drop mate is never
+ * played (movegen does not produce it). "No mate" is reported only when it is
+ * proven: every line ended without a check to give or in an escape by
+ * repetition was not needed. A search stopped by time or flag, or one that
+ * reached max_plies without a proof either way, reports TIMEOUT.
+ */
+#ifndef KOMA_USI_MATE_H
+#define KOMA_USI_MATE_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "engine/position.h"
+
+enum { USI_MATE_PLY_MAX = 63 }; /* longest mate searched, in plies (odd) */
+
+typedef enum { USI_MATE_FOUND = 0, USI_MATE_NONE, USI_MATE_TIMEOUT } UsiMateStatus;
+
+typedef struct {
+    int64_t deadline_ms;    /* compat_now_ms() time; 0 = none */
+    const atomic_int *stop; /* NULL = none; nonzero stops the search */
+    int32_t max_plies;      /* longest mate looked for, 1..USI_MATE_PLY_MAX (odd; even is rounded down) */
+    int64_t max_nodes;      /* 0 = none */
+    int32_t tt_log2;        /* transposition table of 2^tt_log2 entries (16 bytes each); 0: 20 */
+} UsiMateLimits;
+
+typedef struct {
+    UsiMateStatus status;
+    int32_t len;                  /* plies of pv (odd) when FOUND */
+    Move pv[USI_MATE_PLY_MAX];    /* attacker, defender, ..., attacker's mating move */
+    int64_t nodes;
+    int32_t depth;                /* deepest iteration finished (plies) */
+} UsiMateResult;
+
+void usi_mate_limits_default(UsiMateLimits *lim);
+/* Searches pos (side to move attacks). pos is scratch: moves are made and
+ * taken back, it is unchanged on return. */
+void usi_mate_search(Position *pos, const UsiMateLimits *lim, UsiMateResult *res);
+/* Is pv a mate: every move legal, every attacker move a check, the last
+ * position mated? (The tests' and the search's own final check.) */
+bool usi_mate_verify(const Position *pos, const Move *pv, int32_t len);
+
+#endif

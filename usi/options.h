@@ -1,0 +1,61 @@
+/* options.h - the engine's USI options: their values, the `option` lines
+ * announced after `usi`, and `setoption` checking.
+ *
+ * Owns: names, types, defaults and ranges of every option, and the rule that
+ * a bad value leaves the old one in place with a message saying why.
+ * Does not own: what an option does (session.c loads the net, search.c reads
+ * the limits), the protocol loop (usi.c).
+ *
+ * Options (name: USI type, default, meaning):
+ *   Net            string  <empty>  weights file (.safetensors), or a run directory:
+ *                                   its koma.db's latest model (else the last file in
+ *                                   <dir>/models/ or <dir> by name). Empty: no net, a
+ *                                   uniform policy and zero value (legal moves only).
+ *   Backend        combo   auto     cpu | cuda | auto (cuda when a device is present)
+ *   Threads        spin    CPUs     CPU threads of the cpu backend's BLAS (1..1024)
+ *   BatchSize      spin    32       leaves per network batch (1..1024)
+ *   NodeLimit      spin    0        visits per move; 0 = time only
+ *   ByoyomiMargin  spin    300      ms kept back for lag on every timed move (0..60000)
+ *   ResignThreshold string 0        resign when the chosen move's win probability
+ *                                   (1 + Q) / 2 is below this (0..1); 0 = never
+ *   USI_Ponder     check   false    ponder on the predicted reply (GUI-managed)
+ *   USI_Hash       spin    256      MiB for the search tree (+1/8 for the result cache)
+ *   MaxPly         spin    320      game length the search scores as a draw; 0 = none
+ *   Search         combo   puct     puct | gumbel (root selection)
+ * Names are matched without regard to case; the canonical spelling is used
+ * in messages.
+ */
+#ifndef KOMA_USI_OPTIONS_H
+#define KOMA_USI_OPTIONS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "data/config.h"
+#include "usi/out.h"
+
+typedef struct {
+    char net[CFG_STRING_MAX];
+    char backend[CFG_STRING_MAX];
+    int64_t threads;
+    int64_t batch;
+    int64_t node_limit;
+    int64_t byoyomi_margin;
+    double resign;
+    int ponder;
+    int64_t hash_mb;
+    int64_t max_ply;
+    char search[CFG_STRING_MAX];
+} UsiOptions;
+
+void usi_options_default(UsiOptions *o);
+/* Writes one `option name ...` line per option. */
+void usi_options_print(const UsiOptions *o, UsiOut *out);
+/* Applies one setoption. value may be NULL (no `value` part) and "<empty>"
+ * means the empty string. Returns 0 with *canonical (may be NULL) set to the
+ * option's name, or -1 with err saying why (unknown name, bad value); the
+ * options are then unchanged. */
+int usi_options_set(UsiOptions *o, const char *name, const char *value, const char **canonical, char *err,
+                    size_t errlen);
+
+#endif

@@ -1,0 +1,35 @@
+/* out.h - the engine's only way to talk: whole lines to the GUI.
+ *
+ * Owns: one mutex around the output, so that the reader thread (usiok,
+ * readyok, info string) and the search thread (info, bestmove, checkmate)
+ * never interleave inside a line; a flush after every line.
+ * Does not own: what the lines say (usi.c, session.c, search.c).
+ */
+#ifndef KOMA_USI_OUT_H
+#define KOMA_USI_OUT_H
+
+#include <stddef.h>
+
+#include "compat/compat.h"
+
+/* Receives one complete line without its newline. */
+typedef void (*UsiWriteFn)(void *user, const char *line, size_t len);
+
+typedef struct {
+    compat_mutex_t mu;
+    UsiWriteFn write; /* NULL: stdout (fputs, '\n', fflush) */
+    void *user;
+} UsiOut;
+
+void usi_out_init(UsiOut *o, UsiWriteFn write, void *user);
+void usi_out_destroy(UsiOut *o);
+/* Formats one line (at most USI_LINE_MAX - 1 characters; longer text is cut)
+ * and writes it whole. */
+enum { USI_LINE_MAX = 4096 };
+void usi_out_line(UsiOut *o, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+#endif

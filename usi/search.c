@@ -1,0 +1,196 @@
+/* search.c - go limits, the MCTS loop of the search thread, info lines (see search.h). */
+#include "usi/search.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "compat/compat.h"
+#include "engine/sfen.h"
+
+void usi_go_init(UsiGo *g) {
+    memset(g, 0, sizeof *g);
+    g->time[0] = g->time[1] = g->inc[0] = g->inc[1] = -1;
+    g->byoyomi = g->movetime = g->nodes = -1;
+    g->mate_ms = -1;
+}
+
+bool usi_go_timed(const UsiGo *g) {
+    return g->time[0] >= 0 || g->time[1] >= 0 || g->inc[0] >= 0 || g->inc[1] >= 0 || g->byoyomi >= 0 ||
+           g->movetime >= 0;
+}
+
+MctsTimeLimits usi_go_time_limits(const UsiGo *g, Color side, int32_t ply, int64_t margin_ms) {
+    MctsTimeInput in;
+    mcts_time_input_default(&in);
+    in.remaining_ms = g->time[side] > 0 ? g->time[side] : 0;
+    in.increment_ms = g->inc[side] > 0 ? g->inc[side] : 0;
+    in.byoyomi_ms = g->byoyomi > 0 ? g->byoyomi : 0;
+    in.movetime_ms = g->movetime > 0 ? g->movetime : 0;
+    in.ply = ply;
+    in.margin_ms = margin_ms;
+    return mcts_time_limits(&in);
+}
+
+float usi_result_value(const MctsResult *res) {
+    for (int32_t i = 0; i < res->n; i++)
+        if (res->moves[i] == res->best && res->visits[i] > 0) return res->q[i];
+    return res->root_q;
+}
+
+int32_t usi_value_to_cp(float q) {
+    double s = (1.0 + (double)q) * 0.5;
+    if (!(s >= 0.001)) s = 0.001; /* also NaN */
+    if (s > 0.999) s = 0.999;
+    return (int32_t)lround(600.0 * log10(s / (1.0 - s)));
+}
+
+void usi_search_info(UsiSearch *s) {
+    const MctsResult *r = s->res;
+    int64_t now = compat_now_ms();
+    int64_t ms = now - s->start_ms;
+    if (ms < 0) ms = 0;
+    s->elapsed_ms = ms;
+    const MctsParams *p = mcts_tree_params(s->tree);
+    int64_t edge_cap = p->edge_limit > 0 ? p->edge_limit : (int64_t)p->node_limit * 48;
+    int64_t full = p->node_limit > 0 ? (int64_t)r->nodes * 1000 / p->node_limit : 0;
+    int64_t full_e = edge_cap > 0 ? r->edges * 1000 / edge_cap : 0;
+    if (full_e > full) full = full_e;
+    if (full > 1000) full = 1000;
+    char pv[MCTS_PV_MAX * MOVE_USI_MAX + 8];
+    size_t used = 0;
+    pv[0] = 0;
+    for (int32_t i = 0; i < r->pv_len; i++) {
+        char mv[MOVE_USI_MAX];
+        move_to_usi(r->pv[i], mv);
+        used += (size_t)snprintf(pv + used, sizeof pv - used, " %s", mv);
+        if (used >= sizeof pv) break;
+    }
+    int32_t depth = s->depth > 0 ? s->depth : (r->pv_len > 0 ? r->pv_len : 1);
+    int32_t seldepth = s->seldepth > depth ? s->seldepth : depth;
+    long long nps = ms > 0 ? (long long)(s->playouts * 1000 / ms) : 0;
+    usi_out_line(s->out, "info depth %d seldepth %d nodes %lld nps %lld time %lld hashfull %lld score cp %d%s%s",
+                 depth, seldepth, (long long)s->playouts, nps, (long long)ms, (long long)full,
+                 usi_value_to_cp(usi_result_value(r)), r->pv_len > 0 ? " pv" : "", pv);
+}
+
+static void set_limits(MctsLimits *ml, int64_t visits, int64_t soft, int64_t hard, const atomic_int *stop) {
+    memset(ml, 0, sizeof *ml);
+    ml->visits = visits > 0 ? visits : INT64_MAX / 4;
+    ml->full = 0;
+    ml->soft_deadline_ms = soft;
+    ml->hard_deadline_ms = hard;
+    ml->stop = stop;
+}
+
+typedef struct {
+    int64_t depth_sum, depth_n;
+    int32_t depth_max;
+    bool warned;
+    uint64_t seq;            /* submission counter: the oldest batch is waited for first */
+    uint64_t batch_seq[2];
+} Loop;
+
+static void sample_depth(UsiSearch *s, Loop *lp, UsiBatch *b) {
+    if (b->n <= 0 || !s->scratch) return;
+    mcts_request_position(s->tree, &b->reqs[0], s->scratch);
+    int32_t d = pos_hist_len(s->scratch) - pos_hist_len(mcts_tree_position(s->tree));
+    lp->depth_sum += d;
+    lp->depth_n++;
+    if (d > lp->depth_max) lp->depth_max = d;
+    s->depth = (int32_t)((lp->depth_sum + lp->depth_n / 2) / lp->depth_n);
+    if (s->depth < 1) s->depth = 1;
+    s->seldepth = lp->depth_max;
+}
+
+static void eval_error(UsiSearch *s, Loop *lp, const char *err) {
+    if (lp->warned) return;
+    lp->warned = true;
+    usi_out_line(s->out, "info string %s; continuing with uniform answers", err);
+}
+
+static void finish_batch(UsiSearch *s, Loop *lp, UsiBatch *b) {
+    char err[256];
+    if (usi_eval_wait(s->eval, b, err, sizeof err) != 0) eval_error(s, lp, err);
+    usi_batch_deliver(s->tree, b);
+}
+
+static void drain(UsiSearch *s, Loop *lp) {
+    for (;;) {
+        int oldest = -1;
+        for (int i = 0; i < 2; i++)
+            if (s->batch[i] && s->batch[i]->in_flight && (oldest < 0 || lp->batch_seq[i] < lp->batch_seq[oldest]))
+                oldest = i;
+        if (oldest < 0) return;
+        finish_batch(s, lp, s->batch[oldest]);
+    }
+}
+
+void usi_search_run(UsiSearch *s, const UsiSearchLimits *lim) {
+    Loop lp;
+    memset(&lp, 0, sizeof lp);
+    MctsTree *t = s->tree;
+    int64_t interval = s->info_interval_ms > 0 ? s->info_interval_ms : 1000;
+    bool pondering = lim->ponder;
+    MctsLimits ml;
+    if (pondering) set_limits(&ml, lim->ponder_visits, 0, 0, s->stop);
+    else set_limits(&ml, lim->visits, lim->soft_ms, lim->hard_ms, s->stop);
+    s->playouts = 0;
+    s->depth = s->seldepth = 0;
+    int64_t done_before = 0; /* playouts of the pondering phase */
+    int32_t bs = s->batch_size;
+    if (bs > s->batch[0]->cap) bs = s->batch[0]->cap;
+    mcts_search_begin(t, &ml);
+    int64_t next_info = compat_now_ms() + interval;
+    int64_t spins = 0;
+    bool counted = false; /* the last phase's playouts are in done_before */
+    for (;;) {
+        int64_t at;
+        if (pondering && s->ponderhit && s->ponderhit(s->user, &at)) {
+            drain(s, &lp);
+            mcts_search_result(t, s->res);
+            done_before += s->res->playouts;
+            pondering = false;
+            if (lim->visits > 0 && done_before >= lim->visits) {
+                counted = true;
+                break;
+            }
+            set_limits(&ml, lim->visits > 0 ? lim->visits - done_before : 0, lim->soft_rel ? at + lim->soft_rel : 0,
+                       lim->hard_rel ? at + lim->hard_rel : 0, s->stop);
+            mcts_search_begin(t, &ml);
+        }
+        if (mcts_search_done(t)) break;
+        bool submitted = false;
+        for (int i = 0; i < 2; i++) {
+            UsiBatch *b = s->batch[i];
+            if (!b || b->in_flight) continue;
+            int32_t n = mcts_collect(t, bs, b->reqs);
+            if (n <= 0) break;
+            sample_depth(s, &lp, b);
+            char err[256];
+            if (usi_eval_submit(s->eval, b, n, err, sizeof err) != 0) eval_error(s, &lp, err);
+            lp.batch_seq[i] = ++lp.seq;
+            submitted = true;
+            if (!b->in_flight) usi_batch_deliver(t, b); /* uniform answers: at once */
+        }
+        /* wait for the oldest batch on the device */
+        int oldest = -1;
+        for (int i = 0; i < 2; i++)
+            if (s->batch[i] && s->batch[i]->in_flight && (oldest < 0 || lp.batch_seq[i] < lp.batch_seq[oldest]))
+                oldest = i;
+        if (oldest >= 0) finish_batch(s, &lp, s->batch[oldest]);
+        else if (!submitted && (++spins & 63) == 0)
+            compat_sleep_ms(0); /* only resolved leaves: let others run */
+        int64_t now = compat_now_ms();
+        if (now >= next_info) {
+            next_info = now + interval;
+            mcts_search_result(t, s->res);
+            s->playouts = done_before + s->res->playouts;
+            usi_search_info(s);
+        }
+    }
+    drain(s, &lp);
+    mcts_search_result(t, s->res);
+    s->playouts = done_before + (counted ? 0 : s->res->playouts);
+    s->elapsed_ms = compat_now_ms() - s->start_ms;
+}

@@ -1,0 +1,96 @@
+/* search.h - one `go`: its arguments, its time limits, and the MCTS loop that
+ * runs on the search thread with `info` lines.
+ *
+ * Owns: the parsed form of `go` (UsiGo), turning it into visit and time
+ * limits (mcts/timeman does the clock arithmetic), the collect / evaluate /
+ * deliver loop with two batches in flight, the switch from pondering to a
+ * timed search at `ponderhit`, the `info` line (depth, seldepth, nodes, nps,
+ * time, hashfull, score cp, pv) and the score scale.
+ * Does not own: threads and the bestmove decision (session.c), the tree
+ * (mcts/), the network (eval.c).
+ *
+ * Score: the value head's Q = W - L of the chosen move (the root's mean when
+ * it has no visits), as expected score s = (1 + Q) / 2, is reported as
+ * cp = 600 * log10(s / (1 - s)), i.e. s = 1 / (1 + 10^(-cp / 600)), with s
+ * clamped to [0.001, 0.999] (|cp| <= 1799).
+ *
+ * Depth: one leaf of every batch is sampled; depth is the mean sampled leaf
+ * depth (plies below the root, rounded, at least 1) and seldepth the deepest.
+ * nodes counts this search's playouts (visits), nps = nodes / time.
+ */
+#ifndef KOMA_USI_SEARCH_H
+#define KOMA_USI_SEARCH_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "mcts/mcts.h"
+#include "mcts/timeman.h"
+#include "usi/eval.h"
+#include "usi/out.h"
+
+/* `go` as parsed; -1 marks an absent number. */
+typedef struct {
+    int64_t time[2];   /* btime, wtime (ms) */
+    int64_t inc[2];    /* binc, winc (ms) */
+    int64_t byoyomi;   /* ms */
+    int64_t movetime;  /* ms */
+    int64_t nodes;     /* visits */
+    bool infinite;
+    bool ponder;
+    bool mate;         /* go mate */
+    int64_t mate_ms;   /* go mate <ms>; -1: infinite */
+} UsiGo;
+
+void usi_go_init(UsiGo *g);
+/* Has the go any clock (time, byoyomi, increment or movetime)? */
+bool usi_go_timed(const UsiGo *g);
+/* Soft and hard limits for the side to move at game ply `ply`, counted from
+ * the moment the move's clock starts. remaining = btime/wtime as given (it is
+ * taken to include this move's increment, as timeman.h says). */
+MctsTimeLimits usi_go_time_limits(const UsiGo *g, Color side, int32_t ply, int64_t margin_ms);
+
+/* Limits of one search. Times are compat_now_ms() values. */
+typedef struct {
+    int64_t visits;       /* playouts; <= 0: unbounded (time, stop or pool) */
+    int64_t soft_ms;      /* deadlines; 0 = none */
+    int64_t hard_ms;
+    bool ponder;          /* until ponderhit: no deadline, ponder_visits */
+    int64_t ponder_visits;/* <= 0: unbounded */
+    /* after ponderhit at time T: deadlines T + soft_rel / T + hard_rel (0 = none) */
+    int64_t soft_rel, hard_rel;
+} UsiSearchLimits;
+
+typedef struct {
+    MctsTree *tree;
+    UsiEval *eval;
+    UsiOut *out;
+    UsiBatch *batch[2];            /* two batches in flight with a net; batch[1] may be NULL */
+    int32_t batch_size;
+    const atomic_int *stop;        /* nonzero: stop now */
+    /* true once ponderhit has arrived, *at_ms its time; NULL: never */
+    bool (*ponderhit)(void *user, int64_t *at_ms);
+    void *user;
+    int64_t start_ms;              /* when the go arrived (info time) */
+    int64_t info_interval_ms;      /* 1000 */
+    Position *scratch;             /* depth sampling */
+    MctsResult *res;               /* out: the final result */
+    /* out */
+    int64_t playouts;              /* both phases of a pondering search */
+    int64_t elapsed_ms;
+    int32_t depth, seldepth;
+} UsiSearch;
+
+/* Runs the search to its limits or the stop flag, printing an info line
+ * every info_interval_ms and a last one at the end, and fills s->res. */
+void usi_search_run(UsiSearch *s, const UsiSearchLimits *lim);
+/* The value of the move the result plays (Q of the chosen child, the root's
+ * mean when it has no visits), for the root's side to move, in [-1, 1]. */
+float usi_result_value(const MctsResult *res);
+/* cp of a value Q (see above). */
+int32_t usi_value_to_cp(float q);
+/* Writes the info line of res; also used for the final line. */
+void usi_search_info(UsiSearch *s);
+
+#endif

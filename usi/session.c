@@ -1,0 +1,566 @@
+/* session.c - the engine behind the protocol: game, options, net, search
+ * thread, answers (see session.h). */
+#include "usi/session.h"
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compat/compat.h"
+#include "engine/movegen.h"
+#include "engine/rules.h"
+#include "engine/sfen.h"
+#include "mcts/cache.h"
+#include "usi/eval.h"
+#include "usi/mate.h"
+#include "usi/options.h"
+
+#ifndef KOMA_VERSION
+#define KOMA_VERSION "0"
+#endif
+
+enum { USI_BYTES_PER_NODE = 640 }; /* a node, its ~48 edges and slack (mcts.h: ~620) */
+
+/* Everything one go needs, copied by the reader before the thread starts. */
+typedef struct {
+    UsiGo go;
+    UsiOptions opt;
+    Position *pos;
+    char base[SFEN_MAX_LEN];
+    Move *moves; /* (POS_HIST_MAX) */
+    int32_t n;
+    int64_t received_ms;
+    bool newgame;
+} UsiJob;
+
+struct UsiSession {
+    UsiOut out;
+    UsiOptions opt;
+    /* the game (reader) */
+    Position *pos, *tmp; /* the position, and the next one being set up (swapped) */
+    char base[SFEN_MAX_LEN];
+    Move *moves; /* (POS_HIST_MAX) */
+    int32_t n_moves;
+    bool newgame_pending;
+    /* search state: the reader's when no thread runs, the thread's while it runs */
+    UsiEval *eval;
+    char eval_opt_key[CFG_STRING_MAX * 2 + 64]; /* the options the evaluator was made for */
+    char eval_path[USI_PATH_MAX];               /* the weights file it serves ("" = uniform) */
+    MctsTree *tree;
+    MctsCache *cache;
+    int64_t tree_hash_mb;
+    bool tree_valid;
+    char tree_base[SFEN_MAX_LEN];
+    Move *tree_moves; /* (POS_HIST_MAX) */
+    int32_t tree_n;
+    UsiBatch *batch[2];
+    int32_t batch_cap;
+    MctsResult *res;
+    Position *scratch;
+    double nps_est;
+    UsiJob job;
+    /* the thread */
+    compat_thread_t thread;
+    bool live; /* reader only: a thread was started and not joined */
+    compat_mutex_t mu;
+    compat_cond_t cv;
+    bool finished;        /* mu: the thread has given its answer */
+    bool ponderhit;       /* mu */
+    int64_t ponderhit_ms; /* mu */
+    bool quiet;           /* mu: give no answer (gameover, quit) */
+    atomic_int ponderhit_flag;
+    atomic_int stop;
+};
+
+/* ---- small helpers --------------------------------------------------------------- */
+
+void usi_session_say(UsiSession *s, const char *fmt, ...) {
+    char buf[USI_LINE_MAX - 16];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    usi_out_line(&s->out, "info string %s", buf);
+}
+
+UsiOut *usi_session_out(UsiSession *s) { return &s->out; }
+const Position *usi_session_position_now(const UsiSession *s) { return s->pos; }
+
+static void set_startpos(UsiSession *s) {
+    pos_set_startpos(s->pos);
+    sfen_write(s->pos, s->base, sizeof s->base);
+    s->n_moves = 0;
+}
+
+UsiSession *usi_session_new(UsiWriteFn write, void *user) {
+    UsiSession *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    usi_out_init(&s->out, write, user);
+    compat_mutex_init(&s->mu);
+    compat_cond_init(&s->cv);
+    atomic_init(&s->stop, 0);
+    atomic_init(&s->ponderhit_flag, 0);
+    usi_options_default(&s->opt);
+    s->pos = malloc(sizeof(Position));
+    s->tmp = malloc(sizeof(Position));
+    s->scratch = malloc(sizeof(Position));
+    s->job.pos = malloc(sizeof(Position));
+    s->moves = malloc(POS_HIST_MAX * sizeof(Move));
+    s->tree_moves = malloc(POS_HIST_MAX * sizeof(Move));
+    s->job.moves = malloc(POS_HIST_MAX * sizeof(Move));
+    s->res = malloc(sizeof(MctsResult));
+    if (!s->pos || !s->tmp || !s->scratch || !s->job.pos || !s->moves || !s->tree_moves || !s->job.moves ||
+        !s->res) {
+        usi_session_free(s);
+        return NULL;
+    }
+    set_startpos(s);
+    s->nps_est = 0;
+    return s;
+}
+
+/* Joins a thread that has answered. Returns true when no thread is live. */
+static bool reap(UsiSession *s) {
+    if (!s->live) return true;
+    compat_mutex_lock(&s->mu);
+    bool fin = s->finished;
+    compat_mutex_unlock(&s->mu);
+    if (!fin) return false;
+    compat_thread_join(s->thread);
+    s->live = false;
+    return true;
+}
+
+static void stop_search(UsiSession *s, bool quiet) {
+    atomic_store(&s->stop, 1);
+    compat_mutex_lock(&s->mu);
+    if (quiet) s->quiet = true;
+    compat_cond_broadcast(&s->cv);
+    compat_mutex_unlock(&s->mu);
+}
+
+static void join_search(UsiSession *s) {
+    if (!s->live) return;
+    compat_thread_join(s->thread);
+    s->live = false;
+}
+
+void usi_session_free(UsiSession *s) {
+    if (!s) return;
+    if (s->live) {
+        stop_search(s, true);
+        join_search(s);
+    }
+    usi_eval_free(s->eval);
+    mcts_tree_free(s->tree);
+    mcts_cache_free(s->cache);
+    usi_batch_free(s->batch[0]);
+    usi_batch_free(s->batch[1]);
+    free(s->pos);
+    free(s->tmp);
+    free(s->scratch);
+    free(s->job.pos);
+    free(s->moves);
+    free(s->tree_moves);
+    free(s->job.moves);
+    free(s->res);
+    compat_cond_destroy(&s->cv);
+    compat_mutex_destroy(&s->mu);
+    usi_out_destroy(&s->out);
+    free(s);
+}
+
+/* ---- net, tree, batches (called by whoever owns them) ------------------------- */
+
+static void tree_params(const UsiOptions *o, MctsParams *p) {
+    mcts_params_default(p);
+    p->root_mode = strcmp(o->search, "gumbel") == 0 ? MCTS_ROOT_GUMBEL : MCTS_ROOT_PUCT;
+    p->max_ply = (int32_t)o->max_ply;
+    p->noise = false;
+    p->move_temp_plies = 0;
+    p->mate1_leaf = true;
+    p->single_move_stop = true;
+}
+
+/* Makes the tree, cache and batches fit the options. Returns false when out of memory. */
+static bool ensure_tree(UsiSession *s, const UsiOptions *o) {
+    MctsParams p;
+    tree_params(o, &p);
+    if (!s->tree || s->tree_hash_mb != o->hash_mb) {
+        mcts_tree_free(s->tree);
+        mcts_cache_free(s->cache);
+        s->tree = NULL;
+        s->cache = NULL;
+        s->tree_valid = false;
+        int64_t bytes = o->hash_mb * 1024 * 1024;
+        int64_t nodes = bytes / USI_BYTES_PER_NODE;
+        if (nodes < 4096) nodes = 4096;
+        if (nodes > INT32_MAX / 2) nodes = INT32_MAX / 2;
+        p.node_limit = (int32_t)nodes;
+        s->cache = mcts_cache_new(bytes / 8);
+        s->tree = mcts_tree_new(&p, s->cache);
+        if (!s->tree) {
+            mcts_cache_free(s->cache);
+            s->cache = NULL;
+            usi_session_say(s, "USI_Hash %lld MiB: out of memory for the tree", (long long)o->hash_mb);
+            return false;
+        }
+        s->tree_hash_mb = o->hash_mb;
+    } else {
+        mcts_tree_set_params(s->tree, &p);
+    }
+    if (s->batch_cap < o->batch || !s->batch[0] || !s->batch[1]) {
+        usi_batch_free(s->batch[0]);
+        usi_batch_free(s->batch[1]);
+        s->batch[0] = usi_batch_new((int32_t)o->batch);
+        s->batch[1] = usi_batch_new((int32_t)o->batch);
+        s->batch_cap = (int32_t)o->batch;
+        if (!s->batch[0] || !s->batch[1]) {
+            usi_batch_free(s->batch[0]);
+            usi_batch_free(s->batch[1]);
+            s->batch[0] = s->batch[1] = NULL;
+            s->batch_cap = 0;
+            usi_session_say(s, "BatchSize %lld: out of memory", (long long)o->batch);
+            return false;
+        }
+    }
+    return true;
+}
+
+static void eval_opt_key(const UsiOptions *o, char *key, size_t n) {
+    snprintf(key, n, "%s|%s|%lld|%lld", o->net, o->backend, (long long)o->threads, (long long)o->batch);
+}
+
+/* Makes the evaluator serve the Net option. resolve: look the net up again
+ * (a run directory may have a newer model); otherwise only when the options
+ * changed. Never fails: a net that cannot be loaded leaves the uniform one. */
+static void ensure_eval(UsiSession *s, const UsiOptions *o, bool resolve) {
+    char key[sizeof s->eval_opt_key];
+    eval_opt_key(o, key, sizeof key);
+    bool opts_changed = !s->eval || strcmp(key, s->eval_opt_key) != 0;
+    if (!opts_changed && !resolve) return;
+    char path[USI_PATH_MAX], err[1024];
+    if (usi_net_resolve(o->net, path, sizeof path, err, sizeof err) != 0) {
+        usi_session_say(s, "Net: %s; playing with a uniform policy and zero value", err);
+        path[0] = 0;
+    }
+    if (!opts_changed && strcmp(path, s->eval_path) == 0) return;
+    usi_eval_free(s->eval);
+    s->eval = NULL;
+    if (s->cache) mcts_cache_clear(s->cache);
+    s->tree_valid = false; /* values of another net */
+    int64_t t0 = compat_now_ms();
+    s->eval = usi_eval_new(path, o->backend, (int32_t)o->threads, (int32_t)o->batch, err, sizeof err);
+    if (!s->eval) {
+        usi_session_say(s, "Net: %s; playing with a uniform policy and zero value", err);
+        path[0] = 0;
+        s->eval = usi_eval_new(NULL, NULL, 0, 0, err, sizeof err);
+    }
+    snprintf(s->eval_opt_key, sizeof s->eval_opt_key, "%s", key);
+    snprintf(s->eval_path, sizeof s->eval_path, "%s", path);
+    if (!s->eval) return;
+    if (usi_eval_uniform(s->eval))
+        usi_session_say(s, "no net: %s; the engine plays legal moves only", usi_eval_describe(s->eval));
+    else
+        usi_session_say(s, "net loaded in %lld ms: %s", (long long)(compat_now_ms() - t0),
+                        usi_eval_describe(s->eval));
+}
+
+/* ---- the search thread ------------------------------------------------------------ */
+
+static void sync_tree(UsiSession *s, const UsiJob *j) {
+    bool extend = s->tree_valid && !j->newgame && strcmp(s->tree_base, j->base) == 0 && j->n >= s->tree_n &&
+                  memcmp(j->moves, s->tree_moves, (size_t)s->tree_n * sizeof(Move)) == 0;
+    if (extend) {
+        for (int32_t i = s->tree_n; i < j->n; i++) mcts_tree_advance(s->tree, j->moves[i]);
+        int32_t kept = mcts_tree_nodes(s->tree);
+        if (kept > 1) usi_session_say(s, "tree reuse: %d nodes kept", kept);
+    } else {
+        mcts_tree_set_position(s->tree, j->pos);
+    }
+    snprintf(s->tree_base, sizeof s->tree_base, "%s", j->base);
+    memcpy(s->tree_moves, j->moves, (size_t)j->n * sizeof(Move));
+    s->tree_n = j->n;
+    s->tree_valid = true;
+}
+
+static bool cb_ponderhit(void *user, int64_t *at_ms) {
+    UsiSession *s = user;
+    if (!atomic_load_explicit(&s->ponderhit_flag, memory_order_acquire)) return false;
+    compat_mutex_lock(&s->mu);
+    *at_ms = s->ponderhit_ms;
+    compat_mutex_unlock(&s->mu);
+    return true;
+}
+
+/* Holds the answer of an infinite or ponder search until stop / ponderhit,
+ * then gives it (unless quiet) and marks the thread finished. */
+static void answer(UsiSession *s, const UsiJob *j, const char *line) {
+    compat_mutex_lock(&s->mu);
+    while (!atomic_load(&s->stop) && (j->go.infinite || (j->go.ponder && !s->ponderhit)))
+        compat_cond_wait(&s->cv, &s->mu);
+    if (!s->quiet && line) usi_out_line(&s->out, "%s", line);
+    s->finished = true;
+    compat_mutex_unlock(&s->mu);
+}
+
+static void run_mate(UsiSession *s, const UsiJob *j) {
+    const UsiGo *g = &j->go;
+    UsiMateLimits lim;
+    usi_mate_limits_default(&lim);
+    if (g->mate_ms >= 0) {
+        int64_t margin = j->opt.byoyomi_margin < g->mate_ms / 2 ? j->opt.byoyomi_margin : g->mate_ms / 2;
+        lim.deadline_ms = j->received_ms + (g->mate_ms - margin > 1 ? g->mate_ms - margin : 1);
+    }
+    lim.stop = &s->stop;
+    pos_copy(s->scratch, j->pos);
+    UsiMateResult r;
+    int64_t t0 = compat_now_ms();
+    usi_mate_search(s->scratch, &lim, &r);
+    int64_t ms = compat_now_ms() - t0;
+    usi_out_line(&s->out, "info depth %d nodes %lld time %lld nps %lld", r.depth > 0 ? r.depth : 1,
+                 (long long)r.nodes, (long long)ms, ms > 0 ? (long long)(r.nodes * 1000 / ms) : 0LL);
+    char line[USI_LINE_MAX];
+    if (r.status == USI_MATE_FOUND) {
+        size_t used = (size_t)snprintf(line, sizeof line, "checkmate");
+        for (int32_t i = 0; i < r.len && used < sizeof line - MOVE_USI_MAX - 2; i++) {
+            char mv[MOVE_USI_MAX];
+            move_to_usi(r.pv[i], mv);
+            used += (size_t)snprintf(line + used, sizeof line - used, " %s", mv);
+        }
+    } else {
+        snprintf(line, sizeof line, "checkmate %s", r.status == USI_MATE_NONE ? "nomate" : "timeout");
+    }
+    compat_mutex_lock(&s->mu);
+    if (!s->quiet) usi_out_line(&s->out, "%s", line);
+    s->finished = true;
+    compat_mutex_unlock(&s->mu);
+}
+
+static void search_limits(UsiSession *s, const UsiJob *j, UsiSearchLimits *lim) {
+    const UsiGo *g = &j->go;
+    const Position *root = mcts_tree_position(s->tree);
+    memset(lim, 0, sizeof *lim);
+    int64_t visits = g->nodes >= 0 ? (g->nodes > 0 ? g->nodes : 1) : j->opt.node_limit;
+    bool timed = usi_go_timed(g) && !g->infinite;
+    if (!timed && !g->infinite && !g->ponder && visits <= 0) visits = USI_GO_DEFAULT_VISITS;
+    MctsTimeLimits tl = {0, 0};
+    if (timed) tl = usi_go_time_limits(g, pos_side_to_move(root), pos_game_ply(root), j->opt.byoyomi_margin);
+    if (strcmp(j->opt.search, "gumbel") == 0 && visits <= 0) {
+        double nps = s->nps_est > 0 ? s->nps_est : 200.0;
+        visits = timed ? (int64_t)(nps * (double)tl.soft_ms / 1000.0) : 1000000;
+        if (visits < 64) visits = 64;
+    }
+    lim->visits = visits;
+    lim->ponder = g->ponder;
+    lim->ponder_visits = visits;
+    if (timed) {
+        if (g->ponder) {
+            lim->soft_rel = tl.soft_ms;
+            lim->hard_rel = tl.hard_ms;
+        } else {
+            lim->soft_ms = j->received_ms + tl.soft_ms;
+            lim->hard_ms = j->received_ms + tl.hard_ms;
+        }
+    }
+}
+
+static void *thread_main(void *arg) {
+    UsiSession *s = arg;
+    UsiJob *j = &s->job;
+    if (j->go.mate) {
+        run_mate(s, j);
+        return NULL;
+    }
+    if (!ensure_tree(s, &j->opt)) {
+        answer(s, j, "bestmove resign");
+        return NULL;
+    }
+    ensure_eval(s, &j->opt, false);
+    sync_tree(s, j);
+    const Position *root = mcts_tree_position(s->tree);
+    char line[256];
+    if (!rules_has_legal_move(root)) {
+        usi_session_say(s, "no legal move: resigning");
+        answer(s, j, "bestmove resign");
+        return NULL;
+    }
+    if (rules_can_declare(root)) {
+        usi_session_say(s, "entering-king declaration holds: declaring a win");
+        answer(s, j, "bestmove win");
+        return NULL;
+    }
+    UsiSearchLimits lim;
+    search_limits(s, j, &lim);
+    UsiSearch se;
+    memset(&se, 0, sizeof se);
+    se.tree = s->tree;
+    se.eval = s->eval;
+    se.out = &s->out;
+    se.batch[0] = s->batch[0];
+    se.batch[1] = usi_eval_uniform(s->eval) ? NULL : s->batch[1];
+    se.batch_size = (int32_t)j->opt.batch;
+    se.stop = &s->stop;
+    se.ponderhit = cb_ponderhit;
+    se.user = s;
+    se.start_ms = j->received_ms;
+    se.info_interval_ms = 1000;
+    se.scratch = s->scratch;
+    se.res = s->res;
+    usi_search_run(&se, &lim);
+    usi_search_info(&se);
+    if (se.elapsed_ms >= 50 && se.playouts > 0) s->nps_est = (double)se.playouts * 1000.0 / (double)se.elapsed_ms;
+    const MctsResult *r = s->res;
+    float q = usi_result_value(r);
+    if (r->best == MOVE_NONE) {
+        snprintf(line, sizeof line, "bestmove resign");
+    } else if (j->opt.resign > 0 && (1.0 + q) * 0.5 < j->opt.resign) {
+        usi_session_say(s, "win probability %.4f below ResignThreshold %g: resigning", (1.0 + q) * 0.5,
+                        j->opt.resign);
+        snprintf(line, sizeof line, "bestmove resign");
+    } else {
+        char mv[MOVE_USI_MAX], pm[MOVE_USI_MAX];
+        move_to_usi(r->best, mv);
+        if (j->opt.ponder && r->pv_len >= 2 && r->pv[0] == r->best) {
+            move_to_usi(r->pv[1], pm);
+            snprintf(line, sizeof line, "bestmove %s ponder %s", mv, pm);
+        } else {
+            snprintf(line, sizeof line, "bestmove %s", mv);
+        }
+    }
+    answer(s, j, line);
+    return NULL;
+}
+
+/* ---- commands ------------------------------------------------------------------------ */
+
+bool usi_session_searching(UsiSession *s) { return !reap(s); }
+
+void usi_session_usi(UsiSession *s) {
+    usi_out_line(&s->out, "id name %s %s", USI_ENGINE_NAME, KOMA_VERSION);
+    usi_out_line(&s->out, "id author %s", USI_ENGINE_AUTHOR);
+    usi_options_print(&s->opt, &s->out);
+    usi_out_line(&s->out, "usiok");
+}
+
+void usi_session_isready(UsiSession *s) {
+    if (reap(s)) {
+        ensure_tree(s, &s->opt);
+        ensure_eval(s, &s->opt, true);
+    }
+    usi_out_line(&s->out, "readyok");
+}
+
+void usi_session_setoption(UsiSession *s, const char *name, const char *value) {
+    char err[CFG_STRING_MAX + 128];
+    const char *canon = NULL;
+    if (usi_options_set(&s->opt, name, value, &canon, err, sizeof err) != 0) {
+        usi_session_say(s, "setoption: %s", err);
+        return;
+    }
+    if (!reap(s)) usi_session_say(s, "setoption %s: takes effect with the next search", canon);
+}
+
+void usi_session_newgame(UsiSession *s) {
+    s->newgame_pending = true;
+    if (reap(s)) s->tree_valid = false;
+}
+
+void usi_session_position(UsiSession *s, const char *sfen, size_t sfen_len, const char *const *moves,
+                          const size_t *lens, int32_t n) {
+    char err[256];
+    Position *p = s->tmp;
+    if (sfen_len == 8 && memcmp(sfen, "startpos", 8) == 0) {
+        pos_set_startpos(p);
+    } else if (sfen_parse(p, sfen, sfen_len, err, sizeof err) != SFEN_OK) {
+        usi_session_say(s, "position: bad SFEN '%.*s': %s; position unchanged", (int)(sfen_len > 200 ? 200 : sfen_len),
+                        sfen, err);
+        return;
+    }
+    sfen_write(p, s->base, sizeof s->base);
+    int32_t ok = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (pos_hist_len(p) >= POS_HIST_MAX - 8) {
+            usi_session_say(s, "position: more than %d moves; position set up to move %d", POS_HIST_MAX - 8, ok);
+            break;
+        }
+        Move m = move_from_usi(p, moves[i], lens[i]);
+        if (m == MOVE_NONE) {
+            usi_session_say(s, "position: illegal move '%.*s' (move %d); position set up to move %d",
+                            (int)(lens[i] > 16 ? 16 : lens[i]), moves[i], i + 1, ok);
+            break;
+        }
+        pos_do_move(p, m);
+        s->moves[ok++] = m;
+    }
+    s->n_moves = ok;
+    Position *t = s->pos;
+    s->pos = s->tmp;
+    s->tmp = t;
+}
+
+void usi_session_go(UsiSession *s, const UsiGo *g, int64_t received_ms) {
+    if (!reap(s)) {
+        if (!atomic_load(&s->stop)) {
+            usi_session_say(s, "go ignored: a search is running (send stop first)");
+            return;
+        }
+        join_search(s); /* stopped: it ends within one batch */
+    }
+    UsiJob *j = &s->job;
+    j->go = *g;
+    j->opt = s->opt;
+    pos_copy(j->pos, s->pos);
+    memcpy(j->base, s->base, sizeof j->base);
+    memcpy(j->moves, s->moves, (size_t)s->n_moves * sizeof(Move));
+    j->n = s->n_moves;
+    j->received_ms = received_ms;
+    j->newgame = s->newgame_pending;
+    s->newgame_pending = false;
+    atomic_store(&s->stop, 0);
+    atomic_store(&s->ponderhit_flag, 0);
+    s->finished = false;
+    s->ponderhit = false;
+    s->quiet = false;
+    if (compat_thread_create(&s->thread, thread_main, s) != 0) {
+        usi_session_say(s, "go: cannot start the search thread");
+        return;
+    }
+    s->live = true;
+}
+
+void usi_session_stop(UsiSession *s) {
+    if (s->live) stop_search(s, false);
+}
+
+void usi_session_ponderhit(UsiSession *s) {
+    if (!s->live || !s->job.go.ponder) return;
+    compat_mutex_lock(&s->mu);
+    if (!s->ponderhit) {
+        s->ponderhit = true;
+        s->ponderhit_ms = compat_now_ms();
+        atomic_store_explicit(&s->ponderhit_flag, 1, memory_order_release);
+        compat_cond_broadcast(&s->cv);
+    }
+    compat_mutex_unlock(&s->mu);
+}
+
+void usi_session_gameover(UsiSession *s, const char *result) {
+    (void)result;
+    if (s->live) stop_search(s, true);
+    s->newgame_pending = true;
+}
+
+void usi_session_quit(UsiSession *s) {
+    if (s->live) {
+        stop_search(s, true);
+        join_search(s);
+    }
+}
+
+void usi_session_wait(UsiSession *s) {
+    if (s->live && !s->job.go.infinite && !s->job.go.ponder && !(s->job.go.mate && s->job.go.mate_ms < 0))
+        join_search(s);
+}

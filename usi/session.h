@@ -1,0 +1,89 @@
+/* session.h - the engine behind the USI protocol: the game position, the
+ * options, the net, the search thread and its answers.
+ *
+ * Owns: what each command does once usi.c has parsed it; the search thread
+ * (one at a time) and the rule that the reader never waits for a search
+ * (isready, stop, ponderhit, gameover and quit are answered while one runs);
+ * tree reuse between `position` commands; the bestmove decision (declaration
+ * win, resignation, the ponder move) and `checkmate` answers.
+ * Does not own: parsing (usi.c), the search loop and info lines (search.c),
+ * the net (eval.c), options (options.c), mate search (mate.c).
+ *
+ * Threads: every function here is called from the one reader thread. The
+ * search thread owns the tree, the evaluator and the batches while it runs;
+ * the reader touches them only when no search is running (after joining a
+ * finished thread), so `isready` during a search answers `readyok` at once
+ * and loads nothing.
+ *
+ * Positions: `position ... moves a b c` with an illegal move c keeps the
+ * legal prefix (a b) and says which move was refused; a bad SFEN leaves the
+ * previous position untouched. Before any `position` the start position is set.
+ *
+ * Decisions for a `go` (in this order): the side to move has no legal move:
+ * `bestmove resign`; the side to move can declare (rules_can_declare):
+ * `bestmove win`; otherwise search, then `bestmove resign` when
+ * ResignThreshold > 0 and the chosen move's (1 + Q) / 2 is below it, else
+ * `bestmove <move> [ponder <move>]` (ponder move: the PV's second move, with
+ * USI_Ponder on). `go infinite` and `go ponder` hold the answer until stop
+ * (or ponderhit), even when the search ends sooner. After `gameover` or
+ * `quit` a running search is stopped and prints no bestmove.
+ *
+ * Limits: `go nodes N` or NodeLimit caps the visits; a clock (btime/wtime,
+ * byoyomi, binc/winc, movetime) sets deadlines through mcts/timeman counted
+ * from the moment the `go` line was read (so a net loaded inside go costs
+ * its own clock, never more); a `go` with neither a clock nor a visit limit
+ * searches USI_GO_DEFAULT_VISITS visits. Gumbel search needs a visit budget:
+ * without one it is estimated from the previous search's speed and the
+ * soft time limit (at least 64).
+ */
+#ifndef KOMA_USI_SESSION_H
+#define KOMA_USI_SESSION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "usi/out.h"
+#include "usi/search.h"
+
+#define USI_ENGINE_NAME "Koma"
+#define USI_ENGINE_AUTHOR "the Koma authors"
+enum { USI_GO_DEFAULT_VISITS = 800 };
+
+typedef struct UsiSession UsiSession;
+
+/* write: where lines go (NULL: stdout). NULL when out of memory. */
+UsiSession *usi_session_new(UsiWriteFn write, void *user);
+/* Stops a running search (no bestmove), joins it and frees everything. NULL ok. */
+void usi_session_free(UsiSession *s);
+UsiOut *usi_session_out(UsiSession *s);
+/* info string <text> */
+void usi_session_say(UsiSession *s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+void usi_session_usi(UsiSession *s);
+void usi_session_isready(UsiSession *s);
+void usi_session_setoption(UsiSession *s, const char *name, const char *value);
+void usi_session_newgame(UsiSession *s);
+/* sfen: "startpos" or SFEN text (sfen_len bytes); moves[i] (lens[i] bytes) in USI notation. */
+void usi_session_position(UsiSession *s, const char *sfen, size_t sfen_len, const char *const *moves,
+                          const size_t *lens, int32_t n);
+/* received_ms: compat_now_ms() when the line was read. */
+void usi_session_go(UsiSession *s, const UsiGo *g, int64_t received_ms);
+void usi_session_stop(UsiSession *s);
+void usi_session_ponderhit(UsiSession *s);
+/* result: "win", "lose", "draw" or NULL. */
+void usi_session_gameover(UsiSession *s, const char *result);
+/* Stops a running search (no bestmove) and joins it. */
+void usi_session_quit(UsiSession *s);
+/* Blocks until the running search (if any) has given its answer. For
+ * command-line commands and tests; never for infinite or ponder searches. */
+void usi_session_wait(UsiSession *s);
+bool usi_session_searching(UsiSession *s);
+/* The current game position (for tests). */
+const Position *usi_session_position_now(const UsiSession *s);
+
+#endif

@@ -1,0 +1,37 @@
+/* usi.h - the USI protocol loop: one line in, one call out.
+ *
+ * Owns: splitting a line into tokens and parsing every command and its
+ * arguments (`setoption name .. value ..`, `position startpos|sfen ..
+ * [moves ..]`, `go` with btime/wtime/binc/winc/byoyomi/movetime/nodes/
+ * infinite/ponder/mate), rejecting malformed ones with `info string` and a
+ * reason, and dispatching to session.h. Nothing here decides anything.
+ * Does not own: what the commands do (session.c), reading stdin (main.c).
+ *
+ * Numbers in `go` are decimal integers 0..10^12 (ms or visits); anything else
+ * (missing, signed, not a number, larger) rejects the whole `go` with a
+ * reason and starts no search. Unknown `go` words (depth, movestogo,
+ * searchmoves, ...) are reported and skipped, and the search goes ahead.
+ * `go mate [<ms>|infinite]`: without a number, infinite.
+ */
+#ifndef KOMA_USI_USI_H
+#define KOMA_USI_USI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "usi/search.h"
+#include "usi/session.h"
+
+enum { USI_CONTINUE = 0, USI_QUIT = 1 };
+enum { USI_NUMBER_MAX_DIGITS = 13 };
+#define USI_NUMBER_MAX 1000000000000LL
+
+/* Handles one line (len bytes, without or with its line ending). received_ms:
+ * when it was read (go's clock starts then). Returns USI_QUIT after `quit`. */
+int usi_handle_line(UsiSession *s, const char *line, size_t len, int64_t received_ms);
+
+/* Parses the words after `go` (text of len bytes) into g. Returns 0, or -1
+ * with err saying what is wrong. Unknown words are listed in warn ("" if none). */
+int usi_parse_go(const char *text, size_t len, UsiGo *g, char *err, size_t errlen, char *warn, size_t warnlen);
+
+#endif
