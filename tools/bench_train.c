@@ -3,12 +3,14 @@
  * batch, with the time split between the gather and the step.
  *
  * Usage: bench_train [--net 6x64] [--batch 128] [--steps 30] [--games 48]
- *                    [--train-threads 0] [--cpu-time] [trainer flags]
+ *                    [--train-threads 0] [--cpu-time] [--keep] [trainer flags]
  * It builds a scratch run (random playouts from the start position, encoded
  * like self-play rows) under the temporary directory, then times --steps
  * steps after 3 untimed ones, and one train_trainer_run_cycle of the same
  * length. --cpu-time reports process CPU seconds as well (per-core figures
- * on a shared machine, with --train-threads 1).
+ * on a shared machine, with --train-threads 1). --keep leaves the scratch run
+ * (koma.db, shards/, models/) in place and prints its path: a sample run for
+ * trying `train --from-games`.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -90,12 +92,13 @@ static double cpu_s(void) { return (double)clock() / CLOCKS_PER_SEC; }
 int main(int argc, char **argv) {
     train_config_t cfg = train_config_default();
     int64_t steps = 30, games = 48;
-    int cpu_time = 0;
+    int cpu_time = 0, keep = 0;
     cfg_opt_t opts[64];
     int n = 0;
     opts[n++] = (cfg_opt_t){"steps", CFG_TYPE_INT, &steps, 1, 1e9, "timed steps"};
     opts[n++] = (cfg_opt_t){"games", CFG_TYPE_INT, &games, 1, 1e6, "random games in the scratch run"};
     opts[n++] = (cfg_opt_t){"cpu-time", CFG_TYPE_BOOL, &cpu_time, 1, 0, "also report process CPU time"};
+    opts[n++] = (cfg_opt_t){"keep", CFG_TYPE_BOOL, &keep, 1, 0, "keep the scratch run and print its path"};
     n += train_config_flags(&cfg, opts + n, 64 - n);
     char err[2048];
     int np = 0;
@@ -199,6 +202,10 @@ int main(int argc, char **argv) {
     db_writer_stop(w, 10000);
     db_writer_free(w);
     db_close(db);
+    if (keep) {
+        printf("  kept the scratch run: %s\n", run);
+        return 0;
+    }
     char cmd[1200];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", run);
     if (system(cmd) != 0) fprintf(stderr, "bench_train: could not remove %s\n", run);

@@ -349,7 +349,7 @@ struct train_trainer {
     db_shard_t *list; /* the last shard listing */
     int32_t nlist;
 
-    int64_t latest_cycle;  /* newest registered model */
+    _Atomic int64_t latest_cycle; /* newest registered model (read by any thread) */
     char latest_rel[DB_PATH_MAX];
     int64_t latest_steps;  /* its train_steps (for a file without optimizer state) */
     int64_t total_samples; /* samples behind the newest model */
@@ -524,7 +524,7 @@ train_trainer_t *train_trainer_new(const train_config_t *cfg_in, const char *run
     tr->writer = writer;
     tr->server = server;
     tr->running = -1;
-    tr->latest_cycle = -1;
+    atomic_init(&tr->latest_cycle, -1);
     compat_mutex_init(&tr->run_mu);
     compat_mutex_init(&tr->mu);
     compat_cond_init(&tr->cv);
@@ -570,7 +570,9 @@ fail:
     return NULL;
 }
 
-int64_t train_trainer_latest_cycle(const train_trainer_t *tr) { return tr ? tr->latest_cycle : -1; }
+int64_t train_trainer_latest_cycle(const train_trainer_t *tr) {
+    return tr ? atomic_load(&((train_trainer_t *)tr)->latest_cycle) : -1;
+}
 nn_net_t *train_trainer_net(train_trainer_t *tr) { return tr ? tr->net : NULL; }
 nn_trainer_t *train_trainer_nn(train_trainer_t *tr) { return tr ? tr->nt : NULL; }
 const train_config_t *train_trainer_config(const train_trainer_t *tr) { return tr ? &tr->cfg : NULL; }

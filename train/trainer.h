@@ -180,6 +180,9 @@ void train_trainer_stop(train_trainer_t *tr);  /* finishes the step in flight, n
 void train_trainer_free(train_trainer_t *tr);  /* NULL ok */
 
 /* Details of the calls above:
+ * - latest_cycle may be called from any thread, also while the thread runs.
+ * - cfg->log is called from the thread that trains (the trainer thread once
+ *   started): it must be thread-safe.
  * - run_cycle: cycle must be above the newest model's (or equal to a cycle
  *   that has a model: then rep->already = 1, nothing is trained, and the model
  *   is published when the server's generation is below it). Returns
