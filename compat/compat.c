@@ -22,6 +22,7 @@
 #else
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <sys/mman.h>
@@ -722,4 +723,342 @@ int compat_setenv(const char *name, const char *value) {
 #else
     return value ? setenv(name, value, 1) : unsetenv(name);
 #endif
+}
+
+/* ---- child processes on pipes ------------------------------------------- */
+enum { PROC_RBUF = 1 << 16 };
+
+struct compat_proc {
+    char rbuf[PROC_RBUF]; /* bytes read from the child, not yet returned as lines */
+    size_t rlen;
+    int eof;              /* the child's stdout is closed */
+    int skip_to_nl;       /* the rest of an over-long line is being dropped */
+    int reaped;           /* the child has been waited for */
+    int status;           /* its exit status once reaped */
+#ifdef _WIN32
+    HANDLE in_w, out_r, process;
+    DWORD pid;
+#else
+    int in_w, out_r;
+    pid_t pid;
+#endif
+};
+
+#ifdef _WIN32
+/* Spawns take turns, so an inheritable pipe end of one child never leaks into another. */
+static pthread_mutex_t g_spawn_mu = PTHREAD_MUTEX_INITIALIZER;
+#endif
+
+compat_proc_t *compat_proc_spawn(const char *const *argv, const char *stderr_path, char *err, size_t errlen) {
+    if (!argv || !argv[0]) {
+        set_err(err, errlen, "compat_proc_spawn: no program");
+        return NULL;
+    }
+    compat_proc_t *p = calloc(1, sizeof *p);
+    if (!p) {
+        set_err(err, errlen, "%s: out of memory", argv[0]);
+        return NULL;
+    }
+#ifdef _WIN32
+    size_t n = 1;
+    for (int i = 0; argv[i]; i++) n += 3 + 2 * strlen(argv[i]) + 1;
+    char *cmd = malloc(n), *c = cmd;
+    if (!cmd) {
+        free(p);
+        set_err(err, errlen, "%s: out of memory", argv[0]);
+        return NULL;
+    }
+    for (int i = 0; argv[i]; i++) {
+        if (i) *c++ = ' ';
+        c = quote_arg(c, argv[i]);
+    }
+    *c = 0;
+    SECURITY_ATTRIBUTES sa = {sizeof sa, NULL, TRUE};
+    HANDLE in_r = NULL, in_w = NULL, out_r = NULL, out_w = NULL, errh = NULL;
+    pthread_mutex_lock(&g_spawn_mu);
+    BOOL ok = CreatePipe(&in_r, &in_w, &sa, 0) && CreatePipe(&out_r, &out_w, &sa, 0) &&
+              SetHandleInformation(in_w, HANDLE_FLAG_INHERIT, 0) && SetHandleInformation(out_r, HANDLE_FLAG_INHERIT, 0);
+    if (ok && stderr_path) {
+        errh = CreateFileA(stderr_path[0] ? stderr_path : "NUL", FILE_APPEND_DATA, FILE_SHARE_READ | FILE_SHARE_WRITE,
+                           &sa, OPEN_ALWAYS, FILE_ATTRIBUTE_NORMAL, NULL);
+        if (errh == INVALID_HANDLE_VALUE) errh = NULL, ok = FALSE;
+    }
+    PROCESS_INFORMATION pi;
+    memset(&pi, 0, sizeof pi);
+    if (ok) {
+        STARTUPINFOA si;
+        memset(&si, 0, sizeof si);
+        si.cb = sizeof si;
+        si.dwFlags = STARTF_USESTDHANDLES;
+        si.hStdInput = in_r;
+        si.hStdOutput = out_w;
+        si.hStdError = errh ? errh : GetStdHandle(STD_ERROR_HANDLE);
+        ok = CreateProcessA(NULL, cmd, NULL, NULL, TRUE, CREATE_NEW_PROCESS_GROUP, NULL, NULL, &si, &pi);
+    }
+    DWORD code = GetLastError();
+    if (in_r) CloseHandle(in_r);
+    if (out_w) CloseHandle(out_w);
+    if (errh) CloseHandle(errh);
+    pthread_mutex_unlock(&g_spawn_mu);
+    free(cmd);
+    if (!ok) {
+        if (in_w) CloseHandle(in_w);
+        if (out_r) CloseHandle(out_r);
+        free(p);
+        set_err(err, errlen, "%s: cannot start (Windows error %lu)", argv[0], (unsigned long)code);
+        return NULL;
+    }
+    CloseHandle(pi.hThread);
+    p->in_w = in_w;
+    p->out_r = out_r;
+    p->process = pi.hProcess;
+    p->pid = pi.dwProcessId;
+    return p;
+#else
+    signal(SIGPIPE, SIG_IGN);
+    int in[2] = {-1, -1}, out[2] = {-1, -1};
+#ifdef __linux__
+    int prc = pipe2(in, O_CLOEXEC) == 0 && pipe2(out, O_CLOEXEC) == 0 ? 0 : -1;
+#else
+    int prc = pipe(in) == 0 && pipe(out) == 0 ? 0 : -1;
+    for (int i = 0; prc == 0 && i < 2; i++) {
+        fcntl(in[i], F_SETFD, FD_CLOEXEC);
+        fcntl(out[i], F_SETFD, FD_CLOEXEC);
+    }
+#endif
+    if (prc != 0) {
+        set_err(err, errlen, "%s: cannot make pipes: %s", argv[0], strerror(errno));
+        for (int i = 0; i < 2; i++) {
+            if (in[i] >= 0) close(in[i]);
+            if (out[i] >= 0) close(out[i]);
+        }
+        free(p);
+        return NULL;
+    }
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawnattr_init(&attr);
+    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    if (stderr_path)
+        posix_spawn_file_actions_addopen(&fa, 2, stderr_path[0] ? stderr_path : "/dev/null",
+                                         O_WRONLY | O_CREAT | O_APPEND, 0644);
+    posix_spawnattr_setpgroup(&attr, 0);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+    pid_t pid;
+    int rc = posix_spawnp(&pid, argv[0], &fa, &attr, (char *const *)argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    close(in[0]);
+    close(out[1]);
+    if (rc != 0) {
+        close(in[1]);
+        close(out[0]);
+        free(p);
+        set_err(err, errlen, "%s: cannot start: %s", argv[0], strerror(rc));
+        return NULL;
+    }
+    p->in_w = in[1];
+    p->out_r = out[0];
+    p->pid = pid;
+    return p;
+#endif
+}
+
+int compat_proc_pid(const compat_proc_t *p) { return p ? (int)p->pid : -1; }
+
+/* Reads what is available (waiting at most timeout_ms, < 0 forever) into
+ * p->rbuf. Returns 1 when bytes came or EOF was seen, 0 on timeout. */
+static int proc_fill(compat_proc_t *p, int64_t timeout_ms) {
+    size_t room = PROC_RBUF - p->rlen;
+#ifdef _WIN32
+    int64_t deadline = timeout_ms < 0 ? -1 : compat_now_ms() + timeout_ms;
+    for (;;) {
+        DWORD avail = 0, got = 0;
+        if (!PeekNamedPipe(p->out_r, NULL, 0, NULL, &avail, NULL)) {
+            p->eof = 1;
+            return 1;
+        }
+        if (avail > 0) {
+            if (!ReadFile(p->out_r, p->rbuf + p->rlen, (DWORD)(avail < room ? avail : room), &got, NULL) || got == 0) {
+                p->eof = 1;
+                return 1;
+            }
+            p->rlen += got;
+            return 1;
+        }
+        if (deadline >= 0 && compat_now_ms() >= deadline) return 0;
+        Sleep(1);
+    }
+#else
+    int64_t deadline = timeout_ms < 0 ? -1 : compat_now_ms() + timeout_ms;
+    for (;;) {
+        int wait_ms = -1;
+        if (deadline >= 0) {
+            int64_t left = deadline - compat_now_ms();
+            if (left < 0) left = 0;
+            wait_ms = left > 1000000 ? 1000000 : (int)left;
+        }
+        struct pollfd pfd = {p->out_r, POLLIN, 0};
+        int rc = poll(&pfd, 1, wait_ms);
+        if (rc < 0) {
+            if (errno == EINTR) continue;
+            p->eof = 1;
+            return 1;
+        }
+        if (rc == 0) return 0;
+        ssize_t got = read(p->out_r, p->rbuf + p->rlen, room);
+        if (got < 0) {
+            if (errno == EINTR || errno == EAGAIN) continue;
+            p->eof = 1;
+            return 1;
+        }
+        if (got == 0) p->eof = 1;
+        p->rlen += (size_t)got;
+        return 1;
+    }
+#endif
+}
+
+/* Copies rbuf[0..n) into buf (cut to buflen - 1, "\r" at the end dropped)
+ * and removes rbuf[0..consumed). */
+static int32_t proc_take(compat_proc_t *p, size_t n, size_t consumed, char *buf, size_t buflen) {
+    if (n > 0 && p->rbuf[n - 1] == '\r') n--;
+    size_t k = buflen ? (n < buflen - 1 ? n : buflen - 1) : 0;
+    if (buflen) {
+        memcpy(buf, p->rbuf, k);
+        buf[k] = 0;
+    }
+    memmove(p->rbuf, p->rbuf + consumed, p->rlen - consumed);
+    p->rlen -= consumed;
+    return (int32_t)k;
+}
+
+int32_t compat_proc_read_line(compat_proc_t *p, char *buf, size_t buflen, int64_t timeout_ms) {
+    if (buflen) buf[0] = 0;
+    if (!p) return COMPAT_PROC_EOF;
+    int64_t deadline = timeout_ms < 0 ? -1 : compat_now_ms() + timeout_ms;
+    for (;;) {
+        char *nl = memchr(p->rbuf, '\n', p->rlen);
+        if (p->skip_to_nl) { /* the tail of an over-long line */
+            if (nl) {
+                size_t drop = (size_t)(nl - p->rbuf) + 1;
+                memmove(p->rbuf, p->rbuf + drop, p->rlen - drop);
+                p->rlen -= drop;
+                p->skip_to_nl = 0;
+                continue;
+            }
+            p->rlen = 0;
+        } else if (nl) {
+            return proc_take(p, (size_t)(nl - p->rbuf), (size_t)(nl - p->rbuf) + 1, buf, buflen);
+        } else if (p->rlen == PROC_RBUF) { /* a line longer than the buffer: cut it */
+            p->skip_to_nl = 1;
+            return proc_take(p, p->rlen, p->rlen, buf, buflen);
+        }
+        if (p->eof) {
+            if (p->rlen > 0 && !p->skip_to_nl) return proc_take(p, p->rlen, p->rlen, buf, buflen);
+            return COMPAT_PROC_EOF;
+        }
+        int64_t left = deadline < 0 ? -1 : deadline - compat_now_ms();
+        if (deadline >= 0 && left < 0) left = 0;
+        if (!proc_fill(p, left) && deadline >= 0 && compat_now_ms() >= deadline) return COMPAT_PROC_TIMEOUT;
+    }
+}
+
+int compat_proc_write_line(compat_proc_t *p, const char *line) {
+    if (!p || !line) return -1;
+    size_t n = strlen(line);
+    char stackbuf[1024], *msg = n + 2 <= sizeof stackbuf ? stackbuf : malloc(n + 2);
+    if (!msg) return -1;
+    memcpy(msg, line, n);
+    msg[n++] = '\n';
+    int rc = 0;
+    size_t off = 0;
+    while (off < n) {
+#ifdef _WIN32
+        DWORD put = 0;
+        if (!WriteFile(p->in_w, msg + off, (DWORD)(n - off), &put, NULL)) {
+            rc = -1;
+            break;
+        }
+#else
+        ssize_t put = write(p->in_w, msg + off, n - off);
+        if (put < 0) {
+            if (errno == EINTR) continue;
+            rc = -1;
+            break;
+        }
+#endif
+        off += (size_t)put;
+    }
+    if (msg != stackbuf) free(msg);
+    return rc;
+}
+
+void compat_proc_kill(compat_proc_t *p) {
+    if (!p || p->reaped) return;
+#ifdef _WIN32
+    TerminateProcess(p->process, 1);
+#else
+    kill(p->pid, SIGKILL);
+#endif
+}
+
+int compat_proc_wait(compat_proc_t *p, int64_t timeout_ms, int *status) {
+    if (!p) return 1;
+    if (!p->reaped) {
+#ifdef _WIN32
+        if (WaitForSingleObject(p->process, timeout_ms < 0 ? INFINITE : (DWORD)timeout_ms) != WAIT_OBJECT_0) return 1;
+        DWORD code = 1;
+        GetExitCodeProcess(p->process, &code);
+        p->status = (int)code;
+        p->reaped = 1;
+#else
+        int64_t deadline = timeout_ms < 0 ? -1 : compat_now_ms() + timeout_ms;
+        int64_t nap = 1;
+        for (;;) {
+            int ws = 0;
+            pid_t r = waitpid(p->pid, &ws, timeout_ms < 0 ? 0 : WNOHANG);
+            if (r == p->pid) {
+                p->status = WIFEXITED(ws) ? WEXITSTATUS(ws) : WIFSIGNALED(ws) ? 128 + WTERMSIG(ws) : 1;
+                p->reaped = 1;
+                break;
+            }
+            if (r < 0 && errno != EINTR) { /* not our child any more: nothing to wait for */
+                p->status = 1;
+                p->reaped = 1;
+                break;
+            }
+            if (r == 0) {
+                if (compat_now_ms() >= deadline) return 1;
+                compat_sleep_ms(nap);
+                if (nap < 10) nap++;
+            }
+        }
+#endif
+    }
+    if (status) *status = p->status;
+    return 0;
+}
+
+void compat_proc_free(compat_proc_t *p) {
+    if (!p) return;
+#ifdef _WIN32
+    CloseHandle(p->in_w);
+    CloseHandle(p->out_r);
+    if (compat_proc_wait(p, 0, NULL) != 0) {
+        compat_proc_kill(p);
+        compat_proc_wait(p, -1, NULL);
+    }
+    CloseHandle(p->process);
+#else
+    close(p->in_w);
+    close(p->out_r);
+    if (compat_proc_wait(p, 0, NULL) != 0) {
+        compat_proc_kill(p);
+        compat_proc_wait(p, -1, NULL);
+    }
+#endif
+    free(p);
 }

@@ -137,6 +137,45 @@ int compat_run(const char *const *argv, int *status, char *err, size_t errlen);
  * this process. Returns 0 on success. Replaces setenv/unsetenv. */
 int compat_setenv(const char *name, const char *value);
 
+/* ---- child processes on pipes (USI engines) ------------------------------ */
+/* A program running with its stdin and stdout connected to this process by
+ * pipes, for line protocols such as USI. Lines end in "\n"; a "\r" before it
+ * is dropped on reading. The child runs in its own process group (POSIX), so
+ * a Ctrl-C at the terminal reaches this process only, which then decides
+ * what to do with its children. Writing to a child that has gone fails with
+ * -1 instead of killing this process (SIGPIPE is ignored from the first
+ * compat_proc_spawn on, POSIX). Pipe ends are never inherited by other
+ * children (spawns from several threads are safe). */
+typedef struct compat_proc compat_proc_t;
+
+enum { COMPAT_PROC_EOF = -1, COMPAT_PROC_TIMEOUT = -2 };
+
+/* Starts argv (as compat_run: argv[0] searched in PATH, no shell). stderr of
+ * the child: stderr_path NULL inherits ours, "" discards it, else the file is
+ * appended to. NULL with err naming the program when it cannot be started. */
+compat_proc_t *compat_proc_spawn(const char *const *argv, const char *stderr_path, char *err, size_t errlen);
+/* The next line from the child's stdout into buf (NUL-terminated, without the
+ * line end; a longer line is cut to buflen - 1 bytes and its rest skipped).
+ * Waits at most timeout_ms (< 0: no limit). Returns the line's length, or
+ * COMPAT_PROC_TIMEOUT (a partial line stays buffered for the next call), or
+ * COMPAT_PROC_EOF when the child closed its stdout (exited, crashed) and
+ * every line before has been read (a last line without "\n" comes first). */
+int32_t compat_proc_read_line(compat_proc_t *p, char *buf, size_t buflen, int64_t timeout_ms);
+/* Writes line + "\n" to the child's stdin. 0, or -1 when the child no longer
+ * reads (exited). */
+int compat_proc_write_line(compat_proc_t *p, const char *line);
+/* Kills the child at once (SIGKILL / TerminateProcess); no-op after exit. */
+void compat_proc_kill(compat_proc_t *p);
+/* Waits at most timeout_ms (< 0: no limit) for the child to exit. Returns 0
+ * with *status (may be NULL) as compat_run reports it, or 1 when it still
+ * runs. */
+int compat_proc_wait(compat_proc_t *p, int64_t timeout_ms, int *status);
+/* Closes both pipes, kills the child if it still runs, reaps it, frees p.
+ * NULL ok. */
+void compat_proc_free(compat_proc_t *p);
+/* Process id of the child. */
+int compat_proc_pid(const compat_proc_t *p);
+
 /* ---- invariants -------------------------------------------------------- */
 /* Always on, prints file:line and the expression, then aborts. For bugs only;
  * failures from the outside world return a status instead. */

@@ -44,9 +44,9 @@
  * Degenerate samples: when every game (pair) scored the same, var = 0 and
  * the normal interval collapses; the Wilson score interval of s with N
  * games is used instead. A perfect score (s = 1 or 0) has an infinite point
- * estimate; it is reported as if half a game had gone the other way
- * (s = (N - 1/2) / N), so the estimate stays finite; the interval's far end
- * is then +-INFINITY. An interval end with s <= 0 or >= 1 is -+INFINITY.
+ * estimate; it is reported as if one more game had been drawn
+ * (s = (N + 1/2) / (N + 1)), so the estimate stays finite and grows with N;
+ * the interval's far end is then +-INFINITY. An interval end with s <= 0 or >= 1 is -+INFINITY.
  * N = 0: everything NAN.
  */
 #ifndef KOMA_SELFPLAY_REFEREE_H

@@ -1,0 +1,408 @@
+/* eval.c - new net against an earlier one, in process, judged by the
+ * referee. See eval.h. */
+#include "selfplay/eval.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "compat/compat.h"
+#include "engine/encode.h"
+#include "mcts/mcts.h"
+#include "nn/net.h"
+#include "nn/weights.h"
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...) {
+    if (!err || !errlen) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+void sp_eval_config_default(sp_eval_config_t *c) {
+    memset(c, 0, sizeof *c);
+    c->games = 20;
+    c->visits = 64;
+    c->seed = 1;
+    c->temp_plies = 12;
+    c->temp = 1.0f;
+    c->max_ply = RULES_MAX_PLY_DEFAULT;
+    c->threads = 0;
+    c->batch = 16;
+    c->store = 1;
+}
+
+/* One finished game, from a's side. */
+typedef struct {
+    int32_t done;
+    int32_t a_black;
+    int32_t score2; /* a's score in half points: 2 win, 1 draw, 0 loss */
+    int32_t plies;
+    RulesEnd end;
+} eval_game_t;
+
+typedef struct {
+    const sp_eval_config_t *cfg;
+    nn_net_t *net[2]; /* 0 = a, 1 = b; read-only while games run */
+    eval_game_t *games;
+    compat_mutex_t mu; /* next, failed, err, the database */
+    int32_t next;
+    int failed;
+    char err[256];
+    db_t *db; /* NULL: nothing stored */
+    char session[96];
+    char name[2][DB_PATH_MAX];
+} eval_shared_t;
+
+typedef struct {
+    nn_ctx_t *ctx;
+    uint8_t *packed; /* (batch, ENC_PACKED_BYTES) */
+    float *hand;     /* (batch, ENC_HAND) */
+} eval_player_t;
+
+/* mcts_search's evaluator: the requests' planes into one batch, one forward. */
+static void eval_leaves(void *user, MctsTree *t, const MctsRequest *reqs, int32_t n, float *policy, float *wdl) {
+    (void)t;
+    eval_player_t *p = user;
+    for (int32_t i = 0; i < n; i++) {
+        memcpy(p->packed + (size_t)i * ENC_PACKED_BYTES, reqs[i].packed, ENC_PACKED_BYTES);
+        memcpy(p->hand + (size_t)i * ENC_HAND, reqs[i].hand, sizeof(float) * ENC_HAND);
+    }
+    nn_forward(p->ctx, n, p->packed, p->hand, policy, wdl, NULL);
+}
+
+static uint64_t mix64(uint64_t z) {
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static void fail_shared(eval_shared_t *sh, const char *fmt, ...) {
+    compat_mutex_lock(&sh->mu);
+    if (!sh->failed) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(sh->err, sizeof sh->err, fmt, ap);
+        va_end(ap);
+        sh->failed = 1;
+    }
+    compat_mutex_unlock(&sh->mu);
+}
+
+/* Plays game gi to its end in g. 0, or -1 when out of memory. */
+static int play_game(eval_shared_t *sh, eval_player_t pl[2], int32_t gi, ref_game_t *g, MctsResult *res) {
+    const sp_eval_config_t *cfg = sh->cfg;
+    int a_black = gi % 2 == 0;
+    char e[256];
+    if (ref_game_start(g, "startpos", cfg->max_ply, e, sizeof e) != 0) return -1;
+    MctsParams prm;
+    mcts_params_default(&prm);
+    prm.noise = false;
+    prm.move_temp = cfg->temp;
+    prm.move_temp_plies = cfg->temp > 0 ? cfg->temp_plies : 0;
+    prm.max_ply = cfg->max_ply;
+    prm.search_batch = cfg->batch;
+    prm.node_limit = 4 * cfg->visits + 4096;
+    MctsTree *tree[2];
+    for (int k = 0; k < 2; k++) {
+        prm.seed = mix64(cfg->seed * 0x100000001B3ull + (uint64_t)gi * 2 + (uint64_t)k);
+        tree[k] = mcts_tree_new(&prm, NULL);
+        if (tree[k]) mcts_tree_set_position(tree[k], &g->pos);
+    }
+    if (!tree[0] || !tree[1]) {
+        mcts_tree_free(tree[0]);
+        mcts_tree_free(tree[1]);
+        return -1;
+    }
+    MctsLimits lim = {.visits = cfg->visits, .full = 0};
+    while (!ref_game_over(g) && !sh->failed) {
+        Color side = ref_game_side(g);
+        int k = (side == COLOR_BLACK) == a_black ? 0 : 1; /* net to move */
+        if (rules_can_declare(&g->pos)) {               /* a search always declares when it can */
+            ref_game_claim_win(g);
+            break;
+        }
+        mcts_search(tree[k], &lim, eval_leaves, &pl[k], res);
+        if (res->best == MOVE_NONE) { /* no move at a root the referee still plays on: give up */
+            ref_game_resign(g);
+            break;
+        }
+        Move m = res->best;
+        if (ref_game_play(g, m) != RULES_END_NONE) break;
+        mcts_tree_advance(tree[0], m);
+        mcts_tree_advance(tree[1], m);
+    }
+    mcts_tree_free(tree[0]);
+    mcts_tree_free(tree[1]);
+    return 0;
+}
+
+static void *eval_thread(void *arg) {
+    eval_shared_t *sh = arg;
+    const sp_eval_config_t *cfg = sh->cfg;
+    char e[256];
+    nn_backend_t *be = nn_backend_cpu_new(1);
+    eval_player_t pl[2];
+    memset(pl, 0, sizeof pl);
+    ref_game_t *g = ref_game_new();
+    MctsResult *res = malloc(sizeof *res);
+    int ok = be && g && res;
+    for (int k = 0; ok && k < 2; k++) {
+        pl[k].ctx = nn_ctx_new(sh->net[k], be, cfg->batch, e, sizeof e);
+        pl[k].packed = malloc((size_t)cfg->batch * ENC_PACKED_BYTES);
+        pl[k].hand = malloc((size_t)cfg->batch * ENC_HAND * sizeof(float));
+        if (!pl[k].ctx || !pl[k].packed || !pl[k].hand) ok = 0;
+    }
+    if (!ok) fail_shared(sh, "evaluation: cannot set up a game thread (out of memory)");
+    while (ok) {
+        compat_mutex_lock(&sh->mu);
+        int32_t gi = sh->failed ? cfg->games : sh->next++;
+        compat_mutex_unlock(&sh->mu);
+        if (gi >= cfg->games) break;
+        if (play_game(sh, pl, gi, g, res) != 0) {
+            fail_shared(sh, "evaluation: game %d: out of memory", gi + 1);
+            break;
+        }
+        if (sh->failed) break;
+        int a_black = gi % 2 == 0;
+        int32_t r = ref_game_result(g); /* +1 Black won */
+        eval_game_t *out = &sh->games[gi];
+        out->a_black = a_black;
+        out->score2 = r == 0 ? 1 : (r > 0) == a_black ? 2 : 0;
+        out->plies = g->n_moves;
+        out->end = g->end;
+        compat_mutex_lock(&sh->mu);
+        out->done = 1;
+        if (sh->db) {
+            const char *black = sh->name[a_black ? 0 : 1], *white = sh->name[a_black ? 1 : 0];
+            db_status_t st = ref_store_game(sh->db, sh->session, g, black, white);
+            if (st != DB_OK && !sh->failed) {
+                snprintf(sh->err, sizeof sh->err, "evaluation: store game %d: %s", gi + 1, db_errmsg(sh->db));
+                sh->failed = 1;
+            }
+        }
+        compat_mutex_unlock(&sh->mu);
+    }
+    for (int k = 0; k < 2; k++) {
+        nn_ctx_free(pl[k].ctx);
+        free(pl[k].packed);
+        free(pl[k].hand);
+    }
+    free(res);
+    ref_game_free(g);
+    nn_backend_free(be);
+    return NULL;
+}
+
+/* path as given when it exists, else run_dir/path. */
+static void resolve_path(const char *run_dir, const char *path, char *out, size_t len) {
+    if (compat_file_exists(path) || !run_dir || !run_dir[0]) snprintf(out, len, "%s", path);
+    else snprintf(out, len, "%s/%s", run_dir, path);
+}
+
+/* The models row whose path (relative to run_dir) names the same file as
+ * path. DB_NOTFOUND when none. */
+static db_status_t find_model(db_t *db, const char *run_dir, const char *path, db_model_t *out) {
+    db_model_t latest;
+    db_status_t st = db_model_latest(db, &latest);
+    if (st != DB_OK) return st;
+    size_t rl = strlen(run_dir);
+    const char *rel = path;
+    if (strncmp(path, run_dir, rl) == 0 && path[rl] == '/') rel = path + rl + 1;
+    while (rel[0] == '.' && rel[1] == '/') rel += 2;
+    for (int32_t c = latest.cycle; c >= 0; c--) {
+        db_model_t m;
+        st = db_model_by_cycle(db, c, &m);
+        if (st == DB_NOTFOUND) continue;
+        if (st != DB_OK) return st;
+        if (strcmp(m.path, rel) == 0) {
+            *out = m;
+            return DB_OK;
+        }
+    }
+    return DB_NOTFOUND;
+}
+
+static const char *base_name(const char *p) {
+    const char *s = strrchr(p, '/');
+    const char *b = strrchr(p, '\\');
+    if (b && (!s || b > s)) s = b;
+    return s ? s + 1 : p;
+}
+
+int sp_eval_run(const char *run_dir, const char *model_a_path, const char *model_b_path,
+                const sp_eval_config_t *cfg_in, sp_eval_result_t *res, char *err, size_t errlen) {
+    sp_eval_config_t cfg;
+    if (cfg_in) cfg = *cfg_in;
+    else sp_eval_config_default(&cfg);
+    memset(res, 0, sizeof *res);
+    res->cycle_a = res->cycle_b = -1;
+    res->ladder.cycle = -1;
+    res->elo.elo = res->elo.elo_lo = res->elo.elo_hi = NAN;
+    if (!model_a_path || !model_b_path || cfg.games < 1 || cfg.visits < 1 || cfg.batch < 1 || cfg.max_ply < 0) {
+        set_err(err, errlen, "evaluation: bad arguments (games %d, visits %d, batch %d)", cfg.games, cfg.visits,
+                cfg.batch);
+        return -1;
+    }
+    int64_t t0 = compat_now_ms();
+    eval_shared_t *sh = calloc(1, sizeof *sh);
+    nn_backend_t *main_be = nn_backend_cpu_new(1);
+    int rc = -1;
+    if (!sh || !main_be) {
+        set_err(err, errlen, "evaluation: out of memory");
+        free(sh);
+        nn_backend_free(main_be);
+        return -1;
+    }
+    compat_mutex_init(&sh->mu);
+    sh->cfg = &cfg;
+    const char *paths[2] = {model_a_path, model_b_path};
+    db_model_t model[2];
+    int have_model[2] = {0, 0};
+    char file[2][1200];
+    for (int k = 0; k < 2; k++) {
+        resolve_path(run_dir, paths[k], file[k], sizeof file[k]);
+        sh->net[k] = nn_weights_load(main_be, file[k], ENC_FEATURES_VERSION, err, errlen);
+        if (!sh->net[k]) goto done;
+        const nn_net_config_t *nc = nn_net_config(sh->net[k]);
+        if (nc->in_planes != ENC_PLANES || nc->in_hand != ENC_HAND) {
+            set_err(err, errlen, "%s: net takes %d planes and %d hand values, not %d and %d", file[k], nc->in_planes,
+                    nc->in_hand, ENC_PLANES, ENC_HAND);
+            goto done;
+        }
+        snprintf(sh->name[k], sizeof sh->name[k], "%s", base_name(paths[k]));
+    }
+    /* Fold batch norm once here, before the game threads share the nets. */
+    for (int k = 0; k < 2; k++) {
+        nn_ctx_t *warm = nn_ctx_new(sh->net[k], main_be, 1, err, errlen);
+        if (!warm) goto done;
+        uint8_t packed[ENC_PACKED_BYTES];
+        float hand[ENC_HAND], pol[ENC_LABEL_NB], wdl[3];
+        Position *pos = malloc(sizeof *pos);
+        if (!pos) {
+            nn_ctx_free(warm);
+            set_err(err, errlen, "evaluation: out of memory");
+            goto done;
+        }
+        pos_set_startpos(pos);
+        encode_position(pos, packed, hand);
+        free(pos);
+        nn_forward(warm, 1, packed, hand, pol, wdl, NULL);
+        nn_ctx_free(warm);
+    }
+    if (run_dir && cfg.store) {
+        char dbp[1200];
+        snprintf(dbp, sizeof dbp, "%s/koma.db", run_dir);
+        if (db_open(dbp, 0, &sh->db, err, errlen) != DB_OK) goto done;
+        for (int k = 0; k < 2; k++) {
+            db_status_t st = find_model(sh->db, run_dir, paths[k], &model[k]);
+            if (st == DB_OK) {
+                have_model[k] = 1;
+                snprintf(sh->name[k], sizeof sh->name[k], "cycle %d (%s)", model[k].cycle, model[k].path);
+            } else if (st != DB_NOTFOUND) {
+                set_err(err, errlen, "%s", db_errmsg(sh->db));
+                goto done;
+            }
+        }
+        res->cycle_a = have_model[0] ? model[0].cycle : -1;
+        res->cycle_b = have_model[1] ? model[1].cycle : -1;
+        time_t now = time(NULL);
+        snprintf(sh->session, sizeof sh->session, "eval %lld pid %d cycle %d vs %d", (long long)now, compat_getpid(),
+                 res->cycle_a, res->cycle_b);
+    }
+    sh->games = calloc((size_t)cfg.games, sizeof *sh->games);
+    if (!sh->games) {
+        set_err(err, errlen, "evaluation: out of memory");
+        goto done;
+    }
+    int32_t nt = cfg.threads > 0 ? cfg.threads : compat_cpu_count();
+    if (nt > cfg.games) nt = cfg.games;
+    compat_thread_t *th = calloc((size_t)nt, sizeof *th);
+    int32_t started = 0;
+    if (!th) {
+        set_err(err, errlen, "evaluation: out of memory");
+        goto done;
+    }
+    for (; started < nt; started++)
+        if (compat_thread_create(&th[started], eval_thread, sh) != 0) break;
+    if (started == 0) eval_thread(sh);
+    for (int32_t i = 0; i < started; i++) compat_thread_join(th[i]);
+    free(th);
+    if (sh->failed) {
+        set_err(err, errlen, "%s", sh->err);
+        goto done;
+    }
+
+    int64_t plies = 0;
+    for (int32_t i = 0; i < cfg.games; i++) {
+        const eval_game_t *gm = &sh->games[i];
+        KOMA_ASSERT(gm->done);
+        res->games++;
+        if (gm->score2 == 2) {
+            res->wins++;
+            if (gm->a_black) res->a_black_wins++;
+            else res->a_white_wins++;
+        } else if (gm->score2 == 1) {
+            res->draws++;
+        } else {
+            res->losses++;
+        }
+        res->reasons[gm->end]++;
+        plies += gm->plies;
+    }
+    res->avg_plies = (double)plies / cfg.games;
+    ref_elo_trinomial(res->wins, res->draws, res->losses, &res->elo);
+
+    if (sh->db && have_model[0]) {
+        db_match_t m;
+        memset(&m, 0, sizeof m);
+        m.cycle = model[0].cycle;
+        m.model_a = model[0].id;
+        m.model_b = have_model[1] ? model[1].id : 0;
+        snprintf(m.opponent, sizeof m.opponent, "%.63s", have_model[1] ? "" : sh->name[1]);
+        m.wins = res->wins, m.draws = res->draws, m.losses = res->losses;
+        m.elo = res->elo.elo, m.elo_lo = res->elo.elo_lo, m.elo_hi = res->elo.elo_hi;
+        snprintf(m.settings, sizeof m.settings, "eval visits=%d temp=%.2f/%d max_ply=%d games=%d", cfg.visits,
+                 (double)cfg.temp, cfg.temp_plies, cfg.max_ply, cfg.games);
+        if (db_match_insert(sh->db, &m) != DB_OK || ref_store_attach(sh->db, sh->session, m.id) != DB_OK) {
+            set_err(err, errlen, "%s", db_errmsg(sh->db));
+            goto done;
+        }
+        res->match_id = m.id;
+        ref_ladder_point_t *pts = NULL;
+        int32_t np = 0;
+        if (ref_elo_ladder(sh->db, &pts, &np) != DB_OK) {
+            set_err(err, errlen, "%s", db_errmsg(sh->db));
+            goto done;
+        }
+        for (int32_t i = 0; i < np; i++)
+            if (pts[i].cycle == model[0].cycle) res->ladder = pts[i];
+        free(pts);
+    }
+    rc = 0;
+done:
+    res->seconds = (double)(compat_now_ms() - t0) / 1000.0;
+    db_close(sh->db);
+    free(sh->games);
+    nn_net_free(sh->net[0]);
+    nn_net_free(sh->net[1]);
+    compat_mutex_destroy(&sh->mu);
+    free(sh);
+    nn_backend_free(main_be);
+    return rc;
+}
+
+int sp_eval_match(const char *run_dir, const char *model_a_path, const char *model_b_path, int32_t games,
+                  int32_t visits, uint64_t seed, sp_eval_result_t *res, char *err, size_t errlen) {
+    sp_eval_config_t cfg;
+    sp_eval_config_default(&cfg);
+    cfg.games = games;
+    cfg.visits = visits;
+    cfg.seed = seed;
+    return sp_eval_run(run_dir, model_a_path, model_b_path, &cfg, res, err, errlen);
+}

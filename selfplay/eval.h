@@ -1,0 +1,82 @@
+/* eval.h - the in-loop evaluation: a new net against an earlier one, in
+ * process, and the Elo ladder by cycle.
+ *
+ * Owns: playing a match of two weights files against each other on the CPU
+ * backend (each net searched by its own MCTS tree at a fixed number of
+ * visits, colours alternating game by game, moves sampled with a temperature
+ * over the first plies so that the games differ), judged by the referee
+ * (selfplay/referee.h, the same rules as tools/usi-match), and recording it
+ * in the run database: one matches row (model a's W/D/L and Elo with its
+ * 95% interval, trinomial) and its games in match_games.
+ * Does not own: the rules, the Elo formulas, the ladder arithmetic
+ * (referee.h), when to evaluate (the cycle driver), self-play's inference
+ * server (evaluation loads its own copies of both nets).
+ *
+ * Threads: sp_eval_run blocks; it runs cfg.threads game threads of its own,
+ * each with one CPU backend (1 BLAS thread) and two inference contexts over
+ * nets shared read-only. It opens its own connection to koma.db (WAL lets it
+ * write while the driver's writer thread holds its own; SQLite serialises
+ * the two writers with its busy timeout).
+ */
+#ifndef KOMA_SELFPLAY_EVAL_H
+#define KOMA_SELFPLAY_EVAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "data/db.h"
+#include "engine/rules.h"
+#include "selfplay/referee.h"
+
+typedef struct {
+    int32_t games;      /* 20; colours alternate (game 2k: a is Black) */
+    int32_t visits;     /* 64 playouts per move, both sides */
+    uint64_t seed;      /* 1 */
+    int32_t temp_plies; /* 12: moves up to this game ply are sampled ... */
+    float temp;         /* 1.0: ... proportionally to visits^(1/temp); greedy after */
+    int32_t max_ply;    /* RULES_MAX_PLY_DEFAULT (320): a draw after this many moves */
+    int32_t threads;    /* 0: min(games, CPUs) game threads */
+    int32_t batch;      /* 16 leaves per network call */
+    int32_t store;      /* 1: record the match in <run_dir>/koma.db */
+} sp_eval_config_t;
+
+void sp_eval_config_default(sp_eval_config_t *cfg);
+
+typedef struct {
+    int32_t games, wins, draws, losses; /* of model a */
+    int32_t a_black_wins, a_white_wins; /* a's wins by colour */
+    int32_t reasons[RULES_END_NB];      /* games by how they ended */
+    double avg_plies;
+    ref_elo_t elo;                      /* a minus b, trinomial 95% interval */
+    int32_t cycle_a, cycle_b;           /* cycles of the two models in the run (-1: not registered) */
+    int64_t match_id;                   /* the matches row written (0: none) */
+    ref_ladder_point_t ladder;          /* model a on the ladder after this match
+                                           (ladder.cycle = -1 when it is not on it) */
+    double seconds;                     /* wall time of the match */
+} sp_eval_result_t;
+
+/* Plays model_a_path against model_b_path (weights files; a path is used as
+ * given when the file exists, else relative to run_dir) and fills res.
+ * With run_dir (may be NULL: play only) and cfg->store, records the match:
+ * the models are found in the run's models table by path (relative to the
+ * run directory, as stored); model a must be registered for a matches row
+ * (schema v1: matches.model_a references models) - without it the games are
+ * still stored and res->match_id stays 0. model b may be any file (opponent
+ * = its file name). Returns 0, or -1 with err (unreadable weights, nets
+ * with other input features, database failure).
+ */
+int sp_eval_run(const char *run_dir, const char *model_a_path, const char *model_b_path,
+                const sp_eval_config_t *cfg, sp_eval_result_t *res, char *err, size_t errlen);
+
+/* sp_eval_run with the defaults except games, visits and seed. */
+int sp_eval_match(const char *run_dir, const char *model_a_path, const char *model_b_path, int32_t games,
+                  int32_t visits, uint64_t seed, sp_eval_result_t *res, char *err, size_t errlen);
+
+/* Cumulative Elo by cycle from the matches table (ref_elo_ladder: each
+ * cycle's Elo = the Elo of the cycle it was measured against + the measured
+ * difference, cycle 0 = 0). *out malloc'ed (free()). */
+static inline db_status_t sp_elo_ladder(db_t *db, ref_ladder_point_t **out, int32_t *n) {
+    return ref_elo_ladder(db, out, n);
+}
+
+#endif

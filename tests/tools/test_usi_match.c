@@ -1,0 +1,199 @@
+/* test_usi_match.c - a short match of two random fake engines through
+ * usi-match: openings played twice with colours swapped, two games at once,
+ * every game in match_games and the matches row (engine1 registered as the
+ * net of cycle 0), CSA files that parse back and replay legally to the same
+ * moves as the database, the USI commands the engines received (byoyomi
+ * and Fischer clocks, isready/usinewgame/gameover), and the Elo printed.
+ *
+ *   test_usi_match USI_MATCH FAKE_USI
+ */
+#include "data/db.h"
+#include "selfplay/referee.h"
+#include "tools_test.h"
+
+static const char *g_match, *g_fake;
+
+typedef struct {
+    int n;
+    int result[16], plies[16], match_id[16];
+    char black[16][96], start[16][256], moves[16][4096];
+} games_t;
+
+static void collect(int nc, const char *const *c, void *user) {
+    games_t *g = user;
+    if (g->n >= 16 || nc < 6) return;
+    g->result[g->n] = atoi(c[0]);
+    g->plies[g->n] = atoi(c[1]);
+    snprintf(g->black[g->n], sizeof g->black[0], "%s", c[2]);
+    snprintf(g->start[g->n], sizeof g->start[0], "%s", c[3]);
+    snprintf(g->moves[g->n], sizeof g->moves[0], "%s", c[4]);
+    g->match_id[g->n] = atoi(c[5]);
+    g->n++;
+}
+
+static int count_lines(const char *path, const char *prefix) {
+    char err[256];
+    size_t len;
+    char *t = compat_read_file(path, &len, err, sizeof err);
+    if (!t) return -1;
+    int n = 0;
+    size_t pl = strlen(prefix);
+    for (char *p = t; p && *p;) {
+        if (strncmp(p, prefix, pl) == 0) n++;
+        p = strchr(p, '\n');
+        if (p) p++;
+    }
+    free(t);
+    return n;
+}
+
+static t_csa_t g_csa;
+
+static void test_match(void) {
+    char err[DB_ERR_MAX];
+    /* A run with one model: engine1 plays "the net of cycle 0". */
+    db_t *db = NULL;
+    KOMA_ASSERT(db_open(t_path("koma.db"), 0, &db, err, sizeof err) == DB_OK);
+    db_model_t m;
+    memset(&m, 0, sizeof m);
+    m.cycle = 0;
+    strcpy(m.path, "models/cycle-0000.safetensors");
+    strcpy(m.xxh3, "0123456789abcdef");
+    m.loss_policy = m.loss_value = m.loss_legal = m.loss_total = NAN;
+    KOMA_ASSERT(db_model_insert(db, &m) == DB_OK);
+    db_close(db);
+
+    char e1[1200], e2[1200], openings[900];
+    snprintf(e1, sizeof e1, "\"%s\" --name alpha --seed 11 --log \"%s\"", g_fake, t_path("alpha.log"));
+    snprintf(e2, sizeof e2, "\"%s\" --name beta --seed 12 --log \"%s\"", g_fake, t_path("beta.log"));
+    snprintf(openings, sizeof openings, "%s/tests/data/openings.sfen", KOMA_SOURCE_DIR);
+    const char *argv[] = {g_match,   "--engine1", e1,           "--engine2",     e2,         "--games",
+                          "4",       "--openings", openings,    "--byoyomi",     "500",      "--concurrency",
+                          "2",       "--run",     g_dir,        "--cycle1",      "0",        "--csa-dir",
+                          t_path("csa"), "--max-ply", "200",    "--engine-stderr", "",       NULL};
+    CHECK(t_run(argv) == 0);
+
+    games_t g;
+    memset(&g, 0, sizeof g);
+    CHECK(t_sql_rows(t_path("koma.db"),
+                     "SELECT result, plies, black, start_sfen, moves, match_id FROM match_games ORDER BY id", collect,
+                     &g) == 4);
+    CHECK(g.n == 4);
+    long long match_id = t_sql_int(t_path("koma.db"), "SELECT id FROM matches");
+    CHECK(match_id > 0);
+    /* engine1's W/D/L from the games (engine1 is Black in games 1 and 3). */
+    int w = 0, d = 0, l = 0;
+    for (int i = 0; i < g.n; i++) {
+        CHECK(g.match_id[i] == match_id);
+        CHECK(g.plies[i] >= 1 && g.plies[i] <= 200);
+        int e1_black = strncmp(g.black[i], "engine1", 7) == 0;
+        int r = e1_black ? g.result[i] : -g.result[i];
+        w += r > 0, d += r == 0, l += r < 0;
+    }
+    CHECK(t_sql_int(t_path("koma.db"), "SELECT wins FROM matches") == w);
+    CHECK(t_sql_int(t_path("koma.db"), "SELECT draws FROM matches") == d);
+    CHECK(t_sql_int(t_path("koma.db"), "SELECT losses FROM matches") == l);
+    CHECK(t_sql_int(t_path("koma.db"), "SELECT cycle FROM matches") == 0);
+    CHECK(t_sql_int(t_path("koma.db"), "SELECT model_b IS NULL FROM matches") == 1);
+    CHECK(t_sql_int(t_path("koma.db"), "SELECT opponent = 'beta' FROM matches") == 1);
+    ref_elo_t e;
+    ref_elo_trinomial(w, d, l, &e);
+    /* Every game is recorded with the right start and the colours alternate
+     * within each pair of games on one opening. */
+    db_t *rd = NULL;
+    KOMA_ASSERT(db_open(t_path("koma.db"), DB_OPEN_READONLY, &rd, err, sizeof err) == DB_OK);
+    db_match_t *ms = NULL;
+    int32_t nm = 0;
+    CHECK(db_matches_list(rd, -1, &ms, &nm) == DB_OK && nm == 1);
+    if (nm == 1) {
+        CHECK(ms[0].wins + ms[0].draws + ms[0].losses == 4);
+        CHECK_NEAR(ms[0].elo, e.elo, 1e-9);
+        CHECK(strstr(ms[0].settings, "byoyomi 500") != NULL);
+    }
+    free(ms);
+    db_close(rd);
+
+    /* The CSA files: readable, V2.2, legal all the way, the same moves as the db,
+     * an ending that matches the result. Games are stored in finishing order,
+     * so match them by their moves. */
+    for (int gi = 1; gi <= 4; gi++) {
+        char p[1000];
+        snprintf(p, sizeof p, "%s/game-%04d.csa", t_path("csa"), gi);
+        CHECK(t_csa_read(p, &g_csa) == 0);
+        CHECK(g_csa.has_version);
+        CHECK(g_csa.bad_line == 0);
+        CHECK(g_csa.n_moves >= 1);
+        CHECK(g_csa.ending[0] == '%');
+        int found = -1;
+        for (int i = 0; i < g.n; i++)
+            if (strcmp(g.moves[i], g_csa.moves_usi) == 0) found = i;
+        CHECK(found >= 0);
+        /* Names: engine1 (alpha) is Black in odd games. */
+        CHECK(strcmp(g_csa.black, gi % 2 ? "alpha" : "beta") == 0);
+        CHECK(strcmp(g_csa.white, gi % 2 ? "beta" : "alpha") == 0);
+        if (found >= 0) {
+            /* Games 1-2 share opening 1, games 3-4 opening 2 of the file. */
+            const char *want = gi <= 2 ? "lnsgkgsnl/1r5b1/p1pppp1pp/6p2/1p5P1/2P6/PP1PPPP1P/1B5R1/LNSGKGSNL b - 7"
+                                       : "lnsgkgsnl/1r5b1/p1pppp1pp/1p4p2/9/2P6/PPSPPPPPP/1B5R1/LN1GKGSNL w - 6";
+            CHECK(strcmp(g.start[found], want) == 0);
+            if (strcmp(g_csa.ending, "%TSUMI") == 0) CHECK(g.result[found] != 0);
+            /* The move limit counts from the SFEN's ply (7 and 6): 194 and 195 moves here. */
+            if (strcmp(g_csa.ending, "%JISHOGI") == 0) CHECK(g.result[found] == 0 && g.plies[found] == (gi <= 2 ? 194 : 195));
+        }
+    }
+    /* What the engines were told: each engine got isready + usinewgame per
+     * game (2 processes each, 2 games each) and a gameover per game; go lines
+     * carry both clocks and the byoyomi. */
+    CHECK(count_lines(t_path("alpha.log"), "usinewgame") == 4);
+    CHECK(count_lines(t_path("beta.log"), "usinewgame") == 4);
+    CHECK(count_lines(t_path("alpha.log"), "gameover") == 4);
+    CHECK(count_lines(t_path("alpha.log"), "go btime 0 wtime 0 byoyomi 500") >= 4);
+    CHECK(count_lines(t_path("alpha.log"), "position sfen ") >= 4);
+    CHECK(count_lines(t_path("alpha.log"), "quit") == 2);
+}
+
+/* Fischer clocks from the start position: the go commands count down. */
+static void test_fischer(void) {
+    char e1[1200], e2[1200];
+    snprintf(e1, sizeof e1, "\"%s\" --seed 3 --log \"%s\"", g_fake, t_path("f1.log"));
+    snprintf(e2, sizeof e2, "\"%s\" --seed 4", g_fake);
+    const char *argv[] = {g_match, "--engine1", e1, "--engine2", e2, "--games", "1", "--time", "60000", "--inc",
+                          "1000", "--max-ply", "20", "--quiet", NULL};
+    CHECK(t_run(argv) == 0);
+    CHECK(count_lines(t_path("f1.log"), "position startpos") >= 10);
+    CHECK(count_lines(t_path("f1.log"), "go btime 60000 wtime 60000 binc 1000 winc 1000") == 1);
+    /* Black's k-th go (k = 0..9): the clock gained the increment minus the
+     * (small) time of each of its earlier moves; White's stays at 60000 + ... */
+    char e[256];
+    size_t len;
+    char *t = compat_read_file(t_path("f1.log"), &len, e, sizeof e);
+    CHECK(t != NULL);
+    int k = 0;
+    for (char *p = t; p && *p; k += 0) {
+        long long bt, wt;
+        if (sscanf(p, "go btime %lld wtime %lld", &bt, &wt) == 2) {
+            CHECK(bt <= 60000 + 1000LL * k && bt >= 60000 + 800LL * k);
+            CHECK(wt <= 60000 + 1000LL * k && wt >= 60000 + 800LL * (k - 1));
+            k++;
+        }
+        p = strchr(p, '\n');
+        if (p) p++;
+    }
+    CHECK(k == 10);
+    free(t);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) {
+        fprintf(stderr, "usage: test_usi_match USI_MATCH FAKE_USI\n");
+        return 2;
+    }
+    g_match = argv[1];
+    g_fake = argv[2];
+    t_scratch("test_usi_match");
+    test_match();
+    test_fischer();
+    int rc = t_done("test_usi_match");
+    if (rc == 0) t_rm_rf(g_dir);
+    return rc;
+}

@@ -1,0 +1,865 @@
+/* usi_match.c - plays a match between two USI engines and rates it.
+ *
+ *   usi-match --engine1 CMD --engine2 CMD [options]
+ *
+ * Owns: talking USI to engine processes (compat_proc_*), clocks, the game
+ * schedule (openings, colours, concurrency), CSA records, the summary.
+ * Does not own: any rule (selfplay/referee.h judges every move with
+ * engine/rules.h), the Elo formulas (referee.h), the database (data/db.h;
+ * match games go through ref_store_game).
+ *
+ * Engine commands are split into words at spaces; "double" or 'single'
+ * quotes group words (no other escapes, no shell). Each engine gets
+ * "usi" ... "usiok", its --optionN settings as setoption, "isready" ...
+ * "readyok" before every game, "usinewgame", then per move "position ...
+ * moves ..." and "go btime B wtime W byoyomi Y" (or "binc I winc I"), and
+ * "gameover win|lose|draw" at the end. Ponder is never used.
+ *
+ * Time: the time of a move is the wall time from writing "go" to reading
+ * "bestmove"; it includes the pipe and scheduling latency. A move is in
+ * time when it takes at most the remaining main time plus the byoyomi (or
+ * plus the increment: the increment is credited when the move starts, as
+ * Shogidokoro and ShogiGUI do) plus --tolerance (default 200 ms). Main time
+ * is used up first; byoyomi does not accumulate. An engine that does not
+ * answer in time loses on time, gets "stop" and one second to answer, and
+ * is restarted for its next game if it stays silent.
+ *
+ * An engine that exits (or whose pipe breaks) loses the game it is in
+ * (illegal action) and is restarted for the next game; one that cannot be
+ * (re)started stops the match (exit status 1) after the games in progress.
+ * Ctrl-C: the games in progress are abandoned (not recorded); the ones
+ * finished are summarised and recorded.
+ */
+#include <ctype.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "compat/compat.h"
+#include "data/db.h"
+#include "engine/position.h"
+#include "engine/sfen.h"
+#include "selfplay/referee.h"
+
+enum { MAX_OPTIONS = 64, MAX_WORDS = 64, LINE_MAX_ = 1 << 15, NAME_MAX_ = 64 };
+
+/* ---- settings ------------------------------------------------------------------ */
+typedef struct {
+    const char *cmd;
+    const char *options[MAX_OPTIONS]; /* "Name=Value" */
+    int32_t n_options;
+    const char *name; /* --nameN, else "id name" */
+    int32_t cycle;    /* --cycleN: the model of this run it plays, -1 none */
+} engine_spec_t;
+
+typedef struct {
+    engine_spec_t eng[2];
+    int32_t games;
+    const char *openings_path;
+    int64_t byoyomi_ms, time_ms, inc_ms, tolerance_ms, init_timeout_ms;
+    int32_t max_ply, concurrency;
+    const char *db_path, *run_dir, *csa_dir, *stderr_path;
+    int quiet;
+} match_cfg_t;
+
+/* ---- an engine process --------------------------------------------------------- */
+typedef struct {
+    compat_proc_t *proc;
+    char name[NAME_MAX_];
+    int alive;
+} engine_t;
+
+static void msgf(char *dst, size_t len, const char *fmt, ...) {
+    if (!dst || !len) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(dst, len, fmt, ap);
+    va_end(ap);
+}
+
+/* Splits cmd into words (quotes group). Returns the count; -1 when unbalanced. */
+static int split_words(const char *cmd, char *buf, size_t buflen, char **words, int max) {
+    int n = 0;
+    size_t o = 0;
+    const char *p = cmd;
+    for (;;) {
+        while (*p && isspace((unsigned char)*p)) p++;
+        if (!*p) break;
+        if (n >= max - 1 || o >= buflen - 1) return -1;
+        words[n++] = buf + o;
+        while (*p && !isspace((unsigned char)*p)) {
+            if (*p == '"' || *p == '\'') {
+                char q = *p++;
+                while (*p && *p != q) {
+                    if (o >= buflen - 2) return -1;
+                    buf[o++] = *p++;
+                }
+                if (*p != q) return -1;
+                p++;
+            } else {
+                if (o >= buflen - 2) return -1;
+                buf[o++] = *p++;
+            }
+        }
+        buf[o++] = 0;
+    }
+    words[n] = NULL;
+    return n;
+}
+
+static void engine_close(engine_t *e) {
+    if (!e->proc) return;
+    if (e->alive) {
+        compat_proc_write_line(e->proc, "quit");
+        if (compat_proc_wait(e->proc, 1000, NULL) != 0) compat_proc_kill(e->proc);
+    }
+    compat_proc_free(e->proc);
+    e->proc = NULL;
+    e->alive = 0;
+}
+
+/* Reads lines until one starts with `want` (a whole word); id name lines are
+ * remembered. 0, or -1 with err. */
+static int engine_expect(engine_t *e, const char *want, int64_t timeout_ms, const char *label, char *err, size_t errlen) {
+    char line[LINE_MAX_];
+    int64_t deadline = compat_now_ms() + timeout_ms;
+    size_t wl = strlen(want);
+    for (;;) {
+        int64_t left = deadline - compat_now_ms();
+        int32_t n = compat_proc_read_line(e->proc, line, sizeof line, left < 0 ? 0 : left);
+        if (n == COMPAT_PROC_EOF) {
+            msgf(err, errlen, "%s exited while we waited for '%s'", label, want);
+            e->alive = 0;
+            return -1;
+        }
+        if (n == COMPAT_PROC_TIMEOUT) {
+            msgf(err, errlen, "%s did not send '%s' within %lld ms", label, want, (long long)timeout_ms);
+            return -1;
+        }
+        if (strncmp(line, "id name ", 8) == 0 && !e->name[0]) msgf(e->name, sizeof e->name, "%s", line + 8);
+        if (strncmp(line, want, wl) == 0 && (line[wl] == 0 || isspace((unsigned char)line[wl]))) return 0;
+    }
+}
+
+/* Starts the engine and takes it through usi / setoption / isready. */
+static int engine_open(engine_t *e, const engine_spec_t *spec, const match_cfg_t *cfg, const char *label, char *err,
+                       size_t errlen) {
+    char buf[4096], *words[MAX_WORDS];
+    memset(e, 0, sizeof *e);
+    if (split_words(spec->cmd, buf, sizeof buf, words, MAX_WORDS) <= 0) {
+        msgf(err, errlen, "%s: cannot split the command '%s' into words (empty, unbalanced quotes or too long)", label,
+             spec->cmd);
+        return -1;
+    }
+    char e2[512];
+    e->proc = compat_proc_spawn((const char *const *)words, cfg->stderr_path, e2, sizeof e2);
+    if (!e->proc) {
+        msgf(err, errlen, "%s: %s", label, e2);
+        return -1;
+    }
+    e->alive = 1;
+    if (compat_proc_write_line(e->proc, "usi") != 0 ||
+        engine_expect(e, "usiok", cfg->init_timeout_ms, label, e2, sizeof e2) != 0)
+        goto fail;
+    for (int32_t i = 0; i < spec->n_options; i++) {
+        const char *o = spec->options[i], *eq = strchr(o, '=');
+        char cmd[1024];
+        if (eq) msgf(cmd, sizeof cmd, "setoption name %.*s value %s", (int)(eq - o), o, eq + 1);
+        else msgf(cmd, sizeof cmd, "setoption name %s", o); /* a button */
+        if (compat_proc_write_line(e->proc, cmd) != 0) {
+            msgf(e2, sizeof e2, "%s exited during setoption", label);
+            goto fail;
+        }
+    }
+    if (compat_proc_write_line(e->proc, "isready") != 0 ||
+        engine_expect(e, "readyok", cfg->init_timeout_ms, label, e2, sizeof e2) != 0)
+        goto fail;
+    if (spec->name) msgf(e->name, sizeof e->name, "%s", spec->name);
+    if (!e->name[0]) msgf(e->name, sizeof e->name, "%s", words[0]);
+    return 0;
+fail:
+    msgf(err, errlen, "%s", e2);
+    e->alive = 0;
+    compat_proc_kill(e->proc);
+    compat_proc_free(e->proc);
+    e->proc = NULL;
+    return -1;
+}
+
+/* ---- the schedule and the results -------------------------------------------------- */
+typedef struct {
+    int done;
+    int e1_black;   /* engine1 played Black */
+    int score2;     /* engine1's half points: 2 win, 1 draw, 0 loss */
+    int opening;    /* index into the openings, -1 = startpos */
+    RulesEnd end;
+    int32_t plies;
+    char detail[REF_DETAIL_MAX];
+} game_out_t;
+
+typedef struct {
+    const match_cfg_t *cfg;
+    char **openings; /* NULL: startpos */
+    int32_t n_openings;
+    game_out_t *out;
+    compat_mutex_t mu; /* next, fatal, db, printing */
+    int32_t next;
+    int fatal;
+    char fatal_msg[600];
+    db_t *db;
+    char session[128];
+    char names[2][NAME_MAX_]; /* engine names, from the first slot that started them */
+} match_t;
+
+static void set_fatal(match_t *m, const char *msg) {
+    compat_mutex_lock(&m->mu);
+    if (!m->fatal) {
+        m->fatal = 1;
+        msgf(m->fatal_msg, sizeof m->fatal_msg, "%s", msg);
+    }
+    compat_mutex_unlock(&m->mu);
+}
+
+/* "YYYY/MM/DD HH:MM:SS" UTC of t (days to civil date, H. Hinnant's algorithm;
+ * no gmtime: it is not thread-safe and its safe variants differ by OS). */
+static void fmt_time(char *buf, size_t len, time_t t) {
+    int64_t secs = (int64_t)t, days = secs / 86400, rem = secs % 86400;
+    if (rem < 0) rem += 86400, days--;
+    days += 719468;
+    int64_t era = (days >= 0 ? days : days - 146096) / 146097;
+    int64_t doe = days - era * 146097;
+    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    int64_t y = yoe + era * 400, doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    int64_t mp = (5 * doy + 2) / 153, dd = doy - (153 * mp + 2) / 5 + 1, mm = mp < 10 ? mp + 3 : mp - 9;
+    if (mm <= 2) y++;
+    msgf(buf, len, "%04d/%02d/%02d %02d:%02d:%02d", (int)y, (int)mm, (int)dd, (int)(rem / 3600), (int)(rem / 60 % 60),
+         (int)(rem % 60));
+}
+
+/* A growing text buffer (CSA records). */
+typedef struct {
+    char *s;
+    size_t n, cap;
+    int oom;
+} sb_t;
+
+static void sb_printf(sb_t *b, const char *fmt, ...) {
+    va_list ap;
+    for (;;) {
+        size_t room = b->cap - b->n;
+        va_start(ap, fmt);
+        int k = b->s ? vsnprintf(b->s + b->n, room, fmt, ap) : -1;
+        va_end(ap);
+        if (k >= 0 && (size_t)k < room) {
+            b->n += (size_t)k;
+            return;
+        }
+        size_t cap = b->cap ? 2 * b->cap : 4096;
+        while (k >= 0 && cap - b->n <= (size_t)k) cap *= 2;
+        char *s = realloc(b->s, cap);
+        if (!s) {
+            b->oom = 1;
+            return;
+        }
+        b->s = s, b->cap = cap;
+    }
+}
+
+/* ---- CSA records --------------------------------------------------------------------- */
+static const char *const csa_piece[PT_NB] = {"", "FU", "KY", "KE", "GI", "KA", "HI", "KI",
+                                             "OU", "TO", "NY", "NK", "NG", "UM", "RY"};
+
+/* The position pos as CSA P1..P9, hands and side lines. */
+static void csa_position(sb_t *f, const Position *pos, int startpos) {
+    if (startpos) {
+        sb_printf(f, "PI\n+\n");
+        return;
+    }
+    for (int r = 0; r < 9; r++) {
+        sb_printf(f, "P%d", r + 1);
+        for (int file = 8; file >= 0; file--) {
+            Piece pc = pos_piece_on(pos, sq_make(file, r));
+            if (pc == PIECE_NONE) sb_printf(f, " * ");
+            else sb_printf(f, "%c%s", piece_color(pc) == COLOR_BLACK ? '+' : '-', csa_piece[piece_type(pc)]);
+        }
+        sb_printf(f, "\n");
+    }
+    static const PieceType order[] = {PT_ROOK, PT_BISHOP, PT_GOLD, PT_SILVER, PT_KNIGHT, PT_LANCE, PT_PAWN};
+    for (Color c = COLOR_BLACK; c <= COLOR_WHITE; c++) {
+        if (pos_hand(pos, c) == 0) continue;
+        sb_printf(f, "P%c", c == COLOR_BLACK ? '+' : '-');
+        for (int i = 0; i < 7; i++)
+            for (int k = pos_hand_count(pos, c, order[i]); k > 0; k--) sb_printf(f, "00%s", csa_piece[order[i]]);
+        sb_printf(f, "\n");
+    }
+    sb_printf(f, "%c\n", pos_side_to_move(pos) == COLOR_BLACK ? '+' : '-');
+}
+
+/* "+7776FU": the move m from pos (before it is made), with the piece after it. */
+static void csa_move(const Position *pos, Move m, char out[8]) {
+    Piece pc = pos_moved_piece_after(pos, m);
+    int from = 0;
+    if (!move_is_drop(m)) from = (sq_file(move_from(m)) + 1) * 10 + sq_rank(move_from(m)) + 1;
+    int to = (sq_file(move_to(m)) + 1) * 10 + sq_rank(move_to(m)) + 1;
+    snprintf(out, 8, "%c%02d%02d%s", pos_side_to_move(pos) == COLOR_BLACK ? '+' : '-', from, to,
+             csa_piece[piece_type(pc)]);
+}
+
+static void time_control_text(const match_cfg_t *cfg, char *buf, size_t len) {
+    if (cfg->inc_ms > 0) msgf(buf, len, "%lld ms + %lld ms per move", (long long)cfg->time_ms, (long long)cfg->inc_ms);
+    else msgf(buf, len, "%lld ms + byoyomi %lld ms", (long long)cfg->time_ms, (long long)cfg->byoyomi_ms);
+}
+
+/* Writes <csa_dir>/game-NNNN.csa durably. times_ms[i]: time of move i (-1 for opening moves). */
+static int write_csa(const match_t *m, int32_t gi, const ref_game_t *g, const int64_t *times_ms, int32_t n_open,
+                     const char *black, const char *white, time_t started, time_t ended, char *err, size_t errlen) {
+    char path[1200];
+    msgf(path, sizeof path, "%s/game-%04d.csa", m->cfg->csa_dir, gi + 1);
+    sb_t sb = {NULL, 0, 0, 0}, *f = &sb;
+    char t0[32], t1[32], tc[96];
+    fmt_time(t0, sizeof t0, started);
+    fmt_time(t1, sizeof t1, ended);
+    time_control_text(m->cfg, tc, sizeof tc);
+    sb_printf(f, "V2.2\nN+%s\nN-%s\n$EVENT:usi-match\n$START_TIME:%s\n$END_TIME:%s\n", black, white, t0, t1);
+    sb_printf(f, "'game %d of %d, time %s, max ply %d\n", gi + 1, m->cfg->games, tc, m->cfg->max_ply);
+    Position *pos = malloc(sizeof *pos);
+    if (!pos) {
+        free(sb.s);
+        msgf(err, errlen, "%s: out of memory", path);
+        return -1;
+    }
+    char e[256];
+    int sp = strcmp(g->start, "startpos") == 0;
+    if (sfen_parse_cstr(pos, sp ? SFEN_STARTPOS : g->start, e, sizeof e) != SFEN_OK) KOMA_ASSERT(0);
+    csa_position(f, pos, sp);
+    for (int32_t i = 0; i < g->n_moves; i++) {
+        char mv[8];
+        csa_move(pos, g->moves[i], mv);
+        sb_printf(f, "%s\nT%lld\n", mv, (long long)(i < n_open || times_ms[i] < 0 ? 0 : times_ms[i] / 1000));
+        pos_do_move(pos, g->moves[i]);
+    }
+    free(pos);
+    sb_printf(f, "%s\n'%s: %s\n", ref_csa_ending(g), rules_end_name(g->end), g->detail);
+    int rc = -1;
+    if (sb.oom) msgf(err, errlen, "%s: out of memory", path);
+    else rc = compat_write_file_durable(path, sb.s, sb.n, err, errlen);
+    free(sb.s);
+    return rc;
+}
+
+/* ---- one game ----------------------------------------------------------------------------- */
+/* "position startpos moves ..." for the game so far. */
+static char *position_cmd(const ref_game_t *g) {
+    size_t cap = 32 + sizeof g->start + (size_t)g->n_moves * MOVE_USI_MAX;
+    char *s = malloc(cap), *p = s;
+    if (!s) return NULL;
+    if (strcmp(g->start, "startpos") == 0) p += sprintf(p, "position startpos");
+    else p += sprintf(p, "position sfen %s", g->start);
+    if (g->n_moves > 0) p += sprintf(p, " moves");
+    for (int32_t i = 0; i < g->n_moves; i++) {
+        *p++ = ' ';
+        p += move_to_usi(g->moves[i], p);
+    }
+    *p = 0;
+    return s;
+}
+
+/* Waits for "bestmove"; copies its move word into mv. Returns 0, or
+ * COMPAT_PROC_TIMEOUT / COMPAT_PROC_EOF. */
+static int read_bestmove(engine_t *e, int64_t timeout_ms, char *mv, size_t mvlen) {
+    static _Thread_local char line[LINE_MAX_];
+    int64_t deadline = compat_now_ms() + timeout_ms;
+    for (;;) {
+        int64_t left = deadline - compat_now_ms();
+        int32_t n = compat_proc_read_line(e->proc, line, sizeof line, left < 0 ? 0 : left);
+        if (n < 0) return n;
+        if (strncmp(line, "bestmove", 8) == 0 && (line[8] == 0 || line[8] == ' ')) {
+            const char *p = line + 8;
+            while (*p == ' ') p++;
+            size_t k = 0;
+            while (p[k] && p[k] != ' ') k++;
+            msgf(mv, mvlen, "%.*s", (int)k, p);
+            return 0;
+        }
+    }
+}
+
+/* Plays game gi with the slot's engines (eng[0] = engine1). Returns 0, or -1
+ * when the game was abandoned (Ctrl-C, an engine that cannot start). */
+static int play_game(match_t *m, engine_t eng[2], int32_t gi, ref_game_t *g, int64_t *times_ms) {
+    const match_cfg_t *cfg = m->cfg;
+    int e1_black = gi % 2 == 0;
+    int opening = m->openings ? (gi / 2) % m->n_openings : -1;
+    char err[600];
+    if (ref_game_start(g, opening >= 0 ? m->openings[opening] : "startpos", cfg->max_ply, err, sizeof err) != 0) {
+        set_fatal(m, err);
+        return -1;
+    }
+    int32_t n_open = g->n_moves;
+    for (int k = 0; k < 2; k++) {
+        char label[32];
+        msgf(label, sizeof label, "engine%d", k + 1);
+        if (eng[k].proc && !eng[k].alive) engine_close(&eng[k]);
+        if (!eng[k].proc && engine_open(&eng[k], &cfg->eng[k], cfg, label, err, sizeof err) != 0) {
+            set_fatal(m, err);
+            return -1;
+        }
+        compat_mutex_lock(&m->mu);
+        if (!m->names[k][0]) msgf(m->names[k], sizeof m->names[k], "%s", eng[k].name);
+        compat_mutex_unlock(&m->mu);
+    }
+    /* Ready both for a new game; an engine that fails here is restarted once. */
+    for (int k = 0; k < 2; k++) {
+        char label[32];
+        msgf(label, sizeof label, "engine%d", k + 1);
+        for (int attempt = 0;; attempt++) {
+            if (compat_proc_write_line(eng[k].proc, "isready") == 0 &&
+                engine_expect(&eng[k], "readyok", cfg->init_timeout_ms, label, err, sizeof err) == 0 &&
+                compat_proc_write_line(eng[k].proc, "usinewgame") == 0)
+                break;
+            eng[k].alive = 0;
+            engine_close(&eng[k]);
+            if (attempt == 1 || engine_open(&eng[k], &cfg->eng[k], cfg, label, err, sizeof err) != 0) {
+                set_fatal(m, err);
+                return -1;
+            }
+        }
+    }
+    time_t started = time(NULL);
+    int64_t clock_ms[COLOR_NB] = {cfg->time_ms, cfg->time_ms};
+    for (int32_t i = 0; i < n_open; i++) times_ms[i] = -1;
+    while (!ref_game_over(g)) {
+        if (compat_stop_requested()) return -1;
+        Color side = ref_game_side(g);
+        int k = (side == COLOR_BLACK) == e1_black ? 0 : 1;
+        engine_t *e = &eng[k];
+        char *pos_cmd = position_cmd(g), go[160], detail[REF_DETAIL_MAX];
+        if (!pos_cmd) {
+            set_fatal(m, "out of memory");
+            return -1;
+        }
+        if (cfg->inc_ms > 0)
+            msgf(go, sizeof go, "go btime %lld wtime %lld binc %lld winc %lld", (long long)clock_ms[COLOR_BLACK],
+                 (long long)clock_ms[COLOR_WHITE], (long long)cfg->inc_ms, (long long)cfg->inc_ms);
+        else
+            msgf(go, sizeof go, "go btime %lld wtime %lld byoyomi %lld", (long long)clock_ms[COLOR_BLACK],
+                 (long long)clock_ms[COLOR_WHITE], (long long)cfg->byoyomi_ms);
+        int wrc = compat_proc_write_line(e->proc, pos_cmd);
+        free(pos_cmd);
+        int64_t t0 = compat_now_ms();
+        if (wrc == 0) wrc = compat_proc_write_line(e->proc, go);
+        int64_t allowed = clock_ms[side] + (cfg->inc_ms > 0 ? cfg->inc_ms : cfg->byoyomi_ms);
+        char mv[64] = "";
+        int rc = wrc == 0 ? read_bestmove(e, allowed + cfg->tolerance_ms, mv, sizeof mv) : COMPAT_PROC_EOF;
+        int64_t used = compat_now_ms() - t0;
+        times_ms[g->n_moves] = used;
+        if (rc == COMPAT_PROC_EOF) {
+            e->alive = 0;
+            msgf(detail, sizeof detail, "%s's engine (%s) exited or closed its output while thinking",
+                 side == COLOR_BLACK ? "black" : "white", e->name);
+            ref_game_forfeit(g, side, RULES_END_ILLEGAL_MOVE, true, detail);
+            break;
+        }
+        if (rc == COMPAT_PROC_TIMEOUT || used > allowed + cfg->tolerance_ms) {
+            msgf(detail, sizeof detail, "%s (%s) used %lld ms of %lld ms allowed (+%lld ms tolerance)",
+                 side == COLOR_BLACK ? "black" : "white", e->name, (long long)used, (long long)allowed,
+                 (long long)cfg->tolerance_ms);
+            ref_game_forfeit(g, side, RULES_END_TIME, false, detail);
+            if (rc == COMPAT_PROC_TIMEOUT) { /* make it stop, or replace it */
+                char tmp[64];
+                if (compat_proc_write_line(e->proc, "stop") != 0 || read_bestmove(e, 1000, tmp, sizeof tmp) != 0)
+                    e->alive = 0;
+            }
+            break;
+        }
+        if (cfg->inc_ms > 0) clock_ms[side] += cfg->inc_ms - used;
+        else clock_ms[side] = clock_ms[side] > used ? clock_ms[side] - used : 0;
+        ref_game_play_usi(g, mv);
+    }
+    /* gameover from each engine's side */
+    for (int k = 0; k < 2; k++) {
+        if (!eng[k].alive) continue;
+        Color c = (k == 0) == e1_black ? COLOR_BLACK : COLOR_WHITE;
+        const char *res = g->winner == COLOR_NB ? "draw" : g->winner == c ? "win" : "lose";
+        char cmd[32];
+        msgf(cmd, sizeof cmd, "gameover %s", res);
+        if (compat_proc_write_line(eng[k].proc, cmd) != 0) eng[k].alive = 0;
+    }
+    time_t ended = time(NULL);
+
+    game_out_t *o = &m->out[gi];
+    o->e1_black = e1_black;
+    o->opening = opening;
+    o->end = g->end;
+    o->plies = g->n_moves;
+    Color e1 = e1_black ? COLOR_BLACK : COLOR_WHITE;
+    o->score2 = g->winner == COLOR_NB ? 1 : g->winner == e1 ? 2 : 0;
+    msgf(o->detail, sizeof o->detail, "%s", g->detail);
+    const char *black = eng[e1_black ? 0 : 1].name, *white = eng[e1_black ? 1 : 0].name;
+    if (cfg->csa_dir && write_csa(m, gi, g, times_ms, n_open, black, white, started, ended, err, sizeof err) != 0)
+        fprintf(stderr, "usi-match: %s\n", err);
+    compat_mutex_lock(&m->mu);
+    o->done = 1;
+    if (m->db) {
+        char bn[NAME_MAX_ + 16], wn[NAME_MAX_ + 16];
+        msgf(bn, sizeof bn, "engine%d: %s", e1_black ? 1 : 2, black);
+        msgf(wn, sizeof wn, "engine%d: %s", e1_black ? 2 : 1, white);
+        if (ref_store_game(m->db, m->session, g, bn, wn) != DB_OK)
+            fprintf(stderr, "usi-match: game %d not stored: %s\n", gi + 1, db_errmsg(m->db));
+    }
+    if (!cfg->quiet) {
+        const char *score = g->winner == COLOR_BLACK ? "1-0" : g->winner == COLOR_WHITE ? "0-1" : "1/2";
+        printf("game %d/%d: %s (black) vs %s (white): %s, %s, %d plies - %s\n", gi + 1, cfg->games,
+               e1_black ? "engine1" : "engine2", e1_black ? "engine2" : "engine1", score, rules_end_name(g->end),
+               g->n_moves, g->detail);
+        fflush(stdout);
+    }
+    compat_mutex_unlock(&m->mu);
+    return 0;
+}
+
+static void *slot_thread(void *arg) {
+    match_t *m = arg;
+    engine_t eng[2];
+    memset(eng, 0, sizeof eng);
+    ref_game_t *g = ref_game_new();
+    int64_t *times_ms = malloc(sizeof(int64_t) * POS_HIST_MAX);
+    if (!g || !times_ms) set_fatal(m, "out of memory");
+    while (g && times_ms) {
+        compat_mutex_lock(&m->mu);
+        int32_t gi = m->fatal || compat_stop_requested() ? m->cfg->games : m->next++;
+        compat_mutex_unlock(&m->mu);
+        if (gi >= m->cfg->games) break;
+        if (play_game(m, eng, gi, g, times_ms) != 0) break;
+    }
+    engine_close(&eng[0]);
+    engine_close(&eng[1]);
+    free(times_ms);
+    ref_game_free(g);
+    return NULL;
+}
+
+/* ---- command line ------------------------------------------------------------------------ */
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: usi-match --engine1 CMD --engine2 CMD [options]\n"
+            "  --engine1 CMD, --engine2 CMD  engine commands (words split at spaces; quotes group)\n"
+            "  --option1 NAME=VALUE          setoption for engine1 (repeatable); --option2 for engine2\n"
+            "  --name1 S, --name2 S          names for the records (default: the engine's id name)\n"
+            "  --games N                     games (default 2); colours alternate, engine1 Black first\n"
+            "  --openings FILE               one start per line: SFEN or startpos, optionally\n"
+            "                                '... moves m1 m2'; each is played twice, colours swapped\n"
+            "  --byoyomi MS                  byoyomi per move (default 1000 when no other time is given)\n"
+            "  --time MS --inc MS            main time, and Fischer increment per move\n"
+            "  --tolerance MS                grace on every move's time (default 200)\n"
+            "  --max-ply N                   draw after N moves (default 320; 0 = none)\n"
+            "  --concurrency K               games at once (default 1; each has its own engine processes)\n"
+            "  --db FILE | --run DIR         record the games (and a matches row) in FILE or DIR/koma.db\n"
+            "  --cycle1 C, --cycle2 C        the engine plays the net of cycle C of that run (for the matches row)\n"
+            "  --csa-dir DIR                 write DIR/game-NNNN.csa (CSA v2.2) for every game\n"
+            "  --engine-stderr FILE          engines' stderr appended to FILE ('' discards; default: ours)\n"
+            "  --init-timeout MS             for usiok / readyok (default 60000)\n"
+            "  --quiet                       no line per game\n");
+}
+
+static int parse_i64(const char *flag, const char *s, int64_t min, int64_t *out) {
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (!*s || *end || v < min) {
+        fprintf(stderr, "usi-match: %s wants an integer >= %lld, not '%s'\n", flag, (long long)min, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int load_openings(const char *path, match_t *m, int32_t max_ply) {
+    char err[600];
+    size_t len = 0;
+    char *text = compat_read_file(path, &len, err, sizeof err);
+    if (!text) {
+        fprintf(stderr, "usi-match: %s\n", err);
+        return -1;
+    }
+    ref_game_t *g = ref_game_new();
+    int32_t cap = 16, lineno = 0;
+    m->openings = malloc(sizeof(char *) * (size_t)cap);
+    if (!g || !m->openings) {
+        fprintf(stderr, "usi-match: out of memory\n");
+        ref_game_free(g);
+        free(text);
+        return -1;
+    }
+    for (char *p = text; p && *p;) {
+        char *nl = strchr(p, '\n');
+        if (nl) *nl = 0;
+        lineno++;
+        char *s = p;
+        p = nl ? nl + 1 : NULL;
+        while (isspace((unsigned char)*s)) s++;
+        size_t l = strlen(s);
+        while (l > 0 && isspace((unsigned char)s[l - 1])) s[--l] = 0;
+        if (!*s || *s == '#') continue;
+        if (ref_game_start(g, s, max_ply, err, sizeof err) != 0 || ref_game_over(g)) {
+            fprintf(stderr, "usi-match: %s:%d: %s\n", path, lineno, ref_game_over(g) ? "the game is already over" : err);
+            ref_game_free(g);
+            free(text);
+            return -1;
+        }
+        if (m->n_openings == cap) {
+            cap *= 2;
+            char **o = realloc(m->openings, sizeof(char *) * (size_t)cap);
+            if (!o) break;
+            m->openings = o;
+        }
+        m->openings[m->n_openings++] = strdup(s);
+    }
+    ref_game_free(g);
+    free(text);
+    if (m->n_openings == 0) {
+        fprintf(stderr, "usi-match: %s: no openings in the file\n", path);
+        return -1;
+    }
+    return 0;
+}
+
+static void print_elo(const char *label, const ref_elo_t *e) {
+    printf("%s Elo %+.1f, 95%% interval [%+.1f, %+.1f]\n", label, e->elo + 0.0, e->elo_lo, e->elo_hi);
+}
+
+int main(int argc, char **argv) {
+    match_cfg_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.games = 2;
+    cfg.byoyomi_ms = -1;
+    cfg.tolerance_ms = 200;
+    cfg.init_timeout_ms = 60000;
+    cfg.max_ply = RULES_MAX_PLY_DEFAULT;
+    cfg.concurrency = 1;
+    cfg.eng[0].cycle = cfg.eng[1].cycle = -1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--quiet")) {
+            cfg.quiet = 1;
+            continue;
+        }
+        if (i + 1 >= argc || strncmp(a, "--", 2) != 0) {
+            fprintf(stderr, "usi-match: unknown or incomplete argument '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+        const char *v = argv[++i];
+        int64_t x = 0;
+        int k = a[strlen(a) - 1] == '2' ? 1 : 0;
+        if (!strcmp(a, "--engine1") || !strcmp(a, "--engine2")) cfg.eng[k].cmd = v;
+        else if (!strcmp(a, "--option1") || !strcmp(a, "--option2")) {
+            if (cfg.eng[k].n_options == MAX_OPTIONS) {
+                fprintf(stderr, "usi-match: more than %d options for engine%d\n", MAX_OPTIONS, k + 1);
+                return 2;
+            }
+            cfg.eng[k].options[cfg.eng[k].n_options++] = v;
+        } else if (!strcmp(a, "--name1") || !strcmp(a, "--name2")) cfg.eng[k].name = v;
+        else if (!strcmp(a, "--cycle1") || !strcmp(a, "--cycle2")) {
+            if (parse_i64(a, v, 0, &x)) return 2;
+            cfg.eng[k].cycle = (int32_t)x;
+        } else if (!strcmp(a, "--games")) {
+            if (parse_i64(a, v, 1, &x)) return 2;
+            cfg.games = (int32_t)x;
+        } else if (!strcmp(a, "--openings")) cfg.openings_path = v;
+        else if (!strcmp(a, "--byoyomi")) {
+            if (parse_i64(a, v, 0, &cfg.byoyomi_ms)) return 2;
+        } else if (!strcmp(a, "--time")) {
+            if (parse_i64(a, v, 0, &cfg.time_ms)) return 2;
+        } else if (!strcmp(a, "--inc")) {
+            if (parse_i64(a, v, 0, &cfg.inc_ms)) return 2;
+        } else if (!strcmp(a, "--tolerance")) {
+            if (parse_i64(a, v, 0, &cfg.tolerance_ms)) return 2;
+        } else if (!strcmp(a, "--init-timeout")) {
+            if (parse_i64(a, v, 1, &cfg.init_timeout_ms)) return 2;
+        } else if (!strcmp(a, "--max-ply")) {
+            if (parse_i64(a, v, 0, &x)) return 2;
+            if (x > POS_HIST_MAX - 8) {
+                fprintf(stderr, "usi-match: --max-ply at most %d\n", POS_HIST_MAX - 8);
+                return 2;
+            }
+            cfg.max_ply = (int32_t)x;
+        } else if (!strcmp(a, "--concurrency")) {
+            if (parse_i64(a, v, 1, &x)) return 2;
+            cfg.concurrency = (int32_t)(x > 256 ? 256 : x);
+        } else if (!strcmp(a, "--db")) cfg.db_path = v;
+        else if (!strcmp(a, "--run")) cfg.run_dir = v;
+        else if (!strcmp(a, "--csa-dir")) cfg.csa_dir = v;
+        else if (!strcmp(a, "--engine-stderr")) cfg.stderr_path = v;
+        else {
+            fprintf(stderr, "usi-match: unknown argument '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!cfg.eng[0].cmd || !cfg.eng[1].cmd) {
+        fprintf(stderr, "usi-match: --engine1 and --engine2 are required\n");
+        usage(stderr);
+        return 2;
+    }
+    if (cfg.db_path && cfg.run_dir) {
+        fprintf(stderr, "usi-match: give --db or --run, not both\n");
+        return 2;
+    }
+    if (cfg.inc_ms > 0 && cfg.byoyomi_ms > 0) {
+        fprintf(stderr, "usi-match: --byoyomi and --inc do not go together\n");
+        return 2;
+    }
+    if (cfg.byoyomi_ms < 0) cfg.byoyomi_ms = cfg.time_ms > 0 || cfg.inc_ms > 0 ? 0 : 1000;
+    if (cfg.time_ms == 0 && cfg.byoyomi_ms == 0 && cfg.inc_ms == 0) {
+        fprintf(stderr, "usi-match: no time at all (give --byoyomi, --time or --inc)\n");
+        return 2;
+    }
+    if ((cfg.eng[0].cycle >= 0 || cfg.eng[1].cycle >= 0) && !cfg.db_path && !cfg.run_dir) {
+        fprintf(stderr, "usi-match: --cycle1/--cycle2 need --db or --run\n");
+        return 2;
+    }
+
+    match_t m;
+    memset(&m, 0, sizeof m);
+    m.cfg = &cfg;
+    compat_mutex_init(&m.mu);
+    char err[DB_ERR_MAX + 64];
+    int rc = 1;
+    if (cfg.openings_path && load_openings(cfg.openings_path, &m, cfg.max_ply) != 0) return 1;
+    if (cfg.csa_dir && compat_mkdir_p(cfg.csa_dir, err, sizeof err) != 0) {
+        fprintf(stderr, "usi-match: %s\n", err);
+        return 1;
+    }
+    db_model_t model[2];
+    int have_model[2] = {0, 0};
+    if (cfg.db_path || cfg.run_dir) {
+        char path[1200];
+        if (cfg.run_dir) {
+            if (compat_mkdir_p(cfg.run_dir, err, sizeof err) != 0) {
+                fprintf(stderr, "usi-match: %s\n", err);
+                return 1;
+            }
+            msgf(path, sizeof path, "%s/koma.db", cfg.run_dir);
+        } else {
+            msgf(path, sizeof path, "%s", cfg.db_path);
+        }
+        if (db_open(path, 0, &m.db, err, sizeof err) != DB_OK) {
+            fprintf(stderr, "usi-match: %s\n", err);
+            return 1;
+        }
+        for (int k = 0; k < 2; k++) {
+            if (cfg.eng[k].cycle < 0) continue;
+            if (db_model_by_cycle(m.db, cfg.eng[k].cycle, &model[k]) != DB_OK) {
+                fprintf(stderr, "usi-match: --cycle%d %d: no such model in %s\n", k + 1, cfg.eng[k].cycle, path);
+                db_close(m.db);
+                return 1;
+            }
+            have_model[k] = 1;
+        }
+        char stamp[32];
+        time_t now = time(NULL);
+        fmt_time(stamp, sizeof stamp, now);
+        msgf(m.session, sizeof m.session, "usi-match %s pid %d", stamp, compat_getpid());
+    }
+    m.out = calloc((size_t)cfg.games, sizeof *m.out);
+    if (!m.out) {
+        fprintf(stderr, "usi-match: out of memory\n");
+        db_close(m.db);
+        return 1;
+    }
+    compat_install_stop_handler();
+    int32_t nt = cfg.concurrency < cfg.games ? cfg.concurrency : cfg.games;
+    compat_thread_t *th = calloc((size_t)nt, sizeof *th);
+    int32_t started = 0;
+    while (th && started < nt && compat_thread_create(&th[started], slot_thread, &m) == 0) started++;
+    if (started == 0) slot_thread(&m);
+    for (int32_t i = 0; i < started; i++) compat_thread_join(th[i]);
+    free(th);
+
+    /* ---- summary ---- */
+    int32_t w = 0, d = 0, l = 0, played = 0, ends[RULES_END_NB] = {0};
+    int32_t by_colour[2][3] = {{0}}; /* [engine1 black?][win, draw, loss] */
+    int32_t pairs[5] = {0}, n_pairs = 0;
+    for (int32_t i = 0; i < cfg.games; i++) {
+        const game_out_t *o = &m.out[i];
+        if (!o->done) continue;
+        played++;
+        ends[o->end]++;
+        int r = o->score2 == 2 ? 0 : o->score2 == 1 ? 1 : 2;
+        by_colour[o->e1_black ? 1 : 0][r]++;
+        if (r == 0) w++;
+        else if (r == 1) d++;
+        else l++;
+        if (i % 2 == 1 && m.out[i - 1].done) {
+            pairs[o->score2 + m.out[i - 1].score2]++;
+            n_pairs++;
+        }
+    }
+    printf("\n%s (engine1) vs %s (engine2): %d of %d games played\n", m.names[0][0] ? m.names[0] : cfg.eng[0].cmd,
+           m.names[1][0] ? m.names[1] : cfg.eng[1].cmd, played, cfg.games);
+    ref_elo_t elo, pent;
+    ref_elo_trinomial(w, d, l, &elo);
+    if (played > 0) {
+        printf("engine1: +%d =%d -%d, score %.3f (as Black +%d =%d -%d, as White +%d =%d -%d)\n", w, d, l, elo.score,
+               by_colour[1][0], by_colour[1][1], by_colour[1][2], by_colour[0][0], by_colour[0][1], by_colour[0][2]);
+        print_elo("trinomial:  ", &elo);
+        if (n_pairs >= 2) {
+            ref_elo_pentanomial(pairs, &pent);
+            printf("pentanomial: Elo %+.1f, 95%% interval [%+.1f, %+.1f] over %d game pairs (%d/%d/%d/%d/%d)\n",
+                   pent.elo + 0.0, pent.elo_lo, pent.elo_hi, n_pairs, pairs[0], pairs[1], pairs[2], pairs[3], pairs[4]);
+        }
+        printf("LOS %.1f%%\nends:", 100.0 * elo.los);
+        for (int e = 0; e < RULES_END_NB; e++)
+            if (ends[e]) printf(" %s %d", rules_end_name((RulesEnd)e), ends[e]);
+        printf("\n");
+    }
+
+    if (m.db && played > 0) {
+        int side = have_model[0] ? 0 : have_model[1] ? 1 : -1;
+        if (side < 0) {
+            printf("games recorded in match_games (session '%s'); no matches row: neither engine is a model of "
+                   "this run (--cycle1/--cycle2)\n",
+                   m.session);
+        } else {
+            db_match_t row;
+            memset(&row, 0, sizeof row);
+            int other = 1 - side;
+            row.cycle = model[side].cycle;
+            row.model_a = model[side].id;
+            row.model_b = have_model[other] ? model[other].id : 0;
+            msgf(row.opponent, sizeof row.opponent, "%s", m.names[other][0] ? m.names[other] : cfg.eng[other].cmd);
+            row.wins = side == 0 ? w : l;
+            row.losses = side == 0 ? l : w;
+            row.draws = d;
+            ref_elo_t re;
+            ref_elo_trinomial(row.wins, row.draws, row.losses, &re);
+            row.elo = re.elo, row.elo_lo = re.elo_lo, row.elo_hi = re.elo_hi;
+            char tc[96];
+            time_control_text(&cfg, tc, sizeof tc);
+            msgf(row.settings, sizeof row.settings, "usi-match %s, max_ply %d", tc, cfg.max_ply);
+            if (db_match_insert(m.db, &row) != DB_OK || ref_store_attach(m.db, m.session, row.id) != DB_OK) {
+                fprintf(stderr, "usi-match: %s\n", db_errmsg(m.db));
+                m.fatal = 1;
+            } else {
+                printf("recorded as match %lld (cycle %d)\n", (long long)row.id, row.cycle);
+            }
+        }
+    }
+    if (m.fatal) fprintf(stderr, "usi-match: %s\n", m.fatal_msg[0] ? m.fatal_msg : "failed");
+    else if (compat_stop_requested()) fprintf(stderr, "usi-match: interrupted; games in progress were not recorded\n");
+    else rc = 0;
+    db_close(m.db);
+    for (int32_t i = 0; i < m.n_openings; i++) free(m.openings[i]);
+    free(m.openings);
+    free(m.out);
+    compat_mutex_destroy(&m.mu);
+    return rc;
+}
