@@ -582,7 +582,7 @@ static int publish(train_trainer_t *tr, int64_t cycle, const char *rel, char *er
     if (!tr->server) return 0;
     char path[1400], e2[1024];
     snprintf(path, sizeof path, "%s/%s", tr->run_dir, rel);
-    int64_t cur = nn_server_generation(tr->server), gen = cycle;
+    int64_t cur = nn_server_generation(tr->server), gen = cycle + 1;
     if (gen <= cur) {
         tlog(tr, "publishing cycle %" PRId64 " as generation %" PRId64 ": the server is at generation %" PRId64,
              cycle, cur + 1, cur);
@@ -614,7 +614,7 @@ static int cycle_done_before(train_trainer_t *tr, int64_t cycle, train_cycle_rep
     rep->loss = row.loss_total;
     rep->policy_acc = rep->legal_f1 = NAN;
     snprintf(rep->model_path, sizeof rep->model_path, "%s", row.path);
-    if (tr->server && cycle == tr->latest_cycle && nn_server_generation(tr->server) < cycle)
+    if (tr->server && cycle == tr->latest_cycle && nn_server_generation(tr->server) < cycle + 1)
         if (publish(tr, cycle, row.path, err, errlen) != 0) return TRAIN_ERROR;
     return TRAIN_OK;
 }

@@ -169,7 +169,7 @@ train_trainer_t *train_trainer_new(const train_config_t *cfg, const char *run_di
 int64_t train_trainer_latest_cycle(const train_trainer_t *tr);  /* cycle of the newest model */
 /* Synchronous: trains on the window for `cycle` (its data already committed), writes models/<cycle>.safetensors
  * durably (weights + optimizer state), registers it in the models table (via the writer; wait for it), publishes
- * it to the server (generation = cycle). Returns 0 or -1 with err. Idempotent for a cycle that already has a model. */
+ * it to the server (generation = cycle + 1, see below). Returns 0 or -1 with err. Idempotent for a cycle that already has a model. */
 int train_trainer_run_cycle(train_trainer_t *tr, int64_t cycle, train_cycle_report_t *rep, char *err, size_t errlen);
 /* Asynchronous: a trainer thread runs train_trainer_run_cycle for submitted cycles in order. */
 int train_trainer_start(train_trainer_t *tr);
@@ -184,11 +184,17 @@ void train_trainer_free(train_trainer_t *tr);  /* NULL ok */
  * - cfg->log is called from the thread that trains (the trainer thread once
  *   started): it must be thread-safe.
  * - run_cycle: cycle must be above the newest model's (or equal to a cycle
- *   that has a model: then rep->already = 1, nothing is trained, and the model
- *   is published when the server's generation is below it). Returns
+ *   that has a model: then rep->already = 1, nothing is trained, and the
+ *   newest model is published when the server is behind it). Returns
  *   TRAIN_STOPPED when a stop was requested before the model was written.
- *   Generation: the cycle, or current + 1 when the server already is at or
- *   above it (a server cannot start below generation 1; the log says so).
+ * - Generations: model cycle c is published as server generation c + 1
+ *   (a server starts at generation >= 1: serve models/<c> with
+ *   nn_server_config_t.generation = c + 1, so cycle 0 is the default 1). When
+ *   the server already is at or above c + 1, current + 1 is used and the log
+ *   says so.
+ * - Log lines: "cycle C: step S/T, ..." every 10 s inside a cycle, and one
+ *   "cycle C: N steps x B ... -> models/<C>.safetensors" line per cycle
+ *   (stable formats: the self-play driver reads the first).
  * - start: 0, or -1 (no thread; already started).
  * - submit: 0; -1 when the thread is not running or the queue (64 cycles)
  *   is full. Cycles run in submission order; a cycle submitted twice runs once.

@@ -1,7 +1,7 @@
 /* test_train_thread.c - the trainer thread with a live inference server:
  * start / submit / wait / stop while a client thread keeps evaluating on the
  * server; each new net is published with generation = cycle and the client
- * sees generations only go up; duplicate submissions run once; waiting for a
+ * sees generations only go up (model cycle c = generation c + 1); duplicate submissions run once; waiting for a
  * cycle never submitted fails at once; a stop in the middle of a long cycle
  * returns within a step, the waiter gets TRAIN_STOPPED, nothing is written
  * and the trainer is back at the last model. Run under ThreadSanitizer too
@@ -62,13 +62,13 @@ static void test_thread_with_server(void) {
     CHECK_OK(train_trainer_run_cycle(tr, 1, &rep, err, sizeof err), err);
     train_trainer_free(tr);
 
-    /* the server serves cycle 1 as generation 1 */
+    /* the server serves cycle 1 as generation 2 */
     nn_server_config_t sc = nn_server_config_default();
     sc.backend = "cpu";
     sc.cpu_threads = 1;
     sc.max_batch = 16;
     sc.gather_us = 200;
-    sc.generation = 1;
+    sc.generation = 2;
     snprintf(path, sizeof path, "%s/models/0001.safetensors", R.dir);
     nn_server_t *srv = nn_server_new(&sc, path, NULL, err, sizeof err);
     if (!srv) fprintf(stderr, "%s\n", err);
@@ -100,11 +100,12 @@ static void test_thread_with_server(void) {
     st = train_trainer_wait(tr, 2, 0, &rep, err, sizeof err);
     CHECK_OK(st, err);
     CHECK(rep.cycle == 2 && rep.step == 40);
-    CHECK(nn_server_generation(srv) == 3);
+    CHECK(nn_server_generation(srv) == 4);
+    CHECK(strstr(lg.text, "as generation") == NULL); /* no fallback was needed */
     /* the client sees the new net */
     int64_t until = compat_now_ms() + 10000;
-    while (atomic_load(&cl.last_gen) < 3 && compat_now_ms() < until) compat_sleep_ms(5);
-    CHECK(atomic_load(&cl.last_gen) == 3);
+    while (atomic_load(&cl.last_gen) < 4 && compat_now_ms() < until) compat_sleep_ms(5);
+    CHECK(atomic_load(&cl.last_gen) == 4);
     /* a finished cycle submitted again is reported (idempotent), not retrained */
     CHECK(train_trainer_submit(tr, 2) == 0);
     CHECK_OK(train_trainer_wait(tr, 2, 60000, &rep, err, sizeof err), err);
@@ -118,6 +119,12 @@ static void test_thread_with_server(void) {
     fprintf(stderr, "client: %" PRId64 " evaluations, last generation %" PRId64 ", %" PRId64 " errors\n", cl.evals,
             (int64_t)atomic_load(&cl.last_gen), cl.errors);
     CHECK(cl.evals > 0 && cl.errors == 0 && cl.backwards == 0);
+    /* a server ahead of the trainer: the next model goes to current + 1, said in the log */
+    snprintf(path, sizeof path, "%s/models/0003.safetensors", R.dir);
+    CHECK(nn_server_publish_file(srv, path, 10, err, sizeof err) == 10);
+    add_data(&R, 4);
+    CHECK_OK(train_trainer_run_cycle(tr, 4, &rep, err, sizeof err), err); /* synchronous again after stop */
+    CHECK(nn_server_generation(srv) == 11 && strstr(lg.text, "as generation 11"));
     train_trainer_free(tr);
     nn_server_free(srv);
     /* every model registered */
@@ -125,7 +132,7 @@ static void test_thread_with_server(void) {
     snprintf(path, sizeof path, "%s/koma.db", R.dir);
     KOMA_ASSERT(db_open(path, DB_OPEN_READONLY, &db, err, sizeof err) == DB_OK);
     db_model_t m;
-    CHECK(db_model_latest(db, &m) == DB_OK && m.cycle == 3 && m.train_steps == 60);
+    CHECK(db_model_latest(db, &m) == DB_OK && m.cycle == 4 && m.train_steps == 80);
     db_close(db);
     t_run_close(&R);
     compat_mutex_destroy(&lg.mu);
