@@ -228,6 +228,21 @@ int usi_eval_wait(UsiEval *ev, UsiBatch *b, char *err, size_t errlen) {
     return 0;
 }
 
+int usi_eval_poll(UsiEval *ev, UsiBatch *b, char *err, size_t errlen) {
+    if (!b->in_flight) return 1;
+    nn_server_result_t res;
+    res.message[0] = 0;
+    int st = nn_server_poll(ev->srv, b->ticket, &res);
+    if (st == NN_SERVER_PENDING) return 0;
+    b->in_flight = false;
+    if (st != NN_SERVER_OK) {
+        snprintf(err, errlen, "network: %s: %s", nn_server_status_name(st), res.message);
+        fill_uniform(b);
+        return -1;
+    }
+    return 1;
+}
+
 void usi_batch_deliver(MctsTree *t, UsiBatch *b) {
     for (int32_t i = 0; i < b->n; i++)
         mcts_deliver_moves(t, &b->reqs[i], b->policy + b->offsets[i], b->value + 3 * (size_t)i);

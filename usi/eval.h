@@ -63,6 +63,10 @@ int usi_eval_submit(UsiEval *ev, UsiBatch *b, int32_t n, char *err, size_t errle
 /* Waits for a submitted batch. Returns 0, or -1 with err: the batch then
  * holds uniform answers, so the search can go on. */
 int usi_eval_wait(UsiEval *ev, UsiBatch *b, char *err, size_t errlen);
+/* Has a submitted batch finished? 1: yes (answers in b; uniform ones and
+ * -1 with err when the network failed), 0: still running. A batch not in
+ * flight counts as finished. */
+int usi_eval_poll(UsiEval *ev, UsiBatch *b, char *err, size_t errlen);
 /* Hands every answer of b to the tree (mcts_deliver_moves). */
 void usi_batch_deliver(MctsTree *t, UsiBatch *b);
 

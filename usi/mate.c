@@ -294,8 +294,8 @@ void usi_mate_search(Position *pos, const UsiMateLimits *lim, UsiMateResult *res
             }
             break;
         }
-        if (!c->cut) {
-            res->status = USI_MATE_NONE;
+        if (!c->cut || d + 2 > max) {
+            res->status = USI_MATE_NONE; /* proven, or no mate within max plies */
             break;
         }
     }

@@ -11,10 +11,12 @@
  *
  * Rules: a defender reply that repeats an earlier position (in the line or
  * the game) escapes (perpetual check is no mate); pawn-drop mate is never
- * played (movegen does not produce it). "No mate" is reported only when it is
- * proven: every line ended without a check to give or in an escape by
- * repetition was not needed. A search stopped by time or flag, or one that
- * reached max_plies without a proof either way, reports TIMEOUT.
+ * played (movegen does not produce it).
+ * Answers: FOUND with the line; NONE when there is no mate within max_plies
+ * (every iteration up to it finished), found early when it is proven
+ * outright (every line ends with no check left to give, without a
+ * repetition escape); TIMEOUT when time, the stop flag or the node limit
+ * ended the search first.
  */
 #ifndef KOMA_USI_MATE_H
 #define KOMA_USI_MATE_H

@@ -20,6 +20,10 @@ void usi_out_line(UsiOut *o, const char *fmt, ...) {
     va_end(ap);
     if (n < 0) return;
     size_t len = (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1;
+    /* One line, whatever text was echoed into it: no control characters
+     * (a '\r' or '\n' from an input line would forge a second line). */
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)buf[i] < 0x20 || buf[i] == 0x7f) buf[i] = '?';
     compat_mutex_lock(&o->mu);
     if (o->write) {
         o->write(o->user, buf, len);

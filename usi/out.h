@@ -24,7 +24,8 @@ typedef struct {
 void usi_out_init(UsiOut *o, UsiWriteFn write, void *user);
 void usi_out_destroy(UsiOut *o);
 /* Formats one line (at most USI_LINE_MAX - 1 characters; longer text is cut)
- * and writes it whole. */
+ * and writes it whole. Control characters (tab, CR, LF, ...) in the text
+ * become '?', so an echoed input can never make two lines of one. */
 enum { USI_LINE_MAX = 4096 };
 void usi_out_line(UsiOut *o, const char *fmt, ...)
 #if defined(__GNUC__)

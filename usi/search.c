@@ -74,90 +74,72 @@ void usi_search_info(UsiSearch *s) {
                  usi_value_to_cp(usi_result_value(r)), r->pv_len > 0 ? " pv" : "", pv);
 }
 
-static void set_limits(MctsLimits *ml, int64_t visits, int64_t soft, int64_t hard, const atomic_int *stop) {
-    memset(ml, 0, sizeof *ml);
-    ml->visits = visits > 0 ? visits : INT64_MAX / 4;
-    ml->full = 0;
-    ml->soft_deadline_ms = soft;
-    ml->hard_deadline_ms = hard;
-    ml->stop = stop;
-}
-
-typedef struct {
-    int64_t depth_sum, depth_n;
-    int32_t depth_max;
-    bool warned;
-    uint64_t seq;            /* submission counter: the oldest batch is waited for first */
-    uint64_t batch_seq[2];
-} Loop;
-
-static void sample_depth(UsiSearch *s, Loop *lp, UsiBatch *b) {
+static void sample_depth(UsiSearch *s, UsiBatch *b) {
     if (b->n <= 0 || !s->scratch) return;
     mcts_request_position(s->tree, &b->reqs[0], s->scratch);
     int32_t d = pos_hist_len(s->scratch) - pos_hist_len(mcts_tree_position(s->tree));
-    lp->depth_sum += d;
-    lp->depth_n++;
-    if (d > lp->depth_max) lp->depth_max = d;
-    s->depth = (int32_t)((lp->depth_sum + lp->depth_n / 2) / lp->depth_n);
+    s->depth_sum_ += d;
+    s->depth_n_++;
+    if (d > s->seldepth) s->seldepth = d;
+    s->depth = (int32_t)((s->depth_sum_ + s->depth_n_ / 2) / s->depth_n_);
     if (s->depth < 1) s->depth = 1;
-    s->seldepth = lp->depth_max;
 }
 
-static void eval_error(UsiSearch *s, Loop *lp, const char *err) {
-    if (lp->warned) return;
-    lp->warned = true;
+static void eval_error(UsiSearch *s, const char *err) {
+    if (s->warned_) return;
+    s->warned_ = true;
     usi_out_line(s->out, "info string %s; continuing with uniform answers", err);
 }
 
-static void finish_batch(UsiSearch *s, Loop *lp, UsiBatch *b) {
-    char err[256];
-    if (usi_eval_wait(s->eval, b, err, sizeof err) != 0) eval_error(s, lp, err);
-    usi_batch_deliver(s->tree, b);
-}
-
-static void drain(UsiSearch *s, Loop *lp) {
-    for (;;) {
-        int oldest = -1;
-        for (int i = 0; i < 2; i++)
-            if (s->batch[i] && s->batch[i]->in_flight && (oldest < 0 || lp->batch_seq[i] < lp->batch_seq[oldest]))
-                oldest = i;
-        if (oldest < 0) return;
-        finish_batch(s, lp, s->batch[oldest]);
+/* The most visited root move is also the best by Q (the soft stop rule). */
+static bool result_stable(const MctsResult *r) {
+    int32_t bv = -1, bq = -1, bn = 0;
+    float bqv = -2.0f;
+    for (int32_t i = 0; i < r->n; i++) {
+        if (r->visits[i] <= 0) continue;
+        if (r->visits[i] > bn) bn = r->visits[i], bv = i;
+        if (r->q[i] > bqv) bqv = r->q[i], bq = i;
     }
+    return bv >= 0 && bv == bq;
 }
 
 void usi_search_run(UsiSearch *s, const UsiSearchLimits *lim) {
-    Loop lp;
-    memset(&lp, 0, sizeof lp);
     MctsTree *t = s->tree;
     int64_t interval = s->info_interval_ms > 0 ? s->info_interval_ms : 1000;
-    bool pondering = lim->ponder;
-    MctsLimits ml;
-    if (pondering) set_limits(&ml, lim->ponder_visits, 0, 0, s->stop);
-    else set_limits(&ml, lim->visits, lim->soft_ms, lim->hard_ms, s->stop);
+    atomic_store(&s->halt_, 0);
+    s->warned_ = false;
+    s->depth_sum_ = s->depth_n_ = 0;
     s->playouts = 0;
     s->depth = s->seldepth = 0;
-    int64_t done_before = 0; /* playouts of the pondering phase */
+    MctsLimits ml;
+    memset(&ml, 0, sizeof ml);
+    ml.visits = lim->visits > 0 ? lim->visits : INT64_MAX / 4;
+    ml.full = 0;
+    ml.stop = &s->halt_;
+    bool pondering = lim->ponder;
+    int64_t soft = pondering ? 0 : lim->soft_ms, hard = pondering ? 0 : lim->hard_ms;
     int32_t bs = s->batch_size;
     if (bs > s->batch[0]->cap) bs = s->batch[0]->cap;
+    if (bs < 1) bs = 1;
     mcts_search_begin(t, &ml);
-    int64_t next_info = compat_now_ms() + interval;
+    int64_t next_info = compat_now_ms() + interval, next_stable = 0;
+    uint64_t seq = 0, batch_seq[2] = {0, 0};
     int64_t spins = 0;
-    bool counted = false; /* the last phase's playouts are in done_before */
     for (;;) {
-        int64_t at;
+        if (atomic_load_explicit(s->stop, memory_order_relaxed)) break;
+        int64_t now = compat_now_ms(), at;
         if (pondering && s->ponderhit && s->ponderhit(s->user, &at)) {
-            drain(s, &lp);
-            mcts_search_result(t, s->res);
-            done_before += s->res->playouts;
             pondering = false;
-            if (lim->visits > 0 && done_before >= lim->visits) {
-                counted = true;
-                break;
+            soft = lim->soft_rel ? at + lim->soft_rel : 0;
+            hard = lim->hard_rel ? at + lim->hard_rel : 0;
+        }
+        if (!pondering) {
+            if (hard && now >= hard) break;
+            if (soft && now >= soft && now >= next_stable) {
+                next_stable = now + 5;
+                mcts_search_result(t, s->res);
+                if (result_stable(s->res)) break;
             }
-            set_limits(&ml, lim->visits > 0 ? lim->visits - done_before : 0, lim->soft_rel ? at + lim->soft_rel : 0,
-                       lim->hard_rel ? at + lim->hard_rel : 0, s->stop);
-            mcts_search_begin(t, &ml);
         }
         if (mcts_search_done(t)) break;
         bool submitted = false;
@@ -166,31 +148,50 @@ void usi_search_run(UsiSearch *s, const UsiSearchLimits *lim) {
             if (!b || b->in_flight) continue;
             int32_t n = mcts_collect(t, bs, b->reqs);
             if (n <= 0) break;
-            sample_depth(s, &lp, b);
+            sample_depth(s, b);
             char err[256];
-            if (usi_eval_submit(s->eval, b, n, err, sizeof err) != 0) eval_error(s, &lp, err);
-            lp.batch_seq[i] = ++lp.seq;
+            if (usi_eval_submit(s->eval, b, n, err, sizeof err) != 0) eval_error(s, err);
+            batch_seq[i] = ++seq;
             submitted = true;
             if (!b->in_flight) usi_batch_deliver(t, b); /* uniform answers: at once */
         }
-        /* wait for the oldest batch on the device */
+        /* the oldest batch on the device: take it in when it is done, never wait past a deadline */
         int oldest = -1;
         for (int i = 0; i < 2; i++)
-            if (s->batch[i] && s->batch[i]->in_flight && (oldest < 0 || lp.batch_seq[i] < lp.batch_seq[oldest]))
+            if (s->batch[i] && s->batch[i]->in_flight && (oldest < 0 || batch_seq[i] < batch_seq[oldest]))
                 oldest = i;
-        if (oldest >= 0) finish_batch(s, &lp, s->batch[oldest]);
-        else if (!submitted && (++spins & 63) == 0)
+        if (oldest >= 0) {
+            char err[256];
+            int rc = usi_eval_poll(s->eval, s->batch[oldest], err, sizeof err);
+            if (rc != 0) {
+                if (rc < 0) eval_error(s, err);
+                usi_batch_deliver(t, s->batch[oldest]);
+            } else {
+                compat_sleep_ms(1);
+            }
+        } else if (!submitted && (++spins & 63) == 0) {
             compat_sleep_ms(0); /* only resolved leaves: let others run */
-        int64_t now = compat_now_ms();
+        }
         if (now >= next_info) {
             next_info = now + interval;
             mcts_search_result(t, s->res);
-            s->playouts = done_before + s->res->playouts;
+            s->playouts = s->res->playouts;
             usi_search_info(s);
         }
     }
-    drain(s, &lp);
+    atomic_store(&s->halt_, 1);
     mcts_search_result(t, s->res);
-    s->playouts = done_before + (counted ? 0 : s->res->playouts);
+    s->playouts = s->res->playouts;
     s->elapsed_ms = compat_now_ms() - s->start_ms;
+}
+
+void usi_search_finish(UsiSearch *s) {
+    atomic_store(&s->halt_, 1);
+    for (int i = 0; i < 2; i++) {
+        UsiBatch *b = s->batch[i];
+        if (!b || !b->in_flight) continue;
+        char err[256];
+        if (usi_eval_wait(s->eval, b, err, sizeof err) != 0) eval_error(s, err);
+        usi_batch_deliver(s->tree, b);
+    }
 }

@@ -51,15 +51,19 @@ bool usi_go_timed(const UsiGo *g);
  * taken to include this move's increment, as timeman.h says). */
 MctsTimeLimits usi_go_time_limits(const UsiGo *g, Color side, int32_t ply, int64_t margin_ms);
 
-/* Limits of one search. Times are compat_now_ms() values. */
+/* Limits of one search. Times are compat_now_ms() values. The search loop
+ * enforces the deadlines itself (the tree gets only the visit budget): past
+ * the hard deadline it stops at once; past the soft one it stops as soon as
+ * the most visited root move is also the best by Q. It does not wait for
+ * batches still on the device: the answer is given from the tree as it
+ * stands, and usi_search_finish takes those batches in afterwards. */
 typedef struct {
-    int64_t visits;       /* playouts; <= 0: unbounded (time, stop or pool) */
-    int64_t soft_ms;      /* deadlines; 0 = none */
+    int64_t visits;   /* playouts; <= 0: unbounded (time, stop or a full pool) */
+    int64_t soft_ms;  /* deadlines; 0 = none (ignored while pondering) */
     int64_t hard_ms;
-    bool ponder;          /* until ponderhit: no deadline, ponder_visits */
-    int64_t ponder_visits;/* <= 0: unbounded */
-    /* after ponderhit at time T: deadlines T + soft_rel / T + hard_rel (0 = none) */
-    int64_t soft_rel, hard_rel;
+    bool ponder;      /* no deadline until ponderhit at time T, then: */
+    int64_t soft_rel; /* T + soft_rel, T + hard_rel (0 = none) */
+    int64_t hard_rel;
 } UsiSearchLimits;
 
 typedef struct {
@@ -77,20 +81,27 @@ typedef struct {
     Position *scratch;             /* depth sampling */
     MctsResult *res;               /* out: the final result */
     /* out */
-    int64_t playouts;              /* both phases of a pondering search */
+    int64_t playouts;
     int64_t elapsed_ms;
     int32_t depth, seldepth;
+    /* private */
+    atomic_int halt_;              /* the tree's stop flag */
+    bool warned_;
+    int64_t depth_sum_, depth_n_;
 } UsiSearch;
 
 /* Runs the search to its limits or the stop flag, printing an info line
- * every info_interval_ms and a last one at the end, and fills s->res. */
+ * every info_interval_ms, and fills s->res (batches may still be in flight). */
 void usi_search_run(UsiSearch *s, const UsiSearchLimits *lim);
+/* Stops the tree and takes in every batch still in flight (call after the
+ * answer is out; the tree is then ready for the next search). */
+void usi_search_finish(UsiSearch *s);
 /* The value of the move the result plays (Q of the chosen child, the root's
  * mean when it has no visits), for the root's side to move, in [-1, 1]. */
 float usi_result_value(const MctsResult *res);
 /* cp of a value Q (see above). */
 int32_t usi_value_to_cp(float q);
-/* Writes the info line of res; also used for the final line. */
+/* Writes the info line of s->res; also used for the final line. */
 void usi_search_info(UsiSearch *s);
 
 #endif

@@ -58,6 +58,7 @@ struct UsiSession {
     UsiBatch *batch[2];
     int32_t batch_cap;
     MctsResult *res;
+    UsiSearch search; /* the search thread's loop state (the tree points at its stop flag) */
     Position *scratch;
     double nps_est;
     UsiJob job;
@@ -66,7 +67,8 @@ struct UsiSession {
     bool live; /* reader only: a thread was started and not joined */
     compat_mutex_t mu;
     compat_cond_t cv;
-    bool finished;        /* mu: the thread has given its answer */
+    bool answered;        /* mu: the thread has given its answer (it may still take in batches) */
+    bool finished;        /* mu: the thread is about to return */
     bool ponderhit;       /* mu */
     int64_t ponderhit_ms; /* mu */
     bool quiet;           /* mu: give no answer (gameover, quit) */
@@ -121,13 +123,15 @@ UsiSession *usi_session_new(UsiWriteFn write, void *user) {
     return s;
 }
 
-/* Joins a thread that has answered. Returns true when no thread is live. */
+/* Joins a thread that has given its answer (waiting at most for the batches
+ * it still takes in). Returns true when no thread is live: the reader owns
+ * the tree and the net again. A search still thinking is left alone. */
 static bool reap(UsiSession *s) {
     if (!s->live) return true;
     compat_mutex_lock(&s->mu);
-    bool fin = s->finished;
+    bool done = s->answered || s->finished;
     compat_mutex_unlock(&s->mu);
-    if (!fin) return false;
+    if (!done) return false;
     compat_thread_join(s->thread);
     s->live = false;
     return true;
@@ -296,14 +300,21 @@ static bool cb_ponderhit(void *user, int64_t *at_ms) {
 }
 
 /* Holds the answer of an infinite or ponder search until stop / ponderhit,
- * then gives it (unless quiet) and marks the thread finished. */
+ * then gives it (unless quiet). */
 static void answer(UsiSession *s, const UsiJob *j, const char *line) {
     compat_mutex_lock(&s->mu);
     while (!atomic_load(&s->stop) && (j->go.infinite || (j->go.ponder && !s->ponderhit)))
         compat_cond_wait(&s->cv, &s->mu);
     if (!s->quiet && line) usi_out_line(&s->out, "%s", line);
-    s->finished = true;
+    s->answered = true;
     compat_mutex_unlock(&s->mu);
+}
+
+static void *thread_done(UsiSession *s) {
+    compat_mutex_lock(&s->mu);
+    s->answered = s->finished = true;
+    compat_mutex_unlock(&s->mu);
+    return NULL;
 }
 
 static void run_mate(UsiSession *s, const UsiJob *j) {
@@ -335,7 +346,7 @@ static void run_mate(UsiSession *s, const UsiJob *j) {
     }
     compat_mutex_lock(&s->mu);
     if (!s->quiet) usi_out_line(&s->out, "%s", line);
-    s->finished = true;
+    s->answered = true;
     compat_mutex_unlock(&s->mu);
 }
 
@@ -355,7 +366,6 @@ static void search_limits(UsiSession *s, const UsiJob *j, UsiSearchLimits *lim) 
     }
     lim->visits = visits;
     lim->ponder = g->ponder;
-    lim->ponder_visits = visits;
     if (timed) {
         if (g->ponder) {
             lim->soft_rel = tl.soft_ms;
@@ -367,16 +377,25 @@ static void search_limits(UsiSession *s, const UsiJob *j, UsiSearchLimits *lim) 
     }
 }
 
+/* The first legal move (when the clock ran out before the root was evaluated). */
+static Move first_legal(const Position *pos) {
+    MoveList *l = malloc(sizeof *l);
+    if (!l) return MOVE_NONE;
+    Move m = movegen_legal(pos, l) > 0 ? l->moves[0] : MOVE_NONE;
+    free(l);
+    return m;
+}
+
 static void *thread_main(void *arg) {
     UsiSession *s = arg;
     UsiJob *j = &s->job;
     if (j->go.mate) {
         run_mate(s, j);
-        return NULL;
+        return thread_done(s);
     }
     if (!ensure_tree(s, &j->opt)) {
         answer(s, j, "bestmove resign");
-        return NULL;
+        return thread_done(s);
     }
     ensure_eval(s, &j->opt, false);
     sync_tree(s, j);
@@ -385,45 +404,49 @@ static void *thread_main(void *arg) {
     if (!rules_has_legal_move(root)) {
         usi_session_say(s, "no legal move: resigning");
         answer(s, j, "bestmove resign");
-        return NULL;
+        return thread_done(s);
     }
     if (rules_can_declare(root)) {
         usi_session_say(s, "entering-king declaration holds: declaring a win");
         answer(s, j, "bestmove win");
-        return NULL;
+        return thread_done(s);
     }
     UsiSearchLimits lim;
     search_limits(s, j, &lim);
-    UsiSearch se;
-    memset(&se, 0, sizeof se);
-    se.tree = s->tree;
-    se.eval = s->eval;
-    se.out = &s->out;
-    se.batch[0] = s->batch[0];
-    se.batch[1] = usi_eval_uniform(s->eval) ? NULL : s->batch[1];
-    se.batch_size = (int32_t)j->opt.batch;
-    se.stop = &s->stop;
-    se.ponderhit = cb_ponderhit;
-    se.user = s;
-    se.start_ms = j->received_ms;
-    se.info_interval_ms = 1000;
-    se.scratch = s->scratch;
-    se.res = s->res;
-    usi_search_run(&se, &lim);
-    usi_search_info(&se);
-    if (se.elapsed_ms >= 50 && se.playouts > 0) s->nps_est = (double)se.playouts * 1000.0 / (double)se.elapsed_ms;
+    UsiSearch *se = &s->search;
+    se->tree = s->tree;
+    se->eval = s->eval;
+    se->out = &s->out;
+    se->batch[0] = s->batch[0];
+    se->batch[1] = usi_eval_uniform(s->eval) ? NULL : s->batch[1];
+    se->batch_size = (int32_t)j->opt.batch;
+    se->stop = &s->stop;
+    se->ponderhit = cb_ponderhit;
+    se->user = s;
+    se->start_ms = j->received_ms;
+    se->info_interval_ms = 1000;
+    se->scratch = s->scratch;
+    se->res = s->res;
+    usi_search_run(se, &lim);
+    usi_search_info(se);
+    if (se->elapsed_ms >= 50 && se->playouts > 0) s->nps_est = (double)se->playouts * 1000.0 / (double)se->elapsed_ms;
     const MctsResult *r = s->res;
     float q = usi_result_value(r);
-    if (r->best == MOVE_NONE) {
+    Move best = r->best;
+    if (best == MOVE_NONE) {
+        best = first_legal(root);
+        usi_session_say(s, "no evaluation in time: playing the first legal move");
+    }
+    if (best == MOVE_NONE) {
         snprintf(line, sizeof line, "bestmove resign");
-    } else if (j->opt.resign > 0 && (1.0 + q) * 0.5 < j->opt.resign) {
+    } else if (j->opt.resign > 0 && r->root_visits > 0 && (1.0 + q) * 0.5 < j->opt.resign) {
         usi_session_say(s, "win probability %.4f below ResignThreshold %g: resigning", (1.0 + q) * 0.5,
                         j->opt.resign);
         snprintf(line, sizeof line, "bestmove resign");
     } else {
         char mv[MOVE_USI_MAX], pm[MOVE_USI_MAX];
-        move_to_usi(r->best, mv);
-        if (j->opt.ponder && r->pv_len >= 2 && r->pv[0] == r->best) {
+        move_to_usi(best, mv);
+        if (j->opt.ponder && r->pv_len >= 2 && r->pv[0] == best) {
             move_to_usi(r->pv[1], pm);
             snprintf(line, sizeof line, "bestmove %s ponder %s", mv, pm);
         } else {
@@ -431,7 +454,8 @@ static void *thread_main(void *arg) {
         }
     }
     answer(s, j, line);
-    return NULL;
+    usi_search_finish(se); /* batches still on the device, after the answer */
+    return thread_done(s);
 }
 
 /* ---- commands ------------------------------------------------------------------------ */
@@ -507,7 +531,7 @@ void usi_session_go(UsiSession *s, const UsiGo *g, int64_t received_ms) {
             usi_session_say(s, "go ignored: a search is running (send stop first)");
             return;
         }
-        join_search(s); /* stopped: it ends within one batch */
+        join_search(s); /* stopped: it answers within a moment */
     }
     UsiJob *j = &s->job;
     j->go = *g;
@@ -522,6 +546,7 @@ void usi_session_go(UsiSession *s, const UsiGo *g, int64_t received_ms) {
     atomic_store(&s->stop, 0);
     atomic_store(&s->ponderhit_flag, 0);
     s->finished = false;
+    s->answered = false;
     s->ponderhit = false;
     s->quiet = false;
     if (compat_thread_create(&s->thread, thread_main, s) != 0) {

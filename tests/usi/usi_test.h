@@ -78,7 +78,7 @@ typedef struct {
     int status;
 } Proc;
 
-static void proc_dump(const Proc *p, const char *why) {
+static inline void proc_dump(const Proc *p, const char *why) {
     fprintf(stderr, "---- koma transcript (%s) ----\n", why);
     int from = p->n_lines > 60 ? p->n_lines - 60 : 0;
     for (int i = from; i < p->n_lines; i++) fprintf(stderr, "  < %s\n", p->lines[i]);
@@ -86,7 +86,7 @@ static void proc_dump(const Proc *p, const char *why) {
 }
 
 /* Starts koma with extra arguments (NULL-terminated list, may be empty). */
-static bool proc_start(Proc *p, const char *const *args) {
+static inline bool proc_start(Proc *p, const char *const *args) {
     memset(p, 0, sizeof *p);
     int in[2], out[2];
     if (pipe(in) != 0 || pipe(out) != 0) return false;
@@ -116,7 +116,7 @@ static bool proc_start(Proc *p, const char *const *args) {
     return true;
 }
 
-static void proc_send(Proc *p, const char *fmt, ...) {
+static inline void proc_send(Proc *p, const char *fmt, ...) {
     char buf[1 << 16];
     va_list ap;
     va_start(ap, fmt);
@@ -135,7 +135,7 @@ static void proc_send(Proc *p, const char *fmt, ...) {
 }
 
 /* Reads whatever is available within timeout_ms into lines; false on EOF or timeout without data. */
-static bool proc_pump(Proc *p, int timeout_ms) {
+static inline bool proc_pump(Proc *p, int timeout_ms) {
     if (p->eof) return false;
     struct pollfd pfd = {p->from_child, POLLIN, 0};
     int r = poll(&pfd, 1, timeout_ms < 0 ? 0 : timeout_ms);
@@ -165,12 +165,12 @@ static bool proc_pump(Proc *p, int timeout_ms) {
     return true;
 }
 
-static bool starts_with(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
+static inline bool starts_with(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
 
 /* The first line from the mark on that starts with prefix, waiting up to
  * timeout_ms; the mark moves past it. NULL (and the transcript on stderr)
  * on timeout or end of output. */
-static const char *proc_expect(Proc *p, const char *prefix, int timeout_ms) {
+static inline const char *proc_expect(Proc *p, const char *prefix, int timeout_ms) {
     long long deadline = now_ms() + timeout_ms;
     for (;;) {
         for (int i = p->mark; i < p->n_lines; i++)
@@ -189,7 +189,7 @@ static const char *proc_expect(Proc *p, const char *prefix, int timeout_ms) {
 }
 
 /* Is there a line starting with prefix between line indices [from, to)? */
-static const char *proc_find(const Proc *p, int from, int to, const char *prefix) {
+static inline const char *proc_find(const Proc *p, int from, int to, const char *prefix) {
     if (to > p->n_lines) to = p->n_lines;
     for (int i = from; i < to; i++)
         if (starts_with(p->lines[i], prefix)) return p->lines[i];
@@ -197,13 +197,13 @@ static const char *proc_find(const Proc *p, int from, int to, const char *prefix
 }
 
 /* Lets the output settle for ms, reading what comes. */
-static void proc_drain(Proc *p, int ms) {
+static inline void proc_drain(Proc *p, int ms) {
     long long deadline = now_ms() + ms;
     while (now_ms() < deadline && !p->eof) proc_pump(p, 20);
 }
 
 /* Waits up to timeout_ms for koma to exit; true when it did. */
-static bool proc_wait_exit(Proc *p, int timeout_ms) {
+static inline bool proc_wait_exit(Proc *p, int timeout_ms) {
     long long deadline = now_ms() + timeout_ms;
     for (;;) {
         proc_pump(p, 0);
@@ -218,7 +218,7 @@ static bool proc_wait_exit(Proc *p, int timeout_ms) {
 }
 
 /* Ends the session: closes stdin, waits, kills a koma that does not exit, frees the transcript. */
-static void proc_end(Proc *p) {
+static inline void proc_end(Proc *p) {
     if (p->to_child >= 0) close(p->to_child);
     p->to_child = -1;
     if (!p->exited && !proc_wait_exit(p, 5000)) {
@@ -231,7 +231,7 @@ static void proc_end(Proc *p) {
 }
 
 /* The usual opening: usi ... usiok, isready ... readyok. */
-static bool proc_handshake(Proc *p) {
+static inline bool proc_handshake(Proc *p) {
     proc_send(p, "usi");
     if (!proc_expect(p, "usiok", 5000)) return false;
     proc_send(p, "isready");
@@ -241,7 +241,7 @@ static bool proc_handshake(Proc *p) {
 /* ---- positions --------------------------------------------------------- */
 
 /* pos <- "startpos"/SFEN then the USI moves (space-separated); false if any fails. */
-static bool play_moves(Position *pos, const char *sfen, const char *moves) {
+static inline bool play_moves(Position *pos, const char *sfen, const char *moves) {
     char err[256];
     if (strcmp(sfen, "startpos") == 0) pos_set_startpos(pos);
     else if (sfen_parse_cstr(pos, sfen, err, sizeof err) != SFEN_OK) return false;
@@ -260,7 +260,7 @@ static bool play_moves(Position *pos, const char *sfen, const char *moves) {
 }
 
 /* The move of a "bestmove X [ponder Y]" line, legal in pos? (MOVE_NONE if not) */
-static Move bestmove_of(const Position *pos, const char *line, char *text, size_t n) {
+static inline Move bestmove_of(const Position *pos, const char *line, char *text, size_t n) {
     text[0] = 0;
     if (!line || !starts_with(line, "bestmove ")) return MOVE_NONE;
     const char *m = line + 9, *e = m;
@@ -269,6 +269,6 @@ static Move bestmove_of(const Position *pos, const char *line, char *text, size_
     return move_from_usi(pos, m, (size_t)(e - m));
 }
 
-static void watchdog(int seconds) { alarm((unsigned)seconds); }
+static inline void watchdog(int seconds) { alarm((unsigned)seconds); }
 
 #endif

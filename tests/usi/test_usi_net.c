@@ -1,0 +1,196 @@
+/* test_usi_net.c - koma with real (random-weight) 6x64 nets on the cpu
+ * backend: Net as a file, as a run directory without and with koma.db (its
+ * latest model, reloaded when a newer one is registered), a corrupt file
+ * (reported; the engine falls back and still plays), PUCT and Gumbel
+ * searches, a clock with a net, and the nps of `go nodes 1024` (printed). */
+#include "usi_test.h"
+
+#include <math.h>
+
+#include "compat/compat.h"
+#include "data/db.h"
+#include "engine/encode.h"
+#include "nn/net.h"
+#include "nn/weights.h"
+
+static Proc P;
+static Position *pos;
+static char txt[16];
+static char dir[512];
+
+static bool write_net(const char *path, uint64_t seed) {
+    char err[512];
+    nn_backend_t *be = nn_backend_cpu_new(1);
+    nn_net_config_t c = {6, 64, NN_ACT_RELU, ENC_PLANES, ENC_HAND, ENC_FEATURES_VERSION};
+    nn_net_t *net = nn_net_new(be, &c, seed, err, sizeof err);
+    bool ok = net && nn_weights_save(net, NULL, path, err, sizeof err) == 0;
+    if (!ok) fprintf(stderr, "write_net %s: %s\n", path, err);
+    nn_net_free(net);
+    nn_backend_free(be);
+    return ok;
+}
+
+static bool register_model(const char *run, int cycle, const char *rel) {
+    char path[600], err[DB_ERR_MAX];
+    snprintf(path, sizeof path, "%s/koma.db", run);
+    db_t *db = NULL;
+    if (db_open(path, 0, &db, err, sizeof err) != DB_OK) {
+        fprintf(stderr, "%s\n", err);
+        return false;
+    }
+    db_model_t m;
+    memset(&m, 0, sizeof m);
+    m.cycle = cycle;
+    m.features_version = ENC_FEATURES_VERSION;
+    snprintf(m.path, sizeof m.path, "%s", rel);
+    snprintf(m.xxh3, sizeof m.xxh3, "%016d", cycle);
+    snprintf(m.arch, sizeof m.arch, "resnet6x64-relu");
+    m.loss_policy = m.loss_value = m.loss_legal = m.loss_total = NAN;
+    db_status_t st = db_model_insert(db, &m);
+    if (st != DB_OK) fprintf(stderr, "%s\n", db_errmsg(db));
+    db_close(db);
+    return st == DB_OK;
+}
+
+static int rm_entry(const char *name, int is_dir, void *user);
+/* rm -r path (the test's scratch directory). */
+static void rm_rf(const char *path) {
+    char err[256];
+    if (compat_is_dir(path)) {
+        compat_list_dir(path, rm_entry, (void *)path, err, sizeof err);
+        compat_remove_dir(path);
+    } else {
+        compat_remove_file(path);
+    }
+}
+static int rm_entry(const char *name, int is_dir, void *user) {
+    char p[1024];
+    snprintf(p, sizeof p, "%s/%s", (const char *)user, name);
+    (void)is_dir;
+    rm_rf(p);
+    return 0;
+}
+
+/* setoption Net, isready; returns the "net loaded" line (or NULL). */
+static const char *load(const char *net) {
+    int from = P.mark;
+    proc_send(&P, "setoption name Net value %s", net);
+    proc_send(&P, "isready");
+    proc_expect(&P, "readyok", 60000);
+    const char *l = proc_find(&P, from, P.mark, "info string net loaded");
+    return l;
+}
+
+static const char *go_legal(const char *moves, const char *go, long long *dt) {
+    proc_send(&P, "position startpos moves %s", moves);
+    long long t0 = now_ms();
+    proc_send(&P, "%s", go);
+    const char *bm = proc_expect(&P, "bestmove ", 60000);
+    if (dt) *dt = now_ms() - t0;
+    play_moves(pos, "startpos", moves);
+    CHECK(bestmove_of(pos, bm, txt, sizeof txt) != MOVE_NONE, "'%s' after '%s': %s", go, moves, bm ? bm : "-");
+    return P.mark >= 2 ? P.lines[P.mark - 2] : NULL; /* the last info line */
+}
+
+int main(void) {
+    watchdog(170);
+    pos = malloc(sizeof *pos);
+    char err[256];
+    snprintf(dir, sizeof dir, "%s/usi_net", KOMA_TEST_TMP);
+    rm_rf(dir);
+    char models[600], f0[700], f1[700], f2[700], bad[700], run2[600], run2_models[700];
+    snprintf(models, sizeof models, "%s/run/models", dir);
+    snprintf(run2, sizeof run2, "%s/run2", dir);
+    snprintf(run2_models, sizeof run2_models, "%s/models", run2);
+    CHECK(compat_mkdir_p(models, err, sizeof err) == 0 && compat_mkdir_p(run2_models, err, sizeof err) == 0, "%s",
+          err);
+    snprintf(f0, sizeof f0, "%s/0000.safetensors", models);
+    snprintf(f1, sizeof f1, "%s/0001.safetensors", models);
+    CHECK(write_net(f0, 1) && write_net(f1, 2), "nets written");
+
+    CHECK(proc_start(&P, NULL), "start");
+    CHECK(proc_handshake(&P), "handshake");
+    proc_send(&P, "setoption name Backend value cpu");
+    proc_send(&P, "setoption name Threads value 2");
+    proc_send(&P, "setoption name BatchSize value 32");
+
+    /* a file */
+    const char *l = load(f0);
+    CHECK(l && strstr(l, "6x64 relu on cpu") && strstr(l, "0000.safetensors"), "file: %s", l ? l : "-");
+    const char *info = go_legal("7g7f", "go nodes 1024", NULL);
+    CHECK(info && strstr(info, " nodes 1024 "), "1024 visits: %s", info ? info : "-");
+    if (info && strstr(info, " nps ")) printf("6x64 cpu, Threads 2, BatchSize 32, go nodes 1024: %s\n", info);
+
+    /* a run directory without koma.db: the last model by name */
+    char run[600];
+    snprintf(run, sizeof run, "%s/run", dir);
+    l = load(run);
+    CHECK(l && strstr(l, "0001.safetensors"), "run dir: %s", l ? l : "-");
+    /* the same net again: nothing reloaded */
+    int from = P.mark;
+    proc_send(&P, "isready");
+    proc_expect(&P, "readyok", 60000);
+    CHECK(!proc_find(&P, from, P.mark, "info string net loaded"), "unchanged net not reloaded");
+    /* a newer model appears: the next isready takes it */
+    snprintf(f2, sizeof f2, "%s/0002.safetensors", models);
+    CHECK(write_net(f2, 3), "third net");
+    from = P.mark;
+    proc_send(&P, "isready");
+    proc_expect(&P, "readyok", 60000);
+    l = proc_find(&P, from, P.mark, "info string net loaded");
+    CHECK(l && strstr(l, "0002.safetensors"), "newer model picked up: %s", l ? l : "-");
+    go_legal("2g2f 8c8d", "go btime 0 wtime 0 byoyomi 1000", NULL);
+
+    /* a run directory with koma.db: the latest registered model, not the newest file */
+    char r0[800], r1[800];
+    snprintf(r0, sizeof r0, "%s/0000.safetensors", run2_models);
+    snprintf(r1, sizeof r1, "%s/0001.safetensors", run2_models);
+    CHECK(write_net(r0, 4) && write_net(r1, 5), "run2 nets");
+    CHECK(register_model(run2, 0, "models/0000.safetensors"), "registered cycle 0");
+    l = load(run2);
+    CHECK(l && strstr(l, "run2/models/0000.safetensors"), "koma.db's latest: %s", l ? l : "-");
+    CHECK(register_model(run2, 1, "models/0001.safetensors"), "registered cycle 1");
+    from = P.mark;
+    proc_send(&P, "isready");
+    proc_expect(&P, "readyok", 60000);
+    l = proc_find(&P, from, P.mark, "info string net loaded");
+    CHECK(l && strstr(l, "run2/models/0001.safetensors"), "cycle 1 picked up: %s", l ? l : "-");
+    /* Gumbel with a net, and a timed search */
+    proc_send(&P, "setoption name Search value gumbel");
+    go_legal("7g7f 3c3d", "go nodes 128", NULL);
+    long long dt = 0;
+    go_legal("7g7f 3c3d 2g2f", "go btime 0 wtime 0 byoyomi 1000", &dt);
+    CHECK(dt < 1000, "gumbel byoyomi 1000 answered in %lld ms", dt);
+    proc_send(&P, "setoption name Search value puct");
+    dt = 0;
+    go_legal("7g7f 3c3d", "go btime 2000 wtime 2000 byoyomi 0", &dt);
+    CHECK(dt < 1000, "2 s sudden death with a net: %lld ms", dt);
+
+    /* a corrupt file: reported, and the engine still plays */
+    snprintf(bad, sizeof bad, "%s/bad.safetensors", dir);
+    CHECK(compat_write_file_durable(bad, "not a safetensors file at all", 29, err, sizeof err) == 0, "%s", err);
+    from = P.mark;
+    proc_send(&P, "setoption name Net value %s", bad);
+    proc_send(&P, "isready");
+    proc_expect(&P, "readyok", 60000);
+    l = proc_find(&P, from, P.mark, "info string Net: ");
+    CHECK(l && strstr(l, "bad.safetensors"), "corrupt file named: %s", l ? l : "-");
+    CHECK(proc_find(&P, from, P.mark, "info string no net"), "falls back to the uniform evaluator");
+    go_legal("7g7f", "go nodes 32", NULL);
+    /* a run directory with no model */
+    char empty[700];
+    snprintf(empty, sizeof empty, "%s/empty", dir);
+    compat_mkdir_p(empty, err, sizeof err);
+    from = P.mark;
+    proc_send(&P, "setoption name Net value %s", empty);
+    proc_send(&P, "isready");
+    proc_expect(&P, "readyok", 60000);
+    CHECK(proc_find(&P, from, P.mark, "info string Net: "), "empty directory reported");
+
+    proc_send(&P, "quit");
+    CHECK(proc_wait_exit(&P, 5000), "quit");
+    proc_end(&P);
+    rm_rf(dir);
+    free(pos);
+    return test_finish("test_usi_net");
+}
