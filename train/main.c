@@ -78,6 +78,11 @@ static int run_row_job(db_t *db, void *arg, char *err, size_t errlen) {
     return st;
 }
 
+static void note_stale(void *user, const char *path) {
+    (void)user;
+    printf("removed %s, left by a write that was killed before its rename\n", path);
+}
+
 /* Running means of the metrics between two progress lines. */
 typedef struct {
     double p, v, l, acc, f1;
@@ -172,6 +177,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "train: %s: %s\n", ckpt, e2);
         goto done;
     }
+    train_remove_stale_tmp(ckpt, note_stale, NULL);
     snprintf(ckpt, sizeof ckpt, "%s/train/checkpoint.safetensors", run);
     be = train_backend_new(&cfg, err, sizeof err);
     if (!be) {

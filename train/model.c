@@ -193,3 +193,34 @@ int train_cycle_train_s(db_writer_t *w, int32_t cycle, double train_s, const ato
     }
     return 0;
 }
+
+/* ---- leftovers of killed writes ------------------------------------------------------ */
+typedef struct {
+    const char *dir;
+    void (*note)(void *user, const char *path);
+    void *user;
+    int removed;
+} stale_t;
+
+static int stale_one(const char *name, int is_dir, void *arg) {
+    stale_t *st = arg;
+    const char *t = strstr(name, ".tmp.");
+    if (is_dir || !t || t == name) return 0;
+    for (const char *p = t + 5; *p; p++)
+        if (*p < '0' || *p > '9') return 0;
+    if (!t[5]) return 0;
+    char path[1400];
+    snprintf(path, sizeof path, "%s/%s", st->dir, name);
+    if (compat_remove_file(path) == 0) {
+        st->removed++;
+        if (st->note) st->note(st->user, path);
+    }
+    return 0;
+}
+
+int train_remove_stale_tmp(const char *dir, void (*note)(void *user, const char *path), void *user) {
+    stale_t st = {dir, note, user, 0};
+    char err[512];
+    if (compat_list_dir(dir, stale_one, &st, err, sizeof err) != 0) return 0;
+    return st.removed;
+}

@@ -44,4 +44,9 @@ int train_model_register(db_writer_t *w, const char *run_dir, db_model_t *m, con
 int train_cycle_train_s(db_writer_t *w, int32_t cycle, double train_s, const atomic_int *stop, char *err,
                         size_t errlen);
 
+/* Removes "<name>.tmp.<pid>" files left in dir by a durable write that was
+ * killed before its rename (compat_durable_*); calls note(user, path) for
+ * each (NULL ok). Returns how many were removed. */
+int train_remove_stale_tmp(const char *dir, void (*note)(void *user, const char *path), void *user);
+
 #endif

@@ -498,6 +498,10 @@ static int open_latest(train_trainer_t *tr, const db_model_t *row, char *err, si
     return 0;
 }
 
+static void note_stale(void *user, const char *path) {
+    tlog(user, "removed %s, left by a write that was killed before its rename", path);
+}
+
 train_trainer_t *train_trainer_new(const train_config_t *cfg_in, const char *run_dir, db_writer_t *writer,
                                    nn_server_t *server, char *err, size_t errlen) {
     if (!cfg_in || !run_dir || !run_dir[0]) {
@@ -536,6 +540,7 @@ train_trainer_t *train_trainer_new(const train_config_t *cfg_in, const char *run
         set_err(err, errlen, "%s: %s", path, e2);
         goto fail;
     }
+    train_remove_stale_tmp(path, note_stale, tr);
     snprintf(path, sizeof path, "%s/koma.db", run_dir);
     if (!compat_file_exists(path)) {
         set_err(err, errlen, "%s: no koma.db in the run directory", run_dir);

@@ -169,9 +169,13 @@ static void test_two_cycles_and_resume(void) {
     KOMA_ASSERT(bytes2);
     CHECK(compat_write_file_durable(stray, bytes2, len, err, sizeof err) == 0);
     free(bytes2);
+    char tmpf[1100];
+    snprintf(tmpf, sizeof tmpf, "%s.tmp.12345", path); /* a save killed before its rename */
+    CHECK(compat_write_file_durable(tmpf, "half", 4, err, sizeof err) == 0);
     tr = train_trainer_new(&cfg, A.dir, A.w, NULL, err, sizeof err);
     KOMA_ASSERT(tr);
     CHECK(train_trainer_latest_cycle(tr) == 2);
+    CHECK(!compat_file_exists(tmpf) && strstr(lg.text, "0003.safetensors.tmp.12345"));
     add_cycle_data(&A, 3, NULL);
     CHECK_OK(train_trainer_run_cycle(tr, 3, &rep, err, sizeof err), err);
     CHECK(rep.step == 36 && !rep.already);

@@ -119,6 +119,10 @@ int main(void) {
 
     /* killed right after step 13 (checkpoint at 10), then the same command */
     rm_ckpt();
+    char stale[1000];
+    snprintf(stale, sizeof stale, "%s/train/checkpoint.safetensors.tmp.4242", g_run); /* a save killed mid-write */
+    FILE *sf = fopen(stale, "wb");
+    KOMA_ASSERT(sf && fputs("half", sf) >= 0 && fclose(sf) == 0);
     snprintf(args, sizeof args, "%s --steps 20 --out \"%s\" --die-at-step 13", common, K);
     rc = run_train(args);
     CHECK_RUN(rc == 137);
@@ -126,6 +130,7 @@ int main(void) {
     snprintf(args, sizeof args, "%s --steps 20 --out \"%s\"", common, K);
     rc = run_train(args);
     CHECK_RUN(rc == 0 && out_has("resuming at step 10"));
+    CHECK(!compat_file_exists(stale));
     int64_t su = -1, sk = -2;
     double d = t_weights_diff(U, K, &su, &sk);
     fprintf(stderr, "killed at 13 + resumed vs uninterrupted: max diff %.3g, steps %" PRId64 "/%" PRId64 "\n", d, su, sk);
