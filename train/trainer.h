@@ -14,9 +14,10 @@
  * Model cycle 0 is the initial random net. Shards registered with cycle c are
  * the data of cycle c (played by an earlier net). train_trainer_run_cycle(c)
  * trains on the WINDOW OF CYCLE c: the most recent W positions of the shards
- * with shards.cycle <= c (in registration order, features_version ==
- * ENC_FEATURES_VERSION), where, with N = all positions of those shards and
- * m = window_min (KataGo's growing window):
+ * with shards.cycle <= c (in registration order, with the net's
+ * features_version; a bad shard is skipped and older rows fill its place),
+ * where, with N = all positions of those shards and m = window_min (KataGo's
+ * growing window):
  *     W = N                                                    if N <= m
  *     W = min(window_max, m * (1 + beta * ((N/m)^alpha - 1) / alpha))  else
  * (window_max <= 0: no cap). The number of steps is
