@@ -422,6 +422,84 @@ int compat_rename(const char *from, const char *to, char *err, size_t errlen) {
     return 0;
 }
 
+/* A directory that is no link (lstat; Windows: no reparse point). */
+static int is_real_dir(const char *p) {
+#ifdef _WIN32
+    DWORD a = GetFileAttributesA(p);
+    return a != INVALID_FILE_ATTRIBUTES && (a & FILE_ATTRIBUTE_DIRECTORY) && !(a & FILE_ATTRIBUTE_REPARSE_POINT);
+#else
+    struct stat st;
+    return lstat(p, &st) == 0 && S_ISDIR(st.st_mode);
+#endif
+}
+
+static int path_exists_nofollow(const char *p) {
+#ifdef _WIN32
+    return GetFileAttributesA(p) != INVALID_FILE_ATTRIBUTES;
+#else
+    struct stat st;
+    return lstat(p, &st) == 0;
+#endif
+}
+
+typedef struct {
+    const char *dir;
+    char *err;
+    size_t errlen;
+    int failed;
+} remove_walk_t;
+
+static int remove_entry(const char *name, int is_dir, void *user) {
+    (void)is_dir; /* decided again without following links */
+    remove_walk_t *w = user;
+    size_t n = strlen(w->dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    if (!p) {
+        if (!w->failed) set_err(w->err, w->errlen, "%s: out of memory", w->dir);
+        w->failed = 1;
+        return 0;
+    }
+    snprintf(p, n, "%s/%s", w->dir, name);
+    char e[512];
+    if (compat_remove_tree(p, e, sizeof e) != 0) {
+        if (!w->failed) set_err(w->err, w->errlen, "%s", e);
+        w->failed = 1;
+    }
+    free(p);
+    return 0;
+}
+
+int compat_remove_tree(const char *path, char *err, size_t errlen) {
+    if (!path_exists_nofollow(path)) return 0;
+    if (!is_real_dir(path)) {
+#ifdef _WIN32
+        DWORD a = GetFileAttributesA(path);
+        int ok = (a & FILE_ATTRIBUTE_DIRECTORY) ? RemoveDirectoryA(path) : DeleteFileA(path);
+        if (!ok) {
+            set_err(err, errlen, "%s: cannot remove (Windows error %lu)", path, (unsigned long)GetLastError());
+            return -1;
+        }
+#else
+        if (unlink(path) != 0) {
+            set_err(err, errlen, "%s: cannot remove: %s", path, strerror(errno));
+            return -1;
+        }
+#endif
+        return 0;
+    }
+    remove_walk_t w = {path, err, errlen, 0};
+    char e[512];
+    if (compat_list_dir(path, remove_entry, &w, e, sizeof e) != 0) {
+        set_err(err, errlen, "%s", e);
+        return -1;
+    }
+    if (compat_remove_dir(path) != 0) {
+        if (!w.failed) set_err(err, errlen, "%s: cannot remove directory: %s", path, strerror(errno));
+        return -1;
+    }
+    return w.failed ? -1 : 0;
+}
+
 /* One directory entry of a listing snapshot. */
 typedef struct {
     char *name;

@@ -93,6 +93,12 @@ int64_t compat_file_size(const char *path);
 int compat_remove_file(const char *path);
 /* Removes an empty directory. Returns 0 on success. */
 int compat_remove_dir(const char *path);
+/* rm -rf: removes path, a file or a directory with everything under it.
+ * Symbolic links (junctions on Windows) are removed, never followed. A path
+ * that does not exist is success. Returns 0, or -1 with err naming the first
+ * entry that could not be removed (the walk goes on past it). Replaces
+ * system("rm -rf ..."). */
+int compat_remove_tree(const char *path, char *err, size_t errlen);
 /* Read a whole file into a malloc'ed, NUL-terminated buffer. */
 char *compat_read_file(const char *path, size_t *len, char *err, size_t errlen);
 /* rename(2) that replaces an existing target on every OS (Windows' rename()
