@@ -118,10 +118,24 @@ static const char *type_name(cfg_type_t t) {
     }
 }
 
+/* Shortest text that reads back as the same double, or as the same float
+ * when the value came from a float (0.02f prints as 0.02, not 0.0199999995). */
+static void format_double(double v, char *buf, size_t n) {
+    if (v == (double)(int64_t)v && fabs(v) < 1e15) {
+        snprintf(buf, n, "%lld", (long long)v);
+        return;
+    }
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, n, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v) return;
+        if ((double)(float)v == v && (float)strtod(buf, NULL) == (float)v) return;
+    }
+}
+
 static void value_string(const cfg_opt_t *o, char *buf, size_t n) {
     switch (o->type) {
     case CFG_TYPE_INT: snprintf(buf, n, "%lld", (long long)*(int64_t *)o->ptr); break;
-    case CFG_TYPE_DOUBLE: snprintf(buf, n, "%.17g", *(double *)o->ptr); break;
+    case CFG_TYPE_DOUBLE: format_double(*(double *)o->ptr, buf, n); break;
     case CFG_TYPE_BOOL: snprintf(buf, n, "%s", *(int *)o->ptr ? "true" : "false"); break;
     case CFG_TYPE_STRING: snprintf(buf, n, "%s", (char *)o->ptr); break;
     }
