@@ -1,7 +1,8 @@
 /* test_train_from_games.c - the `train --from-games` program: an interrupted
  * run (it dies like kill -9 right after step 13, the checkpoint being at
  * step 10) continued by the same command ends with the same weights and
- * optimizer state as an uninterrupted run; --steps 10 then --steps 20 too;
+ * optimizer state as an uninterrupted run; so does one killed by a real
+ * SIGKILL at whatever step it lands; --steps 10 then --steps 20 too;
  * the default output registers the next cycle's model and a repeat of the
  * same command does not register it twice; progress lines; clear errors
  * naming the run directory or file. */
@@ -135,6 +136,46 @@ int main(void) {
     double d = t_weights_diff(U, K, &su, &sk);
     fprintf(stderr, "killed at 13 + resumed vs uninterrupted: max diff %.3g, steps %" PRId64 "/%" PRId64 "\n", d, su, sk);
     CHECK(d <= 1e-6 && su == 20 && sk == 20);
+
+    /* a real kill -9 at whatever moment it lands (after the first checkpoint),
+     * then the same command: the same weights as an uninterrupted run */
+    {
+        const char *U40 = t_path("U40.safetensors"), *K40 = t_path("K40.safetensors");
+        char steps_s[] = "40";
+        rm_ckpt();
+        snprintf(args, sizeof args, "%s --steps 40 --fresh --out \"%s\"", common, U40);
+        CHECK_RUN(run_train(args) == 0);
+        rm_ckpt();
+        const char *argv[] = {KOMA_TRAIN_BIN, "--from-games", "--run", g_run, "--batch", "16", "--net", "1x16",
+                              "--train-threads", "1", "--checkpoint-every", "5", "--lr-total-steps", "20",
+                              "--warmup-steps", "3", "--lr", "0.05", "--steps", steps_s, "--out", K40, NULL};
+        char perr[512];
+        compat_proc_t *p = compat_proc_spawn(argv, "", perr, sizeof perr);
+        CHECK(p != NULL);
+        int64_t at = -1;
+        if (p) {
+            char ck[1000];
+            snprintf(ck, sizeof ck, "%s/train/checkpoint.safetensors", g_run);
+            int64_t until = compat_now_ms() + 60000;
+            while (!compat_file_exists(ck) && compat_now_ms() < until && compat_proc_wait(p, 0, NULL) == 1)
+                compat_sleep_ms(2);
+            compat_sleep_ms(20);
+            compat_proc_kill(p);
+            int status = 0;
+            CHECK(compat_proc_wait(p, 10000, &status) == 0);
+            compat_proc_free(p);
+            at = ckpt_step();
+            fprintf(stderr, "kill -9 landed with the checkpoint at step %" PRId64 " of 40 (status %d)\n", at, status);
+            CHECK(at >= 5);
+        }
+        snprintf(args, sizeof args, "%s --steps 40 --out \"%s\"", common, K40);
+        CHECK_RUN(run_train(args) == 0);
+        if (at < 40) CHECK_RUN(out_has("resuming at step"));
+        int64_t s1 = -1, s2 = -2;
+        double dk = t_weights_diff(U40, K40, &s1, &s2);
+        fprintf(stderr, "kill -9 + resumed vs uninterrupted (40 steps): max diff %.3g\n", dk);
+        CHECK(dk <= 1e-6 && s1 == 40 && s2 == 40);
+    }
 
     /* --steps 10, then --steps 20 */
     rm_ckpt();
