@@ -1,0 +1,481 @@
+/* import.c - `import`: game records (CSA, KIF, USI) into a run's koma.db and
+ * shards, so that `train --from-games --run DIR` trains on them.
+ *
+ *   import --run DIR [--min-rating R] [--skip-draws] [--cycle -1|N] [--shard-games N]
+ *          [--format auto|csa|kif|usi] [--root-q result|zero] [--dedup 0|1] FILES|DIRS...
+ *
+ * Owns: the command line, filtering (rating, draws, games without moves,
+ * duplicates), turning each game into shard rows, and the counts it prints.
+ * Does not own: reading records (data/record.c), the shard format and the
+ * crash-safe registration (data/shard.c, data/db.c).
+ *
+ * Rows: one per move of each game, for the position before the move: packed
+ * feature planes, hand values, legal-move mask, a one-hot policy target on
+ * the move played, the result from the side to move (set by the shard
+ * builder from the game's result), root_q (= that result with --root-q
+ * result, else 0), ply, move and the exact position. Games go into shards of
+ * --shard-games games, each written and registered with its games in one
+ * transaction (shard_commit). --cycle -1 (the default) registers the shards
+ * as cycle -1, "before any self-play": `train --from-games` takes them, a
+ * self-play run's cycle windows do not; --cycle N makes them part of cycle N.
+ * Their paths are shards/import_<seq>.safetensors (cycle -1) or the
+ * self-play names shards/c<cycle>_<seq>.safetensors.
+ *
+ * Resuming: games already in the run (same start position and moves) are
+ * skipped (--dedup 1, the default), so after a kill or Ctrl-C the same
+ * command again imports only what is missing. Ctrl-C commits the games read
+ * so far and exits 130.
+ *
+ * Exit status: 0 when the inputs were read (rejected records are counted and
+ * shown, not fatal) unless nothing at all could be imported from inputs that
+ * had errors (1); 1 on a database or shard failure; 2 on bad flags.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "compat/compat.h"
+#include "data/config.h"
+#include "data/db.h"
+#include "data/record.h"
+#include "data/shard.h"
+#include "engine/encode.h"
+#include "engine/position.h"
+#include "engine/sfen.h"
+
+#ifndef KOMA_VERSION_STRING
+#define KOMA_VERSION_STRING "0.0.0"
+#endif
+
+#define MAX_OPTS 32
+#define EXIT_STOPPED 130
+#define RATING_OFF (-1e9)
+
+static const char *usage =
+    "usage: import [--run DIR] [--min-rating R] [--skip-draws] [--cycle -1|N] [--shard-games N]\n"
+    "              [--format auto|csa|kif|usi] [--root-q result|zero] [--dedup 0|1] FILES|DIRS...\n"
+    "Reads CSA, KIF and USI game records, checks every move, and stores the games in the run's\n"
+    "koma.db and shards for `train --from-games`. A directory stands for its *.csa *.kif *.kifu\n"
+    "*.usi *.sfen files.";
+
+/* ---- flags ------------------------------------------------------------------------- */
+static char g_run[CFG_STRING_MAX] = "runs/default";
+static char g_format[CFG_STRING_MAX] = "auto";
+static char g_root_q[CFG_STRING_MAX] = "result";
+static double g_min_rating = RATING_OFF;
+static int g_skip_draws = 0, g_dedup = 1;
+static int64_t g_cycle = -1, g_shard_games = 256, g_show = 20;
+
+/* ---- the set of games already stored (XXH3 of start + moves) ---------------------- */
+typedef struct {
+    uint64_t *keys; /* (cap), 0 = empty */
+    int64_t n, cap;
+} hashset_t;
+
+static uint64_t game_key(const char *start, const char *moves) {
+    uint64_t k = XXH3_64bits_withSeed(moves, strlen(moves), XXH3_64bits(start, strlen(start)));
+    return k ? k : 1;
+}
+
+/* Adds k; returns 1 when it was new, 0 when present, -1 when out of memory. */
+static int hashset_add(hashset_t *h, uint64_t k) {
+    if (2 * (h->n + 1) > h->cap) {
+        int64_t cap = h->cap ? 2 * h->cap : 1024;
+        uint64_t *keys = calloc((size_t)cap, sizeof *keys);
+        if (!keys) return -1;
+        for (int64_t i = 0; i < h->cap; i++) {
+            uint64_t x = h->keys[i];
+            if (!x) continue;
+            int64_t j = (int64_t)(x & (uint64_t)(cap - 1));
+            while (keys[j]) j = (j + 1) & (cap - 1);
+            keys[j] = x;
+        }
+        free(h->keys);
+        h->keys = keys;
+        h->cap = cap;
+    }
+    int64_t j = (int64_t)(k & (uint64_t)(h->cap - 1));
+    while (h->keys[j]) {
+        if (h->keys[j] == k) return 0;
+        j = (j + 1) & (h->cap - 1);
+    }
+    h->keys[j] = k;
+    h->n++;
+    return 1;
+}
+
+/* ---- the import ----------------------------------------------------------------------- */
+typedef struct {
+    db_t *db;
+    shard_builder_t *b;
+    Position *pos;
+    hashset_t seen;
+    int64_t seq; /* next shard number */
+    int root_q_result;
+    int failed;  /* a database/shard failure: stop */
+    char err[2048];
+    /* counts */
+    int64_t files, files_bad, games_read, games, positions, shards;
+    int64_t skip_draw, skip_rating, skip_dup, skip_empty;
+    int64_t rejected, rej_by[REC_ERR_NB], shown;
+} import_t;
+
+static int commit_shard(import_t *im) {
+    if (shard_builder_games(im->b) == 0) return 0;
+    char rel[DB_PATH_MAX], full[CFG_STRING_MAX + DB_PATH_MAX + 2];
+    for (;;) { /* never a path that exists (an orphan of a killed run, a file put there by hand) */
+        if (g_cycle >= 0) shard_path_format(rel, sizeof rel, (int32_t)g_cycle, im->seq);
+        else snprintf(rel, sizeof rel, "shards/import_%06" PRId64 ".safetensors", im->seq);
+        snprintf(full, sizeof full, "%s/%s", g_run, rel);
+        if (!compat_file_exists(full)) break;
+        im->seq++;
+    }
+    char err[1024];
+    db_shard_t sh;
+    db_status_t st = shard_commit(im->db, g_run, rel, (int32_t)g_cycle, im->b, &sh, err, sizeof err);
+    if (st != DB_OK) {
+        snprintf(im->err, sizeof im->err, "%.300s: shard %s (%d games) not written: %s: %.500s", g_run, rel,
+                 (int)shard_builder_games(im->b), db_status_name(st), err);
+        im->failed = 1;
+        return -1;
+    }
+    im->seq++;
+    im->shards++;
+    im->games += shard_builder_games(im->b);
+    im->positions += shard_builder_rows(im->b);
+    shard_builder_reset(im->b);
+    return 0;
+}
+
+/* One game's rows into the builder. */
+static int add_game(import_t *im, const rec_game_t *g, const char *moves_usi) {
+    Position *pos = im->pos;
+    char err[512];
+    if (sfen_parse_cstr(pos, g->start_sfen, err, sizeof err) != SFEN_OK) { /* the reader checked it */
+        snprintf(im->err, sizeof im->err, "internal: start position '%s' refused: %s", g->start_sfen, err);
+        return -1;
+    }
+    uint8_t planes[ENC_PACKED_BYTES], legal[ENC_LEGAL_BYTES], posb[SHARD_POSITION_BYTES];
+    float hand[ENC_HAND], prob = 1.0f;
+    for (int32_t i = 0; i < g->n_moves; i++) {
+        Move m = g->moves[i];
+        Color stm = pos_side_to_move(pos);
+        encode_position(pos, planes, hand);
+        encode_legal_mask(pos, legal);
+        int32_t label = encode_move_label(pos, m);
+        KOMA_ASSERT(label >= 0 && label < ENC_LABEL_NB);
+        uint16_t lab = (uint16_t)label;
+        shard_position_t sp;
+        memcpy(sp.board, pos->board, sizeof sp.board);
+        sp.side = (uint8_t)stm;
+        int32_t gp = pos_game_ply(pos);
+        sp.ply = (uint16_t)(gp > UINT16_MAX ? UINT16_MAX : gp);
+        sp.hand[0] = pos_hand(pos, COLOR_BLACK);
+        sp.hand[1] = pos_hand(pos, COLOR_WHITE);
+        shard_position_pack(&sp, posb);
+        float z = (float)(stm == COLOR_BLACK ? g->result : -g->result);
+        shard_row_t row = {
+            .planes = planes,
+            .hand = hand,
+            .legal = legal,
+            .policy_label = &lab,
+            .policy_prob = &prob,
+            .policy_n = 1,
+            .root_q = im->root_q_result ? z : 0.0f,
+            .ply = (uint16_t)i,
+            .move = m,
+            .position = posb,
+        };
+        if (shard_builder_add_row(im->b, &row, err, sizeof err) != 0) {
+            shard_builder_abort_game(im->b);
+            snprintf(im->err, sizeof im->err, "shard row: %s", err);
+            return -1;
+        }
+        pos_do_move(pos, m);
+    }
+    db_game_t dg = {
+        .model_id = 0,
+        .start_sfen = g->start_sfen,
+        .moves = moves_usi,
+        .plies = g->n_moves,
+        .result = g->result,
+        .reason = g->reason,
+    };
+    if (shard_builder_end_game(im->b, &dg, err, sizeof err) != 0) {
+        shard_builder_abort_game(im->b);
+        snprintf(im->err, sizeof im->err, "shard game: %s", err);
+        return -1;
+    }
+    return 0;
+}
+
+static int on_game(void *user, const rec_game_t *g) {
+    import_t *im = user;
+    im->games_read++;
+    if (g->n_moves == 0) {
+        im->skip_empty++;
+        return compat_stop_requested();
+    }
+    if (g_skip_draws && g->result == DB_RESULT_DRAW) {
+        im->skip_draw++;
+        return compat_stop_requested();
+    }
+    if (g_min_rating > RATING_OFF) {
+        double lo = fmin(g->rating[0], g->rating[1]);
+        if (!(isfinite(g->rating[0]) && isfinite(g->rating[1]) && lo >= g_min_rating)) {
+            im->skip_rating++;
+            return compat_stop_requested();
+        }
+    }
+    char *moves = rec_moves_usi(g->moves, g->n_moves);
+    if (!moves) {
+        snprintf(im->err, sizeof im->err, "out of memory");
+        im->failed = 1;
+        return 1;
+    }
+    if (g_dedup) {
+        int r = hashset_add(&im->seen, game_key(g->start_sfen, moves));
+        if (r == 0) {
+            im->skip_dup++;
+            free(moves);
+            return compat_stop_requested();
+        }
+        if (r < 0) {
+            free(moves);
+            snprintf(im->err, sizeof im->err, "out of memory");
+            im->failed = 1;
+            return 1;
+        }
+    }
+    int rc = add_game(im, g, moves);
+    free(moves);
+    if (rc != 0) {
+        im->failed = 1;
+        return 1;
+    }
+    if (shard_builder_games(im->b) >= g_shard_games && commit_shard(im) != 0) return 1;
+    return compat_stop_requested();
+}
+
+static void on_reject(void *user, const rec_reject_t *r) {
+    import_t *im = user;
+    im->rejected++;
+    if ((unsigned)r->code < REC_ERR_NB) im->rej_by[r->code]++;
+    if (r->game == 0) im->files_bad++;
+    if (im->shown < g_show) fprintf(stderr, "import: rejected: %s\n", r->msg);
+    else if (im->shown == g_show) fprintf(stderr, "import: (more rejects not shown; --show-rejects N)\n");
+    im->shown++;
+}
+
+/* Every game already in the run, so that a second import of the same records adds nothing. */
+static int load_seen(import_t *im) {
+    db_shard_t *list = NULL;
+    int32_t n = 0;
+    if (db_shards_recent(im->db, 0, &list, &n) != DB_OK) {
+        snprintf(im->err, sizeof im->err, "%s", db_errmsg(im->db));
+        return -1;
+    }
+    int rc = 0;
+    for (int32_t i = 0; i < n && rc == 0; i++) {
+        db_game_list_t gl = {0};
+        if (db_games_of_shard(im->db, list[i].id, &gl) != DB_OK) {
+            snprintf(im->err, sizeof im->err, "%s", db_errmsg(im->db));
+            rc = -1;
+            break;
+        }
+        for (int64_t j = 0; j < gl.n && rc == 0; j++)
+            if (hashset_add(&im->seen, game_key(gl.games[j].start_sfen, gl.games[j].moves)) < 0) {
+                snprintf(im->err, sizeof im->err, "out of memory");
+                rc = -1;
+            }
+        db_game_list_free(&gl);
+    }
+    free(list);
+    return rc;
+}
+
+/* ---- inputs ------------------------------------------------------------------------------ */
+typedef struct {
+    import_t *im;
+    rec_format_t fmt;
+    const char *dir;
+    int stop;
+} walk_t;
+
+static int import_file(import_t *im, const char *path, rec_format_t fmt) {
+    im->files++;
+    int rc = rec_parse_file(path, fmt, &(rec_sink_t){on_game, on_reject, im});
+    if (rc < 0 && !im->failed) {
+        snprintf(im->err, sizeof im->err, "%.900s: out of memory", path);
+        im->failed = 1;
+    }
+    return im->failed || compat_stop_requested() ? 1 : 0;
+}
+
+static int is_record_name(const char *name) {
+    static const char *const EXT[] = {".csa", ".kif", ".kifu", ".usi", ".sfen"};
+    size_t n = strlen(name);
+    for (size_t i = 0; i < sizeof EXT / sizeof EXT[0]; i++) {
+        size_t k = strlen(EXT[i]);
+        if (n > k) {
+            int same = 1;
+            for (size_t j = 0; j < k; j++) {
+                char c = name[n - k + j];
+                if (c >= 'A' && c <= 'Z') c = (char)(c - 'A' + 'a');
+                if (c != EXT[i][j]) same = 0;
+            }
+            if (same) return 1;
+        }
+    }
+    return 0;
+}
+
+static int on_dir_entry(const char *name, int is_dir, void *user) {
+    walk_t *w = user;
+    if (is_dir || name[0] == '.' || !is_record_name(name)) return 0;
+    char path[2 * CFG_STRING_MAX + 2];
+    snprintf(path, sizeof path, "%s/%s", w->dir, name);
+    return import_file(w->im, path, w->fmt);
+}
+
+static double now_s(void) { return (double)compat_now_ns() * 1e-9; }
+
+int main(int argc, char **argv) {
+    cfg_opt_t opts[MAX_OPTS];
+    int n = 0;
+    opts[n++] = (cfg_opt_t){"run", CFG_TYPE_STRING, g_run, 0, 0, "run directory (created with its koma.db if missing)"};
+    opts[n++] = (cfg_opt_t){"min-rating", CFG_TYPE_DOUBLE, &g_min_rating, 1, 0,
+                            "keep only games whose two players are both rated >= R (floodgate CSA 'black_rate/'white_rate); "
+                            "games without ratings are skipped when given"};
+    opts[n++] = (cfg_opt_t){"skip-draws", CFG_TYPE_BOOL, &g_skip_draws, 0, 1, "skip drawn (and aborted) games"};
+    opts[n++] = (cfg_opt_t){"cycle", CFG_TYPE_INT, &g_cycle, -1, 1e9,
+                            "cycle the shards are registered with: -1 = imported data before any self-play cycle"};
+    opts[n++] = (cfg_opt_t){"shard-games", CFG_TYPE_INT, &g_shard_games, 1, 1e7, "games per shard file"};
+    opts[n++] = (cfg_opt_t){"format", CFG_TYPE_STRING, g_format, 0, 0, "auto (by extension, else content), csa, kif or usi"};
+    opts[n++] = (cfg_opt_t){"root-q", CFG_TYPE_STRING, g_root_q, 0, 0,
+                            "root_q column: result (the game's result, side to move's view) or zero"};
+    opts[n++] = (cfg_opt_t){"dedup", CFG_TYPE_BOOL, &g_dedup, 0, 1,
+                            "skip games already in the run or seen earlier in this import (same start and moves)"};
+    opts[n++] = (cfg_opt_t){"show-rejects", CFG_TYPE_INT, &g_show, 0, 1e9, "reject messages printed at most"};
+    char err[1024];
+    char **files = calloc((size_t)(argc > 0 ? argc : 1), sizeof *files);
+    if (!files) return 1;
+    int nfiles = 0;
+    int rc = cfg_parse(opts, n, argc, argv, 1, files, argc, &nfiles, usage, stdout, err, sizeof err);
+    if (rc == CFG_HELP) {
+        free(files);
+        return 0;
+    }
+    if (rc != CFG_OK) {
+        fprintf(stderr, "import: %s\n%s\n", err, usage);
+        free(files);
+        return 2;
+    }
+    rec_format_t fmt;
+    if (rec_format_parse(g_format, &fmt) != 0) {
+        fprintf(stderr, "import: --format %s: expected auto, csa, kif or usi\n", g_format);
+        free(files);
+        return 2;
+    }
+    if (strcmp(g_root_q, "result") != 0 && strcmp(g_root_q, "zero") != 0) {
+        fprintf(stderr, "import: --root-q %s: expected result or zero\n", g_root_q);
+        free(files);
+        return 2;
+    }
+    if (nfiles == 0) {
+        fprintf(stderr, "import: no record files given\n%s\n", usage);
+        free(files);
+        return 2;
+    }
+
+    import_t im;
+    memset(&im, 0, sizeof im);
+    im.root_q_result = strcmp(g_root_q, "result") == 0;
+    int status = 1;
+    char path[CFG_STRING_MAX + 16];
+    if (compat_mkdir_p(g_run, err, sizeof err) != 0) {
+        fprintf(stderr, "import: %s: %s\n", g_run, err);
+        goto done;
+    }
+    snprintf(path, sizeof path, "%s/koma.db", g_run);
+    if (db_open(path, 0, &im.db, err, sizeof err) != DB_OK) {
+        fprintf(stderr, "import: %s\n", err);
+        goto done;
+    }
+    char *config = cfg_dump_string(opts, n);
+    if (db_run_insert(im.db, KOMA_VERSION_STRING, "import", config ? config : "", NULL) != DB_OK)
+        fprintf(stderr, "import: %s: runs row not written: %s\n", path, db_errmsg(im.db)); /* a record only */
+    free(config);
+    db_summary_t sum;
+    if (db_summary(im.db, &sum) != DB_OK) {
+        fprintf(stderr, "import: %s\n", db_errmsg(im.db));
+        goto done;
+    }
+    im.seq = sum.shards + 1;
+    const shard_format_t sfmt = {ENC_FEATURES_VERSION, ENC_PACKED_BYTES, ENC_HAND, ENC_LEGAL_BYTES};
+    im.b = shard_builder_new(&sfmt, err, sizeof err);
+    im.pos = malloc(sizeof *im.pos);
+    if (!im.b || !im.pos) {
+        fprintf(stderr, "import: %s\n", im.b ? "out of memory" : err);
+        goto done;
+    }
+    if (g_dedup && load_seen(&im) != 0) {
+        fprintf(stderr, "import: %s\n", im.err);
+        goto done;
+    }
+    compat_install_stop_handler();
+
+    double t0 = now_s();
+    for (int i = 0; i < nfiles && !im.failed && !compat_stop_requested(); i++) {
+        if (compat_is_dir(files[i])) {
+            walk_t w = {&im, fmt, files[i], 0};
+            if (compat_list_dir(files[i], on_dir_entry, &w, err, sizeof err) < 0) {
+                fprintf(stderr, "import: %s\n", err);
+                im.files_bad++;
+            }
+        } else {
+            import_file(&im, files[i], fmt);
+        }
+    }
+    if (!im.failed) commit_shard(&im); /* the last, partial shard; also on Ctrl-C */
+    double dt = now_s() - t0;
+
+    printf("import: %s: %" PRId64 " file(s), %" PRId64 " game(s) read, %" PRId64 " imported (%" PRId64
+           " positions) in %" PRId64 " shard(s), %" PRId64 " rejected\n",
+           g_run, im.files, im.games_read, im.games, im.positions, im.shards, im.rejected);
+    printf("  skipped: %" PRId64 " draw(s), %" PRId64 " below --min-rating or unrated, %" PRId64
+           " duplicate(s), %" PRId64 " without moves\n",
+           im.skip_draw, im.skip_rating, im.skip_dup, im.skip_empty);
+    if (im.rejected) {
+        printf("  rejected:");
+        const char *sep = " ";
+        for (int e = 1; e < REC_ERR_NB; e++)
+            if (im.rej_by[e]) {
+                printf("%s%" PRId64 " %s", sep, im.rej_by[e], rec_error_name((rec_error_t)e));
+                sep = ", ";
+            }
+        printf("\n");
+    }
+    printf("  %.2f s, %.0f positions/s\n", dt, dt > 0 ? (double)im.positions / dt : 0.0);
+    fflush(stdout);
+    if (im.failed) {
+        fprintf(stderr, "import: %s\n", im.err);
+        goto done;
+    }
+    if (compat_stop_requested()) {
+        fprintf(stderr, "import: stopped; the games above are stored: run the same command again to import the rest\n");
+        status = EXIT_STOPPED;
+        goto done;
+    }
+    status = (im.games == 0 && (im.rejected > 0 || im.files_bad > 0)) ? 1 : 0;
+done:
+    shard_builder_free(im.b);
+    free(im.pos);
+    free(im.seen.keys);
+    db_close(im.db);
+    free(files);
+    return status;
+}
