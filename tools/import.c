@@ -470,7 +470,7 @@ int main(int argc, char **argv) {
         status = EXIT_STOPPED;
         goto done;
     }
-    status = (im.games == 0 && (im.rejected > 0 || im.files_bad > 0)) ? 1 : 0;
+    status = (im.games_read == 0 && (im.rejected > 0 || im.files_bad > 0)) ? 1 : 0;
 done:
     shard_builder_free(im.b);
     free(im.pos);
