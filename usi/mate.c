@@ -39,7 +39,7 @@ void usi_mate_limits_default(UsiMateLimits *lim) {
 
 static bool check_abort(MateCtx *c) {
     if (c->abort) return true;
-    if ((++c->nodes & 1023) == 0) {
+    if ((++c->nodes & 63) == 0) { /* a node can cost a move generation per check: look often */
         if ((c->stop && atomic_load_explicit(c->stop, memory_order_relaxed)) ||
             (c->deadline_ms && compat_now_ms() >= c->deadline_ms) || (c->max_nodes && c->nodes >= c->max_nodes))
             c->abort = true;

@@ -21,7 +21,6 @@
 #define KOMA_VERSION "0"
 #endif
 
-enum { USI_BYTES_PER_NODE = 640 }; /* a node, its ~48 edges and slack (mcts.h: ~620) */
 
 /* Everything one go needs, copied by the reader before the thread starts. */
 typedef struct {
@@ -202,15 +201,22 @@ static bool ensure_tree(UsiSession *s, const UsiOptions *o) {
         int64_t nodes = bytes / USI_BYTES_PER_NODE;
         if (nodes < 4096) nodes = 4096;
         if (nodes > INT32_MAX / 2) nodes = INT32_MAX / 2;
-        p.node_limit = (int32_t)nodes;
-        s->cache = mcts_cache_new(bytes / 8);
-        s->tree = mcts_tree_new(&p, s->cache);
+        s->cache = mcts_cache_new(bytes / 8); /* NULL is fine: no cache */
+        for (;;) { /* what the machine gives, halving down to 4096 nodes */
+            p.node_limit = (int32_t)nodes;
+            s->tree = mcts_tree_new(&p, s->cache);
+            if (s->tree || nodes <= 4096) break;
+            nodes /= 2;
+        }
         if (!s->tree) {
             mcts_cache_free(s->cache);
             s->cache = NULL;
             usi_session_say(s, "USI_Hash %lld MiB: out of memory for the tree", (long long)o->hash_mb);
             return false;
         }
+        if ((int64_t)nodes * USI_BYTES_PER_NODE < bytes / 2)
+            usi_session_say(s, "USI_Hash %lld MiB: only %lld MiB could be had for the tree", (long long)o->hash_mb,
+                            (long long)((int64_t)nodes * USI_BYTES_PER_NODE >> 20));
         s->tree_hash_mb = o->hash_mb;
     } else {
         mcts_tree_set_params(s->tree, &p);
@@ -354,9 +360,10 @@ static void search_limits(UsiSession *s, const UsiJob *j, UsiSearchLimits *lim) 
     const UsiGo *g = &j->go;
     const Position *root = mcts_tree_position(s->tree);
     memset(lim, 0, sizeof *lim);
-    int64_t visits = g->nodes >= 0 ? (g->nodes > 0 ? g->nodes : 1) : j->opt.node_limit;
+    /* go nodes, else NodeLimit (not for go infinite, which runs until stop) */
+    int64_t visits = g->nodes >= 0 ? (g->nodes > 0 ? g->nodes : 1) : g->infinite ? 0 : j->opt.node_limit;
     bool timed = usi_go_timed(g) && !g->infinite;
-    if (!timed && !g->infinite && !g->ponder && visits <= 0) visits = USI_GO_DEFAULT_VISITS;
+    if (!timed && !g->infinite && visits <= 0) visits = USI_GO_DEFAULT_VISITS; /* also a clockless ponder */
     MctsTimeLimits tl = {0, 0};
     if (timed) tl = usi_go_time_limits(g, pos_side_to_move(root), pos_game_ply(root), j->opt.byoyomi_margin);
     if (strcmp(j->opt.search, "gumbel") == 0 && visits <= 0) {
@@ -435,7 +442,7 @@ static void *thread_main(void *arg) {
     Move best = r->best;
     if (best == MOVE_NONE) {
         best = first_legal(root);
-        usi_session_say(s, "no evaluation in time: playing the first legal move");
+        usi_session_say(s, "no move searched yet: playing the first legal move");
     }
     if (best == MOVE_NONE) {
         snprintf(line, sizeof line, "bestmove resign");

@@ -28,11 +28,14 @@
  * (or ponderhit), even when the search ends sooner. After `gameover` or
  * `quit` a running search is stopped and prints no bestmove.
  *
- * Limits: `go nodes N` or NodeLimit caps the visits; a clock (btime/wtime,
+ * Limits: `go nodes N` or NodeLimit caps the visits (`go infinite`: only
+ * `go infinite nodes N` does); a clock (btime/wtime,
  * byoyomi, binc/winc, movetime) sets deadlines through mcts/timeman counted
  * from the moment the `go` line was read (so a net loaded inside go costs
- * its own clock, never more); a `go` with neither a clock nor a visit limit
- * searches USI_GO_DEFAULT_VISITS visits. Gumbel search needs a visit budget:
+ * its own clock, never more); a `go` (or `go ponder`) with neither a clock
+ * nor a visit limit searches USI_GO_DEFAULT_VISITS visits. USI_Hash sizes
+ * the tree (USI_BYTES_PER_NODE a node) and the result cache (1/8 more); when
+ * the memory cannot be had, the tree is halved until it can. Gumbel search needs a visit budget:
  * without one it is estimated from the previous search's speed and the
  * soft time limit (at least 64).
  */
@@ -49,6 +52,7 @@
 #define USI_ENGINE_NAME "Koma"
 #define USI_ENGINE_AUTHOR "the Koma authors"
 enum { USI_GO_DEFAULT_VISITS = 800 };
+enum { USI_BYTES_PER_NODE = 640 }; /* a tree node, its ~48 edges and slack (mcts.h: ~620) */
 
 typedef struct UsiSession UsiSession;
 

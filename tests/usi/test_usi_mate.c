@@ -124,7 +124,7 @@ int main(void) {
         lim.deadline_ms = t0 + 200;
         usi_mate_search(pos, &lim, &r);
         int64_t dt = compat_now_ms() - t0;
-        CHECK(r.status == USI_MATE_TIMEOUT && dt < 400, "deadline: status %d after %lld ms", (int)r.status,
+        CHECK(r.status == USI_MATE_TIMEOUT && dt < 1000, "deadline: status %d after %lld ms", (int)r.status,
               (long long)dt);
         atomic_int stop;
         atomic_init(&stop, 1);

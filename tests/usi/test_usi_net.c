@@ -2,7 +2,7 @@
  * backend: Net as a file, as a run directory without and with koma.db (its
  * latest model, reloaded when a newer one is registered), a corrupt file
  * (reported; the engine falls back and still plays), PUCT and Gumbel
- * searches, a clock with a net, and the nps of `go nodes 1024` (printed). */
+ * searches, a clock with a net, and the nps of `go nodes 256` (printed). */
 #include "usi_test.h"
 
 #include <math.h>
@@ -117,9 +117,9 @@ int main(void) {
     /* a file */
     const char *l = load(f0);
     CHECK(l && strstr(l, "6x64 relu on cpu") && strstr(l, "0000.safetensors"), "file: %s", l ? l : "-");
-    const char *info = go_legal("7g7f", "go nodes 1024", NULL);
-    CHECK(info && strstr(info, " nodes 1024 "), "1024 visits: %s", info ? info : "-");
-    if (info && strstr(info, " nps ")) printf("6x64 cpu, Threads 2, BatchSize 32, go nodes 1024: %s\n", info);
+    const char *info = go_legal("7g7f", "go nodes 256", NULL);
+    CHECK(info && strstr(info, " nodes 256 "), "256 visits: %s", info ? info : "-");
+    if (info && strstr(info, " nps ")) printf("6x64 cpu, Threads 2, BatchSize 32, go nodes 256: %s\n", info);
 
     /* a run directory without koma.db: the last model by name */
     char run[600];
