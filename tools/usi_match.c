@@ -73,6 +73,13 @@ typedef struct {
     int alive;
 } engine_t;
 
+#if defined(__GNUC__)
+#define PRINTF_LIKE(f, a) __attribute__((format(printf, f, a)))
+#else
+#define PRINTF_LIKE(f, a)
+#endif
+
+static void msgf(char *dst, size_t len, const char *fmt, ...) PRINTF_LIKE(3, 4);
 static void msgf(char *dst, size_t len, const char *fmt, ...) {
     if (!dst || !len) return;
     va_list ap;
@@ -247,6 +254,7 @@ typedef struct {
     int oom;
 } sb_t;
 
+static void sb_printf(sb_t *b, const char *fmt, ...) PRINTF_LIKE(2, 3);
 static void sb_printf(sb_t *b, const char *fmt, ...) {
     va_list ap;
     for (;;) {

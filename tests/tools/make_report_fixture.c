@@ -1,0 +1,223 @@
+/* make_report_fixture.c - fills RUN_DIR/koma.db with a synthetic but
+ * plausible run, through data/db.h only: a runs row, one model per cycle,
+ * training steps (falling losses, rising accuracies, cosine learning rate),
+ * per-cycle self-play metrics, games (registered with shard rows whose files
+ * do not exist: the report never opens shards) and evaluation matches, each
+ * cycle against the previous one, plus one against an outside engine.
+ *
+ *   make_report_fixture RUN_DIR [--cycles N] [--steps-per-cycle N] [--games-per-cycle N]
+ *                       [--partial] [--empty]
+ *
+ * --partial: one cycle under way (models and steps, no games, no matches).
+ * --empty: the database and nothing in it.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compat/compat.h"
+#include "data/db.h"
+#include "selfplay/referee.h"
+
+static uint64_t rng = 12345;
+static double uni(void) {
+    uint64_t z = (rng += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (double)(z >> 11) / 9007199254740992.0;
+}
+static double gauss(void) { return sqrt(-2 * log(uni() + 1e-300)) * cos(6.283185307179586 * uni()); }
+
+#define CHECK_DB(call)                                                     \
+    do {                                                                   \
+        if ((call) != DB_OK) {                                             \
+            fprintf(stderr, "make_report_fixture: %s\n", db_errmsg(db));   \
+            return 1;                                                      \
+        }                                                                  \
+    } while (0)
+
+int main(int argc, char **argv) {
+    const char *run = NULL;
+    int cycles = 12, steps_per_cycle = 250, games_per_cycle = 120, partial = 0, empty = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--cycles") && i + 1 < argc) cycles = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--steps-per-cycle") && i + 1 < argc) steps_per_cycle = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--games-per-cycle") && i + 1 < argc) games_per_cycle = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--partial")) partial = 1;
+        else if (!strcmp(argv[i], "--empty")) empty = 1;
+        else if (argv[i][0] != '-' && !run) run = argv[i];
+        else {
+            fprintf(stderr, "usage: make_report_fixture RUN_DIR [--cycles N] [--steps-per-cycle N] "
+                            "[--games-per-cycle N] [--partial] [--empty]\n");
+            return 2;
+        }
+    }
+    if (!run || cycles < 1) return 2;
+    char err[DB_ERR_MAX], path[1200];
+    if (compat_mkdir_p(run, err, sizeof err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    snprintf(path, sizeof path, "%s/koma.db", run);
+    db_t *db = NULL;
+    if (db_open(path, 0, &db, err, sizeof err) != DB_OK) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    if (empty) {
+        db_close(db);
+        return 0;
+    }
+    int64_t run_id;
+    CHECK_DB(db_run_insert(db, "0.1.0", "selfplay", "cycles = 12\nvisits = 800\n", &run_id));
+    if (partial) cycles = 1;
+    int64_t total_steps = (int64_t)cycles * steps_per_cycle, step = 0, samples = 0;
+    int64_t model_ids[1024];
+    double t0 = 1.7e9;
+    db_train_step_t *rows = malloc(sizeof *rows * (size_t)steps_per_cycle);
+    if (!rows) return 1;
+    for (int c = 0; c <= cycles && c < 1024; c++) {
+        /* the net published at the end of cycle c-1 (cycle 0: the random one) */
+        db_model_t m;
+        memset(&m, 0, sizeof m);
+        m.run_id = run_id;
+        m.cycle = c;
+        snprintf(m.path, sizeof m.path, "models/cycle-%04d.safetensors", c);
+        snprintf(m.xxh3, sizeof m.xxh3, "%016llx", (unsigned long long)(0x1234abcd5678ull * (uint64_t)(c + 1)));
+        strcpy(m.arch, "6x64");
+        m.features_version = 1;
+        m.train_steps = step;
+        m.train_samples = samples;
+        double p = (double)step / (double)total_steps;
+        m.loss_policy = c ? 4.2 * exp(-2.2 * p) + 1.3 : NAN;
+        m.loss_value = c ? 0.95 - 0.25 * p : NAN;
+        m.loss_legal = c ? 0.08 * exp(-5 * p) + 0.004 : NAN;
+        m.loss_total = c ? m.loss_policy + m.loss_value + m.loss_legal : NAN;
+        CHECK_DB(db_model_insert(db, &m));
+        model_ids[c] = m.id;
+        if (c == cycles) break;
+        /* training steps of cycle c */
+        for (int i = 0; i < steps_per_cycle; i++, step++) {
+            db_train_step_t *t = &rows[i];
+            double q = (double)step / (double)total_steps;
+            t->step = step;
+            t->cycle = c;
+            t->time = t0 + (double)step * 0.5;
+            t->lr = 0.02 * (0.01 + 0.99 * (1 + cos(3.141592653589793 * q)) / 2);
+            samples += 256;
+            t->samples = samples;
+            t->loss_policy = 4.2 * exp(-2.2 * q) + 1.3 + 0.12 * gauss();
+            t->loss_value = 0.95 - 0.25 * q + 0.04 * gauss();
+            t->loss_legal = 0.08 * exp(-5 * q) + 0.004 + 0.003 * fabs(gauss());
+            t->loss_total = t->loss_policy + t->loss_value + t->loss_legal;
+            t->acc_policy = 0.05 + 0.4 * (1 - exp(-3 * q)) + 0.02 * gauss();
+            t->acc_value = NAN;
+            t->acc_legal = 0.7 + 0.29 * (1 - exp(-6 * q)) + 0.005 * gauss();
+            t->grad_norm = 1.5 + 0.3 * gauss();
+        }
+        CHECK_DB(db_train_steps_insert(db, rows, steps_per_cycle));
+        if (partial) continue;
+        /* the cycle's games, in two shards */
+        int64_t positions = 0, bw = 0, ww = 0, dr = 0;
+        double plies_sum = 0;
+        for (int sh = 0; sh < 2; sh++) {
+            int ng = games_per_cycle / 2;
+            db_game_t *games = calloc((size_t)ng, sizeof *games);
+            if (!games) return 1;
+            int64_t row = 0;
+            for (int g = 0; g < ng; g++) {
+                int32_t plies = (int32_t)(95 + 12 * c + 35 * gauss());
+                double u = uni();
+                db_reason_t reason = DB_REASON_CHECKMATE;
+                int32_t result = uni() < 0.54 ? 1 : -1;
+                if (plies > 320 || u < 0.03) plies = 320, reason = DB_REASON_MAX_PLY, result = 0;
+                else if (u < 0.06) reason = DB_REASON_SENNICHITE, result = 0;
+                else if (u < 0.08) reason = DB_REASON_DECLARATION;
+                else if (u < 0.09) reason = DB_REASON_PERPETUAL_CHECK;
+                else if (u < 0.55) reason = DB_REASON_RESIGN;
+                if (plies < 12) plies = 12;
+                games[g].first_row = row;
+                games[g].row_count = plies;
+                games[g].model_id = model_ids[c];
+                games[g].start_sfen = "startpos";
+                games[g].moves = "";
+                games[g].plies = plies;
+                games[g].result = result;
+                games[g].reason = reason;
+                row += plies;
+                plies_sum += plies;
+                bw += result > 0, ww += result < 0, dr += result == 0;
+            }
+            db_shard_t s;
+            memset(&s, 0, sizeof s);
+            snprintf(s.path, sizeof s.path, "shards/cycle-%04d-%d.safetensors", c, sh);
+            s.cycle = c;
+            s.features_version = 1;
+            s.rows = row;
+            s.bytes = row * 1300;
+            strcpy(s.xxh3, "00000000deadbeef");
+            positions += row;
+            CHECK_DB(db_shard_insert(db, &s, games, ng));
+            free(games);
+        }
+        db_cycle_metrics_t cm;
+        memset(&cm, 0, sizeof cm);
+        cm.cycle = c;
+        cm.model_id = model_ids[c];
+        cm.started = t0 + c * 600.0;
+        cm.finished = cm.started + 560;
+        cm.games = games_per_cycle;
+        cm.positions = positions;
+        cm.selfplay_s = 420 + 20 * gauss();
+        cm.train_s = 140 + 5 * gauss();
+        cm.positions_per_s = (double)positions / cm.selfplay_s;
+        cm.evals_per_s = cm.positions_per_s * (620 + 40 * gauss());
+        cm.avg_batch = 180 + 30 * uni();
+        cm.busy_pct = 78 + 12 * uni();
+        cm.avg_plies = plies_sum / games_per_cycle;
+        cm.black_wins = bw, cm.white_wins = ww, cm.draws = dr;
+        cm.elo = cm.elo_lo = cm.elo_hi = NAN;
+        CHECK_DB(db_cycle_metrics_put(db, &cm));
+    }
+    free(rows);
+    if (!partial) {
+        /* evaluation: cycle c against c-1, every cycle; strength grows, then flattens */
+        for (int c = 1; c <= cycles; c++) {
+            double gain = 160.0 * exp(-0.25 * c) + 8 * gauss();
+            double s = ref_elo_to_score(gain);
+            int n = 40, w = 0, d = 0, l = 0;
+            for (int g = 0; g < n; g++) {
+                double u = uni();
+                if (u < 0.1) d++;
+                else if (u < 0.1 + 0.9 * s) w++;
+                else l++;
+            }
+            ref_elo_t e;
+            ref_elo_trinomial(w, d, l, &e);
+            db_match_t m;
+            memset(&m, 0, sizeof m);
+            m.cycle = c;
+            m.model_a = model_ids[c];
+            m.model_b = model_ids[c - 1];
+            m.wins = w, m.draws = d, m.losses = l;
+            m.elo = e.elo, m.elo_lo = e.elo_lo, m.elo_hi = e.elo_hi;
+            snprintf(m.settings, sizeof m.settings, "eval visits=64 temp=1.00/12 max_ply=320 games=%d", n);
+            CHECK_DB(db_match_insert(db, &m));
+        }
+        db_match_t x;
+        memset(&x, 0, sizeof x);
+        x.cycle = cycles;
+        x.model_a = model_ids[cycles];
+        strcpy(x.opponent, "gpsshogi (smp) vm r3033");
+        x.wins = 3, x.draws = 1, x.losses = 6;
+        ref_elo_t e;
+        ref_elo_trinomial(3, 1, 6, &e);
+        x.elo = e.elo, x.elo_lo = e.elo_lo, x.elo_hi = e.elo_hi;
+        strcpy(x.settings, "usi-match 0 ms + byoyomi 1000 ms, max_ply 320");
+        CHECK_DB(db_match_insert(db, &x));
+    }
+    db_close(db);
+    return 0;
+}

@@ -1,0 +1,191 @@
+/* test_report.c - report on a synthetic run (tests/tools/make_report_fixture)
+ * writes one self-contained HTML page with the expected SVG charts, real
+ * points in them, the tables, and nothing fetched from the network; on a
+ * partial run, an empty database and a run without a database it writes a
+ * page with "no data yet" in place of every missing chart; bad arguments
+ * fail cleanly.
+ *
+ *   test_report REPORT MAKE_REPORT_FIXTURE
+ */
+#include "tools_test.h"
+
+static char *g_html;
+
+static int count(const char *needle) {
+    int n = 0;
+    for (const char *p = g_html; p && (p = strstr(p, needle)); p += strlen(needle)) n++;
+    return n;
+}
+
+/* The <svg>...</svg> whose title is `title`, copied into buf ("" if none). */
+static const char *chart(const char *title, char *buf, size_t len) {
+    char key[256];
+    snprintf(key, sizeof key, "class=\"title\">%s</text>", title);
+    const char *t = strstr(g_html, key);
+    buf[0] = 0;
+    if (!t) return buf;
+    const char *a = t;
+    while (a > g_html && strncmp(a, "<svg", 4) != 0) a--;
+    const char *b = strstr(t, "</svg>");
+    if (!b) return buf;
+    size_t n = (size_t)(b - a) + 6;
+    if (n >= len) n = len - 1;
+    memcpy(buf, a, n);
+    buf[n] = 0;
+    return buf;
+}
+
+static int occurrences(const char *hay, const char *needle) {
+    int n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle)) n++;
+    return n;
+}
+
+static int load(const char *path) {
+    char err[256];
+    size_t len;
+    free(g_html);
+    g_html = compat_read_file(path, &len, err, sizeof err);
+    if (!g_html) fprintf(stderr, "%s\n", err);
+    return g_html ? 0 : -1;
+}
+
+/* Every page: well-formed enough, self-contained. */
+static void check_page(void) {
+    CHECK(strncmp(g_html, "<!DOCTYPE html>", 15) == 0);
+    CHECK(count("</html>") == 1);
+    CHECK(count("<svg") == count("</svg>"));
+    CHECK(count("<table") == count("</table>"));
+    CHECK(count("http://") == 0 && count("https://") == 0 && count("<script") == 0 && count("<link") == 0);
+    CHECK(count("NaN") == 0 && count("nan,") == 0 && count("inf,") == 0); /* no broken coordinates */
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) {
+        fprintf(stderr, "usage: test_report REPORT MAKE_REPORT_FIXTURE\n");
+        return 2;
+    }
+    const char *report = argv[1], *fixture = argv[2];
+    t_scratch("test_report");
+    static char buf[1 << 20];
+
+    /* ---- a full synthetic run ---- */
+    char full[900];
+    snprintf(full, sizeof full, "%s", t_path("full"));
+    const char *mk[] = {fixture, full, "--cycles", "8", NULL};
+    CHECK(t_run(mk) == 0);
+    const char *rep[] = {report, full, NULL};
+    CHECK(t_run(rep) == 0);
+    char out[1000];
+    snprintf(out, sizeof out, "%s/report.html", full);
+    CHECK(load(out) == 0);
+    if (g_html) {
+        check_page();
+        CHECK(count("no data yet") == 0);
+        const char *titles[] = {"Losses", "Accuracy", "Learning rate", "Gradient norm (before clipping)",
+                                "Elo by cycle (cycle 0 = 0, 95% interval)", "Positions per second",
+                                "Network evaluations per second", "Average inference batch", "Inference device busy",
+                                "Self-play results", "Average game length", "Game length", "How games ended"};
+        for (size_t i = 0; i < sizeof titles / sizeof titles[0]; i++) {
+            chart(titles[i], buf, sizeof buf);
+            if (!buf[0]) fprintf(stderr, "chart '%s' missing\n", titles[i]);
+            CHECK(buf[0] != 0);
+        }
+        /* Losses: four series with many points each, and a legend. */
+        chart("Losses", buf, sizeof buf);
+        CHECK(occurrences(buf, "<polyline") == 4);
+        CHECK(strstr(buf, ">policy</text>") && strstr(buf, ">value</text>") && strstr(buf, ">legal</text>"));
+        CHECK(occurrences(buf, ",") >= 4 * 400); /* 2000 steps in 4-step buckets: 500 points a series */
+        CHECK(strstr(buf, ">training step</text>") != NULL);
+        /* Elo: nine rated cycles (0..8), each with a point and an error bar. */
+        chart("Elo by cycle (cycle 0 = 0, 95% interval)", buf, sizeof buf);
+        CHECK(occurrences(buf, "<circle") == 9);
+        CHECK(occurrences(buf, "class=\"err\"") >= 8);
+        /* Throughput: one point per cycle (0..7). */
+        chart("Positions per second", buf, sizeof buf);
+        CHECK(occurrences(buf, "<circle") == 8);
+        /* Game lengths: bars holding all 8 x 120 games. */
+        chart("Game length", buf, sizeof buf);
+        CHECK(occurrences(buf, "class=\"bar\"") >= 10);
+        long long sum = 0;
+        for (const char *p = buf; (p = strstr(p, " plies: ")); p += 8) sum += atoll(p + 8);
+        CHECK(sum == 8 * 120);
+        chart("How games ended", buf, sizeof buf);
+        CHECK(strstr(buf, ">checkmate</text>") && strstr(buf, ">resign</text>") && strstr(buf, ">max_ply</text>"));
+        /* Tables: the models (cycles 0..8) and the matches (8 + 1 external). */
+        CHECK(count("models/cycle-0008.safetensors") == 1);
+        CHECK(count("gpsshogi (smp) vm r3033") == 1);
+        CHECK(count(">cycle 7</td>") == 1);
+    }
+    /* -o elsewhere */
+    const char *rep_o[] = {report, full, "-o", t_path("other.html"), NULL};
+    CHECK(t_run(rep_o) == 0 && compat_file_exists(t_path("other.html")));
+
+    /* ---- a partial run: training under way, nothing else ---- */
+    char part[900];
+    snprintf(part, sizeof part, "%s", t_path("partial"));
+    const char *mk_p[] = {fixture, part, "--partial", NULL};
+    CHECK(t_run(mk_p) == 0);
+    const char *rep_p[] = {report, part, NULL};
+    CHECK(t_run(rep_p) == 0);
+    snprintf(out, sizeof out, "%s/report.html", part);
+    CHECK(load(out) == 0);
+    if (g_html) {
+        check_page();
+        chart("Losses", buf, sizeof buf);
+        CHECK(occurrences(buf, "<polyline") == 4 && !strstr(buf, "no data yet"));
+        chart("Elo by cycle (cycle 0 = 0, 95% interval)", buf, sizeof buf);
+        CHECK(strstr(buf, "no data yet") != NULL && !strstr(buf, "<polyline"));
+        chart("Game length", buf, sizeof buf);
+        CHECK(strstr(buf, "no data yet") != NULL);
+        CHECK(count("no data yet") == 9); /* Elo, 6 self-play, 2 games; the models are listed */
+    }
+
+    /* ---- an empty database, and a run directory without one ---- */
+    char empty[900];
+    snprintf(empty, sizeof empty, "%s", t_path("empty"));
+    const char *mk_e[] = {fixture, empty, "--empty", NULL};
+    CHECK(t_run(mk_e) == 0);
+    const char *rep_e[] = {report, empty, NULL};
+    CHECK(t_run(rep_e) == 0);
+    snprintf(out, sizeof out, "%s/report.html", empty);
+    CHECK(load(out) == 0);
+    if (g_html) {
+        check_page();
+        CHECK(count("no data yet") == 14); /* 13 charts + the models table */
+        CHECK(count("<polyline") == 0 && count("<circle") == 0);
+    }
+    char bare[900], err[256];
+    snprintf(bare, sizeof bare, "%s", t_path("bare"));
+    KOMA_ASSERT(compat_mkdir_p(bare, err, sizeof err) == 0);
+    const char *rep_b[] = {report, bare, NULL};
+    CHECK(t_run(rep_b) == 0);
+    snprintf(out, sizeof out, "%s/report.html", bare);
+    CHECK(load(out) == 0);
+    if (g_html) {
+        check_page();
+        CHECK(count("no koma.db yet") == 1 && count("no data yet") == 14);
+    }
+
+    /* ---- failures ---- */
+    const char *missing[] = {report, t_path("no-such-run"), NULL};
+    CHECK(t_run(missing) == 1);
+    FILE *f = fopen(t_path("not-a-db/koma.db"), "w");
+    if (!f) {
+        KOMA_ASSERT(compat_mkdir_p(t_path("not-a-db"), err, sizeof err) == 0);
+        f = fopen(t_path("not-a-db/koma.db"), "w");
+    }
+    fprintf(f, "this is not a database, just text that is long enough to look like a header .........\n");
+    fclose(f);
+    const char *notdb[] = {report, t_path("not-a-db"), NULL};
+    CHECK(t_run(notdb) == 1);
+    const char *usage[] = {report, NULL};
+    CHECK(t_run(usage) == 2);
+    const char *noout[] = {report, full, "-o", t_path("no/such/dir/r.html"), NULL};
+    CHECK(t_run(noout) == 1);
+
+    free(g_html);
+    int rc = t_done("test_report");
+    if (rc == 0) t_rm_rf(g_dir);
+    return rc;
+}
