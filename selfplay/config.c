@@ -11,15 +11,15 @@ void sp_config_default(sp_config_t *c) {
     memset(c, 0, sizeof *c);
     snprintf(c->run, sizeof c->run, "runs/default");
     c->cycles = 10;
-    c->games_per_cycle = 32;
-    c->shard_games = 16;
+    c->games_per_cycle = 24;
+    c->shard_games = 8;
     c->sync_train = 0;
     c->max_ahead = 1;
     c->seed = 0;
     c->progress_s = 1.0;
     c->verify_shards = 0;
     c->threads = 2;
-    c->games_per_thread = 32;
+    c->games_per_thread = 16;
     c->leaves_per_game = 4;
     snprintf(c->search, sizeof c->search, "gumbel");
     c->visits = 64;
@@ -42,10 +42,10 @@ void sp_config_default(sp_config_t *c) {
     c->no_resign_fraction = 0.2;
     snprintf(c->backend, sizeof c->backend, "cpu");
     c->device = 0;
-    c->streams = 0;
+    c->streams = 2;
     c->max_batch = 256;
     c->gather_us = 1000;
-    c->cpu_threads = 0;
+    c->cpu_threads = 2;
 }
 
 int sp_config_flags(sp_config_t *c, cfg_opt_t *opts, int cap) {

@@ -25,8 +25,8 @@ typedef struct {
     /* run */
     char run[CFG_STRING_MAX];      /* run directory ("runs/default") */
     int64_t cycles;                /* published nets in total, counting resumed ones (10) */
-    int64_t games_per_cycle;       /* games a cycle plays before its net is trained (32) */
-    int64_t shard_games;           /* games per shard; 0: one shard per cycle (16) */
+    int64_t games_per_cycle;       /* games a cycle plays before its net is trained (24) */
+    int64_t shard_games;           /* games per shard; 0: one shard per cycle (8) */
     int sync_train;                /* 1: wait for each net before playing on (0: overlap) */
     int64_t max_ahead;             /* cycles self-play may run ahead of the newest net (1) */
     int64_t seed;                  /* 0: a new seed per invocation; else mixed with the run row id */
@@ -34,7 +34,7 @@ typedef struct {
     int verify_shards;             /* hash every shard at start-up (0: sizes only) */
     /* workers */
     int64_t threads;               /* self-play worker threads (2) */
-    int64_t games_per_thread;      /* games each worker drives at once (32) */
+    int64_t games_per_thread;      /* games each worker drives at once (16) */
     int64_t leaves_per_game;       /* leaves one game adds to a batch per step (4) */
     /* search */
     char search[CFG_STRING_MAX];   /* "gumbel" | "puct" */
@@ -59,10 +59,10 @@ typedef struct {
     /* inference server */
     char backend[CFG_STRING_MAX];  /* "cpu" | "cuda" | "auto" */
     int64_t device;                /* CUDA device */
-    int64_t streams;               /* device workers (0: backend default) */
+    int64_t streams;               /* device workers (2; 0: backend default) */
     int64_t max_batch;             /* positions per device batch (256) */
     int64_t gather_us;             /* wait for a fuller batch at most this long (1000) */
-    int64_t cpu_threads;           /* CPU backend BLAS threads (0: all CPUs) */
+    int64_t cpu_threads;           /* CPU backend BLAS threads in all, split among the workers (2; 0: all CPUs) */
 } sp_config_t;
 
 void sp_config_default(sp_config_t *c);

@@ -836,18 +836,24 @@ static const char *const USAGE =
     "same command again resumes the run. Exit status: 0 done, 1 error, 2 bad flags,\n"
     "130 stopped by Ctrl-C (everything committed is kept).";
 
+void sp_train_config_default(train_config_t *t) {
+    *t = train_config_default();
+    /* For `selfplay` on a 2-core CPU (configs/cpu.ini says the same): a small
+     * net, one BLAS thread (the inference server has the other core), half a
+     * sample per new position. */
+    snprintf(t->net, sizeof t->net, "4x32");
+    t->threads = 1;
+    t->batch = 64;
+    t->samples_per_position = 0.5;
+    t->min_steps_per_cycle = 10;
+    t->max_steps_per_cycle = 200;
+}
+
 int sp_main(int argc, char **argv, int install_stop_handler) {
     static sp_config_t cfg; /* bound by the flag table (large strings) */
     static train_config_t tcfg;
     sp_config_default(&cfg);
-    tcfg = train_config_default();
-    /* CPU-sized trainer defaults (configs/cpu.ini says the same) */
-    snprintf(tcfg.net, sizeof tcfg.net, "4x32");
-    tcfg.batch = 64;
-    tcfg.window_min = 5000;
-    tcfg.samples_per_position = 1.0;
-    tcfg.min_steps_per_cycle = 10;
-    tcfg.max_steps_per_cycle = 60;
+    sp_train_config_default(&tcfg);
     cfg_opt_t opts[SP_CONFIG_NFLAGS + TRAIN_CONFIG_NFLAGS];
     int n = sp_config_flags(&cfg, opts, SP_CONFIG_NFLAGS);
     n += train_config_flags(&tcfg, opts + n, TRAIN_CONFIG_NFLAGS);

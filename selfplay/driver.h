@@ -50,6 +50,10 @@ enum { SP_EXIT_DONE = 0, SP_EXIT_ERROR = 1, SP_EXIT_USAGE = 2, SP_EXIT_INTERRUPT
  * the runs row. Returns an SP_EXIT_* code; on SP_EXIT_ERROR err says why. */
 int sp_run(const sp_config_t *cfg, const train_config_t *tcfg, const char *config_text, char *err, size_t errlen);
 
+/* The trainer's defaults under `selfplay` (train_config_default with a
+ * CPU-sized net and cycle; configs/cpu.ini lists the same values). */
+void sp_train_config_default(train_config_t *t);
+
 /* The whole command: parses argv (flags, --config FILE, --help), installs
  * the Ctrl-C handler when install_stop_handler, runs. Returns an SP_EXIT_* code. */
 int sp_main(int argc, char **argv, int install_stop_handler);

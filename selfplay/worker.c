@@ -79,9 +79,11 @@ int32_t sp_pool_take(sp_pool_t *p, sp_record_t **out, int32_t max, int64_t timeo
     compat_mutex_lock(&p->mu);
     if (p->n_recs == 0 && timeout_ms > 0) compat_cond_timedwait(&p->cv, &p->mu, timeout_ms);
     int32_t n = p->n_recs < max ? p->n_recs : max;
-    memcpy(out, p->recs, (size_t)n * sizeof *out);
-    memmove(p->recs, p->recs + n, (size_t)(p->n_recs - n) * sizeof *out);
-    p->n_recs -= n;
+    if (n > 0) {
+        memcpy(out, p->recs, (size_t)n * sizeof *out);
+        memmove(p->recs, p->recs + n, (size_t)(p->n_recs - n) * sizeof *out);
+        p->n_recs -= n;
+    }
     compat_mutex_unlock(&p->mu);
     return n;
 }

@@ -1,0 +1,122 @@
+/* test_selfplay_config.c - selfplay's flags and configs/:
+ *   - configs/cpu.ini is exactly the built-in defaults (every flag, the
+ *     trainer's included), so the file documents what a bare run does;
+ *   - configs/gpu.ini parses and is GPU-sized (cuda, >= 10x128, >= 400
+ *     visits, max batch 512, 2-4 streams, many games in flight);
+ *   - bad values are refused with the flag's name; the command line wins
+ *     over a file;
+ *   - the translation into MctsParams and the server configuration.
+ */
+#include "sp_test.h"
+
+#include "selfplay/config.h"
+#include "selfplay/driver.h"
+
+static sp_config_t g_cfg;
+static train_config_t g_tcfg;
+static cfg_opt_t g_opts[SP_CONFIG_NFLAGS + TRAIN_CONFIG_NFLAGS];
+
+static int table(void) {
+    sp_config_default(&g_cfg);
+    sp_train_config_default(&g_tcfg);
+    int n = sp_config_flags(&g_cfg, g_opts, SP_CONFIG_NFLAGS);
+    return n + train_config_flags(&g_tcfg, g_opts + n, TRAIN_CONFIG_NFLAGS);
+}
+
+static int parse(int argc, char **argv, char *err, size_t errlen) {
+    int n = table();
+    int rc = cfg_parse(g_opts, n, argc, argv, 1, NULL, 0, NULL, "", stdout, err, errlen);
+    if (rc == CFG_OK) rc = train_config_flags_apply(&g_tcfg, err, errlen);
+    if (rc == CFG_OK) rc = sp_config_check(&g_cfg, err, errlen);
+    return rc;
+}
+
+static void test_cpu_ini_is_default(void) {
+    int n = table();
+    char *def = cfg_dump_string(g_opts, n);
+    char err[1024];
+    CHECK(cfg_load_file(g_opts, n, KOMA_SOURCE_DIR "/configs/cpu.ini", err, sizeof err) == CFG_OK, "cpu.ini: %s", err);
+    char *ini = cfg_dump_string(g_opts, n);
+    /* Line by line, to name the flag that differs. */
+    const char *a = def, *b = ini;
+    while (*a || *b) {
+        const char *ea = strchr(a, '\n'), *eb = strchr(b, '\n');
+        size_t la = ea ? (size_t)(ea - a) : strlen(a), lb = eb ? (size_t)(eb - b) : strlen(b);
+        CHECK(la == lb && !memcmp(a, b, la), "configs/cpu.ini differs from the defaults: '%.*s' vs '%.*s'", (int)la, a,
+              (int)lb, b);
+        a += la + (ea ? 1 : 0);
+        b += lb + (eb ? 1 : 0);
+    }
+    free(def);
+    free(ini);
+    /* ... and every selfplay flag (the first of the table) is written in it. */
+    size_t len = 0;
+    char *text = compat_read_file(KOMA_SOURCE_DIR "/configs/cpu.ini", &len, err, sizeof err);
+    CHECK(text != NULL, "%s", err);
+    cfg_opt_t mine[SP_CONFIG_NFLAGS];
+    int m = sp_config_flags(&g_cfg, mine, SP_CONFIG_NFLAGS);
+    for (int i = 0; text && i < m; i++) {
+        char key[80];
+        snprintf(key, sizeof key, "\n%s = ", mine[i].name);
+        CHECK(strstr(text, key) != NULL, "configs/cpu.ini does not list the selfplay flag '%s'", mine[i].name);
+    }
+    free(text);
+}
+
+static void test_gpu_ini(void) {
+    char err[1024];
+    char *argv[] = {"selfplay", "--config", KOMA_SOURCE_DIR "/configs/gpu.ini", NULL};
+    CHECK(parse(3, argv, err, sizeof err) == CFG_OK, "gpu.ini: %s", err);
+    CHECK(!strcmp(g_cfg.backend, "cuda") && !strcmp(g_tcfg.backend, "cuda"), "gpu.ini backends %s / %s", g_cfg.backend,
+          g_tcfg.backend);
+    int32_t b = 0, c = 0;
+    CHECK(nn_net_size_parse(g_tcfg.net, &b, &c) == 0 && b >= 10 && c >= 128, "gpu.ini net %s", g_tcfg.net);
+    CHECK(g_cfg.visits >= 400 && g_cfg.max_batch == 512 && g_cfg.streams >= 2 && g_cfg.streams <= 4,
+          "gpu.ini visits %lld, max batch %lld, streams %lld", (long long)g_cfg.visits, (long long)g_cfg.max_batch,
+          (long long)g_cfg.streams);
+    /* enough leaves in flight to fill batches of 512 on every stream twice */
+    int64_t in_flight = g_cfg.threads * g_cfg.games_per_thread * g_cfg.leaves_per_game;
+    CHECK(in_flight >= 2 * g_cfg.max_batch * g_cfg.streams, "gpu.ini: %lld leaves in flight", (long long)in_flight);
+    CHECK((g_cfg.games_per_thread / 2) * g_cfg.leaves_per_game >= 128, "gpu.ini: submissions of %lld leaves",
+          (long long)((g_cfg.games_per_thread / 2) * g_cfg.leaves_per_game));
+}
+
+static void test_flags(void) {
+    char err[1024];
+    char *a1[] = {"selfplay", "--search", "mcts", NULL};
+    CHECK(parse(3, a1, err, sizeof err) != CFG_OK && strstr(err, "search"), "--search mcts: '%s'", err);
+    char *a2[] = {"selfplay", "--backend", "tpu", NULL};
+    CHECK(parse(3, a2, err, sizeof err) != CFG_OK && strstr(err, "backend"), "--backend tpu: '%s'", err);
+    char *a3[] = {"selfplay", "--full-prob", "1.5", NULL};
+    CHECK(parse(3, a3, err, sizeof err) != CFG_OK && strstr(err, "full-prob"), "--full-prob 1.5: '%s'", err);
+    char *a4[] = {"selfplay", "--net", "6y64", NULL};
+    CHECK(parse(3, a4, err, sizeof err) != CFG_OK && strstr(err, "net"), "--net 6y64: '%s'", err);
+    /* the command line wins over the file; negative values parse */
+    char *a5[] = {"selfplay", "--visits", "99", "--config", KOMA_SOURCE_DIR "/configs/gpu.ini", "--resign-threshold",
+                  "-0.75", "--no-tree-reuse", "--search", "puct", NULL};
+    CHECK(parse(10, a5, err, sizeof err) == CFG_OK, "%s", err);
+    CHECK(g_cfg.visits == 99 && g_cfg.resign_threshold == -0.75 && !g_cfg.tree_reuse && !strcmp(g_cfg.backend, "cuda"),
+          "visits %lld threshold %g reuse %d backend %s", (long long)g_cfg.visits, g_cfg.resign_threshold,
+          g_cfg.tree_reuse, g_cfg.backend);
+
+    MctsParams p;
+    sp_config_mcts(&g_cfg, 5, &p);
+    CHECK(p.root_mode == MCTS_ROOT_PUCT && p.visits_full == 99 && p.visits_fast == (int32_t)g_cfg.visits_fast &&
+              fabsf(p.full_prob - (float)g_cfg.full_prob) < 1e-6f && p.noise && p.move_temp_plies == 0 &&
+              p.max_ply == (int32_t)g_cfg.max_ply && p.node_limit >= 2 * 99,
+          "mcts params: mode %d visits %d/%d noise %d temp plies %d nodes %d", p.root_mode, p.visits_full,
+          p.visits_fast, p.noise, p.move_temp_plies, p.node_limit);
+    nn_server_config_t sc = sp_config_server(&g_cfg);
+    int64_t half = (g_cfg.games_per_thread + 1) / 2 * g_cfg.leaves_per_game;
+    CHECK(sc.queue_positions >= 2 * g_cfg.threads * half && sc.max_batch == 512 && !strcmp(sc.backend, "cuda") &&
+              sc.expect_features_version == ENC_FEATURES_VERSION,
+          "server: queue %d for %lld threads x 2 x %lld", sc.queue_positions, (long long)g_cfg.threads,
+          (long long)half);
+}
+
+int main(void) {
+    test_cpu_ini_is_default();
+    test_gpu_ini();
+    test_flags();
+    return test_finish("test_selfplay_config");
+}
