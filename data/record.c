@@ -1224,6 +1224,11 @@ static void kif_read(parser_t *p) {
             kif_move(p, k, s, n, ln.no, ln.unterminated);
             continue;
         }
+        if (has_prefix(s, n, "▲") || has_prefix(s, n, "△") || has_prefix(s, n, "☗") || has_prefix(s, n, "☖")) {
+            p_reject(p, false, 0, ln.no, REC_ERR_UNSUPPORTED,
+                     "KI2 notation (moves without numbers and origin squares) is not supported: use KIF or CSA");
+            continue;
+        }
         if (p->started) continue; /* nothing after the moves began changes the position */
         if (s[0] == '|') {
             if (k->board_rows == 0) {
@@ -1511,19 +1516,20 @@ static bool kif_decode(parser_t *p, const uint8_t *data, size_t len, char **owne
         return true;
     }
     if (want == 1) {
-        p_reject(p, true, 0, 0, REC_ERR_ENCODING, "invalid UTF-8 (byte 0x%02X at offset %zu)", data[bad8],
-                 bad8 + (bom ? 3 : 0));
+        p_reject(p, true, 0, 0, REC_ERR_ENCODING, "invalid UTF-8 (byte 0x%02X at offset %llu)", data[bad8],
+                 (unsigned long long)(bad8 + (bom ? 3 : 0)));
         return false;
     }
     size_t badj = sjis_check(data, len);
     if (badj != len) {
         if (want == 2)
-            p_reject(p, true, 0, 0, REC_ERR_ENCODING, "invalid Shift_JIS (byte 0x%02X at offset %zu)", data[badj], badj);
+            p_reject(p, true, 0, 0, REC_ERR_ENCODING, "invalid Shift_JIS (byte 0x%02X at offset %llu)", data[badj],
+                     (unsigned long long)badj);
         else
             p_reject(p, true, 0, 0, REC_ERR_ENCODING,
-                     "unknown text encoding: neither UTF-8 (byte 0x%02X at offset %zu) nor Shift_JIS (byte 0x%02X at "
-                     "offset %zu)",
-                     data[bad8], bad8, data[badj], badj);
+                     "unknown text encoding: neither UTF-8 (byte 0x%02X at offset %llu) nor Shift_JIS (byte 0x%02X at "
+                     "offset %llu)",
+                     data[bad8], (unsigned long long)bad8, data[badj], (unsigned long long)badj);
         return false;
     }
     size_t n = 0;

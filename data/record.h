@@ -32,8 +32,9 @@
  *   game may end with one result word: "resign" or "win" (USI's: the side to
  *   move resigns / declares), or a reason name ("checkmate", "sennichite",
  *   "max_ply", "time", "illegal_move", "abort", ...).
- * Not read: KI2 (moves without origin squares as the only notation, "右"
- *   "引" ...), CSA/KIF variations, JKF/JSON, PSN, EUC-JP/UTF-16 text.
+ * Not read: KI2 (move lines "▲７六歩　△３四歩" without numbers and origins:
+ *   rejected as unsupported), CSA/KIF variations (the main line is read),
+ *   JKF/JSON, PSN, EUC-JP/UTF-16 text (rejected: encoding).
  *
  * ---- Results --------------------------------------------------------------------
  * The side to move at an ending is the one it concerns: resign (%TORYO, 投了),

@@ -50,9 +50,8 @@ static const char *tmp(const char *name) {
 }
 
 static void rm_rf(const char *dir) {
-    char cmd[1000];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", dir);
+    char err[512];
+    if (compat_remove_tree(dir, err, sizeof err) != 0) fprintf(stderr, "%s\n", err);
 }
 
 static void write_text(const char *path, const char *text) {
