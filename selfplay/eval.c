@@ -303,7 +303,7 @@ int sp_eval_run(const char *run_dir, const char *model_a_path, const char *model
             db_status_t st = find_model(sh->db, run_dir, paths[k], &model[k]);
             if (st == DB_OK) {
                 have_model[k] = 1;
-                snprintf(sh->name[k], sizeof sh->name[k], "cycle %d (%s)", model[k].cycle, model[k].path);
+                snprintf(sh->name[k], sizeof sh->name[k], "cycle %d (%.200s)", model[k].cycle, model[k].path);
             } else if (st != DB_NOTFOUND) {
                 set_err(err, errlen, "%s", db_errmsg(sh->db));
                 goto done;

@@ -309,12 +309,15 @@ static void csa_position(sb_t *f, const Position *pos, int startpos) {
 
 /* "+7776FU": the move m from pos (before it is made), with the piece after it. */
 static void csa_move(const Position *pos, Move m, char out[8]) {
-    Piece pc = pos_moved_piece_after(pos, m);
-    int from = 0;
-    if (!move_is_drop(m)) from = (sq_file(move_from(m)) + 1) * 10 + sq_rank(move_from(m)) + 1;
-    int to = (sq_file(move_to(m)) + 1) * 10 + sq_rank(move_to(m)) + 1;
-    snprintf(out, 8, "%c%02d%02d%s", pos_side_to_move(pos) == COLOR_BLACK ? '+' : '-', from, to,
-             csa_piece[piece_type(pc)]);
+    const char *pc = csa_piece[piece_type(pos_moved_piece_after(pos, m))];
+    out[0] = pos_side_to_move(pos) == COLOR_BLACK ? '+' : '-';
+    out[1] = move_is_drop(m) ? '0' : (char)('1' + sq_file(move_from(m))); /* file, rank as digits 1-9; 00 = drop */
+    out[2] = move_is_drop(m) ? '0' : (char)('1' + sq_rank(move_from(m)));
+    out[3] = (char)('1' + sq_file(move_to(m)));
+    out[4] = (char)('1' + sq_rank(move_to(m)));
+    out[5] = pc[0];
+    out[6] = pc[1];
+    out[7] = 0;
 }
 
 static void time_control_text(const match_cfg_t *cfg, char *buf, size_t len) {
