@@ -103,6 +103,36 @@ static bool result_stable(const MctsResult *r) {
     return bv >= 0 && bv == bq;
 }
 
+static int32_t in_flight(const UsiSearch *s) {
+    return (s->batch[0] && s->batch[0]->in_flight) + (s->batch[1] && s->batch[1]->in_flight);
+}
+
+/* A finished batch: its device time is from its submission, or from the end
+ * of the batch before it when it waited behind that one. */
+static void batch_done(UsiSearch *s, int i, int64_t now) {
+    UsiBatch *b = s->batch[i];
+    int64_t from = s->submit_ms_[i] > s->last_done_ms_ ? s->submit_ms_[i] : s->last_done_ms_;
+    s->last_done_ms_ = now;
+    if (b->n < 4) return; /* a batch of a few (the root) pays mostly fixed costs */
+    double per = (double)(now - from) / (double)b->n;
+    s->pos_ms_ = s->pos_ms_ > 0 ? 0.8 * s->pos_ms_ + 0.2 * per : per;
+}
+
+/* How many leaves a new batch may hold now: those that should be evaluated
+ * before the hard deadline behind the batch in flight; one batch at a time
+ * past the soft deadline. */
+static int32_t batch_allowance(const UsiSearch *s, int64_t soft, int64_t hard, int64_t now, int32_t bs) {
+    int32_t busy = in_flight(s);
+    if (soft && now >= soft && busy >= 1) return 0;
+    if (!hard || s->pos_ms_ <= 0) return bs;
+    double queued = 0;
+    for (int i = 0; i < 2; i++)
+        if (s->batch[i] && s->batch[i]->in_flight) queued += s->batch[i]->n;
+    double fit = (double)(hard - now) / s->pos_ms_ - queued;
+    if (fit < 1) return 0;
+    return fit < bs ? (int32_t)fit : bs;
+}
+
 void usi_search_run(UsiSearch *s, const UsiSearchLimits *lim) {
     MctsTree *t = s->tree;
     int64_t interval = s->info_interval_ms > 0 ? s->info_interval_ms : 1000;
@@ -146,15 +176,21 @@ void usi_search_run(UsiSearch *s, const UsiSearchLimits *lim) {
         for (int i = 0; i < 2; i++) {
             UsiBatch *b = s->batch[i];
             if (!b || b->in_flight) continue;
-            int32_t n = mcts_collect(t, bs, b->reqs);
+            int32_t allow = pondering ? bs : batch_allowance(s, soft, hard, now, bs);
+            if (allow <= 0) break;
+            int32_t n = mcts_collect(t, allow, b->reqs);
             if (n <= 0) break;
             sample_depth(s, b);
             char err[256];
             if (usi_eval_submit(s->eval, b, n, err, sizeof err) != 0) eval_error(s, err);
             batch_seq[i] = ++seq;
+            s->submit_ms_[i] = now;
             submitted = true;
             if (!b->in_flight) usi_batch_deliver(t, b); /* uniform answers: at once */
         }
+        if (!submitted && in_flight(s) == 0 && !pondering && hard &&
+            batch_allowance(s, soft, hard, now, bs) <= 0)
+            break; /* nothing more fits before the deadline */
         /* the oldest batch on the device: take it in when it is done, never wait past a deadline */
         int oldest = -1;
         for (int i = 0; i < 2; i++)
@@ -165,6 +201,7 @@ void usi_search_run(UsiSearch *s, const UsiSearchLimits *lim) {
             int rc = usi_eval_poll(s->eval, s->batch[oldest], err, sizeof err);
             if (rc != 0) {
                 if (rc < 0) eval_error(s, err);
+                batch_done(s, oldest, compat_now_ms());
                 usi_batch_deliver(t, s->batch[oldest]);
             } else {
                 compat_sleep_ms(1);

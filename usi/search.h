@@ -56,7 +56,12 @@ MctsTimeLimits usi_go_time_limits(const UsiGo *g, Color side, int32_t ply, int64
  * the hard deadline it stops at once; past the soft one it stops as soon as
  * the most visited root move is also the best by Q. It does not wait for
  * batches still on the device: the answer is given from the tree as it
- * stands, and usi_search_finish takes those batches in afterwards. */
+ * stands, and usi_search_finish takes those batches in afterwards. So that
+ * little is left running when the answer goes out (the next move would wait
+ * for it), a timed search sizes each batch to what should finish before the
+ * hard deadline (from the measured device time per position, behind the
+ * batch in flight), keeps one batch in flight, not two, once past the soft
+ * deadline, and answers at once when nothing more fits. */
 typedef struct {
     int64_t visits;   /* playouts; <= 0: unbounded (time, stop or a full pool) */
     int64_t soft_ms;  /* deadlines; 0 = none (ignored while pondering) */
@@ -88,6 +93,8 @@ typedef struct {
     atomic_int halt_;              /* the tree's stop flag */
     bool warned_;
     int64_t depth_sum_, depth_n_;
+    double pos_ms_;                /* device time per position (moving average; 0 = unknown) */
+    int64_t submit_ms_[2], last_done_ms_;
 } UsiSearch;
 
 /* Runs the search to its limits or the stop flag, printing an info line

@@ -1,0 +1,106 @@
+/* test_usi_transcripts.c - replays every tests/data/usi/<name>.usi transcript
+ * against the real koma binary.
+ *
+ * Transcript lines (one action each; '#' starts a comment line):
+ *   > TEXT              send TEXT to koma
+ *   < PREFIX            wait (10 s) for a line starting with PREFIX
+ *   <N PREFIX           the same, waiting at most N ms
+ *   ~ N                 read what comes for N ms
+ *   ! none PREFIX       no line starting with PREFIX since the last match
+ *   ! legal POS         the last matched line is "bestmove M ..." with M legal
+ *                       in POS = startpos|sfen <sfen> [moves ...]
+ *   ! exit N            koma exits within N ms with status 0
+ * A transcript fails at its first broken expectation, naming file and line. */
+#include "usi_test.h"
+
+#include <dirent.h>
+
+static const char *last_match;
+
+static bool legal_in(const char *spec, const char *bm) {
+    Position *pos = malloc(sizeof *pos);
+    char sfen[256] = "startpos", moves[8192] = "";
+    const char *mv = strstr(spec, " moves ");
+    if (strncmp(spec, "sfen ", 5) == 0) {
+        size_t n = mv ? (size_t)(mv - spec - 5) : strlen(spec + 5);
+        snprintf(sfen, sizeof sfen, "%.*s", (int)n, spec + 5);
+    }
+    if (mv) snprintf(moves, sizeof moves, "%s", mv + 7);
+    char txt[16];
+    bool ok = play_moves(pos, sfen, moves) && bestmove_of(pos, bm, txt, sizeof txt) != MOVE_NONE;
+    free(pos);
+    return ok;
+}
+
+static int run_file(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        CHECK(0, "%s: cannot open", path);
+        return 1;
+    }
+    Proc p;
+    int before = failures;
+    CHECK(proc_start(&p, NULL), "%s: start", path);
+    char line[8192];
+    int ln = 0, since = 0;
+    bool exited = false;
+    last_match = NULL;
+    while (fgets(line, sizeof line, f) && failures == before) {
+        ln++;
+        line[strcspn(line, "\r\n")] = 0;
+        if (!line[0] || line[0] == '#') continue;
+        if (line[0] == '>') {
+            proc_send(&p, "%s", line + 2);
+        } else if (line[0] == '<') {
+            int ms = 10000;
+            const char *prefix = line + 1;
+            if (*prefix >= '0' && *prefix <= '9') ms = (int)strtol(prefix, (char **)&prefix, 10);
+            if (*prefix == ' ') prefix++;
+            last_match = proc_expect(&p, prefix, ms);
+            CHECK(last_match != NULL, "%s:%d: no '%s' within %d ms", path, ln, prefix, ms);
+            since = p.mark;
+        } else if (line[0] == '~') {
+            proc_drain(&p, atoi(line + 1));
+        } else if (strncmp(line, "! none ", 7) == 0) {
+            const char *hit = proc_find(&p, since, p.n_lines, line + 7);
+            CHECK(!hit, "%s:%d: unexpected '%s'", path, ln, hit ? hit : "");
+        } else if (strncmp(line, "! legal ", 8) == 0) {
+            CHECK(last_match && legal_in(line + 8, last_match), "%s:%d: '%s' is not a legal bestmove in %s", path, ln,
+                  last_match ? last_match : "-", line + 8);
+        } else if (strncmp(line, "! exit ", 7) == 0) {
+            exited = proc_wait_exit(&p, atoi(line + 7));
+            CHECK(exited && WIFEXITED(p.status) && WEXITSTATUS(p.status) == 0, "%s:%d: koma did not exit cleanly",
+                  path, ln);
+        } else {
+            CHECK(0, "%s:%d: bad transcript line '%s'", path, ln, line);
+        }
+    }
+    fclose(f);
+    if (failures != before) proc_dump(&p, path);
+    proc_end(&p);
+    return failures != before;
+}
+
+int main(void) {
+    watchdog(170);
+    const char *dir = KOMA_SOURCE_DIR "/tests/data/usi";
+    DIR *d = opendir(dir);
+    CHECK(d != NULL, "%s: cannot open", dir);
+    int files = 0;
+    char names[64][256];
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL && files < 64) {
+        size_t n = strlen(e->d_name);
+        if (n > 4 && strcmp(e->d_name + n - 4, ".usi") == 0) snprintf(names[files++], sizeof names[0], "%s", e->d_name);
+    }
+    if (d) closedir(d);
+    qsort(names, (size_t)files, sizeof names[0], (int (*)(const void *, const void *))strcmp);
+    CHECK(files >= 3, "transcripts found: %d", files);
+    for (int i = 0; i < files; i++) {
+        char path[600];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        int bad = run_file(path);
+        printf("%s: %s\n", names[i], bad ? "FAILED" : "ok");
+    }
+    return test_finish("test_usi_transcripts");
+}
