@@ -397,6 +397,33 @@ done:
     return rc;
 }
 
+int sp_eval_cycles(const char *run_dir, int32_t cycle_a, int32_t cycle_b, const sp_eval_config_t *cfg,
+                   sp_eval_result_t *res, char *err, size_t errlen) {
+    memset(res, 0, sizeof *res);
+    res->cycle_a = res->cycle_b = res->ladder.cycle = -1;
+    if (!run_dir) {
+        set_err(err, errlen, "evaluation: no run directory");
+        return -1;
+    }
+    char dbp[1200];
+    snprintf(dbp, sizeof dbp, "%s/koma.db", run_dir);
+    db_t *db = NULL;
+    if (db_open(dbp, DB_OPEN_READONLY, &db, err, errlen) != DB_OK) return -1;
+    db_model_t m[2];
+    int32_t cyc[2] = {cycle_a, cycle_b};
+    for (int k = 0; k < 2; k++) {
+        db_status_t st = db_model_by_cycle(db, cyc[k], &m[k]);
+        if (st != DB_OK) {
+            if (st == DB_NOTFOUND) set_err(err, errlen, "%s: no model of cycle %d", dbp, cyc[k]);
+            else set_err(err, errlen, "%s", db_errmsg(db));
+            db_close(db);
+            return -1;
+        }
+    }
+    db_close(db);
+    return sp_eval_run(run_dir, m[0].path, m[1].path, cfg, res, err, errlen);
+}
+
 int sp_eval_match(const char *run_dir, const char *model_a_path, const char *model_b_path, int32_t games,
                   int32_t visits, uint64_t seed, sp_eval_result_t *res, char *err, size_t errlen) {
     sp_eval_config_t cfg;

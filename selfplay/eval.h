@@ -68,6 +68,12 @@ typedef struct {
 int sp_eval_run(const char *run_dir, const char *model_a_path, const char *model_b_path,
                 const sp_eval_config_t *cfg, sp_eval_result_t *res, char *err, size_t errlen);
 
+/* sp_eval_run between the nets of two cycles of the run in run_dir, their
+ * files taken from its models table (run-relative paths). -1 with err when
+ * either cycle has no model. */
+int sp_eval_cycles(const char *run_dir, int32_t cycle_a, int32_t cycle_b, const sp_eval_config_t *cfg,
+                   sp_eval_result_t *res, char *err, size_t errlen);
+
 /* sp_eval_run with the defaults except games, visits and seed. */
 int sp_eval_match(const char *run_dir, const char *model_a_path, const char *model_b_path, int32_t games,
                   int32_t visits, uint64_t seed, sp_eval_result_t *res, char *err, size_t errlen);

@@ -117,11 +117,19 @@ int main(void) {
     free(pts);
     db_close(db);
 
+    /* By cycle numbers, as the driver calls it: cycle 2 against 0. */
+    cfg.games = 2;
+    rc = sp_eval_cycles(g_dir, 2, 0, &cfg, &r, err, sizeof err);
+    if (rc) fprintf(stderr, "%s\n", err);
+    CHECK(rc == 0 && r.cycle_a == 2 && r.cycle_b == 0 && r.games == 2 && r.match_id > 0);
+    CHECK(t_sql_int(dbp, "SELECT count(*) FROM matches WHERE cycle = 2") == 2);
+    CHECK(sp_eval_cycles(g_dir, 5, 0, &cfg, &r, err, sizeof err) != 0 && strstr(err, "cycle 5"));
+
     /* A net that is not registered: games are stored, no matches row. */
     CHECK(sp_eval_match(g_dir, "models/cycle-0007.safetensors", "models/cycle-0000.safetensors", 2, 4, 1, &r, err,
                         sizeof err) == 0);
     CHECK(r.match_id == 0 && r.cycle_a == -1 && r.cycle_b == 0 && r.games == 2);
-    CHECK(t_sql_int(dbp, "SELECT count(*) FROM matches") == 2);
+    CHECK(t_sql_int(dbp, "SELECT count(*) FROM matches") == 3);
     CHECK(t_sql_int(dbp, "SELECT count(*) FROM match_games WHERE match_id IS NULL") == 2);
 
     /* Failures name the file. */
