@@ -612,7 +612,7 @@ static void csa_board(parser_t *p, csa_t *c, const char *s, size_t n, int32_t li
         }
         setup_startpos(&c->b, p->pos);
         c->mode = 1;
-    } else if (c->mode == 0) {
+    } else if (c->mode == 0 && n > 2) { /* pieces on an empty board ("P+" alone says nothing) */
         memset(c->b.board, 0, sizeof c->b.board);
         c->mode = 3;
     }

@@ -311,6 +311,21 @@ static void test_notation(void) {
     CHECK(l.n_games == 1 && l.n_rejects == 0);
     if (l.n_games == 1) check_game(&l.games[0], "startpos", "7g7f 3c3d 8h2b+", DB_RESULT_BLACK_WIN, DB_REASON_RESIGN);
     rec_list_free(&l);
+    /* CSA as floodgate writes it: P1..P9, empty P+/P- hand lines, V2, $ lines, T times */
+    l = parse_text("f.csa",
+                   "V2\nN+a\nN-b\n$EVENT:x\n$START_TIME:2024/01/01 00:00:00\nP1-KY-KE-GI-KI-OU-KI-GI-KE-KY\n"
+                   "P2 * -HI *  *  *  *  * -KA * \nP3-FU-FU-FU-FU-FU-FU-FU-FU-FU\nP4 *  *  *  *  *  *  *  *  * \n"
+                   "P5 *  *  *  *  *  *  *  *  * \nP6 *  *  *  *  *  *  *  *  * \nP7+FU+FU+FU+FU+FU+FU+FU+FU+FU\n"
+                   "P8 * +KA *  *  *  *  * +HI * \nP9+KY+KE+GI+KI+OU+KI+GI+KE+KY\nP+\nP-\n+\n+2726FU\nT1\n-8384FU\nT0\n"
+                   "%TORYO\n'P1 rows again in a comment\n",
+                   REC_FORMAT_AUTO);
+    CHECK(l.n_games == 1 && l.n_rejects == 0);
+    if (l.n_games == 1) check_game(&l.games[0], "startpos", "2g2f 8c8d", DB_RESULT_WHITE_WIN, DB_REASON_RESIGN);
+    rec_list_free(&l);
+    /* "P+"/"P-" with no pieces before any board: still the start position */
+    l = parse_text("g.csa", "P+\nP-\n+\n+7776FU\n", REC_FORMAT_CSA);
+    CHECK(l.n_games == 1 && l.n_rejects == 0);
+    rec_list_free(&l);
     /* CSA: a promotion is the piece changing; keeping it is not promoting */
     l = parse_text("p.csa", "PI\n+\n+7776FU\n-3334FU\n+8822KA\n%CHUDAN\n", REC_FORMAT_CSA);
     CHECK(l.n_games == 1);
