@@ -52,6 +52,7 @@ typedef struct {
     int64_t black, white, draws;
     int64_t reasons[RULES_END_NB];
     int64_t no_resign, would_resign, false_resign;
+    int64_t mixed;           /* games played by more than one net */
     int64_t evaluated, batches;
     double busy_s, worker_s; /* device busy seconds, wall x workers */
     int64_t gens[8], gen_games[8];
@@ -331,9 +332,10 @@ static void write_metrics(driver_t *d, const cycle_acc_t *a, int64_t games, int6
     dlog(d,
          "cycle %" PRId64 " self-play done: %" PRId64 " games this session (%" PRId64 " in all; black %" PRId64
          " white %" PRId64 " draw %" PRId64 "; %s), %" PRId64 " positions (%" PRId64 " with a policy target), "
-         "%.1f plies/game, %.1f s, %.1f positions/s, %.0f evals/s, batch %.1f, busy %.0f%%",
+         "%.1f plies/game, %" PRId64 " games played by two nets or more, %.1f s, %.1f positions/s, %.0f evals/s, "
+         "batch %.1f, busy %.0f%%",
          a->cycle, a->games, games, a->black, a->white, a->draws, len ? rs : "-", a->rows, a->full_rows,
-         a->games ? m.avg_plies : 0.0, sp_s, a->games ? m.positions_per_s : 0.0, m.evals_per_s > 0 ? m.evals_per_s : 0.0,
+         a->games ? m.avg_plies : 0.0, a->mixed, sp_s, a->games ? m.positions_per_s : 0.0, m.evals_per_s > 0 ? m.evals_per_s : 0.0,
          a->batches ? m.avg_batch : 0.0, a->worker_s > 0 ? m.busy_pct : 0.0);
     char rate[32] = "n/a";
     if (a->would_resign) snprintf(rate, sizeof rate, "%.3f", (double)a->false_resign / (double)a->would_resign);
@@ -382,6 +384,7 @@ static int handle_record(driver_t *d, sp_record_t *r, char *err, size_t errlen) 
     if (r->no_resign) a->no_resign++;
     if (r->would_resign != COLOR_NB) a->would_resign++;
     if (r->false_resign) a->false_resign++;
+    if (r->n_gens > 1) a->mixed++;
     int32_t k = 0;
     while (k < a->n_gens && a->gens[k] != gen) k++;
     if (k == a->n_gens && k < 8) a->gens[a->n_gens++] = gen;

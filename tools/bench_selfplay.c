@@ -9,6 +9,7 @@
  *
  * Usage: bench_selfplay [--config configs/cpu.ini] [--net 4x32] [--seconds 30]
  *                       [--warmup 5] [any selfplay flag: --threads, --visits, --backend, ...]
+ * Trainer flags are accepted and ignored, except --net (the random net's size).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +23,9 @@
 #include "nn/net.h"
 #include "nn/server.h"
 #include "selfplay/config.h"
+#include "selfplay/driver.h"
 #include "selfplay/worker.h"
+#include "train/trainer.h"
 
 typedef struct {
     int64_t searches, leaves, games, rows, plies, evaluated, batches, lookups, hits;
@@ -64,12 +67,13 @@ static void snap(sp_pool_t *pool, nn_server_t *srv, MctsCache *cache, snap_t *s,
 
 int main(int argc, char **argv) {
     static sp_config_t cfg;
+    static train_config_t tcfg; /* its flags are accepted (the configs hold them); net sizes the random net */
     sp_config_default(&cfg);
-    static char net[CFG_STRING_MAX] = "4x32";
+    sp_train_config_default(&tcfg);
     double seconds = 30, warmup = 5;
-    cfg_opt_t opts[SP_CONFIG_NFLAGS + 3];
+    cfg_opt_t opts[SP_CONFIG_NFLAGS + TRAIN_CONFIG_NFLAGS + 2];
     int n = sp_config_flags(&cfg, opts, SP_CONFIG_NFLAGS);
-    opts[n++] = (cfg_opt_t){"net", CFG_TYPE_STRING, net, 1, 0, "net size BLOCKSxCHANNELS (random weights)"};
+    n += train_config_flags(&tcfg, opts + n, TRAIN_CONFIG_NFLAGS);
     opts[n++] = (cfg_opt_t){"seconds", CFG_TYPE_DOUBLE, &seconds, 0.1, 1e6, "measured seconds"};
     opts[n++] = (cfg_opt_t){"warmup", CFG_TYPE_DOUBLE, &warmup, 0, 1e6, "seconds before measuring"};
     char err[1024];
@@ -77,10 +81,12 @@ int main(int argc, char **argv) {
                        "usage: bench_selfplay [--config FILE] [--net 4x32] [--seconds 30] [--warmup 5] [selfplay flags]",
                        stdout, err, sizeof err);
     if (rc == CFG_HELP) return 0;
-    if (rc != CFG_OK || sp_config_check(&cfg, err, sizeof err) != 0) {
+    if (rc != CFG_OK || train_config_flags_apply(&tcfg, err, sizeof err) != 0 ||
+        sp_config_check(&cfg, err, sizeof err) != 0) {
         fprintf(stderr, "bench_selfplay: %s\n", err);
         return 2;
     }
+    const char *net = tcfg.net;
     nn_net_config_t nc = {0, 0, NN_ACT_RELU, ENC_PLANES, ENC_HAND, ENC_FEATURES_VERSION};
     if (nn_net_size_parse(net, &nc.blocks, &nc.channels) != 0) {
         fprintf(stderr, "bench_selfplay: --net '%s' is not BLOCKSxCHANNELS\n", net);

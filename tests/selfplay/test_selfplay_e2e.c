@@ -7,7 +7,8 @@
  *   - the runs row holds the effective flags; cycle_metrics rows of both
  *     cycles hold their games and figures; games name the model that played;
  *   - the same command again has nothing to do and adds no game;
- *   - --cycles 3 resumes: one more cycle, models 0..3, earlier games kept.
+ *   - --cycles 4 --sync-train resumes: two more cycles, self-play pausing
+ *     until each net is published; models 0..4, earlier games kept.
  * Run it under TSan (-DKOMA_SANITIZE=thread, OPENBLAS_NUM_THREADS=1) for
  * the worker / server / trainer / writer hand-offs.
  */
@@ -18,7 +19,7 @@
 #define GPC 6
 #define MAX_PLY 48
 
-static int run(const char *dir, int cycles) {
+static int run(const char *dir, int cycles, bool sync) {
     char cyc[16], run_dir[700];
     snprintf(cyc, sizeof cyc, "%d", cycles);
     snprintf(run_dir, sizeof run_dir, "%s", dir);
@@ -27,8 +28,8 @@ static int run(const char *dir, int cycles) {
                     "--visits-fast", "4", "--full-prob", "0.5", "--gumbel-m", "4", "--max-ply", "48", "--net", "1x8",
                     "--progress", "0", "--min-steps-per-cycle", "2", "--max-steps-per-cycle", "4", "--batch", "16",
                     "--window-min", "200", "--seed", "7", "--cpu-threads", "1", "--train-threads", "1",
-                    "--cache-mb", "1", "--random-opening", "2", NULL};
-    int argc = (int)(sizeof argv / sizeof argv[0]) - 1;
+                    "--cache-mb", "1", "--random-opening", "2", sync ? "--sync-train" : NULL, NULL};
+    int argc = (int)(sizeof argv / sizeof argv[0]) - (sync ? 1 : 2);
     return sp_main(argc, argv, 0);
 }
 
@@ -96,12 +97,37 @@ static void check_db_facts(const char *dir, int cycles) {
     db_close(db);
 }
 
+/* Games of shard cycle `cycle` whose model is of cycle `model`. */
+static int64_t model_games(const char *dir, int cycle, int model) {
+    char path[800], err[1024];
+    snprintf(path, sizeof path, "%s/koma.db", dir);
+    db_t *db = NULL;
+    if (db_open(path, DB_OPEN_READONLY, &db, err, sizeof err) != DB_OK) return -1;
+    db_shard_t *sh = NULL;
+    int32_t n = 0;
+    int64_t cnt = 0;
+    db_shards_recent(db, 0, &sh, &n);
+    for (int32_t i = 0; i < n; i++) {
+        if (sh[i].cycle != cycle) continue;
+        db_game_list_t gl = {0};
+        db_games_of_shard(db, sh[i].id, &gl);
+        for (int64_t k = 0; k < gl.n; k++) {
+            db_model_t m;
+            if (db_model_get(db, gl.games[k].model_id, &m) == DB_OK && m.cycle == model) cnt++;
+        }
+        db_game_list_free(&gl);
+    }
+    free(sh);
+    db_close(db);
+    return cnt;
+}
+
 int main(void) {
     const char *dir = scratch_dir("sp_e2e");
     char d[700];
     snprintf(d, sizeof d, "%s/run", dir);
     int64_t t0 = compat_now_ms();
-    int rc = run(d, 2);
+    int rc = run(d, 2, false);
     CHECK(rc == SP_EXIT_DONE, "selfplay --cycles 2 exited %d", rc);
     fprintf(stderr, "two cycles: %.1f s\n", (double)(compat_now_ms() - t0) / 1000.0);
     run_state_t rs;
@@ -115,20 +141,29 @@ int main(void) {
     check_db_facts(d, 2);
 
     /* Done already: nothing is played. */
-    rc = run(d, 2);
+    rc = run(d, 2, false);
     CHECK(rc == SP_EXIT_DONE, "second run exited %d", rc);
     run_state_t rs2;
     check_run(d, CHECK_RUN_CLEAN, MAX_PLY, &rs2);
     CHECK(rs2.games == rs.games && rs2.models == 3, "a finished run grew: %lld games, %lld models", (long long)rs2.games,
           (long long)rs2.models);
 
-    /* One more cycle. */
-    rc = run(d, 3);
-    CHECK(rc == SP_EXIT_DONE, "--cycles 3 exited %d", rc);
-    check_run(d, CHECK_RUN_REPLAY | CHECK_RUN_CLEAN, MAX_PLY, &rs2);
-    CHECK(rs2.latest_cycle == 3 && rs2.games == 3 * GPC, "after --cycles 3: model %d, %lld games", rs2.latest_cycle,
+    /* Two more cycles with --sync-train: self-play pauses after cycle 3
+     * until model 3 is published, so cycle 4's games are (mostly) model 3's. */
+    rc = run(d, 4, true);
+    CHECK(rc == SP_EXIT_DONE, "--cycles 4 --sync-train exited %d", rc);
+    check_run(d, CHECK_RUN_REPLAY | CHECK_RUN_CLEAN | CHECK_RUN_LOAD_MODELS, MAX_PLY, &rs2);
+    CHECK(rs2.latest_cycle == 4 && rs2.games == 4 * GPC, "after --cycles 4: model %d, %lld games", rs2.latest_cycle,
           (long long)rs2.games);
-    check_db_facts(d, 3);
+    check_db_facts(d, 4);
+    char logp[800];
+    snprintf(logp, sizeof logp, "%s/log", d);
+    size_t n = 0;
+    char *text = compat_read_file(logp, &n, NULL, 0);
+    CHECK(text && strstr(text, "self-play paused: cycle 4 waits for model 3") && strstr(text, "self-play resumed with model 3"),
+          "the log does not show the pause for model 3");
+    free(text);
+    CHECK(model_games(d, 4, 3) > 0, "no game of cycle 4 was played by model 3");
     if (!g_fail) rm_tree(dir);
     return test_finish("test_selfplay_e2e");
 }
