@@ -29,6 +29,15 @@
  * (re)started stops the match (exit status 1) after the games in progress.
  * Ctrl-C: the games in progress are abandoned (not recorded); the ones
  * finished are summarised and recorded.
+ *
+ * Records: every finished game goes to match_games of the database given
+ * (--db FILE or --run DIR) and to DIR/game-NNNN.csa (--csa-dir). A matches
+ * row (W/D/L and trinomial Elo) needs one side to be a net of that run
+ * (--cycle1/--cycle2: schema v1's matches.model_a references models); it is
+ * written from that net's side, the other engine named by its id name.
+ * The move limit counts as engine/rules.h does, from the start position's
+ * move number (an opening SFEN at ply 31 has 30 moves counted already).
+ * Built as build/tools/usi-match.
  */
 #include <ctype.h>
 #include <inttypes.h>
@@ -567,7 +576,8 @@ static void usage(FILE *out) {
             "  --byoyomi MS                  byoyomi per move (default 1000 when no other time is given)\n"
             "  --time MS --inc MS            main time, and Fischer increment per move\n"
             "  --tolerance MS                grace on every move's time (default 200)\n"
-            "  --max-ply N                   draw after N moves (default 320; 0 = none)\n"
+            "  --max-ply N                   draw after move N, counted from the SFEN's move number\n"
+            "                                (default 320; 0 = none)\n"
             "  --concurrency K               games at once (default 1; each has its own engine processes)\n"
             "  --db FILE | --run DIR         record the games (and a matches row) in FILE or DIR/koma.db\n"
             "  --cycle1 C, --cycle2 C        the engine plays the net of cycle C of that run (for the matches row)\n"
