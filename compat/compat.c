@@ -727,16 +727,38 @@ static char *quote_arg(char *p, const char *arg) {
     *p++ = '"';
     return p;
 }
+
+/* Spawns take turns, so an inheritable handle made for one child (a pipe end,
+ * a redirection) never leaks into another. */
+static pthread_mutex_t g_spawn_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* An inheritable handle on path for a child's output: "" is NUL. */
+static HANDLE open_output(const char *path) {
+    SECURITY_ATTRIBUTES sa = {sizeof sa, NULL, TRUE};
+    return CreateFileA(path[0] ? path : "NUL", GENERIC_WRITE, FILE_SHARE_READ | FILE_SHARE_WRITE, &sa,
+                       CREATE_ALWAYS, FILE_ATTRIBUTE_NORMAL, NULL);
+}
 #else
 extern char **environ;
+
+/* A close-on-exec descriptor on path for a child's output: "" is /dev/null. */
+static int open_output(const char *path) {
+    return open(path[0] ? path : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+}
 #endif
 
 int compat_run(const char *const *argv, int *status, char *err, size_t errlen) {
+    return compat_run_io(argv, NULL, NULL, status, err, errlen);
+}
+
+int compat_run_io(const char *const *argv, const char *out_path, const char *err_path, int *status, char *err,
+                  size_t errlen) {
     if (status) *status = -1;
     if (!argv || !argv[0]) {
         set_err(err, errlen, "compat_run: no program");
         return -1;
     }
+    int same = out_path && err_path && strcmp(out_path, err_path) == 0;
 #ifdef _WIN32
     size_t n = 1;
     for (int i = 0; argv[i]; i++) n += 3 + 2 * strlen(argv[i]) + 1;
@@ -756,10 +778,37 @@ int compat_run(const char *const *argv, int *status, char *err, size_t errlen) {
     PROCESS_INFORMATION pi;
     memset(&si, 0, sizeof si);
     si.cb = sizeof si;
+    HANDLE ho = INVALID_HANDLE_VALUE, he = INVALID_HANDLE_VALUE;
+    pthread_mutex_lock(&g_spawn_mu);
+    if (out_path && (ho = open_output(out_path)) == INVALID_HANDLE_VALUE) {
+        pthread_mutex_unlock(&g_spawn_mu);
+        set_err(err, errlen, "%s: cannot create (Windows error %lu)", out_path, (unsigned long)GetLastError());
+        free(cmd);
+        return -1;
+    }
+    if (err_path && !same && (he = open_output(err_path)) == INVALID_HANDLE_VALUE) {
+        DWORD e = GetLastError();
+        if (ho != INVALID_HANDLE_VALUE) CloseHandle(ho);
+        pthread_mutex_unlock(&g_spawn_mu);
+        set_err(err, errlen, "%s: cannot create (Windows error %lu)", err_path, (unsigned long)e);
+        free(cmd);
+        return -1;
+    }
+    if (same) he = ho;
+    if (out_path || err_path) {
+        si.dwFlags = STARTF_USESTDHANDLES;
+        si.hStdInput = GetStdHandle(STD_INPUT_HANDLE);
+        si.hStdOutput = out_path ? ho : GetStdHandle(STD_OUTPUT_HANDLE);
+        si.hStdError = err_path ? he : GetStdHandle(STD_ERROR_HANDLE);
+    }
     BOOL ok = CreateProcessA(NULL, cmd, NULL, NULL, TRUE, 0, NULL, NULL, &si, &pi);
+    DWORD cerr = ok ? 0 : GetLastError();
+    if (ho != INVALID_HANDLE_VALUE) CloseHandle(ho);
+    if (he != INVALID_HANDLE_VALUE && !same) CloseHandle(he);
+    pthread_mutex_unlock(&g_spawn_mu);
     free(cmd);
     if (!ok) {
-        set_err(err, errlen, "%s: cannot start (Windows error %lu)", argv[0], (unsigned long)GetLastError());
+        set_err(err, errlen, "%s: cannot start (Windows error %lu)", argv[0], (unsigned long)cerr);
         return -1;
     }
     WaitForSingleObject(pi.hProcess, INFINITE);
@@ -772,8 +821,26 @@ int compat_run(const char *const *argv, int *status, char *err, size_t errlen) {
 #else
     fflush(stdout);
     fflush(stderr);
+    int fo = -1, fe = -1;
+    if (out_path && (fo = open_output(out_path)) < 0) {
+        set_err(err, errlen, "%s: cannot create: %s", out_path, strerror(errno));
+        return -1;
+    }
+    if (err_path && !same && (fe = open_output(err_path)) < 0) {
+        set_err(err, errlen, "%s: cannot create: %s", err_path, strerror(errno));
+        if (fo >= 0) close(fo);
+        return -1;
+    }
+    if (same) fe = fo;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    if (fo >= 0) posix_spawn_file_actions_adddup2(&fa, fo, 1);
+    if (fe >= 0) posix_spawn_file_actions_adddup2(&fa, fe, 2);
     pid_t pid;
-    int rc = posix_spawnp(&pid, argv[0], NULL, NULL, (char *const *)argv, environ);
+    int rc = posix_spawnp(&pid, argv[0], &fa, NULL, (char *const *)argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (fo >= 0) close(fo);
+    if (fe >= 0 && !same) close(fe);
     if (rc != 0) {
         set_err(err, errlen, "%s: cannot start: %s", argv[0], strerror(rc));
         return -1;
@@ -821,11 +888,6 @@ struct compat_proc {
     pid_t pid;
 #endif
 };
-
-#ifdef _WIN32
-/* Spawns take turns, so an inheritable pipe end of one child never leaks into another. */
-static pthread_mutex_t g_spawn_mu = PTHREAD_MUTEX_INITIALIZER;
-#endif
 
 compat_proc_t *compat_proc_spawn(const char *const *argv, const char *stderr_path, char *err, size_t errlen) {
     if (!argv || !argv[0]) {

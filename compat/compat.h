@@ -139,6 +139,12 @@ int compat_getpid(void);
  * wine). Replaces system()/popen() + shell quoting. stdin/stdout/stderr are
  * inherited. */
 int compat_run(const char *const *argv, int *status, char *err, size_t errlen);
+/* compat_run with the child's stdout / stderr sent to files: a NULL path
+ * inherits ours, "" discards the output, any other path is created or
+ * truncated (the same path for both: one file, like "> f 2>&1"). A file that
+ * cannot be created is an error naming it. Replaces system("p > o 2> e"). */
+int compat_run_io(const char *const *argv, const char *out_path, const char *err_path, int *status, char *err,
+                  size_t errlen);
 /* Sets (value != NULL) or removes (value == NULL) an environment variable of
  * this process. Returns 0 on success. Replaces setenv/unsetenv. */
 int compat_setenv(const char *name, const char *value);

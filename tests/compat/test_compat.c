@@ -254,11 +254,41 @@ static void test_run(const char *self) {
     snprintf(missing, sizeof missing, "%s/no/such/dir/prog", KOMA_TEST_TMP);
     const char *none2[] = {missing, NULL};
     CHECK(compat_run(none2, &status, err, sizeof err) == -1);
+
+    /* Output to files: separate, together, discarded; a bad path is named. */
+    char out[400], errf[400];
+    snprintf(out, sizeof out, "%s/run_out_%d.txt", KOMA_TEST_TMP, compat_getpid());
+    snprintf(errf, sizeof errf, "%s/run_err_%d.txt", KOMA_TEST_TMP, compat_getpid());
+    const char *print[] = {self, "--child-print", NULL};
+    CHECK(compat_write_file_durable(out, "old contents, longer than the new", 33, err, sizeof err) == 0);
+    CHECK(compat_run_io(print, out, errf, &status, err, sizeof err) == 0 && status == 0);
+    size_t len = 0;
+    char *o = compat_read_file(out, &len, err, sizeof err), *e = compat_read_file(errf, NULL, err, sizeof err);
+    CHECK(o && strstr(o, "to stdout") && !strstr(o, "to stderr") && !strstr(o, "old contents"));
+    CHECK(e && strstr(e, "to stderr") && !strstr(e, "to stdout"));
+    free(o);
+    free(e);
+    CHECK(compat_run_io(print, out, out, &status, err, sizeof err) == 0 && status == 0);
+    o = compat_read_file(out, NULL, err, sizeof err);
+    CHECK(o && strstr(o, "to stdout") && strstr(o, "to stderr"));
+    free(o);
+    CHECK(compat_run_io(print, "", "", &status, err, sizeof err) == 0 && status == 0);
+    snprintf(missing, sizeof missing, "%s/no/such/dir/out.txt", KOMA_TEST_TMP);
+    err[0] = 0;
+    CHECK(compat_run_io(print, missing, NULL, &status, err, sizeof err) == -1);
+    CHECK(strstr(err, "out.txt") != NULL);
+    compat_remove_file(out);
+    compat_remove_file(errf);
 }
 
 int main(int argc, char **argv) {
     if (argc >= 2 && strcmp(argv[1], "--child") == 0) return child_main(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "--child-exit") == 0) _Exit(7);
+    if (argc >= 2 && strcmp(argv[1], "--child-print") == 0) {
+        printf("to stdout\n");
+        fprintf(stderr, "to stderr\n");
+        return 0;
+    }
     char err[512];
     char dir[256];
     snprintf(dir, sizeof dir, "%s/compat_%d/a/b", KOMA_TEST_TMP, compat_getpid());
