@@ -692,6 +692,18 @@ void compat_install_stop_handler(void) {
 int compat_stop_requested(void) { return atomic_load(&g_stop); }
 void compat_request_stop(void) { atomic_store(&g_stop, 1); }
 
+int compat_reexec_with_env(const char *name, const char *value, char **argv) {
+    if (!name || !value || !argv || !argv[0] || getenv(name)) return -1;
+#if defined(__linux__)
+    if (setenv(name, value, 1) != 0) return -1;
+    execv("/proc/self/exe", argv);
+    unsetenv(name); /* exec failed: carry on as before */
+    return -1;
+#else
+    return -1;
+#endif
+}
+
 int compat_getpid(void) {
 #ifdef _WIN32
     return (int)_getpid();

@@ -128,6 +128,11 @@ void compat_install_stop_handler(void);
 int compat_stop_requested(void);
 void compat_request_stop(void);
 int compat_getpid(void);
+/* Starts the running program again in place (same pid, argv and open files)
+ * with the environment variable name=value added. Does nothing and returns -1
+ * when name is already set (so it cannot loop) or where the platform has no
+ * way to do it (Windows, or no /proc/self/exe); on success it does not return. */
+int compat_reexec_with_env(const char *name, const char *value, char **argv);
 /* Runs the program argv[0] with the arguments argv[1..] (argv ends with
  * NULL; no shell: each argument reaches the program verbatim, spaces and
  * quotes included), waits for it, and stores its exit status in *status:

@@ -187,6 +187,16 @@ struct nn_backend {
  * CBLAS (OpenBLAS) where KOMA_HAVE_CBLAS, else the portable GEMM below. */
 nn_backend_t *nn_backend_cpu_new(int32_t threads);
 void nn_backend_free(nn_backend_t *be); /* NULL ok */
+/* OpenBLAS picks its kernels when it loads; Debian's 0.3.21 runs generic SSE3
+ * kernels on CPUs it does not know. Returns the OPENBLAS_CORETYPE that this CPU
+ * supports and that beats the kernels in use ("SkylakeX", "Haswell"), or NULL
+ * (already set, not OpenBLAS, or nothing better). */
+const char *nn_cpu_blas_better_coretype(void);
+/* Called first thing in main(): where nn_cpu_blas_better_coretype() names a
+ * core type, starts the program again (same argv, same pid, open files kept)
+ * with OPENBLAS_CORETYPE set. KOMA_NO_REEXEC=1 turns it off. Returns when
+ * nothing is to be done or the platform cannot re-execute. */
+void nn_cpu_blas_reexec_if_generic(char **argv);
 
 /* Row-major single-precision GEMM used by the CPU backend:
  * C (M, N) = alpha * op(A) op(B) + beta * C, op = transpose when trans != 0.

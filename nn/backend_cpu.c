@@ -524,21 +524,38 @@ static void cpu_sgd_step(nn_backend_t *be, float *p, const float *g, float *v, i
 /* OpenBLAS 0.3.21 does not know recent Xeons (e.g. family 6 model 207
  * under KVM) and falls back to its SSE3 "Prescott" kernels, 4x slower than
  * its AVX-512 ones here. The choice is made when the library loads, before
- * any of our code runs, so all we can do is say how to fix it, once. */
-static void check_openblas_core(void) {
+ * any of our code runs: programs fix it by starting again with
+ * OPENBLAS_CORETYPE set (nn_cpu_blas_reexec_if_generic), and the backend
+ * says how to fix it, once, where that did not happen. */
+const char *nn_cpu_blas_better_coretype(void) {
 #if defined(KOMA_HAVE_CBLAS) && defined(OPENBLAS_VERSION) && (defined(__x86_64__) || defined(__i386__)) && \
     defined(__GNUC__)
-    static atomic_int warned = 0;
+    if (getenv("OPENBLAS_CORETYPE")) return NULL;
     const char *core = openblas_get_corename();
     if (!core || (strcmp(core, "Prescott") != 0 && strcmp(core, "Core2") != 0 && strcmp(core, "Nehalem") != 0 &&
                   strcmp(core, "Sandybridge") != 0))
-        return;
-    const char *better = __builtin_cpu_supports("avx512f") ? "SkylakeX" : __builtin_cpu_supports("avx2") ? "Haswell" : NULL;
-    if (!better || getenv("OPENBLAS_CORETYPE") || atomic_exchange(&warned, 1)) return;
-    fprintf(stderr, "nn: OpenBLAS runs its generic '%s' kernels on this CPU, which has %s; "
-                    "set OPENBLAS_CORETYPE=%s for several times faster convolutions\n",
-            core, strcmp(better, "SkylakeX") == 0 ? "AVX-512" : "AVX2", better);
+        return NULL;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+        return "SkylakeX";
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
 #endif
+    return NULL;
+}
+
+void nn_cpu_blas_reexec_if_generic(char **argv) {
+    const char *better = nn_cpu_blas_better_coretype();
+    if (!better || getenv("KOMA_NO_REEXEC")) return;
+    /* Returns only when the platform cannot start the program again. */
+    compat_reexec_with_env("OPENBLAS_CORETYPE", better, argv);
+}
+
+static void check_openblas_core(void) {
+    static atomic_int warned = 0;
+    const char *better = nn_cpu_blas_better_coretype();
+    if (!better || atomic_exchange(&warned, 1)) return;
+    fprintf(stderr, "nn: OpenBLAS runs its generic kernels on this CPU; "
+                    "set OPENBLAS_CORETYPE=%s for several times faster convolutions\n", better);
 }
 
 nn_backend_t *nn_backend_cpu_new(int32_t threads) {

@@ -1,4 +1,8 @@
 /* main.c - `selfplay`: the self-play / training loop of one run (driver.h). */
+#include "nn/backend.h"
 #include "selfplay/driver.h"
 
-int main(int argc, char **argv) { return sp_main(argc, argv, 1); }
+int main(int argc, char **argv) {
+    nn_cpu_blas_reexec_if_generic(argv);
+    return sp_main(argc, argv, 1);
+}

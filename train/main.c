@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "compat/compat.h"
+#include "nn/backend.h"
 #include "data/config.h"
 #include "data/db.h"
 #include "data/shard.h"
@@ -95,6 +96,7 @@ static void acc_add(acc_t *a, const nn_metrics_t *m) {
 }
 
 int main(int argc, char **argv) {
+    nn_cpu_blas_reexec_if_generic(argv);
     compat_install_stop_handler();
     train_config_t cfg = train_config_default();
     cfg_opt_t opts[MAX_OPTS];

@@ -16,12 +16,14 @@
 #include <string.h>
 
 #include "compat/compat.h"
+#include "nn/backend.h"
 #include "usi/session.h"
 #include "usi/usi.h"
 
 enum { LINE_MAX_BYTES = 1 << 20 };
 
 int main(int argc, char **argv) {
+    nn_cpu_blas_reexec_if_generic(argv);
     UsiSession *s = usi_session_new(NULL, NULL);
     if (!s) {
         fprintf(stderr, "koma: out of memory\n");
