@@ -118,6 +118,22 @@ static inline int64_t sql_int(sqlite3 *s, const char *q) {
     return v;
 }
 
+/* Games committed in the run at dir (0 when there is no database yet); a
+ * reader beside a running writer (WAL). */
+static inline int64_t committed_games(const char *dir) {
+    char path[800];
+    snprintf(path, sizeof path, "%s/koma.db", dir);
+    if (!compat_file_exists(path)) return 0;
+    sqlite3 *s = NULL;
+    int64_t n = 0;
+    if (sqlite3_open_v2(path, &s, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
+        sqlite3_busy_timeout(s, 2000);
+        n = sql_int(s, "SELECT count(*) FROM games");
+    }
+    sqlite3_close(s);
+    return n < 0 ? 0 : n;
+}
+
 typedef struct {
     const char **paths;
     int32_t n;

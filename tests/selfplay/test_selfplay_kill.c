@@ -1,14 +1,15 @@
 /* test_selfplay_kill.c - kill -9 at random moments, then the same command.
  *
  * Runs the real `selfplay` binary on a small run (one game per shard, so
- * commits are frequent), SIGKILLs it after a random delay (the first one
- * during start-up), checks the run directory as the kill left it (before
+ * commits are frequent), SIGKILLs it at a random moment (the first during
+ * start-up, the others once 0-3 more games are committed, plus 0-0.4 s, so
+ * the kills land mid-run on any machine), checks the run directory as the kill left it (before
  * any clean-up: every games row in a shard that exists and verifies with
  * its rows, integrity_check ok, the models rows' files present, the number
  * of games never lower than before), restarts the same command, and so on;
  * the last start runs to the end and must leave a complete, clean run
  * (every cycle's model, no pending intent, no unregistered shard file).
- * The seed of the random delays is printed; KOMA_KILL_SEED repeats a run.
+ * The seed of the random moments is printed; KOMA_KILL_SEED repeats them.
  */
 #include "sp_test.h"
 
@@ -57,10 +58,18 @@ int main(void) {
     int64_t games_before = 0;
     int landed = 0;
     for (int k = 0; k < KILLS; k++) {
-        double delay = k == 0 ? 0.05 + 0.25 * uniform() : 0.3 + 2.7 * uniform();
+        /* The first kill lands in start-up; the others after 0-3 more games
+         * were committed (whatever the machine's speed) plus 0-0.4 s, so
+         * they hit shard writes, commits, training and model files. */
         compat_proc_t *p = start(dir, log);
-        int status = -1;
-        int still = compat_proc_wait(p, (int64_t)(delay * 1000), &status);
+        int status = -1, still = 1;
+        int64_t t0 = compat_now_ms();
+        double extra = k == 0 ? 0.02 + 0.28 * uniform() : 0.4 * uniform();
+        int64_t want = games_before + (k == 0 ? 0 : (int64_t)(4 * uniform()));
+        while (still == 1 && k > 0 && committed_games(dir) < want && compat_now_ms() - t0 < 120000)
+            still = compat_proc_wait(p, 10, &status);
+        if (still == 1) still = compat_proc_wait(p, (int64_t)(extra * 1000), &status);
+        double delay = (double)(compat_now_ms() - t0) / 1000.0;
         if (still == 1) {
             compat_proc_kill(p);
             compat_proc_wait(p, 30000, &status);
@@ -68,8 +77,9 @@ int main(void) {
         compat_proc_free(p);
         run_state_t rs;
         check_run(dir, CHECK_RUN_REPLAY, MAX_PLY, &rs);
-        printf("  kill %d after %.2f s: %s, %lld games, %lld shards, model %d\n", k + 1, delay,
-               still == 1 ? "killed" : "had exited", (long long)rs.games, (long long)rs.shards, rs.latest_cycle);
+        printf("  kill %d after %.2f s (%lld+ games wanted): %s, %lld games, %lld shards, model %d\n", k + 1, delay,
+               (long long)want, still == 1 ? "killed" : "had exited", (long long)rs.games, (long long)rs.shards,
+               rs.latest_cycle);
         if (still == 1 && rs.latest_cycle < CYCLES) landed++;
         else CHECK(still == 1 || status == 0, "the run exited with %d before its kill", status);
         CHECK(rs.games >= games_before, "games went down from %lld to %lld", (long long)games_before,

@@ -33,20 +33,6 @@ static compat_proc_t *start(const char *dir, const char *log, const char *cycles
     return p;
 }
 
-static int64_t committed_games(const char *dir) {
-    char path[800];
-    snprintf(path, sizeof path, "%s/koma.db", dir);
-    if (!compat_file_exists(path)) return 0;
-    sqlite3 *s = NULL;
-    int64_t n = 0;
-    if (sqlite3_open_v2(path, &s, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
-        sqlite3_busy_timeout(s, 2000);
-        n = sql_int(s, "SELECT count(*) FROM games");
-    }
-    sqlite3_close(s);
-    return n < 0 ? 0 : n;
-}
-
 int main(void) {
     const char *base = scratch_dir("sp_sigint");
     char dir[700], log[760];
