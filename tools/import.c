@@ -16,10 +16,13 @@
  * result, else 0), ply, move and the exact position. Games go into shards of
  * --shard-games games, each written and registered with its games in one
  * transaction (shard_commit). --cycle -1 (the default) registers the shards
- * as cycle -1, "before any self-play": `train --from-games` takes them, a
- * self-play run's cycle windows do not; --cycle N makes them part of cycle N.
- * Their paths are shards/import_<seq>.safetensors (cycle -1) or the
- * self-play names shards/c<cycle>_<seq>.safetensors.
+ * as cycle -1, data from before any self-play cycle: `train --from-games`
+ * takes every shard, and a self-play trainer's window (shards with cycle <=
+ * c, the most recent positions first) takes them too while they are recent
+ * enough, without counting them as any cycle's new positions; --cycle N
+ * counts them as new positions of cycle N (more steps in that cycle). Their
+ * paths are shards/import_<seq>.safetensors (cycle -1) or the self-play names
+ * shards/c<cycle>_<seq>.safetensors.
  *
  * Resuming: games already in the run (same start position and moves) are
  * skipped (--dedup 1, the default), so after a kill or Ctrl-C the same
@@ -349,10 +352,10 @@ int main(int argc, char **argv) {
     opts[n++] = (cfg_opt_t){"run", CFG_TYPE_STRING, g_run, 0, 0, "run directory (created with its koma.db if missing)"};
     opts[n++] = (cfg_opt_t){"min-rating", CFG_TYPE_DOUBLE, &g_min_rating, 1, 0,
                             "keep only games whose two players are both rated >= R (floodgate CSA 'black_rate/'white_rate); "
-                            "games without ratings are skipped when given"};
+                            "games without ratings are skipped when given; the default -1e9 = no filter"};
     opts[n++] = (cfg_opt_t){"skip-draws", CFG_TYPE_BOOL, &g_skip_draws, 0, 1, "skip drawn (and aborted) games"};
     opts[n++] = (cfg_opt_t){"cycle", CFG_TYPE_INT, &g_cycle, -1, 1e9,
-                            "cycle the shards are registered with: -1 = imported data before any self-play cycle"};
+                            "cycle the shards are registered with: -1 = data from before any self-play cycle (no cycle's new positions)"};
     opts[n++] = (cfg_opt_t){"shard-games", CFG_TYPE_INT, &g_shard_games, 1, 1e7, "games per shard file"};
     opts[n++] = (cfg_opt_t){"format", CFG_TYPE_STRING, g_format, 0, 0, "auto (by extension, else content), csa, kif or usi"};
     opts[n++] = (cfg_opt_t){"root-q", CFG_TYPE_STRING, g_root_q, 0, 0,
