@@ -89,7 +89,7 @@ int sp_config_flags(sp_config_t *c, cfg_opt_t *opts, int cap) {
         {"streams", CFG_TYPE_INT, &c->streams, 0, 64, "inference device workers (0 = backend default)"},
         {"max-batch", CFG_TYPE_INT, &c->max_batch, 1, 65536, "positions per inference batch"},
         {"gather-us", CFG_TYPE_INT, &c->gather_us, 0, 1e7, "inference: wait this long for a fuller batch"},
-        {"cpu-threads", CFG_TYPE_INT, &c->cpu_threads, 0, 4096, "CPU inference BLAS threads (0 = all CPUs)"},
+        {"cpu-threads", CFG_TYPE_INT, &c->cpu_threads, 0, 4096, "CPU inference BLAS threads in all, split among the streams (0 = all CPUs)"},
     };
     int n = (int)(sizeof all / sizeof all[0]);
     if (n > cap) n = cap;
