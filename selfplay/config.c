@@ -46,6 +46,9 @@ void sp_config_default(sp_config_t *c) {
     c->max_batch = 256;
     c->gather_us = 1000;
     c->cpu_threads = 2;
+    c->eval_every = 1;
+    c->eval_games = 8;
+    c->eval_visits = 32;
 }
 
 int sp_config_flags(sp_config_t *c, cfg_opt_t *opts, int cap) {
@@ -90,6 +93,10 @@ int sp_config_flags(sp_config_t *c, cfg_opt_t *opts, int cap) {
         {"max-batch", CFG_TYPE_INT, &c->max_batch, 1, 65536, "positions per inference batch"},
         {"gather-us", CFG_TYPE_INT, &c->gather_us, 0, 1e7, "inference: wait this long for a fuller batch"},
         {"cpu-threads", CFG_TYPE_INT, &c->cpu_threads, 0, 4096, "CPU inference BLAS threads in all, split among the streams (0 = all CPUs)"},
+        {"eval-every", CFG_TYPE_INT, &c->eval_every, 0, 1e6,
+         "every K cycles the new net plays the one K cycles older (0 = no evaluation)"},
+        {"eval-games", CFG_TYPE_INT, &c->eval_games, 1, 100000, "games of an evaluation match (colours alternate)"},
+        {"eval-visits", CFG_TYPE_INT, &c->eval_visits, 1, 1e7, "playouts per move in an evaluation match"},
     };
     int n = (int)(sizeof all / sizeof all[0]);
     if (n > cap) n = cap;

@@ -63,13 +63,17 @@ typedef struct {
     int64_t max_batch;             /* positions per device batch (256) */
     int64_t gather_us;             /* wait for a fuller batch at most this long (1000) */
     int64_t cpu_threads;           /* CPU backend BLAS threads in all, split among the workers (2; 0: all CPUs) */
+    /* in-loop evaluation (selfplay/eval.h) */
+    int64_t eval_every;            /* model c plays model c-K when c % K == 0; 0 = never (1) */
+    int64_t eval_games;            /* games of one evaluation match (8) */
+    int64_t eval_visits;           /* playouts per move in it, both sides (32) */
 } sp_config_t;
 
 void sp_config_default(sp_config_t *c);
 
 /* Writes the self-play flags into opts (cap entries at least SP_CONFIG_NFLAGS);
  * returns how many. The table points into *c. */
-#define SP_CONFIG_NFLAGS 40
+#define SP_CONFIG_NFLAGS 48
 int sp_config_flags(sp_config_t *c, cfg_opt_t *opts, int cap);
 
 /* Checks combinations the per-flag ranges cannot: 0, or -1 with err naming the flag. */

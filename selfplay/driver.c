@@ -18,6 +18,7 @@
 #include "engine/rules.h"
 #include "mcts/cache.h"
 #include "nn/server.h"
+#include "selfplay/eval.h"
 #include "selfplay/game.h"
 #include "selfplay/worker.h"
 
@@ -112,6 +113,21 @@ typedef struct {
     int64_t srv_evaluated, srv_batches; /* last server counters */
     int64_t srv_t_ns;
     double win_evals, win_batches, win_busy, win_worker_s, win_s;
+
+    /* in-loop evaluation: one match at a time on its own thread */
+    uint64_t seed;             /* the session's self-play seed */
+    compat_thread_t ev_thread;
+    bool ev_running;           /* ev_thread started and not joined */
+    atomic_int ev_done;        /* set by the thread as its last act */
+    int64_t ev_cycle, ev_base; /* model ev_cycle vs model ev_base */
+    int64_t ev_t0_ns;
+    int ev_rc;
+    sp_eval_result_t ev_res;
+    char ev_err[1024];
+    int64_t *ev_queue;         /* cycles due, waiting for the thread */
+    int32_t n_ev_queue, cap_ev_queue;
+    double ladder_elo, ladder_lo, ladder_hi; /* newest ladder Elo seen (NAN: none yet) */
+    int64_t ladder_cycle;
 } driver_t;
 
 /* ---- log ---------------------------------------------------------------------------- */
@@ -317,6 +333,9 @@ static void write_metrics(driver_t *d, const cycle_acc_t *a, int64_t games, int6
         .elo_lo = NAN,
         .elo_hi = NAN,
     };
+    /* Normally a cycle's row is written before its model exists; should it
+     * be rewritten after its evaluation, the Elo stays. */
+    if (d->ladder_cycle == a->cycle) m.elo = d->ladder_elo, m.elo_lo = d->ladder_lo, m.elo_hi = d->ladder_hi;
     int64_t g = 0, best = -1;
     for (int32_t i = 0; i < a->n_gens; i++)
         if (a->gen_games[i] > best) best = a->gen_games[i], g = a->gens[i];
@@ -399,6 +418,160 @@ static int handle_record(driver_t *d, sp_record_t *r, char *err, size_t errlen) 
     return 0;
 }
 
+/* ---- evaluation ------------------------------------------------------------------------------
+ * When model c is published (c >= K, c % K == 0, K = --eval-every), model c
+ * plays model c-K (sp_eval_cycles: --eval-games games at --eval-visits, on
+ * the CPU backend, recorded in koma.db by its own connection). One match at
+ * a time, on a thread of its own so that self-play never waits for it; a
+ * match due while another runs is queued (never skipped: the ladder chains
+ * every cycle to cycle c-K, so a skipped cycle would leave every later one
+ * off the ladder). The end of a run waits for the queue; a stop (Ctrl-C)
+ * drops the queue and waits for the match in flight, since sp_eval_cycles
+ * does not look at compat_stop_requested (a match is bounded: games x
+ * --max-ply moves x --eval-visits playouts). */
+
+static void *eval_main(void *arg) {
+    driver_t *d = arg;
+    sp_eval_config_t ec;
+    sp_eval_config_default(&ec);
+    ec.games = (int32_t)d->cfg->eval_games;
+    ec.visits = (int32_t)d->cfg->eval_visits;
+    ec.seed = (d->seed ^ (uint64_t)d->ev_cycle) | 1;
+    ec.max_ply = (int32_t)d->cfg->max_ply;
+    /* CPU: one game thread beside self-play's; otherwise the CPU is mostly free */
+    ec.threads = strcmp(d->cfg->backend, "cpu") == 0 ? 1 : 4;
+    d->ev_rc = sp_eval_cycles(d->run_dir, (int32_t)d->ev_cycle, (int32_t)d->ev_base, &ec, &d->ev_res, d->ev_err,
+                              sizeof d->ev_err);
+    atomic_store(&d->ev_done, 1);
+    return NULL;
+}
+
+typedef struct {
+    int32_t cycle;
+    double elo, elo_lo, elo_hi;
+} elo_arg_t;
+
+/* On the writer thread: the ladder Elo into the cycle's metrics row, keeping the rest. */
+static int elo_put_run(db_t *db, void *arg, char *err, size_t errlen) {
+    const elo_arg_t *a = arg;
+    db_cycle_metrics_t m;
+    db_status_t st = db_cycle_metrics_get(db, a->cycle, &m);
+    if (st == DB_NOTFOUND) {
+        memset(&m, 0, sizeof m);
+        m.cycle = a->cycle;
+        m.started = m.finished = m.selfplay_s = m.train_s = NAN;
+        m.positions_per_s = m.evals_per_s = m.avg_batch = m.busy_pct = m.avg_plies = NAN;
+    } else if (st != DB_OK) {
+        snprintf(err, errlen, "%s", db_errmsg(db));
+        return st;
+    }
+    m.elo = a->elo;
+    m.elo_lo = a->elo_lo;
+    m.elo_hi = a->elo_hi;
+    st = db_cycle_metrics_put(db, &m);
+    if (st != DB_OK) snprintf(err, errlen, "%s", db_errmsg(db));
+    return st;
+}
+
+static void elo_put_done(void *arg, int status, const char *err) {
+    (void)status, (void)err;
+    free(arg);
+}
+
+static void eval_report(driver_t *d) {
+    int64_t c = d->ev_cycle, b = d->ev_base;
+    if (d->ev_rc != 0) {
+        dlog(d, "warning: eval: model %" PRId64 " vs %" PRId64 " failed: %s", c, b, d->ev_err);
+        return;
+    }
+    const sp_eval_result_t *r = &d->ev_res;
+    char lad[64] = "not on the ladder";
+    if (r->ladder.cycle >= 0) {
+        snprintf(lad, sizeof lad, "ladder %+.0f", r->ladder.elo);
+        d->ladder_elo = r->ladder.elo;
+        d->ladder_lo = r->ladder.elo_lo;
+        d->ladder_hi = r->ladder.elo_hi;
+        d->ladder_cycle = c;
+        elo_arg_t *a = malloc(sizeof *a);
+        if (a) {
+            *a = (elo_arg_t){(int32_t)c, r->ladder.elo, r->ladder.elo_lo, r->ladder.elo_hi};
+            db_job_t job = {.run = elo_put_run, .done = elo_put_done, .arg = a};
+            int st = d->writer ? db_writer_submit(d->writer, &job, 10000) : DB_INVALID;
+            if (st != DB_OK) {
+                free(a);
+                dlog(d, "warning: cycle %" PRId64 " Elo not queued: %s", c, db_status_name(st));
+            }
+        }
+    }
+    dlog(d, "eval: model %" PRId64 " vs %" PRId64 ": +%d =%d -%d, Elo %+.0f [%+.0f, %+.0f], %s (%.1f plies/game, %.1f s%s)",
+         c, b, r->wins, r->draws, r->losses, r->elo.elo, r->elo.elo_lo, r->elo.elo_hi, lad, r->avg_plies, r->seconds,
+         r->match_id ? "" : "; no matches row");
+}
+
+static void eval_enqueue(driver_t *d, int64_t c) {
+    int64_t k = d->cfg->eval_every;
+    if (k <= 0 || c < k || c % k != 0) return;
+    if (d->n_ev_queue == d->cap_ev_queue) {
+        int32_t cap = d->cap_ev_queue ? 2 * d->cap_ev_queue : 8;
+        int64_t *q = realloc(d->ev_queue, (size_t)cap * sizeof *q);
+        KOMA_ASSERT(q != NULL);
+        d->ev_queue = q;
+        d->cap_ev_queue = cap;
+    }
+    d->ev_queue[d->n_ev_queue++] = c;
+    if (d->ev_running)
+        dlog(d, "eval: model %" PRId64 " queued (model %" PRId64 " is still being evaluated, %d waiting)", c,
+             d->ev_cycle, d->n_ev_queue);
+}
+
+static void eval_start_next(driver_t *d) {
+    if (d->ev_running || d->n_ev_queue == 0) return;
+    int64_t c = d->ev_queue[0];
+    memmove(d->ev_queue, d->ev_queue + 1, (size_t)(--d->n_ev_queue) * sizeof *d->ev_queue);
+    d->ev_cycle = c;
+    d->ev_base = c - d->cfg->eval_every;
+    d->ev_rc = -1;
+    d->ev_err[0] = 0;
+    memset(&d->ev_res, 0, sizeof d->ev_res);
+    atomic_store(&d->ev_done, 0);
+    d->ev_t0_ns = compat_now_ns();
+    if (compat_thread_create(&d->ev_thread, eval_main, d) != 0) {
+        dlog(d, "warning: eval: cannot start a thread; model %" PRId64 " is not evaluated", c);
+        return;
+    }
+    d->ev_running = true;
+    dlog(d, "eval: model %" PRId64 " vs %" PRId64 ": %lld games x %lld visits started", c, d->ev_base,
+         (long long)d->cfg->eval_games, (long long)d->cfg->eval_visits);
+}
+
+/* Reports a finished match (waiting for it with wait) and starts the next
+ * one unless a stop is requested. */
+static void eval_poll(driver_t *d, bool wait) {
+    if (d->ev_running && (wait || atomic_load(&d->ev_done))) {
+        compat_thread_join(d->ev_thread);
+        d->ev_running = false;
+        eval_report(d);
+    }
+    if (!compat_stop_requested()) eval_start_next(d);
+}
+
+/* At a stop or an error: drop the queue, wait for the match in flight. */
+static void eval_finish(driver_t *d) {
+    if (d->n_ev_queue > 0) {
+        dlog(d, "eval: %d queued evaluation(s) dropped (models %" PRId64 "..%" PRId64 ")", d->n_ev_queue,
+             d->ev_queue[0], d->ev_queue[d->n_ev_queue - 1]);
+        d->n_ev_queue = 0;
+    }
+    if (d->ev_running) {
+        if (!atomic_load(&d->ev_done))
+            dlog(d, "eval: waiting for the evaluation of model %" PRId64 " (running for %.0f s; it cannot be "
+                    "interrupted)", d->ev_cycle, secs_since(d->ev_t0_ns));
+        compat_thread_join(d->ev_thread);
+        d->ev_running = false;
+        eval_report(d);
+    }
+}
+
 /* Closed cycles whose shards are all committed go to the trainer, in order. */
 static int submit_training(driver_t *d, char *err, size_t errlen) {
     int64_t done = atomic_load(&d->shards_done);
@@ -442,6 +615,7 @@ static int poll_training(driver_t *d, int64_t timeout_ms, char *err, size_t errl
              c, d->target, rep.model_path, rep.steps, rep.step, rep.loss, rep.policy_loss, rep.value_loss,
              rep.legal_loss, rep.window_positions, rep.seconds);
         memmove(d->training, d->training + 1, (size_t)(--d->n_training) * sizeof *d->training);
+        eval_enqueue(d, c);
         if (timeout_ms > 0) timeout_ms = 0;
     }
     return 0;
@@ -504,6 +678,11 @@ static void progress(driver_t *d, bool force) {
     } else {
         snprintf(train, sizeof train, "idle");
     }
+    char ev[96] = "";
+    if (d->ev_running)
+        snprintf(ev, sizeof ev, " | eval %" PRId64 " vs %" PRId64, d->ev_cycle, d->ev_base);
+    if (isfinite(d->ladder_elo))
+        snprintf(ev + strlen(ev), sizeof ev - strlen(ev), " | elo %+.0f", d->ladder_elo);
     char eta[32] = "-";
     if (d->fill <= d->target) {
         double el = secs_since(d->acc.t0_ns);
@@ -518,9 +697,9 @@ static void progress(driver_t *d, bool force) {
         snprintf(cyc, sizeof cyc, "cycle -/%" PRId64 " (self-play done)", d->target);
     dlog(d,
          "%s | games %" PRId64 "/%" PRId64 " (total %" PRId64 ", playing %d) | %.1f pos/s | %.0f evals/s | batch %.1f"
-         " | busy %.0f%% | cache %.0f%% | %s | ETA %s",
+         " | busy %.0f%% | cache %.0f%% | %s%s | ETA %s",
          cyc, d->fill <= d->target ? d->fill_games : 0, d->cfg->games_per_cycle, d->total_games, ps.active, pos_s,
-         evals, batch, busy, hit, train, eta);
+         evals, batch, busy, hit, train, ev, eta);
 }
 
 /* ---- start-up and shutdown ---------------------------------------------------------------- */
@@ -658,6 +837,10 @@ static int plan_cycles(driver_t *d, char *err, size_t errlen) {
 
 static int start_selfplay(driver_t *d, char *err, size_t errlen) {
     if (new_builder(d, err, errlen) != 0) return -1;
+    uint64_t seed = d->cfg->seed ? (uint64_t)d->cfg->seed
+                                 : (uint64_t)time(NULL) ^ ((uint64_t)compat_getpid() << 32) ^ (uint64_t)compat_now_ns();
+    seed = mix64(seed ^ mix64((uint64_t)d->run_id)); /* a resumed run never replays the same games */
+    d->seed = seed;
     if (d->fill > d->target) return 0;
     if (d->cfg->cache_mb > 0) {
         d->cache = mcts_cache_new(d->cfg->cache_mb << 20);
@@ -666,9 +849,6 @@ static int start_selfplay(driver_t *d, char *err, size_t errlen) {
             return -1;
         }
     }
-    uint64_t seed = d->cfg->seed ? (uint64_t)d->cfg->seed
-                                 : (uint64_t)time(NULL) ^ ((uint64_t)compat_getpid() << 32) ^ (uint64_t)compat_now_ns();
-    seed = mix64(seed ^ mix64((uint64_t)d->run_id)); /* a resumed run never replays the same games */
     d->pool = sp_pool_new(d->cfg, d->server, d->cache, seed, err, errlen);
     if (!d->pool) return -1;
     if (sp_pool_start(d->pool, err, errlen) != 0) return -1;
@@ -725,6 +905,7 @@ static void shutdown_all(driver_t *d) {
     d->rdb = d->db = NULL;
     free(d->closed);
     free(d->training);
+    free(d->ev_queue);
     if (d->log) fclose(d->log);
     d->log = NULL;
 }
@@ -758,6 +939,9 @@ int sp_run(const sp_config_t *cfg, const train_config_t *tcfg, const char *confi
     atomic_init(&d->shard_failed, 0);
     d->train_cycle_seen = -1;
     d->prog_t_ns = compat_now_ns();
+    atomic_init(&d->ev_done, 0);
+    d->ladder_elo = NAN;
+    d->ladder_cycle = -1;
 
     int rc = SP_EXIT_ERROR;
     if (open_run(d, config_text, e, sizeof e) != 0 || open_nets(d, e, sizeof e) != 0) goto out;
@@ -797,15 +981,19 @@ int sp_run(const sp_config_t *cfg, const train_config_t *tcfg, const char *confi
             break;
         }
         if (st != 0) goto out;
+        eval_poll(d, false);
         update_pause(d);
         progress(d, false);
-        if (d->fill > d->target && d->n_closed == 0 && d->n_training == 0) break;
+        if (d->fill > d->target && d->n_closed == 0 && d->n_training == 0 && !d->ev_running && d->n_ev_queue == 0)
+            break;
+        if (!d->pool_running && d->n_training == 0) compat_sleep_ms(20); /* waiting for shards or an evaluation */
     }
     if (interrupted) {
         dlog(d, "stop requested: committing finished games, dropping games in progress");
         e[0] = 0;
         stop_selfplay(d, true, e, sizeof e);
         if (e[0]) dlog(d, "warning: %s", e);
+        eval_finish(d);
         rc = SP_EXIT_INTERRUPTED;
     } else {
         progress(d, true);
@@ -821,6 +1009,7 @@ out:
         char e2[512] = "";
         if (!atomic_load(&d->shard_failed)) stop_selfplay(d, true, e2, sizeof e2);
     }
+    eval_finish(d); /* the match thread uses d: never leave it running */
     shutdown_all(d);
     if (rc == SP_EXIT_INTERRUPTED) {
         fprintf(stderr, "interrupted: everything committed is kept; run the same command to resume\n");

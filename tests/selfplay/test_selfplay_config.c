@@ -3,6 +3,8 @@
  *     trainer's included), so the file documents what a bare run does;
  *   - configs/gpu.ini parses and is GPU-sized (cuda, >= 10x128, >= 400
  *     visits, max batch 512, 2-4 streams, many games in flight);
+ *   - the evaluation flags: on by default (every cycle, a short CPU match),
+ *     GPU-sized in gpu.ini, 0 turns it off;
  *   - bad values are refused with the flag's name; the command line wins
  *     over a file;
  *   - the translation into MctsParams and the server configuration.
@@ -81,6 +83,26 @@ static void test_gpu_ini(void) {
           (long long)((g_cfg.games_per_thread / 2) * g_cfg.leaves_per_game));
 }
 
+static void test_eval_flags(void) {
+    char err[1024];
+    char *a0[] = {"selfplay", NULL};
+    CHECK(parse(1, a0, err, sizeof err) == CFG_OK, "%s", err);
+    CHECK(g_cfg.eval_every == 1 && g_cfg.eval_games == 8 && g_cfg.eval_visits == 32, "eval defaults %lld / %lld / %lld",
+          (long long)g_cfg.eval_every, (long long)g_cfg.eval_games, (long long)g_cfg.eval_visits);
+    char *a1[] = {"selfplay", "--config", KOMA_SOURCE_DIR "/configs/gpu.ini", NULL};
+    CHECK(parse(3, a1, err, sizeof err) == CFG_OK, "%s", err);
+    CHECK(g_cfg.eval_every == 1 && g_cfg.eval_games == 40 && g_cfg.eval_visits == 200, "gpu.ini eval %lld / %lld / %lld",
+          (long long)g_cfg.eval_every, (long long)g_cfg.eval_games, (long long)g_cfg.eval_visits);
+    char *a2[] = {"selfplay", "--eval-every", "0", "--eval-games", "3", "--eval-visits", "5", NULL};
+    CHECK(parse(7, a2, err, sizeof err) == CFG_OK && g_cfg.eval_every == 0 && g_cfg.eval_games == 3 &&
+              g_cfg.eval_visits == 5,
+          "%s", err);
+    char *a3[] = {"selfplay", "--eval-games", "0", NULL};
+    CHECK(parse(3, a3, err, sizeof err) != CFG_OK && strstr(err, "eval-games"), "--eval-games 0: '%s'", err);
+    char *a4[] = {"selfplay", "--eval-every", "-1", NULL};
+    CHECK(parse(3, a4, err, sizeof err) != CFG_OK && strstr(err, "eval-every"), "--eval-every -1: '%s'", err);
+}
+
 static void test_flags(void) {
     char err[1024];
     char *a1[] = {"selfplay", "--search", "mcts", NULL};
@@ -117,6 +139,7 @@ static void test_flags(void) {
 int main(void) {
     test_cpu_ini_is_default();
     test_gpu_ini();
+    test_eval_flags();
     test_flags();
     return test_finish("test_selfplay_config");
 }

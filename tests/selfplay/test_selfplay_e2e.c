@@ -8,7 +8,10 @@
  *     cycles hold their games and figures; games name the model that played;
  *   - the same command again has nothing to do and adds no game;
  *   - --cycles 4 --sync-train resumes: two more cycles, self-play pausing
- *     until each net is published; models 0..4, earlier games kept.
+ *     until each net is published; models 0..4, earlier games kept;
+ *   - --eval-every 1: every published model c >= 1 played model c-1 (a
+ *     matches row with W+D+L = --eval-games), the log has its eval line,
+ *     and cycle_metrics holds the ladder Elo.
  * Run it under TSan (-DKOMA_SANITIZE=thread, OPENBLAS_NUM_THREADS=1) for
  * the worker / server / trainer / writer hand-offs.
  */
@@ -28,7 +31,8 @@ static int run(const char *dir, int cycles, bool sync) {
                     "--visits-fast", "4", "--full-prob", "0.5", "--gumbel-m", "4", "--max-ply", "48", "--net", "1x8",
                     "--progress", "0", "--min-steps-per-cycle", "2", "--max-steps-per-cycle", "4", "--batch", "16",
                     "--window-min", "200", "--seed", "7", "--cpu-threads", "1", "--train-threads", "1",
-                    "--cache-mb", "1", "--random-opening", "2", sync ? "--sync-train" : NULL, NULL};
+                    "--cache-mb", "1", "--random-opening", "2", "--eval-every", "1", "--eval-games", "2",
+                    "--eval-visits", "8", sync ? "--sync-train" : NULL, NULL};
     int argc = (int)(sizeof argv / sizeof argv[0]) - (sync ? 1 : 2);
     return sp_main(argc, argv, 0);
 }
@@ -97,6 +101,41 @@ static void check_db_facts(const char *dir, int cycles) {
     db_close(db);
 }
 
+/* W+D+L of the latest match of model `a` against model `b` (-1: none). */
+static int match_games(const char *dir, int a, int b) {
+    char path[800], q[400];
+    snprintf(path, sizeof path, "%s/koma.db", dir);
+    sqlite3 *s = NULL;
+    int v = -1;
+    if (sqlite3_open_v2(path, &s, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
+        snprintf(q, sizeof q,
+                 "SELECT m.wins + m.draws + m.losses FROM matches m JOIN models ma ON m.model_a = ma.id "
+                 "JOIN models mb ON m.model_b = mb.id WHERE ma.cycle = %d AND mb.cycle = %d ORDER BY m.id DESC",
+                 a, b);
+        sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(s, q, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+            v = sqlite3_column_int(st, 0);
+        sqlite3_finalize(st);
+    }
+    sqlite3_close(s);
+    return v;
+}
+
+static void check_evals(const char *dir, int from, int to) {
+    char logp[800], line[64];
+    snprintf(logp, sizeof logp, "%s/log", dir);
+    size_t n = 0;
+    char *text = compat_read_file(logp, &n, NULL, 0);
+    for (int c = from; c <= to; c++) {
+        CHECK(match_games(dir, c, c - 1) == 2, "model %d vs %d: %d match games, want 2", c, c - 1,
+              match_games(dir, c, c - 1));
+        snprintf(line, sizeof line, "eval: model %d vs %d: +", c, c - 1);
+        CHECK(text && strstr(text, line), "the log has no '%s' line", line);
+        CHECK(isfinite(metric(dir, c, "elo")), "cycle_metrics %d: elo %g", c, metric(dir, c, "elo"));
+    }
+    free(text);
+}
+
 /* Games of shard cycle `cycle` whose model is of cycle `model`. */
 static int64_t model_games(const char *dir, int cycle, int model) {
     char path[800], err[1024];
@@ -139,6 +178,7 @@ int main(void) {
     CHECK(rs.with_policy > 0 && rs.with_policy < rs.positions, "%lld of %lld rows with a policy target",
           (long long)rs.with_policy, (long long)rs.positions);
     check_db_facts(d, 2);
+    check_evals(d, 1, 2);
 
     /* Done already: nothing is played. */
     rc = run(d, 2, false);
@@ -156,6 +196,7 @@ int main(void) {
     CHECK(rs2.latest_cycle == 4 && rs2.games == 4 * GPC, "after --cycles 4: model %d, %lld games", rs2.latest_cycle,
           (long long)rs2.games);
     check_db_facts(d, 4);
+    check_evals(d, 3, 4);
     char logp[800];
     snprintf(logp, sizeof logp, "%s/log", d);
     size_t n = 0;
