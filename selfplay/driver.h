@@ -29,6 +29,20 @@
  * filled up from the games it already has. Nothing committed is lost or
  * played twice; games in progress at the kill are simply gone.
  *
+ * ---- Evaluation ---------------------------------------------------------------
+ * With --eval-every K > 0, when model c is published (c >= K, c % K == 0),
+ * model c plays model c-K (selfplay/eval.h sp_eval_cycles: --eval-games
+ * games at --eval-visits, CPU backend, 1 game thread with --backend cpu, 4
+ * otherwise; seed = the session seed ^ c) on a thread of the driver's own,
+ * so self-play never waits. One match at a time; one due while another runs
+ * is queued, never skipped (the ladder chains c to c-K). On completion the
+ * log gets "eval: model c vs c-K: +W =D -L, Elo +x [lo, hi], ladder +y", the
+ * progress line "elo +y", and cycle_metrics row c its ladder Elo and
+ * interval. The end of a run waits for every queued match; a stop (Ctrl-C,
+ * an error) drops the queue and waits for the match in flight, which
+ * sp_eval_cycles cannot interrupt (it ends: games x --max-ply moves). Models
+ * published before a resume are not evaluated again by the resumed run.
+ *
  * ---- Exit status --------------------------------------------------------------
  * SP_EXIT_DONE (0): every cycle published; SP_EXIT_ERROR (1): a failure
  * (message on stderr and in the log); SP_EXIT_USAGE (2): bad flags;
