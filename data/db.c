@@ -1,4 +1,4 @@
-/* db.c - koma.db: schema v1, open/version check, typed inserts and queries,
+/* db.c - koma.db: schema v2, open/version check, typed inserts and queries,
  * the shard registration protocol and the start-up file check. See db.h.
  *
  * Every statement is prepared once per connection (stmt()) and reset after
@@ -23,7 +23,9 @@
 /* ---- schema ---------------------------------------------------------------- */
 #define NOW_ISO "(strftime('%Y-%m-%dT%H:%M:%fZ','now'))"
 
-/* Version 1: creates every table of an empty database. */
+/* Version 1: creates every table of an empty database. Kept as it was
+ * released: a new database is created at version 1 and then migrated, so
+ * every database, new or old, reaches the current schema by one path. */
 static const char schema_v1[] =
     /* One row per invocation of a command on this run directory. */
     "CREATE TABLE runs ("
@@ -114,9 +116,117 @@ static const char schema_v1[] =
     "CREATE INDEX matches_cycle ON matches(cycle);"
     "CREATE INDEX matches_models ON matches(model_a, model_b);";
 
-/* migrations[v] upgrades a version-v database to v+1 (none yet: v1 is the
- * first schema). Index 0 is the creation of an empty database. */
-static const char *const migrations[DB_SCHEMA_VERSION] = {schema_v1};
+/* Version 2: match games in `games`, outside engines in `matches`.
+ *  - games.shard_id NULL-able; games.match_id (matches); black / white (the
+ *    players' names) and detail (how it ended, in words); a game is in
+ *    exactly one of a shard or a match; match games have ids < 0 and no rows,
+ *    shard games ids > 0 (see db.h);
+ *  - matches.model_a and matches.cycle NULL-able (A is not a net of this
+ *    run); engine_a / engine_b (the players' names as in games.black/white);
+ *    A is a model or has a name;
+ *  - the view match_games: the match games with the columns of the table
+ *    selfplay/referee.c created before v2 (read by tests and by hand).
+ * SQLite cannot change a column's NOT NULL or add a CHECK, so `matches` and
+ * `games` are rebuilt (https://www.sqlite.org/lang_altertable.html, "Making
+ * Other Kinds Of Table Schema Changes"): with foreign keys off (check_schema
+ * turns them off outside the transaction), in the migration's transaction:
+ * create the new table, copy, drop the old one, rename the new one, recreate
+ * its indexes; then PRAGMA foreign_key_check must find nothing. New columns
+ * come after the v1 ones. A later migration that rebuilds `games` must drop
+ * the view first and create it again. */
+static const char v2_matches[] =
+    "CREATE TABLE matches_v2 ("
+    "  id       INTEGER PRIMARY KEY,"
+    "  cycle    INTEGER,"
+    "  model_a  INTEGER REFERENCES models(id),"
+    "  model_b  INTEGER REFERENCES models(id),"
+    "  opponent TEXT NOT NULL DEFAULT '',"
+    "  wins     INTEGER NOT NULL CHECK (wins >= 0),"
+    "  draws    INTEGER NOT NULL CHECK (draws >= 0),"
+    "  losses   INTEGER NOT NULL CHECK (losses >= 0),"
+    "  elo REAL, elo_lo REAL, elo_hi REAL,"
+    "  settings TEXT NOT NULL DEFAULT '',"
+    "  created  TEXT NOT NULL DEFAULT " NOW_ISO ","
+    "  engine_a TEXT NOT NULL DEFAULT '',"
+    "  engine_b TEXT NOT NULL DEFAULT '',"
+    "  CHECK (model_a IS NOT NULL OR engine_a <> ''),"
+    "  CHECK (cycle IS NULL OR model_a IS NOT NULL));"
+    "INSERT INTO matches_v2 (id, cycle, model_a, model_b, opponent, wins, draws, losses, elo, elo_lo, elo_hi,"
+    "  settings, created) "
+    "SELECT id, cycle, model_a, model_b, opponent, wins, draws, losses, elo, elo_lo, elo_hi, settings, created "
+    "FROM matches;"
+    "DROP TABLE matches;"
+    "ALTER TABLE matches_v2 RENAME TO matches;"
+    "CREATE INDEX matches_cycle ON matches(cycle);"
+    "CREATE INDEX matches_models ON matches(model_a, model_b);";
+
+static const char v2_games[] =
+    "CREATE TABLE games_v2 ("
+    "  id         INTEGER PRIMARY KEY,"
+    "  shard_id   INTEGER REFERENCES shards(id),"
+    "  first_row  INTEGER NOT NULL CHECK (first_row >= 0),"
+    "  row_count  INTEGER NOT NULL CHECK (row_count >= 0),"
+    "  model_id   INTEGER REFERENCES models(id),"
+    "  start_sfen TEXT NOT NULL,"
+    "  moves      TEXT NOT NULL,"
+    "  plies      INTEGER NOT NULL CHECK (plies >= 0),"
+    "  result     INTEGER NOT NULL CHECK (result IN (-1, 0, 1)),"
+    "  reason     TEXT NOT NULL,"
+    "  created    TEXT NOT NULL DEFAULT " NOW_ISO ","
+    "  match_id   INTEGER REFERENCES matches(id),"
+    "  black      TEXT NOT NULL DEFAULT '',"
+    "  white      TEXT NOT NULL DEFAULT '',"
+    "  detail     TEXT NOT NULL DEFAULT '',"
+    /* self-play or imported (in a shard), or played in a match: one of the two */
+    "  CHECK ((shard_id IS NULL) <> (match_id IS NULL)),"
+    "  CHECK (shard_id IS NULL OR id > 0),"
+    "  CHECK (match_id IS NULL OR (id < 0 AND first_row = 0 AND row_count = 0)));"
+    "INSERT INTO games_v2 (id, shard_id, first_row, row_count, model_id, start_sfen, moves, plies, result, reason,"
+    "  created) "
+    "SELECT id, shard_id, first_row, row_count, model_id, start_sfen, moves, plies, result, reason, created "
+    "FROM games;"
+    "DROP TABLE games;"
+    "ALTER TABLE games_v2 RENAME TO games;"
+    "CREATE INDEX games_shard ON games(shard_id, first_row);"
+    "CREATE INDEX games_model ON games(model_id);"
+    "CREATE INDEX games_match ON games(match_id);";
+
+/* The rows of the interim table match_games (selfplay/referee.c before v2:
+ * session, match_id, black, white, start_sfen, moves, plies, result, reason,
+ * detail, created), when a v1 file has one. Games already attached to a
+ * matches row go to that match. The others (a match with no model of the
+ * run, or one killed before its end) get a new matches row per session (one
+ * invocation of usi-match or of the evaluation): A = the Black player of the
+ * session's first game, B = its White player, W/D/L counted from the games,
+ * settings = the session, no Elo (SQL has no logarithm: shown unrated).
+ * Ids: -(the interim id), which keeps their order. %lld: the highest matches
+ * id before these rows. */
+static const char v2_interim_matches[] =
+    "INSERT INTO matches (cycle, model_a, model_b, opponent, wins, draws, losses, settings, created, engine_a,"
+    "  engine_b) "
+    "SELECT NULL, NULL, NULL, f.white, "
+    "  (SELECT count(*) FROM match_games g WHERE g.session = f.session AND g.match_id IS NULL AND"
+    "     ((g.black = f.black AND g.result = 1) OR (g.black <> f.black AND g.result = -1))),"
+    "  (SELECT count(*) FROM match_games g WHERE g.session = f.session AND g.match_id IS NULL AND g.result = 0),"
+    "  (SELECT count(*) FROM match_games g WHERE g.session = f.session AND g.match_id IS NULL AND"
+    "     ((g.black = f.black AND g.result = -1) OR (g.black <> f.black AND g.result = 1))),"
+    "  f.session, f.created, CASE WHEN f.black <> '' THEN f.black ELSE '?' END, f.white "
+    "FROM match_games f WHERE f.match_id IS NULL AND "
+    "  f.id = (SELECT min(id) FROM match_games x WHERE x.session = f.session AND x.match_id IS NULL) "
+    "ORDER BY f.id;";
+static const char v2_interim_games[] =
+    "INSERT INTO games (id, shard_id, first_row, row_count, model_id, start_sfen, moves, plies, result, reason,"
+    "  created, match_id, black, white, detail) "
+    "SELECT -g.id, NULL, 0, 0, NULL, g.start_sfen, g.moves, g.plies, g.result, g.reason, g.created, "
+    "  coalesce(g.match_id, (SELECT min(m.id) FROM matches m WHERE m.id > %lld AND m.settings = g.session)), "
+    "  g.black, g.white, g.detail "
+    "FROM match_games g ORDER BY g.id;"
+    "DROP TABLE match_games;";
+
+static const char v2_view[] =
+    "CREATE VIEW match_games AS "
+    "SELECT id, match_id, black, white, start_sfen, moves, plies, result, reason, detail, created "
+    "FROM games WHERE match_id IS NOT NULL;";
 
 /* ---- statements -------------------------------------------------------------- */
 enum {
@@ -144,6 +254,13 @@ enum {
     S_MATCH_INSERT,
     S_MATCHES_ALL,
     S_MATCHES_CYCLE,
+    S_MATCH_GET,
+    S_MATCH_GAME_INSERT,
+    S_MATCH_TALLY,
+    S_MATCH_FINISH,
+    S_MATCH_GAMES,
+    S_MATCH_MOVE_GAMES,
+    S_MATCH_DELETE,
     S_NB
 };
 
@@ -151,9 +268,13 @@ enum {
     "id, coalesce(run_id, 0), cycle, features_version, path, xxh3, arch, train_steps, "    \
     "train_samples, loss_policy, loss_value, loss_legal, loss_total, created"
 #define SHARD_COLS "id, path, cycle, features_version, rows, games, pos_begin, bytes, xxh3, created"
-#define MATCH_COLS                                                                          \
-    "id, cycle, model_a, coalesce(model_b, 0), opponent, wins, draws, losses, elo, elo_lo, " \
-    "elo_hi, settings, created"
+#define MATCH_COLS                                                                                    \
+    "id, coalesce(cycle, -1), coalesce(model_a, 0), coalesce(model_b, 0), opponent, wins, draws, losses, " \
+    "elo, elo_lo, elo_hi, settings, created, engine_a, engine_b, "                                        \
+    "(SELECT count(*) FROM games g WHERE g.match_id = matches.id)"
+#define GAME_COLS                                                                                     \
+    "id, coalesce(shard_id, 0), first_row, row_count, coalesce(model_id, 0), start_sfen, moves, plies, " \
+    "result, reason, created, coalesce(match_id, 0), black, white, detail"
 
 static const char *const stmt_sql[S_NB] = {
     [S_RUN_INSERT] = "INSERT INTO runs(koma_version, command, config) VALUES(?1, ?2, ?3)",
@@ -167,16 +288,18 @@ static const char *const stmt_sql[S_NB] = {
     [S_SHARD_POS_END] = "SELECT pos_begin + rows FROM shards ORDER BY id DESC LIMIT 1",
     [S_SHARD_INSERT] = "INSERT INTO shards(path, cycle, features_version, rows, games, pos_begin, "
                        "bytes, xxh3) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-    [S_GAME_INSERT] = "INSERT INTO games(shard_id, first_row, row_count, model_id, start_sfen, "
-                      "moves, plies, result, reason) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    /* Shard games count up from 1 (see db.h). SQLite's own choice, the
+     * largest id + 1, would be 0 while the only games are match games. */
+    [S_GAME_INSERT] = "INSERT INTO games(id, shard_id, first_row, row_count, model_id, start_sfen, "
+                      "moves, plies, result, reason, black, white, detail) "
+                      "VALUES((SELECT max(coalesce(max(id), 0), 0) + 1 FROM games), ?1, ?2, ?3, ?4, ?5, ?6, "
+                      "?7, ?8, ?9, ?10, ?11, ?12)",
     [S_INTENT_INSERT] = "INSERT OR REPLACE INTO shard_intents(path, pid) VALUES(?1, ?2)",
     [S_INTENT_DELETE] = "DELETE FROM shard_intents WHERE path = ?1",
     [S_SHARD_GET] = "SELECT " SHARD_COLS " FROM shards WHERE id = ?1",
     [S_SHARD_BY_PATH] = "SELECT id FROM shards WHERE path = ?1",
     [S_SHARDS_DESC] = "SELECT " SHARD_COLS " FROM shards ORDER BY id DESC",
-    [S_GAMES_OF_SHARD] = "SELECT id, shard_id, first_row, row_count, coalesce(model_id, 0), "
-                         "start_sfen, moves, plies, result, reason, created FROM games "
-                         "WHERE shard_id = ?1 ORDER BY first_row, id",
+    [S_GAMES_OF_SHARD] = "SELECT " GAME_COLS " FROM games WHERE shard_id = ?1 ORDER BY first_row, id",
     [S_COUNT_ALL] = "SELECT coalesce(sum(games), 0), coalesce(sum(rows), 0) FROM shards",
     [S_COUNT_CYCLE] = "SELECT coalesce(sum(games), 0), coalesce(sum(rows), 0) FROM shards WHERE cycle = ?1",
     [S_STEP_INSERT] = "INSERT OR REPLACE INTO train_steps(step, cycle, time, lr, samples, "
@@ -197,10 +320,28 @@ static const char *const stmt_sql[S_NB] = {
                     "avg_plies, black_wins, white_wins, draws, elo, elo_lo, elo_hi "
                     "FROM cycle_metrics WHERE cycle = ?1",
     [S_MATCH_INSERT] = "INSERT INTO matches(cycle, model_a, model_b, opponent, wins, draws, "
-                       "losses, elo, elo_lo, elo_hi, settings) "
-                       "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                       "losses, elo, elo_lo, elo_hi, settings, engine_a, engine_b) "
+                       "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
     [S_MATCHES_ALL] = "SELECT " MATCH_COLS " FROM matches ORDER BY id",
     [S_MATCHES_CYCLE] = "SELECT " MATCH_COLS " FROM matches WHERE cycle = ?1 ORDER BY id",
+    [S_MATCH_GET] = "SELECT " MATCH_COLS " FROM matches WHERE id = ?1",
+    /* Match games count down from -1 (see db.h); the write lock makes min(id) safe. */
+    [S_MATCH_GAME_INSERT] = "INSERT INTO games(id, match_id, first_row, row_count, start_sfen, moves, plies, "
+                            "result, reason, black, white, detail) "
+                            "VALUES((SELECT min(coalesce(min(id), 0), 0) - 1 FROM games), ?1, 0, 0, ?2, ?3, ?4, "
+                            "?5, ?6, ?7, ?8, ?9)",
+    /* ?2 black, ?3 white, ?4 result (Black's side) */
+    [S_MATCH_TALLY] = "UPDATE matches SET "
+                      "wins = wins + (CASE WHEN engine_a = ?2 THEN ?4 ELSE -?4 END > 0), "
+                      "draws = draws + (?4 = 0), "
+                      "losses = losses + (CASE WHEN engine_a = ?2 THEN ?4 ELSE -?4 END < 0), "
+                      "elo = NULL, elo_lo = NULL, elo_hi = NULL "
+                      "WHERE id = ?1 AND engine_a <> '' AND engine_a <> engine_b AND engine_a IN (?2, ?3)",
+    [S_MATCH_FINISH] = "UPDATE matches SET wins = ?2, draws = ?3, losses = ?4, elo = ?5, elo_lo = ?6, "
+                       "elo_hi = ?7 WHERE id = ?1",
+    [S_MATCH_GAMES] = "SELECT " GAME_COLS " FROM games WHERE match_id = ?1 ORDER BY id DESC",
+    [S_MATCH_MOVE_GAMES] = "UPDATE games SET match_id = ?2 WHERE match_id = ?1",
+    [S_MATCH_DELETE] = "DELETE FROM matches WHERE id = ?1",
 };
 
 struct db {
@@ -430,6 +571,56 @@ void db_close(db_t *db) {
     free(db);
 }
 
+/* ---- migrations ------------------------------------------------------------------ */
+static db_status_t exec_step(db_t *db, const char *sql, const char *step) {
+    int rc = sqlite3_exec(db->sq, sql, NULL, NULL, NULL);
+    return rc == SQLITE_OK ? DB_OK : fail(db, rc, "%s", step);
+}
+
+/* Version 0 (an empty file) -> 1. */
+static db_status_t create_v1(db_t *db) { return exec_step(db, schema_v1, "create the schema (version 1)"); }
+
+/* Version 1 -> 2, inside check_schema's transaction, foreign keys off. */
+static db_status_t migrate_v1_v2(db_t *db) {
+    db_status_t st = exec_step(db, v2_matches, "upgrade to version 2: rebuild matches");
+    if (st == DB_OK) st = exec_step(db, v2_games, "upgrade to version 2: rebuild games");
+    int64_t interim = 0, last_match = 0;
+    if (st == DB_OK)
+        st = query_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'match_games'",
+                       &interim, "upgrade to version 2: look for match_games");
+    if (st == DB_OK && interim) {
+        st = query_int(db, "SELECT coalesce(max(id), 0) FROM matches", &last_match,
+                       "upgrade to version 2: read the matches");
+        if (st == DB_OK) st = exec_step(db, v2_interim_matches, "upgrade to version 2: matches of match_games");
+        if (st == DB_OK) {
+            char sql[sizeof v2_interim_games + 32];
+            snprintf(sql, sizeof sql, v2_interim_games, (long long)last_match);
+            st = exec_step(db, sql, "upgrade to version 2: copy match_games into games");
+        }
+    }
+    if (st == DB_OK) st = exec_step(db, v2_view, "upgrade to version 2: create the view match_games");
+    if (st != DB_OK) return st;
+    /* Every reference still resolves (the tables were rebuilt with foreign keys off). */
+    sqlite3_stmt *s = NULL;
+    int rc = sqlite3_prepare_v2(db->sq, "PRAGMA foreign_key_check", -1, &s, NULL);
+    if (rc == SQLITE_OK) rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        const unsigned char *table = sqlite3_column_text(s, 0), *parent = sqlite3_column_text(s, 2);
+        st = fail_with(db, DB_CONSTRAINT,
+                       "upgrade to version 2: foreign key check: %s row %lld refers to a missing row of %s", table ? (const char *)table : "?", (long long)sqlite3_column_int64(s, 1),
+                       parent ? (const char *)parent : "?");
+    } else if (rc != SQLITE_DONE) {
+        st = fail(db, rc, "upgrade to version 2: foreign key check");
+    }
+    sqlite3_finalize(s);
+    return st;
+}
+
+/* migrations[v] upgrades a version-v database to v+1; index 0 creates an
+ * empty database (at version 1, then migrated like any v1 file). */
+typedef db_status_t (*migration_fn)(db_t *db);
+static const migration_fn migrations[DB_SCHEMA_VERSION] = {create_v1, migrate_v1_v2};
+
 static db_status_t check_schema(db_t *db) {
     int64_t app = 0, ver = 0, objects = 0;
     db_status_t st = query_int(db, "PRAGMA application_id", &app, "read application_id");
@@ -459,8 +650,11 @@ static db_status_t check_schema(db_t *db) {
     if (db->flags & DB_OPEN_READONLY)
         return fail_with(db, DB_SCHEMA, "schema version %lld needs migrating to %d: open the run read-write once",
                          (long long)ver, DB_SCHEMA_VERSION);
+    /* Tables are rebuilt with foreign keys off (the pragma is a no-op inside a
+     * transaction); db_open turns them on again. */
+    if ((st = db_exec(db, "PRAGMA foreign_keys = OFF")) != DB_OK) return st;
     if ((st = db_begin(db)) != DB_OK) return st;
-    /* Read again inside the write lock: another process may have created it. */
+    /* Read again inside the write lock: another process may have created or migrated it. */
     st = query_int(db, "PRAGMA user_version", &ver, "read schema version");
     if (st == DB_OK && ver == 0) {
         st = query_int(db, "SELECT count(*) FROM sqlite_master", &objects, "inspect an unversioned database");
@@ -468,10 +662,7 @@ static db_status_t check_schema(db_t *db) {
             st = fail_with(db, DB_SCHEMA, "not a Koma database (%lld schema objects but no schema version)",
                            (long long)objects);
     }
-    for (int64_t v = ver; st == DB_OK && v < DB_SCHEMA_VERSION; v++) {
-        int rc = sqlite3_exec(db->sq, migrations[v], NULL, NULL, NULL);
-        if (rc != SQLITE_OK) st = fail(db, rc, "upgrade the schema from version %lld (0: empty)", (long long)v);
-    }
+    for (int64_t v = ver; st == DB_OK && v < DB_SCHEMA_VERSION; v++) st = migrations[v](db);
     if (st == DB_OK) {
         char sql[96];
         snprintf(sql, sizeof sql, "PRAGMA application_id = %d; PRAGMA user_version = %d",
@@ -759,11 +950,15 @@ db_status_t db_shard_insert(db_t *db, db_shard_t *sh, db_game_t *games, int32_t 
         sqlite3_bind_int(s, 7, g->plies);
         sqlite3_bind_int(s, 8, g->result);
         bind_text(s, 9, db_reason_name(g->reason));
+        bind_text(s, 10, g->black);
+        bind_text(s, 11, g->white);
+        bind_text(s, 12, g->detail);
         char step[DB_PATH_MAX + 64];
         snprintf(step, sizeof step, "insert game %d of %d of shard '%s'", i + 1, n, sh->path);
         st = run_stmt(db, s, step);
         g->id = sqlite3_last_insert_rowid(db->sq);
         g->shard_id = shard_id;
+        g->match_id = 0;
     }
     if (st == DB_OK) st = intent_delete(db, sh->path);
     st = tx_end(db, outer, st);
@@ -952,21 +1147,22 @@ db_status_t db_shards_recent(db_t *db, int64_t min_rows, db_shard_t **out, int32
 void db_game_list_free(db_game_list_t *l) {
     if (!l) return;
     for (int64_t i = 0; i < l->n; i++) {
-        free((void *)l->games[i].start_sfen);
-        free((void *)l->games[i].moves);
+        db_game_t *g = &l->games[i];
+        free((void *)g->start_sfen);
+        free((void *)g->moves);
+        free((void *)g->black);
+        free((void *)g->white);
+        free((void *)g->detail);
     }
     free(l->games);
     l->games = NULL;
     l->n = 0;
 }
 
-db_status_t db_games_of_shard(db_t *db, int64_t shard_id, db_game_list_t *out) {
-    if (!db || !out) return DB_INVALID;
+/* Reads the rows of s (GAME_COLS) into out; `what` names them in messages. */
+static db_status_t read_games(db_t *db, sqlite3_stmt *s, db_game_list_t *out, const char *what) {
     out->games = NULL;
     out->n = 0;
-    sqlite3_stmt *s = stmt(db, S_GAMES_OF_SHARD);
-    if (!s) return DB_ERROR;
-    sqlite3_bind_int64(s, 1, shard_id);
     int64_t cap = 0;
     db_status_t st = DB_OK;
     int rc;
@@ -975,7 +1171,7 @@ db_status_t db_games_of_shard(db_t *db, int64_t shard_id, db_game_list_t *out) {
             cap = cap ? 2 * cap : 64;
             db_game_t *ng = realloc(out->games, (size_t)cap * sizeof *ng);
             if (!ng) {
-                st = fail_with(db, DB_ERROR, "read games of shard %lld: out of memory", (long long)shard_id);
+                st = fail_with(db, DB_ERROR, "read %s: out of memory", what);
                 break;
             }
             out->games = ng;
@@ -993,9 +1189,13 @@ db_status_t db_games_of_shard(db_t *db, int64_t shard_id, db_game_list_t *out) {
         g->result = sqlite3_column_int(s, 8);
         const unsigned char *reason = sqlite3_column_text(s, 9);
         col_text(s, 10, g->created, sizeof g->created);
+        g->match_id = sqlite3_column_int64(s, 11);
+        g->black = col_strdup(s, 12);
+        g->white = col_strdup(s, 13);
+        g->detail = col_strdup(s, 14);
         out->n++;
-        if (!g->start_sfen || !g->moves) {
-            st = fail_with(db, DB_ERROR, "read games of shard %lld: out of memory", (long long)shard_id);
+        if (!g->start_sfen || !g->moves || !g->black || !g->white || !g->detail) {
+            st = fail_with(db, DB_ERROR, "read %s: out of memory", what);
             break;
         }
         if (db_reason_parse((const char *)reason, &g->reason) != 0) {
@@ -1004,10 +1204,22 @@ db_status_t db_games_of_shard(db_t *db, int64_t shard_id, db_game_list_t *out) {
             break;
         }
     }
-    if (st == DB_OK && rc != SQLITE_DONE) st = fail(db, rc, "read games of shard %lld", (long long)shard_id);
+    if (st == DB_OK && rc != SQLITE_DONE) st = fail(db, rc, "read %s", what);
     done(s);
     if (st != DB_OK) db_game_list_free(out);
     return st;
+}
+
+db_status_t db_games_of_shard(db_t *db, int64_t shard_id, db_game_list_t *out) {
+    if (!db || !out) return DB_INVALID;
+    out->games = NULL;
+    out->n = 0;
+    sqlite3_stmt *s = stmt(db, S_GAMES_OF_SHARD);
+    if (!s) return DB_ERROR;
+    sqlite3_bind_int64(s, 1, shard_id);
+    char what[64];
+    snprintf(what, sizeof what, "games of shard %lld", (long long)shard_id);
+    return read_games(db, s, out, what);
 }
 
 db_status_t db_count(db_t *db, int32_t cycle, int64_t *games, int64_t *positions) {
@@ -1152,26 +1364,202 @@ db_status_t db_cycle_metrics_get(db_t *db, int32_t cycle, db_cycle_metrics_t *ou
     return st;
 }
 
-db_status_t db_match_insert(db_t *db, db_match_t *m) {
+/* ---- matches ------------------------------------------------------------------ */
+static void bind_name(sqlite3_stmt *s, int i, const char *t, size_t max) {
+    sqlite3_bind_text(s, i, t, (int)strnlen(t, max - 1), SQLITE_STATIC);
+}
+
+static db_status_t match_insert(db_t *db, db_match_t *m, const char *what) {
     if (!db || !m) return DB_INVALID;
+    if (m->model_a <= 0 && !m->engine_a[0])
+        return fail_with(db, DB_INVALID, "%s: player A is neither a model (model_a) nor named (engine_a)", what);
+    if (m->wins < 0 || m->draws < 0 || m->losses < 0)
+        return fail_with(db, DB_INVALID, "%s: negative W/D/L %d/%d/%d", what, m->wins, m->draws, m->losses);
     sqlite3_stmt *s = stmt(db, S_MATCH_INSERT);
     if (!s) return DB_ERROR;
-    sqlite3_bind_int(s, 1, m->cycle);
-    sqlite3_bind_int64(s, 2, m->model_a);
+    if (m->model_a > 0 && m->cycle >= 0) sqlite3_bind_int(s, 1, m->cycle);
+    else sqlite3_bind_null(s, 1);
+    bind_id(s, 2, m->model_a);
     bind_id(s, 3, m->model_b);
-    bind_text(s, 4, m->opponent);
+    bind_name(s, 4, m->opponent, sizeof m->opponent);
     sqlite3_bind_int(s, 5, m->wins);
     sqlite3_bind_int(s, 6, m->draws);
     sqlite3_bind_int(s, 7, m->losses);
     bind_real(s, 8, m->elo);
     bind_real(s, 9, m->elo_lo);
     bind_real(s, 10, m->elo_hi);
-    bind_text(s, 11, m->settings);
-    char step[96];
-    snprintf(step, sizeof step, "insert match of model %lld (cycle %d)", (long long)m->model_a, m->cycle);
-    db_status_t st = run_stmt(db, s, step);
-    if (st == DB_OK) m->id = sqlite3_last_insert_rowid(db->sq);
+    bind_name(s, 11, m->settings, sizeof m->settings);
+    bind_name(s, 12, m->engine_a, sizeof m->engine_a);
+    bind_name(s, 13, m->engine_b, sizeof m->engine_b);
+    db_status_t st = run_stmt(db, s, what);
+    if (st == DB_OK) {
+        m->id = sqlite3_last_insert_rowid(db->sq);
+        if (m->model_a <= 0) m->cycle = -1;
+    }
     return st;
+}
+
+static void match_what(char *buf, size_t len, const char *verb, const db_match_t *m) {
+    if (m->model_a > 0) msgf(buf, len, "%s match of model %lld (cycle %d)", verb, (long long)m->model_a, m->cycle);
+    else msgf(buf, len, "%s match of '%.64s'", verb, m->engine_a);
+}
+
+db_status_t db_match_insert(db_t *db, db_match_t *m) {
+    if (!db || !m) return DB_INVALID;
+    char what[128];
+    match_what(what, sizeof what, "insert", m);
+    return match_insert(db, m, what);
+}
+
+db_status_t db_match_begin(db_t *db, db_match_t *m) {
+    if (!db || !m) return DB_INVALID;
+    m->wins = m->draws = m->losses = 0;
+    m->elo = m->elo_lo = m->elo_hi = NAN;
+    m->games = 0;
+    char what[128];
+    match_what(what, sizeof what, "begin", m);
+    return match_insert(db, m, what);
+}
+
+static void read_match_row(sqlite3_stmt *s, db_match_t *m) {
+    memset(m, 0, sizeof *m);
+    m->id = sqlite3_column_int64(s, 0);
+    m->cycle = sqlite3_column_int(s, 1);
+    m->model_a = sqlite3_column_int64(s, 2);
+    m->model_b = sqlite3_column_int64(s, 3);
+    col_text(s, 4, m->opponent, sizeof m->opponent);
+    m->wins = sqlite3_column_int(s, 5);
+    m->draws = sqlite3_column_int(s, 6);
+    m->losses = sqlite3_column_int(s, 7);
+    m->elo = col_real(s, 8);
+    m->elo_lo = col_real(s, 9);
+    m->elo_hi = col_real(s, 10);
+    col_text(s, 11, m->settings, sizeof m->settings);
+    col_text(s, 12, m->created, sizeof m->created);
+    col_text(s, 13, m->engine_a, sizeof m->engine_a);
+    col_text(s, 14, m->engine_b, sizeof m->engine_b);
+    m->games = sqlite3_column_int64(s, 15);
+}
+
+db_status_t db_match_get(db_t *db, int64_t id, db_match_t *out) {
+    if (!db || !out) return DB_INVALID;
+    sqlite3_stmt *s = stmt(db, S_MATCH_GET);
+    if (!s) return DB_ERROR;
+    sqlite3_bind_int64(s, 1, id);
+    int rc = sqlite3_step(s);
+    db_status_t st = DB_OK;
+    if (rc == SQLITE_ROW) read_match_row(s, out);
+    else if (rc == SQLITE_DONE) st = fail_with(db, DB_NOTFOUND, "read match %lld: no such match", (long long)id);
+    else st = fail(db, rc, "read match %lld", (long long)id);
+    done(s);
+    return st;
+}
+
+/* DB_OK if row id of matches exists, DB_NOTFOUND (with `what` in the message) if not. */
+static db_status_t match_exists(db_t *db, int64_t id, const char *what) {
+    sqlite3_stmt *s = stmt(db, S_MATCH_GET);
+    if (!s) return DB_ERROR;
+    sqlite3_bind_int64(s, 1, id);
+    int rc = sqlite3_step(s);
+    db_status_t st = rc == SQLITE_ROW    ? DB_OK
+                     : rc == SQLITE_DONE ? fail_with(db, DB_NOTFOUND, "%s: no match %lld", what, (long long)id)
+                                         : fail(db, rc, "%s: read match %lld", what, (long long)id);
+    done(s);
+    return st;
+}
+
+db_status_t db_match_game_insert(db_t *db, int64_t match_id, db_game_t *g) {
+    if (!db || !g) return DB_INVALID;
+    char what[96];
+    snprintf(what, sizeof what, "insert a game of match %lld", (long long)match_id);
+    if (match_id <= 0) return fail_with(db, DB_INVALID, "%s: no match id", what);
+    if (g->result < -1 || g->result > 1)
+        return fail_with(db, DB_INVALID, "%s: result %d (want -1, 0 or 1)", what, g->result);
+    if ((unsigned)g->reason >= DB_REASON_NB)
+        return fail_with(db, DB_INVALID, "%s: unknown end reason %d", what, (int)g->reason);
+    if (g->plies < 0 || !g->start_sfen || !g->moves)
+        return fail_with(db, DB_INVALID, "%s: no start position, no moves or negative plies", what);
+    int outer;
+    db_status_t st = tx_begin(db, &outer);
+    if (st != DB_OK) return st;
+    st = match_exists(db, match_id, what);
+    sqlite3_stmt *s = st == DB_OK ? stmt(db, S_MATCH_GAME_INSERT) : NULL;
+    if (st == DB_OK && !s) st = DB_ERROR;
+    int64_t id = 0;
+    if (st == DB_OK) {
+        sqlite3_bind_int64(s, 1, match_id);
+        bind_text(s, 2, g->start_sfen);
+        bind_text(s, 3, g->moves);
+        sqlite3_bind_int(s, 4, g->plies);
+        sqlite3_bind_int(s, 5, g->result);
+        bind_text(s, 6, db_reason_name(g->reason));
+        bind_text(s, 7, g->black);
+        bind_text(s, 8, g->white);
+        bind_text(s, 9, g->detail);
+        st = run_stmt(db, s, what);
+        id = sqlite3_last_insert_rowid(db->sq);
+    }
+    if (st == DB_OK && !(s = stmt(db, S_MATCH_TALLY))) st = DB_ERROR;
+    if (st == DB_OK) {
+        sqlite3_bind_int64(s, 1, match_id);
+        bind_text(s, 2, g->black);
+        bind_text(s, 3, g->white);
+        sqlite3_bind_int(s, 4, g->result);
+        st = run_stmt(db, s, "add the game to its match's W/D/L");
+    }
+    st = tx_end(db, outer, st);
+    if (st == DB_OK) {
+        g->id = id;
+        g->match_id = match_id;
+        g->shard_id = 0;
+    }
+    return st;
+}
+
+db_status_t db_match_finish(db_t *db, const db_match_t *m) {
+    if (!db || !m) return DB_INVALID;
+    char what[64];
+    snprintf(what, sizeof what, "finish match %lld", (long long)m->id);
+    if (m->wins < 0 || m->draws < 0 || m->losses < 0)
+        return fail_with(db, DB_INVALID, "%s: negative W/D/L %d/%d/%d", what, m->wins, m->draws, m->losses);
+    sqlite3_stmt *s = stmt(db, S_MATCH_FINISH);
+    if (!s) return DB_ERROR;
+    sqlite3_bind_int64(s, 1, m->id);
+    sqlite3_bind_int(s, 2, m->wins);
+    sqlite3_bind_int(s, 3, m->draws);
+    sqlite3_bind_int(s, 4, m->losses);
+    bind_real(s, 5, m->elo);
+    bind_real(s, 6, m->elo_lo);
+    bind_real(s, 7, m->elo_hi);
+    db_status_t st = run_stmt(db, s, what);
+    if (st == DB_OK && sqlite3_changes(db->sq) == 0) st = fail_with(db, DB_NOTFOUND, "%s: no such match", what);
+    return st;
+}
+
+db_status_t db_match_move_games(db_t *db, int64_t from_id, int64_t into_id) {
+    if (!db) return DB_INVALID;
+    char what[96];
+    snprintf(what, sizeof what, "move the games of match %lld to match %lld", (long long)from_id, (long long)into_id);
+    if (from_id <= 0 || into_id <= 0 || from_id == into_id)
+        return fail_with(db, DB_INVALID, "%s: two different match ids needed", what);
+    int outer;
+    db_status_t st = tx_begin(db, &outer);
+    if (st != DB_OK) return st;
+    st = match_exists(db, from_id, what);
+    if (st == DB_OK) st = match_exists(db, into_id, what);
+    sqlite3_stmt *s = st == DB_OK ? stmt(db, S_MATCH_MOVE_GAMES) : NULL;
+    if (st == DB_OK && !s) st = DB_ERROR;
+    if (st == DB_OK) {
+        sqlite3_bind_int64(s, 1, from_id);
+        sqlite3_bind_int64(s, 2, into_id);
+        st = run_stmt(db, s, what);
+    }
+    if (st == DB_OK && !(s = stmt(db, S_MATCH_DELETE))) st = DB_ERROR;
+    if (st == DB_OK) {
+        sqlite3_bind_int64(s, 1, from_id);
+        st = run_stmt(db, s, what);
+    }
+    return tx_end(db, outer, st);
 }
 
 db_status_t db_matches_list(db_t *db, int32_t cycle, db_match_t **out, int32_t *n) {
@@ -1195,21 +1583,7 @@ db_status_t db_matches_list(db_t *db, int32_t cycle, db_match_t **out, int32_t *
             }
             v = nv;
         }
-        db_match_t *m = &v[cnt++];
-        memset(m, 0, sizeof *m);
-        m->id = sqlite3_column_int64(s, 0);
-        m->cycle = sqlite3_column_int(s, 1);
-        m->model_a = sqlite3_column_int64(s, 2);
-        m->model_b = sqlite3_column_int64(s, 3);
-        col_text(s, 4, m->opponent, sizeof m->opponent);
-        m->wins = sqlite3_column_int(s, 5);
-        m->draws = sqlite3_column_int(s, 6);
-        m->losses = sqlite3_column_int(s, 7);
-        m->elo = col_real(s, 8);
-        m->elo_lo = col_real(s, 9);
-        m->elo_hi = col_real(s, 10);
-        col_text(s, 11, m->settings, sizeof m->settings);
-        col_text(s, 12, m->created, sizeof m->created);
+        read_match_row(s, &v[cnt++]);
     }
     if (st == DB_OK && rc != SQLITE_DONE) st = fail(db, rc, "list matches");
     done(s);
@@ -1220,6 +1594,18 @@ db_status_t db_matches_list(db_t *db, int32_t cycle, db_match_t **out, int32_t *
     *out = v;
     *n = cnt;
     return DB_OK;
+}
+
+db_status_t db_match_games_list(db_t *db, int64_t match_id, db_game_list_t *out) {
+    if (!db || !out) return DB_INVALID;
+    out->games = NULL;
+    out->n = 0;
+    sqlite3_stmt *s = stmt(db, S_MATCH_GAMES);
+    if (!s) return DB_ERROR;
+    sqlite3_bind_int64(s, 1, match_id);
+    char what[64];
+    snprintf(what, sizeof what, "games of match %lld", (long long)match_id);
+    return read_games(db, s, out, what);
 }
 
 /* ---- summary ------------------------------------------------------------------- */
@@ -1241,15 +1627,16 @@ db_status_t db_summary(db_t *db, db_summary_t *out) {
         {"SELECT count(*) FROM runs", &out->runs},
         {"SELECT count(*) FROM models", &out->models},
         {"SELECT count(*) FROM shards", &out->shards},
-        {"SELECT count(*) FROM games", &out->games},
+        {"SELECT count(*) FROM games WHERE shard_id IS NOT NULL", &out->games},
+        {"SELECT count(*) FROM games WHERE match_id IS NOT NULL", &out->match_games},
         {"SELECT coalesce(sum(rows), 0) FROM shards", &out->positions},
         {"SELECT coalesce(sum(bytes), 0) FROM shards", &out->shard_bytes},
         {"SELECT count(*) FROM train_steps", &out->train_steps},
         {"SELECT count(*) FROM matches", &out->matches},
         {"SELECT count(*) FROM shard_intents", &out->pending},
-        {"SELECT count(*) FROM games WHERE result = 1", &out->black_wins},
-        {"SELECT count(*) FROM games WHERE result = -1", &out->white_wins},
-        {"SELECT count(*) FROM games WHERE result = 0", &out->draws},
+        {"SELECT count(*) FROM games WHERE shard_id IS NOT NULL AND result = 1", &out->black_wins},
+        {"SELECT count(*) FROM games WHERE shard_id IS NOT NULL AND result = -1", &out->white_wins},
+        {"SELECT count(*) FROM games WHERE shard_id IS NOT NULL AND result = 0", &out->draws},
     };
     db_status_t st = DB_OK;
     for (size_t i = 0; st == DB_OK && i < sizeof counts / sizeof counts[0]; i++)
@@ -1261,7 +1648,7 @@ db_status_t db_summary(db_t *db, db_summary_t *out) {
                                 " (SELECT max(cycle) FROM models),"
                                 " (SELECT max(step) FROM train_steps),"
                                 " (SELECT loss_total FROM train_steps ORDER BY step DESC LIMIT 1),"
-                                " (SELECT avg(plies) FROM games),"
+                                " (SELECT avg(plies) FROM games WHERE shard_id IS NOT NULL),"
                                 " (SELECT min(created) FROM runs), (SELECT max(created) FROM runs)",
                                 -1, &s, NULL);
         if (rc == SQLITE_OK) rc = sqlite3_step(s);
@@ -1282,11 +1669,14 @@ db_status_t db_summary(db_t *db, db_summary_t *out) {
         s = NULL;
     }
     if (st == DB_OK) {
-        rc = sqlite3_prepare_v2(db->sq, "SELECT reason, count(*) FROM games GROUP BY reason", -1, &s, NULL);
+        rc = sqlite3_prepare_v2(db->sq,
+                                "SELECT reason, shard_id IS NOT NULL, count(*) FROM games "
+                                "GROUP BY reason, shard_id IS NOT NULL",
+                                -1, &s, NULL);
         while (rc == SQLITE_OK && (rc = sqlite3_step(s)) == SQLITE_ROW) {
             db_reason_t r;
             if (db_reason_parse((const char *)sqlite3_column_text(s, 0), &r) == 0)
-                out->reasons[r] = sqlite3_column_int64(s, 1);
+                (sqlite3_column_int(s, 1) ? out->reasons : out->match_reasons)[r] = sqlite3_column_int64(s, 2);
             rc = SQLITE_OK;
         }
         if (rc != SQLITE_DONE) st = fail(db, rc, "summary: end reasons");

@@ -26,6 +26,28 @@
  * Results are seen from Black (sente, who moves first): DB_RESULT_BLACK_WIN
  * = +1, DB_RESULT_WHITE_WIN = -1, DB_RESULT_DRAW = 0. Floating-point figures
  * that were not measured are NAN in C and NULL in SQL.
+ *
+ * Games are of two kinds, told apart by games.shard_id / games.match_id
+ * (exactly one is set, a CHECK in the schema):
+ *  - self-play and imported games live in a shard (their positions are the
+ *    shard's rows [first_row, first_row + row_count)); ids 1, 2, 3, ... in
+ *    the order registered, the ids the shard files' game_id column holds
+ *    (data/shard.h: shard_next_game_id);
+ *  - match games (tools/usi-match, the in-loop evaluation) belong to a
+ *    matches row and have no rows; their ids are -1, -2, -3, ... in the order
+ *    stored, so that a match game written by another connection never takes
+ *    an id a shard being registered has already put in its file. Counts and
+ *    statistics of "games" (db_count, db_summary's games/results/reasons) are
+ *    self-play games only; match games are counted apart.
+ *
+ * Schema history (PRAGMA user_version; db_open migrates older files):
+ *  1  the first schema: every game in a shard; matches.model_a NOT NULL.
+ *  2  match games in games (shard_id NULL-able, match_id, black, white,
+ *     detail); matches.model_a and cycle NULL-able (an outside engine),
+ *     engine_a / engine_b; a view match_games of the match games with the
+ *     columns of the table the referee kept before v2 (for readers of it).
+ *     v1 files are rebuilt in one transaction keeping every row, including
+ *     those of that interim match_games table (see db.c, migrate_v1_v2).
  */
 #ifndef KOMA_DB_H
 #define KOMA_DB_H
@@ -33,9 +55,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DB_SCHEMA_VERSION 1
+#define DB_SCHEMA_VERSION 2
 #define DB_APPLICATION_ID 0x4B4F4D41 /* 'KOMA' in PRAGMA application_id */
 #define DB_PATH_MAX 256              /* run-relative paths of shards and models */
+#define DB_NAME_MAX 256              /* player names of matches (engine_a, engine_b) */
 #define DB_ERR_MAX 768
 
 typedef enum {
@@ -151,17 +174,23 @@ typedef struct {
 } db_shard_t;
 
 typedef struct {
-    int64_t id;
-    int64_t shard_id;
+    int64_t id;              /* > 0 in a shard, < 0 in a match (see the top of this file) */
+    int64_t shard_id;        /* 0 for a match game */
     int64_t first_row;       /* the game's positions are rows [first_row, first_row+row_count) of the shard */
-    int64_t row_count;
-    int64_t model_id;        /* the net that played it; 0 = none (imported record) */
+    int64_t row_count;       /* 0 (and first_row 0) for a match game */
+    int64_t model_id;        /* the net that played it; 0 = none (imported record, match game) */
     const char *start_sfen;  /* "startpos" or an SFEN */
     const char *moves;       /* USI moves separated by single spaces, "" for none */
     int32_t plies;
     int32_t result;          /* db_result_t */
     db_reason_t reason;
     char created[32];
+    /* Schema v2. The strings are read during the call that stores the game
+     * (NULL = ""), malloc'ed on reads and freed by db_game_list_free. */
+    int64_t match_id;        /* the match it was played in; 0 = a game in a shard */
+    const char *black;       /* the players' names (match games: as in matches.engine_a/b) */
+    const char *white;
+    const char *detail;      /* how it ended, in words ("white resigned"); "" = not recorded */
 } db_game_t;
 
 typedef struct {
@@ -199,7 +228,8 @@ db_status_t db_shards_recent(db_t *db, int64_t min_rows, db_shard_t **out, int32
 db_status_t db_games_of_shard(db_t *db, int64_t shard_id, db_game_list_t *out);
 void db_game_list_free(db_game_list_t *l); /* NULL ok */
 
-/* Games and positions in shards of one cycle, or of all when cycle < 0. */
+/* Games and positions in shards of one cycle, or of all when cycle < 0
+ * (match games are in no shard and not counted). */
 db_status_t db_count(db_t *db, int32_t cycle, int64_t *games, int64_t *positions);
 
 /* ---- metrics --------------------------------------------------------------- */
@@ -238,21 +268,56 @@ typedef struct {
 db_status_t db_cycle_metrics_put(db_t *db, const db_cycle_metrics_t *m);
 db_status_t db_cycle_metrics_get(db_t *db, int32_t cycle, db_cycle_metrics_t *out);
 
+/* A match between two players, A and B, from A's side. A player is a net of
+ * this run (model_a / model_b) or anything else (an outside USI engine, a
+ * net file that is not registered), named in engine_a / engine_b. */
 typedef struct {
     int64_t id;
-    int32_t cycle;                 /* cycle of model_a */
-    int64_t model_a;
-    int64_t model_b;               /* 0 = an external engine, named in opponent */
-    char opponent[64];
-    int32_t wins, draws, losses;   /* of model_a */
-    double elo, elo_lo, elo_hi;    /* a minus b, with its 95% interval */
+    int32_t cycle;                 /* cycle of model_a; -1 when A is not a model of this run */
+    int64_t model_a;               /* 0 = not a model of this run: engine_a names it */
+    int64_t model_b;               /* 0 = not a model of this run: opponent (and engine_b) names it */
+    char opponent[64];             /* B's name for tables, when B is not a model */
+    int32_t wins, draws, losses;   /* of A */
+    double elo, elo_lo, elo_hi;    /* a minus b, with its 95% interval; NAN = not rated (yet) */
     char settings[128];            /* e.g. "nodes=800" or "byoyomi=1000" */
     char created[32];
+    /* schema v2 */
+    char engine_a[DB_NAME_MAX];    /* the players' names as in games.black / games.white of the */
+    char engine_b[DB_NAME_MAX];    /*   match's games; "" = not recorded (rows from schema v1) */
+    int64_t games;                 /* games rows of the match (set on reads) */
 } db_match_t;
 
-db_status_t db_match_insert(db_t *db, db_match_t *m); /* sets m->id */
+/* Inserts a finished match's row, totals included (sets m->id). Needs
+ * model_a, or engine_a naming A. cycle < 0 or model_a = 0 store no cycle. */
+db_status_t db_match_insert(db_t *db, db_match_t *m);
+
+/* A match recorded as it is played, so that a killed match keeps the games it
+ * finished:
+ *   db_match_begin(db, &m);                  row with W/D/L 0 and no Elo, sets m.id
+ *   db_match_game_insert(db, m.id, &g);      each game as it ends
+ *   db_match_finish(db, &m);                 W/D/L and Elo at the end
+ * db_match_begin zeroes m's totals and Elo before inserting. */
+db_status_t db_match_begin(db_t *db, db_match_t *m);
+/* Stores one finished game of match match_id in one transaction (sets g->id,
+ * g->match_id; g's shard_id, rows and model_id are ignored). When the match
+ * names its players (engine_a and engine_b set and different) and engine_a
+ * is g->black or g->white, the game is also added to the row's W/D/L from A's
+ * side and the row's Elo is cleared until db_match_finish: the row always
+ * agrees with its games. DB_NOTFOUND if there is no such match. */
+db_status_t db_match_game_insert(db_t *db, int64_t match_id, db_game_t *g);
+/* Sets the W/D/L and Elo (elo, elo_lo, elo_hi) of row m->id; may be called
+ * again. DB_NOTFOUND if there is no such match. */
+db_status_t db_match_finish(db_t *db, const db_match_t *m);
+/* Moves every game of match from_id to match into_id and deletes row
+ * from_id, in one transaction (two records of one match joined; into_id's
+ * totals are left as they are). */
+db_status_t db_match_move_games(db_t *db, int64_t from_id, int64_t into_id);
+
+db_status_t db_match_get(db_t *db, int64_t id, db_match_t *out); /* DB_NOTFOUND if none */
 /* Matches of one cycle (all when cycle < 0), by id; *out malloc'ed (free()). */
 db_status_t db_matches_list(db_t *db, int32_t cycle, db_match_t **out, int32_t *n);
+/* The games of one match in the order they were stored (free with db_game_list_free). */
+db_status_t db_match_games_list(db_t *db, int64_t match_id, db_game_list_t *out);
 
 /* ---- inspection ------------------------------------------------------------ */
 typedef struct {
@@ -263,9 +328,13 @@ typedef struct {
     int64_t latest_model_id;      /* 0 when none */
     int64_t last_step;            /* highest train step; -1 when none */
     double last_loss_total;       /* at last_step; NAN when none */
+    /* games, black_wins .. reasons: self-play and imported games (in shards) only */
     int64_t black_wins, white_wins, draws;
     double avg_plies;             /* NAN when no games */
     int64_t reasons[DB_REASON_NB];
+    /* match games (schema v2): how many, and how they ended */
+    int64_t match_games;
+    int64_t match_reasons[DB_REASON_NB];
     char first_run[32], last_run[32]; /* created of the first and last runs rows, "" if none */
 } db_summary_t;
 

@@ -1,11 +1,11 @@
 /* referee.c - the match referee, Elo arithmetic, the ladder and match games
- * in the database. See referee.h. Every verdict comes from engine/rules.h;
- * this file only decides who caused an end and how it is written down. */
+ * in the database (through data/db.h). See referee.h. Every verdict comes
+ * from engine/rules.h; this file only decides who caused an end and how it
+ * is written down. */
 #include "selfplay/referee.h"
 
 #include <ctype.h>
 #include <math.h>
-#include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -399,48 +399,92 @@ db_status_t ref_elo_ladder(db_t *db, ref_ladder_point_t **out, int32_t *n) {
     return DB_OK;
 }
 
-/* ---- match games in the database ---------------------------------------------------
- * The table is created here because schema v1 (data/db.c) has no place for a
- * game without a shard; data/ should adopt it (or games.shard_id NULL) in
- * schema v2, and then these two functions become calls into db.h. */
-static const char *const match_games_schema =
-    "CREATE TABLE IF NOT EXISTS match_games ("
-    "  id         INTEGER PRIMARY KEY,"
-    "  session    TEXT NOT NULL,"
-    "  match_id   INTEGER REFERENCES matches(id),"
-    "  black      TEXT NOT NULL,"
-    "  white      TEXT NOT NULL,"
-    "  start_sfen TEXT NOT NULL,"
-    "  moves      TEXT NOT NULL,"
-    "  plies      INTEGER NOT NULL CHECK (plies >= 0),"
-    "  result     INTEGER NOT NULL CHECK (result IN (-1, 0, 1)),"
-    "  reason     TEXT NOT NULL,"
-    "  detail     TEXT NOT NULL DEFAULT '',"
-    "  created    TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now')));"
-    "CREATE INDEX IF NOT EXISTS match_games_session ON match_games(session);";
+/* ---- match games in the database --------------------------------------------------- */
+db_status_t ref_store_match_game(db_t *db, int64_t match_id, const ref_game_t *g, const char *black,
+                                 const char *white) {
+    if (!db || !g) return DB_INVALID;
+    char *moves = ref_game_moves_usi(g);
+    if (!moves) return DB_ERROR;
+    db_game_t dg;
+    memset(&dg, 0, sizeof dg);
+    dg.start_sfen = g->start;
+    dg.moves = moves;
+    dg.plies = g->n_moves;
+    dg.result = ref_game_result(g);
+    dg.reason = ref_db_reason(g->end);
+    dg.black = black ? black : "";
+    dg.white = white ? white : "";
+    dg.detail = g->detail;
+    db_status_t st = db_match_game_insert(db, match_id, &dg);
+    free(moves);
+    return st;
+}
+
+/* The matches row a session opened (the latest one if several), or 0. */
+static db_status_t session_match(db_t *db, const char *session, int64_t *id) {
+    db_match_t *ms = NULL;
+    int32_t n = 0;
+    *id = 0;
+    db_status_t st = db_matches_list(db, -1, &ms, &n);
+    if (st != DB_OK) return st;
+    char key[sizeof ms->settings];
+    snprintf(key, sizeof key, "%s", session);
+    for (int32_t i = 0; i < n; i++)
+        if (ms[i].model_a == 0 && ms[i].model_b == 0 && strcmp(ms[i].settings, key) == 0) *id = ms[i].id;
+    free(ms);
+    return DB_OK;
+}
+
+/* Rolls back the transaction of a failed step (db_rollback leaves the
+ * step's message in place unless the rollback itself fails). */
+static db_status_t rollback_keep(db_t *db, db_status_t st) {
+    db_rollback(db);
+    return st;
+}
 
 db_status_t ref_store_game(db_t *db, const char *session, const ref_game_t *g, const char *black,
                            const char *white) {
     if (!db || !session || !g) return DB_INVALID;
-    char *moves = ref_game_moves_usi(g);
-    if (!moves) return DB_ERROR;
-    char *sql = sqlite3_mprintf("%s INSERT INTO match_games (session, black, white, start_sfen, moves, plies, "
-                                "result, reason, detail) VALUES (%Q, %Q, %Q, %Q, %Q, %d, %d, %Q, %Q);",
-                                match_games_schema, session, black ? black : "", white ? white : "", g->start, moves,
-                                g->n_moves, ref_game_result(g), db_reason_name(ref_db_reason(g->end)), g->detail);
-    free(moves);
-    if (!sql) return DB_ERROR;
-    db_status_t st = db_exec(db, sql);
-    sqlite3_free(sql);
-    return st;
+    /* The names as the matches row holds them (bounded), so that the game's
+     * names are the row's. */
+    char bn[DB_NAME_MAX], wn[DB_NAME_MAX];
+    snprintf(bn, sizeof bn, "%s", black && *black ? black : "black player");
+    snprintf(wn, sizeof wn, "%s", white && *white ? white : "white player");
+    db_status_t st = db_begin(db);
+    if (st != DB_OK) return st;
+    int64_t id = 0;
+    st = session_match(db, session, &id);
+    db_match_t m;
+    if (st == DB_OK && id == 0) {
+        memset(&m, 0, sizeof m);
+        int black_first = strcmp(bn, wn) <= 0;
+        snprintf(m.engine_a, sizeof m.engine_a, "%s", black_first ? bn : wn);
+        snprintf(m.engine_b, sizeof m.engine_b, "%s", black_first ? wn : bn);
+        snprintf(m.opponent, sizeof m.opponent, "%.*s", (int)sizeof m.opponent - 1, m.engine_b);
+        snprintf(m.settings, sizeof m.settings, "%.*s", (int)sizeof m.settings - 1, session);
+        m.cycle = -1;
+        st = db_match_begin(db, &m);
+        id = m.id;
+    }
+    if (st == DB_OK) st = ref_store_match_game(db, id, g, bn, wn);
+    if (st == DB_OK) st = db_match_get(db, id, &m);
+    if (st == DB_OK) {
+        ref_elo_t e;
+        ref_elo_trinomial(m.wins, m.draws, m.losses, &e);
+        m.elo = e.elo, m.elo_lo = e.elo_lo, m.elo_hi = e.elo_hi;
+        st = db_match_finish(db, &m);
+    }
+    if (st == DB_OK) st = db_commit(db);
+    return st == DB_OK ? DB_OK : rollback_keep(db, st);
 }
 
 db_status_t ref_store_attach(db_t *db, const char *session, int64_t match_id) {
     if (!db || !session || match_id <= 0) return DB_INVALID;
-    char *sql = sqlite3_mprintf("%s UPDATE match_games SET match_id = %lld WHERE session = %Q;", match_games_schema,
-                                (long long)match_id, session);
-    if (!sql) return DB_ERROR;
-    db_status_t st = db_exec(db, sql);
-    sqlite3_free(sql);
-    return st;
+    db_status_t st = db_begin(db);
+    if (st != DB_OK) return st;
+    int64_t id = 0;
+    st = session_match(db, session, &id);
+    if (st == DB_OK && id != 0 && id != match_id) st = db_match_move_games(db, id, match_id);
+    if (st == DB_OK) st = db_commit(db);
+    return st == DB_OK ? DB_OK : rollback_keep(db, st);
 }

@@ -7,7 +7,7 @@
  * running out of time, crashing) and the ends the rules impose (no legal
  * move, fourfold repetition, perpetual check, the move limit); the Elo
  * estimate of a match score with its 95% interval; the Elo ladder over the
- * matches table; match games in the run database.
+ * matches table; storing match games in the run database (data/db.h).
  * Does not own: the rules (engine/rules.h decides every verdict), talking
  * USI, searching, time keeping (the caller measures and reports a time-out).
  *
@@ -159,15 +159,27 @@ typedef struct {
 db_status_t ref_elo_ladder(db_t *db, ref_ladder_point_t **out, int32_t *n);
 
 /* ---- match games in the run database --------------------------------------------
- * Schema v1 ties every games row to a shard (games.shard_id NOT NULL), and a
- * match game has no training rows, so match games live in their own table,
- * created on first use (see ref_store_game). */
-/* Stores one finished game played in match session `session` (a string
- * naming this invocation, e.g. "usi-match 20240101T120000 pid 42"); the
- * matches row is attached later by ref_store_attach. */
+ * Match games are games rows of a matches row (data/db.h, schema v2). */
+
+/* Stores finished game g of match match_id (db_match_begin) with the players'
+ * names black and white (NULL = ""), its end reason and detail, in one
+ * transaction; the row's W/D/L follow the game when engine_a is one of the
+ * two names (see db_match_game_insert). */
+db_status_t ref_store_match_game(db_t *db, int64_t match_id, const ref_game_t *g, const char *black,
+                                 const char *white);
+
+/* The same for callers that open no matches row before the first game and
+ * name their invocation instead (`session`, e.g. "usi-match 20240101T120000
+ * pid 42"): the session's first game opens a matches row with no model
+ * (engine_a / engine_b = the two names in strcmp order, opponent =
+ * engine_b, settings = session), and after every game the row gets the
+ * session's W/D/L and trinomial Elo from engine_a's side. A match of two
+ * outside engines (or a killed one) stays on record that way. */
 db_status_t ref_store_game(db_t *db, const char *session, const ref_game_t *g, const char *black,
                            const char *white);
-/* Links every game of session to matches row match_id. */
+/* Moves the games of session to matches row match_id (the caller's row with
+ * the totals from its own side) and deletes the session's row. DB_OK when
+ * the session stored no game. */
 db_status_t ref_store_attach(db_t *db, const char *session, int64_t match_id);
 
 #endif

@@ -11,7 +11,8 @@
  *
  * Sections: training losses and accuracies by step (policy/value/legal/total
  * loss, policy accuracy, legal-move F1, learning rate), Elo by cycle (the
- * ladder with its 95% intervals, and matches against other engines),
+ * ladder with its 95% intervals, and every match, against other nets or
+ * other engines, with its games and how they ended),
  * self-play throughput by cycle (positions/s, evaluations/s, average batch,
  * device busy %), game lengths (histogram of plies), how games ended
  * (reasons, split by winner), the models table. Long runs are summarised:
@@ -606,21 +607,29 @@ static void section_elo(sb_t *o, const run_t *r) {
         free(x);
     }
     sb_printf(o, "</div>");
-    /* the ladder and every match as a table */
+    /* the ladder and every match as a table: A is a net of the run (its
+     * cycle) or another engine (cycle "-"), named as in its games */
     if (r->n_matches > 0) {
-        sb_printf(o, "<table><tr><th>match</th><th>cycle</th><th class=\"l\">opponent</th><th>W</th><th>D</th><th>L</th>"
-                     "<th>Elo</th><th>95%% interval</th><th class=\"l\">settings</th><th class=\"l\">when</th></tr>");
+        sb_printf(o, "<table><tr><th>match</th><th>cycle</th><th class=\"l\">player A</th><th class=\"l\">opponent</th>"
+                     "<th>games</th><th>W</th><th>D</th><th>L</th><th>Elo</th><th>95%% interval</th>"
+                     "<th class=\"l\">settings</th><th class=\"l\">when</th></tr>");
         for (int32_t i = 0; i < r->n_matches; i++) {
             const db_match_t *m = &r->matches[i];
-            sb_printf(o, "<tr><td>%lld</td><td>%d</td><td class=\"l\">", (long long)m->id, m->cycle);
+            sb_printf(o, "<tr><td>%lld</td>", (long long)m->id);
+            if (m->cycle >= 0) sb_printf(o, "<td>%d</td>", m->cycle);
+            else sb_printf(o, "<td>-</td>");
+            sb_printf(o, "<td class=\"l\">");
+            sb_esc(o, m->engine_a[0] ? m->engine_a : m->model_a ? "net" : "?");
+            sb_printf(o, "</td><td class=\"l\">");
             int found = 0;
             for (int32_t k = 0; k < r->n_models && m->model_b; k++)
                 if (r->models[k].id == m->model_b) {
                     sb_printf(o, "cycle %d", r->models[k].cycle);
                     found = 1;
                 }
-            if (!found) sb_esc(o, m->opponent[0] ? m->opponent : "?");
-            sb_printf(o, "</td><td>%d</td><td>%d</td><td>%d</td>", m->wins, m->draws, m->losses);
+            if (!found) sb_esc(o, m->opponent[0] ? m->opponent : m->engine_b[0] ? m->engine_b : "?");
+            sb_printf(o, "</td><td>%lld</td><td>%d</td><td>%d</td><td>%d</td>", (long long)m->games, m->wins, m->draws,
+                      m->losses);
             cell_num(o, m->elo, "%+.0f");
             char a[32], b[32];
             fmt_num(a, sizeof a, m->elo_lo, 1);
@@ -632,6 +641,16 @@ static void section_elo(sb_t *o, const run_t *r) {
             sb_printf(o, "</td></tr>");
         }
         sb_printf(o, "</table>");
+    }
+    /* match games are not self-play games: counted here, not in the charts below */
+    if (r->sum.match_games > 0) {
+        sb_printf(o, "<p class=\"muted\">%lld match games, ended by", (long long)r->sum.match_games);
+        int any = 0;
+        for (int k = 0; k < DB_REASON_NB; k++)
+            if (r->sum.match_reasons[k])
+                sb_printf(o, "%s %s %lld", any++ ? "," : "", db_reason_name((db_reason_t)k),
+                          (long long)r->sum.match_reasons[k]);
+        sb_printf(o, "</p>");
     }
 }
 
@@ -810,6 +829,7 @@ static void render(sb_t *o, const char *title, const run_t *r, const char *note)
     if (r->sum.latest_cycle >= 0) stat(o, "latest cycle", "%d", r->sum.latest_cycle);
     else stat(o, "latest cycle", "-");
     stat(o, "self-play games", "%lld", (long long)r->sum.games);
+    if (r->sum.match_games > 0) stat(o, "match games", "%lld", (long long)r->sum.match_games);
     stat(o, "positions", "%lld", (long long)r->sum.positions);
     stat(o, "training steps", "%lld", (long long)(r->sum.last_step >= 0 ? r->sum.last_step + 1 : 0));
     if (isfinite(r->sum.last_loss_total)) stat(o, "last total loss", "%.4f", r->sum.last_loss_total);
@@ -907,8 +927,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "report: %s\n", err);
         rc = 1;
     } else {
-        printf("%s: %lld games, %lld training steps, %d models, %d matches\n", outp, (long long)r->sum.games,
-               (long long)r->steps, r->n_models, r->n_matches);
+        printf("%s: %lld self-play games, %lld training steps, %d models, %d matches (%lld games)\n", outp,
+               (long long)r->sum.games, (long long)r->steps, r->n_models, r->n_matches, (long long)r->sum.match_games);
     }
     free(o.s);
     db_close(db);

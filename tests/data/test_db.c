@@ -1,5 +1,8 @@
 /* test_db.c - data/db.c and data/writer.c: create/open and schema checks,
- * round trips of every table, all-or-nothing shard registration (including a
+ * round trips of every table, the migration of a real version 1 file
+ * (every row kept, new constraints, the interim match_games rows, a failed
+ * migration leaving the file as it was), match games (two outside engines,
+ * recorded game by game), all-or-nothing shard registration (including a
  * full disk), the start-up check that moves orphans aside, and the writer
  * thread with several producers, backpressure, flush and bounded shutdown. */
 #include "compat/compat.h"
@@ -492,6 +495,517 @@ static void test_round_trips(void) {
     CHECK_OK(db, db_summary(db, &sum));
     CHECK(sum.games == 0 && sum.latest_cycle == -1 && sum.last_step == -1 && isnan(sum.avg_plies) &&
           isnan(sum.last_loss_total) && sum.first_run[0] == 0);
+    db_close(db);
+}
+
+/* ---- schema v1 -> v2 -------------------------------------------------------------------- */
+/* The schema of version 1 as data/db.c released it (a copy: db.c may change,
+ * files written by that release do not), and the table match_games that
+ * selfplay/referee.c created in v1 files before match games moved to games. */
+#define V1_NOW "(strftime('%Y-%m-%dT%H:%M:%fZ','now'))"
+static const char v1_schema[] =
+    /* One row per invocation of a command on this run directory. */
+    "CREATE TABLE runs ("
+    "  id           INTEGER PRIMARY KEY,"
+    "  created      TEXT NOT NULL DEFAULT " V1_NOW ","
+    "  koma_version TEXT NOT NULL,"
+    "  command      TEXT NOT NULL,"
+    "  config       TEXT NOT NULL);"
+    /* One published net per cycle; path relative to the run directory. */
+    "CREATE TABLE models ("
+    "  id               INTEGER PRIMARY KEY,"
+    "  run_id           INTEGER REFERENCES runs(id),"
+    "  cycle            INTEGER NOT NULL UNIQUE CHECK (cycle >= 0),"
+    "  path             TEXT NOT NULL UNIQUE,"
+    "  xxh3             TEXT NOT NULL CHECK (length(xxh3) = 16),"
+    "  features_version INTEGER NOT NULL,"
+    "  arch             TEXT NOT NULL DEFAULT '',"
+    "  train_steps      INTEGER NOT NULL DEFAULT 0,"
+    "  train_samples    INTEGER NOT NULL DEFAULT 0,"
+    "  loss_policy REAL, loss_value REAL, loss_legal REAL, loss_total REAL,"
+    "  created          TEXT NOT NULL DEFAULT " V1_NOW ");"
+    /* Shard files; pos_begin numbers every position of the run globally. */
+    "CREATE TABLE shards ("
+    "  id               INTEGER PRIMARY KEY,"
+    "  path             TEXT NOT NULL UNIQUE,"
+    "  cycle            INTEGER NOT NULL,"
+    "  features_version INTEGER NOT NULL,"
+    "  rows             INTEGER NOT NULL CHECK (rows >= 0),"
+    "  games            INTEGER NOT NULL CHECK (games >= 0),"
+    "  pos_begin        INTEGER NOT NULL CHECK (pos_begin >= 0),"
+    "  bytes            INTEGER NOT NULL CHECK (bytes >= 0),"
+    "  xxh3             TEXT NOT NULL CHECK (length(xxh3) = 16),"
+    "  created          TEXT NOT NULL DEFAULT " V1_NOW ");"
+    "CREATE INDEX shards_cycle ON shards(cycle);"
+    /* Files about to be written and not yet registered (db_shard_intent). */
+    "CREATE TABLE shard_intents ("
+    "  path    TEXT PRIMARY KEY,"
+    "  pid     INTEGER NOT NULL,"
+    "  created TEXT NOT NULL DEFAULT " V1_NOW ");"
+    /* Games; result from Black's side: 1 Black wins, -1 White wins, 0 draw. */
+    "CREATE TABLE games ("
+    "  id         INTEGER PRIMARY KEY,"
+    "  shard_id   INTEGER NOT NULL REFERENCES shards(id),"
+    "  first_row  INTEGER NOT NULL CHECK (first_row >= 0),"
+    "  row_count  INTEGER NOT NULL CHECK (row_count >= 0),"
+    "  model_id   INTEGER REFERENCES models(id),"
+    "  start_sfen TEXT NOT NULL,"
+    "  moves      TEXT NOT NULL,"
+    "  plies      INTEGER NOT NULL CHECK (plies >= 0),"
+    "  result     INTEGER NOT NULL CHECK (result IN (-1, 0, 1)),"
+    "  reason     TEXT NOT NULL,"
+    "  created    TEXT NOT NULL DEFAULT " V1_NOW ");"
+    "CREATE INDEX games_shard ON games(shard_id, first_row);"
+    "CREATE INDEX games_model ON games(model_id);"
+    "CREATE TABLE train_steps ("
+    "  step        INTEGER PRIMARY KEY,"
+    "  cycle       INTEGER NOT NULL,"
+    "  time        REAL NOT NULL,"
+    "  lr          REAL NOT NULL,"
+    "  samples     INTEGER NOT NULL DEFAULT 0,"
+    "  loss_policy REAL, loss_value REAL, loss_legal REAL, loss_total REAL,"
+    "  acc_policy  REAL, acc_value REAL, acc_legal REAL,"
+    "  grad_norm   REAL);"
+    "CREATE INDEX train_steps_cycle ON train_steps(cycle);"
+    "CREATE TABLE cycle_metrics ("
+    "  cycle           INTEGER PRIMARY KEY,"
+    "  model_id        INTEGER REFERENCES models(id),"
+    "  started REAL, finished REAL,"
+    "  games INTEGER NOT NULL DEFAULT 0, positions INTEGER NOT NULL DEFAULT 0,"
+    "  selfplay_s REAL, train_s REAL,"
+    "  positions_per_s REAL, evals_per_s REAL, avg_batch REAL, busy_pct REAL, avg_plies REAL,"
+    "  black_wins INTEGER NOT NULL DEFAULT 0, white_wins INTEGER NOT NULL DEFAULT 0,"
+    "  draws INTEGER NOT NULL DEFAULT 0,"
+    "  elo REAL, elo_lo REAL, elo_hi REAL);"
+    /* Evaluation matches, from model_a's side; model_b NULL = external engine. */
+    "CREATE TABLE matches ("
+    "  id       INTEGER PRIMARY KEY,"
+    "  cycle    INTEGER NOT NULL,"
+    "  model_a  INTEGER NOT NULL REFERENCES models(id),"
+    "  model_b  INTEGER REFERENCES models(id),"
+    "  opponent TEXT NOT NULL DEFAULT '',"
+    "  wins     INTEGER NOT NULL CHECK (wins >= 0),"
+    "  draws    INTEGER NOT NULL CHECK (draws >= 0),"
+    "  losses   INTEGER NOT NULL CHECK (losses >= 0),"
+    "  elo REAL, elo_lo REAL, elo_hi REAL,"
+    "  settings TEXT NOT NULL DEFAULT '',"
+    "  created  TEXT NOT NULL DEFAULT " V1_NOW ");"
+    "CREATE INDEX matches_cycle ON matches(cycle);"
+    "CREATE INDEX matches_models ON matches(model_a, model_b);";
+
+static const char v1_interim_match_games[] =
+    "CREATE TABLE IF NOT EXISTS match_games ("
+    "  id         INTEGER PRIMARY KEY,"
+    "  session    TEXT NOT NULL,"
+    "  match_id   INTEGER REFERENCES matches(id),"
+    "  black      TEXT NOT NULL,"
+    "  white      TEXT NOT NULL,"
+    "  start_sfen TEXT NOT NULL,"
+    "  moves      TEXT NOT NULL,"
+    "  plies      INTEGER NOT NULL CHECK (plies >= 0),"
+    "  result     INTEGER NOT NULL CHECK (result IN (-1, 0, 1)),"
+    "  reason     TEXT NOT NULL,"
+    "  detail     TEXT NOT NULL DEFAULT '',"
+    "  created    TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now')));"
+    "CREATE INDEX IF NOT EXISTS match_games_session ON match_games(session);";
+
+/* Rows in every v1 table, as the v1 code would have written them (ids from
+ * 1, foreign keys resolved), plus the interim match_games: two games attached
+ * to match 1, three of an unattached session (two outside engines), one of
+ * another. */
+static const char v1_rows[] =
+    "INSERT INTO runs(koma_version, command, config, created) VALUES"
+    "  ('0.1.0', 'selfplay', 'cycles = 2', '2024-01-01T00:00:00.000Z'),"
+    "  ('0.1.0', 'selfplay', 'cycles = 3', '2024-01-02T00:00:00.000Z');"
+    "INSERT INTO models(run_id, cycle, path, xxh3, features_version, arch, train_steps, train_samples,"
+    "  loss_policy, loss_value, loss_legal, loss_total) VALUES"
+    "  (1, 0, 'models/cycle-0000.safetensors', '0123456789abcdef', 3, 'resnet4x32', 0, 0, NULL, NULL, NULL, NULL),"
+    "  (2, 1, 'models/cycle-0001.safetensors', 'fedcba9876543210', 3, 'resnet4x32', 100, 25600, 2.5, 0.7, 0.1, 3.3);"
+    "INSERT INTO shards(path, cycle, features_version, rows, games, pos_begin, bytes, xxh3) VALUES"
+    "  ('shards/c0000_000001.safetensors', 0, 3, 30, 2, 0, 5000, '00000000000000aa'),"
+    "  ('shards/c0001_000002.safetensors', 1, 3, 12, 1, 30, 2000, '00000000000000bb');"
+    "INSERT INTO shard_intents(path, pid) VALUES ('shards/c0001_000003.safetensors', 4242);"
+    "INSERT INTO games(shard_id, first_row, row_count, model_id, start_sfen, moves, plies, result, reason) VALUES"
+    "  (1, 0, 20, 1, 'startpos', '7g7f 3c3d', 20, 1, 'checkmate'),"
+    "  (1, 20, 10, 1, 'startpos', '2g2f', 10, -1, 'resign'),"
+    "  (2, 0, 12, NULL, 'lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 1', '', 12, 0, 'max_ply');"
+    "INSERT INTO train_steps(step, cycle, time, lr, samples, loss_policy, loss_value, loss_legal, loss_total,"
+    "  acc_policy, acc_value, acc_legal, grad_norm) VALUES"
+    "  (0, 0, 1.7e9, 0.02, 256, 5.0, 1.0, 0.5, 6.5, 0.1, NULL, 0.9, 2.0),"
+    "  (1, 0, 1.7e9 + 1, 0.02, 512, 4.5, 0.9, 0.4, 5.8, 0.2, NULL, 0.9, 1.5);"
+    "INSERT INTO cycle_metrics(cycle, model_id, started, finished, games, positions, black_wins, white_wins, draws,"
+    "  elo, elo_lo, elo_hi) VALUES (0, 1, 1.7e9, 1.7e9 + 60, 2, 30, 1, 1, 0, NULL, NULL, NULL);"
+    "INSERT INTO matches(cycle, model_a, model_b, opponent, wins, draws, losses, elo, elo_lo, elo_hi, settings)"
+    "  VALUES (1, 2, 1, '', 1, 0, 1, 0.0, -400.0, 400.0, 'eval visits=64'),"
+    "         (0, 1, NULL, 'gpsshogi', 0, 0, 2, NULL, NULL, NULL, 'usi-match byoyomi 100');";
+static const char v1_interim_rows[] =
+    "INSERT INTO match_games(session, match_id, black, white, start_sfen, moves, plies, result, reason, detail)"
+    "  VALUES ('eval 1 pid 7 cycle 1 vs 0', 1, 'cycle 1 (a)', 'cycle 0 (b)', 'startpos', '7g7f', 1, 1, 'resign',"
+    "          'white resigned'),"
+    "         ('eval 1 pid 7 cycle 1 vs 0', 1, 'cycle 0 (b)', 'cycle 1 (a)', 'startpos', '2g2f', 1, 1, 'resign',"
+    "          'white resigned'),"
+    "         ('usi-match s1', NULL, 'engine1: x', 'engine2: y', 'startpos', '7g7f 3c3d', 2, 1, 'time', 'slow'),"
+    "         ('usi-match s1', NULL, 'engine2: y', 'engine1: x', 'startpos', '7g7f 3c3d', 2, 1, 'resign', ''),"
+    "         ('usi-match s1', NULL, 'engine1: x', 'engine2: y', 'startpos', '', 0, 0, 'max_ply', ''),"
+    "         ('usi-match s2', NULL, 'p', 'q', 'startpos', '', 0, -1, 'illegal_move', 'p played 7g7e');";
+
+/* A statement that may fail, on its own connection with foreign keys on;
+ * returns SQLite's code and its message in msg. */
+static int sql_try(const char *path, const char *sql, char *msg, size_t len) {
+    sqlite3 *sq;
+    KOMA_ASSERT(sqlite3_open(path, &sq) == SQLITE_OK);
+    sqlite3_busy_timeout(sq, 5000);
+    KOMA_ASSERT(sqlite3_exec(sq, "PRAGMA foreign_keys = ON", NULL, NULL, NULL) == SQLITE_OK);
+    char *m = NULL;
+    int rc = sqlite3_exec(sq, sql, NULL, NULL, &m);
+    snprintf(msg, len, "%s", m ? m : "");
+    sqlite3_free(m);
+    sqlite3_close(sq);
+    return rc;
+}
+
+/* Writes a version 1 file the way the v1 code did: schema, application id,
+ * version 1, WAL; then `rows` (foreign keys on unless fk_off). */
+static void write_v1(const char *path, const char *rows, int fk_off) {
+    char sql[160];
+    sql_raw(path, v1_schema);
+    snprintf(sql, sizeof sql, "PRAGMA application_id = %d; PRAGMA user_version = 1; PRAGMA journal_mode = WAL",
+             DB_APPLICATION_ID);
+    sql_raw(path, sql);
+    size_t n = strlen(rows) + 64;
+    char *all = malloc(n);
+    KOMA_ASSERT(all);
+    snprintf(all, n, "PRAGMA foreign_keys = %s; %s", fk_off ? "OFF" : "ON", rows);
+    sql_raw(path, all);
+    free(all);
+}
+
+/* Every v1 column of every v1 table, in id order, as one text: what must
+ * survive the migration unchanged. games: the v1 games are the shard games. */
+static const char *const v1_tables[][3] = {
+    {"runs", "id, created, koma_version, command, config", ""},
+    {"models", "id, run_id, cycle, path, xxh3, features_version, arch, train_steps, train_samples, loss_policy, "
+               "loss_value, loss_legal, loss_total, created", ""},
+    {"shards", "id, path, cycle, features_version, rows, games, pos_begin, bytes, xxh3, created", ""},
+    {"shard_intents", "path, pid, created", ""},
+    {"games", "id, shard_id, first_row, row_count, model_id, start_sfen, moves, plies, result, reason, created",
+     "WHERE shard_id IS NOT NULL"},
+    {"train_steps", "step, cycle, time, lr, samples, loss_policy, loss_value, loss_legal, loss_total, acc_policy, "
+                    "acc_value, acc_legal, grad_norm", ""},
+    {"cycle_metrics", "cycle, model_id, started, finished, games, positions, selfplay_s, train_s, positions_per_s, "
+                      "evals_per_s, avg_batch, busy_pct, avg_plies, black_wins, white_wins, draws, elo, elo_lo, elo_hi",
+     ""},
+    {"matches", "id, cycle, model_a, model_b, opponent, wins, draws, losses, elo, elo_lo, elo_hi, settings, created",
+     "WHERE id <= 2"},
+};
+enum { V1_TABLES = sizeof v1_tables / sizeof v1_tables[0], DIGEST_MAX = 8192 };
+
+static void table_digest(const char *path, int t, int v2, char *out) {
+    /* quote() of every column, joined: NULLs, reals and texts told apart. */
+    char cols[1024] = "", sql[2048];
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", v1_tables[t][1]);
+    for (char *c = strtok(buf, ", "); c; c = strtok(NULL, ", ")) {
+        if (cols[0]) strcat(cols, " || '|' || ");
+        strcat(cols, "quote(");
+        strcat(cols, c);
+        strcat(cols, ")");
+    }
+    snprintf(sql, sizeof sql,
+             "SELECT count(*) || ':' || coalesce(group_concat(r, ';'), '') FROM (SELECT %s AS r FROM %s %s ORDER BY 1)",
+             cols, v1_tables[t][0], v2 ? v1_tables[t][2] : "");
+    sql_text(path, sql, out, DIGEST_MAX);
+}
+
+/* type:name:sql of every schema object, in order: two databases with the same text have the same schema. */
+static void schema_digest(const char *path, char *out) {
+    sql_text(path,
+             "SELECT group_concat(x, char(10)) FROM (SELECT type || ':' || name || ':' || coalesce(sql, '') AS x "
+             "FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY type, name)",
+             out, DIGEST_MAX);
+}
+
+static void test_migration(void) {
+    char err[DB_ERR_MAX], msg[512];
+    db_t *db = NULL;
+    const char *path = tmp_db("v1.db");
+    write_v1(path, v1_rows, 0);
+    sql_raw(path, v1_interim_match_games);
+    sql_raw(path, v1_interim_rows);
+    CHECK(sql_int(path, "PRAGMA user_version") == 1 && sql_int(path, "SELECT count(*) FROM games") == 3);
+    static char before[V1_TABLES][DIGEST_MAX], after[DIGEST_MAX];
+    for (int t = 0; t < V1_TABLES; t++) table_digest(path, t, 0, before[t]);
+
+    /* Read-only: refused, untouched. */
+    CHECK(db_open(path, DB_OPEN_READONLY, &db, err, sizeof err) == DB_SCHEMA && db == NULL);
+    CHECK(starts_with(err, path) && contains(err, "schema version 1 needs migrating to 2"));
+    CHECK(sql_int(path, "PRAGMA user_version") == 1);
+
+    /* Read-write: migrated, every row kept. */
+    CHECK_OK(db, db_open(path, 0, &db, err, sizeof err));
+    CHECK(db && db_schema_version(db) == 2);
+    db_close(db);
+    CHECK(sql_int(path, "PRAGMA user_version") == 2 && sql_int(path, "PRAGMA application_id") == DB_APPLICATION_ID);
+    CHECK(sql_int(path, "SELECT count(*) FROM pragma_foreign_key_check") == 0);
+    char ok[16];
+    sql_text(path, "PRAGMA integrity_check", ok, sizeof ok);
+    CHECK(strcmp(ok, "ok") == 0);
+    for (int t = 0; t < V1_TABLES; t++) {
+        table_digest(path, t, 1, after);
+        if (strcmp(before[t], after) != 0)
+            fprintf(stderr, "table %s changed:\n  before %.300s\n  after  %.300s\n", v1_tables[t][0], before[t], after);
+        CHECK(strcmp(before[t], after) == 0);
+    }
+    CHECK(sql_int(path, "SELECT count(*) FROM games WHERE shard_id IS NOT NULL AND match_id IS NULL AND "
+                        "black = '' AND white = '' AND detail = '' AND id > 0") == 3);
+    /* The v1 matches: no players named yet. */
+    CHECK(sql_int(path, "SELECT count(*) FROM matches WHERE id <= 2 AND engine_a = '' AND engine_b = ''") == 2);
+    /* Indexes, old and new; no table left over. */
+    CHECK(sql_int(path, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name IN ('games_shard', "
+                        "'games_model', 'games_match', 'matches_cycle', 'matches_models', 'shards_cycle', "
+                        "'train_steps_cycle')") == 7);
+    CHECK(sql_int(path, "SELECT count(*) FROM sqlite_master WHERE name IN ('games_v2', 'matches_v2', "
+                        "'match_games_session')") == 0);
+    CHECK(sql_int(path, "SELECT count(*) FROM sqlite_master WHERE type = 'view' AND name = 'match_games'") == 1);
+    CHECK(sql_int(path, "SELECT \"notnull\" FROM pragma_table_info('games') WHERE name = 'shard_id'") == 0);
+    CHECK(sql_int(path, "SELECT \"notnull\" FROM pragma_table_info('matches') WHERE name = 'model_a'") == 0);
+
+    /* The interim match_games rows: attached ones under their match, the
+     * others under one new match per session, W/D/L from the first game's
+     * Black player; ids -1, -2, ... in their old order. */
+    CHECK(sql_int(path, "SELECT count(*) FROM games WHERE match_id IS NOT NULL") == 6);
+    CHECK(sql_int(path, "SELECT count(*) FROM games WHERE match_id = 1 AND id IN (-1, -2)") == 2);
+    CHECK(sql_int(path, "SELECT count(*) FROM matches") == 4);
+    CHECK(sql_int(path, "SELECT count(*) FROM matches WHERE id = 3 AND model_a IS NULL AND cycle IS NULL AND "
+                        "engine_a = 'engine1: x' AND engine_b = 'engine2: y' AND opponent = 'engine2: y' AND "
+                        "wins = 1 AND draws = 1 AND losses = 1 AND elo IS NULL AND settings = 'usi-match s1'") == 1);
+    CHECK(sql_int(path, "SELECT count(*) FROM games WHERE match_id = 3 AND id IN (-3, -4, -5)") == 3);
+    CHECK(sql_int(path, "SELECT count(*) FROM matches WHERE id = 4 AND engine_a = 'p' AND wins = 0 AND "
+                        "losses = 1") == 1);
+    sql_text(path, "SELECT detail FROM games WHERE id = -6 AND match_id = 4 AND reason = 'illegal_move'", msg,
+             sizeof msg);
+    CHECK(strcmp(msg, "p played 7g7e") == 0);
+    CHECK(sql_int(path, "SELECT count(*) FROM match_games WHERE match_id IS NOT NULL") == 6);
+
+    /* The new constraints hold. */
+    const char *cols = "INSERT INTO games(id, shard_id, match_id, first_row, row_count, start_sfen, moves, plies, "
+                       "result, reason) VALUES ";
+    char sql[512];
+    snprintf(sql, sizeof sql, "%s(NULL, NULL, NULL, 0, 0, 'startpos', '', 0, 0, 'abort')", cols);
+    CHECK(sql_try(path, sql, msg, sizeof msg) == SQLITE_CONSTRAINT && contains(msg, "CHECK"));
+    snprintf(sql, sizeof sql, "%s(-100, 1, 1, 0, 0, 'startpos', '', 0, 0, 'abort')", cols); /* both */
+    CHECK(sql_try(path, sql, msg, sizeof msg) == SQLITE_CONSTRAINT && contains(msg, "CHECK"));
+    snprintf(sql, sizeof sql, "%s(100, NULL, 1, 0, 0, 'startpos', '', 0, 0, 'abort')", cols); /* match game, id > 0 */
+    CHECK(sql_try(path, sql, msg, sizeof msg) == SQLITE_CONSTRAINT && contains(msg, "CHECK"));
+    snprintf(sql, sizeof sql, "%s(-100, NULL, 1, 0, 5, 'startpos', '', 0, 0, 'abort')", cols); /* with rows */
+    CHECK(sql_try(path, sql, msg, sizeof msg) == SQLITE_CONSTRAINT && contains(msg, "CHECK"));
+    snprintf(sql, sizeof sql, "%s(-100, 1, NULL, 0, 0, 'startpos', '', 0, 0, 'abort')", cols); /* shard game, id < 0 */
+    CHECK(sql_try(path, sql, msg, sizeof msg) == SQLITE_CONSTRAINT && contains(msg, "CHECK"));
+    snprintf(sql, sizeof sql, "%s(-100, NULL, 99, 0, 0, 'startpos', '', 0, 0, 'abort')", cols); /* no such match */
+    CHECK(sql_try(path, sql, msg, sizeof msg) == SQLITE_CONSTRAINT && contains(msg, "FOREIGN KEY"));
+    CHECK(sql_try(path, "INSERT INTO matches(wins, draws, losses) VALUES (0, 0, 0)", msg, sizeof msg) ==
+              SQLITE_CONSTRAINT && contains(msg, "CHECK")); /* neither a model nor a name */
+    CHECK(sql_try(path, "INSERT INTO matches(cycle, engine_a, wins, draws, losses) VALUES (3, 'x', 0, 0, 0)", msg,
+                  sizeof msg) == SQLITE_CONSTRAINT); /* a cycle without a model */
+    CHECK(sql_int(path, "SELECT count(*) FROM games") == 9);
+
+    /* The typed API on the migrated file. Self-play figures leave match games out. */
+    CHECK_OK(db, db_open(path, 0, &db, err, sizeof err));
+    if (!db) return;
+    db_summary_t sum;
+    CHECK_OK(db, db_summary(db, &sum));
+    CHECK(sum.schema_version == 2 && sum.games == 3 && sum.match_games == 6 && sum.matches == 4 && sum.pending == 1);
+    CHECK(sum.black_wins == 1 && sum.white_wins == 1 && sum.draws == 1 && fabs(sum.avg_plies - 14.0) < 1e-12);
+    CHECK(sum.reasons[DB_REASON_CHECKMATE] == 1 && sum.reasons[DB_REASON_RESIGN] == 1 &&
+          sum.reasons[DB_REASON_MAX_PLY] == 1 && sum.reasons[DB_REASON_TIME] == 0);
+    CHECK(sum.match_reasons[DB_REASON_RESIGN] == 3 && sum.match_reasons[DB_REASON_TIME] == 1 &&
+          sum.match_reasons[DB_REASON_MAX_PLY] == 1 && sum.match_reasons[DB_REASON_ILLEGAL_MOVE] == 1 &&
+          sum.match_reasons[DB_REASON_CHECKMATE] == 0);
+    db_match_t *ml = NULL;
+    int32_t nm = 0;
+    CHECK_OK(db, db_matches_list(db, -1, &ml, &nm));
+    CHECK(nm == 4 && ml && ml[0].games == 2 && ml[1].games == 0 && ml[1].cycle == 0 && ml[1].model_a == 1 &&
+          strcmp(ml[1].opponent, "gpsshogi") == 0 && ml[2].games == 3 && ml[2].cycle == -1 && ml[2].model_a == 0 &&
+          isnan(ml[2].elo) && ml[3].games == 1);
+    free(ml);
+    CHECK_OK(db, db_matches_list(db, 1, &ml, &nm));
+    CHECK(nm == 1 && ml && ml[0].id == 1);
+    free(ml);
+    db_game_list_t gl;
+    CHECK_OK(db, db_match_games_list(db, 3, &gl));
+    CHECK(gl.n == 3 && gl.games[0].id == -3 && gl.games[2].id == -5 && gl.games[0].reason == DB_REASON_TIME &&
+          strcmp(gl.games[0].detail, "slow") == 0 && strcmp(gl.games[1].black, "engine2: y") == 0);
+    db_game_list_free(&gl);
+    /* Shard games keep the ids 1, 2, ... that shard files record, match games or not. */
+    db_game_t g = game(0, 4, DB_RESULT_DRAW, DB_REASON_SENNICHITE, "5i5h 5a5b 5h5i 5b5a", 4);
+    db_shard_t s = shard("shards/c0001_000004.safetensors", 1, 4);
+    CHECK_OK(db, db_shard_insert(db, &s, &g, 1));
+    CHECK(g.id == 4 && s.pos_begin == 42);
+    db_game_t mg = game(0, 0, DB_RESULT_BLACK_WIN, DB_REASON_CHECKMATE, "", 0);
+    CHECK_OK(db, db_match_game_insert(db, 4, &mg));
+    CHECK(mg.id == -7 && mg.match_id == 4 && mg.shard_id == 0);
+    db_close(db);
+
+    /* Opening it again changes nothing. */
+    schema_digest(path, before[0]);
+    CHECK_OK(db, db_open(path, 0, &db, err, sizeof err));
+    db_close(db);
+    schema_digest(path, after);
+    CHECK(strcmp(before[0], after) == 0);
+    /* A new database has the same schema as a migrated one (the copy of v1 above is v1). */
+    const char *fresh = tmp_db("fresh2.db");
+    CHECK_OK(db, db_open(fresh, 0, &db, err, sizeof err));
+    db_close(db);
+    schema_digest(fresh, before[0]);
+    if (strcmp(before[0], after) != 0) fprintf(stderr, "new:\n%s\nmigrated:\n%s\n", before[0], after);
+    CHECK(strcmp(before[0], after) == 0);
+    /* A v1 file without the interim table migrates too. */
+    const char *plain = tmp_db("v1-plain.db");
+    write_v1(plain, v1_rows, 0);
+    CHECK_OK(db, db_open(plain, 0, &db, err, sizeof err));
+    db_close(db);
+    schema_digest(plain, before[0]);
+    CHECK(strcmp(before[0], after) == 0);
+    CHECK(sql_int(plain, "SELECT count(*) FROM games") == 3 && sql_int(plain, "SELECT count(*) FROM matches") == 2);
+
+    /* A migration that fails leaves the file as it was: a v1 file whose game
+     * points at a missing shard (written with foreign keys off). */
+    const char *bad = tmp_db("v1-bad.db");
+    write_v1(bad, "INSERT INTO games(shard_id, first_row, row_count, start_sfen, moves, plies, result, reason) "
+                  "VALUES (7, 0, 1, 'startpos', '', 1, 0, 'abort')", 1);
+    err[0] = 0;
+    CHECK(db_open(bad, 0, &db, err, sizeof err) == DB_CONSTRAINT && db == NULL);
+    CHECK(starts_with(err, bad) && contains(err, "foreign key check: games row 1 refers to a missing row of shards"));
+    CHECK(sql_int(bad, "PRAGMA user_version") == 1 && sql_int(bad, "SELECT count(*) FROM games") == 1);
+    CHECK(sql_int(bad, "SELECT \"notnull\" FROM pragma_table_info('games') WHERE name = 'shard_id'") == 1);
+    CHECK(sql_int(bad, "SELECT count(*) FROM sqlite_master WHERE name IN ('games_v2', 'matches_v2', "
+                       "'match_games')") == 0);
+
+    /* A version from the future is refused, naming the file. */
+    sql_raw(plain, "PRAGMA user_version = 3");
+    CHECK(db_open(plain, 0, &db, err, sizeof err) == DB_SCHEMA && db == NULL);
+    CHECK(starts_with(err, plain) && contains(err, "schema version 3 is newer than this build"));
+}
+
+/* ---- match games through db.h ---------------------------------------------------------------- */
+static void test_match_games(void) {
+    char err[DB_ERR_MAX];
+    db_t *db = NULL;
+    CHECK_OK(db, db_open(tmp_db("mg.db"), 0, &db, err, sizeof err));
+    if (!db) return;
+    /* Two outside engines: no model, named players. */
+    db_match_t m = {0};
+    m.wins = 5;
+    CHECK(db_match_begin(db, &m) == DB_INVALID && contains(db_errmsg(db), "neither a model"));
+    snprintf(m.engine_a, sizeof m.engine_a, "engine1: YaneuraOu");
+    snprintf(m.engine_b, sizeof m.engine_b, "engine2: gpsshogi");
+    snprintf(m.opponent, sizeof m.opponent, "gpsshogi");
+    snprintf(m.settings, sizeof m.settings, "byoyomi 1000");
+    m.cycle = 4; /* no model: no cycle */
+    CHECK_OK(db, db_match_begin(db, &m));
+    CHECK(m.id > 0 && m.wins == 0 && isnan(m.elo) && m.cycle == -1);
+    db_game_t g[3] = {game(0, 0, DB_RESULT_BLACK_WIN, DB_REASON_CHECKMATE, "7g7f 3c3d", 2),
+                      game(0, 0, DB_RESULT_BLACK_WIN, DB_REASON_RESIGN, "2g2f", 1),
+                      game(0, 0, DB_RESULT_DRAW, DB_REASON_SENNICHITE, "", 0)};
+    g[0].black = g[2].black = g[1].white = m.engine_a;
+    g[0].white = g[2].white = g[1].black = m.engine_b;
+    g[1].detail = "white resigned";
+    g[0].first_row = 7; /* ignored for a match game */
+    for (int i = 0; i < 3; i++) {
+        CHECK_OK(db, db_match_game_insert(db, m.id, &g[i]));
+        CHECK(g[i].id == -1 - i && g[i].match_id == m.id);
+    }
+    db_match_t got;
+    CHECK_OK(db, db_match_get(db, m.id, &got));
+    CHECK(got.wins == 1 && got.draws == 1 && got.losses == 1 && got.games == 3 && got.model_a == 0 &&
+          got.cycle == -1 && strcmp(got.engine_a, m.engine_a) == 0 && strcmp(got.engine_b, m.engine_b) == 0 &&
+          strcmp(got.settings, "byoyomi 1000") == 0 && isnan(got.elo));
+    got.elo = 0;
+    got.elo_lo = -350;
+    got.elo_hi = 350;
+    CHECK_OK(db, db_match_finish(db, &got));
+    CHECK_OK(db, db_match_get(db, m.id, &got));
+    CHECK(got.elo == 0 && got.elo_lo == -350 && got.wins == 1);
+    db_game_list_t gl;
+    CHECK_OK(db, db_match_games_list(db, m.id, &gl));
+    CHECK(gl.n == 3);
+    if (gl.n == 3) {
+        CHECK(gl.games[0].id == -1 && gl.games[0].first_row == 0 && gl.games[0].shard_id == 0 &&
+              strcmp(gl.games[0].moves, "7g7f 3c3d") == 0 && gl.games[0].reason == DB_REASON_CHECKMATE &&
+              strcmp(gl.games[0].black, m.engine_a) == 0 && strcmp(gl.games[0].detail, "") == 0);
+        CHECK(strcmp(gl.games[1].detail, "white resigned") == 0 && strcmp(gl.games[1].white, m.engine_a) == 0);
+        CHECK(gl.games[2].reason == DB_REASON_SENNICHITE && gl.games[2].result == DB_RESULT_DRAW);
+    }
+    db_game_list_free(&gl);
+
+    /* Refused before anything is written. */
+    db_game_t bad = game(0, 0, 2, DB_REASON_ABORT, "", 0);
+    CHECK(db_match_game_insert(db, m.id, &bad) == DB_INVALID && contains(db_errmsg(db), "result 2"));
+    bad = game(0, 0, 0, DB_REASON_NB, "", 0);
+    CHECK(db_match_game_insert(db, m.id, &bad) == DB_INVALID);
+    bad = game(0, 0, 0, DB_REASON_ABORT, NULL, 0);
+    CHECK(db_match_game_insert(db, m.id, &bad) == DB_INVALID);
+    bad = game(0, 0, 0, DB_REASON_ABORT, "", 0);
+    CHECK(db_match_game_insert(db, 999, &bad) == DB_NOTFOUND && contains(db_errmsg(db), "no match 999"));
+    CHECK(db_match_game_insert(db, 0, &bad) == DB_INVALID);
+    CHECK(count_rows(db, "games") == 3);
+    db_match_t none = got;
+    none.id = 999;
+    CHECK(db_match_finish(db, &none) == DB_NOTFOUND);
+    CHECK(db_match_get(db, 999, &none) == DB_NOTFOUND);
+
+    /* Players that cannot be told apart: the games are kept, the score is the caller's. */
+    db_match_t same = {0};
+    snprintf(same.engine_a, sizeof same.engine_a, "koma");
+    snprintf(same.engine_b, sizeof same.engine_b, "koma");
+    CHECK_OK(db, db_match_begin(db, &same));
+    db_game_t sg = game(0, 0, DB_RESULT_WHITE_WIN, DB_REASON_RESIGN, "", 0);
+    sg.black = sg.white = "koma";
+    CHECK_OK(db, db_match_game_insert(db, same.id, &sg));
+    CHECK_OK(db, db_match_get(db, same.id, &got));
+    CHECK(got.games == 1 && got.wins + got.draws + got.losses == 0);
+
+    /* Two records of one match joined. */
+    CHECK_OK(db, db_match_move_games(db, same.id, m.id));
+    CHECK(db_match_get(db, same.id, &got) == DB_NOTFOUND);
+    CHECK_OK(db, db_match_get(db, m.id, &got));
+    CHECK(got.games == 4 && got.wins == 1);
+    CHECK(db_match_move_games(db, m.id, m.id) == DB_INVALID);
+    CHECK(db_match_move_games(db, 999, m.id) == DB_NOTFOUND);
+
+    /* A finished match in one call still works, and a model's cycle is kept. */
+    db_model_t mod = {0};
+    snprintf(mod.path, sizeof mod.path, "models/c0000.safetensors");
+    snprintf(mod.xxh3, sizeof mod.xxh3, "0123456789abcdef");
+    mod.loss_policy = mod.loss_value = mod.loss_legal = mod.loss_total = NAN;
+    CHECK_OK(db, db_model_insert(db, &mod));
+    db_match_t done = {0};
+    done.model_a = mod.id;
+    done.cycle = 0;
+    done.wins = 3;
+    done.elo = done.elo_lo = done.elo_hi = NAN;
+    CHECK_OK(db, db_match_insert(db, &done));
+    CHECK_OK(db, db_match_get(db, done.id, &got));
+    CHECK(got.cycle == 0 && got.model_a == mod.id && got.wins == 3 && got.games == 0 && got.engine_a[0] == 0);
+
+    /* Self-play figures are self-play games only; shard games still get ids 1, 2, ... */
+    db_game_t sp = game(0, 10, DB_RESULT_BLACK_WIN, DB_REASON_DECLARATION, "5g5f", 10);
+    db_shard_t s = shard("shards/c0000_000001.safetensors", 0, 10);
+    CHECK_OK(db, db_shard_insert(db, &s, &sp, 1));
+    CHECK(sp.id == 1 && sp.match_id == 0);
+    int64_t ng = 0, np = 0;
+    CHECK_OK(db, db_count(db, -1, &ng, &np));
+    CHECK(ng == 1 && np == 10);
+    db_summary_t sum;
+    CHECK_OK(db, db_summary(db, &sum));
+    CHECK(sum.games == 1 && sum.black_wins == 1 && sum.white_wins == 0 && sum.draws == 0 && sum.avg_plies == 10.0);
+    CHECK(sum.reasons[DB_REASON_DECLARATION] == 1 && sum.reasons[DB_REASON_CHECKMATE] == 0);
+    CHECK(sum.match_games == 4 && sum.match_reasons[DB_REASON_CHECKMATE] == 1 &&
+          sum.match_reasons[DB_REASON_RESIGN] == 2 && sum.match_reasons[DB_REASON_SENNICHITE] == 1 &&
+          sum.matches == 2);
+    CHECK_OK(db, db_games_of_shard(db, s.id, &gl));
+    CHECK(gl.n == 1 && gl.games[0].match_id == 0 && strcmp(gl.games[0].black, "") == 0);
+    db_game_list_free(&gl);
     db_close(db);
 }
 
@@ -1197,6 +1711,8 @@ int main(int argc, char **argv) {
     }
     test_open_and_schema();
     test_round_trips();
+    test_migration();
+    test_match_games();
     test_transactions();
     test_shard_files();
     test_writer_producers();

@@ -2,7 +2,8 @@
  * usi-match with scripted fake engines: illegal and unreadable moves lose,
  * fourfold repetition draws, perpetual check loses for the checker, a false
  * declaration loses and a true one wins, resignation, the move limit,
- * time-outs, crashes, and the CSA ending of each.
+ * time-outs, crashes, and the CSA ending of each; match games stored as
+ * games rows of a matches row (a session's row, joined to the caller's).
  *
  *   test_referee USI_MATCH FAKE_USI
  */
@@ -133,6 +134,89 @@ static void test_unit(void) {
     CHECK(ref_db_reason(RULES_END_NONE) == DB_REASON_ABORT);
 }
 
+/* ---- match games in the database --------------------------------------------------------- */
+static void test_store(void) {
+    char err[DB_ERR_MAX];
+    db_t *db = NULL;
+    CHECK(db_open(t_path("store.db"), 0, &db, err, sizeof err) == DB_OK);
+    if (!db) return;
+    db_model_t mod;
+    memset(&mod, 0, sizeof mod);
+    snprintf(mod.path, sizeof mod.path, "models/cycle-0000.safetensors");
+    snprintf(mod.xxh3, sizeof mod.xxh3, "0123456789abcdef");
+    mod.loss_policy = mod.loss_value = mod.loss_legal = mod.loss_total = NAN;
+    CHECK(db_model_insert(db, &mod) == DB_OK);
+
+    /* White resigns after 7g7f: Black wins. Played twice, colours swapped. */
+    ref_game_t *g = start("startpos moves 7g7f", 320);
+    ref_game_resign(g);
+    CHECK(ref_store_game(db, "sess 1", g, "engine2: y", "engine1: x") == DB_OK);
+    CHECK(ref_store_game(db, "sess 1", g, "engine1: x", "engine2: y") == DB_OK);
+    g = start("startpos", 4);
+    play_all(g, "7g7f 3c3d 2g2f 8c8d");
+    CHECK(ref_store_game(db, "sess 1", g, "engine2: y", "engine1: x") == DB_OK);
+    /* One matches row for the session, no model, the players in strcmp
+     * order, W/D/L and Elo from engine_a's side after every game. */
+    db_match_t *ms = NULL;
+    int32_t n = 0;
+    CHECK(db_matches_list(db, -1, &ms, &n) == DB_OK && n == 1);
+    int64_t sess = 0;
+    if (n == 1) {
+        sess = ms[0].id;
+        CHECK(ms[0].model_a == 0 && ms[0].model_b == 0 && ms[0].cycle == -1 && ms[0].games == 3);
+        CHECK(strcmp(ms[0].engine_a, "engine1: x") == 0 && strcmp(ms[0].engine_b, "engine2: y") == 0);
+        CHECK(strcmp(ms[0].opponent, "engine2: y") == 0 && strcmp(ms[0].settings, "sess 1") == 0);
+        CHECK(ms[0].wins == 1 && ms[0].draws == 1 && ms[0].losses == 1);
+        CHECK_NEAR(ms[0].elo, 0.0, 1e-9);
+        CHECK(isfinite(ms[0].elo_lo) && ms[0].elo_lo < 0 && ms[0].elo_hi > 0);
+    }
+    free(ms);
+    db_game_list_t gl;
+    CHECK(db_match_games_list(db, sess, &gl) == DB_OK && gl.n == 3);
+    if (gl.n == 3) { /* in the order stored */
+        CHECK(strcmp(gl.games[0].black, "engine2: y") == 0 && strcmp(gl.games[0].white, "engine1: x") == 0);
+        CHECK(gl.games[0].result == DB_RESULT_BLACK_WIN && gl.games[0].reason == DB_REASON_RESIGN);
+        CHECK(gl.games[0].plies == 1 && strcmp(gl.games[0].moves, "7g7f") == 0);
+        CHECK(strcmp(gl.games[0].start_sfen, "startpos") == 0 && strstr(gl.games[0].detail, "resigned"));
+        CHECK(gl.games[0].id < 0 && gl.games[0].shard_id == 0 && gl.games[0].match_id == sess);
+        CHECK(gl.games[2].reason == DB_REASON_MAX_PLY && gl.games[2].result == DB_RESULT_DRAW &&
+              gl.games[2].plies == 4);
+    }
+    db_game_list_free(&gl);
+    db_summary_t sum;
+    CHECK(db_summary(db, &sum) == DB_OK && sum.games == 0 && sum.match_games == 3 && sum.matches == 1);
+    CHECK(sum.match_reasons[DB_REASON_RESIGN] == 2 && sum.match_reasons[DB_REASON_MAX_PLY] == 1);
+
+    /* The caller's own row (a model of the run) takes the session's games. */
+    db_match_t row;
+    memset(&row, 0, sizeof row);
+    row.cycle = 0;
+    row.model_a = mod.id;
+    row.wins = row.draws = row.losses = 1;
+    row.elo = row.elo_lo = row.elo_hi = NAN;
+    snprintf(row.opponent, sizeof row.opponent, "y");
+    CHECK(db_match_insert(db, &row) == DB_OK);
+    CHECK(ref_store_attach(db, "sess 1", row.id) == DB_OK);
+    CHECK(db_matches_list(db, -1, &ms, &n) == DB_OK && n == 1);
+    if (n == 1) CHECK(ms[0].id == row.id && ms[0].games == 3 && ms[0].wins == 1 && ms[0].model_a == mod.id);
+    free(ms);
+    CHECK(db_match_get(db, sess, &row) == DB_NOTFOUND);
+    CHECK(ref_store_attach(db, "no such session", 1) == DB_OK);
+
+    /* The id-based call, for a match opened with db_match_begin. */
+    db_match_t m;
+    memset(&m, 0, sizeof m);
+    snprintf(m.engine_a, sizeof m.engine_a, "alpha");
+    snprintf(m.engine_b, sizeof m.engine_b, "beta");
+    CHECK(db_match_begin(db, &m) == DB_OK && m.id > 0);
+    g = start(SFEN_MATE1, 320);
+    ref_game_play_usi(g, "G*5b");
+    CHECK(ref_store_match_game(db, m.id, g, "beta", "alpha") == DB_OK);
+    CHECK(db_match_get(db, m.id, &m) == DB_OK && m.wins == 0 && m.losses == 1 && m.games == 1 && isnan(m.elo));
+    CHECK(ref_store_match_game(db, 999, g, "beta", "alpha") == DB_NOTFOUND);
+    db_close(db);
+}
+
 /* ---- through usi-match ----------------------------------------------------------------- */
 typedef struct {
     int n;
@@ -168,7 +252,10 @@ static int run_case(const char *name, const char *a1, const char *a2, const char
     int st = t_run(argv);
     memset(rows, 0, sizeof *rows);
     if (compat_file_exists(db))
-        t_sql_rows(db, "SELECT result, reason, plies, black, white, detail FROM match_games ORDER BY id", collect, rows);
+        t_sql_rows(db,
+                   "SELECT result, reason, plies, black, white, detail FROM games WHERE match_id IS NOT NULL "
+                   "ORDER BY id DESC", /* match games count down from -1: in the order stored */
+                   collect, rows);
     return st;
 }
 
@@ -232,6 +319,15 @@ static void test_match_ends(void) {
     CHECK(r.result[1] == -1 && strcmp(r.reason[1], "resign") == 0 && r.plies[1] == 0);
     CHECK(strncmp(r.black[1], "engine2", 7) == 0);
     CHECK(strcmp(csa_ending("resign", 2), "%TORYO") == 0);
+    /* Two outside engines: one matches row with no model, named players, the
+     * score from engine1's side (it won both). */
+    char rdb[900];
+    snprintf(rdb, sizeof rdb, "%s.db", t_path("resign"));
+    CHECK(t_sql_int(rdb, "SELECT count(*) FROM matches WHERE model_a IS NULL AND cycle IS NULL") == 1);
+    CHECK(t_sql_int(rdb, "SELECT count(*) FROM matches WHERE engine_a = 'engine1: one' AND "
+                         "engine_b = 'engine2: two' AND wins = 2 AND draws = 0 AND losses = 0 AND elo > 0") == 1);
+    CHECK(t_sql_int(rdb, "SELECT count(*) FROM games WHERE match_id = (SELECT id FROM matches)") == 2);
+    CHECK(t_sql_int(rdb, "SELECT count(*) FROM games WHERE shard_id IS NOT NULL") == 0);
 
     /* The move limit. */
     const char *lim[] = {"--games", "2", "--byoyomi", "2000", "--max-ply", "6", NULL};
@@ -292,6 +388,7 @@ int main(int argc, char **argv) {
     g_fake = argv[2];
     test_unit();
     t_scratch("test_referee");
+    test_store();
     test_match_ends();
     test_match_failures();
     int rc = t_done("test_referee");

@@ -1,12 +1,15 @@
 /* test_report.c - report on a synthetic run (tests/tools/make_report_fixture)
  * writes one self-contained HTML page with the expected SVG charts, real
- * points in them, the tables, and nothing fetched from the network; on a
+ * points in them, the tables (a match of two outside engines with its games
+ * among the matches, kept out of the self-play figures), and nothing
+ * fetched from the network; on a
  * partial run, an empty database and a run without a database it writes a
  * page with "no data yet" in place of every missing chart; bad arguments
  * fail cleanly.
  *
  *   test_report REPORT MAKE_REPORT_FIXTURE
  */
+#include "data/db.h"
 #include "tools_test.h"
 
 static char *g_html;
@@ -74,6 +77,36 @@ int main(int argc, char **argv) {
     snprintf(full, sizeof full, "%s", t_path("full"));
     const char *mk[] = {fixture, full, "--cycles", "8", NULL};
     CHECK(t_run(mk) == 0);
+    /* A match of two outside engines, recorded game by game. */
+    {
+        char dbp[1000], err[DB_ERR_MAX];
+        snprintf(dbp, sizeof dbp, "%s/koma.db", full);
+        db_t *db = NULL;
+        KOMA_ASSERT(db_open(dbp, 0, &db, err, sizeof err) == DB_OK);
+        db_match_t m;
+        memset(&m, 0, sizeof m);
+        snprintf(m.engine_a, sizeof m.engine_a, "engine1: Alpha <1.0>");
+        snprintf(m.engine_b, sizeof m.engine_b, "engine2: Beta");
+        snprintf(m.opponent, sizeof m.opponent, "engine2: Beta");
+        snprintf(m.settings, sizeof m.settings, "usi-match byoyomi 100");
+        CHECK(db_match_begin(db, &m) == DB_OK);
+        db_game_t g;
+        memset(&g, 0, sizeof g);
+        g.start_sfen = "startpos";
+        g.moves = "7g7f 3c3d";
+        g.plies = 2;
+        g.result = DB_RESULT_BLACK_WIN;
+        g.reason = DB_REASON_RESIGN;
+        g.black = m.engine_a, g.white = m.engine_b;
+        CHECK(db_match_game_insert(db, m.id, &g) == DB_OK);
+        g.reason = DB_REASON_TIME; /* never in the fixture's self-play games */
+        g.black = m.engine_b, g.white = m.engine_a;
+        CHECK(db_match_game_insert(db, m.id, &g) == DB_OK);
+        CHECK(db_match_get(db, m.id, &m) == DB_OK && m.wins == 1 && m.losses == 1);
+        m.elo = 0, m.elo_lo = -300, m.elo_hi = 300;
+        CHECK(db_match_finish(db, &m) == DB_OK);
+        db_close(db);
+    }
     const char *rep[] = {report, full, NULL};
     CHECK(t_run(rep) == 0);
     char out[1000];
@@ -116,6 +149,15 @@ int main(int argc, char **argv) {
         CHECK(count("models/cycle-0008.safetensors") == 1);
         CHECK(count("gpsshogi (smp) vm r3033") == 1);
         CHECK(count(">cycle 7</td>") == 1);
+        /* The outside engines' match: both names, its games, how they ended;
+         * not in the self-play figures (8 x 120 games, checked above too). */
+        CHECK(count(">engine1: Alpha &lt;1.0&gt;</td>") == 1 && count(">engine2: Beta</td>") == 1);
+        CHECK(count("<td>-</td><td class=\"l\">engine1") == 1); /* no cycle */
+        CHECK(count("2 match games, ended by resign 1, time 1") == 1);
+        CHECK(count("<b>960</b><span>self-play games</span>") == 1);
+        CHECK(count("<b>2</b><span>match games</span>") == 1);
+        chart("How games ended", buf, sizeof buf);
+        CHECK(buf[0] && !strstr(buf, ">time</text>"));
     }
     /* -o elsewhere */
     const char *rep_o[] = {report, full, "-o", t_path("other.html"), NULL};
