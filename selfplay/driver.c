@@ -55,6 +55,7 @@ typedef struct {
     int64_t no_resign, would_resign, false_resign;
     int64_t mixed;           /* games played by more than one net */
     int64_t evaluated, batches;
+    int64_t searched;        /* positions searched during this cycle's window (all games) */
     double busy_s, worker_s; /* device busy seconds, wall x workers */
     int64_t gens[8], gen_games[8];
     int32_t n_gens;
@@ -111,6 +112,7 @@ typedef struct {
     /* progress window */
     int64_t prog_t_ns, prog_searches, prog_lookups, prog_hits;
     int64_t srv_evaluated, srv_batches; /* last server counters */
+    int64_t srv_searches;               /* last worker-pool search counter */
     int64_t srv_t_ns;
     double win_evals, win_batches, win_busy, win_worker_s, win_s;
 
@@ -237,6 +239,12 @@ static void sample_server(driver_t *d) {
     d->srv_batches = st.batches;
     double busy = st.busy_frac * dt * st.workers, ws = dt * st.workers;
     d->acc.evaluated += de, d->acc.batches += db, d->acc.busy_s += busy, d->acc.worker_s += ws;
+    if (d->pool) {
+        sp_pool_stats_t ps = {0};
+        sp_pool_stats(d->pool, &ps);
+        d->acc.searched += ps.searches - d->srv_searches;
+        d->srv_searches = ps.searches;
+    }
     d->win_evals += (double)de, d->win_batches += (double)db, d->win_busy += busy, d->win_worker_s += ws;
     d->win_s += dt;
 }
@@ -321,7 +329,9 @@ static void write_metrics(driver_t *d, const cycle_acc_t *a, int64_t games, int6
         .positions = positions,
         .selfplay_s = sp_s,
         .train_s = NAN,
-        .positions_per_s = sp_s > 0 ? (double)a->rows / sp_s : NAN,
+        /* Searched during the cycle's window, not the rows of the games that finished in
+         * it: with many games in flight, those were mostly played in earlier cycles. */
+        .positions_per_s = sp_s > 0 ? (double)a->searched / sp_s : NAN,
         .evals_per_s = sp_s > 0 ? (double)a->evaluated / sp_s : NAN,
         .avg_batch = a->batches > 0 ? (double)a->evaluated / (double)a->batches : NAN,
         .busy_pct = a->worker_s > 0 ? fmin(100.0, 100.0 * a->busy_s / a->worker_s) : NAN,
