@@ -7,7 +7,12 @@
 #       as errors, CPU only) and runs every `cpu` test except `slow` ones.
 # tsan: builds build-tsan-ci (TSan) and runs the tests that start threads,
 #       selected by name: compat|server|db|shard|writer|selfplay|train|mcts
-#       (override with KOMA_TSAN_TESTS=<ctest -R regex>).
+#       (override with KOMA_TSAN_TESTS=<ctest -R regex>), except the corpus
+#       replays (fuzz_*: one thread) and test_selfplay_kill/_sigint: they
+#       kill and restart the real `selfplay` binary under wall-clock limits
+#       (240 s for the resumed run) that a TSan build (5-15x slower) misses
+#       on a 2-core machine; the same threads run under TSan in
+#       test_selfplay_e2e and test_selfplay_game.
 # Any sanitizer report fails its test (halt_on_error, a distinct exit code:
 # ASan 23, UBSan 24, TSan 66), and any failed test fails the job.
 # OPENBLAS_NUM_THREADS=1: OpenBLAS's own (uninstrumented) thread pool would
