@@ -6,7 +6,7 @@
 # asan: builds build-asan-ci (ASan + UBSan, -fno-sanitize-recover, warnings
 #       as errors, CPU only) and runs every `cpu` test except `slow` ones.
 # tsan: builds build-tsan-ci (TSan) and runs the tests that start threads,
-#       selected by name: compat|server|db|shard|writer|selfplay|train|mcts
+#       selected by name: compat|server|db|shard|writer|selfplay|train|mcts|usi|eval|referee|match|record
 #       (override with KOMA_TSAN_TESTS=<ctest -R regex>), except the corpus
 #       replays (fuzz_*: one thread) and test_selfplay_kill/_sigint: they
 #       kill and restart the real `selfplay` binary under wall-clock limits
@@ -16,13 +16,15 @@
 # Any sanitizer report fails its test (halt_on_error, a distinct exit code:
 # ASan 23, UBSan 24, TSan 66), and any failed test fails the job.
 # OPENBLAS_NUM_THREADS=1: OpenBLAS's own (uninstrumented) thread pool would
-# give TSan false reports and adds nothing to what is checked.
+# give TSan false reports and adds nothing to what is checked; where Koma
+# sets OpenBLAS's thread count itself, tools/tsan.supp silences the reports
+# whose stacks run through libopenblas.
 # Environment: KOMA_JOBS (default 2). Needs gcc (or clang) with libasan,
 # libubsan and libtsan: Debian's gcc has them.
 set -eu
 cd "$(dirname "$0")/.."
 JOBS=${KOMA_JOBS:-2}
-TSAN_TESTS=${KOMA_TSAN_TESTS:-'compat|server|db|shard|writer|selfplay|train|mcts'}
+TSAN_TESTS=${KOMA_TSAN_TESTS:-'compat|server|db|shard|writer|selfplay|train|mcts|usi|eval|referee|match|record'}
 [ $# -gt 0 ] || set -- asan tsan
 
 tools/deps.sh
