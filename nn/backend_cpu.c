@@ -45,11 +45,11 @@ static void cpu_free(nn_backend_t *be) { free(be); }
 static void *cpu_buf_alloc(nn_backend_t *be, size_t bytes) {
     (void)be;
     size_t n = (bytes + 63) & ~(size_t)63;
-    return aligned_alloc(64, n ? n : 64);
+    return compat_aligned_alloc(64, n ? n : 64);
 }
 static void cpu_buf_free(nn_backend_t *be, void *p) {
     (void)be;
-    free(p);
+    compat_aligned_free(p);
 }
 static void cpu_upload(nn_backend_t *be, void *dst, const void *src, size_t bytes) {
     (void)be;

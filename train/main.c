@@ -131,7 +131,6 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (!total_given) cfg.opt.total_steps = g_steps;
-    char *config_text = cfg_dump_string(opts, n);
 
     /* The run. */
     const char *run = g_run;
@@ -145,6 +144,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "train: %s: not found: %s is not a Koma run directory\n", path, run);
         return 1;
     }
+    char *config_text = cfg_dump_string(opts, n);
     int status = 1;
     db_t *dbw = NULL, *db = NULL;
     db_writer_t *writer = NULL;
