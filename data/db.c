@@ -1210,16 +1210,21 @@ static db_status_t read_games(db_t *db, sqlite3_stmt *s, db_game_list_t *out, co
     return st;
 }
 
-db_status_t db_games_of_shard(db_t *db, int64_t shard_id, db_game_list_t *out) {
+/* Games selected by one statement that takes one id (a shard's, a match's). */
+static db_status_t list_games_by_id(db_t *db, int which, int64_t id, const char *label, db_game_list_t *out) {
     if (!db || !out) return DB_INVALID;
     out->games = NULL;
     out->n = 0;
-    sqlite3_stmt *s = stmt(db, S_GAMES_OF_SHARD);
+    sqlite3_stmt *s = stmt(db, which);
     if (!s) return DB_ERROR;
-    sqlite3_bind_int64(s, 1, shard_id);
+    sqlite3_bind_int64(s, 1, id);
     char what[64];
-    snprintf(what, sizeof what, "games of shard %lld", (long long)shard_id);
+    snprintf(what, sizeof what, "games of %s %lld", label, (long long)id);
     return read_games(db, s, out, what);
+}
+
+db_status_t db_games_of_shard(db_t *db, int64_t shard_id, db_game_list_t *out) {
+    return list_games_by_id(db, S_GAMES_OF_SHARD, shard_id, "shard", out);
 }
 
 db_status_t db_count(db_t *db, int32_t cycle, int64_t *games, int64_t *positions) {
@@ -1597,15 +1602,7 @@ db_status_t db_matches_list(db_t *db, int32_t cycle, db_match_t **out, int32_t *
 }
 
 db_status_t db_match_games_list(db_t *db, int64_t match_id, db_game_list_t *out) {
-    if (!db || !out) return DB_INVALID;
-    out->games = NULL;
-    out->n = 0;
-    sqlite3_stmt *s = stmt(db, S_MATCH_GAMES);
-    if (!s) return DB_ERROR;
-    sqlite3_bind_int64(s, 1, match_id);
-    char what[64];
-    snprintf(what, sizeof what, "games of match %lld", (long long)match_id);
-    return read_games(db, s, out, what);
+    return list_games_by_id(db, S_MATCH_GAMES, match_id, "match", out);
 }
 
 /* ---- summary ------------------------------------------------------------------- */
