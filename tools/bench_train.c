@@ -206,8 +206,7 @@ int main(int argc, char **argv) {
         printf("  kept the scratch run: %s\n", run);
         return 0;
     }
-    char cmd[1200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", run);
-    if (system(cmd) != 0) fprintf(stderr, "bench_train: could not remove %s\n", run);
+    char rerr[512];
+    if (compat_remove_tree(run, rerr, sizeof rerr) != 0) fprintf(stderr, "bench_train: %s\n", rerr);
     return 0;
 }

@@ -1630,7 +1630,7 @@ static int crash_child(const char *run, int iteration, int mode) {
 }
 
 static void test_crash_resume(const char *self) {
-    char err[DB_ERR_MAX], cmd[1400];
+    char err[DB_ERR_MAX];
     const char *run = tmp("crun");
     tmp("crun/shards");
     tmp("crun/orphans");
@@ -1647,9 +1647,14 @@ static void test_crash_resume(const char *self) {
                 snprintf(name, sizeof name, "crun/orphans/shards_i%02d_p%d_j%03d.safetensors", it, p, j);
                 tmp(name);
             }
-        snprintf(cmd, sizeof cmd, "\"%s\" --crash-child \"%s\" %d %d", self, run, it, mode);
-        int rc = system(cmd);
-        CHECK(rc != 0); /* it died */
+        char it_s[16], mode_s[16];
+        snprintf(it_s, sizeof it_s, "%d", it);
+        snprintf(mode_s, sizeof mode_s, "%d", mode);
+        const char *argv[] = {self, "--crash-child", run, it_s, mode_s, NULL};
+        int status = 0;
+        int ran = compat_run(argv, &status, err, sizeof err);
+        if (ran != 0) fprintf(stderr, "%s\n", err);
+        CHECK(ran == 0 && status != 0); /* it ran, and died */
 
         /* Restart: open, check, and everything on record is whole. */
         db_t *db = NULL;
@@ -1700,11 +1705,9 @@ static void test_crash_resume(const char *self) {
 int main(int argc, char **argv) {
     if (argc == 5 && strcmp(argv[1], "--crash-child") == 0)
         return crash_child(argv[2], atoi(argv[3]), atoi(argv[4]));
-    const char *t = getenv("TMPDIR");
-    if (!t || !*t) t = getenv("TEMP");
-    if (!t || !*t) t = "/tmp";
-    snprintf(g_dir, sizeof g_dir, "%s/koma_test_db_%d", t, compat_getpid());
+    snprintf(g_dir, sizeof g_dir, "%s/koma_test_db_%d", compat_temp_dir(), compat_getpid());
     char err[512];
+    (void)compat_remove_tree(g_dir, err, sizeof err); /* a previous run's leftovers (reused pids) */
     if (compat_mkdir_p(g_dir, err, sizeof err) != 0) {
         fprintf(stderr, "%s\n", err);
         return 1;

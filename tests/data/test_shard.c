@@ -66,9 +66,8 @@ static const char *tmp(const char *name) {
 }
 
 static void rm_rf(const char *dir) {
-    char cmd[1000];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", dir);
+    char err[512];
+    if (compat_remove_tree(dir, err, sizeof err) != 0) fprintf(stderr, "%s\n", err);
 }
 
 static uint8_t *read_all(const char *path, size_t *len) {
@@ -1078,10 +1077,9 @@ static void test_writer_job(void) {
 }
 
 int main(void) {
-    const char *t = getenv("TMPDIR");
-    if (!t || !*t) t = "/tmp";
-    snprintf(g_dir, sizeof g_dir, "%s/koma_test_shard_%d", t, compat_getpid());
+    snprintf(g_dir, sizeof g_dir, "%s/koma_test_shard_%d", compat_temp_dir(), compat_getpid());
     char err[512];
+    (void)compat_remove_tree(g_dir, err, sizeof err); /* a previous run's leftovers (reused pids) */
     if (compat_mkdir_p(g_dir, err, sizeof err) != 0) {
         fprintf(stderr, "%s\n", err);
         return 1;

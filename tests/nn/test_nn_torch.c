@@ -113,25 +113,39 @@ int main(void) {
         fprintf(stderr, "test_nn_torch: /usr/bin/python3 not found: skipped\n");
         return 77;
     }
-    const char *t = getenv("TMPDIR");
-    snprintf(g_dir, sizeof(g_dir), "%s/koma_nn_torch_%d", t && *t ? t : "/tmp", compat_getpid());
+    {
+        /* Can this process run python3 with torch at all? (Not with torch
+         * missing; not from a Windows build under wine, which cannot start a
+         * Linux program.) */
+        const char *probe[] = {"/usr/bin/python3", "-c", "import torch", NULL};
+        char perr[512];
+        int pst = 0, ran = compat_run(probe, &pst, perr, sizeof perr);
+        if (ran != 0 || pst != 0) {
+            fprintf(stderr, "test_nn_torch: cannot run `/usr/bin/python3 -c \"import torch\"` (%s): skipped\n",
+                    ran != 0 ? perr : "it failed: is python3-torch installed?");
+            return 77;
+        }
+    }
+    snprintf(g_dir, sizeof(g_dir), "%s/koma_nn_torch_%d", compat_temp_dir(), compat_getpid());
     char err[512];
+    (void)compat_remove_tree(g_dir, err, sizeof err); /* a previous run's leftovers (reused pids) */
     KOMA_ASSERT(compat_mkdir_p(g_dir, err, sizeof(err)) == 0);
     nn_backend_t *be = nn_backend_cpu_new(0);
     dump_case(be, "relu2x16", NN_ACT_RELU, 2, 16);
     dump_case(be, "silu1x8", NN_ACT_SILU, 1, 8);
     nn_backend_free(be);
-    char cmd[1200], verdict_path[700];
+    char verdict_path[700];
     snprintf(verdict_path, sizeof(verdict_path), "%s/verdict.txt", g_dir);
-    snprintf(cmd, sizeof(cmd), "/usr/bin/python3 tools/torch_ref.py %s relu2x16 silu1x8", g_dir);
-    fprintf(stderr, "running: %s\n", cmd);
+    const char *argv[] = {"/usr/bin/python3", "tools/torch_ref.py", g_dir, "relu2x16", "silu1x8", NULL};
+    fprintf(stderr, "running: /usr/bin/python3 tools/torch_ref.py %s relu2x16 silu1x8\n", g_dir);
     fflush(stderr);
-    int rc = system(cmd);
+    int rc = -1;
+    if (compat_run(argv, &rc, err, sizeof err) != 0) fprintf(stderr, "test_nn_torch: %s\n", err);
     size_t len = 0;
     char *v = compat_read_file(verdict_path, &len, err, sizeof(err));
     int code;
     if (!v) {
-        fprintf(stderr, "test_nn_torch: no verdict from torch_ref.py (system() = %d): FAILED\n", rc);
+        fprintf(stderr, "test_nn_torch: no verdict from torch_ref.py (exit status %d): FAILED\n", rc);
         code = 1;
     } else if (strncmp(v, "skip", 4) == 0) {
         fprintf(stderr, "test_nn_torch: torch not available: skipped\n");

@@ -236,9 +236,9 @@ static void test_resume(nn_backend_t *be) {
 }
 
 int main(void) {
-    const char *t = getenv("TMPDIR");
-    snprintf(g_dir, sizeof(g_dir), "%s/koma_nn_weights_%d", t && *t ? t : "/tmp", compat_getpid());
+    snprintf(g_dir, sizeof(g_dir), "%s/koma_nn_weights_%d", compat_temp_dir(), compat_getpid());
     char err[512];
+    (void)compat_remove_tree(g_dir, err, sizeof err); /* a previous run's leftovers (reused pids) */
     KOMA_ASSERT(compat_mkdir_p(g_dir, err, sizeof(err)) == 0);
     nn_backend_t *be = nn_backend_cpu_new(0);
     test_round_trip_and_errors(be);

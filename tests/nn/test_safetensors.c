@@ -478,11 +478,9 @@ static void test_header_corruption(void) {
 }
 
 int main(void) {
-    const char *tmp = getenv("TMPDIR");
-    if (!tmp || !*tmp) tmp = getenv("TEMP");
-    if (!tmp || !*tmp) tmp = "/tmp";
-    snprintf(g_dir, sizeof g_dir, "%s/koma_test_safetensors_%d", tmp, compat_getpid());
+    snprintf(g_dir, sizeof g_dir, "%s/koma_test_safetensors_%d", compat_temp_dir(), compat_getpid());
     char err[512];
+    (void)compat_remove_tree(g_dir, err, sizeof err); /* a previous run's leftovers (reused pids) */
     if (compat_mkdir_p(g_dir, err, sizeof err) != 0) {
         fprintf(stderr, "%s\n", err);
         return 1;

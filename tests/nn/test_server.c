@@ -674,9 +674,9 @@ int main(void) {
      * matters to a BLAS that reads it lazily; what counts is that every
      * backend here is made with one thread (test_config: cpu_threads = streams). */
     compat_setenv("OPENBLAS_NUM_THREADS", "1");
-    const char *t = getenv("TMPDIR");
-    snprintf(g_dir, sizeof(g_dir), "%s/koma_nn_server_%d", t && *t ? t : "/tmp", compat_getpid());
+    snprintf(g_dir, sizeof(g_dir), "%s/koma_nn_server_%d", compat_temp_dir(), compat_getpid());
     char err[512];
+    (void)compat_remove_tree(g_dir, err, sizeof err); /* a previous run's leftovers (reused pids) */
     KOMA_ASSERT(compat_mkdir_p(g_dir, err, sizeof(err)) == 0);
     compat_thread_t wd;
     KOMA_ASSERT(compat_thread_create(&wd, watchdog_main, NULL) == 0);

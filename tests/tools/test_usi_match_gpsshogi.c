@@ -10,7 +10,8 @@
  * the result must be recorded. Then one game with a
  * Fischer clock: gpsusi 0.7.0 does not know "binc" and aborts, which the
  * match must record as its loss (illegal action) and survive.
- * Skips (77) only when no gpsusi binary is found.
+ * Skips (77) only when no gpsusi binary is found, or it cannot be started
+ * here (a Windows build under wine cannot run the Linux gpsusi).
  *
  *   test_usi_match_gpsshogi USI_MATCH FAKE_USI
  */
@@ -32,6 +33,30 @@ static const char *find_gpsusi(void) {
     return NULL;
 }
 
+/* 1 when gps starts and answers `usi` with `usiok` within 20 s. A Windows
+ * build under wine cannot start the Linux gpsusi at all. */
+static int gpsusi_answers(const char *gps) {
+    const char *argv[] = {gps, NULL};
+    char err[512], line[1024];
+    compat_proc_t *p = compat_proc_spawn(argv, "", err, sizeof err);
+    if (!p) {
+        fprintf(stderr, "%s\n", err);
+        return 0;
+    }
+    int ok = 0;
+    if (compat_proc_write_line(p, "usi") == 0) {
+        int64_t until = compat_now_ms() + 20000;
+        for (int64_t left; !ok && (left = until - compat_now_ms()) > 0;) {
+            if (compat_proc_read_line(p, line, sizeof line, left) < 0) break;
+            ok = strncmp(line, "usiok", 5) == 0;
+        }
+    }
+    compat_proc_write_line(p, "quit");
+    compat_proc_wait(p, 2000, NULL);
+    compat_proc_free(p); /* kills it if it is still running */
+    return ok;
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: test_usi_match_gpsshogi USI_MATCH FAKE_USI\n");
@@ -40,6 +65,10 @@ int main(int argc, char **argv) {
     const char *gps = find_gpsusi();
     if (!gps) {
         fprintf(stderr, "gpsusi not found (apt-get install gpsshogi): skipped\n");
+        return 77;
+    }
+    if (!gpsusi_answers(gps)) {
+        fprintf(stderr, "%s does not start or answer `usi` here: skipped\n", gps);
         return 77;
     }
     t_scratch("test_usi_match_gpsshogi");

@@ -14,14 +14,36 @@
 
 static char g_run[900], g_out[900], g_errf[900];
 
-/* Runs `train <args>` with stdout and stderr to files; returns the exit code. */
+/* Runs `train <args>` with stdout and stderr to files; returns the exit code.
+ * args are split at spaces, "double quotes" group (no shell is involved, so
+ * the test runs the same on Windows). */
 static int run_train(const char *args) {
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "\"%s\" %s > \"%s\" 2> \"%s\"", KOMA_TRAIN_BIN, args, g_out, g_errf);
-    int rc = system(cmd);
-    /* system(): the exit code on Windows, the wait status on POSIX (code << 8). */
-    int code = rc > 255 ? (rc >> 8) & 0xff : rc;
-    return code;
+    static char buf[4096];
+    const char *argv[64];
+    int argc = 0;
+    snprintf(buf, sizeof buf, "%s", args);
+    argv[argc++] = KOMA_TRAIN_BIN;
+    for (char *s = buf; *s;) {
+        while (*s == ' ') s++;
+        if (!*s) break;
+        KOMA_ASSERT(argc < 63);
+        if (*s == '"') {
+            argv[argc++] = ++s;
+            while (*s && *s != '"') s++;
+        } else {
+            argv[argc++] = s;
+            while (*s && *s != ' ') s++;
+        }
+        if (*s) *s++ = '\0';
+    }
+    argv[argc] = NULL;
+    char err[512];
+    int status = -1;
+    if (compat_run_io(argv, g_out, g_errf, &status, err, sizeof err) != 0) {
+        fprintf(stderr, "test_train_from_games: %s\n", err);
+        return -1;
+    }
+    return status;
 }
 
 static char *slurp(const char *path) {

@@ -52,9 +52,8 @@ static inline int t_done(const char *name) {
 static char g_dir[600];
 
 static inline void t_rm_rf(const char *dir) {
-    char cmd[1000];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", dir);
+    char err[512];
+    if (compat_remove_tree(dir, err, sizeof err) != 0) fprintf(stderr, "%s\n", err);
 }
 
 /* KOMA_TEST_TMP/<name>_<pid>, empty. */
