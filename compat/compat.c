@@ -46,6 +46,78 @@ void compat_assert_fail(const char *expr, const char *file, int line) {
 }
 
 /* ---- threads ------------------------------------------------------------ */
+#ifdef _WIN32
+/* compat.h stores these as one opaque pointer each. */
+_Static_assert(sizeof(compat_mutex_t) == sizeof(SRWLOCK) && _Alignof(compat_mutex_t) >= _Alignof(SRWLOCK),
+               "compat_mutex_t must hold an SRWLOCK");
+_Static_assert(sizeof(compat_cond_t) == sizeof(CONDITION_VARIABLE) &&
+                   _Alignof(compat_cond_t) >= _Alignof(CONDITION_VARIABLE),
+               "compat_cond_t must hold a CONDITION_VARIABLE");
+#define SRW_OF(m) ((PSRWLOCK)(void *)(m))
+#define CV_OF(c) ((PCONDITION_VARIABLE)(void *)(c))
+
+typedef struct {
+    compat_thread_fn fn;
+    void *arg;
+} thread_start_t;
+
+/* _beginthreadex wants unsigned __stdcall f(void *); ours return void *. */
+static unsigned __stdcall thread_main(void *p) {
+    thread_start_t start = *(thread_start_t *)p;
+    free(p);
+    start.fn(start.arg);
+    return 0;
+}
+
+int compat_thread_create(compat_thread_t *t, compat_thread_fn fn, void *arg) {
+    thread_start_t *start = malloc(sizeof *start);
+    if (!start) return -1;
+    start->fn = fn;
+    start->arg = arg;
+    /* _beginthreadex, not CreateThread: the C runtime sets up its per-thread state. */
+    uintptr_t h = _beginthreadex(NULL, 0, thread_main, start, 0, NULL);
+    if (!h) {
+        free(start);
+        return -1;
+    }
+    *t = (void *)h;
+    return 0;
+}
+int compat_thread_join(compat_thread_t t) {
+    DWORD rc = WaitForSingleObject((HANDLE)t, INFINITE);
+    CloseHandle((HANDLE)t);
+    return rc == WAIT_OBJECT_0 ? 0 : -1;
+}
+/* An SRWLOCK or CONDITION_VARIABLE owns no kernel object: nothing to destroy. */
+void compat_mutex_init(compat_mutex_t *m) { InitializeSRWLock(SRW_OF(m)); }
+void compat_mutex_destroy(compat_mutex_t *m) { (void)m; }
+void compat_mutex_lock(compat_mutex_t *m) { AcquireSRWLockExclusive(SRW_OF(m)); }
+void compat_mutex_unlock(compat_mutex_t *m) { ReleaseSRWLockExclusive(SRW_OF(m)); }
+
+void compat_cond_init(compat_cond_t *c) { InitializeConditionVariable(CV_OF(c)); }
+void compat_cond_destroy(compat_cond_t *c) { (void)c; }
+void compat_cond_wait(compat_cond_t *c, compat_mutex_t *m) {
+    KOMA_ASSERT(SleepConditionVariableSRW(CV_OF(c), SRW_OF(m), INFINITE, 0));
+}
+void compat_cond_signal(compat_cond_t *c) { WakeConditionVariable(CV_OF(c)); }
+void compat_cond_broadcast(compat_cond_t *c) { WakeAllConditionVariable(CV_OF(c)); }
+
+int compat_cond_timedwait(compat_cond_t *c, compat_mutex_t *m, int64_t timeout_ms) {
+    if (timeout_ms < 0) timeout_ms = 0;
+    if (timeout_ms > INT64_MAX / 4000000) timeout_ms = INT64_MAX / 4000000; /* no overflow below */
+    /* Windows may end a timed wait up to a clock tick early: wait again for
+     * the rest, so that a timeout means the time has passed (as with the
+     * absolute pthreads deadline). */
+    const int64_t deadline = compat_now_ns() + timeout_ms * 1000000;
+    for (;;) {
+        int64_t left_ms = (deadline - compat_now_ns() + 999999) / 1000000;
+        DWORD ms = left_ms <= 0 ? 0 : left_ms >= (int64_t)INFINITE ? INFINITE - 1 : (DWORD)left_ms;
+        if (SleepConditionVariableSRW(CV_OF(c), SRW_OF(m), ms, 0)) return 0;
+        KOMA_ASSERT(GetLastError() == ERROR_TIMEOUT);
+        if (compat_now_ns() >= deadline) return 1;
+    }
+}
+#else
 int compat_thread_create(compat_thread_t *t, compat_thread_fn fn, void *arg) {
     return pthread_create(t, NULL, fn, arg);
 }
@@ -56,7 +128,7 @@ void compat_mutex_lock(compat_mutex_t *m) { KOMA_ASSERT(pthread_mutex_lock(m) ==
 void compat_mutex_unlock(compat_mutex_t *m) { KOMA_ASSERT(pthread_mutex_unlock(m) == 0); }
 
 void compat_cond_init(compat_cond_t *c) {
-#if defined(_WIN32) || defined(__APPLE__)
+#if defined(__APPLE__)
     KOMA_ASSERT(pthread_cond_init(c, NULL) == 0);
 #else
     pthread_condattr_t a;
@@ -74,14 +146,7 @@ void compat_cond_broadcast(compat_cond_t *c) { pthread_cond_broadcast(c); }
 int compat_cond_timedwait(compat_cond_t *c, compat_mutex_t *m, int64_t timeout_ms) {
     struct timespec ts;
     if (timeout_ms < 0) timeout_ms = 0;
-#if defined(_WIN32)
-    /* The pthreads deadline is wall-clock time (UTC since 1970). */
-    FILETIME ft;
-    GetSystemTimeAsFileTime(&ft);
-    uint64_t t100 = (((uint64_t)ft.dwHighDateTime << 32) | ft.dwLowDateTime) - 116444736000000000ull;
-    ts.tv_sec = (time_t)(t100 / 10000000);
-    ts.tv_nsec = (long)(t100 % 10000000) * 100;
-#elif defined(__APPLE__)
+#if defined(__APPLE__)
     clock_gettime(CLOCK_REALTIME, &ts);
 #else
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -92,6 +157,7 @@ int compat_cond_timedwait(compat_cond_t *c, compat_mutex_t *m, int64_t timeout_m
     int rc = pthread_cond_timedwait(c, m, &ts);
     return rc == ETIMEDOUT ? 1 : 0;
 }
+#endif
 
 /* ---- time, CPUs --------------------------------------------------------- */
 int64_t compat_now_ns(void) {
@@ -742,7 +808,7 @@ static char *quote_arg(char *p, const char *arg) {
 
 /* Spawns take turns, so an inheritable handle made for one child (a pipe end,
  * a redirection) never leaks into another. */
-static pthread_mutex_t g_spawn_mu = PTHREAD_MUTEX_INITIALIZER;
+static SRWLOCK g_spawn_mu = SRWLOCK_INIT;
 
 /* An inheritable handle on path for a child's output: "" is NUL. */
 static HANDLE open_output(const char *path) {
@@ -791,9 +857,9 @@ int compat_run_io(const char *const *argv, const char *out_path, const char *err
     memset(&si, 0, sizeof si);
     si.cb = sizeof si;
     HANDLE ho = INVALID_HANDLE_VALUE, he = INVALID_HANDLE_VALUE;
-    pthread_mutex_lock(&g_spawn_mu);
+    AcquireSRWLockExclusive(&g_spawn_mu);
     if (out_path && (ho = open_output(out_path)) == INVALID_HANDLE_VALUE) {
-        pthread_mutex_unlock(&g_spawn_mu);
+        ReleaseSRWLockExclusive(&g_spawn_mu);
         set_err(err, errlen, "%s: cannot create (Windows error %lu)", out_path, (unsigned long)GetLastError());
         free(cmd);
         return -1;
@@ -801,7 +867,7 @@ int compat_run_io(const char *const *argv, const char *out_path, const char *err
     if (err_path && !same && (he = open_output(err_path)) == INVALID_HANDLE_VALUE) {
         DWORD e = GetLastError();
         if (ho != INVALID_HANDLE_VALUE) CloseHandle(ho);
-        pthread_mutex_unlock(&g_spawn_mu);
+        ReleaseSRWLockExclusive(&g_spawn_mu);
         set_err(err, errlen, "%s: cannot create (Windows error %lu)", err_path, (unsigned long)e);
         free(cmd);
         return -1;
@@ -817,7 +883,7 @@ int compat_run_io(const char *const *argv, const char *out_path, const char *err
     DWORD cerr = ok ? 0 : GetLastError();
     if (ho != INVALID_HANDLE_VALUE) CloseHandle(ho);
     if (he != INVALID_HANDLE_VALUE && !same) CloseHandle(he);
-    pthread_mutex_unlock(&g_spawn_mu);
+    ReleaseSRWLockExclusive(&g_spawn_mu);
     free(cmd);
     if (!ok) {
         set_err(err, errlen, "%s: cannot start (Windows error %lu)", argv[0], (unsigned long)cerr);
@@ -927,7 +993,7 @@ compat_proc_t *compat_proc_spawn(const char *const *argv, const char *stderr_pat
     *c = 0;
     SECURITY_ATTRIBUTES sa = {sizeof sa, NULL, TRUE};
     HANDLE in_r = NULL, in_w = NULL, out_r = NULL, out_w = NULL, errh = NULL;
-    pthread_mutex_lock(&g_spawn_mu);
+    AcquireSRWLockExclusive(&g_spawn_mu);
     BOOL ok = CreatePipe(&in_r, &in_w, &sa, 0) && CreatePipe(&out_r, &out_w, &sa, 0) &&
               SetHandleInformation(in_w, HANDLE_FLAG_INHERIT, 0) && SetHandleInformation(out_r, HANDLE_FLAG_INHERIT, 0);
     if (ok && stderr_path) {
@@ -951,7 +1017,7 @@ compat_proc_t *compat_proc_spawn(const char *const *argv, const char *stderr_pat
     if (in_r) CloseHandle(in_r);
     if (out_w) CloseHandle(out_w);
     if (errh) CloseHandle(errh);
-    pthread_mutex_unlock(&g_spawn_mu);
+    ReleaseSRWLockExclusive(&g_spawn_mu);
     free(cmd);
     if (!ok) {
         if (in_w) CloseHandle(in_w);

@@ -20,12 +20,28 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* ---- threads (pthreads, winpthreads under MinGW-w64) ------------------- */
+/* ---- threads ------------------------------------------------------------ */
+/* POSIX: pthreads. Windows (MinGW-w64, MSVC, clang-cl): the native API -
+ * _beginthreadex, SRWLOCK, CONDITION_VARIABLE - so no pthreads library is
+ * needed. The Windows objects are kept here as opaque pointer-sized words
+ * (that is what SRWLOCK and CONDITION_VARIABLE are; compat.c checks it), so
+ * this header does not pull <windows.h> into every file. Mutexes are not
+ * recursive on either side. */
+#ifdef _WIN32
+typedef void *compat_thread_t; /* the thread's HANDLE */
+typedef struct {
+    void *opaque_; /* SRWLOCK */
+} compat_mutex_t;
+typedef struct {
+    void *opaque_; /* CONDITION_VARIABLE */
+} compat_cond_t;
+#else
 #include <pthread.h>
 
 typedef pthread_t compat_thread_t;
 typedef pthread_mutex_t compat_mutex_t;
 typedef pthread_cond_t compat_cond_t;
+#endif
 
 typedef void *(*compat_thread_fn)(void *arg);
 
