@@ -21,11 +21,17 @@
 #ifndef KOMA_ENGINE_BITBOARD_H
 #define KOMA_ENGINE_BITBOARD_H
 
+#include "compat/bits.h"
 #include "engine/types.h"
 
-#if (defined(__GNUC__) || defined(__clang__)) && !defined(KOMA_BB_SCALAR)
+/* Two representations of the same 128 bits: a GCC/Clang vector (and, or,
+ * xor in one SIMD instruction), or, where the compiler has no vector
+ * extensions (MSVC's cl) or with -DKOMA_PORTABLE_BITBOARD, two plain words.
+ * Both give the same results; ctest runs the engine tests on both
+ * (test_*_portable). */
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(KOMA_PORTABLE_BITBOARD)
 typedef uint64_t bb_vec_t __attribute__((vector_size(16)));
-#define BB_VECTOR 1 /* -DKOMA_BB_SCALAR forces the plain two-word code */
+#define BB_VECTOR 1
 #endif
 
 /* p[0]: squares 0..62, p[1]: squares 63..80 (bit = square - 63). */
@@ -101,23 +107,23 @@ static inline bool bb_equal(Bitboard a, Bitboard b) { return a.p[0] == b.p[0] &&
 static inline bool bb_test(Bitboard b, Square sq) { return bb_nonzero(bb_and(b, bb_sq_tab[sq])); }
 static inline bool bb_intersects(Bitboard a, Bitboard b) { return ((a.p[0] & b.p[0]) | (a.p[1] & b.p[1])) != 0; }
 static inline int32_t bb_popcount(Bitboard b) {
-    return __builtin_popcountll(b.p[0]) + __builtin_popcountll(b.p[1]);
+    return compat_popcount64(b.p[0]) + compat_popcount64(b.p[1]);
 }
 static inline bool bb_more_than_one(Bitboard b) {
     return (b.p[0] & (b.p[0] - 1)) != 0 || (b.p[1] & (b.p[1] - 1)) != 0 || (b.p[0] != 0 && b.p[1] != 0);
 }
 /* Lowest square of a non-empty bitboard. */
 static inline Square bb_lsb(Bitboard b) {
-    return b.p[0] ? __builtin_ctzll(b.p[0]) : 63 + __builtin_ctzll(b.p[1]);
+    return b.p[0] ? compat_ctz64(b.p[0]) : 63 + compat_ctz64(b.p[1]);
 }
 /* Removes and returns the lowest square of a non-empty bitboard. */
 static inline Square bb_pop_lsb(Bitboard *b) {
     if (b->p[0]) {
-        Square sq = __builtin_ctzll(b->p[0]);
+        Square sq = compat_ctz64(b->p[0]);
         b->p[0] &= b->p[0] - 1;
         return sq;
     }
-    Square sq = 63 + __builtin_ctzll(b->p[1]);
+    Square sq = 63 + compat_ctz64(b->p[1]);
     b->p[1] &= b->p[1] - 1;
     return sq;
 }
@@ -125,7 +131,7 @@ static inline Square bb_pop_lsb(Bitboard *b) {
 
 /* ---- 128-bit helpers for the sliding trick --------------------------------- */
 static inline Bitboard bb_byte_reverse(Bitboard b) {
-    return bb_make(__builtin_bswap64(b.p[1]), __builtin_bswap64(b.p[0]));
+    return bb_make(compat_bswap64(b.p[1]), compat_bswap64(b.p[0]));
 }
 /* Ray up to the first blocker: (x ^ (x - 1)) & ray, with x = occ & ray, 128-bit. */
 static inline Bitboard bb_ray_to_blocker(Bitboard occ, Bitboard ray) {
@@ -150,7 +156,7 @@ static inline Bitboard bb_lance_attacks(Color c, Square sq, Bitboard occ) {
     if (c == COLOR_WHITE)
         a = (x ^ (x - 1)) & ray;
     else
-        a = ray & (~0ull << (63 - __builtin_clzll(x | 1)));
+        a = ray & (~0ull << (63 - compat_clz64(x | 1)));
     return h ? bb_make(0, a) : bb_make(a, 0);
 }
 /* Vertical rook attacks (both lance directions). */
@@ -159,7 +165,7 @@ static inline Bitboard bb_file_attacks(Square sq, Bitboard occ) {
     uint64_t up = bb_lance_ray_tab[COLOR_BLACK][sq], down = bb_lance_ray_tab[COLOR_WHITE][sq];
     uint64_t o = h ? occ.p[1] : occ.p[0];
     uint64_t xu = o & up, xd = o & down;
-    uint64_t a = ((xd ^ (xd - 1)) & down) | (up & (~0ull << (63 - __builtin_clzll(xu | 1))));
+    uint64_t a = ((xd ^ (xd - 1)) & down) | (up & (~0ull << (63 - compat_clz64(xu | 1))));
     return h ? bb_make(0, a) : bb_make(a, 0);
 }
 static inline Bitboard bb_rank_attacks(Square sq, Bitboard occ) {

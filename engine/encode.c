@@ -13,6 +13,7 @@
 
 #include <string.h>
 
+#include "compat/bits.h"
 #include "engine/movegen.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -22,7 +23,7 @@
 enum { WORDS = (ENC_PLANES * 81 + 63) / 64 + 1 };
 
 static inline uint64_t rev64(uint64_t x) {
-    x = __builtin_bswap64(x);
+    x = compat_bswap64(x);
     x = ((x >> 4) & 0x0F0F0F0F0F0F0F0Full) | ((x & 0x0F0F0F0F0F0F0F0Full) << 4);
     x = ((x >> 2) & 0x3333333333333333ull) | ((x & 0x3333333333333333ull) << 2);
     x = ((x >> 1) & 0x5555555555555555ull) | ((x & 0x5555555555555555ull) << 1);

@@ -13,13 +13,8 @@
  */
 #include "engine/movegen.h"
 
+#include "compat/bits.h"
 #include "compat/compat.h"
-
-#if defined(__GNUC__)
-#define ALWAYS_INLINE inline __attribute__((always_inline))
-#else
-#define ALWAYS_INLINE inline
-#endif
 
 /* How a piece's moves split into promoting / non-promoting ones. */
 enum {
@@ -34,7 +29,7 @@ typedef struct {
     Bitboard last1, last2, rank3, zone, pawn_opt; /* relative to the side to move */
 } Masks;
 
-static ALWAYS_INLINE Masks masks_for(Color us) {
+static KOMA_FORCE_INLINE Masks masks_for(Color us) {
     Masks m;
     m.last1 = bb_forward_ranks_tab[us][0];
     m.last2 = bb_forward_ranks_tab[us][1];
@@ -44,15 +39,15 @@ static ALWAYS_INLINE Masks masks_for(Color us) {
     return m;
 }
 
-static ALWAYS_INLINE Move *emit_plain(Move *p, Square from, Bitboard t) {
+static KOMA_FORCE_INLINE Move *emit_plain(Move *p, Square from, Bitboard t) {
     while (bb_nonzero(t)) *p++ = move_make(from, bb_pop_lsb(&t), false);
     return p;
 }
-static ALWAYS_INLINE Move *emit_promo(Move *p, Square from, Bitboard t) {
+static KOMA_FORCE_INLINE Move *emit_promo(Move *p, Square from, Bitboard t) {
     while (bb_nonzero(t)) *p++ = move_make(from, bb_pop_lsb(&t), true);
     return p;
 }
-static ALWAYS_INLINE Move *emit_both(Move *p, Square from, Bitboard t) {
+static KOMA_FORCE_INLINE Move *emit_both(Move *p, Square from, Bitboard t) {
     while (bb_nonzero(t)) {
         Square to = bb_pop_lsb(&t);
         *p++ = move_make(from, to, true);
@@ -61,7 +56,7 @@ static ALWAYS_INLINE Move *emit_both(Move *p, Square from, Bitboard t) {
     return p;
 }
 
-static ALWAYS_INLINE Move *emit_kind(Move *p, Square from, Bitboard t, int kind, const Masks *mk) {
+static KOMA_FORCE_INLINE Move *emit_kind(Move *p, Square from, Bitboard t, int kind, const Masks *mk) {
     switch (kind) {
     case KIND_NONE: return emit_plain(p, from, t);
     case KIND_PAWN:
@@ -79,7 +74,7 @@ static ALWAYS_INLINE Move *emit_kind(Move *p, Square from, Bitboard t, int kind,
     }
 }
 
-static ALWAYS_INLINE int32_t count_kind(Bitboard t, int kind, const Masks *mk) {
+static KOMA_FORCE_INLINE int32_t count_kind(Bitboard t, int kind, const Masks *mk) {
     switch (kind) {
     case KIND_NONE: return bb_popcount(t);
     case KIND_PAWN: return bb_popcount(t) + bb_popcount(bb_and(t, mk->pawn_opt));
@@ -91,7 +86,7 @@ static ALWAYS_INLINE int32_t count_kind(Bitboard t, int kind, const Masks *mk) {
 
 /* The shared body of generation (COUNT false, moves written to out) and
  * counting (COUNT true). Returns the number of moves. */
-static ALWAYS_INLINE int32_t gen_legal(const Position *pos, Move *out, const bool COUNT) {
+static KOMA_FORCE_INLINE int32_t gen_legal(const Position *pos, Move *out, const bool COUNT) {
     const Color us = pos->side, them = color_flip(us);
     const Square ksq = pos->king_sq[us];
     const Bitboard occ = pos->bb[POS_BB_OCC];

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compat/bits.h"
 #include "compat/compat.h"
 
 #ifdef KOMA_HAVE_CBLAS
@@ -528,17 +529,14 @@ static void cpu_sgd_step(nn_backend_t *be, float *p, const float *g, float *v, i
  * OPENBLAS_CORETYPE set (nn_cpu_blas_reexec_if_generic), and the backend
  * says how to fix it, once, where that did not happen. */
 const char *nn_cpu_blas_better_coretype(void) {
-#if defined(KOMA_HAVE_CBLAS) && defined(OPENBLAS_VERSION) && (defined(__x86_64__) || defined(__i386__)) && \
-    defined(__GNUC__)
+#if defined(KOMA_HAVE_CBLAS) && defined(OPENBLAS_VERSION) && defined(KOMA_CPU_X86)
     if (getenv("OPENBLAS_CORETYPE")) return NULL;
     const char *core = openblas_get_corename();
     if (!core || (strcmp(core, "Prescott") != 0 && strcmp(core, "Core2") != 0 && strcmp(core, "Nehalem") != 0 &&
                   strcmp(core, "Sandybridge") != 0))
         return NULL;
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
-        return "SkylakeX";
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+    if (compat_cpu_has_avx512_skx()) return "SkylakeX";
+    if (compat_cpu_has_avx2_fma()) return "Haswell";
 #endif
     return NULL;
 }

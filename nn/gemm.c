@@ -8,6 +8,8 @@
 
 #include <string.h>
 
+#include "compat/bits.h"
+
 #ifdef KOMA_HAVE_CBLAS
 #include <cblas.h>
 #endif
@@ -38,7 +40,7 @@ void nn_gemm_portable(int32_t transA, int32_t transB, int32_t M, int32_t N, int3
             for (int32_t j = 0; j < N; j++) c[j] *= beta;
     }
     if (K == 0 || alpha == 0.0f) return;
-    static _Thread_local float panel[GEMM_KB * GEMM_NB]; /* op(B)[k0.., j0..], row-major */
+    static KOMA_THREAD_LOCAL float panel[GEMM_KB * GEMM_NB]; /* op(B)[k0.., j0..], row-major */
     for (int32_t j0 = 0; j0 < N; j0 += GEMM_NB) {
         int32_t nb = N - j0 < GEMM_NB ? N - j0 : GEMM_NB;
         for (int32_t k0 = 0; k0 < K; k0 += GEMM_KB) {

@@ -11,6 +11,7 @@
  * names the file), 2 usage. Owns: presentation only; every check is
  * data/shard.c's or data/db.c's.
  */
+#include "compat/bits.h"
 #include "compat/compat.h"
 #include "data/db.h"
 #include "data/shard.h"
@@ -252,8 +253,8 @@ static void print_rows(const shard_t *s, int64_t nrows) {
             printf("\n");
         }
         int64_t bits = 0, legal = 0;
-        for (int32_t i = 0; i < f->planes_bytes; i++) bits += __builtin_popcount(c->planes[r * f->planes_bytes + i]);
-        for (int32_t i = 0; i < f->legal_bytes; i++) legal += __builtin_popcount(c->legal[r * f->legal_bytes + i]);
+        for (int32_t i = 0; i < f->planes_bytes; i++) bits += compat_popcount32(c->planes[r * f->planes_bytes + i]);
+        for (int32_t i = 0; i < f->legal_bytes; i++) legal += compat_popcount32(c->legal[r * f->legal_bytes + i]);
         printf("    planes: %lld bits set; legal mask: %lld moves", (long long)bits, (long long)legal);
         if (!why && f->features_version == ENC_FEATURES_VERSION && f->legal_bytes == ENC_LEGAL_BYTES) {
             uint8_t mask[ENC_LEGAL_BYTES];

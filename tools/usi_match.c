@@ -48,6 +48,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "compat/bits.h"
 #include "compat/compat.h"
 #include "data/db.h"
 #include "engine/position.h"
@@ -391,7 +392,7 @@ static char *position_cmd(const ref_game_t *g) {
 /* Waits for "bestmove"; copies its move word into mv. Returns 0, or
  * COMPAT_PROC_TIMEOUT / COMPAT_PROC_EOF. */
 static int read_bestmove(engine_t *e, int64_t timeout_ms, char *mv, size_t mvlen) {
-    static _Thread_local char line[LINE_MAX_];
+    static KOMA_THREAD_LOCAL char line[LINE_MAX_];
     int64_t deadline = compat_now_ms() + timeout_ms;
     for (;;) {
         int64_t left = deadline - compat_now_ms();

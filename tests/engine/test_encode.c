@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compat/bits.h"
 #include "compat/compat.h"
 #include "engine/encode.h"
 #include "engine/movegen.h"
@@ -133,7 +134,7 @@ static void check_position(const Position *pos, bool with_reference) {
     uint8_t mask[ENC_LEGAL_BYTES];
     encode_legal_mask(pos, mask);
     int mask_bits = 0;
-    for (int i = 0; i < ENC_LEGAL_BYTES; i++) mask_bits += __builtin_popcount(mask[i]);
+    for (int i = 0; i < ENC_LEGAL_BYTES; i++) mask_bits += compat_popcount32(mask[i]);
     CHECK(mask_bits == list.n, "%s: mask has %d bits, %d legal moves", sfen, mask_bits, list.n);
     uint8_t mask_l[ENC_LEGAL_BYTES];
     encode_legal_mask_list(pos, &list, mask_l);

@@ -13,6 +13,7 @@
  */
 #include "mcts_test.h"
 
+#include "compat/bits.h"
 #include "compat/compat.h"
 
 static Position pos;
@@ -166,8 +167,8 @@ typedef struct {
 
 static void *worker(void *arg) {
     Worker *w = arg;
-    static _Thread_local Position p;
-    static _Thread_local MctsResult r;
+    static KOMA_THREAD_LOCAL Position p;
+    static KOMA_THREAD_LOCAL MctsResult r;
     MctsParams par;
     mcts_params_default(&par);
     par.search_batch = 1;
