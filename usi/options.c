@@ -1,9 +1,9 @@
 /* options.c - USI options: table, announcement, setoption (see options.h). */
 #include "usi/options.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
 
 #include "compat/compat.h"
 
@@ -96,10 +96,22 @@ void usi_options_print(const UsiOptions *o, UsiOut *out) {
     }
 }
 
+/* a == b ignoring ASCII case. USI names and values are ASCII; strcasecmp
+ * is POSIX only (MSVC has none) and follows the locale. */
+static bool eq_nocase(const char *a, const char *b) {
+    for (;; a++, b++) {
+        unsigned char x = (unsigned char)*a, y = (unsigned char)*b;
+        if (x >= 'A' && x <= 'Z') x = (unsigned char)(x - 'A' + 'a');
+        if (y >= 'A' && y <= 'Z') y = (unsigned char)(y - 'A' + 'a');
+        if (x != y) return false;
+        if (!x) return true;
+    }
+}
+
 /* The allowed spelling of v (case-insensitive), or NULL. */
 static const char *combo_find(const OptInfo *info, const char *v) {
     for (int k = 0; info->vars[k]; k++)
-        if (strcasecmp(info->vars[k], v) == 0) return info->vars[k];
+        if (eq_nocase(info->vars[k], v)) return info->vars[k];
     return NULL;
 }
 
@@ -109,7 +121,7 @@ int usi_options_set(UsiOptions *o, const char *name, const char *value, const ch
     opt_table(o, t);
     int idx = -1;
     for (int i = 0; i < OPT_NB; i++)
-        if (name && strcasecmp(name, t[i].name) == 0) idx = i;
+        if (name && eq_nocase(name, t[i].name)) idx = i;
     if (idx < 0) {
         snprintf(err, errlen, "unknown option '%s'", name ? name : "");
         return -1;
