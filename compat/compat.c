@@ -958,6 +958,7 @@ struct compat_proc {
     int skip_to_nl;       /* the rest of an over-long line is being dropped */
     int reaped;           /* the child has been waited for */
     int status;           /* its exit status once reaped */
+    int in_closed;        /* in_w has been closed (compat_proc_close_input) */
 #ifdef _WIN32
     HANDLE in_w, out_r, process;
     DWORD pid;
@@ -1185,7 +1186,7 @@ int32_t compat_proc_read_line(compat_proc_t *p, char *buf, size_t buflen, int64_
 }
 
 int compat_proc_write_line(compat_proc_t *p, const char *line) {
-    if (!p || !line) return -1;
+    if (!p || !line || p->in_closed) return -1;
     size_t n = strlen(line);
     char stackbuf[1024], *msg = n + 2 <= sizeof stackbuf ? stackbuf : malloc(n + 2);
     if (!msg) return -1;
@@ -1212,6 +1213,16 @@ int compat_proc_write_line(compat_proc_t *p, const char *line) {
     }
     if (msg != stackbuf) free(msg);
     return rc;
+}
+
+void compat_proc_close_input(compat_proc_t *p) {
+    if (!p || p->in_closed) return;
+#ifdef _WIN32
+    CloseHandle(p->in_w);
+#else
+    close(p->in_w);
+#endif
+    p->in_closed = 1;
 }
 
 void compat_proc_kill(compat_proc_t *p) {
@@ -1262,8 +1273,8 @@ int compat_proc_wait(compat_proc_t *p, int64_t timeout_ms, int *status) {
 
 void compat_proc_free(compat_proc_t *p) {
     if (!p) return;
+    compat_proc_close_input(p);
 #ifdef _WIN32
-    CloseHandle(p->in_w);
     CloseHandle(p->out_r);
     if (compat_proc_wait(p, 0, NULL) != 0) {
         compat_proc_kill(p);
@@ -1271,7 +1282,6 @@ void compat_proc_free(compat_proc_t *p) {
     }
     CloseHandle(p->process);
 #else
-    close(p->in_w);
     close(p->out_r);
     if (compat_proc_wait(p, 0, NULL) != 0) {
         compat_proc_kill(p);

@@ -197,6 +197,9 @@ int32_t compat_proc_read_line(compat_proc_t *p, char *buf, size_t buflen, int64_
 /* Writes line + "\n" to the child's stdin. 0, or -1 when the child no longer
  * reads (exited). */
 int compat_proc_write_line(compat_proc_t *p, const char *line);
+/* Closes the child's stdin: it reads end of input (as from a GUI that went
+ * away). compat_proc_write_line fails from then on. Idempotent. */
+void compat_proc_close_input(compat_proc_t *p); /* NULL ok */
 /* Kills the child at once (SIGKILL / TerminateProcess); no-op after exit. */
 void compat_proc_kill(compat_proc_t *p);
 /* Waits at most timeout_ms (< 0: no limit) for the child to exit. Returns 0

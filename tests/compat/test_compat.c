@@ -1,6 +1,6 @@
 /* test_compat.c - compat/ layer: durable writes, mapping, threads, clock,
  * aligned memory, directory listing, rename, rm -rf, running a program,
- * environment, temp dir. */
+ * a child on pipes (lines, end of input), environment, temp dir. */
 #include "compat/compat.h"
 
 #include <stdatomic.h>
@@ -281,8 +281,52 @@ static void test_run(const char *self) {
     compat_remove_file(errf);
 }
 
+/* ---- compat_proc: a line dialogue with a child, then end of its input ----- */
+/* The child: echoes each stdin line as "echo: LINE"; at end of input says
+ * "eof" and exits 5. */
+static int child_echo(void) {
+    char line[256];
+    while (fgets(line, sizeof line, stdin)) {
+        line[strcspn(line, "\r\n")] = 0;
+        printf("echo: %s\n", line);
+        fflush(stdout);
+    }
+    printf("eof\n");
+    fflush(stdout);
+    return 5;
+}
+
+static void test_proc(const char *self) {
+    char err[512], buf[64];
+    const char *argv[] = {self, "--child-echo", NULL};
+    compat_proc_t *p = compat_proc_spawn(argv, NULL, err, sizeof err);
+    CHECK(p != NULL);
+    if (!p) {
+        fprintf(stderr, "test_proc: %s\n", err);
+        return;
+    }
+    CHECK(compat_proc_pid(p) > 0);
+    /* Nothing said yet: a short read times out. */
+    CHECK(compat_proc_read_line(p, buf, sizeof buf, 50) == COMPAT_PROC_TIMEOUT);
+    CHECK(compat_proc_write_line(p, "hello") == 0);
+    CHECK(compat_proc_read_line(p, buf, sizeof buf, 10000) == 11 && strcmp(buf, "echo: hello") == 0);
+    /* The child still runs while its input is open... */
+    CHECK(compat_proc_wait(p, 50, NULL) == 1);
+    /* ...and ends once it is closed; writing then fails instead of killing us. */
+    compat_proc_close_input(p);
+    compat_proc_close_input(p); /* idempotent */
+    CHECK(compat_proc_write_line(p, "too late") == -1);
+    CHECK(compat_proc_read_line(p, buf, sizeof buf, 10000) == 3 && strcmp(buf, "eof") == 0);
+    CHECK(compat_proc_read_line(p, buf, sizeof buf, 10000) == COMPAT_PROC_EOF);
+    int status = -1;
+    CHECK(compat_proc_wait(p, 10000, &status) == 0 && status == 5);
+    compat_proc_free(p);
+    compat_proc_close_input(NULL);
+}
+
 int main(int argc, char **argv) {
     if (argc >= 2 && strcmp(argv[1], "--child") == 0) return child_main(argc, argv);
+    if (argc >= 2 && strcmp(argv[1], "--child-echo") == 0) return child_echo();
     if (argc >= 2 && strcmp(argv[1], "--child-exit") == 0) _Exit(7);
     if (argc >= 2 && strcmp(argv[1], "--child-print") == 0) {
         printf("to stdout\n");
@@ -357,6 +401,7 @@ int main(int argc, char **argv) {
     test_misc(base);
     test_remove_tree(base);
     test_run(argv[0]);
+    test_proc(argv[0]);
 
     if (failures) {
         fprintf(stderr, "test_compat: %d failures\n", failures);

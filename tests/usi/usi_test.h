@@ -1,29 +1,23 @@
 /* usi_test.h - shared helpers of the usi/ tests: CHECK, and a driver that
- * runs the real `koma` binary on pipes (fork/exec, POSIX) with a timeout on
- * every wait, keeping the transcript for failure messages.
+ * runs the real `koma` binary on pipes (compat_proc: POSIX and Windows) with
+ * a timeout on every wait, keeping the transcript for failure messages.
  *
  * Every wait is bounded: proc_expect gives up after its timeout and returns
- * NULL (the test then fails and prints the transcript); a watchdog alarm
- * ends a test program that hangs anyway. koma's stdin is closed on exit, so
- * an abandoned engine sees end of input and quits.
+ * NULL (the test then fails and prints the transcript); a watchdog thread
+ * ends a test program that hangs anyway. koma's stdin is closed when the
+ * test ends (or dies), so an abandoned engine sees end of input and quits.
  */
 #ifndef KOMA_TESTS_USI_TEST_H
 #define KOMA_TESTS_USI_TEST_H
 
-#include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/types.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
+#include "compat/compat.h"
 #include "engine/mate1.h"
 #include "engine/movegen.h"
 #include "engine/rules.h"
@@ -55,114 +49,101 @@ static inline int test_finish(const char *name) {
     return 0;
 }
 
-static inline long long now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+static inline long long now_ms(void) { return (long long)compat_now_ms(); }
 
-enum { PROC_LINES_MAX = 4096, PROC_LINE_LEN = 4096 };
+enum { PROC_LINES_MAX = 4096, PROC_LOG_MAX = 8192, PROC_LINE_LEN = 1 << 16 };
 
 typedef struct {
-    pid_t pid;
-    int to_child;   /* koma's stdin */
-    int from_child; /* koma's stdout */
-    char pending[1 << 16];
-    size_t pending_len;
-    bool eof;
-    /* every line read, in order (the transcript) */
+    compat_proc_t *cp; /* koma on pipes; NULL when it could not be started */
+    char buf[PROC_LINE_LEN]; /* the line being read */
+    bool eof;          /* koma closed its stdout */
+    /* every line read, in order */
     char *lines[PROC_LINES_MAX];
     int n_lines;
-    int mark;       /* proc_expect searches from here */
+    int mark;          /* proc_expect searches from here */
+    /* the transcript: what was sent ("> ...") and read ("< ..."), in order */
+    char *log[PROC_LOG_MAX];
+    int n_log;
     bool exited;
-    int status;
+    int status;        /* once exited: koma's exit code (nonzero when it crashed or was killed) */
 } Proc;
+
+static inline void proc_log(Proc *p, char dir, const char *text, size_t len) {
+    if (p->n_log >= PROC_LOG_MAX) return;
+    char *l = malloc(len + 3);
+    if (!l) return;
+    l[0] = dir;
+    l[1] = ' ';
+    memcpy(l + 2, text, len);
+    l[len + 2] = 0;
+    p->log[p->n_log++] = l;
+}
 
 static inline void proc_dump(const Proc *p, const char *why) {
     fprintf(stderr, "---- koma transcript (%s) ----\n", why);
-    int from = p->n_lines > 60 ? p->n_lines - 60 : 0;
-    for (int i = from; i < p->n_lines; i++) fprintf(stderr, "  < %s\n", p->lines[i]);
+    int from = p->n_log > 80 ? p->n_log - 80 : 0;
+    if (from) fprintf(stderr, "  ... (%d earlier lines)\n", from);
+    for (int i = from; i < p->n_log; i++) fprintf(stderr, "  %s\n", p->log[i]);
+    if (!p->cp) fprintf(stderr, "  (koma was not started)\n");
+    else if (p->exited) fprintf(stderr, "  (koma exited with status %d)\n", p->status);
+    else if (p->eof) fprintf(stderr, "  (koma closed its output)\n");
     fprintf(stderr, "---- end ----\n");
 }
 
 /* Starts koma with extra arguments (NULL-terminated list, may be empty). */
 static inline bool proc_start(Proc *p, const char *const *args) {
     memset(p, 0, sizeof *p);
-    int in[2], out[2];
-    if (pipe(in) != 0 || pipe(out) != 0) return false;
-    signal(SIGPIPE, SIG_IGN);
-    p->pid = fork();
-    if (p->pid < 0) return false;
-    if (p->pid == 0) {
-        dup2(in[0], 0);
-        dup2(out[1], 1);
-        close(in[0]);
-        close(in[1]);
-        close(out[0]);
-        close(out[1]);
-        const char *argv[32];
-        int n = 0;
-        argv[n++] = KOMA_BIN;
-        for (int i = 0; args && args[i] && n < 31; i++) argv[n++] = args[i];
-        argv[n] = NULL;
-        execv(KOMA_BIN, (char *const *)argv);
-        _exit(127);
+    const char *argv[32];
+    int n = 0;
+    argv[n++] = KOMA_BIN;
+    for (int i = 0; args && args[i] && n < 31; i++) argv[n++] = args[i];
+    argv[n] = NULL;
+    char err[512];
+    p->cp = compat_proc_spawn(argv, NULL, err, sizeof err);
+    if (!p->cp) {
+        fprintf(stderr, "proc_start: %s\n", err);
+        p->eof = true;
+        return false;
     }
-    close(in[0]);
-    close(out[1]);
-    p->to_child = in[1];
-    p->from_child = out[0];
-    fcntl(p->from_child, F_SETFL, fcntl(p->from_child, F_GETFL) | O_NONBLOCK);
     return true;
 }
 
 static inline void proc_send(Proc *p, const char *fmt, ...) {
-    char buf[1 << 16];
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(buf, sizeof buf - 1, fmt, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
     if (n < 0) return;
-    if ((size_t)n > sizeof buf - 2) n = (int)sizeof buf - 2;
-    buf[n++] = '\n';
-    size_t off = 0;
-    while (off < (size_t)n) {
-        ssize_t w = write(p->to_child, buf + off, (size_t)n - off);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) break;
-        off += (size_t)w;
-    }
+    char *buf = malloc((size_t)n + 1);
+    if (!buf) return;
+    va_start(ap, fmt);
+    vsnprintf(buf, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    proc_log(p, '>', buf, (size_t)n);
+    if (compat_proc_write_line(p->cp, buf) != 0) proc_log(p, '!', "(not delivered: koma no longer reads)", 37);
+    free(buf);
 }
 
-/* Reads whatever is available within timeout_ms into lines; false on EOF or timeout without data. */
+/* Reads the lines that come within timeout_ms (then whatever else is already
+ * there) into lines; false on end of output or a timeout without a line. */
 static inline bool proc_pump(Proc *p, int timeout_ms) {
-    if (p->eof) return false;
-    struct pollfd pfd = {p->from_child, POLLIN, 0};
-    int r = poll(&pfd, 1, timeout_ms < 0 ? 0 : timeout_ms);
-    if (r <= 0) return false;
-    ssize_t k = read(p->from_child, p->pending + p->pending_len, sizeof p->pending - p->pending_len - 1);
-    if (k == 0) {
-        p->eof = true;
-        return false;
-    }
-    if (k < 0) return errno == EAGAIN || errno == EINTR;
-    p->pending_len += (size_t)k;
-    size_t start = 0;
-    for (size_t i = 0; i < p->pending_len; i++) {
-        if (p->pending[i] != '\n') continue;
-        size_t len = i - start;
+    if (p->eof || !p->cp) return false;
+    bool got = false;
+    for (int k = 0; k < 1000; k++) {
+        int32_t n = compat_proc_read_line(p->cp, p->buf, sizeof p->buf, got || timeout_ms < 0 ? 0 : timeout_ms);
+        if (n == COMPAT_PROC_EOF) p->eof = true;
+        if (n < 0) break;
         if (p->n_lines < PROC_LINES_MAX) {
-            char *l = malloc(len + 1);
-            memcpy(l, p->pending + start, len);
-            l[len] = 0;
-            p->lines[p->n_lines++] = l;
+            char *l = malloc((size_t)n + 1);
+            if (l) {
+                memcpy(l, p->buf, (size_t)n + 1);
+                p->lines[p->n_lines++] = l;
+            }
         }
-        start = i + 1;
+        proc_log(p, '<', p->buf, (size_t)n);
+        got = true;
     }
-    memmove(p->pending, p->pending + start, p->pending_len - start);
-    p->pending_len -= start;
-    if (p->pending_len >= sizeof p->pending - 1) p->pending_len = 0; /* a monstrous line: drop */
-    return true;
+    return got;
 }
 
 static inline bool starts_with(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
@@ -199,35 +180,54 @@ static inline const char *proc_find(const Proc *p, int from, int to, const char 
 /* Lets the output settle for ms, reading what comes. */
 static inline void proc_drain(Proc *p, int ms) {
     long long deadline = now_ms() + ms;
-    while (now_ms() < deadline && !p->eof) proc_pump(p, 20);
+    for (;;) {
+        long long left = deadline - now_ms();
+        if (left <= 0 || p->eof) break;
+        proc_pump(p, (int)(left > 20 ? 20 : left));
+    }
 }
 
-/* Waits up to timeout_ms for koma to exit; true when it did. */
+/* Waits up to timeout_ms for koma to exit (reading its output meanwhile, so
+ * that it never blocks on a full pipe); true when it did. */
 static inline bool proc_wait_exit(Proc *p, int timeout_ms) {
+    if (p->exited) return true;
+    if (!p->cp) return false;
     long long deadline = now_ms() + timeout_ms;
     for (;;) {
         proc_pump(p, 0);
-        pid_t r = waitpid(p->pid, &p->status, WNOHANG);
-        if (r == p->pid) {
+        if (compat_proc_wait(p->cp, 0, &p->status) == 0) {
             p->exited = true;
+            /* the last lines it wrote, for the transcript */
+            long long until = now_ms() + 500;
+            while (!p->eof && now_ms() < until) proc_pump(p, 20);
             return true;
         }
-        if (now_ms() >= deadline) return false;
-        usleep(5000);
+        long long left = deadline - now_ms();
+        if (left <= 0) return false;
+        if (left > 10) left = 10;
+        if (p->eof) compat_proc_wait(p->cp, left, NULL); /* nothing more to read: just wait */
+        else proc_pump(p, (int)left);
     }
 }
 
-/* Ends the session: closes stdin, waits, kills a koma that does not exit, frees the transcript. */
+/* Closes koma's stdin: it reads end of input. */
+static inline void proc_close_input(Proc *p) {
+    compat_proc_close_input(p->cp);
+    proc_log(p, '>', "(end of input)", 14);
+}
+
+/* Ends the session: closes stdin, waits, kills a koma that does not exit,
+ * frees the transcript. */
 static inline void proc_end(Proc *p) {
-    if (p->to_child >= 0) close(p->to_child);
-    p->to_child = -1;
-    if (!p->exited && !proc_wait_exit(p, 5000)) {
-        kill(p->pid, SIGKILL);
-        waitpid(p->pid, &p->status, 0);
+    if (p->cp) {
+        compat_proc_close_input(p->cp);
+        if (!p->exited && !proc_wait_exit(p, 5000)) compat_proc_kill(p->cp);
+        compat_proc_free(p->cp); /* reaps it */
+        p->cp = NULL;
     }
-    close(p->from_child);
     for (int i = 0; i < p->n_lines; i++) free(p->lines[i]);
-    p->n_lines = 0;
+    for (int i = 0; i < p->n_log; i++) free(p->log[i]);
+    p->n_lines = p->n_log = p->mark = 0;
 }
 
 /* The usual opening: usi ... usiok, isready ... readyok. */
@@ -269,6 +269,20 @@ static inline Move bestmove_of(const Position *pos, const char *line, char *text
     return move_from_usi(pos, m, (size_t)(e - m));
 }
 
-static inline void watchdog(int seconds) { alarm((unsigned)seconds); }
+/* Ends the test program (exit 1, with a message) when it still runs after
+ * seconds: a hang fails the test instead of waiting for ctest's timeout. */
+static void *watchdog_main(void *arg) {
+    int seconds = (int)(intptr_t)arg;
+    compat_sleep_ms((int64_t)seconds * 1000);
+    fflush(stdout);
+    fprintf(stderr, "watchdog: still running after %d s: giving up\n", seconds);
+    fflush(stderr);
+    _Exit(1);
+}
+static inline void watchdog(int seconds) {
+    compat_thread_t t;
+    if (compat_thread_create(&t, watchdog_main, (void *)(intptr_t)seconds) != 0)
+        fprintf(stderr, "watchdog: cannot start a thread\n");
+}
 
 #endif
