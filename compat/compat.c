@@ -1234,6 +1234,17 @@ void compat_proc_kill(compat_proc_t *p) {
 #endif
 }
 
+int compat_proc_interrupt(compat_proc_t *p) {
+    if (!p || p->reaped) return -1;
+#ifdef _WIN32
+    /* The child is its own process group (CREATE_NEW_PROCESS_GROUP), so
+     * Ctrl-Break reaches it alone; its C runtime raises SIGBREAK. */
+    return GenerateConsoleCtrlEvent(CTRL_BREAK_EVENT, p->pid) ? 0 : -1;
+#else
+    return kill(p->pid, SIGINT) == 0 ? 0 : -1;
+#endif
+}
+
 int compat_proc_wait(compat_proc_t *p, int64_t timeout_ms, int *status) {
     if (!p) return 1;
     if (!p->reaped) {

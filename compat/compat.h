@@ -202,6 +202,11 @@ int compat_proc_write_line(compat_proc_t *p, const char *line);
 void compat_proc_close_input(compat_proc_t *p); /* NULL ok */
 /* Kills the child at once (SIGKILL / TerminateProcess); no-op after exit. */
 void compat_proc_kill(compat_proc_t *p);
+/* Asks the child to stop as Ctrl-C does: SIGINT on POSIX; on Windows
+ * Ctrl-Break to its process group (the child's C runtime raises SIGBREAK,
+ * which compat_install_stop_handler catches). 0 when sent, -1 when it could
+ * not be (exited; no console shared with the child on Windows). */
+int compat_proc_interrupt(compat_proc_t *p);
 /* Waits at most timeout_ms (< 0: no limit) for the child to exit. Returns 0
  * with *status (may be NULL) as compat_run reports it, or 1 when it still
  * runs. */
