@@ -1,4 +1,4 @@
-/* db.c - koma.db: schema v2, open/version check, typed inserts and queries,
+/* db.c - koma.db: schema v3, open/version check, typed inserts and queries,
  * the shard registration protocol and the start-up file check. See db.h.
  *
  * Every statement is prepared once per connection (stmt()) and reset after
@@ -191,6 +191,20 @@ static const char v2_games[] =
     "CREATE INDEX games_model ON games(model_id);"
     "CREATE INDEX games_match ON games(match_id);";
 
+/* Version 3: cycle_metrics records the resignation check of self-play (the
+ * no-resign games, selfplay/game.h): how many games of the cycle could not
+ * resign, in how many of them a side would have resigned, in how many of
+ * those that side then did not lose, and the resign threshold in use. Rows
+ * written before v3 have NULL there (not recorded). ADD COLUMN keeps every
+ * row as it is; the CHECKs hold for NULL too. */
+static const char v3_cycle_metrics[] =
+    "ALTER TABLE cycle_metrics ADD COLUMN no_resign_games INTEGER CHECK (no_resign_games >= 0);"
+    "ALTER TABLE cycle_metrics ADD COLUMN would_resign INTEGER "
+    "  CHECK (would_resign >= 0 AND would_resign <= no_resign_games);"
+    "ALTER TABLE cycle_metrics ADD COLUMN false_resign INTEGER "
+    "  CHECK (false_resign >= 0 AND false_resign <= would_resign);"
+    "ALTER TABLE cycle_metrics ADD COLUMN resign_threshold REAL;";
+
 /* The rows of the interim table match_games (selfplay/referee.c before v2:
  * session, match_id, black, white, start_sfen, moves, plies, result, reason,
  * detail, created), when a v1 file has one. Games already attached to a
@@ -313,11 +327,14 @@ static const char *const stmt_sql[S_NB] = {
     [S_CYCLE_PUT] = "INSERT OR REPLACE INTO cycle_metrics(cycle, model_id, started, finished, "
                     "games, positions, selfplay_s, train_s, positions_per_s, evals_per_s, "
                     "avg_batch, busy_pct, avg_plies, black_wins, white_wins, draws, elo, elo_lo, "
-                    "elo_hi) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, "
-                    "?15, ?16, ?17, ?18, ?19)",
+                    "elo_hi, no_resign_games, would_resign, false_resign, resign_threshold) "
+                    "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, "
+                    "?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)",
     [S_CYCLE_GET] = "SELECT cycle, coalesce(model_id, 0), started, finished, games, positions, "
                     "selfplay_s, train_s, positions_per_s, evals_per_s, avg_batch, busy_pct, "
-                    "avg_plies, black_wins, white_wins, draws, elo, elo_lo, elo_hi "
+                    "avg_plies, black_wins, white_wins, draws, elo, elo_lo, elo_hi, "
+                    "coalesce(no_resign_games, -1), coalesce(would_resign, -1), "
+                    "coalesce(false_resign, -1), resign_threshold "
                     "FROM cycle_metrics WHERE cycle = ?1",
     [S_MATCH_INSERT] = "INSERT INTO matches(cycle, model_a, model_b, opponent, wins, draws, "
                        "losses, elo, elo_lo, elo_hi, settings, engine_a, engine_b) "
@@ -616,10 +633,15 @@ static db_status_t migrate_v1_v2(db_t *db) {
     return st;
 }
 
+/* Version 2 -> 3, inside check_schema's transaction. */
+static db_status_t migrate_v2_v3(db_t *db) {
+    return exec_step(db, v3_cycle_metrics, "upgrade to version 3: resignation figures in cycle_metrics");
+}
+
 /* migrations[v] upgrades a version-v database to v+1; index 0 creates an
  * empty database (at version 1, then migrated like any v1 file). */
 typedef db_status_t (*migration_fn)(db_t *db);
-static const migration_fn migrations[DB_SCHEMA_VERSION] = {create_v1, migrate_v1_v2};
+static const migration_fn migrations[DB_SCHEMA_VERSION] = {create_v1, migrate_v1_v2, migrate_v2_v3};
 
 static db_status_t check_schema(db_t *db) {
     int64_t app = 0, ver = 0, objects = 0;
@@ -1306,8 +1328,33 @@ db_status_t db_train_steps_get(db_t *db, int64_t from, int64_t to, db_train_step
     return st;
 }
 
+void db_cycle_metrics_init(db_cycle_metrics_t *m, int32_t cycle) {
+    if (!m) return;
+    memset(m, 0, sizeof *m);
+    m->cycle = cycle;
+    m->started = m->finished = m->selfplay_s = m->train_s = NAN;
+    m->positions_per_s = m->evals_per_s = m->avg_batch = m->busy_pct = m->avg_plies = NAN;
+    m->elo = m->elo_lo = m->elo_hi = NAN;
+    m->no_resign_games = m->would_resign = m->false_resign = -1;
+    m->resign_threshold = NAN;
+}
+
+/* A count that may not have been recorded: < 0 is NULL. */
+static void bind_count(sqlite3_stmt *s, int i, int64_t v) {
+    if (v >= 0) sqlite3_bind_int64(s, i, v);
+    else sqlite3_bind_null(s, i);
+}
+
 db_status_t db_cycle_metrics_put(db_t *db, const db_cycle_metrics_t *m) {
     if (!db || !m) return DB_INVALID;
+    /* The resignation figures nest: false <= would <= no-resign games (each
+     * may be unrecorded, < 0; a recorded one needs the ones around it). */
+    int64_t nr = m->no_resign_games, wr = m->would_resign, fr = m->false_resign;
+    if ((wr >= 0 && (nr < 0 || wr > nr)) || (fr >= 0 && (wr < 0 || fr > wr)))
+        return fail_with(db, DB_INVALID,
+                         "write metrics of cycle %d: resignation figures do not nest: %lld false of %lld would-be "
+                         "resignations in %lld no-resign games",
+                         m->cycle, (long long)fr, (long long)wr, (long long)nr);
     sqlite3_stmt *s = stmt(db, S_CYCLE_PUT);
     if (!s) return DB_ERROR;
     sqlite3_bind_int(s, 1, m->cycle);
@@ -1329,6 +1376,10 @@ db_status_t db_cycle_metrics_put(db_t *db, const db_cycle_metrics_t *m) {
     bind_real(s, 17, m->elo);
     bind_real(s, 18, m->elo_lo);
     bind_real(s, 19, m->elo_hi);
+    bind_count(s, 20, nr);
+    bind_count(s, 21, wr);
+    bind_count(s, 22, fr);
+    bind_real(s, 23, m->resign_threshold);
     char step[64];
     snprintf(step, sizeof step, "write metrics of cycle %d", m->cycle);
     return run_stmt(db, s, step);
@@ -1361,6 +1412,10 @@ db_status_t db_cycle_metrics_get(db_t *db, int32_t cycle, db_cycle_metrics_t *ou
         out->elo = col_real(s, 16);
         out->elo_lo = col_real(s, 17);
         out->elo_hi = col_real(s, 18);
+        out->no_resign_games = sqlite3_column_int64(s, 19);
+        out->would_resign = sqlite3_column_int64(s, 20);
+        out->false_resign = sqlite3_column_int64(s, 21);
+        out->resign_threshold = col_real(s, 22);
     } else {
         st = rc == SQLITE_DONE ? fail_with(db, DB_NOTFOUND, "no metrics for cycle %d", cycle)
                                : fail(db, rc, "read metrics of cycle %d", cycle);

@@ -48,6 +48,10 @@
  *     columns of the table the referee kept before v2 (for readers of it).
  *     v1 files are rebuilt in one transaction keeping every row, including
  *     those of that interim match_games table (see db.c, migrate_v1_v2).
+ *  3  cycle_metrics.no_resign_games, would_resign, false_resign,
+ *     resign_threshold: self-play's resignation check by cycle (NULL in rows
+ *     written before v3: not recorded). Columns added, nothing rebuilt; a v1
+ *     file goes through v2 first.
  */
 #ifndef KOMA_DB_H
 #define KOMA_DB_H
@@ -55,7 +59,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DB_SCHEMA_VERSION 2
+#define DB_SCHEMA_VERSION 3
 #define DB_APPLICATION_ID 0x4B4F4D41 /* 'KOMA' in PRAGMA application_id */
 #define DB_PATH_MAX 256              /* run-relative paths of shards and models */
 #define DB_NAME_MAX 256              /* player names of matches (engine_a, engine_b) */
@@ -262,9 +266,21 @@ typedef struct {
     double avg_plies;
     int64_t black_wins, white_wins, draws;
     double elo, elo_lo, elo_hi;     /* rating after evaluation and its 95% interval; NAN until then */
+    /* Schema v3: the resignation check, over the cycle's games counted in
+     * black_wins + white_wins + draws. A count < 0 is not recorded (NULL:
+     * rows from before v3, rows written without self-play figures). */
+    int64_t no_resign_games;        /* games that were not allowed to resign (--no-resign-fraction) */
+    int64_t would_resign;           /* ... in which a side's value fell below the threshold: it would have resigned */
+    int64_t false_resign;           /* ... and that side then did not lose: a false resignation */
+    double resign_threshold;        /* the --resign-threshold in use (<= -1: resignation off); NAN = not recorded */
 } db_cycle_metrics_t;
 
-/* Inserts or replaces the row of m->cycle. */
+/* A row of cycle `cycle` with nothing recorded: figures NAN, counts 0,
+ * resignation counts -1 (NULL), model_id 0. */
+void db_cycle_metrics_init(db_cycle_metrics_t *m, int32_t cycle);
+/* Inserts or replaces the row of m->cycle. DB_INVALID when the resignation
+ * figures do not nest (false_resign <= would_resign <= no_resign_games, a
+ * recorded count needing the one it is part of recorded too). */
 db_status_t db_cycle_metrics_put(db_t *db, const db_cycle_metrics_t *m);
 db_status_t db_cycle_metrics_get(db_t *db, int32_t cycle, db_cycle_metrics_t *out);
 
@@ -296,7 +312,11 @@ db_status_t db_match_insert(db_t *db, db_match_t *m);
  *   db_match_begin(db, &m);                  row with W/D/L 0 and no Elo, sets m.id
  *   db_match_game_insert(db, m.id, &g);      each game as it ends
  *   db_match_finish(db, &m);                 W/D/L and Elo at the end
- * db_match_begin zeroes m's totals and Elo before inserting. */
+ * db_match_begin zeroes m's totals and Elo before inserting. Until
+ * db_match_finish the row has no Elo (NULL): a row with games and no Elo is
+ * a match that did not finish (killed, or stopped before its end); its
+ * games are all there and its W/D/L agree with them (see below). Readers
+ * (the ladder, report, inspect) leave it unrated. */
 db_status_t db_match_begin(db_t *db, db_match_t *m);
 /* Stores one finished game of match match_id in one transaction (sets g->id,
  * g->match_id; g's shard_id, rows and model_id are ignored). When the match

@@ -167,11 +167,7 @@ static int train_s_run(db_t *db, void *arg, char *err, size_t errlen) {
     db_cycle_metrics_t m;
     db_status_t st = db_cycle_metrics_get(db, a->cycle, &m);
     if (st == DB_NOTFOUND) {
-        memset(&m, 0, sizeof m);
-        m.cycle = a->cycle;
-        m.started = m.finished = m.selfplay_s = NAN;
-        m.positions_per_s = m.evals_per_s = m.avg_batch = m.busy_pct = m.avg_plies = NAN;
-        m.elo = m.elo_lo = m.elo_hi = NAN;
+        db_cycle_metrics_init(&m, a->cycle);
     } else if (st != DB_OK) {
         snprintf(err, errlen, "%s", db_errmsg(db));
         return st;

@@ -1,7 +1,8 @@
 /* test_db.c - data/db.c and data/writer.c: create/open and schema checks,
  * round trips of every table, the migration of a real version 1 file
  * (every row kept, new constraints, the interim match_games rows, a failed
- * migration leaving the file as it was), match games (two outside engines,
+ * migration leaving the file as it was) and of a version 2 file (the
+ * resignation figures of cycle_metrics, NULL in old rows), match games (two outside engines,
  * recorded game by game), all-or-nothing shard registration (including a
  * full disk), the start-up check that moves orphans aside, and the writer
  * thread with several producers, backpressure, flush and bounded shutdown. */
@@ -102,6 +103,21 @@ static void sql_text(const char *path, const char *sql, char *out, size_t len) {
     if (sqlite3_step(s) == SQLITE_ROW) snprintf(out, len, "%s", (const char *)sqlite3_column_text(s, 0));
     sqlite3_finalize(s);
     sqlite3_close(sq);
+}
+
+/* A statement that may fail, on its own connection with foreign keys on;
+ * returns SQLite's code and its message in msg. */
+static int sql_try(const char *path, const char *sql, char *msg, size_t len) {
+    sqlite3 *sq;
+    KOMA_ASSERT(sqlite3_open(path, &sq) == SQLITE_OK);
+    sqlite3_busy_timeout(sq, 5000);
+    KOMA_ASSERT(sqlite3_exec(sq, "PRAGMA foreign_keys = ON", NULL, NULL, NULL) == SQLITE_OK);
+    char *m = NULL;
+    int rc = sqlite3_exec(sq, sql, NULL, NULL, &m);
+    snprintf(msg, len, "%s", m ? m : "");
+    sqlite3_free(m);
+    sqlite3_close(sq);
+    return rc;
 }
 
 /* ---- fixtures -------------------------------------------------------------------- */
@@ -421,10 +437,45 @@ static void test_round_trips(void) {
     cm.white_wins = 1;
     cm.draws = 1;
     cm.elo = cm.elo_lo = cm.elo_hi = NAN;
+    cm.no_resign_games = 3;
+    cm.would_resign = 2;
+    cm.false_resign = 1;
+    cm.resign_threshold = -0.9;
     CHECK_OK(db, db_cycle_metrics_put(db, &cm));
     CHECK_OK(db, db_cycle_metrics_get(db, 1, &cg));
     CHECK(cg.cycle == 1 && cg.model_id == m1 && cg.games == 4 && cg.positions == 75 && cg.evals_per_s == 12000 &&
           cg.avg_batch == 230.5 && cg.busy_pct == 87.5 && cg.black_wins == 2 && cg.draws == 1 && isnan(cg.elo));
+    CHECK(cg.no_resign_games == 3 && cg.would_resign == 2 && cg.false_resign == 1 && cg.resign_threshold == -0.9);
+    /* Resignation figures that do not nest are refused before anything is written. */
+    db_cycle_metrics_t badm = cm;
+    badm.false_resign = 3;
+    CHECK(db_cycle_metrics_put(db, &badm) == DB_INVALID && contains(db_errmsg(db), "cycle 1") &&
+          contains(db_errmsg(db), "do not nest"));
+    badm = cm;
+    badm.would_resign = 4;
+    CHECK(db_cycle_metrics_put(db, &badm) == DB_INVALID);
+    badm = cm;
+    badm.no_resign_games = -1; /* would-be resignations of unknown games */
+    CHECK(db_cycle_metrics_put(db, &badm) == DB_INVALID);
+    CHECK_OK(db, db_cycle_metrics_get(db, 1, &cg));
+    CHECK(cg.no_resign_games == 3 && cg.false_resign == 1);
+    /* The schema holds them too (another writer, by hand). */
+    char msg[256];
+    CHECK(sql_try(path, "UPDATE cycle_metrics SET would_resign = 5 WHERE cycle = 1", msg, sizeof msg) ==
+              SQLITE_CONSTRAINT && contains(msg, "CHECK"));
+    /* A row with nothing recorded: NULLs, read back as -1 / NAN. */
+    db_cycle_metrics_t blank;
+    db_cycle_metrics_init(&blank, 7);
+    CHECK(blank.cycle == 7 && blank.games == 0 && isnan(blank.started) && isnan(blank.train_s) &&
+          isnan(blank.elo) && blank.no_resign_games == -1 && blank.false_resign == -1 &&
+          isnan(blank.resign_threshold));
+    CHECK_OK(db, db_cycle_metrics_put(db, &blank));
+    CHECK(sql_int(path, "SELECT count(*) FROM cycle_metrics WHERE cycle = 7 AND no_resign_games IS NULL AND "
+                        "would_resign IS NULL AND false_resign IS NULL AND resign_threshold IS NULL AND "
+                        "model_id IS NULL AND train_s IS NULL") == 1);
+    CHECK_OK(db, db_cycle_metrics_get(db, 7, &cg));
+    CHECK(cg.no_resign_games == -1 && cg.would_resign == -1 && cg.false_resign == -1 && isnan(cg.resign_threshold));
+    CHECK_OK(db, db_exec(db, "DELETE FROM cycle_metrics WHERE cycle = 7"));
     cm.elo = 120;
     cm.elo_lo = 90;
     cm.elo_hi = 150;
@@ -649,21 +700,6 @@ static const char v1_interim_rows[] =
     "         ('usi-match s1', NULL, 'engine1: x', 'engine2: y', 'startpos', '', 0, 0, 'max_ply', ''),"
     "         ('usi-match s2', NULL, 'p', 'q', 'startpos', '', 0, -1, 'illegal_move', 'p played 7g7e');";
 
-/* A statement that may fail, on its own connection with foreign keys on;
- * returns SQLite's code and its message in msg. */
-static int sql_try(const char *path, const char *sql, char *msg, size_t len) {
-    sqlite3 *sq;
-    KOMA_ASSERT(sqlite3_open(path, &sq) == SQLITE_OK);
-    sqlite3_busy_timeout(sq, 5000);
-    KOMA_ASSERT(sqlite3_exec(sq, "PRAGMA foreign_keys = ON", NULL, NULL, NULL) == SQLITE_OK);
-    char *m = NULL;
-    int rc = sqlite3_exec(sq, sql, NULL, NULL, &m);
-    snprintf(msg, len, "%s", m ? m : "");
-    sqlite3_free(m);
-    sqlite3_close(sq);
-    return rc;
-}
-
 /* Writes a version 1 file the way the v1 code did: schema, application id,
  * version 1, WAL; then `rows` (foreign keys on unless fk_off). */
 static void write_v1(const char *path, const char *rows, int fk_off) {
@@ -700,11 +736,12 @@ static const char *const v1_tables[][3] = {
 };
 enum { V1_TABLES = sizeof v1_tables / sizeof v1_tables[0], DIGEST_MAX = 8192 };
 
-static void table_digest(const char *path, int t, int v2, char *out) {
+/* The columns `names` of every row of `table` (WHERE `where`), as one text. */
+static void rows_digest(const char *path, const char *table, const char *names, const char *where, char *out) {
     /* quote() of every column, joined: NULLs, reals and texts told apart. */
-    char cols[1024] = "", sql[2048];
-    char buf[512];
-    snprintf(buf, sizeof buf, "%s", v1_tables[t][1]);
+    char cols[2048] = "", sql[4096];
+    char buf[768];
+    snprintf(buf, sizeof buf, "%s", names);
     for (char *c = strtok(buf, ", "); c; c = strtok(NULL, ", ")) {
         if (cols[0]) strcat(cols, " || '|' || ");
         strcat(cols, "quote(");
@@ -713,8 +750,12 @@ static void table_digest(const char *path, int t, int v2, char *out) {
     }
     snprintf(sql, sizeof sql,
              "SELECT count(*) || ':' || coalesce(group_concat(r, ';'), '') FROM (SELECT %s AS r FROM %s %s ORDER BY 1)",
-             cols, v1_tables[t][0], v2 ? v1_tables[t][2] : "");
+             cols, table, where);
     sql_text(path, sql, out, DIGEST_MAX);
+}
+
+static void table_digest(const char *path, int t, int v2, char *out) {
+    rows_digest(path, v1_tables[t][0], v1_tables[t][1], v2 ? v1_tables[t][2] : "", out);
 }
 
 /* type:name:sql of every schema object, in order: two databases with the same text have the same schema. */
@@ -738,14 +779,14 @@ static void test_migration(void) {
 
     /* Read-only: refused, untouched. */
     CHECK(db_open(path, DB_OPEN_READONLY, &db, err, sizeof err) == DB_SCHEMA && db == NULL);
-    CHECK(starts_with(err, path) && contains(err, "schema version 1 needs migrating to 2"));
+    CHECK(starts_with(err, path) && contains(err, "schema version 1 needs migrating to 3"));
     CHECK(sql_int(path, "PRAGMA user_version") == 1);
 
     /* Read-write: migrated, every row kept. */
     CHECK_OK(db, db_open(path, 0, &db, err, sizeof err));
-    CHECK(db && db_schema_version(db) == 2);
+    CHECK(db && db_schema_version(db) == 3);
     db_close(db);
-    CHECK(sql_int(path, "PRAGMA user_version") == 2 && sql_int(path, "PRAGMA application_id") == DB_APPLICATION_ID);
+    CHECK(sql_int(path, "PRAGMA user_version") == 3 && sql_int(path, "PRAGMA application_id") == DB_APPLICATION_ID);
     CHECK(sql_int(path, "SELECT count(*) FROM pragma_foreign_key_check") == 0);
     char ok[16];
     sql_text(path, "PRAGMA integrity_check", ok, sizeof ok);
@@ -758,6 +799,9 @@ static void test_migration(void) {
     }
     CHECK(sql_int(path, "SELECT count(*) FROM games WHERE shard_id IS NOT NULL AND match_id IS NULL AND "
                         "black = '' AND white = '' AND detail = '' AND id > 0") == 3);
+    /* Through v2 to v3: the v1 cycle_metrics row records no resignation check. */
+    CHECK(sql_int(path, "SELECT count(*) FROM cycle_metrics WHERE cycle = 0 AND no_resign_games IS NULL AND "
+                        "would_resign IS NULL AND false_resign IS NULL AND resign_threshold IS NULL") == 1);
     /* The v1 matches: no players named yet. */
     CHECK(sql_int(path, "SELECT count(*) FROM matches WHERE id <= 2 AND engine_a = '' AND engine_b = ''") == 2);
     /* Indexes, old and new; no table left over. */
@@ -814,7 +858,7 @@ static void test_migration(void) {
     if (!db) return;
     db_summary_t sum;
     CHECK_OK(db, db_summary(db, &sum));
-    CHECK(sum.schema_version == 2 && sum.games == 3 && sum.match_games == 6 && sum.matches == 4 && sum.pending == 1);
+    CHECK(sum.schema_version == 3 && sum.games == 3 && sum.match_games == 6 && sum.matches == 4 && sum.pending == 1);
     CHECK(sum.black_wins == 1 && sum.white_wins == 1 && sum.draws == 1 && fabs(sum.avg_plies - 14.0) < 1e-12);
     CHECK(sum.reasons[DB_REASON_CHECKMATE] == 1 && sum.reasons[DB_REASON_RESIGN] == 1 &&
           sum.reasons[DB_REASON_MAX_PLY] == 1 && sum.reasons[DB_REASON_TIME] == 0);
@@ -844,6 +888,10 @@ static void test_migration(void) {
     db_game_t mg = game(0, 0, DB_RESULT_BLACK_WIN, DB_REASON_CHECKMATE, "", 0);
     CHECK_OK(db, db_match_game_insert(db, 4, &mg));
     CHECK(mg.id == -7 && mg.match_id == 4 && mg.shard_id == 0);
+    db_cycle_metrics_t cm;
+    CHECK_OK(db, db_cycle_metrics_get(db, 0, &cm));
+    CHECK(cm.games == 2 && cm.black_wins == 1 && cm.no_resign_games == -1 && cm.would_resign == -1 &&
+          cm.false_resign == -1 && isnan(cm.resign_threshold));
     db_close(db);
 
     /* Opening it again changes nothing. */
@@ -882,9 +930,191 @@ static void test_migration(void) {
                        "'match_games')") == 0);
 
     /* A version from the future is refused, naming the file. */
-    sql_raw(plain, "PRAGMA user_version = 3");
+    sql_raw(plain, "PRAGMA user_version = 4");
     CHECK(db_open(plain, 0, &db, err, sizeof err) == DB_SCHEMA && db == NULL);
-    CHECK(starts_with(err, plain) && contains(err, "schema version 3 is newer than this build"));
+    CHECK(starts_with(err, plain) && contains(err, "schema version 4 is newer than this build"));
+}
+
+/* ---- schema v2 -> v3 -------------------------------------------------------------------- */
+/* What version 2 changed, as data/db.c released it (a copy): on top of
+ * v1_schema it gives the v2 schema text for text. Tables that v2 rebuilt
+ * are stored as SQLite left them after the rename (CREATE TABLE "name"). */
+static const char v2_delta[] =
+    "DROP TABLE games;"
+    "DROP TABLE matches;"
+    "CREATE TABLE \"matches\" ("
+    "  id       INTEGER PRIMARY KEY,"
+    "  cycle    INTEGER,"
+    "  model_a  INTEGER REFERENCES models(id),"
+    "  model_b  INTEGER REFERENCES models(id),"
+    "  opponent TEXT NOT NULL DEFAULT '',"
+    "  wins     INTEGER NOT NULL CHECK (wins >= 0),"
+    "  draws    INTEGER NOT NULL CHECK (draws >= 0),"
+    "  losses   INTEGER NOT NULL CHECK (losses >= 0),"
+    "  elo REAL, elo_lo REAL, elo_hi REAL,"
+    "  settings TEXT NOT NULL DEFAULT '',"
+    "  created  TEXT NOT NULL DEFAULT " V1_NOW ","
+    "  engine_a TEXT NOT NULL DEFAULT '',"
+    "  engine_b TEXT NOT NULL DEFAULT '',"
+    "  CHECK (model_a IS NOT NULL OR engine_a <> ''),"
+    "  CHECK (cycle IS NULL OR model_a IS NOT NULL));"
+    "CREATE INDEX matches_cycle ON matches(cycle);"
+    "CREATE INDEX matches_models ON matches(model_a, model_b);"
+    "CREATE TABLE \"games\" ("
+    "  id         INTEGER PRIMARY KEY,"
+    "  shard_id   INTEGER REFERENCES shards(id),"
+    "  first_row  INTEGER NOT NULL CHECK (first_row >= 0),"
+    "  row_count  INTEGER NOT NULL CHECK (row_count >= 0),"
+    "  model_id   INTEGER REFERENCES models(id),"
+    "  start_sfen TEXT NOT NULL,"
+    "  moves      TEXT NOT NULL,"
+    "  plies      INTEGER NOT NULL CHECK (plies >= 0),"
+    "  result     INTEGER NOT NULL CHECK (result IN (-1, 0, 1)),"
+    "  reason     TEXT NOT NULL,"
+    "  created    TEXT NOT NULL DEFAULT " V1_NOW ","
+    "  match_id   INTEGER REFERENCES matches(id),"
+    "  black      TEXT NOT NULL DEFAULT '',"
+    "  white      TEXT NOT NULL DEFAULT '',"
+    "  detail     TEXT NOT NULL DEFAULT '',"
+    "  CHECK ((shard_id IS NULL) <> (match_id IS NULL)),"
+    "  CHECK (shard_id IS NULL OR id > 0),"
+    "  CHECK (match_id IS NULL OR (id < 0 AND first_row = 0 AND row_count = 0)));"
+    "CREATE INDEX games_shard ON games(shard_id, first_row);"
+    "CREATE INDEX games_model ON games(model_id);"
+    "CREATE INDEX games_match ON games(match_id);"
+    "CREATE VIEW match_games AS "
+    "SELECT id, match_id, black, white, start_sfen, moves, plies, result, reason, detail, created "
+    "FROM games WHERE match_id IS NOT NULL;";
+
+/* Rows as the v2 code wrote them: two cycles of metrics (one rated), a
+ * finished match of two nets and an unfinished one against an outside
+ * engine, self-play and match games. */
+static const char v2_rows[] =
+    "INSERT INTO runs(koma_version, command, config, created) VALUES"
+    "  ('0.2.0', 'selfplay', 'no-resign-fraction = 0.2', '2024-03-01T00:00:00.000Z');"
+    "INSERT INTO models(run_id, cycle, path, xxh3, features_version, arch) VALUES"
+    "  (1, 0, 'models/cycle-0000.safetensors', '0123456789abcdef', 1, '4x32'),"
+    "  (1, 1, 'models/cycle-0001.safetensors', 'fedcba9876543210', 1, '4x32');"
+    "INSERT INTO shards(path, cycle, features_version, rows, games, pos_begin, bytes, xxh3) VALUES"
+    "  ('shards/c0001_000001.safetensors', 1, 1, 30, 2, 0, 5000, '00000000000000aa');"
+    "INSERT INTO games(id, shard_id, first_row, row_count, model_id, start_sfen, moves, plies, result, reason) VALUES"
+    "  (1, 1, 0, 20, 1, 'startpos', '7g7f 3c3d', 20, 1, 'resign'),"
+    "  (2, 1, 20, 10, 1, 'startpos', '2g2f', 10, 0, 'max_ply');"
+    "INSERT INTO cycle_metrics(cycle, model_id, started, finished, games, positions, selfplay_s, train_s,"
+    "  positions_per_s, evals_per_s, avg_batch, busy_pct, avg_plies, black_wins, white_wins, draws, elo, elo_lo,"
+    "  elo_hi) VALUES"
+    "  (1, 1, 1.7e9, 1.7e9 + 60, 2, 30, 50.0, 10.0, 0.6, 900.0, 31.5, 80.0, 15.0, 1, 0, 1, 35.0, -20.0, 90.0),"
+    "  (2, 2, 1.7e9 + 70, 1.7e9 + 130, 0, 0, 55.0, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, NULL, NULL);"
+    "INSERT INTO matches(cycle, model_a, model_b, opponent, wins, draws, losses, elo, elo_lo, elo_hi, settings,"
+    "  engine_a, engine_b) VALUES"
+    "  (1, 2, 1, '', 1, 0, 0, 190.8, -1.0e999, 1.0e999, 'eval visits=64', 'cycle 1 (a)', 'cycle 0 (b)'),"
+    "  (NULL, NULL, NULL, 'gps', 0, 0, 1, NULL, NULL, NULL, 'usi-match', 'engine1: x', 'engine2: gps');"
+    "INSERT INTO games(id, match_id, first_row, row_count, start_sfen, moves, plies, result, reason, black, white,"
+    "  detail) VALUES"
+    "  (-1, 1, 0, 0, 'startpos', '7g7f', 1, 1, 'resign', 'cycle 1 (a)', 'cycle 0 (b)', 'white resigned'),"
+    "  (-2, 2, 0, 0, 'startpos', '', 0, -1, 'time', 'engine1: x', 'engine2: gps', 'slow');";
+
+/* Every v2 table with its v2 columns (all of them: v3 adds columns only). */
+static const char *const v2_tables[][2] = {
+    {"runs", "id, created, koma_version, command, config"},
+    {"models", "id, run_id, cycle, path, xxh3, features_version, arch, train_steps, train_samples, loss_policy, "
+               "loss_value, loss_legal, loss_total, created"},
+    {"shards", "id, path, cycle, features_version, rows, games, pos_begin, bytes, xxh3, created"},
+    {"games", "id, shard_id, first_row, row_count, model_id, start_sfen, moves, plies, result, reason, created, "
+              "match_id, black, white, detail"},
+    {"train_steps", "step, cycle, time, lr, samples, loss_policy, loss_value, loss_legal, loss_total, acc_policy, "
+                    "acc_value, acc_legal, grad_norm"},
+    {"cycle_metrics", "cycle, model_id, started, finished, games, positions, selfplay_s, train_s, positions_per_s, "
+                      "evals_per_s, avg_batch, busy_pct, avg_plies, black_wins, white_wins, draws, elo, elo_lo, elo_hi"},
+    {"matches", "id, cycle, model_a, model_b, opponent, wins, draws, losses, elo, elo_lo, elo_hi, settings, created, "
+                "engine_a, engine_b"},
+};
+enum { V2_TABLES = sizeof v2_tables / sizeof v2_tables[0] };
+
+static void test_migration_v2(void) {
+    char err[DB_ERR_MAX], msg[512];
+    db_t *db = NULL;
+    /* A version 2 file as the v2 code left it. */
+    const char *path = tmp_db("v2.db");
+    sql_raw(path, v1_schema);
+    sql_raw(path, v2_delta);
+    char sql[160];
+    snprintf(sql, sizeof sql, "PRAGMA application_id = %d; PRAGMA user_version = 2; PRAGMA journal_mode = WAL",
+             DB_APPLICATION_ID);
+    sql_raw(path, sql);
+    sql_raw(path, "PRAGMA foreign_keys = ON;");
+    sql_raw(path, v2_rows);
+    CHECK(sql_int(path, "PRAGMA user_version") == 2 && sql_int(path, "SELECT count(*) FROM games") == 4);
+    static char before[V2_TABLES][DIGEST_MAX], after[DIGEST_MAX];
+    for (int t = 0; t < V2_TABLES; t++) rows_digest(path, v2_tables[t][0], v2_tables[t][1], "", before[t]);
+
+    /* Read-only: refused, untouched (inspect and report on an old run). */
+    CHECK(db_open(path, DB_OPEN_READONLY, &db, err, sizeof err) == DB_SCHEMA && db == NULL);
+    CHECK(starts_with(err, path) && contains(err, "schema version 2 needs migrating to 3"));
+    CHECK(sql_int(path, "PRAGMA user_version") == 2);
+
+    /* Read-write: migrated, every row and every v2 column kept. */
+    CHECK_OK(db, db_open(path, 0, &db, err, sizeof err));
+    CHECK(db && db_schema_version(db) == 3);
+    db_close(db);
+    CHECK(sql_int(path, "PRAGMA user_version") == 3 && sql_int(path, "PRAGMA application_id") == DB_APPLICATION_ID);
+    CHECK(sql_int(path, "SELECT count(*) FROM pragma_foreign_key_check") == 0);
+    char ok[16];
+    sql_text(path, "PRAGMA integrity_check", ok, sizeof ok);
+    CHECK(strcmp(ok, "ok") == 0);
+    for (int t = 0; t < V2_TABLES; t++) {
+        rows_digest(path, v2_tables[t][0], v2_tables[t][1], "", after);
+        if (strcmp(before[t], after) != 0)
+            fprintf(stderr, "table %s changed:\n  before %.300s\n  after  %.300s\n", v2_tables[t][0], before[t], after);
+        CHECK(strcmp(before[t], after) == 0);
+    }
+    /* The rows written by v2 record no resignation check. */
+    CHECK(sql_int(path, "SELECT count(*) FROM cycle_metrics WHERE no_resign_games IS NULL AND would_resign IS NULL "
+                        "AND false_resign IS NULL AND resign_threshold IS NULL") == 2);
+
+    /* The typed API: old rows read as "not recorded", the rest as before. */
+    CHECK_OK(db, db_open(path, 0, &db, err, sizeof err));
+    if (!db) return;
+    db_cycle_metrics_t m;
+    CHECK_OK(db, db_cycle_metrics_get(db, 1, &m));
+    CHECK(m.games == 2 && m.black_wins == 1 && m.draws == 1 && m.elo == 35.0 && m.avg_batch == 31.5 &&
+          m.no_resign_games == -1 && m.would_resign == -1 && m.false_resign == -1 && isnan(m.resign_threshold));
+    /* Rewritten as the driver does (get, change one figure, put): still not recorded. */
+    m.elo = 40.0;
+    CHECK_OK(db, db_cycle_metrics_put(db, &m));
+    CHECK(sql_int(path, "SELECT count(*) FROM cycle_metrics WHERE cycle = 1 AND elo = 40.0 AND "
+                        "no_resign_games IS NULL AND resign_threshold IS NULL") == 1);
+    /* A new cycle written by this version records them. */
+    db_cycle_metrics_init(&m, 3);
+    m.games = 10, m.black_wins = 5, m.white_wins = 4, m.draws = 1;
+    m.no_resign_games = 2, m.would_resign = 2, m.false_resign = 0, m.resign_threshold = -0.9;
+    CHECK_OK(db, db_cycle_metrics_put(db, &m));
+    CHECK_OK(db, db_cycle_metrics_get(db, 3, &m));
+    CHECK(m.no_resign_games == 2 && m.would_resign == 2 && m.false_resign == 0 && m.resign_threshold == -0.9);
+    CHECK(sql_try(path, "UPDATE cycle_metrics SET false_resign = 3 WHERE cycle = 3", msg, sizeof msg) ==
+              SQLITE_CONSTRAINT && contains(msg, "CHECK"));
+    CHECK(sql_try(path, "UPDATE cycle_metrics SET no_resign_games = -1 WHERE cycle = 3", msg, sizeof msg) ==
+              SQLITE_CONSTRAINT);
+    /* The matches: the finished one rated (its infinite interval kept), the other unfinished. */
+    db_match_t *ml = NULL;
+    int32_t nm = 0;
+    CHECK_OK(db, db_matches_list(db, -1, &ml, &nm));
+    CHECK(nm == 2 && ml && ml[0].games == 1 && ml[0].wins == 1 && ml[0].elo == 190.8 && isinf(ml[0].elo_hi) &&
+          ml[1].games == 1 && ml[1].losses == 1 && isnan(ml[1].elo) && ml[1].cycle == -1);
+    free(ml);
+    db_summary_t sum;
+    CHECK_OK(db, db_summary(db, &sum));
+    CHECK(sum.schema_version == 3 && sum.games == 2 && sum.match_games == 2 && sum.matches == 2);
+    db_close(db);
+
+    /* The same schema as a new database, and as a v1 file taken through v2. */
+    schema_digest(path, before[0]);
+    const char *fresh = tmp_db("fresh3.db");
+    CHECK_OK(db, db_open(fresh, 0, &db, err, sizeof err));
+    db_close(db);
+    schema_digest(fresh, after);
+    if (strcmp(before[0], after) != 0) fprintf(stderr, "new:\n%s\nmigrated from v2:\n%s\n", after, before[0]);
+    CHECK(strcmp(before[0], after) == 0);
 }
 
 /* ---- match games through db.h ---------------------------------------------------------------- */
@@ -1715,6 +1945,7 @@ int main(int argc, char **argv) {
     test_open_and_schema();
     test_round_trips();
     test_migration();
+    test_migration_v2();
     test_match_games();
     test_transactions();
     test_shard_files();
