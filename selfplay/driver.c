@@ -342,6 +342,11 @@ static void write_metrics(driver_t *d, const cycle_acc_t *a, int64_t games, int6
         .elo = NAN,
         .elo_lo = NAN,
         .elo_hi = NAN,
+        /* over the same games as black_wins .. draws: this session's of the cycle */
+        .no_resign_games = a->no_resign,
+        .would_resign = a->would_resign,
+        .false_resign = a->false_resign,
+        .resign_threshold = d->cfg->resign_threshold,
     };
     /* Normally a cycle's row is written before its model exists; should it
      * be rewritten after its evaluation, the Elo stays. */
@@ -467,10 +472,7 @@ static int elo_put_run(db_t *db, void *arg, char *err, size_t errlen) {
     db_cycle_metrics_t m;
     db_status_t st = db_cycle_metrics_get(db, a->cycle, &m);
     if (st == DB_NOTFOUND) {
-        memset(&m, 0, sizeof m);
-        m.cycle = a->cycle;
-        m.started = m.finished = m.selfplay_s = m.train_s = NAN;
-        m.positions_per_s = m.evals_per_s = m.avg_batch = m.busy_pct = m.avg_plies = NAN;
+        db_cycle_metrics_init(&m, a->cycle);
     } else if (st != DB_OK) {
         snprintf(err, errlen, "%s", db_errmsg(db));
         return st;

@@ -6,6 +6,14 @@
  *     models 0, 1, 2 exist and load, no orphan files, no pending intents;
  *   - the runs row holds the effective flags; cycle_metrics rows of both
  *     cycles hold their games and figures; games name the model that played;
+ *   - cycle_metrics' resignation check (schema v3): false <= would-be
+ *     resignations <= no-resign games, no no-resign game ended by
+ *     resignation, the figures the log reports and the threshold in use;
+ *     the resumed cycles play every game without resigning
+ *     (--no-resign-fraction 1) at a threshold that every side falls below
+ *     (0.9: the tiny nets' values stay near 0), so their no-resign games
+ *     are their games, some would have resigned, and every drawn game with
+ *     a would-be resigner is a false resignation;
  *   - the same command again has nothing to do and adds no game;
  *   - --cycles 4 --sync-train resumes: two more cycles, self-play pausing
  *     until each net is published; models 0..4, earlier games kept;
@@ -22,6 +30,8 @@
 #define GPC 6
 #define MAX_PLY 48
 
+/* sync: --sync-train, and every game without resigning (--no-resign-fraction 1)
+ * at a threshold every side falls below (0.9; the default is -0.9). */
 static int run(const char *dir, int cycles, bool sync) {
     char cyc[16], run_dir[700];
     snprintf(cyc, sizeof cyc, "%d", cycles);
@@ -32,8 +42,10 @@ static int run(const char *dir, int cycles, bool sync) {
                     "--progress", "0", "--min-steps-per-cycle", "2", "--max-steps-per-cycle", "4", "--batch", "16",
                     "--window-min", "200", "--seed", "7", "--cpu-threads", "1", "--train-threads", "1",
                     "--cache-mb", "1", "--random-opening", "2", "--eval-every", "1", "--eval-games", "2",
-                    "--eval-visits", "8", sync ? "--sync-train" : NULL, NULL};
-    int argc = (int)(sizeof argv / sizeof argv[0]) - (sync ? 1 : 2);
+                    "--eval-visits", "8", "--sync-train", "--no-resign-fraction", "1", "--resign-threshold", "0.9",
+                    NULL};
+    int argc = (int)(sizeof argv / sizeof argv[0]) - (sync ? 1 : 6);
+    if (!sync) argv[argc] = NULL;
     return sp_main(argc, argv, 0);
 }
 
@@ -52,6 +64,80 @@ static double metric(const char *dir, int cycle, const char *col) {
     }
     sqlite3_close(s);
     return v;
+}
+
+/* Self-play games of cycle c that ended by resignation, and drawn ones. */
+static int64_t resigned_games(db_t *db, int c, int64_t *drawn) {
+    db_shard_t *sh = NULL;
+    int32_t n = 0;
+    int64_t cnt = 0;
+    *drawn = 0;
+    db_shards_recent(db, 0, &sh, &n);
+    for (int32_t i = 0; i < n; i++) {
+        if (sh[i].cycle != c) continue;
+        db_game_list_t gl = {0};
+        db_games_of_shard(db, sh[i].id, &gl);
+        for (int64_t k = 0; k < gl.n; k++) {
+            cnt += gl.games[k].reason == DB_REASON_RESIGN;
+            *drawn += gl.games[k].result == DB_RESULT_DRAW;
+        }
+        db_game_list_free(&gl);
+    }
+    free(sh);
+    return cnt;
+}
+
+/* The driver's log line for cycle c's resignation check (the last one). */
+static int log_resign(const char *dir, int c, long long *nr, long long *wr, long long *fr) {
+    char logp[800], key[64];
+    snprintf(logp, sizeof logp, "%s/log", dir);
+    snprintf(key, sizeof key, "cycle %d resignation: ", c);
+    size_t n = 0;
+    char *text = compat_read_file(logp, &n, NULL, 0);
+    int found = 0;
+    for (const char *p = text; p && (p = strstr(p, key)); p += strlen(key))
+        found = sscanf(p + strlen(key), "%lld no-resign games, %lld would have resigned, %lld of them wrongly", nr,
+                       wr, fr) == 3;
+    free(text);
+    return found;
+}
+
+/* The resignation figures of cycle c's metrics row (schema v3). */
+static void check_resign_metrics(db_t *db, const char *dir, int c, double threshold, bool all_no_resign) {
+    db_cycle_metrics_t m;
+    if (db_cycle_metrics_get(db, c, &m) != DB_OK) {
+        CHECK(0, "cycle_metrics %d: %s", c, db_errmsg(db));
+        return;
+    }
+    int64_t drawn = 0, games = m.black_wins + m.white_wins + m.draws, resigned = resigned_games(db, c, &drawn);
+    fprintf(stderr, "cycle %d: %lld games, %lld resigned, %lld no-resign, %lld would resign, %lld false (threshold %g)\n",
+            c, (long long)games, (long long)resigned, (long long)m.no_resign_games, (long long)m.would_resign,
+            (long long)m.false_resign, m.resign_threshold);
+    CHECK(m.no_resign_games >= 0 && m.would_resign >= 0 && m.false_resign >= 0,
+          "cycle_metrics %d: resignation figures not recorded (%lld %lld %lld)", c, (long long)m.no_resign_games,
+          (long long)m.would_resign, (long long)m.false_resign);
+    CHECK(m.false_resign <= m.would_resign && m.would_resign <= m.no_resign_games && m.no_resign_games <= games,
+          "cycle_metrics %d: %lld false <= %lld would <= %lld no-resign <= %lld games", c, (long long)m.false_resign,
+          (long long)m.would_resign, (long long)m.no_resign_games, (long long)games);
+    /* A no-resign game never ends by resignation. */
+    CHECK(m.no_resign_games + resigned <= games, "cycle %d: %lld no-resign games + %lld resigned > %lld games", c,
+          (long long)m.no_resign_games, (long long)resigned, (long long)games);
+    if (all_no_resign) {
+        CHECK(m.no_resign_games == GPC && resigned == 0, "cycle %d: %lld no-resign games, %lld resigned; want %d, 0",
+              c, (long long)m.no_resign_games, (long long)resigned, GPC);
+        /* A draw is no loss for the would-be resigner: at least the draws of
+         * the games that had one are false resignations. */
+        CHECK(m.would_resign > 0, "cycle %d: no game would have resigned at threshold %g", c, threshold);
+        CHECK(m.false_resign >= drawn - (games - m.would_resign),
+              "cycle %d: %lld false resignations, but %lld draws in %lld games of which %lld would have resigned", c,
+              (long long)m.false_resign, (long long)drawn, (long long)games, (long long)m.would_resign);
+    }
+    CHECK(m.resign_threshold == threshold, "cycle_metrics %d: threshold %g, want %g", c, m.resign_threshold, threshold);
+    long long nr = -1, wr = -1, fr = -1;
+    CHECK(log_resign(dir, c, &nr, &wr, &fr), "the log has no resignation line for cycle %d", c);
+    CHECK(nr == m.no_resign_games && wr == m.would_resign && fr == m.false_resign,
+          "cycle %d: the log says %lld/%lld/%lld, cycle_metrics %lld/%lld/%lld", c, nr, wr, fr,
+          (long long)m.no_resign_games, (long long)m.would_resign, (long long)m.false_resign);
 }
 
 static void check_db_facts(const char *dir, int cycles) {
@@ -80,6 +166,7 @@ static void check_db_facts(const char *dir, int cycles) {
         CHECK(metric(dir, c, "train_s") > 0, "cycle_metrics %d: train_s %g", c, metric(dir, c, "train_s"));
         double bw = metric(dir, c, "black_wins"), ww = metric(dir, c, "white_wins"), dr = metric(dir, c, "draws");
         CHECK(bw + ww + dr == GPC, "cycle_metrics %d: results %g + %g + %g", c, bw, ww, dr);
+        check_resign_metrics(db, dir, c, c <= 2 ? -0.9 : 0.9, c > 2);
         /* The games of cycle c were played by a model of an earlier cycle. */
         db_shard_t *sh = NULL;
         int32_t n = 0;
