@@ -103,10 +103,14 @@ static int inspect_db(const char *path) {
             if (sh[i].cycle > max_cycle) max_cycle = sh[i].cycle;
     }
     if (max_cycle >= 0) {
-        printf("  cycles\n    %5s %8s %10s %6s %6s %6s %7s %9s %8s %8s\n", "cycle", "games", "positions", "black",
-               "white", "draws", "plies", "pos/s", "batch", "elo");
+        /* false-res: false resignations / would-be resignations in the cycle's
+         * no-resign games, and their rate; "-" where not recorded (before v3) */
+        printf("  cycles\n    %5s %8s %10s %6s %6s %6s %7s %9s %8s %8s %10s %11s %6s\n", "cycle", "games",
+               "positions", "black", "white", "draws", "plies", "pos/s", "batch", "elo", "no-resign", "false-res",
+               "rate");
         int32_t from = max_cycle - 19 > 0 ? max_cycle - 19 : 0;
         if (from > 0) printf("    (%d earlier cycles not shown)\n", from);
+        double thr_lo = INFINITY, thr_hi = -INFINITY;
         for (int32_t c = from; c <= max_cycle; c++) {
             int64_t g = 0, p = 0;
             db_count(db, c, &g, &p);
@@ -119,9 +123,23 @@ static int inspect_db(const char *path) {
                        (long long)cm.draws, cm.avg_plies, cm.positions_per_s, cm.avg_batch);
                 if (isnan(cm.elo)) printf(" %8s", "-");
                 else printf(" %8.0f", cm.elo);
+                char nr[24] = "-", fr[48] = "-", rate[16] = "-";
+                if (cm.no_resign_games >= 0) snprintf(nr, sizeof nr, "%lld", (long long)cm.no_resign_games);
+                if (cm.false_resign >= 0 && cm.would_resign >= 0)
+                    snprintf(fr, sizeof fr, "%lld/%lld", (long long)cm.false_resign, (long long)cm.would_resign);
+                if (cm.false_resign >= 0 && cm.would_resign > 0)
+                    snprintf(rate, sizeof rate, "%.1f%%", 100.0 * (double)cm.false_resign / (double)cm.would_resign);
+                printf(" %10s %11s %6s", nr, fr, rate);
+                if (isfinite(cm.resign_threshold)) {
+                    if (cm.resign_threshold < thr_lo) thr_lo = cm.resign_threshold;
+                    if (cm.resign_threshold > thr_hi) thr_hi = cm.resign_threshold;
+                }
             }
             printf("\n");
         }
+        if (isfinite(thr_lo) && thr_hi <= -1.0) printf("    resignation off (threshold %.2f)\n", thr_hi);
+        else if (isfinite(thr_lo) && thr_lo == thr_hi) printf("    resign threshold %.2f\n", thr_lo);
+        else if (isfinite(thr_lo)) printf("    resign threshold %.2f to %.2f\n", thr_lo, thr_hi);
     }
     if (nsh > 0) {
         printf("  latest shards\n");
@@ -154,11 +172,20 @@ static int inspect_db(const char *path) {
         int32_t nm = 0;
         if (db_matches_list(db, -1, &mt, &nm) == DB_OK) {
             printf("  matches      %d\n", nm);
-            for (int32_t i = nm > 5 ? nm - 5 : 0; i < nm; i++)
-                printf("    cycle %3d  model %lld vs %s%lld: +%d =%d -%d  elo %+.0f [%+.0f, %+.0f]  %s\n", mt[i].cycle,
-                       (long long)mt[i].model_a, mt[i].model_b ? "model " : mt[i].opponent,
-                       (long long)mt[i].model_b, mt[i].wins, mt[i].draws, mt[i].losses, mt[i].elo, mt[i].elo_lo,
-                       mt[i].elo_hi, mt[i].settings);
+            for (int32_t i = nm > 5 ? nm - 5 : 0; i < nm; i++) {
+                const db_match_t *m = &mt[i];
+                char a[DB_NAME_MAX + 32], b[DB_NAME_MAX + 32], cyc[16] = "-", elo[96];
+                if (m->cycle >= 0) snprintf(cyc, sizeof cyc, "%d", m->cycle);
+                if (m->model_a) snprintf(a, sizeof a, "model %lld", (long long)m->model_a);
+                else snprintf(a, sizeof a, "%s", m->engine_a[0] ? m->engine_a : "?");
+                if (m->model_b) snprintf(b, sizeof b, "model %lld", (long long)m->model_b);
+                else snprintf(b, sizeof b, "%s", m->opponent[0] ? m->opponent : m->engine_b[0] ? m->engine_b : "?");
+                /* no Elo: the match never finished (killed or stopped; data/db.h) */
+                if (isnan(m->elo)) snprintf(elo, sizeof elo, "unfinished, no Elo");
+                else snprintf(elo, sizeof elo, "elo %+.0f [%+.0f, %+.0f]", m->elo, m->elo_lo, m->elo_hi);
+                printf("    match %lld  cycle %3s  %s vs %s: %lld games +%d =%d -%d  %s  %s\n", (long long)m->id, cyc, a,
+                       b, (long long)m->games, m->wins, m->draws, m->losses, elo, m->settings);
+            }
         }
         free(mt);
     }

@@ -14,7 +14,8 @@
  * ladder with its 95% intervals, and every match, against other nets or
  * other engines, with its games and how they ended),
  * self-play throughput by cycle (positions/s, evaluations/s, average batch,
- * device busy %), game lengths (histogram of plies), how games ended
+ * device busy %), false resignations by cycle (chart and table, with the
+ * resign threshold in use), game lengths (histogram of plies), how games ended
  * (reasons, split by winner), the models table. Long runs are summarised:
  * training steps are averaged into at most 600 buckets per chart.
  *
@@ -654,6 +655,73 @@ static void section_elo(sb_t *o, const run_t *r) {
     }
 }
 
+/* The resign threshold(s) of the cycles that recorded one, in words. */
+static void resign_threshold_text(const run_t *r, char *buf, size_t len) {
+    double lo = INFINITY, hi = -INFINITY;
+    for (int32_t i = 0; i < r->n_cycles; i++) {
+        double t = r->cycles[i].resign_threshold;
+        if (isfinite(t)) lo = fmin(lo, t), hi = fmax(hi, t);
+    }
+    if (!isfinite(lo)) snprintf(buf, len, "resign threshold not recorded");
+    else if (hi <= -1.0) snprintf(buf, len, "resignation off (threshold %.2f)", hi);
+    else if (lo == hi) snprintf(buf, len, "resign threshold %.2f", lo);
+    else snprintf(buf, len, "resign threshold %.2f to %.2f", lo, hi);
+}
+
+/* False resignations by cycle: of the no-resign games in which a side fell
+ * below the threshold (it would have resigned), the share it did not lose;
+ * and how often a no-resign game got there at all. */
+static void section_resign(sb_t *o, const run_t *r) {
+    int32_t n = r->n_cycles;
+    double *buf = calloc((size_t)n + 1, sizeof(double) * 3);
+    if (!buf) return;
+    double *x = buf, *rate = x + n + 1, *would = rate + n + 1;
+    for (int32_t i = 0; i < n; i++) {
+        const db_cycle_metrics_t *m = &r->cycles[i];
+        x[i] = m->cycle;
+        rate[i] = m->would_resign > 0 && m->false_resign >= 0
+                      ? 100.0 * (double)m->false_resign / (double)m->would_resign
+                      : NAN;
+        would[i] = m->no_resign_games > 0 && m->would_resign >= 0
+                       ? 100.0 * (double)m->would_resign / (double)m->no_resign_games
+                       : NAN;
+    }
+    char note[96];
+    resign_threshold_text(r, note, sizeof note);
+    chart_t c = {"False resignations in no-resign games", "cycle", "%", 600, 260, 1, 0, 100, 1, note};
+    series_t s[2] = {{"false, % of would-be", palette[1], n, x, rate, NULL, NULL, 1},
+                     {"would-be, % of no-resign", "#999999", n, x, would, NULL, NULL, 1}};
+    line_chart(o, &c, s, 2, "no cycle has recorded no-resign games (--no-resign-fraction)");
+    free(buf);
+}
+
+/* The same figures as a table, cycles that recorded them only. */
+static void resign_table(sb_t *o, const run_t *r) {
+    int any = 0;
+    for (int32_t i = 0; i < r->n_cycles; i++) any |= r->cycles[i].no_resign_games >= 0;
+    if (!any) return;
+    sb_printf(o, "<table><tr><th>cycle</th><th>games</th><th>no-resign games</th><th>would have resigned</th>"
+                 "<th>false resignations</th><th>false-resignation rate</th><th>resign threshold</th></tr>");
+    for (int32_t i = 0; i < r->n_cycles; i++) {
+        const db_cycle_metrics_t *m = &r->cycles[i];
+        if (m->no_resign_games < 0) continue;
+        sb_printf(o, "<tr><td>%d</td><td>%lld</td><td>%lld</td>", m->cycle,
+                  (long long)(m->black_wins + m->white_wins + m->draws), (long long)m->no_resign_games);
+        if (m->would_resign >= 0) sb_printf(o, "<td>%lld</td>", (long long)m->would_resign);
+        else sb_printf(o, "<td class=\"muted\">-</td>");
+        if (m->false_resign >= 0) sb_printf(o, "<td>%lld</td>", (long long)m->false_resign);
+        else sb_printf(o, "<td class=\"muted\">-</td>");
+        cell_num(o, m->would_resign > 0 && m->false_resign >= 0
+                        ? 100.0 * (double)m->false_resign / (double)m->would_resign
+                        : NAN,
+                 "%.1f%%");
+        if (isfinite(m->resign_threshold) && m->resign_threshold <= -1.0) sb_printf(o, "<td>off</td>");
+        else cell_num(o, m->resign_threshold, "%.2f");
+        sb_printf(o, "</tr>");
+    }
+    sb_printf(o, "</table>");
+}
+
 static void section_selfplay(sb_t *o, const run_t *r) {
     sb_printf(o, "<h2>Self-play</h2><div class=\"grid\">");
     int32_t n = r->n_cycles;
@@ -696,7 +764,9 @@ static void section_selfplay(sb_t *o, const run_t *r) {
     series_t s6 = {"plies", palette[6], n, x, pl, NULL, NULL, 1};
     line_chart(o, &c6, &s6, 1, why);
     free(buf);
+    section_resign(o, r);
     sb_printf(o, "</div>");
+    resign_table(o, r);
 }
 
 static void section_games(sb_t *o, const run_t *r) {

@@ -1,9 +1,11 @@
 /* make_report_fixture.c - fills RUN_DIR/koma.db with a synthetic but
  * plausible run, through data/db.h only: a runs row, one model per cycle,
  * training steps (falling losses, rising accuracies, cosine learning rate),
- * per-cycle self-play metrics, games (registered with shard rows whose files
- * do not exist: the report never opens shards) and evaluation matches, each
- * cycle against the previous one, plus one against an outside engine.
+ * per-cycle self-play metrics (the resignation check from cycle 1 on; cycle
+ * 0's row as a binary before schema v3 wrote it), games (registered with
+ * shard rows whose files do not exist: the report never opens shards) and
+ * evaluation matches, each cycle against the previous one, plus one against
+ * an outside engine.
  *
  *   make_report_fixture RUN_DIR [--cycles N] [--steps-per-cycle N] [--games-per-cycle N]
  *                       [--partial] [--empty]
@@ -163,8 +165,7 @@ int main(int argc, char **argv) {
             free(games);
         }
         db_cycle_metrics_t cm;
-        memset(&cm, 0, sizeof cm);
-        cm.cycle = c;
+        db_cycle_metrics_init(&cm, c);
         cm.model_id = model_ids[c];
         cm.started = t0 + c * 600.0;
         cm.finished = cm.started + 560;
@@ -179,6 +180,15 @@ int main(int argc, char **argv) {
         cm.avg_plies = plies_sum / games_per_cycle;
         cm.black_wins = bw, cm.white_wins = ww, cm.draws = dr;
         cm.elo = cm.elo_lo = cm.elo_hi = NAN;
+        /* The resignation check, from cycle 1 on (cycle 0's row is as an
+         * older binary wrote it: not recorded): a fifth of the games could
+         * not resign, a good half of those would have, a few wrongly. */
+        if (c >= 1) {
+            cm.no_resign_games = games_per_cycle / 5;
+            cm.would_resign = cm.no_resign_games / 2 + (int64_t)(uni() * (double)(cm.no_resign_games / 2));
+            cm.false_resign = (int64_t)(uni() * 0.2 * (double)cm.would_resign);
+            cm.resign_threshold = -0.9;
+        }
         CHECK_DB(db_cycle_metrics_put(db, &cm));
     }
     free(rows);

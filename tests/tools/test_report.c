@@ -5,9 +5,12 @@
  * fetched from the network; on a
  * partial run, an empty database and a run without a database it writes a
  * page with "no data yet" in place of every missing chart; bad arguments
- * fail cleanly.
+ * fail cleanly. The false resignations by cycle (schema v3) are in a chart
+ * and a table with the numbers of koma.db and the resign threshold, a cycle
+ * written before v3 is left out; inspect prints them too (and an unfinished
+ * match as such).
  *
- *   test_report REPORT MAKE_REPORT_FIXTURE
+ *   test_report REPORT MAKE_REPORT_FIXTURE [INSPECT]
  */
 #include "data/db.h"
 #include "tools_test.h"
@@ -44,6 +47,23 @@ static int occurrences(const char *hay, const char *needle) {
     return n;
 }
 
+/* Resignation figures of the fixture's cycles, from koma.db. */
+typedef struct {
+    int n;
+    long long cycle[32], games[32], nr[32], wr[32], fr[32];
+} resign_rows_t;
+
+static void collect_resign(int nc, const char *const *c, void *user) {
+    resign_rows_t *r = user;
+    if (r->n >= 32 || nc < 5) return;
+    r->cycle[r->n] = atoll(c[0]);
+    r->games[r->n] = atoll(c[1]);
+    r->nr[r->n] = atoll(c[2]);
+    r->wr[r->n] = atoll(c[3]);
+    r->fr[r->n] = atoll(c[4]);
+    r->n++;
+}
+
 static int load(const char *path) {
     char err[256];
     size_t len;
@@ -77,6 +97,8 @@ int main(int argc, char **argv) {
     snprintf(full, sizeof full, "%s", t_path("full"));
     const char *mk[] = {fixture, full, "--cycles", "8", NULL};
     CHECK(t_run(mk) == 0);
+    char dbp_full[1000];
+    snprintf(dbp_full, sizeof dbp_full, "%s/koma.db", full);
     /* A match of two outside engines, recorded game by game. */
     {
         char dbp[1000], err[DB_ERR_MAX];
@@ -118,7 +140,8 @@ int main(int argc, char **argv) {
         const char *titles[] = {"Losses", "Accuracy", "Learning rate", "Gradient norm (before clipping)",
                                 "Elo by cycle (cycle 0 = 0, 95% interval)", "Positions per second",
                                 "Network evaluations per second", "Average inference batch", "Inference device busy",
-                                "Self-play results", "Average game length", "Game length", "How games ended"};
+                                "Self-play results", "Average game length", "False resignations in no-resign games",
+                                "Game length", "How games ended"};
         for (size_t i = 0; i < sizeof titles / sizeof titles[0]; i++) {
             chart(titles[i], buf, sizeof buf);
             if (!buf[0]) fprintf(stderr, "chart '%s' missing\n", titles[i]);
@@ -137,6 +160,32 @@ int main(int argc, char **argv) {
         /* Throughput: one point per cycle (0..7). */
         chart("Positions per second", buf, sizeof buf);
         CHECK(occurrences(buf, "<circle") == 8);
+        /* False resignations: cycles 1..7 recorded them (cycle 0's row is as
+         * a binary before schema v3 wrote it), two series, the threshold. */
+        chart("False resignations in no-resign games", buf, sizeof buf);
+        CHECK(occurrences(buf, "<circle") == 2 * 7);
+        CHECK(occurrences(buf, "<polyline") == 2);
+        CHECK(strstr(buf, ">resign threshold -0.90</text>") != NULL);
+        CHECK(strstr(buf, "false, % of would-be: 0 =") == NULL); /* no point for cycle 0 */
+        /* The table: one row per recorded cycle with the database's numbers. */
+        resign_rows_t rr;
+        memset(&rr, 0, sizeof rr);
+        CHECK(t_sql_rows(dbp_full, "SELECT cycle, black_wins + white_wins + draws, no_resign_games, would_resign, "
+                                   "false_resign FROM cycle_metrics WHERE no_resign_games IS NOT NULL ORDER BY cycle",
+                         collect_resign, &rr) == 7);
+        CHECK(t_sql_int(dbp_full, "SELECT count(*) FROM cycle_metrics WHERE cycle = 0 AND no_resign_games IS NULL") ==
+              1);
+        for (int i = 0; i < rr.n; i++) {
+            char row[256];
+            snprintf(row, sizeof row,
+                     "<tr><td>%lld</td><td>%lld</td><td>%lld</td><td>%lld</td><td>%lld</td><td>%.1f%%</td>"
+                     "<td>-0.90</td></tr>",
+                     rr.cycle[i], rr.games[i], rr.nr[i], rr.wr[i], rr.fr[i], 100.0 * (double)rr.fr[i] / (double)rr.wr[i]);
+            if (count(row) != 1) fprintf(stderr, "no table row %s\n", row);
+            CHECK(count(row) == 1);
+            CHECK(rr.games[i] == 120 && rr.nr[i] == 24 && rr.fr[i] <= rr.wr[i] && rr.wr[i] <= rr.nr[i]);
+        }
+        CHECK(count("<th>false-resignation rate</th>") == 1);
         /* Game lengths: bars holding all 8 x 120 games. */
         chart("Game length", buf, sizeof buf);
         CHECK(occurrences(buf, "class=\"bar\"") >= 10);
@@ -180,7 +229,8 @@ int main(int argc, char **argv) {
         CHECK(strstr(buf, "no data yet") != NULL && !strstr(buf, "<polyline"));
         chart("Game length", buf, sizeof buf);
         CHECK(strstr(buf, "no data yet") != NULL);
-        CHECK(count("no data yet") == 9); /* Elo, 6 self-play, 2 games; the models are listed */
+        CHECK(count("no data yet") == 10); /* Elo, 7 self-play, 2 games; the models are listed */
+        CHECK(count("<th>false-resignation rate</th>") == 0);
     }
 
     /* ---- an empty database, and a run directory without one ---- */
@@ -194,7 +244,7 @@ int main(int argc, char **argv) {
     CHECK(load(out) == 0);
     if (g_html) {
         check_page();
-        CHECK(count("no data yet") == 14); /* 13 charts + the models table */
+        CHECK(count("no data yet") == 15); /* 14 charts + the models table */
         CHECK(count("<polyline") == 0 && count("<circle") == 0);
     }
     char bare[900], err[256];
@@ -206,7 +256,60 @@ int main(int argc, char **argv) {
     CHECK(load(out) == 0);
     if (g_html) {
         check_page();
-        CHECK(count("no koma.db yet") == 1 && count("no data yet") == 14);
+        CHECK(count("no koma.db yet") == 1 && count("no data yet") == 15);
+    }
+
+    /* ---- inspect: the same figures in its cycles table ---- */
+    if (argc > 3) {
+        /* An unfinished match: begun, one game, never finished. */
+        char err2[DB_ERR_MAX];
+        db_t *db = NULL;
+        KOMA_ASSERT(db_open(dbp_full, 0, &db, err2, sizeof err2) == DB_OK);
+        db_match_t m;
+        memset(&m, 0, sizeof m);
+        snprintf(m.engine_a, sizeof m.engine_a, "engine1: Gamma");
+        snprintf(m.engine_b, sizeof m.engine_b, "engine2: Delta");
+        snprintf(m.opponent, sizeof m.opponent, "Delta");
+        snprintf(m.settings, sizeof m.settings, "usi-match killed");
+        CHECK(db_match_begin(db, &m) == DB_OK);
+        db_game_t g;
+        memset(&g, 0, sizeof g);
+        g.start_sfen = "startpos";
+        g.moves = "";
+        g.result = DB_RESULT_WHITE_WIN;
+        g.reason = DB_REASON_RESIGN;
+        g.black = m.engine_a, g.white = m.engine_b;
+        CHECK(db_match_game_insert(db, m.id, &g) == DB_OK);
+        db_close(db);
+        const char *insp[] = {argv[3], full, NULL};
+        int status = -1;
+        char e[512];
+        CHECK(compat_run_io(insp, t_path("inspect.txt"), "", &status, e, sizeof e) == 0 && status == 0);
+        CHECK(load(t_path("inspect.txt")) == 0);
+        int failed_before = g_fail;
+        if (g_html) {
+            CHECK(count("no-resign   false-res   rate") == 1);
+            CHECK(count("resign threshold -0.90") == 1);
+            resign_rows_t rr;
+            memset(&rr, 0, sizeof rr);
+            t_sql_rows(dbp_full, "SELECT cycle, black_wins + white_wins + draws, no_resign_games, would_resign, "
+                                 "false_resign FROM cycle_metrics WHERE no_resign_games IS NOT NULL ORDER BY cycle",
+                       collect_resign, &rr);
+            CHECK(rr.n == 7);
+            for (int i = 0; i < rr.n; i++) {
+                char fr[64], tail[128];
+                snprintf(fr, sizeof fr, "%lld/%lld", rr.fr[i], rr.wr[i]);
+                snprintf(tail, sizeof tail, " %10lld %11s %5.1f%%\n", rr.nr[i], fr,
+                         100.0 * (double)rr.fr[i] / (double)rr.wr[i]);
+                if (count(tail) < 1) fprintf(stderr, "inspect: no cycle line ending '%s'\n", tail);
+                CHECK(count(tail) >= 1);
+            }
+            /* cycle 0, written before v3: its figures are not recorded */
+            CHECK(count("          -           -      -\n") == 1);
+            CHECK(count("engine1: Gamma vs Delta: 1 games +0 =0 -1  unfinished, no Elo  usi-match killed") == 1);
+            CHECK(count("model ") >= 2 && count("gpsshogi (smp) vm r3033") == 1);
+            if (g_fail > failed_before) fprintf(stderr, "inspect printed:\n%s", g_html);
+        }
     }
 
     /* ---- failures ---- */
