@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "compat/compat.h"
 #include "engine/encode.h"
@@ -53,8 +52,8 @@ typedef struct {
     int32_t next;
     int failed;
     char err[256];
-    db_t *db; /* NULL: nothing stored */
-    char session[96];
+    db_t *db;         /* NULL: nothing stored; used under mu by the game threads */
+    int64_t match_id; /* the matches row the games go to (db_match_begin) */
     char name[2][DB_PATH_MAX];
 } eval_shared_t;
 
@@ -176,11 +175,12 @@ static void *eval_thread(void *arg) {
         out->score2 = r == 0 ? 1 : (r > 0) == a_black ? 2 : 0;
         out->plies = g->n_moves;
         out->end = g->end;
+        /* Stored as it ends, so that a match that never finishes keeps it. */
         compat_mutex_lock(&sh->mu);
         out->done = 1;
         if (sh->db) {
             const char *black = sh->name[a_black ? 0 : 1], *white = sh->name[a_black ? 1 : 0];
-            db_status_t st = ref_store_game(sh->db, sh->session, g, black, white);
+            db_status_t st = ref_store_match_game(sh->db, sh->match_id, g, black, white);
             if (st != DB_OK && !sh->failed) {
                 snprintf(sh->err, sizeof sh->err, "evaluation: store game %d: %s", gi + 1, db_errmsg(sh->db));
                 sh->failed = 1;
@@ -264,6 +264,7 @@ int sp_eval_run(const char *run_dir, const char *model_a_path, const char *model
     const char *paths[2] = {model_a_path, model_b_path};
     db_model_t model[2];
     int have_model[2] = {0, 0};
+    db_match_t row;
     char file[2][1200];
     for (int k = 0; k < 2; k++) {
         resolve_path(run_dir, paths[k], file[k], sizeof file[k]);
@@ -311,9 +312,29 @@ int sp_eval_run(const char *run_dir, const char *model_a_path, const char *model
         }
         res->cycle_a = have_model[0] ? model[0].cycle : -1;
         res->cycle_b = have_model[1] ? model[1].cycle : -1;
-        time_t now = time(NULL);
-        snprintf(sh->session, sizeof sh->session, "eval %lld pid %d cycle %d vs %d", (long long)now, compat_getpid(),
-                 res->cycle_a, res->cycle_b);
+        /* The games' players: the row's W/D/L follow them only when the two
+         * names differ (a net against its own file). */
+        if (strcmp(sh->name[0], sh->name[1]) == 0) {
+            size_t l = strnlen(sh->name[0], sizeof sh->name[0] - 5);
+            memcpy(sh->name[0] + l, " (a)", 5);
+            memcpy(sh->name[1] + l, " (b)", 5);
+        }
+        /* The row first (no Elo until the end: a match that does not finish
+         * says so), then each game as it ends. */
+        memset(&row, 0, sizeof row);
+        row.cycle = have_model[0] ? model[0].cycle : -1;
+        row.model_a = have_model[0] ? model[0].id : 0;
+        row.model_b = have_model[1] ? model[1].id : 0;
+        snprintf(row.opponent, sizeof row.opponent, "%.63s", have_model[1] ? "" : sh->name[1]);
+        snprintf(row.engine_a, sizeof row.engine_a, "%s", sh->name[0]);
+        snprintf(row.engine_b, sizeof row.engine_b, "%s", sh->name[1]);
+        snprintf(row.settings, sizeof row.settings, "eval visits=%d temp=%.2f/%d max_ply=%d games=%d", cfg.visits,
+                 (double)cfg.temp, cfg.temp_plies, cfg.max_ply, cfg.games);
+        if (db_match_begin(sh->db, &row) != DB_OK) {
+            set_err(err, errlen, "%s", db_errmsg(sh->db));
+            goto done;
+        }
+        sh->match_id = res->match_id = row.id;
     }
     sh->games = calloc((size_t)cfg.games, sizeof *sh->games);
     if (!sh->games) {
@@ -358,22 +379,15 @@ int sp_eval_run(const char *run_dir, const char *model_a_path, const char *model
     res->avg_plies = (double)plies / cfg.games;
     ref_elo_trinomial(res->wins, res->draws, res->losses, &res->elo);
 
-    if (sh->db && have_model[0]) {
-        db_match_t m;
-        memset(&m, 0, sizeof m);
-        m.cycle = model[0].cycle;
-        m.model_a = model[0].id;
-        m.model_b = have_model[1] ? model[1].id : 0;
-        snprintf(m.opponent, sizeof m.opponent, "%.63s", have_model[1] ? "" : sh->name[1]);
-        m.wins = res->wins, m.draws = res->draws, m.losses = res->losses;
-        m.elo = res->elo.elo, m.elo_lo = res->elo.elo_lo, m.elo_hi = res->elo.elo_hi;
-        snprintf(m.settings, sizeof m.settings, "eval visits=%d temp=%.2f/%d max_ply=%d games=%d", cfg.visits,
-                 (double)cfg.temp, cfg.temp_plies, cfg.max_ply, cfg.games);
-        if (db_match_insert(sh->db, &m) != DB_OK || ref_store_attach(sh->db, sh->session, m.id) != DB_OK) {
+    if (sh->db) { /* every game is stored: the totals and the Elo finish the row */
+        row.wins = res->wins, row.draws = res->draws, row.losses = res->losses;
+        row.elo = res->elo.elo, row.elo_lo = res->elo.elo_lo, row.elo_hi = res->elo.elo_hi;
+        if (db_match_finish(sh->db, &row) != DB_OK) {
             set_err(err, errlen, "%s", db_errmsg(sh->db));
             goto done;
         }
-        res->match_id = m.id;
+    }
+    if (sh->db && have_model[0]) {
         ref_ladder_point_t *pts = NULL;
         int32_t np = 0;
         if (ref_elo_ladder(sh->db, &pts, &np) != DB_OK) {

@@ -6,8 +6,11 @@
  * visits, colours alternating game by game, moves sampled with a temperature
  * over the first plies so that the games differ), judged by the referee
  * (selfplay/referee.h, the same rules as tools/usi-match), and recording it
- * in the run database: one matches row (model a's W/D/L and Elo with its
- * 95% interval, trinomial) and its games in match_games.
+ * in the run database as it is played: one matches row opened before the
+ * first game (db_match_begin), every game stored under it when it ends, and
+ * at the end model a's W/D/L and Elo with its 95% interval (trinomial). A
+ * match that fails or whose process dies midway keeps the games it finished
+ * under a row with no Elo (data/db.h: unfinished).
  * Does not own: the rules, the Elo formulas, the ladder arithmetic
  * (referee.h), when to evaluate (the cycle driver), self-play's inference
  * server (evaluation loads its own copies of both nets).
@@ -16,7 +19,8 @@
  * each with one CPU backend (1 BLAS thread) and two inference contexts over
  * nets shared read-only. It opens its own connection to koma.db (WAL lets it
  * write while the driver's writer thread holds its own; SQLite serialises
- * the two writers with its busy timeout).
+ * the two writers with its busy timeout); the game threads store their games
+ * through it one at a time, under the match's mutex.
  */
 #ifndef KOMA_SELFPLAY_EVAL_H
 #define KOMA_SELFPLAY_EVAL_H
@@ -49,7 +53,7 @@ typedef struct {
     double avg_plies;
     ref_elo_t elo;                      /* a minus b, trinomial 95% interval */
     int32_t cycle_a, cycle_b;           /* cycles of the two models in the run (-1: not registered) */
-    int64_t match_id;                   /* the matches row written (0: none) */
+    int64_t match_id;                   /* the matches row written (0: nothing stored) */
     ref_ladder_point_t ladder;          /* model a on the ladder after this match
                                            (ladder.cycle = -1 when it is not on it) */
     double seconds;                     /* wall time of the match */
@@ -57,13 +61,13 @@ typedef struct {
 
 /* Plays model_a_path against model_b_path (weights files; a path is used as
  * given when the file exists, else relative to run_dir) and fills res.
- * With run_dir (may be NULL: play only) and cfg->store, records the match:
- * the models are found in the run's models table by path (relative to the
- * run directory, as stored); model a must be registered for a matches row
- * (schema v1: matches.model_a references models) - without it the games are
- * still stored and res->match_id stays 0. model b may be any file (opponent
- * = its file name). Returns 0, or -1 with err (unreadable weights, nets
- * with other input features, database failure).
+ * With run_dir (may be NULL: play only) and cfg->store, records the match
+ * (res->match_id): the models are found in the run's models table by path
+ * (relative to the run directory, as stored). A net that is not registered
+ * plays under its file name (engine_a / opponent; no cycle, not on the
+ * ladder). Returns 0, or -1 with err (unreadable weights, nets with other
+ * input features, database failure; the games finished before a failure
+ * stay stored under the unfinished row).
  */
 int sp_eval_run(const char *run_dir, const char *model_a_path, const char *model_b_path,
                 const sp_eval_config_t *cfg, sp_eval_result_t *res, char *err, size_t errlen);

@@ -1,7 +1,9 @@
 /* test_eval.c - the in-loop evaluation (selfplay/eval.h) with tiny random
  * nets: the games finish, W + D + L = games, colours alternate, the result
  * does not depend on the number of threads, the match and its games are
- * stored in the run database, and the ladder chains the cycles. Bad inputs
+ * stored in the run database (a row opened first, games as they end, W/D/L
+ * and Elo at the end: every row agrees with its games), and the ladder
+ * chains the cycles. Bad inputs
  * fail with a message that names the file. */
 #include "engine/encode.h"
 #include "nn/net.h"
@@ -126,13 +128,31 @@ int main(void) {
     CHECK(sp_eval_cycles(g_dir, 5, 0, &cfg, &r, err, sizeof err) != 0 && strstr(err, "cycle 5"));
 
     /* A net that is not registered: its games are stored under a matches row
-     * with no model (the session's row, players named), not rated in the ladder. */
+     * with no model (players named by file), not rated in the ladder. */
     CHECK(sp_eval_match(g_dir, "models/cycle-0007.safetensors", "models/cycle-0000.safetensors", 2, 4, 1, &r, err,
                         sizeof err) == 0);
-    CHECK(r.match_id == 0 && r.cycle_a == -1 && r.cycle_b == 0 && r.games == 2);
+    CHECK(r.match_id > 0 && r.cycle_a == -1 && r.cycle_b == 0 && r.games == 2);
     CHECK(t_sql_int(dbp, "SELECT count(*) FROM matches") == 4);
     CHECK(t_sql_int(dbp, "SELECT count(*) FROM games WHERE match_id = "
                          "(SELECT id FROM matches WHERE model_a IS NULL AND engine_a <> '')") == 2);
+    char q[200];
+    snprintf(q, sizeof q, "SELECT count(*) FROM matches WHERE id = %lld AND model_a IS NULL AND cycle IS NULL AND "
+                          "engine_a = 'cycle-0007.safetensors' AND model_b IS NOT NULL", (long long)r.match_id);
+    CHECK(t_sql_int(dbp, q) == 1);
+    /* A net against its own file: the players are told apart, so the row's
+     * W/D/L follow the games. */
+    CHECK(sp_eval_match(g_dir, "models/cycle-0001.safetensors", "models/cycle-0001.safetensors", 2, 4, 3, &r, err,
+                        sizeof err) == 0);
+    snprintf(q, sizeof q, "SELECT count(*) FROM games WHERE match_id = %lld AND (black LIKE '%% (a)' OR "
+                          "white LIKE '%% (a)')", (long long)r.match_id);
+    CHECK(r.match_id > 0 && t_sql_int(dbp, q) == 2);
+    /* Every row is finished: as many games as W + D + L (the totals the games
+     * added up to while the match ran), and an Elo. */
+    CHECK(t_sql_int(dbp, "SELECT count(*) FROM matches m WHERE elo IS NULL OR wins + draws + losses <> "
+                         "(SELECT count(*) FROM games g WHERE g.match_id = m.id)") == 0);
+    CHECK(t_sql_int(dbp, "SELECT count(*) FROM matches m WHERE wins <> (SELECT count(*) FROM games g WHERE "
+                         "g.match_id = m.id AND ((g.black = m.engine_a AND g.result = 1) OR "
+                         "(g.white = m.engine_a AND g.result = -1)))") == 0);
 
     /* Failures name the file. */
     err[0] = 0;
