@@ -6,7 +6,7 @@
  * schedule (openings, colours, concurrency), CSA records, the summary.
  * Does not own: any rule (selfplay/referee.h judges every move with
  * engine/rules.h), the Elo formulas (referee.h), the database (data/db.h;
- * match games go through ref_store_game).
+ * match games go through ref_store_match_game).
  *
  * Engine commands are split into words at spaces; "double" or 'single'
  * quotes group words (no other escapes, no shell). Each engine gets
@@ -28,15 +28,22 @@
  * (illegal action) and is restarted for the next game; one that cannot be
  * (re)started stops the match (exit status 1) after the games in progress.
  * Ctrl-C: the games in progress are abandoned (not recorded); the ones
- * finished are summarised and recorded.
+ * finished are summarised, and recorded as they ended.
  *
- * Records: every finished game goes to match_games of the database given
- * (--db FILE or --run DIR) and to DIR/game-NNNN.csa (--csa-dir). A matches
- * row (W/D/L and trinomial Elo) needs one side to be a net of that run
- * (--cycle1/--cycle2: schema v1's matches.model_a references models); it is
- * written from that net's side, the other engine named by its id name.
+ * Records: with --db FILE or --run DIR, one matches row, opened when the
+ * first game ends, and every game stored under it the moment it ends (so a
+ * match killed midway keeps every game it finished); when the match has
+ * played all its games the row gets its W/D/L and trinomial Elo. A row
+ * without Elo is a match that did not finish (killed, Ctrl-C, an engine
+ * that could not be started): its W/D/L still count its stored games. The
+ * row is from player A's side: the net of the run given by --cycle1/--cycle2
+ * (engine1's if both), else engine1; the other engine is named by its id
+ * name. Every game also goes to DIR/game-NNNN.csa (--csa-dir).
  * The move limit counts as engine/rules.h does, from the start position's
  * move number (an opening SFEN at ply 31 has 30 moves counted already).
+ * Threads: one per concurrent game slot (--concurrency); the database
+ * connection is shared by them under the match's mutex (one SQLite call at
+ * a time), the row opened by whichever slot finishes a game first.
  * Built as build/tools/usi-match.
  */
 #include <ctype.h>
@@ -223,12 +230,13 @@ typedef struct {
     char **openings; /* NULL: startpos */
     int32_t n_openings;
     game_out_t *out;
-    compat_mutex_t mu; /* next, fatal, db, printing */
+    compat_mutex_t mu; /* next, fatal, db, row, printing */
     int32_t next;
     int fatal;
     char fatal_msg[600];
     db_t *db;
-    char session[128];
+    db_match_t row;    /* the matches row (row.id 0 until the first game is stored) */
+    int side;          /* player A of the row: 0 engine1, 1 engine2 */
     char names[2][NAME_MAX_]; /* engine names, from the first slot that started them */
 } match_t;
 
@@ -409,6 +417,33 @@ static int read_bestmove(engine_t *e, int64_t timeout_ms, char *mv, size_t mvlen
     }
 }
 
+/* "engineK: <name>", the players' names in the games and the matches row. */
+static void player_name(const match_t *m, int k, char *buf, size_t len) {
+    msgf(buf, len, "engine%d: %s", k + 1, m->names[k][0] ? m->names[k] : m->cfg->eng[k].cmd);
+}
+
+/* Stores finished game gi (under m->mu), opening the matches row first if
+ * this is the first game to end. A failure is reported; the match goes on. */
+static void store_game(match_t *m, int32_t gi, const ref_game_t *g, int e1_black) {
+    char names[2][NAME_MAX_ + 16];
+    player_name(m, 0, names[0], sizeof names[0]);
+    player_name(m, 1, names[1], sizeof names[1]);
+    if (m->row.id == 0) {
+        db_match_t *r = &m->row; /* the rest was set up by main */
+        int a = m->side;
+        msgf(r->engine_a, sizeof r->engine_a, "%s", names[a]);
+        msgf(r->engine_b, sizeof r->engine_b, "%s", names[1 - a]);
+        msgf(r->opponent, sizeof r->opponent, "%s", m->names[1 - a][0] ? m->names[1 - a] : m->cfg->eng[1 - a].cmd);
+        if (db_match_begin(m->db, r) != DB_OK) {
+            fprintf(stderr, "usi-match: game %d not stored: %s\n", gi + 1, db_errmsg(m->db));
+            r->id = 0;
+            return;
+        }
+    }
+    if (ref_store_match_game(m->db, m->row.id, g, names[e1_black ? 0 : 1], names[e1_black ? 1 : 0]) != DB_OK)
+        fprintf(stderr, "usi-match: game %d not stored: %s\n", gi + 1, db_errmsg(m->db));
+}
+
 /* Plays game gi with the slot's engines (eng[0] = engine1). Returns 0, or -1
  * when the game was abandoned (Ctrl-C, an engine that cannot start). */
 static int play_game(match_t *m, engine_t eng[2], int32_t gi, ref_game_t *g, int64_t *times_ms) {
@@ -525,13 +560,7 @@ static int play_game(match_t *m, engine_t eng[2], int32_t gi, ref_game_t *g, int
         fprintf(stderr, "usi-match: %s\n", err);
     compat_mutex_lock(&m->mu);
     o->done = 1;
-    if (m->db) {
-        char bn[NAME_MAX_ + 16], wn[NAME_MAX_ + 16];
-        msgf(bn, sizeof bn, "engine%d: %s", e1_black ? 1 : 2, black);
-        msgf(wn, sizeof wn, "engine%d: %s", e1_black ? 2 : 1, white);
-        if (ref_store_game(m->db, m->session, g, bn, wn) != DB_OK)
-            fprintf(stderr, "usi-match: game %d not stored: %s\n", gi + 1, db_errmsg(m->db));
-    }
+    if (m->db) store_game(m, gi, g, e1_black);
     if (!cfg->quiet) {
         const char *score = g->winner == COLOR_BLACK ? "1-0" : g->winner == COLOR_WHITE ? "0-1" : "1/2";
         printf("game %d/%d: %s (black) vs %s (white): %s, %s, %d plies - %s\n", gi + 1, cfg->games,
@@ -580,7 +609,7 @@ static void usage(FILE *out) {
             "  --max-ply N                   draw after move N, counted from the SFEN's move number\n"
             "                                (default 320; 0 = none)\n"
             "  --concurrency K               games at once (default 1; each has its own engine processes)\n"
-            "  --db FILE | --run DIR         record the games (and a matches row) in FILE or DIR/koma.db\n"
+            "  --db FILE | --run DIR         record the match in FILE or DIR/koma.db, each game as it ends\n"
             "  --cycle1 C, --cycle2 C        the engine plays the net of cycle C of that run (for the matches row)\n"
             "  --csa-dir DIR                 write DIR/game-NNNN.csa (CSA v2.2) for every game\n"
             "  --engine-stderr FILE          engines' stderr appended to FILE ('' discards; default: ours)\n"
@@ -786,10 +815,15 @@ int main(int argc, char **argv) {
             }
             have_model[k] = 1;
         }
-        char stamp[32];
-        time_t now = time(NULL);
-        fmt_time(stamp, sizeof stamp, now);
-        msgf(m.session, sizeof m.session, "usi-match %s pid %d", stamp, compat_getpid());
+        /* The row's fixed part; store_game opens it when the first game ends. */
+        m.side = have_model[0] ? 0 : have_model[1] ? 1 : 0;
+        m.row.cycle = have_model[m.side] ? model[m.side].cycle : -1;
+        m.row.model_a = have_model[m.side] ? model[m.side].id : 0;
+        m.row.model_b = have_model[1 - m.side] ? model[1 - m.side].id : 0;
+        char tc[96];
+        time_control_text(&cfg, tc, sizeof tc);
+        msgf(m.row.settings, sizeof m.row.settings, "usi-match %s, max_ply %d, %d games", tc, cfg.max_ply,
+             cfg.games);
     }
     m.out = calloc((size_t)cfg.games, sizeof *m.out);
     if (!m.out) {
@@ -844,35 +878,31 @@ int main(int argc, char **argv) {
         printf("\n");
     }
 
-    if (m.db && played > 0) {
-        int side = have_model[0] ? 0 : have_model[1] ? 1 : -1;
-        if (side < 0) {
-            printf("games recorded in match_games (session '%s'); no matches row: neither engine is a model of "
-                   "this run (--cycle1/--cycle2)\n",
-                   m.session);
-        } else {
-            db_match_t row;
-            memset(&row, 0, sizeof row);
-            int other = 1 - side;
-            row.cycle = model[side].cycle;
-            row.model_a = model[side].id;
-            row.model_b = have_model[other] ? model[other].id : 0;
-            msgf(row.opponent, sizeof row.opponent, "%s", m.names[other][0] ? m.names[other] : cfg.eng[other].cmd);
-            row.wins = side == 0 ? w : l;
-            row.losses = side == 0 ? l : w;
-            row.draws = d;
+    /* Every game was stored as it ended; a match that played all its games
+     * gets its totals (from A's side) and Elo, one that did not stays
+     * unfinished (no Elo). */
+    int complete = played == cfg.games && !m.fatal && !compat_stop_requested();
+    if (m.db && m.row.id > 0) {
+        db_match_t *row = &m.row;
+        if (complete) {
+            row->wins = m.side == 0 ? w : l;
+            row->losses = m.side == 0 ? l : w;
+            row->draws = d;
             ref_elo_t re;
-            ref_elo_trinomial(row.wins, row.draws, row.losses, &re);
-            row.elo = re.elo, row.elo_lo = re.elo_lo, row.elo_hi = re.elo_hi;
-            char tc[96];
-            time_control_text(&cfg, tc, sizeof tc);
-            msgf(row.settings, sizeof row.settings, "usi-match %s, max_ply %d", tc, cfg.max_ply);
-            if (db_match_insert(m.db, &row) != DB_OK || ref_store_attach(m.db, m.session, row.id) != DB_OK) {
+            ref_elo_trinomial(row->wins, row->draws, row->losses, &re);
+            row->elo = re.elo, row->elo_lo = re.elo_lo, row->elo_hi = re.elo_hi;
+            if (db_match_finish(m.db, row) != DB_OK) {
                 fprintf(stderr, "usi-match: %s\n", db_errmsg(m.db));
+                if (!m.fatal) msgf(m.fatal_msg, sizeof m.fatal_msg, "the match's row was not finished");
                 m.fatal = 1;
+            } else if (row->cycle >= 0) {
+                printf("recorded as match %lld (cycle %d)\n", (long long)row->id, row->cycle);
             } else {
-                printf("recorded as match %lld (cycle %d)\n", (long long)row.id, row.cycle);
+                printf("recorded as match %lld\n", (long long)row->id);
             }
+        } else {
+            printf("recorded as match %lld, unfinished (%d of %d games; no Elo)\n", (long long)row->id, played,
+                   cfg.games);
         }
     }
     if (m.fatal) fprintf(stderr, "usi-match: %s\n", m.fatal_msg[0] ? m.fatal_msg : "failed");

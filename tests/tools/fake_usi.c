@@ -7,7 +7,7 @@
  * "info string fake: bad position ..." to stderr and exits 9).
  *
  *   fake_usi [--name NAME] [--seed N] [--script S] [--declare] [--log FILE]
- *            [--require-option NAME=VALUE] [--stop-answers]
+ *            [--require-option NAME=VALUE] [--stop-answers] [--hang-from-game N]
  *
  * --script: comma-separated actions for this engine's own moves of every
  * game, in order; after the last one it plays random moves:
@@ -22,6 +22,8 @@
  * --declare: claims the declaration win whenever the rules allow it.
  * --log: appends every command received to FILE.
  * --require-option: exits 5 at isready unless that setoption came.
+ * --hang-from-game: from this process's N-th game (usinewgame) on, never
+ *   answers go (a match to be killed midway).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -96,13 +98,14 @@ static void random_move(char *out) {
 
 int main(int argc, char **argv) {
     const char *name = "fake", *log_path = NULL, *required = NULL;
-    int declare = 0, stop_answers = 0, got_required = 0;
+    int declare = 0, stop_answers = 0, got_required = 0, hang_from = 0;
     uint64_t seed = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--name") && i + 1 < argc) name = argv[++i];
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--declare")) declare = 1;
         else if (!strcmp(argv[i], "--stop-answers")) stop_answers = 1;
+        else if (!strcmp(argv[i], "--hang-from-game") && i + 1 < argc) hang_from = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--log") && i + 1 < argc) log_path = argv[++i];
         else if (!strcmp(argv[i], "--require-option") && i + 1 < argc) required = argv[++i];
         else if (!strcmp(argv[i], "--script") && i + 1 < argc) {
@@ -154,6 +157,7 @@ int main(int argc, char **argv) {
             const char *act = own < nscript ? script[own] : "random";
             own++;
             if (declare && rules_can_declare(&pos)) act = "win";
+            if (hang_from > 0 && games >= hang_from) act = "hang";
             if (!strcmp(act, "crash")) return 3;
             if (!strcmp(act, "hang")) {
                 hanging = 1;

@@ -3,7 +3,9 @@
  * every game in games under the matches row (engine1 registered as the
  * net of cycle 0), CSA files that parse back and replay legally to the same
  * moves as the database, the USI commands the engines received (byoyomi
- * and Fischer clocks, isready/usinewgame/gameover), and the Elo printed.
+ * and Fischer clocks, isready/usinewgame/gameover), and the Elo printed;
+ * usi-match killed midway keeps the games it finished under an unfinished
+ * matches row (no Elo), and a match played to its end is rated.
  *
  *   test_usi_match USI_MATCH FAKE_USI
  */
@@ -109,6 +111,8 @@ static void test_match(void) {
     if (nm == 1) {
         CHECK(ms[0].wins + ms[0].draws + ms[0].losses == 4 && ms[0].games == 4);
         CHECK_NEAR(ms[0].elo, e.elo, 1e-9);
+        CHECK(ms[0].elo_lo == e.elo_lo && ms[0].elo_hi == e.elo_hi);
+        CHECK(strcmp(ms[0].engine_a, "engine1: alpha") == 0 && strcmp(ms[0].engine_b, "engine2: beta") == 0);
         CHECK(strstr(ms[0].settings, "byoyomi 500") != NULL);
     }
     free(ms);
@@ -153,6 +157,118 @@ static void test_match(void) {
     CHECK(count_lines(t_path("alpha.log"), "quit") == 2);
 }
 
+/* A database with one model, registered as cycle 0. */
+static void make_model_db(const char *path) {
+    char err[DB_ERR_MAX];
+    db_t *db = NULL;
+    KOMA_ASSERT(db_open(path, 0, &db, err, sizeof err) == DB_OK);
+    db_model_t m;
+    memset(&m, 0, sizeof m);
+    m.cycle = 0;
+    strcpy(m.path, "models/cycle-0000.safetensors");
+    strcpy(m.xxh3, "0123456789abcdef");
+    m.loss_policy = m.loss_value = m.loss_legal = m.loss_total = NAN;
+    KOMA_ASSERT(db_model_insert(db, &m) == DB_OK);
+    db_close(db);
+}
+
+/* W/D/L of player `a` (a games.black / games.white name) over the games of a match. */
+static void wdl_of(db_t *db, int64_t match_id, const char *a, int *w, int *d, int *l, int *n) {
+    db_game_list_t gl;
+    *w = *d = *l = *n = 0;
+    CHECK(db_match_games_list(db, match_id, &gl) == DB_OK);
+    for (int64_t i = 0; i < gl.n; i++) {
+        const db_game_t *g = &gl.games[i];
+        CHECK(strcmp(g->black, a) == 0 || strcmp(g->white, a) == 0);
+        int r = strcmp(g->black, a) == 0 ? g->result : -g->result;
+        *w += r > 0, *d += r == 0, *l += r < 0;
+        (*n)++;
+    }
+    db_game_list_free(&gl);
+}
+
+/* usi-match killed (compat_proc_kill) in its third game: the two games it
+ * finished are in the database under its matches row, which has no Elo
+ * (unfinished) and the W/D/L of those games. engine2 is the run's net
+ * (--cycle2), so the row is from engine2's side. Then the same match played
+ * to its end: a row with the W/D/L and Elo the whole match gives, as usi-match
+ * recorded it when it stored the match at its end. */
+static void test_killed(void) {
+    const char *dbp = t_path("killed.db");
+    make_model_db(dbp);
+    char e1[1200], e2[1200], err[DB_ERR_MAX];
+    /* engine1 resigns at its second move: engine2 (A) wins every game. */
+    snprintf(e1, sizeof e1, "\"%s\" --name alpha --seed 21 --script random,resign", g_fake);
+    snprintf(e2, sizeof e2, "\"%s\" --name beta --seed 22 --hang-from-game 3", g_fake);
+    const char *argv[] = {g_match, "--engine1", e1, "--engine2", e2, "--games", "6", "--byoyomi", "60000",
+                          "--max-ply", "60", "--db", dbp, "--cycle2", "0", "--engine-stderr", "", NULL};
+    compat_proc_t *p = compat_proc_spawn(argv, NULL, err, sizeof err);
+    if (!p) fprintf(stderr, "%s\n", err);
+    CHECK(p != NULL);
+    if (!p) return;
+    /* Each game's line is printed after the game is stored. */
+    char line[4096];
+    int ended = 0;
+    while (ended < 2) {
+        int32_t n = compat_proc_read_line(p, line, sizeof line, 60000);
+        if (n < 0) break;
+        fprintf(stderr, "usi-match: %s\n", line);
+        ended += strncmp(line, "game ", 5) == 0;
+    }
+    CHECK(ended == 2);
+    compat_proc_kill(p);
+    int status = 0;
+    CHECK(compat_proc_wait(p, 10000, &status) == 0 && status != 0);
+    compat_proc_free(p);
+
+    db_t *db = NULL;
+    KOMA_ASSERT(db_open(dbp, 0, &db, err, sizeof err) == DB_OK);
+    db_match_t *ms = NULL;
+    int32_t nm = 0;
+    CHECK(db_matches_list(db, -1, &ms, &nm) == DB_OK && nm == 1);
+    int64_t killed_id = nm == 1 ? ms[0].id : 0;
+    if (nm == 1) {
+        const db_match_t *m = &ms[0];
+        CHECK(m->games == 2 && isnan(m->elo) && isnan(m->elo_lo) && isnan(m->elo_hi));
+        CHECK(m->cycle == 0 && m->model_a > 0 && m->model_b == 0 && strcmp(m->opponent, "alpha") == 0);
+        CHECK(strcmp(m->engine_a, "engine2: beta") == 0 && strcmp(m->engine_b, "engine1: alpha") == 0);
+        CHECK(strstr(m->settings, "6 games") != NULL);
+        int w, d, l, n;
+        wdl_of(db, m->id, m->engine_a, &w, &d, &l, &n);
+        CHECK(n == 2 && m->wins == w && m->draws == d && m->losses == l);
+        CHECK(w == 2);
+    }
+    free(ms);
+    /* Not on the ladder: it has no Elo. */
+    ref_ladder_point_t *pts = NULL;
+    int32_t np = 0;
+    CHECK(ref_elo_ladder(db, &pts, &np) == DB_OK && np == 0);
+    free(pts);
+    db_close(db);
+
+    /* The whole match, played to its end. */
+    snprintf(e2, sizeof e2, "\"%s\" --name beta --seed 22", g_fake);
+    argv[6] = "4";
+    CHECK(t_run(argv) == 0);
+    KOMA_ASSERT(db_open(dbp, DB_OPEN_READONLY, &db, err, sizeof err) == DB_OK);
+    CHECK(db_matches_list(db, -1, &ms, &nm) == DB_OK && nm == 2);
+    if (nm == 2) {
+        CHECK(ms[0].id == killed_id && ms[0].games == 2 && isnan(ms[0].elo)); /* kept as it was */
+        const db_match_t *m = &ms[1];
+        int w, d, l, n;
+        wdl_of(db, m->id, "engine2: beta", &w, &d, &l, &n);
+        CHECK(n == 4 && m->games == 4 && m->wins == w && m->draws == d && m->losses == l && w == 4);
+        CHECK(m->cycle == 0 && m->model_a > 0 && m->model_b == 0 && strcmp(m->engine_a, "engine2: beta") == 0);
+        ref_elo_t e;
+        ref_elo_trinomial(w, d, l, &e);
+        CHECK(isfinite(m->elo));
+        CHECK_NEAR(m->elo, e.elo, 1e-9);
+        CHECK(m->elo_lo == e.elo_lo && m->elo_hi == e.elo_hi);
+    }
+    free(ms);
+    db_close(db);
+}
+
 /* Fischer clocks from the start position: the go commands count down. */
 static void test_fischer(void) {
     char e1[1200], e2[1200];
@@ -193,6 +309,7 @@ int main(int argc, char **argv) {
     g_fake = argv[2];
     t_scratch("test_usi_match");
     test_match();
+    test_killed();
     test_fischer();
     int rc = t_done("test_usi_match");
     if (rc == 0) t_rm_rf(g_dir);
