@@ -153,13 +153,16 @@ typedef struct {
  * run gives elo[a] = elo[b] + difference; cycle 0 is 0. The interval widens
  * along the chain: each side's half-width is the root of the sum of the
  * squared half-widths (independent matches). Cycles that chain to no rated
- * cycle are left out, and so are matches against external engines. Points
+ * cycle are left out, and so are matches against external engines and
+ * unfinished ones (no Elo: data/db.h, db_match_begin). Points
  * in increasing cycle order; *out malloc'ed (free()), *n may be 0 (no match
  * yet: not even cycle 0 is listed). */
 db_status_t ref_elo_ladder(db_t *db, ref_ladder_point_t **out, int32_t *n);
 
 /* ---- match games in the run database --------------------------------------------
- * Match games are games rows of a matches row (data/db.h, schema v2). */
+ * Match games are games rows of a matches row (data/db.h, schema v2): the
+ * caller opens the row (db_match_begin), stores each game with the call
+ * below as it ends, and finishes the row (db_match_finish). */
 
 /* Stores finished game g of match match_id (db_match_begin) with the players'
  * names black and white (NULL = ""), its end reason and detail, in one
@@ -167,19 +170,5 @@ db_status_t ref_elo_ladder(db_t *db, ref_ladder_point_t **out, int32_t *n);
  * two names (see db_match_game_insert). */
 db_status_t ref_store_match_game(db_t *db, int64_t match_id, const ref_game_t *g, const char *black,
                                  const char *white);
-
-/* The same for callers that open no matches row before the first game and
- * name their invocation instead (`session`, e.g. "usi-match 20240101T120000
- * pid 42"): the session's first game opens a matches row with no model
- * (engine_a / engine_b = the two names in strcmp order, opponent =
- * engine_b, settings = session), and after every game the row gets the
- * session's W/D/L and trinomial Elo from engine_a's side. A match of two
- * outside engines (or a killed one) stays on record that way. */
-db_status_t ref_store_game(db_t *db, const char *session, const ref_game_t *g, const char *black,
-                           const char *white);
-/* Moves the games of session to matches row match_id (the caller's row with
- * the totals from its own side) and deletes the session's row. DB_OK when
- * the session stored no game. */
-db_status_t ref_store_attach(db_t *db, const char *session, int64_t match_id);
 
 #endif

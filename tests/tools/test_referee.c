@@ -2,8 +2,9 @@
  * usi-match with scripted fake engines: illegal and unreadable moves lose,
  * fourfold repetition draws, perpetual check loses for the checker, a false
  * declaration loses and a true one wins, resignation, the move limit,
- * time-outs, crashes, and the CSA ending of each; match games stored as
- * games rows of a matches row (a session's row, joined to the caller's).
+ * time-outs, crashes, and the CSA ending of each; match games stored one
+ * by one as games rows of a matches row, W/D/L following them, no Elo until
+ * the row is finished.
  *
  *   test_referee USI_MATCH FAKE_USI
  */
@@ -147,38 +148,47 @@ static void test_store(void) {
     mod.loss_policy = mod.loss_value = mod.loss_legal = mod.loss_total = NAN;
     CHECK(db_model_insert(db, &mod) == DB_OK);
 
+    /* A match as usi-match records it: the row first (A = the net of the
+     * run, named as in its games), then each game as it ends. */
+    db_match_t row;
+    memset(&row, 0, sizeof row);
+    row.cycle = 0;
+    row.model_a = mod.id;
+    snprintf(row.engine_a, sizeof row.engine_a, "engine1: x");
+    snprintf(row.engine_b, sizeof row.engine_b, "engine2: y");
+    snprintf(row.opponent, sizeof row.opponent, "y");
+    snprintf(row.settings, sizeof row.settings, "usi-match byoyomi 100, 3 games");
+    CHECK(db_match_begin(db, &row) == DB_OK && row.id > 0);
     /* White resigns after 7g7f: Black wins. Played twice, colours swapped. */
     ref_game_t *g = start("startpos moves 7g7f", 320);
     ref_game_resign(g);
-    CHECK(ref_store_game(db, "sess 1", g, "engine2: y", "engine1: x") == DB_OK);
-    CHECK(ref_store_game(db, "sess 1", g, "engine1: x", "engine2: y") == DB_OK);
+    CHECK(ref_store_match_game(db, row.id, g, "engine2: y", "engine1: x") == DB_OK);
+    CHECK(ref_store_match_game(db, row.id, g, "engine1: x", "engine2: y") == DB_OK);
     g = start("startpos", 4);
     play_all(g, "7g7f 3c3d 2g2f 8c8d");
-    CHECK(ref_store_game(db, "sess 1", g, "engine2: y", "engine1: x") == DB_OK);
-    /* One matches row for the session, no model, the players in strcmp
-     * order, W/D/L and Elo from engine_a's side after every game. */
+    CHECK(ref_store_match_game(db, row.id, g, "engine2: y", "engine1: x") == DB_OK);
+    /* W/D/L from engine_a's side after every game; no Elo until finished. */
     db_match_t *ms = NULL;
     int32_t n = 0;
     CHECK(db_matches_list(db, -1, &ms, &n) == DB_OK && n == 1);
-    int64_t sess = 0;
     if (n == 1) {
-        sess = ms[0].id;
-        CHECK(ms[0].model_a == 0 && ms[0].model_b == 0 && ms[0].cycle == -1 && ms[0].games == 3);
+        CHECK(ms[0].model_a == mod.id && ms[0].model_b == 0 && ms[0].cycle == 0 && ms[0].games == 3);
         CHECK(strcmp(ms[0].engine_a, "engine1: x") == 0 && strcmp(ms[0].engine_b, "engine2: y") == 0);
-        CHECK(strcmp(ms[0].opponent, "engine2: y") == 0 && strcmp(ms[0].settings, "sess 1") == 0);
-        CHECK(ms[0].wins == 1 && ms[0].draws == 1 && ms[0].losses == 1);
-        CHECK_NEAR(ms[0].elo, 0.0, 1e-9);
-        CHECK(isfinite(ms[0].elo_lo) && ms[0].elo_lo < 0 && ms[0].elo_hi > 0);
+        CHECK(ms[0].wins == 1 && ms[0].draws == 1 && ms[0].losses == 1 && isnan(ms[0].elo));
     }
     free(ms);
+    ref_ladder_point_t *pts = NULL;
+    int32_t np = 0;
+    CHECK(ref_elo_ladder(db, &pts, &np) == DB_OK && np == 0);
+    free(pts);
     db_game_list_t gl;
-    CHECK(db_match_games_list(db, sess, &gl) == DB_OK && gl.n == 3);
+    CHECK(db_match_games_list(db, row.id, &gl) == DB_OK && gl.n == 3);
     if (gl.n == 3) { /* in the order stored */
         CHECK(strcmp(gl.games[0].black, "engine2: y") == 0 && strcmp(gl.games[0].white, "engine1: x") == 0);
         CHECK(gl.games[0].result == DB_RESULT_BLACK_WIN && gl.games[0].reason == DB_REASON_RESIGN);
         CHECK(gl.games[0].plies == 1 && strcmp(gl.games[0].moves, "7g7f") == 0);
         CHECK(strcmp(gl.games[0].start_sfen, "startpos") == 0 && strstr(gl.games[0].detail, "resigned"));
-        CHECK(gl.games[0].id < 0 && gl.games[0].shard_id == 0 && gl.games[0].match_id == sess);
+        CHECK(gl.games[0].id < 0 && gl.games[0].shard_id == 0 && gl.games[0].match_id == row.id);
         CHECK(gl.games[2].reason == DB_REASON_MAX_PLY && gl.games[2].result == DB_RESULT_DRAW &&
               gl.games[2].plies == 4);
     }
@@ -186,22 +196,15 @@ static void test_store(void) {
     db_summary_t sum;
     CHECK(db_summary(db, &sum) == DB_OK && sum.games == 0 && sum.match_games == 3 && sum.matches == 1);
     CHECK(sum.match_reasons[DB_REASON_RESIGN] == 2 && sum.match_reasons[DB_REASON_MAX_PLY] == 1);
-
-    /* The caller's own row (a model of the run) takes the session's games. */
-    db_match_t row;
-    memset(&row, 0, sizeof row);
-    row.cycle = 0;
-    row.model_a = mod.id;
+    /* Finished: the same totals, and the Elo. */
+    ref_elo_t e;
+    ref_elo_trinomial(1, 1, 1, &e);
     row.wins = row.draws = row.losses = 1;
-    row.elo = row.elo_lo = row.elo_hi = NAN;
-    snprintf(row.opponent, sizeof row.opponent, "y");
-    CHECK(db_match_insert(db, &row) == DB_OK);
-    CHECK(ref_store_attach(db, "sess 1", row.id) == DB_OK);
-    CHECK(db_matches_list(db, -1, &ms, &n) == DB_OK && n == 1);
-    if (n == 1) CHECK(ms[0].id == row.id && ms[0].games == 3 && ms[0].wins == 1 && ms[0].model_a == mod.id);
-    free(ms);
-    CHECK(db_match_get(db, sess, &row) == DB_NOTFOUND);
-    CHECK(ref_store_attach(db, "no such session", 1) == DB_OK);
+    row.elo = e.elo, row.elo_lo = e.elo_lo, row.elo_hi = e.elo_hi;
+    CHECK(db_match_finish(db, &row) == DB_OK);
+    CHECK(db_match_get(db, row.id, &row) == DB_OK && row.games == 3 && row.wins == 1);
+    CHECK_NEAR(row.elo, 0.0, 1e-9);
+    CHECK(isfinite(row.elo_lo) && row.elo_lo < 0 && row.elo_hi > 0);
 
     /* The id-based call, for a match opened with db_match_begin. */
     db_match_t m;
