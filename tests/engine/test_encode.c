@@ -18,29 +18,10 @@
 #include "engine/encode.h"
 #include "engine/movegen.h"
 #include "engine/sfen.h"
+#include "tests/koma_test.h"
 #include "sfen_mirror.h"
 
-static int failures = 0;
-#define CHECK(cond, ...)                                                                                               \
-    do {                                                                                                               \
-        if (!(cond)) {                                                                                                 \
-            if (failures < 30) {                                                                                       \
-                fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond);                               \
-                fprintf(stderr, __VA_ARGS__);                                                                          \
-                fputc('\n', stderr);                                                                                   \
-            }                                                                                                          \
-            failures++;                                                                                                \
-        }                                                                                                              \
-    } while (0)
-
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static uint64_t rng_next(void) {
-    uint64_t x = rng_state;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return rng_state = x;
-}
 
 static const char *START_SFENS[] = {
     "startpos",
@@ -92,7 +73,8 @@ static void encode_reference(const Position *pos, uint8_t *packed, float *hand) 
             for (PieceType pt = PT_PAWN; pt <= PT_DRAGON; pt++)
                 if (by_type[pt][sq]) set_bit(packed, (base + 14 + pt - 1) * 81 + v);
             if (count[sq] != bb_popcount(pos_attackers_to(pos, c, sq, occ)))
-                CHECK(0, "attack count %d != attackers_to %d", count[sq], bb_popcount(pos_attackers_to(pos, c, sq, occ)));
+                CHECKF(0, "attack count %d != attackers_to %d", count[sq],
+                       bb_popcount(pos_attackers_to(pos, c, sq, occ)));
             for (int k = 1; k <= 3; k++)
                 if (count[sq] >= k) set_bit(packed, (base + 28 + k - 1) * 81 + v);
             if (pc != PIECE_NONE && piece_color(pc) == c && piece_type(pc) != PT_KING) {
@@ -135,10 +117,10 @@ static void check_position(const Position *pos, bool with_reference) {
     encode_legal_mask(pos, mask);
     int mask_bits = 0;
     for (int i = 0; i < ENC_LEGAL_BYTES; i++) mask_bits += compat_popcount32(mask[i]);
-    CHECK(mask_bits == list.n, "%s: mask has %d bits, %d legal moves", sfen, mask_bits, list.n);
+    CHECKF(mask_bits == list.n, "%s: mask has %d bits, %d legal moves", sfen, mask_bits, list.n);
     uint8_t mask_l[ENC_LEGAL_BYTES];
     encode_legal_mask_list(pos, &list, mask_l);
-    CHECK(memcmp(mask, mask_l, sizeof mask) == 0, "%s: mask from the move list differs", sfen);
+    CHECKF(memcmp(mask, mask_l, sizeof mask) == 0, "%s: mask from the move list differs", sfen);
 
     for (int32_t i = 0; i < list.n; i++) {
         Move m = list.moves[i];
@@ -149,36 +131,36 @@ static void check_position(const Position *pos, bool with_reference) {
         if (move_is_drop(m)) drops_seen++;
         if (move_is_promote(m)) promos_seen++;
         if (l < 0 || l >= ENC_LABEL_NB) {
-            CHECK(0, "%s: move %s label %d out of range", sfen, u, l);
+            CHECKF(0, "%s: move %s label %d out of range", sfen, u, l);
             continue;
         }
-        CHECK(stamp[l] != stamp_id, "%s: move %s shares label %d with another legal move", sfen, u, l);
+        CHECKF(stamp[l] != stamp_id, "%s: move %s shares label %d with another legal move", sfen, u, l);
         stamp[l] = stamp_id;
-        CHECK(encode_label_move(pos, l) == m, "%s: label %d of %s decodes to %04x", sfen, l, u,
-              encode_label_move(pos, l));
-        CHECK(encode_bit(mask, l), "%s: legal move %s (label %d) missing from the mask", sfen, u, l);
+        CHECKF(encode_label_move(pos, l) == m, "%s: label %d of %s decodes to %04x", sfen, l, u,
+               encode_label_move(pos, l));
+        CHECKF(encode_bit(mask, l), "%s: legal move %s (label %d) missing from the mask", sfen, u, l);
     }
     /* Every other label decodes to nothing. */
     for (int32_t l = 0; l < ENC_LABEL_NB; l++) {
         if (stamp[l] == stamp_id) continue;
         Move m = encode_label_move(pos, l);
-        CHECK(m == MOVE_NONE, "%s: label %d without a legal move decodes to %04x", sfen, l, m);
-        CHECK(!encode_bit(mask, l), "%s: mask bit %d set without a legal move", sfen, l);
+        CHECKF(m == MOVE_NONE, "%s: label %d without a legal move decodes to %04x", sfen, l, m);
+        CHECKF(!encode_bit(mask, l), "%s: mask bit %d set without a legal move", sfen, l);
     }
-    for (int i = ENC_LABEL_NB; i < ENC_LEGAL_BYTES * 8; i++) CHECK(!encode_bit(mask, i), "mask tail bit %d set", i);
+    for (int i = ENC_LABEL_NB; i < ENC_LEGAL_BYTES * 8; i++) CHECKF(!encode_bit(mask, i), "mask tail bit %d set", i);
 
     uint8_t packed[ENC_PACKED_BYTES];
     float hand[ENC_HAND];
     memset(packed, 0xAB, sizeof packed);
     encode_position(pos, packed, hand);
-    for (int i = ENC_PLANES * 81; i < ENC_PACKED_BYTES * 8; i++) CHECK(!encode_bit(packed, i), "plane tail bit %d", i);
+    for (int i = ENC_PLANES * 81; i < ENC_PACKED_BYTES * 8; i++) CHECKF(!encode_bit(packed, i), "plane tail bit %d", i);
 
     /* Colour-flipped mirror: same encoding, same labels for mirrored moves. */
     char fs[SFEN_MAX_LEN + 16], err[256];
     static Position mirror;
-    CHECK(mirror_sfen(sfen, fs, sizeof fs) == 0, "cannot flip %s", sfen);
+    CHECKF(mirror_sfen(sfen, fs, sizeof fs) == 0, "cannot flip %s", sfen);
     if (sfen_parse_cstr(&mirror, fs, err, sizeof err) != SFEN_OK) {
-        CHECK(0, "mirror of %s does not parse: %s (%s)", sfen, fs, err);
+        CHECKF(0, "mirror of %s does not parse: %s (%s)", sfen, fs, err);
     } else {
         mirrors_checked++;
         uint8_t packed2[ENC_PACKED_BYTES];
@@ -190,21 +172,21 @@ static void check_position(const Position *pos, bool with_reference) {
                 diff = i;
                 break;
             }
-        CHECK(diff < 0, "%s vs mirror %s: first differing bit %d (plane %d square %d)", sfen, fs, diff, diff / 81,
-              diff % 81);
-        CHECK(memcmp(hand, hand2, sizeof hand) == 0, "%s: mirror hand values differ", sfen);
+        CHECKF(diff < 0, "%s vs mirror %s: first differing bit %d (plane %d square %d)", sfen, fs, diff, diff / 81,
+               diff % 81);
+        CHECKF(memcmp(hand, hand2, sizeof hand) == 0, "%s: mirror hand values differ", sfen);
         MoveList list2;
         movegen_legal(&mirror, &list2);
-        CHECK(list2.n == list.n, "%s: mirror has %d legal moves, not %d", sfen, list2.n, list.n);
+        CHECKF(list2.n == list.n, "%s: mirror has %d legal moves, not %d", sfen, list2.n, list.n);
         for (int32_t i = 0; i < list.n; i++) {
             Move fm = flip_move(list.moves[i]);
-            CHECK(movegen_list_contains(&list2, fm), "%s: mirrored move not legal in the mirror", sfen);
-            CHECK(encode_move_label(&mirror, fm) == encode_move_label(pos, list.moves[i]),
-                  "%s: mirrored move has another label", sfen);
+            CHECKF(movegen_list_contains(&list2, fm), "%s: mirrored move not legal in the mirror", sfen);
+            CHECKF(encode_move_label(&mirror, fm) == encode_move_label(pos, list.moves[i]),
+                   "%s: mirrored move has another label", sfen);
         }
         uint8_t mask2[ENC_LEGAL_BYTES];
         encode_legal_mask(&mirror, mask2);
-        CHECK(memcmp(mask, mask2, sizeof mask) == 0, "%s: mirror legal mask differs", sfen);
+        CHECKF(memcmp(mask, mask2, sizeof mask) == 0, "%s: mirror legal mask differs", sfen);
     }
 
     if (with_reference) {
@@ -214,12 +196,12 @@ static void check_position(const Position *pos, bool with_reference) {
         encode_reference(pos, ref, rhand);
         for (int i = 0; i < ENC_PLANES * 81; i++)
             if (encode_bit(packed, i) != encode_bit(ref, i)) {
-                CHECK(0, "%s: plane %d square %d is %d, reference %d", sfen, i / 81, i % 81, encode_bit(packed, i),
-                      encode_bit(ref, i));
+                CHECKF(0, "%s: plane %d square %d is %d, reference %d", sfen, i / 81, i % 81, encode_bit(packed, i),
+                       encode_bit(ref, i));
                 break;
             }
         for (int j = 0; j < ENC_HAND; j++)
-            CHECK(fabsf(hand[j] - rhand[j]) < 1e-6f, "%s: hand[%d] %g, reference %g", sfen, j, hand[j], rhand[j]);
+            CHECKF(fabsf(hand[j] - rhand[j]) < 1e-6f, "%s: hand[%d] %g, reference %g", sfen, j, hand[j], rhand[j]);
     }
 }
 
@@ -232,55 +214,56 @@ static void test_fixed(void) {
     pos_set_startpos(&pos);
     /* Black 7g7f: UP to 7f. */
     Move m = move_from_usi(&pos, "7g7f", 4);
-    CHECK(encode_move_label(&pos, m) == 0 * 81 + usi_sq("7f"), "7g7f label %d", encode_move_label(&pos, m));
+    CHECKF(encode_move_label(&pos, m) == 0 * 81 + usi_sq("7f"), "7g7f label %d", encode_move_label(&pos, m));
     uint8_t packed[ENC_PACKED_BYTES];
     float hand[ENC_HAND];
     encode_position(&pos, packed, hand);
     /* Start position, Black to move: our pawns on rank g, theirs on rank c, our king on 5i. */
     for (int f = 0; f < 9; f++) {
-        CHECK(encode_bit(packed, (ENC_PLANE_US + ENC_OFF_PIECE + PT_PAWN - 1) * 81 + sq_make(f, 6)), "our pawn");
-        CHECK(encode_bit(packed, (ENC_PLANE_THEM + ENC_OFF_PIECE + PT_PAWN - 1) * 81 + sq_make(f, 2)), "their pawn");
+        CHECKF(encode_bit(packed, (ENC_PLANE_US + ENC_OFF_PIECE + PT_PAWN - 1) * 81 + sq_make(f, 6)), "our pawn");
+        CHECKF(encode_bit(packed, (ENC_PLANE_THEM + ENC_OFF_PIECE + PT_PAWN - 1) * 81 + sq_make(f, 2)), "their pawn");
     }
-    CHECK(encode_bit(packed, (ENC_PLANE_US + ENC_OFF_PIECE + PT_KING - 1) * 81 + usi_sq("5i")), "our king 5i");
-    CHECK(!encode_bit(packed, ENC_PLANE_IN_CHECK * 81), "start position is not check");
-    CHECK(encode_bit(packed, ENC_PLANE_ONES * 81 + 80), "ones plane");
+    CHECKF(encode_bit(packed, (ENC_PLANE_US + ENC_OFF_PIECE + PT_KING - 1) * 81 + usi_sq("5i")), "our king 5i");
+    CHECKF(!encode_bit(packed, ENC_PLANE_IN_CHECK * 81), "start position is not check");
+    CHECKF(encode_bit(packed, ENC_PLANE_ONES * 81 + 80), "ones plane");
     /* Every file has our pawn: no-pawn-file plane empty. */
-    for (int s = 0; s < 81; s++) CHECK(!encode_bit(packed, (ENC_PLANE_US + ENC_OFF_NO_PAWN_FILE) * 81 + s), "pawn files");
+    for (int s = 0; s < 81; s++)
+        CHECKF(!encode_bit(packed, (ENC_PLANE_US + ENC_OFF_NO_PAWN_FILE) * 81 + s), "pawn files");
 
     pos_do_move(&pos, m);
     /* White 3c3d is UP in White's view; destination 3d seen rotated is 7f. */
     Move w = move_from_usi(&pos, "3c3d", 4);
-    CHECK(encode_move_label(&pos, w) == 0 * 81 + usi_sq("7f"), "3c3d label %d", encode_move_label(&pos, w));
+    CHECKF(encode_move_label(&pos, w) == 0 * 81 + usi_sq("7f"), "3c3d label %d", encode_move_label(&pos, w));
     uint8_t packed_w[ENC_PACKED_BYTES];
     encode_position(&pos, packed_w, hand);
     /* White to move sees its own pawns on view rank g except the 7f pawn of Black... its own 3c pawn
      * appears at view 7g; Black's advanced 7f pawn appears at view 3d. */
-    CHECK(encode_bit(packed_w, (ENC_PLANE_US + ENC_OFF_PIECE + PT_PAWN - 1) * 81 + usi_sq("7g")), "white's 3c pawn");
-    CHECK(encode_bit(packed_w, (ENC_PLANE_THEM + ENC_OFF_PIECE + PT_PAWN - 1) * 81 + usi_sq("3d")),
-          "black's 7f pawn seen from white");
-    CHECK(!encode_bit(packed_w, (ENC_PLANE_THEM + ENC_OFF_PIECE + PT_PAWN - 1) * 81 + usi_sq("3c")),
-          "black's 7f pawn left view 3c");
+    CHECKF(encode_bit(packed_w, (ENC_PLANE_US + ENC_OFF_PIECE + PT_PAWN - 1) * 81 + usi_sq("7g")), "white's 3c pawn");
+    CHECKF(encode_bit(packed_w, (ENC_PLANE_THEM + ENC_OFF_PIECE + PT_PAWN - 1) * 81 + usi_sq("3d")),
+           "black's 7f pawn seen from white");
+    CHECKF(!encode_bit(packed_w, (ENC_PLANE_THEM + ENC_OFF_PIECE + PT_PAWN - 1) * 81 + usi_sq("3c")),
+           "black's 7f pawn left view 3c");
 
     /* Drops, knight jumps and promotions. */
-    CHECK(sfen_parse_cstr(&pos, "4k4/9/9/9/9/9/9/1N7/4K4 b BP 1", err, sizeof err) == SFEN_OK, "%s", err);
+    CHECKF(sfen_parse_cstr(&pos, "4k4/9/9/9/9/9/9/1N7/4K4 b BP 1", err, sizeof err) == SFEN_OK, "%s", err);
     m = move_from_usi(&pos, "B*5e", 4);
-    CHECK(encode_move_label(&pos, m) == (ENC_DIR_DROP + PT_BISHOP - PT_PAWN) * 81 + usi_sq("5e"), "B*5e");
+    CHECKF(encode_move_label(&pos, m) == (ENC_DIR_DROP + PT_BISHOP - PT_PAWN) * 81 + usi_sq("5e"), "B*5e");
     m = move_from_usi(&pos, "8h7f", 4);
-    CHECK(encode_move_label(&pos, m) == 9 * 81 + usi_sq("7f"), "8h7f is KNIGHT_RIGHT: %d", encode_move_label(&pos, m));
+    CHECKF(encode_move_label(&pos, m) == 9 * 81 + usi_sq("7f"), "8h7f is KNIGHT_RIGHT: %d", encode_move_label(&pos, m));
     m = move_from_usi(&pos, "8h9f", 4);
-    CHECK(encode_move_label(&pos, m) == 8 * 81 + usi_sq("9f"), "8h9f is KNIGHT_LEFT: %d", encode_move_label(&pos, m));
-    CHECK(sfen_parse_cstr(&pos, "4k4/9/9/9/9/9/9/9/B3K4 b - 1", err, sizeof err) == SFEN_OK, "%s", err);
+    CHECKF(encode_move_label(&pos, m) == 8 * 81 + usi_sq("9f"), "8h9f is KNIGHT_LEFT: %d", encode_move_label(&pos, m));
+    CHECKF(sfen_parse_cstr(&pos, "4k4/9/9/9/9/9/9/9/B3K4 b - 1", err, sizeof err) == SFEN_OK, "%s", err);
     m = move_from_usi(&pos, "9i3c+", 5);
-    CHECK(m != MOVE_NONE && encode_move_label(&pos, m) == (ENC_DIR_PROMOTE + 2) * 81 + usi_sq("3c"),
-          "9i3c+ is UP_RIGHT promoting");
-    CHECK(encode_label_move(&pos, (ENC_DIR_PROMOTE + 2) * 81 + usi_sq("3c")) == m, "decode 9i3c+");
-    CHECK(encode_label_move(&pos, 2 * 81 + usi_sq("3c")) != MOVE_NONE, "9i3c unpromoted is legal too");
-    CHECK(encode_label_move(&pos, -1) == MOVE_NONE && encode_label_move(&pos, ENC_LABEL_NB) == MOVE_NONE, "range");
+    CHECKF(m != MOVE_NONE && encode_move_label(&pos, m) == (ENC_DIR_PROMOTE + 2) * 81 + usi_sq("3c"),
+           "9i3c+ is UP_RIGHT promoting");
+    CHECKF(encode_label_move(&pos, (ENC_DIR_PROMOTE + 2) * 81 + usi_sq("3c")) == m, "decode 9i3c+");
+    CHECKF(encode_label_move(&pos, 2 * 81 + usi_sq("3c")) != MOVE_NONE, "9i3c unpromoted is legal too");
+    CHECKF(encode_label_move(&pos, -1) == MOVE_NONE && encode_label_move(&pos, ENC_LABEL_NB) == MOVE_NONE, "range");
     /* Hand values from the side to move. */
-    CHECK(sfen_parse_cstr(&pos, "4k4/9/9/9/9/9/9/9/4K4 w 2Pr3p 1", err, sizeof err) == SFEN_OK, "%s", err);
+    CHECKF(sfen_parse_cstr(&pos, "4k4/9/9/9/9/9/9/9/4K4 w 2Pr3p 1", err, sizeof err) == SFEN_OK, "%s", err);
     encode_position(&pos, packed, hand);
-    CHECK(fabsf(hand[0] - 3.0f / 18) < 1e-6f && fabsf(hand[5] - 0.5f) < 1e-6f && fabsf(hand[7] - 2.0f / 18) < 1e-6f,
-          "hand %g %g %g", hand[0], hand[5], hand[7]);
+    CHECKF(fabsf(hand[0] - 3.0f / 18) < 1e-6f && fabsf(hand[5] - 0.5f) < 1e-6f && fabsf(hand[7] - 2.0f / 18) < 1e-6f,
+           "hand %g %g %g", hand[0], hand[5], hand[7]);
 }
 
 int main(void) {
@@ -292,7 +275,7 @@ int main(void) {
     for (int round = 0; round < 12; round++) {
         for (int s = 0; s < N_START; s++) {
             if (sfen_parse_cstr(&pos, START_SFENS[s], err, sizeof err) != SFEN_OK) {
-                CHECK(0, "start %s: %s", START_SFENS[s], err);
+                CHECKF(0, "start %s: %s", START_SFENS[s], err);
                 continue;
             }
             games++;
@@ -302,7 +285,7 @@ int main(void) {
                 MoveList list;
                 movegen_legal(&pos, &list);
                 if (list.n == 0) break;
-                pos_do_move(&pos, list.moves[rng_next() % (uint64_t)list.n]);
+                pos_do_move(&pos, list.moves[t_xorshift64(&rng_state) % (uint64_t)list.n]);
             }
         }
     }
@@ -310,8 +293,8 @@ int main(void) {
            "promotions), %d mirrors, %d reference comparisons\n",
            games, positions_checked, white_positions, check_positions, moves_checked, drops_seen, promos_seen,
            mirrors_checked, references_checked);
-    CHECK(white_positions > 1000 && check_positions > 50 && drops_seen > 10000 && promos_seen > 1000,
-          "too little coverage");
+    CHECKF(white_positions > 1000 && check_positions > 50 && drops_seen > 10000 && promos_seen > 1000,
+           "too little coverage");
 
     /* Speed of encode_position (information only). */
     if (sfen_parse_cstr(&pos, START_SFENS[1], err, sizeof err) == SFEN_OK) {
@@ -326,10 +309,5 @@ int main(void) {
         printf("encode_position: %.0f ns per call (Matsuri position; sink %u)\n",
                (double)(compat_now_ns() - t0) / 200000, sink);
     }
-    if (failures) {
-        fprintf(stderr, "test_encode: %d failures\n", failures);
-        return 1;
-    }
-    printf("test_encode: ok\n");
-    return 0;
+    return t_done("test_encode");
 }

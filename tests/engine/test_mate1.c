@@ -17,29 +17,10 @@
 #include "engine/mate1.h"
 #include "engine/movegen.h"
 #include "engine/sfen.h"
+#include "tests/koma_test.h"
 #include "sfen_mirror.h"
 
-static int failures = 0;
-#define CHECK(cond, ...)                                                                                               \
-    do {                                                                                                               \
-        if (!(cond)) {                                                                                                 \
-            if (failures < 30) {                                                                                       \
-                fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond);                               \
-                fprintf(stderr, __VA_ARGS__);                                                                          \
-                fputc('\n', stderr);                                                                                   \
-            }                                                                                                          \
-            failures++;                                                                                                \
-        }                                                                                                              \
-    } while (0)
-
 static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
-static uint64_t rng_next(void) {
-    uint64_t x = rng_state;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return rng_state = x;
-}
 
 /* All legal moves that mate, as USI texts joined by spaces, sorted. */
 static void mating_set(Position *pos, char *out, size_t outlen) {
@@ -100,34 +81,34 @@ static void run_problem(const char *sfen, const char *expected, const char *what
     const char *s = sfen;
     if (flip) {
         if (mirror_sfen(sfen, fs, sizeof fs) != 0) {
-            CHECK(0, "line %d: cannot flip %s", lineno, sfen);
+            CHECKF(0, "line %d: cannot flip %s", lineno, sfen);
             return;
         }
         s = fs;
     }
     if (sfen_parse_cstr(&pos, s, err, sizeof err) != SFEN_OK) {
-        CHECK(0, "line %d: %s: %s", lineno, s, err);
+        CHECKF(0, "line %d: %s: %s", lineno, s, err);
         return;
     }
     problems_run++;
     normalise_set(expected, flip, want, sizeof want);
     mating_set(&pos, got, sizeof got);
-    CHECK(strcmp(want, got) == 0, "line %d (%s)%s: mating moves are [%s], the file says [%s]", lineno, what,
-          flip ? " flipped" : "", got, want);
+    CHECKF(strcmp(want, got) == 0, "line %d (%s)%s: mating moves are [%s], the file says [%s]", lineno, what,
+           flip ? " flipped" : "", got, want);
     Move f = mate1_find(&pos), r = mate1_find_reference(&pos);
     char uf[MOVE_USI_MAX], ur[MOVE_USI_MAX];
     move_to_usi(f, uf);
     move_to_usi(r, ur);
     if (want[0]) {
         problem_mates++;
-        CHECK(in_set(want, f), "line %d (%s)%s: mate1_find gives %s, want one of [%s]", lineno, what,
-              flip ? " flipped" : "", uf, want);
-        CHECK(in_set(want, r), "line %d (%s)%s: reference gives %s, want one of [%s]", lineno, what,
-              flip ? " flipped" : "", ur, want);
+        CHECKF(in_set(want, f), "line %d (%s)%s: mate1_find gives %s, want one of [%s]", lineno, what,
+               flip ? " flipped" : "", uf, want);
+        CHECKF(in_set(want, r), "line %d (%s)%s: reference gives %s, want one of [%s]", lineno, what,
+               flip ? " flipped" : "", ur, want);
     } else {
-        CHECK(f == MOVE_NONE, "line %d (%s)%s: mate1_find gives %s, no mate exists", lineno, what,
-              flip ? " flipped" : "", uf);
-        CHECK(r == MOVE_NONE, "line %d (%s)%s: reference gives %s", lineno, what, flip ? " flipped" : "", ur);
+        CHECKF(f == MOVE_NONE, "line %d (%s)%s: mate1_find gives %s, no mate exists", lineno, what,
+               flip ? " flipped" : "", uf);
+        CHECKF(r == MOVE_NONE, "line %d (%s)%s: reference gives %s", lineno, what, flip ? " flipped" : "", ur);
     }
     char after[SFEN_MAX_LEN];
     sfen_write(&pos, after, sizeof after);
@@ -135,15 +116,15 @@ static void run_problem(const char *sfen, const char *expected, const char *what
     sfen_parse_cstr(&fresh, s, err, sizeof err);
     char before[SFEN_MAX_LEN];
     sfen_write(&fresh, before, sizeof before);
-    CHECK(strcmp(before, after) == 0 && pos_validate(&pos) == NULL, "line %d: position changed by mate1_find",
-          lineno);
+    CHECKF(strcmp(before, after) == 0 && pos_validate(&pos) == NULL, "line %d: position changed by mate1_find",
+           lineno);
 }
 
 static void test_problems(void) {
     const char *path = "tests/data/mate1_problems.txt";
     FILE *f = fopen(path, "r");
     if (!f) {
-        CHECK(0, "cannot open %s (run from the source root)", path);
+        CHECKF(0, "cannot open %s (run from the source root)", path);
         return;
     }
     char line[2048];
@@ -155,7 +136,7 @@ static void test_problems(void) {
         char *a = strchr(line, ';');
         char *b = a ? strchr(a + 1, ';') : NULL;
         if (!a || !b) {
-            CHECK(0, "%s:%d: want 'SFEN ; moves ; comment'", path, lineno);
+            CHECKF(0, "%s:%d: want 'SFEN ; moves ; comment'", path, lineno);
             continue;
         }
         *a = 0;
@@ -164,14 +145,14 @@ static void test_problems(void) {
         run_problem(line, a + 1, b + 1, true, lineno);
     }
     fclose(f);
-    CHECK(problems_run >= 40 && problem_mates >= 30, "only %d problems (%d with mates)", problems_run, problem_mates);
+    CHECKF(problems_run >= 40 && problem_mates >= 30, "only %d problems (%d with mates)", problems_run, problem_mates);
 
     /* The uchifuzume problem really is one: the pawn drop would mate. */
     static Position pos;
     char err[256];
-    CHECK(sfen_parse_cstr(&pos, "7nk/7p1/8G/9/9/9/9/9/K8 b P 1", err, sizeof err) == SFEN_OK, "%s", err);
-    CHECK(pos_is_pawn_drop_mate(&pos, sq_make(0, 1)), "P*1b should be a pawn-drop mate");
-    CHECK(move_from_usi(&pos, "P*1b", 4) == MOVE_NONE, "P*1b must be illegal");
+    CHECKF(sfen_parse_cstr(&pos, "7nk/7p1/8G/9/9/9/9/9/K8 b P 1", err, sizeof err) == SFEN_OK, "%s", err);
+    CHECKF(pos_is_pawn_drop_mate(&pos, sq_make(0, 1)), "P*1b should be a pawn-drop mate");
+    CHECKF(move_from_usi(&pos, "P*1b", 4) == MOVE_NONE, "P*1b must be illegal");
 }
 
 /* ---- random agreement -------------------------------------------------------- */
@@ -200,20 +181,20 @@ static void check_random_position(Position *pos) {
         char uf[MOVE_USI_MAX], ur[MOVE_USI_MAX];
         move_to_usi(f, uf);
         move_to_usi(r, ur);
-        CHECK(0, "%s: mate1_find %s, reference %s", sfen, uf, ur);
+        CHECKF(0, "%s: mate1_find %s, reference %s", sfen, uf, ur);
     }
     if (f != MOVE_NONE) {
         sfen_write(pos, sfen, sizeof sfen);
-        CHECK(pos_is_valid_move(pos, f), "%s: mate1_find returned an illegal move", sfen);
-        CHECK(!(move_is_drop(f) && move_drop_pt(f) == PT_PAWN), "%s: a pawn drop", sfen);
+        CHECKF(pos_is_valid_move(pos, f), "%s: mate1_find returned an illegal move", sfen);
+        CHECKF(!(move_is_drop(f) && move_drop_pt(f) == PT_PAWN), "%s: a pawn drop", sfen);
         if (pos_is_valid_move(pos, f)) {
             pos_do_move(pos, f);
-            CHECK(pos_in_check(pos) && movegen_count_legal(pos) == 0, "%s: mate1_find's move does not mate", sfen);
+            CHECKF(pos_in_check(pos) && movegen_count_legal(pos) == 0, "%s: mate1_find's move does not mate", sfen);
             pos_undo_move(pos);
         }
     }
     /* mate1_is_mated here and after every checking move. */
-    CHECK(mate1_is_mated(pos) == (pos_in_check(pos) && movegen_count_legal(pos) == 0), "is_mated at the root");
+    CHECKF(mate1_is_mated(pos) == (pos_in_check(pos) && movegen_count_legal(pos) == 0), "is_mated at the root");
     MoveList list;
     movegen_legal(pos, &list);
     for (int32_t i = 0; i < list.n; i++) {
@@ -224,7 +205,7 @@ static void check_random_position(Position *pos) {
         mated_true += want;
         if (want != got) {
             sfen_write(pos, sfen, sizeof sfen);
-            CHECK(0, "%s: mate1_is_mated %d, movegen says %d", sfen, got, want);
+            CHECKF(0, "%s: mate1_is_mated %d, movegen says %d", sfen, got, want);
         }
         pos_undo_move(pos);
     }
@@ -236,7 +217,7 @@ static void test_random(void) {
     for (int round = 0; round < 40; round++) {
         for (int s = 0; s < N_STARTS; s++) {
             if (sfen_parse_cstr(&pos, STARTS[s], err, sizeof err) != SFEN_OK) {
-                CHECK(0, "%s: %s", STARTS[s], err);
+                CHECKF(0, "%s: %s", STARTS[s], err);
                 continue;
             }
             for (int ply = 0; ply < 120; ply++) {
@@ -248,16 +229,16 @@ static void test_random(void) {
                 for (int32_t i = 0; i < list.n; i++)
                     if (pos_gives_check(&pos, list.moves[i])) checks.moves[checks.n++] = list.moves[i];
                 /* Prefer checks a third of the time: games then reach mating nets. */
-                const MoveList *from = checks.n && rng_next() % 3 == 0 ? &checks : &list;
-                pos_do_move(&pos, from->moves[rng_next() % (uint64_t)from->n]);
+                const MoveList *from = checks.n && t_xorshift64(&rng_state) % 3 == 0 ? &checks : &list;
+                pos_do_move(&pos, from->moves[t_xorshift64(&rng_state) % (uint64_t)from->n]);
             }
         }
     }
     printf("test_mate1: %d random positions (%d in check, %d with a mate in one); mate1_is_mated on %d positions "
            "after a check (%d mated)\n",
            rand_positions, rand_in_check, rand_mates, mated_checked, mated_true);
-    CHECK(rand_positions > 10000 && rand_mates > 300 && rand_in_check > 300 && mated_true > 300,
-          "too little coverage");
+    CHECKF(rand_positions > 10000 && rand_mates > 300 && rand_in_check > 300 && mated_true > 300,
+           "too little coverage");
 }
 
 int main(void) {
@@ -265,10 +246,5 @@ int main(void) {
     test_problems();
     test_random();
     printf("test_mate1: %d problems (%d with mates, both colours)\n", problems_run, problem_mates);
-    if (failures) {
-        fprintf(stderr, "test_mate1: %d failures\n", failures);
-        return 1;
-    }
-    printf("test_mate1: ok\n");
-    return 0;
+    return t_done("test_mate1");
 }

@@ -19,27 +19,9 @@
 
 #include "engine/movegen.h"
 #include "engine/sfen.h"
-
-static int failures = 0;
-#define CHECK(cond, ...)                                                                                               \
-    do {                                                                                                               \
-        if (!(cond)) {                                                                                                 \
-            failures++;                                                                                                \
-            if (failures < 30) {                                                                                       \
-                fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond);                             \
-                fprintf(stderr, __VA_ARGS__);                                                                          \
-                fprintf(stderr, "\n");                                                                                 \
-            }                                                                                                          \
-        }                                                                                                              \
-    } while (0)
+#include "tests/koma_test.h"
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static uint64_t rng(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
 
 static const char *sfen_of(const Position *pos) {
     static char buf[SFEN_MAX_LEN];
@@ -66,29 +48,30 @@ static Position pos, before;
 static void check_ply(Position *p, bool full_scan) {
     MoveList legal, pseudo;
     movegen_legal(p, &legal);
-    CHECK(legal.n == movegen_count_legal(p), "%s: list %d, count %d", sfen_of(p), legal.n, movegen_count_legal(p));
+    CHECKF(legal.n == movegen_count_legal(p), "%s: list %d, count %d", sfen_of(p), legal.n, movegen_count_legal(p));
     qsort(legal.moves, (size_t)legal.n, sizeof(Move), cmp_move);
-    for (int i = 1; i < legal.n; i++) CHECK(legal.moves[i] != legal.moves[i - 1], "%s: duplicate move", sfen_of(p));
+    for (int i = 1; i < legal.n; i++) CHECKF(legal.moves[i] != legal.moves[i - 1], "%s: duplicate move", sfen_of(p));
 
     movegen_pseudo(p, &pseudo);
     MoveList filtered = {.n = 0};
     for (int i = 0; i < pseudo.n; i++) {
-        CHECK(pos_is_pseudo_legal(p, pseudo.moves[i]), "%s: pseudo move %d not pseudo-legal", sfen_of(p),
-              pseudo.moves[i]);
+        CHECKF(pos_is_pseudo_legal(p, pseudo.moves[i]), "%s: pseudo move %d not pseudo-legal", sfen_of(p),
+               pseudo.moves[i]);
         if (pos_is_legal(p, pseudo.moves[i])) filtered.moves[filtered.n++] = pseudo.moves[i];
     }
     qsort(filtered.moves, (size_t)filtered.n, sizeof(Move), cmp_move);
     bool same = filtered.n == legal.n && memcmp(filtered.moves, legal.moves, (size_t)legal.n * sizeof(Move)) == 0;
-    CHECK(same, "%s: legal %d moves, filtered pseudo %d", sfen_of(p), legal.n, filtered.n);
+    CHECKF(same, "%s: legal %d moves, filtered pseudo %d", sfen_of(p), legal.n, filtered.n);
 
     if (full_scan) {
         int valid = 0;
         for (uint32_t v = 0; v < 65536; v++) {
             bool ok = pos_is_valid_move(p, (Move)v);
             valid += ok;
-            if (ok) CHECK(movegen_list_contains(&legal, (Move)v), "%s: move %u valid but not generated", sfen_of(p), v);
+            if (ok)
+                CHECKF(movegen_list_contains(&legal, (Move)v), "%s: move %u valid but not generated", sfen_of(p), v);
         }
-        CHECK(valid == legal.n, "%s: %d valid values, %d legal moves", sfen_of(p), valid, legal.n);
+        CHECKF(valid == legal.n, "%s: %d valid values, %d legal moves", sfen_of(p), valid, legal.n);
     }
 
     pos_copy(&before, p);
@@ -97,18 +80,18 @@ static void check_ply(Position *p, bool full_scan) {
         bool gives = pos_gives_check(p, m);
         pos_do_move(p, m);
         const char *why = pos_validate(p);
-        CHECK(why == NULL, "after %d from %s: %s", m, sfen_of(&before), why ? why : "");
-        CHECK(gives == pos_in_check(p), "%s: gives_check(%d) = %d", sfen_of(&before), m, gives);
-        CHECK(pos_last_move(p) == m, "last move not recorded");
+        CHECKF(why == NULL, "after %d from %s: %s", m, sfen_of(&before), why ? why : "");
+        CHECKF(gives == pos_in_check(p), "%s: gives_check(%d) = %d", sfen_of(&before), m, gives);
+        CHECKF(pos_last_move(p) == m, "last move not recorded");
         pos_undo_move(p);
-        CHECK(same_position(p, &before), "%s: undo of %d does not restore", sfen_of(&before), m);
+        CHECKF(same_position(p, &before), "%s: undo of %d does not restore", sfen_of(&before), m);
     }
 }
 
 static void playout(const char *start, int max_plies) {
     char err[256];
     if (sfen_parse_cstr(&pos, start, err, sizeof err) != SFEN_OK) {
-        CHECK(false, "%s", err);
+        CHECKF(false, "%s", err);
         return;
     }
     uint64_t keys[POS_HIST_MAX];
@@ -119,21 +102,21 @@ static void playout(const char *start, int max_plies) {
         check_ply(&pos, ply % 37 == 5);
         MoveList list;
         if (movegen_legal(&pos, &list) == 0) break;
-        pos_do_move(&pos, list.moves[rng() % (uint64_t)list.n]);
+        pos_do_move(&pos, list.moves[t_xorshift64(&rng_state) % (uint64_t)list.n]);
         keys[pos_hist_len(&pos)] = pos_key(&pos);
         checks[pos_hist_len(&pos)] = pos_in_check(&pos);
     }
     int n = pos_hist_len(&pos);
     for (int k = 0; k <= n; k++) {
-        CHECK(pos_state_ago(&pos, k)->key == keys[n - k], "history key %d plies ago", k);
-        CHECK(bb_nonzero(pos_state_ago(&pos, k)->checkers) == checks[n - k], "history check flag %d plies ago", k);
+        CHECKF(pos_state_ago(&pos, k)->key == keys[n - k], "history key %d plies ago", k);
+        CHECKF(bb_nonzero(pos_state_ago(&pos, k)->checkers) == checks[n - k], "history check flag %d plies ago", k);
     }
     /* Unwind the whole game: every earlier position comes back with its key. */
     while (pos_hist_len(&pos) > 0) {
         pos_undo_move(&pos);
-        CHECK(pos_key(&pos) == keys[pos_hist_len(&pos)], "key after unwinding to ply %d", pos_hist_len(&pos));
+        CHECKF(pos_key(&pos) == keys[pos_hist_len(&pos)], "key after unwinding to ply %d", pos_hist_len(&pos));
     }
-    CHECK(pos_validate(&pos) == NULL, "start position after unwinding");
+    CHECKF(pos_validate(&pos) == NULL, "start position after unwinding");
 }
 
 /* ---- hand-made rule checks ------------------------------------------------ */
@@ -151,81 +134,81 @@ static int count(void) { return movegen_count_legal(&pos); }
 static void test_rules(void) {
     /* Pawn-drop mate: P*5b mates (defended by the knight, no escape), L*5b is fine. */
     set("3rkr3/9/8p/4N4/1B7/9/1SG6/1KS6/9 b LPp 1");
-    CHECK(!legal("P*5b"), "pawn-drop mate must be illegal");
-    CHECK(legal("L*5b"), "lance drop check is legal");
-    CHECK(pos_is_pawn_drop_mate(&pos, sq_make(4, 1)), "pos_is_pawn_drop_mate");
+    CHECKF(!legal("P*5b"), "pawn-drop mate must be illegal");
+    CHECKF(legal("L*5b"), "lance drop check is legal");
+    CHECKF(pos_is_pawn_drop_mate(&pos, sq_make(4, 1)), "pos_is_pawn_drop_mate");
     /* Same drop without the knight: the king escapes to 4b/6b, so it is legal. */
     set("3rkr3/9/8p/9/1B7/9/1SG6/1KS6/9 b LPp 1");
-    CHECK(legal("P*5b"), "undefended pawn-drop check is legal");
+    CHECKF(legal("P*5b"), "undefended pawn-drop check is legal");
     /* Corner: P*1b is mate (silver guards 1b and 2b). */
     set("7lk/9/8S/9/9/9/9/7L1/8K b P 1");
-    CHECK(!legal("P*1b"), "corner pawn-drop mate");
-    CHECK(legal("P*1d"), "ordinary pawn drop");
+    CHECKF(!legal("P*1b"), "corner pawn-drop mate");
+    CHECKF(legal("P*1d"), "ordinary pawn drop");
     /* A pawn-drop mate is fine when a piece can capture the pawn. */
     set("7gk/9/8S/9/9/9/9/7L1/8K b P 1");
-    CHECK(legal("P*1b"), "gold on 2a takes the pawn");
+    CHECKF(legal("P*1b"), "gold on 2a takes the pawn");
 
     /* Nifu, dead squares for drops. */
     set("4k4/9/9/9/9/9/4P4/9/4K4 b PLN 1");
-    CHECK(!legal("P*5e"), "nifu");
-    CHECK(legal("P*4e"), "pawn drop on a free file");
-    CHECK(!legal("P*4a") && !legal("L*4a"), "pawn/lance drop on the last rank");
-    CHECK(legal("L*4b"), "lance drop on rank 2");
-    CHECK(!legal("N*4b") && !legal("N*4a") && legal("N*4c"), "knight drops");
+    CHECKF(!legal("P*5e"), "nifu");
+    CHECKF(legal("P*4e"), "pawn drop on a free file");
+    CHECKF(!legal("P*4a") && !legal("L*4a"), "pawn/lance drop on the last rank");
+    CHECKF(legal("L*4b"), "lance drop on rank 2");
+    CHECKF(!legal("N*4b") && !legal("N*4a") && legal("N*4c"), "knight drops");
     /* A promoted pawn does not count for nifu. */
     set("4k4/9/9/9/9/9/4+P4/9/4K4 b P 1");
-    CHECK(legal("P*5e"), "tokin is no pawn for nifu");
+    CHECKF(legal("P*5e"), "tokin is no pawn for nifu");
 
     /* Promotion: optional in the zone, forced on the last ranks, never for gold/king/promoted. */
     set("4k4/9/7S1/1+PG3NS1/9/9/9/9/4K3L b - 1");
-    CHECK(!legal("8d8c+"), "tokin cannot promote");
-    CHECK(!legal("7d7c+"), "gold cannot promote");
-    CHECK(!legal("1i1a") && legal("1i1a+"), "lance to last rank must promote");
-    CHECK(!legal("3d2b") && legal("3d2b+"), "knight to rank b must promote");
-    CHECK(legal("2c1d+") && legal("2c1d"), "silver leaving the zone may promote");
-    CHECK(legal("2d1c+") && legal("2d1c"), "silver entering the zone may promote");
+    CHECKF(!legal("8d8c+"), "tokin cannot promote");
+    CHECKF(!legal("7d7c+"), "gold cannot promote");
+    CHECKF(!legal("1i1a") && legal("1i1a+"), "lance to last rank must promote");
+    CHECKF(!legal("3d2b") && legal("3d2b+"), "knight to rank b must promote");
+    CHECKF(legal("2c1d+") && legal("2c1d"), "silver leaving the zone may promote");
+    CHECKF(legal("2d1c+") && legal("2d1c"), "silver entering the zone may promote");
     set("4k4/9/9/7P1/9/9/9/9/4K4 b - 1");
-    CHECK(legal("2d2c") && legal("2d2c+"), "pawn into the zone: both generated");
-    CHECK(count() == 2 + 5, "pawn 2 moves + king 5 moves, got %d", count());
+    CHECKF(legal("2d2c") && legal("2d2c+"), "pawn into the zone: both generated");
+    CHECKF(count() == 2 + 5, "pawn 2 moves + king 5 moves, got %d", count());
     set("4k4/7P1/9/9/9/9/9/9/4K4 b - 1");
-    CHECK(!legal("2b2a") && legal("2b2a+"), "pawn to last rank must promote");
+    CHECKF(!legal("2b2a") && legal("2b2a+"), "pawn to last rank must promote");
     set("4k4/9/9/9/9/9/9/1B7/4K4 b - 1");
-    CHECK(legal("8h3c+") && legal("8h3c"), "bishop into zone, both");
-    CHECK(!legal("8h7g+"), "bishop outside the zone cannot promote");
+    CHECKF(legal("8h3c+") && legal("8h3c"), "bishop into zone, both");
+    CHECKF(!legal("8h7g+"), "bishop outside the zone cannot promote");
 
     /* Pins: the gold on 5h is pinned by the rook on 5a; it may move along the file only. */
     set("4r1k2/9/9/9/9/9/9/4G4/4K4 b - 1");
-    CHECK(legal("5h5g") && !legal("5h4h") && !legal("5h4g"), "pinned gold");
+    CHECKF(legal("5h5g") && !legal("5h4h") && !legal("5h4g"), "pinned gold");
     /* Lance pin: the silver on 5g may not leave the file. */
     set("4l1k2/9/9/9/9/9/4S4/9/4K4 b - 1");
-    CHECK(legal("5g5f") && !legal("5g4f") && !legal("5g6h"), "lance pin");
+    CHECKF(legal("5g5f") && !legal("5g4f") && !legal("5g6h"), "lance pin");
 
     /* Check evasion: rook check from 5a; the king may not step back along the file. */
     set("4r1k2/9/9/9/9/9/9/9/4K4 b G 1");
-    CHECK(!legal("5i5h"), "king stays on the checking line");
-    CHECK(legal("5i4h") && legal("G*5h") && !legal("G*4h"), "evasions");
+    CHECKF(!legal("5i5h"), "king stays on the checking line");
+    CHECKF(legal("5i4h") && legal("G*5h") && !legal("G*4h"), "evasions");
     /* Double check: only king moves. */
     set("4r1k2/9/9/9/9/9/5n3/9/4K2B1 b G 1");
-    CHECK(bb_more_than_one(pos_checkers(&pos)), "double check set up");
+    CHECKF(bb_more_than_one(pos_checkers(&pos)), "double check set up");
     MoveList l;
     movegen_legal(&pos, &l);
     for (int i = 0; i < l.n; i++)
-        CHECK(!move_is_drop(l.moves[i]) && move_from(l.moves[i]) == pos_king_sq(&pos, COLOR_BLACK),
-              "only king moves in double check");
-    CHECK(l.n > 0 && !legal("2i4g") && !legal("2i4g+") && !legal("G*5h"), "no capture or block in double check");
+        CHECKF(!move_is_drop(l.moves[i]) && move_from(l.moves[i]) == pos_king_sq(&pos, COLOR_BLACK),
+               "only king moves in double check");
+    CHECKF(l.n > 0 && !legal("2i4g") && !legal("2i4g+") && !legal("G*5h"), "no capture or block in double check");
     /* No king move into an attacked square, nor capture of a defended piece. */
     set("4k4/9/9/9/9/9/4g4/4p4/4K4 b - 1");
-    CHECK(!legal("5i5h"), "capturing a defended pawn with the king");
+    CHECKF(!legal("5i5h"), "capturing a defended pawn with the king");
     set("9/9/9/9/9/9/3g1g3/9/4K2k1 b - 1");
-    CHECK(!legal("5i5h") && !legal("5i4h") && !legal("5i6h") && legal("5i4i") && legal("5i6i"), "gold control");
+    CHECKF(!legal("5i5h") && !legal("5i4h") && !legal("5i6h") && legal("5i4i") && legal("5i6i"), "gold control");
 
     /* Checkmate: no legal moves. */
     set("4k4/4G4/4P4/9/9/9/9/9/4K4 w - 1");
-    CHECK(count() == 0 && pos_in_check(&pos), "mate has no legal moves");
+    CHECKF(count() == 0 && pos_in_check(&pos), "mate has no legal moves");
 
     /* The maximum legal move count. */
     set("R8/2K1S1SSk/4B4/9/9/9/9/9/1L1L1L3 b RBGSNLP3g3n17p 1");
-    CHECK(count() == 593, "max moves %d", count());
+    CHECKF(count() == 593, "max moves %d", count());
 }
 
 static void test_history(void) {
@@ -236,36 +219,36 @@ static void test_history(void) {
     uint64_t start_key = pos_key(&pos);
     for (int i = 0; i < 1500; i++) {
         Move m = move_from_usi(&pos, cycle[i % 4], 4);
-        CHECK(m != MOVE_NONE, "cycle move %s", cycle[i % 4]);
+        CHECKF(m != MOVE_NONE, "cycle move %s", cycle[i % 4]);
         if (m == MOVE_NONE) return;
         pos_do_move(&pos, m);
-        if (i >= 4) CHECK(pos_state_ago(&pos, 4)->key == pos_key(&pos), "repetition key at ply %d", i);
+        if (i >= 4) CHECKF(pos_state_ago(&pos, 4)->key == pos_key(&pos), "repetition key at ply %d", i);
     }
-    CHECK(pos_hist_len(&pos) == 1500 && pos_game_ply(&pos) == 1501, "history length %d", pos_hist_len(&pos));
-    CHECK(pos_state_ago(&pos, 1500)->key == start_key, "first state kept");
+    CHECKF(pos_hist_len(&pos) == 1500 && pos_game_ply(&pos) == 1501, "history length %d", pos_hist_len(&pos));
+    CHECKF(pos_state_ago(&pos, 1500)->key == start_key, "first state kept");
     Position copy;
     pos_copy(&copy, &pos);
-    CHECK(same_position(&copy, &pos) && pos_state_ago(&copy, 1000)->key == pos_state_ago(&pos, 1000)->key,
-          "pos_copy keeps the history");
+    CHECKF(same_position(&copy, &pos) && pos_state_ago(&copy, 1000)->key == pos_state_ago(&pos, 1000)->key,
+           "pos_copy keeps the history");
 
     /* Board key vs hand: same board and side, different hands. */
     Position a, b;
     char err[128];
     sfen_parse_cstr(&a, "4k4/9/9/9/9/9/9/9/4K4 b 2P 1", err, sizeof err);
     sfen_parse_cstr(&b, "4k4/9/9/9/9/9/9/9/4K4 b Pp 1", err, sizeof err);
-    CHECK(pos_board_key(&a) == pos_board_key(&b) && pos_key(&a) != pos_key(&b), "board key ignores hands");
-    CHECK(hand_is_superior_or_equal(pos_hand(&a, COLOR_BLACK), pos_hand(&b, COLOR_BLACK)), "2P >= P");
-    CHECK(!hand_is_superior_or_equal(pos_hand(&b, COLOR_BLACK), pos_hand(&a, COLOR_BLACK)), "P < 2P");
+    CHECKF(pos_board_key(&a) == pos_board_key(&b) && pos_key(&a) != pos_key(&b), "board key ignores hands");
+    CHECKF(hand_is_superior_or_equal(pos_hand(&a, COLOR_BLACK), pos_hand(&b, COLOR_BLACK)), "2P >= P");
+    CHECKF(!hand_is_superior_or_equal(pos_hand(&b, COLOR_BLACK), pos_hand(&a, COLOR_BLACK)), "P < 2P");
     sfen_parse_cstr(&b, "4k4/9/9/9/9/9/9/9/4K4 w 2P 1", err, sizeof err);
-    CHECK(pos_board_key(&a) != pos_board_key(&b), "board key includes the side to move");
+    CHECKF(pos_board_key(&a) != pos_board_key(&b), "board key includes the side to move");
 
     /* Null move flips the side and the key, and comes back. */
     set("startpos");
     uint64_t k = pos_key(&pos);
     pos_do_null_move(&pos);
-    CHECK(pos_side_to_move(&pos) == COLOR_WHITE && pos_key(&pos) != k && pos_validate(&pos) == NULL, "null move");
+    CHECKF(pos_side_to_move(&pos) == COLOR_WHITE && pos_key(&pos) != k && pos_validate(&pos) == NULL, "null move");
     pos_undo_null_move(&pos);
-    CHECK(pos_key(&pos) == k && pos_side_to_move(&pos) == COLOR_BLACK, "undo null move");
+    CHECKF(pos_key(&pos) == k && pos_side_to_move(&pos) == COLOR_BLACK, "undo null move");
 }
 
 static void test_attacks(void) {
@@ -273,15 +256,15 @@ static void test_attacks(void) {
     set("4k4/9/9/9/4r4/9/9/4P4/4K4 b - 1");
     Square s = sq_make(4, 7); /* 5h, the pawn */
     Bitboard att = pos_attackers_to(&pos, COLOR_WHITE, s, pos_occupied(&pos));
-    CHECK(bb_popcount(att) == 1 && bb_lsb(att) == sq_make(4, 4), "rook on 5e attacks 5h");
+    CHECKF(bb_popcount(att) == 1 && bb_lsb(att) == sq_make(4, 4), "rook on 5e attacks 5h");
     Bitboard occ = bb_xor(pos_occupied(&pos), bb_sq(s));
-    CHECK(pos_is_attacked(&pos, COLOR_WHITE, sq_make(4, 8), occ), "x-ray through the removed pawn");
-    CHECK(!pos_is_attacked(&pos, COLOR_WHITE, sq_make(4, 8), pos_occupied(&pos)), "pawn blocks");
+    CHECKF(pos_is_attacked(&pos, COLOR_WHITE, sq_make(4, 8), occ), "x-ray through the removed pawn");
+    CHECKF(!pos_is_attacked(&pos, COLOR_WHITE, sq_make(4, 8), pos_occupied(&pos)), "pawn blocks");
     Bitboard pinned = pos_pinned(&pos, COLOR_BLACK);
-    CHECK(bb_popcount(pinned) == 1 && bb_lsb(pinned) == s, "pawn pinned");
+    CHECKF(bb_popcount(pinned) == 1 && bb_lsb(pinned) == s, "pawn pinned");
     Bitboard by_white = pos_attacks_by(&pos, COLOR_WHITE);
-    CHECK(bb_test(by_white, sq_make(0, 4)) && bb_test(by_white, s) && !bb_test(by_white, sq_make(4, 8)),
-          "attacked squares of White");
+    CHECKF(bb_test(by_white, sq_make(0, 4)) && bb_test(by_white, s) && !bb_test(by_white, sq_make(4, 8)),
+           "attacked squares of White");
 }
 
 int main(void) {
@@ -301,10 +284,6 @@ int main(void) {
     test_rules();
     test_history();
     test_attacks();
-    if (failures) {
-        fprintf(stderr, "test_movegen: %d failures\n", failures);
-        return 1;
-    }
-    printf("test_movegen: ok (%d playouts)\n", games);
-    return 0;
+    printf("test_movegen: %d playouts\n", games);
+    return t_done("test_movegen");
 }

@@ -13,18 +13,8 @@
 #include "engine/movegen.h"
 #include "engine/rules.h"
 #include "engine/sfen.h"
+#include "tests/koma_test.h"
 #include "sfen_mirror.h"
-
-static int failures = 0;
-#define CHECK(cond, ...)                                                                                               \
-    do {                                                                                                               \
-        if (!(cond)) {                                                                                                 \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond);                                   \
-            fprintf(stderr, __VA_ARGS__);                                                                              \
-            fputc('\n', stderr);                                                                                       \
-            failures++;                                                                                                \
-        }                                                                                                              \
-    } while (0)
 
 static Position pos;
 
@@ -33,13 +23,13 @@ static bool set_pos(const char *sfen, bool flip) {
     char buf[SFEN_MAX_LEN + 16], err[256];
     if (flip) {
         if (mirror_sfen(sfen, buf, sizeof buf) != 0) {
-            CHECK(0, "cannot mirror %s", sfen);
+            CHECKF(0, "cannot mirror %s", sfen);
             return false;
         }
         sfen = buf;
     }
     if (sfen_parse_cstr(&pos, sfen, err, sizeof err) != SFEN_OK) {
-        CHECK(0, "%s: %s", sfen, err);
+        CHECKF(0, "%s: %s", sfen, err);
         return false;
     }
     return true;
@@ -59,7 +49,7 @@ static bool play(const char *moves, bool flip) {
         if (m == MOVE_NONE) {
             char sfen[SFEN_MAX_LEN];
             sfen_write(&pos, sfen, sizeof sfen);
-            CHECK(0, "move %s is not legal in %s", u, sfen);
+            CHECKF(0, "move %s is not legal in %s", u, sfen);
             return false;
         }
         pos_do_move(&pos, m);
@@ -76,28 +66,28 @@ static void test_sennichite(bool flip) {
     if (!set_pos("startpos", flip)) return;
     const char *cycle = "4i4h 6a6b 4h4i 6b6a";
     int32_t back = -1;
-    CHECK(rules_repetition(&pos, &back) == RULES_REP_NONE && back == 0, "fresh position%s", F);
+    CHECKF(rules_repetition(&pos, &back) == RULES_REP_NONE && back == 0, "fresh position%s", F);
     play(cycle, flip);
-    CHECK(rules_repetition(&pos, NULL) == RULES_REP_NONE, "2 occurrences are no sennichite%s", F);
-    CHECK(rules_repetition_first(&pos, -1, false, &back) == RULES_REP_DRAW && back == 4,
-          "search variant sees the first repetition%s: back %d", F, back);
-    CHECK(rules_repetition_first(&pos, 3, false, &back) == RULES_REP_NONE && back == 0,
-          "a cycle longer than max_plies_back is not seen%s", F);
-    CHECK(rules_repetition_first(&pos, 4, false, NULL) == RULES_REP_DRAW, "max_plies_back 4 sees it%s", F);
+    CHECKF(rules_repetition(&pos, NULL) == RULES_REP_NONE, "2 occurrences are no sennichite%s", F);
+    CHECKF(rules_repetition_first(&pos, -1, false, &back) == RULES_REP_DRAW && back == 4,
+           "search variant sees the first repetition%s: back %d", F, back);
+    CHECKF(rules_repetition_first(&pos, 3, false, &back) == RULES_REP_NONE && back == 0,
+           "a cycle longer than max_plies_back is not seen%s", F);
+    CHECKF(rules_repetition_first(&pos, 4, false, NULL) == RULES_REP_DRAW, "max_plies_back 4 sees it%s", F);
     play(cycle, flip);
-    CHECK(rules_repetition(&pos, &back) == RULES_REP_NONE && back == 0, "3 occurrences are not yet sennichite%s", F);
+    CHECKF(rules_repetition(&pos, &back) == RULES_REP_NONE && back == 0, "3 occurrences are not yet sennichite%s", F);
     RulesStatus st = rules_status(&pos, RULES_MAX_PLY_DEFAULT);
-    CHECK(st.end == RULES_END_NONE, "3 occurrences: game goes on%s, got %s", F, rules_end_name(st.end));
+    CHECKF(st.end == RULES_END_NONE, "3 occurrences: game goes on%s, got %s", F, rules_end_name(st.end));
     play("4i4h 6a6b 4h4i", flip);
-    CHECK(rules_repetition(&pos, NULL) == RULES_REP_NONE, "one ply short of the 4th occurrence%s", F);
+    CHECKF(rules_repetition(&pos, NULL) == RULES_REP_NONE, "one ply short of the 4th occurrence%s", F);
     play("6b6a", flip);
-    CHECK(rules_repetition(&pos, &back) == RULES_REP_DRAW && back == 12, "4th occurrence: draw%s (back %d)", F, back);
+    CHECKF(rules_repetition(&pos, &back) == RULES_REP_DRAW && back == 12, "4th occurrence: draw%s (back %d)", F, back);
     st = rules_status(&pos, RULES_MAX_PLY_DEFAULT);
-    CHECK(st.end == RULES_END_SENNICHITE && st.winner == COLOR_NB, "status sennichite%s: %s %s", F,
-          rules_end_name(st.end), side_name(st.winner));
+    CHECKF(st.end == RULES_END_SENNICHITE && st.winner == COLOR_NB, "status sennichite%s: %s %s", F,
+           rules_end_name(st.end), side_name(st.winner));
     /* The position after the first move occurs for the 4th time one ply later. */
     play("4i4h", flip);
-    CHECK(rules_repetition(&pos, &back) == RULES_REP_DRAW && back == 12, "4th occurrence of the next position%s", F);
+    CHECKF(rules_repetition(&pos, &back) == RULES_REP_DRAW && back == 12, "4th occurrence of the next position%s", F);
 }
 
 /* Black's rook 1e and White's king 2a, Black to move. Cycles of 4 plies. */
@@ -111,33 +101,33 @@ static void test_perpetual(bool flip) {
     int32_t back = -1;
     if (!set_pos(ROOK_SFEN, flip)) return;
     play(ALL_CHECKS, flip);
-    CHECK(rules_repetition_first(&pos, -1, false, &back) == RULES_REP_LOSS && back == 4,
-          "search variant: the perpetual checker (to move) loses%s", F);
+    CHECKF(rules_repetition_first(&pos, -1, false, &back) == RULES_REP_LOSS && back == 4,
+           "search variant: the perpetual checker (to move) loses%s", F);
     play(ALL_CHECKS, flip);
-    CHECK(rules_repetition(&pos, NULL) == RULES_REP_NONE, "3 occurrences of a perpetual check: not yet%s", F);
+    CHECKF(rules_repetition(&pos, NULL) == RULES_REP_NONE, "3 occurrences of a perpetual check: not yet%s", F);
     play(ALL_CHECKS, flip);
-    CHECK(rules_repetition(&pos, &back) == RULES_REP_LOSS && back == 12, "4th occurrence, checker to move: loss%s", F);
+    CHECKF(rules_repetition(&pos, &back) == RULES_REP_LOSS && back == 12, "4th occurrence, checker to move: loss%s", F);
     RulesStatus st = rules_status(&pos, RULES_MAX_PLY_DEFAULT);
-    CHECK(st.end == RULES_END_PERPETUAL_CHECK && st.winner == victim, "status%s: %s, winner %s", F,
-          rules_end_name(st.end), side_name(st.winner));
+    CHECKF(st.end == RULES_END_PERPETUAL_CHECK && st.winner == victim, "status%s: %s, winner %s", F,
+           rules_end_name(st.end), side_name(st.winner));
     /* One ply on, the checked side is to move in its 4th occurrence: it wins. */
     play("1e2e", flip);
-    CHECK(rules_repetition(&pos, NULL) == RULES_REP_WIN, "4th occurrence, checked side to move: win%s", F);
+    CHECKF(rules_repetition(&pos, NULL) == RULES_REP_WIN, "4th occurrence, checked side to move: win%s", F);
     st = rules_status(&pos, RULES_MAX_PLY_DEFAULT);
-    CHECK(st.end == RULES_END_PERPETUAL_CHECK && st.winner == victim, "status after the check%s: %s, winner %s", F,
-          rules_end_name(st.end), side_name(st.winner));
+    CHECKF(st.end == RULES_END_PERPETUAL_CHECK && st.winner == victim, "status after the check%s: %s, winner %s", F,
+           rules_end_name(st.end), side_name(st.winner));
     (void)checker;
 
     /* Check on some moves only: an ordinary draw. */
     if (!set_pos(ROOK_SFEN, flip)) return;
     play(SOME_CHECKS, flip);
-    CHECK(rules_repetition_first(&pos, -1, false, NULL) == RULES_REP_DRAW, "mixed cycle, search variant: draw%s", F);
+    CHECKF(rules_repetition_first(&pos, -1, false, NULL) == RULES_REP_DRAW, "mixed cycle, search variant: draw%s", F);
     play(SOME_CHECKS, flip);
     play(SOME_CHECKS, flip);
-    CHECK(rules_repetition(&pos, NULL) == RULES_REP_DRAW, "mixed cycles: sennichite draw%s", F);
+    CHECKF(rules_repetition(&pos, NULL) == RULES_REP_DRAW, "mixed cycles: sennichite draw%s", F);
     st = rules_status(&pos, RULES_MAX_PLY_DEFAULT);
-    CHECK(st.end == RULES_END_SENNICHITE && st.winner == COLOR_NB, "mixed cycles status%s: %s", F,
-          rules_end_name(st.end));
+    CHECKF(st.end == RULES_END_SENNICHITE && st.winner == COLOR_NB, "mixed cycles status%s: %s", F,
+           rules_end_name(st.end));
 
     /* The game rule looks at every move since the FIRST of the four
      * occurrences: a mixed first cycle makes it a draw even though the last
@@ -146,8 +136,8 @@ static void test_perpetual(bool flip) {
     play(SOME_CHECKS, flip);
     play(ALL_CHECKS, flip);
     play(ALL_CHECKS, flip);
-    CHECK(rules_repetition(&pos, NULL) == RULES_REP_DRAW, "mixed first cycle, then checks: draw%s", F);
-    CHECK(rules_repetition_first(&pos, -1, false, NULL) == RULES_REP_LOSS, "last cycle all checks: loss%s", F);
+    CHECKF(rules_repetition(&pos, NULL) == RULES_REP_DRAW, "mixed first cycle, then checks: draw%s", F);
+    CHECKF(rules_repetition_first(&pos, -1, false, NULL) == RULES_REP_LOSS, "last cycle all checks: loss%s", F);
 }
 
 static void test_superior(bool flip) {
@@ -157,33 +147,33 @@ static void test_superior(bool flip) {
      * and its king walks round: same board, Black holds one pawn more. */
     if (!set_pos("4k4/9/9/9/4p4/4G4/9/9/4K4 b p 1", flip)) return;
     play("5f5e 5a4a 5e4e P*5e 4e4f 4a4b 4f5f 4b5a", flip);
-    CHECK(rules_repetition(&pos, NULL) == RULES_REP_NONE, "hands differ: no sennichite%s", F);
-    CHECK(rules_repetition_first(&pos, -1, false, NULL) == RULES_REP_NONE, "superior not asked%s", F);
-    CHECK(rules_repetition_first(&pos, -1, true, &back) == RULES_REP_SUPERIOR && back == 8,
-          "side to move came round a pawn up: superior%s (back %d)", F, back);
-    CHECK(rules_repetition_first(&pos, 6, true, NULL) == RULES_REP_NONE, "beyond max_plies_back%s", F);
+    CHECKF(rules_repetition(&pos, NULL) == RULES_REP_NONE, "hands differ: no sennichite%s", F);
+    CHECKF(rules_repetition_first(&pos, -1, false, NULL) == RULES_REP_NONE, "superior not asked%s", F);
+    CHECKF(rules_repetition_first(&pos, -1, true, &back) == RULES_REP_SUPERIOR && back == 8,
+           "side to move came round a pawn up: superior%s (back %d)", F, back);
+    CHECKF(rules_repetition_first(&pos, 6, true, NULL) == RULES_REP_NONE, "beyond max_plies_back%s", F);
     /* White's gold takes a pawn; Black drops it back: Black (to move) is a pawn down. */
     if (!set_pos("4k4/9/9/4g4/4P4/9/9/9/4K4 b P 1", flip)) return;
     play("5i4i 5d5e 4i4h 5e6e P*5e 6e6d 4h5i 6d5d", flip);
-    CHECK(rules_repetition_first(&pos, -1, true, &back) == RULES_REP_INFERIOR && back == 8,
-          "side to move came round a pawn down: inferior%s (back %d)", F, back);
-    CHECK(rules_repetition(&pos, NULL) == RULES_REP_NONE, "inferior is no game rule%s", F);
+    CHECKF(rules_repetition_first(&pos, -1, true, &back) == RULES_REP_INFERIOR && back == 8,
+           "side to move came round a pawn down: inferior%s (back %d)", F, back);
+    CHECKF(rules_repetition(&pos, NULL) == RULES_REP_NONE, "inferior is no game rule%s", F);
 }
 
 /* ---- declaration --------------------------------------------------------------- */
 static void expect_declare(const char *sfen, bool flip, bool want, int32_t points, const char *what) {
     const char *F = flip ? " (flipped)" : "";
     if (!set_pos(sfen, flip)) return;
-    CHECK(rules_can_declare(&pos) == want, "%s%s: can_declare should be %d", what, F, want);
+    CHECKF(rules_can_declare(&pos) == want, "%s%s: can_declare should be %d", what, F, want);
     if (points >= 0)
-        CHECK(rules_declaration_points(&pos, pos.side) == points, "%s%s: %d points, want %d", what, F,
-              rules_declaration_points(&pos, pos.side), points);
+        CHECKF(rules_declaration_points(&pos, pos.side) == points, "%s%s: %d points, want %d", what, F,
+               rules_declaration_points(&pos, pos.side), points);
     RulesStatus st = rules_status(&pos, RULES_MAX_PLY_DEFAULT);
     if (want)
-        CHECK(st.end == RULES_END_DECLARATION && st.winner == pos.side, "%s%s: status %s", what, F,
-              rules_end_name(st.end));
+        CHECKF(st.end == RULES_END_DECLARATION && st.winner == pos.side, "%s%s: status %s", what, F,
+               rules_end_name(st.end));
     else
-        CHECK(st.end != RULES_END_DECLARATION, "%s%s: status must not be declaration", what, F);
+        CHECKF(st.end != RULES_END_DECLARATION, "%s%s: status must not be declaration", what, F);
 }
 
 static void test_declaration(void) {
@@ -219,54 +209,54 @@ static void test_status(void) {
         /* Checkmate: head gold. White to move, mated. */
         if (set_pos("4k4/4G4/4P4/9/9/9/9/9/4K4 w - 1", flip)) {
             RulesStatus st = rules_status(&pos, RULES_MAX_PLY_DEFAULT);
-            CHECK(st.end == RULES_END_CHECKMATE && st.winner == (flip ? COLOR_WHITE : COLOR_BLACK),
-                  "checkmate%s: %s winner %s", F, rules_end_name(st.end), side_name(st.winner));
-            CHECK(!rules_has_legal_move(&pos), "mated side has no legal move%s", F);
+            CHECKF(st.end == RULES_END_CHECKMATE && st.winner == (flip ? COLOR_WHITE : COLOR_BLACK),
+                   "checkmate%s: %s winner %s", F, rules_end_name(st.end), side_name(st.winner));
+            CHECKF(!rules_has_legal_move(&pos), "mated side has no legal move%s", F);
         }
         /* Stalemate: White's lone king on 1a, every square covered, no check: also a loss. */
         if (set_pos("8k/6S2/8G/9/9/9/9/9/K8 w - 1", flip)) {
-            CHECK(!pos_in_check(&pos) && movegen_count_legal(&pos) == 0, "stalemate position%s", F);
+            CHECKF(!pos_in_check(&pos) && movegen_count_legal(&pos) == 0, "stalemate position%s", F);
             RulesStatus st = rules_status(&pos, RULES_MAX_PLY_DEFAULT);
-            CHECK(st.end == RULES_END_CHECKMATE && st.winner == (flip ? COLOR_WHITE : COLOR_BLACK),
-                  "stalemate loses%s: %s winner %s", F, rules_end_name(st.end), side_name(st.winner));
+            CHECKF(st.end == RULES_END_CHECKMATE && st.winner == (flip ? COLOR_WHITE : COLOR_BLACK),
+                   "stalemate loses%s: %s winner %s", F, rules_end_name(st.end), side_name(st.winner));
         }
         /* Only pawn drops left, one of them a pawn-drop mate: still legal moves. */
         if (set_pos("7nk/7p1/8G/9/9/9/9/9/K8 b P 1", flip)) {
-            CHECK(rules_has_legal_move(&pos), "king and gold can move%s", F);
+            CHECKF(rules_has_legal_move(&pos), "king and gold can move%s", F);
         }
         /* Max ply: 320 moves played at SFEN ply 321. */
         if (set_pos("4k4/9/9/9/9/9/9/9/4K4 b GS 320", flip)) {
-            CHECK(rules_status(&pos, 320).end == RULES_END_NONE, "319 moves played: ongoing%s", F);
+            CHECKF(rules_status(&pos, 320).end == RULES_END_NONE, "319 moves played: ongoing%s", F);
         }
         if (set_pos("4k4/9/9/9/9/9/9/9/4K4 b GS 321", flip)) {
             RulesStatus st = rules_status(&pos, 320);
-            CHECK(st.end == RULES_END_MAX_PLY && st.winner == COLOR_NB, "320 moves played: max_ply%s, got %s", F,
-                  rules_end_name(st.end));
-            CHECK(rules_status(&pos, 0).end == RULES_END_NONE, "max_ply 0 means no limit%s", F);
-            CHECK(rules_status(&pos, 400).end == RULES_END_NONE, "limit 400%s", F);
+            CHECKF(st.end == RULES_END_MAX_PLY && st.winner == COLOR_NB, "320 moves played: max_ply%s, got %s", F,
+                   rules_end_name(st.end));
+            CHECKF(rules_status(&pos, 0).end == RULES_END_NONE, "max_ply 0 means no limit%s", F);
+            CHECKF(rules_status(&pos, 400).end == RULES_END_NONE, "limit 400%s", F);
         }
         /* A mate delivered by the last allowed move still counts. */
         if (set_pos("4k4/4G4/4P4/9/9/9/9/9/4K4 w - 321", flip)) {
-            CHECK(rules_status(&pos, 320).end == RULES_END_CHECKMATE, "mate at the move limit%s", F);
+            CHECKF(rules_status(&pos, 320).end == RULES_END_CHECKMATE, "mate at the move limit%s", F);
         }
         /* The limit counts moves actually played through the history too. */
         if (set_pos("startpos", flip) && !flip) {
             play("4i4h 6a6b 4h4i", false);
-            CHECK(rules_status(&pos, 3).end == RULES_END_MAX_PLY, "3 moves played, limit 3");
-            CHECK(rules_status(&pos, 4).end == RULES_END_NONE, "3 moves played, limit 4");
+            CHECKF(rules_status(&pos, 3).end == RULES_END_MAX_PLY, "3 moves played, limit 3");
+            CHECKF(rules_status(&pos, 4).end == RULES_END_NONE, "3 moves played, limit 4");
         }
     }
     /* Names as written to the database, and back. */
     static const char *const WANT[RULES_END_NB] = {
         "ongoing", "checkmate", "sennichite", "perpetual_check", "declaration", "max_ply", "resign", "illegal_move", "time"};
     for (int i = 0; i < RULES_END_NB; i++) {
-        CHECK(strcmp(rules_end_name((RulesEnd)i), WANT[i]) == 0, "name of %d is %s", i, rules_end_name((RulesEnd)i));
-        CHECK(rules_end_from_name(WANT[i]) == (RulesEnd)i, "from_name(%s)", WANT[i]);
+        CHECKF(strcmp(rules_end_name((RulesEnd)i), WANT[i]) == 0, "name of %d is %s", i, rules_end_name((RulesEnd)i));
+        CHECKF(rules_end_from_name(WANT[i]) == (RulesEnd)i, "from_name(%s)", WANT[i]);
     }
-    CHECK(strcmp(rules_end_name(RULES_END_NB), "?") == 0 && rules_end_from_name("mate") == RULES_END_NB &&
+    CHECKF(strcmp(rules_end_name(RULES_END_NB), "?") == 0 && rules_end_from_name("mate") == RULES_END_NB &&
               rules_end_from_name(NULL) == RULES_END_NB,
-          "unknown names");
-    CHECK(strcmp(rules_rep_name(RULES_REP_LOSS), "loss") == 0, "rep names");
+           "unknown names");
+    CHECKF(strcmp(rules_rep_name(RULES_REP_LOSS), "loss") == 0, "rep names");
 }
 
 /* rules_has_legal_move and rules_status_with_count against movegen on random playouts. */
@@ -287,9 +277,9 @@ static void test_random_agreement(void) {
                 int32_t n = movegen_count_legal(&pos);
                 positions++;
                 no_moves += n == 0;
-                CHECK(rules_has_legal_move(&pos) == (n > 0), "has_legal_move disagrees with movegen (%d moves)", n);
+                CHECKF(rules_has_legal_move(&pos) == (n > 0), "has_legal_move disagrees with movegen (%d moves)", n);
                 RulesStatus a = rules_status(&pos, 100), b = rules_status_with_count(&pos, 100, n);
-                CHECK(a.end == b.end && a.winner == b.winner, "status with and without the count");
+                CHECKF(a.end == b.end && a.winner == b.winner, "status with and without the count");
                 if (n == 0 || a.end != RULES_END_NONE) break;
                 MoveList list;
                 movegen_legal(&pos, &list);
@@ -298,7 +288,7 @@ static void test_random_agreement(void) {
             }
         }
     printf("test_rules: %d random positions (%d without a legal move)\n", positions, no_moves);
-    CHECK(positions > 5000, "too few positions");
+    CHECKF(positions > 5000, "too few positions");
 }
 
 int main(void) {
@@ -311,10 +301,5 @@ int main(void) {
     test_declaration();
     test_status();
     test_random_agreement();
-    if (failures) {
-        fprintf(stderr, "test_rules: %d failures\n", failures);
-        return 1;
-    }
-    printf("test_rules: ok\n");
-    return 0;
+    return t_done("test_rules");
 }
