@@ -2,19 +2,11 @@
  * aligned memory, directory listing, rename, rm -rf, running a program,
  * a child on pipes (lines, end of input), environment, temp dir. */
 #include "compat/compat.h"
+#include "tests/koma_test.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int failures;
-#define CHECK(c)                                                                \
-    do {                                                                        \
-        if (!(c)) {                                                             \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
-            failures++;                                                         \
-        }                                                                       \
-    } while (0)
 
 typedef struct {
     compat_mutex_t mu;
@@ -403,10 +395,5 @@ int main(int argc, char **argv) {
     test_run(argv[0]);
     test_proc(argv[0]);
 
-    if (failures) {
-        fprintf(stderr, "test_compat: %d failures\n", failures);
-        return 1;
-    }
-    printf("test_compat: ok\n");
-    return 0;
+    return t_done("test_compat");
 }

@@ -4,18 +4,10 @@
  * wake-ups, timed waits that time out only once the time has passed and
  * return early when signalled, many threads created and joined. */
 #include "compat/compat.h"
+#include "tests/koma_test.h"
 
 #include <stdatomic.h>
 #include <string.h>
-
-static int failures;
-#define CHECK(c)                                                                  \
-    do {                                                                          \
-        if (!(c)) {                                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
-            failures++;                                                           \
-        }                                                                         \
-    } while (0)
 
 /* ---- mutual exclusion: a non-atomic counter, many threads ------------------ */
 enum { MX_THREADS = 8, MX_ITERS = 20000 };
@@ -225,10 +217,5 @@ int main(void) {
     test_broadcast();
     test_timeouts();
     test_many();
-    if (failures) {
-        fprintf(stderr, "test_compat_threads: %d failures\n", failures);
-        return 1;
-    }
-    printf("test_compat_threads: ok\n");
-    return 0;
+    return t_done("test_compat_threads");
 }
