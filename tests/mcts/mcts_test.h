@@ -1,5 +1,6 @@
-/* mcts_test.h - shared helpers of the mcts/ tests: CHECK, evaluators (test
- * doubles for the network), positions, and brute-force mate checks. */
+/* mcts_test.h - shared helpers of the mcts/ tests: evaluators (test doubles
+ * for the network), positions, and brute-force mate checks. Checks, t_done
+ * and the RNG come from tests/koma_test.h. */
 #ifndef KOMA_TESTS_MCTS_TEST_H
 #define KOMA_TESTS_MCTS_TEST_H
 
@@ -12,28 +13,7 @@
 #include "engine/movegen.h"
 #include "engine/sfen.h"
 #include "mcts/mcts.h"
-
-static int failures = 0;
-#define CHECK(cond, ...)                                                                \
-    do {                                                                                \
-        if (!(cond)) {                                                                  \
-            failures++;                                                                 \
-            if (failures < 40) {                                                        \
-                fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
-                fprintf(stderr, __VA_ARGS__);                                           \
-                fprintf(stderr, "\n");                                                  \
-            }                                                                           \
-        }                                                                               \
-    } while (0)
-
-static inline int test_finish(const char *name) {
-    if (failures) {
-        fprintf(stderr, "%s: %d failure(s)\n", name, failures);
-        return 1;
-    }
-    printf("%s: ok\n", name);
-    return 0;
-}
+#include "tests/koma_test.h"
 
 static inline void set_sfen(Position *pos, const char *sfen) {
     char err[256];
@@ -77,12 +57,6 @@ static inline void eval_uniform(void *user, MctsTree *t, const MctsRequest *reqs
     for (int32_t i = 0; i < 3 * n; i++) wdl[i] = 0.0f;
 }
 
-static inline uint64_t mix64(uint64_t z) {
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 /* A deterministic "network" from the position key: pseudo-random logits
  * (spread about 3 nats) and value. Different positions get different output. */
 static inline void eval_hash(void *user, MctsTree *t, const MctsRequest *reqs, int32_t n, float *pol, float *wdl) {
@@ -92,8 +66,9 @@ static inline void eval_hash(void *user, MctsTree *t, const MctsRequest *reqs, i
     for (int32_t i = 0; i < n; i++) {
         uint64_t k = reqs[i].key;
         float *p = pol + (size_t)i * ENC_LABEL_NB;
-        for (int32_t l = 0; l < ENC_LABEL_NB; l++) p[l] = (float)(mix64(k + (uint64_t)l) >> 40) * (3.0f / 16777216.0f);
-        uint64_t h = mix64(k ^ 0x1234567ull);
+        for (int32_t l = 0; l < ENC_LABEL_NB; l++)
+            p[l] = (float)(t_mix64(k + (uint64_t)l) >> 40) * (3.0f / 16777216.0f);
+        uint64_t h = t_mix64(k ^ 0x1234567ull);
         wdl[3 * i + 0] = (float)(h & 1023) / 512.0f;
         wdl[3 * i + 1] = (float)((h >> 10) & 1023) / 1024.0f;
         wdl[3 * i + 2] = (float)((h >> 20) & 1023) / 512.0f;
@@ -144,20 +119,20 @@ static inline void check_result_policy(const Position *pos, const MctsResult *r,
     MoveList l;
     movegen_legal(pos, &l);
     if (r->n != l.n) {
-        CHECK(r->n == l.n, "%s: result has %d moves, position %d", what, r->n, l.n);
+        CHECKF(r->n == l.n, "%s: result has %d moves, position %d", what, r->n, l.n);
         return;
     }
     double sum = 0.0;
     for (int32_t i = 0; i < r->n; i++) {
-        CHECK(r->policy[i] >= 0.0f, "%s: negative policy", what);
+        CHECKF(r->policy[i] >= 0.0f, "%s: negative policy", what);
         sum += r->policy[i];
-        CHECK(movegen_list_contains(&l, r->moves[i]), "%s: %s not legal", what, usi_str(r->moves[i]));
-        CHECK(encode_label_move(pos, r->labels[i]) == r->moves[i], "%s: label %d does not map back to %s", what,
-              r->labels[i], usi_str(r->moves[i]));
+        CHECKF(movegen_list_contains(&l, r->moves[i]), "%s: %s not legal", what, usi_str(r->moves[i]));
+        CHECKF(encode_label_move(pos, r->labels[i]) == r->moves[i], "%s: label %d does not map back to %s", what,
+               r->labels[i], usi_str(r->moves[i]));
     }
-    CHECK(fabs(sum - 1.0) < 1e-5, "%s: policy sums to %.8f", what, sum);
-    CHECK(r->best != MOVE_NONE && movegen_list_contains(&l, r->best), "%s: best move %s not legal", what,
-          usi_str(r->best));
+    CHECKF(fabs(sum - 1.0) < 1e-5, "%s: policy sums to %.8f", what, sum);
+    CHECKF(r->best != MOVE_NONE && movegen_list_contains(&l, r->best), "%s: best move %s not legal", what,
+           usi_str(r->best));
 }
 
 #endif

@@ -21,7 +21,7 @@ static MctsResult res, res2;
 
 /* Entry content derived from (key, n) so any returned data can be checked. */
 static void make_entry(uint64_t key, int32_t n, uint16_t *q, float wdl[3]) {
-    for (int32_t i = 0; i < n; i++) q[i] = (uint16_t)(mix64(key + (uint64_t)i) & 0xFFFF);
+    for (int32_t i = 0; i < n; i++) q[i] = (uint16_t)(t_mix64(key + (uint64_t)i) & 0xFFFF);
     wdl[0] = (float)(key & 255);
     wdl[1] = (float)n;
     wdl[2] = (float)((key >> 8) & 255);
@@ -38,31 +38,31 @@ static uint32_t check_of(uint64_t key) { return (uint32_t)(key * 2654435761u); }
 
 static void test_basic(void) {
     MctsCache *c = mcts_cache_new(1 << 20);
-    CHECK(c != NULL, "cache_new");
+    CHECKF(c != NULL, "cache_new");
     uint16_t q[MCTS_CACHE_MOVES_MAX], got[MCTS_CACHE_MOVES_MAX + 8];
     float wdl[3], gw[3];
     make_entry(42, 30, q, wdl);
     mcts_cache_put(c, 42, check_of(42), 30, q, wdl);
     memset(got, 0xAB, sizeof got);
-    CHECK(mcts_cache_get(c, 42, check_of(42), 30, got, gw) && entry_ok(42, 30, got, gw), "hit returns the entry");
-    CHECK(got[30] == 0xABAB, "a hit wrote past n");
-    CHECK(!mcts_cache_get(c, 43, check_of(42), 30, got, gw), "other key hit");
-    CHECK(!mcts_cache_get(c, 42, check_of(42) ^ 1, 30, got, gw), "other move checksum hit");
-    CHECK(!mcts_cache_get(c, 42, check_of(42), 31, got, gw), "other move count hit");
-    CHECK(!mcts_cache_get(c, 42, check_of(42), 29, got, gw), "shorter move count hit");
-    CHECK(!mcts_cache_get(c, 42, check_of(42), 0, got, gw) && !mcts_cache_get(c, 42, check_of(42), 100000, got, gw),
-          "out-of-range n accepted");
+    CHECKF(mcts_cache_get(c, 42, check_of(42), 30, got, gw) && entry_ok(42, 30, got, gw), "hit returns the entry");
+    CHECKF(got[30] == 0xABAB, "a hit wrote past n");
+    CHECKF(!mcts_cache_get(c, 43, check_of(42), 30, got, gw), "other key hit");
+    CHECKF(!mcts_cache_get(c, 42, check_of(42) ^ 1, 30, got, gw), "other move checksum hit");
+    CHECKF(!mcts_cache_get(c, 42, check_of(42), 31, got, gw), "other move count hit");
+    CHECKF(!mcts_cache_get(c, 42, check_of(42), 29, got, gw), "shorter move count hit");
+    CHECKF(!mcts_cache_get(c, 42, check_of(42), 0, got, gw) && !mcts_cache_get(c, 42, check_of(42), 100000, got, gw),
+           "out-of-range n accepted");
     /* Largest list fits and round-trips. */
     make_entry(7, MCTS_CACHE_MOVES_MAX, q, wdl);
     mcts_cache_put(c, 7, check_of(7), MCTS_CACHE_MOVES_MAX, q, wdl);
-    CHECK(mcts_cache_get(c, 7, check_of(7), MCTS_CACHE_MOVES_MAX, got, gw) && entry_ok(7, MCTS_CACHE_MOVES_MAX, got, gw),
-          "largest entry");
+    CHECKF(mcts_cache_get(c, 7, check_of(7), MCTS_CACHE_MOVES_MAX, got, gw) && entry_ok(7, MCTS_CACHE_MOVES_MAX, got, gw),
+           "largest entry");
     mcts_cache_clear(c);
-    CHECK(!mcts_cache_get(c, 7, check_of(7), MCTS_CACHE_MOVES_MAX, got, gw), "hit after clear");
+    CHECKF(!mcts_cache_get(c, 7, check_of(7), MCTS_CACHE_MOVES_MAX, got, gw), "hit after clear");
     MctsCacheStats st;
     mcts_cache_stats(c, &st);
-    CHECK(st.lookups == 7 && st.hits == 2 && st.inserts == 2, "stats %llu %llu %llu", (unsigned long long)st.lookups,
-          (unsigned long long)st.hits, (unsigned long long)st.inserts);
+    CHECKF(st.lookups == 7 && st.hits == 2 && st.inserts == 2, "stats %llu %llu %llu", (unsigned long long)st.lookups,
+           (unsigned long long)st.hits, (unsigned long long)st.inserts);
     mcts_cache_free(c);
     mcts_cache_free(NULL);
 }
@@ -78,9 +78,9 @@ static void test_collisions(void) {
         uint64_t last_key = 0;
         int32_t last_n = 0;
         for (int i = 0; i < 20000; i++) {
-            s = mix64(s);
+            s = t_mix64(s);
             uint64_t key = s % 64; /* few keys: many repeats and slot collisions */
-            int32_t n = 1 + (int32_t)(mix64(key) % 300);
+            int32_t n = 1 + (int32_t)(t_mix64(key) % 300);
             if (s & (1ull << 40)) {
                 make_entry(key, n, q, wdl);
                 mcts_cache_put(c, key, check_of(key), n, q, wdl);
@@ -98,12 +98,12 @@ static void test_collisions(void) {
                             entry_ok(last_key, last_n, got, gw)))
                 wrong++;
         }
-        CHECK(wrong == 0, "geometry %d: %lld wrong or missing entries", geometry, (long long)wrong);
-        CHECK(hits > 50, "geometry %d: only %lld hits", geometry, (long long)hits);
+        CHECKF(wrong == 0, "geometry %d: %lld wrong or missing entries", geometry, (long long)wrong);
+        CHECKF(hits > 50, "geometry %d: only %lld hits", geometry, (long long)hits);
         mcts_cache_free(c);
     }
-    CHECK(mcts_cache_new_geometry(1, 3, 4096) == NULL, "slots not a power of two accepted");
-    CHECK(mcts_cache_new_geometry(1, 1, 100) == NULL, "ring smaller than an entry accepted");
+    CHECKF(mcts_cache_new_geometry(1, 3, 4096) == NULL, "slots not a power of two accepted");
+    CHECKF(mcts_cache_new_geometry(1, 1, 100) == NULL, "ring smaller than an entry accepted");
 }
 
 static void test_search_equivalence(void) {
@@ -134,18 +134,18 @@ static void test_search_equivalence(void) {
                             memcmp(res.visits, res2.visits, sizeof(int32_t) * (size_t)res.n) == 0 &&
                             memcmp(res.policy, res2.policy, sizeof(float) * (size_t)res.n) == 0 &&
                             memcmp(res.q, res2.q, sizeof(float) * (size_t)res.n) == 0;
-                CHECK(same, "%s gumbel %d round %d: cached search differs from plain", sfens[k], gumbel, round);
+                CHECKF(same, "%s gumbel %d round %d: cached search differs from plain", sfens[k], gumbel, round);
             }
             /* The repeat came from the cache: (almost) no leaf evaluated again. */
-            CHECK(first_round <= s1.leaves && s2.leaves - first_round <= s1.leaves / 50,
-                  "%s: repeated search evaluated %lld leaves (first %lld, plain %lld)", sfens[k],
-                  (long long)(s2.leaves - first_round), (long long)first_round, (long long)s1.leaves);
-            CHECK(res2.cache_hits > 0, "%s: no cache hits on the repeated search", sfens[k]);
+            CHECKF(first_round <= s1.leaves && s2.leaves - first_round <= s1.leaves / 50,
+                   "%s: repeated search evaluated %lld leaves (first %lld, plain %lld)", sfens[k],
+                   (long long)(s2.leaves - first_round), (long long)first_round, (long long)s1.leaves);
+            CHECKF(res2.cache_hits > 0, "%s: no cache hits on the repeated search", sfens[k]);
             mcts_tree_set_position(small, &pos);
             mcts_search(small, &l, eval_hash, &s3, &res2);
-            CHECK(res.best == res2.best && memcmp(res.visits, res2.visits, sizeof(int32_t) * (size_t)res.n) == 0 &&
+            CHECKF(res.best == res2.best && memcmp(res.visits, res2.visits, sizeof(int32_t) * (size_t)res.n) == 0 &&
                       memcmp(res.policy, res2.policy, sizeof(float) * (size_t)res.n) == 0,
-                  "%s gumbel %d: one-slot cache changed the search", sfens[k], gumbel);
+                   "%s gumbel %d: one-slot cache changed the search", sfens[k], gumbel);
             mcts_tree_free(plain);
             mcts_tree_free(cached);
             mcts_tree_free(small);
@@ -198,17 +198,17 @@ static void test_threads(void) {
     for (int i = 0; i < N; i++) {
         w[i].cache = c;
         w[i].seed = i;
-        CHECK(compat_thread_create(&th[i], worker, &w[i]) == 0, "thread create");
+        CHECKF(compat_thread_create(&th[i], worker, &w[i]) == 0, "thread create");
     }
     for (int i = 0; i < N; i++) compat_thread_join(th[i]);
     for (int i = 0; i < N; i++) {
-        CHECK(w[i].ok, "thread %d: searches with a shared cache differ", i);
-        CHECK(w[i].best == w[0].best && memcmp(w[i].visits, w[0].visits, sizeof w[0].visits) == 0,
-              "thread %d differs from thread 0", i);
+        CHECKF(w[i].ok, "thread %d: searches with a shared cache differ", i);
+        CHECKF(w[i].best == w[0].best && memcmp(w[i].visits, w[0].visits, sizeof w[0].visits) == 0,
+               "thread %d differs from thread 0", i);
     }
     MctsCacheStats st;
     mcts_cache_stats(c, &st);
-    CHECK(st.hits > 0 && st.inserts > 0, "shared cache unused");
+    CHECKF(st.hits > 0 && st.inserts > 0, "shared cache unused");
     mcts_cache_free(c);
 }
 
@@ -217,5 +217,5 @@ int main(void) {
     test_collisions();
     test_search_equivalence();
     test_threads();
-    return test_finish("test_mcts_cache");
+    return t_done("test_mcts_cache");
 }

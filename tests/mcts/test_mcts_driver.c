@@ -78,7 +78,7 @@ int main(void) {
         evaluate_and_deliver(g, &batches[cur ^ 1]);
         for (int i = 0; i < GAMES; i++) {
             const char *err = mcts_tree_validate(g[i].t);
-            CHECK(err == NULL, "step %lld game %d: %s", (long long)steps, i, err ? err : "");
+            CHECKF(err == NULL, "step %lld game %d: %s", (long long)steps, i, err ? err : "");
         }
         for (int i = 0; i < GAMES; i++) {
             Game *x = &g[i];
@@ -93,13 +93,13 @@ int main(void) {
             pos_copy(&after, root);
             pos_do_move(&after, res.best);
             bool kept = mcts_tree_advance(x->t, res.best);
-            CHECK(pos_key(mcts_tree_position(x->t)) == pos_key(&after), "game %d: root after advance", i);
+            CHECKF(pos_key(mcts_tree_position(x->t)) == pos_key(&after), "game %d: root after advance", i);
             if (kept) {
                 MctsLimits none = {.visits = 1};
                 mcts_search_begin(x->t, &none); /* summarize the kept tree */
                 mcts_search_result(x->t, &res);
-                CHECK(res.root_visits == child_visits, "game %d: kept %lld visits, the child had %d", i,
-                      (long long)res.root_visits, child_visits);
+                CHECKF(res.root_visits == child_visits, "game %d: kept %lld visits, the child had %d", i,
+                       (long long)res.root_visits, child_visits);
                 kept_total++;
             }
             moves++;
@@ -114,15 +114,15 @@ int main(void) {
         cur ^= 1;
     }
     evaluate_and_deliver(g, &batches[cur ^ 1]);
-    CHECK(moves >= MOVES * GAMES, "only %lld moves played in %lld steps", (long long)moves, (long long)steps);
-    CHECK(kept_total > moves / 2, "reuse kept a subtree on %lld of %lld moves", (long long)kept_total, (long long)moves);
-    CHECK(games_ended >= 1, "no game ended in %lld moves (max ply 60)", (long long)moves);
+    CHECKF(moves >= MOVES * GAMES, "only %lld moves played in %lld steps", (long long)moves, (long long)steps);
+    CHECKF(kept_total > moves / 2, "reuse kept a subtree on %lld of %lld moves", (long long)kept_total, (long long)moves);
+    CHECKF(games_ended >= 1, "no game ended in %lld moves (max ply 60)", (long long)moves);
     MctsCacheStats cs;
     mcts_cache_stats(cache, &cs);
-    CHECK(cs.hits > 0, "shared cache never hit");
+    CHECKF(cs.hits > 0, "shared cache never hit");
     for (int i = 0; i < GAMES; i++) mcts_tree_free(g[i].t);
     mcts_cache_free(cache);
     printf("driver: %lld moves, %lld games ended, %lld steps, cache hits %llu of %llu\n", (long long)moves,
            (long long)games_ended, (long long)steps, (unsigned long long)cs.hits, (unsigned long long)cs.lookups);
-    return test_finish("test_mcts_driver");
+    return t_done("test_mcts_driver");
 }

@@ -49,7 +49,7 @@ static void test_schedule(void) {
             for (int32_t s = 0; s < B; s++) {
                 int64_t got = mcts_gumbel_considered_visit(m, B, s);
                 if (got != seq[s]) {
-                    CHECK(got == seq[s], "schedule m=%d budget=%d sim=%d: %lld, mctx %d", m, B, s, (long long)got, seq[s]);
+                    CHECKF(got == seq[s], "schedule m=%d budget=%d sim=%d: %lld, mctx %d", m, B, s, (long long)got, seq[s]);
                     break;
                 }
             }
@@ -94,9 +94,9 @@ static void test_budget(void) {
             int32_t got[MCTS_MOVES_MAX], want[64];
             int64_t sum = 0;
             for (int32_t i = 0; i < res.n; i++) sum += (got[i] = res.visits[i]);
-            CHECK(sum == budgets[b] && res.playouts == budgets[b], "budget %d batch %d: spent %lld", budgets[b], batch,
-                  (long long)sum);
-            CHECK(res.root_visits == budgets[b] + 1, "root visits %lld", (long long)res.root_visits);
+            CHECKF(sum == budgets[b] && res.playouts == budgets[b], "budget %d batch %d: spent %lld", budgets[b], batch,
+                   (long long)sum);
+            CHECKF(res.root_visits == budgets[b] + 1, "root visits %lld", (long long)res.root_visits);
             qsort(got, (size_t)res.n, sizeof got[0], cmp_desc);
             schedule_counts(16, budgets[b], want);
             qsort(want, 16, sizeof want[0], cmp_desc);
@@ -104,15 +104,15 @@ static void test_budget(void) {
                 bool same = true;
                 for (int32_t i = 0; i < 16; i++) same &= got[i] == want[i];
                 for (int32_t i = 16; i < res.n; i++) same &= got[i] == 0;
-                CHECK(same, "budget %d: visit pattern %d %d %d %d .. differs from the schedule %d %d %d %d ..",
-                      budgets[b], got[0], got[1], got[2], got[3], want[0], want[1], want[2], want[3]);
+                CHECKF(same, "budget %d: visit pattern %d %d %d %d .. differs from the schedule %d %d %d %d ..",
+                       budgets[b], got[0], got[1], got[2], got[3], want[0], want[1], want[2], want[3]);
             }
             int32_t visited = 0;
             for (int32_t i = 0; i < res.n; i++) visited += res.visits[i] > 0;
-            CHECK(visited == (budgets[b] < 16 ? budgets[b] : 16), "budget %d batch %d: %d moves visited, want m = 16",
-                  budgets[b], batch, visited);
+            CHECKF(visited == (budgets[b] < 16 ? budgets[b] : 16), "budget %d batch %d: %d moves visited, want m = 16",
+                   budgets[b], batch, visited);
             const char *err = mcts_tree_validate(t);
-            CHECK(err == NULL, "invariant: %s", err ? err : "");
+            CHECKF(err == NULL, "invariant: %s", err ? err : "");
             mcts_tree_free(t);
         }
     }
@@ -145,10 +145,10 @@ static void test_candidates(void) {
     float pr[MCTS_MOVES_MAX];
     memcpy(pr, res.prior, sizeof(float) * (size_t)res.n);
     qsort(pr, (size_t)res.n, sizeof pr[0], cmp_float_desc);
-    CHECK(pr[7] > pr[8], "test needs distinct priors around rank 8");
+    CHECKF(pr[7] > pr[8], "test needs distinct priors around rank 8");
     for (int32_t i = 0; i < res.n; i++)
-        CHECK((res.visits[i] > 0) == (res.prior[i] >= pr[7]), "move %s prior %.4f (8th %.4f) visits %d",
-              usi_str(res.moves[i]), res.prior[i], pr[7], res.visits[i]);
+        CHECKF((res.visits[i] > 0) == (res.prior[i] >= pr[7]), "move %s prior %.4f (8th %.4f) visits %d",
+               usi_str(res.moves[i]), res.prior[i], pr[7], res.visits[i]);
     check_result_policy(&pos, &res, "gumbel no noise");
     /* The target is softmax(logits + sigma(completed Q)) of the result's numbers. */
     float cq[MCTS_MOVES_MAX], want[MCTS_MOVES_MAX];
@@ -158,7 +158,7 @@ static void test_candidates(void) {
     mcts_softmax(res.n, want, want);
     float maxdiff = 0.0f;
     for (int32_t i = 0; i < res.n; i++) maxdiff = fmaxf(maxdiff, fabsf(want[i] - res.policy[i]));
-    CHECK(maxdiff < 1e-5f, "improved policy differs from its definition by %g", maxdiff);
+    CHECKF(maxdiff < 1e-5f, "improved policy differs from its definition by %g", maxdiff);
     /* Mass moves towards the best-valued visited move, away from the worst. */
     int32_t hi = -1, lo = -1;
     for (int32_t i = 0; i < res.n; i++) {
@@ -166,9 +166,9 @@ static void test_candidates(void) {
         if (hi < 0 || res.q[i] > res.q[hi]) hi = i;
         if (lo < 0 || res.q[i] < res.q[lo]) lo = i;
     }
-    CHECK(hi >= 0 && res.q[hi] > res.q[lo] && res.policy[hi] > res.prior[hi] && res.policy[lo] < res.prior[lo],
-          "improved policy: best-Q move %.4f -> %.4f, worst %.4f -> %.4f", res.prior[hi], res.policy[hi],
-          res.prior[lo], res.policy[lo]);
+    CHECKF(hi >= 0 && res.q[hi] > res.q[lo] && res.policy[hi] > res.prior[hi] && res.policy[lo] < res.prior[lo],
+           "improved policy: best-Q move %.4f -> %.4f, worst %.4f -> %.4f", res.prior[hi], res.policy[hi],
+           res.prior[lo], res.policy[lo]);
     mcts_tree_free(t);
 
     /* Noise: exactly m moves get visits; the final move is one of them, with the most visits. */
@@ -186,15 +186,15 @@ static void test_candidates(void) {
             if (res.visits[i] > maxv) maxv = res.visits[i];
             if (res.moves[i] == res.best) k = i;
         }
-        CHECK(visited == 8, "seed %llu: %d moves visited, want 8", (unsigned long long)seed, visited);
-        CHECK(k >= 0 && res.visits[k] == maxv, "seed %llu: final move %s has %d visits, max %d",
-              (unsigned long long)seed, usi_str(res.best), k >= 0 ? res.visits[k] : -1, maxv);
+        CHECKF(visited == 8, "seed %llu: %d moves visited, want 8", (unsigned long long)seed, visited);
+        CHECKF(k >= 0 && res.visits[k] == maxv, "seed %llu: final move %s has %d visits, max %d",
+               (unsigned long long)seed, usi_str(res.best), k >= 0 ? res.visits[k] : -1, maxv);
         check_result_policy(&pos, &res, "gumbel noise");
         if (seed == 1) first = res.best;
         differ += res.best != first;
         mcts_tree_free(t);
     }
-    CHECK(differ > 0, "Gumbel noise never changed the final move over 20 seeds");
+    CHECKF(differ > 0, "Gumbel noise never changed the final move over 20 seeds");
 }
 
 static void test_completed_q(void) {
@@ -204,13 +204,13 @@ static void test_completed_q(void) {
     float out[3];
     float v_mix = mcts_completed_q(3, q, vis, prior, 0.1f, 50.0f, 0.1f, 1, out);
     /* v_mix = (0.1 + 3 * (0.5*0.5 - 0.25*0.5) / 0.75) / 4 = 0.15; rescaled {1, 0, 0.65}; scale 5.2 */
-    CHECK(fabsf(v_mix - 0.15f) < 1e-6f, "v_mix %.6f, want 0.15", v_mix);
-    CHECK(fabsf(out[0] - 5.2f) < 1e-5f && fabsf(out[1]) < 1e-6f && fabsf(out[2] - 3.38f) < 1e-5f,
-          "sigma(completed q) = %.5f %.5f %.5f, want 5.2 0 3.38", out[0], out[1], out[2]);
+    CHECKF(fabsf(v_mix - 0.15f) < 1e-6f, "v_mix %.6f, want 0.15", v_mix);
+    CHECKF(fabsf(out[0] - 5.2f) < 1e-5f && fabsf(out[1]) < 1e-6f && fabsf(out[2] - 3.38f) < 1e-5f,
+           "sigma(completed q) = %.5f %.5f %.5f, want 5.2 0 3.38", out[0], out[1], out[2]);
     /* Nothing visited: v_mix is the network value. */
     const int32_t none[3] = {0, 0, 0};
     v_mix = mcts_completed_q(3, q, none, prior, -0.3f, 50.0f, 1.0f, 0, out);
-    CHECK(v_mix == -0.3f && fabsf(out[0] - 50.0f * 0.35f) < 1e-4f, "unvisited: v_mix %.3f sigma %.4f", v_mix, out[0]);
+    CHECKF(v_mix == -0.3f && fabsf(out[0] - 50.0f * 0.35f) < 1e-4f, "unvisited: v_mix %.3f sigma %.4f", v_mix, out[0]);
 }
 
 int main(void) {
@@ -218,5 +218,5 @@ int main(void) {
     test_budget();
     test_candidates();
     test_completed_q();
-    return test_finish("test_mcts_gumbel");
+    return t_done("test_mcts_gumbel");
 }

@@ -40,7 +40,7 @@ static int32_t index_of(const MctsResult *r, Move m) {
 
 static void validate(const MctsTree *t, const char *what) {
     const char *err = mcts_tree_validate(t);
-    CHECK(err == NULL, "%s: tree invariant: %s", what, err ? err : "");
+    CHECKF(err == NULL, "%s: tree invariant: %s", what, err ? err : "");
 }
 
 /* ---- mates ------------------------------------------------------------------------ */
@@ -49,7 +49,7 @@ static void test_mate1(void) {
     /* G*5b mates (pawn on 5c guards it); G*4b, G*6b, 5c5b+, ... are other checks. */
     set_sfen(&pos, "4k4/9/4P4/9/9/9/9/9/4K4 b G 1");
     Move mate = usi(&pos, "G*5b");
-    CHECK(bf_count_checks(&pos) >= 4, "mate-in-one position should have several checks");
+    CHECKF(bf_count_checks(&pos) >= 4, "mate-in-one position should have several checks");
     for (int mate1 = 0; mate1 <= 1; mate1++) {
         for (int gumbel = 0; gumbel <= 1; gumbel++) {
             MctsParams p = base_params();
@@ -62,15 +62,15 @@ static void test_mate1(void) {
             mcts_tree_set_position(t, &pos);
             MctsLimits l = visits(800);
             mcts_search(t, &l, eval_uniform, NULL, &res);
-            CHECK(res.best == mate, "mate1 (leaf check %d, gumbel %d): played %s, want G*5b", mate1, gumbel,
-                  usi_str(res.best));
+            CHECKF(res.best == mate, "mate1 (leaf check %d, gumbel %d): played %s, want G*5b", mate1, gumbel,
+                   usi_str(res.best));
             int32_t k = index_of(&res, mate);
-            CHECK(k >= 0 && fabsf(res.q[k] - 1.0f) < 1e-6f, "mate1: Q of the mate %.3f", k >= 0 ? res.q[k] : -9.0f);
+            CHECKF(k >= 0 && fabsf(res.q[k] - 1.0f) < 1e-6f, "mate1: Q of the mate %.3f", k >= 0 ? res.q[k] : -9.0f);
             /* Gumbel's root mean averages the halving phases over many moves; the value of
              * its target policy is the estimate that must see the mate. */
-            CHECK(gumbel || res.root_q > 0.5f, "mate1 (leaf check %d): root value %.3f", mate1, res.root_q);
-            CHECK(res.policy_q > 0.5f, "mate1 (leaf check %d, gumbel %d): policy value %.3f", mate1, gumbel,
-                  res.policy_q);
+            CHECKF(gumbel || res.root_q > 0.5f, "mate1 (leaf check %d): root value %.3f", mate1, res.root_q);
+            CHECKF(res.policy_q > 0.5f, "mate1 (leaf check %d, gumbel %d): policy value %.3f", mate1, gumbel,
+                   res.policy_q);
             check_result_policy(&pos, &res, "mate1");
             validate(t, "mate1");
             mcts_tree_free(t);
@@ -93,23 +93,23 @@ static void test_mate3(void) {
     for (int i = 0; i < (int)(sizeof TSUME3 / sizeof TSUME3[0]); i++) {
         set_sfen(&pos, TSUME3[i].sfen);
         Move answer = usi(&pos, TSUME3[i].answer);
-        CHECK(!bf_mate1(&pos), "tsume %d has a mate in one", i);
-        CHECK(bf_forces_mate3(&pos, answer), "tsume %d: %s does not force mate", i, TSUME3[i].answer);
-        CHECK(bf_count_checks(&pos) >= 4, "tsume %d: too few checks", i);
+        CHECKF(!bf_mate1(&pos), "tsume %d has a mate in one", i);
+        CHECKF(bf_forces_mate3(&pos, answer), "tsume %d: %s does not force mate", i, TSUME3[i].answer);
+        CHECKF(bf_count_checks(&pos) >= 4, "tsume %d: too few checks", i);
         MctsParams p = base_params();
         MctsTree *t = mcts_tree_new(&p, NULL);
         mcts_tree_set_position(t, &pos);
         MctsLimits l = visits(6000);
         mcts_search(t, &l, eval_uniform, NULL, &res);
-        CHECK(res.best == answer, "tsume %d (%s): played %s, want %s (root q %.3f)", i, TSUME3[i].sfen,
-              usi_str(res.best), TSUME3[i].answer, res.root_q);
-        CHECK(bf_forces_mate3(&pos, res.best), "tsume %d: played move does not force mate", i);
-        CHECK(res.root_q > 0.5f, "tsume %d: root value %.3f", i, res.root_q);
-        CHECK(res.pv_len == 3, "tsume %d: pv length %d", i, res.pv_len);
+        CHECKF(res.best == answer, "tsume %d (%s): played %s, want %s (root q %.3f)", i, TSUME3[i].sfen,
+               usi_str(res.best), TSUME3[i].answer, res.root_q);
+        CHECKF(bf_forces_mate3(&pos, res.best), "tsume %d: played move does not force mate", i);
+        CHECKF(res.root_q > 0.5f, "tsume %d: root value %.3f", i, res.root_q);
+        CHECKF(res.pv_len == 3, "tsume %d: pv length %d", i, res.pv_len);
         if (res.pv_len == 3) { /* the PV ends with the mate in one found at the leaf */
             pos_copy(&pos2, &pos);
             for (int k = 0; k < 3; k++) pos_do_move(&pos2, res.pv[k]);
-            CHECK(movegen_count_legal(&pos2) == 0 && pos_in_check(&pos2), "tsume %d: PV does not end in mate", i);
+            CHECKF(movegen_count_legal(&pos2) == 0 && pos_in_check(&pos2), "tsume %d: PV does not end in mate", i);
         }
         validate(t, "mate3");
         mcts_tree_free(t);
@@ -125,7 +125,7 @@ static void eval_white_wins(void *user, MctsTree *t, const MctsRequest *reqs, in
     memset(pol, 0, (size_t)n * ENC_LABEL_NB * sizeof(float));
     for (int32_t i = 0; i < n; i++) {
         mcts_request_position(t, &reqs[i], &leaf);
-        CHECK(pos_key(&leaf) == reqs[i].key, "request position key differs from the request");
+        CHECKF(pos_key(&leaf) == reqs[i].key, "request position key differs from the request");
         float good = logf(0.85f), draw = logf(0.10f), bad = logf(0.05f);
         bool white = pos_side_to_move(&leaf) == COLOR_WHITE;
         wdl[3 * i + 0] = white ? good : bad;
@@ -151,9 +151,9 @@ static void test_repetition(void) {
     MctsLimits l = visits(600);
     mcts_search(t, &l, eval_white_wins, NULL, &res);
     int32_t k = index_of(&res, rep);
-    CHECK(res.best == rep, "repetition draw: played %s, want 5i4h", usi_str(res.best));
-    CHECK(k >= 0 && res.q[k] == 0.0f, "repetition draw: Q(5i4h) = %.4f, want exactly 0", k >= 0 ? res.q[k] : -9.0f);
-    CHECK(res.root_q > -0.3f, "repetition draw: root value %.3f (draw available)", res.root_q);
+    CHECKF(res.best == rep, "repetition draw: played %s, want 5i4h", usi_str(res.best));
+    CHECKF(k >= 0 && res.q[k] == 0.0f, "repetition draw: Q(5i4h) = %.4f, want exactly 0", k >= 0 ? res.q[k] : -9.0f);
+    CHECKF(res.root_q > -0.3f, "repetition draw: root value %.3f (draw available)", res.root_q);
     validate(t, "repetition");
     mcts_tree_free(t);
 
@@ -167,9 +167,9 @@ static void test_repetition(void) {
     mcts_tree_set_position(t, &pos);
     mcts_search(t, &l, eval_white_wins, NULL, &res);
     k = index_of(&res, perp);
-    CHECK(k >= 0 && res.visits[k] > 0 && res.q[k] == -1.0f, "perpetual check: Q(4i5i) = %.4f (visits %d), want -1",
-          k >= 0 ? res.q[k] : -9.0f, k >= 0 ? res.visits[k] : -1);
-    CHECK(res.best != perp, "perpetual check: played the losing repetition");
+    CHECKF(k >= 0 && res.visits[k] > 0 && res.q[k] == -1.0f, "perpetual check: Q(4i5i) = %.4f (visits %d), want -1",
+           k >= 0 ? res.q[k] : -9.0f, k >= 0 ? res.visits[k] : -1);
+    CHECKF(res.best != perp, "perpetual check: played the losing repetition");
     validate(t, "perpetual");
     mcts_tree_free(t);
 }
@@ -192,37 +192,37 @@ static void test_virtual_loss(void) {
     MctsLimits l = visits(200);
     mcts_search_begin(t, &l);
     int32_t n = mcts_collect(t, 8, reqs);
-    CHECK(n == 1, "first collect returns the root alone, got %d", n);
-    CHECK(n == 1 && reqs[0].key == pos_key(&pos) && reqs[0].n_moves == 30, "root request key/moves");
+    CHECKF(n == 1, "first collect returns the root alone, got %d", n);
+    CHECKF(n == 1 && reqs[0].key == pos_key(&pos) && reqs[0].n_moves == 30, "root request key/moves");
     /* The root request carries the encoding of the position. */
     static uint8_t packed[ENC_PACKED_BYTES];
     static float hand[ENC_HAND];
     encode_position(&pos, packed, hand);
-    CHECK(memcmp(packed, reqs[0].packed, sizeof packed) == 0 && memcmp(hand, reqs[0].hand, sizeof hand) == 0,
-          "request planes differ from encode_position");
-    CHECK(mcts_collect(t, 8, reqs + 1) == 0, "root in flight: nothing else to collect");
+    CHECKF(memcmp(packed, reqs[0].packed, sizeof packed) == 0 && memcmp(hand, reqs[0].hand, sizeof hand) == 0,
+           "request planes differ from encode_position");
+    CHECKF(mcts_collect(t, 8, reqs + 1) == 0, "root in flight: nothing else to collect");
     deliver_all(t, 1, eval_hash);
     for (int round = 0; round < 6; round++) {
         n = mcts_collect(t, 16, reqs);
-        CHECK(n == 16, "round %d: collected %d of 16 (30 root moves allow 16 distinct leaves)", round, n);
+        CHECKF(n == 16, "round %d: collected %d of 16 (30 root moves allow 16 distinct leaves)", round, n);
         /* Distinct nodes (in round 0 all are root children, so distinct positions too). */
         for (int32_t i = 0; i < n; i++)
             for (int32_t j = 0; j < i; j++) {
-                CHECK(reqs[i].node_ != reqs[j].node_, "round %d: leaves %d and %d are the same node", round, i, j);
+                CHECKF(reqs[i].node_ != reqs[j].node_, "round %d: leaves %d and %d are the same node", round, i, j);
                 if (round == 0)
-                    CHECK(reqs[i].key != reqs[j].key, "round 0: leaves %d and %d are the same position", i, j);
+                    CHECKF(reqs[i].key != reqs[j].key, "round 0: leaves %d and %d are the same position", i, j);
             }
-        CHECK(mcts_pending(t) == n, "pending %d", mcts_pending(t));
+        CHECKF(mcts_pending(t) == n, "pending %d", mcts_pending(t));
         validate(t, "virtual loss mid-flight");
         /* A second collect while these are in flight gives further distinct leaves. */
         int32_t m = mcts_collect(t, 8, reqs + n);
         for (int32_t i = n; i < n + m; i++)
             for (int32_t j = 0; j < i; j++)
-                CHECK(reqs[i].node_ != reqs[j].node_, "overlapping collect repeated a leaf in flight");
+                CHECKF(reqs[i].node_ != reqs[j].node_, "overlapping collect repeated a leaf in flight");
         validate(t, "two collects in flight");
         deliver_all(t, n + m, eval_hash);
         validate(t, "after delivery");
-        CHECK(mcts_pending(t) == 0, "pending after delivery");
+        CHECKF(mcts_pending(t) == 0, "pending after delivery");
     }
     mcts_tree_free(t);
 
@@ -234,22 +234,22 @@ static void test_virtual_loss(void) {
     n = mcts_collect(t, 8, reqs);
     deliver_all(t, n, eval_hash);
     n = mcts_collect(t, 8, reqs);
-    CHECK(n == 3, "three root moves: collected %d distinct leaves, want 3", n);
+    CHECKF(n == 3, "three root moves: collected %d distinct leaves, want 3", n);
     validate(t, "collisions undone");
     deliver_all(t, n, eval_hash);
     validate(t, "collisions delivered");
     mcts_search_result(t, &res);
-    CHECK(res.collisions > 0, "collisions not counted");
+    CHECKF(res.collisions > 0, "collisions not counted");
 
     /* A game abandoned with leaves in flight: their late results are ignored. */
     n = mcts_collect(t, 8, reqs);
-    CHECK(n > 0 && mcts_pending(t) == n, "collect before abandoning");
+    CHECKF(n > 0 && mcts_pending(t) == n, "collect before abandoning");
     pos_set_startpos(&pos);
     mcts_tree_set_position(t, &pos);
     eval_hash(NULL, t, reqs, n, pol, wdl);
     bool any = false;
     for (int32_t i = 0; i < n; i++) any |= mcts_deliver(t, &reqs[i], pol + (size_t)i * ENC_LABEL_NB, wdl + 3 * i);
-    CHECK(!any && mcts_pending(t) == 0 && mcts_tree_nodes(t) == 1, "stale delivery changed the new tree");
+    CHECKF(!any && mcts_pending(t) == 0 && mcts_tree_nodes(t) == 1, "stale delivery changed the new tree");
     validate(t, "after stale delivery");
     mcts_search(t, &l, eval_hash, NULL, &res);
     check_result_policy(&pos, &res, "after stale delivery");
@@ -268,25 +268,25 @@ static void test_reuse(void) {
     int32_t k = index_of(&res, res.best);
     int32_t kept_visits = res.visits[k];
     int32_t nodes_before = res.nodes;
-    CHECK(kept_visits > 1, "best move has %d visits", kept_visits);
-    CHECK(mcts_tree_advance(t, res.best), "advance did not keep the searched subtree");
+    CHECKF(kept_visits > 1, "best move has %d visits", kept_visits);
+    CHECKF(mcts_tree_advance(t, res.best), "advance did not keep the searched subtree");
     validate(t, "after advance");
-    CHECK(mcts_tree_nodes(t) < nodes_before && mcts_tree_nodes(t) <= kept_visits,
-          "compaction: %d nodes kept of %d (subtree had %d visits)", mcts_tree_nodes(t), nodes_before, kept_visits);
+    CHECKF(mcts_tree_nodes(t) < nodes_before && mcts_tree_nodes(t) <= kept_visits,
+           "compaction: %d nodes kept of %d (subtree had %d visits)", mcts_tree_nodes(t), nodes_before, kept_visits);
     pos_copy(&pos2, &pos);
     pos_do_move(&pos2, res.best);
-    CHECK(pos_key(mcts_tree_position(t)) == pos_key(&pos2), "root position after advance");
+    CHECKF(pos_key(mcts_tree_position(t)) == pos_key(&pos2), "root position after advance");
     /* The kept subtree is what the search built: an empty search reports its visits and PV. */
     MctsLimits none = visits(1);
     mcts_search_begin(t, &none);
     mcts_search_result(t, &res2);
-    CHECK(res2.root_visits == kept_visits, "root visits %lld after advance, want %d", (long long)res2.root_visits,
-          kept_visits);
-    CHECK(res.pv_len > 2 && res2.pv_len >= 1 && res2.pv[0] == res.pv[1], "PV after advance starts with %s, want %s",
-          usi_str(res2.pv[0]), usi_str(res.pv[1]));
+    CHECKF(res2.root_visits == kept_visits, "root visits %lld after advance, want %d", (long long)res2.root_visits,
+           kept_visits);
+    CHECKF(res.pv_len > 2 && res2.pv_len >= 1 && res2.pv[0] == res.pv[1], "PV after advance starts with %s, want %s",
+           usi_str(res2.pv[0]), usi_str(res.pv[1]));
     mcts_search(t, &l, eval_hash, NULL, &res2);
-    CHECK(res2.root_visits == kept_visits + 600, "visits after the next search %lld, want %d",
-          (long long)res2.root_visits, kept_visits + 600);
+    CHECKF(res2.root_visits == kept_visits + 600, "visits after the next search %lld, want %d",
+           (long long)res2.root_visits, kept_visits + 600);
     check_result_policy(&pos2, &res2, "after reuse");
     validate(t, "search after advance");
     /* A move never searched starts a fresh tree. */
@@ -296,10 +296,10 @@ static void test_reuse(void) {
     Move unsearched = MOVE_NONE;
     for (int32_t i = 0; i < res.n; i++)
         if (res.visits[i] == 0) unsearched = res.moves[i];
-    CHECK(unsearched != MOVE_NONE, "5 visits searched all 30 moves");
+    CHECKF(unsearched != MOVE_NONE, "5 visits searched all 30 moves");
     if (unsearched != MOVE_NONE) {
-        CHECK(!mcts_tree_advance(t, unsearched), "advance on an unsearched move kept something");
-        CHECK(mcts_tree_nodes(t) == 1, "fresh tree has %d nodes", mcts_tree_nodes(t));
+        CHECKF(!mcts_tree_advance(t, unsearched), "advance on an unsearched move kept something");
+        CHECKF(mcts_tree_nodes(t) == 1, "fresh tree has %d nodes", mcts_tree_nodes(t));
         validate(t, "advance to an unsearched move");
     }
     mcts_tree_free(t);
@@ -315,15 +315,15 @@ static void test_pool(void) {
         mcts_tree_set_position(t, &pos);
         MctsLimits l = visits(5000);
         mcts_search(t, &l, eval_hash, NULL, &res);
-        CHECK(res.stop == MCTS_STOP_POOL, "pool %d: stopped by %s", which, mcts_stop_name(res.stop));
-        CHECK(res.playouts < 5000 && res.playouts > 0, "pool %d: %lld playouts", which, (long long)res.playouts);
+        CHECKF(res.stop == MCTS_STOP_POOL, "pool %d: stopped by %s", which, mcts_stop_name(res.stop));
+        CHECKF(res.playouts < 5000 && res.playouts > 0, "pool %d: %lld playouts", which, (long long)res.playouts);
         check_result_policy(&pos, &res, "pool full");
         validate(t, "pool full");
         /* Reuse still works on a full pool and frees room. */
         mcts_tree_advance(t, res.best);
         validate(t, "advance on a full pool");
         mcts_search(t, &l, eval_hash, NULL, &res);
-        CHECK(res.best != MOVE_NONE, "search after a full pool");
+        CHECKF(res.best != MOVE_NONE, "search after a full pool");
         validate(t, "search after a full pool");
         mcts_tree_free(t);
     }
@@ -345,14 +345,14 @@ static void test_targets(void) {
         mcts_tree_set_position(t, &pos);
         mcts_search(t, NULL, eval_hash, NULL, &res);
         full += res.full_search;
-        CHECK(res.playouts == (res.full_search ? 120 : 20), "playout cap: %lld playouts for a %s search",
-              (long long)res.playouts, res.full_search ? "full" : "fast");
+        CHECKF(res.playouts == (res.full_search ? 120 : 20), "playout cap: %lld playouts for a %s search",
+               (long long)res.playouts, res.full_search ? "full" : "fast");
         check_result_policy(&pos, &res, "playout cap");
         int64_t sum = 0;
         for (int32_t k = 0; k < res.n; k++) sum += res.visits[k];
-        CHECK(sum == res.playouts, "child visits %lld != playouts %lld", (long long)sum, (long long)res.playouts);
+        CHECKF(sum == res.playouts, "child visits %lld != playouts %lld", (long long)sum, (long long)res.playouts);
     }
-    CHECK(full >= 8 && full <= 32, "full searches %d of 40 with p = 0.5", full);
+    CHECKF(full >= 8 && full <= 32, "full searches %d of 40 with p = 0.5", full);
 
     /* Noise only on full searches: a fast search with noise on equals one with it off. */
     MctsParams q = p;
@@ -364,16 +364,16 @@ static void test_targets(void) {
     mcts_tree_set_position(u, &pos);
     mcts_search(t, &fast, eval_hash, NULL, &res);
     mcts_search(u, &fast, eval_hash, NULL, &res2);
-    CHECK(!res.full_search && memcmp(res.visits, res2.visits, sizeof(int32_t) * (size_t)res.n) == 0,
-          "fast search with noise on differs from noise off");
+    CHECKF(!res.full_search && memcmp(res.visits, res2.visits, sizeof(int32_t) * (size_t)res.n) == 0,
+           "fast search with noise on differs from noise off");
     /* ... while a full search with noise differs (30 moves, 60 visits). */
     MctsLimits full_l = visits(60);
     mcts_tree_set_position(t, &pos);
     mcts_tree_set_position(u, &pos);
     mcts_search(t, &full_l, eval_hash, NULL, &res);
     mcts_search(u, &full_l, eval_hash, NULL, &res2);
-    CHECK(res.full_search && memcmp(res.visits, res2.visits, sizeof(int32_t) * (size_t)res.n) != 0,
-          "Dirichlet noise changed nothing");
+    CHECKF(res.full_search && memcmp(res.visits, res2.visits, sizeof(int32_t) * (size_t)res.n) != 0,
+           "Dirichlet noise changed nothing");
     mcts_tree_free(u);
     mcts_tree_free(t);
 
@@ -388,16 +388,16 @@ static void test_targets(void) {
         MctsLimits l = visits(100);
         mcts_search(t, &l, eval_uniform, NULL, &res);
         int32_t k = index_of(&res, res.best);
-        CHECK(k >= 0 && res.visits[k] > 0, "temperature picked an unvisited move");
+        CHECKF(k >= 0 && res.visits[k] > 0, "temperature picked an unvisited move");
         differ += res.best != res.best_greedy;
     }
-    CHECK(differ > 5, "temperature 1 over 30 uniform searches: only %d differ from the greedy move", differ);
+    CHECKF(differ > 5, "temperature 1 over 30 uniform searches: only %d differ from the greedy move", differ);
     set_sfen(&pos2, "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 11");
     for (int i = 0; i < 10; i++) {
         mcts_tree_set_position(t, &pos2);
         MctsLimits l = visits(100);
         mcts_search(t, &l, eval_uniform, NULL, &res);
-        CHECK(res.best == res.best_greedy, "temperature applied after move_temp_plies");
+        CHECKF(res.best == res.best_greedy, "temperature applied after move_temp_plies");
     }
     mcts_tree_free(t);
 
@@ -410,11 +410,11 @@ static void test_targets(void) {
         mcts_tree_set_position(t, &pos);
         MctsLimits l = visits(100);
         mcts_search(t, &l, eval_uniform, NULL, &res);
-        CHECK(res.stop == MCTS_STOP_SINGLE && res.best == ml.moves[0] && res.policy[0] == 1.0f,
-              "single move: stop %s", mcts_stop_name(res.stop));
+        CHECKF(res.stop == MCTS_STOP_SINGLE && res.best == ml.moves[0] && res.policy[0] == 1.0f,
+               "single move: stop %s", mcts_stop_name(res.stop));
         mcts_tree_free(t);
     } else {
-        CHECK(ml.n == 1, "single-move position has %d moves", ml.n);
+        CHECKF(ml.n == 1, "single-move position has %d moves", ml.n);
     }
 
     /* A mated root: no move, stop "terminal". */
@@ -423,8 +423,8 @@ static void test_targets(void) {
     mcts_tree_set_position(t, &pos);
     MctsLimits l = visits(100);
     mcts_search(t, &l, eval_uniform, NULL, &res);
-    CHECK(res.stop == MCTS_STOP_TERMINAL && res.best == MOVE_NONE && res.n == 0, "mated root: stop %s best %s",
-          mcts_stop_name(res.stop), usi_str(res.best));
+    CHECKF(res.stop == MCTS_STOP_TERMINAL && res.best == MOVE_NONE && res.n == 0, "mated root: stop %s best %s",
+           mcts_stop_name(res.stop), usi_str(res.best));
     mcts_tree_free(t);
 }
 
@@ -451,22 +451,22 @@ static void test_stop(void) {
     atomic_int flag = 0;
     Stopper s = {&flag, 50};
     compat_thread_t th;
-    CHECK(compat_thread_create(&th, stopper, &s) == 0, "thread");
+    CHECKF(compat_thread_create(&th, stopper, &s) == 0, "thread");
     MctsLimits l = visits(INT64_MAX / 2);
     l.stop = &flag;
     int64_t t0 = compat_now_ms();
     mcts_search(t, &l, eval_uniform, NULL, &res);
     int64_t dt = compat_now_ms() - t0;
     compat_thread_join(th);
-    CHECK(res.stop == MCTS_STOP_FLAG || res.stop == MCTS_STOP_POOL, "stopped by %s", mcts_stop_name(res.stop));
-    CHECK(dt < 5000, "stop flag took %lld ms", (long long)dt);
-    CHECK(res.best != MOVE_NONE, "stopped search has no move");
+    CHECKF(res.stop == MCTS_STOP_FLAG || res.stop == MCTS_STOP_POOL, "stopped by %s", mcts_stop_name(res.stop));
+    CHECKF(dt < 5000, "stop flag took %lld ms", (long long)dt);
+    CHECKF(res.best != MOVE_NONE, "stopped search has no move");
 
     /* Flag already set: the root is still evaluated, so there is a move. */
     mcts_tree_set_position(t, &pos);
     mcts_search(t, &l, eval_uniform, NULL, &res);
-    CHECK(res.stop == MCTS_STOP_FLAG && res.best != MOVE_NONE && res.playouts == 0, "pre-set flag: %s, %lld playouts",
-          mcts_stop_name(res.stop), (long long)res.playouts);
+    CHECKF(res.stop == MCTS_STOP_FLAG && res.best != MOVE_NONE && res.playouts == 0, "pre-set flag: %s, %lld playouts",
+           mcts_stop_name(res.stop), (long long)res.playouts);
 
     /* Hard deadline. */
     mcts_tree_set_position(t, &pos);
@@ -475,9 +475,9 @@ static void test_stop(void) {
     l.hard_deadline_ms = t0 + 80;
     mcts_search(t, &l, eval_uniform, NULL, &res);
     dt = compat_now_ms() - t0;
-    CHECK(res.stop == MCTS_STOP_TIME || res.stop == MCTS_STOP_POOL, "deadline: stopped by %s", mcts_stop_name(res.stop));
-    CHECK(dt >= 80 || res.stop == MCTS_STOP_POOL, "deadline: stopped after %lld ms", (long long)dt);
-    CHECK(dt < 2000, "deadline: took %lld ms", (long long)dt);
+    CHECKF(res.stop == MCTS_STOP_TIME || res.stop == MCTS_STOP_POOL, "deadline: stopped by %s", mcts_stop_name(res.stop));
+    CHECKF(dt >= 80 || res.stop == MCTS_STOP_POOL, "deadline: stopped after %lld ms", (long long)dt);
+    CHECKF(dt < 2000, "deadline: took %lld ms", (long long)dt);
 
     /* Soft deadline: a clear best move (a mate) stops the search at it, long before the hard one. */
     set_sfen(&pos, "4k4/9/4P4/9/9/9/9/9/4K4 b G 1");
@@ -487,9 +487,9 @@ static void test_stop(void) {
     l.hard_deadline_ms = t0 + 20000;
     mcts_search(t, &l, eval_uniform, NULL, &res);
     dt = compat_now_ms() - t0;
-    CHECK((res.stop == MCTS_STOP_TIME && dt >= 30 && dt < 10000) || res.stop == MCTS_STOP_POOL,
-          "soft deadline: stopped by %s after %lld ms", mcts_stop_name(res.stop), (long long)dt);
-    CHECK(res.best == usi(&pos, "G*5b"), "soft deadline: played %s", usi_str(res.best));
+    CHECKF((res.stop == MCTS_STOP_TIME && dt >= 30 && dt < 10000) || res.stop == MCTS_STOP_POOL,
+           "soft deadline: stopped by %s after %lld ms", mcts_stop_name(res.stop), (long long)dt);
+    CHECKF(res.best == usi(&pos, "G*5b"), "soft deadline: played %s", usi_str(res.best));
     mcts_tree_free(t);
 }
 
@@ -502,5 +502,5 @@ int main(void) {
     test_pool();
     test_targets();
     test_stop();
-    return test_finish("test_mcts_search");
+    return t_done("test_mcts_search");
 }
