@@ -11,68 +11,68 @@ static Proc P;
 static Position *pos;
 
 static void mate_in_3(const char *sfen) {
-    CHECK(play_moves(pos, sfen, "") && !bf_or(pos, 1) && bf_or(pos, 3), "%s is a mate in 3", sfen);
+    CHECKF(play_moves(pos, sfen, "") && !bf_or(pos, 1) && bf_or(pos, 3), "%s is a mate in 3", sfen);
     proc_send(&P, "position sfen %s", sfen);
     long long t0 = now_ms();
     proc_send(&P, "go mate 10000");
     const char *cm = proc_expect(&P, "checkmate", 12000);
-    CHECK(cm && now_ms() - t0 < 10000, "answer in time");
+    CHECKF(cm && now_ms() - t0 < 10000, "answer in time");
     int plies = 0;
-    CHECK(cm && strlen(cm) > 10 && bf_verify_line(pos, cm + 10, &plies) && plies == 3, "'%s' mates in 3",
-          cm ? cm : "-");
+    CHECKF(cm && strlen(cm) > 10 && bf_verify_line(pos, cm + 10, &plies) && plies == 3, "'%s' mates in 3",
+           cm ? cm : "-");
 }
 
 int main(void) {
     watchdog(170);
     pos = malloc(sizeof *pos);
-    CHECK(proc_start(&P, NULL), "start");
-    CHECK(proc_handshake(&P), "handshake");
+    CHECKF(proc_start(&P, NULL), "start");
+    CHECKF(proc_handshake(&P), "handshake");
     mate_in_3("lb7/4k4/5P3/5G3/9/9/9/9/8K b GG 1");
     mate_in_3("1R7/k8/2b3g2/1S7/9/9/9/9/4K4 b NS 1");
     /* with moves: position ... moves, attacker White */
     proc_send(&P, "position sfen k8/9/9/9/9/9/6r2/9/7K1 b gn 1 moves 2i1i");
     proc_send(&P, "go mate 10000");
     const char *cm = proc_expect(&P, "checkmate", 12000);
-    CHECK(play_moves(pos, "k8/9/9/9/9/9/6r2/9/7K1 b gn 1", "2i1i"), "replay");
+    CHECKF(play_moves(pos, "k8/9/9/9/9/9/6r2/9/7K1 b gn 1", "2i1i"), "replay");
     int plies = 0;
-    CHECK(cm && strlen(cm) > 10 && bf_verify_line(pos, cm + 10, &plies) && plies == 3, "White mates: '%s'",
-          cm ? cm : "-");
+    CHECKF(cm && strlen(cm) > 10 && bf_verify_line(pos, cm + 10, &plies) && plies == 3, "White mates: '%s'",
+           cm ? cm : "-");
     /* no check at all: proven at once */
     proc_send(&P, "position startpos");
     proc_send(&P, "go mate infinite");
     cm = proc_expect(&P, "checkmate", 5000);
-    CHECK(cm && strcmp(cm, "checkmate nomate") == 0, "startpos: %s", cm ? cm : "-");
+    CHECKF(cm && strcmp(cm, "checkmate nomate") == 0, "startpos: %s", cm ? cm : "-");
     /* a lone rook checks forever but never mates: no mate within the longest length searched */
     proc_send(&P, "position sfen 4k4/9/9/9/9/9/9/9/4K4 b R 1");
     proc_send(&P, "go mate 20000");
     cm = proc_expect(&P, "checkmate", 21000);
-    CHECK(cm && strcmp(cm, "checkmate nomate") == 0, "lone rook: %s", cm ? cm : "-");
+    CHECKF(cm && strcmp(cm, "checkmate nomate") == 0, "lone rook: %s", cm ? cm : "-");
     /* rook and bishop against a king with every interposition in hand: far too big, the clock ends it */
     proc_send(&P, "position sfen 4k4/9/9/9/9/9/9/9/4K4 b RB8p2l2n2s2g 1");
     long long t0 = now_ms();
     proc_send(&P, "go mate 500");
     cm = proc_expect(&P, "checkmate", 3000);
     long long dt = now_ms() - t0;
-    CHECK(cm && strcmp(cm, "checkmate timeout") == 0 && dt < 800, "timeout in %lld ms: %s", dt, cm ? cm : "-");
+    CHECKF(cm && strcmp(cm, "checkmate timeout") == 0 && dt < 800, "timeout in %lld ms: %s", dt, cm ? cm : "-");
     /* infinite: isready answers during it, stop ends it */
     int mark = P.n_lines;
     proc_send(&P, "go mate infinite");
     proc_drain(&P, 300);
-    CHECK(!proc_find(&P, mark, P.n_lines, "checkmate"), "still searching");
+    CHECKF(!proc_find(&P, mark, P.n_lines, "checkmate"), "still searching");
     t0 = now_ms();
     proc_send(&P, "isready");
-    CHECK(proc_expect(&P, "readyok", 2000) != NULL && now_ms() - t0 < 1000, "readyok during go mate");
+    CHECKF(proc_expect(&P, "readyok", 2000) != NULL && now_ms() - t0 < 1000, "readyok during go mate");
     t0 = now_ms();
     proc_send(&P, "stop");
     cm = proc_expect(&P, "checkmate", 3000);
-    CHECK(cm && strcmp(cm, "checkmate timeout") == 0 && now_ms() - t0 < 1000, "stop: %s", cm ? cm : "-");
+    CHECKF(cm && strcmp(cm, "checkmate timeout") == 0 && now_ms() - t0 < 1000, "stop: %s", cm ? cm : "-");
     /* quit during go mate infinite */
     proc_send(&P, "go mate infinite");
     proc_drain(&P, 200);
     t0 = now_ms();
     proc_send(&P, "quit");
-    CHECK(proc_wait_exit(&P, 2000) && now_ms() - t0 < 1000, "quit during go mate");
+    CHECKF(proc_wait_exit(&P, 2000) && now_ms() - t0 < 1000, "quit during go mate");
     proc_end(&P);
     free(pos);
-    return test_finish("test_usi_go_mate");
+    return t_done("test_usi_go_mate");
 }

@@ -8,18 +8,8 @@
 
 #include "compat/compat.h"
 #include "engine/mate1.h"
+#include "tests/koma_test.h"
 #include "usi/mate.h"
-
-static int failures = 0;
-#define CHECK(cond, ...)                                                                \
-    do {                                                                                \
-        if (!(cond)) {                                                                  \
-            failures++;                                                                 \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond);    \
-            fprintf(stderr, __VA_ARGS__);                                               \
-            fprintf(stderr, "\n");                                                      \
-        }                                                                               \
-    } while (0)
 
 #include "mate_bf.h"
 
@@ -28,7 +18,7 @@ static Position *pos;
 static bool set(const char *sfen) {
     char err[256];
     bool ok = sfen_parse_cstr(pos, sfen, err, sizeof err) == SFEN_OK;
-    CHECK(ok, "%s: %s", sfen, err);
+    CHECKF(ok, "%s: %s", sfen, err);
     return ok;
 }
 
@@ -46,8 +36,8 @@ static void pv_text(const UsiMateResult *r, char *buf, size_t n) {
 static void check_mate(const char *sfen, int plies, bool brute_shorter) {
     if (!set(sfen)) return;
     uint64_t key = pos_key(pos);
-    if (brute_shorter) CHECK(!bf_or(pos, plies - 2), "%s: the fixture has a shorter mate", sfen);
-    CHECK(mate1_find(pos) == MOVE_NONE, "%s: no mate in one", sfen);
+    if (brute_shorter) CHECKF(!bf_or(pos, plies - 2), "%s: the fixture has a shorter mate", sfen);
+    CHECKF(mate1_find(pos) == MOVE_NONE, "%s: no mate in one", sfen);
     UsiMateLimits lim;
     usi_mate_limits_default(&lim);
     lim.deadline_ms = compat_now_ms() + 20000;
@@ -55,16 +45,16 @@ static void check_mate(const char *sfen, int plies, bool brute_shorter) {
     usi_mate_search(pos, &lim, &r);
     char line[512];
     pv_text(&r, line, sizeof line);
-    CHECK(r.status == USI_MATE_FOUND && r.len == plies, "%s: status %d len %d (%s), want a mate in %d", sfen,
-          (int)r.status, r.len, line, plies);
+    CHECKF(r.status == USI_MATE_FOUND && r.len == plies, "%s: status %d len %d (%s), want a mate in %d", sfen,
+           (int)r.status, r.len, line, plies);
     int n = 0;
-    CHECK(bf_verify_line(pos, line, &n) && n == plies, "%s: '%s' is not a mate", sfen, line);
-    CHECK(usi_mate_verify(pos, r.pv, r.len), "usi_mate_verify agrees");
-    CHECK(pos_key(pos) == key && pos_hist_len(pos) == 0, "position unchanged");
+    CHECKF(bf_verify_line(pos, line, &n) && n == plies, "%s: '%s' is not a mate", sfen, line);
+    CHECKF(usi_mate_verify(pos, r.pv, r.len), "usi_mate_verify agrees");
+    CHECKF(pos_key(pos) == key && pos_hist_len(pos) == 0, "position unchanged");
     /* a search limited to fewer plies does not find it */
     lim.max_plies = plies - 2;
     usi_mate_search(pos, &lim, &r);
-    CHECK(r.status != USI_MATE_FOUND, "%s: found within %d plies", sfen, plies - 2);
+    CHECKF(r.status != USI_MATE_FOUND, "%s: found within %d plies", sfen, plies - 2);
 }
 
 int main(void) {
@@ -73,7 +63,7 @@ int main(void) {
     const char *m3[] = {"lb7/4k4/5P3/5G3/9/9/9/9/8K b GG 1", "8k/9/2R6/9/9/9/9/9/K8 b NG 1",
                         "5R1gk/2rg5/7P1/7S1/9/9/9/9/6K2 b BB 1", "1R7/k8/2b3g2/1S7/9/9/9/9/4K4 b NS 1"};
     for (size_t i = 0; i < sizeof m3 / sizeof m3[0]; i++) {
-        if (set(m3[i])) CHECK(bf_or(pos, 3), "%s: brute force finds the mate in 3", m3[i]);
+        if (set(m3[i])) CHECKF(bf_or(pos, 3), "%s: brute force finds the mate in 3", m3[i]);
         check_mate(m3[i], 3, true);
     }
     /* longer mates */
@@ -90,25 +80,25 @@ int main(void) {
     pos_set_startpos(pos);
     usi_mate_limits_default(&lim);
     usi_mate_search(pos, &lim, &r);
-    CHECK(r.status == USI_MATE_NONE, "startpos: nomate, got %d", (int)r.status);
+    CHECKF(r.status == USI_MATE_NONE, "startpos: nomate, got %d", (int)r.status);
     /* one check (N*2c), answered by S2bx2c, after which Black has none: proven */
     if (set("7gk/7sl/9/9/9/9/9/9/K8 b N 1")) {
         usi_mate_limits_default(&lim);
         lim.deadline_ms = compat_now_ms() + 20000;
         usi_mate_search(pos, &lim, &r);
-        CHECK(r.status == USI_MATE_NONE && r.depth == 3, "checks run out: nomate, got %d at %d", (int)r.status,
-              r.depth);
+        CHECKF(r.status == USI_MATE_NONE && r.depth == 3, "checks run out: nomate, got %d at %d", (int)r.status,
+               r.depth);
     }
     /* a lone rook checks forever but never mates: searched to the longest length */
     if (set("4k4/9/9/9/9/9/9/9/4K4 b R 1")) {
         usi_mate_limits_default(&lim);
         lim.deadline_ms = compat_now_ms() + 20000;
         usi_mate_search(pos, &lim, &r);
-        CHECK(r.status == USI_MATE_NONE && r.depth == USI_MATE_PLY_MAX, "lone rook: nomate, got %d at %d",
-              (int)r.status, r.depth);
+        CHECKF(r.status == USI_MATE_NONE && r.depth == USI_MATE_PLY_MAX, "lone rook: nomate, got %d at %d",
+               (int)r.status, r.depth);
         lim.max_plies = 9;
         usi_mate_search(pos, &lim, &r);
-        CHECK(r.status == USI_MATE_NONE && r.depth == 9, "max_plies 9: got %d at %d", (int)r.status, r.depth);
+        CHECKF(r.status == USI_MATE_NONE && r.depth == 9, "max_plies 9: got %d at %d", (int)r.status, r.depth);
     }
     /* rook and bishop against every interposition in hand: the limits end it */
     if (set("4k4/9/9/9/9/9/9/9/4K4 b RB8p2l2n2s2g 1")) {
@@ -116,41 +106,36 @@ int main(void) {
         usi_mate_limits_default(&lim);
         lim.max_nodes = 20000;
         usi_mate_search(pos, &lim, &r);
-        CHECK(r.status == USI_MATE_TIMEOUT, "node limit: timeout, got %d", (int)r.status);
-        CHECK(r.nodes >= 20000 && r.nodes < 40000, "node limit respected: %lld", (long long)r.nodes);
-        CHECK(pos_key(pos) == key && pos_hist_len(pos) == 0, "position unchanged after an aborted search");
+        CHECKF(r.status == USI_MATE_TIMEOUT, "node limit: timeout, got %d", (int)r.status);
+        CHECKF(r.nodes >= 20000 && r.nodes < 40000, "node limit respected: %lld", (long long)r.nodes);
+        CHECKF(pos_key(pos) == key && pos_hist_len(pos) == 0, "position unchanged after an aborted search");
         int64_t t0 = compat_now_ms();
         usi_mate_limits_default(&lim);
         lim.deadline_ms = t0 + 200;
         usi_mate_search(pos, &lim, &r);
         int64_t dt = compat_now_ms() - t0;
-        CHECK(r.status == USI_MATE_TIMEOUT && dt < 1000, "deadline: status %d after %lld ms", (int)r.status,
-              (long long)dt);
+        CHECKF(r.status == USI_MATE_TIMEOUT && dt < 1000, "deadline: status %d after %lld ms", (int)r.status,
+               (long long)dt);
         atomic_int stop;
         atomic_init(&stop, 1);
         usi_mate_limits_default(&lim);
         lim.stop = &stop;
         usi_mate_search(pos, &lim, &r);
-        CHECK(r.status == USI_MATE_TIMEOUT, "stop flag");
+        CHECKF(r.status == USI_MATE_TIMEOUT, "stop flag");
     }
     /* the only mate would be a pawn drop (uchifuzume): never played */
     if (set("7nk/9/7G1/9/9/9/9/9/K8 b P 1")) {
         Position *p2 = malloc(sizeof *p2);
         pos_copy(p2, pos);
         Move drop = move_make_drop(PT_PAWN, sq_make(0, 1)); /* P*1b */
-        CHECK(!pos_is_valid_move(p2, drop), "P*1b is illegal here (pawn-drop mate)");
+        CHECKF(!pos_is_valid_move(p2, drop), "P*1b is illegal here (pawn-drop mate)");
         free(p2);
         usi_mate_limits_default(&lim);
         lim.deadline_ms = compat_now_ms() + 5000;
         usi_mate_search(pos, &lim, &r);
-        CHECK(r.status != USI_MATE_FOUND, "no mate by a pawn drop, got %d len %d", (int)r.status, r.len);
-        CHECK(!bf_or(pos, 3), "brute force agrees: no mate in 3");
+        CHECKF(r.status != USI_MATE_FOUND, "no mate by a pawn drop, got %d len %d", (int)r.status, r.len);
+        CHECKF(!bf_or(pos, 3), "brute force agrees: no mate in 3");
     }
     free(pos);
-    if (failures) {
-        fprintf(stderr, "test_usi_mate: %d failure(s)\n", failures);
-        return 1;
-    }
-    printf("test_usi_mate: ok\n");
-    return 0;
+    return t_done("test_usi_mate");
 }

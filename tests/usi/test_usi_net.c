@@ -16,7 +16,7 @@
 static Proc P;
 static Position *pos;
 static char txt[16];
-static char dir[512];
+static const char *dir; /* the scratch directory */
 
 static bool write_net(const char *path, uint64_t seed) {
     char err[512];
@@ -52,25 +52,6 @@ static bool register_model(const char *run, int cycle, const char *rel) {
     return st == DB_OK;
 }
 
-static int rm_entry(const char *name, int is_dir, void *user);
-/* rm -r path (the test's scratch directory). */
-static void rm_rf(const char *path) {
-    char err[256];
-    if (compat_is_dir(path)) {
-        compat_list_dir(path, rm_entry, (void *)path, err, sizeof err);
-        compat_remove_dir(path);
-    } else {
-        compat_remove_file(path);
-    }
-}
-static int rm_entry(const char *name, int is_dir, void *user) {
-    char p[1024];
-    snprintf(p, sizeof p, "%s/%s", (const char *)user, name);
-    (void)is_dir;
-    rm_rf(p);
-    return 0;
-}
-
 /* setoption Net, isready; returns the "net loaded" line (or NULL). */
 static const char *load(const char *net) {
     int from = P.mark;
@@ -88,7 +69,7 @@ static const char *go_legal(const char *moves, const char *go, long long *dt) {
     const char *bm = proc_expect(&P, "bestmove ", 60000);
     if (dt) *dt = now_ms() - t0;
     play_moves(pos, "startpos", moves);
-    CHECK(bestmove_of(pos, bm, txt, sizeof txt) != MOVE_NONE, "'%s' after '%s': %s", go, moves, bm ? bm : "-");
+    CHECKF(bestmove_of(pos, bm, txt, sizeof txt) != MOVE_NONE, "'%s' after '%s': %s", go, moves, bm ? bm : "-");
     return P.mark >= 2 ? P.lines[P.mark - 2] : NULL; /* the last info line */
 }
 
@@ -96,86 +77,85 @@ int main(void) {
     watchdog(170);
     pos = malloc(sizeof *pos);
     char err[256];
-    snprintf(dir, sizeof dir, "%s/usi_net", KOMA_TEST_TMP);
-    rm_rf(dir);
+    dir = t_scratch("usi_net");
     char models[600], f0[700], f1[700], f2[700], bad[700], run2[600], run2_models[700];
     snprintf(models, sizeof models, "%s/run/models", dir);
     snprintf(run2, sizeof run2, "%s/run2", dir);
     snprintf(run2_models, sizeof run2_models, "%s/models", run2);
-    CHECK(compat_mkdir_p(models, err, sizeof err) == 0 && compat_mkdir_p(run2_models, err, sizeof err) == 0, "%s",
-          err);
+    CHECKF(compat_mkdir_p(models, err, sizeof err) == 0 && compat_mkdir_p(run2_models, err, sizeof err) == 0, "%s",
+           err);
     snprintf(f0, sizeof f0, "%s/0000.safetensors", models);
     snprintf(f1, sizeof f1, "%s/0001.safetensors", models);
-    CHECK(write_net(f0, 1) && write_net(f1, 2), "nets written");
+    CHECKF(write_net(f0, 1) && write_net(f1, 2), "nets written");
 
-    CHECK(proc_start(&P, NULL), "start");
-    CHECK(proc_handshake(&P), "handshake");
+    CHECKF(proc_start(&P, NULL), "start");
+    CHECKF(proc_handshake(&P), "handshake");
     proc_send(&P, "setoption name Backend value cpu");
     proc_send(&P, "setoption name Threads value 2");
     proc_send(&P, "setoption name BatchSize value 32");
 
     /* a file */
     const char *l = load(f0);
-    CHECK(l && strstr(l, "6x64 relu on cpu") && strstr(l, "0000.safetensors"), "file: %s", l ? l : "-");
+    CHECKF(l && strstr(l, "6x64 relu on cpu") && strstr(l, "0000.safetensors"), "file: %s", l ? l : "-");
     const char *info = go_legal("7g7f", "go nodes 256", NULL);
-    CHECK(info && strstr(info, " nodes 256 "), "256 visits: %s", info ? info : "-");
+    CHECKF(info && strstr(info, " nodes 256 "), "256 visits: %s", info ? info : "-");
     if (info && strstr(info, " nps ")) printf("6x64 cpu, Threads 2, BatchSize 32, go nodes 256: %s\n", info);
 
     /* a run directory without koma.db: the last model by name */
     char run[600];
     snprintf(run, sizeof run, "%s/run", dir);
     l = load(run);
-    CHECK(l && strstr(l, "0001.safetensors"), "run dir: %s", l ? l : "-");
+    CHECKF(l && strstr(l, "0001.safetensors"), "run dir: %s", l ? l : "-");
     /* the same net again: nothing reloaded */
     int from = P.mark;
     proc_send(&P, "isready");
     proc_expect(&P, "readyok", 60000);
-    CHECK(!proc_find(&P, from, P.mark, "info string net loaded"), "unchanged net not reloaded");
+    CHECKF(!proc_find(&P, from, P.mark, "info string net loaded"), "unchanged net not reloaded");
     /* a newer model appears: the next isready takes it */
     snprintf(f2, sizeof f2, "%s/0002.safetensors", models);
-    CHECK(write_net(f2, 3), "third net");
+    CHECKF(write_net(f2, 3), "third net");
     from = P.mark;
     proc_send(&P, "isready");
     proc_expect(&P, "readyok", 60000);
     l = proc_find(&P, from, P.mark, "info string net loaded");
-    CHECK(l && strstr(l, "0002.safetensors"), "newer model picked up: %s", l ? l : "-");
+    CHECKF(l && strstr(l, "0002.safetensors"), "newer model picked up: %s", l ? l : "-");
     go_legal("2g2f 8c8d", "go btime 0 wtime 0 byoyomi 1000", NULL);
 
     /* a run directory with koma.db: the latest registered model, not the newest file */
     char r0[800], r1[800];
     snprintf(r0, sizeof r0, "%s/0000.safetensors", run2_models);
     snprintf(r1, sizeof r1, "%s/0001.safetensors", run2_models);
-    CHECK(write_net(r0, 4) && write_net(r1, 5), "run2 nets");
-    CHECK(register_model(run2, 0, "models/0000.safetensors"), "registered cycle 0");
+    CHECKF(write_net(r0, 4) && write_net(r1, 5), "run2 nets");
+    CHECKF(register_model(run2, 0, "models/0000.safetensors"), "registered cycle 0");
     l = load(run2);
-    CHECK(l && strstr(l, "run2/models/0000.safetensors"), "koma.db's latest: %s", l ? l : "-");
-    CHECK(register_model(run2, 1, "models/0001.safetensors"), "registered cycle 1");
+    CHECKF(l && strstr(l, "run2/models/0000.safetensors"), "koma.db's latest: %s", l ? l : "-");
+    CHECKF(register_model(run2, 1, "models/0001.safetensors"), "registered cycle 1");
     from = P.mark;
     proc_send(&P, "isready");
     proc_expect(&P, "readyok", 60000);
     l = proc_find(&P, from, P.mark, "info string net loaded");
-    CHECK(l && strstr(l, "run2/models/0001.safetensors"), "cycle 1 picked up: %s", l ? l : "-");
+    CHECKF(l && strstr(l, "run2/models/0001.safetensors"), "cycle 1 picked up: %s", l ? l : "-");
     /* Gumbel with a net, and a timed search */
     proc_send(&P, "setoption name Search value gumbel");
     go_legal("7g7f 3c3d", "go nodes 128", NULL);
     long long dt = 0;
     go_legal("7g7f 3c3d 2g2f", "go btime 0 wtime 0 byoyomi 1000", &dt);
-    CHECK(dt < 1000, "gumbel byoyomi 1000 answered in %lld ms", dt);
+    CHECKF(dt < 1000, "gumbel byoyomi 1000 answered in %lld ms", dt);
     proc_send(&P, "setoption name Search value puct");
     dt = 0;
     go_legal("7g7f 3c3d", "go btime 2000 wtime 2000 byoyomi 0", &dt);
-    CHECK(dt < 1000, "2 s sudden death with a net: %lld ms", dt);
+    CHECKF(dt < 1000, "2 s sudden death with a net: %lld ms", dt);
 
     /* a corrupt file: reported, and the engine still plays */
     snprintf(bad, sizeof bad, "%s/bad.safetensors", dir);
-    CHECK(compat_write_file_durable(bad, "not a safetensors file at all", 29, err, sizeof err) == 0, "%s", err);
+    CHECKF(compat_write_file_durable(bad, "not a safetensors file at all", 29, err, sizeof err) == 0, "%s", err);
     from = P.mark;
     proc_send(&P, "setoption name Net value %s", bad);
     proc_send(&P, "isready");
     proc_expect(&P, "readyok", 60000);
     l = proc_find(&P, from, P.mark, "info string Net: ");
-    CHECK(l && strstr(l, "bad.safetensors"), "corrupt file named: %s", l ? l : "-");
-    CHECK(proc_find(&P, from, P.mark, "info string no net"), "falls back to the uniform evaluator");
+    CHECKF(l && strstr(l, "bad.safetensors"), "corrupt file named: %s", l ? l : "-");
+    CHECKF(proc_find(&P, from, P.mark, "info string no net"), "falls back to the uniform evaluator");
     go_legal("7g7f", "go nodes 32", NULL);
     /* a run directory with no model */
     char empty[700];
@@ -185,12 +165,12 @@ int main(void) {
     proc_send(&P, "setoption name Net value %s", empty);
     proc_send(&P, "isready");
     proc_expect(&P, "readyok", 60000);
-    CHECK(proc_find(&P, from, P.mark, "info string Net: "), "empty directory reported");
+    CHECKF(proc_find(&P, from, P.mark, "info string Net: "), "empty directory reported");
 
     proc_send(&P, "quit");
-    CHECK(proc_wait_exit(&P, 5000), "quit");
+    CHECKF(proc_wait_exit(&P, 5000), "quit");
     proc_end(&P);
-    rm_rf(dir);
+    t_rm_rf(dir);
     free(pos);
-    return test_finish("test_usi_net");
+    return t_done("test_usi_net");
 }

@@ -7,20 +7,10 @@
 
 #include "compat/compat.h"
 #include "engine/sfen.h"
+#include "tests/koma_test.h"
 #include "usi/options.h"
 #include "usi/session.h"
 #include "usi/usi.h"
-
-static int failures = 0;
-#define CHECK(cond, ...)                                                                \
-    do {                                                                                \
-        if (!(cond)) {                                                                  \
-            failures++;                                                                 \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond);    \
-            fprintf(stderr, __VA_ARGS__);                                               \
-            fprintf(stderr, "\n");                                                      \
-        }                                                                               \
-    } while (0)
 
 /* ---- captured output ------------------------------------------------------------ */
 enum { CAP_MAX = 512 };
@@ -70,31 +60,31 @@ static void test_go_parse(void) {
     UsiGo g;
     char err[256], warn[256];
 #define GO(text) usi_parse_go(text, strlen(text), &g, err, sizeof err, warn, sizeof warn)
-    CHECK(GO(" btime 1000 wtime 2000 byoyomi 3000") == 0, "%s", err);
-    CHECK(g.time[0] == 1000 && g.time[1] == 2000 && g.byoyomi == 3000 && g.inc[0] == -1 && g.movetime == -1,
-          "fields");
-    CHECK(usi_go_timed(&g), "timed");
-    CHECK(GO("btime 60000 wtime 50000 binc 10000 winc 5000") == 0 && g.inc[0] == 10000 && g.inc[1] == 5000,
-          "increments");
-    CHECK(GO("infinite") == 0 && g.infinite && !usi_go_timed(&g), "infinite");
-    CHECK(GO("ponder btime 5 wtime 6 byoyomi 7") == 0 && g.ponder && g.time[0] == 5 && g.byoyomi == 7, "ponder");
-    CHECK(GO("nodes 64") == 0 && g.nodes == 64 && !usi_go_timed(&g), "nodes");
-    CHECK(GO("movetime 500") == 0 && g.movetime == 500 && usi_go_timed(&g), "movetime");
-    CHECK(GO("mate 5000") == 0 && g.mate && g.mate_ms == 5000, "mate ms");
-    CHECK(GO("mate infinite") == 0 && g.mate && g.mate_ms == -1, "mate infinite");
-    CHECK(GO("mate") == 0 && g.mate && g.mate_ms == -1, "bare mate");
-    CHECK(GO("") == 0 && !g.infinite && !usi_go_timed(&g) && g.nodes == -1, "bare go");
-    CHECK(GO("btime 1000000000000") == 0 && g.time[0] == 1000000000000LL, "largest number");
+    CHECKF(GO(" btime 1000 wtime 2000 byoyomi 3000") == 0, "%s", err);
+    CHECKF(g.time[0] == 1000 && g.time[1] == 2000 && g.byoyomi == 3000 && g.inc[0] == -1 && g.movetime == -1,
+           "fields");
+    CHECKF(usi_go_timed(&g), "timed");
+    CHECKF(GO("btime 60000 wtime 50000 binc 10000 winc 5000") == 0 && g.inc[0] == 10000 && g.inc[1] == 5000,
+           "increments");
+    CHECKF(GO("infinite") == 0 && g.infinite && !usi_go_timed(&g), "infinite");
+    CHECKF(GO("ponder btime 5 wtime 6 byoyomi 7") == 0 && g.ponder && g.time[0] == 5 && g.byoyomi == 7, "ponder");
+    CHECKF(GO("nodes 64") == 0 && g.nodes == 64 && !usi_go_timed(&g), "nodes");
+    CHECKF(GO("movetime 500") == 0 && g.movetime == 500 && usi_go_timed(&g), "movetime");
+    CHECKF(GO("mate 5000") == 0 && g.mate && g.mate_ms == 5000, "mate ms");
+    CHECKF(GO("mate infinite") == 0 && g.mate && g.mate_ms == -1, "mate infinite");
+    CHECKF(GO("mate") == 0 && g.mate && g.mate_ms == -1, "bare mate");
+    CHECKF(GO("") == 0 && !g.infinite && !usi_go_timed(&g) && g.nodes == -1, "bare go");
+    CHECKF(GO("btime 1000000000000") == 0 && g.time[0] == 1000000000000LL, "largest number");
     /* errors */
-    CHECK(GO("btime") != 0 && strstr(err, "btime"), "missing number: %s", err);
-    CHECK(GO("btime abc wtime 1000") != 0 && strstr(err, "abc"), "not a number: %s", err);
-    CHECK(GO("btime -1") != 0, "negative");
-    CHECK(GO("wtime +5") != 0, "signed");
-    CHECK(GO("byoyomi 1000000000001") != 0, "too large");
-    CHECK(GO("nodes 99999999999999999999999") != 0, "huge");
-    CHECK(GO("mate 12x") != 0, "bad mate time");
+    CHECKF(GO("btime") != 0 && strstr(err, "btime"), "missing number: %s", err);
+    CHECKF(GO("btime abc wtime 1000") != 0 && strstr(err, "abc"), "not a number: %s", err);
+    CHECKF(GO("btime -1") != 0, "negative");
+    CHECKF(GO("wtime +5") != 0, "signed");
+    CHECKF(GO("byoyomi 1000000000001") != 0, "too large");
+    CHECKF(GO("nodes 99999999999999999999999") != 0, "huge");
+    CHECKF(GO("mate 12x") != 0, "bad mate time");
     /* unknown words are reported and skipped */
-    CHECK(GO("depth 5 btime 100") == 0 && strstr(warn, "depth") && g.time[0] == 100, "warn '%s'", warn);
+    CHECKF(GO("depth 5 btime 100") == 0 && strstr(warn, "depth") && g.time[0] == 100, "warn '%s'", warn);
 #undef GO
 }
 
@@ -104,29 +94,29 @@ static void test_options(void) {
     usi_options_default(&o);
     char err[256];
     const char *canon = NULL;
-    CHECK(usi_options_set(&o, "Threads", "3", &canon, err, sizeof err) == 0 && o.threads == 3, "%s", err);
-    CHECK(canon && strcmp(canon, "Threads") == 0, "canonical name");
-    CHECK(usi_options_set(&o, "usi_hash", "64", &canon, err, sizeof err) == 0 && o.hash_mb == 64 &&
+    CHECKF(usi_options_set(&o, "Threads", "3", &canon, err, sizeof err) == 0 && o.threads == 3, "%s", err);
+    CHECKF(canon && strcmp(canon, "Threads") == 0, "canonical name");
+    CHECKF(usi_options_set(&o, "usi_hash", "64", &canon, err, sizeof err) == 0 && o.hash_mb == 64 &&
               strcmp(canon, "USI_Hash") == 0,
-          "case-insensitive name");
-    CHECK(usi_options_set(&o, "Threads", "abc", NULL, err, sizeof err) != 0 && o.threads == 3, "bad int kept old");
-    CHECK(usi_options_set(&o, "BatchSize", "0", NULL, err, sizeof err) != 0 && o.batch == 32, "range: %s", err);
-    CHECK(usi_options_set(&o, "Backend", "tpu", NULL, err, sizeof err) != 0 && strcmp(o.backend, "auto") == 0 &&
+           "case-insensitive name");
+    CHECKF(usi_options_set(&o, "Threads", "abc", NULL, err, sizeof err) != 0 && o.threads == 3, "bad int kept old");
+    CHECKF(usi_options_set(&o, "BatchSize", "0", NULL, err, sizeof err) != 0 && o.batch == 32, "range: %s", err);
+    CHECKF(usi_options_set(&o, "Backend", "tpu", NULL, err, sizeof err) != 0 && strcmp(o.backend, "auto") == 0 &&
               strstr(err, "cpu"),
-          "combo: %s", err);
-    CHECK(usi_options_set(&o, "Backend", "CPU", NULL, err, sizeof err) == 0 && strcmp(o.backend, "cpu") == 0,
-          "combo canonical spelling");
-    CHECK(usi_options_set(&o, "Search", "gumbel", NULL, err, sizeof err) == 0 && strcmp(o.search, "gumbel") == 0,
-          "search");
-    CHECK(usi_options_set(&o, "ResignThreshold", "0.05", NULL, err, sizeof err) == 0 && o.resign == 0.05, "resign");
-    CHECK(usi_options_set(&o, "ResignThreshold", "1.5", NULL, err, sizeof err) != 0 && o.resign == 0.05,
-          "resign range");
-    CHECK(usi_options_set(&o, "USI_Ponder", "true", NULL, err, sizeof err) == 0 && o.ponder == 1, "check");
-    CHECK(usi_options_set(&o, "USI_Ponder", "maybe", NULL, err, sizeof err) != 0 && o.ponder == 1, "bad check");
-    CHECK(usi_options_set(&o, "Net", "<empty>", NULL, err, sizeof err) == 0 && o.net[0] == 0, "<empty>");
-    CHECK(usi_options_set(&o, "Net", NULL, NULL, err, sizeof err) != 0, "no value");
-    CHECK(usi_options_set(&o, "Frobnicate", "1", NULL, err, sizeof err) != 0 && strstr(err, "unknown option"),
-          "unknown: %s", err);
+           "combo: %s", err);
+    CHECKF(usi_options_set(&o, "Backend", "CPU", NULL, err, sizeof err) == 0 && strcmp(o.backend, "cpu") == 0,
+           "combo canonical spelling");
+    CHECKF(usi_options_set(&o, "Search", "gumbel", NULL, err, sizeof err) == 0 && strcmp(o.search, "gumbel") == 0,
+           "search");
+    CHECKF(usi_options_set(&o, "ResignThreshold", "0.05", NULL, err, sizeof err) == 0 && o.resign == 0.05, "resign");
+    CHECKF(usi_options_set(&o, "ResignThreshold", "1.5", NULL, err, sizeof err) != 0 && o.resign == 0.05,
+           "resign range");
+    CHECKF(usi_options_set(&o, "USI_Ponder", "true", NULL, err, sizeof err) == 0 && o.ponder == 1, "check");
+    CHECKF(usi_options_set(&o, "USI_Ponder", "maybe", NULL, err, sizeof err) != 0 && o.ponder == 1, "bad check");
+    CHECKF(usi_options_set(&o, "Net", "<empty>", NULL, err, sizeof err) == 0 && o.net[0] == 0, "<empty>");
+    CHECKF(usi_options_set(&o, "Net", NULL, NULL, err, sizeof err) != 0, "no value");
+    CHECKF(usi_options_set(&o, "Frobnicate", "1", NULL, err, sizeof err) != 0 && strstr(err, "unknown option"),
+           "unknown: %s", err);
 }
 
 /* ---- the loop in process ------------------------------------------------------------- */
@@ -134,51 +124,51 @@ static void test_loop(void) {
     Capture cap = {0};
     compat_mutex_init(&cap.mu);
     UsiSession *s = usi_session_new(cap_write, &cap);
-    CHECK(s != NULL, "session");
+    CHECKF(s != NULL, "session");
     Position *want = malloc(sizeof *want);
 
     /* default position: startpos */
     char sf[SFEN_MAX_LEN];
     sfen_write(usi_session_position_now(s), sf, sizeof sf);
-    CHECK(strcmp(sf, SFEN_STARTPOS) == 0, "initial position %s", sf);
+    CHECKF(strcmp(sf, SFEN_STARTPOS) == 0, "initial position %s", sf);
 
     /* moves */
-    CHECK(line(s, "position startpos moves 7g7f 3c3d 8h2b+") == USI_CONTINUE, "position");
+    CHECKF(line(s, "position startpos moves 7g7f 3c3d 8h2b+") == USI_CONTINUE, "position");
     pos_set_startpos(want);
     pos_do_move(want, move_from_usi(want, "7g7f", 4));
     pos_do_move(want, move_from_usi(want, "3c3d", 4));
     pos_do_move(want, move_from_usi(want, "8h2b+", 5));
-    CHECK(pos_key(usi_session_position_now(s)) == pos_key(want), "position after 3 moves");
-    CHECK(pos_hist_len(usi_session_position_now(s)) == 3, "history kept for repetition");
+    CHECKF(pos_key(usi_session_position_now(s)) == pos_key(want), "position after 3 moves");
+    CHECKF(pos_hist_len(usi_session_position_now(s)) == 3, "history kept for repetition");
 
     /* an illegal move keeps the legal prefix and names the move */
     cap_clear(&cap);
     line(s, "position startpos moves 7g7f 3c3d 5a5b 2g2f");
-    CHECK(cap_find(&cap, "illegal move '5a5b' (move 3)") && cap_find(&cap, "up to move 2"), "illegal move message");
+    CHECKF(cap_find(&cap, "illegal move '5a5b' (move 3)") && cap_find(&cap, "up to move 2"), "illegal move message");
     pos_set_startpos(want);
     pos_do_move(want, move_from_usi(want, "7g7f", 4));
     pos_do_move(want, move_from_usi(want, "3c3d", 4));
-    CHECK(pos_key(usi_session_position_now(s)) == pos_key(want), "legal prefix kept");
+    CHECKF(pos_key(usi_session_position_now(s)) == pos_key(want), "legal prefix kept");
 
     /* a bad SFEN leaves the position as it was */
     cap_clear(&cap);
     line(s, "position sfen lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNX b - 1 moves 7g7f");
-    CHECK(cap_find(&cap, "bad SFEN"), "bad sfen message");
-    CHECK(pos_key(usi_session_position_now(s)) == pos_key(want), "bad sfen: unchanged");
+    CHECKF(cap_find(&cap, "bad SFEN"), "bad sfen message");
+    CHECKF(pos_key(usi_session_position_now(s)) == pos_key(want), "bad sfen: unchanged");
     cap_clear(&cap);
     line(s, "position sfen");
     line(s, "position");
     line(s, "position fen x");
     line(s, "position startpos 7g7f");
-    CHECK(cap.n == 4, "four complaints, got %d", cap.n);
-    CHECK(pos_key(usi_session_position_now(s)) == pos_key(want), "malformed: unchanged");
+    CHECKF(cap.n == 4, "four complaints, got %d", cap.n);
+    CHECKF(pos_key(usi_session_position_now(s)) == pos_key(want), "malformed: unchanged");
 
     /* sfen with moves; tabs and CR */
     line(s, "position\tsfen 4k4/9/9/9/9/9/9/9/4K4 b G 1 moves G*5b\r\n");
     char err[128];
     sfen_parse_cstr(want, "4k4/9/9/9/9/9/9/9/4K4 b G 1", err, sizeof err);
     pos_do_move(want, move_from_usi(want, "G*5b", 4));
-    CHECK(pos_key(usi_session_position_now(s)) == pos_key(want), "sfen + drop");
+    CHECKF(pos_key(usi_session_position_now(s)) == pos_key(want), "sfen + drop");
 
     /* unknown and garbage commands */
     cap_clear(&cap);
@@ -189,21 +179,21 @@ static void test_loop(void) {
     line(s, "gameover maybe");
     line(s, "setoption name");
     line(s, "setoption foo");
-    CHECK(cap_find(&cap, "unknown command 'frobnicate'"), "unknown command");
-    CHECK(cap_find(&cap, "unknown command '?" "?" "?'"), "garbage shown printable");
-    CHECK(cap_find(&cap, "gameover: unknown result"), "gameover arg");
-    CHECK(cap.n == 5, "one line per bad command, got %d", cap.n);
+    CHECKF(cap_find(&cap, "unknown command 'frobnicate'"), "unknown command");
+    CHECKF(cap_find(&cap, "unknown command '?" "?" "?'"), "garbage shown printable");
+    CHECKF(cap_find(&cap, "gameover: unknown result"), "gameover arg");
+    CHECKF(cap.n == 5, "one line per bad command, got %d", cap.n);
 
     /* setoption with a value containing spaces, applied at isready */
     cap_clear(&cap);
     line(s, "setoption name Net value /no such dir/x.safetensors  ");
     line(s, "setoption name NoSuchOption value 3");
     line(s, "setoption name Threads value -3");
-    CHECK(cap_find(&cap, "unknown option 'NoSuchOption'"), "unknown option");
-    CHECK(cap_find(&cap, "Threads"), "range message");
+    CHECKF(cap_find(&cap, "unknown option 'NoSuchOption'"), "unknown option");
+    CHECKF(cap_find(&cap, "Threads"), "range message");
     line(s, "isready");
-    CHECK(cap_find(&cap, "/no such dir/x.safetensors: no such file"), "Net path with spaces reported");
-    CHECK(cap_find(&cap, "readyok"), "readyok");
+    CHECKF(cap_find(&cap, "/no such dir/x.safetensors: no such file"), "Net path with spaces reported");
+    CHECKF(cap_find(&cap, "readyok"), "readyok");
 
     /* a search in process: go nodes, answered on the search thread */
     cap_clear(&cap);
@@ -212,18 +202,18 @@ static void test_loop(void) {
     line(s, "go nodes 32");
     usi_session_wait(s);
     const char *bm = cap_find(&cap, "bestmove ");
-    CHECK(bm != NULL, "bestmove");
+    CHECKF(bm != NULL, "bestmove");
     if (bm) {
         pos_set_startpos(want);
         pos_do_move(want, move_from_usi(want, "7g7f", 4));
         const char *m = bm + 9;
         size_t ml = strcspn(m, " ");
-        CHECK(move_from_usi(want, m, ml) != MOVE_NONE, "legal bestmove for White: %s", bm);
+        CHECKF(move_from_usi(want, m, ml) != MOVE_NONE, "legal bestmove for White: %s", bm);
     }
-    CHECK(cap_find(&cap, "nodes 32 "), "32 visits reported");
+    CHECKF(cap_find(&cap, "nodes 32 "), "32 visits reported");
 
-    CHECK(line(s, "quit") == USI_QUIT, "quit");
-    if (failures) cap_dump(&cap);
+    CHECKF(line(s, "quit") == USI_QUIT, "quit");
+    if (g_fail) cap_dump(&cap);
     usi_session_free(s);
     cap_clear(&cap);
     compat_mutex_destroy(&cap.mu);
@@ -234,10 +224,5 @@ int main(void) {
     test_go_parse();
     test_options();
     test_loop();
-    if (failures) {
-        fprintf(stderr, "test_usi_parse: %d failure(s)\n", failures);
-        return 1;
-    }
-    printf("test_usi_parse: ok\n");
-    return 0;
+    return t_done("test_usi_parse");
 }

@@ -9,34 +9,34 @@ static const char *OPTIONS[] = {"Net", "Threads", "BatchSize", "Backend", "NodeL
 
 static void test_handshake(void) {
     Proc p;
-    CHECK(proc_start(&p, NULL), "start");
+    CHECKF(proc_start(&p, NULL), "start");
     proc_send(&p, "usi");
     const char *id = proc_expect(&p, "id name ", 5000);
-    CHECK(id && strstr(id, "Koma"), "id name");
-    CHECK(proc_expect(&p, "id author ", 5000) != NULL, "id author");
+    CHECKF(id && strstr(id, "Koma"), "id name");
+    CHECKF(proc_expect(&p, "id author ", 5000) != NULL, "id author");
     int before = p.mark;
-    CHECK(proc_expect(&p, "usiok", 5000) != NULL, "usiok");
+    CHECKF(proc_expect(&p, "usiok", 5000) != NULL, "usiok");
     for (size_t i = 0; i < sizeof OPTIONS / sizeof OPTIONS[0]; i++) {
         char want[64];
         snprintf(want, sizeof want, "option name %s type ", OPTIONS[i]);
-        CHECK(proc_find(&p, before, p.mark, want), "option %s announced before usiok", OPTIONS[i]);
+        CHECKF(proc_find(&p, before, p.mark, want), "option %s announced before usiok", OPTIONS[i]);
     }
     const char *b = proc_find(&p, before, p.mark, "option name Backend");
-    CHECK(b && strstr(b, "type combo") && strstr(b, "var cpu") && strstr(b, "var cuda") && strstr(b, "var auto"),
-          "Backend combo: %s", b ? b : "-");
+    CHECKF(b && strstr(b, "type combo") && strstr(b, "var cpu") && strstr(b, "var cuda") && strstr(b, "var auto"),
+           "Backend combo: %s", b ? b : "-");
     /* isready: no net -> says so, then readyok */
     before = p.mark;
     proc_send(&p, "isready");
-    CHECK(proc_expect(&p, "readyok", 10000) != NULL, "readyok");
+    CHECKF(proc_expect(&p, "readyok", 10000) != NULL, "readyok");
     const char *say = proc_find(&p, before, p.mark, "info string no net");
-    CHECK(say && strstr(say, "uniform"), "no-net notice before readyok");
+    CHECKF(say && strstr(say, "uniform"), "no-net notice before readyok");
     /* usinewgame gets no answer; isready again is quick */
     proc_send(&p, "usinewgame");
     long long t0 = now_ms();
     proc_send(&p, "isready");
-    CHECK(proc_expect(&p, "readyok", 5000) != NULL && now_ms() - t0 < 2000, "second readyok");
+    CHECKF(proc_expect(&p, "readyok", 5000) != NULL && now_ms() - t0 < 2000, "second readyok");
     proc_send(&p, "quit");
-    CHECK(proc_wait_exit(&p, 3000) && p.status == 0, "quit exits 0");
+    CHECKF(proc_wait_exit(&p, 3000) && p.status == 0, "quit exits 0");
     proc_end(&p);
 }
 
@@ -52,88 +52,88 @@ static int sync_after(Proc *p, const char *cmd, int *end) {
 
 static void test_options(Position *pos) {
     Proc p;
-    CHECK(proc_start(&p, NULL), "start");
-    CHECK(proc_handshake(&p), "handshake");
+    CHECKF(proc_start(&p, NULL), "start");
+    CHECKF(proc_handshake(&p), "handshake");
     int end, from;
     /* valid values are silent */
     from = sync_after(&p, "setoption name NodeLimit value 50", &end);
-    CHECK(!proc_find(&p, from, end, "info string setoption"), "valid NodeLimit accepted silently");
+    CHECKF(!proc_find(&p, from, end, "info string setoption"), "valid NodeLimit accepted silently");
     from = sync_after(&p, "setoption name USI_Ponder value true", &end);
-    CHECK(!proc_find(&p, from, end, "info string setoption"), "valid USI_Ponder");
+    CHECKF(!proc_find(&p, from, end, "info string setoption"), "valid USI_Ponder");
     from = sync_after(&p, "setoption name search value GUMBEL", &end);
-    CHECK(!proc_find(&p, from, end, "info string setoption"), "case-insensitive name and value");
+    CHECKF(!proc_find(&p, from, end, "info string setoption"), "case-insensitive name and value");
     from = sync_after(&p, "setoption name Search value puct", &end);
     /* invalid values are refused with a reason */
     from = sync_after(&p, "setoption name Threads value abc", &end);
     const char *r = proc_find(&p, from, end, "info string setoption");
-    CHECK(r && strstr(r, "Threads") && strstr(r, "abc"), "bad integer: %s", r ? r : "-");
+    CHECKF(r && strstr(r, "Threads") && strstr(r, "abc"), "bad integer: %s", r ? r : "-");
     from = sync_after(&p, "setoption name BatchSize value 0", &end);
-    CHECK(proc_find(&p, from, end, "info string setoption"), "out of range");
+    CHECKF(proc_find(&p, from, end, "info string setoption"), "out of range");
     from = sync_after(&p, "setoption name Backend value tpu", &end);
-    CHECK(proc_find(&p, from, end, "info string setoption"), "bad combo");
+    CHECKF(proc_find(&p, from, end, "info string setoption"), "bad combo");
     from = sync_after(&p, "setoption name ResignThreshold value 2", &end);
-    CHECK(proc_find(&p, from, end, "info string setoption"), "threshold above 1");
+    CHECKF(proc_find(&p, from, end, "info string setoption"), "threshold above 1");
     from = sync_after(&p, "setoption name Frobnicate value 1", &end);
     r = proc_find(&p, from, end, "info string setoption");
-    CHECK(r && strstr(r, "unknown option 'Frobnicate'"), "unknown option: %s", r ? r : "-");
+    CHECKF(r && strstr(r, "unknown option 'Frobnicate'"), "unknown option: %s", r ? r : "-");
     from = sync_after(&p, "setoption name Net value /nonexistent/koma/net.safetensors", &end);
     r = proc_find(&p, from, end, "info string Net:");
-    CHECK(r && strstr(r, "/nonexistent/koma/net.safetensors"), "missing net named at isready: %s", r ? r : "-");
+    CHECKF(r && strstr(r, "/nonexistent/koma/net.safetensors"), "missing net named at isready: %s", r ? r : "-");
     proc_send(&p, "setoption name Net value <empty>");
     /* NodeLimit 50 applies to a plain go */
     proc_send(&p, "position startpos");
     proc_send(&p, "go");
     const char *bm = proc_expect(&p, "bestmove ", 20000);
     const char *info = p.mark >= 2 ? p.lines[p.mark - 2] : NULL;
-    CHECK(info && strstr(info, " nodes 50 "), "NodeLimit 50 -> 50 visits: %s", info ? info : "-");
+    CHECKF(info && strstr(info, " nodes 50 "), "NodeLimit 50 -> 50 visits: %s", info ? info : "-");
     char txt[16];
     pos_set_startpos(pos);
-    CHECK(bestmove_of(pos, bm, txt, sizeof txt) != MOVE_NONE, "legal: %s", bm ? bm : "-");
+    CHECKF(bestmove_of(pos, bm, txt, sizeof txt) != MOVE_NONE, "legal: %s", bm ? bm : "-");
     /* USI_Ponder on: the answer names a ponder move, legal after the best move */
-    CHECK(bm && strstr(bm, " ponder "), "ponder move: %s", bm ? bm : "-");
+    CHECKF(bm && strstr(bm, " ponder "), "ponder move: %s", bm ? bm : "-");
     if (bm && strstr(bm, " ponder ")) {
         Move m = bestmove_of(pos, bm, txt, sizeof txt);
         pos_do_move(pos, m);
         const char *pm = strstr(bm, " ponder ") + 8;
-        CHECK(move_from_usi(pos, pm, strcspn(pm, " ")) != MOVE_NONE, "legal ponder move: %s", bm);
+        CHECKF(move_from_usi(pos, pm, strcspn(pm, " ")) != MOVE_NONE, "legal ponder move: %s", bm);
     }
     proc_send(&p, "quit");
-    CHECK(proc_wait_exit(&p, 3000), "quit");
+    CHECKF(proc_wait_exit(&p, 3000), "quit");
     proc_end(&p);
 }
 
 static void test_go_nodes(Position *pos) {
     Proc p;
-    CHECK(proc_start(&p, NULL), "start");
-    CHECK(proc_handshake(&p), "handshake");
+    CHECKF(proc_start(&p, NULL), "start");
+    CHECKF(proc_handshake(&p), "handshake");
     proc_send(&p, "usinewgame");
     proc_send(&p, "position startpos moves 7g7f 3c3d");
     proc_send(&p, "go nodes 64");
     const char *bm = proc_expect(&p, "bestmove ", 20000);
-    CHECK(play_moves(pos, "startpos", "7g7f 3c3d"), "replay");
+    CHECKF(play_moves(pos, "startpos", "7g7f 3c3d"), "replay");
     char txt[16];
-    CHECK(bestmove_of(pos, bm, txt, sizeof txt) != MOVE_NONE, "legal bestmove: %s", bm ? bm : "-");
+    CHECKF(bestmove_of(pos, bm, txt, sizeof txt) != MOVE_NONE, "legal bestmove: %s", bm ? bm : "-");
     const char *info = p.mark >= 2 ? p.lines[p.mark - 2] : NULL;
-    CHECK(info && starts_with(info, "info depth ") && strstr(info, " nodes 64 ") && strstr(info, " score cp ") &&
+    CHECKF(info && starts_with(info, "info depth ") && strstr(info, " nodes 64 ") && strstr(info, " score cp ") &&
               strstr(info, " pv ") && strstr(info, " nps ") && strstr(info, " seldepth "),
-          "final info line: %s", info ? info : "-");
+           "final info line: %s", info ? info : "-");
     if (info && strstr(info, " pv ")) { /* the pv starts with the best move and is legal */
         const char *pv = strstr(info, " pv ") + 4;
-        CHECK(strncmp(pv, txt, strlen(txt)) == 0, "pv starts with bestmove");
-        CHECK(play_moves(pos, "startpos", "7g7f 3c3d") && play_moves(pos, "startpos", "7g7f 3c3d"), "replay");
+        CHECKF(strncmp(pv, txt, strlen(txt)) == 0, "pv starts with bestmove");
+        CHECKF(play_moves(pos, "startpos", "7g7f 3c3d") && play_moves(pos, "startpos", "7g7f 3c3d"), "replay");
         char buf[512];
         snprintf(buf, sizeof buf, "7g7f 3c3d %s", pv);
-        CHECK(play_moves(pos, "startpos", buf), "pv legal: %s", pv);
+        CHECKF(play_moves(pos, "startpos", buf), "pv legal: %s", pv);
     }
     proc_send(&p, "quit");
-    CHECK(proc_wait_exit(&p, 3000), "quit");
+    CHECKF(proc_wait_exit(&p, 3000), "quit");
     proc_end(&p);
 }
 
 static void test_malformed(Position *pos) {
     Proc p;
-    CHECK(proc_start(&p, NULL), "start");
-    CHECK(proc_handshake(&p), "handshake");
+    CHECKF(proc_start(&p, NULL), "start");
+    CHECKF(proc_handshake(&p), "handshake");
     static const char *bad[] = {
         "garbage", "\x01\x02\x03", "position sfen not/a/real/sfen b - 1", "position sfen",
         "position startpos moves 7g7f zzzz", "go btime abc wtime 1000", "go nodes -5",
@@ -141,62 +141,62 @@ static void test_malformed(Position *pos) {
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int end, from = sync_after(&p, bad[i], &end);
-        CHECK(end > 0 && starts_with(p.lines[end - 1], "readyok"), "still answers isready after '%s'", bad[i]);
-        CHECK(proc_find(&p, from, end, "info string "), "a reason for '%s'", bad[i]);
-        CHECK(!proc_find(&p, from, end, "bestmove"), "no search from '%s'", bad[i]);
+        CHECKF(end > 0 && starts_with(p.lines[end - 1], "readyok"), "still answers isready after '%s'", bad[i]);
+        CHECKF(proc_find(&p, from, end, "info string "), "a reason for '%s'", bad[i]);
+        CHECKF(!proc_find(&p, from, end, "bestmove"), "no search from '%s'", bad[i]);
     }
     /* an illegal move keeps the legal prefix: White is to move after 7g7f */
     int end, from = sync_after(&p, "position startpos moves 7g7f 9z9z 3c3d", &end);
     const char *r = proc_find(&p, from, end, "info string position: illegal move '9z9z' (move 2)");
-    CHECK(r && strstr(r, "up to move 1"), "illegal move named: %s", r ? r : "-");
+    CHECKF(r && strstr(r, "up to move 1"), "illegal move named: %s", r ? r : "-");
     proc_send(&p, "go nodes 16");
     const char *bm = proc_expect(&p, "bestmove ", 20000);
-    CHECK(play_moves(pos, "startpos", "7g7f"), "replay");
+    CHECKF(play_moves(pos, "startpos", "7g7f"), "replay");
     char txt[16];
-    CHECK(bestmove_of(pos, bm, txt, sizeof txt) != MOVE_NONE, "bestmove legal for White after 7g7f: %s",
-          bm ? bm : "-");
+    CHECKF(bestmove_of(pos, bm, txt, sizeof txt) != MOVE_NONE, "bestmove legal for White after 7g7f: %s",
+           bm ? bm : "-");
     /* a long line of moves: 200 plies of back-and-forth */
     char *line = malloc(8192);
     size_t u = (size_t)snprintf(line, 8192, "position startpos moves");
     for (int i = 0; i < 50; i++) u += (size_t)snprintf(line + u, 8192 - u, " 5i5h 5a5b 5h5i 5b5a");
     from = sync_after(&p, line, &end);
-    CHECK(!proc_find(&p, from, end, "info string position"), "long move list accepted");
+    CHECKF(!proc_find(&p, from, end, "info string position"), "long move list accepted");
     proc_send(&p, "go nodes 16");
     bm = proc_expect(&p, "bestmove ", 20000);
     pos_set_startpos(pos);
-    CHECK(bestmove_of(pos, bm, txt, sizeof txt) != MOVE_NONE, "legal after a long repetition: %s", bm ? bm : "-");
+    CHECKF(bestmove_of(pos, bm, txt, sizeof txt) != MOVE_NONE, "legal after a long repetition: %s", bm ? bm : "-");
     free(line);
     /* gameover, bare and with a result; engine keeps going */
     from = sync_after(&p, "gameover", &end);
-    CHECK(end > 0 && starts_with(p.lines[end - 1], "readyok") && !proc_find(&p, from, end, "info string"),
-          "bare gameover is quiet");
+    CHECKF(end > 0 && starts_with(p.lines[end - 1], "readyok") && !proc_find(&p, from, end, "info string"),
+           "bare gameover is quiet");
     from = sync_after(&p, "gameover win", &end);
-    CHECK(!proc_find(&p, from, end, "info string"), "gameover win is quiet");
+    CHECKF(!proc_find(&p, from, end, "info string"), "gameover win is quiet");
     from = sync_after(&p, "gameover lose", &end);
     from = sync_after(&p, "gameover draw", &end);
-    CHECK(!proc_find(&p, from, end, "info string"), "gameover draw is quiet");
+    CHECKF(!proc_find(&p, from, end, "info string"), "gameover draw is quiet");
     proc_send(&p, "usinewgame");
     proc_send(&p, "position startpos");
     proc_send(&p, "go nodes 8");
-    CHECK(proc_expect(&p, "bestmove ", 20000) != NULL, "plays after gameover");
+    CHECKF(proc_expect(&p, "bestmove ", 20000) != NULL, "plays after gameover");
     /* stray stop / ponderhit while idle are ignored */
     from = sync_after(&p, "stop", &end);
-    CHECK(!proc_find(&p, from, end, "bestmove"), "idle stop: no bestmove");
+    CHECKF(!proc_find(&p, from, end, "bestmove"), "idle stop: no bestmove");
     from = sync_after(&p, "ponderhit", &end);
-    CHECK(!proc_find(&p, from, end, "bestmove"), "idle ponderhit: no bestmove");
+    CHECKF(!proc_find(&p, from, end, "bestmove"), "idle ponderhit: no bestmove");
     proc_send(&p, "quit");
-    CHECK(proc_wait_exit(&p, 3000) && p.status == 0, "quit");
+    CHECKF(proc_wait_exit(&p, 3000) && p.status == 0, "quit");
     proc_end(&p);
 }
 
 /* End of input without quit: koma exits by itself. */
 static void test_eof(void) {
     Proc p;
-    CHECK(proc_start(&p, NULL), "start");
+    CHECKF(proc_start(&p, NULL), "start");
     proc_send(&p, "usi");
-    CHECK(proc_expect(&p, "usiok", 5000) != NULL, "usiok");
+    CHECKF(proc_expect(&p, "usiok", 5000) != NULL, "usiok");
     proc_close_input(&p);
-    CHECK(proc_wait_exit(&p, 3000), "exits at end of input");
+    CHECKF(proc_wait_exit(&p, 3000), "exits at end of input");
     proc_end(&p);
 }
 
@@ -204,12 +204,12 @@ static void test_eof(void) {
 static void test_argv(Position *pos) {
     Proc p;
     const char *args[] = {"position startpos moves 2g2f", "go nodes 16", "quit", NULL};
-    CHECK(proc_start(&p, args), "start");
+    CHECKF(proc_start(&p, args), "start");
     const char *bm = proc_expect(&p, "bestmove ", 20000);
-    CHECK(play_moves(pos, "startpos", "2g2f"), "replay");
+    CHECKF(play_moves(pos, "startpos", "2g2f"), "replay");
     char txt[16];
-    CHECK(bestmove_of(pos, bm, txt, sizeof txt) != MOVE_NONE, "argv go: %s", bm ? bm : "-");
-    CHECK(proc_wait_exit(&p, 3000), "argv quit exits");
+    CHECKF(bestmove_of(pos, bm, txt, sizeof txt) != MOVE_NONE, "argv go: %s", bm ? bm : "-");
+    CHECKF(proc_wait_exit(&p, 3000), "argv quit exits");
     proc_end(&p);
 }
 
@@ -223,5 +223,5 @@ int main(void) {
     test_eof();
     test_argv(pos);
     free(pos);
-    return test_finish("test_usi_protocol");
+    return t_done("test_usi_protocol");
 }

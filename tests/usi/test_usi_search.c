@@ -9,13 +9,13 @@ static Position *pos;
 static char txt[16];
 
 static void start(void) {
-    CHECK(proc_start(&P, NULL), "start");
-    CHECK(proc_handshake(&P), "handshake");
+    CHECKF(proc_start(&P, NULL), "start");
+    CHECKF(proc_handshake(&P), "handshake");
 }
 
 static void finish(void) {
     proc_send(&P, "quit");
-    CHECK(proc_wait_exit(&P, 3000), "quit");
+    CHECKF(proc_wait_exit(&P, 3000), "quit");
     proc_end(&P);
 }
 
@@ -24,28 +24,28 @@ static void test_infinite_stop(void) {
     proc_send(&P, "position startpos moves 7g7f");
     proc_send(&P, "go infinite");
     proc_drain(&P, 400);
-    CHECK(!proc_find(&P, 0, P.n_lines, "bestmove"), "no bestmove before stop");
+    CHECKF(!proc_find(&P, 0, P.n_lines, "bestmove"), "no bestmove before stop");
     /* isready while searching: readyok at once, the search goes on */
     long long t0 = now_ms();
     proc_send(&P, "isready");
-    CHECK(proc_expect(&P, "readyok", 2000) != NULL && now_ms() - t0 < 1000, "readyok while searching");
-    CHECK(!proc_find(&P, 0, P.n_lines, "bestmove"), "still searching after isready");
+    CHECKF(proc_expect(&P, "readyok", 2000) != NULL && now_ms() - t0 < 1000, "readyok while searching");
+    CHECKF(!proc_find(&P, 0, P.n_lines, "bestmove"), "still searching after isready");
     /* a go while searching is refused, not queued */
     proc_send(&P, "go nodes 5");
-    CHECK(proc_expect(&P, "info string go ignored", 2000) != NULL, "second go refused");
+    CHECKF(proc_expect(&P, "info string go ignored", 2000) != NULL, "second go refused");
     proc_drain(&P, 800); /* at least one periodic info line */
-    CHECK(proc_find(&P, 0, P.n_lines, "info depth "), "periodic info during infinite");
+    CHECKF(proc_find(&P, 0, P.n_lines, "info depth "), "periodic info during infinite");
     t0 = now_ms();
     proc_send(&P, "stop");
     const char *bm = proc_expect(&P, "bestmove ", 3000);
-    CHECK(bm && now_ms() - t0 < 1000, "bestmove soon after stop (%lld ms)", now_ms() - t0);
+    CHECKF(bm && now_ms() - t0 < 1000, "bestmove soon after stop (%lld ms)", now_ms() - t0);
     play_moves(pos, "startpos", "7g7f");
-    CHECK(bestmove_of(pos, bm, txt, sizeof txt) != MOVE_NONE, "legal: %s", bm ? bm : "-");
+    CHECKF(bestmove_of(pos, bm, txt, sizeof txt) != MOVE_NONE, "legal: %s", bm ? bm : "-");
     /* one bestmove only */
     proc_drain(&P, 200);
     int n = 0;
     for (int i = 0; i < P.n_lines; i++) n += starts_with(P.lines[i], "bestmove");
-    CHECK(n == 1, "exactly one bestmove, got %d", n);
+    CHECKF(n == 1, "exactly one bestmove, got %d", n);
     finish();
 }
 
@@ -56,26 +56,26 @@ static void test_ponder(void) {
     proc_send(&P, "position startpos moves 7g7f 3c3d");
     proc_send(&P, "go ponder btime 0 wtime 0 byoyomi 1000");
     proc_drain(&P, 1500); /* longer than the byoyomi: pondering has no deadline */
-    CHECK(!proc_find(&P, 0, P.n_lines, "bestmove"), "no bestmove while pondering");
+    CHECKF(!proc_find(&P, 0, P.n_lines, "bestmove"), "no bestmove while pondering");
     long long t0 = now_ms();
     proc_send(&P, "ponderhit");
     const char *bm = proc_expect(&P, "bestmove ", 3000);
     long long dt = now_ms() - t0;
-    CHECK(bm && dt < 1000, "bestmove within the byoyomi after ponderhit (%lld ms)", dt);
+    CHECKF(bm && dt < 1000, "bestmove within the byoyomi after ponderhit (%lld ms)", dt);
     play_moves(pos, "startpos", "7g7f 3c3d");
-    CHECK(bestmove_of(pos, bm, txt, sizeof txt) != MOVE_NONE, "legal: %s", bm ? bm : "-");
+    CHECKF(bestmove_of(pos, bm, txt, sizeof txt) != MOVE_NONE, "legal: %s", bm ? bm : "-");
     /* stop during ponder answers too */
     int mark = P.n_lines;
     proc_send(&P, "position startpos moves 2g2f");
     proc_send(&P, "go ponder btime 10000 wtime 10000 byoyomi 1000");
     proc_drain(&P, 300);
-    CHECK(!proc_find(&P, mark, P.n_lines, "bestmove"), "pondering");
+    CHECKF(!proc_find(&P, mark, P.n_lines, "bestmove"), "pondering");
     t0 = now_ms();
     proc_send(&P, "stop");
     bm = proc_expect(&P, "bestmove ", 3000);
-    CHECK(bm && now_ms() - t0 < 1000, "bestmove after stop during ponder");
+    CHECKF(bm && now_ms() - t0 < 1000, "bestmove after stop during ponder");
     play_moves(pos, "startpos", "2g2f");
-    CHECK(bestmove_of(pos, bm, txt, sizeof txt) != MOVE_NONE, "legal: %s", bm ? bm : "-");
+    CHECKF(bestmove_of(pos, bm, txt, sizeof txt) != MOVE_NONE, "legal: %s", bm ? bm : "-");
     /* gameover during ponder: stops, no bestmove */
     mark = P.n_lines;
     proc_send(&P, "position startpos moves 2g2f 8c8d");
@@ -83,14 +83,14 @@ static void test_ponder(void) {
     proc_drain(&P, 200);
     proc_send(&P, "gameover lose");
     proc_send(&P, "isready");
-    CHECK(proc_expect(&P, "readyok", 3000) != NULL, "readyok after gameover");
+    CHECKF(proc_expect(&P, "readyok", 3000) != NULL, "readyok after gameover");
     proc_drain(&P, 300);
-    CHECK(!proc_find(&P, mark, P.n_lines, "bestmove"), "no bestmove after gameover");
+    CHECKF(!proc_find(&P, mark, P.n_lines, "bestmove"), "no bestmove after gameover");
     /* and the next game starts normally */
     proc_send(&P, "usinewgame");
     proc_send(&P, "position startpos");
     proc_send(&P, "go nodes 8");
-    CHECK(proc_expect(&P, "bestmove ", 5000) != NULL, "next game plays");
+    CHECKF(proc_expect(&P, "bestmove ", 5000) != NULL, "next game plays");
     finish();
 }
 
@@ -102,7 +102,7 @@ static long long timed_go(const char *moves, const char *go) {
     const char *bm = proc_expect(&P, "bestmove ", 15000);
     long long dt = now_ms() - t0;
     play_moves(pos, "startpos", moves);
-    CHECK(bestmove_of(pos, bm, txt, sizeof txt) != MOVE_NONE, "'%s': legal: %s", go, bm ? bm : "-");
+    CHECKF(bestmove_of(pos, bm, txt, sizeof txt) != MOVE_NONE, "'%s': legal: %s", go, bm ? bm : "-");
     (void)mark;
     return dt;
 }
@@ -110,22 +110,22 @@ static long long timed_go(const char *moves, const char *go) {
 static void test_clock(void) {
     start();
     long long dt = timed_go("7g7f", "go btime 1000 wtime 1000 byoyomi 0");
-    CHECK(dt < 500, "1 s sudden death answered in %lld ms", dt);
+    CHECKF(dt < 500, "1 s sudden death answered in %lld ms", dt);
     dt = timed_go("7g7f 3c3d", "go btime 0 wtime 0 byoyomi 1000");
-    CHECK(dt >= 300 && dt < 1000, "1 s byoyomi used but not overrun: %lld ms", dt);
+    CHECKF(dt >= 300 && dt < 1000, "1 s byoyomi used but not overrun: %lld ms", dt);
     dt = timed_go("7g7f 3c3d 2g2f", "go btime 0 wtime 0 byoyomi 0");
-    CHECK(dt < 300, "no time at all: %lld ms", dt);
+    CHECKF(dt < 300, "no time at all: %lld ms", dt);
     /* remaining time includes this move's increment (timeman.h) */
     dt = timed_go("7g7f", "go btime 100 wtime 100 binc 1000 winc 1000");
-    CHECK(dt < 300, "100 ms left with increment: %lld ms", dt);
+    CHECKF(dt < 300, "100 ms left with increment: %lld ms", dt);
     dt = timed_go("7g7f", "go btime 60000 wtime 3000 binc 1000 winc 1000");
-    CHECK(dt >= 500 && dt < 2800, "3 s + 1 s increment for White: %lld ms", dt);
+    CHECKF(dt >= 500 && dt < 2800, "3 s + 1 s increment for White: %lld ms", dt);
     dt = timed_go("7g7f 3c3d", "go movetime 600");
-    CHECK(dt >= 100 && dt < 700, "movetime 600: %lld ms", dt);
+    CHECKF(dt >= 100 && dt < 700, "movetime 600: %lld ms", dt);
     /* ByoyomiMargin widens the safety margin */
     proc_send(&P, "setoption name ByoyomiMargin value 800");
     dt = timed_go("7g7f 3c3d", "go btime 0 wtime 0 byoyomi 1000");
-    CHECK(dt < 500, "margin 800 of 1000 ms: %lld ms", dt);
+    CHECKF(dt < 500, "margin 800 of 1000 ms: %lld ms", dt);
     finish();
 }
 
@@ -133,36 +133,36 @@ static void test_declaration_and_resign(void) {
     start();
     /* Black king in camp, 13 pieces there, 16 + 5 + 7 = 28 points */
     const char *decl = "+R+BGGSS+L+L1/4K4/PPPPP4/9/9/9/9/9/4k4 b 7P 1";
-    CHECK(play_moves(pos, decl, "") && rules_can_declare(pos), "fixture declares");
+    CHECKF(play_moves(pos, decl, "") && rules_can_declare(pos), "fixture declares");
     proc_send(&P, "position sfen %s", decl);
     proc_send(&P, "go btime 1000 wtime 1000 byoyomi 1000");
     const char *bm = proc_expect(&P, "bestmove ", 5000);
-    CHECK(bm && strcmp(bm, "bestmove win") == 0, "declaration: %s", bm ? bm : "-");
+    CHECKF(bm && strcmp(bm, "bestmove win") == 0, "declaration: %s", bm ? bm : "-");
     /* one point short (6 pawns in hand): a real move */
     const char *nodecl = "+R+BGGSS+L+L1/4K4/PPPPP4/9/9/9/9/9/4k4 b 6P 1";
-    CHECK(play_moves(pos, nodecl, "") && !rules_can_declare(pos), "fixture short of points");
+    CHECKF(play_moves(pos, nodecl, "") && !rules_can_declare(pos), "fixture short of points");
     proc_send(&P, "position sfen %s", nodecl);
     proc_send(&P, "go nodes 16");
     bm = proc_expect(&P, "bestmove ", 5000);
-    CHECK(bestmove_of(pos, bm, txt, sizeof txt) != MOVE_NONE, "no declaration: %s", bm ? bm : "-");
+    CHECKF(bestmove_of(pos, bm, txt, sizeof txt) != MOVE_NONE, "no declaration: %s", bm ? bm : "-");
     /* mated: resign */
     const char *mated = "8k/9/9/9/9/9/9/7g1/7gK b - 1";
-    CHECK(play_moves(pos, mated, "") && pos_in_check(pos) && movegen_count_legal(pos) == 0, "fixture is mate");
+    CHECKF(play_moves(pos, mated, "") && pos_in_check(pos) && movegen_count_legal(pos) == 0, "fixture is mate");
     proc_send(&P, "position sfen %s", mated);
     proc_send(&P, "go btime 1000 wtime 1000 byoyomi 1000");
     bm = proc_expect(&P, "bestmove ", 5000);
-    CHECK(bm && strcmp(bm, "bestmove resign") == 0, "mated: %s", bm ? bm : "-");
+    CHECKF(bm && strcmp(bm, "bestmove resign") == 0, "mated: %s", bm ? bm : "-");
     /* ResignThreshold: the uniform evaluator values everything at 0 (50%) */
     proc_send(&P, "setoption name ResignThreshold value 0.6");
     proc_send(&P, "position startpos");
     proc_send(&P, "go nodes 32");
     bm = proc_expect(&P, "bestmove ", 5000);
-    CHECK(bm && strcmp(bm, "bestmove resign") == 0, "threshold 0.6 > 0.5: %s", bm ? bm : "-");
+    CHECKF(bm && strcmp(bm, "bestmove resign") == 0, "threshold 0.6 > 0.5: %s", bm ? bm : "-");
     proc_send(&P, "setoption name ResignThreshold value 0.4");
     proc_send(&P, "go nodes 32");
     bm = proc_expect(&P, "bestmove ", 5000);
     pos_set_startpos(pos);
-    CHECK(bestmove_of(pos, bm, txt, sizeof txt) != MOVE_NONE, "threshold 0.4 < 0.5: %s", bm ? bm : "-");
+    CHECKF(bestmove_of(pos, bm, txt, sizeof txt) != MOVE_NONE, "threshold 0.4 < 0.5: %s", bm ? bm : "-");
     finish();
 }
 
@@ -173,22 +173,22 @@ static void test_tree_reuse(void) {
     const char *bm = proc_expect(&P, "bestmove ", 10000);
     const char *info = P.mark >= 2 ? P.lines[P.mark - 2] : NULL;
     const char *pv = info ? strstr(info, " pv ") : NULL;
-    CHECK(bm && pv, "pv: %s", info ? info : "-");
+    CHECKF(bm && pv, "pv: %s", info ? info : "-");
     if (pv) {
         char a[8], b[8];
-        CHECK(sscanf(pv, " pv %7s %7s", a, b) == 2, "two pv moves");
+        CHECKF(sscanf(pv, " pv %7s %7s", a, b) == 2, "two pv moves");
         proc_send(&P, "position startpos moves %s %s", a, b);
         proc_send(&P, "go nodes 100");
         const char *r = proc_expect(&P, "info string tree reuse: ", 5000);
         int kept = r ? atoi(r + strlen("info string tree reuse: ")) : 0;
-        CHECK(kept > 1, "subtree kept: %s", r ? r : "-");
-        CHECK(proc_expect(&P, "bestmove ", 10000) != NULL, "bestmove");
+        CHECKF(kept > 1, "subtree kept: %s", r ? r : "-");
+        CHECKF(proc_expect(&P, "bestmove ", 10000) != NULL, "bestmove");
         /* a different line: no reuse claimed */
         int mark = P.n_lines;
         proc_send(&P, "position sfen 4k4/9/9/9/9/9/9/9/4K4 b G 1");
         proc_send(&P, "go nodes 50");
-        CHECK(proc_expect(&P, "bestmove ", 10000) != NULL, "bestmove");
-        CHECK(!proc_find(&P, mark, P.n_lines, "info string tree reuse"), "no reuse across positions");
+        CHECKF(proc_expect(&P, "bestmove ", 10000) != NULL, "bestmove");
+        CHECKF(!proc_find(&P, mark, P.n_lines, "info string tree reuse"), "no reuse across positions");
     }
     finish();
 }
@@ -200,9 +200,9 @@ static void test_quit_during_search(void) {
     proc_drain(&P, 300);
     long long t0 = now_ms();
     proc_send(&P, "quit");
-    CHECK(proc_wait_exit(&P, 2000), "exits during go infinite");
-    CHECK(now_ms() - t0 < 1000, "promptly (%lld ms)", now_ms() - t0);
-    CHECK(P.status == 0, "exit status 0");
+    CHECKF(proc_wait_exit(&P, 2000), "exits during go infinite");
+    CHECKF(now_ms() - t0 < 1000, "promptly (%lld ms)", now_ms() - t0);
+    CHECKF(P.status == 0, "exit status 0");
     proc_end(&P);
     /* also during a long timed search and during ponder */
     start();
@@ -210,7 +210,7 @@ static void test_quit_during_search(void) {
     proc_drain(&P, 200);
     t0 = now_ms();
     proc_send(&P, "quit");
-    CHECK(proc_wait_exit(&P, 2000) && now_ms() - t0 < 1000, "exits during a timed search");
+    CHECKF(proc_wait_exit(&P, 2000) && now_ms() - t0 < 1000, "exits during a timed search");
     proc_end(&P);
 }
 
@@ -224,5 +224,5 @@ int main(void) {
     test_tree_reuse();
     test_quit_during_search();
     free(pos);
-    return test_finish("test_usi_search");
+    return t_done("test_usi_search");
 }

@@ -33,17 +33,17 @@ static bool legal_in(const char *spec, const char *bm) {
 static int run_file(const char *path) {
     FILE *f = fopen(path, "r");
     if (!f) {
-        CHECK(0, "%s: cannot open", path);
+        CHECKF(0, "%s: cannot open", path);
         return 1;
     }
     Proc p;
-    int before = failures;
-    CHECK(proc_start(&p, NULL), "%s: start", path);
+    int before = g_fail;
+    CHECKF(proc_start(&p, NULL), "%s: start", path);
     char line[8192];
     int ln = 0, since = 0;
     bool exited = false;
     last_match = NULL;
-    while (fgets(line, sizeof line, f) && failures == before) {
+    while (fgets(line, sizeof line, f) && g_fail == before) {
         ln++;
         line[strcspn(line, "\r\n")] = 0;
         if (!line[0] || line[0] == '#') continue;
@@ -55,27 +55,27 @@ static int run_file(const char *path) {
             if (*prefix >= '0' && *prefix <= '9') ms = (int)strtol(prefix, (char **)&prefix, 10);
             if (*prefix == ' ') prefix++;
             last_match = proc_expect(&p, prefix, ms);
-            CHECK(last_match != NULL, "%s:%d: no '%s' within %d ms", path, ln, prefix, ms);
+            CHECKF(last_match != NULL, "%s:%d: no '%s' within %d ms", path, ln, prefix, ms);
             since = p.mark;
         } else if (line[0] == '~') {
             proc_drain(&p, atoi(line + 1));
         } else if (strncmp(line, "! none ", 7) == 0) {
             const char *hit = proc_find(&p, since, p.n_lines, line + 7);
-            CHECK(!hit, "%s:%d: unexpected '%s'", path, ln, hit ? hit : "");
+            CHECKF(!hit, "%s:%d: unexpected '%s'", path, ln, hit ? hit : "");
         } else if (strncmp(line, "! legal ", 8) == 0) {
-            CHECK(last_match && legal_in(line + 8, last_match), "%s:%d: '%s' is not a legal bestmove in %s", path, ln,
-                  last_match ? last_match : "-", line + 8);
+            CHECKF(last_match && legal_in(line + 8, last_match), "%s:%d: '%s' is not a legal bestmove in %s", path, ln,
+                   last_match ? last_match : "-", line + 8);
         } else if (strncmp(line, "! exit ", 7) == 0) {
             exited = proc_wait_exit(&p, atoi(line + 7));
-            CHECK(exited && p.status == 0, "%s:%d: koma did not exit cleanly", path, ln);
+            CHECKF(exited && p.status == 0, "%s:%d: koma did not exit cleanly", path, ln);
         } else {
-            CHECK(0, "%s:%d: bad transcript line '%s'", path, ln, line);
+            CHECKF(0, "%s:%d: bad transcript line '%s'", path, ln, line);
         }
     }
     fclose(f);
-    if (failures != before) proc_dump(&p, path);
+    if (g_fail != before) proc_dump(&p, path);
     proc_end(&p);
-    return failures != before;
+    return g_fail != before;
 }
 
 typedef struct {
@@ -96,13 +96,13 @@ int main(void) {
     const char *dir = KOMA_SOURCE_DIR "/tests/data/usi";
     static names_t list;
     char err[512] = "";
-    CHECK(compat_list_dir(dir, add_usi, &list, err, sizeof err) == 0, "%s", err); /* in strcmp order */
-    CHECK(list.n >= 3, "transcripts found: %d", list.n);
+    CHECKF(compat_list_dir(dir, add_usi, &list, err, sizeof err) == 0, "%s", err); /* in strcmp order */
+    CHECKF(list.n >= 3, "transcripts found: %d", list.n);
     for (int i = 0; i < list.n; i++) {
         char path[600];
         snprintf(path, sizeof path, "%s/%s", dir, list.names[i]);
         int bad = run_file(path);
         printf("%s: %s\n", list.names[i], bad ? "FAILED" : "ok");
     }
-    return test_finish("test_usi_transcripts");
+    return t_done("test_usi_transcripts");
 }

@@ -1,6 +1,7 @@
-/* usi_test.h - shared helpers of the usi/ tests: CHECK, and a driver that
- * runs the real `koma` binary on pipes (compat_proc: POSIX and Windows) with
- * a timeout on every wait, keeping the transcript for failure messages.
+/* usi_test.h - shared helpers of the usi/ tests: a driver that runs the real
+ * `koma` binary on pipes (compat_proc: POSIX and Windows) with a timeout on
+ * every wait, keeping the transcript for failure messages. Checks and
+ * t_done come from tests/koma_test.h.
  *
  * Every wait is bounded: proc_expect gives up after its timeout and returns
  * NULL (the test then fails and prints the transcript); a watchdog thread
@@ -22,32 +23,11 @@
 #include "engine/movegen.h"
 #include "engine/rules.h"
 #include "engine/sfen.h"
+#include "tests/koma_test.h"
 
 #ifndef KOMA_BIN
 #error "KOMA_BIN (path of the koma binary) must be defined by the build"
 #endif
-
-static int failures = 0;
-#define CHECK(cond, ...)                                                                \
-    do {                                                                                \
-        if (!(cond)) {                                                                  \
-            failures++;                                                                 \
-            if (failures < 40) {                                                        \
-                fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
-                fprintf(stderr, __VA_ARGS__);                                           \
-                fprintf(stderr, "\n");                                                  \
-            }                                                                           \
-        }                                                                               \
-    } while (0)
-
-static inline int test_finish(const char *name) {
-    if (failures) {
-        fprintf(stderr, "%s: %d failure(s)\n", name, failures);
-        return 1;
-    }
-    printf("%s: ok\n", name);
-    return 0;
-}
 
 static inline long long now_ms(void) { return (long long)compat_now_ms(); }
 
