@@ -1,6 +1,7 @@
-/* nn_test.h - helpers shared by the nn/ tests: RNG, random batches, llm.c-style
- * comparisons (first mismatches + max diff) and finite-difference checks.
- * Header-only; every function is static. */
+/* nn_test.h - helpers shared by the nn/ tests: Gaussian samples, random
+ * batches, llm.c-style comparisons (first mismatches + max diff) and
+ * finite-difference checks; checks, t_done and the RNG (t_next, t_unif) come
+ * from tests/koma_test.h. Header-only; every function is static. */
 #ifndef KOMA_TESTS_NN_TEST_H
 #define KOMA_TESTS_NN_TEST_H
 
@@ -12,25 +13,8 @@
 
 #include "compat/compat.h"
 #include "nn/net.h"
+#include "tests/koma_test.h"
 
-static int g_failures = 0;
-
-#define CHECK(cond)                                                                   \
-    do {                                                                              \
-        if (!(cond)) {                                                                \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);  \
-            g_failures++;                                                             \
-        }                                                                             \
-    } while (0)
-
-static uint64_t t_rng = 0x1234567ull;
-static inline uint64_t t_next(void) {
-    uint64_t z = (t_rng += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-static inline double t_unif(void) { return (double)(t_next() >> 11) * (1.0 / 9007199254740992.0); }
 static inline float t_randn(void) {
     double u1 = t_unif() + 1e-12, u2 = t_unif();
     return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
@@ -55,7 +39,7 @@ static inline int64_t t_compare(const char *what, const float *a, const float *r
     }
     fprintf(stderr, "%-36s n=%-8lld max|diff| %.3g %s\n", what, (long long)n, maxd,
             bad ? "MISMATCH" : "ok");
-    if (bad) g_failures++;
+    t_judge(bad == 0);
     return bad;
 }
 
@@ -121,11 +105,9 @@ static inline int64_t t_fd_check(const char *what, float *x, int64_t n, const fl
     }
     fprintf(stderr, "%-36s checked %-4lld kinks %-3lld max|diff| %.3g %s\n", what, (long long)m,
             (long long)kinks, maxd, bad ? "MISMATCH" : "ok");
-    if (bad) g_failures++;
-    if (kinks > m / 4 + 1) {
+    t_judge(bad == 0);
+    if (!t_judge(kinks <= m / 4 + 1))
         fprintf(stderr, "  %s: too many kinks skipped (%lld of %lld)\n", what, (long long)kinks, (long long)m);
-        g_failures++;
-    }
     free(idx);
     return bad;
 }
@@ -201,15 +183,6 @@ static inline void t_batch_free(t_batch_t *t) {
     free(t->probs);
     free(t->result);
     free(t->q);
-}
-
-static inline int t_finish(const char *name) {
-    if (g_failures) {
-        fprintf(stderr, "%s: %d check(s) FAILED\n", name, g_failures);
-        return 1;
-    }
-    fprintf(stderr, "%s: all checks passed\n", name);
-    return 0;
 }
 
 #endif

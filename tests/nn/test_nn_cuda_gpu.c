@@ -238,11 +238,9 @@ static int64_t cmp(const char *what, const float *got, const float *ref, int64_t
     }
     fprintf(stderr, "[%s] %-46s n=%-8lld max|d| %.3g  /rms %.3g  rel %.3g  %s\n", M_->name, what, (long long)n, maxd,
             rms > 0 ? maxd / rms : maxd, maxrel, bad ? (g_info ? "outliers (judged below)" : "MISMATCH") : "ok");
-    if (bad && !g_info) {
+    if (!g_info && !t_judge(bad == 0))
         fprintf(stderr, "  %s: %lld of %lld outside atol %.3g*rms + rtol %.3g*|cpu|\n", what, (long long)bad,
                 (long long)n, t.atol * g_scale, rtol);
-        g_failures++;
-    }
     return bad;
 }
 
@@ -271,7 +269,7 @@ static void check_scalar(const char *what, double got, double ref, double atol, 
     double d = fabs(got - ref);
     int ok = d <= (atol + rtol * fabs(ref)) * g_scale;
     fprintf(stderr, "[%s] %-46s gpu %.9g cpu %.9g |d| %.3g %s\n", M_->name, what, got, ref, d, ok ? "ok" : "MISMATCH");
-    if (!ok) g_failures++;
+    t_judge(ok);
 }
 
 /* ---- memory ops ----------------------------------------------------------------- */
@@ -746,9 +744,8 @@ static void run_ops(void) {
         char err[512];
         nn_backend_t *keep = G_;
         G_ = gpu_new(M_->flags | NN_CUDA_HEURISTIC | NN_CUDA_DETERMINISTIC, err, sizeof(err));
-        if (!G_) {
+        if (!t_judge(G_ != NULL)) {
             fprintf(stderr, "[%s] heuristic+deterministic instance: %s\n", M_->name, err);
-            g_failures++;
         } else {
             fprintf(stderr, "[%s] convs with NN_CUDA_HEURISTIC | NN_CUDA_DETERMINISTIC:\n", M_->name);
             test_conv(9, 64, 64, 3, 1, 1, 0);
@@ -854,7 +851,7 @@ static void cmp_tensor(const char *what, const float *got, const float *ref, int
     int ok = rl <= tol_l2 * g_scale && (!judge_elems || bad <= n / 500);
     fprintf(stderr, "[%s] %-46s rel L2 %.3g (tol %.3g), %lld outliers %s\n", M_->name, what, rl, tol_l2 * g_scale,
             (long long)bad, ok ? "ok" : "MISMATCH");
-    if (!ok) g_failures++;
+    t_judge(ok);
 }
 
 static void cmp_metrics(const char *what, const nn_metrics_t *g, const nn_metrics_t *c, int32_t B, double l2) {
@@ -1127,5 +1124,5 @@ int main(int argc, char **argv) {
         G_ = NULL;
     }
     nn_backend_free(C_);
-    return t_finish("test_nn_cuda_gpu");
+    return t_done("test_nn_cuda_gpu");
 }

@@ -595,5 +595,5 @@ int main(void) {
     test_sgd();
     test_schedule();
     nn_backend_free(be);
-    return t_finish("test_nn_ops");
+    return t_done("test_nn_ops");
 }

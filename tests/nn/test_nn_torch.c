@@ -11,7 +11,6 @@
 #include "nn/safetensors.h"
 #include "nn/weights.h"
 
-static char g_dir[512];
 
 static void add(st_writer_t *w, const char *name, st_dtype_t dt, int64_t n, const void *data) {
     KOMA_ASSERT(st_writer_add(w, name, dt, 1, &n, data) == 0);
@@ -43,8 +42,8 @@ static void dump_case(nn_backend_t *be, const char *tag, nn_act_t act, int32_t b
     nn_net_params(net, &np, NULL);
     nn_net_stats(net, &ns);
     memset(nn_trainer_momentum(tr), 0, sizeof(float) * (size_t)np);
-    snprintf(path, sizeof(path), "%s/%s.weights.safetensors", g_dir, tag);
-    snprintf(io, sizeof(io), "%s/%s.io.safetensors", g_dir, tag);
+    snprintf(path, sizeof(path), "%s/%s.weights.safetensors", t_dir, tag);
+    snprintf(io, sizeof(io), "%s/%s.io.safetensors", t_dir, tag);
     KOMA_ASSERT(nn_weights_save(net, NULL, path, err, sizeof(err)) == 0);
 
     /* inference logits */
@@ -126,18 +125,16 @@ int main(void) {
             return 77;
         }
     }
-    snprintf(g_dir, sizeof(g_dir), "%s/koma_nn_torch_%d", compat_temp_dir(), compat_getpid());
+    t_scratch("nn_torch");
     char err[512];
-    (void)compat_remove_tree(g_dir, err, sizeof err); /* a previous run's leftovers (reused pids) */
-    KOMA_ASSERT(compat_mkdir_p(g_dir, err, sizeof(err)) == 0);
     nn_backend_t *be = nn_backend_cpu_new(0);
     dump_case(be, "relu2x16", NN_ACT_RELU, 2, 16);
     dump_case(be, "silu1x8", NN_ACT_SILU, 1, 8);
     nn_backend_free(be);
     char verdict_path[700];
-    snprintf(verdict_path, sizeof(verdict_path), "%s/verdict.txt", g_dir);
-    const char *argv[] = {"/usr/bin/python3", "tools/torch_ref.py", g_dir, "relu2x16", "silu1x8", NULL};
-    fprintf(stderr, "running: /usr/bin/python3 tools/torch_ref.py %s relu2x16 silu1x8\n", g_dir);
+    snprintf(verdict_path, sizeof(verdict_path), "%s/verdict.txt", t_dir);
+    const char *argv[] = {"/usr/bin/python3", "tools/torch_ref.py", t_dir, "relu2x16", "silu1x8", NULL};
+    fprintf(stderr, "running: /usr/bin/python3 tools/torch_ref.py %s relu2x16 silu1x8\n", t_dir);
     fflush(stderr);
     int rc = -1;
     if (compat_run(argv, &rc, err, sizeof err) != 0) fprintf(stderr, "test_nn_torch: %s\n", err);
@@ -159,15 +156,6 @@ int main(void) {
     }
     free(v);
     /* leave the files behind on failure for inspection */
-    if (code != 1) {
-        const char *names[] = {"relu2x16.weights.safetensors", "relu2x16.io.safetensors", "silu1x8.weights.safetensors",
-                               "silu1x8.io.safetensors", "verdict.txt"};
-        for (int i = 0; i < 5; i++) {
-            char p[800];
-            snprintf(p, sizeof(p), "%s/%s", g_dir, names[i]);
-            compat_remove_file(p);
-        }
-        remove(g_dir);
-    }
+    if (code != 1) t_rm_rf(t_dir);
     return code;
 }

@@ -8,24 +8,11 @@
 #include "nn/safetensors.h"
 #include "nn/weights.h"
 
-static char g_dir[512];
-
-static const char *tmp_path(const char *name) {
-    static char buf[8][600];
-    static int i = 0;
-    i = (i + 1) % 8;
-    snprintf(buf[i], sizeof(buf[i]), "%s/%s", g_dir, name);
-    return buf[i];
-}
-
 static void expect_fail(const char *what, int failed, const char *err, const char *path, const char *word) {
     fprintf(stderr, "%-28s -> %s\n", what, failed ? err : "(loaded!)");
     CHECK(failed);
     CHECK(strstr(err, path) != NULL);
-    if (word && !strstr(err, word)) {
-        fprintf(stderr, "  message lacks '%s'\n", word);
-        g_failures++;
-    }
+    if (word && !t_judge(strstr(err, word) != NULL)) fprintf(stderr, "  message lacks '%s'\n", word);
 }
 
 static int write_bytes(const char *path, const void *data, size_t n) {
@@ -73,7 +60,7 @@ static void test_round_trip_and_errors(nn_backend_t *be) {
     t_batch_t tb;
     t_batch_init(&tb, 8, cfg.in_planes, cfg.in_hand, 3);
     for (int s = 0; s < 3; s++) KOMA_ASSERT(nn_train_step(tr, &tb.b, NULL, err, sizeof(err)) == 0);
-    const char *path = tmp_path("net.safetensors");
+    const char *path = t_path("net.safetensors");
     KOMA_ASSERT(nn_weights_save(net, NULL, path, err, sizeof(err)) == 0);
 
     nn_net_config_t pc;
@@ -137,7 +124,7 @@ static void test_round_trip_and_errors(nn_backend_t *be) {
     size_t len = 0;
     char *bytes = compat_read_file(path, &len, err, sizeof(err));
     KOMA_ASSERT(bytes && len > 1000);
-    const char *bad = tmp_path("bad.safetensors");
+    const char *bad = t_path("bad.safetensors");
     write_bytes(bad, bytes, len - 100);
     expect_fail("truncated", nn_weights_load(be, bad, 3, err, sizeof(err)) == NULL, err, bad, NULL);
     write_bytes(bad, bytes, 6);
@@ -152,7 +139,7 @@ static void test_round_trip_and_errors(nn_backend_t *be) {
     free(bytes);
     write_bytes(bad, "hello, world", 12);
     expect_fail("not safetensors", nn_weights_load(be, bad, 3, err, sizeof(err)) == NULL, err, bad, NULL);
-    const char *missing = tmp_path("does-not-exist.safetensors");
+    const char *missing = t_path("does-not-exist.safetensors");
     expect_fail("missing file", nn_weights_load(be, missing, 3, err, sizeof(err)) == NULL, err, missing, NULL);
 
     write_custom(net, bad, "blocks.1.conv2.weight", NULL, NULL, NULL);
@@ -203,7 +190,7 @@ static void test_resume(nn_backend_t *be) {
     nn_net_t *a = nn_net_new(be, &cfg, 5, err, sizeof(err));
     nn_trainer_t *ta = nn_trainer_new(a, &tc, 6, err, sizeof(err));
     params_after(be, a, ta, tb, 0, 5);
-    const char *path = tmp_path("resume.safetensors");
+    const char *path = t_path("resume.safetensors");
     KOMA_ASSERT(nn_weights_save(a, ta, path, err, sizeof(err)) == 0);
     params_after(be, a, ta, tb, 5, 10);
     /* resumed: load weights + optimizer state, 5 more steps */
@@ -236,14 +223,11 @@ static void test_resume(nn_backend_t *be) {
 }
 
 int main(void) {
-    snprintf(g_dir, sizeof(g_dir), "%s/koma_nn_weights_%d", compat_temp_dir(), compat_getpid());
-    char err[512];
-    (void)compat_remove_tree(g_dir, err, sizeof err); /* a previous run's leftovers (reused pids) */
-    KOMA_ASSERT(compat_mkdir_p(g_dir, err, sizeof(err)) == 0);
+    t_scratch("nn_weights");
     nn_backend_t *be = nn_backend_cpu_new(0);
     test_round_trip_and_errors(be);
     test_resume(be);
     nn_backend_free(be);
-    remove(g_dir);
-    return t_finish("test_nn_weights");
+    t_rm_rf(t_dir);
+    return t_done("test_nn_weights");
 }

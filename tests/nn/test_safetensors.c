@@ -3,25 +3,14 @@
  * crash, always a message that starts with the path). */
 #include "compat/compat.h"
 #include "nn/safetensors.h"
+#include "tests/koma_test.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int g_fail, g_checks;
-#define CHECK(cond)                                                                   \
-    do {                                                                              \
-        g_checks++;                                                                   \
-        if (!(cond)) {                                                                \
-            g_fail++;                                                                 \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);  \
-        }                                                                             \
-    } while (0)
-
-static char g_dir[512];
-
 static void tmp_path(char *out, size_t len, const char *name) {
-    snprintf(out, len, "%s/%s", g_dir, name);
+    snprintf(out, len, "%s/%s", t_dir, name);
 }
 
 static void write_bytes(const char *path, const void *data, size_t len) {
@@ -54,12 +43,9 @@ static void expect_reject(const char *path, uint32_t flags, const char *want, in
     char err[512] = "";
     st_file_t *f = st_open(path, flags, err, sizeof err);
     int ok = !f && starts_with(err, path) && strstr(err, want) != NULL;
-    g_checks++;
-    if (!ok) {
-        g_fail++;
-        fprintf(stderr, "%s:%d: expected rejection of %s with '%s', got %s '%s'\n", __FILE__, line,
-                path, want, f ? "success" : "error", err);
-    }
+    if (!t_judge(ok))
+        fprintf(stderr, "%s:%d: expected rejection of %s with '%s', got %s '%s'\n", __FILE__, line, path, want,
+                f ? "success" : "error", err);
     st_close(f);
 }
 #define EXPECT_REJECT(path, flags, want) expect_reject(path, flags, want, __LINE__)
@@ -231,7 +217,7 @@ static void test_round_trip(void) {
 
     /* The writer reports an unwritable path, naming it. */
     char bad[700];
-    snprintf(bad, sizeof bad, "%s/no/such/dir/x.safetensors", g_dir);
+    snprintf(bad, sizeof bad, "%s/no/such/dir/x.safetensors", t_dir);
     w = st_writer_new();
     CHECK(st_writer_write(w, bad, err, sizeof err) == -1);
     CHECK(strstr(err, "no/such/dir/x.safetensors") != NULL);
@@ -259,7 +245,7 @@ static void test_rejections(void) {
     craft(path, "{}", UINT64_MAX - 1, NULL, 0);
     EXPECT_REJECT(path, 0, "is absurd");
     char missing[700];
-    snprintf(missing, sizeof missing, "%s/does-not-exist.safetensors", g_dir);
+    snprintf(missing, sizeof missing, "%s/does-not-exist.safetensors", t_dir);
     EXPECT_REJECT(missing, 0, "cannot open");
 
     /* JSON. */
@@ -478,27 +464,13 @@ static void test_header_corruption(void) {
 }
 
 int main(void) {
-    snprintf(g_dir, sizeof g_dir, "%s/koma_test_safetensors_%d", compat_temp_dir(), compat_getpid());
-    char err[512];
-    (void)compat_remove_tree(g_dir, err, sizeof err); /* a previous run's leftovers (reused pids) */
-    if (compat_mkdir_p(g_dir, err, sizeof err) != 0) {
-        fprintf(stderr, "%s\n", err);
-        return 1;
-    }
+    t_scratch("safetensors");
     test_round_trip();
     test_rejections();
     test_checksum_mismatch();
     test_truncation();
     test_header_corruption();
 
-    const char *names[] = {"round.safetensors", "crafted.safetensors", "flip.safetensors",
-                           "valid.safetensors", "cut.safetensors", "bad.safetensors"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        char p[600];
-        tmp_path(p, sizeof p, names[i]);
-        compat_remove_file(p);
-    }
-    remove(g_dir);
-    printf("test_safetensors: %d checks, %d failed\n", g_checks, g_fail);
-    return g_fail ? 1 : 0;
+    t_rm_rf(t_dir);
+    return t_done("test_safetensors");
 }

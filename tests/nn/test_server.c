@@ -24,37 +24,16 @@
 #define MAX_LABELS 24 /* per position */
 #define TOL 1e-5
 
-static atomic_int g_fail = 0; /* failures seen by client threads */
-static char g_dir[512];
 static int64_t g_pb; /* packed bytes per position */
 static uint8_t *g_packed; /* (POOL, g_pb) */
 static float *g_hand;     /* (POOL, IN_HAND) */
 /* references per net: [net][pos] */
 static float *g_ref_value[2], *g_ref_policy[2], *g_ref_legal[2];
 
-#define TFAIL(...)                                                                      \
-    do {                                                                                \
-        fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                                 \
-        fprintf(stderr, __VA_ARGS__);                                                   \
-        fprintf(stderr, "\n");                                                          \
-        atomic_fetch_add(&g_fail, 1);                                                   \
-    } while (0)
+/* a failure seen by a client thread */
+#define TFAIL(...) t_fail(__FILE__, __LINE__, "", __VA_ARGS__)
 
-static const char *tmp_path(const char *name) {
-    static char buf[4][600];
-    static int i = 0;
-    i = (i + 1) % 4;
-    snprintf(buf[i], sizeof(buf[i]), "%s/%s", g_dir, name);
-    return buf[i];
-}
-
-static uint64_t rng_next(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-static int32_t rng_int(uint64_t *s, int32_t n) { return (int32_t)(rng_next(s) % (uint64_t)n); }
+static int32_t rng_int(uint64_t *s, int32_t n) { return (int32_t)(t_splitmix64(s) % (uint64_t)n); }
 
 static int close_enough(float a, float ref) {
     double d = fabs((double)a - (double)ref);
@@ -114,7 +93,7 @@ static nn_net_t *random_net(nn_backend_t *be, uint64_t seed) {
         int beta = strstr(t->name, ".bias") != NULL || strstr(t->name, "running_mean") != NULL;
         if (!var && !beta) continue;
         for (int64_t k = 0; k < t->numel; k++) {
-            double u = (double)(rng_next(&s) >> 11) * (1.0 / 9007199254740992.0);
+            double u = (double)(t_splitmix64(&s) >> 11) * (1.0 / 9007199254740992.0);
             d[k] = var ? (float)(0.5 + u) : (float)(0.2 * (u - 0.5));
         }
     }
@@ -128,7 +107,7 @@ static void make_pool(void) {
     g_packed = malloc((size_t)(POOL * g_pb));
     g_hand = malloc(sizeof(float) * POOL * IN_HAND);
     uint64_t s = 42;
-    for (int64_t i = 0; i < POOL * g_pb; i++) g_packed[i] = (uint8_t)rng_next(&s);
+    for (int64_t i = 0; i < POOL * g_pb; i++) g_packed[i] = (uint8_t)t_splitmix64(&s);
     for (int i = 0; i < POOL * IN_HAND; i++) g_hand[i] = (float)rng_int(&s, 5) * 0.25f;
 }
 
@@ -326,7 +305,7 @@ static void test_many_clients(void) {
     watch("many clients", 900);
     char err[512];
     nn_server_config_t cfg = test_config(40, 2, 500);
-    nn_server_t *srv = nn_server_new(&cfg, tmp_path("a.safetensors"), NULL, err, sizeof(err));
+    nn_server_t *srv = nn_server_new(&cfg, t_path("a.safetensors"), NULL, err, sizeof(err));
     if (!srv) {
         TFAIL("nn_server_new: %s", err);
         return;
@@ -372,7 +351,7 @@ static void test_lone_client_and_fifo(void) {
     sub_t *u = malloc(sizeof(sub_t) * 12);
     /* gather 200 ms, max_batch 256: 3 positions never fill a batch */
     nn_server_config_t cfg = test_config(256, 1, 200000);
-    nn_server_t *srv = nn_server_new(&cfg, tmp_path("a.safetensors"), NULL, err, sizeof(err));
+    nn_server_t *srv = nn_server_new(&cfg, t_path("a.safetensors"), NULL, err, sizeof(err));
     KOMA_ASSERT(srv);
     for (int rep = 0; rep < 3; rep++) {
         sub_make(&u[0], &rng, 3, 1);
@@ -390,7 +369,7 @@ static void test_lone_client_and_fifo(void) {
 
     /* gather 0: no waiting at all */
     cfg = test_config(256, 1, 0);
-    srv = nn_server_new(&cfg, tmp_path("a.safetensors"), NULL, err, sizeof(err));
+    srv = nn_server_new(&cfg, t_path("a.safetensors"), NULL, err, sizeof(err));
     KOMA_ASSERT(srv);
     sub_make(&u[0], &rng, 2, 0);
     int64_t t0 = compat_now_ns();
@@ -434,7 +413,7 @@ static void *publisher_main(void *arg) {
         compat_sleep_ms(15);
         int64_t want = nn_server_generation(p->srv) + 1;
         int which = net_of_gen(want);
-        int64_t g = (r % 2 == 0) ? nn_server_publish_file(p->srv, tmp_path(which ? "b.safetensors" : "a.safetensors"), 0,
+        int64_t g = (r % 2 == 0) ? nn_server_publish_file(p->srv, t_path(which ? "b.safetensors" : "a.safetensors"), 0,
                                                            err, sizeof(err))
                                  : nn_server_publish_net(p->srv, p->nets[which], want, err, sizeof(err));
         if (g != want) TFAIL("publish round %d: got generation %lld, wanted %lld: %s", r, (long long)g,
@@ -484,14 +463,14 @@ static void test_publish(nn_net_t *na, nn_net_t *nb) {
     CHECK(st.failed == 0);
 
     /* bad publishes: nothing changes, the current net keeps serving */
-    const char *bad = tmp_path("corrupt.safetensors");
+    const char *bad = t_path("corrupt.safetensors");
     int64_t g = nn_server_publish_file(srv, bad, 0, err, sizeof(err));
     fprintf(stderr, "   corrupt file -> %s\n", err);
     CHECK(g == -1 && strstr(err, bad) != NULL);
-    g = nn_server_publish_file(srv, tmp_path("missing.safetensors"), 0, err, sizeof(err));
+    g = nn_server_publish_file(srv, t_path("missing.safetensors"), 0, err, sizeof(err));
     fprintf(stderr, "   missing file -> %s\n", err);
     CHECK(g == -1 && strstr(err, "missing.safetensors") != NULL);
-    g = nn_server_publish_file(srv, tmp_path("other.safetensors"), 0, err, sizeof(err));
+    g = nn_server_publish_file(srv, t_path("other.safetensors"), 0, err, sizeof(err));
     fprintf(stderr, "   other net    -> %s\n", err);
     CHECK(g == -1 && strstr(err, "other.safetensors") != NULL);
     g = nn_server_publish_net(srv, nb, 5, err, sizeof(err));
@@ -546,7 +525,7 @@ static void test_shutdown(void) {
         nn_server_config_t cfg = test_config(256, 2, 30000000);
         cfg.max_tickets = 4;
         cfg.queue_positions = 200;
-        nn_server_t *srv = nn_server_new(&cfg, tmp_path("a.safetensors"), NULL, err, sizeof(err));
+        nn_server_t *srv = nn_server_new(&cfg, t_path("a.safetensors"), NULL, err, sizeof(err));
         KOMA_ASSERT(srv);
         blocked_t b[3];
         compat_thread_t th[3];
@@ -594,7 +573,7 @@ static void test_shutdown(void) {
     /* free with clients still blocked in wait: they return, free returns */
     watch("free while waiting", 300);
     nn_server_config_t cfg = test_config(256, 1, 30000000);
-    nn_server_t *srv = nn_server_new(&cfg, tmp_path("a.safetensors"), NULL, err, sizeof(err));
+    nn_server_t *srv = nn_server_new(&cfg, t_path("a.safetensors"), NULL, err, sizeof(err));
     KOMA_ASSERT(srv);
     blocked_t b = {srv, malloc(sizeof(sub_t)), 1, 0, 0, 0};
     sub_make(&b.u[0], &rng, 5, 0);
@@ -620,7 +599,7 @@ static void test_bad_requests(void) {
     char err[512];
     uint64_t rng = 9;
     nn_server_config_t cfg = test_config(32, 1, 0);
-    nn_server_t *srv = nn_server_new(&cfg, tmp_path("a.safetensors"), NULL, err, sizeof(err));
+    nn_server_t *srv = nn_server_new(&cfg, t_path("a.safetensors"), NULL, err, sizeof(err));
     KOMA_ASSERT(srv);
     sub_t *u = malloc(sizeof(sub_t));
     nn_server_ticket_t t;
@@ -654,13 +633,13 @@ static void test_bad_requests(void) {
     CHECK(sub_mismatches(u, 0, NULL) == 0);
     /* bad configurations */
     cfg.backend = "tpu";
-    CHECK(nn_server_new(&cfg, tmp_path("a.safetensors"), NULL, err, sizeof(err)) == NULL);
+    CHECK(nn_server_new(&cfg, t_path("a.safetensors"), NULL, err, sizeof(err)) == NULL);
     fprintf(stderr, "   backend tpu  -> %s\n", err);
     cfg = test_config(32, 1, 0);
-    CHECK(nn_server_new(&cfg, tmp_path("corrupt.safetensors"), NULL, err, sizeof(err)) == NULL);
+    CHECK(nn_server_new(&cfg, t_path("corrupt.safetensors"), NULL, err, sizeof(err)) == NULL);
     CHECK(strstr(err, "corrupt.safetensors") != NULL);
     cfg.backend = "auto"; /* no device here (or a CUDA build on a GPU box): either works */
-    nn_server_t *s2 = nn_server_new(&cfg, tmp_path("a.safetensors"), NULL, err, sizeof(err));
+    nn_server_t *s2 = nn_server_new(&cfg, t_path("a.safetensors"), NULL, err, sizeof(err));
     if (s2) fprintf(stderr, "   auto         -> %s\n", nn_server_backend_name(s2));
     else fprintf(stderr, "   auto         -> %s\n", err);
     nn_server_free(s2);
@@ -674,10 +653,8 @@ int main(void) {
      * matters to a BLAS that reads it lazily; what counts is that every
      * backend here is made with one thread (test_config: cpu_threads = streams). */
     compat_setenv("OPENBLAS_NUM_THREADS", "1");
-    snprintf(g_dir, sizeof(g_dir), "%s/koma_nn_server_%d", compat_temp_dir(), compat_getpid());
+    t_scratch("nn_server");
     char err[512];
-    (void)compat_remove_tree(g_dir, err, sizeof err); /* a previous run's leftovers (reused pids) */
-    KOMA_ASSERT(compat_mkdir_p(g_dir, err, sizeof(err)) == 0);
     compat_thread_t wd;
     KOMA_ASSERT(compat_thread_create(&wd, watchdog_main, NULL) == 0);
 
@@ -686,14 +663,14 @@ int main(void) {
     make_pool();
     make_refs(na, 0, be);
     make_refs(nb, 1, be);
-    KOMA_ASSERT(nn_weights_save(na, NULL, tmp_path("a.safetensors"), err, sizeof(err)) == 0);
-    KOMA_ASSERT(nn_weights_save(nb, NULL, tmp_path("b.safetensors"), err, sizeof(err)) == 0);
+    KOMA_ASSERT(nn_weights_save(na, NULL, t_path("a.safetensors"), err, sizeof(err)) == 0);
+    KOMA_ASSERT(nn_weights_save(nb, NULL, t_path("b.safetensors"), err, sizeof(err)) == 0);
     {   /* a corrupt copy of b (one flipped byte near the end: a checksum fails) */
         size_t len;
-        char *data = compat_read_file(tmp_path("b.safetensors"), &len, err, sizeof(err));
+        char *data = compat_read_file(t_path("b.safetensors"), &len, err, sizeof(err));
         KOMA_ASSERT(data && len > 100);
         data[len - 10] ^= 0x5a;
-        FILE *f = fopen(tmp_path("corrupt.safetensors"), "wb");
+        FILE *f = fopen(t_path("corrupt.safetensors"), "wb");
         KOMA_ASSERT(f && fwrite(data, 1, len, f) == len);
         fclose(f);
         free(data);
@@ -701,7 +678,7 @@ int main(void) {
         nn_net_config_t c = small_config();
         c.channels = 8;
         nn_net_t *other = nn_net_new(be, &c, 3, err, sizeof(err));
-        KOMA_ASSERT(other && nn_weights_save(other, NULL, tmp_path("other.safetensors"), err, sizeof(err)) == 0);
+        KOMA_ASSERT(other && nn_weights_save(other, NULL, t_path("other.safetensors"), err, sizeof(err)) == 0);
         nn_net_free(other);
     }
     /* the two nets must disagree everywhere that matters */
@@ -725,9 +702,6 @@ int main(void) {
     }
     free(g_packed);
     free(g_hand);
-    const char *files[] = {"a.safetensors", "b.safetensors", "corrupt.safetensors", "other.safetensors"};
-    for (int i = 0; i < 4; i++) compat_remove_file(tmp_path(files[i]));
-    remove(g_dir);
-    g_failures += atomic_load(&g_fail);
-    return t_finish("test_server");
+    t_rm_rf(t_dir);
+    return t_done("test_server");
 }
