@@ -10,29 +10,19 @@
 #include "engine/movegen.h"
 #include "engine/position.h"
 #include "engine/sfen.h"
+#include "tests/koma_test.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int g_fail, g_checks;
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        g_checks++;                                                                  \
-        if (!(cond)) {                                                               \
-            g_fail++;                                                                \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-        }                                                                            \
-    } while (0)
+/* a == b as strings; both printed when not */
 #define CHECK_STR(a, b)                                                                                  \
     do {                                                                                                 \
-        g_checks++;                                                                                      \
         const char *a_ = (a), *b_ = (b);                                                                 \
-        if (strcmp(a_, b_) != 0) {                                                                       \
-            g_fail++;                                                                                    \
+        if (!t_judge(strcmp(a_, b_) == 0))                                                               \
             fprintf(stderr, "%s:%d: \"%s\"\n    != \"%s\"\n", __FILE__, __LINE__, a_, b_);                 \
-        }                                                                                                \
     } while (0)
 
 #define FIX(name) KOMA_SOURCE_DIR "/tests/data/records/" name
@@ -602,6 +592,5 @@ int main(void) {
     test_malformed();
     test_prefixes_and_noise();
     test_stop_and_guess();
-    printf("test_record: %d checks, %d failed\n", g_checks, g_fail);
-    return g_fail ? 1 : 0;
+    return t_done("test_record");
 }

@@ -16,6 +16,7 @@
 #include "engine/position.h"
 #include "engine/rules.h"
 #include "engine/sfen.h"
+#include "tests/koma_test.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -26,33 +27,9 @@
 #error "KOMA_IMPORT_BIN: the path of the import executable (tests/record/CMakeLists.txt)"
 #endif
 
-static int g_fail, g_checks;
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        g_checks++;                                                                  \
-        if (!(cond)) {                                                               \
-            g_fail++;                                                                \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-        }                                                                            \
-    } while (0)
-
 #define FIX(name) KOMA_SOURCE_DIR "/tests/data/records/" name
 
-static char g_dir[512];
 static Position g_pos;
-
-static const char *tmp(const char *name) {
-    static char bufs[8][800];
-    static int at;
-    char *b = bufs[at++ % 8];
-    snprintf(b, 800, "%s/%s", g_dir, name);
-    return b;
-}
-
-static void rm_rf(const char *dir) {
-    char err[512];
-    if (compat_remove_tree(dir, err, sizeof err) != 0) fprintf(stderr, "%s\n", err);
-}
 
 static void write_text(const char *path, const char *text) {
     FILE *f = fopen(path, "wb");
@@ -233,7 +210,7 @@ static int64_t write_playouts(const char *path, int n, int max_ply) {
 
 /* ---- tests ---------------------------------------------------------------------------------- */
 static void test_fixtures(void) {
-    const char *run = tmp("run1");
+    const char *run = t_path("run1");
     CHECK(run_import("--run", run, "--shard-games", "3", KOMA_SOURCE_DIR "/tests/data/records", NULL) == 0);
     readback_t rb;
     read_back(run, &rb);
@@ -276,12 +253,12 @@ static void test_fixtures(void) {
 static void test_filters(void) {
     readback_t rb;
     /* --skip-draws: multi.csa has a sennichite among its 4 readable games */
-    const char *r2 = tmp("run2");
+    const char *r2 = t_path("run2");
     CHECK(run_import("--run", r2, "--skip-draws", FIX("multi.csa"), NULL) == 0);
     read_back(r2, &rb);
     CHECK(rb.games == 3 && rb.sennichite == 0 && rb.bad_rows == 0);
     /* --min-rating: game1.csa is rated 2510.5 / 2480; unrated games never pass */
-    const char *r3 = tmp("run3");
+    const char *r3 = t_path("run3");
     CHECK(run_import("--run", r3, "--min-rating", "2500", FIX("game1.csa"), FIX("games.usi"), NULL) == 0);
     read_back(r3, &rb);
     CHECK(rb.games == 0);
@@ -289,7 +266,7 @@ static void test_filters(void) {
     read_back(r3, &rb);
     CHECK(rb.games == 1 && rb.found_resign == 1);
     /* --cycle N: the self-play file names and cycle; --root-q zero */
-    const char *r4 = tmp("run4");
+    const char *r4 = t_path("run4");
     CHECK(run_import("--run", r4, "--cycle", "2", "--root-q", "zero", FIX("game1.kif"), NULL) == 0);
     read_back(r4, &rb);
     CHECK(rb.games == 1 && rb.cycle == 2 && strcmp(rb.last_path, "shards/c0002_000001.safetensors") == 0);
@@ -297,7 +274,7 @@ static void test_filters(void) {
 }
 
 static void test_playouts(void) {
-    const char *file = tmp("random.usi"), *run = tmp("run5");
+    const char *file = t_path("random.usi"), *run = t_path("run5");
     int64_t plies = write_playouts(file, 40, 300);
     CHECK(run_import("--run", run, "--shard-games", "16", file, NULL) == 0);
     readback_t rb;
@@ -307,16 +284,16 @@ static void test_playouts(void) {
 }
 
 static void test_errors(void) {
-    const char *bad = tmp("bad.usi"), *run = tmp("run6");
+    const char *bad = t_path("bad.usi"), *run = t_path("run6");
     write_text(bad, "startpos moves 7g7f 3c3d 7f7d\n");
     CHECK(run_import("--run", run, bad, NULL) == 1);                 /* nothing readable */
-    CHECK(run_import("--run", run, tmp("missing.csa"), NULL) == 1);  /* unreadable */
+    CHECK(run_import("--run", run, t_path("missing.csa"), NULL) == 1);  /* unreadable */
     CHECK(run_import("--run", run, "--format", "ki2", bad, NULL) == 2);
     CHECK(run_import("--run", run, "--root-q", "half", bad, NULL) == 2);
     CHECK(run_import("--run", run, NULL) == 2);                      /* no files */
     CHECK(run_import("--run", run, "--cycle", "-2", bad, NULL) == 2);
-    write_text(tmp("afile"), "x");
-    CHECK(run_import("--run", tmp("afile/run"), FIX("game1.csa"), NULL) == 1); /* no run directory */
+    write_text(t_path("afile"), "x");
+    CHECK(run_import("--run", t_path("afile/run"), FIX("game1.csa"), NULL) == 1); /* no run directory */
     readback_t rb;
     read_back(run, &rb);
     CHECK(rb.games == 0);
@@ -324,15 +301,12 @@ static void test_errors(void) {
 
 int main(void) {
     engine_init();
-    snprintf(g_dir, sizeof g_dir, "%s/record_import_%d", KOMA_TEST_TMP, compat_getpid());
-    rm_rf(g_dir);
-    char err[512];
-    KOMA_ASSERT(compat_mkdir_p(g_dir, err, sizeof err) == 0);
+    t_scratch("record_import");
     test_fixtures();
     test_filters();
     test_playouts();
     test_errors();
-    printf("test_record_import: %d checks, %d failed\n", g_checks, g_fail);
-    if (!g_fail) rm_rf(g_dir);
-    return g_fail ? 1 : 0;
+    int rc = t_done("test_record_import");
+    if (!g_fail) t_rm_rf(t_dir);
+    return rc;
 }
