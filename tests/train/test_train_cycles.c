@@ -305,6 +305,6 @@ int main(void) {
     test_open_errors();
     test_bad_shards();
     test_two_cycles_and_resume(); /* last: it raises the process-wide stop flag */
-    if (!g_fail) t_rm_rf(g_dir);
+    if (!g_fail) t_rm_rf(t_dir);
     return t_done("test_train_cycles");
 }

@@ -46,36 +46,27 @@ static int run_train(const char *args) {
     return status;
 }
 
-static char *slurp(const char *path) {
-    char err[512];
-    size_t len;
-    char *s = compat_read_file(path, &len, err, sizeof err);
-    return s ? s : calloc(1, 1);
-}
-
 /* Fails the check and prints the program's output when cond is false. */
-#define CHECK_RUN(cond)                                                              \
-    do {                                                                             \
-        g_checks++;                                                                  \
-        if (!(cond)) {                                                               \
-            g_fail++;                                                                \
-            char *o_ = slurp(g_out), *e_ = slurp(g_errf);                            \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n--- stdout:\n%s--- stderr:\n%s\n", \
-                    __FILE__, __LINE__, #cond, o_, e_);                              \
-            free(o_);                                                                \
-            free(e_);                                                                \
-        }                                                                            \
+#define CHECK_RUN(cond)                                                                                      \
+    do {                                                                                                     \
+        if (!t_judge(!!(cond))) {                                                                            \
+            char *o_ = t_read_file(g_out, NULL), *e_ = t_read_file(g_errf, NULL);                            \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n--- stdout:\n%s--- stderr:\n%s\n", __FILE__, __LINE__, \
+                    #cond, o_, e_);                                                                          \
+            free(o_);                                                                                        \
+            free(e_);                                                                                        \
+        }                                                                                                    \
     } while (0)
 
 static int out_has(const char *what) {
-    char *o = slurp(g_out);
+    char *o = t_read_file(g_out, NULL);
     int r = strstr(o, what) != NULL;
     free(o);
     return r;
 }
 
 static int err_has(const char *what) {
-    char *e = slurp(g_errf);
+    char *e = t_read_file(g_errf, NULL);
     int r = strstr(e, what) != NULL;
     free(e);
     return r;
@@ -229,7 +220,7 @@ int main(void) {
     /* errors */
     snprintf(args, sizeof args, "--from-games --run \"%s\"", t_path("no_such_run"));
     CHECK_RUN(run_train(args) == 1 && err_has("no_such_run") && err_has("no such run directory"));
-    snprintf(args, sizeof args, "--from-games --run \"%s\"", g_dir);
+    snprintf(args, sizeof args, "--from-games --run \"%s\"", t_dir);
     CHECK_RUN(run_train(args) == 1 && err_has("koma.db") && err_has("not a Koma run directory"));
     snprintf(args, sizeof args, "--run \"%s\"", g_run);
     CHECK_RUN(run_train(args) == 2 && err_has("--from-games"));
@@ -244,6 +235,6 @@ int main(void) {
     snprintf(args, sizeof args, "%s --steps 30", common);
     CHECK_RUN(run_train(args) == 1 && err_has("checkpoint.safetensors") && err_has("--fresh"));
 
-    if (!g_fail) t_rm_rf(g_dir);
+    if (!g_fail) t_rm_rf(t_dir);
     return t_done("test_train_from_games");
 }

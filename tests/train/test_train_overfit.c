@@ -88,6 +88,6 @@ int main(void) {
     CHECK(fabs(m2.policy_loss - m1.policy_loss) < 1e-5 && fabs(m2.legal_loss - m1.legal_loss) < 1e-6);
     train_trainer_free(tr);
     t_run_close(&R);
-    if (!g_fail) t_rm_rf(g_dir);
+    if (!g_fail) t_rm_rf(t_dir);
     return t_done("test_train_overfit");
 }

@@ -176,6 +176,6 @@ int main(void) {
     t_scratch("train_thread");
     test_thread_with_server();
     test_stop_mid_cycle();
-    if (!g_fail) t_rm_rf(g_dir);
+    if (!g_fail) t_rm_rf(t_dir);
     return t_done("test_train_thread");
 }

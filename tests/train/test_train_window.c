@@ -215,6 +215,6 @@ int main(void) {
     test_formula();
     test_flags();
     test_window();
-    if (!g_fail) t_rm_rf(g_dir);
+    if (!g_fail) t_rm_rf(t_dir);
     return t_done("test_train_window");
 }

@@ -1,8 +1,10 @@
-/* train_test.h - helpers shared by the train/ tests: checks, scratch run
- * directories (koma.db + writer), shards of REAL positions (random playouts
+/* train_test.h - helpers shared by the train/ tests: CHECK_OK, runs
+ * (directory, koma.db + writer), shards of REAL positions (random playouts
  * from the start position, encoded with engine/encode.h, legal masks, a
  * one-hot policy target on a legal move, results +-1), weight comparisons,
- * and a log sink that remembers lines. Header-only; every function is static. */
+ * and a log sink that remembers lines. Checks, the scratch directory and the
+ * RNG (t_rng, t_next) come from tests/koma_test.h. Header-only; every
+ * function is static. */
 #ifndef KOMA_TESTS_TRAIN_TEST_H
 #define KOMA_TESTS_TRAIN_TEST_H
 
@@ -22,64 +24,16 @@
 #include "engine/position.h"
 #include "engine/sfen.h"
 #include "nn/weights.h"
+#include "tests/koma_test.h"
 #include "train/trainer.h"
 
-static int g_fail, g_checks;
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        g_checks++;                                                                  \
-        if (!(cond)) {                                                               \
-            g_fail++;                                                                \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-        }                                                                            \
-    } while (0)
+/* call returned 0; else its status and err are printed */
 #define CHECK_OK(call, err)                                                                  \
     do {                                                                                     \
-        g_checks++;                                                                          \
         int rc_ = (call);                                                                    \
-        if (rc_ != 0) {                                                                      \
-            g_fail++;                                                                        \
+        if (!t_judge(rc_ == 0))                                                              \
             fprintf(stderr, "%s:%d: %s -> %d: %s\n", __FILE__, __LINE__, #call, rc_, (err)); \
-        }                                                                                    \
     } while (0)
-
-static inline int t_done(const char *name) {
-    fprintf(stderr, "%s: %d checks, %d failed\n", name, g_checks, g_fail);
-    return g_fail ? 1 : 0;
-}
-
-/* ---- scratch directories ------------------------------------------------------------ */
-static char g_dir[600];
-
-static inline void t_rm_rf(const char *dir) {
-    char err[512];
-    if (compat_remove_tree(dir, err, sizeof err) != 0) fprintf(stderr, "%s\n", err);
-}
-
-/* KOMA_TEST_TMP/<name>_<pid>, empty. */
-static inline void t_scratch(const char *name) {
-    char err[512];
-    snprintf(g_dir, sizeof g_dir, "%s/%s_%d", KOMA_TEST_TMP, name, compat_getpid());
-    t_rm_rf(g_dir);
-    KOMA_ASSERT(compat_mkdir_p(g_dir, err, sizeof err) == 0);
-}
-
-static inline const char *t_path(const char *name) {
-    static char bufs[16][900];
-    static int at;
-    char *b = bufs[at++ % 16];
-    snprintf(b, 900, "%s/%s", g_dir, name);
-    return b;
-}
-
-/* ---- RNG ------------------------------------------------------------------------------ */
-static uint64_t t_rng = 0x1234567ull;
-static inline uint64_t t_next(void) {
-    uint64_t z = (t_rng += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
 
 /* ---- a run: directory, koma.db, writer -------------------------------------------------- */
 typedef struct {
