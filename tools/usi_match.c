@@ -236,6 +236,7 @@ typedef struct {
     char fatal_msg[600];
     db_t *db;
     db_match_t row;    /* the matches row (row.id 0 until the first game is stored) */
+    int32_t stored;    /* games stored under it */
     int side;          /* player A of the row: 0 engine1, 1 engine2 */
     char names[2][NAME_MAX_]; /* engine names, from the first slot that started them */
 } match_t;
@@ -442,6 +443,8 @@ static void store_game(match_t *m, int32_t gi, const ref_game_t *g, int e1_black
     }
     if (ref_store_match_game(m->db, m->row.id, g, names[e1_black ? 0 : 1], names[e1_black ? 1 : 0]) != DB_OK)
         fprintf(stderr, "usi-match: game %d not stored: %s\n", gi + 1, db_errmsg(m->db));
+    else
+        m->stored++;
 }
 
 /* Plays game gi with the slot's engines (eng[0] = engine1). Returns 0, or -1
@@ -878,10 +881,10 @@ int main(int argc, char **argv) {
         printf("\n");
     }
 
-    /* Every game was stored as it ended; a match that played all its games
-     * gets its totals (from A's side) and Elo, one that did not stays
-     * unfinished (no Elo). */
-    int complete = played == cfg.games && !m.fatal && !compat_stop_requested();
+    /* Every game was stored as it ended; a match that played (and stored)
+     * all its games gets its totals (from A's side) and Elo, one that did not
+     * stays unfinished (no Elo; its W/D/L are those of its stored games). */
+    int complete = played == cfg.games && m.stored == played && !m.fatal && !compat_stop_requested();
     if (m.db && m.row.id > 0) {
         db_match_t *row = &m.row;
         if (complete) {
@@ -901,8 +904,8 @@ int main(int argc, char **argv) {
                 printf("recorded as match %lld\n", (long long)row->id);
             }
         } else {
-            printf("recorded as match %lld, unfinished (%d of %d games; no Elo)\n", (long long)row->id, played,
-                   cfg.games);
+            printf("recorded as match %lld, unfinished (%d of %d games stored; no Elo)\n", (long long)row->id,
+                   m.stored, cfg.games);
         }
     }
     if (m.fatal) fprintf(stderr, "usi-match: %s\n", m.fatal_msg[0] ? m.fatal_msg : "failed");
