@@ -12,7 +12,8 @@
  * Sections: training losses and accuracies by step (policy/value/legal/total
  * loss, policy accuracy, legal-move F1, learning rate), Elo by cycle (the
  * ladder with its 95% intervals, and every match, against other nets or
- * other engines, with its games and how they ended),
+ * other engines, with its games and how they ended; a match that never
+ * finished is marked so),
  * self-play throughput by cycle (positions/s, evaluations/s, average batch,
  * device busy %), false resignations by cycle (chart and table, with the
  * resign threshold in use), game lengths (histogram of plies), how games ended
@@ -632,10 +633,14 @@ static void section_elo(sb_t *o, const run_t *r) {
             sb_printf(o, "</td><td>%lld</td><td>%d</td><td>%d</td><td>%d</td>", (long long)m->games, m->wins, m->draws,
                       m->losses);
             cell_num(o, m->elo, "%+.0f");
-            char a[32], b[32];
-            fmt_num(a, sizeof a, m->elo_lo, 1);
-            fmt_num(b, sizeof b, m->elo_hi, 1);
-            sb_printf(o, "<td>[%s, %s]</td><td class=\"l\">", a, b);
+            if (isnan(m->elo) && m->games > 0) { /* games and no Elo: it never finished (data/db.h) */
+                sb_printf(o, "<td class=\"muted\">unfinished</td><td class=\"l\">");
+            } else {
+                char a[32], b[32];
+                fmt_num(a, sizeof a, m->elo_lo, 1);
+                fmt_num(b, sizeof b, m->elo_hi, 1);
+                sb_printf(o, "<td>[%s, %s]</td><td class=\"l\">", a, b);
+            }
             sb_esc(o, m->settings);
             sb_printf(o, "</td><td class=\"l\">");
             sb_esc(o, m->created);

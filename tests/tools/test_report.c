@@ -7,8 +7,8 @@
  * page with "no data yet" in place of every missing chart; bad arguments
  * fail cleanly. The false resignations by cycle (schema v3) are in a chart
  * and a table with the numbers of koma.db and the resign threshold, a cycle
- * written before v3 is left out; inspect prints them too (and an unfinished
- * match as such).
+ * written before v3 is left out; inspect prints them too. A match that
+ * never finished (games, no Elo) is marked unfinished in both.
  *
  *   test_report REPORT MAKE_REPORT_FIXTURE [INSPECT]
  */
@@ -259,9 +259,8 @@ int main(int argc, char **argv) {
         CHECK(count("no koma.db yet") == 1 && count("no data yet") == 15);
     }
 
-    /* ---- inspect: the same figures in its cycles table ---- */
-    if (argc > 3) {
-        /* An unfinished match: begun, one game, never finished. */
+    /* ---- an unfinished match (begun, one game, never finished): marked so ---- */
+    {
         char err2[DB_ERR_MAX];
         db_t *db = NULL;
         KOMA_ASSERT(db_open(dbp_full, 0, &db, err2, sizeof err2) == DB_OK);
@@ -281,6 +280,19 @@ int main(int argc, char **argv) {
         g.black = m.engine_a, g.white = m.engine_b;
         CHECK(db_match_game_insert(db, m.id, &g) == DB_OK);
         db_close(db);
+    }
+    const char *rep_u[] = {report, full, "-o", t_path("unfinished.html"), NULL};
+    CHECK(t_run(rep_u) == 0);
+    CHECK(load(t_path("unfinished.html")) == 0);
+    if (g_html) {
+        check_page();
+        CHECK(count(">unfinished</td>") == 1);
+        CHECK(count("</td><td>1</td><td>0</td><td>0</td><td>1</td><td class=\"muted\">-</td><td class=\"muted\">"
+                    "unfinished</td><td class=\"l\">usi-match killed</td>") == 1);
+    }
+
+    /* ---- inspect: the same figures in its cycles table ---- */
+    if (argc > 3) {
         const char *insp[] = {argv[3], full, NULL};
         int status = -1;
         char e[512];
