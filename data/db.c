@@ -366,6 +366,8 @@ struct db {
     char *path;
     uint32_t flags;
     int32_t version;
+    int32_t older_version; /* read-only open refused: the file has this older schema version */
+    int32_t migrated_from; /* DB_OPEN_MIGRATE: the version migrated from, 0 if none */
     sqlite3_stmt *stmt[S_NB];
     char err[DB_ERR_MAX];
 };
@@ -669,9 +671,15 @@ static db_status_t check_schema(db_t *db) {
     /* ver == 0 (new file) or an older version: create or migrate. */
     if ((db->flags & DB_OPEN_READONLY) && ver == 0)
         return fail_with(db, DB_SCHEMA, "not a Koma database (no schema version; opened read-only)");
-    if (db->flags & DB_OPEN_READONLY)
-        return fail_with(db, DB_SCHEMA, "schema version %lld needs migrating to %d: open the run read-write once",
+    if (db->flags & DB_OPEN_READONLY) {
+        db->older_version = (int32_t)ver;
+        return fail_with(db, DB_SCHEMA,
+                         "schema version %lld needs migrating to %d: open the run with a Koma program that writes "
+                         "(selfplay, train) or with DB_OPEN_MIGRATE (inspect and report do)",
                          (long long)ver, DB_SCHEMA_VERSION);
+    }
+    if ((db->flags & DB_OPEN_NOCREATE_) && ver == 0)
+        return fail_with(db, DB_SCHEMA, "not a Koma database (no schema version)");
     /* Tables are rebuilt with foreign keys off (the pragma is a no-op inside a
      * transaction); db_open turns them on again. */
     if ((st = db_exec(db, "PRAGMA foreign_keys = OFF")) != DB_OK) return st;
@@ -704,7 +712,28 @@ static db_status_t check_schema(db_t *db) {
     return DB_OK;
 }
 
+static db_status_t db_open_once(const char *path, uint32_t flags, db_t **out, char *err, size_t errlen,
+                                int32_t *older_version);
+
 db_status_t db_open(const char *path, uint32_t flags, db_t **out, char *err, size_t errlen) {
+    int32_t older = 0;
+    db_status_t st = db_open_once(path, flags & ~(uint32_t)DB_OPEN_MIGRATE, out, err, errlen, &older);
+    if (st != DB_SCHEMA || !older || !(flags & DB_OPEN_MIGRATE) || !(flags & DB_OPEN_READONLY)) return st;
+    /* An older schema, read-only with DB_OPEN_MIGRATE: migrate it in a short
+     * read-write open that never creates a file or a schema, then read. */
+    db_t *rw = NULL;
+    st = db_open_once(path, DB_OPEN_NOCREATE_, &rw, err, errlen, NULL);
+    db_close(rw);
+    if (st != DB_OK) return st;
+    st = db_open_once(path, flags & ~(uint32_t)DB_OPEN_MIGRATE, out, err, errlen, NULL);
+    if (st == DB_OK) (*out)->migrated_from = older;
+    return st;
+}
+
+int32_t db_migrated_from(const db_t *db) { return db ? db->migrated_from : 0; }
+
+static db_status_t db_open_once(const char *path, uint32_t flags, db_t **out, char *err, size_t errlen,
+                                int32_t *older_version) {
     if (out) *out = NULL;
     if (!path || !out) {
         if (err && errlen) snprintf(err, errlen, "%s: db_open: no path or result", path ? path : "(null)");
@@ -717,8 +746,9 @@ db_status_t db_open(const char *path, uint32_t flags, db_t **out, char *err, siz
         return DB_ERROR;
     }
     db->flags = flags;
-    int oflags = (flags & DB_OPEN_READONLY) ? SQLITE_OPEN_READONLY
-                                            : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+    int oflags = (flags & DB_OPEN_READONLY)   ? SQLITE_OPEN_READONLY
+                 : (flags & DB_OPEN_NOCREATE_) ? SQLITE_OPEN_READWRITE
+                                               : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
     int rc = sqlite3_open_v2(path, &db->sq, oflags, NULL);
     db_status_t st = DB_OK;
     if (rc != SQLITE_OK) st = fail(db, rc, "open");
@@ -743,6 +773,7 @@ db_status_t db_open(const char *path, uint32_t flags, db_t **out, char *err, siz
     if (st == DB_OK) st = db_exec(db, "PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON");
     if (st != DB_OK) {
         if (err && errlen) snprintf(err, errlen, "%s", db->err);
+        if (older_version) *older_version = db->older_version;
         db_close(db);
         return st;
     }

@@ -108,7 +108,15 @@ int db_reason_parse(const char *name, db_reason_t *r);
 typedef struct db db_t;
 
 /* ---- open, close, transactions ------------------------------------------ */
-enum { DB_OPEN_READONLY = 1 };
+enum {
+    DB_OPEN_READONLY = 1,
+    /* With DB_OPEN_READONLY: a file with an older schema is migrated first
+     * (a short read-write open that never creates a file or a schema), then
+     * opened read-only. For the readers a user points at an old run
+     * (inspect, report); db_migrated_from tells them it happened. */
+    DB_OPEN_MIGRATE = 2,
+    DB_OPEN_NOCREATE_ = 4 /* internal: read-write, but never create */
+};
 
 /* Opens (read-write: creates) the database at path and checks its schema
  * version: a new file gets the current schema; an older known version is
@@ -120,6 +128,8 @@ void db_close(db_t *db); /* NULL ok */
 const char *db_path(const db_t *db);
 const char *db_errmsg(const db_t *db); /* the last failure's message, "" if none */
 int32_t db_schema_version(const db_t *db);
+/* The schema version a DB_OPEN_MIGRATE open migrated the file from; 0 if none. */
+int32_t db_migrated_from(const db_t *db);
 
 /* BEGIN IMMEDIATE / COMMIT / ROLLBACK. The db_* writers below join an open
  * transaction (as a savepoint) or run in their own. */

@@ -49,10 +49,13 @@ static int inspect_db(const char *path) {
         return 1;
     }
     db_t *db = NULL;
-    if (db_open(path, DB_OPEN_READONLY, &db, err, sizeof err) != DB_OK) {
+    if (db_open(path, DB_OPEN_READONLY | DB_OPEN_MIGRATE, &db, err, sizeof err) != DB_OK) {
         fprintf(stderr, "%s\n", err);
         return 1;
     }
+    if (db_migrated_from(db))
+        fprintf(stderr, "inspect: %s: migrated from schema version %d to %d\n", path, db_migrated_from(db),
+                db_schema_version(db));
     int rc = 0;
     db_summary_t s;
     if (db_summary(db, &s) != DB_OK) {

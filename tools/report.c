@@ -981,8 +981,10 @@ int main(int argc, char **argv) {
         }
         note = "this run has no koma.db yet: nothing has been recorded";
     } else {
-        if (db_open(dbp, DB_OPEN_READONLY, &db, err, sizeof err) != DB_OK ||
-            read_run(db, r, err, sizeof err) != 0) {
+        if (db_open(dbp, DB_OPEN_READONLY | DB_OPEN_MIGRATE, &db, err, sizeof err) == DB_OK && db_migrated_from(db))
+            fprintf(stderr, "report: %s: migrated from schema version %d to %d\n", dbp, db_migrated_from(db),
+                    db_schema_version(db));
+        if (!db || read_run(db, r, err, sizeof err) != 0) {
             fprintf(stderr, "report: %s\n", db ? (err[0] ? err : db_errmsg(db)) : err);
             db_close(db);
             free_run(r);

@@ -201,6 +201,13 @@ static void test_open_and_schema(void) {
     CHECK(db_open(foreign, 0, &db, err, sizeof err) == DB_SCHEMA);
     CHECK(starts_with(err, foreign) && contains(err, "not a Koma database"));
     CHECK(sql_int(foreign, "SELECT count(*) FROM t") == 1); /* left alone */
+    CHECK(db_open(foreign, DB_OPEN_READONLY | DB_OPEN_MIGRATE, &db, err, sizeof err) == DB_SCHEMA);
+    CHECK(sql_int(foreign, "SELECT count(*) FROM t") == 1 && sql_int(foreign, "PRAGMA user_version") == 0);
+    const char *empty_ro = tmp_db("empty_ro.db");
+    write_text(empty_ro, "");
+    CHECK(db_open(empty_ro, DB_OPEN_READONLY | DB_OPEN_MIGRATE, &db, err, sizeof err) == DB_SCHEMA);
+    CHECK(starts_with(err, empty_ro) && contains(err, "not a Koma database"));
+    CHECK(compat_file_size(empty_ro) == 0); /* not given a schema */
     const char *appid = tmp_db("appid.db");
     sql_raw(appid, "PRAGMA application_id = 1234; PRAGMA user_version = 1");
     CHECK(db_open(appid, 0, &db, err, sizeof err) == DB_SCHEMA);
@@ -225,6 +232,8 @@ static void test_open_and_schema(void) {
     CHECK(db_open(missing, 0, &db, err, sizeof err) != DB_OK && db == NULL);
     CHECK(starts_with(err, missing) && contains(err, "open"));
     CHECK(db_open(tmp("absent.db"), DB_OPEN_READONLY, &db, err, sizeof err) != DB_OK);
+    CHECK(db_open(tmp("absent.db"), DB_OPEN_READONLY | DB_OPEN_MIGRATE, &db, err, sizeof err) != DB_OK);
+    CHECK(!compat_file_exists(tmp("absent.db")));
 
     CHECK(strcmp(db_status_name(DB_FULL), "DB_FULL") == 0);
     db_reason_t r;
@@ -1053,9 +1062,13 @@ static void test_migration_v2(void) {
     CHECK(starts_with(err, path) && contains(err, "schema version 2 needs migrating to 3"));
     CHECK(sql_int(path, "PRAGMA user_version") == 2);
 
-    /* Read-write: migrated, every row and every v2 column kept. */
-    CHECK_OK(db, db_open(path, 0, &db, err, sizeof err));
-    CHECK(db && db_schema_version(db) == 3);
+    /* Read-only with DB_OPEN_MIGRATE (inspect, report): migrated, then read;
+     * every row and every v2 column kept. */
+    CHECK_OK(db, db_open(path, DB_OPEN_READONLY | DB_OPEN_MIGRATE, &db, err, sizeof err));
+    CHECK(db && db_schema_version(db) == 3 && db_migrated_from(db) == 2);
+    db_close(db);
+    CHECK_OK(db, db_open(path, DB_OPEN_READONLY | DB_OPEN_MIGRATE, &db, err, sizeof err));
+    CHECK(db && db_migrated_from(db) == 0); /* once only */
     db_close(db);
     CHECK(sql_int(path, "PRAGMA user_version") == 3 && sql_int(path, "PRAGMA application_id") == DB_APPLICATION_ID);
     CHECK(sql_int(path, "SELECT count(*) FROM pragma_foreign_key_check") == 0);
