@@ -1,18 +1,10 @@
 /* test_config.c - flags, INI flag sets, precedence and error messages. */
 #include "compat/compat.h"
 #include "data/config.h"
+#include "tests/koma_test.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-static int failures;
-#define CHECK(c)                                                                  \
-    do {                                                                          \
-        if (!(c)) {                                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
-            failures++;                                                           \
-        }                                                                         \
-    } while (0)
 
 static int64_t cycles;
 static double lr;
@@ -106,10 +98,5 @@ int main(void) {
     CHECK(cfg_load_file(opts, NOPTS, ini, err, sizeof err) == CFG_OK);
     CHECK(cycles == 123 && !strcmp(net, "20x256"));
 
-    if (failures) {
-        fprintf(stderr, "test_config: %d failures\n", failures);
-        return 1;
-    }
-    printf("test_config: ok\n");
-    return 0;
+    return t_done("test_config");
 }

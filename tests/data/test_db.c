@@ -9,6 +9,7 @@
 #include "compat/compat.h"
 #include "data/db.h"
 #include "data/writer.h"
+#include "tests/koma_test.h"
 
 #include <math.h>
 #include <sqlite3.h>
@@ -17,25 +18,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int g_fail, g_checks;
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        g_checks++;                                                                  \
-        if (!(cond)) {                                                               \
-            g_fail++;                                                                \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-        }                                                                            \
-    } while (0)
 /* A db call that must succeed; prints the database's message if not. */
-#define CHECK_OK(db, call)                                                                     \
-    do {                                                                                       \
-        g_checks++;                                                                            \
-        db_status_t st_ = (call);                                                              \
-        if (st_ != DB_OK) {                                                                    \
-            g_fail++;                                                                          \
-            fprintf(stderr, "%s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #call,                \
-                    db_status_name(st_), db_errmsg(db));                                       \
-        }                                                                                      \
+#define CHECK_OK(db, call)                                                                                  \
+    do {                                                                                                    \
+        t_count_();                                                                                         \
+        db_status_t st_ = (call);                                                                           \
+        if (st_ != DB_OK) t_fail(__FILE__, __LINE__, #call, " -> %s: %s", db_status_name(st_), db_errmsg(db)); \
     } while (0)
 
 static int contains(const char *s, const char *sub) { return s && strstr(s, sub) != NULL; }
@@ -1971,6 +1959,5 @@ int main(int argc, char **argv) {
         free(g_cleanup[i]);
     }
     remove(g_dir);
-    printf("test_db: %d checks, %d failed\n", g_checks, g_fail);
-    return g_fail ? 1 : 0;
+    return t_done("test_db");
 }

@@ -11,6 +11,7 @@
 #include "engine/encode.h"
 #include "nn/net.h"
 #include "nn/safetensors.h"
+#include "tests/koma_test.h"
 
 #include <math.h>
 #include <sqlite3.h>
@@ -18,34 +19,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int g_fail, g_checks;
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        g_checks++;                                                                  \
-        if (!(cond)) {                                                               \
-            g_fail++;                                                                \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-        }                                                                            \
-    } while (0)
 /* A call returning 0 / DB_OK that must succeed; prints err if not. */
-#define CHECK_OK(call, err)                                                                        \
-    do {                                                                                           \
-        g_checks++;                                                                                \
-        int rc_ = (call);                                                                          \
-        if (rc_ != 0) {                                                                            \
-            g_fail++;                                                                              \
-            fprintf(stderr, "%s:%d: %s -> %d: %s\n", __FILE__, __LINE__, #call, rc_, (err));       \
-        }                                                                                          \
+#define CHECK_OK(call, err)                                                       \
+    do {                                                                          \
+        t_count_();                                                               \
+        int rc_ = (call);                                                         \
+        if (rc_ != 0) t_fail(__FILE__, __LINE__, #call, " -> %d: %s", rc_, (err)); \
     } while (0)
 /* err must start with the file's path and contain what. */
-#define CHECK_MSG(err, path, what)                                                                      \
-    do {                                                                                                \
-        g_checks++;                                                                                     \
-        if (strncmp((err), (path), strlen(path)) != 0 || !strstr((err), (what))) {                      \
-            g_fail++;                                                                                   \
-            fprintf(stderr, "%s:%d: message \"%s\" does not name %s and \"%s\"\n", __FILE__, __LINE__, \
-                    (err), (path), (what));                                                             \
-        }                                                                                               \
+#define CHECK_MSG(err, path, what)                                                                       \
+    do {                                                                                                 \
+        t_count_();                                                                                      \
+        if (strncmp((err), (path), strlen(path)) != 0 || !strstr((err), (what)))                         \
+            t_fail(__FILE__, __LINE__, "", "message \"%s\" does not name %s and \"%s\"", (err), (path), \
+                   (what));                                                                              \
     } while (0)
 
 _Static_assert(SHARD_LABEL_NB == ENC_LABEL_NB, "labels: shard vs engine");
@@ -54,22 +41,7 @@ _Static_assert(SHARD_LABEL_NB == NN_POLICY_NB, "labels: shard vs nn");
 static const shard_format_t FMT = {7, 11, 3, 5};
 static const shard_format_t FMT_ENC = {ENC_FEATURES_VERSION, ENC_PACKED_BYTES, ENC_HAND, ENC_LEGAL_BYTES};
 
-/* ---- temporary files --------------------------------------------------------------- */
-static char g_dir[400];
-
-static const char *tmp(const char *name) {
-    static char bufs[16][800];
-    static int at;
-    char *b = bufs[at++ % 16];
-    snprintf(b, 800, "%s/%s", g_dir, name);
-    return b;
-}
-
-static void rm_rf(const char *dir) {
-    char err[512];
-    if (compat_remove_tree(dir, err, sizeof err) != 0) fprintf(stderr, "%s\n", err);
-}
-
+/* ---- temporary files (t_path under t_scratch) ------------------------------------ */
 static uint8_t *read_all(const char *path, size_t *len) {
     char err[512];
     uint8_t *d = (uint8_t *)compat_read_file(path, len, err, sizeof err);
@@ -87,14 +59,8 @@ static void write_plain(const char *path, const void *data, size_t len) {
 
 /* ---- random rows and the reference copy ------------------------------------------------ */
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
-static uint64_t rnd(void) {
-    uint64_t z = (g_rng += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-static uint32_t rndn(uint32_t n) { return (uint32_t)(rnd() % n); }
-static float rndf(void) { return (float)(rnd() >> 40) / (float)(1 << 24); } /* [0, 1) */
+static uint32_t rndn(uint32_t n) { return (uint32_t)(t_splitmix64(&g_rng) % n); }
+static float rndf(void) { return (float)(t_splitmix64(&g_rng) >> 40) / (float)(1 << 24); } /* [0, 1) */
 
 typedef struct {
     uint8_t *planes, *legal;
@@ -136,8 +102,8 @@ static void random_position(uint8_t out[SHARD_POSITION_BYTES]) {
     }
     p.side = (uint8_t)rndn(2);
     p.ply = (uint16_t)(1 + rndn(500));
-    p.hand[0] = (uint32_t)rnd();
-    p.hand[1] = (uint32_t)rnd();
+    p.hand[0] = (uint32_t)t_splitmix64(&g_rng);
+    p.hand[1] = (uint32_t)t_splitmix64(&g_rng);
     shard_position_pack(&p, out);
 }
 
@@ -147,8 +113,8 @@ static void random_row(const shard_format_t *f, ref_row_t *r, int policy, uint16
     r->planes = malloc((size_t)f->planes_bytes);
     r->legal = malloc((size_t)f->legal_bytes + 1);
     r->hand = malloc(sizeof(float) * ((size_t)f->hand_n + 1));
-    for (int i = 0; i < f->planes_bytes; i++) r->planes[i] = (uint8_t)rnd();
-    for (int i = 0; i < f->legal_bytes; i++) r->legal[i] = (uint8_t)rnd();
+    for (int i = 0; i < f->planes_bytes; i++) r->planes[i] = (uint8_t)t_splitmix64(&g_rng);
+    for (int i = 0; i < f->legal_bytes; i++) r->legal[i] = (uint8_t)t_splitmix64(&g_rng);
     for (int i = 0; i < f->hand_n; i++) r->hand[i] = rndf();
     r->n = policy == 0 ? 0 : policy == 1 ? 1 + (int32_t)rndn(30) : SHARD_LABEL_NB;
     r->label = malloc(sizeof(uint16_t) * (size_t)(r->n + 1));
@@ -160,7 +126,7 @@ static void random_row(const shard_format_t *f, ref_row_t *r, int policy, uint16
     uint32_t k = rndn(8);
     r->q = k == 0 ? -1.0f : k == 1 ? 1.0f : 2 * rndf() - 1;
     r->ply = ply;
-    r->move = (uint16_t)rnd();
+    r->move = (uint16_t)t_splitmix64(&g_rng);
     random_position(r->pos);
 }
 
@@ -326,7 +292,7 @@ static void test_round_trip(void) {
         shard_builder_set_first_game_id(b, 1000);
         CHECK(shard_builder_game(b, 3)->id == 1003);
 
-        const char *path = tmp(pass == 0 ? "rt.safetensors" : "rt_enc.safetensors");
+        const char *path = t_path(pass == 0 ? "rt.safetensors" : "rt_enc.safetensors");
         CHECK_OK(shard_write(b, path, err, sizeof err), err);
         shard_t *s = shard_open(path, f, 0, err, sizeof err);
         CHECK(s != NULL);
@@ -403,7 +369,7 @@ static void test_round_trip(void) {
         ref_t ref2 = {.fmt = *f};
         shard_builder_set_first_game_id(b, 0);
         add_game(b, &ref2, 5, "f", 1, "1g1f");
-        const char *path2 = tmp(pass == 0 ? "rt2.safetensors" : "rt2_enc.safetensors");
+        const char *path2 = t_path(pass == 0 ? "rt2.safetensors" : "rt2_enc.safetensors");
         CHECK_OK(shard_write(b, path2, err, sizeof err), err);
         shard_t *s2 = shard_open(path2, f, 0, err, sizeof err);
         CHECK(s2 && same_as_ref(s2, &ref2, 0));
@@ -437,7 +403,7 @@ static void test_round_trip(void) {
 
         /* An empty shard is valid. */
         shard_builder_reset(b);
-        const char *pe0 = tmp("empty.safetensors");
+        const char *pe0 = t_path("empty.safetensors");
         CHECK_OK(shard_write(b, pe0, err, sizeof err), err);
         shard_t *s0 = shard_open(pe0, f, 0, err, sizeof err);
         CHECK(s0 && shard_rows(s0) == 0 && shard_games(s0) == 0 && shard_nnz(s0) == 0);
@@ -458,7 +424,7 @@ static void test_no_policy(void) {
     shard_builder_t *b = shard_builder_new(&FMT, err, sizeof err);
     add_game(b, &ref, 6, "n", 1, "a");
     add_game(b, &ref, 3, "n", 0, "b");
-    const char *path = tmp("nopolicy.safetensors");
+    const char *path = t_path("nopolicy.safetensors");
     CHECK_OK(shard_write(b, path, err, sizeof err), err);
     shard_t *s = shard_open(path, &FMT, 0, err, sizeof err);
     CHECK(s && shard_nnz(s) == 0 && same_as_ref(s, &ref, 0));
@@ -510,7 +476,7 @@ static void test_builder_rejects(void) {
     row.position = r.pos;
     CHECK(shard_builder_rows(b) == 0 && shard_builder_nnz(b) == 0);
     CHECK_OK(shard_builder_add_row(b, &row, err, sizeof err), err);
-    const char *path = tmp("open.safetensors");
+    const char *path = t_path("open.safetensors");
     CHECK(shard_write(b, path, err, sizeof err) != 0);
     CHECK_MSG(err, path, "still open");
     CHECK(!compat_file_exists(path));
@@ -542,7 +508,7 @@ static void small_shard(const char *path, ref_t *ref) {
 
 static void test_truncation(void) {
     char err[1024] = "";
-    const char *path = tmp("trunc_src.safetensors"), *cut = tmp("trunc.safetensors");
+    const char *path = t_path("trunc_src.safetensors"), *cut = t_path("trunc.safetensors");
     ref_t ref;
     small_shard(path, &ref);
     size_t len;
@@ -599,7 +565,7 @@ static const char *COLS[12] = {"planes", "hand",    "legal", "policy_offsets", "
 
 static void test_flipped_byte(void) {
     char err[1024] = "";
-    const char *path = tmp("flip_src.safetensors"), *bad = tmp("flip.safetensors");
+    const char *path = t_path("flip_src.safetensors"), *bad = t_path("flip.safetensors");
     ref_t ref;
     small_shard(path, &ref);
     size_t len;
@@ -639,7 +605,7 @@ static void test_flipped_byte(void) {
 
 static void test_wrong_format(void) {
     char err[1024] = "";
-    const char *path = tmp("fmt.safetensors");
+    const char *path = t_path("fmt.safetensors");
     ref_t ref;
     small_shard(path, &ref);
     const char *what[4] = {"features_version is 7, expected 8", "planes_bytes is 11, expected 12",
@@ -735,7 +701,7 @@ static void p_result_flip(void *d, int64_t n) { (void)n, ((int8_t *)d)[g_flip_ro
 
 static void test_bad_files(void) {
     char err[1024] = "";
-    const char *src = tmp("bad_src.safetensors"), *dst = tmp("bad.safetensors");
+    const char *src = t_path("bad_src.safetensors"), *dst = t_path("bad.safetensors");
     ref_t ref;
     small_shard(src, &ref);
 
@@ -830,7 +796,7 @@ static void test_bad_files(void) {
     s = shard_open(dst, &FMT, 0, err, sizeof err);
     CHECK(s == NULL);
     CHECK_MSG(err, dst, "");
-    const char *nofile = tmp("no_such.safetensors");
+    const char *nofile = t_path("no_such.safetensors");
     s = shard_open(nofile, &FMT, 0, err, sizeof err);
     CHECK(s == NULL);
     CHECK_MSG(err, nofile, "");
@@ -886,7 +852,7 @@ static shard_builder_t *builder_with(ref_t *ref, int32_t ngames, const int64_t *
 
 static void test_register(void) {
     char err[1024] = "";
-    const char *run = tmp("run");
+    const char *run = t_path("run");
     char dbp[1000], abs[1200];
     snprintf(dbp, sizeof dbp, "%s/koma.db", run);
     KOMA_ASSERT(compat_mkdir_p(run, err, sizeof err) == 0);
@@ -1031,7 +997,7 @@ static void on_done(void *user, int status, const char *err, const db_shard_t *s
 
 static void test_writer_job(void) {
     char err[1024] = "";
-    const char *run = tmp("run_w");
+    const char *run = t_path("run_w");
     char dbp[1000], rel[128], abs[1200];
     snprintf(dbp, sizeof dbp, "%s/koma.db", run);
     KOMA_ASSERT(compat_mkdir_p(run, err, sizeof err) == 0);
@@ -1077,13 +1043,7 @@ static void test_writer_job(void) {
 }
 
 int main(void) {
-    snprintf(g_dir, sizeof g_dir, "%s/koma_test_shard_%d", compat_temp_dir(), compat_getpid());
-    char err[512];
-    (void)compat_remove_tree(g_dir, err, sizeof err); /* a previous run's leftovers (reused pids) */
-    if (compat_mkdir_p(g_dir, err, sizeof err) != 0) {
-        fprintf(stderr, "%s\n", err);
-        return 1;
-    }
+    t_scratch("test_shard");
     test_round_trip();
     test_no_policy();
     test_builder_rejects();
@@ -1093,7 +1053,6 @@ int main(void) {
     test_bad_files();
     test_register();
     test_writer_job();
-    rm_rf(g_dir);
-    printf("test_shard: %d checks, %d failed\n", g_checks, g_fail);
-    return g_fail ? 1 : 0;
+    t_rm_rf(t_dir);
+    return t_done("test_shard");
 }
