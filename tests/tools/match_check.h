@@ -42,8 +42,7 @@ static inline void mc_check_game(const mc_games_t *g, int i, int32_t max_ply) {
     char err[256];
     snprintf(buf, sizeof buf, "%s%s%s", g->start[i], g->moves[i][0] ? " moves " : "", g->moves[i]);
     int rc = ref_game_start(r, buf, max_ply, err, sizeof err);
-    if (rc != 0) fprintf(stderr, "game %d does not replay: %s\n", i + 1, err);
-    CHECK(rc == 0);
+    CHECKF(rc == 0, "game %d does not replay: %s", i + 1, err);
     if (rc != 0) return;
     CHECK(r->n_moves == g->plies[i]);
     const char *why = g->reason[i];

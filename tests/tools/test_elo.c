@@ -179,7 +179,7 @@ static void test_ladder(void) {
     }
     free(pts);
     db_close(db);
-    t_rm_rf(g_dir);
+    t_rm_rf(t_dir);
 }
 
 int main(void) {

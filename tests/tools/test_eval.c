@@ -82,7 +82,7 @@ int main(void) {
     /* Stored in the run: paths relative to the run directory, as in the models table. */
     sp_eval_result_t r;
     cfg.threads = 2;
-    rc = sp_eval_run(g_dir, "models/cycle-0001.safetensors", "models/cycle-0000.safetensors", &cfg, &r, err, sizeof err);
+    rc = sp_eval_run(t_dir, "models/cycle-0001.safetensors", "models/cycle-0000.safetensors", &cfg, &r, err, sizeof err);
     if (rc) fprintf(stderr, "%s\n", err);
     CHECK(rc == 0);
     CHECK(r.wins == r1.wins && r.draws == r1.draws && r.losses == r1.losses);
@@ -102,7 +102,7 @@ int main(void) {
 
     /* The whole-signature call (full paths under the run dir work too), and
      * the ladder chaining cycle 2 on cycle 1. */
-    rc = sp_eval_match(g_dir, t_path("models/cycle-0002.safetensors"), "models/cycle-0001.safetensors", 2, 4, 9, &r,
+    rc = sp_eval_match(t_dir, t_path("models/cycle-0002.safetensors"), "models/cycle-0001.safetensors", 2, 4, 9, &r,
                        err, sizeof err);
     if (rc) fprintf(stderr, "%s\n", err);
     CHECK(rc == 0 && r.games == 2 && r.wins + r.draws + r.losses == 2 && r.cycle_a == 2 && r.cycle_b == 1);
@@ -121,15 +121,15 @@ int main(void) {
 
     /* By cycle numbers, as the driver calls it: cycle 2 against 0. */
     cfg.games = 2;
-    rc = sp_eval_cycles(g_dir, 2, 0, &cfg, &r, err, sizeof err);
+    rc = sp_eval_cycles(t_dir, 2, 0, &cfg, &r, err, sizeof err);
     if (rc) fprintf(stderr, "%s\n", err);
     CHECK(rc == 0 && r.cycle_a == 2 && r.cycle_b == 0 && r.games == 2 && r.match_id > 0);
     CHECK(t_sql_int(dbp, "SELECT count(*) FROM matches WHERE cycle = 2") == 2);
-    CHECK(sp_eval_cycles(g_dir, 5, 0, &cfg, &r, err, sizeof err) != 0 && strstr(err, "cycle 5"));
+    CHECK(sp_eval_cycles(t_dir, 5, 0, &cfg, &r, err, sizeof err) != 0 && strstr(err, "cycle 5"));
 
     /* A net that is not registered: its games are stored under a matches row
      * with no model (players named by file), not rated in the ladder. */
-    CHECK(sp_eval_match(g_dir, "models/cycle-0007.safetensors", "models/cycle-0000.safetensors", 2, 4, 1, &r, err,
+    CHECK(sp_eval_match(t_dir, "models/cycle-0007.safetensors", "models/cycle-0000.safetensors", 2, 4, 1, &r, err,
                         sizeof err) == 0);
     CHECK(r.match_id > 0 && r.cycle_a == -1 && r.cycle_b == 0 && r.games == 2);
     CHECK(t_sql_int(dbp, "SELECT count(*) FROM matches") == 4);
@@ -141,7 +141,7 @@ int main(void) {
     CHECK(t_sql_int(dbp, q) == 1);
     /* A net against its own file: the players are told apart, so the row's
      * W/D/L follow the games. */
-    CHECK(sp_eval_match(g_dir, "models/cycle-0001.safetensors", "models/cycle-0001.safetensors", 2, 4, 3, &r, err,
+    CHECK(sp_eval_match(t_dir, "models/cycle-0001.safetensors", "models/cycle-0001.safetensors", 2, 4, 3, &r, err,
                         sizeof err) == 0);
     snprintf(q, sizeof q, "SELECT count(*) FROM games WHERE match_id = %lld AND (black LIKE '%% (a)' OR "
                           "white LIKE '%% (a)')", (long long)r.match_id);
@@ -156,18 +156,18 @@ int main(void) {
 
     /* Failures name the file. */
     err[0] = 0;
-    CHECK(sp_eval_match(g_dir, "models/missing.safetensors", "models/cycle-0000.safetensors", 2, 4, 1, &r, err,
+    CHECK(sp_eval_match(t_dir, "models/missing.safetensors", "models/cycle-0000.safetensors", 2, 4, 1, &r, err,
                         sizeof err) != 0);
     CHECK(strstr(err, "missing.safetensors") != NULL);
     err[0] = 0;
-    CHECK(sp_eval_match(g_dir, "models/cycle-0008.safetensors", "models/cycle-0000.safetensors", 2, 4, 1, &r, err,
+    CHECK(sp_eval_match(t_dir, "models/cycle-0008.safetensors", "models/cycle-0000.safetensors", 2, 4, 1, &r, err,
                         sizeof err) != 0);
     CHECK(strstr(err, "cycle-0008") != NULL);
     fprintf(stderr, "(expected) %s\n", err);
-    CHECK(sp_eval_match(g_dir, "models/cycle-0001.safetensors", "models/cycle-0000.safetensors", 0, 4, 1, &r, err,
+    CHECK(sp_eval_match(t_dir, "models/cycle-0001.safetensors", "models/cycle-0000.safetensors", 0, 4, 1, &r, err,
                         sizeof err) != 0);
 
     int rc2 = t_done("test_eval");
-    if (rc2 == 0) t_rm_rf(g_dir);
+    if (rc2 == 0) t_rm_rf(t_dir);
     return rc2;
 }

@@ -395,6 +395,6 @@ int main(int argc, char **argv) {
     test_match_ends();
     test_match_failures();
     int rc = t_done("test_referee");
-    if (rc == 0) t_rm_rf(g_dir);
+    if (rc == 0) t_rm_rf(t_dir);
     return rc;
 }

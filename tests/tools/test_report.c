@@ -298,7 +298,7 @@ int main(int argc, char **argv) {
         char e[512];
         CHECK(compat_run_io(insp, t_path("inspect.txt"), "", &status, e, sizeof e) == 0 && status == 0);
         CHECK(load(t_path("inspect.txt")) == 0);
-        int failed_before = g_fail;
+        int failed_before = atomic_load(&g_fail);
         if (g_html) { /* text mode on Windows: lines end in \r\n */
             char *o = g_html;
             for (const char *q = g_html; *q; q++)
@@ -324,7 +324,7 @@ int main(int argc, char **argv) {
             CHECK(count("          -           -      -\n") == 1);
             CHECK(count("engine1: Gamma vs Delta: 1 games +0 =0 -1  unfinished, no Elo  usi-match killed") == 1);
             CHECK(count("model ") >= 2 && count("gpsshogi (smp) vm r3033") == 1);
-            if (g_fail > failed_before) fprintf(stderr, "inspect printed:\n%s", g_html);
+            if (atomic_load(&g_fail) > failed_before) fprintf(stderr, "inspect printed:\n%s", g_html);
         }
     }
 
@@ -347,6 +347,6 @@ int main(int argc, char **argv) {
 
     free(g_html);
     int rc = t_done("test_report");
-    if (rc == 0) t_rm_rf(g_dir);
+    if (rc == 0) t_rm_rf(t_dir);
     return rc;
 }

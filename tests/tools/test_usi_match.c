@@ -71,7 +71,7 @@ static void test_match(void) {
     snprintf(openings, sizeof openings, "%s/tests/data/openings.sfen", KOMA_SOURCE_DIR);
     const char *argv[] = {g_match,   "--engine1", e1,           "--engine2",     e2,         "--games",
                           "4",       "--openings", openings,    "--byoyomi",     "500",      "--concurrency",
-                          "2",       "--run",     g_dir,        "--cycle1",      "0",        "--csa-dir",
+                          "2",       "--run",     t_dir,        "--cycle1",      "0",        "--csa-dir",
                           t_path("csa"), "--max-ply", "200",    "--engine-stderr", "",       NULL};
     CHECK(t_run(argv) == 0);
 
@@ -312,6 +312,6 @@ int main(int argc, char **argv) {
     test_killed();
     test_fischer();
     int rc = t_done("test_usi_match");
-    if (rc == 0) t_rm_rf(g_dir);
+    if (rc == 0) t_rm_rf(t_dir);
     return rc;
 }

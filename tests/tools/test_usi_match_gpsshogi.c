@@ -106,6 +106,6 @@ int main(int argc, char **argv) {
         else CHECK(g.result[0] == 1); /* a later gpsusi that knows binc wins it */
     }
     int rc = t_done("test_usi_match_gpsshogi");
-    if (rc == 0) t_rm_rf(g_dir);
+    if (rc == 0) t_rm_rf(t_dir);
     return rc;
 }

@@ -47,7 +47,7 @@ int main(int argc, char **argv) {
                          "--option1", "Threads=1", "--option1", "Backend=cpu", "--option1", "USI_Hash=16",
                          "--option2", "NodeLimit=24", "--option2", "Threads=1", "--option2", "Backend=cpu",
                          "--option2", "USI_Hash=16", "--name2", "koma-uniform", "--games", "2", "--byoyomi", "3000",
-                         "--max-ply", "120", "--run", g_dir, "--cycle1", "0", "--csa-dir", t_path("csa"),
+                         "--max-ply", "120", "--run", t_dir, "--cycle1", "0", "--csa-dir", t_path("csa"),
                          "--engine-stderr", t_path("koma.stderr"), NULL};
     CHECK(t_run(run) == 0);
     mc_games_t g;
@@ -62,6 +62,6 @@ int main(int argc, char **argv) {
     CHECK(t_sql_int(t_path("koma.db"), "SELECT wins + draws + losses FROM matches") == 2);
     CHECK(t_sql_int(t_path("koma.db"), "SELECT count(*) FROM match_games WHERE match_id = (SELECT id FROM matches)") == 2);
     int rc = t_done("test_usi_match_koma");
-    if (rc == 0) t_rm_rf(g_dir);
+    if (rc == 0) t_rm_rf(t_dir);
     return rc;
 }

@@ -1,13 +1,12 @@
-/* tools_test.h - helpers shared by the tests/tools programs: checks, scratch
- * directories, running a program, reading a SQLite table back, and a CSA
- * reader that replays records with the engine (independent of usi-match's
- * writer). Header-only; every function is static. */
+/* tools_test.h - helpers shared by the tests/tools programs, on top of
+ * tests/koma_test.h (checks, t_done, the scratch directory t_dir): running a
+ * program, reading a SQLite table back, and a CSA reader that replays records
+ * with the engine (independent of usi-match's writer). Header-only; every
+ * function is static. */
 #ifndef KOMA_TESTS_TOOLS_TEST_H
 #define KOMA_TESTS_TOOLS_TEST_H
 
-#include <math.h>
 #include <sqlite3.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,71 +16,7 @@
 #include "engine/position.h"
 #include "engine/rules.h"
 #include "engine/sfen.h"
-
-static int g_fail, g_checks;
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        g_checks++;                                                                  \
-        if (!(cond)) {                                                               \
-            g_fail++;                                                                \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-        }                                                                            \
-    } while (0)
-#define CHECK_NEAR(a, b, tol)                                                                                  \
-    do {                                                                                                       \
-        g_checks++;                                                                                            \
-        double a_ = (a), b_ = (b);                                                                             \
-        if (!(fabs(a_ - b_) <= (tol))) {                                                                       \
-            g_fail++;                                                                                          \
-            fprintf(stderr, "%s:%d: CHECK_NEAR failed: %s = %.6g, want %.6g +- %g\n", __FILE__, __LINE__, #a, a_, \
-                    b_, (double)(tol));                                                                        \
-        }                                                                                                      \
-    } while (0)
-
-static inline int t_done(const char *name) {
-    fprintf(stderr, "%s: %d checks, %d failed\n", name, g_checks, g_fail);
-    return g_fail ? 1 : 0;
-}
-
-/* ---- scratch directories ------------------------------------------------------ */
-static char g_dir[600];
-
-static int t_rm_entry(const char *name, int is_dir, void *user) {
-    char p[1200];
-    snprintf(p, sizeof p, "%s/%s", (const char *)user, name);
-    if (is_dir) {
-        char err[256];
-        compat_list_dir(p, t_rm_entry, p, err, sizeof err);
-        compat_remove_dir(p);
-    } else {
-        compat_remove_file(p);
-    }
-    return 0;
-}
-
-static inline void t_rm_rf(const char *dir) {
-    char err[256];
-    if (compat_is_dir(dir)) {
-        compat_list_dir(dir, t_rm_entry, (void *)dir, err, sizeof err);
-        compat_remove_dir(dir);
-    }
-}
-
-/* KOMA_TEST_TMP/<name>_<pid>, empty. */
-static inline void t_scratch(const char *name) {
-    char err[512];
-    snprintf(g_dir, sizeof g_dir, "%s/%s_%d", KOMA_TEST_TMP, name, compat_getpid());
-    t_rm_rf(g_dir);
-    KOMA_ASSERT(compat_mkdir_p(g_dir, err, sizeof err) == 0);
-}
-
-static inline const char *t_path(const char *name) {
-    static char bufs[16][900];
-    static int at;
-    char *b = bufs[at++ % 16];
-    snprintf(b, 900, "%s/%s", g_dir, name);
-    return b;
-}
+#include "tests/koma_test.h"
 
 /* ---- running programs ------------------------------------------------------------- */
 /* Runs argv (no shell; its stdout and stderr are ours, so ctest logs them)
