@@ -1,6 +1,7 @@
-/* sp_test.h - shared helpers of the selfplay tests: CHECK, scratch run
- * directories, and check_run, the consistency check of a run directory that
- * every test applies (after a clean exit, after a kill -9, after Ctrl-C):
+/* sp_test.h - shared helpers of the selfplay tests, on top of
+ * tests/koma_test.h (CHECKF, t_done, scratch run directories): check_run, the
+ * consistency check of a run directory that every test applies (after a
+ * clean exit, after a kill -9, after Ctrl-C):
  *   - PRAGMA integrity_check is "ok";
  *   - every shards row's file exists and opens with every checksum verified;
  *   - every games row lies in its shard: rows [first_row, first_row+row_count)
@@ -33,65 +34,7 @@
 #include "engine/rules.h"
 #include "engine/sfen.h"
 #include "nn/weights.h"
-
-static int g_fail, g_checks;
-#define CHECK(cond, ...)                                                                  \
-    do {                                                                                  \
-        g_checks++;                                                                       \
-        if (!(cond)) {                                                                    \
-            g_fail++;                                                                     \
-            if (g_fail < 50) {                                                            \
-                fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond);  \
-                fprintf(stderr, __VA_ARGS__);                                             \
-                fprintf(stderr, "\n");                                                    \
-            }                                                                             \
-        }                                                                                 \
-    } while (0)
-
-static inline int test_finish(const char *name) {
-    if (g_fail) {
-        fprintf(stderr, "%s: %d of %d checks failed\n", name, g_fail, g_checks);
-        return 1;
-    }
-    printf("%s: ok (%d checks)\n", name, g_checks);
-    return 0;
-}
-
-/* ---- scratch directories ------------------------------------------------------------ */
-
-static int rm_entry(const char *name, int is_dir, void *user);
-
-/* rm -r dir (missing is fine). */
-static inline void rm_tree(const char *dir) {
-    char err[256];
-    if (!compat_is_dir(dir)) {
-        compat_remove_file(dir);
-        return;
-    }
-    compat_list_dir(dir, rm_entry, (void *)dir, err, sizeof err);
-    compat_remove_dir(dir);
-}
-
-static int rm_entry(const char *name, int is_dir, void *user) {
-    char p[1024];
-    snprintf(p, sizeof p, "%s/%s", (const char *)user, name);
-    if (is_dir) rm_tree(p);
-    else compat_remove_file(p);
-    return 0;
-}
-
-/* A fresh directory KOMA_TEST_TMP/<name>_<pid>. */
-static inline const char *scratch_dir(const char *name) {
-    static char dir[600];
-    char err[256];
-    snprintf(dir, sizeof dir, "%s/%s_%d", KOMA_TEST_TMP, name, compat_getpid());
-    rm_tree(dir);
-    if (compat_mkdir_p(dir, err, sizeof err) != 0) {
-        fprintf(stderr, "cannot create %s: %s\n", dir, err);
-        exit(2);
-    }
-    return dir;
-}
+#include "tests/koma_test.h"
 
 /* ---- the run check ---------------------------------------------------------------------- */
 
@@ -159,39 +102,39 @@ static inline void check_end(const db_game_t *g, Position *pos, int32_t max_ply)
     int32_t want = st.winner == COLOR_BLACK ? 1 : st.winner == COLOR_WHITE ? -1 : 0;
     switch (g->reason) {
     case DB_REASON_CHECKMATE:
-        CHECK(st.end == RULES_END_CHECKMATE && movegen_count_legal(pos) == 0,
-              "game %lld: 'checkmate' but the side to move has %d legal moves", (long long)g->id,
-              movegen_count_legal(pos));
-        CHECK(g->result == want && want != 0, "game %lld: checkmate result %d, want %d", (long long)g->id, g->result,
-              want);
+        CHECKF(st.end == RULES_END_CHECKMATE && movegen_count_legal(pos) == 0,
+               "game %lld: 'checkmate' but the side to move has %d legal moves", (long long)g->id,
+               movegen_count_legal(pos));
+        CHECKF(g->result == want && want != 0, "game %lld: checkmate result %d, want %d", (long long)g->id, g->result,
+               want);
         break;
     case DB_REASON_SENNICHITE:
     case DB_REASON_PERPETUAL_CHECK:
-        CHECK(st.end == (g->reason == DB_REASON_SENNICHITE ? RULES_END_SENNICHITE : RULES_END_PERPETUAL_CHECK),
-              "game %lld: '%s' but the rules say '%s'", (long long)g->id, db_reason_name(g->reason),
-              rules_end_name(st.end));
-        CHECK(g->result == want, "game %lld: repetition result %d, want %d", (long long)g->id, g->result, want);
+        CHECKF(st.end == (g->reason == DB_REASON_SENNICHITE ? RULES_END_SENNICHITE : RULES_END_PERPETUAL_CHECK),
+               "game %lld: '%s' but the rules say '%s'", (long long)g->id, db_reason_name(g->reason),
+               rules_end_name(st.end));
+        CHECKF(g->result == want, "game %lld: repetition result %d, want %d", (long long)g->id, g->result, want);
         break;
     case DB_REASON_DECLARATION:
-        CHECK(st.end == RULES_END_DECLARATION && rules_can_declare(pos), "game %lld: 'declaration' but rules say '%s'",
-              (long long)g->id, rules_end_name(st.end));
-        CHECK(g->result == (pos_side_to_move(pos) == COLOR_BLACK ? 1 : -1), "game %lld: declaration result %d",
-              (long long)g->id, g->result);
+        CHECKF(st.end == RULES_END_DECLARATION && rules_can_declare(pos), "game %lld: 'declaration' but rules say '%s'",
+               (long long)g->id, rules_end_name(st.end));
+        CHECKF(g->result == (pos_side_to_move(pos) == COLOR_BLACK ? 1 : -1), "game %lld: declaration result %d",
+               (long long)g->id, g->result);
         break;
     case DB_REASON_MAX_PLY:
-        CHECK(st.end == RULES_END_MAX_PLY && g->plies == max_ply && g->result == 0,
-              "game %lld: 'max_ply' with %d plies (max %d), rules '%s', result %d", (long long)g->id, g->plies, max_ply,
-              rules_end_name(st.end), g->result);
+        CHECKF(st.end == RULES_END_MAX_PLY && g->plies == max_ply && g->result == 0,
+               "game %lld: 'max_ply' with %d plies (max %d), rules '%s', result %d", (long long)g->id, g->plies, max_ply,
+               rules_end_name(st.end), g->result);
         break;
     case DB_REASON_RESIGN:
-        CHECK(st.end == RULES_END_NONE, "game %lld: 'resign' in a position the rules end ('%s')", (long long)g->id,
-              rules_end_name(st.end));
+        CHECKF(st.end == RULES_END_NONE, "game %lld: 'resign' in a position the rules end ('%s')", (long long)g->id,
+               rules_end_name(st.end));
         /* the side to move resigned */
-        CHECK(g->result == (pos_side_to_move(pos) == COLOR_BLACK ? -1 : 1), "game %lld: resign result %d with %s to move",
-              (long long)g->id, g->result, pos_side_to_move(pos) == COLOR_BLACK ? "black" : "white");
+        CHECKF(g->result == (pos_side_to_move(pos) == COLOR_BLACK ? -1 : 1), "game %lld: resign result %d with %s to move",
+               (long long)g->id, g->result, pos_side_to_move(pos) == COLOR_BLACK ? "black" : "white");
         break;
     default:
-        CHECK(0, "game %lld: unexpected reason %s", (long long)g->id, db_reason_name(g->reason));
+        CHECKF(0, "game %lld: unexpected reason %s", (long long)g->id, db_reason_name(g->reason));
     }
 }
 
@@ -200,7 +143,7 @@ static inline void replay_game(const db_game_t *g, const shard_t *sh, int32_t ma
     static Position pos;
     static uint8_t packed[ENC_PACKED_BYTES], legal[ENC_LEGAL_BYTES];
     float hand[ENC_HAND];
-    CHECK(!strcmp(g->start_sfen, "startpos"), "game %lld starts at '%s'", (long long)g->id, g->start_sfen);
+    CHECKF(!strcmp(g->start_sfen, "startpos"), "game %lld starts at '%s'", (long long)g->id, g->start_sfen);
     pos_set_startpos(&pos);
     const shard_columns_t *c = shard_columns(sh);
     const shard_format_t *f = shard_format(sh);
@@ -220,19 +163,19 @@ static inline void replay_game(const db_game_t *g, const shard_t *sh, int32_t ma
             bool same = sp.side == (uint8_t)pos.side && sp.ply == pos.game_ply &&
                         sp.hand[0] == pos.hand[COLOR_BLACK] && sp.hand[1] == pos.hand[COLOR_WHITE] &&
                         memcmp(sp.board, pos.board, 81) == 0;
-            CHECK(same, "game %lld row %lld: position column differs from the replay at ply %d", (long long)g->id,
-                  (long long)r, ply);
+            CHECKF(same, "game %lld row %lld: position column differs from the replay at ply %d", (long long)g->id,
+                   (long long)r, ply);
             encode_position(&pos, packed, hand);
             encode_legal_mask(&pos, legal);
-            CHECK(f->planes_bytes == ENC_PACKED_BYTES && !memcmp(c->planes + r * ENC_PACKED_BYTES, packed, ENC_PACKED_BYTES),
-                  "game %lld row %lld: planes differ from encode_position", (long long)g->id, (long long)r);
-            CHECK(!memcmp(c->legal + r * ENC_LEGAL_BYTES, legal, ENC_LEGAL_BYTES), "game %lld row %lld: legal mask",
-                  (long long)g->id, (long long)r);
-            CHECK(!memcmp(c->hand + r * ENC_HAND, hand, sizeof hand), "game %lld row %lld: hand", (long long)g->id,
-                  (long long)r);
+            CHECKF(f->planes_bytes == ENC_PACKED_BYTES && !memcmp(c->planes + r * ENC_PACKED_BYTES, packed, ENC_PACKED_BYTES),
+                   "game %lld row %lld: planes differ from encode_position", (long long)g->id, (long long)r);
+            CHECKF(!memcmp(c->legal + r * ENC_LEGAL_BYTES, legal, ENC_LEGAL_BYTES), "game %lld row %lld: legal mask",
+                   (long long)g->id, (long long)r);
+            CHECKF(!memcmp(c->hand + r * ENC_HAND, hand, sizeof hand), "game %lld row %lld: hand", (long long)g->id,
+                   (long long)r);
             Move m = move_from_usi(&pos, s, (size_t)(e - s));
-            CHECK(c->move[r] == m, "game %lld row %lld: move column %u, games.moves says %.*s", (long long)g->id,
-                  (long long)r, (unsigned)c->move[r], (int)(e - s), s);
+            CHECKF(c->move[r] == m, "game %lld row %lld: move column %u, games.moves says %.*s", (long long)g->id,
+                   (long long)r, (unsigned)c->move[r], (int)(e - s), s);
             int64_t b, en;
             shard_row_policy(sh, r, &b, &en);
             if (en > b) {
@@ -241,34 +184,34 @@ static inline void replay_game(const db_game_t *g, const shard_t *sh, int32_t ma
                 for (int64_t k = b; k < en; k++) {
                     sum += c->policy_prob[k];
                     Move pm = encode_label_move(&pos, c->policy_label[k]);
-                    CHECK(pm != MOVE_NONE, "game %lld row %lld: policy label %u is no legal move", (long long)g->id,
-                          (long long)r, (unsigned)c->policy_label[k]);
+                    CHECKF(pm != MOVE_NONE, "game %lld row %lld: policy label %u is no legal move", (long long)g->id,
+                           (long long)r, (unsigned)c->policy_label[k]);
                 }
-                CHECK(fabs(sum - 1.0) < 1e-3, "game %lld row %lld: policy sums to %f", (long long)g->id, (long long)r,
-                      sum);
+                CHECKF(fabs(sum - 1.0) < 1e-3, "game %lld row %lld: policy sums to %f", (long long)g->id, (long long)r,
+                       sum);
             }
             int8_t want = g->result == 0 ? 0 : ((g->result > 0) == (pos.side == COLOR_BLACK) ? 1 : -1);
-            CHECK(c->result[r] == want, "game %lld row %lld: result column %d, want %d", (long long)g->id, (long long)r,
-                  c->result[r], want);
+            CHECKF(c->result[r] == want, "game %lld row %lld: result column %d, want %d", (long long)g->id, (long long)r,
+                   c->result[r], want);
             r++;
         }
         Move m = move_from_usi(&pos, s, (size_t)(e - s));
         if (m == MOVE_NONE) {
-            CHECK(0, "game %lld: move %d '%.*s' is not legal", (long long)g->id, ply + 1, (int)(e - s), s);
+            CHECKF(0, "game %lld: move %d '%.*s' is not legal", (long long)g->id, ply + 1, (int)(e - s), s);
             ok = false;
             break;
         }
         RulesStatus st = rules_status(&pos, max_ply);
-        CHECK(st.end == RULES_END_NONE, "game %lld: the game was over ('%s') before move %d", (long long)g->id,
-              rules_end_name(st.end), ply + 1);
+        CHECKF(st.end == RULES_END_NONE, "game %lld: the game was over ('%s') before move %d", (long long)g->id,
+               rules_end_name(st.end), ply + 1);
         pos_do_move(&pos, m);
         ply++;
         s = e;
     }
     if (!ok) return;
-    CHECK(ply == g->plies, "game %lld: %d moves, plies %d", (long long)g->id, ply, g->plies);
-    CHECK(r == rend, "game %lld: %lld of %lld rows matched a ply", (long long)g->id, (long long)(r - g->first_row),
-          (long long)g->row_count);
+    CHECKF(ply == g->plies, "game %lld: %d moves, plies %d", (long long)g->id, ply, g->plies);
+    CHECKF(r == rend, "game %lld: %lld of %lld rows matched a ply", (long long)g->id, (long long)(r - g->first_row),
+           (long long)g->row_count);
     check_end(g, &pos, max_ply);
     rs->replayed++;
 }
@@ -289,88 +232,88 @@ static inline void check_run(const char *dir, uint32_t flags, int32_t max_ply, r
         if (sqlite3_prepare_v2(s, "PRAGMA integrity_check", -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
             snprintf(res, sizeof res, "%s", (const char *)sqlite3_column_text(st, 0));
         sqlite3_finalize(st);
-        CHECK(!strcmp(res, "ok"), "%s: integrity_check says '%s'", path, res);
+        CHECKF(!strcmp(res, "ok"), "%s: integrity_check says '%s'", path, res);
     } else {
-        CHECK(0, "%s: cannot open with sqlite3", path);
+        CHECKF(0, "%s: cannot open with sqlite3", path);
     }
     sqlite3_close(s);
 
     db_t *db = NULL;
     if (db_open(path, DB_OPEN_READONLY, &db, err, sizeof err) != DB_OK) {
-        CHECK(0, "db_open: %s", err);
+        CHECKF(0, "db_open: %s", err);
         return;
     }
     db_summary_t sum;
-    CHECK(db_summary(db, &sum) == DB_OK, "summary: %s", db_errmsg(db));
+    CHECKF(db_summary(db, &sum) == DB_OK, "summary: %s", db_errmsg(db));
     rs->latest_cycle = sum.latest_cycle;
     rs->models = sum.models;
     db_shard_t *sh = NULL;
     int32_t nsh = 0;
-    CHECK(db_shards_recent(db, 0, &sh, &nsh) == DB_OK, "shards: %s", db_errmsg(db));
+    CHECKF(db_shards_recent(db, 0, &sh, &nsh) == DB_OK, "shards: %s", db_errmsg(db));
     const char **paths = calloc((size_t)nsh + 1, sizeof *paths);
     for (int32_t i = 0; i < nsh; i++) {
         paths[i] = sh[i].path;
         char fp[1400];
         snprintf(fp, sizeof fp, "%s/%s", dir, sh[i].path);
         shard_t *f = shard_open(fp, NULL, 0, err, sizeof err);
-        CHECK(f != NULL, "shard row %lld: %s", (long long)sh[i].id, err);
+        CHECKF(f != NULL, "shard row %lld: %s", (long long)sh[i].id, err);
         if (!f) continue;
-        CHECK(shard_rows(f) == sh[i].rows, "%s: %lld rows, db says %lld", fp, (long long)shard_rows(f),
-              (long long)sh[i].rows);
+        CHECKF(shard_rows(f) == sh[i].rows, "%s: %lld rows, db says %lld", fp, (long long)shard_rows(f),
+               (long long)sh[i].rows);
         db_game_list_t gl = {0};
-        CHECK(db_games_of_shard(db, sh[i].id, &gl) == DB_OK, "games of shard %lld", (long long)sh[i].id);
-        CHECK(gl.n == sh[i].games && gl.n == shard_games(f), "%s: %lld games listed, row says %lld, file %lld", fp,
-              (long long)gl.n, (long long)sh[i].games, (long long)shard_games(f));
+        CHECKF(db_games_of_shard(db, sh[i].id, &gl) == DB_OK, "games of shard %lld", (long long)sh[i].id);
+        CHECKF(gl.n == sh[i].games && gl.n == shard_games(f), "%s: %lld games listed, row says %lld, file %lld", fp,
+               (long long)gl.n, (long long)sh[i].games, (long long)shard_games(f));
         const int64_t *gid = shard_columns(f)->game_id;
         int64_t covered = 0;
         for (int64_t k = 0; k < gl.n; k++) {
             const db_game_t *g = &gl.games[k];
-            CHECK(g->first_row >= 0 && g->row_count >= 0 && g->first_row + g->row_count <= shard_rows(f),
-                  "game %lld: rows [%lld, +%lld) outside %s", (long long)g->id, (long long)g->first_row,
+            CHECKF(g->first_row >= 0 && g->row_count >= 0 && g->first_row + g->row_count <= shard_rows(f),
+                   "game %lld: rows [%lld, +%lld) outside %s", (long long)g->id, (long long)g->first_row,
                   (long long)g->row_count, fp);
             if (!(g->first_row >= 0 && g->first_row + g->row_count <= shard_rows(f))) continue;
             int64_t mine = 0;
             for (int64_t r = 0; r < shard_rows(f); r++) mine += gid[r] == g->id;
             bool in = true;
             for (int64_t r = g->first_row; r < g->first_row + g->row_count; r++) in &= gid[r] == g->id;
-            CHECK(in && mine == g->row_count, "game %lld: %lld rows carry its id, games row says [%lld, +%lld)",
+            CHECKF(in && mine == g->row_count, "game %lld: %lld rows carry its id, games row says [%lld, +%lld)",
                   (long long)g->id, (long long)mine, (long long)g->first_row, (long long)g->row_count);
             covered += g->row_count;
             rs->reasons[g->reason]++;
             if (flags & CHECK_RUN_REPLAY) replay_game(g, f, max_ply, rs);
         }
-        CHECK(covered == shard_rows(f), "%s: games cover %lld of %lld rows", fp, (long long)covered,
-              (long long)shard_rows(f));
+        CHECKF(covered == shard_rows(f), "%s: games cover %lld of %lld rows", fp, (long long)covered,
+               (long long)shard_rows(f));
         rs->games += gl.n;
         rs->positions += shard_rows(f);
         db_game_list_free(&gl);
         shard_close(f);
     }
     rs->shards = nsh;
-    CHECK(rs->games == sum.games, "games in shards %lld, games rows %lld", (long long)rs->games, (long long)sum.games);
+    CHECKF(rs->games == sum.games, "games in shards %lld, games rows %lld", (long long)rs->games, (long long)sum.games);
     for (int32_t c = 0; c <= sum.latest_cycle; c++) {
         db_model_t m;
         if (db_model_by_cycle(db, c, &m) != DB_OK) {
-            CHECK(0, "no model of cycle %d (latest %d)", c, sum.latest_cycle);
+            CHECKF(0, "no model of cycle %d (latest %d)", c, sum.latest_cycle);
             continue;
         }
         char fp[1400];
         snprintf(fp, sizeof fp, "%s/%s", dir, m.path);
-        CHECK(compat_file_exists(fp), "model %d: %s missing", c, fp);
+        CHECKF(compat_file_exists(fp), "model %d: %s missing", c, fp);
         if (flags & CHECK_RUN_LOAD_MODELS) {
             nn_backend_t *be = nn_backend_cpu_new(1);
             nn_net_t *net = nn_weights_load(be, fp, ENC_FEATURES_VERSION, err, sizeof err);
-            CHECK(net != NULL, "model %d: %s", c, err);
+            CHECKF(net != NULL, "model %d: %s", c, err);
             nn_net_free(net);
             nn_backend_free(be);
         }
     }
     if (flags & CHECK_RUN_CLEAN) {
-        CHECK(sum.pending == 0, "%lld shard intents pending after a clean exit", (long long)sum.pending);
+        CHECKF(sum.pending == 0, "%lld shard intents pending after a clean exit", (long long)sum.pending);
         shard_dir_t sd = {paths, nsh, 0, ""};
         snprintf(path, sizeof path, "%s/shards", dir);
         if (compat_is_dir(path)) compat_list_dir(path, shard_dir_entry, &sd, err, sizeof err);
-        CHECK(sd.unknown == 0, "%d unregistered file(s) in shards/, e.g. %s", sd.unknown, sd.first);
+        CHECKF(sd.unknown == 0, "%d unregistered file(s) in shards/, e.g. %s", sd.unknown, sd.first);
     }
     free(paths);
     free(sh);

@@ -37,15 +37,15 @@ static void test_cpu_ini_is_default(void) {
     int n = table();
     char *def = cfg_dump_string(g_opts, n);
     char err[1024];
-    CHECK(cfg_load_file(g_opts, n, KOMA_SOURCE_DIR "/configs/cpu.ini", err, sizeof err) == CFG_OK, "cpu.ini: %s", err);
+    CHECKF(cfg_load_file(g_opts, n, KOMA_SOURCE_DIR "/configs/cpu.ini", err, sizeof err) == CFG_OK, "cpu.ini: %s", err);
     char *ini = cfg_dump_string(g_opts, n);
     /* Line by line, to name the flag that differs. */
     const char *a = def, *b = ini;
     while (*a || *b) {
         const char *ea = strchr(a, '\n'), *eb = strchr(b, '\n');
         size_t la = ea ? (size_t)(ea - a) : strlen(a), lb = eb ? (size_t)(eb - b) : strlen(b);
-        CHECK(la == lb && !memcmp(a, b, la), "configs/cpu.ini differs from the defaults: '%.*s' vs '%.*s'", (int)la, a,
-              (int)lb, b);
+        CHECKF(la == lb && !memcmp(a, b, la), "configs/cpu.ini differs from the defaults: '%.*s' vs '%.*s'", (int)la, a,
+               (int)lb, b);
         a += la + (ea ? 1 : 0);
         b += lb + (eb ? 1 : 0);
     }
@@ -54,13 +54,13 @@ static void test_cpu_ini_is_default(void) {
     /* ... and every selfplay flag (the first of the table) is written in it. */
     size_t len = 0;
     char *text = compat_read_file(KOMA_SOURCE_DIR "/configs/cpu.ini", &len, err, sizeof err);
-    CHECK(text != NULL, "%s", err);
+    CHECKF(text != NULL, "%s", err);
     cfg_opt_t mine[SP_CONFIG_NFLAGS];
     int m = sp_config_flags(&g_cfg, mine, SP_CONFIG_NFLAGS);
     for (int i = 0; text && i < m; i++) {
         char key[80];
         snprintf(key, sizeof key, "\n%s = ", mine[i].name);
-        CHECK(strstr(text, key) != NULL, "configs/cpu.ini does not list the selfplay flag '%s'", mine[i].name);
+        CHECKF(strstr(text, key) != NULL, "configs/cpu.ini does not list the selfplay flag '%s'", mine[i].name);
     }
     free(text);
 }
@@ -68,72 +68,72 @@ static void test_cpu_ini_is_default(void) {
 static void test_gpu_ini(void) {
     char err[1024];
     char *argv[] = {"selfplay", "--config", KOMA_SOURCE_DIR "/configs/gpu.ini", NULL};
-    CHECK(parse(3, argv, err, sizeof err) == CFG_OK, "gpu.ini: %s", err);
-    CHECK(!strcmp(g_cfg.backend, "cuda") && !strcmp(g_tcfg.backend, "cuda"), "gpu.ini backends %s / %s", g_cfg.backend,
-          g_tcfg.backend);
+    CHECKF(parse(3, argv, err, sizeof err) == CFG_OK, "gpu.ini: %s", err);
+    CHECKF(!strcmp(g_cfg.backend, "cuda") && !strcmp(g_tcfg.backend, "cuda"), "gpu.ini backends %s / %s", g_cfg.backend,
+           g_tcfg.backend);
     int32_t b = 0, c = 0;
-    CHECK(nn_net_size_parse(g_tcfg.net, &b, &c) == 0 && b >= 10 && c >= 128, "gpu.ini net %s", g_tcfg.net);
-    CHECK(g_cfg.visits >= 400 && g_cfg.max_batch == 512 && g_cfg.streams >= 2 && g_cfg.streams <= 4,
-          "gpu.ini visits %lld, max batch %lld, streams %lld", (long long)g_cfg.visits, (long long)g_cfg.max_batch,
-          (long long)g_cfg.streams);
+    CHECKF(nn_net_size_parse(g_tcfg.net, &b, &c) == 0 && b >= 10 && c >= 128, "gpu.ini net %s", g_tcfg.net);
+    CHECKF(g_cfg.visits >= 400 && g_cfg.max_batch == 512 && g_cfg.streams >= 2 && g_cfg.streams <= 4,
+           "gpu.ini visits %lld, max batch %lld, streams %lld", (long long)g_cfg.visits, (long long)g_cfg.max_batch,
+           (long long)g_cfg.streams);
     /* enough leaves in flight to fill batches of 512 on every stream twice */
     int64_t in_flight = g_cfg.threads * g_cfg.games_per_thread * g_cfg.leaves_per_game;
-    CHECK(in_flight >= 2 * g_cfg.max_batch * g_cfg.streams, "gpu.ini: %lld leaves in flight", (long long)in_flight);
-    CHECK((g_cfg.games_per_thread / 2) * g_cfg.leaves_per_game >= 128, "gpu.ini: submissions of %lld leaves",
-          (long long)((g_cfg.games_per_thread / 2) * g_cfg.leaves_per_game));
+    CHECKF(in_flight >= 2 * g_cfg.max_batch * g_cfg.streams, "gpu.ini: %lld leaves in flight", (long long)in_flight);
+    CHECKF((g_cfg.games_per_thread / 2) * g_cfg.leaves_per_game >= 128, "gpu.ini: submissions of %lld leaves",
+           (long long)((g_cfg.games_per_thread / 2) * g_cfg.leaves_per_game));
 }
 
 static void test_eval_flags(void) {
     char err[1024];
     char *a0[] = {"selfplay", NULL};
-    CHECK(parse(1, a0, err, sizeof err) == CFG_OK, "%s", err);
-    CHECK(g_cfg.eval_every == 1 && g_cfg.eval_games == 8 && g_cfg.eval_visits == 32, "eval defaults %lld / %lld / %lld",
-          (long long)g_cfg.eval_every, (long long)g_cfg.eval_games, (long long)g_cfg.eval_visits);
+    CHECKF(parse(1, a0, err, sizeof err) == CFG_OK, "%s", err);
+    CHECKF(g_cfg.eval_every == 1 && g_cfg.eval_games == 8 && g_cfg.eval_visits == 32, "eval defaults %lld / %lld / %lld",
+           (long long)g_cfg.eval_every, (long long)g_cfg.eval_games, (long long)g_cfg.eval_visits);
     char *a1[] = {"selfplay", "--config", KOMA_SOURCE_DIR "/configs/gpu.ini", NULL};
-    CHECK(parse(3, a1, err, sizeof err) == CFG_OK, "%s", err);
-    CHECK(g_cfg.eval_every == 1 && g_cfg.eval_games == 40 && g_cfg.eval_visits == 200, "gpu.ini eval %lld / %lld / %lld",
-          (long long)g_cfg.eval_every, (long long)g_cfg.eval_games, (long long)g_cfg.eval_visits);
+    CHECKF(parse(3, a1, err, sizeof err) == CFG_OK, "%s", err);
+    CHECKF(g_cfg.eval_every == 1 && g_cfg.eval_games == 40 && g_cfg.eval_visits == 200, "gpu.ini eval %lld / %lld / %lld",
+           (long long)g_cfg.eval_every, (long long)g_cfg.eval_games, (long long)g_cfg.eval_visits);
     char *a2[] = {"selfplay", "--eval-every", "0", "--eval-games", "3", "--eval-visits", "5", NULL};
-    CHECK(parse(7, a2, err, sizeof err) == CFG_OK && g_cfg.eval_every == 0 && g_cfg.eval_games == 3 &&
+    CHECKF(parse(7, a2, err, sizeof err) == CFG_OK && g_cfg.eval_every == 0 && g_cfg.eval_games == 3 &&
               g_cfg.eval_visits == 5,
-          "%s", err);
+           "%s", err);
     char *a3[] = {"selfplay", "--eval-games", "0", NULL};
-    CHECK(parse(3, a3, err, sizeof err) != CFG_OK && strstr(err, "eval-games"), "--eval-games 0: '%s'", err);
+    CHECKF(parse(3, a3, err, sizeof err) != CFG_OK && strstr(err, "eval-games"), "--eval-games 0: '%s'", err);
     char *a4[] = {"selfplay", "--eval-every", "-1", NULL};
-    CHECK(parse(3, a4, err, sizeof err) != CFG_OK && strstr(err, "eval-every"), "--eval-every -1: '%s'", err);
+    CHECKF(parse(3, a4, err, sizeof err) != CFG_OK && strstr(err, "eval-every"), "--eval-every -1: '%s'", err);
 }
 
 static void test_flags(void) {
     char err[1024];
     char *a1[] = {"selfplay", "--search", "mcts", NULL};
-    CHECK(parse(3, a1, err, sizeof err) != CFG_OK && strstr(err, "search"), "--search mcts: '%s'", err);
+    CHECKF(parse(3, a1, err, sizeof err) != CFG_OK && strstr(err, "search"), "--search mcts: '%s'", err);
     char *a2[] = {"selfplay", "--backend", "tpu", NULL};
-    CHECK(parse(3, a2, err, sizeof err) != CFG_OK && strstr(err, "backend"), "--backend tpu: '%s'", err);
+    CHECKF(parse(3, a2, err, sizeof err) != CFG_OK && strstr(err, "backend"), "--backend tpu: '%s'", err);
     char *a3[] = {"selfplay", "--full-prob", "1.5", NULL};
-    CHECK(parse(3, a3, err, sizeof err) != CFG_OK && strstr(err, "full-prob"), "--full-prob 1.5: '%s'", err);
+    CHECKF(parse(3, a3, err, sizeof err) != CFG_OK && strstr(err, "full-prob"), "--full-prob 1.5: '%s'", err);
     char *a4[] = {"selfplay", "--net", "6y64", NULL};
-    CHECK(parse(3, a4, err, sizeof err) != CFG_OK && strstr(err, "net"), "--net 6y64: '%s'", err);
+    CHECKF(parse(3, a4, err, sizeof err) != CFG_OK && strstr(err, "net"), "--net 6y64: '%s'", err);
     /* the command line wins over the file; negative values parse */
     char *a5[] = {"selfplay", "--visits", "99", "--config", KOMA_SOURCE_DIR "/configs/gpu.ini", "--resign-threshold",
                   "-0.75", "--no-tree-reuse", "--search", "puct", NULL};
-    CHECK(parse(10, a5, err, sizeof err) == CFG_OK, "%s", err);
-    CHECK(g_cfg.visits == 99 && g_cfg.resign_threshold == -0.75 && !g_cfg.tree_reuse && !strcmp(g_cfg.backend, "cuda"),
-          "visits %lld threshold %g reuse %d backend %s", (long long)g_cfg.visits, g_cfg.resign_threshold,
-          g_cfg.tree_reuse, g_cfg.backend);
+    CHECKF(parse(10, a5, err, sizeof err) == CFG_OK, "%s", err);
+    CHECKF(g_cfg.visits == 99 && g_cfg.resign_threshold == -0.75 && !g_cfg.tree_reuse && !strcmp(g_cfg.backend, "cuda"),
+           "visits %lld threshold %g reuse %d backend %s", (long long)g_cfg.visits, g_cfg.resign_threshold,
+           g_cfg.tree_reuse, g_cfg.backend);
 
     MctsParams p;
     sp_config_mcts(&g_cfg, 5, &p);
-    CHECK(p.root_mode == MCTS_ROOT_PUCT && p.visits_full == 99 && p.visits_fast == (int32_t)g_cfg.visits_fast &&
+    CHECKF(p.root_mode == MCTS_ROOT_PUCT && p.visits_full == 99 && p.visits_fast == (int32_t)g_cfg.visits_fast &&
               fabsf(p.full_prob - (float)g_cfg.full_prob) < 1e-6f && p.noise && p.move_temp_plies == 0 &&
               p.max_ply == (int32_t)g_cfg.max_ply && p.node_limit >= 2 * 99,
-          "mcts params: mode %d visits %d/%d noise %d temp plies %d nodes %d", p.root_mode, p.visits_full,
-          p.visits_fast, p.noise, p.move_temp_plies, p.node_limit);
+           "mcts params: mode %d visits %d/%d noise %d temp plies %d nodes %d", p.root_mode, p.visits_full,
+           p.visits_fast, p.noise, p.move_temp_plies, p.node_limit);
     nn_server_config_t sc = sp_config_server(&g_cfg);
     int64_t half = (g_cfg.games_per_thread + 1) / 2 * g_cfg.leaves_per_game;
-    CHECK(sc.queue_positions >= 2 * g_cfg.threads * half && sc.max_batch == 512 && !strcmp(sc.backend, "cuda") &&
+    CHECKF(sc.queue_positions >= 2 * g_cfg.threads * half && sc.max_batch == 512 && !strcmp(sc.backend, "cuda") &&
               sc.expect_features_version == ENC_FEATURES_VERSION,
-          "server: queue %d for %lld threads x 2 x %lld", sc.queue_positions, (long long)g_cfg.threads,
-          (long long)half);
+           "server: queue %d for %lld threads x 2 x %lld", sc.queue_positions, (long long)g_cfg.threads,
+           (long long)half);
 }
 
 int main(void) {
@@ -141,5 +141,5 @@ int main(void) {
     test_gpu_ini();
     test_eval_flags();
     test_flags();
-    return test_finish("test_selfplay_config");
+    return t_done("test_selfplay_config");
 }

@@ -106,38 +106,38 @@ static int log_resign(const char *dir, int c, long long *nr, long long *wr, long
 static void check_resign_metrics(db_t *db, const char *dir, int c, double threshold, bool all_no_resign) {
     db_cycle_metrics_t m;
     if (db_cycle_metrics_get(db, c, &m) != DB_OK) {
-        CHECK(0, "cycle_metrics %d: %s", c, db_errmsg(db));
+        CHECKF(0, "cycle_metrics %d: %s", c, db_errmsg(db));
         return;
     }
     int64_t drawn = 0, games = m.black_wins + m.white_wins + m.draws, resigned = resigned_games(db, c, &drawn);
     fprintf(stderr, "cycle %d: %lld games, %lld resigned, %lld no-resign, %lld would resign, %lld false (threshold %g)\n",
             c, (long long)games, (long long)resigned, (long long)m.no_resign_games, (long long)m.would_resign,
             (long long)m.false_resign, m.resign_threshold);
-    CHECK(m.no_resign_games >= 0 && m.would_resign >= 0 && m.false_resign >= 0,
-          "cycle_metrics %d: resignation figures not recorded (%lld %lld %lld)", c, (long long)m.no_resign_games,
-          (long long)m.would_resign, (long long)m.false_resign);
-    CHECK(m.false_resign <= m.would_resign && m.would_resign <= m.no_resign_games && m.no_resign_games <= games,
-          "cycle_metrics %d: %lld false <= %lld would <= %lld no-resign <= %lld games", c, (long long)m.false_resign,
-          (long long)m.would_resign, (long long)m.no_resign_games, (long long)games);
+    CHECKF(m.no_resign_games >= 0 && m.would_resign >= 0 && m.false_resign >= 0,
+           "cycle_metrics %d: resignation figures not recorded (%lld %lld %lld)", c, (long long)m.no_resign_games,
+           (long long)m.would_resign, (long long)m.false_resign);
+    CHECKF(m.false_resign <= m.would_resign && m.would_resign <= m.no_resign_games && m.no_resign_games <= games,
+           "cycle_metrics %d: %lld false <= %lld would <= %lld no-resign <= %lld games", c, (long long)m.false_resign,
+           (long long)m.would_resign, (long long)m.no_resign_games, (long long)games);
     /* A no-resign game never ends by resignation. */
-    CHECK(m.no_resign_games + resigned <= games, "cycle %d: %lld no-resign games + %lld resigned > %lld games", c,
-          (long long)m.no_resign_games, (long long)resigned, (long long)games);
+    CHECKF(m.no_resign_games + resigned <= games, "cycle %d: %lld no-resign games + %lld resigned > %lld games", c,
+           (long long)m.no_resign_games, (long long)resigned, (long long)games);
     if (all_no_resign) {
-        CHECK(m.no_resign_games == GPC && resigned == 0, "cycle %d: %lld no-resign games, %lld resigned; want %d, 0",
-              c, (long long)m.no_resign_games, (long long)resigned, GPC);
+        CHECKF(m.no_resign_games == GPC && resigned == 0, "cycle %d: %lld no-resign games, %lld resigned; want %d, 0",
+               c, (long long)m.no_resign_games, (long long)resigned, GPC);
         /* A draw is no loss for the would-be resigner: at least the draws of
          * the games that had one are false resignations. */
-        CHECK(m.would_resign > 0, "cycle %d: no game would have resigned at threshold %g", c, threshold);
-        CHECK(m.false_resign >= drawn - (games - m.would_resign),
-              "cycle %d: %lld false resignations, but %lld draws in %lld games of which %lld would have resigned", c,
-              (long long)m.false_resign, (long long)drawn, (long long)games, (long long)m.would_resign);
+        CHECKF(m.would_resign > 0, "cycle %d: no game would have resigned at threshold %g", c, threshold);
+        CHECKF(m.false_resign >= drawn - (games - m.would_resign),
+               "cycle %d: %lld false resignations, but %lld draws in %lld games of which %lld would have resigned", c,
+               (long long)m.false_resign, (long long)drawn, (long long)games, (long long)m.would_resign);
     }
-    CHECK(m.resign_threshold == threshold, "cycle_metrics %d: threshold %g, want %g", c, m.resign_threshold, threshold);
+    CHECKF(m.resign_threshold == threshold, "cycle_metrics %d: threshold %g, want %g", c, m.resign_threshold, threshold);
     long long nr = -1, wr = -1, fr = -1;
-    CHECK(log_resign(dir, c, &nr, &wr, &fr), "the log has no resignation line for cycle %d", c);
-    CHECK(nr == m.no_resign_games && wr == m.would_resign && fr == m.false_resign,
-          "cycle %d: the log says %lld/%lld/%lld, cycle_metrics %lld/%lld/%lld", c, nr, wr, fr,
-          (long long)m.no_resign_games, (long long)m.would_resign, (long long)m.false_resign);
+    CHECKF(log_resign(dir, c, &nr, &wr, &fr), "the log has no resignation line for cycle %d", c);
+    CHECKF(nr == m.no_resign_games && wr == m.would_resign && fr == m.false_resign,
+           "cycle %d: the log says %lld/%lld/%lld, cycle_metrics %lld/%lld/%lld", c, nr, wr, fr,
+           (long long)m.no_resign_games, (long long)m.would_resign, (long long)m.false_resign);
 }
 
 static void check_db_facts(const char *dir, int cycles) {
@@ -145,27 +145,27 @@ static void check_db_facts(const char *dir, int cycles) {
     snprintf(path, sizeof path, "%s/koma.db", dir);
     db_t *db = NULL;
     if (db_open(path, DB_OPEN_READONLY, &db, err, sizeof err) != DB_OK) {
-        CHECK(0, "%s", err);
+        CHECKF(0, "%s", err);
         return;
     }
     db_run_t r;
     memset(&r, 0, sizeof r);
-    CHECK(db_run_latest(db, &r) == DB_OK && !strcmp(r.command, "selfplay") && r.config &&
+    CHECKF(db_run_latest(db, &r) == DB_OK && !strcmp(r.command, "selfplay") && r.config &&
               strstr(r.config, "games-per-cycle = 6") && strstr(r.config, "net = 1x8"),
-          "runs row: command '%s', config %.80s", r.command, r.config ? r.config : "(null)");
+           "runs row: command '%s', config %.80s", r.command, r.config ? r.config : "(null)");
     db_run_clear(&r);
     for (int c = 1; c <= cycles; c++) {
         int64_t g = 0, p = 0;
-        CHECK(db_count(db, c, &g, &p) == DB_OK && g == GPC && p > 0, "cycle %d: %lld games, %lld positions", c,
-              (long long)g, (long long)p);
-        CHECK(metric(dir, c, "games") == GPC, "cycle_metrics %d: games %g", c, metric(dir, c, "games"));
-        CHECK(metric(dir, c, "positions") == (double)p, "cycle_metrics %d: positions %g, committed %lld", c,
-              metric(dir, c, "positions"), (long long)p);
-        CHECK(metric(dir, c, "evals_per_s") > 0 && metric(dir, c, "avg_batch") >= 1 && metric(dir, c, "selfplay_s") > 0,
-              "cycle_metrics %d: evals/s %g batch %g", c, metric(dir, c, "evals_per_s"), metric(dir, c, "avg_batch"));
-        CHECK(metric(dir, c, "train_s") > 0, "cycle_metrics %d: train_s %g", c, metric(dir, c, "train_s"));
+        CHECKF(db_count(db, c, &g, &p) == DB_OK && g == GPC && p > 0, "cycle %d: %lld games, %lld positions", c,
+               (long long)g, (long long)p);
+        CHECKF(metric(dir, c, "games") == GPC, "cycle_metrics %d: games %g", c, metric(dir, c, "games"));
+        CHECKF(metric(dir, c, "positions") == (double)p, "cycle_metrics %d: positions %g, committed %lld", c,
+               metric(dir, c, "positions"), (long long)p);
+        CHECKF(metric(dir, c, "evals_per_s") > 0 && metric(dir, c, "avg_batch") >= 1 && metric(dir, c, "selfplay_s") > 0,
+               "cycle_metrics %d: evals/s %g batch %g", c, metric(dir, c, "evals_per_s"), metric(dir, c, "avg_batch"));
+        CHECKF(metric(dir, c, "train_s") > 0, "cycle_metrics %d: train_s %g", c, metric(dir, c, "train_s"));
         double bw = metric(dir, c, "black_wins"), ww = metric(dir, c, "white_wins"), dr = metric(dir, c, "draws");
-        CHECK(bw + ww + dr == GPC, "cycle_metrics %d: results %g + %g + %g", c, bw, ww, dr);
+        CHECKF(bw + ww + dr == GPC, "cycle_metrics %d: results %g + %g + %g", c, bw, ww, dr);
         check_resign_metrics(db, dir, c, c <= 2 ? -0.9 : 0.9, c > 2);
         /* The games of cycle c were played by a model of an earlier cycle. */
         db_shard_t *sh = NULL;
@@ -177,9 +177,9 @@ static void check_db_facts(const char *dir, int cycles) {
             db_games_of_shard(db, sh[i].id, &gl);
             for (int64_t k = 0; k < gl.n; k++) {
                 db_model_t m;
-                CHECK(db_model_get(db, gl.games[k].model_id, &m) == DB_OK && m.cycle < c,
-                      "cycle %d game %lld: model id %lld (cycle %d)", c, (long long)gl.games[k].id,
-                      (long long)gl.games[k].model_id, m.cycle);
+                CHECKF(db_model_get(db, gl.games[k].model_id, &m) == DB_OK && m.cycle < c,
+                       "cycle %d game %lld: model id %lld (cycle %d)", c, (long long)gl.games[k].id,
+                       (long long)gl.games[k].model_id, m.cycle);
             }
             db_game_list_free(&gl);
         }
@@ -214,11 +214,11 @@ static void check_evals(const char *dir, int from, int to) {
     size_t n = 0;
     char *text = compat_read_file(logp, &n, NULL, 0);
     for (int c = from; c <= to; c++) {
-        CHECK(match_games(dir, c, c - 1) == 2, "model %d vs %d: %d match games, want 2", c, c - 1,
-              match_games(dir, c, c - 1));
+        CHECKF(match_games(dir, c, c - 1) == 2, "model %d vs %d: %d match games, want 2", c, c - 1,
+               match_games(dir, c, c - 1));
         snprintf(line, sizeof line, "eval: model %d vs %d: +", c, c - 1);
-        CHECK(text && strstr(text, line), "the log has no '%s' line", line);
-        CHECK(isfinite(metric(dir, c, "elo")), "cycle_metrics %d: elo %g", c, metric(dir, c, "elo"));
+        CHECKF(text && strstr(text, line), "the log has no '%s' line", line);
+        CHECKF(isfinite(metric(dir, c, "elo")), "cycle_metrics %d: elo %g", c, metric(dir, c, "elo"));
     }
     free(text);
 }
@@ -249,49 +249,49 @@ static int64_t model_games(const char *dir, int cycle, int model) {
 }
 
 int main(void) {
-    const char *dir = scratch_dir("sp_e2e");
+    const char *dir = t_scratch("sp_e2e");
     char d[700];
     snprintf(d, sizeof d, "%s/run", dir);
     int64_t t0 = compat_now_ms();
     int rc = run(d, 2, false);
-    CHECK(rc == SP_EXIT_DONE, "selfplay --cycles 2 exited %d", rc);
+    CHECKF(rc == SP_EXIT_DONE, "selfplay --cycles 2 exited %d", rc);
     fprintf(stderr, "two cycles: %.1f s\n", (double)(compat_now_ms() - t0) / 1000.0);
     run_state_t rs;
     check_run(d, CHECK_RUN_REPLAY | CHECK_RUN_CLEAN | CHECK_RUN_LOAD_MODELS, MAX_PLY, &rs);
-    CHECK(rs.latest_cycle == 2 && rs.models == 3, "latest model %d, %lld models", rs.latest_cycle, (long long)rs.models);
-    CHECK(rs.games == 2 * GPC && rs.replayed == rs.games, "%lld games, %lld replayed", (long long)rs.games,
-          (long long)rs.replayed);
-    CHECK(rs.shards == 4, "%lld shards, want 2 per cycle (4 + 2 games)", (long long)rs.shards);
-    CHECK(rs.with_policy > 0 && rs.with_policy < rs.positions, "%lld of %lld rows with a policy target",
-          (long long)rs.with_policy, (long long)rs.positions);
+    CHECKF(rs.latest_cycle == 2 && rs.models == 3, "latest model %d, %lld models", rs.latest_cycle, (long long)rs.models);
+    CHECKF(rs.games == 2 * GPC && rs.replayed == rs.games, "%lld games, %lld replayed", (long long)rs.games,
+           (long long)rs.replayed);
+    CHECKF(rs.shards == 4, "%lld shards, want 2 per cycle (4 + 2 games)", (long long)rs.shards);
+    CHECKF(rs.with_policy > 0 && rs.with_policy < rs.positions, "%lld of %lld rows with a policy target",
+           (long long)rs.with_policy, (long long)rs.positions);
     check_db_facts(d, 2);
     check_evals(d, 1, 2);
 
     /* Done already: nothing is played. */
     rc = run(d, 2, false);
-    CHECK(rc == SP_EXIT_DONE, "second run exited %d", rc);
+    CHECKF(rc == SP_EXIT_DONE, "second run exited %d", rc);
     run_state_t rs2;
     check_run(d, CHECK_RUN_CLEAN, MAX_PLY, &rs2);
-    CHECK(rs2.games == rs.games && rs2.models == 3, "a finished run grew: %lld games, %lld models", (long long)rs2.games,
-          (long long)rs2.models);
+    CHECKF(rs2.games == rs.games && rs2.models == 3, "a finished run grew: %lld games, %lld models", (long long)rs2.games,
+           (long long)rs2.models);
 
     /* Two more cycles with --sync-train: self-play pauses after cycle 3
      * until model 3 is published, so cycle 4's games are (mostly) model 3's. */
     rc = run(d, 4, true);
-    CHECK(rc == SP_EXIT_DONE, "--cycles 4 --sync-train exited %d", rc);
+    CHECKF(rc == SP_EXIT_DONE, "--cycles 4 --sync-train exited %d", rc);
     check_run(d, CHECK_RUN_REPLAY | CHECK_RUN_CLEAN | CHECK_RUN_LOAD_MODELS, MAX_PLY, &rs2);
-    CHECK(rs2.latest_cycle == 4 && rs2.games == 4 * GPC, "after --cycles 4: model %d, %lld games", rs2.latest_cycle,
-          (long long)rs2.games);
+    CHECKF(rs2.latest_cycle == 4 && rs2.games == 4 * GPC, "after --cycles 4: model %d, %lld games", rs2.latest_cycle,
+           (long long)rs2.games);
     check_db_facts(d, 4);
     check_evals(d, 3, 4);
     char logp[800];
     snprintf(logp, sizeof logp, "%s/log", d);
     size_t n = 0;
     char *text = compat_read_file(logp, &n, NULL, 0);
-    CHECK(text && strstr(text, "self-play paused: cycle 4 waits for model 3") && strstr(text, "self-play resumed with model 3"),
-          "the log does not show the pause for model 3");
+    CHECKF(text && strstr(text, "self-play paused: cycle 4 waits for model 3") && strstr(text, "self-play resumed with model 3"),
+           "the log does not show the pause for model 3");
     free(text);
-    CHECK(model_games(d, 4, 3) > 0, "no game of cycle 4 was played by model 3");
-    if (!g_fail) rm_tree(dir);
-    return test_finish("test_selfplay_e2e");
+    CHECKF(model_games(d, 4, 3) > 0, "no game of cycle 4 was played by model 3");
+    if (!atomic_load(&g_fail)) t_rm_rf(dir);
+    return t_done("test_selfplay_e2e");
 }

@@ -56,7 +56,7 @@ static sp_record_t *play_game(sp_game_t *g, net_kind_t kind, int32_t max_leaves)
         bool ended = false;
         int32_t n = sp_game_step(g, max_leaves, reqs, &ended);
         if (ended) return sp_game_take_record(g);
-        CHECK(n > 0, "an active game made no request");
+        CHECKF(n > 0, "an active game made no request");
         if (n <= 0) return NULL;
         for (int32_t i = 0; i < n; i++) {
             float wdl[3];
@@ -64,7 +64,7 @@ static sp_record_t *play_game(sp_game_t *g, net_kind_t kind, int32_t max_leaves)
             sp_game_deliver(g, &reqs[i], logits, wdl, 5);
         }
     }
-    CHECK(0, "game did not end");
+    CHECKF(0, "game did not end");
     return NULL;
 }
 
@@ -83,7 +83,7 @@ static void play_and_check(const char *what, const sp_config_t *cfg, net_kind_t 
     char err[1024];
     sp_game_t *g = sp_game_new(cfg, seed, NULL);
     shard_builder_t *b = shard_builder_new(&FMT, err, sizeof err);
-    CHECK(g && b, "%s: setup: %s", what, err);
+    CHECKF(g && b, "%s: setup: %s", what, err);
     if (!g || !b) return;
     for (int32_t k = 0; k < n; k++) {
         sp_record_t *r = play_game(g, kind, 4);
@@ -95,31 +95,31 @@ static void play_and_check(const char *what, const sp_config_t *cfg, net_kind_t 
         int32_t first = r->n_rows ? r->rows[0].ply : r->n_moves;
         if (first != r->random_plies) bs->random_plies_mismatch++;
         if (first > bs->first_ply_max) bs->first_ply_max = first;
-        CHECK(r->n_gens == 1 && r->gens[0] == 5 && sp_record_main_gen(r) == 5, "%s: generations %d, main %lld", what,
-              r->n_gens, (long long)sp_record_main_gen(r));
-        CHECK(sp_record_add_to_shard(r, b, 42, err, sizeof err) == 0, "%s: add to shard: %s", what, err);
+        CHECKF(r->n_gens == 1 && r->gens[0] == 5 && sp_record_main_gen(r) == 5, "%s: generations %d, main %lld", what,
+               r->n_gens, (long long)sp_record_main_gen(r));
+        CHECKF(sp_record_add_to_shard(r, b, 42, err, sizeof err) == 0, "%s: add to shard: %s", what, err);
         sp_record_free(r);
     }
-    const char *dir = scratch_dir("sp_game");
+    const char *dir = t_scratch("sp_game");
     char path[800];
     snprintf(path, sizeof path, "%s/%s.safetensors", dir, what);
-    CHECK(shard_write(b, path, err, sizeof err) == 0, "%s: shard_write: %s", what, err);
+    CHECKF(shard_write(b, path, err, sizeof err) == 0, "%s: shard_write: %s", what, err);
     shard_t *s = shard_open(path, &FMT, 0, err, sizeof err);
-    CHECK(s != NULL, "%s: shard_open: %s", what, err);
+    CHECKF(s != NULL, "%s: shard_open: %s", what, err);
     if (s) {
         run_state_t rs;
         memset(&rs, 0, sizeof rs);
         for (int32_t i = 0; i < shard_builder_games(b); i++) {
             const db_game_t *gm = shard_builder_game(b, i);
-            CHECK(gm->model_id == 42, "%s: model id %lld", what, (long long)gm->model_id);
+            CHECKF(gm->model_id == 42, "%s: model id %lld", what, (long long)gm->model_id);
             replay_game(gm, s, (int32_t)cfg->max_ply, &rs);
         }
-        CHECK(rs.replayed == n, "%s: %lld of %d games replayed", what, (long long)rs.replayed, n);
-        CHECK(rs.with_policy == bs->full_rows, "%s: %lld rows with a policy in the shard, records say %d", what,
-              (long long)rs.with_policy, bs->full_rows);
+        CHECKF(rs.replayed == n, "%s: %lld of %d games replayed", what, (long long)rs.replayed, n);
+        CHECKF(rs.with_policy == bs->full_rows, "%s: %lld rows with a policy in the shard, records say %d", what,
+               (long long)rs.with_policy, bs->full_rows);
         shard_close(s);
     }
-    rm_tree(dir);
+    t_rm_rf(dir);
     shard_builder_free(b);
     sp_game_free(g);
 }
@@ -143,15 +143,15 @@ static void test_full_games(void) {
         snprintf(c.search, sizeof c.search, "%s", k < 2 ? "gumbel" : "puct");
         c.tree_reuse = (k & 1) == 0;
         play_and_check(names[k], &c, NET_HASH, 4, 100 + (uint64_t)k, &bs);
-        CHECK(bs.games == 4 && bs.rows > 0, "%s: %d games, %d rows", names[k], bs.games, bs.rows);
-        CHECK(bs.random_plies_mismatch == 0, "%s: %d games whose first row is not after the random moves", names[k],
-              bs.random_plies_mismatch);
+        CHECKF(bs.games == 4 && bs.rows > 0, "%s: %d games, %d rows", names[k], bs.games, bs.rows);
+        CHECKF(bs.random_plies_mismatch == 0, "%s: %d games whose first row is not after the random moves", names[k],
+               bs.random_plies_mismatch);
         mates += bs.reasons[RULES_END_CHECKMATE];
         total += bs.games;
     }
     /* With mate-in-one leaves the search finds mates: random-ish games end in
      * checkmate well before 320 plies in most cases. */
-    CHECK(mates >= 4, "only %d of %d games ended in checkmate", mates, total);
+    CHECKF(mates >= 4, "only %d of %d games ended in checkmate", mates, total);
 }
 
 static void test_playout_cap(void) {
@@ -161,15 +161,15 @@ static void test_playout_cap(void) {
     c.max_ply = 40;
     c.full_prob = 0.0;
     play_and_check("cap0", &c, NET_HASH, 2, 7, &bs);
-    CHECK(bs.rows > 0 && bs.full_rows == 0, "full_prob 0: %d of %d rows have a policy target", bs.full_rows, bs.rows);
+    CHECKF(bs.rows > 0 && bs.full_rows == 0, "full_prob 0: %d of %d rows have a policy target", bs.full_rows, bs.rows);
     c.full_prob = 1.0;
     play_and_check("cap1", &c, NET_HASH, 2, 8, &bs);
     /* every searched move with more than one legal move (forced moves are rare in 40 plies) */
-    CHECK(bs.full_rows >= bs.rows - 4 && bs.full_rows > 0, "full_prob 1: %d of %d rows", bs.full_rows, bs.rows);
+    CHECKF(bs.full_rows >= bs.rows - 4 && bs.full_rows > 0, "full_prob 1: %d of %d rows", bs.full_rows, bs.rows);
     c.full_prob = 0.25;
     play_and_check("cap25", &c, NET_HASH, 4, 9, &bs);
     double share = (double)bs.full_rows / (double)bs.rows;
-    CHECK(share > 0.1 && share < 0.45, "full_prob 0.25: share %.3f of %d rows", share, bs.rows);
+    CHECKF(share > 0.1 && share < 0.45, "full_prob 0.25: share %.3f of %d rows", share, bs.rows);
 }
 
 static void test_random_opening(void) {
@@ -179,11 +179,11 @@ static void test_random_opening(void) {
     c.max_ply = 30;
     c.random_opening = 0;
     play_and_check("rand0", &c, NET_HASH, 3, 11, &bs);
-    CHECK(bs.first_ply_max == 0, "no random opening: a game's first row at ply %d", bs.first_ply_max);
+    CHECKF(bs.first_ply_max == 0, "no random opening: a game's first row at ply %d", bs.first_ply_max);
     c.random_opening = 6;
     play_and_check("rand6", &c, NET_HASH, 12, 12, &bs);
-    CHECK(bs.first_ply_max > 0 && bs.first_ply_max <= 6 && bs.random_plies_mismatch == 0,
-          "random opening up to 6: first rows up to ply %d, %d mismatches", bs.first_ply_max, bs.random_plies_mismatch);
+    CHECKF(bs.first_ply_max > 0 && bs.first_ply_max <= 6 && bs.random_plies_mismatch == 0,
+           "random opening up to 6: first rows up to ply %d, %d mismatches", bs.first_ply_max, bs.random_plies_mismatch);
 }
 
 static void test_resignation(void) {
@@ -196,13 +196,13 @@ static void test_resignation(void) {
     c.no_resign_fraction = 0.0;
     batch_stats_t bs;
     play_and_check("resign", &c, NET_BLACK_LOST, 2, 21, &bs);
-    CHECK(bs.reasons[RULES_END_RESIGN] == 2, "resign: %d of 2 games resigned", bs.reasons[RULES_END_RESIGN]);
+    CHECKF(bs.reasons[RULES_END_RESIGN] == 2, "resign: %d of 2 games resigned", bs.reasons[RULES_END_RESIGN]);
     /* Black resigns at its second search: two moves played (black, white). */
     sp_game_t *g = sp_game_new(&c, 22, NULL);
     sp_record_t *r = play_game(g, NET_BLACK_LOST, 4);
-    CHECK(r && r->end == RULES_END_RESIGN && r->result == -1 && r->n_moves == 2 && !r->no_resign,
-          "resign: end %s result %d after %d moves", r ? rules_end_name(r->end) : "-", r ? r->result : 9,
-          r ? r->n_moves : -1);
+    CHECKF(r && r->end == RULES_END_RESIGN && r->result == -1 && r->n_moves == 2 && !r->no_resign,
+           "resign: end %s result %d after %d moves", r ? rules_end_name(r->end) : "-", r ? r->result : 9,
+           r ? r->n_moves : -1);
     sp_record_free(r);
     sp_game_free(g);
 
@@ -211,9 +211,9 @@ static void test_resignation(void) {
     c.no_resign_fraction = 1.0;
     g = sp_game_new(&c, 23, NULL);
     r = play_game(g, NET_BLACK_LOST, 4);
-    CHECK(r && r->no_resign && r->end != RULES_END_RESIGN && r->would_resign == COLOR_BLACK,
-          "no-resign: end %s, would_resign %d", r ? rules_end_name(r->end) : "-", r ? r->would_resign : -1);
-    if (r) CHECK(r->false_resign == (r->result != -1), "no-resign: result %d, false_resign %d", r->result, r->false_resign);
+    CHECKF(r && r->no_resign && r->end != RULES_END_RESIGN && r->would_resign == COLOR_BLACK,
+           "no-resign: end %s, would_resign %d", r ? rules_end_name(r->end) : "-", r ? r->would_resign : -1);
+    if (r) CHECKF(r->false_resign == (r->result != -1), "no-resign: result %d, false_resign %d", r->result, r->false_resign);
     sp_record_free(r);
     sp_game_free(g);
 
@@ -222,8 +222,8 @@ static void test_resignation(void) {
     c.no_resign_fraction = 0.0;
     g = sp_game_new(&c, 24, NULL);
     r = play_game(g, NET_BLACK_LOST, 4);
-    CHECK(r && r->end != RULES_END_RESIGN && r->would_resign == COLOR_NB, "threshold -1: end %s would_resign %d",
-          r ? rules_end_name(r->end) : "-", r ? r->would_resign : -1);
+    CHECKF(r && r->end != RULES_END_RESIGN && r->would_resign == COLOR_NB, "threshold -1: end %s would_resign %d",
+           r ? rules_end_name(r->end) : "-", r ? r->would_resign : -1);
     sp_record_free(r);
     sp_game_free(g);
 }
@@ -234,10 +234,10 @@ static void test_temperature(void) {
     c.temp_plies = 10;
     c.temp_start = 1.0;
     c.temp_end = 0.25;
-    CHECK(fabs(sp_temperature(&c, 0) - 1.0) < 1e-12, "T(0) = %g", sp_temperature(&c, 0));
-    CHECK(fabs(sp_temperature(&c, 5) - 0.5) < 1e-12, "T(5) = %g, want 0.5 (geometric)", sp_temperature(&c, 5));
-    CHECK(sp_temperature(&c, 10) == 0.0 && sp_temperature(&c, 200) == 0.0, "greedy after temp_plies");
-    for (int32_t p = 1; p < 10; p++) CHECK(sp_temperature(&c, p) < sp_temperature(&c, p - 1), "T decays at %d", p);
+    CHECKF(fabs(sp_temperature(&c, 0) - 1.0) < 1e-12, "T(0) = %g", sp_temperature(&c, 0));
+    CHECKF(fabs(sp_temperature(&c, 5) - 0.5) < 1e-12, "T(5) = %g, want 0.5 (geometric)", sp_temperature(&c, 5));
+    CHECKF(sp_temperature(&c, 10) == 0.0 && sp_temperature(&c, 200) == 0.0, "greedy after temp_plies");
+    for (int32_t p = 1; p < 10; p++) CHECKF(sp_temperature(&c, p) < sp_temperature(&c, p - 1), "T decays at %d", p);
 
     MctsRng rng;
     mcts_rng_seed(&rng, 5);
@@ -246,14 +246,14 @@ static void test_temperature(void) {
     const int32_t N = 200000;
     for (int32_t i = 0; i < N; i++) cnt[sp_sample_policy(&rng, p, 4, 1.0)]++;
     for (int k = 0; k < 3; k++)
-        CHECK(fabs((double)cnt[k] / N - p[k]) < 0.01, "T=1: move %d drawn %.4f, p %.2f", k, (double)cnt[k] / N, p[k]);
-    CHECK(cnt[3] == 0, "a zero-probability move was drawn %d times", cnt[3]);
+        CHECKF(fabs((double)cnt[k] / N - p[k]) < 0.01, "T=1: move %d drawn %.4f, p %.2f", k, (double)cnt[k] / N, p[k]);
+    CHECKF(cnt[3] == 0, "a zero-probability move was drawn %d times", cnt[3]);
     /* T = 0.5 squares: 0.25 : 0.09 : 0.04 */
     memset(cnt, 0, sizeof cnt);
     for (int32_t i = 0; i < N; i++) cnt[sp_sample_policy(&rng, p, 4, 0.5)]++;
-    CHECK(fabs((double)cnt[0] / N - 0.25 / 0.38) < 0.01, "T=0.5: best drawn %.4f, want %.4f", (double)cnt[0] / N,
-          0.25 / 0.38);
-    CHECK(sp_sample_policy(&rng, p, 4, 0.0) == 0, "T=0 is the argmax");
+    CHECKF(fabs((double)cnt[0] / N - 0.25 / 0.38) < 0.01, "T=0.5: best drawn %.4f, want %.4f", (double)cnt[0] / N,
+           0.25 / 0.38);
+    CHECKF(sp_sample_policy(&rng, p, 4, 0.0) == 0, "T=0 is the argmax");
 }
 
 int main(void) {
@@ -262,5 +262,5 @@ int main(void) {
     test_playout_cap();
     test_random_opening();
     test_resignation();
-    return test_finish("test_selfplay_game");
+    return t_done("test_selfplay_game");
 }

@@ -50,7 +50,7 @@ int main(void) {
     g_rng = seed;
     printf("test_selfplay_kill: seed %llu (KOMA_KILL_SEED=%llu repeats the delays)\n", (unsigned long long)seed,
            (unsigned long long)seed);
-    const char *base = scratch_dir("sp_kill");
+    const char *base = t_scratch("sp_kill");
     char dir[700], log[760];
     snprintf(dir, sizeof dir, "%s/run", base);
     snprintf(log, sizeof log, "%s/child.log", base);
@@ -81,12 +81,12 @@ int main(void) {
                (long long)want, still == 1 ? "killed" : "had exited", (long long)rs.games, (long long)rs.shards,
                rs.latest_cycle);
         if (still == 1 && rs.latest_cycle < CYCLES) landed++;
-        else CHECK(still == 1 || status == 0, "the run exited with %d before its kill", status);
-        CHECK(rs.games >= games_before, "games went down from %lld to %lld", (long long)games_before,
-              (long long)rs.games);
+        else CHECKF(still == 1 || status == 0, "the run exited with %d before its kill", status);
+        CHECKF(rs.games >= games_before, "games went down from %lld to %lld", (long long)games_before,
+               (long long)rs.games);
         games_before = rs.games;
     }
-    CHECK(landed >= 3, "only %d kills landed before the run was complete: make the run longer", landed);
+    CHECKF(landed >= 3, "only %d kills landed before the run was complete: make the run longer", landed);
 
     /* The same command once more, to the end. */
     compat_proc_t *p = start(dir, log);
@@ -94,22 +94,22 @@ int main(void) {
     int still = compat_proc_wait(p, 240000, &status);
     if (still == 1) compat_proc_kill(p);
     compat_proc_free(p);
-    CHECK(still == 0 && status == 0, "the last run %s with status %d", still ? "timed out" : "exited", status);
+    CHECKF(still == 0 && status == 0, "the last run %s with status %d", still ? "timed out" : "exited", status);
     run_state_t rs;
     check_run(dir, CHECK_RUN_REPLAY | CHECK_RUN_CLEAN | CHECK_RUN_LOAD_MODELS, MAX_PLY, &rs);
-    CHECK(rs.latest_cycle == CYCLES && rs.models == CYCLES + 1, "after the last run: model %d, %lld models",
-          rs.latest_cycle, (long long)rs.models);
-    CHECK(rs.games >= games_before && rs.games >= 4 * CYCLES, "%lld games at the end (%lld before, want >= %d)",
-          (long long)rs.games, (long long)games_before, 4 * CYCLES);
+    CHECKF(rs.latest_cycle == CYCLES && rs.models == CYCLES + 1, "after the last run: model %d, %lld models",
+           rs.latest_cycle, (long long)rs.models);
+    CHECKF(rs.games >= games_before && rs.games >= 4 * CYCLES, "%lld games at the end (%lld before, want >= %d)",
+           (long long)rs.games, (long long)games_before, 4 * CYCLES);
     printf("  final: %lld games, %lld shards, %lld positions, model %d\n", (long long)rs.games, (long long)rs.shards,
            (long long)rs.positions, rs.latest_cycle);
-    if (g_fail) {
+    if (atomic_load(&g_fail)) {
         size_t n = 0;
         char *text = compat_read_file(log, &n, NULL, 0);
         if (text) fprintf(stderr, "---- child log (last 3000 bytes) ----\n%s\n", n > 3000 ? text + n - 3000 : text);
         free(text);
     } else {
-        rm_tree(base);
+        t_rm_rf(base);
     }
-    return test_finish("test_selfplay_kill");
+    return t_done("test_selfplay_kill");
 }

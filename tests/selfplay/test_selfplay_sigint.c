@@ -34,7 +34,7 @@ static compat_proc_t *start(const char *dir, const char *log, const char *cycles
 }
 
 int main(void) {
-    const char *base = scratch_dir("sp_sigint");
+    const char *base = t_scratch("sp_sigint");
     char dir[700], log[760];
     snprintf(dir, sizeof dir, "%s/run", base);
     snprintf(log, sizeof log, "%s/child.log", base);
@@ -44,7 +44,7 @@ int main(void) {
     int64_t before = 0;
     for (int i = 0; i < 1200 && (before = committed_games(dir)) < 2; i++)
         if (compat_proc_wait(p, 100, &status) == 0) break;
-    CHECK(before >= 2, "no games committed in 120 s (status %d)", status);
+    CHECKF(before >= 2, "no games committed in 120 s (status %d)", status);
     if (compat_proc_interrupt(p) != 0) {
         fprintf(stderr, "cannot interrupt the child here (no console shared with it?): skipped\n");
         compat_proc_free(p);
@@ -56,15 +56,15 @@ int main(void) {
     if (still) compat_proc_kill(p);
     compat_proc_free(p);
     printf("  SIGINT with %lld games committed: exit %d after %.2f s\n", (long long)before, status, took);
-    CHECK(still == 0 && status == SP_EXIT_INTERRUPTED, "after SIGINT: %s, status %d (want %d)",
-          still ? "still running after 60 s" : "exited", status, SP_EXIT_INTERRUPTED);
+    CHECKF(still == 0 && status == SP_EXIT_INTERRUPTED, "after SIGINT: %s, status %d (want %d)",
+           still ? "still running after 60 s" : "exited", status, SP_EXIT_INTERRUPTED);
     run_state_t rs;
     check_run(dir, CHECK_RUN_REPLAY | CHECK_RUN_CLEAN, MAX_PLY, &rs);
-    CHECK(rs.games >= before, "%lld games after Ctrl-C, %lld committed before it", (long long)rs.games,
-          (long long)before);
+    CHECKF(rs.games >= before, "%lld games after Ctrl-C, %lld committed before it", (long long)rs.games,
+           (long long)before);
     size_t n = 0;
     char *text = compat_read_file(log, &n, NULL, 0);
-    CHECK(text && strstr(text, "stop requested"), "the log does not say the stop was seen");
+    CHECKF(text && strstr(text, "stop requested"), "the log does not say the stop was seen");
     free(text);
 
     /* The same command finishes the run. */
@@ -72,16 +72,16 @@ int main(void) {
     still = compat_proc_wait(p, 240000, &status);
     if (still) compat_proc_kill(p);
     compat_proc_free(p);
-    CHECK(still == 0 && status == 0, "resumed run: %s, status %d", still ? "timed out" : "exited", status);
+    CHECKF(still == 0 && status == 0, "resumed run: %s, status %d", still ? "timed out" : "exited", status);
     check_run(dir, CHECK_RUN_REPLAY | CHECK_RUN_CLEAN | CHECK_RUN_LOAD_MODELS, MAX_PLY, &rs);
-    CHECK(rs.latest_cycle == 4 && rs.games >= 24, "resumed run: model %d, %lld games", rs.latest_cycle,
-          (long long)rs.games);
-    if (g_fail) {
+    CHECKF(rs.latest_cycle == 4 && rs.games >= 24, "resumed run: model %d, %lld games", rs.latest_cycle,
+           (long long)rs.games);
+    if (atomic_load(&g_fail)) {
         text = compat_read_file(log, &n, NULL, 0);
         if (text) fprintf(stderr, "---- child log (last 3000 bytes) ----\n%s\n", n > 3000 ? text + n - 3000 : text);
         free(text);
     } else {
-        rm_tree(base);
+        t_rm_rf(base);
     }
-    return test_finish("test_selfplay_sigint");
+    return t_done("test_selfplay_sigint");
 }
