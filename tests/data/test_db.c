@@ -1477,7 +1477,8 @@ typedef struct {
     atomic_int *done_calls;
     atomic_int *done_ok;
     int sleep_ms;
-    int big; /* games with long move lists: the database must grow */
+    atomic_int *gate; /* when set, the job waits for *gate != 0 before its sleep */
+    int big;          /* games with long move lists: the database must grow */
     char text[64];
 } job_arg_t;
 
@@ -1489,6 +1490,7 @@ static int job_write(const char *path, void *arg, char *err, size_t errlen) {
 /* Runs on the writer thread: writes and registers a shard of 3 games. */
 static int job_run(db_t *db, void *arg, char *err, size_t errlen) {
     job_arg_t *a = arg;
+    while (a->gate && !atomic_load(a->gate)) compat_sleep_ms(1);
     if (a->sleep_ms) compat_sleep_ms(a->sleep_ms);
     db_shard_t s = shard("", 1, 30);
     snprintf(s.path, sizeof s.path, "shards/p%d_j%03d.safetensors", a->producer, a->index);
@@ -1640,7 +1642,7 @@ static void test_writer_producers(void) {
 /* A producer blocked on a full queue, released by stop. */
 typedef struct {
     db_writer_t *w;
-    atomic_int *done_calls, *done_ok;
+    atomic_int *done_calls, *done_ok, *gate;
     int results[64];
     int n;
 } blocked_t;
@@ -1655,6 +1657,7 @@ static void *blocked_main(void *arg) {
         a->run = g_dir;
         a->done_calls = b->done_calls;
         a->done_ok = b->done_ok;
+        a->gate = b->gate;
         db_job_t j = {job_run, job_done, a};
         b->results[b->n] = db_writer_submit(b->w, &j, -1);
         if (b->results[b->n] != DB_OK) {
@@ -1688,8 +1691,11 @@ static void test_writer_shutdown(void) {
     db_writer_t *w = db_writer_start(db, 4, err, sizeof err);
     CHECK(w != NULL);
     if (!w) return;
-    atomic_int done_calls = 0, done_ok = 0;
-    blocked_t b = {w, &done_calls, &done_ok, {0}, 0};
+    /* The job in flight waits at the gate until the full-queue checks are
+     * done, so no slot can open under them (a 100 ms sleep alone could end
+     * during them on a loaded machine). */
+    atomic_int done_calls = 0, done_ok = 0, gate = 0;
+    blocked_t b = {w, &done_calls, &done_ok, &gate, {0}, 0};
     compat_thread_t th;
     CHECK(compat_thread_create(&th, blocked_main, &b) == 0);
     db_writer_stats_t stats;
@@ -1700,12 +1706,17 @@ static void test_writer_shutdown(void) {
     }
     CHECK(stats.queued == 4);
     /* The queue is full: a submit that does not wait says so. */
+    atomic_int extra_calls = 0, extra_ok = 0;
     job_arg_t *extra = calloc(1, sizeof *extra);
+    extra->done_calls = &extra_calls, extra->done_ok = &extra_ok;
+    extra->run = g_dir, extra->producer = 8;
     db_job_t ej = {job_run, job_done, extra};
-    CHECK(db_writer_submit(w, &ej, 0) == DB_TIMEOUT);
-    CHECK(db_writer_submit(w, &ej, 20) == DB_TIMEOUT);
-    free(extra);
+    int r0 = db_writer_submit(w, &ej, 0);
+    int r20 = r0 == DB_OK ? DB_OK : db_writer_submit(w, &ej, 20);
+    CHECK(r0 == DB_TIMEOUT && r20 == DB_TIMEOUT);
+    if (r0 != DB_OK && r20 != DB_OK) free(extra); /* else the writer owns it: job_done frees it */
     CHECK(db_writer_flush(w, 1) == DB_TIMEOUT);
+    atomic_store(&gate, 1);
 
     int64_t t0 = compat_now_ms();
     int st = db_writer_stop(w, 50);
