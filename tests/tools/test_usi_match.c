@@ -49,13 +49,11 @@ static int count_lines(const char *path, const char *prefix) {
     return n;
 }
 
-static t_csa_t g_csa;
-
-static void test_match(void) {
+/* A database with one model, registered as cycle 0. */
+static void make_model_db(const char *path) {
     char err[DB_ERR_MAX];
-    /* A run with one model: engine1 plays "the net of cycle 0". */
     db_t *db = NULL;
-    KOMA_ASSERT(db_open(t_path("koma.db"), 0, &db, err, sizeof err) == DB_OK);
+    KOMA_ASSERT(db_open(path, 0, &db, err, sizeof err) == DB_OK);
     db_model_t m;
     memset(&m, 0, sizeof m);
     m.cycle = 0;
@@ -64,6 +62,14 @@ static void test_match(void) {
     m.loss_policy = m.loss_value = m.loss_legal = m.loss_total = NAN;
     KOMA_ASSERT(db_model_insert(db, &m) == DB_OK);
     db_close(db);
+}
+
+static t_csa_t g_csa;
+
+static void test_match(void) {
+    char err[DB_ERR_MAX];
+    /* A run with one model: engine1 plays "the net of cycle 0". */
+    make_model_db(t_path("koma.db"));
 
     char e1[1200], e2[1200], openings[900];
     snprintf(e1, sizeof e1, "\"%s\" --name alpha --seed 11 --log \"%s\"", g_fake, t_path("alpha.log"));
@@ -157,20 +163,6 @@ static void test_match(void) {
     CHECK(count_lines(t_path("alpha.log"), "quit") == 2);
 }
 
-/* A database with one model, registered as cycle 0. */
-static void make_model_db(const char *path) {
-    char err[DB_ERR_MAX];
-    db_t *db = NULL;
-    KOMA_ASSERT(db_open(path, 0, &db, err, sizeof err) == DB_OK);
-    db_model_t m;
-    memset(&m, 0, sizeof m);
-    m.cycle = 0;
-    strcpy(m.path, "models/cycle-0000.safetensors");
-    strcpy(m.xxh3, "0123456789abcdef");
-    m.loss_policy = m.loss_value = m.loss_legal = m.loss_total = NAN;
-    KOMA_ASSERT(db_model_insert(db, &m) == DB_OK);
-    db_close(db);
-}
 
 /* W/D/L of player `a` (a games.black / games.white name) over the games of a match. */
 static void wdl_of(db_t *db, int64_t match_id, const char *a, int *w, int *d, int *l, int *n) {
