@@ -34,42 +34,7 @@
 #include "data/db.h"
 #include "engine/rules.h"
 #include "selfplay/referee.h"
-
-/* ---- a growing text buffer -------------------------------------------------------- */
-#if defined(__GNUC__)
-#define PRINTF_LIKE(f, a) __attribute__((format(printf, f, a)))
-#else
-#define PRINTF_LIKE(f, a)
-#endif
-
-typedef struct {
-    char *s;
-    size_t n, cap;
-    int oom;
-} sb_t;
-
-static void sb_printf(sb_t *b, const char *fmt, ...) PRINTF_LIKE(2, 3);
-static void sb_printf(sb_t *b, const char *fmt, ...) {
-    va_list ap;
-    for (;;) {
-        size_t room = b->cap - b->n;
-        va_start(ap, fmt);
-        int k = b->s ? vsnprintf(b->s + b->n, room, fmt, ap) : -1;
-        va_end(ap);
-        if (k >= 0 && (size_t)k < room) {
-            b->n += (size_t)k;
-            return;
-        }
-        size_t cap = b->cap ? 2 * b->cap : 1 << 16;
-        while (k >= 0 && cap - b->n <= (size_t)k) cap *= 2;
-        char *s = realloc(b->s, cap);
-        if (!s) {
-            b->oom = 1;
-            return;
-        }
-        b->s = s, b->cap = cap;
-    }
-}
+#include "tools/strbuf.h"
 
 /* Text with &, <, >, " escaped. */
 static void sb_esc(sb_t *b, const char *s) {

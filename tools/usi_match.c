@@ -61,6 +61,7 @@
 #include "engine/position.h"
 #include "engine/sfen.h"
 #include "selfplay/referee.h"
+#include "tools/strbuf.h"
 
 enum { MAX_OPTIONS = 64, MAX_WORDS = 64, LINE_MAX_ = 1 << 15, NAME_MAX_ = 64 };
 
@@ -90,11 +91,6 @@ typedef struct {
     int alive;
 } engine_t;
 
-#if defined(__GNUC__)
-#define PRINTF_LIKE(f, a) __attribute__((format(printf, f, a)))
-#else
-#define PRINTF_LIKE(f, a)
-#endif
 
 static void msgf(char *dst, size_t len, const char *fmt, ...) PRINTF_LIKE(3, 4);
 static void msgf(char *dst, size_t len, const char *fmt, ...) {
@@ -264,36 +260,6 @@ static void fmt_time(char *buf, size_t len, time_t t) {
     if (mm <= 2) y++;
     msgf(buf, len, "%04d/%02d/%02d %02d:%02d:%02d", (int)y, (int)mm, (int)dd, (int)(rem / 3600), (int)(rem / 60 % 60),
          (int)(rem % 60));
-}
-
-/* A growing text buffer (CSA records). */
-typedef struct {
-    char *s;
-    size_t n, cap;
-    int oom;
-} sb_t;
-
-static void sb_printf(sb_t *b, const char *fmt, ...) PRINTF_LIKE(2, 3);
-static void sb_printf(sb_t *b, const char *fmt, ...) {
-    va_list ap;
-    for (;;) {
-        size_t room = b->cap - b->n;
-        va_start(ap, fmt);
-        int k = b->s ? vsnprintf(b->s + b->n, room, fmt, ap) : -1;
-        va_end(ap);
-        if (k >= 0 && (size_t)k < room) {
-            b->n += (size_t)k;
-            return;
-        }
-        size_t cap = b->cap ? 2 * b->cap : 4096;
-        while (k >= 0 && cap - b->n <= (size_t)k) cap *= 2;
-        char *s = realloc(b->s, cap);
-        if (!s) {
-            b->oom = 1;
-            return;
-        }
-        b->s = s, b->cap = cap;
-    }
 }
 
 /* ---- CSA records --------------------------------------------------------------------- */
