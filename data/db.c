@@ -1416,6 +1416,15 @@ db_status_t db_cycle_metrics_put(db_t *db, const db_cycle_metrics_t *m) {
     return run_stmt(db, s, step);
 }
 
+db_status_t db_cycle_metrics_get_or_init(db_t *db, int32_t cycle, db_cycle_metrics_t *out) {
+    db_status_t st = db_cycle_metrics_get(db, cycle, out);
+    if (st == DB_NOTFOUND) {
+        db_cycle_metrics_init(out, cycle);
+        st = DB_OK;
+    }
+    return st;
+}
+
 db_status_t db_cycle_metrics_get(db_t *db, int32_t cycle, db_cycle_metrics_t *out) {
     if (!db || !out) return DB_INVALID;
     sqlite3_stmt *s = stmt(db, S_CYCLE_GET);

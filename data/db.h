@@ -293,6 +293,9 @@ void db_cycle_metrics_init(db_cycle_metrics_t *m, int32_t cycle);
  * recorded count needing the one it is part of recorded too). */
 db_status_t db_cycle_metrics_put(db_t *db, const db_cycle_metrics_t *m);
 db_status_t db_cycle_metrics_get(db_t *db, int32_t cycle, db_cycle_metrics_t *out);
+/* db_cycle_metrics_get, or (DB_OK) db_cycle_metrics_init's row when cycle has
+ * none yet: for writers that set a few fields and keep the rest. */
+db_status_t db_cycle_metrics_get_or_init(db_t *db, int32_t cycle, db_cycle_metrics_t *out);
 
 /* A match between two players, A and B, from A's side. A player is a net of
  * this run (model_a / model_b) or anything else (an outside USI engine, a

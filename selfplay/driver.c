@@ -470,17 +470,13 @@ typedef struct {
 static int elo_put_run(db_t *db, void *arg, char *err, size_t errlen) {
     const elo_arg_t *a = arg;
     db_cycle_metrics_t m;
-    db_status_t st = db_cycle_metrics_get(db, a->cycle, &m);
-    if (st == DB_NOTFOUND) {
-        db_cycle_metrics_init(&m, a->cycle);
-    } else if (st != DB_OK) {
-        snprintf(err, errlen, "%s", db_errmsg(db));
-        return st;
+    db_status_t st = db_cycle_metrics_get_or_init(db, a->cycle, &m);
+    if (st == DB_OK) {
+        m.elo = a->elo;
+        m.elo_lo = a->elo_lo;
+        m.elo_hi = a->elo_hi;
+        st = db_cycle_metrics_put(db, &m);
     }
-    m.elo = a->elo;
-    m.elo_lo = a->elo_lo;
-    m.elo_hi = a->elo_hi;
-    st = db_cycle_metrics_put(db, &m);
     if (st != DB_OK) snprintf(err, errlen, "%s", db_errmsg(db));
     return st;
 }

@@ -165,15 +165,11 @@ typedef struct {
 static int train_s_run(db_t *db, void *arg, char *err, size_t errlen) {
     train_s_arg_t *a = arg;
     db_cycle_metrics_t m;
-    db_status_t st = db_cycle_metrics_get(db, a->cycle, &m);
-    if (st == DB_NOTFOUND) {
-        db_cycle_metrics_init(&m, a->cycle);
-    } else if (st != DB_OK) {
-        snprintf(err, errlen, "%s", db_errmsg(db));
-        return st;
+    db_status_t st = db_cycle_metrics_get_or_init(db, a->cycle, &m);
+    if (st == DB_OK) {
+        m.train_s = a->train_s;
+        st = db_cycle_metrics_put(db, &m);
     }
-    m.train_s = a->train_s;
-    st = db_cycle_metrics_put(db, &m);
     if (st != DB_OK) snprintf(err, errlen, "%s", db_errmsg(db));
     return st;
 }

@@ -480,6 +480,10 @@ static void test_round_trips(void) {
     CHECK_OK(db, db_cycle_metrics_get(db, 1, &cg));
     CHECK(cg.elo == 120 && cg.elo_lo == 90 && cg.elo_hi == 150);
     CHECK(db_cycle_metrics_get(db, 2, &cg) == DB_NOTFOUND);
+    CHECK_OK(db, db_cycle_metrics_get_or_init(db, 2, &cg)); /* nothing recorded, nothing written */
+    CHECK(cg.cycle == 2 && cg.games == 0 && isnan(cg.elo) && cg.no_resign_games == -1);
+    CHECK_OK(db, db_cycle_metrics_get_or_init(db, 1, &cg));
+    CHECK(cg.cycle == 1 && cg.elo == 120);
     CHECK(count_rows(db, "cycle_metrics") == 1);
 
     /* matches */
