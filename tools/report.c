@@ -97,6 +97,16 @@ typedef struct {
     const char *note;  /* a line under the chart, or NULL */
 } chart_t;
 
+/* The chart's note (top right), if any, and the end of its <svg>. */
+static void chart_end(sb_t *o, const chart_t *c) {
+    if (c->note) {
+        sb_printf(o, "<text x=\"%d\" y=\"22\" class=\"small\" text-anchor=\"end\">", c->w - 12);
+        sb_esc(o, c->note);
+        sb_printf(o, "</text>");
+    }
+    sb_printf(o, "</svg>\n");
+}
+
 static void no_data(sb_t *o, const chart_t *c, const char *why) {
     sb_printf(o, "<svg class=\"chart\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\">", c->w, c->h,
               c->w, c->h);
@@ -249,12 +259,7 @@ static void line_chart(sb_t *o, const chart_t *c, const series_t *s, int ns, con
         }
     }
     sb_printf(o, "</g>");
-    if (c->note) {
-        sb_printf(o, "<text x=\"%d\" y=\"22\" class=\"small\" text-anchor=\"end\">", c->w - 12);
-        sb_esc(o, c->note);
-        sb_printf(o, "</text>");
-    }
-    sb_printf(o, "</svg>\n");
+    chart_end(o, c);
 #undef PX
 #undef PY
 }
@@ -307,12 +312,7 @@ static void histogram(sb_t *o, const chart_t *c, const double *edges, const int6
               mt + ph / 2);
     sb_esc(o, c->ylabel);
     sb_printf(o, "</text>");
-    if (c->note) {
-        sb_printf(o, "<text x=\"%d\" y=\"22\" class=\"small\" text-anchor=\"end\">", c->w - 12);
-        sb_esc(o, c->note);
-        sb_printf(o, "</text>");
-    }
-    sb_printf(o, "</svg>\n");
+    chart_end(o, c);
 #undef PX
 #undef PY
 }
