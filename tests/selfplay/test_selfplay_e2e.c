@@ -66,25 +66,38 @@ static double metric(const char *dir, int cycle, const char *col) {
     return v;
 }
 
-/* Self-play games of cycle c that ended by resignation, and drawn ones. */
-static int64_t resigned_games(db_t *db, int c, int64_t *drawn) {
+/* Calls fn on every self-play game of the shards of cycle c. */
+static void each_game_of_cycle(db_t *db, int c, void (*fn)(db_t *, const db_game_t *, void *), void *user) {
     db_shard_t *sh = NULL;
     int32_t n = 0;
-    int64_t cnt = 0;
-    *drawn = 0;
     db_shards_recent(db, 0, &sh, &n);
     for (int32_t i = 0; i < n; i++) {
         if (sh[i].cycle != c) continue;
         db_game_list_t gl = {0};
         db_games_of_shard(db, sh[i].id, &gl);
-        for (int64_t k = 0; k < gl.n; k++) {
-            cnt += gl.games[k].reason == DB_REASON_RESIGN;
-            *drawn += gl.games[k].result == DB_RESULT_DRAW;
-        }
+        for (int64_t k = 0; k < gl.n; k++) fn(db, &gl.games[k], user);
         db_game_list_free(&gl);
     }
     free(sh);
-    return cnt;
+}
+
+typedef struct {
+    int64_t resigned, drawn;
+} ends_t;
+
+static void count_ends(db_t *db, const db_game_t *g, void *user) {
+    ends_t *e = user;
+    (void)db;
+    e->resigned += g->reason == DB_REASON_RESIGN;
+    e->drawn += g->result == DB_RESULT_DRAW;
+}
+
+/* Self-play games of cycle c that ended by resignation, and drawn ones. */
+static int64_t resigned_games(db_t *db, int c, int64_t *drawn) {
+    ends_t e = {0, 0};
+    each_game_of_cycle(db, c, count_ends, &e);
+    *drawn = e.drawn;
+    return e.resigned;
 }
 
 /* The driver's log line for cycle c's resignation check (the last one). */
@@ -223,29 +236,27 @@ static void check_evals(const char *dir, int from, int to) {
     free(text);
 }
 
+typedef struct {
+    int model;
+    int64_t n;
+} by_model_t;
+
+static void count_by_model(db_t *db, const db_game_t *g, void *user) {
+    by_model_t *b = user;
+    db_model_t m;
+    if (db_model_get(db, g->model_id, &m) == DB_OK && m.cycle == b->model) b->n++;
+}
+
 /* Games of shard cycle `cycle` whose model is of cycle `model`. */
 static int64_t model_games(const char *dir, int cycle, int model) {
     char path[800], err[1024];
     snprintf(path, sizeof path, "%s/koma.db", dir);
     db_t *db = NULL;
     if (db_open(path, DB_OPEN_READONLY, &db, err, sizeof err) != DB_OK) return -1;
-    db_shard_t *sh = NULL;
-    int32_t n = 0;
-    int64_t cnt = 0;
-    db_shards_recent(db, 0, &sh, &n);
-    for (int32_t i = 0; i < n; i++) {
-        if (sh[i].cycle != cycle) continue;
-        db_game_list_t gl = {0};
-        db_games_of_shard(db, sh[i].id, &gl);
-        for (int64_t k = 0; k < gl.n; k++) {
-            db_model_t m;
-            if (db_model_get(db, gl.games[k].model_id, &m) == DB_OK && m.cycle == model) cnt++;
-        }
-        db_game_list_free(&gl);
-    }
-    free(sh);
+    by_model_t b = {model, 0};
+    each_game_of_cycle(db, cycle, count_by_model, &b);
     db_close(db);
-    return cnt;
+    return b.n;
 }
 
 int main(void) {
