@@ -91,7 +91,6 @@ typedef struct {
     int alive;
 } engine_t;
 
-
 static void msgf(char *dst, size_t len, const char *fmt, ...) PRINTF_LIKE(3, 4);
 static void msgf(char *dst, size_t len, const char *fmt, ...) {
     if (!dst || !len) return;
