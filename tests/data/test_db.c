@@ -214,6 +214,18 @@ static void test_open_and_schema(void) {
     CHECK_OK(db, db_open(empty, 0, &db, err, sizeof err));
     db_close(db);
 
+    /* So is what a kill between the file's creation and the schema's commit
+     * leaves: a WAL header, no version, no tables. A read-only open refuses
+     * it without touching it; a writing open gives it the schema. */
+    const char *bare = tmp_db("bare.db");
+    sql_raw(bare, "PRAGMA journal_mode = WAL");
+    CHECK(db_open(bare, DB_OPEN_READONLY, &db, err, sizeof err) == DB_SCHEMA);
+    CHECK(starts_with(err, bare) && contains(err, "no schema version"));
+    CHECK(sql_int(bare, "SELECT count(*) FROM sqlite_master") == 0);
+    CHECK_OK(db, db_open(bare, 0, &db, err, sizeof err));
+    db_close(db);
+    CHECK(sql_int(bare, "PRAGMA user_version") == DB_SCHEMA_VERSION);
+
     /* A directory that does not exist. */
     char missing[600];
     snprintf(missing, sizeof missing, "%s/no/such/dir/koma.db", g_dir);

@@ -233,6 +233,21 @@ static inline void check_run(const char *dir, uint32_t flags, int32_t max_ply, r
             snprintf(res, sizeof res, "%s", (const char *)sqlite3_column_text(st, 0));
         sqlite3_finalize(st);
         CHECKF(!strcmp(res, "ok"), "%s: integrity_check says '%s'", path, res);
+        /* A kill between SQLite creating the file and the schema's commit
+         * leaves a file with no version and no tables: the next run creates
+         * the schema in it (the final, clean run checks that). */
+        int64_t ver = -1, objects = -1;
+        if (sqlite3_prepare_v2(s, "SELECT (SELECT user_version FROM pragma_user_version), count(*) FROM sqlite_master",
+                               -1, &st, NULL) == SQLITE_OK &&
+            sqlite3_step(st) == SQLITE_ROW) {
+            ver = sqlite3_column_int64(st, 0);
+            objects = sqlite3_column_int64(st, 1);
+        }
+        sqlite3_finalize(st);
+        if (ver == 0 && objects == 0 && !(flags & CHECK_RUN_CLEAN)) {
+            sqlite3_close(s);
+            return; /* killed before the schema was committed */
+        }
     } else {
         CHECKF(0, "%s: cannot open with sqlite3", path);
     }
