@@ -79,27 +79,72 @@ typedef struct {
     char *err;
     size_t errlen;
     int failed;
+    FILE *f;
+    int line;      /* lines read so far: the line being parsed */
+    int too_long;  /* a line did not fit inih's buffer */
+    int read_error;
 } ini_ctx_t;
 
-static int ini_cb(void *user, const char *section, const char *name, const char *value) {
-    (void)section;
-    ini_ctx_t *c = user;
+/* inih's line reader, wrapped to count lines and to refuse a line that does
+ * not fit its buffer (inih would parse the rest as a line of its own). */
+static char *ini_read(char *str, int num, void *stream) {
+    ini_ctx_t *c = stream;
+    if (c->failed || c->too_long) return NULL;
+    char *r = fgets(str, num, c->f);
+    if (!r) {
+        if (ferror(c->f)) c->read_error = 1;
+        return NULL;
+    }
+    c->line++;
+    size_t n = strlen(str);
+    if (n + 1 == (size_t)num && str[n - 1] != '\n' && !feof(c->f)) {
+        c->too_long = 1;
+        return NULL;
+    }
+    return r;
+}
+
+static int ini_set(ini_ctx_t *c, int line, const char *name, const char *value) {
     if (c->failed) return 0;
     char e[400];
     if (cfg_set(c->opts, c->nopts, name, value, e, sizeof e) != CFG_OK) {
-        snprintf(c->err, c->errlen, "%s: %s", c->path, e);
+        snprintf(c->err, c->errlen, "%s:%d: %s", c->path, line, e);
         c->failed = 1;
         return 0;
     }
     return 1;
 }
 
+/* The handler's signature depends on how inih was built; both are handled. */
+#if INI_HANDLER_LINENO
+static int ini_cb(void *user, const char *section, const char *name, const char *value, int lineno) {
+    (void)section;
+    return ini_set(user, lineno, name, value);
+}
+#else
+static int ini_cb(void *user, const char *section, const char *name, const char *value) {
+    (void)section;
+    ini_ctx_t *c = user;
+    return ini_set(c, c->line, name, value);
+}
+#endif
+
 int cfg_load_file(const cfg_opt_t *opts, int nopts, const char *path, char *err, size_t errlen) {
-    ini_ctx_t c = {opts, nopts, path, err, errlen, 0};
-    int rc = ini_parse(path, ini_cb, &c);
+    ini_ctx_t c = {opts, nopts, path, err, errlen, 0, NULL, 0, 0, 0};
+    c.f = fopen(path, "r");
+    if (!c.f) {
+        snprintf(err, errlen, "%s: cannot open config file: %s", path, strerror(errno));
+        return CFG_ERROR;
+    }
+    int rc = ini_parse_stream(ini_read, &c, ini_cb, &c);
+    fclose(c.f);
     if (c.failed) return CFG_ERROR;
-    if (rc == -1) {
-        snprintf(err, errlen, "%s: cannot open config file", path);
+    if (c.too_long) {
+        snprintf(err, errlen, "%s:%d: line longer than %d characters", path, c.line, INI_MAX_LINE - 2);
+        return CFG_ERROR;
+    }
+    if (c.read_error) {
+        snprintf(err, errlen, "%s: read error after line %d", path, c.line);
         return CFG_ERROR;
     }
     if (rc != 0) {

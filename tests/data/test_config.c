@@ -82,7 +82,32 @@ int main(void) {
     fprintf(f, "cycles = 2\nbogus = 1\n");
     fclose(f);
     char *a8[] = {"prog", "--config", ini};
-    CHECK(parse(3, a8, err, sizeof err) == CFG_ERROR && strstr(err, "config_test.ini") && strstr(err, "bogus"));
+    CHECK(parse(3, a8, err, sizeof err) == CFG_ERROR && strstr(err, "config_test.ini:2: ") && strstr(err, "bogus"));
+    /* The line number counts comments, sections and blank lines. */
+    f = fopen(ini, "w");
+    fprintf(f, "# comment\n\n[selfplay]\ncycles = 2\nlr = fast\n");
+    fclose(f);
+    CHECK(parse(3, a8, err, sizeof err) == CFG_ERROR && strstr(err, "config_test.ini:5: ") && strstr(err, "'fast'"));
+    f = fopen(ini, "w");
+    fprintf(f, "cycles = 2\nthis line has no equals sign\n");
+    fclose(f);
+    CHECK(parse(3, a8, err, sizeof err) == CFG_ERROR && strstr(err, "config_test.ini:2: malformed line"));
+    /* A line longer than inih's buffer is refused, not cut in two and its
+     * value truncated. */
+    f = fopen(ini, "w");
+    fprintf(f, "cycles = 2\nnet = ");
+    for (int i = 0; i < 300; i++) fputc('x', f);
+    fprintf(f, "\ncycles = 3\n");
+    fclose(f);
+    reset();
+    CHECK(parse(3, a8, err, sizeof err) == CFG_ERROR && strstr(err, "config_test.ini:2: line longer than"));
+    CHECKF(!strcmp(net, "6x64"), "net was set to '%.20s...' from a cut line", net);
+    /* The last line needs no newline. */
+    f = fopen(ini, "w");
+    fprintf(f, "cycles = 9");
+    fclose(f);
+    reset();
+    CHECK(parse(3, a8, err, sizeof err) == CFG_OK && cycles == 9);
     char *a9[] = {"prog", "--help"};
     CHECK(parse(2, a9, err, sizeof err) == CFG_HELP);
 
