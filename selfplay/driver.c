@@ -102,9 +102,6 @@ typedef struct {
     atomic_int shard_failed;
     char shard_err[DB_ERR_MAX];  /* under log_mu */
 
-    /* trainer progress, parsed from its log (under log_mu) */
-    int64_t train_step_seen, train_steps_seen, train_cycle_seen;
-
     /* model ids by cycle (generation = cycle + 1) */
     int64_t id_cycle[16], id_model[16];
     int32_t n_ids;
@@ -164,19 +161,9 @@ static void dlog_prefix(driver_t *d, const char *prefix, const char *fmt, ...) {
     va_end(ap);
 }
 
-/* The trainer's log lines go to the same places; "cycle C: step S/T" lines
- * also feed the progress line. */
+/* The trainer's log lines go to the same places. */
 static void train_log(void *user, const char *line) {
-    driver_t *d = user;
-    long long c, s, t;
-    if (sscanf(line, "cycle %lld: step %lld/%lld", &c, &s, &t) == 3) {
-        compat_mutex_lock(&d->log_mu);
-        d->train_cycle_seen = c;
-        d->train_step_seen = s;
-        d->train_steps_seen = t;
-        compat_mutex_unlock(&d->log_mu);
-    }
-    dlog_prefix(d, "train: ", "%s", line);
+    dlog_prefix(user, "train: ", "%s", line);
 }
 
 /* ---- helpers ---------------------------------------------------------------------------- */
@@ -672,11 +659,12 @@ static void progress(driver_t *d, bool force) {
     char train[160];
     if (d->n_training > 0) {
         int64_t c = d->training[0].cycle, s = 0, total = d->training[0].steps;
-        compat_mutex_lock(&d->log_mu);
-        if (d->train_cycle_seen == c) s = d->train_step_seen, total = d->train_steps_seen;
-        compat_mutex_unlock(&d->log_mu);
+        train_progress_t tp;
+        train_trainer_progress(d->trainer, &tp);
+        if (tp.cycle == c) s = tp.step, total = tp.steps;
         if (s > 0)
-            snprintf(train, sizeof train, "training cycle %" PRId64 ": step %" PRId64 "/%" PRId64, c, s, total);
+            snprintf(train, sizeof train, "training cycle %" PRId64 ": step %" PRId64 "/%" PRId64 " (%.0f samples/s)", c,
+                     s, total, tp.samples_per_s);
         else
             snprintf(train, sizeof train, "training cycle %" PRId64 ": ~%" PRId64 " steps", c, total);
         if (d->n_training > 1)
@@ -945,7 +933,6 @@ int sp_run(const sp_config_t *cfg, const train_config_t *tcfg, const char *confi
     atomic_init(&d->shards_submitted, 0);
     atomic_init(&d->shards_done, 0);
     atomic_init(&d->shard_failed, 0);
-    d->train_cycle_seen = -1;
     d->prog_t_ns = compat_now_ns();
     atomic_init(&d->ev_done, 0);
     d->ladder_elo = NAN;

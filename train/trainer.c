@@ -365,6 +365,7 @@ struct train_trainer {
     int64_t queue[TRAIN_QUEUE];
     int32_t qhead, qn;
     int64_t running; /* -1 none */
+    train_progress_t progress; /* the cycle in flight, any thread reads it */
     result_t results[TRAIN_QUEUE];
     int32_t nresults, rnext;
 };
@@ -377,6 +378,20 @@ static void tlog(const train_trainer_t *tr, const char *fmt, ...) {
     va_end(ap);
     if (tr->cfg.log) tr->cfg.log(tr->cfg.log_user, line);
     else fprintf(stderr, "train: %s\n", line);
+}
+
+static void set_progress(train_trainer_t *tr, int64_t cycle, int64_t step, int64_t steps, int64_t samples,
+                         double train_ns) {
+    compat_mutex_lock(&tr->mu);
+    tr->progress = (train_progress_t){.cycle = cycle, .step = step, .steps = steps,
+                                      .samples_per_s = train_ns > 0 ? (double)samples / (train_ns * 1e-9) : 0};
+    compat_mutex_unlock(&tr->mu);
+}
+
+void train_trainer_progress(train_trainer_t *tr, train_progress_t *out) {
+    compat_mutex_lock(&tr->mu);
+    *out = tr->progress;
+    compat_mutex_unlock(&tr->mu);
 }
 
 static int stop_seen(train_trainer_t *tr) { return compat_stop_requested() || atomic_load(&tr->stop); }
@@ -528,6 +543,7 @@ train_trainer_t *train_trainer_new(const train_config_t *cfg_in, const char *run
     tr->writer = writer;
     tr->server = server;
     tr->running = -1;
+    tr->progress.cycle = -1;
     atomic_init(&tr->latest_cycle, -1);
     compat_mutex_init(&tr->run_mu);
     compat_mutex_init(&tr->mu);
@@ -678,6 +694,7 @@ int train_trainer_run_cycle(train_trainer_t *tr, int64_t cycle, train_cycle_repo
     int64_t last_log = compat_now_ms();
     nn_metrics_t m;
     memset(&m, 0, sizeof m);
+    set_progress(tr, cycle, 0, steps, 0, 0);
     for (int64_t s = 0; s < steps; s++) {
         if (stop_seen(tr)) {
             if (s > 0) restore(tr);
@@ -716,6 +733,7 @@ int train_trainer_run_cycle(train_trainer_t *tr, int64_t cycle, train_cycle_repo
                                .acc_legal = m.legal_f1,
                                .grad_norm = m.grad_norm};
         db_writer_train_step(tr->writer, &row, -1); /* a stopping writer refuses it: the rows are figures only */
+        set_progress(tr, cycle, s + 1, steps, rep->samples, train_ns);
         if (compat_now_ms() - last_log >= TRAIN_PROGRESS_MS) {
             last_log = compat_now_ms();
             tlog(tr, "cycle %" PRId64 ": step %" PRId64 "/%" PRId64 ", %.0f samples/s, policy %.4f value %.4f legal %.5f",
@@ -767,6 +785,7 @@ int train_trainer_run_cycle(train_trainer_t *tr, int64_t cycle, train_cycle_repo
     rc = publish(tr, cycle, mr.path, err, errlen) == 0 ? TRAIN_OK : TRAIN_ERROR;
 out:
     if (rep->seconds == 0) rep->seconds = (double)(compat_now_ns() - t0) * 1e-9;
+    set_progress(tr, -1, 0, 0, 0, 0);
     compat_mutex_unlock(&tr->run_mu);
     return rc;
 }

@@ -178,6 +178,13 @@ int train_trainer_submit(train_trainer_t *tr, int64_t cycle);            /* retu
 /* Waits for a submitted cycle (timeout_ms < 0: forever; returns 1 on timeout); also respects compat_stop_requested(). */
 int train_trainer_wait(train_trainer_t *tr, int64_t cycle, int64_t timeout_ms, train_cycle_report_t *rep, char *err, size_t errlen);
 void train_trainer_stop(train_trainer_t *tr);  /* finishes the step in flight, never blocks forever */
+/* The cycle being trained: cycle -1 when none; else step S of T done (S = 0
+ * while the window loads) and the samples/s of its steps so far. Any thread. */
+typedef struct {
+    int64_t cycle, step, steps;
+    double samples_per_s;
+} train_progress_t;
+void train_trainer_progress(train_trainer_t *tr, train_progress_t *out);
 void train_trainer_free(train_trainer_t *tr);  /* NULL ok */
 
 /* Details of the calls above:
@@ -194,8 +201,8 @@ void train_trainer_free(train_trainer_t *tr);  /* NULL ok */
  *   the server already is at or above c + 1, current + 1 is used and the log
  *   says so.
  * - Log lines: "cycle C: step S/T, ..." every 10 s inside a cycle, and one
- *   "cycle C: N steps x B ... -> models/<C>.safetensors" line per cycle
- *   (stable formats: the self-play driver reads the first).
+ *   "cycle C: N steps x B ... -> models/<C>.safetensors" line per cycle.
+ *   They are for people: programs ask train_trainer_progress.
  * - start: 0, or -1 (no thread; already started).
  * - submit: 0; -1 when the thread is not running or the queue (64 cycles)
  *   is full. Cycles run in submission order; a cycle submitted twice runs once.

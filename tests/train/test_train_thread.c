@@ -94,7 +94,33 @@ static void test_thread_with_server(void) {
     CHECK(train_trainer_submit(tr, 3) == 0);
     CHECK(train_trainer_submit(tr, 3) == 0); /* queued already: runs once */
     CHECK(train_trainer_wait(tr, 9, 1000, &rep, err, sizeof err) == TRAIN_ERROR && strstr(err, "not submitted"));
+    /* progress, read while the thread trains cycles 2 and 3 (20 steps each: steps 21-40 and 41-60) */
+    int64_t seen_cycle = -1, seen_step = -1, mid = 0;
+    int64_t until_done = compat_now_ms() + 120000;
+    train_progress_t tp;
+    for (;;) {
+        train_trainer_progress(tr, &tp);
+        if (tp.cycle != -1) {
+            CHECKF((tp.cycle == 2 || tp.cycle == 3) && tp.steps == 20,
+                   "progress: cycle %" PRId64 " with %" PRId64 " steps", tp.cycle, tp.steps);
+            CHECKF(tp.step >= 0 && tp.step <= tp.steps, "progress: step %" PRId64 " of %" PRId64, tp.step, tp.steps);
+            CHECKF(tp.cycle > seen_cycle || (tp.cycle == seen_cycle && tp.step >= seen_step),
+                   "progress went back from cycle %" PRId64 " step %" PRId64 " to cycle %" PRId64 " step %" PRId64,
+                   seen_cycle, seen_step, tp.cycle, tp.step);
+            CHECK(tp.step == 0 || tp.samples_per_s > 0);
+            if (tp.step > 0 && tp.step < tp.steps) mid++;
+            seen_cycle = tp.cycle, seen_step = tp.step;
+        } else if (seen_cycle == 3 || train_trainer_wait(tr, 3, 0, &rep, err, sizeof err) != TRAIN_TIMEOUT) {
+            break;
+        }
+        if (compat_now_ms() > until_done) break;
+        compat_sleep_ms(1);
+    }
+    CHECKF(mid > 0, "progress: no reading inside a cycle (last: cycle %" PRId64 " step %" PRId64 ")", seen_cycle,
+           seen_step);
     int st = train_trainer_wait(tr, 3, 120000, &rep, err, sizeof err);
+    train_trainer_progress(tr, &tp);
+    CHECK(tp.cycle == -1); /* idle once the cycle's result is out */
     CHECK_OK(st, err);
     CHECK(rep.cycle == 3 && rep.step == 60 && !rep.already);
     st = train_trainer_wait(tr, 2, 0, &rep, err, sizeof err);
