@@ -24,12 +24,28 @@
 #include "compat/bits.h"
 #include "engine/types.h"
 
-/* Two representations of the same 128 bits: a GCC/Clang vector (and, or,
- * xor in one SIMD instruction), or, where the compiler has no vector
- * extensions (MSVC's cl) or with -DKOMA_PORTABLE_BITBOARD, two plain words.
- * Both give the same results; ctest runs the engine tests on both
- * (test_*_portable). */
-#if (defined(__GNUC__) || defined(__clang__)) && !defined(KOMA_PORTABLE_BITBOARD)
+/* Three representations of the same 128 bits, chosen at compile time:
+ *  - two plain words, with -DKOMA_PORTABLE_BITBOARD (or on a compiler that
+ *    has neither of the two below);
+ *  - an SSE2 register (__m128i, <emmintrin.h>), with -DKOMA_SSE2_BITBOARD,
+ *    or where the compiler has no GCC vector extensions but the target has
+ *    SSE2: MSVC's cl on x64 (_M_X64) or on x86 with /arch:SSE2 (_M_IX86_FP),
+ *    not on ARM64EC (which defines _M_X64 too);
+ *  - a GCC/Clang vector (and, or, xor in one SIMD instruction), the default
+ *    with GCC and Clang (clang-cl included).
+ * All give the same results; ctest runs the engine tests on each
+ * (test_*_portable, test_*_sse2). The SSE2 path uses SSE2 intrinsics only. */
+#if defined(KOMA_PORTABLE_BITBOARD)
+/* two words */
+#elif defined(KOMA_SSE2_BITBOARD) ||                                                                                  \
+    (!defined(__GNUC__) && !defined(__clang__) && !defined(_M_ARM64EC) &&                                             \
+     (defined(_M_X64) || (defined(_M_IX86_FP) && _M_IX86_FP >= 2) || defined(__SSE2__)))
+#if !defined(__SSE2__) && !defined(_M_X64) && !(defined(_M_IX86_FP) && _M_IX86_FP >= 2)
+#error "KOMA_SSE2_BITBOARD needs an SSE2 target: x86-64, or x86 with -msse2 (/arch:SSE2)"
+#endif
+#include <emmintrin.h>
+#define BB_SSE2 1
+#elif defined(__GNUC__) || defined(__clang__)
 typedef uint64_t bb_vec_t __attribute__((vector_size(16)));
 #define BB_VECTOR 1
 #endif
@@ -37,8 +53,10 @@ typedef uint64_t bb_vec_t __attribute__((vector_size(16)));
 /* p[0]: squares 0..62, p[1]: squares 63..80 (bit = square - 63). */
 typedef union {
     uint64_t p[2];
-#ifdef BB_VECTOR
+#if defined(BB_VECTOR)
     bb_vec_t v; /* the same 128 bits as one SIMD value (GCC/Clang vector extension) */
+#elif defined(BB_SSE2)
+    __m128i m; /* the same 128 bits in an SSE2 register; p[0] is the low half */
 #endif
 } Bitboard;
 
@@ -71,14 +89,38 @@ void bb_init_tables(void);
 /* ---- basics --------------------------------------------------------------- */
 static inline Bitboard bb_make(uint64_t lo, uint64_t hi) {
     Bitboard b;
-#ifdef BB_VECTOR
+#if defined(BB_VECTOR)
     b.v = (bb_vec_t){lo, hi}; /* built in a register, not through memory */
+#elif defined(BB_SSE2) && (defined(__x86_64__) || defined(_M_X64))
+    b.m = _mm_set_epi64x((long long)hi, (long long)lo);
+#elif defined(BB_SSE2) /* i386: some MSVC versions lack _mm_set_epi64x there */
+    b.m = _mm_set_epi32((int)(hi >> 32), (int)(uint32_t)hi, (int)(lo >> 32), (int)(uint32_t)lo);
 #else
     b.p[0] = lo;
     b.p[1] = hi;
 #endif
     return b;
 }
+/* BB_LO_(b), BB_HI_(b): the two words of b, p[0] and p[1]. The SSE2 path
+ * moves them out of the register (i386 has no 64-bit general register: there
+ * through memory); elsewhere they are b.p[0] and b.p[1]. */
+#if defined(BB_SSE2)
+static inline uint64_t bb_sse2_lo_(__m128i m) {
+#if defined(__x86_64__) || defined(_M_X64)
+    return (uint64_t)_mm_cvtsi128_si64(m);
+#else
+    uint64_t w[2];
+    _mm_storeu_si128((__m128i *)w, m);
+    return w[0];
+#endif
+}
+static inline uint64_t bb_sse2_hi_(__m128i m) { return bb_sse2_lo_(_mm_shuffle_epi32(m, _MM_SHUFFLE(3, 2, 3, 2))); }
+#define BB_LO_(b) bb_sse2_lo_((b).m)
+#define BB_HI_(b) bb_sse2_hi_((b).m)
+#else
+#define BB_LO_(b) ((b).p[0])
+#define BB_HI_(b) ((b).p[1])
+#endif
 static inline Bitboard bb_zero(void) { return bb_make(0, 0); }
 static inline Bitboard bb_full(void) { return bb_make(0x7FFFFFFFFFFFFFFFull, 0x3FFFFull); }
 static inline Bitboard bb_sq(Square sq) { return bb_sq_tab[sq]; }
@@ -86,12 +128,18 @@ static inline Bitboard bb_file(int32_t f) { return bb_file_tab[f]; }
 static inline Bitboard bb_rank(int32_t r) { return bb_rank_tab[r]; }
 /* Promotion zone of c: the three ranks nearest the opponent. */
 static inline Bitboard bb_zone(Color c) { return bb_forward_ranks_tab[c][2]; }
-#ifdef BB_VECTOR
+#if defined(BB_VECTOR)
 static inline Bitboard bb_and(Bitboard a, Bitboard b) { Bitboard r; r.v = a.v & b.v; return r; }
 static inline Bitboard bb_or(Bitboard a, Bitboard b) { Bitboard r; r.v = a.v | b.v; return r; }
 static inline Bitboard bb_xor(Bitboard a, Bitboard b) { Bitboard r; r.v = a.v ^ b.v; return r; }
 /* a & ~b */
 static inline Bitboard bb_andnot(Bitboard a, Bitboard b) { Bitboard r; r.v = a.v & ~b.v; return r; }
+#elif defined(BB_SSE2)
+static inline Bitboard bb_and(Bitboard a, Bitboard b) { Bitboard r; r.m = _mm_and_si128(a.m, b.m); return r; }
+static inline Bitboard bb_or(Bitboard a, Bitboard b) { Bitboard r; r.m = _mm_or_si128(a.m, b.m); return r; }
+static inline Bitboard bb_xor(Bitboard a, Bitboard b) { Bitboard r; r.m = _mm_xor_si128(a.m, b.m); return r; }
+/* a & ~b (_mm_andnot_si128(x, y) is ~x & y) */
+static inline Bitboard bb_andnot(Bitboard a, Bitboard b) { Bitboard r; r.m = _mm_andnot_si128(b.m, a.m); return r; }
 #else
 static inline Bitboard bb_and(Bitboard a, Bitboard b) { return bb_make(a.p[0] & b.p[0], a.p[1] & b.p[1]); }
 static inline Bitboard bb_or(Bitboard a, Bitboard b) { return bb_make(a.p[0] | b.p[0], a.p[1] | b.p[1]); }
@@ -101,23 +149,43 @@ static inline Bitboard bb_andnot(Bitboard a, Bitboard b) { return bb_make(a.p[0]
 #endif
 /* All 81 squares not in b. */
 static inline Bitboard bb_not(Bitboard b) { return bb_andnot(bb_full(), b); }
+#if defined(BB_SSE2)
+/* Byte-wise compare, one bit per byte: 0xFFFF when all 16 bytes are equal. */
+static inline bool bb_is_empty(Bitboard b) { return _mm_movemask_epi8(_mm_cmpeq_epi8(b.m, _mm_setzero_si128())) == 0xFFFF; }
+static inline bool bb_nonzero(Bitboard b) { return !bb_is_empty(b); }
+static inline bool bb_equal(Bitboard a, Bitboard b) { return _mm_movemask_epi8(_mm_cmpeq_epi8(a.m, b.m)) == 0xFFFF; }
+static inline bool bb_intersects(Bitboard a, Bitboard b) { return bb_nonzero(bb_and(a, b)); }
+#else
 static inline bool bb_is_empty(Bitboard b) { return (b.p[0] | b.p[1]) == 0; }
 static inline bool bb_nonzero(Bitboard b) { return (b.p[0] | b.p[1]) != 0; }
 static inline bool bb_equal(Bitboard a, Bitboard b) { return a.p[0] == b.p[0] && a.p[1] == b.p[1]; }
-static inline bool bb_test(Bitboard b, Square sq) { return bb_nonzero(bb_and(b, bb_sq_tab[sq])); }
 static inline bool bb_intersects(Bitboard a, Bitboard b) { return ((a.p[0] & b.p[0]) | (a.p[1] & b.p[1])) != 0; }
+#endif
+static inline bool bb_test(Bitboard b, Square sq) { return bb_nonzero(bb_and(b, bb_sq_tab[sq])); }
 static inline int32_t bb_popcount(Bitboard b) {
-    return compat_popcount64(b.p[0]) + compat_popcount64(b.p[1]);
+    return compat_popcount64(BB_LO_(b)) + compat_popcount64(BB_HI_(b));
 }
 static inline bool bb_more_than_one(Bitboard b) {
-    return (b.p[0] & (b.p[0] - 1)) != 0 || (b.p[1] & (b.p[1] - 1)) != 0 || (b.p[0] != 0 && b.p[1] != 0);
+    return (BB_LO_(b) & (BB_LO_(b) - 1)) != 0 || (BB_HI_(b) & (BB_HI_(b) - 1)) != 0 ||
+           (BB_LO_(b) != 0 && BB_HI_(b) != 0);
 }
 /* Lowest square of a non-empty bitboard. */
 static inline Square bb_lsb(Bitboard b) {
-    return b.p[0] ? compat_ctz64(b.p[0]) : 63 + compat_ctz64(b.p[1]);
+    return BB_LO_(b) ? compat_ctz64(BB_LO_(b)) : 63 + compat_ctz64(BB_HI_(b));
 }
 /* Removes and returns the lowest square of a non-empty bitboard. */
 static inline Square bb_pop_lsb(Bitboard *b) {
+#if defined(BB_SSE2)
+    /* The lowest bit (x & -x) of the word that has it, cleared with one xor. */
+    const uint64_t lo = BB_LO_(*b);
+    if (lo) {
+        b->m = _mm_xor_si128(b->m, bb_make(lo & (0 - lo), 0).m);
+        return compat_ctz64(lo);
+    }
+    const uint64_t hi = BB_HI_(*b);
+    b->m = _mm_xor_si128(b->m, bb_make(0, hi & (0 - hi)).m);
+    return 63 + compat_ctz64(hi);
+#else
     if (b->p[0]) {
         Square sq = compat_ctz64(b->p[0]);
         b->p[0] &= b->p[0] - 1;
@@ -126,18 +194,40 @@ static inline Square bb_pop_lsb(Bitboard *b) {
     Square sq = 63 + compat_ctz64(b->p[1]);
     b->p[1] &= b->p[1] - 1;
     return sq;
+#endif
 }
 /* Iterate: for (Bitboard t = b; bb_nonzero(t);) { Square sq = bb_pop_lsb(&t); ... } */
 
 /* ---- 128-bit helpers for the sliding trick --------------------------------- */
 static inline Bitboard bb_byte_reverse(Bitboard b) {
+#if defined(BB_SSE2)
+    /* Dwords reversed, then the 16-bit halves of each dword, then the bytes of each half. */
+    __m128i x = _mm_shuffle_epi32(b.m, _MM_SHUFFLE(0, 1, 2, 3));
+    x = _mm_shufflehi_epi16(_mm_shufflelo_epi16(x, _MM_SHUFFLE(2, 3, 0, 1)), _MM_SHUFFLE(2, 3, 0, 1));
+    Bitboard r;
+    r.m = _mm_or_si128(_mm_slli_epi16(x, 8), _mm_srli_epi16(x, 8));
+    return r;
+#else
     return bb_make(compat_bswap64(b.p[1]), compat_bswap64(b.p[0]));
+#endif
 }
 /* Ray up to the first blocker: (x ^ (x - 1)) & ray, with x = occ & ray, 128-bit. */
 static inline Bitboard bb_ray_to_blocker(Bitboard occ, Bitboard ray) {
+#if defined(BB_SSE2)
+    /* x - 1 per word; the high word's part is kept only when the low word
+     * borrowed (its x was 0): that is bit 63 of ~x & (x - 1) in the low word,
+     * spread over the high word by an arithmetic shift of its dword. */
+    const __m128i ones = _mm_set1_epi32(-1);
+    const __m128i x = _mm_and_si128(occ.m, ray.m), y = _mm_add_epi64(x, ones);
+    const __m128i borrow = _mm_shuffle_epi32(_mm_srai_epi32(_mm_andnot_si128(x, y), 31), _MM_SHUFFLE(1, 1, 1, 1));
+    Bitboard r;
+    r.m = _mm_and_si128(_mm_and_si128(_mm_xor_si128(x, y), ray.m), _mm_unpacklo_epi64(ones, borrow));
+    return r;
+#else
     uint64_t x0 = occ.p[0] & ray.p[0], x1 = occ.p[1] & ray.p[1];
     uint64_t y0 = x0 - 1, y1 = x1 - (x0 == 0);
     return bb_make((x0 ^ y0) & ray.p[0], (x1 ^ y1) & ray.p[1]);
+#endif
 }
 
 /* ---- attacks ------------------------------------------------------------- */
@@ -152,7 +242,7 @@ static inline Bitboard bb_lance_attacks(Color c, Square sq, Bitboard occ) {
      * 128-bit load would stall store forwarding. */
     const bool h = sq >= 63;
     uint64_t ray = bb_lance_ray_tab[c][sq];
-    uint64_t x = (h ? occ.p[1] : occ.p[0]) & ray, a;
+    uint64_t x = (h ? BB_HI_(occ) : BB_LO_(occ)) & ray, a;
     if (c == COLOR_WHITE)
         a = (x ^ (x - 1)) & ray;
     else
@@ -163,7 +253,7 @@ static inline Bitboard bb_lance_attacks(Color c, Square sq, Bitboard occ) {
 static inline Bitboard bb_file_attacks(Square sq, Bitboard occ) {
     const bool h = sq >= 63;
     uint64_t up = bb_lance_ray_tab[COLOR_BLACK][sq], down = bb_lance_ray_tab[COLOR_WHITE][sq];
-    uint64_t o = h ? occ.p[1] : occ.p[0];
+    uint64_t o = h ? BB_HI_(occ) : BB_LO_(occ);
     uint64_t xu = o & up, xd = o & down;
     uint64_t a = ((xd ^ (xd - 1)) & down) | (up & (~0ull << (63 - compat_clz64(xu | 1))));
     return h ? bb_make(0, a) : bb_make(a, 0);
@@ -193,7 +283,13 @@ Bitboard bb_attacks(Piece pc, Square sq, Bitboard occ);
 
 /* Squares attacked by a set of pawns of colour c (pawns never stand on their last rank). */
 static inline Bitboard bb_pawn_set_attacks(Color c, Bitboard pawns) {
+#if defined(BB_SSE2)
+    Bitboard r;
+    r.m = c == COLOR_BLACK ? _mm_srli_epi64(pawns.m, 1) : _mm_slli_epi64(pawns.m, 1);
+    return r;
+#else
     return c == COLOR_BLACK ? bb_make(pawns.p[0] >> 1, pawns.p[1] >> 1) : bb_make(pawns.p[0] << 1, pawns.p[1] << 1);
+#endif
 }
 
 /* Squares strictly between a and b when they share a rank, file or diagonal, else empty. */
@@ -211,9 +307,17 @@ static inline Bitboard bb_file_fill(Bitboard b) {
     /* Low 8 bits and the top bit of every 9-bit file group, per word. */
     const uint64_t low0 = 0x3FDFEFF7FBFDFEFFull, top0 = 0x4020100804020100ull;
     const uint64_t low1 = 0x1FEFFull, top1 = 0x20100ull;
+#if defined(BB_SSE2)
+    const __m128i low = bb_make(low0, low1).m, top = bb_make(top0, top1).m;
+    const __m128i f = _mm_and_si128(_mm_or_si128(_mm_add_epi64(_mm_and_si128(b.m, low), low), b.m), top);
+    Bitboard r;
+    r.m = _mm_or_si128(_mm_sub_epi64(f, _mm_srli_epi64(f, 8)), f);
+    return r;
+#else
     uint64_t f0 = (((b.p[0] & low0) + low0) | b.p[0]) & top0;
     uint64_t f1 = (((b.p[1] & low1) + low1) | b.p[1]) & top1;
     return bb_make((f0 - (f0 >> 8)) | f0, (f1 - (f1 >> 8)) | f1);
+#endif
 }
 
 #endif
