@@ -19,7 +19,10 @@
  * prints max|diff|, max|diff|/rms and the max relative difference; the first
  * mismatches are printed before it. KOMA_GPU_TOL_SCALE=2 scales every
  * tolerance (to tell a marginal tolerance from a bug on new hardware).
- * Usage: test_nn_cuda_gpu [device] [fp32|tf32|bf16 ...] (default: device 0, all passes).
+ * Usage: test_nn_cuda_gpu [device] [fp32|tf32|bf16 ...] [quick] (default: device 0, all
+ * passes, every case). `quick` leaves out the two largest convolutions and the
+ * 6x64 net (the remaining cases cover the same ops and options on smaller
+ * shapes): for compute-sanitizer, whose kernels run far slower (tools/gpu-checks.sh).
  *
  * Harness self-check without a GPU: KOMA_GPU_TEST_FAKE=1 runs every pass
  * against a stand-in "device" that is the CPU backend with the precision of
@@ -50,6 +53,7 @@ static const tmode_t *M_;
 static double g_scale = 1.0;
 static int32_t g_dev = 0;
 static int g_info = 0; /* cmp prints but does not judge (cmp_tensor judges itself) */
+static int g_quick = 0; /* argv "quick": no largest convs, no 6x64 net */
 static const tol_t T_EXACT = {0.0, 0.0};
 static const tol_t T_ELEM = {1e-6, 1e-6};  /* elementwise: expf/log differ by an ulp or two */
 static const tol_t T_RED = {1e-5, 1e-5};   /* double reductions in another order */
@@ -737,8 +741,10 @@ static void run_ops(void) {
     test_conv(5, 33, 27, 1, 1, 0, 1);
     test_conv(16, 64, 8, 1, 0, 1, 2);
     test_conv(2, 3, 4, 3, 1, 1, 2);
-    test_conv(37, 128, 128, 3, 1, 1, 0);
-    test_conv(64, 64, 64, 3, 0, 0, 1);
+    if (!g_quick) {
+        test_conv(37, 128, 128, 3, 1, 1, 0);
+        test_conv(64, 64, 64, 3, 0, 0, 1);
+    }
     gpu_ok("conv");
     { /* the other algorithm choosers: cuDNN heuristics, deterministic algorithms only */
         char err[512];
@@ -1036,7 +1042,7 @@ static void run_nets(void) {
     test_net(1, 17, NN_ACT_SILU, 5, 0, 5);   /* odd channels, no hand, smooth */
     test_net(2, 32, NN_ACT_SILU, 12, 3, 16);
     test_net(2, 24, NN_ACT_RELU, 9, 2, 1);   /* B = 1 training (BN over 81 squares) */
-    test_net(6, 64, NN_ACT_RELU, 68, 14, 32); /* the engine's input size */
+    if (!g_quick) test_net(6, 64, NN_ACT_RELU, 68, 14, 32); /* the engine's input size */
 }
 
 /* atol (x rms), rtol per op class and mode */
@@ -1065,6 +1071,7 @@ int main(int argc, char **argv) {
     int32_t dev = 0, nmodes = 0;
     for (int a = 1; a < argc; a++) {
         if (argv[a][0] >= '0' && argv[a][0] <= '9') dev = atoi(argv[a]);
+        else if (strcmp(argv[a], "quick") == 0) g_quick = 1;
         else nmodes++;
     }
     g_dev = dev;
@@ -1080,9 +1087,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "test_nn_cuda_gpu: %s\n", err);
         return 1;
     }
-    fprintf(stderr, "device %d: %s, cc %d.%d, %d SMs, %.1f GiB, driver %d, runtime %d; tolerance scale %g\n", dev,
+    fprintf(stderr, "device %d: %s, cc %d.%d, %d SMs, %.1f GiB, driver %d, runtime %d; tolerance scale %g%s\n", dev,
             info.name, info.cc_major, info.cc_minor, info.sm_count, (double)info.mem_bytes / (1 << 30),
-            info.driver_version, info.runtime_version, g_scale);
+            info.driver_version, info.runtime_version, g_scale, g_quick ? "; quick: reduced set" : "");
     C_ = nn_backend_cpu_new(0);
     /* bad arguments fail cleanly */
     if (!g_fake) {
@@ -1090,10 +1097,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "refused: %s\n", err);
     }
     for (int a = 1; a < argc; a++) {
-        int known = argv[a][0] >= '0' && argv[a][0] <= '9';
+        int known = (argv[a][0] >= '0' && argv[a][0] <= '9') || strcmp(argv[a], "quick") == 0;
         for (size_t m = 0; m < sizeof(MODES) / sizeof(MODES[0]); m++) known |= strcmp(argv[a], MODES[m].name) == 0;
         if (!known) {
-            fprintf(stderr, "usage: %s [device] [fp32|tf32|bf16 ...]: unknown argument '%s'\n", argv[0], argv[a]);
+            fprintf(stderr, "usage: %s [device] [fp32|tf32|bf16 ...] [quick]: unknown argument '%s'\n", argv[0], argv[a]);
             return 2;
         }
     }
