@@ -1,0 +1,602 @@
+#!/usr/bin/env bash
+# gpu-checks.sh - every GPU check of Koma in a few calls on a lent GPU machine
+# (no network, no apt; CUDA toolkit, PyTorch and compute-sanitizer installed).
+#
+#   tools/gpu-checks.sh STAGE...     stages, run in the order given:
+#     build     configure build-gpu (Release, CUDA arch native, else 90; Ninja when there)
+#               and build it; fails unless the configure report says "CUDA backend: built"
+#     test      nvidia-smi -L; ctest -L gpu; then every other non-slow test (ctest -j8)
+#     sanitize  compute-sanitizer memcheck (+leaks), racecheck, synccheck, initcheck on
+#               tests/nn/test_nn_cuda_gpu with its `quick` set, as the time budget permits
+#     bench     tools/bench_nn_gpu, docs/BENCHMARKS.md's command (6x64,10x128 x tf32,bf16)
+#     torch     tools/torch_bench.py eager (the same command), then --compile on 5 batch
+#               sizes (torch.compile recompiles per batch size and stops compiling after 8)
+#     selfplay  tools/bench_selfplay --config configs/gpu.ini --seconds 60 while
+#               nvidia-smi samples utilization; then --threads 15 if time is left
+#     all       build test sanitize bench torch selfplay (over 10 minutes: raise the budget)
+#   test, sanitize, bench and selfplay build first when build-gpu is not built yet.
+#
+# Here (a Debian/Ubuntu box with apt), once: tools/gpu-deps.sh (fills .gpudeps/, ~15 MB).
+# Then three calls of the device tool `run` (kind left out), each ending in its summary:
+#   call 1  command "tools/gpu-checks.sh build test sanitize"   carry [".gpudeps"]  timeout_s 600
+#           build ~1 min, test ~2 min, sanitize the rest of 9.5 min (memcheck 180 s,
+#           racecheck 120 s, synccheck and initcheck 45 s each at most, cut to the budget)
+#   call 2  command "tools/gpu-checks.sh build bench selfplay"  carry [".gpudeps"]  timeout_s 600
+#           build ~1 min, bench ~2 min, selfplay ~1.5 min + ~1 min for the --threads 15 run
+#   call 3  command "tools/gpu-checks.sh torch"                  timeout_s 600 (no build, no carry)
+#           eager ~2 min, --compile up to 5 min (compilation dominates; partial tables kept)
+# Estimates from a 2-core box scaled to 16 cores and from the programs' timed loops:
+# the build (two CPU minutes here, of which 14 s for nvcc on backend_cuda.cu), the CPU
+# tests (5 CPU minutes here), bench_nn_gpu and torch_bench (4 tables x 11 batch sizes x
+# 2 timed loops x BENCH_SECONDS, + training). About 22 minutes of commands, plus a
+# machine start per call (a minute or more): they fit in a session's 30 minutes of device
+# time, with little to spare; GPU_CHECKS_BUDGET=300 (seconds) shortens a call.
+# Each call rebuilds (~1 min): a machine stays warm for 30 s only, and carrying
+# "build-gpu" from here does not help (a CMake tree holds absolute source paths and this
+# box's -march=native code; the script starts afresh a tree configured elsewhere; and
+# build-gpu, 48 MB here, with .gpudeps and the tree makes 63 of the 64 MiB a call carries).
+#
+# Logs: ${OUT:-./gpu-out}/<stage>.log (whole output) and summary.txt (one line per step:
+# PASS / FAIL / TIMEOUT / SKIP (budget) / NODEV (exit 77), seconds, figures), at most 7
+# files; the summary is also printed at the end. Exit status 1 when a step failed; the
+# later steps of the same call still run.
+#
+# Environment: OUT (log folder), JOBS (build jobs, default nproc), GPU_CHECKS_BUDGET
+# (seconds for the whole call, default 570: steps are cut to fit or skipped),
+# BUILD_DIR (default build-gpu), CUDA_ARCH (instead of native), CUDNN_ROOT (a cuDNN
+# tree: include/, lib/ or lib64/), PYTHON (default python3, else /opt/torch/.venv/bin/python3),
+# BENCH_SECONDS (timed seconds per table row, default 1; docs/BENCHMARKS.md's commands say 2:
+# set 2 when device time allows), KOMA_DEPS_PREFIX (default /tmp/koma-deps), KOMA_CUDA_LINKS
+# (default /tmp/koma-cuda-links), GPU_CHECKS_FORCE_PIP=1 (cuDNN and cuBLAS from the pip
+# wheels even where the toolkit has them) and GPU_CHECKS_OWN_PKGCONFIG=1 (.gpudeps'
+# pkgconf and .pc files even where the system has its own): to test those routes on a
+# machine that has everything.
+#
+# Owns: the private dependency prefix (.gpudeps unpacked with dpkg -x, .pc files
+# rewritten to it), the cuDNN/cuBLAS link folder, build-gpu, the logs. Does not
+# install anything into /, and does not touch other build trees.
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd -P)
+cd "$ROOT" || exit 1
+BUILD=${BUILD_DIR:-$ROOT/build-gpu}
+case "$BUILD" in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
+OUTDIR=${OUT:-$ROOT/gpu-out}
+JOBS=${JOBS:-$(nproc)}
+BUDGET=${GPU_CHECKS_BUDGET:-570}
+P=${KOMA_DEPS_PREFIX:-/tmp/koma-deps}
+LINKS=${KOMA_CUDA_LINKS:-/tmp/koma-cuda-links} # libcudnn.so / libcublas.so links for pip wheels
+BENCH_SECONDS=${BENCH_SECONDS:-1}
+STATE=$(mktemp -d /tmp/gpu-checks.XXXXXX)
+mkdir -p "$OUTDIR"
+SUMMARY=$OUTDIR/summary.txt
+: >"$SUMMARY"
+trap 'rm -rf "$STATE"' EXIT
+
+usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
+[ $# -gt 0 ] || { usage; exit 2; }
+stages=()
+for s in "$@"; do
+  case "$s" in
+    build | test | sanitize | bench | torch | selfplay) stages+=("$s") ;;
+    all) stages+=(build test sanitize bench torch selfplay) ;;
+    -h | --help) usage; exit 0 ;;
+    *) echo "gpu-checks.sh: unknown stage '$s' (build test sanitize bench torch selfplay all)" >&2; exit 2 ;;
+  esac
+done
+
+# ---- bookkeeping ----------------------------------------------------------------
+left() { echo $((BUDGET - SECONDS)); }
+say() { echo "== gpu-checks: $*"; }
+# result NAME STATUS SECONDS [FIGURES]: one summary line
+result() {
+  [ "$2" = NODEV ] && [ -z "${4:-}" ] && set -- "$1" "$2" "$3" "exit 77: no CUDA device"
+  [ "$2" = SKIP ] && [ -z "${4:-}" ] && set -- "$1" "$2" "$3" "too little of the budget left"
+  printf '%-8s %-28s %5ss  %s\n' "$2" "$1" "$3" "${4:-}" >>"$SUMMARY"
+  say "$2 $1 (${3}s) ${4:-}"
+}
+# step NAME MAX_S MIN_S CMD...: runs CMD under timeout min(MAX_S, budget left - 15);
+# skips it when fewer than MIN_S seconds would be left. Sets RC (124: timed out, 200:
+# skipped) and DT; the caller writes the result line (it knows the figures).
+step() {
+  local name=$1 max=$2 min=$3 t
+  shift 3
+  t=$(($(left) - 15))
+  [ "$t" -gt "$max" ] && t=$max
+  if [ "$t" -lt "$min" ]; then
+    RC=200 DT=0
+    say "skip $name: ${t}s left of the budget, needs $min"
+    return
+  fi
+  say "$name (limit ${t}s): $*"
+  # `timeout` runs programs, not shell functions: krun becomes env
+  if [ "$1" = krun ]; then
+    shift
+    set -- env "LD_LIBRARY_PATH=${KOMA_LD}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"
+  fi
+  local t0=$SECONDS
+  timeout -k 10 "$t" "$@"
+  RC=$?
+  DT=$((SECONDS - t0))
+}
+# status RC: PASS / FAIL / TIMEOUT / SKIP (budget) / NODEV (exit 77: no CUDA device) for an exit code
+status() {
+  case "$1" in
+    0) echo PASS ;;
+    77) echo NODEV ;;
+    124 | 137) echo TIMEOUT ;;
+    200) echo SKIP ;;
+    *) echo FAIL ;;
+  esac
+}
+# krun CMD...: runs one of our binaries with the private library folders first
+krun() { LD_LIBRARY_PATH="${KOMA_LD}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
+KOMA_LD=""
+CUDA_HOME=${CUDA_HOME:-}
+DEPS_CMAKE_ARGS=()
+ld_add() { case ":$KOMA_LD:" in *":$1:"*) ;; *) KOMA_LD=${KOMA_LD:+$KOMA_LD:}$1 ;; esac; }
+
+# ---- dependencies: SQLite, xxHash, cJSON, inih, OpenBLAS from .gpudeps ----------
+deb_unpack() { # DEB DIR: dpkg -x, or ar + tar where dpkg is missing
+  if command -v dpkg >/dev/null; then
+    dpkg -x "$1" "$2"
+  else
+    local m
+    m=$(ar t "$1" | grep '^data\.tar')
+    case "$m" in
+      *.xz) ar p "$1" "$m" | tar -xJ -C "$2" ;;
+      *.zst) ar p "$1" "$m" | tar --zstd -x -C "$2" ;;
+      *.gz) ar p "$1" "$m" | tar -xz -C "$2" ;;
+      *) ar p "$1" "$m" | tar -x -C "$2" ;;
+    esac
+  fi
+}
+
+setup_deps() {
+  local have_pc=1 missing=() m
+  command -v pkg-config >/dev/null || have_pc=0
+  [ "${GPU_CHECKS_OWN_PKGCONFIG:-0}" = 0 ] || have_pc=0
+  for m in sqlite3 libxxhash libcjson inih; do
+    if [ $have_pc = 0 ] || ! pkg-config --exists "$m"; then missing+=("$m"); fi
+  done
+  local blas_missing=0
+  if [ $have_pc = 0 ] || ! pkg-config --exists openblas; then blas_missing=1; fi
+  if [ ${#missing[@]} = 0 ] && [ $have_pc = 1 ]; then
+    say "deps: the system's pkg-config finds sqlite3, libxxhash, libcjson, inih"
+    [ $blas_missing = 0 ] || say "deps: no openblas.pc: CBLAS only if CMake's FindBLAS finds one, else the built-in GEMM"
+    return 0
+  fi
+  say "deps: missing from pkg-config: ${missing[*]:-none}$([ $have_pc = 1 ] || echo ' (no pkg-config at all)')"
+  local debs=("$ROOT"/.gpudeps/*.deb)
+  if [ ! -e "${debs[0]}" ]; then
+    say "deps: FAIL: no .gpudeps/*.deb; run tools/gpu-deps.sh on a machine with apt and carry \".gpudeps\""
+    return 1
+  fi
+  local stamp
+  stamp=$(ls -l "${debs[@]}" | awk '{print $5, $NF}' | md5sum | cut -c1-32)
+  if [ "$(cat "$P/.stamp" 2>/dev/null)" != "$stamp" ]; then
+    rm -rf "$P"
+    mkdir -p "$P"
+    local d
+    for d in "${debs[@]}"; do deb_unpack "$d" "$P" || { say "deps: FAIL: cannot unpack $d"; return 1; }; done
+    echo "$stamp" >"$P/.stamp"
+  fi
+  # Debian's links are relative today; an absolute one would point into the
+  # device's own /usr: re-point it into the prefix. Then every link must resolve
+  # to a file inside the prefix.
+  local l tgt bad=0 nlinks=0
+  while IFS= read -r l; do
+    tgt=$(readlink "$l")
+    case "$tgt" in /*) ln -sfn "$P$tgt" "$l" ;; esac
+    nlinks=$((nlinks + 1))
+    case "$(readlink -f "$l")" in
+      "$P"/*) [ -e "$l" ] || { say "deps: broken link $l -> $tgt"; bad=1; } ;;
+      *) say "deps: link leaves the prefix: $l -> $tgt"; bad=1 ;;
+    esac
+  done < <(find "$P/usr/lib" -type l)
+  [ $bad = 0 ] || { say "deps: FAIL: links"; return 1; }
+  # .pc copies for what the system lacks, with /usr rewritten to the prefix
+  # (prefix=, libdir=, includedir= lines; some files spell out /usr without ${prefix})
+  local arch=x86_64-linux-gnu want=("${missing[@]}") pc
+  [ $blas_missing = 1 ] && want+=(openblas)
+  mkdir -p "$P/pkgconfig"
+  rm -f "$P"/pkgconfig/*.pc
+  for m in "${want[@]}"; do
+    pc=$(find "$P/usr/lib/$arch" -name "$m.pc" | head -1)
+    if [ -z "$pc" ]; then
+      [ "$m" = openblas ] && { say "deps: no openblas in .gpudeps: the built-in GEMM"; continue; }
+      say "deps: FAIL: $m.pc is not in .gpudeps"
+      return 1
+    fi
+    sed -E "s#^([A-Za-z_]+)=/usr([/ ]|\$)#\\1=$P/usr\\2#" "$pc" >"$P/pkgconfig/$m.pc"
+  done
+  export PKG_CONFIG_PATH="$P/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+  # CMake tries find_package(SQLite3) before pkg-config: point it at the prefix too,
+  # or it takes a system header with no library to match (or the reverse)
+  case " ${missing[*]} " in
+    *" sqlite3 "*) DEPS_CMAKE_ARGS+=(-DSQLite3_INCLUDE_DIR="$P/usr/include"
+                                     -DSQLite3_LIBRARY="$P/usr/lib/$arch/libsqlite3.so") ;;
+  esac
+  if [ $have_pc = 0 ]; then # Debian's pkgconf, through a wrapper that finds its library
+    mkdir -p "$P/bin"
+    printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/usr/lib/%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} exec %s/usr/bin/pkgconf "$@"\n' \
+      "$P" "$arch" "$P" >"$P/bin/pkg-config"
+    chmod +x "$P/bin/pkg-config"
+    export PATH="$P/bin:$PATH"
+  fi
+  # every module must now give -I/-L folders that exist, with its header and library in them
+  local hdr lib flags f ok=1
+  for m in "${want[@]}"; do
+    [ -f "$P/pkgconfig/$m.pc" ] || continue
+    case "$m" in
+      sqlite3) hdr=sqlite3.h lib=libsqlite3.so ;;
+      libxxhash) hdr=xxhash.h lib=libxxhash.so ;;
+      libcjson) hdr=cJSON.h lib=libcjson.so ;;
+      inih) hdr=ini.h lib=libinih.so ;;
+      openblas) hdr=cblas.h lib=libopenblas.so ;;
+    esac
+    flags=$(pkg-config --cflags --libs "$m") || { ok=0; continue; }
+    local fh=0 fl=0
+    for f in $flags; do
+      case "$f" in
+        -I*) [ -d "${f#-I}" ] || { say "deps: $m: no folder ${f#-I}"; ok=0; }
+             [ -f "${f#-I}/$hdr" ] && fh=1 ;;
+        -L*) [ -d "${f#-L}" ] || { say "deps: $m: no folder ${f#-L}"; ok=0; }
+             [ -e "${f#-L}/$lib" ] && fl=1 && ld_add "${f#-L}" ;;
+      esac
+    done
+    [ $fh = 1 ] && [ $fl = 1 ] || { say "deps: $m: $hdr or $lib not under its flags: $flags"; ok=0; }
+    say "deps: $m: $flags"
+  done
+  ld_add "$P/usr/lib/$arch" # libgfortran, libquadmath (OpenBLAS's own needs)
+  [ $ok = 1 ] || { say "deps: FAIL: pkg-config flags"; return 1; }
+}
+
+# ---- CUDA: nvcc, cuDNN, cuBLAS ----------------------------------------------------
+# first_of PATH...: the first that exists
+first_of() {
+  local f
+  for f in "$@"; do [ -e "$f" ] && { echo "$f"; return 0; }; done
+  return 1
+}
+
+PY=""
+find_python() {
+  local c
+  for c in "${PYTHON:-}" python3 /opt/torch/.venv/bin/python3; do
+    [ -n "$c" ] && command -v "$c" >/dev/null && { PY=$c; return 0; }
+  done
+  return 1
+}
+# pip_root MODULE: the folder of an installed (namespace) package, or nothing
+pip_root() {
+  [ -n "$PY" ] || find_python || return 1
+  "$PY" - "$1" 2>/dev/null <<'EOF'
+import importlib, os, sys
+m = importlib.import_module(sys.argv[1])
+f = getattr(m, "__file__", None)
+print(os.path.dirname(f) if f else list(m.__path__)[0])
+EOF
+}
+# link_libs SRCDIR NAME...: links SRCDIR/libNAME.so* into $LINKS/lib, plus an
+# unversioned libNAME.so when the wheel ships only libNAME.so.N
+link_libs() {
+  local src=$1 n f
+  shift
+  mkdir -p "$LINKS/lib"
+  for n in "$@"; do
+    for f in "$src"/lib"$n".so*; do [ -e "$f" ] && ln -sfn "$f" "$LINKS/lib/${f##*/}"; done
+    if [ ! -e "$LINKS/lib/lib$n.so" ]; then
+      f=$(ls "$src"/lib"$n".so.[0-9]* 2>/dev/null | sort -V | head -1)
+      [ -n "$f" ] && ln -sfn "$f" "$LINKS/lib/lib$n.so"
+    fi
+  done
+}
+
+CMAKE_CUDA_ARGS=()
+CUDA_INC_FLAGS=""
+CUDNN_DESC="no cuDNN"
+setup_cuda() {
+  local nvcc=${CUDACXX:-}
+  [ -n "$nvcc" ] || nvcc=$(command -v nvcc || true)
+  [ -n "$nvcc" ] || nvcc=$(ls -d /usr/local/cuda/bin/nvcc /usr/local/cuda-*/bin/nvcc 2>/dev/null | sort -V | tail -1)
+  if [ -z "$nvcc" ] || [ ! -x "$nvcc" ]; then say "cuda: FAIL: no nvcc (set CUDACXX)"; return 1; fi
+  export CUDACXX=$nvcc
+  CUDA_HOME=$(dirname "$(dirname "$(readlink -f "$nvcc")")")
+  PATH="$(dirname "$nvcc"):$PATH"
+  say "cuda: $nvcc ($("$nvcc" --version | grep -o 'release [0-9.]*')), toolkit $CUDA_HOME"
+  rm -rf "$LINKS"
+  mkdir -p "$LINKS/lib" "$LINKS/include"
+  find_python # here, not in pip_root's subshell: PY is kept
+  local force=${GPU_CHECKS_FORCE_PIP:-0} inc="" lib="" root d
+  # cuDNN: CUDNN_ROOT, else beside the toolkit / in the system, else the pip wheel
+  if [ -n "${CUDNN_ROOT:-}" ]; then
+    root=$CUDNN_ROOT
+  elif [ "$force" = 0 ] &&
+       inc=$(first_of "$CUDA_HOME"/include/cudnn.h /usr/include/cudnn.h /usr/include/x86_64-linux-gnu/cudnn.h) &&
+       lib=$(first_of "$CUDA_HOME"/lib64/libcudnn.so "$CUDA_HOME"/lib/libcudnn.so \
+             "$CUDA_HOME"/targets/x86_64-linux/lib/libcudnn.so /usr/lib/x86_64-linux-gnu/libcudnn.so); then
+    root=""
+    inc=$(dirname "$inc")
+    ld_add "$(dirname "$(readlink -f "$lib")")"
+    say "cudnn: the system's ($inc, $lib)"
+  else
+    root=$(pip_root nvidia.cudnn)
+    [ -n "$root" ] && say "cudnn: pip wheel at $root" || say "cudnn: not beside the toolkit, and $PY has no nvidia.cudnn"
+  fi
+  if [ -n "$root" ]; then
+    inc=$root/include
+    for d in "$root/lib64" "$root/lib"; do
+      if ls "$d"/libcudnn.so* >/dev/null 2>&1; then
+        link_libs "$d" cudnn cudnn_adv cudnn_cnn cudnn_engines_precompiled cudnn_engines_runtime_compiled \
+          cudnn_graph cudnn_heuristic cudnn_ops
+        ld_add "$d"
+        break
+      fi
+    done
+    lib=$LINKS/lib/libcudnn.so
+  fi
+  if [ ! -f "$inc/cudnn.h" ] || [ ! -e "$lib" ]; then
+    say "cudnn: FAIL: no cudnn.h ($inc) or libcudnn.so ($lib)"
+    return 1
+  fi
+  ld_add "$LINKS/lib"
+  local v
+  v=$(awk '/#define CUDNN_(MAJOR|MINOR|PATCHLEVEL) /{printf "%s%s", sep, $3; sep="."}' "$inc/cudnn_version.h" 2>/dev/null)
+  say "cudnn: $v, include $inc, library $lib -> $(readlink -f "$lib")"
+  CMAKE_CUDA_ARGS+=(-DCUDNN_INCLUDE_DIR="$inc" -DCUDNN_LIBRARY="$lib")
+  CUDNN_DESC="cuDNN $v ($lib)"
+  [ -n "${CUDNN_ROOT:-}" ] && CMAKE_CUDA_ARGS+=(-DCUDNN_ROOT="$CUDNN_ROOT")
+  # cuBLAS: the toolkit's, else the pip wheel (nvidia/cu13 for CUDA 13, nvidia/cublas before)
+  local tk
+  if [ "$force" = 0 ] &&
+     tk=$(first_of "$CUDA_HOME"/lib64/libcublas.so "$CUDA_HOME"/targets/x86_64-linux/lib/libcublas.so \
+          "$CUDA_HOME"/lib/libcublas.so) &&
+     first_of "$CUDA_HOME"/include/cublas_v2.h "$CUDA_HOME"/targets/x86_64-linux/include/cublas_v2.h >/dev/null; then
+    say "cublas: the toolkit's ($tk)"
+  else
+    root=""
+    for m in nvidia.cu13 nvidia.cublas; do
+      root=$(pip_root $m) && [ -n "$root" ] && ls "$root"/lib/libcublas.so* >/dev/null 2>&1 && break
+      root=""
+    done
+    if [ -z "$root" ] || [ ! -f "$root/include/cublas_v2.h" ]; then
+      say "cublas: FAIL: not in the toolkit ($CUDA_HOME) and no pip nvidia-cublas"
+      return 1
+    fi
+    link_libs "$root/lib" cublas cublasLt
+    ld_add "$root/lib"
+    for d in "$root"/include/cublas*.h; do ln -sfn "$d" "$LINKS/include/${d##*/}"; done
+    CUDA_INC_FLAGS="-I$LINKS/include" # only cuBLAS's headers: the wheel's other CUDA headers stay out
+    CMAKE_CUDA_ARGS+=(-DCUDA_cublas_LIBRARY="$LINKS/lib/libcublas.so" -DCUDA_cublasLt_LIBRARY="$LINKS/lib/libcublasLt.so")
+    say "cublas: pip wheel at $root"
+  fi
+}
+
+SETUP_DONE=0
+SETUP_RC=0
+setup() {
+  [ $SETUP_DONE = 0 ] || return $SETUP_RC
+  SETUP_DONE=1
+  local t0=$SECONDS
+  local why
+  if ! setup_deps; then
+    SETUP_RC=1 why="dependencies: see 'deps:' above"
+  elif ! setup_cuda; then
+    SETUP_RC=1 why="CUDA: see 'cuda:', 'cudnn:', 'cublas:' above"
+  else
+    SETUP_RC=0 why="$([ -f "$P/.stamp" ] && [ -n "${PKG_CONFIG_PATH:-}" ] && echo "private deps in $P; ")$CUDNN_DESC"
+  fi
+  say "runtime library path for Koma's programs: $KOMA_LD"
+  result setup "$(status $SETUP_RC)" $((SECONDS - t0)) "$why"
+  return $SETUP_RC
+}
+
+# ---- stages -----------------------------------------------------------------------
+BUILT=0
+stage_build() {
+  [ $BUILT = 0 ] || return 0
+  BUILT=2 # tried
+  setup || { result build FAIL 0 "setup failed (see above)"; return 1; }
+  local gen=() genname="Unix Makefiles"
+  command -v ninja >/dev/null && gen=(-G Ninja) genname=Ninja
+  # A tree configured elsewhere, with another generator or other dependency paths
+  # (CMake keeps what it found in its cache) starts afresh.
+  local route="${CMAKE_CUDA_ARGS[*]} ${DEPS_CMAKE_ARGS[*]} $CUDA_INC_FLAGS ${PKG_CONFIG_PATH:-}"
+  if [ -f "$BUILD/CMakeCache.txt" ]; then
+    local home g
+    home=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$BUILD/CMakeCache.txt")
+    g=$(sed -n 's/^CMAKE_GENERATOR:INTERNAL=//p' "$BUILD/CMakeCache.txt")
+    if [ "$(cd "$home" 2>/dev/null && pwd -P)" != "$ROOT" ] || [ "$g" != "$genname" ]; then
+      say "build: $BUILD was configured for $home ($g): starting it afresh"
+      rm -rf "$BUILD"
+    elif [ "$(cat "$BUILD/gpu-checks.route" 2>/dev/null)" != "$route" ]; then
+      say "build: $BUILD was configured with other dependency paths: starting it afresh"
+      rm -rf "$BUILD"
+    fi
+  fi
+  # CUDA_ARCH, else the arch of a tree configured before (no rebuild), else native, else 90
+  local cached="" archs arch t0=$SECONDS log=$STATE/configure.log ok=0
+  [ -f "$BUILD/CMakeCache.txt" ] && cached=$(sed -n 's/^CMAKE_CUDA_ARCHITECTURES:[A-Z]*=//p' "$BUILD/CMakeCache.txt")
+  if [ -n "${CUDA_ARCH:-}" ]; then archs=("$CUDA_ARCH")
+  elif [ -n "$cached" ] && [ "$cached" != native ]; then archs=("$cached" native 90)
+  else archs=(native 90)
+  fi
+  for arch in "${archs[@]}"; do
+    step "configure (arch $arch)" 240 30 cmake -S "$ROOT" -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_CUDA_ARCHITECTURES="$arch" ${CUDA_INC_FLAGS:+"-DCMAKE_CUDA_FLAGS=$CUDA_INC_FLAGS"} \
+      "${CMAKE_CUDA_ARGS[@]}" "${DEPS_CMAKE_ARGS[@]}" > >(tee "$log") 2>&1
+    wait $! 2>/dev/null
+    if [ $RC = 0 ] && grep -q 'CUDA backend: built' "$log"; then ok=1; break; fi
+    say "configure with CUDA arch $arch: $([ $RC = 0 ] && echo 'the CUDA backend is not built' || echo "failed ($RC)")"
+    rm -rf "$BUILD"
+  done
+  if [ $ok = 0 ]; then
+    grep -E '✓|✗|->' "$log"
+    result configure FAIL $((SECONDS - t0)) "CUDA backend not built (report above)"
+    return 1
+  fi
+  echo "$route" >"$BUILD/gpu-checks.route"
+  result configure PASS $((SECONDS - t0)) "$genname, CUDA arch $arch, $(grep -c '✓' "$log")/4 optional parts"
+  step build 540 60 cmake --build "$BUILD" -j"$JOBS"
+  local st
+  st=$(status $RC)
+  result build "$st" "$DT" "$(du -sm "$BUILD" | cut -f1) MiB in ${BUILD#"$ROOT"/}, -j$JOBS"
+  [ $RC = 0 ] || return 1
+  # the programs must load with the private libraries (no "not found"), from where we say;
+  # selfplay links every library, the GPU test what compute-sanitizer runs
+  local lines
+  lines=$(for b in "$BUILD/selfplay" "$BUILD/tests/nn/test_nn_cuda_gpu"; do krun ldd "$b"; done |
+          grep -E 'sqlite|xxhash|cjson|inih|openblas|gfortran|cudnn|cublas|cudart|not found' | sed 's/ (0x.*//' | sort -u)
+  echo "$lines"
+  if grep -q 'not found' <<<"$lines"; then
+    result ldd FAIL 0 "$(grep 'not found' <<<"$lines" | awk '{print $1}' | tr '\n' ' ')not found"
+    return 1
+  fi
+  result ldd PASS 0 "$(grep -c "$P/" <<<"$lines") libraries from $P, cudnn $(grep -o 'libcudnn.so[^ ]* => [^ ]*' <<<"$lines" | awk '{print $3}')"
+  BUILT=1
+}
+
+need_build() {
+  [ $BUILT = 1 ] && return 0
+  [ $BUILT = 2 ] && return 1
+  stage_build
+}
+
+stage_test() {
+  local smi=0
+  step nvidia-smi 30 5 nvidia-smi -L
+  if [ $RC = 0 ]; then
+    smi=1
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv
+    result nvidia-smi PASS "$DT" "$(nvidia-smi -L | head -1 | cut -c1-60)"
+  else
+    result nvidia-smi FAIL "$DT" "no GPU visible (rc $RC)"
+  fi
+  need_build || { result tests FAIL 0 "no build"; return 1; }
+  local log=$STATE/ctest.log st fig
+  step "ctest -L gpu" 420 60 krun ctest --test-dir "$BUILD" -L gpu --output-on-failure --timeout 400 > >(tee "$log") 2>&1
+  wait $! 2>/dev/null
+  st=$(status $RC)
+  fig=$(grep -E 'tests passed|checks,' "$log" | tr '\n' ' ')
+  if [ $RC = 0 ] && grep -qE 'Skipped|Not Run' "$log"; then
+    st=SKIP fig="$(grep -oE '[A-Za-z0-9_]+ [.]+[*]+Skipped' "$log" | awk '{print $1}' | tr '\n' ' ')skipped (exit 77: no device)"
+    [ $smi = 1 ] && st=FAIL fig="$fig although nvidia-smi lists a GPU"
+  fi
+  result "ctest -L gpu" "$st" "$DT" "$fig"
+  local j=$((JOBS < 8 ? JOBS : 8))
+  step "ctest -LE slow|gpu" 480 60 krun ctest --test-dir "$BUILD" -LE 'slow|gpu' -j"$j" --output-on-failure \
+    --timeout 300 > >(tee "$log") 2>&1
+  wait $! 2>/dev/null
+  fig="$(grep -E 'tests passed' "$log") $(grep -cE '\*\*\*Skipped|Not Run' "$log") skipped"
+  grep -qE 'tests FAILED' "$log" && fig="$fig; failed: $(sed -n '/tests FAILED/,$p' "$log" | grep -oE 'test_[A-Za-z0-9_]+|fuzz_[A-Za-z0-9_]+' | sort -u | tr '\n' ' ')"
+  result "ctest -LE slow|gpu" "$(status $RC)" "$DT" "$fig"
+}
+
+stage_sanitize() {
+  need_build || { result sanitize FAIL 0 "no build"; return 1; }
+  local cs
+  cs=$(command -v compute-sanitizer || first_of "$CUDA_HOME"/bin/compute-sanitizer \
+       "$CUDA_HOME"/compute-sanitizer/compute-sanitizer /usr/local/cuda*/bin/compute-sanitizer)
+  if [ -z "$cs" ]; then result sanitize FAIL 0 "no compute-sanitizer"; return 1; fi
+  local bin=$BUILD/tests/nn/test_nn_cuda_gpu log=$STATE/cs.log tool max min args extra fig
+  # tool      limit  min  test arguments
+  while read -r tool max min args; do
+    extra=()
+    [ "$tool" = memcheck ] && extra=(--leak-check full)
+    step "compute-sanitizer $tool" "$max" "$min" krun "$cs" --tool "$tool" "${extra[@]}" --error-exitcode 99 \
+      --print-limit 50 "$bin" $args > >(tee "$log") 2>&1
+    wait $! 2>/dev/null
+    fig="$args: $(grep -o 'ERROR SUMMARY: .*' "$log" | tail -1)$(grep -o 'LEAK SUMMARY: .*' "$log" | tail -1) $(grep -oE '[0-9]+ checks, [0-9]+ failed|skipped.*' "$log" | tail -1)"
+    result "sanitize $tool" "$(status $RC)" "$DT" "$fig"
+  done <<'EOF'
+memcheck   180 60 fp32 tf32 bf16 quick
+racecheck  120 45 tf32 bf16 quick
+synccheck   45 20 tf32 quick
+initcheck   45 20 tf32 quick
+EOF
+}
+
+# best_rows LOG: per "## NET MODE" section, the best device evals/s (batch) and training samples/s
+best_rows() {
+  awk -F'|' '
+    /^## / { key = $0; sub(/^## /, "", key); sub(/ \(.*/, "", key); if (!(key in seen)) { seen[key] = 1; order[++n] = key } }
+    /^\| *[0-9]+ *\|/ { b = $2 + 0; d = $5 + 0; if (d > best[key]) { best[key] = d; bb[key] = b; pk[key] = $8 } }
+    /^\| train \|/ { s = $4; sub(/samples.*/, "", s); if (s + 0 > tr[key]) { tr[key] = s + 0; tb[key] = $3 + 0 } }
+    END { for (i = 1; i <= n; i++) { k = order[i]; gsub(/ +/, "", pk[k]);
+            printf "%s %.0f/s (B%d, %s peak), train %.0f/s (B%d); ", k, best[k], bb[k], pk[k], tr[k], tb[k] } }' "$1"
+}
+
+stage_bench() {
+  need_build || { result bench FAIL 0 "no build"; return 1; }
+  local log=$STATE/bench.log
+  step bench_nn_gpu 360 90 krun "$BUILD/tools/bench_nn_gpu" --nets 6x64,10x128 --modes tf32,bf16 \
+    --batches 1,2,4,8,16,32,64,128,256,512,1024 --train-batches 256,1024 --seconds "$BENCH_SECONDS" > >(tee "$log") 2>&1
+  wait $! 2>/dev/null
+  result bench_nn_gpu "$(status $RC)" "$DT" "$(best_rows "$log")"
+}
+
+stage_torch() {
+  find_python || { result torch FAIL 0 "no python3"; return 1; }
+  "$PY" -c 'import torch' 2>/dev/null || { [ -x /opt/torch/.venv/bin/python3 ] && PY=/opt/torch/.venv/bin/python3; }
+  say "torch: $PY"
+  local log=$STATE/torch.log
+  export PYTHONUNBUFFERED=1
+  step "torch_bench eager" 240 90 "$PY" tools/torch_bench.py --nets 6x64,10x128 --modes tf32,bf16 \
+    --seconds "$BENCH_SECONDS" > >(tee "$log") 2>&1
+  wait $! 2>/dev/null
+  result "torch_bench eager" "$(status $RC)" "$DT" "$(best_rows "$log")"
+  # dynamic=False compiles once per batch size, and torch.compile gives up (runs
+  # eagerly) after 8 recompilations of a model: 5 sizes keep every row compiled
+  step "torch_bench --compile" 300 90 "$PY" tools/torch_bench.py --nets 6x64,10x128 --modes tf32,bf16 \
+    --batches 1,16,128,512,1024 --seconds "$BENCH_SECONDS" --compile > >(tee "$log") 2>&1
+  wait $! 2>/dev/null
+  result "torch_bench --compile" "$(status $RC)" "$DT" "$(best_rows "$log")"
+}
+
+# selfplay_run LABEL MAX ARGS...: bench_selfplay with nvidia-smi sampling once a second
+selfplay_run() {
+  local label=$1 max=$2 log=$STATE/sp.log smi=$STATE/smi.csv pid=""
+  shift 2
+  : >"$smi"
+  if command -v nvidia-smi >/dev/null; then
+    nvidia-smi --query-gpu=timestamp,utilization.gpu,utilization.memory,memory.used,power.draw,clocks.sm \
+      --format=csv,noheader,nounits -lms 1000 >"$smi" 2>/dev/null &
+    pid=$!
+  fi
+  step "$label" "$max" 90 krun "$BUILD/tools/bench_selfplay" --config configs/gpu.ini "$@" > >(tee "$log") 2>&1
+  wait $! 2>/dev/null
+  [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+  local util
+  util=$(awk -F', *' 'NF >= 6 && $2 ~ /^[0-9]+$/ { n++; s += $2; if ($2 > m) m = $2; if ($4 > mem) mem = $4 }
+                     END { if (n) printf "GPU util mean %.0f%% max %d%% over %d samples, %d MiB", s / n, m, n, mem }' "$smi")
+  echo "nvidia-smi samples (timestamp, util %, mem util %, MiB, W, SM MHz):"
+  cat "$smi"
+  result "$label" "$(status $RC)" "$DT" "$(grep '^positions/s' "$log" | sed 's/ | games\/s.*//') ${util:-no nvidia-smi samples}"
+}
+
+stage_selfplay() {
+  need_build || { result selfplay FAIL 0 "no build"; return 1; }
+  selfplay_run "bench_selfplay gpu.ini" 180 --seconds 60
+  [ $RC = 0 ] || return 1
+  # docs/BENCHMARKS.md: busy < 90% with a full batch -> more tree threads (cores less one)
+  selfplay_run "bench_selfplay --threads 15" 150 --threads 15 --seconds 45
+}
+
+# ---- main: each stage's output goes to its log and to stdout ------------------------
+for s in "${stages[@]}"; do : >"$OUTDIR/$s.log"; done
+. "$ROOT/tools/blas-env.sh" # OpenBLAS's AVX-512 kernels where Debian's 0.3.21 misdetects the CPU
+say "stages: ${stages[*]}; budget ${BUDGET}s; jobs $JOBS; logs in $OUTDIR; $(uname -m), $(nproc) CPUs"
+for s in "${stages[@]}"; do
+  exec 3>&1 4>&2
+  exec > >(tee -a "$OUTDIR/$s.log") 2>&1
+  tee_pid=$!
+  say "stage $s ($(left)s of the budget left)"
+  "stage_$s"
+  exec 1>&3 2>&4 3>&- 4>&-
+  wait $tee_pid 2>/dev/null
+done
+echo
+echo "== gpu-checks summary ($(date -u +%FT%TZ), ${SECONDS}s):"
+cat "$SUMMARY"
+! grep -qE '^(FAIL|TIMEOUT|NODEV) ' "$SUMMARY"
