@@ -475,7 +475,8 @@ stage_test() {
   fi
   need_build || { result tests FAIL 0 "no build"; return 1; }
   local log=$STATE/ctest.log st fig
-  step "ctest -L gpu" 420 60 krun ctest --test-dir "$BUILD" -L gpu --output-on-failure --timeout 400 > >(tee "$log") 2>&1
+  # -V: the per-op differences against the CPU are the record of a first run on a GPU
+  step "ctest -L gpu" 420 60 krun ctest --test-dir "$BUILD" -L gpu -V --timeout 400 > >(tee "$log") 2>&1
   wait $! 2>/dev/null
   st=$(status $RC)
   fig=$(grep -E 'tests passed|checks,' "$log" | tr '\n' ' ')
