@@ -92,6 +92,15 @@ static void count_ends(db_t *db, const db_game_t *g, void *user) {
     e->drawn += g->result == DB_RESULT_DRAW;
 }
 
+/* A game of cycle *user was played by a model of an earlier cycle. */
+static void check_model_earlier(db_t *db, const db_game_t *g, void *user) {
+    const int c = *(const int *)user;
+    db_model_t m;
+    memset(&m, 0, sizeof m);
+    CHECKF(db_model_get(db, g->model_id, &m) == DB_OK && m.cycle < c, "cycle %d game %lld: model id %lld (cycle %d)", c,
+           (long long)g->id, (long long)g->model_id, m.cycle);
+}
+
 /* Self-play games of cycle c that ended by resignation, and drawn ones. */
 static int64_t resigned_games(db_t *db, int c, int64_t *drawn) {
     ends_t e = {0, 0};
@@ -181,22 +190,7 @@ static void check_db_facts(const char *dir, int cycles) {
         CHECKF(bw + ww + dr == GPC, "cycle_metrics %d: results %g + %g + %g", c, bw, ww, dr);
         check_resign_metrics(db, dir, c, c <= 2 ? -0.9 : 0.9, c > 2);
         /* The games of cycle c were played by a model of an earlier cycle. */
-        db_shard_t *sh = NULL;
-        int32_t n = 0;
-        db_shards_recent(db, 0, &sh, &n);
-        for (int32_t i = 0; i < n; i++) {
-            if (sh[i].cycle != c) continue;
-            db_game_list_t gl = {0};
-            db_games_of_shard(db, sh[i].id, &gl);
-            for (int64_t k = 0; k < gl.n; k++) {
-                db_model_t m;
-                CHECKF(db_model_get(db, gl.games[k].model_id, &m) == DB_OK && m.cycle < c,
-                       "cycle %d game %lld: model id %lld (cycle %d)", c, (long long)gl.games[k].id,
-                       (long long)gl.games[k].model_id, m.cycle);
-            }
-            db_game_list_free(&gl);
-        }
-        free(sh);
+        each_game_of_cycle(db, c, check_model_earlier, &c);
     }
     db_close(db);
 }
