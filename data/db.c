@@ -730,6 +730,54 @@ db_status_t db_open(const char *path, uint32_t flags, db_t **out, char *err, siz
     return st;
 }
 
+db_status_t db_probe(const char *path, db_probe_t *kind, char *err, size_t errlen) {
+    *kind = DB_PROBE_ABSENT;
+    if (!compat_file_exists(path)) return DB_OK;
+    if (compat_is_dir(path)) {
+        if (err && errlen) snprintf(err, errlen, "%s: is a directory, not a database", path);
+        return DB_CORRUPT;
+    }
+    sqlite3 *sq = NULL;
+    int rc = sqlite3_open_v2(path, &sq, SQLITE_OPEN_READONLY, NULL);
+    int64_t v[3] = {0, 0, 0}; /* application_id, user_version, schema objects */
+    static const char *const sql[3] = {"PRAGMA application_id", "PRAGMA user_version",
+                                       "SELECT count(*) FROM sqlite_master"};
+    for (int i = 0; rc == SQLITE_OK && i < 3; i++) {
+        sqlite3_stmt *s = NULL;
+        rc = sqlite3_prepare_v2(sq, sql[i], -1, &s, NULL);
+        if (rc == SQLITE_OK) rc = sqlite3_step(s);
+        if (rc == SQLITE_ROW) {
+            v[i] = sqlite3_column_int64(s, 0);
+            rc = SQLITE_OK;
+        }
+        sqlite3_finalize(s);
+    }
+    db_status_t st = DB_OK;
+    if (rc != SQLITE_OK) {
+        st = rc == SQLITE_NOTADB || rc == SQLITE_CORRUPT ? DB_CORRUPT : DB_ERROR;
+        if (err && errlen)
+            snprintf(err, errlen, "%s: %s (%s)", path, st == DB_CORRUPT ? "not a database, or a corrupt one" : "cannot read",
+                     sq ? sqlite3_errmsg(sq) : sqlite3_errstr(rc));
+    } else if (v[0] != 0 && v[0] != DB_APPLICATION_ID) {
+        st = DB_SCHEMA;
+        if (err && errlen) snprintf(err, errlen, "%s: not a Koma database (application_id 0x%08llx)", path,
+                                    (unsigned long long)v[0]);
+    } else if (v[1] == 0 && v[2] > 0) {
+        st = DB_SCHEMA;
+        if (err && errlen) snprintf(err, errlen, "%s: not a Koma database (%lld schema objects but no schema version)",
+                                    path, (long long)v[2]);
+    } else if (v[1] < 0 || v[1] > DB_SCHEMA_VERSION) {
+        st = DB_SCHEMA;
+        if (err && errlen)
+            snprintf(err, errlen, "%s: schema version %lld is not one this build of Koma understands (1..%d)", path,
+                     (long long)v[1], DB_SCHEMA_VERSION);
+    } else {
+        *kind = v[1] == 0 ? DB_PROBE_BLANK : DB_PROBE_KOMA;
+    }
+    sqlite3_close(sq);
+    return st;
+}
+
 int32_t db_migrated_from(const db_t *db) { return db ? db->migrated_from : 0; }
 
 static db_status_t db_open_once(const char *path, uint32_t flags, db_t **out, char *err, size_t errlen,

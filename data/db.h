@@ -125,6 +125,18 @@ enum {
 db_status_t db_open(const char *path, uint32_t flags, db_t **out, char *err, size_t errlen);
 void db_close(db_t *db); /* NULL ok */
 
+/* What is at path, found without creating or changing anything (the run
+ * module asks before it takes a run): */
+typedef enum {
+    DB_PROBE_ABSENT, /* no file */
+    DB_PROBE_BLANK,  /* an SQLite file with no schema objects and no version: a zero-length file,
+                        or a new run killed between the file's creation and its schema's commit */
+    DB_PROBE_KOMA,   /* a Koma database this build can open (an older schema is migrated by a writer) */
+} db_probe_t;
+/* DB_OK and *kind; or DB_SCHEMA (another program's database, a newer
+ * schema) / DB_CORRUPT (not a database) / DB_ERROR, with err naming path. */
+db_status_t db_probe(const char *path, db_probe_t *kind, char *err, size_t errlen);
+
 const char *db_path(const db_t *db);
 const char *db_errmsg(const db_t *db); /* the last failure's message, "" if none */
 int32_t db_schema_version(const db_t *db);

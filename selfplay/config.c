@@ -61,7 +61,7 @@ int sp_config_flags(sp_config_t *c, cfg_opt_t *opts, int cap) {
         {"max-ahead", CFG_TYPE_INT, &c->max_ahead, 1, 1000, "cycles self-play may run ahead of the newest net"},
         {"seed", CFG_TYPE_INT, &c->seed, 0, 9.2e18, "random seed (0 = new each invocation); mixed with the run row"},
         {"progress", CFG_TYPE_DOUBLE, &c->progress_s, 0, 3600, "seconds between progress lines (0 = none)"},
-        {"verify-shards", CFG_TYPE_BOOL, &c->verify_shards, 1, 0, "hash every shard file at start-up"},
+        {"verify-shards", CFG_TYPE_BOOL, &c->verify_shards, 1, 0, "hash every shard and model file at start-up (the newest model is always hashed)"},
         {"threads", CFG_TYPE_INT, &c->threads, 1, 1024, "self-play worker threads"},
         {"games-per-thread", CFG_TYPE_INT, &c->games_per_thread, 2, 65536, "games each worker plays at once"},
         {"leaves-per-game", CFG_TYPE_INT, &c->leaves_per_game, 1, 256, "leaves one game adds to a batch per step"},

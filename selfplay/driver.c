@@ -12,6 +12,7 @@
 
 #include "compat/compat.h"
 #include "data/db.h"
+#include "data/run.h"
 #include "data/shard.h"
 #include "data/writer.h"
 #include "engine/encode.h"
@@ -69,7 +70,8 @@ typedef struct {
     compat_mutex_t log_mu;
     int64_t t_start_ns;
 
-    db_t *db;   /* read-write; the writer thread's once it starts */
+    run_t *run; /* the run directory, its writer lock held until the end */
+    db_t *db;   /* read-write (run_db); the writer thread's once it starts */
     db_t *rdb;  /* read-only: the driver thread's queries */
     db_writer_t *writer;
     nn_server_t *server;
@@ -702,32 +704,19 @@ static void progress(driver_t *d, bool force) {
 
 static int open_run(driver_t *d, const char *config_text, char *err, size_t errlen) {
     char e[DB_ERR_MAX + 256], path[SP_PATH_MAX + 64];
-    if (compat_mkdir_p(d->run_dir, e, sizeof e) != 0) {
-        snprintf(err, errlen, "%s: cannot create the run directory: %s", d->run_dir, e);
-        return -1;
-    }
-    snprintf(path, sizeof path, "%s/log", d->run_dir);
+    uint32_t flags = RUN_WRITE | RUN_CREATE | (d->cfg->verify_shards ? RUN_VERIFY : 0);
+    d->run = run_open(d->run_dir, flags, "selfplay", err, errlen); /* writes nothing in a foreign directory */
+    if (!d->run) return -1;
+    d->db = run_db(d->run);
+    run_path(d->run_dir, RUN_LOG, path, sizeof path);
     d->log = fopen(path, "a");
     if (!d->log) dlog(d, "warning: cannot open %s for appending; logging to stderr only", path);
-    snprintf(path, sizeof path, "%s/koma.db", d->run_dir);
-    if (db_open(path, 0, &d->db, e, sizeof e) != DB_OK) {
-        snprintf(err, errlen, "%s", e);
-        return -1;
-    }
-    db_check_report_t rep;
-    memset(&rep, 0, sizeof rep);
-    uint32_t flags = d->cfg->verify_shards ? DB_CHECK_VERIFY : 0;
-    if (db_check_shards(d->db, d->run_dir, flags, &rep) != DB_OK) {
-        snprintf(err, errlen, "%s", db_errmsg(d->db));
-        return -1;
-    }
-    static const char *const kinds[] = {"missing", "mismatch", "orphan moved to orphans/", "orphan deleted",
-                                        "temporary removed"};
-    for (int32_t i = 0; i < rep.n; i++)
-        dlog(d, "start-up check: %s: %s (%s)", kinds[rep.items[i].kind], rep.items[i].path, rep.items[i].what);
-    dlog(d, "start-up check: %" PRId64 " shards, %" PRId64 " models checked, %d finding(s)", rep.shards_checked,
-         rep.models_checked, rep.n);
-    db_check_report_free(&rep);
+    if (run_is_new(d->run)) dlog(d, "new run in %s", d->run_dir);
+    for (int32_t i = 0; i < run_findings(d->run); i++) dlog(d, "start-up check: %s", run_finding(d->run, i));
+    int64_t ns = 0, nm = 0;
+    run_checked(d->run, &ns, &nm);
+    dlog(d, "start-up check: %" PRId64 " shards, %" PRId64 " models checked, %d finding(s)", ns, nm,
+         run_findings(d->run));
     if (db_run_insert(d->db, KOMA_VERSION_STRING, "selfplay", config_text ? config_text : "", &d->run_id) != DB_OK) {
         snprintf(err, errlen, "%s", db_errmsg(d->db));
         return -1;
@@ -737,6 +726,7 @@ static int open_run(driver_t *d, const char *config_text, char *err, size_t errl
         snprintf(err, errlen, "%s: writer thread: %s", d->run_dir, e);
         return -1;
     }
+    run_path(d->run_dir, RUN_DB, path, sizeof path);
     if (db_open(path, DB_OPEN_READONLY, &d->rdb, e, sizeof e) != DB_OK) {
         snprintf(err, errlen, "%s", e);
         return -1;
@@ -897,13 +887,15 @@ static void shutdown_all(driver_t *d) {
     mcts_cache_free(d->cache);
     d->cache = NULL;
     db_close(d->rdb);
-    db_close(d->db);
-    d->rdb = d->db = NULL;
+    d->rdb = NULL;
     free(d->closed);
     free(d->training);
     free(d->ev_queue);
     if (d->log) fclose(d->log);
     d->log = NULL;
+    run_close(d->run); /* closes d->db and releases the writer lock: the last thing */
+    d->run = NULL;
+    d->db = NULL;
 }
 
 /* ---- the loop ------------------------------------------------------------------------------ */

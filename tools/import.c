@@ -43,6 +43,7 @@
 #include "compat/compat.h"
 #include "data/config.h"
 #include "data/db.h"
+#include "data/run.h"
 #include "data/record.h"
 #include "data/shard.h"
 #include "engine/encode.h"
@@ -399,15 +400,14 @@ int main(int argc, char **argv) {
     im.root_q_result = strcmp(g_root_q, "result") == 0;
     int status = 1;
     char path[CFG_STRING_MAX + 16];
-    if (compat_mkdir_p(g_run, err, sizeof err) != 0) {
-        fprintf(stderr, "import: %s: %s\n", g_run, err);
-        goto done;
-    }
-    snprintf(path, sizeof path, "%s/koma.db", g_run);
-    if (db_open(path, 0, &im.db, err, sizeof err) != DB_OK) {
+    run_t *rn = run_open(g_run, RUN_WRITE | RUN_CREATE, "import", err, sizeof err); /* the run's one writer */
+    if (!rn) {
         fprintf(stderr, "import: %s\n", err);
         goto done;
     }
+    for (int32_t i = 0; i < run_findings(rn); i++) fprintf(stderr, "import: start-up check: %s\n", run_finding(rn, i));
+    im.db = run_db(rn);
+    run_path(g_run, RUN_DB, path, sizeof path);
     char *config = cfg_dump_string(opts, n);
     if (db_run_insert(im.db, KOMA_VERSION_STRING, "import", config ? config : "", NULL) != DB_OK)
         fprintf(stderr, "import: %s: runs row not written: %s\n", path, db_errmsg(im.db)); /* a record only */
@@ -478,7 +478,7 @@ done:
     shard_builder_free(im.b);
     free(im.pos);
     free(im.seen.keys);
-    db_close(im.db);
+    run_close(rn); /* closes im.db */
     free(files);
     return status;
 }

@@ -32,6 +32,7 @@
 #include "nn/backend.h"
 #include "data/config.h"
 #include "data/db.h"
+#include "data/run.h"
 #include "data/shard.h"
 #include "data/writer.h"
 #include "engine/encode.h"
@@ -84,6 +85,25 @@ static void note_stale(void *user, const char *path) {
     printf("removed %s, left by a write that was killed before its rename\n", path);
 }
 
+/* --out's directory must exist and take a file before any step is spent. */
+static int check_out_dir(const char *out, char *err, size_t errlen) {
+    char dir[CFG_STRING_MAX];
+    snprintf(dir, sizeof dir, "%s", out);
+    char *slash = strrchr(dir, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == dir) dir[1] = 0;
+    else *slash = 0;
+    if (compat_is_dir(out)) {
+        snprintf(err, errlen, "%s: is a directory; give the path of the file to write", out);
+        return -1;
+    }
+    if (!compat_is_dir(dir)) {
+        snprintf(err, errlen, "%s: the directory %s does not exist", out, dir);
+        return -1;
+    }
+    return run_check_writable(dir, err, errlen);
+}
+
 /* Running means of the metrics between two progress lines. */
 typedef struct {
     double p, v, l, acc, f1;
@@ -132,21 +152,23 @@ int main(int argc, char **argv) {
     }
     if (!total_given) cfg.opt.total_steps = g_steps;
 
-    /* The run. */
-    const char *run = g_run;
+    /* The run: this program is its one writer until the end. */
+    if (g_out[0] && check_out_dir(g_out, err, sizeof err) != 0) {
+        fprintf(stderr, "train: --out %s\n", err);
+        return 1;
+    }
     char path[1400], ckpt[1400];
-    snprintf(path, sizeof path, "%s/koma.db", run);
-    if (!compat_is_dir(run)) {
-        fprintf(stderr, "train: %s: no such run directory\n", run);
+    run_t *rn = run_open(g_run, RUN_WRITE, "train --from-games", err, sizeof err);
+    if (!rn) {
+        fprintf(stderr, "train: %s\n", err);
         return 1;
     }
-    if (!compat_file_exists(path)) {
-        fprintf(stderr, "train: %s: not found: %s is not a Koma run directory\n", path, run);
-        return 1;
-    }
+    const char *run = run_dir(rn);
+    for (int32_t i = 0; i < run_findings(rn); i++) fprintf(stderr, "train: start-up check: %s\n", run_finding(rn, i));
+    run_path(run, RUN_DB, path, sizeof path);
     char *config_text = cfg_dump_string(opts, n);
     int status = 1;
-    db_t *dbw = NULL, *db = NULL;
+    db_t *db = NULL;
     db_writer_t *writer = NULL;
     nn_backend_t *be = NULL;
     nn_net_t *net = NULL;
@@ -156,11 +178,7 @@ int main(int argc, char **argv) {
     db_shard_t *list = NULL;
     int32_t nlist = 0;
 
-    if (db_open(path, 0, &dbw, err, sizeof err) != DB_OK) {
-        fprintf(stderr, "train: %s\n", err);
-        goto done;
-    }
-    writer = db_writer_start(dbw, 64, err, sizeof err);
+    writer = db_writer_start(run_db(rn), 64, err, sizeof err);
     if (!writer) {
         fprintf(stderr, "train: %s\n", err);
         goto done;
@@ -174,7 +192,7 @@ int main(int argc, char **argv) {
     }
 
     /* The net: from the checkpoint, or new. */
-    snprintf(ckpt, sizeof ckpt, "%s/train", run);
+    run_path(run, RUN_TRAIN, ckpt, sizeof ckpt);
     if (compat_mkdir_p(ckpt, e2, sizeof e2) != 0) {
         fprintf(stderr, "train: %s: %s\n", ckpt, e2);
         goto done;
@@ -410,7 +428,7 @@ done:
         if (db_writer_stop(writer, 10000) != DB_OK) fprintf(stderr, "train: %s: writer: some writes cancelled\n", run);
         db_writer_free(writer);
     }
-    db_close(dbw);
     free(config_text);
+    run_close(rn);
     return status;
 }

@@ -31,6 +31,7 @@
 
 #include "compat/compat.h"
 #include "data/db.h"
+#include "data/run.h"
 #include "data/shard.h"
 #include "engine/encode.h"
 #include "nn/backend_cuda.h"
@@ -351,6 +352,7 @@ struct train_trainer {
 
     _Atomic int64_t latest_cycle; /* newest registered model (read by any thread) */
     char latest_rel[DB_PATH_MAX];
+    char latest_xxh3[17];      /* of latest_rel, as registered in koma.db */
     int64_t latest_steps;  /* its train_steps (for a file without optimizer state) */
     int64_t total_samples; /* samples behind the newest model */
 
@@ -413,9 +415,14 @@ nn_backend_t *train_backend_new(const train_config_t *c, char *err, size_t errle
  * net (which has the file's configuration). A file without optimizer state
  * (a net imported from elsewhere) loads with zero momentum and step count
  * `steps`. Returns 0, or -1 with err (nothing changed). */
-static int load_state(train_trainer_t *tr, const char *rel, int64_t steps, char *err, size_t errlen) {
+/* Loads the model file rel (registered with XXH3 xxh3, "" = unknown) and its
+ * optimizer state; a file that is not the one registered is refused, so that
+ * a run never resumes from a net its database does not describe. */
+static int load_state(train_trainer_t *tr, const char *rel, const char *xxh3, int64_t steps, char *err,
+                      size_t errlen) {
     char path[1400];
-    snprintf(path, sizeof path, "%s/%s", tr->run_dir, rel);
+    run_path(tr->run_dir, rel, path, sizeof path);
+    if (run_verify_file(path, xxh3, err, errlen) != 0) return -1;
     if (nn_weights_read(tr->net, tr->nt, path, err, errlen) == 0) return 0;
     char e2[1024];
     if (nn_weights_read(tr->net, NULL, path, e2, sizeof e2) != 0) return -1; /* err says why */
@@ -479,6 +486,7 @@ static int create_first(train_trainer_t *tr, char *err, size_t errlen) {
     if (train_model_register(tr->writer, tr->run_dir, &m, &tr->stop, err, errlen) != 0) return -1;
     tr->latest_cycle = 0;
     snprintf(tr->latest_rel, sizeof tr->latest_rel, "%s", m.path);
+    snprintf(tr->latest_xxh3, sizeof tr->latest_xxh3, "%s", m.xxh3);
     tr->latest_steps = 0;
     tr->total_samples = 0;
     tlog(tr, "new run %s: random %s %s net written as %s", tr->run_dir, m.arch, tr->cfg.backend, m.path);
@@ -498,9 +506,10 @@ static int open_latest(train_trainer_t *tr, const db_model_t *row, char *err, si
         set_err(err, errlen, "%s: %s", path, e2);
         return -1;
     }
-    if (load_state(tr, row->path, row->train_steps, err, errlen) != 0) return -1;
+    if (load_state(tr, row->path, row->xxh3, row->train_steps, err, errlen) != 0) return -1;
     tr->latest_cycle = row->cycle;
     snprintf(tr->latest_rel, sizeof tr->latest_rel, "%s", row->path);
+    snprintf(tr->latest_xxh3, sizeof tr->latest_xxh3, "%s", row->xxh3);
     tr->latest_steps = row->train_steps;
     tr->total_samples = row->train_samples;
     const nn_net_config_t *nc = nn_net_config(net);
@@ -557,7 +566,7 @@ train_trainer_t *train_trainer_new(const train_config_t *cfg_in, const char *run
         goto fail;
     }
     train_remove_stale_tmp(path, note_stale, tr);
-    snprintf(path, sizeof path, "%s/koma.db", run_dir);
+    run_path(run_dir, RUN_DB, path, sizeof path);
     if (!compat_file_exists(path)) {
         set_err(err, errlen, "%s: no koma.db in the run directory", run_dir);
         goto fail;
@@ -643,7 +652,7 @@ static int cycle_done_before(train_trainer_t *tr, int64_t cycle, train_cycle_rep
 /* Puts the trainer back to the newest model after an abandoned cycle. */
 static void restore(train_trainer_t *tr) {
     char e2[1024];
-    if (load_state(tr, tr->latest_rel, tr->latest_steps, e2, sizeof e2) != 0)
+    if (load_state(tr, tr->latest_rel, tr->latest_xxh3, tr->latest_steps, e2, sizeof e2) != 0)
         tlog(tr, "cannot restore the state of %s: %s", tr->latest_rel, e2);
 }
 
@@ -771,6 +780,7 @@ int train_trainer_run_cycle(train_trainer_t *tr, int64_t cycle, train_cycle_repo
     }
     tr->latest_cycle = cycle;
     snprintf(tr->latest_rel, sizeof tr->latest_rel, "%s", mr.path);
+    snprintf(tr->latest_xxh3, sizeof tr->latest_xxh3, "%s", mr.xxh3);
     tr->latest_steps = rep->step;
     tr->total_samples = mr.train_samples;
     snprintf(rep->model_path, sizeof rep->model_path, "%s", mr.path);
