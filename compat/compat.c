@@ -812,6 +812,11 @@ void compat_lock_release(compat_lock_t *l) {
     CloseHandle(l->h); /* closing the handle releases the lock */
     free(l);
 }
+
+int compat_set_readonly_dir(const char *path, int readonly) {
+    (void)path, (void)readonly;
+    return -1;
+}
 #else
 #include <sys/file.h>
 
@@ -870,6 +875,10 @@ void compat_lock_release(compat_lock_t *l) {
     if (!l) return;
     close(l->fd); /* closing the last descriptor releases the flock */
     free(l);
+}
+
+int compat_set_readonly_dir(const char *path, int readonly) {
+    return chmod(path, readonly ? 0555 : 0755) == 0 ? 0 : -1;
 }
 #endif
 

@@ -152,6 +152,11 @@ typedef struct compat_lock compat_lock_t;
 int compat_lock_try(const char *path, const char *owner, compat_lock_t **out, char *holder, size_t holder_len,
                     char *err, size_t errlen);
 void compat_lock_release(compat_lock_t *l); /* NULL ok; the file stays */
+/* Makes a directory read-only (1) or writable again (0) for its owner: mode
+ * 0555 / 0755 on POSIX (root still writes: tests check the effect). Returns
+ * 0, or -1 where this cannot be done (Windows: directory attributes do not
+ * stop new files). For tests of read-only runs. */
+int compat_set_readonly_dir(const char *path, int readonly);
 
 /* ---- process ------------------------------------------------------------- */
 /* Installs SIGINT/SIGTERM (Ctrl-C / Ctrl-Break on Windows) handlers that set

@@ -109,6 +109,24 @@ static int count_entry(const char *name, int is_dir, void *user) {
     return 0;
 }
 
+typedef struct {
+    const char *dir;
+} stale_t;
+
+static int remove_probe(const char *name, int is_dir, void *user) {
+    if (is_dir || strncmp(name, ".koma-write-test.", 17) != 0) return 0;
+    char p[RUN_PATH_MAX + 64];
+    snprintf(p, sizeof p, "%s/%s", ((stale_t *)user)->dir, name);
+    compat_remove_file(p);
+    return 0;
+}
+
+/* Under the lock: write-test files a writer killed mid-check left in dir. */
+static void remove_stale_probes(const char *dir) {
+    stale_t s = {dir};
+    if (compat_is_dir(dir)) compat_list_dir(dir, remove_probe, &s, NULL, 0);
+}
+
 /* Entries in dir/sub (0 when it does not exist). */
 static int32_t entries(const char *dir, const char *sub) {
     char p[RUN_PATH_MAX];
@@ -277,6 +295,7 @@ run_t *run_open(const char *dir, uint32_t flags, const char *command, char *err,
     const char *const dirs[] = {"", RUN_MODELS, RUN_SHARDS};
     for (int i = 0; i < 3; i++) {
         run_path(r->dir, dirs[i], sub, sizeof sub);
+        remove_stale_probes(sub);
         if (run_check_writable(sub, err, errlen) != 0) goto fail;
     }
     if (db_open(path, 0, &r->db, e, sizeof e) != DB_OK) {
