@@ -569,6 +569,45 @@ static void eval_finish(driver_t *d) {
     }
 }
 
+/* Evaluations a killed run left undone go back on the queue: a match of
+ * model c against c - eval_every whose row has no Elo (the process died
+ * during it: its games stay stored, unrated, and the match is played again
+ * in full), and the newest model's when it has no match at all (killed
+ * between its publication and its match). Older cycles without a match are
+ * left alone: they ran with evaluation off. Returns the evaluations queued. */
+static int32_t eval_resume(driver_t *d) {
+    int64_t k = d->cfg->eval_every;
+    int32_t queued = 0;
+    for (int64_t c = k; k > 0 && c <= d->latest; c += k) {
+        db_match_t *ms = NULL;
+        int32_t n = 0;
+        if (db_matches_list(d->rdb, (int32_t)c, &ms, &n) != DB_OK) {
+            dlog(d, "warning: eval: cannot list the matches of cycle %" PRId64 ": %s", c, db_errmsg(d->rdb));
+            return queued;
+        }
+        int64_t ida = model_id_of_cycle(d, c), idb = model_id_of_cycle(d, c - k);
+        int64_t open_id = 0, open_games = 0;
+        bool rated = false;
+        for (int32_t i = 0; i < n; i++) {
+            const db_match_t *m = &ms[i];
+            if (m->model_a != ida || m->model_b != idb || strncmp(m->settings, "eval ", 5) != 0) continue;
+            if (isfinite(m->elo)) rated = true;
+            else open_id = m->id, open_games = m->games;
+        }
+        free(ms);
+        if (rated || (!open_id && c != d->latest)) continue;
+        if (open_id)
+            dlog(d, "eval: the match of model %" PRId64 " vs %" PRId64 " was interrupted (match %" PRId64
+                    ": %" PRId64 " game(s) kept, unrated); playing it again",
+                 c, c - k, open_id, open_games);
+        else
+            dlog(d, "eval: model %" PRId64 " was published but never evaluated; evaluating it now", c);
+        eval_enqueue(d, c);
+        queued++;
+    }
+    return queued;
+}
+
 /* Closed cycles whose shards are all committed go to the trainer, in order. */
 static int submit_training(driver_t *d, char *err, size_t errlen) {
     int64_t done = atomic_load(&d->shards_done);
@@ -933,12 +972,17 @@ int sp_run(const sp_config_t *cfg, const train_config_t *tcfg, const char *confi
     int rc = SP_EXIT_ERROR;
     if (open_run(d, config_text, e, sizeof e) != 0 || open_nets(d, e, sizeof e) != 0) goto out;
     if (d->latest >= d->target) {
+        if (eval_resume(d) > 0) { /* the last cycle's evaluation, interrupted: finish it before saying done */
+            d->seed = mix64((uint64_t)d->run_id ^ (uint64_t)compat_now_ns());
+            while (!compat_stop_requested() && (d->ev_running || d->n_ev_queue > 0)) eval_poll(d, true);
+        }
         dlog(d, "run %s already has model cycle %" PRId64 " (--cycles %" PRId64 "): nothing to do", d->run_dir,
              d->latest, d->target);
-        rc = SP_EXIT_DONE;
+        rc = compat_stop_requested() ? SP_EXIT_INTERRUPTED : SP_EXIT_DONE;
         goto out;
     }
     if (plan_cycles(d, e, sizeof e) != 0 || start_selfplay(d, e, sizeof e) != 0) goto out;
+    eval_resume(d);
 
     sp_record_t *recs[SP_TAKE_MAX];
     bool interrupted = false;
