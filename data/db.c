@@ -1345,6 +1345,30 @@ db_status_t db_count(db_t *db, int32_t cycle, int64_t *games, int64_t *positions
     return st;
 }
 
+db_status_t db_cycle_results(db_t *db, int32_t cycle, int64_t *black_wins, int64_t *white_wins, int64_t *draws,
+                             double *avg_plies) {
+    if (!db) return DB_INVALID;
+    sqlite3_stmt *s = NULL;
+    int rc = sqlite3_prepare_v2(db->sq,
+                                "SELECT coalesce(sum(g.result = 1), 0), coalesce(sum(g.result = -1), 0), "
+                                "coalesce(sum(g.result = 0), 0), avg(g.plies) "
+                                "FROM games g JOIN shards s ON g.shard_id = s.id WHERE s.cycle = ?1",
+                                -1, &s, NULL);
+    if (rc == SQLITE_OK) rc = sqlite3_bind_int(s, 1, cycle);
+    if (rc == SQLITE_OK) rc = sqlite3_step(s);
+    db_status_t st = DB_OK;
+    if (rc == SQLITE_ROW) {
+        if (black_wins) *black_wins = sqlite3_column_int64(s, 0);
+        if (white_wins) *white_wins = sqlite3_column_int64(s, 1);
+        if (draws) *draws = sqlite3_column_int64(s, 2);
+        if (avg_plies) *avg_plies = sqlite3_column_type(s, 3) == SQLITE_NULL ? NAN : sqlite3_column_double(s, 3);
+    } else {
+        st = fail(db, rc, "count a cycle's results");
+    }
+    sqlite3_finalize(s);
+    return st;
+}
+
 /* ---- metrics ------------------------------------------------------------------ */
 db_status_t db_train_steps_insert(db_t *db, const db_train_step_t *rows, int32_t n) {
     if (!db || n < 0 || (n > 0 && !rows)) return DB_INVALID;

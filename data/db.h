@@ -257,6 +257,11 @@ void db_game_list_free(db_game_list_t *l); /* NULL ok */
 /* Games and positions in shards of one cycle, or of all when cycle < 0
  * (match games are in no shard and not counted). */
 db_status_t db_count(db_t *db, int32_t cycle, int64_t *games, int64_t *positions);
+/* How the self-play games of one cycle (their shards' cycle) ended, counted
+ * from the games table itself (cycle_metrics may lag it after a kill):
+ * results from Black's side and the mean length (NAN when no games). */
+db_status_t db_cycle_results(db_t *db, int32_t cycle, int64_t *black_wins, int64_t *white_wins, int64_t *draws,
+                             double *avg_plies);
 
 /* ---- metrics --------------------------------------------------------------- */
 typedef struct {

@@ -121,9 +121,17 @@ static int inspect_db(const char *path) {
             int have = db_cycle_metrics_get(db, c, &cm) == DB_OK;
             if (!have && !g) continue;
             printf("    %5d %8lld %10lld", c, (long long)g, (long long)p);
+            /* Results and lengths from the games themselves: after a kill mid-cycle the
+             * metrics row (written when a cycle closes) lags them or is blank. */
+            int64_t bw = 0, ww = 0, dr = 0;
+            double plies = NAN;
+            db_cycle_results(db, c, &bw, &ww, &dr, &plies);
+            printf(" %6lld %6lld %6lld", (long long)bw, (long long)ww, (long long)dr);
+            if (isnan(plies)) printf(" %7s", "-");
+            else printf(" %7.1f", plies);
             if (have) {
-                printf(" %6lld %6lld %6lld %7.1f %9.0f %8.1f", (long long)cm.black_wins, (long long)cm.white_wins,
-                       (long long)cm.draws, cm.avg_plies, cm.positions_per_s, cm.avg_batch);
+                if (isnan(cm.positions_per_s)) printf(" %9s %8s", "-", "-");
+                else printf(" %9.0f %8.1f", cm.positions_per_s, cm.avg_batch);
                 if (isnan(cm.elo)) printf(" %8s", "-");
                 else printf(" %8.0f", cm.elo);
                 char nr[24] = "-", fr[48] = "-", rate[16] = "-";
