@@ -1369,6 +1369,29 @@ db_status_t db_cycle_results(db_t *db, int32_t cycle, int64_t *black_wins, int64
     return st;
 }
 
+db_status_t db_check_integrity(db_t *db, int full) {
+    if (!db) return DB_INVALID;
+    sqlite3_stmt *s = NULL;
+    int rc = sqlite3_prepare_v2(db->sq, full ? "PRAGMA integrity_check(5)" : "PRAGMA quick_check(5)", -1, &s, NULL);
+    if (rc == SQLITE_OK) rc = sqlite3_step(s);
+    db_status_t st = DB_OK;
+    if (rc == SQLITE_ROW) {
+        const char *text = (const char *)sqlite3_column_text(s, 0);
+        char first[256];
+        snprintf(first, sizeof first, "%s", text ? text : "?");
+        for (char *q = first; *q; q++)
+            if (*q == '\n' || *q == '\r') *q = ' ';
+        if (strcmp(first, "ok") != 0)
+            st = fail_with(db, DB_CORRUPT, "%s: %s; the database is damaged: restore it from a backup "
+                           "(sqlite3's .recover can save what is readable)",
+                           full ? "integrity check" : "quick check", first);
+    } else {
+        st = fail(db, rc, full ? "integrity check" : "quick check");
+    }
+    sqlite3_finalize(s);
+    return st;
+}
+
 /* ---- metrics ------------------------------------------------------------------ */
 db_status_t db_train_steps_insert(db_t *db, const db_train_step_t *rows, int32_t n) {
     if (!db || n < 0 || (n > 0 && !rows)) return DB_INVALID;

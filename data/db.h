@@ -426,6 +426,11 @@ enum {
 db_status_t db_check_shards(db_t *db, const char *run_dir, uint32_t flags, db_check_report_t *report);
 void db_check_report_free(db_check_report_t *r); /* NULL ok */
 
+/* SQLite's own check of the file: PRAGMA quick_check (full = 0: every page
+ * and row, no index contents) or integrity_check (full = 1). DB_OK, or
+ * DB_CORRUPT with db_errmsg naming the file and the first problem. */
+db_status_t db_check_integrity(db_t *db, int full);
+
 /* XXH3-64 and size of a whole file, streaming. Returns 0, or -1 with err set. */
 int db_file_xxh3(const char *path, uint64_t *hash, int64_t *bytes, char *err, size_t errlen);
 

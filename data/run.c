@@ -302,6 +302,10 @@ run_t *run_open(const char *dir, uint32_t flags, const char *command, char *err,
         set_err(err, errlen, "%s", e);
         goto fail;
     }
+    if (db_check_integrity(r->db, (flags & RUN_VERIFY) != 0) != DB_OK) { /* before any work is spent on it */
+        set_err(err, errlen, "%s", db_errmsg(r->db));
+        goto fail;
+    }
     if (check_files(r, err, errlen) != 0) goto fail;
     return r;
 fail:

@@ -128,6 +128,10 @@ typedef struct {
     int64_t *ev_queue;         /* cycles due, waiting for the thread */
     int32_t n_ev_queue, cap_ev_queue;
     double ladder_elo, ladder_lo, ladder_hi; /* newest ladder Elo seen (NAN: none yet) */
+    /* database writes that failed without stopping the run (metrics, Elo, a match):
+     * the run still ends with a non-zero exit status */
+    int64_t db_failures;
+    char db_failure[DB_ERR_MAX + 64];
     int64_t ladder_cycle;
 } driver_t;
 
@@ -479,6 +483,10 @@ static void eval_report(driver_t *d) {
     int64_t c = d->ev_cycle, b = d->ev_base;
     if (d->ev_rc != 0) {
         dlog(d, "warning: eval: model %" PRId64 " vs %" PRId64 " failed: %s", c, b, d->ev_err);
+        if (strstr(d->ev_err, RUN_DB)) { /* the database, not the match, failed */
+            d->db_failures++;
+            snprintf(d->db_failure, sizeof d->db_failure, "%.700s", d->ev_err);
+        }
         return;
     }
     const sp_eval_result_t *r = &d->ev_res;
@@ -912,6 +920,13 @@ static void shutdown_all(driver_t *d) {
     if (d->writer) {
         int st = db_writer_stop(d->writer, SP_WRITER_DRAIN_MS);
         if (st != DB_OK) dlog(d, "warning: the writer stopped with items unwritten (%s)", db_status_name(st));
+        db_writer_stats_t ws;
+        db_writer_stats(d->writer, &ws);
+        int64_t failed = ws.jobs_failed + ws.steps_failed + ws.cycles_failed;
+        if (failed > 0) {
+            d->db_failures += failed;
+            snprintf(d->db_failure, sizeof d->db_failure, "%.700s", ws.last_error);
+        }
     }
     train_trainer_free(d->trainer);
     d->trainer = NULL;
@@ -1042,6 +1057,12 @@ out:
     }
     eval_finish(d); /* the match thread uses d: never leave it running */
     shutdown_all(d);
+    if (d->db_failures > 0 && rc != SP_EXIT_ERROR) {
+        /* Everything committed is kept, but a database that refused writes is not a clean run. */
+        snprintf(err, errlen, "%" PRId64 " database write(s) failed during the run; the last: %s", d->db_failures,
+                 d->db_failure);
+        rc = SP_EXIT_ERROR;
+    }
     if (rc == SP_EXIT_INTERRUPTED) {
         fprintf(stderr, "interrupted: everything committed is kept; run the same command to resume\n");
     }

@@ -409,9 +409,12 @@ int main(int argc, char **argv) {
     im.db = run_db(rn);
     run_path(g_run, RUN_DB, path, sizeof path);
     char *config = cfg_dump_string(opts, n);
-    if (db_run_insert(im.db, KOMA_VERSION_STRING, "import", config ? config : "", NULL) != DB_OK)
-        fprintf(stderr, "import: %s: runs row not written: %s\n", path, db_errmsg(im.db)); /* a record only */
+    db_status_t rst = db_run_insert(im.db, KOMA_VERSION_STRING, "import", config ? config : "", NULL);
     free(config);
+    if (rst != DB_OK) {
+        fprintf(stderr, "import: %s: runs row not written: %s\n", path, db_errmsg(im.db));
+        goto done;
+    }
     db_summary_t sum;
     if (db_summary(im.db, &sum) != DB_OK) {
         fprintf(stderr, "import: %s\n", db_errmsg(im.db));

@@ -184,8 +184,10 @@ int main(int argc, char **argv) {
         goto done;
     }
     run_row_arg_t ra = {config_text ? config_text : ""};
-    if (train_writer_call(writer, run_row_job, &ra, sizeof ra, NULL, e2, sizeof e2) != DB_OK)
-        fprintf(stderr, "train: %s: runs row not written: %s\n", path, e2); /* a record only */
+    if (train_writer_call(writer, run_row_job, &ra, sizeof ra, NULL, e2, sizeof e2) != DB_OK) {
+        fprintf(stderr, "train: %s: runs row not written: %s\n", path, e2); /* a database that cannot take it */
+        goto done;
+    }
     if (db_open(path, DB_OPEN_READONLY, &db, err, sizeof err) != DB_OK) {
         fprintf(stderr, "train: %s\n", err);
         goto done;

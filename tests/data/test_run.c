@@ -275,6 +275,42 @@ static void test_model_hashes(const char *base) {
     CHECK(run_verify_file(p, "0123456789abcdef", err, sizeof err) != 0 && contains(err, "0123456789abcdef"));
 }
 
+/* A damaged page: the writer refuses the run at start-up, before any work. */
+static void test_damaged(const char *base) {
+    char dir[700], err[2048], p[RUN_PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/damaged", base);
+    run_t *r = run_open(dir, RUN_WRITE | RUN_CREATE, "selfplay", err, sizeof err);
+    CHECKF(r != NULL, "%s", err);
+    if (!r) return;
+    make_models(r, 40); /* the models table over a few pages */
+    run_close(r);
+    run_path(dir, RUN_DB, p, sizeof p);
+    sqlite3 *sq = NULL;
+    int64_t root = 0, page = 4096;
+    if (sqlite3_open(p, &sq) == SQLITE_OK) {
+        sqlite3_stmt *s = NULL;
+        sqlite3_exec(sq, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
+        if (sqlite3_prepare_v2(sq, "SELECT rootpage FROM sqlite_master WHERE name = 'models'", -1, &s, NULL) ==
+                SQLITE_OK &&
+            sqlite3_step(s) == SQLITE_ROW)
+            root = sqlite3_column_int64(s, 0);
+        sqlite3_finalize(s);
+        if (sqlite3_prepare_v2(sq, "PRAGMA page_size", -1, &s, NULL) == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW)
+            page = sqlite3_column_int64(s, 0);
+        sqlite3_finalize(s);
+    }
+    sqlite3_close(sq);
+    CHECK(root > 1);
+    FILE *f = fopen(p, "r+b");
+    const unsigned char garbage[8] = {0x0d, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00};
+    CHECK(f && fseek(f, (long)((root - 1) * page), SEEK_SET) == 0 && fwrite(garbage, 1, 8, f) == 8);
+    if (f) fclose(f);
+    r = run_open(dir, RUN_WRITE, "selfplay", err, sizeof err);
+    CHECKF(r == NULL && contains(err, "koma.db") && contains(err, "quick check") && !strchr(err, '\n'),
+           "a damaged koma.db: %s", r ? "opened" : err);
+    run_close(r);
+}
+
 static void test_paths(void) {
     char out[16];
     CHECK(run_path("runs/a", RUN_DB, out, sizeof out) == 0 && strcmp(out, "runs/a/koma.db") == 0);
@@ -296,6 +332,7 @@ int main(void) {
     test_foreign(b);
     test_unwritable(b);
     test_model_hashes(b);
+    test_damaged(b);
     if (!atomic_load(&g_fail)) t_rm_rf(b);
     return t_done("test_run");
 }
