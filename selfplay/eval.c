@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "compat/compat.h"
+#include "data/run.h"
 #include "engine/encode.h"
 #include "mcts/mcts.h"
 #include "nn/net.h"
@@ -298,7 +299,7 @@ int sp_eval_run(const char *run_dir, const char *model_a_path, const char *model
     }
     if (run_dir && cfg.store) {
         char dbp[1200];
-        snprintf(dbp, sizeof dbp, "%s/koma.db", run_dir);
+        run_path(run_dir, RUN_DB, dbp, sizeof dbp);
         if (db_open(dbp, 0, &sh->db, err, errlen) != DB_OK) goto done;
         for (int k = 0; k < 2; k++) {
             db_status_t st = find_model(sh->db, run_dir, paths[k], &model[k]);
@@ -420,7 +421,7 @@ int sp_eval_cycles(const char *run_dir, int32_t cycle_a, int32_t cycle_b, const 
         return -1;
     }
     char dbp[1200];
-    snprintf(dbp, sizeof dbp, "%s/koma.db", run_dir);
+    run_path(run_dir, RUN_DB, dbp, sizeof dbp);
     db_t *db = NULL;
     if (db_open(dbp, DB_OPEN_READONLY, &db, err, errlen) != DB_OK) return -1;
     db_model_t m[2];

@@ -14,6 +14,7 @@
 #include "compat/bits.h"
 #include "compat/compat.h"
 #include "data/db.h"
+#include "data/run.h"
 #include "data/shard.h"
 #include "engine/encode.h"
 #include "engine/position.h"
@@ -400,6 +401,6 @@ int main(int argc, char **argv) {
     if (shard) return inspect_shard(shard, nrows);
     if (db) return inspect_db(db);
     char path[4096];
-    snprintf(path, sizeof path, "%s/koma.db", run);
+    run_path(run, RUN_DB, path, sizeof path);
     return inspect_db(path);
 }

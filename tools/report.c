@@ -32,6 +32,7 @@
 
 #include "compat/compat.h"
 #include "data/db.h"
+#include "data/run.h"
 #include "engine/rules.h"
 #include "selfplay/referee.h"
 #include "tools/strbuf.h"
@@ -348,9 +349,9 @@ typedef struct {
     int32_t n_matches;
     ref_ladder_point_t *ladder;
     int32_t n_ladder;
-} run_t;
+} report_run_t;
 
-static int read_steps(db_t *db, run_t *r) {
+static int read_steps(db_t *db, report_run_t *r) {
     int64_t last = r->sum.last_step;
     if (last < 0) return 0;
     r->width = last / BUCKETS + 1;
@@ -396,7 +397,7 @@ static int read_steps(db_t *db, run_t *r) {
     return 0;
 }
 
-static int read_run(db_t *db, run_t *r, char *err, size_t errlen) {
+static int read_run(db_t *db, report_run_t *r, char *err, size_t errlen) {
     if (db_summary(db, &r->sum) != DB_OK) goto fail;
     if (read_steps(db, r) != 0) goto fail;
     int32_t max_cycle = r->sum.latest_cycle;
@@ -478,7 +479,7 @@ fail:
     return -1;
 }
 
-static void free_run(run_t *r) {
+static void free_run(report_run_t *r) {
     free(r->models);
     free(r->cycles);
     free(r->matches);
@@ -524,7 +525,7 @@ static void stat(sb_t *o, const char *label, const char *fmt, ...) {
     sb_printf(o, "</b><span>%s</span></div>", label);
 }
 
-static void section_training(sb_t *o, const run_t *r) {
+static void section_training(sb_t *o, const report_run_t *r) {
     sb_printf(o, "<h2>Training</h2><div class=\"grid\">");
     char note[96];
     if (r->width > 1) snprintf(note, sizeof note, "mean of every %lld steps", (long long)r->width);
@@ -556,7 +557,7 @@ static void section_training(sb_t *o, const run_t *r) {
     sb_printf(o, "</div>");
 }
 
-static void section_elo(sb_t *o, const run_t *r) {
+static void section_elo(sb_t *o, const report_run_t *r) {
     sb_printf(o, "<h2>Strength</h2><div class=\"grid\">");
     double *x = calloc((size_t)r->n_ladder + 1, sizeof(double) * 4);
     if (x) {
@@ -626,7 +627,7 @@ static void section_elo(sb_t *o, const run_t *r) {
 }
 
 /* The resign threshold(s) of the cycles that recorded one, in words. */
-static void resign_threshold_text(const run_t *r, char *buf, size_t len) {
+static void resign_threshold_text(const report_run_t *r, char *buf, size_t len) {
     double lo = INFINITY, hi = -INFINITY;
     for (int32_t i = 0; i < r->n_cycles; i++) {
         double t = r->cycles[i].resign_threshold;
@@ -641,7 +642,7 @@ static void resign_threshold_text(const run_t *r, char *buf, size_t len) {
 /* False resignations by cycle: of the no-resign games in which a side fell
  * below the threshold (it would have resigned), the share it did not lose;
  * and how often a no-resign game got there at all. */
-static void section_resign(sb_t *o, const run_t *r) {
+static void section_resign(sb_t *o, const report_run_t *r) {
     int32_t n = r->n_cycles;
     double *buf = calloc((size_t)n + 1, sizeof(double) * 3);
     if (!buf) return;
@@ -666,7 +667,7 @@ static void section_resign(sb_t *o, const run_t *r) {
 }
 
 /* The same figures as a table, cycles that recorded them only. */
-static void resign_table(sb_t *o, const run_t *r) {
+static void resign_table(sb_t *o, const report_run_t *r) {
     int any = 0;
     for (int32_t i = 0; i < r->n_cycles; i++) any |= r->cycles[i].no_resign_games >= 0;
     if (!any) return;
@@ -692,7 +693,7 @@ static void resign_table(sb_t *o, const run_t *r) {
     sb_printf(o, "</table>");
 }
 
-static void section_selfplay(sb_t *o, const run_t *r) {
+static void section_selfplay(sb_t *o, const report_run_t *r) {
     sb_printf(o, "<h2>Self-play</h2><div class=\"grid\">");
     int32_t n = r->n_cycles;
     double *buf = calloc((size_t)n + 1, sizeof(double) * 9);
@@ -739,7 +740,7 @@ static void section_selfplay(sb_t *o, const run_t *r) {
     resign_table(o, r);
 }
 
-static void section_games(sb_t *o, const run_t *r) {
+static void section_games(sb_t *o, const report_run_t *r) {
     sb_printf(o, "<h2>Games</h2><div class=\"grid\">");
     char note[96];
     snprintf(note, sizeof note, "%lld self-play games", (long long)r->games);
@@ -812,7 +813,7 @@ static void section_games(sb_t *o, const run_t *r) {
     }
 }
 
-static void section_models(sb_t *o, const run_t *r) {
+static void section_models(sb_t *o, const report_run_t *r) {
     sb_printf(o, "<h2>Models</h2>");
     if (r->n_models == 0) {
         sb_printf(o, "<p class=\"muted\">no data yet: no net has been published</p>");
@@ -843,7 +844,7 @@ static void section_models(sb_t *o, const run_t *r) {
     sb_printf(o, "</table>");
 }
 
-static void render(sb_t *o, const char *title, const run_t *r, const char *note) {
+static void render(sb_t *o, const char *title, const report_run_t *r, const char *note) {
     char now[64];
     time_t t = time(NULL);
     strftime(now, sizeof now, "%Y-%m-%d %H:%M:%S UTC", gmtime(&t));
@@ -918,12 +919,12 @@ int main(int argc, char **argv) {
         return 2;
     }
     char dbp[1200], outp[1200], err[DB_ERR_MAX + 64];
-    if (run) snprintf(dbp, sizeof dbp, "%s/koma.db", run);
+    if (run) run_path(run, RUN_DB, dbp, sizeof dbp);
     else snprintf(dbp, sizeof dbp, "%s", dbfile);
     if (out) snprintf(outp, sizeof outp, "%s", out);
     else snprintf(outp, sizeof outp, "%s/report.html", run);
 
-    run_t *r = calloc(1, sizeof *r);
+    report_run_t *r = calloc(1, sizeof *r);
     if (!r) {
         fprintf(stderr, "report: out of memory\n");
         return 1;

@@ -58,6 +58,7 @@
 #include "compat/bits.h"
 #include "compat/compat.h"
 #include "data/db.h"
+#include "data/run.h"
 #include "engine/position.h"
 #include "engine/sfen.h"
 #include "selfplay/referee.h"
@@ -766,7 +767,7 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "usi-match: %s\n", err);
                 return 1;
             }
-            msgf(path, sizeof path, "%s/koma.db", cfg.run_dir);
+            run_path(cfg.run_dir, RUN_DB, path, sizeof path);
         } else {
             msgf(path, sizeof path, "%s", cfg.db_path);
         }
