@@ -1077,8 +1077,12 @@ static const char *const USAGE =
     "usage: selfplay [--config FILE] [--run DIR] [--cycles N] [flags]\n"
     "Plays self-play games with the newest net of the run, stores them, trains and\n"
     "publishes the next net, until --cycles nets exist. Killing it and starting the\n"
-    "same command again resumes the run. Exit status: 0 done, 1 error, 2 bad flags,\n"
-    "130 stopped by Ctrl-C (everything committed is kept).";
+    "same command again resumes the run. It is the run's one writer while it runs\n"
+    "(a second selfplay, train or import on the run is refused, naming it); it refuses\n"
+    "a damaged or foreign koma.db, a replaced newest model, and a lost koma.db with\n"
+    "models/ or shards/ left (never a new run over them). Exit status: 0 done, 1 error\n"
+    "(any database error included), 2 bad flags, 130 stopped by Ctrl-C (everything\n"
+    "committed is kept).";
 
 void sp_train_config_default(train_config_t *t) {
     *t = train_config_default();

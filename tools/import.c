@@ -63,7 +63,8 @@ static const char *usage =
     "              [--format auto|csa|kif|usi] [--root-q result|zero] [--dedup 0|1] FILES|DIRS...\n"
     "Reads CSA, KIF and USI game records, checks every move, and stores the games in the run's\n"
     "koma.db and shards for `train --from-games`. A directory stands for its *.csa *.kif *.kifu\n"
-    "*.usi *.sfen files.";
+    "*.usi *.sfen files. It is the run's one writer while it runs (refused while selfplay or\n"
+    "train runs on the same run); a missing koma.db next to existing models/ or shards/ is refused.";
 
 /* ---- flags ------------------------------------------------------------------------- */
 static char g_run[CFG_STRING_MAX] = "runs/default";

@@ -51,7 +51,10 @@
 static const char *usage =
     "usage: train --from-games [--run DIR] [--window N] [--steps N] [--batch N] [--lr X] [--net 6x64]\n"
     "             [--config FILE] [--out PATH] [--checkpoint-every K] [--fresh] [trainer flags]\n"
-    "Trains a net offline on the most recent --window positions of the run's shards.";
+    "Trains a net offline on the most recent --window positions of the run's shards.\n"
+    "It is the run's one writer while it runs (selfplay or import on the same run is\n"
+    "refused meanwhile, and it is refused while they run). Exit status: 0 done,\n"
+    "1 error, 2 bad flags, 130 stopped (the checkpoint is kept: the same command resumes).";
 
 static char g_run[CFG_STRING_MAX] = "runs/default";
 static char g_out[CFG_STRING_MAX] = "";
