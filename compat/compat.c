@@ -882,6 +882,93 @@ int compat_set_readonly_dir(const char *path, int readonly) {
 }
 #endif
 
+/* ---- terminals -------------------------------------------------------- */
+#ifdef _WIN32
+int compat_isatty(FILE *f) { return f && _isatty(_fileno(f)) ? 1 : 0; }
+
+int compat_term_width(FILE *f) {
+    if (!compat_isatty(f)) return 0;
+    HANDLE h = (HANDLE)_get_osfhandle(_fileno(f));
+    CONSOLE_SCREEN_BUFFER_INFO info;
+    if (h == INVALID_HANDLE_VALUE || !GetConsoleScreenBufferInfo(h, &info)) return 0;
+    return info.srWindow.Right - info.srWindow.Left + 1;
+}
+
+int compat_run_pty(const char *const *argv, int cols, const char *out_path, int *status, char *err, size_t errlen) {
+    (void)argv, (void)cols, (void)out_path, (void)status;
+    set_err(err, errlen, "no pseudo-terminals on this OS");
+    return -1;
+}
+#else
+#include <sys/ioctl.h>
+#include <termios.h>
+
+int compat_isatty(FILE *f) { return f && isatty(fileno(f)) ? 1 : 0; }
+
+int compat_term_width(FILE *f) {
+    struct winsize ws;
+    if (!compat_isatty(f) || ioctl(fileno(f), TIOCGWINSZ, &ws) != 0) return 0;
+    return ws.ws_col;
+}
+
+int compat_run_pty(const char *const *argv, int cols, const char *out_path, int *status, char *err, size_t errlen) {
+    int master = posix_openpt(O_RDWR | O_NOCTTY);
+    if (master < 0 || grantpt(master) != 0 || unlockpt(master) != 0) {
+        set_err(err, errlen, "no pseudo-terminals: %s", strerror(errno));
+        if (master >= 0) close(master);
+        return -1;
+    }
+    char slave[256];
+    if (ptsname_r(master, slave, sizeof slave) != 0) {
+        set_err(err, errlen, "ptsname: %s", strerror(errno));
+        close(master);
+        return -1;
+    }
+    struct winsize ws = {.ws_row = 24, .ws_col = (unsigned short)cols};
+    ioctl(master, TIOCSWINSZ, &ws);
+    FILE *out = fopen(out_path, "wb");
+    if (!out) {
+        set_err(err, errlen, "%s: %s", out_path, strerror(errno));
+        close(master);
+        return -1;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        set_err(err, errlen, "fork: %s", strerror(errno));
+        fclose(out);
+        close(master);
+        return -1;
+    }
+    if (pid == 0) { /* the child: the slave as its controlling terminal, stdout and stderr */
+        setsid();
+        int s = open(slave, O_RDWR);
+        int nul = open("/dev/null", O_RDONLY);
+        if (s < 0 || nul < 0) _exit(127);
+        ioctl(s, TIOCSCTTY, 0);
+        dup2(nul, 0), dup2(s, 1), dup2(s, 2);
+        close(master);
+        execvp(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    char buf[4096];
+    for (;;) { /* until the last holder of the slave is gone (EIO) */
+        ssize_t n = read(master, buf, sizeof buf);
+        if (n > 0) {
+            fwrite(buf, 1, (size_t)n, out);
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        break;
+    }
+    fclose(out);
+    close(master);
+    int ws_status = 0;
+    while (waitpid(pid, &ws_status, 0) < 0 && errno == EINTR) {}
+    *status = WIFEXITED(ws_status) ? WEXITSTATUS(ws_status) : 128 + (WIFSIGNALED(ws_status) ? WTERMSIG(ws_status) : 0);
+    return 0;
+}
+#endif
+
 /* ---- process ------------------------------------------------------------ */
 static atomic_int g_stop;
 

@@ -158,6 +158,18 @@ void compat_lock_release(compat_lock_t *l); /* NULL ok; the file stays */
  * stop new files). For tests of read-only runs. */
 int compat_set_readonly_dir(const char *path, int readonly);
 
+/* ---- terminals ------------------------------------------------------------ */
+/* 1 when f is a terminal (a console on Windows), else 0. */
+int compat_isatty(FILE *f);
+/* Columns of the terminal f writes to; 0 when f is not a terminal or it does not say. */
+int compat_term_width(FILE *f);
+/* Runs argv like compat_run_io, its stdout and stderr on a new pseudo-terminal
+ * of cols columns (stdin: nothing), and copies everything it writes there to
+ * out_path. Returns 0 when it ran (*status as compat_run), or -1 with err; -1
+ * "no pseudo-terminals" where the OS has none to give (Windows). For tests of
+ * what a person sees in a terminal. */
+int compat_run_pty(const char *const *argv, int cols, const char *out_path, int *status, char *err, size_t errlen);
+
 /* ---- process ------------------------------------------------------------- */
 /* Installs SIGINT/SIGTERM (Ctrl-C / Ctrl-Break on Windows) handlers that set
  * a flag; compat_stop_requested() reads it. Safe to call more than once. */

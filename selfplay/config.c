@@ -16,7 +16,8 @@ void sp_config_default(sp_config_t *c) {
     c->sync_train = 0;
     c->max_ahead = 1;
     c->seed = 0;
-    c->progress_s = 1.0;
+    c->progress_s = -1.0;
+    c->quiet = 0;
     c->verify_shards = 0;
     c->threads = 2;
     c->games_per_thread = 16;
@@ -60,7 +61,11 @@ int sp_config_flags(sp_config_t *c, cfg_opt_t *opts, int cap) {
         {"sync-train", CFG_TYPE_BOOL, &c->sync_train, 1, 0, "wait for each new net before playing on"},
         {"max-ahead", CFG_TYPE_INT, &c->max_ahead, 1, 1000, "cycles self-play may run ahead of the newest net"},
         {"seed", CFG_TYPE_INT, &c->seed, 0, 9.2e18, "random seed (0 = new each invocation); mixed with the run row"},
-        {"progress", CFG_TYPE_DOUBLE, &c->progress_s, 0, 3600, "seconds between progress lines (0 = none)"},
+        {"progress", CFG_TYPE_DOUBLE, &c->progress_s, -1, 3600,
+         "seconds between status lines (-1 = 1 on a terminal, where the line is updated in place, 30 otherwise; "
+         "0 = none)"},
+        {"quiet", CFG_TYPE_BOOL, &c->quiet, 1, 0, "no status lines, and only warnings and errors on the terminal (the "
+                                                  "log file keeps everything)"},
         {"verify-shards", CFG_TYPE_BOOL, &c->verify_shards, 1, 0, "hash every shard and model file at start-up (the newest model is always hashed)"},
         {"threads", CFG_TYPE_INT, &c->threads, 1, 1024, "self-play worker threads"},
         {"games-per-thread", CFG_TYPE_INT, &c->games_per_thread, 2, 65536, "games each worker plays at once"},

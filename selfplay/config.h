@@ -30,7 +30,8 @@ typedef struct {
     int sync_train;                /* 1: wait for each net before playing on (0: overlap) */
     int64_t max_ahead;             /* cycles self-play may run ahead of the newest net (1) */
     int64_t seed;                  /* 0: a new seed per invocation; else mixed with the run row id */
-    double progress_s;             /* progress line period in seconds; 0 = none (1) */
+    double progress_s;             /* status line period in seconds; 0 = none; -1 = 1 on a terminal, else 30 (-1) */
+    int quiet;                     /* no status lines; only warnings and errors on stderr (0) */
     int verify_shards;             /* hash every shard at start-up (0: sizes only) */
     /* workers */
     int64_t threads;               /* self-play worker threads (2) */

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "compat/compat.h"
+#include "compat/status.h"
 #include "data/db.h"
 #include "data/run.h"
 #include "data/shard.h"
@@ -68,6 +69,8 @@ typedef struct {
     char run_dir[SP_PATH_MAX];
     FILE *log;
     compat_mutex_t log_mu;
+    status_t *st;              /* stderr: the status line and the event lines */
+    int64_t log_status_ns;     /* when the log file last got a status line */
     int64_t t_start_ns;
 
     run_t *run; /* the run directory, its writer lock held until the end */
@@ -145,7 +148,10 @@ static void vlog_line(driver_t *d, const char *prefix, const char *fmt, va_list 
     compat_mutex_lock(&d->log_mu);
     const struct tm *tm = gmtime(&now);
     if (tm) strftime(ts, sizeof ts, "%Y-%m-%d %H:%M:%S", tm);
-    fprintf(stderr, "%s%s\n", prefix, msg);
+    bool warn = strncmp(msg, "warning", 7) == 0 || strncmp(msg, "error", 5) == 0 || strstr(msg, ": warning") ||
+                strstr(msg, "failed");
+    if (d->st) status_event(d->st, warn ? STATUS_WARN : STATUS_INFO, "%s%s", prefix, msg);
+    else fprintf(stderr, "%s%s\n", prefix, msg);
     if (d->log) {
         fprintf(d->log, "%s %s%s\n", ts, prefix, msg);
         fflush(d->log);
@@ -165,6 +171,21 @@ static void dlog_prefix(driver_t *d, const char *prefix, const char *fmt, ...) {
     va_start(ap, fmt);
     vlog_line(d, prefix, fmt, ap);
     va_end(ap);
+}
+
+/* A line for the log file only (the status line, once a minute). */
+static void log_file_line(driver_t *d, const char *line) {
+    compat_mutex_lock(&d->log_mu);
+    if (d->log) {
+        time_t now = time(NULL);
+        char ts[32] = "";
+        const struct tm *tm = gmtime(&now);
+        if (tm) strftime(ts, sizeof ts, "%Y-%m-%d %H:%M:%S", tm);
+        fprintf(d->log, "%s %s\n", ts, line);
+        fflush(d->log);
+    }
+    d->log_status_ns = compat_now_ns();
+    compat_mutex_unlock(&d->log_mu);
 }
 
 /* The trainer's log lines go to the same places. */
@@ -683,8 +704,11 @@ static void update_pause(driver_t *d) {
 static void progress(driver_t *d, bool force) {
     int64_t now = compat_now_ns();
     double dt = (double)(now - d->prog_t_ns) * 1e-9;
-    if (!force && (d->cfg->progress_s <= 0 || dt < d->cfg->progress_s)) {
-        if (dt >= 1.0 && d->cfg->progress_s <= 0) sample_server(d); /* keep the cycle figures */
+    bool log_due = d->log && (double)(now - d->log_status_ns) * 1e-9 >= 60.0; /* the log: once a minute */
+    if (!force && !log_due && (d->cfg->progress_s == 0 || !status_due(d->st))) {
+        if (dt >= 1.0 && (d->cfg->progress_s == 0 || status_period(d->st) > 1.0)) {
+            sample_server(d); /* keep the cycle figures */
+        }
         return;
     }
     sample_server(d);
@@ -740,11 +764,14 @@ static void progress(driver_t *d, bool force) {
         snprintf(cyc, sizeof cyc, "cycle %" PRId64 "/%" PRId64 "%s", d->fill, d->target, d->paused ? " (paused)" : "");
     else
         snprintf(cyc, sizeof cyc, "cycle -/%" PRId64 " (self-play done)", d->target);
-    dlog(d,
-         "%s | games %" PRId64 "/%" PRId64 " (total %" PRId64 ", playing %d) | %.1f pos/s | %.0f evals/s | batch %.1f"
-         " | busy %.0f%% | cache %.0f%% | %s%s | ETA %s",
-         cyc, d->fill <= d->target ? d->fill_games : 0, d->cfg->games_per_cycle, d->total_games, ps.active, pos_s,
-         evals, batch, busy, hit, train, ev, eta);
+    char line[1024];
+    snprintf(line, sizeof line,
+             "%s | games %" PRId64 "/%" PRId64 " (total %" PRId64 ", playing %d) | ETA %s | %.1f pos/s | %.0f evals/s | "
+             "batch %.1f | busy %.0f%% | cache %.0f%% | %s%s",
+             cyc, d->fill <= d->target ? d->fill_games : 0, d->cfg->games_per_cycle, d->total_games, ps.active, eta,
+             pos_s, evals, batch, busy, hit, train, ev);
+    if (d->cfg->progress_s != 0) status_line(d->st, force, "%s", line);
+    if (log_due || force) log_file_line(d, line);
 }
 
 /* ---- start-up and shutdown ---------------------------------------------------------------- */
@@ -976,6 +1003,8 @@ int sp_run(const sp_config_t *cfg, const train_config_t *tcfg, const char *confi
     size_t rl = strlen(d->run_dir);
     while (rl > 1 && d->run_dir[rl - 1] == '/') d->run_dir[--rl] = 0;
     compat_mutex_init(&d->log_mu);
+    d->st = status_new(stderr, cfg->progress_s > 0 ? cfg->progress_s : 0, cfg->quiet != 0);
+    d->log_status_ns = compat_now_ns();
     atomic_init(&d->shards_submitted, 0);
     atomic_init(&d->shards_done, 0);
     atomic_init(&d->shard_failed, 0);
@@ -1066,6 +1095,7 @@ out:
     if (rc == SP_EXIT_INTERRUPTED) {
         fprintf(stderr, "interrupted: everything committed is kept; run the same command to resume\n");
     }
+    status_free(d->st);
     compat_mutex_destroy(&d->log_mu);
     free(d);
     return rc;

@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "compat/compat.h"
+#include "compat/status.h"
 #include "nn/backend.h"
 #include "data/config.h"
 #include "data/db.h"
@@ -59,7 +60,8 @@ static const char *usage =
 static char g_run[CFG_STRING_MAX] = "runs/default";
 static char g_out[CFG_STRING_MAX] = "";
 static int64_t g_window = 0, g_steps = 1000, g_ckpt_every = 100, g_die_at = 0;
-static int g_from_games = 0, g_fresh = 0;
+static int g_from_games = 0, g_fresh = 0, g_quiet = 0;
+static double g_progress = -1;
 
 static void fmt_eta(double s, char *buf, size_t len) {
     if (!(s >= 0) || s > 1e7) {
@@ -132,6 +134,8 @@ int main(int argc, char **argv) {
     opts[n++] = (cfg_opt_t){"checkpoint-every", CFG_TYPE_INT, &g_ckpt_every, 1, 1e15, "write <run>/train/checkpoint.safetensors every K steps"};
     opts[n++] = (cfg_opt_t){"fresh", CFG_TYPE_BOOL, &g_fresh, 1, 0, "ignore an existing checkpoint and start from a new net"};
     opts[n++] = (cfg_opt_t){"die-at-step", CFG_TYPE_INT, &g_die_at, 0, 1e15, "tests: exit abruptly (like kill -9) after this step (0 = never)"};
+    opts[n++] = (cfg_opt_t){"progress", CFG_TYPE_DOUBLE, &g_progress, -1, 3600, "seconds between status lines (-1 = 1 on a terminal, updated in place, 30 otherwise; 0 = none)"};
+    opts[n++] = (cfg_opt_t){"quiet", CFG_TYPE_BOOL, &g_quiet, 1, 0, "no status lines; only warnings and errors"};
     n += train_config_flags(&cfg, opts + n, MAX_OPTS - n);
 
     char err[2048], e2[1024];
@@ -180,6 +184,7 @@ int main(int argc, char **argv) {
     shard_batch_t *batch = NULL;
     db_shard_t *list = NULL;
     int32_t nlist = 0;
+    status_t *sl = NULL; /* the status line of the step loop */
 
     writer = db_writer_start(run_db(rn), 64, err, sizeof err);
     if (!writer) {
@@ -290,20 +295,23 @@ int main(int argc, char **argv) {
     nn_metrics_t m;
     memset(&m, 0, sizeof m);
     acc_t tick = {0}, tail = {0};
-    int64_t t_start = compat_now_ns(), t_tick = t_start, steps_done = 0;
+    int64_t t_start = compat_now_ns(), steps_done = 0;
     int64_t saved_at = step0;
     int stopped = 0;
+    sl = status_new(stdout, g_progress > 0 ? g_progress : 0, g_quiet != 0); /* freed before any other output */
     for (int64_t s = step0; s < g_steps; s++) {
         if (compat_stop_requested()) {
             stopped = 1;
             break;
         }
         if (train_window_sample(win, train_key(cfg.seed, -1, s), cfg.batch, batch, err, sizeof err) != 0) {
+            status_free(sl), sl = NULL;
             fprintf(stderr, "train: %s\n", err);
             goto done;
         }
         nn_batch_t bt = shard_batch_view(batch);
         if (nn_train_step(nt, &bt, &m, err, sizeof err) != 0) {
+            status_free(sl), sl = NULL;
             fprintf(stderr, "train: step %" PRId64 ": %s\n", s, err);
             goto done;
         }
@@ -312,28 +320,30 @@ int main(int argc, char **argv) {
         if (g_steps - s <= 100) acc_add(&tail, &m);
         if ((s + 1) % g_ckpt_every == 0 && s + 1 < g_steps) {
             if (nn_weights_save(net, nt, ckpt, err, sizeof err) != 0) {
+                status_free(sl), sl = NULL;
                 fprintf(stderr, "train: checkpoint: %s\n", err);
                 goto done;
             }
             saved_at = s + 1;
         }
         if (g_die_at > 0 && s + 1 == g_die_at) _Exit(137); /* tests: a crash right here */
-        int64_t now = compat_now_ns();
-        if (now - t_tick >= 1000000000LL || s + 1 == g_steps) {
+        if (g_progress != 0 && (status_due(sl) || s + 1 == g_steps)) {
+            int64_t now = compat_now_ns();
             double el = (double)(now - t_start) * 1e-9;
             double rate = (double)steps_done / el;
             char eta[32];
             fmt_eta((double)(g_steps - s - 1) / rate, eta, sizeof eta);
             double k = (double)(tick.n ? tick.n : 1);
-            printf("step %" PRId64 "/%" PRId64 "  %.0f samples/s  policy %.4f value %.4f legal %.5f  acc %.3f f1 %.3f  "
-                   "lr %.5f  ETA %s\n",
-                   s + 1, g_steps, rate * cfg.batch, tick.p / k, tick.v / k, tick.l / k, tick.acc / k, tick.f1 / k,
-                   m.lr, eta);
-            fflush(stdout);
+            status_line(sl, s + 1 == g_steps,
+                        "step %" PRId64 "/%" PRId64 "  %.0f samples/s  policy %.4f value %.4f legal %.5f  acc %.3f "
+                        "f1 %.3f  lr %.5f  ETA %s",
+                        s + 1, g_steps, rate * cfg.batch, tick.p / k, tick.v / k, tick.l / k, tick.acc / k,
+                        tick.f1 / k, m.lr, eta);
             memset(&tick, 0, sizeof tick);
-            t_tick = now;
         }
     }
+    status_free(sl); /* the last status stays on the screen as a line */
+    sl = NULL;
     int64_t step_end = nn_trainer_step_count(nt);
     if (step_end != saved_at || !compat_file_exists(ckpt)) {
         if (nn_weights_save(net, nt, ckpt, err, sizeof err) != 0) {
@@ -421,6 +431,7 @@ int main(int argc, char **argv) {
     printf("wrote %s, registered as cycle %" PRId64 "\n", path, next);
     status = 0;
 done:
+    status_free(sl);
     fflush(stdout);
     free(list);
     shard_batch_free(batch);
