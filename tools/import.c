@@ -33,6 +33,7 @@
  * shown, not fatal) unless nothing at all could be imported from inputs that
  * had errors (1); 1 on a database or shard failure; 2 on bad flags.
  */
+#include "compat/version.h"
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -363,6 +364,7 @@ static int on_dir_entry(const char *name, int is_dir, void *user) {
 
 
 int main(int argc, char **argv) {
+    if (koma_version_asked(argc, argv, "import")) return 0;
     cfg_opt_t opts[MAX_OPTS];
     int n = 0;
     opts[n++] = (cfg_opt_t){"run", CFG_TYPE_STRING, g_run, 0, 0, "run directory (created with its koma.db if missing)"};

@@ -11,6 +11,7 @@
  * names the file), 2 usage. Owns: presentation only; every check is
  * data/shard.c's or data/db.c's.
  */
+#include "compat/version.h"
 #include "compat/bits.h"
 #include "compat/compat.h"
 #include "data/db.h"
@@ -369,6 +370,7 @@ static int inspect_shard(const char *path, int64_t nrows) {
 }
 
 int main(int argc, char **argv) {
+    if (koma_version_asked(argc, argv, "inspect")) return 0;
     const char *db = NULL, *shard = NULL, *run = NULL;
     int64_t nrows = 3;
     for (int i = 1; i < argc; i++) {

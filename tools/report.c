@@ -22,6 +22,7 @@
  *
  * Exit status: 0 written, 1 unreadable database or unwritable output, 2 usage.
  */
+#include "compat/version.h"
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -900,6 +901,7 @@ static void usage(FILE *out) {
 }
 
 int main(int argc, char **argv) {
+    if (koma_version_asked(argc, argv, "report")) return 0;
     const char *run = NULL, *dbfile = NULL, *out = NULL;
     for (int i = 1; i < argc; i++) {
         if ((!strcmp(argv[i], "-o") || !strcmp(argv[i], "--out")) && i + 1 < argc) out = argv[++i];

@@ -46,6 +46,7 @@
  * a time), the row opened by whichever slot finishes a game first.
  * Built as build/tools/usi-match.
  */
+#include "compat/version.h"
 #include <ctype.h>
 #include <inttypes.h>
 #include <math.h>
@@ -663,6 +664,7 @@ static void print_elo(const char *label, const ref_elo_t *e) {
 }
 
 int main(int argc, char **argv) {
+    if (koma_version_asked(argc, argv, "usi-match")) return 0;
     match_cfg_t cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.games = 2;

@@ -22,6 +22,7 @@
  * koma.db (file first, then the row). Offline steps are not written to the
  * train_steps table (their step numbers would collide with the run's).
  */
+#include "compat/version.h"
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -121,6 +122,7 @@ static void acc_add(acc_t *a, const nn_metrics_t *m) {
 }
 
 int main(int argc, char **argv) {
+    if (koma_version_asked(argc, argv, "train")) return 0;
     nn_cpu_blas_reexec_if_generic(argv);
     compat_install_stop_handler();
     train_config_t cfg = train_config_default();
