@@ -205,11 +205,6 @@ static nn_backend_t *srv_backend_new(nn_server_t *srv, int32_t threads, char *er
     return be;
 }
 
-/* The backend's sticky error, or NULL. */
-static const char *srv_backend_error(const nn_backend_t *be) {
-    return nn_backend_is_cuda(be) ? nn_cuda_error(be) : NULL;
-}
-
 /* ---- device workers ------------------------------------------------------------- */
 static int worker_should_exit(const nn_server_t *srv) {
     return srv->stopping && (!srv->drain || srv->queued == 0 || srv->dead);
@@ -282,7 +277,7 @@ static const char *worker_run(nn_server_t *srv, srv_worker_t *w, int32_t nseg, i
         be->upload(be, d_packed, h_packed, (size_t)(B * pb));
         if (nh) be->upload(be, d_hand, h_hand, sizeof(float) * (size_t)B * nh);
     }
-    nn_forward_dev(ctx, B, d_packed, d_hand);
+    (void)nn_forward_dev(ctx, B, d_packed, d_hand); /* a failure is sticky: checked below */
     const float *P = d_policy, *V = d_value, *L = d_legal;
     if (w->host_visible) {
         if (be->sync) be->sync(be);
@@ -295,7 +290,7 @@ static const char *worker_run(nn_server_t *srv, srv_worker_t *w, int32_t nseg, i
         V = w->st_value;
         L = w->st_legal;
     }
-    const char *e = srv_backend_error(be);
+    const char *e = nn_backend_error(be);
     if (e) return e;
     off = 0;
     for (int32_t i = 0; i < nseg; i++) {
@@ -421,8 +416,8 @@ static int copy_net(nn_server_t *srv, nn_net_t *dst, nn_net_t *src, char *err, s
     if (srv->main_be->sync) srv->main_be->sync(srv->main_be);
     free(host);
     nn_net_mark_dirty(dst);
-    const char *e = srv_backend_error(srv->main_be);
-    if (!e) e = srv_backend_error(sbe);
+    const char *e = nn_backend_error(srv->main_be);
+    if (!e) e = nn_backend_error(sbe);
     if (e) {
         set_err(err, errlen, "inference server: copying a net: %s", e);
         return -1;
@@ -435,7 +430,7 @@ static int copy_net(nn_server_t *srv, nn_net_t *dst, nn_net_t *src, char *err, s
 static int warm_model(nn_server_t *srv, srv_model_t *m, char *err, size_t errlen) {
     nn_forward(m->warm, 1, srv->zero_packed, srv->net_cfg.in_hand ? srv->zero_hand : NULL, NULL,
                srv->zero_value, NULL);
-    const char *e = srv_backend_error(srv->main_be);
+    const char *e = nn_backend_error(srv->main_be);
     if (e) {
         set_err(err, errlen, "inference server: preparing a net: %s", e);
         return -1;
@@ -906,6 +901,11 @@ int64_t nn_server_publish_file(nn_server_t *srv, const char *weights_path, int64
 int64_t nn_server_publish_net(nn_server_t *srv, nn_net_t *src, int64_t generation, char *err, size_t errlen) {
     if (!srv || !src) {
         set_err(err, errlen, "nn_server_publish_net: no server or no net");
+        return -1;
+    }
+    char e[512];
+    if (nn_net_check_finite(src, e, sizeof e) != 0) { /* never serve a diverged or failed net */
+        set_err(err, errlen, "inference server: publish refused: %s", e);
         return -1;
     }
     int32_t sb = publish_begin(srv, &generation, err, errlen);
