@@ -7,6 +7,11 @@
  * Does not own: shards (data/shard.c), SQL (data/db.c; all writes go through
  * the writer thread, train/model.c), the network (nn/).
  *
+ * Errors: a failed step (the backend's sticky error, nn/backend.h), a
+ * non-finite loss, or weights nn_weights_save refuses (non-finite) end the
+ * cycle with TRAIN_ERROR and its message: the trainer goes back to the newest
+ * model's file and writes, registers and publishes nothing.
+ *
  * Device memory. On the CPU backend host memory is device memory: the window
  * is the set of mapped shards (train/window.c) and a minibatch is gathered
  * from them straight into the host buffers nn_train_step reads. For CUDA the
@@ -711,7 +716,15 @@ int train_trainer_run_cycle(train_trainer_t *tr, int64_t cycle, train_cycle_repo
         nn_batch_t bt = shard_batch_view(tr->batch);
         if (nn_train_step(tr->nt, &bt, &m, e2, sizeof e2) != 0) {
             restore(tr);
-            set_err(err, errlen, "%s: training step %" PRId64 " of cycle %" PRId64 ": %s", tr->run_dir, s, cycle, e2);
+            set_err(err, errlen, "%s: training step %" PRId64 " of cycle %" PRId64 ": %s; nothing written or published",
+                    tr->run_dir, s, cycle, e2);
+            goto out;
+        }
+        if (!isfinite(m.loss) || !isfinite(m.grad_norm)) { /* diverged: these weights must go nowhere */
+            restore(tr);
+            set_err(err, errlen, "%s: training step %" PRId64 " of cycle %" PRId64 ": non-finite loss %g (policy %g, "
+                    "value %g, legal %g, gradient norm %g); nothing written or published", tr->run_dir, s, cycle,
+                    m.loss, m.policy_loss, m.value_loss, m.legal_loss, m.grad_norm);
             goto out;
         }
         train_ns += (double)(compat_now_ns() - ts);
