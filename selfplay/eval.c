@@ -59,9 +59,13 @@ typedef struct {
 
 typedef struct {
     nn_ctx_t *ctx;
-    uint8_t *packed; /* (batch, ENC_PACKED_BYTES) */
-    float *hand;     /* (batch, ENC_HAND) */
+    nn_backend_t *be;  /* the game thread's, ctx runs on it */
+    eval_shared_t *sh; /* a failed forward fails the evaluation */
+    uint8_t *packed;   /* (batch, ENC_PACKED_BYTES) */
+    float *hand;       /* (batch, ENC_HAND) */
 } eval_player_t;
+
+static void fail_shared(eval_shared_t *sh, const char *fmt, ...);
 
 /* mcts_search's evaluator: the requests' planes into one batch, one forward. */
 static void eval_leaves(void *user, MctsTree *t, const MctsRequest *reqs, int32_t n, float *policy, float *wdl) {
@@ -71,7 +75,8 @@ static void eval_leaves(void *user, MctsTree *t, const MctsRequest *reqs, int32_
         memcpy(p->packed + (size_t)i * ENC_PACKED_BYTES, reqs[i].packed, ENC_PACKED_BYTES);
         memcpy(p->hand + (size_t)i * ENC_HAND, reqs[i].hand, sizeof(float) * ENC_HAND);
     }
-    nn_forward(p->ctx, n, p->packed, p->hand, policy, wdl, NULL);
+    if (nn_forward(p->ctx, n, p->packed, p->hand, policy, wdl, NULL) != 0) /* the games stop at sh->failed */
+        fail_shared(p->sh, "evaluation: the %s backend failed: %s", p->be->name, nn_backend_error(p->be));
 }
 
 static uint64_t mix64(uint64_t z) {
@@ -153,6 +158,8 @@ static void *eval_thread(void *arg) {
     int ok = be && g && res;
     for (int k = 0; ok && k < 2; k++) {
         pl[k].ctx = nn_ctx_new(sh->net[k], be, cfg->batch, e, sizeof e);
+        pl[k].be = be;
+        pl[k].sh = sh;
         pl[k].packed = malloc((size_t)cfg->batch * ENC_PACKED_BYTES);
         pl[k].hand = malloc((size_t)cfg->batch * ENC_HAND * sizeof(float));
         if (!pl[k].ctx || !pl[k].packed || !pl[k].hand) ok = 0;
@@ -293,8 +300,12 @@ int sp_eval_run(const char *run_dir, const char *model_a_path, const char *model
         pos_set_startpos(pos);
         encode_position(pos, packed, hand);
         free(pos);
-        nn_forward(warm, 1, packed, hand, pol, wdl, NULL);
+        int bad = nn_forward(warm, 1, packed, hand, pol, wdl, NULL);
         nn_ctx_free(warm);
+        if (bad) {
+            set_err(err, errlen, "evaluation: the %s backend failed: %s", main_be->name, nn_backend_error(main_be));
+            goto done;
+        }
     }
     if (run_dir && cfg.store) {
         char dbp[1200];
