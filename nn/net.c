@@ -543,6 +543,10 @@ nn_ctx_t *nn_ctx_new(nn_net_t *net, nn_backend_t *be, int32_t max_batch, char *e
             }
         }
     }
+    if (be_check(be, "nn_ctx_new", err, errlen) != 0) { /* e.g. no cuDNN algorithm for a shape */
+        nn_ctx_free(ctx);
+        return NULL;
+    }
     return ctx;
 }
 
