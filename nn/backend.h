@@ -98,6 +98,14 @@ struct nn_backend {
     void (*memset_zero)(nn_backend_t *be, void *dst_dev, size_t bytes);
     void (*copy)(nn_backend_t *be, void *dst_dev, const void *src_dev, size_t bytes);
     void (*sync)(nn_backend_t *be); /* OPTIONAL (NULL: ops are synchronous) */
+    /* OPTIONAL page-locked host memory (NULL: none, use malloc) for staging
+     * that the device reads and writes directly; free with host_free. */
+    void *(*host_alloc)(nn_backend_t *be, size_t bytes);
+    void (*host_free)(nn_backend_t *be, void *p); /* NULL ok */
+    /* OPTIONAL (NULL: use download). Enqueues a copy into dst, memory from
+     * host_alloc, and returns at once: dst holds the bytes after the next
+     * sync (one wait for several downloads). */
+    void (*download_async)(nn_backend_t *be, void *dst_host, const void *src_dev, size_t bytes);
     /* The sticky error (see Errors above): NULL while every op succeeded. */
     const char *(*error)(nn_backend_t *be);
 

@@ -14,6 +14,9 @@
  *    bound to it. Ops only enqueue; nothing synchronises the host except
  *    download, sync, buffer frees, workspace growth without memory pools, and
  *    the first use of a convolution shape (algorithm choice, below).
+ *  - Callers' own staging: host_alloc gives page-locked memory (the server's
+ *    worker staging) and download_async only enqueues a copy into it, so a
+ *    worker waits once per batch (its sync) instead of once per output.
  *  - Convolutions: NCHW float (or BF16, see NN_CUDA_BF16), cross-correlation,
  *    pad k/2. Algorithms are timed with cudnnFind* once per (power-of-two batch
  *    bucket, cin, cout, k, direction, math) and shared by all instances of the
@@ -806,6 +809,34 @@ static void cu_download(nn_backend_t *be, void *dst, const void *src, size_t byt
     if (!ok) memset(dst, 0xFF, bytes);
 }
 
+/* dst: page-locked (cu_host_alloc). Only enqueued; valid after cu_sync. */
+static void cu_download_async(nn_backend_t *be, void *dst, const void *src, size_t bytes) {
+    cu_ctx_t *c = CTX(be);
+    if (!bytes) return;
+    if (!cu_enter(c, "download_async")) {
+        memset(dst, 0xFF, bytes); /* nothing of ours is queued into dst after a failure */
+        return;
+    }
+    CUDA_CHECK(c, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream));
+}
+
+/* NULL when out of page-locked memory: the caller falls back or reports it. */
+static void *cu_host_alloc(nn_backend_t *be, size_t bytes) {
+    cu_ctx_t *c = CTX(be);
+    void *p = NULL;
+    if (cudaSetDevice(c->device) != cudaSuccess ||
+        cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable) != cudaSuccess) {
+        (void)cudaGetLastError(); /* not sticky: nothing of the instance failed */
+        return NULL;
+    }
+    return p;
+}
+
+static void cu_host_free(nn_backend_t *be, void *p) {
+    (void)be;
+    if (p) (void)cudaFreeHost(p); /* waits for the copies into p */
+}
+
 static void cu_memset_zero(nn_backend_t *be, void *dst, size_t bytes) {
     cu_ctx_t *c = CTX(be);
     if (!bytes || !cu_enter(c, "memset_zero")) return;
@@ -1501,6 +1532,9 @@ extern "C" nn_backend_t *nn_backend_cuda_new(int32_t device, uint32_t flags, cha
     be->memset_zero = cu_memset_zero;
     be->copy = cu_copy;
     be->sync = cu_sync;
+    be->host_alloc = cu_host_alloc;
+    be->host_free = cu_host_free;
+    be->download_async = cu_download_async;
     be->error = cu_error;
     be->expand_planes = cu_expand_planes;
     be->conv_ws_bytes = cu_conv_ws_bytes;
