@@ -98,6 +98,14 @@ static void fail_shared(eval_shared_t *sh, const char *fmt, ...) {
     compat_mutex_unlock(&sh->mu);
 }
 
+/* Has a game thread failed the evaluation? (Any thread may, at any move.) */
+static int shared_failed(eval_shared_t *sh) {
+    compat_mutex_lock(&sh->mu);
+    int f = sh->failed;
+    compat_mutex_unlock(&sh->mu);
+    return f;
+}
+
 /* Plays game gi to its end in g. 0, or -1 when out of memory. */
 static int play_game(eval_shared_t *sh, eval_player_t pl[2], int32_t gi, ref_game_t *g, MctsResult *res) {
     const sp_eval_config_t *cfg = sh->cfg;
@@ -124,7 +132,7 @@ static int play_game(eval_shared_t *sh, eval_player_t pl[2], int32_t gi, ref_gam
         return -1;
     }
     MctsLimits lim = {.visits = cfg->visits, .full = 0};
-    while (!ref_game_over(g) && !sh->failed) {
+    while (!ref_game_over(g) && !shared_failed(sh)) {
         Color side = ref_game_side(g);
         int k = (side == COLOR_BLACK) == a_black ? 0 : 1; /* net to move */
         if (rules_can_declare(&g->pos)) {               /* a search always declares when it can */
@@ -174,7 +182,7 @@ static void *eval_thread(void *arg) {
             fail_shared(sh, "evaluation: game %d: out of memory", gi + 1);
             break;
         }
-        if (sh->failed) break;
+        if (shared_failed(sh)) break;
         int a_black = gi % 2 == 0;
         int32_t r = ref_game_result(g); /* +1 Black won */
         eval_game_t *out = &sh->games[gi];
