@@ -8,7 +8,9 @@
  * op of the process), or nn_fault_set() from a test. <op> is a member name
  * of nn_backend_t ("conv_fwd", "sgd_step", "buf_alloc", "download", ...);
  * <n> >= 1 is the call that faults, counted over every backend instance of
- * the process (CPU and CUDA alike) from the moment the switch is set.
+ * the process (CPU and CUDA alike) from the moment the switch is set (an op
+ * a backend does not have, e.g. sync or download_async on the CPU, never
+ * faults there).
  *  - default ("fail"): that call fails as a real device failure would: the
  *    instance that made it records the sticky error "injected fault: <op>
  *    call <n> (KOMA_FAULT)" and every later op of that instance is a no-op
