@@ -60,9 +60,13 @@ typedef struct {
 
 typedef struct {
     nn_ctx_t *ctx;
-    uint8_t *packed; /* (batch, ENC_PACKED_BYTES) */
-    float *hand;     /* (batch, ENC_HAND) */
+    nn_backend_t *be;  /* the game thread's, ctx runs on it */
+    eval_shared_t *sh; /* a failed forward fails the evaluation */
+    uint8_t *packed;   /* (batch, ENC_PACKED_BYTES) */
+    float *hand;       /* (batch, ENC_HAND) */
 } eval_player_t;
+
+static void fail_shared(eval_shared_t *sh, const char *fmt, ...);
 
 /* mcts_search's evaluator: the requests' planes into one batch, one forward. */
 static void eval_leaves(void *user, MctsTree *t, const MctsRequest *reqs, int32_t n, float *policy, float *wdl) {
@@ -72,7 +76,8 @@ static void eval_leaves(void *user, MctsTree *t, const MctsRequest *reqs, int32_
         memcpy(p->packed + (size_t)i * ENC_PACKED_BYTES, reqs[i].packed, ENC_PACKED_BYTES);
         memcpy(p->hand + (size_t)i * ENC_HAND, reqs[i].hand, sizeof(float) * ENC_HAND);
     }
-    nn_forward(p->ctx, n, p->packed, p->hand, policy, wdl, NULL);
+    if (nn_forward(p->ctx, n, p->packed, p->hand, policy, wdl, NULL) != 0) /* the games stop at sh->failed */
+        fail_shared(p->sh, "evaluation: the %s backend failed: %s", p->be->name, nn_backend_error(p->be));
 }
 
 static uint64_t mix64(uint64_t z) {
@@ -92,6 +97,14 @@ static void fail_shared(eval_shared_t *sh, const char *fmt, ...) {
         sh->failed = 1;
     }
     compat_mutex_unlock(&sh->mu);
+}
+
+/* Has a game thread failed the evaluation? (Any thread may, at any move.) */
+static int shared_failed(eval_shared_t *sh) {
+    compat_mutex_lock(&sh->mu);
+    int f = sh->failed;
+    compat_mutex_unlock(&sh->mu);
+    return f;
 }
 
 /* Plays game gi to its end in g. 0, or -1 when out of memory. */
@@ -120,7 +133,7 @@ static int play_game(eval_shared_t *sh, eval_player_t pl[2], int32_t gi, ref_gam
         return -1;
     }
     MctsLimits lim = {.visits = cfg->visits, .full = 0};
-    while (!ref_game_over(g) && !sh->failed) {
+    while (!ref_game_over(g) && !shared_failed(sh)) {
         Color side = ref_game_side(g);
         int k = (side == COLOR_BLACK) == a_black ? 0 : 1; /* net to move */
         if (rules_can_declare(&g->pos)) {               /* a search always declares when it can */
@@ -154,6 +167,8 @@ static void *eval_thread(void *arg) {
     int ok = be && g && res;
     for (int k = 0; ok && k < 2; k++) {
         pl[k].ctx = nn_ctx_new(sh->net[k], be, cfg->batch, e, sizeof e);
+        pl[k].be = be;
+        pl[k].sh = sh;
         pl[k].packed = malloc((size_t)cfg->batch * ENC_PACKED_BYTES);
         pl[k].hand = malloc((size_t)cfg->batch * ENC_HAND * sizeof(float));
         if (!pl[k].ctx || !pl[k].packed || !pl[k].hand) ok = 0;
@@ -168,7 +183,7 @@ static void *eval_thread(void *arg) {
             fail_shared(sh, "evaluation: game %d: out of memory", gi + 1);
             break;
         }
-        if (sh->failed) break;
+        if (shared_failed(sh)) break;
         int a_black = gi % 2 == 0;
         int32_t r = ref_game_result(g); /* +1 Black won */
         eval_game_t *out = &sh->games[gi];
@@ -294,8 +309,12 @@ int sp_eval_run(const char *run_dir, const char *model_a_path, const char *model
         pos_set_startpos(pos);
         encode_position(pos, packed, hand);
         free(pos);
-        nn_forward(warm, 1, packed, hand, pol, wdl, NULL);
+        int bad = nn_forward(warm, 1, packed, hand, pol, wdl, NULL);
         nn_ctx_free(warm);
+        if (bad) {
+            set_err(err, errlen, "evaluation: the %s backend failed: %s", main_be->name, nn_backend_error(main_be));
+            goto done;
+        }
     }
     if (run_dir && cfg.store) {
         char dbp[1200];

@@ -7,6 +7,11 @@
  * Does not own: shards (data/shard.c), SQL (data/db.c; all writes go through
  * the writer thread, train/model.c), the network (nn/).
  *
+ * Errors: a failed step (the backend's sticky error, nn/backend.h), a
+ * non-finite loss, or weights nn_weights_save refuses (non-finite) end the
+ * cycle with TRAIN_ERROR and its message: the trainer goes back to the newest
+ * model's file and writes, registers and publishes nothing.
+ *
  * Device memory. On the CPU backend host memory is device memory: the window
  * is the set of mapped shards (train/window.c) and a minibatch is gathered
  * from them straight into the host buffers nn_train_step reads. For CUDA the
@@ -656,6 +661,32 @@ static void restore(train_trainer_t *tr) {
         tlog(tr, "cannot restore the state of %s: %s", tr->latest_rel, e2);
 }
 
+/* Samples and takes step s of cycle into m. 0, or -1 with err: the batch
+ * could not be read, the step failed (the backend's error) or the loss is not
+ * finite (diverged); the trainer is then back at the newest model. */
+static int cycle_step(train_trainer_t *tr, int64_t cycle, int64_t s, nn_metrics_t *m, char *err, size_t errlen) {
+    char e2[1024];
+    if (train_window_sample(tr->win, train_key(tr->cfg.seed, cycle, s), tr->cfg.batch, tr->batch, err, errlen) != 0) {
+        restore(tr);
+        return -1;
+    }
+    nn_batch_t bt = shard_batch_view(tr->batch);
+    if (nn_train_step(tr->nt, &bt, m, e2, sizeof e2) != 0) {
+        restore(tr);
+        set_err(err, errlen, "%s: training step %" PRId64 " of cycle %" PRId64 ": %s; nothing written or published",
+                tr->run_dir, s, cycle, e2);
+        return -1;
+    }
+    if (!isfinite(m->loss) || !isfinite(m->grad_norm)) { /* diverged: these weights must go nowhere */
+        restore(tr);
+        set_err(err, errlen, "%s: training step %" PRId64 " of cycle %" PRId64 ": non-finite loss %g (policy %g, value %g, "
+                "legal %g, gradient norm %g); nothing written or published", tr->run_dir, s, cycle, m->loss,
+                m->policy_loss, m->value_loss, m->legal_loss, m->grad_norm);
+        return -1;
+    }
+    return 0;
+}
+
 int train_trainer_run_cycle(train_trainer_t *tr, int64_t cycle, train_cycle_report_t *rep_out, char *err,
                             size_t errlen) {
     train_cycle_report_t rep_local, *rep = rep_out ? rep_out : &rep_local;
@@ -713,16 +744,7 @@ int train_trainer_run_cycle(train_trainer_t *tr, int64_t cycle, train_cycle_repo
             goto out;
         }
         int64_t ts = compat_now_ns();
-        if (train_window_sample(tr->win, train_key(tr->cfg.seed, cycle, s), B, tr->batch, err, errlen) != 0) {
-            restore(tr);
-            goto out;
-        }
-        nn_batch_t bt = shard_batch_view(tr->batch);
-        if (nn_train_step(tr->nt, &bt, &m, e2, sizeof e2) != 0) {
-            restore(tr);
-            set_err(err, errlen, "%s: training step %" PRId64 " of cycle %" PRId64 ": %s", tr->run_dir, s, cycle, e2);
-            goto out;
-        }
+        if (cycle_step(tr, cycle, s, &m, err, errlen) != 0) goto out;
         train_ns += (double)(compat_now_ns() - ts);
         sum[0] += m.policy_loss, sum[1] += m.value_loss, sum[2] += m.legal_loss;
         sum[3] += m.policy_acc, sum[4] += m.legal_f1, sum[5] += m.loss;

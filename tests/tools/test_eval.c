@@ -4,8 +4,10 @@
  * stored in the run database (a row opened first, games as they end, W/D/L
  * and Elo at the end: every row agrees with its games), and the ladder
  * chains the cycles. Bad inputs
- * fail with a message that names the file. */
+ * fail with a message that names the file; a failed backend (KOMA_FAULT)
+ * fails the evaluation with its cause. */
 #include "engine/encode.h"
+#include "nn/fault.h"
 #include "nn/net.h"
 #include "nn/weights.h"
 #include "selfplay/eval.h"
@@ -166,6 +168,17 @@ int main(void) {
     fprintf(stderr, "(expected) %s\n", err);
     CHECK(sp_eval_match(t_dir, "models/cycle-0001.safetensors", "models/cycle-0000.safetensors", 0, 4, 1, &r, err,
                         sizeof err) != 0);
+
+    /* A failed backend fails the evaluation with its cause (an injected
+     * fault in a game thread's forward, past the two warm-up forwards). */
+    char ferr[256];
+    KOMA_ASSERT(nn_fault_set("conv_fwd:200", ferr, sizeof ferr) == 0);
+    err[0] = 0;
+    CHECKF(sp_eval_run(NULL, t_path("models/cycle-0001.safetensors"), t_path("models/cycle-0000.safetensors"), &cfg,
+                       &r, err, sizeof err) != 0 && strstr(err, "evaluation: the cpu backend failed") &&
+               strstr(err, "injected fault: conv_fwd call 200"),
+           "evaluation on a failed backend: %s", err);
+    nn_fault_set(NULL, NULL, 0);
 
     int rc2 = t_done("test_eval");
     if (rc2 == 0) t_rm_rf(t_dir);
