@@ -49,6 +49,7 @@ void sp_config_default(sp_config_t *c) {
     c->cpu_threads = 2;
     c->eval_every = 1;
     c->eval_games = 8;
+    c->gauntlet = 2;
     c->eval_visits = 32;
 }
 
@@ -100,7 +101,10 @@ int sp_config_flags(sp_config_t *c, cfg_opt_t *opts, int cap) {
         {"cpu-threads", CFG_TYPE_INT, &c->cpu_threads, 0, 4096, "CPU inference BLAS threads in all, split among the streams (0 = all CPUs)"},
         {"eval-every", CFG_TYPE_INT, &c->eval_every, 0, 1e6,
          "every K cycles the new net plays the one K cycles older (0 = no evaluation)"},
-        {"eval-games", CFG_TYPE_INT, &c->eval_games, 1, 100000, "games of an evaluation match (colours alternate)"},
+        {"eval-games", CFG_TYPE_INT, &c->eval_games, 1, 100000,
+         "games of a new net's evaluation in all, shared by its --gauntlet opponents (colours alternate)"},
+        {"gauntlet", CFG_TYPE_INT, &c->gauntlet, 1, 4,
+         "opponents of a new net: the previous evaluated net, then cycle 0, the net halfway, a quarter of the way"},
         {"eval-visits", CFG_TYPE_INT, &c->eval_visits, 1, 1e7, "playouts per move in an evaluation match"},
     };
     int n = (int)(sizeof all / sizeof all[0]);

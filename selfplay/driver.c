@@ -18,6 +18,7 @@
 #include "data/writer.h"
 #include "engine/encode.h"
 #include "engine/rules.h"
+#include "match/rating.h"
 #include "mcts/cache.h"
 #include "nn/server.h"
 #include "selfplay/eval.h"
@@ -33,6 +34,7 @@
 #define SP_WRITER_DRAIN_MS 600000 /* a stop waits this long for queued shard writes */
 #define SP_SUBMIT_TIMEOUT_MS 600000
 #define SP_TAKE_MAX 256
+#define SP_GAUNTLET_MAX 4
 
 /* A closed cycle whose shards are on their way to the writer. */
 typedef struct {
@@ -123,19 +125,22 @@ typedef struct {
     compat_thread_t ev_thread;
     bool ev_running;           /* ev_thread started and not joined */
     atomic_int ev_done;        /* set by the thread as its last act */
-    int64_t ev_cycle, ev_base; /* model ev_cycle vs model ev_base */
+    int64_t ev_cycle;          /* the net being evaluated ... */
+    int64_t ev_opp[SP_GAUNTLET_MAX]; /* ... against these earlier nets, one match each */
+    int32_t n_opp;
+    atomic_llong ev_base;      /* the opponent being played now (for the status line) */
     int64_t ev_t0_ns;
-    int ev_rc;
-    sp_eval_result_t ev_res;
-    char ev_err[1024];
+    int ev_rc[SP_GAUNTLET_MAX];
+    sp_eval_result_t ev_res[SP_GAUNTLET_MAX];
+    char ev_err[SP_GAUNTLET_MAX][1024];
     int64_t *ev_queue;         /* cycles due, waiting for the thread */
     int32_t n_ev_queue, cap_ev_queue;
-    double ladder_elo, ladder_lo, ladder_hi; /* newest ladder Elo seen (NAN: none yet) */
+    double rating_elo, rating_lo, rating_hi; /* newest joint rating seen (NAN: none yet) */
     /* database writes that failed without stopping the run (metrics, Elo, a match):
      * the run still ends with a non-zero exit status */
     int64_t db_failures;
     char db_failure[DB_ERR_MAX + 64];
-    int64_t ladder_cycle;
+    int64_t rating_cycle;
 } driver_t;
 
 /* ---- log ---------------------------------------------------------------------------- */
@@ -364,7 +369,7 @@ static void write_metrics(driver_t *d, const cycle_acc_t *a, int64_t games, int6
     };
     /* Normally a cycle's row is written before its model exists; should it
      * be rewritten after its evaluation, the Elo stays. */
-    if (d->ladder_cycle == a->cycle) m.elo = d->ladder_elo, m.elo_lo = d->ladder_lo, m.elo_hi = d->ladder_hi;
+    if (d->rating_cycle == a->cycle) m.elo = d->rating_elo, m.elo_lo = d->rating_lo, m.elo_hi = d->rating_hi;
     int64_t g = 0, best = -1;
     for (int32_t i = 0; i < a->n_gens; i++)
         if (a->gen_games[i] > best) best = a->gen_games[i], g = a->gens[i];
@@ -463,14 +468,19 @@ static void *eval_main(void *arg) {
     driver_t *d = arg;
     sp_eval_config_t ec;
     sp_eval_config_default(&ec);
-    ec.games = (int32_t)d->cfg->eval_games;
+    /* --eval-games in all, shared by the opponents (an even number each, 2 at least) */
+    int32_t per = (int32_t)((d->cfg->eval_games + d->n_opp - 1) / d->n_opp);
+    ec.games = per < 2 ? 2 : per + per % 2;
     ec.visits = (int32_t)d->cfg->eval_visits;
-    ec.seed = (d->seed ^ (uint64_t)d->ev_cycle) | 1;
     ec.max_ply = (int32_t)d->cfg->max_ply;
     /* CPU: one game thread beside self-play's; otherwise the CPU is mostly free */
     ec.threads = strcmp(d->cfg->backend, "cpu") == 0 ? 1 : 4;
-    d->ev_rc = sp_eval_cycles(d->run_dir, (int32_t)d->ev_cycle, (int32_t)d->ev_base, &ec, &d->ev_res, d->ev_err,
-                              sizeof d->ev_err);
+    for (int32_t i = 0; i < d->n_opp; i++) {
+        ec.seed = (d->seed ^ (uint64_t)d->ev_cycle ^ ((uint64_t)d->ev_opp[i] << 32)) | 1;
+        atomic_store(&d->ev_base, d->ev_opp[i]);
+        d->ev_rc[i] = sp_eval_cycles(d->run_dir, (int32_t)d->ev_cycle, (int32_t)d->ev_opp[i], &ec, &d->ev_res[i],
+                                     d->ev_err[i], sizeof d->ev_err[i]);
+    }
     atomic_store(&d->ev_done, 1);
     return NULL;
 }
@@ -480,7 +490,7 @@ typedef struct {
     double elo, elo_lo, elo_hi;
 } elo_arg_t;
 
-/* On the writer thread: the ladder Elo into the cycle's metrics row, keeping the rest. */
+/* On the writer thread: the joint rating into the cycle's metrics row, keeping the rest. */
 static int elo_put_run(db_t *db, void *arg, char *err, size_t errlen) {
     const elo_arg_t *a = arg;
     db_cycle_metrics_t m;
@@ -501,37 +511,86 @@ static void elo_put_done(void *arg, int status, const char *err) {
 }
 
 static void eval_report(driver_t *d) {
-    int64_t c = d->ev_cycle, b = d->ev_base;
-    if (d->ev_rc != 0) {
-        dlog(d, "warning: eval: model %" PRId64 " vs %" PRId64 " failed: %s", c, b, d->ev_err);
-        if (strstr(d->ev_err, RUN_DB)) { /* the database, not the match, failed */
-            d->db_failures++;
-            snprintf(d->db_failure, sizeof d->db_failure, "%.700s", d->ev_err);
+    int64_t c = d->ev_cycle;
+    int32_t played = 0;
+    for (int32_t i = 0; i < d->n_opp; i++) {
+        int64_t b = d->ev_opp[i];
+        if (d->ev_rc[i] != 0) {
+            dlog(d, "warning: eval: model %" PRId64 " vs %" PRId64 " failed: %s", c, b, d->ev_err[i]);
+            if (strstr(d->ev_err[i], RUN_DB)) { /* the database, not the match, failed */
+                d->db_failures++;
+                snprintf(d->db_failure, sizeof d->db_failure, "%.700s", d->ev_err[i]);
+            }
+            continue;
         }
-        return;
+        const sp_eval_result_t *r = &d->ev_res[i];
+        dlog(d, "eval: model %" PRId64 " vs %" PRId64 ": +%d =%d -%d, Elo %+.0f [%+.0f, %+.0f] (%.1f plies/game, "
+                "%.1f s%s)",
+             c, b, r->wins, r->draws, r->losses, r->elo.elo, r->elo.elo_lo, r->elo.elo_hi, r->avg_plies, r->seconds,
+             r->match_id ? "" : "; no matches row");
+        played++;
     }
-    const sp_eval_result_t *r = &d->ev_res;
-    char lad[64] = "not on the ladder";
-    if (r->ladder.cycle >= 0) {
-        snprintf(lad, sizeof lad, "ladder %+.0f", r->ladder.elo);
-        d->ladder_elo = r->ladder.elo;
-        d->ladder_lo = r->ladder.elo_lo;
-        d->ladder_hi = r->ladder.elo_hi;
-        d->ladder_cycle = c;
+    if (!played) return;
+    /* The run's rating list: one joint fit over every match stored (match/rating.h). */
+    char e[DB_ERR_MAX + 64];
+    rating_player_t *list = NULL;
+    int32_t n = 0;
+    const rating_player_t *me = NULL;
+    if (rating_list(d->rdb, &list, &n, e, sizeof e) != DB_OK) dlog(d, "warning: rating list: %s", e);
+    else me = rating_of_cycle(list, n, (int32_t)c);
+    if (me && isfinite(me->elo)) {
+        dlog(d, "rating: model %" PRId64 ": %+.0f [%+.0f, %+.0f] (joint fit, cycle 0 = 0; %d players, %d games)", c,
+             me->elo, me->lo, me->hi, n, me->games);
+        d->rating_elo = me->elo;
+        d->rating_lo = me->lo;
+        d->rating_hi = me->hi;
+        d->rating_cycle = c;
         elo_arg_t *a = malloc(sizeof *a);
         if (a) {
-            *a = (elo_arg_t){(int32_t)c, r->ladder.elo, r->ladder.elo_lo, r->ladder.elo_hi};
+            *a = (elo_arg_t){(int32_t)c, me->elo, me->lo, me->hi};
             db_job_t job = {.run = elo_put_run, .done = elo_put_done, .arg = a};
             int st = d->writer ? db_writer_submit(d->writer, &job, 10000) : DB_INVALID;
             if (st != DB_OK) {
                 free(a);
-                dlog(d, "warning: cycle %" PRId64 " Elo not queued: %s", c, db_status_name(st));
+                dlog(d, "warning: cycle %" PRId64 " rating not queued: %s", c, db_status_name(st));
             }
         }
+    } else {
+        dlog(d, "rating: model %" PRId64 " is not rated (no games link it to cycle 0)", c);
     }
-    dlog(d, "eval: model %" PRId64 " vs %" PRId64 ": +%d =%d -%d, Elo %+.0f [%+.0f, %+.0f], %s (%.1f plies/game, %.1f s%s)",
-         c, b, r->wins, r->draws, r->losses, r->elo.elo, r->elo.elo_lo, r->elo.elo_hi, lad, r->avg_plies, r->seconds,
-         r->match_id ? "" : "; no matches row");
+    free(list);
+}
+
+/* The opponents of model c (--gauntlet of them): the net eval_every cycles
+ * before it, cycle 0, the net halfway, the net a quarter of the way; each
+ * once, all earlier than c. */
+static int32_t gauntlet_of(const driver_t *d, int64_t c, int64_t *opp) {
+    int64_t want[SP_GAUNTLET_MAX] = {c - d->cfg->eval_every, 0, c / 2, c / 4};
+    int32_t n = 0;
+    for (int32_t i = 0; i < SP_GAUNTLET_MAX && i < d->cfg->gauntlet; i++) {
+        bool dup = want[i] < 0 || want[i] >= c;
+        for (int32_t j = 0; j < n; j++) dup |= opp[j] == want[i];
+        if (!dup) opp[n++] = want[i];
+    }
+    return n;
+}
+
+/* Whether model a has a finished (rated) evaluation match against model b,
+ * and the id of an unfinished one (0: none). */
+static bool eval_done_before(driver_t *d, int64_t a, int64_t b, int64_t *open_id, int64_t *open_games) {
+    db_match_t *ms = NULL;
+    int32_t n = 0;
+    bool rated = false;
+    if (db_matches_list(d->rdb, (int32_t)a, &ms, &n) != DB_OK) return false;
+    int64_t ida = model_id_of_cycle(d, a), idb = model_id_of_cycle(d, b);
+    for (int32_t i = 0; i < n; i++) {
+        const db_match_t *m = &ms[i];
+        if (m->model_a != ida || m->model_b != idb || strncmp(m->settings, "eval ", 5) != 0) continue;
+        if (isfinite(m->elo)) rated = true;
+        else if (open_id) *open_id = m->id, *open_games = m->games;
+    }
+    free(ms);
+    return rated;
 }
 
 static void eval_enqueue(driver_t *d, int64_t c) {
@@ -555,10 +614,18 @@ static void eval_start_next(driver_t *d) {
     int64_t c = d->ev_queue[0];
     memmove(d->ev_queue, d->ev_queue + 1, (size_t)(--d->n_ev_queue) * sizeof *d->ev_queue);
     d->ev_cycle = c;
-    d->ev_base = c - d->cfg->eval_every;
-    d->ev_rc = -1;
-    d->ev_err[0] = 0;
-    memset(&d->ev_res, 0, sizeof d->ev_res);
+    int64_t opp[SP_GAUNTLET_MAX];
+    int32_t n = gauntlet_of(d, c, opp);
+    d->n_opp = 0;
+    for (int32_t i = 0; i < n; i++) /* a replayed evaluation plays only what is missing */
+        if (!eval_done_before(d, c, opp[i], NULL, NULL)) d->ev_opp[d->n_opp++] = opp[i];
+    if (d->n_opp == 0) return;
+    atomic_store(&d->ev_base, d->ev_opp[0]);
+    for (int32_t i = 0; i < d->n_opp; i++) {
+        d->ev_rc[i] = -1;
+        d->ev_err[i][0] = 0;
+        memset(&d->ev_res[i], 0, sizeof d->ev_res[i]);
+    }
     atomic_store(&d->ev_done, 0);
     d->ev_t0_ns = compat_now_ns();
     if (compat_thread_create(&d->ev_thread, eval_main, d) != 0) {
@@ -566,7 +633,10 @@ static void eval_start_next(driver_t *d) {
         return;
     }
     d->ev_running = true;
-    dlog(d, "eval: model %" PRId64 " vs %" PRId64 ": %lld games x %lld visits started", c, d->ev_base,
+    char who[96] = "";
+    for (int32_t i = 0; i < d->n_opp; i++)
+        snprintf(who + strlen(who), sizeof who - strlen(who), "%s%" PRId64, i ? ", " : "", d->ev_opp[i]);
+    dlog(d, "eval: model %" PRId64 " vs %s: %lld games in all x %lld visits started", c, who,
          (long long)d->cfg->eval_games, (long long)d->cfg->eval_visits);
 }
 
@@ -598,37 +668,25 @@ static void eval_finish(driver_t *d) {
     }
 }
 
-/* Evaluations a killed run left undone go back on the queue: a match of
- * model c against c - eval_every whose row has no Elo (the process died
- * during it: its games stay stored, unrated, and the match is played again
- * in full), and the newest model's when it has no match at all (killed
- * between its publication and its match). Older cycles without a match are
- * left alone: they ran with evaluation off. Returns the evaluations queued. */
+/* Evaluations a killed run left undone go back on the queue: a model c with
+ * a gauntlet match whose row has no Elo (the process died during it: its
+ * games stay stored, unrated, and that match is played again in full, the
+ * finished ones not), and the newest model when it has no match at all
+ * (killed between its publication and its evaluation). Older cycles without
+ * a match are left alone: they ran with evaluation off. Returns the
+ * evaluations queued. */
 static int32_t eval_resume(driver_t *d) {
     int64_t k = d->cfg->eval_every;
     int32_t queued = 0;
     for (int64_t c = k; k > 0 && c <= d->latest; c += k) {
-        db_match_t *ms = NULL;
-        int32_t n = 0;
-        if (db_matches_list(d->rdb, (int32_t)c, &ms, &n) != DB_OK) {
-            dlog(d, "warning: eval: cannot list the matches of cycle %" PRId64 ": %s", c, db_errmsg(d->rdb));
-            return queued;
-        }
-        int64_t ida = model_id_of_cycle(d, c), idb = model_id_of_cycle(d, c - k);
-        int64_t open_id = 0, open_games = 0;
-        bool rated = false;
-        for (int32_t i = 0; i < n; i++) {
-            const db_match_t *m = &ms[i];
-            if (m->model_a != ida || m->model_b != idb || strncmp(m->settings, "eval ", 5) != 0) continue;
-            if (isfinite(m->elo)) rated = true;
-            else open_id = m->id, open_games = m->games;
-        }
-        free(ms);
-        if (rated || (!open_id && c != d->latest)) continue;
+        int64_t opp[SP_GAUNTLET_MAX], open_id = 0, open_games = 0;
+        int32_t n = gauntlet_of(d, c, opp), missing = 0;
+        for (int32_t i = 0; i < n; i++) missing += !eval_done_before(d, c, opp[i], &open_id, &open_games);
+        if (!missing || (!open_id && c != d->latest)) continue;
         if (open_id)
-            dlog(d, "eval: the match of model %" PRId64 " vs %" PRId64 " was interrupted (match %" PRId64
-                    ": %" PRId64 " game(s) kept, unrated); playing it again",
-                 c, c - k, open_id, open_games);
+            dlog(d, "eval: an evaluation match of model %" PRId64 " was interrupted (match %" PRId64 ": %" PRId64
+                    " game(s) kept, unrated); playing it again",
+                 c, open_id, open_games);
         else
             dlog(d, "eval: model %" PRId64 " was published but never evaluated; evaluating it now", c);
         eval_enqueue(d, c);
@@ -749,9 +807,9 @@ static void progress(driver_t *d, bool force) {
     }
     char ev[96] = "";
     if (d->ev_running)
-        snprintf(ev, sizeof ev, " | eval %" PRId64 " vs %" PRId64, d->ev_cycle, d->ev_base);
-    if (isfinite(d->ladder_elo))
-        snprintf(ev + strlen(ev), sizeof ev - strlen(ev), " | elo %+.0f", d->ladder_elo);
+        snprintf(ev, sizeof ev, " | eval %" PRId64 " vs %lld", d->ev_cycle, (long long)atomic_load(&d->ev_base));
+    if (isfinite(d->rating_elo))
+        snprintf(ev + strlen(ev), sizeof ev - strlen(ev), " | rating %+.0f", d->rating_elo);
     char eta[32] = "-";
     if (d->fill <= d->target) {
         double el = secs_since(d->acc.t0_ns);
@@ -1010,8 +1068,9 @@ int sp_run(const sp_config_t *cfg, const train_config_t *tcfg, const char *confi
     atomic_init(&d->shard_failed, 0);
     d->prog_t_ns = compat_now_ns();
     atomic_init(&d->ev_done, 0);
-    d->ladder_elo = NAN;
-    d->ladder_cycle = -1;
+    atomic_init(&d->ev_base, 0);
+    d->rating_elo = NAN;
+    d->rating_cycle = -1;
 
     int rc = SP_EXIT_ERROR;
     if (open_run(d, config_text, e, sizeof e) != 0 || open_nets(d, e, sizeof e) != 0) goto out;

@@ -16,6 +16,7 @@
 #include "compat/compat.h"
 #include "data/db.h"
 #include "data/run.h"
+#include "match/rating.h"
 #include "data/shard.h"
 #include "engine/encode.h"
 #include "engine/position.h"
@@ -201,6 +202,25 @@ static int inspect_db(const char *path) {
             }
         }
         free(mt);
+        /* One rating list over every match (match/rating.h), cycle 0 = 0. */
+        rating_player_t *list = NULL;
+        int32_t n = 0;
+        char e[DB_ERR_MAX + 64];
+        if (rating_list(db, &list, &n, e, sizeof e) != DB_OK) {
+            fprintf(stderr, "inspect: rating list: %s\n", e);
+            rc = 1;
+        } else if (n > 0) {
+            printf("  ratings      joint fit over every match, cycle 0 = 0, 95%% intervals\n");
+            int32_t from = 0, nets = 0;
+            for (int32_t i = 0; i < n; i++) nets += list[i].cycle >= 0;
+            if (nets > 12) from = nets - 12, printf("    (%d earlier nets not shown)\n", from);
+            for (int32_t i = from; i < n; i++) {
+                const rating_player_t *q = &list[i];
+                if (isnan(q->elo)) printf("    %-40.40s %8s %17s %6d games (no games linking it to cycle 0)\n", q->name, "-", "", q->games);
+                else printf("    %-40.40s %+8.0f [%+6.0f, %+6.0f] %6d games\n", q->name, q->elo, q->lo, q->hi, q->games);
+            }
+        }
+        free(list);
     }
     db_close(db);
     return rc;

@@ -34,6 +34,7 @@
 #include "compat/compat.h"
 #include "data/db.h"
 #include "data/run.h"
+#include "match/rating.h"
 #include "engine/rules.h"
 #include "selfplay/referee.h"
 #include "tools/strbuf.h"
@@ -398,6 +399,25 @@ static int read_steps(db_t *db, report_run_t *r) {
     return 0;
 }
 
+/* The nets' joint ratings (match/rating.h) as points by cycle, cycle 0 = 0. */
+static int read_ratings(db_t *db, report_run_t *r, char *err, size_t errlen) {
+    rating_player_t *list = NULL;
+    int32_t n = 0;
+    if (rating_list(db, &list, &n, err, errlen) != DB_OK) return -1;
+    r->ladder = calloc((size_t)n + 1, sizeof *r->ladder);
+    if (!r->ladder) {
+        free(list);
+        snprintf(err, errlen, "%s: out of memory", db_path(db));
+        return -1;
+    }
+    for (int32_t i = 0; i < n; i++)
+        if (list[i].cycle >= 0 && isfinite(list[i].elo))
+            r->ladder[r->n_ladder++] = (ref_ladder_point_t){list[i].cycle, list[i].elo, list[i].lo, list[i].hi,
+                                                            NAN, -1, 0, list[i].games};
+    free(list);
+    return 0;
+}
+
 static int read_run(db_t *db, report_run_t *r, char *err, size_t errlen) {
     if (db_summary(db, &r->sum) != DB_OK) goto fail;
     if (read_steps(db, r) != 0) goto fail;
@@ -470,7 +490,7 @@ static int read_run(db_t *db, report_run_t *r, char *err, size_t errlen) {
         else if (st != DB_NOTFOUND) goto fail;
     }
     if (db_matches_list(db, -1, &r->matches, &r->n_matches) != DB_OK) goto fail;
-    if (ref_elo_ladder(db, &r->ladder, &r->n_ladder) != DB_OK) goto fail;
+    if (read_ratings(db, r, err, errlen) != 0) return -1;
     return 0;
 oom:
     snprintf(err, errlen, "%s: out of memory", db_path(db));
@@ -883,7 +903,7 @@ static void render(sb_t *o, const char *title, const report_run_t *r, const char
     }
     if (r->n_ladder > 0) {
         const ref_ladder_point_t *p = &r->ladder[r->n_ladder - 1];
-        stat(o, "Elo (ladder)", "%+.0f at cycle %d", p->elo, p->cycle);
+        stat(o, "Elo (joint rating, cycle 0 = 0)", "%+.0f [%+.0f, %+.0f] at cycle %d", p->elo, p->elo_lo, p->elo_hi, p->cycle);
     }
     stat(o, "shard data", "%.1f MB", (double)r->sum.shard_bytes / 1e6);
     sb_printf(o, "</div>\n");

@@ -1,10 +1,10 @@
 /* test_eval_kill.c - kill -9 during the in-loop evaluation, then the same
  * command: the interrupted match keeps the games it stored (a row without
  * Elo), and the resumed run plays the evaluation again and rates it, so the
- * Elo ladder goes on (before, the match stayed unrated for good and every
+ * rating list goes on (before, the match stayed unrated for good and every
  * later cycle was "not on the ladder"). The kill lands in the evaluation of
  * the run's last cycle, the case where the resumed run has nothing else to
- * do; a second run with one more cycle checks that the ladder reaches it. */
+ * do; a second run with one more cycle checks that its net is rated. */
 #include "sp_test.h"
 
 #ifndef KOMA_SELFPLAY_BIN
@@ -84,10 +84,13 @@ int main(void) {
     const char *argv2[] = {SP_ARGS(dir, "2"), NULL};
     st = run_to_end(argv2, log);
     out = t_read_file(log, NULL);
-    CHECKF(st == 0 && strstr(out, "not on the ladder") == NULL && strstr(out, "ladder ") != NULL,
-           "cycle 2 is not on the ladder (exit %d):\n%s", st, out);
+    CHECKF(st == 0 && strstr(out, "not rated") == NULL && strstr(out, "rating: model 2: ") != NULL,
+           "cycle 2 is not rated (exit %d):\n%s", st, out);
     free(out);
     CHECK(query(dir, "SELECT count(*) FROM cycle_metrics WHERE cycle = 2 AND elo IS NOT NULL") == 1);
+    /* its gauntlet (--gauntlet 2): the previous net and cycle 0, one rated match each */
+    CHECK(query(dir, "SELECT count(*) FROM matches m JOIN models b ON m.model_b = b.id "
+                     "WHERE m.cycle = 2 AND m.elo IS NOT NULL AND b.cycle IN (0, 1)") == 2);
     if (!atomic_load(&g_fail)) t_rm_rf(base);
     return t_done("test_eval_kill");
 }

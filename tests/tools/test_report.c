@@ -329,7 +329,10 @@ int main(int argc, char **argv) {
             /* cycle 0, written before v3: its figures are not recorded */
             CHECK(count("          -           -      -\n") == 1);
             CHECK(count("engine1: Gamma vs Delta: 1 games +0 =0 -1  unfinished, no Elo  usi-match killed") == 1);
-            CHECK(count("model ") >= 2 && count("gpsshogi (smp) vm r3033") == 1);
+            /* the engine in the matches list and in the joint rating list, with cycle 0 anchored at 0 */
+            CHECK(count("model ") >= 2 && count("gpsshogi (smp) vm r3033") == 2);
+            CHECK(count("ratings      joint fit over every match, cycle 0 = 0") == 1);
+            CHECK(count("    cycle 0                                        +0 [    +0,     +0]") == 1);
             if (atomic_load(&g_fail) > failed_before) fprintf(stderr, "inspect printed:\n%s", g_html);
         }
         /* A kill mid-cycle leaves the cycle's metrics row blank (zeros, no plies) while its games
