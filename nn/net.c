@@ -954,18 +954,30 @@ static void forward_backward(nn_trainer_t *tr, int32_t B) {
 #undef GRAD
 }
 
-static void fill_metrics(nn_trainer_t *tr, int32_t B, int grad, nn_metrics_t *m) {
+/* Positions of a batch that carry a policy target (playout-cap randomization
+ * leaves the fast-search positions without one). */
+static int32_t policy_positions(const nn_batch_t *bt) {
+    int32_t n = 0;
+    for (int32_t b = 0; b < bt->B; b++) n += bt->policy_offsets[b + 1] > bt->policy_offsets[b];
+    return n;
+}
+
+static void fill_metrics(nn_trainer_t *tr, int32_t B, int32_t n_policy, int grad, nn_metrics_t *m) {
     float s[NN_STAT_NB];
     tr->be->download(tr->be, s, tr->stats, sizeof(s));
     const nn_train_config_t *c = &tr->cfg;
     memset(m, 0, sizeof(*m));
     m->step = tr->step;
     m->lr = nn_lr_at(c, tr->step);
-    m->policy_loss = s[NN_STAT_POLICY_LOSS] / (double)B;
+    m->policy_positions = n_policy;
+    /* The objective the step minimised: the policy sum over all B positions. */
+    double policy_per_position = s[NN_STAT_POLICY_LOSS] / (double)B;
     m->value_loss = s[NN_STAT_VALUE_LOSS] / (double)B;
     m->legal_loss = s[NN_STAT_LEGAL_LOSS] / ((double)B * NN_POLICY_NB);
-    m->loss = c->w_policy * m->policy_loss + c->w_value * m->value_loss + c->w_legal * m->legal_loss;
-    m->policy_acc = s[NN_STAT_POLICY_CORRECT] / (double)B;
+    m->loss = c->w_policy * policy_per_position + c->w_value * m->value_loss + c->w_legal * m->legal_loss;
+    /* What a person reads: over the positions that have a target. */
+    m->policy_loss = n_policy > 0 ? s[NN_STAT_POLICY_LOSS] / (double)n_policy : NAN;
+    m->policy_acc = n_policy > 0 ? s[NN_STAT_POLICY_CORRECT] / (double)n_policy : NAN;
     double tp = s[NN_STAT_LEGAL_TP], fp = s[NN_STAT_LEGAL_FP], fn = s[NN_STAT_LEGAL_FN];
     m->legal_f1 = (2 * tp + fp + fn) > 0 ? 2 * tp / (2 * tp + fp + fn) : 1.0;
     m->grad_norm = grad ? sqrt((double)s[NN_STAT_GNORM2]) : 0.0;
@@ -999,7 +1011,7 @@ static int train_common(nn_trainer_t *tr, const nn_batch_t *bt, nn_metrics_t *m,
     } else {
         be->copy(be, net->stats, tr->rm_backup, sizeof(float) * (size_t)net->n_stats);
     }
-    if (m) fill_metrics(tr, B, 1, m);
+    if (m) fill_metrics(tr, B, policy_positions(bt), 1, m);
     if (be->sync) be->sync(be);
     if (update) nn_net_mark_dirty(net); /* whatever happened, the weights were written */
     if (be_check(be, what, err, errlen) != 0) return -1;
@@ -1025,7 +1037,7 @@ int nn_eval_batch(nn_trainer_t *tr, const nn_batch_t *bt, nn_metrics_t *m, char 
     forward_infer(tr->net, be, B, &tr->f);
     be->memset_zero(be, tr->stats, sizeof(float) * NN_STAT_NB);
     losses(tr, B);
-    if (m) fill_metrics(tr, B, 0, m);
+    if (m) fill_metrics(tr, B, policy_positions(bt), 0, m);
     if (be->sync) be->sync(be);
     return be_check(be, "nn_eval_batch", err, errlen);
 }

@@ -184,11 +184,17 @@ typedef struct {
 typedef struct {
     int64_t step;        /* steps taken, after this one */
     float lr;            /* lr used */
-    double loss;         /* w_p * policy + w_v * value + w_l * legal */
-    double policy_loss;  /* mean cross-entropy per position */
+    /* The objective minimised: w_p * (policy cross-entropy summed over the
+     * positions with a target / all B positions) + w_v * value + w_l * legal.
+     * Positions without a policy target (fast searches under playout-cap
+     * randomization) add nothing to the policy term or its gradient, so each
+     * target position's policy gradient has weight w_p / B. */
+    double loss;
+    double policy_loss;  /* mean cross-entropy over the positions with a policy target (NAN: none) */
     double value_loss;   /* mean W/D/L cross-entropy per position */
     double legal_loss;   /* mean BCE per (position, label) */
-    double policy_acc;   /* top-1: logit argmax == target argmax */
+    double policy_acc;   /* top-1 (logit argmax == target argmax) over the positions with a target (NAN: none) */
+    int32_t policy_positions; /* positions of the batch with a policy target */
     double legal_f1;     /* F1 of (logit >= 0) vs mask; 1 when no positives at all */
     double grad_norm;    /* before clipping (0 for nn_eval_batch) */
 } nn_metrics_t;

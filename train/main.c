@@ -112,13 +112,16 @@ static int check_out_dir(const char *out, char *err, size_t errlen) {
 
 /* Running means of the metrics between two progress lines. */
 typedef struct {
-    double p, v, l, acc, f1;
-    int64_t n;
+    double p, v, l, acc, f1, total;
+    int64_t n, np; /* steps; positions with a policy target */
 } acc_t;
 
+/* Policy figures are weighted by the positions that have a policy target. */
 static void acc_add(acc_t *a, const nn_metrics_t *m) {
-    a->p += m->policy_loss, a->v += m->value_loss, a->l += m->legal_loss, a->acc += m->policy_acc;
-    a->f1 += m->legal_f1, a->n++;
+    if (m->policy_positions > 0)
+        a->p += m->policy_loss * m->policy_positions, a->acc += m->policy_acc * m->policy_positions,
+            a->np += m->policy_positions;
+    a->v += m->value_loss, a->l += m->legal_loss, a->f1 += m->legal_f1, a->total += m->loss, a->n++;
 }
 
 int main(int argc, char **argv) {
@@ -339,7 +342,7 @@ int main(int argc, char **argv) {
             status_line(sl, s + 1 == g_steps,
                         "step %" PRId64 "/%" PRId64 "  %.0f samples/s  policy %.4f value %.4f legal %.5f  acc %.3f "
                         "f1 %.3f  lr %.5f  ETA %s",
-                        s + 1, g_steps, rate * cfg.batch, tick.p / k, tick.v / k, tick.l / k, tick.acc / k,
+                        s + 1, g_steps, rate * cfg.batch, tick.np ? tick.p / (double)tick.np : NAN, tick.v / k, tick.l / k, tick.np ? tick.acc / (double)tick.np : NAN,
                         tick.f1 / k, m.lr, eta);
             memset(&tick, 0, sizeof tick);
         }
@@ -363,7 +366,8 @@ int main(int argc, char **argv) {
         double k = (double)tail.n;
         printf("done: step %" PRId64 ", mean of the last %" PRId64 " steps: policy %.4f value %.4f legal %.5f "
                "acc %.3f f1 %.3f\n",
-               step_end, tail.n, tail.p / k, tail.v / k, tail.l / k, tail.acc / k, tail.f1 / k);
+               step_end, tail.n, tail.np ? tail.p / (double)tail.np : NAN, tail.v / k, tail.l / k,
+               tail.np ? tail.acc / (double)tail.np : NAN, tail.f1 / k);
     } else {
         printf("done: step %" PRId64 " (nothing left to train: the checkpoint is at --steps)\n", step_end);
     }
@@ -408,12 +412,10 @@ int main(int argc, char **argv) {
     snprintf(mr.arch, sizeof mr.arch, "%s", arch);
     mr.train_steps = step_end;
     mr.train_samples = step_end * cfg.batch;
-    mr.loss_policy = tail.n ? tail.p / (double)tail.n : NAN;
+    mr.loss_policy = tail.np ? tail.p / (double)tail.np : NAN;
     mr.loss_value = tail.n ? tail.v / (double)tail.n : NAN;
     mr.loss_legal = tail.n ? tail.l / (double)tail.n : NAN;
-    mr.loss_total = tail.n ? cfg.opt.w_policy * mr.loss_policy + cfg.opt.w_value * mr.loss_value +
-                                 cfg.opt.w_legal * mr.loss_legal
-                           : NAN;
+    mr.loss_total = tail.n ? tail.total / (double)tail.n : NAN; /* the objective minimised (nn/net.h) */
     db_run_t rr;
     if (db_run_latest(db, &rr) == DB_OK) {
         mr.run_id = rr.id;

@@ -730,6 +730,7 @@ int train_trainer_run_cycle(train_trainer_t *tr, int64_t cycle, train_cycle_repo
     int64_t steps = train_steps_for(&tr->cfg, rep->new_positions);
     int32_t B = tr->cfg.batch;
     double sum[6] = {0};
+    int64_t n_policy = 0; /* positions with a policy target, over the cycle's steps */
     double train_ns = 0;
     int64_t last_log = compat_now_ms();
     nn_metrics_t m;
@@ -746,8 +747,10 @@ int train_trainer_run_cycle(train_trainer_t *tr, int64_t cycle, train_cycle_repo
         int64_t ts = compat_now_ns();
         if (cycle_step(tr, cycle, s, &m, err, errlen) != 0) goto out;
         train_ns += (double)(compat_now_ns() - ts);
-        sum[0] += m.policy_loss, sum[1] += m.value_loss, sum[2] += m.legal_loss;
-        sum[3] += m.policy_acc, sum[4] += m.legal_f1, sum[5] += m.loss;
+        if (m.policy_positions > 0) /* policy figures: weighted by the positions with a target */
+            sum[0] += m.policy_loss * m.policy_positions, sum[3] += m.policy_acc * m.policy_positions,
+                n_policy += m.policy_positions;
+        sum[1] += m.value_loss, sum[2] += m.legal_loss, sum[4] += m.legal_f1, sum[5] += m.loss;
         rep->steps++;
         rep->samples += B;
         db_train_step_t row = {.step = m.step,
@@ -773,8 +776,9 @@ int train_trainer_run_cycle(train_trainer_t *tr, int64_t cycle, train_cycle_repo
         }
     }
     int64_t n = rep->steps > 0 ? rep->steps : 1;
-    rep->policy_loss = sum[0] / (double)n, rep->value_loss = sum[1] / (double)n, rep->legal_loss = sum[2] / (double)n;
-    rep->policy_acc = sum[3] / (double)n, rep->legal_f1 = sum[4] / (double)n, rep->loss = sum[5] / (double)n;
+    rep->policy_loss = n_policy ? sum[0] / (double)n_policy : NAN, rep->value_loss = sum[1] / (double)n;
+    rep->legal_loss = sum[2] / (double)n, rep->policy_acc = n_policy ? sum[3] / (double)n_policy : NAN;
+    rep->legal_f1 = sum[4] / (double)n, rep->loss = sum[5] / (double)n;
     if (rep->steps == 0) rep->policy_loss = rep->value_loss = rep->legal_loss = rep->policy_acc = rep->legal_f1 =
         rep->loss = NAN;
     rep->lr = rep->steps ? m.lr : NAN;
