@@ -13,7 +13,7 @@
  * errors from the inverse of the observed information (the Hessian) with the
  * anchor fixed: it is the uncertainty relative to the anchor. Players with
  * no chain of games to the anchor get no rating (NAN).
- * Does not own: playing matches (match/referee, selfplay/eval.c,
+ * Does not own: playing matches (match/referee.c, match/play.c,
  * tools/usi_match.c), storing them (data/db.h).
  *
  * Threads: no shared state. Errors: status returns; nothing aborts.

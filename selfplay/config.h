@@ -64,7 +64,7 @@ typedef struct {
     int64_t max_batch;             /* positions per device batch (256) */
     int64_t gather_us;             /* wait for a fuller batch at most this long (1000) */
     int64_t cpu_threads;           /* CPU backend BLAS threads in all, split among the workers (2; 0: all CPUs) */
-    /* in-loop evaluation (selfplay/eval.h) */
+    /* in-loop evaluation (match/play.h) */
     int64_t eval_every;            /* model c plays model c-K when c % K == 0; 0 = never (1) */
     int64_t eval_games;            /* games of one evaluation in all, shared by its opponents (8) */
     int64_t gauntlet;              /* opponents per evaluation: previous, cycle 0, halfway, a quarter (2) */

@@ -21,7 +21,7 @@
 #include "match/rating.h"
 #include "mcts/cache.h"
 #include "nn/server.h"
-#include "selfplay/eval.h"
+#include "match/play.h"
 #include "selfplay/game.h"
 #include "selfplay/worker.h"
 
@@ -131,7 +131,7 @@ typedef struct {
     atomic_llong ev_base;      /* the opponent being played now (for the status line) */
     int64_t ev_t0_ns;
     int ev_rc[SP_GAUNTLET_MAX];
-    sp_eval_result_t ev_res[SP_GAUNTLET_MAX];
+    match_play_result_t ev_res[SP_GAUNTLET_MAX];
     char ev_err[SP_GAUNTLET_MAX][1024];
     int64_t *ev_queue;         /* cycles due, waiting for the thread */
     int32_t n_ev_queue, cap_ev_queue;
@@ -454,20 +454,20 @@ static int handle_record(driver_t *d, sp_record_t *r, char *err, size_t errlen) 
 
 /* ---- evaluation ------------------------------------------------------------------------------
  * When model c is published (c >= K, c % K == 0, K = --eval-every), model c
- * plays model c-K (sp_eval_cycles: --eval-games games at --eval-visits, on
+ * plays model c-K (match_play_cycles: --eval-games games at --eval-visits, on
  * the CPU backend, recorded in koma.db by its own connection). One match at
  * a time, on a thread of its own so that self-play never waits for it; a
  * match due while another runs is queued (never skipped: the ladder chains
  * every cycle to cycle c-K, so a skipped cycle would leave every later one
  * off the ladder). The end of a run waits for the queue; a stop (Ctrl-C)
- * drops the queue and waits for the match in flight, since sp_eval_cycles
+ * drops the queue and waits for the match in flight, since match_play_cycles
  * does not look at compat_stop_requested (a match is bounded: games x
  * --max-ply moves x --eval-visits playouts). */
 
 static void *eval_main(void *arg) {
     driver_t *d = arg;
-    sp_eval_config_t ec;
-    sp_eval_config_default(&ec);
+    match_play_config_t ec;
+    match_play_config_default(&ec);
     /* --eval-games in all, shared by the opponents (an even number each, 2 at least) */
     int32_t per = (int32_t)((d->cfg->eval_games + d->n_opp - 1) / d->n_opp);
     ec.games = per < 2 ? 2 : per + per % 2;
@@ -478,7 +478,7 @@ static void *eval_main(void *arg) {
     for (int32_t i = 0; i < d->n_opp; i++) {
         ec.seed = (d->seed ^ (uint64_t)d->ev_cycle ^ ((uint64_t)d->ev_opp[i] << 32)) | 1;
         atomic_store(&d->ev_base, d->ev_opp[i]);
-        d->ev_rc[i] = sp_eval_cycles(d->run_dir, (int32_t)d->ev_cycle, (int32_t)d->ev_opp[i], &ec, &d->ev_res[i],
+        d->ev_rc[i] = match_play_cycles(d->run_dir, (int32_t)d->ev_cycle, (int32_t)d->ev_opp[i], &ec, &d->ev_res[i],
                                      d->ev_err[i], sizeof d->ev_err[i]);
     }
     atomic_store(&d->ev_done, 1);
@@ -523,7 +523,7 @@ static void eval_report(driver_t *d) {
             }
             continue;
         }
-        const sp_eval_result_t *r = &d->ev_res[i];
+        const match_play_result_t *r = &d->ev_res[i];
         dlog(d, "eval: model %" PRId64 " vs %" PRId64 ": +%d =%d -%d, Elo %+.0f [%+.0f, %+.0f] (%.1f plies/game, "
                 "%.1f s%s)",
              c, b, r->wins, r->draws, r->losses, r->elo.elo, r->elo.elo_lo, r->elo.elo_hi, r->avg_plies, r->seconds,

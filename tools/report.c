@@ -7,7 +7,7 @@
  * script library; the page has no script at all, tooltips are SVG <title>s),
  * the tables, the "no data yet" placeholders of an empty or partial run.
  * Does not own: any figure (data/db.h reads them; the Elo ladder is
- * selfplay/referee.h's ref_elo_ladder).
+ * match/referee.h's ref_elo_ladder).
  *
  * Sections: training losses and accuracies by step (policy/value/legal/total
  * loss, policy accuracy, legal-move F1, learning rate), Elo by cycle (the
@@ -36,7 +36,7 @@
 #include "data/run.h"
 #include "match/rating.h"
 #include "engine/rules.h"
-#include "selfplay/referee.h"
+#include "match/referee.h"
 #include "tools/strbuf.h"
 
 /* Text with &, <, >, " escaped. */

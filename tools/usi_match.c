@@ -4,7 +4,7 @@
  *
  * Owns: talking USI to engine processes (compat_proc_*), clocks, the game
  * schedule (openings, colours, concurrency), CSA records, the summary.
- * Does not own: any rule (selfplay/referee.h judges every move with
+ * Does not own: any rule (match/referee.h judges every move with
  * engine/rules.h), the Elo formulas (referee.h), the database (data/db.h;
  * match games go through ref_store_match_game).
  *
@@ -63,7 +63,7 @@
 #include "data/run.h"
 #include "engine/position.h"
 #include "engine/sfen.h"
-#include "selfplay/referee.h"
+#include "match/referee.h"
 #include "tools/strbuf.h"
 
 enum { MAX_OPTIONS = 64, MAX_WORDS = 64, LINE_MAX_ = 1 << 15, NAME_MAX_ = 64 };

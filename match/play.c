@@ -1,6 +1,6 @@
-/* eval.c - new net against an earlier one, in process, judged by the
- * referee. See eval.h. */
-#include "selfplay/eval.h"
+/* play.c - a match between two nets in process (the in-loop evaluation),
+ * judged by the referee. See play.h. */
+#include "match/play.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -23,7 +23,7 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...) {
     va_end(ap);
 }
 
-void sp_eval_config_default(sp_eval_config_t *c) {
+void match_play_config_default(match_play_config_t *c) {
     memset(c, 0, sizeof *c);
     c->games = 20;
     c->visits = 64;
@@ -46,7 +46,7 @@ typedef struct {
 } eval_game_t;
 
 typedef struct {
-    const sp_eval_config_t *cfg;
+    const match_play_config_t *cfg;
     nn_net_t *net[2]; /* 0 = a, 1 = b; read-only while games run */
     eval_game_t *games;
     compat_mutex_t mu; /* next, failed, err, the database */
@@ -109,7 +109,7 @@ static int shared_failed(eval_shared_t *sh) {
 
 /* Plays game gi to its end in g. 0, or -1 when out of memory. */
 static int play_game(eval_shared_t *sh, eval_player_t pl[2], int32_t gi, ref_game_t *g, MctsResult *res) {
-    const sp_eval_config_t *cfg = sh->cfg;
+    const match_play_config_t *cfg = sh->cfg;
     int a_black = gi % 2 == 0;
     char e[256];
     if (ref_game_start(g, "startpos", cfg->max_ply, e, sizeof e) != 0) return -1;
@@ -157,7 +157,7 @@ static int play_game(eval_shared_t *sh, eval_player_t pl[2], int32_t gi, ref_gam
 
 static void *eval_thread(void *arg) {
     eval_shared_t *sh = arg;
-    const sp_eval_config_t *cfg = sh->cfg;
+    const match_play_config_t *cfg = sh->cfg;
     char e[256];
     nn_backend_t *be = nn_backend_cpu_new(1);
     eval_player_t pl[2];
@@ -251,11 +251,11 @@ static const char *base_name(const char *p) {
     return s ? s + 1 : p;
 }
 
-int sp_eval_run(const char *run_dir, const char *model_a_path, const char *model_b_path,
-                const sp_eval_config_t *cfg_in, sp_eval_result_t *res, char *err, size_t errlen) {
-    sp_eval_config_t cfg;
+int match_play_nets(const char *run_dir, const char *model_a_path, const char *model_b_path,
+                const match_play_config_t *cfg_in, match_play_result_t *res, char *err, size_t errlen) {
+    match_play_config_t cfg;
     if (cfg_in) cfg = *cfg_in;
-    else sp_eval_config_default(&cfg);
+    else match_play_config_default(&cfg);
     memset(res, 0, sizeof *res);
     res->cycle_a = res->cycle_b = -1;
     res->ladder.cycle = -1;
@@ -431,8 +431,8 @@ done:
     return rc;
 }
 
-int sp_eval_cycles(const char *run_dir, int32_t cycle_a, int32_t cycle_b, const sp_eval_config_t *cfg,
-                   sp_eval_result_t *res, char *err, size_t errlen) {
+int match_play_cycles(const char *run_dir, int32_t cycle_a, int32_t cycle_b, const match_play_config_t *cfg,
+                   match_play_result_t *res, char *err, size_t errlen) {
     memset(res, 0, sizeof *res);
     res->cycle_a = res->cycle_b = res->ladder.cycle = -1;
     if (!run_dir) {
@@ -455,15 +455,15 @@ int sp_eval_cycles(const char *run_dir, int32_t cycle_a, int32_t cycle_b, const 
         }
     }
     db_close(db);
-    return sp_eval_run(run_dir, m[0].path, m[1].path, cfg, res, err, errlen);
+    return match_play_nets(run_dir, m[0].path, m[1].path, cfg, res, err, errlen);
 }
 
-int sp_eval_match(const char *run_dir, const char *model_a_path, const char *model_b_path, int32_t games,
-                  int32_t visits, uint64_t seed, sp_eval_result_t *res, char *err, size_t errlen) {
-    sp_eval_config_t cfg;
-    sp_eval_config_default(&cfg);
+int match_play(const char *run_dir, const char *model_a_path, const char *model_b_path, int32_t games,
+                  int32_t visits, uint64_t seed, match_play_result_t *res, char *err, size_t errlen) {
+    match_play_config_t cfg;
+    match_play_config_default(&cfg);
     cfg.games = games;
     cfg.visits = visits;
     cfg.seed = seed;
-    return sp_eval_run(run_dir, model_a_path, model_b_path, &cfg, res, err, errlen);
+    return match_play_nets(run_dir, model_a_path, model_b_path, &cfg, res, err, errlen);
 }
