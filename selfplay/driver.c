@@ -18,10 +18,9 @@
 #include "data/writer.h"
 #include "engine/encode.h"
 #include "engine/rules.h"
-#include "match/rating.h"
 #include "mcts/cache.h"
 #include "nn/server.h"
-#include "match/play.h"
+#include "selfplay/gauntlet.h"
 #include "selfplay/game.h"
 #include "selfplay/worker.h"
 
@@ -34,7 +33,6 @@
 #define SP_WRITER_DRAIN_MS 600000 /* a stop waits this long for queued shard writes */
 #define SP_SUBMIT_TIMEOUT_MS 600000
 #define SP_TAKE_MAX 256
-#define SP_GAUNTLET_MAX 4
 
 /* A closed cycle whose shards are on their way to the writer. */
 typedef struct {
@@ -120,27 +118,13 @@ typedef struct {
     int64_t srv_t_ns;
     double win_evals, win_batches, win_busy, win_worker_s, win_s;
 
-    /* in-loop evaluation: one match at a time on its own thread */
+    /* in-loop evaluation: the gauntlet of each new net, on its own thread */
     uint64_t seed;             /* the session's self-play seed */
-    compat_thread_t ev_thread;
-    bool ev_running;           /* ev_thread started and not joined */
-    atomic_int ev_done;        /* set by the thread as its last act */
-    int64_t ev_cycle;          /* the net being evaluated ... */
-    int64_t ev_opp[SP_GAUNTLET_MAX]; /* ... against these earlier nets, one match each */
-    int32_t n_opp;
-    atomic_llong ev_base;      /* the opponent being played now (for the status line) */
-    int64_t ev_t0_ns;
-    int ev_rc[SP_GAUNTLET_MAX];
-    match_play_result_t ev_res[SP_GAUNTLET_MAX];
-    char ev_err[SP_GAUNTLET_MAX][1024];
-    int64_t *ev_queue;         /* cycles due, waiting for the thread */
-    int32_t n_ev_queue, cap_ev_queue;
-    double rating_elo, rating_lo, rating_hi; /* newest joint rating seen (NAN: none yet) */
-    /* database writes that failed without stopping the run (metrics, Elo, a match):
+    sp_gauntlet_t *gauntlet;
+    /* database writes that failed without stopping the run (metrics, a match):
      * the run still ends with a non-zero exit status */
     int64_t db_failures;
     char db_failure[DB_ERR_MAX + 64];
-    int64_t rating_cycle;
 } driver_t;
 
 /* ---- log ---------------------------------------------------------------------------- */
@@ -192,6 +176,9 @@ static void log_file_line(driver_t *d, const char *line) {
     d->log_status_ns = compat_now_ns();
     compat_mutex_unlock(&d->log_mu);
 }
+
+/* The gauntlet's lines too. */
+static void gauntlet_log(void *user, const char *line) { dlog(user, "%s", line); }
 
 /* The trainer's log lines go to the same places. */
 static void train_log(void *user, const char *line) {
@@ -369,7 +356,7 @@ static void write_metrics(driver_t *d, const cycle_acc_t *a, int64_t games, int6
     };
     /* Normally a cycle's row is written before its model exists; should it
      * be rewritten after its evaluation, the Elo stays. */
-    if (d->rating_cycle == a->cycle) m.elo = d->rating_elo, m.elo_lo = d->rating_lo, m.elo_hi = d->rating_hi;
+    sp_gauntlet_rating(d->gauntlet, a->cycle, &m.elo, &m.elo_lo, &m.elo_hi);
     int64_t g = 0, best = -1;
     for (int32_t i = 0; i < a->n_gens; i++)
         if (a->gen_games[i] > best) best = a->gen_games[i], g = a->gens[i];
@@ -452,249 +439,6 @@ static int handle_record(driver_t *d, sp_record_t *r, char *err, size_t errlen) 
     return 0;
 }
 
-/* ---- evaluation ------------------------------------------------------------------------------
- * When model c is published (c >= K, c % K == 0, K = --eval-every), model c
- * plays model c-K (match_play_cycles: --eval-games games at --eval-visits, on
- * the CPU backend, recorded in koma.db by its own connection). One match at
- * a time, on a thread of its own so that self-play never waits for it; a
- * match due while another runs is queued (never skipped: the ladder chains
- * every cycle to cycle c-K, so a skipped cycle would leave every later one
- * off the ladder). The end of a run waits for the queue; a stop (Ctrl-C)
- * drops the queue and waits for the match in flight, since match_play_cycles
- * does not look at compat_stop_requested (a match is bounded: games x
- * --max-ply moves x --eval-visits playouts). */
-
-static void *eval_main(void *arg) {
-    driver_t *d = arg;
-    match_play_config_t ec;
-    match_play_config_default(&ec);
-    /* --eval-games in all, shared by the opponents (an even number each, 2 at least) */
-    int32_t per = (int32_t)((d->cfg->eval_games + d->n_opp - 1) / d->n_opp);
-    ec.games = per < 2 ? 2 : per + per % 2;
-    ec.visits = (int32_t)d->cfg->eval_visits;
-    ec.max_ply = (int32_t)d->cfg->max_ply;
-    /* CPU: one game thread beside self-play's; otherwise the CPU is mostly free */
-    ec.threads = strcmp(d->cfg->backend, "cpu") == 0 ? 1 : 4;
-    for (int32_t i = 0; i < d->n_opp; i++) {
-        ec.seed = (d->seed ^ (uint64_t)d->ev_cycle ^ ((uint64_t)d->ev_opp[i] << 32)) | 1;
-        atomic_store(&d->ev_base, d->ev_opp[i]);
-        d->ev_rc[i] = match_play_cycles(d->run_dir, (int32_t)d->ev_cycle, (int32_t)d->ev_opp[i], &ec, &d->ev_res[i],
-                                     d->ev_err[i], sizeof d->ev_err[i]);
-    }
-    atomic_store(&d->ev_done, 1);
-    return NULL;
-}
-
-typedef struct {
-    int32_t cycle;
-    double elo, elo_lo, elo_hi;
-} elo_arg_t;
-
-/* On the writer thread: the joint rating into the cycle's metrics row, keeping the rest. */
-static int elo_put_run(db_t *db, void *arg, char *err, size_t errlen) {
-    const elo_arg_t *a = arg;
-    db_cycle_metrics_t m;
-    db_status_t st = db_cycle_metrics_get_or_init(db, a->cycle, &m);
-    if (st == DB_OK) {
-        m.elo = a->elo;
-        m.elo_lo = a->elo_lo;
-        m.elo_hi = a->elo_hi;
-        st = db_cycle_metrics_put(db, &m);
-    }
-    if (st != DB_OK) snprintf(err, errlen, "%s", db_errmsg(db));
-    return st;
-}
-
-static void elo_put_done(void *arg, int status, const char *err) {
-    (void)status, (void)err;
-    free(arg);
-}
-
-static void eval_report(driver_t *d) {
-    int64_t c = d->ev_cycle;
-    int32_t played = 0;
-    for (int32_t i = 0; i < d->n_opp; i++) {
-        int64_t b = d->ev_opp[i];
-        if (d->ev_rc[i] != 0) {
-            dlog(d, "warning: eval: model %" PRId64 " vs %" PRId64 " failed: %s", c, b, d->ev_err[i]);
-            if (strstr(d->ev_err[i], RUN_DB)) { /* the database, not the match, failed */
-                d->db_failures++;
-                snprintf(d->db_failure, sizeof d->db_failure, "%.700s", d->ev_err[i]);
-            }
-            continue;
-        }
-        const match_play_result_t *r = &d->ev_res[i];
-        dlog(d, "eval: model %" PRId64 " vs %" PRId64 ": +%d =%d -%d, Elo %+.0f [%+.0f, %+.0f] (%.1f plies/game, "
-                "%.1f s%s)",
-             c, b, r->wins, r->draws, r->losses, r->elo.elo, r->elo.elo_lo, r->elo.elo_hi, r->avg_plies, r->seconds,
-             r->match_id ? "" : "; no matches row");
-        played++;
-    }
-    if (!played) return;
-    /* The run's rating list: one joint fit over every match stored (match/rating.h). */
-    char e[DB_ERR_MAX + 64];
-    rating_player_t *list = NULL;
-    int32_t n = 0;
-    const rating_player_t *me = NULL;
-    if (rating_list(d->rdb, &list, &n, e, sizeof e) != DB_OK) dlog(d, "warning: rating list: %s", e);
-    else me = rating_of_cycle(list, n, (int32_t)c);
-    if (me && isfinite(me->elo)) {
-        dlog(d, "rating: model %" PRId64 ": %+.0f [%+.0f, %+.0f] (joint fit, cycle 0 = 0; %d players, %d games)", c,
-             me->elo, me->lo, me->hi, n, me->games);
-        d->rating_elo = me->elo;
-        d->rating_lo = me->lo;
-        d->rating_hi = me->hi;
-        d->rating_cycle = c;
-        elo_arg_t *a = malloc(sizeof *a);
-        if (a) {
-            *a = (elo_arg_t){(int32_t)c, me->elo, me->lo, me->hi};
-            db_job_t job = {.run = elo_put_run, .done = elo_put_done, .arg = a};
-            int st = d->writer ? db_writer_submit(d->writer, &job, 10000) : DB_INVALID;
-            if (st != DB_OK) {
-                free(a);
-                dlog(d, "warning: cycle %" PRId64 " rating not queued: %s", c, db_status_name(st));
-            }
-        }
-    } else {
-        dlog(d, "rating: model %" PRId64 " is not rated (no games link it to cycle 0)", c);
-    }
-    free(list);
-}
-
-/* The opponents of model c (--gauntlet of them): the net eval_every cycles
- * before it, cycle 0, the net halfway, the net a quarter of the way; each
- * once, all earlier than c. */
-static int32_t gauntlet_of(const driver_t *d, int64_t c, int64_t *opp) {
-    int64_t want[SP_GAUNTLET_MAX] = {c - d->cfg->eval_every, 0, c / 2, c / 4};
-    int32_t n = 0;
-    for (int32_t i = 0; i < SP_GAUNTLET_MAX && i < d->cfg->gauntlet; i++) {
-        bool dup = want[i] < 0 || want[i] >= c;
-        for (int32_t j = 0; j < n; j++) dup |= opp[j] == want[i];
-        if (!dup) opp[n++] = want[i];
-    }
-    return n;
-}
-
-/* Whether model a has a finished (rated) evaluation match against model b,
- * and the id of an unfinished one (0: none). */
-static bool eval_done_before(driver_t *d, int64_t a, int64_t b, int64_t *open_id, int64_t *open_games) {
-    db_match_t *ms = NULL;
-    int32_t n = 0;
-    bool rated = false;
-    if (db_matches_list(d->rdb, (int32_t)a, &ms, &n) != DB_OK) return false;
-    int64_t ida = model_id_of_cycle(d, a), idb = model_id_of_cycle(d, b);
-    for (int32_t i = 0; i < n; i++) {
-        const db_match_t *m = &ms[i];
-        if (m->model_a != ida || m->model_b != idb || strncmp(m->settings, "eval ", 5) != 0) continue;
-        if (isfinite(m->elo)) rated = true;
-        else if (open_id) *open_id = m->id, *open_games = m->games;
-    }
-    free(ms);
-    return rated;
-}
-
-static void eval_enqueue(driver_t *d, int64_t c) {
-    int64_t k = d->cfg->eval_every;
-    if (k <= 0 || c < k || c % k != 0) return;
-    if (d->n_ev_queue == d->cap_ev_queue) {
-        int32_t cap = d->cap_ev_queue ? 2 * d->cap_ev_queue : 8;
-        int64_t *q = realloc(d->ev_queue, (size_t)cap * sizeof *q);
-        KOMA_ASSERT(q != NULL);
-        d->ev_queue = q;
-        d->cap_ev_queue = cap;
-    }
-    d->ev_queue[d->n_ev_queue++] = c;
-    if (d->ev_running)
-        dlog(d, "eval: model %" PRId64 " queued (model %" PRId64 " is still being evaluated, %d waiting)", c,
-             d->ev_cycle, d->n_ev_queue);
-}
-
-static void eval_start_next(driver_t *d) {
-    if (d->ev_running || d->n_ev_queue == 0) return;
-    int64_t c = d->ev_queue[0];
-    memmove(d->ev_queue, d->ev_queue + 1, (size_t)(--d->n_ev_queue) * sizeof *d->ev_queue);
-    d->ev_cycle = c;
-    int64_t opp[SP_GAUNTLET_MAX];
-    int32_t n = gauntlet_of(d, c, opp);
-    d->n_opp = 0;
-    for (int32_t i = 0; i < n; i++) /* a replayed evaluation plays only what is missing */
-        if (!eval_done_before(d, c, opp[i], NULL, NULL)) d->ev_opp[d->n_opp++] = opp[i];
-    if (d->n_opp == 0) return;
-    atomic_store(&d->ev_base, d->ev_opp[0]);
-    for (int32_t i = 0; i < d->n_opp; i++) {
-        d->ev_rc[i] = -1;
-        d->ev_err[i][0] = 0;
-        memset(&d->ev_res[i], 0, sizeof d->ev_res[i]);
-    }
-    atomic_store(&d->ev_done, 0);
-    d->ev_t0_ns = compat_now_ns();
-    if (compat_thread_create(&d->ev_thread, eval_main, d) != 0) {
-        dlog(d, "warning: eval: cannot start a thread; model %" PRId64 " is not evaluated", c);
-        return;
-    }
-    d->ev_running = true;
-    char who[96] = "";
-    for (int32_t i = 0; i < d->n_opp; i++)
-        snprintf(who + strlen(who), sizeof who - strlen(who), "%s%" PRId64, i ? ", " : "", d->ev_opp[i]);
-    dlog(d, "eval: model %" PRId64 " vs %s: %lld games in all x %lld visits started", c, who,
-         (long long)d->cfg->eval_games, (long long)d->cfg->eval_visits);
-}
-
-/* Reports a finished match (waiting for it with wait) and starts the next
- * one unless a stop is requested. */
-static void eval_poll(driver_t *d, bool wait) {
-    if (d->ev_running && (wait || atomic_load(&d->ev_done))) {
-        compat_thread_join(d->ev_thread);
-        d->ev_running = false;
-        eval_report(d);
-    }
-    if (!compat_stop_requested()) eval_start_next(d);
-}
-
-/* At a stop or an error: drop the queue, wait for the match in flight. */
-static void eval_finish(driver_t *d) {
-    if (d->n_ev_queue > 0) {
-        dlog(d, "eval: %d queued evaluation(s) dropped (models %" PRId64 "..%" PRId64 ")", d->n_ev_queue,
-             d->ev_queue[0], d->ev_queue[d->n_ev_queue - 1]);
-        d->n_ev_queue = 0;
-    }
-    if (d->ev_running) {
-        if (!atomic_load(&d->ev_done))
-            dlog(d, "eval: waiting for the evaluation of model %" PRId64 " (running for %.0f s; it cannot be "
-                    "interrupted)", d->ev_cycle, secs_since(d->ev_t0_ns));
-        compat_thread_join(d->ev_thread);
-        d->ev_running = false;
-        eval_report(d);
-    }
-}
-
-/* Evaluations a killed run left undone go back on the queue: a model c with
- * a gauntlet match whose row has no Elo (the process died during it: its
- * games stay stored, unrated, and that match is played again in full, the
- * finished ones not), and the newest model when it has no match at all
- * (killed between its publication and its evaluation). Older cycles without
- * a match are left alone: they ran with evaluation off. Returns the
- * evaluations queued. */
-static int32_t eval_resume(driver_t *d) {
-    int64_t k = d->cfg->eval_every;
-    int32_t queued = 0;
-    for (int64_t c = k; k > 0 && c <= d->latest; c += k) {
-        int64_t opp[SP_GAUNTLET_MAX], open_id = 0, open_games = 0;
-        int32_t n = gauntlet_of(d, c, opp), missing = 0;
-        for (int32_t i = 0; i < n; i++) missing += !eval_done_before(d, c, opp[i], &open_id, &open_games);
-        if (!missing || (!open_id && c != d->latest)) continue;
-        if (open_id)
-            dlog(d, "eval: an evaluation match of model %" PRId64 " was interrupted (match %" PRId64 ": %" PRId64
-                    " game(s) kept, unrated); playing it again",
-                 c, open_id, open_games);
-        else
-            dlog(d, "eval: model %" PRId64 " was published but never evaluated; evaluating it now", c);
-        eval_enqueue(d, c);
-        queued++;
-    }
-    return queued;
-}
-
 /* Closed cycles whose shards are all committed go to the trainer, in order. */
 static int submit_training(driver_t *d, char *err, size_t errlen) {
     int64_t done = atomic_load(&d->shards_done);
@@ -738,7 +482,7 @@ static int poll_training(driver_t *d, int64_t timeout_ms, char *err, size_t errl
              c, d->target, rep.model_path, rep.steps, rep.step, rep.loss, rep.policy_loss, rep.value_loss,
              rep.legal_loss, rep.window_positions, rep.seconds);
         memmove(d->training, d->training + 1, (size_t)(--d->n_training) * sizeof *d->training);
-        eval_enqueue(d, c);
+        sp_gauntlet_enqueue(d->gauntlet, c);
         if (timeout_ms > 0) timeout_ms = 0;
     }
     return 0;
@@ -806,10 +550,7 @@ static void progress(driver_t *d, bool force) {
         snprintf(train, sizeof train, "idle");
     }
     char ev[96] = "";
-    if (d->ev_running)
-        snprintf(ev, sizeof ev, " | eval %" PRId64 " vs %lld", d->ev_cycle, (long long)atomic_load(&d->ev_base));
-    if (isfinite(d->rating_elo))
-        snprintf(ev + strlen(ev), sizeof ev - strlen(ev), " | rating %+.0f", d->rating_elo);
+    sp_gauntlet_describe(d->gauntlet, ev, sizeof ev);
     char eta[32] = "-";
     if (d->fill <= d->target) {
         double el = secs_since(d->acc.t0_ns);
@@ -861,6 +602,11 @@ static int open_run(driver_t *d, const char *config_text, char *err, size_t errl
     run_path(d->run_dir, RUN_DB, path, sizeof path);
     if (db_open(path, DB_OPEN_READONLY, &d->rdb, e, sizeof e) != DB_OK) {
         snprintf(err, errlen, "%s", e);
+        return -1;
+    }
+    d->gauntlet = sp_gauntlet_new(d->cfg, d->run_dir, d->rdb, d->writer, gauntlet_log, d);
+    if (!d->gauntlet) {
+        snprintf(err, errlen, "out of memory");
         return -1;
     }
     return 0;
@@ -959,6 +705,7 @@ static int start_selfplay(driver_t *d, char *err, size_t errlen) {
                                  : (uint64_t)time(NULL) ^ ((uint64_t)compat_getpid() << 32) ^ (uint64_t)compat_now_ns();
     seed = mix64(seed ^ mix64((uint64_t)d->run_id)); /* a resumed run never replays the same games */
     d->seed = seed;
+    sp_gauntlet_set_seed(d->gauntlet, seed);
     if (d->fill > d->target) return 0;
     if (d->cfg->cache_mb > 0) {
         d->cache = mcts_cache_new(d->cfg->cache_mb << 20);
@@ -1025,11 +772,15 @@ static void shutdown_all(driver_t *d) {
     d->builder = NULL;
     mcts_cache_free(d->cache);
     d->cache = NULL;
+    char e[DB_ERR_MAX + 64];
+    int64_t failed = sp_gauntlet_db_failures(d->gauntlet, e, sizeof e);
+    if (failed > 0) d->db_failures += failed, snprintf(d->db_failure, sizeof d->db_failure, "%s", e);
+    sp_gauntlet_free(d->gauntlet); /* before its database connection closes */
+    d->gauntlet = NULL;
     db_close(d->rdb);
     d->rdb = NULL;
     free(d->closed);
     free(d->training);
-    free(d->ev_queue);
     if (d->log) fclose(d->log);
     d->log = NULL;
     run_close(d->run); /* closes d->db and releases the writer lock: the last thing */
@@ -1067,17 +818,13 @@ int sp_run(const sp_config_t *cfg, const train_config_t *tcfg, const char *confi
     atomic_init(&d->shards_done, 0);
     atomic_init(&d->shard_failed, 0);
     d->prog_t_ns = compat_now_ns();
-    atomic_init(&d->ev_done, 0);
-    atomic_init(&d->ev_base, 0);
-    d->rating_elo = NAN;
-    d->rating_cycle = -1;
 
     int rc = SP_EXIT_ERROR;
     if (open_run(d, config_text, e, sizeof e) != 0 || open_nets(d, e, sizeof e) != 0) goto out;
     if (d->latest >= d->target) {
-        if (eval_resume(d) > 0) { /* the last cycle's evaluation, interrupted: finish it before saying done */
-            d->seed = mix64((uint64_t)d->run_id ^ (uint64_t)compat_now_ns());
-            while (!compat_stop_requested() && (d->ev_running || d->n_ev_queue > 0)) eval_poll(d, true);
+        if (sp_gauntlet_resume(d->gauntlet, d->latest) > 0) { /* the last cycle's, interrupted: finish it first */
+            sp_gauntlet_set_seed(d->gauntlet, mix64((uint64_t)d->run_id ^ (uint64_t)compat_now_ns()));
+            while (!compat_stop_requested() && !sp_gauntlet_idle(d->gauntlet)) sp_gauntlet_poll(d->gauntlet, true);
         }
         dlog(d, "run %s already has model cycle %" PRId64 " (--cycles %" PRId64 "): nothing to do", d->run_dir,
              d->latest, d->target);
@@ -1085,7 +832,7 @@ int sp_run(const sp_config_t *cfg, const train_config_t *tcfg, const char *confi
         goto out;
     }
     if (plan_cycles(d, e, sizeof e) != 0 || start_selfplay(d, e, sizeof e) != 0) goto out;
-    eval_resume(d);
+    sp_gauntlet_resume(d->gauntlet, d->latest);
 
     sp_record_t *recs[SP_TAKE_MAX];
     bool interrupted = false;
@@ -1115,10 +862,10 @@ int sp_run(const sp_config_t *cfg, const train_config_t *tcfg, const char *confi
             break;
         }
         if (st != 0) goto out;
-        eval_poll(d, false);
+        sp_gauntlet_poll(d->gauntlet, false);
         update_pause(d);
         progress(d, false);
-        if (d->fill > d->target && d->n_closed == 0 && d->n_training == 0 && !d->ev_running && d->n_ev_queue == 0)
+        if (d->fill > d->target && d->n_closed == 0 && d->n_training == 0 && sp_gauntlet_idle(d->gauntlet))
             break;
         if (!d->pool_running && d->n_training == 0) compat_sleep_ms(20); /* waiting for shards or an evaluation */
     }
@@ -1127,7 +874,7 @@ int sp_run(const sp_config_t *cfg, const train_config_t *tcfg, const char *confi
         e[0] = 0;
         stop_selfplay(d, true, e, sizeof e);
         if (e[0]) dlog(d, "warning: %s", e);
-        eval_finish(d);
+        sp_gauntlet_finish(d->gauntlet);
         rc = SP_EXIT_INTERRUPTED;
     } else {
         progress(d, true);
@@ -1143,7 +890,7 @@ out:
         char e2[512] = "";
         if (!atomic_load(&d->shard_failed)) stop_selfplay(d, true, e2, sizeof e2);
     }
-    eval_finish(d); /* the match thread uses d: never leave it running */
+    sp_gauntlet_finish(d->gauntlet); /* never leave the match thread running */
     shutdown_all(d);
     if (d->db_failures > 0 && rc != SP_EXIT_ERROR) {
         /* Everything committed is kept, but a database that refused writes is not a clean run. */
