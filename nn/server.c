@@ -20,6 +20,7 @@
  * while it writes, since rows are only ever pinned to the current model or to
  * the model of the partially taken head submission (which has refs > 0).
  */
+#include "nn/registry.h"
 #include "nn/server.h"
 
 #include <stdarg.h>
@@ -200,10 +201,8 @@ static void fail_all(nn_server_t *srv, int32_t status, const char *msg) {
 
 /* ---- backends ---------------------------------------------------------------------- */
 static nn_backend_t *srv_backend_new(nn_server_t *srv, int32_t threads, char *err, size_t errlen) {
-    if (srv->use_cuda) return nn_backend_cuda_new(srv->cfg.device, srv->cfg.cuda_flags, err, errlen);
-    nn_backend_t *be = nn_backend_cpu_new(threads);
-    if (!be) set_err(err, errlen, "inference server: out of memory (cpu backend)");
-    return be;
+    return nn_backend_open(srv->use_cuda ? NN_BACKEND_KIND_CUDA : NN_BACKEND_KIND_CPU, threads, srv->cfg.device,
+                           srv->cfg.cuda_flags, err, errlen);
 }
 
 /* ---- device workers ------------------------------------------------------------- */
@@ -444,18 +443,14 @@ static int warm_model(nn_server_t *srv, srv_model_t *m, char *err, size_t errlen
 }
 
 static int resolve_backend(nn_server_t *srv, char *err, size_t errlen) {
-    const char *b = srv->cfg.backend ? srv->cfg.backend : "cpu";
-    if (strcmp(b, "cpu") == 0) {
-        srv->use_cuda = 0;
-    } else if (strcmp(b, "cuda") == 0) {
-        srv->use_cuda = 1;
-    } else if (strcmp(b, "auto") == 0) {
-        srv->use_cuda = nn_cuda_device_count() > 0;
-    } else {
-        set_err(err, errlen, "inference server: backend '%s' is not cpu, cuda or auto", b);
+    nn_backend_kind_t kind;
+    char e[128];
+    if (nn_backend_resolve(srv->cfg.backend ? srv->cfg.backend : "cpu", &kind, e, sizeof e) != 0) {
+        set_err(err, errlen, "inference server: backend %s", e);
         return -1;
     }
-    snprintf(srv->backend_name, sizeof(srv->backend_name), "%s", srv->use_cuda ? "cuda" : "cpu");
+    srv->use_cuda = kind == NN_BACKEND_KIND_CUDA;
+    snprintf(srv->backend_name, sizeof(srv->backend_name), "%s", nn_backend_kind_name(kind));
     return 0;
 }
 

@@ -1,5 +1,6 @@
 /* config.c - selfplay flags, defaults and their translation; see config.h. */
 #include "selfplay/config.h"
+#include "nn/registry.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -118,8 +119,9 @@ int sp_config_check(const sp_config_t *c, char *err, size_t errlen) {
         snprintf(err, errlen, "search: '%s' is not gumbel or puct", c->search);
         return -1;
     }
-    if (strcmp(c->backend, "cpu") && strcmp(c->backend, "cuda") && strcmp(c->backend, "auto")) {
-        snprintf(err, errlen, "backend: '%s' is not cpu, cuda or auto", c->backend);
+    char eb[128];
+    if (nn_backend_resolve(c->backend, NULL, eb, sizeof eb) != 0) {
+        snprintf(err, errlen, "backend: %s", eb);
         return -1;
     }
     if (!c->run[0]) {

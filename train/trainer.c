@@ -40,6 +40,7 @@
 #include "data/shard.h"
 #include "engine/encode.h"
 #include "nn/backend_cuda.h"
+#include "nn/registry.h"
 #include "nn/weights.h"
 #include "train/model.h"
 #include "train/window.h"
@@ -210,8 +211,9 @@ int train_config_check(const train_config_t *c, char *err, size_t errlen) {
         set_err(err, errlen, "activation: '%s' is not relu or silu", c->activation);
         return -1;
     }
-    if (strcmp(c->backend, "cpu") && strcmp(c->backend, "cuda") && strcmp(c->backend, "auto")) {
-        set_err(err, errlen, "train-backend: '%s' is not cpu, cuda or auto", c->backend);
+    char eb[128];
+    if (nn_backend_resolve(c->backend, NULL, eb, sizeof eb) != 0) {
+        set_err(err, errlen, "train-backend: %s", eb);
         return -1;
     }
     if (c->batch < 1 || c->batch > 65536) {
@@ -404,15 +406,14 @@ void train_trainer_progress(train_trainer_t *tr, train_progress_t *out) {
 static int stop_seen(train_trainer_t *tr) { return compat_stop_requested() || atomic_load(&tr->stop); }
 
 nn_backend_t *train_backend_new(const train_config_t *c, char *err, size_t errlen) {
-    int cuda = !strcmp(c->backend, "cuda") || (!strcmp(c->backend, "auto") && nn_cuda_device_count() > 0);
-    if (cuda) {
-        char e2[512];
-        nn_backend_t *be = nn_backend_cuda_new(c->device, 0, e2, sizeof e2);
-        if (!be) set_err(err, errlen, "trainer backend cuda (device %d): %s", c->device, e2);
-        return be;
+    nn_backend_kind_t kind;
+    char e2[512];
+    if (nn_backend_resolve(c->backend, &kind, e2, sizeof e2) != 0) {
+        set_err(err, errlen, "train-backend: %s", e2);
+        return NULL;
     }
-    nn_backend_t *be = nn_backend_cpu_new(c->threads);
-    if (!be) set_err(err, errlen, "trainer backend cpu: out of memory");
+    nn_backend_t *be = nn_backend_open(kind, c->threads, c->device, 0, e2, sizeof e2);
+    if (!be) set_err(err, errlen, "trainer %s", e2);
     return be;
 }
 
