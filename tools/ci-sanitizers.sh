@@ -8,7 +8,8 @@
 # tsan: builds build-tsan-ci (TSan) and runs the tests that start threads,
 #       selected by name: compat|server|fault|db|shard|writer|selfplay|train|mcts|usi|eval|referee|match|record
 #       (override with KOMA_TSAN_TESTS=<ctest -R regex>), except the corpus
-#       replays (fuzz_*: one thread) and test_selfplay_kill/_sigint/_fault: they
+#       replays (fuzz_*: one thread) and test_selfplay_kill/_sigint/_fault and
+#       test_eval_kill: they
 #       kill and restart the real `selfplay` binary under wall-clock limits
 #       (240 s for the resumed run) that a TSan build (5-15x slower) misses
 #       on a 2-core machine; the same threads run under TSan in
