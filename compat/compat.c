@@ -1,6 +1,7 @@
 /* compat.c - POSIX and Windows implementations of compat.h. The only file in
  * Koma with #ifdef _WIN32. */
 #include "compat.h"
+#include "compat/err.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -30,14 +31,6 @@
 #include <sys/types.h>
 #include <unistd.h>
 #endif
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 void compat_assert_fail(const char *expr, const char *file, int line) {
     fprintf(stderr, "%s:%d: assertion failed: %s\n", file, line, expr);

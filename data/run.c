@@ -1,5 +1,6 @@
 /* run.c - a run directory's layout, writer lock and start-up checks; see run.h. */
 #include "data/run.h"
+#include "compat/err.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -22,14 +23,6 @@ struct run {
     char *findings[RUN_FINDINGS_MAX];
     int32_t n_findings, dropped;
 };
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 int run_path(const char *dir, const char *rel, char *out, size_t len) {
     int n = rel && rel[0] ? snprintf(out, len, "%s/%s", dir, rel) : snprintf(out, len, "%s", dir);

@@ -1,6 +1,8 @@
 /* play.c - a match between two nets in process (the in-loop evaluation),
  * judged by the referee. See play.h. */
 #include "match/play.h"
+#include "compat/bits.h"
+#include "compat/err.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -14,14 +16,6 @@
 #include "mcts/mcts.h"
 #include "nn/net.h"
 #include "nn/weights.h"
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 void match_play_config_default(match_play_config_t *c) {
     memset(c, 0, sizeof *c);
@@ -80,13 +74,6 @@ static void eval_leaves(void *user, MctsTree *t, const MctsRequest *reqs, int32_
         fail_shared(p->sh, "evaluation: the %s backend failed: %s", p->be->name, nn_backend_error(p->be));
 }
 
-static uint64_t mix64(uint64_t z) {
-    z += 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 static void fail_shared(eval_shared_t *sh, const char *fmt, ...) {
     compat_mutex_lock(&sh->mu);
     if (!sh->failed) {
@@ -123,7 +110,7 @@ static int play_game(eval_shared_t *sh, eval_player_t pl[2], int32_t gi, ref_gam
     prm.node_limit = 4 * cfg->visits + 4096;
     MctsTree *tree[2];
     for (int k = 0; k < 2; k++) {
-        prm.seed = mix64(cfg->seed * 0x100000001B3ull + (uint64_t)gi * 2 + (uint64_t)k);
+        prm.seed = compat_mix64(cfg->seed * 0x100000001B3ull + (uint64_t)gi * 2 + (uint64_t)k);
         tree[k] = mcts_tree_new(&prm, NULL);
         if (tree[k]) mcts_tree_set_position(tree[k], &g->pos);
     }

@@ -1,5 +1,6 @@
 /* rating.c - the joint maximum-likelihood rating list; see rating.h. */
 #include "match/rating.h"
+#include "compat/err.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -9,14 +10,6 @@
 
 #define LN10_400 (2.302585092994046 / 400.0) /* Elo -> natural log-odds */
 #define MAX_NEWTON 100
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 static double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 

@@ -8,6 +8,7 @@
  * whether the environment was read and whether a fault is armed.
  */
 #include "nn/fault.h"
+#include "compat/err.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -31,14 +32,6 @@ static void lock(void) {
     }
 }
 static void unlock(void) { atomic_flag_clear_explicit(&g_lock, memory_order_release); }
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* Parses spec into the globals; g_lock held. Returns 0 or -1 with err. */
 static int parse_locked(const char *spec, char *err, size_t errlen) {

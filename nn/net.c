@@ -10,6 +10,8 @@
  * memory names host or device memory and the bytes asked.
  */
 #include "nn/net.h"
+#include "compat/bits.h"
+#include "compat/err.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -18,14 +20,6 @@
 #include <string.h>
 
 #include "compat/compat.h"
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* 0, or -1 with err when be has failed (its sticky error names the cause). */
 static int be_check(nn_backend_t *be, const char *what, char *err, size_t errlen) {
@@ -144,16 +138,9 @@ static void add_unit(nn_net_t *net, int32_t u, const char *prefix, const char *c
     }
 }
 
-static uint64_t splitmix64(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 static double rand_normal(uint64_t *s) {
-    double u1 = ((double)(splitmix64(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-    double u2 = (double)(splitmix64(s) >> 11) * (1.0 / 9007199254740992.0);
+    double u1 = ((double)(compat_splitmix64(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+    double u2 = (double)(compat_splitmix64(s) >> 11) * (1.0 / 9007199254740992.0);
     return sqrt(-2.0 * log(u1)) * cos(2.0 * 3.14159265358979323846 * u2);
 }
 

@@ -21,6 +21,7 @@
  * the model of the partially taken head submission (which has refs > 0).
  */
 #include "nn/registry.h"
+#include "compat/err.h"
 #include "nn/server.h"
 
 #include <stdarg.h>
@@ -32,14 +33,6 @@
 #include "compat/compat.h"
 #include "nn/backend_cuda.h" /* declared in every build: a stub says "no CUDA" without it */
 #include "nn/weights.h"
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 const char *nn_server_status_name(int status) {
     switch (status) {

@@ -6,6 +6,7 @@
  * Does not own: byte-level format and checksums (nn/safetensors.c).
  */
 #include "nn/weights.h"
+#include "compat/err.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -16,14 +17,6 @@
 #include <string.h>
 
 #include "nn/safetensors.h"
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 #define OPT_PREFIX "opt.momentum."
 

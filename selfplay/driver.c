@@ -1,5 +1,6 @@
 /* driver.c - the cycle driver behind `selfplay`; see driver.h. */
 #include "selfplay/driver.h"
+#include "compat/bits.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -189,13 +190,6 @@ static void train_log(void *user, const char *line) {
 
 static double wall_now(void) { return (double)time(NULL); }
 static double secs_since(int64_t t0_ns) { return (double)(compat_now_ns() - t0_ns) * 1e-9; }
-
-static uint64_t mix64(uint64_t z) {
-    z += 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
 
 static void fmt_duration(double s, char *buf, size_t n) {
     if (!(s >= 0) || s > 1e7) {
@@ -703,7 +697,7 @@ static int start_selfplay(driver_t *d, char *err, size_t errlen) {
     if (new_builder(d, err, errlen) != 0) return -1;
     uint64_t seed = d->cfg->seed ? (uint64_t)d->cfg->seed
                                  : (uint64_t)time(NULL) ^ ((uint64_t)compat_getpid() << 32) ^ (uint64_t)compat_now_ns();
-    seed = mix64(seed ^ mix64((uint64_t)d->run_id)); /* a resumed run never replays the same games */
+    seed = compat_mix64(seed ^ compat_mix64((uint64_t)d->run_id)); /* a resumed run never replays the same games */
     d->seed = seed;
     sp_gauntlet_set_seed(d->gauntlet, seed);
     if (d->fill > d->target) return 0;
@@ -823,7 +817,7 @@ int sp_run(const sp_config_t *cfg, const train_config_t *tcfg, const char *confi
     if (open_run(d, config_text, e, sizeof e) != 0 || open_nets(d, e, sizeof e) != 0) goto out;
     if (d->latest >= d->target) {
         if (sp_gauntlet_resume(d->gauntlet, d->latest) > 0) { /* the last cycle's, interrupted: finish it first */
-            sp_gauntlet_set_seed(d->gauntlet, mix64((uint64_t)d->run_id ^ (uint64_t)compat_now_ns()));
+            sp_gauntlet_set_seed(d->gauntlet, compat_mix64((uint64_t)d->run_id ^ (uint64_t)compat_now_ns()));
             while (!compat_stop_requested() && !sp_gauntlet_idle(d->gauntlet)) sp_gauntlet_poll(d->gauntlet, true);
         }
         dlog(d, "run %s already has model cycle %" PRId64 " (--cycles %" PRId64 "): nothing to do", d->run_dir,

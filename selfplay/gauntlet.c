@@ -240,6 +240,7 @@ static bool eval_done_before(sp_gauntlet_t *g, int64_t a, int64_t b, int64_t *op
 }
 
 void sp_gauntlet_enqueue(sp_gauntlet_t *g, int64_t c) {
+    if (!g) return;
     int64_t k = g->cfg->eval_every;
     if (k <= 0 || c < k || c % k != 0) return;
     if (g->n_queue == g->cap_queue) {
@@ -289,6 +290,7 @@ static void eval_start_next(sp_gauntlet_t *g) {
 /* Reports a finished match (waiting for it with wait) and starts the next
  * one unless a stop is requested. */
 void sp_gauntlet_poll(sp_gauntlet_t *g, bool wait) {
+    if (!g) return;
     if (g->running && (wait || atomic_load(&g->done))) {
         compat_thread_join(g->thread);
         g->running = false;
@@ -299,6 +301,7 @@ void sp_gauntlet_poll(sp_gauntlet_t *g, bool wait) {
 
 /* At a stop or an error: drop the queue, wait for the match in flight. */
 void sp_gauntlet_finish(sp_gauntlet_t *g) {
+    if (!g) return;
     if (g->n_queue > 0) {
         glog(g, "eval: %d queued evaluation(s) dropped (models %" PRId64 "..%" PRId64 ")", g->n_queue,
              g->queue[0], g->queue[g->n_queue - 1]);
@@ -322,6 +325,7 @@ void sp_gauntlet_finish(sp_gauntlet_t *g) {
  * a match are left alone: they ran with evaluation off. Returns the
  * evaluations queued. */
 int32_t sp_gauntlet_resume(sp_gauntlet_t *g, int64_t latest) {
+    if (!g) return 0;
     int64_t k = g->cfg->eval_every;
     int32_t queued = 0;
     for (int64_t c = k; k > 0 && c <= latest; c += k) {

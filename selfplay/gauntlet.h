@@ -16,6 +16,7 @@
  * Does not own: the matches (match/play.c), the rating arithmetic
  * (match/rating.c), the run's database connection (the driver's).
  *
+ * Every function accepts NULL (nothing to do).
  * Threads: every function is called from the driver thread; the match
  * thread touches only the fields of the evaluation in flight until it sets
  * `done`. A stop drops the queue and waits for the match in flight (a match

@@ -25,6 +25,7 @@
  * the host gather + one upload per step is used.
  */
 #include "train/trainer.h"
+#include "compat/err.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -53,14 +54,6 @@ static void copy_str(char *dst, size_t n, const char *src) {
     size_t l = strnlen(src, n - 1);
     memcpy(dst, src, l);
     dst[l] = '\0';
-}
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
 }
 
 /* ---- configuration --------------------------------------------------------------- */
