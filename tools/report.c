@@ -590,9 +590,28 @@ static void section_elo(sb_t *o, const report_run_t *r) {
             hi[i] = r->ladder[i].elo_hi;
         }
         chart_t c = {"Elo by cycle (cycle 0 = 0, 95% interval)", "cycle", "Elo", 600, 330, 1, NAN, NAN, 1,
-                     "each cycle rated against the one it played"};
+                     "one joint fit over every match of the run"};
         series_t s = {"Elo", palette[0], r->n_ladder, x, y, lo, hi, 1};
         line_chart(o, &c, &s, 1, "no evaluation match between two nets of this run yet");
+        /* The same ratings against wall-clock hours: each net at the end of the
+         * cycle that made it (its cycle_metrics row), from the run's first start. */
+        double t0 = NAN;
+        for (int32_t k = 0; k < r->n_cycles; k++)
+            if (isfinite(r->cycles[k].started) && !(r->cycles[k].started >= t0)) t0 = r->cycles[k].started;
+        int32_t n = 0;
+        for (int32_t i = 0; i < r->n_ladder && isfinite(t0); i++)
+            for (int32_t k = 0; k < r->n_cycles; k++) {
+                const db_cycle_metrics_t *m = &r->cycles[k];
+                if (m->cycle != r->ladder[i].cycle || !isfinite(m->finished)) continue;
+                double tr = isfinite(m->train_s) ? m->train_s : 0.0;
+                x[n] = (m->finished + tr - t0) / 3600.0;
+                y[n] = r->ladder[i].elo, lo[n] = r->ladder[i].elo_lo, hi[n] = r->ladder[i].elo_hi;
+                n++;
+            }
+        chart_t ch = {"Elo by wall-clock hours (cycle 0 = 0, 95% interval)", "hours", "Elo", 600, 330, 1, NAN, NAN, 0,
+                      "each net when its cycle's games and training were done"};
+        series_t sh = {"Elo", palette[1], n, x, y, lo, hi, 1};
+        line_chart(o, &ch, &sh, 1, "no rated net with timed cycles yet");
         free(x);
     }
     sb_printf(o, "</div>");

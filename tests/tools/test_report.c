@@ -163,6 +163,9 @@ int main(int argc, char **argv) {
         chart("Elo by cycle (cycle 0 = 0, 95% interval)", buf, sizeof buf);
         CHECK(occurrences(buf, "<circle") == 9);
         CHECK(occurrences(buf, "class=\"err\"") >= 8);
+        /* The same ratings by hours: the nets whose cycle has timed metrics (0..7). */
+        chart("Elo by wall-clock hours (cycle 0 = 0, 95% interval)", buf, sizeof buf);
+        CHECK(occurrences(buf, "<circle") == 8 && strstr(buf, ">hours</text>") != NULL);
         /* Throughput: one point per cycle (0..7). */
         chart("Positions per second", buf, sizeof buf);
         CHECK(occurrences(buf, "<circle") == 8);
@@ -235,7 +238,7 @@ int main(int argc, char **argv) {
         CHECK(strstr(buf, "no data yet") != NULL && !strstr(buf, "<polyline"));
         chart("Game length", buf, sizeof buf);
         CHECK(strstr(buf, "no data yet") != NULL);
-        CHECK(count("no data yet") == 10); /* Elo, 7 self-play, 2 games; the models are listed */
+        CHECK(count("no data yet") == 11); /* Elo by cycle and by hours, 7 self-play, 2 games; the models are listed */
         CHECK(count("<th>false-resignation rate</th>") == 0);
     }
 
@@ -250,7 +253,7 @@ int main(int argc, char **argv) {
     CHECK(load(out) == 0);
     if (g_html) {
         check_page();
-        CHECK(count("no data yet") == 15); /* 14 charts + the models table */
+        CHECK(count("no data yet") == 16); /* 15 charts + the models table */
         CHECK(count("<polyline") == 0 && count("<circle") == 0);
     }
     char bare[900], err[256];
@@ -262,7 +265,7 @@ int main(int argc, char **argv) {
     CHECK(load(out) == 0);
     if (g_html) {
         check_page();
-        CHECK(count("no koma.db yet") == 1 && count("no data yet") == 15);
+        CHECK(count("no koma.db yet") == 1 && count("no data yet") == 16);
     }
 
     /* ---- an unfinished match (begun, one game, never finished): marked so ---- */
