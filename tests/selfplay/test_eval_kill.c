@@ -16,7 +16,7 @@
         "--threads", "1", "--games-per-thread", "4", "--leaves-per-game", "2", "--visits", "16", "--visits-fast", \
         "8", "--gumbel-m", "8", "--max-ply", "60", "--net", "2x16", "--progress", "0", "--min-steps-per-cycle",  \
         "2", "--max-steps-per-cycle", "4", "--batch", "16", "--window-min", "200", "--cpu-threads", "1",        \
-        "--train-threads", "1", "--cache-mb", "1", "--eval-every", "1", "--eval-games", "40", "--eval-visits", "16"
+        "--train-threads", "1", "--cache-mb", "1", "--eval-every", "1", "--eval-games", "12", "--eval-visits", "8"
 
 static int64_t query(const char *dir, const char *sql) {
     char p[800];
