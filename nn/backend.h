@@ -181,12 +181,33 @@ struct nn_backend {
      * p *= 1 - lr*wd; v = mu*v + g'; p -= lr * (nesterov ? g' + mu*v : v). */
     void (*sgd_step)(nn_backend_t *be, float *p, const float *g, float *v, int64_t n,
                      const float *gnorm2, const nn_sgd_args_t *args);
+
+    /* ---- fused inference unit (OPTIONAL: NULL = conv_fwd then act_fwd) ----- */
+    /* y (B, cout, 9, 9) = act(conv(x, w) + bias + res), res (B, cout, 9, 9) or
+     * NULL; y must not alias x or res. The folded-BN unit of inference in one op. */
+    void (*conv_fwd_act)(nn_backend_t *be, const float *x, const float *w, const float *bias,
+                         const float *res, int32_t B, int32_t cin, int32_t cout, int32_t k,
+                         nn_act_t act, float *y, void *ws);
 };
 
 /* The CPU reference backend (always built). threads <= 0: all CPUs. It uses
  * CBLAS (OpenBLAS) where KOMA_HAVE_CBLAS, else the portable GEMM below. */
 nn_backend_t *nn_backend_cpu_new(int32_t threads);
 void nn_backend_free(nn_backend_t *be); /* NULL ok */
+/* The CPU backend's convolution route. AUTO: oneDNN where built with it
+ * (KOMA_HAVE_DNNL), unless the environment says KOMA_CPU_CONV=ref; else the
+ * im2col + GEMM reference. REF: always the reference. DNNL / DNNL_BF16: oneDNN
+ * (BF16 math in the inference convolutions), or NULL + err without it.
+ * nn_backend_cpu_new(threads) is AUTO. Every other op is the reference's. */
+typedef enum {
+    NN_CPU_CONV_AUTO,
+    NN_CPU_CONV_REF,
+    NN_CPU_CONV_DNNL,
+    NN_CPU_CONV_DNNL_BF16
+} nn_cpu_conv_t;
+nn_backend_t *nn_backend_cpu_new_conv(int32_t threads, nn_cpu_conv_t conv, char *err, size_t errlen);
+/* "ref", "dnnl" or "dnnl-bf16" for a CPU backend; NULL for another backend. */
+const char *nn_backend_cpu_conv_route(const nn_backend_t *be);
 /* OpenBLAS picks its kernels when it loads; Debian's 0.3.21 runs generic SSE3
  * kernels on CPUs it does not know. Returns the OPENBLAS_CORETYPE that this CPU
  * supports and that beats the kernels in use ("SkylakeX", "Haswell"), or NULL

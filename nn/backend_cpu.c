@@ -4,7 +4,14 @@
  * forward and backward side by side) and the vtable that exposes them.
  * Convolutions are im2col + one GEMM (nn_gemm: OpenBLAS, threaded by the
  * library) over chunks of the batch; reductions accumulate in double.
- * Does not own: the order ops run in (nn/net.c).
+ * With oneDNN (KOMA_HAVE_DNNL) the three convolution ops and the fused
+ * inference unit go to nn/conv_dnnl.c instead (nn_backend_cpu_new_conv picks
+ * the route; KOMA_CPU_CONV=ref|dnnl in the environment); a oneDNN failure is
+ * reported once on stderr and that call runs here.
+ * Does not own: the order ops run in (nn/net.c), oneDNN's primitives.
+ * Threads: one thread at a time per instance; `threads` goes to OpenBLAS
+ * (process-wide) and to this instance's oneDNN calls (per calling thread).
+ * Errors: ops cannot fail except through oneDNN, which falls back as above.
  */
 #include "nn/backend.h"
 
@@ -16,6 +23,7 @@
 
 #include "compat/bits.h"
 #include "compat/compat.h"
+#include "nn/conv_dnnl.h"
 
 #ifdef KOMA_HAVE_CBLAS
 #include <cblas.h>
@@ -40,8 +48,20 @@ void nn_backend_free(nn_backend_t *be) {
     if (be && be->free) be->free(be);
 }
 
+/* be->ctx of a CPU backend: the oneDNN route (NULL = reference convolutions). */
+typedef struct {
+    nn_dnnl_t *dnnl;
+    int32_t bf16;
+    int32_t warned;
+} cpu_ctx_t;
+
 /* ---- memory ---------------------------------------------------------------- */
-static void cpu_free(nn_backend_t *be) { free(be); }
+static void cpu_free(nn_backend_t *be) {
+    cpu_ctx_t *c = be->ctx;
+    if (c) nn_dnnl_free(c->dnnl);
+    free(c);
+    free(be);
+}
 
 static void *cpu_buf_alloc(nn_backend_t *be, size_t bytes) {
     (void)be;
@@ -522,6 +542,51 @@ static void cpu_sgd_step(nn_backend_t *be, float *p, const float *g, float *v, i
     }
 }
 
+/* ---- the oneDNN route -------------------------------------------------------- */
+static void dnnl_fell_back(nn_backend_t *be) {
+    cpu_ctx_t *c = be->ctx;
+    if (c->warned) return;
+    c->warned = 1;
+    fprintf(stderr, "nn: oneDNN convolution failed, running the reference route instead: %s\n",
+            nn_dnnl_error(c->dnnl));
+}
+
+static void dnnl_conv_fwd(nn_backend_t *be, const float *x, const float *w, const float *bias,
+                          int32_t B, int32_t cin, int32_t cout, int32_t k, float *y, void *ws) {
+    cpu_ctx_t *c = be->ctx;
+    if (nn_dnnl_conv_fwd(c->dnnl, x, w, bias, NULL, -1, B, cin, cout, k, y) == 0) return;
+    dnnl_fell_back(be);
+    cpu_conv_fwd(be, x, w, bias, B, cin, cout, k, y, ws);
+}
+
+static void dnnl_conv_fwd_act(nn_backend_t *be, const float *x, const float *w, const float *bias,
+                              const float *res, int32_t B, int32_t cin, int32_t cout, int32_t k,
+                              nn_act_t act, float *y, void *ws) {
+    cpu_ctx_t *c = be->ctx;
+    if (nn_dnnl_conv_fwd(c->dnnl, x, w, bias, res, (int32_t)act, B, cin, cout, k, y) == 0) return;
+    dnnl_fell_back(be);
+    cpu_conv_fwd(be, x, w, bias, B, cin, cout, k, y, ws);
+    cpu_act_fwd(be, y, res, (int64_t)B * cout * NN_HW, act, y);
+}
+
+static void dnnl_conv_bwd_data(nn_backend_t *be, const float *dy, const float *w, int32_t B,
+                               int32_t cin, int32_t cout, int32_t k, float *dx, int32_t accumulate,
+                               void *ws) {
+    cpu_ctx_t *c = be->ctx;
+    if (nn_dnnl_conv_bwd_data(c->dnnl, dy, w, B, cin, cout, k, dx, accumulate) == 0) return;
+    dnnl_fell_back(be);
+    cpu_conv_bwd_data(be, dy, w, B, cin, cout, k, dx, accumulate, ws);
+}
+
+static void dnnl_conv_bwd_filter(nn_backend_t *be, const float *x, const float *dy, int32_t B,
+                                 int32_t cin, int32_t cout, int32_t k, float *dw, float *dbias,
+                                 void *ws) {
+    cpu_ctx_t *c = be->ctx;
+    if (nn_dnnl_conv_bwd_filter(c->dnnl, x, dy, B, cin, cout, k, dw, dbias) == 0) return;
+    dnnl_fell_back(be);
+    cpu_conv_bwd_filter(be, x, dy, B, cin, cout, k, dw, dbias, ws);
+}
+
 /* OpenBLAS 0.3.21 does not know recent Xeons (e.g. family 6 model 207
  * under KVM) and falls back to its SSE3 "Prescott" kernels, 4x slower than
  * its AVX-512 ones here. The choice is made when the library loads, before
@@ -556,9 +621,52 @@ static void check_openblas_core(void) {
                     "set OPENBLAS_CORETYPE=%s for several times faster convolutions\n", better);
 }
 
+const char *nn_backend_cpu_conv_route(const nn_backend_t *be) {
+    if (!be || strcmp(be->name, "cpu") != 0) return NULL;
+    const cpu_ctx_t *c = be->ctx;
+    return c && c->dnnl ? (c->bf16 ? "dnnl-bf16" : "dnnl") : "ref";
+}
+
 nn_backend_t *nn_backend_cpu_new(int32_t threads) {
+    char err[256];
+    nn_backend_t *be = nn_backend_cpu_new_conv(threads, NN_CPU_CONV_AUTO, err, sizeof(err));
+    if (!be) fprintf(stderr, "nn: %s\n", err);
+    return be;
+}
+
+/* AUTO resolved: the environment's KOMA_CPU_CONV, then oneDNN where built. */
+static nn_cpu_conv_t resolve_conv(nn_cpu_conv_t conv) {
+    if (conv != NN_CPU_CONV_AUTO) return conv;
+    const char *env = getenv("KOMA_CPU_CONV");
+    if (env && strcmp(env, "ref") == 0) return NN_CPU_CONV_REF;
+    if (env && strcmp(env, "dnnl-bf16") == 0) return NN_CPU_CONV_DNNL_BF16;
+#ifdef KOMA_HAVE_DNNL
+    return NN_CPU_CONV_DNNL;
+#else
+    return NN_CPU_CONV_REF;
+#endif
+}
+
+nn_backend_t *nn_backend_cpu_new_conv(int32_t threads, nn_cpu_conv_t conv, char *err, size_t errlen) {
     nn_backend_t *be = calloc(1, sizeof(*be));
-    if (!be) return NULL;
+    cpu_ctx_t *c = calloc(1, sizeof(*c));
+    if (!be || !c) {
+        free(be);
+        free(c);
+        if (err && errlen) snprintf(err, errlen, "CPU backend: out of memory");
+        return NULL;
+    }
+    be->ctx = c;
+    conv = resolve_conv(conv);
+    if (conv == NN_CPU_CONV_DNNL || conv == NN_CPU_CONV_DNNL_BF16) {
+        c->bf16 = conv == NN_CPU_CONV_DNNL_BF16;
+        c->dnnl = nn_dnnl_new(threads > 0 ? threads : compat_cpu_count(), c->bf16, err, errlen);
+        if (!c->dnnl) {
+            free(c);
+            free(be);
+            return NULL;
+        }
+    }
 #if defined(KOMA_HAVE_CBLAS) && defined(OPENBLAS_VERSION)
     if (threads > 0) openblas_set_num_threads(threads);
 #else
@@ -593,5 +701,11 @@ nn_backend_t *nn_backend_cpu_new(int32_t threads) {
     be->legal_loss = cpu_legal_loss;
     be->sum_squares = cpu_sum_squares;
     be->sgd_step = cpu_sgd_step;
+    if (c->dnnl) {
+        be->conv_fwd = dnnl_conv_fwd;
+        be->conv_bwd_data = dnnl_conv_bwd_data;
+        be->conv_bwd_filter = dnnl_conv_bwd_filter;
+        be->conv_fwd_act = dnnl_conv_fwd_act;
+    }
     return be;
 }

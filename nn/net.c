@@ -419,6 +419,11 @@ static void forward_infer(nn_net_t *net, nn_backend_t *be, int32_t B, infer_bufs
 #define FCONV(u, in, out, res)                                                                   \
     do {                                                                                         \
         const nn_unit_t *un_ = &net->units[u];                                                   \
+        if (be->conv_fwd_act) {                                                                  \
+            be->conv_fwd_act(be, (in), fo + un_->fw, fo + un_->fb, (res), B, un_->cin, un_->cout, \
+                             un_->k, act, (out), f->ws);                                         \
+            break;                                                                               \
+        }                                                                                        \
         be->conv_fwd(be, (in), fo + un_->fw, fo + un_->fb, B, un_->cin, un_->cout, un_->k, (out), \
                      f->ws);                                                                     \
         be->act_fwd(be, (out), (res), (int64_t)B * un_->cout * NN_HW, act, (out));               \
