@@ -184,11 +184,19 @@ struct nn_backend {
 
     /* ---- fused inference unit (OPTIONAL: NULL = conv_fwd then act_fwd) ----- */
     /* y (B, cout, 9, 9) = act(conv(x, w) + bias + res), res (B, cout, 9, 9) or
-     * NULL; y must not alias x or res. The folded-BN unit of inference in one op. */
+     * NULL; y must not alias x or res. The folded-BN unit of inference in one op.
+     * flags (NN_CONV_*): X_NATIVE / Y_NATIVE say that x / y and res are in the
+     * backend's own activation layout (same size as NCHW), which only
+     * conv_fwd_act reads and writes: a chain of these ops skips the layout
+     * conversions. NO_ACT: no activation (act ignored, res must be NULL). */
     void (*conv_fwd_act)(nn_backend_t *be, const float *x, const float *w, const float *bias,
                          const float *res, int32_t B, int32_t cin, int32_t cout, int32_t k,
-                         nn_act_t act, float *y, void *ws);
+                         nn_act_t act, float *y, void *ws, int32_t flags);
 };
+
+#define NN_CONV_X_NATIVE 1
+#define NN_CONV_Y_NATIVE 2
+#define NN_CONV_NO_ACT 4
 
 /* The CPU reference backend (always built). threads <= 0: all CPUs. It uses
  * CBLAS (OpenBLAS) where KOMA_HAVE_CBLAS, else the portable GEMM below. */

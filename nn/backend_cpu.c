@@ -554,19 +554,54 @@ static void dnnl_fell_back(nn_backend_t *be) {
 static void dnnl_conv_fwd(nn_backend_t *be, const float *x, const float *w, const float *bias,
                           int32_t B, int32_t cin, int32_t cout, int32_t k, float *y, void *ws) {
     cpu_ctx_t *c = be->ctx;
-    if (nn_dnnl_conv_fwd(c->dnnl, x, w, bias, NULL, -1, B, cin, cout, k, y) == 0) return;
+    if (nn_dnnl_conv_fwd(c->dnnl, x, w, bias, NULL, -1, B, cin, cout, k, y, 0) == 0) return;
     dnnl_fell_back(be);
     cpu_conv_fwd(be, x, w, bias, B, cin, cout, k, y, ws);
 }
 
+// (B, C, 81) <-> (B, 81, C)
+static void nhwc_nchw(const float *x, int32_t B, int32_t C, int to_nchw, float *y) {
+    for (int32_t b = 0; b < B; b++)
+        for (int32_t c = 0; c < C; c++)
+            for (int32_t q = 0; q < NN_HW; q++) {
+                int64_t i = ((int64_t)b * C + c) * NN_HW + q, j = ((int64_t)b * NN_HW + q) * C + c;
+                if (to_nchw) y[i] = x[j];
+                else y[j] = x[i];
+            }
+}
+
+/* The reference unit on NCHW copies of the native (NHWC) operands. */
+static void ref_unit_native(nn_backend_t *be, const float *x, const float *w, const float *bias,
+                            const float *res, int32_t B, int32_t cin, int32_t cout, int32_t k,
+                            nn_act_t act, float *y, void *ws, int32_t flags) {
+    int64_t nx = (int64_t)B * cin * NN_HW, ny = (int64_t)B * cout * NN_HW;
+    float *xt = (flags & NN_CONV_X_NATIVE) ? malloc(sizeof(float) * (size_t)nx) : NULL;
+    float *rt = (flags & NN_CONV_Y_NATIVE) && res ? malloc(sizeof(float) * (size_t)ny) : NULL;
+    float *yt = (flags & NN_CONV_Y_NATIVE) ? malloc(sizeof(float) * (size_t)ny) : y;
+    if (((flags & NN_CONV_X_NATIVE) && !xt) || ((flags & NN_CONV_Y_NATIVE) && (!yt || (res && !rt)))) {
+        fprintf(stderr, "nn: out of memory in the reference convolution; output left unset\n");
+    } else {
+        if (xt) nhwc_nchw(x, B, cin, 1, xt), x = xt;
+        if (rt) nhwc_nchw(res, B, cout, 1, rt), res = rt;
+        cpu_conv_fwd(be, x, w, bias, B, cin, cout, k, yt, ws);
+        if (!(flags & NN_CONV_NO_ACT)) cpu_act_fwd(be, yt, res, ny, act, yt);
+        if (yt != y) nhwc_nchw(yt, B, cout, 0, y);
+    }
+    free(xt);
+    free(rt);
+    if (yt != y) free(yt);
+}
+
 static void dnnl_conv_fwd_act(nn_backend_t *be, const float *x, const float *w, const float *bias,
                               const float *res, int32_t B, int32_t cin, int32_t cout, int32_t k,
-                              nn_act_t act, float *y, void *ws) {
+                              nn_act_t act, float *y, void *ws, int32_t flags) {
     cpu_ctx_t *c = be->ctx;
-    if (nn_dnnl_conv_fwd(c->dnnl, x, w, bias, res, (int32_t)act, B, cin, cout, k, y) == 0) return;
+    int32_t a = (flags & NN_CONV_NO_ACT) ? -1 : (int32_t)act;
+    if (nn_dnnl_conv_fwd(c->dnnl, x, w, bias, res, a, B, cin, cout, k, y,
+                         flags & (NN_CONV_X_NATIVE | NN_CONV_Y_NATIVE)) == 0)
+        return;
     dnnl_fell_back(be);
-    cpu_conv_fwd(be, x, w, bias, B, cin, cout, k, y, ws);
-    cpu_act_fwd(be, y, res, (int64_t)B * cout * NN_HW, act, y);
+    ref_unit_native(be, x, w, bias, res, B, cin, cout, k, act, y, ws, flags);
 }
 
 static void dnnl_conv_bwd_data(nn_backend_t *be, const float *dy, const float *w, int32_t B,

@@ -33,9 +33,9 @@ const char *nn_dnnl_error(const nn_dnnl_t *d) { (void)d; return ""; }
 const char *nn_dnnl_version(void) { return "none"; }
 int nn_dnnl_conv_fwd(nn_dnnl_t *d, const float *x, const float *w, const float *bias,
                      const float *res, int32_t act, int32_t B, int32_t cin, int32_t cout,
-                     int32_t k, float *y) {
+                     int32_t k, float *y, int32_t layout) {
     (void)d, (void)x, (void)w, (void)bias, (void)res, (void)act, (void)B, (void)cin, (void)cout,
-        (void)k, (void)y;
+        (void)k, (void)y, (void)layout;
     return -1;
 }
 int nn_dnnl_conv_bwd_data(nn_dnnl_t *d, const float *dy, const float *w, int32_t B, int32_t cin,
@@ -59,7 +59,7 @@ int nn_dnnl_conv_bwd_filter(nn_dnnl_t *d, const float *x, const float *dy, int32
 #include "compat/compat.h"
 
 enum { K_FWD, K_BWD_DATA, K_BWD_W };
-enum { F_BIAS = 1, F_RES = 2, F_ACCUM = 4, F_INFER = 8 };
+enum { F_BIAS = 1, F_RES = 2, F_ACCUM = 4, F_INFER = 8, F_X_NHWC = 16, F_Y_NHWC = 32 };
 #define DNNL_MAX_ARGS 4
 #define DNNL_CACHE_MAX 256
 #define DNNL_SLOT_SCRATCH DNNL_MAX_ARGS
@@ -238,10 +238,10 @@ static dnnl_status_t make_attr(const nn_dnnl_t *d, const entry_t *e, dnnl_primit
 /* The forward descriptor of e's shape (also the hint of the backward ones). */
 static dnnl_status_t fwd_desc(const entry_t *e, dnnl_convolution_desc_t *cd) {
     dnnl_memory_desc_t src, wei, bias, dst;
-    md_act(&src, e->B, e->cin, dnnl_format_tag_any);
+    md_act(&src, e->B, e->cin, (e->flags & F_X_NHWC) ? dnnl_nhwc : dnnl_format_tag_any);
     md_wei(&wei, e->cout, e->cin, e->k, dnnl_format_tag_any);
     md_vec(&bias, e->cout);
-    md_act(&dst, e->B, e->cout, dnnl_format_tag_any);
+    md_act(&dst, e->B, e->cout, (e->flags & F_Y_NHWC) ? dnnl_nhwc : dnnl_format_tag_any);
     int64_t p = e->k / 2;
     dnnl_dims_t strides = {1, 1}, pad = {p, p};
     return dnnl_convolution_forward_desc_init(cd, (e->flags & F_INFER) ? dnnl_forward_inference : dnnl_forward_training,
@@ -251,8 +251,8 @@ static dnnl_status_t fwd_desc(const entry_t *e, dnnl_convolution_desc_t *cd) {
 
 static int build_args(nn_dnnl_t *d, entry_t *e, const_dnnl_primitive_desc_t pd) {
     dnnl_memory_desc_t in, out, wei, vec;
-    md_act(&in, e->B, e->cin, dnnl_nchw);
-    md_act(&out, e->B, e->cout, dnnl_nchw);
+    md_act(&in, e->B, e->cin, (e->flags & F_X_NHWC) ? dnnl_nhwc : dnnl_nchw);
+    md_act(&out, e->B, e->cout, (e->flags & F_Y_NHWC) ? dnnl_nhwc : dnnl_nchw);
     md_wei(&wei, e->cout, e->cin, e->k, dnnl_oihw);
     md_vec(&vec, e->cout);
     int r = 0;
@@ -419,8 +419,9 @@ static int run(nn_dnnl_t *d, entry_t *e, void *const *ptr, const float *res) {
 /* ---- the three ops ---------------------------------------------------------------- */
 int nn_dnnl_conv_fwd(nn_dnnl_t *d, const float *x, const float *w, const float *bias,
                      const float *res, int32_t act, int32_t B, int32_t cin, int32_t cout,
-                     int32_t k, float *y) {
-    int32_t flags = (bias ? F_BIAS : 0) | (res ? F_RES : 0) | (act >= 0 || res ? F_INFER : 0);
+                     int32_t k, float *y, int32_t layout) {
+    int32_t flags = (bias ? F_BIAS : 0) | (res ? F_RES : 0) | (act >= 0 || res || layout ? F_INFER : 0) |
+                    ((layout & NN_CONV_X_NATIVE) ? F_X_NHWC : 0) | ((layout & NN_CONV_Y_NATIVE) ? F_Y_NHWC : 0);
     entry_t *e = lookup(d, K_FWD, B, cin, cout, k, flags, act);
     if (!e) return -1;
     void *ptr[DNNL_MAX_ARGS];

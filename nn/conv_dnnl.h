@@ -33,10 +33,12 @@ const char *nn_dnnl_version(void);
 
 /* y (B, cout, 9, 9) = act(conv(x, w) + bias + res): x (B, cin, 9, 9),
  * w (cout, cin, k, k), bias (cout) or NULL, res (B, cout, 9, 9) or NULL,
- * act = nn_act_t or -1 for none. y may equal res, not x. */
+ * act = nn_act_t or -1 for none. y may equal res, not x. layout:
+ * NN_CONV_X_NATIVE / NN_CONV_Y_NATIVE (nn/backend.h): x / y and res are NHWC
+ * (this route's native layout, oneDNN's choice for inference) instead of NCHW. */
 int nn_dnnl_conv_fwd(nn_dnnl_t *d, const float *x, const float *w, const float *bias,
                      const float *res, int32_t act, int32_t B, int32_t cin, int32_t cout,
-                     int32_t k, float *y);
+                     int32_t k, float *y, int32_t layout);
 /* dy (B, cout, 9, 9), w -> dx (B, cin, 9, 9); accumulate: dx += instead of = */
 int nn_dnnl_conv_bwd_data(nn_dnnl_t *d, const float *dy, const float *w, int32_t B, int32_t cin,
                           int32_t cout, int32_t k, float *dx, int32_t accumulate);
