@@ -51,7 +51,6 @@ void nn_backend_free(nn_backend_t *be) {
 /* be->ctx of a CPU backend: the oneDNN route (NULL = reference convolutions). */
 typedef struct {
     nn_dnnl_t *dnnl;
-    int32_t bf16;
     int32_t warned;
 } cpu_ctx_t;
 
@@ -659,7 +658,7 @@ static void check_openblas_core(void) {
 const char *nn_backend_cpu_conv_route(const nn_backend_t *be) {
     if (!be || strcmp(be->name, "cpu") != 0) return NULL;
     const cpu_ctx_t *c = be->ctx;
-    return c && c->dnnl ? (c->bf16 ? "dnnl-bf16" : "dnnl") : "ref";
+    return c && c->dnnl ? "dnnl" : "ref";
 }
 
 nn_backend_t *nn_backend_cpu_new(int32_t threads) {
@@ -674,7 +673,6 @@ static nn_cpu_conv_t resolve_conv(nn_cpu_conv_t conv) {
     if (conv != NN_CPU_CONV_AUTO) return conv;
     const char *env = getenv("KOMA_CPU_CONV");
     if (env && strcmp(env, "ref") == 0) return NN_CPU_CONV_REF;
-    if (env && strcmp(env, "dnnl-bf16") == 0) return NN_CPU_CONV_DNNL_BF16;
 #ifdef KOMA_HAVE_DNNL
     return NN_CPU_CONV_DNNL;
 #else
@@ -693,9 +691,8 @@ nn_backend_t *nn_backend_cpu_new_conv(int32_t threads, nn_cpu_conv_t conv, char 
     }
     be->ctx = c;
     conv = resolve_conv(conv);
-    if (conv == NN_CPU_CONV_DNNL || conv == NN_CPU_CONV_DNNL_BF16) {
-        c->bf16 = conv == NN_CPU_CONV_DNNL_BF16;
-        c->dnnl = nn_dnnl_new(threads > 0 ? threads : compat_cpu_count(), c->bf16, err, errlen);
+    if (conv == NN_CPU_CONV_DNNL) {
+        c->dnnl = nn_dnnl_new(threads > 0 ? threads : compat_cpu_count(), err, errlen);
         if (!c->dnnl) {
             free(c);
             free(be);

@@ -23,8 +23,8 @@
 
 #ifndef KOMA_HAVE_DNNL
 
-nn_dnnl_t *nn_dnnl_new(int32_t threads, int32_t bf16, char *err, size_t errlen) {
-    (void)threads, (void)bf16;
+nn_dnnl_t *nn_dnnl_new(int32_t threads, char *err, size_t errlen) {
+    (void)threads;
     if (err && errlen) snprintf(err, errlen, "built without oneDNN (install libdnnl-dev and reconfigure)");
     return NULL;
 }
@@ -90,7 +90,7 @@ typedef struct {
 struct nn_dnnl {
     dnnl_engine_t eng;
     dnnl_stream_t st;
-    int32_t threads, bf16;
+    int32_t threads;
     uint64_t clock;
     int32_t n;
     entry_t *e[DNNL_CACHE_MAX];
@@ -145,14 +145,13 @@ void nn_dnnl_free(nn_dnnl_t *d) {
     free(d);
 }
 
-nn_dnnl_t *nn_dnnl_new(int32_t threads, int32_t bf16, char *err, size_t errlen) {
+nn_dnnl_t *nn_dnnl_new(int32_t threads, char *err, size_t errlen) {
     nn_dnnl_t *d = calloc(1, sizeof(*d));
     if (!d) {
         if (err && errlen) snprintf(err, errlen, "oneDNN route: out of memory");
         return NULL;
     }
     d->threads = threads > 0 ? threads : 1;
-    d->bf16 = bf16;
     dnnl_status_t st = dnnl_engine_create(&d->eng, dnnl_cpu, 0);
     if (st == dnnl_success) st = dnnl_stream_create(&d->st, d->eng, dnnl_stream_default_flags);
     if (st != dnnl_success) {
@@ -217,12 +216,10 @@ static int add_arg(nn_dnnl_t *d, entry_t *e, const_dnnl_primitive_desc_t pd, int
 }
 
 /* The attributes of a primitive: user scratchpad; for inference, the fused
- * residual (sum) and activation (eltwise) post-ops and optionally BF16 math. */
-static dnnl_status_t make_attr(const nn_dnnl_t *d, const entry_t *e, dnnl_primitive_attr_t *attr) {
+ * residual (sum) and activation (eltwise) post-ops. */
+static dnnl_status_t make_attr(const entry_t *e, dnnl_primitive_attr_t *attr) {
     dnnl_status_t st = dnnl_primitive_attr_create(attr);
     if (st == dnnl_success) st = dnnl_primitive_attr_set_scratchpad_mode(*attr, dnnl_scratchpad_mode_user);
-    if (st == dnnl_success && (e->flags & F_INFER) && d->bf16)
-        st = dnnl_primitive_attr_set_fpmath_mode(*attr, dnnl_fpmath_mode_bf16);
     if (st != dnnl_success || !((e->flags & F_RES) || e->act >= 0)) return st;
     dnnl_post_ops_t po = NULL;
     st = dnnl_post_ops_create(&po);
@@ -292,7 +289,7 @@ static int build_pd(nn_dnnl_t *d, entry_t *e, dnnl_primitive_desc_t *pd) {
     dnnl_primitive_attr_t attr = NULL;
     dnnl_primitive_desc_t hint = NULL;
     DNNL_TRY(d, fwd_desc(e, &fd), "forward descriptor (shape)");
-    dnnl_status_t st = make_attr(d, e, &attr);
+    dnnl_status_t st = make_attr(e, &attr);
     if (st == dnnl_success && e->kind == K_FWD) {
         st = dnnl_primitive_desc_create(pd, &fd, attr, d->eng, NULL);
     } else if (st == dnnl_success) {

@@ -22,10 +22,8 @@
 
 typedef struct nn_dnnl nn_dnnl_t;
 
-/* threads >= 1. bf16: 1 = inference convolutions in BF16 (FP32 accumulation
- * and FP32 tensors at the interface, oneDNN's fpmath mode). NULL + err when
- * oneDNN is absent or fails to start. */
-nn_dnnl_t *nn_dnnl_new(int32_t threads, int32_t bf16, char *err, size_t errlen);
+/* threads >= 1. NULL + err when oneDNN is absent or fails to start. */
+nn_dnnl_t *nn_dnnl_new(int32_t threads, char *err, size_t errlen);
 void nn_dnnl_free(nn_dnnl_t *d); /* NULL ok */
 const char *nn_dnnl_error(const nn_dnnl_t *d); /* last failure, "" if none */
 /* "oneDNN 2.6.3 (omp)" and the like; static storage. */
