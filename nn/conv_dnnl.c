@@ -10,7 +10,8 @@
  * residual add (sum post-op) and the activation (eltwise post-op).
  * Does not own: the op semantics (nn/backend.h), the fallback (backend_cpu.c).
  * Threads: one thread at a time per instance; omp_set_num_threads(threads)
- * before every primitive, which sets the calling thread's OpenMP team size.
+ * before every primitive is created or run, which sets the calling thread's
+ * OpenMP team size (oneDNN fixes a primitive's thread split at creation).
  * Errors: DNNL_TRY keeps file:line, the call, oneDNN's status and a hint in
  * d->err and returns -1; nothing aborts.
  */
@@ -316,8 +317,11 @@ static int build_pd(nn_dnnl_t *d, entry_t *e, dnnl_primitive_desc_t *pd) {
     return 0;
 }
 
+/* Also sets the calling thread's OpenMP team size: oneDNN sizes a primitive's
+ * work split when it is created and uses the team at execution. */
 static entry_t *lookup(nn_dnnl_t *d, int32_t kind, int32_t B, int32_t cin, int32_t cout, int32_t k,
                        int32_t flags, int32_t act) {
+    omp_set_num_threads(d->threads);
     d->clock++;
     for (int32_t i = 0; i < d->n; i++) {
         entry_t *e = d->e[i];
@@ -370,7 +374,6 @@ static int exec(nn_dnnl_t *d, dnnl_primitive_t p, int n, const dnnl_exec_arg_t *
 
 /* ptr[i]: the caller's pointer of argument i; res: residual for F_RES. */
 static int run(nn_dnnl_t *d, entry_t *e, void *const *ptr, const float *res) {
-    omp_set_num_threads(d->threads);
     dnnl_exec_arg_t args[DNNL_MAX_ARGS + 1];
     for (int32_t i = 0; i < e->nargs; i++) {
         arg_t *a = &e->a[i];

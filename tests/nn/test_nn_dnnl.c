@@ -235,23 +235,16 @@ static void test_threads(void) {
     }
     /* best of three: other processes may take a core for a while */
     double best = 1e9;
-    for (int rep = 0; rep < 3 && best > 0.75; rep++) {
+    for (int rep = 0; rep < 3 && best > 0.7; rep++) {
         double serial = wall_seconds_of(s, 2, 0), par = wall_seconds_of(s, 2, 1);
         fprintf(stderr, "threads: two 1-thread instances serial %.3f s, side by side %.3f s (ratio %.2f)\n",
                 serial, par, par / serial);
         best = fmin(best, par / serial);
     }
-    /* On a busy shared machine the kernel's fair share (autogroups) lets a
-     * process run about one core whatever its thread count: assert only
-     * where the machine is quiet. */
-    double load = 0;
-    FILE *f = fopen("/proc/loadavg", "r");
-    if (!f || fscanf(f, "%lf", &load) != 1) load = 0;
-    if (f) fclose(f);
-    if (load < 1.0)
-        CHECKF(best <= 0.75, "two 1-thread oneDNN instances do not overlap (best ratio %.2f)", best);
-    else
-        fprintf(stderr, "threads: load average %.1f, the overlap is reported, not asserted\n", load);
+    /* Two plain C spinning threads measure 0.58 here with the machine shared
+     * (load 4.5 on 2 cores); instances that each start a 2-thread team (the
+     * team size oneDNN fixes when a primitive is created) measured ~1.0. */
+    CHECKF(best <= 0.8, "two 1-thread oneDNN instances do not overlap (best ratio %.2f)", best);
     for (int i = 0; i < 2; i++) {
         free(s[i].x), free(s[i].w), free(s[i].y);
         s[i].be->buf_free(s[i].be, s[i].ws);
