@@ -125,17 +125,20 @@ def sync():
         torch.cuda.synchronize()
 
 
+CLOCK = time.perf_counter  # --cpu-time: time.process_time (all threads' CPU seconds)
+
+
 def timed(fn, seconds, min_iters=3):
     fn()
     sync()
-    it, t0 = 0, time.perf_counter()
+    it, t0 = 0, CLOCK()
     chunk = 1
     while True:
         for _ in range(chunk):
             fn()
         sync()
         it += chunk
-        t = time.perf_counter() - t0
+        t = CLOCK() - t0
         if t >= seconds and it >= min_iters:
             return it, t
         chunk = min(chunk * 2, 64)
@@ -244,6 +247,7 @@ def main():
     ap.add_argument("--hand", type=int, default=14)
     ap.add_argument("--device", default="0", help="CUDA device index, or cpu")
     ap.add_argument("--threads", type=int, default=0, help="--device cpu: torch.set_num_threads (0: torch's default)")
+    ap.add_argument("--cpu-time", action="store_true", help="time with process CPU seconds (as bench_nn --cpu-time)")
     ap.add_argument("--compile", action="store_true")
     ap.add_argument("--no-channels-last", dest="channels_last", action="store_false")
     args = ap.parse_args()
@@ -271,6 +275,9 @@ def main():
 
 
 def main_cpu(args):
+    global CLOCK
+    if args.cpu_time:
+        CLOCK = time.process_time
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     modes = args.modes if args.modes != "tf32,bf16" else "fp32"
