@@ -11,14 +11,17 @@
 #include <time.h>
 
 #include "compat/compat.h"
+#include "compat/status.h"
 #include "data/db.h"
+#include "data/run.h"
 #include "data/shard.h"
 #include "data/writer.h"
 #include "engine/encode.h"
 #include "engine/rules.h"
+#include "match/rating.h"
 #include "mcts/cache.h"
 #include "nn/server.h"
-#include "selfplay/eval.h"
+#include "match/play.h"
 #include "selfplay/game.h"
 #include "selfplay/worker.h"
 
@@ -31,6 +34,7 @@
 #define SP_WRITER_DRAIN_MS 600000 /* a stop waits this long for queued shard writes */
 #define SP_SUBMIT_TIMEOUT_MS 600000
 #define SP_TAKE_MAX 256
+#define SP_GAUNTLET_MAX 4
 
 /* A closed cycle whose shards are on their way to the writer. */
 typedef struct {
@@ -67,9 +71,12 @@ typedef struct {
     char run_dir[SP_PATH_MAX];
     FILE *log;
     compat_mutex_t log_mu;
+    status_t *st;              /* stderr: the status line and the event lines */
+    int64_t log_status_ns;     /* when the log file last got a status line */
     int64_t t_start_ns;
 
-    db_t *db;   /* read-write; the writer thread's once it starts */
+    run_t *run; /* the run directory, its writer lock held until the end */
+    db_t *db;   /* read-write (run_db); the writer thread's once it starts */
     db_t *rdb;  /* read-only: the driver thread's queries */
     db_writer_t *writer;
     nn_server_t *server;
@@ -118,15 +125,22 @@ typedef struct {
     compat_thread_t ev_thread;
     bool ev_running;           /* ev_thread started and not joined */
     atomic_int ev_done;        /* set by the thread as its last act */
-    int64_t ev_cycle, ev_base; /* model ev_cycle vs model ev_base */
+    int64_t ev_cycle;          /* the net being evaluated ... */
+    int64_t ev_opp[SP_GAUNTLET_MAX]; /* ... against these earlier nets, one match each */
+    int32_t n_opp;
+    atomic_llong ev_base;      /* the opponent being played now (for the status line) */
     int64_t ev_t0_ns;
-    int ev_rc;
-    sp_eval_result_t ev_res;
-    char ev_err[1024];
+    int ev_rc[SP_GAUNTLET_MAX];
+    match_play_result_t ev_res[SP_GAUNTLET_MAX];
+    char ev_err[SP_GAUNTLET_MAX][1024];
     int64_t *ev_queue;         /* cycles due, waiting for the thread */
     int32_t n_ev_queue, cap_ev_queue;
-    double ladder_elo, ladder_lo, ladder_hi; /* newest ladder Elo seen (NAN: none yet) */
-    int64_t ladder_cycle;
+    double rating_elo, rating_lo, rating_hi; /* newest joint rating seen (NAN: none yet) */
+    /* database writes that failed without stopping the run (metrics, Elo, a match):
+     * the run still ends with a non-zero exit status */
+    int64_t db_failures;
+    char db_failure[DB_ERR_MAX + 64];
+    int64_t rating_cycle;
 } driver_t;
 
 /* ---- log ---------------------------------------------------------------------------- */
@@ -139,7 +153,10 @@ static void vlog_line(driver_t *d, const char *prefix, const char *fmt, va_list 
     compat_mutex_lock(&d->log_mu);
     const struct tm *tm = gmtime(&now);
     if (tm) strftime(ts, sizeof ts, "%Y-%m-%d %H:%M:%S", tm);
-    fprintf(stderr, "%s%s\n", prefix, msg);
+    bool warn = strncmp(msg, "warning", 7) == 0 || strncmp(msg, "error", 5) == 0 || strstr(msg, ": warning") ||
+                strstr(msg, "failed");
+    if (d->st) status_event(d->st, warn ? STATUS_WARN : STATUS_INFO, "%s%s", prefix, msg);
+    else fprintf(stderr, "%s%s\n", prefix, msg);
     if (d->log) {
         fprintf(d->log, "%s %s%s\n", ts, prefix, msg);
         fflush(d->log);
@@ -159,6 +176,21 @@ static void dlog_prefix(driver_t *d, const char *prefix, const char *fmt, ...) {
     va_start(ap, fmt);
     vlog_line(d, prefix, fmt, ap);
     va_end(ap);
+}
+
+/* A line for the log file only (the status line, once a minute). */
+static void log_file_line(driver_t *d, const char *line) {
+    compat_mutex_lock(&d->log_mu);
+    if (d->log) {
+        time_t now = time(NULL);
+        char ts[32] = "";
+        const struct tm *tm = gmtime(&now);
+        if (tm) strftime(ts, sizeof ts, "%Y-%m-%d %H:%M:%S", tm);
+        fprintf(d->log, "%s %s\n", ts, line);
+        fflush(d->log);
+    }
+    d->log_status_ns = compat_now_ns();
+    compat_mutex_unlock(&d->log_mu);
 }
 
 /* The trainer's log lines go to the same places. */
@@ -337,7 +369,7 @@ static void write_metrics(driver_t *d, const cycle_acc_t *a, int64_t games, int6
     };
     /* Normally a cycle's row is written before its model exists; should it
      * be rewritten after its evaluation, the Elo stays. */
-    if (d->ladder_cycle == a->cycle) m.elo = d->ladder_elo, m.elo_lo = d->ladder_lo, m.elo_hi = d->ladder_hi;
+    if (d->rating_cycle == a->cycle) m.elo = d->rating_elo, m.elo_lo = d->rating_lo, m.elo_hi = d->rating_hi;
     int64_t g = 0, best = -1;
     for (int32_t i = 0; i < a->n_gens; i++)
         if (a->gen_games[i] > best) best = a->gen_games[i], g = a->gens[i];
@@ -422,28 +454,33 @@ static int handle_record(driver_t *d, sp_record_t *r, char *err, size_t errlen) 
 
 /* ---- evaluation ------------------------------------------------------------------------------
  * When model c is published (c >= K, c % K == 0, K = --eval-every), model c
- * plays model c-K (sp_eval_cycles: --eval-games games at --eval-visits, on
+ * plays model c-K (match_play_cycles: --eval-games games at --eval-visits, on
  * the CPU backend, recorded in koma.db by its own connection). One match at
  * a time, on a thread of its own so that self-play never waits for it; a
  * match due while another runs is queued (never skipped: the ladder chains
  * every cycle to cycle c-K, so a skipped cycle would leave every later one
  * off the ladder). The end of a run waits for the queue; a stop (Ctrl-C)
- * drops the queue and waits for the match in flight, since sp_eval_cycles
+ * drops the queue and waits for the match in flight, since match_play_cycles
  * does not look at compat_stop_requested (a match is bounded: games x
  * --max-ply moves x --eval-visits playouts). */
 
 static void *eval_main(void *arg) {
     driver_t *d = arg;
-    sp_eval_config_t ec;
-    sp_eval_config_default(&ec);
-    ec.games = (int32_t)d->cfg->eval_games;
+    match_play_config_t ec;
+    match_play_config_default(&ec);
+    /* --eval-games in all, shared by the opponents (an even number each, 2 at least) */
+    int32_t per = (int32_t)((d->cfg->eval_games + d->n_opp - 1) / d->n_opp);
+    ec.games = per < 2 ? 2 : per + per % 2;
     ec.visits = (int32_t)d->cfg->eval_visits;
-    ec.seed = (d->seed ^ (uint64_t)d->ev_cycle) | 1;
     ec.max_ply = (int32_t)d->cfg->max_ply;
     /* CPU: one game thread beside self-play's; otherwise the CPU is mostly free */
     ec.threads = strcmp(d->cfg->backend, "cpu") == 0 ? 1 : 4;
-    d->ev_rc = sp_eval_cycles(d->run_dir, (int32_t)d->ev_cycle, (int32_t)d->ev_base, &ec, &d->ev_res, d->ev_err,
-                              sizeof d->ev_err);
+    for (int32_t i = 0; i < d->n_opp; i++) {
+        ec.seed = (d->seed ^ (uint64_t)d->ev_cycle ^ ((uint64_t)d->ev_opp[i] << 32)) | 1;
+        atomic_store(&d->ev_base, d->ev_opp[i]);
+        d->ev_rc[i] = match_play_cycles(d->run_dir, (int32_t)d->ev_cycle, (int32_t)d->ev_opp[i], &ec, &d->ev_res[i],
+                                     d->ev_err[i], sizeof d->ev_err[i]);
+    }
     atomic_store(&d->ev_done, 1);
     return NULL;
 }
@@ -453,7 +490,7 @@ typedef struct {
     double elo, elo_lo, elo_hi;
 } elo_arg_t;
 
-/* On the writer thread: the ladder Elo into the cycle's metrics row, keeping the rest. */
+/* On the writer thread: the joint rating into the cycle's metrics row, keeping the rest. */
 static int elo_put_run(db_t *db, void *arg, char *err, size_t errlen) {
     const elo_arg_t *a = arg;
     db_cycle_metrics_t m;
@@ -474,33 +511,86 @@ static void elo_put_done(void *arg, int status, const char *err) {
 }
 
 static void eval_report(driver_t *d) {
-    int64_t c = d->ev_cycle, b = d->ev_base;
-    if (d->ev_rc != 0) {
-        dlog(d, "warning: eval: model %" PRId64 " vs %" PRId64 " failed: %s", c, b, d->ev_err);
-        return;
+    int64_t c = d->ev_cycle;
+    int32_t played = 0;
+    for (int32_t i = 0; i < d->n_opp; i++) {
+        int64_t b = d->ev_opp[i];
+        if (d->ev_rc[i] != 0) {
+            dlog(d, "warning: eval: model %" PRId64 " vs %" PRId64 " failed: %s", c, b, d->ev_err[i]);
+            if (strstr(d->ev_err[i], RUN_DB)) { /* the database, not the match, failed */
+                d->db_failures++;
+                snprintf(d->db_failure, sizeof d->db_failure, "%.700s", d->ev_err[i]);
+            }
+            continue;
+        }
+        const match_play_result_t *r = &d->ev_res[i];
+        dlog(d, "eval: model %" PRId64 " vs %" PRId64 ": +%d =%d -%d, Elo %+.0f [%+.0f, %+.0f] (%.1f plies/game, "
+                "%.1f s%s)",
+             c, b, r->wins, r->draws, r->losses, r->elo.elo, r->elo.elo_lo, r->elo.elo_hi, r->avg_plies, r->seconds,
+             r->match_id ? "" : "; no matches row");
+        played++;
     }
-    const sp_eval_result_t *r = &d->ev_res;
-    char lad[64] = "not on the ladder";
-    if (r->ladder.cycle >= 0) {
-        snprintf(lad, sizeof lad, "ladder %+.0f", r->ladder.elo);
-        d->ladder_elo = r->ladder.elo;
-        d->ladder_lo = r->ladder.elo_lo;
-        d->ladder_hi = r->ladder.elo_hi;
-        d->ladder_cycle = c;
+    if (!played) return;
+    /* The run's rating list: one joint fit over every match stored (match/rating.h). */
+    char e[DB_ERR_MAX + 64];
+    rating_player_t *list = NULL;
+    int32_t n = 0;
+    const rating_player_t *me = NULL;
+    if (rating_list(d->rdb, &list, &n, e, sizeof e) != DB_OK) dlog(d, "warning: rating list: %s", e);
+    else me = rating_of_cycle(list, n, (int32_t)c);
+    if (me && isfinite(me->elo)) {
+        dlog(d, "rating: model %" PRId64 ": %+.0f [%+.0f, %+.0f] (joint fit, cycle 0 = 0; %d players, %d games)", c,
+             me->elo, me->lo, me->hi, n, me->games);
+        d->rating_elo = me->elo;
+        d->rating_lo = me->lo;
+        d->rating_hi = me->hi;
+        d->rating_cycle = c;
         elo_arg_t *a = malloc(sizeof *a);
         if (a) {
-            *a = (elo_arg_t){(int32_t)c, r->ladder.elo, r->ladder.elo_lo, r->ladder.elo_hi};
+            *a = (elo_arg_t){(int32_t)c, me->elo, me->lo, me->hi};
             db_job_t job = {.run = elo_put_run, .done = elo_put_done, .arg = a};
             int st = d->writer ? db_writer_submit(d->writer, &job, 10000) : DB_INVALID;
             if (st != DB_OK) {
                 free(a);
-                dlog(d, "warning: cycle %" PRId64 " Elo not queued: %s", c, db_status_name(st));
+                dlog(d, "warning: cycle %" PRId64 " rating not queued: %s", c, db_status_name(st));
             }
         }
+    } else {
+        dlog(d, "rating: model %" PRId64 " is not rated (no games link it to cycle 0)", c);
     }
-    dlog(d, "eval: model %" PRId64 " vs %" PRId64 ": +%d =%d -%d, Elo %+.0f [%+.0f, %+.0f], %s (%.1f plies/game, %.1f s%s)",
-         c, b, r->wins, r->draws, r->losses, r->elo.elo, r->elo.elo_lo, r->elo.elo_hi, lad, r->avg_plies, r->seconds,
-         r->match_id ? "" : "; no matches row");
+    free(list);
+}
+
+/* The opponents of model c (--gauntlet of them): the net eval_every cycles
+ * before it, cycle 0, the net halfway, the net a quarter of the way; each
+ * once, all earlier than c. */
+static int32_t gauntlet_of(const driver_t *d, int64_t c, int64_t *opp) {
+    int64_t want[SP_GAUNTLET_MAX] = {c - d->cfg->eval_every, 0, c / 2, c / 4};
+    int32_t n = 0;
+    for (int32_t i = 0; i < SP_GAUNTLET_MAX && i < d->cfg->gauntlet; i++) {
+        bool dup = want[i] < 0 || want[i] >= c;
+        for (int32_t j = 0; j < n; j++) dup |= opp[j] == want[i];
+        if (!dup) opp[n++] = want[i];
+    }
+    return n;
+}
+
+/* Whether model a has a finished (rated) evaluation match against model b,
+ * and the id of an unfinished one (0: none). */
+static bool eval_done_before(driver_t *d, int64_t a, int64_t b, int64_t *open_id, int64_t *open_games) {
+    db_match_t *ms = NULL;
+    int32_t n = 0;
+    bool rated = false;
+    if (db_matches_list(d->rdb, (int32_t)a, &ms, &n) != DB_OK) return false;
+    int64_t ida = model_id_of_cycle(d, a), idb = model_id_of_cycle(d, b);
+    for (int32_t i = 0; i < n; i++) {
+        const db_match_t *m = &ms[i];
+        if (m->model_a != ida || m->model_b != idb || strncmp(m->settings, "eval ", 5) != 0) continue;
+        if (isfinite(m->elo)) rated = true;
+        else if (open_id) *open_id = m->id, *open_games = m->games;
+    }
+    free(ms);
+    return rated;
 }
 
 static void eval_enqueue(driver_t *d, int64_t c) {
@@ -524,10 +614,18 @@ static void eval_start_next(driver_t *d) {
     int64_t c = d->ev_queue[0];
     memmove(d->ev_queue, d->ev_queue + 1, (size_t)(--d->n_ev_queue) * sizeof *d->ev_queue);
     d->ev_cycle = c;
-    d->ev_base = c - d->cfg->eval_every;
-    d->ev_rc = -1;
-    d->ev_err[0] = 0;
-    memset(&d->ev_res, 0, sizeof d->ev_res);
+    int64_t opp[SP_GAUNTLET_MAX];
+    int32_t n = gauntlet_of(d, c, opp);
+    d->n_opp = 0;
+    for (int32_t i = 0; i < n; i++) /* a replayed evaluation plays only what is missing */
+        if (!eval_done_before(d, c, opp[i], NULL, NULL)) d->ev_opp[d->n_opp++] = opp[i];
+    if (d->n_opp == 0) return;
+    atomic_store(&d->ev_base, d->ev_opp[0]);
+    for (int32_t i = 0; i < d->n_opp; i++) {
+        d->ev_rc[i] = -1;
+        d->ev_err[i][0] = 0;
+        memset(&d->ev_res[i], 0, sizeof d->ev_res[i]);
+    }
     atomic_store(&d->ev_done, 0);
     d->ev_t0_ns = compat_now_ns();
     if (compat_thread_create(&d->ev_thread, eval_main, d) != 0) {
@@ -535,7 +633,10 @@ static void eval_start_next(driver_t *d) {
         return;
     }
     d->ev_running = true;
-    dlog(d, "eval: model %" PRId64 " vs %" PRId64 ": %lld games x %lld visits started", c, d->ev_base,
+    char who[96] = "";
+    for (int32_t i = 0; i < d->n_opp; i++)
+        snprintf(who + strlen(who), sizeof who - strlen(who), "%s%" PRId64, i ? ", " : "", d->ev_opp[i]);
+    dlog(d, "eval: model %" PRId64 " vs %s: %lld games in all x %lld visits started", c, who,
          (long long)d->cfg->eval_games, (long long)d->cfg->eval_visits);
 }
 
@@ -565,6 +666,33 @@ static void eval_finish(driver_t *d) {
         d->ev_running = false;
         eval_report(d);
     }
+}
+
+/* Evaluations a killed run left undone go back on the queue: a model c with
+ * a gauntlet match whose row has no Elo (the process died during it: its
+ * games stay stored, unrated, and that match is played again in full, the
+ * finished ones not), and the newest model when it has no match at all
+ * (killed between its publication and its evaluation). Older cycles without
+ * a match are left alone: they ran with evaluation off. Returns the
+ * evaluations queued. */
+static int32_t eval_resume(driver_t *d) {
+    int64_t k = d->cfg->eval_every;
+    int32_t queued = 0;
+    for (int64_t c = k; k > 0 && c <= d->latest; c += k) {
+        int64_t opp[SP_GAUNTLET_MAX], open_id = 0, open_games = 0;
+        int32_t n = gauntlet_of(d, c, opp), missing = 0;
+        for (int32_t i = 0; i < n; i++) missing += !eval_done_before(d, c, opp[i], &open_id, &open_games);
+        if (!missing || (!open_id && c != d->latest)) continue;
+        if (open_id)
+            dlog(d, "eval: an evaluation match of model %" PRId64 " was interrupted (match %" PRId64 ": %" PRId64
+                    " game(s) kept, unrated); playing it again",
+                 c, open_id, open_games);
+        else
+            dlog(d, "eval: model %" PRId64 " was published but never evaluated; evaluating it now", c);
+        eval_enqueue(d, c);
+        queued++;
+    }
+    return queued;
 }
 
 /* Closed cycles whose shards are all committed go to the trainer, in order. */
@@ -634,8 +762,11 @@ static void update_pause(driver_t *d) {
 static void progress(driver_t *d, bool force) {
     int64_t now = compat_now_ns();
     double dt = (double)(now - d->prog_t_ns) * 1e-9;
-    if (!force && (d->cfg->progress_s <= 0 || dt < d->cfg->progress_s)) {
-        if (dt >= 1.0 && d->cfg->progress_s <= 0) sample_server(d); /* keep the cycle figures */
+    bool log_due = d->log && (double)(now - d->log_status_ns) * 1e-9 >= 60.0; /* the log: once a minute */
+    if (!force && !log_due && (d->cfg->progress_s == 0 || !status_due(d->st))) {
+        if (dt >= 1.0 && (d->cfg->progress_s == 0 || status_period(d->st) > 1.0)) {
+            sample_server(d); /* keep the cycle figures */
+        }
         return;
     }
     sample_server(d);
@@ -676,9 +807,9 @@ static void progress(driver_t *d, bool force) {
     }
     char ev[96] = "";
     if (d->ev_running)
-        snprintf(ev, sizeof ev, " | eval %" PRId64 " vs %" PRId64, d->ev_cycle, d->ev_base);
-    if (isfinite(d->ladder_elo))
-        snprintf(ev + strlen(ev), sizeof ev - strlen(ev), " | elo %+.0f", d->ladder_elo);
+        snprintf(ev, sizeof ev, " | eval %" PRId64 " vs %lld", d->ev_cycle, (long long)atomic_load(&d->ev_base));
+    if (isfinite(d->rating_elo))
+        snprintf(ev + strlen(ev), sizeof ev - strlen(ev), " | rating %+.0f", d->rating_elo);
     char eta[32] = "-";
     if (d->fill <= d->target) {
         double el = secs_since(d->acc.t0_ns);
@@ -691,43 +822,33 @@ static void progress(driver_t *d, bool force) {
         snprintf(cyc, sizeof cyc, "cycle %" PRId64 "/%" PRId64 "%s", d->fill, d->target, d->paused ? " (paused)" : "");
     else
         snprintf(cyc, sizeof cyc, "cycle -/%" PRId64 " (self-play done)", d->target);
-    dlog(d,
-         "%s | games %" PRId64 "/%" PRId64 " (total %" PRId64 ", playing %d) | %.1f pos/s | %.0f evals/s | batch %.1f"
-         " | busy %.0f%% | cache %.0f%% | %s%s | ETA %s",
-         cyc, d->fill <= d->target ? d->fill_games : 0, d->cfg->games_per_cycle, d->total_games, ps.active, pos_s,
-         evals, batch, busy, hit, train, ev, eta);
+    char line[1024];
+    snprintf(line, sizeof line,
+             "%s | games %" PRId64 "/%" PRId64 " (total %" PRId64 ", playing %d) | ETA %s | %.1f pos/s | %.0f evals/s | "
+             "batch %.1f | busy %.0f%% | cache %.0f%% | %s%s",
+             cyc, d->fill <= d->target ? d->fill_games : 0, d->cfg->games_per_cycle, d->total_games, ps.active, eta,
+             pos_s, evals, batch, busy, hit, train, ev);
+    if (d->cfg->progress_s != 0) status_line(d->st, force, "%s", line);
+    if (log_due || force) log_file_line(d, line);
 }
 
 /* ---- start-up and shutdown ---------------------------------------------------------------- */
 
 static int open_run(driver_t *d, const char *config_text, char *err, size_t errlen) {
     char e[DB_ERR_MAX + 256], path[SP_PATH_MAX + 64];
-    if (compat_mkdir_p(d->run_dir, e, sizeof e) != 0) {
-        snprintf(err, errlen, "%s: cannot create the run directory: %s", d->run_dir, e);
-        return -1;
-    }
-    snprintf(path, sizeof path, "%s/log", d->run_dir);
+    uint32_t flags = RUN_WRITE | RUN_CREATE | (d->cfg->verify_shards ? RUN_VERIFY : 0);
+    d->run = run_open(d->run_dir, flags, "selfplay", err, errlen); /* writes nothing in a foreign directory */
+    if (!d->run) return -1;
+    d->db = run_db(d->run);
+    run_path(d->run_dir, RUN_LOG, path, sizeof path);
     d->log = fopen(path, "a");
     if (!d->log) dlog(d, "warning: cannot open %s for appending; logging to stderr only", path);
-    snprintf(path, sizeof path, "%s/koma.db", d->run_dir);
-    if (db_open(path, 0, &d->db, e, sizeof e) != DB_OK) {
-        snprintf(err, errlen, "%s", e);
-        return -1;
-    }
-    db_check_report_t rep;
-    memset(&rep, 0, sizeof rep);
-    uint32_t flags = d->cfg->verify_shards ? DB_CHECK_VERIFY : 0;
-    if (db_check_shards(d->db, d->run_dir, flags, &rep) != DB_OK) {
-        snprintf(err, errlen, "%s", db_errmsg(d->db));
-        return -1;
-    }
-    static const char *const kinds[] = {"missing", "mismatch", "orphan moved to orphans/", "orphan deleted",
-                                        "temporary removed"};
-    for (int32_t i = 0; i < rep.n; i++)
-        dlog(d, "start-up check: %s: %s (%s)", kinds[rep.items[i].kind], rep.items[i].path, rep.items[i].what);
-    dlog(d, "start-up check: %" PRId64 " shards, %" PRId64 " models checked, %d finding(s)", rep.shards_checked,
-         rep.models_checked, rep.n);
-    db_check_report_free(&rep);
+    if (run_is_new(d->run)) dlog(d, "new run in %s", d->run_dir);
+    for (int32_t i = 0; i < run_findings(d->run); i++) dlog(d, "start-up check: %s", run_finding(d->run, i));
+    int64_t ns = 0, nm = 0;
+    run_checked(d->run, &ns, &nm);
+    dlog(d, "start-up check: %" PRId64 " shards, %" PRId64 " models checked, %d finding(s)", ns, nm,
+         run_findings(d->run));
     if (db_run_insert(d->db, KOMA_VERSION_STRING, "selfplay", config_text ? config_text : "", &d->run_id) != DB_OK) {
         snprintf(err, errlen, "%s", db_errmsg(d->db));
         return -1;
@@ -737,6 +858,7 @@ static int open_run(driver_t *d, const char *config_text, char *err, size_t errl
         snprintf(err, errlen, "%s: writer thread: %s", d->run_dir, e);
         return -1;
     }
+    run_path(d->run_dir, RUN_DB, path, sizeof path);
     if (db_open(path, DB_OPEN_READONLY, &d->rdb, e, sizeof e) != DB_OK) {
         snprintf(err, errlen, "%s", e);
         return -1;
@@ -883,6 +1005,13 @@ static void shutdown_all(driver_t *d) {
     if (d->writer) {
         int st = db_writer_stop(d->writer, SP_WRITER_DRAIN_MS);
         if (st != DB_OK) dlog(d, "warning: the writer stopped with items unwritten (%s)", db_status_name(st));
+        db_writer_stats_t ws;
+        db_writer_stats(d->writer, &ws);
+        int64_t failed = ws.jobs_failed + ws.steps_failed + ws.cycles_failed;
+        if (failed > 0) {
+            d->db_failures += failed;
+            snprintf(d->db_failure, sizeof d->db_failure, "%.700s", ws.last_error);
+        }
     }
     train_trainer_free(d->trainer);
     d->trainer = NULL;
@@ -897,13 +1026,15 @@ static void shutdown_all(driver_t *d) {
     mcts_cache_free(d->cache);
     d->cache = NULL;
     db_close(d->rdb);
-    db_close(d->db);
-    d->rdb = d->db = NULL;
+    d->rdb = NULL;
     free(d->closed);
     free(d->training);
     free(d->ev_queue);
     if (d->log) fclose(d->log);
     d->log = NULL;
+    run_close(d->run); /* closes d->db and releases the writer lock: the last thing */
+    d->run = NULL;
+    d->db = NULL;
 }
 
 /* ---- the loop ------------------------------------------------------------------------------ */
@@ -930,23 +1061,31 @@ int sp_run(const sp_config_t *cfg, const train_config_t *tcfg, const char *confi
     size_t rl = strlen(d->run_dir);
     while (rl > 1 && d->run_dir[rl - 1] == '/') d->run_dir[--rl] = 0;
     compat_mutex_init(&d->log_mu);
+    d->st = status_new(stderr, cfg->progress_s > 0 ? cfg->progress_s : 0, cfg->quiet != 0);
+    d->log_status_ns = compat_now_ns();
     atomic_init(&d->shards_submitted, 0);
     atomic_init(&d->shards_done, 0);
     atomic_init(&d->shard_failed, 0);
     d->prog_t_ns = compat_now_ns();
     atomic_init(&d->ev_done, 0);
-    d->ladder_elo = NAN;
-    d->ladder_cycle = -1;
+    atomic_init(&d->ev_base, 0);
+    d->rating_elo = NAN;
+    d->rating_cycle = -1;
 
     int rc = SP_EXIT_ERROR;
     if (open_run(d, config_text, e, sizeof e) != 0 || open_nets(d, e, sizeof e) != 0) goto out;
     if (d->latest >= d->target) {
+        if (eval_resume(d) > 0) { /* the last cycle's evaluation, interrupted: finish it before saying done */
+            d->seed = mix64((uint64_t)d->run_id ^ (uint64_t)compat_now_ns());
+            while (!compat_stop_requested() && (d->ev_running || d->n_ev_queue > 0)) eval_poll(d, true);
+        }
         dlog(d, "run %s already has model cycle %" PRId64 " (--cycles %" PRId64 "): nothing to do", d->run_dir,
              d->latest, d->target);
-        rc = SP_EXIT_DONE;
+        rc = compat_stop_requested() ? SP_EXIT_INTERRUPTED : SP_EXIT_DONE;
         goto out;
     }
     if (plan_cycles(d, e, sizeof e) != 0 || start_selfplay(d, e, sizeof e) != 0) goto out;
+    eval_resume(d);
 
     sp_record_t *recs[SP_TAKE_MAX];
     bool interrupted = false;
@@ -1006,9 +1145,16 @@ out:
     }
     eval_finish(d); /* the match thread uses d: never leave it running */
     shutdown_all(d);
+    if (d->db_failures > 0 && rc != SP_EXIT_ERROR) {
+        /* Everything committed is kept, but a database that refused writes is not a clean run. */
+        snprintf(err, errlen, "%" PRId64 " database write(s) failed during the run; the last: %s", d->db_failures,
+                 d->db_failure);
+        rc = SP_EXIT_ERROR;
+    }
     if (rc == SP_EXIT_INTERRUPTED) {
         fprintf(stderr, "interrupted: everything committed is kept; run the same command to resume\n");
     }
+    status_free(d->st);
     compat_mutex_destroy(&d->log_mu);
     free(d);
     return rc;
@@ -1020,8 +1166,12 @@ static const char *const USAGE =
     "usage: selfplay [--config FILE] [--run DIR] [--cycles N] [flags]\n"
     "Plays self-play games with the newest net of the run, stores them, trains and\n"
     "publishes the next net, until --cycles nets exist. Killing it and starting the\n"
-    "same command again resumes the run. Exit status: 0 done, 1 error, 2 bad flags,\n"
-    "130 stopped by Ctrl-C (everything committed is kept).";
+    "same command again resumes the run. It is the run's one writer while it runs\n"
+    "(a second selfplay, train or import on the run is refused, naming it); it refuses\n"
+    "a damaged or foreign koma.db, a replaced newest model, and a lost koma.db with\n"
+    "models/ or shards/ left (never a new run over them). Exit status: 0 done, 1 error\n"
+    "(any database error included), 2 bad flags, 130 stopped by Ctrl-C (everything\n"
+    "committed is kept).";
 
 void sp_train_config_default(train_config_t *t) {
     *t = train_config_default();

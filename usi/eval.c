@@ -8,6 +8,7 @@
 
 #include "compat/compat.h"
 #include "data/db.h"
+#include "data/run.h"
 #include "engine/encode.h"
 
 struct UsiEval {
@@ -30,8 +31,56 @@ static int keep_last_weights(const char *name, int is_dir, void *user) {
     return 0;
 }
 
-int usi_net_resolve(const char *net, char *path, size_t pathlen, char *err, size_t errlen) {
+/* The newest model of the run in dir (database at dbpath) whose file is the
+ * one registered; see usi_net_resolve. */
+static int resolve_run(const char *dir, const char *dbpath, char *path, size_t pathlen, char *note, size_t notelen,
+                       char *err, size_t errlen) {
+    db_t *db = NULL;
+    char e[DB_ERR_MAX + 512], first[DB_ERR_MAX + 512] = "";
+    if (db_open(dbpath, DB_OPEN_READONLY | DB_OPEN_MIGRATE, &db, e, sizeof e) != DB_OK) {
+        snprintf(err, errlen, "%s", e);
+        return -1;
+    }
+    db_model_t newest, m;
+    db_status_t st = db_model_latest(db, &newest);
+    if (st == DB_NOTFOUND) snprintf(err, errlen, "%s: the run has no model yet", dir);
+    else if (st != DB_OK) snprintf(err, errlen, "%s", db_errmsg(db));
+    int rc = -1;
+    for (int32_t c = st == DB_OK ? newest.cycle : -1; c >= 0 && rc != 0; c--) {
+        st = db_model_by_cycle(db, c, &m);
+        if (st == DB_NOTFOUND) continue;
+        if (st != DB_OK) {
+            snprintf(err, errlen, "%s", db_errmsg(db));
+            break;
+        }
+        if (run_path(dir, m.path, path, pathlen) != 0) {
+            snprintf(e, sizeof e, "%s/%s: path too long", dir, m.path);
+        } else if (!compat_file_exists(path)) {
+            snprintf(e, sizeof e, "%s: the model of cycle %d is missing", path, m.cycle);
+        } else if (run_verify_file(path, m.xxh3, e, sizeof e) == 0) {
+            rc = 0;
+            break;
+        }
+        if (!first[0]) snprintf(first, sizeof first, "%s", e);
+    }
+    db_close(db);
+    if (rc != 0) {
+        path[0] = 0;
+        if (first[0]) snprintf(err, errlen, "%s; no earlier model verifies either", first);
+        return -1;
+    }
+    if (note && notelen) {
+        note[0] = 0;
+        if (m.cycle != newest.cycle)
+            snprintf(note, notelen, "%s; using the newest model that verifies, cycle %d (%s)", first, m.cycle, m.path);
+    }
+    return 0;
+}
+
+int usi_net_resolve(const char *net, char *path, size_t pathlen, char *note, size_t notelen, char *err,
+                    size_t errlen) {
     path[0] = 0;
+    if (note && notelen) note[0] = 0;
     if (!net || !*net) return 0;
     if (!compat_is_dir(net)) {
         if (!compat_file_exists(net)) {
@@ -45,39 +94,8 @@ int usi_net_resolve(const char *net, char *path, size_t pathlen, char *err, size
         return 0;
     }
     char buf[USI_PATH_MAX + 64];
-    snprintf(buf, sizeof buf, "%s/koma.db", net);
-    if (compat_file_exists(buf)) {
-        db_t *db = NULL;
-        char e[DB_ERR_MAX];
-        if (db_open(buf, DB_OPEN_READONLY, &db, e, sizeof e) != DB_OK) {
-            snprintf(err, errlen, "%s", e);
-            return -1;
-        }
-        db_model_t m;
-        db_status_t st = db_model_latest(db, &m);
-        if (st == DB_NOTFOUND) {
-            snprintf(err, errlen, "%s: the run has no model yet", net);
-            db_close(db);
-            return -1;
-        }
-        if (st != DB_OK) {
-            snprintf(err, errlen, "%s", db_errmsg(db));
-            db_close(db);
-            return -1;
-        }
-        db_close(db);
-        if ((size_t)snprintf(path, pathlen, "%s/%s", net, m.path) >= pathlen) {
-            snprintf(err, errlen, "%s: path too long", net);
-            path[0] = 0;
-            return -1;
-        }
-        if (!compat_file_exists(path)) {
-            snprintf(err, errlen, "%s: latest model (cycle %d) is missing", path, m.cycle);
-            path[0] = 0;
-            return -1;
-        }
-        return 0;
-    }
+    run_path(net, RUN_DB, buf, sizeof buf);
+    if (compat_file_exists(buf)) return resolve_run(net, buf, path, pathlen, note, notelen, err, errlen);
     const char *dirs[2] = {"models", ""};
     for (int i = 0; i < 2; i++) {
         LastFile lf = {""};

@@ -23,10 +23,14 @@
 enum { USI_PATH_MAX = 1024 };
 
 /* Net option -> weights file. "" stays "" (no net). A directory with a
- * koma.db gives <dir>/<latest model's path>; a directory without one gives
- * its newest (last by name) *.safetensors, looking in <dir>/models first.
+ * koma.db gives <dir>/<path of the newest model whose file is the one
+ * koma.db registered (XXH3)>: a newest model that is missing or damaged is
+ * passed over for the one before it, and note (may be NULL) says which and
+ * why ("" when the newest was taken). A directory without koma.db gives its
+ * newest (last by name) *.safetensors, looking in <dir>/models first.
  * Returns 0, or -1 with err naming the path and the problem. */
-int usi_net_resolve(const char *net, char *path, size_t pathlen, char *err, size_t errlen);
+int usi_net_resolve(const char *net, char *path, size_t pathlen, char *note, size_t notelen, char *err,
+                    size_t errlen);
 
 typedef struct UsiEval UsiEval;
 

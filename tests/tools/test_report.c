@@ -64,6 +64,12 @@ static void collect_resign(int nc, const char *const *c, void *user) {
     r->n++;
 }
 
+/* One row of results (black, white, draws, mean plies) as inspect prints them. */
+static void collect_results(int nc, const char *const *c, void *user) {
+    if (nc < 4 || !c[0] || !c[3]) return;
+    snprintf(user, 160, " %6lld %6lld %6lld %7.1f ", atoll(c[0]), atoll(c[1]), atoll(c[2]), atof(c[3]));
+}
+
 static int load(const char *path) {
     char err[256];
     size_t len;
@@ -323,9 +329,27 @@ int main(int argc, char **argv) {
             /* cycle 0, written before v3: its figures are not recorded */
             CHECK(count("          -           -      -\n") == 1);
             CHECK(count("engine1: Gamma vs Delta: 1 games +0 =0 -1  unfinished, no Elo  usi-match killed") == 1);
-            CHECK(count("model ") >= 2 && count("gpsshogi (smp) vm r3033") == 1);
+            /* the engine in the matches list and in the joint rating list, with cycle 0 anchored at 0 */
+            CHECK(count("model ") >= 2 && count("gpsshogi (smp) vm r3033") == 2);
+            CHECK(count("ratings      joint fit over every match, cycle 0 = 0") == 1);
+            CHECK(count("    cycle 0                                        +0 [    +0,     +0]") == 1);
             if (atomic_load(&g_fail) > failed_before) fprintf(stderr, "inspect printed:\n%s", g_html);
         }
+        /* A kill mid-cycle leaves the cycle's metrics row blank (zeros, no plies) while its games
+         * are stored: inspect counts results and lengths from the games themselves. */
+        sqlite3 *sq = NULL;
+        CHECK(sqlite3_open(dbp_full, &sq) == SQLITE_OK &&
+              sqlite3_exec(sq, "UPDATE cycle_metrics SET black_wins = 0, white_wins = 0, draws = 0, avg_plies = NULL, "
+                               "positions_per_s = NULL WHERE cycle = 2", NULL, NULL, NULL) == SQLITE_OK);
+        sqlite3_close(sq);
+        char want[160] = "(no games)";
+        t_sql_rows(dbp_full, "SELECT sum(g.result = 1), sum(g.result = -1), sum(g.result = 0), avg(g.plies) "
+                             "FROM games g JOIN shards s ON g.shard_id = s.id WHERE s.cycle = 2",
+                   collect_results, want);
+        CHECK(compat_run_io(insp, t_path("inspect2.txt"), "", &status, e, sizeof e) == 0 && status == 0);
+        CHECK(load(t_path("inspect2.txt")) == 0);
+        CHECKF(g_html && strstr(g_html, want), "inspect's cycle 2 line does not show '%s' from the games:\n%s", want,
+               g_html ? g_html : "");
     }
 
     /* ---- failures ---- */

@@ -2,7 +2,7 @@
  * in the database (through data/db.h). See referee.h. Every verdict comes
  * from engine/rules.h; this file only decides who caused an end and how it
  * is written down. */
-#include "selfplay/referee.h"
+#include "match/referee.h"
 
 #include <ctype.h>
 #include <math.h>
