@@ -241,8 +241,10 @@ const char *nn_backend_cpu_conv_route(const nn_backend_t *be);
 const char *nn_cpu_blas_better_coretype(void);
 /* Called first thing in main(): where nn_cpu_blas_better_coretype() names a
  * core type, starts the program again (same argv, same pid, open files kept)
- * with OPENBLAS_CORETYPE set. KOMA_NO_REEXEC=1 turns it off. Returns when
- * nothing is to be done or the platform cannot re-execute. */
+ * with OPENBLAS_CORETYPE set; with oneDNN, also with OMP_WAIT_POLICY=passive
+ * where it is unset (OpenMP workers that sleep instead of spinning between
+ * primitives). KOMA_NO_REEXEC=1 turns it off. Returns when nothing is to be
+ * done or the platform cannot re-execute. */
 void nn_cpu_blas_reexec_if_generic(char **argv);
 
 /* Row-major single-precision GEMM used by the CPU backend:

@@ -720,10 +720,17 @@ const char *nn_cpu_blas_better_coretype(void) {
 }
 
 void nn_cpu_blas_reexec_if_generic(char **argv) {
+    if (getenv("KOMA_NO_REEXEC")) return;
     const char *better = nn_cpu_blas_better_coretype();
-    if (!better || getenv("KOMA_NO_REEXEC")) return;
-    /* Returns only when the platform cannot start the program again. */
-    compat_reexec_with_env("OPENBLAS_CORETYPE", better, argv);
+    /* Each returns only when nothing is to be done (the variable is set) or
+     * the platform cannot start the program again. */
+    if (better) compat_reexec_with_env("OPENBLAS_CORETYPE", better, argv);
+#ifdef KOMA_HAVE_DNNL
+    /* libgomp (oneDNN's runtime) reads this when it loads: its workers spin
+     * between primitives by default and then take the cores from Koma's own
+     * threads (search, BN, OpenBLAS): 3-5x slower nets on a busy 2-core box. */
+    compat_reexec_with_env("OMP_WAIT_POLICY", "passive", argv);
+#endif
 }
 
 static void check_openblas_core(void) {

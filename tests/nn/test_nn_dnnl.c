@@ -233,9 +233,9 @@ static void test_threads(void) {
         s[i].iters = 40;
         spin_run(&s[i]); /* builds the primitive */
     }
-    /* best of three: other processes may take a core for a while */
+    /* best of up to five: other processes may take a core for a while */
     double best = 1e9;
-    for (int rep = 0; rep < 3 && best > 0.7; rep++) {
+    for (int rep = 0; rep < 5 && best > 0.7; rep++) {
         double serial = wall_seconds_of(s, 2, 0), par = wall_seconds_of(s, 2, 1);
         fprintf(stderr, "threads: two 1-thread instances serial %.3f s, side by side %.3f s (ratio %.2f)\n",
                 serial, par, par / serial);
@@ -243,8 +243,9 @@ static void test_threads(void) {
     }
     /* Two plain C spinning threads measure 0.58 here with the machine shared
      * (load 4.5 on 2 cores); instances that each start a 2-thread team (the
-     * team size oneDNN fixes when a primitive is created) measured ~1.0. */
-    CHECKF(best <= 0.8, "two 1-thread oneDNN instances do not overlap (best ratio %.2f)", best);
+     * team size oneDNN fixes when a primitive is created) measured 0.98-1.08;
+     * these measured 0.2-0.53, and 0.82 under ASan at load 14. */
+    CHECKF(best <= 0.9, "two 1-thread oneDNN instances do not overlap (best ratio %.2f)", best);
     for (int i = 0; i < 2; i++) {
         free(s[i].x), free(s[i].w), free(s[i].y);
         s[i].be->buf_free(s[i].be, s[i].ws);
