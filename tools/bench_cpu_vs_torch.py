@@ -67,9 +67,12 @@ def main():
     ap.add_argument("--seconds", type=float, default=1.0)
     ap.add_argument("--cpu-time", action="store_true")
     args = ap.parse_args()
+    # bench_nn (like selfplay, train, koma) starts itself again with OMP_WAIT_POLICY=passive where it
+    # is unset; PyTorch's OpenMP gets the same setting so that both sides run alike
+    os.environ.setdefault("OMP_WAIT_POLICY", "passive")
     clock = "CPU s" if args.cpu_time else "wall s"
-    print("# %d rounds, batch %d, %d threads, %s; load average at start %s"
-          % (args.rounds, args.batch, args.threads, clock, loadavg()))
+    print("# %d rounds, batch %d, %d threads, %s, OMP_WAIT_POLICY=%s; load average at start %s"
+          % (args.rounds, args.batch, args.threads, clock, os.environ["OMP_WAIT_POLICY"], loadavg()))
     ratios = {}
     for r in range(args.rounds):
         for net in args.nets.split(","):
