@@ -199,7 +199,22 @@ struct nn_backend {
      * p *= 1 - lr*wd; v = mu*v + g'; p -= lr * (nesterov ? g' + mu*v : v). */
     void (*sgd_step)(nn_backend_t *be, float *p, const float *g, float *v, int64_t n,
                      const float *gnorm2, const nn_sgd_args_t *args);
+
+    /* ---- fused inference unit (OPTIONAL: NULL = conv_fwd then act_fwd) ----- */
+    /* y (B, cout, 9, 9) = act(conv(x, w) + bias + res), res (B, cout, 9, 9) or
+     * NULL; y must not alias x or res. The folded-BN unit of inference in one op.
+     * flags (NN_CONV_*): X_NATIVE / Y_NATIVE say that x / y and res are in the
+     * backend's own activation layout (same size as NCHW), which only
+     * conv_fwd_act reads and writes: a chain of these ops skips the layout
+     * conversions. NO_ACT: no activation (act ignored, res must be NULL). */
+    void (*conv_fwd_act)(nn_backend_t *be, const float *x, const float *w, const float *bias,
+                         const float *res, int32_t B, int32_t cin, int32_t cout, int32_t k,
+                         nn_act_t act, float *y, void *ws, int32_t flags);
 };
+
+#define NN_CONV_X_NATIVE 1
+#define NN_CONV_Y_NATIVE 2
+#define NN_CONV_NO_ACT 4
 
 /* The CPU reference backend (always built). threads <= 0: all CPUs. It uses
  * CBLAS (OpenBLAS) where KOMA_HAVE_CBLAS, else the portable GEMM below. */
@@ -209,6 +224,16 @@ void nn_backend_free(nn_backend_t *be); /* NULL ok */
 const char *nn_backend_error(nn_backend_t *be);
 /* "host" or "device": where be's buffers live (for "out of ... memory"). */
 const char *nn_backend_memory(const nn_backend_t *be);
+/* The CPU backend's convolution route. AUTO: oneDNN where built with it
+ * (KOMA_HAVE_DNNL), unless the environment says KOMA_CPU_CONV=ref; else the
+ * im2col + GEMM reference. REF: always the reference. DNNL: oneDNN, or NULL +
+ * err when built without it. nn_backend_cpu_new(threads) is AUTO. Every other
+ * op is the reference's. (BF16 inference was measured and left out: see
+ * docs/BENCHMARKS.md.) */
+typedef enum { NN_CPU_CONV_AUTO, NN_CPU_CONV_REF, NN_CPU_CONV_DNNL } nn_cpu_conv_t;
+nn_backend_t *nn_backend_cpu_new_conv(int32_t threads, nn_cpu_conv_t conv, char *err, size_t errlen);
+/* "ref" or "dnnl" for a CPU backend; NULL for another backend. */
+const char *nn_backend_cpu_conv_route(const nn_backend_t *be);
 /* OpenBLAS picks its kernels when it loads; Debian's 0.3.21 runs generic SSE3
  * kernels on CPUs it does not know. Returns the OPENBLAS_CORETYPE that this CPU
  * supports and that beats the kernels in use ("SkylakeX", "Haswell"), or NULL
@@ -216,8 +241,10 @@ const char *nn_backend_memory(const nn_backend_t *be);
 const char *nn_cpu_blas_better_coretype(void);
 /* Called first thing in main(): where nn_cpu_blas_better_coretype() names a
  * core type, starts the program again (same argv, same pid, open files kept)
- * with OPENBLAS_CORETYPE set. KOMA_NO_REEXEC=1 turns it off. Returns when
- * nothing is to be done or the platform cannot re-execute. */
+ * with OPENBLAS_CORETYPE set; with oneDNN, also with OMP_WAIT_POLICY=passive
+ * where it is unset (OpenMP workers that sleep instead of spinning between
+ * primitives). KOMA_NO_REEXEC=1 turns it off. Returns when nothing is to be
+ * done or the platform cannot re-execute. */
 void nn_cpu_blas_reexec_if_generic(char **argv);
 
 /* Row-major single-precision GEMM used by the CPU backend:

@@ -4,13 +4,20 @@
  * forward and backward side by side) and the vtable that exposes them.
  * Convolutions are im2col + one GEMM (nn_gemm: OpenBLAS, threaded by the
  * library) over chunks of the batch; reductions accumulate in double.
+ * With oneDNN (KOMA_HAVE_DNNL) the three convolution ops and the fused
+ * inference unit go to nn/conv_dnnl.c instead (nn_backend_cpu_new_conv picks
+ * the route; KOMA_CPU_CONV=ref|dnnl in the environment); a oneDNN failure is
+ * reported once on stderr and that call runs on the reference route.
  * Also owns the instance's sticky error: every op first asks the fault
  * switch (nn/fault.h); an injected failure is recorded and turns every later
  * op of the instance into a no-op, as a device failure does on CUDA.
- * Does not own: the order ops run in (nn/net.c), the fault spec (nn/fault.c).
- * Threads: an instance is used by one thread at a time (nn/backend.h).
+ * Does not own: the order ops run in (nn/net.c), the fault spec (nn/fault.c),
+ * oneDNN's primitives (nn/conv_dnnl.c).
+ * Threads: an instance is used by one thread at a time (nn/backend.h);
+ * `threads` goes to OpenBLAS (process-wide) and to this instance's oneDNN
+ * calls (per calling thread).
  * Errors: buf_alloc returns NULL when the host is out of memory; nothing
- * else fails except by injection.
+ * else fails except by injection (a oneDNN failure falls back, see above).
  */
 #include "nn/backend.h"
 
@@ -22,6 +29,7 @@
 
 #include "compat/bits.h"
 #include "compat/compat.h"
+#include "nn/conv_dnnl.h"
 #include "nn/fault.h"
 
 #ifdef KOMA_HAVE_CBLAS
@@ -57,6 +65,9 @@ const char *nn_backend_memory(const nn_backend_t *be) { return be && be->memory 
 typedef struct {
     int failed;
     char err[256];
+    nn_dnnl_t *dnnl;  /* the oneDNN route, NULL = reference convolutions */
+    int32_t warned;   /* a oneDNN failure was reported */
+    int32_t fallback; /* a oneDNN op runs the reference: its fault was counted already */
 } cpu_ctx_t;
 
 /* Entry of every op: returns 1 when the op must be skipped (the instance has
@@ -65,6 +76,10 @@ typedef struct {
 static int cpu_skip(nn_backend_t *be, const char *op, nn_fault_t *nan) {
     cpu_ctx_t *c = be->ctx;
     if (c->failed) return 1;
+    if (c->fallback) {
+        if (nan) *nan = NN_FAULT_NONE;
+        return 0;
+    }
     nn_fault_t f = nn_fault_hit(op);
     if (f == NN_FAULT_FAIL) {
         c->failed = 1;
@@ -88,7 +103,9 @@ static const char *cpu_error(nn_backend_t *be) {
 /* ---- memory ---------------------------------------------------------------- */
 static void cpu_free(nn_backend_t *be) {
     if (!be) return;
-    free(be->ctx);
+    cpu_ctx_t *c = be->ctx;
+    if (c) nn_dnnl_free(c->dnnl);
+    free(c);
     free(be);
 }
 
@@ -586,6 +603,103 @@ static void cpu_sgd_step(nn_backend_t *be, float *p, const float *g, float *v, i
     if (fault_ == NN_FAULT_NAN) poison(p, n);
 }
 
+/* ---- the oneDNN route -------------------------------------------------------- */
+/* Each op below asks the fault switch once, as the reference op would, then
+ * runs oneDNN; on a oneDNN failure (reported once) the reference op runs with
+ * the switch muted (c->fallback) so the fault count stays one per op. */
+static void dnnl_fell_back(nn_backend_t *be) {
+    cpu_ctx_t *c = be->ctx;
+    c->fallback = 1;
+    if (c->warned) return;
+    c->warned = 1;
+    fprintf(stderr, "nn: oneDNN convolution failed, running the reference route instead: %s\n",
+            nn_dnnl_error(c->dnnl));
+}
+
+static void dnnl_conv_fwd(nn_backend_t *be, const float *x, const float *w, const float *bias,
+                          int32_t B, int32_t cin, int32_t cout, int32_t k, float *y, void *ws) {
+    cpu_ctx_t *c = be->ctx;
+    nn_fault_t f;
+    if (cpu_skip(be, "conv_fwd", &f)) return;
+    if (nn_dnnl_conv_fwd(c->dnnl, x, w, bias, NULL, -1, B, cin, cout, k, y, 0) != 0) {
+        dnnl_fell_back(be);
+        cpu_conv_fwd(be, x, w, bias, B, cin, cout, k, y, ws);
+        c->fallback = 0;
+    }
+    if (f == NN_FAULT_NAN) poison(y, (int64_t)B * cout * NN_HW);
+}
+
+// (B, C, 81) <-> (B, 81, C)
+static void nhwc_nchw(const float *x, int32_t B, int32_t C, int to_nchw, float *y) {
+    for (int32_t b = 0; b < B; b++)
+        for (int32_t c = 0; c < C; c++)
+            for (int32_t q = 0; q < NN_HW; q++) {
+                int64_t i = ((int64_t)b * C + c) * NN_HW + q, j = ((int64_t)b * NN_HW + q) * C + c;
+                if (to_nchw) y[i] = x[j];
+                else y[j] = x[i];
+            }
+}
+
+/* The reference unit on NCHW copies of the native (NHWC) operands. */
+static void ref_unit_native(nn_backend_t *be, const float *x, const float *w, const float *bias,
+                            const float *res, int32_t B, int32_t cin, int32_t cout, int32_t k,
+                            nn_act_t act, float *y, void *ws, int32_t flags) {
+    int64_t nx = (int64_t)B * cin * NN_HW, ny = (int64_t)B * cout * NN_HW;
+    float *xt = (flags & NN_CONV_X_NATIVE) ? malloc(sizeof(float) * (size_t)nx) : NULL;
+    float *rt = (flags & NN_CONV_Y_NATIVE) && res ? malloc(sizeof(float) * (size_t)ny) : NULL;
+    float *yt = (flags & NN_CONV_Y_NATIVE) ? malloc(sizeof(float) * (size_t)ny) : y;
+    if (((flags & NN_CONV_X_NATIVE) && !xt) || ((flags & NN_CONV_Y_NATIVE) && (!yt || (res && !rt)))) {
+        fprintf(stderr, "nn: out of memory in the reference convolution; output left unset\n");
+    } else {
+        if (xt) nhwc_nchw(x, B, cin, 1, xt), x = xt;
+        if (rt) nhwc_nchw(res, B, cout, 1, rt), res = rt;
+        cpu_conv_fwd(be, x, w, bias, B, cin, cout, k, yt, ws);
+        if (!(flags & NN_CONV_NO_ACT)) cpu_act_fwd(be, yt, res, ny, act, yt);
+        if (yt != y) nhwc_nchw(yt, B, cout, 0, y);
+    }
+    free(xt);
+    free(rt);
+    if (yt != y) free(yt);
+}
+
+static void dnnl_conv_fwd_act(nn_backend_t *be, const float *x, const float *w, const float *bias,
+                              const float *res, int32_t B, int32_t cin, int32_t cout, int32_t k,
+                              nn_act_t act, float *y, void *ws, int32_t flags) {
+    cpu_ctx_t *c = be->ctx;
+    nn_fault_t f;
+    if (cpu_skip(be, "conv_fwd", &f)) return; /* the unit counts as its convolution */
+    int32_t a = (flags & NN_CONV_NO_ACT) ? -1 : (int32_t)act;
+    if (nn_dnnl_conv_fwd(c->dnnl, x, w, bias, res, a, B, cin, cout, k, y,
+                         flags & (NN_CONV_X_NATIVE | NN_CONV_Y_NATIVE)) != 0) {
+        dnnl_fell_back(be);
+        ref_unit_native(be, x, w, bias, res, B, cin, cout, k, act, y, ws, flags);
+        c->fallback = 0;
+    }
+    if (f == NN_FAULT_NAN) poison(y, (int64_t)B * cout * NN_HW);
+}
+
+static void dnnl_conv_bwd_data(nn_backend_t *be, const float *dy, const float *w, int32_t B,
+                               int32_t cin, int32_t cout, int32_t k, float *dx, int32_t accumulate,
+                               void *ws) {
+    cpu_ctx_t *c = be->ctx;
+    if (cpu_skip(be, "conv_bwd_data", NULL)) return;
+    if (nn_dnnl_conv_bwd_data(c->dnnl, dy, w, B, cin, cout, k, dx, accumulate) == 0) return;
+    dnnl_fell_back(be);
+    cpu_conv_bwd_data(be, dy, w, B, cin, cout, k, dx, accumulate, ws);
+    c->fallback = 0;
+}
+
+static void dnnl_conv_bwd_filter(nn_backend_t *be, const float *x, const float *dy, int32_t B,
+                                 int32_t cin, int32_t cout, int32_t k, float *dw, float *dbias,
+                                 void *ws) {
+    cpu_ctx_t *c = be->ctx;
+    if (cpu_skip(be, "conv_bwd_filter", NULL)) return;
+    if (nn_dnnl_conv_bwd_filter(c->dnnl, x, dy, B, cin, cout, k, dw, dbias) == 0) return;
+    dnnl_fell_back(be);
+    cpu_conv_bwd_filter(be, x, dy, B, cin, cout, k, dw, dbias, ws);
+    c->fallback = 0;
+}
+
 /* OpenBLAS 0.3.21 does not know recent Xeons (e.g. family 6 model 207
  * under KVM) and falls back to its SSE3 "Prescott" kernels, 4x slower than
  * its AVX-512 ones here. The choice is made when the library loads, before
@@ -606,10 +720,17 @@ const char *nn_cpu_blas_better_coretype(void) {
 }
 
 void nn_cpu_blas_reexec_if_generic(char **argv) {
+    if (getenv("KOMA_NO_REEXEC")) return;
     const char *better = nn_cpu_blas_better_coretype();
-    if (!better || getenv("KOMA_NO_REEXEC")) return;
-    /* Returns only when the platform cannot start the program again. */
-    compat_reexec_with_env("OPENBLAS_CORETYPE", better, argv);
+    /* Each returns only when nothing is to be done (the variable is set) or
+     * the platform cannot start the program again. */
+    if (better) compat_reexec_with_env("OPENBLAS_CORETYPE", better, argv);
+#ifdef KOMA_HAVE_DNNL
+    /* libgomp (oneDNN's runtime) reads this when it loads: its workers spin
+     * between primitives by default and then take the cores from Koma's own
+     * threads (search, BN, OpenBLAS): 3-5x slower nets on a busy 2-core box. */
+    compat_reexec_with_env("OMP_WAIT_POLICY", "passive", argv);
+#endif
 }
 
 static void check_openblas_core(void) {
@@ -620,13 +741,48 @@ static void check_openblas_core(void) {
                     "set OPENBLAS_CORETYPE=%s for several times faster convolutions\n", better);
 }
 
+const char *nn_backend_cpu_conv_route(const nn_backend_t *be) {
+    if (!be || strcmp(be->name, "cpu") != 0) return NULL;
+    const cpu_ctx_t *c = be->ctx;
+    return c && c->dnnl ? "dnnl" : "ref";
+}
+
 nn_backend_t *nn_backend_cpu_new(int32_t threads) {
+    char err[256];
+    nn_backend_t *be = nn_backend_cpu_new_conv(threads, NN_CPU_CONV_AUTO, err, sizeof(err));
+    if (!be) fprintf(stderr, "nn: %s\n", err);
+    return be;
+}
+
+/* AUTO resolved: the environment's KOMA_CPU_CONV, then oneDNN where built. */
+static nn_cpu_conv_t resolve_conv(nn_cpu_conv_t conv) {
+    if (conv != NN_CPU_CONV_AUTO) return conv;
+    const char *env = getenv("KOMA_CPU_CONV");
+    if (env && strcmp(env, "ref") == 0) return NN_CPU_CONV_REF;
+#ifdef KOMA_HAVE_DNNL
+    return NN_CPU_CONV_DNNL;
+#else
+    return NN_CPU_CONV_REF;
+#endif
+}
+
+nn_backend_t *nn_backend_cpu_new_conv(int32_t threads, nn_cpu_conv_t conv, char *err, size_t errlen) {
     nn_backend_t *be = calloc(1, sizeof(*be));
     cpu_ctx_t *c = calloc(1, sizeof(*c));
     if (!be || !c) {
         free(be);
         free(c);
+        if (err && errlen) snprintf(err, errlen, "CPU backend: out of memory");
         return NULL;
+    }
+    conv = resolve_conv(conv);
+    if (conv == NN_CPU_CONV_DNNL) {
+        c->dnnl = nn_dnnl_new(threads > 0 ? threads : compat_cpu_count(), err, errlen);
+        if (!c->dnnl) {
+            free(c);
+            free(be);
+            return NULL;
+        }
     }
 #if defined(KOMA_HAVE_CBLAS) && defined(OPENBLAS_VERSION)
     if (threads > 0) openblas_set_num_threads(threads);
@@ -665,5 +821,11 @@ nn_backend_t *nn_backend_cpu_new(int32_t threads) {
     be->legal_loss = cpu_legal_loss;
     be->sum_squares = cpu_sum_squares;
     be->sgd_step = cpu_sgd_step;
+    if (c->dnnl) {
+        be->conv_fwd = dnnl_conv_fwd;
+        be->conv_bwd_data = dnnl_conv_bwd_data;
+        be->conv_bwd_filter = dnnl_conv_bwd_filter;
+        be->conv_fwd_act = dnnl_conv_fwd_act;
+    }
     return be;
 }

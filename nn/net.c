@@ -465,39 +465,57 @@ static void layout_infer(const nn_net_t *net, int32_t B, size_t ws, carve_t *c, 
     f->ws = take(c, ws);
 }
 
-/* Inference forward with folded BN: f->x0 must hold the expanded input. */
+/* Inference forward with folded BN: f->x0 must hold the expanded input.
+ * Where the backend fuses the unit (conv_fwd_act), trunk and head-conv
+ * activations stay in its native layout (NN_CONV_*_NATIVE) between units. */
 static void forward_infer(nn_net_t *net, nn_backend_t *be, int32_t B, infer_bufs_t *f) {
     const nn_net_config_t *cfg = &net->cfg;
     int32_t n = cfg->blocks, C = cfg->channels;
     nn_act_t act = cfg->act;
     const float *fo = net->folded;
-#define FCONV(u, in, out, res)                                                                   \
+    const int32_t X = NN_CONV_X_NATIVE, Y = NN_CONV_Y_NATIVE;
+#define FCONV(u, in, out, res, fl)                                                               \
     do {                                                                                         \
         const nn_unit_t *un_ = &net->units[u];                                                   \
+        if (be->conv_fwd_act) {                                                                  \
+            be->conv_fwd_act(be, (in), fo + un_->fw, fo + un_->fb, (res), B, un_->cin, un_->cout, \
+                             un_->k, act, (out), f->ws, (fl));                                   \
+            break;                                                                               \
+        }                                                                                        \
         be->conv_fwd(be, (in), fo + un_->fw, fo + un_->fb, B, un_->cin, un_->cout, un_->k, (out), \
                      f->ws);                                                                     \
         be->act_fwd(be, (out), (res), (int64_t)B * un_->cout * NN_HW, act, (out));               \
     } while (0)
+#define OUTCONV(o, in, out)                                                                      \
+    do {                                                                                         \
+        if (be->conv_fwd_act)                                                                    \
+            be->conv_fwd_act(be, (in), P(net, (o)->w), P(net, (o)->bias), NULL, B, C,            \
+                             NN_POLICY_CH, 1, act, (out), f->ws, X | NN_CONV_NO_ACT);            \
+        else                                                                                     \
+            be->conv_fwd(be, (in), P(net, (o)->w), P(net, (o)->bias), B, C, NN_POLICY_CH, 1,     \
+                         (out), f->ws);                                                          \
+    } while (0)
     float *h = f->h[0], *t1 = f->h[1], *t2 = f->h[2];
-    FCONV(U_STEM, f->x0, h, NULL);
+    FCONV(U_STEM, f->x0, h, NULL, Y);
     for (int32_t i = 0; i < n; i++) {
-        FCONV(1 + 2 * i, h, t1, NULL);
-        FCONV(2 + 2 * i, t1, t2, h);
+        FCONV(1 + 2 * i, h, t1, NULL, X | Y);
+        FCONV(2 + 2 * i, t1, t2, h, X | Y);
         float *tmp = h;
         h = t2;
         t2 = tmp;
     }
     const nn_unit_t *po = &net->units[U_POUT(n)], *lo = &net->units[U_LOUT(n)];
-    FCONV(U_PCONV(n), h, t1, NULL);
-    be->conv_fwd(be, t1, P(net, po->w), P(net, po->bias), B, C, NN_POLICY_CH, 1, f->policy, f->ws);
-    FCONV(U_LCONV(n), h, t1, NULL);
-    be->conv_fwd(be, t1, P(net, lo->w), P(net, lo->bias), B, C, NN_POLICY_CH, 1, f->legal, f->ws);
-    FCONV(U_VCONV(n), h, f->v, NULL);
+    FCONV(U_PCONV(n), h, t1, NULL, X | Y);
+    OUTCONV(po, t1, f->policy);
+    FCONV(U_LCONV(n), h, t1, NULL, X | Y);
+    OUTCONV(lo, t1, f->legal);
+    FCONV(U_VCONV(n), h, f->v, NULL, X);
     be->dense_fwd(be, f->v, P(net, net->fc1_w), P(net, net->fc1_b), B, NN_VALUE_CH * NN_HW,
                   NN_VALUE_HIDDEN, f->fc1);
     be->act_fwd(be, f->fc1, NULL, (int64_t)B * NN_VALUE_HIDDEN, act, f->fc1);
     be->dense_fwd(be, f->fc1, P(net, net->fc2_w), P(net, net->fc2_b), B, NN_VALUE_HIDDEN,
                   NN_VALUE_NB, f->value);
+#undef OUTCONV
 #undef FCONV
 }
 

@@ -186,6 +186,7 @@ static void bench_conv(nn_backend_t *be, int32_t C, int32_t B, double secs) {
 }
 
 int main(int argc, char **argv) {
+    nn_cpu_blas_reexec_if_generic(argv); /* the OpenBLAS kernels and OpenMP wait policy programs get */
     const char *nets = "6x64,10x128";
     int32_t batches[32] = {1, 8, 32, 128, 256, 1024};
     int nb = 6;
@@ -207,8 +208,9 @@ int main(int argc, char **argv) {
         }
     }
     nn_backend_t *be = nn_backend_cpu_new(threads);
-    printf("bench_nn: CPU backend, %d CPUs, %d planes + %d hand, %.2f %s s per measurement\n", compat_cpu_count(),
-           planes, hand, secs, g_cpu_time ? "CPU" : "wall");
+    printf("bench_nn: CPU backend (%s convolutions, OMP_WAIT_POLICY=%s), %d CPUs, %d planes + %d hand, %.2f %s s per measurement\n",
+           nn_backend_cpu_conv_route(be), getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "unset",
+           compat_cpu_count(), planes, hand, secs, g_cpu_time ? "CPU" : "wall");
     char list[256];
     snprintf(list, sizeof(list), "%s", nets);
     for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {

@@ -18,10 +18,16 @@ Modes: tf32 (FP32 with TF32 matmul/conv), bf16 (torch.autocast bf16, FP32
 master weights), fp32 (TF32 off). --channels-last (default on) uses NHWC
 memory format, the fast path for tensor cores; --compile adds torch.compile.
 
+CPU mode (--device cpu, the side-by-side reference for tools/bench_nn.c):
+fp32 only, torch.set_num_threads(--threads), oneDNN (mkldnn) convolutions,
+inference = BN folded + eval + inference_mode with the float input resident
+and policy + value copied out, training as above (SGD Nesterov).
+
 Usage: python3 tools/torch_bench.py [--nets 6x64,10x128] [--modes tf32,bf16]
          [--batches 1,2,4,...,1024] [--train-batches 256,1024] [--seconds 1]
-         [--planes 68] [--hand 14] [--compile] [--no-channels-last] [--device 0]
-Exits 77 when torch or a CUDA device is missing.
+         [--planes 68] [--hand 14] [--compile] [--no-channels-last]
+         [--device 0 | --device cpu --threads 2]
+Exits 77 when torch or (without --device cpu) a CUDA device is missing.
 """
 import argparse
 import sys
@@ -114,17 +120,25 @@ def net_flop(blocks, ch, cin):
     return f
 
 
+def sync():
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
+CLOCK = time.perf_counter  # --cpu-time: time.process_time (all threads' CPU seconds)
+
+
 def timed(fn, seconds, min_iters=3):
     fn()
-    torch.cuda.synchronize()
-    it, t0 = 0, time.perf_counter()
+    sync()
+    it, t0 = 0, CLOCK()
     chunk = 1
     while True:
         for _ in range(chunk):
             fn()
-        torch.cuda.synchronize()
+        sync()
         it += chunk
-        t = time.perf_counter() - t0
+        t = CLOCK() - t0
         if t >= seconds and it >= min_iters:
             return it, t
         chunk = min(chunk * 2, 64)
@@ -141,10 +155,11 @@ def bench(args, size, mode, dev, peak):
     cin = args.planes + args.hand
     fpp = net_flop(blocks, ch, cin)
     fmt = torch.channels_last if args.channels_last else torch.contiguous_format
+    cpu = dev.type == "cpu"
     torch.backends.cuda.matmul.allow_tf32 = mode != "fp32"
     torch.backends.cudnn.allow_tf32 = mode != "fp32"
     torch.backends.cudnn.benchmark = True
-    amp = torch.autocast("cuda", dtype=torch.bfloat16, enabled=(mode == "bf16"))
+    amp = torch.autocast("cpu" if cpu else "cuda", dtype=torch.bfloat16, enabled=(mode == "bf16"))
     print("\n## %s %s (torch %s, %s%s; %.1f MFLOP per position forward)\n"
           % (size, mode, torch.__version__, "channels_last" if args.channels_last else "NCHW",
              ", torch.compile" if args.compile else "", fpp * 1e-6))
@@ -156,16 +171,16 @@ def bench(args, size, mode, dev, peak):
     print("|------:|------:|------:|------:|------:|------:|------:|")
     for B in args.batches:
         x = random_input(B, args.planes, args.hand, dev).to(memory_format=fmt)
-        xh = x.cpu().pin_memory()
-        ph = torch.empty(B, POLICY_CH * HW, pin_memory=True)
-        vh = torch.empty(B, VALUE_NB, pin_memory=True)
+        xh = x.cpu() if cpu else x.cpu().pin_memory()
+        ph = torch.empty(B, POLICY_CH * HW, pin_memory=not cpu)
+        vh = torch.empty(B, VALUE_NB, pin_memory=not cpu)
 
         def host():
             with torch.inference_mode(), amp:
                 p, v, _ = infer(xh.to(dev, non_blocking=True).contiguous(memory_format=fmt))
                 ph.copy_(p.float(), non_blocking=True)
                 vh.copy_(v.float(), non_blocking=True)
-            torch.cuda.synchronize()  # the host needs the result, as a search thread would
+            sync()  # the host needs the result, as a search thread would
 
         def device():
             with torch.inference_mode(), amp:
@@ -230,14 +245,18 @@ def main():
     ap.add_argument("--seconds", type=float, default=1.0)
     ap.add_argument("--planes", type=int, default=68)
     ap.add_argument("--hand", type=int, default=14)
-    ap.add_argument("--device", type=int, default=0)
+    ap.add_argument("--device", default="0", help="CUDA device index, or cpu")
+    ap.add_argument("--threads", type=int, default=0, help="--device cpu: torch.set_num_threads (0: torch's default)")
+    ap.add_argument("--cpu-time", action="store_true", help="time with process CPU seconds (as bench_nn --cpu-time)")
     ap.add_argument("--compile", action="store_true")
     ap.add_argument("--no-channels-last", dest="channels_last", action="store_false")
     args = ap.parse_args()
+    if args.device == "cpu":
+        return main_cpu(args)
     if not torch.cuda.is_available():
         print("torch_bench.py: skipped: torch.cuda.is_available() is False")
         return 77
-    dev = torch.device("cuda", args.device)
+    dev = torch.device("cuda", int(args.device))
     props = torch.cuda.get_device_properties(dev)
     src, pk_bf16, pk_tf32 = peak_for(props.name)
     print("# torch_bench: device %d %s, cc %d.%d, %d SMs, %.1f GiB; torch %s, CUDA %s, cuDNN %s"
@@ -252,6 +271,33 @@ def main():
         peak = {"bf16": pk_bf16, "tf32": pk_tf32, "fp32": 0.0}[mode]
         for size in args.nets.split(","):
             bench(args, size, mode, dev, peak)
+    return 0
+
+
+def main_cpu(args):
+    global CLOCK
+    if args.cpu_time:
+        CLOCK = time.process_time
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    modes = args.modes if args.modes != "tf32,bf16" else "fp32"
+    cpu_model = "?"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu_model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    print("# torch_bench: CPU %s, %d threads; torch %s, oneDNN (mkldnn) %s; input %d planes + %d hand"
+          % (cpu_model, torch.get_num_threads(), torch.__version__, torch.backends.mkldnn.is_available(),
+             args.planes, args.hand))
+    for mode in modes.split(","):
+        if mode not in ("fp32", "bf16"):
+            print("unknown CPU mode %r (fp32, bf16)" % mode)
+            return 2
+        for size in args.nets.split(","):
+            bench(args, size, mode, torch.device("cpu"), 0.0)
     return 0
 
 

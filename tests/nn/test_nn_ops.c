@@ -587,6 +587,20 @@ int main(void) {
     test_conv(1, 5, 27, 1, 1, 0);
     test_conv(50, 64, 8, 3, 0, 0); /* several batch chunks */
     test_conv(7, 130, 9, 1, 1, 0);
+    /* the default backend above takes oneDNN's route where built with it: the
+     * reference route (im2col + GEMM) gets the same convolution checks */
+    char err[256];
+    nn_backend_t *dflt = be;
+    be = nn_backend_cpu_new_conv(0, NN_CPU_CONV_REF, err, sizeof(err));
+    KOMA_ASSERT(be);
+    fprintf(stderr, "-- convolutions again on the reference route (default route: %s)\n",
+            nn_backend_cpu_conv_route(dflt));
+    test_conv(2, 3, 4, 3, 1, 1);
+    test_conv(1, 5, 27, 1, 1, 0);
+    test_conv(50, 64, 8, 3, 0, 0);
+    test_conv(7, 130, 9, 1, 1, 0);
+    nn_backend_free(be);
+    be = dflt;
     test_bn();
     test_act(NN_ACT_RELU);
     test_act(NN_ACT_SILU);

@@ -128,6 +128,8 @@ int main(void) {
     t_scratch("nn_torch");
     char err[512];
     nn_backend_t *be = nn_backend_cpu_new(0);
+    /* the default route: oneDNN where built with it (KOMA_CPU_CONV=ref for the reference) */
+    fprintf(stderr, "CPU backend convolution route: %s\n", nn_backend_cpu_conv_route(be));
     dump_case(be, "relu2x16", NN_ACT_RELU, 2, 16);
     dump_case(be, "silu1x8", NN_ACT_SILU, 1, 8);
     nn_backend_free(be);
