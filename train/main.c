@@ -77,7 +77,8 @@ static const char *usage =
 static char g_run[CFG_STRING_MAX] = "runs/default";
 static char g_out[CFG_STRING_MAX] = "";
 static char g_losses[CFG_STRING_MAX] = "";
-static int64_t g_window = 0, g_steps = 1000, g_ckpt_every = 100, g_die_at = 0, g_check_every = 10, g_micro = 1;
+static int64_t g_window = 0, g_steps = 1000, g_ckpt_every = 100, g_die_at = 0, g_check_every = 10, g_micro = 1,
+               g_diverge_at = 0;
 static int g_from_games = 0, g_fresh = 0, g_quiet = 0;
 static double g_progress = -1;
 static dist_t *g_dist;  /* the job: rank 0 of 1 without a launcher */
@@ -179,6 +180,7 @@ static int train_main(int argc, char **argv) {
     opts[n++] = (cfg_opt_t){"quiet", CFG_TYPE_BOOL, &g_quiet, 1, 0, "no status lines; only warnings and errors"};
     opts[n++] = (cfg_opt_t){"losses", CFG_TYPE_STRING, g_losses, 1, 0, "write every step's losses to this CSV file (step,loss,policy,value,legal,acc,f1)"};
     opts[n++] = (cfg_opt_t){"micro-batches", CFG_TYPE_INT, &g_micro, 1, 4096, "split each batch into M slices, each with its own BN statistics, and average their gradients (what M ranks under mpirun compute; less memory)"};
+    opts[n++] = (cfg_opt_t){"dist-diverge-at-step", CFG_TYPE_INT, &g_diverge_at, 0, 1e15, "tests: the last rank changes one weight after this step (0 = never)"};
     opts[n++] = (cfg_opt_t){"dist-check-every", CFG_TYPE_INT, &g_check_every, 1, 1e15, "under mpirun: compare the weights' XXH3 across ranks every K steps"};
     n += train_config_flags(&cfg, opts + n, MAX_OPTS - n);
 
@@ -218,7 +220,7 @@ static int train_main(int argc, char **argv) {
 
     /* The run: this program (rank 0) is its one writer until the end; the
      * other ranks open it read-only once rank 0 holds it. */
-    if (g_out[0] && check_out_dir(g_out, err, sizeof err) != 0) {
+    if (g_rank == 0 && g_out[0] && check_out_dir(g_out, err, sizeof err) != 0) {
         fprintf(stderr, "train: --out %s\n", err);
         return 1;
     }
@@ -417,6 +419,14 @@ static int train_main(int argc, char **argv) {
                     m.legal_loss, m.policy_acc, m.legal_f1);
         acc_add(&tick, &m);
         if (g_steps - s <= 100) acc_add(&tail, &m);
+        if (td && s + 1 == g_diverge_at && g_rank == ranks - 1) { /* tests: what the weights check must catch */
+            float w = 0;
+            float *p = nn_net_params(net, NULL, NULL);
+            be->download(be, &w, p, sizeof w);
+            w += 1e-3f;
+            be->upload(be, p, &w, sizeof w);
+            nn_net_mark_dirty(net);
+        }
         int ckpt_due = (s + 1) % g_ckpt_every == 0 && s + 1 < g_steps;
         if (td && (ckpt_due || (s + 1) % g_check_every == 0 || s + 1 == g_steps) &&
             train_dist_check(td, err, sizeof err) != 0) {

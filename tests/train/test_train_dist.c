@@ -11,6 +11,8 @@
  *    control run that sees other rows (1 rank, --batch 8) is far outside
  *    both tolerances, so the comparison can tell the right rows from wrong
  *    ones.
+ * Weights that drift apart on one rank stop the job at the next check
+ * (--dist-check-every 5) with a message, and no net is written.
  * 3. While a 2-rank job runs, a second writer (train on the same run) is
  *    refused by the run's lock, which rank 0 alone holds (rank 1 opening the
  *    run as a writer would have failed the job); once the job is stopped
@@ -289,6 +291,13 @@ int main(void) {
     snprintf(args, sizeof args, "%s --batch 15 --steps 2 --fresh --out %s", common, C);
     rc = run_train(2, args);
     CHECK_RUN(rc != 0 && file_has(g_errf, "multiple of the 2 rank(s)"));
+
+    /* weights that drift apart stop the job: rank 1 changes a weight after step 7, the check at step 10 sees it */
+    snprintf(args, sizeof args, "%s --batch 16 --steps %d --fresh --out %s --dist-diverge-at-step 7", common, STEPS,
+             t_path("X.safetensors"));
+    rc = run_train(2, args);
+    CHECK_RUN(rc != 0 && file_has(g_errf, "the weights differ across ranks at step 10: rank 1's are not rank 0's"));
+    CHECK(!compat_file_exists(t_path("X.safetensors")));
 
     /* 3. the run's lock */
     lock_while_running(common);
