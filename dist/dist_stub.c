@@ -2,10 +2,11 @@
  *
  * Owns: the one-process answers (rank 0 of 1, sums leave the buffer as it
  * is, every agreement is the caller's own), so that callers never need
- * #ifdef KOMA_HAVE_MPI.
+ * #ifdef KOMA_HAVE_MPI; a process that a launcher started as one of several
+ * is refused (each copy would otherwise train alone).
  * Does not own: anything when KOMA_HAVE_MPI is defined (dist/dist_mpi.c then
  * defines these functions and this file compiles to nothing).
- * Threads: any. Errors: none.
+ * Threads: any. Errors: dist_init only (the refusal above, out of memory).
  */
 #include "dist/dist.h"
 
@@ -23,6 +24,17 @@ bool dist_built(void) { return false; }
 dist_t *dist_init(int *argc, char ***argv, char *err, size_t errlen) {
     (void)argc;
     (void)argv;
+    /* N copies of a program built without MPI would each be a job of one. */
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && atoi(v) > 1) {
+            if (err && errlen)
+                snprintf(err, errlen, "started by an MPI launcher as %s processes (%s), but built without MPI: "
+                         "install MPI (libopenmpi-dev) and configure again (docs/SCALING.md)", v, vars[i]);
+            return NULL;
+        }
+    }
     dist_t *d = calloc(1, sizeof *d);
     if (!d && err && errlen) snprintf(err, errlen, "dist_init: out of memory");
     return d;
