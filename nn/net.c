@@ -985,7 +985,25 @@ static void fill_metrics(nn_trainer_t *tr, int32_t B, int32_t n_policy, int grad
     m->policy_acc = n_policy > 0 ? s[NN_STAT_POLICY_CORRECT] / (double)n_policy : NAN;
     double tp = s[NN_STAT_LEGAL_TP], fp = s[NN_STAT_LEGAL_FP], fn = s[NN_STAT_LEGAL_FN];
     m->legal_f1 = (2 * tp + fp + fn) > 0 ? 2 * tp / (2 * tp + fp + fn) : 1.0;
+    m->legal_tp = tp, m->legal_fp = fp, m->legal_fn = fn;
     m->grad_norm = grad ? sqrt((double)s[NN_STAT_GNORM2]) : 0.0;
+}
+
+/* The SGD step with the gradients in tr->grads and their squared norm in
+ * tr->stats[NN_STAT_GNORM2] (clipping). */
+static void sgd_apply(nn_trainer_t *tr) {
+    nn_net_t *net = tr->net;
+    nn_backend_t *be = tr->be;
+    nn_sgd_args_t a;
+    a.lr = nn_lr_at(&tr->cfg, tr->step);
+    a.momentum = tr->cfg.momentum;
+    a.nesterov = tr->cfg.nesterov;
+    a.clip_norm = tr->cfg.clip_norm;
+    a.weight_decay = tr->cfg.weight_decay;
+    be->sgd_step(be, net->params, tr->grads, tr->momentum, net->n_decay, tr->stats + NN_STAT_GNORM2, &a);
+    a.weight_decay = 0.0f;
+    be->sgd_step(be, net->params + net->n_decay, tr->grads + net->n_decay, tr->momentum + net->n_decay,
+                 net->n_params - net->n_decay, tr->stats + NN_STAT_GNORM2, &a);
 }
 
 static int train_common(nn_trainer_t *tr, const nn_batch_t *bt, nn_metrics_t *m, int update,
@@ -1001,18 +1019,7 @@ static int train_common(nn_trainer_t *tr, const nn_batch_t *bt, nn_metrics_t *m,
     forward_backward(tr, B);
     be->sum_squares(be, tr->grads, net->n_params, tr->stats + NN_STAT_GNORM2);
     if (update) {
-        nn_sgd_args_t a;
-        a.lr = nn_lr_at(&tr->cfg, tr->step);
-        a.momentum = tr->cfg.momentum;
-        a.nesterov = tr->cfg.nesterov;
-        a.clip_norm = tr->cfg.clip_norm;
-        a.weight_decay = tr->cfg.weight_decay;
-        be->sgd_step(be, net->params, tr->grads, tr->momentum, net->n_decay,
-                     tr->stats + NN_STAT_GNORM2, &a);
-        a.weight_decay = 0.0f;
-        be->sgd_step(be, net->params + net->n_decay, tr->grads + net->n_decay,
-                     tr->momentum + net->n_decay, net->n_params - net->n_decay,
-                     tr->stats + NN_STAT_GNORM2, &a);
+        sgd_apply(tr);
     } else {
         be->copy(be, net->stats, tr->rm_backup, sizeof(float) * (size_t)net->n_stats);
     }
@@ -1031,6 +1038,40 @@ int nn_train_step(nn_trainer_t *tr, const nn_batch_t *bt, nn_metrics_t *m, char 
 
 int nn_train_grad(nn_trainer_t *tr, const nn_batch_t *bt, nn_metrics_t *m, char *err, size_t errlen) {
     return train_common(tr, bt, m, 0, err, errlen);
+}
+
+int nn_train_step_grads(nn_trainer_t *tr, const nn_batch_t *bt, nn_metrics_t *m, char *err, size_t errlen) {
+    nn_backend_t *be = tr->be;
+    if (be_check(be, "nn_train_step_grads", err, errlen) != 0) return -1;
+    if (upload_batch(tr, bt, err, errlen) != 0) return -1;
+    be->memset_zero(be, tr->stats, sizeof(float) * NN_STAT_NB);
+    forward_backward(tr, bt->B); /* running statistics updated, as in nn_train_step */
+    be->sum_squares(be, tr->grads, tr->net->n_params, tr->stats + NN_STAT_GNORM2);
+    if (m) fill_metrics(tr, bt->B, 1, m);
+    if (be->sync) be->sync(be);
+    nn_net_mark_dirty(tr->net); /* the running statistics changed */
+    return be_check(be, "nn_train_step_grads", err, errlen);
+}
+
+int nn_train_step_apply(nn_trainer_t *tr, nn_metrics_t *m, char *err, size_t errlen) {
+    nn_backend_t *be = tr->be;
+    if (be_check(be, "nn_train_step_apply", err, errlen) != 0) return -1;
+    float *g2 = tr->stats + NN_STAT_GNORM2;
+    be->memset_zero(be, g2, sizeof(float));
+    be->sum_squares(be, tr->grads, tr->net->n_params, g2); /* the norm of the gradients as they are now */
+    sgd_apply(tr);
+    float h = 0.0f;
+    if (m) be->download(be, &h, g2, sizeof h);
+    if (be->sync) be->sync(be);
+    nn_net_mark_dirty(tr->net);
+    if (be_check(be, "nn_train_step_apply", err, errlen) != 0) return -1;
+    if (m) {
+        m->lr = nn_lr_at(&tr->cfg, tr->step);
+        m->grad_norm = sqrt((double)h);
+        m->step = tr->step + 1;
+    }
+    tr->step++;
+    return 0;
 }
 
 int nn_eval_batch(nn_trainer_t *tr, const nn_batch_t *bt, nn_metrics_t *m, char *err, size_t errlen) {

@@ -197,6 +197,8 @@ typedef struct {
     int32_t policy_positions; /* positions of the batch with a policy target */
     double legal_f1;     /* F1 of (logit >= 0) vs mask; 1 when no positives at all */
     double grad_norm;    /* before clipping (0 for nn_eval_batch) */
+    double legal_tp, legal_fp, legal_fn; /* the counts behind legal_f1 (sums over ranks give the F1 of a
+                                            data-parallel step) */
 } nn_metrics_t;
 
 typedef struct nn_trainer nn_trainer_t;
@@ -222,6 +224,19 @@ int nn_train_step(nn_trainer_t *tr, const nn_batch_t *batch, nn_metrics_t *m, ch
  * update (running stats are not changed). For gradient checks. */
 int nn_train_grad(nn_trainer_t *tr, const nn_batch_t *batch, nn_metrics_t *m, char *err,
                   size_t errlen);
+/* nn_train_step in two halves, for data-parallel training (train/dist_train.c):
+ * nn_train_step_grads runs forward, losses and backward into
+ * nn_trainer_grads and updates the BN running statistics, without changing
+ * the weights or the step count; the caller may then change the gradients
+ * and the running statistics (average them over processes), and
+ * nn_train_step_apply takes the SGD step with the gradients as they are then
+ * (their norm is recomputed for clipping and m->grad_norm; it also sets
+ * m->lr and m->step, the other fields stay as nn_train_step_grads left
+ * them). Called back to back they give the same weights, bit for bit, as
+ * nn_train_step. Failures as nn_train_step. */
+int nn_train_step_grads(nn_trainer_t *tr, const nn_batch_t *batch, nn_metrics_t *m, char *err,
+                        size_t errlen);
+int nn_train_step_apply(nn_trainer_t *tr, nn_metrics_t *m, char *err, size_t errlen);
 /* Losses and metrics in inference mode (folded BN), no gradients. */
 int nn_eval_batch(nn_trainer_t *tr, const nn_batch_t *batch, nn_metrics_t *m, char *err,
                   size_t errlen);

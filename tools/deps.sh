@@ -3,12 +3,13 @@
 #   tools/deps.sh            build dependencies (compiler, CMake, SQLite, xxHash, cJSON, inih, OpenBLAS,
 #                            oneDNN for the fast CPU convolutions)
 #   tools/deps.sh --test     plus what the test suite uses (python3-torch for the PyTorch
-#                            reference check, gpsshogi for a match against a third-party engine)
+#                            reference check, gpsshogi for a match against a third-party engine,
+#                            Open MPI for the data-parallel train test under mpirun)
 # Runs apt-get through sudo when not root. Installs nothing that is already there.
 set -eu
 pkgs="build-essential cmake pkg-config git libsqlite3-dev sqlite3 libxxhash-dev libcjson-dev libinih-dev libopenblas-dev libdnnl-dev"
 if [ "${1:-}" = "--test" ]; then
-  pkgs="$pkgs python3 python3-torch gpsshogi"
+  pkgs="$pkgs python3 python3-torch gpsshogi openmpi-bin libopenmpi-dev"
 fi
 missing=""
 for p in $pkgs; do

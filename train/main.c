@@ -21,6 +21,19 @@
  * default to the run's next cycle, models/<cycle>.safetensors, registered in
  * koma.db (file first, then the row). Offline steps are not written to the
  * train_steps table (their step numbers would collide with the run's).
+ *
+ * More than one process (`mpirun -np N train --from-games ...`, dist/): the
+ * ranks train one net data-parallel (train/dist_train.h). Rank 0 alone owns
+ * the run (writer lock, checkpoint, final model, output); the other ranks
+ * open it read-only after rank 0 has taken the lock. --batch is the global
+ * batch: each rank trains on its B/N rows of the batch every rank samples,
+ * gradients and BN running statistics are averaged, the same SGD step is
+ * taken everywhere and the weights' hashes are compared every
+ * --dist-check-every steps, before every checkpoint and at the end. Every
+ * rank makes the same collective calls in the same order whatever fails
+ * (gate(), train_dist_step), so a failure on one rank ends every rank with
+ * a message instead of leaving them waiting. One process (no launcher) runs
+ * exactly the single-process path.
  */
 #include "compat/version.h"
 #include <inttypes.h>
@@ -37,8 +50,10 @@
 #include "data/run.h"
 #include "data/shard.h"
 #include "data/writer.h"
+#include "dist/dist.h"
 #include "engine/encode.h"
 #include "nn/weights.h"
+#include "train/dist_train.h"
 #include "train/model.h"
 #include "train/trainer.h"
 #include "train/window.h"
@@ -56,13 +71,38 @@ static const char *usage =
     "Trains a net offline on the most recent --window positions of the run's shards.\n"
     "It is the run's one writer while it runs (selfplay or import on the same run is\n"
     "refused meanwhile, and it is refused while they run). Exit status: 0 done,\n"
-    "1 error, 2 bad flags, 130 stopped (the checkpoint is kept: the same command resumes).";
+    "1 error, 2 bad flags, 130 stopped (the checkpoint is kept: the same command resumes).\n"
+    "Under mpirun (-np N) the N ranks train one net; --batch is the global batch (docs/SCALING.md).";
 
 static char g_run[CFG_STRING_MAX] = "runs/default";
 static char g_out[CFG_STRING_MAX] = "";
-static int64_t g_window = 0, g_steps = 1000, g_ckpt_every = 100, g_die_at = 0;
+static char g_losses[CFG_STRING_MAX] = "";
+static int64_t g_window = 0, g_steps = 1000, g_ckpt_every = 100, g_die_at = 0, g_check_every = 10, g_micro = 1,
+               g_diverge_at = 0;
 static int g_from_games = 0, g_fresh = 0, g_quiet = 0;
 static double g_progress = -1;
+static dist_t *g_dist;  /* the job: rank 0 of 1 without a launcher */
+static int32_t g_rank;  /* this process's rank */
+static int g_gates;     /* pre-loop agreements made (TRAIN_GATES in all, on every path) */
+#define TRAIN_GATES 2   /* 1: rank 0 holds the run; 2: every rank is ready to train */
+
+/* 0 when every rank passes ok != 0 (a job of one: ok itself). */
+static int agree(int ok) {
+    char err[512];
+    int all = 0;
+    if (dist_agree(g_dist, ok, &all, err, sizeof err) != 0) {
+        fprintf(stderr, "train: rank %d: %s\n", g_rank, err);
+        return -1;
+    }
+    if (ok && !all) fprintf(stderr, "train: rank %d: another rank failed (its message is above)\n", g_rank);
+    return all ? 0 : -1;
+}
+
+/* One of the TRAIN_GATES pre-loop agreements. */
+static int gate(int ok) {
+    g_gates++;
+    return agree(ok);
+}
 
 static void fmt_eta(double s, char *buf, size_t len) {
     if (!(s >= 0) || s > 1e7) {
@@ -124,7 +164,7 @@ static void acc_add(acc_t *a, const nn_metrics_t *m) {
     a->v += m->value_loss, a->l += m->legal_loss, a->f1 += m->legal_f1, a->total += m->loss, a->n++;
 }
 
-int main(int argc, char **argv) {
+static int train_main(int argc, char **argv) {
     if (koma_version_asked(argc, argv, "train")) return 0;
     nn_cpu_blas_reexec_if_generic(argv);
     compat_install_stop_handler();
@@ -141,6 +181,10 @@ int main(int argc, char **argv) {
     opts[n++] = (cfg_opt_t){"die-at-step", CFG_TYPE_INT, &g_die_at, 0, 1e15, "tests: exit abruptly (like kill -9) after this step (0 = never)"};
     opts[n++] = (cfg_opt_t){"progress", CFG_TYPE_DOUBLE, &g_progress, -1, 3600, "seconds between status lines (-1 = 1 on a terminal, updated in place, 30 otherwise; 0 = none)"};
     opts[n++] = (cfg_opt_t){"quiet", CFG_TYPE_BOOL, &g_quiet, 1, 0, "no status lines; only warnings and errors"};
+    opts[n++] = (cfg_opt_t){"losses", CFG_TYPE_STRING, g_losses, 1, 0, "write every step's losses to this CSV file (step,loss,policy,value,legal,acc,f1)"};
+    opts[n++] = (cfg_opt_t){"micro-batches", CFG_TYPE_INT, &g_micro, 1, 4096, "split each batch into M slices, each with its own BN statistics, and average their gradients (what M ranks under mpirun compute; less memory)"};
+    opts[n++] = (cfg_opt_t){"dist-diverge-at-step", CFG_TYPE_INT, &g_diverge_at, 0, 1e15, "tests: the last rank changes one weight after this step (0 = never)"};
+    opts[n++] = (cfg_opt_t){"dist-check-every", CFG_TYPE_INT, &g_check_every, 1, 1e15, "under mpirun: compare the weights' XXH3 across ranks every K steps"};
     n += train_config_flags(&cfg, opts + n, MAX_OPTS - n);
 
     char err[2048], e2[1024];
@@ -163,14 +207,29 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (!total_given) cfg.opt.total_steps = g_steps;
+    g_dist = dist_init(&argc, &argv, err, sizeof err);
+    if (!g_dist) {
+        fprintf(stderr, "train: %s\n", err);
+        return 1;
+    }
+    g_rank = dist_rank(g_dist);
+    int32_t ranks = dist_size(g_dist), slices = ranks * (int32_t)g_micro;
+    if (cfg.batch % slices != 0) {
+        fprintf(stderr, "train: --batch %d is the global batch: it must be a multiple of the %d rank(s) x %d micro-batches\n",
+                cfg.batch, ranks, (int)g_micro);
+        return 2;
+    }
+    if (g_rank != 0) g_quiet = 1, g_progress = 0; /* rank 0 speaks for the job */
 
-    /* The run: this program is its one writer until the end. */
-    if (g_out[0] && check_out_dir(g_out, err, sizeof err) != 0) {
+    /* The run: this program (rank 0) is its one writer until the end; the
+     * other ranks open it read-only once rank 0 holds it. */
+    if (g_rank == 0 && g_out[0] && check_out_dir(g_out, err, sizeof err) != 0) {
         fprintf(stderr, "train: --out %s\n", err);
         return 1;
     }
     char path[1400], ckpt[1400];
-    run_t *rn = run_open(g_run, RUN_WRITE, "train --from-games", err, sizeof err);
+    if (g_rank != 0 && gate(1) != 0) return 1;
+    run_t *rn = run_open(g_run, g_rank == 0 ? RUN_WRITE : 0, "train --from-games", err, sizeof err);
     if (!rn) {
         fprintf(stderr, "train: %s\n", err);
         return 1;
@@ -190,14 +249,16 @@ int main(int argc, char **argv) {
     db_shard_t *list = NULL;
     int32_t nlist = 0;
     status_t *sl = NULL; /* the status line of the step loop */
+    train_dist_t *td = NULL;
+    FILE *lf = NULL; /* --losses */
 
-    writer = db_writer_start(run_db(rn), 64, err, sizeof err);
-    if (!writer) {
+    writer = g_rank == 0 ? db_writer_start(run_db(rn), 64, err, sizeof err) : NULL;
+    if (g_rank == 0 && !writer) {
         fprintf(stderr, "train: %s\n", err);
         goto done;
     }
     run_row_arg_t ra = {config_text ? config_text : ""};
-    if (train_writer_call(writer, run_row_job, &ra, sizeof ra, NULL, e2, sizeof e2) != DB_OK) {
+    if (writer && train_writer_call(writer, run_row_job, &ra, sizeof ra, NULL, e2, sizeof e2) != DB_OK) {
         fprintf(stderr, "train: %s: runs row not written: %s\n", path, e2); /* a database that cannot take it */
         goto done;
     }
@@ -208,11 +269,14 @@ int main(int argc, char **argv) {
 
     /* The net: from the checkpoint, or new. */
     run_path(run, RUN_TRAIN, ckpt, sizeof ckpt);
-    if (compat_mkdir_p(ckpt, e2, sizeof e2) != 0) {
-        fprintf(stderr, "train: %s: %s\n", ckpt, e2);
-        goto done;
+    if (g_rank == 0) {
+        if (compat_mkdir_p(ckpt, e2, sizeof e2) != 0) {
+            fprintf(stderr, "train: %s: %s\n", ckpt, e2);
+            goto done;
+        }
+        train_remove_stale_tmp(ckpt, note_stale, NULL);
+        if (gate(1) != 0) goto done;
     }
-    train_remove_stale_tmp(ckpt, note_stale, NULL);
     snprintf(ckpt, sizeof ckpt, "%s/train/checkpoint.safetensors", run);
     be = train_backend_new(&cfg, err, sizeof err);
     if (!be) {
@@ -249,7 +313,7 @@ int main(int argc, char **argv) {
             goto done;
         }
     }
-    nt = nn_trainer_new(net, &cfg.opt, cfg.batch, err, sizeof err);
+    nt = nn_trainer_new(net, &cfg.opt, train_dist_local_batch(cfg.batch, slices), err, sizeof err);
     if (!nt) {
         fprintf(stderr, "train: %s\n", err);
         goto done;
@@ -287,9 +351,26 @@ int main(int argc, char **argv) {
                 " positions with features_version %d, %d bad shard(s))\n", run, nlist, all, fmt.features_version, bad);
         goto done;
     }
+    if (g_rank == 0 && g_losses[0]) {
+        lf = fopen(g_losses, "w");
+        if (!lf || fputs("step,loss,policy,value,legal,acc,f1\n", lf) < 0) {
+            fprintf(stderr, "train: --losses %s: cannot write\n", g_losses);
+            goto done;
+        }
+    }
+    if (slices > 1 && !(td = train_dist_new(g_dist, nt, cfg.batch, (int32_t)g_micro, err, sizeof err))) {
+        fprintf(stderr, "train: %s\n", err);
+        goto done;
+    }
+    if (gate(1) != 0) goto done;
+    if (td && train_dist_check(td, err, sizeof err) != 0) { /* every rank starts from the same net */
+        fprintf(stderr, "train: rank %d: %s\n", g_rank, err);
+        goto done;
+    }
     char arch[64];
     int64_t step0 = nn_trainer_step_count(nt);
-    printf("train --from-games: %s, window %" PRId64 " of %" PRId64 " positions in %d shard(s)%s, %s, batch %d, "
+    if (g_rank == 0)
+        printf("train --from-games: %s, window %" PRId64 " of %" PRId64 " positions in %d shard(s)%s, %s, batch %d, "
            "%s step %" PRId64 " -> %" PRId64 ", checkpoint every %" PRId64 " steps: %s\n",
            run, positions, all, train_window_shards(win), bad ? " (bad shards skipped)" : "",
            train_model_arch(nc, arch, sizeof arch), cfg.batch, resumed ? "resuming at" : "from", step0, g_steps,
@@ -305,30 +386,64 @@ int main(int argc, char **argv) {
     int stopped = 0;
     sl = status_new(stdout, g_progress > 0 ? g_progress : 0, g_quiet != 0); /* freed before any other output */
     for (int64_t s = step0; s < g_steps; s++) {
-        if (compat_stop_requested()) {
-            stopped = 1;
-            break;
-        }
-        if (train_window_sample(win, train_key(cfg.seed, -1, s), cfg.batch, batch, err, sizeof err) != 0) {
-            status_free(sl), sl = NULL;
-            fprintf(stderr, "train: %s\n", err);
-            goto done;
-        }
-        nn_batch_t bt = shard_batch_view(batch);
-        if (nn_train_step(nt, &bt, &m, err, sizeof err) != 0) {
-            status_free(sl), sl = NULL;
-            fprintf(stderr, "train: step %" PRId64 ": %s\n", s, err);
-            goto done;
-        }
-        steps_done++;
-        acc_add(&tick, &m);
-        if (g_steps - s <= 100) acc_add(&tail, &m);
-        if ((s + 1) % g_ckpt_every == 0 && s + 1 < g_steps) {
-            if (nn_weights_save(net, nt, ckpt, err, sizeof err) != 0) {
+        if (td) { /* data-parallel: every rank, the same collective calls */
+            int sampled = train_window_sample(win, train_key(cfg.seed, -1, s), cfg.batch, batch, err, sizeof err) == 0;
+            nn_batch_t bt = shard_batch_view(batch);
+            int stop_all = 0;
+            if (train_dist_step(td, sampled ? &bt : NULL, compat_stop_requested(), &m, &stop_all, err, sizeof err) != 0) {
                 status_free(sl), sl = NULL;
-                fprintf(stderr, "train: checkpoint: %s\n", err);
+                fprintf(stderr, "train: rank %d: step %" PRId64 ": %s\n", g_rank, s, err);
                 goto done;
             }
+            if (stop_all) {
+                stopped = 1;
+                break;
+            }
+        } else {
+            if (compat_stop_requested()) {
+                stopped = 1;
+                break;
+            }
+            if (train_window_sample(win, train_key(cfg.seed, -1, s), cfg.batch, batch, err, sizeof err) != 0) {
+                status_free(sl), sl = NULL;
+                fprintf(stderr, "train: %s\n", err);
+                goto done;
+            }
+            nn_batch_t bt = shard_batch_view(batch);
+            if (nn_train_step(nt, &bt, &m, err, sizeof err) != 0) {
+                status_free(sl), sl = NULL;
+                fprintf(stderr, "train: step %" PRId64 ": %s\n", s, err);
+                goto done;
+            }
+        }
+        steps_done++;
+        if (lf)
+            fprintf(lf, "%" PRId64 ",%.9g,%.9g,%.9g,%.9g,%.9g,%.9g\n", m.step, m.loss, m.policy_loss, m.value_loss,
+                    m.legal_loss, m.policy_acc, m.legal_f1);
+        acc_add(&tick, &m);
+        if (g_steps - s <= 100) acc_add(&tail, &m);
+        if (td && s + 1 == g_diverge_at && g_rank == ranks - 1) { /* tests: what the weights check must catch */
+            float w = 0;
+            float *p = nn_net_params(net, NULL, NULL);
+            be->download(be, &w, p, sizeof w);
+            w += 1e-3f;
+            be->upload(be, p, &w, sizeof w);
+            nn_net_mark_dirty(net);
+        }
+        int ckpt_due = (s + 1) % g_ckpt_every == 0 && s + 1 < g_steps;
+        if (td && (ckpt_due || (s + 1) % g_check_every == 0 || s + 1 == g_steps) &&
+            train_dist_check(td, err, sizeof err) != 0) {
+            status_free(sl), sl = NULL;
+            fprintf(stderr, "train: rank %d: %s\n", g_rank, err);
+            goto done;
+        }
+        if (ckpt_due) {
+            int saved = g_rank != 0 || nn_weights_save(net, nt, ckpt, err, sizeof err) == 0;
+            if (!saved) {
+                status_free(sl), sl = NULL;
+                fprintf(stderr, "train: checkpoint: %s\n", err);
+            }
+            if ((td ? agree(saved) : (saved ? 0 : -1)) != 0) goto done;
             saved_at = s + 1;
         }
         if (g_die_at > 0 && s + 1 == g_die_at) _Exit(137); /* tests: a crash right here */
@@ -350,6 +465,18 @@ int main(int argc, char **argv) {
     status_free(sl); /* the last status stays on the screen as a line */
     sl = NULL;
     int64_t step_end = nn_trainer_step_count(nt);
+    if (g_rank != 0) { /* rank 0 writes and registers */
+        status = stopped ? EXIT_STOPPED : 0;
+        goto done;
+    }
+    if (ranks > 1 && steps_done > 0) {
+        int64_t bytes = 0;
+        double sec = dist_sum_seconds(g_dist, &bytes);
+        printf("data-parallel: %d ranks x %d rows, sums over ranks %.2f ms/step (%.2f MB/step, waits for the slowest "
+               "rank included)\n",
+               ranks, train_dist_local_batch(cfg.batch, ranks), 1e3 * sec / (double)steps_done,
+               (double)bytes / (double)steps_done / 1e6);
+    }
     if (step_end != saved_at || !compat_file_exists(ckpt)) {
         if (nn_weights_save(net, nt, ckpt, err, sizeof err) != 0) {
             fprintf(stderr, "train: checkpoint: %s\n", err);
@@ -436,6 +563,8 @@ int main(int argc, char **argv) {
     status = 0;
 done:
     status_free(sl);
+    train_dist_free(td);
+    if (lf && fclose(lf) != 0) fprintf(stderr, "train: --losses %s: write failed\n", g_losses);
     fflush(stdout);
     free(list);
     shard_batch_free(batch);
@@ -450,5 +579,12 @@ done:
     }
     free(config_text);
     run_close(rn);
+    return status;
+}
+
+int main(int argc, char **argv) {
+    int status = train_main(argc, argv);
+    while (g_dist && g_gates < TRAIN_GATES) gate(0); /* a rank that failed before the loop */
+    dist_free(g_dist);
     return status;
 }

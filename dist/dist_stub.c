@@ -1,0 +1,76 @@
+/* dist_stub.c - dist.h where Koma is built without MPI: a job of one process.
+ *
+ * Owns: the one-process answers (rank 0 of 1, sums leave the buffer as it
+ * is, every agreement is the caller's own), so that callers never need
+ * #ifdef KOMA_HAVE_MPI; a process that a launcher started as one of several
+ * is refused (each copy would otherwise train alone).
+ * Does not own: anything when KOMA_HAVE_MPI is defined (dist/dist_mpi.c then
+ * defines these functions and this file compiles to nothing).
+ * Threads: any. Errors: dist_init only (the refusal above, out of memory).
+ */
+#include "dist/dist.h"
+
+#ifndef KOMA_HAVE_MPI
+
+#include <stdio.h>
+#include <stdlib.h>
+
+struct dist {
+    int32_t unused;
+};
+
+bool dist_built(void) { return false; }
+
+dist_t *dist_init(int *argc, char ***argv, char *err, size_t errlen) {
+    (void)argc;
+    (void)argv;
+    /* N copies of a program built without MPI would each be a job of one. */
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && atoi(v) > 1) {
+            if (err && errlen)
+                snprintf(err, errlen, "started by an MPI launcher as %s processes (%s), but built without MPI: "
+                         "install MPI (libopenmpi-dev) and configure again (docs/SCALING.md)", v, vars[i]);
+            return NULL;
+        }
+    }
+    dist_t *d = calloc(1, sizeof *d);
+    if (!d && err && errlen) snprintf(err, errlen, "dist_init: out of memory");
+    return d;
+}
+
+void dist_free(dist_t *d) { free(d); }
+int32_t dist_rank(const dist_t *d) { return (void)d, 0; }
+int32_t dist_size(const dist_t *d) { return (void)d, 1; }
+
+int dist_sum_f32(dist_t *d, float *buf, int64_t n, char *err, size_t errlen) {
+    (void)d, (void)buf, (void)n, (void)err, (void)errlen;
+    return 0;
+}
+
+int dist_sum_f64(dist_t *d, double *buf, int64_t n, char *err, size_t errlen) {
+    (void)d, (void)buf, (void)n, (void)err, (void)errlen;
+    return 0;
+}
+
+int dist_agree(dist_t *d, int ok, int *all_ok, char *err, size_t errlen) {
+    (void)d, (void)err, (void)errlen;
+    *all_ok = ok != 0;
+    return 0;
+}
+
+int dist_same_u64(dist_t *d, uint64_t v, int *same, int32_t *first_bad, char *err, size_t errlen) {
+    (void)d, (void)v, (void)err, (void)errlen;
+    *same = 1;
+    *first_bad = -1;
+    return 0;
+}
+
+double dist_sum_seconds(const dist_t *d, int64_t *bytes) {
+    (void)d;
+    if (bytes) *bytes = 0;
+    return 0.0;
+}
+
+#endif /* !KOMA_HAVE_MPI */
