@@ -1047,7 +1047,7 @@ int nn_train_step_grads(nn_trainer_t *tr, const nn_batch_t *bt, nn_metrics_t *m,
     be->memset_zero(be, tr->stats, sizeof(float) * NN_STAT_NB);
     forward_backward(tr, bt->B); /* running statistics updated, as in nn_train_step */
     be->sum_squares(be, tr->grads, tr->net->n_params, tr->stats + NN_STAT_GNORM2);
-    if (m) fill_metrics(tr, bt->B, 1, m);
+    if (m) fill_metrics(tr, bt->B, policy_positions(bt), 1, m);
     if (be->sync) be->sync(be);
     nn_net_mark_dirty(tr->net); /* the running statistics changed */
     return be_check(be, "nn_train_step_grads", err, errlen);

@@ -9,6 +9,7 @@
 #include "train/dist_train.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +32,8 @@ struct train_dist {
 };
 
 /* The per-step sums over ranks, as doubles. */
-enum { S_FAILED, S_POLICY, S_VALUE, S_LEGAL, S_ACC, S_TP, S_FP, S_FN, S_NB };
+/* Sums over ranks: policy figures weighted by positions with a target (S_NPOL), the objective (S_TOTAL). */
+enum { S_FAILED, S_POLICY, S_VALUE, S_LEGAL, S_ACC, S_TP, S_FP, S_FN, S_NPOL, S_TOTAL, S_NB };
 
 int32_t train_dist_local_batch(int32_t global_batch, int32_t slices) {
     return slices > 0 ? global_batch / slices : 0;
@@ -143,21 +145,24 @@ static int grads_of_slices(train_dist_t *td, const nn_batch_t *full, double *s, 
         if (nn_train_step_grads(td->nt, &part, &lm, err, errlen) != 0) return -1;
         add_slice(td, td->grads, nn_trainer_grads(td->nt), td->n_params, j == 0);
         add_slice(td, td->stats, st, td->n_stats, j == 0);
-        s[S_POLICY] += lm.policy_loss, s[S_VALUE] += lm.value_loss, s[S_LEGAL] += lm.legal_loss;
-        s[S_ACC] += lm.policy_acc, s[S_TP] += lm.legal_tp, s[S_FP] += lm.legal_fp, s[S_FN] += lm.legal_fn;
+        if (lm.policy_positions > 0)
+            s[S_POLICY] += lm.policy_loss * lm.policy_positions, s[S_ACC] += lm.policy_acc * lm.policy_positions,
+                s[S_NPOL] += lm.policy_positions;
+        s[S_VALUE] += lm.value_loss, s[S_LEGAL] += lm.legal_loss, s[S_TOTAL] += lm.loss;
+        s[S_TP] += lm.legal_tp, s[S_FP] += lm.legal_fp, s[S_FN] += lm.legal_fn;
     }
     return 0;
 }
 
 /* m := the global metrics from the summed ones. */
 static void global_metrics(train_dist_t *td, const double *s, nn_metrics_t *m) {
-    const nn_train_config_t *c = nn_trainer_config(td->nt);
     double k = (double)(td->ranks * td->micro);
-    m->policy_loss = s[S_POLICY] / k;
+    m->policy_positions = (int32_t)s[S_NPOL];
+    m->policy_loss = s[S_NPOL] > 0 ? s[S_POLICY] / s[S_NPOL] : NAN; /* over the positions with a target */
     m->value_loss = s[S_VALUE] / k;
     m->legal_loss = s[S_LEGAL] / k;
-    m->policy_acc = s[S_ACC] / k;
-    m->loss = c->w_policy * m->policy_loss + c->w_value * m->value_loss + c->w_legal * m->legal_loss;
+    m->policy_acc = s[S_NPOL] > 0 ? s[S_ACC] / s[S_NPOL] : NAN;
+    m->loss = s[S_TOTAL] / k; /* the objective (nn/net.h), slices of equal size */
     m->legal_tp = s[S_TP], m->legal_fp = s[S_FP], m->legal_fn = s[S_FN];
     double d = 2 * s[S_TP] + s[S_FP] + s[S_FN];
     m->legal_f1 = d > 0 ? 2 * s[S_TP] / d : 1.0;
