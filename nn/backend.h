@@ -197,6 +197,12 @@ const char *nn_cpu_blas_better_coretype(void);
  * with OPENBLAS_CORETYPE set. KOMA_NO_REEXEC=1 turns it off. Returns when
  * nothing is to be done or the platform cannot re-execute. */
 void nn_cpu_blas_reexec_if_generic(char **argv);
+/* Before the first BLAS call of `threads` threads (server workers, trainer):
+ * OpenBLAS spins for ever when its per-thread work buffer cannot be had, so
+ * this checks that those buffers and a margin can be allocated now. Returns
+ * 0, or -1 with err saying how much memory was missing and the address-space
+ * limit (ulimit -v). Always 0 without OpenBLAS. */
+int nn_cpu_blas_room(int32_t threads, char *err, size_t errlen);
 
 /* Row-major single-precision GEMM used by the CPU backend:
  * C (M, N) = alpha * op(A) op(B) + beta * C, op = transpose when trans != 0.

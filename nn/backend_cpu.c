@@ -548,6 +548,45 @@ void nn_cpu_blas_reexec_if_generic(char **argv) {
     compat_reexec_with_env("OPENBLAS_CORETYPE", better, argv);
 }
 
+/* OpenBLAS takes a work buffer of BUFFER_SIZE (128 MiB in Debian's 0.3.21)
+ * for each thread that calls it, the first time that thread does, and when
+ * that allocation fails it retries for ever: the program spins at 100% CPU
+ * and no longer heeds Ctrl-C. So before BLAS first runs, the buffers that
+ * `threads` callers will take, and a margin for what the program allocates
+ * next, are allocated together and given back; if that fails, the caller
+ * refuses to start with a message instead of hanging. */
+enum { NN_BLAS_BUFFER_MIB = 129, NN_BLAS_MARGIN_MIB = 256 };
+
+int nn_cpu_blas_room(int32_t threads, char *err, size_t errlen) {
+#if defined(KOMA_HAVE_CBLAS) && defined(OPENBLAS_VERSION)
+    if (threads < 1) threads = 1;
+    if (threads > 64) threads = 64;
+    void *p[65] = {0};
+    int32_t n = 0, ok = 1;
+    for (; n <= threads && ok; n++) {
+        p[n] = malloc((size_t)(n < threads ? NN_BLAS_BUFFER_MIB : NN_BLAS_MARGIN_MIB) << 20);
+        ok = p[n] != NULL;
+    }
+    for (int32_t i = 0; i < n; i++) free(p[i]);
+    if (ok) return 0;
+    int64_t need = (int64_t)threads * NN_BLAS_BUFFER_MIB + NN_BLAS_MARGIN_MIB, lim = compat_address_space_limit();
+    char l[96] = "";
+    if (lim >= 0)
+        snprintf(l, sizeof l, " under the address-space limit of %lld MiB (ulimit -v %lld)", (long long)(lim >> 20),
+                 (long long)(lim >> 10));
+    if (err && errlen)
+        snprintf(err, errlen, "out of memory%s: OpenBLAS needs a %d MiB buffer for each of %d threads "
+                 "(and Koma %d MiB more), %lld MiB that could not be allocated; raise the limit or use fewer threads",
+                 l, NN_BLAS_BUFFER_MIB, (int)threads, NN_BLAS_MARGIN_MIB, (long long)need);
+    return -1;
+#else
+    (void)threads;
+    (void)err;
+    (void)errlen;
+    return 0;
+#endif
+}
+
 static void check_openblas_core(void) {
     static atomic_int warned = 0;
     const char *better = nn_cpu_blas_better_coretype();

@@ -6,6 +6,9 @@
  */
 #include "nn/backend.h"
 
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "compat/bits.h"
@@ -14,12 +17,50 @@
 #include <cblas.h>
 #endif
 
+#if defined(KOMA_HAVE_CBLAS) && defined(OPENBLAS_VERSION)
+/* OpenBLAS keeps a pool of 128 MiB work buffers, one per call in progress,
+ * allocated when the number of calls in progress first reaches a new high;
+ * when that allocation fails, it retries for ever (100% CPU, deaf to Ctrl-C).
+ * So a call that may set a new high first checks that such a buffer (and a
+ * margin) can be had right now; where not, this call runs on the portable
+ * GEMM, slower but finite, and a warning says so once. */
+enum { GEMM_OPENBLAS_PROBE_MIB = 129 + 64 };
+static atomic_int g_inflight, g_peak, g_warned;
+
+static int openblas_room_for_call(int32_t inflight) {
+    if (inflight <= atomic_load(&g_peak)) return 1;
+    void *p = malloc((size_t)GEMM_OPENBLAS_PROBE_MIB << 20);
+    if (!p) {
+        if (!atomic_exchange(&g_warned, 1))
+            fprintf(stderr, "nn: out of memory for an OpenBLAS work buffer (%d MiB): "
+                            "matrix products run on the slower portable code\n", GEMM_OPENBLAS_PROBE_MIB);
+        return 0;
+    }
+    free(p);
+    int peak = atomic_load(&g_peak);
+    while (inflight > peak && !atomic_compare_exchange_weak(&g_peak, &peak, inflight)) {
+    }
+    return 1;
+}
+#endif
+
 void nn_gemm(int32_t transA, int32_t transB, int32_t M, int32_t N, int32_t K, float alpha,
              const float *A, int32_t lda, const float *B, int32_t ldb, float beta, float *C,
              int32_t ldc) {
 #ifdef KOMA_HAVE_CBLAS
+#ifdef OPENBLAS_VERSION
+    int32_t inflight = atomic_fetch_add(&g_inflight, 1) + 1;
+    if (!openblas_room_for_call(inflight)) {
+        nn_gemm_portable(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        atomic_fetch_sub(&g_inflight, 1);
+        return;
+    }
+#endif
     cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
                 M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+#ifdef OPENBLAS_VERSION
+    atomic_fetch_sub(&g_inflight, 1);
+#endif
 #else
     nn_gemm_portable(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 #endif

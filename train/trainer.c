@@ -404,6 +404,11 @@ nn_backend_t *train_backend_new(const train_config_t *c, char *err, size_t errle
         if (!be) set_err(err, errlen, "trainer backend cuda (device %d): %s", c->device, e2);
         return be;
     }
+    char e2[512];
+    if (nn_cpu_blas_room(1, e2, sizeof e2) != 0) {
+        set_err(err, errlen, "trainer backend cpu: %s", e2);
+        return NULL;
+    }
     nn_backend_t *be = nn_backend_cpu_new(c->threads);
     if (!be) set_err(err, errlen, "trainer backend cpu: out of memory");
     return be;
