@@ -102,6 +102,44 @@ static void test_fifo_net(const char *dir) {
     proc_end(&P);
 }
 
+/* go ARGS at the start position: a legal bestmove within 30 s (after `stop`
+ * when stop is set), and an info string containing `said` first. */
+static void go_answers(Proc *P, Position *pos, const char *args, bool stop, const char *said) {
+    int from = P->mark;
+    proc_send(P, "position startpos");
+    proc_send(P, "go %s", args);
+    if (stop) {
+        proc_drain(P, 300);
+        proc_send(P, "stop");
+    }
+    const char *bm = proc_expect(P, "bestmove ", 30000);
+    char txt[16];
+    pos_set_startpos(pos);
+    CHECKF(bm && bestmove_of(pos, bm, txt, sizeof txt) != MOVE_NONE, "'go %s': a legal bestmove: %s", args,
+           bm ? bm : "(none)");
+    bool found = false;
+    for (int i = from; i < P->mark && !found; i++) found = starts_with(P->lines[i], "info string go:") &&
+                                                           strstr(P->lines[i], said);
+    CHECKF(found, "'go %s': an info string saying '%s'", args, said);
+}
+
+static void test_go_out_of_range(void) {
+    fprintf(stderr, "-- go with out-of-range values\n");
+    Position *pos = malloc(sizeof *pos);
+    Proc P;
+    proc_start(&P, NULL);
+    CHECK(proc_handshake(&P));
+    proc_send(&P, "usinewgame");
+    go_answers(&P, pos, "btime -5 wtime -5 byoyomi -1", false, "taken as 0");
+    go_answers(&P, pos, "nodes -1", false, "'nodes -1' out of range");
+    go_answers(&P, pos, "btime 0 wtime 0 byoyomi 999999999999999", true, "taken as 1000000000000");
+    go_answers(&P, pos, "btime abc wtime 1000 byoyomi 100", false, "not a number");
+    proc_send(&P, "quit");
+    CHECK(proc_wait_exit(&P, 10000));
+    proc_end(&P);
+    free(pos);
+}
+
 int main(void) {
     watchdog(170);
     const char *dir = t_scratch("usi_limits");
@@ -110,6 +148,7 @@ int main(void) {
     CHECKF(write_net(net), "net written");
     test_low_memory(net);
     test_fifo_net(dir);
+    test_go_out_of_range();
     t_rm_rf(dir);
     return t_done("test_usi_limits");
 }
