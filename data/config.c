@@ -9,6 +9,13 @@
 
 #include "compat/compat.h"
 
+static int is_bool_word(const char *v) {
+    static const char *const w[] = {"true", "false", "0", "1", "on", "off", "yes", "no"};
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
+        if (!strcmp(v, w[i])) return 1;
+    return 0;
+}
+
 static const cfg_opt_t *find_opt(const cfg_opt_t *opts, int nopts, const char *key) {
     for (int i = 0; i < nopts; i++)
         if (strcmp(opts[i].name, key) == 0) return &opts[i];
@@ -319,9 +326,8 @@ int cfg_parse(const cfg_opt_t *opts, int nopts, int argc, char **argv, int first
                 val = eq + 1;
             else if (o->type == CFG_TYPE_BOOL && (i + 1 >= argc || argv[i + 1][0] == '-'))
                 val = "true";
-            else if (o->type == CFG_TYPE_BOOL && strcmp(argv[i + 1], "true") && strcmp(argv[i + 1], "false") &&
-                     strcmp(argv[i + 1], "0") && strcmp(argv[i + 1], "1"))
-                val = "true";
+            else if (o->type == CFG_TYPE_BOOL && !is_bool_word(argv[i + 1]) && positional && max_positional > 0)
+                val = "true"; /* the word after a bare boolean flag is a positional argument */
             else {
                 if (i + 1 >= argc) {
                     snprintf(err, errlen, "flag --%s needs a value", key);
