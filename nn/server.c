@@ -569,11 +569,6 @@ nn_server_t *nn_server_new(const nn_server_config_t *cfg_in, const char *weights
     srv->cpu_threads_each = total / srv->cfg.streams > 0 ? total / srv->cfg.streams : 1;
 
     char e[512] = "";
-    /* the main thread and each worker call BLAS */
-    if (!srv->use_cuda && nn_cpu_blas_room(srv->cfg.streams + 1, e, sizeof(e)) != 0) {
-        set_err(err, errlen, "nn_server_new: %s", e);
-        goto fail;
-    }
     srv->main_be = srv_backend_new(srv, srv->cpu_threads_each, e, sizeof(e));
     if (!srv->main_be) {
         set_err(err, errlen, "nn_server_new: %s", e);
