@@ -172,4 +172,18 @@ static inline int compat_cpu_has_avx512_skx(void) {
 #endif
 }
 
+/* ---- 64-bit mixing (SplitMix64, Steele/Lea/Flood 2014) ----------------------
+ * compat_mix64_fin: its output function (a bijection of 64-bit words);
+ * compat_mix64(z): the SplitMix64 output of state z (fin(z + golden));
+ * compat_splitmix64(&s): the next output of generator state s. One copy of
+ * each, for seeds, hashes and Zobrist keys (their values are fixed: the
+ * bench signature and the keys depend on them). */
+static inline uint64_t compat_mix64_fin(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static inline uint64_t compat_mix64(uint64_t z) { return compat_mix64_fin(z + 0x9E3779B97F4A7C15ull); }
+static inline uint64_t compat_splitmix64(uint64_t *s) { return compat_mix64_fin(*s += 0x9E3779B97F4A7C15ull); }
+
 #endif

@@ -1,6 +1,7 @@
 /* compat.c - POSIX and Windows implementations of compat.h. The only file in
  * Koma with #ifdef _WIN32. */
 #include "compat.h"
+#include "compat/err.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -31,14 +32,6 @@
 #include <sys/types.h>
 #include <unistd.h>
 #endif
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 void compat_assert_fail(const char *expr, const char *file, int line) {
     fprintf(stderr, "%s:%d: assertion failed: %s\n", file, line, expr);
@@ -798,6 +791,235 @@ char *compat_read_file(const char *path, size_t *len, char *err, size_t errlen) 
     if (len) *len = n;
     return buf;
 }
+
+/* ---- file locks --------------------------------------------------------- */
+
+/* The holder's text is short: a pid, a command, a host and a time. */
+#define LOCK_TEXT_MAX 512
+
+#ifdef _WIN32
+struct compat_lock {
+    HANDLE h;
+};
+/* Windows locks are mandatory for the bytes they cover: lock one byte far past
+ * the text so that a refused process can still read who holds it. */
+#define LOCK_WIN_OFFSET 0x40000000u
+
+static void lock_read_text(HANDLE h, char *buf, size_t len) {
+    if (!buf || !len) return;
+    buf[0] = 0;
+    OVERLAPPED ov;
+    memset(&ov, 0, sizeof ov);
+    DWORD got = 0;
+    DWORD want = (DWORD)(len - 1 < LOCK_TEXT_MAX ? len - 1 : LOCK_TEXT_MAX);
+    if (ReadFile(h, buf, want, &got, &ov)) buf[got] = 0;
+}
+
+int compat_lock_try(const char *path, const char *owner, compat_lock_t **out, char *holder, size_t holder_len,
+                    char *err, size_t errlen) {
+    *out = NULL;
+    if (holder && holder_len) holder[0] = 0;
+    HANDLE h = CreateFileA(path, GENERIC_READ | GENERIC_WRITE, FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE,
+                           NULL, OPEN_ALWAYS, FILE_ATTRIBUTE_NORMAL, NULL);
+    if (h == INVALID_HANDLE_VALUE) {
+        set_err(err, errlen, "%s: cannot open the lock file (Windows error %lu)", path, (unsigned long)GetLastError());
+        return -1;
+    }
+    SetHandleInformation(h, HANDLE_FLAG_INHERIT, 0);
+    OVERLAPPED ov;
+    memset(&ov, 0, sizeof ov);
+    ov.Offset = LOCK_WIN_OFFSET;
+    if (!LockFileEx(h, LOCKFILE_EXCLUSIVE_LOCK | LOCKFILE_FAIL_IMMEDIATELY, 0, 1, 0, &ov)) {
+        DWORD e = GetLastError();
+        if (e == ERROR_LOCK_VIOLATION || e == ERROR_IO_PENDING) {
+            lock_read_text(h, holder, holder_len);
+            CloseHandle(h);
+            return 1;
+        }
+        CloseHandle(h);
+        set_err(err, errlen, "%s: cannot lock (Windows error %lu)", path, (unsigned long)e);
+        return -1;
+    }
+    DWORD put = 0;
+    size_t n = owner ? strlen(owner) : 0;
+    if (SetFilePointer(h, 0, NULL, FILE_BEGIN) == INVALID_SET_FILE_POINTER || !SetEndOfFile(h) ||
+        (n && !WriteFile(h, owner, (DWORD)n, &put, NULL))) {
+        set_err(err, errlen, "%s: cannot write the lock file (Windows error %lu)", path, (unsigned long)GetLastError());
+        CloseHandle(h);
+        return -1;
+    }
+    compat_lock_t *l = malloc(sizeof *l);
+    if (!l) {
+        CloseHandle(h);
+        set_err(err, errlen, "%s: out of memory", path);
+        return -1;
+    }
+    l->h = h;
+    *out = l;
+    return 0;
+}
+
+void compat_lock_release(compat_lock_t *l) {
+    if (!l) return;
+    CloseHandle(l->h); /* closing the handle releases the lock */
+    free(l);
+}
+
+int compat_set_readonly_dir(const char *path, int readonly) {
+    (void)path, (void)readonly;
+    return -1;
+}
+#else
+#include <sys/file.h>
+
+struct compat_lock {
+    int fd;
+};
+
+static void lock_read_text(int fd, char *buf, size_t len) {
+    if (!buf || !len) return;
+    size_t want = len - 1 < LOCK_TEXT_MAX ? len - 1 : LOCK_TEXT_MAX;
+    ssize_t got = pread(fd, buf, want, 0);
+    buf[got > 0 ? got : 0] = 0;
+}
+
+int compat_lock_try(const char *path, const char *owner, compat_lock_t **out, char *holder, size_t holder_len,
+                    char *err, size_t errlen) {
+    *out = NULL;
+    if (holder && holder_len) holder[0] = 0;
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        set_err(err, errlen, "%s: cannot open the lock file: %s", path, strerror(errno));
+        return -1;
+    }
+    int rc;
+    do rc = flock(fd, LOCK_EX | LOCK_NB);
+    while (rc != 0 && errno == EINTR);
+    if (rc != 0) {
+        int e = errno;
+        if (e == EWOULDBLOCK || e == EAGAIN) {
+            lock_read_text(fd, holder, holder_len);
+            close(fd);
+            return 1;
+        }
+        close(fd);
+        set_err(err, errlen, "%s: cannot lock: %s", path, strerror(e));
+        return -1;
+    }
+    size_t n = owner ? strlen(owner) : 0;
+    if (ftruncate(fd, 0) != 0 || (n && pwrite(fd, owner, n, 0) != (ssize_t)n)) {
+        set_err(err, errlen, "%s: cannot write the lock file: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    compat_lock_t *l = malloc(sizeof *l);
+    if (!l) {
+        close(fd);
+        set_err(err, errlen, "%s: out of memory", path);
+        return -1;
+    }
+    l->fd = fd;
+    *out = l;
+    return 0;
+}
+
+void compat_lock_release(compat_lock_t *l) {
+    if (!l) return;
+    close(l->fd); /* closing the last descriptor releases the flock */
+    free(l);
+}
+
+int compat_set_readonly_dir(const char *path, int readonly) {
+    return chmod(path, readonly ? 0555 : 0755) == 0 ? 0 : -1;
+}
+#endif
+
+/* ---- terminals -------------------------------------------------------- */
+#ifdef _WIN32
+int compat_isatty(FILE *f) { return f && _isatty(_fileno(f)) ? 1 : 0; }
+
+int compat_term_width(FILE *f) {
+    if (!compat_isatty(f)) return 0;
+    HANDLE h = (HANDLE)_get_osfhandle(_fileno(f));
+    CONSOLE_SCREEN_BUFFER_INFO info;
+    if (h == INVALID_HANDLE_VALUE || !GetConsoleScreenBufferInfo(h, &info)) return 0;
+    return info.srWindow.Right - info.srWindow.Left + 1;
+}
+
+int compat_run_pty(const char *const *argv, int cols, const char *out_path, int *status, char *err, size_t errlen) {
+    (void)argv, (void)cols, (void)out_path, (void)status;
+    set_err(err, errlen, "no pseudo-terminals on this OS");
+    return -1;
+}
+#else
+#include <sys/ioctl.h>
+#include <termios.h>
+
+int compat_isatty(FILE *f) { return f && isatty(fileno(f)) ? 1 : 0; }
+
+int compat_term_width(FILE *f) {
+    struct winsize ws;
+    if (!compat_isatty(f) || ioctl(fileno(f), TIOCGWINSZ, &ws) != 0) return 0;
+    return ws.ws_col;
+}
+
+int compat_run_pty(const char *const *argv, int cols, const char *out_path, int *status, char *err, size_t errlen) {
+    int master = posix_openpt(O_RDWR | O_NOCTTY);
+    if (master < 0 || grantpt(master) != 0 || unlockpt(master) != 0) {
+        set_err(err, errlen, "no pseudo-terminals: %s", strerror(errno));
+        if (master >= 0) close(master);
+        return -1;
+    }
+    char slave[256];
+    if (ptsname_r(master, slave, sizeof slave) != 0) {
+        set_err(err, errlen, "ptsname: %s", strerror(errno));
+        close(master);
+        return -1;
+    }
+    struct winsize ws = {.ws_row = 24, .ws_col = (unsigned short)cols};
+    ioctl(master, TIOCSWINSZ, &ws);
+    FILE *out = fopen(out_path, "wb");
+    if (!out) {
+        set_err(err, errlen, "%s: %s", out_path, strerror(errno));
+        close(master);
+        return -1;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        set_err(err, errlen, "fork: %s", strerror(errno));
+        fclose(out);
+        close(master);
+        return -1;
+    }
+    if (pid == 0) { /* the child: the slave as its controlling terminal, stdout and stderr */
+        setsid();
+        int s = open(slave, O_RDWR);
+        int nul = open("/dev/null", O_RDONLY);
+        if (s < 0 || nul < 0) _exit(127);
+        ioctl(s, TIOCSCTTY, 0);
+        dup2(nul, 0), dup2(s, 1), dup2(s, 2);
+        close(master);
+        execvp(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    char buf[4096];
+    for (;;) { /* until the last holder of the slave is gone (EIO) */
+        ssize_t n = read(master, buf, sizeof buf);
+        if (n > 0) {
+            fwrite(buf, 1, (size_t)n, out);
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        break;
+    }
+    fclose(out);
+    close(master);
+    int ws_status = 0;
+    while (waitpid(pid, &ws_status, 0) < 0 && errno == EINTR) {}
+    *status = WIFEXITED(ws_status) ? WEXITSTATUS(ws_status) : 128 + (WIFSIGNALED(ws_status) ? WTERMSIG(ws_status) : 0);
+    return 0;
+}
+#endif
 
 /* ---- process ------------------------------------------------------------ */
 static atomic_int g_stop;

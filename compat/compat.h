@@ -148,6 +148,39 @@ int compat_list_dir(const char *dir, compat_dir_fn fn, void *user, char *err, si
  * The string lives until the process ends. */
 const char *compat_temp_dir(void);
 
+/* ---- file locks ----------------------------------------------------------- */
+/* An exclusive, advisory lock held on a lock file for as long as the process
+ * keeps it: flock(2) on POSIX, LockFileEx on Windows. The OS drops it when
+ * the process ends in any way (kill -9 included), so a stale lock file never
+ * blocks anyone. The holder writes `owner` (one line, e.g. "pid 123 selfplay")
+ * into the file so that a refused process can name it. Two locks on one file
+ * conflict even inside one process. The descriptor is not inherited by
+ * children. */
+typedef struct compat_lock compat_lock_t;
+/* Returns 0 and *out when the lock is taken; 1 when another holder has it
+ * (holder gets the file's text, "" if it has none yet); -1 on an error
+ * (err names path). Never waits. */
+int compat_lock_try(const char *path, const char *owner, compat_lock_t **out, char *holder, size_t holder_len,
+                    char *err, size_t errlen);
+void compat_lock_release(compat_lock_t *l); /* NULL ok; the file stays */
+/* Makes a directory read-only (1) or writable again (0) for its owner: mode
+ * 0555 / 0755 on POSIX (root still writes: tests check the effect). Returns
+ * 0, or -1 where this cannot be done (Windows: directory attributes do not
+ * stop new files). For tests of read-only runs. */
+int compat_set_readonly_dir(const char *path, int readonly);
+
+/* ---- terminals ------------------------------------------------------------ */
+/* 1 when f is a terminal (a console on Windows), else 0. */
+int compat_isatty(FILE *f);
+/* Columns of the terminal f writes to; 0 when f is not a terminal or it does not say. */
+int compat_term_width(FILE *f);
+/* Runs argv like compat_run_io, its stdout and stderr on a new pseudo-terminal
+ * of cols columns (stdin: nothing), and copies everything it writes there to
+ * out_path. Returns 0 when it ran (*status as compat_run), or -1 with err; -1
+ * "no pseudo-terminals" where the OS has none to give (Windows). For tests of
+ * what a person sees in a terminal. */
+int compat_run_pty(const char *const *argv, int cols, const char *out_path, int *status, char *err, size_t errlen);
+
 /* ---- process ------------------------------------------------------------- */
 /* Installs SIGINT/SIGTERM (Ctrl-C / Ctrl-Break on Windows) handlers that set
  * a flag; compat_stop_requested() reads it. Safe to call more than once. */

@@ -730,6 +730,54 @@ db_status_t db_open(const char *path, uint32_t flags, db_t **out, char *err, siz
     return st;
 }
 
+db_status_t db_probe(const char *path, db_probe_t *kind, char *err, size_t errlen) {
+    *kind = DB_PROBE_ABSENT;
+    if (!compat_file_exists(path)) return DB_OK;
+    if (compat_is_dir(path)) {
+        if (err && errlen) snprintf(err, errlen, "%s: is a directory, not a database", path);
+        return DB_CORRUPT;
+    }
+    sqlite3 *sq = NULL;
+    int rc = sqlite3_open_v2(path, &sq, SQLITE_OPEN_READONLY, NULL);
+    int64_t v[3] = {0, 0, 0}; /* application_id, user_version, schema objects */
+    static const char *const sql[3] = {"PRAGMA application_id", "PRAGMA user_version",
+                                       "SELECT count(*) FROM sqlite_master"};
+    for (int i = 0; rc == SQLITE_OK && i < 3; i++) {
+        sqlite3_stmt *s = NULL;
+        rc = sqlite3_prepare_v2(sq, sql[i], -1, &s, NULL);
+        if (rc == SQLITE_OK) rc = sqlite3_step(s);
+        if (rc == SQLITE_ROW) {
+            v[i] = sqlite3_column_int64(s, 0);
+            rc = SQLITE_OK;
+        }
+        sqlite3_finalize(s);
+    }
+    db_status_t st = DB_OK;
+    if (rc != SQLITE_OK) {
+        st = rc == SQLITE_NOTADB || rc == SQLITE_CORRUPT ? DB_CORRUPT : DB_ERROR;
+        if (err && errlen)
+            snprintf(err, errlen, "%s: %s (%s)", path, st == DB_CORRUPT ? "not a database, or a corrupt one" : "cannot read",
+                     sq ? sqlite3_errmsg(sq) : sqlite3_errstr(rc));
+    } else if (v[0] != 0 && v[0] != DB_APPLICATION_ID) {
+        st = DB_SCHEMA;
+        if (err && errlen) snprintf(err, errlen, "%s: not a Koma database (application_id 0x%08llx)", path,
+                                    (unsigned long long)v[0]);
+    } else if (v[1] == 0 && v[2] > 0) {
+        st = DB_SCHEMA;
+        if (err && errlen) snprintf(err, errlen, "%s: not a Koma database (%lld schema objects but no schema version)",
+                                    path, (long long)v[2]);
+    } else if (v[1] < 0 || v[1] > DB_SCHEMA_VERSION) {
+        st = DB_SCHEMA;
+        if (err && errlen)
+            snprintf(err, errlen, "%s: schema version %lld is not one this build of Koma understands (1..%d)", path,
+                     (long long)v[1], DB_SCHEMA_VERSION);
+    } else {
+        *kind = v[1] == 0 ? DB_PROBE_BLANK : DB_PROBE_KOMA;
+    }
+    sqlite3_close(sq);
+    return st;
+}
+
 int32_t db_migrated_from(const db_t *db) { return db ? db->migrated_from : 0; }
 
 static db_status_t db_open_once(const char *path, uint32_t flags, db_t **out, char *err, size_t errlen,
@@ -1296,6 +1344,53 @@ db_status_t db_count(db_t *db, int32_t cycle, int64_t *games, int64_t *positions
         st = fail(db, rc, "count games and positions");
     }
     done(s);
+    return st;
+}
+
+db_status_t db_cycle_results(db_t *db, int32_t cycle, int64_t *black_wins, int64_t *white_wins, int64_t *draws,
+                             double *avg_plies) {
+    if (!db) return DB_INVALID;
+    sqlite3_stmt *s = NULL;
+    int rc = sqlite3_prepare_v2(db->sq,
+                                "SELECT coalesce(sum(g.result = 1), 0), coalesce(sum(g.result = -1), 0), "
+                                "coalesce(sum(g.result = 0), 0), avg(g.plies) "
+                                "FROM games g JOIN shards s ON g.shard_id = s.id WHERE s.cycle = ?1",
+                                -1, &s, NULL);
+    if (rc == SQLITE_OK) rc = sqlite3_bind_int(s, 1, cycle);
+    if (rc == SQLITE_OK) rc = sqlite3_step(s);
+    db_status_t st = DB_OK;
+    if (rc == SQLITE_ROW) {
+        if (black_wins) *black_wins = sqlite3_column_int64(s, 0);
+        if (white_wins) *white_wins = sqlite3_column_int64(s, 1);
+        if (draws) *draws = sqlite3_column_int64(s, 2);
+        if (avg_plies) *avg_plies = sqlite3_column_type(s, 3) == SQLITE_NULL ? NAN : sqlite3_column_double(s, 3);
+    } else {
+        st = fail(db, rc, "count a cycle's results");
+    }
+    sqlite3_finalize(s);
+    return st;
+}
+
+db_status_t db_check_integrity(db_t *db, int full) {
+    if (!db) return DB_INVALID;
+    sqlite3_stmt *s = NULL;
+    int rc = sqlite3_prepare_v2(db->sq, full ? "PRAGMA integrity_check(5)" : "PRAGMA quick_check(5)", -1, &s, NULL);
+    if (rc == SQLITE_OK) rc = sqlite3_step(s);
+    db_status_t st = DB_OK;
+    if (rc == SQLITE_ROW) {
+        const char *text = (const char *)sqlite3_column_text(s, 0);
+        char first[256];
+        snprintf(first, sizeof first, "%s", text ? text : "?");
+        for (char *q = first; *q; q++)
+            if (*q == '\n' || *q == '\r') *q = ' ';
+        if (strcmp(first, "ok") != 0)
+            st = fail_with(db, DB_CORRUPT, "%s: %s; the database is damaged: restore it from a backup "
+                           "(sqlite3's .recover can save what is readable)",
+                           full ? "integrity check" : "quick check", first);
+    } else {
+        st = fail(db, rc, full ? "integrity check" : "quick check");
+    }
+    sqlite3_finalize(s);
     return st;
 }
 

@@ -125,6 +125,18 @@ enum {
 db_status_t db_open(const char *path, uint32_t flags, db_t **out, char *err, size_t errlen);
 void db_close(db_t *db); /* NULL ok */
 
+/* What is at path, found without creating or changing anything (the run
+ * module asks before it takes a run): */
+typedef enum {
+    DB_PROBE_ABSENT, /* no file */
+    DB_PROBE_BLANK,  /* an SQLite file with no schema objects and no version: a zero-length file,
+                        or a new run killed between the file's creation and its schema's commit */
+    DB_PROBE_KOMA,   /* a Koma database this build can open (an older schema is migrated by a writer) */
+} db_probe_t;
+/* DB_OK and *kind; or DB_SCHEMA (another program's database, a newer
+ * schema) / DB_CORRUPT (not a database) / DB_ERROR, with err naming path. */
+db_status_t db_probe(const char *path, db_probe_t *kind, char *err, size_t errlen);
+
 const char *db_path(const db_t *db);
 const char *db_errmsg(const db_t *db); /* the last failure's message, "" if none */
 int32_t db_schema_version(const db_t *db);
@@ -245,6 +257,11 @@ void db_game_list_free(db_game_list_t *l); /* NULL ok */
 /* Games and positions in shards of one cycle, or of all when cycle < 0
  * (match games are in no shard and not counted). */
 db_status_t db_count(db_t *db, int32_t cycle, int64_t *games, int64_t *positions);
+/* How the self-play games of one cycle (their shards' cycle) ended, counted
+ * from the games table itself (cycle_metrics may lag it after a kill):
+ * results from Black's side and the mean length (NAN when no games). */
+db_status_t db_cycle_results(db_t *db, int32_t cycle, int64_t *black_wins, int64_t *white_wins, int64_t *draws,
+                             double *avg_plies);
 
 /* ---- metrics --------------------------------------------------------------- */
 typedef struct {
@@ -408,6 +425,11 @@ enum {
  * a file put there by hand, or written without db_shard_intent, is not seen. */
 db_status_t db_check_shards(db_t *db, const char *run_dir, uint32_t flags, db_check_report_t *report);
 void db_check_report_free(db_check_report_t *r); /* NULL ok */
+
+/* SQLite's own check of the file: PRAGMA quick_check (full = 0: every page
+ * and row, no index contents) or integrity_check (full = 1). DB_OK, or
+ * DB_CORRUPT with db_errmsg naming the file and the first problem. */
+db_status_t db_check_integrity(db_t *db, int full);
 
 /* XXH3-64 and size of a whole file, streaming. Returns 0, or -1 with err set. */
 int db_file_xxh3(const char *path, uint64_t *hash, int64_t *bytes, char *err, size_t errlen);

@@ -6,6 +6,7 @@
  * (data/writer.c).
  */
 #include "data/shard.h"
+#include "compat/err.h"
 
 #include "compat/compat.h"
 #include "nn/safetensors.h"
@@ -19,14 +20,6 @@
 #include <string.h>
 
 #define SHARD_GROW_MIN 256
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 static int format_ok(const shard_format_t *f) {
     return f && f->planes_bytes >= 1 && f->planes_bytes <= SHARD_MAX_WIDTH && f->hand_n >= 0 &&

@@ -4,6 +4,7 @@
  * Does not own: move lists (movegen.c), text (sfen.c).
  */
 #include "engine/position.h"
+#include "compat/bits.h"
 
 #include <stdatomic.h>
 #include <string.h>
@@ -28,22 +29,15 @@ static const uint8_t GROUP2[PT_NB] = {POS_BB_TRASH, POS_BB_TRASH, POS_BB_TRASH, 
                                       POS_BB_TRASH, POS_BB_TRASH, POS_BB_TRASH, POS_BB_TRASH, POS_BB_TRASH,
                                       POS_BB_TRASH, POS_BB_TRASH, POS_BB_TRASH, POS_BB_HDK,   POS_BB_HDK};
 
-static uint64_t splitmix64(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 static void init_all(void) {
     bb_init_tables();
     uint64_t seed = 0x4B6F6D615368676Full; /* fixed: keys are the same in every run */
     for (Piece pc = 0; pc < PIECE_NB; pc++)
-        for (Square sq = 0; sq < SQ_NB; sq++) zob_psq[pc][sq] = splitmix64(&seed);
+        for (Square sq = 0; sq < SQ_NB; sq++) zob_psq[pc][sq] = compat_splitmix64(&seed);
     for (Square sq = 0; sq < SQ_NB; sq++) zob_psq[PIECE_NONE][sq] = 0;
     for (Color c = 0; c < COLOR_NB; c++)
-        for (PieceType pt = 0; pt < PT_HAND_NB; pt++) zob_hand[c][pt] = pt ? splitmix64(&seed) : 0;
-    zob_side = splitmix64(&seed);
+        for (PieceType pt = 0; pt < PT_HAND_NB; pt++) zob_hand[c][pt] = pt ? compat_splitmix64(&seed) : 0;
+    zob_side = compat_splitmix64(&seed);
 }
 
 void engine_init(void) {

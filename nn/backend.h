@@ -23,6 +23,13 @@
  *  - A backend instance is used by one thread at a time. Create one instance
  *    per thread / stream; buffers allocated by one instance may be used by any
  *    other instance of the same kind (same device).
+ *  - Errors: ops return nothing. A failure inside an op (out of memory
+ *    growing a workspace, no algorithm for a shape, a launch error, a fault
+ *    injected with KOMA_FAULT, nn/fault.h) becomes the instance's STICKY
+ *    error: every later op of the instance is a no-op and `error` returns the
+ *    message. Callers check nn_backend_error after a sequence of ops and fail
+ *    the call that used the instance (nn/net.c does, in every public call);
+ *    outputs written after a failure are undefined, never results.
  *
  * Packed planes (fixed format, shared with engine/ and data/): per position,
  * bit i = plane*81 + square is stored in byte i>>3 at bit (i & 7) (LSB first);
@@ -77,8 +84,9 @@ typedef struct {
 typedef struct nn_backend nn_backend_t;
 
 struct nn_backend {
-    const char *name; /* "cpu", "cuda" */
-    void *ctx;        /* backend private */
+    const char *name;   /* "cpu", "cuda" */
+    const char *memory; /* where buf_alloc's memory lives, for messages: "host", "device" */
+    void *ctx;          /* backend private */
 
     /* ---- lifetime and memory -------------------------------------------- */
     void (*free)(nn_backend_t *be); /* frees be itself */
@@ -90,6 +98,16 @@ struct nn_backend {
     void (*memset_zero)(nn_backend_t *be, void *dst_dev, size_t bytes);
     void (*copy)(nn_backend_t *be, void *dst_dev, const void *src_dev, size_t bytes);
     void (*sync)(nn_backend_t *be); /* OPTIONAL (NULL: ops are synchronous) */
+    /* OPTIONAL page-locked host memory (NULL: none, use malloc) for staging
+     * that the device reads and writes directly; free with host_free. */
+    void *(*host_alloc)(nn_backend_t *be, size_t bytes);
+    void (*host_free)(nn_backend_t *be, void *p); /* NULL ok */
+    /* OPTIONAL (NULL: use download). Enqueues a copy into dst, memory from
+     * host_alloc, and returns at once: dst holds the bytes after the next
+     * sync (one wait for several downloads). */
+    void (*download_async)(nn_backend_t *be, void *dst_host, const void *src_dev, size_t bytes);
+    /* The sticky error (see Errors above): NULL while every op succeeded. */
+    const char *(*error)(nn_backend_t *be);
 
     /* ---- input ------------------------------------------------------------ */
     /* packed (B, nn_packed_bytes(planes)) bits, hand (B, in_hand) or NULL when
@@ -187,6 +205,10 @@ struct nn_backend {
  * CBLAS (OpenBLAS) where KOMA_HAVE_CBLAS, else the portable GEMM below. */
 nn_backend_t *nn_backend_cpu_new(int32_t threads);
 void nn_backend_free(nn_backend_t *be); /* NULL ok */
+/* be's sticky error, or NULL (also for NULL be). */
+const char *nn_backend_error(nn_backend_t *be);
+/* "host" or "device": where be's buffers live (for "out of ... memory"). */
+const char *nn_backend_memory(const nn_backend_t *be);
 /* OpenBLAS picks its kernels when it loads; Debian's 0.3.21 runs generic SSE3
  * kernels on CPUs it does not know. Returns the OPENBLAS_CORETYPE that this CPU
  * supports and that beats the kernels in use ("SkylakeX", "Haswell"), or NULL

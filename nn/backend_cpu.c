@@ -4,7 +4,13 @@
  * forward and backward side by side) and the vtable that exposes them.
  * Convolutions are im2col + one GEMM (nn_gemm: OpenBLAS, threaded by the
  * library) over chunks of the batch; reductions accumulate in double.
- * Does not own: the order ops run in (nn/net.c).
+ * Also owns the instance's sticky error: every op first asks the fault
+ * switch (nn/fault.h); an injected failure is recorded and turns every later
+ * op of the instance into a no-op, as a device failure does on CUDA.
+ * Does not own: the order ops run in (nn/net.c), the fault spec (nn/fault.c).
+ * Threads: an instance is used by one thread at a time (nn/backend.h).
+ * Errors: buf_alloc returns NULL when the host is out of memory; nothing
+ * else fails except by injection.
  */
 #include "nn/backend.h"
 
@@ -16,6 +22,7 @@
 
 #include "compat/bits.h"
 #include "compat/compat.h"
+#include "nn/fault.h"
 
 #ifdef KOMA_HAVE_CBLAS
 #include <cblas.h>
@@ -40,11 +47,54 @@ void nn_backend_free(nn_backend_t *be) {
     if (be && be->free) be->free(be);
 }
 
-/* ---- memory ---------------------------------------------------------------- */
-static void cpu_free(nn_backend_t *be) { free(be); }
+const char *nn_backend_error(nn_backend_t *be) { return be && be->error ? be->error(be) : NULL; }
 
+const char *nn_backend_memory(const nn_backend_t *be) { return be && be->memory ? be->memory : "device"; }
+
+/* ---- the sticky error --------------------------------------------------------- */
+/* Ops compute on the calling thread, so they cannot fail on their own (the
+ * caller allocates every workspace); the only failure is an injected one. */
+typedef struct {
+    int failed;
+    char err[256];
+} cpu_ctx_t;
+
+/* Entry of every op: returns 1 when the op must be skipped (the instance has
+ * failed, before or at this call); else 0 and, when nan is given, whether
+ * this call's output must be overwritten with NaN. */
+static int cpu_skip(nn_backend_t *be, const char *op, nn_fault_t *nan) {
+    cpu_ctx_t *c = be->ctx;
+    if (c->failed) return 1;
+    nn_fault_t f = nn_fault_hit(op);
+    if (f == NN_FAULT_FAIL) {
+        c->failed = 1;
+        nn_fault_message(op, c->err, sizeof c->err);
+        fprintf(stderr, "koma cpu backend: %s\n", c->err);
+        return 1;
+    }
+    if (nan) *nan = f;
+    return 0;
+}
+
+static void poison(float *x, int64_t n) {
+    if (n > 0) memset(x, 0xFF, sizeof(float) * (size_t)n); /* NaN */
+}
+
+static const char *cpu_error(nn_backend_t *be) {
+    const cpu_ctx_t *c = be->ctx;
+    return c->failed ? c->err : NULL;
+}
+
+/* ---- memory ---------------------------------------------------------------- */
+static void cpu_free(nn_backend_t *be) {
+    if (!be) return;
+    free(be->ctx);
+    free(be);
+}
+
+/* NULL when out of memory (or at an injected buf_alloc fault); never sticky. */
 static void *cpu_buf_alloc(nn_backend_t *be, size_t bytes) {
-    (void)be;
+    if (((cpu_ctx_t *)be->ctx)->failed || nn_fault_hit("buf_alloc") == NN_FAULT_FAIL) return NULL;
     size_t n = (bytes + 63) & ~(size_t)63;
     return compat_aligned_alloc(64, n ? n : 64);
 }
@@ -53,15 +103,23 @@ static void cpu_buf_free(nn_backend_t *be, void *p) {
     compat_aligned_free(p);
 }
 static void cpu_upload(nn_backend_t *be, void *dst, const void *src, size_t bytes) {
-    (void)be;
+    if (cpu_skip(be, "upload", NULL)) return;
+    if (bytes) memcpy(dst, src, bytes);
+}
+/* After a failure the destination gets NaN bytes: a failed result never looks plausible. */
+static void cpu_download(nn_backend_t *be, void *dst, const void *src, size_t bytes) {
+    if (cpu_skip(be, "download", NULL)) {
+        if (bytes) memset(dst, 0xFF, bytes);
+        return;
+    }
     if (bytes) memcpy(dst, src, bytes);
 }
 static void cpu_memset_zero(nn_backend_t *be, void *dst, size_t bytes) {
-    (void)be;
+    if (cpu_skip(be, "memset_zero", NULL)) return;
     if (bytes) memset(dst, 0, bytes);
 }
 static void cpu_copy(nn_backend_t *be, void *dst, const void *src, size_t bytes) {
-    (void)be;
+    if (cpu_skip(be, "copy", NULL)) return;
     if (bytes && dst != src) memmove(dst, src, bytes);
 }
 
@@ -69,7 +127,7 @@ static void cpu_copy(nn_backend_t *be, void *dst, const void *src, size_t bytes)
 // packed (B, ceil(planes*81/8)), hand (B, in_hand) -> out (B, planes + in_hand, 9, 9)
 static void cpu_expand_planes(nn_backend_t *be, const uint8_t *packed, const float *hand, int32_t B,
                               int32_t planes, int32_t in_hand, float *out) {
-    (void)be;
+    if (cpu_skip(be, "expand_planes", NULL)) return;
     int64_t bpp = nn_packed_bytes(planes);
     int32_t C = planes + in_hand;
     for (int32_t b = 0; b < B; b++) {
@@ -168,7 +226,8 @@ static void nchw_to_cn(const float *x, int32_t nb, int32_t C, float *t) {
 
 static void cpu_conv_fwd(nn_backend_t *be, const float *x, const float *w, const float *bias,
                          int32_t B, int32_t cin, int32_t cout, int32_t k, float *y, void *ws) {
-    (void)be;
+    nn_fault_t fault_;
+    if (cpu_skip(be, "conv_fwd", &fault_)) return;
     int32_t chunk = conv_chunk(B, cin, k);
     int32_t K = cin * k * k;
     float *col = (float *)ws;
@@ -201,12 +260,13 @@ static void cpu_conv_fwd(nn_backend_t *be, const float *x, const float *w, const
                 for (int32_t q = 0; q < NN_HW; q++) d[q] = s[q] + bo;
             }
     }
+    if (fault_ == NN_FAULT_NAN) poison(y, (int64_t)B * cout * NN_HW);
 }
 
 static void cpu_conv_bwd_data(nn_backend_t *be, const float *dy, const float *w, int32_t B,
                               int32_t cin, int32_t cout, int32_t k, float *dx, int32_t accumulate,
                               void *ws) {
-    (void)be;
+    if (cpu_skip(be, "conv_bwd_data", NULL)) return;
     int32_t chunk = conv_chunk(B, cin, k);
     int32_t K = cin * k * k;
     float *col = (float *)ws;
@@ -225,7 +285,7 @@ static void cpu_conv_bwd_data(nn_backend_t *be, const float *dy, const float *w,
 static void cpu_conv_bwd_filter(nn_backend_t *be, const float *x, const float *dy, int32_t B,
                                 int32_t cin, int32_t cout, int32_t k, float *dw, float *dbias,
                                 void *ws) {
-    (void)be;
+    if (cpu_skip(be, "conv_bwd_filter", NULL)) return;
     int32_t chunk = conv_chunk(B, cin, k);
     int32_t K = cin * k * k;
     float *col = (float *)ws;
@@ -254,7 +314,7 @@ static void cpu_bn_fwd_train(nn_backend_t *be, const float *x, const float *gamm
                              const float *beta, int32_t B, int32_t C, int32_t HW, float eps,
                              float momentum, float *running_mean, float *running_var, float *y,
                              float *save_mean, float *save_invstd) {
-    (void)be;
+    if (cpu_skip(be, "bn_fwd_train", NULL)) return;
     int64_t n = (int64_t)B * HW;
     for (int32_t c = 0; c < C; c++) {
         double s = 0;
@@ -289,7 +349,7 @@ static void cpu_bn_fwd_train(nn_backend_t *be, const float *x, const float *gamm
 static void cpu_bn_bwd(nn_backend_t *be, const float *x, const float *dy, const float *gamma,
                        const float *save_mean, const float *save_invstd, int32_t B, int32_t C,
                        int32_t HW, float *dx, float *dgamma, float *dbeta) {
-    (void)be;
+    if (cpu_skip(be, "bn_bwd", NULL)) return;
     int64_t n = (int64_t)B * HW;
     for (int32_t c = 0; c < C; c++) {
         float m = save_mean[c], is = save_invstd[c];
@@ -319,7 +379,7 @@ static void cpu_bn_bwd(nn_backend_t *be, const float *x, const float *dy, const 
 static void cpu_bn_fold(nn_backend_t *be, const float *w, const float *gamma, const float *beta,
                         const float *mean, const float *var, int32_t cout, int32_t kdim, float eps,
                         float *w_out, float *b_out) {
-    (void)be;
+    if (cpu_skip(be, "bn_fold", NULL)) return;
     for (int32_t o = 0; o < cout; o++) {
         float s = (float)(gamma[o] / sqrt((double)var[o] + eps));
         for (int32_t i = 0; i < kdim; i++) w_out[(int64_t)o * kdim + i] = w[(int64_t)o * kdim + i] * s;
@@ -330,7 +390,7 @@ static void cpu_bn_fold(nn_backend_t *be, const float *w, const float *gamma, co
 /* ---- elementwise ------------------------------------------------------------ */
 static void cpu_act_fwd(nn_backend_t *be, const float *x, const float *res, int64_t n, nn_act_t act,
                         float *y) {
-    (void)be;
+    if (cpu_skip(be, "act_fwd", NULL)) return;
     if (act == NN_ACT_RELU) {
         for (int64_t i = 0; i < n; i++) {
             float z = res ? x[i] + res[i] : x[i];
@@ -345,13 +405,13 @@ static void cpu_act_fwd(nn_backend_t *be, const float *x, const float *res, int6
 }
 
 static void cpu_add(nn_backend_t *be, const float *a, const float *b, int64_t n, float *y) {
-    (void)be;
+    if (cpu_skip(be, "add", NULL)) return;
     for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i];
 }
 
 static void cpu_act_bwd(nn_backend_t *be, const float *dy, const float *z, int64_t n, nn_act_t act,
                         float *dx) {
-    (void)be;
+    if (cpu_skip(be, "act_bwd", NULL)) return;
     if (act == NN_ACT_RELU) {
         for (int64_t i = 0; i < n; i++) dx[i] = z[i] > 0.0f ? dy[i] : 0.0f;
     } else {
@@ -366,16 +426,18 @@ static void cpu_act_bwd(nn_backend_t *be, const float *dy, const float *z, int64
 // x (B, in), w (out, in), b (out) -> y (B, out)
 static void cpu_dense_fwd(nn_backend_t *be, const float *x, const float *w, const float *b,
                           int32_t B, int32_t in, int32_t out, float *y) {
-    (void)be;
+    nn_fault_t fault_;
+    if (cpu_skip(be, "dense_fwd", &fault_)) return;
     nn_gemm(0, 1, B, out, in, 1.0f, x, in, w, in, 0.0f, y, out);
     if (b)
         for (int32_t i = 0; i < B; i++)
             for (int32_t o = 0; o < out; o++) y[(int64_t)i * out + o] += b[o];
+    if (fault_ == NN_FAULT_NAN) poison(y, (int64_t)B * out);
 }
 
 static void cpu_dense_bwd(nn_backend_t *be, const float *x, const float *w, const float *dy,
                           int32_t B, int32_t in, int32_t out, float *dx, float *dw, float *db) {
-    (void)be;
+    if (cpu_skip(be, "dense_bwd", NULL)) return;
     if (dx) nn_gemm(0, 0, B, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in); // dx = dy . w
     nn_gemm(1, 0, out, in, B, 1.0f, dy, out, x, in, 0.0f, dw, in);         // dw = dy^T . x
     if (db)
@@ -406,7 +468,7 @@ static double softmax_row(const float *z, int32_t N, float *p) {
 static void cpu_policy_loss(nn_backend_t *be, const float *logits, const uint32_t *offsets,
                             const uint16_t *labels, const float *probs, int32_t B, int32_t N,
                             float scale, float *dlogits, float *stats) {
-    (void)be;
+    if (cpu_skip(be, "policy_loss", NULL)) return;
     double loss = 0, correct = 0;
     for (int32_t b = 0; b < B; b++) {
         const float *z = logits + (int64_t)b * N;
@@ -440,7 +502,7 @@ static void cpu_policy_loss(nn_backend_t *be, const float *logits, const uint32_
 // result, q (B) -> target (B, 3)
 static void cpu_value_target(nn_backend_t *be, const int8_t *result, const float *q, int32_t B,
                              float q_mix, float q_draw, float *target) {
-    (void)be;
+    if (cpu_skip(be, "value_target", NULL)) return;
     for (int32_t b = 0; b < B; b++) {
         float *t = target + (int64_t)b * 3;
         float r[3] = {result[b] > 0, result[b] == 0, result[b] < 0};
@@ -454,7 +516,7 @@ static void cpu_value_target(nn_backend_t *be, const int8_t *result, const float
 // logits, target, dlogits (B, K)
 static void cpu_value_loss(nn_backend_t *be, const float *logits, const float *target, int32_t B,
                            int32_t K, float scale, float *dlogits, float *stats) {
-    (void)be;
+    if (cpu_skip(be, "value_loss", NULL)) return;
     double loss = 0;
     for (int32_t b = 0; b < B; b++) {
         const float *z = logits + (int64_t)b * K, *t = target + (int64_t)b * K;
@@ -473,7 +535,7 @@ static void cpu_value_loss(nn_backend_t *be, const float *logits, const float *t
 // logits, target, dlogits (B, N)
 static void cpu_legal_loss(nn_backend_t *be, const float *logits, const float *target, int32_t B,
                            int32_t N, float scale, float *dlogits, float *stats) {
-    (void)be;
+    if (cpu_skip(be, "legal_loss", NULL)) return;
     double loss = 0;
     int64_t tp = 0, fp = 0, fn = 0;
     int64_t n = (int64_t)B * N;
@@ -496,7 +558,7 @@ static void cpu_legal_loss(nn_backend_t *be, const float *logits, const float *t
 
 /* ---- optimizer -------------------------------------------------------------- */
 static void cpu_sum_squares(nn_backend_t *be, const float *x, int64_t n, float *out) {
-    (void)be;
+    if (cpu_skip(be, "sum_squares", NULL)) return;
     double s = 0;
     for (int64_t i = 0; i < n; i++) s += (double)x[i] * x[i];
     *out += (float)s;
@@ -505,7 +567,8 @@ static void cpu_sum_squares(nn_backend_t *be, const float *x, int64_t n, float *
 // p, g, v (n)
 static void cpu_sgd_step(nn_backend_t *be, float *p, const float *g, float *v, int64_t n,
                          const float *gnorm2, const nn_sgd_args_t *a) {
-    (void)be;
+    nn_fault_t fault_;
+    if (cpu_skip(be, "sgd_step", &fault_)) return;
     float scale = 1.0f;
     if (gnorm2 && a->clip_norm > 0.0f) {
         float norm = sqrtf(*gnorm2);
@@ -520,6 +583,7 @@ static void cpu_sgd_step(nn_backend_t *be, float *p, const float *g, float *v, i
         float d = a->nesterov ? gi + mu * vi : vi;
         p[i] = p[i] * decay - lr * d;
     }
+    if (fault_ == NN_FAULT_NAN) poison(p, n);
 }
 
 /* OpenBLAS 0.3.21 does not know recent Xeons (e.g. family 6 model 207
@@ -601,7 +665,12 @@ static void check_openblas_core(void) {
 
 nn_backend_t *nn_backend_cpu_new(int32_t threads) {
     nn_backend_t *be = calloc(1, sizeof(*be));
-    if (!be) return NULL;
+    cpu_ctx_t *c = calloc(1, sizeof(*c));
+    if (!be || !c) {
+        free(be);
+        free(c);
+        return NULL;
+    }
 #if defined(KOMA_HAVE_CBLAS) && defined(OPENBLAS_VERSION)
     if (threads > 0) openblas_set_num_threads(nn_gemm_pool_denied() ? 1 : threads);
 #else
@@ -609,14 +678,17 @@ nn_backend_t *nn_backend_cpu_new(int32_t threads) {
 #endif
     check_openblas_core();
     be->name = "cpu";
+    be->memory = "host";
+    be->ctx = c;
     be->free = cpu_free;
     be->buf_alloc = cpu_buf_alloc;
     be->buf_free = cpu_buf_free;
     be->upload = cpu_upload;
-    be->download = cpu_upload;
+    be->download = cpu_download;
     be->memset_zero = cpu_memset_zero;
     be->copy = cpu_copy;
     be->sync = NULL;
+    be->error = cpu_error;
     be->expand_planes = cpu_expand_planes;
     be->conv_ws_bytes = cpu_conv_ws_bytes;
     be->conv_fwd = cpu_conv_fwd;

@@ -14,6 +14,9 @@
  *    bound to it. Ops only enqueue; nothing synchronises the host except
  *    download, sync, buffer frees, workspace growth without memory pools, and
  *    the first use of a convolution shape (algorithm choice, below).
+ *  - Callers' own staging: host_alloc gives page-locked memory (the server's
+ *    worker staging) and download_async only enqueues a copy into it, so a
+ *    worker waits once per batch (its sync) instead of once per output.
  *  - Convolutions: NCHW float (or BF16, see NN_CUDA_BF16), cross-correlation,
  *    pad k/2. Algorithms are timed with cudnnFind* once per (power-of-two batch
  *    bucket, cin, cout, k, direction, math) and shared by all instances of the
@@ -49,6 +52,7 @@
 extern "C" {
 #include "nn/backend.h"
 #include "nn/backend_cuda.h"
+#include "nn/fault.h"
 }
 
 /* ---- sizes ------------------------------------------------------------------ */
@@ -121,7 +125,8 @@ typedef struct {
     cu_dbuf_t stage;   /* BF16 copies when the caller passes no conv workspace */
     cu_plan_t *plans[CU_PLAN_BUCKETS];
     int failed;
-    int quiet; /* setup: failures go to the constructor's err only */
+    int poison; /* the current op's output gets NaN (an injected ":nan" fault) */
+    int quiet;  /* setup: failures go to the constructor's err only */
     char err[768];
 } cu_ctx_t;
 
@@ -221,16 +226,34 @@ static bool ok_cublas(cu_ctx_t *c, cublasStatus_t s, const char *expr, const cha
  * inside the kernel at the next synchronising call. */
 #define LAUNCH_CHECK(c, name) ok_cuda((c), cudaGetLastError(), "launch " name, __FILE__, __LINE__)
 
-/* Entry of every op: no-op after a failure; binds the calling thread to the
+/* Entry of every op: no-op after a failure; asks the fault switch
+ * (nn/fault.h: an injected failure becomes the sticky error, an injected NaN
+ * sets c->poison for the op's cu_poison); binds the calling thread to the
  * instance's device (instances may move between threads). */
-static bool cu_enter(cu_ctx_t *c) {
+static bool cu_enter(cu_ctx_t *c, const char *op) {
     if (c->failed) return false;
+    nn_fault_t f = nn_fault_hit(op);
+    c->poison = f == NN_FAULT_NAN;
+    if (f == NN_FAULT_FAIL) {
+        char msg[128];
+        nn_fault_message(op, msg, sizeof msg);
+        cu_fail(c, __FILE__, __LINE__, "%s", msg);
+        return false;
+    }
     if (!CUDA_CHECK(c, cudaSetDevice(c->device))) return false;
     /* Clear a stale non-sticky error left by someone else's call on this thread,
      * so that LAUNCH_CHECK reports our launches only. (Errors of our own calls
      * were checked where they happened; kernel faults are sticky and show again.) */
     (void)cudaGetLastError();
     return true;
+}
+
+/* End of conv_fwd, dense_fwd, sgd_step: NaN into their output (n floats)
+ * when cu_enter was told to (KOMA_FAULT=<op>:<n>:nan). */
+static void cu_poison(cu_ctx_t *c, float *x, int64_t n) {
+    if (!c->poison || n <= 0) return;
+    c->poison = 0;
+    CUDA_CHECK(c, cudaMemsetAsync(x, 0xFF, sizeof(float) * (size_t)n, c->stream));
 }
 
 static int cu_grid(const cu_ctx_t *c, int64_t n) {
@@ -697,9 +720,14 @@ static void cu_free(nn_backend_t *be) {
     free(be);
 }
 
+static const char *cu_error(nn_backend_t *be) {
+    const cu_ctx_t *c = CTX(be);
+    return c->failed ? c->err : NULL;
+}
+
 static void *cu_buf_alloc(nn_backend_t *be, size_t bytes) {
     cu_ctx_t *c = CTX(be);
-    if (c->failed || cudaSetDevice(c->device) != cudaSuccess) return NULL;
+    if (c->failed || nn_fault_hit("buf_alloc") == NN_FAULT_FAIL || cudaSetDevice(c->device) != cudaSuccess) return NULL;
     void *p = NULL;
     cudaError_t e = cudaMalloc(&p, bytes ? bytes : 256); /* 256-byte aligned */
     if (e != cudaSuccess) {
@@ -721,7 +749,7 @@ static void cu_buf_free(nn_backend_t *be, void *p) {
  * only when returning to a half whose previous copies are still queued. */
 static void cu_upload(nn_backend_t *be, void *dst, const void *src, size_t bytes) {
     cu_ctx_t *c = CTX(be);
-    if (!bytes || !cu_enter(c)) return;
+    if (!bytes || !cu_enter(c, "upload")) return;
     const unsigned char *s = (const unsigned char *)src;
     unsigned char *d = (unsigned char *)dst;
     while (bytes) {
@@ -747,7 +775,7 @@ static void cu_upload(nn_backend_t *be, void *dst, const void *src, size_t bytes
 static void cu_download(nn_backend_t *be, void *dst, const void *src, size_t bytes) {
     cu_ctx_t *c = CTX(be);
     if (!bytes) return;
-    if (!cu_enter(c)) {
+    if (!cu_enter(c, "download")) {
         memset(dst, 0xFF, bytes); /* NaN floats: a failed result never looks plausible */
         return;
     }
@@ -781,16 +809,44 @@ static void cu_download(nn_backend_t *be, void *dst, const void *src, size_t byt
     if (!ok) memset(dst, 0xFF, bytes);
 }
 
+/* dst: page-locked (cu_host_alloc). Only enqueued; valid after cu_sync. */
+static void cu_download_async(nn_backend_t *be, void *dst, const void *src, size_t bytes) {
+    cu_ctx_t *c = CTX(be);
+    if (!bytes) return;
+    if (!cu_enter(c, "download_async")) {
+        memset(dst, 0xFF, bytes); /* nothing of ours is queued into dst after a failure */
+        return;
+    }
+    CUDA_CHECK(c, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream));
+}
+
+/* NULL when out of page-locked memory: the caller falls back or reports it. */
+static void *cu_host_alloc(nn_backend_t *be, size_t bytes) {
+    cu_ctx_t *c = CTX(be);
+    void *p = NULL;
+    if (cudaSetDevice(c->device) != cudaSuccess ||
+        cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable) != cudaSuccess) {
+        (void)cudaGetLastError(); /* not sticky: nothing of the instance failed */
+        return NULL;
+    }
+    return p;
+}
+
+static void cu_host_free(nn_backend_t *be, void *p) {
+    (void)be;
+    if (p) (void)cudaFreeHost(p); /* waits for the copies into p */
+}
+
 static void cu_memset_zero(nn_backend_t *be, void *dst, size_t bytes) {
     cu_ctx_t *c = CTX(be);
-    if (!bytes || !cu_enter(c)) return;
+    if (!bytes || !cu_enter(c, "memset_zero")) return;
     CUDA_CHECK(c, cudaMemsetAsync(dst, 0, bytes, c->stream));
 }
 
 /* memmove semantics (overlapping ranges are copied in non-overlapping chunks). */
 static void cu_copy(nn_backend_t *be, void *dst, const void *src, size_t bytes) {
     cu_ctx_t *c = CTX(be);
-    if (!bytes || dst == src || !cu_enter(c)) return;
+    if (!bytes || dst == src || !cu_enter(c, "copy")) return;
     uintptr_t a = (uintptr_t)dst, b = (uintptr_t)src;
     size_t gap = a > b ? a - b : b - a;
     char *d = (char *)dst;
@@ -813,7 +869,7 @@ static void cu_copy(nn_backend_t *be, void *dst, const void *src, size_t bytes) 
 
 static void cu_sync(nn_backend_t *be) {
     cu_ctx_t *c = CTX(be);
-    if (!cu_enter(c)) return;
+    if (!cu_enter(c, "sync")) return;
     CUDA_CHECK(c, cudaStreamSynchronize(c->stream));
 }
 
@@ -822,7 +878,7 @@ static void cu_expand_planes(nn_backend_t *be, const uint8_t *packed, const floa
                              int32_t planes, int32_t in_hand, float *out) {
     cu_ctx_t *c = CTX(be);
     int64_t n = (int64_t)B * (planes + in_hand) * NN_HW;
-    if (B <= 0 || n <= 0 || !cu_enter(c)) return;
+    if (B <= 0 || n <= 0 || !cu_enter(c, "expand_planes")) return;
     k_expand_planes<<<cu_grid(c, n), CU_THREADS, 0, c->stream>>>(packed, in_hand ? hand : NULL, B, planes,
                                                                in_hand, nn_packed_bytes(planes), out);
     LAUNCH_CHECK(c, "k_expand_planes");
@@ -1080,14 +1136,14 @@ static size_t cu_conv_ws_bytes(nn_backend_t *be, int32_t B, int32_t cin, int32_t
     cu_ctx_t *c = CTX(be);
     if (B <= 0 || cin <= 0 || cout <= 0) return 0;
     /* choose the forward algorithm of the largest batch now, at setup time */
-    if (cu_enter(c)) (void)conv_plan(c, B, cin, cout, k, DIR_FWD);
+    if (cu_enter(c, "conv_ws_bytes")) (void)conv_plan(c, B, cin, cout, k, DIR_FWD);
     return c->bf16 ? stage_bytes(B, cin, cout, k) + 256 : 0;
 }
 
 static void cu_conv_fwd(nn_backend_t *be, const float *x, const float *w, const float *bias, int32_t B,
                         int32_t cin, int32_t cout, int32_t k, float *y, void *ws) {
     cu_ctx_t *c = CTX(be);
-    if (B <= 0 || !cu_enter(c)) return;
+    if (B <= 0 || !cu_enter(c, "conv_fwd")) return;
     cu_plan_t *p = conv_plan(c, B, cin, cout, k, DIR_FWD);
     if (!p) return;
     const float one = 1.0f, zero = 0.0f;
@@ -1099,8 +1155,9 @@ static void cu_conv_fwd(nn_backend_t *be, const float *x, const float *w, const 
             return;
         if (bias) {
             k_bias_nchw<<<cu_grid(c, ny), CU_THREADS, 0, c->stream>>>(y, bias, (int64_t)B * cout, cout);
-            LAUNCH_CHECK(c, "k_bias_nchw");
+            if (!LAUNCH_CHECK(c, "k_bias_nchw")) return;
         }
+        cu_poison(c, y, ny);
         return;
     }
     cu_stage_t st;
@@ -1110,13 +1167,13 @@ static void cu_conv_fwd(nn_backend_t *be, const float *x, const float *w, const 
     if (!CUDNN_CHECK(c, cudnnConvolutionForward(c->cudnn, &one, p->xd, st.x, p->wd, st.w, p->cd[DIR_FWD], algo, c->cws.p,
                                                 p->ws[DIR_FWD], &zero, p->yd, st.y)))
         return;
-    from_bf16(c, st.y, y, ny, bias, cout, 0);
+    if (from_bf16(c, st.y, y, ny, bias, cout, 0)) cu_poison(c, y, ny);
 }
 
 static void cu_conv_bwd_data(nn_backend_t *be, const float *dy, const float *w, int32_t B, int32_t cin,
                              int32_t cout, int32_t k, float *dx, int32_t accumulate, void *ws) {
     cu_ctx_t *c = CTX(be);
-    if (B <= 0 || !cu_enter(c)) return;
+    if (B <= 0 || !cu_enter(c, "conv_bwd_data")) return;
     cu_plan_t *p = conv_plan(c, B, cin, cout, k, DIR_BWD_DATA);
     if (!p) return;
     const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f, zero = 0.0f;
@@ -1139,7 +1196,7 @@ static void cu_conv_bwd_data(nn_backend_t *be, const float *dy, const float *w, 
 static void cu_conv_bwd_filter(nn_backend_t *be, const float *x, const float *dy, int32_t B, int32_t cin,
                                int32_t cout, int32_t k, float *dw, float *dbias, void *ws) {
     cu_ctx_t *c = CTX(be);
-    if (B <= 0 || !cu_enter(c)) return;
+    if (B <= 0 || !cu_enter(c, "conv_bwd_filter")) return;
     cu_plan_t *p = conv_plan(c, B, cin, cout, k, DIR_BWD_FILTER);
     if (!p) return;
     const float one = 1.0f, zero = 0.0f;
@@ -1169,7 +1226,7 @@ static void cu_bn_fwd_train(nn_backend_t *be, const float *x, const float *gamma
                             int32_t C, int32_t HW, float eps, float momentum, float *running_mean,
                             float *running_var, float *y, float *save_mean, float *save_invstd) {
     cu_ctx_t *c = CTX(be);
-    if (B <= 0 || C <= 0 || HW <= 0 || !cu_enter(c)) return;
+    if (B <= 0 || C <= 0 || HW <= 0 || !cu_enter(c, "bn_fwd_train")) return;
     k_bn_fwd_train<<<C, CU_CH_THREADS, 0, c->stream>>>(x, gamma, beta, B, C, HW, eps, momentum, running_mean,
                                                     running_var, y, save_mean, save_invstd);
     LAUNCH_CHECK(c, "k_bn_fwd_train");
@@ -1179,7 +1236,7 @@ static void cu_bn_bwd(nn_backend_t *be, const float *x, const float *dy, const f
                       const float *save_invstd, int32_t B, int32_t C, int32_t HW, float *dx, float *dgamma,
                       float *dbeta) {
     cu_ctx_t *c = CTX(be);
-    if (B <= 0 || C <= 0 || HW <= 0 || !cu_enter(c)) return;
+    if (B <= 0 || C <= 0 || HW <= 0 || !cu_enter(c, "bn_bwd")) return;
     k_bn_bwd<<<C, CU_CH_THREADS, 0, c->stream>>>(x, dy, gamma, save_mean, save_invstd, B, C, HW, dx, dgamma, dbeta);
     LAUNCH_CHECK(c, "k_bn_bwd");
 }
@@ -1188,7 +1245,7 @@ static void cu_bn_fold(nn_backend_t *be, const float *w, const float *gamma, con
                        const float *var, int32_t cout, int32_t kdim, float eps, float *w_out, float *b_out) {
     cu_ctx_t *c = CTX(be);
     int64_t n = (int64_t)cout * kdim;
-    if (n <= 0 || !cu_enter(c)) return;
+    if (n <= 0 || !cu_enter(c, "bn_fold")) return;
     k_bn_fold<<<cu_grid(c, n), CU_THREADS, 0, c->stream>>>(w, gamma, beta, mean, var, cout, kdim, eps, w_out, b_out);
     LAUNCH_CHECK(c, "k_bn_fold");
 }
@@ -1196,21 +1253,21 @@ static void cu_bn_fold(nn_backend_t *be, const float *w, const float *gamma, con
 /* ---- elementwise ------------------------------------------------------------------------ */
 static void cu_act_fwd(nn_backend_t *be, const float *x, const float *res, int64_t n, nn_act_t act, float *y) {
     cu_ctx_t *c = CTX(be);
-    if (n <= 0 || !cu_enter(c)) return;
+    if (n <= 0 || !cu_enter(c, "act_fwd")) return;
     k_act_fwd<<<cu_grid(c, n), CU_THREADS, 0, c->stream>>>(x, res, n, (int)act, y);
     LAUNCH_CHECK(c, "k_act_fwd");
 }
 
 static void cu_add(nn_backend_t *be, const float *a, const float *b, int64_t n, float *y) {
     cu_ctx_t *c = CTX(be);
-    if (n <= 0 || !cu_enter(c)) return;
+    if (n <= 0 || !cu_enter(c, "add")) return;
     k_add<<<cu_grid(c, n), CU_THREADS, 0, c->stream>>>(a, b, n, y);
     LAUNCH_CHECK(c, "k_add");
 }
 
 static void cu_act_bwd(nn_backend_t *be, const float *dy, const float *z, int64_t n, nn_act_t act, float *dx) {
     cu_ctx_t *c = CTX(be);
-    if (n <= 0 || !cu_enter(c)) return;
+    if (n <= 0 || !cu_enter(c, "act_bwd")) return;
     k_act_bwd<<<cu_grid(c, n), CU_THREADS, 0, c->stream>>>(dy, z, n, (int)act, dx);
     LAUNCH_CHECK(c, "k_act_bwd");
 }
@@ -1220,22 +1277,23 @@ static void cu_act_bwd(nn_backend_t *be, const float *dy, const float *z, int64_
 static void cu_dense_fwd(nn_backend_t *be, const float *x, const float *w, const float *b, int32_t B, int32_t in,
                          int32_t out, float *y) {
     cu_ctx_t *c = CTX(be);
-    if (B <= 0 || in <= 0 || out <= 0 || !cu_enter(c)) return;
+    if (B <= 0 || in <= 0 || out <= 0 || !cu_enter(c, "dense_fwd")) return;
     const float one = 1.0f, zero = 0.0f;
     if (!CUBLAS_CHECK(c, cublasSgemm(c->cublas, CUBLAS_OP_T, CUBLAS_OP_N, out, B, in, &one, w, in, x, in, &zero, y, out)))
         return;
     if (b) {
         int64_t n = (int64_t)B * out;
         k_bias_rows<<<cu_grid(c, n), CU_THREADS, 0, c->stream>>>(y, b, B, out);
-        LAUNCH_CHECK(c, "k_bias_rows");
+        if (!LAUNCH_CHECK(c, "k_bias_rows")) return;
     }
+    cu_poison(c, y, (int64_t)B * out);
 }
 
 // dx (B, in) = dy (B, out) . W (out, in);  dw (out, in) = dy^T . x;  db = column sums of dy
 static void cu_dense_bwd(nn_backend_t *be, const float *x, const float *w, const float *dy, int32_t B, int32_t in,
                          int32_t out, float *dx, float *dw, float *db) {
     cu_ctx_t *c = CTX(be);
-    if (B <= 0 || in <= 0 || out <= 0 || !cu_enter(c)) return;
+    if (B <= 0 || in <= 0 || out <= 0 || !cu_enter(c, "dense_bwd")) return;
     const float one = 1.0f, zero = 0.0f;
     if (dx && !CUBLAS_CHECK(c, cublasSgemm(c->cublas, CUBLAS_OP_N, CUBLAS_OP_N, in, B, out, &one, w, in, dy, out, &zero,
                                            dx, in)))
@@ -1259,7 +1317,7 @@ static void red_finalize(cu_ctx_t *c, int G, int nq, float *d0, float *d1, float
 static void cu_policy_loss(nn_backend_t *be, const float *logits, const uint32_t *offsets, const uint16_t *labels,
                            const float *probs, int32_t B, int32_t N, float scale, float *dlogits, float *stats) {
     cu_ctx_t *c = CTX(be);
-    if (B <= 0 || N <= 0 || !cu_enter(c)) return;
+    if (B <= 0 || N <= 0 || !cu_enter(c, "policy_loss")) return;
     int G = B < CU_RED_MAX ? B : CU_RED_MAX;
     k_policy_loss<<<G, CU_THREADS, 0, c->stream>>>(logits, offsets, labels, probs, B, N, scale, dlogits, c->red);
     if (!LAUNCH_CHECK(c, "k_policy_loss")) return;
@@ -1269,7 +1327,7 @@ static void cu_policy_loss(nn_backend_t *be, const float *logits, const uint32_t
 static void cu_value_target(nn_backend_t *be, const int8_t *result, const float *q, int32_t B, float q_mix,
                             float q_draw, float *target) {
     cu_ctx_t *c = CTX(be);
-    if (B <= 0 || !cu_enter(c)) return;
+    if (B <= 0 || !cu_enter(c, "value_target")) return;
     k_value_target<<<cu_grid(c, B), CU_THREADS, 0, c->stream>>>(result, q, B, q_mix, q_draw, target);
     LAUNCH_CHECK(c, "k_value_target");
 }
@@ -1277,7 +1335,7 @@ static void cu_value_target(nn_backend_t *be, const int8_t *result, const float 
 static void cu_value_loss(nn_backend_t *be, const float *logits, const float *target, int32_t B, int32_t K,
                           float scale, float *dlogits, float *stats) {
     cu_ctx_t *c = CTX(be);
-    if (B <= 0 || K <= 0 || !cu_enter(c)) return;
+    if (B <= 0 || K <= 0 || !cu_enter(c, "value_loss")) return;
     int G = cu_red_grid(B);
     k_value_loss<<<G, CU_THREADS, 0, c->stream>>>(logits, target, B, K, scale, dlogits, c->red);
     if (!LAUNCH_CHECK(c, "k_value_loss")) return;
@@ -1288,7 +1346,7 @@ static void cu_legal_loss(nn_backend_t *be, const float *logits, const float *ta
                           float scale, float *dlogits, float *stats) {
     cu_ctx_t *c = CTX(be);
     int64_t n = (int64_t)B * N;
-    if (n <= 0 || !cu_enter(c)) return;
+    if (n <= 0 || !cu_enter(c, "legal_loss")) return;
     int G = cu_red_grid(n);
     k_legal_loss<<<G, CU_THREADS, 0, c->stream>>>(logits, target, n, scale, dlogits, c->red);
     if (!LAUNCH_CHECK(c, "k_legal_loss")) return;
@@ -1299,7 +1357,7 @@ static void cu_legal_loss(nn_backend_t *be, const float *logits, const float *ta
 /* ---- optimizer -------------------------------------------------------------------------- */
 static void cu_sum_squares(nn_backend_t *be, const float *x, int64_t n, float *out) {
     cu_ctx_t *c = CTX(be);
-    if (n <= 0 || !cu_enter(c)) return;
+    if (n <= 0 || !cu_enter(c, "sum_squares")) return;
     int G = cu_red_grid(n);
     k_sum_squares<<<G, CU_THREADS, 0, c->stream>>>(x, n, c->red);
     if (!LAUNCH_CHECK(c, "k_sum_squares")) return;
@@ -1309,11 +1367,11 @@ static void cu_sum_squares(nn_backend_t *be, const float *x, int64_t n, float *o
 static void cu_sgd_step(nn_backend_t *be, float *p, const float *g, float *v, int64_t n, const float *gnorm2,
                         const nn_sgd_args_t *a) {
     cu_ctx_t *c = CTX(be);
-    if (n <= 0 || !a || !cu_enter(c)) return;
+    if (n <= 0 || !a || !cu_enter(c, "sgd_step")) return;
     float decay = 1.0f - a->lr * a->weight_decay; /* host float, as the CPU computes it */
     k_sgd_step<<<cu_grid(c, n), CU_THREADS, 0, c->stream>>>(p, g, v, n, gnorm2, a->clip_norm, decay, a->lr, a->momentum,
                                                           a->nesterov);
-    LAUNCH_CHECK(c, "k_sgd_step");
+    if (LAUNCH_CHECK(c, "k_sgd_step")) cu_poison(c, p, n);
 }
 
 /* ---- lifetime ----------------------------------------------------------------------------- */
@@ -1464,6 +1522,7 @@ extern "C" nn_backend_t *nn_backend_cuda_new(int32_t device, uint32_t flags, cha
     c->flags = flags | (c->tf32 ? 0u : (uint32_t)NN_CUDA_NO_TF32);
     c->quiet = 0;
     be->name = "cuda";
+    be->memory = "device";
     be->ctx = c;
     be->free = cu_free;
     be->buf_alloc = cu_buf_alloc;
@@ -1473,6 +1532,10 @@ extern "C" nn_backend_t *nn_backend_cuda_new(int32_t device, uint32_t flags, cha
     be->memset_zero = cu_memset_zero;
     be->copy = cu_copy;
     be->sync = cu_sync;
+    be->host_alloc = cu_host_alloc;
+    be->host_free = cu_host_free;
+    be->download_async = cu_download_async;
+    be->error = cu_error;
     be->expand_planes = cu_expand_planes;
     be->conv_ws_bytes = cu_conv_ws_bytes;
     be->conv_fwd = cu_conv_fwd;

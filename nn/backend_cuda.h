@@ -20,11 +20,14 @@
  *
  * Errors: the constructor never aborts; it returns NULL and a message. A CUDA,
  * cuDNN or cuBLAS failure inside an op (a lost device, out of memory while
- * choosing an algorithm) is printed once with file:line and a hint, kept as
- * the instance's sticky error (nn_cuda_error), and turns every later op of
- * that instance into a no-op; download then fills its destination with 0xFF
- * bytes (NaN floats) so that a failed result never looks plausible. With
- * NN_CUDA_ABORT_ON_ERROR the process aborts at the first failure instead.
+ * choosing an algorithm or growing a workspace, a launch error) or a fault
+ * injected with KOMA_FAULT (nn/fault.h; every op entry asks the switch) is
+ * printed once with file:line and a hint, kept as the instance's sticky error
+ * (nn_cuda_error, also the `error` member of nn/backend.h that nn/net.c checks
+ * to fail the call), and turns every later op of that instance into a no-op;
+ * download then fills its destination with 0xFF bytes (NaN floats) so that a
+ * failed result never looks plausible. With NN_CUDA_ABORT_ON_ERROR the process
+ * aborts at the first failure instead.
  */
 #ifndef KOMA_NN_BACKEND_CUDA_H
 #define KOMA_NN_BACKEND_CUDA_H

@@ -5,8 +5,13 @@
  * allocations of a net, the inference arena (nn_ctx), the trainer (gradients,
  * momentum, training arena) and the order in which ops run.
  * Does not own: how an op computes (the backend), files (nn/weights.c).
+ * Errors: every public call that runs ops checks the backend's sticky error
+ * (nn/backend.h) before and after them and fails with its message; out of
+ * memory names host or device memory and the bytes asked.
  */
 #include "nn/net.h"
+#include "compat/bits.h"
+#include "compat/err.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -16,12 +21,18 @@
 
 #include "compat/compat.h"
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
+/* 0, or -1 with err when be has failed (its sticky error names the cause). */
+static int be_check(nn_backend_t *be, const char *what, char *err, size_t errlen) {
+    const char *e = nn_backend_error(be);
+    if (!e) return 0;
+    set_err(err, errlen, "%s: %s backend failed: %s", what, be->name, e);
+    return -1;
+}
+
+/* "out of host memory allocating N bytes (cpu backend)" and the like. */
+static void set_oom(char *err, size_t errlen, const char *what, const nn_backend_t *be, size_t bytes) {
+    set_err(err, errlen, "%s: out of %s memory allocating %zu bytes (%s backend)", what, nn_backend_memory(be), bytes,
+            be->name);
 }
 
 /* ---- size string ---------------------------------------------------------- */
@@ -127,16 +138,9 @@ static void add_unit(nn_net_t *net, int32_t u, const char *prefix, const char *c
     }
 }
 
-static uint64_t splitmix64(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 static double rand_normal(uint64_t *s) {
-    double u1 = ((double)(splitmix64(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-    double u2 = (double)(splitmix64(s) >> 11) * (1.0 / 9007199254740992.0);
+    double u1 = ((double)(compat_splitmix64(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+    double u2 = (double)(compat_splitmix64(s) >> 11) * (1.0 / 9007199254740992.0);
     return sqrt(-2.0 * log(u1)) * cos(2.0 * 3.14159265358979323846 * u2);
 }
 
@@ -246,16 +250,22 @@ nn_net_t *nn_net_new(nn_backend_t *be, const nn_net_config_t *cfg, uint64_t seed
     }
     net->n_folded = off;
 
+    size_t bytes = sizeof(float) * (size_t)(net->n_params + net->n_stats + net->n_folded);
     net->params = be->buf_alloc(be, sizeof(float) * (size_t)net->n_params);
     net->stats = be->buf_alloc(be, sizeof(float) * (size_t)net->n_stats);
     net->folded = be->buf_alloc(be, sizeof(float) * (size_t)net->n_folded);
+    if (!net->params || !net->stats || !net->folded) {
+        nn_net_free(net);
+        set_oom(err, errlen, "nn_net_new", be, bytes);
+        return NULL;
+    }
     float *hp = calloc((size_t)net->n_params, sizeof(float));
     float *hs = calloc((size_t)net->n_stats, sizeof(float));
-    if (!net->params || !net->stats || !net->folded || !hp || !hs) {
+    if (!hp || !hs) {
         free(hp);
         free(hs);
         nn_net_free(net);
-        set_err(err, errlen, "nn_net_new: out of memory");
+        set_err(err, errlen, "nn_net_new: out of host memory allocating %zu bytes", bytes);
         return NULL;
     }
     net_init_random(net, seed, hp, hs);
@@ -264,6 +274,10 @@ nn_net_t *nn_net_new(nn_backend_t *be, const nn_net_config_t *cfg, uint64_t seed
     free(hp);
     free(hs);
     net->dirty = 1;
+    if (be_check(be, "nn_net_new", err, errlen) != 0) {
+        nn_net_free(net);
+        return NULL;
+    }
     return net;
 }
 
@@ -318,20 +332,61 @@ static int same_config(const nn_net_config_t *a, const nn_net_config_t *b) {
 }
 
 int nn_net_copy_weights(nn_net_t *dst, nn_net_t *src, char *err, size_t errlen) {
+    const char *what = "nn_net_copy_weights";
     if (!same_config(&dst->cfg, &src->cfg)) {
-        set_err(err, errlen, "nn_net_copy_weights: nets differ in configuration");
+        set_err(err, errlen, "%s: nets differ in configuration", what);
         return -1;
     }
     if (strcmp(dst->be->name, src->be->name) != 0) {
-        set_err(err, errlen, "nn_net_copy_weights: backends differ (%s, %s)", dst->be->name,
-                src->be->name);
+        set_err(err, errlen, "%s: backends differ (%s, %s)", what, dst->be->name, src->be->name);
         return -1;
     }
+    /* The source's queued work (an SGD step on its own stream) ends before
+     * the destination's queue reads its buffers. */
+    if (src->be != dst->be && src->be->sync) src->be->sync(src->be);
+    if (be_check(src->be, what, err, errlen) != 0 || be_check(dst->be, what, err, errlen) != 0) return -1;
     dst->be->copy(dst->be, dst->params, src->params, sizeof(float) * (size_t)src->n_params);
     dst->be->copy(dst->be, dst->stats, src->stats, sizeof(float) * (size_t)src->n_stats);
     if (dst->be->sync) dst->be->sync(dst->be);
     nn_net_mark_dirty(dst);
-    return 0;
+    return be_check(dst->be, what, err, errlen);
+}
+
+int32_t nn_net_nonfinite_tensor(const nn_net_t *net, const float *params, const float *stats, int64_t *elem) {
+    for (int32_t i = 0; i < net->n_tensors; i++) {
+        const nn_tensor_info_t *t = &net->tensors[i];
+        const float *d = (t->kind == NN_TENSOR_PARAM ? params : stats) + t->offset;
+        for (int64_t j = 0; j < t->numel; j++)
+            if (!isfinite(d[j])) {
+                if (elem) *elem = j;
+                return i;
+            }
+    }
+    return -1;
+}
+
+int nn_net_check_finite(nn_net_t *net, char *err, size_t errlen) {
+    nn_backend_t *be = net->be;
+    size_t n = (size_t)(net->n_params + net->n_stats);
+    float *h = malloc(sizeof(float) * (n ? n : 1));
+    if (!h) {
+        set_err(err, errlen, "nn_net_check_finite: out of host memory allocating %zu bytes", sizeof(float) * n);
+        return -1;
+    }
+    if (be->sync) be->sync(be);
+    be->download(be, h, net->params, sizeof(float) * (size_t)net->n_params);
+    be->download(be, h + net->n_params, net->stats, sizeof(float) * (size_t)net->n_stats);
+    int rc = be_check(be, "nn_net_check_finite", err, errlen);
+    int64_t j = 0;
+    int32_t i = rc ? -1 : nn_net_nonfinite_tensor(net, h, h + net->n_params, &j);
+    if (i >= 0) {
+        const float *d = (net->tensors[i].kind == NN_TENSOR_PARAM ? h : h + net->n_params) + net->tensors[i].offset;
+        set_err(err, errlen, "tensor '%s' has a non-finite value (%g at element %lld)", net->tensors[i].name,
+                (double)d[j], (long long)j);
+        rc = -1;
+    }
+    free(h);
+    return rc;
 }
 
 static const float *P(const nn_net_t *net, int32_t t) { return net->params + net->tensors[t].offset; }
@@ -349,7 +404,7 @@ static void net_fold(nn_net_t *net, nn_backend_t *be) {
                         net->folded + un->fw, net->folded + un->fb);
         }
         if (be->sync) be->sync(be);
-        net->dirty = 0;
+        net->dirty = nn_backend_error(be) != NULL; /* a failed fold is no fold */
     }
     compat_mutex_unlock(&net->mu);
 }
@@ -470,10 +525,14 @@ nn_ctx_t *nn_ctx_new(nn_net_t *net, nn_backend_t *be, int32_t max_batch, char *e
             ctx->arena = be->buf_alloc(be, c.off);
             if (!ctx->arena) {
                 free(ctx);
-                set_err(err, errlen, "nn_ctx_new: out of device memory (%zu bytes)", c.off);
+                set_oom(err, errlen, "nn_ctx_new", be, c.off);
                 return NULL;
             }
         }
+    }
+    if (be_check(be, "nn_ctx_new", err, errlen) != 0) { /* e.g. no cuDNN algorithm for a shape */
+        nn_ctx_free(ctx);
+        return NULL;
     }
     return ctx;
 }
@@ -495,26 +554,30 @@ void nn_ctx_buffers(nn_ctx_t *ctx, uint8_t **packed, float **hand, float **polic
     if (legal) *legal = ctx->f.legal;
 }
 
-void nn_forward_dev(nn_ctx_t *ctx, int32_t B, const uint8_t *packed_dev, const float *hand_dev) {
+int nn_forward_dev(nn_ctx_t *ctx, int32_t B, const uint8_t *packed_dev, const float *hand_dev) {
     KOMA_ASSERT(B >= 1 && B <= ctx->max_batch);
     nn_net_t *net = ctx->net;
     nn_backend_t *be = ctx->be;
+    if (nn_backend_error(be)) return -1;
     net_fold(net, be);
     be->expand_planes(be, packed_dev, hand_dev, B, net->cfg.in_planes, net->cfg.in_hand, ctx->f.x0);
     forward_infer(net, be, B, &ctx->f);
+    return nn_backend_error(be) ? -1 : 0;
 }
 
-void nn_forward(nn_ctx_t *ctx, int32_t B, const uint8_t *packed, const float *hand, float *policy,
-                float *value, float *legal) {
+int nn_forward(nn_ctx_t *ctx, int32_t B, const uint8_t *packed, const float *hand, float *policy,
+               float *value, float *legal) {
     KOMA_ASSERT(B >= 1 && B <= ctx->max_batch);
     nn_backend_t *be = ctx->be;
     const nn_net_config_t *cfg = &ctx->net->cfg;
     be->upload(be, ctx->packed, packed, (size_t)(B * nn_packed_bytes(cfg->in_planes)));
     if (cfg->in_hand) be->upload(be, ctx->hand, hand, sizeof(float) * (size_t)B * cfg->in_hand);
-    nn_forward_dev(ctx, B, ctx->packed, ctx->hand);
+    (void)nn_forward_dev(ctx, B, ctx->packed, ctx->hand); /* its error is sticky: checked below */
     if (policy) be->download(be, policy, ctx->f.policy, sizeof(float) * (size_t)B * NN_POLICY_NB);
     if (value) be->download(be, value, ctx->f.value, sizeof(float) * (size_t)B * NN_VALUE_NB);
     if (legal) be->download(be, legal, ctx->f.legal, sizeof(float) * (size_t)B * NN_POLICY_NB);
+    if (be->sync) be->sync(be);
+    return nn_backend_error(be) ? -1 : 0;
 }
 
 /* ---- schedule ---------------------------------------------------------------- */
@@ -677,7 +740,7 @@ nn_trainer_t *nn_trainer_new(nn_net_t *net, const nn_train_config_t *cfg, int32_
             tr->momentum = be->buf_alloc(be, sizeof(float) * (size_t)net->n_params);
             if (!tr->arena || !tr->grads || !tr->momentum) {
                 nn_trainer_free(tr);
-                set_err(err, errlen, "nn_trainer_new: out of device memory (%zu bytes)", c.off);
+                set_oom(err, errlen, "nn_trainer_new", be, c.off + 2 * sizeof(float) * (size_t)net->n_params);
                 return NULL;
             }
         }
@@ -695,6 +758,10 @@ nn_trainer_t *nn_trainer_new(nn_net_t *net, const nn_train_config_t *cfg, int32_
     tr->f.ws = tr->ws;
     be->memset_zero(be, tr->grads, sizeof(float) * (size_t)net->n_params);
     be->memset_zero(be, tr->momentum, sizeof(float) * (size_t)net->n_params);
+    if (be_check(be, "nn_trainer_new", err, errlen) != 0) {
+        nn_trainer_free(tr);
+        return NULL;
+    }
     return tr;
 }
 
@@ -874,18 +941,30 @@ static void forward_backward(nn_trainer_t *tr, int32_t B) {
 #undef GRAD
 }
 
-static void fill_metrics(nn_trainer_t *tr, int32_t B, int grad, nn_metrics_t *m) {
+/* Positions of a batch that carry a policy target (playout-cap randomization
+ * leaves the fast-search positions without one). */
+static int32_t policy_positions(const nn_batch_t *bt) {
+    int32_t n = 0;
+    for (int32_t b = 0; b < bt->B; b++) n += bt->policy_offsets[b + 1] > bt->policy_offsets[b];
+    return n;
+}
+
+static void fill_metrics(nn_trainer_t *tr, int32_t B, int32_t n_policy, int grad, nn_metrics_t *m) {
     float s[NN_STAT_NB];
     tr->be->download(tr->be, s, tr->stats, sizeof(s));
     const nn_train_config_t *c = &tr->cfg;
     memset(m, 0, sizeof(*m));
     m->step = tr->step;
     m->lr = nn_lr_at(c, tr->step);
-    m->policy_loss = s[NN_STAT_POLICY_LOSS] / (double)B;
+    m->policy_positions = n_policy;
+    /* The objective the step minimised: the policy sum over all B positions. */
+    double policy_per_position = s[NN_STAT_POLICY_LOSS] / (double)B;
     m->value_loss = s[NN_STAT_VALUE_LOSS] / (double)B;
     m->legal_loss = s[NN_STAT_LEGAL_LOSS] / ((double)B * NN_POLICY_NB);
-    m->loss = c->w_policy * m->policy_loss + c->w_value * m->value_loss + c->w_legal * m->legal_loss;
-    m->policy_acc = s[NN_STAT_POLICY_CORRECT] / (double)B;
+    m->loss = c->w_policy * policy_per_position + c->w_value * m->value_loss + c->w_legal * m->legal_loss;
+    /* What a person reads: over the positions that have a target. */
+    m->policy_loss = n_policy > 0 ? s[NN_STAT_POLICY_LOSS] / (double)n_policy : NAN;
+    m->policy_acc = n_policy > 0 ? s[NN_STAT_POLICY_CORRECT] / (double)n_policy : NAN;
     double tp = s[NN_STAT_LEGAL_TP], fp = s[NN_STAT_LEGAL_FP], fn = s[NN_STAT_LEGAL_FN];
     m->legal_f1 = (2 * tp + fp + fn) > 0 ? 2 * tp / (2 * tp + fp + fn) : 1.0;
     m->grad_norm = grad ? sqrt((double)s[NN_STAT_GNORM2]) : 0.0;
@@ -895,6 +974,8 @@ static int train_common(nn_trainer_t *tr, const nn_batch_t *bt, nn_metrics_t *m,
                         char *err, size_t errlen) {
     nn_net_t *net = tr->net;
     nn_backend_t *be = tr->be;
+    const char *what = update ? "nn_train_step" : "nn_train_grad";
+    if (be_check(be, what, err, errlen) != 0) return -1;
     if (upload_batch(tr, bt, err, errlen) != 0) return -1;
     int32_t B = bt->B;
     if (!update) be->copy(be, tr->rm_backup, net->stats, sizeof(float) * (size_t)net->n_stats);
@@ -917,12 +998,12 @@ static int train_common(nn_trainer_t *tr, const nn_batch_t *bt, nn_metrics_t *m,
     } else {
         be->copy(be, net->stats, tr->rm_backup, sizeof(float) * (size_t)net->n_stats);
     }
-    if (m) fill_metrics(tr, B, 1, m);
+    if (m) fill_metrics(tr, B, policy_positions(bt), 1, m);
+    if (be->sync) be->sync(be);
+    if (update) nn_net_mark_dirty(net); /* whatever happened, the weights were written */
+    if (be_check(be, what, err, errlen) != 0) return -1;
     if (m && update) m->step = tr->step + 1;
-    if (update) {
-        tr->step++;
-        nn_net_mark_dirty(net);
-    }
+    if (update) tr->step++;
     return 0;
 }
 
@@ -936,12 +1017,14 @@ int nn_train_grad(nn_trainer_t *tr, const nn_batch_t *bt, nn_metrics_t *m, char 
 
 int nn_eval_batch(nn_trainer_t *tr, const nn_batch_t *bt, nn_metrics_t *m, char *err, size_t errlen) {
     nn_backend_t *be = tr->be;
+    if (be_check(be, "nn_eval_batch", err, errlen) != 0) return -1;
     if (upload_batch(tr, bt, err, errlen) != 0) return -1;
     int32_t B = bt->B;
     net_fold(tr->net, be);
     forward_infer(tr->net, be, B, &tr->f);
     be->memset_zero(be, tr->stats, sizeof(float) * NN_STAT_NB);
     losses(tr, B);
-    if (m) fill_metrics(tr, B, 0, m);
-    return 0;
+    if (m) fill_metrics(tr, B, policy_positions(bt), 0, m);
+    if (be->sync) be->sync(be);
+    return be_check(be, "nn_eval_batch", err, errlen);
 }

@@ -101,8 +101,18 @@ float *nn_net_params(nn_net_t *net, int64_t *n_params, int64_t *n_decay);
 float *nn_net_stats(nn_net_t *net, int64_t *n_stats);
 /* Call after writing params or stats directly (refolds BN before the next forward). */
 void nn_net_mark_dirty(nn_net_t *net);
-/* Copies params and stats from src (same config, any backend of the same kind). */
+/* Copies params and stats from src (same config, any backend of the same
+ * kind). Waits for src's queued work first (src's backend sync), then for the
+ * copy. The caller must own both backends (nn/backend.h: one thread at a
+ * time). -1 with err when either backend has failed. */
 int nn_net_copy_weights(nn_net_t *dst, nn_net_t *src, char *err, size_t errlen);
+/* Index of the first tensor with a NaN or infinite value in host copies of
+ * the params and stats allocations (*elem = its element), or -1. */
+int32_t nn_net_nonfinite_tensor(const nn_net_t *net, const float *params, const float *stats, int64_t *elem);
+/* Downloads the weights and checks them: 0, or -1 with err naming the first
+ * non-finite tensor ("tensor 'stem.conv.weight' has a non-finite value ...")
+ * or the backend's failure. */
+int nn_net_check_finite(nn_net_t *net, char *err, size_t errlen);
 
 /* ---- inference ---------------------------------------------------------- */
 typedef struct nn_ctx nn_ctx_t;
@@ -114,11 +124,16 @@ int32_t nn_ctx_max_batch(const nn_ctx_t *ctx);
 
 /* Host in, host out. packed (B, nn_packed_bytes(in_planes)), hand (B, in_hand)
  * (NULL ok when in_hand == 0). Outputs are raw logits; each may be NULL:
- * policy (B, 2187), value (B, 3) W/D/L, legal (B, 2187). 1 <= B <= max_batch. */
-void nn_forward(nn_ctx_t *ctx, int32_t B, const uint8_t *packed, const float *hand, float *policy,
-                float *value, float *legal);
-/* Same with device inputs; outputs stay on the device, see nn_ctx_outputs. */
-void nn_forward_dev(nn_ctx_t *ctx, int32_t B, const uint8_t *packed_dev, const float *hand_dev);
+ * policy (B, 2187), value (B, 3) W/D/L, legal (B, 2187). 1 <= B <= max_batch.
+ * Returns 0, or -1 when the context's backend has failed (now or before;
+ * nn_backend_error says why): the outputs are then not results. */
+int nn_forward(nn_ctx_t *ctx, int32_t B, const uint8_t *packed, const float *hand, float *policy,
+               float *value, float *legal);
+/* Same with device inputs; outputs stay on the device, see nn_ctx_buffers.
+ * Returns -1 for a failure seen so far; the work only being queued (CUDA), a
+ * fault inside it shows in the download or sync that follows: check
+ * nn_backend_error after that. */
+int nn_forward_dev(nn_ctx_t *ctx, int32_t B, const uint8_t *packed_dev, const float *hand_dev);
 /* Device pointers of the context's input staging and output buffers (max_batch rows). */
 void nn_ctx_buffers(nn_ctx_t *ctx, uint8_t **packed, float **hand, float **policy, float **value,
                     float **legal);
@@ -169,11 +184,17 @@ typedef struct {
 typedef struct {
     int64_t step;        /* steps taken, after this one */
     float lr;            /* lr used */
-    double loss;         /* w_p * policy + w_v * value + w_l * legal */
-    double policy_loss;  /* mean cross-entropy per position */
+    /* The objective minimised: w_p * (policy cross-entropy summed over the
+     * positions with a target / all B positions) + w_v * value + w_l * legal.
+     * Positions without a policy target (fast searches under playout-cap
+     * randomization) add nothing to the policy term or its gradient, so each
+     * target position's policy gradient has weight w_p / B. */
+    double loss;
+    double policy_loss;  /* mean cross-entropy over the positions with a policy target (NAN: none) */
     double value_loss;   /* mean W/D/L cross-entropy per position */
     double legal_loss;   /* mean BCE per (position, label) */
-    double policy_acc;   /* top-1: logit argmax == target argmax */
+    double policy_acc;   /* top-1 (logit argmax == target argmax) over the positions with a target (NAN: none) */
+    int32_t policy_positions; /* positions of the batch with a policy target */
     double legal_f1;     /* F1 of (logit >= 0) vs mask; 1 when no positives at all */
     double grad_norm;    /* before clipping (0 for nn_eval_batch) */
 } nn_metrics_t;
@@ -190,7 +211,11 @@ const nn_train_config_t *nn_trainer_config(const nn_trainer_t *tr);
 void nn_trainer_set_config(nn_trainer_t *tr, const nn_train_config_t *cfg);
 
 /* One SGD step on the batch. Returns 0, or -1 with err for an invalid batch
- * (B out of range, offsets not increasing, label >= 2187). */
+ * (B out of range, offsets not increasing, label >= 2187) or a failed
+ * backend (the step count is then unchanged and the weights are undefined:
+ * reload them). Non-finite losses are not an error here: the caller looks at
+ * the metrics (train/trainer.c does). nn_train_grad and nn_eval_batch fail
+ * the same way. */
 int nn_train_step(nn_trainer_t *tr, const nn_batch_t *batch, nn_metrics_t *m, char *err,
                   size_t errlen);
 /* Forward (training-mode BN) + losses + backward into the gradients, no

@@ -19,6 +19,7 @@
  * be read as the dtype's C type.
  */
 #include "nn/safetensors.h"
+#include "compat/err.h"
 
 #include "compat/compat.h"
 
@@ -55,14 +56,6 @@ static int dtype_parse(const char *s, st_dtype_t *out) {
         }
     }
     return -1;
-}
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
 }
 
 /* prod(shape) * dtype size into *nbytes; -1 on overflow. */

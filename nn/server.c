@@ -22,6 +22,8 @@
  * while it writes, since rows are only ever pinned to the current model or to
  * the model of the partially taken head submission (which has refs > 0).
  */
+#include "nn/registry.h"
+#include "compat/err.h"
 #include "nn/server.h"
 
 #include <stdarg.h>
@@ -33,14 +35,6 @@
 #include "compat/compat.h"
 #include "nn/backend_cuda.h" /* declared in every build: a stub says "no CUDA" without it */
 #include "nn/weights.h"
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 const char *nn_server_status_name(int status) {
     switch (status) {
@@ -106,7 +100,8 @@ typedef struct {
     nn_backend_t *be;
     nn_ctx_t *ctx[2];     /* one per model, max_batch each */
     int32_t host_visible; /* backend buffers are host memory (cpu): no staging copies */
-    /* host staging for device backends (NULL when host_visible) */
+    /* host staging for device backends (NULL when host_visible); page-locked
+     * where the backend has host_alloc, so that downloads land in it directly */
     uint8_t *st_packed;   /* (max_batch, packed_bytes) */
     float *st_hand;       /* (max_batch, in_hand) */
     float *st_value;      /* (max_batch, 3) */
@@ -203,15 +198,8 @@ static void fail_all(nn_server_t *srv, int32_t status, const char *msg) {
 
 /* ---- backends ---------------------------------------------------------------------- */
 static nn_backend_t *srv_backend_new(nn_server_t *srv, int32_t threads, char *err, size_t errlen) {
-    if (srv->use_cuda) return nn_backend_cuda_new(srv->cfg.device, srv->cfg.cuda_flags, err, errlen);
-    nn_backend_t *be = nn_backend_cpu_new(threads);
-    if (!be) set_err(err, errlen, "inference server: out of memory (cpu backend)");
-    return be;
-}
-
-/* The backend's sticky error, or NULL. */
-static const char *srv_backend_error(const nn_backend_t *be) {
-    return nn_backend_is_cuda(be) ? nn_cuda_error(be) : NULL;
+    return nn_backend_open(srv->use_cuda ? NN_BACKEND_KIND_CUDA : NN_BACKEND_KIND_CPU, threads, srv->cfg.device,
+                           srv->cfg.cuda_flags, err, errlen);
 }
 
 /* ---- device workers ------------------------------------------------------------- */
@@ -302,20 +290,24 @@ static const char *worker_run(nn_server_t *srv, srv_worker_t *w, int32_t nseg, i
         be->upload(be, d_packed, h_packed, (size_t)(B * pb));
         if (nh) be->upload(be, d_hand, h_hand, sizeof(float) * (size_t)B * nh);
     }
-    nn_forward_dev(ctx, B, d_packed, d_hand);
+    (void)nn_forward_dev(ctx, B, d_packed, d_hand); /* a failure is sticky: checked below */
     const float *P = d_policy, *V = d_value, *L = d_legal;
     if (w->host_visible) {
         if (be->sync) be->sync(be);
     } else {
-        if (want_value) be->download(be, w->st_value, d_value, sizeof(float) * (size_t)B * NN_VALUE_NB);
-        if (want_policy) be->download(be, w->st_policy, d_policy, sizeof(float) * (size_t)B * NN_POLICY_NB);
-        if (want_legal) be->download(be, w->st_legal, d_legal, sizeof(float) * (size_t)B * NN_LEGAL_NB);
+        /* Queued behind the forward and waited for once per batch where the
+         * backend can (pinned staging); else one wait per download. */
+        void (*down)(nn_backend_t *, void *, const void *, size_t) =
+            be->download_async && be->host_alloc ? be->download_async : be->download;
+        if (want_value) down(be, w->st_value, d_value, sizeof(float) * (size_t)B * NN_VALUE_NB);
+        if (want_policy) down(be, w->st_policy, d_policy, sizeof(float) * (size_t)B * NN_POLICY_NB);
+        if (want_legal) down(be, w->st_legal, d_legal, sizeof(float) * (size_t)B * NN_LEGAL_NB);
         if (be->sync) be->sync(be);
         P = w->st_policy;
         V = w->st_value;
         L = w->st_legal;
     }
-    const char *e = srv_backend_error(be);
+    const char *e = nn_backend_error(be);
     if (e) return e;
     off = 0;
     for (int32_t i = 0; i < nseg; i++) {
@@ -445,8 +437,8 @@ static int copy_net(nn_server_t *srv, nn_net_t *dst, nn_net_t *src, char *err, s
     if (srv->main_be->sync) srv->main_be->sync(srv->main_be);
     free(host);
     nn_net_mark_dirty(dst);
-    const char *e = srv_backend_error(srv->main_be);
-    if (!e) e = srv_backend_error(sbe);
+    const char *e = nn_backend_error(srv->main_be);
+    if (!e) e = nn_backend_error(sbe);
     if (e) {
         set_err(err, errlen, "inference server: copying a net: %s", e);
         return -1;
@@ -459,7 +451,7 @@ static int copy_net(nn_server_t *srv, nn_net_t *dst, nn_net_t *src, char *err, s
 static int warm_model(nn_server_t *srv, srv_model_t *m, char *err, size_t errlen) {
     nn_forward(m->warm, 1, srv->zero_packed, srv->net_cfg.in_hand ? srv->zero_hand : NULL, NULL,
                srv->zero_value, NULL);
-    const char *e = srv_backend_error(srv->main_be);
+    const char *e = nn_backend_error(srv->main_be);
     if (e) {
         set_err(err, errlen, "inference server: preparing a net: %s", e);
         return -1;
@@ -468,19 +460,25 @@ static int warm_model(nn_server_t *srv, srv_model_t *m, char *err, size_t errlen
 }
 
 static int resolve_backend(nn_server_t *srv, char *err, size_t errlen) {
-    const char *b = srv->cfg.backend ? srv->cfg.backend : "cpu";
-    if (strcmp(b, "cpu") == 0) {
-        srv->use_cuda = 0;
-    } else if (strcmp(b, "cuda") == 0) {
-        srv->use_cuda = 1;
-    } else if (strcmp(b, "auto") == 0) {
-        srv->use_cuda = nn_cuda_device_count() > 0;
-    } else {
-        set_err(err, errlen, "inference server: backend '%s' is not cpu, cuda or auto", b);
+    nn_backend_kind_t kind;
+    char e[128];
+    if (nn_backend_resolve(srv->cfg.backend ? srv->cfg.backend : "cpu", &kind, e, sizeof e) != 0) {
+        set_err(err, errlen, "inference server: backend %s", e);
         return -1;
     }
-    snprintf(srv->backend_name, sizeof(srv->backend_name), "%s", srv->use_cuda ? "cuda" : "cpu");
+    srv->use_cuda = kind == NN_BACKEND_KIND_CUDA;
+    snprintf(srv->backend_name, sizeof(srv->backend_name), "%s", nn_backend_kind_name(kind));
     return 0;
+}
+
+/* Host staging of a device worker: page-locked when the backend offers it. */
+static void *stage_alloc(srv_worker_t *w, size_t bytes) {
+    return w->be->host_alloc ? w->be->host_alloc(w->be, bytes) : malloc(bytes);
+}
+static void stage_free(srv_worker_t *w, void *p) {
+    if (!p) return;
+    if (w->be->host_free) w->be->host_free(w->be, p);
+    else free(p);
 }
 
 static int worker_init(nn_server_t *srv, srv_worker_t *w, int32_t id, char *err, size_t errlen) {
@@ -503,11 +501,11 @@ static int worker_init(nn_server_t *srv, srv_worker_t *w, int32_t id, char *err,
     }
     w->segs = calloc((size_t)mb, sizeof(srv_seg_t));
     if (!w->host_visible) {
-        w->st_packed = malloc((size_t)(mb * srv->packed_bytes));
-        w->st_hand = malloc(sizeof(float) * (size_t)mb * (size_t)(srv->net_cfg.in_hand + 1));
-        w->st_value = malloc(sizeof(float) * (size_t)mb * NN_VALUE_NB);
-        w->st_policy = malloc(sizeof(float) * (size_t)mb * NN_POLICY_NB);
-        w->st_legal = malloc(sizeof(float) * (size_t)mb * NN_LEGAL_NB);
+        w->st_packed = stage_alloc(w, (size_t)(mb * srv->packed_bytes));
+        w->st_hand = stage_alloc(w, sizeof(float) * (size_t)mb * (size_t)(srv->net_cfg.in_hand + 1));
+        w->st_value = stage_alloc(w, sizeof(float) * (size_t)mb * NN_VALUE_NB);
+        w->st_policy = stage_alloc(w, sizeof(float) * (size_t)mb * NN_POLICY_NB);
+        w->st_legal = stage_alloc(w, sizeof(float) * (size_t)mb * NN_LEGAL_NB);
     }
     if (!w->segs || (!w->host_visible && (!w->st_packed || !w->st_hand || !w->st_value ||
                                           !w->st_policy || !w->st_legal))) {
@@ -519,13 +517,15 @@ static int worker_init(nn_server_t *srv, srv_worker_t *w, int32_t id, char *err,
 
 static void worker_release(srv_worker_t *w) {
     for (int i = 0; i < 2; i++) nn_ctx_free(w->ctx[i]);
+    if (w->be) { /* staging first: pinned staging belongs to the backend */
+        stage_free(w, w->st_packed);
+        stage_free(w, w->st_hand);
+        stage_free(w, w->st_value);
+        stage_free(w, w->st_policy);
+        stage_free(w, w->st_legal);
+    }
     nn_backend_free(w->be);
     free(w->segs);
-    free(w->st_packed);
-    free(w->st_hand);
-    free(w->st_value);
-    free(w->st_policy);
-    free(w->st_legal);
 }
 
 nn_server_t *nn_server_new(const nn_server_config_t *cfg_in, const char *weights_path, nn_net_t *net,
@@ -930,6 +930,11 @@ int64_t nn_server_publish_file(nn_server_t *srv, const char *weights_path, int64
 int64_t nn_server_publish_net(nn_server_t *srv, nn_net_t *src, int64_t generation, char *err, size_t errlen) {
     if (!srv || !src) {
         set_err(err, errlen, "nn_server_publish_net: no server or no net");
+        return -1;
+    }
+    char e[512];
+    if (nn_net_check_finite(src, e, sizeof e) != 0) { /* never serve a diverged or failed net */
+        set_err(err, errlen, "inference server: publish refused: %s", e);
         return -1;
     }
     int32_t sb = publish_begin(srv, &generation, err, errlen);

@@ -62,6 +62,14 @@
  * weights file, a stopped server) are statuses with messages; the process is
  * never aborted. Invariant violations (bugs) hit KOMA_ASSERT.
  *
+ * A failed device worker (its backend's sticky error, nn/backend.h: a CUDA
+ * fault, or KOMA_FAULT in tests) fails every ticket with rows in its batch
+ * with NN_SERVER_EDEVICE and "inference server worker N: <cause>", and
+ * retires; the others go on. When the last one retires, every pending ticket
+ * and every later submission fails the same way. Publishing refuses a net
+ * with a non-finite tensor (nn_server_publish_net) or a file with one (the
+ * loader, nn/weights.h).
+ *
  * Backends: "cpu" (workers share the BLAS threads), "cuda" (one stream per
  * worker; built only with KOMA_HAVE_CUDA), "auto" (cuda when a device is
  * present, else cpu).

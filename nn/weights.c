@@ -1,12 +1,16 @@
 /* weights.c - nets and optimizer state <-> safetensors files (see weights.h).
  *
- * Owns: tensor naming on disk, metadata checks, all-or-nothing loading.
+ * Owns: tensor naming on disk, metadata checks, all-or-nothing loading, and
+ * the rule that no non-finite weights are ever written or loaded (a file
+ * with a valid checksum but a NaN tensor is refused, naming the tensor).
  * Does not own: byte-level format and checksums (nn/safetensors.c).
  */
 #include "nn/weights.h"
+#include "compat/err.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,15 +18,32 @@
 
 #include "nn/safetensors.h"
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 #define OPT_PREFIX "opt.momentum."
+
+/* host = params (np), stats (ns), momentum (np, when tr) as downloaded.
+ * -1 with err when the backend failed or a tensor is not finite. */
+static int refuse_to_save(nn_net_t *net, nn_trainer_t *tr, const float *host, const char *path, char *err,
+                          size_t errlen) {
+    nn_backend_t *be = nn_net_backend(net);
+    const char *e = nn_backend_error(be);
+    if (e) {
+        set_err(err, errlen, "%s: not written: the %s backend failed: %s", path, be->name, e);
+        return -1;
+    }
+    int64_t np = 0, ns = 0, j = 0;
+    nn_net_params(net, &np, NULL);
+    nn_net_stats(net, &ns);
+    const char *prefix = "";
+    int32_t bad = nn_net_nonfinite_tensor(net, host, host + np, &j);
+    if (bad < 0 && tr) { /* momentum has the params' layout; the stats were checked above */
+        prefix = OPT_PREFIX;
+        bad = nn_net_nonfinite_tensor(net, host + np + ns, host + np, &j);
+    }
+    if (bad < 0) return 0;
+    set_err(err, errlen, "%s: not written: tensor '%s%s' has a non-finite value at element %" PRId64, path, prefix,
+            nn_net_tensor(net, bad)->name, j);
+    return -1;
+}
 
 int nn_weights_save(nn_net_t *net, nn_trainer_t *tr, const char *path, char *err, size_t errlen) {
     nn_backend_t *be = nn_net_backend(net);
@@ -53,6 +74,13 @@ int nn_weights_save(nn_net_t *net, nn_trainer_t *tr, const char *path, char *err
     int64_t step = tr ? nn_trainer_step_count(tr) : 0;
     int64_t one = 1;
     int rc = 0;
+    /* Never write what a failed backend or a diverged net left behind. */
+    if (refuse_to_save(net, tr, host, path, err, errlen) != 0) {
+        st_writer_free(w);
+        free(names);
+        free(host);
+        return -1;
+    }
     for (int32_t i = 0; i < nt && rc == 0; i++) {
         const nn_tensor_info_t *t = nn_net_tensor(net, i);
         const float *src = t->kind == NN_TENSOR_PARAM ? host + t->offset : host + np + t->offset;
@@ -157,6 +185,21 @@ int nn_weights_peek(const char *path, nn_net_config_t *cfg, char *err, size_t er
     return rc;
 }
 
+/* 0, or -1 with err naming the file and the tensor when x (n floats, possibly
+ * unaligned in the mapping) holds a NaN or an infinity. */
+static int check_finite(const char *path, const char *name, const float *x, int64_t n, char *err, size_t errlen) {
+    for (int64_t j = 0; j < n; j++) {
+        float v;
+        memcpy(&v, x + j, sizeof v);
+        if (!isfinite(v)) {
+            set_err(err, errlen, "%s: tensor '%s' has a non-finite value (%g at element %" PRId64 ")", path, name,
+                    (double)v, j);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* Checks every tensor first, then uploads: nothing changes on failure. */
 static int read_tensors(nn_net_t *net, nn_trainer_t *tr, const st_file_t *f, char *err, size_t errlen) {
     const char *path = st_path(f);
@@ -203,6 +246,13 @@ static int read_tensors(nn_net_t *net, nn_trainer_t *tr, const st_file_t *f, cha
             goto done;
         }
     }
+    for (int32_t i = 0; i < nt; i++) { /* a diverged net is no net: refuse it whole */
+        const nn_tensor_info_t *t = nn_net_tensor(net, i);
+        if (check_finite(path, t->name, src[i], t->numel, err, errlen) != 0) goto done;
+        char name[ST_MAX_NAME];
+        snprintf(name, sizeof(name), OPT_PREFIX "%s", t->name);
+        if (src[nt + i] && check_finite(path, name, src[nt + i], t->numel, err, errlen) != 0) goto done;
+    }
     for (int32_t i = 0; i < nt; i++) {
         const nn_tensor_info_t *t = nn_net_tensor(net, i);
         float *dst = (t->kind == NN_TENSOR_PARAM ? dp : ds) + t->offset;
@@ -211,8 +261,13 @@ static int read_tensors(nn_net_t *net, nn_trainer_t *tr, const st_file_t *f, cha
             be->upload(be, nn_trainer_momentum(tr) + t->offset, src[nt + i], sizeof(float) * (size_t)t->numel);
     }
     if (be->sync) be->sync(be);
-    if (tr) nn_trainer_set_step_count(tr, step);
     nn_net_mark_dirty(net);
+    const char *e = nn_backend_error(be);
+    if (e) {
+        set_err(err, errlen, "%s: loading into the %s backend failed: %s", path, be->name, e);
+        goto done;
+    }
+    if (tr) nn_trainer_set_step_count(tr, step);
     rc = 0;
 done:
     free(src);

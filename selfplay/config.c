@@ -1,5 +1,6 @@
 /* config.c - selfplay flags, defaults and their translation; see config.h. */
 #include "selfplay/config.h"
+#include "nn/registry.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -17,7 +18,8 @@ void sp_config_default(sp_config_t *c) {
     c->sync_train = 0;
     c->max_ahead = 1;
     c->seed = 0;
-    c->progress_s = 1.0;
+    c->progress_s = -1.0;
+    c->quiet = 0;
     c->verify_shards = 0;
     c->threads = 0; /* one per CPU */
     c->games_per_thread = 16;
@@ -49,6 +51,7 @@ void sp_config_default(sp_config_t *c) {
     c->cpu_threads = 0;
     c->eval_every = 1;
     c->eval_games = 8;
+    c->gauntlet = 2;
     c->eval_visits = 32;
 }
 
@@ -61,8 +64,12 @@ int sp_config_flags(sp_config_t *c, cfg_opt_t *opts, int cap) {
         {"sync-train", CFG_TYPE_BOOL, &c->sync_train, 1, 0, "wait for each new net before playing on"},
         {"max-ahead", CFG_TYPE_INT, &c->max_ahead, 1, 1000, "cycles self-play may run ahead of the newest net"},
         {"seed", CFG_TYPE_INT, &c->seed, 0, 9.2e18, "random seed (0 = new each invocation); mixed with the run row"},
-        {"progress", CFG_TYPE_DOUBLE, &c->progress_s, 0, 3600, "seconds between progress lines (0 = none)"},
-        {"verify-shards", CFG_TYPE_BOOL, &c->verify_shards, 1, 0, "hash every shard file at start-up"},
+        {"progress", CFG_TYPE_DOUBLE, &c->progress_s, -1, 3600,
+         "seconds between status lines (-1 = 1 on a terminal, where the line is updated in place, 30 otherwise; "
+         "0 = none)"},
+        {"quiet", CFG_TYPE_BOOL, &c->quiet, 1, 0, "no status lines, and only warnings and errors on the terminal (the "
+                                                  "log file keeps everything)"},
+        {"verify-shards", CFG_TYPE_BOOL, &c->verify_shards, 1, 0, "hash every shard and model file at start-up (the newest model is always hashed)"},
         {"threads", CFG_TYPE_INT, &c->threads, 0, 1024, "self-play worker threads (0 = one per CPU)"},
         {"games-per-thread", CFG_TYPE_INT, &c->games_per_thread, 2, 65536, "games each worker plays at once"},
         {"leaves-per-game", CFG_TYPE_INT, &c->leaves_per_game, 1, 256, "leaves one game adds to a batch per step"},
@@ -96,7 +103,10 @@ int sp_config_flags(sp_config_t *c, cfg_opt_t *opts, int cap) {
         {"cpu-threads", CFG_TYPE_INT, &c->cpu_threads, 0, 4096, "CPU inference BLAS threads in all, split among the streams (0 = all CPUs)"},
         {"eval-every", CFG_TYPE_INT, &c->eval_every, 0, 1e6,
          "every K cycles the new net plays the one K cycles older (0 = no evaluation)"},
-        {"eval-games", CFG_TYPE_INT, &c->eval_games, 1, 100000, "games of an evaluation match (colours alternate)"},
+        {"eval-games", CFG_TYPE_INT, &c->eval_games, 1, 100000,
+         "games of a new net's evaluation in all, shared by its --gauntlet opponents (colours alternate)"},
+        {"gauntlet", CFG_TYPE_INT, &c->gauntlet, 1, 4,
+         "opponents of a new net: the previous evaluated net, then cycle 0, the net halfway, a quarter of the way"},
         {"eval-visits", CFG_TYPE_INT, &c->eval_visits, 1, 1e7, "playouts per move in an evaluation match"},
     };
     int n = (int)(sizeof all / sizeof all[0]);
@@ -110,8 +120,9 @@ int sp_config_check(const sp_config_t *c, char *err, size_t errlen) {
         snprintf(err, errlen, "search: '%s' is not gumbel or puct", c->search);
         return -1;
     }
-    if (strcmp(c->backend, "cpu") && strcmp(c->backend, "cuda") && strcmp(c->backend, "auto")) {
-        snprintf(err, errlen, "backend: '%s' is not cpu, cuda or auto", c->backend);
+    char eb[128];
+    if (nn_backend_resolve(c->backend, NULL, eb, sizeof eb) != 0) {
+        snprintf(err, errlen, "backend: %s", eb);
         return -1;
     }
     if (!c->run[0]) {

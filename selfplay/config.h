@@ -30,7 +30,8 @@ typedef struct {
     int sync_train;                /* 1: wait for each net before playing on (0: overlap) */
     int64_t max_ahead;             /* cycles self-play may run ahead of the newest net (1) */
     int64_t seed;                  /* 0: a new seed per invocation; else mixed with the run row id */
-    double progress_s;             /* progress line period in seconds; 0 = none (1) */
+    double progress_s;             /* status line period in seconds; 0 = none; -1 = 1 on a terminal, else 30 (-1) */
+    int quiet;                     /* no status lines; only warnings and errors on stderr (0) */
     int verify_shards;             /* hash every shard at start-up (0: sizes only) */
     /* workers */
     int64_t threads;               /* self-play worker threads (2) */
@@ -63,9 +64,10 @@ typedef struct {
     int64_t max_batch;             /* positions per device batch (256) */
     int64_t gather_us;             /* wait for a fuller batch at most this long (1000) */
     int64_t cpu_threads;           /* CPU backend BLAS threads in all, split among the workers (2; 0: all CPUs) */
-    /* in-loop evaluation (selfplay/eval.h) */
+    /* in-loop evaluation (match/play.h) */
     int64_t eval_every;            /* model c plays model c-K when c % K == 0; 0 = never (1) */
-    int64_t eval_games;            /* games of one evaluation match (8) */
+    int64_t eval_games;            /* games of one evaluation in all, shared by its opponents (8) */
+    int64_t gauntlet;              /* opponents per evaluation: previous, cycle 0, halfway, a quarter (2) */
     int64_t eval_visits;           /* playouts per move in it, both sides (32) */
 } sp_config_t;
 

@@ -1,5 +1,6 @@
 /* driver.c - the cycle driver behind `selfplay`; see driver.h. */
 #include "selfplay/driver.h"
+#include "compat/bits.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -11,14 +12,16 @@
 #include <time.h>
 
 #include "compat/compat.h"
+#include "compat/status.h"
 #include "data/db.h"
+#include "data/run.h"
 #include "data/shard.h"
 #include "data/writer.h"
 #include "engine/encode.h"
 #include "engine/rules.h"
 #include "mcts/cache.h"
 #include "nn/server.h"
-#include "selfplay/eval.h"
+#include "selfplay/gauntlet.h"
 #include "selfplay/game.h"
 #include "selfplay/worker.h"
 
@@ -67,9 +70,12 @@ typedef struct {
     char run_dir[SP_PATH_MAX];
     FILE *log;
     compat_mutex_t log_mu;
+    status_t *st;              /* stderr: the status line and the event lines */
+    int64_t log_status_ns;     /* when the log file last got a status line */
     int64_t t_start_ns;
 
-    db_t *db;   /* read-write; the writer thread's once it starts */
+    run_t *run; /* the run directory, its writer lock held until the end */
+    db_t *db;   /* read-write (run_db); the writer thread's once it starts */
     db_t *rdb;  /* read-only: the driver thread's queries */
     db_writer_t *writer;
     nn_server_t *server;
@@ -113,20 +119,13 @@ typedef struct {
     int64_t srv_t_ns;
     double win_evals, win_batches, win_busy, win_worker_s, win_s;
 
-    /* in-loop evaluation: one match at a time on its own thread */
+    /* in-loop evaluation: the gauntlet of each new net, on its own thread */
     uint64_t seed;             /* the session's self-play seed */
-    compat_thread_t ev_thread;
-    bool ev_running;           /* ev_thread started and not joined */
-    atomic_int ev_done;        /* set by the thread as its last act */
-    int64_t ev_cycle, ev_base; /* model ev_cycle vs model ev_base */
-    int64_t ev_t0_ns;
-    int ev_rc;
-    sp_eval_result_t ev_res;
-    char ev_err[1024];
-    int64_t *ev_queue;         /* cycles due, waiting for the thread */
-    int32_t n_ev_queue, cap_ev_queue;
-    double ladder_elo, ladder_lo, ladder_hi; /* newest ladder Elo seen (NAN: none yet) */
-    int64_t ladder_cycle;
+    sp_gauntlet_t *gauntlet;
+    /* database writes that failed without stopping the run (metrics, a match):
+     * the run still ends with a non-zero exit status */
+    int64_t db_failures;
+    char db_failure[DB_ERR_MAX + 64];
 } driver_t;
 
 /* ---- log ---------------------------------------------------------------------------- */
@@ -139,7 +138,10 @@ static void vlog_line(driver_t *d, const char *prefix, const char *fmt, va_list 
     compat_mutex_lock(&d->log_mu);
     const struct tm *tm = gmtime(&now);
     if (tm) strftime(ts, sizeof ts, "%Y-%m-%d %H:%M:%S", tm);
-    fprintf(stderr, "%s%s\n", prefix, msg);
+    bool warn = strncmp(msg, "warning", 7) == 0 || strncmp(msg, "error", 5) == 0 || strstr(msg, ": warning") ||
+                strstr(msg, "failed");
+    if (d->st) status_event(d->st, warn ? STATUS_WARN : STATUS_INFO, "%s%s", prefix, msg);
+    else fprintf(stderr, "%s%s\n", prefix, msg);
     if (d->log) {
         fprintf(d->log, "%s %s%s\n", ts, prefix, msg);
         fflush(d->log);
@@ -161,6 +163,24 @@ static void dlog_prefix(driver_t *d, const char *prefix, const char *fmt, ...) {
     va_end(ap);
 }
 
+/* A line for the log file only (the status line, once a minute). */
+static void log_file_line(driver_t *d, const char *line) {
+    compat_mutex_lock(&d->log_mu);
+    if (d->log) {
+        time_t now = time(NULL);
+        char ts[32] = "";
+        const struct tm *tm = gmtime(&now);
+        if (tm) strftime(ts, sizeof ts, "%Y-%m-%d %H:%M:%S", tm);
+        fprintf(d->log, "%s %s\n", ts, line);
+        fflush(d->log);
+    }
+    d->log_status_ns = compat_now_ns();
+    compat_mutex_unlock(&d->log_mu);
+}
+
+/* The gauntlet's lines too. */
+static void gauntlet_log(void *user, const char *line) { dlog(user, "%s", line); }
+
 /* The trainer's log lines go to the same places. */
 static void train_log(void *user, const char *line) {
     dlog_prefix(user, "train: ", "%s", line);
@@ -170,13 +190,6 @@ static void train_log(void *user, const char *line) {
 
 static double wall_now(void) { return (double)time(NULL); }
 static double secs_since(int64_t t0_ns) { return (double)(compat_now_ns() - t0_ns) * 1e-9; }
-
-static uint64_t mix64(uint64_t z) {
-    z += 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
 
 static void fmt_duration(double s, char *buf, size_t n) {
     if (!(s >= 0) || s > 1e7) {
@@ -337,7 +350,7 @@ static void write_metrics(driver_t *d, const cycle_acc_t *a, int64_t games, int6
     };
     /* Normally a cycle's row is written before its model exists; should it
      * be rewritten after its evaluation, the Elo stays. */
-    if (d->ladder_cycle == a->cycle) m.elo = d->ladder_elo, m.elo_lo = d->ladder_lo, m.elo_hi = d->ladder_hi;
+    sp_gauntlet_rating(d->gauntlet, a->cycle, &m.elo, &m.elo_lo, &m.elo_hi);
     int64_t g = 0, best = -1;
     for (int32_t i = 0; i < a->n_gens; i++)
         if (a->gen_games[i] > best) best = a->gen_games[i], g = a->gens[i];
@@ -420,153 +433,6 @@ static int handle_record(driver_t *d, sp_record_t *r, char *err, size_t errlen) 
     return 0;
 }
 
-/* ---- evaluation ------------------------------------------------------------------------------
- * When model c is published (c >= K, c % K == 0, K = --eval-every), model c
- * plays model c-K (sp_eval_cycles: --eval-games games at --eval-visits, on
- * the CPU backend, recorded in koma.db by its own connection). One match at
- * a time, on a thread of its own so that self-play never waits for it; a
- * match due while another runs is queued (never skipped: the ladder chains
- * every cycle to cycle c-K, so a skipped cycle would leave every later one
- * off the ladder). The end of a run waits for the queue; a stop (Ctrl-C)
- * drops the queue and waits for the match in flight, since sp_eval_cycles
- * does not look at compat_stop_requested (a match is bounded: games x
- * --max-ply moves x --eval-visits playouts). */
-
-static void *eval_main(void *arg) {
-    driver_t *d = arg;
-    sp_eval_config_t ec;
-    sp_eval_config_default(&ec);
-    ec.games = (int32_t)d->cfg->eval_games;
-    ec.visits = (int32_t)d->cfg->eval_visits;
-    ec.seed = (d->seed ^ (uint64_t)d->ev_cycle) | 1;
-    ec.max_ply = (int32_t)d->cfg->max_ply;
-    /* CPU: one game thread beside self-play's; otherwise the CPU is mostly free */
-    ec.threads = strcmp(d->cfg->backend, "cpu") == 0 ? 1 : 4;
-    d->ev_rc = sp_eval_cycles(d->run_dir, (int32_t)d->ev_cycle, (int32_t)d->ev_base, &ec, &d->ev_res, d->ev_err,
-                              sizeof d->ev_err);
-    atomic_store(&d->ev_done, 1);
-    return NULL;
-}
-
-typedef struct {
-    int32_t cycle;
-    double elo, elo_lo, elo_hi;
-} elo_arg_t;
-
-/* On the writer thread: the ladder Elo into the cycle's metrics row, keeping the rest. */
-static int elo_put_run(db_t *db, void *arg, char *err, size_t errlen) {
-    const elo_arg_t *a = arg;
-    db_cycle_metrics_t m;
-    db_status_t st = db_cycle_metrics_get_or_init(db, a->cycle, &m);
-    if (st == DB_OK) {
-        m.elo = a->elo;
-        m.elo_lo = a->elo_lo;
-        m.elo_hi = a->elo_hi;
-        st = db_cycle_metrics_put(db, &m);
-    }
-    if (st != DB_OK) snprintf(err, errlen, "%s", db_errmsg(db));
-    return st;
-}
-
-static void elo_put_done(void *arg, int status, const char *err) {
-    (void)status, (void)err;
-    free(arg);
-}
-
-static void eval_report(driver_t *d) {
-    int64_t c = d->ev_cycle, b = d->ev_base;
-    if (d->ev_rc != 0) {
-        dlog(d, "warning: eval: model %" PRId64 " vs %" PRId64 " failed: %s", c, b, d->ev_err);
-        return;
-    }
-    const sp_eval_result_t *r = &d->ev_res;
-    char lad[64] = "not on the ladder";
-    if (r->ladder.cycle >= 0) {
-        snprintf(lad, sizeof lad, "ladder %+.0f", r->ladder.elo);
-        d->ladder_elo = r->ladder.elo;
-        d->ladder_lo = r->ladder.elo_lo;
-        d->ladder_hi = r->ladder.elo_hi;
-        d->ladder_cycle = c;
-        elo_arg_t *a = malloc(sizeof *a);
-        if (a) {
-            *a = (elo_arg_t){(int32_t)c, r->ladder.elo, r->ladder.elo_lo, r->ladder.elo_hi};
-            db_job_t job = {.run = elo_put_run, .done = elo_put_done, .arg = a};
-            int st = d->writer ? db_writer_submit(d->writer, &job, 10000) : DB_INVALID;
-            if (st != DB_OK) {
-                free(a);
-                dlog(d, "warning: cycle %" PRId64 " Elo not queued: %s", c, db_status_name(st));
-            }
-        }
-    }
-    dlog(d, "eval: model %" PRId64 " vs %" PRId64 ": +%d =%d -%d, Elo %+.0f [%+.0f, %+.0f], %s (%.1f plies/game, %.1f s%s)",
-         c, b, r->wins, r->draws, r->losses, r->elo.elo, r->elo.elo_lo, r->elo.elo_hi, lad, r->avg_plies, r->seconds,
-         r->match_id ? "" : "; no matches row");
-}
-
-static void eval_enqueue(driver_t *d, int64_t c) {
-    int64_t k = d->cfg->eval_every;
-    if (k <= 0 || c < k || c % k != 0) return;
-    if (d->n_ev_queue == d->cap_ev_queue) {
-        int32_t cap = d->cap_ev_queue ? 2 * d->cap_ev_queue : 8;
-        int64_t *q = realloc(d->ev_queue, (size_t)cap * sizeof *q);
-        KOMA_ASSERT(q != NULL);
-        d->ev_queue = q;
-        d->cap_ev_queue = cap;
-    }
-    d->ev_queue[d->n_ev_queue++] = c;
-    if (d->ev_running)
-        dlog(d, "eval: model %" PRId64 " queued (model %" PRId64 " is still being evaluated, %d waiting)", c,
-             d->ev_cycle, d->n_ev_queue);
-}
-
-static void eval_start_next(driver_t *d) {
-    if (d->ev_running || d->n_ev_queue == 0) return;
-    int64_t c = d->ev_queue[0];
-    memmove(d->ev_queue, d->ev_queue + 1, (size_t)(--d->n_ev_queue) * sizeof *d->ev_queue);
-    d->ev_cycle = c;
-    d->ev_base = c - d->cfg->eval_every;
-    d->ev_rc = -1;
-    d->ev_err[0] = 0;
-    memset(&d->ev_res, 0, sizeof d->ev_res);
-    atomic_store(&d->ev_done, 0);
-    d->ev_t0_ns = compat_now_ns();
-    if (compat_thread_create(&d->ev_thread, eval_main, d) != 0) {
-        dlog(d, "warning: eval: cannot start a thread; model %" PRId64 " is not evaluated", c);
-        return;
-    }
-    d->ev_running = true;
-    dlog(d, "eval: model %" PRId64 " vs %" PRId64 ": %lld games x %lld visits started", c, d->ev_base,
-         (long long)d->cfg->eval_games, (long long)d->cfg->eval_visits);
-}
-
-/* Reports a finished match (waiting for it with wait) and starts the next
- * one unless a stop is requested. */
-static void eval_poll(driver_t *d, bool wait) {
-    if (d->ev_running && (wait || atomic_load(&d->ev_done))) {
-        compat_thread_join(d->ev_thread);
-        d->ev_running = false;
-        eval_report(d);
-    }
-    if (!compat_stop_requested()) eval_start_next(d);
-}
-
-/* At a stop or an error: drop the queue, wait for the match in flight. */
-static void eval_finish(driver_t *d) {
-    if (d->n_ev_queue > 0) {
-        dlog(d, "eval: %d queued evaluation(s) dropped (models %" PRId64 "..%" PRId64 ")", d->n_ev_queue,
-             d->ev_queue[0], d->ev_queue[d->n_ev_queue - 1]);
-        d->n_ev_queue = 0;
-    }
-    if (d->ev_running) {
-        if (!atomic_load(&d->ev_done))
-            dlog(d, "eval: waiting for the evaluation of model %" PRId64 " (running for %.0f s; it cannot be "
-                    "interrupted)", d->ev_cycle, secs_since(d->ev_t0_ns));
-        compat_thread_join(d->ev_thread);
-        d->ev_running = false;
-        eval_report(d);
-    }
-}
-
 /* Closed cycles whose shards are all committed go to the trainer, in order. */
 static int submit_training(driver_t *d, char *err, size_t errlen) {
     int64_t done = atomic_load(&d->shards_done);
@@ -610,7 +476,7 @@ static int poll_training(driver_t *d, int64_t timeout_ms, char *err, size_t errl
              c, d->target, rep.model_path, rep.steps, rep.step, rep.loss, rep.policy_loss, rep.value_loss,
              rep.legal_loss, rep.window_positions, rep.seconds);
         memmove(d->training, d->training + 1, (size_t)(--d->n_training) * sizeof *d->training);
-        eval_enqueue(d, c);
+        sp_gauntlet_enqueue(d->gauntlet, c);
         if (timeout_ms > 0) timeout_ms = 0;
     }
     return 0;
@@ -634,8 +500,11 @@ static void update_pause(driver_t *d) {
 static void progress(driver_t *d, bool force) {
     int64_t now = compat_now_ns();
     double dt = (double)(now - d->prog_t_ns) * 1e-9;
-    if (!force && (d->cfg->progress_s <= 0 || dt < d->cfg->progress_s)) {
-        if (dt >= 1.0 && d->cfg->progress_s <= 0) sample_server(d); /* keep the cycle figures */
+    bool log_due = d->log && (double)(now - d->log_status_ns) * 1e-9 >= 60.0; /* the log: once a minute */
+    if (!force && !log_due && (d->cfg->progress_s == 0 || !status_due(d->st))) {
+        if (dt >= 1.0 && (d->cfg->progress_s == 0 || status_period(d->st) > 1.0)) {
+            sample_server(d); /* keep the cycle figures */
+        }
         return;
     }
     sample_server(d);
@@ -675,10 +544,7 @@ static void progress(driver_t *d, bool force) {
         snprintf(train, sizeof train, "idle");
     }
     char ev[96] = "";
-    if (d->ev_running)
-        snprintf(ev, sizeof ev, " | eval %" PRId64 " vs %" PRId64, d->ev_cycle, d->ev_base);
-    if (isfinite(d->ladder_elo))
-        snprintf(ev + strlen(ev), sizeof ev - strlen(ev), " | elo %+.0f", d->ladder_elo);
+    sp_gauntlet_describe(d->gauntlet, ev, sizeof ev);
     char eta[32] = "-";
     if (d->fill <= d->target) {
         double el = secs_since(d->acc.t0_ns);
@@ -691,43 +557,33 @@ static void progress(driver_t *d, bool force) {
         snprintf(cyc, sizeof cyc, "cycle %" PRId64 "/%" PRId64 "%s", d->fill, d->target, d->paused ? " (paused)" : "");
     else
         snprintf(cyc, sizeof cyc, "cycle -/%" PRId64 " (self-play done)", d->target);
-    dlog(d,
-         "%s | games %" PRId64 "/%" PRId64 " (total %" PRId64 ", playing %d) | %.1f pos/s | %.0f evals/s | batch %.1f"
-         " | busy %.0f%% | cache %.0f%% | %s%s | ETA %s",
-         cyc, d->fill <= d->target ? d->fill_games : 0, d->cfg->games_per_cycle, d->total_games, ps.active, pos_s,
-         evals, batch, busy, hit, train, ev, eta);
+    char line[1024];
+    snprintf(line, sizeof line,
+             "%s | games %" PRId64 "/%" PRId64 " (total %" PRId64 ", playing %d) | ETA %s | %.1f pos/s | %.0f evals/s | "
+             "batch %.1f | busy %.0f%% | cache %.0f%% | %s%s",
+             cyc, d->fill <= d->target ? d->fill_games : 0, d->cfg->games_per_cycle, d->total_games, ps.active, eta,
+             pos_s, evals, batch, busy, hit, train, ev);
+    if (d->cfg->progress_s != 0) status_line(d->st, force, "%s", line);
+    if (log_due || force) log_file_line(d, line);
 }
 
 /* ---- start-up and shutdown ---------------------------------------------------------------- */
 
 static int open_run(driver_t *d, const char *config_text, char *err, size_t errlen) {
     char e[DB_ERR_MAX + 256], path[SP_PATH_MAX + 64];
-    if (compat_mkdir_p(d->run_dir, e, sizeof e) != 0) {
-        snprintf(err, errlen, "%s: cannot create the run directory: %s", d->run_dir, e);
-        return -1;
-    }
-    snprintf(path, sizeof path, "%s/log", d->run_dir);
+    uint32_t flags = RUN_WRITE | RUN_CREATE | (d->cfg->verify_shards ? RUN_VERIFY : 0);
+    d->run = run_open(d->run_dir, flags, "selfplay", err, errlen); /* writes nothing in a foreign directory */
+    if (!d->run) return -1;
+    d->db = run_db(d->run);
+    run_path(d->run_dir, RUN_LOG, path, sizeof path);
     d->log = fopen(path, "a");
     if (!d->log) dlog(d, "warning: cannot open %s for appending; logging to stderr only", path);
-    snprintf(path, sizeof path, "%s/koma.db", d->run_dir);
-    if (db_open(path, 0, &d->db, e, sizeof e) != DB_OK) {
-        snprintf(err, errlen, "%s", e);
-        return -1;
-    }
-    db_check_report_t rep;
-    memset(&rep, 0, sizeof rep);
-    uint32_t flags = d->cfg->verify_shards ? DB_CHECK_VERIFY : 0;
-    if (db_check_shards(d->db, d->run_dir, flags, &rep) != DB_OK) {
-        snprintf(err, errlen, "%s", db_errmsg(d->db));
-        return -1;
-    }
-    static const char *const kinds[] = {"missing", "mismatch", "orphan moved to orphans/", "orphan deleted",
-                                        "temporary removed"};
-    for (int32_t i = 0; i < rep.n; i++)
-        dlog(d, "start-up check: %s: %s (%s)", kinds[rep.items[i].kind], rep.items[i].path, rep.items[i].what);
-    dlog(d, "start-up check: %" PRId64 " shards, %" PRId64 " models checked, %d finding(s)", rep.shards_checked,
-         rep.models_checked, rep.n);
-    db_check_report_free(&rep);
+    if (run_is_new(d->run)) dlog(d, "new run in %s", d->run_dir);
+    for (int32_t i = 0; i < run_findings(d->run); i++) dlog(d, "start-up check: %s", run_finding(d->run, i));
+    int64_t ns = 0, nm = 0;
+    run_checked(d->run, &ns, &nm);
+    dlog(d, "start-up check: %" PRId64 " shards, %" PRId64 " models checked, %d finding(s)", ns, nm,
+         run_findings(d->run));
     if (db_run_insert(d->db, KOMA_VERSION_STRING, "selfplay", config_text ? config_text : "", &d->run_id) != DB_OK) {
         snprintf(err, errlen, "%s", db_errmsg(d->db));
         return -1;
@@ -737,8 +593,14 @@ static int open_run(driver_t *d, const char *config_text, char *err, size_t errl
         snprintf(err, errlen, "%s: writer thread: %s", d->run_dir, e);
         return -1;
     }
+    run_path(d->run_dir, RUN_DB, path, sizeof path);
     if (db_open(path, DB_OPEN_READONLY, &d->rdb, e, sizeof e) != DB_OK) {
         snprintf(err, errlen, "%s", e);
+        return -1;
+    }
+    d->gauntlet = sp_gauntlet_new(d->cfg, d->run_dir, d->rdb, d->writer, gauntlet_log, d);
+    if (!d->gauntlet) {
+        snprintf(err, errlen, "out of memory");
         return -1;
     }
     return 0;
@@ -835,8 +697,9 @@ static int start_selfplay(driver_t *d, char *err, size_t errlen) {
     if (new_builder(d, err, errlen) != 0) return -1;
     uint64_t seed = d->cfg->seed ? (uint64_t)d->cfg->seed
                                  : (uint64_t)time(NULL) ^ ((uint64_t)compat_getpid() << 32) ^ (uint64_t)compat_now_ns();
-    seed = mix64(seed ^ mix64((uint64_t)d->run_id)); /* a resumed run never replays the same games */
+    seed = compat_mix64(seed ^ compat_mix64((uint64_t)d->run_id)); /* a resumed run never replays the same games */
     d->seed = seed;
+    sp_gauntlet_set_seed(d->gauntlet, seed);
     if (d->fill > d->target) return 0;
     if (d->cfg->cache_mb > 0) {
         d->cache = mcts_cache_new(d->cfg->cache_mb << 20);
@@ -883,6 +746,13 @@ static void shutdown_all(driver_t *d) {
     if (d->writer) {
         int st = db_writer_stop(d->writer, SP_WRITER_DRAIN_MS);
         if (st != DB_OK) dlog(d, "warning: the writer stopped with items unwritten (%s)", db_status_name(st));
+        db_writer_stats_t ws;
+        db_writer_stats(d->writer, &ws);
+        int64_t failed = ws.jobs_failed + ws.steps_failed + ws.cycles_failed;
+        if (failed > 0) {
+            d->db_failures += failed;
+            snprintf(d->db_failure, sizeof d->db_failure, "%.700s", ws.last_error);
+        }
     }
     train_trainer_free(d->trainer);
     d->trainer = NULL;
@@ -896,14 +766,20 @@ static void shutdown_all(driver_t *d) {
     d->builder = NULL;
     mcts_cache_free(d->cache);
     d->cache = NULL;
+    char e[DB_ERR_MAX + 64];
+    int64_t failed = sp_gauntlet_db_failures(d->gauntlet, e, sizeof e);
+    if (failed > 0) d->db_failures += failed, snprintf(d->db_failure, sizeof d->db_failure, "%s", e);
+    sp_gauntlet_free(d->gauntlet); /* before its database connection closes */
+    d->gauntlet = NULL;
     db_close(d->rdb);
-    db_close(d->db);
-    d->rdb = d->db = NULL;
+    d->rdb = NULL;
     free(d->closed);
     free(d->training);
-    free(d->ev_queue);
     if (d->log) fclose(d->log);
     d->log = NULL;
+    run_close(d->run); /* closes d->db and releases the writer lock: the last thing */
+    d->run = NULL;
+    d->db = NULL;
 }
 
 /* ---- the loop ------------------------------------------------------------------------------ */
@@ -930,23 +806,27 @@ int sp_run(const sp_config_t *cfg, const train_config_t *tcfg, const char *confi
     size_t rl = strlen(d->run_dir);
     while (rl > 1 && d->run_dir[rl - 1] == '/') d->run_dir[--rl] = 0;
     compat_mutex_init(&d->log_mu);
+    d->st = status_new(stderr, cfg->progress_s > 0 ? cfg->progress_s : 0, cfg->quiet != 0);
+    d->log_status_ns = compat_now_ns();
     atomic_init(&d->shards_submitted, 0);
     atomic_init(&d->shards_done, 0);
     atomic_init(&d->shard_failed, 0);
     d->prog_t_ns = compat_now_ns();
-    atomic_init(&d->ev_done, 0);
-    d->ladder_elo = NAN;
-    d->ladder_cycle = -1;
 
     int rc = SP_EXIT_ERROR;
     if (open_run(d, config_text, e, sizeof e) != 0 || open_nets(d, e, sizeof e) != 0) goto out;
     if (d->latest >= d->target) {
+        if (sp_gauntlet_resume(d->gauntlet, d->latest) > 0) { /* the last cycle's, interrupted: finish it first */
+            sp_gauntlet_set_seed(d->gauntlet, compat_mix64((uint64_t)d->run_id ^ (uint64_t)compat_now_ns()));
+            while (!compat_stop_requested() && !sp_gauntlet_idle(d->gauntlet)) sp_gauntlet_poll(d->gauntlet, true);
+        }
         dlog(d, "run %s already has model cycle %" PRId64 " (--cycles %" PRId64 "): nothing to do", d->run_dir,
              d->latest, d->target);
-        rc = SP_EXIT_DONE;
+        rc = compat_stop_requested() ? SP_EXIT_INTERRUPTED : SP_EXIT_DONE;
         goto out;
     }
     if (plan_cycles(d, e, sizeof e) != 0 || start_selfplay(d, e, sizeof e) != 0) goto out;
+    sp_gauntlet_resume(d->gauntlet, d->latest);
 
     sp_record_t *recs[SP_TAKE_MAX];
     bool interrupted = false;
@@ -976,10 +856,10 @@ int sp_run(const sp_config_t *cfg, const train_config_t *tcfg, const char *confi
             break;
         }
         if (st != 0) goto out;
-        eval_poll(d, false);
+        sp_gauntlet_poll(d->gauntlet, false);
         update_pause(d);
         progress(d, false);
-        if (d->fill > d->target && d->n_closed == 0 && d->n_training == 0 && !d->ev_running && d->n_ev_queue == 0)
+        if (d->fill > d->target && d->n_closed == 0 && d->n_training == 0 && sp_gauntlet_idle(d->gauntlet))
             break;
         if (!d->pool_running && d->n_training == 0) compat_sleep_ms(20); /* waiting for shards or an evaluation */
     }
@@ -988,7 +868,7 @@ int sp_run(const sp_config_t *cfg, const train_config_t *tcfg, const char *confi
         e[0] = 0;
         stop_selfplay(d, true, e, sizeof e);
         if (e[0]) dlog(d, "warning: %s", e);
-        eval_finish(d);
+        sp_gauntlet_finish(d->gauntlet);
         rc = SP_EXIT_INTERRUPTED;
     } else {
         progress(d, true);
@@ -1004,11 +884,18 @@ out:
         char e2[512] = "";
         if (!atomic_load(&d->shard_failed)) stop_selfplay(d, true, e2, sizeof e2);
     }
-    eval_finish(d); /* the match thread uses d: never leave it running */
+    sp_gauntlet_finish(d->gauntlet); /* never leave the match thread running */
     shutdown_all(d);
+    if (d->db_failures > 0 && rc != SP_EXIT_ERROR) {
+        /* Everything committed is kept, but a database that refused writes is not a clean run. */
+        snprintf(err, errlen, "%" PRId64 " database write(s) failed during the run; the last: %s", d->db_failures,
+                 d->db_failure);
+        rc = SP_EXIT_ERROR;
+    }
     if (rc == SP_EXIT_INTERRUPTED) {
         fprintf(stderr, "interrupted: everything committed is kept; run the same command to resume\n");
     }
+    status_free(d->st);
     compat_mutex_destroy(&d->log_mu);
     free(d);
     return rc;
@@ -1020,8 +907,12 @@ static const char *const USAGE =
     "usage: selfplay [--config FILE] [--run DIR] [--cycles N] [flags]\n"
     "Plays self-play games with the newest net of the run, stores them, trains and\n"
     "publishes the next net, until --cycles nets exist. Killing it and starting the\n"
-    "same command again resumes the run. Exit status: 0 done, 1 error, 2 bad flags,\n"
-    "130 stopped by Ctrl-C (everything committed is kept).";
+    "same command again resumes the run. It is the run's one writer while it runs\n"
+    "(a second selfplay, train or import on the run is refused, naming it); it refuses\n"
+    "a damaged or foreign koma.db, a replaced newest model, and a lost koma.db with\n"
+    "models/ or shards/ left (never a new run over them). Exit status: 0 done, 1 error\n"
+    "(any database error included), 2 bad flags, 130 stopped by Ctrl-C (everything\n"
+    "committed is kept).";
 
 void sp_train_config_default(train_config_t *t) {
     *t = train_config_default();

@@ -31,7 +31,7 @@
  *
  * ---- Evaluation ---------------------------------------------------------------
  * With --eval-every K > 0, when model c is published (c >= K, c % K == 0),
- * model c plays model c-K (selfplay/eval.h sp_eval_cycles: --eval-games
+ * model c plays model c-K (match/play.h match_play_cycles: --eval-games
  * games at --eval-visits, CPU backend, 1 game thread with --backend cpu, 4
  * otherwise; seed = the session seed ^ c) on a thread of the driver's own,
  * so self-play never waits. One match at a time; one due while another runs
@@ -40,7 +40,7 @@
  * progress line "elo +y", and cycle_metrics row c its ladder Elo and
  * interval. The end of a run waits for every queued match; a stop (Ctrl-C,
  * an error) drops the queue and waits for the match in flight, which
- * sp_eval_cycles cannot interrupt (it ends: games x --max-ply moves). Models
+ * match_play_cycles cannot interrupt (it ends: games x --max-ply moves). Models
  * published before a resume are not evaluated again by the resumed run.
  *
  * ---- Exit status --------------------------------------------------------------

@@ -7,21 +7,14 @@
 #include <string.h>
 
 #include "compat/compat.h"
+#include "mcts/batch.h"
 
-/* One half of a worker's games and its batch. Buffers are sized for every
- * game of the half adding leaves_per_game leaves of the largest move list. */
+/* One half of a worker's games and its batch (mcts/batch.h; each leaf
+ * tagged with its game slot), sized for every game of the half adding
+ * leaves_per_game leaves. */
 typedef struct {
     int32_t first, count;     /* game slots [first, first + count) */
-    int32_t cap;              /* requests the batch holds */
-    int32_t n;                /* requests in the batch */
-    MctsRequest *reqs;        /* (cap) */
-    int32_t *game_of;         /* (cap) slot of each request */
-    uint8_t *packed;          /* (cap, ENC_PACKED_BYTES) */
-    float *hand;              /* (cap, ENC_HAND) */
-    uint32_t *offs;           /* (cap + 1) label offsets */
-    uint16_t *labels;         /* (cap * MCTS_MOVES_MAX) */
-    float *policy;            /* (cap * MCTS_MOVES_MAX) logits in label order */
-    float *value;             /* (cap, 3) */
+    mcts_batch_t *lb;
     nn_server_ticket_t ticket;
     bool in_flight;
 } half_t;
@@ -115,12 +108,12 @@ static bool stopping(const sp_pool_t *p) { return atomic_load(&p->stop) != 0; }
 static void collect(worker_t *w, half_t *b) {
     sp_pool_t *p = w->pool;
     int32_t per = (int32_t)p->cfg->leaves_per_game;
-    b->n = 0;
-    b->offs[0] = 0;
+    mcts_batch_t *lb = b->lb;
+    mcts_batch_clear(lb);
     for (int32_t k = 0; k < b->count; k++) {
         int32_t gi = b->first + k;
         sp_game_t *g = w->games[gi];
-        int32_t want = b->cap - b->n < per ? b->cap - b->n : per;
+        int32_t want = mcts_batch_room(lb) < per ? mcts_batch_room(lb) : per;
         int32_t got = 0;
         for (int32_t tries = 0; tries < 8 && want > 0; tries++) {
             if (!sp_game_active(g)) {
@@ -131,33 +124,25 @@ static void collect(worker_t *w, half_t *b) {
                 atomic_fetch_add(&w->active, 1);
             }
             bool ended = false;
-            got = sp_game_step(g, want, &b->reqs[b->n], &ended);
+            got = sp_game_step(g, want, mcts_batch_slots(lb), &ended);
             if (!ended) break;
             atomic_fetch_sub(&w->active, 1);
         }
-        for (int32_t i = 0; i < got; i++) {
-            const MctsRequest *q = &b->reqs[b->n + i];
-            int32_t j = b->n + i;
-            b->game_of[j] = gi;
-            memcpy(b->packed + (size_t)j * ENC_PACKED_BYTES, q->packed, ENC_PACKED_BYTES);
-            memcpy(b->hand + (size_t)j * ENC_HAND, q->hand, sizeof(float) * ENC_HAND);
-            memcpy(b->labels + b->offs[j], q->labels, sizeof(uint16_t) * (size_t)q->n_moves);
-            b->offs[j + 1] = b->offs[j] + (uint32_t)q->n_moves;
-        }
-        b->n += got;
+        mcts_batch_commit(lb, got, gi);
     }
 }
 
 static int submit(worker_t *w, half_t *b) {
-    if (b->n == 0) return 0;
+    const mcts_batch_t *lb = b->lb;
+    if (lb->n == 0) return 0;
     nn_server_request_t req = {
-        .n = b->n,
-        .packed = b->packed,
-        .hand = b->hand,
-        .label_offsets = b->offs,
-        .labels = b->labels,
-        .value = b->value,
-        .policy = b->policy,
+        .n = lb->n,
+        .packed = lb->packed,
+        .hand = lb->hand,
+        .label_offsets = lb->offsets,
+        .labels = lb->labels,
+        .value = lb->value,
+        .policy = lb->policy,
         .legal = NULL,
     };
     char e[256];
@@ -171,7 +156,7 @@ static int submit(worker_t *w, half_t *b) {
         return -1;
     }
     b->in_flight = true;
-    atomic_fetch_add(&w->leaves, b->n);
+    atomic_fetch_add(&w->leaves, lb->n);
     atomic_fetch_add(&w->submissions, 1);
     return 0;
 }
@@ -200,8 +185,9 @@ static int finish(worker_t *w, half_t *b) {
             break;
         }
     }
-    for (int32_t i = 0; i < b->n; i++)
-        sp_game_deliver(w->games[b->game_of[i]], &b->reqs[i], b->policy + b->offs[i], b->value + 3 * i,
+    const mcts_batch_t *lb = b->lb;
+    for (int32_t i = 0; i < lb->n; i++)
+        sp_game_deliver(w->games[lb->tag[i]], &lb->reqs[i], mcts_batch_policy(lb, i), mcts_batch_value(lb, i),
                         res.generation);
     return 0;
 }
@@ -255,32 +241,14 @@ static void *worker_main(void *arg) {
 
 /* ---- the pool ------------------------------------------------------------------------ */
 
-static void half_free(half_t *b) {
-    free(b->reqs);
-    free(b->game_of);
-    free(b->packed);
-    free(b->hand);
-    free(b->offs);
-    free(b->labels);
-    free(b->policy);
-    free(b->value);
-}
+static void half_free(half_t *b) { mcts_batch_free(b->lb); }
 
 static int half_init(half_t *b, int32_t first, int32_t count, int32_t per) {
     memset(b, 0, sizeof *b);
     b->first = first;
     b->count = count;
-    b->cap = count * per;
-    size_t cap = (size_t)b->cap;
-    b->reqs = malloc(cap * sizeof(MctsRequest));
-    b->game_of = malloc(cap * sizeof(int32_t));
-    b->packed = malloc(cap * ENC_PACKED_BYTES);
-    b->hand = malloc(cap * ENC_HAND * sizeof(float));
-    b->offs = malloc((cap + 1) * sizeof(uint32_t));
-    b->labels = malloc(cap * MCTS_MOVES_MAX * sizeof(uint16_t));
-    b->policy = malloc(cap * MCTS_MOVES_MAX * sizeof(float));
-    b->value = malloc(cap * 3 * sizeof(float));
-    return b->reqs && b->game_of && b->packed && b->hand && b->offs && b->labels && b->policy && b->value ? 0 : -1;
+    b->lb = mcts_batch_new(count * per > 0 ? count * per : 1);
+    return b->lb ? 0 : -1;
 }
 
 sp_pool_t *sp_pool_new(const sp_config_t *cfg, nn_server_t *server, MctsCache *cache, uint64_t seed, char *err,

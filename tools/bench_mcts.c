@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "engine/sfen.h"
+#include "compat/bits.h"
 #include "mcts/mcts.h"
 
 static const char *const POSITIONS[] = {
@@ -40,14 +41,8 @@ enum { N_POS = sizeof POSITIONS / sizeof POSITIONS[0] };
 
 static float policy_table[ENC_LABEL_NB];
 
-static uint64_t mix64(uint64_t z) {
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 static void fake_wdl(uint64_t key, float wdl[3]) {
-    uint64_t h = mix64(key);
+    uint64_t h = compat_mix64_fin(key);
     wdl[0] = (float)(h & 1023) / 512.0f;
     wdl[1] = (float)((h >> 10) & 1023) / 1024.0f;
     wdl[2] = (float)((h >> 20) & 1023) / 512.0f;
@@ -66,8 +61,8 @@ static void eval_dummy(void *user, MctsTree *t, const MctsRequest *reqs, int32_t
 static int64_t cpu_ns(void) { return (int64_t)((double)clock() * (1e9 / CLOCKS_PER_SEC)); }
 
 static uint64_t hash_result(uint64_t h, const MctsResult *r) {
-    h = mix64(h ^ r->best);
-    for (int32_t i = 0; i < r->n; i++) h = mix64(h ^ ((uint64_t)r->visits[i] << 16) ^ r->moves[i]);
+    h = compat_mix64_fin(h ^ r->best);
+    for (int32_t i = 0; i < r->n; i++) h = compat_mix64_fin(h ^ ((uint64_t)r->visits[i] << 16) ^ r->moves[i]);
     return h;
 }
 
@@ -89,7 +84,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_mcts: visits >= 1 and batch 1..4096\n");
         return 2;
     }
-    for (int32_t l = 0; l < ENC_LABEL_NB; l++) policy_table[l] = (float)(mix64((uint64_t)l) >> 40) * (4.0f / 16777216.0f);
+    for (int32_t l = 0; l < ENC_LABEL_NB; l++) policy_table[l] = (float)(compat_mix64_fin((uint64_t)l) >> 40) * (4.0f / 16777216.0f);
 
     static Position pos[N_POS];
     char err[256];

@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "compat/compat.h"
+#include "compat/status.h"
 #include "data/config.h"
 #include "engine/encode.h"
 #include "mcts/cache.h"
@@ -126,23 +127,24 @@ int main(int argc, char **argv) {
     }
     snap(pool, srv, cache, &a, &busy, &ws);
     b = a;
-    double next = a.t + 5;
     t_end = compat_now_ms() + (int64_t)(seconds * 1000);
+    /* the running figures: one line in place on a terminal, a line every 5 s otherwise */
+    status_t *st = status_new(stdout, compat_isatty(stdout) ? 1.0 : 5.0, false);
     while (compat_now_ms() < t_end) {
         compat_sleep_ms(100);
         drain(pool);
-        if ((double)compat_now_ns() * 1e-9 >= next) {
+        if (status_due(st)) {
             snap(pool, srv, cache, &b, &busy, &ws);
             double dt = b.t - a.t;
-            printf("  %5.0f s: %.1f positions/s, %.0f evals/s, batch %.1f, busy %.0f%%, %lld games\n", dt,
-                   (double)(b.searches - a.searches) / dt, (double)(b.evaluated - a.evaluated) / dt,
-                   b.batches > a.batches ? (double)(b.evaluated - a.evaluated) / (double)(b.batches - a.batches) : 0.0,
-                   b.worker_s > a.worker_s ? 100.0 * (b.busy_s - a.busy_s) / (b.worker_s - a.worker_s) : 0.0,
-                   (long long)(b.games - a.games));
-            fflush(stdout);
-            next += 5;
+            status_line(st, false, "  %5.0f s: %.1f positions/s, %.0f evals/s, batch %.1f, busy %.0f%%, %lld games", dt,
+                        (double)(b.searches - a.searches) / dt, (double)(b.evaluated - a.evaluated) / dt,
+                        b.batches > a.batches ? (double)(b.evaluated - a.evaluated) / (double)(b.batches - a.batches)
+                                              : 0.0,
+                        b.worker_s > a.worker_s ? 100.0 * (b.busy_s - a.busy_s) / (b.worker_s - a.worker_s) : 0.0,
+                        (long long)(b.games - a.games));
         }
     }
+    status_free(st);
     snap(pool, srv, cache, &b, &busy, &ws);
     sp_pool_free(pool);
     nn_server_free(srv);

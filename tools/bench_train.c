@@ -21,6 +21,7 @@
 #include "compat/compat.h"
 #include "data/config.h"
 #include "data/db.h"
+#include "data/run.h"
 #include "data/shard.h"
 #include "data/writer.h"
 #include "engine/encode.h"
@@ -117,7 +118,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_train: %s\n", err);
         return 1;
     }
-    snprintf(path, sizeof path, "%s/koma.db", run);
+    run_path(run, RUN_DB, path, sizeof path);
     db_t *db = NULL;
     if (db_open(path, 0, &db, err, sizeof err) != DB_OK) {
         fprintf(stderr, "bench_train: %s\n", err);

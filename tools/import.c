@@ -33,6 +33,7 @@
  * shown, not fatal) unless nothing at all could be imported from inputs that
  * had errors (1); 1 on a database or shard failure; 2 on bad flags.
  */
+#include "compat/version.h"
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -41,8 +42,10 @@
 #include <xxhash.h>
 
 #include "compat/compat.h"
+#include "compat/status.h"
 #include "data/config.h"
 #include "data/db.h"
+#include "data/run.h"
 #include "data/record.h"
 #include "data/shard.h"
 #include "engine/encode.h"
@@ -62,7 +65,8 @@ static const char *usage =
     "              [--format auto|csa|kif|usi] [--root-q result|zero] [--dedup 0|1] FILES|DIRS...\n"
     "Reads CSA, KIF and USI game records, checks every move, and stores the games in the run's\n"
     "koma.db and shards for `train --from-games`. A directory stands for its *.csa *.kif *.kifu\n"
-    "*.usi *.sfen files.";
+    "*.usi *.sfen files. It is the run's one writer while it runs (refused while selfplay or\n"
+    "train runs on the same run); a missing koma.db next to existing models/ or shards/ is refused.";
 
 /* ---- flags ------------------------------------------------------------------------- */
 static char g_run[CFG_STRING_MAX] = "runs/default";
@@ -71,6 +75,8 @@ static char g_root_q[CFG_STRING_MAX] = "result";
 static double g_min_rating = RATING_OFF;
 static int g_skip_draws = 0, g_dedup = 1;
 static int64_t g_cycle = -1, g_shard_games = 256, g_show = 20;
+static double g_progress = -1;
+static int g_quiet = 0;
 
 /* ---- the set of games already stored (XXH3 of start + moves) ---------------------- */
 typedef struct {
@@ -124,6 +130,8 @@ typedef struct {
     int64_t files, files_bad, games_read, games, positions, shards;
     int64_t skip_draw, skip_rating, skip_dup, skip_empty;
     int64_t rejected, rej_by[REC_ERR_NB], shown;
+    status_t *st;   /* stderr: files, games and speed so far (in place on a terminal), rejects */
+    double t0;      /* seconds */
 } import_t;
 
 static int commit_shard(import_t *im) {
@@ -268,8 +276,8 @@ static void on_reject(void *user, const rec_reject_t *r) {
     im->rejected++;
     if ((unsigned)r->code < REC_ERR_NB) im->rej_by[r->code]++;
     if (r->game == 0) im->files_bad++;
-    if (im->shown < g_show) fprintf(stderr, "import: rejected: %s\n", r->msg);
-    else if (im->shown == g_show) fprintf(stderr, "import: (more rejects not shown; --show-rejects N)\n");
+    if (im->shown < g_show) status_event(im->st, STATUS_WARN, "import: rejected: %s", r->msg);
+    else if (im->shown == g_show) status_event(im->st, STATUS_WARN, "import: (more rejects not shown; --show-rejects N)");
     im->shown++;
 }
 
@@ -300,6 +308,8 @@ static int load_seen(import_t *im) {
     return rc;
 }
 
+static double now_s(void) { return (double)compat_now_ns() * 1e-9; }
+
 /* ---- inputs ------------------------------------------------------------------------------ */
 typedef struct {
     import_t *im;
@@ -314,6 +324,14 @@ static int import_file(import_t *im, const char *path, rec_format_t fmt) {
     if (rc < 0 && !im->failed) {
         snprintf(im->err, sizeof im->err, "%.900s: out of memory", path);
         im->failed = 1;
+    }
+    if (g_progress != 0 && status_due(im->st)) {
+        double dt = now_s() - im->t0;
+        status_line(im->st, false,
+                    "files %" PRId64 " | games %" PRId64 " read, %" PRId64 " imported, %" PRId64 " rejected | %" PRId64
+                    " positions, %.0f/s",
+                    im->files, im->games_read, im->games, im->rejected, im->positions,
+                    dt > 0 ? (double)im->positions / dt : 0.0);
     }
     return im->failed || compat_stop_requested() ? 1 : 0;
 }
@@ -344,12 +362,15 @@ static int on_dir_entry(const char *name, int is_dir, void *user) {
     return import_file(w->im, path, w->fmt);
 }
 
-static double now_s(void) { return (double)compat_now_ns() * 1e-9; }
 
 int main(int argc, char **argv) {
+    if (koma_version_asked(argc, argv, "import")) return 0;
     cfg_opt_t opts[MAX_OPTS];
     int n = 0;
     opts[n++] = (cfg_opt_t){"run", CFG_TYPE_STRING, g_run, 0, 0, "run directory (created with its koma.db if missing)"};
+    opts[n++] = (cfg_opt_t){"progress", CFG_TYPE_DOUBLE, &g_progress, -1, 3600,
+                            "seconds between status lines (-1 = 1 on a terminal, updated in place, 30 otherwise; 0 = none)"};
+    opts[n++] = (cfg_opt_t){"quiet", CFG_TYPE_BOOL, &g_quiet, 1, 0, "no status lines and no rejected-record lines"};
     opts[n++] = (cfg_opt_t){"min-rating", CFG_TYPE_DOUBLE, &g_min_rating, 1, 0,
                             "keep only games whose two players are both rated >= R (floodgate CSA 'black_rate/'white_rate); "
                             "games without ratings are skipped when given; the default -1e9 = no filter"};
@@ -399,19 +420,21 @@ int main(int argc, char **argv) {
     im.root_q_result = strcmp(g_root_q, "result") == 0;
     int status = 1;
     char path[CFG_STRING_MAX + 16];
-    if (compat_mkdir_p(g_run, err, sizeof err) != 0) {
-        fprintf(stderr, "import: %s: %s\n", g_run, err);
-        goto done;
-    }
-    snprintf(path, sizeof path, "%s/koma.db", g_run);
-    if (db_open(path, 0, &im.db, err, sizeof err) != DB_OK) {
+    run_t *rn = run_open(g_run, RUN_WRITE | RUN_CREATE, "import", err, sizeof err); /* the run's one writer */
+    if (!rn) {
         fprintf(stderr, "import: %s\n", err);
         goto done;
     }
+    for (int32_t i = 0; i < run_findings(rn); i++) fprintf(stderr, "import: start-up check: %s\n", run_finding(rn, i));
+    im.db = run_db(rn);
+    run_path(g_run, RUN_DB, path, sizeof path);
     char *config = cfg_dump_string(opts, n);
-    if (db_run_insert(im.db, KOMA_VERSION_STRING, "import", config ? config : "", NULL) != DB_OK)
-        fprintf(stderr, "import: %s: runs row not written: %s\n", path, db_errmsg(im.db)); /* a record only */
+    db_status_t rst = db_run_insert(im.db, KOMA_VERSION_STRING, "import", config ? config : "", NULL);
     free(config);
+    if (rst != DB_OK) {
+        fprintf(stderr, "import: %s: runs row not written: %s\n", path, db_errmsg(im.db));
+        goto done;
+    }
     db_summary_t sum;
     if (db_summary(im.db, &sum) != DB_OK) {
         fprintf(stderr, "import: %s\n", db_errmsg(im.db));
@@ -432,6 +455,8 @@ int main(int argc, char **argv) {
     compat_install_stop_handler();
 
     double t0 = now_s();
+    im.t0 = t0;
+    im.st = status_new(stderr, g_progress > 0 ? g_progress : 0, g_quiet != 0);
     for (int i = 0; i < nfiles && !im.failed && !compat_stop_requested(); i++) {
         if (compat_is_dir(files[i])) {
             walk_t w = {&im, fmt, files[i], 0};
@@ -445,6 +470,8 @@ int main(int argc, char **argv) {
     }
     if (!im.failed) commit_shard(&im); /* the last, partial shard; also on Ctrl-C */
     double dt = now_s() - t0;
+    status_free(im.st); /* before the summary */
+    im.st = NULL;
 
     printf("import: %s: %" PRId64 " file(s), %" PRId64 " game(s) read, %" PRId64 " imported (%" PRId64
            " positions) in %" PRId64 " shard(s), %" PRId64 " rejected\n",
@@ -475,10 +502,11 @@ int main(int argc, char **argv) {
     }
     status = (im.games_read == 0 && (im.rejected > 0 || im.files_bad > 0)) ? 1 : 0;
 done:
+    status_free(im.st);
     shard_builder_free(im.b);
     free(im.pos);
     free(im.seen.keys);
-    db_close(im.db);
+    run_close(rn); /* closes im.db */
     free(files);
     return status;
 }

@@ -11,9 +11,12 @@
  * names the file), 2 usage. Owns: presentation only; every check is
  * data/shard.c's or data/db.c's.
  */
+#include "compat/version.h"
 #include "compat/bits.h"
 #include "compat/compat.h"
 #include "data/db.h"
+#include "data/run.h"
+#include "match/rating.h"
 #include "data/shard.h"
 #include "engine/encode.h"
 #include "engine/position.h"
@@ -121,9 +124,17 @@ static int inspect_db(const char *path) {
             int have = db_cycle_metrics_get(db, c, &cm) == DB_OK;
             if (!have && !g) continue;
             printf("    %5d %8lld %10lld", c, (long long)g, (long long)p);
+            /* Results and lengths from the games themselves: after a kill mid-cycle the
+             * metrics row (written when a cycle closes) lags them or is blank. */
+            int64_t bw = 0, ww = 0, dr = 0;
+            double plies = NAN;
+            db_cycle_results(db, c, &bw, &ww, &dr, &plies);
+            printf(" %6lld %6lld %6lld", (long long)bw, (long long)ww, (long long)dr);
+            if (isnan(plies)) printf(" %7s", "-");
+            else printf(" %7.1f", plies);
             if (have) {
-                printf(" %6lld %6lld %6lld %7.1f %9.0f %8.1f", (long long)cm.black_wins, (long long)cm.white_wins,
-                       (long long)cm.draws, cm.avg_plies, cm.positions_per_s, cm.avg_batch);
+                if (isnan(cm.positions_per_s)) printf(" %9s %8s", "-", "-");
+                else printf(" %9.0f %8.1f", cm.positions_per_s, cm.avg_batch);
                 if (isnan(cm.elo)) printf(" %8s", "-");
                 else printf(" %8.0f", cm.elo);
                 char nr[24] = "-", fr[48] = "-", rate[16] = "-";
@@ -191,6 +202,25 @@ static int inspect_db(const char *path) {
             }
         }
         free(mt);
+        /* One rating list over every match (match/rating.h), cycle 0 = 0. */
+        rating_player_t *list = NULL;
+        int32_t n = 0;
+        char e[DB_ERR_MAX + 64];
+        if (rating_list(db, &list, &n, e, sizeof e) != DB_OK) {
+            fprintf(stderr, "inspect: rating list: %s\n", e);
+            rc = 1;
+        } else if (n > 0) {
+            printf("  ratings      joint fit over every match, cycle 0 = 0, 95%% intervals\n");
+            int32_t from = 0, nets = 0;
+            for (int32_t i = 0; i < n; i++) nets += list[i].cycle >= 0;
+            if (nets > 12) from = nets - 12, printf("    (%d earlier nets not shown)\n", from);
+            for (int32_t i = from; i < n; i++) {
+                const rating_player_t *q = &list[i];
+                if (isnan(q->elo)) printf("    %-40.40s %8s %17s %6d games (no games linking it to cycle 0)\n", q->name, "-", "", q->games);
+                else printf("    %-40.40s %+8.0f [%+6.0f, %+6.0f] %6d games\n", q->name, q->elo, q->lo, q->hi, q->games);
+            }
+        }
+        free(list);
     }
     db_close(db);
     return rc;
@@ -360,6 +390,7 @@ static int inspect_shard(const char *path, int64_t nrows) {
 }
 
 int main(int argc, char **argv) {
+    if (koma_version_asked(argc, argv, "inspect")) return 0;
     const char *db = NULL, *shard = NULL, *run = NULL;
     int64_t nrows = 3;
     for (int i = 1; i < argc; i++) {
@@ -392,6 +423,6 @@ int main(int argc, char **argv) {
     if (shard) return inspect_shard(shard, nrows);
     if (db) return inspect_db(db);
     char path[4096];
-    snprintf(path, sizeof path, "%s/koma.db", run);
+    run_path(run, RUN_DB, path, sizeof path);
     return inspect_db(path);
 }

@@ -5,6 +5,7 @@
  * ply without making its moves. --divide prints each root move's count.
  * The last output line is: nodes <count> time_ms <milliseconds> nps <leaves per second>
  */
+#include "compat/version.h"
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@ static int usage(void) {
 }
 
 int main(int argc, char **argv) {
+    if (koma_version_asked(argc, argv, "perft")) return 0;
     const char *sfen = "startpos";
     int divide = 0;
     long depth = -1;

@@ -7,7 +7,7 @@
  * script library; the page has no script at all, tooltips are SVG <title>s),
  * the tables, the "no data yet" placeholders of an empty or partial run.
  * Does not own: any figure (data/db.h reads them; the Elo ladder is
- * selfplay/referee.h's ref_elo_ladder).
+ * match/referee.h's ref_elo_ladder).
  *
  * Sections: training losses and accuracies by step (policy/value/legal/total
  * loss, policy accuracy, legal-move F1, learning rate), Elo by cycle (the
@@ -22,6 +22,7 @@
  *
  * Exit status: 0 written, 1 unreadable database or unwritable output, 2 usage.
  */
+#include "compat/version.h"
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -32,8 +33,10 @@
 
 #include "compat/compat.h"
 #include "data/db.h"
+#include "data/run.h"
+#include "match/rating.h"
 #include "engine/rules.h"
-#include "selfplay/referee.h"
+#include "match/referee.h"
 #include "tools/strbuf.h"
 
 /* Text with &, <, >, " escaped. */
@@ -348,9 +351,9 @@ typedef struct {
     int32_t n_matches;
     ref_ladder_point_t *ladder;
     int32_t n_ladder;
-} run_t;
+} report_run_t;
 
-static int read_steps(db_t *db, run_t *r) {
+static int read_steps(db_t *db, report_run_t *r) {
     int64_t last = r->sum.last_step;
     if (last < 0) return 0;
     r->width = last / BUCKETS + 1;
@@ -396,7 +399,26 @@ static int read_steps(db_t *db, run_t *r) {
     return 0;
 }
 
-static int read_run(db_t *db, run_t *r, char *err, size_t errlen) {
+/* The nets' joint ratings (match/rating.h) as points by cycle, cycle 0 = 0. */
+static int read_ratings(db_t *db, report_run_t *r, char *err, size_t errlen) {
+    rating_player_t *list = NULL;
+    int32_t n = 0;
+    if (rating_list(db, &list, &n, err, errlen) != DB_OK) return -1;
+    r->ladder = calloc((size_t)n + 1, sizeof *r->ladder);
+    if (!r->ladder) {
+        free(list);
+        snprintf(err, errlen, "%s: out of memory", db_path(db));
+        return -1;
+    }
+    for (int32_t i = 0; i < n; i++)
+        if (list[i].cycle >= 0 && isfinite(list[i].elo))
+            r->ladder[r->n_ladder++] = (ref_ladder_point_t){list[i].cycle, list[i].elo, list[i].lo, list[i].hi,
+                                                            NAN, -1, 0, list[i].games};
+    free(list);
+    return 0;
+}
+
+static int read_run(db_t *db, report_run_t *r, char *err, size_t errlen) {
     if (db_summary(db, &r->sum) != DB_OK) goto fail;
     if (read_steps(db, r) != 0) goto fail;
     int32_t max_cycle = r->sum.latest_cycle;
@@ -468,7 +490,7 @@ static int read_run(db_t *db, run_t *r, char *err, size_t errlen) {
         else if (st != DB_NOTFOUND) goto fail;
     }
     if (db_matches_list(db, -1, &r->matches, &r->n_matches) != DB_OK) goto fail;
-    if (ref_elo_ladder(db, &r->ladder, &r->n_ladder) != DB_OK) goto fail;
+    if (read_ratings(db, r, err, errlen) != 0) return -1;
     return 0;
 oom:
     snprintf(err, errlen, "%s: out of memory", db_path(db));
@@ -478,7 +500,7 @@ fail:
     return -1;
 }
 
-static void free_run(run_t *r) {
+static void free_run(report_run_t *r) {
     free(r->models);
     free(r->cycles);
     free(r->matches);
@@ -524,7 +546,7 @@ static void stat(sb_t *o, const char *label, const char *fmt, ...) {
     sb_printf(o, "</b><span>%s</span></div>", label);
 }
 
-static void section_training(sb_t *o, const run_t *r) {
+static void section_training(sb_t *o, const report_run_t *r) {
     sb_printf(o, "<h2>Training</h2><div class=\"grid\">");
     char note[96];
     if (r->width > 1) snprintf(note, sizeof note, "mean of every %lld steps", (long long)r->width);
@@ -556,7 +578,7 @@ static void section_training(sb_t *o, const run_t *r) {
     sb_printf(o, "</div>");
 }
 
-static void section_elo(sb_t *o, const run_t *r) {
+static void section_elo(sb_t *o, const report_run_t *r) {
     sb_printf(o, "<h2>Strength</h2><div class=\"grid\">");
     double *x = calloc((size_t)r->n_ladder + 1, sizeof(double) * 4);
     if (x) {
@@ -568,9 +590,28 @@ static void section_elo(sb_t *o, const run_t *r) {
             hi[i] = r->ladder[i].elo_hi;
         }
         chart_t c = {"Elo by cycle (cycle 0 = 0, 95% interval)", "cycle", "Elo", 600, 330, 1, NAN, NAN, 1,
-                     "each cycle rated against the one it played"};
+                     "one joint fit over every match of the run"};
         series_t s = {"Elo", palette[0], r->n_ladder, x, y, lo, hi, 1};
         line_chart(o, &c, &s, 1, "no evaluation match between two nets of this run yet");
+        /* The same ratings against wall-clock hours: each net at the end of the
+         * cycle that made it (its cycle_metrics row), from the run's first start. */
+        double t0 = NAN;
+        for (int32_t k = 0; k < r->n_cycles; k++)
+            if (isfinite(r->cycles[k].started) && !(r->cycles[k].started >= t0)) t0 = r->cycles[k].started;
+        int32_t n = 0;
+        for (int32_t i = 0; i < r->n_ladder && isfinite(t0); i++)
+            for (int32_t k = 0; k < r->n_cycles; k++) {
+                const db_cycle_metrics_t *m = &r->cycles[k];
+                if (m->cycle != r->ladder[i].cycle || !isfinite(m->finished)) continue;
+                double tr = isfinite(m->train_s) ? m->train_s : 0.0;
+                x[n] = (m->finished + tr - t0) / 3600.0;
+                y[n] = r->ladder[i].elo, lo[n] = r->ladder[i].elo_lo, hi[n] = r->ladder[i].elo_hi;
+                n++;
+            }
+        chart_t ch = {"Elo by wall-clock hours (cycle 0 = 0, 95% interval)", "hours", "Elo", 600, 330, 1, NAN, NAN, 0,
+                      "each net when its cycle's games and training were done"};
+        series_t sh = {"Elo", palette[1], n, x, y, lo, hi, 1};
+        line_chart(o, &ch, &sh, 1, "no rated net with timed cycles yet");
         free(x);
     }
     sb_printf(o, "</div>");
@@ -626,7 +667,7 @@ static void section_elo(sb_t *o, const run_t *r) {
 }
 
 /* The resign threshold(s) of the cycles that recorded one, in words. */
-static void resign_threshold_text(const run_t *r, char *buf, size_t len) {
+static void resign_threshold_text(const report_run_t *r, char *buf, size_t len) {
     double lo = INFINITY, hi = -INFINITY;
     for (int32_t i = 0; i < r->n_cycles; i++) {
         double t = r->cycles[i].resign_threshold;
@@ -641,7 +682,7 @@ static void resign_threshold_text(const run_t *r, char *buf, size_t len) {
 /* False resignations by cycle: of the no-resign games in which a side fell
  * below the threshold (it would have resigned), the share it did not lose;
  * and how often a no-resign game got there at all. */
-static void section_resign(sb_t *o, const run_t *r) {
+static void section_resign(sb_t *o, const report_run_t *r) {
     int32_t n = r->n_cycles;
     double *buf = calloc((size_t)n + 1, sizeof(double) * 3);
     if (!buf) return;
@@ -666,7 +707,7 @@ static void section_resign(sb_t *o, const run_t *r) {
 }
 
 /* The same figures as a table, cycles that recorded them only. */
-static void resign_table(sb_t *o, const run_t *r) {
+static void resign_table(sb_t *o, const report_run_t *r) {
     int any = 0;
     for (int32_t i = 0; i < r->n_cycles; i++) any |= r->cycles[i].no_resign_games >= 0;
     if (!any) return;
@@ -692,7 +733,7 @@ static void resign_table(sb_t *o, const run_t *r) {
     sb_printf(o, "</table>");
 }
 
-static void section_selfplay(sb_t *o, const run_t *r) {
+static void section_selfplay(sb_t *o, const report_run_t *r) {
     sb_printf(o, "<h2>Self-play</h2><div class=\"grid\">");
     int32_t n = r->n_cycles;
     double *buf = calloc((size_t)n + 1, sizeof(double) * 9);
@@ -739,7 +780,7 @@ static void section_selfplay(sb_t *o, const run_t *r) {
     resign_table(o, r);
 }
 
-static void section_games(sb_t *o, const run_t *r) {
+static void section_games(sb_t *o, const report_run_t *r) {
     sb_printf(o, "<h2>Games</h2><div class=\"grid\">");
     char note[96];
     snprintf(note, sizeof note, "%lld self-play games", (long long)r->games);
@@ -812,7 +853,7 @@ static void section_games(sb_t *o, const run_t *r) {
     }
 }
 
-static void section_models(sb_t *o, const run_t *r) {
+static void section_models(sb_t *o, const report_run_t *r) {
     sb_printf(o, "<h2>Models</h2>");
     if (r->n_models == 0) {
         sb_printf(o, "<p class=\"muted\">no data yet: no net has been published</p>");
@@ -843,7 +884,7 @@ static void section_models(sb_t *o, const run_t *r) {
     sb_printf(o, "</table>");
 }
 
-static void render(sb_t *o, const char *title, const run_t *r, const char *note) {
+static void render(sb_t *o, const char *title, const report_run_t *r, const char *note) {
     char now[64];
     time_t t = time(NULL);
     strftime(now, sizeof now, "%Y-%m-%d %H:%M:%S UTC", gmtime(&t));
@@ -881,7 +922,7 @@ static void render(sb_t *o, const char *title, const run_t *r, const char *note)
     }
     if (r->n_ladder > 0) {
         const ref_ladder_point_t *p = &r->ladder[r->n_ladder - 1];
-        stat(o, "Elo (ladder)", "%+.0f at cycle %d", p->elo, p->cycle);
+        stat(o, "Elo (joint rating, cycle 0 = 0)", "%+.0f [%+.0f, %+.0f] at cycle %d", p->elo, p->elo_lo, p->elo_hi, p->cycle);
     }
     stat(o, "shard data", "%.1f MB", (double)r->sum.shard_bytes / 1e6);
     sb_printf(o, "</div>\n");
@@ -899,6 +940,7 @@ static void usage(FILE *out) {
 }
 
 int main(int argc, char **argv) {
+    if (koma_version_asked(argc, argv, "report")) return 0;
     const char *run = NULL, *dbfile = NULL, *out = NULL;
     for (int i = 1; i < argc; i++) {
         if ((!strcmp(argv[i], "-o") || !strcmp(argv[i], "--out")) && i + 1 < argc) out = argv[++i];
@@ -918,12 +960,12 @@ int main(int argc, char **argv) {
         return 2;
     }
     char dbp[1200], outp[1200], err[DB_ERR_MAX + 64];
-    if (run) snprintf(dbp, sizeof dbp, "%s/koma.db", run);
+    if (run) run_path(run, RUN_DB, dbp, sizeof dbp);
     else snprintf(dbp, sizeof dbp, "%s", dbfile);
     if (out) snprintf(outp, sizeof outp, "%s", out);
     else snprintf(outp, sizeof outp, "%s/report.html", run);
 
-    run_t *r = calloc(1, sizeof *r);
+    report_run_t *r = calloc(1, sizeof *r);
     if (!r) {
         fprintf(stderr, "report: out of memory\n");
         return 1;

@@ -4,7 +4,7 @@
  *
  * Owns: talking USI to engine processes (compat_proc_*), clocks, the game
  * schedule (openings, colours, concurrency), CSA records, the summary.
- * Does not own: any rule (selfplay/referee.h judges every move with
+ * Does not own: any rule (match/referee.h judges every move with
  * engine/rules.h), the Elo formulas (referee.h), the database (data/db.h;
  * match games go through ref_store_match_game).
  *
@@ -46,6 +46,7 @@
  * a time), the row opened by whichever slot finishes a game first.
  * Built as build/tools/usi-match.
  */
+#include "compat/version.h"
 #include <ctype.h>
 #include <inttypes.h>
 #include <math.h>
@@ -57,10 +58,12 @@
 
 #include "compat/bits.h"
 #include "compat/compat.h"
+#include "compat/status.h"
 #include "data/db.h"
+#include "data/run.h"
 #include "engine/position.h"
 #include "engine/sfen.h"
-#include "selfplay/referee.h"
+#include "match/referee.h"
 #include "tools/strbuf.h"
 
 enum { MAX_OPTIONS = 64, MAX_WORDS = 64, LINE_MAX_ = 1 << 15, NAME_MAX_ = 64 };
@@ -82,6 +85,7 @@ typedef struct {
     int32_t max_ply, concurrency;
     const char *db_path, *run_dir, *csa_dir, *stderr_path;
     int quiet;
+    int64_t progress_s; /* seconds between score lines off a terminal (0: 30) */
 } match_cfg_t;
 
 /* ---- an engine process --------------------------------------------------------- */
@@ -234,6 +238,7 @@ typedef struct {
     int32_t stored;    /* games stored under it */
     int side;          /* player A of the row: 0 engine1, 1 engine2 */
     char names[2][NAME_MAX_]; /* engine names, from the first slot that started them */
+    status_t *st;      /* stdout: a line per game, and the score so far (in place on a terminal) */
 } match_t;
 
 static void set_fatal(match_t *m, const char *msg) {
@@ -529,13 +534,19 @@ static int play_game(match_t *m, engine_t eng[2], int32_t gi, ref_game_t *g, int
     compat_mutex_lock(&m->mu);
     o->done = 1;
     if (m->db) store_game(m, gi, g, e1_black);
-    if (!cfg->quiet) {
-        const char *score = g->winner == COLOR_BLACK ? "1-0" : g->winner == COLOR_WHITE ? "0-1" : "1/2";
-        printf("game %d/%d: %s (black) vs %s (white): %s, %s, %d plies - %s\n", gi + 1, cfg->games,
-               e1_black ? "engine1" : "engine2", e1_black ? "engine2" : "engine1", score, rules_end_name(g->end),
-               g->n_moves, g->detail);
-        fflush(stdout);
-    }
+    const char *score = g->winner == COLOR_BLACK ? "1-0" : g->winner == COLOR_WHITE ? "0-1" : "1/2";
+    status_event(m->st, STATUS_INFO, "game %d/%d: %s (black) vs %s (white): %s, %s, %d plies - %s", gi + 1,
+                 cfg->games, e1_black ? "engine1" : "engine2", e1_black ? "engine2" : "engine1", score,
+                 rules_end_name(g->end), g->n_moves, g->detail);
+    /* The score so far, from engine1's side. */
+    int32_t w = 0, d = 0, l = 0;
+    for (int32_t i = 0; i < cfg->games; i++)
+        if (m->out[i].done) m->out[i].score2 == 2 ? w++ : m->out[i].score2 == 1 ? d++ : l++;
+    ref_elo_t elo;
+    ref_elo_trinomial(w, d, l, &elo);
+    status_line(m->st, status_is_tty(m->st) || w + d + l == cfg->games,
+                "games %d/%d | engine1 +%d =%d -%d | Elo %+.0f [%+.0f, %+.0f]", w + d + l, cfg->games, w, d, l,
+                elo.elo, elo.elo_lo, elo.elo_hi);
     compat_mutex_unlock(&m->mu);
     return 0;
 }
@@ -582,7 +593,9 @@ static void usage(FILE *out) {
             "  --csa-dir DIR                 write DIR/game-NNNN.csa (CSA v2.2) for every game\n"
             "  --engine-stderr FILE          engines' stderr appended to FILE ('' discards; default: ours)\n"
             "  --init-timeout MS             for usiok / readyok (default 60000)\n"
-            "  --quiet                       no line per game\n");
+            "  --quiet                       no line per game and no running score (for scripts)\n"
+            "  --progress S                  seconds between score lines off a terminal (default 30; on a\n"
+            "                                terminal the score is one line updated in place)\n");
 }
 
 static int parse_i64(const char *flag, const char *s, int64_t min, int64_t *out) {
@@ -651,6 +664,7 @@ static void print_elo(const char *label, const ref_elo_t *e) {
 }
 
 int main(int argc, char **argv) {
+    if (koma_version_asked(argc, argv, "usi-match")) return 0;
     match_cfg_t cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.games = 2;
@@ -689,6 +703,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--cycle1") || !strcmp(a, "--cycle2")) {
             if (parse_i64(a, v, 0, &x)) return 2;
             cfg.eng[k].cycle = (int32_t)x;
+        } else if (!strcmp(a, "--progress")) {
+            if (parse_i64(a, v, 1, &cfg.progress_s)) return 2;
         } else if (!strcmp(a, "--games")) {
             if (parse_i64(a, v, 1, &x)) return 2;
             cfg.games = (int32_t)x;
@@ -766,7 +782,7 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "usi-match: %s\n", err);
                 return 1;
             }
-            msgf(path, sizeof path, "%s/koma.db", cfg.run_dir);
+            run_path(cfg.run_dir, RUN_DB, path, sizeof path);
         } else {
             msgf(path, sizeof path, "%s", cfg.db_path);
         }
@@ -800,6 +816,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     compat_install_stop_handler();
+    m.st = status_new(stdout, (double)cfg.progress_s, cfg.quiet != 0);
     int32_t nt = cfg.concurrency < cfg.games ? cfg.concurrency : cfg.games;
     compat_thread_t *th = calloc((size_t)nt, sizeof *th);
     int32_t started = 0;
@@ -807,6 +824,8 @@ int main(int argc, char **argv) {
     if (started == 0) slot_thread(&m);
     for (int32_t i = 0; i < started; i++) compat_thread_join(th[i]);
     free(th);
+    status_free(m.st); /* the last score stays as a line */
+    m.st = NULL;
 
     /* ---- summary ---- */
     int32_t w = 0, d = 0, l = 0, played = 0, ends[RULES_END_NB] = {0};

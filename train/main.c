@@ -22,6 +22,7 @@
  * koma.db (file first, then the row). Offline steps are not written to the
  * train_steps table (their step numbers would collide with the run's).
  */
+#include "compat/version.h"
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -29,9 +30,11 @@
 #include <string.h>
 
 #include "compat/compat.h"
+#include "compat/status.h"
 #include "nn/backend.h"
 #include "data/config.h"
 #include "data/db.h"
+#include "data/run.h"
 #include "data/shard.h"
 #include "data/writer.h"
 #include "engine/encode.h"
@@ -50,12 +53,16 @@
 static const char *usage =
     "usage: train --from-games [--run DIR] [--window N] [--steps N] [--batch N] [--lr X] [--net 6x64]\n"
     "             [--config FILE] [--out PATH] [--checkpoint-every K] [--fresh] [trainer flags]\n"
-    "Trains a net offline on the most recent --window positions of the run's shards.";
+    "Trains a net offline on the most recent --window positions of the run's shards.\n"
+    "It is the run's one writer while it runs (selfplay or import on the same run is\n"
+    "refused meanwhile, and it is refused while they run). Exit status: 0 done,\n"
+    "1 error, 2 bad flags, 130 stopped (the checkpoint is kept: the same command resumes).";
 
 static char g_run[CFG_STRING_MAX] = "runs/default";
 static char g_out[CFG_STRING_MAX] = "";
 static int64_t g_window = 0, g_steps = 1000, g_ckpt_every = 100, g_die_at = 0;
-static int g_from_games = 0, g_fresh = 0;
+static int g_from_games = 0, g_fresh = 0, g_quiet = 0;
+static double g_progress = -1;
 
 static void fmt_eta(double s, char *buf, size_t len) {
     if (!(s >= 0) || s > 1e7) {
@@ -84,18 +91,41 @@ static void note_stale(void *user, const char *path) {
     printf("removed %s, left by a write that was killed before its rename\n", path);
 }
 
+/* --out's directory must exist and take a file before any step is spent. */
+static int check_out_dir(const char *out, char *err, size_t errlen) {
+    char dir[CFG_STRING_MAX];
+    snprintf(dir, sizeof dir, "%s", out);
+    char *slash = strrchr(dir, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == dir) dir[1] = 0;
+    else *slash = 0;
+    if (compat_is_dir(out)) {
+        snprintf(err, errlen, "%s: is a directory; give the path of the file to write", out);
+        return -1;
+    }
+    if (!compat_is_dir(dir)) {
+        snprintf(err, errlen, "%s: the directory %s does not exist", out, dir);
+        return -1;
+    }
+    return run_check_writable(dir, err, errlen);
+}
+
 /* Running means of the metrics between two progress lines. */
 typedef struct {
-    double p, v, l, acc, f1;
-    int64_t n;
+    double p, v, l, acc, f1, total;
+    int64_t n, np; /* steps; positions with a policy target */
 } acc_t;
 
+/* Policy figures are weighted by the positions that have a policy target. */
 static void acc_add(acc_t *a, const nn_metrics_t *m) {
-    a->p += m->policy_loss, a->v += m->value_loss, a->l += m->legal_loss, a->acc += m->policy_acc;
-    a->f1 += m->legal_f1, a->n++;
+    if (m->policy_positions > 0)
+        a->p += m->policy_loss * m->policy_positions, a->acc += m->policy_acc * m->policy_positions,
+            a->np += m->policy_positions;
+    a->v += m->value_loss, a->l += m->legal_loss, a->f1 += m->legal_f1, a->total += m->loss, a->n++;
 }
 
 int main(int argc, char **argv) {
+    if (koma_version_asked(argc, argv, "train")) return 0;
     nn_cpu_blas_reexec_if_generic(argv);
     compat_install_stop_handler();
     train_config_t cfg = train_config_default();
@@ -109,6 +139,8 @@ int main(int argc, char **argv) {
     opts[n++] = (cfg_opt_t){"checkpoint-every", CFG_TYPE_INT, &g_ckpt_every, 1, 1e15, "write <run>/train/checkpoint.safetensors every K steps"};
     opts[n++] = (cfg_opt_t){"fresh", CFG_TYPE_BOOL, &g_fresh, 1, 0, "ignore an existing checkpoint and start from a new net"};
     opts[n++] = (cfg_opt_t){"die-at-step", CFG_TYPE_INT, &g_die_at, 0, 1e15, "tests: exit abruptly (like kill -9) after this step (0 = never)"};
+    opts[n++] = (cfg_opt_t){"progress", CFG_TYPE_DOUBLE, &g_progress, -1, 3600, "seconds between status lines (-1 = 1 on a terminal, updated in place, 30 otherwise; 0 = none)"};
+    opts[n++] = (cfg_opt_t){"quiet", CFG_TYPE_BOOL, &g_quiet, 1, 0, "no status lines; only warnings and errors"};
     n += train_config_flags(&cfg, opts + n, MAX_OPTS - n);
 
     char err[2048], e2[1024];
@@ -132,21 +164,23 @@ int main(int argc, char **argv) {
     }
     if (!total_given) cfg.opt.total_steps = g_steps;
 
-    /* The run. */
-    const char *run = g_run;
+    /* The run: this program is its one writer until the end. */
+    if (g_out[0] && check_out_dir(g_out, err, sizeof err) != 0) {
+        fprintf(stderr, "train: --out %s\n", err);
+        return 1;
+    }
     char path[1400], ckpt[1400];
-    snprintf(path, sizeof path, "%s/koma.db", run);
-    if (!compat_is_dir(run)) {
-        fprintf(stderr, "train: %s: no such run directory\n", run);
+    run_t *rn = run_open(g_run, RUN_WRITE, "train --from-games", err, sizeof err);
+    if (!rn) {
+        fprintf(stderr, "train: %s\n", err);
         return 1;
     }
-    if (!compat_file_exists(path)) {
-        fprintf(stderr, "train: %s: not found: %s is not a Koma run directory\n", path, run);
-        return 1;
-    }
+    const char *run = run_dir(rn);
+    for (int32_t i = 0; i < run_findings(rn); i++) fprintf(stderr, "train: start-up check: %s\n", run_finding(rn, i));
+    run_path(run, RUN_DB, path, sizeof path);
     char *config_text = cfg_dump_string(opts, n);
     int status = 1;
-    db_t *dbw = NULL, *db = NULL;
+    db_t *db = NULL;
     db_writer_t *writer = NULL;
     nn_backend_t *be = NULL;
     nn_net_t *net = NULL;
@@ -155,26 +189,25 @@ int main(int argc, char **argv) {
     shard_batch_t *batch = NULL;
     db_shard_t *list = NULL;
     int32_t nlist = 0;
+    status_t *sl = NULL; /* the status line of the step loop */
 
-    if (db_open(path, 0, &dbw, err, sizeof err) != DB_OK) {
-        fprintf(stderr, "train: %s\n", err);
-        goto done;
-    }
-    writer = db_writer_start(dbw, 64, err, sizeof err);
+    writer = db_writer_start(run_db(rn), 64, err, sizeof err);
     if (!writer) {
         fprintf(stderr, "train: %s\n", err);
         goto done;
     }
     run_row_arg_t ra = {config_text ? config_text : ""};
-    if (train_writer_call(writer, run_row_job, &ra, sizeof ra, NULL, e2, sizeof e2) != DB_OK)
-        fprintf(stderr, "train: %s: runs row not written: %s\n", path, e2); /* a record only */
+    if (train_writer_call(writer, run_row_job, &ra, sizeof ra, NULL, e2, sizeof e2) != DB_OK) {
+        fprintf(stderr, "train: %s: runs row not written: %s\n", path, e2); /* a database that cannot take it */
+        goto done;
+    }
     if (db_open(path, DB_OPEN_READONLY, &db, err, sizeof err) != DB_OK) {
         fprintf(stderr, "train: %s\n", err);
         goto done;
     }
 
     /* The net: from the checkpoint, or new. */
-    snprintf(ckpt, sizeof ckpt, "%s/train", run);
+    run_path(run, RUN_TRAIN, ckpt, sizeof ckpt);
     if (compat_mkdir_p(ckpt, e2, sizeof e2) != 0) {
         fprintf(stderr, "train: %s: %s\n", ckpt, e2);
         goto done;
@@ -267,20 +300,23 @@ int main(int argc, char **argv) {
     nn_metrics_t m;
     memset(&m, 0, sizeof m);
     acc_t tick = {0}, tail = {0};
-    int64_t t_start = compat_now_ns(), t_tick = t_start, steps_done = 0;
+    int64_t t_start = compat_now_ns(), steps_done = 0;
     int64_t saved_at = step0;
     int stopped = 0;
+    sl = status_new(stdout, g_progress > 0 ? g_progress : 0, g_quiet != 0); /* freed before any other output */
     for (int64_t s = step0; s < g_steps; s++) {
         if (compat_stop_requested()) {
             stopped = 1;
             break;
         }
         if (train_window_sample(win, train_key(cfg.seed, -1, s), cfg.batch, batch, err, sizeof err) != 0) {
+            status_free(sl), sl = NULL;
             fprintf(stderr, "train: %s\n", err);
             goto done;
         }
         nn_batch_t bt = shard_batch_view(batch);
         if (nn_train_step(nt, &bt, &m, err, sizeof err) != 0) {
+            status_free(sl), sl = NULL;
             fprintf(stderr, "train: step %" PRId64 ": %s\n", s, err);
             goto done;
         }
@@ -289,28 +325,30 @@ int main(int argc, char **argv) {
         if (g_steps - s <= 100) acc_add(&tail, &m);
         if ((s + 1) % g_ckpt_every == 0 && s + 1 < g_steps) {
             if (nn_weights_save(net, nt, ckpt, err, sizeof err) != 0) {
+                status_free(sl), sl = NULL;
                 fprintf(stderr, "train: checkpoint: %s\n", err);
                 goto done;
             }
             saved_at = s + 1;
         }
         if (g_die_at > 0 && s + 1 == g_die_at) _Exit(137); /* tests: a crash right here */
-        int64_t now = compat_now_ns();
-        if (now - t_tick >= 1000000000LL || s + 1 == g_steps) {
+        if (g_progress != 0 && (status_due(sl) || s + 1 == g_steps)) {
+            int64_t now = compat_now_ns();
             double el = (double)(now - t_start) * 1e-9;
             double rate = (double)steps_done / el;
             char eta[32];
             fmt_eta((double)(g_steps - s - 1) / rate, eta, sizeof eta);
             double k = (double)(tick.n ? tick.n : 1);
-            printf("step %" PRId64 "/%" PRId64 "  %.0f samples/s  policy %.4f value %.4f legal %.5f  acc %.3f f1 %.3f  "
-                   "lr %.5f  ETA %s\n",
-                   s + 1, g_steps, rate * cfg.batch, tick.p / k, tick.v / k, tick.l / k, tick.acc / k, tick.f1 / k,
-                   m.lr, eta);
-            fflush(stdout);
+            status_line(sl, s + 1 == g_steps,
+                        "step %" PRId64 "/%" PRId64 "  %.0f samples/s  policy %.4f value %.4f legal %.5f  acc %.3f "
+                        "f1 %.3f  lr %.5f  ETA %s",
+                        s + 1, g_steps, rate * cfg.batch, tick.np ? tick.p / (double)tick.np : NAN, tick.v / k, tick.l / k, tick.np ? tick.acc / (double)tick.np : NAN,
+                        tick.f1 / k, m.lr, eta);
             memset(&tick, 0, sizeof tick);
-            t_tick = now;
         }
     }
+    status_free(sl); /* the last status stays on the screen as a line */
+    sl = NULL;
     int64_t step_end = nn_trainer_step_count(nt);
     if (step_end != saved_at || !compat_file_exists(ckpt)) {
         if (nn_weights_save(net, nt, ckpt, err, sizeof err) != 0) {
@@ -328,7 +366,8 @@ int main(int argc, char **argv) {
         double k = (double)tail.n;
         printf("done: step %" PRId64 ", mean of the last %" PRId64 " steps: policy %.4f value %.4f legal %.5f "
                "acc %.3f f1 %.3f\n",
-               step_end, tail.n, tail.p / k, tail.v / k, tail.l / k, tail.acc / k, tail.f1 / k);
+               step_end, tail.n, tail.np ? tail.p / (double)tail.np : NAN, tail.v / k, tail.l / k,
+               tail.np ? tail.acc / (double)tail.np : NAN, tail.f1 / k);
     } else {
         printf("done: step %" PRId64 " (nothing left to train: the checkpoint is at --steps)\n", step_end);
     }
@@ -373,12 +412,10 @@ int main(int argc, char **argv) {
     snprintf(mr.arch, sizeof mr.arch, "%s", arch);
     mr.train_steps = step_end;
     mr.train_samples = step_end * cfg.batch;
-    mr.loss_policy = tail.n ? tail.p / (double)tail.n : NAN;
+    mr.loss_policy = tail.np ? tail.p / (double)tail.np : NAN;
     mr.loss_value = tail.n ? tail.v / (double)tail.n : NAN;
     mr.loss_legal = tail.n ? tail.l / (double)tail.n : NAN;
-    mr.loss_total = tail.n ? cfg.opt.w_policy * mr.loss_policy + cfg.opt.w_value * mr.loss_value +
-                                 cfg.opt.w_legal * mr.loss_legal
-                           : NAN;
+    mr.loss_total = tail.n ? tail.total / (double)tail.n : NAN; /* the objective minimised (nn/net.h) */
     db_run_t rr;
     if (db_run_latest(db, &rr) == DB_OK) {
         mr.run_id = rr.id;
@@ -398,6 +435,7 @@ int main(int argc, char **argv) {
     printf("wrote %s, registered as cycle %" PRId64 "\n", path, next);
     status = 0;
 done:
+    status_free(sl);
     fflush(stdout);
     free(list);
     shard_batch_free(batch);
@@ -410,7 +448,7 @@ done:
         if (db_writer_stop(writer, 10000) != DB_OK) fprintf(stderr, "train: %s: writer: some writes cancelled\n", run);
         db_writer_free(writer);
     }
-    db_close(dbw);
     free(config_text);
+    run_close(rn);
     return status;
 }

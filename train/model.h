@@ -13,10 +13,11 @@
 #include <stdint.h>
 
 #include "data/db.h"
+#include "data/run.h"
 #include "data/writer.h"
 #include "nn/net.h"
 
-#define TRAIN_MODELS_DIR "models"
+#define TRAIN_MODELS_DIR RUN_MODELS /* data/run.h */
 
 /* "models/0007.safetensors" (4+ digits). Returns buf. */
 char *train_model_rel_path(char *buf, size_t len, int64_t cycle);

@@ -7,6 +7,11 @@
  * Does not own: shards (data/shard.c), SQL (data/db.c; all writes go through
  * the writer thread, train/model.c), the network (nn/).
  *
+ * Errors: a failed step (the backend's sticky error, nn/backend.h), a
+ * non-finite loss, or weights nn_weights_save refuses (non-finite) end the
+ * cycle with TRAIN_ERROR and its message: the trainer goes back to the newest
+ * model's file and writes, registers and publishes nothing.
+ *
  * Device memory. On the CPU backend host memory is device memory: the window
  * is the set of mapped shards (train/window.c) and a minibatch is gathered
  * from them straight into the host buffers nn_train_step reads. For CUDA the
@@ -20,6 +25,7 @@
  * the host gather + one upload per step is used.
  */
 #include "train/trainer.h"
+#include "compat/err.h"
 
 #include <ctype.h>
 #include <inttypes.h>
@@ -32,9 +38,11 @@
 
 #include "compat/compat.h"
 #include "data/db.h"
+#include "data/run.h"
 #include "data/shard.h"
 #include "engine/encode.h"
 #include "nn/backend_cuda.h"
+#include "nn/registry.h"
 #include "nn/weights.h"
 #include "train/model.h"
 #include "train/window.h"
@@ -47,14 +55,6 @@ static void copy_str(char *dst, size_t n, const char *src) {
     size_t l = strnlen(src, n - 1);
     memcpy(dst, src, l);
     dst[l] = '\0';
-}
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
 }
 
 /* ---- configuration --------------------------------------------------------------- */
@@ -216,8 +216,9 @@ int train_config_check(const train_config_t *c, char *err, size_t errlen) {
         set_err(err, errlen, "activation: '%s' is not relu or silu", c->activation);
         return -1;
     }
-    if (strcmp(c->backend, "cpu") && strcmp(c->backend, "cuda") && strcmp(c->backend, "auto")) {
-        set_err(err, errlen, "train-backend: '%s' is not cpu, cuda or auto", c->backend);
+    char eb[128];
+    if (nn_backend_resolve(c->backend, NULL, eb, sizeof eb) != 0) {
+        set_err(err, errlen, "train-backend: %s", eb);
         return -1;
     }
     if (c->batch < 1 || c->batch > 65536) {
@@ -363,6 +364,7 @@ struct train_trainer {
 
     _Atomic int64_t latest_cycle; /* newest registered model (read by any thread) */
     char latest_rel[DB_PATH_MAX];
+    char latest_xxh3[17];      /* of latest_rel, as registered in koma.db */
     int64_t latest_steps;  /* its train_steps (for a file without optimizer state) */
     int64_t total_samples; /* samples behind the newest model */
 
@@ -409,20 +411,18 @@ void train_trainer_progress(train_trainer_t *tr, train_progress_t *out) {
 static int stop_seen(train_trainer_t *tr) { return compat_stop_requested() || atomic_load(&tr->stop); }
 
 nn_backend_t *train_backend_new(const train_config_t *c, char *err, size_t errlen) {
-    int cuda = !strcmp(c->backend, "cuda") || (!strcmp(c->backend, "auto") && nn_cuda_device_count() > 0);
-    if (cuda) {
-        char e2[512];
-        nn_backend_t *be = nn_backend_cuda_new(c->device, 0, e2, sizeof e2);
-        if (!be) set_err(err, errlen, "trainer backend cuda (device %d): %s", c->device, e2);
-        return be;
-    }
+    nn_backend_kind_t kind;
     char e2[512];
-    if (nn_cpu_blas_room(1, e2, sizeof e2) != 0) {
+    if (nn_backend_resolve(c->backend, &kind, e2, sizeof e2) != 0) {
+        set_err(err, errlen, "train-backend: %s", e2);
+        return NULL;
+    }
+    if (kind == NN_BACKEND_KIND_CPU && nn_cpu_blas_room(1, e2, sizeof e2) != 0) {
         set_err(err, errlen, "trainer backend cpu: %s", e2);
         return NULL;
     }
-    nn_backend_t *be = nn_backend_cpu_new(c->threads);
-    if (!be) set_err(err, errlen, "trainer backend cpu: out of memory");
+    nn_backend_t *be = nn_backend_open(kind, c->threads, c->device, 0, e2, sizeof e2);
+    if (!be) set_err(err, errlen, "trainer %s", e2);
     return be;
 }
 
@@ -430,9 +430,14 @@ nn_backend_t *train_backend_new(const train_config_t *c, char *err, size_t errle
  * net (which has the file's configuration). A file without optimizer state
  * (a net imported from elsewhere) loads with zero momentum and step count
  * `steps`. Returns 0, or -1 with err (nothing changed). */
-static int load_state(train_trainer_t *tr, const char *rel, int64_t steps, char *err, size_t errlen) {
+/* Loads the model file rel (registered with XXH3 xxh3, "" = unknown) and its
+ * optimizer state; a file that is not the one registered is refused, so that
+ * a run never resumes from a net its database does not describe. */
+static int load_state(train_trainer_t *tr, const char *rel, const char *xxh3, int64_t steps, char *err,
+                      size_t errlen) {
     char path[1400];
-    snprintf(path, sizeof path, "%s/%s", tr->run_dir, rel);
+    run_path(tr->run_dir, rel, path, sizeof path);
+    if (run_verify_file(path, xxh3, err, errlen) != 0) return -1;
     if (nn_weights_read(tr->net, tr->nt, path, err, errlen) == 0) return 0;
     char e2[1024];
     if (nn_weights_read(tr->net, NULL, path, e2, sizeof e2) != 0) return -1; /* err says why */
@@ -496,6 +501,7 @@ static int create_first(train_trainer_t *tr, char *err, size_t errlen) {
     if (train_model_register(tr->writer, tr->run_dir, &m, &tr->stop, err, errlen) != 0) return -1;
     tr->latest_cycle = 0;
     snprintf(tr->latest_rel, sizeof tr->latest_rel, "%s", m.path);
+    snprintf(tr->latest_xxh3, sizeof tr->latest_xxh3, "%s", m.xxh3);
     tr->latest_steps = 0;
     tr->total_samples = 0;
     tlog(tr, "new run %s: random %s %s net written as %s", tr->run_dir, m.arch, tr->cfg.backend, m.path);
@@ -515,9 +521,10 @@ static int open_latest(train_trainer_t *tr, const db_model_t *row, char *err, si
         set_err(err, errlen, "%s: %s", path, e2);
         return -1;
     }
-    if (load_state(tr, row->path, row->train_steps, err, errlen) != 0) return -1;
+    if (load_state(tr, row->path, row->xxh3, row->train_steps, err, errlen) != 0) return -1;
     tr->latest_cycle = row->cycle;
     snprintf(tr->latest_rel, sizeof tr->latest_rel, "%s", row->path);
+    snprintf(tr->latest_xxh3, sizeof tr->latest_xxh3, "%s", row->xxh3);
     tr->latest_steps = row->train_steps;
     tr->total_samples = row->train_samples;
     const nn_net_config_t *nc = nn_net_config(net);
@@ -574,7 +581,7 @@ train_trainer_t *train_trainer_new(const train_config_t *cfg_in, const char *run
         goto fail;
     }
     train_remove_stale_tmp(path, note_stale, tr);
-    snprintf(path, sizeof path, "%s/koma.db", run_dir);
+    run_path(run_dir, RUN_DB, path, sizeof path);
     if (!compat_file_exists(path)) {
         set_err(err, errlen, "%s: no koma.db in the run directory", run_dir);
         goto fail;
@@ -660,8 +667,34 @@ static int cycle_done_before(train_trainer_t *tr, int64_t cycle, train_cycle_rep
 /* Puts the trainer back to the newest model after an abandoned cycle. */
 static void restore(train_trainer_t *tr) {
     char e2[1024];
-    if (load_state(tr, tr->latest_rel, tr->latest_steps, e2, sizeof e2) != 0)
+    if (load_state(tr, tr->latest_rel, tr->latest_xxh3, tr->latest_steps, e2, sizeof e2) != 0)
         tlog(tr, "cannot restore the state of %s: %s", tr->latest_rel, e2);
+}
+
+/* Samples and takes step s of cycle into m. 0, or -1 with err: the batch
+ * could not be read, the step failed (the backend's error) or the loss is not
+ * finite (diverged); the trainer is then back at the newest model. */
+static int cycle_step(train_trainer_t *tr, int64_t cycle, int64_t s, nn_metrics_t *m, char *err, size_t errlen) {
+    char e2[1024];
+    if (train_window_sample(tr->win, train_key(tr->cfg.seed, cycle, s), tr->cfg.batch, tr->batch, err, errlen) != 0) {
+        restore(tr);
+        return -1;
+    }
+    nn_batch_t bt = shard_batch_view(tr->batch);
+    if (nn_train_step(tr->nt, &bt, m, e2, sizeof e2) != 0) {
+        restore(tr);
+        set_err(err, errlen, "%s: training step %" PRId64 " of cycle %" PRId64 ": %s; nothing written or published",
+                tr->run_dir, s, cycle, e2);
+        return -1;
+    }
+    if (!isfinite(m->loss) || !isfinite(m->grad_norm)) { /* diverged: these weights must go nowhere */
+        restore(tr);
+        set_err(err, errlen, "%s: training step %" PRId64 " of cycle %" PRId64 ": non-finite loss %g (policy %g, value %g, "
+                "legal %g, gradient norm %g); nothing written or published", tr->run_dir, s, cycle, m->loss,
+                m->policy_loss, m->value_loss, m->legal_loss, m->grad_norm);
+        return -1;
+    }
+    return 0;
 }
 
 int train_trainer_run_cycle(train_trainer_t *tr, int64_t cycle, train_cycle_report_t *rep_out, char *err,
@@ -707,6 +740,7 @@ int train_trainer_run_cycle(train_trainer_t *tr, int64_t cycle, train_cycle_repo
     int64_t steps = train_steps_for(&tr->cfg, rep->new_positions);
     int32_t B = tr->cfg.batch;
     double sum[6] = {0};
+    int64_t n_policy = 0; /* positions with a policy target, over the cycle's steps */
     double train_ns = 0;
     int64_t last_log = compat_now_ms();
     nn_metrics_t m;
@@ -721,19 +755,12 @@ int train_trainer_run_cycle(train_trainer_t *tr, int64_t cycle, train_cycle_repo
             goto out;
         }
         int64_t ts = compat_now_ns();
-        if (train_window_sample(tr->win, train_key(tr->cfg.seed, cycle, s), B, tr->batch, err, errlen) != 0) {
-            restore(tr);
-            goto out;
-        }
-        nn_batch_t bt = shard_batch_view(tr->batch);
-        if (nn_train_step(tr->nt, &bt, &m, e2, sizeof e2) != 0) {
-            restore(tr);
-            set_err(err, errlen, "%s: training step %" PRId64 " of cycle %" PRId64 ": %s", tr->run_dir, s, cycle, e2);
-            goto out;
-        }
+        if (cycle_step(tr, cycle, s, &m, err, errlen) != 0) goto out;
         train_ns += (double)(compat_now_ns() - ts);
-        sum[0] += m.policy_loss, sum[1] += m.value_loss, sum[2] += m.legal_loss;
-        sum[3] += m.policy_acc, sum[4] += m.legal_f1, sum[5] += m.loss;
+        if (m.policy_positions > 0) /* policy figures: weighted by the positions with a target */
+            sum[0] += m.policy_loss * m.policy_positions, sum[3] += m.policy_acc * m.policy_positions,
+                n_policy += m.policy_positions;
+        sum[1] += m.value_loss, sum[2] += m.legal_loss, sum[4] += m.legal_f1, sum[5] += m.loss;
         rep->steps++;
         rep->samples += B;
         db_train_step_t row = {.step = m.step,
@@ -759,8 +786,9 @@ int train_trainer_run_cycle(train_trainer_t *tr, int64_t cycle, train_cycle_repo
         }
     }
     int64_t n = rep->steps > 0 ? rep->steps : 1;
-    rep->policy_loss = sum[0] / (double)n, rep->value_loss = sum[1] / (double)n, rep->legal_loss = sum[2] / (double)n;
-    rep->policy_acc = sum[3] / (double)n, rep->legal_f1 = sum[4] / (double)n, rep->loss = sum[5] / (double)n;
+    rep->policy_loss = n_policy ? sum[0] / (double)n_policy : NAN, rep->value_loss = sum[1] / (double)n;
+    rep->legal_loss = sum[2] / (double)n, rep->policy_acc = n_policy ? sum[3] / (double)n_policy : NAN;
+    rep->legal_f1 = sum[4] / (double)n, rep->loss = sum[5] / (double)n;
     if (rep->steps == 0) rep->policy_loss = rep->value_loss = rep->legal_loss = rep->policy_acc = rep->legal_f1 =
         rep->loss = NAN;
     rep->lr = rep->steps ? m.lr : NAN;
@@ -788,6 +816,7 @@ int train_trainer_run_cycle(train_trainer_t *tr, int64_t cycle, train_cycle_repo
     }
     tr->latest_cycle = cycle;
     snprintf(tr->latest_rel, sizeof tr->latest_rel, "%s", mr.path);
+    snprintf(tr->latest_xxh3, sizeof tr->latest_xxh3, "%s", mr.xxh3);
     tr->latest_steps = rep->step;
     tr->total_samples = mr.train_samples;
     snprintf(rep->model_path, sizeof rep->model_path, "%s", mr.path);

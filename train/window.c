@@ -1,5 +1,6 @@
 /* window.c - the training window: shard cache, window choice, sampling. See window.h. */
 #include "train/window.h"
+#include "compat/err.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -44,14 +45,6 @@ struct train_window {
     int64_t *rows;          /* (cap_picks) */
     int32_t cap_picks;
 };
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 static void wlog(train_window_t *w, const char *fmt, ...) {
     char line[1536];

@@ -8,6 +8,7 @@
 
 #include "compat/compat.h"
 #include "data/db.h"
+#include "data/run.h"
 #include "engine/encode.h"
 
 struct UsiEval {
@@ -30,8 +31,56 @@ static int keep_last_weights(const char *name, int is_dir, void *user) {
     return 0;
 }
 
-int usi_net_resolve(const char *net, char *path, size_t pathlen, char *err, size_t errlen) {
+/* The newest model of the run in dir (database at dbpath) whose file is the
+ * one registered; see usi_net_resolve. */
+static int resolve_run(const char *dir, const char *dbpath, char *path, size_t pathlen, char *note, size_t notelen,
+                       char *err, size_t errlen) {
+    db_t *db = NULL;
+    char e[DB_ERR_MAX + 512], first[DB_ERR_MAX + 512] = "";
+    if (db_open(dbpath, DB_OPEN_READONLY | DB_OPEN_MIGRATE, &db, e, sizeof e) != DB_OK) {
+        snprintf(err, errlen, "%s", e);
+        return -1;
+    }
+    db_model_t newest, m;
+    db_status_t st = db_model_latest(db, &newest);
+    if (st == DB_NOTFOUND) snprintf(err, errlen, "%s: the run has no model yet", dir);
+    else if (st != DB_OK) snprintf(err, errlen, "%s", db_errmsg(db));
+    int rc = -1;
+    for (int32_t c = st == DB_OK ? newest.cycle : -1; c >= 0 && rc != 0; c--) {
+        st = db_model_by_cycle(db, c, &m);
+        if (st == DB_NOTFOUND) continue;
+        if (st != DB_OK) {
+            snprintf(err, errlen, "%s", db_errmsg(db));
+            break;
+        }
+        if (run_path(dir, m.path, path, pathlen) != 0) {
+            snprintf(e, sizeof e, "%s/%s: path too long", dir, m.path);
+        } else if (!compat_file_exists(path)) {
+            snprintf(e, sizeof e, "%s: the model of cycle %d is missing", path, m.cycle);
+        } else if (run_verify_file(path, m.xxh3, e, sizeof e) == 0) {
+            rc = 0;
+            break;
+        }
+        if (!first[0]) snprintf(first, sizeof first, "%s", e);
+    }
+    db_close(db);
+    if (rc != 0) {
+        path[0] = 0;
+        if (first[0]) snprintf(err, errlen, "%s; no earlier model verifies either", first);
+        return -1;
+    }
+    if (note && notelen) {
+        note[0] = 0;
+        if (m.cycle != newest.cycle)
+            snprintf(note, notelen, "%s; using the newest model that verifies, cycle %d (%s)", first, m.cycle, m.path);
+    }
+    return 0;
+}
+
+int usi_net_resolve(const char *net, char *path, size_t pathlen, char *note, size_t notelen, char *err,
+                    size_t errlen) {
     path[0] = 0;
+    if (note && notelen) note[0] = 0;
     if (!net || !*net) return 0;
     if (!compat_is_dir(net)) {
         if (!compat_file_exists(net)) {
@@ -45,39 +94,8 @@ int usi_net_resolve(const char *net, char *path, size_t pathlen, char *err, size
         return 0;
     }
     char buf[USI_PATH_MAX + 64];
-    snprintf(buf, sizeof buf, "%s/koma.db", net);
-    if (compat_file_exists(buf)) {
-        db_t *db = NULL;
-        char e[DB_ERR_MAX];
-        if (db_open(buf, DB_OPEN_READONLY, &db, e, sizeof e) != DB_OK) {
-            snprintf(err, errlen, "%s", e);
-            return -1;
-        }
-        db_model_t m;
-        db_status_t st = db_model_latest(db, &m);
-        if (st == DB_NOTFOUND) {
-            snprintf(err, errlen, "%s: the run has no model yet", net);
-            db_close(db);
-            return -1;
-        }
-        if (st != DB_OK) {
-            snprintf(err, errlen, "%s", db_errmsg(db));
-            db_close(db);
-            return -1;
-        }
-        db_close(db);
-        if ((size_t)snprintf(path, pathlen, "%s/%s", net, m.path) >= pathlen) {
-            snprintf(err, errlen, "%s: path too long", net);
-            path[0] = 0;
-            return -1;
-        }
-        if (!compat_file_exists(path)) {
-            snprintf(err, errlen, "%s: latest model (cycle %d) is missing", path, m.cycle);
-            path[0] = 0;
-            return -1;
-        }
-        return 0;
-    }
+    run_path(net, RUN_DB, buf, sizeof buf);
+    if (compat_file_exists(buf)) return resolve_run(net, buf, path, pathlen, note, notelen, err, errlen);
     const char *dirs[2] = {"models", ""};
     for (int i = 0; i < 2; i++) {
         LastFile lf = {""};
@@ -146,17 +164,9 @@ const char *usi_eval_describe(const UsiEval *ev) { return ev ? ev->describe : "n
 UsiBatch *usi_batch_new(int32_t cap) {
     UsiBatch *b = calloc(1, sizeof *b);
     if (!b) return NULL;
-    b->cap = cap;
-    size_t c = (size_t)cap;
-    b->reqs = malloc(c * sizeof(MctsRequest));
-    b->packed = malloc(c * ENC_PACKED_BYTES);
-    b->hand = malloc(c * ENC_HAND * sizeof(float));
-    b->offsets = malloc((c + 1) * sizeof(uint32_t));
-    b->labels = malloc(c * MCTS_MOVES_MAX * sizeof(uint16_t));
-    b->policy = malloc(c * MCTS_MOVES_MAX * sizeof(float));
-    b->value = malloc(c * 3 * sizeof(float));
-    if (!b->reqs || !b->packed || !b->hand || !b->offsets || !b->labels || !b->policy || !b->value) {
-        usi_batch_free(b);
+    b->leaves = mcts_batch_new(cap);
+    if (!b->leaves) {
+        free(b);
         return NULL;
     }
     return b;
@@ -164,50 +174,27 @@ UsiBatch *usi_batch_new(int32_t cap) {
 
 void usi_batch_free(UsiBatch *b) {
     if (!b) return;
-    free(b->reqs);
-    free(b->packed);
-    free(b->hand);
-    free(b->offsets);
-    free(b->labels);
-    free(b->policy);
-    free(b->value);
+    mcts_batch_free(b->leaves);
     free(b);
 }
 
-static void fill_uniform(UsiBatch *b) {
-    memset(b->policy, 0, (size_t)b->offsets[b->n] * sizeof(float));
-    memset(b->value, 0, (size_t)b->n * 3 * sizeof(float));
-}
-
-int usi_eval_submit(UsiEval *ev, UsiBatch *b, int32_t n, char *err, size_t errlen) {
-    KOMA_ASSERT(n >= 0 && n <= b->cap && !b->in_flight);
-    b->n = n;
-    uint32_t off = 0;
-    for (int32_t i = 0; i < n; i++) {
-        const MctsRequest *r = &b->reqs[i];
-        b->offsets[i] = off;
-        memcpy(b->labels + off, r->labels, (size_t)r->n_moves * sizeof(uint16_t));
-        off += (uint32_t)r->n_moves;
-    }
-    b->offsets[n] = off;
-    if (usi_eval_uniform(ev) || n == 0) {
-        fill_uniform(b);
+int usi_eval_submit(UsiEval *ev, UsiBatch *b, char *err, size_t errlen) {
+    mcts_batch_t *l = b->leaves;
+    KOMA_ASSERT(!b->in_flight);
+    if (usi_eval_uniform(ev) || l->n == 0) {
+        mcts_batch_uniform(l);
         return 0;
     }
-    for (int32_t i = 0; i < n; i++) {
-        memcpy(b->packed + (size_t)i * ENC_PACKED_BYTES, b->reqs[i].packed, ENC_PACKED_BYTES);
-        memcpy(b->hand + (size_t)i * ENC_HAND, b->reqs[i].hand, ENC_HAND * sizeof(float));
-    }
     nn_server_request_t req = {0};
-    req.n = n;
-    req.packed = b->packed;
-    req.hand = b->hand;
-    req.label_offsets = b->offsets;
-    req.labels = b->labels;
-    req.value = b->value;
-    req.policy = b->policy;
+    req.n = l->n;
+    req.packed = l->packed;
+    req.hand = l->hand;
+    req.label_offsets = l->offsets;
+    req.labels = l->labels;
+    req.value = l->value;
+    req.policy = l->policy;
     if (nn_server_submit(ev->srv, &req, &b->ticket, err, errlen) != NN_SERVER_OK) {
-        fill_uniform(b);
+        mcts_batch_uniform(l);
         return -1;
     }
     b->in_flight = true;
@@ -222,7 +209,7 @@ int usi_eval_wait(UsiEval *ev, UsiBatch *b, char *err, size_t errlen) {
     int st = nn_server_wait(ev->srv, b->ticket, &res);
     if (st != NN_SERVER_OK) {
         snprintf(err, errlen, "network: %s: %s", nn_server_status_name(st), res.message);
-        fill_uniform(b);
+        mcts_batch_uniform(b->leaves);
         return -1;
     }
     return 0;
@@ -237,14 +224,10 @@ int usi_eval_poll(UsiEval *ev, UsiBatch *b, char *err, size_t errlen) {
     b->in_flight = false;
     if (st != NN_SERVER_OK) {
         snprintf(err, errlen, "network: %s: %s", nn_server_status_name(st), res.message);
-        fill_uniform(b);
+        mcts_batch_uniform(b->leaves);
         return -1;
     }
     return 1;
 }
 
-void usi_batch_deliver(MctsTree *t, UsiBatch *b) {
-    for (int32_t i = 0; i < b->n; i++)
-        mcts_deliver_moves(t, &b->reqs[i], b->policy + b->offsets[i], b->value + 3 * (size_t)i);
-    b->n = 0;
-}
+void usi_batch_deliver(MctsTree *t, UsiBatch *b) { mcts_batch_deliver(b->leaves, t); }

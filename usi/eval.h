@@ -17,16 +17,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "mcts/batch.h"
 #include "mcts/mcts.h"
 #include "nn/server.h"
 
 enum { USI_PATH_MAX = 1024 };
 
 /* Net option -> weights file. "" stays "" (no net). A directory with a
- * koma.db gives <dir>/<latest model's path>; a directory without one gives
- * its newest (last by name) *.safetensors, looking in <dir>/models first.
+ * koma.db gives <dir>/<path of the newest model whose file is the one
+ * koma.db registered (XXH3)>: a newest model that is missing or damaged is
+ * passed over for the one before it, and note (may be NULL) says which and
+ * why ("" when the newest was taken). A directory without koma.db gives its
+ * newest (last by name) *.safetensors, looking in <dir>/models first.
  * Returns 0, or -1 with err naming the path and the problem. */
-int usi_net_resolve(const char *net, char *path, size_t pathlen, char *err, size_t errlen);
+int usi_net_resolve(const char *net, char *path, size_t pathlen, char *note, size_t notelen, char *err,
+                    size_t errlen);
 
 typedef struct UsiEval UsiEval;
 
@@ -39,17 +44,9 @@ bool usi_eval_uniform(const UsiEval *ev);
 /* "6x64 relu on cpu: runs/x/models/0007.safetensors" or "uniform policy, zero value (no net)". */
 const char *usi_eval_describe(const UsiEval *ev);
 
-/* One batch of leaves and its answers. */
+/* One batch of leaves (mcts/batch.h) on its way through the server. */
 typedef struct {
-    int32_t cap;              /* most leaves */
-    int32_t n;                /* leaves in this batch */
-    MctsRequest *reqs;        /* (cap) filled by mcts_collect */
-    uint8_t *packed;          /* (cap, ENC_PACKED_BYTES) */
-    float *hand;              /* (cap, ENC_HAND) */
-    uint32_t *offsets;        /* (cap + 1) CSR of labels / policy */
-    uint16_t *labels;         /* (cap * MCTS_MOVES_MAX) */
-    float *policy;            /* (cap * MCTS_MOVES_MAX) one logit per legal move */
-    float *value;             /* (cap, 3) W/D/L logits */
+    mcts_batch_t *leaves;     /* collected and committed by the search */
     nn_server_ticket_t ticket;
     bool in_flight;
 } UsiBatch;
@@ -57,9 +54,9 @@ typedef struct {
 UsiBatch *usi_batch_new(int32_t cap); /* NULL when out of memory */
 void usi_batch_free(UsiBatch *b);     /* NULL ok */
 
-/* Starts evaluating b->reqs[0 .. n). Returns 0, or -1 with err (the batch
- * then holds uniform answers and is not in flight). */
-int usi_eval_submit(UsiEval *ev, UsiBatch *b, int32_t n, char *err, size_t errlen);
+/* Starts evaluating the leaves committed to b->leaves. Returns 0, or -1 with
+ * err (the batch then holds uniform answers and is not in flight). */
+int usi_eval_submit(UsiEval *ev, UsiBatch *b, char *err, size_t errlen);
 /* Waits for a submitted batch. Returns 0, or -1 with err: the batch then
  * holds uniform answers, so the search can go on. */
 int usi_eval_wait(UsiEval *ev, UsiBatch *b, char *err, size_t errlen);

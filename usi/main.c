@@ -10,6 +10,7 @@
  * End of input counts as quit (after a running finite search has answered).
  * Lines longer than 1 MiB are refused.
  */
+#include "compat/version.h"
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@
 enum { LINE_MAX_BYTES = 1 << 20 };
 
 int main(int argc, char **argv) {
+    if (koma_version_asked(argc, argv, "koma")) return 0;
     nn_cpu_blas_reexec_if_generic(argv);
     UsiSession *s = usi_session_new(NULL, NULL);
     if (!s) {

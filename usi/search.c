@@ -75,8 +75,8 @@ void usi_search_info(UsiSearch *s) {
 }
 
 static void sample_depth(UsiSearch *s, UsiBatch *b) {
-    if (b->n <= 0 || !s->scratch) return;
-    mcts_request_position(s->tree, &b->reqs[0], s->scratch);
+    if (b->leaves->n <= 0 || !s->scratch) return;
+    mcts_request_position(s->tree, &b->leaves->reqs[0], s->scratch);
     int32_t d = pos_hist_len(s->scratch) - pos_hist_len(mcts_tree_position(s->tree));
     s->depth_sum_ += d;
     s->depth_n_++;
@@ -113,8 +113,8 @@ static void batch_done(UsiSearch *s, int i, int64_t now) {
     UsiBatch *b = s->batch[i];
     int64_t from = s->submit_ms_[i] > s->last_done_ms_ ? s->submit_ms_[i] : s->last_done_ms_;
     s->last_done_ms_ = now;
-    if (b->n < 4) return; /* a batch of a few (the root) pays mostly fixed costs */
-    double per = (double)(now - from) / (double)b->n;
+    if (b->leaves->n < 4) return; /* a batch of a few (the root) pays mostly fixed costs */
+    double per = (double)(now - from) / (double)b->leaves->n;
     s->pos_ms_ = s->pos_ms_ > 0 ? 0.8 * s->pos_ms_ + 0.2 * per : per;
 }
 
@@ -127,7 +127,7 @@ static int32_t batch_allowance(const UsiSearch *s, int64_t soft, int64_t hard, i
     if (!hard || s->pos_ms_ <= 0) return bs;
     double queued = 0;
     for (int i = 0; i < 2; i++)
-        if (s->batch[i] && s->batch[i]->in_flight) queued += s->batch[i]->n;
+        if (s->batch[i] && s->batch[i]->in_flight) queued += s->batch[i]->leaves->n;
     double fit = (double)(hard - now) / s->pos_ms_ - queued;
     if (fit < 1) return 0;
     return fit < bs ? (int32_t)fit : bs;
@@ -149,7 +149,7 @@ void usi_search_run(UsiSearch *s, const UsiSearchLimits *lim) {
     bool pondering = lim->ponder;
     int64_t soft = pondering ? 0 : lim->soft_ms, hard = pondering ? 0 : lim->hard_ms;
     int32_t bs = s->batch_size;
-    if (bs > s->batch[0]->cap) bs = s->batch[0]->cap;
+    if (bs > s->batch[0]->leaves->cap) bs = s->batch[0]->leaves->cap;
     if (bs < 1) bs = 1;
     mcts_search_begin(t, &ml);
     int64_t next_info = compat_now_ms() + interval, next_stable = 0;
@@ -178,11 +178,13 @@ void usi_search_run(UsiSearch *s, const UsiSearchLimits *lim) {
             if (!b || b->in_flight) continue;
             int32_t allow = pondering ? bs : batch_allowance(s, soft, hard, now, bs);
             if (allow <= 0) break;
-            int32_t n = mcts_collect(t, allow, b->reqs);
+            mcts_batch_clear(b->leaves);
+            int32_t n = mcts_collect(t, allow, mcts_batch_slots(b->leaves));
             if (n <= 0) break;
+            mcts_batch_commit(b->leaves, n, 0);
             sample_depth(s, b);
             char err[256];
-            if (usi_eval_submit(s->eval, b, n, err, sizeof err) != 0) eval_error(s, err);
+            if (usi_eval_submit(s->eval, b, err, sizeof err) != 0) eval_error(s, err);
             batch_seq[i] = ++seq;
             s->submit_ms_[i] = now;
             submitted = true;

@@ -251,10 +251,12 @@ static void ensure_eval(UsiSession *s, const UsiOptions *o, bool resolve) {
     eval_opt_key(o, key, sizeof key);
     bool opts_changed = !s->eval || strcmp(key, s->eval_opt_key) != 0;
     if (!opts_changed && !resolve) return;
-    char path[USI_PATH_MAX], err[1024];
-    if (usi_net_resolve(o->net, path, sizeof path, err, sizeof err) != 0) {
+    char path[USI_PATH_MAX], err[1024], note[2048];
+    if (usi_net_resolve(o->net, path, sizeof path, note, sizeof note, err, sizeof err) != 0) {
         usi_session_say(s, "Net: %s; playing with a uniform policy and zero value", err);
         path[0] = 0;
+    } else if (note[0]) {
+        usi_session_say(s, "Net: %s", note);
     }
     if (!opts_changed && strcmp(path, s->eval_path) == 0) return;
     usi_eval_free(s->eval);

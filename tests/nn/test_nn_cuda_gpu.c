@@ -79,7 +79,13 @@ static float *fake_round(const float *x, int64_t n, int drop) {
 }
 static int conv_drop(void) { return g_fake_prec == 2 ? 16 : g_fake_prec == 1 ? 13 : 0; }
 static int dense_drop(void) { return g_fake_prec >= 1 ? 13 : 0; }
-static nn_backend_t *fake_cpu(nn_backend_t *be) { return (nn_backend_t *)be->ctx; }
+/* The stand-in: the CPU ops (sharing the CPU instance's ctx, its sticky error
+ * included) with rounding around convs and GEMMs. */
+typedef struct {
+    nn_backend_t be; /* first: a fake_t * is its nn_backend_t * */
+    nn_backend_t *cpu;
+} fake_t;
+static nn_backend_t *fake_cpu(nn_backend_t *be) { return ((fake_t *)be)->cpu; }
 
 static void fake_free(nn_backend_t *be) {
     nn_backend_free(fake_cpu(be));
@@ -158,11 +164,13 @@ static void fake_dense_bwd(nn_backend_t *be, const float *x, const float *w, con
     free(xr), free(wr), free(dyr);
 }
 static nn_backend_t *fake_new(void) {
-    nn_backend_t *cpu = nn_backend_cpu_new(1), *be = malloc(sizeof(*be));
-    KOMA_ASSERT(cpu && be);
-    *be = *cpu; /* the CPU ops ignore their backend argument */
+    nn_backend_t *cpu = nn_backend_cpu_new(1);
+    fake_t *f = malloc(sizeof(*f));
+    KOMA_ASSERT(cpu && f);
+    nn_backend_t *be = &f->be;
+    *be = *cpu; /* the CPU ops only use be->ctx, the CPU instance's */
+    f->cpu = cpu;
     be->name = "fake-cuda";
-    be->ctx = cpu;
     be->free = fake_free;
     be->conv_fwd = fake_conv_fwd;
     be->conv_bwd_data = fake_conv_bwd_data;

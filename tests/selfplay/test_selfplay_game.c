@@ -13,17 +13,12 @@
  *   - the temperature schedule and the sampler's distribution.
  */
 #include "sp_test.h"
+#include "compat/bits.h"
 
 #include "mcts/select.h"
 #include "selfplay/game.h"
 
 /* ---- network doubles ------------------------------------------------------------------ */
-
-static uint64_t mix64(uint64_t z) {
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
 
 typedef enum { NET_HASH, NET_BLACK_LOST } net_kind_t;
 
@@ -31,9 +26,9 @@ typedef enum { NET_HASH, NET_BLACK_LOST } net_kind_t;
  * (NET_HASH) or "Black is lost" (NET_BLACK_LOST). */
 static void evaluate(net_kind_t kind, const sp_game_t *g, const MctsRequest *q, float *logits, float *wdl) {
     for (int32_t i = 0; i < q->n_moves; i++)
-        logits[i] = (float)(mix64(q->key + q->labels[i]) >> 40) * (3.0f / 16777216.0f);
+        logits[i] = (float)(compat_mix64_fin(q->key + q->labels[i]) >> 40) * (3.0f / 16777216.0f);
     if (kind == NET_HASH) {
-        uint64_t h = mix64(q->key ^ 0x1234567ull);
+        uint64_t h = compat_mix64_fin(q->key ^ 0x1234567ull);
         wdl[0] = (float)(h & 1023) / 512.0f;
         wdl[1] = (float)((h >> 10) & 1023) / 1024.0f;
         wdl[2] = (float)((h >> 20) & 1023) / 512.0f;

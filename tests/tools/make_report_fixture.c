@@ -20,7 +20,7 @@
 
 #include "compat/compat.h"
 #include "data/db.h"
-#include "selfplay/referee.h"
+#include "match/referee.h"
 
 static uint64_t rng = 12345;
 static double uni(void) {

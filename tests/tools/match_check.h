@@ -5,7 +5,7 @@
 #ifndef KOMA_TESTS_TOOLS_MATCH_CHECK_H
 #define KOMA_TESTS_TOOLS_MATCH_CHECK_H
 
-#include "selfplay/referee.h"
+#include "match/referee.h"
 #include "tools_test.h"
 
 typedef struct {

@@ -1,8 +1,8 @@
-/* test_elo.c - the Elo arithmetic of selfplay/referee.h: known values of the
+/* test_elo.c - the Elo arithmetic of match/referee.h: known values of the
  * logistic formula, the trinomial and pentanomial intervals (shrinking with
  * games, symmetric at 50%, agreeing on independent data), the documented
  * handling of perfect and degenerate scores, and the ladder over a database. */
-#include "selfplay/referee.h"
+#include "match/referee.h"
 #include "tools_test.h"
 
 static void test_formula(void) {

@@ -1,14 +1,16 @@
-/* test_eval.c - the in-loop evaluation (selfplay/eval.h) with tiny random
+/* test_eval.c - the in-loop evaluation (match/play.h) with tiny random
  * nets: the games finish, W + D + L = games, colours alternate, the result
  * does not depend on the number of threads, the match and its games are
  * stored in the run database (a row opened first, games as they end, W/D/L
  * and Elo at the end: every row agrees with its games), and the ladder
  * chains the cycles. Bad inputs
- * fail with a message that names the file. */
+ * fail with a message that names the file; a failed backend (KOMA_FAULT)
+ * fails the evaluation with its cause. */
 #include "engine/encode.h"
+#include "nn/fault.h"
 #include "nn/net.h"
 #include "nn/weights.h"
-#include "selfplay/eval.h"
+#include "match/play.h"
 #include "tools_test.h"
 
 /* models/cycle-NNNN.safetensors, a 1x8 net from seed, registered as cycle c. */
@@ -46,8 +48,8 @@ int main(void) {
     make_model(NULL, 7, 707, ENC_PLANES); /* a file that is not in the models table */
     make_model(NULL, 8, 808, 10);         /* a net with other input planes */
 
-    sp_eval_config_t cfg;
-    sp_eval_config_default(&cfg);
+    match_play_config_t cfg;
+    match_play_config_default(&cfg);
     cfg.games = 4;
     cfg.visits = 8;
     cfg.max_ply = 60;
@@ -55,9 +57,9 @@ int main(void) {
     cfg.seed = 42;
 
     /* Play only (no run dir): W + D + L = games, colours alternate, ends named. */
-    sp_eval_result_t r1, r3;
+    match_play_result_t r1, r3;
     cfg.threads = 1;
-    int rc = sp_eval_run(NULL, t_path("models/cycle-0001.safetensors"), t_path("models/cycle-0000.safetensors"), &cfg,
+    int rc = match_play_nets(NULL, t_path("models/cycle-0001.safetensors"), t_path("models/cycle-0000.safetensors"), &cfg,
                          &r1, err, sizeof err);
     if (rc) fprintf(stderr, "%s\n", err);
     CHECK(rc == 0);
@@ -74,15 +76,15 @@ int main(void) {
             r1.losses, r1.avg_plies, r1.elo.elo, r1.elo.elo_lo, r1.elo.elo_hi, r1.seconds);
     /* The same games with three threads: every game has its own seed. */
     cfg.threads = 3;
-    CHECK(sp_eval_run(NULL, t_path("models/cycle-0001.safetensors"), t_path("models/cycle-0000.safetensors"), &cfg,
+    CHECK(match_play_nets(NULL, t_path("models/cycle-0001.safetensors"), t_path("models/cycle-0000.safetensors"), &cfg,
                       &r3, err, sizeof err) == 0);
     CHECK(r3.wins == r1.wins && r3.draws == r1.draws && r3.losses == r1.losses);
     CHECK_NEAR(r3.avg_plies, r1.avg_plies, 1e-9);
 
     /* Stored in the run: paths relative to the run directory, as in the models table. */
-    sp_eval_result_t r;
+    match_play_result_t r;
     cfg.threads = 2;
-    rc = sp_eval_run(t_dir, "models/cycle-0001.safetensors", "models/cycle-0000.safetensors", &cfg, &r, err, sizeof err);
+    rc = match_play_nets(t_dir, "models/cycle-0001.safetensors", "models/cycle-0000.safetensors", &cfg, &r, err, sizeof err);
     if (rc) fprintf(stderr, "%s\n", err);
     CHECK(rc == 0);
     CHECK(r.wins == r1.wins && r.draws == r1.draws && r.losses == r1.losses);
@@ -102,7 +104,7 @@ int main(void) {
 
     /* The whole-signature call (full paths under the run dir work too), and
      * the ladder chaining cycle 2 on cycle 1. */
-    rc = sp_eval_match(t_dir, t_path("models/cycle-0002.safetensors"), "models/cycle-0001.safetensors", 2, 4, 9, &r,
+    rc = match_play(t_dir, t_path("models/cycle-0002.safetensors"), "models/cycle-0001.safetensors", 2, 4, 9, &r,
                        err, sizeof err);
     if (rc) fprintf(stderr, "%s\n", err);
     CHECK(rc == 0 && r.games == 2 && r.wins + r.draws + r.losses == 2 && r.cycle_a == 2 && r.cycle_b == 1);
@@ -121,15 +123,15 @@ int main(void) {
 
     /* By cycle numbers, as the driver calls it: cycle 2 against 0. */
     cfg.games = 2;
-    rc = sp_eval_cycles(t_dir, 2, 0, &cfg, &r, err, sizeof err);
+    rc = match_play_cycles(t_dir, 2, 0, &cfg, &r, err, sizeof err);
     if (rc) fprintf(stderr, "%s\n", err);
     CHECK(rc == 0 && r.cycle_a == 2 && r.cycle_b == 0 && r.games == 2 && r.match_id > 0);
     CHECK(t_sql_int(dbp, "SELECT count(*) FROM matches WHERE cycle = 2") == 2);
-    CHECK(sp_eval_cycles(t_dir, 5, 0, &cfg, &r, err, sizeof err) != 0 && strstr(err, "cycle 5"));
+    CHECK(match_play_cycles(t_dir, 5, 0, &cfg, &r, err, sizeof err) != 0 && strstr(err, "cycle 5"));
 
     /* A net that is not registered: its games are stored under a matches row
      * with no model (players named by file), not rated in the ladder. */
-    CHECK(sp_eval_match(t_dir, "models/cycle-0007.safetensors", "models/cycle-0000.safetensors", 2, 4, 1, &r, err,
+    CHECK(match_play(t_dir, "models/cycle-0007.safetensors", "models/cycle-0000.safetensors", 2, 4, 1, &r, err,
                         sizeof err) == 0);
     CHECK(r.match_id > 0 && r.cycle_a == -1 && r.cycle_b == 0 && r.games == 2);
     CHECK(t_sql_int(dbp, "SELECT count(*) FROM matches") == 4);
@@ -141,7 +143,7 @@ int main(void) {
     CHECK(t_sql_int(dbp, q) == 1);
     /* A net against its own file: the players are told apart, so the row's
      * W/D/L follow the games. */
-    CHECK(sp_eval_match(t_dir, "models/cycle-0001.safetensors", "models/cycle-0001.safetensors", 2, 4, 3, &r, err,
+    CHECK(match_play(t_dir, "models/cycle-0001.safetensors", "models/cycle-0001.safetensors", 2, 4, 3, &r, err,
                         sizeof err) == 0);
     snprintf(q, sizeof q, "SELECT count(*) FROM games WHERE match_id = %lld AND (black LIKE '%% (a)' OR "
                           "white LIKE '%% (a)')", (long long)r.match_id);
@@ -156,16 +158,27 @@ int main(void) {
 
     /* Failures name the file. */
     err[0] = 0;
-    CHECK(sp_eval_match(t_dir, "models/missing.safetensors", "models/cycle-0000.safetensors", 2, 4, 1, &r, err,
+    CHECK(match_play(t_dir, "models/missing.safetensors", "models/cycle-0000.safetensors", 2, 4, 1, &r, err,
                         sizeof err) != 0);
     CHECK(strstr(err, "missing.safetensors") != NULL);
     err[0] = 0;
-    CHECK(sp_eval_match(t_dir, "models/cycle-0008.safetensors", "models/cycle-0000.safetensors", 2, 4, 1, &r, err,
+    CHECK(match_play(t_dir, "models/cycle-0008.safetensors", "models/cycle-0000.safetensors", 2, 4, 1, &r, err,
                         sizeof err) != 0);
     CHECK(strstr(err, "cycle-0008") != NULL);
     fprintf(stderr, "(expected) %s\n", err);
-    CHECK(sp_eval_match(t_dir, "models/cycle-0001.safetensors", "models/cycle-0000.safetensors", 0, 4, 1, &r, err,
+    CHECK(match_play(t_dir, "models/cycle-0001.safetensors", "models/cycle-0000.safetensors", 0, 4, 1, &r, err,
                         sizeof err) != 0);
+
+    /* A failed backend fails the evaluation with its cause (an injected
+     * fault in a game thread's forward, past the two warm-up forwards). */
+    char ferr[256];
+    KOMA_ASSERT(nn_fault_set("conv_fwd:200", ferr, sizeof ferr) == 0);
+    err[0] = 0;
+    CHECKF(match_play_nets(NULL, t_path("models/cycle-0001.safetensors"), t_path("models/cycle-0000.safetensors"), &cfg,
+                       &r, err, sizeof err) != 0 && strstr(err, "evaluation: the cpu backend failed") &&
+               strstr(err, "injected fault: conv_fwd call 200"),
+           "evaluation on a failed backend: %s", err);
+    nn_fault_set(NULL, NULL, 0);
 
     int rc2 = t_done("test_eval");
     if (rc2 == 0) t_rm_rf(t_dir);

@@ -1,4 +1,4 @@
-/* test_referee.c - the referee (selfplay/referee.h) on its own and through
+/* test_referee.c - the referee (match/referee.h) on its own and through
  * usi-match with scripted fake engines: illegal and unreadable moves lose,
  * fourfold repetition draws, perpetual check loses for the checker, a false
  * declaration loses and a true one wins, resignation, the move limit,
@@ -8,7 +8,7 @@
  *
  *   test_referee USI_MATCH FAKE_USI
  */
-#include "selfplay/referee.h"
+#include "match/referee.h"
 #include "tools_test.h"
 
 static const char *g_match, *g_fake;

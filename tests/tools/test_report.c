@@ -64,6 +64,12 @@ static void collect_resign(int nc, const char *const *c, void *user) {
     r->n++;
 }
 
+/* One row of results (black, white, draws, mean plies) as inspect prints them. */
+static void collect_results(int nc, const char *const *c, void *user) {
+    if (nc < 4 || !c[0] || !c[3]) return;
+    snprintf(user, 160, " %6lld %6lld %6lld %7.1f ", atoll(c[0]), atoll(c[1]), atoll(c[2]), atof(c[3]));
+}
+
 static int load(const char *path) {
     char err[256];
     size_t len;
@@ -157,6 +163,9 @@ int main(int argc, char **argv) {
         chart("Elo by cycle (cycle 0 = 0, 95% interval)", buf, sizeof buf);
         CHECK(occurrences(buf, "<circle") == 9);
         CHECK(occurrences(buf, "class=\"err\"") >= 8);
+        /* The same ratings by hours: the nets whose cycle has timed metrics (0..7). */
+        chart("Elo by wall-clock hours (cycle 0 = 0, 95% interval)", buf, sizeof buf);
+        CHECK(occurrences(buf, "<circle") == 8 && strstr(buf, ">hours</text>") != NULL);
         /* Throughput: one point per cycle (0..7). */
         chart("Positions per second", buf, sizeof buf);
         CHECK(occurrences(buf, "<circle") == 8);
@@ -229,7 +238,7 @@ int main(int argc, char **argv) {
         CHECK(strstr(buf, "no data yet") != NULL && !strstr(buf, "<polyline"));
         chart("Game length", buf, sizeof buf);
         CHECK(strstr(buf, "no data yet") != NULL);
-        CHECK(count("no data yet") == 10); /* Elo, 7 self-play, 2 games; the models are listed */
+        CHECK(count("no data yet") == 11); /* Elo by cycle and by hours, 7 self-play, 2 games; the models are listed */
         CHECK(count("<th>false-resignation rate</th>") == 0);
     }
 
@@ -244,7 +253,7 @@ int main(int argc, char **argv) {
     CHECK(load(out) == 0);
     if (g_html) {
         check_page();
-        CHECK(count("no data yet") == 15); /* 14 charts + the models table */
+        CHECK(count("no data yet") == 16); /* 15 charts + the models table */
         CHECK(count("<polyline") == 0 && count("<circle") == 0);
     }
     char bare[900], err[256];
@@ -256,7 +265,7 @@ int main(int argc, char **argv) {
     CHECK(load(out) == 0);
     if (g_html) {
         check_page();
-        CHECK(count("no koma.db yet") == 1 && count("no data yet") == 15);
+        CHECK(count("no koma.db yet") == 1 && count("no data yet") == 16);
     }
 
     /* ---- an unfinished match (begun, one game, never finished): marked so ---- */
@@ -323,9 +332,27 @@ int main(int argc, char **argv) {
             /* cycle 0, written before v3: its figures are not recorded */
             CHECK(count("          -           -      -\n") == 1);
             CHECK(count("engine1: Gamma vs Delta: 1 games +0 =0 -1  unfinished, no Elo  usi-match killed") == 1);
-            CHECK(count("model ") >= 2 && count("gpsshogi (smp) vm r3033") == 1);
+            /* the engine in the matches list and in the joint rating list, with cycle 0 anchored at 0 */
+            CHECK(count("model ") >= 2 && count("gpsshogi (smp) vm r3033") == 2);
+            CHECK(count("ratings      joint fit over every match, cycle 0 = 0") == 1);
+            CHECK(count("    cycle 0                                        +0 [    +0,     +0]") == 1);
             if (atomic_load(&g_fail) > failed_before) fprintf(stderr, "inspect printed:\n%s", g_html);
         }
+        /* A kill mid-cycle leaves the cycle's metrics row blank (zeros, no plies) while its games
+         * are stored: inspect counts results and lengths from the games themselves. */
+        sqlite3 *sq = NULL;
+        CHECK(sqlite3_open(dbp_full, &sq) == SQLITE_OK &&
+              sqlite3_exec(sq, "UPDATE cycle_metrics SET black_wins = 0, white_wins = 0, draws = 0, avg_plies = NULL, "
+                               "positions_per_s = NULL WHERE cycle = 2", NULL, NULL, NULL) == SQLITE_OK);
+        sqlite3_close(sq);
+        char want[160] = "(no games)";
+        t_sql_rows(dbp_full, "SELECT sum(g.result = 1), sum(g.result = -1), sum(g.result = 0), avg(g.plies) "
+                             "FROM games g JOIN shards s ON g.shard_id = s.id WHERE s.cycle = 2",
+                   collect_results, want);
+        CHECK(compat_run_io(insp, t_path("inspect2.txt"), "", &status, e, sizeof e) == 0 && status == 0);
+        CHECK(load(t_path("inspect2.txt")) == 0);
+        CHECKF(g_html && strstr(g_html, want), "inspect's cycle 2 line does not show '%s' from the games:\n%s", want,
+               g_html ? g_html : "");
         /* a FIFO as --shard is refused by name at once (the open blocked for ever) */
         const char *mk[] = {"mkfifo", t_path("shard.fifo"), NULL};
         if (compat_run(mk, &status, e, sizeof e) == 0 && status == 0) {

@@ -10,7 +10,7 @@
  *   test_usi_match USI_MATCH FAKE_USI
  */
 #include "data/db.h"
-#include "selfplay/referee.h"
+#include "match/referee.h"
 #include "tools_test.h"
 
 static const char *g_match, *g_fake;

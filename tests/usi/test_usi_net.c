@@ -43,7 +43,12 @@ static bool register_model(const char *run, int cycle, const char *rel) {
     m.cycle = cycle;
     m.features_version = ENC_FEATURES_VERSION;
     snprintf(m.path, sizeof m.path, "%s", rel);
-    snprintf(m.xxh3, sizeof m.xxh3, "%016d", cycle);
+    char file[700];
+    uint64_t h = 0;
+    int64_t bytes = 0;
+    snprintf(file, sizeof file, "%s/%s", run, rel);
+    if (db_file_xxh3(file, &h, &bytes, err, sizeof err) != 0) fprintf(stderr, "%s\n", err);
+    snprintf(m.xxh3, sizeof m.xxh3, "%016llx", (unsigned long long)h);
     snprintf(m.arch, sizeof m.arch, "resnet6x64-relu");
     m.loss_policy = m.loss_value = m.loss_legal = m.loss_total = NAN;
     db_status_t st = db_model_insert(db, &m);
@@ -145,6 +150,20 @@ int main(void) {
     dt = 0;
     go_legal("7g7f 3c3d", "go btime 2000 wtime 2000 byoyomi 0", &dt);
     CHECKF(dt < 1000, "2 s sudden death with a net: %lld ms", dt);
+
+    /* a damaged newest model of a run: the one before it, said so */
+    CHECKF(compat_write_file_durable(r1, "damaged", 7, err, sizeof err) == 0, "%s", err);
+    from = P.mark;
+    proc_send(&P, "usinewgame");
+    proc_send(&P, "isready");
+    proc_expect(&P, "readyok", 60000);
+    l = proc_find(&P, from, P.mark, "info string Net: ");
+    CHECKF(l && strstr(l, "0001.safetensors") && strstr(l, "does not match koma.db") && strstr(l, "cycle 0"),
+           "damaged newest model reported: %s", l ? l : "-");
+    l = proc_find(&P, from, P.mark, "info string net loaded");
+    CHECKF(l && strstr(l, "run2/models/0000.safetensors"), "fell back to cycle 0: %s", l ? l : "-");
+    CHECKF(!proc_find(&P, from, P.mark, "info string no net"), "fell back to the uniform evaluator");
+    go_legal("7g7f", "go nodes 32", NULL);
 
     /* a corrupt file: reported, and the engine still plays */
     snprintf(bad, sizeof bad, "%s/bad.safetensors", dir);

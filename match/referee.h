@@ -1,7 +1,7 @@
 /* referee.h - the match referee and the arithmetic of match results.
  *
  * Owns: judging one game between two players that may misbehave (USI
- * engines in tools/usi_match.c, nets in process in selfplay/eval.c): every
+ * engines in tools/usi_match.c, nets in process in match/play.c): every
  * move is checked against Koma's rules, the ends a player causes (resigning,
  * claiming the entering-king declaration, an illegal or unreadable move,
  * running out of time, crashing) and the ends the rules impose (no legal
@@ -49,8 +49,8 @@
  * the interval's far end is then +-INFINITY. An interval end with s <= 0 or >= 1 is -+INFINITY.
  * N = 0: everything NAN.
  */
-#ifndef KOMA_SELFPLAY_REFEREE_H
-#define KOMA_SELFPLAY_REFEREE_H
+#ifndef KOMA_MATCH_REFEREE_H
+#define KOMA_MATCH_REFEREE_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,6 +1,8 @@
-/* eval.c - new net against an earlier one, in process, judged by the
- * referee. See eval.h. */
-#include "selfplay/eval.h"
+/* play.c - a match between two nets in process (the in-loop evaluation),
+ * judged by the referee. See play.h. */
+#include "match/play.h"
+#include "compat/bits.h"
+#include "compat/err.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -9,20 +11,13 @@
 #include <string.h>
 
 #include "compat/compat.h"
+#include "data/run.h"
 #include "engine/encode.h"
 #include "mcts/mcts.h"
 #include "nn/net.h"
 #include "nn/weights.h"
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
-void sp_eval_config_default(sp_eval_config_t *c) {
+void match_play_config_default(match_play_config_t *c) {
     memset(c, 0, sizeof *c);
     c->games = 20;
     c->visits = 64;
@@ -45,7 +40,7 @@ typedef struct {
 } eval_game_t;
 
 typedef struct {
-    const sp_eval_config_t *cfg;
+    const match_play_config_t *cfg;
     nn_net_t *net[2]; /* 0 = a, 1 = b; read-only while games run */
     eval_game_t *games;
     compat_mutex_t mu; /* next, failed, err, the database */
@@ -59,9 +54,13 @@ typedef struct {
 
 typedef struct {
     nn_ctx_t *ctx;
-    uint8_t *packed; /* (batch, ENC_PACKED_BYTES) */
-    float *hand;     /* (batch, ENC_HAND) */
+    nn_backend_t *be;  /* the game thread's, ctx runs on it */
+    eval_shared_t *sh; /* a failed forward fails the evaluation */
+    uint8_t *packed;   /* (batch, ENC_PACKED_BYTES) */
+    float *hand;       /* (batch, ENC_HAND) */
 } eval_player_t;
+
+static void fail_shared(eval_shared_t *sh, const char *fmt, ...);
 
 /* mcts_search's evaluator: the requests' planes into one batch, one forward. */
 static void eval_leaves(void *user, MctsTree *t, const MctsRequest *reqs, int32_t n, float *policy, float *wdl) {
@@ -71,14 +70,8 @@ static void eval_leaves(void *user, MctsTree *t, const MctsRequest *reqs, int32_
         memcpy(p->packed + (size_t)i * ENC_PACKED_BYTES, reqs[i].packed, ENC_PACKED_BYTES);
         memcpy(p->hand + (size_t)i * ENC_HAND, reqs[i].hand, sizeof(float) * ENC_HAND);
     }
-    nn_forward(p->ctx, n, p->packed, p->hand, policy, wdl, NULL);
-}
-
-static uint64_t mix64(uint64_t z) {
-    z += 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
+    if (nn_forward(p->ctx, n, p->packed, p->hand, policy, wdl, NULL) != 0) /* the games stop at sh->failed */
+        fail_shared(p->sh, "evaluation: the %s backend failed: %s", p->be->name, nn_backend_error(p->be));
 }
 
 static void fail_shared(eval_shared_t *sh, const char *fmt, ...) {
@@ -93,9 +86,17 @@ static void fail_shared(eval_shared_t *sh, const char *fmt, ...) {
     compat_mutex_unlock(&sh->mu);
 }
 
+/* Has a game thread failed the evaluation? (Any thread may, at any move.) */
+static int shared_failed(eval_shared_t *sh) {
+    compat_mutex_lock(&sh->mu);
+    int f = sh->failed;
+    compat_mutex_unlock(&sh->mu);
+    return f;
+}
+
 /* Plays game gi to its end in g. 0, or -1 when out of memory. */
 static int play_game(eval_shared_t *sh, eval_player_t pl[2], int32_t gi, ref_game_t *g, MctsResult *res) {
-    const sp_eval_config_t *cfg = sh->cfg;
+    const match_play_config_t *cfg = sh->cfg;
     int a_black = gi % 2 == 0;
     char e[256];
     if (ref_game_start(g, "startpos", cfg->max_ply, e, sizeof e) != 0) return -1;
@@ -109,7 +110,7 @@ static int play_game(eval_shared_t *sh, eval_player_t pl[2], int32_t gi, ref_gam
     prm.node_limit = 4 * cfg->visits + 4096;
     MctsTree *tree[2];
     for (int k = 0; k < 2; k++) {
-        prm.seed = mix64(cfg->seed * 0x100000001B3ull + (uint64_t)gi * 2 + (uint64_t)k);
+        prm.seed = compat_mix64(cfg->seed * 0x100000001B3ull + (uint64_t)gi * 2 + (uint64_t)k);
         tree[k] = mcts_tree_new(&prm, NULL);
         if (tree[k]) mcts_tree_set_position(tree[k], &g->pos);
     }
@@ -119,7 +120,7 @@ static int play_game(eval_shared_t *sh, eval_player_t pl[2], int32_t gi, ref_gam
         return -1;
     }
     MctsLimits lim = {.visits = cfg->visits, .full = 0};
-    while (!ref_game_over(g) && !sh->failed) {
+    while (!ref_game_over(g) && !shared_failed(sh)) {
         Color side = ref_game_side(g);
         int k = (side == COLOR_BLACK) == a_black ? 0 : 1; /* net to move */
         if (rules_can_declare(&g->pos)) {               /* a search always declares when it can */
@@ -143,7 +144,7 @@ static int play_game(eval_shared_t *sh, eval_player_t pl[2], int32_t gi, ref_gam
 
 static void *eval_thread(void *arg) {
     eval_shared_t *sh = arg;
-    const sp_eval_config_t *cfg = sh->cfg;
+    const match_play_config_t *cfg = sh->cfg;
     char e[256];
     nn_backend_t *be = nn_backend_cpu_new(1);
     eval_player_t pl[2];
@@ -153,6 +154,8 @@ static void *eval_thread(void *arg) {
     int ok = be && g && res;
     for (int k = 0; ok && k < 2; k++) {
         pl[k].ctx = nn_ctx_new(sh->net[k], be, cfg->batch, e, sizeof e);
+        pl[k].be = be;
+        pl[k].sh = sh;
         pl[k].packed = malloc((size_t)cfg->batch * ENC_PACKED_BYTES);
         pl[k].hand = malloc((size_t)cfg->batch * ENC_HAND * sizeof(float));
         if (!pl[k].ctx || !pl[k].packed || !pl[k].hand) ok = 0;
@@ -167,7 +170,7 @@ static void *eval_thread(void *arg) {
             fail_shared(sh, "evaluation: game %d: out of memory", gi + 1);
             break;
         }
-        if (sh->failed) break;
+        if (shared_failed(sh)) break;
         int a_black = gi % 2 == 0;
         int32_t r = ref_game_result(g); /* +1 Black won */
         eval_game_t *out = &sh->games[gi];
@@ -235,11 +238,11 @@ static const char *base_name(const char *p) {
     return s ? s + 1 : p;
 }
 
-int sp_eval_run(const char *run_dir, const char *model_a_path, const char *model_b_path,
-                const sp_eval_config_t *cfg_in, sp_eval_result_t *res, char *err, size_t errlen) {
-    sp_eval_config_t cfg;
+int match_play_nets(const char *run_dir, const char *model_a_path, const char *model_b_path,
+                const match_play_config_t *cfg_in, match_play_result_t *res, char *err, size_t errlen) {
+    match_play_config_t cfg;
     if (cfg_in) cfg = *cfg_in;
-    else sp_eval_config_default(&cfg);
+    else match_play_config_default(&cfg);
     memset(res, 0, sizeof *res);
     res->cycle_a = res->cycle_b = -1;
     res->ladder.cycle = -1;
@@ -293,12 +296,16 @@ int sp_eval_run(const char *run_dir, const char *model_a_path, const char *model
         pos_set_startpos(pos);
         encode_position(pos, packed, hand);
         free(pos);
-        nn_forward(warm, 1, packed, hand, pol, wdl, NULL);
+        int bad = nn_forward(warm, 1, packed, hand, pol, wdl, NULL);
         nn_ctx_free(warm);
+        if (bad) {
+            set_err(err, errlen, "evaluation: the %s backend failed: %s", main_be->name, nn_backend_error(main_be));
+            goto done;
+        }
     }
     if (run_dir && cfg.store) {
         char dbp[1200];
-        snprintf(dbp, sizeof dbp, "%s/koma.db", run_dir);
+        run_path(run_dir, RUN_DB, dbp, sizeof dbp);
         if (db_open(dbp, 0, &sh->db, err, errlen) != DB_OK) goto done;
         for (int k = 0; k < 2; k++) {
             db_status_t st = find_model(sh->db, run_dir, paths[k], &model[k]);
@@ -411,8 +418,8 @@ done:
     return rc;
 }
 
-int sp_eval_cycles(const char *run_dir, int32_t cycle_a, int32_t cycle_b, const sp_eval_config_t *cfg,
-                   sp_eval_result_t *res, char *err, size_t errlen) {
+int match_play_cycles(const char *run_dir, int32_t cycle_a, int32_t cycle_b, const match_play_config_t *cfg,
+                   match_play_result_t *res, char *err, size_t errlen) {
     memset(res, 0, sizeof *res);
     res->cycle_a = res->cycle_b = res->ladder.cycle = -1;
     if (!run_dir) {
@@ -420,7 +427,7 @@ int sp_eval_cycles(const char *run_dir, int32_t cycle_a, int32_t cycle_b, const 
         return -1;
     }
     char dbp[1200];
-    snprintf(dbp, sizeof dbp, "%s/koma.db", run_dir);
+    run_path(run_dir, RUN_DB, dbp, sizeof dbp);
     db_t *db = NULL;
     if (db_open(dbp, DB_OPEN_READONLY, &db, err, errlen) != DB_OK) return -1;
     db_model_t m[2];
@@ -435,15 +442,15 @@ int sp_eval_cycles(const char *run_dir, int32_t cycle_a, int32_t cycle_b, const 
         }
     }
     db_close(db);
-    return sp_eval_run(run_dir, m[0].path, m[1].path, cfg, res, err, errlen);
+    return match_play_nets(run_dir, m[0].path, m[1].path, cfg, res, err, errlen);
 }
 
-int sp_eval_match(const char *run_dir, const char *model_a_path, const char *model_b_path, int32_t games,
-                  int32_t visits, uint64_t seed, sp_eval_result_t *res, char *err, size_t errlen) {
-    sp_eval_config_t cfg;
-    sp_eval_config_default(&cfg);
+int match_play(const char *run_dir, const char *model_a_path, const char *model_b_path, int32_t games,
+                  int32_t visits, uint64_t seed, match_play_result_t *res, char *err, size_t errlen) {
+    match_play_config_t cfg;
+    match_play_config_default(&cfg);
     cfg.games = games;
     cfg.visits = visits;
     cfg.seed = seed;
-    return sp_eval_run(run_dir, model_a_path, model_b_path, &cfg, res, err, errlen);
+    return match_play_nets(run_dir, model_a_path, model_b_path, &cfg, res, err, errlen);
 }

@@ -2,7 +2,8 @@
  * in the database (through data/db.h). See referee.h. Every verdict comes
  * from engine/rules.h; this file only decides who caused an end and how it
  * is written down. */
-#include "selfplay/referee.h"
+#include "match/referee.h"
+#include "compat/err.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -12,14 +13,6 @@
 #include <string.h>
 
 #include "compat/compat.h"
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 static const char *color_name(Color c) { return c == COLOR_BLACK ? "black" : "white"; }
 

@@ -1,11 +1,11 @@
-/* eval.h - the in-loop evaluation: a new net against an earlier one, in
+/* play.h - the in-loop evaluation: a match between two nets, played in
  * process, and the Elo ladder by cycle.
  *
  * Owns: playing a match of two weights files against each other on the CPU
  * backend (each net searched by its own MCTS tree at a fixed number of
  * visits, colours alternating game by game, moves sampled with a temperature
  * over the first plies so that the games differ), judged by the referee
- * (selfplay/referee.h, the same rules as tools/usi-match), and recording it
+ * (match/referee.h, the same rules as tools/usi-match), and recording it
  * in the run database as it is played: one matches row opened before the
  * first game (db_match_begin), every game stored under it when it ends, and
  * at the end model a's W/D/L and Elo with its 95% interval (trinomial). A
@@ -15,22 +15,22 @@
  * (referee.h), when to evaluate (the cycle driver), self-play's inference
  * server (evaluation loads its own copies of both nets).
  *
- * Threads: sp_eval_run blocks; it runs cfg.threads game threads of its own,
+ * Threads: match_play_nets blocks; it runs cfg.threads game threads of its own,
  * each with one CPU backend (1 BLAS thread) and two inference contexts over
  * nets shared read-only. It opens its own connection to koma.db (WAL lets it
  * write while the driver's writer thread holds its own; SQLite serialises
  * the two writers with its busy timeout); the game threads store their games
  * through it one at a time, under the match's mutex.
  */
-#ifndef KOMA_SELFPLAY_EVAL_H
-#define KOMA_SELFPLAY_EVAL_H
+#ifndef KOMA_MATCH_PLAY_H
+#define KOMA_MATCH_PLAY_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "data/db.h"
 #include "engine/rules.h"
-#include "selfplay/referee.h"
+#include "match/referee.h"
 
 typedef struct {
     int32_t games;      /* 20; colours alternate (game 2k: a is Black) */
@@ -42,9 +42,9 @@ typedef struct {
     int32_t threads;    /* 0: min(games, CPUs) game threads */
     int32_t batch;      /* 16 leaves per network call */
     int32_t store;      /* 1: record the match in <run_dir>/koma.db */
-} sp_eval_config_t;
+} match_play_config_t;
 
-void sp_eval_config_default(sp_eval_config_t *cfg);
+void match_play_config_default(match_play_config_t *cfg);
 
 typedef struct {
     int32_t games, wins, draws, losses; /* of model a */
@@ -57,7 +57,7 @@ typedef struct {
     ref_ladder_point_t ladder;          /* model a on the ladder after this match
                                            (ladder.cycle = -1 when it is not on it) */
     double seconds;                     /* wall time of the match */
-} sp_eval_result_t;
+} match_play_result_t;
 
 /* Plays model_a_path against model_b_path (weights files; a path is used as
  * given when the file exists, else relative to run_dir) and fills res.
@@ -69,18 +69,18 @@ typedef struct {
  * input features, database failure; the games finished before a failure
  * stay stored under the unfinished row).
  */
-int sp_eval_run(const char *run_dir, const char *model_a_path, const char *model_b_path,
-                const sp_eval_config_t *cfg, sp_eval_result_t *res, char *err, size_t errlen);
+int match_play_nets(const char *run_dir, const char *model_a_path, const char *model_b_path,
+                const match_play_config_t *cfg, match_play_result_t *res, char *err, size_t errlen);
 
-/* sp_eval_run between the nets of two cycles of the run in run_dir, their
+/* match_play_nets between the nets of two cycles of the run in run_dir, their
  * files taken from its models table (run-relative paths). -1 with err when
  * either cycle has no model. */
-int sp_eval_cycles(const char *run_dir, int32_t cycle_a, int32_t cycle_b, const sp_eval_config_t *cfg,
-                   sp_eval_result_t *res, char *err, size_t errlen);
+int match_play_cycles(const char *run_dir, int32_t cycle_a, int32_t cycle_b, const match_play_config_t *cfg,
+                   match_play_result_t *res, char *err, size_t errlen);
 
-/* sp_eval_run with the defaults except games, visits and seed. */
-int sp_eval_match(const char *run_dir, const char *model_a_path, const char *model_b_path, int32_t games,
-                  int32_t visits, uint64_t seed, sp_eval_result_t *res, char *err, size_t errlen);
+/* match_play_nets with the defaults except games, visits and seed. */
+int match_play(const char *run_dir, const char *model_a_path, const char *model_b_path, int32_t games,
+                  int32_t visits, uint64_t seed, match_play_result_t *res, char *err, size_t errlen);
 
 /* Cumulative Elo by cycle from the matches table (ref_elo_ladder: each
  * cycle's Elo = the Elo of the cycle it was measured against + the measured

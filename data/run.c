@@ -1,0 +1,327 @@
+/* run.c - a run directory's layout, writer lock and start-up checks; see run.h. */
+#include "data/run.h"
+#include "compat/err.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "compat/compat.h"
+
+#define RUN_FINDINGS_MAX 64
+
+struct run {
+    char dir[RUN_PATH_MAX];
+    uint32_t flags;
+    compat_lock_t *lock;
+    db_t *db;
+    bool created;
+    int64_t shards_checked, models_checked;
+    char *findings[RUN_FINDINGS_MAX];
+    int32_t n_findings, dropped;
+};
+
+int run_path(const char *dir, const char *rel, char *out, size_t len) {
+    int n = rel && rel[0] ? snprintf(out, len, "%s/%s", dir, rel) : snprintf(out, len, "%s", dir);
+    if (n < 0 || (size_t)n >= len) {
+        if (len) out[0] = 0;
+        return -1;
+    }
+    return 0;
+}
+
+static void add_finding(run_t *r, const char *fmt, ...) {
+    if (r->n_findings == RUN_FINDINGS_MAX) {
+        r->dropped++;
+        return;
+    }
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    char *s = malloc(strlen(line) + 1);
+    if (!s) return;
+    strcpy(s, line);
+    r->findings[r->n_findings++] = s;
+}
+
+int run_check_writable(const char *dir, char *err, size_t errlen) {
+    char e[512], probe[RUN_PATH_MAX + 64];
+    if (compat_file_exists(dir) && !compat_is_dir(dir)) {
+        set_err(err, errlen, "%s: exists and is not a directory", dir);
+        return -1;
+    }
+    if (compat_mkdir_p(dir, e, sizeof e) != 0) {
+        set_err(err, errlen, "%s: cannot create the directory: %s", dir, e);
+        return -1;
+    }
+    snprintf(probe, sizeof probe, "%s/.koma-write-test.%d", dir, compat_getpid());
+    FILE *f = fopen(probe, "wb");
+    int ok = f && fputc('k', f) != EOF;
+    if (f && fclose(f) != 0) ok = 0;
+    compat_remove_file(probe);
+    if (!ok) {
+        set_err(err, errlen, "%s: not writable (a file cannot be created in it); fix its permissions or free space "
+                "before starting, so that no games or training steps are spent in vain", dir);
+        return -1;
+    }
+    return 0;
+}
+
+int run_verify_file(const char *path, const char *xxh3_hex, char *err, size_t errlen) {
+    uint64_t h = 0;
+    int64_t bytes = 0;
+    char e[512];
+    if (db_file_xxh3(path, &h, &bytes, e, sizeof e) != 0) {
+        set_err(err, errlen, "%s", e);
+        return -1;
+    }
+    char hex[17];
+    snprintf(hex, sizeof hex, "%016" PRIx64, h);
+    if (xxh3_hex && xxh3_hex[0] && strcmp(hex, xxh3_hex) != 0) {
+        set_err(err, errlen, "%s: XXH3 %s does not match koma.db's %s: the file was replaced or damaged", path, hex,
+                xxh3_hex);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- taking a run ------------------------------------------------------------------------ */
+
+typedef struct {
+    int32_t n;
+} count_t;
+
+static int count_entry(const char *name, int is_dir, void *user) {
+    (void)is_dir;
+    if (strncmp(name, ".koma-write-test.", 17) != 0) ((count_t *)user)->n++;
+    return 0;
+}
+
+typedef struct {
+    const char *dir;
+} stale_t;
+
+static int remove_probe(const char *name, int is_dir, void *user) {
+    if (is_dir || strncmp(name, ".koma-write-test.", 17) != 0) return 0;
+    char p[RUN_PATH_MAX + 64];
+    snprintf(p, sizeof p, "%s/%s", ((stale_t *)user)->dir, name);
+    compat_remove_file(p);
+    return 0;
+}
+
+/* Under the lock: write-test files a writer killed mid-check left in dir. */
+static void remove_stale_probes(const char *dir) {
+    stale_t s = {dir};
+    if (compat_is_dir(dir)) compat_list_dir(dir, remove_probe, &s, NULL, 0);
+}
+
+/* Entries in dir/sub (0 when it does not exist). */
+static int32_t entries(const char *dir, const char *sub) {
+    char p[RUN_PATH_MAX];
+    count_t c = {0};
+    if (run_path(dir, sub, p, sizeof p) == 0 && compat_is_dir(p)) compat_list_dir(p, count_entry, &c, NULL, 0);
+    return c.n;
+}
+
+static int take_lock(run_t *r, const char *command, char *err, size_t errlen) {
+    char path[RUN_PATH_MAX], owner[512], holder[512], e[512], ts[32] = "";
+    run_path(r->dir, RUN_LOCK, path, sizeof path);
+    time_t now = time(NULL);
+    const struct tm *tm = gmtime(&now);
+    if (tm) strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", tm);
+    snprintf(owner, sizeof owner, "pid %d, %s, since %s\n", compat_getpid(), command ? command : "?", ts);
+    int rc = compat_lock_try(path, owner, &r->lock, holder, sizeof holder, e, sizeof e);
+    if (rc < 0) {
+        set_err(err, errlen, "%s", e);
+        return -1;
+    }
+    if (rc > 0) {
+        size_t l = strlen(holder);
+        while (l > 0 && (holder[l - 1] == '\n' || holder[l - 1] == '\r')) holder[--l] = 0;
+        set_err(err, errlen,
+                "%s: the run is in use by another Koma program (%s); one program writes a run at a time: wait "
+                "for it to end or stop it (inspect, report, koma and usi-match can read the run meanwhile)",
+                r->dir, l ? holder : "it has not said who it is yet");
+        return -1;
+    }
+    return 0;
+}
+
+/* Under the lock: what koma.db is, and whether a new run may start here. */
+static int check_database(run_t *r, char *err, size_t errlen) {
+    char path[RUN_PATH_MAX], e[1024];
+    run_path(r->dir, RUN_DB, path, sizeof path);
+    db_probe_t kind;
+    if (db_probe(path, &kind, e, sizeof e) != DB_OK) {
+        set_err(err, errlen, "%s", e);
+        return -1;
+    }
+    if (kind == DB_PROBE_KOMA) return 0;
+    if (!(r->flags & RUN_CREATE)) {
+        set_err(err, errlen, "%s: %s: not a Koma run directory", r->dir,
+                kind == DB_PROBE_ABSENT ? "no koma.db" : "koma.db holds no run");
+        return -1;
+    }
+    int32_t nm = entries(r->dir, RUN_MODELS), ns = entries(r->dir, RUN_SHARDS);
+    if (nm > 0 || ns > 0) {
+        set_err(err, errlen,
+                "%s: koma.db is %s, but %s/ holds %d file(s) and %s/ %d: this is a run whose database was lost, "
+                "and a new run would overwrite its nets. Nothing was changed. Restore koma.db from a backup, or move "
+                "%s/ and %s/ elsewhere to start a new run here (`inspect --shard FILE` reads a shard without the "
+                "database; `import` turns game records into a new run)",
+                r->dir, kind == DB_PROBE_ABSENT ? "missing" : "empty (no schema)", RUN_MODELS, nm, RUN_SHARDS, ns,
+                RUN_MODELS, RUN_SHARDS);
+        return -1;
+    }
+    r->created = true;
+    return 0;
+}
+
+/* Every registered file is there, and the newest model (every model with
+ * RUN_VERIFY) is the file koma.db registered. */
+static int check_files(run_t *r, char *err, size_t errlen) {
+    db_check_report_t rep;
+    memset(&rep, 0, sizeof rep);
+    uint32_t flags = r->flags & RUN_VERIFY ? DB_CHECK_VERIFY : 0;
+    if (db_check_shards(r->db, r->dir, flags, &rep) != DB_OK) {
+        set_err(err, errlen, "%s", db_errmsg(r->db));
+        return -1;
+    }
+    static const char *const kinds[] = {"missing", "mismatch", "orphan moved to orphans/", "orphan deleted",
+                                        "temporary removed"};
+    for (int32_t i = 0; i < rep.n; i++)
+        add_finding(r, "%s: %s (%s)", kinds[rep.items[i].kind], rep.items[i].path, rep.items[i].what);
+    r->shards_checked = rep.shards_checked;
+    r->models_checked = rep.models_checked;
+    db_check_report_free(&rep);
+
+    db_model_t newest;
+    db_status_t st = db_model_latest(r->db, &newest);
+    if (st == DB_NOTFOUND) return 0;
+    if (st != DB_OK) {
+        set_err(err, errlen, "%s", db_errmsg(r->db));
+        return -1;
+    }
+    char path[RUN_PATH_MAX + DB_PATH_MAX], e[1024];
+    for (int32_t c = newest.cycle; c >= 0; c--) {
+        db_model_t m;
+        st = c == newest.cycle ? DB_OK : db_model_by_cycle(r->db, c, &m);
+        if (c == newest.cycle) m = newest;
+        if (st == DB_NOTFOUND) continue;
+        if (st != DB_OK) {
+            set_err(err, errlen, "%s", db_errmsg(r->db));
+            return -1;
+        }
+        run_path(r->dir, m.path, path, sizeof path);
+        if (run_verify_file(path, m.xxh3, e, sizeof e) != 0) {
+            if (c == newest.cycle) {
+                set_err(err, errlen,
+                        "%s (the newest model, cycle %d): the run resumes from it, so it must be the file koma.db "
+                        "registered; put the original back (or a backup of the whole run directory)",
+                        e, c);
+                return -1;
+            }
+            add_finding(r, "model mismatch: %s", e);
+        }
+        if (!(r->flags & RUN_VERIFY)) break;
+    }
+    return 0;
+}
+
+static void strip_slashes(char *s) {
+    size_t l = strlen(s);
+    while (l > 1 && (s[l - 1] == '/' || s[l - 1] == '\\')) s[--l] = 0;
+}
+
+run_t *run_open(const char *dir, uint32_t flags, const char *command, char *err, size_t errlen) {
+    if (!dir || !dir[0]) {
+        set_err(err, errlen, "no run directory given");
+        return NULL;
+    }
+    run_t *r = calloc(1, sizeof *r);
+    if (!r) {
+        set_err(err, errlen, "%s: out of memory", dir);
+        return NULL;
+    }
+    if (run_path(dir, NULL, r->dir, sizeof r->dir) != 0) {
+        set_err(err, errlen, "%.200s...: run directory path too long", dir);
+        free(r);
+        return NULL;
+    }
+    strip_slashes(r->dir);
+    r->flags = flags;
+    char path[RUN_PATH_MAX], e[1024];
+    run_path(r->dir, RUN_DB, path, sizeof path);
+    if (compat_file_exists(r->dir) && !compat_is_dir(r->dir)) {
+        set_err(err, errlen, "%s: not a directory", r->dir);
+        goto fail;
+    }
+    if (!compat_is_dir(r->dir) && !(flags & RUN_CREATE)) {
+        set_err(err, errlen, "%s: no such run directory", r->dir);
+        goto fail;
+    }
+    /* Another program's database is refused before anything is written here. */
+    db_probe_t kind;
+    if (db_probe(path, &kind, e, sizeof e) != DB_OK) {
+        set_err(err, errlen, "%s", e);
+        goto fail;
+    }
+    if (!(flags & RUN_WRITE)) {
+        if (kind != DB_PROBE_KOMA) {
+            set_err(err, errlen, "%s: %s: not a Koma run directory", r->dir,
+                    kind == DB_PROBE_ABSENT ? "no koma.db" : "koma.db holds no run");
+            goto fail;
+        }
+        return r;
+    }
+    if (compat_mkdir_p(r->dir, e, sizeof e) != 0) {
+        set_err(err, errlen, "%s: cannot create the run directory: %s", r->dir, e);
+        goto fail;
+    }
+    if (take_lock(r, command, err, errlen) != 0 || check_database(r, err, errlen) != 0) goto fail;
+    char sub[RUN_PATH_MAX];
+    const char *const dirs[] = {"", RUN_MODELS, RUN_SHARDS};
+    for (int i = 0; i < 3; i++) {
+        run_path(r->dir, dirs[i], sub, sizeof sub);
+        remove_stale_probes(sub);
+        if (run_check_writable(sub, err, errlen) != 0) goto fail;
+    }
+    if (db_open(path, 0, &r->db, e, sizeof e) != DB_OK) {
+        set_err(err, errlen, "%s", e);
+        goto fail;
+    }
+    if (db_check_integrity(r->db, (flags & RUN_VERIFY) != 0) != DB_OK) { /* before any work is spent on it */
+        set_err(err, errlen, "%s", db_errmsg(r->db));
+        goto fail;
+    }
+    if (check_files(r, err, errlen) != 0) goto fail;
+    return r;
+fail:
+    run_close(r);
+    return NULL;
+}
+
+void run_close(run_t *r) {
+    if (!r) return;
+    db_close(r->db);
+    compat_lock_release(r->lock);
+    for (int32_t i = 0; i < r->n_findings; i++) free(r->findings[i]);
+    free(r);
+}
+
+const char *run_dir(const run_t *r) { return r ? r->dir : ""; }
+db_t *run_db(run_t *r) { return r ? r->db : NULL; }
+bool run_is_new(const run_t *r) { return r && r->created; }
+int32_t run_findings(const run_t *r) { return r ? r->n_findings : 0; }
+const char *run_finding(const run_t *r, int32_t i) {
+    return r && i >= 0 && i < r->n_findings ? r->findings[i] : "";
+}
+void run_checked(const run_t *r, int64_t *shards, int64_t *models) {
+    if (shards) *shards = r ? r->shards_checked : 0;
+    if (models) *models = r ? r->models_checked : 0;
+}

@@ -1,0 +1,347 @@
+/* gauntlet.c - the in-loop evaluation of each new net and its rating; see gauntlet.h. */
+#include "selfplay/gauntlet.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compat/compat.h"
+#include "data/run.h"
+#include "match/play.h"
+#include "match/rating.h"
+
+#define SP_GAUNTLET_MAX 4
+
+struct sp_gauntlet {
+    const sp_config_t *cfg;
+    char run_dir[1024];
+    db_t *rdb;                 /* the driver thread's read-only connection */
+    db_writer_t *writer;       /* the ratings go into cycle_metrics through it */
+    void (*log)(void *user, const char *line);
+    void *log_user;
+    uint64_t seed;
+
+    compat_thread_t thread;
+    bool running;              /* thread started and not joined */
+    atomic_int done;           /* set by the thread as its last act */
+    int64_t cycle;             /* the net being evaluated ... */
+    int64_t opp[SP_GAUNTLET_MAX]; /* ... against these earlier nets, one match each */
+    int32_t n_opp;
+    atomic_llong base;         /* the opponent being played now (for the status line) */
+    int64_t t0_ns;
+    int rc[SP_GAUNTLET_MAX];
+    match_play_result_t res[SP_GAUNTLET_MAX];
+    char err[SP_GAUNTLET_MAX][1024];
+    int64_t *queue;            /* cycles due, waiting for the thread */
+    int32_t n_queue, cap_queue;
+    double rating_elo, rating_lo, rating_hi; /* newest joint rating seen (NAN: none yet) */
+    int64_t rating_cycle;
+    int64_t db_failures;       /* matches that failed in the database */
+    char db_failure[DB_ERR_MAX + 64];
+};
+
+static void glog(sp_gauntlet_t *g, const char *fmt, ...) {
+    char line[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (g->log) g->log(g->log_user, line);
+}
+
+/* The models row id of cycle c (0 when none). */
+static int64_t model_id(sp_gauntlet_t *g, int64_t cycle) {
+    db_model_t m;
+    if (cycle < 0 || db_model_by_cycle(g->rdb, (int32_t)cycle, &m) != DB_OK) return 0;
+    return m.id;
+}
+
+sp_gauntlet_t *sp_gauntlet_new(const sp_config_t *cfg, const char *run_dir, db_t *rdb, db_writer_t *writer,
+                               void (*log)(void *user, const char *line), void *log_user) {
+    sp_gauntlet_t *g = calloc(1, sizeof *g);
+    if (!g) return NULL;
+    g->cfg = cfg;
+    snprintf(g->run_dir, sizeof g->run_dir, "%s", run_dir);
+    g->rdb = rdb;
+    g->writer = writer;
+    g->log = log;
+    g->log_user = log_user;
+    atomic_init(&g->done, 0);
+    atomic_init(&g->base, 0);
+    g->rating_elo = g->rating_lo = g->rating_hi = NAN;
+    g->rating_cycle = -1;
+    return g;
+}
+
+void sp_gauntlet_free(sp_gauntlet_t *g) {
+    if (!g) return;
+    sp_gauntlet_finish(g); /* never leave the match thread running */
+    free(g->queue);
+    free(g);
+}
+
+void sp_gauntlet_set_seed(sp_gauntlet_t *g, uint64_t seed) {
+    if (g) g->seed = seed;
+}
+
+bool sp_gauntlet_idle(const sp_gauntlet_t *g) { return !g || (!g->running && g->n_queue == 0); }
+
+void sp_gauntlet_describe(const sp_gauntlet_t *g, char *buf, size_t len) {
+    buf[0] = 0;
+    if (!g) return;
+    if (g->running)
+        snprintf(buf, len, " | eval %" PRId64 " vs %lld", g->cycle, (long long)atomic_load(&((sp_gauntlet_t *)g)->base));
+    if (isfinite(g->rating_elo)) snprintf(buf + strlen(buf), len - strlen(buf), " | rating %+.0f", g->rating_elo);
+}
+
+int sp_gauntlet_rating(const sp_gauntlet_t *g, int64_t cycle, double *elo, double *lo, double *hi) {
+    if (!g || g->rating_cycle != cycle || !isfinite(g->rating_elo)) return 0;
+    *elo = g->rating_elo, *lo = g->rating_lo, *hi = g->rating_hi;
+    return 1;
+}
+
+int64_t sp_gauntlet_db_failures(const sp_gauntlet_t *g, char *msg, size_t len) {
+    if (!g) return 0;
+    if (msg && len) snprintf(msg, len, "%s", g->db_failure);
+    return g->db_failures;
+}
+
+static void *eval_main(void *arg) {
+    sp_gauntlet_t *g = arg;
+    match_play_config_t ec;
+    match_play_config_default(&ec);
+    /* --eval-games in all, shared by the opponents (an even number each, 2 at least) */
+    int32_t per = (int32_t)((g->cfg->eval_games + g->n_opp - 1) / g->n_opp);
+    ec.games = per < 2 ? 2 : per + per % 2;
+    ec.visits = (int32_t)g->cfg->eval_visits;
+    ec.max_ply = (int32_t)g->cfg->max_ply;
+    /* CPU: one game thread beside self-play's; otherwise the CPU is mostly free */
+    ec.threads = strcmp(g->cfg->backend, "cpu") == 0 ? 1 : 4;
+    for (int32_t i = 0; i < g->n_opp; i++) {
+        ec.seed = (g->seed ^ (uint64_t)g->cycle ^ ((uint64_t)g->opp[i] << 32)) | 1;
+        atomic_store(&g->base, g->opp[i]);
+        g->rc[i] = match_play_cycles(g->run_dir, (int32_t)g->cycle, (int32_t)g->opp[i], &ec, &g->res[i],
+                                     g->err[i], sizeof g->err[i]);
+    }
+    atomic_store(&g->done, 1);
+    return NULL;
+}
+
+typedef struct {
+    int32_t cycle;
+    double elo, elo_lo, elo_hi;
+} elo_arg_t;
+
+/* On the writer thread: the joint rating into the cycle's metrics row, keeping the rest. */
+static int elo_put_run(db_t *db, void *arg, char *err, size_t errlen) {
+    const elo_arg_t *a = arg;
+    db_cycle_metrics_t m;
+    db_status_t st = db_cycle_metrics_get_or_init(db, a->cycle, &m);
+    if (st == DB_OK) {
+        m.elo = a->elo;
+        m.elo_lo = a->elo_lo;
+        m.elo_hi = a->elo_hi;
+        st = db_cycle_metrics_put(db, &m);
+    }
+    if (st != DB_OK) snprintf(err, errlen, "%s", db_errmsg(db));
+    return st;
+}
+
+static void elo_put_done(void *arg, int status, const char *err) {
+    (void)status, (void)err;
+    free(arg);
+}
+
+static void eval_report(sp_gauntlet_t *g) {
+    int64_t c = g->cycle;
+    int32_t played = 0;
+    for (int32_t i = 0; i < g->n_opp; i++) {
+        int64_t b = g->opp[i];
+        if (g->rc[i] != 0) {
+            glog(g, "warning: eval: model %" PRId64 " vs %" PRId64 " failed: %s", c, b, g->err[i]);
+            if (strstr(g->err[i], RUN_DB)) { /* the database, not the match, failed */
+                g->db_failures++;
+                snprintf(g->db_failure, sizeof g->db_failure, "%.700s", g->err[i]);
+            }
+            continue;
+        }
+        const match_play_result_t *r = &g->res[i];
+        glog(g, "eval: model %" PRId64 " vs %" PRId64 ": +%d =%d -%d, Elo %+.0f [%+.0f, %+.0f] (%.1f plies/game, "
+                "%.1f s%s)",
+             c, b, r->wins, r->draws, r->losses, r->elo.elo, r->elo.elo_lo, r->elo.elo_hi, r->avg_plies, r->seconds,
+             r->match_id ? "" : "; no matches row");
+        played++;
+    }
+    if (!played) return;
+    /* The run's rating list: one joint fit over every match stored (match/rating.h). */
+    char e[DB_ERR_MAX + 64];
+    rating_player_t *list = NULL;
+    int32_t n = 0;
+    const rating_player_t *me = NULL;
+    if (rating_list(g->rdb, &list, &n, e, sizeof e) != DB_OK) glog(g, "warning: rating list: %s", e);
+    else me = rating_of_cycle(list, n, (int32_t)c);
+    if (me && isfinite(me->elo)) {
+        glog(g, "rating: model %" PRId64 ": %+.0f [%+.0f, %+.0f] (joint fit, cycle 0 = 0; %d players, %d games)", c,
+             me->elo, me->lo, me->hi, n, me->games);
+        g->rating_elo = me->elo;
+        g->rating_lo = me->lo;
+        g->rating_hi = me->hi;
+        g->rating_cycle = c;
+        elo_arg_t *a = malloc(sizeof *a);
+        if (a) {
+            *a = (elo_arg_t){(int32_t)c, me->elo, me->lo, me->hi};
+            db_job_t job = {.run = elo_put_run, .done = elo_put_done, .arg = a};
+            int st = g->writer ? db_writer_submit(g->writer, &job, 10000) : DB_INVALID;
+            if (st != DB_OK) {
+                free(a);
+                glog(g, "warning: cycle %" PRId64 " rating not queued: %s", c, db_status_name(st));
+            }
+        }
+    } else {
+        glog(g, "rating: model %" PRId64 " is not rated (no games link it to cycle 0)", c);
+    }
+    free(list);
+}
+
+/* The opponents of model c (--gauntlet of them): the net eval_every cycles
+ * before it, cycle 0, the net halfway, the net a quarter of the way; each
+ * once, all earlier than c. */
+static int32_t gauntlet_of(const sp_gauntlet_t *g, int64_t c, int64_t *opp) {
+    int64_t want[SP_GAUNTLET_MAX] = {c - g->cfg->eval_every, 0, c / 2, c / 4};
+    int32_t n = 0;
+    for (int32_t i = 0; i < SP_GAUNTLET_MAX && i < g->cfg->gauntlet; i++) {
+        bool dup = want[i] < 0 || want[i] >= c;
+        for (int32_t j = 0; j < n; j++) dup |= opp[j] == want[i];
+        if (!dup) opp[n++] = want[i];
+    }
+    return n;
+}
+
+/* Whether model a has a finished (rated) evaluation match against model b,
+ * and the id of an unfinished one (0: none). */
+static bool eval_done_before(sp_gauntlet_t *g, int64_t a, int64_t b, int64_t *open_id, int64_t *open_games) {
+    db_match_t *ms = NULL;
+    int32_t n = 0;
+    bool rated = false;
+    if (db_matches_list(g->rdb, (int32_t)a, &ms, &n) != DB_OK) return false;
+    int64_t ida = model_id(g, a), idb = model_id(g, b);
+    for (int32_t i = 0; i < n; i++) {
+        const db_match_t *m = &ms[i];
+        if (m->model_a != ida || m->model_b != idb || strncmp(m->settings, "eval ", 5) != 0) continue;
+        if (isfinite(m->elo)) rated = true;
+        else if (open_id) *open_id = m->id, *open_games = m->games;
+    }
+    free(ms);
+    return rated;
+}
+
+void sp_gauntlet_enqueue(sp_gauntlet_t *g, int64_t c) {
+    if (!g) return;
+    int64_t k = g->cfg->eval_every;
+    if (k <= 0 || c < k || c % k != 0) return;
+    if (g->n_queue == g->cap_queue) {
+        int32_t cap = g->cap_queue ? 2 * g->cap_queue : 8;
+        int64_t *q = realloc(g->queue, (size_t)cap * sizeof *q);
+        KOMA_ASSERT(q != NULL);
+        g->queue = q;
+        g->cap_queue = cap;
+    }
+    g->queue[g->n_queue++] = c;
+    if (g->running)
+        glog(g, "eval: model %" PRId64 " queued (model %" PRId64 " is still being evaluated, %d waiting)", c,
+             g->cycle, g->n_queue);
+}
+
+static void eval_start_next(sp_gauntlet_t *g) {
+    if (g->running || g->n_queue == 0) return;
+    int64_t c = g->queue[0];
+    memmove(g->queue, g->queue + 1, (size_t)(--g->n_queue) * sizeof *g->queue);
+    g->cycle = c;
+    int64_t opp[SP_GAUNTLET_MAX];
+    int32_t n = gauntlet_of(g, c, opp);
+    g->n_opp = 0;
+    for (int32_t i = 0; i < n; i++) /* a replayed evaluation plays only what is missing */
+        if (!eval_done_before(g, c, opp[i], NULL, NULL)) g->opp[g->n_opp++] = opp[i];
+    if (g->n_opp == 0) return;
+    atomic_store(&g->base, g->opp[0]);
+    for (int32_t i = 0; i < g->n_opp; i++) {
+        g->rc[i] = -1;
+        g->err[i][0] = 0;
+        memset(&g->res[i], 0, sizeof g->res[i]);
+    }
+    atomic_store(&g->done, 0);
+    g->t0_ns = compat_now_ns();
+    if (compat_thread_create(&g->thread, eval_main, g) != 0) {
+        glog(g, "warning: eval: cannot start a thread; model %" PRId64 " is not evaluated", c);
+        return;
+    }
+    g->running = true;
+    char who[96] = "";
+    for (int32_t i = 0; i < g->n_opp; i++)
+        snprintf(who + strlen(who), sizeof who - strlen(who), "%s%" PRId64, i ? ", " : "", g->opp[i]);
+    glog(g, "eval: model %" PRId64 " vs %s: %lld games in all x %lld visits started", c, who,
+         (long long)g->cfg->eval_games, (long long)g->cfg->eval_visits);
+}
+
+/* Reports a finished match (waiting for it with wait) and starts the next
+ * one unless a stop is requested. */
+void sp_gauntlet_poll(sp_gauntlet_t *g, bool wait) {
+    if (!g) return;
+    if (g->running && (wait || atomic_load(&g->done))) {
+        compat_thread_join(g->thread);
+        g->running = false;
+        eval_report(g);
+    }
+    if (!compat_stop_requested()) eval_start_next(g);
+}
+
+/* At a stop or an error: drop the queue, wait for the match in flight. */
+void sp_gauntlet_finish(sp_gauntlet_t *g) {
+    if (!g) return;
+    if (g->n_queue > 0) {
+        glog(g, "eval: %d queued evaluation(s) dropped (models %" PRId64 "..%" PRId64 ")", g->n_queue,
+             g->queue[0], g->queue[g->n_queue - 1]);
+        g->n_queue = 0;
+    }
+    if (g->running) {
+        if (!atomic_load(&g->done))
+            glog(g, "eval: waiting for the evaluation of model %" PRId64 " (running for %.0f s; it cannot be "
+                    "interrupted)", g->cycle, (double)(compat_now_ns() - g->t0_ns) * 1e-9);
+        compat_thread_join(g->thread);
+        g->running = false;
+        eval_report(g);
+    }
+}
+
+/* Evaluations a killed run left undone go back on the queue: a model c with
+ * a gauntlet match whose row has no Elo (the process died during it: its
+ * games stay stored, unrated, and that match is played again in full, the
+ * finished ones not), and the newest model when it has no match at all
+ * (killed between its publication and its evaluation). Older cycles without
+ * a match are left alone: they ran with evaluation off. Returns the
+ * evaluations queued. */
+int32_t sp_gauntlet_resume(sp_gauntlet_t *g, int64_t latest) {
+    if (!g) return 0;
+    int64_t k = g->cfg->eval_every;
+    int32_t queued = 0;
+    for (int64_t c = k; k > 0 && c <= latest; c += k) {
+        int64_t opp[SP_GAUNTLET_MAX], open_id = 0, open_games = 0;
+        int32_t n = gauntlet_of(g, c, opp), missing = 0;
+        for (int32_t i = 0; i < n; i++) missing += !eval_done_before(g, c, opp[i], &open_id, &open_games);
+        if (!missing || (!open_id && c != latest)) continue;
+        if (open_id)
+            glog(g, "eval: an evaluation match of model %" PRId64 " was interrupted (match %" PRId64 ": %" PRId64
+                    " game(s) kept, unrated); playing it again",
+                 c, open_id, open_games);
+        else
+            glog(g, "eval: model %" PRId64 " was published but never evaluated; evaluating it now", c);
+        sp_gauntlet_enqueue(g, c);
+        queued++;
+    }
+    return queued;
+}
+

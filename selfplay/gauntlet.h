@@ -1,0 +1,64 @@
+/* gauntlet.h - the in-loop evaluation: each new net plays a gauntlet of
+ * earlier nets, and the run's rating list places it.
+ *
+ * Owns: when and against whom a net is evaluated, the match thread, and the
+ * rating that results. When model c is published (c >= K, c % K == 0, K =
+ * --eval-every) it plays, one match after the other, up to --gauntlet
+ * earlier nets: c-K, cycle 0, the net halfway, a quarter of the way
+ * (match/play.h: --eval-games in all, shared, at --eval-visits, on the CPU
+ * backend, recorded game by game in koma.db by its own connection). Then
+ * the joint rating list over every match of the run (match/rating.h) places
+ * it, and its rating goes into its cycle_metrics row through the writer.
+ * One evaluation at a time, on a thread of its own so that self-play never
+ * waits for it; evaluations due meanwhile queue (never skipped). A resumed
+ * run finds the evaluations a kill interrupted and plays their missing
+ * matches (sp_gauntlet_resume).
+ * Does not own: the matches (match/play.c), the rating arithmetic
+ * (match/rating.c), the run's database connection (the driver's).
+ *
+ * Every function accepts NULL (nothing to do).
+ * Threads: every function is called from the driver thread; the match
+ * thread touches only the fields of the evaluation in flight until it sets
+ * `done`. A stop drops the queue and waits for the match in flight (a match
+ * is bounded: games x --max-ply moves x --eval-visits playouts).
+ * Errors: a failed match is logged as a warning; a failure of the database
+ * is counted (sp_gauntlet_db_failures) so that the run ends non-zero.
+ */
+#ifndef KOMA_SELFPLAY_GAUNTLET_H
+#define KOMA_SELFPLAY_GAUNTLET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "data/db.h"
+#include "data/writer.h"
+#include "selfplay/config.h"
+
+typedef struct sp_gauntlet sp_gauntlet_t;
+
+/* rdb: the driver thread's read-only connection to koma.db; log: whole lines. */
+sp_gauntlet_t *sp_gauntlet_new(const sp_config_t *cfg, const char *run_dir, db_t *rdb, db_writer_t *writer,
+                               void (*log)(void *user, const char *line), void *log_user);
+void sp_gauntlet_free(sp_gauntlet_t *g); /* waits for a match in flight; NULL ok */
+void sp_gauntlet_set_seed(sp_gauntlet_t *g, uint64_t seed); /* the session's seed: matches differ between sessions */
+
+void sp_gauntlet_enqueue(sp_gauntlet_t *g, int64_t cycle); /* model cycle was published (ignored when not due) */
+/* Queues the evaluations a killed run left undone (models up to latest);
+ * returns how many. */
+int32_t sp_gauntlet_resume(sp_gauntlet_t *g, int64_t latest);
+/* Reports a finished evaluation (waiting for it with wait) and starts the
+ * next queued one unless a stop is requested. */
+void sp_gauntlet_poll(sp_gauntlet_t *g, bool wait);
+/* At a stop or an error: drops the queue, waits for the match in flight. */
+void sp_gauntlet_finish(sp_gauntlet_t *g);
+bool sp_gauntlet_idle(const sp_gauntlet_t *g); /* nothing running or queued */
+
+/* " | eval 7 vs 6 | rating +85" for the status line ("" when nothing to say). */
+void sp_gauntlet_describe(const sp_gauntlet_t *g, char *buf, size_t len);
+/* 1 and the newest rating when it is cycle's; else 0. */
+int sp_gauntlet_rating(const sp_gauntlet_t *g, int64_t cycle, double *elo, double *lo, double *hi);
+/* Database failures of the matches so far, and the last message. */
+int64_t sp_gauntlet_db_failures(const sp_gauntlet_t *g, char *msg, size_t len);
+
+#endif

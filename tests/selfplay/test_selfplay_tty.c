@@ -1,0 +1,166 @@
+/* test_selfplay_tty.c - what a person sees: `selfplay` (and `train
+ * --from-games`) on a pseudo-terminal keep one status line updated in place
+ * ("\r", never wider than the terminal, ESC[K) with event lines (a cycle's
+ * summary, a published net) printed whole above it; through a pipe the same
+ * programs print plain status lines, one per period, and no control
+ * characters; --quiet prints neither status nor ordinary events; the run's
+ * log keeps every event and the status line at most once a minute.
+ * Exits 77 where the OS gives no pseudo-terminal (the pipe checks then run
+ * alone). */
+#include "sp_test.h"
+
+#ifndef KOMA_SELFPLAY_BIN
+#define KOMA_SELFPLAY_BIN "selfplay"
+#endif
+#ifndef KOMA_TRAIN_BIN
+#define KOMA_TRAIN_BIN "train"
+#endif
+
+#define COLS 72
+
+#define SP_ARGS(dir, cycles, progress)                                                                         \
+    KOMA_SELFPLAY_BIN, "--run", dir, "--cycles", cycles, "--games-per-cycle", "4", "--shard-games", "1",       \
+        "--threads", "1", "--games-per-thread", "4", "--leaves-per-game", "2", "--visits", "16", "--visits-fast", \
+        "8", "--gumbel-m", "8", "--max-ply", "60", "--net", "2x16", "--progress", progress,                     \
+        "--min-steps-per-cycle", "2", "--max-steps-per-cycle", "4", "--batch", "16", "--window-min", "200",     \
+        "--cpu-threads", "1", "--train-threads", "1", "--cache-mb", "1", "--eval-every", "0"
+
+static int count(const char *s, const char *sub) {
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, sub)); p += strlen(sub)) n++;
+    return n;
+}
+
+/* Every stretch between \r and \n that is a status line ("| games" in it):
+ * its visible width, ESC[K left out. Returns the widest. */
+static int widest_status(const char *out, int *n_status) {
+    int widest = 0;
+    *n_status = 0;
+    const char *p = out;
+    while (*p) {
+        size_t len = strcspn(p, "\r\n");
+        if (len > 0) {
+            char seg[2048];
+            size_t k = len < sizeof seg - 1 ? len : sizeof seg - 1;
+            memcpy(seg, p, k);
+            seg[k] = 0;
+            if (strstr(seg, "| games")) {
+                (*n_status)++;
+                int w = 0;
+                for (size_t i = 0; i < k; i++) {
+                    if (seg[i] == 0x1b && i + 2 < k && seg[i + 1] == '[' && seg[i + 2] == 'K') {
+                        i += 2;
+                        continue;
+                    }
+                    if (((unsigned char)seg[i] & 0xC0) != 0x80) w++;
+                }
+                if (w > widest) widest = w;
+            }
+        }
+        p += len;
+        if (*p) p++;
+    }
+    return widest;
+}
+
+/* Lines ending in \n whose last \r-stretch is a status line (status lines left behind as lines). */
+static int status_lines_kept(const char *out) {
+    int n = 0;
+    const char *p = out;
+    while (*p) {
+        const char *nl = strchr(p, '\n');
+        size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        const char *last = p;
+        for (size_t i = 0; i < len; i++)
+            if (p[i] == '\r') last = p + i + 1;
+        if (nl && memmem(last, (size_t)(p + len - last), "| games", 7)) n++;
+        p += len + (nl ? 1 : 0);
+    }
+    return n;
+}
+
+static void test_pipe(const char *base) {
+    char dir[700], out[760];
+    snprintf(dir, sizeof dir, "%s/pipe", base);
+    snprintf(out, sizeof out, "%s/pipe.txt", base);
+    const char *argv[] = {SP_ARGS(dir, "2", "0.3"), NULL};
+    int status = -1;
+    char err[512];
+    CHECK(compat_run_io(argv, out, out, &status, err, sizeof err) == 0 && status == 0);
+    char *text = t_read_file(out, NULL);
+    int n = 0;
+    widest_status(text, &n);
+    CHECKF(n >= 2 && !strchr(text, '\r') && !strchr(text, 0x1b) && count(text, "/2 published") == 2,
+           "through a pipe: %d status lines, \\r %s, ESC %s:\n%s", n, strchr(text, '\r') ? "yes" : "no",
+           strchr(text, 0x1b) ? "yes" : "no", text);
+    free(text);
+    /* the log: every event, the status at most once a minute (here: the final one) */
+    char log[760];
+    snprintf(log, sizeof log, "%s/log", dir);
+    text = t_read_file(log, NULL);
+    CHECKF(count(text, "/2 published") == 2 && count(text, "| games") <= 2, "the log: %d published, %d status:\n%s",
+           count(text, "/2 published"), count(text, "| games"), text);
+    free(text);
+
+    /* --quiet: no status, no ordinary events */
+    snprintf(dir, sizeof dir, "%s/quiet", base);
+    const char *quiet[] = {SP_ARGS(dir, "1", "0.3"), "--quiet", NULL};
+    CHECK(compat_run_io(quiet, out, out, &status, err, sizeof err) == 0 && status == 0);
+    text = t_read_file(out, NULL);
+    CHECKF(!strstr(text, "| games") && !strstr(text, "published"), "--quiet printed:\n%s", text);
+    free(text);
+    text = t_read_file(log, NULL);
+    CHECKF(strstr(text, "published") != NULL, "--quiet kept the events out of the log too");
+    free(text);
+}
+
+/* 1 when the pty test ran. */
+static int test_pty(const char *base) {
+    char dir[700], out[760], err[512];
+    snprintf(dir, sizeof dir, "%s/tty", base);
+    snprintf(out, sizeof out, "%s/tty.txt", base);
+    const char *argv[] = {SP_ARGS(dir, "2", "0.2"), NULL};
+    int status = -1;
+    if (compat_run_pty(argv, COLS, out, &status, err, sizeof err) != 0) {
+        printf("  no pseudo-terminal: %s\n", err);
+        return 0;
+    }
+    char *text = t_read_file(out, NULL);
+    CHECKF(status == 0, "selfplay on a terminal exited %d:\n%s", status, text);
+    int n = 0, widest = widest_status(text, &n);
+    CHECKF(n >= 3, "only %d status line(s) drawn", n);
+    CHECKF(widest <= COLS - 1 && widest > 20, "a status line %d columns wide on a %d-column terminal", widest, COLS);
+    CHECKF(count(text, "\x1b[K") >= n, "status lines without clear-to-end");
+    CHECKF(status_lines_kept(text) <= 1, "%d status lines left on the screen as lines (in place: at most the last)",
+           status_lines_kept(text));
+    /* events: whole lines, starting after the cleared status line or a line end */
+    CHECKF(count(text, "model 1/2 published") == 1 && count(text, "model 2/2 published") == 1, "event lines:\n%s",
+           text);
+    const char *ev = strstr(text, "model 1/2 published");
+    CHECKF(ev && ev > text && (ev[-1] == '\n' || ev[-1] == 'K'), "an event line drawn over a status line");
+    free(text);
+
+    /* train --from-games on the same run: its step line in place too */
+    const char *tr[] = {KOMA_TRAIN_BIN, "--from-games", "--run", dir, "--steps", "200", "--batch", "8", "--net",
+                        "2x16", "--progress", "0.05", "--out", NULL, NULL};
+    char net[760];
+    snprintf(net, sizeof net, "%s/offline.safetensors", base);
+    tr[13] = net;
+    CHECK(compat_run_pty(tr, COLS, out, &status, err, sizeof err) == 0);
+    text = t_read_file(out, NULL);
+    CHECKF(status == 0 && count(text, "\rstep ") >= 2 && count(text, "\x1b[K") >= 2 && strstr(text, "\ndone: step 200"),
+           "train on a terminal (exit %d):\n%s", status, text);
+    free(text);
+    return 1;
+}
+
+int main(void) {
+    const char *base = t_scratch("sp_tty");
+    char b[512];
+    snprintf(b, sizeof b, "%.400s", base);
+    test_pipe(b);
+    int ran = test_pty(b);
+    if (!atomic_load(&g_fail)) t_rm_rf(b);
+    int rc = t_done("test_selfplay_tty");
+    return rc == 0 && !ran ? 77 : rc;
+}

@@ -1,0 +1,56 @@
+/* test_install.c - `cmake --install` puts the programs on a PATH prefix and
+ * each answers --version: selfplay, train and koma under their names, the
+ * user tools as koma-import, koma-inspect, koma-report, koma-usi-match and
+ * koma-perft, and the named flag sets under share/koma/configs.
+ * argv: cmake, the build directory, the project version. Skips (77) where
+ * cmake cannot be run (a cross build under wine). */
+#include "tests/koma_test.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compat/compat.h"
+
+int main(int argc, char **argv) {
+    if (argc < 4) {
+        fprintf(stderr, "usage: test_install CMAKE BUILD_DIR VERSION\n");
+        return 2;
+    }
+    const char *base = t_scratch("install");
+    char prefix[700], out[760], err[512];
+    snprintf(prefix, sizeof prefix, "%s/prefix", base);
+    snprintf(out, sizeof out, "%s/out.txt", base);
+    const char *inst[] = {argv[1], "--install", argv[2], "--prefix", prefix, NULL};
+    int status = -1;
+    if (compat_run_io(inst, out, out, &status, err, sizeof err) != 0) {
+        printf("test_install: cannot run %s (%s): skipped\n", argv[1], err);
+        return 77;
+    }
+    char *text = t_read_file(out, NULL);
+    CHECKF(status == 0, "cmake --install exited %d:\n%s", status, text);
+    free(text);
+    const char *const progs[][2] = {{"selfplay", "selfplay"},     {"train", "train"},
+                                    {"koma", "koma"},             {"koma-import", "import"},
+                                    {"koma-inspect", "inspect"},  {"koma-report", "report"},
+                                    {"koma-usi-match", "usi-match"}, {"koma-perft", "perft"}};
+    for (size_t i = 0; i < sizeof progs / sizeof progs[0]; i++) {
+        char exe[800], want[128];
+        snprintf(exe, sizeof exe, "%s/bin/%s", prefix, progs[i][0]);
+        const char *v[] = {exe, "--version", NULL};
+        status = -1;
+        CHECKF(compat_run_io(v, out, out, &status, err, sizeof err) == 0 && status == 0, "%s --version: %s", exe, err);
+        text = t_read_file(out, NULL);
+        snprintf(want, sizeof want, "%s (Koma) %s\n", progs[i][1], argv[3]);
+        CHECKF(strcmp(text, want) == 0, "%s --version printed '%s', not '%s'", exe, text, want);
+        free(text);
+    }
+    const char *const configs[] = {"cpu.ini", "gpu.ini"};
+    for (int i = 0; i < 2; i++) {
+        char p[800];
+        snprintf(p, sizeof p, "%s/share/koma/configs/%s", prefix, configs[i]);
+        CHECKF(compat_file_exists(p), "%s was not installed", p);
+    }
+    if (!atomic_load(&g_fail)) t_rm_rf(base);
+    return t_done("test_install");
+}
