@@ -27,6 +27,7 @@
 #include <spawn.h>
 #include <sys/wait.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -189,6 +190,17 @@ int compat_cpu_count(void) {
 #endif
 }
 
+int64_t compat_address_space_limit(void) {
+#ifdef _WIN32
+    return -1;
+#else
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (rlim_t)INT64_MAX)
+        return -1;
+    return (int64_t)rl.rlim_cur;
+#endif
+}
+
 /* ---- memory ------------------------------------------------------------- */
 void *compat_aligned_alloc(size_t align, size_t size) {
     if (align < sizeof(void *)) align = sizeof(void *);
@@ -215,6 +227,7 @@ void compat_aligned_free(void *p) {
 /* ---- mapping ------------------------------------------------------------ */
 int compat_map_file(const char *path, compat_map_t *map, char *err, size_t errlen) {
     memset(map, 0, sizeof *map);
+    if (compat_check_regular_file(path, err, errlen) != 0) return -1;
 #ifdef _WIN32
     HANDLE f = CreateFileA(path, GENERIC_READ, FILE_SHARE_READ | FILE_SHARE_DELETE, NULL,
                            OPEN_EXISTING, FILE_ATTRIBUTE_NORMAL, NULL);
@@ -247,7 +260,8 @@ int compat_map_file(const char *path, compat_map_t *map, char *err, size_t errle
     }
     return 0;
 #else
-    int fd = open(path, O_RDONLY);
+    /* O_NONBLOCK: a FIFO put in place after the check must not block the open */
+    int fd = open(path, O_RDONLY | O_NONBLOCK);
     if (fd < 0) {
         set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return -1;
@@ -255,6 +269,11 @@ int compat_map_file(const char *path, compat_map_t *map, char *err, size_t errle
     struct stat st;
     if (fstat(fd, &st) != 0) {
         set_err(err, errlen, "%s: cannot stat: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        set_err(err, errlen, "%s: is not a regular file", path);
         close(fd);
         return -1;
     }
@@ -414,6 +433,41 @@ int compat_is_dir(const char *p) {
 #endif
 }
 
+int compat_check_regular_file(const char *path, char *err, size_t errlen) {
+    if (!path) return 0;
+#ifdef _WIN32
+    /* \\.\NAME is the device namespace (pipes, consoles, disks) */
+    if ((path[0] == '\\' || path[0] == '/') && (path[1] == '\\' || path[1] == '/') && path[2] == '.' &&
+        (path[3] == '\\' || path[3] == '/')) {
+        set_err(err, errlen, "%s: is not a regular file (a device or pipe)", path);
+        return -1;
+    }
+    DWORD a = GetFileAttributesA(path);
+    if (a == INVALID_FILE_ATTRIBUTES) return 0;
+    if (a & FILE_ATTRIBUTE_DIRECTORY) {
+        set_err(err, errlen, "%s: is a directory", path);
+        return -1;
+    }
+    if (a & FILE_ATTRIBUTE_DEVICE) {
+        set_err(err, errlen, "%s: is not a regular file (a device)", path);
+        return -1;
+    }
+    return 0;
+#else
+    struct stat st;
+    if (stat(path, &st) != 0) return 0;
+    if (S_ISDIR(st.st_mode)) {
+        set_err(err, errlen, "%s: is a directory", path);
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        set_err(err, errlen, "%s: is not a regular file (a FIFO, device or socket)", path);
+        return -1;
+    }
+    return 0;
+#endif
+}
+
 int compat_mkdir_p(const char *path, char *err, size_t errlen) {
     char *p = strdup(path);
     if (!p) {
@@ -438,10 +492,14 @@ int compat_mkdir_p(const char *path, char *err, size_t errlen) {
 }
 
 int compat_file_exists(const char *path) {
+#ifdef _WIN32
     FILE *f = fopen(path, "rb");
     if (!f) return 0;
     fclose(f);
     return 1;
+#else
+    return access(path, R_OK) == 0; /* no open: opening a FIFO blocks */
+#endif
 }
 
 int64_t compat_file_size(const char *path) {
@@ -701,6 +759,7 @@ const char *compat_temp_dir(void) {
 }
 
 char *compat_read_file(const char *path, size_t *len, char *err, size_t errlen) {
+    if (compat_check_regular_file(path, err, errlen) != 0) return NULL;
     FILE *f = fopen(path, "rb");
     if (!f) {
         set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));

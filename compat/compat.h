@@ -69,6 +69,9 @@ static inline int64_t compat_now_ms(void) { return compat_now_ns() / 1000000; }
 void compat_sleep_ms(int64_t ms);
 /* Number of online logical CPUs, at least 1. */
 int compat_cpu_count(void);
+/* The process's address-space limit in bytes (RLIMIT_AS, `ulimit -v`), or
+ * -1 when there is none (always -1 on Windows). */
+int64_t compat_address_space_limit(void);
 
 /* ---- memory --------------------------------------------------------------- */
 /* size bytes aligned to align (a power of two, at most 4096; size may be 0
@@ -122,6 +125,14 @@ char *compat_read_file(const char *path, size_t *len, char *err, size_t errlen);
 int compat_rename(const char *from, const char *to, char *err, size_t errlen);
 /* 1 when path is an existing directory. */
 int compat_is_dir(const char *path);
+/* For every path a user names as a file to read (weights, shards, records,
+ * config files, databases), before opening it: a FIFO would block the open
+ * or the read for ever, a device may never end, a directory cannot be read.
+ * Returns 0 for a regular file, or for a path that does not exist or cannot
+ * be examined (the open that follows names that error); else -1 with err
+ * "PATH: is a directory" or "PATH: is not a regular file (a FIFO, device or
+ * socket)". compat_read_file and compat_map_file check it themselves. */
+int compat_check_regular_file(const char *path, char *err, size_t errlen);
 
 /* Lists the entries of dir (not "." and "..") in strcmp order: calls
  * fn(name, is_dir, user) once per entry, name without the directory. The

@@ -7,6 +7,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compat/compat.h"
+
+static int is_bool_word(const char *v) {
+    static const char *const w[] = {"true", "false", "0", "1", "on", "off", "yes", "no"};
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
+        if (!strcmp(v, w[i])) return 1;
+    return 0;
+}
+
 static const cfg_opt_t *find_opt(const cfg_opt_t *opts, int nopts, const char *key) {
     for (int i = 0; i < nopts; i++)
         if (strcmp(opts[i].name, key) == 0) return &opts[i];
@@ -83,6 +92,8 @@ typedef struct {
     int line;      /* lines read so far: the line being parsed */
     int too_long;  /* a line did not fit inih's buffer */
     int read_error;
+    int section;   /* line of a [section] header (flag sets have none), else 0 */
+    int *set_on;   /* (nopts) line that set each option, 0 = not yet */
 } ini_ctx_t;
 
 /* inih's line reader, wrapped to count lines and to refuse a line that does
@@ -101,12 +112,28 @@ static char *ini_read(char *str, int num, void *stream) {
         c->too_long = 1;
         return NULL;
     }
+    const char *t = str;
+    while (*t == ' ' || *t == '\t') t++;
+    if (*t == '[') { /* inih would read on and file the keys under it */
+        c->section = c->line;
+        return NULL;
+    }
     return r;
 }
 
 static int ini_set(ini_ctx_t *c, int line, const char *name, const char *value) {
     if (c->failed) return 0;
     char e[400];
+    const cfg_opt_t *o = find_opt(c->opts, c->nopts, name);
+    if (o && c->set_on) {
+        int *first = &c->set_on[o - c->opts];
+        if (*first) {
+            snprintf(c->err, c->errlen, "%s:%d: '%s' is already set on line %d", c->path, line, name, *first);
+            c->failed = 1;
+            return 0;
+        }
+        *first = line;
+    }
     if (cfg_set(c->opts, c->nopts, name, value, e, sizeof e) != CFG_OK) {
         snprintf(c->err, c->errlen, "%s:%d: %s", c->path, line, e);
         c->failed = 1;
@@ -130,15 +157,32 @@ static int ini_cb(void *user, const char *section, const char *name, const char 
 #endif
 
 int cfg_load_file(const cfg_opt_t *opts, int nopts, const char *path, char *err, size_t errlen) {
-    ini_ctx_t c = {opts, nopts, path, err, errlen, 0, NULL, 0, 0, 0};
+    ini_ctx_t c = {opts, nopts, path, err, errlen, 0, NULL, 0, 0, 0, 0, NULL};
+    char e[400];
+    if (compat_check_regular_file(path, e, sizeof e) != 0) {
+        snprintf(err, errlen, "config file %s", e);
+        return CFG_ERROR;
+    }
     c.f = fopen(path, "r");
     if (!c.f) {
         snprintf(err, errlen, "%s: cannot open config file: %s", path, strerror(errno));
         return CFG_ERROR;
     }
+    c.set_on = calloc((size_t)(nopts > 0 ? nopts : 1), sizeof(int));
+    if (!c.set_on) {
+        fclose(c.f);
+        snprintf(err, errlen, "%s: out of memory", path);
+        return CFG_ERROR;
+    }
     int rc = ini_parse_stream(ini_read, &c, ini_cb, &c);
     fclose(c.f);
+    free(c.set_on);
     if (c.failed) return CFG_ERROR;
+    if (c.section) {
+        snprintf(err, errlen, "%s:%d: [section] headers are not allowed: a config file is a flat list of "
+                 "'flag-name = value' lines", path, c.section);
+        return CFG_ERROR;
+    }
     if (c.too_long) {
         snprintf(err, errlen, "%s:%d: line longer than %d characters", path, c.line, INI_MAX_LINE - 2);
         return CFG_ERROR;
@@ -282,9 +326,8 @@ int cfg_parse(const cfg_opt_t *opts, int nopts, int argc, char **argv, int first
                 val = eq + 1;
             else if (o->type == CFG_TYPE_BOOL && (i + 1 >= argc || argv[i + 1][0] == '-'))
                 val = "true";
-            else if (o->type == CFG_TYPE_BOOL && strcmp(argv[i + 1], "true") && strcmp(argv[i + 1], "false") &&
-                     strcmp(argv[i + 1], "0") && strcmp(argv[i + 1], "1"))
-                val = "true";
+            else if (o->type == CFG_TYPE_BOOL && !is_bool_word(argv[i + 1]) && positional && max_positional > 0)
+                val = "true"; /* the word after a bare boolean flag is a positional argument */
             else {
                 if (i + 1 >= argc) {
                     snprintf(err, errlen, "flag --%s needs a value", key);

@@ -787,6 +787,7 @@ static db_status_t db_open_once(const char *path, uint32_t flags, db_t **out, ch
         if (err && errlen) snprintf(err, errlen, "%s: db_open: no path or result", path ? path : "(null)");
         return DB_INVALID;
     }
+    if (compat_check_regular_file(path, err, errlen) != 0) return DB_INVALID;
     db_t *db = calloc(1, sizeof *db);
     if (!db || !(db->path = strdup(path))) {
         if (err && errlen) snprintf(err, errlen, "%s: out of memory", path);
@@ -1089,6 +1090,7 @@ static void join_path(char *out, size_t len, const char *dir, const char *rel) {
 }
 
 int db_file_xxh3(const char *path, uint64_t *hash, int64_t *bytes, char *err, size_t errlen) {
+    if (compat_check_regular_file(path, err, errlen) != 0) return -1;
     FILE *f = fopen(path, "rb");
     if (!f) {
         if (err && errlen) snprintf(err, errlen, "%s: cannot open for checksum", path);

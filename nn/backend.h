@@ -243,9 +243,20 @@ const char *nn_cpu_blas_better_coretype(void);
  * core type, starts the program again (same argv, same pid, open files kept)
  * with OPENBLAS_CORETYPE set; with oneDNN, also with OMP_WAIT_POLICY=passive
  * where it is unset (OpenMP workers that sleep instead of spinning between
- * primitives). KOMA_NO_REEXEC=1 turns it off. Returns when nothing is to be
- * done or the platform cannot re-execute. */
+ * primitives). KOMA_NO_REEXEC=1 turns that off. Then (always) one small GEMM
+ * makes OpenBLAS take its first work buffer while memory is plentiful (later
+ * calls reuse it; see nn_gemm). Returns when nothing is to be done or the
+ * platform cannot re-execute. */
 void nn_cpu_blas_reexec_if_generic(char **argv);
+/* Before a part that needs `threads` more OpenBLAS work buffers (the
+ * trainer): OpenBLAS spins for ever when a work buffer cannot be had, so this
+ * checks that those buffers can be allocated now. Returns
+ * 0, or -1 with err saying how much memory was missing and the address-space
+ * limit (ulimit -v). Always 0 without OpenBLAS. */
+int nn_cpu_blas_room(int32_t threads, char *err, size_t errlen);
+/* 1 once nn_gemm found no memory for OpenBLAS's thread pool: OpenBLAS stays
+ * on one thread (nn_backend_cpu_new asks for no more). */
+int nn_gemm_pool_denied(void);
 
 /* Row-major single-precision GEMM used by the CPU backend:
  * C (M, N) = alpha * op(A) op(B) + beta * C, op = transpose when trans != 0.

@@ -720,16 +720,61 @@ const char *nn_cpu_blas_better_coretype(void) {
 }
 
 void nn_cpu_blas_reexec_if_generic(char **argv) {
-    if (getenv("KOMA_NO_REEXEC")) return;
-    const char *better = nn_cpu_blas_better_coretype();
-    /* Each returns only when nothing is to be done (the variable is set) or
-     * the platform cannot start the program again. */
-    if (better) compat_reexec_with_env("OPENBLAS_CORETYPE", better, argv);
+    if (!getenv("KOMA_NO_REEXEC")) {
+        const char *better = nn_cpu_blas_better_coretype();
+        /* Each returns only when nothing is to be done (the variable is set) or
+         * the platform cannot start the program again. */
+        if (better) compat_reexec_with_env("OPENBLAS_CORETYPE", better, argv);
 #ifdef KOMA_HAVE_DNNL
-    /* libgomp (oneDNN's runtime) reads this when it loads: its workers spin
-     * between primitives by default and then take the cores from Koma's own
-     * threads (search, BN, OpenBLAS): 3-5x slower nets on a busy 2-core box. */
-    compat_reexec_with_env("OMP_WAIT_POLICY", "passive", argv);
+        /* libgomp (oneDNN's runtime) reads this when it loads: its workers spin
+         * between primitives by default and then take the cores from Koma's own
+         * threads (search, BN, OpenBLAS): 3-5x slower nets on a busy 2-core box. */
+        compat_reexec_with_env("OMP_WAIT_POLICY", "passive", argv);
+#endif
+    }
+    /* One product now, while memory is plentiful: OpenBLAS allocates its first
+     * work buffer and keeps it for every later call (see nn_gemm). */
+    enum { W = 256 };
+    float *a = calloc((size_t)3 * W * W, sizeof(float));
+    if (a) nn_gemm(0, 0, W, W, W, 1.0f, a, W, a + W * W, W, 0.0f, a + 2 * W * W, W);
+    free(a);
+}
+
+/* OpenBLAS takes a work buffer of BUFFER_SIZE (128 MiB in Debian's 0.3.21)
+ * for each thread that calls it, the first time that thread does, and when
+ * that allocation fails it retries for ever: the program spins at 100% CPU
+ * and no longer heeds Ctrl-C. So before BLAS first runs, the buffers that
+ * `threads` callers will take at once are allocated together and given back;
+ * if that fails, the caller refuses to start with a message instead of
+ * hanging. (A later call that needs one more buffer than ever before checks
+ * again in nn_gemm, and runs the portable GEMM where it cannot be had.) */
+/* BUFFER_SIZE + a page, what Debian's 0.3.21 mallocs (134221824 bytes) */
+enum { NN_BLAS_BUFFER_MIB = 128, NN_BLAS_BUFFER_BYTES = (128 << 20) + 8192 };
+
+int nn_cpu_blas_room(int32_t threads, char *err, size_t errlen) {
+#if defined(KOMA_HAVE_CBLAS) && defined(OPENBLAS_VERSION)
+    if (threads < 1) threads = 1;
+    if (threads > 64) threads = 64;
+    void *p[64] = {0};
+    int32_t n = 0, ok = 1;
+    for (; n < threads && ok; n++) ok = (p[n] = malloc(NN_BLAS_BUFFER_BYTES)) != NULL;
+    for (int32_t i = 0; i < n; i++) free(p[i]);
+    if (ok) return 0;
+    int64_t lim = compat_address_space_limit();
+    char l[96] = "";
+    if (lim >= 0)
+        snprintf(l, sizeof l, " under the address-space limit of %lld MiB (ulimit -v %lld)", (long long)(lim >> 20),
+                 (long long)(lim >> 10));
+    if (err && errlen)
+        snprintf(err, errlen, "out of memory%s: OpenBLAS needs a %d MiB work buffer for each of %d thread(s), "
+                 "which could not be allocated; raise the limit or use fewer threads",
+                 l, NN_BLAS_BUFFER_MIB, (int)threads);
+    return -1;
+#else
+    (void)threads;
+    (void)err;
+    (void)errlen;
+    return 0;
 #endif
 }
 
@@ -785,7 +830,7 @@ nn_backend_t *nn_backend_cpu_new_conv(int32_t threads, nn_cpu_conv_t conv, char 
         }
     }
 #if defined(KOMA_HAVE_CBLAS) && defined(OPENBLAS_VERSION)
-    if (threads > 0) openblas_set_num_threads(threads);
+    if (threads > 0) openblas_set_num_threads(nn_gemm_pool_denied() ? 1 : threads);
 #else
     (void)threads;
 #endif

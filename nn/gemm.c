@@ -6,6 +6,9 @@
  */
 #include "nn/backend.h"
 
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "compat/bits.h"
@@ -14,12 +17,77 @@
 #include <cblas.h>
 #endif
 
+#if defined(KOMA_HAVE_CBLAS) && defined(OPENBLAS_VERSION)
+/* OpenBLAS takes a work buffer (128 MiB + a page in Debian's 0.3.21) for each
+ * call in progress, allocated when the number of calls in progress first
+ * reaches a new high and kept, and one for each thread of its pool, allocated
+ * when a threaded call first starts that thread (which also gets a malloc
+ * arena of up to 128 MiB). When such an allocation fails it retries for ever:
+ * 100% CPU, deaf to Ctrl-C. So before a call that may need new buffers, this
+ * checks that they can be had right now. Where a caller's buffer cannot, the
+ * call runs on the portable GEMM (slower but finite); where the pool's cannot,
+ * OpenBLAS is kept on one thread from then on. A warning says so, once. */
+enum { GEMM_OPENBLAS_BUF_MIB = 128, GEMM_OPENBLAS_BUF_BYTES = (128 << 20) + 8192, GEMM_ARENA_MIB = 128 };
+static atomic_int g_inflight, g_peak, g_pool_ok, g_pool_denied, g_warned;
+
+static void low_memory_warning(const char *what) {
+    if (!atomic_exchange(&g_warned, 1))
+        fprintf(stderr, "nn: out of memory for OpenBLAS's %d MiB work buffers: %s\n", GEMM_OPENBLAS_BUF_MIB, what);
+}
+
+/* Can n blocks of bytes be allocated at once right now? */
+static int probe(int32_t n, size_t bytes) {
+    void *p[64] = {0};
+    int32_t i = 0, ok = 1;
+    for (; i < n && i < 64 && ok; i++) ok = (p[i] = malloc(bytes)) != NULL;
+    for (int32_t j = 0; j < i; j++) free(p[j]);
+    return ok;
+}
+
+int nn_gemm_pool_denied(void) { return atomic_load(&g_pool_denied); }
+
+static int openblas_room_for_call(int32_t inflight) {
+    int32_t nt = openblas_get_num_threads();
+    if (nt > 1 && !atomic_load(&g_pool_ok)) {
+        if (probe(nt - 1, GEMM_OPENBLAS_BUF_BYTES + ((size_t)GEMM_ARENA_MIB << 20))) {
+            atomic_store(&g_pool_ok, 1);
+        } else {
+            atomic_store(&g_pool_denied, 1);
+            openblas_set_num_threads(1);
+            low_memory_warning("OpenBLAS runs on one thread");
+        }
+    }
+    if (inflight <= atomic_load(&g_peak)) return 1;
+    if (!probe(1, GEMM_OPENBLAS_BUF_BYTES)) {
+        low_memory_warning("matrix products run on the slower portable code");
+        return 0;
+    }
+    int peak = atomic_load(&g_peak);
+    while (inflight > peak && !atomic_compare_exchange_weak(&g_peak, &peak, inflight)) {
+    }
+    return 1;
+}
+#else
+int nn_gemm_pool_denied(void) { return 0; }
+#endif
+
 void nn_gemm(int32_t transA, int32_t transB, int32_t M, int32_t N, int32_t K, float alpha,
              const float *A, int32_t lda, const float *B, int32_t ldb, float beta, float *C,
              int32_t ldc) {
 #ifdef KOMA_HAVE_CBLAS
+#ifdef OPENBLAS_VERSION
+    int32_t inflight = atomic_fetch_add(&g_inflight, 1) + 1;
+    if (!openblas_room_for_call(inflight)) {
+        nn_gemm_portable(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        atomic_fetch_sub(&g_inflight, 1);
+        return;
+    }
+#endif
     cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
                 M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+#ifdef OPENBLAS_VERSION
+    atomic_fetch_sub(&g_inflight, 1);
+#endif
 #else
     nn_gemm_portable(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 #endif

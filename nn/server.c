@@ -9,8 +9,10 @@
  * to report finished rows; packing inputs, the forward pass and writing the
  * outputs happen outside it, on rows that belong to that worker alone.
  * Exactly one idle worker at a time is the "gatherer" (waits for a batch to
- * fill); the others wait for that role, so two workers never split a batch
- * that could have been one. `pub_mu` serialises publishers (and the main
+ * fill); the others wait for that role, so two CUDA workers never split a
+ * batch that could have been one. CPU workers are cores, not devices: there a
+ * gatherer takes only its share of the queued rows when other workers are
+ * free (worker_take_limit), so two workers compute at the same time. `pub_mu` serialises publishers (and the main
  * backend, which only publishers and nn_server_new use).
  *
  * Models: models[cur] serves new submissions; models[1 - cur] is the
@@ -135,6 +137,8 @@ struct nn_server {
     int32_t gathering;
     int32_t stopping, drain, stopped, dead;
     int32_t live_workers;
+    int32_t running;         /* workers with a batch out of the lock */
+    int32_t split_rest;      /* a gatherer left rows for the next one: no gather wait */
     int32_t users;           /* threads inside blocking server calls */
     int32_t q_head, q_tail;  /* FIFO of slots with untaken rows */
     int32_t free_head;
@@ -203,10 +207,26 @@ static int worker_should_exit(const nn_server_t *srv) {
     return srv->stopping && (!srv->drain || srv->queued == 0 || srv->dead);
 }
 
-/* Under mu, as the gatherer: takes up to max_batch rows from the FIFO head
- * into w->segs. Returns the number of segments; *model_out = model index. */
-static int32_t worker_take(nn_server_t *srv, srv_worker_t *w, int32_t *B_out, int32_t *model_out) {
-    int32_t nseg = 0, B = 0, bm = -1, max_batch = srv->cfg.max_batch;
+/* Under mu: how many rows the gatherer takes. A device runs one batch at a
+ * time fastest, so on CUDA it takes up to max_batch. CPU workers are cores:
+ * a gatherer that took every queued row would leave the other workers idle
+ * while it alone computes the batch, so it takes its share of the rows among
+ * the workers that are free (itself included), and never fewer than
+ * SRV_CPU_MIN_SPLIT rows (smaller GEMMs lose more than they gain). */
+enum { SRV_CPU_MIN_SPLIT = 32 };
+static int32_t worker_take_limit(const nn_server_t *srv) {
+    int32_t max_batch = srv->cfg.max_batch, free_workers = srv->live_workers - srv->running;
+    if (srv->use_cuda || free_workers <= 1) return max_batch;
+    int64_t share = (srv->queued + free_workers - 1) / free_workers;
+    if (share < SRV_CPU_MIN_SPLIT) share = SRV_CPU_MIN_SPLIT;
+    return share < max_batch ? (int32_t)share : max_batch;
+}
+
+/* Under mu, as the gatherer: takes up to max_batch rows from the FIFO
+ * head into w->segs. Returns the number of segments; *model_out = model index. */
+static int32_t worker_take(nn_server_t *srv, srv_worker_t *w, int32_t max_batch, int32_t *B_out,
+                           int32_t *model_out) {
+    int32_t nseg = 0, B = 0, bm = -1;
     while (srv->q_head >= 0 && B < max_batch) {
         int32_t idx = srv->q_head;
         srv_slot_t *s = &srv->slots[idx];
@@ -326,14 +346,17 @@ static void *worker_main(void *arg) {
         int32_t nseg = 0, B = 0, mi = -1;
         /* Wait for a full batch, at most gather_ns after the oldest arrival
          * (no waiting once stopping: drain runs what is queued at once). */
-        while (srv->queued > 0 && srv->queued < srv->cfg.max_batch && !srv->stopping) {
+        while (srv->queued > 0 && srv->queued < srv->cfg.max_batch && !srv->stopping && !srv->split_rest) {
             int64_t left = srv->slots[srv->q_head].t_submit + srv->gather_ns - compat_now_ns();
             if (left <= 0) break;
             compat_cond_timedwait(&srv->cv_work, &srv->mu, (left + 999999) / 1000000);
         }
         if (srv->queued > 0 && !srv->dead && !(srv->stopping && !srv->drain)) {
-            nseg = worker_take(srv, w, &B, &mi);
+            int32_t limit = worker_take_limit(srv);
+            nseg = worker_take(srv, w, limit, &B, &mi);
             compat_cond_broadcast(&srv->cv_space);
+            srv->running += nseg > 0;
+            srv->split_rest = srv->queued > 0 && limit < srv->cfg.max_batch;
         }
         srv->gathering = 0;
         compat_cond_signal(&srv->cv_gather);
@@ -345,6 +368,7 @@ static void *worker_main(void *arg) {
         atomic_fetch_add(&srv->busy_ns, compat_now_ns() - t0);
 
         compat_mutex_lock(&srv->mu);
+        srv->running--;
         char msg[192];
         if (e) snprintf(msg, sizeof(msg), "inference server worker %d: %s", w->id, e);
         for (int32_t i = 0; i < nseg; i++)

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "compat/compat.h"
 #include "engine/encode.h"
 #include "engine/rules.h"
 
@@ -20,7 +21,7 @@ void sp_config_default(sp_config_t *c) {
     c->progress_s = -1.0;
     c->quiet = 0;
     c->verify_shards = 0;
-    c->threads = 2;
+    c->threads = 0; /* one per CPU */
     c->games_per_thread = 16;
     c->leaves_per_game = 4;
     snprintf(c->search, sizeof c->search, "gumbel");
@@ -44,10 +45,10 @@ void sp_config_default(sp_config_t *c) {
     c->no_resign_fraction = 0.2;
     snprintf(c->backend, sizeof c->backend, "cpu");
     c->device = 0;
-    c->streams = 2;
+    c->streams = 0; /* cpu: one single-thread inference worker per CPU */
     c->max_batch = 256;
     c->gather_us = 1000;
-    c->cpu_threads = 2;
+    c->cpu_threads = 0;
     c->eval_every = 1;
     c->eval_games = 8;
     c->gauntlet = 2;
@@ -69,7 +70,7 @@ int sp_config_flags(sp_config_t *c, cfg_opt_t *opts, int cap) {
         {"quiet", CFG_TYPE_BOOL, &c->quiet, 1, 0, "no status lines, and only warnings and errors on the terminal (the "
                                                   "log file keeps everything)"},
         {"verify-shards", CFG_TYPE_BOOL, &c->verify_shards, 1, 0, "hash every shard and model file at start-up (the newest model is always hashed)"},
-        {"threads", CFG_TYPE_INT, &c->threads, 1, 1024, "self-play worker threads"},
+        {"threads", CFG_TYPE_INT, &c->threads, 0, 1024, "self-play worker threads (0 = one per CPU)"},
         {"games-per-thread", CFG_TYPE_INT, &c->games_per_thread, 2, 65536, "games each worker plays at once"},
         {"leaves-per-game", CFG_TYPE_INT, &c->leaves_per_game, 1, 256, "leaves one game adds to a batch per step"},
         {"search", CFG_TYPE_STRING, c->search, 1, 0, "root search: gumbel | puct"},
@@ -96,7 +97,7 @@ int sp_config_flags(sp_config_t *c, cfg_opt_t *opts, int cap) {
          "share of games that never resign (they measure false resignations)"},
         {"backend", CFG_TYPE_STRING, c->backend, 1, 0, "inference backend: cpu | cuda | auto"},
         {"device", CFG_TYPE_INT, &c->device, 0, 64, "CUDA device of the inference server"},
-        {"streams", CFG_TYPE_INT, &c->streams, 0, 64, "inference device workers (0 = backend default)"},
+        {"streams", CFG_TYPE_INT, &c->streams, 0, 64, "inference device workers (0 = cpu: one per CPU thread of cpu-threads; cuda: 2)"},
         {"max-batch", CFG_TYPE_INT, &c->max_batch, 1, 65536, "positions per inference batch"},
         {"gather-us", CFG_TYPE_INT, &c->gather_us, 0, 1e7, "inference: wait this long for a fuller batch"},
         {"cpu-threads", CFG_TYPE_INT, &c->cpu_threads, 0, 4096, "CPU inference BLAS threads in all, split among the streams (0 = all CPUs)"},
@@ -164,19 +165,26 @@ void sp_config_mcts(const sp_config_t *c, uint64_t seed, MctsParams *p) {
     p->seed = seed ? seed : 1;
 }
 
+int64_t sp_config_threads(const sp_config_t *c) { return c->threads > 0 ? c->threads : compat_cpu_count(); }
+
 nn_server_config_t sp_config_server(const sp_config_t *c) {
     nn_server_config_t s = nn_server_config_default();
     s.backend = c->backend;
     s.device = (int32_t)c->device;
     s.streams = (int32_t)c->streams;
     s.cpu_threads = (int32_t)c->cpu_threads;
+    /* CPU: one single-thread worker per BLAS thread keeps every core busy (the
+     * workers split the queued rows); several BLAS threads per worker idle
+     * while the worker packs, unpacks and waits for rows. */
+    if (s.streams == 0 && !strcmp(c->backend, "cpu"))
+        s.streams = s.cpu_threads > 0 ? s.cpu_threads : compat_cpu_count();
     s.max_batch = (int32_t)c->max_batch;
     s.gather_us = (int32_t)c->gather_us;
     s.expect_features_version = ENC_FEATURES_VERSION;
     /* Every worker keeps two submissions of up to half its games' leaves in
      * flight: the queue must hold them all, or submitters block on each other. */
     int64_t half = (c->games_per_thread + 1) / 2 * c->leaves_per_game;
-    int64_t q = 2 * c->threads * half + c->max_batch;
+    int64_t q = 2 * sp_config_threads(c) * half + c->max_batch;
     if (q < 8 * c->max_batch) q = 8 * c->max_batch;
     if (q > INT32_MAX / 2) q = INT32_MAX / 2;
     s.queue_positions = (int32_t)q;

@@ -84,6 +84,8 @@ int sp_config_check(const sp_config_t *c, char *err, size_t errlen);
 /* Search parameters of one game slot (seed picks its random stream). */
 void sp_config_mcts(const sp_config_t *c, uint64_t seed, MctsParams *p);
 /* Inference server configuration. */
+/* Self-play worker threads: --threads, or one per CPU when 0. */
+int64_t sp_config_threads(const sp_config_t *c);
 nn_server_config_t sp_config_server(const sp_config_t *c);
 
 #endif

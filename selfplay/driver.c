@@ -713,7 +713,7 @@ static int start_selfplay(driver_t *d, char *err, size_t errlen) {
     if (sp_pool_start(d->pool, err, errlen) != 0) return -1;
     d->pool_running = true;
     dlog(d, "self-play: %lld threads x %lld games, %s search, %lld visits (full, p=%.2f) / %lld (fast), max ply %lld",
-         (long long)d->cfg->threads, (long long)d->cfg->games_per_thread, d->cfg->search, (long long)d->cfg->visits,
+         (long long)sp_config_threads(d->cfg), (long long)d->cfg->games_per_thread, d->cfg->search, (long long)d->cfg->visits,
          d->cfg->full_prob, (long long)d->cfg->visits_fast, (long long)d->cfg->max_ply);
     return 0;
 }

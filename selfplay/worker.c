@@ -263,7 +263,7 @@ sp_pool_t *sp_pool_new(const sp_config_t *cfg, nn_server_t *server, MctsCache *c
     atomic_init(&p->stop, 0);
     atomic_init(&p->games, 0);
     atomic_init(&p->cache_gen, 0);
-    p->n_workers = (int32_t)cfg->threads;
+    p->n_workers = (int32_t)sp_config_threads(cfg);
     p->workers = calloc((size_t)p->n_workers, sizeof(worker_t));
     if (!p->workers) goto oom;
     int32_t per = (int32_t)cfg->leaves_per_game, ng = (int32_t)cfg->games_per_thread;
@@ -290,7 +290,7 @@ sp_pool_t *sp_pool_new(const sp_config_t *cfg, nn_server_t *server, MctsCache *c
     }
     return p;
 oom:
-    snprintf(err, errlen, "self-play: out of memory for %lld x %lld game slots", (long long)cfg->threads,
+    snprintf(err, errlen, "self-play: out of memory for %lld x %lld game slots", (long long)sp_config_threads(cfg),
              (long long)cfg->games_per_thread);
     sp_pool_free(p);
     return NULL;

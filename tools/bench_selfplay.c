@@ -113,7 +113,7 @@ int main(int argc, char **argv) {
     }
     printf("bench_selfplay: net %s on %s (%d CPUs), %lld threads x %lld games, %lld leaves/game, %s %lld/%lld visits "
            "(p=%.2f), max batch %lld, max ply %lld\n",
-           net, nn_server_backend_name(srv), compat_cpu_count(), (long long)cfg.threads, (long long)cfg.games_per_thread,
+           net, nn_server_backend_name(srv), compat_cpu_count(), (long long)sp_config_threads(&cfg), (long long)cfg.games_per_thread,
            (long long)cfg.leaves_per_game, cfg.search, (long long)cfg.visits, (long long)cfg.visits_fast, cfg.full_prob,
            (long long)cfg.max_batch, (long long)cfg.max_ply);
     fflush(stdout);

@@ -27,6 +27,7 @@
 #include "train/trainer.h"
 #include "compat/err.h"
 
+#include <ctype.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -194,10 +195,21 @@ int train_config_flag_given(const train_config_t *c, const char *name) {
     return 0;
 }
 
+#define NN_STR_(x) #x
+#define NN_STR(x) NN_STR_(x)
+
 int train_config_check(const train_config_t *c, char *err, size_t errlen) {
     int32_t b, ch;
     if (nn_net_size_parse(c->net, &b, &ch) != 0) {
-        set_err(err, errlen, "net: '%s' is not BLOCKSxCHANNELS (e.g. 6x64)", c->net);
+        long long nb = -1, nc = -1;
+        char x, tail;
+        if (sscanf(c->net, "%lld%c%lld%c", &nb, &x, &nc, &tail) == 3 && (x == 'x' || x == 'X') && nb >= 0 &&
+            nc >= 0 && isdigit((unsigned char)c->net[0]))
+            set_err(err, errlen, "net: '%s': %s", c->net,
+                    nb < 1 || nb > NN_MAX_BLOCKS ? "blocks must be 1.." NN_STR(NN_MAX_BLOCKS)
+                                                 : "channels must be 1.." NN_STR(NN_MAX_CHANNELS));
+        else
+            set_err(err, errlen, "net: '%s' is not BLOCKSxCHANNELS (e.g. 6x64)", c->net);
         return -1;
     }
     if (nn_act_parse(c->activation) < 0) {
@@ -403,6 +415,10 @@ nn_backend_t *train_backend_new(const train_config_t *c, char *err, size_t errle
     char e2[512];
     if (nn_backend_resolve(c->backend, &kind, e2, sizeof e2) != 0) {
         set_err(err, errlen, "train-backend: %s", e2);
+        return NULL;
+    }
+    if (kind == NN_BACKEND_KIND_CPU && nn_cpu_blas_room(1, e2, sizeof e2) != 0) {
+        set_err(err, errlen, "trainer backend cpu: %s", e2);
         return NULL;
     }
     nn_backend_t *be = nn_backend_open(kind, c->threads, c->device, 0, e2, sizeof e2);

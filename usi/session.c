@@ -559,7 +559,16 @@ void usi_session_go(UsiSession *s, const UsiGo *g, int64_t received_ms) {
     s->ponderhit = false;
     s->quiet = false;
     if (compat_thread_create(&s->thread, thread_main, s) != 0) {
-        usi_session_say(s, "go: cannot start the search thread");
+        /* no thread (out of memory): the GUI still gets its bestmove, at once,
+         * a legal move without a search (mate searches answer as none found) */
+        MoveList *ml = malloc(sizeof *ml);
+        char mv[16] = "resign";
+        if (ml && movegen_legal(s->pos, ml) > 0) move_to_usi(ml->moves[0], mv);
+        free(ml);
+        usi_session_say(s, "go: cannot start the search thread (out of memory?): answering without a search");
+        if (g->mate) usi_out_line(&s->out, "checkmate timeout");
+        else usi_out_line(&s->out, "bestmove %s", mv);
+        s->answered = s->finished = true;
         return;
     }
     s->live = true;

@@ -2,6 +2,7 @@
 #include "usi/usi.h"
 
 #include <stdbool.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +55,37 @@ static bool parse_number(Tok t, int64_t *out) {
     return true;
 }
 
+/* A go value: an optional sign and decimal digits, clamped into
+ * 0..USI_NUMBER_MAX (*clamped set when it had to be). false: not a number. */
+static bool parse_go_number(Tok t, int64_t *out, bool *clamped) {
+    size_t i = 0;
+    bool neg = false;
+    *clamped = false;
+    if (t.n > 0 && (t.p[0] == '-' || t.p[0] == '+')) neg = t.p[0] == '-', i = 1;
+    if (i >= t.n) return false;
+    int64_t v = 0;
+    for (; i < t.n; i++) {
+        if (t.p[i] < '0' || t.p[i] > '9') return false;
+        if (v <= USI_NUMBER_MAX) v = v * 10 + (t.p[i] - '0');
+    }
+    if (neg && v > 0) v = 0, *clamped = true;
+    if (v > USI_NUMBER_MAX) v = USI_NUMBER_MAX, *clamped = true;
+    *out = v;
+    return true;
+}
+
+/* Appends a "; "-separated phrase to buf. */
+static void note(char *buf, size_t len, const char *fmt, ...) {
+    if (!buf || !len) return;
+    size_t u = strlen(buf);
+    if (u + 3 >= len) return;
+    if (u) memcpy(buf + u, "; ", 3), u += 2;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + u, len - u, fmt, ap);
+    va_end(ap);
+}
+
 int usi_parse_go(const char *text, size_t len, UsiGo *g, char *err, size_t errlen, char *warn, size_t warnlen) {
     usi_go_init(g);
     if (warn && warnlen) warn[0] = 0;
@@ -64,7 +96,7 @@ int usi_parse_go(const char *text, size_t len, UsiGo *g, char *err, size_t errle
         snprintf(err, errlen, "too many arguments (%llu)", (unsigned long long)n);
         return -1;
     }
-    char b1[64], b2[64];
+    char b1[64], b2[64], unk[256] = "";
     for (size_t i = 0; i < n; i++) {
         int64_t *slot = NULL;
         if (tok_is(t[i], "btime")) slot = &g->time[0];
@@ -75,16 +107,21 @@ int usi_parse_go(const char *text, size_t len, UsiGo *g, char *err, size_t errle
         else if (tok_is(t[i], "movetime")) slot = &g->movetime;
         else if (tok_is(t[i], "nodes")) slot = &g->nodes;
         if (slot) {
+            /* A GUI waits for bestmove whatever it sent: a bad value is
+             * clamped or ignored, and said so, never a reason not to search. */
+            bool clamped = false;
             if (i + 1 >= n) {
-                snprintf(err, errlen, "'%s' needs a number", shown(t[i], b1, sizeof b1));
-                return -1;
+                note(warn, warnlen, "'%s' without a number ignored", shown(t[i], b1, sizeof b1));
+            } else if (!parse_go_number(t[i + 1], slot, &clamped)) {
+                note(warn, warnlen, "'%s %s': not a number, ignored", shown(t[i], b1, sizeof b1),
+                     shown(t[i + 1], b2, sizeof b2));
+                i++;
+            } else {
+                if (clamped)
+                    note(warn, warnlen, "'%s %s' out of range 0..%lld, taken as %lld", shown(t[i], b1, sizeof b1),
+                         shown(t[i + 1], b2, sizeof b2), (long long)USI_NUMBER_MAX, (long long)*slot);
+                i++;
             }
-            if (!parse_number(t[i + 1], slot)) {
-                snprintf(err, errlen, "'%s %s': not a number of 0..%lld", shown(t[i], b1, sizeof b1),
-                         shown(t[i + 1], b2, sizeof b2), (long long)USI_NUMBER_MAX);
-                return -1;
-            }
-            i++;
         } else if (tok_is(t[i], "infinite")) {
             g->infinite = true;
         } else if (tok_is(t[i], "ponder")) {
@@ -102,11 +139,12 @@ int usi_parse_go(const char *text, size_t len, UsiGo *g, char *err, size_t errle
                 }
                 i++;
             }
-        } else if (warn) {
-            size_t u = strlen(warn);
-            snprintf(warn + u, warnlen - u, "%s'%s'", u ? ", " : "", shown(t[i], b1, sizeof b1));
+        } else {
+            size_t u = strlen(unk);
+            snprintf(unk + u, sizeof unk - u, "%s'%s'", u ? ", " : "", shown(t[i], b1, sizeof b1));
         }
     }
+    if (unk[0]) note(warn, warnlen, "ignoring unsupported %s", unk);
     if (g->mate && (g->ponder || g->infinite)) {
         /* "go mate" takes its own time; ponder/infinite words are not for it */
         g->ponder = false;
@@ -208,10 +246,12 @@ static void cmd_go(UsiSession *s, const char *args, size_t len, int64_t received
     UsiGo g;
     char err[256], warn[256];
     if (usi_parse_go(args, len, &g, err, sizeof err, warn, sizeof warn) != 0) {
-        usi_session_say(s, "go: %s; no search started", err);
-        return;
+        /* every go gets its bestmove: search with the default limits */
+        usi_session_say(s, "go: %s; searching with the default limits", err);
+        usi_go_init(&g);
+    } else if (warn[0]) {
+        usi_session_say(s, "go: %s", warn);
     }
-    if (warn[0]) usi_session_say(s, "go: ignoring unsupported %s", warn);
     usi_session_go(s, &g, received_ms);
 }
 

@@ -31,7 +31,10 @@ enum { USI_NUMBER_MAX_DIGITS = 13 };
 int usi_handle_line(UsiSession *s, const char *line, size_t len, int64_t received_ms);
 
 /* Parses the words after `go` (text of len bytes) into g. Returns 0, or -1
- * with err saying what is wrong. Unknown words are listed in warn ("" if none). */
+ * with err saying what is wrong (too many words, a bad `go mate` time). A
+ * value out of 0..USI_NUMBER_MAX (negative, too large) is clamped into it, a
+ * value that is no number is ignored, unknown words are skipped: warn says
+ * which, "; "-separated ("" if none), for an info string. */
 int usi_parse_go(const char *text, size_t len, UsiGo *g, char *err, size_t errlen, char *warn, size_t warnlen);
 
 #endif

@@ -43,7 +43,7 @@ int main(void) {
     char ini[400];
     snprintf(ini, sizeof ini, "%s/config_test.ini", dir);
     FILE *f = fopen(ini, "w");
-    fprintf(f, "# a named flag set\n[selfplay]\ncycles = 7\nlr = 0.02\nnet = 10x128\ngumbel = true\n");
+    fprintf(f, "# a named flag set\ncycles = 7\nlr = 0.02\nnet = 10x128\ngumbel = true\n");
     fclose(f);
 
     /* Defaults stay when nothing is given. */
@@ -83,9 +83,9 @@ int main(void) {
     fclose(f);
     char *a8[] = {"prog", "--config", ini};
     CHECK(parse(3, a8, err, sizeof err) == CFG_ERROR && strstr(err, "config_test.ini:2: ") && strstr(err, "bogus"));
-    /* The line number counts comments, sections and blank lines. */
+    /* The line number counts comments and blank lines. */
     f = fopen(ini, "w");
-    fprintf(f, "# comment\n\n[selfplay]\ncycles = 2\nlr = fast\n");
+    fprintf(f, "# comment\n\n; another\ncycles = 2\nlr = fast\n");
     fclose(f);
     CHECK(parse(3, a8, err, sizeof err) == CFG_ERROR && strstr(err, "config_test.ini:5: ") && strstr(err, "'fast'"));
     f = fopen(ini, "w");
@@ -102,6 +102,55 @@ int main(void) {
     reset();
     CHECK(parse(3, a8, err, sizeof err) == CFG_ERROR && strstr(err, "config_test.ini:2: line longer than"));
     CHECKF(!strcmp(net, "6x64"), "net was set to '%.20s...' from a cut line", net);
+    /* A [section] header is refused with its line (a flag set is flat: inih
+     * would file the keys under it and they were silently used). */
+    f = fopen(ini, "w");
+    fprintf(f, "cycles = 2\n\n  [selfplay]\ncycles = 3\n");
+    fclose(f);
+    reset();
+    CHECKF(parse(3, a8, err, sizeof err) == CFG_ERROR && strstr(err, "config_test.ini:3: ") && strstr(err, "[section]"),
+           "section header: %s", err);
+    /* A key set twice is refused with both lines. */
+    f = fopen(ini, "w");
+    fprintf(f, "cycles = 2\nlr = 0.5\ncycles = 3\n");
+    fclose(f);
+    CHECKF(parse(3, a8, err, sizeof err) == CFG_ERROR && strstr(err, "config_test.ini:3: ") &&
+               strstr(err, "'cycles' is already set on line 1"),
+           "duplicate key: %s", err);
+    /* A directory or a FIFO named as the config file: refused by name, never
+     * read (a FIFO blocked the open for ever). */
+    char *a10[] = {"prog", "--config", dir};
+    CHECKF(parse(3, a10, err, sizeof err) == CFG_ERROR && strstr(err, dir) && strstr(err, "is a directory"),
+           "directory: %s", err);
+    char fifo[400];
+    snprintf(fifo, sizeof fifo, "%s/config_fifo.ini", dir);
+    compat_remove_file(fifo);
+    const char *mk[] = {"mkfifo", fifo, NULL};
+    int status = -1;
+    if (compat_run(mk, &status, err, sizeof err) == 0 && status == 0) {
+        char *a11[] = {"prog", "--config", fifo};
+        CHECKF(parse(3, a11, err, sizeof err) == CFG_ERROR && strstr(err, "config_fifo.ini") &&
+                   strstr(err, "not a regular file"),
+               "FIFO: %s", err);
+        compat_remove_file(fifo);
+    } else {
+        fprintf(stderr, "no mkfifo: the FIFO case is skipped\n");
+    }
+    /* A boolean flag followed by a word that is no boolean: a program without
+     * positional arguments says the value is not a boolean ("unexpected
+     * argument" did not name the flag); one with positional arguments takes
+     * the word as one. */
+    reset();
+    char *a12[] = {"prog", "--gumbel", "maybe"};
+    CHECKF(cfg_parse(opts, NOPTS, 3, a12, 1, NULL, 0, NULL, "usage: test", stdout, err, sizeof err) == CFG_ERROR &&
+               strstr(err, "gumbel") && strstr(err, "'maybe' is not a boolean"),
+           "--gumbel maybe: %s", err);
+    char *a13[] = {"prog", "--gumbel", "no"};
+    CHECK(cfg_parse(opts, NOPTS, 3, a13, 1, NULL, 0, NULL, "usage: test", stdout, err, sizeof err) == CFG_OK && !gumbel);
+    reset();
+    char *a14[] = {"prog", "--gumbel", "file.csa"};
+    CHECK(parse(3, a14, err, sizeof err) == CFG_OK && gumbel);
+
     /* The last line needs no newline. */
     f = fopen(ini, "w");
     fprintf(f, "cycles = 9");

@@ -398,6 +398,42 @@ static void test_lone_client_and_fifo(void) {
     free(u);
 }
 
+/* ---- test 2b: CPU workers share the queued rows ------------------------------------ */
+/* Two single-thread CPU workers are two cores: 128 queued rows must run as two
+ * batches of 64 at the same time, not as one batch of 128 on one core while
+ * the other waits (bench_selfplay used 1.07 of 2 cores that way). */
+static void test_cpu_workers_share(void) {
+    fprintf(stderr, "-- two CPU workers split the queued rows between them\n");
+    watch("cpu workers share", 600);
+    char err[512];
+    uint64_t rng = 9;
+    sub_t *u = malloc(sizeof(sub_t) * 4);
+    /* max_batch 128 and a 60 s gather: the batch starts when 4 x 32 rows are queued */
+    nn_server_config_t cfg = test_config(128, 2, 60 * 1000 * 1000);
+    nn_server_t *srv = nn_server_new(&cfg, t_path("a.safetensors"), NULL, err, sizeof(err));
+    KOMA_ASSERT(srv);
+    int64_t t0 = compat_now_ns();
+    for (int i = 0; i < 4; i++) {
+        sub_make(&u[i], &rng, 32, 1);
+        CHECK(nn_server_submit(srv, &u[i].req, &u[i].ticket, err, sizeof(err)) == NN_SERVER_OK);
+    }
+    for (int i = 0; i < 4; i++) {
+        nn_server_result_t res;
+        CHECK(nn_server_wait(srv, u[i].ticket, &res) == NN_SERVER_OK && res.generation == 1);
+        CHECK(sub_mismatches(&u[i], 0, NULL) == 0);
+    }
+    double s = (double)(compat_now_ns() - t0) * 1e-9;
+    nn_server_stats_t st;
+    nn_server_stats(srv, &st);
+    fprintf(stderr, "   128 rows: %lld batches, avg batch %.1f, %.2f s\n", (long long)st.batches, st.avg_batch, s);
+    CHECKF(st.batches == 2, "128 queued rows ran as %lld batches on 2 free CPU workers, want 2 of 64",
+           (long long)st.batches);
+    CHECK(st.evaluated == 128);
+    CHECKF(s < 30.0, "the rest of a split batch waited for the gather time (%.1f s)", s);
+    nn_server_free(srv);
+    free(u);
+}
+
 /* ---- test 3: publishing while clients run -------------------------------------------- */
 typedef struct {
     nn_server_t *srv;
@@ -686,6 +722,7 @@ int main(void) {
 
     test_many_clients();
     test_lone_client_and_fifo();
+    test_cpu_workers_share();
     test_publish(na, nb);
     test_shutdown();
     test_bad_requests();

@@ -136,8 +136,27 @@ static void test_flags(void) {
            (long long)half);
 }
 
+/* Errors a user sees from `selfplay` flags say what is wrong with the value. */
+static void test_flag_errors(void) {
+    char err[1024];
+    char *a1[] = {"selfplay", "--net", "100x1000"};
+    CHECKF(parse(3, a1, err, sizeof err) == CFG_ERROR && strstr(err, "100x1000") && strstr(err, "blocks must be 1..64"),
+           "--net 100x1000: %s", err);
+    char *a2[] = {"selfplay", "--net", "6x5000"};
+    CHECKF(parse(3, a2, err, sizeof err) == CFG_ERROR && strstr(err, "channels must be 1..1024"), "--net 6x5000: %s",
+           err);
+    char *a3[] = {"selfplay", "--net", "6by64"};
+    CHECKF(parse(3, a3, err, sizeof err) == CFG_ERROR && strstr(err, "is not BLOCKSxCHANNELS"), "--net 6by64: %s", err);
+    char *a4[] = {"selfplay", "--sync-train", "maybe"};
+    CHECKF(parse(3, a4, err, sizeof err) == CFG_ERROR && strstr(err, "sync-train") && strstr(err, "not a boolean"),
+           "--sync-train maybe: %s", err);
+    char *a5[] = {"selfplay", "--config", KOMA_SOURCE_DIR "/configs"};
+    CHECKF(parse(3, a5, err, sizeof err) == CFG_ERROR && strstr(err, "is a directory"), "--config configs: %s", err);
+}
+
 int main(void) {
     test_cpu_ini_is_default();
+    test_flag_errors();
     test_gpu_ini();
     test_eval_flags();
     test_flags();

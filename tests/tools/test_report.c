@@ -353,6 +353,20 @@ int main(int argc, char **argv) {
         CHECK(load(t_path("inspect2.txt")) == 0);
         CHECKF(g_html && strstr(g_html, want), "inspect's cycle 2 line does not show '%s' from the games:\n%s", want,
                g_html ? g_html : "");
+        /* a FIFO as --shard is refused by name at once (the open blocked for ever) */
+        const char *mk[] = {"mkfifo", t_path("shard.fifo"), NULL};
+        if (compat_run(mk, &status, e, sizeof e) == 0 && status == 0) {
+            const char *fi[] = {argv[3], "--shard", t_path("shard.fifo"), NULL};
+            compat_proc_t *p = compat_proc_spawn(fi, t_path("inspect_fifo.txt"), e, sizeof e);
+            CHECK(p != NULL);
+            int ended = p && compat_proc_wait(p, 60000, &status) == 0;
+            CHECKF(ended, "inspect --shard FIFO still runs after 60 s");
+            compat_proc_free(p);
+            char *out = compat_read_file(t_path("inspect_fifo.txt"), NULL, e, sizeof e);
+            CHECKF(ended && status != 0 && out && strstr(out, "shard.fifo") && strstr(out, "not a regular file"),
+                   "inspect --shard FIFO: status %d, %s", status, out ? out : e);
+            free(out);
+        }
     }
 
     /* ---- failures ---- */

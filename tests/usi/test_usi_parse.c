@@ -76,13 +76,21 @@ static void test_go_parse(void) {
     CHECKF(GO("") == 0 && !g.infinite && !usi_go_timed(&g) && g.nodes == -1, "bare go");
     CHECKF(GO("btime 1000000000000") == 0 && g.time[0] == 1000000000000LL, "largest number");
     /* errors */
-    CHECKF(GO("btime") != 0 && strstr(err, "btime"), "missing number: %s", err);
-    CHECKF(GO("btime abc wtime 1000") != 0 && strstr(err, "abc"), "not a number: %s", err);
-    CHECKF(GO("btime -1") != 0, "negative");
-    CHECKF(GO("wtime +5") != 0, "signed");
-    CHECKF(GO("byoyomi 1000000000001") != 0, "too large");
-    CHECKF(GO("nodes 99999999999999999999999") != 0, "huge");
     CHECKF(GO("mate 12x") != 0, "bad mate time");
+    /* a GUI waits for bestmove whatever it sent: bad values are clamped or
+     * ignored, and warn says so */
+    CHECKF(GO("btime") == 0 && strstr(warn, "btime") && g.time[0] == -1, "missing number: %s", warn);
+    CHECKF(GO("btime abc wtime 1000") == 0 && strstr(warn, "abc") && g.time[0] == -1 && g.time[1] == 1000,
+           "not a number: %s", warn);
+    CHECKF(GO("btime -5 wtime -5 byoyomi -1") == 0 && g.time[0] == 0 && g.time[1] == 0 && g.byoyomi == 0 &&
+               strstr(warn, "btime -5") && strstr(warn, "taken as 0") && strstr(warn, "byoyomi -1"),
+           "negative: %s", warn);
+    CHECKF(GO("nodes -1") == 0 && g.nodes == 0 && strstr(warn, "nodes -1"), "negative nodes: %s", warn);
+    CHECKF(GO("wtime +5") == 0 && g.time[1] == 5 && !warn[0], "signed: %s", warn);
+    CHECKF(GO("byoyomi 1000000000001") == 0 && g.byoyomi == USI_NUMBER_MAX && strstr(warn, "1000000000000"),
+           "too large: %s", warn);
+    CHECKF(GO("byoyomi 999999999999999") == 0 && g.byoyomi == USI_NUMBER_MAX, "byoyomi 999999999999999");
+    CHECKF(GO("nodes 99999999999999999999999") == 0 && g.nodes == USI_NUMBER_MAX, "huge");
     /* unknown words are reported and skipped */
     CHECKF(GO("depth 5 btime 100") == 0 && strstr(warn, "depth") && g.time[0] == 100, "warn '%s'", warn);
 #undef GO

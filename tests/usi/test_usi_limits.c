@@ -1,0 +1,160 @@
+/* test_usi_limits.c - koma at the edges a GUI or a user can push it to: it
+ * must always answer, never hang.
+ *   - Low memory: under `ulimit -v 1000000` (through /bin/sh; skipped where
+ *     there is none, and under ASan/TSan, whose shadow memory needs more),
+ *     `setoption Net` with a real net then `isready` gets `readyok` promptly,
+ *     the net loaded or an info string saying memory ran out (OpenBLAS spins
+ *     for ever when its allocator fails), `go nodes 64` its bestmove, and
+ *     `quit` ends it.
+ *   - A FIFO as Net (made with mkfifo; skipped where there is none): refused
+ *     by name at once; `readyok` and `quit` still work (the open used to
+ *     block for ever).
+ *   - `go` with out-of-range values (negative clocks, nodes -1, a byoyomi
+ *     beyond any clock): every `go` ends in a legal `bestmove`, and the
+ *     clamped value is named in an info string.
+ */
+#include "usi_test.h"
+
+#include "engine/encode.h"
+#include "nn/net.h"
+#include "nn/weights.h"
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+#ifndef SANITIZED
+#define SANITIZED 0
+#endif
+
+static bool write_net(const char *path) {
+    char err[512];
+    nn_backend_t *be = nn_backend_cpu_new(1);
+    nn_net_config_t c = {2, 16, NN_ACT_RELU, ENC_PLANES, ENC_HAND, ENC_FEATURES_VERSION};
+    nn_net_t *net = nn_net_new(be, &c, 7, err, sizeof err);
+    bool ok = net && nn_weights_save(net, NULL, path, err, sizeof err) == 0;
+    if (!ok) fprintf(stderr, "write_net %s: %s\n", path, err);
+    nn_net_free(net);
+    nn_backend_free(be);
+    return ok;
+}
+
+static void test_low_memory(const char *net) {
+    if (SANITIZED || !compat_file_exists("/bin/sh")) {
+        fprintf(stderr, "-- low memory: skipped (sanitizer build or no /bin/sh)\n");
+        return;
+    }
+    fprintf(stderr, "-- low memory: ulimit -v 1000000, Net, isready\n");
+    Proc P;
+    memset(&P, 0, sizeof P);
+    const char *argv[] = {"/bin/sh", "-c", "ulimit -v 1000000 && exec \"$0\"", KOMA_BIN, NULL};
+    char err[512];
+    P.cp = compat_proc_spawn(argv, NULL, err, sizeof err);
+    if (!P.cp) {
+        CHECKF(0, "cannot start koma under ulimit: %s", err);
+        return;
+    }
+    proc_send(&P, "usi");
+    CHECK(proc_expect(&P, "usiok", 30000) != NULL);
+    int from = P.mark;
+    proc_send(&P, "setoption name Net value %s", net);
+    proc_send(&P, "isready");
+    long long t0 = now_ms();
+    const char *ok = proc_expect(&P, "readyok", 60000);
+    CHECKF(ok != NULL, "no readyok within 60 s under ulimit -v 1000000 (a hang in the BLAS allocator?)");
+    if (ok) {
+        /* the net loaded, or a message says memory ran out and names the limit */
+        const char *l = proc_find(&P, from, P.mark, "info string Net:");
+        const char *loaded = proc_find(&P, from, P.mark, "info string net loaded");
+        CHECKF(loaded || (l && strstr(l, "out of memory") && strstr(l, "ulimit -v")),
+               "Net under low memory: loaded, or refused with the reason: %s", l ? l : "(no info string Net:)");
+        fprintf(stderr, "   readyok after %lld ms: %s\n", now_ms() - t0, loaded ? loaded : l ? l : "-");
+        proc_send(&P, "position startpos");
+        proc_send(&P, "go nodes 64");
+        CHECKF(proc_expect(&P, "bestmove ", 60000) != NULL, "no bestmove within 60 s under low memory");
+    }
+    proc_send(&P, "quit");
+    CHECKF(proc_wait_exit(&P, 20000), "koma did not quit under low memory");
+    if (!P.exited) compat_proc_kill(P.cp);
+    proc_end(&P);
+}
+
+static void test_fifo_net(const char *dir) {
+    char fifo[600];
+    snprintf(fifo, sizeof fifo, "%s/net.fifo", dir);
+    const char *mk[] = {"mkfifo", fifo, NULL};
+    int status = -1;
+    char err[512];
+    if (compat_run(mk, &status, err, sizeof err) != 0 || status != 0 || !compat_file_exists(fifo)) {
+        fprintf(stderr, "-- FIFO as Net: skipped (no mkfifo)\n");
+        return;
+    }
+    fprintf(stderr, "-- FIFO as Net\n");
+    Proc P;
+    proc_start(&P, NULL);
+    CHECK(proc_handshake(&P));
+    int from = P.mark;
+    proc_send(&P, "setoption name Net value %s", fifo);
+    proc_send(&P, "isready");
+    CHECKF(proc_expect(&P, "readyok", 30000) != NULL, "no readyok after a FIFO as Net");
+    const char *l = proc_find(&P, from, P.mark, "info string Net:");
+    CHECKF(l && strstr(l, "net.fifo") && strstr(l, "not a regular file"), "the FIFO is refused by name: %s",
+           l ? l : "-");
+    proc_send(&P, "quit");
+    CHECKF(proc_wait_exit(&P, 10000), "quit ignored after a FIFO as Net");
+    proc_end(&P);
+}
+
+/* go ARGS at the start position: a legal bestmove within 30 s (after `stop`
+ * when stop is set), and an info string containing `said` first. */
+static void go_answers(Proc *P, Position *pos, const char *args, bool stop, const char *said) {
+    int from = P->mark;
+    proc_send(P, "position startpos");
+    proc_send(P, "go %s", args);
+    if (stop) {
+        proc_drain(P, 300);
+        proc_send(P, "stop");
+    }
+    const char *bm = proc_expect(P, "bestmove ", 30000);
+    char txt[16];
+    pos_set_startpos(pos);
+    CHECKF(bm && bestmove_of(pos, bm, txt, sizeof txt) != MOVE_NONE, "'go %s': a legal bestmove: %s", args,
+           bm ? bm : "(none)");
+    bool found = false;
+    for (int i = from; i < P->mark && !found; i++) found = starts_with(P->lines[i], "info string go:") &&
+                                                           strstr(P->lines[i], said);
+    CHECKF(found, "'go %s': an info string saying '%s'", args, said);
+}
+
+static void test_go_out_of_range(void) {
+    fprintf(stderr, "-- go with out-of-range values\n");
+    Position *pos = malloc(sizeof *pos);
+    Proc P;
+    proc_start(&P, NULL);
+    CHECK(proc_handshake(&P));
+    proc_send(&P, "usinewgame");
+    go_answers(&P, pos, "btime -5 wtime -5 byoyomi -1", false, "taken as 0");
+    go_answers(&P, pos, "nodes -1", false, "'nodes -1' out of range");
+    go_answers(&P, pos, "btime 0 wtime 0 byoyomi 999999999999999", true, "taken as 1000000000000");
+    go_answers(&P, pos, "btime abc wtime 1000 byoyomi 100", false, "not a number");
+    proc_send(&P, "quit");
+    CHECK(proc_wait_exit(&P, 10000));
+    proc_end(&P);
+    free(pos);
+}
+
+int main(void) {
+    watchdog(170);
+    const char *dir = t_scratch("usi_limits");
+    char net[600];
+    snprintf(net, sizeof net, "%s/net.safetensors", dir);
+    CHECKF(write_net(net), "net written");
+    test_low_memory(net);
+    test_fifo_net(dir);
+    test_go_out_of_range();
+    t_rm_rf(dir);
+    return t_done("test_usi_limits");
+}
