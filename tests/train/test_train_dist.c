@@ -63,20 +63,7 @@ static int run_train(int ranks, const char *args) {
     }
     snprintf(buf, sizeof buf, "%s", args);
     argv[argc++] = KOMA_TRAIN_BIN;
-    for (char *s = buf; *s;) {
-        while (*s == ' ') s++;
-        if (!*s) break;
-        KOMA_ASSERT(argc < 78);
-        if (*s == '"') {
-            argv[argc++] = ++s;
-            while (*s && *s != '"') s++;
-        } else {
-            argv[argc++] = s;
-            while (*s && *s != ' ') s++;
-        }
-        if (*s) *s++ = '\0';
-    }
-    argv[argc] = NULL;
+    argc = t_split_args(buf, argv, argc, 80);
     char err[512];
     int status = -1;
     if (compat_run_io(argv, g_out, g_errf, &status, err, sizeof err) != 0) {
@@ -86,16 +73,7 @@ static int run_train(int ranks, const char *args) {
     return status;
 }
 
-#define CHECK_RUN(cond)                                                                                      \
-    do {                                                                                                     \
-        if (!t_judge(!!(cond))) {                                                                            \
-            char *o_ = t_read_file(g_out, NULL), *e_ = t_read_file(g_errf, NULL);                            \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n--- stdout:\n%s--- stderr:\n%s\n", __FILE__, __LINE__, \
-                    #cond, o_, e_);                                                                          \
-            free(o_);                                                                                        \
-            free(e_);                                                                                        \
-        }                                                                                                    \
-    } while (0)
+#define CHECK_RUN(cond) T_CHECK_RUN(cond, g_out, g_errf)
 
 static int file_has(const char *path, const char *what) {
     char *o = t_read_file(path, NULL);

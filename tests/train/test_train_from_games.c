@@ -23,20 +23,7 @@ static int run_train(const char *args) {
     int argc = 0;
     snprintf(buf, sizeof buf, "%s", args);
     argv[argc++] = KOMA_TRAIN_BIN;
-    for (char *s = buf; *s;) {
-        while (*s == ' ') s++;
-        if (!*s) break;
-        KOMA_ASSERT(argc < 63);
-        if (*s == '"') {
-            argv[argc++] = ++s;
-            while (*s && *s != '"') s++;
-        } else {
-            argv[argc++] = s;
-            while (*s && *s != ' ') s++;
-        }
-        if (*s) *s++ = '\0';
-    }
-    argv[argc] = NULL;
+    argc = t_split_args(buf, argv, argc, 64);
     char err[512];
     int status = -1;
     if (compat_run_io(argv, g_out, g_errf, &status, err, sizeof err) != 0) {
@@ -46,17 +33,7 @@ static int run_train(const char *args) {
     return status;
 }
 
-/* Fails the check and prints the program's output when cond is false. */
-#define CHECK_RUN(cond)                                                                                      \
-    do {                                                                                                     \
-        if (!t_judge(!!(cond))) {                                                                            \
-            char *o_ = t_read_file(g_out, NULL), *e_ = t_read_file(g_errf, NULL);                            \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n--- stdout:\n%s--- stderr:\n%s\n", __FILE__, __LINE__, \
-                    #cond, o_, e_);                                                                          \
-            free(o_);                                                                                        \
-            free(e_);                                                                                        \
-        }                                                                                                    \
-    } while (0)
+#define CHECK_RUN(cond) T_CHECK_RUN(cond, g_out, g_errf)
 
 static int out_has(const char *what) {
     char *o = t_read_file(g_out, NULL);

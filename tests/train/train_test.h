@@ -284,4 +284,38 @@ static inline double t_weights_diff(const char *a, const char *b, int64_t *steps
     return d;
 }
 
+/* ---- running the real `train` ------------------------------------------------ */
+/* Splits args at spaces ("double quotes" group) into argv[argc..], in buf
+ * (kept by the caller); returns the new argc, argv NULL-terminated. */
+static inline int t_split_args(char *buf, const char **argv, int argc, int cap) {
+    for (char *s = buf; *s;) {
+        while (*s == ' ') s++;
+        if (!*s) break;
+        KOMA_ASSERT(argc < cap - 1);
+        if (*s == '"') {
+            argv[argc++] = ++s;
+            while (*s && *s != '"') s++;
+        } else {
+            argv[argc++] = s;
+            while (*s && *s != ' ') s++;
+        }
+        if (*s) *s++ = '\0';
+    }
+    argv[argc] = NULL;
+    return argc;
+}
+
+/* Fails the check and prints the program's stdout (file out) and stderr
+ * (file errf) when cond is false. */
+#define T_CHECK_RUN(cond, out, errf)                                                                         \
+    do {                                                                                                     \
+        if (!t_judge(!!(cond))) {                                                                            \
+            char *o_ = t_read_file(out, NULL), *e_ = t_read_file(errf, NULL);                                \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n--- stdout:\n%s--- stderr:\n%s\n", __FILE__, __LINE__, \
+                    #cond, o_, e_);                                                                          \
+            free(o_);                                                                                        \
+            free(e_);                                                                                        \
+        }                                                                                                    \
+    } while (0)
+
 #endif
