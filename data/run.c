@@ -21,7 +21,7 @@ struct run {
     bool created;
     int64_t shards_checked, models_checked;
     char *findings[RUN_FINDINGS_MAX];
-    int32_t n_findings, dropped;
+    int32_t n_findings;
 };
 
 int run_path(const char *dir, const char *rel, char *out, size_t len) {
@@ -33,16 +33,15 @@ int run_path(const char *dir, const char *rel, char *out, size_t len) {
     return 0;
 }
 
+/* The first RUN_FINDINGS_MAX - 1 findings, then one line saying there were more. */
 static void add_finding(run_t *r, const char *fmt, ...) {
-    if (r->n_findings == RUN_FINDINGS_MAX) {
-        r->dropped++;
-        return;
-    }
+    if (r->n_findings == RUN_FINDINGS_MAX) return;
     char line[1024];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
+    if (r->n_findings == RUN_FINDINGS_MAX - 1) snprintf(line, sizeof line, "(more findings not listed)");
     char *s = malloc(strlen(line) + 1);
     if (!s) return;
     strcpy(s, line);
