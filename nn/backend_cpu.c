@@ -732,8 +732,14 @@ void nn_cpu_blas_reexec_if_generic(char **argv) {
         compat_reexec_with_env("OMP_WAIT_POLICY", "passive", argv);
 #endif
     }
-    /* One product now, while memory is plentiful: OpenBLAS allocates its first
-     * work buffer and keeps it for every later call (see nn_gemm). */
+    /* Every pool thread holds its work buffer before the program goes on; where
+     * memory is already too short for the pool, start again without one
+     * (OpenBLAS would otherwise spin in a pool thread for ever, see
+     * nn_gemm_pool_settle). */
+    if (nn_gemm_pool_settle() != 0 && !getenv("KOMA_NO_REEXEC"))
+        compat_reexec_with_env("OPENBLAS_NUM_THREADS", "1", argv);
+    /* One product now, while memory is plentiful: OpenBLAS allocates the
+     * calling thread's first work buffer and keeps it for every later call. */
     enum { W = 256 };
     float *a = calloc((size_t)3 * W * W, sizeof(float));
     if (a) nn_gemm(0, 0, W, W, W, 1.0f, a, W, a + W * W, W, 0.0f, a + 2 * W * W, W);
@@ -830,7 +836,7 @@ nn_backend_t *nn_backend_cpu_new_conv(int32_t threads, nn_cpu_conv_t conv, char 
         }
     }
 #if defined(KOMA_HAVE_CBLAS) && defined(OPENBLAS_VERSION)
-    if (threads > 0) openblas_set_num_threads(nn_gemm_pool_denied() ? 1 : threads);
+    if (threads > 0) openblas_set_num_threads(nn_gemm_threads_cap(threads));
 #else
     (void)threads;
 #endif

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "compat/bits.h"
+#include "compat/compat.h"
 
 #ifdef KOMA_HAVE_CBLAS
 #include <cblas.h>
@@ -29,6 +30,7 @@
  * OpenBLAS is kept on one thread from then on. A warning says so, once. */
 enum { GEMM_OPENBLAS_BUF_MIB = 128, GEMM_OPENBLAS_BUF_BYTES = (128 << 20) + 8192, GEMM_ARENA_MIB = 128 };
 static atomic_int g_inflight, g_peak, g_pool_ok, g_pool_denied, g_warned;
+static atomic_int g_pool_max; /* the pool's size when nn_gemm_pool_settle ran; 0 before */
 
 static void low_memory_warning(const char *what) {
     if (!atomic_exchange(&g_warned, 1))
@@ -45,6 +47,41 @@ static int probe(int32_t n, size_t bytes) {
 }
 
 int nn_gemm_pool_denied(void) { return atomic_load(&g_pool_denied); }
+
+/* OpenBLAS starts its pool when the library loads, and each pool thread
+ * allocates its work buffer as its first act, on its own schedule. Were the
+ * program to take the address space first (a hash table sized to what is
+ * left), that thread would spin for ever, and with it every threaded call
+ * and exit() (which joins the pool). So, first thing in main: if the pool's
+ * buffers can be had now, one threaded product waits until every pool thread
+ * runs (and so holds its buffer); if they cannot, the pool is denied. */
+int nn_gemm_pool_settle(void) {
+    int32_t nt = openblas_get_num_threads();
+    atomic_store(&g_pool_max, nt > 0 ? nt : 1);
+    if (nt <= 1) return 0;
+    if (!probe(nt - 1, GEMM_OPENBLAS_BUF_BYTES + ((size_t)GEMM_ARENA_MIB << 20))) {
+        atomic_store(&g_pool_denied, 1);
+        openblas_set_num_threads(1);
+        low_memory_warning("OpenBLAS runs on one thread");
+        return -1;
+    }
+    atomic_store(&g_pool_ok, 1);
+    /* big enough that OpenBLAS splits it over every thread of the pool */
+    int32_t w = 64 * nt < 256 ? 256 : 64 * nt > 1024 ? 1024 : 64 * nt;
+    float *a = calloc((size_t)3 * w * w, sizeof(float));
+    if (a) nn_gemm(0, 0, w, w, w, 1.0f, a, w, a + (size_t)w * w, w, 0.0f, a + (size_t)2 * w * w, w);
+    free(a);
+    return 0;
+}
+
+int32_t nn_gemm_threads_cap(int32_t want) {
+    if (atomic_load(&g_pool_denied)) return 1;
+    /* more than the pool had at the start would start threads that allocate
+     * their buffers later, unchecked, when memory may be short */
+    int32_t max = atomic_load(&g_pool_max);
+    if (max <= 0) max = compat_cpu_count();
+    return want < 1 ? 1 : want < max ? want : max;
+}
 
 static int openblas_room_for_call(int32_t inflight) {
     int32_t nt = openblas_get_num_threads();
@@ -69,6 +106,8 @@ static int openblas_room_for_call(int32_t inflight) {
 }
 #else
 int nn_gemm_pool_denied(void) { return 0; }
+int nn_gemm_pool_settle(void) { return 0; }
+int32_t nn_gemm_threads_cap(int32_t want) { return want < 1 ? 1 : want; }
 #endif
 
 void nn_gemm(int32_t transA, int32_t transB, int32_t M, int32_t N, int32_t K, float alpha,

@@ -201,12 +201,21 @@ static bool ensure_tree(UsiSession *s, const UsiOptions *o) {
         int64_t nodes = bytes / USI_BYTES_PER_NODE;
         if (nodes < 4096) nodes = 4096;
         if (nodes > INT32_MAX / 2) nodes = INT32_MAX / 2;
+        const int64_t want = nodes;
         s->cache = mcts_cache_new(bytes / 8); /* NULL is fine: no cache */
         for (;;) { /* what the machine gives, halving down to 4096 nodes */
             p.node_limit = (int32_t)nodes;
             s->tree = mcts_tree_new(&p, s->cache);
             if (s->tree || nodes <= 4096) break;
             nodes /= 2;
+        }
+        if (s->tree && nodes < want && nodes > 4096) {
+            /* memory ran short: leave as much again for the search threads'
+             * stacks and the net, or the tree fits and nothing else does */
+            mcts_tree_free(s->tree);
+            nodes /= 2;
+            p.node_limit = (int32_t)nodes;
+            s->tree = mcts_tree_new(&p, s->cache);
         }
         if (!s->tree) {
             mcts_cache_free(s->cache);

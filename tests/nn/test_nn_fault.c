@@ -344,12 +344,21 @@ static void test_server_worker_fault(void) {
     CHECK(nn_server_eval(srv, &req, &res) == NN_SERVER_OK && isfinite(value[0][0]));
 
     set_fault("conv_fwd:1"); /* the worker's next forward */
+    /* A full batch runs at once, so the worker may fail before the later
+     * tickets are in: each is then refused with the fault instead. */
     nn_server_ticket_t tk[T];
+    int accepted = 0;
     for (int i = 0; i < T; i++) {
         req.value = value[i];
-        CHECK(nn_server_submit(srv, &req, &tk[i], err, sizeof err) == NN_SERVER_OK);
+        err[0] = 0;
+        int sst = nn_server_submit(srv, &req, &tk[accepted], err, sizeof err);
+        if (sst == NN_SERVER_OK) accepted++;
+        else
+            CHECKF(i > 0 && sst == NN_SERVER_EDEVICE && HAS(err, "injected fault: conv_fwd call 1"),
+                   "submit %d: %s: %s", i, nn_server_status_name(sst), err);
     }
-    for (int i = 0; i < T; i++) {
+    CHECKF(accepted >= 1, "the first ticket is accepted (%d)", accepted);
+    for (int i = 0; i < accepted; i++) {
         memset(&res, 0, sizeof res);
         int st = nn_server_wait(srv, tk[i], &res);
         CHECKF(st == NN_SERVER_EDEVICE && HAS(res.message, "inference server worker 0") &&
@@ -362,7 +371,7 @@ static void test_server_worker_fault(void) {
            "submit after the last worker failed: %s", err);
     nn_server_stats_t st;
     nn_server_stats(srv, &st);
-    CHECKF(st.failed == T, "%lld failed tickets counted", (long long)st.failed);
+    CHECKF(st.failed == accepted, "%lld failed tickets counted, %d accepted", (long long)st.failed, accepted);
     set_fault(NULL);
     nn_server_free(srv);
     nn_net_free(net);
