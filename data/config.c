@@ -16,15 +16,73 @@ static int is_bool_word(const char *v) {
     return 0;
 }
 
-static const cfg_opt_t *find_opt(const cfg_opt_t *opts, int nopts, const char *key) {
-    for (int i = 0; i < nopts; i++)
+const cfg_opt_t *cfg_find(const cfg_opt_t *opts, int nopts, const char *key) {
+    for (int i = 0; key && i < nopts; i++)
         if (strcmp(opts[i].name, key) == 0) return &opts[i];
     return NULL;
 }
 
+/* a == b ignoring ASCII case (strcasecmp is POSIX only and follows the locale) */
+static int eq_nocase(const char *a, const char *b) {
+    for (;; a++, b++) {
+        unsigned char x = (unsigned char)*a, y = (unsigned char)*b;
+        if (x >= 'A' && x <= 'Z') x = (unsigned char)(x - 'A' + 'a');
+        if (y >= 'A' && y <= 'Z') y = (unsigned char)(y - 'A' + 'a');
+        if (x != y) return 0;
+        if (!x) return 1;
+    }
+}
+
+const cfg_opt_t *cfg_find_nocase(const cfg_opt_t *opts, int nopts, const char *key) {
+    for (int i = 0; key && i < nopts; i++)
+        if (eq_nocase(opts[i].name, key)) return &opts[i];
+    return NULL;
+}
+
+/* The index of v among "a|b|c" (ignoring case), -1 if none; *start and *len
+ * give the canonical spelling. */
+static int choice_index(const char *choices, const char *v, const char **start, size_t *len) {
+    int k = 0;
+    for (const char *p = choices; p; k++) {
+        const char *bar = strchr(p, '|');
+        size_t n = bar ? (size_t)(bar - p) : strlen(p);
+        char w[64];
+        if (n < sizeof w) {
+            memcpy(w, p, n);
+            w[n] = 0;
+            if (eq_nocase(w, v)) {
+                if (start) *start = p;
+                if (len) *len = n;
+                return k;
+            }
+        }
+        p = bar ? bar + 1 : NULL;
+    }
+    return -1;
+}
+
+/* "a, b or c" from "a|b|c" */
+static void choices_list(const char *choices, char *buf, size_t n) {
+    size_t used = 0;
+    buf[0] = 0;
+    int count = 1;
+    for (const char *p = choices; *p; p++) count += *p == '|';
+    int k = 0;
+    for (const char *p = choices; p && used + 1 < n; k++) {
+        const char *bar = strchr(p, '|');
+        int w = bar ? (int)(bar - p) : (int)strlen(p);
+        int m = snprintf(buf + used, n - used, "%s%.*s", k == 0 ? "" : k == count - 1 ? " or " : ", ", w, p);
+        if (m < 0) break;
+        used += (size_t)m < n - used ? (size_t)m : n - used - 1;
+        p = bar ? bar + 1 : NULL;
+    }
+}
+
+static size_t str_size(const cfg_opt_t *o) { return o->size ? o->size : CFG_STRING_MAX; }
+
 int cfg_set(const cfg_opt_t *opts, int nopts, const char *key, const char *value,
             char *err, size_t errlen) {
-    const cfg_opt_t *o = find_opt(opts, nopts, key);
+    const cfg_opt_t *o = cfg_find(opts, nopts, key);
     if (!o) {
         snprintf(err, errlen, "unknown option '%s'", key);
         return CFG_ERROR;
@@ -34,22 +92,30 @@ int cfg_set(const cfg_opt_t *opts, int nopts, const char *key, const char *value
     char *end = NULL;
     errno = 0;
     switch (o->type) {
-    case CFG_TYPE_INT: {
+    case CFG_TYPE_INT:
+    case CFG_TYPE_I32:
+    case CFG_TYPE_U64: {
         long long v = strtoll(value, &end, 10);
         if (!*value || *end || errno) {
             snprintf(err, errlen, "option '%s': '%s' is not an integer", key, value);
             return CFG_ERROR;
         }
-        if (ranged && (v < o->min || v > o->max)) {
-            snprintf(err, errlen, "option '%s': %lld is outside [%g, %g]", key, v, o->min, o->max);
+        double lo = o->type == CFG_TYPE_I32 ? (double)INT32_MIN : o->type == CFG_TYPE_U64 ? 0.0 : -9.3e18;
+        double hi = o->type == CFG_TYPE_I32 ? (double)INT32_MAX : 9.3e18;
+        if (ranged) lo = o->min > lo ? o->min : lo, hi = o->max < hi ? o->max : hi;
+        if ((double)v < lo || (double)v > hi) {
+            snprintf(err, errlen, "option '%s': %lld is outside [%.15g, %.15g]", key, v, lo, hi);
             return CFG_ERROR;
         }
-        *(int64_t *)o->ptr = v;
+        if (o->type == CFG_TYPE_INT) *(int64_t *)o->ptr = v;
+        else if (o->type == CFG_TYPE_I32) *(int32_t *)o->ptr = (int32_t)v;
+        else *(uint64_t *)o->ptr = (uint64_t)v;
         break;
     }
-    case CFG_TYPE_DOUBLE: {
+    case CFG_TYPE_DOUBLE:
+    case CFG_TYPE_FLOAT: {
         double v = strtod(value, &end);
-        if (!*value || *end || errno || !isfinite(v)) {
+        if (!*value || *end || errno || !isfinite(v) || (o->type == CFG_TYPE_FLOAT && !isfinite((float)v))) {
             snprintf(err, errlen, "option '%s': '%s' is not a number", key, value);
             return CFG_ERROR;
         }
@@ -57,7 +123,8 @@ int cfg_set(const cfg_opt_t *opts, int nopts, const char *key, const char *value
             snprintf(err, errlen, "option '%s': %g is outside [%g, %g]", key, v, o->min, o->max);
             return CFG_ERROR;
         }
-        *(double *)o->ptr = v;
+        if (o->type == CFG_TYPE_DOUBLE) *(double *)o->ptr = v;
+        else *(float *)o->ptr = (float)v;
         break;
     }
     case CFG_TYPE_BOOL:
@@ -70,13 +137,50 @@ int cfg_set(const cfg_opt_t *opts, int nopts, const char *key, const char *value
             return CFG_ERROR;
         }
         break;
+    case CFG_TYPE_ENUM:
     case CFG_TYPE_STRING:
-        if (strlen(value) >= CFG_STRING_MAX) {
-            snprintf(err, errlen, "option '%s': value longer than %d characters", key, CFG_STRING_MAX - 1);
+    case CFG_TYPE_PATH: {
+        const char *canon = value;
+        size_t len = strlen(value);
+        int k = 0;
+        if (o->choices) {
+            k = choice_index(o->choices, value, &canon, &len);
+            if (k < 0) {
+                char list[256];
+                choices_list(o->choices, list, sizeof list);
+                snprintf(err, errlen, "option '%s': '%.100s' is not %s", key, value, list);
+                return CFG_ERROR;
+            }
+        }
+        if (o->type == CFG_TYPE_ENUM) {
+            *(int *)o->ptr = k;
+            break;
+        }
+        if (len >= str_size(o)) {
+            snprintf(err, errlen, "option '%s': value longer than %zu characters", key, str_size(o) - 1);
             return CFG_ERROR;
         }
-        strcpy((char *)o->ptr, value);
+        memcpy(o->ptr, canon, len);
+        ((char *)o->ptr)[len] = 0;
         break;
+    }
+    }
+    if (o->given) *o->given = 1;
+    return CFG_OK;
+}
+
+int cfg_defaults(const cfg_opt_t *opts, int nopts, char *err, size_t errlen) {
+    for (int i = 0; i < nopts; i++) {
+        if (!opts[i].def) continue;
+        int *given = opts[i].given;
+        cfg_opt_t o = opts[i];
+        o.given = NULL; /* a default is not a given value */
+        char e[400];
+        if (cfg_set(&o, 1, o.name, o.def, e, sizeof e) != CFG_OK) {
+            snprintf(err, errlen, "the default of %s", e);
+            return CFG_ERROR;
+        }
+        if (given) *given = 0;
     }
     return CFG_OK;
 }
@@ -124,7 +228,7 @@ static char *ini_read(char *str, int num, void *stream) {
 static int ini_set(ini_ctx_t *c, int line, const char *name, const char *value) {
     if (c->failed) return 0;
     char e[400];
-    const cfg_opt_t *o = find_opt(c->opts, c->nopts, name);
+    const cfg_opt_t *o = cfg_find(c->opts, c->nopts, name);
     if (o && c->set_on) {
         int *first = &c->set_on[o - c->opts];
         if (*first) {
@@ -198,12 +302,17 @@ int cfg_load_file(const cfg_opt_t *opts, int nopts, const char *path, char *err,
     return CFG_OK;
 }
 
-static const char *type_name(cfg_type_t t) {
-    switch (t) {
-    case CFG_TYPE_INT: return "int";
-    case CFG_TYPE_DOUBLE: return "num";
+static const char *type_name(const cfg_opt_t *o) {
+    switch (o->type) {
+    case CFG_TYPE_INT:
+    case CFG_TYPE_I32:
+    case CFG_TYPE_U64: return "int";
+    case CFG_TYPE_DOUBLE:
+    case CFG_TYPE_FLOAT: return "num";
     case CFG_TYPE_BOOL: return "bool";
-    default: return "str";
+    case CFG_TYPE_ENUM: return "word";
+    case CFG_TYPE_PATH: return "path";
+    default: return o->choices ? "word" : "str";
     }
 }
 
@@ -221,12 +330,27 @@ static void format_double(double v, char *buf, size_t n) {
     }
 }
 
-static void value_string(const cfg_opt_t *o, char *buf, size_t n) {
+void cfg_value_string(const cfg_opt_t *o, char *buf, size_t n) {
     switch (o->type) {
     case CFG_TYPE_INT: snprintf(buf, n, "%lld", (long long)*(int64_t *)o->ptr); break;
+    case CFG_TYPE_I32: snprintf(buf, n, "%ld", (long)*(int32_t *)o->ptr); break;
+    case CFG_TYPE_U64: snprintf(buf, n, "%llu", (unsigned long long)*(uint64_t *)o->ptr); break;
     case CFG_TYPE_DOUBLE: format_double(*(double *)o->ptr, buf, n); break;
+    case CFG_TYPE_FLOAT: format_double((double)*(float *)o->ptr, buf, n); break;
     case CFG_TYPE_BOOL: snprintf(buf, n, "%s", *(int *)o->ptr ? "true" : "false"); break;
-    case CFG_TYPE_STRING: snprintf(buf, n, "%s", (char *)o->ptr); break;
+    case CFG_TYPE_ENUM: {
+        int k = *(int *)o->ptr;
+        const char *p = o->choices ? o->choices : "";
+        for (; k > 0 && p; k--) {
+            p = strchr(p, '|');
+            if (p) p++;
+        }
+        const char *bar = p ? strchr(p, '|') : NULL;
+        snprintf(buf, n, "%.*s", p ? (bar ? (int)(bar - p) : (int)strlen(p)) : 0, p ? p : "");
+        break;
+    }
+    case CFG_TYPE_STRING:
+    case CFG_TYPE_PATH: snprintf(buf, n, "%s", (char *)o->ptr); break;
     }
 }
 
@@ -235,17 +359,23 @@ void cfg_print_help(const cfg_opt_t *opts, int nopts, const char *usage, FILE *o
     fprintf(out, "  --config FILE          read flags from an INI file (key = flag name); command-line flags win\n");
     for (int i = 0; i < nopts; i++) {
         char v[CFG_STRING_MAX + 8];
-        value_string(&opts[i], v, sizeof v);
+        cfg_value_string(&opts[i], v, sizeof v);
         char lhs[64];
-        snprintf(lhs, sizeof lhs, "--%s %s", opts[i].name, type_name(opts[i].type));
-        fprintf(out, "  %-22s %s (default: %s)\n", lhs, opts[i].help, v);
+        snprintf(lhs, sizeof lhs, "--%s %s", opts[i].name, type_name(&opts[i]));
+        if (opts[i].choices) {
+            char list[256];
+            choices_list(opts[i].choices, list, sizeof list);
+            fprintf(out, "  %-22s %s: %s (default: %s)\n", lhs, opts[i].help, list, v);
+        } else {
+            fprintf(out, "  %-22s %s (default: %s)\n", lhs, opts[i].help, v);
+        }
     }
 }
 
 void cfg_dump(const cfg_opt_t *opts, int nopts, FILE *out) {
     for (int i = 0; i < nopts; i++) {
         char v[CFG_STRING_MAX + 8];
-        value_string(&opts[i], v, sizeof v);
+        cfg_value_string(&opts[i], v, sizeof v);
         fprintf(out, "%s = %s\n", opts[i].name, v);
     }
 }
@@ -257,7 +387,7 @@ char *cfg_dump_string(const cfg_opt_t *opts, int nopts) {
     s[0] = 0;
     for (int i = 0; i < nopts; i++) {
         char v[CFG_STRING_MAX + 8];
-        value_string(&opts[i], v, sizeof v);
+        cfg_value_string(&opts[i], v, sizeof v);
         size_t need = strlen(opts[i].name) + strlen(v) + 5;
         if (len + need + 1 > cap) {
             while (len + need + 1 > cap) cap *= 2;
@@ -312,9 +442,9 @@ int cfg_parse(const cfg_opt_t *opts, int nopts, int argc, char **argv, int first
             }
             memcpy(key, a + 2, kl);
             key[kl] = 0;
-            const cfg_opt_t *o = find_opt(opts, nopts, key);
-            if (!o && !strncmp(key, "no-", 3) && (o = find_opt(opts, nopts, key + 3)) && o->type == CFG_TYPE_BOOL) {
-                *(int *)o->ptr = 0;
+            const cfg_opt_t *o = cfg_find(opts, nopts, key);
+            if (!o && !strncmp(key, "no-", 3) && (o = cfg_find(opts, nopts, key + 3)) && o->type == CFG_TYPE_BOOL) {
+                if (cfg_set(opts, nopts, key + 3, "false", err, errlen) != CFG_OK) return CFG_ERROR;
                 continue;
             }
             if (!o) {

@@ -1,10 +1,13 @@
 /* config.h - command-line flags and named flag sets (the .ini files in configs/).
  *
- * A program describes its flags once in a table of cfg_opt_t (name, type,
- * pointer to the variable holding the default, help). cfg_parse then applies,
- * in order: the defaults already in the variables, the file given by
+ * A program describes each option once, in a row of a cfg_opt_t table:
+ * name, type, target field, range, help, default, allowed words (the option
+ * registry: the command line, INI files, the USI engine's `option` lines and
+ * `setoption`, --help and the stored effective config all read the same
+ * rows). cfg_parse then applies, in order: the defaults already in the
+ * variables (cfg_defaults writes the rows' defaults there), the file given by
  * `--config FILE` (INI through inih: `key = value` where key is the long flag
- * name; [sections] are ignored), and the command-line flags, which win.
+ * name; [sections] and a key set twice are errors), and the command-line flags, which win.
  * `--help` prints the table. Unknown keys, malformed numbers and out-of-range
  * values are errors that name the flag and, for files, the file and line.
  * Owns: parsing and printing flags. Does not own: what they mean.
@@ -16,16 +19,41 @@
 #include <stdint.h>
 #include <stdio.h>
 
-typedef enum { CFG_TYPE_INT, CFG_TYPE_DOUBLE, CFG_TYPE_BOOL, CFG_TYPE_STRING } cfg_type_t;
+/* The type of a row says what its target is:
+ *   INT     int64_t      I32  int32_t      U64   uint64_t (range as for INT)
+ *   DOUBLE  double       FLOAT float       BOOL  int (0/1)
+ *   ENUM    int: the index of the value in `choices` ("constant|cosine|step")
+ *   STRING  char[size]   (size 0: CFG_STRING_MAX); with `choices`, one of
+ *           them (matched without regard to case, stored as spelled there)
+ *   PATH    as STRING, a file or directory name */
+typedef enum {
+    CFG_TYPE_INT,
+    CFG_TYPE_DOUBLE,
+    CFG_TYPE_BOOL,
+    CFG_TYPE_STRING,
+    CFG_TYPE_I32,
+    CFG_TYPE_U64,
+    CFG_TYPE_FLOAT,
+    CFG_TYPE_ENUM,
+    CFG_TYPE_PATH,
+} cfg_type_t;
 
 #define CFG_STRING_MAX 512
 
+/* One option: a row of a program's table. The first six fields are always
+ * given; the rest may be left out (zero). */
 typedef struct {
-    const char *name;   /* long flag name without dashes, e.g. "cycles" */
-    cfg_type_t type;    /* INT -> int64_t*, DOUBLE -> double*, BOOL -> int*, STRING -> char[CFG_STRING_MAX] */
-    void *ptr;
-    double min, max;    /* inclusive range for INT/DOUBLE; min > max means unbounded */
+    const char *name;    /* long flag name without dashes, e.g. "cycles" (USI: the option name) */
+    cfg_type_t type;
+    void *ptr;           /* the target field */
+    double min, max;     /* inclusive range for numbers; min > max means unbounded */
     const char *help;
+    const char *def;     /* the default as text, applied by cfg_defaults; NULL: whatever the
+                          * target holds when the table is built (a default computed at run
+                          * time, or one owned by a library, e.g. nn_train_config_default) */
+    const char *choices; /* ENUM, or STRING limited to these words: "a|b|c" */
+    size_t size;         /* STRING/PATH: the target's size in bytes (0: CFG_STRING_MAX) */
+    int *given;          /* NULL, or set to 1 when a file or flag sets the option */
 } cfg_opt_t;
 
 enum { CFG_OK = 0, CFG_ERROR = -1, CFG_HELP = 1 };
@@ -37,7 +65,19 @@ int cfg_parse(const cfg_opt_t *opts, int nopts, int argc, char **argv, int first
               char **positional, int max_positional, int *npositional,
               const char *usage, FILE *out, char *err, size_t errlen);
 
-/* Applies one key/value (as from a file or a USI setoption). */
+/* Writes every row's `def` into its target (rows without one keep theirs).
+ * Returns CFG_OK, or CFG_ERROR with err when a default does not parse (a
+ * programming error the tests catch). */
+int cfg_defaults(const cfg_opt_t *opts, int nopts, char *err, size_t errlen);
+/* The row named `name` (exact), or NULL. */
+const cfg_opt_t *cfg_find(const cfg_opt_t *opts, int nopts, const char *name);
+/* The row named `name` ignoring ASCII case (USI option names), or NULL. */
+const cfg_opt_t *cfg_find_nocase(const cfg_opt_t *opts, int nopts, const char *name);
+/* The current value of a row as text (what --help, dumps and USI print). */
+void cfg_value_string(const cfg_opt_t *o, char *buf, size_t n);
+
+/* Applies one key/value (as from a file or a USI setoption). A bad value
+ * leaves the target as it was. */
 int cfg_set(const cfg_opt_t *opts, int nopts, const char *key, const char *value,
             char *err, size_t errlen);
 /* Loads an INI file (keys = long flag names). */

@@ -938,7 +938,7 @@ int sp_main(int argc, char **argv, int install_stop_handler) {
     char err[2048];
     int rc = cfg_parse(opts, n, argc, argv, 1, NULL, 0, NULL, USAGE, stdout, err, sizeof err);
     if (rc == CFG_HELP) return SP_EXIT_DONE;
-    if (rc != CFG_OK || train_config_flags_apply(&tcfg, err, sizeof err) != 0 ||
+    if (rc != CFG_OK || train_config_check(&tcfg, err, sizeof err) != 0 ||
         sp_config_check(&cfg, err, sizeof err) != 0) {
         fprintf(stderr, "selfplay: %s\n", err);
         return SP_EXIT_USAGE;

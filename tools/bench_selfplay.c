@@ -82,7 +82,7 @@ int main(int argc, char **argv) {
                        "usage: bench_selfplay [--config FILE] [--net 4x32] [--seconds 30] [--warmup 5] [selfplay flags]",
                        stdout, err, sizeof err);
     if (rc == CFG_HELP) return 0;
-    if (rc != CFG_OK || train_config_flags_apply(&tcfg, err, sizeof err) != 0 ||
+    if (rc != CFG_OK || train_config_check(&tcfg, err, sizeof err) != 0 ||
         sp_config_check(&cfg, err, sizeof err) != 0) {
         fprintf(stderr, "bench_selfplay: %s\n", err);
         return 2;

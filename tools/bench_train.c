@@ -105,7 +105,7 @@ int main(int argc, char **argv) {
     int np = 0;
     int rc = cfg_parse(opts, n, argc, argv, 1, NULL, 0, &np, "usage: bench_train [flags]", stdout, err, sizeof err);
     if (rc == CFG_HELP) return 0;
-    if (rc != CFG_OK || train_config_flags_apply(&cfg, err, sizeof err) != 0) {
+    if (rc != CFG_OK || train_config_check(&cfg, err, sizeof err) != 0) {
         fprintf(stderr, "bench_train: %s\n", err);
         return 2;
     }

@@ -202,7 +202,7 @@ static int train_main(int argc, char **argv) {
     }
     int total_given = train_config_flag_given(&cfg, "lr-total-steps");
     int net_given = train_config_flag_given(&cfg, "net") || train_config_flag_given(&cfg, "activation");
-    if (train_config_flags_apply(&cfg, err, sizeof err) != 0) {
+    if (train_config_check(&cfg, err, sizeof err) != 0) {
         fprintf(stderr, "train: %s\n", err);
         return 2;
     }

@@ -50,149 +50,88 @@
 #define TRAIN_QUEUE 64
 #define TRAIN_PROGRESS_MS 10000 /* a progress line this often inside a long cycle */
 
-/* Copies src into dst[n] (truncating). */
-static void copy_str(char *dst, size_t n, const char *src) {
-    size_t l = strnlen(src, n - 1);
-    memcpy(dst, src, l);
-    dst[l] = '\0';
+/* ---- configuration --------------------------------------------------------------- */
+/* The trainer's options: one row each (data/config.h). Defaults of the
+ * optimizer's fields (lr, momentum, ...) are nn_train_config_default's; the
+ * rows give the trainer's own. */
+_Static_assert(sizeof(nn_sched_t) == sizeof(int) && NN_SCHED_CONSTANT == 0 && NN_SCHED_COSINE == 1 &&
+                   NN_SCHED_STEP == 2,
+               "lr-schedule is an ENUM row over constant|cosine|step");
+_Static_assert(sizeof(int) == sizeof(int32_t), "nesterov is a BOOL row");
+
+static int flag_rows(train_config_t *c, cfg_opt_t *t) {
+    nn_train_config_t *o = &c->opt;
+    int *g = c->given_;
+    const cfg_opt_t all[TRAIN_CONFIG_NFLAGS] = {
+        {"net", CFG_TYPE_STRING, c->net, 1, 0, "size BLOCKSxCHANNELS of a new run's first net", "6x64", NULL, sizeof c->net},
+        {"activation", CFG_TYPE_STRING, c->activation, 1, 0, "activation of a new net", "relu", "relu|silu",
+         sizeof c->activation},
+        {"train-backend", CFG_TYPE_STRING, c->backend, 1, 0, "trainer backend", "cpu", "cpu|cuda|auto",
+         sizeof c->backend},
+        {"train-threads", CFG_TYPE_I32, &c->threads, 0, 4096, "CPU trainer threads (0 = all)", "0"},
+        {"batch", CFG_TYPE_I32, &c->batch, 1, 65536, "training minibatch", "128"},
+        {"window-min", CFG_TYPE_INT, &c->window_min, 1, 1e15, "training window: all positions up to this many, then it grows", "25000"},
+        {"window-max", CFG_TYPE_INT, &c->window_max, 0, 1e15, "training window cap in positions (0 = none)", "500000"},
+        {"window-alpha", CFG_TYPE_DOUBLE, &c->window_alpha, 1e-6, 1, "window growth exponent", "0.75"},
+        {"window-beta", CFG_TYPE_DOUBLE, &c->window_beta, 0, 100, "window growth factor", "0.4"},
+        {"samples-per-position", CFG_TYPE_DOUBLE, &c->samples_per_position, 0, 1e6, "samples trained per new position", "4"},
+        {"min-steps-per-cycle", CFG_TYPE_INT, &c->min_steps_per_cycle, 0, 1e12, "training steps per cycle, at least", "10"},
+        {"max-steps-per-cycle", CFG_TYPE_INT, &c->max_steps_per_cycle, 1, 1e12, "training steps per cycle, at most", "2000"},
+        {"lr", CFG_TYPE_FLOAT, &o->lr, 0, 100, "peak learning rate"},
+        {"momentum", CFG_TYPE_FLOAT, &o->momentum, 0, 0.9999, "SGD momentum"},
+        {"nesterov", CFG_TYPE_BOOL, &o->nesterov, 1, 0, "Nesterov momentum"},
+        {"weight-decay", CFG_TYPE_FLOAT, &o->weight_decay, 0, 1, "decoupled weight decay (conv/dense weights)"},
+        {"clip-norm", CFG_TYPE_FLOAT, &o->clip_norm, 0, 1e9, "global gradient-norm clip (0 = off)"},
+        {"warmup-steps", CFG_TYPE_INT, &o->warmup_steps, 0, 1e12, "linear lr warmup steps"},
+        {"lr-schedule", CFG_TYPE_ENUM, &o->schedule, 1, 0, "lr schedule", NULL, "constant|cosine|step"},
+        {"lr-total-steps", CFG_TYPE_INT, &o->total_steps, 1, 1e15, "cosine: steps until lr * lr-min-frac"},
+        {"lr-min-frac", CFG_TYPE_FLOAT, &o->lr_min_frac, 0, 1, "cosine: final lr fraction"},
+        {"lr-step-size", CFG_TYPE_INT, &o->step_size, 1, 1e15, "step schedule: steps per decay"},
+        {"lr-step-gamma", CFG_TYPE_FLOAT, &o->step_gamma, 0, 1, "step schedule: decay factor"},
+        {"w-policy", CFG_TYPE_FLOAT, &o->w_policy, 0, 1e6, "policy loss weight"},
+        {"w-value", CFG_TYPE_FLOAT, &o->w_value, 0, 1e6, "value loss weight"},
+        {"w-legal", CFG_TYPE_FLOAT, &o->w_legal, 0, 1e6, "legal-move loss weight"},
+        {"q-mix", CFG_TYPE_FLOAT, &o->q_mix, 0, 1, "value target: share of the search value"},
+        {"q-draw", CFG_TYPE_FLOAT, &o->q_draw, 0, 1, "draw share at q = 0 in the value target"},
+        {"bn-momentum", CFG_TYPE_FLOAT, &o->bn_momentum, 0, 1, "batch-norm running statistics momentum"},
+        {"train-seed", CFG_TYPE_U64, &c->seed, 0, 9.2e18, "trainer seed (init and sampling)", "1"},
+        {"train-device", CFG_TYPE_I32, &c->device, 0, 64, "CUDA device of the trainer", "0"},
+    };
+    for (int i = 0; i < TRAIN_CONFIG_NFLAGS; i++) {
+        t[i] = all[i];
+        t[i].given = &g[i];
+    }
+    return TRAIN_CONFIG_NFLAGS;
 }
 
-/* ---- configuration --------------------------------------------------------------- */
 train_config_t train_config_default(void) {
     train_config_t c;
     memset(&c, 0, sizeof c);
-    snprintf(c.net, sizeof c.net, "6x64");
-    snprintf(c.activation, sizeof c.activation, "relu");
-    snprintf(c.backend, sizeof c.backend, "cpu");
-    c.threads = 0;
-    c.batch = 128;
-    c.window_min = 25000;
-    c.window_max = 500000;
-    c.window_alpha = 0.75;
-    c.window_beta = 0.4;
-    c.samples_per_position = 4.0;
-    c.min_steps_per_cycle = 10;
-    c.max_steps_per_cycle = 2000;
     c.opt = nn_train_config_default();
-    c.seed = 1;
-    c.device = 0;
-    return c;
-}
-
-static const char *sched_name(nn_sched_t s) {
-    switch (s) {
-    case NN_SCHED_CONSTANT: return "constant";
-    case NN_SCHED_STEP: return "step";
-    default: return "cosine";
+    cfg_opt_t t[TRAIN_CONFIG_NFLAGS];
+    char err[512];
+    if (cfg_defaults(t, flag_rows(&c, t), err, sizeof err) != CFG_OK) {
+        fprintf(stderr, "train: %s\n", err); /* a bad row: the tests catch it */
+        abort();
     }
-}
-
-static int sched_parse(const char *s) {
-    if (!strcmp(s, "constant")) return NN_SCHED_CONSTANT;
-    if (!strcmp(s, "cosine")) return NN_SCHED_COSINE;
-    if (!strcmp(s, "step")) return NN_SCHED_STEP;
-    return -1;
-}
-
-/* Shadow slots. */
-enum { I_THREADS, I_BATCH, I_WMIN, I_WMAX, I_MINSTEPS, I_MAXSTEPS, I_WARMUP, I_TOTAL, I_STEPSIZE, I_SEED, I_DEVICE, I_NB };
-enum { D_ALPHA, D_BETA, D_SPP, D_LR, D_MOM, D_WD, D_CLIP, D_MINFRAC, D_GAMMA, D_WP, D_WV, D_WL, D_QMIX, D_QDRAW, D_BNMOM, D_NB };
-_Static_assert(I_NB <= 16 && D_NB <= 24, "shadow slots");
-
-/* Current config values into the shadow's value and bind-time arrays. */
-static void shadow_fill(train_config_t *c) {
-    train_flag_shadow_t *s = &c->flags_;
-    int64_t *i = s->i;
-    double *d = s->d;
-    i[I_THREADS] = c->threads, i[I_BATCH] = c->batch, i[I_WMIN] = c->window_min, i[I_WMAX] = c->window_max;
-    i[I_MINSTEPS] = c->min_steps_per_cycle, i[I_MAXSTEPS] = c->max_steps_per_cycle;
-    i[I_WARMUP] = c->opt.warmup_steps, i[I_TOTAL] = c->opt.total_steps, i[I_STEPSIZE] = c->opt.step_size;
-    i[I_SEED] = (int64_t)(c->seed & INT64_MAX), i[I_DEVICE] = c->device;
-    d[D_ALPHA] = c->window_alpha, d[D_BETA] = c->window_beta, d[D_SPP] = c->samples_per_position;
-    d[D_LR] = c->opt.lr, d[D_MOM] = c->opt.momentum, d[D_WD] = c->opt.weight_decay, d[D_CLIP] = c->opt.clip_norm;
-    d[D_MINFRAC] = c->opt.lr_min_frac, d[D_GAMMA] = c->opt.step_gamma;
-    d[D_WP] = c->opt.w_policy, d[D_WV] = c->opt.w_value, d[D_WL] = c->opt.w_legal;
-    d[D_QMIX] = c->opt.q_mix, d[D_QDRAW] = c->opt.q_draw, d[D_BNMOM] = c->opt.bn_momentum;
-    s->nesterov = c->opt.nesterov != 0;
-    snprintf(s->net, sizeof s->net, "%s", c->net);
-    snprintf(s->activation, sizeof s->activation, "%s", c->activation);
-    snprintf(s->backend, sizeof s->backend, "%s", c->backend);
-    snprintf(s->schedule, sizeof s->schedule, "%s", sched_name(c->opt.schedule));
-    memcpy(s->i0, s->i, sizeof s->i);
-    memcpy(s->d0, s->d, sizeof s->d);
-    s->nesterov0 = s->nesterov;
-    copy_str(s->net0, sizeof s->net0, s->net);
-    copy_str(s->activation0, sizeof s->activation0, s->activation);
-    copy_str(s->backend0, sizeof s->backend0, s->backend);
-    copy_str(s->schedule0, sizeof s->schedule0, s->schedule);
+    return c;
 }
 
 int train_config_flags(train_config_t *cfg, cfg_opt_t *opts, int cap) {
     if (!cfg || !opts || cap <= 0) return 0;
-    shadow_fill(cfg);
-    cfg->flags_.bound = 1;
-    train_flag_shadow_t *s = &cfg->flags_;
-    const cfg_opt_t all[TRAIN_CONFIG_NFLAGS] = {
-        {"net", CFG_TYPE_STRING, s->net, 1, 0, "size BLOCKSxCHANNELS of a new run's first net"},
-        {"activation", CFG_TYPE_STRING, s->activation, 1, 0, "activation of a new net: relu | silu"},
-        {"train-backend", CFG_TYPE_STRING, s->backend, 1, 0, "trainer backend: cpu | cuda | auto"},
-        {"train-threads", CFG_TYPE_INT, &s->i[I_THREADS], 0, 4096, "CPU trainer threads (0 = all)"},
-        {"batch", CFG_TYPE_INT, &s->i[I_BATCH], 1, 65536, "training minibatch"},
-        {"window-min", CFG_TYPE_INT, &s->i[I_WMIN], 1, 1e15, "training window: all positions up to this many, then it grows"},
-        {"window-max", CFG_TYPE_INT, &s->i[I_WMAX], 0, 1e15, "training window cap in positions (0 = none)"},
-        {"window-alpha", CFG_TYPE_DOUBLE, &s->d[D_ALPHA], 1e-6, 1, "window growth exponent"},
-        {"window-beta", CFG_TYPE_DOUBLE, &s->d[D_BETA], 0, 100, "window growth factor"},
-        {"samples-per-position", CFG_TYPE_DOUBLE, &s->d[D_SPP], 0, 1e6, "samples trained per new position"},
-        {"min-steps-per-cycle", CFG_TYPE_INT, &s->i[I_MINSTEPS], 0, 1e12, "training steps per cycle, at least"},
-        {"max-steps-per-cycle", CFG_TYPE_INT, &s->i[I_MAXSTEPS], 1, 1e12, "training steps per cycle, at most"},
-        {"lr", CFG_TYPE_DOUBLE, &s->d[D_LR], 0, 100, "peak learning rate"},
-        {"momentum", CFG_TYPE_DOUBLE, &s->d[D_MOM], 0, 0.9999, "SGD momentum"},
-        {"nesterov", CFG_TYPE_BOOL, &s->nesterov, 1, 0, "Nesterov momentum"},
-        {"weight-decay", CFG_TYPE_DOUBLE, &s->d[D_WD], 0, 1, "decoupled weight decay (conv/dense weights)"},
-        {"clip-norm", CFG_TYPE_DOUBLE, &s->d[D_CLIP], 0, 1e9, "global gradient-norm clip (0 = off)"},
-        {"warmup-steps", CFG_TYPE_INT, &s->i[I_WARMUP], 0, 1e12, "linear lr warmup steps"},
-        {"lr-schedule", CFG_TYPE_STRING, s->schedule, 1, 0, "lr schedule: constant | cosine | step"},
-        {"lr-total-steps", CFG_TYPE_INT, &s->i[I_TOTAL], 1, 1e15, "cosine: steps until lr * lr-min-frac"},
-        {"lr-min-frac", CFG_TYPE_DOUBLE, &s->d[D_MINFRAC], 0, 1, "cosine: final lr fraction"},
-        {"lr-step-size", CFG_TYPE_INT, &s->i[I_STEPSIZE], 1, 1e15, "step schedule: steps per decay"},
-        {"lr-step-gamma", CFG_TYPE_DOUBLE, &s->d[D_GAMMA], 0, 1, "step schedule: decay factor"},
-        {"w-policy", CFG_TYPE_DOUBLE, &s->d[D_WP], 0, 1e6, "policy loss weight"},
-        {"w-value", CFG_TYPE_DOUBLE, &s->d[D_WV], 0, 1e6, "value loss weight"},
-        {"w-legal", CFG_TYPE_DOUBLE, &s->d[D_WL], 0, 1e6, "legal-move loss weight"},
-        {"q-mix", CFG_TYPE_DOUBLE, &s->d[D_QMIX], 0, 1, "value target: share of the search value"},
-        {"q-draw", CFG_TYPE_DOUBLE, &s->d[D_QDRAW], 0, 1, "draw share at q = 0 in the value target"},
-        {"bn-momentum", CFG_TYPE_DOUBLE, &s->d[D_BNMOM], 0, 1, "batch-norm running statistics momentum"},
-        {"train-seed", CFG_TYPE_INT, &s->i[I_SEED], 0, 9.2e18, "trainer seed (init and sampling)"},
-        {"train-device", CFG_TYPE_INT, &s->i[I_DEVICE], 0, 64, "CUDA device of the trainer"},
-    };
-    int n = cap < TRAIN_CONFIG_NFLAGS ? cap : TRAIN_CONFIG_NFLAGS;
-    memcpy(opts, all, sizeof(cfg_opt_t) * (size_t)n);
+    cfg_opt_t t[TRAIN_CONFIG_NFLAGS];
+    int n = flag_rows(cfg, t);
+    if (n > cap) n = cap;
+    memcpy(opts, t, sizeof(cfg_opt_t) * (size_t)n);
     return n;
 }
 
 int train_config_flag_given(const train_config_t *c, const char *name) {
-    const train_flag_shadow_t *s = &c->flags_;
-    if (!s->bound || !name) return 0;
-    static const struct {
-        const char *name;
-        int kind, slot; /* kind 0 int, 1 double */
-    } map[] = {{"train-threads", 0, I_THREADS}, {"batch", 0, I_BATCH}, {"window-min", 0, I_WMIN},
-               {"window-max", 0, I_WMAX}, {"min-steps-per-cycle", 0, I_MINSTEPS}, {"max-steps-per-cycle", 0, I_MAXSTEPS},
-               {"warmup-steps", 0, I_WARMUP}, {"lr-total-steps", 0, I_TOTAL}, {"lr-step-size", 0, I_STEPSIZE},
-               {"train-seed", 0, I_SEED}, {"train-device", 0, I_DEVICE}, {"window-alpha", 1, D_ALPHA},
-               {"window-beta", 1, D_BETA}, {"samples-per-position", 1, D_SPP}, {"lr", 1, D_LR}, {"momentum", 1, D_MOM},
-               {"weight-decay", 1, D_WD}, {"clip-norm", 1, D_CLIP}, {"lr-min-frac", 1, D_MINFRAC},
-               {"lr-step-gamma", 1, D_GAMMA}, {"w-policy", 1, D_WP}, {"w-value", 1, D_WV}, {"w-legal", 1, D_WL},
-               {"q-mix", 1, D_QMIX}, {"q-draw", 1, D_QDRAW}, {"bn-momentum", 1, D_BNMOM}};
-    for (size_t k = 0; k < sizeof map / sizeof map[0]; k++)
-        if (!strcmp(name, map[k].name))
-            return map[k].kind == 0 ? s->i[map[k].slot] != s->i0[map[k].slot] : s->d[map[k].slot] != s->d0[map[k].slot];
-    if (!strcmp(name, "net")) return strcmp(s->net, s->net0) != 0;
-    if (!strcmp(name, "activation")) return strcmp(s->activation, s->activation0) != 0;
-    if (!strcmp(name, "train-backend")) return strcmp(s->backend, s->backend0) != 0;
-    if (!strcmp(name, "lr-schedule")) return strcmp(s->schedule, s->schedule0) != 0;
-    if (!strcmp(name, "nesterov")) return s->nesterov != s->nesterov0;
-    return 0;
+    train_config_t copy = *c; /* the rows' names and order; nothing is written */
+    cfg_opt_t t[TRAIN_CONFIG_NFLAGS];
+    int n = flag_rows(&copy, t);
+    const cfg_opt_t *o = cfg_find(t, n, name);
+    return o ? c->given_[o - t] : 0;
 }
 
 #define NN_STR_(x) #x
@@ -245,77 +184,6 @@ int train_config_check(const train_config_t *c, char *err, size_t errlen) {
         return -1;
     }
     return 0;
-}
-
-int train_config_flags_apply(train_config_t *c, char *err, size_t errlen) {
-    train_flag_shadow_t *s = &c->flags_;
-    if (!s->bound) return train_config_check(c, err, errlen);
-    /* strings first: they can fail */
-    if (strcmp(s->net, s->net0)) {
-        if (strlen(s->net) >= sizeof c->net) {
-            set_err(err, errlen, "net: '%.40s' is too long", s->net);
-            return -1;
-        }
-        copy_str(c->net, sizeof c->net, s->net);
-    }
-    if (strcmp(s->activation, s->activation0)) {
-        if (strlen(s->activation) >= sizeof c->activation) {
-            set_err(err, errlen, "activation: '%.40s' is not relu or silu", s->activation);
-            return -1;
-        }
-        copy_str(c->activation, sizeof c->activation, s->activation);
-    }
-    if (strcmp(s->backend, s->backend0)) {
-        if (strlen(s->backend) >= sizeof c->backend) {
-            set_err(err, errlen, "train-backend: '%.40s' is not cpu, cuda or auto", s->backend);
-            return -1;
-        }
-        copy_str(c->backend, sizeof c->backend, s->backend);
-    }
-    if (strcmp(s->schedule, s->schedule0)) {
-        int k = sched_parse(s->schedule);
-        if (k < 0) {
-            set_err(err, errlen, "lr-schedule: '%.40s' is not constant, cosine or step", s->schedule);
-            return -1;
-        }
-        c->opt.schedule = (nn_sched_t)k;
-    }
-#define SET_I(k, field, type) \
-    if (s->i[k] != s->i0[k]) field = (type)s->i[k]
-#define SET_D(k, field, type) \
-    if (s->d[k] != s->d0[k]) field = (type)s->d[k]
-    SET_I(I_THREADS, c->threads, int32_t);
-    SET_I(I_BATCH, c->batch, int32_t);
-    SET_I(I_WMIN, c->window_min, int64_t);
-    SET_I(I_WMAX, c->window_max, int64_t);
-    SET_I(I_MINSTEPS, c->min_steps_per_cycle, int64_t);
-    SET_I(I_MAXSTEPS, c->max_steps_per_cycle, int64_t);
-    SET_I(I_WARMUP, c->opt.warmup_steps, int64_t);
-    SET_I(I_TOTAL, c->opt.total_steps, int64_t);
-    SET_I(I_STEPSIZE, c->opt.step_size, int64_t);
-    SET_I(I_SEED, c->seed, uint64_t);
-    SET_I(I_DEVICE, c->device, int32_t);
-    SET_D(D_ALPHA, c->window_alpha, double);
-    SET_D(D_BETA, c->window_beta, double);
-    SET_D(D_SPP, c->samples_per_position, double);
-    SET_D(D_LR, c->opt.lr, float);
-    SET_D(D_MOM, c->opt.momentum, float);
-    SET_D(D_WD, c->opt.weight_decay, float);
-    SET_D(D_CLIP, c->opt.clip_norm, float);
-    SET_D(D_MINFRAC, c->opt.lr_min_frac, float);
-    SET_D(D_GAMMA, c->opt.step_gamma, float);
-    SET_D(D_WP, c->opt.w_policy, float);
-    SET_D(D_WV, c->opt.w_value, float);
-    SET_D(D_WL, c->opt.w_legal, float);
-    SET_D(D_QMIX, c->opt.q_mix, float);
-    SET_D(D_QDRAW, c->opt.q_draw, float);
-    SET_D(D_BNMOM, c->opt.bn_momentum, float);
-#undef SET_I
-#undef SET_D
-    if (s->nesterov != s->nesterov0) c->opt.nesterov = s->nesterov;
-    /* applied: the bind-time values are now the applied ones */
-    shadow_fill(c);
-    return train_config_check(c, err, errlen);
 }
 
 int64_t train_window_size(const train_config_t *c, int64_t N) {
@@ -558,7 +426,7 @@ train_trainer_t *train_trainer_new(const train_config_t *cfg_in, const char *run
     }
     tr->cfg = *cfg_in;
     char e2[1024];
-    if (train_config_flags_apply(&tr->cfg, e2, sizeof e2) != 0) {
+    if (train_config_check(&tr->cfg, e2, sizeof e2) != 0) {
         set_err(err, errlen, "trainer config: %s", e2);
         free(tr);
         return NULL;

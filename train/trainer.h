@@ -77,20 +77,7 @@ enum {
 /* Log sink: one line without a trailing newline. NULL in the config: stderr. */
 typedef void (*train_log_fn)(void *user, const char *line);
 
-/* Shadow storage of the flags (cfg_opt_t wants int64_t / double / char[512]);
- * private: see train_config_flags. */
-typedef struct {
-    int32_t bound;
-    char net[CFG_STRING_MAX], activation[CFG_STRING_MAX], backend[CFG_STRING_MAX], schedule[CFG_STRING_MAX];
-    int64_t i[16];
-    double d[24];
-    int nesterov;
-    /* the values at binding time, to tell which flags were given */
-    char net0[32], activation0[16], backend0[16], schedule0[16];
-    int64_t i0[16];
-    double d0[24];
-    int nesterov0;
-} train_flag_shadow_t;
+#define TRAIN_CONFIG_NFLAGS 31 /* rows of train_config_flags */
 
 typedef struct {
     char net[32];              /* "6x64" for a new run's first net */
@@ -110,33 +97,27 @@ typedef struct {
     int32_t device;            /* CUDA device index (0) */
     train_log_fn log;          /* NULL: stderr, prefixed "train: " */
     void *log_user;
-    train_flag_shadow_t flags_; /* private */
+    int given_[TRAIN_CONFIG_NFLAGS];           /* private: which flags a file or the command line set */
 } train_config_t;
 
-/* Defaults (a laptop CPU): net 6x64 relu, backend cpu, threads 0, batch 128,
- * window_min 25000, window_max 500000, alpha 0.75, beta 0.4,
- * samples_per_position 4, steps per cycle in [10, 2000],
- * opt = nn_train_config_default(), seed 1. */
+/* Defaults: the rows' (train_config_flags; `train --help` lists them) and
+ * opt = nn_train_config_default(). */
 train_config_t train_config_default(void);
 
-/* Adds the trainer's flags (net, batch, lr, window-min, ...) to a cfg_opt_t table owned by the caller: returns how many were written (<= cap). */
-int train_config_flags(train_config_t *cfg, cfg_opt_t *opts, int cap);
-/* The flags bind to shadow storage inside *cfg (cfg must stay where it is
- * while the table is used). After cfg_parse, copy the given values into the
- * config and check them: 0, or -1 with err naming the flag (e.g. "net: '6y64'
- * is not BLOCKSxCHANNELS"). train_trainer_new applies them itself when this
- * was not called; a field set directly after parsing is kept unless its flag
- * was given too. Flag names (avoid them in the table they are added to):
+/* Adds the trainer's option rows (net, batch, lr, window-min, ...) to a
+ * cfg_opt_t table owned by the caller: returns how many were written
+ * (<= cap). The rows point into *cfg, so a parse sets its fields directly;
+ * check the result with train_config_check. Flag names (avoid them in the
+ * table they are added to):
  *   net activation train-backend train-threads batch window-min window-max
  *   window-alpha window-beta samples-per-position min-steps-per-cycle
  *   max-steps-per-cycle lr momentum nesterov weight-decay clip-norm
  *   warmup-steps lr-schedule lr-total-steps lr-min-frac lr-step-size
  *   lr-step-gamma w-policy w-value w-legal q-mix q-draw bn-momentum train-seed
  *   train-device */
-#define TRAIN_CONFIG_NFLAGS 31
-int train_config_flags_apply(train_config_t *cfg, char *err, size_t errlen);
-/* 1 when the flag `name` was given a value other than the one bound (call
- * between cfg_parse and train_config_flags_apply); 0 otherwise. */
+int train_config_flags(train_config_t *cfg, cfg_opt_t *opts, int cap);
+/* 1 when a file or flag set the option `name` (through rows made by
+ * train_config_flags on this cfg); 0 otherwise. */
 int train_config_flag_given(const train_config_t *cfg, const char *name);
 /* Checks a configuration: 0, or -1 with err. */
 int train_config_check(const train_config_t *cfg, char *err, size_t errlen);

@@ -28,7 +28,7 @@ static int table(void) {
 static int parse(int argc, char **argv, char *err, size_t errlen) {
     int n = table();
     int rc = cfg_parse(g_opts, n, argc, argv, 1, NULL, 0, NULL, "", stdout, err, errlen);
-    if (rc == CFG_OK) rc = train_config_flags_apply(&g_tcfg, err, errlen);
+    if (rc == CFG_OK) rc = train_config_check(&g_tcfg, err, errlen);
     if (rc == CFG_OK) rc = sp_config_check(&g_cfg, err, errlen);
     return rc;
 }

@@ -62,28 +62,42 @@ static void test_flags(void) {
     CHECK_OK(rc, err);
     CHECK(train_config_flag_given(&c, "lr") && train_config_flag_given(&c, "batch") &&
           !train_config_flag_given(&c, "w-value") && !train_config_flag_given(&c, "lr-total-steps"));
-    c.window_max = 777777; /* set directly after parsing: kept, its flag was not given */
-    CHECK_OK(train_config_flags_apply(&c, err, sizeof err), err);
-    CHECK(c.batch == 64 && !strcmp(c.net, "10x128") && c.window_min == 5000 && c.window_max == 777777);
+    CHECK_OK(train_config_check(&c, err, sizeof err), err);
+    CHECK(c.batch == 64 && !strcmp(c.net, "10x128") && c.window_min == 5000 && c.window_max == 500000);
     CHECK(fabsf(c.opt.lr - 0.3f) < 1e-7f); /* the command line wins over the file */
     CHECK(fabsf(c.opt.q_mix - 0.5f) < 1e-7f && c.opt.nesterov == 0 && c.seed == 99);
     CHECK(c.opt.schedule == NN_SCHED_STEP);
     CHECK(c.opt.w_value == 1.0f && c.opt.total_steps == 100000);
-    /* applying twice changes nothing; a later direct change survives */
-    c.batch = 48;
-    CHECK_OK(train_config_flags_apply(&c, err, sizeof err), err);
-    CHECK(c.batch == 48);
+    /* the rows print what they hold, as --help and the stored config show it */
+    char *dump = cfg_dump_string(opts, n);
+    CHECKF(dump && strstr(dump, "lr = 0.3\n") && strstr(dump, "lr-schedule = step\n") &&
+               strstr(dump, "train-seed = 99\n") && strstr(dump, "nesterov = false\n") && strstr(dump, "net = 10x128\n"),
+           "dump: %s", dump ? dump : "-");
+    free(dump);
     /* errors name the flag */
     train_config_t d = train_config_default();
     n = train_config_flags(&d, opts, TRAIN_CONFIG_NFLAGS);
     char *bad1[] = {"prog", "--net", "6y64"};
     CHECK(cfg_parse(opts, n, 3, bad1, 1, NULL, 0, &npos, "usage", stdout, err, sizeof err) == CFG_OK);
-    CHECK(train_config_flags_apply(&d, err, sizeof err) != 0 && strstr(err, "net") && strstr(err, "6y64"));
+    CHECK(train_config_check(&d, err, sizeof err) != 0 && strstr(err, "net") && strstr(err, "6y64"));
     d = train_config_default();
     n = train_config_flags(&d, opts, TRAIN_CONFIG_NFLAGS);
     char *bad2[] = {"prog", "--lr-schedule", "linear"};
-    CHECK(cfg_parse(opts, n, 3, bad2, 1, NULL, 0, &npos, "usage", stdout, err, sizeof err) == CFG_OK);
-    CHECK(train_config_flags_apply(&d, err, sizeof err) != 0 && strstr(err, "lr-schedule"));
+    CHECKF(cfg_parse(opts, n, 3, bad2, 1, NULL, 0, &npos, "usage", stdout, err, sizeof err) == CFG_ERROR &&
+               strstr(err, "lr-schedule") && strstr(err, "'linear' is not constant, cosine or step"),
+           "%s", err);
+    CHECK(d.opt.schedule == NN_SCHED_COSINE); /* a refused value leaves the old one */
+    char *bad5[] = {"prog", "--net", "123456789012345678901234567890123x4"};
+    CHECKF(cfg_parse(opts, n, 3, bad5, 1, NULL, 0, &npos, "usage", stdout, err, sizeof err) == CFG_ERROR &&
+               strstr(err, "net") && strstr(err, "longer than 31"),
+           "%s", err);
+    char *bad6[] = {"prog", "--activation", "GELU"};
+    CHECKF(cfg_parse(opts, n, 3, bad6, 1, NULL, 0, &npos, "usage", stdout, err, sizeof err) == CFG_ERROR &&
+               strstr(err, "'GELU' is not relu or silu"),
+           "%s", err);
+    char *ok7[] = {"prog", "--activation", "SiLU", "--train-backend", "CPU"};
+    CHECK(cfg_parse(opts, n, 5, ok7, 1, NULL, 0, &npos, "usage", stdout, err, sizeof err) == CFG_OK &&
+          !strcmp(d.activation, "silu") && !strcmp(d.backend, "cpu"));
     d = train_config_default();
     n = train_config_flags(&d, opts, TRAIN_CONFIG_NFLAGS);
     char *bad3[] = {"prog", "--batch", "0"};
@@ -93,7 +107,7 @@ static void test_flags(void) {
     n = train_config_flags(&d, opts, TRAIN_CONFIG_NFLAGS);
     char *bad4[] = {"prog", "--window-min", "100", "--window-max", "50"};
     CHECK(cfg_parse(opts, n, 5, bad4, 1, NULL, 0, &npos, "usage", stdout, err, sizeof err) == CFG_OK);
-    CHECK(train_config_flags_apply(&d, err, sizeof err) != 0 && strstr(err, "window"));
+    CHECK(train_config_check(&d, err, sizeof err) != 0 && strstr(err, "window"));
 }
 
 /* The window over 3 shards of cycles 1, 1, 2. */
