@@ -3,111 +3,79 @@
 #include "nn/registry.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "compat/compat.h"
 #include "engine/encode.h"
 #include "engine/rules.h"
 
+#define KOMA_STR_(x) #x
+#define KOMA_STR(x) KOMA_STR_(x)
+
 void sp_config_default(sp_config_t *c) {
     memset(c, 0, sizeof *c);
-    snprintf(c->run, sizeof c->run, "runs/default");
-    c->cycles = 10;
-    c->games_per_cycle = 24;
-    c->shard_games = 8;
-    c->sync_train = 0;
-    c->max_ahead = 1;
-    c->seed = 0;
-    c->progress_s = -1.0;
-    c->quiet = 0;
-    c->verify_shards = 0;
-    c->threads = 0; /* one per CPU */
-    c->games_per_thread = 16;
-    c->leaves_per_game = 4;
-    snprintf(c->search, sizeof c->search, "gumbel");
-    c->visits = 64;
-    c->visits_fast = 16;
-    c->full_prob = 0.25;
-    c->gumbel_m = 16;
-    c->cpuct = 1.25;
-    c->fpu = 0.2;
-    c->noise_alpha_scale = 10.0;
-    c->noise_weight = 0.25;
-    c->tree_reuse = 1;
-    c->cache_mb = 64;
-    c->max_ply = RULES_MAX_PLY_DEFAULT;
-    c->random_opening = 4;
-    c->temp_plies = 30;
-    c->temp_start = 1.0;
-    c->temp_end = 0.3;
-    c->resign_threshold = -0.9;
-    c->resign_consecutive = 2;
-    c->no_resign_fraction = 0.2;
-    snprintf(c->backend, sizeof c->backend, "cpu");
-    c->device = 0;
-    c->streams = 0; /* cpu: one single-thread inference worker per CPU */
-    c->max_batch = 256;
-    c->gather_us = 1000;
-    c->cpu_threads = 0;
-    c->eval_every = 1;
-    c->eval_games = 8;
-    c->gauntlet = 2;
-    c->eval_visits = 32;
+    cfg_opt_t t[SP_CONFIG_NFLAGS];
+    char err[512];
+    if (cfg_defaults(t, sp_config_flags(c, t, SP_CONFIG_NFLAGS), err, sizeof err) != CFG_OK) {
+        fprintf(stderr, "selfplay: %s\n", err); /* a bad row: the tests catch it */
+        abort();
+    }
 }
 
 int sp_config_flags(sp_config_t *c, cfg_opt_t *opts, int cap) {
     const cfg_opt_t all[] = {
-        {"run", CFG_TYPE_STRING, c->run, 1, 0, "run directory (koma.db, shards/, models/, log)"},
-        {"cycles", CFG_TYPE_INT, &c->cycles, 1, 1e9, "stop when this many nets are published in all (resumes count)"},
-        {"games-per-cycle", CFG_TYPE_INT, &c->games_per_cycle, 1, 1e9, "games played per cycle (per published net)"},
-        {"shard-games", CFG_TYPE_INT, &c->shard_games, 0, 1e9, "games per shard file (0 = one shard per cycle)"},
-        {"sync-train", CFG_TYPE_BOOL, &c->sync_train, 1, 0, "wait for each new net before playing on"},
-        {"max-ahead", CFG_TYPE_INT, &c->max_ahead, 1, 1000, "cycles self-play may run ahead of the newest net"},
-        {"seed", CFG_TYPE_INT, &c->seed, 0, 9.2e18, "random seed (0 = new each invocation); mixed with the run row"},
+        {"run", CFG_TYPE_STRING, c->run, 1, 0, "run directory (koma.db, shards/, models/, log)", "runs/default", NULL, sizeof c->run},
+        {"cycles", CFG_TYPE_INT, &c->cycles, 1, 1e9, "stop when this many nets are published in all (resumes count)", "10"},
+        {"games-per-cycle", CFG_TYPE_INT, &c->games_per_cycle, 1, 1e9, "games played per cycle (per published net)", "24"},
+        {"shard-games", CFG_TYPE_INT, &c->shard_games, 0, 1e9, "games per shard file (0 = one shard per cycle)", "8"},
+        {"sync-train", CFG_TYPE_BOOL, &c->sync_train, 1, 0, "wait for each new net before playing on", "0"},
+        {"max-ahead", CFG_TYPE_INT, &c->max_ahead, 1, 1000, "cycles self-play may run ahead of the newest net", "1"},
+        {"seed", CFG_TYPE_INT, &c->seed, 0, 9.2e18, "random seed (0 = new each invocation); mixed with the run row", "0"},
         {"progress", CFG_TYPE_DOUBLE, &c->progress_s, -1, 3600,
          "seconds between status lines (-1 = 1 on a terminal, where the line is updated in place, 30 otherwise; "
-         "0 = none)"},
+         "0 = none)", "-1"},
         {"quiet", CFG_TYPE_BOOL, &c->quiet, 1, 0, "no status lines, and only warnings and errors on the terminal (the "
-                                                  "log file keeps everything)"},
-        {"verify-shards", CFG_TYPE_BOOL, &c->verify_shards, 1, 0, "hash every shard and model file at start-up (the newest model is always hashed)"},
-        {"threads", CFG_TYPE_INT, &c->threads, 0, 1024, "self-play worker threads (0 = one per CPU)"},
-        {"games-per-thread", CFG_TYPE_INT, &c->games_per_thread, 2, 65536, "games each worker plays at once"},
-        {"leaves-per-game", CFG_TYPE_INT, &c->leaves_per_game, 1, 256, "leaves one game adds to a batch per step"},
-        {"search", CFG_TYPE_STRING, c->search, 1, 0, "root search: gumbel | puct"},
-        {"visits", CFG_TYPE_INT, &c->visits, 1, 1e7, "visits of a full search (policy target)"},
-        {"visits-fast", CFG_TYPE_INT, &c->visits_fast, 1, 1e7, "visits of a fast search (no policy target)"},
-        {"full-prob", CFG_TYPE_DOUBLE, &c->full_prob, 0, 1, "probability that a move gets a full search"},
-        {"gumbel-m", CFG_TYPE_INT, &c->gumbel_m, 1, 600, "Gumbel: root actions sampled"},
-        {"cpuct", CFG_TYPE_DOUBLE, &c->cpuct, 0, 100, "PUCT exploration constant c_init"},
-        {"fpu", CFG_TYPE_DOUBLE, &c->fpu, 0, 10, "PUCT first-play urgency reduction"},
+                                                  "log file keeps everything)", "0"},
+        {"verify-shards", CFG_TYPE_BOOL, &c->verify_shards, 1, 0, "hash every shard and model file at start-up (the newest model is always hashed)", "0"},
+        {"threads", CFG_TYPE_INT, &c->threads, 0, 1024, "self-play worker threads (0 = one per CPU)", "0"},
+        {"games-per-thread", CFG_TYPE_INT, &c->games_per_thread, 2, 65536, "games each worker plays at once", "16"},
+        {"leaves-per-game", CFG_TYPE_INT, &c->leaves_per_game, 1, 256, "leaves one game adds to a batch per step", "4"},
+        {"search", CFG_TYPE_STRING, c->search, 1, 0, "root search", "gumbel", "gumbel|puct", sizeof c->search},
+        {"visits", CFG_TYPE_INT, &c->visits, 1, 1e7, "visits of a full search (policy target)", "64"},
+        {"visits-fast", CFG_TYPE_INT, &c->visits_fast, 1, 1e7, "visits of a fast search (no policy target)", "16"},
+        {"full-prob", CFG_TYPE_DOUBLE, &c->full_prob, 0, 1, "probability that a move gets a full search", "0.25"},
+        {"gumbel-m", CFG_TYPE_INT, &c->gumbel_m, 1, 600, "Gumbel: root actions sampled", "16"},
+        {"cpuct", CFG_TYPE_DOUBLE, &c->cpuct, 0, 100, "PUCT exploration constant c_init", "1.25"},
+        {"fpu", CFG_TYPE_DOUBLE, &c->fpu, 0, 10, "PUCT first-play urgency reduction", "0.2"},
         {"noise-alpha-scale", CFG_TYPE_DOUBLE, &c->noise_alpha_scale, 0.001, 1e6,
-         "PUCT: Dirichlet alpha = this / legal moves"},
-        {"noise-weight", CFG_TYPE_DOUBLE, &c->noise_weight, 0, 1, "PUCT: Dirichlet noise weight"},
-        {"tree-reuse", CFG_TYPE_BOOL, &c->tree_reuse, 1, 0, "keep the searched subtree of the played move"},
-        {"cache-mb", CFG_TYPE_INT, &c->cache_mb, 0, 1e6, "shared network-result cache in MiB (0 = none)"},
-        {"max-ply", CFG_TYPE_INT, &c->max_ply, 1, 2000, "moves after which a game is a draw"},
-        {"random-opening", CFG_TYPE_INT, &c->random_opening, 0, 100, "up to this many random first moves per game"},
-        {"temp-plies", CFG_TYPE_INT, &c->temp_plies, 0, 2000, "plies whose move is sampled with a temperature"},
-        {"temp-start", CFG_TYPE_DOUBLE, &c->temp_start, 0.01, 100, "move temperature at the first searched ply"},
-        {"temp-end", CFG_TYPE_DOUBLE, &c->temp_end, 0.01, 100, "move temperature reached at temp-plies (geometric decay)"},
+         "PUCT: Dirichlet alpha = this / legal moves", "10"},
+        {"noise-weight", CFG_TYPE_DOUBLE, &c->noise_weight, 0, 1, "PUCT: Dirichlet noise weight", "0.25"},
+        {"tree-reuse", CFG_TYPE_BOOL, &c->tree_reuse, 1, 0, "keep the searched subtree of the played move", "1"},
+        {"cache-mb", CFG_TYPE_INT, &c->cache_mb, 0, 1e6, "shared network-result cache in MiB (0 = none)", "64"},
+        {"max-ply", CFG_TYPE_INT, &c->max_ply, 1, 2000, "moves after which a game is a draw", KOMA_STR(RULES_MAX_PLY_DEFAULT)},
+        {"random-opening", CFG_TYPE_INT, &c->random_opening, 0, 100, "up to this many random first moves per game", "4"},
+        {"temp-plies", CFG_TYPE_INT, &c->temp_plies, 0, 2000, "plies whose move is sampled with a temperature", "30"},
+        {"temp-start", CFG_TYPE_DOUBLE, &c->temp_start, 0.01, 100, "move temperature at the first searched ply", "1"},
+        {"temp-end", CFG_TYPE_DOUBLE, &c->temp_end, 0.01, 100, "move temperature reached at temp-plies (geometric decay)", "0.3"},
         {"resign-threshold", CFG_TYPE_DOUBLE, &c->resign_threshold, -2, 1,
-         "resign when the search value (W-L) stays below this (<= -1: never)"},
-        {"resign-consecutive", CFG_TYPE_INT, &c->resign_consecutive, 1, 1000, "... for this many own moves in a row"},
+         "resign when the search value (W-L) stays below this (<= -1: never)", "-0.9"},
+        {"resign-consecutive", CFG_TYPE_INT, &c->resign_consecutive, 1, 1000, "... for this many own moves in a row", "2"},
         {"no-resign-fraction", CFG_TYPE_DOUBLE, &c->no_resign_fraction, 0, 1,
-         "share of games that never resign (they measure false resignations)"},
-        {"backend", CFG_TYPE_STRING, c->backend, 1, 0, "inference backend: cpu | cuda | auto"},
-        {"device", CFG_TYPE_INT, &c->device, 0, 64, "CUDA device of the inference server"},
-        {"streams", CFG_TYPE_INT, &c->streams, 0, 64, "inference device workers (0 = cpu: one per CPU thread of cpu-threads; cuda: 2)"},
-        {"max-batch", CFG_TYPE_INT, &c->max_batch, 1, 65536, "positions per inference batch"},
-        {"gather-us", CFG_TYPE_INT, &c->gather_us, 0, 1e7, "inference: wait this long for a fuller batch"},
-        {"cpu-threads", CFG_TYPE_INT, &c->cpu_threads, 0, 4096, "CPU inference BLAS threads in all, split among the streams (0 = all CPUs)"},
+         "share of games that never resign (they measure false resignations)", "0.2"},
+        {"backend", CFG_TYPE_STRING, c->backend, 1, 0, "inference backend", "cpu", "cpu|cuda|auto", sizeof c->backend},
+        {"device", CFG_TYPE_INT, &c->device, 0, 64, "CUDA device of the inference server", "0"},
+        {"streams", CFG_TYPE_INT, &c->streams, 0, 64, "inference device workers (0 = cpu: one per CPU thread of cpu-threads; cuda: 2)", "0"},
+        {"max-batch", CFG_TYPE_INT, &c->max_batch, 1, 65536, "positions per inference batch", "256"},
+        {"gather-us", CFG_TYPE_INT, &c->gather_us, 0, 1e7, "inference: wait this long for a fuller batch", "1000"},
+        {"cpu-threads", CFG_TYPE_INT, &c->cpu_threads, 0, 4096, "CPU inference BLAS threads in all, split among the streams (0 = all CPUs)", "0"},
         {"eval-every", CFG_TYPE_INT, &c->eval_every, 0, 1e6,
-         "every K cycles the new net plays the one K cycles older (0 = no evaluation)"},
+         "every K cycles the new net plays the one K cycles older (0 = no evaluation)", "1"},
         {"eval-games", CFG_TYPE_INT, &c->eval_games, 1, 100000,
-         "games of a new net's evaluation in all, shared by its --gauntlet opponents (colours alternate)"},
+         "games of a new net's evaluation in all, shared by its --gauntlet opponents (colours alternate)", "8"},
         {"gauntlet", CFG_TYPE_INT, &c->gauntlet, 1, 4,
-         "opponents of a new net: the previous evaluated net, then cycle 0, the net halfway, a quarter of the way"},
-        {"eval-visits", CFG_TYPE_INT, &c->eval_visits, 1, 1e7, "playouts per move in an evaluation match"},
+         "opponents of a new net: the previous evaluated net, then cycle 0, the net halfway, a quarter of the way", "2"},
+        {"eval-visits", CFG_TYPE_INT, &c->eval_visits, 1, 1e7, "playouts per move in an evaluation match", "32"},
     };
     int n = (int)(sizeof all / sizeof all[0]);
     if (n > cap) n = cap;

@@ -6,8 +6,10 @@
  * Does not own: the trainer's flags (train/trainer.h adds its own to the same
  * table), parsing (data/config.c).
  *
- * The compiled-in defaults are the laptop-CPU defaults and equal
- * configs/cpu.ini; configs/gpu.ini is the GPU-sized set.
+ * Each flag's default is written once, in its row (sp_config_flags); they
+ * are the laptop-CPU set. configs/gpu.ini overrides them for a GPU machine;
+ * configs/cpu.ini sets nothing (test_selfplay_config refuses a file key that
+ * restates a default).
  */
 #ifndef KOMA_SELFPLAY_CONFIG_H
 #define KOMA_SELFPLAY_CONFIG_H
@@ -71,6 +73,7 @@ typedef struct {
     int64_t eval_visits;           /* playouts per move in it, both sides (32) */
 } sp_config_t;
 
+/* Every field to its row's default. */
 void sp_config_default(sp_config_t *c);
 
 /* Writes the self-play flags into opts (cap entries at least SP_CONFIG_NFLAGS);

@@ -916,14 +916,13 @@ static const char *const USAGE =
 
 void sp_train_config_default(train_config_t *t) {
     *t = train_config_default();
-    /* For `selfplay` on a 2-core CPU (configs/cpu.ini says the same): a small
-     * net, one BLAS thread (the inference server has the other core), half a
-     * sample per new position. */
+    /* selfplay's own defaults for the trainer's flags (the rows hold those of
+     * `train`): for a 2-core CPU, a small net, one BLAS thread (the inference
+     * server has the other core), half a sample per new position. */
     snprintf(t->net, sizeof t->net, "4x32");
     t->threads = 1;
     t->batch = 64;
     t->samples_per_position = 0.5;
-    t->min_steps_per_cycle = 10;
     t->max_steps_per_cycle = 200;
 }
 

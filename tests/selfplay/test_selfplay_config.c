@@ -1,6 +1,6 @@
 /* test_selfplay_config.c - selfplay's flags and configs/:
- *   - configs/cpu.ini is exactly the built-in defaults (every flag, the
- *     trainer's included), so the file documents what a bare run does;
+ *   - the defaults are the flag rows' own; every key of configs/cpu.ini and
+ *     configs/gpu.ini changes one (no default is written twice);
  *   - configs/gpu.ini parses and is GPU-sized (cuda, >= 10x128, >= 400
  *     visits, max batch 512, 2-4 streams, many games in flight);
  *   - the evaluation flags: on by default (every cycle, a short CPU match),
@@ -33,36 +33,67 @@ static int parse(int argc, char **argv, char *err, size_t errlen) {
     return rc;
 }
 
-static void test_cpu_ini_is_default(void) {
-    int n = table();
-    char *def = cfg_dump_string(g_opts, n);
+/* Every key of a file in configs/ changes a default: a restated default
+ * would be a second place to keep it (the rows of the flag tables are the
+ * one place). Each key is applied alone to fresh defaults and must change
+ * the dump. */
+static int restated_defaults(const char *path) {
+    int restated = 0;
     char err[1024];
-    CHECKF(cfg_load_file(g_opts, n, KOMA_SOURCE_DIR "/configs/cpu.ini", err, sizeof err) == CFG_OK, "cpu.ini: %s", err);
-    char *ini = cfg_dump_string(g_opts, n);
-    /* Line by line, to name the flag that differs. */
-    const char *a = def, *b = ini;
-    while (*a || *b) {
-        const char *ea = strchr(a, '\n'), *eb = strchr(b, '\n');
-        size_t la = ea ? (size_t)(ea - a) : strlen(a), lb = eb ? (size_t)(eb - b) : strlen(b);
-        CHECKF(la == lb && !memcmp(a, b, la), "configs/cpu.ini differs from the defaults: '%.*s' vs '%.*s'", (int)la, a,
-               (int)lb, b);
-        a += la + (ea ? 1 : 0);
-        b += lb + (eb ? 1 : 0);
-    }
-    free(def);
-    free(ini);
-    /* ... and every selfplay flag (the first of the table) is written in it. */
     size_t len = 0;
-    char *text = compat_read_file(KOMA_SOURCE_DIR "/configs/cpu.ini", &len, err, sizeof err);
+    char *text = compat_read_file(path, &len, err, sizeof err);
     CHECKF(text != NULL, "%s", err);
-    cfg_opt_t mine[SP_CONFIG_NFLAGS];
-    int m = sp_config_flags(&g_cfg, mine, SP_CONFIG_NFLAGS);
-    for (int i = 0; text && i < m; i++) {
-        char key[80];
-        snprintf(key, sizeof key, "\n%s = ", mine[i].name);
-        CHECKF(strstr(text, key) != NULL, "configs/cpu.ini does not list the selfplay flag '%s'", mine[i].name);
+    int n = table();
+    CHECKF(cfg_load_file(g_opts, n, path, err, sizeof err) == CFG_OK, "%s", err);
+    int line = 0, keys = 0;
+    for (char *p = text; text && *p; line++) {
+        char *e = strchr(p, '\n');
+        if (e) *e = 0;
+        char key[80], value[600];
+        if (sscanf(p, " %79[^ =;] = %599[^\n]", key, value) == 2) {
+            keys++;
+            n = table();
+            char *def = cfg_dump_string(g_opts, n);
+            CHECKF(cfg_set(g_opts, n, key, value, err, sizeof err) == CFG_OK, "%s:%d: %s", path, line + 1, err);
+            char *after = cfg_dump_string(g_opts, n);
+            if (def && after && strcmp(def, after) == 0) {
+                fprintf(stderr, "   %s:%d: '%s = %s' restates the built-in default\n", path, line + 1, key, value);
+                restated++;
+            }
+            free(def);
+            free(after);
+        }
+        p = e ? e + 1 : p + strlen(p);
     }
+    fprintf(stderr, "   %s: %d keys, %d of them defaults\n", path, keys, restated);
     free(text);
+    return restated;
+}
+
+static void test_configs_only_override(void) {
+    CHECK(restated_defaults(KOMA_SOURCE_DIR "/configs/cpu.ini") == 0);
+    CHECK(restated_defaults(KOMA_SOURCE_DIR "/configs/gpu.ini") == 0);
+    /* the check itself: a restated default is caught */
+    t_scratch("selfplay_config");
+    const char *bad = t_path("restated.ini");
+    FILE *f = fopen(bad, "w");
+    KOMA_ASSERT(f);
+    fprintf(f, "cycles = 11\nvisits = 64\n");
+    fclose(f);
+    CHECKF(restated_defaults(bad) == 1, "visits = 64 (the default) is reported");
+    t_rm_rf(t_dir);
+}
+
+/* The defaults are the rows' `def` texts: a bare run's configuration. */
+static void test_defaults(void) {
+    table();
+    CHECK(g_cfg.visits == 64 && g_cfg.visits_fast == 16 && g_cfg.games_per_cycle == 24 && g_cfg.max_ply == 320 &&
+          !strcmp(g_cfg.search, "gumbel") && !strcmp(g_cfg.backend, "cpu") && g_cfg.resign_threshold == -0.9 &&
+          g_cfg.progress_s == -1 && g_cfg.tree_reuse == 1);
+    CHECK(!strcmp(g_tcfg.net, "4x32") && g_tcfg.batch == 64 && g_tcfg.threads == 1);
+    train_config_t t = train_config_default();
+    CHECK(!strcmp(t.net, "6x64") && t.batch == 128 && t.window_min == 25000 && t.seed == 1 &&
+          t.opt.schedule == NN_SCHED_COSINE);
 }
 
 static void test_gpu_ini(void) {
@@ -155,7 +186,8 @@ static void test_flag_errors(void) {
 }
 
 int main(void) {
-    test_cpu_ini_is_default();
+    test_defaults();
+    test_configs_only_override();
     test_flag_errors();
     test_gpu_ini();
     test_eval_flags();
