@@ -201,6 +201,16 @@ int64_t compat_address_space_limit(void) {
 #endif
 }
 
+char *compat_address_space_note(char *buf, size_t n) {
+    int64_t lim = compat_address_space_limit();
+    if (!buf || n == 0) return buf;
+    buf[0] = 0;
+    if (lim >= 0)
+        snprintf(buf, n, " under the address-space limit of %lld MiB (ulimit -v %lld)", (long long)(lim >> 20),
+                 (long long)(lim >> 10));
+    return buf;
+}
+
 /* ---- memory ------------------------------------------------------------- */
 void *compat_aligned_alloc(size_t align, size_t size) {
     if (align < sizeof(void *)) align = sizeof(void *);

@@ -72,6 +72,9 @@ int compat_cpu_count(void);
 /* The process's address-space limit in bytes (RLIMIT_AS, `ulimit -v`), or
  * -1 when there is none (always -1 on Windows). */
 int64_t compat_address_space_limit(void);
+/* " under the address-space limit of N MiB (ulimit -v K)" where a limit is
+ * set, else "": for out-of-memory messages. Returns buf. */
+char *compat_address_space_note(char *buf, size_t n);
 
 /* ---- memory --------------------------------------------------------------- */
 /* size bytes aligned to align (a power of two, at most 4096; size may be 0

@@ -766,11 +766,8 @@ int nn_cpu_blas_room(int32_t threads, char *err, size_t errlen) {
     for (; n < threads && ok; n++) ok = (p[n] = malloc(NN_BLAS_BUFFER_BYTES)) != NULL;
     for (int32_t i = 0; i < n; i++) free(p[i]);
     if (ok) return 0;
-    int64_t lim = compat_address_space_limit();
-    char l[96] = "";
-    if (lim >= 0)
-        snprintf(l, sizeof l, " under the address-space limit of %lld MiB (ulimit -v %lld)", (long long)(lim >> 20),
-                 (long long)(lim >> 10));
+    char l[96];
+    compat_address_space_note(l, sizeof l);
     if (err && errlen)
         snprintf(err, errlen, "out of memory%s: OpenBLAS needs a %d MiB work buffer for each of %d thread(s), "
                  "which could not be allocated; raise the limit or use fewer threads",

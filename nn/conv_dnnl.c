@@ -105,6 +105,8 @@ static int dnnl_fail(nn_dnnl_t *d, dnnl_status_t st, const char *call, const cha
     snprintf(d->err, sizeof(d->err), "%s:%d: %s: %s (%s)", file, line, call, dnnl_status2str(st), hint);
     return -1;
 }
+enum { DNNL_BUILD_ROOM = 64 << 20 }; /* free address space a primitive build needs, with margin */
+
 #define DNNL_TRY(d, call, hint)                                                      \
     do {                                                                             \
         dnnl_status_t st_ = (call);                                                  \
@@ -338,6 +340,18 @@ static entry_t *lookup(nn_dnnl_t *d, int32_t kind, int32_t B, int32_t cin, int32
     }
     *e = (entry_t){.kind = kind, .B = B, .cin = cin, .cout = cout, .k = k, .flags = flags, .act = act,
                    .used = d->clock};
+    /* oneDNN's JIT does not survive running out of memory while it builds a
+     * primitive (a segfault inside dnnl_primitive_create under ulimit -v):
+     * refuse with a message while the room cannot be had. */
+    void *room = malloc(DNNL_BUILD_ROOM);
+    if (!room) {
+        char l[96];
+        snprintf(d->err, sizeof(d->err), "oneDNN route: out of memory%s: no %d MiB of room to build a "
+                 "convolution primitive", compat_address_space_note(l, sizeof l), DNNL_BUILD_ROOM >> 20);
+        free(e);
+        return NULL;
+    }
+    free(room);
     dnnl_primitive_desc_t pd = NULL;
     int r = build_pd(d, e, &pd);
     if (r == 0) r = build_args(d, e, pd);

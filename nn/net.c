@@ -33,11 +33,8 @@ static int be_check(nn_backend_t *be, const char *what, char *err, size_t errlen
  * memory under an address-space limit names it (ulimit -v). */
 static void set_oom(char *err, size_t errlen, const char *what, const nn_backend_t *be, size_t bytes) {
     const char *mem = nn_backend_memory(be);
-    int64_t lim = strcmp(mem, "host") == 0 ? compat_address_space_limit() : -1;
     char l[96] = "";
-    if (lim >= 0)
-        snprintf(l, sizeof l, " under the address-space limit of %lld MiB (ulimit -v %lld)", (long long)(lim >> 20),
-                 (long long)(lim >> 10));
+    if (strcmp(mem, "host") == 0) compat_address_space_note(l, sizeof l);
     set_err(err, errlen, "%s: out of %s memory%s allocating %zu bytes (%s backend)", what, mem, l, bytes, be->name);
 }
 
