@@ -82,6 +82,13 @@ int main(void) {
                rs.latest_cycle);
         if (still == 1 && rs.latest_cycle < CYCLES) landed++;
         else CHECKF(still == 1 || status == 0, "the run exited with %d before its kill", status);
+        if (still != 1 && status != 0) { /* its log, before the next run overwrites it */
+            size_t len = 0;
+            char e[256];
+            char *text = compat_read_file(log, &len, e, sizeof e);
+            fprintf(stderr, "---- log of run %d ----\n%s\n", k + 1, text ? text : e);
+            free(text);
+        }
         CHECKF(rs.games >= games_before, "games went down from %lld to %lld", (long long)games_before,
                (long long)rs.games);
         games_before = rs.games;
