@@ -739,6 +739,9 @@ db_status_t db_probe(const char *path, db_probe_t *kind, char *err, size_t errle
     }
     sqlite3 *sq = NULL;
     int rc = sqlite3_open_v2(path, &sq, SQLITE_OPEN_READONLY, NULL);
+    /* a reader that meets a WAL left by a killed writer while another
+     * connection recovers it gets SQLITE_BUSY: wait as every connection does */
+    if (rc == SQLITE_OK) sqlite3_busy_timeout(sq, BUSY_TIMEOUT_MS);
     int64_t v[3] = {0, 0, 0}; /* application_id, user_version, schema objects */
     static const char *const sql[3] = {"PRAGMA application_id", "PRAGMA user_version",
                                        "SELECT count(*) FROM sqlite_master"};

@@ -1960,6 +1960,49 @@ static void test_crash_resume(const char *self) {
     CHECK(registered > 0);
 }
 
+/* ---- db_probe waits for a busy database -------------------------------------------- */
+typedef struct {
+    const char *path;
+    atomic_int locked;
+} hold_arg_t;
+
+/* Holds koma.db exclusively for 400 ms (as a connection recovering the WAL
+ * of a killed writer does), then lets go. */
+static void *hold_exclusive(void *arg) {
+    hold_arg_t *h = arg;
+    sqlite3 *s = NULL;
+    if (sqlite3_open_v2(h->path, &s, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK &&
+        sqlite3_exec(s, "PRAGMA locking_mode = EXCLUSIVE; BEGIN EXCLUSIVE; "
+                        "UPDATE runs SET command = command WHERE 0", NULL, NULL, NULL) == SQLITE_OK) {
+        atomic_store(&h->locked, 1);
+        compat_sleep_ms(400);
+        sqlite3_exec(s, "COMMIT", NULL, NULL, NULL);
+    }
+    atomic_store(&h->locked, atomic_load(&h->locked) ? 2 : -1);
+    sqlite3_close(s);
+    return NULL;
+}
+
+static void test_probe_busy(void) {
+    char err[DB_ERR_MAX];
+    db_t *db = NULL;
+    const char *path = tmp_db("probe_busy.db");
+    CHECK_OK(db, db_open(path, 0, &db, err, sizeof err));
+    db_close(db);
+    hold_arg_t h = {path, 0};
+    compat_thread_t th;
+    KOMA_ASSERT(compat_thread_create(&th, hold_exclusive, &h) == 0);
+    while (atomic_load(&h.locked) == 0) compat_sleep_ms(1);
+    CHECK(atomic_load(&h.locked) == 1);
+    db_probe_t kind = DB_PROBE_ABSENT;
+    int64_t t0 = compat_now_ms();
+    db_status_t st = db_probe(path, &kind, err, sizeof err);
+    CHECKF(st == DB_OK && kind == DB_PROBE_KOMA, "db_probe on a database held for 400 ms: %d (%s)", (int)st,
+           st == DB_OK ? "" : err);
+    CHECKF(compat_now_ms() - t0 >= 100, "db_probe waited for the lock (%lld ms)", (long long)(compat_now_ms() - t0));
+    compat_thread_join(th);
+}
+
 int main(int argc, char **argv) {
     if (argc == 5 && strcmp(argv[1], "--crash-child") == 0)
         return crash_child(argv[2], atoi(argv[3]), atoi(argv[4]));
@@ -1980,6 +2023,7 @@ int main(int argc, char **argv) {
     test_writer_producers();
     test_writer_shutdown();
     test_crash_resume(argv[0]);
+    test_probe_busy();
 
     for (int i = g_ncleanup - 1; i >= 0; i--) { /* files first, then their folders */
         remove(g_cleanup[i]);
