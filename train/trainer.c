@@ -3,9 +3,14 @@
  *
  * Owns: the struct train_trainer, its net + nn trainer (optimizer state) +
  * backend instance, its read-only koma.db connection, its window (shard
- * cache) and batch buffers, and the trainer thread's queue and results.
- * Does not own: shards (data/shard.c), SQL (data/db.c; all writes go through
- * the writer thread, train/model.c), the network (nn/).
+ * cache) and batch buffers, what a cycle does after each step (cycle_hook:
+ * the divergence check, train_steps rows, progress) and the trainer thread's
+ * queue and results.
+ * Does not own: the step loop and the net's creation and loading
+ * (train/loop.c, shared with train --from-games), saving and registering a
+ * model (train/model.c: train_model_save), shards (data/shard.c), SQL
+ * (data/db.c; all writes go through the writer thread, train/model.c), the
+ * network (nn/).
  *
  * Errors: a failed step (the backend's sticky error, nn/backend.h), a
  * non-finite loss, or weights nn_weights_save refuses (non-finite) end the
