@@ -1,11 +1,20 @@
 /* main.c - `train --from-games`: trains offline from the games stored in a run
  * (self-play shards or imported records) without playing.
  *
- * Owns: the command line, the offline step loop with its progress line, the
- * resumable checkpoint <run>/train/checkpoint.safetensors (weights + optimizer
- * state + step count in one durable file) and the final model.
- * Does not own: the window and sampling (train/window.c), model registration
+ * Owns: the command line, what it does after each step (offline_step: the
+ * progress line, --losses, the resumable checkpoint
+ * <run>/train/checkpoint.safetensors with weights + optimizer state + step
+ * count in one durable file, the weights compared across ranks) and where
+ * the final model goes.
+ * Does not own: the step loop, the net's creation and loading
+ * (train/loop.c: the same loop the trainer thread of a self-play run runs),
+ * the window and sampling (train/window.c), saving and registering a model
  * (train/model.c), the trainer of a self-play run (train/trainer.c).
+ *
+ * Reading order: train_main parses the flags, then offline_open (the run),
+ * offline_net (checkpoint or new net), offline_window (window, batch,
+ * data-parallel step), offline_train (train_loop_run with offline_step),
+ * offline_finish (checkpoint, summary, --out or the next cycle), offline_close.
  *
  * Resuming: the checkpoint is written every --checkpoint-every steps, at the
  * end and on Ctrl-C. Run the same command again and it continues from the
@@ -54,6 +63,7 @@
 #include "engine/encode.h"
 #include "nn/weights.h"
 #include "train/dist_train.h"
+#include "train/loop.h"
 #include "train/model.h"
 #include "train/trainer.h"
 #include "train/window.h"
@@ -150,18 +160,43 @@ static int check_out_dir(const char *out, char *err, size_t errlen) {
     return run_check_writable(dir, err, errlen);
 }
 
-/* Running means of the metrics between two progress lines. */
+/* One offline run: what train_main opens, trains and closes. */
 typedef struct {
-    double p, v, l, acc, f1, total;
-    int64_t n, np; /* steps; positions with a policy target */
-} acc_t;
+    train_config_t *cfg;
+    int net_given;              /* --net or --activation: the checkpoint must be that net */
+    int32_t ranks, slices;      /* ranks x --micro-batches */
+    run_t *rn;
+    const char *run;
+    db_t *db;                   /* read-only */
+    db_writer_t *writer;        /* rank 0: the run's one writer */
+    nn_backend_t *be;
+    train_net_t tn;
+    int resumed;                /* tn is the checkpoint's */
+    char ckpt[1400];
+    db_shard_t *list;
+    int32_t nlist, bad;
+    train_window_t *win;
+    shard_batch_t *batch;
+    int64_t positions, all;
+    train_dist_t *td;           /* NULL: one process, one slice */
+    FILE *lf;                   /* --losses */
+    status_t *sl;               /* the status line of the step loop */
+    /* the step loop's figures */
+    train_sums_t tick, tail;    /* since the last status line; of the last 100 steps */
+    int64_t t_start, saved_at;  /* the loop's start; the checkpoint's step */
+} offline_t;
 
-/* Policy figures are weighted by the positions that have a policy target. */
-static void acc_add(acc_t *a, const nn_metrics_t *m) {
-    if (m->policy_positions > 0)
-        a->p += m->policy_loss * m->policy_positions, a->acc += m->policy_acc * m->policy_positions,
-            a->np += m->policy_positions;
-    a->v += m->value_loss, a->l += m->legal_loss, a->f1 += m->legal_f1, a->total += m->loss, a->n++;
+/* The steps of train_main, in order (below it). */
+static int offline_open(offline_t *o, const char *config_text);
+static int offline_net(offline_t *o);
+static int offline_window(offline_t *o);
+static int offline_train(offline_t *o);
+static int offline_finish(offline_t *o, int stopped);
+static void offline_close(offline_t *o);
+
+static void status_end(offline_t *o) {
+    status_free(o->sl); /* the last status stays on the screen as a line */
+    o->sl = NULL;
 }
 
 static int train_main(int argc, char **argv) {
@@ -187,7 +222,7 @@ static int train_main(int argc, char **argv) {
     opts[n++] = (cfg_opt_t){"dist-check-every", CFG_TYPE_INT, &g_check_every, 1, 1e15, "under mpirun: compare the weights' XXH3 across ranks every K steps"};
     n += train_config_flags(&cfg, opts + n, MAX_OPTS - n);
 
-    char err[2048], e2[1024];
+    char err[2048];
     int npos = 0;
     int rc = cfg_parse(opts, n, argc, argv, 1, NULL, 0, &npos, usage, stdout, err, sizeof err);
     if (rc == CFG_HELP) return 0;
@@ -221,365 +256,333 @@ static int train_main(int argc, char **argv) {
     }
     if (g_rank != 0) g_quiet = 1, g_progress = 0; /* rank 0 speaks for the job */
 
-    /* The run: this program (rank 0) is its one writer until the end; the
-     * other ranks open it read-only once rank 0 holds it. */
-    if (g_rank == 0 && g_out[0] && check_out_dir(g_out, err, sizeof err) != 0) {
-        fprintf(stderr, "train: --out %s\n", err);
-        return 1;
-    }
-    char path[1400], ckpt[1400];
-    if (g_rank != 0 && gate(1) != 0) return 1;
-    run_t *rn = run_open(g_run, g_rank == 0 ? RUN_WRITE : 0, "train --from-games", err, sizeof err);
-    if (!rn) {
-        fprintf(stderr, "train: %s\n", err);
-        return 1;
-    }
-    const char *run = run_dir(rn);
-    for (int32_t i = 0; i < run_findings(rn); i++) fprintf(stderr, "train: start-up check: %s\n", run_finding(rn, i));
-    run_path(run, RUN_DB, path, sizeof path);
+    offline_t o = {.cfg = &cfg, .net_given = net_given, .ranks = ranks, .slices = slices};
     char *config_text = cfg_dump_string(opts, n);
     int status = 1;
-    db_t *db = NULL;
-    db_writer_t *writer = NULL;
-    nn_backend_t *be = NULL;
-    nn_net_t *net = NULL;
-    nn_trainer_t *nt = NULL;
-    train_window_t *win = NULL;
-    shard_batch_t *batch = NULL;
-    db_shard_t *list = NULL;
-    int32_t nlist = 0;
-    status_t *sl = NULL; /* the status line of the step loop */
-    train_dist_t *td = NULL;
-    FILE *lf = NULL; /* --losses */
+    if (offline_open(&o, config_text) == 0 && offline_net(&o) == 0 && offline_window(&o) == 0) {
+        int rc = offline_train(&o);
+        if (rc != TRAIN_ERROR) status = offline_finish(&o, rc == TRAIN_STOPPED);
+    }
+    offline_close(&o);
+    free(config_text);
+    return status;
+}
 
-    writer = g_rank == 0 ? db_writer_start(run_db(rn), 64, err, sizeof err) : NULL;
-    if (g_rank == 0 && !writer) {
+/* The run: rank 0 takes it as its one writer (the runs row, the checkpoint's
+ * folder); the other ranks open it read-only once rank 0 holds it. 0, or -1
+ * with the message printed. */
+static int offline_open(offline_t *o, const char *config_text) {
+    char err[2048], e2[1024], path[1400];
+    if (g_rank == 0 && g_out[0] && check_out_dir(g_out, err, sizeof err) != 0) {
+        fprintf(stderr, "train: --out %s\n", err);
+        return -1;
+    }
+    if (g_rank != 0 && gate(1) != 0) return -1;
+    o->rn = run_open(g_run, g_rank == 0 ? RUN_WRITE : 0, "train --from-games", err, sizeof err);
+    if (!o->rn) {
         fprintf(stderr, "train: %s\n", err);
-        goto done;
+        return -1;
+    }
+    o->run = run_dir(o->rn);
+    for (int32_t i = 0; i < run_findings(o->rn); i++) fprintf(stderr, "train: start-up check: %s\n", run_finding(o->rn, i));
+    run_path(o->run, RUN_DB, path, sizeof path);
+    o->writer = g_rank == 0 ? db_writer_start(run_db(o->rn), 64, err, sizeof err) : NULL;
+    if (g_rank == 0 && !o->writer) {
+        fprintf(stderr, "train: %s\n", err);
+        return -1;
     }
     run_row_arg_t ra = {config_text ? config_text : ""};
-    if (writer && train_writer_call(writer, run_row_job, &ra, sizeof ra, NULL, e2, sizeof e2) != DB_OK) {
+    if (o->writer && train_writer_call(o->writer, run_row_job, &ra, sizeof ra, NULL, e2, sizeof e2) != DB_OK) {
         fprintf(stderr, "train: %s: runs row not written: %s\n", path, e2); /* a database that cannot take it */
-        goto done;
+        return -1;
     }
-    if (db_open(path, DB_OPEN_READONLY, &db, err, sizeof err) != DB_OK) {
+    if (db_open(path, DB_OPEN_READONLY, &o->db, err, sizeof err) != DB_OK) {
         fprintf(stderr, "train: %s\n", err);
-        goto done;
+        return -1;
     }
-
-    /* The net: from the checkpoint, or new. */
-    run_path(run, RUN_TRAIN, ckpt, sizeof ckpt);
+    run_path(o->run, RUN_TRAIN, o->ckpt, sizeof o->ckpt);
     if (g_rank == 0) {
-        if (compat_mkdir_p(ckpt, e2, sizeof e2) != 0) {
-            fprintf(stderr, "train: %s: %s\n", ckpt, e2);
-            goto done;
+        if (compat_mkdir_p(o->ckpt, e2, sizeof e2) != 0) {
+            fprintf(stderr, "train: %s: %s\n", o->ckpt, e2);
+            return -1;
         }
-        train_remove_stale_tmp(ckpt, note_stale, NULL);
-        if (gate(1) != 0) goto done;
+        train_remove_stale_tmp(o->ckpt, note_stale, NULL);
+        if (gate(1) != 0) return -1;
     }
-    snprintf(ckpt, sizeof ckpt, "%s/train/checkpoint.safetensors", run);
-    be = train_backend_new(&cfg, err, sizeof err);
-    if (!be) {
-        fprintf(stderr, "train: %s\n", err);
-        goto done;
-    }
-    int resumed = 0;
-    if (!g_fresh && compat_file_exists(ckpt)) {
-        net = nn_weights_load(be, ckpt, -1, err, sizeof err);
-        if (!net) {
-            fprintf(stderr, "train: %s\n(pass --fresh to start over)\n", err);
-            goto done;
-        }
-        const nn_net_config_t *nc = nn_net_config(net);
-        int32_t b = 0, ch = 0;
-        nn_net_size_parse(cfg.net, &b, &ch);
-        if (net_given && (b != nc->blocks || ch != nc->channels || nn_act_parse(cfg.activation) != (int)nc->act)) {
-            char sz[32];
-            fprintf(stderr, "train: %s holds a %s %s net, not the %s %s asked for: pass --fresh to start over\n", ckpt,
-                    nn_net_size_format(nc->blocks, nc->channels, sz, sizeof sz), nn_act_name(nc->act), cfg.net,
-                    cfg.activation);
-            goto done;
-        }
-        resumed = 1;
-    } else {
-        nn_net_config_t nc = {.act = (nn_act_t)nn_act_parse(cfg.activation),
-                              .in_planes = ENC_PLANES,
-                              .in_hand = ENC_HAND,
-                              .features_version = ENC_FEATURES_VERSION};
-        nn_net_size_parse(cfg.net, &nc.blocks, &nc.channels);
-        net = nn_net_new(be, &nc, cfg.seed, err, sizeof err);
-        if (!net) {
-            fprintf(stderr, "train: new net %s: %s\n", cfg.net, err);
-            goto done;
-        }
-    }
-    nt = nn_trainer_new(net, &cfg.opt, train_dist_local_batch(cfg.batch, slices), err, sizeof err);
-    if (!nt) {
-        fprintf(stderr, "train: %s\n", err);
-        goto done;
-    }
-    if (resumed && nn_weights_read(net, nt, ckpt, err, sizeof err) != 0) {
-        fprintf(stderr, "train: %s\n(pass --fresh to start over)\n", err);
-        goto done;
-    }
-    const nn_net_config_t *nc = nn_net_config(net);
-    shard_format_t fmt = {.features_version = nc->features_version,
-                          .planes_bytes = (int32_t)nn_packed_bytes(nc->in_planes),
-                          .hand_n = nc->in_hand,
-                          .legal_bytes = (int32_t)nn_packed_bytes(NN_POLICY_CH)};
+    snprintf(o->ckpt, sizeof o->ckpt, "%s/train/checkpoint.safetensors", o->run);
+    return 0;
+}
 
-    /* The window. */
-    if (db_shards_recent(db, 0, &list, &nlist) != DB_OK) {
-        fprintf(stderr, "train: %s\n", db_errmsg(db));
-        goto done;
-    }
-    win = train_window_new(run, &fmt, NULL, NULL, err, sizeof err);
-    batch = win ? shard_batch_new(&fmt, cfg.batch, 0, err, sizeof err) : NULL;
-    if (!win || !batch) {
+/* The net: the checkpoint's (weights and optimizer state), or a new one. */
+static int offline_net(offline_t *o) {
+    char err[2048];
+    const train_config_t *cfg = o->cfg;
+    o->be = train_backend_new(cfg, err, sizeof err);
+    if (!o->be) {
         fprintf(stderr, "train: %s\n", err);
-        goto done;
+        return -1;
     }
-    int64_t positions = 0;
-    int32_t bad = 0;
-    if (train_window_select(win, list, nlist, -1, g_window, &positions, &bad, err, sizeof err) != 0) {
+    int32_t rows = train_dist_local_batch(cfg->batch, o->slices);
+    if (g_fresh || !compat_file_exists(o->ckpt)) {
+        if (train_net_new(o->be, cfg, rows, &o->tn, err, sizeof err) != 0) {
+            fprintf(stderr, "train: %s\n", err);
+            return -1;
+        }
+        return 0;
+    }
+    if (train_net_load(o->be, cfg, rows, o->ckpt, 1, &o->tn, err, sizeof err) != 0) {
+        fprintf(stderr, "train: %s\n(pass --fresh to start over)\n", err);
+        return -1;
+    }
+    const nn_net_config_t *nc = nn_net_config(o->tn.net);
+    int32_t b = 0, ch = 0;
+    nn_net_size_parse(cfg->net, &b, &ch);
+    if (o->net_given && (b != nc->blocks || ch != nc->channels || nn_act_parse(cfg->activation) != (int)nc->act)) {
+        char sz[32];
+        fprintf(stderr, "train: %s holds a %s %s net, not the %s %s asked for: pass --fresh to start over\n", o->ckpt,
+                nn_net_size_format(nc->blocks, nc->channels, sz, sizeof sz), nn_act_name(nc->act), cfg->net,
+                cfg->activation);
+        return -1;
+    }
+    o->resumed = 1;
+    return 0;
+}
+
+/* The window (the most recent --window positions of every shard), the batch
+ * buffers, --losses, the data-parallel step; then every rank agrees to train
+ * and starts from the same net. */
+static int offline_window(offline_t *o) {
+    char err[2048];
+    const shard_format_t *fmt = &o->tn.fmt;
+    if (db_shards_recent(o->db, 0, &o->list, &o->nlist) != DB_OK) {
+        fprintf(stderr, "train: %s\n", db_errmsg(o->db));
+        return -1;
+    }
+    o->win = train_window_new(o->run, fmt, NULL, NULL, err, sizeof err);
+    o->batch = o->win ? shard_batch_new(fmt, o->cfg->batch, 0, err, sizeof err) : NULL;
+    if (!o->win || !o->batch) {
         fprintf(stderr, "train: %s\n", err);
-        goto done;
+        return -1;
     }
-    int64_t all = train_window_count(list, nlist, fmt.features_version, -1, -1);
-    if (positions <= 0) {
+    if (train_window_select(o->win, o->list, o->nlist, -1, g_window, &o->positions, &o->bad, err, sizeof err) != 0) {
+        fprintf(stderr, "train: %s\n", err);
+        return -1;
+    }
+    o->all = train_window_count(o->list, o->nlist, fmt->features_version, -1, -1);
+    if (o->positions <= 0) {
         fprintf(stderr, "train: %s: no positions to train on (%d shard(s) registered, %" PRId64
-                " positions with features_version %d, %d bad shard(s))\n", run, nlist, all, fmt.features_version, bad);
-        goto done;
+                " positions with features_version %d, %d bad shard(s))\n", o->run, o->nlist, o->all,
+                fmt->features_version, o->bad);
+        return -1;
     }
     if (g_rank == 0 && g_losses[0]) {
-        lf = fopen(g_losses, "w");
-        if (!lf || fputs("step,loss,policy,value,legal,acc,f1\n", lf) < 0) {
+        o->lf = fopen(g_losses, "w");
+        if (!o->lf || fputs("step,loss,policy,value,legal,acc,f1\n", o->lf) < 0) {
             fprintf(stderr, "train: --losses %s: cannot write\n", g_losses);
-            goto done;
+            return -1;
         }
     }
-    if (slices > 1 && !(td = train_dist_new(g_dist, nt, cfg.batch, (int32_t)g_micro, err, sizeof err))) {
+    if (o->slices > 1 &&
+        !(o->td = train_dist_new(g_dist, o->tn.nt, o->cfg->batch, (int32_t)g_micro, err, sizeof err))) {
         fprintf(stderr, "train: %s\n", err);
-        goto done;
+        return -1;
     }
-    if (gate(1) != 0) goto done;
-    if (td && train_dist_check(td, err, sizeof err) != 0) { /* every rank starts from the same net */
+    if (gate(1) != 0) return -1;
+    if (o->td && train_dist_check(o->td, err, sizeof err) != 0) { /* every rank starts from the same net */
         fprintf(stderr, "train: rank %d: %s\n", g_rank, err);
-        goto done;
+        return -1;
     }
+    return 0;
+}
+
+/* After step s of the loop (train_step_hook): --losses, the figures, the
+ * weights compared across ranks, the checkpoint, --die-at-step, the status
+ * line. -1 with err ends the loop. */
+static int offline_step(void *user, int64_t s, const nn_metrics_t *m, const train_loop_result_t *r, char *err,
+                        size_t errlen) {
+    offline_t *o = user;
+    if (o->lf)
+        fprintf(o->lf, "%" PRId64 ",%.9g,%.9g,%.9g,%.9g,%.9g,%.9g\n", m->step, m->loss, m->policy_loss, m->value_loss,
+                m->legal_loss, m->policy_acc, m->legal_f1);
+    train_sums_add(&o->tick, m);
+    if (g_steps - s <= 100) train_sums_add(&o->tail, m);
+    if (o->td && s + 1 == g_diverge_at && g_rank == o->ranks - 1) { /* tests: what the weights check must catch */
+        float w = 0;
+        float *p = nn_net_params(o->tn.net, NULL, NULL);
+        o->be->download(o->be, &w, p, sizeof w);
+        w += 1e-3f;
+        o->be->upload(o->be, p, &w, sizeof w);
+        nn_net_mark_dirty(o->tn.net);
+    }
+    int ckpt_due = (s + 1) % g_ckpt_every == 0 && s + 1 < g_steps;
+    char e2[1024];
+    if (o->td && (ckpt_due || (s + 1) % g_check_every == 0 || s + 1 == g_steps) &&
+        train_dist_check(o->td, e2, sizeof e2) != 0) {
+        snprintf(err, errlen, "rank %d: %s", g_rank, e2);
+        return -1;
+    }
+    if (ckpt_due) {
+        int saved = g_rank != 0 || nn_weights_save(o->tn.net, o->tn.nt, o->ckpt, e2, sizeof e2) == 0;
+        if (saved) err[0] = 0;
+        else snprintf(err, errlen, "checkpoint: %s", e2);
+        if ((o->td ? agree(saved) : (saved ? 0 : -1)) != 0) return -1;
+        o->saved_at = s + 1;
+    }
+    if (g_die_at > 0 && s + 1 == g_die_at) _Exit(137); /* tests: a crash right here */
+    if (g_progress != 0 && (status_due(o->sl) || s + 1 == g_steps)) {
+        double el = (double)(compat_now_ns() - o->t_start) * 1e-9;
+        double rate = (double)r->steps / el;
+        char eta[32];
+        fmt_eta((double)(g_steps - s - 1) / rate, eta, sizeof eta);
+        train_means_t t = train_sums_mean(&o->tick);
+        status_line(o->sl, s + 1 == g_steps,
+                    "step %" PRId64 "/%" PRId64 "  %.0f samples/s  policy %.4f value %.4f legal %.5f  acc %.3f "
+                    "f1 %.3f  lr %.5f  ETA %s",
+                    s + 1, g_steps, rate * o->cfg->batch, t.policy_loss, t.value_loss, t.legal_loss, t.policy_acc,
+                    t.legal_f1, m->lr, eta);
+        memset(&o->tick, 0, sizeof o->tick);
+    }
+    return 0;
+}
+
+/* Steps from the checkpoint's to --steps: train_loop_run with offline_step.
+ * TRAIN_OK, TRAIN_STOPPED, or TRAIN_ERROR with the message printed. */
+static int offline_train(offline_t *o) {
     char arch[64];
-    int64_t step0 = nn_trainer_step_count(nt);
+    int64_t step0 = nn_trainer_step_count(o->tn.nt);
     if (g_rank == 0)
         printf("train --from-games: %s, window %" PRId64 " of %" PRId64 " positions in %d shard(s)%s, %s, batch %d, "
-           "%s step %" PRId64 " -> %" PRId64 ", checkpoint every %" PRId64 " steps: %s\n",
-           run, positions, all, train_window_shards(win), bad ? " (bad shards skipped)" : "",
-           train_model_arch(nc, arch, sizeof arch), cfg.batch, resumed ? "resuming at" : "from", step0, g_steps,
-           g_ckpt_every, ckpt);
+               "%s step %" PRId64 " -> %" PRId64 ", checkpoint every %" PRId64 " steps: %s\n",
+               o->run, o->positions, o->all, train_window_shards(o->win), o->bad ? " (bad shards skipped)" : "",
+               train_model_arch(nn_net_config(o->tn.net), arch, sizeof arch), o->cfg->batch,
+               o->resumed ? "resuming at" : "from", step0, g_steps, g_ckpt_every, o->ckpt);
     fflush(stdout);
-
-    /* The loop. */
-    nn_metrics_t m;
-    memset(&m, 0, sizeof m);
-    acc_t tick = {0}, tail = {0};
-    int64_t t_start = compat_now_ns(), steps_done = 0;
-    int64_t saved_at = step0;
-    int stopped = 0;
-    sl = status_new(stdout, g_progress > 0 ? g_progress : 0, g_quiet != 0); /* freed before any other output */
-    for (int64_t s = step0; s < g_steps; s++) {
-        if (td) { /* data-parallel: every rank, the same collective calls */
-            int sampled = train_window_sample(win, train_key(cfg.seed, -1, s), cfg.batch, batch, err, sizeof err) == 0;
-            nn_batch_t bt = shard_batch_view(batch);
-            int stop_all = 0;
-            if (train_dist_step(td, sampled ? &bt : NULL, compat_stop_requested(), &m, &stop_all, err, sizeof err) != 0) {
-                status_free(sl), sl = NULL;
-                fprintf(stderr, "train: rank %d: step %" PRId64 ": %s\n", g_rank, s, err);
-                goto done;
-            }
-            if (stop_all) {
-                stopped = 1;
-                break;
-            }
-        } else {
-            if (compat_stop_requested()) {
-                stopped = 1;
-                break;
-            }
-            if (train_window_sample(win, train_key(cfg.seed, -1, s), cfg.batch, batch, err, sizeof err) != 0) {
-                status_free(sl), sl = NULL;
-                fprintf(stderr, "train: %s\n", err);
-                goto done;
-            }
-            nn_batch_t bt = shard_batch_view(batch);
-            if (nn_train_step(nt, &bt, &m, err, sizeof err) != 0) {
-                status_free(sl), sl = NULL;
-                fprintf(stderr, "train: step %" PRId64 ": %s\n", s, err);
-                goto done;
-            }
-        }
-        steps_done++;
-        if (lf)
-            fprintf(lf, "%" PRId64 ",%.9g,%.9g,%.9g,%.9g,%.9g,%.9g\n", m.step, m.loss, m.policy_loss, m.value_loss,
-                    m.legal_loss, m.policy_acc, m.legal_f1);
-        acc_add(&tick, &m);
-        if (g_steps - s <= 100) acc_add(&tail, &m);
-        if (td && s + 1 == g_diverge_at && g_rank == ranks - 1) { /* tests: what the weights check must catch */
-            float w = 0;
-            float *p = nn_net_params(net, NULL, NULL);
-            be->download(be, &w, p, sizeof w);
-            w += 1e-3f;
-            be->upload(be, p, &w, sizeof w);
-            nn_net_mark_dirty(net);
-        }
-        int ckpt_due = (s + 1) % g_ckpt_every == 0 && s + 1 < g_steps;
-        if (td && (ckpt_due || (s + 1) % g_check_every == 0 || s + 1 == g_steps) &&
-            train_dist_check(td, err, sizeof err) != 0) {
-            status_free(sl), sl = NULL;
-            fprintf(stderr, "train: rank %d: %s\n", g_rank, err);
-            goto done;
-        }
-        if (ckpt_due) {
-            int saved = g_rank != 0 || nn_weights_save(net, nt, ckpt, err, sizeof err) == 0;
-            if (!saved) {
-                status_free(sl), sl = NULL;
-                fprintf(stderr, "train: checkpoint: %s\n", err);
-            }
-            if ((td ? agree(saved) : (saved ? 0 : -1)) != 0) goto done;
-            saved_at = s + 1;
-        }
-        if (g_die_at > 0 && s + 1 == g_die_at) _Exit(137); /* tests: a crash right here */
-        if (g_progress != 0 && (status_due(sl) || s + 1 == g_steps)) {
-            int64_t now = compat_now_ns();
-            double el = (double)(now - t_start) * 1e-9;
-            double rate = (double)steps_done / el;
-            char eta[32];
-            fmt_eta((double)(g_steps - s - 1) / rate, eta, sizeof eta);
-            double k = (double)(tick.n ? tick.n : 1);
-            status_line(sl, s + 1 == g_steps,
-                        "step %" PRId64 "/%" PRId64 "  %.0f samples/s  policy %.4f value %.4f legal %.5f  acc %.3f "
-                        "f1 %.3f  lr %.5f  ETA %s",
-                        s + 1, g_steps, rate * cfg.batch, tick.np ? tick.p / (double)tick.np : NAN, tick.v / k, tick.l / k, tick.np ? tick.acc / (double)tick.np : NAN,
-                        tick.f1 / k, m.lr, eta);
-            memset(&tick, 0, sizeof tick);
-        }
+    o->t_start = compat_now_ns();
+    o->saved_at = step0;
+    o->sl = status_new(stdout, g_progress > 0 ? g_progress : 0, g_quiet != 0); /* freed before any other output */
+    train_loop_t lp = {.win = o->win, .batch = o->batch, .nt = o->tn.nt, .rows = o->cfg->batch,
+                       .seed = o->cfg->seed, .cycle = -1, .first = step0, .end = g_steps, .dist = o->td,
+                       .on_step = offline_step, .user = o};
+    train_loop_result_t r;
+    char err[2048] = "";
+    int rc = train_loop_run(&lp, &r, err, sizeof err);
+    status_end(o);
+    if (rc == TRAIN_ERROR) {
+        if (r.failed_in == TRAIN_LOOP_STEP && o->td)
+            fprintf(stderr, "train: rank %d: step %" PRId64 ": %s\n", g_rank, r.failed_step, err);
+        else if (r.failed_in == TRAIN_LOOP_STEP)
+            fprintf(stderr, "train: step %" PRId64 ": %s\n", r.failed_step, err);
+        else if (err[0])
+            fprintf(stderr, "train: %s\n", err);
+        return rc;
     }
-    status_free(sl); /* the last status stays on the screen as a line */
-    sl = NULL;
-    int64_t step_end = nn_trainer_step_count(nt);
-    if (g_rank != 0) { /* rank 0 writes and registers */
-        status = stopped ? EXIT_STOPPED : 0;
-        goto done;
-    }
-    if (ranks > 1 && steps_done > 0) {
+    if (g_rank == 0 && o->ranks > 1 && r.steps > 0) {
         int64_t bytes = 0;
         double sec = dist_sum_seconds(g_dist, &bytes);
         printf("data-parallel: %d ranks x %d rows, sums over ranks %.2f ms/step (%.2f MB/step, waits for the slowest "
                "rank included)\n",
-               ranks, train_dist_local_batch(cfg.batch, ranks), 1e3 * sec / (double)steps_done,
-               (double)bytes / (double)steps_done / 1e6);
+               o->ranks, train_dist_local_batch(o->cfg->batch, o->ranks), 1e3 * sec / (double)r.steps,
+               (double)bytes / (double)r.steps / 1e6);
     }
-    if (step_end != saved_at || !compat_file_exists(ckpt)) {
-        if (nn_weights_save(net, nt, ckpt, err, sizeof err) != 0) {
-            fprintf(stderr, "train: checkpoint: %s\n", err);
-            goto done;
-        }
-    }
-    if (stopped) {
-        printf("stopped at step %" PRId64 " of %" PRId64 "; checkpoint %s written: the same command continues\n",
-               step_end, g_steps, ckpt);
-        status = EXIT_STOPPED;
-        goto done;
-    }
-    if (tail.n) {
-        double k = (double)tail.n;
-        printf("done: step %" PRId64 ", mean of the last %" PRId64 " steps: policy %.4f value %.4f legal %.5f "
-               "acc %.3f f1 %.3f\n",
-               step_end, tail.n, tail.np ? tail.p / (double)tail.np : NAN, tail.v / k, tail.l / k,
-               tail.np ? tail.acc / (double)tail.np : NAN, tail.f1 / k);
-    } else {
-        printf("done: step %" PRId64 " (nothing left to train: the checkpoint is at --steps)\n", step_end);
-    }
+    return rc;
+}
 
-    /* The final net. */
-    if (g_out[0]) {
-        if (nn_weights_save(net, nt, g_out, err, sizeof err) != 0) {
-            fprintf(stderr, "train: %s\n", err);
-            goto done;
-        }
-        printf("wrote %s\n", g_out);
-        status = 0;
-        goto done;
-    }
+/* The final net as the run's next cycle, unless the newest model already is
+ * the checkpoint's net. 0, or 1 with the message printed. */
+static int register_next(offline_t *o, int64_t step_end) {
+    char err[2048];
     uint64_t h = 0;
     int64_t bytes = 0;
-    if (db_file_xxh3(ckpt, &h, &bytes, err, sizeof err) != 0) {
+    if (db_file_xxh3(o->ckpt, &h, &bytes, err, sizeof err) != 0) {
         fprintf(stderr, "train: %s\n", err);
-        goto done;
+        return 1;
     }
     char hex[17];
     snprintf(hex, sizeof hex, "%016" PRIx64, h);
     db_model_t latest;
     int64_t next = 0;
-    db_status_t st = db_model_latest(db, &latest);
+    db_status_t st = db_model_latest(o->db, &latest);
     if (st == DB_OK) {
         if (strcmp(latest.xxh3, hex) == 0) {
-            printf("already registered: %s/%s (cycle %d) is this net\n", run, latest.path, latest.cycle);
-            status = 0;
-            goto done;
+            printf("already registered: %s/%s (cycle %d) is this net\n", o->run, latest.path, latest.cycle);
+            return 0;
         }
         next = latest.cycle + 1;
     } else if (st != DB_NOTFOUND) {
-        fprintf(stderr, "train: %s\n", db_errmsg(db));
-        goto done;
+        fprintf(stderr, "train: %s\n", db_errmsg(o->db));
+        return 1;
     }
+    train_means_t t = train_sums_mean(&o->tail);
     db_model_t mr;
     memset(&mr, 0, sizeof mr);
     mr.cycle = (int32_t)next;
-    mr.features_version = nc->features_version;
-    train_model_rel_path(mr.path, sizeof mr.path, next);
-    snprintf(mr.arch, sizeof mr.arch, "%s", arch);
     mr.train_steps = step_end;
-    mr.train_samples = step_end * cfg.batch;
-    mr.loss_policy = tail.np ? tail.p / (double)tail.np : NAN;
-    mr.loss_value = tail.n ? tail.v / (double)tail.n : NAN;
-    mr.loss_legal = tail.n ? tail.l / (double)tail.n : NAN;
-    mr.loss_total = tail.n ? tail.total / (double)tail.n : NAN; /* the objective minimised (nn/net.h) */
+    mr.train_samples = step_end * o->cfg->batch;
+    mr.loss_policy = t.policy_loss, mr.loss_value = t.value_loss, mr.loss_legal = t.legal_loss;
+    mr.loss_total = t.loss; /* the objective minimised (nn/net.h) */
     db_run_t rr;
-    if (db_run_latest(db, &rr) == DB_OK) {
+    if (db_run_latest(o->db, &rr) == DB_OK) {
         mr.run_id = rr.id;
         db_run_clear(&rr);
     }
-    snprintf(path, sizeof path, "%s/" TRAIN_MODELS_DIR, run);
-    if (compat_mkdir_p(path, e2, sizeof e2) != 0) {
-        fprintf(stderr, "train: %s: %s\n", path, e2);
-        goto done;
-    }
-    snprintf(path, sizeof path, "%s/%s", run, mr.path);
-    if (nn_weights_save(net, nt, path, err, sizeof err) != 0 ||
-        train_model_register(writer, run, &mr, NULL, err, sizeof err) != 0) {
+    if (train_model_save(o->writer, o->run, o->tn.net, o->tn.nt, &mr, NULL, err, sizeof err) != 0) {
         fprintf(stderr, "train: %s\n", err);
-        goto done;
+        return 1;
     }
-    printf("wrote %s, registered as cycle %" PRId64 "\n", path, next);
-    status = 0;
-done:
-    status_free(sl);
-    train_dist_free(td);
-    if (lf && fclose(lf) != 0) fprintf(stderr, "train: --losses %s: write failed\n", g_losses);
+    printf("wrote %s/%s, registered as cycle %" PRId64 "\n", o->run, mr.path, next);
+    return 0;
+}
+
+/* After the loop (rank 0 writes, the others are done): the checkpoint, the
+ * summary, the final net to --out or as the next cycle. The exit status. */
+static int offline_finish(offline_t *o, int stopped) {
+    if (g_rank != 0) return stopped ? EXIT_STOPPED : 0;
+    char err[2048];
+    int64_t step_end = nn_trainer_step_count(o->tn.nt);
+    if (step_end != o->saved_at || !compat_file_exists(o->ckpt)) {
+        if (nn_weights_save(o->tn.net, o->tn.nt, o->ckpt, err, sizeof err) != 0) {
+            fprintf(stderr, "train: checkpoint: %s\n", err);
+            return 1;
+        }
+    }
+    if (stopped) {
+        printf("stopped at step %" PRId64 " of %" PRId64 "; checkpoint %s written: the same command continues\n",
+               step_end, g_steps, o->ckpt);
+        return EXIT_STOPPED;
+    }
+    if (o->tail.n) {
+        train_means_t t = train_sums_mean(&o->tail);
+        printf("done: step %" PRId64 ", mean of the last %" PRId64 " steps: policy %.4f value %.4f legal %.5f "
+               "acc %.3f f1 %.3f\n",
+               step_end, o->tail.n, t.policy_loss, t.value_loss, t.legal_loss, t.policy_acc, t.legal_f1);
+    } else {
+        printf("done: step %" PRId64 " (nothing left to train: the checkpoint is at --steps)\n", step_end);
+    }
+    if (!g_out[0]) return register_next(o, step_end);
+    if (nn_weights_save(o->tn.net, o->tn.nt, g_out, err, sizeof err) != 0) {
+        fprintf(stderr, "train: %s\n", err);
+        return 1;
+    }
+    printf("wrote %s\n", g_out);
+    return 0;
+}
+
+static void offline_close(offline_t *o) {
+    status_end(o);
+    train_dist_free(o->td);
+    if (o->lf && fclose(o->lf) != 0) fprintf(stderr, "train: --losses %s: write failed\n", g_losses);
     fflush(stdout);
-    free(list);
-    shard_batch_free(batch);
-    train_window_free(win);
-    nn_trainer_free(nt);
-    nn_net_free(net);
-    nn_backend_free(be);
-    db_close(db);
-    if (writer) {
-        if (db_writer_stop(writer, 10000) != DB_OK) fprintf(stderr, "train: %s: writer: some writes cancelled\n", run);
-        db_writer_free(writer);
+    free(o->list);
+    shard_batch_free(o->batch);
+    train_window_free(o->win);
+    train_net_free(&o->tn);
+    nn_backend_free(o->be);
+    db_close(o->db);
+    if (o->writer) {
+        if (db_writer_stop(o->writer, 10000) != DB_OK) fprintf(stderr, "train: %s: writer: some writes cancelled\n", o->run);
+        db_writer_free(o->writer);
     }
-    free(config_text);
-    run_close(rn);
-    return status;
+    run_close(o->rn);
 }
 
 int main(int argc, char **argv) {

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "compat/compat.h"
+#include "nn/weights.h"
 
 char *train_model_rel_path(char *buf, size_t len, int64_t cycle) {
     snprintf(buf, len, TRAIN_MODELS_DIR "/%04" PRId64 ".safetensors", cycle);
@@ -155,6 +156,23 @@ int train_model_register(db_writer_t *w, const char *run_dir, db_model_t *m, con
         return -1;
     }
     return 0;
+}
+
+int train_model_save(db_writer_t *w, const char *run_dir, nn_net_t *net, nn_trainer_t *nt, db_model_t *m,
+                     const atomic_int *stop, char *err, size_t errlen) {
+    const nn_net_config_t *nc = nn_net_config(net);
+    m->features_version = nc->features_version;
+    train_model_rel_path(m->path, sizeof m->path, m->cycle);
+    train_model_arch(nc, m->arch, sizeof m->arch);
+    char path[1400], e2[1024];
+    snprintf(path, sizeof path, "%s/" TRAIN_MODELS_DIR, run_dir);
+    if (compat_mkdir_p(path, e2, sizeof e2) != 0) {
+        snprintf(err, errlen, "%s: %s", path, e2);
+        return -1;
+    }
+    snprintf(path, sizeof path, "%s/%s", run_dir, m->path);
+    if (nn_weights_save(net, nt, path, err, errlen) != 0) return -1;
+    return train_model_register(w, run_dir, m, stop, err, errlen);
 }
 
 typedef struct {

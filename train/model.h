@@ -1,8 +1,10 @@
 /* model.h - model files of a run and their registration (internal to train/).
  *
  * Owns: the run-relative name of a cycle's model, the arch string stored in
- * the models table, and the "file first, then row" registration through the
- * writer thread (db_model_insert on the thread that owns koma.db, waited for).
+ * the models table, and saving a model: the file written durably first, then
+ * its row registered through the writer thread (db_model_insert on the thread
+ * that owns koma.db, waited for). The trainer thread and train --from-games
+ * both save through train_model_save.
  * Does not own: the weights format (nn/weights.h), SQL (data/db.c).
  */
 #ifndef KOMA_TRAIN_MODEL_H
@@ -39,6 +41,16 @@ int train_writer_call(db_writer_t *w, db_job_run_fn run, void *arg, size_t argsi
  * commit. Returns 0 with m->id and m->xxh3 set, or -1 with err. */
 int train_model_register(db_writer_t *w, const char *run_dir, db_model_t *m, const atomic_int *stop, char *err,
                          size_t errlen);
+
+/* Saves net + optimizer state nt as the model of cycle m->cycle: fills
+ * m->path (models/<cycle>.safetensors), m->arch and m->features_version from
+ * the net, writes <run_dir>/<m->path> durably (nn_weights_save: temporary
+ * name, fsync, rename; non-finite weights are refused), then registers it
+ * (train_model_register). The caller fills the rest of m (run_id, steps,
+ * samples, losses). Returns 0 with m->id and m->xxh3 set, or -1 with err
+ * (a file written but not registered is overwritten by the next save). */
+int train_model_save(db_writer_t *w, const char *run_dir, nn_net_t *net, nn_trainer_t *nt, db_model_t *m,
+                     const atomic_int *stop, char *err, size_t errlen);
 
 /* Sets cycle_metrics.train_s of `cycle` through the writer, keeping the rest
  * of the row (or creating it). Returns 0, or -1 with err. */

@@ -3,9 +3,14 @@
  *
  * Owns: the struct train_trainer, its net + nn trainer (optimizer state) +
  * backend instance, its read-only koma.db connection, its window (shard
- * cache) and batch buffers, and the trainer thread's queue and results.
- * Does not own: shards (data/shard.c), SQL (data/db.c; all writes go through
- * the writer thread, train/model.c), the network (nn/).
+ * cache) and batch buffers, what a cycle does after each step (cycle_hook:
+ * the divergence check, train_steps rows, progress) and the trainer thread's
+ * queue and results.
+ * Does not own: the step loop and the net's creation and loading
+ * (train/loop.c, shared with train --from-games), saving and registering a
+ * model (train/model.c: train_model_save), shards (data/shard.c), SQL
+ * (data/db.c; all writes go through the writer thread, train/model.c), the
+ * network (nn/).
  *
  * Errors: a failed step (the backend's sticky error, nn/backend.h), a
  * non-finite loss, or weights nn_weights_save refuses (non-finite) end the
@@ -40,10 +45,10 @@
 #include "data/db.h"
 #include "data/run.h"
 #include "data/shard.h"
-#include "engine/encode.h"
 #include "nn/backend_cuda.h"
 #include "nn/registry.h"
 #include "nn/weights.h"
+#include "train/loop.h"
 #include "train/model.h"
 #include "train/window.h"
 
@@ -222,9 +227,7 @@ struct train_trainer {
     nn_server_t *server;
     db_t *db; /* read-only */
     nn_backend_t *be;
-    nn_net_t *net;
-    nn_trainer_t *nt;
-    shard_format_t fmt;
+    train_net_t tn; /* the net, its optimizer state, the shard format */
     train_window_t *win;
     shard_batch_t *batch;
     db_shard_t *list; /* the last shard listing */
@@ -276,8 +279,6 @@ void train_trainer_progress(train_trainer_t *tr, train_progress_t *out) {
     compat_mutex_unlock(&tr->mu);
 }
 
-static int stop_seen(train_trainer_t *tr) { return compat_stop_requested() || atomic_load(&tr->stop); }
-
 nn_backend_t *train_backend_new(const train_config_t *c, char *err, size_t errlen) {
     nn_backend_kind_t kind;
     char e2[512];
@@ -306,27 +307,15 @@ static int load_state(train_trainer_t *tr, const char *rel, const char *xxh3, in
     char path[1400];
     run_path(tr->run_dir, rel, path, sizeof path);
     if (run_verify_file(path, xxh3, err, errlen) != 0) return -1;
-    if (nn_weights_read(tr->net, tr->nt, path, err, errlen) == 0) return 0;
+    if (nn_weights_read(tr->tn.net, tr->tn.nt, path, err, errlen) == 0) return 0;
     char e2[1024];
-    if (nn_weights_read(tr->net, NULL, path, e2, sizeof e2) != 0) return -1; /* err says why */
+    if (nn_weights_read(tr->tn.net, NULL, path, e2, sizeof e2) != 0) return -1; /* err says why */
     tlog(tr, "%s has no optimizer state (%s): momentum starts at zero, step %" PRId64, path, err, steps);
     int64_t np = 0;
-    float *mom = nn_trainer_momentum(tr->nt);
-    nn_net_params(tr->net, &np, NULL);
+    float *mom = nn_trainer_momentum(tr->tn.nt);
+    nn_net_params(tr->tn.net, &np, NULL);
     tr->be->memset_zero(tr->be, mom, sizeof(float) * (size_t)np);
-    nn_trainer_set_step_count(tr->nt, steps);
-    return 0;
-}
-
-static int make_nn(train_trainer_t *tr, nn_net_t *net, char *err, size_t errlen) {
-    tr->net = net;
-    tr->nt = nn_trainer_new(net, &tr->cfg.opt, tr->cfg.batch, err, errlen);
-    if (!tr->nt) return -1;
-    const nn_net_config_t *nc = nn_net_config(net);
-    tr->fmt = (shard_format_t){.features_version = nc->features_version,
-                               .planes_bytes = (int32_t)nn_packed_bytes(nc->in_planes),
-                               .hand_n = nc->in_hand,
-                               .legal_bytes = (int32_t)nn_packed_bytes(NN_POLICY_CH)};
+    nn_trainer_set_step_count(tr->tn.nt, steps);
     return 0;
 }
 
@@ -340,18 +329,8 @@ static int64_t latest_run_id(db_t *db) {
 
 /* A new run: random net from the config, written and registered as cycle 0. */
 static int create_first(train_trainer_t *tr, char *err, size_t errlen) {
-    nn_net_config_t nc = {.act = (nn_act_t)nn_act_parse(tr->cfg.activation),
-                          .in_planes = ENC_PLANES,
-                          .in_hand = ENC_HAND,
-                          .features_version = ENC_FEATURES_VERSION};
-    nn_net_size_parse(tr->cfg.net, &nc.blocks, &nc.channels);
     char e2[1024];
-    nn_net_t *net = nn_net_new(tr->be, &nc, tr->cfg.seed, e2, sizeof e2);
-    if (!net) {
-        set_err(err, errlen, "%s: new net %s: %s", tr->run_dir, tr->cfg.net, e2);
-        return -1;
-    }
-    if (make_nn(tr, net, e2, sizeof e2) != 0) {
+    if (train_net_new(tr->be, &tr->cfg, tr->cfg.batch, &tr->tn, e2, sizeof e2) != 0) {
         set_err(err, errlen, "%s: %s", tr->run_dir, e2);
         return -1;
     }
@@ -359,14 +338,8 @@ static int create_first(train_trainer_t *tr, char *err, size_t errlen) {
     memset(&m, 0, sizeof m);
     m.cycle = 0;
     m.run_id = latest_run_id(tr->db);
-    m.features_version = nc.features_version;
-    train_model_rel_path(m.path, sizeof m.path, 0);
-    train_model_arch(&nc, m.arch, sizeof m.arch);
     m.loss_policy = m.loss_value = m.loss_legal = m.loss_total = NAN;
-    char path[1400];
-    snprintf(path, sizeof path, "%s/%s", tr->run_dir, m.path);
-    if (nn_weights_save(tr->net, tr->nt, path, err, errlen) != 0) return -1;
-    if (train_model_register(tr->writer, tr->run_dir, &m, &tr->stop, err, errlen) != 0) return -1;
+    if (train_model_save(tr->writer, tr->run_dir, tr->tn.net, tr->tn.nt, &m, &tr->stop, err, errlen) != 0) return -1;
     tr->latest_cycle = 0;
     snprintf(tr->latest_rel, sizeof tr->latest_rel, "%s", m.path);
     snprintf(tr->latest_xxh3, sizeof tr->latest_xxh3, "%s", m.xxh3);
@@ -377,31 +350,27 @@ static int create_first(train_trainer_t *tr, char *err, size_t errlen) {
 }
 
 static int open_latest(train_trainer_t *tr, const db_model_t *row, char *err, size_t errlen) {
-    char path[1400], e2[1024];
+    char path[1400];
     snprintf(path, sizeof path, "%s/%s", tr->run_dir, row->path);
     if (!compat_file_exists(path)) {
         set_err(err, errlen, "%s: model of cycle %d is registered in koma.db but the file is missing", path, row->cycle);
         return -1;
     }
-    nn_net_t *net = nn_weights_load(tr->be, path, -1, err, errlen);
-    if (!net) return -1;
-    if (make_nn(tr, net, e2, sizeof e2) != 0) {
-        set_err(err, errlen, "%s: %s", path, e2);
-        return -1;
-    }
+    /* the optimizer state is read by load_state, which also takes a file without one */
+    if (train_net_load(tr->be, &tr->cfg, tr->cfg.batch, path, 0, &tr->tn, err, errlen) != 0) return -1;
     if (load_state(tr, row->path, row->xxh3, row->train_steps, err, errlen) != 0) return -1;
     tr->latest_cycle = row->cycle;
     snprintf(tr->latest_rel, sizeof tr->latest_rel, "%s", row->path);
     snprintf(tr->latest_xxh3, sizeof tr->latest_xxh3, "%s", row->xxh3);
     tr->latest_steps = row->train_steps;
     tr->total_samples = row->train_samples;
-    const nn_net_config_t *nc = nn_net_config(net);
+    const nn_net_config_t *nc = nn_net_config(tr->tn.net);
     int32_t b, ch;
     if (nn_net_size_parse(tr->cfg.net, &b, &ch) == 0 && (b != nc->blocks || ch != nc->channels))
         tlog(tr, "the run's net is %dx%d (%s); net %s applies only to a new run", nc->blocks, nc->channels, row->path,
              tr->cfg.net);
     tlog(tr, "resuming %s from %s (cycle %d, step %" PRId64 ")", tr->run_dir, row->path, row->cycle,
-         nn_trainer_step_count(tr->nt));
+         nn_trainer_step_count(tr->tn.nt));
     return 0;
 }
 
@@ -470,9 +439,9 @@ train_trainer_t *train_trainer_new(const train_config_t *cfg_in, const char *run
         set_err(err, errlen, "%s", db_errmsg(tr->db));
         goto fail;
     }
-    tr->win = train_window_new(run_dir, &tr->fmt, tr->cfg.log, tr->cfg.log_user, err, errlen);
+    tr->win = train_window_new(run_dir, &tr->tn.fmt, tr->cfg.log, tr->cfg.log_user, err, errlen);
     if (!tr->win) goto fail;
-    tr->batch = shard_batch_new(&tr->fmt, tr->cfg.batch, 0, e2, sizeof e2);
+    tr->batch = shard_batch_new(&tr->tn.fmt, tr->cfg.batch, 0, e2, sizeof e2);
     if (!tr->batch) {
         set_err(err, errlen, "%s: batch buffers: %s", run_dir, e2);
         goto fail;
@@ -486,8 +455,8 @@ fail:
 int64_t train_trainer_latest_cycle(const train_trainer_t *tr) {
     return tr ? atomic_load(&((train_trainer_t *)tr)->latest_cycle) : -1;
 }
-nn_net_t *train_trainer_net(train_trainer_t *tr) { return tr ? tr->net : NULL; }
-nn_trainer_t *train_trainer_nn(train_trainer_t *tr) { return tr ? tr->nt : NULL; }
+nn_net_t *train_trainer_net(train_trainer_t *tr) { return tr ? tr->tn.net : NULL; }
+nn_trainer_t *train_trainer_nn(train_trainer_t *tr) { return tr ? tr->tn.nt : NULL; }
 const train_config_t *train_trainer_config(const train_trainer_t *tr) { return tr ? &tr->cfg : NULL; }
 
 /* Publishes <run_dir>/rel as `cycle` (see trainer.h for the generation). */
@@ -539,28 +508,45 @@ static void restore(train_trainer_t *tr) {
         tlog(tr, "cannot restore the state of %s: %s", tr->latest_rel, e2);
 }
 
-/* Samples and takes step s of cycle into m. 0, or -1 with err: the batch
- * could not be read, the step failed (the backend's error) or the loss is not
- * finite (diverged); the trainer is then back at the newest model. */
-static int cycle_step(train_trainer_t *tr, int64_t cycle, int64_t s, nn_metrics_t *m, char *err, size_t errlen) {
-    char e2[1024];
-    if (train_window_sample(tr->win, train_key(tr->cfg.seed, cycle, s), tr->cfg.batch, tr->batch, err, errlen) != 0) {
-        restore(tr);
-        return -1;
-    }
-    nn_batch_t bt = shard_batch_view(tr->batch);
-    if (nn_train_step(tr->nt, &bt, m, e2, sizeof e2) != 0) {
-        restore(tr);
-        set_err(err, errlen, "%s: training step %" PRId64 " of cycle %" PRId64 ": %s; nothing written or published",
-                tr->run_dir, s, cycle, e2);
-        return -1;
-    }
-    if (!isfinite(m->loss) || !isfinite(m->grad_norm)) { /* diverged: these weights must go nowhere */
-        restore(tr);
+/* What the trainer does after each step of a cycle (train_step_hook). */
+typedef struct {
+    train_trainer_t *tr;
+    int64_t cycle, steps, last_log;
+} cycle_hook_t;
+
+/* A non-finite loss ends the cycle (these weights must go nowhere); else the
+ * step's train_steps row, the progress and, every TRAIN_PROGRESS_MS, a log line. */
+static int cycle_hook(void *user, int64_t s, const nn_metrics_t *m, const train_loop_result_t *r, char *err,
+                      size_t errlen) {
+    cycle_hook_t *h = user;
+    train_trainer_t *tr = h->tr;
+    if (!isfinite(m->loss) || !isfinite(m->grad_norm)) {
         set_err(err, errlen, "%s: training step %" PRId64 " of cycle %" PRId64 ": non-finite loss %g (policy %g, value %g, "
-                "legal %g, gradient norm %g); nothing written or published", tr->run_dir, s, cycle, m->loss,
+                "legal %g, gradient norm %g); nothing written or published", tr->run_dir, s, h->cycle, m->loss,
                 m->policy_loss, m->value_loss, m->legal_loss, m->grad_norm);
         return -1;
+    }
+    int64_t samples = r->steps * tr->cfg.batch;
+    db_train_step_t row = {.step = m->step,
+                           .cycle = (int32_t)h->cycle,
+                           .time = 0,
+                           .lr = m->lr,
+                           .samples = tr->total_samples + samples,
+                           .loss_policy = m->policy_loss,
+                           .loss_value = m->value_loss,
+                           .loss_legal = m->legal_loss,
+                           .loss_total = m->loss,
+                           .acc_policy = m->policy_acc,
+                           .acc_value = NAN,
+                           .acc_legal = m->legal_f1,
+                           .grad_norm = m->grad_norm};
+    db_writer_train_step(tr->writer, &row, -1); /* a stopping writer refuses it: the rows are figures only */
+    set_progress(tr, h->cycle, s + 1, h->steps, samples, r->train_ns);
+    if (compat_now_ms() - h->last_log >= TRAIN_PROGRESS_MS) {
+        h->last_log = compat_now_ms();
+        tlog(tr, "cycle %" PRId64 ": step %" PRId64 "/%" PRId64 ", %.0f samples/s, policy %.4f value %.4f legal %.5f",
+             h->cycle, s + 1, h->steps, (double)samples / (r->train_ns * 1e-9), m->policy_loss, m->value_loss,
+             m->legal_loss);
     }
     return 0;
 }
@@ -590,7 +576,7 @@ int train_trainer_run_cycle(train_trainer_t *tr, int64_t cycle, train_cycle_repo
         set_err(err, errlen, "%s", db_errmsg(tr->db));
         goto out;
     }
-    int32_t fv = tr->fmt.features_version;
+    int32_t fv = tr->tn.fmt.features_version;
     int64_t total = train_window_count(tr->list, tr->nlist, fv, -1, cycle);
     rep->new_positions = train_window_count(tr->list, tr->nlist, fv, tr->latest_cycle, cycle);
     int64_t want = train_window_size(&tr->cfg, total);
@@ -607,78 +593,46 @@ int train_trainer_run_cycle(train_trainer_t *tr, int64_t cycle, train_cycle_repo
     }
     int64_t steps = train_steps_for(&tr->cfg, rep->new_positions);
     int32_t B = tr->cfg.batch;
-    double sum[6] = {0};
-    int64_t n_policy = 0; /* positions with a policy target, over the cycle's steps */
-    double train_ns = 0;
-    int64_t last_log = compat_now_ms();
-    nn_metrics_t m;
-    memset(&m, 0, sizeof m);
+    cycle_hook_t hook = {tr, cycle, steps, compat_now_ms()};
+    train_loop_t lp = {.win = tr->win, .batch = tr->batch, .nt = tr->tn.nt, .rows = B, .seed = tr->cfg.seed,
+                       .cycle = cycle, .first = 0, .end = steps, .stop = &tr->stop, .on_step = cycle_hook,
+                       .user = &hook};
+    train_loop_result_t lr;
     set_progress(tr, cycle, 0, steps, 0, 0);
-    for (int64_t s = 0; s < steps; s++) {
-        if (stop_seen(tr)) {
-            if (s > 0) restore(tr);
+    char le[1024] = "";
+    rc = train_loop_run(&lp, &lr, le, sizeof le);
+    rep->steps = lr.steps - (lr.failed_in == TRAIN_LOOP_HOOK); /* a diverged step does not count */
+    rep->samples = rep->steps * B;
+    if (rc != TRAIN_OK) {
+        if (rc == TRAIN_STOPPED)
             set_err(err, errlen, "%s: stop requested: cycle %" PRId64 " abandoned after %" PRId64 " of %" PRId64
-                    " steps, nothing written", tr->run_dir, cycle, s, steps);
-            rc = TRAIN_STOPPED;
-            goto out;
-        }
-        int64_t ts = compat_now_ns();
-        if (cycle_step(tr, cycle, s, &m, err, errlen) != 0) goto out;
-        train_ns += (double)(compat_now_ns() - ts);
-        if (m.policy_positions > 0) /* policy figures: weighted by the positions with a target */
-            sum[0] += m.policy_loss * m.policy_positions, sum[3] += m.policy_acc * m.policy_positions,
-                n_policy += m.policy_positions;
-        sum[1] += m.value_loss, sum[2] += m.legal_loss, sum[4] += m.legal_f1, sum[5] += m.loss;
-        rep->steps++;
-        rep->samples += B;
-        db_train_step_t row = {.step = m.step,
-                               .cycle = (int32_t)cycle,
-                               .time = 0,
-                               .lr = m.lr,
-                               .samples = tr->total_samples + rep->samples,
-                               .loss_policy = m.policy_loss,
-                               .loss_value = m.value_loss,
-                               .loss_legal = m.legal_loss,
-                               .loss_total = m.loss,
-                               .acc_policy = m.policy_acc,
-                               .acc_value = NAN,
-                               .acc_legal = m.legal_f1,
-                               .grad_norm = m.grad_norm};
-        db_writer_train_step(tr->writer, &row, -1); /* a stopping writer refuses it: the rows are figures only */
-        set_progress(tr, cycle, s + 1, steps, rep->samples, train_ns);
-        if (compat_now_ms() - last_log >= TRAIN_PROGRESS_MS) {
-            last_log = compat_now_ms();
-            tlog(tr, "cycle %" PRId64 ": step %" PRId64 "/%" PRId64 ", %.0f samples/s, policy %.4f value %.4f legal %.5f",
-                 cycle, s + 1, steps, (double)rep->samples / (train_ns * 1e-9), m.policy_loss, m.value_loss,
-                 m.legal_loss);
-        }
+                    " steps, nothing written", tr->run_dir, cycle, lr.steps, steps);
+        else if (lr.failed_in == TRAIN_LOOP_STEP)
+            set_err(err, errlen, "%s: training step %" PRId64 " of cycle %" PRId64 ": %s; nothing written or published",
+                    tr->run_dir, lr.failed_step, cycle, le);
+        else
+            set_err(err, errlen, "%s", le); /* the sampler's or cycle_hook's message */
+        if (rc == TRAIN_ERROR || lr.steps > 0) restore(tr); /* back to the newest model's weights and state */
+        goto out;
     }
-    int64_t n = rep->steps > 0 ? rep->steps : 1;
-    rep->policy_loss = n_policy ? sum[0] / (double)n_policy : NAN, rep->value_loss = sum[1] / (double)n;
-    rep->legal_loss = sum[2] / (double)n, rep->policy_acc = n_policy ? sum[3] / (double)n_policy : NAN;
-    rep->legal_f1 = sum[4] / (double)n, rep->loss = sum[5] / (double)n;
-    if (rep->steps == 0) rep->policy_loss = rep->value_loss = rep->legal_loss = rep->policy_acc = rep->legal_f1 =
-        rep->loss = NAN;
-    rep->lr = rep->steps ? m.lr : NAN;
-    rep->samples_per_s = train_ns > 0 ? (double)rep->samples / (train_ns * 1e-9) : 0;
-    rep->step = nn_trainer_step_count(tr->nt);
+    train_means_t mean = train_sums_mean(&lr.sums);
+    rep->policy_loss = mean.policy_loss, rep->value_loss = mean.value_loss, rep->legal_loss = mean.legal_loss;
+    rep->policy_acc = mean.policy_acc, rep->legal_f1 = mean.legal_f1, rep->loss = mean.loss;
+    rep->lr = rep->steps ? lr.last.lr : NAN;
+    rep->samples_per_s = lr.train_ns > 0 ? (double)rep->samples / (lr.train_ns * 1e-9) : 0;
+    rep->step = nn_trainer_step_count(tr->tn.nt);
 
     /* The file first (durable), then its row, then the server. */
     db_model_t mr;
     memset(&mr, 0, sizeof mr);
     mr.cycle = (int32_t)cycle;
     mr.run_id = latest_run_id(tr->db);
-    mr.features_version = fv;
-    train_model_rel_path(mr.path, sizeof mr.path, cycle);
-    train_model_arch(nn_net_config(tr->net), mr.arch, sizeof mr.arch);
     mr.train_steps = rep->step;
     mr.train_samples = tr->total_samples + rep->samples;
     mr.loss_policy = rep->policy_loss, mr.loss_value = rep->value_loss, mr.loss_legal = rep->legal_loss;
     mr.loss_total = rep->loss;
-    char path[1400];
-    snprintf(path, sizeof path, "%s/%s", tr->run_dir, mr.path);
-    if (nn_weights_save(tr->net, tr->nt, path, err, errlen) != 0 ||
-        train_model_register(tr->writer, tr->run_dir, &mr, &tr->stop, err, errlen) != 0) {
+    rc = TRAIN_ERROR;
+    if (train_model_save(tr->writer, tr->run_dir, tr->tn.net, tr->tn.nt, &mr, &tr->stop, err, errlen) != 0) {
         restore(tr); /* a retry retrains from the previous model; the file, if any, is overwritten */
         goto out;
     }
@@ -859,8 +813,7 @@ void train_trainer_free(train_trainer_t *tr) {
     shard_batch_free(tr->batch);
     train_window_free(tr->win);
     free(tr->list);
-    nn_trainer_free(tr->nt);
-    nn_net_free(tr->net);
+    train_net_free(&tr->tn);
     nn_backend_free(tr->be);
     db_close(tr->db);
     compat_cond_destroy(&tr->cv);

@@ -1,0 +1,139 @@
+/* loop.c - the one training loop: the net being trained, the step loop, the
+ * running means. See loop.h. */
+#include "train/loop.h"
+#include "compat/err.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "compat/compat.h"
+#include "engine/encode.h"
+#include "nn/weights.h"
+
+/* The optimizer and the shard format of tn->net; the net is tn's already. */
+static int attach_trainer(const train_config_t *cfg, int32_t batch, train_net_t *tn, char *err, size_t errlen) {
+    tn->nt = nn_trainer_new(tn->net, &cfg->opt, batch, err, errlen);
+    if (!tn->nt) return -1;
+    const nn_net_config_t *nc = nn_net_config(tn->net);
+    tn->fmt = (shard_format_t){.features_version = nc->features_version,
+                               .planes_bytes = (int32_t)nn_packed_bytes(nc->in_planes),
+                               .hand_n = nc->in_hand,
+                               .legal_bytes = (int32_t)nn_packed_bytes(NN_POLICY_CH)};
+    return 0;
+}
+
+int train_net_new(nn_backend_t *be, const train_config_t *cfg, int32_t batch, train_net_t *tn, char *err,
+                  size_t errlen) {
+    memset(tn, 0, sizeof *tn);
+    nn_net_config_t nc = {.act = (nn_act_t)nn_act_parse(cfg->activation),
+                          .in_planes = ENC_PLANES,
+                          .in_hand = ENC_HAND,
+                          .features_version = ENC_FEATURES_VERSION};
+    nn_net_size_parse(cfg->net, &nc.blocks, &nc.channels);
+    char e2[1024];
+    tn->net = nn_net_new(be, &nc, cfg->seed, e2, sizeof e2);
+    if (!tn->net || attach_trainer(cfg, batch, tn, e2, sizeof e2) != 0) {
+        set_err(err, errlen, "new net %s: %s", cfg->net, e2);
+        train_net_free(tn);
+        return -1;
+    }
+    return 0;
+}
+
+int train_net_load(nn_backend_t *be, const train_config_t *cfg, int32_t batch, const char *path, int with_state,
+                   train_net_t *tn, char *err, size_t errlen) {
+    memset(tn, 0, sizeof *tn);
+    tn->net = nn_weights_load(be, path, -1, err, errlen);
+    if (!tn->net) return -1;
+    char e2[1024];
+    if (attach_trainer(cfg, batch, tn, e2, sizeof e2) != 0) {
+        set_err(err, errlen, "%s: %s", path, e2);
+        train_net_free(tn);
+        return -1;
+    }
+    if (with_state && nn_weights_read(tn->net, tn->nt, path, err, errlen) != 0) {
+        train_net_free(tn);
+        return -1;
+    }
+    return 0;
+}
+
+void train_net_free(train_net_t *tn) {
+    if (!tn) return;
+    nn_trainer_free(tn->nt);
+    nn_net_free(tn->net);
+    memset(tn, 0, sizeof *tn);
+}
+
+void train_sums_add(train_sums_t *a, const nn_metrics_t *m) {
+    if (m->policy_positions > 0)
+        a->policy += m->policy_loss * m->policy_positions, a->acc += m->policy_acc * m->policy_positions,
+            a->n_policy += m->policy_positions;
+    a->value += m->value_loss, a->legal += m->legal_loss, a->f1 += m->legal_f1, a->total += m->loss, a->n++;
+}
+
+train_means_t train_sums_mean(const train_sums_t *a) {
+    double k = (double)a->n, kp = (double)a->n_policy;
+    train_means_t r = {NAN, NAN, NAN, NAN, NAN, NAN};
+    if (a->n_policy > 0) r.policy_loss = a->policy / kp, r.policy_acc = a->acc / kp;
+    if (a->n > 0) r.value_loss = a->value / k, r.legal_loss = a->legal / k, r.legal_f1 = a->f1 / k, r.loss = a->total / k;
+    return r;
+}
+
+static int stop_seen(const train_loop_t *lp) {
+    return compat_stop_requested() || (lp->stop && atomic_load(lp->stop));
+}
+
+/* One step s on lp's window into *m: 0, 1 when a stop ended the loop, -1
+ * with err and r->failed_in. */
+static int one_step(const train_loop_t *lp, int64_t s, nn_metrics_t *m, train_loop_result_t *r, char *err,
+                    size_t errlen) {
+    uint64_t key = train_key(lp->seed, lp->cycle, s);
+    if (lp->dist) { /* every rank, the same collective calls, a failed sampling included */
+        int sampled = train_window_sample(lp->win, key, lp->rows, lp->batch, err, errlen) == 0;
+        nn_batch_t bt = shard_batch_view(lp->batch);
+        int stop_all = 0;
+        if (train_dist_step(lp->dist, sampled ? &bt : NULL, stop_seen(lp), m, &stop_all, err, errlen) != 0) {
+            r->failed_in = TRAIN_LOOP_STEP;
+            return -1;
+        }
+        return stop_all ? 1 : 0;
+    }
+    if (stop_seen(lp)) return 1;
+    if (train_window_sample(lp->win, key, lp->rows, lp->batch, err, errlen) != 0) {
+        r->failed_in = TRAIN_LOOP_SAMPLE;
+        return -1;
+    }
+    nn_batch_t bt = shard_batch_view(lp->batch);
+    if (nn_train_step(lp->nt, &bt, m, err, errlen) != 0) {
+        r->failed_in = TRAIN_LOOP_STEP;
+        return -1;
+    }
+    return 0;
+}
+
+int train_loop_run(const train_loop_t *lp, train_loop_result_t *r, char *err, size_t errlen) {
+    memset(r, 0, sizeof *r);
+    r->failed_step = -1;
+    nn_metrics_t m;
+    memset(&m, 0, sizeof m);
+    for (int64_t s = lp->first; s < lp->end; s++) {
+        int64_t t0 = compat_now_ns();
+        int st = one_step(lp, s, &m, r, err, errlen);
+        if (st > 0) return TRAIN_STOPPED;
+        if (st < 0) {
+            r->failed_step = s;
+            return TRAIN_ERROR;
+        }
+        r->train_ns += (double)(compat_now_ns() - t0);
+        r->steps++;
+        r->last = m;
+        train_sums_add(&r->sums, &m);
+        if (lp->on_step && lp->on_step(lp->user, s, &m, r, err, errlen) != 0) {
+            r->failed_in = TRAIN_LOOP_HOOK;
+            r->failed_step = s;
+            return TRAIN_ERROR;
+        }
+    }
+    return TRAIN_OK;
+}

@@ -1,0 +1,108 @@
+/* loop.h - the one training loop (internal to train/): what the trainer
+ * thread (train/trainer.c) and `train --from-games` (train/main.c) both run.
+ *
+ * Owns: a net being trained (train_net_t: the net, its optimizer state and
+ * the shard format it reads), created from the config or loaded from a model
+ * file; the step loop (sample step s with the key (seed, cycle, s), take the
+ * step, on one process or data-parallel over ranks, add its figures to the
+ * means, call the caller's per-step hook, honour stop requests); the running
+ * means of the training figures.
+ * Does not own: the backend, the window and which rows it holds
+ * (train/window.c), how many steps and which cycle (the callers), model files
+ * and their registration (train/model.c: train_model_save), checkpoints,
+ * progress lines and the train_steps rows (the callers' hooks).
+ *
+ * Threads: one thread at a time per net; the loop runs on the caller's
+ * thread. Under a data-parallel job (train_loop_t.dist) every rank runs the
+ * loop over the same steps: the collective calls are made in the same order
+ * whatever fails (train/dist_train.h).
+ * Errors: -1 (TRAIN_ERROR) with err; the loop says where it failed
+ * (train_loop_result_t.failed_in / failed_step) so that each caller words the
+ * message for its users. Nothing here aborts the process.
+ */
+#ifndef KOMA_TRAIN_LOOP_H
+#define KOMA_TRAIN_LOOP_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "data/shard.h"
+#include "nn/net.h"
+#include "train/dist_train.h"
+#include "train/trainer.h"
+#include "train/window.h"
+
+/* ---- the net being trained ------------------------------------------------- */
+typedef struct {
+    nn_net_t *net;
+    nn_trainer_t *nt;   /* optimizer state, for minibatches of up to the batch given */
+    shard_format_t fmt; /* the shard columns the net reads */
+} train_net_t;
+
+/* A random net of cfg->net / cfg->activation seeded by cfg->seed, with an
+ * optimizer (cfg->opt) for batches of up to `batch` rows. 0, or -1 with err
+ * ("new net 6x64: ..."); *tn is left empty on failure. */
+int train_net_new(nn_backend_t *be, const train_config_t *cfg, int32_t batch, train_net_t *tn, char *err,
+                  size_t errlen);
+/* The net of the model file `path` (its own size and activation) with an
+ * optimizer as train_net_new; with_state: its optimizer state (momentum, step
+ * count) is read from the file too, and a file without one is an error.
+ * 0, or -1 with err naming the file; *tn is left empty on failure. */
+int train_net_load(nn_backend_t *be, const train_config_t *cfg, int32_t batch, const char *path, int with_state,
+                   train_net_t *tn, char *err, size_t errlen);
+void train_net_free(train_net_t *tn); /* frees and empties; NULL or empty ok */
+
+/* ---- running means of the training figures ----------------------------------- */
+/* Sums over steps; the policy figures are weighted by the positions that
+ * have a policy target. */
+typedef struct {
+    double policy, value, legal, acc, f1, total;
+    int64_t n, n_policy; /* steps; positions with a policy target */
+} train_sums_t;
+typedef struct {
+    double policy_loss, value_loss, legal_loss, policy_acc, legal_f1, loss; /* NaN when nothing was added */
+} train_means_t;
+void train_sums_add(train_sums_t *s, const nn_metrics_t *m);
+train_means_t train_sums_mean(const train_sums_t *s);
+
+/* ---- the step loop ------------------------------------------------------------ */
+typedef enum { TRAIN_LOOP_OK, TRAIN_LOOP_SAMPLE, TRAIN_LOOP_STEP, TRAIN_LOOP_HOOK } train_loop_fail_t;
+
+typedef struct {
+    int64_t steps;           /* steps taken */
+    double train_ns;         /* time spent sampling and stepping */
+    train_sums_t sums;       /* the figures of the steps taken */
+    nn_metrics_t last;       /* the last step's metrics (zero before one) */
+    int64_t failed_step;     /* the step that failed, -1 none */
+    train_loop_fail_t failed_in;
+} train_loop_result_t;
+
+/* Called after step s (its figures already in r->sums, r->last = *m): 0 to
+ * go on, -1 with err to end the loop (TRAIN_LOOP_HOOK). */
+typedef int (*train_step_hook)(void *user, int64_t s, const nn_metrics_t *m, const train_loop_result_t *r, char *err,
+                               size_t errlen);
+
+typedef struct {
+    train_window_t *win;   /* selected already */
+    shard_batch_t *batch;  /* buffers for `rows` rows */
+    nn_trainer_t *nt;
+    int32_t rows;          /* the (global) minibatch */
+    uint64_t seed;         /* step s samples with train_key(seed, cycle, s) */
+    int64_t cycle;         /* -1: offline (train --from-games) */
+    int64_t first, end;    /* steps [first, end) */
+    train_dist_t *dist;    /* NULL: one process and nn_train_step; else train_dist_step on every rank */
+    const atomic_int *stop; /* besides compat_stop_requested(); NULL ok */
+    train_step_hook on_step; /* NULL ok */
+    void *user;
+} train_loop_t;
+
+/* Runs steps lp->first .. lp->end - 1. Before each step a stop request
+ * (agreed over ranks under dist: no rank takes a step another refused) ends
+ * the loop with TRAIN_STOPPED; TRAIN_OK when all steps were taken;
+ * TRAIN_ERROR with err (the sampler's, the step's or the hook's message, as
+ * they wrote it) and r->failed_in / r->failed_step. The weights after a
+ * failed step are undefined (nn_train_step): the caller reloads them. */
+int train_loop_run(const train_loop_t *lp, train_loop_result_t *r, char *err, size_t errlen);
+
+#endif
