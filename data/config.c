@@ -157,7 +157,8 @@ int cfg_set(const cfg_opt_t *opts, int nopts, const char *key, const char *value
             break;
         }
         if (len >= str_size(o)) {
-            snprintf(err, errlen, "option '%s': value longer than %zu characters", key, str_size(o) - 1);
+            snprintf(err, errlen, "option '%s': value longer than %llu characters", key,
+                     (unsigned long long)(str_size(o) - 1));
             return CFG_ERROR;
         }
         memcpy(o->ptr, canon, len);

@@ -877,7 +877,7 @@ shard_batch_t *shard_batch_new(const shard_format_t *fmt, int32_t cap, int64_t n
     uint8_t *mem = b ? malloc(total) : NULL;
     if (!mem) {
         free(b);
-        set_err(err, errlen, "shard batch: out of memory for %zu bytes", total);
+        set_err(err, errlen, "shard batch: out of memory for %llu bytes", (unsigned long long)total);
         return NULL;
     }
     void *p[8];

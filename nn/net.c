@@ -35,7 +35,8 @@ static void set_oom(char *err, size_t errlen, const char *what, const nn_backend
     const char *mem = nn_backend_memory(be);
     char l[96] = "";
     if (strcmp(mem, "host") == 0) compat_address_space_note(l, sizeof l);
-    set_err(err, errlen, "%s: out of %s memory%s allocating %zu bytes (%s backend)", what, mem, l, bytes, be->name);
+    set_err(err, errlen, "%s: out of %s memory%s allocating %llu bytes (%s backend)", what, mem, l,
+            (unsigned long long)bytes, be->name);
 }
 
 /* ---- size string ---------------------------------------------------------- */
@@ -268,7 +269,7 @@ nn_net_t *nn_net_new(nn_backend_t *be, const nn_net_config_t *cfg, uint64_t seed
         free(hp);
         free(hs);
         nn_net_free(net);
-        set_err(err, errlen, "nn_net_new: out of host memory allocating %zu bytes", bytes);
+        set_err(err, errlen, "nn_net_new: out of host memory allocating %llu bytes", (unsigned long long)bytes);
         return NULL;
     }
     net_init_random(net, seed, hp, hs);
@@ -373,7 +374,8 @@ int nn_net_check_finite(nn_net_t *net, char *err, size_t errlen) {
     size_t n = (size_t)(net->n_params + net->n_stats);
     float *h = malloc(sizeof(float) * (n ? n : 1));
     if (!h) {
-        set_err(err, errlen, "nn_net_check_finite: out of host memory allocating %zu bytes", sizeof(float) * n);
+        set_err(err, errlen, "nn_net_check_finite: out of host memory allocating %llu bytes",
+                (unsigned long long)(sizeof(float) * n));
         return -1;
     }
     if (be->sync) be->sync(be);

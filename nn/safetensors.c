@@ -326,8 +326,8 @@ static int parse_tensor(const char *path, const cJSON *e, uint64_t data_size, st
         return -1;
     }
     if (len >= ST_MAX_NAME) {
-        set_err(err, errlen, "%s: tensor name '%.40s...' is %zu bytes, longer than the limit of %d",
-                path, name, len, ST_MAX_NAME - 1);
+        set_err(err, errlen, "%s: tensor name '%.40s...' is %llu bytes, longer than the limit of %d",
+                path, name, (unsigned long long)len, ST_MAX_NAME - 1);
         return -1;
     }
     memcpy(t->name, name, len + 1);

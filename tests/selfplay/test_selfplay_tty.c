@@ -63,6 +63,14 @@ static int widest_status(const char *out, int *n_status) {
     return widest;
 }
 
+/* Does s[0..n) contain w? (memmem is GNU's, not Windows') */
+static int span_has(const char *s, size_t n, const char *w) {
+    size_t k = strlen(w);
+    for (size_t i = 0; i + k <= n; i++)
+        if (memcmp(s + i, w, k) == 0) return 1;
+    return 0;
+}
+
 /* Lines ending in \n whose last \r-stretch is a status line (status lines left behind as lines). */
 static int status_lines_kept(const char *out) {
     int n = 0;
@@ -73,7 +81,7 @@ static int status_lines_kept(const char *out) {
         const char *last = p;
         for (size_t i = 0; i < len; i++)
             if (p[i] == '\r') last = p + i + 1;
-        if (nl && memmem(last, (size_t)(p + len - last), "| games", 7)) n++;
+        if (nl && span_has(last, (size_t)(p + len - last), "| games")) n++;
         p += len + (nl ? 1 : 0);
     }
     return n;
