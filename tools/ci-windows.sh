@@ -19,9 +19,8 @@ JOBS=${KOMA_JOBS:-2}
 EXCLUDE=${KOMA_WINE_EXCLUDE-}
 start=$(date +%s)
 
-tools/cross-windows.sh "$B"
-built=$(date +%s)
-
+# wine first: the configure step below looks for it and makes it ctest's
+# emulator (on a machine without it, the .exe files would be run as scripts)
 if ! command -v wine >/dev/null 2>&1; then
   SUDO=""
   [ "$(id -u)" -ne 0 ] && SUDO="sudo"
@@ -29,6 +28,10 @@ if ! command -v wine >/dev/null 2>&1; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends wine wine64
 fi
+
+tools/cross-windows.sh "$B"
+built=$(date +%s)
+
 
 WINEPREFIX="$(pwd)/$B/wineprefix"
 export WINEPREFIX WINEARCH=win64 WINEDEBUG=-all WINEDLLOVERRIDES="mscoree,mshtml="
