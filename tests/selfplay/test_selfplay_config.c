@@ -50,7 +50,7 @@ static int restated_defaults(const char *path) {
         char *e = strchr(p, '\n');
         if (e) *e = 0;
         char key[80], value[600];
-        if (sscanf(p, " %79[^ =;] = %599[^\n]", key, value) == 2) {
+        if (sscanf(p, " %79[^ =;] = %599[^\r\n]", key, value) == 2) { /* CRLF on Windows */
             keys++;
             n = table();
             char *def = cfg_dump_string(g_opts, n);

@@ -24,6 +24,10 @@
 #endif
 
 int main(void) {
+#ifdef _WIN32
+    fprintf(stderr, "test_selfplay_lowmem: skipped (no ulimit on Windows)\n");
+    return 77;
+#endif
     if (SANITIZED || !compat_file_exists("/bin/sh")) {
         fprintf(stderr, "test_selfplay_lowmem: skipped (sanitizer build or no /bin/sh)\n");
         return 77;

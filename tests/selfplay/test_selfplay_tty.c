@@ -87,6 +87,14 @@ static int status_lines_kept(const char *out) {
     return n;
 }
 
+/* The first \r not part of a \r\n line end (Windows' text-mode files end
+ * lines so), or NULL. */
+static const char *bare_cr(const char *s) {
+    for (const char *p = strchr(s, '\r'); p; p = strchr(p + 1, '\r'))
+        if (p[1] != '\n') return p;
+    return NULL;
+}
+
 static void test_pipe(const char *base) {
     char dir[700], out[760];
     snprintf(dir, sizeof dir, "%s/pipe", base);
@@ -98,8 +106,9 @@ static void test_pipe(const char *base) {
     char *text = t_read_file(out, NULL);
     int n = 0;
     widest_status(text, &n);
-    CHECKF(n >= 2 && !strchr(text, '\r') && !strchr(text, 0x1b) && count(text, "/2 published") == 2,
-           "through a pipe: %d status lines, \\r %s, ESC %s:\n%s", n, strchr(text, '\r') ? "yes" : "no",
+    const char *cr = bare_cr(text);
+    CHECKF(n >= 2 && !cr && !strchr(text, 0x1b) && count(text, "/2 published") == 2,
+           "through a pipe: %d status lines, \\r %s, ESC %s:\n%s", n, cr ? "yes" : "no",
            strchr(text, 0x1b) ? "yes" : "no", text);
     free(text);
     /* the log: every event, the status at most once a minute (here: the final one) */

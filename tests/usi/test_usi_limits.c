@@ -43,6 +43,10 @@ static bool write_net(const char *path) {
 }
 
 static void test_low_memory(const char *net) {
+#ifdef _WIN32
+    fprintf(stderr, "-- low memory: skipped (no ulimit on Windows)\n");
+    return;
+#endif
     if (SANITIZED || !compat_file_exists("/bin/sh")) {
         fprintf(stderr, "-- low memory: skipped (sanitizer build or no /bin/sh)\n");
         return;
