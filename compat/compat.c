@@ -1070,6 +1070,16 @@ int compat_getpid(void) {
 }
 
 #ifdef _WIN32
+/* CreateProcessA with inherited handles, tried again a few times on
+ * ERROR_INTERNAL_ERROR (1359), which wine returns now and then under load. */
+static BOOL create_process(char *cmd, DWORD flags, STARTUPINFOA *si, PROCESS_INFORMATION *pi) {
+    for (int i = 0;; i++) {
+        BOOL ok = CreateProcessA(NULL, cmd, NULL, NULL, TRUE, flags, NULL, NULL, si, pi);
+        if (ok || GetLastError() != ERROR_INTERNAL_ERROR || i == 4) return ok;
+        Sleep((DWORD)(50 << i));
+    }
+}
+
 /* Appends arg to the command line at *p quoted so that the C runtime's
  * argument parser (CommandLineToArgvW rules) gives it back verbatim. */
 static char *quote_arg(char *p, const char *arg) {
@@ -1170,7 +1180,7 @@ int compat_run_io(const char *const *argv, const char *out_path, const char *err
         si.hStdOutput = out_path ? ho : GetStdHandle(STD_OUTPUT_HANDLE);
         si.hStdError = err_path ? he : GetStdHandle(STD_ERROR_HANDLE);
     }
-    BOOL ok = CreateProcessA(NULL, cmd, NULL, NULL, TRUE, 0, NULL, NULL, &si, &pi);
+    BOOL ok = create_process(cmd, 0, &si, &pi);
     DWORD cerr = ok ? 0 : GetLastError();
     if (ho != INVALID_HANDLE_VALUE) CloseHandle(ho);
     if (he != INVALID_HANDLE_VALUE && !same) CloseHandle(he);
@@ -1303,7 +1313,7 @@ compat_proc_t *compat_proc_spawn(const char *const *argv, const char *stderr_pat
         si.hStdInput = in_r;
         si.hStdOutput = out_w;
         si.hStdError = errh ? errh : GetStdHandle(STD_ERROR_HANDLE);
-        ok = CreateProcessA(NULL, cmd, NULL, NULL, TRUE, CREATE_NEW_PROCESS_GROUP, NULL, NULL, &si, &pi);
+        ok = create_process(cmd, CREATE_NEW_PROCESS_GROUP, &si, &pi);
     }
     DWORD code = GetLastError();
     if (in_r) CloseHandle(in_r);
