@@ -256,6 +256,11 @@ void nn_cpu_blas_reexec_if_generic(char **argv);
  * 0, or -1 with err saying how much memory was missing and the address-space
  * limit (ulimit -v). Always 0 without OpenBLAS. */
 int nn_cpu_blas_room(int32_t threads, char *err, size_t errlen);
+/* OpenBLAS's work buffer (BUFFER_SIZE in Debian's 0.3.21, plus a page). */
+#define NN_GEMM_BUFFER_MIB 128
+/* 1 when `buffers` OpenBLAS work buffers can be allocated at once right now
+ * (always 1 without OpenBLAS). */
+int nn_gemm_room(int32_t buffers);
 /* 1 once nn_gemm found no memory for OpenBLAS's thread pool: OpenBLAS stays
  * on one thread (nn_backend_cpu_new asks for no more). */
 int nn_gemm_pool_denied(void);

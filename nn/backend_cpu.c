@@ -754,31 +754,17 @@ void nn_cpu_blas_reexec_if_generic(char **argv) {
  * if that fails, the caller refuses to start with a message instead of
  * hanging. (A later call that needs one more buffer than ever before checks
  * again in nn_gemm, and runs the portable GEMM where it cannot be had.) */
-/* BUFFER_SIZE + a page, what Debian's 0.3.21 mallocs (134221824 bytes) */
-enum { NN_BLAS_BUFFER_MIB = 128, NN_BLAS_BUFFER_BYTES = (128 << 20) + 8192 };
-
 int nn_cpu_blas_room(int32_t threads, char *err, size_t errlen) {
-#if defined(KOMA_HAVE_CBLAS) && defined(OPENBLAS_VERSION)
     if (threads < 1) threads = 1;
     if (threads > 64) threads = 64;
-    void *p[64] = {0};
-    int32_t n = 0, ok = 1;
-    for (; n < threads && ok; n++) ok = (p[n] = malloc(NN_BLAS_BUFFER_BYTES)) != NULL;
-    for (int32_t i = 0; i < n; i++) free(p[i]);
-    if (ok) return 0;
+    if (nn_gemm_room(threads)) return 0;
     char l[96];
     compat_address_space_note(l, sizeof l);
     if (err && errlen)
         snprintf(err, errlen, "out of memory%s: OpenBLAS needs a %d MiB work buffer for each of %d thread(s), "
                  "which could not be allocated; raise the limit or use fewer threads",
-                 l, NN_BLAS_BUFFER_MIB, (int)threads);
+                 l, NN_GEMM_BUFFER_MIB, (int)threads);
     return -1;
-#else
-    (void)threads;
-    (void)err;
-    (void)errlen;
-    return 0;
-#endif
 }
 
 static void check_openblas_core(void) {

@@ -28,7 +28,8 @@
  * checks that they can be had right now. Where a caller's buffer cannot, the
  * call runs on the portable GEMM (slower but finite); where the pool's cannot,
  * OpenBLAS is kept on one thread from then on. A warning says so, once. */
-enum { GEMM_OPENBLAS_BUF_MIB = 128, GEMM_OPENBLAS_BUF_BYTES = (128 << 20) + 8192, GEMM_ARENA_MIB = 128 };
+enum { GEMM_OPENBLAS_BUF_MIB = NN_GEMM_BUFFER_MIB, GEMM_OPENBLAS_BUF_BYTES = (NN_GEMM_BUFFER_MIB << 20) + 8192,
+       GEMM_ARENA_MIB = 128 };
 static atomic_int g_inflight, g_peak, g_pool_ok, g_pool_denied, g_warned;
 static atomic_int g_pool_max; /* the pool's size when nn_gemm_pool_settle ran; 0 before */
 
@@ -48,6 +49,22 @@ static int probe(int32_t n, size_t bytes) {
 
 int nn_gemm_pool_denied(void) { return atomic_load(&g_pool_denied); }
 
+int nn_gemm_room(int32_t buffers) { return probe(buffers, GEMM_OPENBLAS_BUF_BYTES); }
+
+/* Room for the work buffers (and malloc arenas) of a pool of nt threads, the
+ * caller's not counted: 1 (the pool is fine from now on), or 0 after keeping
+ * OpenBLAS on one thread for good, with the warning. */
+static int pool_room(int32_t nt) {
+    if (probe(nt - 1, GEMM_OPENBLAS_BUF_BYTES + ((size_t)GEMM_ARENA_MIB << 20))) {
+        atomic_store(&g_pool_ok, 1);
+        return 1;
+    }
+    atomic_store(&g_pool_denied, 1);
+    openblas_set_num_threads(1);
+    low_memory_warning("OpenBLAS runs on one thread");
+    return 0;
+}
+
 /* OpenBLAS starts its pool when the library loads, and each pool thread
  * allocates its work buffer as its first act, on its own schedule. Were the
  * program to take the address space first (a hash table sized to what is
@@ -59,13 +76,7 @@ int nn_gemm_pool_settle(void) {
     int32_t nt = openblas_get_num_threads();
     atomic_store(&g_pool_max, nt > 0 ? nt : 1);
     if (nt <= 1) return 0;
-    if (!probe(nt - 1, GEMM_OPENBLAS_BUF_BYTES + ((size_t)GEMM_ARENA_MIB << 20))) {
-        atomic_store(&g_pool_denied, 1);
-        openblas_set_num_threads(1);
-        low_memory_warning("OpenBLAS runs on one thread");
-        return -1;
-    }
-    atomic_store(&g_pool_ok, 1);
+    if (!pool_room(nt)) return -1;
     /* big enough that OpenBLAS splits it over every thread of the pool */
     int32_t w = 64 * nt < 256 ? 256 : 64 * nt > 1024 ? 1024 : 64 * nt;
     float *a = calloc((size_t)3 * w * w, sizeof(float));
@@ -85,15 +96,7 @@ int32_t nn_gemm_threads_cap(int32_t want) {
 
 static int openblas_room_for_call(int32_t inflight) {
     int32_t nt = openblas_get_num_threads();
-    if (nt > 1 && !atomic_load(&g_pool_ok)) {
-        if (probe(nt - 1, GEMM_OPENBLAS_BUF_BYTES + ((size_t)GEMM_ARENA_MIB << 20))) {
-            atomic_store(&g_pool_ok, 1);
-        } else {
-            atomic_store(&g_pool_denied, 1);
-            openblas_set_num_threads(1);
-            low_memory_warning("OpenBLAS runs on one thread");
-        }
-    }
+    if (nt > 1 && !atomic_load(&g_pool_ok)) pool_room(nt);
     if (inflight <= atomic_load(&g_peak)) return 1;
     if (!probe(1, GEMM_OPENBLAS_BUF_BYTES)) {
         low_memory_warning("matrix products run on the slower portable code");
@@ -106,6 +109,10 @@ static int openblas_room_for_call(int32_t inflight) {
 }
 #else
 int nn_gemm_pool_denied(void) { return 0; }
+int nn_gemm_room(int32_t buffers) {
+    (void)buffers;
+    return 1;
+}
 int nn_gemm_pool_settle(void) { return 0; }
 int32_t nn_gemm_threads_cap(int32_t want) { return want < 1 ? 1 : want; }
 #endif
