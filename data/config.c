@@ -39,42 +39,46 @@ const cfg_opt_t *cfg_find_nocase(const cfg_opt_t *opts, int nopts, const char *k
     return NULL;
 }
 
+const char *cfg_choice(const char *choices, int k, int *len) {
+    const char *p = choices;
+    for (; p && k > 0; k--) {
+        p = strchr(p, '|');
+        if (p) p++;
+    }
+    if (!p || k < 0) return NULL;
+    const char *bar = strchr(p, '|');
+    if (len) *len = bar ? (int)(bar - p) : (int)strlen(p);
+    return p;
+}
+
 /* The index of v among "a|b|c" (ignoring case), -1 if none; *start and *len
  * give the canonical spelling. */
 static int choice_index(const char *choices, const char *v, const char **start, size_t *len) {
-    int k = 0;
-    for (const char *p = choices; p; k++) {
-        const char *bar = strchr(p, '|');
-        size_t n = bar ? (size_t)(bar - p) : strlen(p);
+    int n = 0;
+    for (int k = 0; (*start = cfg_choice(choices, k, &n)) != NULL; k++) {
         char w[64];
-        if (n < sizeof w) {
-            memcpy(w, p, n);
-            w[n] = 0;
-            if (eq_nocase(w, v)) {
-                if (start) *start = p;
-                if (len) *len = n;
-                return k;
-            }
+        if (n >= (int)sizeof w) continue;
+        memcpy(w, *start, (size_t)n);
+        w[n] = 0;
+        if (eq_nocase(w, v)) {
+            *len = (size_t)n;
+            return k;
         }
-        p = bar ? bar + 1 : NULL;
     }
     return -1;
 }
 
 /* "a, b or c" from "a|b|c" */
 static void choices_list(const char *choices, char *buf, size_t n) {
+    int count = 0, w = 0;
+    while (cfg_choice(choices, count, NULL)) count++;
     size_t used = 0;
     buf[0] = 0;
-    int count = 1;
-    for (const char *p = choices; *p; p++) count += *p == '|';
-    int k = 0;
-    for (const char *p = choices; p && used + 1 < n; k++) {
-        const char *bar = strchr(p, '|');
-        int w = bar ? (int)(bar - p) : (int)strlen(p);
+    for (int k = 0; k < count && used + 1 < n; k++) {
+        const char *p = cfg_choice(choices, k, &w);
         int m = snprintf(buf + used, n - used, "%s%.*s", k == 0 ? "" : k == count - 1 ? " or " : ", ", w, p);
         if (m < 0) break;
         used += (size_t)m < n - used ? (size_t)m : n - used - 1;
-        p = bar ? bar + 1 : NULL;
     }
 }
 
@@ -170,7 +174,7 @@ int cfg_set(const cfg_opt_t *opts, int nopts, const char *key, const char *value
     return CFG_OK;
 }
 
-int cfg_defaults(const cfg_opt_t *opts, int nopts, char *err, size_t errlen) {
+void cfg_defaults(const cfg_opt_t *opts, int nopts) {
     for (int i = 0; i < nopts; i++) {
         if (!opts[i].def) continue;
         int *given = opts[i].given;
@@ -178,12 +182,11 @@ int cfg_defaults(const cfg_opt_t *opts, int nopts, char *err, size_t errlen) {
         o.given = NULL; /* a default is not a given value */
         char e[400];
         if (cfg_set(&o, 1, o.name, o.def, e, sizeof e) != CFG_OK) {
-            snprintf(err, errlen, "the default of %s", e);
-            return CFG_ERROR;
+            fprintf(stderr, "the default of %s\n", e);
+            abort();
         }
         if (given) *given = 0;
     }
-    return CFG_OK;
 }
 
 typedef struct {
@@ -340,14 +343,9 @@ void cfg_value_string(const cfg_opt_t *o, char *buf, size_t n) {
     case CFG_TYPE_FLOAT: format_double((double)*(float *)o->ptr, buf, n); break;
     case CFG_TYPE_BOOL: snprintf(buf, n, "%s", *(int *)o->ptr ? "true" : "false"); break;
     case CFG_TYPE_ENUM: {
-        int k = *(int *)o->ptr;
-        const char *p = o->choices ? o->choices : "";
-        for (; k > 0 && p; k--) {
-            p = strchr(p, '|');
-            if (p) p++;
-        }
-        const char *bar = p ? strchr(p, '|') : NULL;
-        snprintf(buf, n, "%.*s", p ? (bar ? (int)(bar - p) : (int)strlen(p)) : 0, p ? p : "");
+        int w = 0;
+        const char *p = o->choices ? cfg_choice(o->choices, *(int *)o->ptr, &w) : NULL;
+        snprintf(buf, n, "%.*s", p ? w : 0, p ? p : "");
         break;
     }
     case CFG_TYPE_STRING:

@@ -66,13 +66,16 @@ int cfg_parse(const cfg_opt_t *opts, int nopts, int argc, char **argv, int first
               const char *usage, FILE *out, char *err, size_t errlen);
 
 /* Writes every row's `def` into its target (rows without one keep theirs).
- * Returns CFG_OK, or CFG_ERROR with err when a default does not parse (a
- * programming error the tests catch). */
-int cfg_defaults(const cfg_opt_t *opts, int nopts, char *err, size_t errlen);
+ * A default that does not parse is a programming error: it is printed and
+ * the program aborts (every table's defaults are applied by the tests). */
+void cfg_defaults(const cfg_opt_t *opts, int nopts);
 /* The row named `name` (exact), or NULL. */
 const cfg_opt_t *cfg_find(const cfg_opt_t *opts, int nopts, const char *name);
 /* The row named `name` ignoring ASCII case (USI option names), or NULL. */
 const cfg_opt_t *cfg_find_nocase(const cfg_opt_t *opts, int nopts, const char *name);
+/* The k-th word (from 0) of allowed words "a|b|c": its start, with *len
+ * (NULL ok) its length; NULL past the last. */
+const char *cfg_choice(const char *choices, int k, int *len);
 /* The current value of a row as text (what --help, dumps and USI print). */
 void cfg_value_string(const cfg_opt_t *o, char *buf, size_t n);
 

@@ -2,7 +2,6 @@
 #include "usi/options.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "compat/compat.h"
@@ -33,11 +32,7 @@ static int opt_table(UsiOptions *o, cfg_opt_t *t) {
 void usi_options_default(UsiOptions *o) {
     memset(o, 0, sizeof *o);
     cfg_opt_t t[OPT_NB];
-    char err[256];
-    if (cfg_defaults(t, opt_table(o, t), err, sizeof err) != CFG_OK) {
-        fprintf(stderr, "koma: %s\n", err); /* a bad row: the tests catch it */
-        abort();
-    }
+    cfg_defaults(t, opt_table(o, t));
     int cpus = compat_cpu_count();
     o->threads = cpus < 1 ? 1 : cpus > 1024 ? 1024 : cpus;
 }
@@ -57,12 +52,10 @@ void usi_options_print(const UsiOptions *o, UsiOut *out) {
         } else if (c->choices) {
             char vars[256] = "";
             size_t used = 0;
-            for (const char *p = c->choices; p && used + 1 < sizeof vars;) {
-                const char *bar = strchr(p, '|');
-                int w = bar ? (int)(bar - p) : (int)strlen(p);
-                int n = snprintf(vars + used, sizeof vars - used, " var %.*s", w, p);
+            int w = 0;
+            for (int k = 0; cfg_choice(c->choices, k, &w) && used + 1 < sizeof vars; k++) {
+                int n = snprintf(vars + used, sizeof vars - used, " var %.*s", w, cfg_choice(c->choices, k, NULL));
                 if (n > 0 && (size_t)n < sizeof vars - used) used += (size_t)n;
-                p = bar ? bar + 1 : NULL;
             }
             usi_out_line(out, "option name %s type combo default %s%s", c->name, v, vars);
         } else {
