@@ -22,6 +22,19 @@
 
 #include "compat/compat.h"
 
+/* 1 in an ASan or TSan build (a test that limits the address space or
+ * times itself skips there), else 0. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+#ifndef SANITIZED
+#define SANITIZED 0
+#endif
+
 /* ---- checks ------------------------------------------------------------------- */
 
 static atomic_int g_checks; /* checks made */

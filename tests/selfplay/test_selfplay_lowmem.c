@@ -12,17 +12,6 @@
 #define KOMA_SELFPLAY_BIN "selfplay"
 #endif
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#ifndef SANITIZED
-#define SANITIZED 0
-#endif
-
 int main(void) {
 #ifdef _WIN32
     fprintf(stderr, "test_selfplay_lowmem: skipped (no ulimit on Windows)\n");

@@ -19,17 +19,6 @@
 #include "nn/net.h"
 #include "nn/weights.h"
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#ifndef SANITIZED
-#define SANITIZED 0
-#endif
-
 static bool write_net(const char *path) {
     char err[512];
     nn_backend_t *be = nn_backend_cpu_new(1);
