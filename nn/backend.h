@@ -243,11 +243,10 @@ const char *nn_cpu_blas_better_coretype(void);
  * core type, starts the program again (same argv, same pid, open files kept)
  * with OPENBLAS_CORETYPE set; with oneDNN, also with OMP_WAIT_POLICY=passive
  * where it is unset (OpenMP workers that sleep instead of spinning between
- * primitives). KOMA_NO_REEXEC=1 turns that off. Then (always) one small GEMM
- * makes OpenBLAS take its first work buffer while memory is plentiful (later
- * calls reuse it; see nn_gemm), after every OpenBLAS pool thread holds its
- * buffer (nn_gemm_pool_settle; with no room for the pool, the program starts
- * again with OPENBLAS_NUM_THREADS=1). Returns when nothing is to be done or the
+ * primitives). KOMA_NO_REEXEC=1 turns that off. Then (always)
+ * nn_gemm_pool_settle: the caller and every OpenBLAS pool thread take their
+ * work buffers while memory is plentiful (with no room for the pool, the
+ * program starts again with OPENBLAS_NUM_THREADS=1). Returns when nothing is to be done or the
  * platform cannot re-execute. */
 void nn_cpu_blas_reexec_if_generic(char **argv);
 /* Before a part that needs `threads` more OpenBLAS work buffers (the
@@ -264,10 +263,11 @@ int nn_gemm_room(int32_t buffers);
 /* 1 once nn_gemm found no memory for OpenBLAS's thread pool: OpenBLAS stays
  * on one thread (nn_backend_cpu_new asks for no more). */
 int nn_gemm_pool_denied(void);
-/* First thing in main (nn_cpu_blas_reexec_if_generic calls it): waits until
- * every thread of OpenBLAS's pool holds its work buffer, or, where memory for
- * them is short, keeps OpenBLAS on one thread and returns -1 (the caller may
- * start again with OPENBLAS_NUM_THREADS=1). 0 without OpenBLAS. */
+/* First thing in main (nn_cpu_blas_reexec_if_generic calls it): one product
+ * that leaves the caller and every thread of OpenBLAS's pool holding their
+ * work buffers; where memory for the pool is short, OpenBLAS stays on one
+ * thread and this returns -1 (the caller may start again with
+ * OPENBLAS_NUM_THREADS=1). 0, and nothing done, without OpenBLAS. */
 int nn_gemm_pool_settle(void);
 /* The OpenBLAS thread count to ask for instead of `want`: at most the pool
  * settled at the start (or the core count), 1 once the pool was denied. */

@@ -732,18 +732,12 @@ void nn_cpu_blas_reexec_if_generic(char **argv) {
         compat_reexec_with_env("OMP_WAIT_POLICY", "passive", argv);
 #endif
     }
-    /* Every pool thread holds its work buffer before the program goes on; where
-     * memory is already too short for the pool, start again without one
-     * (OpenBLAS would otherwise spin in a pool thread for ever, see
-     * nn_gemm_pool_settle). */
+    /* The caller and every pool thread hold their work buffers before the
+     * program goes on; where memory is already too short for the pool, start
+     * again without one (OpenBLAS would otherwise spin in a pool thread for
+     * ever, see nn_gemm_pool_settle). */
     if (nn_gemm_pool_settle() != 0 && !getenv("KOMA_NO_REEXEC"))
         compat_reexec_with_env("OPENBLAS_NUM_THREADS", "1", argv);
-    /* One product now, while memory is plentiful: OpenBLAS allocates the
-     * calling thread's first work buffer and keeps it for every later call. */
-    enum { W = 256 };
-    float *a = calloc((size_t)3 * W * W, sizeof(float));
-    if (a) nn_gemm(0, 0, W, W, W, 1.0f, a, W, a + W * W, W, 0.0f, a + 2 * W * W, W);
-    free(a);
 }
 
 /* OpenBLAS takes a work buffer of BUFFER_SIZE (128 MiB in Debian's 0.3.21)

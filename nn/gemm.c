@@ -71,18 +71,20 @@ static int pool_room(int32_t nt) {
  * left), that thread would spin for ever, and with it every threaded call
  * and exit() (which joins the pool). So, first thing in main: if the pool's
  * buffers can be had now, one threaded product waits until every pool thread
- * runs (and so holds its buffer); if they cannot, the pool is denied. */
+ * runs (and so holds its buffer); if they cannot, the pool is denied and the
+ * product runs on the caller alone. */
 int nn_gemm_pool_settle(void) {
     int32_t nt = openblas_get_num_threads();
     atomic_store(&g_pool_max, nt > 0 ? nt : 1);
-    if (nt <= 1) return 0;
-    if (!pool_room(nt)) return -1;
-    /* big enough that OpenBLAS splits it over every thread of the pool */
-    int32_t w = 64 * nt < 256 ? 256 : 64 * nt > 1024 ? 1024 : 64 * nt;
+    int denied = nt > 1 && !pool_room(nt);
+    /* One product, while memory is plentiful: the caller takes its own work
+     * buffer (kept for every later call), and with a pool it is big enough
+     * that OpenBLAS splits it over every pool thread. */
+    int32_t w = denied || 64 * nt < 256 ? 256 : 64 * nt > 1024 ? 1024 : 64 * nt;
     float *a = calloc((size_t)3 * w * w, sizeof(float));
     if (a) nn_gemm(0, 0, w, w, w, 1.0f, a, w, a + (size_t)w * w, w, 0.0f, a + (size_t)2 * w * w, w);
     free(a);
-    return 0;
+    return denied ? -1 : 0;
 }
 
 int32_t nn_gemm_threads_cap(int32_t want) {
