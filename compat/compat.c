@@ -1053,7 +1053,10 @@ int compat_reexec_with_env(const char *name, const char *value, char **argv) {
     if (!name || !value || !argv || !argv[0] || getenv(name)) return -1;
 #if defined(__linux__)
     if (setenv(name, value, 1) != 0) return -1;
-    execv("/proc/self/exe", argv);
+    char exe[4096];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1); /* its name, not "exe", in ps and top */
+    if (len > 0) exe[len] = 0;
+    execv(len > 0 ? exe : "/proc/self/exe", argv);
     unsetenv(name); /* exec failed: carry on as before */
     return -1;
 #else

@@ -272,6 +272,12 @@ int nn_gemm_pool_settle(void);
 /* The OpenBLAS thread count to ask for instead of `want`: at most the pool
  * settled at the start (or the core count), 1 once the pool was denied. */
 int32_t nn_gemm_threads_cap(int32_t want);
+/* The OpenBLAS pool a program starting under an address-space limit of
+ * `limit` bytes, `used` of them taken by its libraries, has room for (ncpu
+ * without the limit's hook: not glibc, or no OpenBLAS). Executables linked on
+ * glibc start again with OPENBLAS_NUM_THREADS set to it before OpenBLAS's
+ * constructor runs, when it is below the CPU count (nn/gemm.c). */
+int32_t nn_gemm_preinit_threads(int64_t limit, int64_t used, int32_t ncpu);
 
 /* Row-major single-precision GEMM used by the CPU backend:
  * C (M, N) = alpha * op(A) op(B) + beta * C, op = transpose when trans != 0.

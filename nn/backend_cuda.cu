@@ -29,7 +29,8 @@
  *    DEFAULT_MATH, cuBLAS TF32_TENSOR_OP_MATH); NN_CUDA_NO_TF32 forces cuDNN
  *    FMA_MATH and cuBLAS DEFAULT_MATH. BF16: x, w and y of each conv are
  *    converted to BF16 in the conv workspace, cuDNN computes in FP32
- *    (PSEUDO_BFLOAT16 config), results come back to FP32 (+bias, +=).
+ *    (PSEUDO_BFLOAT16 config), results come back to FP32 (+bias, +=); the
+ *    backward passes use deterministic algorithms only (see take_perf).
  *  - Reductions (BN, losses, sums) accumulate in double with a fixed grid and
  *    a fixed tree, so results are deterministic run to run; loss ops write one
  *    partial per block and a finalize kernel adds the total into stats.
@@ -925,13 +926,18 @@ static bool plan_make_desc(cu_ctx_t *c, cu_plan_t *p, int B, int cin, int cout, 
     return true;
 }
 
-/* Appends the usable results of a Find/Get call to out (ranked by cuDNN). */
+/* Appends the usable results of a Find/Get call to out (ranked by cuDNN).
+ * BF16 backward passes take deterministic algorithms only: the others add
+ * partial sums with atomics into the BF16 output, rounding at every add. On an
+ * H100 (cuDNN 9.14) the one cudnnFind chose for dw of B64 64->64 k3 was off by
+ * 4.9 (8%) on an element of 58, 30 times the error of BF16 inputs. */
 template <typename Perf>
-static int take_perf(const cu_ctx_t *c, const Perf *perf, int n, cu_cand_t *out) {
+static int take_perf(const cu_ctx_t *c, int dir, const Perf *perf, int n, cu_cand_t *out) {
+    bool det = c->det || (c->bf16 && dir != DIR_FWD);
     int m = 0;
     for (int i = 0; i < n && m < CU_MAX_CANDS; i++) {
         if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
-        if (c->det && perf[i].determinism != CUDNN_DETERMINISTIC) continue;
+        if (det && perf[i].determinism != CUDNN_DETERMINISTIC) continue;
         if (perf[i].memory > CU_WS_CAP) continue;
         out[m].algo = (int)perf[i].algo;
         out[m].math = perf[i].mathType;
@@ -954,7 +960,7 @@ static int conv_candidates(cu_ctx_t *c, cu_plan_t *p, int dir, bool timed, cu_ca
                                                          &got, perf)
                   : cudnnGetConvolutionForwardAlgorithm_v7(h, p->xd, p->wd, p->cd[dir], p->yd,
                                                            CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf);
-        if (s == CUDNN_STATUS_SUCCESS) n = take_perf(c, perf, got, out);
+        if (s == CUDNN_STATUS_SUCCESS) n = take_perf(c, dir, perf, got, out);
     } else if (dir == DIR_BWD_DATA) {
         cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
         what = timed ? "cudnnFindConvolutionBackwardDataAlgorithm" : "cudnnGetConvolutionBackwardDataAlgorithm_v7";
@@ -962,7 +968,7 @@ static int conv_candidates(cu_ctx_t *c, cu_plan_t *p, int dir, bool timed, cu_ca
                                                               CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf)
                   : cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p->wd, p->yd, p->cd[dir], p->xd,
                                                                 CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf);
-        if (s == CUDNN_STATUS_SUCCESS) n = take_perf(c, perf, got, out);
+        if (s == CUDNN_STATUS_SUCCESS) n = take_perf(c, dir, perf, got, out);
     } else {
         cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
         what = timed ? "cudnnFindConvolutionBackwardFilterAlgorithm" : "cudnnGetConvolutionBackwardFilterAlgorithm_v7";
@@ -970,7 +976,7 @@ static int conv_candidates(cu_ctx_t *c, cu_plan_t *p, int dir, bool timed, cu_ca
                                                                 CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf)
                   : cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p->xd, p->yd, p->cd[dir], p->wd,
                                                                   CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf);
-        if (s == CUDNN_STATUS_SUCCESS) n = take_perf(c, perf, got, out);
+        if (s == CUDNN_STATUS_SUCCESS) n = take_perf(c, dir, perf, got, out);
     }
     if (s == CUDNN_STATUS_SUCCESS) return n;
     /* Timing may fail for want of memory for its trial buffers: not fatal, the
@@ -1083,8 +1089,11 @@ static cu_plan_t *conv_plan(cu_ctx_t *c, int B, int cin, int cout, int k, int di
     if (chosen < 0) {
         cu_fail(c, __FILE__, __LINE__,
                 "no cuDNN %s algorithm for conv B=%d cin=%d cout=%d k=%d (%s%s); hint: %s", dir_name[dir], B, cin, cout, k,
-                c->bf16 ? "bf16" : c->tf32 ? "fp32/tf32" : "fp32", c->det ? ", deterministic" : "",
-                c->det ? "retry without NN_CUDA_DETERMINISTIC" : "check the cuDNN installation");
+                c->bf16 ? "bf16" : c->tf32 ? "fp32/tf32" : "fp32",
+                c->det || (c->bf16 && dir != DIR_FWD) ? ", deterministic" : "",
+                c->det ? "retry without NN_CUDA_DETERMINISTIC"
+                : c->bf16 && dir != DIR_FWD ? "train in fp32/tf32 (bf16 backward passes need a deterministic algorithm)"
+                                            : "check the cuDNN installation");
         return NULL;
     }
     if (!dbuf_ensure(c, &c->cws, ws)) return NULL;

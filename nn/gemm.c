@@ -87,6 +87,84 @@ int nn_gemm_pool_settle(void) {
     return denied ? -1 : 0;
 }
 
+#if defined(__linux__) && defined(__GLIBC__)
+/* Before any library's constructor: OpenBLAS starts its whole pool (one
+ * thread per CPU, each with an 8 MiB stack) in its constructor, and exits the
+ * program when a thread cannot be created. Under an address-space limit that
+ * the libraries nearly fill (a CUDA build maps 650 MiB of cuBLAS alone; on a
+ * 16-CPU H100 machine under `ulimit -v 1000000` it died at thread 5 of 16,
+ * exit 130, before main), the program starts again at once with
+ * OPENBLAS_NUM_THREADS set to the pool it has room for: a thread per
+ * PREINIT_THREAD_MIB beyond PREINIT_RESERVE_MIB for the program, at least 1.
+ * nn_gemm_pool_settle then checks the buffers as before. Nothing happens
+ * without a limit, where the user chose a thread count (OPENBLAS_NUM_THREADS,
+ * GOTO_NUM_THREADS, OMP_NUM_THREADS) or with KOMA_NO_REEXEC. Runs from
+ * .preinit_array (executables only, glibc): environ is not set yet, so the
+ * environment is envp and the only way to change it is execve. */
+#include <sched.h>
+#include <sys/resource.h>
+#include <unistd.h>
+enum { PREINIT_RESERVE_MIB = 2 * NN_GEMM_BUFFER_MIB + 64,
+       PREINIT_THREAD_MIB = GEMM_OPENBLAS_BUF_MIB + 1 + GEMM_ARENA_MIB + 8 };
+
+static int env_has(char **envp, const char *name) {
+    size_t n = strlen(name);
+    for (char **e = envp; e && *e; e++)
+        if (strncmp(*e, name, n) == 0 && (*e)[n] == '=') return 1;
+    return 0;
+}
+
+/* Pages of address space in use, from /proc/self/statm; -1 if unreadable. */
+static int64_t vm_bytes_now(void) {
+    char b[64];
+    int64_t pages = -1;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f) return -1;
+    if (fgets(b, sizeof b, f)) pages = strtoll(b, NULL, 10);
+    fclose(f);
+    return pages < 0 ? -1 : pages * (int64_t)sysconf(_SC_PAGESIZE);
+}
+
+int32_t nn_gemm_preinit_threads(int64_t limit, int64_t used, int32_t ncpu) {
+    int64_t room = limit - used, reserve = (int64_t)PREINIT_RESERVE_MIB << 20, per = (int64_t)PREINIT_THREAD_MIB << 20;
+    int64_t nt = room > reserve ? 1 + (room - reserve) / per : 1;
+    return nt < ncpu ? (int32_t)nt : ncpu;
+}
+
+static void gemm_preinit(int argc, char **argv, char **envp) {
+    (void)argc;
+    if (!argv || !argv[0] || env_has(envp, "OPENBLAS_NUM_THREADS") || env_has(envp, "GOTO_NUM_THREADS") ||
+        env_has(envp, "OMP_NUM_THREADS") || env_has(envp, "KOMA_NO_REEXEC"))
+        return;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return;
+    cpu_set_t set;
+    int32_t ncpu = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : (int32_t)sysconf(_SC_NPROCESSORS_ONLN);
+    int64_t used = vm_bytes_now();
+    if (ncpu <= 1 || used < 0) return;
+    int32_t nt = nn_gemm_preinit_threads((int64_t)rl.rlim_cur, used, ncpu);
+    if (nt >= ncpu) return;
+    size_t n = 0;
+    while (envp && envp[n]) n++;
+    char **env = malloc(sizeof(char *) * (n + 2)), var[48];
+    if (!env) return;
+    for (size_t i = 0; i < n; i++) env[i] = envp[i];
+    snprintf(var, sizeof var, "OPENBLAS_NUM_THREADS=%d", (int)nt);
+    env[n] = var, env[n + 1] = NULL;
+    char exe[4096];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1); /* its name, not "exe", in ps and top */
+    if (len > 0) exe[len] = 0;
+    execve(len > 0 ? exe : "/proc/self/exe", argv, env);
+    free(env); /* exec failed: carry on as before */
+}
+__attribute__((section(".preinit_array"), used)) static void (*const gemm_preinit_p)(int, char **, char **) = gemm_preinit;
+#else
+int32_t nn_gemm_preinit_threads(int64_t limit, int64_t used, int32_t ncpu) {
+    (void)limit, (void)used;
+    return ncpu;
+}
+#endif
+
 int32_t nn_gemm_threads_cap(int32_t want) {
     if (atomic_load(&g_pool_denied)) return 1;
     /* more than the pool had at the start would start threads that allocate
@@ -117,6 +195,10 @@ int nn_gemm_room(int32_t buffers) {
 }
 int nn_gemm_pool_settle(void) { return 0; }
 int32_t nn_gemm_threads_cap(int32_t want) { return want < 1 ? 1 : want; }
+int32_t nn_gemm_preinit_threads(int64_t limit, int64_t used, int32_t ncpu) {
+    (void)limit, (void)used;
+    return ncpu;
+}
 #endif
 
 void nn_gemm(int32_t transA, int32_t transB, int32_t M, int32_t N, int32_t K, float alpha,

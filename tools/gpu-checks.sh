@@ -13,6 +13,8 @@
 #               sizes (torch.compile recompiles per batch size and stops compiling after 8)
 #     selfplay  tools/bench_selfplay --config configs/gpu.ini --seconds 60 while
 #               nvidia-smi samples utilization; then --threads 15 if time is left
+#     profile   nsys (when installed): per-kernel device time of bench_nn_gpu 10x128 B1024
+#               forward + training, bf16 then tf32 (PROFILE_MODES), top 30 kernels each
 #     all       build test sanitize bench torch selfplay (over 10 minutes: raise the budget)
 #   test, sanitize, bench and selfplay build first when build-gpu is not built yet.
 #
@@ -78,10 +80,10 @@ usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 stages=()
 for s in "$@"; do
   case "$s" in
-    build | test | sanitize | bench | torch | selfplay) stages+=("$s") ;;
+    build | test | sanitize | bench | torch | selfplay | profile) stages+=("$s") ;;
     all) stages+=(build test sanitize bench torch selfplay) ;;
     -h | --help) usage; exit 0 ;;
-    *) echo "gpu-checks.sh: unknown stage '$s' (build test sanitize bench torch selfplay all)" >&2; exit 2 ;;
+    *) echo "gpu-checks.sh: unknown stage '$s' (build test sanitize bench torch selfplay profile all)" >&2; exit 2 ;;
   esac
 done
 
@@ -582,6 +584,39 @@ stage_selfplay() {
   [ $RC = 0 ] || return 1
   # docs/BENCHMARKS.md: busy < 90% with a full batch -> more tree threads (cores less one)
   selfplay_run "bench_selfplay --threads 15" 150 --threads 15 --seconds 45
+}
+
+# Where the device time of a 10x128 training step and a B1024 forward goes:
+# nsys's per-kernel summary (top 30 by total time), one table per mode.
+stage_profile() {
+  need_build || { result profile FAIL 0 "no build"; return 1; }
+  local nsys
+  nsys=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
+  if [ -z "$nsys" ]; then
+    result profile SKIP 0 "no nsys on this machine"
+    return 0
+  fi
+  local mode
+  for mode in ${PROFILE_MODES:-bf16 tf32}; do
+    step "nsys $mode" 150 40 krun "$nsys" profile --trace=cuda --force-overwrite=true -o "$STATE/prof-$mode" \
+      "$BUILD/tools/bench_nn_gpu" --nets 10x128 --modes "$mode" --batches 1024 --train-batches 1024 --seconds 2
+    local rc=$RC dt=$DT
+    "$nsys" stats --report cuda_gpu_kern_sum --format csv --output "$STATE/kern-$mode" "$STATE/prof-$mode.nsys-rep" >/dev/null 2>&1
+    local csv
+    csv=$(ls "$STATE"/kern-"$mode"*.csv 2>/dev/null | head -1)
+    if [ -n "$csv" ]; then
+      echo "## 10x128 $mode, bench_nn_gpu B1024 forward + training: kernels by total time"
+      python3 - "$csv" <<'PY'
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1])))
+head = rows[0]
+col = {n.split(" (")[0]: i for i, n in enumerate(head)}
+for r in rows[1:31]:
+    print("%6s%% %10.2f ms %8s x  %s" % (r[col["Time"]], float(r[col["Total Time"]]) / 1e6, r[col["Instances"]], r[col["Name"]][:110]))
+PY
+    fi
+    result "nsys $mode" "$(status $rc)" "$dt" "${csv:+kernel table in profile.log}"
+  done
 }
 
 # ---- main: each stage's output goes to its log and to stdout ------------------------

@@ -260,7 +260,7 @@ def main():
     props = torch.cuda.get_device_properties(dev)
     src, pk_bf16, pk_tf32 = peak_for(props.name)
     print("# torch_bench: device %d %s, cc %d.%d, %d SMs, %.1f GiB; torch %s, CUDA %s, cuDNN %s"
-          % (args.device, props.name, props.major, props.minor, props.multi_processor_count,
+          % (int(args.device), props.name, props.major, props.minor, props.multi_processor_count,
              props.total_memory / 2**30, torch.__version__, torch.version.cuda, torch.backends.cudnn.version()))
     print("# dense peak (%s): bf16 %.1f TFLOP/s, tf32 %.1f TFLOP/s; input %d planes + %d hand"
           % (src, pk_bf16, pk_tf32, args.planes, args.hand))

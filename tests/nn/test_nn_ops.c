@@ -2,6 +2,10 @@
  * reference and, for every backward op, against finite differences. */
 #include "nn_test.h"
 
+#ifdef KOMA_HAVE_CBLAS
+#include <cblas.h> /* OPENBLAS_VERSION: nn/gemm.c's preinit hook is built */
+#endif
+
 static nn_backend_t *be;
 
 /* ---- gemm ------------------------------------------------------------------ */
@@ -44,6 +48,25 @@ static void test_gemm(void) {
             free(C1);
             free(C2);
         }
+}
+
+/* The pool a program starting under `ulimit -v` has room for (nn/gemm.c's
+ * preinit hook starts it again with OPENBLAS_NUM_THREADS set below the CPU
+ * count). Figures from an H100 machine: a CUDA build maps ~770-960 MiB of
+ * libraries before main, and OpenBLAS died creating thread 5 of 16. */
+static void test_preinit_threads(void) {
+    const int64_t MiB = 1 << 20;
+    int32_t lim16 = nn_gemm_preinit_threads(1000000 * 1024LL, 960 * MiB, 16);
+#if defined(__linux__) && defined(__GLIBC__) && defined(OPENBLAS_VERSION)
+    CHECKF(lim16 == 1, "16 CPUs, 16 MiB free: %d threads, want 1", (int)lim16);
+    /* 874 MiB free: the 320 MiB reserve, then one thread per 265 MiB */
+    CHECK(nn_gemm_preinit_threads(1024 * MiB, 150 * MiB, 16) == 3);
+    CHECK(nn_gemm_preinit_threads(1024 * MiB, 150 * MiB, 2) == 2);
+    CHECK(nn_gemm_preinit_threads(1024 * MiB, 1100 * MiB, 8) == 1); /* over the limit already */
+#else
+    CHECK(lim16 == 16); /* no hook (not glibc, or no OpenBLAS): the CPU count */
+#endif
+    CHECK(nn_gemm_preinit_threads(64LL << 30, 900 * MiB, 16) == 16); /* plenty: every CPU */
 }
 
 /* ---- expand ------------------------------------------------------------------ */
@@ -580,6 +603,7 @@ static void test_schedule(void) {
 int main(void) {
     be = nn_backend_cpu_new(0);
     test_gemm();
+    test_preinit_threads();
     test_expand();
     test_conv(2, 3, 4, 3, 1, 1);
     test_conv(2, 3, 4, 1, 1, 1);
