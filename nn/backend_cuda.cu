@@ -34,6 +34,9 @@
  *  - Reductions (BN, losses, sums) accumulate in double with a fixed grid and
  *    a fixed tree, so results are deterministic run to run; loss ops write one
  *    partial per block and a finalize kernel adds the total into stats.
+ *  - KOMA_CUDA_OPTIME=1: device time per op (and per part of a conv) from
+ *    CUDA events, printed when the instance is freed; for profiling where no
+ *    nsys is installed (it synchronises once per CU_OT_EV events).
  *  - Not here: CUDA graphs (would need optional vtable members), fused
  *    conv+BN+act kernels, NHWC layouts.
  */
@@ -65,6 +68,8 @@ extern "C" {
 #define CU_WS_CAP ((size_t)1 << 30)        /* largest cuDNN workspace we accept */
 #define CU_PLAN_BUCKETS 512                /* exact-shape plan hash table */
 #define CU_MAX_CANDS 16
+#define CU_OT_EV 1024                      /* KOMA_CUDA_OPTIME: events per harvest */
+#define CU_OT_OPS 48                       /* ...and distinct op names */
 
 enum { DIR_FWD = 0, DIR_BWD_DATA = 1, DIR_BWD_FILTER = 2, DIR_NB = 3 };
 static const char *const dir_name[DIR_NB] = {"forward", "backward data", "backward filter"};
@@ -125,6 +130,17 @@ typedef struct {
     cu_dbuf_t cws;     /* cuDNN workspace */
     cu_dbuf_t stage;   /* BF16 copies when the caller passes no conv workspace */
     cu_plan_t *plans[CU_PLAN_BUCKETS];
+    /* KOMA_CUDA_OPTIME=1: an event at the start of every op (and of the parts
+     * of a conv); the device time between two events is the earlier one's.
+     * Printed to stderr when the instance is freed (cu_optime_report). */
+    int optime, ot_n, ot_nsum;
+    cudaEvent_t *ot_ev;
+    const char **ot_name;
+    struct {
+        const char *name;
+        double ms;
+        long long n;
+    } ot_sum[CU_OT_OPS];
     int failed;
     int poison; /* the current op's output gets NaN (an injected ":nan" fault) */
     int quiet;  /* setup: failures go to the constructor's err only */
@@ -227,6 +243,68 @@ static bool ok_cublas(cu_ctx_t *c, cublasStatus_t s, const char *expr, const cha
  * inside the kernel at the next synchronising call. */
 #define LAUNCH_CHECK(c, name) ok_cuda((c), cudaGetLastError(), "launch " name, __FILE__, __LINE__)
 
+/* ---- op timing (KOMA_CUDA_OPTIME) ------------------------------------------------- */
+/* Adds the intervals between the recorded events to their ops' sums, keeping
+ * the last event as the start of the next window. Synchronises the stream's
+ * last event: a profiling mode. */
+static void cu_optime_harvest(cu_ctx_t *c) {
+    if (c->ot_n < 2 || cudaEventSynchronize(c->ot_ev[c->ot_n - 1]) != cudaSuccess) return;
+    for (int i = 0; i + 1 < c->ot_n; i++) {
+        float ms = 0;
+        if (cudaEventElapsedTime(&ms, c->ot_ev[i], c->ot_ev[i + 1]) != cudaSuccess) continue;
+        int j = 0;
+        while (j < c->ot_nsum && strcmp(c->ot_sum[j].name, c->ot_name[i]) != 0) j++;
+        if (j == c->ot_nsum) {
+            if (j == CU_OT_OPS) continue;
+            c->ot_sum[c->ot_nsum++].name = c->ot_name[i];
+        }
+        c->ot_sum[j].ms += ms;
+        c->ot_sum[j].n++;
+    }
+    cudaEvent_t last = c->ot_ev[c->ot_n - 1];
+    c->ot_ev[c->ot_n - 1] = c->ot_ev[0];
+    c->ot_ev[0] = last;
+    c->ot_name[0] = c->ot_name[c->ot_n - 1];
+    c->ot_n = 1;
+}
+
+/* Marks the start of `what` (a string literal) on the stream. */
+static void cu_mark(cu_ctx_t *c, const char *what) {
+    if (!c->optime) return;
+    if (c->ot_n == CU_OT_EV) cu_optime_harvest(c);
+    if (cudaEventRecord(c->ot_ev[c->ot_n], c->stream) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return;
+    }
+    c->ot_name[c->ot_n++] = what;
+}
+
+/* The table: op (or part), device ms in all, calls, ms per call, share. The
+ * time after a sync or download until the next op is the device waiting for
+ * the host, counted under that sync/download. */
+static void cu_optime_report(cu_ctx_t *c) {
+    cu_mark(c, "(end)");
+    cu_optime_harvest(c);
+    double total = 0;
+    for (int i = 0; i < c->ot_nsum; i++) total += c->ot_sum[i].ms;
+    if (total <= 0) return;
+    fprintf(stderr, "koma cuda (device %d, %s): device time by op (KOMA_CUDA_OPTIME), %.1f ms in all\n", c->device,
+            c->bf16 ? "bf16" : c->tf32 ? "tf32" : "fp32", total);
+    for (int k = 0; k < c->ot_nsum; k++) {
+        int m = k; /* selection sort, largest first: a few dozen rows */
+        for (int i = k + 1; i < c->ot_nsum; i++)
+            if (c->ot_sum[i].ms > c->ot_sum[m].ms) m = i;
+        if (m != k) {
+            auto t = c->ot_sum[k];
+            c->ot_sum[k] = c->ot_sum[m];
+            c->ot_sum[m] = t;
+        }
+        fprintf(stderr, "  %-26s %10.2f ms %9lld calls %9.4f ms/call %5.1f%%\n", c->ot_sum[k].name, c->ot_sum[k].ms,
+                c->ot_sum[k].n, c->ot_sum[k].ms / (double)(c->ot_sum[k].n ? c->ot_sum[k].n : 1),
+                100.0 * c->ot_sum[k].ms / total);
+    }
+}
+
 /* Entry of every op: no-op after a failure; asks the fault switch
  * (nn/fault.h: an injected failure becomes the sticky error, an injected NaN
  * sets c->poison for the op's cu_poison); binds the calling thread to the
@@ -246,6 +324,7 @@ static bool cu_enter(cu_ctx_t *c, const char *op) {
      * so that LAUNCH_CHECK reports our launches only. (Errors of our own calls
      * were checked where they happened; kernel faults are sticky and show again.) */
     (void)cudaGetLastError();
+    cu_mark(c, op);
     return true;
 }
 
@@ -1158,10 +1237,12 @@ static void cu_conv_fwd(nn_backend_t *be, const float *x, const float *w, const 
     const float one = 1.0f, zero = 0.0f;
     cudnnConvolutionFwdAlgo_t algo = (cudnnConvolutionFwdAlgo_t)p->algo[DIR_FWD];
     int64_t ny = (int64_t)B * cout * NN_HW;
+    cu_mark(c, "conv_fwd.cudnn");
     if (!c->bf16) {
         if (!CUDNN_CHECK(c, cudnnConvolutionForward(c->cudnn, &one, p->xd, x, p->wd, w, p->cd[DIR_FWD], algo, c->cws.p,
                                                     p->ws[DIR_FWD], &zero, p->yd, y)))
             return;
+        cu_mark(c, "conv_fwd.bias");
         if (bias) {
             k_bias_nchw<<<cu_grid(c, ny), CU_THREADS, 0, c->stream>>>(y, bias, (int64_t)B * cout, cout);
             if (!LAUNCH_CHECK(c, "k_bias_nchw")) return;
@@ -1173,9 +1254,11 @@ static void cu_conv_fwd(nn_backend_t *be, const float *x, const float *w, const 
     if (!stage_get(c, ws, B, cin, cout, k, &st) || !to_bf16(c, x, st.x, (int64_t)B * cin * NN_HW) ||
         !to_bf16(c, w, st.w, (int64_t)cout * cin * k * k))
         return;
+    cu_mark(c, "conv_fwd.cudnn");
     if (!CUDNN_CHECK(c, cudnnConvolutionForward(c->cudnn, &one, p->xd, st.x, p->wd, st.w, p->cd[DIR_FWD], algo, c->cws.p,
                                                 p->ws[DIR_FWD], &zero, p->yd, st.y)))
         return;
+    cu_mark(c, "conv_fwd.from_bf16");
     if (from_bf16(c, st.y, y, ny, bias, cout, 0)) cu_poison(c, y, ny);
 }
 
@@ -1187,6 +1270,7 @@ static void cu_conv_bwd_data(nn_backend_t *be, const float *dy, const float *w, 
     if (!p) return;
     const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f, zero = 0.0f;
     cudnnConvolutionBwdDataAlgo_t algo = (cudnnConvolutionBwdDataAlgo_t)p->algo[DIR_BWD_DATA];
+    cu_mark(c, "conv_bwd_data.cudnn");
     if (!c->bf16) {
         CUDNN_CHECK(c, cudnnConvolutionBackwardData(c->cudnn, &one, p->wd, w, p->yd, dy, p->cd[DIR_BWD_DATA], algo, c->cws.p,
                                                     p->ws[DIR_BWD_DATA], &beta, p->xd, dx));
@@ -1196,9 +1280,11 @@ static void cu_conv_bwd_data(nn_backend_t *be, const float *dy, const float *w, 
     if (!stage_get(c, ws, B, cin, cout, k, &st) || !to_bf16(c, dy, st.y, (int64_t)B * cout * NN_HW) ||
         !to_bf16(c, w, st.w, (int64_t)cout * cin * k * k))
         return;
+    cu_mark(c, "conv_bwd_data.cudnn");
     if (!CUDNN_CHECK(c, cudnnConvolutionBackwardData(c->cudnn, &one, p->wd, st.w, p->yd, st.y, p->cd[DIR_BWD_DATA], algo,
                                                      c->cws.p, p->ws[DIR_BWD_DATA], &zero, p->xd, st.x)))
         return;
+    cu_mark(c, "conv_bwd_data.from_bf16");
     from_bf16(c, st.x, dx, (int64_t)B * cin * NN_HW, NULL, cin, accumulate);
 }
 
@@ -1210,6 +1296,7 @@ static void cu_conv_bwd_filter(nn_backend_t *be, const float *x, const float *dy
     if (!p) return;
     const float one = 1.0f, zero = 0.0f;
     cudnnConvolutionBwdFilterAlgo_t algo = (cudnnConvolutionBwdFilterAlgo_t)p->algo[DIR_BWD_FILTER];
+    cu_mark(c, "conv_bwd_filter.cudnn");
     if (!c->bf16) {
         if (!CUDNN_CHECK(c, cudnnConvolutionBackwardFilter(c->cudnn, &one, p->xd, x, p->yd, dy, p->cd[DIR_BWD_FILTER], algo,
                                                            c->cws.p, p->ws[DIR_BWD_FILTER], &zero, p->wd, dw)))
@@ -1219,12 +1306,15 @@ static void cu_conv_bwd_filter(nn_backend_t *be, const float *x, const float *dy
         if (!stage_get(c, ws, B, cin, cout, k, &st) || !to_bf16(c, x, st.x, (int64_t)B * cin * NN_HW) ||
             !to_bf16(c, dy, st.y, (int64_t)B * cout * NN_HW))
             return;
+        cu_mark(c, "conv_bwd_filter.cudnn");
         if (!CUDNN_CHECK(c, cudnnConvolutionBackwardFilter(c->cudnn, &one, p->xd, st.x, p->yd, st.y, p->cd[DIR_BWD_FILTER],
                                                            algo, c->cws.p, p->ws[DIR_BWD_FILTER], &zero, p->wd, st.w)))
             return;
+        cu_mark(c, "conv_bwd_filter.from_bf16");
         if (!from_bf16(c, st.w, dw, (int64_t)cout * cin * k * k, NULL, 1, 0)) return;
     }
     if (dbias) {
+        cu_mark(c, "conv_bwd_filter.dbias");
         k_channel_sum<<<cout, CU_CH_THREADS, 0, c->stream>>>(dy, B, cout, NN_HW, dbias);
         LAUNCH_CHECK(c, "k_channel_sum");
     }
@@ -1388,6 +1478,11 @@ static void cu_destroy(cu_ctx_t *c) {
     if (!c) return;
     if (cudaSetDevice(c->device) == cudaSuccess) {
         if (c->stream) (void)cudaStreamSynchronize(c->stream);
+        if (c->optime && !c->failed) cu_optime_report(c);
+        for (int i = 0; c->ot_ev && i < CU_OT_EV; i++)
+            if (c->ot_ev[i]) (void)cudaEventDestroy(c->ot_ev[i]);
+        free(c->ot_ev);
+        free(c->ot_name);
         for (int i = 0; i < CU_PLAN_BUCKETS; i++)
             for (cu_plan_t *p = c->plans[i], *nx; p; p = nx) {
                 nx = p->next;
@@ -1527,6 +1622,17 @@ extern "C" nn_backend_t *nn_backend_cuda_new(int32_t device, uint32_t flags, cha
     }
     SETUP(CUDA_CHECK(c, cudaMalloc((void **)&c->red, sizeof(double) * CU_RED_Q * CU_RED_MAX)),
           "allocate reduction partials");
+    {
+        const char *ot = getenv("KOMA_CUDA_OPTIME");
+        if (ot && *ot && strcmp(ot, "0") != 0) {
+            c->ot_ev = (cudaEvent_t *)calloc(CU_OT_EV, sizeof(cudaEvent_t));
+            c->ot_name = (const char **)calloc(CU_OT_EV, sizeof(const char *));
+            SETUP(c->ot_ev && c->ot_name, "allocate KOMA_CUDA_OPTIME's events");
+            for (int i = 0; i < CU_OT_EV; i++)
+                SETUP(CUDA_CHECK(c, cudaEventCreate(&c->ot_ev[i])), "create KOMA_CUDA_OPTIME's events");
+            c->optime = 1;
+        }
+    }
 #undef SETUP
     c->flags = flags | (c->tf32 ? 0u : (uint32_t)NN_CUDA_NO_TF32);
     c->quiet = 0;

@@ -13,8 +13,8 @@
 #               sizes (torch.compile recompiles per batch size and stops compiling after 8)
 #     selfplay  tools/bench_selfplay --config configs/gpu.ini --seconds 60 while
 #               nvidia-smi samples utilization; then --threads 15 if time is left
-#     profile   nsys (when installed): per-kernel device time of bench_nn_gpu 10x128 B1024
-#               forward + training, bf16 then tf32 (PROFILE_MODES), top 30 kernels each
+#     profile   device time by op (KOMA_CUDA_OPTIME) of bench_nn_gpu 10x128 B1024 forward +
+#               training, bf16 then tf32 (PROFILE_MODES); nsys's top 30 kernels where installed
 #     all       build test sanitize bench torch selfplay (over 10 minutes: raise the budget)
 #   test, sanitize, bench and selfplay build first when build-gpu is not built yet.
 #
@@ -587,22 +587,21 @@ stage_selfplay() {
 }
 
 # Where the device time of a 10x128 training step and a B1024 forward goes:
-# nsys's per-kernel summary (top 30 by total time), one table per mode.
+# Koma's own per-op table (KOMA_CUDA_OPTIME, CUDA events), then, where nsys is
+# installed, its per-kernel summary (top 30 by total time); bf16 then tf32.
 stage_profile() {
   need_build || { result profile FAIL 0 "no build"; return 1; }
-  local nsys
+  local nsys mode
   nsys=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
-  if [ -z "$nsys" ]; then
-    result profile SKIP 0 "no nsys on this machine"
-    return 0
-  fi
-  local mode
   for mode in ${PROFILE_MODES:-bf16 tf32}; do
+    step "optime $mode" 120 30 krun env KOMA_CUDA_OPTIME=1 "$BUILD/tools/bench_nn_gpu" --nets 10x128 --modes "$mode" \
+      --batches 1024 --train-batches 1024 --seconds 2
+    result "optime $mode" "$(status $RC)" "$DT" "op table in profile.log"
+    [ -n "$nsys" ] || continue
     step "nsys $mode" 150 40 krun "$nsys" profile --trace=cuda --force-overwrite=true -o "$STATE/prof-$mode" \
       "$BUILD/tools/bench_nn_gpu" --nets 10x128 --modes "$mode" --batches 1024 --train-batches 1024 --seconds 2
-    local rc=$RC dt=$DT
+    local rc=$RC dt=$DT csv
     "$nsys" stats --report cuda_gpu_kern_sum --format csv --output "$STATE/kern-$mode" "$STATE/prof-$mode.nsys-rep" >/dev/null 2>&1
-    local csv
     csv=$(ls "$STATE"/kern-"$mode"*.csv 2>/dev/null | head -1)
     if [ -n "$csv" ]; then
       echo "## 10x128 $mode, bench_nn_gpu B1024 forward + training: kernels by total time"
