@@ -17,7 +17,7 @@
  *  - Callers' own staging: host_alloc gives page-locked memory (the server's
  *    worker staging) and download_async only enqueues a copy into it, so a
  *    worker waits once per batch (its sync) instead of once per output.
- *  - Convolutions: NCHW float (or BF16, see NN_CUDA_BF16), cross-correlation,
+ *  - Convolutions: NCHW float (or NHWC BF16 copies, see NN_CUDA_BF16), cross-correlation,
  *    pad k/2. Algorithms are timed with cudnnFind* once per (power-of-two batch
  *    bucket, cin, cout, k, direction, math) and shared by all instances of the
  *    process on that device; each exact shape then takes the fastest candidate
@@ -28,9 +28,11 @@
  *  - Math: TF32 tensor cores for FP32 convs/GEMMs on cc >= 8.0 (cuDNN
  *    DEFAULT_MATH, cuBLAS TF32_TENSOR_OP_MATH); NN_CUDA_NO_TF32 forces cuDNN
  *    FMA_MATH and cuBLAS DEFAULT_MATH. BF16: x, w and y of each conv are
- *    converted to BF16 in the conv workspace, cuDNN computes in FP32
- *    (PSEUDO_BFLOAT16 config), results come back to FP32 (+bias, +=); the
- *    backward passes use deterministic algorithms only (see take_perf).
+ *    converted to BF16 in the conv workspace (transposed to NHWC / KRSC on
+ *    the way, cuDNN's tensor-core layout, where the channel counts are
+ *    multiples of 8), cuDNN computes in FP32 (PSEUDO_BFLOAT16 config), results
+ *    come back to FP32 NCHW (+bias, +=); the backward passes use
+ *    deterministic algorithms only (see take_perf).
  *  - Reductions (BN, losses, sums) accumulate in double with a fixed grid and
  *    a fixed tree, so results are deterministic run to run; loss ops write one
  *    partial per block and a finalize kernel adds the total into stats.
@@ -38,7 +40,7 @@
  *    CUDA events, printed when the instance is freed; for profiling where no
  *    nsys is installed (it synchronises once per CU_OT_EV events).
  *  - Not here: CUDA graphs (would need optional vtable members), fused
- *    conv+BN+act kernels, NHWC layouts.
+ *    conv+BN+act kernels, NHWC activations outside the BF16 convs.
  */
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -100,6 +102,7 @@ static cu_algo_set_t *g_algo_sets; /* process lifetime (reachable: not a leak) *
 /* Descriptors and chosen algorithms for one exact conv shape of one instance. */
 typedef struct cu_plan {
     int B, cin, cout, k;
+    int nhwc; /* BF16 copies in NHWC / KRSC (plan_make_desc) */
     cudnnTensorDescriptor_t xd, yd;
     cudnnFilterDescriptor_t wd;
     cudnnConvolutionDescriptor_t cd[DIR_NB]; /* one per direction: math types differ */
@@ -515,16 +518,59 @@ __global__ void k_col_sum(const float *dy, int B, int out, float *db) {
 }
 
 // BF16 conversions around cuDNN (round to nearest even)
+// BF16 convolutions run on NHWC tensors and KRSC filters (cuDNN's tensor-core
+// layout: on NCHW BF16 it adds transposes of its own; on an H100 a B1024
+// 128->128 3x3 forward took 0.21 ms/call, slower than TF32's 0.15). These two
+// convert and transpose in one pass, through 32x32 shared-memory tiles so
+// that both the reads and the writes are coalesced. No CPU twin: layout only,
+// the conv ops around them are compared with the CPU's.
+#define CU_TILE 32
+// Channel counts that are not multiples of 8 (the stem's 82 input planes,
+// odd test shapes) stay NCHW: cuDNN's NHWC tensor-core kernels need C % 8 == 0.
 __global__ void k_f2bf(const float *x, __nv_bfloat16 *y, int64_t n) {
     GRID_STRIDE(i, n) y[i] = __float2bfloat16_rn(x[i]);
 }
 // x (bf16) -> y (float): y = x (+ bias[c] for NCHW with C channels) or y += x
-__global__ void k_bf2f(const __nv_bfloat16 *x, float *y, int64_t n, const float *bias, int C,
-                       int accumulate) {
+__global__ void k_bf2f(const __nv_bfloat16 *x, float *y, int64_t n, const float *bias, int C, int accumulate) {
     GRID_STRIDE(i, n) {
         float v = __bfloat162float(x[i]);
         if (bias) v += bias[(int)((i / NN_HW) % C)];
         y[i] = accumulate ? y[i] + v : v;
+    }
+}
+// x (B, R, S) float -> y (B, S, R) bf16; blockIdx.z = b, grid (S/32, R/32)
+__global__ void k_f2bf_t(const float *x, __nv_bfloat16 *y, int R, int S) {
+    __shared__ float t[CU_TILE][CU_TILE + 1];
+    int64_t off = (int64_t)blockIdx.z * R * S;
+    int r0 = blockIdx.y * CU_TILE, s0 = blockIdx.x * CU_TILE;
+    for (int j = threadIdx.y; j < CU_TILE; j += blockDim.y) {
+        int r = r0 + j, s = s0 + threadIdx.x;
+        if (r < R && s < S) t[j][threadIdx.x] = x[off + (int64_t)r * S + s];
+    }
+    __syncthreads();
+    for (int j = threadIdx.y; j < CU_TILE; j += blockDim.y) {
+        int s = s0 + j, r = r0 + threadIdx.x;
+        if (r < R && s < S) y[off + (int64_t)s * R + r] = __float2bfloat16_rn(t[threadIdx.x][j]);
+    }
+}
+// x (B, S, R) bf16 -> y (B, R, S) float: y = x (+ bias[r]) or y += x
+__global__ void k_bf2f_t(const __nv_bfloat16 *x, float *y, int R, int S, const float *bias, int accumulate) {
+    __shared__ float t[CU_TILE][CU_TILE + 1];
+    int64_t off = (int64_t)blockIdx.z * R * S;
+    int r0 = blockIdx.y * CU_TILE, s0 = blockIdx.x * CU_TILE;
+    for (int j = threadIdx.y; j < CU_TILE; j += blockDim.y) {
+        int s = s0 + j, r = r0 + threadIdx.x;
+        if (r < R && s < S) t[j][threadIdx.x] = __bfloat162float(x[off + (int64_t)s * R + r]);
+    }
+    __syncthreads();
+    for (int j = threadIdx.y; j < CU_TILE; j += blockDim.y) {
+        int r = r0 + j, s = s0 + threadIdx.x;
+        if (r < R && s < S) {
+            float v = t[threadIdx.x][j];
+            if (bias) v += bias[r];
+            int64_t o = off + (int64_t)r * S + s;
+            y[o] = accumulate ? y[o] + v : v;
+        }
     }
 }
 
@@ -991,9 +1037,12 @@ static bool plan_make_desc(cu_ctx_t *c, cu_plan_t *p, int B, int cin, int cout, 
     if (!CUDNN_CHECK(c, cudnnCreateTensorDescriptor(&p->xd)) || !CUDNN_CHECK(c, cudnnCreateTensorDescriptor(&p->yd)) ||
         !CUDNN_CHECK(c, cudnnCreateFilterDescriptor(&p->wd)))
         return false;
-    if (!CUDNN_CHECK(c, cudnnSetTensor4dDescriptor(p->xd, CUDNN_TENSOR_NCHW, dt, B, cin, NN_SIDE, NN_SIDE)) ||
-        !CUDNN_CHECK(c, cudnnSetTensor4dDescriptor(p->yd, CUDNN_TENSOR_NCHW, dt, B, cout, NN_SIDE, NN_SIDE)) ||
-        !CUDNN_CHECK(c, cudnnSetFilter4dDescriptor(p->wd, dt, CUDNN_TENSOR_NCHW, cout, cin, k, k)))
+    /* BF16 with channels in multiples of 8: the staged copies are NHWC / KRSC (to_bf16) */
+    p->nhwc = c->bf16 && cin % 8 == 0 && cout % 8 == 0;
+    cudnnTensorFormat_t fmt = p->nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+    if (!CUDNN_CHECK(c, cudnnSetTensor4dDescriptor(p->xd, fmt, dt, B, cin, NN_SIDE, NN_SIDE)) ||
+        !CUDNN_CHECK(c, cudnnSetTensor4dDescriptor(p->yd, fmt, dt, B, cout, NN_SIDE, NN_SIDE)) ||
+        !CUDNN_CHECK(c, cudnnSetFilter4dDescriptor(p->wd, dt, fmt, cout, cin, k, k)))
         return false;
     for (int d = 0; d < DIR_NB; d++) {
         if (!CUDNN_CHECK(c, cudnnCreateConvolutionDescriptor(&p->cd[d])) ||
@@ -1209,15 +1258,42 @@ static bool stage_get(cu_ctx_t *c, void *ws, int B, int cin, int cout, int k, cu
     return true;
 }
 
-static bool to_bf16(cu_ctx_t *c, const float *x, __nv_bfloat16 *y, int64_t n) {
-    k_f2bf<<<cu_grid(c, n), CU_THREADS, 0, c->stream>>>(x, y, n);
-    return LAUNCH_CHECK(c, "k_f2bf");
+/* (B, R, S) float -> (B, S, R) bf16: NCHW activations (R = C, S = 81) to
+ * NHWC, KCRS filters (B = cout, R = cin, S = k*k) to KRSC. */
+static bool to_bf16(cu_ctx_t *c, const float *x, __nv_bfloat16 *y, int B, int R, int S, int nhwc) {
+    if (!nhwc) {
+        int64_t n = (int64_t)B * R * S;
+        k_f2bf<<<cu_grid(c, n), CU_THREADS, 0, c->stream>>>(x, y, n);
+        return LAUNCH_CHECK(c, "k_f2bf");
+    }
+    dim3 blk(CU_TILE, 8);
+    for (int b0 = 0; b0 < B; b0 += 65535) { /* gridDim.z's limit */
+        int nb = B - b0 < 65535 ? B - b0 : 65535;
+        int64_t off = (int64_t)b0 * R * S;
+        k_f2bf_t<<<dim3((S + CU_TILE - 1) / CU_TILE, (R + CU_TILE - 1) / CU_TILE, nb), blk, 0, c->stream>>>(x + off, y + off,
+                                                                                                         R, S);
+        if (!LAUNCH_CHECK(c, "k_f2bf_t")) return false;
+    }
+    return true;
 }
 
-static bool from_bf16(cu_ctx_t *c, const __nv_bfloat16 *x, float *y, int64_t n, const float *bias, int C,
-                      int accumulate) {
-    k_bf2f<<<cu_grid(c, n), CU_THREADS, 0, c->stream>>>(x, y, n, bias, C, accumulate);
-    return LAUNCH_CHECK(c, "k_bf2f");
+/* The way back: (B, S, R) bf16 -> (B, R, S) float, + bias[r] or += */
+static bool from_bf16(cu_ctx_t *c, const __nv_bfloat16 *x, float *y, int B, int R, int S, const float *bias,
+                      int accumulate, int nhwc) {
+    if (!nhwc) { /* bias is per R (channel) of an NCHW tensor, S = NN_HW */
+        int64_t n = (int64_t)B * R * S;
+        k_bf2f<<<cu_grid(c, n), CU_THREADS, 0, c->stream>>>(x, y, n, bias, R, accumulate);
+        return LAUNCH_CHECK(c, "k_bf2f");
+    }
+    dim3 blk(CU_TILE, 8);
+    for (int b0 = 0; b0 < B; b0 += 65535) {
+        int nb = B - b0 < 65535 ? B - b0 : 65535;
+        int64_t off = (int64_t)b0 * R * S;
+        k_bf2f_t<<<dim3((S + CU_TILE - 1) / CU_TILE, (R + CU_TILE - 1) / CU_TILE, nb), blk, 0, c->stream>>>(
+            x + off, y + off, R, S, bias, accumulate);
+        if (!LAUNCH_CHECK(c, "k_bf2f_t")) return false;
+    }
+    return true;
 }
 
 static size_t cu_conv_ws_bytes(nn_backend_t *be, int32_t B, int32_t cin, int32_t cout, int32_t k) {
@@ -1251,15 +1327,15 @@ static void cu_conv_fwd(nn_backend_t *be, const float *x, const float *w, const 
         return;
     }
     cu_stage_t st;
-    if (!stage_get(c, ws, B, cin, cout, k, &st) || !to_bf16(c, x, st.x, (int64_t)B * cin * NN_HW) ||
-        !to_bf16(c, w, st.w, (int64_t)cout * cin * k * k))
+    if (!stage_get(c, ws, B, cin, cout, k, &st) || !to_bf16(c, x, st.x, B, cin, NN_HW, p->nhwc) ||
+        !to_bf16(c, w, st.w, cout, cin, k * k, p->nhwc))
         return;
     cu_mark(c, "conv_fwd.cudnn");
     if (!CUDNN_CHECK(c, cudnnConvolutionForward(c->cudnn, &one, p->xd, st.x, p->wd, st.w, p->cd[DIR_FWD], algo, c->cws.p,
                                                 p->ws[DIR_FWD], &zero, p->yd, st.y)))
         return;
     cu_mark(c, "conv_fwd.from_bf16");
-    if (from_bf16(c, st.y, y, ny, bias, cout, 0)) cu_poison(c, y, ny);
+    if (from_bf16(c, st.y, y, B, cout, NN_HW, bias, 0, p->nhwc)) cu_poison(c, y, ny);
 }
 
 static void cu_conv_bwd_data(nn_backend_t *be, const float *dy, const float *w, int32_t B, int32_t cin,
@@ -1277,15 +1353,15 @@ static void cu_conv_bwd_data(nn_backend_t *be, const float *dy, const float *w, 
         return;
     }
     cu_stage_t st; /* dy -> st.y, w -> st.w, dx <- st.x */
-    if (!stage_get(c, ws, B, cin, cout, k, &st) || !to_bf16(c, dy, st.y, (int64_t)B * cout * NN_HW) ||
-        !to_bf16(c, w, st.w, (int64_t)cout * cin * k * k))
+    if (!stage_get(c, ws, B, cin, cout, k, &st) || !to_bf16(c, dy, st.y, B, cout, NN_HW, p->nhwc) ||
+        !to_bf16(c, w, st.w, cout, cin, k * k, p->nhwc))
         return;
     cu_mark(c, "conv_bwd_data.cudnn");
     if (!CUDNN_CHECK(c, cudnnConvolutionBackwardData(c->cudnn, &one, p->wd, st.w, p->yd, st.y, p->cd[DIR_BWD_DATA], algo,
                                                      c->cws.p, p->ws[DIR_BWD_DATA], &zero, p->xd, st.x)))
         return;
     cu_mark(c, "conv_bwd_data.from_bf16");
-    from_bf16(c, st.x, dx, (int64_t)B * cin * NN_HW, NULL, cin, accumulate);
+    from_bf16(c, st.x, dx, B, cin, NN_HW, NULL, accumulate, p->nhwc);
 }
 
 static void cu_conv_bwd_filter(nn_backend_t *be, const float *x, const float *dy, int32_t B, int32_t cin,
@@ -1303,15 +1379,15 @@ static void cu_conv_bwd_filter(nn_backend_t *be, const float *x, const float *dy
             return;
     } else {
         cu_stage_t st; /* x -> st.x, dy -> st.y, dw <- st.w */
-        if (!stage_get(c, ws, B, cin, cout, k, &st) || !to_bf16(c, x, st.x, (int64_t)B * cin * NN_HW) ||
-            !to_bf16(c, dy, st.y, (int64_t)B * cout * NN_HW))
+        if (!stage_get(c, ws, B, cin, cout, k, &st) || !to_bf16(c, x, st.x, B, cin, NN_HW, p->nhwc) ||
+            !to_bf16(c, dy, st.y, B, cout, NN_HW, p->nhwc))
             return;
         cu_mark(c, "conv_bwd_filter.cudnn");
         if (!CUDNN_CHECK(c, cudnnConvolutionBackwardFilter(c->cudnn, &one, p->xd, st.x, p->yd, st.y, p->cd[DIR_BWD_FILTER],
                                                            algo, c->cws.p, p->ws[DIR_BWD_FILTER], &zero, p->wd, st.w)))
             return;
         cu_mark(c, "conv_bwd_filter.from_bf16");
-        if (!from_bf16(c, st.w, dw, (int64_t)cout * cin * k * k, NULL, 1, 0)) return;
+        if (!from_bf16(c, st.w, dw, cout, cin, k * k, NULL, 0, p->nhwc)) return;
     }
     if (dbias) {
         cu_mark(c, "conv_bwd_filter.dbias");
