@@ -8,10 +8,10 @@
 #     test      nvidia-smi -L; ctest -L gpu; then every other non-slow test (ctest -j8)
 #     sanitize  compute-sanitizer memcheck (+leaks), racecheck, synccheck, initcheck on
 #               tests/nn/test_nn_cuda_gpu with its `quick` set, as the time budget permits
-#     bench     tools/bench_nn_gpu, docs/BENCHMARKS.md's command (6x64,10x128 x tf32,bf16)
-#     torch     tools/torch_bench.py eager (the same command), then --compile on 5 batch
+#     bench     bench/bench_nn_gpu, docs/BENCHMARKS.md's command (6x64,10x128 x tf32,bf16)
+#     torch     bench/torch_bench.py eager (the same command), then --compile on 5 batch
 #               sizes (torch.compile recompiles per batch size and stops compiling after 8)
-#     selfplay  tools/bench_selfplay --config configs/gpu.ini --seconds 60 while
+#     selfplay  bench/bench_selfplay --config configs/gpu.ini --seconds 60 while
 #               nvidia-smi samples utilization; then --threads 15 if time is left
 #     profile   device time by op (KOMA_CUDA_OPTIME) of bench_nn_gpu 10x128 B1024 forward +
 #               training, bf16 then tf32 (PROFILE_MODES); nsys's top 30 kernels where installed
@@ -533,7 +533,7 @@ best_rows() {
 stage_bench() {
   need_build || { result bench FAIL 0 "no build"; return 1; }
   local log=$STATE/bench.log
-  step bench_nn_gpu 360 90 krun "$BUILD/tools/bench_nn_gpu" --nets 6x64,10x128 --modes tf32,bf16 \
+  step bench_nn_gpu 360 90 krun "$BUILD/bench/bench_nn_gpu" --nets 6x64,10x128 --modes tf32,bf16 \
     --batches 1,2,4,8,16,32,64,128,256,512,1024 --train-batches 256,1024 --seconds "$BENCH_SECONDS" > >(tee "$log") 2>&1
   wait $! 2>/dev/null
   result bench_nn_gpu "$(status $RC)" "$DT" "$(best_rows "$log")"
@@ -545,13 +545,13 @@ stage_torch() {
   say "torch: $PY"
   local log=$STATE/torch.log
   export PYTHONUNBUFFERED=1
-  step "torch_bench eager" 240 90 "$PY" tools/torch_bench.py --nets 6x64,10x128 --modes tf32,bf16 \
+  step "torch_bench eager" 240 90 "$PY" bench/torch_bench.py --nets 6x64,10x128 --modes tf32,bf16 \
     --seconds "$BENCH_SECONDS" > >(tee "$log") 2>&1
   wait $! 2>/dev/null
   result "torch_bench eager" "$(status $RC)" "$DT" "$(best_rows "$log")"
   # dynamic=False compiles once per batch size, and torch.compile gives up (runs
   # eagerly) after 8 recompilations of a model: 5 sizes keep every row compiled
-  step "torch_bench --compile" 300 90 "$PY" tools/torch_bench.py --nets 6x64,10x128 --modes tf32,bf16 \
+  step "torch_bench --compile" 300 90 "$PY" bench/torch_bench.py --nets 6x64,10x128 --modes tf32,bf16 \
     --batches 1,16,128,512,1024 --seconds "$BENCH_SECONDS" --compile > >(tee "$log") 2>&1
   wait $! 2>/dev/null
   result "torch_bench --compile" "$(status $RC)" "$DT" "$(best_rows "$log")"
@@ -567,7 +567,7 @@ selfplay_run() {
       --format=csv,noheader,nounits -lms 1000 >"$smi" 2>/dev/null &
     pid=$!
   fi
-  step "$label" "$max" 90 krun "$BUILD/tools/bench_selfplay" --config configs/gpu.ini "$@" > >(tee "$log") 2>&1
+  step "$label" "$max" 90 krun "$BUILD/bench/bench_selfplay" --config configs/gpu.ini "$@" > >(tee "$log") 2>&1
   wait $! 2>/dev/null
   [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
   local util
@@ -594,12 +594,12 @@ stage_profile() {
   local nsys mode
   nsys=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
   for mode in ${PROFILE_MODES:-bf16 tf32}; do
-    step "optime $mode" 120 30 krun env KOMA_CUDA_OPTIME=1 "$BUILD/tools/bench_nn_gpu" --nets 10x128 --modes "$mode" \
+    step "optime $mode" 120 30 krun env KOMA_CUDA_OPTIME=1 "$BUILD/bench/bench_nn_gpu" --nets 10x128 --modes "$mode" \
       --batches 1024 --train-batches 1024 --seconds 2
     result "optime $mode" "$(status $RC)" "$DT" "op table in profile.log"
     [ -n "$nsys" ] || continue
     step "nsys $mode" 150 40 krun "$nsys" profile --trace=cuda --force-overwrite=true -o "$STATE/prof-$mode" \
-      "$BUILD/tools/bench_nn_gpu" --nets 10x128 --modes "$mode" --batches 1024 --train-batches 1024 --seconds 2
+      "$BUILD/bench/bench_nn_gpu" --nets 10x128 --modes "$mode" --batches 1024 --train-batches 1024 --seconds 2
     local rc=$RC dt=$DT csv
     "$nsys" stats --report cuda_gpu_kern_sum --format csv --output "$STATE/kern-$mode" "$STATE/prof-$mode.nsys-rep" >/dev/null 2>&1
     csv=$(ls "$STATE"/kern-"$mode"*.csv 2>/dev/null | head -1)

@@ -3,7 +3,7 @@
  * Writes, per net (ReLU 2x16 and SiLU 1x8), a weights file and an io file
  * (inputs, our inference logits, our training losses and gradients, and the
  * params / running statistics after one SGD step), then runs
- * tools/torch_ref.py with Debian's /usr/bin/python3, which rebuilds the net in
+ * tests/nn/torch_ref.py with Debian's /usr/bin/python3, which rebuilds the net in
  * PyTorch (float64), recomputes everything and writes its verdict. Exits 77
  * (skipped) where python3 or torch is missing. */
 #include "nn_test.h"
@@ -135,8 +135,8 @@ int main(void) {
     nn_backend_free(be);
     char verdict_path[700];
     snprintf(verdict_path, sizeof(verdict_path), "%s/verdict.txt", t_dir);
-    const char *argv[] = {"/usr/bin/python3", "tools/torch_ref.py", t_dir, "relu2x16", "silu1x8", NULL};
-    fprintf(stderr, "running: /usr/bin/python3 tools/torch_ref.py %s relu2x16 silu1x8\n", t_dir);
+    const char *argv[] = {"/usr/bin/python3", "tests/nn/torch_ref.py", t_dir, "relu2x16", "silu1x8", NULL};
+    fprintf(stderr, "running: /usr/bin/python3 tests/nn/torch_ref.py %s relu2x16 silu1x8\n", t_dir);
     fflush(stderr);
     int rc = -1;
     if (compat_run(argv, &rc, err, sizeof err) != 0) fprintf(stderr, "test_nn_torch: %s\n", err);

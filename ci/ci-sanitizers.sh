@@ -1,7 +1,7 @@
 #!/bin/sh
 # ci-sanitizers.sh - the sanitizer CI job (CMakePresets.json: asan, tsan).
 #
-#   tools/ci-sanitizers.sh [asan|tsan ...]      (default: asan tsan)
+#   ci/ci-sanitizers.sh [asan|tsan ...]      (default: asan tsan)
 #
 # asan: builds build-asan-ci (ASan + UBSan, -fno-sanitize-recover, warnings
 #       as errors, CPU only) and runs every `cpu` test except `slow` ones.
@@ -18,7 +18,7 @@
 # ASan 23, UBSan 24, TSan 66), and any failed test fails the job.
 # OPENBLAS_NUM_THREADS=1: OpenBLAS's own (uninstrumented) thread pool would
 # give TSan false reports and adds nothing to what is checked; where Koma
-# sets OpenBLAS's thread count itself, tools/tsan.supp silences the reports
+# sets OpenBLAS's thread count itself, ci/tsan.supp silences the reports
 # whose stacks run through libopenblas.
 # Environment: KOMA_JOBS (default 2). Needs gcc (or clang) with libasan,
 # libubsan and libtsan: Debian's gcc has them.

@@ -2,5 +2,5 @@
 if(TARGET koma_train)
   add_executable(bench_train ${CMAKE_CURRENT_SOURCE_DIR}/bench_train.c)
   target_link_libraries(bench_train PRIVATE koma_train)
-  set_target_properties(bench_train PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tools)
+  set_target_properties(bench_train PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
 endif()

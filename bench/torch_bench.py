@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""torch_bench.py - Koma's network in PyTorch, timed like tools/bench_nn_gpu.c.
+"""torch_bench.py - Koma's network in PyTorch, timed like bench/bench_nn_gpu.c.
 
 The side-by-side reference for the CUDA backend (nn/backend_cuda.cu): the same
 architecture (nn/net.h: stem conv3x3-BN-act, residual blocks, policy / legal /
@@ -18,12 +18,12 @@ Modes: tf32 (FP32 with TF32 matmul/conv), bf16 (torch.autocast bf16, FP32
 master weights), fp32 (TF32 off). --channels-last (default on) uses NHWC
 memory format, the fast path for tensor cores; --compile adds torch.compile.
 
-CPU mode (--device cpu, the side-by-side reference for tools/bench_nn.c):
+CPU mode (--device cpu, the side-by-side reference for bench/bench_nn.c):
 fp32 only, torch.set_num_threads(--threads), oneDNN (mkldnn) convolutions,
 inference = BN folded + eval + inference_mode with the float input resident
 and policy + value copied out, training as above (SGD Nesterov).
 
-Usage: python3 tools/torch_bench.py [--nets 6x64,10x128] [--modes tf32,bf16]
+Usage: python3 bench/torch_bench.py [--nets 6x64,10x128] [--modes tf32,bf16]
          [--batches 1,2,4,...,1024] [--train-batches 256,1024] [--seconds 1]
          [--planes 68] [--hand 14] [--compile] [--no-channels-last]
          [--device 0 | --device cpu --threads 2]
@@ -59,7 +59,7 @@ def peak_for(name):
 
 
 class Koma(nn.Module):
-    """nn/net.h's architecture (the same module layout as tools/torch_ref.py)."""
+    """nn/net.h's architecture (the same module layout as tests/nn/torch_ref.py)."""
 
     def __init__(self, blocks, ch, cin, act="relu"):
         super().__init__()

@@ -269,7 +269,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--depth")) o.depth = atoi(v);
         else if (!strcmp(a, "--reps")) o.reps = atoi(v);
         else {
-            fprintf(stderr, "unknown option %s (see the comment at the top of tools/bench_server.c)\n", a);
+            fprintf(stderr, "unknown option %s (see the comment at the top of bench/bench_server.c)\n", a);
             return 2;
         }
     }

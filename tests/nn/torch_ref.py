@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """torch_ref.py - an independent PyTorch reference for Koma's network (nn/).
 
-Usage: /usr/bin/python3 tools/torch_ref.py DIR TAG [TAG ...]
+Usage: /usr/bin/python3 tests/nn/torch_ref.py DIR TAG [TAG ...]
 
 For each TAG reads DIR/TAG.weights.safetensors (a Koma net) and
 DIR/TAG.io.safetensors (inputs, Koma's CPU outputs, losses, gradients and the

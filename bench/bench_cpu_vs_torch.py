@@ -2,13 +2,13 @@
 """bench_cpu_vs_torch.py - Koma's CPU backend and PyTorch on the same network,
 interleaved in one run, reported as ratios (docs/BENCHMARKS.md).
 
-Each round runs, one after the other: build/tools/bench_nn on the oneDNN route
-(KOMA_CPU_CONV=dnnl), tools/torch_bench.py --device cpu, and bench_nn on the
+Each round runs, one after the other: build/bench/bench_nn on the oneDNN route
+(KOMA_CPU_CONV=dnnl), bench/torch_bench.py --device cpu, and bench_nn on the
 reference route (KOMA_CPU_CONV=ref); a shared machine's load moves all three
 alike within a round, so the per-round ratios are what is compared. Prints
 each round, then the median of the per-round ratios.
 
-Usage: python3 tools/bench_cpu_vs_torch.py [--rounds 3] [--nets 6x64,10x128]
+Usage: python3 bench/bench_cpu_vs_torch.py [--rounds 3] [--nets 6x64,10x128]
          [--batch 256] [--threads 2] [--seconds 1] [--cpu-time]
 --cpu-time: process CPU seconds (with --threads 1: per-core figures that other
 processes on the machine barely move).
@@ -32,7 +32,7 @@ def run(cmd, env):
 
 def koma(args, route, net):
     env = dict(os.environ, KOMA_CPU_CONV=route)
-    cmd = [os.path.join(ROOT, "build/tools/bench_nn"), "--nets", net, "--batches", str(args.batch),
+    cmd = [os.path.join(ROOT, "build/bench/bench_nn"), "--nets", net, "--batches", str(args.batch),
            "--train-batch", str(args.batch), "--planes", "68", "--hand", "14", "--threads", str(args.threads),
            "--seconds", str(args.seconds)] + (["--cpu-time"] if args.cpu_time else [])
     out = run(cmd, env)
@@ -42,7 +42,7 @@ def koma(args, route, net):
 
 
 def torch(args, net):
-    cmd = ["/usr/bin/python3", os.path.join(ROOT, "tools/torch_bench.py"), "--device", "cpu", "--threads",
+    cmd = ["/usr/bin/python3", os.path.join(ROOT, "bench/torch_bench.py"), "--device", "cpu", "--threads",
            str(args.threads), "--nets", net, "--batches", str(args.batch), "--train-batches", str(args.batch),
            "--seconds", str(args.seconds)] + (["--cpu-time"] if args.cpu_time else [])
     out = run(cmd, dict(os.environ))

@@ -2,5 +2,5 @@
 if(TARGET koma_nn)
   add_executable(bench_server ${CMAKE_CURRENT_LIST_DIR}/bench_server.c)
   target_link_libraries(bench_server PRIVATE koma_nn)
-  set_target_properties(bench_server PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tools)
+  set_target_properties(bench_server PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
 endif()

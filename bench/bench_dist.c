@@ -1,7 +1,7 @@
 /* bench_dist.c - the cost of averaging gradients over ranks: MPI_Allreduce
  * (dist_sum_f32) of one gradient of each net size, timed on every rank.
  *
- *   mpirun -np 2 build/tools/bench_dist [--nets 6x64,10x128] [--reps 50]
+ *   mpirun -np 2 build/bench/bench_dist [--nets 6x64,10x128] [--reps 50]
  *
  * Prints, per net: parameters, MB, and the median / min / max milliseconds
  * of one sum (rank 0's) and the mean of the ranks' medians. Without a launcher

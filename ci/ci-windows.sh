@@ -3,7 +3,7 @@
 # tools/cross-windows.sh, then run the test suite's Windows executables under
 # Debian's wine (64-bit), through ctest (CMAKE_CROSSCOMPILING_EMULATOR).
 #
-#   tools/ci-windows.sh [ctest args...]
+#   ci/ci-windows.sh [ctest args...]
 #
 # Runs every test except `slow` ones; GPU tests skip (exit 77) as on Linux.
 # Tests that need a Linux program (python3 + torch, gpsusi) skip under wine
