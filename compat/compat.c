@@ -190,6 +190,20 @@ int compat_cpu_count(void) {
 #endif
 }
 
+int64_t compat_address_space_used(void) {
+#if defined(__linux__)
+    char b[64];
+    long long pages = -1;
+    FILE *f = fopen("/proc/self/statm", "r"); /* first field: pages of address space */
+    if (!f) return -1;
+    if (fgets(b, sizeof b, f)) pages = strtoll(b, NULL, 10);
+    fclose(f);
+    return pages < 0 ? -1 : (int64_t)pages * (int64_t)sysconf(_SC_PAGESIZE);
+#else
+    return -1;
+#endif
+}
+
 int64_t compat_address_space_limit(void) {
 #ifdef _WIN32
     return -1;
@@ -1049,17 +1063,41 @@ void compat_install_stop_handler(void) {
 int compat_stop_requested(void) { return atomic_load(&g_stop); }
 void compat_request_stop(void) { atomic_store(&g_stop, 1); }
 
-int compat_reexec_with_env(const char *name, const char *value, char **argv) {
-    if (!name || !value || !argv || !argv[0] || getenv(name)) return -1;
+const char *compat_envp_get(char **envp, const char *name) {
+    size_t n = strlen(name);
+    for (char **e = envp; e && *e; e++)
+        if (strncmp(*e, name, n) == 0 && (*e)[n] == '=') return *e + n + 1;
+    return NULL;
+}
+
+int compat_reexec_envp(char **argv, char **envp, const char *name, const char *value) {
+    if (!name || !value || !argv || !argv[0] || !envp || compat_envp_get(envp, name)) return -1;
 #if defined(__linux__)
-    if (setenv(name, value, 1) != 0) return -1;
-    char exe[4096];
-    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1); /* its name, not "exe", in ps and top */
-    if (len > 0) exe[len] = 0;
-    execv(len > 0 ? exe : "/proc/self/exe", argv);
-    unsetenv(name); /* exec failed: carry on as before */
+    size_t n = 0, len = strlen(name) + strlen(value) + 2;
+    while (envp[n]) n++;
+    char **env = malloc(sizeof(char *) * (n + 2)), *var = malloc(len);
+    if (env && var) {
+        memcpy(env, envp, sizeof(char *) * n);
+        snprintf(var, len, "%s=%s", name, value);
+        env[n] = var, env[n + 1] = NULL;
+        char exe[4096];
+        ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1); /* its name, not "exe", in ps and top */
+        if (k > 0) exe[k] = 0;
+        execve(k > 0 ? exe : "/proc/self/exe", argv, env);
+    }
+    free(env), free(var); /* exec failed: carry on as before */
     return -1;
 #else
+    return -1;
+#endif
+}
+
+int compat_reexec_with_env(const char *name, const char *value, char **argv) {
+#if defined(__linux__)
+    extern char **environ;
+    return compat_reexec_envp(argv, environ, name, value);
+#else
+    (void)name, (void)value, (void)argv;
     return -1;
 #endif
 }

@@ -72,6 +72,9 @@ int compat_cpu_count(void);
 /* The process's address-space limit in bytes (RLIMIT_AS, `ulimit -v`), or
  * -1 when there is none (always -1 on Windows). */
 int64_t compat_address_space_limit(void);
+/* Bytes of address space the process maps now (/proc/self/statm), or -1
+ * where that cannot be read (not Linux). */
+int64_t compat_address_space_used(void);
 /* " under the address-space limit of N MiB (ulimit -v K)" where a limit is
  * set, else "": for out-of-memory messages. Returns buf. */
 char *compat_address_space_note(char *buf, size_t n);
@@ -196,6 +199,12 @@ int compat_getpid(void);
  * when name is already set (so it cannot loop) or where the platform has no
  * way to do it (Windows, or no /proc/self/exe); on success it does not return. */
 int compat_reexec_with_env(const char *name, const char *value, char **argv);
+/* The same from an explicit environment envp (a .preinit_array function's
+ * third argument, where environ is not set yet): execve with envp plus
+ * name=value; -1 when name is in envp or the exec failed. */
+int compat_reexec_envp(char **argv, char **envp, const char *name, const char *value);
+/* The value of name in the environment array envp, or NULL. */
+const char *compat_envp_get(char **envp, const char *name);
 /* Runs the program argv[0] with the arguments argv[1..] (argv ends with
  * NULL; no shell: each argument reaches the program verbatim, spaces and
  * quotes included), waits for it, and stores its exit status in *status:

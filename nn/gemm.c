@@ -101,29 +101,8 @@ int nn_gemm_pool_settle(void) {
  * GOTO_NUM_THREADS, OMP_NUM_THREADS) or with KOMA_NO_REEXEC. Runs from
  * .preinit_array (executables only, glibc): environ is not set yet, so the
  * environment is envp and the only way to change it is execve. */
-#include <sched.h>
-#include <sys/resource.h>
-#include <unistd.h>
 enum { PREINIT_RESERVE_MIB = 2 * NN_GEMM_BUFFER_MIB + 64,
        PREINIT_THREAD_MIB = GEMM_OPENBLAS_BUF_MIB + 1 + GEMM_ARENA_MIB + 8 };
-
-static int env_has(char **envp, const char *name) {
-    size_t n = strlen(name);
-    for (char **e = envp; e && *e; e++)
-        if (strncmp(*e, name, n) == 0 && (*e)[n] == '=') return 1;
-    return 0;
-}
-
-/* Pages of address space in use, from /proc/self/statm; -1 if unreadable. */
-static int64_t vm_bytes_now(void) {
-    char b[64];
-    int64_t pages = -1;
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (!f) return -1;
-    if (fgets(b, sizeof b, f)) pages = strtoll(b, NULL, 10);
-    fclose(f);
-    return pages < 0 ? -1 : pages * (int64_t)sysconf(_SC_PAGESIZE);
-}
 
 int32_t nn_gemm_preinit_threads(int64_t limit, int64_t used, int32_t ncpu) {
     int64_t room = limit - used, reserve = (int64_t)PREINIT_RESERVE_MIB << 20, per = (int64_t)PREINIT_THREAD_MIB << 20;
@@ -133,29 +112,16 @@ int32_t nn_gemm_preinit_threads(int64_t limit, int64_t used, int32_t ncpu) {
 
 static void gemm_preinit(int argc, char **argv, char **envp) {
     (void)argc;
-    if (!argv || !argv[0] || env_has(envp, "OPENBLAS_NUM_THREADS") || env_has(envp, "GOTO_NUM_THREADS") ||
-        env_has(envp, "OMP_NUM_THREADS") || env_has(envp, "KOMA_NO_REEXEC"))
+    if (compat_envp_get(envp, "OPENBLAS_NUM_THREADS") || compat_envp_get(envp, "GOTO_NUM_THREADS") ||
+        compat_envp_get(envp, "OMP_NUM_THREADS") || compat_envp_get(envp, "KOMA_NO_REEXEC"))
         return;
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return;
-    cpu_set_t set;
-    int32_t ncpu = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : (int32_t)sysconf(_SC_NPROCESSORS_ONLN);
-    int64_t used = vm_bytes_now();
-    if (ncpu <= 1 || used < 0) return;
-    int32_t nt = nn_gemm_preinit_threads((int64_t)rl.rlim_cur, used, ncpu);
-    if (nt >= ncpu) return;
-    size_t n = 0;
-    while (envp && envp[n]) n++;
-    char **env = malloc(sizeof(char *) * (n + 2)), var[48];
-    if (!env) return;
-    for (size_t i = 0; i < n; i++) env[i] = envp[i];
-    snprintf(var, sizeof var, "OPENBLAS_NUM_THREADS=%d", (int)nt);
-    env[n] = var, env[n + 1] = NULL;
-    char exe[4096];
-    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1); /* its name, not "exe", in ps and top */
-    if (len > 0) exe[len] = 0;
-    execve(len > 0 ? exe : "/proc/self/exe", argv, env);
-    free(env); /* exec failed: carry on as before */
+    int64_t limit = compat_address_space_limit(), used = compat_address_space_used();
+    int32_t ncpu = compat_cpu_count();
+    if (limit < 0 || used < 0 || ncpu <= 1) return;
+    int32_t nt = nn_gemm_preinit_threads(limit, used, ncpu);
+    char v[16];
+    snprintf(v, sizeof v, "%d", (int)nt);
+    if (nt < ncpu) compat_reexec_envp(argv, envp, "OPENBLAS_NUM_THREADS", v);
 }
 __attribute__((section(".preinit_array"), used)) static void (*const gemm_preinit_p)(int, char **, char **) = gemm_preinit;
 #else

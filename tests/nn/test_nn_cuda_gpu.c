@@ -1037,14 +1037,8 @@ static void test_net(int32_t blocks, int32_t ch, nn_act_t act, int32_t planes, i
      * above), and folded BN with two steps of running stats amplifies that into
      * loss differences of several times the outputs' tolerance (fp32 value_loss
      * 3e-4 relative on an H100); the eval path itself is what is checked here. */
-    {
-        int64_t n_p, n_s;
-        float *hp = nn_net_params(cnet, &n_p, NULL), *hs = nn_net_stats(cnet, &n_s);
-        G_->upload(G_, nn_net_params(gnet, NULL, NULL), hp, sizeof(float) * (size_t)n_p);
-        G_->upload(G_, nn_net_stats(gnet, NULL), hs, sizeof(float) * (size_t)n_s);
-        nn_net_mark_dirty(gnet);
-        gpu_ok(tag);
-    }
+    copy_weights_to_gpu(gnet, cnet);
+    gpu_ok(tag);
     KOMA_ASSERT(nn_eval_batch(ctr, &tb.b, &cm, err, sizeof(err)) == 0);
     KOMA_ASSERT(nn_eval_batch(gtr, &tb.b, &gm, err, sizeof(err)) == 0);
     gpu_ok(tag);
