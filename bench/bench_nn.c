@@ -13,36 +13,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench/bench_util.h"
 #include "compat/compat.h"
 #include "nn/net.h"
 
 static int g_cpu_time = 0; /* --cpu-time: process CPU seconds (all threads) instead of wall time */
-static double now_s(void) {
-    return g_cpu_time ? (double)clock() / CLOCKS_PER_SEC : (double)compat_now_ns() * 1e-9;
-}
-
-static uint64_t rng = 88172645463325252ull;
-static uint32_t rnd(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)rng;
-}
-
-static int parse_list(const char *s, int32_t *out, int max) {
-    int n = 0;
-    while (*s && n < max) {
-        out[n++] = (int32_t)strtol(s, (char **)&s, 10);
-        if (*s == ',') s++;
-    }
-    return n;
-}
-
-static void fill_inputs(uint8_t *packed, float *hand, int32_t B, int32_t planes, int32_t nhand) {
-    int64_t n = B * nn_packed_bytes(planes);
-    for (int64_t i = 0; i < n; i++) packed[i] = (uint8_t)(rnd() & rnd() & rnd()); /* ~1/8 density */
-    for (int64_t i = 0; i < (int64_t)B * nhand; i++) hand[i] = (float)(rnd() % 4);
-}
+static double now_s(void) { return g_cpu_time ? (double)clock() / CLOCKS_PER_SEC : bench_wall_s(); }
 
 static void bench_infer(nn_backend_t *be, nn_net_t *net, const int32_t *batches, int nb, double secs) {
     const nn_net_config_t *c = nn_net_config(net);
@@ -57,7 +33,7 @@ static void bench_infer(nn_backend_t *be, nn_net_t *net, const int32_t *batches,
         uint8_t *packed = malloc((size_t)(B * nn_packed_bytes(c->in_planes)));
         float *hand = malloc(sizeof(float) * (size_t)B * (c->in_hand ? c->in_hand : 1));
         float *pol = malloc(sizeof(float) * (size_t)B * NN_POLICY_NB), *val = malloc(sizeof(float) * (size_t)B * 3);
-        fill_inputs(packed, hand, B, c->in_planes, c->in_hand);
+        bench_fill_inputs(packed, hand, B, c->in_planes, c->in_hand);
         nn_forward(ctx, B, packed, hand, pol, val, NULL); /* warm-up */
         int64_t iters = 0;
         double t0 = now_s(), t = 0;
@@ -81,33 +57,18 @@ static void bench_train(nn_net_t *net, int32_t B, double secs) {
         fprintf(stderr, "%s\n", err);
         return;
     }
-    uint8_t *packed = malloc((size_t)(B * nn_packed_bytes(c->in_planes)));
-    float *hand = malloc(sizeof(float) * (size_t)B * (c->in_hand ? c->in_hand : 1));
-    uint8_t *legal = calloc((size_t)(B * nn_packed_bytes(NN_POLICY_CH)), 1);
-    uint32_t *off = malloc(sizeof(uint32_t) * (size_t)(B + 1));
-    uint16_t *lab = malloc(sizeof(uint16_t) * (size_t)B * 8);
-    float *prob = malloc(sizeof(float) * (size_t)B * 8), *q = malloc(sizeof(float) * (size_t)B);
-    int8_t *res = malloc((size_t)B);
-    fill_inputs(packed, hand, B, c->in_planes, c->in_hand);
-    off[0] = 0;
-    for (int32_t b = 0; b < B; b++) {
-        for (int j = 0; j < 8; j++) {
-            lab[b * 8 + j] = (uint16_t)(rnd() % NN_POLICY_NB);
-            prob[b * 8 + j] = 0.125f;
-            legal[b * nn_packed_bytes(NN_POLICY_CH) + lab[b * 8 + j] / 8] |= (uint8_t)(1u << (lab[b * 8 + j] % 8));
-        }
-        off[b + 1] = off[b] + 8;
-        res[b] = (int8_t)((int)(rnd() % 3) - 1);
-        q[b] = 0.1f;
+    bench_batch_t tb;
+    if (bench_batch_init(&tb, c, B) != 0) {
+        fprintf(stderr, "bench: out of memory for a batch of %d\n", (int)B);
+        nn_trainer_free(tr);
+        return;
     }
-    nn_batch_t bt = {.B = B, .planes = packed, .hand = hand, .legal = legal, .policy_offsets = off,
-                     .policy_label = lab, .policy_prob = prob, .result = res, .root_q = q};
     nn_metrics_t m;
-    nn_train_step(tr, &bt, &m, err, sizeof(err)); /* warm-up */
+    nn_train_step(tr, &tb.b, &m, err, sizeof(err)); /* warm-up */
     int64_t iters = 0;
     double t0 = now_s(), t = 0;
     do {
-        if (nn_train_step(tr, &bt, &m, err, sizeof(err)) != 0) {
+        if (nn_train_step(tr, &tb.b, &m, err, sizeof(err)) != 0) {
             fprintf(stderr, "%s\n", err);
             break;
         }
@@ -117,7 +78,7 @@ static void bench_train(nn_net_t *net, int32_t B, double secs) {
     printf("  training   batch %5d: %9.0f samples/s  (%.1f ms/step, loss %.3f)\n", B, (double)B * iters / t,
            1e3 * t / iters, m.loss);
     fflush(stdout);
-    free(packed), free(hand), free(legal), free(off), free(lab), free(prob), free(q), free(res);
+    bench_batch_free(&tb);
     nn_trainer_free(tr);
 }
 
@@ -168,9 +129,9 @@ static void bench_conv(nn_backend_t *be, int32_t C, int32_t B, double secs) {
     a.col = malloc(sizeof(float) * (size_t)(K * B * NN_HW));
     a.out = malloc(sizeof(float) * (size_t)nx);
     a.ws = be->buf_alloc(be, be->conv_ws_bytes(be, B, C, C, 3));
-    for (int64_t i = 0; i < nx; i++) a.x[i] = a.y[i] = (float)(rnd() % 100) * 0.01f;
-    for (int64_t i = 0; i < C * K; i++) a.w[i] = (float)(rnd() % 100) * 0.001f;
-    for (int64_t i = 0; i < K * B * NN_HW; i++) a.col[i] = (float)(rnd() % 100) * 0.01f;
+    for (int64_t i = 0; i < nx; i++) a.x[i] = a.y[i] = (float)(bench_rnd() % 100) * 0.01f;
+    for (int64_t i = 0; i < C * K; i++) a.w[i] = (float)(bench_rnd() % 100) * 0.001f;
+    for (int64_t i = 0; i < K * B * NN_HW; i++) a.col[i] = (float)(bench_rnd() % 100) * 0.01f;
     double flop = 2.0 * C * (double)K * B * NN_HW;
     int64_t it;
     double tg = time_it(secs, run_gemm, &a, &it);
@@ -195,7 +156,7 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(argv[i], "--nets") && v) nets = v, i++;
-        else if (!strcmp(argv[i], "--batches") && v) nb = parse_list(v, batches, 32), i++;
+        else if (!strcmp(argv[i], "--batches") && v) nb = bench_parse_list(v, batches, 32), i++;
         else if (!strcmp(argv[i], "--train-batch") && v) train_batch = atoi(v), i++;
         else if (!strcmp(argv[i], "--seconds") && v) secs = atof(v), i++;
         else if (!strcmp(argv[i], "--threads") && v) threads = atoi(v), i++;

@@ -18,31 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/bench_util.h"
 #include "compat/compat.h"
 #include "nn/backend_cuda.h"
 #include "nn/net.h"
-
-static double now_s(void) { return (double)compat_now_ns() * 1e-9; }
-
-static uint64_t rng = 88172645463325252ull;
-static uint32_t rnd(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)rng;
-}
-
-static int parse_list(const char *s, int32_t *out, int max) {
-    int n = 0;
-    while (*s && n < max) {
-        char *e;
-        long v = strtol(s, &e, 10);
-        if (e == s) break;
-        out[n++] = (int32_t)v;
-        s = *e == ',' ? e + 1 : e;
-    }
-    return n;
-}
 
 /* ---- peak table ------------------------------------------------------------- */
 typedef struct {
@@ -96,12 +75,6 @@ static double net_flop(const nn_net_config_t *c) {
 }
 
 /* ---- inference ------------------------------------------------------------------ */
-static void fill_inputs(uint8_t *packed, float *hand, int32_t B, int32_t planes, int32_t nhand) {
-    int64_t n = B * nn_packed_bytes(planes);
-    for (int64_t i = 0; i < n; i++) packed[i] = (uint8_t)(rnd() & rnd() & rnd()); /* ~1/8 density */
-    for (int64_t i = 0; i < (int64_t)B * nhand; i++) hand[i] = (float)(rnd() % 4);
-}
-
 static int failed(nn_backend_t *be) {
     const char *e = nn_cuda_error(be);
     if (e) fprintf(stderr, "CUDA backend failed: %s\n", e);
@@ -121,7 +94,7 @@ static void bench_infer(nn_backend_t *be, nn_net_t *net, const int32_t *batches,
     uint8_t *packed = malloc((size_t)(maxB * nn_packed_bytes(c->in_planes)));
     float *hand = malloc(sizeof(float) * (size_t)maxB * (c->in_hand ? c->in_hand : 1));
     float *pol = malloc(sizeof(float) * (size_t)maxB * NN_POLICY_NB), *val = malloc(sizeof(float) * (size_t)maxB * 3);
-    fill_inputs(packed, hand, maxB, c->in_planes, c->in_hand);
+    bench_fill_inputs(packed, hand, maxB, c->in_planes, c->in_hand);
     uint8_t *dpacked;
     float *dhand;
     nn_ctx_buffers(ctx, &dpacked, &dhand, NULL, NULL, NULL);
@@ -134,11 +107,11 @@ static void bench_infer(nn_backend_t *be, nn_net_t *net, const int32_t *batches,
         /* host round trip: upload packed + hand, forward, download policy + value */
         for (int w = 0; w < 3; w++) nn_forward(ctx, B, packed, hand, pol, val, NULL); /* algorithm choice, warm-up */
         int64_t it = 0;
-        double t0 = now_s(), t = 0;
+        double t0 = bench_wall_s(), t = 0;
         do {
             nn_forward(ctx, B, packed, hand, pol, val, NULL);
             it++;
-            t = now_s() - t0;
+            t = bench_wall_s() - t0;
         } while (t < secs || it < 3);
         double host_eps = (double)B * it / t, host_ms = 1e3 * t / it;
         /* device only: inputs already on the device, one sync at the end */
@@ -148,12 +121,12 @@ static void bench_infer(nn_backend_t *be, nn_net_t *net, const int32_t *batches,
         be->sync(be);
         int64_t chunk = 1;
         it = 0;
-        t0 = now_s();
+        t0 = bench_wall_s();
         do {
             for (int64_t j = 0; j < chunk; j++) nn_forward_dev(ctx, B, dpacked, dhand);
             be->sync(be);
             it += chunk;
-            t = now_s() - t0;
+            t = bench_wall_s() - t0;
             if (chunk < 64) chunk *= 2;
         } while (t < secs || it < 3);
         double dev_eps = (double)B * it / t, tflops = dev_eps * fpp * 1e-12;
@@ -175,48 +148,33 @@ static void bench_train(nn_backend_t *be, nn_net_t *net, int32_t B, double secs,
         fprintf(stderr, "%s\n", err);
         return;
     }
-    uint8_t *packed = malloc((size_t)(B * nn_packed_bytes(c->in_planes)));
-    float *hand = malloc(sizeof(float) * (size_t)B * (c->in_hand ? c->in_hand : 1));
-    uint8_t *legal = calloc((size_t)(B * nn_packed_bytes(NN_POLICY_CH)), 1);
-    uint32_t *off = malloc(sizeof(uint32_t) * (size_t)(B + 1));
-    uint16_t *lab = malloc(sizeof(uint16_t) * (size_t)B * 8);
-    float *prob = malloc(sizeof(float) * (size_t)B * 8), *q = malloc(sizeof(float) * (size_t)B);
-    int8_t *res = malloc((size_t)B);
-    fill_inputs(packed, hand, B, c->in_planes, c->in_hand);
-    off[0] = 0;
-    for (int32_t b = 0; b < B; b++) {
-        for (int j = 0; j < 8; j++) {
-            lab[b * 8 + j] = (uint16_t)(rnd() % NN_POLICY_NB);
-            prob[b * 8 + j] = 0.125f;
-            legal[b * nn_packed_bytes(NN_POLICY_CH) + lab[b * 8 + j] / 8] |= (uint8_t)(1u << (lab[b * 8 + j] % 8));
-        }
-        off[b + 1] = off[b] + 8;
-        res[b] = (int8_t)((int)(rnd() % 3) - 1);
-        q[b] = 0.1f;
+    bench_batch_t tb;
+    if (bench_batch_init(&tb, c, B) != 0) {
+        fprintf(stderr, "bench: out of memory for a batch of %d\n", (int)B);
+        nn_trainer_free(tr);
+        return;
     }
-    nn_batch_t bt = {.B = B, .planes = packed, .hand = hand, .legal = legal, .policy_offsets = off,
-                     .policy_label = lab, .policy_prob = prob, .result = res, .root_q = q};
     nn_metrics_t m;
-    for (int w = 0; w < 3; w++) nn_train_step(tr, &bt, &m, err, sizeof(err)); /* algorithm choice, warm-up */
+    for (int w = 0; w < 3; w++) nn_train_step(tr, &tb.b, &m, err, sizeof(err)); /* algorithm choice, warm-up */
     int64_t it = 0;
-    double t0 = now_s(), t = 0;
+    double t0 = bench_wall_s(), t = 0;
     do { /* no metrics: no download, so steps queue back to back; one sync per 8 steps */
         for (int j = 0; j < 8; j++, it++)
-            if (nn_train_step(tr, &bt, NULL, err, sizeof(err)) != 0) {
+            if (nn_train_step(tr, &tb.b, NULL, err, sizeof(err)) != 0) {
                 fprintf(stderr, "%s\n", err);
                 goto done;
             }
         be->sync(be);
-        t = now_s() - t0;
+        t = bench_wall_s() - t0;
     } while (t < secs);
-    nn_train_step(tr, &bt, &m, err, sizeof(err));
+    nn_train_step(tr, &tb.b, &m, err, sizeof(err));
     double sps = (double)B * it / t, tflops = sps * 3.0 * net_flop(c) * 1e-12;
     printf("| train | %5d | %9.0f samples/s | %7.2f ms/step | %6.2f TFLOP/s | %5.2f%% of peak | loss %.3f |\n", B, sps,
            1e3 * t / it, tflops, peak > 0 ? 100.0 * tflops / peak : 0.0, m.loss);
     fflush(stdout);
 done:
     failed(be);
-    free(packed), free(hand), free(legal), free(off), free(lab), free(prob), free(q), free(res);
+    bench_batch_free(&tb);
     nn_trainer_free(tr);
 }
 
@@ -234,8 +192,8 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--device") && v) device = atoi(v), i++;
         else if (!strcmp(argv[i], "--nets") && v) nets = v, i++;
         else if (!strcmp(argv[i], "--modes") && v) modes = v, i++;
-        else if (!strcmp(argv[i], "--batches") && v) nb = parse_list(v, batches, 64), i++;
-        else if (!strcmp(argv[i], "--train-batches") && v) ntb = parse_list(v, tbatches, 16), i++;
+        else if (!strcmp(argv[i], "--batches") && v) nb = bench_parse_list(v, batches, 64), i++;
+        else if (!strcmp(argv[i], "--train-batches") && v) ntb = bench_parse_list(v, tbatches, 16), i++;
         else if (!strcmp(argv[i], "--seconds") && v) secs = atof(v), i++;
         else if (!strcmp(argv[i], "--planes") && v) planes = atoi(v), i++;
         else if (!strcmp(argv[i], "--hand") && v) hand = atoi(v), i++;

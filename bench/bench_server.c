@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/bench_util.h"
 #include "compat/compat.h"
 #include "nn/net.h"
 #include "nn/server.h"
@@ -34,23 +35,11 @@ typedef struct {
     const char *backend;
 } opts_t;
 
-static double now_s(void) { return (double)compat_now_ns() * 1e-9; }
-
 static uint64_t rnd_next(uint64_t *s) {
     *s ^= *s << 13;
     *s ^= *s >> 7;
     *s ^= *s << 17;
     return *s;
-}
-
-static int parse_list(const char *s, int32_t *out, int max) {
-    int n = 0;
-    while (*s && n < max) {
-        out[n++] = (int32_t)strtol(s, (char **)&s, 10);
-        if (*s == ',') s++;
-        else if (*s) break;
-    }
-    return n;
 }
 
 /* ---- one client's buffers -------------------------------------------------------- */
@@ -116,7 +105,7 @@ static void sub_release(sub_t *u) {
 static int client_complete(client_t *c, sub_t *u) {
     nn_server_result_t res;
     int st = nn_server_wait(c->srv, u->ticket, &res);
-    double lat = now_s() - u->t_submit;
+    double lat = bench_wall_s() - u->t_submit;
     if (st != NN_SERVER_OK) {
         c->errors++;
         fprintf(stderr, "client %d: %s: %s\n", c->id, nn_server_status_name(st), res.message);
@@ -137,7 +126,7 @@ static void *client_main(void *arg) {
         int more = !atomic_load(c->stop);
         if (more) {
             sub_t *u = &c->sub[it % 2];
-            u->t_submit = now_s();
+            u->t_submit = bench_wall_s();
             if (nn_server_submit(c->srv, &u->req, &u->ticket, err, sizeof(err)) != NN_SERVER_OK) {
                 fprintf(stderr, "client %d: %s\n", c->id, err);
                 c->errors++;
@@ -173,11 +162,11 @@ static double direct_evals(nn_net_t *net, nn_backend_t *be, int32_t B, const opt
     sub_init(&u, &ob, 99);
     nn_forward(ctx, B, u.packed, u.hand, u.policy, u.value, NULL);
     int64_t iters = 0;
-    double t0 = now_s(), t;
+    double t0 = bench_wall_s(), t;
     do {
         nn_forward(ctx, B, u.packed, u.hand, u.policy, u.value, NULL);
         iters++;
-        t = now_s() - t0;
+        t = bench_wall_s() - t0;
     } while (t < o->seconds / 2 || iters < 2);
     sub_release(&u);
     nn_ctx_free(ctx);
@@ -216,12 +205,12 @@ static int run_server(nn_net_t *net, const opts_t *o, int32_t W, run_t *r) {
     }
     nn_server_stats_t st;
     nn_server_stats(srv, &st); /* starts the measured interval */
-    double t0 = now_s();
+    double t0 = bench_wall_s();
     for (int i = 0; i < W; i++) compat_thread_create(&th[i], client_main, &cl[i]);
     compat_sleep_ms((int64_t)(o->seconds * 1000));
     atomic_store(&stop, 1);
     for (int i = 0; i < W; i++) compat_thread_join(th[i]);
-    double wall = now_s() - t0;
+    double wall = bench_wall_s() - t0;
     nn_server_stats(srv, &st);
     int64_t pos = 0, tickets = 0, errors = 0;
     double lat = 0, latmax = 0;
@@ -255,7 +244,7 @@ int main(int argc, char **argv) {
             return 2;
         }
         if (!strcmp(a, "--net")) o.net = v;
-        else if (!strcmp(a, "--clients")) o.n_clients = parse_list(v, o.clients, 16);
+        else if (!strcmp(a, "--clients")) o.n_clients = bench_parse_list(v, o.clients, 16);
         else if (!strcmp(a, "--size")) o.size = atoi(v);
         else if (!strcmp(a, "--max-batch")) o.max_batch = atoi(v);
         else if (!strcmp(a, "--streams")) o.streams = atoi(v);
