@@ -143,17 +143,9 @@ static void bench_infer(nn_backend_t *be, nn_net_t *net, const int32_t *batches,
 static void bench_train(nn_backend_t *be, nn_net_t *net, int32_t B, double secs, double peak) {
     const nn_net_config_t *c = nn_net_config(net);
     char err[256];
-    nn_trainer_t *tr = nn_trainer_new(net, NULL, B, err, sizeof(err));
-    if (!tr) {
-        fprintf(stderr, "%s\n", err);
-        return;
-    }
     bench_batch_t tb;
-    if (bench_batch_init(&tb, c, B) != 0) {
-        fprintf(stderr, "bench: out of memory for a batch of %d\n", (int)B);
-        nn_trainer_free(tr);
-        return;
-    }
+    nn_trainer_t *tr = bench_trainer_new(net, B, &tb);
+    if (!tr) return;
     nn_metrics_t m;
     for (int w = 0; w < 3; w++) nn_train_step(tr, &tb.b, &m, err, sizeof(err)); /* algorithm choice, warm-up */
     int64_t it = 0;

@@ -6,6 +6,7 @@
 #define KOMA_BENCH_UTIL_H
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "compat/compat.h"
@@ -89,6 +90,23 @@ static inline int bench_batch_init(bench_batch_t *t, const nn_net_config_t *c, i
     t->b = (nn_batch_t){.B = B, .planes = t->packed, .hand = t->hand, .legal = t->legal, .policy_offsets = t->off,
                         .policy_label = t->lab, .policy_prob = t->prob, .result = t->res, .root_q = t->q};
     return 0;
+}
+
+/* A trainer for net at batch B and its synthetic batch; NULL (message on
+ * stderr, nothing left allocated) when either cannot be had. */
+static inline nn_trainer_t *bench_trainer_new(nn_net_t *net, int32_t B, bench_batch_t *tb) {
+    char err[256];
+    nn_trainer_t *tr = nn_trainer_new(net, NULL, B, err, sizeof(err));
+    if (!tr) {
+        fprintf(stderr, "%s\n", err);
+        return NULL;
+    }
+    if (bench_batch_init(tb, nn_net_config(net), B) != 0) {
+        fprintf(stderr, "bench: out of memory for a batch of %d\n", (int)B);
+        nn_trainer_free(tr);
+        return NULL;
+    }
+    return tr;
 }
 
 #endif

@@ -1059,9 +1059,11 @@ static bool plan_make_desc(cu_ctx_t *c, cu_plan_t *p, int B, int cin, int cout, 
  * partial sums with atomics into the BF16 output, rounding at every add. On an
  * H100 (cuDNN 9.14) the one cudnnFind chose for dw of B64 64->64 k3 was off by
  * 4.9 (8%) on an element of 58, 30 times the error of BF16 inputs. */
+static bool conv_det(const cu_ctx_t *c, int dir) { return c->det || (c->bf16 && dir != DIR_FWD); }
+
 template <typename Perf>
 static int take_perf(const cu_ctx_t *c, int dir, const Perf *perf, int n, cu_cand_t *out) {
-    bool det = c->det || (c->bf16 && dir != DIR_FWD);
+    bool det = conv_det(c, dir);
     int m = 0;
     for (int i = 0; i < n && m < CU_MAX_CANDS; i++) {
         if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
@@ -1218,7 +1220,7 @@ static cu_plan_t *conv_plan(cu_ctx_t *c, int B, int cin, int cout, int k, int di
         cu_fail(c, __FILE__, __LINE__,
                 "no cuDNN %s algorithm for conv B=%d cin=%d cout=%d k=%d (%s%s); hint: %s", dir_name[dir], B, cin, cout, k,
                 c->bf16 ? "bf16" : c->tf32 ? "fp32/tf32" : "fp32",
-                c->det || (c->bf16 && dir != DIR_FWD) ? ", deterministic" : "",
+                conv_det(c, dir) ? ", deterministic" : "",
                 c->det ? "retry without NN_CUDA_DETERMINISTIC"
                 : c->bf16 && dir != DIR_FWD ? "train in fp32/tf32 (bf16 backward passes need a deterministic algorithm)"
                                             : "check the cuDNN installation");
