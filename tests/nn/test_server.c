@@ -426,7 +426,13 @@ static void test_cpu_workers_share(void) {
     nn_server_stats_t st;
     nn_server_stats(srv, &st);
     fprintf(stderr, "   128 rows: %lld batches, avg batch %.1f, %.2f s\n", (long long)st.batches, st.avg_batch, s);
-    CHECKF(st.batches == 2, "128 queued rows ran as %lld batches on 2 free CPU workers, want 2 of 64",
+    /* 2 batches of 64; or 3 (64, 32, 32) when the first worker is back before
+     * the second has woken and, as the gatherer again, takes its half of the
+     * 64 left (seen 1 run in ~50 under load: scheduling, not a fault). One
+     * batch of 128 would be the old behaviour, more than 3 a split below
+     * SRV_CPU_MIN_SPLIT. */
+    CHECKF(st.batches >= 2 && st.batches <= 3,
+           "128 queued rows ran as %lld batches on 2 free CPU workers, want 2 of 64 (or 64+32+32)",
            (long long)st.batches);
     CHECK(st.evaluated == 128);
     CHECKF(s < 30.0, "the rest of a split batch waited for the gather time (%.1f s)", s);
