@@ -169,3 +169,103 @@ int match_engine_bestmove(match_engine_t *e, int64_t timeout_ms, char *mv, size_
         }
     }
 }
+
+/* Trims spaces at both ends of s in place; returns its new start. */
+static char *trim(char *s) {
+    while (isspace((unsigned char)*s)) s++;
+    size_t l = strlen(s);
+    while (l > 0 && isspace((unsigned char)s[l - 1])) s[--l] = 0;
+    return s;
+}
+
+/* "WORD N" with N a positive integer: 1 and *v; 0 when the field is not WORD. */
+static int budget_field(const char *f, const char *word, int64_t *v, int *bad) {
+    size_t wl = strlen(word);
+    if (strncmp(f, word, wl) != 0 || !isspace((unsigned char)f[wl])) return 0;
+    char *end;
+    long long x = strtoll(f + wl, &end, 10);
+    while (isspace((unsigned char)*end)) end++;
+    *bad = *end != 0 || x < 1 || x > 100000000LL;
+    *v = x;
+    return 1;
+}
+
+int match_engine_player_parse(const char *text, match_engine_player_t *out, char *err, size_t errlen) {
+    memset(out, 0, sizeof *out);
+    if (!text || strlen(text) >= sizeof out->text) {
+        set_err(err, errlen, "an engine text of %zu characters (at most %zu)", text ? strlen(text) : 0,
+                sizeof out->text - 1);
+        return -1;
+    }
+    memcpy(out->text, text, strlen(text) + 1);
+    char *fields[2 + MATCH_ENGINE_OPTIONS_MAX + 4];
+    int nf = 0;
+    for (char *p = out->text;;) {
+        char *bar = strchr(p, '|');
+        if (bar) *bar = 0;
+        if (nf == (int)(sizeof fields / sizeof fields[0])) {
+            set_err(err, errlen, "more than %d fields", nf);
+            return -1;
+        }
+        fields[nf++] = trim(p);
+        if (!bar) break;
+        p = bar + 1;
+    }
+    if (nf < 2 || !fields[0][0] || !fields[1][0]) {
+        set_err(err, errlen, "'%s' is not 'LABEL | COMMAND [| byoyomi MS | nodes N | depth N | timeout MS | "
+                "NAME=VALUE ...]'", text);
+        return -1;
+    }
+    out->label = fields[0];
+    if (strlen(out->label) >= MATCH_ENGINE_NAME_MAX || strncmp(out->label, "cycle ", 6) == 0) {
+        set_err(err, errlen, "label '%s': 1 to %d characters, and not 'cycle ...' (the run's nets are named so)",
+                out->label, MATCH_ENGINE_NAME_MAX - 1);
+        return -1;
+    }
+    char wb[1024], *words[64];
+    if (match_engine_split(fields[1], wb, sizeof wb, words, 64) <= 0) {
+        set_err(err, errlen, "command '%s': empty, unbalanced quotes or too long", fields[1]);
+        return -1;
+    }
+    out->spec.cmd = fields[1];
+    out->spec.name = out->label;
+    int64_t byoyomi = 0, nodes = 0, depth = 0, timeout = 0;
+    int budgets = 0;
+    for (int i = 2; i < nf; i++) {
+        const char *f = fields[i];
+        int bad = 0;
+        int64_t v = 0;
+        if (budget_field(f, "byoyomi", &v, &bad)) byoyomi = v, budgets++;
+        else if (budget_field(f, "nodes", &v, &bad)) nodes = v, budgets++;
+        else if (budget_field(f, "depth", &v, &bad)) depth = v, budgets++;
+        else if (budget_field(f, "timeout", &v, &bad)) timeout = v;
+        else if (strchr(f, '=') && f[0] != '=') {
+            if (out->spec.n_options == MATCH_ENGINE_OPTIONS_MAX) {
+                set_err(err, errlen, "more than %d setoption fields", MATCH_ENGINE_OPTIONS_MAX);
+                return -1;
+            }
+            out->spec.options[out->spec.n_options++] = f;
+            continue;
+        } else {
+            set_err(err, errlen, "field '%s' is none of 'byoyomi MS', 'nodes N', 'depth N', 'timeout MS', "
+                    "'NAME=VALUE'", f);
+            return -1;
+        }
+        if (bad) {
+            set_err(err, errlen, "field '%s': the number must be an integer from 1 to 100000000", f);
+            return -1;
+        }
+    }
+    if (budgets > 1) {
+        set_err(err, errlen, "give one budget (byoyomi, nodes or depth), not %d", budgets);
+        return -1;
+    }
+    if (nodes) snprintf(out->go, sizeof out->go, "go nodes %lld", (long long)nodes);
+    else if (depth) snprintf(out->go, sizeof out->go, "go depth %lld", (long long)depth);
+    else {
+        if (!byoyomi) byoyomi = 100;
+        snprintf(out->go, sizeof out->go, "go btime 0 wtime 0 byoyomi %lld", (long long)byoyomi);
+    }
+    out->move_timeout_ms = timeout ? timeout : byoyomi ? byoyomi + (byoyomi > 1000 ? byoyomi : 1000) : 10000;
+    return 0;
+}

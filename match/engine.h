@@ -65,4 +65,33 @@ char *match_engine_position_cmd(const ref_game_t *g);
  * COMPAT_PROC_TIMEOUT / COMPAT_PROC_EOF. */
 int match_engine_bestmove(match_engine_t *e, int64_t timeout_ms, char *mv, size_t mvlen);
 
+/* ---- an engine as a gauntlet opponent -------------------------------------------
+ * One text names an engine, how to start it and how long it thinks:
+ *     LABEL | COMMAND | FIELD | FIELD ...
+ * fields separated by '|' (spaces around them ignored):
+ *   LABEL    its name in the run's rating list, the same in every cycle and
+ *            run ("gpsusi", "fairy-stockfish skill 0"); 1..63 characters,
+ *            not "cycle ..." (the run's nets are named so);
+ *   COMMAND  the program and its arguments (words; quotes group);
+ *   then any of
+ *   byoyomi MS   go btime 0 wtime 0 byoyomi MS (the default: byoyomi 100)
+ *   nodes N      go nodes N
+ *   depth N      go depth N            (one budget at most)
+ *   timeout MS   how long a move may take before it loses on time
+ *                (default: byoyomi + max(byoyomi, 1000) ms; 10000 with nodes or depth)
+ *   NAME=VALUE   a setoption (NAME may hold spaces: "Skill Level=0").
+ * Example: "fairy-stockfish skill 0 | /usr/games/fairy-stockfish | nodes 2000 | Skill Level=0".
+ * The struct points into its own text: do not copy it (parse again). */
+typedef struct {
+    char text[1024];         /* the fields, NUL-separated; the pointers below point into it */
+    const char *label;
+    match_engine_spec_t spec; /* spec.name = label */
+    char go[96];             /* the go line sent for every move */
+    int64_t move_timeout_ms;
+} match_engine_player_t;
+
+/* Parses text as above into *out. 0, or -1 with err saying which field is
+ * wrong (the caller adds which option it came from). */
+int match_engine_player_parse(const char *text, match_engine_player_t *out, char *err, size_t errlen);
+
 #endif
