@@ -73,13 +73,15 @@ int sp_config_flags(sp_config_t *c, cfg_opt_t *opts, int cap) {
         {"gauntlet", CFG_TYPE_INT, &c->gauntlet, 1, 4,
          "opponents of a new net: the previous evaluated net, then cycle 0, the net halfway, a quarter of the way", "2"},
         {"eval-visits", CFG_TYPE_INT, &c->eval_visits, 1, 1e7, "playouts per move in an evaluation match", "32"},
-#define SP_ENGINE_ROW(k)                                                                                           \
-    {"gauntlet-engine" #k, CFG_TYPE_STRING, c->gauntlet_engine[k - 1], 1, 0,                                       \
-     "an outside USI engine every evaluated net also plays (its games are shared out of --eval-games), a fixed "    \
-     "anchor of the rating list: 'LABEL | COMMAND | byoyomi MS or nodes N or depth N | NAME=VALUE ...' "           \
-     "(setoption pairs; see docs/LEARNING.md), e.g. 'gpsusi | /usr/games/gpsusi | byoyomi 100'; '' = none",          \
-     "", NULL, sizeof c->gauntlet_engine[k - 1]}
-        SP_ENGINE_ROW(1), SP_ENGINE_ROW(2), SP_ENGINE_ROW(3), SP_ENGINE_ROW(4),
+#define SP_ENGINE_ROW(k, help) \
+    {"gauntlet-engine" #k, CFG_TYPE_STRING, c->gauntlet_engine[k - 1], 1, 0, help, "", NULL, sizeof c->gauntlet_engine[k - 1]}
+        SP_ENGINE_ROW(1, "an outside USI engine every evaluated net also plays (sharing --eval-games), a fixed anchor "
+                         "of the rating list: 'LABEL | COMMAND | byoyomi MS or nodes N or depth N | NAME=VALUE ...' "
+                         "(NAME=VALUE: setoption; docs/LEARNING.md), e.g. 'gpsusi | /usr/games/gpsusi | byoyomi 100' "
+                         "('' = none)"),
+        SP_ENGINE_ROW(2, "another outside engine, as gauntlet-engine1"),
+        SP_ENGINE_ROW(3, "another outside engine, as gauntlet-engine1"),
+        SP_ENGINE_ROW(4, "another outside engine, as gauntlet-engine1"),
 #undef SP_ENGINE_ROW
     };
     int n = (int)(sizeof all / sizeof all[0]);
