@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "data/config.h"
+#include "config/config.h"
 #include "mcts/mcts.h"
 #include "nn/server.h"
 

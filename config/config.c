@@ -1,5 +1,5 @@
 /* config.c - flags and INI flag sets; see config.h. */
-#include "data/config.h"
+#include "config/config.h"
 
 #include <errno.h>
 #include <ini.h>
