@@ -1569,7 +1569,8 @@ typedef struct {
     atomic_int *done_calls;
     atomic_int *done_ok;
     int sleep_ms;
-    atomic_int *gate; /* when set, the job waits for *gate != 0 before its sleep */
+    atomic_int *gate;    /* when set, the job waits for *gate != 0 before its sleep */
+    atomic_int *entered; /* when set, counts jobs the writer thread has begun */
     int big;          /* games with long move lists: the database must grow */
     char text[64];
 } job_arg_t;
@@ -1582,6 +1583,7 @@ static int job_write(const char *path, void *arg, char *err, size_t errlen) {
 /* Runs on the writer thread: writes and registers a shard of 3 games. */
 static int job_run(db_t *db, void *arg, char *err, size_t errlen) {
     job_arg_t *a = arg;
+    if (a->entered) atomic_fetch_add(a->entered, 1);
     while (a->gate && !atomic_load(a->gate)) compat_sleep_ms(1);
     if (a->sleep_ms) compat_sleep_ms(a->sleep_ms);
     db_shard_t s = shard("", 1, 30);
@@ -1734,7 +1736,7 @@ static void test_writer_producers(void) {
 /* A producer blocked on a full queue, released by stop. */
 typedef struct {
     db_writer_t *w;
-    atomic_int *done_calls, *done_ok, *gate;
+    atomic_int *done_calls, *done_ok, *gate, *entered;
     int results[64];
     int n;
 } blocked_t;
@@ -1750,6 +1752,7 @@ static void *blocked_main(void *arg) {
         a->done_calls = b->done_calls;
         a->done_ok = b->done_ok;
         a->gate = b->gate;
+        a->entered = b->entered;
         db_job_t j = {job_run, job_done, a};
         b->results[b->n] = db_writer_submit(b->w, &j, -1);
         if (b->results[b->n] != DB_OK) {
@@ -1786,17 +1789,20 @@ static void test_writer_shutdown(void) {
     /* The job in flight waits at the gate until the full-queue checks are
      * done, so no slot can open under them (a 100 ms sleep alone could end
      * during them on a loaded machine). */
-    atomic_int done_calls = 0, done_ok = 0, gate = 0;
-    blocked_t b = {w, &done_calls, &done_ok, &gate, {0}, 0};
+    atomic_int done_calls = 0, done_ok = 0, gate = 0, entered = 0;
+    blocked_t b = {w, &done_calls, &done_ok, &gate, &entered, {0}, 0};
     compat_thread_t th;
     CHECK(compat_thread_create(&th, blocked_main, &b) == 0);
     db_writer_stats_t stats;
-    for (int i = 0; i < 500; i++) { /* until 4 are queued behind the one running */
+    /* Until 4 are queued behind the one running: the first must have left the
+     * queue (entered the writer), or its slot could open under the checks
+     * below (seen under TSan, where the writer thread starts late). */
+    for (int i = 0; i < 2500; i++) {
         db_writer_stats(w, &stats);
-        if (stats.queued == 4) break;
+        if (stats.queued == 4 && atomic_load(&entered) == 1) break;
         compat_sleep_ms(2);
     }
-    CHECK(stats.queued == 4);
+    CHECK(stats.queued == 4 && atomic_load(&entered) == 1);
     /* The queue is full: a submit that does not wait says so. */
     atomic_int extra_calls = 0, extra_ok = 0;
     job_arg_t *extra = calloc(1, sizeof *extra);
