@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "data/config.h"
+#include "config/config.h"
 #include "mcts/mcts.h"
 #include "nn/server.h"
 
@@ -58,7 +58,7 @@ typedef struct {
     int64_t random_opening;        /* up to this many uniformly random first moves (4) */
     int64_t temp_plies;            /* plies sampled with a temperature (30) */
     double temp_start, temp_end;   /* temperature at ply 0 and at temp_plies (1.0, 0.3), geometric */
-    double resign_threshold;       /* resign when the value stays below this (-0.9; <= -1: never) */
+    double resign_threshold;       /* resign when the win probability stays below this (0.05; 0: never) */
     int64_t resign_consecutive;    /* ... for this many of the side's searches in a row (2) */
     double no_resign_fraction;     /* games that never resign (0.2), which measure false resignations */
     /* inference server */

@@ -191,7 +191,7 @@ void sp_game_begin(sp_game_t *g) {
     g->gen_cur = 0;
     const sp_config_t *c = g->cfg;
     g->random_left = c->random_opening > 0 ? (int32_t)(mcts_rng_u64(&g->rng) % (uint64_t)(c->random_opening + 1)) : 0;
-    g->rec->no_resign = c->resign_threshold <= -1.0 || mcts_rng_uniform(&g->rng) < c->no_resign_fraction;
+    g->rec->no_resign = c->resign_threshold <= 0.0 || mcts_rng_uniform(&g->rng) < c->no_resign_fraction;
 }
 
 static void push_move(sp_game_t *g, move_t m) {
@@ -264,8 +264,9 @@ static void finish_move(sp_game_t *g) {
     if (!(v == v)) v = 0.0f;
     v = v < -1.0f ? -1.0f : v > 1.0f ? 1.0f : v;
     color_t side = pos_side_to_move(pos);
-    if (c->resign_threshold > -1.0 && res->n > 1) {
-        g->streak[side] = v < c->resign_threshold ? g->streak[side] + 1 : 0;
+    if (c->resign_threshold > 0.0 && res->n > 1) {
+        /* The win probability of the side to move, as USI's ResignThreshold reads it. */
+        g->streak[side] = 0.5 * (1.0 + (double)v) < c->resign_threshold ? g->streak[side] + 1 : 0;
         if (g->streak[side] >= c->resign_consecutive) {
             if (!r->no_resign) {
                 end_game(g, RULES_END_RESIGN, color_flip(side));

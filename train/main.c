@@ -57,7 +57,7 @@
 #include "compat/compat.h"
 #include "compat/status.h"
 #include "nn/backend.h"
-#include "data/config.h"
+#include "config/config.h"
 #include "data/db.h"
 #include "data/run.h"
 #include "data/shard.h"
