@@ -4,7 +4,10 @@
  *
  * Usage: bench_nn [--nets 6x64,10x128] [--batches 1,8,32,128,256,1024]
  *                 [--train-batch 256] [--seconds 1] [--threads 0]
- *                 [--planes 104] [--hand 14] [--cpu-time]
+ *                 [--planes 104] [--hand 14] [--cpu-time] [--heads all|play]
+ * --heads all (the default) computes the policy, value and legal-move heads,
+ * as the PyTorch comparison (bench/torch_bench.py) does; --heads play only
+ * policy and value, what self-play and the USI engine ask for.
  * --cpu-time times with process CPU seconds (clock()) instead of wall time:
  * with --threads 1 that gives per-core throughput on a shared machine.
  */
@@ -18,6 +21,7 @@
 #include "nn/net.h"
 
 static int g_cpu_time = 0; /* --cpu-time: process CPU seconds (all threads) instead of wall time */
+static int g_legal = 1;    /* --heads all: the legal-move head too */
 static double now_s(void) { return g_cpu_time ? (double)clock() / CLOCKS_PER_SEC : bench_wall_s(); }
 
 static void bench_infer(nn_backend_t *be, nn_net_t *net, const int32_t *batches, int nb, double secs) {
@@ -33,18 +37,19 @@ static void bench_infer(nn_backend_t *be, nn_net_t *net, const int32_t *batches,
         uint8_t *packed = malloc((size_t)(B * nn_packed_bytes(c->in_planes)));
         float *hand = malloc(sizeof(float) * (size_t)B * (c->in_hand ? c->in_hand : 1));
         float *pol = malloc(sizeof(float) * (size_t)B * NN_POLICY_NB), *val = malloc(sizeof(float) * (size_t)B * 3);
+        float *leg = g_legal ? malloc(sizeof(float) * (size_t)B * NN_POLICY_NB) : NULL;
         bench_fill_inputs(packed, hand, B, c->in_planes, c->in_hand);
-        nn_forward(ctx, B, packed, hand, pol, val, NULL); /* warm-up */
+        nn_forward(ctx, B, packed, hand, pol, val, leg); /* warm-up */
         int64_t iters = 0;
         double t0 = now_s(), t = 0;
         do {
-            nn_forward(ctx, B, packed, hand, pol, val, NULL);
+            nn_forward(ctx, B, packed, hand, pol, val, leg);
             iters++;
             t = now_s() - t0;
         } while (t < secs || iters < 2);
         printf("  inference  batch %5d: %9.0f evals/s  (%.3f ms/batch)\n", B, (double)B * iters / t, 1e3 * t / iters);
         fflush(stdout);
-        free(packed), free(hand), free(pol), free(val);
+        free(packed), free(hand), free(pol), free(val), free(leg);
         nn_ctx_free(ctx);
     }
 }
@@ -154,15 +159,16 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--planes") && v) planes = atoi(v), i++;
         else if (!strcmp(argv[i], "--hand") && v) hand = atoi(v), i++;
         else if (!strcmp(argv[i], "--cpu-time")) g_cpu_time = 1;
+        else if (!strcmp(argv[i], "--heads") && v && (!strcmp(v, "all") || !strcmp(v, "play"))) g_legal = !strcmp(v, "all"), i++;
         else {
-            fprintf(stderr, "usage: %s [--nets 6x64,10x128] [--batches 1,8,...] [--train-batch 256] [--seconds 1] [--threads 0] [--planes 104] [--hand 14] [--cpu-time]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--nets 6x64,10x128] [--batches 1,8,...] [--train-batch 256] [--seconds 1] [--threads 0] [--planes 104] [--hand 14] [--cpu-time] [--heads all|play]\n", argv[0]);
             return 2;
         }
     }
     nn_backend_t *be = nn_backend_cpu_new(threads);
-    printf("bench_nn: CPU backend (%s convolutions, OMP_WAIT_POLICY=%s), %d CPUs, %d planes + %d hand, %.2f %s s per measurement\n",
+    printf("bench_nn: CPU backend (%s convolutions, OMP_WAIT_POLICY=%s), %d CPUs, %d planes + %d hand, %s heads, %.2f %s s per measurement\n",
            nn_backend_cpu_conv_route(be), getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "unset",
-           compat_cpu_count(), planes, hand, secs, g_cpu_time ? "CPU" : "wall");
+           compat_cpu_count(), planes, hand, g_legal ? "all" : "play (policy + value)", secs, g_cpu_time ? "CPU" : "wall");
     char list[256];
     snprintf(list, sizeof(list), "%s", nets);
     for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {

@@ -470,10 +470,11 @@ static void layout_infer(const nn_net_t *net, int32_t B, size_t ws, carve_t *c, 
     f->ws = take(c, ws);
 }
 
-/* Inference forward with folded BN: f->x0 must hold the expanded input.
- * Where the backend fuses the unit (conv_fwd_act), trunk and head-conv
- * activations stay in its native layout (NN_CONV_*_NATIVE) between units. */
-static void forward_infer(nn_net_t *net, nn_backend_t *be, int32_t B, infer_bufs_t *f) {
+/* Inference forward with folded BN: f->x0 must hold the expanded input;
+ * only the heads in outputs (NN_OUT_*) run. Where the backend fuses the unit
+ * (conv_fwd_act), trunk and head-conv activations stay in its native layout
+ * (NN_CONV_*_NATIVE) between units. */
+static void forward_infer(nn_net_t *net, nn_backend_t *be, int32_t B, infer_bufs_t *f, int32_t outputs) {
     const nn_net_config_t *cfg = &net->cfg;
     int32_t n = cfg->blocks, C = cfg->channels;
     nn_act_t act = cfg->act;
@@ -510,10 +511,15 @@ static void forward_infer(nn_net_t *net, nn_backend_t *be, int32_t B, infer_bufs
         t2 = tmp;
     }
     const nn_unit_t *po = &net->units[U_POUT(n)], *lo = &net->units[U_LOUT(n)];
-    FCONV(U_PCONV(n), h, t1, NULL, X | Y);
-    OUTCONV(po, t1, f->policy);
-    FCONV(U_LCONV(n), h, t1, NULL, X | Y);
-    OUTCONV(lo, t1, f->legal);
+    if (outputs & NN_OUT_POLICY) {
+        FCONV(U_PCONV(n), h, t1, NULL, X | Y);
+        OUTCONV(po, t1, f->policy);
+    }
+    if (outputs & NN_OUT_LEGAL) {
+        FCONV(U_LCONV(n), h, t1, NULL, X | Y);
+        OUTCONV(lo, t1, f->legal);
+    }
+    if (!(outputs & NN_OUT_VALUE)) return;
     FCONV(U_VCONV(n), h, f->v, NULL, X);
     be->dense_fwd(be, f->v, P(net, net->fc1_w), P(net, net->fc1_b), B, NN_VALUE_CH * NN_HW,
                   NN_VALUE_HIDDEN, f->fc1);
@@ -577,14 +583,14 @@ void nn_ctx_buffers(nn_ctx_t *ctx, uint8_t **packed, float **hand, float **polic
     if (legal) *legal = ctx->f.legal;
 }
 
-int nn_forward_dev(nn_ctx_t *ctx, int32_t B, const uint8_t *packed_dev, const float *hand_dev) {
+int nn_forward_dev(nn_ctx_t *ctx, int32_t B, const uint8_t *packed_dev, const float *hand_dev, int32_t outputs) {
     KOMA_ASSERT(B >= 1 && B <= ctx->max_batch);
     nn_net_t *net = ctx->net;
     nn_backend_t *be = ctx->be;
     if (nn_backend_error(be)) return -1;
     net_fold(net, be);
     be->expand_planes(be, packed_dev, hand_dev, B, net->cfg.in_planes, net->cfg.in_hand, ctx->f.x0);
-    forward_infer(net, be, B, &ctx->f);
+    forward_infer(net, be, B, &ctx->f, outputs);
     return nn_backend_error(be) ? -1 : 0;
 }
 
@@ -595,7 +601,8 @@ int nn_forward(nn_ctx_t *ctx, int32_t B, const uint8_t *packed, const float *han
     const nn_net_config_t *cfg = &ctx->net->cfg;
     be->upload(be, ctx->packed, packed, (size_t)(B * nn_packed_bytes(cfg->in_planes)));
     if (cfg->in_hand) be->upload(be, ctx->hand, hand, sizeof(float) * (size_t)B * cfg->in_hand);
-    (void)nn_forward_dev(ctx, B, ctx->packed, ctx->hand); /* its error is sticky: checked below */
+    int32_t outputs = (policy ? NN_OUT_POLICY : 0) | (value ? NN_OUT_VALUE : 0) | (legal ? NN_OUT_LEGAL : 0);
+    (void)nn_forward_dev(ctx, B, ctx->packed, ctx->hand, outputs); /* its error is sticky: checked below */
     if (policy) be->download(be, policy, ctx->f.policy, sizeof(float) * (size_t)B * NN_POLICY_NB);
     if (value) be->download(be, value, ctx->f.value, sizeof(float) * (size_t)B * NN_VALUE_NB);
     if (legal) be->download(be, legal, ctx->f.legal, sizeof(float) * (size_t)B * NN_POLICY_NB);
@@ -1085,7 +1092,7 @@ int nn_eval_batch(nn_trainer_t *tr, const nn_batch_t *bt, nn_metrics_t *m, char 
     if (upload_batch(tr, bt, err, errlen) != 0) return -1;
     int32_t B = bt->B;
     net_fold(tr->net, be);
-    forward_infer(tr->net, be, B, &tr->f);
+    forward_infer(tr->net, be, B, &tr->f, NN_OUT_ALL);
     be->memset_zero(be, tr->stats, sizeof(float) * NN_STAT_NB);
     losses(tr, B);
     if (m) fill_metrics(tr, B, policy_positions(bt), 0, m);

@@ -123,17 +123,22 @@ void nn_ctx_free(nn_ctx_t *ctx); /* NULL ok */
 int32_t nn_ctx_max_batch(const nn_ctx_t *ctx);
 
 /* Host in, host out. packed (B, nn_packed_bytes(in_planes)), hand (B, in_hand)
- * (NULL ok when in_hand == 0). Outputs are raw logits; each may be NULL:
+ * (NULL ok when in_hand == 0). Outputs are raw logits; each may be NULL, and
+ * a head whose output is NULL is not computed (self-play asks for policy and
+ * value only: the legal-move head is a training target):
  * policy (B, 2187), value (B, 3) W/D/L, legal (B, 2187). 1 <= B <= max_batch.
  * Returns 0, or -1 when the context's backend has failed (now or before;
  * nn_backend_error says why): the outputs are then not results. */
 int nn_forward(nn_ctx_t *ctx, int32_t B, const uint8_t *packed, const float *hand, float *policy,
                float *value, float *legal);
-/* Same with device inputs; outputs stay on the device, see nn_ctx_buffers.
- * Returns -1 for a failure seen so far; the work only being queued (CUDA), a
- * fault inside it shows in the download or sync that follows: check
- * nn_backend_error after that. */
-int nn_forward_dev(nn_ctx_t *ctx, int32_t B, const uint8_t *packed_dev, const float *hand_dev);
+/* The heads a device forward computes (nn_forward_dev's outputs). */
+enum { NN_OUT_POLICY = 1, NN_OUT_VALUE = 2, NN_OUT_LEGAL = 4, NN_OUT_ALL = 7 };
+/* Same with device inputs; the heads in outputs (NN_OUT_*) are computed into
+ * the context's buffers on the device (nn_ctx_buffers); the others' buffers
+ * keep what they held. Returns -1 for a failure seen so far; the work only
+ * being queued (CUDA), a fault inside it shows in the download or sync that
+ * follows: check nn_backend_error after that. */
+int nn_forward_dev(nn_ctx_t *ctx, int32_t B, const uint8_t *packed_dev, const float *hand_dev, int32_t outputs);
 /* Device pointers of the context's input staging and output buffers (max_batch rows). */
 void nn_ctx_buffers(nn_ctx_t *ctx, uint8_t **packed, float **hand, float **policy, float **value,
                     float **legal);

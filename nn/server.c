@@ -290,7 +290,8 @@ static const char *worker_run(nn_server_t *srv, srv_worker_t *w, int32_t nseg, i
         be->upload(be, d_packed, h_packed, (size_t)(B * pb));
         if (nh) be->upload(be, d_hand, h_hand, sizeof(float) * (size_t)B * nh);
     }
-    (void)nn_forward_dev(ctx, B, d_packed, d_hand); /* a failure is sticky: checked below */
+    int32_t outputs = (want_policy ? NN_OUT_POLICY : 0) | (want_value ? NN_OUT_VALUE : 0) | (want_legal ? NN_OUT_LEGAL : 0);
+    (void)nn_forward_dev(ctx, B, d_packed, d_hand, outputs); /* a failure is sticky: checked below */
     const float *P = d_policy, *V = d_value, *L = d_legal;
     if (w->host_visible) {
         if (be->sync) be->sync(be);

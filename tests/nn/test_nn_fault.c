@@ -80,7 +80,7 @@ static void test_forward(void) {
     CHECKF(e && HAS(e, "injected fault: conv_fwd call 2"), "error: %s", e ? e : "(none)");
     CHECKF(isnan(value[0]) && isnan(policy[7]), "a failed forward left plausible outputs %g %g", value[0], policy[7]);
     CHECK(nn_forward(ctx, 1, packed, hand, NULL, value, NULL) == -1); /* sticky */
-    CHECK(nn_forward_dev(ctx, 1, packed, hand) == -1);
+    CHECK(nn_forward_dev(ctx, 1, packed, hand, NN_OUT_ALL) == -1);
     CHECK(nn_forward(ctx2, 4, packed, hand, NULL, value, NULL) == 0 && isfinite(value[0]) && !nn_backend_error(be2));
 
     const char *path = t_path("fwd.safetensors");

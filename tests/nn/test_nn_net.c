@@ -129,6 +129,24 @@ static void overfit(nn_backend_t *be) {
     t_compare("forward B=16 vs 16x B=1 policy", pol, p1, (int64_t)B * NN_POLICY_NB, 1e-4, 1e-4);
     t_compare("forward B=16 vs 16x B=1 value", val, v1, B * 3, 1e-4, 1e-4);
     t_compare("forward B=16 vs 16x B=1 legal", leg, l1, (int64_t)B * NN_POLICY_NB, 1e-4, 1e-4);
+    /* Heads not asked for are not computed (self-play skips the legal head):
+     * their buffers keep what they held; the others are the same numbers. */
+    float *dpol, *dval, *dleg;
+    uint8_t *dpk;
+    float *dhd;
+    nn_ctx_buffers(ctx, &dpk, &dhd, &dpol, &dval, &dleg);
+    memcpy(dpk, tb.planes, (size_t)(B * bpp));
+    memcpy(dhd, tb.hand, sizeof(float) * (size_t)B * cfg.in_hand);
+    for (int64_t i = 0; i < (int64_t)B * NN_POLICY_NB; i++) dleg[i] = 7.0f;
+    CHECK(nn_forward_dev(ctx, B, dpk, dhd, NN_OUT_POLICY | NN_OUT_VALUE) == 0);
+    int untouched = 1;
+    for (int64_t i = 0; i < (int64_t)B * NN_POLICY_NB; i++) untouched &= dleg[i] == 7.0f;
+    CHECK(untouched);
+    CHECK(memcmp(dpol, pol, sizeof(float) * (size_t)B * NN_POLICY_NB) == 0 &&
+          memcmp(dval, val, sizeof(float) * (size_t)B * 3) == 0);
+    for (int64_t i = 0; i < (int64_t)B * 3; i++) dval[i] = 7.0f;
+    CHECK(nn_forward(ctx, B, tb.planes, tb.hand, NULL, NULL, l1) == 0);
+    CHECK(memcmp(l1, leg, sizeof(float) * (size_t)B * NN_POLICY_NB) == 0 && dval[0] == 7.0f && dval[3 * B - 1] == 7.0f);
     /* the forward agrees with nn_eval_batch's loss: recompute value CE from val */
     double vl = 0;
     for (int32_t b = 0; b < B; b++) {
