@@ -156,6 +156,11 @@ struct nn_backend {
                     float *y);
     /* y = a + b (n). y may equal a or b. */
     void (*add)(nn_backend_t *be, const float *a, const float *b, int64_t n, float *y);
+    /* dst[i] = src[idx[i]] for i < n; idx holds element offsets into src.
+     * OPTIONAL (NULL: the inference server downloads whole policy rows): the
+     * server gathers each position's legal-move logits on the device, so a
+     * batch downloads tens of logits per position, not 2187. */
+    void (*gather)(nn_backend_t *be, const float *src, const int32_t *idx, int64_t n, float *dst);
     /* dx = dy * act'(z), z = the pre-activation (x + res). For NN_ACT_RELU the
      * output y may be passed as z (same mask). dx may equal dy. */
     void (*act_bwd)(nn_backend_t *be, const float *dy, const float *z, int64_t n, nn_act_t act,

@@ -426,6 +426,11 @@ static void cpu_add(nn_backend_t *be, const float *a, const float *b, int64_t n,
     for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i];
 }
 
+static void cpu_gather(nn_backend_t *be, const float *src, const int32_t *idx, int64_t n, float *dst) {
+    if (cpu_skip(be, "gather", NULL)) return;
+    for (int64_t i = 0; i < n; i++) dst[i] = src[idx[i]];
+}
+
 static void cpu_act_bwd(nn_backend_t *be, const float *dy, const float *z, int64_t n, nn_act_t act,
                         float *dx) {
     if (cpu_skip(be, "act_bwd", NULL)) return;
@@ -840,6 +845,7 @@ nn_backend_t *nn_backend_cpu_new_conv(int32_t threads, nn_cpu_conv_t conv, char 
     be->bn_fold = cpu_bn_fold;
     be->act_fwd = cpu_act_fwd;
     be->add = cpu_add;
+    be->gather = cpu_gather;
     be->act_bwd = cpu_act_bwd;
     be->dense_fwd = cpu_dense_fwd;
     be->dense_bwd = cpu_dense_bwd;

@@ -671,6 +671,11 @@ __global__ void k_add(const float *a, const float *b, int64_t n, float *y) {
     GRID_STRIDE(i, n) y[i] = a[i] + b[i];
 }
 
+// CPU twin: cpu_gather. dst[i] = src[idx[i]]
+__global__ void k_gather(const float *src, const int32_t *idx, int64_t n, float *dst) {
+    GRID_STRIDE(i, n) dst[i] = src[idx[i]];
+}
+
 // CPU twin: cpu_act_bwd. dx = dy * act'(z), dx may equal dy
 __global__ void k_act_bwd(const float *dy, const float *z, int64_t n, int act, float *dx) {
     GRID_STRIDE(i, n) {
@@ -1442,6 +1447,13 @@ static void cu_add(nn_backend_t *be, const float *a, const float *b, int64_t n, 
     LAUNCH_CHECK(c, "k_add");
 }
 
+static void cu_gather(nn_backend_t *be, const float *src, const int32_t *idx, int64_t n, float *dst) {
+    cu_ctx_t *c = CTX(be);
+    if (n <= 0 || !cu_enter(c, "gather")) return;
+    k_gather<<<cu_grid(c, n), CU_THREADS, 0, c->stream>>>(src, idx, n, dst);
+    LAUNCH_CHECK(c, "k_gather");
+}
+
 static void cu_act_bwd(nn_backend_t *be, const float *dy, const float *z, int64_t n, nn_act_t act, float *dx) {
     cu_ctx_t *c = CTX(be);
     if (n <= 0 || !cu_enter(c, "act_bwd")) return;
@@ -1739,6 +1751,7 @@ extern "C" nn_backend_t *nn_backend_cuda_new(int32_t device, uint32_t flags, cha
     be->bn_fold = cu_bn_fold;
     be->act_fwd = cu_act_fwd;
     be->add = cu_add;
+    be->gather = cu_gather;
     be->act_bwd = cu_act_bwd;
     be->dense_fwd = cu_dense_fwd;
     be->dense_bwd = cu_dense_bwd;

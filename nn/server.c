@@ -107,6 +107,14 @@ typedef struct {
     float *st_value;      /* (max_batch, 3) */
     float *st_policy;     /* (max_batch, 2187) */
     float *st_legal;      /* (max_batch, 2187) */
+    /* The device gather of the requested policy logits (be->gather; NULL
+     * when host_visible or the backend has none): offsets staged on the host
+     * and uploaded, logits gathered on the device and downloaded. */
+    int32_t gather_cap;   /* labels one batch can gather: max_batch * SRV_GATHER_PER_ROW */
+    int32_t *st_idx;      /* (gather_cap) host */
+    float *st_gath;       /* (gather_cap) host */
+    int32_t *d_idx;       /* (gather_cap) device */
+    float *d_gath;        /* (gather_cap) device */
     srv_seg_t *segs;      /* (max_batch) the current batch's pieces */
     compat_thread_t thread;
     int32_t started;
@@ -261,6 +269,36 @@ static int32_t worker_take(nn_server_t *srv, srv_worker_t *w, int32_t max_batch,
     return nseg;
 }
 
+/* Labels per position the device gather is sized for: a shogi position has
+ * at most 593 legal moves; a batch whose requests ask for more (or for whole
+ * rows) downloads whole rows instead. */
+#define SRV_GATHER_PER_ROW 600
+
+/* The element offsets of every requested label in the batch's (B, 2187)
+ * policy output, in the order the clients' buffers take them, into
+ * w->st_idx. Returns their count, or -1 when the batch cannot be gathered
+ * (a request wants whole rows, or more labels than the buffer holds). */
+static int64_t gather_offsets(const nn_server_t *srv, srv_worker_t *w, int32_t nseg) {
+    int64_t k = 0;
+    int32_t off = 0;
+    for (int32_t i = 0; i < nseg; i++) {
+        const srv_seg_t *g = &w->segs[i];
+        const nn_server_request_t *r = &srv->slots[g->slot].req;
+        if (r->policy) {
+            if (!r->label_offsets) return -1;
+            int64_t n = (int64_t)r->label_offsets[g->row0 + g->n] - r->label_offsets[g->row0];
+            if (k + n > w->gather_cap) return -1;
+            for (int32_t j = 0; j < g->n; j++) {
+                int32_t base = (off + j) * NN_POLICY_NB;
+                for (uint32_t q = r->label_offsets[g->row0 + j]; q < r->label_offsets[g->row0 + j + 1]; q++)
+                    w->st_idx[k++] = base + r->labels[q];
+            }
+        }
+        off += g->n;
+    }
+    return k;
+}
+
 /* Packs the batch, runs it, writes every output into the clients' buffers.
  * Returns NULL, or the backend's error message. No lock held. */
 static const char *worker_run(nn_server_t *srv, srv_worker_t *w, int32_t nseg, int32_t B, int32_t mi) {
@@ -286,9 +324,11 @@ static const char *worker_run(nn_server_t *srv, srv_worker_t *w, int32_t nseg, i
         off += g->n;
     }
     KOMA_ASSERT(off == B);
+    int64_t n_gath = want_policy && w->gather_cap ? gather_offsets(srv, w, nseg) : -1;
     if (!w->host_visible) {
         be->upload(be, d_packed, h_packed, (size_t)(B * pb));
         if (nh) be->upload(be, d_hand, h_hand, sizeof(float) * (size_t)B * nh);
+        if (n_gath > 0) be->upload(be, w->d_idx, w->st_idx, sizeof(int32_t) * (size_t)n_gath);
     }
     int32_t outputs = (want_policy ? NN_OUT_POLICY : 0) | (want_value ? NN_OUT_VALUE : 0) | (want_legal ? NN_OUT_LEGAL : 0);
     (void)nn_forward_dev(ctx, B, d_packed, d_hand, outputs); /* a failure is sticky: checked below */
@@ -301,7 +341,12 @@ static const char *worker_run(nn_server_t *srv, srv_worker_t *w, int32_t nseg, i
         void (*down)(nn_backend_t *, void *, const void *, size_t) =
             be->download_async && be->host_alloc ? be->download_async : be->download;
         if (want_value) down(be, w->st_value, d_value, sizeof(float) * (size_t)B * NN_VALUE_NB);
-        if (want_policy) down(be, w->st_policy, d_policy, sizeof(float) * (size_t)B * NN_POLICY_NB);
+        if (n_gath > 0) {
+            be->gather(be, d_policy, w->d_idx, n_gath, w->d_gath);
+            down(be, w->st_gath, w->d_gath, sizeof(float) * (size_t)n_gath);
+        } else if (want_policy && n_gath < 0) {
+            down(be, w->st_policy, d_policy, sizeof(float) * (size_t)B * NN_POLICY_NB);
+        }
         if (want_legal) down(be, w->st_legal, d_legal, sizeof(float) * (size_t)B * NN_LEGAL_NB);
         if (be->sync) be->sync(be);
         P = w->st_policy;
@@ -311,6 +356,7 @@ static const char *worker_run(nn_server_t *srv, srv_worker_t *w, int32_t nseg, i
     const char *e = nn_backend_error(be);
     if (e) return e;
     off = 0;
+    const float *gath = w->st_gath; /* the gathered logits, in the clients' order */
     for (int32_t i = 0; i < nseg; i++) {
         const srv_seg_t *g = &w->segs[i];
         const nn_server_request_t *r = &srv->slots[g->slot].req;
@@ -319,6 +365,12 @@ static const char *worker_run(nn_server_t *srv, srv_worker_t *w, int32_t nseg, i
             if (r->value) memcpy(r->value + row * NN_VALUE_NB, V + b * NN_VALUE_NB, sizeof(float) * NN_VALUE_NB);
             if (r->legal) memcpy(r->legal + row * NN_LEGAL_NB, L + b * NN_LEGAL_NB, sizeof(float) * NN_LEGAL_NB);
             if (!r->policy) continue;
+            if (n_gath >= 0) {
+                uint32_t k0 = r->label_offsets[row], k1 = r->label_offsets[row + 1];
+                memcpy(r->policy + k0, gath, sizeof(float) * (k1 - k0));
+                gath += k1 - k0;
+                continue;
+            }
             const float *pr = P + b * NN_POLICY_NB;
             if (!r->label_offsets) {
                 memcpy(r->policy + row * NN_POLICY_NB, pr, sizeof(float) * NN_POLICY_NB);
@@ -492,7 +544,10 @@ static int worker_init(nn_server_t *srv, srv_worker_t *w, int32_t id, char *err,
         set_err(err, errlen, "inference server worker %d: %s", id, e);
         return -1;
     }
-    w->host_visible = strcmp(w->be->name, "cpu") == 0;
+    /* KOMA_SERVER_STAGED=1 (tests): a CPU worker takes the device route, its
+     * staging copies and gather included, so the CPU tests cover it. */
+    const char *staged = getenv("KOMA_SERVER_STAGED");
+    w->host_visible = strcmp(w->be->name, "cpu") == 0 && !(staged && strcmp(staged, "1") == 0);
     for (int i = 0; i < 2; i++) {
         w->ctx[i] = nn_ctx_new(srv->models[i].net, w->be, mb, e, sizeof(e));
         if (!w->ctx[i]) {
@@ -507,9 +562,17 @@ static int worker_init(nn_server_t *srv, srv_worker_t *w, int32_t id, char *err,
         w->st_value = stage_alloc(w, sizeof(float) * (size_t)mb * NN_VALUE_NB);
         w->st_policy = stage_alloc(w, sizeof(float) * (size_t)mb * NN_POLICY_NB);
         w->st_legal = stage_alloc(w, sizeof(float) * (size_t)mb * NN_LEGAL_NB);
+        if (w->be->gather) {
+            w->gather_cap = mb * SRV_GATHER_PER_ROW;
+            w->st_idx = stage_alloc(w, sizeof(int32_t) * (size_t)w->gather_cap);
+            w->st_gath = stage_alloc(w, sizeof(float) * (size_t)w->gather_cap);
+            w->d_idx = w->be->buf_alloc(w->be, sizeof(int32_t) * (size_t)w->gather_cap);
+            w->d_gath = w->be->buf_alloc(w->be, sizeof(float) * (size_t)w->gather_cap);
+            if (!w->st_idx || !w->st_gath || !w->d_idx || !w->d_gath) w->gather_cap = -1;
+        }
     }
-    if (!w->segs || (!w->host_visible && (!w->st_packed || !w->st_hand || !w->st_value ||
-                                          !w->st_policy || !w->st_legal))) {
+    if (!w->segs || w->gather_cap < 0 ||
+        (!w->host_visible && (!w->st_packed || !w->st_hand || !w->st_value || !w->st_policy || !w->st_legal))) {
         set_err(err, errlen, "inference server worker %d: out of memory", id);
         return -1;
     }
@@ -524,6 +587,10 @@ static void worker_release(srv_worker_t *w) {
         stage_free(w, w->st_value);
         stage_free(w, w->st_policy);
         stage_free(w, w->st_legal);
+        stage_free(w, w->st_idx);
+        stage_free(w, w->st_gath);
+        w->be->buf_free(w->be, w->d_idx);
+        w->be->buf_free(w->be, w->d_gath);
     }
     nn_backend_free(w->be);
     free(w->segs);

@@ -526,6 +526,25 @@ static void test_elementwise(int64_t n) {
         G_->buf_free(G_, ga), G_->buf_free(G_, gb);
         if (alias == 0) G_->buf_free(G_, gy);
     }
+    /* gather: scattered offsets (repeats, the first and last element) */
+    int64_t ng = n / 3 + 2;
+    int32_t *idx = malloc(sizeof(int32_t) * (size_t)ng);
+    uint64_t h = 12345;
+    for (int64_t i = 0; i < ng; i++) {
+        h = h * 6364136223846793005ull + 1442695040888963407ull;
+        idx[i] = (int32_t)((h >> 33) % (uint64_t)n);
+    }
+    idx[0] = 0, idx[ng - 1] = (int32_t)(n - 1);
+    float *cg = malloc(sizeof(float) * (size_t)ng);
+    C_->gather(C_, x, idx, ng, cg);
+    float *gx = GF(x, n), *gg = G_->buf_alloc(G_, sizeof(float) * (size_t)ng);
+    int32_t *gidx = G_->buf_alloc(G_, sizeof(int32_t) * (size_t)ng);
+    G_->upload(G_, gidx, idx, sizeof(int32_t) * (size_t)ng);
+    G_->gather(G_, gx, gidx, ng, gg);
+    snprintf(what, sizeof(what), "gather %lld of n %lld", (long long)ng, (long long)n);
+    gcmp(what, gg, cg, ng, T_EXACT);
+    G_->buf_free(G_, gx), G_->buf_free(G_, gg), G_->buf_free(G_, gidx);
+    free(idx), free(cg);
     free(cy), free(x), free(r), free(dy);
 }
 

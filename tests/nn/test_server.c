@@ -14,6 +14,7 @@
 
 #include <stdatomic.h>
 
+#include "nn/fault.h"
 #include "nn/server.h"
 #include "nn/weights.h"
 
@@ -339,6 +340,43 @@ static void test_many_clients(void) {
     CHECK(st.batches >= (pos + 39) / 40 && st.batches <= pos);
     CHECK(st.busy_frac_total >= 0.0 && st.busy_frac_total <= 1.05);
     CHECK(st.generation == 1 && st.workers == 2);
+    nn_server_free(srv);
+}
+
+/* ---- test 1b: the device route (staging, device gather) on CPU workers -------------- */
+static void test_staged_route(void) {
+    fprintf(stderr, "-- KOMA_SERVER_STAGED=1: staging copies and the device gather of labels, results == nn_forward\n");
+    watch("staged route", 900);
+    char err[512];
+    compat_setenv("KOMA_SERVER_STAGED", "1");
+    nn_server_config_t cfg = test_config(40, 2, 500);
+    nn_server_t *srv = nn_server_new(&cfg, t_path("a.safetensors"), NULL, err, sizeof(err));
+    compat_setenv("KOMA_SERVER_STAGED", "0"); /* read when the workers start */
+    if (!srv) {
+        TFAIL("nn_server_new: %s", err);
+        return;
+    }
+    client_t cl[4];
+    run_clients(srv, 4, 12, MAX_N, NULL, cl);
+    int64_t subs = 0, ok = 0;
+    for (int i = 0; i < 4; i++) subs += cl[i].submissions, ok += cl[i].results[0];
+    CHECK(subs > 0 && ok == subs);
+    /* Gathered labels really go through the backend's gather: a failing one
+     * fails the ticket with the backend's message. */
+    sub_t *u = malloc(sizeof(sub_t));
+    uint64_t rng = 99;
+    sub_make(u, &rng, 8, 1);
+    CHECK(u->offsets[8] > 0);
+    CHECK(nn_fault_set("gather:1", err, sizeof err) == 0);
+    nn_server_ticket_t t;
+    nn_server_result_t res;
+    memset(&res, 0, sizeof res);
+    int st = nn_server_submit(srv, &u->req, &t, err, sizeof(err));
+    if (st == NN_SERVER_OK) st = nn_server_wait(srv, t, &res);
+    nn_fault_set(NULL, err, sizeof err);
+    CHECKF(st != NN_SERVER_OK && strstr(res.message, "gather"), "status %s: %s", nn_server_status_name(st),
+           st == NN_SERVER_OK ? "" : res.message);
+    free(u);
     nn_server_free(srv);
 }
 
@@ -727,6 +765,7 @@ int main(void) {
     CHECK(!close_enough(g_ref_value[0][0], g_ref_value[1][0]));
 
     test_many_clients();
+    test_staged_route();
     test_lone_client_and_fifo();
     test_cpu_workers_share();
     test_publish(na, nb);
