@@ -112,9 +112,84 @@ static int one_step(const train_loop_t *lp, int64_t s, nn_metrics_t *m, train_lo
     return 0;
 }
 
+/* The prefetch: step s + 1's batch is sampled on a thread of its own while
+ * step s runs, into the second of two buffers (a device step then never waits
+ * for the sampler; on the CPU the sampler fills a core the step leaves idle).
+ * Sampling is keyed by step (train_key), so the batches, and the weights, are
+ * the same as without it. */
+typedef struct {
+    const train_loop_t *lp;
+    uint64_t key;
+    shard_batch_t *batch;
+    int rc;
+    char err[512];
+} prefetch_t;
+
+static void *prefetch_main(void *arg) {
+    prefetch_t *p = arg;
+    p->rc = train_window_sample(p->lp->win, p->key, p->lp->rows, p->batch, p->err, sizeof p->err);
+    return NULL;
+}
+
+/* The single-process loop with the prefetch; `next` is the second buffer. */
+static int run_prefetched(const train_loop_t *lp, shard_batch_t *next, train_loop_result_t *r, char *err,
+                          size_t errlen) {
+    shard_batch_t *cur = lp->batch;
+    int have = 0; /* cur holds step s's batch already */
+    nn_metrics_t m;
+    memset(&m, 0, sizeof m);
+    for (int64_t s = lp->first; s < lp->end; s++) {
+        if (stop_seen(lp)) return TRAIN_STOPPED;
+        int64_t t0 = compat_now_ns();
+        if (!have && train_window_sample(lp->win, train_key(lp->seed, lp->cycle, s), lp->rows, cur, err, errlen) != 0) {
+            r->failed_in = TRAIN_LOOP_SAMPLE;
+            r->failed_step = s;
+            return TRAIN_ERROR;
+        }
+        prefetch_t p = {lp, train_key(lp->seed, lp->cycle, s + 1), next, -1, ""};
+        compat_thread_t th;
+        int threaded = s + 1 < lp->end && compat_thread_create(&th, prefetch_main, &p) == 0;
+        nn_batch_t bt = shard_batch_view(cur);
+        int bad = nn_train_step(lp->nt, &bt, &m, err, errlen) != 0;
+        if (threaded) compat_thread_join(th);
+        if (bad) {
+            r->failed_in = TRAIN_LOOP_STEP;
+            r->failed_step = s;
+            return TRAIN_ERROR;
+        }
+        /* A failed prefetch is sampled again at its own step, which then
+         * reports the error as without the prefetch. */
+        have = threaded && p.rc == 0;
+        if (have) {
+            shard_batch_t *t = cur;
+            cur = next;
+            next = t;
+        }
+        r->train_ns += (double)(compat_now_ns() - t0);
+        r->steps++;
+        r->last = m;
+        train_sums_add(&r->sums, &m);
+        if (lp->on_step && lp->on_step(lp->user, s, &m, r, err, errlen) != 0) {
+            r->failed_in = TRAIN_LOOP_HOOK;
+            r->failed_step = s;
+            return TRAIN_ERROR;
+        }
+    }
+    return TRAIN_OK;
+}
+
 int train_loop_run(const train_loop_t *lp, train_loop_result_t *r, char *err, size_t errlen) {
     memset(r, 0, sizeof *r);
     r->failed_step = -1;
+    if (!lp->dist && lp->end - lp->first > 1) {
+        char e2[256];
+        shard_batch_t *next = shard_batch_new(&lp->batch->fmt, lp->batch->cap, lp->batch->nnz_cap, e2, sizeof e2);
+        if (next) { /* else (out of memory) the loop runs without the prefetch */
+            int rc = run_prefetched(lp, next, r, err, errlen);
+            shard_batch_free(next);
+            return rc;
+        }
+    }
     nn_metrics_t m;
     memset(&m, 0, sizeof m);
     for (int64_t s = lp->first; s < lp->end; s++) {

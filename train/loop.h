@@ -102,7 +102,10 @@ typedef struct {
  * the loop with TRAIN_STOPPED; TRAIN_OK when all steps were taken;
  * TRAIN_ERROR with err (the sampler's, the step's or the hook's message, as
  * they wrote it) and r->failed_in / r->failed_step. The weights after a
- * failed step are undefined (nn_train_step): the caller reloads them. */
+ * failed step are undefined (nn_train_step): the caller reloads them.
+ * In one process, step s + 1's batch is sampled on a second thread (into a
+ * second buffer like lp->batch) while step s runs: the same batches, keyed
+ * by step, so the same weights as sampling in turn. */
 int train_loop_run(const train_loop_t *lp, train_loop_result_t *r, char *err, size_t errlen);
 
 #endif
