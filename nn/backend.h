@@ -108,6 +108,14 @@ struct nn_backend {
     void (*download_async)(nn_backend_t *be, void *dst_host, const void *src_dev, size_t bytes);
     /* The sticky error (see Errors above): NULL while every op succeeded. */
     const char *(*error)(nn_backend_t *be);
+    /* The stopwatch of device time, OPTIONAL (NULL: time the wall clock):
+     * timer_mark(be, 0) and timer_mark(be, 1) queue the start and the end of
+     * an interval behind the instance's work so far; after a sync, timer_ms
+     * gives the device time between them in ms, or -1 when it cannot (no
+     * interval marked, a failed instance). The CPU's ops are synchronous, so
+     * its stopwatch is the wall clock between the marks; CUDA's uses events. */
+    void (*timer_mark)(nn_backend_t *be, int end);
+    double (*timer_ms)(nn_backend_t *be);
 
     /* ---- input ------------------------------------------------------------ */
     /* packed (B, nn_packed_bytes(planes)) bits, hand (B, in_hand) or NULL when

@@ -68,6 +68,7 @@ typedef struct {
     nn_dnnl_t *dnnl;  /* the oneDNN route, NULL = reference convolutions */
     int32_t warned;   /* a oneDNN failure was reported */
     int32_t fallback; /* a oneDNN op runs the reference: its fault was counted already */
+    int64_t mark_ns[2]; /* timer_mark's start and end, 0: not marked */
 } cpu_ctx_t;
 
 /* Entry of every op: returns 1 when the op must be skipped (the instance has
@@ -424,6 +425,17 @@ static void cpu_act_fwd(nn_backend_t *be, const float *x, const float *res, int6
 static void cpu_add(nn_backend_t *be, const float *a, const float *b, int64_t n, float *y) {
     if (cpu_skip(be, "add", NULL)) return;
     for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i];
+}
+
+static void cpu_timer_mark(nn_backend_t *be, int end) {
+    cpu_ctx_t *c = be->ctx;
+    c->mark_ns[end ? 1 : 0] = compat_now_ns();
+    if (!end) c->mark_ns[1] = 0;
+}
+static double cpu_timer_ms(nn_backend_t *be) {
+    cpu_ctx_t *c = be->ctx;
+    if (c->failed || !c->mark_ns[0] || !c->mark_ns[1]) return -1.0;
+    return (double)(c->mark_ns[1] - c->mark_ns[0]) * 1e-6;
 }
 
 static void cpu_gather(nn_backend_t *be, const float *src, const int32_t *idx, int64_t n, float *dst) {
@@ -846,6 +858,8 @@ nn_backend_t *nn_backend_cpu_new_conv(int32_t threads, nn_cpu_conv_t conv, char 
     be->act_fwd = cpu_act_fwd;
     be->add = cpu_add;
     be->gather = cpu_gather;
+    be->timer_mark = cpu_timer_mark;
+    be->timer_ms = cpu_timer_ms;
     be->act_bwd = cpu_act_bwd;
     be->dense_fwd = cpu_dense_fwd;
     be->dense_bwd = cpu_dense_bwd;

@@ -129,6 +129,8 @@ typedef struct {
     /* download staging: pinned (2, CU_STAGE_HALF), double buffered */
     unsigned char *down_host;
     cudaEvent_t down_ev[2];
+    cudaEvent_t tm_ev[2]; /* timer_mark's start and end (timing events) */
+    int tm_marked;        /* bit 0: start recorded, bit 1: end recorded */
     double *red;       /* (CU_RED_Q, CU_RED_MAX) reduction partials */
     cu_dbuf_t cws;     /* cuDNN workspace */
     cu_dbuf_t stage;   /* BF16 copies when the caller passes no conv workspace */
@@ -1447,6 +1449,24 @@ static void cu_add(nn_backend_t *be, const float *a, const float *b, int64_t n, 
     LAUNCH_CHECK(c, "k_add");
 }
 
+/* The stopwatch: events on the stream; a failure only makes timer_ms say -1
+ * (the caller falls back to wall time), it does not fail the instance. */
+static void cu_timer_mark(nn_backend_t *be, int end) {
+    cu_ctx_t *c = CTX(be);
+    if (c->failed || cudaSetDevice(c->device) != cudaSuccess) return;
+    int i = end ? 1 : 0;
+    if (!end) c->tm_marked = 0;
+    if (cudaEventRecord(c->tm_ev[i], c->stream) == cudaSuccess) c->tm_marked |= 1 << i;
+}
+static double cu_timer_ms(nn_backend_t *be) {
+    cu_ctx_t *c = CTX(be);
+    float ms = 0.0f;
+    if (c->failed || c->tm_marked != 3 || cudaSetDevice(c->device) != cudaSuccess || cudaEventSynchronize(c->tm_ev[1]) != cudaSuccess ||
+        cudaEventElapsedTime(&ms, c->tm_ev[0], c->tm_ev[1]) != cudaSuccess)
+        return -1.0;
+    return (double)ms;
+}
+
 static void cu_gather(nn_backend_t *be, const float *src, const int32_t *idx, int64_t n, float *dst) {
     cu_ctx_t *c = CTX(be);
     if (n <= 0 || !cu_enter(c, "gather")) return;
@@ -1594,6 +1614,7 @@ static void cu_destroy(cu_ctx_t *c) {
         for (int i = 0; i < 2; i++) {
             if (c->up_ev[i]) (void)cudaEventDestroy(c->up_ev[i]);
             if (c->down_ev[i]) (void)cudaEventDestroy(c->down_ev[i]);
+            if (c->tm_ev[i]) (void)cudaEventDestroy(c->tm_ev[i]);
         }
         if (c->up_host) (void)cudaFreeHost(c->up_host);
         if (c->down_host) (void)cudaFreeHost(c->down_host);
@@ -1710,6 +1731,7 @@ extern "C" nn_backend_t *nn_backend_cuda_new(int32_t device, uint32_t flags, cha
         SETUP(CUDA_CHECK(c, cudaEventCreateWithFlags(&c->up_ev[i], cudaEventDisableTiming)), "create events");
         SETUP(CUDA_CHECK(c, cudaEventCreateWithFlags(&c->down_ev[i], cudaEventDisableTiming)), "create events");
     }
+    for (int i = 0; i < 2; i++) SETUP(CUDA_CHECK(c, cudaEventCreate(&c->tm_ev[i])), "create timing events");
     SETUP(CUDA_CHECK(c, cudaMalloc((void **)&c->red, sizeof(double) * CU_RED_Q * CU_RED_MAX)),
           "allocate reduction partials");
     {
@@ -1752,6 +1774,8 @@ extern "C" nn_backend_t *nn_backend_cuda_new(int32_t device, uint32_t flags, cha
     be->act_fwd = cu_act_fwd;
     be->add = cu_add;
     be->gather = cu_gather;
+    be->timer_mark = cu_timer_mark;
+    be->timer_ms = cu_timer_ms;
     be->act_bwd = cu_act_bwd;
     be->dense_fwd = cu_dense_fwd;
     be->dense_bwd = cu_dense_bwd;

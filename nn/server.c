@@ -299,9 +299,13 @@ static int64_t gather_offsets(const nn_server_t *srv, srv_worker_t *w, int32_t n
     return k;
 }
 
-/* Packs the batch, runs it, writes every output into the clients' buffers.
- * Returns NULL, or the backend's error message. No lock held. */
-static const char *worker_run(nn_server_t *srv, srv_worker_t *w, int32_t nseg, int32_t B, int32_t mi) {
+/* Packs the batch, runs it, writes every output into the clients' buffers;
+ * *dev_ns: the device time of the forward and the gather (the backend's
+ * stopwatch), -1 when the backend cannot say. Returns NULL, or the backend's
+ * error message. No lock held. */
+static const char *worker_run(nn_server_t *srv, srv_worker_t *w, int32_t nseg, int32_t B, int32_t mi,
+                              int64_t *dev_ns) {
+    *dev_ns = -1;
     nn_ctx_t *ctx = w->ctx[mi];
     nn_backend_t *be = w->be;
     int64_t pb = srv->packed_bytes;
@@ -331,7 +335,10 @@ static const char *worker_run(nn_server_t *srv, srv_worker_t *w, int32_t nseg, i
         if (n_gath > 0) be->upload(be, w->d_idx, w->st_idx, sizeof(int32_t) * (size_t)n_gath);
     }
     int32_t outputs = (want_policy ? NN_OUT_POLICY : 0) | (want_value ? NN_OUT_VALUE : 0) | (want_legal ? NN_OUT_LEGAL : 0);
+    if (be->timer_mark) be->timer_mark(be, 0);
     (void)nn_forward_dev(ctx, B, d_packed, d_hand, outputs); /* a failure is sticky: checked below */
+    if (n_gath > 0) be->gather(be, d_policy, w->d_idx, n_gath, w->d_gath);
+    if (be->timer_mark) be->timer_mark(be, 1);
     const float *P = d_policy, *V = d_value, *L = d_legal;
     if (w->host_visible) {
         if (be->sync) be->sync(be);
@@ -342,7 +349,6 @@ static const char *worker_run(nn_server_t *srv, srv_worker_t *w, int32_t nseg, i
             be->download_async && be->host_alloc ? be->download_async : be->download;
         if (want_value) down(be, w->st_value, d_value, sizeof(float) * (size_t)B * NN_VALUE_NB);
         if (n_gath > 0) {
-            be->gather(be, d_policy, w->d_idx, n_gath, w->d_gath);
             down(be, w->st_gath, w->d_gath, sizeof(float) * (size_t)n_gath);
         } else if (want_policy && n_gath < 0) {
             down(be, w->st_policy, d_policy, sizeof(float) * (size_t)B * NN_POLICY_NB);
@@ -355,6 +361,10 @@ static const char *worker_run(nn_server_t *srv, srv_worker_t *w, int32_t nseg, i
     }
     const char *e = nn_backend_error(be);
     if (e) return e;
+    if (be->timer_ms) {
+        double ms = be->timer_ms(be);
+        if (ms >= 0) *dev_ns = (int64_t)(ms * 1e6);
+    }
     off = 0;
     const float *gath = w->st_gath; /* the gathered logits, in the clients' order */
     for (int32_t i = 0; i < nseg; i++) {
@@ -416,9 +426,11 @@ static void *worker_main(void *arg) {
         compat_mutex_unlock(&srv->mu);
         if (nseg == 0) continue;
 
-        int64_t t0 = compat_now_ns();
-        const char *e = worker_run(srv, w, nseg, B, mi);
-        atomic_fetch_add(&srv->busy_ns, compat_now_ns() - t0);
+        int64_t t0 = compat_now_ns(), dev_ns;
+        const char *e = worker_run(srv, w, nseg, B, mi, &dev_ns);
+        /* busy: the device's own time where the backend measures it (CUDA
+         * events: compute, not waits or copies), else the worker's wall time */
+        atomic_fetch_add(&srv->busy_ns, dev_ns >= 0 ? dev_ns : compat_now_ns() - t0);
 
         compat_mutex_lock(&srv->mu);
         srv->running--;

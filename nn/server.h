@@ -141,7 +141,10 @@ typedef struct {
     int64_t batches;        /* device batches run */
     double avg_batch;       /* evaluated / batches (0 before the first batch) */
     double evals_per_s;     /* positions/s since the previous nn_server_stats call (or start) */
-    double busy_frac;       /* sum of worker busy time / (wall * workers) over that interval */
+    double busy_frac;       /* sum of worker busy time / (wall * workers) over that interval; a
+                               worker's busy time is the backend's stopwatch over its forward
+                               passes (CUDA: events, so device compute, not copies or waits;
+                               CPU: the forward's wall time), else its wall time per batch */
     double busy_frac_total; /* the same since the server started */
     int64_t queued;         /* positions waiting for a worker now */
     int64_t generation;     /* generation of the current net */

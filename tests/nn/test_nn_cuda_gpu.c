@@ -543,6 +543,13 @@ static void test_elementwise(int64_t n) {
     G_->gather(G_, gx, gidx, ng, gg);
     snprintf(what, sizeof(what), "gather %lld of n %lld", (long long)ng, (long long)n);
     gcmp(what, gg, cg, ng, T_EXACT);
+    /* the stopwatch (the server's busy figure) over the same gather */
+    G_->timer_mark(G_, 0);
+    G_->gather(G_, gx, gidx, ng, gg);
+    G_->timer_mark(G_, 1);
+    if (G_->sync) G_->sync(G_);
+    double ms = G_->timer_ms(G_);
+    CHECKF(ms >= 0.0 && ms < 10000.0, "stopwatch over a gather of %lld: %.4f ms", (long long)ng, ms);
     G_->buf_free(G_, gx), G_->buf_free(G_, gg), G_->buf_free(G_, gidx);
     free(idx), free(cg);
     free(cy), free(x), free(r), free(dy);

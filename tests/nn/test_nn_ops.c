@@ -600,8 +600,27 @@ static void test_schedule(void) {
     CHECK(nn_act_parse("relu") == NN_ACT_RELU && nn_act_parse("silu") == NN_ACT_SILU && nn_act_parse("tanh") < 0);
 }
 
+/* gather picks elements by offset; the stopwatch times the interval marked
+ * (the server's busy figure) and says -1 when there is none. */
+static void test_gather_timer(void) {
+    float src[10];
+    for (int i = 0; i < 10; i++) src[i] = (float)(i * i);
+    int32_t idx[5] = {9, 0, 3, 3, 7};
+    float dst[5];
+    be->gather(be, src, idx, 5, dst);
+    CHECK(dst[0] == 81.0f && dst[1] == 0.0f && dst[2] == 9.0f && dst[3] == 9.0f && dst[4] == 49.0f);
+    CHECK(be->timer_ms(be) < 0); /* nothing marked yet */
+    be->timer_mark(be, 0);
+    CHECK(be->timer_ms(be) < 0); /* no end yet */
+    compat_sleep_ms(30);
+    be->timer_mark(be, 1);
+    double ms = be->timer_ms(be);
+    CHECKF(ms >= 25.0 && ms < 2000.0, "stopwatch over a 30 ms sleep: %.3f ms", ms);
+}
+
 int main(void) {
     be = nn_backend_cpu_new(0);
+    test_gather_timer();
     test_gemm();
     test_preinit_threads();
     test_expand();
