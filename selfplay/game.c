@@ -47,6 +47,18 @@ static sp_record_t *record_new(void) {
     return r;
 }
 
+void sp_row_encode(sp_row_t *w, const Position *pos) {
+    encode_position(pos, w->packed, w->hand);
+    encode_legal_mask(pos, w->legal);
+    shard_position_t sp;
+    memcpy(sp.board, pos->board, sizeof sp.board);
+    sp.side = (uint8_t)pos_side_to_move(pos);
+    sp.ply = (uint16_t)pos_game_ply(pos);
+    sp.hand[0] = pos_hand(pos, COLOR_BLACK);
+    sp.hand[1] = pos_hand(pos, COLOR_WHITE);
+    shard_position_pack(&sp, w->position);
+}
+
 void sp_record_free(sp_record_t *r) {
     if (!r) return;
     free(r->moves);
@@ -285,15 +297,7 @@ static void finish_move(sp_game_t *g) {
     r->rows = grow(r->rows, &cap, r->n_rows + 1, sizeof(sp_row_t));
     r->cap_rows = (int32_t)cap;
     sp_row_t *w = &r->rows[r->n_rows++];
-    encode_position(pos, w->packed, w->hand);
-    encode_legal_mask(pos, w->legal);
-    shard_position_t sp;
-    memcpy(sp.board, pos->board, sizeof sp.board);
-    sp.side = (uint8_t)side;
-    sp.ply = (uint16_t)pos_game_ply(pos);
-    sp.hand[0] = pos_hand(pos, COLOR_BLACK);
-    sp.hand[1] = pos_hand(pos, COLOR_WHITE);
-    shard_position_pack(&sp, w->position);
+    sp_row_encode(w, pos);
     w->root_q = v;
     w->ply = (uint16_t)ply;
     w->move = m;

@@ -68,6 +68,10 @@ typedef struct {
 } sp_record_t;
 
 void sp_record_free(sp_record_t *r); /* NULL ok */
+/* The position's columns of a row (packed planes, hand, legal mask, packed
+ * position): what the game fills while it plays, and what a record received
+ * from another rank has rebuilt (selfplay/wire.h). */
+void sp_row_encode(sp_row_t *w, const Position *pos);
 /* Generation that played the most searched moves (0 if none). */
 int64_t sp_record_main_gen(const sp_record_t *r);
 /* "7g7f 3c3d ..." into a malloc'ed string. NULL when out of memory. */
