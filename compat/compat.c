@@ -1110,6 +1110,19 @@ int compat_getpid(void) {
 #endif
 }
 
+void compat_hostname(char *buf, size_t n) {
+    if (!buf || n == 0) return;
+    buf[0] = 0;
+#ifdef _WIN32
+    DWORD len = (DWORD)n;
+    if (!GetComputerNameA(buf, &len)) buf[0] = 0;
+#else
+    if (gethostname(buf, n) != 0) buf[0] = 0;
+#endif
+    buf[n - 1] = 0;
+    if (!buf[0]) snprintf(buf, n, "localhost");
+}
+
 #ifdef _WIN32
 /* CreateProcessA with inherited handles, tried again a few times on
  * ERROR_INTERNAL_ERROR (1359), which wine returns now and then under load. */

@@ -194,6 +194,9 @@ void compat_install_stop_handler(void);
 int compat_stop_requested(void);
 void compat_request_stop(void);
 int compat_getpid(void);
+/* This machine's name (gethostname / GetComputerName), "localhost" when it
+ * has none; always terminated. */
+void compat_hostname(char *buf, size_t n);
 /* Starts the running program again in place (same pid, argv and open files)
  * with the environment variable name=value added. Does nothing and returns -1
  * when name is already set (so it cannot loop) or where the platform has no

@@ -205,6 +205,12 @@ static const char v3_cycle_metrics[] =
     "  CHECK (false_resign >= 0 AND false_resign <= would_resign);"
     "ALTER TABLE cycle_metrics ADD COLUMN resign_threshold REAL;";
 
+/* Version 4: the rank and host that played each self-play game (selfplay
+ * under mpirun). NULL in older rows, imports and match games. */
+static const char v4_games[] =
+    "ALTER TABLE games ADD COLUMN rank INTEGER CHECK (rank >= 0);"
+    "ALTER TABLE games ADD COLUMN host TEXT;";
+
 /* The rows of the interim table match_games (selfplay/referee.c before v2:
  * session, match_id, black, white, start_sfen, moves, plies, result, reason,
  * detail, created), when a v1 file has one. Games already attached to a
@@ -288,7 +294,7 @@ enum {
     "(SELECT count(*) FROM games g WHERE g.match_id = matches.id)"
 #define GAME_COLS                                                                                     \
     "id, coalesce(shard_id, 0), first_row, row_count, coalesce(model_id, 0), start_sfen, moves, plies, " \
-    "result, reason, created, coalesce(match_id, 0), black, white, detail"
+    "result, reason, created, coalesce(match_id, 0), black, white, detail, coalesce(rank, 0), host"
 
 static const char *const stmt_sql[S_NB] = {
     [S_RUN_INSERT] = "INSERT INTO runs(koma_version, command, config) VALUES(?1, ?2, ?3)",
@@ -305,9 +311,9 @@ static const char *const stmt_sql[S_NB] = {
     /* Shard games count up from 1 (see db.h). SQLite's own choice, the
      * largest id + 1, would be 0 while the only games are match games. */
     [S_GAME_INSERT] = "INSERT INTO games(id, shard_id, first_row, row_count, model_id, start_sfen, "
-                      "moves, plies, result, reason, black, white, detail) "
+                      "moves, plies, result, reason, black, white, detail, rank, host) "
                       "VALUES((SELECT max(coalesce(max(id), 0), 0) + 1 FROM games), ?1, ?2, ?3, ?4, ?5, ?6, "
-                      "?7, ?8, ?9, ?10, ?11, ?12)",
+                      "?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
     [S_INTENT_INSERT] = "INSERT OR REPLACE INTO shard_intents(path, pid) VALUES(?1, ?2)",
     [S_INTENT_DELETE] = "DELETE FROM shard_intents WHERE path = ?1",
     [S_SHARD_GET] = "SELECT " SHARD_COLS " FROM shards WHERE id = ?1",
@@ -640,10 +646,15 @@ static db_status_t migrate_v2_v3(db_t *db) {
     return exec_step(db, v3_cycle_metrics, "upgrade to version 3: resignation figures in cycle_metrics");
 }
 
+/* Version 3 -> 4, inside check_schema's transaction. */
+static db_status_t migrate_v3_v4(db_t *db) {
+    return exec_step(db, v4_games, "upgrade to version 4: rank and host of each game");
+}
+
 /* migrations[v] upgrades a version-v database to v+1; index 0 creates an
  * empty database (at version 1, then migrated like any v1 file). */
 typedef db_status_t (*migration_fn)(db_t *db);
-static const migration_fn migrations[DB_SCHEMA_VERSION] = {create_v1, migrate_v1_v2, migrate_v2_v3};
+static const migration_fn migrations[DB_SCHEMA_VERSION] = {create_v1, migrate_v1_v2, migrate_v2_v3, migrate_v3_v4};
 
 static db_status_t check_schema(db_t *db) {
     int64_t app = 0, ver = 0, objects = 0;
@@ -1058,6 +1069,13 @@ db_status_t db_shard_insert(db_t *db, db_shard_t *sh, db_game_t *games, int32_t 
         bind_text(s, 10, g->black);
         bind_text(s, 11, g->white);
         bind_text(s, 12, g->detail);
+        if (g->host && g->host[0]) {
+            sqlite3_bind_int(s, 13, g->rank);
+            bind_text(s, 14, g->host);
+        } else {
+            sqlite3_bind_null(s, 13);
+            sqlite3_bind_null(s, 14);
+        }
         char step[DB_PATH_MAX + 64];
         snprintf(step, sizeof step, "insert game %d of %d of shard '%s'", i + 1, n, sh->path);
         st = run_stmt(db, s, step);
@@ -1299,8 +1317,10 @@ static db_status_t read_games(db_t *db, sqlite3_stmt *s, db_game_list_t *out, co
         g->black = col_strdup(s, 12);
         g->white = col_strdup(s, 13);
         g->detail = col_strdup(s, 14);
+        g->rank = sqlite3_column_int(s, 15);
+        g->host = col_strdup(s, 16);
         out->n++;
-        if (!g->start_sfen || !g->moves || !g->black || !g->white || !g->detail) {
+        if (!g->start_sfen || !g->moves || !g->black || !g->white || !g->detail || !g->host) {
             st = fail_with(db, DB_ERROR, "read %s: out of memory", what);
             break;
         }

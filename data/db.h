@@ -52,6 +52,9 @@
  *     resign_threshold: self-play's resignation check by cycle (NULL in rows
  *     written before v3: not recorded). Columns added, nothing rebuilt; a v1
  *     file goes through v2 first.
+ *  4  games.rank, games.host: the MPI rank and host that played a self-play
+ *     game (`mpirun -np N selfplay`; rank 0 on one process); NULL where not
+ *     recorded (older games, imports, match games). Columns added.
  */
 #ifndef KOMA_DB_H
 #define KOMA_DB_H
@@ -59,7 +62,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DB_SCHEMA_VERSION 3
+#define DB_SCHEMA_VERSION 4
 #define DB_APPLICATION_ID 0x4B4F4D41 /* 'KOMA' in PRAGMA application_id */
 #define DB_PATH_MAX 256              /* run-relative paths of shards and models */
 #define DB_NAME_MAX 256              /* player names of matches (engine_a, engine_b) */
@@ -217,6 +220,12 @@ typedef struct {
     const char *black;       /* the players' names (match games: as in matches.engine_a/b) */
     const char *white;
     const char *detail;      /* how it ended, in words ("white resigned"); "" = not recorded */
+    /* Schema v4: where a self-play game was played. host NULL (or "") = not
+     * recorded (games before v4, imported records, match games), and rank is
+     * then ignored; otherwise the MPI rank (0 for one process) and host name.
+     * Reads give host "" for not recorded. */
+    int32_t rank;
+    const char *host;
 } db_game_t;
 
 typedef struct {

@@ -89,7 +89,8 @@ char *sp_record_usi(const sp_record_t *r) {
     return s;
 }
 
-int sp_record_add_to_shard(const sp_record_t *r, shard_builder_t *b, int64_t model_id, char *err, size_t errlen) {
+int sp_record_add_to_shard(const sp_record_t *r, shard_builder_t *b, int64_t model_id, int32_t rank, const char *host,
+                           char *err, size_t errlen) {
     for (int32_t i = 0; i < r->n_rows; i++) {
         const sp_row_t *w = &r->rows[i];
         shard_row_t row = {
@@ -124,6 +125,8 @@ int sp_record_add_to_shard(const sp_record_t *r, shard_builder_t *b, int64_t mod
         .plies = r->n_moves,
         .result = r->result,
         .reason = reason,
+        .rank = rank,
+        .host = host,
     };
     int rc = shard_builder_end_game(b, &g, err, errlen);
     free(moves);

@@ -292,13 +292,15 @@ sp_record_t *sp_wire_game_decode(const uint8_t *buf, int64_t len, char *err, siz
 
 /* ---- nets ------------------------------------------------------------------------------- */
 
-uint8_t *sp_wire_net_encode(int64_t cycle, uint64_t xxh3, const uint8_t *file, int64_t file_len, int64_t *len) {
-    int64_t n = 8 + 8 + 8 + 8 + file_len + 8;
+uint8_t *sp_wire_net_encode(int64_t cycle, uint64_t seed, uint64_t xxh3, const uint8_t *file, int64_t file_len,
+                            int64_t *len) {
+    int64_t n = 8 + 8 + 8 + 8 + 8 + file_len + 8;
     uint8_t *buf = malloc((size_t)n);
     if (!buf) return NULL;
     wbuf_t w = {buf, 0};
     put_head(&w, NET_MAGIC);
     put_u64(&w, (uint64_t)cycle);
+    put_u64(&w, seed);
     put_u64(&w, xxh3);
     put_u64(&w, (uint64_t)file_len);
     put(&w, file, file_len);
@@ -307,11 +309,12 @@ uint8_t *sp_wire_net_encode(int64_t cycle, uint64_t xxh3, const uint8_t *file, i
     return buf;
 }
 
-int sp_wire_net_decode(const uint8_t *buf, int64_t len, int64_t *cycle, uint64_t *xxh3, const uint8_t **file,
-                       int64_t *file_len, char *err, size_t errlen) {
+int sp_wire_net_decode(const uint8_t *buf, int64_t len, int64_t *cycle, uint64_t *seed, uint64_t *xxh3,
+                       const uint8_t **file, int64_t *file_len, char *err, size_t errlen) {
     rbuf_t rb = {0};
     if (open_msg(&rb, buf, len, NET_MAGIC, "net", err, errlen) != 0) return -1;
     *cycle = (int64_t)get_u64(&rb);
+    *seed = get_u64(&rb);
     *xxh3 = get_u64(&rb);
     uint64_t n = get_u64(&rb);
     if (rb.bad || n != (uint64_t)(rb.n - rb.at) || *cycle < 0)

@@ -47,12 +47,14 @@ uint8_t *sp_wire_game_encode(const sp_record_t *r, int64_t *len);
  * it), or NULL with err. */
 sp_record_t *sp_wire_game_decode(const uint8_t *buf, int64_t len, char *err, size_t errlen);
 
-/* A net message: cycle, the file's XXH3-64 and its bytes (malloc'ed). */
-uint8_t *sp_wire_net_encode(int64_t cycle, uint64_t xxh3, const uint8_t *file, int64_t file_len, int64_t *len);
+/* A net message: model cycle, rank 0's session seed (each rank mixes its
+ * own from it), the file's XXH3-64 and its bytes (malloc'ed). */
+uint8_t *sp_wire_net_encode(int64_t cycle, uint64_t seed, uint64_t xxh3, const uint8_t *file, int64_t file_len,
+                            int64_t *len);
 /* Points *file into buf; 0, or -1 with err when the header is malformed or
  * the bytes' XXH3 is not the one announced. */
-int sp_wire_net_decode(const uint8_t *buf, int64_t len, int64_t *cycle, uint64_t *xxh3, const uint8_t **file,
-                       int64_t *file_len, char *err, size_t errlen);
+int sp_wire_net_decode(const uint8_t *buf, int64_t len, int64_t *cycle, uint64_t *seed, uint64_t *xxh3,
+                       const uint8_t **file, int64_t *file_len, char *err, size_t errlen);
 
 typedef struct {
     int64_t pid;

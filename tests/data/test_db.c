@@ -792,14 +792,14 @@ static void test_migration(void) {
 
     /* Read-only: refused, untouched. */
     CHECK(db_open(path, DB_OPEN_READONLY, &db, err, sizeof err) == DB_SCHEMA && db == NULL);
-    CHECK(starts_with(err, path) && contains(err, "schema version 1 needs migrating to 3"));
+    CHECK(starts_with(err, path) && contains(err, "schema version 1 needs migrating to 4"));
     CHECK(sql_int(path, "PRAGMA user_version") == 1);
 
     /* Read-write: migrated, every row kept. */
     CHECK_OK(db, db_open(path, 0, &db, err, sizeof err));
-    CHECK(db && db_schema_version(db) == 3);
+    CHECK(db && db_schema_version(db) == DB_SCHEMA_VERSION);
     db_close(db);
-    CHECK(sql_int(path, "PRAGMA user_version") == 3 && sql_int(path, "PRAGMA application_id") == DB_APPLICATION_ID);
+    CHECK(sql_int(path, "PRAGMA user_version") == DB_SCHEMA_VERSION && sql_int(path, "PRAGMA application_id") == DB_APPLICATION_ID);
     CHECK(sql_int(path, "SELECT count(*) FROM pragma_foreign_key_check") == 0);
     char ok[16];
     sql_text(path, "PRAGMA integrity_check", ok, sizeof ok);
@@ -871,7 +871,7 @@ static void test_migration(void) {
     if (!db) return;
     db_summary_t sum;
     CHECK_OK(db, db_summary(db, &sum));
-    CHECK(sum.schema_version == 3 && sum.games == 3 && sum.match_games == 6 && sum.matches == 4 && sum.pending == 1);
+    CHECK(sum.schema_version == DB_SCHEMA_VERSION && sum.games == 3 && sum.match_games == 6 && sum.matches == 4 && sum.pending == 1);
     CHECK(sum.black_wins == 1 && sum.white_wins == 1 && sum.draws == 1 && fabs(sum.avg_plies - 14.0) < 1e-12);
     CHECK(sum.reasons[DB_REASON_CHECKMATE] == 1 && sum.reasons[DB_REASON_RESIGN] == 1 &&
           sum.reasons[DB_REASON_MAX_PLY] == 1 && sum.reasons[DB_REASON_TIME] == 0);
@@ -943,9 +943,9 @@ static void test_migration(void) {
                        "'match_games')") == 0);
 
     /* A version from the future is refused, naming the file. */
-    sql_raw(plain, "PRAGMA user_version = 4");
+    sql_raw(plain, "PRAGMA user_version = 5");
     CHECK(db_open(plain, 0, &db, err, sizeof err) == DB_SCHEMA && db == NULL);
-    CHECK(starts_with(err, plain) && contains(err, "schema version 4 is newer than this build"));
+    CHECK(starts_with(err, plain) && contains(err, "schema version 5 is newer than this build"));
 }
 
 /* ---- schema v2 -> v3 -------------------------------------------------------------------- */
@@ -1063,18 +1063,18 @@ static void test_migration_v2(void) {
 
     /* Read-only: refused, untouched (inspect and report on an old run). */
     CHECK(db_open(path, DB_OPEN_READONLY, &db, err, sizeof err) == DB_SCHEMA && db == NULL);
-    CHECK(starts_with(err, path) && contains(err, "schema version 2 needs migrating to 3"));
+    CHECK(starts_with(err, path) && contains(err, "schema version 2 needs migrating to 4"));
     CHECK(sql_int(path, "PRAGMA user_version") == 2);
 
     /* Read-only with DB_OPEN_MIGRATE (inspect, report): migrated, then read;
      * every row and every v2 column kept. */
     CHECK_OK(db, db_open(path, DB_OPEN_READONLY | DB_OPEN_MIGRATE, &db, err, sizeof err));
-    CHECK(db && db_schema_version(db) == 3 && db_migrated_from(db) == 2);
+    CHECK(db && db_schema_version(db) == DB_SCHEMA_VERSION && db_migrated_from(db) == 2);
     db_close(db);
     CHECK_OK(db, db_open(path, DB_OPEN_READONLY | DB_OPEN_MIGRATE, &db, err, sizeof err));
     CHECK(db && db_migrated_from(db) == 0); /* once only */
     db_close(db);
-    CHECK(sql_int(path, "PRAGMA user_version") == 3 && sql_int(path, "PRAGMA application_id") == DB_APPLICATION_ID);
+    CHECK(sql_int(path, "PRAGMA user_version") == DB_SCHEMA_VERSION && sql_int(path, "PRAGMA application_id") == DB_APPLICATION_ID);
     CHECK(sql_int(path, "SELECT count(*) FROM pragma_foreign_key_check") == 0);
     char ok[16];
     sql_text(path, "PRAGMA integrity_check", ok, sizeof ok);
@@ -1121,7 +1121,7 @@ static void test_migration_v2(void) {
     free(ml);
     db_summary_t sum;
     CHECK_OK(db, db_summary(db, &sum));
-    CHECK(sum.schema_version == 3 && sum.games == 2 && sum.match_games == 2 && sum.matches == 2);
+    CHECK(sum.schema_version == DB_SCHEMA_VERSION && sum.games == 2 && sum.match_games == 2 && sum.matches == 2);
     db_close(db);
 
     /* The same schema as a new database, and as a v1 file taken through v2. */
@@ -1131,6 +1131,90 @@ static void test_migration_v2(void) {
     db_close(db);
     schema_digest(fresh, after);
     if (strcmp(before[0], after) != 0) fprintf(stderr, "new:\n%s\nmigrated from v2:\n%s\n", after, before[0]);
+    CHECK(strcmp(before[0], after) == 0);
+}
+
+/* ---- schema v3 -> v4 -------------------------------------------------------------------- */
+/* v3's own delta over v2, frozen as the v3 code wrote it (db.c v3_cycle_metrics). */
+static const char v3_delta[] =
+    "ALTER TABLE cycle_metrics ADD COLUMN no_resign_games INTEGER CHECK (no_resign_games >= 0);"
+    "ALTER TABLE cycle_metrics ADD COLUMN would_resign INTEGER "
+    "  CHECK (would_resign >= 0 AND would_resign <= no_resign_games);"
+    "ALTER TABLE cycle_metrics ADD COLUMN false_resign INTEGER "
+    "  CHECK (false_resign >= 0 AND false_resign <= would_resign);"
+    "ALTER TABLE cycle_metrics ADD COLUMN resign_threshold REAL;";
+
+/* A v3 file (v2's rows plus a cycle with its resignation check) migrates to
+ * v4 keeping every row; its games have no rank or host (NULL), games stored
+ * afterwards with a host get both, and the schema is a new database's. */
+static void test_migration_v3(void) {
+    char err[DB_ERR_MAX], msg[512];
+    db_t *db = NULL;
+    const char *path = tmp_db("v3.db");
+    sql_raw(path, v1_schema);
+    sql_raw(path, v2_delta);
+    sql_raw(path, v3_delta);
+    char sql[160];
+    snprintf(sql, sizeof sql, "PRAGMA application_id = %d; PRAGMA user_version = 3; PRAGMA journal_mode = WAL",
+             DB_APPLICATION_ID);
+    sql_raw(path, sql);
+    sql_raw(path, "PRAGMA foreign_keys = ON;");
+    sql_raw(path, v2_rows);
+    sql_raw(path, "UPDATE cycle_metrics SET no_resign_games = 2, would_resign = 1, false_resign = 0, "
+                  "resign_threshold = -0.9 WHERE cycle = 2");
+    static char before[V2_TABLES][DIGEST_MAX], after[DIGEST_MAX];
+    for (int t = 0; t < V2_TABLES; t++) rows_digest(path, v2_tables[t][0], v2_tables[t][1], "", before[t]);
+
+    CHECK(db_open(path, DB_OPEN_READONLY, &db, err, sizeof err) == DB_SCHEMA && db == NULL);
+    CHECK(starts_with(err, path) && contains(err, "schema version 3 needs migrating to 4"));
+    CHECK_OK(db, db_open(path, 0, &db, err, sizeof err));
+    CHECK(db && db_schema_version(db) == 4);
+    db_close(db);
+    CHECK(sql_int(path, "PRAGMA user_version") == 4);
+    char ok[16];
+    sql_text(path, "PRAGMA integrity_check", ok, sizeof ok);
+    CHECK(strcmp(ok, "ok") == 0);
+    for (int t = 0; t < V2_TABLES; t++) {
+        rows_digest(path, v2_tables[t][0], v2_tables[t][1], "", after);
+        if (strcmp(before[t], after) != 0)
+            fprintf(stderr, "table %s changed:\n  before %.300s\n  after  %.300s\n", v2_tables[t][0], before[t], after);
+        CHECK(strcmp(before[t], after) == 0);
+    }
+    CHECK(sql_int(path, "SELECT count(*) FROM games WHERE rank IS NULL AND host IS NULL") == 4);
+    CHECK(sql_int(path, "SELECT count(*) FROM cycle_metrics WHERE cycle = 2 AND no_resign_games = 2") == 1);
+    CHECK(sql_try(path, "UPDATE games SET rank = -1 WHERE id = 1", msg, sizeof msg) == SQLITE_CONSTRAINT);
+
+    /* Old games read as not recorded; a new shard's games keep rank and host. */
+    CHECK_OK(db, db_open(path, 0, &db, err, sizeof err));
+    if (!db) return;
+    db_game_list_t gl;
+    CHECK_OK(db, db_games_of_shard(db, 1, &gl));
+    CHECK(gl.n == 2 && gl.games && gl.games[0].host && gl.games[0].host[0] == 0);
+    db_game_list_free(&gl);
+    db_shard_t sh = {.cycle = 2, .features_version = 1, .rows = 12, .bytes = 100};
+    snprintf(sh.path, sizeof sh.path, "shards/c0002_000002.safetensors");
+    snprintf(sh.xxh3, sizeof sh.xxh3, "00000000000000bb");
+    db_game_t g[2] = {
+        {.first_row = 0, .row_count = 5, .model_id = 2, .start_sfen = "startpos", .moves = "7g7f", .plies = 5,
+         .result = 1, .reason = DB_REASON_RESIGN, .rank = 2, .host = "node-b"},
+        {.first_row = 5, .row_count = 7, .model_id = 2, .start_sfen = "startpos", .moves = "2g2f", .plies = 7,
+         .result = 0, .reason = DB_REASON_MAX_PLY}, /* no host: not recorded */
+    };
+    CHECK_OK(db, db_shard_insert(db, &sh, g, 2));
+    CHECK_OK(db, db_games_of_shard(db, sh.id, &gl));
+    CHECK(gl.n == 2 && gl.games && gl.games[0].rank == 2 && strcmp(gl.games[0].host, "node-b") == 0 &&
+          gl.games[1].host[0] == 0);
+    db_game_list_free(&gl);
+    db_close(db);
+    CHECK(sql_int(path, "SELECT count(*) FROM games WHERE rank = 2 AND host = 'node-b'") == 1);
+    CHECK(sql_int(path, "SELECT count(*) FROM games WHERE rank IS NULL AND host IS NULL") == 5);
+
+    schema_digest(path, before[0]);
+    const char *fresh = tmp_db("fresh4.db");
+    CHECK_OK(db, db_open(fresh, 0, &db, err, sizeof err));
+    db_close(db);
+    schema_digest(fresh, after);
+    if (strcmp(before[0], after) != 0) fprintf(stderr, "new:\n%s\nmigrated from v3:\n%s\n", after, before[0]);
     CHECK(strcmp(before[0], after) == 0);
 }
 
@@ -2017,6 +2101,7 @@ int main(int argc, char **argv) {
     test_round_trips();
     test_migration();
     test_migration_v2();
+    test_migration_v3();
     test_match_games();
     test_transactions();
     test_shard_files();
