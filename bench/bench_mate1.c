@@ -22,7 +22,7 @@
 #include "engine/sfen.h"
 
 enum { MAX_POS = 4000 };
-static Position set[MAX_POS];
+static pos_t set[MAX_POS];
 
 static uint64_t rng_state = 0x853C49E6748FEA9Bull;
 static uint64_t rng_next(void) {
@@ -48,20 +48,20 @@ static int load_file(const char *path) {
 }
 
 static int playouts(bool check_bias) {
-    static Position pos;
+    static pos_t pos;
     int n = 0;
     while (n < MAX_POS) {
         pos_set_startpos(&pos);
         int stop = 20 + (int)(rng_next() % 101);
         for (int ply = 0; ply < stop; ply++) {
-            MoveList list, checks;
+            move_list_t list, checks;
             movegen_legal(&pos, &list);
             if (list.n == 0) break;
             checks.n = 0;
             if (check_bias)
                 for (int32_t i = 0; i < list.n; i++)
                     if (pos_gives_check(&pos, list.moves[i])) checks.moves[checks.n++] = list.moves[i];
-            const MoveList *from = checks.n && rng_next() % 3 == 0 ? &checks : &list;
+            const move_list_t *from = checks.n && rng_next() % 3 == 0 ? &checks : &list;
             pos_do_move(&pos, from->moves[rng_next() % (uint64_t)from->n]);
         }
         if (movegen_count_legal(&pos) == 0) continue;

@@ -48,7 +48,7 @@ static void fake_wdl(uint64_t key, float wdl[3]) {
     wdl[2] = (float)((h >> 20) & 1023) / 512.0f;
 }
 
-static void eval_dummy(void *user, MctsTree *t, const MctsRequest *reqs, int32_t n, float *pol, float *wdl) {
+static void eval_dummy(void *user, mcts_tree_t *t, const mcts_request_t *reqs, int32_t n, float *pol, float *wdl) {
     (void)user;
     (void)t;
     for (int32_t i = 0; i < n; i++) {
@@ -60,7 +60,7 @@ static void eval_dummy(void *user, MctsTree *t, const MctsRequest *reqs, int32_t
 /* Process CPU time (the bench is single-threaded): robust to a shared machine. */
 static int64_t cpu_ns(void) { return (int64_t)((double)clock() * (1e9 / CLOCKS_PER_SEC)); }
 
-static uint64_t hash_result(uint64_t h, const MctsResult *r) {
+static uint64_t hash_result(uint64_t h, const mcts_result_t *r) {
     h = compat_mix64_fin(h ^ r->best);
     for (int32_t i = 0; i < r->n; i++) h = compat_mix64_fin(h ^ ((uint64_t)r->visits[i] << 16) ^ r->moves[i]);
     return h;
@@ -86,7 +86,7 @@ int main(int argc, char **argv) {
     }
     for (int32_t l = 0; l < ENC_LABEL_NB; l++) policy_table[l] = (float)(compat_mix64_fin((uint64_t)l) >> 40) * (4.0f / 16777216.0f);
 
-    static Position pos[N_POS];
+    static pos_t pos[N_POS];
     char err[256];
     for (int i = 0; i < N_POS; i++)
         if (sfen_parse_cstr(&pos[i], POSITIONS[i], err, sizeof err) != SFEN_OK) {
@@ -95,22 +95,22 @@ int main(int argc, char **argv) {
         }
 
     /* 1. signature */
-    static MctsResult res;
+    static mcts_result_t res;
     int64_t nodes = 0;
     uint64_t sig = 0;
     for (int mode = 0; mode < 2; mode++) {
-        MctsParams p;
+        mcts_params_t p;
         mcts_params_default(&p);
         p.root_mode = mode ? MCTS_ROOT_GUMBEL : MCTS_ROOT_PUCT;
         p.node_limit = 1 << 16;
-        MctsTree *t = mcts_tree_new(&p, NULL);
+        mcts_tree_t *t = mcts_tree_new(&p, NULL);
         if (!t) {
             fprintf(stderr, "bench_mcts: out of memory\n");
             return 1;
         }
         for (int i = 0; i < N_POS; i++) {
             mcts_tree_set_position(t, &pos[i]);
-            MctsLimits l = {.visits = 800, .full = 1};
+            mcts_limits_t l = {.visits = 800, .full = 1};
             mcts_search(t, &l, eval_dummy, NULL, &res);
             nodes += res.nodes;
             sig = hash_result(sig, &res);
@@ -121,7 +121,7 @@ int main(int argc, char **argv) {
            nodes, sig);
 
     /* 2. throughput of the batched protocol */
-    MctsRequest *reqs = malloc((size_t)batch * sizeof *reqs);
+    mcts_request_t *reqs = malloc((size_t)batch * sizeof *reqs);
     float *pol = malloc((size_t)batch * ENC_LABEL_NB * sizeof(float));
     float *wdl = malloc((size_t)batch * 3 * sizeof(float));
     if (!reqs || !pol || !wdl) return 1;
@@ -131,13 +131,13 @@ int main(int argc, char **argv) {
     int reps = quick ? 1 : 5;
     for (int mode = 0; mode < 3; mode++) {
         bool gumbel = mode == 1, cached = mode == 2;
-        MctsParams p;
+        mcts_params_t p;
         mcts_params_default(&p);
         p.root_mode = gumbel ? MCTS_ROOT_GUMBEL : MCTS_ROOT_PUCT;
         p.encode_leaves = encode;
         p.node_limit = (int32_t)(visits + 1024);
-        MctsCache *cache = cached ? mcts_cache_new(64 << 20) : NULL;
-        MctsTree *t = mcts_tree_new(&p, cache);
+        mcts_cache_t *cache = cached ? mcts_cache_new(64 << 20) : NULL;
+        mcts_tree_t *t = mcts_tree_new(&p, cache);
         int64_t best_ns = INT64_MAX, best_collect = 0, best_deliver = 0, leaves = 0, playouts = 0, hits = 0, calls = 0;
         for (int r = 0; r < reps; r++) {
             int64_t t_collect = 0, t_deliver = 0;
@@ -145,7 +145,7 @@ int main(int argc, char **argv) {
             mcts_cache_clear(cache); /* cold: hits are transpositions within a search */
             for (int i = 0; i < N_POS; i++) {
                 mcts_tree_set_position(t, &pos[i]);
-                MctsLimits l = {.visits = visits, .full = 1};
+                mcts_limits_t l = {.visits = visits, .full = 1};
                 mcts_search_begin(t, &l);
                 while (!mcts_search_done(t)) {
                     int64_t a = cpu_ns();

@@ -47,13 +47,13 @@ static void drain(sp_pool_t *pool) {
         }
 }
 
-static void snap(sp_pool_t *pool, nn_server_t *srv, MctsCache *cache, snap_t *s, double *busy_acc, double *ws_acc) {
+static void snap(sp_pool_t *pool, nn_server_t *srv, mcts_cache_t *cache, snap_t *s, double *busy_acc, double *ws_acc) {
     drain(pool);
     sp_pool_stats_t ps;
     sp_pool_stats(pool, &ps);
     nn_server_stats_t st;
     nn_server_stats(srv, &st);
-    MctsCacheStats cs = {0};
+    mcts_cache_stats_t cs = {0};
     if (cache) mcts_cache_stats(cache, &cs);
     double t = (double)compat_now_ns() * 1e-9;
     if (s->t > 0) {
@@ -105,7 +105,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_selfplay: server: %s\n", err);
         return 1;
     }
-    MctsCache *cache = cfg.cache_mb > 0 ? mcts_cache_new(cfg.cache_mb << 20) : NULL;
+    mcts_cache_t *cache = cfg.cache_mb > 0 ? mcts_cache_new(cfg.cache_mb << 20) : NULL;
     sp_pool_t *pool = sp_pool_new(&cfg, srv, cache, (uint64_t)cfg.seed + 12345, err, sizeof err);
     if (!pool || sp_pool_start(pool, err, sizeof err) != 0) {
         fprintf(stderr, "bench_selfplay: %s\n", err);

@@ -43,12 +43,12 @@ static const shard_format_t FMT = {ENC_FEATURES_VERSION, ENC_PACKED_BYTES, ENC_H
 
 /* One game of random moves, up to 120 plies, every position a row with a
  * policy target spread over up to 8 legal moves (like visit counts). */
-static void add_game(shard_builder_t *b, Position *pos) {
+static void add_game(shard_builder_t *b, pos_t *pos) {
     char err[512];
     pos_set_startpos(pos);
     int32_t result = (rnd() & 1) ? 1 : -1, ply = 0;
     for (; ply < 120; ply++) {
-        MoveList list;
+        move_list_t list;
         movegen_legal(pos, &list);
         if (list.n == 0) break;
         uint8_t planes[ENC_PACKED_BYTES], legal[ENC_LEGAL_BYTES], posb[SHARD_POSITION_BYTES] = {0};
@@ -65,7 +65,7 @@ static void add_game(shard_builder_t *b, Position *pos) {
         memcpy(sp.board, pos->board, 81);
         sp.hand[0] = pos->hand[0], sp.hand[1] = pos->hand[1];
         shard_position_pack(&sp, posb);
-        Move mv = list.moves[rnd() % (uint64_t)list.n];
+        move_t mv = list.moves[rnd() % (uint64_t)list.n];
         shard_row_t row = {.planes = planes, .hand = hand, .legal = legal, .policy_label = label,
                            .policy_prob = prob, .policy_n = k, .root_q = 0.0f, .ply = (uint16_t)ply,
                            .move = (uint16_t)mv, .position = posb};
@@ -125,7 +125,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     db_writer_t *w = db_writer_start(db, 256, err, sizeof err);
-    Position *pos = malloc(sizeof *pos);
+    pos_t *pos = malloc(sizeof *pos);
     int64_t rows = 0;
     for (int64_t g0 = 0, seq = 1; g0 < games; g0 += 16, seq++) {
         shard_builder_t *b = shard_builder_new(&FMT, err, sizeof err);

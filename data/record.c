@@ -281,9 +281,9 @@ typedef struct {
     const char *text; /* the input, decoded (KIF from Shift_JIS) */
     size_t len;
     bool utf8;        /* the text is UTF-8: messages may quote it as is */
-    Position *pos;
+    pos_t *pos;
     rec_game_t g;
-    Move moves[REC_MOVES_MAX];
+    move_t moves[REC_MOVES_MAX];
     int32_t games;     /* games begun: the open one's index */
     int64_t delivered; /* games handed to the sink */
     int64_t rejected;  /* rejects reported */
@@ -361,7 +361,7 @@ static bool game_start(parser_t *p, const char *sfen, size_t n, int32_t line) {
 }
 
 /* Plays a legal move in the open game. */
-static bool game_play(parser_t *p, Move m, int32_t line) {
+static bool game_play(parser_t *p, move_t m, int32_t line) {
     if (p->g.n_moves >= REC_MOVES_MAX) {
         p_reject(p, false, p->g.n_moves + 1, line, REC_ERR_TOO_LONG, "more than %d moves", REC_MOVES_MAX);
         return false;
@@ -382,13 +382,13 @@ static void game_end(parser_t *p) {
     p->in_game = false;
     if (p->failed || p->stop) return;
     KOMA_ASSERT(p->started);
-    const Position *pos = p->pos;
-    Color stm = pos_side_to_move(pos);
-    Color winner = COLOR_NB;
+    const pos_t *pos = p->pos;
+    color_t stm = pos_side_to_move(pos);
+    color_t winner = COLOR_NB;
     db_reason_t reason = DB_REASON_ABORT;
     switch (p->end) {
     case END_NONE: {
-        RulesStatus st = rules_status(pos, 0);
+        rules_status_t st = rules_status(pos, 0);
         if (st.end == RULES_END_CHECKMATE) reason = DB_REASON_CHECKMATE, winner = color_flip(stm);
         else if (st.end == RULES_END_SENNICHITE) reason = DB_REASON_SENNICHITE;
         else if (st.end == RULES_END_PERPETUAL_CHECK) reason = DB_REASON_PERPETUAL_CHECK, winner = st.winner;
@@ -400,7 +400,7 @@ static void game_end(parser_t *p) {
         winner = color_flip(stm);
         break;
     case END_REPETITION: {
-        RulesRep r = rules_repetition(pos, NULL);
+        rules_rep_t r = rules_repetition(pos, NULL);
         if (r == RULES_REP_LOSS) reason = DB_REASON_PERPETUAL_CHECK, winner = color_flip(stm);
         else if (r == RULES_REP_WIN) reason = DB_REASON_PERPETUAL_CHECK, winner = stm;
         else reason = DB_REASON_SENNICHITE;
@@ -430,7 +430,7 @@ typedef struct {
     int32_t side;                     /* COLOR_BLACK/WHITE, -1 = not given */
 } setup_t;
 
-static void setup_startpos(setup_t *b, Position *scratch) {
+static void setup_startpos(setup_t *b, pos_t *scratch) {
     pos_set_startpos(scratch);
     memcpy(b->board, scratch->board, sizeof b->board);
     memset(b->hand, 0, sizeof b->hand);
@@ -439,19 +439,19 @@ static void setup_startpos(setup_t *b, Position *scratch) {
 /* SFEN text of a setup (validated later by sfen_parse). Returns its length. */
 static size_t setup_sfen(const setup_t *b, char *out, size_t cap) {
     static const char LETTER[PT_KING + 1] = {'?', 'P', 'L', 'N', 'S', 'B', 'R', 'G', 'K'};
-    static const PieceType HAND_ORDER[7] = {PT_ROOK, PT_BISHOP, PT_GOLD, PT_SILVER, PT_KNIGHT, PT_LANCE, PT_PAWN};
+    static const piece_type_t HAND_ORDER[7] = {PT_ROOK, PT_BISHOP, PT_GOLD, PT_SILVER, PT_KNIGHT, PT_LANCE, PT_PAWN};
     char buf[SFEN_MAX_LEN * 2];
     size_t n = 0;
     for (int32_t r = 0; r < RANK_NB; r++) {
         int empty = 0;
         for (int32_t f = FILE_NB - 1; f >= 0; f--) {
-            Piece pc = b->board[sq_make(f, r)];
+            piece_t pc = b->board[sq_make(f, r)];
             if (pc == PIECE_NONE) {
                 empty++;
                 continue;
             }
             if (empty) buf[n++] = (char)('0' + empty), empty = 0;
-            PieceType pt = piece_type(pc);
+            piece_type_t pt = piece_type(pc);
             if (pt_is_promoted(pt)) buf[n++] = '+', pt = pt_demote(pt);
             char ch = (pt >= PT_PAWN && pt <= PT_KING) ? LETTER[pt] : '?';
             if (piece_color(pc) == COLOR_WHITE && ch != '?') ch = (char)(ch - 'A' + 'a');
@@ -464,7 +464,7 @@ static size_t setup_sfen(const setup_t *b, char *out, size_t cap) {
     buf[n++] = b->side == COLOR_WHITE ? 'w' : 'b';
     buf[n++] = ' ';
     size_t hands_at = n;
-    for (Color c = COLOR_BLACK; c < COLOR_NB; c++)
+    for (color_t c = COLOR_BLACK; c < COLOR_NB; c++)
         for (int i = 0; i < 7; i++) {
             int32_t k = b->hand[c][HAND_ORDER[i]];
             if (k <= 0) continue;
@@ -487,14 +487,14 @@ static size_t setup_sfen(const setup_t *b, char *out, size_t cap) {
 static const char CSA_PIECES[PT_NB][3] = {"", "FU", "KY", "KE", "GI", "KA", "HI", "KI",
                                           "OU", "TO", "NY", "NK", "NG", "UM", "RY"};
 
-static PieceType csa_piece(const char *s) {
-    for (PieceType pt = PT_PAWN; pt < PT_NB; pt++)
+static piece_type_t csa_piece(const char *s) {
+    for (piece_type_t pt = PT_PAWN; pt < PT_NB; pt++)
         if (s[0] == CSA_PIECES[pt][0] && s[1] == CSA_PIECES[pt][1]) return pt;
     return PT_NONE;
 }
 
 /* "77" -> square; -1 unless both digits are 1..9. */
-static Square csa_square(char f, char r) {
+static sq_t csa_square(char f, char r) {
     if (f < '1' || f > '9' || r < '1' || r > '9') return -1;
     return sq_make(f - '1', r - '1');
 }
@@ -534,11 +534,11 @@ static bool csa_start(parser_t *p, csa_t *c, int32_t line, bool at_eof) {
     if (c->mode == 0) setup_startpos(&c->b, p->pos);
     if (c->al >= 0) { /* 00AL: every piece not on the board or in a hand */
         int32_t used[PT_HAND_NB] = {0};
-        for (Square sq = 0; sq < SQ_NB; sq++) {
-            PieceType pt = pt_demote(piece_type(c->b.board[sq]));
+        for (sq_t sq = 0; sq < SQ_NB; sq++) {
+            piece_type_t pt = pt_demote(piece_type(c->b.board[sq]));
             if (pt >= PT_PAWN && pt <= PT_GOLD) used[pt]++;
         }
-        for (PieceType pt = PT_PAWN; pt <= PT_GOLD; pt++) {
+        for (piece_type_t pt = PT_PAWN; pt <= PT_GOLD; pt++) {
             int32_t left = PIECE_TOTAL[pt] - used[pt] - c->b.hand[0][pt] - c->b.hand[1][pt];
             if (left > 0) c->b.hand[c->al][pt] += left;
         }
@@ -584,12 +584,12 @@ static void csa_board(parser_t *p, csa_t *c, const char *s, size_t n, int32_t li
         c->mode = 2;
         for (int i = 0; i < 9; i++) {
             const char *cell = cells + 3 * i;
-            Square sq = sq_make(8 - i, r);
+            sq_t sq = sq_make(8 - i, r);
             if (cell[0] == ' ' && cell[1] == '*' && cell[2] == ' ') {
                 c->b.board[sq] = PIECE_NONE;
                 continue;
             }
-            PieceType pt = (cell[0] == '+' || cell[0] == '-') ? csa_piece(cell + 1) : PT_NONE;
+            piece_type_t pt = (cell[0] == '+' || cell[0] == '-') ? csa_piece(cell + 1) : PT_NONE;
             if (pt == PT_NONE) {
                 /* a row cut short by the end of the input reads as blanks */
                 p_reject(p, false, 0, line, (at_eof && 3 * (size_t)i + 3 > m) ? REC_ERR_TRUNCATED : REC_ERR_POSITION,
@@ -620,16 +620,16 @@ static void csa_board(parser_t *p, csa_t *c, const char *s, size_t n, int32_t li
         p_reject(p, false, 0, line, bad, "bad board line '%s': pieces come as 4 characters (square, piece)", q);
         return;
     }
-    Color col = k == '-' ? COLOR_WHITE : COLOR_BLACK;
+    color_t col = k == '-' ? COLOR_WHITE : COLOR_BLACK;
     for (size_t i = 2; i + 4 <= n; i += 4) {
         const char *g = s + i;
         bool hand = g[0] == '0' && g[1] == '0';
-        Square sq = csa_square(g[0], g[1]);
+        sq_t sq = csa_square(g[0], g[1]);
         if (k != 'I' && hand && g[2] == 'A' && g[3] == 'L') {
             c->al = col;
             continue;
         }
-        PieceType pt = csa_piece(g + 2);
+        piece_type_t pt = csa_piece(g + 2);
         if (pt == PT_NONE || (!hand && sq < 0) || (k == 'I' && hand)) {
             p_reject(p, false, 0, line, REC_ERR_POSITION, "bad board line '%s': '%.4s' is no square and piece", q, g);
             return;
@@ -671,18 +671,18 @@ static void csa_move(parser_t *p, csa_t *c, const char *s, size_t n, int32_t lin
         return;
     }
     if (!csa_start(p, c, line, false)) return;
-    PieceType after = n == 7 ? csa_piece(s + 5) : PT_NONE;
+    piece_type_t after = n == 7 ? csa_piece(s + 5) : PT_NONE;
     bool drop = n == 7 && s[1] == '0' && s[2] == '0';
-    Square from = n == 7 ? csa_square(s[1], s[2]) : -1, to = n == 7 ? csa_square(s[3], s[4]) : -1;
+    sq_t from = n == 7 ? csa_square(s[1], s[2]) : -1, to = n == 7 ? csa_square(s[3], s[4]) : -1;
     if (n != 7 || after == PT_NONE || to < 0 || (!drop && from < 0)) {
         p_reject(p, false, no, line, at_eof ? REC_ERR_TRUNCATED : REC_ERR_SYNTAX,
                  at_eof ? "the input ends inside move '%s'" : "bad move syntax '%s' (a move is like +7776FU)", q);
         return;
     }
-    const Position *pos = p->pos;
-    Color stm = pos_side_to_move(pos), mover = s[0] == '-' ? COLOR_WHITE : COLOR_BLACK;
+    const pos_t *pos = p->pos;
+    color_t stm = pos_side_to_move(pos), mover = s[0] == '-' ? COLOR_WHITE : COLOR_BLACK;
     char why[160] = "";
-    Move m = MOVE_NONE;
+    move_t m = MOVE_NONE;
     if (mover != stm) {
         snprintf(why, sizeof why, "it is %s's move", stm == COLOR_BLACK ? "Black" : "White");
     } else if (drop) {
@@ -690,8 +690,8 @@ static void csa_move(parser_t *p, csa_t *c, const char *s, size_t n, int32_t lin
         else if (pos_hand_count(pos, stm, after) == 0) snprintf(why, sizeof why, "no %s in hand", CSA_PIECES[after]);
         else m = move_make_drop(after, to);
     } else {
-        Piece pc = pos_piece_on(pos, from);
-        PieceType before = piece_type(pc);
+        piece_t pc = pos_piece_on(pos, from);
+        piece_type_t before = piece_type(pc);
         if (pc == PIECE_NONE || piece_color(pc) != stm) snprintf(why, sizeof why, "no piece of the side to move on %.2s", s + 1);
         else if (after == before) m = move_make(from, to, false);
         else if (pt_can_promote(before) && after == pt_promote(before)) m = move_make(from, to, true);
@@ -888,7 +888,7 @@ enum {
 
 static const struct {
     int32_t cp;
-    PieceType pt;
+    piece_type_t pt;
 } KIF_PIECES[] = {
     {0x6B69, PT_PAWN},       {0x9999, PT_LANCE},  {0x6842, PT_KNIGHT}, {0x9280, PT_SILVER},
     {0x91D1, PT_GOLD},       {0x89D2, PT_BISHOP}, {0x98DB, PT_ROOK},   {0x7389, PT_KING},
@@ -896,7 +896,7 @@ static const struct {
     {0x5168, PT_PRO_SILVER}, {0x99AC, PT_HORSE},  {0x9F8D, PT_DRAGON}, {0x7ADC, PT_DRAGON},
 };
 
-static PieceType kif_piece(int32_t cp) {
+static piece_type_t kif_piece(int32_t cp) {
     for (size_t i = 0; i < sizeof KIF_PIECES / sizeof KIF_PIECES[0]; i++)
         if (KIF_PIECES[i].cp == cp) return KIF_PIECES[i].pt;
     return PT_NONE;
@@ -971,14 +971,14 @@ typedef struct {
 } kif_t;
 
 /* Hands: "なし" or "歩二　香　角" (count in kanji, 十八 at most). */
-static bool kif_hand(setup_t *b, Color c, const char *s, size_t n) {
+static bool kif_hand(setup_t *b, color_t c, const char *s, size_t n) {
     kif_trim(&s, &n);
     if (str_eq(s, n, "なし") || n == 0) return true;
     size_t i = 0;
     while (i < n) {
         kif_skip_space(s, n, &i);
         if (i >= n) break;
-        PieceType pt = kif_piece(u8_get(s, n, &i));
+        piece_type_t pt = kif_piece(u8_get(s, n, &i));
         if (pt < PT_PAWN || pt > PT_GOLD) return false;
         int count = 1;
         int32_t cp = u8_peek(s, n, i);
@@ -1006,12 +1006,12 @@ static bool kif_board_row(kif_t *k, const char *s, size_t n) {
         char pre = s[i++];
         if (pre != ' ' && pre != 'v' && pre != 'V') return false;
         int32_t cp = u8_get(s, n, &i);
-        Square sq = sq_make(f, r);
+        sq_t sq = sq_make(f, r);
         if (cp == CP_DOT) {
             k->b.board[sq] = PIECE_NONE;
             continue;
         }
-        PieceType pt = kif_piece(cp);
+        piece_type_t pt = kif_piece(cp);
         if (pt == PT_NONE) return false;
         k->b.board[sq] = (uint8_t)piece_make(pre == ' ' ? COLOR_BLACK : COLOR_WHITE, pt);
     }
@@ -1098,7 +1098,7 @@ static void kif_move(parser_t *p, kif_t *k, const char *s, size_t n, int32_t lin
         return;
     }
     /* destination */
-    Square to;
+    sq_t to;
     cp = u8_get(s, n, &i);
     if (cp == CP_DOU) {
         if (p->g.n_moves == 0) {
@@ -1120,9 +1120,9 @@ static void kif_move(parser_t *p, kif_t *k, const char *s, size_t n, int32_t lin
     }
     /* piece */
     cp = u8_get(s, n, &i);
-    PieceType pt = PT_NONE;
+    piece_type_t pt = PT_NONE;
     if (cp == CP_NARI) {
-        PieceType base = kif_piece(u8_get(s, n, &i));
+        piece_type_t base = kif_piece(u8_get(s, n, &i));
         if (base == PT_LANCE || base == PT_KNIGHT || base == PT_SILVER) pt = pt_promote(base);
     } else {
         pt = kif_piece(cp);
@@ -1144,7 +1144,7 @@ static void kif_move(parser_t *p, kif_t *k, const char *s, size_t n, int32_t lin
         }
     }
     /* origin "(77)" */
-    Square from = -1;
+    sq_t from = -1;
     size_t j = i;
     kif_skip_space(s, n, &j);
     if (j < n && s[j] == '(' && j + 3 < n && s[j + 3] == ')' && is_digit(s[j + 1]) && is_digit(s[j + 2])) {
@@ -1163,25 +1163,25 @@ static void kif_move(parser_t *p, kif_t *k, const char *s, size_t n, int32_t lin
         p_reject(p, false, no, line, REC_ERR_SYNTAX, "bad move syntax '%s' (a drop with an origin)", q);
         return;
     }
-    const Position *pos = p->pos;
-    Color stm = pos_side_to_move(pos);
-    Move m = MOVE_NONE;
+    const pos_t *pos = p->pos;
+    color_t stm = pos_side_to_move(pos);
+    move_t m = MOVE_NONE;
     const char *why = "not a legal move here";
     if (drop) {
         if (pt > PT_GOLD) why = "that piece cannot be dropped";
         else m = move_make_drop(pt, to);
     } else if (from >= 0) {
-        Piece pc = pos_piece_on(pos, from);
+        piece_t pc = pos_piece_on(pos, from);
         if (pc == PIECE_NONE || piece_color(pc) != stm) why = "no piece of the side to move on the origin square";
         else if (piece_type(pc) != pt) why = "the origin square holds another piece";
         else m = move_make(from, to, promote);
     } else { /* no origin: the one legal move of that piece to that square */
-        MoveList list;
+        move_list_t list;
         movegen_legal(pos, &list);
         int32_t found = 0;
-        Move board_m = MOVE_NONE, drop_m = MOVE_NONE;
+        move_t board_m = MOVE_NONE, drop_m = MOVE_NONE;
         for (int32_t t = 0; t < list.n; t++) {
-            Move c = list.moves[t];
+            move_t c = list.moves[t];
             if (move_to(c) != to) continue;
             if (move_is_drop(c)) {
                 if (!promote && move_drop_pt(c) == pt) drop_m = c;
@@ -1274,7 +1274,7 @@ static void kif_read(parser_t *p) {
             copy_name(p->g.white, val, vn);
         } else if (str_eq(key, kn, "先手の持駒") || str_eq(key, kn, "下手の持駒") || str_eq(key, kn, "後手の持駒") ||
                    str_eq(key, kn, "上手の持駒")) {
-            Color col = (has_prefix(key, kn, "先手") || has_prefix(key, kn, "下手")) ? COLOR_BLACK : COLOR_WHITE;
+            color_t col = (has_prefix(key, kn, "先手") || has_prefix(key, kn, "下手")) ? COLOR_BLACK : COLOR_WHITE;
             if (!kif_hand(&k->b, col, val, vn)) {
                 char q[256];
                 quote(q, sizeof q, s, n, true);
@@ -1405,7 +1405,7 @@ static void usi_game(parser_t *p, const line_t *ln, const char *s, size_t n) {
                      cut ? "the input ends inside move '%s'" : "bad move syntax '%s'", q);
             return;
         }
-        Move m = move_from_usi(p->pos, t.s, t.n);
+        move_t m = move_from_usi(p->pos, t.s, t.n);
         if (m == MOVE_NONE) {
             p_reject(p, false, no, ln->no, REC_ERR_ILLEGAL, "illegal move '%s'", q);
             return;
@@ -1547,7 +1547,7 @@ static bool kif_decode(parser_t *p, const uint8_t *data, size_t len, char **owne
 
 int rec_parse(const char *name, const void *data, size_t len, rec_format_t fmt, const rec_sink_t *sink) {
     parser_t *p = calloc(1, sizeof *p);
-    Position *pos = malloc(sizeof *pos);
+    pos_t *pos = malloc(sizeof *pos);
     if (!p || !pos) {
         free(p);
         free(pos);
@@ -1634,9 +1634,9 @@ static int collect_game(void *user, const rec_game_t *g) {
         l->games = a;
         c->cap_g = cap;
     }
-    Move *mv = malloc(sizeof(Move) * (size_t)(g->n_moves ? g->n_moves : 1));
+    move_t *mv = malloc(sizeof(move_t) * (size_t)(g->n_moves ? g->n_moves : 1));
     if (!mv) return c->oom = true, 1;
-    memcpy(mv, g->moves, sizeof(Move) * (size_t)g->n_moves);
+    memcpy(mv, g->moves, sizeof(move_t) * (size_t)g->n_moves);
     rec_game_t *d = &l->games[l->n_games++];
     *d = *g;
     d->moves = mv;
@@ -1675,7 +1675,7 @@ void rec_list_free(rec_list_t *l) {
     memset(l, 0, sizeof *l);
 }
 
-char *rec_moves_usi(const Move *moves, int32_t n) {
+char *rec_moves_usi(const move_t *moves, int32_t n) {
     size_t cap = (size_t)(n > 0 ? n : 0) * MOVE_USI_MAX + 1, len = 0;
     char *s = malloc(cap);
     if (!s) return NULL;

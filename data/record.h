@@ -110,7 +110,7 @@ typedef struct {
     int32_t index;                     /* 1-based game number in the file */
     int32_t line;                      /* line where the game starts (1-based) */
     char start_sfen[SFEN_MAX_LEN];     /* "startpos" or an SFEN (ply field included) */
-    const Move *moves;                 /* (n_moves) legal moves from the start position */
+    const move_t *moves;                 /* (n_moves) legal moves from the start position */
     int32_t n_moves;
     int32_t result;                    /* db_result_t: from Black's side */
     db_reason_t reason;
@@ -159,6 +159,6 @@ void rec_list_free(rec_list_t *l); /* NULL ok */
 
 /* The moves as USI text separated by single spaces into a malloc'ed string
  * ("" for none), as games.moves holds them; NULL when out of memory. */
-char *rec_moves_usi(const Move *moves, int32_t n);
+char *rec_moves_usi(const move_t *moves, int32_t n);
 
 #endif

@@ -58,37 +58,37 @@ typedef union {
 #elif defined(BB_SSE2)
     __m128i m; /* the same 128 bits in an SSE2 register; p[0] is the low half */
 #endif
-} Bitboard;
+} bb_t;
 
 /* ---- tables, filled by engine_init() ------------------------------------ */
-extern Bitboard bb_sq_tab[SQ_NB];
-extern Bitboard bb_file_tab[FILE_NB];
-extern Bitboard bb_rank_tab[RANK_NB];
+extern bb_t bb_sq_tab[SQ_NB];
+extern bb_t bb_file_tab[FILE_NB];
+extern bb_t bb_rank_tab[RANK_NB];
 /* Squares whose rank is (relative to colour c) at most r: ranks 0..r from c's far side. */
-extern Bitboard bb_forward_ranks_tab[COLOR_NB][RANK_NB];
+extern bb_t bb_forward_ranks_tab[COLOR_NB][RANK_NB];
 /* Step attacks indexed [colour][piece type][square]; filled for PAWN, KNIGHT,
  * SILVER, GOLD, KING (and PRO_* = GOLD). Other entries are empty. */
-extern Bitboard bb_step_tab[COLOR_NB][PT_NB][SQ_NB];
+extern bb_t bb_step_tab[COLOR_NB][PT_NB][SQ_NB];
 /* Lance ray on an empty board, as one word of the half holding the square. */
 extern uint64_t bb_lance_ray_tab[COLOR_NB][SQ_NB];
 /* Rank rays: [0] towards higher squares, [1] towards lower squares byte-reversed. */
-extern Bitboard bb_rook_ray_tab[SQ_NB][2];
+extern bb_t bb_rook_ray_tab[SQ_NB][2];
 /* Diagonals: [0],[1] towards higher squares, [2],[3] towards lower, byte-reversed. */
-extern Bitboard bb_bishop_ray_tab[SQ_NB][4];
+extern bb_t bb_bishop_ray_tab[SQ_NB][4];
 /* Empty-board attacks of sliders. */
-extern Bitboard bb_lance_pseudo_tab[COLOR_NB][SQ_NB];
-extern Bitboard bb_bishop_pseudo_tab[SQ_NB];
-extern Bitboard bb_rook_pseudo_tab[SQ_NB];
+extern bb_t bb_lance_pseudo_tab[COLOR_NB][SQ_NB];
+extern bb_t bb_bishop_pseudo_tab[SQ_NB];
+extern bb_t bb_rook_pseudo_tab[SQ_NB];
 /* Direction from a to b (1..8) when on a common line, else 0; rays per direction. */
 extern uint8_t bb_dir_tab[SQ_NB][SQ_NB];
-extern Bitboard bb_ray_tab[10][SQ_NB];  /* [0] and [9] are empty */
-extern Bitboard bb_line_tab[10][SQ_NB]; /* line through sq in direction d, sq included */
+extern bb_t bb_ray_tab[10][SQ_NB];  /* [0] and [9] are empty */
+extern bb_t bb_line_tab[10][SQ_NB]; /* line through sq in direction d, sq included */
 /* Fills the tables; engine_init() calls it once. */
 void bb_init_tables(void);
 
 /* ---- basics --------------------------------------------------------------- */
-static inline Bitboard bb_make(uint64_t lo, uint64_t hi) {
-    Bitboard b;
+static inline bb_t bb_make(uint64_t lo, uint64_t hi) {
+    bb_t b;
 #if defined(BB_VECTOR)
     b.v = (bb_vec_t){lo, hi}; /* built in a register, not through memory */
 #elif defined(BB_SSE2) && (defined(__x86_64__) || defined(_M_X64))
@@ -121,60 +121,60 @@ static inline uint64_t bb_sse2_hi_(__m128i m) { return bb_sse2_lo_(_mm_shuffle_e
 #define BB_LO_(b) ((b).p[0])
 #define BB_HI_(b) ((b).p[1])
 #endif
-static inline Bitboard bb_zero(void) { return bb_make(0, 0); }
-static inline Bitboard bb_full(void) { return bb_make(0x7FFFFFFFFFFFFFFFull, 0x3FFFFull); }
-static inline Bitboard bb_sq(Square sq) { return bb_sq_tab[sq]; }
-static inline Bitboard bb_file(int32_t f) { return bb_file_tab[f]; }
-static inline Bitboard bb_rank(int32_t r) { return bb_rank_tab[r]; }
+static inline bb_t bb_zero(void) { return bb_make(0, 0); }
+static inline bb_t bb_full(void) { return bb_make(0x7FFFFFFFFFFFFFFFull, 0x3FFFFull); }
+static inline bb_t bb_sq(sq_t sq) { return bb_sq_tab[sq]; }
+static inline bb_t bb_file(int32_t f) { return bb_file_tab[f]; }
+static inline bb_t bb_rank(int32_t r) { return bb_rank_tab[r]; }
 /* Promotion zone of c: the three ranks nearest the opponent. */
-static inline Bitboard bb_zone(Color c) { return bb_forward_ranks_tab[c][2]; }
+static inline bb_t bb_zone(color_t c) { return bb_forward_ranks_tab[c][2]; }
 #if defined(BB_VECTOR)
-static inline Bitboard bb_and(Bitboard a, Bitboard b) { Bitboard r; r.v = a.v & b.v; return r; }
-static inline Bitboard bb_or(Bitboard a, Bitboard b) { Bitboard r; r.v = a.v | b.v; return r; }
-static inline Bitboard bb_xor(Bitboard a, Bitboard b) { Bitboard r; r.v = a.v ^ b.v; return r; }
+static inline bb_t bb_and(bb_t a, bb_t b) { bb_t r; r.v = a.v & b.v; return r; }
+static inline bb_t bb_or(bb_t a, bb_t b) { bb_t r; r.v = a.v | b.v; return r; }
+static inline bb_t bb_xor(bb_t a, bb_t b) { bb_t r; r.v = a.v ^ b.v; return r; }
 /* a & ~b */
-static inline Bitboard bb_andnot(Bitboard a, Bitboard b) { Bitboard r; r.v = a.v & ~b.v; return r; }
+static inline bb_t bb_andnot(bb_t a, bb_t b) { bb_t r; r.v = a.v & ~b.v; return r; }
 #elif defined(BB_SSE2)
-static inline Bitboard bb_and(Bitboard a, Bitboard b) { Bitboard r; r.m = _mm_and_si128(a.m, b.m); return r; }
-static inline Bitboard bb_or(Bitboard a, Bitboard b) { Bitboard r; r.m = _mm_or_si128(a.m, b.m); return r; }
-static inline Bitboard bb_xor(Bitboard a, Bitboard b) { Bitboard r; r.m = _mm_xor_si128(a.m, b.m); return r; }
+static inline bb_t bb_and(bb_t a, bb_t b) { bb_t r; r.m = _mm_and_si128(a.m, b.m); return r; }
+static inline bb_t bb_or(bb_t a, bb_t b) { bb_t r; r.m = _mm_or_si128(a.m, b.m); return r; }
+static inline bb_t bb_xor(bb_t a, bb_t b) { bb_t r; r.m = _mm_xor_si128(a.m, b.m); return r; }
 /* a & ~b (_mm_andnot_si128(x, y) is ~x & y) */
-static inline Bitboard bb_andnot(Bitboard a, Bitboard b) { Bitboard r; r.m = _mm_andnot_si128(b.m, a.m); return r; }
+static inline bb_t bb_andnot(bb_t a, bb_t b) { bb_t r; r.m = _mm_andnot_si128(b.m, a.m); return r; }
 #else
-static inline Bitboard bb_and(Bitboard a, Bitboard b) { return bb_make(a.p[0] & b.p[0], a.p[1] & b.p[1]); }
-static inline Bitboard bb_or(Bitboard a, Bitboard b) { return bb_make(a.p[0] | b.p[0], a.p[1] | b.p[1]); }
-static inline Bitboard bb_xor(Bitboard a, Bitboard b) { return bb_make(a.p[0] ^ b.p[0], a.p[1] ^ b.p[1]); }
+static inline bb_t bb_and(bb_t a, bb_t b) { return bb_make(a.p[0] & b.p[0], a.p[1] & b.p[1]); }
+static inline bb_t bb_or(bb_t a, bb_t b) { return bb_make(a.p[0] | b.p[0], a.p[1] | b.p[1]); }
+static inline bb_t bb_xor(bb_t a, bb_t b) { return bb_make(a.p[0] ^ b.p[0], a.p[1] ^ b.p[1]); }
 /* a & ~b */
-static inline Bitboard bb_andnot(Bitboard a, Bitboard b) { return bb_make(a.p[0] & ~b.p[0], a.p[1] & ~b.p[1]); }
+static inline bb_t bb_andnot(bb_t a, bb_t b) { return bb_make(a.p[0] & ~b.p[0], a.p[1] & ~b.p[1]); }
 #endif
 /* All 81 squares not in b. */
-static inline Bitboard bb_not(Bitboard b) { return bb_andnot(bb_full(), b); }
+static inline bb_t bb_not(bb_t b) { return bb_andnot(bb_full(), b); }
 #if defined(BB_SSE2)
 /* Byte-wise compare, one bit per byte: 0xFFFF when all 16 bytes are equal. */
-static inline bool bb_is_empty(Bitboard b) { return _mm_movemask_epi8(_mm_cmpeq_epi8(b.m, _mm_setzero_si128())) == 0xFFFF; }
-static inline bool bb_nonzero(Bitboard b) { return !bb_is_empty(b); }
-static inline bool bb_equal(Bitboard a, Bitboard b) { return _mm_movemask_epi8(_mm_cmpeq_epi8(a.m, b.m)) == 0xFFFF; }
-static inline bool bb_intersects(Bitboard a, Bitboard b) { return bb_nonzero(bb_and(a, b)); }
+static inline bool bb_is_empty(bb_t b) { return _mm_movemask_epi8(_mm_cmpeq_epi8(b.m, _mm_setzero_si128())) == 0xFFFF; }
+static inline bool bb_nonzero(bb_t b) { return !bb_is_empty(b); }
+static inline bool bb_equal(bb_t a, bb_t b) { return _mm_movemask_epi8(_mm_cmpeq_epi8(a.m, b.m)) == 0xFFFF; }
+static inline bool bb_intersects(bb_t a, bb_t b) { return bb_nonzero(bb_and(a, b)); }
 #else
-static inline bool bb_is_empty(Bitboard b) { return (b.p[0] | b.p[1]) == 0; }
-static inline bool bb_nonzero(Bitboard b) { return (b.p[0] | b.p[1]) != 0; }
-static inline bool bb_equal(Bitboard a, Bitboard b) { return a.p[0] == b.p[0] && a.p[1] == b.p[1]; }
-static inline bool bb_intersects(Bitboard a, Bitboard b) { return ((a.p[0] & b.p[0]) | (a.p[1] & b.p[1])) != 0; }
+static inline bool bb_is_empty(bb_t b) { return (b.p[0] | b.p[1]) == 0; }
+static inline bool bb_nonzero(bb_t b) { return (b.p[0] | b.p[1]) != 0; }
+static inline bool bb_equal(bb_t a, bb_t b) { return a.p[0] == b.p[0] && a.p[1] == b.p[1]; }
+static inline bool bb_intersects(bb_t a, bb_t b) { return ((a.p[0] & b.p[0]) | (a.p[1] & b.p[1])) != 0; }
 #endif
-static inline bool bb_test(Bitboard b, Square sq) { return bb_nonzero(bb_and(b, bb_sq_tab[sq])); }
-static inline int32_t bb_popcount(Bitboard b) {
+static inline bool bb_test(bb_t b, sq_t sq) { return bb_nonzero(bb_and(b, bb_sq_tab[sq])); }
+static inline int32_t bb_popcount(bb_t b) {
     return compat_popcount64(BB_LO_(b)) + compat_popcount64(BB_HI_(b));
 }
-static inline bool bb_more_than_one(Bitboard b) {
+static inline bool bb_more_than_one(bb_t b) {
     return (BB_LO_(b) & (BB_LO_(b) - 1)) != 0 || (BB_HI_(b) & (BB_HI_(b) - 1)) != 0 ||
            (BB_LO_(b) != 0 && BB_HI_(b) != 0);
 }
 /* Lowest square of a non-empty bitboard. */
-static inline Square bb_lsb(Bitboard b) {
+static inline sq_t bb_lsb(bb_t b) {
     return BB_LO_(b) ? compat_ctz64(BB_LO_(b)) : 63 + compat_ctz64(BB_HI_(b));
 }
 /* Removes and returns the lowest square of a non-empty bitboard. */
-static inline Square bb_pop_lsb(Bitboard *b) {
+static inline sq_t bb_pop_lsb(bb_t *b) {
 #if defined(BB_SSE2)
     /* The lowest bit (x & -x) of the word that has it, cleared with one xor. */
     const uint64_t lo = BB_LO_(*b);
@@ -187,11 +187,11 @@ static inline Square bb_pop_lsb(Bitboard *b) {
     return 63 + compat_ctz64(hi);
 #else
     if (b->p[0]) {
-        Square sq = compat_ctz64(b->p[0]);
+        sq_t sq = compat_ctz64(b->p[0]);
         b->p[0] &= b->p[0] - 1;
         return sq;
     }
-    Square sq = 63 + compat_ctz64(b->p[1]);
+    sq_t sq = 63 + compat_ctz64(b->p[1]);
     b->p[1] &= b->p[1] - 1;
     return sq;
 #endif
@@ -199,12 +199,12 @@ static inline Square bb_pop_lsb(Bitboard *b) {
 /* Iterate: for (Bitboard t = b; bb_nonzero(t);) { Square sq = bb_pop_lsb(&t); ... } */
 
 /* ---- 128-bit helpers for the sliding trick --------------------------------- */
-static inline Bitboard bb_byte_reverse(Bitboard b) {
+static inline bb_t bb_byte_reverse(bb_t b) {
 #if defined(BB_SSE2)
     /* Dwords reversed, then the 16-bit halves of each dword, then the bytes of each half. */
     __m128i x = _mm_shuffle_epi32(b.m, _MM_SHUFFLE(0, 1, 2, 3));
     x = _mm_shufflehi_epi16(_mm_shufflelo_epi16(x, _MM_SHUFFLE(2, 3, 0, 1)), _MM_SHUFFLE(2, 3, 0, 1));
-    Bitboard r;
+    bb_t r;
     r.m = _mm_or_si128(_mm_slli_epi16(x, 8), _mm_srli_epi16(x, 8));
     return r;
 #else
@@ -212,7 +212,7 @@ static inline Bitboard bb_byte_reverse(Bitboard b) {
 #endif
 }
 /* Ray up to the first blocker: (x ^ (x - 1)) & ray, with x = occ & ray, 128-bit. */
-static inline Bitboard bb_ray_to_blocker(Bitboard occ, Bitboard ray) {
+static inline bb_t bb_ray_to_blocker(bb_t occ, bb_t ray) {
 #if defined(BB_SSE2)
     /* x - 1 per word; the high word's part is kept only when the low word
      * borrowed (its x was 0): that is bit 63 of ~x & (x - 1) in the low word,
@@ -220,7 +220,7 @@ static inline Bitboard bb_ray_to_blocker(Bitboard occ, Bitboard ray) {
     const __m128i ones = _mm_set1_epi32(-1);
     const __m128i x = _mm_and_si128(occ.m, ray.m), y = _mm_add_epi64(x, ones);
     const __m128i borrow = _mm_shuffle_epi32(_mm_srai_epi32(_mm_andnot_si128(x, y), 31), _MM_SHUFFLE(1, 1, 1, 1));
-    Bitboard r;
+    bb_t r;
     r.m = _mm_and_si128(_mm_and_si128(_mm_xor_si128(x, y), ray.m), _mm_unpacklo_epi64(ones, borrow));
     return r;
 #else
@@ -231,13 +231,13 @@ static inline Bitboard bb_ray_to_blocker(Bitboard occ, Bitboard ray) {
 }
 
 /* ---- attacks ------------------------------------------------------------- */
-static inline Bitboard bb_pawn_attacks(Color c, Square sq) { return bb_step_tab[c][PT_PAWN][sq]; }
-static inline Bitboard bb_knight_attacks(Color c, Square sq) { return bb_step_tab[c][PT_KNIGHT][sq]; }
-static inline Bitboard bb_silver_attacks(Color c, Square sq) { return bb_step_tab[c][PT_SILVER][sq]; }
-static inline Bitboard bb_gold_attacks(Color c, Square sq) { return bb_step_tab[c][PT_GOLD][sq]; }
-static inline Bitboard bb_king_attacks(Square sq) { return bb_step_tab[COLOR_BLACK][PT_KING][sq]; }
+static inline bb_t bb_pawn_attacks(color_t c, sq_t sq) { return bb_step_tab[c][PT_PAWN][sq]; }
+static inline bb_t bb_knight_attacks(color_t c, sq_t sq) { return bb_step_tab[c][PT_KNIGHT][sq]; }
+static inline bb_t bb_silver_attacks(color_t c, sq_t sq) { return bb_step_tab[c][PT_SILVER][sq]; }
+static inline bb_t bb_gold_attacks(color_t c, sq_t sq) { return bb_step_tab[c][PT_GOLD][sq]; }
+static inline bb_t bb_king_attacks(sq_t sq) { return bb_step_tab[COLOR_BLACK][PT_KING][sq]; }
 
-static inline Bitboard bb_lance_attacks(Color c, Square sq, Bitboard occ) {
+static inline bb_t bb_lance_attacks(color_t c, sq_t sq, bb_t occ) {
     /* Select words with conditionals, not p[h]: a store of one word followed by a
      * 128-bit load would stall store forwarding. */
     const bool h = sq >= 63;
@@ -250,7 +250,7 @@ static inline Bitboard bb_lance_attacks(Color c, Square sq, Bitboard occ) {
     return h ? bb_make(0, a) : bb_make(a, 0);
 }
 /* Vertical rook attacks (both lance directions). */
-static inline Bitboard bb_file_attacks(Square sq, Bitboard occ) {
+static inline bb_t bb_file_attacks(sq_t sq, bb_t occ) {
     const bool h = sq >= 63;
     uint64_t up = bb_lance_ray_tab[COLOR_BLACK][sq], down = bb_lance_ray_tab[COLOR_WHITE][sq];
     uint64_t o = h ? BB_HI_(occ) : BB_LO_(occ);
@@ -258,33 +258,33 @@ static inline Bitboard bb_file_attacks(Square sq, Bitboard occ) {
     uint64_t a = ((xd ^ (xd - 1)) & down) | (up & (~0ull << (63 - compat_clz64(xu | 1))));
     return h ? bb_make(0, a) : bb_make(a, 0);
 }
-static inline Bitboard bb_rank_attacks(Square sq, Bitboard occ) {
-    Bitboard hi = bb_ray_to_blocker(occ, bb_rook_ray_tab[sq][0]);
-    Bitboard lo = bb_byte_reverse(bb_ray_to_blocker(bb_byte_reverse(occ), bb_rook_ray_tab[sq][1]));
+static inline bb_t bb_rank_attacks(sq_t sq, bb_t occ) {
+    bb_t hi = bb_ray_to_blocker(occ, bb_rook_ray_tab[sq][0]);
+    bb_t lo = bb_byte_reverse(bb_ray_to_blocker(bb_byte_reverse(occ), bb_rook_ray_tab[sq][1]));
     return bb_or(hi, lo);
 }
-static inline Bitboard bb_rook_attacks(Square sq, Bitboard occ) {
+static inline bb_t bb_rook_attacks(sq_t sq, bb_t occ) {
     return bb_or(bb_file_attacks(sq, occ), bb_rank_attacks(sq, occ));
 }
-static inline Bitboard bb_bishop_attacks(Square sq, Bitboard occ) {
-    Bitboard rev = bb_byte_reverse(occ);
-    Bitboard a = bb_or(bb_ray_to_blocker(occ, bb_bishop_ray_tab[sq][0]), bb_ray_to_blocker(occ, bb_bishop_ray_tab[sq][1]));
-    Bitboard b = bb_or(bb_ray_to_blocker(rev, bb_bishop_ray_tab[sq][2]), bb_ray_to_blocker(rev, bb_bishop_ray_tab[sq][3]));
+static inline bb_t bb_bishop_attacks(sq_t sq, bb_t occ) {
+    bb_t rev = bb_byte_reverse(occ);
+    bb_t a = bb_or(bb_ray_to_blocker(occ, bb_bishop_ray_tab[sq][0]), bb_ray_to_blocker(occ, bb_bishop_ray_tab[sq][1]));
+    bb_t b = bb_or(bb_ray_to_blocker(rev, bb_bishop_ray_tab[sq][2]), bb_ray_to_blocker(rev, bb_bishop_ray_tab[sq][3]));
     return bb_or(a, bb_byte_reverse(b));
 }
-static inline Bitboard bb_horse_attacks(Square sq, Bitboard occ) {
+static inline bb_t bb_horse_attacks(sq_t sq, bb_t occ) {
     return bb_or(bb_bishop_attacks(sq, occ), bb_king_attacks(sq));
 }
-static inline Bitboard bb_dragon_attacks(Square sq, Bitboard occ) {
+static inline bb_t bb_dragon_attacks(sq_t sq, bb_t occ) {
     return bb_or(bb_rook_attacks(sq, occ), bb_king_attacks(sq));
 }
 /* Attacks of any piece standing on sq with occupancy occ. */
-Bitboard bb_attacks(Piece pc, Square sq, Bitboard occ);
+bb_t bb_attacks(piece_t pc, sq_t sq, bb_t occ);
 
 /* Squares attacked by a set of pawns of colour c (pawns never stand on their last rank). */
-static inline Bitboard bb_pawn_set_attacks(Color c, Bitboard pawns) {
+static inline bb_t bb_pawn_set_attacks(color_t c, bb_t pawns) {
 #if defined(BB_SSE2)
-    Bitboard r;
+    bb_t r;
     r.m = c == COLOR_BLACK ? _mm_srli_epi64(pawns.m, 1) : _mm_slli_epi64(pawns.m, 1);
     return r;
 #else
@@ -293,24 +293,24 @@ static inline Bitboard bb_pawn_set_attacks(Color c, Bitboard pawns) {
 }
 
 /* Squares strictly between a and b when they share a rank, file or diagonal, else empty. */
-static inline Bitboard bb_between(Square a, Square b) {
+static inline bb_t bb_between(sq_t a, sq_t b) {
     int d = bb_dir_tab[a][b];
     return bb_and(bb_ray_tab[d][a], bb_ray_tab[9 - d][b]);
 }
 /* The whole line (edge to edge) through a and b, empty when they are not aligned. */
-static inline Bitboard bb_line(Square a, Square b) { return bb_line_tab[bb_dir_tab[a][b]][a]; }
+static inline bb_t bb_line(sq_t a, sq_t b) { return bb_line_tab[bb_dir_tab[a][b]][a]; }
 /* a, b, c on one line (c may be on either side). */
-static inline bool bb_aligned(Square a, Square b, Square c) { return bb_test(bb_line(a, b), c); }
+static inline bool bb_aligned(sq_t a, sq_t b, sq_t c) { return bb_test(bb_line(a, b), c); }
 
 /* Files (full 9-square columns) that hold at least one square of b. */
-static inline Bitboard bb_file_fill(Bitboard b) {
+static inline bb_t bb_file_fill(bb_t b) {
     /* Low 8 bits and the top bit of every 9-bit file group, per word. */
     const uint64_t low0 = 0x3FDFEFF7FBFDFEFFull, top0 = 0x4020100804020100ull;
     const uint64_t low1 = 0x1FEFFull, top1 = 0x20100ull;
 #if defined(BB_SSE2)
     const __m128i low = bb_make(low0, low1).m, top = bb_make(top0, top1).m;
     const __m128i f = _mm_and_si128(_mm_or_si128(_mm_add_epi64(_mm_and_si128(b.m, low), low), b.m), top);
-    Bitboard r;
+    bb_t r;
     r.m = _mm_or_si128(_mm_sub_epi64(f, _mm_srli_epi64(f, 8)), f);
     return r;
 #else

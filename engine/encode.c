@@ -31,14 +31,14 @@ static inline uint64_t rev64(uint64_t x) {
 }
 
 /* Square sq -> 80 - sq for every bit. lo holds squares 0..62, hi 63..80. */
-static inline Bitboard rotate180(Bitboard b) {
+static inline bb_t rotate180(bb_t b) {
     uint64_t a = rev64(b.p[0]), rh = rev64(b.p[1]);
     uint64_t y0 = (a << 17) | (rh >> 46), y1 = a >> 47;
     return bb_make(y0 & 0x7FFFFFFFFFFFFFFFull, (y0 >> 63) | (y1 << 1));
 }
 
 /* ORs the 81 bits of b at bit offset 81 * plane. */
-static inline void put_plane(uint64_t *w, int32_t plane, Bitboard b) {
+static inline void put_plane(uint64_t *w, int32_t plane, bb_t b) {
     uint64_t v0 = b.p[0] | (b.p[1] << 63), v1 = b.p[1] >> 1; /* 64 + 17 bits */
     int32_t off = plane * 81, i = off >> 6, s = off & 63;
     w[i] |= v0 << s;
@@ -51,11 +51,11 @@ static inline void put_plane(uint64_t *w, int32_t plane, Bitboard b) {
 }
 
 typedef struct {
-    Bitboard att[PT_NB]; /* by piece type */
-    Bitboard c1, c2, c3; /* attacked by >= 1, 2, 3 pieces */
-} SideAttacks;
+    bb_t att[PT_NB]; /* by piece type */
+    bb_t c1, c2, c3; /* attacked by >= 1, 2, 3 pieces */
+} side_attacks_t;
 
-static inline void add_attacks(SideAttacks *sa, PieceType pt, Bitboard a) {
+static inline void add_attacks(side_attacks_t *sa, piece_type_t pt, bb_t a) {
     sa->att[pt] = bb_or(sa->att[pt], a);
     sa->c3 = bb_or(sa->c3, bb_and(sa->c2, a));
     sa->c2 = bb_or(sa->c2, bb_and(sa->c1, a));
@@ -63,7 +63,7 @@ static inline void add_attacks(SideAttacks *sa, PieceType pt, Bitboard a) {
 }
 
 /* Attacks of a piece of type pt moving like colour c, on view square sq. */
-static inline Bitboard view_attacks(Color c, PieceType pt, Square sq, Bitboard occ) {
+static inline bb_t view_attacks(color_t c, piece_type_t pt, sq_t sq, bb_t occ) {
     switch (pt) {
     case PT_LANCE: return bb_lance_attacks(c, sq, occ);
     case PT_BISHOP: return bb_bishop_attacks(sq, occ);
@@ -77,15 +77,15 @@ static inline Bitboard view_attacks(Color c, PieceType pt, Square sq, Bitboard o
 /* Everything is computed in the view: for White to move the occupancy and
  * the colour sets are rotated once, "us" then moves like Black and "them"
  * like White, and each view square's piece is read at the rotated square. */
-void encode_position(const Position *pos, uint8_t packed[ENC_PACKED_BYTES], float hand[ENC_HAND]) {
+void encode_position(const pos_t *pos, uint8_t packed[ENC_PACKED_BYTES], float hand[ENC_HAND]) {
     static const float HAND_SCALE[PT_HAND_NB] = {0, 1.0f / 18, 1.0f / 4, 1.0f / 4, 1.0f / 4, 1.0f / 2, 1.0f / 2, 1.0f / 4};
     uint64_t w[WORDS];
     memset(w, 0, sizeof w);
-    const Color us = pos->side, them = color_flip(us);
+    const color_t us = pos->side, them = color_flip(us);
     const bool flip = us == COLOR_WHITE;
-    Bitboard occ = pos->bb[POS_BB_OCC];
-    Bitboard side_bb[2] = {pos->by_color[us], pos->by_color[them]};
-    Bitboard pinned[2] = {bb_and(pos_blockers(pos, us, NULL), side_bb[0]), bb_and(pos_blockers(pos, them, NULL), side_bb[1])};
+    bb_t occ = pos->bb[POS_BB_OCC];
+    bb_t side_bb[2] = {pos->by_color[us], pos->by_color[them]};
+    bb_t pinned[2] = {bb_and(pos_blockers(pos, us, NULL), side_bb[0]), bb_and(pos_blockers(pos, them, NULL), side_bb[1])};
     if (flip) {
         occ = rotate180(occ);
         for (int32_t b = 0; b < 2; b++) {
@@ -94,20 +94,20 @@ void encode_position(const Position *pos, uint8_t packed[ENC_PACKED_BYTES], floa
         }
     }
     for (int32_t b = 0; b < 2; b++) {
-        const Color c = b == 0 ? us : them;
-        const Color vc = b == 0 ? COLOR_BLACK : COLOR_WHITE; /* how the side moves in the view */
+        const color_t c = b == 0 ? us : them;
+        const color_t vc = b == 0 ? COLOR_BLACK : COLOR_WHITE; /* how the side moves in the view */
         const int32_t base = b * ENC_SIDE_PLANES;
-        Bitboard pcs[PT_NB];
-        SideAttacks sa;
+        bb_t pcs[PT_NB];
+        side_attacks_t sa;
         memset(pcs, 0, sizeof pcs);
         memset(&sa, 0, sizeof sa);
-        for (Bitboard t = side_bb[b]; bb_nonzero(t);) {
-            Square v = bb_pop_lsb(&t);
-            PieceType pt = piece_type(pos->board[flip ? sq_flip(v) : v]);
+        for (bb_t t = side_bb[b]; bb_nonzero(t);) {
+            sq_t v = bb_pop_lsb(&t);
+            piece_type_t pt = piece_type(pos->board[flip ? sq_flip(v) : v]);
             pcs[pt] = bb_or(pcs[pt], bb_sq_tab[v]);
             add_attacks(&sa, pt, view_attacks(vc, pt, v, occ));
         }
-        for (PieceType pt = PT_PAWN; pt <= PT_DRAGON; pt++) {
+        for (piece_type_t pt = PT_PAWN; pt <= PT_DRAGON; pt++) {
             if (bb_nonzero(pcs[pt])) put_plane(w, base + ENC_OFF_PIECE + pt - 1, pcs[pt]);
             if (bb_nonzero(sa.att[pt])) put_plane(w, base + ENC_OFF_ATTACK + pt - 1, sa.att[pt]);
         }
@@ -116,7 +116,7 @@ void encode_position(const Position *pos, uint8_t packed[ENC_PACKED_BYTES], floa
         if (bb_nonzero(sa.c3)) put_plane(w, base + ENC_OFF_COUNT + 2, sa.c3);
         if (bb_nonzero(pinned[b])) put_plane(w, base + ENC_OFF_PINNED, pinned[b]);
         put_plane(w, base + ENC_OFF_NO_PAWN_FILE, bb_not(bb_file_fill(pcs[PT_PAWN])));
-        for (PieceType pt = PT_PAWN; pt <= PT_GOLD; pt++)
+        for (piece_type_t pt = PT_PAWN; pt <= PT_GOLD; pt++)
             hand[b * 7 + pt - 1] = (float)hand_count(pos->hand[c], pt) * HAND_SCALE[pt];
     }
     if (pos_in_check(pos)) put_plane(w, ENC_PLANE_IN_CHECK, bb_full());
@@ -140,33 +140,33 @@ static inline int32_t dir_of(int32_t df, int32_t dr) {
 static const int8_t DIR_DF[10] = {0, 1, -1, 1, -1, 0, 1, -1, 1, -1};
 static const int8_t DIR_DR[10] = {-1, -1, -1, 0, 0, 1, 1, 1, -2, -2};
 
-int32_t encode_move_label(const Position *pos, Move m) {
+int32_t encode_move_label(const pos_t *pos, move_t m) {
     if (!move_is_ok(m)) return -1;
     const bool flip = pos->side == COLOR_WHITE;
-    Square to = move_to(m);
+    sq_t to = move_to(m);
     if (to >= SQ_NB) return -1;
-    Square vto = flip ? sq_flip(to) : to;
+    sq_t vto = flip ? sq_flip(to) : to;
     if (move_is_drop(m)) {
-        PieceType pt = move_drop_pt(m);
+        piece_type_t pt = move_drop_pt(m);
         if (pt < PT_PAWN || pt > PT_GOLD) return -1;
         return (ENC_DIR_DROP + pt - PT_PAWN) * SQ_NB + vto;
     }
-    Square from = move_from(m);
+    sq_t from = move_from(m);
     if (from >= SQ_NB) return -1;
-    Square vfrom = flip ? sq_flip(from) : from;
+    sq_t vfrom = flip ? sq_flip(from) : from;
     int32_t d = dir_of(sq_file(vto) - sq_file(vfrom), sq_rank(vto) - sq_rank(vfrom));
     if (d < 0) return -1;
     if (move_is_promote(m)) d += ENC_DIR_PROMOTE;
     return d * SQ_NB + vto;
 }
 
-Move encode_label_move(const Position *pos, int32_t label) {
+move_t encode_label_move(const pos_t *pos, int32_t label) {
     if (label < 0 || label >= ENC_LABEL_NB) return MOVE_NONE;
     const bool flip = pos->side == COLOR_WHITE;
     int32_t d = label / SQ_NB;
-    Square vto = label % SQ_NB;
-    Square to = flip ? sq_flip(vto) : vto;
-    Move m = MOVE_NONE;
+    sq_t vto = label % SQ_NB;
+    sq_t to = flip ? sq_flip(vto) : vto;
+    move_t m = MOVE_NONE;
     if (d >= ENC_DIR_DROP) {
         m = move_make_drop(PT_PAWN + d - ENC_DIR_DROP, to);
     } else {
@@ -178,8 +178,8 @@ Move encode_label_move(const Position *pos, int32_t label) {
             f -= DIR_DF[d];
             r -= DIR_DR[d];
             if (f < 0 || f > 8 || r < 0 || r > 8) return MOVE_NONE;
-            Square from = flip ? sq_flip(sq_make(f, r)) : sq_make(f, r);
-            Piece pc = pos->board[from];
+            sq_t from = flip ? sq_flip(sq_make(f, r)) : sq_make(f, r);
+            piece_t pc = pos->board[from];
             if (pc == PIECE_NONE) continue;
             if (piece_color(pc) != pos->side) return MOVE_NONE;
             m = move_make(from, to, promote);
@@ -190,7 +190,7 @@ Move encode_label_move(const Position *pos, int32_t label) {
     return pos_is_valid_move(pos, m) ? m : MOVE_NONE;
 }
 
-void encode_legal_mask_list(const Position *pos, const MoveList *list, uint8_t mask[ENC_LEGAL_BYTES]) {
+void encode_legal_mask_list(const pos_t *pos, const move_list_t *list, uint8_t mask[ENC_LEGAL_BYTES]) {
     memset(mask, 0, ENC_LEGAL_BYTES);
     for (int32_t i = 0; i < list->n; i++) {
         int32_t l = encode_move_label(pos, list->moves[i]);
@@ -198,8 +198,8 @@ void encode_legal_mask_list(const Position *pos, const MoveList *list, uint8_t m
     }
 }
 
-void encode_legal_mask(const Position *pos, uint8_t mask[ENC_LEGAL_BYTES]) {
-    MoveList list;
+void encode_legal_mask(const pos_t *pos, uint8_t mask[ENC_LEGAL_BYTES]) {
+    move_list_t list;
     movegen_legal(pos, &list);
     encode_legal_mask_list(pos, &list, mask);
 }

@@ -32,7 +32,7 @@
  *   67          constant ones (lets convolutions with zero padding see the edge)
  *
  * ---- Hand values ------------------------------------------------------------
- * ENC_HAND = 14 floats: us then them, each 7 kinds in PieceType order PAWN,
+ * ENC_HAND = 14 floats: us then them, each 7 kinds in piece_type_t order PAWN,
  * LANCE, KNIGHT, SILVER, BISHOP, ROOK, GOLD, as count / most of that kind
  * (P/18, L/4, N/4, S/4, B/2, R/2, G/4), so each lies in [0, 1].
  *
@@ -45,7 +45,7 @@
  *   7 DOWN_RIGHT, 8 KNIGHT_LEFT (2 up 1 left), 9 KNIGHT_RIGHT (2 up 1 right);
  *   + 10 when the move promotes (10..19).
  * A slider's label is unique: only the nearest piece along the ray behind
- * the destination can reach it. Drops: 20 + (PieceType - PAWN), i.e.
+ * the destination can reach it. Drops: 20 + (piece_type_t - PAWN), i.e.
  * 20 P, 21 L, 22 N, 23 S, 24 B, 25 R, 26 G.
  * The legal mask uses the packed format with bit = label (27 planes).
  *
@@ -76,23 +76,23 @@
 #define ENC_LEGAL_BYTES ((2187 + 7) / 8)
 #define ENC_DIR_NB 27
 #define ENC_DIR_PROMOTE 10 /* added to a board direction when the move promotes */
-#define ENC_DIR_DROP 20    /* + PieceType - PAWN */
+#define ENC_DIR_DROP 20    /* + piece_type_t - PAWN */
 
 /* Writes the planes (all ENC_PACKED_BYTES bytes, unused tail bits zero) and
  * the ENC_HAND hand values of pos, from the side to move's view. */
-void encode_position(const Position *pos, uint8_t packed[ENC_PACKED_BYTES], float hand[ENC_HAND]);
+void encode_position(const pos_t *pos, uint8_t packed[ENC_PACKED_BYTES], float hand[ENC_HAND]);
 /* Label 0..2186 of a legal (or pseudo-legal) move, side-to-move view; -1 for
  * MOVE_NONE / MOVE_NULL or a board move whose origin and destination are on
  * no line or knight jump. */
-int32_t encode_move_label(const Position *pos, Move m);
+int32_t encode_move_label(const pos_t *pos, move_t m);
 /* The legal move with that label, or MOVE_NONE (label out of range, no such
  * move, or not legal here). */
-Move encode_label_move(const Position *pos, int32_t label);
+move_t encode_label_move(const pos_t *pos, int32_t label);
 /* Bit label set for every legal move, all others (and the tail bits) zero. */
-void encode_legal_mask(const Position *pos, uint8_t mask[ENC_LEGAL_BYTES]);
+void encode_legal_mask(const pos_t *pos, uint8_t mask[ENC_LEGAL_BYTES]);
 /* The same from a list of legal moves the caller already generated
  * (movegen_legal), skipping the generation. */
-void encode_legal_mask_list(const Position *pos, const MoveList *list, uint8_t mask[ENC_LEGAL_BYTES]);
+void encode_legal_mask_list(const pos_t *pos, const move_list_t *list, uint8_t mask[ENC_LEGAL_BYTES]);
 /* Is bit i set in a packed buffer (planes or mask)? */
 static inline bool encode_bit(const uint8_t *packed, int32_t i) { return (packed[i >> 3] >> (i & 7)) & 1; }
 

@@ -21,37 +21,37 @@
 #include "engine/movegen.h"
 
 /* ---- mated? ------------------------------------------------------------------ */
-bool mate1_is_mated(const Position *pos) {
-    const Bitboard checkers = pos_checkers(pos);
+bool mate1_is_mated(const pos_t *pos) {
+    const bb_t checkers = pos_checkers(pos);
     if (bb_is_empty(checkers)) return false;
-    const Color us = pos->side, them = color_flip(us);
-    const Square ksq = pos->king_sq[us];
-    const Bitboard occ = pos->bb[POS_BB_OCC], own = pos->by_color[us];
+    const color_t us = pos->side, them = color_flip(us);
+    const sq_t ksq = pos->king_sq[us];
+    const bb_t occ = pos->bb[POS_BB_OCC], own = pos->by_color[us];
 
     /* King steps (including capturing the checker), king lifted off the board. */
-    Bitboard t = bb_andnot(bb_king_attacks(ksq), own);
-    const Bitboard occ_wo_k = bb_xor(occ, bb_sq_tab[ksq]);
+    bb_t t = bb_andnot(bb_king_attacks(ksq), own);
+    const bb_t occ_wo_k = bb_xor(occ, bb_sq_tab[ksq]);
     while (bb_nonzero(t))
         if (!pos_is_attacked(pos, them, bb_pop_lsb(&t), occ_wo_k)) return false;
     if (bb_more_than_one(checkers)) return true;
 
-    const Square ch = bb_lsb(checkers);
-    const Bitboard pinned = bb_and(pos_blockers(pos, us, NULL), own);
+    const sq_t ch = bb_lsb(checkers);
+    const bb_t pinned = bb_and(pos_blockers(pos, us, NULL), own);
     /* Capture the checker with another piece. */
-    for (Bitboard a = bb_andnot(pos_attackers_to(pos, us, ch, occ), bb_sq_tab[ksq]); bb_nonzero(a);) {
-        Square from = bb_pop_lsb(&a);
+    for (bb_t a = bb_andnot(pos_attackers_to(pos, us, ch, occ), bb_sq_tab[ksq]); bb_nonzero(a);) {
+        sq_t from = bb_pop_lsb(&a);
         if (!bb_test(pinned, from) || bb_aligned(ksq, from, ch)) return false;
     }
-    const Bitboard between = bb_between(ksq, ch);
+    const bb_t between = bb_between(ksq, ch);
     if (bb_is_empty(between)) return true;
 
     /* Interpose: a drop, or a piece moving in. */
-    const Hand h = pos->hand[us];
+    const hand_t h = pos->hand[us];
     if (h & (HAND_MASK[PT_SILVER] | HAND_MASK[PT_GOLD] | HAND_MASK[PT_BISHOP] | HAND_MASK[PT_ROOK])) return false;
     const bool lance = hand_has(h, PT_LANCE), knight = hand_has(h, PT_KNIGHT), pawn = hand_has(h, PT_PAWN);
-    const Bitboard pawn_files = pawn ? bb_file_fill(pos_pieces(pos, us, PT_PAWN)) : bb_zero();
-    for (Bitboard b = between; bb_nonzero(b);) {
-        Square sq = bb_pop_lsb(&b);
+    const bb_t pawn_files = pawn ? bb_file_fill(pos_pieces(pos, us, PT_PAWN)) : bb_zero();
+    for (bb_t b = between; bb_nonzero(b);) {
+        sq_t sq = bb_pop_lsb(&b);
         int32_t rr = rank_relative(us, sq_rank(sq));
         if (lance && rr >= 1) return false;
         if (knight && rr >= 2) return false;
@@ -60,8 +60,8 @@ bool mate1_is_mated(const Position *pos) {
             if (!bb_test(bb_pawn_attacks(them, pos->king_sq[them]), sq) || !pos_is_pawn_drop_mate(pos, sq))
                 return false;
         }
-        for (Bitboard m = bb_andnot(pos_attackers_to(pos, us, sq, occ), bb_sq_tab[ksq]); bb_nonzero(m);) {
-            Square from = bb_pop_lsb(&m);
+        for (bb_t m = bb_andnot(pos_attackers_to(pos, us, sq, occ), bb_sq_tab[ksq]); bb_nonzero(m);) {
+            sq_t from = bb_pop_lsb(&m);
             if (!bb_test(pinned, from) || bb_aligned(ksq, from, sq)) return false;
         }
     }
@@ -69,11 +69,11 @@ bool mate1_is_mated(const Position *pos) {
 }
 
 /* ---- reference ---------------------------------------------------------------- */
-Move mate1_find_reference(Position *pos) {
-    MoveList list;
+move_t mate1_find_reference(pos_t *pos) {
+    move_list_t list;
     movegen_legal(pos, &list);
     for (int32_t i = 0; i < list.n; i++) {
-        Move m = list.moves[i];
+        move_t m = list.moves[i];
         if (move_is_drop(m) && move_drop_pt(m) == PT_PAWN) continue;
         if (!pos_gives_check(pos, m)) continue;
         pos_do_move(pos, m);
@@ -86,18 +86,18 @@ Move mate1_find_reference(Position *pos) {
 
 /* ---- fast finder --------------------------------------------------------------- */
 /* Makes m, tests for mate, takes it back. */
-static inline bool try_move(Position *pos, Move m) {
+static inline bool try_move(pos_t *pos, move_t m) {
     pos_do_move(pos, m);
     bool mate = mate1_is_mated(pos);
     pos_undo_move(pos);
     return mate;
 }
 
-static Move find_in_check(Position *pos) {
-    MoveList list;
+static move_t find_in_check(pos_t *pos) {
+    move_list_t list;
     movegen_legal(pos, &list);
     for (int32_t i = 0; i < list.n; i++) {
-        Move m = list.moves[i];
+        move_t m = list.moves[i];
         if (move_is_drop(m) && move_drop_pt(m) == PT_PAWN) continue;
         if (pos_gives_check(pos, m) && try_move(pos, m)) return m;
     }
@@ -105,7 +105,7 @@ static Move find_in_check(Position *pos) {
 }
 
 /* Squares a piece of colour c and type pt on sq attacks, occupancy occ. */
-static inline Bitboard attacks_of(Color c, PieceType pt, Square sq, Bitboard occ) {
+static inline bb_t attacks_of(color_t c, piece_type_t pt, sq_t sq, bb_t occ) {
     switch (pt) {
     case PT_LANCE: return bb_lance_attacks(c, sq, occ);
     case PT_BISHOP: return bb_bishop_attacks(sq, occ);
@@ -117,9 +117,9 @@ static inline Bitboard attacks_of(Color c, PieceType pt, Square sq, Bitboard occ
 }
 
 /* The 5x5 box of squares around sq (clipped at the edges). */
-static inline Bitboard box5(Square sq) {
+static inline bb_t box5(sq_t sq) {
     int32_t f = sq_file(sq), r = sq_rank(sq);
-    Bitboard files = bb_zero(), ranks = bb_zero();
+    bb_t files = bb_zero(), ranks = bb_zero();
     for (int32_t d = -2; d <= 2; d++) {
         if (f + d >= 0 && f + d < FILE_NB) files = bb_or(files, bb_file_tab[f + d]);
         if (r + d >= 0 && r + d < RANK_NB) ranks = bb_or(ranks, bb_rank_tab[r + d]);
@@ -127,16 +127,16 @@ static inline Bitboard box5(Square sq) {
     return bb_and(files, ranks);
 }
 
-Move mate1_find(Position *pos) {
+move_t mate1_find(pos_t *pos) {
     if (pos_in_check(pos)) return find_in_check(pos);
-    const Color us = pos->side, them = color_flip(us);
-    const Square ek = pos->king_sq[them], ok = pos->king_sq[us];
-    const Bitboard occ = pos->bb[POS_BB_OCC], own = pos->by_color[us], empty = bb_not(occ);
-    const Bitboard zone = bb_zone(us), last1 = bb_forward_ranks_tab[us][0], last2 = bb_forward_ranks_tab[us][1];
-    const Bitboard occ_k = bb_xor(occ, bb_sq_tab[ek]); /* their king lifted: x-rays through it count */
+    const color_t us = pos->side, them = color_flip(us);
+    const sq_t ek = pos->king_sq[them], ok = pos->king_sq[us];
+    const bb_t occ = pos->bb[POS_BB_OCC], own = pos->by_color[us], empty = bb_not(occ);
+    const bb_t zone = bb_zone(us), last1 = bb_forward_ranks_tab[us][0], last2 = bb_forward_ranks_tab[us][1];
+    const bb_t occ_k = bb_xor(occ, bb_sq_tab[ek]); /* their king lifted: x-rays through it count */
 
     /* Squares from which a piece of ours of each type would attack their king. */
-    Bitboard chk[PT_NB];
+    bb_t chk[PT_NB];
     chk[PT_PAWN] = bb_pawn_attacks(them, ek);
     chk[PT_LANCE] = bb_lance_attacks(them, ek, occ);
     chk[PT_KNIGHT] = bb_knight_attacks(them, ek);
@@ -146,7 +146,7 @@ Move mate1_find(Position *pos) {
     chk[PT_ROOK] = bb_rook_attacks(ek, occ);
     chk[PT_KING] = bb_zero();
     chk[PT_PRO_PAWN] = chk[PT_PRO_LANCE] = chk[PT_PRO_KNIGHT] = chk[PT_PRO_SILVER] = chk[PT_GOLD];
-    const Bitboard ek_near = bb_king_attacks(ek);
+    const bb_t ek_near = bb_king_attacks(ek);
     chk[PT_HORSE] = bb_or(chk[PT_BISHOP], ek_near);
     chk[PT_DRAGON] = bb_or(chk[PT_ROOK], ek_near);
 
@@ -156,42 +156,42 @@ Move mate1_find(Position *pos) {
      * line through its origin; if neither can happen the move cannot mate,
      * and it is skipped without being made. Worked out at the first candidate. */
     bool have_free = false;
-    Bitboard free = bb_zero();
+    bb_t free = bb_zero();
 #define NEED_FREE()                                                                                                    \
     do {                                                                                                               \
         if (!have_free) {                                                                                              \
             have_free = true;                                                                                          \
-            for (Bitboard e = bb_andnot(ek_near, pos->by_color[them]); bb_nonzero(e);) {                             \
-                Square sq = bb_pop_lsb(&e);                                                                            \
+            for (bb_t e = bb_andnot(ek_near, pos->by_color[them]); bb_nonzero(e);) {                             \
+                sq_t sq = bb_pop_lsb(&e);                                                                            \
                 if (!pos_is_attacked(pos, us, sq, occ_k)) free = bb_or(free, bb_sq_tab[sq]);                          \
             }                                                                                                          \
         }                                                                                                              \
     } while (0)
 
     /* Drops (never pawns: a mating pawn drop is illegal). */
-    const Hand h = pos->hand[us];
+    const hand_t h = pos->hand[us];
     if (h & HAND_EXCEPT_PAWN_MASK) {
         /* Distant slider drops can be answered by a drop in between when the
          * defender holds a piece that drops anywhere. */
-        const Hand eh = pos->hand[them];
+        const hand_t eh = pos->hand[them];
         const bool block =
             (eh & (HAND_MASK[PT_SILVER] | HAND_MASK[PT_GOLD] | HAND_MASK[PT_BISHOP] | HAND_MASK[PT_ROOK])) != 0;
-        const Bitboard far_ok = block ? ek_near : bb_full();
-        static const PieceType KINDS[6] = {PT_ROOK, PT_BISHOP, PT_GOLD, PT_SILVER, PT_KNIGHT, PT_LANCE};
+        const bb_t far_ok = block ? ek_near : bb_full();
+        static const piece_type_t KINDS[6] = {PT_ROOK, PT_BISHOP, PT_GOLD, PT_SILVER, PT_KNIGHT, PT_LANCE};
         for (int32_t k = 0; k < 6; k++) {
-            PieceType pt = KINDS[k];
+            piece_type_t pt = KINDS[k];
             if (!hand_has(h, pt)) continue;
-            Bitboard t = bb_and(chk[pt], empty);
+            bb_t t = bb_and(chk[pt], empty);
             if (pt == PT_ROOK || pt == PT_BISHOP || pt == PT_LANCE) t = bb_and(t, far_ok);
             if (pt == PT_LANCE) t = bb_andnot(t, last1);
             if (pt == PT_KNIGHT) t = bb_andnot(t, last2);
             if (bb_is_empty(t)) continue;
             NEED_FREE();
             while (bb_nonzero(t)) {
-                Square to = bb_pop_lsb(&t);
+                sq_t to = bb_pop_lsb(&t);
                 /* A dropped piece opens no line: it must cover every free square. */
                 if (bb_nonzero(bb_andnot(free, attacks_of(us, pt, to, occ_k)))) continue;
-                Move m = move_make_drop(pt, to);
+                move_t m = move_make_drop(pt, to);
                 if (try_move(pos, m)) return m;
             }
         }
@@ -205,31 +205,31 @@ Move mate1_find(Position *pos) {
      * may make it legal. Try plain moves too when that can happen: the
      * defender holds a pawn and the empty square in front of our king lies
      * on a line through theirs. */
-    const Bitboard our_front = bb_and(bb_pawn_attacks(us, ok), empty);
+    const bb_t our_front = bb_and(bb_pawn_attacks(us, ok), empty);
     const bool plain_too = hand_has(pos->hand[them], PT_PAWN) && bb_nonzero(our_front) &&
                            bb_dir_tab[ek][bb_lsb(our_front)] != 0;
-    const Bitboard pinned = bb_and(pos_blockers(pos, us, NULL), own);
-    const Bitboard disc = bb_and(pos_blockers(pos, them, NULL), own); /* our pieces hiding a check */
+    const bb_t pinned = bb_and(pos_blockers(pos, us, NULL), own);
+    const bb_t disc = bb_and(pos_blockers(pos, them, NULL), own); /* our pieces hiding a check */
     /* Pieces that can give check: step pieces near their king (a step piece
      * checks from within one square of it, so starts within two), long-range
      * and jumping pieces anywhere, and the pieces hiding a discovered check. */
-    const Bitboard far_movers = bb_or(bb_or(pos->bb[PT_LANCE], pos->bb[PT_KNIGHT]),
+    const bb_t far_movers = bb_or(bb_or(pos->bb[PT_LANCE], pos->bb[PT_KNIGHT]),
                                       bb_or(pos->bb[POS_BB_BISHOP_HORSE], pos->bb[POS_BB_ROOK_DRAGON]));
-    const Bitboard movers = bb_and(own, bb_or(bb_or(box5(ek), far_movers), disc));
-    for (Bitboard b = movers; bb_nonzero(b);) {
-        const Square from = bb_pop_lsb(&b);
-        const Piece pc = pos->board[from];
-        const PieceType pt = piece_type(pc);
-        Bitboard moves = bb_andnot(attacks_of(us, pt, from, occ), own);
+    const bb_t movers = bb_and(own, bb_or(bb_or(box5(ek), far_movers), disc));
+    for (bb_t b = movers; bb_nonzero(b);) {
+        const sq_t from = bb_pop_lsb(&b);
+        const piece_t pc = pos->board[from];
+        const piece_type_t pt = piece_type(pc);
+        bb_t moves = bb_andnot(attacks_of(us, pt, from, occ), own);
         if (pt == PT_KING) {
             /* Only a discovered check; the destination must be safe. */
             if (!bb_test(disc, from)) continue;
             moves = bb_andnot(moves, bb_line(ek, from));
-            const Bitboard occ_wo_k = bb_xor(occ, bb_sq_tab[ok]);
+            const bb_t occ_wo_k = bb_xor(occ, bb_sq_tab[ok]);
             while (bb_nonzero(moves)) {
-                Square to = bb_pop_lsb(&moves);
+                sq_t to = bb_pop_lsb(&moves);
                 if (pos_is_attacked(pos, them, to, occ_wo_k)) continue;
-                Move m = move_make(from, to, false);
+                move_t m = move_make(from, to, false);
                 if (try_move(pos, m)) return m;
             }
             continue;
@@ -237,9 +237,9 @@ Move mate1_find(Position *pos) {
         if (bb_test(pinned, from)) moves = bb_and(moves, bb_line(ok, from));
         if (bb_is_empty(moves)) continue;
         const bool discovers = bb_test(disc, from);
-        const Bitboard off_line = discovers ? bb_andnot(moves, bb_line(ek, from)) : bb_zero();
+        const bb_t off_line = discovers ? bb_andnot(moves, bb_line(ek, from)) : bb_zero();
         /* Promoting moves. */
-        Bitboard promo = bb_zero(), plain;
+        bb_t promo = bb_zero(), plain;
         if (pt_can_promote(pt)) {
             promo = bb_test(zone, from) ? moves : bb_and(moves, zone);
             promo = bb_and(promo, bb_or(chk[pt_promote(pt)], off_line));
@@ -252,24 +252,24 @@ Move mate1_find(Position *pos) {
         else if (pt == PT_KNIGHT)
             plain = bb_andnot(plain, last2);
         if (!plain_too && (pt == PT_PAWN || pt == PT_BISHOP || pt == PT_ROOK)) {
-            Bitboard can_promote = bb_test(zone, from) ? moves : bb_and(moves, zone);
+            bb_t can_promote = bb_test(zone, from) ? moves : bb_and(moves, zone);
             plain = bb_andnot(plain, can_promote);
         }
         if (bb_is_empty(promo) && bb_is_empty(plain)) continue;
         NEED_FREE();
         /* Free squares the move might still take away through a line opened at its origin. */
-        const Bitboard free_here = bb_andnot(free, bb_or(bb_rook_pseudo_tab[from], bb_bishop_pseudo_tab[from]));
-        const Bitboard occ_m = bb_xor(occ_k, bb_sq_tab[from]);
+        const bb_t free_here = bb_andnot(free, bb_or(bb_rook_pseudo_tab[from], bb_bishop_pseudo_tab[from]));
+        const bb_t occ_m = bb_xor(occ_k, bb_sq_tab[from]);
         while (bb_nonzero(promo)) {
-            Square to = bb_pop_lsb(&promo);
+            sq_t to = bb_pop_lsb(&promo);
             if (bb_nonzero(bb_andnot(free_here, attacks_of(us, pt_promote(pt), to, occ_m)))) continue;
-            Move m = move_make(from, to, true);
+            move_t m = move_make(from, to, true);
             if (try_move(pos, m)) return m;
         }
         while (bb_nonzero(plain)) {
-            Square to = bb_pop_lsb(&plain);
+            sq_t to = bb_pop_lsb(&plain);
             if (bb_nonzero(bb_andnot(free_here, attacks_of(us, pt, to, occ_m)))) continue;
-            Move m = move_make(from, to, false);
+            move_t m = move_make(from, to, false);
             if (try_move(pos, m)) return m;
         }
     }

@@ -24,14 +24,14 @@
 
 /* A legal move that mates the opponent at once, or MOVE_NONE. pos is used
  * as scratch (moves made and taken back) and is unchanged on return. */
-Move mate1_find(Position *pos);
+move_t mate1_find(pos_t *pos);
 /* The generic version: every legal move that gives check is made and the
  * reply count taken with movegen. Slow; the tests' reference. */
-Move mate1_find_reference(Position *pos);
+move_t mate1_find_reference(pos_t *pos);
 /* Is the side to move checkmated: in check with no legal move? (A side not
  * in check is never "mated" here, even without legal moves: see
  * rules_has_legal_move.) Returns at the first legal evasion found, so it is
  * much cheaper than generating evasions. */
-bool mate1_is_mated(const Position *pos);
+bool mate1_is_mated(const pos_t *pos);
 
 #endif

@@ -32,11 +32,11 @@ static const uint8_t GROUP2[PT_NB] = {POS_BB_TRASH, POS_BB_TRASH, POS_BB_TRASH, 
 static void init_all(void) {
     bb_init_tables();
     uint64_t seed = 0x4B6F6D615368676Full; /* fixed: keys are the same in every run */
-    for (Piece pc = 0; pc < PIECE_NB; pc++)
-        for (Square sq = 0; sq < SQ_NB; sq++) zob_psq[pc][sq] = compat_splitmix64(&seed);
-    for (Square sq = 0; sq < SQ_NB; sq++) zob_psq[PIECE_NONE][sq] = 0;
-    for (Color c = 0; c < COLOR_NB; c++)
-        for (PieceType pt = 0; pt < PT_HAND_NB; pt++) zob_hand[c][pt] = pt ? compat_splitmix64(&seed) : 0;
+    for (piece_t pc = 0; pc < PIECE_NB; pc++)
+        for (sq_t sq = 0; sq < SQ_NB; sq++) zob_psq[pc][sq] = compat_splitmix64(&seed);
+    for (sq_t sq = 0; sq < SQ_NB; sq++) zob_psq[PIECE_NONE][sq] = 0;
+    for (color_t c = 0; c < COLOR_NB; c++)
+        for (piece_type_t pt = 0; pt < PT_HAND_NB; pt++) zob_hand[c][pt] = pt ? compat_splitmix64(&seed) : 0;
     zob_side = compat_splitmix64(&seed);
 }
 
@@ -53,9 +53,9 @@ void engine_init(void) {
 }
 
 /* ---- piece placement ------------------------------------------------------ */
-static inline void toggle_piece(Position *pos, Piece pc, Square sq) {
-    Bitboard s = bb_sq_tab[sq];
-    PieceType pt = piece_type(pc);
+static inline void toggle_piece(pos_t *pos, piece_t pc, sq_t sq) {
+    bb_t s = bb_sq_tab[sq];
+    piece_type_t pt = piece_type(pc);
     pos->bb[pt] = bb_xor(pos->bb[pt], s);
     pos->bb[GROUP1[pt]] = bb_xor(pos->bb[GROUP1[pt]], s);
     pos->bb[GROUP2[pt]] = bb_xor(pos->bb[GROUP2[pt]], s);
@@ -64,9 +64,9 @@ static inline void toggle_piece(Position *pos, Piece pc, Square sq) {
 }
 
 /* Moves pc from one square to another (same piece on both). */
-static inline void shift_piece(Position *pos, Piece pc, Square from, Square to) {
-    Bitboard s = bb_or(bb_sq_tab[from], bb_sq_tab[to]);
-    PieceType pt = piece_type(pc);
+static inline void shift_piece(pos_t *pos, piece_t pc, sq_t from, sq_t to) {
+    bb_t s = bb_or(bb_sq_tab[from], bb_sq_tab[to]);
+    piece_type_t pt = piece_type(pc);
     pos->bb[pt] = bb_xor(pos->bb[pt], s);
     pos->bb[GROUP1[pt]] = bb_xor(pos->bb[GROUP1[pt]], s);
     pos->bb[GROUP2[pt]] = bb_xor(pos->bb[GROUP2[pt]], s);
@@ -74,33 +74,33 @@ static inline void shift_piece(Position *pos, Piece pc, Square from, Square to) 
     pos->bb[POS_BB_OCC] = bb_xor(pos->bb[POS_BB_OCC], s);
 }
 
-uint64_t pos_compute_board_key(const Position *pos) {
+uint64_t pos_compute_board_key(const pos_t *pos) {
     uint64_t k = pos->side == COLOR_WHITE ? zob_side : 0;
-    for (Square sq = 0; sq < SQ_NB; sq++) k ^= zob_psq[pos->board[sq]][sq];
+    for (sq_t sq = 0; sq < SQ_NB; sq++) k ^= zob_psq[pos->board[sq]][sq];
     return k;
 }
 
-uint64_t pos_compute_hand_key(const Position *pos) {
+uint64_t pos_compute_hand_key(const pos_t *pos) {
     uint64_t k = 0;
-    for (Color c = 0; c < COLOR_NB; c++)
-        for (PieceType pt = PT_PAWN; pt < PT_HAND_NB; pt++)
+    for (color_t c = 0; c < COLOR_NB; c++)
+        for (piece_type_t pt = PT_PAWN; pt < PT_HAND_NB; pt++)
             k += (uint64_t)hand_count(pos->hand[c], pt) * zob_hand[c][pt];
     return k;
 }
 
-void pos_reset_state(Position *pos) {
+void pos_reset_state(pos_t *pos) {
     engine_init();
     for (int i = 0; i < POS_BB_NB; i++) pos->bb[i] = bb_zero();
     pos->by_color[0] = pos->by_color[1] = bb_zero();
     pos->king_sq[0] = pos->king_sq[1] = SQ_NONE;
-    for (Square sq = 0; sq < SQ_NB; sq++) {
-        Piece pc = pos->board[sq];
+    for (sq_t sq = 0; sq < SQ_NB; sq++) {
+        piece_t pc = pos->board[sq];
         if (pc == PIECE_NONE) continue;
         toggle_piece(pos, pc, sq);
         if (piece_type(pc) == PT_KING) pos->king_sq[piece_color(pc)] = sq;
     }
     pos->hist_n = 0;
-    PosState *st = &pos->hist[0];
+    pos_state_t *st = &pos->hist[0];
     memset(st, 0, sizeof *st);
     st->board_key = pos_compute_board_key(pos);
     st->hand_key = pos_compute_hand_key(pos);
@@ -109,13 +109,13 @@ void pos_reset_state(Position *pos) {
     st->hand[1] = pos->hand[1];
     st->move = MOVE_NONE;
     st->captured = PIECE_NONE;
-    Square ksq = pos->king_sq[pos->side];
+    sq_t ksq = pos->king_sq[pos->side];
     st->checkers = ksq == SQ_NONE ? bb_zero()
                                   : pos_attackers_to(pos, color_flip(pos->side), ksq, pos->bb[POS_BB_OCC]);
 }
 
-void pos_set_startpos(Position *pos) {
-    static const PieceType BACK[9] = {PT_LANCE, PT_KNIGHT, PT_SILVER, PT_GOLD, PT_KING,
+void pos_set_startpos(pos_t *pos) {
+    static const piece_type_t BACK[9] = {PT_LANCE, PT_KNIGHT, PT_SILVER, PT_GOLD, PT_KING,
                                       PT_GOLD,  PT_SILVER, PT_KNIGHT, PT_LANCE};
     engine_init();
     memset(pos->board, 0, sizeof pos->board);
@@ -136,16 +136,16 @@ void pos_set_startpos(Position *pos) {
     pos_reset_state(pos);
 }
 
-void pos_copy(Position *dst, const Position *src) {
+void pos_copy(pos_t *dst, const pos_t *src) {
     if (dst == src) return;
-    memcpy(dst, src, offsetof(Position, hist));
-    memcpy(dst->hist, src->hist, (size_t)(src->hist_n + 1) * sizeof(PosState));
+    memcpy(dst, src, offsetof(pos_t, hist));
+    memcpy(dst->hist, src->hist, (size_t)(src->hist_n + 1) * sizeof(pos_state_t));
 }
 
 /* ---- attacks ------------------------------------------------------------- */
-Bitboard pos_attackers_to(const Position *pos, Color c, Square sq, Bitboard occ) {
-    Color them = color_flip(c); /* step tables of the opposite colour, read backwards */
-    Bitboard a = bb_and(bb_pawn_attacks(them, sq), pos->bb[PT_PAWN]);
+bb_t pos_attackers_to(const pos_t *pos, color_t c, sq_t sq, bb_t occ) {
+    color_t them = color_flip(c); /* step tables of the opposite colour, read backwards */
+    bb_t a = bb_and(bb_pawn_attacks(them, sq), pos->bb[PT_PAWN]);
     a = bb_or(a, bb_and(bb_knight_attacks(them, sq), pos->bb[PT_KNIGHT]));
     a = bb_or(a, bb_and(bb_silver_attacks(them, sq), pos->bb[PT_SILVER]));
     a = bb_or(a, bb_and(bb_gold_attacks(them, sq), pos->bb[POS_BB_GOLDS]));
@@ -156,35 +156,35 @@ Bitboard pos_attackers_to(const Position *pos, Color c, Square sq, Bitboard occ)
     return bb_and(a, pos->by_color[c]);
 }
 
-Bitboard pos_attackers_to_all(const Position *pos, Square sq, Bitboard occ) {
+bb_t pos_attackers_to_all(const pos_t *pos, sq_t sq, bb_t occ) {
     return bb_or(pos_attackers_to(pos, COLOR_BLACK, sq, occ), pos_attackers_to(pos, COLOR_WHITE, sq, occ));
 }
 
-bool pos_is_attacked(const Position *pos, Color c, Square sq, Bitboard occ) {
-    Color them = color_flip(c);
-    Bitboard mine = pos->by_color[c];
-    Bitboard a = bb_and(bb_pawn_attacks(them, sq), pos->bb[PT_PAWN]);
+bool pos_is_attacked(const pos_t *pos, color_t c, sq_t sq, bb_t occ) {
+    color_t them = color_flip(c);
+    bb_t mine = pos->by_color[c];
+    bb_t a = bb_and(bb_pawn_attacks(them, sq), pos->bb[PT_PAWN]);
     a = bb_or(a, bb_and(bb_knight_attacks(them, sq), pos->bb[PT_KNIGHT]));
     a = bb_or(a, bb_and(bb_silver_attacks(them, sq), pos->bb[PT_SILVER]));
     a = bb_or(a, bb_and(bb_gold_attacks(them, sq), pos->bb[POS_BB_GOLDS]));
     a = bb_or(a, bb_and(bb_king_attacks(sq), pos->bb[POS_BB_HDK]));
     if (bb_intersects(a, mine)) return true;
     /* Sliders: each one on a line through sq attacks it when nothing stands between. */
-    Bitboard sl = bb_and(bb_lance_pseudo_tab[them][sq], pos->bb[PT_LANCE]);
+    bb_t sl = bb_and(bb_lance_pseudo_tab[them][sq], pos->bb[PT_LANCE]);
     sl = bb_or(sl, bb_and(bb_bishop_pseudo_tab[sq], pos->bb[POS_BB_BISHOP_HORSE]));
     sl = bb_or(sl, bb_and(bb_rook_pseudo_tab[sq], pos->bb[POS_BB_ROOK_DRAGON]));
     sl = bb_and(sl, mine);
     while (bb_nonzero(sl)) {
-        Square s = bb_pop_lsb(&sl);
+        sq_t s = bb_pop_lsb(&sl);
         if (!bb_intersects(bb_between(sq, s), occ)) return true;
     }
     return false;
 }
 
-Bitboard pos_attacks_by(const Position *pos, Color c) {
-    Bitboard occ = pos->bb[POS_BB_OCC], a = bb_zero();
-    for (Bitboard t = pos->by_color[c]; bb_nonzero(t);) {
-        Square sq = bb_pop_lsb(&t);
+bb_t pos_attacks_by(const pos_t *pos, color_t c) {
+    bb_t occ = pos->bb[POS_BB_OCC], a = bb_zero();
+    for (bb_t t = pos->by_color[c]; bb_nonzero(t);) {
+        sq_t sq = bb_pop_lsb(&t);
         a = bb_or(a, bb_attacks(pos->board[sq], sq, occ));
     }
     return a;
@@ -193,12 +193,12 @@ Bitboard pos_attacks_by(const Position *pos, Color c) {
 /* ---- make / unmake -------------------------------------------------------- */
 /* Pieces of us checking them's king right after us played m (already on the board):
  * the moved piece itself, and sliders uncovered on the line through its origin. */
-static inline Bitboard checkers_after(const Position *pos, Move m, Color us, Color them) {
-    const Square ksq = pos->king_sq[them], to = move_to(m);
-    const Bitboard occ = pos->bb[POS_BB_OCC];
-    const Piece pc = pos->board[to];
-    const PieceType pt = piece_type(pc);
-    Bitboard ch = bb_zero();
+static inline bb_t checkers_after(const pos_t *pos, move_t m, color_t us, color_t them) {
+    const sq_t ksq = pos->king_sq[them], to = move_to(m);
+    const bb_t occ = pos->bb[POS_BB_OCC];
+    const piece_t pc = pos->board[to];
+    const piece_type_t pt = piece_type(pc);
+    bb_t ch = bb_zero();
     bool direct;
     switch (pt) {
     case PT_LANCE:
@@ -222,16 +222,16 @@ static inline Bitboard checkers_after(const Position *pos, Move m, Color us, Col
     }
     if (direct) ch = bb_sq_tab[to];
     if (!move_is_drop(m)) {
-        Square from = move_from(m);
+        sq_t from = move_from(m);
         int d = bb_dir_tab[ksq][from];
         if (d) {
             /* Our sliders beyond from, seen from their king along direction d. */
             bool diag = d == 1 || d == 3 || d == 6 || d == 8;
-            Bitboard sl = diag ? pos->bb[POS_BB_BISHOP_HORSE] : pos->bb[POS_BB_ROOK_DRAGON];
+            bb_t sl = diag ? pos->bb[POS_BB_BISHOP_HORSE] : pos->bb[POS_BB_ROOK_DRAGON];
             sl = bb_or(sl, bb_and(bb_lance_pseudo_tab[them][ksq], pos->bb[PT_LANCE]));
             sl = bb_and(bb_and(sl, pos->by_color[us]), bb_ray_tab[d][ksq]);
             while (bb_nonzero(sl)) {
-                Square s = bb_pop_lsb(&sl);
+                sq_t s = bb_pop_lsb(&sl);
                 if (s != to && !bb_intersects(bb_between(ksq, s), occ)) ch = bb_or(ch, bb_sq_tab[s]);
             }
         }
@@ -239,35 +239,35 @@ static inline Bitboard checkers_after(const Position *pos, Move m, Color us, Col
     return ch;
 }
 
-void pos_do_move(Position *pos, Move m) {
+void pos_do_move(pos_t *pos, move_t m) {
     KOMA_ASSERT(pos->hist_n + 1 < POS_HIST_MAX);
-    const PosState *prev = &pos->hist[pos->hist_n];
-    PosState *st = &pos->hist[pos->hist_n + 1];
-    Color us = pos->side, them = color_flip(us);
+    const pos_state_t *prev = &pos->hist[pos->hist_n];
+    pos_state_t *st = &pos->hist[pos->hist_n + 1];
+    color_t us = pos->side, them = color_flip(us);
     uint64_t board_key = prev->board_key ^ zob_side, hand_key = prev->hand_key;
-    Square to = move_to(m);
-    Piece captured = PIECE_NONE;
+    sq_t to = move_to(m);
+    piece_t captured = PIECE_NONE;
 
     if (move_is_drop(m)) {
-        PieceType pt = move_drop_pt(m);
-        Piece pc = piece_make(us, pt);
+        piece_type_t pt = move_drop_pt(m);
+        piece_t pc = piece_make(us, pt);
         pos->hand[us] = hand_sub(pos->hand[us], pt);
         hand_key -= zob_hand[us][pt];
         pos->board[to] = (uint8_t)pc;
         toggle_piece(pos, pc, to);
         board_key ^= zob_psq[pc][to];
     } else {
-        Square from = move_from(m);
-        Piece pc = pos->board[from];
+        sq_t from = move_from(m);
+        piece_t pc = pos->board[from];
         captured = pos->board[to];
         if (captured != PIECE_NONE) {
-            PieceType cpt = pt_demote(piece_type(captured));
+            piece_type_t cpt = pt_demote(piece_type(captured));
             toggle_piece(pos, captured, to);
             pos->hand[us] = hand_add(pos->hand[us], cpt);
             hand_key += zob_hand[us][cpt];
             board_key ^= zob_psq[captured][to];
         }
-        Piece npc = move_is_promote(m) ? pc + PT_PROMOTE : pc;
+        piece_t npc = move_is_promote(m) ? pc + PT_PROMOTE : pc;
         if (npc == pc) {
             shift_piece(pos, pc, from, to);
         } else {
@@ -292,22 +292,22 @@ void pos_do_move(Position *pos, Move m) {
     st->checkers = checkers_after(pos, m, us, them);
 }
 
-void pos_undo_move(Position *pos) {
+void pos_undo_move(pos_t *pos) {
     KOMA_ASSERT(pos->hist_n > 0);
-    const PosState *st = &pos->hist[pos->hist_n];
-    Move m = st->move;
+    const pos_state_t *st = &pos->hist[pos->hist_n];
+    move_t m = st->move;
     KOMA_ASSERT(m != MOVE_NULL);
-    Color them = pos->side, us = color_flip(them);
-    Square to = move_to(m);
+    color_t them = pos->side, us = color_flip(them);
+    sq_t to = move_to(m);
     if (move_is_drop(m)) {
-        PieceType pt = move_drop_pt(m);
+        piece_type_t pt = move_drop_pt(m);
         toggle_piece(pos, piece_make(us, pt), to);
         pos->board[to] = PIECE_NONE;
         pos->hand[us] = hand_add(pos->hand[us], pt);
     } else {
-        Square from = move_from(m);
-        Piece npc = pos->board[to];
-        Piece pc = move_is_promote(m) ? npc - PT_PROMOTE : npc;
+        sq_t from = move_from(m);
+        piece_t npc = pos->board[to];
+        piece_t pc = move_is_promote(m) ? npc - PT_PROMOTE : npc;
         if (npc == pc) {
             shift_piece(pos, pc, to, from);
         } else {
@@ -327,10 +327,10 @@ void pos_undo_move(Position *pos) {
     pos->hist_n--;
 }
 
-void pos_do_null_move(Position *pos) {
+void pos_do_null_move(pos_t *pos) {
     KOMA_ASSERT(pos->hist_n + 1 < POS_HIST_MAX && !pos_in_check(pos));
-    const PosState *prev = &pos->hist[pos->hist_n];
-    PosState *st = &pos->hist[pos->hist_n + 1];
+    const pos_state_t *prev = &pos->hist[pos->hist_n];
+    pos_state_t *st = &pos->hist[pos->hist_n + 1];
     *st = *prev;
     st->board_key ^= zob_side;
     st->key = st->board_key ^ st->hand_key;
@@ -342,7 +342,7 @@ void pos_do_null_move(Position *pos) {
     st->checkers = pos_attackers_to(pos, color_flip(pos->side), pos->king_sq[pos->side], pos->bb[POS_BB_OCC]);
 }
 
-void pos_undo_null_move(Position *pos) {
+void pos_undo_null_move(pos_t *pos) {
     KOMA_ASSERT(pos->hist_n > 0 && pos->hist[pos->hist_n].move == MOVE_NULL);
     pos->side = color_flip(pos->side);
     pos->game_ply--;
@@ -350,35 +350,35 @@ void pos_undo_null_move(Position *pos) {
 }
 
 /* ---- legality ---------------------------------------------------------------- */
-bool pos_is_pawn_drop_mate(const Position *pos, Square sq) {
-    Color us = pos->side, them = color_flip(us);
-    Square ksq = pos->king_sq[them];
-    Bitboard occ = pos->bb[POS_BB_OCC];
+bool pos_is_pawn_drop_mate(const pos_t *pos, sq_t sq) {
+    color_t us = pos->side, them = color_flip(us);
+    sq_t ksq = pos->king_sq[them];
+    bb_t occ = pos->bb[POS_BB_OCC];
     /* Undefended: the king takes the pawn. */
     if (!pos_is_attacked(pos, us, sq, occ)) return false;
     /* Another piece of theirs takes it (pinned pieces only along their pin line). */
-    Bitboard takers = bb_andnot(pos_attackers_to(pos, them, sq, occ), pos->bb[PT_KING]);
+    bb_t takers = bb_andnot(pos_attackers_to(pos, them, sq, occ), pos->bb[PT_KING]);
     if (bb_nonzero(takers)) {
-        Bitboard pinned = bb_and(pos_blockers(pos, them, 0), pos->by_color[them]);
+        bb_t pinned = bb_and(pos_blockers(pos, them, 0), pos->by_color[them]);
         while (bb_nonzero(takers)) {
-            Square from = bb_pop_lsb(&takers);
+            sq_t from = bb_pop_lsb(&takers);
             if (!bb_test(pinned, from) || bb_aligned(ksq, from, sq)) return false;
         }
     }
     /* The king steps away. */
-    Bitboard occ2 = bb_xor(bb_or(occ, bb_sq_tab[sq]), bb_sq_tab[ksq]);
-    Bitboard esc = bb_andnot(bb_king_attacks(ksq), bb_or(pos->by_color[them], bb_sq_tab[sq]));
+    bb_t occ2 = bb_xor(bb_or(occ, bb_sq_tab[sq]), bb_sq_tab[ksq]);
+    bb_t esc = bb_andnot(bb_king_attacks(ksq), bb_or(pos->by_color[them], bb_sq_tab[sq]));
     while (bb_nonzero(esc)) {
-        Square e = bb_pop_lsb(&esc);
+        sq_t e = bb_pop_lsb(&esc);
         if (!pos_is_attacked(pos, us, e, occ2)) return false;
     }
     return true;
 }
 
-bool pos_is_legal(const Position *pos, Move m) {
-    Color us = pos->side, them = color_flip(us);
-    Square ksq = pos->king_sq[us], to = move_to(m);
-    Bitboard checkers = pos_checkers(pos);
+bool pos_is_legal(const pos_t *pos, move_t m) {
+    color_t us = pos->side, them = color_flip(us);
+    sq_t ksq = pos->king_sq[us], to = move_to(m);
+    bb_t checkers = pos_checkers(pos);
     if (move_is_drop(m)) {
         if (bb_nonzero(checkers)) {
             if (bb_more_than_one(checkers)) return false;
@@ -388,25 +388,25 @@ bool pos_is_legal(const Position *pos, Move m) {
             return !pos_is_pawn_drop_mate(pos, to);
         return true;
     }
-    Square from = move_from(m);
+    sq_t from = move_from(m);
     if (from == ksq) return !pos_is_attacked(pos, them, to, bb_xor(pos->bb[POS_BB_OCC], bb_sq_tab[from]));
     if (bb_nonzero(checkers)) {
         if (bb_more_than_one(checkers)) return false;
-        Square ch = bb_lsb(checkers);
+        sq_t ch = bb_lsb(checkers);
         if (to != ch && !bb_test(bb_between(ksq, ch), to)) return false;
     }
-    Bitboard pinned = bb_and(pos_blockers(pos, us, 0), pos->by_color[us]);
+    bb_t pinned = bb_and(pos_blockers(pos, us, 0), pos->by_color[us]);
     return !bb_test(pinned, from) || bb_aligned(ksq, from, to);
 }
 
-bool pos_is_pseudo_legal(const Position *pos, Move m) {
+bool pos_is_pseudo_legal(const pos_t *pos, move_t m) {
     if (!move_is_ok(m)) return false;
-    Color us = pos->side;
-    Square to = move_to(m);
+    color_t us = pos->side;
+    sq_t to = move_to(m);
     if (to >= SQ_NB) return false;
     int32_t rr = rank_relative(us, sq_rank(to));
     if (move_is_drop(m)) {
-        PieceType pt = move_drop_pt(m);
+        piece_type_t pt = move_drop_pt(m);
         if (move_is_promote(m) || pt < PT_PAWN || pt > PT_GOLD) return false;
         if (!hand_has(pos->hand[us], pt) || pos->board[to] != PIECE_NONE) return false;
         if ((pt == PT_PAWN || pt == PT_LANCE) && rr == 0) return false;
@@ -414,14 +414,14 @@ bool pos_is_pseudo_legal(const Position *pos, Move m) {
         if (pt == PT_PAWN && bb_intersects(pos_pieces(pos, us, PT_PAWN), bb_file_tab[sq_file(to)])) return false;
         return true;
     }
-    Square from = move_from(m);
+    sq_t from = move_from(m);
     if (from >= SQ_NB || from == to) return false;
-    Piece pc = pos->board[from];
+    piece_t pc = pos->board[from];
     if (pc == PIECE_NONE || piece_color(pc) != us) return false;
-    Piece cap = pos->board[to];
+    piece_t cap = pos->board[to];
     if (cap != PIECE_NONE && piece_color(cap) == us) return false;
     if (!bb_test(bb_attacks(pc, from, pos->bb[POS_BB_OCC]), to)) return false;
-    PieceType pt = piece_type(pc);
+    piece_type_t pt = piece_type(pc);
     if (move_is_promote(m)) {
         if (!pt_can_promote(pt)) return false;
         return rr <= 2 || rank_relative(us, sq_rank(from)) <= 2;
@@ -431,13 +431,13 @@ bool pos_is_pseudo_legal(const Position *pos, Move m) {
     return true;
 }
 
-bool pos_gives_check(const Position *pos, Move m) {
-    Color us = pos->side, them = color_flip(us);
-    Square ksq = pos->king_sq[them], to = move_to(m);
-    Bitboard occ = pos->bb[POS_BB_OCC];
-    Piece pc = pos_moved_piece_after(pos, m);
+bool pos_gives_check(const pos_t *pos, move_t m) {
+    color_t us = pos->side, them = color_flip(us);
+    sq_t ksq = pos->king_sq[them], to = move_to(m);
+    bb_t occ = pos->bb[POS_BB_OCC];
+    piece_t pc = pos_moved_piece_after(pos, m);
     if (!move_is_drop(m)) {
-        Square from = move_from(m);
+        sq_t from = move_from(m);
         occ = bb_xor(occ, bb_sq_tab[from]);
         if (bb_test(pos_blockers(pos, them, 0), from) && !bb_aligned(ksq, from, to)) return true;
     }
@@ -446,17 +446,17 @@ bool pos_gives_check(const Position *pos, Move m) {
 }
 
 /* ---- consistency ------------------------------------------------------------ */
-const char *pos_validate(const Position *pos) {
-    Position tmp;
-    memcpy(&tmp, pos, offsetof(Position, hist));
+const char *pos_validate(const pos_t *pos) {
+    pos_t tmp;
+    memcpy(&tmp, pos, offsetof(pos_t, hist));
     for (int i = 0; i < POS_BB_NB; i++) tmp.bb[i] = bb_zero();
     tmp.by_color[0] = tmp.by_color[1] = bb_zero();
     int kings[COLOR_NB] = {0, 0};
     int count[PT_HAND_NB + 1] = {0};
-    for (Square sq = 0; sq < SQ_NB; sq++) {
-        Piece pc = pos->board[sq];
+    for (sq_t sq = 0; sq < SQ_NB; sq++) {
+        piece_t pc = pos->board[sq];
         if (pc == PIECE_NONE) continue;
-        PieceType pt = piece_type(pc);
+        piece_type_t pt = piece_type(pc);
         if (pt == PT_NONE || pt >= PT_NB || (pc & ~(PIECE_WHITE_BIT | 15))) return "bad piece code on the board";
         toggle_piece(&tmp, pc, sq);
         if (pt == PT_KING) {
@@ -468,19 +468,19 @@ const char *pos_validate(const Position *pos) {
     if (kings[0] != 1 || kings[1] != 1) return "each side needs exactly one king";
     for (int i = 0; i < POS_BB_TRASH; i++)
         if (!bb_equal(tmp.bb[i], pos->bb[i])) return "piece bitboards do not match the board";
-    for (Color c = 0; c < COLOR_NB; c++) {
+    for (color_t c = 0; c < COLOR_NB; c++) {
         if (!bb_equal(tmp.by_color[c], pos->by_color[c])) return "colour bitboards do not match the board";
         if (pos->hand[c] & (HAND_BORROW_MASK | 0x40u | 0x80u | (1u << 23) | (1u << 27))) return "hand has stray bits";
-        for (PieceType pt = PT_PAWN; pt < PT_HAND_NB; pt++) count[pt] += hand_count(pos->hand[c], pt);
+        for (piece_type_t pt = PT_PAWN; pt < PT_HAND_NB; pt++) count[pt] += hand_count(pos->hand[c], pt);
     }
-    for (PieceType pt = PT_PAWN; pt <= PT_HAND_NB; pt++)
+    for (piece_type_t pt = PT_PAWN; pt <= PT_HAND_NB; pt++)
         if (count[pt] > PIECE_TOTAL[pt]) return "more pieces of a kind than a game has";
-    const PosState *st = &pos->hist[pos->hist_n];
+    const pos_state_t *st = &pos->hist[pos->hist_n];
     if (st->board_key != pos_compute_board_key(pos)) return "board key differs from a fresh computation";
     if (st->hand_key != pos_compute_hand_key(pos)) return "hand key differs from a fresh computation";
     if (st->key != (st->board_key ^ st->hand_key)) return "key is not board_key ^ hand_key";
     if (st->hand[0] != pos->hand[0] || st->hand[1] != pos->hand[1]) return "state hands differ from the position";
-    Bitboard ch = pos_attackers_to(pos, color_flip(pos->side), pos->king_sq[pos->side], pos->bb[POS_BB_OCC]);
+    bb_t ch = pos_attackers_to(pos, color_flip(pos->side), pos->king_sq[pos->side], pos->bb[POS_BB_OCC]);
     if (!bb_equal(ch, st->checkers)) return "checkers differ from a fresh computation";
     if (pos_is_attacked(pos, pos->side, pos->king_sq[color_flip(pos->side)], pos->bb[POS_BB_OCC]))
         return "the side not to move is in check";

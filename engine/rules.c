@@ -14,7 +14,7 @@
 /* ---- repetition ---------------------------------------------------------------- */
 /* Verdict on the span from hist[i0] (same position, same side to move as now)
  * to the current state: who checked with every move in between? */
-static RulesRep cycle_verdict(const Position *pos, int32_t i0) {
+static rules_rep_t cycle_verdict(const pos_t *pos, int32_t i0) {
     const int32_t n = pos->hist_n;
     bool them_always = true, us_always = true;
     /* hist[j] with j = n, n-2, ... was reached by the opponent's move: the
@@ -28,7 +28,7 @@ static RulesRep cycle_verdict(const Position *pos, int32_t i0) {
     return RULES_REP_DRAW;
 }
 
-RulesRep rules_repetition(const Position *pos, int32_t *plies_back) {
+rules_rep_t rules_repetition(const pos_t *pos, int32_t *plies_back) {
     const int32_t n = pos->hist_n;
     const uint64_t key = pos->hist[n].key;
     int32_t seen = 0;
@@ -43,15 +43,15 @@ RulesRep rules_repetition(const Position *pos, int32_t *plies_back) {
     return RULES_REP_NONE;
 }
 
-RulesRep rules_repetition_first(const Position *pos, int32_t max_plies_back, bool superior, int32_t *plies_back) {
+rules_rep_t rules_repetition_first(const pos_t *pos, int32_t max_plies_back, bool superior, int32_t *plies_back) {
     const int32_t n = pos->hist_n;
-    const PosState *cur = &pos->hist[n];
-    const Color us = pos->side;
+    const pos_state_t *cur = &pos->hist[n];
+    const color_t us = pos->side;
     int32_t lo = max_plies_back < 0 || max_plies_back > n ? 0 : n - max_plies_back;
     if (plies_back) *plies_back = 0;
     /* The same position needs at least 4 plies to come back. */
     for (int32_t i = n - 4; i >= lo; i -= 2) {
-        const PosState *st = &pos->hist[i];
+        const pos_state_t *st = &pos->hist[i];
         if (st->key == cur->key) {
             if (plies_back) *plies_back = n - i;
             return cycle_verdict(pos, i);
@@ -70,24 +70,24 @@ RulesRep rules_repetition_first(const Position *pos, int32_t max_plies_back, boo
     return RULES_REP_NONE;
 }
 
-const char *rules_rep_name(RulesRep r) {
+const char *rules_rep_name(rules_rep_t r) {
     static const char *const NAMES[] = {"none", "draw", "win", "loss", "superior", "inferior"};
     return (unsigned)r < sizeof NAMES / sizeof NAMES[0] ? NAMES[r] : "?";
 }
 
 /* ---- declaration ------------------------------------------------------------------ */
-int32_t rules_declaration_points(const Position *pos, Color c) {
-    Bitboard camp = bb_andnot(bb_and(pos->by_color[c], bb_zone(c)), pos->bb[PT_KING]);
-    Bitboard big = bb_and(camp, bb_or(pos->bb[POS_BB_BISHOP_HORSE], pos->bb[POS_BB_ROOK_DRAGON]));
-    Hand h = pos->hand[c];
+int32_t rules_declaration_points(const pos_t *pos, color_t c) {
+    bb_t camp = bb_andnot(bb_and(pos->by_color[c], bb_zone(c)), pos->bb[PT_KING]);
+    bb_t big = bb_and(camp, bb_or(pos->bb[POS_BB_BISHOP_HORSE], pos->bb[POS_BB_ROOK_DRAGON]));
+    hand_t h = pos->hand[c];
     int32_t nbig = bb_popcount(big), nsmall = bb_popcount(camp) - nbig;
     return 5 * (nbig + hand_count(h, PT_BISHOP) + hand_count(h, PT_ROOK)) + nsmall + hand_count(h, PT_PAWN) +
            hand_count(h, PT_LANCE) + hand_count(h, PT_KNIGHT) + hand_count(h, PT_SILVER) + hand_count(h, PT_GOLD);
 }
 
-bool rules_can_declare(const Position *pos) {
-    const Color us = pos->side;
-    const Bitboard zone = bb_zone(us);
+bool rules_can_declare(const pos_t *pos) {
+    const color_t us = pos->side;
+    const bb_t zone = bb_zone(us);
     if (!bb_test(zone, pos->king_sq[us])) return false;           /* (b) */
     if (pos_in_check(pos)) return false;                          /* (e) */
     if (bb_popcount(bb_and(pos->by_color[us], zone)) < 11) return false; /* (d): 10 + the king */
@@ -95,28 +95,28 @@ bool rules_can_declare(const Position *pos) {
 }
 
 /* ---- legal moves ------------------------------------------------------------------- */
-bool rules_has_legal_move(const Position *pos) {
+bool rules_has_legal_move(const pos_t *pos) {
     if (pos_in_check(pos)) return !mate1_is_mated(pos);
-    const Color us = pos->side, them = color_flip(us);
-    const Square ksq = pos->king_sq[us];
-    const Bitboard occ = pos->bb[POS_BB_OCC];
+    const color_t us = pos->side, them = color_flip(us);
+    const sq_t ksq = pos->king_sq[us];
+    const bb_t occ = pos->bb[POS_BB_OCC];
     /* A king step to a safe square. */
-    Bitboard t = bb_andnot(bb_king_attacks(ksq), pos->by_color[us]);
-    Bitboard occ_wo_k = bb_xor(occ, bb_sq_tab[ksq]);
+    bb_t t = bb_andnot(bb_king_attacks(ksq), pos->by_color[us]);
+    bb_t occ_wo_k = bb_xor(occ, bb_sq_tab[ksq]);
     while (bb_nonzero(t))
         if (!pos_is_attacked(pos, them, bb_pop_lsb(&t), occ_wo_k)) return true;
     /* Not in check, a silver, gold, bishop or rook drop on any empty square is legal. */
-    const Hand h = pos->hand[us];
+    const hand_t h = pos->hand[us];
     if ((h & (HAND_MASK[PT_SILVER] | HAND_MASK[PT_GOLD] | HAND_MASK[PT_BISHOP] | HAND_MASK[PT_ROOK])) &&
         bb_nonzero(bb_not(occ)))
         return true;
     /* Not in check, any other piece that can step anywhere has a legal move
      * (promoting where it must), unless pinned: then only along the pin. */
-    const Bitboard own = pos->by_color[us];
-    const Bitboard pinned = bb_and(pos_blockers(pos, us, NULL), own);
-    for (Bitboard b = bb_andnot(own, bb_sq_tab[ksq]); bb_nonzero(b);) {
-        Square from = bb_pop_lsb(&b);
-        Bitboard to = bb_andnot(bb_attacks(pos->board[from], from, occ), own);
+    const bb_t own = pos->by_color[us];
+    const bb_t pinned = bb_and(pos_blockers(pos, us, NULL), own);
+    for (bb_t b = bb_andnot(own, bb_sq_tab[ksq]); bb_nonzero(b);) {
+        sq_t from = bb_pop_lsb(&b);
+        bb_t to = bb_andnot(bb_attacks(pos->board[from], from, occ), own);
         if (bb_test(pinned, from)) to = bb_and(to, bb_line(ksq, from));
         if (bb_nonzero(to)) return true;
     }
@@ -127,18 +127,18 @@ bool rules_has_legal_move(const Position *pos) {
 static const char *const END_NAMES[RULES_END_NB] = {
     "ongoing", "checkmate", "sennichite", "perpetual_check", "declaration", "max_ply", "resign", "illegal_move", "time"};
 
-const char *rules_end_name(RulesEnd e) { return (unsigned)e < RULES_END_NB ? END_NAMES[e] : "?"; }
+const char *rules_end_name(rules_end_t e) { return (unsigned)e < RULES_END_NB ? END_NAMES[e] : "?"; }
 
-RulesEnd rules_end_from_name(const char *name) {
+rules_end_t rules_end_from_name(const char *name) {
     if (!name) return RULES_END_NB;
     for (int32_t i = 0; i < RULES_END_NB; i++)
-        if (strcmp(name, END_NAMES[i]) == 0) return (RulesEnd)i;
+        if (strcmp(name, END_NAMES[i]) == 0) return (rules_end_t)i;
     return RULES_END_NB;
 }
 
-RulesStatus rules_status_with_count(const Position *pos, int32_t max_ply, int32_t n_legal) {
-    const Color us = pos->side, them = color_flip(us);
-    RulesStatus s = {RULES_END_NONE, COLOR_NB};
+rules_status_t rules_status_with_count(const pos_t *pos, int32_t max_ply, int32_t n_legal) {
+    const color_t us = pos->side, them = color_flip(us);
+    rules_status_t s = {RULES_END_NONE, COLOR_NB};
     bool has_move = n_legal >= 0 ? n_legal > 0 : rules_has_legal_move(pos);
     if (!has_move) {
         s.end = RULES_END_CHECKMATE;
@@ -168,4 +168,4 @@ RulesStatus rules_status_with_count(const Position *pos, int32_t max_ply, int32_
     return s;
 }
 
-RulesStatus rules_status(const Position *pos, int32_t max_ply) { return rules_status_with_count(pos, max_ply, -1); }
+rules_status_t rules_status(const pos_t *pos, int32_t max_ply) { return rules_status_with_count(pos, max_ply, -1); }

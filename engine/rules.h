@@ -8,7 +8,7 @@
  * those; the reasons are only named here).
  *
  * ---- Repetition --------------------------------------------------------------
- * A position is the board, both hands and the side to move (PosState.key).
+ * A position is the board, both hands and the side to move (pos_state_t.key).
  * Only the history the Position holds is seen: positions before the one it
  * was set from (SFEN) are unknown.
  *  - Sennichite (game rule, rules_repetition): the same position occurring
@@ -55,13 +55,13 @@ typedef enum {
     RULES_REP_LOSS,     /* the side to move gave check with every move: it loses */
     RULES_REP_SUPERIOR, /* rules_repetition_first with superior: same board, side to move holds more */
     RULES_REP_INFERIOR  /* ... side to move holds less */
-} RulesRep;
+} rules_rep_t;
 
 /* Game rule: the current position occurs for the fourth time (counting the
  * current one). *plies_back (may be NULL) receives the distance in plies to
  * the first of the four occurrences, 0 when RULES_REP_NONE. Cost: one key
  * comparison every second ply of the history. */
-RulesRep rules_repetition(const Position *pos, int32_t *plies_back);
+rules_rep_t rules_repetition(const pos_t *pos, int32_t *plies_back);
 
 /* Search variant: the nearest earlier occurrence of the current position at
  * most max_plies_back plies back (max_plies_back < 0: the whole history)
@@ -70,20 +70,20 @@ RulesRep rules_repetition(const Position *pos, int32_t *plies_back);
  * are ordered (the side to move now holds at least as much of every kind,
  * or at most) gives SUPERIOR/INFERIOR when no exact repetition is nearer.
  * *plies_back (may be NULL) receives the cycle length, 0 when NONE. */
-RulesRep rules_repetition_first(const Position *pos, int32_t max_plies_back, bool superior, int32_t *plies_back);
+rules_rep_t rules_repetition_first(const pos_t *pos, int32_t max_plies_back, bool superior, int32_t *plies_back);
 
 /* Short name of a verdict ("none", "draw", "win", "loss", "superior", "inferior"). */
-const char *rules_rep_name(RulesRep r);
+const char *rules_rep_name(rules_rep_t r);
 
 /* Declaration points of colour c (as in rule (c) above): big pieces 5, others
  * 1, over c's pieces in the opponent's camp except its king plus c's hand. */
-int32_t rules_declaration_points(const Position *pos, Color c);
+int32_t rules_declaration_points(const pos_t *pos, color_t c);
 /* Can the side to move declare a win now (rules (a)-(e))? */
-bool rules_can_declare(const Position *pos);
+bool rules_can_declare(const pos_t *pos);
 
 /* Does the side to move have at least one legal move? Faster than counting:
  * returns at the first one found. */
-bool rules_has_legal_move(const Position *pos);
+bool rules_has_legal_move(const pos_t *pos);
 
 /* Why a game ended. The names are written to the database. */
 typedef enum {
@@ -97,20 +97,20 @@ typedef enum {
     RULES_END_ILLEGAL_MOVE,    /* "illegal_move": the side that played it loses (never returned) */
     RULES_END_TIME,            /* "time": the side out of time loses (never returned) */
     RULES_END_NB
-} RulesEnd;
+} rules_end_t;
 
 /* "ongoing", "checkmate", "sennichite", "perpetual_check", "declaration",
  * "max_ply", "resign", "illegal_move", "time"; "?" for an invalid value. */
-const char *rules_end_name(RulesEnd e);
+const char *rules_end_name(rules_end_t e);
 /* Inverse of rules_end_name; RULES_END_NB when the name is unknown or NULL. */
-RulesEnd rules_end_from_name(const char *name);
+rules_end_t rules_end_from_name(const char *name);
 
 #define RULES_MAX_PLY_DEFAULT 320
 
 typedef struct {
-    RulesEnd end;  /* RULES_END_NONE while the game goes on */
-    Color winner;  /* COLOR_BLACK / COLOR_WHITE, or COLOR_NB for a draw or an ongoing game */
-} RulesStatus;
+    rules_end_t end;  /* RULES_END_NONE while the game goes on */
+    color_t winner;  /* COLOR_BLACK / COLOR_WHITE, or COLOR_NB for a draw or an ongoing game */
+} rules_status_t;
 
 /* The state of the game at pos, checked in this order:
  *  1. no legal move: CHECKMATE, the side to move loses;
@@ -120,10 +120,10 @@ typedef struct {
  *  4. the side to move can declare: DECLARATION, the side to move wins
  *     (self-play and search always declare when they can);
  *  otherwise NONE. */
-RulesStatus rules_status(const Position *pos, int32_t max_ply);
+rules_status_t rules_status(const pos_t *pos, int32_t max_ply);
 /* Same, with the number of legal moves already known (n_legal >= 0; pass -1
  * to have it worked out). Saves the legal-move test in a search that has
  * generated the moves anyway. */
-RulesStatus rules_status_with_count(const Position *pos, int32_t max_ply, int32_t n_legal);
+rules_status_t rules_status_with_count(const pos_t *pos, int32_t max_ply, int32_t n_legal);
 
 #endif

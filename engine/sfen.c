@@ -37,7 +37,7 @@ static const char *const ERROR_NAMES[SFEN_ERR_NB] = {
     "side not to move is in check",
 };
 
-const char *sfen_error_name(SfenError e) {
+const char *sfen_error_name(sfen_error_t e) {
     if ((int)e < 0 || e >= SFEN_ERR_NB) return "unknown SFEN error";
     return ERROR_NAMES[e];
 }
@@ -45,9 +45,9 @@ const char *sfen_error_name(SfenError e) {
 /* Piece letters by type (upper case = Black). Index 0 and promoted entries unused. */
 static const char PIECE_CHARS[PT_KING + 1] = {' ', 'P', 'L', 'N', 'S', 'B', 'R', 'G', 'K'};
 
-static PieceType pt_from_char(char ch) {
+static piece_type_t pt_from_char(char ch) {
     char u = (ch >= 'a' && ch <= 'z') ? (char)(ch - 'a' + 'A') : ch;
-    for (PieceType pt = PT_PAWN; pt <= PT_KING; pt++)
+    for (piece_type_t pt = PT_PAWN; pt <= PT_KING; pt++)
         if (PIECE_CHARS[pt] == u) return pt;
     return PT_NONE;
 }
@@ -59,9 +59,9 @@ typedef struct {
     size_t len, i;
     char *err;
     size_t errlen;
-} Reader;
+} sfen_reader_t;
 
-static SfenError fail(Reader *r, SfenError e, const char *fmt, ...) {
+static sfen_error_t fail(sfen_reader_t *r, sfen_error_t e, const char *fmt, ...) {
     if (r->err && r->errlen) {
         int k = snprintf(r->err, r->errlen, "SFEN: %s: ", sfen_error_name(e));
         if (k >= 0 && (size_t)k < r->errlen) {
@@ -77,12 +77,12 @@ static SfenError fail(Reader *r, SfenError e, const char *fmt, ...) {
 /* An offset for messages (printf's %zu is not everywhere). */
 static long offset_of(size_t i) { return i > 0x7FFFFFFF ? 0x7FFFFFFFL : (long)i; }
 
-static void skip_space(Reader *r) {
+static void skip_space(sfen_reader_t *r) {
     while (r->i < r->len && is_space(r->s[r->i])) r->i++;
 }
 
 /* Next whitespace-delimited token [*b, *e); returns false at end of text. */
-static bool next_token(Reader *r, size_t *b, size_t *e) {
+static bool next_token(sfen_reader_t *r, size_t *b, size_t *e) {
     skip_space(r);
     if (r->i >= r->len) return false;
     *b = r->i;
@@ -91,7 +91,7 @@ static bool next_token(Reader *r, size_t *b, size_t *e) {
     return true;
 }
 
-static bool token_is(const Reader *r, size_t b, size_t e, const char *word) {
+static bool token_is(const sfen_reader_t *r, size_t b, size_t e, const char *word) {
     size_t n = strlen(word);
     return e - b == n && memcmp(r->s + b, word, n) == 0;
 }
@@ -105,7 +105,7 @@ static const char *show_char(char c, char buf[8]) {
     return buf;
 }
 
-static SfenError parse_board(Reader *r, size_t b, size_t e, uint8_t board[SQ_NB]) {
+static sfen_error_t parse_board(sfen_reader_t *r, size_t b, size_t e, uint8_t board[SQ_NB]) {
     int rank = 0, file_count = 0;
     char cb[8];
     memset(board, 0, SQ_NB);
@@ -131,7 +131,7 @@ static SfenError parse_board(Reader *r, size_t b, size_t e, uint8_t board[SQ_NB]
             if (i + 1 >= e) return fail(r, SFEN_ERR_PROMOTED, "'+' at the end of the board");
             c = r->s[++i];
         }
-        PieceType pt = pt_from_char(c);
+        piece_type_t pt = pt_from_char(c);
         if (pt == PT_NONE) {
             if (promoted) return fail(r, SFEN_ERR_PROMOTED, "'+' followed by %s", show_char(c, cb));
             return fail(r, SFEN_ERR_BOARD_CHAR, "%s at offset %ld", show_char(c, cb), offset_of(i));
@@ -141,7 +141,7 @@ static SfenError parse_board(Reader *r, size_t b, size_t e, uint8_t board[SQ_NB]
             pt = pt_promote(pt);
         }
         if (file_count >= 9) return fail(r, SFEN_ERR_RANK_LONG, "rank %c has more than 9 squares", 'a' + rank);
-        Color col = (c >= 'a' && c <= 'z') ? COLOR_WHITE : COLOR_BLACK;
+        color_t col = (c >= 'a' && c <= 'z') ? COLOR_WHITE : COLOR_BLACK;
         board[sq_make(8 - file_count, rank)] = (uint8_t)piece_make(col, pt);
         file_count++;
     }
@@ -151,7 +151,7 @@ static SfenError parse_board(Reader *r, size_t b, size_t e, uint8_t board[SQ_NB]
     return SFEN_OK;
 }
 
-static SfenError parse_hands(Reader *r, size_t b, size_t e, Hand hand[COLOR_NB]) {
+static sfen_error_t parse_hands(sfen_reader_t *r, size_t b, size_t e, hand_t hand[COLOR_NB]) {
     char cb[8];
     hand[0] = hand[1] = 0;
     if (e - b == 1 && r->s[b] == '-') return SFEN_OK;
@@ -171,10 +171,10 @@ static SfenError parse_hands(Reader *r, size_t b, size_t e, Hand hand[COLOR_NB])
         }
         char c = r->s[i];
         if (c == '+') return fail(r, SFEN_ERR_HAND_PROMOTED, "promoted piece in the hand");
-        PieceType pt = pt_from_char(c);
+        piece_type_t pt = pt_from_char(c);
         if (pt == PT_KING) return fail(r, SFEN_ERR_HAND_KING, "%s in the hand", show_char(c, cb));
         if (pt == PT_NONE) return fail(r, SFEN_ERR_HAND_CHAR, "%s in the hand", show_char(c, cb));
-        Color col = (c >= 'a' && c <= 'z') ? COLOR_WHITE : COLOR_BLACK;
+        color_t col = (c >= 'a' && c <= 'z') ? COLOR_WHITE : COLOR_BLACK;
         int total = hand_count(hand[col], pt) + count;
         if (total > PIECE_TOTAL[pt])
             return fail(r, SFEN_ERR_HAND_COUNT, "%d x %c in the hand, a game has %d", total, c, PIECE_TOTAL[pt]);
@@ -184,16 +184,16 @@ static SfenError parse_hands(Reader *r, size_t b, size_t e, Hand hand[COLOR_NB])
     return SFEN_OK;
 }
 
-static SfenError check_position(Reader *r, const Position *pos) {
+static sfen_error_t check_position(sfen_reader_t *r, const pos_t *pos) {
     static const char *const COLOR_NAME[2] = {"Black", "White"};
     int kings[COLOR_NB] = {0, 0};
     int count[PT_HAND_NB] = {0};
     int pawns_on_file[COLOR_NB][FILE_NB] = {{0}};
-    for (Square sq = 0; sq < SQ_NB; sq++) {
-        Piece pc = pos->board[sq];
+    for (sq_t sq = 0; sq < SQ_NB; sq++) {
+        piece_t pc = pos->board[sq];
         if (pc == PIECE_NONE) continue;
-        PieceType pt = piece_type(pc);
-        Color c = piece_color(pc);
+        piece_type_t pt = piece_type(pc);
+        color_t c = piece_color(pc);
         if (pt == PT_KING) {
             kings[c]++;
             continue;
@@ -206,21 +206,21 @@ static SfenError check_position(Reader *r, const Position *pos) {
         if (pt == PT_PAWN && ++pawns_on_file[c][sq_file(sq)] > 1)
             return fail(r, SFEN_ERR_NIFU, "two %s pawns on file %d", COLOR_NAME[c], sq_file(sq) + 1);
     }
-    for (Color c = 0; c < COLOR_NB; c++) {
+    for (color_t c = 0; c < COLOR_NB; c++) {
         if (kings[c] == 0) return fail(r, SFEN_ERR_KING_MISSING, "%s has no king", COLOR_NAME[c]);
         if (kings[c] > 1) return fail(r, SFEN_ERR_KING_TWO, "%s has %d kings", COLOR_NAME[c], kings[c]);
-        for (PieceType pt = PT_PAWN; pt < PT_HAND_NB; pt++) count[pt] += hand_count(pos->hand[c], pt);
+        for (piece_type_t pt = PT_PAWN; pt < PT_HAND_NB; pt++) count[pt] += hand_count(pos->hand[c], pt);
     }
-    for (PieceType pt = PT_PAWN; pt < PT_HAND_NB; pt++)
+    for (piece_type_t pt = PT_PAWN; pt < PT_HAND_NB; pt++)
         if (count[pt] > PIECE_TOTAL[pt])
             return fail(r, SFEN_ERR_PIECE_COUNT, "%d pieces of kind %c on board and in hand, a game has %d", count[pt],
                         PIECE_CHARS[pt], PIECE_TOTAL[pt]);
     return SFEN_OK;
 }
 
-SfenError sfen_parse(Position *pos, const char *s, size_t len, char *err, size_t errlen) {
-    Reader rd = {s, 0, 0, err, errlen};
-    Reader *r = &rd;
+sfen_error_t sfen_parse(pos_t *pos, const char *s, size_t len, char *err, size_t errlen) {
+    sfen_reader_t rd = {s, 0, 0, err, errlen};
+    sfen_reader_t *r = &rd;
     if (err && errlen) err[0] = '\0';
     engine_init();
     if (s) {
@@ -237,7 +237,7 @@ SfenError sfen_parse(Position *pos, const char *s, size_t len, char *err, size_t
     }
     if (token_is(r, b, e, "sfen") && !next_token(r, &b, &e)) return fail(r, SFEN_ERR_EMPTY, "nothing after 'sfen'");
 
-    SfenError rc = parse_board(r, b, e, pos->board);
+    sfen_error_t rc = parse_board(r, b, e, pos->board);
     if (rc) return rc;
 
     if (!next_token(r, &b, &e)) return fail(r, SFEN_ERR_SIDE, "side to move missing");
@@ -271,31 +271,31 @@ SfenError sfen_parse(Position *pos, const char *s, size_t len, char *err, size_t
     rc = check_position(r, pos);
     if (rc) return rc;
     pos_reset_state(pos);
-    Color them = color_flip(pos->side);
+    color_t them = color_flip(pos->side);
     if (pos_is_attacked(pos, pos->side, pos->king_sq[them], pos->bb[POS_BB_OCC]))
         return fail(r, SFEN_ERR_OPPONENT_IN_CHECK, "%s is to move but %s's king is attacked",
                     pos->side == COLOR_BLACK ? "Black" : "White", them == COLOR_BLACK ? "Black" : "White");
     return SFEN_OK;
 }
 
-SfenError sfen_parse_cstr(Position *pos, const char *s, char *err, size_t errlen) {
+sfen_error_t sfen_parse_cstr(pos_t *pos, const char *s, char *err, size_t errlen) {
     return sfen_parse(pos, s, s ? strlen(s) : 0, err, errlen);
 }
 
-int32_t sfen_write(const Position *pos, char *buf, size_t buflen) {
+int32_t sfen_write(const pos_t *pos, char *buf, size_t buflen) {
     char tmp[SFEN_MAX_LEN];
     int n = 0;
     for (int r = 0; r < 9; r++) {
         int empty = 0;
         for (int f = 8; f >= 0; f--) {
-            Piece pc = pos->board[sq_make(f, r)];
+            piece_t pc = pos->board[sq_make(f, r)];
             if (pc == PIECE_NONE) {
                 empty++;
                 continue;
             }
             if (empty) tmp[n++] = (char)('0' + empty);
             empty = 0;
-            PieceType pt = piece_type(pc);
+            piece_type_t pt = piece_type(pc);
             if (pt_is_promoted(pt)) tmp[n++] = '+';
             char ch = PIECE_CHARS[pt_demote(pt)];
             tmp[n++] = piece_color(pc) == COLOR_WHITE ? (char)(ch - 'A' + 'a') : ch;
@@ -306,9 +306,9 @@ int32_t sfen_write(const Position *pos, char *buf, size_t buflen) {
     tmp[n++] = ' ';
     tmp[n++] = pos->side == COLOR_BLACK ? 'b' : 'w';
     tmp[n++] = ' ';
-    static const PieceType ORDER[7] = {PT_ROOK, PT_BISHOP, PT_GOLD, PT_SILVER, PT_KNIGHT, PT_LANCE, PT_PAWN};
+    static const piece_type_t ORDER[7] = {PT_ROOK, PT_BISHOP, PT_GOLD, PT_SILVER, PT_KNIGHT, PT_LANCE, PT_PAWN};
     int before = n;
-    for (Color c = 0; c < COLOR_NB; c++)
+    for (color_t c = 0; c < COLOR_NB; c++)
         for (int i = 0; i < 7; i++) {
             int k = hand_count(pos->hand[c], ORDER[i]);
             if (!k) continue;
@@ -326,17 +326,17 @@ int32_t sfen_write(const Position *pos, char *buf, size_t buflen) {
     return n;
 }
 
-int32_t move_to_usi(Move m, char *buf) {
+int32_t move_to_usi(move_t m, char *buf) {
     if (m == MOVE_NONE) return (int32_t)(memcpy(buf, "none", 5), 4);
     if (m == MOVE_NULL) return (int32_t)(memcpy(buf, "pass", 5), 4);
-    Square to = move_to(m);
+    sq_t to = move_to(m);
     int n = 0;
     if (move_is_drop(m)) {
-        PieceType pt = move_drop_pt(m);
+        piece_type_t pt = move_drop_pt(m);
         buf[n++] = pt >= PT_PAWN && pt <= PT_GOLD ? PIECE_CHARS[pt] : '?';
         buf[n++] = '*';
     } else {
-        Square from = move_from(m);
+        sq_t from = move_from(m);
         buf[n++] = (char)('1' + sq_file(from));
         buf[n++] = (char)('a' + sq_rank(from));
     }
@@ -347,25 +347,25 @@ int32_t move_to_usi(Move m, char *buf) {
     return n;
 }
 
-static Square parse_square(const char *s) {
+static sq_t parse_square(const char *s) {
     if (s[0] < '1' || s[0] > '9' || s[1] < 'a' || s[1] > 'i') return SQ_NONE;
     return sq_make(s[0] - '1', s[1] - 'a');
 }
 
-Move move_from_usi(const Position *pos, const char *s, size_t len) {
+move_t move_from_usi(const pos_t *pos, const char *s, size_t len) {
     if (!s) return MOVE_NONE;
     const char *nul = memchr(s, '\0', len);
     if (nul) len = (size_t)(nul - s);
     while (len && is_space(*s)) s++, len--;
     while (len && is_space(s[len - 1])) len--;
-    Move m;
+    move_t m;
     if (len == 4 && s[1] == '*') {
-        PieceType pt = pt_from_char(s[0]);
-        Square to = parse_square(s + 2);
+        piece_type_t pt = pt_from_char(s[0]);
+        sq_t to = parse_square(s + 2);
         if (pt == PT_NONE || pt == PT_KING || to == SQ_NONE) return MOVE_NONE;
         m = move_make_drop(pt, to);
     } else if (len == 4 || (len == 5 && s[4] == '+')) {
-        Square from = parse_square(s), to = parse_square(s + 2);
+        sq_t from = parse_square(s), to = parse_square(s + 2);
         if (from == SQ_NONE || to == SQ_NONE) return MOVE_NONE;
         m = move_make(from, to, len == 5);
     } else {

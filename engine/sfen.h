@@ -61,30 +61,30 @@ typedef enum {
     SFEN_ERR_TRAILING,       /* text after the ply */
     SFEN_ERR_OPPONENT_IN_CHECK, /* the side that just moved is in check */
     SFEN_ERR_NB
-} SfenError;
+} sfen_error_t;
 
 /* Short fixed name of an error code ("bad board character", ...). */
-const char *sfen_error_name(SfenError e);
+const char *sfen_error_name(sfen_error_t e);
 
 /* Sets pos from SFEN text or "startpos". On error returns the code, writes a
  * message naming what is wrong (and where) into err (if err != NULL) and
  * leaves pos in an unspecified but safe state (set it again before use). */
-SfenError sfen_parse(Position *pos, const char *s, size_t len, char *err, size_t errlen);
+sfen_error_t sfen_parse(pos_t *pos, const char *s, size_t len, char *err, size_t errlen);
 /* Same for a NUL-terminated string. */
-SfenError sfen_parse_cstr(Position *pos, const char *s, char *err, size_t errlen);
+sfen_error_t sfen_parse_cstr(pos_t *pos, const char *s, char *err, size_t errlen);
 /* Writes pos as SFEN (NUL-terminated) into buf of size >= SFEN_MAX_LEN;
  * returns the length without the NUL (like snprintf: a smaller buffer gets
  * a truncated, still NUL-terminated text and the full length is returned). Hands are written in the order
  * R B G S N L P, Black's first. */
-int32_t sfen_write(const Position *pos, char *buf, size_t buflen);
+int32_t sfen_write(const pos_t *pos, char *buf, size_t buflen);
 
 /* USI move text of m (NUL-terminated) into buf of size >= MOVE_USI_MAX;
  * returns the length. MOVE_NONE is written as "none", MOVE_NULL as "pass"
  * (so buf must then hold 5 bytes; MOVE_USI_MAX covers it). */
-int32_t move_to_usi(Move m, char *buf);
+int32_t move_to_usi(move_t m, char *buf);
 /* Reads a USI move from s[0..len) and checks it against pos: returns the
  * legal move, or MOVE_NONE when the text is malformed or the move is not
  * legal here. */
-Move move_from_usi(const Position *pos, const char *s, size_t len);
+move_t move_from_usi(const pos_t *pos, const char *s, size_t len);
 
 #endif

@@ -36,7 +36,7 @@ typedef struct {
     int32_t a_black;
     int32_t score2; /* a's score in half points: 2 win, 1 draw, 0 loss */
     int32_t plies;
-    RulesEnd end;
+    rules_end_t end;
 } eval_game_t;
 
 typedef struct {
@@ -63,7 +63,7 @@ typedef struct {
 static void fail_shared(eval_shared_t *sh, const char *fmt, ...);
 
 /* mcts_search's evaluator: the requests' planes into one batch, one forward. */
-static void eval_leaves(void *user, MctsTree *t, const MctsRequest *reqs, int32_t n, float *policy, float *wdl) {
+static void eval_leaves(void *user, mcts_tree_t *t, const mcts_request_t *reqs, int32_t n, float *policy, float *wdl) {
     (void)t;
     eval_player_t *p = user;
     for (int32_t i = 0; i < n; i++) {
@@ -95,12 +95,12 @@ static int shared_failed(eval_shared_t *sh) {
 }
 
 /* Plays game gi to its end in g. 0, or -1 when out of memory. */
-static int play_game(eval_shared_t *sh, eval_player_t pl[2], int32_t gi, ref_game_t *g, MctsResult *res) {
+static int play_game(eval_shared_t *sh, eval_player_t pl[2], int32_t gi, ref_game_t *g, mcts_result_t *res) {
     const match_play_config_t *cfg = sh->cfg;
     int a_black = gi % 2 == 0;
     char e[256];
     if (ref_game_start(g, "startpos", cfg->max_ply, e, sizeof e) != 0) return -1;
-    MctsParams prm;
+    mcts_params_t prm;
     mcts_params_default(&prm);
     prm.noise = false;
     prm.move_temp = cfg->temp;
@@ -108,7 +108,7 @@ static int play_game(eval_shared_t *sh, eval_player_t pl[2], int32_t gi, ref_gam
     prm.max_ply = cfg->max_ply;
     prm.search_batch = cfg->batch;
     prm.node_limit = 4 * cfg->visits + 4096;
-    MctsTree *tree[2];
+    mcts_tree_t *tree[2];
     for (int k = 0; k < 2; k++) {
         prm.seed = compat_mix64(cfg->seed * 0x100000001B3ull + (uint64_t)gi * 2 + (uint64_t)k);
         tree[k] = mcts_tree_new(&prm, NULL);
@@ -119,9 +119,9 @@ static int play_game(eval_shared_t *sh, eval_player_t pl[2], int32_t gi, ref_gam
         mcts_tree_free(tree[1]);
         return -1;
     }
-    MctsLimits lim = {.visits = cfg->visits, .full = 0};
+    mcts_limits_t lim = {.visits = cfg->visits, .full = 0};
     while (!ref_game_over(g) && !shared_failed(sh)) {
-        Color side = ref_game_side(g);
+        color_t side = ref_game_side(g);
         int k = (side == COLOR_BLACK) == a_black ? 0 : 1; /* net to move */
         if (rules_can_declare(&g->pos)) {               /* a search always declares when it can */
             ref_game_claim_win(g);
@@ -132,7 +132,7 @@ static int play_game(eval_shared_t *sh, eval_player_t pl[2], int32_t gi, ref_gam
             ref_game_resign(g);
             break;
         }
-        Move m = res->best;
+        move_t m = res->best;
         if (ref_game_play(g, m) != RULES_END_NONE) break;
         mcts_tree_advance(tree[0], m);
         mcts_tree_advance(tree[1], m);
@@ -150,7 +150,7 @@ static void *eval_thread(void *arg) {
     eval_player_t pl[2];
     memset(pl, 0, sizeof pl);
     ref_game_t *g = ref_game_new();
-    MctsResult *res = malloc(sizeof *res);
+    mcts_result_t *res = malloc(sizeof *res);
     int ok = be && g && res;
     for (int k = 0; ok && k < 2; k++) {
         pl[k].ctx = nn_ctx_new(sh->net[k], be, cfg->batch, e, sizeof e);
@@ -287,7 +287,7 @@ int match_play_nets(const char *run_dir, const char *model_a_path, const char *m
         if (!warm) goto done;
         uint8_t packed[ENC_PACKED_BYTES];
         float hand[ENC_HAND], pol[ENC_LABEL_NB], wdl[3];
-        Position *pos = malloc(sizeof *pos);
+        pos_t *pos = malloc(sizeof *pos);
         if (!pos) {
             nn_ctx_free(warm);
             set_err(err, errlen, "evaluation: out of memory");

@@ -14,13 +14,13 @@
 
 #include "compat/compat.h"
 
-static const char *color_name(Color c) { return c == COLOR_BLACK ? "black" : "white"; }
+static const char *color_name(color_t c) { return c == COLOR_BLACK ? "black" : "white"; }
 
 /* ---- one game ---------------------------------------------------------------- */
 ref_game_t *ref_game_new(void) { return calloc(1, sizeof(ref_game_t)); }
 void ref_game_free(ref_game_t *g) { free(g); }
 
-static void end_game(ref_game_t *g, RulesEnd end, Color winner, Color offender, const char *fmt, ...) {
+static void end_game(ref_game_t *g, rules_end_t end, color_t winner, color_t offender, const char *fmt, ...) {
     g->end = end;
     g->winner = winner;
     g->offender = offender;
@@ -32,9 +32,9 @@ static void end_game(ref_game_t *g, RulesEnd end, Color winner, Color offender, 
 
 /* The verdict of the rules on the position after a move (or at the start).
  * The declaration is never automatic: a player has to claim it. */
-static RulesEnd judge(ref_game_t *g) {
-    RulesStatus st = rules_status(&g->pos, g->max_ply);
-    Color us = pos_side_to_move(&g->pos), them = color_flip(us);
+static rules_end_t judge(ref_game_t *g) {
+    rules_status_t st = rules_status(&g->pos, g->max_ply);
+    color_t us = pos_side_to_move(&g->pos), them = color_flip(us);
     switch (st.end) {
     case RULES_END_CHECKMATE:
         end_game(g, st.end, them, COLOR_NB, "%s has no legal move (%s)", color_name(us),
@@ -96,7 +96,7 @@ int ref_game_start(ref_game_t *g, const char *start, int32_t max_ply, char *err,
             if (!*p) break;
             const char *q = p;
             while (*q && !isspace((unsigned char)*q)) q++;
-            Move m = move_from_usi(&g->pos, p, (size_t)(q - p));
+            move_t m = move_from_usi(&g->pos, p, (size_t)(q - p));
             if (m == MOVE_NONE || ref_game_over(g)) {
                 set_err(err, errlen, "start position: opening move %d '%.*s' is %s", g->n_moves + 1, (int)(q - p), p,
                         ref_game_over(g) ? "after the end of the game" : "illegal");
@@ -116,9 +116,9 @@ int ref_game_start(ref_game_t *g, const char *start, int32_t max_ply, char *err,
     return 0;
 }
 
-RulesEnd ref_game_play(ref_game_t *g, Move m) {
+rules_end_t ref_game_play(ref_game_t *g, move_t m) {
     if (ref_game_over(g)) return g->end;
-    Color us = pos_side_to_move(&g->pos);
+    color_t us = pos_side_to_move(&g->pos);
     if (!pos_is_valid_move(&g->pos, m)) {
         char t[MOVE_USI_MAX + 8];
         move_to_usi(m, t);
@@ -134,7 +134,7 @@ RulesEnd ref_game_play(ref_game_t *g, Move m) {
     return judge(g);
 }
 
-RulesEnd ref_game_play_usi(ref_game_t *g, const char *text) {
+rules_end_t ref_game_play_usi(ref_game_t *g, const char *text) {
     if (ref_game_over(g)) return g->end;
     if (!text) text = "";
     while (isspace((unsigned char)*text)) text++;
@@ -142,9 +142,9 @@ RulesEnd ref_game_play_usi(ref_game_t *g, const char *text) {
     while (len > 0 && isspace((unsigned char)text[len - 1])) len--;
     if (len == 6 && memcmp(text, "resign", 6) == 0) return ref_game_resign(g);
     if (len == 3 && memcmp(text, "win", 3) == 0) return ref_game_claim_win(g);
-    Move m = move_from_usi(&g->pos, text, len);
+    move_t m = move_from_usi(&g->pos, text, len);
     if (m == MOVE_NONE) {
-        Color us = pos_side_to_move(&g->pos);
+        color_t us = pos_side_to_move(&g->pos);
         end_game(g, RULES_END_ILLEGAL_MOVE, color_flip(us), us, "%s played '%.*s', which is %s", color_name(us),
                  (int)(len > 32 ? 32 : len), text, len ? "unreadable or illegal" : "empty");
         return g->end;
@@ -152,16 +152,16 @@ RulesEnd ref_game_play_usi(ref_game_t *g, const char *text) {
     return ref_game_play(g, m);
 }
 
-RulesEnd ref_game_resign(ref_game_t *g) {
+rules_end_t ref_game_resign(ref_game_t *g) {
     if (ref_game_over(g)) return g->end;
-    Color us = pos_side_to_move(&g->pos);
+    color_t us = pos_side_to_move(&g->pos);
     end_game(g, RULES_END_RESIGN, color_flip(us), us, "%s resigned", color_name(us));
     return g->end;
 }
 
-RulesEnd ref_game_claim_win(ref_game_t *g) {
+rules_end_t ref_game_claim_win(ref_game_t *g) {
     if (ref_game_over(g)) return g->end;
-    Color us = pos_side_to_move(&g->pos);
+    color_t us = pos_side_to_move(&g->pos);
     if (rules_can_declare(&g->pos)) {
         end_game(g, RULES_END_DECLARATION, us, us, "%s declared a win (entering king, %d points)", color_name(us),
                  rules_declaration_points(&g->pos, us));
@@ -172,7 +172,7 @@ RulesEnd ref_game_claim_win(ref_game_t *g) {
     return g->end;
 }
 
-RulesEnd ref_game_forfeit(ref_game_t *g, Color side, RulesEnd end, bool crashed, const char *detail) {
+rules_end_t ref_game_forfeit(ref_game_t *g, color_t side, rules_end_t end, bool crashed, const char *detail) {
     if (ref_game_over(g)) return g->end;
     KOMA_ASSERT(side == COLOR_BLACK || side == COLOR_WHITE);
     KOMA_ASSERT(end == RULES_END_TIME || end == RULES_END_ILLEGAL_MOVE);
@@ -187,7 +187,7 @@ int32_t ref_game_result(const ref_game_t *g) {
     return DB_RESULT_DRAW;
 }
 
-db_reason_t ref_db_reason(RulesEnd end) {
+db_reason_t ref_db_reason(rules_end_t end) {
     switch (end) {
     case RULES_END_CHECKMATE: return DB_REASON_CHECKMATE;
     case RULES_END_SENNICHITE: return DB_REASON_SENNICHITE;

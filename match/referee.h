@@ -65,14 +65,14 @@
 enum { REF_START_MAX = SFEN_MAX_LEN + 16, REF_DETAIL_MAX = 192 };
 
 typedef struct {
-    Position pos;              /* the current position with its whole history */
+    pos_t pos;              /* the current position with its whole history */
     char start[REF_START_MAX]; /* "startpos" or the SFEN the game started from */
     int32_t max_ply;           /* move limit as in rules_status (0: none) */
     int32_t n_moves;           /* moves played from start (opening moves included) */
-    Move moves[POS_HIST_MAX];
-    RulesEnd end;              /* RULES_END_NONE while the game goes on */
-    Color winner;              /* COLOR_BLACK / COLOR_WHITE, COLOR_NB: draw or not over */
-    Color offender;            /* the side whose act ended the game (resigned, claimed,
+    move_t moves[POS_HIST_MAX];
+    rules_end_t end;              /* RULES_END_NONE while the game goes on */
+    color_t winner;              /* COLOR_BLACK / COLOR_WHITE, COLOR_NB: draw or not over */
+    color_t offender;            /* the side whose act ended the game (resigned, claimed,
                                   illegal move, time, crash, perpetual check); COLOR_NB else */
     bool crashed;              /* ILLEGAL_MOVE because the player's process failed */
     char detail[REF_DETAIL_MAX]; /* how it ended, in words ("" while not over) */
@@ -89,26 +89,26 @@ void ref_game_free(ref_game_t *g); /* NULL ok */
 int ref_game_start(ref_game_t *g, const char *start, int32_t max_ply, char *err, size_t errlen);
 
 static inline bool ref_game_over(const ref_game_t *g) { return g->end != RULES_END_NONE; }
-static inline Color ref_game_side(const ref_game_t *g) { return pos_side_to_move(&g->pos); }
+static inline color_t ref_game_side(const ref_game_t *g) { return pos_side_to_move(&g->pos); }
 
 /* The side to move plays m (any 16-bit value: it is checked). Returns the
  * end after it (RULES_END_NONE: play on). */
-RulesEnd ref_game_play(ref_game_t *g, Move m);
+rules_end_t ref_game_play(ref_game_t *g, move_t m);
 /* The side to move answers with USI text: a move ("7g7f", "P*5e", "8h2b+"),
  * "resign" or "win"; surrounding spaces are ignored; anything else is an
  * illegal move. */
-RulesEnd ref_game_play_usi(ref_game_t *g, const char *text);
-RulesEnd ref_game_resign(ref_game_t *g);
+rules_end_t ref_game_play_usi(ref_game_t *g, const char *text);
+rules_end_t ref_game_resign(ref_game_t *g);
 /* The side to move claims the declaration win. */
-RulesEnd ref_game_claim_win(ref_game_t *g);
+rules_end_t ref_game_claim_win(ref_game_t *g);
 /* side loses: end is RULES_END_TIME or RULES_END_ILLEGAL_MOVE (crashed
  * marks a process failure); detail says what happened. */
-RulesEnd ref_game_forfeit(ref_game_t *g, Color side, RulesEnd end, bool crashed, const char *detail);
+rules_end_t ref_game_forfeit(ref_game_t *g, color_t side, rules_end_t end, bool crashed, const char *detail);
 
 /* +1 Black won, -1 White won, 0 draw (db_result_t); 0 while not over. */
 int32_t ref_game_result(const ref_game_t *g);
 /* The games.reason of an end (RULES_END_NONE -> DB_REASON_ABORT). */
-db_reason_t ref_db_reason(RulesEnd end);
+db_reason_t ref_db_reason(rules_end_t end);
 /* USI moves of the game separated by single spaces, malloc'ed ("" for none). */
 char *ref_game_moves_usi(const ref_game_t *g);
 /* The CSA v2.2 ending line of a finished game ("%TORYO", "%TSUMI",

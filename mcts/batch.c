@@ -50,7 +50,7 @@ void mcts_batch_commit(mcts_batch_t *b, int32_t got, int32_t tag) {
     KOMA_ASSERT(got >= 0 && got <= b->cap - b->n);
     for (int32_t k = 0; k < got; k++) {
         int32_t j = b->n + k;
-        const MctsRequest *q = &b->reqs[j];
+        const mcts_request_t *q = &b->reqs[j];
         b->tag[j] = tag;
         memcpy(b->packed + (size_t)j * ENC_PACKED_BYTES, q->packed, ENC_PACKED_BYTES);
         memcpy(b->hand + (size_t)j * ENC_HAND, q->hand, sizeof(float) * ENC_HAND);
@@ -65,7 +65,7 @@ void mcts_batch_uniform(mcts_batch_t *b) {
     memset(b->value, 0, (size_t)b->n * 3 * sizeof(float));
 }
 
-void mcts_batch_deliver(mcts_batch_t *b, MctsTree *t) {
+void mcts_batch_deliver(mcts_batch_t *b, mcts_tree_t *t) {
     for (int32_t i = 0; i < b->n; i++) mcts_deliver_moves(t, &b->reqs[i], mcts_batch_policy(b, i), mcts_batch_value(b, i));
     mcts_batch_clear(b);
 }

@@ -31,7 +31,7 @@
 typedef struct {
     int32_t cap;       /* leaves it holds */
     int32_t n;         /* leaves committed */
-    MctsRequest *reqs; /* (cap) */
+    mcts_request_t *reqs; /* (cap) */
     int32_t *tag;      /* (cap) the caller's tag of each leaf */
     uint8_t *packed;   /* (cap, ENC_PACKED_BYTES) */
     float *hand;       /* (cap, ENC_HAND) */
@@ -45,7 +45,7 @@ mcts_batch_t *mcts_batch_new(int32_t cap); /* NULL when out of memory */
 void mcts_batch_free(mcts_batch_t *b);     /* NULL ok */
 void mcts_batch_clear(mcts_batch_t *b);    /* no leaves */
 /* Where the next leaves' requests go (mcts_collect's out), and how many fit. */
-static inline MctsRequest *mcts_batch_slots(mcts_batch_t *b) { return b->reqs + b->n; }
+static inline mcts_request_t *mcts_batch_slots(mcts_batch_t *b) { return b->reqs + b->n; }
 static inline int32_t mcts_batch_room(const mcts_batch_t *b) { return b->cap - b->n; }
 /* Packs the got requests written at mcts_batch_slots for the network, each tagged tag. */
 void mcts_batch_commit(mcts_batch_t *b, int32_t got, int32_t tag);
@@ -54,6 +54,6 @@ void mcts_batch_uniform(mcts_batch_t *b);
 static inline const float *mcts_batch_policy(const mcts_batch_t *b, int32_t i) { return b->policy + b->offsets[i]; }
 static inline const float *mcts_batch_value(const mcts_batch_t *b, int32_t i) { return b->value + 3 * (int64_t)i; }
 /* Every answer to tree t (all leaves must be t's); then empty. */
-void mcts_batch_deliver(mcts_batch_t *b, MctsTree *t);
+void mcts_batch_deliver(mcts_batch_t *b, mcts_tree_t *t);
 
 #endif

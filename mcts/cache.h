@@ -27,33 +27,33 @@
 
 #define MCTS_QLOGIT_SCALE 1024.0f
 
-typedef struct MctsCache MctsCache;
+typedef struct mcts_cache mcts_cache_t;
 
 typedef struct {
     uint64_t lookups; /* mcts_cache_get calls */
     uint64_t hits;    /* of those, found */
     uint64_t inserts; /* mcts_cache_put calls that stored an entry */
-} MctsCacheStats;
+} mcts_cache_stats_t;
 
 /* A cache using about bytes of memory (at least 64 KiB are used). Returns
  * NULL when out of memory. */
-MctsCache *mcts_cache_new(int64_t bytes);
+mcts_cache_t *mcts_cache_new(int64_t bytes);
 /* Explicit geometry (tests force collisions with one slot): shards >= 1,
  * slots per shard a power of two >= 1, ring bytes per shard >= 4096 (one
  * entry of the largest move list always fits). */
-MctsCache *mcts_cache_new_geometry(int32_t shards, int32_t slots, int64_t ring_bytes);
-void mcts_cache_free(MctsCache *c); /* NULL ok */
+mcts_cache_t *mcts_cache_new_geometry(int32_t shards, int32_t slots, int64_t ring_bytes);
+void mcts_cache_free(mcts_cache_t *c); /* NULL ok */
 /* Forgets every entry (call when the network changes). */
-void mcts_cache_clear(MctsCache *c);
+void mcts_cache_clear(mcts_cache_t *c);
 
 /* Looks up key with move-list checksum check and n moves; on a hit copies
  * the n compressed logits into q and the probabilities into wdl and returns
  * true. n must be 1..MCTS_CACHE_MOVES_MAX. Thread-safe. */
-bool mcts_cache_get(MctsCache *c, uint64_t key, uint32_t check, int32_t n, uint16_t *q, float wdl[3]);
+bool mcts_cache_get(mcts_cache_t *c, uint64_t key, uint32_t check, int32_t n, uint16_t *q, float wdl[3]);
 /* Stores (replaces) the entry for key. Thread-safe. n outside
  * 1..MCTS_CACHE_MOVES_MAX is ignored. */
-void mcts_cache_put(MctsCache *c, uint64_t key, uint32_t check, int32_t n, const uint16_t *q, const float wdl[3]);
-void mcts_cache_stats(MctsCache *c, MctsCacheStats *out);
+void mcts_cache_put(mcts_cache_t *c, uint64_t key, uint32_t check, int32_t n, const uint16_t *q, const float wdl[3]);
+void mcts_cache_stats(mcts_cache_t *c, mcts_cache_stats_t *out);
 
 enum { MCTS_CACHE_MOVES_MAX = 600 };
 

@@ -6,7 +6,7 @@
 #include "engine/mate1.h"
 #include "engine/rules.h"
 
-bool mcts_leaf_repetition(const Position *pos, float *v) {
+bool mcts_leaf_repetition(const pos_t *pos, float *v) {
     if (pos_hist_len(pos) >= POS_HIST_MAX - 2) { /* no room to go deeper: call it a draw */
         *v = 0.0f;
         return true;
@@ -19,7 +19,7 @@ bool mcts_leaf_repetition(const Position *pos, float *v) {
     }
 }
 
-bool mcts_leaf_end(const Position *pos, int32_t max_ply, float *v) {
+bool mcts_leaf_end(const pos_t *pos, int32_t max_ply, float *v) {
     if (max_ply > 0 && pos_game_ply(pos) - 1 >= max_ply) {
         *v = 0.0f;
         return true;
@@ -31,4 +31,4 @@ bool mcts_leaf_end(const Position *pos, int32_t max_ply, float *v) {
     return false;
 }
 
-bool mcts_leaf_mate1(Position *pos) { return mate1_find(pos) != MOVE_NONE; }
+bool mcts_leaf_mate1(pos_t *pos) { return mate1_find(pos) != MOVE_NONE; }

@@ -20,11 +20,11 @@
 
 /* Before move generation: repetition and the history bound. If the game is
  * over, returns true and *v = its value for the side to move (1, 0, -1). */
-bool mcts_leaf_repetition(const Position *pos, float *v);
+bool mcts_leaf_repetition(const pos_t *pos, float *v);
 /* For a side to move with at least one legal move: max ply (max_ply > 0)
  * and declaration. Same convention. */
-bool mcts_leaf_end(const Position *pos, int32_t max_ply, float *v);
+bool mcts_leaf_end(const pos_t *pos, int32_t max_ply, float *v);
 /* Does the side to move have a mate in one? */
-bool mcts_leaf_mate1(Position *pos);
+bool mcts_leaf_mate1(pos_t *pos);
 
 #endif

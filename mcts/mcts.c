@@ -43,18 +43,18 @@ typedef struct {
     uint8_t state;
     uint8_t mate1;        /* terminal because the side to move mates in one */
     uint8_t pad_[2];
-} Node;
+} mcts_node_t;
 
 enum { COLL_MAX = 4096 };
 
-struct MctsTree {
-    MctsParams p;
-    MctsCache *cache;
-    Position pos; /* the root position; descents do and undo moves on it */
+struct mcts_tree {
+    mcts_params_t p;
+    mcts_cache_t *cache;
+    pos_t pos; /* the root position; descents do and undo moves on it */
 
     void *mem;
-    Node *nodes;       /* (node_cap) */
-    Move *e_move;      /* (edge_cap) */
+    mcts_node_t *nodes;       /* (node_cap) */
+    move_t *e_move;      /* (edge_cap) */
     uint16_t *e_label; /* (edge_cap) */
     float *e_prior;    /* (edge_cap) */
     int32_t *e_child;  /* (edge_cap) -1 = not reached yet */
@@ -67,7 +67,7 @@ struct MctsTree {
 
     /* the current search */
     bool active;
-    MctsStop stop;
+    mcts_stop_t stop;
     int64_t budget, playouts;
     bool full;
     int64_t soft_ms, hard_ms;
@@ -81,7 +81,7 @@ struct MctsTree {
     float root_logit[MCTS_MOVES_MAX]; /* log priors (Gumbel) */
     float root_g[MCTS_MOVES_MAX];     /* Gumbel noise */
     int32_t root_sv[MCTS_MOVES_MAX];  /* Gumbel: visits this search, in flight included */
-    MctsRng rng;
+    mcts_rng_t rng;
 
     /* scratch */
     float sf[3][MCTS_MOVES_MAX];
@@ -91,12 +91,12 @@ struct MctsTree {
     int32_t n_coll;
 
     /* mcts_search's batch */
-    MctsRequest *reqs; /* (search_batch) */
+    mcts_request_t *reqs; /* (search_batch) */
     float *pol;        /* (search_batch, ENC_LABEL_NB) */
     float *wdl;        /* (search_batch, 3) */
 };
 
-void mcts_params_default(MctsParams *p) {
+void mcts_params_default(mcts_params_t *p) {
     memset(p, 0, sizeof *p);
     p->root_mode = MCTS_ROOT_PUCT;
     p->c_init = 1.25f;
@@ -129,7 +129,7 @@ void mcts_params_default(MctsParams *p) {
     p->seed = 1;
 }
 
-const char *mcts_stop_name(MctsStop s) {
+const char *mcts_stop_name(mcts_stop_t s) {
     static const char *names[MCTS_STOP_NB] = {"running", "visits", "stop flag", "time",
                                               "pool full", "terminal", "single move"};
     return (s >= 0 && s < MCTS_STOP_NB) ? names[s] : "?";
@@ -137,10 +137,10 @@ const char *mcts_stop_name(MctsStop s) {
 
 /* ---- pool ------------------------------------------------------------------ */
 
-static void tree_clear(MctsTree *t) {
+static void tree_clear(mcts_tree_t *t) {
     t->n_nodes = 1;
     t->n_edges = 0;
-    Node *r = &t->nodes[0];
+    mcts_node_t *r = &t->nodes[0];
     memset(r, 0, sizeof *r);
     r->parent = -1;
     r->state = NODE_NEW;
@@ -150,8 +150,8 @@ static void tree_clear(MctsTree *t) {
     t->root_ready = false;
 }
 
-MctsTree *mcts_tree_new(const MctsParams *params, MctsCache *cache) {
-    MctsParams p;
+mcts_tree_t *mcts_tree_new(const mcts_params_t *params, mcts_cache_t *cache) {
+    mcts_params_t p;
     if (params) p = *params;
     else mcts_params_default(&p);
     if (p.node_limit < 2) p.node_limit = 2;
@@ -160,24 +160,24 @@ MctsTree *mcts_tree_new(const MctsParams *params, MctsCache *cache) {
     if (p.edge_limit > (int64_t)UINT32_MAX - MCTS_MOVES_MAX) p.edge_limit = (int64_t)UINT32_MAX - MCTS_MOVES_MAX;
     if (p.search_batch < 1) p.search_batch = 1;
 
-    MctsTree *t = calloc(1, sizeof *t);
+    mcts_tree_t *t = calloc(1, sizeof *t);
     if (!t) return NULL;
     t->p = p;
     t->cache = cache;
     t->node_cap = p.node_limit;
     t->edge_cap = p.edge_limit;
     /* One block: nodes, fwd, then the edge arrays (largest alignment first). */
-    size_t nodes_b = (size_t)t->node_cap * sizeof(Node);
+    size_t nodes_b = (size_t)t->node_cap * sizeof(mcts_node_t);
     size_t fwd_b = (size_t)t->node_cap * sizeof(int32_t);
     size_t ec = (size_t)t->edge_cap;
-    size_t total = nodes_b + fwd_b + ec * (sizeof(float) + sizeof(int32_t) + sizeof(Move) + sizeof(uint16_t)) + 64;
+    size_t total = nodes_b + fwd_b + ec * (sizeof(float) + sizeof(int32_t) + sizeof(move_t) + sizeof(uint16_t)) + 64;
     t->mem = malloc(total);
     if (!t->mem) {
         free(t);
         return NULL;
     }
     uint8_t *b = t->mem;
-    t->nodes = (Node *)b;
+    t->nodes = (mcts_node_t *)b;
     b += nodes_b;
     t->fwd = (int32_t *)b;
     b += fwd_b;
@@ -185,8 +185,8 @@ MctsTree *mcts_tree_new(const MctsParams *params, MctsCache *cache) {
     b += ec * sizeof(float);
     t->e_child = (int32_t *)b;
     b += ec * sizeof(int32_t);
-    t->e_move = (Move *)b;
-    b += ec * sizeof(Move);
+    t->e_move = (move_t *)b;
+    b += ec * sizeof(move_t);
     t->e_label = (uint16_t *)b;
     mcts_rng_seed(&t->rng, p.seed);
     pos_set_startpos(&t->pos);
@@ -194,7 +194,7 @@ MctsTree *mcts_tree_new(const MctsParams *params, MctsCache *cache) {
     return t;
 }
 
-void mcts_tree_free(MctsTree *t) {
+void mcts_tree_free(mcts_tree_t *t) {
     if (!t) return;
     free(t->reqs);
     free(t->pol);
@@ -203,29 +203,29 @@ void mcts_tree_free(MctsTree *t) {
     free(t);
 }
 
-const MctsParams *mcts_tree_params(const MctsTree *t) { return &t->p; }
+const mcts_params_t *mcts_tree_params(const mcts_tree_t *t) { return &t->p; }
 
-void mcts_tree_set_params(MctsTree *t, const MctsParams *params) {
-    MctsParams keep = t->p;
+void mcts_tree_set_params(mcts_tree_t *t, const mcts_params_t *params) {
+    mcts_params_t keep = t->p;
     t->p = *params;
     t->p.node_limit = keep.node_limit;
     t->p.edge_limit = keep.edge_limit;
     t->p.search_batch = keep.search_batch;
 }
 
-int32_t mcts_tree_nodes(const MctsTree *t) { return t->n_nodes; }
-int64_t mcts_tree_edges(const MctsTree *t) { return t->n_edges; }
-const Position *mcts_tree_position(const MctsTree *t) { return &t->pos; }
+int32_t mcts_tree_nodes(const mcts_tree_t *t) { return t->n_nodes; }
+int64_t mcts_tree_edges(const mcts_tree_t *t) { return t->n_edges; }
+const pos_t *mcts_tree_position(const mcts_tree_t *t) { return &t->pos; }
 
-void mcts_tree_set_position(MctsTree *t, const Position *pos) {
+void mcts_tree_set_position(mcts_tree_t *t, const pos_t *pos) {
     pos_copy(&t->pos, pos);
     tree_clear(t);
 }
 
-static int32_t node_new(MctsTree *t, int32_t parent, int32_t parent_edge) {
+static int32_t node_new(mcts_tree_t *t, int32_t parent, int32_t parent_edge) {
     if (t->n_nodes >= t->node_cap) return -1;
     int32_t i = t->n_nodes++;
-    Node *x = &t->nodes[i];
+    mcts_node_t *x = &t->nodes[i];
     memset(x, 0, sizeof *x);
     x->parent = parent;
     x->parent_edge = (uint16_t)parent_edge;
@@ -235,12 +235,12 @@ static int32_t node_new(MctsTree *t, int32_t parent, int32_t parent_edge) {
 /* ---- values -------------------------------------------------------------- */
 
 /* Mean value of child c for the player choosing it (its parent's side to move). */
-static inline float child_q(const Node *c) { return c->n > 0 ? (float)(-c->w / c->n) : 0.0f; }
+static inline float child_q(const mcts_node_t *c) { return c->n > 0 ? (float)(-c->w / c->n) : 0.0f; }
 
 /* v, d from node's side to move; removes one visit in flight from every node on the path. */
-static void backup(MctsTree *t, int32_t node, float v, float d) {
+static void backup(mcts_tree_t *t, int32_t node, float v, float d) {
     while (node >= 0) {
-        Node *x = &t->nodes[node];
+        mcts_node_t *x = &t->nodes[node];
         x->n++;
         x->w += v;
         x->d += d;
@@ -252,9 +252,9 @@ static void backup(MctsTree *t, int32_t node, float v, float d) {
 
 /* Removes one visit in flight from node and its ancestors (and the Gumbel
  * root count of the root move on that path). */
-static void revert_virtual(MctsTree *t, int32_t node) {
+static void revert_virtual(mcts_tree_t *t, int32_t node) {
     while (node >= 0) {
-        Node *x = &t->nodes[node];
+        mcts_node_t *x = &t->nodes[node];
         x->vl--;
         if (x->parent == 0 && t->p.root_mode == MCTS_ROOT_GUMBEL) t->root_sv[x->parent_edge]--;
         node = x->parent;
@@ -263,7 +263,7 @@ static void revert_virtual(MctsTree *t, int32_t node) {
 
 /* ---- expansion ----------------------------------------------------------- */
 
-static uint32_t moves_check(const Move *m, int32_t n) {
+static uint32_t moves_check(const move_t *m, int32_t n) {
     uint64_t h = 0x9E3779B97F4A7C15ull ^ (uint64_t)n;
     for (int32_t i = 0; i < n; i++) {
         h ^= m[i];
@@ -291,8 +291,8 @@ static void quantize_logits(int32_t n, const float *logits, uint16_t *q) {
 
 /* Sets the node's priors from compressed logits and its value from wdl,
  * and marks it expanded. Returns v = W - L; *d = D. */
-static float node_expand(MctsTree *t, int32_t node, const uint16_t *q, const float wdl[3], float *d) {
-    Node *x = &t->nodes[node];
+static float node_expand(mcts_tree_t *t, int32_t node, const uint16_t *q, const float wdl[3], float *d) {
+    mcts_node_t *x = &t->nodes[node];
     float *pr = &t->e_prior[x->edge_begin];
     float inv_t = 1.0f / (t->p.policy_temp > 1e-3f ? t->p.policy_temp : 1e-3f);
     double sum = 0.0;
@@ -305,8 +305,8 @@ static float node_expand(MctsTree *t, int32_t node, const uint16_t *q, const flo
     return x->v_net;
 }
 
-static void set_terminal(MctsTree *t, int32_t node, float v) {
-    Node *x = &t->nodes[node];
+static void set_terminal(mcts_tree_t *t, int32_t node, float v) {
+    mcts_node_t *x = &t->nodes[node];
     x->state = NODE_TERMINAL;
     x->v_net = v;
     x->edge_n = 0;
@@ -317,7 +317,7 @@ enum { LEAF_REQUEST = 0, LEAF_RESOLVED = 1, LEAF_FULL = -1, LEAF_COLLISION = 2 }
 
 /* Classifies the node whose position t->pos now is: resolves it (terminal,
  * mate in one, cache hit: *v, *d set), writes a request, or reports a full pool. */
-static int leaf_eval(MctsTree *t, int32_t node, bool is_root, MctsRequest *req, float *v, float *d) {
+static int leaf_eval(mcts_tree_t *t, int32_t node, bool is_root, mcts_request_t *req, float *v, float *d) {
     *d = 0.0f;
     float tv;
     if (!is_root && mcts_leaf_repetition(&t->pos, &tv)) {
@@ -326,7 +326,7 @@ static int leaf_eval(MctsTree *t, int32_t node, bool is_root, MctsRequest *req, 
         *d = tv == 0.0f ? 1.0f : 0.0f;
         return LEAF_RESOLVED;
     }
-    MoveList list;
+    move_list_t list;
     movegen_legal(&t->pos, &list);
     if (list.n == 0) { /* mate (or no move at all): the side to move loses */
         set_terminal(t, node, -1.0f);
@@ -345,11 +345,11 @@ static int leaf_eval(MctsTree *t, int32_t node, bool is_root, MctsRequest *req, 
     }
     KOMA_ASSERT(list.n <= MCTS_MOVES_MAX);
     if (t->n_edges + list.n > t->edge_cap) return LEAF_FULL;
-    Node *x = &t->nodes[node];
+    mcts_node_t *x = &t->nodes[node];
     x->edge_begin = (uint32_t)t->n_edges;
     x->edge_n = (uint16_t)list.n;
     t->n_edges += list.n;
-    Move *mv = &t->e_move[x->edge_begin];
+    move_t *mv = &t->e_move[x->edge_begin];
     uint16_t *lb = &t->e_label[x->edge_begin];
     int32_t *ch = &t->e_child[x->edge_begin];
     for (int32_t i = 0; i < list.n; i++) {
@@ -381,7 +381,7 @@ static int leaf_eval(MctsTree *t, int32_t node, bool is_root, MctsRequest *req, 
 
 /* ---- selection ------------------------------------------------------------- */
 
-static int32_t select_puct(const MctsTree *t, const Node *x, const float *prior, float fpu_red) {
+static int32_t select_puct(const mcts_tree_t *t, const mcts_node_t *x, const float *prior, float fpu_red) {
     const int32_t *ch = &t->e_child[x->edge_begin];
     float parent_n = (float)(x->n + x->vl);
     float c = mcts_puct_c(t->p.c_init, t->p.c_base, parent_n);
@@ -396,7 +396,7 @@ static int32_t select_puct(const MctsTree *t, const Node *x, const float *prior,
     float best_s = -FLT_MAX;
     for (int32_t i = 0; i < x->edge_n; i++) {
         float q, nv = 0.0f;
-        const Node *cn = ch[i] >= 0 ? &t->nodes[ch[i]] : NULL;
+        const mcts_node_t *cn = ch[i] >= 0 ? &t->nodes[ch[i]] : NULL;
         if (cn && cn->n + cn->vl > 0) {
             nv = (float)(cn->n + cn->vl);
             q = (float)(-cn->w - vloss * cn->vl) / nv;
@@ -410,12 +410,12 @@ static int32_t select_puct(const MctsTree *t, const Node *x, const float *prior,
 }
 
 /* Completed, sigma-transformed Q of node x's children into out (x->edge_n). */
-static void node_completed_q(MctsTree *t, const Node *x, float *out) {
+static void node_completed_q(mcts_tree_t *t, const mcts_node_t *x, float *out) {
     const int32_t *ch = &t->e_child[x->edge_begin];
     float *q = t->sf[2];
     int32_t *vis = t->si;
     for (int32_t i = 0; i < x->edge_n; i++) {
-        const Node *cn = ch[i] >= 0 ? &t->nodes[ch[i]] : NULL;
+        const mcts_node_t *cn = ch[i] >= 0 ? &t->nodes[ch[i]] : NULL;
         vis[i] = cn ? cn->n : 0;
         q[i] = cn ? child_q(cn) : 0.0f;
     }
@@ -428,7 +428,7 @@ static void node_completed_q(MctsTree *t, const Node *x, float *out) {
  * as mcts_completed_q + mcts_softmax, computed in one pass over the children
  * with one exp per visited child: every unvisited child shares v_mix, so
  * pi'(a) = prior(a) exp(sigma(q_a) - sigma_max) / Z. */
-static int32_t select_gumbel_interior(MctsTree *t, const Node *x) {
+static int32_t select_gumbel_interior(mcts_tree_t *t, const mcts_node_t *x) {
     const int32_t *ch = &t->e_child[x->edge_begin];
     const float *pr = &t->e_prior[x->edge_begin];
     int32_t *vis = t->si;  /* completed visits */
@@ -438,7 +438,7 @@ static int32_t select_gumbel_interior(MctsTree *t, const Node *x) {
     double sum_p = 0.0, sum_pq = 0.0, p_unvisited = 0.0;
     float lo = FLT_MAX, hi = -FLT_MAX;
     for (int32_t i = 0; i < x->edge_n; i++) {
-        const Node *cn = ch[i] >= 0 ? &t->nodes[ch[i]] : NULL;
+        const mcts_node_t *cn = ch[i] >= 0 ? &t->nodes[ch[i]] : NULL;
         vis[i] = cn ? cn->n : 0;
         sum_nv += cn ? cn->n + cn->vl : 0;
         if (vis[i] == 0) {
@@ -484,14 +484,14 @@ static int32_t select_gumbel_interior(MctsTree *t, const Node *x) {
 }
 
 /* Gumbel score g + logit + sigma(completed Q) of every root move into out. */
-static void root_gumbel_scores(MctsTree *t, float *out) {
-    const Node *r = &t->nodes[0];
+static void root_gumbel_scores(mcts_tree_t *t, float *out) {
+    const mcts_node_t *r = &t->nodes[0];
     node_completed_q(t, r, out);
     for (int32_t i = 0; i < r->edge_n; i++) out[i] += t->root_g[i] + t->root_logit[i];
 }
 
-static int32_t select_gumbel_root(MctsTree *t) {
-    const Node *r = &t->nodes[0];
+static int32_t select_gumbel_root(mcts_tree_t *t) {
+    const mcts_node_t *r = &t->nodes[0];
     int64_t sim = 0;
     for (int32_t i = 0; i < r->edge_n; i++) sim += t->root_sv[i];
     int64_t cv = mcts_gumbel_considered_visit(t->gumbel_m, t->budget, sim);
@@ -507,8 +507,8 @@ static int32_t select_gumbel_root(MctsTree *t) {
     return best < 0 ? 0 : best;
 }
 
-static int32_t select_child(MctsTree *t, int32_t node) {
-    const Node *x = &t->nodes[node];
+static int32_t select_child(mcts_tree_t *t, int32_t node) {
+    const mcts_node_t *x = &t->nodes[node];
     if (t->p.root_mode == MCTS_ROOT_GUMBEL) {
         if (node == 0) return select_gumbel_root(t);
         if (t->p.gumbel_interior) return select_gumbel_interior(t, x);
@@ -520,17 +520,17 @@ static int32_t select_child(MctsTree *t, int32_t node) {
 
 /* ---- descent ------------------------------------------------------------------ */
 
-static void undo_moves(MctsTree *t, int32_t depth) {
+static void undo_moves(mcts_tree_t *t, int32_t depth) {
     for (int32_t i = 0; i < depth; i++) pos_undo_move(&t->pos);
 }
 
 /* One playout from the root. Returns LEAF_REQUEST (req written), LEAF_RESOLVED,
  * LEAF_COLLISION (path left with its virtual visit, node in t->coll) or LEAF_FULL. */
-static int descend(MctsTree *t, MctsRequest *req) {
+static int descend(mcts_tree_t *t, mcts_request_t *req) {
     int32_t node = 0, depth = 0;
     t->nodes[0].vl++;
     for (;;) {
-        Node *x = &t->nodes[node];
+        mcts_node_t *x = &t->nodes[node];
         if (x->state == NODE_TERMINAL) {
             backup(t, node, x->v_net, x->v_net == 0.0f ? 1.0f : 0.0f);
             undo_moves(t, depth);
@@ -578,8 +578,8 @@ static int descend(MctsTree *t, MctsRequest *req) {
 
 /* ---- searching ----------------------------------------------------------------- */
 
-static void root_prepare(MctsTree *t) {
-    Node *r = &t->nodes[0];
+static void root_prepare(mcts_tree_t *t) {
+    mcts_node_t *r = &t->nodes[0];
     t->root_n = r->edge_n;
     const float *pr = &t->e_prior[r->edge_begin];
     bool noise = t->p.noise && t->full;
@@ -603,7 +603,7 @@ static void root_prepare(MctsTree *t) {
     if (t->p.single_move_stop && r->edge_n == 1 && t->stop == MCTS_STOP_NONE) t->stop = MCTS_STOP_SINGLE;
 }
 
-void mcts_search_begin(MctsTree *t, const MctsLimits *limits) {
+void mcts_search_begin(mcts_tree_t *t, const mcts_limits_t *limits) {
     KOMA_ASSERT(t->pending == 0);
     t->active = true;
     t->stop = MCTS_STOP_NONE;
@@ -623,21 +623,21 @@ void mcts_search_begin(MctsTree *t, const MctsLimits *limits) {
     t->stop_flag = limits ? limits->stop : NULL;
     t->temp_u = mcts_rng_uniform(&t->rng);
     t->root_ready = false;
-    Node *r = &t->nodes[0];
+    mcts_node_t *r = &t->nodes[0];
     if (r->state == NODE_TERMINAL || pos_hist_len(&t->pos) >= POS_HIST_MAX - 2) t->stop = MCTS_STOP_TERMINAL;
     else if (r->state == NODE_EXPANDED) root_prepare(t);
 }
 
 /* Most visited root child, and whether it is also the best by mean value. */
-static bool root_stable(const MctsTree *t) {
-    const Node *r = &t->nodes[0];
+static bool root_stable(const mcts_tree_t *t) {
+    const mcts_node_t *r = &t->nodes[0];
     int32_t bv = -1, bq = -1;
     float bqv = -FLT_MAX;
     int32_t bn = -1;
     for (int32_t i = 0; i < r->edge_n; i++) {
         int32_t c = t->e_child[r->edge_begin + i];
         if (c < 0 || t->nodes[c].n == 0) continue;
-        const Node *cn = &t->nodes[c];
+        const mcts_node_t *cn = &t->nodes[c];
         if (cn->n > bn) bn = cn->n, bv = i;
         float q = child_q(cn);
         if (q > bqv) bqv = q, bq = i;
@@ -645,7 +645,7 @@ static bool root_stable(const MctsTree *t) {
     return bv == bq;
 }
 
-static bool check_stop(MctsTree *t) {
+static bool check_stop(mcts_tree_t *t) {
     if (t->stop != MCTS_STOP_NONE) return true;
     if (t->playouts >= t->budget) t->stop = MCTS_STOP_VISITS;
     else if (t->stop_flag && atomic_load_explicit(t->stop_flag, memory_order_relaxed)) t->stop = MCTS_STOP_FLAG;
@@ -657,9 +657,9 @@ static bool check_stop(MctsTree *t) {
     return t->stop != MCTS_STOP_NONE;
 }
 
-int32_t mcts_collect(MctsTree *t, int32_t max_leaves, MctsRequest *out) {
+int32_t mcts_collect(mcts_tree_t *t, int32_t max_leaves, mcts_request_t *out) {
     if (!t->active || max_leaves <= 0) return 0;
-    Node *r = &t->nodes[0];
+    mcts_node_t *r = &t->nodes[0];
     if (r->state == NODE_NEW) { /* evaluated even when stopped: a result needs the root's moves */
         r->vl = 1;
         float v, d;
@@ -706,10 +706,10 @@ int32_t mcts_collect(MctsTree *t, int32_t max_leaves, MctsRequest *out) {
     return n_out;
 }
 
-bool mcts_deliver_moves(MctsTree *t, const MctsRequest *req, const float *move_logits, const float *wdl_logits) {
+bool mcts_deliver_moves(mcts_tree_t *t, const mcts_request_t *req, const float *move_logits, const float *wdl_logits) {
     if (req->epoch_ != t->epoch) return false; /* abandoned by mcts_tree_set_position */
     KOMA_ASSERT(req->node_ >= 0 && req->node_ < t->n_nodes);
-    Node *x = &t->nodes[req->node_];
+    mcts_node_t *x = &t->nodes[req->node_];
     KOMA_ASSERT(x->state == NODE_PENDING && x->edge_n == req->n_moves);
     float wdl[3];
     mcts_softmax(3, wdl_logits, wdl);
@@ -725,33 +725,33 @@ bool mcts_deliver_moves(MctsTree *t, const MctsRequest *req, const float *move_l
     return true;
 }
 
-bool mcts_deliver(MctsTree *t, const MctsRequest *req, const float *policy_logits, const float *wdl_logits) {
+bool mcts_deliver(mcts_tree_t *t, const mcts_request_t *req, const float *policy_logits, const float *wdl_logits) {
     if (req->epoch_ != t->epoch) return false;
     float *ml = t->sf[0];
     for (int32_t i = 0; i < req->n_moves; i++) ml[i] = policy_logits[req->labels[i]];
     return mcts_deliver_moves(t, req, ml, wdl_logits);
 }
 
-bool mcts_search_done(const MctsTree *t) { return !t->active || (t->stop != MCTS_STOP_NONE && t->pending == 0); }
-int32_t mcts_pending(const MctsTree *t) { return t->pending; }
+bool mcts_search_done(const mcts_tree_t *t) { return !t->active || (t->stop != MCTS_STOP_NONE && t->pending == 0); }
+int32_t mcts_pending(const mcts_tree_t *t) { return t->pending; }
 
 /* ---- results ---------------------------------------------------------------------- */
 
-static int32_t most_visited_child(const MctsTree *t, int32_t node) {
-    const Node *x = &t->nodes[node];
+static int32_t most_visited_child(const mcts_tree_t *t, int32_t node) {
+    const mcts_node_t *x = &t->nodes[node];
     int32_t best = -1, bn = 0;
     float bq = -FLT_MAX;
     for (int32_t i = 0; i < x->edge_n; i++) {
         int32_t c = t->e_child[x->edge_begin + i];
         if (c < 0 || t->nodes[c].n == 0) continue;
-        const Node *cn = &t->nodes[c];
+        const mcts_node_t *cn = &t->nodes[c];
         float q = child_q(cn);
         if (cn->n > bn || (cn->n == bn && q > bq)) bn = cn->n, bq = q, best = i;
     }
     return best;
 }
 
-void mcts_search_result(MctsTree *t, MctsResult *res) {
+void mcts_search_result(mcts_tree_t *t, mcts_result_t *res) {
     res->best = res->best_greedy = MOVE_NONE;
     res->n = 0;
     res->pv_len = 0;
@@ -762,7 +762,7 @@ void mcts_search_result(MctsTree *t, MctsResult *res) {
     res->edges = t->n_edges;
     res->cache_hits = t->cache_hits;
     res->collisions = t->collisions;
-    const Node *r = &t->nodes[0];
+    const mcts_node_t *r = &t->nodes[0];
     res->root_visits = r->n;
     res->root_q = r->n > 0 ? (float)(r->w / r->n) : 0.0f;
     float dr = r->n > 0 ? r->d / (float)r->n : 0.0f;
@@ -842,7 +842,7 @@ void mcts_search_result(MctsTree *t, MctsResult *res) {
      * as a mate in one adds that mate. */
     int32_t node = 0, e = greedy;
     while (res->pv_len < MCTS_PV_MAX && e >= 0) {
-        const Node *x = &t->nodes[node];
+        const mcts_node_t *x = &t->nodes[node];
         res->pv[res->pv_len++] = t->e_move[x->edge_begin + (uint32_t)e];
         node = t->e_child[x->edge_begin + (uint32_t)e];
         if (node < 0 || t->nodes[node].state != NODE_EXPANDED) break;
@@ -850,7 +850,7 @@ void mcts_search_result(MctsTree *t, MctsResult *res) {
     }
     if (node >= 0 && t->nodes[node].mate1 && res->pv_len < MCTS_PV_MAX) {
         for (int32_t i = 0; i < res->pv_len; i++) pos_do_move(&t->pos, res->pv[i]);
-        Move m = mate1_find(&t->pos);
+        move_t m = mate1_find(&t->pos);
         for (int32_t i = 0; i < res->pv_len; i++) pos_undo_move(&t->pos);
         if (m != MOVE_NONE) res->pv[res->pv_len++] = m;
     }
@@ -858,10 +858,10 @@ void mcts_search_result(MctsTree *t, MctsResult *res) {
 
 /* ---- synchronous search --------------------------------------------------------- */
 
-void mcts_search(MctsTree *t, const MctsLimits *limits, MctsEvalFn eval, void *user, MctsResult *res) {
+void mcts_search(mcts_tree_t *t, const mcts_limits_t *limits, mcts_eval_fn_t eval, void *user, mcts_result_t *res) {
     int32_t b = t->p.search_batch;
     if (!t->reqs) {
-        t->reqs = malloc((size_t)b * sizeof(MctsRequest));
+        t->reqs = malloc((size_t)b * sizeof(mcts_request_t));
         t->pol = malloc((size_t)b * ENC_LABEL_NB * sizeof(float));
         t->wdl = malloc((size_t)b * 3 * sizeof(float));
         KOMA_ASSERT(t->reqs && t->pol && t->wdl);
@@ -880,7 +880,7 @@ void mcts_search(MctsTree *t, const MctsLimits *limits, MctsEvalFn eval, void *u
 
 /* Keeps the subtree of node keep (which becomes the root), sliding kept
  * nodes and their edge blocks down in index order. */
-static void compact(MctsTree *t, int32_t keep) {
+static void compact(mcts_tree_t *t, int32_t keep) {
     int32_t *fwd = t->fwd;
     int32_t new_n = 0;
     for (int32_t i = keep; i < t->n_nodes; i++) {
@@ -890,11 +890,11 @@ static void compact(MctsTree *t, int32_t keep) {
     int64_t new_e = 0;
     for (int32_t i = keep; i < t->n_nodes; i++) {
         if (fwd[i] < 0) continue;
-        Node x = t->nodes[i];
+        mcts_node_t x = t->nodes[i];
         if (x.edge_n > 0) {
             KOMA_ASSERT((int64_t)x.edge_begin >= new_e);
             size_t n = x.edge_n, from = x.edge_begin, to = (size_t)new_e;
-            memmove(&t->e_move[to], &t->e_move[from], n * sizeof(Move));
+            memmove(&t->e_move[to], &t->e_move[from], n * sizeof(move_t));
             memmove(&t->e_label[to], &t->e_label[from], n * sizeof(uint16_t));
             memmove(&t->e_prior[to], &t->e_prior[from], n * sizeof(float));
             memmove(&t->e_child[to], &t->e_child[from], n * sizeof(int32_t));
@@ -915,10 +915,10 @@ static void compact(MctsTree *t, int32_t keep) {
     t->n_edges = new_e;
 }
 
-bool mcts_tree_advance(MctsTree *t, Move m) {
+bool mcts_tree_advance(mcts_tree_t *t, move_t m) {
     KOMA_ASSERT(t->pending == 0);
     int32_t keep = -1;
-    const Node *r = &t->nodes[0];
+    const mcts_node_t *r = &t->nodes[0];
     if (r->state == NODE_EXPANDED) {
         for (int32_t i = 0; i < r->edge_n; i++) {
             uint32_t ei = r->edge_begin + (uint32_t)i;
@@ -943,12 +943,12 @@ bool mcts_tree_advance(MctsTree *t, Move m) {
 
 /* ---- inspection ------------------------------------------------------------------ */
 
-void mcts_request_position(const MctsTree *t, const MctsRequest *req, Position *out) {
+void mcts_request_position(const mcts_tree_t *t, const mcts_request_t *req, pos_t *out) {
     KOMA_ASSERT(req->epoch_ == t->epoch);
-    Move path[POS_HIST_MAX];
+    move_t path[POS_HIST_MAX];
     int32_t depth = 0;
     for (int32_t node = req->node_; node > 0; node = t->nodes[node].parent) {
-        const Node *x = &t->nodes[node];
+        const mcts_node_t *x = &t->nodes[node];
         KOMA_ASSERT(depth < POS_HIST_MAX);
         path[depth++] = t->e_move[t->nodes[x->parent].edge_begin + x->parent_edge];
     }
@@ -956,16 +956,16 @@ void mcts_request_position(const MctsTree *t, const MctsRequest *req, Position *
     while (depth > 0) pos_do_move(out, path[--depth]);
 }
 
-const char *mcts_tree_validate(const MctsTree *t) {
+const char *mcts_tree_validate(const mcts_tree_t *t) {
     if (t->n_nodes < 1 || t->n_nodes > t->node_cap) return "node count out of range";
     if (t->n_edges < 0 || t->n_edges > t->edge_cap) return "edge count out of range";
     int32_t pending = 0;
     for (int32_t i = 0; i < t->n_nodes; i++) {
-        const Node *x = &t->nodes[i];
+        const mcts_node_t *x = &t->nodes[i];
         if (i == 0 && x->parent != -1) return "root has a parent";
         if (i > 0) {
             if (x->parent < 0 || x->parent >= i) return "parent index not below child";
-            const Node *p = &t->nodes[x->parent];
+            const mcts_node_t *p = &t->nodes[x->parent];
             if (x->parent_edge >= p->edge_n) return "parent edge out of range";
             if (t->e_child[p->edge_begin + x->parent_edge] != i) return "parent edge does not point back";
         }

@@ -9,7 +9,7 @@
  * belongs to one thread at a time; only the cache and the stop flag are shared).
  *
  * ---- The batching protocol ----------------------------------------------------
- *   MctsTree *t = mcts_tree_new(&params, cache);          // once per game slot
+ *   mcts_tree_t *t = mcts_tree_new(&params, cache);          // once per game slot
  *   mcts_tree_set_position(t, &pos);                      // new game
  *   loop over moves:
  *     mcts_search_begin(t, &limits);                      // one move's search
@@ -78,10 +78,10 @@ enum {
     MCTS_PV_MAX = 32
 };
 
-typedef enum { MCTS_ROOT_PUCT = 0, MCTS_ROOT_GUMBEL = 1 } MctsRootMode;
+typedef enum { MCTS_ROOT_PUCT = 0, MCTS_ROOT_GUMBEL = 1 } mcts_root_mode_t;
 
 typedef struct {
-    MctsRootMode root_mode; /* MCTS_ROOT_PUCT */
+    mcts_root_mode_t root_mode; /* MCTS_ROOT_PUCT */
     /* PUCT */
     float c_init;           /* 1.25 */
     float c_base;           /* 19652 */
@@ -118,9 +118,9 @@ typedef struct {
     int64_t edge_limit;     /* 0: node_limit * 48 edges (legal moves of expanded nodes) */
     int32_t search_batch;   /* 16: leaves per evaluator call in mcts_search */
     uint64_t seed;          /* 1: random numbers (noise, playout cap, move temperature) */
-} MctsParams;
+} mcts_params_t;
 
-void mcts_params_default(MctsParams *p);
+void mcts_params_default(mcts_params_t *p);
 
 /* Why a search stopped. */
 typedef enum {
@@ -132,9 +132,9 @@ typedef enum {
     MCTS_STOP_TERMINAL,   /* the root has no legal move or the game is over */
     MCTS_STOP_SINGLE,     /* the root has one legal move */
     MCTS_STOP_NB
-} MctsStop;
+} mcts_stop_t;
 
-const char *mcts_stop_name(MctsStop s);
+const char *mcts_stop_name(mcts_stop_t s);
 
 typedef struct {
     int64_t visits;           /* playouts this search; 0: playout cap randomization decides */
@@ -143,26 +143,26 @@ typedef struct {
                                  when the most visited move is also the best by Q */
     int64_t hard_deadline_ms; /* 0 = none. Past it the search stops */
     const atomic_int *stop;   /* NULL = none; nonzero stops the search */
-} MctsLimits;
+} mcts_limits_t;
 
 /* A leaf for the network. Valid from mcts_collect until delivered. */
 typedef struct {
     uint64_t key;             /* Zobrist key of the leaf position */
     int32_t n_moves;          /* legal moves of the leaf, >= 1 */
-    const Move *moves;        /* (n_moves) in move-generation order */
+    const move_t *moves;        /* (n_moves) in move-generation order */
     const uint16_t *labels;   /* (n_moves) encode_move_label of each move */
     uint8_t packed[ENC_PACKED_BYTES]; /* encode_position (when params.encode_leaves) */
     float hand[ENC_HAND];
     int32_t node_;            /* private */
     uint32_t epoch_;          /* private: tree reset counter, catches stale requests */
-} MctsRequest;
+} mcts_request_t;
 
 /* Search result. Arrays hold every legal root move, in move-generation order. */
 typedef struct {
-    Move best;                /* the move to play (MOVE_NONE if the root has none) */
-    Move best_greedy;         /* the most visited move (Gumbel: the final move) */
+    move_t best;                /* the move to play (MOVE_NONE if the root has none) */
+    move_t best_greedy;         /* the most visited move (Gumbel: the final move) */
     int32_t n;                /* legal root moves */
-    Move moves[MCTS_MOVES_MAX];
+    move_t moves[MCTS_MOVES_MAX];
     int32_t labels[MCTS_MOVES_MAX];   /* encode_move_label */
     float policy[MCTS_MOVES_MAX];     /* training target, sums to 1: visit shares (PUCT)
                                           or softmax(logits + sigma(completed Q)) (Gumbel) */
@@ -177,76 +177,76 @@ typedef struct {
     int64_t root_visits;      /* completed visits of the root (with reused ones) */
     int64_t playouts;         /* playouts this search */
     bool full_search;         /* the policy is a training target */
-    MctsStop stop;
+    mcts_stop_t stop;
     int32_t pv_len;
-    Move pv[MCTS_PV_MAX];     /* most visited line from the root */
+    move_t pv[MCTS_PV_MAX];     /* most visited line from the root */
     int32_t nodes;            /* nodes in the pool */
     int64_t edges;            /* edges in the pool */
     int64_t cache_hits;       /* this search */
     int64_t collisions;       /* this search */
-} MctsResult;
+} mcts_result_t;
 
-typedef struct MctsTree MctsTree;
+typedef struct mcts_tree mcts_tree_t;
 
 /* A tree with a pool sized by params (copied). cache may be NULL and may be
  * shared by any number of trees and threads. NULL when out of memory. */
-MctsTree *mcts_tree_new(const MctsParams *params, MctsCache *cache);
-void mcts_tree_free(MctsTree *t); /* NULL ok */
-const MctsParams *mcts_tree_params(const MctsTree *t);
+mcts_tree_t *mcts_tree_new(const mcts_params_t *params, mcts_cache_t *cache);
+void mcts_tree_free(mcts_tree_t *t); /* NULL ok */
+const mcts_params_t *mcts_tree_params(const mcts_tree_t *t);
 /* Replaces the parameters that do not size the pool (node/edge limits and
  * search_batch are kept). */
-void mcts_tree_set_params(MctsTree *t, const MctsParams *params);
+void mcts_tree_set_params(mcts_tree_t *t, const mcts_params_t *params);
 
 /* Sets the root to pos (copied with its history, which repetition checks use)
  * and empties the tree. */
-void mcts_tree_set_position(MctsTree *t, const Position *pos);
+void mcts_tree_set_position(mcts_tree_t *t, const pos_t *pos);
 /* Plays m at the root. Keeps the subtree below m when it was searched (its
  * visits and values carry over; the rest of the pool is compacted) and
  * returns true; otherwise starts an empty tree and returns false. m must be
  * legal at the root. */
-bool mcts_tree_advance(MctsTree *t, Move m);
+bool mcts_tree_advance(mcts_tree_t *t, move_t m);
 /* The root position (with its history). */
-const Position *mcts_tree_position(const MctsTree *t);
+const pos_t *mcts_tree_position(const mcts_tree_t *t);
 
 /* ---- batched search ------------------------------------------------------- */
 /* Starts a search at the root. limits may be NULL (playout cap randomization
  * picks the visits). */
-void mcts_search_begin(MctsTree *t, const MctsLimits *limits);
+void mcts_search_begin(mcts_tree_t *t, const mcts_limits_t *limits);
 /* Descends up to max_leaves times and writes the leaves that need the
  * network into out; returns their number. */
-int32_t mcts_collect(MctsTree *t, int32_t max_leaves, MctsRequest *out);
+int32_t mcts_collect(mcts_tree_t *t, int32_t max_leaves, mcts_request_t *out);
 /* The network's answer for one request: policy_logits (2187, indexed by
  * encode_move_label), wdl_logits (3: win, draw, loss for the leaf's side to
  * move). Expands the leaf, backs the value up and removes its virtual loss.
  * Returns false (and does nothing) for a request the tree abandoned. */
-bool mcts_deliver(MctsTree *t, const MctsRequest *req, const float *policy_logits, const float *wdl_logits);
+bool mcts_deliver(mcts_tree_t *t, const mcts_request_t *req, const float *policy_logits, const float *wdl_logits);
 /* The same with one logit per legal move (req->n_moves, in req->moves order). */
-bool mcts_deliver_moves(MctsTree *t, const MctsRequest *req, const float *move_logits, const float *wdl_logits);
+bool mcts_deliver_moves(mcts_tree_t *t, const mcts_request_t *req, const float *move_logits, const float *wdl_logits);
 /* The search has stopped and no request is in flight. */
-bool mcts_search_done(const MctsTree *t);
+bool mcts_search_done(const mcts_tree_t *t);
 /* Requests collected and not yet delivered. */
-int32_t mcts_pending(const MctsTree *t);
+int32_t mcts_pending(const mcts_tree_t *t);
 /* Fills res (may be called at any time; a running search is summarized). */
-void mcts_search_result(MctsTree *t, MctsResult *res);
+void mcts_search_result(mcts_tree_t *t, mcts_result_t *res);
 
 /* ---- synchronous search ------------------------------------------------------ */
 /* Evaluates n requests: writes policy_logits (n, 2187) and wdl_logits (n, 3). */
-typedef void (*MctsEvalFn)(void *user, MctsTree *t, const MctsRequest *reqs, int32_t n,
+typedef void (*mcts_eval_fn_t)(void *user, mcts_tree_t *t, const mcts_request_t *reqs, int32_t n,
                            float *policy_logits, float *wdl_logits);
 /* Runs a whole search (begin, collect/evaluate/deliver in batches of
  * params.search_batch, result). */
-void mcts_search(MctsTree *t, const MctsLimits *limits, MctsEvalFn eval, void *user, MctsResult *res);
+void mcts_search(mcts_tree_t *t, const mcts_limits_t *limits, mcts_eval_fn_t eval, void *user, mcts_result_t *res);
 
 /* ---- inspection ------------------------------------------------------------------ */
 /* Rebuilds the position of a request's leaf (root position + path moves). */
-void mcts_request_position(const MctsTree *t, const MctsRequest *req, Position *out);
+void mcts_request_position(const mcts_tree_t *t, const mcts_request_t *req, pos_t *out);
 /* Checks every tree invariant (visit sums, virtual loss, parent links,
  * pool bounds, priors); returns NULL when all hold, else a static
  * description of the first fault. With pending requests only the checks
  * that hold mid-search are made. */
-const char *mcts_tree_validate(const MctsTree *t);
+const char *mcts_tree_validate(const mcts_tree_t *t);
 /* Nodes and edges in use. */
-int32_t mcts_tree_nodes(const MctsTree *t);
-int64_t mcts_tree_edges(const MctsTree *t);
+int32_t mcts_tree_nodes(const mcts_tree_t *t);
+int64_t mcts_tree_edges(const mcts_tree_t *t);
 
 #endif

@@ -6,7 +6,7 @@
 
 static inline uint64_t rotl64(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
-void mcts_rng_seed(MctsRng *r, uint64_t seed) {
+void mcts_rng_seed(mcts_rng_t *r, uint64_t seed) {
     for (int i = 0; i < 4; i++) {
         uint64_t z = (seed += 0x9E3779B97F4A7C15ull);
         z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -15,7 +15,7 @@ void mcts_rng_seed(MctsRng *r, uint64_t seed) {
     }
 }
 
-uint64_t mcts_rng_u64(MctsRng *r) {
+uint64_t mcts_rng_u64(mcts_rng_t *r) {
     uint64_t *s = r->s;
     uint64_t result = rotl64(s[1] * 5, 7) * 9;
     uint64_t t = s[1] << 17;
@@ -28,16 +28,16 @@ uint64_t mcts_rng_u64(MctsRng *r) {
     return result;
 }
 
-double mcts_rng_uniform(MctsRng *r) { return (double)(mcts_rng_u64(r) >> 11) * 0x1.0p-53; }
+double mcts_rng_uniform(mcts_rng_t *r) { return (double)(mcts_rng_u64(r) >> 11) * 0x1.0p-53; }
 
 /* Standard normal by Box-Muller (one of the pair). */
-static double rng_normal(MctsRng *r) {
+static double rng_normal(mcts_rng_t *r) {
     double u1 = mcts_rng_uniform(r), u2 = mcts_rng_uniform(r);
     if (u1 < DBL_MIN) u1 = DBL_MIN;
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
-double mcts_rng_gamma(MctsRng *r, double alpha) {
+double mcts_rng_gamma(mcts_rng_t *r, double alpha) {
     if (alpha < 1.0) {
         /* Gamma(a) = Gamma(a + 1) * U^(1/a). */
         double u = mcts_rng_uniform(r);
@@ -55,13 +55,13 @@ double mcts_rng_gamma(MctsRng *r, double alpha) {
     }
 }
 
-double mcts_rng_gumbel(MctsRng *r) {
+double mcts_rng_gumbel(mcts_rng_t *r) {
     double u = mcts_rng_uniform(r);
     if (u < DBL_MIN) u = DBL_MIN;
     return -log(-log(u));
 }
 
-void mcts_dirichlet(MctsRng *r, double alpha, int32_t n, float *out) {
+void mcts_dirichlet(mcts_rng_t *r, double alpha, int32_t n, float *out) {
     /* Samples below FLT_MIN (common with alpha << 1) become 0: negligible mass. */
     double sum = 0.0;
     for (int32_t i = 0; i < n; i++) {

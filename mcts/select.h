@@ -16,18 +16,18 @@
 /* ---- random numbers (xoshiro256**, seeded through splitmix64) ------------- */
 typedef struct {
     uint64_t s[4];
-} MctsRng;
+} mcts_rng_t;
 
-void mcts_rng_seed(MctsRng *r, uint64_t seed);
-uint64_t mcts_rng_u64(MctsRng *r);
+void mcts_rng_seed(mcts_rng_t *r, uint64_t seed);
+uint64_t mcts_rng_u64(mcts_rng_t *r);
 /* Uniform in [0, 1). */
-double mcts_rng_uniform(MctsRng *r);
+double mcts_rng_uniform(mcts_rng_t *r);
 /* Gamma(alpha, 1), alpha > 0 (Marsaglia-Tsang; alpha < 1 by boosting). */
-double mcts_rng_gamma(MctsRng *r, double alpha);
+double mcts_rng_gamma(mcts_rng_t *r, double alpha);
 /* Standard Gumbel(0, 1): -log(-log(U)). */
-double mcts_rng_gumbel(MctsRng *r);
+double mcts_rng_gumbel(mcts_rng_t *r);
 /* out (n) ~ Dirichlet(alpha, ..., alpha); sums to 1. */
-void mcts_dirichlet(MctsRng *r, double alpha, int32_t n, float *out);
+void mcts_dirichlet(mcts_rng_t *r, double alpha, int32_t n, float *out);
 
 /* ---- PUCT ----------------------------------------------------------------- */
 /* AlphaZero's exploration schedule c(N) = c_init + log((N + c_base + 1) / c_base). */

@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-void mcts_time_input_default(MctsTimeInput *in) {
+void mcts_time_input_default(mcts_time_input_t *in) {
     memset(in, 0, sizeof *in);
     in->ply = 1;
     in->margin_ms = -1;
@@ -15,12 +15,12 @@ static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 /* What may be spent when the margin does not fit: a quarter of it. */
 static int64_t usable(int64_t avail, int64_t margin) { return avail > margin ? avail - margin : avail / 4; }
 
-MctsTimeLimits mcts_time_limits(const MctsTimeInput *in) {
+mcts_time_limits_t mcts_time_limits(const mcts_time_input_t *in) {
     int64_t margin = in->margin_ms < 0 ? 300 : in->margin_ms;
     int64_t rem = max64(0, in->remaining_ms), inc = max64(0, in->increment_ms), byo = max64(0, in->byoyomi_ms);
     int64_t horizon = 40 - (int64_t)(in->ply > 0 ? in->ply : 1) / 6;
     horizon = horizon < 20 ? 20 : horizon > 40 ? 40 : horizon;
-    MctsTimeLimits out;
+    mcts_time_limits_t out;
     if (in->movetime_ms > 0) {
         out.soft_ms = out.hard_ms = usable(in->movetime_ms, margin);
     } else if (byo > 0) {

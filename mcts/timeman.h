@@ -5,8 +5,8 @@
  * is settled) and a hard limit (stop now), in milliseconds from the start
  * of the move.
  * Does not own: the clock itself or the USI parsing (the caller fills
- * MctsTimeInput from "go btime .. wtime .. byoyomi .. binc .. winc .. movetime");
- * the search takes absolute deadlines (MctsLimits).
+ * mcts_time_input_t from "go btime .. wtime .. byoyomi .. binc .. winc .. movetime");
+ * the search takes absolute deadlines (mcts_limits_t).
  *
  * Rules (margin = network/GUI lag allowance, default 300 ms):
  *   movetime > 0:  soft = hard = movetime - margin.
@@ -35,14 +35,14 @@ typedef struct {
     int64_t movetime_ms;  /* fixed time for this move (overrides the rest) */
     int32_t ply;          /* game ply of the move to play (1 = first) */
     int64_t margin_ms;    /* lag allowance; < 0 selects the default 300 */
-} MctsTimeInput;
+} mcts_time_input_t;
 
 typedef struct {
     int64_t soft_ms; /* stop once the most visited move is also the best */
     int64_t hard_ms; /* stop now */
-} MctsTimeLimits;
+} mcts_time_limits_t;
 
-void mcts_time_input_default(MctsTimeInput *in);
-MctsTimeLimits mcts_time_limits(const MctsTimeInput *in);
+void mcts_time_input_default(mcts_time_input_t *in);
+mcts_time_limits_t mcts_time_limits(const mcts_time_input_t *in);
 
 #endif

@@ -99,7 +99,7 @@ int sp_config_check(const sp_config_t *c, char *err, size_t errlen) {
     return 0;
 }
 
-void sp_config_mcts(const sp_config_t *c, uint64_t seed, MctsParams *p) {
+void sp_config_mcts(const sp_config_t *c, uint64_t seed, mcts_params_t *p) {
     mcts_params_default(p);
     p->root_mode = strcmp(c->search, "puct") == 0 ? MCTS_ROOT_PUCT : MCTS_ROOT_GUMBEL;
     p->c_init = (float)c->cpuct;

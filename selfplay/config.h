@@ -2,7 +2,7 @@
  *
  * Owns: sp_config_t (every self-play, search, inference-server and driver
  * flag with its default), the flag table for data/config.h, the checks of a
- * configuration, and its translation into MctsParams and nn_server_config_t.
+ * configuration, and its translation into mcts_params_t and nn_server_config_t.
  * Does not own: the trainer's flags (train/trainer.h adds its own to the same
  * table), parsing (data/config.c).
  *
@@ -85,7 +85,7 @@ int sp_config_flags(sp_config_t *c, cfg_opt_t *opts, int cap);
 int sp_config_check(const sp_config_t *c, char *err, size_t errlen);
 
 /* Search parameters of one game slot (seed picks its random stream). */
-void sp_config_mcts(const sp_config_t *c, uint64_t seed, MctsParams *p);
+void sp_config_mcts(const sp_config_t *c, uint64_t seed, mcts_params_t *p);
 /* Inference server configuration. */
 /* Self-play worker threads: --threads, or one per CPU when 0. */
 int64_t sp_config_threads(const sp_config_t *c);

@@ -84,7 +84,7 @@ typedef struct {
     db_writer_t *writer;
     nn_server_t *server;
     train_trainer_t *trainer;
-    MctsCache *cache;
+    mcts_cache_t *cache;
     sp_pool_t *pool;
     shard_format_t fmt;
     shard_builder_t *builder;  /* the shard being filled (cycle `fill`) */
@@ -542,7 +542,7 @@ static void progress(driver_t *d, bool force) {
     sample_server(d);
     sp_pool_stats_t ps = {0};
     if (d->pool) sp_pool_stats(d->pool, &ps);
-    MctsCacheStats cs = {0};
+    mcts_cache_stats_t cs = {0};
     if (d->cache) mcts_cache_stats(d->cache, &cs);
     double pos_s = dt > 0 ? (double)(ps.searches - d->prog_searches) / dt : 0;
     double evals = d->win_s > 0 ? d->win_evals / d->win_s : 0;

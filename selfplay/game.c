@@ -13,8 +13,8 @@ typedef enum { GAME_IDLE = 0, GAME_PLAYING, GAME_ENDED } game_state_t;
 
 struct sp_game {
     const sp_config_t *cfg;
-    MctsTree *tree;
-    MctsRng rng;
+    mcts_tree_t *tree;
+    mcts_rng_t rng;
     game_state_t state;
     bool searching;
     bool gumbel;
@@ -23,8 +23,8 @@ struct sp_game {
     int64_t gen_cur;           /* newest generation delivered to the current search */
     sp_record_t *rec;          /* the game being played (or ended, until taken) */
     sp_game_stats_t stats;
-    Position *scratch;         /* the start position; without tree reuse the next root */
-    MctsResult res;
+    pos_t *scratch;         /* the start position; without tree reuse the next root */
+    mcts_result_t res;
 };
 
 /* ---- records ------------------------------------------------------------------- */
@@ -47,7 +47,7 @@ static sp_record_t *record_new(void) {
     return r;
 }
 
-void sp_row_encode(sp_row_t *w, const Position *pos) {
+void sp_row_encode(sp_row_t *w, const pos_t *pos) {
     encode_position(pos, w->packed, w->hand);
     encode_legal_mask(pos, w->legal);
     shard_position_t sp;
@@ -142,7 +142,7 @@ double sp_temperature(const sp_config_t *cfg, int32_t ply) {
     return cfg->temp_start * pow(cfg->temp_end / cfg->temp_start, f);
 }
 
-int32_t sp_sample_policy(MctsRng *rng, const float *p, int32_t n, double temp) {
+int32_t sp_sample_policy(mcts_rng_t *rng, const float *p, int32_t n, double temp) {
     KOMA_ASSERT(n > 0);
     if (n == 1) return 0;
     int32_t best = 0;
@@ -166,15 +166,15 @@ int32_t sp_sample_policy(MctsRng *rng, const float *p, int32_t n, double temp) {
 
 /* ---- the slot ---------------------------------------------------------------------- */
 
-sp_game_t *sp_game_new(const sp_config_t *cfg, uint64_t seed, MctsCache *cache) {
+sp_game_t *sp_game_new(const sp_config_t *cfg, uint64_t seed, mcts_cache_t *cache) {
     sp_game_t *g = calloc(1, sizeof *g);
     if (!g) return NULL;
     g->cfg = cfg;
-    MctsParams p;
+    mcts_params_t p;
     sp_config_mcts(cfg, seed, &p);
     g->gumbel = p.root_mode == MCTS_ROOT_GUMBEL;
     g->tree = mcts_tree_new(&p, cache);
-    g->scratch = malloc(sizeof(Position));
+    g->scratch = malloc(sizeof(pos_t));
     if (!g->tree || !g->scratch) {
         sp_game_free(g);
         return NULL;
@@ -192,7 +192,7 @@ void sp_game_free(sp_game_t *g) {
 }
 
 const sp_game_stats_t *sp_game_stats(const sp_game_t *g) { return &g->stats; }
-const MctsTree *sp_game_tree(const sp_game_t *g) { return g->tree; }
+const mcts_tree_t *sp_game_tree(const sp_game_t *g) { return g->tree; }
 bool sp_game_active(const sp_game_t *g) { return g->state == GAME_PLAYING; }
 
 void sp_game_begin(sp_game_t *g) {
@@ -209,16 +209,16 @@ void sp_game_begin(sp_game_t *g) {
     g->rec->no_resign = c->resign_threshold <= -1.0 || mcts_rng_uniform(&g->rng) < c->no_resign_fraction;
 }
 
-static void push_move(sp_game_t *g, Move m) {
+static void push_move(sp_game_t *g, move_t m) {
     sp_record_t *r = g->rec;
     int64_t cap = r->cap_moves;
-    r->moves = grow(r->moves, &cap, r->n_moves + 1, sizeof(Move));
+    r->moves = grow(r->moves, &cap, r->n_moves + 1, sizeof(move_t));
     r->cap_moves = (int32_t)cap;
     r->moves[r->n_moves++] = m;
 }
 
 /* Plays m at the root (keeping the subtree when tree reuse is on). */
-static void play(sp_game_t *g, Move m) {
+static void play(sp_game_t *g, move_t m) {
     if (g->cfg->tree_reuse) {
         mcts_tree_advance(g->tree, m);
     } else {
@@ -229,12 +229,12 @@ static void play(sp_game_t *g, Move m) {
     push_move(g, m);
 }
 
-static void end_game(sp_game_t *g, RulesEnd end, Color winner) {
+static void end_game(sp_game_t *g, rules_end_t end, color_t winner) {
     sp_record_t *r = g->rec;
     r->end = end;
     r->result = winner == COLOR_BLACK ? 1 : winner == COLOR_WHITE ? -1 : 0;
     if (r->no_resign && r->would_resign != COLOR_NB) {
-        Color loser = r->result > 0 ? COLOR_WHITE : r->result < 0 ? COLOR_BLACK : COLOR_NB;
+        color_t loser = r->result > 0 ? COLOR_WHITE : r->result < 0 ? COLOR_BLACK : COLOR_NB;
         r->false_resign = loser != r->would_resign;
     }
     g->state = GAME_ENDED;
@@ -262,11 +262,11 @@ static void count_gen(sp_record_t *r, int64_t gen) {
 
 /* The search at the root is over: resign, or record a row and play a move. */
 static void finish_move(sp_game_t *g) {
-    MctsResult *res = &g->res;
+    mcts_result_t *res = &g->res;
     mcts_search_result(g->tree, res);
     const sp_config_t *c = g->cfg;
     sp_record_t *r = g->rec;
-    const Position *pos = mcts_tree_position(g->tree);
+    const pos_t *pos = mcts_tree_position(g->tree);
     KOMA_ASSERT(res->n > 0 && res->best != MOVE_NONE); /* rules_status saw a legal move */
     g->searching = false;
     g->stats.searches++;
@@ -278,7 +278,7 @@ static void finish_move(sp_game_t *g) {
     float v = g->gumbel ? res->policy_q : res->root_q;
     if (!(v == v)) v = 0.0f;
     v = v < -1.0f ? -1.0f : v > 1.0f ? 1.0f : v;
-    Color side = pos_side_to_move(pos);
+    color_t side = pos_side_to_move(pos);
     if (c->resign_threshold > -1.0 && res->n > 1) {
         g->streak[side] = v < c->resign_threshold ? g->streak[side] + 1 : 0;
         if (g->streak[side] >= c->resign_consecutive) {
@@ -292,7 +292,7 @@ static void finish_move(sp_game_t *g) {
 
     int32_t ply = r->n_moves;
     double temp = sp_temperature(c, ply);
-    Move m = res->best;
+    move_t m = res->best;
     if (temp > 0.0 && res->n > 1) m = res->moves[sp_sample_policy(&g->rng, res->policy, res->n, temp)];
 
     /* The row of this position. */
@@ -325,7 +325,7 @@ static void finish_move(sp_game_t *g) {
     play(g, m);
 }
 
-int32_t sp_game_step(sp_game_t *g, int32_t max, MctsRequest *out, bool *ended) {
+int32_t sp_game_step(sp_game_t *g, int32_t max, mcts_request_t *out, bool *ended) {
     *ended = false;
     if (g->state == GAME_ENDED) {
         *ended = true;
@@ -336,8 +336,8 @@ int32_t sp_game_step(sp_game_t *g, int32_t max, MctsRequest *out, bool *ended) {
     const sp_config_t *c = g->cfg;
     for (int32_t idle = 0; idle < 1000000; idle++) {
         if (!g->searching) {
-            const Position *pos = mcts_tree_position(g->tree);
-            RulesStatus st = rules_status(pos, (int32_t)c->max_ply);
+            const pos_t *pos = mcts_tree_position(g->tree);
+            rules_status_t st = rules_status(pos, (int32_t)c->max_ply);
             if (st.end == RULES_END_NONE && pos_hist_len(pos) >= POS_HIST_MAX - 2)
                 st.end = RULES_END_MAX_PLY, st.winner = COLOR_NB; /* unreachable with max-ply <= 2000 */
             if (st.end != RULES_END_NONE) {
@@ -346,7 +346,7 @@ int32_t sp_game_step(sp_game_t *g, int32_t max, MctsRequest *out, bool *ended) {
                 return 0;
             }
             if (g->random_left > 0) {
-                MoveList l;
+                move_list_t l;
                 movegen_legal(pos, &l);
                 KOMA_ASSERT(l.n > 0);
                 g->random_left--;
@@ -377,7 +377,7 @@ int32_t sp_game_step(sp_game_t *g, int32_t max, MctsRequest *out, bool *ended) {
     return 0;
 }
 
-void sp_game_deliver(sp_game_t *g, const MctsRequest *req, const float *move_logits, const float *wdl_logits,
+void sp_game_deliver(sp_game_t *g, const mcts_request_t *req, const float *move_logits, const float *wdl_logits,
                      int64_t gen) {
     if (mcts_deliver_moves(g->tree, req, move_logits, wdl_logits) && gen > g->gen_cur) g->gen_cur = gen;
 }

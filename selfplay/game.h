@@ -48,7 +48,7 @@ enum { SP_GENS_MAX = 4 };
 
 /* A finished game. */
 typedef struct {
-    Move *moves;            /* (n_moves) every move from the start position */
+    move_t *moves;            /* (n_moves) every move from the start position */
     int32_t n_moves, cap_moves;
     sp_row_t *rows;         /* (n_rows) searched moves, in order */
     int32_t n_rows, cap_rows;
@@ -56,7 +56,7 @@ typedef struct {
     float *pol_prob;        /* (n_pol) */
     int64_t n_pol, cap_pol;
     int32_t result;         /* db_result_t: +1 Black won, -1 White won, 0 draw */
-    RulesEnd end;           /* why it ended (RULES_END_RESIGN for a resignation) */
+    rules_end_t end;           /* why it ended (RULES_END_RESIGN for a resignation) */
     int32_t random_plies;   /* random opening moves (no rows) */
     int32_t full_rows;      /* rows with a policy target */
     int64_t gens[SP_GENS_MAX];      /* generations that played searched moves */
@@ -71,7 +71,7 @@ void sp_record_free(sp_record_t *r); /* NULL ok */
 /* The position's columns of a row (packed planes, hand, legal mask, packed
  * position): what the game fills while it plays, and what a record received
  * from another rank has rebuilt (selfplay/wire.h). */
-void sp_row_encode(sp_row_t *w, const Position *pos);
+void sp_row_encode(sp_row_t *w, const pos_t *pos);
 /* Generation that played the most searched moves (0 if none). */
 int64_t sp_record_main_gen(const sp_record_t *r);
 /* "7g7f 3c3d ..." into a malloc'ed string. NULL when out of memory. */
@@ -86,7 +86,7 @@ typedef struct sp_game sp_game_t;
 
 /* A slot with its tree. cache may be NULL (shared, thread-safe). NULL when
  * out of memory. cfg must outlive the slot. */
-sp_game_t *sp_game_new(const sp_config_t *cfg, uint64_t seed, MctsCache *cache);
+sp_game_t *sp_game_new(const sp_config_t *cfg, uint64_t seed, mcts_cache_t *cache);
 void sp_game_free(sp_game_t *g); /* NULL ok */
 
 /* Starts a new game from the start position (drops any unfinished one; its
@@ -98,17 +98,17 @@ bool sp_game_active(const sp_game_t *g);
  * to out (1..max), or 0 with *ended = true when the game ended (take its
  * record), or 0 with *ended = false when idle. Every request of the previous
  * step must have been delivered. */
-int32_t sp_game_step(sp_game_t *g, int32_t max, MctsRequest *out, bool *ended);
+int32_t sp_game_step(sp_game_t *g, int32_t max, mcts_request_t *out, bool *ended);
 /* One network result: move_logits (req->n_moves, in req->moves order),
  * wdl_logits (3), from net generation gen. */
-void sp_game_deliver(sp_game_t *g, const MctsRequest *req, const float *move_logits, const float *wdl_logits,
+void sp_game_deliver(sp_game_t *g, const mcts_request_t *req, const float *move_logits, const float *wdl_logits,
                      int64_t gen);
 /* The ended game's record (the caller frees it); the slot is idle until the
  * next sp_game_begin. NULL when no game has ended. */
 sp_record_t *sp_game_take_record(sp_game_t *g);
 
 /* The slot's tree (inspection and tests: mcts_request_position). */
-const MctsTree *sp_game_tree(const sp_game_t *g);
+const mcts_tree_t *sp_game_tree(const sp_game_t *g);
 
 /* Counters since the slot was made (read by its own thread). */
 typedef struct {
@@ -120,6 +120,6 @@ const sp_game_stats_t *sp_game_stats(const sp_game_t *g);
  * from temp_start to temp_end over temp_plies, 0 (greedy) after. */
 double sp_temperature(const sp_config_t *cfg, int32_t ply);
 /* Samples an index of p (n, sums to about 1) proportionally to p^(1/T). */
-int32_t sp_sample_policy(MctsRng *rng, const float *p, int32_t n, double temp);
+int32_t sp_sample_policy(mcts_rng_t *rng, const float *p, int32_t n, double temp);
 
 #endif

@@ -309,7 +309,7 @@ typedef struct {
     char host[128];
     char dir[1024];          /* where received nets are written before loading */
     nn_server_t *server;
-    MctsCache *cache;
+    mcts_cache_t *cache;
     sp_pool_t *pool;
     uint8_t *pending;        /* an encoded game waiting for a send slot */
     int64_t pending_len;

@@ -178,13 +178,13 @@ uint8_t *sp_wire_game_encode(const sp_record_t *r, int64_t *len) {
 /* Replays the moves from the start position: every move legal, every row's
  * columns rebuilt where its ply is reached. */
 static int replay(sp_record_t *r, char *err, size_t errlen) {
-    Position *pos = malloc(sizeof *pos);
+    pos_t *pos = malloc(sizeof *pos);
     if (!pos) return fail(err, errlen, "game message: out of memory");
     pos_set_startpos(pos);
     int32_t row = 0;
     int rc = 0;
     for (int32_t i = 0; i < r->n_moves && rc == 0; i++) {
-        Move m = r->moves[i];
+        move_t m = r->moves[i];
         if (!pos_is_pseudo_legal(pos, m) || !pos_is_legal(pos, m)) {
             char usi[16] = "?";
             if (m != MOVE_NONE) move_to_usi(m, usi);
@@ -234,7 +234,7 @@ sp_record_t *sp_wire_game_decode(const uint8_t *buf, int64_t len, char *err, siz
     r->cap_rows = r->n_rows = (int32_t)n_rows;
     r->cap_pol = r->n_pol = n_pol;
     r->result = result;
-    r->end = (RulesEnd)end;
+    r->end = (rules_end_t)end;
     r->no_resign = flags & 1;
     r->false_resign = (flags >> 1) & 1;
     r->would_resign = would;

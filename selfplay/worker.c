@@ -35,7 +35,7 @@ typedef struct {
 struct sp_pool {
     const sp_config_t *cfg;
     nn_server_t *server;
-    MctsCache *cache;
+    mcts_cache_t *cache;
     worker_t *workers;
     int32_t n_workers;
     compat_mutex_t mu;
@@ -251,7 +251,7 @@ static int half_init(half_t *b, int32_t first, int32_t count, int32_t per) {
     return b->lb ? 0 : -1;
 }
 
-sp_pool_t *sp_pool_new(const sp_config_t *cfg, nn_server_t *server, MctsCache *cache, uint64_t seed, char *err,
+sp_pool_t *sp_pool_new(const sp_config_t *cfg, nn_server_t *server, mcts_cache_t *cache, uint64_t seed, char *err,
                        size_t errlen) {
     sp_pool_t *p = calloc(1, sizeof *p);
     if (!p) goto oom;

@@ -41,7 +41,7 @@ typedef struct {
 /* Makes cfg->threads workers with cfg->games_per_thread slots each (not yet
  * running). seed: the random stream of this invocation. cache may be NULL.
  * NULL with err when out of memory. */
-sp_pool_t *sp_pool_new(const sp_config_t *cfg, nn_server_t *server, MctsCache *cache, uint64_t seed, char *err,
+sp_pool_t *sp_pool_new(const sp_config_t *cfg, nn_server_t *server, mcts_cache_t *cache, uint64_t seed, char *err,
                        size_t errlen);
 /* Starts the threads: 0, or -1 with err. */
 int sp_pool_start(sp_pool_t *p, char *err, size_t errlen);

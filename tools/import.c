@@ -120,7 +120,7 @@ static int hashset_add(hashset_t *h, uint64_t k) {
 typedef struct {
     db_t *db;
     shard_builder_t *b;
-    Position *pos;
+    pos_t *pos;
     hashset_t seen;
     int64_t seq; /* next shard number */
     int root_q_result;
@@ -163,7 +163,7 @@ static int commit_shard(import_t *im) {
 
 /* One game's rows into the builder. */
 static int add_game(import_t *im, const rec_game_t *g, const char *moves_usi) {
-    Position *pos = im->pos;
+    pos_t *pos = im->pos;
     char err[512];
     if (sfen_parse_cstr(pos, g->start_sfen, err, sizeof err) != SFEN_OK) { /* the reader checked it */
         snprintf(im->err, sizeof im->err, "internal: start position '%s' refused: %s", g->start_sfen, err);
@@ -172,8 +172,8 @@ static int add_game(import_t *im, const rec_game_t *g, const char *moves_usi) {
     uint8_t planes[ENC_PACKED_BYTES], legal[ENC_LEGAL_BYTES], posb[SHARD_POSITION_BYTES];
     float hand[ENC_HAND], prob = 1.0f;
     for (int32_t i = 0; i < g->n_moves; i++) {
-        Move m = g->moves[i];
-        Color stm = pos_side_to_move(pos);
+        move_t m = g->moves[i];
+        color_t stm = pos_side_to_move(pos);
         encode_position(pos, planes, hand);
         encode_legal_mask(pos, legal);
         int32_t label = encode_move_label(pos, m);

@@ -229,10 +229,10 @@ static int inspect_db(const char *path) {
 /* ---- shard -------------------------------------------------------------------------- */
 /* A Position from the position column, or NULL with why when it is not a legal
  * shogi position (the raw fields are still set for SFEN text). */
-static const char *decode_position(const uint8_t *bytes, Position *pos) {
+static const char *decode_position(const uint8_t *bytes, pos_t *pos) {
     shard_position_t p;
     shard_position_unpack(bytes, &p);
-    memset(pos, 0, offsetof(Position, hist) + sizeof(PosState));
+    memset(pos, 0, offsetof(pos_t, hist) + sizeof(pos_state_t));
     memcpy(pos->board, p.board, sizeof pos->board);
     pos->side = p.side;
     pos->game_ply = p.ply;
@@ -249,7 +249,7 @@ static const char *decode_position(const uint8_t *bytes, Position *pos) {
     return pos_validate(pos);
 }
 
-static void move_text(const Position *pos, int valid, uint16_t m, char *buf) {
+static void move_text(const pos_t *pos, int valid, uint16_t m, char *buf) {
     if (!valid || (m != MOVE_NONE && !move_is_drop(m) && (move_from(m) >= SQ_NB || move_to(m) >= SQ_NB)) ||
         (move_is_drop(m) && move_to(m) >= SQ_NB)) {
         snprintf(buf, 24, "0x%04x", m);
@@ -271,7 +271,7 @@ static int by_prob(const void *a, const void *b) {
 static void print_rows(const shard_t *s, int64_t nrows) {
     const shard_columns_t *c = shard_columns(s);
     const shard_format_t *f = shard_format(s);
-    static Position pos; /* large: keep it off the stack */
+    static pos_t pos; /* large: keep it off the stack */
     if (nrows > shard_rows(s)) nrows = shard_rows(s);
     for (int64_t r = 0; r < nrows; r++) {
         const uint8_t *pb = c->position + r * SHARD_POSITION_BYTES;
@@ -302,7 +302,7 @@ static void print_rows(const shard_t *s, int64_t nrows) {
                 char lm[32] = "?";
                 int32_t dir = top[i].label / 81, sq = top[i].label % 81;
                 if (!why && f->features_version == ENC_FEATURES_VERSION) {
-                    Move m = encode_label_move(&pos, top[i].label);
+                    move_t m = encode_label_move(&pos, top[i].label);
                     if (m != MOVE_NONE) move_to_usi(m, lm);
                     else snprintf(lm, sizeof lm, "d%d/s%d(illegal)", dir, sq);
                 } else {

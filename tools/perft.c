@@ -43,7 +43,7 @@ int main(int argc, char **argv) {
     }
     if (depth < 0) return usage();
 
-    static Position pos;
+    static pos_t pos;
     char err[256];
     if (sfen_parse_cstr(&pos, sfen, err, sizeof err) != SFEN_OK) {
         fprintf(stderr, "perft: %s\n", err);
@@ -52,7 +52,7 @@ int main(int argc, char **argv) {
     int64_t t0 = compat_now_ns();
     uint64_t nodes = 0;
     if (divide && depth > 0) {
-        MoveList list;
+        move_list_t list;
         movegen_legal(&pos, &list);
         for (int32_t i = 0; i < list.n; i++) {
             char usi[MOVE_USI_MAX];

@@ -219,7 +219,7 @@ typedef struct {
     int e1_black;   /* engine1 played Black */
     int score2;     /* engine1's half points: 2 win, 1 draw, 0 loss */
     int opening;    /* index into the openings, -1 = startpos */
-    RulesEnd end;
+    rules_end_t end;
     int32_t plies;
     char detail[REF_DETAIL_MAX];
 } game_out_t;
@@ -271,7 +271,7 @@ static const char *const csa_piece[PT_NB] = {"", "FU", "KY", "KE", "GI", "KA", "
                                              "OU", "TO", "NY", "NK", "NG", "UM", "RY"};
 
 /* The position pos as CSA P1..P9, hands and side lines. */
-static void csa_position(sb_t *f, const Position *pos, int startpos) {
+static void csa_position(sb_t *f, const pos_t *pos, int startpos) {
     if (startpos) {
         sb_printf(f, "PI\n+\n");
         return;
@@ -279,14 +279,14 @@ static void csa_position(sb_t *f, const Position *pos, int startpos) {
     for (int r = 0; r < 9; r++) {
         sb_printf(f, "P%d", r + 1);
         for (int file = 8; file >= 0; file--) {
-            Piece pc = pos_piece_on(pos, sq_make(file, r));
+            piece_t pc = pos_piece_on(pos, sq_make(file, r));
             if (pc == PIECE_NONE) sb_printf(f, " * ");
             else sb_printf(f, "%c%s", piece_color(pc) == COLOR_BLACK ? '+' : '-', csa_piece[piece_type(pc)]);
         }
         sb_printf(f, "\n");
     }
-    static const PieceType order[] = {PT_ROOK, PT_BISHOP, PT_GOLD, PT_SILVER, PT_KNIGHT, PT_LANCE, PT_PAWN};
-    for (Color c = COLOR_BLACK; c <= COLOR_WHITE; c++) {
+    static const piece_type_t order[] = {PT_ROOK, PT_BISHOP, PT_GOLD, PT_SILVER, PT_KNIGHT, PT_LANCE, PT_PAWN};
+    for (color_t c = COLOR_BLACK; c <= COLOR_WHITE; c++) {
         if (pos_hand(pos, c) == 0) continue;
         sb_printf(f, "P%c", c == COLOR_BLACK ? '+' : '-');
         for (int i = 0; i < 7; i++)
@@ -297,7 +297,7 @@ static void csa_position(sb_t *f, const Position *pos, int startpos) {
 }
 
 /* "+7776FU": the move m from pos (before it is made), with the piece after it. */
-static void csa_move(const Position *pos, Move m, char out[8]) {
+static void csa_move(const pos_t *pos, move_t m, char out[8]) {
     const char *pc = csa_piece[piece_type(pos_moved_piece_after(pos, m))];
     out[0] = pos_side_to_move(pos) == COLOR_BLACK ? '+' : '-';
     out[1] = move_is_drop(m) ? '0' : (char)('1' + sq_file(move_from(m))); /* file, rank as digits 1-9; 00 = drop */
@@ -326,7 +326,7 @@ static int write_csa(const match_t *m, int32_t gi, const ref_game_t *g, const in
     time_control_text(m->cfg, tc, sizeof tc);
     sb_printf(f, "V2.2\nN+%s\nN-%s\n$EVENT:usi-match\n$START_TIME:%s\n$END_TIME:%s\n", black, white, t0, t1);
     sb_printf(f, "'game %d of %d, time %s, max ply %d\n", gi + 1, m->cfg->games, tc, m->cfg->max_ply);
-    Position *pos = malloc(sizeof *pos);
+    pos_t *pos = malloc(sizeof *pos);
     if (!pos) {
         free(sb.s);
         msgf(err, errlen, "%s: out of memory", path);
@@ -463,7 +463,7 @@ static int play_game(match_t *m, engine_t eng[2], int32_t gi, ref_game_t *g, int
     for (int32_t i = 0; i < n_open; i++) times_ms[i] = -1;
     while (!ref_game_over(g)) {
         if (compat_stop_requested()) return -1;
-        Color side = ref_game_side(g);
+        color_t side = ref_game_side(g);
         int k = (side == COLOR_BLACK) == e1_black ? 0 : 1;
         engine_t *e = &eng[k];
         char *pos_cmd = position_cmd(g), go[160], detail[REF_DETAIL_MAX];
@@ -512,7 +512,7 @@ static int play_game(match_t *m, engine_t eng[2], int32_t gi, ref_game_t *g, int
     /* gameover from each engine's side */
     for (int k = 0; k < 2; k++) {
         if (!eng[k].alive) continue;
-        Color c = (k == 0) == e1_black ? COLOR_BLACK : COLOR_WHITE;
+        color_t c = (k == 0) == e1_black ? COLOR_BLACK : COLOR_WHITE;
         const char *res = g->winner == COLOR_NB ? "draw" : g->winner == c ? "win" : "lose";
         char cmd[32];
         msgf(cmd, sizeof cmd, "gameover %s", res);
@@ -525,7 +525,7 @@ static int play_game(match_t *m, engine_t eng[2], int32_t gi, ref_game_t *g, int
     o->opening = opening;
     o->end = g->end;
     o->plies = g->n_moves;
-    Color e1 = e1_black ? COLOR_BLACK : COLOR_WHITE;
+    color_t e1 = e1_black ? COLOR_BLACK : COLOR_WHITE;
     o->score2 = g->winner == COLOR_NB ? 1 : g->winner == e1 ? 2 : 0;
     msgf(o->detail, sizeof o->detail, "%s", g->detail);
     const char *black = eng[e1_black ? 0 : 1].name, *white = eng[e1_black ? 1 : 0].name;
@@ -861,7 +861,7 @@ int main(int argc, char **argv) {
         }
         printf("LOS %.1f%%\nends:", 100.0 * elo.los);
         for (int e = 0; e < RULES_END_NB; e++)
-            if (ends[e]) printf(" %s %d", rules_end_name((RulesEnd)e), ends[e]);
+            if (ends[e]) printf(" %s %d", rules_end_name((rules_end_t)e), ends[e]);
         printf("\n");
     }
 

@@ -11,7 +11,7 @@
 #include "data/run.h"
 #include "engine/encode.h"
 
-struct UsiEval {
+struct usi_eval {
     nn_server_t *srv; /* NULL: uniform */
     char describe[USI_PATH_MAX + 128];
 };
@@ -23,10 +23,10 @@ static int ends_with(const char *s, const char *suffix) {
 
 typedef struct {
     char last[USI_PATH_MAX];
-} LastFile;
+} eval_last_file_t;
 
 static int keep_last_weights(const char *name, int is_dir, void *user) {
-    LastFile *lf = user;
+    eval_last_file_t *lf = user;
     if (!is_dir && ends_with(name, ".safetensors")) snprintf(lf->last, sizeof lf->last, "%s", name);
     return 0;
 }
@@ -98,7 +98,7 @@ int usi_net_resolve(const char *net, char *path, size_t pathlen, char *note, siz
     if (compat_file_exists(buf)) return resolve_run(net, buf, path, pathlen, note, notelen, err, errlen);
     const char *dirs[2] = {"models", ""};
     for (int i = 0; i < 2; i++) {
-        LastFile lf = {""};
+        eval_last_file_t lf = {""};
         snprintf(buf, sizeof buf, "%s%s%s", net, *dirs[i] ? "/" : "", dirs[i]);
         char e[256];
         if (!compat_is_dir(buf) || compat_list_dir(buf, keep_last_weights, &lf, e, sizeof e) != 0 || !lf.last[0])
@@ -114,9 +114,9 @@ int usi_net_resolve(const char *net, char *path, size_t pathlen, char *note, siz
     return -1;
 }
 
-UsiEval *usi_eval_new(const char *weights_path, const char *backend, int32_t threads, int32_t max_batch, char *err,
+usi_eval_t *usi_eval_new(const char *weights_path, const char *backend, int32_t threads, int32_t max_batch, char *err,
                       size_t errlen) {
-    UsiEval *ev = calloc(1, sizeof *ev);
+    usi_eval_t *ev = calloc(1, sizeof *ev);
     if (!ev) {
         snprintf(err, errlen, "out of memory");
         return NULL;
@@ -152,17 +152,17 @@ UsiEval *usi_eval_new(const char *weights_path, const char *backend, int32_t thr
     return ev;
 }
 
-void usi_eval_free(UsiEval *ev) {
+void usi_eval_free(usi_eval_t *ev) {
     if (!ev) return;
     nn_server_free(ev->srv);
     free(ev);
 }
 
-bool usi_eval_uniform(const UsiEval *ev) { return !ev || !ev->srv; }
-const char *usi_eval_describe(const UsiEval *ev) { return ev ? ev->describe : "none"; }
+bool usi_eval_uniform(const usi_eval_t *ev) { return !ev || !ev->srv; }
+const char *usi_eval_describe(const usi_eval_t *ev) { return ev ? ev->describe : "none"; }
 
-UsiBatch *usi_batch_new(int32_t cap) {
-    UsiBatch *b = calloc(1, sizeof *b);
+usi_batch_t *usi_batch_new(int32_t cap) {
+    usi_batch_t *b = calloc(1, sizeof *b);
     if (!b) return NULL;
     b->leaves = mcts_batch_new(cap);
     if (!b->leaves) {
@@ -172,13 +172,13 @@ UsiBatch *usi_batch_new(int32_t cap) {
     return b;
 }
 
-void usi_batch_free(UsiBatch *b) {
+void usi_batch_free(usi_batch_t *b) {
     if (!b) return;
     mcts_batch_free(b->leaves);
     free(b);
 }
 
-int usi_eval_submit(UsiEval *ev, UsiBatch *b, char *err, size_t errlen) {
+int usi_eval_submit(usi_eval_t *ev, usi_batch_t *b, char *err, size_t errlen) {
     mcts_batch_t *l = b->leaves;
     KOMA_ASSERT(!b->in_flight);
     if (usi_eval_uniform(ev) || l->n == 0) {
@@ -201,7 +201,7 @@ int usi_eval_submit(UsiEval *ev, UsiBatch *b, char *err, size_t errlen) {
     return 0;
 }
 
-int usi_eval_wait(UsiEval *ev, UsiBatch *b, char *err, size_t errlen) {
+int usi_eval_wait(usi_eval_t *ev, usi_batch_t *b, char *err, size_t errlen) {
     if (!b->in_flight) return 0;
     b->in_flight = false;
     nn_server_result_t res;
@@ -215,7 +215,7 @@ int usi_eval_wait(UsiEval *ev, UsiBatch *b, char *err, size_t errlen) {
     return 0;
 }
 
-int usi_eval_poll(UsiEval *ev, UsiBatch *b, char *err, size_t errlen) {
+int usi_eval_poll(usi_eval_t *ev, usi_batch_t *b, char *err, size_t errlen) {
     if (!b->in_flight) return 1;
     nn_server_result_t res;
     res.message[0] = 0;
@@ -230,4 +230,4 @@ int usi_eval_poll(UsiEval *ev, UsiBatch *b, char *err, size_t errlen) {
     return 1;
 }
 
-void usi_batch_deliver(MctsTree *t, UsiBatch *b) { mcts_batch_deliver(b->leaves, t); }
+void usi_batch_deliver(mcts_tree_t *t, usi_batch_t *b) { mcts_batch_deliver(b->leaves, t); }

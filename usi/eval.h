@@ -33,38 +33,38 @@ enum { USI_PATH_MAX = 1024 };
 int usi_net_resolve(const char *net, char *path, size_t pathlen, char *note, size_t notelen, char *err,
                     size_t errlen);
 
-typedef struct UsiEval UsiEval;
+typedef struct usi_eval usi_eval_t;
 
 /* An evaluator for weights_path ("" or NULL: uniform). NULL with err when the
  * file cannot be served (bad file, wrong encoding, no CUDA, ...). */
-UsiEval *usi_eval_new(const char *weights_path, const char *backend, int32_t threads, int32_t max_batch, char *err,
+usi_eval_t *usi_eval_new(const char *weights_path, const char *backend, int32_t threads, int32_t max_batch, char *err,
                       size_t errlen);
-void usi_eval_free(UsiEval *ev); /* NULL ok */
-bool usi_eval_uniform(const UsiEval *ev);
+void usi_eval_free(usi_eval_t *ev); /* NULL ok */
+bool usi_eval_uniform(const usi_eval_t *ev);
 /* "6x64 relu on cpu: runs/x/models/0007.safetensors" or "uniform policy, zero value (no net)". */
-const char *usi_eval_describe(const UsiEval *ev);
+const char *usi_eval_describe(const usi_eval_t *ev);
 
 /* One batch of leaves (mcts/batch.h) on its way through the server. */
 typedef struct {
     mcts_batch_t *leaves;     /* collected and committed by the search */
     nn_server_ticket_t ticket;
     bool in_flight;
-} UsiBatch;
+} usi_batch_t;
 
-UsiBatch *usi_batch_new(int32_t cap); /* NULL when out of memory */
-void usi_batch_free(UsiBatch *b);     /* NULL ok */
+usi_batch_t *usi_batch_new(int32_t cap); /* NULL when out of memory */
+void usi_batch_free(usi_batch_t *b);     /* NULL ok */
 
 /* Starts evaluating the leaves committed to b->leaves. Returns 0, or -1 with
  * err (the batch then holds uniform answers and is not in flight). */
-int usi_eval_submit(UsiEval *ev, UsiBatch *b, char *err, size_t errlen);
+int usi_eval_submit(usi_eval_t *ev, usi_batch_t *b, char *err, size_t errlen);
 /* Waits for a submitted batch. Returns 0, or -1 with err: the batch then
  * holds uniform answers, so the search can go on. */
-int usi_eval_wait(UsiEval *ev, UsiBatch *b, char *err, size_t errlen);
+int usi_eval_wait(usi_eval_t *ev, usi_batch_t *b, char *err, size_t errlen);
 /* Has a submitted batch finished? 1: yes (answers in b; uniform ones and
  * -1 with err when the network failed), 0: still running. A batch not in
  * flight counts as finished. */
-int usi_eval_poll(UsiEval *ev, UsiBatch *b, char *err, size_t errlen);
+int usi_eval_poll(usi_eval_t *ev, usi_batch_t *b, char *err, size_t errlen);
 /* Hands every answer of b to the tree (mcts_deliver_moves). */
-void usi_batch_deliver(MctsTree *t, UsiBatch *b);
+void usi_batch_deliver(mcts_tree_t *t, usi_batch_t *b);
 
 #endif

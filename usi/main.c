@@ -26,7 +26,7 @@ enum { LINE_MAX_BYTES = 1 << 20 };
 int main(int argc, char **argv) {
     if (koma_version_asked(argc, argv, "koma")) return 0;
     nn_cpu_blas_reexec_if_generic(argv);
-    UsiSession *s = usi_session_new(NULL, NULL);
+    usi_session_t *s = usi_session_new(NULL, NULL);
     if (!s) {
         fprintf(stderr, "koma: out of memory\n");
         return 1;

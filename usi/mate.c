@@ -15,29 +15,29 @@ typedef struct {
     uint64_t key;
     int16_t mate_le;   /* a mate within this many plies is known (MATE_NONE_LE: none) */
     int16_t nomate_ge; /* no mate within this many plies (-1: unknown) */
-    Move move;         /* the mating move for mate_le */
+    move_t move;         /* the mating move for mate_le */
     uint16_t pad_;
-} MateEntry;
+} mate_entry_t;
 
 typedef struct {
-    Position *pos;
-    MateEntry *tt; /* (mask + 1) */
+    pos_t *pos;
+    mate_entry_t *tt; /* (mask + 1) */
     uint64_t mask;
     int64_t nodes, max_nodes, deadline_ms;
     const atomic_int *stop;
     bool abort; /* time, flag or node limit: results below are meaningless */
     bool cut;   /* this iteration left something unproven (depth limit, repetition) */
-    MoveList lists[USI_MATE_PLY_MAX + 2];
+    move_list_t lists[USI_MATE_PLY_MAX + 2];
     int32_t score[MOVES_MAX];
-    Move tmp[MOVES_MAX];
-} MateCtx;
+    move_t tmp[MOVES_MAX];
+} mate_ctx_t;
 
-void usi_mate_limits_default(UsiMateLimits *lim) {
+void usi_mate_limits_default(usi_mate_limits_t *lim) {
     memset(lim, 0, sizeof *lim);
     lim->max_plies = USI_MATE_PLY_MAX;
 }
 
-static bool check_abort(MateCtx *c) {
+static bool check_abort(mate_ctx_t *c) {
     if (c->abort) return true;
     if ((++c->nodes & 63) == 0) { /* a node can cost a move generation per check: look often */
         if ((c->stop && atomic_load_explicit(c->stop, memory_order_relaxed)) ||
@@ -47,13 +47,13 @@ static bool check_abort(MateCtx *c) {
     return c->abort;
 }
 
-static MateEntry *tt_probe(MateCtx *c, uint64_t key) {
-    MateEntry *e = &c->tt[key & c->mask];
+static mate_entry_t *tt_probe(mate_ctx_t *c, uint64_t key) {
+    mate_entry_t *e = &c->tt[key & c->mask];
     return e->key == key ? e : NULL;
 }
 
-static void tt_store(MateCtx *c, uint64_t key, int32_t mate_le, Move m, int32_t nomate_ge) {
-    MateEntry *e = &c->tt[key & c->mask];
+static void tt_store(mate_ctx_t *c, uint64_t key, int32_t mate_le, move_t m, int32_t nomate_ge) {
+    mate_entry_t *e = &c->tt[key & c->mask];
     if (e->key != key) {
         e->key = key;
         e->mate_le = MATE_NONE_LE;
@@ -65,8 +65,8 @@ static void tt_store(MateCtx *c, uint64_t key, int32_t mate_le, Move m, int32_t 
 }
 
 /* The legal checks of the side to move into l, fewest defender replies first. */
-static void gen_checks(MateCtx *c, MoveList *l, bool order) {
-    Position *pos = c->pos;
+static void gen_checks(mate_ctx_t *c, move_list_t *l, bool order) {
+    pos_t *pos = c->pos;
     movegen_legal(pos, l);
     int32_t n = 0;
     for (int32_t i = 0; i < l->n; i++)
@@ -79,7 +79,7 @@ static void gen_checks(MateCtx *c, MoveList *l, bool order) {
         pos_undo_move(pos);
     }
     for (int32_t i = 1; i < n; i++) { /* insertion sort, stable */
-        Move m = l->moves[i];
+        move_t m = l->moves[i];
         int32_t s = c->score[i], j = i - 1;
         while (j >= 0 && c->score[j] > s) {
             l->moves[j + 1] = l->moves[j];
@@ -91,7 +91,7 @@ static void gen_checks(MateCtx *c, MoveList *l, bool order) {
     }
 }
 
-static bool has_check(MateCtx *c, MoveList *l) {
+static bool has_check(mate_ctx_t *c, move_list_t *l) {
     movegen_legal(c->pos, l);
     for (int32_t i = 0; i < l->n; i++)
         if (pos_gives_check(c->pos, l->moves[i])) return true;
@@ -100,34 +100,34 @@ static bool has_check(MateCtx *c, MoveList *l) {
 
 /* Evasions of the side to move into l: king moves, then captures, then
  * other board moves, then drops (interpositions rarely refute). */
-static void gen_evasions(MateCtx *c, MoveList *l) {
-    Position *pos = c->pos;
+static void gen_evasions(mate_ctx_t *c, move_list_t *l) {
+    pos_t *pos = c->pos;
     movegen_legal(pos, l);
     int32_t n = 0;
-    Square ksq = pos_king_sq(pos, pos_side_to_move(pos));
+    sq_t ksq = pos_king_sq(pos, pos_side_to_move(pos));
     for (int pass = 0; pass < 4; pass++)
         for (int32_t i = 0; i < l->n; i++) {
-            Move m = l->moves[i];
+            move_t m = l->moves[i];
             int cls = move_is_drop(m) ? 3 : move_from(m) == ksq ? 0 : pos_is_capture(pos, m) ? 1 : 2;
             if (cls == pass) c->tmp[n++] = m;
         }
-    memcpy(l->moves, c->tmp, (size_t)n * sizeof(Move));
+    memcpy(l->moves, c->tmp, (size_t)n * sizeof(move_t));
 }
 
-static bool and_node(MateCtx *c, int32_t ply, int32_t d);
+static bool and_node(mate_ctx_t *c, int32_t ply, int32_t d);
 
 /* Does the side to move (the attacker) mate within d plies (d odd)? */
-static bool or_node(MateCtx *c, int32_t ply, int32_t d) {
+static bool or_node(mate_ctx_t *c, int32_t ply, int32_t d) {
     if (check_abort(c)) return false;
-    Position *pos = c->pos;
+    pos_t *pos = c->pos;
     uint64_t key = pos_key(pos);
-    MateEntry *e = tt_probe(c, key);
+    mate_entry_t *e = tt_probe(c, key);
     if (e) {
         if (e->mate_le <= d) return true;
         if (e->nomate_ge >= d) return false;
     }
-    MoveList *l = &c->lists[ply];
-    Move m = mate1_find(pos);
+    move_list_t *l = &c->lists[ply];
+    move_t m = mate1_find(pos);
     if (m != MOVE_NONE) {
         tt_store(c, key, 1, m, -1);
         return true;
@@ -147,7 +147,7 @@ static bool or_node(MateCtx *c, int32_t ply, int32_t d) {
         return false;
     }
     for (int32_t i = 0; i < l->n; i++) {
-        Move mv = l->moves[i];
+        move_t mv = l->moves[i];
         pos_do_move(pos, mv);
         bool r = and_node(c, ply + 1, d - 1);
         pos_undo_move(pos);
@@ -162,10 +162,10 @@ static bool or_node(MateCtx *c, int32_t ply, int32_t d) {
 }
 
 /* Is the side to move (the defender, in check) mated within d plies (d even)? */
-static bool and_node(MateCtx *c, int32_t ply, int32_t d) {
+static bool and_node(mate_ctx_t *c, int32_t ply, int32_t d) {
     if (check_abort(c)) return false;
-    Position *pos = c->pos;
-    MoveList *l = &c->lists[ply];
+    pos_t *pos = c->pos;
+    move_list_t *l = &c->lists[ply];
     gen_evasions(c, l);
     if (l->n == 0) return true;
     if (d <= 0) return false;
@@ -185,15 +185,15 @@ static bool and_node(MateCtx *c, int32_t ply, int32_t d) {
 
 /* The mating line from the root, known to mate within d plies. Attacker:
  * the fastest mate; defender: the reply that delays it most. */
-static int32_t extract_pv(MateCtx *c, int32_t d, Move *pv) {
-    Position *pos = c->pos;
-    MoveList *l = malloc(sizeof *l);
+static int32_t extract_pv(mate_ctx_t *c, int32_t d, move_t *pv) {
+    pos_t *pos = c->pos;
+    move_list_t *l = malloc(sizeof *l);
     if (!l) return 0;
     int32_t len = 0, left = d;
     bool ok = false;
     while (len < USI_MATE_PLY_MAX && left >= 1) {
         /* attacker */
-        Move best = mate1_find(pos);
+        move_t best = mate1_find(pos);
         int32_t used = 1;
         if (best == MOVE_NONE) {
             gen_checks(c, l, true);
@@ -216,9 +216,9 @@ static int32_t extract_pv(MateCtx *c, int32_t d, Move *pv) {
             goto done;
         }
         if (left < 2 || len >= USI_MATE_PLY_MAX) goto done;
-        Move reply = MOVE_NONE;
+        move_t reply = MOVE_NONE;
         int32_t longest = -1;
-        MoveList replies = *l;
+        move_list_t replies = *l;
         for (int32_t i = 0; i < replies.n; i++) {
             pos_do_move(pos, replies.moves[i]);
             int32_t found = -1;
@@ -241,9 +241,9 @@ done:
     return ok ? len : 0;
 }
 
-bool usi_mate_verify(const Position *root, const Move *pv, int32_t len) {
+bool usi_mate_verify(const pos_t *root, const move_t *pv, int32_t len) {
     if (len < 1 || len % 2 == 0) return false;
-    Position *pos = malloc(sizeof *pos);
+    pos_t *pos = malloc(sizeof *pos);
     if (!pos) return false;
     pos_copy(pos, root);
     bool ok = true;
@@ -257,19 +257,19 @@ bool usi_mate_verify(const Position *root, const Move *pv, int32_t len) {
     return ok;
 }
 
-void usi_mate_search(Position *pos, const UsiMateLimits *lim, UsiMateResult *res) {
+void usi_mate_search(pos_t *pos, const usi_mate_limits_t *lim, usi_mate_result_t *res) {
     memset(res, 0, sizeof *res);
     res->status = USI_MATE_TIMEOUT;
-    MateCtx *c = calloc(1, sizeof *c);
+    mate_ctx_t *c = calloc(1, sizeof *c);
     int32_t bits = lim->tt_log2 > 0 ? lim->tt_log2 : 20;
     if (bits > 30) bits = 30;
-    if (c) c->tt = malloc(((size_t)1 << bits) * sizeof(MateEntry));
+    if (c) c->tt = malloc(((size_t)1 << bits) * sizeof(mate_entry_t));
     if (!c || !c->tt) {
         if (c) free(c);
         return;
     }
     c->mask = ((uint64_t)1 << bits) - 1;
-    for (uint64_t i = 0; i <= c->mask; i++) c->tt[i] = (MateEntry){~(uint64_t)0 ^ i ^ 1, MATE_NONE_LE, -1, 0, 0};
+    for (uint64_t i = 0; i <= c->mask; i++) c->tt[i] = (mate_entry_t){~(uint64_t)0 ^ i ^ 1, MATE_NONE_LE, -1, 0, 0};
     c->pos = pos;
     c->deadline_ms = lim->deadline_ms;
     c->stop = lim->stop;

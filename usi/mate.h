@@ -28,7 +28,7 @@
 
 enum { USI_MATE_PLY_MAX = 63 }; /* longest mate searched, in plies (odd) */
 
-typedef enum { USI_MATE_FOUND = 0, USI_MATE_NONE, USI_MATE_TIMEOUT } UsiMateStatus;
+typedef enum { USI_MATE_FOUND = 0, USI_MATE_NONE, USI_MATE_TIMEOUT } usi_mate_status_t;
 
 typedef struct {
     int64_t deadline_ms;    /* compat_now_ms() time; 0 = none */
@@ -36,22 +36,22 @@ typedef struct {
     int32_t max_plies;      /* longest mate looked for, 1..USI_MATE_PLY_MAX (odd; even is rounded down) */
     int64_t max_nodes;      /* 0 = none */
     int32_t tt_log2;        /* transposition table of 2^tt_log2 entries (16 bytes each); 0: 20 */
-} UsiMateLimits;
+} usi_mate_limits_t;
 
 typedef struct {
-    UsiMateStatus status;
+    usi_mate_status_t status;
     int32_t len;                  /* plies of pv (odd) when FOUND */
-    Move pv[USI_MATE_PLY_MAX];    /* attacker, defender, ..., attacker's mating move */
+    move_t pv[USI_MATE_PLY_MAX];    /* attacker, defender, ..., attacker's mating move */
     int64_t nodes;
     int32_t depth;                /* deepest iteration finished (plies) */
-} UsiMateResult;
+} usi_mate_result_t;
 
-void usi_mate_limits_default(UsiMateLimits *lim);
+void usi_mate_limits_default(usi_mate_limits_t *lim);
 /* Searches pos (side to move attacks). pos is scratch: moves are made and
  * taken back, it is unchanged on return. */
-void usi_mate_search(Position *pos, const UsiMateLimits *lim, UsiMateResult *res);
+void usi_mate_search(pos_t *pos, const usi_mate_limits_t *lim, usi_mate_result_t *res);
 /* Is pv a mate: every move legal, every attacker move a check, the last
  * position mated? (The tests' and the search's own final check.) */
-bool usi_mate_verify(const Position *pos, const Move *pv, int32_t len);
+bool usi_mate_verify(const pos_t *pos, const move_t *pv, int32_t len);
 
 #endif

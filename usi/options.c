@@ -11,7 +11,7 @@
  * allowed words combos, the rest strings. */
 enum { OPT_NB = 11 };
 
-static int opt_table(UsiOptions *o, cfg_opt_t *t) {
+static int opt_table(usi_options_t *o, cfg_opt_t *t) {
     const cfg_opt_t rows[OPT_NB] = {
         {"Net", CFG_TYPE_PATH, o->net, 1, 0, "weights file or run directory", "", NULL, sizeof o->net},
         {"Backend", CFG_TYPE_STRING, o->backend, 1, 0, "network backend", "auto", "cpu|cuda|auto", sizeof o->backend},
@@ -29,7 +29,7 @@ static int opt_table(UsiOptions *o, cfg_opt_t *t) {
     return OPT_NB;
 }
 
-void usi_options_default(UsiOptions *o) {
+void usi_options_default(usi_options_t *o) {
     memset(o, 0, sizeof *o);
     cfg_opt_t t[OPT_NB];
     cfg_defaults(t, opt_table(o, t));
@@ -37,8 +37,8 @@ void usi_options_default(UsiOptions *o) {
     o->threads = cpus < 1 ? 1 : cpus > 1024 ? 1024 : cpus;
 }
 
-void usi_options_print(const UsiOptions *o, UsiOut *out) {
-    UsiOptions copy = *o;
+void usi_options_print(const usi_options_t *o, usi_out_t *out) {
+    usi_options_t copy = *o;
     cfg_opt_t t[OPT_NB];
     opt_table(&copy, t);
     for (int i = 0; i < OPT_NB; i++) {
@@ -64,7 +64,7 @@ void usi_options_print(const UsiOptions *o, UsiOut *out) {
     }
 }
 
-int usi_options_set(UsiOptions *o, const char *name, const char *value, const char **canonical, char *err,
+int usi_options_set(usi_options_t *o, const char *name, const char *value, const char **canonical, char *err,
                     size_t errlen) {
     cfg_opt_t t[OPT_NB];
     opt_table(o, t);

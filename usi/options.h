@@ -46,16 +46,16 @@ typedef struct {
     int64_t hash_mb;
     int64_t max_ply;
     char search[CFG_STRING_MAX];
-} UsiOptions;
+} usi_options_t;
 
-void usi_options_default(UsiOptions *o);
+void usi_options_default(usi_options_t *o);
 /* Writes one `option name ...` line per option. */
-void usi_options_print(const UsiOptions *o, UsiOut *out);
+void usi_options_print(const usi_options_t *o, usi_out_t *out);
 /* Applies one setoption. value may be NULL (no `value` part) and "<empty>"
  * means the empty string. Returns 0 with *canonical (may be NULL) set to the
  * option's name, or -1 with err saying why (unknown name, bad value); the
  * options are then unchanged. */
-int usi_options_set(UsiOptions *o, const char *name, const char *value, const char **canonical, char *err,
+int usi_options_set(usi_options_t *o, const char *name, const char *value, const char **canonical, char *err,
                     size_t errlen);
 
 #endif

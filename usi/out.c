@@ -4,15 +4,15 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-void usi_out_init(UsiOut *o, UsiWriteFn write, void *user) {
+void usi_out_init(usi_out_t *o, usi_write_fn_t write, void *user) {
     compat_mutex_init(&o->mu);
     o->write = write;
     o->user = user;
 }
 
-void usi_out_destroy(UsiOut *o) { compat_mutex_destroy(&o->mu); }
+void usi_out_destroy(usi_out_t *o) { compat_mutex_destroy(&o->mu); }
 
-void usi_out_line(UsiOut *o, const char *fmt, ...) {
+void usi_out_line(usi_out_t *o, const char *fmt, ...) {
     char buf[USI_LINE_MAX];
     va_list ap;
     va_start(ap, fmt);

@@ -13,21 +13,21 @@
 #include "compat/compat.h"
 
 /* Receives one complete line without its newline. */
-typedef void (*UsiWriteFn)(void *user, const char *line, size_t len);
+typedef void (*usi_write_fn_t)(void *user, const char *line, size_t len);
 
 typedef struct {
     compat_mutex_t mu;
-    UsiWriteFn write; /* NULL: stdout (fputs, '\n', fflush) */
+    usi_write_fn_t write; /* NULL: stdout (fputs, '\n', fflush) */
     void *user;
-} UsiOut;
+} usi_out_t;
 
-void usi_out_init(UsiOut *o, UsiWriteFn write, void *user);
-void usi_out_destroy(UsiOut *o);
+void usi_out_init(usi_out_t *o, usi_write_fn_t write, void *user);
+void usi_out_destroy(usi_out_t *o);
 /* Formats one line (at most USI_LINE_MAX - 1 characters; longer text is cut)
  * and writes it whole. Control characters (tab, CR, LF, ...) in the text
  * become '?', so an echoed input can never make two lines of one. */
 enum { USI_LINE_MAX = 4096 };
-void usi_out_line(UsiOut *o, const char *fmt, ...)
+void usi_out_line(usi_out_t *o, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif

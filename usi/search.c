@@ -8,20 +8,20 @@
 #include "compat/compat.h"
 #include "engine/sfen.h"
 
-void usi_go_init(UsiGo *g) {
+void usi_go_init(usi_go_t *g) {
     memset(g, 0, sizeof *g);
     g->time[0] = g->time[1] = g->inc[0] = g->inc[1] = -1;
     g->byoyomi = g->movetime = g->nodes = -1;
     g->mate_ms = -1;
 }
 
-bool usi_go_timed(const UsiGo *g) {
+bool usi_go_timed(const usi_go_t *g) {
     return g->time[0] >= 0 || g->time[1] >= 0 || g->inc[0] >= 0 || g->inc[1] >= 0 || g->byoyomi >= 0 ||
            g->movetime >= 0;
 }
 
-MctsTimeLimits usi_go_time_limits(const UsiGo *g, Color side, int32_t ply, int64_t margin_ms) {
-    MctsTimeInput in;
+mcts_time_limits_t usi_go_time_limits(const usi_go_t *g, color_t side, int32_t ply, int64_t margin_ms) {
+    mcts_time_input_t in;
     mcts_time_input_default(&in);
     in.remaining_ms = g->time[side] > 0 ? g->time[side] : 0;
     in.increment_ms = g->inc[side] > 0 ? g->inc[side] : 0;
@@ -32,7 +32,7 @@ MctsTimeLimits usi_go_time_limits(const UsiGo *g, Color side, int32_t ply, int64
     return mcts_time_limits(&in);
 }
 
-float usi_result_value(const MctsResult *res) {
+float usi_result_value(const mcts_result_t *res) {
     for (int32_t i = 0; i < res->n; i++)
         if (res->moves[i] == res->best && res->visits[i] > 0) return res->q[i];
     return res->root_q;
@@ -45,13 +45,13 @@ int32_t usi_value_to_cp(float q) {
     return (int32_t)lround(600.0 * log10(s / (1.0 - s)));
 }
 
-void usi_search_info(UsiSearch *s) {
-    const MctsResult *r = s->res;
+void usi_search_info(usi_search_t *s) {
+    const mcts_result_t *r = s->res;
     int64_t now = compat_now_ms();
     int64_t ms = now - s->start_ms;
     if (ms < 0) ms = 0;
     s->elapsed_ms = ms;
-    const MctsParams *p = mcts_tree_params(s->tree);
+    const mcts_params_t *p = mcts_tree_params(s->tree);
     int64_t edge_cap = p->edge_limit > 0 ? p->edge_limit : (int64_t)p->node_limit * 48;
     int64_t full = p->node_limit > 0 ? (int64_t)r->nodes * 1000 / p->node_limit : 0;
     int64_t full_e = edge_cap > 0 ? r->edges * 1000 / edge_cap : 0;
@@ -74,7 +74,7 @@ void usi_search_info(UsiSearch *s) {
                  usi_value_to_cp(usi_result_value(r)), r->pv_len > 0 ? " pv" : "", pv);
 }
 
-static void sample_depth(UsiSearch *s, UsiBatch *b) {
+static void sample_depth(usi_search_t *s, usi_batch_t *b) {
     if (b->leaves->n <= 0 || !s->scratch) return;
     mcts_request_position(s->tree, &b->leaves->reqs[0], s->scratch);
     int32_t d = pos_hist_len(s->scratch) - pos_hist_len(mcts_tree_position(s->tree));
@@ -85,14 +85,14 @@ static void sample_depth(UsiSearch *s, UsiBatch *b) {
     if (s->depth < 1) s->depth = 1;
 }
 
-static void eval_error(UsiSearch *s, const char *err) {
+static void eval_error(usi_search_t *s, const char *err) {
     if (s->warned_) return;
     s->warned_ = true;
     usi_out_line(s->out, "info string %s; continuing with uniform answers", err);
 }
 
 /* The most visited root move is also the best by Q (the soft stop rule). */
-static bool result_stable(const MctsResult *r) {
+static bool result_stable(const mcts_result_t *r) {
     int32_t bv = -1, bq = -1, bn = 0;
     float bqv = -2.0f;
     for (int32_t i = 0; i < r->n; i++) {
@@ -103,14 +103,14 @@ static bool result_stable(const MctsResult *r) {
     return bv >= 0 && bv == bq;
 }
 
-static int32_t in_flight(const UsiSearch *s) {
+static int32_t in_flight(const usi_search_t *s) {
     return (s->batch[0] && s->batch[0]->in_flight) + (s->batch[1] && s->batch[1]->in_flight);
 }
 
 /* A finished batch: its device time is from its submission, or from the end
  * of the batch before it when it waited behind that one. */
-static void batch_done(UsiSearch *s, int i, int64_t now) {
-    UsiBatch *b = s->batch[i];
+static void batch_done(usi_search_t *s, int i, int64_t now) {
+    usi_batch_t *b = s->batch[i];
     int64_t from = s->submit_ms_[i] > s->last_done_ms_ ? s->submit_ms_[i] : s->last_done_ms_;
     s->last_done_ms_ = now;
     if (b->leaves->n < 4) return; /* a batch of a few (the root) pays mostly fixed costs */
@@ -121,7 +121,7 @@ static void batch_done(UsiSearch *s, int i, int64_t now) {
 /* How many leaves a new batch may hold now: those that should be evaluated
  * before the hard deadline behind the batch in flight; one batch at a time
  * past the soft deadline. */
-static int32_t batch_allowance(const UsiSearch *s, int64_t soft, int64_t hard, int64_t now, int32_t bs) {
+static int32_t batch_allowance(const usi_search_t *s, int64_t soft, int64_t hard, int64_t now, int32_t bs) {
     int32_t busy = in_flight(s);
     if (soft && now >= soft && busy >= 1) return 0;
     if (!hard || s->pos_ms_ <= 0) return bs;
@@ -133,15 +133,15 @@ static int32_t batch_allowance(const UsiSearch *s, int64_t soft, int64_t hard, i
     return fit < bs ? (int32_t)fit : bs;
 }
 
-void usi_search_run(UsiSearch *s, const UsiSearchLimits *lim) {
-    MctsTree *t = s->tree;
+void usi_search_run(usi_search_t *s, const usi_search_limits_t *lim) {
+    mcts_tree_t *t = s->tree;
     int64_t interval = s->info_interval_ms > 0 ? s->info_interval_ms : 1000;
     atomic_store(&s->halt_, 0);
     s->warned_ = false;
     s->depth_sum_ = s->depth_n_ = 0;
     s->playouts = 0;
     s->depth = s->seldepth = 0;
-    MctsLimits ml;
+    mcts_limits_t ml;
     memset(&ml, 0, sizeof ml);
     ml.visits = lim->visits > 0 ? lim->visits : INT64_MAX / 4;
     ml.full = 0;
@@ -174,7 +174,7 @@ void usi_search_run(UsiSearch *s, const UsiSearchLimits *lim) {
         if (mcts_search_done(t)) break;
         bool submitted = false;
         for (int i = 0; i < 2; i++) {
-            UsiBatch *b = s->batch[i];
+            usi_batch_t *b = s->batch[i];
             if (!b || b->in_flight) continue;
             int32_t allow = pondering ? bs : batch_allowance(s, soft, hard, now, bs);
             if (allow <= 0) break;
@@ -224,10 +224,10 @@ void usi_search_run(UsiSearch *s, const UsiSearchLimits *lim) {
     s->elapsed_ms = compat_now_ms() - s->start_ms;
 }
 
-void usi_search_finish(UsiSearch *s) {
+void usi_search_finish(usi_search_t *s) {
     atomic_store(&s->halt_, 1);
     for (int i = 0; i < 2; i++) {
-        UsiBatch *b = s->batch[i];
+        usi_batch_t *b = s->batch[i];
         if (!b || !b->in_flight) continue;
         char err[256];
         if (usi_eval_wait(s->eval, b, err, sizeof err) != 0) eval_error(s, err);

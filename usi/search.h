@@ -1,7 +1,7 @@
 /* search.h - one `go`: its arguments, its time limits, and the MCTS loop that
  * runs on the search thread with `info` lines.
  *
- * Owns: the parsed form of `go` (UsiGo), turning it into visit and time
+ * Owns: the parsed form of `go` (usi_go_t), turning it into visit and time
  * limits (mcts/timeman does the clock arithmetic), the collect / evaluate /
  * deliver loop with two batches in flight, the switch from pondering to a
  * timed search at `ponderhit`, the `info` line (depth, seldepth, nodes, nps,
@@ -41,15 +41,15 @@ typedef struct {
     bool ponder;
     bool mate;         /* go mate */
     int64_t mate_ms;   /* go mate <ms>; -1: infinite */
-} UsiGo;
+} usi_go_t;
 
-void usi_go_init(UsiGo *g);
+void usi_go_init(usi_go_t *g);
 /* Has the go any clock (time, byoyomi, increment or movetime)? */
-bool usi_go_timed(const UsiGo *g);
+bool usi_go_timed(const usi_go_t *g);
 /* Soft and hard limits for the side to move at game ply `ply`, counted from
  * the moment the move's clock starts. remaining = btime/wtime as given (it is
  * taken to include this move's increment, as timeman.h says). */
-MctsTimeLimits usi_go_time_limits(const UsiGo *g, Color side, int32_t ply, int64_t margin_ms);
+mcts_time_limits_t usi_go_time_limits(const usi_go_t *g, color_t side, int32_t ply, int64_t margin_ms);
 
 /* Limits of one search. Times are compat_now_ms() values. The search loop
  * enforces the deadlines itself (the tree gets only the visit budget): past
@@ -69,13 +69,13 @@ typedef struct {
     bool ponder;      /* no deadline until ponderhit at time T, then: */
     int64_t soft_rel; /* T + soft_rel, T + hard_rel (0 = none) */
     int64_t hard_rel;
-} UsiSearchLimits;
+} usi_search_limits_t;
 
 typedef struct {
-    MctsTree *tree;
-    UsiEval *eval;
-    UsiOut *out;
-    UsiBatch *batch[2];            /* two batches in flight with a net; batch[1] may be NULL */
+    mcts_tree_t *tree;
+    usi_eval_t *eval;
+    usi_out_t *out;
+    usi_batch_t *batch[2];            /* two batches in flight with a net; batch[1] may be NULL */
     int32_t batch_size;
     const atomic_int *stop;        /* nonzero: stop now */
     /* true once ponderhit has arrived, *at_ms its time; NULL: never */
@@ -83,8 +83,8 @@ typedef struct {
     void *user;
     int64_t start_ms;              /* when the go arrived (info time) */
     int64_t info_interval_ms;      /* 1000 */
-    Position *scratch;             /* depth sampling */
-    MctsResult *res;               /* out: the final result */
+    pos_t *scratch;             /* depth sampling */
+    mcts_result_t *res;               /* out: the final result */
     /* out */
     int64_t playouts;
     int64_t elapsed_ms;
@@ -95,20 +95,20 @@ typedef struct {
     int64_t depth_sum_, depth_n_;
     double pos_ms_;                /* device time per position (moving average; 0 = unknown) */
     int64_t submit_ms_[2], last_done_ms_;
-} UsiSearch;
+} usi_search_t;
 
 /* Runs the search to its limits or the stop flag, printing an info line
  * every info_interval_ms, and fills s->res (batches may still be in flight). */
-void usi_search_run(UsiSearch *s, const UsiSearchLimits *lim);
+void usi_search_run(usi_search_t *s, const usi_search_limits_t *lim);
 /* Stops the tree and takes in every batch still in flight (call after the
  * answer is out; the tree is then ready for the next search). */
-void usi_search_finish(UsiSearch *s);
+void usi_search_finish(usi_search_t *s);
 /* The value of the move the result plays (Q of the chosen child, the root's
  * mean when it has no visits), for the root's side to move, in [-1, 1]. */
-float usi_result_value(const MctsResult *res);
+float usi_result_value(const mcts_result_t *res);
 /* cp of a value Q (see above). */
 int32_t usi_value_to_cp(float q);
 /* Writes the info line of s->res; also used for the final line. */
-void usi_search_info(UsiSearch *s);
+void usi_search_info(usi_search_t *s);
 
 #endif

@@ -24,43 +24,43 @@
 
 /* Everything one go needs, copied by the reader before the thread starts. */
 typedef struct {
-    UsiGo go;
-    UsiOptions opt;
-    Position *pos;
+    usi_go_t go;
+    usi_options_t opt;
+    pos_t *pos;
     char base[SFEN_MAX_LEN];
-    Move *moves; /* (POS_HIST_MAX) */
+    move_t *moves; /* (POS_HIST_MAX) */
     int32_t n;
     int64_t received_ms;
     bool newgame;
-} UsiJob;
+} usi_job_t;
 
-struct UsiSession {
-    UsiOut out;
-    UsiOptions opt;
+struct usi_session {
+    usi_out_t out;
+    usi_options_t opt;
     /* the game (reader) */
-    Position *pos, *tmp; /* the position, and the next one being set up (swapped) */
+    pos_t *pos, *tmp; /* the position, and the next one being set up (swapped) */
     char base[SFEN_MAX_LEN];
-    Move *moves; /* (POS_HIST_MAX) */
+    move_t *moves; /* (POS_HIST_MAX) */
     int32_t n_moves;
     bool newgame_pending;
     /* search state: the reader's when no thread runs, the thread's while it runs */
-    UsiEval *eval;
+    usi_eval_t *eval;
     char eval_opt_key[CFG_STRING_MAX * 2 + 64]; /* the options the evaluator was made for */
     char eval_path[USI_PATH_MAX];               /* the weights file it serves ("" = uniform) */
-    MctsTree *tree;
-    MctsCache *cache;
+    mcts_tree_t *tree;
+    mcts_cache_t *cache;
     int64_t tree_hash_mb;
     bool tree_valid;
     char tree_base[SFEN_MAX_LEN];
-    Move *tree_moves; /* (POS_HIST_MAX) */
+    move_t *tree_moves; /* (POS_HIST_MAX) */
     int32_t tree_n;
-    UsiBatch *batch[2];
+    usi_batch_t *batch[2];
     int32_t batch_cap;
-    MctsResult *res;
-    UsiSearch search; /* the search thread's loop state (the tree points at its stop flag) */
-    Position *scratch;
+    mcts_result_t *res;
+    usi_search_t search; /* the search thread's loop state (the tree points at its stop flag) */
+    pos_t *scratch;
     double nps_est;
-    UsiJob job;
+    usi_job_t job;
     /* the thread */
     compat_thread_t thread;
     bool live; /* reader only: a thread was started and not joined */
@@ -77,7 +77,7 @@ struct UsiSession {
 
 /* ---- small helpers --------------------------------------------------------------- */
 
-void usi_session_say(UsiSession *s, const char *fmt, ...) {
+void usi_session_say(usi_session_t *s, const char *fmt, ...) {
     char buf[USI_LINE_MAX - 16];
     va_list ap;
     va_start(ap, fmt);
@@ -86,17 +86,17 @@ void usi_session_say(UsiSession *s, const char *fmt, ...) {
     usi_out_line(&s->out, "info string %s", buf);
 }
 
-UsiOut *usi_session_out(UsiSession *s) { return &s->out; }
-const Position *usi_session_position_now(const UsiSession *s) { return s->pos; }
+usi_out_t *usi_session_out(usi_session_t *s) { return &s->out; }
+const pos_t *usi_session_position_now(const usi_session_t *s) { return s->pos; }
 
-static void set_startpos(UsiSession *s) {
+static void set_startpos(usi_session_t *s) {
     pos_set_startpos(s->pos);
     sfen_write(s->pos, s->base, sizeof s->base);
     s->n_moves = 0;
 }
 
-UsiSession *usi_session_new(UsiWriteFn write, void *user) {
-    UsiSession *s = calloc(1, sizeof *s);
+usi_session_t *usi_session_new(usi_write_fn_t write, void *user) {
+    usi_session_t *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     usi_out_init(&s->out, write, user);
     compat_mutex_init(&s->mu);
@@ -104,14 +104,14 @@ UsiSession *usi_session_new(UsiWriteFn write, void *user) {
     atomic_init(&s->stop, 0);
     atomic_init(&s->ponderhit_flag, 0);
     usi_options_default(&s->opt);
-    s->pos = malloc(sizeof(Position));
-    s->tmp = malloc(sizeof(Position));
-    s->scratch = malloc(sizeof(Position));
-    s->job.pos = malloc(sizeof(Position));
-    s->moves = malloc(POS_HIST_MAX * sizeof(Move));
-    s->tree_moves = malloc(POS_HIST_MAX * sizeof(Move));
-    s->job.moves = malloc(POS_HIST_MAX * sizeof(Move));
-    s->res = malloc(sizeof(MctsResult));
+    s->pos = malloc(sizeof(pos_t));
+    s->tmp = malloc(sizeof(pos_t));
+    s->scratch = malloc(sizeof(pos_t));
+    s->job.pos = malloc(sizeof(pos_t));
+    s->moves = malloc(POS_HIST_MAX * sizeof(move_t));
+    s->tree_moves = malloc(POS_HIST_MAX * sizeof(move_t));
+    s->job.moves = malloc(POS_HIST_MAX * sizeof(move_t));
+    s->res = malloc(sizeof(mcts_result_t));
     if (!s->pos || !s->tmp || !s->scratch || !s->job.pos || !s->moves || !s->tree_moves || !s->job.moves ||
         !s->res) {
         usi_session_free(s);
@@ -125,7 +125,7 @@ UsiSession *usi_session_new(UsiWriteFn write, void *user) {
 /* Joins a thread that has given its answer (waiting at most for the batches
  * it still takes in). Returns true when no thread is live: the reader owns
  * the tree and the net again. A search still thinking is left alone. */
-static bool reap(UsiSession *s) {
+static bool reap(usi_session_t *s) {
     if (!s->live) return true;
     compat_mutex_lock(&s->mu);
     bool done = s->answered || s->finished;
@@ -136,7 +136,7 @@ static bool reap(UsiSession *s) {
     return true;
 }
 
-static void stop_search(UsiSession *s, bool quiet) {
+static void stop_search(usi_session_t *s, bool quiet) {
     atomic_store(&s->stop, 1);
     compat_mutex_lock(&s->mu);
     if (quiet) s->quiet = true;
@@ -144,13 +144,13 @@ static void stop_search(UsiSession *s, bool quiet) {
     compat_mutex_unlock(&s->mu);
 }
 
-static void join_search(UsiSession *s) {
+static void join_search(usi_session_t *s) {
     if (!s->live) return;
     compat_thread_join(s->thread);
     s->live = false;
 }
 
-void usi_session_free(UsiSession *s) {
+void usi_session_free(usi_session_t *s) {
     if (!s) return;
     if (s->live) {
         stop_search(s, true);
@@ -177,7 +177,7 @@ void usi_session_free(UsiSession *s) {
 
 /* ---- net, tree, batches (called by whoever owns them) ------------------------- */
 
-static void tree_params(const UsiOptions *o, MctsParams *p) {
+static void tree_params(const usi_options_t *o, mcts_params_t *p) {
     mcts_params_default(p);
     p->root_mode = strcmp(o->search, "gumbel") == 0 ? MCTS_ROOT_GUMBEL : MCTS_ROOT_PUCT;
     p->max_ply = (int32_t)o->max_ply;
@@ -188,8 +188,8 @@ static void tree_params(const UsiOptions *o, MctsParams *p) {
 }
 
 /* Makes the tree, cache and batches fit the options. Returns false when out of memory. */
-static bool ensure_tree(UsiSession *s, const UsiOptions *o) {
-    MctsParams p;
+static bool ensure_tree(usi_session_t *s, const usi_options_t *o) {
+    mcts_params_t p;
     tree_params(o, &p);
     if (!s->tree || s->tree_hash_mb != o->hash_mb) {
         mcts_tree_free(s->tree);
@@ -248,14 +248,14 @@ static bool ensure_tree(UsiSession *s, const UsiOptions *o) {
     return true;
 }
 
-static void eval_opt_key(const UsiOptions *o, char *key, size_t n) {
+static void eval_opt_key(const usi_options_t *o, char *key, size_t n) {
     snprintf(key, n, "%s|%s|%lld|%lld", o->net, o->backend, (long long)o->threads, (long long)o->batch);
 }
 
 /* Makes the evaluator serve the Net option. resolve: look the net up again
  * (a run directory may have a newer model); otherwise only when the options
  * changed. Never fails: a net that cannot be loaded leaves the uniform one. */
-static void ensure_eval(UsiSession *s, const UsiOptions *o, bool resolve) {
+static void ensure_eval(usi_session_t *s, const usi_options_t *o, bool resolve) {
     char key[sizeof s->eval_opt_key];
     eval_opt_key(o, key, sizeof key);
     bool opts_changed = !s->eval || strcmp(key, s->eval_opt_key) != 0;
@@ -291,9 +291,9 @@ static void ensure_eval(UsiSession *s, const UsiOptions *o, bool resolve) {
 
 /* ---- the search thread ------------------------------------------------------------ */
 
-static void sync_tree(UsiSession *s, const UsiJob *j) {
+static void sync_tree(usi_session_t *s, const usi_job_t *j) {
     bool extend = s->tree_valid && !j->newgame && strcmp(s->tree_base, j->base) == 0 && j->n >= s->tree_n &&
-                  memcmp(j->moves, s->tree_moves, (size_t)s->tree_n * sizeof(Move)) == 0;
+                  memcmp(j->moves, s->tree_moves, (size_t)s->tree_n * sizeof(move_t)) == 0;
     if (extend) {
         for (int32_t i = s->tree_n; i < j->n; i++) mcts_tree_advance(s->tree, j->moves[i]);
         int32_t kept = mcts_tree_nodes(s->tree);
@@ -302,13 +302,13 @@ static void sync_tree(UsiSession *s, const UsiJob *j) {
         mcts_tree_set_position(s->tree, j->pos);
     }
     snprintf(s->tree_base, sizeof s->tree_base, "%s", j->base);
-    memcpy(s->tree_moves, j->moves, (size_t)j->n * sizeof(Move));
+    memcpy(s->tree_moves, j->moves, (size_t)j->n * sizeof(move_t));
     s->tree_n = j->n;
     s->tree_valid = true;
 }
 
 static bool cb_ponderhit(void *user, int64_t *at_ms) {
-    UsiSession *s = user;
+    usi_session_t *s = user;
     if (!atomic_load_explicit(&s->ponderhit_flag, memory_order_acquire)) return false;
     compat_mutex_lock(&s->mu);
     *at_ms = s->ponderhit_ms;
@@ -318,7 +318,7 @@ static bool cb_ponderhit(void *user, int64_t *at_ms) {
 
 /* Holds the answer of an infinite or ponder search until stop / ponderhit,
  * then gives it (unless quiet). */
-static void answer(UsiSession *s, const UsiJob *j, const char *line) {
+static void answer(usi_session_t *s, const usi_job_t *j, const char *line) {
     compat_mutex_lock(&s->mu);
     while (!atomic_load(&s->stop) && (j->go.infinite || (j->go.ponder && !s->ponderhit)))
         compat_cond_wait(&s->cv, &s->mu);
@@ -327,16 +327,16 @@ static void answer(UsiSession *s, const UsiJob *j, const char *line) {
     compat_mutex_unlock(&s->mu);
 }
 
-static void *thread_done(UsiSession *s) {
+static void *thread_done(usi_session_t *s) {
     compat_mutex_lock(&s->mu);
     s->answered = s->finished = true;
     compat_mutex_unlock(&s->mu);
     return NULL;
 }
 
-static void run_mate(UsiSession *s, const UsiJob *j) {
-    const UsiGo *g = &j->go;
-    UsiMateLimits lim;
+static void run_mate(usi_session_t *s, const usi_job_t *j) {
+    const usi_go_t *g = &j->go;
+    usi_mate_limits_t lim;
     usi_mate_limits_default(&lim);
     if (g->mate_ms >= 0) {
         int64_t margin = j->opt.byoyomi_margin < g->mate_ms / 2 ? j->opt.byoyomi_margin : g->mate_ms / 2;
@@ -344,7 +344,7 @@ static void run_mate(UsiSession *s, const UsiJob *j) {
     }
     lim.stop = &s->stop;
     pos_copy(s->scratch, j->pos);
-    UsiMateResult r;
+    usi_mate_result_t r;
     int64_t t0 = compat_now_ms();
     usi_mate_search(s->scratch, &lim, &r);
     int64_t ms = compat_now_ms() - t0;
@@ -367,15 +367,15 @@ static void run_mate(UsiSession *s, const UsiJob *j) {
     compat_mutex_unlock(&s->mu);
 }
 
-static void search_limits(UsiSession *s, const UsiJob *j, UsiSearchLimits *lim) {
-    const UsiGo *g = &j->go;
-    const Position *root = mcts_tree_position(s->tree);
+static void search_limits(usi_session_t *s, const usi_job_t *j, usi_search_limits_t *lim) {
+    const usi_go_t *g = &j->go;
+    const pos_t *root = mcts_tree_position(s->tree);
     memset(lim, 0, sizeof *lim);
     /* go nodes, else NodeLimit (not for go infinite, which runs until stop) */
     int64_t visits = g->nodes >= 0 ? (g->nodes > 0 ? g->nodes : 1) : g->infinite ? 0 : j->opt.node_limit;
     bool timed = usi_go_timed(g) && !g->infinite;
     if (!timed && !g->infinite && visits <= 0) visits = USI_GO_DEFAULT_VISITS; /* also a clockless ponder */
-    MctsTimeLimits tl = {0, 0};
+    mcts_time_limits_t tl = {0, 0};
     if (timed) tl = usi_go_time_limits(g, pos_side_to_move(root), pos_game_ply(root), j->opt.byoyomi_margin);
     if (strcmp(j->opt.search, "gumbel") == 0 && visits <= 0) {
         double nps = s->nps_est > 0 ? s->nps_est : 200.0;
@@ -396,17 +396,17 @@ static void search_limits(UsiSession *s, const UsiJob *j, UsiSearchLimits *lim) 
 }
 
 /* The first legal move (when the clock ran out before the root was evaluated). */
-static Move first_legal(const Position *pos) {
-    MoveList *l = malloc(sizeof *l);
+static move_t first_legal(const pos_t *pos) {
+    move_list_t *l = malloc(sizeof *l);
     if (!l) return MOVE_NONE;
-    Move m = movegen_legal(pos, l) > 0 ? l->moves[0] : MOVE_NONE;
+    move_t m = movegen_legal(pos, l) > 0 ? l->moves[0] : MOVE_NONE;
     free(l);
     return m;
 }
 
 static void *thread_main(void *arg) {
-    UsiSession *s = arg;
-    UsiJob *j = &s->job;
+    usi_session_t *s = arg;
+    usi_job_t *j = &s->job;
     if (j->go.mate) {
         run_mate(s, j);
         return thread_done(s);
@@ -417,7 +417,7 @@ static void *thread_main(void *arg) {
     }
     ensure_eval(s, &j->opt, false);
     sync_tree(s, j);
-    const Position *root = mcts_tree_position(s->tree);
+    const pos_t *root = mcts_tree_position(s->tree);
     char line[256];
     if (!rules_has_legal_move(root)) {
         usi_session_say(s, "no legal move: resigning");
@@ -429,9 +429,9 @@ static void *thread_main(void *arg) {
         answer(s, j, "bestmove win");
         return thread_done(s);
     }
-    UsiSearchLimits lim;
+    usi_search_limits_t lim;
     search_limits(s, j, &lim);
-    UsiSearch *se = &s->search;
+    usi_search_t *se = &s->search;
     se->tree = s->tree;
     se->eval = s->eval;
     se->out = &s->out;
@@ -448,9 +448,9 @@ static void *thread_main(void *arg) {
     usi_search_run(se, &lim);
     usi_search_info(se);
     if (se->elapsed_ms >= 50 && se->playouts > 0) s->nps_est = (double)se->playouts * 1000.0 / (double)se->elapsed_ms;
-    const MctsResult *r = s->res;
+    const mcts_result_t *r = s->res;
     float q = usi_result_value(r);
-    Move best = r->best;
+    move_t best = r->best;
     if (best == MOVE_NONE) {
         best = first_legal(root);
         usi_session_say(s, "no move searched yet: playing the first legal move");
@@ -478,16 +478,16 @@ static void *thread_main(void *arg) {
 
 /* ---- commands ------------------------------------------------------------------------ */
 
-bool usi_session_searching(UsiSession *s) { return !reap(s); }
+bool usi_session_searching(usi_session_t *s) { return !reap(s); }
 
-void usi_session_usi(UsiSession *s) {
+void usi_session_usi(usi_session_t *s) {
     usi_out_line(&s->out, "id name %s %s", USI_ENGINE_NAME, KOMA_VERSION);
     usi_out_line(&s->out, "id author %s", USI_ENGINE_AUTHOR);
     usi_options_print(&s->opt, &s->out);
     usi_out_line(&s->out, "usiok");
 }
 
-void usi_session_isready(UsiSession *s) {
+void usi_session_isready(usi_session_t *s) {
     if (reap(s)) {
         ensure_tree(s, &s->opt);
         ensure_eval(s, &s->opt, true);
@@ -495,7 +495,7 @@ void usi_session_isready(UsiSession *s) {
     usi_out_line(&s->out, "readyok");
 }
 
-void usi_session_setoption(UsiSession *s, const char *name, const char *value) {
+void usi_session_setoption(usi_session_t *s, const char *name, const char *value) {
     char err[CFG_STRING_MAX + 128];
     const char *canon = NULL;
     if (usi_options_set(&s->opt, name, value, &canon, err, sizeof err) != 0) {
@@ -505,15 +505,15 @@ void usi_session_setoption(UsiSession *s, const char *name, const char *value) {
     if (!reap(s)) usi_session_say(s, "setoption %s: takes effect with the next search", canon);
 }
 
-void usi_session_newgame(UsiSession *s) {
+void usi_session_newgame(usi_session_t *s) {
     s->newgame_pending = true;
     if (reap(s)) s->tree_valid = false;
 }
 
-void usi_session_position(UsiSession *s, const char *sfen, size_t sfen_len, const char *const *moves,
+void usi_session_position(usi_session_t *s, const char *sfen, size_t sfen_len, const char *const *moves,
                           const size_t *lens, int32_t n) {
     char err[256];
-    Position *p = s->tmp;
+    pos_t *p = s->tmp;
     if (sfen_len == 8 && memcmp(sfen, "startpos", 8) == 0) {
         pos_set_startpos(p);
     } else if (sfen_parse(p, sfen, sfen_len, err, sizeof err) != SFEN_OK) {
@@ -528,7 +528,7 @@ void usi_session_position(UsiSession *s, const char *sfen, size_t sfen_len, cons
             usi_session_say(s, "position: more than %d moves; position set up to move %d", POS_HIST_MAX - 8, ok);
             break;
         }
-        Move m = move_from_usi(p, moves[i], lens[i]);
+        move_t m = move_from_usi(p, moves[i], lens[i]);
         if (m == MOVE_NONE) {
             usi_session_say(s, "position: illegal move '%.*s' (move %d); position set up to move %d",
                             (int)(lens[i] > 16 ? 16 : lens[i]), moves[i], i + 1, ok);
@@ -538,12 +538,12 @@ void usi_session_position(UsiSession *s, const char *sfen, size_t sfen_len, cons
         s->moves[ok++] = m;
     }
     s->n_moves = ok;
-    Position *t = s->pos;
+    pos_t *t = s->pos;
     s->pos = s->tmp;
     s->tmp = t;
 }
 
-void usi_session_go(UsiSession *s, const UsiGo *g, int64_t received_ms) {
+void usi_session_go(usi_session_t *s, const usi_go_t *g, int64_t received_ms) {
     if (!reap(s)) {
         if (!atomic_load(&s->stop)) {
             usi_session_say(s, "go ignored: a search is running (send stop first)");
@@ -551,12 +551,12 @@ void usi_session_go(UsiSession *s, const UsiGo *g, int64_t received_ms) {
         }
         join_search(s); /* stopped: it answers within a moment */
     }
-    UsiJob *j = &s->job;
+    usi_job_t *j = &s->job;
     j->go = *g;
     j->opt = s->opt;
     pos_copy(j->pos, s->pos);
     memcpy(j->base, s->base, sizeof j->base);
-    memcpy(j->moves, s->moves, (size_t)s->n_moves * sizeof(Move));
+    memcpy(j->moves, s->moves, (size_t)s->n_moves * sizeof(move_t));
     j->n = s->n_moves;
     j->received_ms = received_ms;
     j->newgame = s->newgame_pending;
@@ -570,7 +570,7 @@ void usi_session_go(UsiSession *s, const UsiGo *g, int64_t received_ms) {
     if (compat_thread_create(&s->thread, thread_main, s) != 0) {
         /* no thread (out of memory): the GUI still gets its bestmove, at once,
          * a legal move without a search (mate searches answer as none found) */
-        MoveList *ml = malloc(sizeof *ml);
+        move_list_t *ml = malloc(sizeof *ml);
         char mv[16] = "resign";
         if (ml && movegen_legal(s->pos, ml) > 0) move_to_usi(ml->moves[0], mv);
         free(ml);
@@ -583,11 +583,11 @@ void usi_session_go(UsiSession *s, const UsiGo *g, int64_t received_ms) {
     s->live = true;
 }
 
-void usi_session_stop(UsiSession *s) {
+void usi_session_stop(usi_session_t *s) {
     if (s->live) stop_search(s, false);
 }
 
-void usi_session_ponderhit(UsiSession *s) {
+void usi_session_ponderhit(usi_session_t *s) {
     if (!s->live || !s->job.go.ponder) return;
     compat_mutex_lock(&s->mu);
     if (!s->ponderhit) {
@@ -599,20 +599,20 @@ void usi_session_ponderhit(UsiSession *s) {
     compat_mutex_unlock(&s->mu);
 }
 
-void usi_session_gameover(UsiSession *s, const char *result) {
+void usi_session_gameover(usi_session_t *s, const char *result) {
     (void)result;
     if (s->live) stop_search(s, true);
     s->newgame_pending = true;
 }
 
-void usi_session_quit(UsiSession *s) {
+void usi_session_quit(usi_session_t *s) {
     if (s->live) {
         stop_search(s, true);
         join_search(s);
     }
 }
 
-void usi_session_wait(UsiSession *s) {
+void usi_session_wait(usi_session_t *s) {
     if (s->live && !s->job.go.infinite && !s->job.go.ponder && !(s->job.go.mate && s->job.go.mate_ms < 0))
         join_search(s);
 }

@@ -54,40 +54,40 @@
 enum { USI_GO_DEFAULT_VISITS = 800 };
 enum { USI_BYTES_PER_NODE = 640 }; /* a tree node, its ~48 edges and slack (mcts.h: ~620) */
 
-typedef struct UsiSession UsiSession;
+typedef struct usi_session usi_session_t;
 
 /* write: where lines go (NULL: stdout). NULL when out of memory. */
-UsiSession *usi_session_new(UsiWriteFn write, void *user);
+usi_session_t *usi_session_new(usi_write_fn_t write, void *user);
 /* Stops a running search (no bestmove), joins it and frees everything. NULL ok. */
-void usi_session_free(UsiSession *s);
-UsiOut *usi_session_out(UsiSession *s);
+void usi_session_free(usi_session_t *s);
+usi_out_t *usi_session_out(usi_session_t *s);
 /* info string <text> */
-void usi_session_say(UsiSession *s, const char *fmt, ...)
+void usi_session_say(usi_session_t *s, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
 
-void usi_session_usi(UsiSession *s);
-void usi_session_isready(UsiSession *s);
-void usi_session_setoption(UsiSession *s, const char *name, const char *value);
-void usi_session_newgame(UsiSession *s);
+void usi_session_usi(usi_session_t *s);
+void usi_session_isready(usi_session_t *s);
+void usi_session_setoption(usi_session_t *s, const char *name, const char *value);
+void usi_session_newgame(usi_session_t *s);
 /* sfen: "startpos" or SFEN text (sfen_len bytes); moves[i] (lens[i] bytes) in USI notation. */
-void usi_session_position(UsiSession *s, const char *sfen, size_t sfen_len, const char *const *moves,
+void usi_session_position(usi_session_t *s, const char *sfen, size_t sfen_len, const char *const *moves,
                           const size_t *lens, int32_t n);
 /* received_ms: compat_now_ms() when the line was read. */
-void usi_session_go(UsiSession *s, const UsiGo *g, int64_t received_ms);
-void usi_session_stop(UsiSession *s);
-void usi_session_ponderhit(UsiSession *s);
+void usi_session_go(usi_session_t *s, const usi_go_t *g, int64_t received_ms);
+void usi_session_stop(usi_session_t *s);
+void usi_session_ponderhit(usi_session_t *s);
 /* result: "win", "lose", "draw" or NULL. */
-void usi_session_gameover(UsiSession *s, const char *result);
+void usi_session_gameover(usi_session_t *s, const char *result);
 /* Stops a running search (no bestmove) and joins it. */
-void usi_session_quit(UsiSession *s);
+void usi_session_quit(usi_session_t *s);
 /* Blocks until the running search (if any) has given its answer. For
  * command-line commands and tests; never for infinite or ponder searches. */
-void usi_session_wait(UsiSession *s);
-bool usi_session_searching(UsiSession *s);
+void usi_session_wait(usi_session_t *s);
+bool usi_session_searching(usi_session_t *s);
 /* The current game position (for tests). */
-const Position *usi_session_position_now(const UsiSession *s);
+const pos_t *usi_session_position_now(const usi_session_t *s);
 
 #endif

@@ -10,28 +10,28 @@
 typedef struct {
     const char *p;
     size_t n;
-} Tok;
+} usi_tok_t;
 
 static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f'; }
 
 /* Splits text into tokens; returns their number (all of them, even past max). */
-static size_t tokenize(const char *text, size_t len, Tok *toks, size_t max) {
+static size_t tokenize(const char *text, size_t len, usi_tok_t *toks, size_t max) {
     size_t n = 0, i = 0;
     while (i < len) {
         while (i < len && is_space(text[i])) i++;
         if (i >= len) break;
         size_t b = i;
         while (i < len && !is_space(text[i])) i++;
-        if (n < max) toks[n] = (Tok){text + b, i - b};
+        if (n < max) toks[n] = (usi_tok_t){text + b, i - b};
         n++;
     }
     return n;
 }
 
-static bool tok_is(Tok t, const char *word) { return t.n == strlen(word) && memcmp(t.p, word, t.n) == 0; }
+static bool tok_is(usi_tok_t t, const char *word) { return t.n == strlen(word) && memcmp(t.p, word, t.n) == 0; }
 
 /* Printable copy of a token for messages (at most 40 characters). */
-static const char *shown(Tok t, char *buf, size_t n) {
+static const char *shown(usi_tok_t t, char *buf, size_t n) {
     size_t k = 0;
     for (size_t i = 0; i < t.n && k + 4 < n && i < 40; i++) {
         unsigned char c = (unsigned char)t.p[i];
@@ -43,7 +43,7 @@ static const char *shown(Tok t, char *buf, size_t n) {
 }
 
 /* A decimal 0..USI_NUMBER_MAX. */
-static bool parse_number(Tok t, int64_t *out) {
+static bool parse_number(usi_tok_t t, int64_t *out) {
     if (t.n == 0 || t.n > USI_NUMBER_MAX_DIGITS) return false;
     int64_t v = 0;
     for (size_t i = 0; i < t.n; i++) {
@@ -57,7 +57,7 @@ static bool parse_number(Tok t, int64_t *out) {
 
 /* A go value: an optional sign and decimal digits, clamped into
  * 0..USI_NUMBER_MAX (*clamped set when it had to be). false: not a number. */
-static bool parse_go_number(Tok t, int64_t *out, bool *clamped) {
+static bool parse_go_number(usi_tok_t t, int64_t *out, bool *clamped) {
     size_t i = 0;
     bool neg = false;
     *clamped = false;
@@ -86,11 +86,11 @@ static void note(char *buf, size_t len, const char *fmt, ...) {
     va_end(ap);
 }
 
-int usi_parse_go(const char *text, size_t len, UsiGo *g, char *err, size_t errlen, char *warn, size_t warnlen) {
+int usi_parse_go(const char *text, size_t len, usi_go_t *g, char *err, size_t errlen, char *warn, size_t warnlen) {
     usi_go_init(g);
     if (warn && warnlen) warn[0] = 0;
     enum { MAXT = 64 };
-    Tok t[MAXT];
+    usi_tok_t t[MAXT];
     size_t n = tokenize(text, len, t, MAXT);
     if (n > MAXT) {
         snprintf(err, errlen, "too many arguments (%llu)", (unsigned long long)n);
@@ -153,7 +153,7 @@ int usi_parse_go(const char *text, size_t len, UsiGo *g, char *err, size_t errle
     return 0;
 }
 
-static void cmd_setoption(UsiSession *s, const char *line, size_t len, const Tok *t, size_t n) {
+static void cmd_setoption(usi_session_t *s, const char *line, size_t len, const usi_tok_t *t, size_t n) {
     /* setoption name <name> [value <value ...>] */
     if (n < 3 || !tok_is(t[1], "name")) {
         usi_session_say(s, "setoption: expected 'setoption name <name> [value <value>]'");
@@ -191,7 +191,7 @@ static void cmd_setoption(UsiSession *s, const char *line, size_t len, const Tok
     free(value);
 }
 
-static void cmd_position(UsiSession *s, const Tok *t, size_t n) {
+static void cmd_position(usi_session_t *s, const usi_tok_t *t, size_t n) {
     if (n < 2) {
         usi_session_say(s, "position: expected 'position startpos|sfen <sfen> [moves ...]'");
         return;
@@ -242,8 +242,8 @@ static void cmd_position(UsiSession *s, const Tok *t, size_t n) {
     free(ml);
 }
 
-static void cmd_go(UsiSession *s, const char *args, size_t len, int64_t received_ms) {
-    UsiGo g;
+static void cmd_go(usi_session_t *s, const char *args, size_t len, int64_t received_ms) {
+    usi_go_t g;
     char err[256], warn[256];
     if (usi_parse_go(args, len, &g, err, sizeof err, warn, sizeof warn) != 0) {
         /* every go gets its bestmove: search with the default limits */
@@ -255,11 +255,11 @@ static void cmd_go(UsiSession *s, const char *args, size_t len, int64_t received
     usi_session_go(s, &g, received_ms);
 }
 
-int usi_handle_line(UsiSession *s, const char *line, size_t len, int64_t received_ms) {
+int usi_handle_line(usi_session_t *s, const char *line, size_t len, int64_t received_ms) {
     /* the longest line: a position with POS_HIST_MAX moves, ~6 bytes each */
     size_t cap = 16;
-    Tok small[16];
-    Tok *t = small;
+    usi_tok_t small[16];
+    usi_tok_t *t = small;
     size_t n = tokenize(line, len, t, cap);
     if (n == 0) return USI_CONTINUE;
     if (n > cap) {
@@ -272,7 +272,7 @@ int usi_handle_line(UsiSession *s, const char *line, size_t len, int64_t receive
     }
     int rc = USI_CONTINUE;
     char b1[64];
-    Tok c = t[0];
+    usi_tok_t c = t[0];
     if (tok_is(c, "usi")) usi_session_usi(s);
     else if (tok_is(c, "isready")) usi_session_isready(s);
     else if (tok_is(c, "setoption")) cmd_setoption(s, line, len, t, n);

@@ -28,13 +28,13 @@ enum { USI_NUMBER_MAX_DIGITS = 13 };
 
 /* Handles one line (len bytes, without or with its line ending). received_ms:
  * when it was read (go's clock starts then). Returns USI_QUIT after `quit`. */
-int usi_handle_line(UsiSession *s, const char *line, size_t len, int64_t received_ms);
+int usi_handle_line(usi_session_t *s, const char *line, size_t len, int64_t received_ms);
 
 /* Parses the words after `go` (text of len bytes) into g. Returns 0, or -1
  * with err saying what is wrong (too many words, a bad `go mate` time). A
  * value out of 0..USI_NUMBER_MAX (negative, too large) is clamped into it, a
  * value that is no number is ignored, unknown words are skipped: warn says
  * which, "; "-separated ("" if none), for an info string. */
-int usi_parse_go(const char *text, size_t len, UsiGo *g, char *err, size_t errlen, char *warn, size_t warnlen);
+int usi_parse_go(const char *text, size_t len, usi_go_t *g, char *err, size_t errlen, char *warn, size_t warnlen);
 
 #endif

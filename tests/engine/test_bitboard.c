@@ -20,27 +20,27 @@
 
 typedef struct {
     uint64_t w[2];
-} Ref;
+} bb_ref_t;
 
-static const Square EDGE_SQ[] = {0, 1, 8, 9, 17, 36, 40, 44, 53, 54, 61, 62, 63, 64, 70, 71, 72, 79, 80};
+static const sq_t EDGE_SQ[] = {0, 1, 8, 9, 17, 36, 40, 44, 53, 54, 61, 62, 63, 64, 70, 71, 72, 79, 80};
 enum { EDGE_NB = sizeof EDGE_SQ / sizeof EDGE_SQ[0], RANDOM_NB = 400, SETS_MAX = 600 };
 
-static Ref ref_of(Bitboard b) {
-    Ref r = {{b.p[0], b.p[1]}};
+static bb_ref_t ref_of(bb_t b) {
+    bb_ref_t r = {{b.p[0], b.p[1]}};
     return r;
 }
-static bool ref_has(Ref r, int sq) { return sq < 63 ? (r.w[0] >> sq) & 1 : (r.w[1] >> (sq - 63)) & 1; }
-static void ref_add(Ref *r, int sq) {
+static bool ref_has(bb_ref_t r, int sq) { return sq < 63 ? (r.w[0] >> sq) & 1 : (r.w[1] >> (sq - 63)) & 1; }
+static void ref_add(bb_ref_t *r, int sq) {
     if (sq < 63)
         r->w[0] |= 1ull << sq;
     else
         r->w[1] |= 1ull << (sq - 63);
 }
-static bool same(Bitboard b, Ref r) { return b.p[0] == r.w[0] && b.p[1] == r.w[1]; }
+static bool same(bb_t b, bb_ref_t r) { return b.p[0] == r.w[0] && b.p[1] == r.w[1]; }
 static bool on_board(int f, int r) { return f >= 0 && f < 9 && r >= 0 && r < 9; }
 
 /* For messages: "hi:lo" in hex. */
-static const char *hex(Ref r) {
+static const char *hex(bb_ref_t r) {
     static char buf[4][40];
     static int k;
     k = (k + 1) % 4;
@@ -48,7 +48,7 @@ static const char *hex(Ref r) {
     return buf[k];
 }
 
-static Bitboard random_bb(void) {
+static bb_t random_bb(void) {
     uint64_t a = t_next(), b = t_next();
     switch (t_next() % 4) {
     case 0: a &= t_next() & t_next(), b &= t_next() & t_next(); break; /* sparse */
@@ -57,7 +57,7 @@ static Bitboard random_bb(void) {
     default:                                                           /* a few boundary squares */
         a = b = 0;
         for (int i = 0; i < 3; i++) {
-            Ref r = {{a, b}};
+            bb_ref_t r = {{a, b}};
             ref_add(&r, EDGE_SQ[t_next() % EDGE_NB]);
             a = r.w[0], b = r.w[1];
         }
@@ -86,26 +86,26 @@ static void test_representation(void) {
     CHECKF(strcmp(got, want) == 0, "representation %s, want %s", got, want);
     printf("bitboard representation: %s\n", got);
 
-    Bitboard b = bb_make(0x0123456789ABCDEFull, 0xFEDCBA9876543210ull);
+    bb_t b = bb_make(0x0123456789ABCDEFull, 0xFEDCBA9876543210ull);
     CHECKF(b.p[0] == 0x0123456789ABCDEFull && b.p[1] == 0xFEDCBA9876543210ull, "bb_make(lo, hi) gave %s",
            hex(ref_of(b)));
-    CHECKF(sizeof(Bitboard) == 16, "sizeof(Bitboard) %d", (int)sizeof(Bitboard));
-    for (Square sq = 0; sq < SQ_NB; sq++) {
-        Ref r = {{0, 0}};
+    CHECKF(sizeof(bb_t) == 16, "sizeof(Bitboard) %d", (int)sizeof(bb_t));
+    for (sq_t sq = 0; sq < SQ_NB; sq++) {
+        bb_ref_t r = {{0, 0}};
         ref_add(&r, sq);
         CHECKF(same(bb_sq(sq), r), "bb_sq(%d) = %s", sq, hex(ref_of(bb_sq(sq))));
     }
-    Ref full = {{0, 0}};
-    for (Square sq = 0; sq < SQ_NB; sq++) ref_add(&full, sq);
+    bb_ref_t full = {{0, 0}};
+    for (sq_t sq = 0; sq < SQ_NB; sq++) ref_add(&full, sq);
     CHECKF(same(bb_full(), full), "bb_full() = %s", hex(ref_of(bb_full())));
-    CHECK(same(bb_zero(), (Ref){{0, 0}}));
+    CHECK(same(bb_zero(), (bb_ref_t){{0, 0}}));
 }
 
 /* One-argument operations on every set, two-argument ones on every pair. */
-static void test_set_ops(const Bitboard *sets, int n) {
+static void test_set_ops(const bb_t *sets, int n) {
     for (int i = 0; i < n; i++) {
-        const Bitboard a = sets[i];
-        const Ref ra = ref_of(a);
+        const bb_t a = sets[i];
+        const bb_ref_t ra = ref_of(a);
         int count = 0, lowest = -1;
         for (int sq = 0; sq < SQ_NB; sq++)
             if (ref_has(ra, sq)) {
@@ -117,11 +117,11 @@ static void test_set_ops(const Bitboard *sets, int n) {
         CHECKF(bb_more_than_one(a) == (count > 1), "%s: more_than_one with %d squares", hex(ra), count);
         if (count) CHECKF(bb_lsb(a) == lowest, "%s: lsb %d, want %d", hex(ra), bb_lsb(a), lowest);
         /* pop_lsb walks the squares in ascending order and empties the set. */
-        Bitboard t = a;
+        bb_t t = a;
         int popped = 0, prev = -1;
         bool ok = true;
         while (bb_nonzero(t) && popped <= SQ_NB) {
-            Square sq = bb_pop_lsb(&t);
+            sq_t sq = bb_pop_lsb(&t);
             ok = ok && sq > prev && sq < SQ_NB && ref_has(ra, sq) && !bb_test(t, sq);
             prev = sq;
             popped++;
@@ -129,15 +129,15 @@ static void test_set_ops(const Bitboard *sets, int n) {
         CHECKF(ok && popped == count, "%s: pop_lsb gave %d squares (bad order or square: %d), want %d", hex(ra),
                popped, !ok, count);
         bool tests_ok = true;
-        for (Square sq = 0; sq < SQ_NB; sq++) tests_ok = tests_ok && bb_test(a, sq) == ref_has(ra, sq);
+        for (sq_t sq = 0; sq < SQ_NB; sq++) tests_ok = tests_ok && bb_test(a, sq) == ref_has(ra, sq);
         CHECKF(tests_ok, "%s: bb_test", hex(ra));
 
-        Ref not_a = {{~ra.w[0] & 0x7FFFFFFFFFFFFFFFull, ~ra.w[1] & 0x3FFFFull}};
+        bb_ref_t not_a = {{~ra.w[0] & 0x7FFFFFFFFFFFFFFFull, ~ra.w[1] & 0x3FFFFull}};
         CHECKF(same(bb_not(a), not_a), "%s: not gave %s", hex(ra), hex(ref_of(bb_not(a))));
         CHECKF(bb_equal(a, a) && bb_equal(a, bb_make(ra.w[0], ra.w[1])), "%s: not equal to itself", hex(ra));
 
         /* Byte reversal of the 16 bytes, and back. */
-        Ref rev = {{0, 0}};
+        bb_ref_t rev = {{0, 0}};
         for (int byte = 0; byte < 16; byte++) {
             uint64_t v = (ra.w[byte / 8] >> (8 * (byte % 8))) & 0xFF;
             int to = 15 - byte;
@@ -148,7 +148,7 @@ static void test_set_ops(const Bitboard *sets, int n) {
         CHECKF(bb_equal(bb_byte_reverse(bb_byte_reverse(a)), a), "%s: byte_reverse twice", hex(ra));
 
         /* Files holding a square of a, whole. */
-        Ref fill = {{0, 0}};
+        bb_ref_t fill = {{0, 0}};
         for (int f = 0; f < 9; f++) {
             bool any = false;
             for (int r = 0; r < 9; r++) any = any || ref_has(ra, sq_make(f, r));
@@ -158,9 +158,9 @@ static void test_set_ops(const Bitboard *sets, int n) {
                hex(fill));
 
         /* Pawn sets (never on their last rank): each attacks one rank forward. */
-        for (Color c = 0; c < COLOR_NB; c++) {
-            Bitboard pawns = bb_andnot(a, bb_rank(c == COLOR_BLACK ? 0 : 8));
-            Ref rp = ref_of(pawns), want = {{0, 0}};
+        for (color_t c = 0; c < COLOR_NB; c++) {
+            bb_t pawns = bb_andnot(a, bb_rank(c == COLOR_BLACK ? 0 : 8));
+            bb_ref_t rp = ref_of(pawns), want = {{0, 0}};
             for (int sq = 0; sq < SQ_NB; sq++)
                 if (ref_has(rp, sq)) ref_add(&want, c == COLOR_BLACK ? sq - 1 : sq + 1);
             CHECKF(same(bb_pawn_set_attacks(c, pawns), want), "%s: pawn_set_attacks colour %d gave %s, want %s",
@@ -168,10 +168,10 @@ static void test_set_ops(const Bitboard *sets, int n) {
         }
 
         for (int j = 0; j < n; j++) {
-            const Bitboard b = sets[j];
-            const Ref rb = ref_of(b);
-            Ref w_and = {{ra.w[0] & rb.w[0], ra.w[1] & rb.w[1]}}, w_or = {{ra.w[0] | rb.w[0], ra.w[1] | rb.w[1]}};
-            Ref w_xor = {{ra.w[0] ^ rb.w[0], ra.w[1] ^ rb.w[1]}}, w_andnot = {{ra.w[0] & ~rb.w[0], ra.w[1] & ~rb.w[1]}};
+            const bb_t b = sets[j];
+            const bb_ref_t rb = ref_of(b);
+            bb_ref_t w_and = {{ra.w[0] & rb.w[0], ra.w[1] & rb.w[1]}}, w_or = {{ra.w[0] | rb.w[0], ra.w[1] | rb.w[1]}};
+            bb_ref_t w_xor = {{ra.w[0] ^ rb.w[0], ra.w[1] ^ rb.w[1]}}, w_andnot = {{ra.w[0] & ~rb.w[0], ra.w[1] & ~rb.w[1]}};
             bool eq = ra.w[0] == rb.w[0] && ra.w[1] == rb.w[1];
             bool meet = (w_and.w[0] | w_and.w[1]) != 0;
             CHECKF(same(bb_and(a, b), w_and) && same(bb_or(a, b), w_or) && same(bb_xor(a, b), w_xor) &&
@@ -186,23 +186,23 @@ static void test_set_ops(const Bitboard *sets, int n) {
 /* The ray up to and including the first blocker, in bit order over the 128
  * bits (the whole ray when nothing blocks): found by scanning, not by the
  * decrement the library uses. */
-static Ref ref_ray_to_blocker(Ref occ, Ref ray) {
+static bb_ref_t ref_ray_to_blocker(bb_ref_t occ, bb_ref_t ray) {
     int first = 128;
     for (int bit = 0; bit < 128 && first == 128; bit++)
         if ((occ.w[bit / 64] & ray.w[bit / 64]) >> (bit % 64) & 1) first = bit;
-    Ref r = {{0, 0}};
+    bb_ref_t r = {{0, 0}};
     for (int bit = 0; bit <= first && bit < 128; bit++) r.w[bit / 64] |= ray.w[bit / 64] & (1ull << (bit % 64));
     return r;
 }
 
-static void check_ray(Bitboard occ, Bitboard ray) {
-    Ref want = ref_ray_to_blocker(ref_of(occ), ref_of(ray));
-    Bitboard got = bb_ray_to_blocker(occ, ray);
+static void check_ray(bb_t occ, bb_t ray) {
+    bb_ref_t want = ref_ray_to_blocker(ref_of(occ), ref_of(ray));
+    bb_t got = bb_ray_to_blocker(occ, ray);
     CHECKF(same(got, want), "ray_to_blocker(occ %s, ray %s) = %s, want %s", hex(ref_of(occ)), hex(ref_of(ray)),
            hex(ref_of(got)), hex(want));
 }
 
-static void test_ray_to_blocker(const Bitboard *sets, int n) {
+static void test_ray_to_blocker(const bb_t *sets, int n) {
     /* The words meeting: blockers only in the low word, only in the high word,
      * none, and the low word's blocker on bit 63 alone (no borrow). */
     const uint64_t B63 = 1ull << 63;
@@ -224,7 +224,7 @@ static void test_ray_to_blocker(const Bitboard *sets, int n) {
     }
     /* The rays the attacks use, on real and byte-reversed occupancies. */
     for (int i = 0; i < n; i++)
-        for (Square sq = 0; sq < SQ_NB; sq++) {
+        for (sq_t sq = 0; sq < SQ_NB; sq++) {
             check_ray(sets[i], bb_rook_ray_tab[sq][0]);
             check_ray(bb_byte_reverse(sets[i]), bb_rook_ray_tab[sq][1]);
             for (int d = 0; d < 4; d++)
@@ -233,8 +233,8 @@ static void test_ray_to_blocker(const Bitboard *sets, int n) {
 }
 
 /* Walks from sq in each (df, dr) until a blocker (included) or the edge. */
-static Ref ref_slide(Square sq, Ref occ, const int (*dirs)[2], int ndirs) {
-    Ref r = {{0, 0}};
+static bb_ref_t ref_slide(sq_t sq, bb_ref_t occ, const int (*dirs)[2], int ndirs) {
+    bb_ref_t r = {{0, 0}};
     for (int d = 0; d < ndirs; d++)
         for (int f = sq_file(sq) + dirs[d][0], k = sq_rank(sq) + dirs[d][1]; on_board(f, k);
              f += dirs[d][0], k += dirs[d][1]) {
@@ -243,20 +243,20 @@ static Ref ref_slide(Square sq, Ref occ, const int (*dirs)[2], int ndirs) {
         }
     return r;
 }
-static Ref ref_or(Ref a, Ref b) { return (Ref){{a.w[0] | b.w[0], a.w[1] | b.w[1]}}; }
+static bb_ref_t ref_or(bb_ref_t a, bb_ref_t b) { return (bb_ref_t){{a.w[0] | b.w[0], a.w[1] | b.w[1]}}; }
 
-static void test_slider_attacks(const Bitboard *sets, int n) {
+static void test_slider_attacks(const bb_t *sets, int n) {
     static const int ROOK[][2] = {{0, -1}, {0, 1}, {-1, 0}, {1, 0}}, BISHOP[][2] = {{-1, -1}, {-1, 1}, {1, -1}, {1, 1}};
     static const int KING[][2] = {{-1, -1}, {0, -1}, {1, -1}, {-1, 0}, {1, 0}, {-1, 1}, {0, 1}, {1, 1}};
     for (int i = 0; i < n; i++) {
-        const Bitboard occ = sets[i];
-        const Ref ro = ref_of(occ), all = {{~0ull, ~0ull}};
+        const bb_t occ = sets[i];
+        const bb_ref_t ro = ref_of(occ), all = {{~0ull, ~0ull}};
         bool lance = true, file = true, rank = true, rook = true, bishop = true, horse = true, dragon = true;
         int bad = -1;
-        for (Square sq = 0; sq < SQ_NB; sq++) {
-            const Ref king = ref_slide(sq, all, KING, 8); /* every neighbour blocks: one step */
-            const Ref r_file = ref_slide(sq, ro, ROOK, 2), r_rank = ref_slide(sq, ro, ROOK + 2, 2);
-            const Ref r_bishop = ref_slide(sq, ro, BISHOP, 4);
+        for (sq_t sq = 0; sq < SQ_NB; sq++) {
+            const bb_ref_t king = ref_slide(sq, all, KING, 8); /* every neighbour blocks: one step */
+            const bb_ref_t r_file = ref_slide(sq, ro, ROOK, 2), r_rank = ref_slide(sq, ro, ROOK + 2, 2);
+            const bb_ref_t r_bishop = ref_slide(sq, ro, BISHOP, 4);
             bool ok = same(bb_lance_attacks(COLOR_BLACK, sq, occ), ref_slide(sq, ro, ROOK, 1)) &&
                       same(bb_lance_attacks(COLOR_WHITE, sq, occ), ref_slide(sq, ro, ROOK + 1, 1));
             lance = lance && ok;
@@ -279,7 +279,7 @@ int main(void) {
     t_seed(20261122);
     test_representation();
 
-    static Bitboard sets[SETS_MAX];
+    static bb_t sets[SETS_MAX];
     int n = 0;
     sets[n++] = bb_zero();
     sets[n++] = bb_full();

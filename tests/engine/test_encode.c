@@ -36,7 +36,7 @@ static const char *START_SFENS[] = {
 enum { N_START = sizeof START_SFENS / sizeof START_SFENS[0] };
 
 /* The mirror image of a move (squares rotated; drops keep their piece type). */
-static Move flip_move(Move m) {
+static move_t flip_move(move_t m) {
     if (move_is_drop(m)) return move_make_drop(move_drop_pt(m), sq_flip(move_to(m)));
     return move_make(sq_flip(move_from(m)), sq_flip(move_to(m)), move_is_promote(m));
 }
@@ -44,33 +44,33 @@ static Move flip_move(Move m) {
 /* ---- slow reference encoder ------------------------------------------------- */
 static void set_bit(uint8_t *packed, int32_t i) { packed[i >> 3] |= (uint8_t)(1u << (i & 7)); }
 
-static void encode_reference(const Position *pos, uint8_t *packed, float *hand) {
+static void encode_reference(const pos_t *pos, uint8_t *packed, float *hand) {
     memset(packed, 0, ENC_PACKED_BYTES);
-    const Color us = pos->side;
-    const Bitboard occ = pos_occupied(pos);
+    const color_t us = pos->side;
+    const bb_t occ = pos_occupied(pos);
     for (int b = 0; b < 2; b++) {
-        const Color c = b == 0 ? us : color_flip(us), them = color_flip(c);
+        const color_t c = b == 0 ? us : color_flip(us), them = color_flip(c);
         const int base = b * ENC_SIDE_PLANES;
         int count[SQ_NB] = {0};
         bool by_type[PT_NB][SQ_NB];
         memset(by_type, 0, sizeof by_type);
-        for (Square s = 0; s < SQ_NB; s++) {
-            Piece pc = pos->board[s];
+        for (sq_t s = 0; s < SQ_NB; s++) {
+            piece_t pc = pos->board[s];
             if (pc == PIECE_NONE || piece_color(pc) != c) continue;
-            Bitboard a = bb_attacks(pc, s, occ);
-            for (Square t = 0; t < SQ_NB; t++)
+            bb_t a = bb_attacks(pc, s, occ);
+            for (sq_t t = 0; t < SQ_NB; t++)
                 if (bb_test(a, t)) {
                     count[t]++;
                     by_type[piece_type(pc)][t] = true;
                 }
         }
-        Square ksq = pos->king_sq[c];
-        Bitboard checkers_now = pos_attackers_to(pos, them, ksq, occ);
-        for (Square v = 0; v < SQ_NB; v++) {
-            Square sq = us == COLOR_WHITE ? SQ_NB - 1 - v : v;
-            Piece pc = pos->board[sq];
+        sq_t ksq = pos->king_sq[c];
+        bb_t checkers_now = pos_attackers_to(pos, them, ksq, occ);
+        for (sq_t v = 0; v < SQ_NB; v++) {
+            sq_t sq = us == COLOR_WHITE ? SQ_NB - 1 - v : v;
+            piece_t pc = pos->board[sq];
             if (pc != PIECE_NONE && piece_color(pc) == c) set_bit(packed, (base + piece_type(pc) - 1) * 81 + v);
-            for (PieceType pt = PT_PAWN; pt <= PT_DRAGON; pt++)
+            for (piece_type_t pt = PT_PAWN; pt <= PT_DRAGON; pt++)
                 if (by_type[pt][sq]) set_bit(packed, (base + 14 + pt - 1) * 81 + v);
             if (count[sq] != bb_popcount(pos_attackers_to(pos, c, sq, occ)))
                 CHECKF(0, "attack count %d != attackers_to %d", count[sq],
@@ -78,8 +78,8 @@ static void encode_reference(const Position *pos, uint8_t *packed, float *hand) 
             for (int k = 1; k <= 3; k++)
                 if (count[sq] >= k) set_bit(packed, (base + 28 + k - 1) * 81 + v);
             if (pc != PIECE_NONE && piece_color(pc) == c && piece_type(pc) != PT_KING) {
-                Bitboard occ2 = bb_xor(occ, bb_sq(sq));
-                Bitboard after = bb_andnot(pos_attackers_to(pos, them, ksq, occ2), checkers_now);
+                bb_t occ2 = bb_xor(occ, bb_sq(sq));
+                bb_t after = bb_andnot(pos_attackers_to(pos, them, ksq, occ2), checkers_now);
                 if (bb_nonzero(after)) set_bit(packed, (base + 31) * 81 + v);
             }
             bool pawn_on_file = false;
@@ -88,10 +88,10 @@ static void encode_reference(const Position *pos, uint8_t *packed, float *hand) 
             if (!pawn_on_file) set_bit(packed, (base + 32) * 81 + v);
         }
         static const int TOTAL[8] = {0, 18, 4, 4, 4, 2, 2, 4};
-        for (PieceType pt = PT_PAWN; pt <= PT_GOLD; pt++)
+        for (piece_type_t pt = PT_PAWN; pt <= PT_GOLD; pt++)
             hand[b * 7 + pt - 1] = (float)((double)pos_hand_count(pos, c, pt) / TOTAL[pt]);
     }
-    for (Square v = 0; v < SQ_NB; v++) {
+    for (sq_t v = 0; v < SQ_NB; v++) {
         if (pos_in_check(pos)) set_bit(packed, 66 * 81 + v);
         set_bit(packed, 67 * 81 + v);
     }
@@ -101,7 +101,7 @@ static void encode_reference(const Position *pos, uint8_t *packed, float *hand) 
 static int positions_checked = 0, moves_checked = 0, mirrors_checked = 0, references_checked = 0;
 static int white_positions = 0, drops_seen = 0, promos_seen = 0, check_positions = 0;
 
-static void check_position(const Position *pos, bool with_reference) {
+static void check_position(const pos_t *pos, bool with_reference) {
     static int32_t stamp[ENC_LABEL_NB];
     static int32_t stamp_id = 0;
     char sfen[SFEN_MAX_LEN];
@@ -111,7 +111,7 @@ static void check_position(const Position *pos, bool with_reference) {
     if (pos->side == COLOR_WHITE) white_positions++;
     if (pos_in_check(pos)) check_positions++;
 
-    MoveList list;
+    move_list_t list;
     movegen_legal(pos, &list);
     uint8_t mask[ENC_LEGAL_BYTES];
     encode_legal_mask(pos, mask);
@@ -123,7 +123,7 @@ static void check_position(const Position *pos, bool with_reference) {
     CHECKF(memcmp(mask, mask_l, sizeof mask) == 0, "%s: mask from the move list differs", sfen);
 
     for (int32_t i = 0; i < list.n; i++) {
-        Move m = list.moves[i];
+        move_t m = list.moves[i];
         char u[MOVE_USI_MAX];
         move_to_usi(m, u);
         int32_t l = encode_move_label(pos, m);
@@ -143,7 +143,7 @@ static void check_position(const Position *pos, bool with_reference) {
     /* Every other label decodes to nothing. */
     for (int32_t l = 0; l < ENC_LABEL_NB; l++) {
         if (stamp[l] == stamp_id) continue;
-        Move m = encode_label_move(pos, l);
+        move_t m = encode_label_move(pos, l);
         CHECKF(m == MOVE_NONE, "%s: label %d without a legal move decodes to %04x", sfen, l, m);
         CHECKF(!encode_bit(mask, l), "%s: mask bit %d set without a legal move", sfen, l);
     }
@@ -157,7 +157,7 @@ static void check_position(const Position *pos, bool with_reference) {
 
     /* Colour-flipped mirror: same encoding, same labels for mirrored moves. */
     char fs[SFEN_MAX_LEN + 16], err[256];
-    static Position mirror;
+    static pos_t mirror;
     CHECKF(mirror_sfen(sfen, fs, sizeof fs) == 0, "cannot flip %s", sfen);
     if (sfen_parse_cstr(&mirror, fs, err, sizeof err) != SFEN_OK) {
         CHECKF(0, "mirror of %s does not parse: %s (%s)", sfen, fs, err);
@@ -175,11 +175,11 @@ static void check_position(const Position *pos, bool with_reference) {
         CHECKF(diff < 0, "%s vs mirror %s: first differing bit %d (plane %d square %d)", sfen, fs, diff, diff / 81,
                diff % 81);
         CHECKF(memcmp(hand, hand2, sizeof hand) == 0, "%s: mirror hand values differ", sfen);
-        MoveList list2;
+        move_list_t list2;
         movegen_legal(&mirror, &list2);
         CHECKF(list2.n == list.n, "%s: mirror has %d legal moves, not %d", sfen, list2.n, list.n);
         for (int32_t i = 0; i < list.n; i++) {
-            Move fm = flip_move(list.moves[i]);
+            move_t fm = flip_move(list.moves[i]);
             CHECKF(movegen_list_contains(&list2, fm), "%s: mirrored move not legal in the mirror", sfen);
             CHECKF(encode_move_label(&mirror, fm) == encode_move_label(pos, list.moves[i]),
                    "%s: mirrored move has another label", sfen);
@@ -206,14 +206,14 @@ static void check_position(const Position *pos, bool with_reference) {
 }
 
 /* ---- fixed facts ----------------------------------------------------------------- */
-static Square usi_sq(const char *s) { return sq_make(s[0] - '1', s[1] - 'a'); }
+static sq_t usi_sq(const char *s) { return sq_make(s[0] - '1', s[1] - 'a'); }
 
 static void test_fixed(void) {
-    static Position pos;
+    static pos_t pos;
     char err[256];
     pos_set_startpos(&pos);
     /* Black 7g7f: UP to 7f. */
-    Move m = move_from_usi(&pos, "7g7f", 4);
+    move_t m = move_from_usi(&pos, "7g7f", 4);
     CHECKF(encode_move_label(&pos, m) == 0 * 81 + usi_sq("7f"), "7g7f label %d", encode_move_label(&pos, m));
     uint8_t packed[ENC_PACKED_BYTES];
     float hand[ENC_HAND];
@@ -232,7 +232,7 @@ static void test_fixed(void) {
 
     pos_do_move(&pos, m);
     /* White 3c3d is UP in White's view; destination 3d seen rotated is 7f. */
-    Move w = move_from_usi(&pos, "3c3d", 4);
+    move_t w = move_from_usi(&pos, "3c3d", 4);
     CHECKF(encode_move_label(&pos, w) == 0 * 81 + usi_sq("7f"), "3c3d label %d", encode_move_label(&pos, w));
     uint8_t packed_w[ENC_PACKED_BYTES];
     encode_position(&pos, packed_w, hand);
@@ -269,7 +269,7 @@ static void test_fixed(void) {
 int main(void) {
     engine_init();
     test_fixed();
-    static Position pos;
+    static pos_t pos;
     char err[256];
     int games = 0;
     for (int round = 0; round < 12; round++) {
@@ -282,7 +282,7 @@ int main(void) {
             for (int ply = 0; ply < 160; ply++) {
                 bool ref = (ply % 7) == 0;
                 check_position(&pos, ref);
-                MoveList list;
+                move_list_t list;
                 movegen_legal(&pos, &list);
                 if (list.n == 0) break;
                 pos_do_move(&pos, list.moves[t_xorshift64(&rng_state) % (uint64_t)list.n]);

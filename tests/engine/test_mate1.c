@@ -23,8 +23,8 @@
 static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
 
 /* All legal moves that mate, as USI texts joined by spaces, sorted. */
-static void mating_set(Position *pos, char *out, size_t outlen) {
-    MoveList list;
+static void mating_set(pos_t *pos, char *out, size_t outlen) {
+    move_list_t list;
     movegen_legal(pos, &list);
     char moves[64][MOVE_USI_MAX];
     int n = 0;
@@ -63,7 +63,7 @@ static void normalise_set(const char *in, bool flip, char *out, size_t outlen) {
     }
 }
 
-static bool in_set(const char *set, Move m) {
+static bool in_set(const char *set, move_t m) {
     char u[MOVE_USI_MAX];
     move_to_usi(m, u);
     char buf[1024];
@@ -76,7 +76,7 @@ static bool in_set(const char *set, Move m) {
 static int problems_run = 0, problem_mates = 0;
 
 static void run_problem(const char *sfen, const char *expected, const char *what, bool flip, int lineno) {
-    static Position pos;
+    static pos_t pos;
     char err[256], fs[SFEN_MAX_LEN + 16], want[1024], got[1024];
     const char *s = sfen;
     if (flip) {
@@ -95,7 +95,7 @@ static void run_problem(const char *sfen, const char *expected, const char *what
     mating_set(&pos, got, sizeof got);
     CHECKF(strcmp(want, got) == 0, "line %d (%s)%s: mating moves are [%s], the file says [%s]", lineno, what,
            flip ? " flipped" : "", got, want);
-    Move f = mate1_find(&pos), r = mate1_find_reference(&pos);
+    move_t f = mate1_find(&pos), r = mate1_find_reference(&pos);
     char uf[MOVE_USI_MAX], ur[MOVE_USI_MAX];
     move_to_usi(f, uf);
     move_to_usi(r, ur);
@@ -112,7 +112,7 @@ static void run_problem(const char *sfen, const char *expected, const char *what
     }
     char after[SFEN_MAX_LEN];
     sfen_write(&pos, after, sizeof after);
-    static Position fresh;
+    static pos_t fresh;
     sfen_parse_cstr(&fresh, s, err, sizeof err);
     char before[SFEN_MAX_LEN];
     sfen_write(&fresh, before, sizeof before);
@@ -148,7 +148,7 @@ static void test_problems(void) {
     CHECKF(problems_run >= 40 && problem_mates >= 30, "only %d problems (%d with mates)", problems_run, problem_mates);
 
     /* The uchifuzume problem really is one: the pawn drop would mate. */
-    static Position pos;
+    static pos_t pos;
     char err[256];
     CHECKF(sfen_parse_cstr(&pos, "7nk/7p1/8G/9/9/9/9/9/K8 b P 1", err, sizeof err) == SFEN_OK, "%s", err);
     CHECKF(pos_is_pawn_drop_mate(&pos, sq_make(0, 1)), "P*1b should be a pawn-drop mate");
@@ -169,12 +169,12 @@ enum { N_STARTS = sizeof STARTS / sizeof STARTS[0] };
 
 static int rand_positions = 0, rand_mates = 0, rand_in_check = 0, mated_checked = 0, mated_true = 0;
 
-static void check_random_position(Position *pos) {
+static void check_random_position(pos_t *pos) {
     char sfen[SFEN_MAX_LEN];
     rand_positions++;
     if (pos_in_check(pos)) rand_in_check++;
-    Move r = mate1_find_reference(pos);
-    Move f = mate1_find(pos);
+    move_t r = mate1_find_reference(pos);
+    move_t f = mate1_find(pos);
     if (r != MOVE_NONE) rand_mates++;
     if ((f == MOVE_NONE) != (r == MOVE_NONE)) {
         sfen_write(pos, sfen, sizeof sfen);
@@ -195,7 +195,7 @@ static void check_random_position(Position *pos) {
     }
     /* mate1_is_mated here and after every checking move. */
     CHECKF(mate1_is_mated(pos) == (pos_in_check(pos) && movegen_count_legal(pos) == 0), "is_mated at the root");
-    MoveList list;
+    move_list_t list;
     movegen_legal(pos, &list);
     for (int32_t i = 0; i < list.n; i++) {
         if (!pos_gives_check(pos, list.moves[i])) continue;
@@ -212,7 +212,7 @@ static void check_random_position(Position *pos) {
 }
 
 static void test_random(void) {
-    static Position pos;
+    static pos_t pos;
     char err[256];
     for (int round = 0; round < 40; round++) {
         for (int s = 0; s < N_STARTS; s++) {
@@ -222,14 +222,14 @@ static void test_random(void) {
             }
             for (int ply = 0; ply < 120; ply++) {
                 check_random_position(&pos);
-                MoveList list, checks;
+                move_list_t list, checks;
                 movegen_legal(&pos, &list);
                 if (list.n == 0) break;
                 checks.n = 0;
                 for (int32_t i = 0; i < list.n; i++)
                     if (pos_gives_check(&pos, list.moves[i])) checks.moves[checks.n++] = list.moves[i];
                 /* Prefer checks a third of the time: games then reach mating nets. */
-                const MoveList *from = checks.n && t_xorshift64(&rng_state) % 3 == 0 ? &checks : &list;
+                const move_list_t *from = checks.n && t_xorshift64(&rng_state) % 3 == 0 ? &checks : &list;
                 pos_do_move(&pos, from->moves[t_xorshift64(&rng_state) % (uint64_t)from->n]);
             }
         }

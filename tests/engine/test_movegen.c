@@ -23,60 +23,60 @@
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 
-static const char *sfen_of(const Position *pos) {
+static const char *sfen_of(const pos_t *pos) {
     static char buf[SFEN_MAX_LEN];
     sfen_write(pos, buf, sizeof buf);
     return buf;
 }
 
-static int cmp_move(const void *a, const void *b) { return (int)*(const Move *)a - (int)*(const Move *)b; }
+static int cmp_move(const void *a, const void *b) { return (int)*(const move_t *)a - (int)*(const move_t *)b; }
 
 /* The parts of a position make/unmake must restore. */
-static bool same_position(const Position *a, const Position *b) {
+static bool same_position(const pos_t *a, const pos_t *b) {
     if (memcmp(a->board, b->board, sizeof a->board)) return false;
     if (memcmp(a->bb, b->bb, sizeof a->bb) || memcmp(a->by_color, b->by_color, sizeof a->by_color)) return false;
     if (memcmp(a->hand, b->hand, sizeof a->hand) || memcmp(a->king_sq, b->king_sq, sizeof a->king_sq)) return false;
     if (a->side != b->side || a->game_ply != b->game_ply || a->hist_n != b->hist_n) return false;
-    const PosState *sa = pos_state(a), *sb = pos_state(b);
+    const pos_state_t *sa = pos_state(a), *sb = pos_state(b);
     return sa->key == sb->key && sa->board_key == sb->board_key && sa->hand_key == sb->hand_key &&
            bb_equal(sa->checkers, sb->checkers) && sa->hand[0] == sb->hand[0] && sa->hand[1] == sb->hand[1];
 }
 
-static Position pos, before;
+static pos_t pos, before;
 
 /* Everything checked at one ply. */
-static void check_ply(Position *p, bool full_scan) {
-    MoveList legal, pseudo;
+static void check_ply(pos_t *p, bool full_scan) {
+    move_list_t legal, pseudo;
     movegen_legal(p, &legal);
     CHECKF(legal.n == movegen_count_legal(p), "%s: list %d, count %d", sfen_of(p), legal.n, movegen_count_legal(p));
-    qsort(legal.moves, (size_t)legal.n, sizeof(Move), cmp_move);
+    qsort(legal.moves, (size_t)legal.n, sizeof(move_t), cmp_move);
     for (int i = 1; i < legal.n; i++) CHECKF(legal.moves[i] != legal.moves[i - 1], "%s: duplicate move", sfen_of(p));
 
     movegen_pseudo(p, &pseudo);
-    MoveList filtered = {.n = 0};
+    move_list_t filtered = {.n = 0};
     for (int i = 0; i < pseudo.n; i++) {
         CHECKF(pos_is_pseudo_legal(p, pseudo.moves[i]), "%s: pseudo move %d not pseudo-legal", sfen_of(p),
                pseudo.moves[i]);
         if (pos_is_legal(p, pseudo.moves[i])) filtered.moves[filtered.n++] = pseudo.moves[i];
     }
-    qsort(filtered.moves, (size_t)filtered.n, sizeof(Move), cmp_move);
-    bool same = filtered.n == legal.n && memcmp(filtered.moves, legal.moves, (size_t)legal.n * sizeof(Move)) == 0;
+    qsort(filtered.moves, (size_t)filtered.n, sizeof(move_t), cmp_move);
+    bool same = filtered.n == legal.n && memcmp(filtered.moves, legal.moves, (size_t)legal.n * sizeof(move_t)) == 0;
     CHECKF(same, "%s: legal %d moves, filtered pseudo %d", sfen_of(p), legal.n, filtered.n);
 
     if (full_scan) {
         int valid = 0;
         for (uint32_t v = 0; v < 65536; v++) {
-            bool ok = pos_is_valid_move(p, (Move)v);
+            bool ok = pos_is_valid_move(p, (move_t)v);
             valid += ok;
             if (ok)
-                CHECKF(movegen_list_contains(&legal, (Move)v), "%s: move %u valid but not generated", sfen_of(p), v);
+                CHECKF(movegen_list_contains(&legal, (move_t)v), "%s: move %u valid but not generated", sfen_of(p), v);
         }
         CHECKF(valid == legal.n, "%s: %d valid values, %d legal moves", sfen_of(p), valid, legal.n);
     }
 
     pos_copy(&before, p);
     for (int i = 0; i < legal.n; i++) {
-        Move m = legal.moves[i];
+        move_t m = legal.moves[i];
         bool gives = pos_gives_check(p, m);
         pos_do_move(p, m);
         const char *why = pos_validate(p);
@@ -100,7 +100,7 @@ static void playout(const char *start, int max_plies) {
     checks[0] = pos_in_check(&pos);
     for (int ply = 0; ply < max_plies; ply++) {
         check_ply(&pos, ply % 37 == 5);
-        MoveList list;
+        move_list_t list;
         if (movegen_legal(&pos, &list) == 0) break;
         pos_do_move(&pos, list.moves[t_xorshift64(&rng_state) % (uint64_t)list.n]);
         keys[pos_hist_len(&pos)] = pos_key(&pos);
@@ -122,7 +122,7 @@ static void playout(const char *start, int max_plies) {
 /* ---- hand-made rule checks ------------------------------------------------ */
 static void set(const char *sfen) {
     char err[256];
-    SfenError e = sfen_parse_cstr(&pos, sfen, err, sizeof err);
+    sfen_error_t e = sfen_parse_cstr(&pos, sfen, err, sizeof err);
     if (e != SFEN_OK) {
         fprintf(stderr, "setup failed: %s\n", err);
         exit(1);
@@ -190,7 +190,7 @@ static void test_rules(void) {
     /* Double check: only king moves. */
     set("4r1k2/9/9/9/9/9/5n3/9/4K2B1 b G 1");
     CHECKF(bb_more_than_one(pos_checkers(&pos)), "double check set up");
-    MoveList l;
+    move_list_t l;
     movegen_legal(&pos, &l);
     for (int i = 0; i < l.n; i++)
         CHECKF(!move_is_drop(l.moves[i]) && move_from(l.moves[i]) == pos_king_sq(&pos, COLOR_BLACK),
@@ -218,7 +218,7 @@ static void test_history(void) {
     const char *cycle[4] = {"5i4i", "5a4a", "4i5i", "4a5a"};
     uint64_t start_key = pos_key(&pos);
     for (int i = 0; i < 1500; i++) {
-        Move m = move_from_usi(&pos, cycle[i % 4], 4);
+        move_t m = move_from_usi(&pos, cycle[i % 4], 4);
         CHECKF(m != MOVE_NONE, "cycle move %s", cycle[i % 4]);
         if (m == MOVE_NONE) return;
         pos_do_move(&pos, m);
@@ -226,13 +226,13 @@ static void test_history(void) {
     }
     CHECKF(pos_hist_len(&pos) == 1500 && pos_game_ply(&pos) == 1501, "history length %d", pos_hist_len(&pos));
     CHECKF(pos_state_ago(&pos, 1500)->key == start_key, "first state kept");
-    Position copy;
+    pos_t copy;
     pos_copy(&copy, &pos);
     CHECKF(same_position(&copy, &pos) && pos_state_ago(&copy, 1000)->key == pos_state_ago(&pos, 1000)->key,
            "pos_copy keeps the history");
 
     /* Board key vs hand: same board and side, different hands. */
-    Position a, b;
+    pos_t a, b;
     char err[128];
     sfen_parse_cstr(&a, "4k4/9/9/9/9/9/9/9/4K4 b 2P 1", err, sizeof err);
     sfen_parse_cstr(&b, "4k4/9/9/9/9/9/9/9/4K4 b Pp 1", err, sizeof err);
@@ -254,15 +254,15 @@ static void test_history(void) {
 static void test_attacks(void) {
     /* Attackers of a square, with a chosen occupancy. */
     set("4k4/9/9/9/4r4/9/9/4P4/4K4 b - 1");
-    Square s = sq_make(4, 7); /* 5h, the pawn */
-    Bitboard att = pos_attackers_to(&pos, COLOR_WHITE, s, pos_occupied(&pos));
+    sq_t s = sq_make(4, 7); /* 5h, the pawn */
+    bb_t att = pos_attackers_to(&pos, COLOR_WHITE, s, pos_occupied(&pos));
     CHECKF(bb_popcount(att) == 1 && bb_lsb(att) == sq_make(4, 4), "rook on 5e attacks 5h");
-    Bitboard occ = bb_xor(pos_occupied(&pos), bb_sq(s));
+    bb_t occ = bb_xor(pos_occupied(&pos), bb_sq(s));
     CHECKF(pos_is_attacked(&pos, COLOR_WHITE, sq_make(4, 8), occ), "x-ray through the removed pawn");
     CHECKF(!pos_is_attacked(&pos, COLOR_WHITE, sq_make(4, 8), pos_occupied(&pos)), "pawn blocks");
-    Bitboard pinned = pos_pinned(&pos, COLOR_BLACK);
+    bb_t pinned = pos_pinned(&pos, COLOR_BLACK);
     CHECKF(bb_popcount(pinned) == 1 && bb_lsb(pinned) == s, "pawn pinned");
-    Bitboard by_white = pos_attacks_by(&pos, COLOR_WHITE);
+    bb_t by_white = pos_attacks_by(&pos, COLOR_WHITE);
     CHECKF(bb_test(by_white, sq_make(0, 4)) && bb_test(by_white, s) && !bb_test(by_white, sq_make(4, 8)),
            "attacked squares of White");
 }

@@ -14,7 +14,7 @@
 #include "engine/movegen.h"
 #include "engine/sfen.h"
 
-static Position pos;
+static pos_t pos;
 
 int main(int argc, char **argv) {
     const char *path = "tests/data/perft.txt";
@@ -57,7 +57,7 @@ int main(int argc, char **argv) {
             continue;
         }
         positions++;
-        MoveList list;
+        move_list_t list;
         movegen_legal(&pos, &list);
         if (list.n != movegen_count_legal(&pos)) {
             fprintf(stderr, "%s:%d: movegen_legal gives %d moves, movegen_count_legal %d\n", path, lineno, list.n,

@@ -16,7 +16,7 @@
 #include "tests/koma_test.h"
 #include "sfen_mirror.h"
 
-static Position pos;
+static pos_t pos;
 
 /* Sets pos from sfen (mirrored when flip). Returns false (and counts a failure) on error. */
 static bool set_pos(const char *sfen, bool flip) {
@@ -45,7 +45,7 @@ static bool play(const char *moves, bool flip) {
             mirror_usi(t, u);
         else
             snprintf(u, sizeof u, "%s", t);
-        Move m = move_from_usi(&pos, u, strlen(u));
+        move_t m = move_from_usi(&pos, u, strlen(u));
         if (m == MOVE_NONE) {
             char sfen[SFEN_MAX_LEN];
             sfen_write(&pos, sfen, sizeof sfen);
@@ -57,7 +57,7 @@ static bool play(const char *moves, bool flip) {
     return true;
 }
 
-static const char *side_name(Color c) { return c == COLOR_BLACK ? "black" : c == COLOR_WHITE ? "white" : "none"; }
+static const char *side_name(color_t c) { return c == COLOR_BLACK ? "black" : c == COLOR_WHITE ? "white" : "none"; }
 
 /* ---- sennichite ------------------------------------------------------------- */
 static void test_sennichite(bool flip) {
@@ -76,7 +76,7 @@ static void test_sennichite(bool flip) {
     CHECKF(rules_repetition_first(&pos, 4, false, NULL) == RULES_REP_DRAW, "max_plies_back 4 sees it%s", F);
     play(cycle, flip);
     CHECKF(rules_repetition(&pos, &back) == RULES_REP_NONE && back == 0, "3 occurrences are not yet sennichite%s", F);
-    RulesStatus st = rules_status(&pos, RULES_MAX_PLY_DEFAULT);
+    rules_status_t st = rules_status(&pos, RULES_MAX_PLY_DEFAULT);
     CHECKF(st.end == RULES_END_NONE, "3 occurrences: game goes on%s, got %s", F, rules_end_name(st.end));
     play("4i4h 6a6b 4h4i", flip);
     CHECKF(rules_repetition(&pos, NULL) == RULES_REP_NONE, "one ply short of the 4th occurrence%s", F);
@@ -97,7 +97,7 @@ static const char *SOME_CHECKS = "1e2e 2a3a 2e1e 3a2a"; /* Black checks, then do
 
 static void test_perpetual(bool flip) {
     const char *F = flip ? " (flipped)" : "";
-    const Color checker = flip ? COLOR_WHITE : COLOR_BLACK, victim = color_flip(checker);
+    const color_t checker = flip ? COLOR_WHITE : COLOR_BLACK, victim = color_flip(checker);
     int32_t back = -1;
     if (!set_pos(ROOK_SFEN, flip)) return;
     play(ALL_CHECKS, flip);
@@ -107,7 +107,7 @@ static void test_perpetual(bool flip) {
     CHECKF(rules_repetition(&pos, NULL) == RULES_REP_NONE, "3 occurrences of a perpetual check: not yet%s", F);
     play(ALL_CHECKS, flip);
     CHECKF(rules_repetition(&pos, &back) == RULES_REP_LOSS && back == 12, "4th occurrence, checker to move: loss%s", F);
-    RulesStatus st = rules_status(&pos, RULES_MAX_PLY_DEFAULT);
+    rules_status_t st = rules_status(&pos, RULES_MAX_PLY_DEFAULT);
     CHECKF(st.end == RULES_END_PERPETUAL_CHECK && st.winner == victim, "status%s: %s, winner %s", F,
            rules_end_name(st.end), side_name(st.winner));
     /* One ply on, the checked side is to move in its 4th occurrence: it wins. */
@@ -168,7 +168,7 @@ static void expect_declare(const char *sfen, bool flip, bool want, int32_t point
     if (points >= 0)
         CHECKF(rules_declaration_points(&pos, pos.side) == points, "%s%s: %d points, want %d", what, F,
                rules_declaration_points(&pos, pos.side), points);
-    RulesStatus st = rules_status(&pos, RULES_MAX_PLY_DEFAULT);
+    rules_status_t st = rules_status(&pos, RULES_MAX_PLY_DEFAULT);
     if (want)
         CHECKF(st.end == RULES_END_DECLARATION && st.winner == pos.side, "%s%s: status %s", what, F,
                rules_end_name(st.end));
@@ -208,7 +208,7 @@ static void test_status(void) {
         const char *F = flip ? " (flipped)" : "";
         /* Checkmate: head gold. White to move, mated. */
         if (set_pos("4k4/4G4/4P4/9/9/9/9/9/4K4 w - 1", flip)) {
-            RulesStatus st = rules_status(&pos, RULES_MAX_PLY_DEFAULT);
+            rules_status_t st = rules_status(&pos, RULES_MAX_PLY_DEFAULT);
             CHECKF(st.end == RULES_END_CHECKMATE && st.winner == (flip ? COLOR_WHITE : COLOR_BLACK),
                    "checkmate%s: %s winner %s", F, rules_end_name(st.end), side_name(st.winner));
             CHECKF(!rules_has_legal_move(&pos), "mated side has no legal move%s", F);
@@ -216,7 +216,7 @@ static void test_status(void) {
         /* Stalemate: White's lone king on 1a, every square covered, no check: also a loss. */
         if (set_pos("8k/6S2/8G/9/9/9/9/9/K8 w - 1", flip)) {
             CHECKF(!pos_in_check(&pos) && movegen_count_legal(&pos) == 0, "stalemate position%s", F);
-            RulesStatus st = rules_status(&pos, RULES_MAX_PLY_DEFAULT);
+            rules_status_t st = rules_status(&pos, RULES_MAX_PLY_DEFAULT);
             CHECKF(st.end == RULES_END_CHECKMATE && st.winner == (flip ? COLOR_WHITE : COLOR_BLACK),
                    "stalemate loses%s: %s winner %s", F, rules_end_name(st.end), side_name(st.winner));
         }
@@ -229,7 +229,7 @@ static void test_status(void) {
             CHECKF(rules_status(&pos, 320).end == RULES_END_NONE, "319 moves played: ongoing%s", F);
         }
         if (set_pos("4k4/9/9/9/9/9/9/9/4K4 b GS 321", flip)) {
-            RulesStatus st = rules_status(&pos, 320);
+            rules_status_t st = rules_status(&pos, 320);
             CHECKF(st.end == RULES_END_MAX_PLY && st.winner == COLOR_NB, "320 moves played: max_ply%s, got %s", F,
                    rules_end_name(st.end));
             CHECKF(rules_status(&pos, 0).end == RULES_END_NONE, "max_ply 0 means no limit%s", F);
@@ -250,8 +250,8 @@ static void test_status(void) {
     static const char *const WANT[RULES_END_NB] = {
         "ongoing", "checkmate", "sennichite", "perpetual_check", "declaration", "max_ply", "resign", "illegal_move", "time"};
     for (int i = 0; i < RULES_END_NB; i++) {
-        CHECKF(strcmp(rules_end_name((RulesEnd)i), WANT[i]) == 0, "name of %d is %s", i, rules_end_name((RulesEnd)i));
-        CHECKF(rules_end_from_name(WANT[i]) == (RulesEnd)i, "from_name(%s)", WANT[i]);
+        CHECKF(strcmp(rules_end_name((rules_end_t)i), WANT[i]) == 0, "name of %d is %s", i, rules_end_name((rules_end_t)i));
+        CHECKF(rules_end_from_name(WANT[i]) == (rules_end_t)i, "from_name(%s)", WANT[i]);
     }
     CHECKF(strcmp(rules_end_name(RULES_END_NB), "?") == 0 && rules_end_from_name("mate") == RULES_END_NB &&
               rules_end_from_name(NULL) == RULES_END_NB,
@@ -278,10 +278,10 @@ static void test_random_agreement(void) {
                 positions++;
                 no_moves += n == 0;
                 CHECKF(rules_has_legal_move(&pos) == (n > 0), "has_legal_move disagrees with movegen (%d moves)", n);
-                RulesStatus a = rules_status(&pos, 100), b = rules_status_with_count(&pos, 100, n);
+                rules_status_t a = rules_status(&pos, 100), b = rules_status_with_count(&pos, 100, n);
                 CHECKF(a.end == b.end && a.winner == b.winner, "status with and without the count");
                 if (n == 0 || a.end != RULES_END_NONE) break;
-                MoveList list;
+                move_list_t list;
                 movegen_legal(&pos, &list);
                 rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
                 pos_do_move(&pos, list.moves[rng % (uint64_t)list.n]);

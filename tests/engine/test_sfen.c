@@ -16,14 +16,14 @@
 
 static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
 
-static Position pos, pos2;
+static pos_t pos, pos2;
 
 typedef struct {
     const char *sfen;
-    SfenError want;
-} BadCase;
+    sfen_error_t want;
+} bad_case_t;
 
-static const BadCase BAD[] = {
+static const bad_case_t BAD[] = {
     {"", SFEN_ERR_EMPTY},
     {"   \t\n", SFEN_ERR_EMPTY},
     {"sfen", SFEN_ERR_EMPTY},
@@ -95,8 +95,8 @@ static void test_bad(void) {
     char err[256];
     int rejected = 0;
     for (size_t i = 0; i < sizeof BAD / sizeof *BAD; i++) {
-        SfenError want = BAD[i].want;
-        SfenError got = sfen_parse_cstr(&pos, BAD[i].sfen, err, sizeof err);
+        sfen_error_t want = BAD[i].want;
+        sfen_error_t got = sfen_parse_cstr(&pos, BAD[i].sfen, err, sizeof err);
         CHECKF(got == want, "'%s': want %d (%s), got %d (%s) %s", BAD[i].sfen, want, sfen_error_name(want), got,
                sfen_error_name(got), err);
         if (got != SFEN_OK) {
@@ -118,7 +118,7 @@ static void test_bad(void) {
     CHECKF(sfen_parse_cstr(&pos, "x", tiny, sizeof tiny) == SFEN_ERR_BOARD_CHAR && strlen(tiny) == 3, "tiny buffer");
     CHECKF(sfen_parse_cstr(&pos, "x", NULL, 0) == SFEN_ERR_BOARD_CHAR, "NULL buffer");
     CHECKF(sfen_parse(&pos, NULL, 0, err, sizeof err) == SFEN_ERR_EMPTY, "NULL text");
-    CHECKF(strcmp(sfen_error_name((SfenError)999), "unknown SFEN error") == 0, "unknown code name");
+    CHECKF(strcmp(sfen_error_name((sfen_error_t)999), "unknown SFEN error") == 0, "unknown code name");
 }
 
 static void test_length(void) {
@@ -139,11 +139,11 @@ static void test_length(void) {
     CHECKF(sfen_parse(&pos, "startposX", 8, err, sizeof err) == SFEN_OK, "len ends the text");
 }
 
-static void check_round_trip(const Position *p) {
+static void check_round_trip(const pos_t *p) {
     char a[SFEN_MAX_LEN], b[SFEN_MAX_LEN], err[256];
     int32_t n = sfen_write(p, a, sizeof a);
     CHECKF(n > 0 && (size_t)n < sizeof a && strlen(a) == (size_t)n, "length");
-    SfenError e = sfen_parse(&pos2, a, (size_t)n, err, sizeof err);
+    sfen_error_t e = sfen_parse(&pos2, a, (size_t)n, err, sizeof err);
     CHECKF(e == SFEN_OK, "'%s' does not read back: %s", a, err);
     if (e != SFEN_OK) return;
     sfen_write(&pos2, b, sizeof b);
@@ -155,18 +155,18 @@ static void check_round_trip(const Position *p) {
     CHECKF(bb_equal(pos_checkers(p), pos_checkers(&pos2)), "'%s' checkers", a);
 }
 
-static void check_usi_moves(const Position *p) {
-    MoveList list;
+static void check_usi_moves(const pos_t *p) {
+    move_list_t list;
     movegen_legal(p, &list);
     for (int i = 0; i < list.n; i++) {
         char usi[MOVE_USI_MAX];
         int32_t n = move_to_usi(list.moves[i], usi);
         CHECKF(n >= 4 && n <= 5 && (size_t)n == strlen(usi), "usi length");
-        Move back = move_from_usi(p, usi, (size_t)n);
+        move_t back = move_from_usi(p, usi, (size_t)n);
         CHECKF(back == list.moves[i], "'%s' reads back as %d, not %d", usi, back, list.moves[i]);
         /* The same text with its promotion flipped is legal iff generated. */
         if (!move_is_drop(list.moves[i])) {
-            Move other = list.moves[i] ^ MOVE_PROMOTE_FLAG;
+            move_t other = list.moves[i] ^ MOVE_PROMOTE_FLAG;
             char t[MOVE_USI_MAX];
             move_to_usi(other, t);
             CHECKF((move_from_usi(p, t, strlen(t)) != MOVE_NONE) == movegen_list_contains(&list, other),
@@ -191,7 +191,7 @@ static void test_playouts(void) {
             check_round_trip(&pos);
             if (ply % 3 == 0) check_usi_moves(&pos);
             positions++;
-            MoveList list;
+            move_list_t list;
             if (movegen_legal(&pos, &list) == 0) break;
             pos_do_move(&pos, list.moves[t_xorshift64(&rng_state) % (uint64_t)list.n]);
         }

@@ -21,7 +21,7 @@
 #include "engine/sfen.h"
 #include "fuzz.h"
 
-static Position g_pos, g_pos2; /* large: keep them off the stack */
+static pos_t g_pos, g_pos2; /* large: keep them off the stack */
 
 typedef struct {
     int64_t games, rejects;
@@ -50,7 +50,7 @@ static int on_game(void *user, const rec_game_t *g) {
     for (int32_t i = 0; i < g->n_moves; i++) {
         while (*p == ' ') p++;
         size_t len = strcspn(p, " ");
-        Move m = move_from_usi(&g_pos2, p, len);
+        move_t m = move_from_usi(&g_pos2, p, len);
         FUZZ_CHECK(m == g->moves[i], "move %d '%.*s' reads back as 0x%04x, not 0x%04x", (int)i + 1, (int)len, p, m,
                    g->moves[i]);
         pos_do_move(&g_pos2, m);

@@ -24,10 +24,10 @@
 #include "engine/sfen.h"
 #include "fuzz.h"
 
-static Position g_pos, g_pos2; /* large: keep them off the stack */
-static MoveList g_list;
+static pos_t g_pos, g_pos2; /* large: keep them off the stack */
+static move_list_t g_list;
 
-static void check_position(const Position *pos, const char *what) {
+static void check_position(const pos_t *pos, const char *what) {
     const char *bad = pos_validate(pos);
     FUZZ_CHECK(bad == NULL, "%s: inconsistent position: %s", what, bad);
 }
@@ -41,7 +41,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
     char err[256], sfen[SFEN_MAX_LEN], sfen2[SFEN_MAX_LEN];
     memset(err, 0x55, sizeof err);
-    SfenError e = sfen_parse(&g_pos, text, line, err, sizeof err);
+    sfen_error_t e = sfen_parse(&g_pos, text, line, err, sizeof err);
     if (e != SFEN_OK) {
         FUZZ_CHECK(e > SFEN_OK && e < SFEN_ERR_NB, "error code %d out of range", (int)e);
         FUZZ_CHECK(memchr(err, 0, sizeof err) != NULL, "error message not terminated");
@@ -51,7 +51,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         check_position(&g_pos, "after sfen_parse");
         int32_t n = sfen_write(&g_pos, sfen, sizeof sfen);
         FUZZ_CHECK(n > 0 && n < SFEN_MAX_LEN && (size_t)n == strlen(sfen), "sfen_write returned %d", (int)n);
-        SfenError e2 = sfen_parse_cstr(&g_pos2, sfen, err, sizeof err);
+        sfen_error_t e2 = sfen_parse_cstr(&g_pos2, sfen, err, sizeof err);
         FUZZ_CHECK(e2 == SFEN_OK, "written SFEN '%s' is refused: %s", sfen, err);
         sfen_write(&g_pos2, sfen2, sizeof sfen2);
         FUZZ_CHECK(strcmp(sfen, sfen2) == 0, "SFEN round trip '%s' -> '%s'", sfen, sfen2);
@@ -71,13 +71,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         movegen_legal(&g_pos, &g_list);
         /* Raw 16-bit values from the token's bytes. */
         for (size_t k = 0; k + 1 < len && k < 8; k += 2) {
-            Move raw = (Move)(data[start + k] | (data[start + k + 1] << 8));
+            move_t raw = (move_t)(data[start + k] | (data[start + k + 1] << 8));
             bool valid = pos_is_valid_move(&g_pos, raw);
             bool listed = movegen_list_contains(&g_list, raw);
             FUZZ_CHECK(valid == listed, "move 0x%04x: pos_is_valid_move %d, in legal list %d (%s)", raw, valid,
                        listed, sfen);
         }
-        Move m = move_from_usi(&g_pos, text + start, len);
+        move_t m = move_from_usi(&g_pos, text + start, len);
         if (m == MOVE_NONE) continue;
         FUZZ_CHECK(movegen_list_contains(&g_list, m), "move_from_usi gave 0x%04x, not legal in %s", m, sfen);
         char usi[MOVE_USI_MAX];

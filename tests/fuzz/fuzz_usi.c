@@ -38,7 +38,7 @@ static int is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == 
 static int word_is(const char *p, size_t n, const char *w) { return n == strlen(w) && memcmp(p, w, n) == 0; }
 
 static void check_go(const char *text, size_t len) {
-    UsiGo g;
+    usi_go_t g;
     char err[256], warn[256];
     memset(err, 0, sizeof err);
     int rc = usi_parse_go(text, len, &g, err, sizeof err, warn, sizeof warn);
@@ -55,7 +55,7 @@ static void check_go(const char *text, size_t len) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    UsiSession *s = usi_session_new(check_output, NULL);
+    usi_session_t *s = usi_session_new(check_output, NULL);
     FUZZ_CHECK(s != NULL, "usi_session_new");
     const char *text = (const char *)data;
     size_t i = 0;

@@ -15,7 +15,7 @@
 #include "mcts/mcts.h"
 #include "tests/koma_test.h"
 
-static inline void set_sfen(Position *pos, const char *sfen) {
+static inline void set_sfen(pos_t *pos, const char *sfen) {
     char err[256];
     if (sfen_parse_cstr(pos, sfen, err, sizeof err) != SFEN_OK) {
         fprintf(stderr, "bad test SFEN '%s': %s\n", sfen, err);
@@ -23,8 +23,8 @@ static inline void set_sfen(Position *pos, const char *sfen) {
     }
 }
 
-static inline Move usi(const Position *pos, const char *s) {
-    Move m = move_from_usi(pos, s, strlen(s));
+static inline move_t usi(const pos_t *pos, const char *s) {
+    move_t m = move_from_usi(pos, s, strlen(s));
     if (m == MOVE_NONE) {
         fprintf(stderr, "bad test move '%s'\n", s);
         exit(2);
@@ -32,7 +32,7 @@ static inline Move usi(const Position *pos, const char *s) {
     return m;
 }
 
-static inline const char *usi_str(Move m) {
+static inline const char *usi_str(move_t m) {
     static char buf[4][MOVE_USI_MAX];
     static int k = 0;
     k = (k + 1) & 3;
@@ -45,13 +45,13 @@ static inline const char *usi_str(Move m) {
 /* Counts calls and leaves. */
 typedef struct {
     int64_t calls, leaves;
-} EvalStats;
+} eval_stats_t;
 
 /* Uniform policy, zero value (W = D = L). */
-static inline void eval_uniform(void *user, MctsTree *t, const MctsRequest *reqs, int32_t n, float *pol, float *wdl) {
+static inline void eval_uniform(void *user, mcts_tree_t *t, const mcts_request_t *reqs, int32_t n, float *pol, float *wdl) {
     (void)t;
     (void)reqs;
-    EvalStats *st = user;
+    eval_stats_t *st = user;
     if (st) st->calls++, st->leaves += n;
     memset(pol, 0, (size_t)n * ENC_LABEL_NB * sizeof(float));
     for (int32_t i = 0; i < 3 * n; i++) wdl[i] = 0.0f;
@@ -59,9 +59,9 @@ static inline void eval_uniform(void *user, MctsTree *t, const MctsRequest *reqs
 
 /* A deterministic "network" from the position key: pseudo-random logits
  * (spread about 3 nats) and value. Different positions get different output. */
-static inline void eval_hash(void *user, MctsTree *t, const MctsRequest *reqs, int32_t n, float *pol, float *wdl) {
+static inline void eval_hash(void *user, mcts_tree_t *t, const mcts_request_t *reqs, int32_t n, float *pol, float *wdl) {
     (void)t;
-    EvalStats *st = user;
+    eval_stats_t *st = user;
     if (st) st->calls++, st->leaves += n;
     for (int32_t i = 0; i < n; i++) {
         uint64_t k = reqs[i].key;
@@ -78,8 +78,8 @@ static inline void eval_hash(void *user, MctsTree *t, const MctsRequest *reqs, i
 /* ---- brute force ---------------------------------------------------------------- */
 
 /* Side to move can mate at once (any legal move leaving the opponent without moves). */
-static inline bool bf_mate1(Position *pos) {
-    MoveList l;
+static inline bool bf_mate1(pos_t *pos) {
+    move_list_t l;
     movegen_legal(pos, &l);
     for (int32_t i = 0; i < l.n; i++) {
         pos_do_move(pos, l.moves[i]);
@@ -92,9 +92,9 @@ static inline bool bf_mate1(Position *pos) {
 
 /* After the attacker's move m: every defender reply allows a mate in one
  * (or the defender has no reply). */
-static inline bool bf_forces_mate3(Position *pos, Move m) {
+static inline bool bf_forces_mate3(pos_t *pos, move_t m) {
     pos_do_move(pos, m);
-    MoveList l;
+    move_list_t l;
     movegen_legal(pos, &l);
     bool ok = true;
     for (int32_t i = 0; i < l.n && ok; i++) {
@@ -106,8 +106,8 @@ static inline bool bf_forces_mate3(Position *pos, Move m) {
     return ok;
 }
 
-static inline int32_t bf_count_checks(const Position *pos) {
-    MoveList l;
+static inline int32_t bf_count_checks(const pos_t *pos) {
+    move_list_t l;
     movegen_legal(pos, &l);
     int32_t c = 0;
     for (int32_t i = 0; i < l.n; i++) c += pos_gives_check(pos, l.moves[i]);
@@ -115,8 +115,8 @@ static inline int32_t bf_count_checks(const Position *pos) {
 }
 
 /* Every label of a result maps back to its legal move; the policy sums to 1. */
-static inline void check_result_policy(const Position *pos, const MctsResult *r, const char *what) {
-    MoveList l;
+static inline void check_result_policy(const pos_t *pos, const mcts_result_t *r, const char *what) {
+    move_list_t l;
     movegen_legal(pos, &l);
     if (r->n != l.n) {
         CHECKF(r->n == l.n, "%s: result has %d moves, position %d", what, r->n, l.n);

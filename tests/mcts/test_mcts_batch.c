@@ -9,16 +9,16 @@
 
 int main(void) {
     engine_init();
-    MctsParams p;
+    mcts_params_t p;
     mcts_params_default(&p);
     p.node_limit = 1 << 12;
-    Position *pos = malloc(sizeof *pos);
-    MctsTree *t[2] = {mcts_tree_new(&p, NULL), mcts_tree_new(&p, NULL)};
+    pos_t *pos = malloc(sizeof *pos);
+    mcts_tree_t *t[2] = {mcts_tree_new(&p, NULL), mcts_tree_new(&p, NULL)};
     set_sfen(pos, "startpos");
     mcts_tree_set_position(t[0], pos);
     set_sfen(pos, "lnsgkgsnl/1r5b1/ppppppppp/9/9/2P6/PP1PPPPPP/1B5R1/LNSGKGSNL w - 2");
     mcts_tree_set_position(t[1], pos);
-    MctsLimits lim = {0};
+    mcts_limits_t lim = {0};
     lim.visits = 64;
     mcts_search_begin(t[0], &lim);
     mcts_search_begin(t[1], &lim);
@@ -32,7 +32,7 @@ int main(void) {
     CHECK(got0 >= 1 && got1 >= 1 && b->n == got0 + got1 && mcts_batch_room(b) == 8 - b->n);
     uint32_t off = 0;
     for (int32_t i = 0; i < b->n; i++) {
-        const MctsRequest *q = &b->reqs[i];
+        const mcts_request_t *q = &b->reqs[i];
         CHECK(b->tag[i] == (i < got0 ? 10 : 11));
         CHECK(b->offsets[i] == off);
         CHECK(memcmp(b->packed + (size_t)i * ENC_PACKED_BYTES, q->packed, ENC_PACKED_BYTES) == 0);

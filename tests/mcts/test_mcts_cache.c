@@ -16,8 +16,8 @@
 #include "compat/bits.h"
 #include "compat/compat.h"
 
-static Position pos;
-static MctsResult res, res2;
+static pos_t pos;
+static mcts_result_t res, res2;
 
 /* Entry content derived from (key, n) so any returned data can be checked. */
 static void make_entry(uint64_t key, int32_t n, uint16_t *q, float wdl[3]) {
@@ -37,7 +37,7 @@ static bool entry_ok(uint64_t key, int32_t n, const uint16_t *q, const float wdl
 static uint32_t check_of(uint64_t key) { return (uint32_t)(key * 2654435761u); }
 
 static void test_basic(void) {
-    MctsCache *c = mcts_cache_new(1 << 20);
+    mcts_cache_t *c = mcts_cache_new(1 << 20);
     CHECKF(c != NULL, "cache_new");
     uint16_t q[MCTS_CACHE_MOVES_MAX], got[MCTS_CACHE_MOVES_MAX + 8];
     float wdl[3], gw[3];
@@ -59,7 +59,7 @@ static void test_basic(void) {
            "largest entry");
     mcts_cache_clear(c);
     CHECKF(!mcts_cache_get(c, 7, check_of(7), MCTS_CACHE_MOVES_MAX, got, gw), "hit after clear");
-    MctsCacheStats st;
+    mcts_cache_stats_t st;
     mcts_cache_stats(c, &st);
     CHECKF(st.lookups == 7 && st.hits == 2 && st.inserts == 2, "stats %llu %llu %llu", (unsigned long long)st.lookups,
            (unsigned long long)st.hits, (unsigned long long)st.inserts);
@@ -70,7 +70,7 @@ static void test_basic(void) {
 static void test_collisions(void) {
     /* One slot, a 4 KiB ring: every put evicts, the ring wraps every few puts. */
     for (int geometry = 0; geometry < 2; geometry++) {
-        MctsCache *c = geometry == 0 ? mcts_cache_new_geometry(1, 1, 4096) : mcts_cache_new_geometry(2, 8, 8192);
+        mcts_cache_t *c = geometry == 0 ? mcts_cache_new_geometry(1, 1, 4096) : mcts_cache_new_geometry(2, 8, 8192);
         uint64_t s = 12345;
         int64_t hits = 0, wrong = 0;
         uint16_t q[MCTS_CACHE_MOVES_MAX], got[MCTS_CACHE_MOVES_MAX];
@@ -112,17 +112,17 @@ static void test_search_equivalence(void) {
     for (size_t k = 0; k < sizeof sfens / sizeof sfens[0]; k++) {
         set_sfen(&pos, sfens[k]);
         for (int gumbel = 0; gumbel <= 1; gumbel++) {
-            MctsParams p;
+            mcts_params_t p;
             mcts_params_default(&p);
             p.root_mode = gumbel ? MCTS_ROOT_GUMBEL : MCTS_ROOT_PUCT;
             p.search_batch = 1;
-            MctsCache *big = mcts_cache_new(8 << 20);
-            MctsCache *tiny = mcts_cache_new_geometry(1, 1, 4096);
-            MctsTree *plain = mcts_tree_new(&p, NULL);
-            MctsTree *cached = mcts_tree_new(&p, big);
-            MctsTree *small = mcts_tree_new(&p, tiny);
-            MctsLimits l = {.visits = 400, .full = 1};
-            EvalStats s1 = {0}, s2 = {0}, s3 = {0};
+            mcts_cache_t *big = mcts_cache_new(8 << 20);
+            mcts_cache_t *tiny = mcts_cache_new_geometry(1, 1, 4096);
+            mcts_tree_t *plain = mcts_tree_new(&p, NULL);
+            mcts_tree_t *cached = mcts_tree_new(&p, big);
+            mcts_tree_t *small = mcts_tree_new(&p, tiny);
+            mcts_limits_t l = {.visits = 400, .full = 1};
+            eval_stats_t s1 = {0}, s2 = {0}, s3 = {0};
             mcts_tree_set_position(plain, &pos);
             mcts_search(plain, &l, eval_hash, &s1, &res);
             int64_t first_round = 0;
@@ -158,26 +158,26 @@ static void test_search_equivalence(void) {
 /* ---- threads ------------------------------------------------------------------------------- */
 
 typedef struct {
-    MctsCache *cache;
+    mcts_cache_t *cache;
     int seed;
     int ok;
-    Move best;
+    move_t best;
     int32_t visits[MCTS_MOVES_MAX];
-} Worker;
+} test_worker_t;
 
 static void *worker(void *arg) {
-    Worker *w = arg;
-    static KOMA_THREAD_LOCAL Position p;
-    static KOMA_THREAD_LOCAL MctsResult r;
-    MctsParams par;
+    test_worker_t *w = arg;
+    static KOMA_THREAD_LOCAL pos_t p;
+    static KOMA_THREAD_LOCAL mcts_result_t r;
+    mcts_params_t par;
     mcts_params_default(&par);
     par.search_batch = 1;
-    MctsTree *t = mcts_tree_new(&par, w->cache);
+    mcts_tree_t *t = mcts_tree_new(&par, w->cache);
     pos_set_startpos(&p);
     w->ok = 1;
     for (int i = 0; i < 4; i++) {
         mcts_tree_set_position(t, &p);
-        MctsLimits l = {.visits = 300, .full = 1};
+        mcts_limits_t l = {.visits = 300, .full = 1};
         mcts_search(t, &l, eval_hash, NULL, &r);
         if (i == 0) {
             w->best = r.best;
@@ -191,9 +191,9 @@ static void *worker(void *arg) {
 }
 
 static void test_threads(void) {
-    MctsCache *c = mcts_cache_new(1 << 20); /* small: heavy eviction while shared */
+    mcts_cache_t *c = mcts_cache_new(1 << 20); /* small: heavy eviction while shared */
     enum { N = 4 };
-    static Worker w[N];
+    static test_worker_t w[N];
     compat_thread_t th[N];
     for (int i = 0; i < N; i++) {
         w[i].cache = c;
@@ -206,7 +206,7 @@ static void test_threads(void) {
         CHECKF(w[i].best == w[0].best && memcmp(w[i].visits, w[0].visits, sizeof w[0].visits) == 0,
                "thread %d differs from thread 0", i);
     }
-    MctsCacheStats st;
+    mcts_cache_stats_t st;
     mcts_cache_stats(c, &st);
     CHECKF(st.hits > 0 && st.inserts > 0, "shared cache unused");
     mcts_cache_free(c);

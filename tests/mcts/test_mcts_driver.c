@@ -13,23 +13,23 @@
 enum { GAMES = 6, BATCH_MAX = 256, PER_TREE = 12, MOVES = 70 };
 
 typedef struct {
-    MctsTree *t;
+    mcts_tree_t *t;
     int32_t plies;
     bool searching;
-} Game;
+} test_game_t;
 
 typedef struct {
-    MctsRequest req[BATCH_MAX];
+    mcts_request_t req[BATCH_MAX];
     int32_t owner[BATCH_MAX];
     int32_t n;
-} Batch;
+} test_batch_t;
 
-static Batch batches[2];
+static test_batch_t batches[2];
 static float pol[BATCH_MAX * ENC_LABEL_NB], wdl[BATCH_MAX * 3];
-static Position start;
-static MctsResult res;
+static pos_t start;
+static mcts_result_t res;
 
-static void evaluate_and_deliver(Game *g, Batch *b) {
+static void evaluate_and_deliver(test_game_t *g, test_batch_t *b) {
     eval_hash(NULL, NULL, b->req, b->n, pol, wdl);
     for (int32_t i = 0; i < b->n; i++)
         mcts_deliver(g[b->owner[i]].t, &b->req[i], pol + (size_t)i * ENC_LABEL_NB, wdl + 3 * i);
@@ -38,10 +38,10 @@ static void evaluate_and_deliver(Game *g, Batch *b) {
 
 int main(void) {
     pos_set_startpos(&start);
-    MctsCache *cache = mcts_cache_new(4 << 20);
-    static Game g[GAMES];
+    mcts_cache_t *cache = mcts_cache_new(4 << 20);
+    static test_game_t g[GAMES];
     for (int i = 0; i < GAMES; i++) {
-        MctsParams p;
+        mcts_params_t p;
         mcts_params_default(&p);
         p.root_mode = i % 2 ? MCTS_ROOT_GUMBEL : MCTS_ROOT_PUCT;
         p.gumbel_m = 8;
@@ -58,12 +58,12 @@ int main(void) {
     }
     int64_t moves = 0, games_ended = 0, kept_total = 0, steps = 0;
     int cur = 0;
-    static Position after;
+    static pos_t after;
     while (moves < MOVES * GAMES && steps < 100000) {
         steps++;
-        Batch *b = &batches[cur];
+        test_batch_t *b = &batches[cur];
         for (int i = 0; i < GAMES; i++) {
-            Game *x = &g[i];
+            test_game_t *x = &g[i];
             if (!x->searching) {
                 if (mcts_pending(x->t) > 0) continue; /* its last leaves are still in the other batch */
                 mcts_search_begin(x->t, NULL);
@@ -81,11 +81,11 @@ int main(void) {
             CHECKF(err == NULL, "step %lld game %d: %s", (long long)steps, i, err ? err : "");
         }
         for (int i = 0; i < GAMES; i++) {
-            Game *x = &g[i];
+            test_game_t *x = &g[i];
             if (!x->searching || !mcts_search_done(x->t)) continue;
             mcts_search_result(x->t, &res);
             x->searching = false;
-            const Position *root = mcts_tree_position(x->t);
+            const pos_t *root = mcts_tree_position(x->t);
             check_result_policy(root, &res, "driver");
             int32_t k = 0;
             while (k < res.n && res.moves[k] != res.best) k++;
@@ -95,7 +95,7 @@ int main(void) {
             bool kept = mcts_tree_advance(x->t, res.best);
             CHECKF(pos_key(mcts_tree_position(x->t)) == pos_key(&after), "game %d: root after advance", i);
             if (kept) {
-                MctsLimits none = {.visits = 1};
+                mcts_limits_t none = {.visits = 1};
                 mcts_search_begin(x->t, &none); /* summarize the kept tree */
                 mcts_search_result(x->t, &res);
                 CHECKF(res.root_visits == child_visits, "game %d: kept %lld visits, the child had %d", i,
@@ -104,7 +104,7 @@ int main(void) {
             }
             moves++;
             x->plies++;
-            RulesStatus st = rules_status(&after, 60);
+            rules_status_t st = rules_status(&after, 60);
             if (st.end != RULES_END_NONE) {
                 games_ended++;
                 mcts_tree_set_position(x->t, &start);
@@ -117,7 +117,7 @@ int main(void) {
     CHECKF(moves >= MOVES * GAMES, "only %lld moves played in %lld steps", (long long)moves, (long long)steps);
     CHECKF(kept_total > moves / 2, "reuse kept a subtree on %lld of %lld moves", (long long)kept_total, (long long)moves);
     CHECKF(games_ended >= 1, "no game ended in %lld moves (max ply 60)", (long long)moves);
-    MctsCacheStats cs;
+    mcts_cache_stats_t cs;
     mcts_cache_stats(cache, &cs);
     CHECKF(cs.hits > 0, "shared cache never hit");
     for (int i = 0; i < GAMES; i++) mcts_tree_free(g[i].t);

@@ -14,8 +14,8 @@
 
 #include "mcts/select.h"
 
-static Position pos;
-static MctsResult res;
+static pos_t pos;
+static mcts_result_t res;
 
 /* mctx get_sequence_of_considered_visits, literally (the reference). */
 static int32_t ref_sequence(int32_t m, int32_t budget, int32_t *seq) {
@@ -70,8 +70,8 @@ static int32_t schedule_counts(int32_t m, int32_t budget, int32_t *counts) {
 
 static int cmp_desc(const void *a, const void *b) { return *(const int32_t *)b - *(const int32_t *)a; }
 
-static MctsParams gumbel_params(int32_t m, bool noise) {
-    MctsParams p;
+static mcts_params_t gumbel_params(int32_t m, bool noise) {
+    mcts_params_t p;
     mcts_params_default(&p);
     p.root_mode = MCTS_ROOT_GUMBEL;
     p.gumbel_m = m;
@@ -85,11 +85,11 @@ static void test_budget(void) {
     const int32_t budgets[] = {16, 50, 200, 333};
     for (size_t b = 0; b < sizeof budgets / sizeof budgets[0]; b++) {
         for (int batch = 1; batch <= 16; batch += 15) {
-            MctsParams p = gumbel_params(16, true);
+            mcts_params_t p = gumbel_params(16, true);
             p.search_batch = batch;
-            MctsTree *t = mcts_tree_new(&p, NULL);
+            mcts_tree_t *t = mcts_tree_new(&p, NULL);
             mcts_tree_set_position(t, &pos);
-            MctsLimits l = {.visits = budgets[b], .full = 1};
+            mcts_limits_t l = {.visits = budgets[b], .full = 1};
             mcts_search(t, &l, eval_hash, NULL, &res);
             int32_t got[MCTS_MOVES_MAX], want[64];
             int64_t sum = 0;
@@ -124,8 +124,8 @@ static int cmp_float_desc(const void *a, const void *b) {
 }
 
 /* The root's raw value under eval_hash. */
-static float hash_root_value(const Position *p) {
-    static MctsRequest r;
+static float hash_root_value(const pos_t *p) {
+    static mcts_request_t r;
     static float pol[ENC_LABEL_NB];
     float wdl[3];
     r.key = pos_key(p);
@@ -137,10 +137,10 @@ static float hash_root_value(const Position *p) {
 static void test_candidates(void) {
     pos_set_startpos(&pos);
     /* No noise: the visited moves are exactly the top-m by prior. */
-    MctsParams p = gumbel_params(8, false);
-    MctsTree *t = mcts_tree_new(&p, NULL);
+    mcts_params_t p = gumbel_params(8, false);
+    mcts_tree_t *t = mcts_tree_new(&p, NULL);
     mcts_tree_set_position(t, &pos);
-    MctsLimits l = {.visits = 100, .full = 1};
+    mcts_limits_t l = {.visits = 100, .full = 1};
     mcts_search(t, &l, eval_hash, NULL, &res);
     float pr[MCTS_MOVES_MAX];
     memcpy(pr, res.prior, sizeof(float) * (size_t)res.n);
@@ -173,7 +173,7 @@ static void test_candidates(void) {
 
     /* Noise: exactly m moves get visits; the final move is one of them, with the most visits. */
     int differ = 0;
-    Move first = MOVE_NONE;
+    move_t first = MOVE_NONE;
     for (uint64_t seed = 1; seed <= 20; seed++) {
         p = gumbel_params(8, true);
         p.seed = seed;

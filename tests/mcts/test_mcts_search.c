@@ -15,30 +15,30 @@
 
 #include "compat/compat.h"
 
-static Position pos, pos2;
-static MctsResult res, res2;
+static pos_t pos, pos2;
+static mcts_result_t res, res2;
 
-static MctsParams base_params(void) {
-    MctsParams p;
+static mcts_params_t base_params(void) {
+    mcts_params_t p;
     mcts_params_default(&p);
     p.node_limit = 1 << 16;
     return p;
 }
 
-static MctsLimits visits(int64_t n) {
-    MctsLimits l = {0};
+static mcts_limits_t visits(int64_t n) {
+    mcts_limits_t l = {0};
     l.visits = n;
     l.full = 1;
     return l;
 }
 
-static int32_t index_of(const MctsResult *r, Move m) {
+static int32_t index_of(const mcts_result_t *r, move_t m) {
     for (int32_t i = 0; i < r->n; i++)
         if (r->moves[i] == m) return i;
     return -1;
 }
 
-static void validate(const MctsTree *t, const char *what) {
+static void validate(const mcts_tree_t *t, const char *what) {
     const char *err = mcts_tree_validate(t);
     CHECKF(err == NULL, "%s: tree invariant: %s", what, err ? err : "");
 }
@@ -48,19 +48,19 @@ static void validate(const MctsTree *t, const char *what) {
 static void test_mate1(void) {
     /* G*5b mates (pawn on 5c guards it); G*4b, G*6b, 5c5b+, ... are other checks. */
     set_sfen(&pos, "4k4/9/4P4/9/9/9/9/9/4K4 b G 1");
-    Move mate = usi(&pos, "G*5b");
+    move_t mate = usi(&pos, "G*5b");
     CHECKF(bf_count_checks(&pos) >= 4, "mate-in-one position should have several checks");
     for (int mate1 = 0; mate1 <= 1; mate1++) {
         for (int gumbel = 0; gumbel <= 1; gumbel++) {
-            MctsParams p = base_params();
+            mcts_params_t p = base_params();
             p.mate1_leaf = mate1;
             if (gumbel) {
                 p.root_mode = MCTS_ROOT_GUMBEL;
                 p.gumbel_m = 1000; /* every move is a candidate: uniform priors rank none first */
             }
-            MctsTree *t = mcts_tree_new(&p, NULL);
+            mcts_tree_t *t = mcts_tree_new(&p, NULL);
             mcts_tree_set_position(t, &pos);
-            MctsLimits l = visits(800);
+            mcts_limits_t l = visits(800);
             mcts_search(t, &l, eval_uniform, NULL, &res);
             CHECKF(res.best == mate, "mate1 (leaf check %d, gumbel %d): played %s, want G*5b", mate1, gumbel,
                    usi_str(res.best));
@@ -92,14 +92,14 @@ static const struct {
 static void test_mate3(void) {
     for (int i = 0; i < (int)(sizeof TSUME3 / sizeof TSUME3[0]); i++) {
         set_sfen(&pos, TSUME3[i].sfen);
-        Move answer = usi(&pos, TSUME3[i].answer);
+        move_t answer = usi(&pos, TSUME3[i].answer);
         CHECKF(!bf_mate1(&pos), "tsume %d has a mate in one", i);
         CHECKF(bf_forces_mate3(&pos, answer), "tsume %d: %s does not force mate", i, TSUME3[i].answer);
         CHECKF(bf_count_checks(&pos) >= 4, "tsume %d: too few checks", i);
-        MctsParams p = base_params();
-        MctsTree *t = mcts_tree_new(&p, NULL);
+        mcts_params_t p = base_params();
+        mcts_tree_t *t = mcts_tree_new(&p, NULL);
         mcts_tree_set_position(t, &pos);
-        MctsLimits l = visits(6000);
+        mcts_limits_t l = visits(6000);
         mcts_search(t, &l, eval_uniform, NULL, &res);
         CHECKF(res.best == answer, "tsume %d (%s): played %s, want %s (root q %.3f)", i, TSUME3[i].sfen,
                usi_str(res.best), TSUME3[i].answer, res.root_q);
@@ -119,9 +119,9 @@ static void test_mate3(void) {
 /* ---- repetition -------------------------------------------------------------------- */
 
 /* White is winning everywhere: -0.8 for Black to move, +0.8 for White to move. */
-static void eval_white_wins(void *user, MctsTree *t, const MctsRequest *reqs, int32_t n, float *pol, float *wdl) {
+static void eval_white_wins(void *user, mcts_tree_t *t, const mcts_request_t *reqs, int32_t n, float *pol, float *wdl) {
     (void)user;
-    static Position leaf;
+    static pos_t leaf;
     memset(pol, 0, (size_t)n * ENC_LABEL_NB * sizeof(float));
     for (int32_t i = 0; i < n; i++) {
         mcts_request_position(t, &reqs[i], &leaf);
@@ -134,7 +134,7 @@ static void eval_white_wins(void *user, MctsTree *t, const MctsRequest *reqs, in
     }
 }
 
-static void play(Position *p, const char *const *moves) {
+static void play(pos_t *p, const char *const *moves) {
     for (; *moves; moves++) pos_do_move(p, usi(p, *moves));
 }
 
@@ -144,11 +144,11 @@ static void test_repetition(void) {
     set_sfen(&pos, "4k4/9/9/9/9/9/9/9/4K4 b - 1");
     static const char *const shuffle[] = {"5i4h", "5a4b", "4h5i", "4b5a", NULL};
     play(&pos, shuffle);
-    Move rep = usi(&pos, "5i4h");
-    MctsParams p = base_params();
-    MctsTree *t = mcts_tree_new(&p, NULL);
+    move_t rep = usi(&pos, "5i4h");
+    mcts_params_t p = base_params();
+    mcts_tree_t *t = mcts_tree_new(&p, NULL);
     mcts_tree_set_position(t, &pos);
-    MctsLimits l = visits(600);
+    mcts_limits_t l = visits(600);
     mcts_search(t, &l, eval_white_wins, NULL, &res);
     int32_t k = index_of(&res, rep);
     CHECKF(res.best == rep, "repetition draw: played %s, want 5i4h", usi_str(res.best));
@@ -162,7 +162,7 @@ static void test_repetition(void) {
     set_sfen(&pos, "4k4/9/9/9/9/9/9/9/K5R2 b - 1");
     static const char *const checks[] = {"3i5i", "5a4a", "5i4i", "4a5a", NULL};
     play(&pos, checks);
-    Move perp = usi(&pos, "4i5i");
+    move_t perp = usi(&pos, "4i5i");
     t = mcts_tree_new(&p, NULL);
     mcts_tree_set_position(t, &pos);
     mcts_search(t, &l, eval_white_wins, NULL, &res);
@@ -176,20 +176,20 @@ static void test_repetition(void) {
 
 /* ---- virtual loss and batching ------------------------------------------------------ */
 
-static MctsRequest reqs[64];
+static mcts_request_t reqs[64];
 static float pol[64 * ENC_LABEL_NB], wdl[64 * 3];
 
-static void deliver_all(MctsTree *t, int32_t n, MctsEvalFn f) {
+static void deliver_all(mcts_tree_t *t, int32_t n, mcts_eval_fn_t f) {
     f(NULL, t, reqs, n, pol, wdl);
     for (int32_t i = n - 1; i >= 0; i--) mcts_deliver(t, &reqs[i], pol + (size_t)i * ENC_LABEL_NB, wdl + 3 * i);
 }
 
 static void test_virtual_loss(void) {
     pos_set_startpos(&pos);
-    MctsParams p = base_params();
-    MctsTree *t = mcts_tree_new(&p, NULL);
+    mcts_params_t p = base_params();
+    mcts_tree_t *t = mcts_tree_new(&p, NULL);
     mcts_tree_set_position(t, &pos);
-    MctsLimits l = visits(200);
+    mcts_limits_t l = visits(200);
     mcts_search_begin(t, &l);
     int32_t n = mcts_collect(t, 8, reqs);
     CHECKF(n == 1, "first collect returns the root alone, got %d", n);
@@ -260,10 +260,10 @@ static void test_virtual_loss(void) {
 
 static void test_reuse(void) {
     pos_set_startpos(&pos);
-    MctsParams p = base_params();
-    MctsTree *t = mcts_tree_new(&p, NULL);
+    mcts_params_t p = base_params();
+    mcts_tree_t *t = mcts_tree_new(&p, NULL);
     mcts_tree_set_position(t, &pos);
-    MctsLimits l = visits(600);
+    mcts_limits_t l = visits(600);
     mcts_search(t, &l, eval_hash, NULL, &res);
     int32_t k = index_of(&res, res.best);
     int32_t kept_visits = res.visits[k];
@@ -277,7 +277,7 @@ static void test_reuse(void) {
     pos_do_move(&pos2, res.best);
     CHECKF(pos_key(mcts_tree_position(t)) == pos_key(&pos2), "root position after advance");
     /* The kept subtree is what the search built: an empty search reports its visits and PV. */
-    MctsLimits none = visits(1);
+    mcts_limits_t none = visits(1);
     mcts_search_begin(t, &none);
     mcts_search_result(t, &res2);
     CHECKF(res2.root_visits == kept_visits, "root visits %lld after advance, want %d", (long long)res2.root_visits,
@@ -291,9 +291,9 @@ static void test_reuse(void) {
     validate(t, "search after advance");
     /* A move never searched starts a fresh tree. */
     mcts_tree_set_position(t, &pos);
-    MctsLimits few = visits(5);
+    mcts_limits_t few = visits(5);
     mcts_search(t, &few, eval_hash, NULL, &res);
-    Move unsearched = MOVE_NONE;
+    move_t unsearched = MOVE_NONE;
     for (int32_t i = 0; i < res.n; i++)
         if (res.visits[i] == 0) unsearched = res.moves[i];
     CHECKF(unsearched != MOVE_NONE, "5 visits searched all 30 moves");
@@ -308,12 +308,12 @@ static void test_reuse(void) {
 static void test_pool(void) {
     pos_set_startpos(&pos);
     for (int which = 0; which < 2; which++) {
-        MctsParams p = base_params();
+        mcts_params_t p = base_params();
         if (which == 0) p.node_limit = 40;
         else p.node_limit = 1000, p.edge_limit = 700; /* edges run out first */
-        MctsTree *t = mcts_tree_new(&p, NULL);
+        mcts_tree_t *t = mcts_tree_new(&p, NULL);
         mcts_tree_set_position(t, &pos);
-        MctsLimits l = visits(5000);
+        mcts_limits_t l = visits(5000);
         mcts_search(t, &l, eval_hash, NULL, &res);
         CHECKF(res.stop == MCTS_STOP_POOL, "pool %d: stopped by %s", which, mcts_stop_name(res.stop));
         CHECKF(res.playouts < 5000 && res.playouts > 0, "pool %d: %lld playouts", which, (long long)res.playouts);
@@ -333,12 +333,12 @@ static void test_pool(void) {
 
 static void test_targets(void) {
     pos_set_startpos(&pos);
-    MctsParams p = base_params();
+    mcts_params_t p = base_params();
     p.noise = true;
     p.full_prob = 0.5f;
     p.visits_full = 120;
     p.visits_fast = 20;
-    MctsTree *t = mcts_tree_new(&p, NULL);
+    mcts_tree_t *t = mcts_tree_new(&p, NULL);
     mcts_tree_set_position(t, &pos);
     int full = 0;
     for (int i = 0; i < 40; i++) {
@@ -355,10 +355,10 @@ static void test_targets(void) {
     CHECKF(full >= 8 && full <= 32, "full searches %d of 40 with p = 0.5", full);
 
     /* Noise only on full searches: a fast search with noise on equals one with it off. */
-    MctsParams q = p;
+    mcts_params_t q = p;
     q.noise = false;
-    MctsTree *u = mcts_tree_new(&q, NULL);
-    MctsLimits fast = visits(60);
+    mcts_tree_t *u = mcts_tree_new(&q, NULL);
+    mcts_limits_t fast = visits(60);
     fast.full = 0;
     mcts_tree_set_position(t, &pos);
     mcts_tree_set_position(u, &pos);
@@ -367,7 +367,7 @@ static void test_targets(void) {
     CHECKF(!res.full_search && memcmp(res.visits, res2.visits, sizeof(int32_t) * (size_t)res.n) == 0,
            "fast search with noise on differs from noise off");
     /* ... while a full search with noise differs (30 moves, 60 visits). */
-    MctsLimits full_l = visits(60);
+    mcts_limits_t full_l = visits(60);
     mcts_tree_set_position(t, &pos);
     mcts_tree_set_position(u, &pos);
     mcts_search(t, &full_l, eval_hash, NULL, &res);
@@ -385,7 +385,7 @@ static void test_targets(void) {
     int differ = 0;
     for (int i = 0; i < 30; i++) {
         mcts_tree_set_position(t, &pos);
-        MctsLimits l = visits(100);
+        mcts_limits_t l = visits(100);
         mcts_search(t, &l, eval_uniform, NULL, &res);
         int32_t k = index_of(&res, res.best);
         CHECKF(k >= 0 && res.visits[k] > 0, "temperature picked an unvisited move");
@@ -395,7 +395,7 @@ static void test_targets(void) {
     set_sfen(&pos2, "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 11");
     for (int i = 0; i < 10; i++) {
         mcts_tree_set_position(t, &pos2);
-        MctsLimits l = visits(100);
+        mcts_limits_t l = visits(100);
         mcts_search(t, &l, eval_uniform, NULL, &res);
         CHECKF(res.best == res.best_greedy, "temperature applied after move_temp_plies");
     }
@@ -403,12 +403,12 @@ static void test_targets(void) {
 
     /* A single legal move needs no search. */
     set_sfen(&pos, "k8/9/9/9/9/9/9/r8/8K b - 1"); /* rook on rank h: the king 1i can only go to 2i */
-    MoveList ml;
+    move_list_t ml;
     movegen_legal(&pos, &ml);
     if (ml.n == 1) {
         t = mcts_tree_new(&p, NULL);
         mcts_tree_set_position(t, &pos);
-        MctsLimits l = visits(100);
+        mcts_limits_t l = visits(100);
         mcts_search(t, &l, eval_uniform, NULL, &res);
         CHECKF(res.stop == MCTS_STOP_SINGLE && res.best == ml.moves[0] && res.policy[0] == 1.0f,
                "single move: stop %s", mcts_stop_name(res.stop));
@@ -421,7 +421,7 @@ static void test_targets(void) {
     set_sfen(&pos, "4k4/4G4/4P4/9/9/9/9/9/4K4 w - 1");
     t = mcts_tree_new(&p, NULL);
     mcts_tree_set_position(t, &pos);
-    MctsLimits l = visits(100);
+    mcts_limits_t l = visits(100);
     mcts_search(t, &l, eval_uniform, NULL, &res);
     CHECKF(res.stop == MCTS_STOP_TERMINAL && res.best == MOVE_NONE && res.n == 0, "mated root: stop %s best %s",
            mcts_stop_name(res.stop), usi_str(res.best));
@@ -433,10 +433,10 @@ static void test_targets(void) {
 typedef struct {
     atomic_int *flag;
     int64_t after_ms;
-} Stopper;
+} stopper_t;
 
 static void *stopper(void *arg) {
-    Stopper *s = arg;
+    stopper_t *s = arg;
     compat_sleep_ms(s->after_ms);
     atomic_store(s->flag, 1);
     return NULL;
@@ -444,15 +444,15 @@ static void *stopper(void *arg) {
 
 static void test_stop(void) {
     pos_set_startpos(&pos);
-    MctsParams p = base_params();
+    mcts_params_t p = base_params();
     p.node_limit = 1 << 18;
-    MctsTree *t = mcts_tree_new(&p, NULL);
+    mcts_tree_t *t = mcts_tree_new(&p, NULL);
     mcts_tree_set_position(t, &pos);
     atomic_int flag = 0;
-    Stopper s = {&flag, 50};
+    stopper_t s = {&flag, 50};
     compat_thread_t th;
     CHECKF(compat_thread_create(&th, stopper, &s) == 0, "thread");
-    MctsLimits l = visits(INT64_MAX / 2);
+    mcts_limits_t l = visits(INT64_MAX / 2);
     l.stop = &flag;
     int64_t t0 = compat_now_ms();
     mcts_search(t, &l, eval_uniform, NULL, &res);

@@ -27,7 +27,7 @@
 
 #define FIX(name) KOMA_SOURCE_DIR "/tests/data/records/" name
 
-static Position g_pos;
+static pos_t g_pos;
 
 static int contains(const char *d, size_t len, const char *what) {
     size_t k = strlen(what);

@@ -29,7 +29,7 @@
 
 #define FIX(name) KOMA_SOURCE_DIR "/tests/data/records/" name
 
-static Position g_pos;
+static pos_t g_pos;
 
 static void write_text(const char *path, const char *text) {
     FILE *f = fopen(path, "wb");
@@ -125,10 +125,10 @@ static void read_back(const char *run, readback_t *rb) {
             for (int32_t i = 0; i < g->plies; i++) {
                 while (*mv == ' ') mv++;
                 size_t len = strcspn(mv, " ");
-                Move m = move_from_usi(&g_pos, mv, len);
+                move_t m = move_from_usi(&g_pos, mv, len);
                 mv += len;
                 int64_t r = g->first_row + i;
-                Color stm = pos_side_to_move(&g_pos);
+                color_t stm = pos_side_to_move(&g_pos);
                 int bad = 0;
                 bad |= m == MOVE_NONE;
                 bad |= c->move[r] != m || c->ply[r] != i || c->game_id[r] != g->id;
@@ -180,21 +180,21 @@ static int64_t write_playouts(const char *path, int n, int max_ply) {
     FILE *f = fopen(path, "wb");
     KOMA_ASSERT(f);
     int64_t plies = 0;
-    MoveList list;
+    move_list_t list;
     for (int g = 0; g < n; g++) {
         pos_set_startpos(&g_pos);
         fputs("startpos moves", f);
         int ply = 0;
         const char *end = "max_ply";
         for (;;) {
-            RulesStatus st = rules_status(&g_pos, 0);
+            rules_status_t st = rules_status(&g_pos, 0);
             if (st.end != RULES_END_NONE) { /* declared, or said by the rules (or a resignation) */
                 end = st.end == RULES_END_DECLARATION ? "win" : rnd(2) ? "" : "resign";
                 break;
             }
             if (ply == max_ply) break;
             movegen_legal(&g_pos, &list);
-            Move m = list.moves[rnd((uint32_t)list.n)];
+            move_t m = list.moves[rnd((uint32_t)list.n)];
             char u[MOVE_USI_MAX];
             move_to_usi(m, u);
             fprintf(f, " %s", u);

@@ -97,8 +97,8 @@ static inline int shard_dir_entry(const char *name, int is_dir, void *user) {
 }
 
 /* The end of one replayed game against games.reason / games.result. */
-static inline void check_end(const db_game_t *g, Position *pos, int32_t max_ply) {
-    RulesStatus st = rules_status(pos, max_ply);
+static inline void check_end(const db_game_t *g, pos_t *pos, int32_t max_ply) {
+    rules_status_t st = rules_status(pos, max_ply);
     int32_t want = st.winner == COLOR_BLACK ? 1 : st.winner == COLOR_WHITE ? -1 : 0;
     switch (g->reason) {
     case DB_REASON_CHECKMATE:
@@ -140,7 +140,7 @@ static inline void check_end(const db_game_t *g, Position *pos, int32_t max_ply)
 
 /* Replays one game and compares its rows [first_row, +row_count) in the shard. */
 static inline void replay_game(const db_game_t *g, const shard_t *sh, int32_t max_ply, run_state_t *rs) {
-    static Position pos;
+    static pos_t pos;
     static uint8_t packed[ENC_PACKED_BYTES], legal[ENC_LEGAL_BYTES];
     float hand[ENC_HAND];
     CHECKF(!strcmp(g->start_sfen, "startpos"), "game %lld starts at '%s'", (long long)g->id, g->start_sfen);
@@ -173,7 +173,7 @@ static inline void replay_game(const db_game_t *g, const shard_t *sh, int32_t ma
                    (long long)g->id, (long long)r);
             CHECKF(!memcmp(c->hand + r * ENC_HAND, hand, sizeof hand), "game %lld row %lld: hand", (long long)g->id,
                    (long long)r);
-            Move m = move_from_usi(&pos, s, (size_t)(e - s));
+            move_t m = move_from_usi(&pos, s, (size_t)(e - s));
             CHECKF(c->move[r] == m, "game %lld row %lld: move column %u, games.moves says %.*s", (long long)g->id,
                    (long long)r, (unsigned)c->move[r], (int)(e - s), s);
             int64_t b, en;
@@ -183,7 +183,7 @@ static inline void replay_game(const db_game_t *g, const shard_t *sh, int32_t ma
                 double sum = 0;
                 for (int64_t k = b; k < en; k++) {
                     sum += c->policy_prob[k];
-                    Move pm = encode_label_move(&pos, c->policy_label[k]);
+                    move_t pm = encode_label_move(&pos, c->policy_label[k]);
                     CHECKF(pm != MOVE_NONE, "game %lld row %lld: policy label %u is no legal move", (long long)g->id,
                            (long long)r, (unsigned)c->policy_label[k]);
                 }
@@ -195,13 +195,13 @@ static inline void replay_game(const db_game_t *g, const shard_t *sh, int32_t ma
                    c->result[r], want);
             r++;
         }
-        Move m = move_from_usi(&pos, s, (size_t)(e - s));
+        move_t m = move_from_usi(&pos, s, (size_t)(e - s));
         if (m == MOVE_NONE) {
             CHECKF(0, "game %lld: move %d '%.*s' is not legal", (long long)g->id, ply + 1, (int)(e - s), s);
             ok = false;
             break;
         }
-        RulesStatus st = rules_status(&pos, max_ply);
+        rules_status_t st = rules_status(&pos, max_ply);
         CHECKF(st.end == RULES_END_NONE, "game %lld: the game was over ('%s') before move %d", (long long)g->id,
                rules_end_name(st.end), ply + 1);
         pos_do_move(&pos, m);

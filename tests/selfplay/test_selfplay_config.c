@@ -7,7 +7,7 @@
  *     GPU-sized in gpu.ini, 0 turns it off;
  *   - bad values are refused with the flag's name; the command line wins
  *     over a file;
- *   - the translation into MctsParams and the server configuration.
+ *   - the translation into mcts_params_t and the server configuration.
  */
 #include "sp_test.h"
 
@@ -152,7 +152,7 @@ static void test_flags(void) {
            "visits %lld threshold %g reuse %d backend %s", (long long)g_cfg.visits, g_cfg.resign_threshold,
            g_cfg.tree_reuse, g_cfg.backend);
 
-    MctsParams p;
+    mcts_params_t p;
     sp_config_mcts(&g_cfg, 5, &p);
     CHECKF(p.root_mode == MCTS_ROOT_PUCT && p.visits_full == 99 && p.visits_fast == (int32_t)g_cfg.visits_fast &&
               fabsf(p.full_prob - (float)g_cfg.full_prob) < 1e-6f && p.noise && p.move_temp_plies == 0 &&

@@ -24,7 +24,7 @@ typedef enum { NET_HASH, NET_BLACK_LOST } net_kind_t;
 
 /* Move logits from the position key (spread ~3 nats) and a value: hash
  * (NET_HASH) or "Black is lost" (NET_BLACK_LOST). */
-static void evaluate(net_kind_t kind, const sp_game_t *g, const MctsRequest *q, float *logits, float *wdl) {
+static void evaluate(net_kind_t kind, const sp_game_t *g, const mcts_request_t *q, float *logits, float *wdl) {
     for (int32_t i = 0; i < q->n_moves; i++)
         logits[i] = (float)(compat_mix64_fin(q->key + q->labels[i]) >> 40) * (3.0f / 16777216.0f);
     if (kind == NET_HASH) {
@@ -33,7 +33,7 @@ static void evaluate(net_kind_t kind, const sp_game_t *g, const MctsRequest *q, 
         wdl[1] = (float)((h >> 10) & 1023) / 1024.0f;
         wdl[2] = (float)((h >> 20) & 1023) / 512.0f;
     } else {
-        static Position pos;
+        static pos_t pos;
         mcts_request_position(sp_game_tree(g), q, &pos);
         bool black = pos_side_to_move(&pos) == COLOR_BLACK;
         wdl[0] = black ? -8.0f : 8.0f;
@@ -44,7 +44,7 @@ static void evaluate(net_kind_t kind, const sp_game_t *g, const MctsRequest *q, 
 
 /* Plays one game to its end on slot g; returns its record. */
 static sp_record_t *play_game(sp_game_t *g, net_kind_t kind, int32_t max_leaves) {
-    static MctsRequest reqs[64];
+    static mcts_request_t reqs[64];
     static float logits[MCTS_MOVES_MAX];
     sp_game_begin(g);
     for (int64_t steps = 0; steps < 1000000; steps++) {
@@ -234,7 +234,7 @@ static void test_temperature(void) {
     CHECKF(sp_temperature(&c, 10) == 0.0 && sp_temperature(&c, 200) == 0.0, "greedy after temp_plies");
     for (int32_t p = 1; p < 10; p++) CHECKF(sp_temperature(&c, p) < sp_temperature(&c, p - 1), "T decays at %d", p);
 
-    MctsRng rng;
+    mcts_rng_t rng;
     mcts_rng_seed(&rng, 5);
     const float p[4] = {0.5f, 0.3f, 0.2f, 0.0f};
     int32_t cnt[4] = {0};

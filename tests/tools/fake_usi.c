@@ -37,7 +37,7 @@
 #include "engine/sfen.h"
 
 static char line[1 << 16];
-static Position pos;
+static pos_t pos;
 static char *script[256];
 static int nscript;
 
@@ -79,7 +79,7 @@ static void set_position(char *s) {
         if (!*p) break;
         char *q = p;
         while (*q && *q != ' ') q++;
-        Move m = move_from_usi(&pos, p, (size_t)(q - p));
+        move_t m = move_from_usi(&pos, p, (size_t)(q - p));
         if (m == MOVE_NONE) bad("illegal move in the list");
         pos_do_move(&pos, m);
         p = q;
@@ -87,7 +87,7 @@ static void set_position(char *s) {
 }
 
 static void random_move(char *out) {
-    MoveList ml;
+    move_list_t ml;
     movegen_legal(&pos, &ml);
     if (ml.n == 0) {
         strcpy(out, "resign");

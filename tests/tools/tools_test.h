@@ -88,7 +88,7 @@ typedef struct {
     int bad_line;      /* line number of the first move that did not replay legally, 0 = none */
     char ending[32];   /* "%TORYO", ... ("" when none) */
     int has_version;   /* "V2.2" first line */
-    Position pos;      /* the position after the last move */
+    pos_t pos;      /* the position after the last move */
     char moves_usi[4096 * 6];
 } t_csa_t;
 
@@ -181,12 +181,12 @@ static inline int t_csa_read(const char *path, t_csa_t *c) {
             if (c->bad_line) continue;
             int from = (ln[1] - '0') * 10 + (ln[2] - '0'), to = (ln[3] - '0') * 10 + (ln[4] - '0');
             int pt = t_csa_piece(ln + 5);
-            Color side = ln[0] == '+' ? COLOR_BLACK : COLOR_WHITE;
-            MoveList ml;
+            color_t side = ln[0] == '+' ? COLOR_BLACK : COLOR_WHITE;
+            move_list_t ml;
             movegen_legal(&c->pos, &ml);
-            Move found = MOVE_NONE;
+            move_t found = MOVE_NONE;
             for (int i = 0; i < ml.n; i++) {
-                Move m = ml.moves[i];
+                move_t m = ml.moves[i];
                 int mto = (sq_file(move_to(m)) + 1) * 10 + sq_rank(move_to(m)) + 1;
                 int mfrom = move_is_drop(m) ? 0 : (sq_file(move_from(m)) + 1) * 10 + sq_rank(move_from(m)) + 1;
                 if (mto == to && mfrom == from && piece_type(pos_moved_piece_after(&c->pos, m)) == pt) found = m;

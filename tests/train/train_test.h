@@ -72,7 +72,7 @@ static const shard_format_t T_FMT = {ENC_FEATURES_VERSION, ENC_PACKED_BYTES, ENC
  * position from ply from_ply on is a row: real planes, hand, legal mask, the
  * move played as a one-hot policy target, root_q = the result from the side
  * to move. */
-static inline void t_game(shard_builder_t *b, Position *pos, int32_t plies, int32_t from_ply, int32_t result_black) {
+static inline void t_game(shard_builder_t *b, pos_t *pos, int32_t plies, int32_t from_ply, int32_t result_black) {
     char err[512];
     pos_set_startpos(pos);
     static char moves[16384];
@@ -80,10 +80,10 @@ static inline void t_game(shard_builder_t *b, Position *pos, int32_t plies, int3
     moves[0] = '\0';
     int32_t ply = 0;
     for (; ply < plies; ply++) {
-        MoveList list;
+        move_list_t list;
         movegen_legal(pos, &list);
         if (list.n == 0) break;
-        Move mv = list.moves[t_next() % (uint64_t)list.n];
+        move_t mv = list.moves[t_next() % (uint64_t)list.n];
         if (ply < from_ply) {
             pos_do_move(pos, mv);
             char usi0[16];
@@ -170,7 +170,7 @@ static inline const char *t_add_shard_from(t_run_t *r, int32_t cycle, int32_t ga
     char err[1024];
     shard_builder_t *b = shard_builder_new(&T_FMT, err, sizeof err);
     KOMA_ASSERT(b);
-    Position *pos = malloc(sizeof *pos);
+    pos_t *pos = malloc(sizeof *pos);
     KOMA_ASSERT(pos);
     for (int32_t g = 0; g < games; g++) t_game(b, pos, plies, from_ply, (t_next() & 1) ? 1 : -1);
     free(pos);

@@ -8,13 +8,13 @@
 #include "engine/movegen.h"
 #include "engine/sfen.h"
 
-static inline bool bf_mated(Position *pos) { return pos_in_check(pos) && movegen_count_legal(pos) == 0; }
+static inline bool bf_mated(pos_t *pos) { return pos_in_check(pos) && movegen_count_legal(pos) == 0; }
 
-static bool bf_and(Position *pos, int d);
+static bool bf_and(pos_t *pos, int d);
 /* Does the side to move mate within d plies (d odd), by checks only? */
-static inline bool bf_or(Position *pos, int d) {
+static inline bool bf_or(pos_t *pos, int d) {
     if (d < 1) return false;
-    MoveList *l = malloc(sizeof *l);
+    move_list_t *l = malloc(sizeof *l);
     movegen_legal(pos, l);
     bool r = false;
     for (int32_t i = 0; i < l->n && !r; i++) {
@@ -27,8 +27,8 @@ static inline bool bf_or(Position *pos, int d) {
     return r;
 }
 /* Is the side to move (in check) mated within d plies whatever it plays? */
-static bool bf_and(Position *pos, int d) {
-    MoveList *l = malloc(sizeof *l);
+static bool bf_and(pos_t *pos, int d) {
+    move_list_t *l = malloc(sizeof *l);
     movegen_legal(pos, l);
     bool r = true;
     if (l->n == 0) r = pos_in_check(pos);
@@ -44,8 +44,8 @@ static bool bf_and(Position *pos, int d) {
 
 /* Is the move list (USI text, space separated) a mate from pos: every move
  * legal, the attacker's every move a check, the last position mated? */
-static inline bool bf_verify_line(const Position *root, const char *line, int *plies) {
-    Position *pos = malloc(sizeof *pos);
+static inline bool bf_verify_line(const pos_t *root, const char *line, int *plies) {
+    pos_t *pos = malloc(sizeof *pos);
     pos_copy(pos, root);
     bool ok = true;
     int n = 0;
@@ -55,8 +55,8 @@ static inline bool bf_verify_line(const Position *root, const char *line, int *p
         if (!*p) break;
         const char *e = p;
         while (*e && *e != ' ') e++;
-        Move m = move_from_usi(pos, p, (size_t)(e - p));
-        MoveList *l = malloc(sizeof *l);
+        move_t m = move_from_usi(pos, p, (size_t)(e - p));
+        move_list_t *l = malloc(sizeof *l);
         movegen_legal(pos, l);
         ok = m != MOVE_NONE && movegen_list_contains(l, m) && (n % 2 == 1 || pos_gives_check(pos, m));
         free(l);

@@ -7,8 +7,8 @@
 
 #include "mate_bf.h"
 
-static Proc P;
-static Position *pos;
+static usi_proc_t P;
+static pos_t *pos;
 
 static void mate_in_3(const char *sfen) {
     CHECKF(play_moves(pos, sfen, "") && !bf_or(pos, 1) && bf_or(pos, 3), "%s is a mate in 3", sfen);

@@ -41,7 +41,7 @@ static void test_low_memory(const char *net) {
         return;
     }
     fprintf(stderr, "-- low memory: ulimit -v 1000000, Net, isready\n");
-    Proc P;
+    usi_proc_t P;
     memset(&P, 0, sizeof P);
     const char *argv[] = {"/bin/sh", "-c", "ulimit -v 1000000 && KOMA_CPU_CONV=ref exec \"$0\"", KOMA_BIN, NULL};
     char err[512];
@@ -86,7 +86,7 @@ static void test_fifo_net(const char *dir) {
         return;
     }
     fprintf(stderr, "-- FIFO as Net\n");
-    Proc P;
+    usi_proc_t P;
     proc_start(&P, NULL);
     CHECK(proc_handshake(&P));
     int from = P.mark;
@@ -103,7 +103,7 @@ static void test_fifo_net(const char *dir) {
 
 /* go ARGS at the start position: a legal bestmove within 30 s (after `stop`
  * when stop is set), and an info string containing `said` first. */
-static void go_answers(Proc *P, Position *pos, const char *args, bool stop, const char *said) {
+static void go_answers(usi_proc_t *P, pos_t *pos, const char *args, bool stop, const char *said) {
     int from = P->mark;
     proc_send(P, "position startpos");
     proc_send(P, "go %s", args);
@@ -124,8 +124,8 @@ static void go_answers(Proc *P, Position *pos, const char *args, bool stop, cons
 
 static void test_go_out_of_range(void) {
     fprintf(stderr, "-- go with out-of-range values\n");
-    Position *pos = malloc(sizeof *pos);
-    Proc P;
+    pos_t *pos = malloc(sizeof *pos);
+    usi_proc_t P;
     proc_start(&P, NULL);
     CHECK(proc_handshake(&P));
     proc_send(&P, "usinewgame");

@@ -13,7 +13,7 @@
 
 #include "mate_bf.h"
 
-static Position *pos;
+static pos_t *pos;
 
 static bool set(const char *sfen) {
     char err[256];
@@ -22,7 +22,7 @@ static bool set(const char *sfen) {
     return ok;
 }
 
-static void pv_text(const UsiMateResult *r, char *buf, size_t n) {
+static void pv_text(const usi_mate_result_t *r, char *buf, size_t n) {
     size_t u = 0;
     buf[0] = 0;
     for (int32_t i = 0; i < r->len && u + 8 < n; i++) {
@@ -38,10 +38,10 @@ static void check_mate(const char *sfen, int plies, bool brute_shorter) {
     uint64_t key = pos_key(pos);
     if (brute_shorter) CHECKF(!bf_or(pos, plies - 2), "%s: the fixture has a shorter mate", sfen);
     CHECKF(mate1_find(pos) == MOVE_NONE, "%s: no mate in one", sfen);
-    UsiMateLimits lim;
+    usi_mate_limits_t lim;
     usi_mate_limits_default(&lim);
     lim.deadline_ms = compat_now_ms() + 20000;
-    UsiMateResult r;
+    usi_mate_result_t r;
     usi_mate_search(pos, &lim, &r);
     char line[512];
     pv_text(&r, line, sizeof line);
@@ -74,8 +74,8 @@ int main(void) {
     /* White attacks too */
     check_mate("k8/9/9/9/9/9/6r2/9/8K w gn 1", 3, true);
 
-    UsiMateLimits lim;
-    UsiMateResult r;
+    usi_mate_limits_t lim;
+    usi_mate_result_t r;
     /* no check to give at all: proven, at once */
     pos_set_startpos(pos);
     usi_mate_limits_default(&lim);
@@ -125,9 +125,9 @@ int main(void) {
     }
     /* the only mate would be a pawn drop (uchifuzume): never played */
     if (set("7nk/9/7G1/9/9/9/9/9/K8 b P 1")) {
-        Position *p2 = malloc(sizeof *p2);
+        pos_t *p2 = malloc(sizeof *p2);
         pos_copy(p2, pos);
-        Move drop = move_make_drop(PT_PAWN, sq_make(0, 1)); /* P*1b */
+        move_t drop = move_make_drop(PT_PAWN, sq_make(0, 1)); /* P*1b */
         CHECKF(!pos_is_valid_move(p2, drop), "P*1b is illegal here (pawn-drop mate)");
         free(p2);
         usi_mate_limits_default(&lim);

@@ -13,8 +13,8 @@
 #include "nn/net.h"
 #include "nn/weights.h"
 
-static Proc P;
-static Position *pos;
+static usi_proc_t P;
+static pos_t *pos;
 static char txt[16];
 static const char *dir; /* the scratch directory */
 

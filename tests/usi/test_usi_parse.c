@@ -18,10 +18,10 @@ typedef struct {
     compat_mutex_t mu;
     char *lines[CAP_MAX];
     int n;
-} Capture;
+} capture_t;
 
 static void cap_write(void *user, const char *line, size_t len) {
-    Capture *c = user;
+    capture_t *c = user;
     compat_mutex_lock(&c->mu);
     if (c->n < CAP_MAX) {
         c->lines[c->n] = malloc(len + 1);
@@ -32,7 +32,7 @@ static void cap_write(void *user, const char *line, size_t len) {
     compat_mutex_unlock(&c->mu);
 }
 
-static void cap_clear(Capture *c) {
+static void cap_clear(capture_t *c) {
     compat_mutex_lock(&c->mu);
     for (int i = 0; i < c->n; i++) free(c->lines[i]);
     c->n = 0;
@@ -40,7 +40,7 @@ static void cap_clear(Capture *c) {
 }
 
 /* A captured line containing needle (NULL if none). */
-static const char *cap_find(Capture *c, const char *needle) {
+static const char *cap_find(capture_t *c, const char *needle) {
     const char *r = NULL;
     compat_mutex_lock(&c->mu);
     for (int i = 0; i < c->n && !r; i++)
@@ -49,15 +49,15 @@ static const char *cap_find(Capture *c, const char *needle) {
     return r;
 }
 
-static void cap_dump(Capture *c) {
+static void cap_dump(capture_t *c) {
     for (int i = 0; i < c->n; i++) fprintf(stderr, "  < %s\n", c->lines[i]);
 }
 
-static int line(UsiSession *s, const char *text) { return usi_handle_line(s, text, strlen(text), compat_now_ms()); }
+static int line(usi_session_t *s, const char *text) { return usi_handle_line(s, text, strlen(text), compat_now_ms()); }
 
 /* ---- go parsing ----------------------------------------------------------------- */
 static void test_go_parse(void) {
-    UsiGo g;
+    usi_go_t g;
     char err[256], warn[256];
 #define GO(text) usi_parse_go(text, strlen(text), &g, err, sizeof err, warn, sizeof warn)
     CHECKF(GO(" btime 1000 wtime 2000 byoyomi 3000") == 0, "%s", err);
@@ -98,7 +98,7 @@ static void test_go_parse(void) {
 
 /* ---- options ---------------------------------------------------------------------- */
 static void test_options(void) {
-    UsiOptions o;
+    usi_options_t o;
     usi_options_default(&o);
     char err[256];
     const char *canon = NULL;
@@ -129,11 +129,11 @@ static void test_options(void) {
 
 /* ---- the loop in process ------------------------------------------------------------- */
 static void test_loop(void) {
-    Capture cap = {0};
+    capture_t cap = {0};
     compat_mutex_init(&cap.mu);
-    UsiSession *s = usi_session_new(cap_write, &cap);
+    usi_session_t *s = usi_session_new(cap_write, &cap);
     CHECKF(s != NULL, "session");
-    Position *want = malloc(sizeof *want);
+    pos_t *want = malloc(sizeof *want);
 
     /* default position: startpos */
     char sf[SFEN_MAX_LEN];

@@ -8,7 +8,7 @@ static const char *OPTIONS[] = {"Net", "Threads", "BatchSize", "Backend", "NodeL
                                 "ResignThreshold", "USI_Ponder", "USI_Hash", "MaxPly", "Search"};
 
 static void test_handshake(void) {
-    Proc p;
+    usi_proc_t p;
     CHECKF(proc_start(&p, NULL), "start");
     proc_send(&p, "usi");
     const char *id = proc_expect(&p, "id name ", 5000);
@@ -41,7 +41,7 @@ static void test_handshake(void) {
 }
 
 /* Sends cmd, then isready; returns the lines koma wrote in between as an index range. */
-static int sync_after(Proc *p, const char *cmd, int *end) {
+static int sync_after(usi_proc_t *p, const char *cmd, int *end) {
     int from = p->mark;
     proc_send(p, "%s", cmd);
     proc_send(p, "isready");
@@ -50,8 +50,8 @@ static int sync_after(Proc *p, const char *cmd, int *end) {
     return from;
 }
 
-static void test_options(Position *pos) {
-    Proc p;
+static void test_options(pos_t *pos) {
+    usi_proc_t p;
     CHECKF(proc_start(&p, NULL), "start");
     CHECKF(proc_handshake(&p), "handshake");
     int end, from;
@@ -92,7 +92,7 @@ static void test_options(Position *pos) {
     /* USI_Ponder on: the answer names a ponder move, legal after the best move */
     CHECKF(bm && strstr(bm, " ponder "), "ponder move: %s", bm ? bm : "-");
     if (bm && strstr(bm, " ponder ")) {
-        Move m = bestmove_of(pos, bm, txt, sizeof txt);
+        move_t m = bestmove_of(pos, bm, txt, sizeof txt);
         pos_do_move(pos, m);
         const char *pm = strstr(bm, " ponder ") + 8;
         CHECKF(move_from_usi(pos, pm, strcspn(pm, " ")) != MOVE_NONE, "legal ponder move: %s", bm);
@@ -102,8 +102,8 @@ static void test_options(Position *pos) {
     proc_end(&p);
 }
 
-static void test_go_nodes(Position *pos) {
-    Proc p;
+static void test_go_nodes(pos_t *pos) {
+    usi_proc_t p;
     CHECKF(proc_start(&p, NULL), "start");
     CHECKF(proc_handshake(&p), "handshake");
     proc_send(&p, "usinewgame");
@@ -130,8 +130,8 @@ static void test_go_nodes(Position *pos) {
     proc_end(&p);
 }
 
-static void test_malformed(Position *pos) {
-    Proc p;
+static void test_malformed(pos_t *pos) {
+    usi_proc_t p;
     CHECKF(proc_start(&p, NULL), "start");
     CHECKF(proc_handshake(&p), "handshake");
     static const char *bad[] = {
@@ -191,7 +191,7 @@ static void test_malformed(Position *pos) {
 
 /* End of input without quit: koma exits by itself. */
 static void test_eof(void) {
-    Proc p;
+    usi_proc_t p;
     CHECKF(proc_start(&p, NULL), "start");
     proc_send(&p, "usi");
     CHECKF(proc_expect(&p, "usiok", 5000) != NULL, "usiok");
@@ -201,8 +201,8 @@ static void test_eof(void) {
 }
 
 /* Commands given as arguments run first, each go to its answer. */
-static void test_argv(Position *pos) {
-    Proc p;
+static void test_argv(pos_t *pos) {
+    usi_proc_t p;
     const char *args[] = {"position startpos moves 2g2f", "go nodes 16", "quit", NULL};
     CHECKF(proc_start(&p, args), "start");
     const char *bm = proc_expect(&p, "bestmove ", 20000);
@@ -215,7 +215,7 @@ static void test_argv(Position *pos) {
 
 int main(void) {
     watchdog(170);
-    Position *pos = malloc(sizeof *pos);
+    pos_t *pos = malloc(sizeof *pos);
     test_handshake();
     test_options(pos);
     test_go_nodes(pos);

@@ -4,8 +4,8 @@
  * resignation (mated root, ResignThreshold), tree reuse, quit during a search. */
 #include "usi_test.h"
 
-static Proc P;
-static Position *pos;
+static usi_proc_t P;
+static pos_t *pos;
 static char txt[16];
 
 static void start(void) {

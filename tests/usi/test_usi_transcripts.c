@@ -16,7 +16,7 @@
 static const char *last_match;
 
 static bool legal_in(const char *spec, const char *bm) {
-    Position *pos = malloc(sizeof *pos);
+    pos_t *pos = malloc(sizeof *pos);
     char sfen[256] = "startpos", moves[8192] = "";
     const char *mv = strstr(spec, " moves ");
     if (strncmp(spec, "sfen ", 5) == 0) {
@@ -36,7 +36,7 @@ static int run_file(const char *path) {
         CHECKF(0, "%s: cannot open", path);
         return 1;
     }
-    Proc p;
+    usi_proc_t p;
     int before = g_fail;
     CHECKF(proc_start(&p, NULL), "%s: start", path);
     char line[8192];

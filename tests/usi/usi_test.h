@@ -46,9 +46,9 @@ typedef struct {
     int n_log;
     bool exited;
     int status;        /* once exited: koma's exit code (nonzero when it crashed or was killed) */
-} Proc;
+} usi_proc_t;
 
-static inline void proc_log(Proc *p, char dir, const char *text, size_t len) {
+static inline void proc_log(usi_proc_t *p, char dir, const char *text, size_t len) {
     if (p->n_log >= PROC_LOG_MAX) return;
     char *l = malloc(len + 3);
     if (!l) return;
@@ -59,7 +59,7 @@ static inline void proc_log(Proc *p, char dir, const char *text, size_t len) {
     p->log[p->n_log++] = l;
 }
 
-static inline void proc_dump(const Proc *p, const char *why) {
+static inline void proc_dump(const usi_proc_t *p, const char *why) {
     fprintf(stderr, "---- koma transcript (%s) ----\n", why);
     int from = p->n_log > 80 ? p->n_log - 80 : 0;
     if (from) fprintf(stderr, "  ... (%d earlier lines)\n", from);
@@ -71,7 +71,7 @@ static inline void proc_dump(const Proc *p, const char *why) {
 }
 
 /* Starts koma with extra arguments (NULL-terminated list, may be empty). */
-static inline bool proc_start(Proc *p, const char *const *args) {
+static inline bool proc_start(usi_proc_t *p, const char *const *args) {
     memset(p, 0, sizeof *p);
     const char *argv[32];
     int n = 0;
@@ -88,7 +88,7 @@ static inline bool proc_start(Proc *p, const char *const *args) {
     return true;
 }
 
-static inline void proc_send(Proc *p, const char *fmt, ...) {
+static inline void proc_send(usi_proc_t *p, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(NULL, 0, fmt, ap);
@@ -106,7 +106,7 @@ static inline void proc_send(Proc *p, const char *fmt, ...) {
 
 /* Reads the lines that come within timeout_ms (then whatever else is already
  * there) into lines; false on end of output or a timeout without a line. */
-static inline bool proc_pump(Proc *p, int timeout_ms) {
+static inline bool proc_pump(usi_proc_t *p, int timeout_ms) {
     if (p->eof || !p->cp) return false;
     bool got = false;
     for (int k = 0; k < 1000; k++) {
@@ -131,7 +131,7 @@ static inline bool starts_with(const char *s, const char *prefix) { return strnc
 /* The first line from the mark on that starts with prefix, waiting up to
  * timeout_ms; the mark moves past it. NULL (and the transcript on stderr)
  * on timeout or end of output. */
-static inline const char *proc_expect(Proc *p, const char *prefix, int timeout_ms) {
+static inline const char *proc_expect(usi_proc_t *p, const char *prefix, int timeout_ms) {
     long long deadline = now_ms() + timeout_ms;
     for (;;) {
         for (int i = p->mark; i < p->n_lines; i++)
@@ -150,7 +150,7 @@ static inline const char *proc_expect(Proc *p, const char *prefix, int timeout_m
 }
 
 /* Is there a line starting with prefix between line indices [from, to)? */
-static inline const char *proc_find(const Proc *p, int from, int to, const char *prefix) {
+static inline const char *proc_find(const usi_proc_t *p, int from, int to, const char *prefix) {
     if (to > p->n_lines) to = p->n_lines;
     for (int i = from; i < to; i++)
         if (starts_with(p->lines[i], prefix)) return p->lines[i];
@@ -158,7 +158,7 @@ static inline const char *proc_find(const Proc *p, int from, int to, const char 
 }
 
 /* Lets the output settle for ms, reading what comes. */
-static inline void proc_drain(Proc *p, int ms) {
+static inline void proc_drain(usi_proc_t *p, int ms) {
     long long deadline = now_ms() + ms;
     for (;;) {
         long long left = deadline - now_ms();
@@ -169,7 +169,7 @@ static inline void proc_drain(Proc *p, int ms) {
 
 /* Waits up to timeout_ms for koma to exit (reading its output meanwhile, so
  * that it never blocks on a full pipe); true when it did. */
-static inline bool proc_wait_exit(Proc *p, int timeout_ms) {
+static inline bool proc_wait_exit(usi_proc_t *p, int timeout_ms) {
     if (p->exited) return true;
     if (!p->cp) return false;
     long long deadline = now_ms() + timeout_ms;
@@ -191,14 +191,14 @@ static inline bool proc_wait_exit(Proc *p, int timeout_ms) {
 }
 
 /* Closes koma's stdin: it reads end of input. */
-static inline void proc_close_input(Proc *p) {
+static inline void proc_close_input(usi_proc_t *p) {
     compat_proc_close_input(p->cp);
     proc_log(p, '>', "(end of input)", 14);
 }
 
 /* Ends the session: closes stdin, waits, kills a koma that does not exit,
  * frees the transcript. */
-static inline void proc_end(Proc *p) {
+static inline void proc_end(usi_proc_t *p) {
     if (p->cp) {
         compat_proc_close_input(p->cp);
         if (!p->exited && !proc_wait_exit(p, 5000)) compat_proc_kill(p->cp);
@@ -211,7 +211,7 @@ static inline void proc_end(Proc *p) {
 }
 
 /* The usual opening: usi ... usiok, isready ... readyok. */
-static inline bool proc_handshake(Proc *p) {
+static inline bool proc_handshake(usi_proc_t *p) {
     proc_send(p, "usi");
     if (!proc_expect(p, "usiok", 5000)) return false;
     proc_send(p, "isready");
@@ -221,7 +221,7 @@ static inline bool proc_handshake(Proc *p) {
 /* ---- positions --------------------------------------------------------- */
 
 /* pos <- "startpos"/SFEN then the USI moves (space-separated); false if any fails. */
-static inline bool play_moves(Position *pos, const char *sfen, const char *moves) {
+static inline bool play_moves(pos_t *pos, const char *sfen, const char *moves) {
     char err[256];
     if (strcmp(sfen, "startpos") == 0) pos_set_startpos(pos);
     else if (sfen_parse_cstr(pos, sfen, err, sizeof err) != SFEN_OK) return false;
@@ -231,7 +231,7 @@ static inline bool play_moves(Position *pos, const char *sfen, const char *moves
         if (!*p) break;
         const char *e = p;
         while (*e && *e != ' ') e++;
-        Move m = move_from_usi(pos, p, (size_t)(e - p));
+        move_t m = move_from_usi(pos, p, (size_t)(e - p));
         if (m == MOVE_NONE) return false;
         pos_do_move(pos, m);
         p = e;
@@ -240,7 +240,7 @@ static inline bool play_moves(Position *pos, const char *sfen, const char *moves
 }
 
 /* The move of a "bestmove X [ponder Y]" line, legal in pos? (MOVE_NONE if not) */
-static inline Move bestmove_of(const Position *pos, const char *line, char *text, size_t n) {
+static inline move_t bestmove_of(const pos_t *pos, const char *line, char *text, size_t n) {
     text[0] = 0;
     if (!line || !starts_with(line, "bestmove ")) return MOVE_NONE;
     const char *m = line + 9, *e = m;
