@@ -18,7 +18,7 @@
 
 #include "compat/compat.h"
 #include "compat/status.h"
-#include "data/config.h"
+#include "config/config.h"
 #include "engine/encode.h"
 #include "mcts/cache.h"
 #include "nn/net.h"

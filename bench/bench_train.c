@@ -19,7 +19,7 @@
 #include <time.h>
 
 #include "compat/compat.h"
-#include "data/config.h"
+#include "config/config.h"
 #include "data/db.h"
 #include "data/run.h"
 #include "data/shard.h"

@@ -1,4 +1,4 @@
-/* db.c - koma.db: schema v3, open/version check, typed inserts and queries,
+/* db.c - koma.db: schema v4, open/version check, typed inserts and queries,
  * the shard registration protocol and the start-up file check. See db.h.
  *
  * Every statement is prepared once per connection (stmt()) and reset after
@@ -205,9 +205,19 @@ static const char v3_cycle_metrics[] =
     "  CHECK (false_resign >= 0 AND false_resign <= would_resign);"
     "ALTER TABLE cycle_metrics ADD COLUMN resign_threshold REAL;";
 
-/* Version 4: the rank and host that played each self-play game (selfplay
+/* Version 4: one unit for the resign threshold. Self-play took W-L in
+ * [-2, 1] (<= -1: never resign) where the USI engine takes a win probability
+ * in [0, 1]; both now take the win probability p = (1 + W-L) / 2, 0 meaning
+ * never. The thresholds recorded in cycle_metrics are converted: t <= -1
+ * becomes 0 (off), anything else (1 + t) / 2; NULL stays not recorded. */
+static const char v4_resign_threshold[] =
+    "UPDATE cycle_metrics SET resign_threshold = "
+    "  CASE WHEN resign_threshold <= -1.0 THEN 0.0 ELSE (1.0 + resign_threshold) / 2.0 END "
+    "WHERE resign_threshold IS NOT NULL;";
+
+/* Version 5: the rank and host that played each self-play game (selfplay
  * under mpirun). NULL in older rows, imports and match games. */
-static const char v4_games[] =
+static const char v5_games[] =
     "ALTER TABLE games ADD COLUMN rank INTEGER CHECK (rank >= 0);"
     "ALTER TABLE games ADD COLUMN host TEXT;";
 
@@ -648,13 +658,18 @@ static db_status_t migrate_v2_v3(db_t *db) {
 
 /* Version 3 -> 4, inside check_schema's transaction. */
 static db_status_t migrate_v3_v4(db_t *db) {
-    return exec_step(db, v4_games, "upgrade to version 4: rank and host of each game");
+    return exec_step(db, v4_resign_threshold, "upgrade to version 4: resign threshold as a win probability");
+}
+
+/* Version 4 -> 5, inside check_schema's transaction. */
+static db_status_t migrate_v4_v5(db_t *db) {
+    return exec_step(db, v5_games, "upgrade to version 5: rank and host of each game");
 }
 
 /* migrations[v] upgrades a version-v database to v+1; index 0 creates an
  * empty database (at version 1, then migrated like any v1 file). */
 typedef db_status_t (*migration_fn)(db_t *db);
-static const migration_fn migrations[DB_SCHEMA_VERSION] = {create_v1, migrate_v1_v2, migrate_v2_v3, migrate_v3_v4};
+static const migration_fn migrations[DB_SCHEMA_VERSION] = {create_v1, migrate_v1_v2, migrate_v2_v3, migrate_v3_v4, migrate_v4_v5};
 
 static db_status_t check_schema(db_t *db) {
     int64_t app = 0, ver = 0, objects = 0;

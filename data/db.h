@@ -52,7 +52,10 @@
  *     resign_threshold: self-play's resignation check by cycle (NULL in rows
  *     written before v3: not recorded). Columns added, nothing rebuilt; a v1
  *     file goes through v2 first.
- *  4  games.rank, games.host: the MPI rank and host that played a self-play
+ *  4  cycle_metrics.resign_threshold is a win probability in [0, 1] (0: off),
+ *     the unit of the USI engine's ResignThreshold; v3 rows held W-L in
+ *     [-2, 1] (<= -1: off) and are converted: (1 + t) / 2, off -> 0.
+ *  5  games.rank, games.host: the MPI rank and host that played a self-play
  *     game (`mpirun -np N selfplay`; rank 0 on one process); NULL where not
  *     recorded (older games, imports, match games). Columns added.
  */
@@ -62,7 +65,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DB_SCHEMA_VERSION 4
+#define DB_SCHEMA_VERSION 5
 #define DB_APPLICATION_ID 0x4B4F4D41 /* 'KOMA' in PRAGMA application_id */
 #define DB_PATH_MAX 256              /* run-relative paths of shards and models */
 #define DB_NAME_MAX 256              /* player names of matches (engine_a, engine_b) */
@@ -308,7 +311,7 @@ typedef struct {
     int64_t no_resign_games;        /* games that were not allowed to resign (--no-resign-fraction) */
     int64_t would_resign;           /* ... in which a side's value fell below the threshold: it would have resigned */
     int64_t false_resign;           /* ... and that side then did not lose: a false resignation */
-    double resign_threshold;        /* the --resign-threshold in use (<= -1: resignation off); NAN = not recorded */
+    double resign_threshold;        /* the --resign-threshold in use: a win probability, 0 = resignation off; NAN = not recorded */
 } db_cycle_metrics_t;
 
 /* A row of cycle `cycle` with nothing recorded: figures NAN, counts 0,

@@ -17,11 +17,11 @@
  * piece_type_t 1..14: PAWN LANCE KNIGHT SILVER BISHOP ROOK GOLD KING, then the
  * promoted kinds, each exactly PT_PROMOTE (8) above its base
  * (PRO_PAWN = PAWN + 8, ..., HORSE = BISHOP + 8, DRAGON = ROOK + 8).
- * Piece = piece_type_t + 16 * Color; 0 is an empty square.
+ * piece_t = piece_type_t + 16 * color_t; 0 is an empty square.
  * Hand piece types are PAWN..GOLD (1..7); index 0 of hand arrays is unused.
  *
  * ---- Moves -----------------------------------------------------------------
- * Move is 16 bits:
+ * move_t is 16 bits:
  *   bits 0-6   destination square
  *   bits 7-13  origin square, or for a drop the dropped piece_type_t (PAWN..GOLD)
  *   bit 14     drop flag

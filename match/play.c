@@ -47,6 +47,9 @@ typedef struct {
     int32_t next;
     int failed;
     char err[256];
+    const match_engine_player_t *engine; /* NULL: net b plays; else this engine does */
+    int engine_failed; /* the engine could not be (re)started (set with failed) */
+    match_engine_t spare; /* the engine started before the row was opened: the first game thread takes it */
     db_t *db;         /* NULL: nothing stored; used under mu by the game threads */
     int64_t match_id; /* the matches row the games go to (db_match_begin) */
     char name[2][DB_PATH_MAX];
@@ -54,6 +57,7 @@ typedef struct {
 
 typedef struct {
     nn_ctx_t *ctx;
+    match_engine_t eng; /* player b when the match is against an engine (sh->engine) */
     nn_backend_t *be;  /* the game thread's, ctx runs on it */
     eval_shared_t *sh; /* a failed forward fails the evaluation */
     uint8_t *packed;   /* (batch, ENC_PACKED_BYTES) */
@@ -94,6 +98,51 @@ static int shared_failed(eval_shared_t *sh) {
     return f;
 }
 
+/* The engine (player b) started and readied for a new game: restarted once
+ * when it fails. 0, or -1 with the match failed (engine_failed). */
+static int engine_ready(eval_shared_t *sh, match_engine_t *e) {
+    const match_engine_player_t *ep = sh->engine;
+    char label[128], err[700] = "";
+    snprintf(label, sizeof label, "engine '%s' (%.60s)", ep->label, ep->spec.cmd);
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if (e->proc && e->alive && match_engine_new_game(e, 10000, label, err, sizeof err) == 0) return 0;
+        match_engine_close(e);
+        if (match_engine_open(e, &ep->spec, sh->cfg->engine_stderr, 10000, label, err, sizeof err) != 0) break;
+    }
+    compat_mutex_lock(&sh->mu);
+    sh->engine_failed = 1;
+    compat_mutex_unlock(&sh->mu);
+    fail_shared(sh, "%s", err);
+    return -1;
+}
+
+/* The engine's move in g (bounded by move_timeout_ms): played, or the game
+ * forfeited on time or for a crash. */
+static void engine_move(eval_shared_t *sh, match_engine_t *e, ref_game_t *g) {
+    const match_engine_player_t *ep = sh->engine;
+    color_t side = ref_game_side(g);
+    char *pc = match_engine_position_cmd(g), mv[64] = "", detail[REF_DETAIL_MAX];
+    int rc = pc && compat_proc_write_line(e->proc, pc) == 0 && compat_proc_write_line(e->proc, ep->go) == 0
+                 ? 0 : COMPAT_PROC_EOF;
+    free(pc);
+    int64_t t0 = compat_now_ms();
+    if (rc == 0) rc = match_engine_bestmove(e, ep->move_timeout_ms, mv, sizeof mv);
+    if (rc == COMPAT_PROC_EOF) {
+        e->alive = 0;
+        snprintf(detail, sizeof detail, "engine '%s' exited or closed its output while thinking", ep->label);
+        ref_game_forfeit(g, side, RULES_END_ILLEGAL_MOVE, true, detail);
+    } else if (rc == COMPAT_PROC_TIMEOUT) {
+        snprintf(detail, sizeof detail, "engine '%s' sent no bestmove within %lld ms", ep->label,
+                 (long long)(compat_now_ms() - t0));
+        ref_game_forfeit(g, side, RULES_END_TIME, false, detail);
+        char tmp[64];
+        if (compat_proc_write_line(e->proc, "stop") != 0 || match_engine_bestmove(e, 1000, tmp, sizeof tmp) != 0)
+            e->alive = 0; /* restarted before the next game */
+    } else {
+        ref_game_play_usi(g, mv);
+    }
+}
+
 /* Plays game gi to its end in g. 0, or -1 when out of memory. */
 static int play_game(eval_shared_t *sh, eval_player_t pl[2], int32_t gi, ref_game_t *g, mcts_result_t *res) {
     const match_play_config_t *cfg = sh->cfg;
@@ -108,13 +157,14 @@ static int play_game(eval_shared_t *sh, eval_player_t pl[2], int32_t gi, ref_gam
     prm.max_ply = cfg->max_ply;
     prm.search_batch = cfg->batch;
     prm.node_limit = 4 * cfg->visits + 4096;
-    mcts_tree_t *tree[2];
-    for (int k = 0; k < 2; k++) {
+    mcts_tree_t *tree[2] = {NULL, NULL};
+    int n_trees = sh->engine ? 1 : 2; /* an engine (b) searches for itself */
+    for (int k = 0; k < n_trees; k++) {
         prm.seed = compat_mix64(cfg->seed * 0x100000001B3ull + (uint64_t)gi * 2 + (uint64_t)k);
         tree[k] = mcts_tree_new(&prm, NULL);
         if (tree[k]) mcts_tree_set_position(tree[k], &g->pos);
     }
-    if (!tree[0] || !tree[1]) {
+    if (!tree[0] || (n_trees == 2 && !tree[1])) {
         mcts_tree_free(tree[0]);
         mcts_tree_free(tree[1]);
         return -1;
@@ -123,6 +173,12 @@ static int play_game(eval_shared_t *sh, eval_player_t pl[2], int32_t gi, ref_gam
     while (!ref_game_over(g) && !shared_failed(sh)) {
         color_t side = ref_game_side(g);
         int k = (side == COLOR_BLACK) == a_black ? 0 : 1; /* net to move */
+        if (k == 1 && sh->engine) {
+            engine_move(sh, &pl[1].eng, g);
+            if (ref_game_over(g)) break;
+            mcts_tree_advance(tree[0], g->moves[g->n_moves - 1]);
+            continue;
+        }
         if (rules_can_declare(&g->pos)) {               /* a search always declares when it can */
             ref_game_claim_win(g);
             break;
@@ -134,8 +190,7 @@ static int play_game(eval_shared_t *sh, eval_player_t pl[2], int32_t gi, ref_gam
         }
         move_t m = res->best;
         if (ref_game_play(g, m) != RULES_END_NONE) break;
-        mcts_tree_advance(tree[0], m);
-        mcts_tree_advance(tree[1], m);
+        for (int j = 0; j < n_trees; j++) mcts_tree_advance(tree[j], m);
     }
     mcts_tree_free(tree[0]);
     mcts_tree_free(tree[1]);
@@ -152,7 +207,8 @@ static void *eval_thread(void *arg) {
     ref_game_t *g = ref_game_new();
     mcts_result_t *res = malloc(sizeof *res);
     int ok = be && g && res;
-    for (int k = 0; ok && k < 2; k++) {
+    int n_nets = sh->engine ? 1 : 2;
+    for (int k = 0; ok && k < n_nets; k++) {
         pl[k].ctx = nn_ctx_new(sh->net[k], be, cfg->batch, e, sizeof e);
         pl[k].be = be;
         pl[k].sh = sh;
@@ -161,11 +217,18 @@ static void *eval_thread(void *arg) {
         if (!pl[k].ctx || !pl[k].packed || !pl[k].hand) ok = 0;
     }
     if (!ok) fail_shared(sh, "evaluation: cannot set up a game thread (out of memory)");
+    compat_mutex_lock(&sh->mu);
+    if (sh->engine && sh->spare.proc) { /* already started and checked: the first thread takes it */
+        pl[1].eng = sh->spare;
+        memset(&sh->spare, 0, sizeof sh->spare);
+    }
+    compat_mutex_unlock(&sh->mu);
     while (ok) {
         compat_mutex_lock(&sh->mu);
         int32_t gi = sh->failed ? cfg->games : sh->next++;
         compat_mutex_unlock(&sh->mu);
         if (gi >= cfg->games) break;
+        if (sh->engine && engine_ready(sh, &pl[1].eng) != 0) break;
         if (play_game(sh, pl, gi, g, res) != 0) {
             fail_shared(sh, "evaluation: game %d: out of memory", gi + 1);
             break;
@@ -173,6 +236,10 @@ static void *eval_thread(void *arg) {
         if (shared_failed(sh)) break;
         int a_black = gi % 2 == 0;
         int32_t r = ref_game_result(g); /* +1 Black won */
+        if (sh->engine && pl[1].eng.alive) { /* the result from the engine's side */
+            const char *res_b = r == 0 ? "gameover draw" : (r > 0) != a_black ? "gameover win" : "gameover lose";
+            if (compat_proc_write_line(pl[1].eng.proc, res_b) != 0) pl[1].eng.alive = 0;
+        }
         eval_game_t *out = &sh->games[gi];
         out->a_black = a_black;
         out->score2 = r == 0 ? 1 : (r > 0) == a_black ? 2 : 0;
@@ -195,6 +262,7 @@ static void *eval_thread(void *arg) {
         nn_ctx_free(pl[k].ctx);
         free(pl[k].packed);
         free(pl[k].hand);
+        match_engine_close(&pl[k].eng);
     }
     free(res);
     ref_game_free(g);
@@ -238,8 +306,10 @@ static const char *base_name(const char *p) {
     return s ? s + 1 : p;
 }
 
-int match_play_nets(const char *run_dir, const char *model_a_path, const char *model_b_path,
-                const match_play_config_t *cfg_in, match_play_result_t *res, char *err, size_t errlen) {
+/* A match of net a against net b (model_b_path) or an engine (engine). */
+static int play_match(const char *run_dir, const char *model_a_path, const char *model_b_path,
+                      const match_engine_player_t *engine, const match_play_config_t *cfg_in,
+                      match_play_result_t *res, char *err, size_t errlen) {
     match_play_config_t cfg;
     if (cfg_in) cfg = *cfg_in;
     else match_play_config_default(&cfg);
@@ -247,7 +317,7 @@ int match_play_nets(const char *run_dir, const char *model_a_path, const char *m
     res->cycle_a = res->cycle_b = -1;
     res->ladder.cycle = -1;
     res->elo.elo = res->elo.elo_lo = res->elo.elo_hi = NAN;
-    if (!model_a_path || !model_b_path || cfg.games < 1 || cfg.visits < 1 || cfg.batch < 1 || cfg.max_ply < 0) {
+    if (!model_a_path || (!model_b_path && !engine) || cfg.games < 1 || cfg.visits < 1 || cfg.batch < 1 || cfg.max_ply < 0) {
         set_err(err, errlen, "evaluation: bad arguments (games %d, visits %d, batch %d)", cfg.games, cfg.visits,
                 cfg.batch);
         return -1;
@@ -264,12 +334,15 @@ int match_play_nets(const char *run_dir, const char *model_a_path, const char *m
     }
     compat_mutex_init(&sh->mu);
     sh->cfg = &cfg;
-    const char *paths[2] = {model_a_path, model_b_path};
+    sh->engine = engine;
+    int n_nets = engine ? 1 : 2;
+    const char *paths[2] = {model_a_path, engine ? engine->label : model_b_path};
+    if (engine) snprintf(sh->name[1], sizeof sh->name[1], "%s", engine->label);
     db_model_t model[2];
     int have_model[2] = {0, 0};
     db_match_t row;
     char file[2][1200];
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < n_nets; k++) {
         resolve_path(run_dir, paths[k], file[k], sizeof file[k]);
         sh->net[k] = nn_weights_load(main_be, file[k], ENC_FEATURES_VERSION, err, errlen);
         if (!sh->net[k]) goto done;
@@ -282,7 +355,7 @@ int match_play_nets(const char *run_dir, const char *model_a_path, const char *m
         snprintf(sh->name[k], sizeof sh->name[k], "%s", base_name(paths[k]));
     }
     /* Fold batch norm once here, before the game threads share the nets. */
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < n_nets; k++) {
         nn_ctx_t *warm = nn_ctx_new(sh->net[k], main_be, 1, err, errlen);
         if (!warm) goto done;
         uint8_t packed[ENC_PACKED_BYTES];
@@ -303,11 +376,19 @@ int match_play_nets(const char *run_dir, const char *model_a_path, const char *m
             goto done;
         }
     }
+    if (engine) { /* a missing or broken engine fails here, before anything is stored */
+        char label[128];
+        snprintf(label, sizeof label, "engine '%s' (%.60s)", engine->label, engine->spec.cmd);
+        if (match_engine_open(&sh->spare, &engine->spec, cfg.engine_stderr, 10000, label, err, errlen) != 0) {
+            res->engine_failed = 1;
+            goto done;
+        }
+    }
     if (run_dir && cfg.store) {
         char dbp[1200];
         run_path(run_dir, RUN_DB, dbp, sizeof dbp);
         if (db_open(dbp, 0, &sh->db, err, errlen) != DB_OK) goto done;
-        for (int k = 0; k < 2; k++) {
+        for (int k = 0; k < n_nets; k++) {
             db_status_t st = find_model(sh->db, run_dir, paths[k], &model[k]);
             if (st == DB_OK) {
                 have_model[k] = 1;
@@ -335,8 +416,9 @@ int match_play_nets(const char *run_dir, const char *model_a_path, const char *m
         snprintf(row.opponent, sizeof row.opponent, "%.63s", have_model[1] ? "" : sh->name[1]);
         snprintf(row.engine_a, sizeof row.engine_a, "%s", sh->name[0]);
         snprintf(row.engine_b, sizeof row.engine_b, "%s", sh->name[1]);
-        snprintf(row.settings, sizeof row.settings, "eval visits=%d temp=%.2f/%d max_ply=%d games=%d", cfg.visits,
-                 (double)cfg.temp, cfg.temp_plies, cfg.max_ply, cfg.games);
+        snprintf(row.settings, sizeof row.settings, "eval visits=%d temp=%.2f/%d max_ply=%d games=%d%s%.40s", cfg.visits,
+                 (double)cfg.temp, cfg.temp_plies, cfg.max_ply, cfg.games, engine ? " vs " : "",
+                 engine ? engine->go : "");
         if (db_match_begin(sh->db, &row) != DB_OK) {
             set_err(err, errlen, "%s", db_errmsg(sh->db));
             goto done;
@@ -361,6 +443,7 @@ int match_play_nets(const char *run_dir, const char *model_a_path, const char *m
     if (started == 0) eval_thread(sh);
     for (int32_t i = 0; i < started; i++) compat_thread_join(th[i]);
     free(th);
+    res->engine_failed = sh->engine_failed;
     if (sh->failed) {
         set_err(err, errlen, "%s", sh->err);
         goto done;
@@ -409,6 +492,7 @@ int match_play_nets(const char *run_dir, const char *model_a_path, const char *m
 done:
     res->seconds = (double)(compat_now_ms() - t0) / 1000.0;
     db_close(sh->db);
+    match_engine_close(&sh->spare);
     free(sh->games);
     nn_net_free(sh->net[0]);
     nn_net_free(sh->net[1]);
@@ -416,6 +500,20 @@ done:
     free(sh);
     nn_backend_free(main_be);
     return rc;
+}
+
+int match_play_nets(const char *run_dir, const char *model_a_path, const char *model_b_path,
+                    const match_play_config_t *cfg, match_play_result_t *res, char *err, size_t errlen) {
+    return play_match(run_dir, model_a_path, model_b_path, NULL, cfg, res, err, errlen);
+}
+
+int match_play_engine(const char *run_dir, const char *model_a_path, const match_engine_player_t *engine,
+                      const match_play_config_t *cfg, match_play_result_t *res, char *err, size_t errlen) {
+    if (!engine) {
+        set_err(err, errlen, "evaluation: no engine");
+        return -1;
+    }
+    return play_match(run_dir, model_a_path, NULL, engine, cfg, res, err, errlen);
 }
 
 int match_play_cycles(const char *run_dir, int32_t cycle_a, int32_t cycle_b, const match_play_config_t *cfg,

@@ -15,6 +15,9 @@
  * (referee.h), when to evaluate (the cycle driver), self-play's inference
  * server (evaluation loads its own copies of both nets).
  *
+ * Against an outside USI engine (match_play_engine) the same, with the
+ * engine's processes in place of net b (match/engine.h).
+ *
  * Threads: match_play_nets blocks; it runs cfg.threads game threads of its own,
  * each with one CPU backend (1 BLAS thread) and two inference contexts over
  * nets shared read-only. It opens its own connection to koma.db (WAL lets it
@@ -30,6 +33,7 @@
 
 #include "data/db.h"
 #include "engine/rules.h"
+#include "match/engine.h"
 #include "match/referee.h"
 
 typedef struct {
@@ -42,6 +46,7 @@ typedef struct {
     int32_t threads;    /* 0: min(games, CPUs) game threads */
     int32_t batch;      /* 16 leaves per network call */
     int32_t store;      /* 1: record the match in <run_dir>/koma.db */
+    const char *engine_stderr; /* match_play_engine: the engine's stderr (NULL: ours, "": discarded, else appended) */
 } match_play_config_t;
 
 void match_play_config_default(match_play_config_t *cfg);
@@ -57,6 +62,8 @@ typedef struct {
     ref_ladder_point_t ladder;          /* model a on the ladder after this match
                                            (ladder.cycle = -1 when it is not on it) */
     double seconds;                     /* wall time of the match */
+    int32_t engine_failed;              /* match_play_engine: the engine could not be started or
+                                           restarted (the match failed because of it) */
 } match_play_result_t;
 
 /* Plays model_a_path against model_b_path (weights files; a path is used as
@@ -71,6 +78,21 @@ typedef struct {
  */
 int match_play_nets(const char *run_dir, const char *model_a_path, const char *model_b_path,
                 const match_play_config_t *cfg, match_play_result_t *res, char *err, size_t errlen);
+
+/* match_play_nets with an outside USI engine (match/engine.h) as player b:
+ * model a searches at cfg->visits as above, the engine thinks with its own
+ * budget (engine->go); colours alternate. Each game thread runs its own
+ * engine process, readied with isready/usinewgame before every game. An
+ * engine move that does not come within engine->move_timeout_ms loses on
+ * time (the engine gets "stop" and one second, else it is restarted for the
+ * next game); an engine that exits loses the game it is in (illegal action)
+ * and is restarted. An engine that cannot be started or restarted fails the
+ * match (-1, res->engine_failed set, err naming engine->label and its
+ * command); every wait is bounded, so a broken engine never hangs it. The
+ * matches row: model_b 0, engine_b and opponent = engine->label (its name
+ * in the rating list), settings "eval ... vs <go line>". */
+int match_play_engine(const char *run_dir, const char *model_a_path, const match_engine_player_t *engine,
+                      const match_play_config_t *cfg, match_play_result_t *res, char *err, size_t errlen);
 
 /* match_play_nets between the nets of two cycles of the run in run_dir, their
  * files taken from its models table (run-relative paths). -1 with err when

@@ -175,7 +175,19 @@ typedef struct {
     int32_t np, cap_pairs;
 } list_t;
 
+/* usi-match names its players "engine1: NAME" / "engine2: NAME" (the seat
+ * it had); an outside engine is one player whichever seat it had and
+ * whichever program stored its games (the gauntlet stores its label
+ * alone), so the seat goes. */
+static const char *engine_name(const char *name) {
+    if (name && strncmp(name, "engine", 6) == 0 && (name[6] == '1' || name[6] == '2') && name[7] == ':' &&
+        name[8] == ' ' && name[9])
+        return name + 9;
+    return name;
+}
+
 static int32_t player(list_t *l, db_t *db, int64_t model_id, const char *name) {
+    name = engine_name(name);
     for (int32_t i = 0; i < l->n; i++)
         if (model_id ? l->p[i].model_id == model_id : (l->p[i].model_id == 0 && strcmp(l->p[i].name, name) == 0))
             return i;

@@ -3,11 +3,13 @@
 #include "nn/registry.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "compat/compat.h"
 #include "engine/encode.h"
 #include "engine/rules.h"
+#include "match/engine.h"
 
 #define KOMA_STR_(x) #x
 #define KOMA_STR(x) KOMA_STR_(x)
@@ -53,8 +55,9 @@ int sp_config_flags(sp_config_t *c, cfg_opt_t *opts, int cap) {
         {"temp-plies", CFG_TYPE_INT, &c->temp_plies, 0, 2000, "plies whose move is sampled with a temperature", "30"},
         {"temp-start", CFG_TYPE_DOUBLE, &c->temp_start, 0.01, 100, "move temperature at the first searched ply", "1"},
         {"temp-end", CFG_TYPE_DOUBLE, &c->temp_end, 0.01, 100, "move temperature reached at temp-plies (geometric decay)", "0.3"},
-        {"resign-threshold", CFG_TYPE_DOUBLE, &c->resign_threshold, -2, 1,
-         "resign when the search value (W-L) stays below this (<= -1: never)", "-0.9"},
+        {"resign-threshold", CFG_TYPE_DOUBLE, &c->resign_threshold, 0, 1,
+         "resign when the search's win probability, (1 + W-L) / 2, stays below this; 0 = never (USI's ResignThreshold unit)",
+         "0.05"},
         {"resign-consecutive", CFG_TYPE_INT, &c->resign_consecutive, 1, 1000, "... for this many own moves in a row", "2"},
         {"no-resign-fraction", CFG_TYPE_DOUBLE, &c->no_resign_fraction, 0, 1,
          "share of games that never resign (they measure false resignations)", "0.2"},
@@ -71,6 +74,16 @@ int sp_config_flags(sp_config_t *c, cfg_opt_t *opts, int cap) {
         {"gauntlet", CFG_TYPE_INT, &c->gauntlet, 1, 4,
          "opponents of a new net: the previous evaluated net, then cycle 0, the net halfway, a quarter of the way", "2"},
         {"eval-visits", CFG_TYPE_INT, &c->eval_visits, 1, 1e7, "playouts per move in an evaluation match", "32"},
+#define SP_ENGINE_ROW(k, help) \
+    {"gauntlet-engine" #k, CFG_TYPE_STRING, c->gauntlet_engine[k - 1], 1, 0, help, "", NULL, sizeof c->gauntlet_engine[k - 1]}
+        SP_ENGINE_ROW(1, "an outside USI engine every evaluated net also plays (sharing --eval-games), a fixed anchor "
+                         "of the rating list: 'LABEL | COMMAND | byoyomi MS or nodes N or depth N | NAME=VALUE ...' "
+                         "(NAME=VALUE: setoption; docs/LEARNING.md), e.g. 'gpsusi | /usr/games/gpsusi | byoyomi 100' "
+                         "('' = none)"),
+        SP_ENGINE_ROW(2, "another outside engine, as gauntlet-engine1"),
+        SP_ENGINE_ROW(3, "another outside engine, as gauntlet-engine1"),
+        SP_ENGINE_ROW(4, "another outside engine, as gauntlet-engine1"),
+#undef SP_ENGINE_ROW
     };
     int n = (int)(sizeof all / sizeof all[0]);
     if (n > cap) n = cap;
@@ -83,7 +96,7 @@ int sp_config_check(const sp_config_t *c, char *err, size_t errlen) {
         snprintf(err, errlen, "search: '%s' is not gumbel or puct", c->search);
         return -1;
     }
-    char eb[128];
+    char eb[600];
     if (nn_backend_resolve(c->backend, NULL, eb, sizeof eb) != 0) {
         snprintf(err, errlen, "backend: %s", eb);
         return -1;
@@ -91,6 +104,29 @@ int sp_config_check(const sp_config_t *c, char *err, size_t errlen) {
     if (!c->run[0]) {
         snprintf(err, errlen, "run: an empty run directory");
         return -1;
+    }
+    char labels[SP_ENGINES_MAX][MATCH_ENGINE_NAME_MAX];
+    for (int k = 0; k < SP_ENGINES_MAX; k++) {
+        labels[k][0] = 0;
+        if (!c->gauntlet_engine[k][0]) continue;
+        match_engine_player_t *ep = malloc(sizeof *ep);
+        if (!ep) {
+            snprintf(err, errlen, "gauntlet-engine%d: out of memory", k + 1);
+            return -1;
+        }
+        int bad = match_engine_player_parse(c->gauntlet_engine[k], ep, eb, sizeof eb);
+        if (!bad) snprintf(labels[k], sizeof labels[k], "%s", ep->label);
+        free(ep);
+        if (bad) {
+            snprintf(err, errlen, "gauntlet-engine%d: %s", k + 1, eb);
+            return -1;
+        }
+        for (int j = 0; j < k; j++)
+            if (strcmp(labels[j], labels[k]) == 0) {
+                snprintf(err, errlen, "gauntlet-engine%d: the label '%s' is gauntlet-engine%d's too (labels name "
+                         "players in the rating list: give each engine its own)", k + 1, labels[k], j + 1);
+                return -1;
+            }
     }
     if (c->games_per_thread < 2) {
         snprintf(err, errlen, "games-per-thread: %lld, need 2 at least (two halves)", (long long)c->games_per_thread);

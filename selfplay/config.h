@@ -17,9 +17,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "data/config.h"
+#include "config/config.h"
 #include "mcts/mcts.h"
 #include "nn/server.h"
+
+enum { SP_ENGINES_MAX = 4 }; /* --gauntlet-engine1 .. --gauntlet-engine4 */
 
 /* Fields bound to flags have the types cfg_opt_t wants (int64_t, double,
  * int for booleans, char[CFG_STRING_MAX]). */
@@ -56,7 +58,7 @@ typedef struct {
     int64_t random_opening;        /* up to this many uniformly random first moves (4) */
     int64_t temp_plies;            /* plies sampled with a temperature (30) */
     double temp_start, temp_end;   /* temperature at ply 0 and at temp_plies (1.0, 0.3), geometric */
-    double resign_threshold;       /* resign when the value stays below this (-0.9; <= -1: never) */
+    double resign_threshold;       /* resign when the win probability stays below this (0.05; 0: never) */
     int64_t resign_consecutive;    /* ... for this many of the side's searches in a row (2) */
     double no_resign_fraction;     /* games that never resign (0.2), which measure false resignations */
     /* inference server */
@@ -71,6 +73,9 @@ typedef struct {
     int64_t eval_games;            /* games of one evaluation in all, shared by its opponents (8) */
     int64_t gauntlet;              /* opponents per evaluation: previous, cycle 0, halfway, a quarter (2) */
     int64_t eval_visits;           /* playouts per move in it, both sides (32) */
+    /* outside USI engines in every gauntlet, fixed anchors of the rating list:
+     * "LABEL | COMMAND | budget | NAME=VALUE ..." (match/engine.h); "" = none */
+    char gauntlet_engine[SP_ENGINES_MAX][1024];
 } sp_config_t;
 
 /* Every field to its row's default. */
@@ -78,10 +83,13 @@ void sp_config_default(sp_config_t *c);
 
 /* Writes the self-play flags into opts (cap entries at least SP_CONFIG_NFLAGS);
  * returns how many. The table points into *c. */
-#define SP_CONFIG_NFLAGS 48
+#define SP_CONFIG_NFLAGS 52
 int sp_config_flags(sp_config_t *c, cfg_opt_t *opts, int cap);
 
-/* Checks combinations the per-flag ranges cannot: 0, or -1 with err naming the flag. */
+/* Checks combinations the per-flag ranges cannot (and that every
+ * gauntlet-engineK parses, with labels that differ): 0, or -1 with err
+ * naming the flag. Whether the engine's program runs is found out when it
+ * is first played (a warning, and the run goes on without it). */
 int sp_config_check(const sp_config_t *c, char *err, size_t errlen);
 
 /* Search parameters of one game slot (seed picks its random stream). */

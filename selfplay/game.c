@@ -47,18 +47,6 @@ static sp_record_t *record_new(void) {
     return r;
 }
 
-void sp_row_encode(sp_row_t *w, const pos_t *pos) {
-    encode_position(pos, w->packed, w->hand);
-    encode_legal_mask(pos, w->legal);
-    shard_position_t sp;
-    memcpy(sp.board, pos->board, sizeof sp.board);
-    sp.side = (uint8_t)pos_side_to_move(pos);
-    sp.ply = (uint16_t)pos_game_ply(pos);
-    sp.hand[0] = pos_hand(pos, COLOR_BLACK);
-    sp.hand[1] = pos_hand(pos, COLOR_WHITE);
-    shard_position_pack(&sp, w->position);
-}
-
 void sp_record_free(sp_record_t *r) {
     if (!r) return;
     free(r->moves);
@@ -89,8 +77,7 @@ char *sp_record_usi(const sp_record_t *r) {
     return s;
 }
 
-int sp_record_add_to_shard(const sp_record_t *r, shard_builder_t *b, int64_t model_id, int32_t rank, const char *host,
-                           char *err, size_t errlen) {
+int sp_record_add_to_shard(const sp_record_t *r, shard_builder_t *b, int64_t model_id, char *err, size_t errlen) {
     for (int32_t i = 0; i < r->n_rows; i++) {
         const sp_row_t *w = &r->rows[i];
         shard_row_t row = {
@@ -125,8 +112,6 @@ int sp_record_add_to_shard(const sp_record_t *r, shard_builder_t *b, int64_t mod
         .plies = r->n_moves,
         .result = r->result,
         .reason = reason,
-        .rank = rank,
-        .host = host,
     };
     int rc = shard_builder_end_game(b, &g, err, errlen);
     free(moves);
@@ -206,7 +191,7 @@ void sp_game_begin(sp_game_t *g) {
     g->gen_cur = 0;
     const sp_config_t *c = g->cfg;
     g->random_left = c->random_opening > 0 ? (int32_t)(mcts_rng_u64(&g->rng) % (uint64_t)(c->random_opening + 1)) : 0;
-    g->rec->no_resign = c->resign_threshold <= -1.0 || mcts_rng_uniform(&g->rng) < c->no_resign_fraction;
+    g->rec->no_resign = c->resign_threshold <= 0.0 || mcts_rng_uniform(&g->rng) < c->no_resign_fraction;
 }
 
 static void push_move(sp_game_t *g, move_t m) {
@@ -279,8 +264,9 @@ static void finish_move(sp_game_t *g) {
     if (!(v == v)) v = 0.0f;
     v = v < -1.0f ? -1.0f : v > 1.0f ? 1.0f : v;
     color_t side = pos_side_to_move(pos);
-    if (c->resign_threshold > -1.0 && res->n > 1) {
-        g->streak[side] = v < c->resign_threshold ? g->streak[side] + 1 : 0;
+    if (c->resign_threshold > 0.0 && res->n > 1) {
+        /* The win probability of the side to move, as USI's ResignThreshold reads it. */
+        g->streak[side] = 0.5 * (1.0 + (double)v) < c->resign_threshold ? g->streak[side] + 1 : 0;
         if (g->streak[side] >= c->resign_consecutive) {
             if (!r->no_resign) {
                 end_game(g, RULES_END_RESIGN, color_flip(side));
@@ -300,7 +286,15 @@ static void finish_move(sp_game_t *g) {
     r->rows = grow(r->rows, &cap, r->n_rows + 1, sizeof(sp_row_t));
     r->cap_rows = (int32_t)cap;
     sp_row_t *w = &r->rows[r->n_rows++];
-    sp_row_encode(w, pos);
+    encode_position(pos, w->packed, w->hand);
+    encode_legal_mask(pos, w->legal);
+    shard_position_t sp;
+    memcpy(sp.board, pos->board, sizeof sp.board);
+    sp.side = (uint8_t)side;
+    sp.ply = (uint16_t)pos_game_ply(pos);
+    sp.hand[0] = pos_hand(pos, COLOR_BLACK);
+    sp.hand[1] = pos_hand(pos, COLOR_WHITE);
+    shard_position_pack(&sp, w->position);
     w->root_q = v;
     w->ply = (uint16_t)ply;
     w->move = m;

@@ -14,7 +14,11 @@
 #include "match/play.h"
 #include "match/rating.h"
 
-#define SP_GAUNTLET_MAX 4
+#define SP_GAUNTLET_MAX 4                        /* earlier nets */
+#define SP_OPP_MAX (SP_GAUNTLET_MAX + SP_ENGINES_MAX) /* and outside engines */
+/* An opponent: a cycle (>= 0) or engine k as -1 - k. */
+#define ENGINE_OPP(k) (-1 - (int64_t)(k))
+#define OPP_ENGINE(o) ((int32_t)(-1 - (o)))
 
 struct sp_gauntlet {
     const sp_config_t *cfg;
@@ -29,13 +33,17 @@ struct sp_gauntlet {
     bool running;              /* thread started and not joined */
     atomic_int done;           /* set by the thread as its last act */
     int64_t cycle;             /* the net being evaluated ... */
-    int64_t opp[SP_GAUNTLET_MAX]; /* ... against these earlier nets, one match each */
+    char model_path[DB_PATH_MAX]; /* ... (its file, run-relative) ... */
+    int64_t opp[SP_OPP_MAX];   /* ... against these earlier nets and engines, one match each */
     int32_t n_opp;
     atomic_llong base;         /* the opponent being played now (for the status line) */
     int64_t t0_ns;
-    int rc[SP_GAUNTLET_MAX];
-    match_play_result_t res[SP_GAUNTLET_MAX];
-    char err[SP_GAUNTLET_MAX][1024];
+    int rc[SP_OPP_MAX];
+    match_play_result_t res[SP_OPP_MAX];
+    char err[SP_OPP_MAX][1024];
+    match_engine_player_t *eng[SP_ENGINES_MAX]; /* --gauntlet-engineK, parsed (NULL: not given) */
+    bool eng_off[SP_ENGINES_MAX]; /* could not be played: left out for the rest of the session */
+    char engine_log[1100];     /* <run>/engines.log: the engines' stderr */
     int64_t *queue;            /* cycles due, waiting for the thread */
     int32_t n_queue, cap_queue;
     double rating_elo, rating_lo, rating_hi; /* newest joint rating seen (NAN: none yet) */
@@ -74,12 +82,31 @@ sp_gauntlet_t *sp_gauntlet_new(const sp_config_t *cfg, const char *run_dir, db_t
     atomic_init(&g->base, 0);
     g->rating_elo = g->rating_lo = g->rating_hi = NAN;
     g->rating_cycle = -1;
+    snprintf(g->engine_log, sizeof g->engine_log, "%s/engines.log", run_dir);
+    for (int k = 0; k < SP_ENGINES_MAX; k++) {
+        if (!cfg->gauntlet_engine[k][0]) continue;
+        char e[600];
+        g->eng[k] = malloc(sizeof *g->eng[k]);
+        if (g->eng[k] && match_engine_player_parse(cfg->gauntlet_engine[k], g->eng[k], e, sizeof e) != 0) {
+            glog(g, "warning: gauntlet-engine%d: %s; the gauntlet goes on without it", k + 1, e);
+            free(g->eng[k]); /* sp_config_check refuses this before a run starts */
+            g->eng[k] = NULL;
+        }
+    }
     return g;
+}
+
+/* "cycle 7" or the engine's label, for messages. */
+static const char *opp_name(const sp_gauntlet_t *g, int64_t o, char *buf, size_t len) {
+    if (o >= 0) snprintf(buf, len, "%" PRId64, o);
+    else snprintf(buf, len, "%s", g->eng[OPP_ENGINE(o)] ? g->eng[OPP_ENGINE(o)]->label : "?");
+    return buf;
 }
 
 void sp_gauntlet_free(sp_gauntlet_t *g) {
     if (!g) return;
     sp_gauntlet_finish(g); /* never leave the match thread running */
+    for (int k = 0; k < SP_ENGINES_MAX; k++) free(g->eng[k]);
     free(g->queue);
     free(g);
 }
@@ -93,8 +120,10 @@ bool sp_gauntlet_idle(const sp_gauntlet_t *g) { return !g || (!g->running && g->
 void sp_gauntlet_describe(const sp_gauntlet_t *g, char *buf, size_t len) {
     buf[0] = 0;
     if (!g) return;
+    char who[MATCH_ENGINE_NAME_MAX];
     if (g->running)
-        snprintf(buf, len, " | eval %" PRId64 " vs %lld", g->cycle, (long long)atomic_load(&((sp_gauntlet_t *)g)->base));
+        snprintf(buf, len, " | eval %" PRId64 " vs %s", g->cycle,
+                 opp_name(g, (int64_t)atomic_load(&((sp_gauntlet_t *)g)->base), who, sizeof who));
     if (isfinite(g->rating_elo)) snprintf(buf + strlen(buf), len - strlen(buf), " | rating %+.0f", g->rating_elo);
 }
 
@@ -121,11 +150,16 @@ static void *eval_main(void *arg) {
     ec.max_ply = (int32_t)g->cfg->max_ply;
     /* CPU: one game thread beside self-play's; otherwise the CPU is mostly free */
     ec.threads = strcmp(g->cfg->backend, "cpu") == 0 ? 1 : 4;
+    ec.engine_stderr = g->engine_log;
     for (int32_t i = 0; i < g->n_opp; i++) {
         ec.seed = (g->seed ^ (uint64_t)g->cycle ^ ((uint64_t)g->opp[i] << 32)) | 1;
         atomic_store(&g->base, g->opp[i]);
-        g->rc[i] = match_play_cycles(g->run_dir, (int32_t)g->cycle, (int32_t)g->opp[i], &ec, &g->res[i],
-                                     g->err[i], sizeof g->err[i]);
+        if (g->opp[i] >= 0)
+            g->rc[i] = match_play_cycles(g->run_dir, (int32_t)g->cycle, (int32_t)g->opp[i], &ec, &g->res[i],
+                                         g->err[i], sizeof g->err[i]);
+        else
+            g->rc[i] = match_play_engine(g->run_dir, g->model_path, g->eng[OPP_ENGINE(g->opp[i])], &ec, &g->res[i],
+                                         g->err[i], sizeof g->err[i]);
     }
     atomic_store(&g->done, 1);
     return NULL;
@@ -161,8 +195,17 @@ static void eval_report(sp_gauntlet_t *g) {
     int32_t played = 0;
     for (int32_t i = 0; i < g->n_opp; i++) {
         int64_t b = g->opp[i];
+        char bn[MATCH_ENGINE_NAME_MAX];
+        opp_name(g, b, bn, sizeof bn);
+        if (g->rc[i] != 0 && b < 0 && g->res[i].engine_failed) { /* said once: the engine is left out */
+            int32_t k = OPP_ENGINE(b);
+            glog(g, "warning: gauntlet-engine%d '%s' cannot be played: %s; the gauntlet goes on without it", k + 1,
+                 bn, g->err[i]);
+            g->eng_off[k] = true;
+            continue;
+        }
         if (g->rc[i] != 0) {
-            glog(g, "warning: eval: model %" PRId64 " vs %" PRId64 " failed: %s", c, b, g->err[i]);
+            glog(g, "warning: eval: model %" PRId64 " vs %s failed: %s", c, bn, g->err[i]);
             if (strstr(g->err[i], RUN_DB)) { /* the database, not the match, failed */
                 g->db_failures++;
                 snprintf(g->db_failure, sizeof g->db_failure, "%.700s", g->err[i]);
@@ -170,9 +213,9 @@ static void eval_report(sp_gauntlet_t *g) {
             continue;
         }
         const match_play_result_t *r = &g->res[i];
-        glog(g, "eval: model %" PRId64 " vs %" PRId64 ": +%d =%d -%d, Elo %+.0f [%+.0f, %+.0f] (%.1f plies/game, "
+        glog(g, "eval: model %" PRId64 " vs %s: +%d =%d -%d, Elo %+.0f [%+.0f, %+.0f] (%.1f plies/game, "
                 "%.1f s%s)",
-             c, b, r->wins, r->draws, r->losses, r->elo.elo, r->elo.elo_lo, r->elo.elo_hi, r->avg_plies, r->seconds,
+             c, bn, r->wins, r->draws, r->losses, r->elo.elo, r->elo.elo_lo, r->elo.elo_hi, r->avg_plies, r->seconds,
              r->match_id ? "" : "; no matches row");
         played++;
     }
@@ -218,6 +261,8 @@ static int32_t gauntlet_of(const sp_gauntlet_t *g, int64_t c, int64_t *opp) {
         for (int32_t j = 0; j < n; j++) dup |= opp[j] == want[i];
         if (!dup) opp[n++] = want[i];
     }
+    for (int32_t k = 0; k < SP_ENGINES_MAX; k++) /* then every outside engine still in play */
+        if (g->eng[k] && !g->eng_off[k]) opp[n++] = ENGINE_OPP(k);
     return n;
 }
 
@@ -228,10 +273,12 @@ static bool eval_done_before(sp_gauntlet_t *g, int64_t a, int64_t b, int64_t *op
     int32_t n = 0;
     bool rated = false;
     if (db_matches_list(g->rdb, (int32_t)a, &ms, &n) != DB_OK) return false;
-    int64_t ida = model_id(g, a), idb = model_id(g, b);
+    int64_t ida = model_id(g, a), idb = b >= 0 ? model_id(g, b) : 0;
+    const char *label = b < 0 ? g->eng[OPP_ENGINE(b)]->label : "";
     for (int32_t i = 0; i < n; i++) {
         const db_match_t *m = &ms[i];
         if (m->model_a != ida || m->model_b != idb || strncmp(m->settings, "eval ", 5) != 0) continue;
+        if (b < 0 && strcmp(m->engine_b, label) != 0) continue; /* another engine */
         if (isfinite(m->elo)) rated = true;
         else if (open_id) *open_id = m->id, *open_games = m->games;
     }
@@ -261,7 +308,13 @@ static void eval_start_next(sp_gauntlet_t *g) {
     int64_t c = g->queue[0];
     memmove(g->queue, g->queue + 1, (size_t)(--g->n_queue) * sizeof *g->queue);
     g->cycle = c;
-    int64_t opp[SP_GAUNTLET_MAX];
+    db_model_t mc;
+    if (db_model_by_cycle(g->rdb, (int32_t)c, &mc) != DB_OK) {
+        glog(g, "warning: eval: model %" PRId64 " is not in the models table; it is not evaluated", c);
+        return;
+    }
+    snprintf(g->model_path, sizeof g->model_path, "%s", mc.path);
+    int64_t opp[SP_OPP_MAX];
     int32_t n = gauntlet_of(g, c, opp);
     g->n_opp = 0;
     for (int32_t i = 0; i < n; i++) /* a replayed evaluation plays only what is missing */
@@ -280,9 +333,9 @@ static void eval_start_next(sp_gauntlet_t *g) {
         return;
     }
     g->running = true;
-    char who[96] = "";
+    char who[512] = "", bn[MATCH_ENGINE_NAME_MAX];
     for (int32_t i = 0; i < g->n_opp; i++)
-        snprintf(who + strlen(who), sizeof who - strlen(who), "%s%" PRId64, i ? ", " : "", g->opp[i]);
+        snprintf(who + strlen(who), sizeof who - strlen(who), "%s%s", i ? ", " : "", opp_name(g, g->opp[i], bn, sizeof bn));
     glog(g, "eval: model %" PRId64 " vs %s: %lld games in all x %lld visits started", c, who,
          (long long)g->cfg->eval_games, (long long)g->cfg->eval_visits);
 }
@@ -329,7 +382,7 @@ int32_t sp_gauntlet_resume(sp_gauntlet_t *g, int64_t latest) {
     int64_t k = g->cfg->eval_every;
     int32_t queued = 0;
     for (int64_t c = k; k > 0 && c <= latest; c += k) {
-        int64_t opp[SP_GAUNTLET_MAX], open_id = 0, open_games = 0;
+        int64_t opp[SP_OPP_MAX], open_id = 0, open_games = 0;
         int32_t n = gauntlet_of(g, c, opp), missing = 0;
         for (int32_t i = 0; i < n; i++) missing += !eval_done_before(g, c, opp[i], &open_id, &open_games);
         if (!missing || (!open_id && c != latest)) continue;

@@ -4,9 +4,16 @@
  * Owns: when and against whom a net is evaluated, the match thread, and the
  * rating that results. When model c is published (c >= K, c % K == 0, K =
  * --eval-every) it plays, one match after the other, up to --gauntlet
- * earlier nets: c-K, cycle 0, the net halfway, a quarter of the way
- * (match/play.h: --eval-games in all, shared, at --eval-visits, on the CPU
- * backend, recorded game by game in koma.db by its own connection). Then
+ * earlier nets: c-K, cycle 0, the net halfway, a quarter of the way, and
+ * then every outside USI engine given as --gauntlet-engine1..4 (match/engine.h:
+ * a label that names it in the rating list, its command, setoption pairs,
+ * a byoyomi, node or depth budget), the same engines for every net and
+ * every run, so they anchor the scale (match/play.h: --eval-games in all,
+ * shared, at --eval-visits, on the CPU backend, recorded game by game in
+ * koma.db by its own connection; the engines' stderr goes to
+ * <run>/engines.log). An engine that cannot be started or restarted gets
+ * one warning naming it and is left out for the rest of the session; every
+ * wait for an engine is bounded (match_play_engine). Then
  * the joint rating list over every match of the run (match/rating.h) places
  * it, and its rating goes into its cycle_metrics row through the writer.
  * One evaluation at a time, on a thread of its own so that self-play never

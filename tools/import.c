@@ -43,7 +43,7 @@
 
 #include "compat/compat.h"
 #include "compat/status.h"
-#include "data/config.h"
+#include "config/config.h"
 #include "data/db.h"
 #include "data/run.h"
 #include "data/record.h"

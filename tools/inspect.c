@@ -151,7 +151,7 @@ static int inspect_db(const char *path) {
             }
             printf("\n");
         }
-        if (isfinite(thr_lo) && thr_hi <= -1.0) printf("    resignation off (threshold %.2f)\n", thr_hi);
+        if (isfinite(thr_lo) && thr_hi <= 0.0) printf("    resignation off\n");
         else if (isfinite(thr_lo) && thr_lo == thr_hi) printf("    resign threshold %.2f\n", thr_lo);
         else if (isfinite(thr_lo)) printf("    resign threshold %.2f to %.2f\n", thr_lo, thr_hi);
     }

@@ -674,7 +674,7 @@ static void resign_threshold_text(const report_run_t *r, char *buf, size_t len) 
         if (isfinite(t)) lo = fmin(lo, t), hi = fmax(hi, t);
     }
     if (!isfinite(lo)) snprintf(buf, len, "resign threshold not recorded");
-    else if (hi <= -1.0) snprintf(buf, len, "resignation off (threshold %.2f)", hi);
+    else if (hi <= 0.0) snprintf(buf, len, "resignation off");
     else if (lo == hi) snprintf(buf, len, "resign threshold %.2f", lo);
     else snprintf(buf, len, "resign threshold %.2f to %.2f", lo, hi);
 }
@@ -726,7 +726,7 @@ static void resign_table(sb_t *o, const report_run_t *r) {
                         ? 100.0 * (double)m->false_resign / (double)m->would_resign
                         : NAN,
                  "%.1f%%");
-        if (isfinite(m->resign_threshold) && m->resign_threshold <= -1.0) sb_printf(o, "<td>off</td>");
+        if (isfinite(m->resign_threshold) && m->resign_threshold <= 0.0) sb_printf(o, "<td>off</td>");
         else cell_num(o, m->resign_threshold, "%.2f");
         sb_printf(o, "</tr>");
     }

@@ -2,11 +2,13 @@
  *
  *   usi-match --engine1 CMD --engine2 CMD [options]
  *
- * Owns: talking USI to engine processes (compat_proc_*), clocks, the game
- * schedule (openings, colours, concurrency), CSA records, the summary.
- * Does not own: any rule (match/referee.h judges every move with
- * engine/rules.h), the Elo formulas (referee.h), the database (data/db.h;
- * match games go through ref_store_match_game).
+ * Owns: clocks, the game schedule (openings, colours, concurrency), CSA
+ * records, the summary.
+ * Does not own: the engine processes and their USI exchanges
+ * (match/engine.h, shared with the in-loop gauntlet), any rule
+ * (match/referee.h judges every move with engine/rules.h), the Elo formulas
+ * (referee.h), the database (data/db.h; match games go through
+ * ref_store_match_game).
  *
  * Engine commands are split into words at spaces; "double" or 'single'
  * quotes group words (no other escapes, no shell). Each engine gets
@@ -63,10 +65,11 @@
 #include "data/run.h"
 #include "engine/position.h"
 #include "engine/sfen.h"
+#include "match/engine.h"
 #include "match/referee.h"
 #include "tools/strbuf.h"
 
-enum { MAX_OPTIONS = 64, MAX_WORDS = 64, LINE_MAX_ = 1 << 15, NAME_MAX_ = 64 };
+enum { MAX_OPTIONS = MATCH_ENGINE_OPTIONS_MAX, NAME_MAX_ = MATCH_ENGINE_NAME_MAX };
 
 /* ---- settings ------------------------------------------------------------------ */
 typedef struct {
@@ -88,13 +91,6 @@ typedef struct {
     int64_t progress_s; /* seconds between score lines off a terminal (0: 30) */
 } match_cfg_t;
 
-/* ---- an engine process --------------------------------------------------------- */
-typedef struct {
-    compat_proc_t *proc;
-    char name[NAME_MAX_];
-    int alive;
-} engine_t;
-
 static void msgf(char *dst, size_t len, const char *fmt, ...) PRINTF_LIKE(3, 4);
 static void msgf(char *dst, size_t len, const char *fmt, ...) {
     if (!dst || !len) return;
@@ -104,113 +100,16 @@ static void msgf(char *dst, size_t len, const char *fmt, ...) {
     va_end(ap);
 }
 
-/* Splits cmd into words (quotes group). Returns the count; -1 when unbalanced. */
-static int split_words(const char *cmd, char *buf, size_t buflen, char **words, int max) {
-    int n = 0;
-    size_t o = 0;
-    const char *p = cmd;
-    for (;;) {
-        while (*p && isspace((unsigned char)*p)) p++;
-        if (!*p) break;
-        if (n >= max - 1 || o >= buflen - 1) return -1;
-        words[n++] = buf + o;
-        while (*p && !isspace((unsigned char)*p)) {
-            if (*p == '"' || *p == '\'') {
-                char q = *p++;
-                while (*p && *p != q) {
-                    if (o >= buflen - 2) return -1;
-                    buf[o++] = *p++;
-                }
-                if (*p != q) return -1;
-                p++;
-            } else {
-                if (o >= buflen - 2) return -1;
-                buf[o++] = *p++;
-            }
-        }
-        buf[o++] = 0;
-    }
-    words[n] = NULL;
-    return n;
-}
-
-static void engine_close(engine_t *e) {
-    if (!e->proc) return;
-    if (e->alive) {
-        compat_proc_write_line(e->proc, "quit");
-        if (compat_proc_wait(e->proc, 1000, NULL) != 0) compat_proc_kill(e->proc);
-    }
-    compat_proc_free(e->proc);
-    e->proc = NULL;
-    e->alive = 0;
-}
-
-/* Reads lines until one starts with `want` (a whole word); id name lines are
- * remembered. 0, or -1 with err. */
-static int engine_expect(engine_t *e, const char *want, int64_t timeout_ms, const char *label, char *err, size_t errlen) {
-    char line[LINE_MAX_];
-    int64_t deadline = compat_now_ms() + timeout_ms;
-    size_t wl = strlen(want);
-    for (;;) {
-        int64_t left = deadline - compat_now_ms();
-        int32_t n = compat_proc_read_line(e->proc, line, sizeof line, left < 0 ? 0 : left);
-        if (n == COMPAT_PROC_EOF) {
-            msgf(err, errlen, "%s exited while we waited for '%s'", label, want);
-            e->alive = 0;
-            return -1;
-        }
-        if (n == COMPAT_PROC_TIMEOUT) {
-            msgf(err, errlen, "%s did not send '%s' within %lld ms", label, want, (long long)timeout_ms);
-            return -1;
-        }
-        if (strncmp(line, "id name ", 8) == 0 && !e->name[0]) msgf(e->name, sizeof e->name, "%s", line + 8);
-        if (strncmp(line, want, wl) == 0 && (line[wl] == 0 || isspace((unsigned char)line[wl]))) return 0;
-    }
-}
-
-/* Starts the engine and takes it through usi / setoption / isready. */
-static int engine_open(engine_t *e, const engine_spec_t *spec, const match_cfg_t *cfg, const char *label, char *err,
-                       size_t errlen) {
-    char buf[4096], *words[MAX_WORDS];
-    memset(e, 0, sizeof *e);
-    if (split_words(spec->cmd, buf, sizeof buf, words, MAX_WORDS) <= 0) {
-        msgf(err, errlen, "%s: cannot split the command '%s' into words (empty, unbalanced quotes or too long)", label,
-             spec->cmd);
-        return -1;
-    }
-    char e2[512];
-    e->proc = compat_proc_spawn((const char *const *)words, cfg->stderr_path, e2, sizeof e2);
-    if (!e->proc) {
-        msgf(err, errlen, "%s: %s", label, e2);
-        return -1;
-    }
-    e->alive = 1;
-    if (compat_proc_write_line(e->proc, "usi") != 0 ||
-        engine_expect(e, "usiok", cfg->init_timeout_ms, label, e2, sizeof e2) != 0)
-        goto fail;
-    for (int32_t i = 0; i < spec->n_options; i++) {
-        const char *o = spec->options[i], *eq = strchr(o, '=');
-        char cmd[1024];
-        if (eq) msgf(cmd, sizeof cmd, "setoption name %.*s value %s", (int)(eq - o), o, eq + 1);
-        else msgf(cmd, sizeof cmd, "setoption name %s", o); /* a button */
-        if (compat_proc_write_line(e->proc, cmd) != 0) {
-            msgf(e2, sizeof e2, "%s exited during setoption", label);
-            goto fail;
-        }
-    }
-    if (compat_proc_write_line(e->proc, "isready") != 0 ||
-        engine_expect(e, "readyok", cfg->init_timeout_ms, label, e2, sizeof e2) != 0)
-        goto fail;
-    if (spec->name) msgf(e->name, sizeof e->name, "%s", spec->name);
-    if (!e->name[0]) msgf(e->name, sizeof e->name, "%s", words[0]);
-    return 0;
-fail:
-    msgf(err, errlen, "%s", e2);
-    e->alive = 0;
-    compat_proc_kill(e->proc);
-    compat_proc_free(e->proc);
-    e->proc = NULL;
-    return -1;
+/* Starts engine k of the match (match/engine.h) with its --optionK settings. */
+static int engine_open(match_engine_t *e, const engine_spec_t *spec, const match_cfg_t *cfg, const char *label,
+                       char *err, size_t errlen) {
+    match_engine_spec_t ms;
+    memset(&ms, 0, sizeof ms);
+    ms.cmd = spec->cmd;
+    ms.name = spec->name;
+    ms.n_options = spec->n_options;
+    for (int32_t i = 0; i < spec->n_options; i++) ms.options[i] = spec->options[i];
+    return match_engine_open(e, &ms, cfg->stderr_path, cfg->init_timeout_ms, label, err, errlen);
 }
 
 /* ---- the schedule and the results -------------------------------------------------- */
@@ -352,42 +251,6 @@ static int write_csa(const match_t *m, int32_t gi, const ref_game_t *g, const in
 }
 
 /* ---- one game ----------------------------------------------------------------------------- */
-/* "position startpos moves ..." for the game so far. */
-static char *position_cmd(const ref_game_t *g) {
-    size_t cap = 32 + sizeof g->start + (size_t)g->n_moves * MOVE_USI_MAX;
-    char *s = malloc(cap), *p = s;
-    if (!s) return NULL;
-    if (strcmp(g->start, "startpos") == 0) p += sprintf(p, "position startpos");
-    else p += sprintf(p, "position sfen %s", g->start);
-    if (g->n_moves > 0) p += sprintf(p, " moves");
-    for (int32_t i = 0; i < g->n_moves; i++) {
-        *p++ = ' ';
-        p += move_to_usi(g->moves[i], p);
-    }
-    *p = 0;
-    return s;
-}
-
-/* Waits for "bestmove"; copies its move word into mv. Returns 0, or
- * COMPAT_PROC_TIMEOUT / COMPAT_PROC_EOF. */
-static int read_bestmove(engine_t *e, int64_t timeout_ms, char *mv, size_t mvlen) {
-    static KOMA_THREAD_LOCAL char line[LINE_MAX_];
-    int64_t deadline = compat_now_ms() + timeout_ms;
-    for (;;) {
-        int64_t left = deadline - compat_now_ms();
-        int32_t n = compat_proc_read_line(e->proc, line, sizeof line, left < 0 ? 0 : left);
-        if (n < 0) return n;
-        if (strncmp(line, "bestmove", 8) == 0 && (line[8] == 0 || line[8] == ' ')) {
-            const char *p = line + 8;
-            while (*p == ' ') p++;
-            size_t k = 0;
-            while (p[k] && p[k] != ' ') k++;
-            msgf(mv, mvlen, "%.*s", (int)k, p);
-            return 0;
-        }
-    }
-}
-
 /* "engineK: <name>", the players' names in the games and the matches row. */
 static void player_name(const match_t *m, int k, char *buf, size_t len) {
     msgf(buf, len, "engine%d: %s", k + 1, m->names[k][0] ? m->names[k] : m->cfg->eng[k].cmd);
@@ -419,7 +282,7 @@ static void store_game(match_t *m, int32_t gi, const ref_game_t *g, int e1_black
 
 /* Plays game gi with the slot's engines (eng[0] = engine1). Returns 0, or -1
  * when the game was abandoned (Ctrl-C, an engine that cannot start). */
-static int play_game(match_t *m, engine_t eng[2], int32_t gi, ref_game_t *g, int64_t *times_ms) {
+static int play_game(match_t *m, match_engine_t eng[2], int32_t gi, ref_game_t *g, int64_t *times_ms) {
     const match_cfg_t *cfg = m->cfg;
     int e1_black = gi % 2 == 0;
     int opening = m->openings ? (gi / 2) % m->n_openings : -1;
@@ -432,7 +295,7 @@ static int play_game(match_t *m, engine_t eng[2], int32_t gi, ref_game_t *g, int
     for (int k = 0; k < 2; k++) {
         char label[32];
         msgf(label, sizeof label, "engine%d", k + 1);
-        if (eng[k].proc && !eng[k].alive) engine_close(&eng[k]);
+        if (eng[k].proc && !eng[k].alive) match_engine_close(&eng[k]);
         if (!eng[k].proc && engine_open(&eng[k], &cfg->eng[k], cfg, label, err, sizeof err) != 0) {
             set_fatal(m, err);
             return -1;
@@ -447,11 +310,11 @@ static int play_game(match_t *m, engine_t eng[2], int32_t gi, ref_game_t *g, int
         msgf(label, sizeof label, "engine%d", k + 1);
         for (int attempt = 0;; attempt++) {
             if (compat_proc_write_line(eng[k].proc, "isready") == 0 &&
-                engine_expect(&eng[k], "readyok", cfg->init_timeout_ms, label, err, sizeof err) == 0 &&
+                match_engine_expect(&eng[k], "readyok", cfg->init_timeout_ms, label, err, sizeof err) == 0 &&
                 compat_proc_write_line(eng[k].proc, "usinewgame") == 0)
                 break;
             eng[k].alive = 0;
-            engine_close(&eng[k]);
+            match_engine_close(&eng[k]);
             if (attempt == 1 || engine_open(&eng[k], &cfg->eng[k], cfg, label, err, sizeof err) != 0) {
                 set_fatal(m, err);
                 return -1;
@@ -465,8 +328,8 @@ static int play_game(match_t *m, engine_t eng[2], int32_t gi, ref_game_t *g, int
         if (compat_stop_requested()) return -1;
         color_t side = ref_game_side(g);
         int k = (side == COLOR_BLACK) == e1_black ? 0 : 1;
-        engine_t *e = &eng[k];
-        char *pos_cmd = position_cmd(g), go[160], detail[REF_DETAIL_MAX];
+        match_engine_t *e = &eng[k];
+        char *pos_cmd = match_engine_position_cmd(g), go[160], detail[REF_DETAIL_MAX];
         if (!pos_cmd) {
             set_fatal(m, "out of memory");
             return -1;
@@ -483,7 +346,7 @@ static int play_game(match_t *m, engine_t eng[2], int32_t gi, ref_game_t *g, int
         if (wrc == 0) wrc = compat_proc_write_line(e->proc, go);
         int64_t allowed = clock_ms[side] + (cfg->inc_ms > 0 ? cfg->inc_ms : cfg->byoyomi_ms);
         char mv[64] = "";
-        int rc = wrc == 0 ? read_bestmove(e, allowed + cfg->tolerance_ms, mv, sizeof mv) : COMPAT_PROC_EOF;
+        int rc = wrc == 0 ? match_engine_bestmove(e, allowed + cfg->tolerance_ms, mv, sizeof mv) : COMPAT_PROC_EOF;
         int64_t used = compat_now_ms() - t0;
         times_ms[g->n_moves] = used;
         if (rc == COMPAT_PROC_EOF) {
@@ -500,7 +363,7 @@ static int play_game(match_t *m, engine_t eng[2], int32_t gi, ref_game_t *g, int
             ref_game_forfeit(g, side, RULES_END_TIME, false, detail);
             if (rc == COMPAT_PROC_TIMEOUT) { /* make it stop, or replace it */
                 char tmp[64];
-                if (compat_proc_write_line(e->proc, "stop") != 0 || read_bestmove(e, 1000, tmp, sizeof tmp) != 0)
+                if (compat_proc_write_line(e->proc, "stop") != 0 || match_engine_bestmove(e, 1000, tmp, sizeof tmp) != 0)
                     e->alive = 0;
             }
             break;
@@ -553,7 +416,7 @@ static int play_game(match_t *m, engine_t eng[2], int32_t gi, ref_game_t *g, int
 
 static void *slot_thread(void *arg) {
     match_t *m = arg;
-    engine_t eng[2];
+    match_engine_t eng[2];
     memset(eng, 0, sizeof eng);
     ref_game_t *g = ref_game_new();
     int64_t *times_ms = malloc(sizeof(int64_t) * POS_HIST_MAX);
@@ -565,8 +428,8 @@ static void *slot_thread(void *arg) {
         if (gi >= m->cfg->games) break;
         if (play_game(m, eng, gi, g, times_ms) != 0) break;
     }
-    engine_close(&eng[0]);
-    engine_close(&eng[1]);
+    match_engine_close(&eng[0]);
+    match_engine_close(&eng[1]);
     free(times_ms);
     ref_game_free(g);
     return NULL;

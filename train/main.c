@@ -28,7 +28,10 @@
  *
  * Output: the final net (with optimizer state) goes to --out PATH, or by
  * default to the run's next cycle, models/<cycle>.safetensors, registered in
- * koma.db (file first, then the row). Offline steps are not written to the
+ * koma.db (file first, then the row). A run with no model at all first gets
+ * the untrained net as cycle 0, as a self-play run starts (the anchor of its
+ * rating list: the trained net, cycle 1, is then rated against it), so
+ * `selfplay --run DIR` afterwards continues from cycle 1 with cycle 2. Offline steps are not written to the
  * train_steps table (their step numbers would collide with the run's).
  *
  * More than one process (`mpirun -np N train --from-games ...`, dist/): the
@@ -54,7 +57,7 @@
 #include "compat/compat.h"
 #include "compat/status.h"
 #include "nn/backend.h"
-#include "data/config.h"
+#include "config/config.h"
 #include "data/db.h"
 #include "data/run.h"
 #include "data/shard.h"
@@ -313,6 +316,39 @@ static int offline_open(offline_t *o, const char *config_text) {
     return 0;
 }
 
+/* A run without any model gets the new, untrained net as its cycle 0 before
+ * training starts, as a self-play run does: the rating list's anchor, so
+ * the trained net (the next cycle) is rated against where it started.
+ * Nothing with --out, on other ranks, or when the run has a model. 0, or
+ * -1 with the message printed. */
+static int register_start(offline_t *o) {
+    if (g_rank != 0 || g_out[0]) return 0;
+    char err[2048];
+    db_model_t latest;
+    db_status_t st = db_model_latest(o->db, &latest);
+    if (st == DB_OK) return 0;
+    if (st != DB_NOTFOUND) {
+        fprintf(stderr, "train: %s\n", db_errmsg(o->db));
+        return -1;
+    }
+    db_model_t mr;
+    memset(&mr, 0, sizeof mr);
+    mr.cycle = 0;
+    mr.loss_policy = mr.loss_value = mr.loss_legal = mr.loss_total = NAN;
+    db_run_t rr;
+    if (db_run_latest(o->db, &rr) == DB_OK) {
+        mr.run_id = rr.id;
+        db_run_clear(&rr);
+    }
+    if (train_model_save(o->writer, o->run, o->tn.net, o->tn.nt, &mr, NULL, err, sizeof err) != 0) {
+        fprintf(stderr, "train: %s\n", err);
+        return -1;
+    }
+    printf("wrote %s/%s, the untrained net, registered as cycle 0 (the anchor of the run's rating list)\n", o->run,
+           mr.path);
+    return 0;
+}
+
 /* The net: the checkpoint's (weights and optimizer state), or a new one. */
 static int offline_net(offline_t *o) {
     char err[2048];
@@ -328,7 +364,7 @@ static int offline_net(offline_t *o) {
             fprintf(stderr, "train: %s\n", err);
             return -1;
         }
-        return 0;
+        return register_start(o);
     }
     if (train_net_load(o->be, cfg, rows, o->ckpt, 1, &o->tn, err, sizeof err) != 0) {
         fprintf(stderr, "train: %s\n(pass --fresh to start over)\n", err);

@@ -61,7 +61,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "data/config.h"
+#include "config/config.h"
 #include "data/writer.h"
 #include "nn/net.h"
 #include "nn/server.h"

@@ -31,7 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "data/config.h"
+#include "config/config.h"
 #include "usi/out.h"
 
 typedef struct {

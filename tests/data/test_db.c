@@ -449,12 +449,12 @@ static void test_round_trips(void) {
     cm.no_resign_games = 3;
     cm.would_resign = 2;
     cm.false_resign = 1;
-    cm.resign_threshold = -0.9;
+    cm.resign_threshold = 0.05;
     CHECK_OK(db, db_cycle_metrics_put(db, &cm));
     CHECK_OK(db, db_cycle_metrics_get(db, 1, &cg));
     CHECK(cg.cycle == 1 && cg.model_id == m1 && cg.games == 4 && cg.positions == 75 && cg.evals_per_s == 12000 &&
           cg.avg_batch == 230.5 && cg.busy_pct == 87.5 && cg.black_wins == 2 && cg.draws == 1 && isnan(cg.elo));
-    CHECK(cg.no_resign_games == 3 && cg.would_resign == 2 && cg.false_resign == 1 && cg.resign_threshold == -0.9);
+    CHECK(cg.no_resign_games == 3 && cg.would_resign == 2 && cg.false_resign == 1 && cg.resign_threshold == 0.05);
     /* Resignation figures that do not nest are refused before anything is written. */
     db_cycle_metrics_t badm = cm;
     badm.false_resign = 3;
@@ -943,9 +943,9 @@ static void test_migration(void) {
                        "'match_games')") == 0);
 
     /* A version from the future is refused, naming the file. */
-    sql_raw(plain, "PRAGMA user_version = 5");
+    sql_raw(plain, "PRAGMA user_version = 6");
     CHECK(db_open(plain, 0, &db, err, sizeof err) == DB_SCHEMA && db == NULL);
-    CHECK(starts_with(err, plain) && contains(err, "schema version 5 is newer than this build"));
+    CHECK(starts_with(err, plain) && contains(err, "schema version 6 is newer than this build"));
 }
 
 /* ---- schema v2 -> v3 -------------------------------------------------------------------- */
@@ -1104,10 +1104,10 @@ static void test_migration_v2(void) {
     /* A new cycle written by this version records them. */
     db_cycle_metrics_init(&m, 3);
     m.games = 10, m.black_wins = 5, m.white_wins = 4, m.draws = 1;
-    m.no_resign_games = 2, m.would_resign = 2, m.false_resign = 0, m.resign_threshold = -0.9;
+    m.no_resign_games = 2, m.would_resign = 2, m.false_resign = 0, m.resign_threshold = 0.05;
     CHECK_OK(db, db_cycle_metrics_put(db, &m));
     CHECK_OK(db, db_cycle_metrics_get(db, 3, &m));
-    CHECK(m.no_resign_games == 2 && m.would_resign == 2 && m.false_resign == 0 && m.resign_threshold == -0.9);
+    CHECK(m.no_resign_games == 2 && m.would_resign == 2 && m.false_resign == 0 && m.resign_threshold == 0.05);
     CHECK(sql_try(path, "UPDATE cycle_metrics SET false_resign = 3 WHERE cycle = 3", msg, sizeof msg) ==
               SQLITE_CONSTRAINT && contains(msg, "CHECK"));
     CHECK(sql_try(path, "UPDATE cycle_metrics SET no_resign_games = -1 WHERE cycle = 3", msg, sizeof msg) ==
@@ -1135,7 +1135,7 @@ static void test_migration_v2(void) {
 }
 
 /* ---- schema v3 -> v4 -------------------------------------------------------------------- */
-/* v3's own delta over v2, frozen as the v3 code wrote it (db.c v3_cycle_metrics). */
+/* What version 3 added on top of v2, as data/db.c released it (a copy). */
 static const char v3_delta[] =
     "ALTER TABLE cycle_metrics ADD COLUMN no_resign_games INTEGER CHECK (no_resign_games >= 0);"
     "ALTER TABLE cycle_metrics ADD COLUMN would_resign INTEGER "
@@ -1144,11 +1144,19 @@ static const char v3_delta[] =
     "  CHECK (false_resign >= 0 AND false_resign <= would_resign);"
     "ALTER TABLE cycle_metrics ADD COLUMN resign_threshold REAL;";
 
-/* A v3 file (v2's rows plus a cycle with its resignation check) migrates to
- * v4 keeping every row; its games have no rank or host (NULL), games stored
- * afterwards with a host get both, and the schema is a new database's. */
+/* v3 rows: the v2 cycles (no resignation check recorded) and cycles 3..7 as
+ * v3 self-play wrote them, its threshold in W-L (<= -1: off). */
+static const char v3_rows[] =
+    "INSERT INTO cycle_metrics(cycle, started, games, black_wins, white_wins, draws, no_resign_games, would_resign,"
+    "  false_resign, resign_threshold) VALUES"
+    "  (3, 1.7e9 + 200, 10, 5, 4, 1, 2, 1, 0, -0.9),"
+    "  (4, 1.7e9 + 300, 10, 5, 4, 1, 2, 0, 0, -1.0),"
+    "  (5, 1.7e9 + 400, 10, 5, 4, 1, 2, 0, 0, -2.0),"
+    "  (6, 1.7e9 + 500, 10, 5, 4, 1, 2, 2, 1, 0.5),"
+    "  (7, 1.7e9 + 600, 10, 5, 4, 1, 0, 0, 0, 1.0);";
+
 static void test_migration_v3(void) {
-    char err[DB_ERR_MAX], msg[512];
+    char err[DB_ERR_MAX], msg[128];
     db_t *db = NULL;
     const char *path = tmp_db("v3.db");
     sql_raw(path, v1_schema);
@@ -1160,17 +1168,77 @@ static void test_migration_v3(void) {
     sql_raw(path, sql);
     sql_raw(path, "PRAGMA foreign_keys = ON;");
     sql_raw(path, v2_rows);
+    sql_raw(path, v3_rows);
+    CHECK(sql_int(path, "PRAGMA user_version") == 3 && sql_int(path, "SELECT count(*) FROM cycle_metrics") == 7);
+    /* Every table but the converted column, before and after. */
+    static char before[V2_TABLES][DIGEST_MAX], after[DIGEST_MAX];
+    const char *cm_cols = "cycle, model_id, started, finished, games, positions, selfplay_s, train_s, positions_per_s, "
+                          "evals_per_s, avg_batch, busy_pct, avg_plies, black_wins, white_wins, draws, elo, elo_lo, "
+                          "elo_hi, no_resign_games, would_resign, false_resign";
+    for (int t = 0; t < V2_TABLES; t++)
+        rows_digest(path, v2_tables[t][0], strcmp(v2_tables[t][0], "cycle_metrics") ? v2_tables[t][1] : cm_cols, "",
+                    before[t]);
+
+    CHECK(db_open(path, DB_OPEN_READONLY, &db, err, sizeof err) == DB_SCHEMA && db == NULL);
+    snprintf(msg, sizeof msg, "schema version 3 needs migrating to %d", DB_SCHEMA_VERSION);
+    CHECK(starts_with(err, path) && contains(err, msg));
+    CHECK_OK(db, db_open(path, 0, &db, err, sizeof err));
+    CHECK(db && db_schema_version(db) == DB_SCHEMA_VERSION);
+    if (!db) return;
+    /* W-L t becomes the win probability (1 + t) / 2; off (t <= -1) becomes 0; not recorded stays NULL. */
+    const struct { int32_t cycle; double want; } conv[] = {{3, 0.05}, {4, 0.0}, {5, 0.0}, {6, 0.75}, {7, 1.0}};
+    for (size_t i = 0; i < sizeof conv / sizeof conv[0]; i++) {
+        db_cycle_metrics_t m;
+        CHECK_OK(db, db_cycle_metrics_get(db, conv[i].cycle, &m));
+        CHECKF(fabs(m.resign_threshold - conv[i].want) < 1e-12, "cycle %d: threshold %g after v4, want %g",
+               conv[i].cycle, m.resign_threshold, conv[i].want);
+    }
+    db_cycle_metrics_t m;
+    CHECK_OK(db, db_cycle_metrics_get(db, 1, &m));
+    CHECK(isnan(m.resign_threshold) && m.no_resign_games == -1);
+    db_close(db);
+    CHECK(sql_int(path, "PRAGMA user_version") == DB_SCHEMA_VERSION && sql_int(path, "SELECT count(*) FROM cycle_metrics") == 7);
+    for (int t = 0; t < V2_TABLES; t++) {
+        rows_digest(path, v2_tables[t][0], strcmp(v2_tables[t][0], "cycle_metrics") ? v2_tables[t][1] : cm_cols, "",
+                    after);
+        if (strcmp(before[t], after) != 0)
+            fprintf(stderr, "table %s changed:\n  before %.300s\n  after  %.300s\n", v2_tables[t][0], before[t], after);
+        CHECK(strcmp(before[t], after) == 0);
+    }
+    /* Once only: opening again converts nothing twice (0.05 would become 0.525). */
+    CHECK_OK(db, db_open(path, 0, &db, err, sizeof err));
+    db_close(db);
+    CHECK(sql_int(path, "SELECT count(*) FROM cycle_metrics WHERE cycle = 3 AND abs(resign_threshold - 0.05) < 1e-12") == 1);
+}
+
+/* ---- schema v4 -> v5 -------------------------------------------------------------------- */
+/* A v4 file (v2's rows plus a cycle with its resignation check; v4 changed
+ * no table, only the threshold's unit) migrates to v5 keeping every row; its games have no rank or host (NULL), games stored
+ * afterwards with a host get both, and the schema is a new database's. */
+static void test_migration_v4(void) {
+    char err[DB_ERR_MAX], msg[512];
+    db_t *db = NULL;
+    const char *path = tmp_db("v4.db");
+    sql_raw(path, v1_schema);
+    sql_raw(path, v2_delta);
+    sql_raw(path, v3_delta);
+    char sql[160];
+    snprintf(sql, sizeof sql, "PRAGMA application_id = %d; PRAGMA user_version = 4; PRAGMA journal_mode = WAL",
+             DB_APPLICATION_ID);
+    sql_raw(path, sql);
+    sql_raw(path, "PRAGMA foreign_keys = ON;");
+    sql_raw(path, v2_rows);
     sql_raw(path, "UPDATE cycle_metrics SET no_resign_games = 2, would_resign = 1, false_resign = 0, "
-                  "resign_threshold = -0.9 WHERE cycle = 2");
+                  "resign_threshold = 0.05 WHERE cycle = 2");
     static char before[V2_TABLES][DIGEST_MAX], after[DIGEST_MAX];
     for (int t = 0; t < V2_TABLES; t++) rows_digest(path, v2_tables[t][0], v2_tables[t][1], "", before[t]);
 
     CHECK(db_open(path, DB_OPEN_READONLY, &db, err, sizeof err) == DB_SCHEMA && db == NULL);
-    CHECK(starts_with(err, path) && contains(err, "schema version 3 needs migrating to 4"));
+    CHECK(starts_with(err, path) && contains(err, "schema version 4 needs migrating to 5"));
     CHECK_OK(db, db_open(path, 0, &db, err, sizeof err));
-    CHECK(db && db_schema_version(db) == 4);
+    CHECK(db && db_schema_version(db) == 5);
     db_close(db);
-    CHECK(sql_int(path, "PRAGMA user_version") == 4);
+    CHECK(sql_int(path, "PRAGMA user_version") == 5);
     char ok[16];
     sql_text(path, "PRAGMA integrity_check", ok, sizeof ok);
     CHECK(strcmp(ok, "ok") == 0);
@@ -1210,13 +1278,14 @@ static void test_migration_v3(void) {
     CHECK(sql_int(path, "SELECT count(*) FROM games WHERE rank IS NULL AND host IS NULL") == 5);
 
     schema_digest(path, before[0]);
-    const char *fresh = tmp_db("fresh4.db");
+    const char *fresh = tmp_db("fresh5.db");
     CHECK_OK(db, db_open(fresh, 0, &db, err, sizeof err));
     db_close(db);
     schema_digest(fresh, after);
-    if (strcmp(before[0], after) != 0) fprintf(stderr, "new:\n%s\nmigrated from v3:\n%s\n", after, before[0]);
+    if (strcmp(before[0], after) != 0) fprintf(stderr, "new:\n%s\nmigrated from v4:\n%s\n", after, before[0]);
     CHECK(strcmp(before[0], after) == 0);
 }
+
 
 /* ---- match games through db.h ---------------------------------------------------------------- */
 static void test_match_games(void) {
@@ -1577,7 +1646,8 @@ typedef struct {
     atomic_int *done_calls;
     atomic_int *done_ok;
     int sleep_ms;
-    atomic_int *gate; /* when set, the job waits for *gate != 0 before its sleep */
+    atomic_int *gate;    /* when set, the job waits for *gate != 0 before its sleep */
+    atomic_int *entered; /* when set, counts jobs the writer thread has begun */
     int big;          /* games with long move lists: the database must grow */
     char text[64];
 } job_arg_t;
@@ -1590,6 +1660,7 @@ static int job_write(const char *path, void *arg, char *err, size_t errlen) {
 /* Runs on the writer thread: writes and registers a shard of 3 games. */
 static int job_run(db_t *db, void *arg, char *err, size_t errlen) {
     job_arg_t *a = arg;
+    if (a->entered) atomic_fetch_add(a->entered, 1);
     while (a->gate && !atomic_load(a->gate)) compat_sleep_ms(1);
     if (a->sleep_ms) compat_sleep_ms(a->sleep_ms);
     db_shard_t s = shard("", 1, 30);
@@ -1742,7 +1813,7 @@ static void test_writer_producers(void) {
 /* A producer blocked on a full queue, released by stop. */
 typedef struct {
     db_writer_t *w;
-    atomic_int *done_calls, *done_ok, *gate;
+    atomic_int *done_calls, *done_ok, *gate, *entered;
     int results[64];
     int n;
 } blocked_t;
@@ -1758,6 +1829,7 @@ static void *blocked_main(void *arg) {
         a->done_calls = b->done_calls;
         a->done_ok = b->done_ok;
         a->gate = b->gate;
+        a->entered = b->entered;
         db_job_t j = {job_run, job_done, a};
         b->results[b->n] = db_writer_submit(b->w, &j, -1);
         if (b->results[b->n] != DB_OK) {
@@ -1794,17 +1866,20 @@ static void test_writer_shutdown(void) {
     /* The job in flight waits at the gate until the full-queue checks are
      * done, so no slot can open under them (a 100 ms sleep alone could end
      * during them on a loaded machine). */
-    atomic_int done_calls = 0, done_ok = 0, gate = 0;
-    blocked_t b = {w, &done_calls, &done_ok, &gate, {0}, 0};
+    atomic_int done_calls = 0, done_ok = 0, gate = 0, entered = 0;
+    blocked_t b = {w, &done_calls, &done_ok, &gate, &entered, {0}, 0};
     compat_thread_t th;
     CHECK(compat_thread_create(&th, blocked_main, &b) == 0);
     db_writer_stats_t stats;
-    for (int i = 0; i < 500; i++) { /* until 4 are queued behind the one running */
+    /* Until 4 are queued behind the one running: the first must have left the
+     * queue (entered the writer), or its slot could open under the checks
+     * below (seen under TSan, where the writer thread starts late). */
+    for (int i = 0; i < 2500; i++) {
         db_writer_stats(w, &stats);
-        if (stats.queued == 4) break;
+        if (stats.queued == 4 && atomic_load(&entered) == 1) break;
         compat_sleep_ms(2);
     }
-    CHECK(stats.queued == 4);
+    CHECK(stats.queued == 4 && atomic_load(&entered) == 1);
     /* The queue is full: a submit that does not wait says so. */
     atomic_int extra_calls = 0, extra_ok = 0;
     job_arg_t *extra = calloc(1, sizeof *extra);
@@ -2102,6 +2177,7 @@ int main(int argc, char **argv) {
     test_migration();
     test_migration_v2();
     test_migration_v3();
+    test_migration_v4();
     test_match_games();
     test_transactions();
     test_shard_files();

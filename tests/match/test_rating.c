@@ -136,11 +136,27 @@ static void from_database(void) {
     int32_t n = 0;
     CHECK(rating_list(db, &list, &n, err, sizeof err) == DB_OK && n == 4);
     if (n == 4) {
+        /* before the usi-match row below: the engine's 10 games */
+        CHECK(list[3].games == 10 && list[2].games == 20);
+    }
+    free(list);
+    /* usi-match --run stores "engine2: NAME": the same player as the gauntlet's
+     * label, whichever seat it had (no fifth player); cycle 2 lost 2 more to it. */
+    memset(&m, 0, sizeof m);
+    m.cycle = 2, m.model_a = id[2], m.model_b = 0, m.wins = 0, m.draws = 0, m.losses = 2;
+    snprintf(m.engine_a, sizeof m.engine_a, "engine1: koma");
+    snprintf(m.engine_b, sizeof m.engine_b, "engine2: fairy-stockfish skill 0");
+    snprintf(m.opponent, sizeof m.opponent, "engine2: fairy-stockfish skill 0");
+    m.elo = m.elo_lo = m.elo_hi = NAN;
+    CHECK(db_match_insert(db, &m) == DB_OK);
+    list = NULL;
+    CHECK(rating_list(db, &list, &n, err, sizeof err) == DB_OK && n == 4);
+    if (n == 4) {
         CHECK(list[0].cycle == 0 && list[0].elo == 0.0 && list[1].cycle == 1 && list[2].cycle == 2);
         CHECK(list[3].cycle == -1 && strcmp(list[3].name, "fairy-stockfish skill 0") == 0);
-        CHECK(list[1].elo > 0 && list[1].games == 30 && list[3].games == 10);
+        CHECK(list[1].elo > 0 && list[1].games == 30 && list[3].games == 12);
         /* the same fit by hand: the pairs as the list saw them */
-        rating_pair_t pr[3] = {{1, 0, 20, 13.0}, {2, 1, 10, 5.0}, {3, 2, 10, 3.5}};
+        rating_pair_t pr[3] = {{1, 0, 20, 13.0}, {2, 1, 10, 5.0}, {3, 2, 12, 5.5}};
         rating_player_t q[4];
         CHECK(rating_fit(q, 4, pr, 3, 0, NULL, 0) == 0);
         for (int i = 0; i < 4; i++) CHECK_NEAR(list[i].elo, q[i].elo, 1e-9);

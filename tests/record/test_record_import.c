@@ -245,7 +245,9 @@ static void test_fixtures(void) {
     CHECK(compat_run(argv, &status, err, sizeof err) == 0 && status == 0);
     db = open_run(run);
     db_model_t m;
-    CHECK(db_model_latest(db, &m) == DB_OK && m.cycle == 0 && m.train_steps == 2);
+    /* the untrained net is cycle 0 (the rating anchor), the trained one cycle 1 */
+    CHECK(db_model_latest(db, &m) == DB_OK && m.cycle == 1 && m.train_steps == 2);
+    CHECK(db_model_by_cycle(db, 0, &m) == DB_OK && m.train_steps == 0);
     db_close(db);
 #endif
 }

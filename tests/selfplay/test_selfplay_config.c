@@ -88,7 +88,7 @@ static void test_configs_only_override(void) {
 static void test_defaults(void) {
     table();
     CHECK(g_cfg.visits == 64 && g_cfg.visits_fast == 16 && g_cfg.games_per_cycle == 24 && g_cfg.max_ply == 320 &&
-          !strcmp(g_cfg.search, "gumbel") && !strcmp(g_cfg.backend, "cpu") && g_cfg.resign_threshold == -0.9 &&
+          !strcmp(g_cfg.search, "gumbel") && !strcmp(g_cfg.backend, "cpu") && g_cfg.resign_threshold == 0.05 &&
           g_cfg.progress_s == -1 && g_cfg.tree_reuse == 1);
     CHECK(!strcmp(g_tcfg.net, "4x32") && g_tcfg.batch == 64 && g_tcfg.threads == 1);
     train_config_t t = train_config_default();
@@ -146,11 +146,12 @@ static void test_flags(void) {
     CHECKF(parse(3, a4, err, sizeof err) != CFG_OK && strstr(err, "net"), "--net 6y64: '%s'", err);
     /* the command line wins over the file; negative values parse */
     char *a5[] = {"selfplay", "--visits", "99", "--config", KOMA_SOURCE_DIR "/configs/gpu.ini", "--resign-threshold",
-                  "-0.75", "--no-tree-reuse", "--search", "puct", NULL};
-    CHECKF(parse(10, a5, err, sizeof err) == CFG_OK, "%s", err);
-    CHECKF(g_cfg.visits == 99 && g_cfg.resign_threshold == -0.75 && !g_cfg.tree_reuse && !strcmp(g_cfg.backend, "cuda"),
-           "visits %lld threshold %g reuse %d backend %s", (long long)g_cfg.visits, g_cfg.resign_threshold,
-           g_cfg.tree_reuse, g_cfg.backend);
+                  "0.125", "--no-tree-reuse", "--search", "puct", "--progress", "-1", NULL};
+    CHECKF(parse(12, a5, err, sizeof err) == CFG_OK, "%s", err);
+    CHECKF(g_cfg.visits == 99 && g_cfg.resign_threshold == 0.125 && !g_cfg.tree_reuse && !strcmp(g_cfg.backend, "cuda") &&
+               g_cfg.progress_s == -1,
+           "visits %lld threshold %g reuse %d backend %s progress %g", (long long)g_cfg.visits, g_cfg.resign_threshold,
+           g_cfg.tree_reuse, g_cfg.backend, g_cfg.progress_s);
 
     mcts_params_t p;
     sp_config_mcts(&g_cfg, 5, &p);
@@ -181,6 +182,11 @@ static void test_flag_errors(void) {
     char *a4[] = {"selfplay", "--sync-train", "maybe"};
     CHECKF(parse(3, a4, err, sizeof err) == CFG_ERROR && strstr(err, "sync-train") && strstr(err, "not a boolean"),
            "--sync-train maybe: %s", err);
+    /* The resign threshold is a win probability since schema 4 (USI's unit): an old W-L value is refused. */
+    char *a4b[] = {"selfplay", "--resign-threshold", "-0.9"};
+    CHECKF(parse(3, a4b, err, sizeof err) == CFG_ERROR && strstr(err, "resign-threshold") && strstr(err, "-0.9") &&
+               strstr(err, "win probability"),
+           "--resign-threshold -0.9: %s", err);
     char *a5[] = {"selfplay", "--config", KOMA_SOURCE_DIR "/configs"};
     CHECKF(parse(3, a5, err, sizeof err) == CFG_ERROR && strstr(err, "is a directory"), "--config configs: %s", err);
 }

@@ -11,7 +11,7 @@
  *     resignation, the figures the log reports and the threshold in use;
  *     the resumed cycles play every game without resigning
  *     (--no-resign-fraction 1) at a threshold that every side falls below
- *     (0.9: the tiny nets' values stay near 0), so their no-resign games
+ *     (a win probability of 0.95: the tiny nets' values stay near 0.5), so their no-resign games
  *     are their games, some would have resigned, and every drawn game with
  *     a would-be resigner is a false resignation;
  *   - the same command again has nothing to do and adds no game;
@@ -31,7 +31,7 @@
 #define MAX_PLY 48
 
 /* sync: --sync-train, and every game without resigning (--no-resign-fraction 1)
- * at a threshold every side falls below (0.9; the default is -0.9). */
+ * at a threshold every side falls below (0.95; the default is 0.05). */
 static int run(const char *dir, int cycles, bool sync) {
     char cyc[16], run_dir[700];
     snprintf(cyc, sizeof cyc, "%d", cycles);
@@ -42,7 +42,7 @@ static int run(const char *dir, int cycles, bool sync) {
                     "--progress", "0", "--min-steps-per-cycle", "2", "--max-steps-per-cycle", "4", "--batch", "16",
                     "--window-min", "200", "--seed", "7", "--cpu-threads", "1", "--train-threads", "1",
                     "--cache-mb", "1", "--random-opening", "2", "--eval-every", "1", "--eval-games", "2",
-                    "--eval-visits", "8", "--sync-train", "--no-resign-fraction", "1", "--resign-threshold", "0.9",
+                    "--eval-visits", "8", "--sync-train", "--no-resign-fraction", "1", "--resign-threshold", "0.95",
                     NULL};
     int argc = (int)(sizeof argv / sizeof argv[0]) - (sync ? 1 : 6);
     if (!sync) argv[argc] = NULL;
@@ -188,7 +188,7 @@ static void check_db_facts(const char *dir, int cycles) {
         CHECKF(metric(dir, c, "train_s") > 0, "cycle_metrics %d: train_s %g", c, metric(dir, c, "train_s"));
         double bw = metric(dir, c, "black_wins"), ww = metric(dir, c, "white_wins"), dr = metric(dir, c, "draws");
         CHECKF(bw + ww + dr == GPC, "cycle_metrics %d: results %g + %g + %g", c, bw, ww, dr);
-        check_resign_metrics(db, dir, c, c <= 2 ? -0.9 : 0.9, c > 2);
+        check_resign_metrics(db, dir, c, c <= 2 ? 0.05 : 0.95, c > 2);
         /* The games of cycle c were played by a model of an earlier cycle. */
         each_game_of_cycle(db, c, check_model_earlier, &c);
     }

@@ -125,7 +125,7 @@ static void base_config(sp_config_t *c) {
     c->visits_fast = 8;
     c->full_prob = 0.5;
     c->max_ply = 320;
-    c->resign_threshold = -1.0; /* never */
+    c->resign_threshold = 0.0; /* never */
 }
 
 static void test_full_games(void) {
@@ -186,7 +186,7 @@ static void test_resignation(void) {
     base_config(&c);
     c.max_ply = 30;
     c.random_opening = 0;
-    c.resign_threshold = -0.8;
+    c.resign_threshold = 0.1; /* win probability (1 + W-L) / 2: W-L -0.8 */
     c.resign_consecutive = 2;
     c.no_resign_fraction = 0.0;
     batch_stats_t bs;
@@ -212,12 +212,12 @@ static void test_resignation(void) {
     sp_record_free(r);
     sp_game_free(g);
 
-    /* A threshold of -1 never resigns and never counts. */
-    c.resign_threshold = -1.0;
+    /* A threshold of 0 never resigns and never counts. */
+    c.resign_threshold = 0.0;
     c.no_resign_fraction = 0.0;
     g = sp_game_new(&c, 24, NULL);
     r = play_game(g, NET_BLACK_LOST, 4);
-    CHECKF(r && r->end != RULES_END_RESIGN && r->would_resign == COLOR_NB, "threshold -1: end %s would_resign %d",
+    CHECKF(r && r->end != RULES_END_RESIGN && r->would_resign == COLOR_NB, "threshold 0: end %s would_resign %d",
            r ? rules_end_name(r->end) : "-", r ? r->would_resign : -1);
     sp_record_free(r);
     sp_game_free(g);

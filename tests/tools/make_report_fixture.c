@@ -187,7 +187,7 @@ int main(int argc, char **argv) {
             cm.no_resign_games = games_per_cycle / 5;
             cm.would_resign = cm.no_resign_games / 2 + (int64_t)(uni() * (double)(cm.no_resign_games / 2));
             cm.false_resign = (int64_t)(uni() * 0.2 * (double)cm.would_resign);
-            cm.resign_threshold = -0.9;
+            cm.resign_threshold = 0.05;
         }
         CHECK_DB(db_cycle_metrics_put(db, &cm));
     }

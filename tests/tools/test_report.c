@@ -174,7 +174,7 @@ int main(int argc, char **argv) {
         chart("False resignations in no-resign games", buf, sizeof buf);
         CHECK(occurrences(buf, "<circle") == 2 * 7);
         CHECK(occurrences(buf, "<polyline") == 2);
-        CHECK(strstr(buf, ">resign threshold -0.90</text>") != NULL);
+        CHECK(strstr(buf, ">resign threshold 0.05</text>") != NULL);
         CHECK(strstr(buf, "false, % of would-be: 0 =") == NULL); /* no point for cycle 0 */
         /* The table: one row per recorded cycle with the database's numbers. */
         resign_rows_t rr;
@@ -188,7 +188,7 @@ int main(int argc, char **argv) {
             char row[256];
             snprintf(row, sizeof row,
                      "<tr><td>%lld</td><td>%lld</td><td>%lld</td><td>%lld</td><td>%lld</td><td>%.1f%%</td>"
-                     "<td>-0.90</td></tr>",
+                     "<td>0.05</td></tr>",
                      rr.cycle[i], rr.games[i], rr.nr[i], rr.wr[i], rr.fr[i], 100.0 * (double)rr.fr[i] / (double)rr.wr[i]);
             if (count(row) != 1) fprintf(stderr, "no table row %s\n", row);
             CHECK(count(row) == 1);
@@ -314,7 +314,7 @@ int main(int argc, char **argv) {
                 if (*q != '\r') *o++ = *q;
             *o = 0;
             CHECK(count("no-resign   false-res   rate") == 1);
-            CHECK(count("resign threshold -0.90") == 1);
+            CHECK(count("resign threshold 0.05") == 1);
             resign_rows_t rr;
             memset(&rr, 0, sizeof rr);
             t_sql_rows(dbp_full, "SELECT cycle, black_wins + white_wins + draws, no_resign_games, would_resign, "

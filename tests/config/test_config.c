@@ -1,6 +1,6 @@
 /* test_config.c - flags, INI flag sets, precedence and error messages. */
 #include "compat/compat.h"
-#include "data/config.h"
+#include "config/config.h"
 #include "tests/koma_test.h"
 
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* config.c - flags and INI flag sets; see config.h. */
-#include "data/config.h"
+#include "config/config.h"
 
 #include <errno.h>
 #include <ini.h>
@@ -108,7 +108,8 @@ int cfg_set(const cfg_opt_t *opts, int nopts, const char *key, const char *value
         double hi = o->type == CFG_TYPE_I32 ? (double)INT32_MAX : 9.3e18;
         if (ranged) lo = o->min > lo ? o->min : lo, hi = o->max < hi ? o->max : hi;
         if ((double)v < lo || (double)v > hi) {
-            snprintf(err, errlen, "option '%s': %lld is outside [%.15g, %.15g]", key, v, lo, hi);
+            snprintf(err, errlen, "option '%s': %lld is outside [%.15g, %.15g]%s%s", key, v, lo, hi,
+                     o->help ? ": " : "", o->help ? o->help : "");
             return CFG_ERROR;
         }
         if (o->type == CFG_TYPE_INT) *(int64_t *)o->ptr = v;
@@ -124,7 +125,8 @@ int cfg_set(const cfg_opt_t *opts, int nopts, const char *key, const char *value
             return CFG_ERROR;
         }
         if (ranged && (v < o->min || v > o->max)) {
-            snprintf(err, errlen, "option '%s': %g is outside [%g, %g]", key, v, o->min, o->max);
+            snprintf(err, errlen, "option '%s': %g is outside [%g, %g]%s%s", key, v, o->min, o->max,
+                     o->help ? ": " : "", o->help ? o->help : "");
             return CFG_ERROR;
         }
         if (o->type == CFG_TYPE_DOUBLE) *(double *)o->ptr = v;
