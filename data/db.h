@@ -223,8 +223,8 @@ typedef struct {
     const char *black;       /* the players' names (match games: as in matches.engine_a/b) */
     const char *white;
     const char *detail;      /* how it ended, in words ("white resigned"); "" = not recorded */
-    /* Schema v4: where a self-play game was played. host NULL (or "") = not
-     * recorded (games before v4, imported records, match games), and rank is
+    /* Schema v5: where a self-play game was played. host NULL (or "") = not
+     * recorded (games before v5, imported records, match games), and rank is
      * then ignored; otherwise the MPI rank (0 for one process) and host name.
      * Reads give host "" for not recorded. */
     int32_t rank;

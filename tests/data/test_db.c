@@ -792,7 +792,7 @@ static void test_migration(void) {
 
     /* Read-only: refused, untouched. */
     CHECK(db_open(path, DB_OPEN_READONLY, &db, err, sizeof err) == DB_SCHEMA && db == NULL);
-    CHECK(starts_with(err, path) && contains(err, "schema version 1 needs migrating to 4"));
+    CHECK(starts_with(err, path) && contains(err, "schema version 1 needs migrating to 5"));
     CHECK(sql_int(path, "PRAGMA user_version") == 1);
 
     /* Read-write: migrated, every row kept. */
@@ -1063,7 +1063,7 @@ static void test_migration_v2(void) {
 
     /* Read-only: refused, untouched (inspect and report on an old run). */
     CHECK(db_open(path, DB_OPEN_READONLY, &db, err, sizeof err) == DB_SCHEMA && db == NULL);
-    CHECK(starts_with(err, path) && contains(err, "schema version 2 needs migrating to 4"));
+    CHECK(starts_with(err, path) && contains(err, "schema version 2 needs migrating to 5"));
     CHECK(sql_int(path, "PRAGMA user_version") == 2);
 
     /* Read-only with DB_OPEN_MIGRATE (inspect, report): migrated, then read;
