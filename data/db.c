@@ -1409,6 +1409,51 @@ db_status_t db_cycle_results(db_t *db, int32_t cycle, int64_t *black_wins, int64
     return st;
 }
 
+db_status_t db_games_by_rank(db_t *db, db_rank_games_t **out, int32_t *n) {
+    if (!db || !out || !n) return DB_INVALID;
+    *out = NULL, *n = 0;
+    sqlite3_stmt *s = NULL;
+    int rc = sqlite3_prepare_v2(db->sq,
+                                "SELECT rank, host, count(*), coalesce(sum(row_count), 0), min(created), max(created), "
+                                "(julianday(max(created)) - julianday(min(created))) * 86400.0 "
+                                "FROM games WHERE host IS NOT NULL AND host != '' AND match_id IS NULL "
+                                "GROUP BY rank, host ORDER BY rank, host",
+                                -1, &s, NULL);
+    db_status_t st = DB_OK;
+    int32_t cap = 0;
+    while (rc == SQLITE_OK || rc == SQLITE_ROW) {
+        if ((rc = sqlite3_step(s)) != SQLITE_ROW) break;
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 8;
+            db_rank_games_t *grown = realloc(*out, (size_t)cap * sizeof **out);
+            if (!grown) {
+                st = fail_with(db, DB_ERROR, "games by rank: out of memory");
+                break;
+            }
+            *out = grown;
+        }
+        db_rank_games_t *r = &(*out)[(*n)++];
+        memset(r, 0, sizeof *r);
+        r->rank = sqlite3_column_int(s, 0);
+        const unsigned char *t = sqlite3_column_text(s, 1);
+        snprintf(r->host, sizeof r->host, "%s", t ? (const char *)t : "");
+        r->games = sqlite3_column_int64(s, 2);
+        r->positions = sqlite3_column_int64(s, 3);
+        t = sqlite3_column_text(s, 4);
+        snprintf(r->first, sizeof r->first, "%s", t ? (const char *)t : "");
+        t = sqlite3_column_text(s, 5);
+        snprintf(r->last, sizeof r->last, "%s", t ? (const char *)t : "");
+        r->seconds = sqlite3_column_double(s, 6);
+    }
+    if (st == DB_OK && rc != SQLITE_DONE) st = fail(db, rc, "count games by rank");
+    sqlite3_finalize(s);
+    if (st != DB_OK) {
+        free(*out);
+        *out = NULL, *n = 0;
+    }
+    return st;
+}
+
 db_status_t db_check_integrity(db_t *db, int full) {
     if (!db) return DB_INVALID;
     sqlite3_stmt *s = NULL;

@@ -274,6 +274,17 @@ db_status_t db_count(db_t *db, int32_t cycle, int64_t *games, int64_t *positions
  * results from Black's side and the mean length (NAN when no games). */
 db_status_t db_cycle_results(db_t *db, int32_t cycle, int64_t *black_wins, int64_t *white_wins, int64_t *draws,
                              double *avg_plies);
+/* Self-play games by the rank and host that played them (schema v5; games
+ * with no host recorded are left out), ordered by rank then host. */
+typedef struct {
+    int32_t rank;
+    char host[128];
+    int64_t games, positions;
+    char first[32], last[32]; /* created of its first and last game */
+    double seconds;           /* from its first game to its last */
+} db_rank_games_t;
+/* *out malloc'ed (free it), *n rows; DB_OK with *n 0 when none. */
+db_status_t db_games_by_rank(db_t *db, db_rank_games_t **out, int32_t *n);
 
 /* ---- metrics --------------------------------------------------------------- */
 typedef struct {

@@ -154,9 +154,11 @@ static int other_message(sp_ranks_t *k, const dist_msg_t *m, char *err, size_t e
     case SP_TAG_HELLO:
         if (sp_wire_hello_decode(m->data, m->len, &p->h, e, sizeof e) != 0) break;
         p->hello = true;
-        klog(k, "rank %d: host %s, pid %" PRId64 ", %s backend%s", (int)m->src, p->h.host, p->h.pid, p->h.backend,
-             p->h.device >= 0 ? "" : "");
-        if (p->h.device >= 0) klog(k, "rank %d: CUDA device %d", (int)m->src, (int)p->h.device);
+        if (p->h.device >= 0)
+            klog(k, "rank %d: host %s, pid %" PRId64 ", %s backend on CUDA device %d", (int)m->src, p->h.host, p->h.pid,
+                 p->h.backend, (int)p->h.device);
+        else
+            klog(k, "rank %d: host %s, pid %" PRId64 ", %s backend", (int)m->src, p->h.host, p->h.pid, p->h.backend);
         return 0;
     case SP_TAG_STATS:
         if (sp_wire_stats_decode(m->data, m->len, &p->st, e, sizeof e) != 0) break;
