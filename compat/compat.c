@@ -1589,6 +1589,19 @@ void compat_proc_kill(compat_proc_t *p) {
 #endif
 }
 
+int compat_kill_pid(int pid) {
+    if (pid <= 0) return -1;
+#ifdef _WIN32
+    HANDLE h = OpenProcess(PROCESS_TERMINATE, FALSE, (DWORD)pid);
+    if (!h) return -1;
+    int ok = TerminateProcess(h, 1) != 0;
+    CloseHandle(h);
+    return ok ? 0 : -1;
+#else
+    return kill((pid_t)pid, SIGKILL) == 0 ? 0 : -1;
+#endif
+}
+
 int compat_proc_interrupt(compat_proc_t *p) {
     if (!p || p->reaped) return -1;
 #ifdef _WIN32
