@@ -245,9 +245,10 @@ sp_record_t *sp_wire_game_decode(const uint8_t *buf, int64_t len, char *err, siz
         r->gens[i] = (int64_t)get_u64(&rb);
         r->gen_moves[i] = (int32_t)get_u32(&rb);
         if (r->gens[i] <= 0 || r->gen_moves[i] < 0 || r->gen_moves[i] > (int32_t)n_moves) {
+            fail(err, errlen, "game message: net %d: generation %lld, %d moves: out of range", i,
+                 (long long)r->gens[i], r->gen_moves[i]);
             sp_record_free(r);
-            return fail(err, errlen, "game message: net %d: generation %lld, %d moves: out of range", i,
-                        (long long)r->gens[i], r->gen_moves[i]), NULL;
+            return NULL;
         }
     }
     for (uint32_t i = 0; i < n_moves; i++) r->moves[i] = get_u16(&rb);
@@ -277,9 +278,10 @@ sp_record_t *sp_wire_game_decode(const uint8_t *buf, int64_t len, char *err, siz
         r->pol_label[k] = get_u16(&rb);
         r->pol_prob[k] = get_f32(&rb);
         if (r->pol_label[k] >= ENC_LABEL_NB || !(r->pol_prob[k] > 0.0f && r->pol_prob[k] <= 1.0f)) {
+            fail(err, errlen, "game message: policy entry %u: label %u, probability %g: out of range", k,
+                 r->pol_label[k], (double)r->pol_prob[k]);
             sp_record_free(r);
-            return fail(err, errlen, "game message: policy entry %u: label %u, probability %g: out of range", k,
-                        r->pol_label[k], (double)r->pol_prob[k]), NULL;
+            return NULL;
         }
     }
     KOMA_ASSERT(!rb.bad && rb.at == rb.n); /* the sizes were checked above */

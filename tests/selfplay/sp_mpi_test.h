@@ -15,14 +15,14 @@
 /* The flags of a tiny run: 2 games per rank at a time, 2x16 net, 16 visits,
  * shards of 2 games, a few training steps per cycle, sync-train (games of
  * cycle c+1 wait for model c, so the nets published reach every rank's
- * games). cycles and games per cycle are the caller's. */
+ * games), no evaluation matches (test_selfplay_e2e has them). cycles and games per cycle are the caller's. */
 static inline int sp_mpi_argv(const char **argv, const char *np, const char *dir, const char *cycles,
                               const char *games) {
     static const char *const flags[] = {
         "--shard-games", "2", "--threads", "1", "--games-per-thread", "2", "--leaves-per-game", "2", "--visits", "16",
         "--visits-fast", "8", "--gumbel-m", "8", "--max-ply", "40", "--net", "2x16", "--progress", "1",
         "--min-steps-per-cycle", "2", "--max-steps-per-cycle", "4", "--batch", "16", "--window-min", "100",
-        "--cpu-threads", "1", "--train-threads", "1", "--cache-mb", "1", "--sync-train", "1", NULL};
+        "--cpu-threads", "1", "--train-threads", "1", "--cache-mb", "1", "--sync-train", "1", "--eval-every", "0", NULL};
     int argc = 0;
     argv[argc++] = KOMA_MPIEXEC;
     argv[argc++] = "--allow-run-as-root";

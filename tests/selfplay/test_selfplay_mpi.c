@@ -33,7 +33,7 @@ int main(void) {
     int64_t t0 = compat_now_ms();
     compat_proc_t *p = sp_mpi_start("3", dir, "2", "12", log);
     int status = -1;
-    int still = compat_proc_wait(p, 120000, &status);
+    int still = compat_proc_wait(p, 240000, &status); /* TSan: 5-15x slower */
     if (still == 1) compat_proc_kill(p);
     compat_proc_free(p);
     double secs = (double)(compat_now_ms() - t0) / 1000.0;

@@ -70,7 +70,7 @@ int main(void) {
         char log2[800];
         snprintf(log2, sizeof log2, "%s/mpirun2.log", base);
         p = sp_mpi_start("3", dir, CYCLES_S, "8", log2);
-        still = compat_proc_wait(p, 120000, &status);
+        still = compat_proc_wait(p, 240000, &status); /* TSan: 5-15x slower */
         if (still == 1) compat_proc_kill(p);
         compat_proc_free(p);
         CHECKF(still == 0 && status == 0, "the resumed job %s with status %d", still ? "timed out" : "exited", status);

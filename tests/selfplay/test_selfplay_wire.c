@@ -7,7 +7,8 @@
  *     the game wrote;
  *   - every truncation and a flipped byte anywhere are refused (the trailing
  *     XXH3); a message with a good XXH3 but an illegal move, a label past
- *     2186 or a count that does not fill it is refused with a message naming it;
+ *     2186, a net of generation 0 or a count that does not fill it is refused
+ *     with a message naming it;
  *   - a net message round-trips its cycle, seed, XXH3 and bytes; file bytes
  *     that do not hash to the announced XXH3 are refused;
  *   - hello, stats and orders round-trip; short ones are refused.
@@ -140,6 +141,12 @@ static void test_games(void) {
             bad[8] = (uint8_t)(bad[8] + 1); /* one move more than the message holds */
             reseal(bad, len);
             refused(bad, len, "a move count that does not fill the message", "do not fill");
+            if (r->n_gens > 0) { /* the first net's generation 0 */
+                memcpy(bad, msg, (size_t)len);
+                memset(bad + 8 + 12 + 5 + 8, 0, 8);
+                reseal(bad, len);
+                refused(bad, len, "a net of generation 0", "generation 0");
+            }
             if (r->n_pol > 0) { /* the last policy entry's label past 2186 */
                 memcpy(bad, msg, (size_t)len);
                 int64_t at = len - 8 - 6;
