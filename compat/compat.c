@@ -1110,6 +1110,19 @@ int compat_getpid(void) {
 #endif
 }
 
+void compat_hostname(char *buf, size_t n) {
+    if (!buf || n == 0) return;
+    buf[0] = 0;
+#ifdef _WIN32
+    DWORD len = (DWORD)n;
+    if (!GetComputerNameA(buf, &len)) buf[0] = 0;
+#else
+    if (gethostname(buf, n) != 0) buf[0] = 0;
+#endif
+    buf[n - 1] = 0;
+    if (!buf[0]) snprintf(buf, n, "localhost");
+}
+
 #ifdef _WIN32
 /* CreateProcessA with inherited handles, tried again a few times on
  * ERROR_INTERNAL_ERROR (1359), which wine returns now and then under load. */
@@ -1573,6 +1586,19 @@ void compat_proc_kill(compat_proc_t *p) {
     TerminateProcess(p->process, 1);
 #else
     kill(p->pid, SIGKILL);
+#endif
+}
+
+int compat_kill_pid(int pid) {
+    if (pid <= 0) return -1;
+#ifdef _WIN32
+    HANDLE h = OpenProcess(PROCESS_TERMINATE, FALSE, (DWORD)pid);
+    if (!h) return -1;
+    int ok = TerminateProcess(h, 1) != 0;
+    CloseHandle(h);
+    return ok ? 0 : -1;
+#else
+    return kill((pid_t)pid, SIGKILL) == 0 ? 0 : -1;
 #endif
 }
 

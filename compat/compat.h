@@ -194,6 +194,9 @@ void compat_install_stop_handler(void);
 int compat_stop_requested(void);
 void compat_request_stop(void);
 int compat_getpid(void);
+/* This machine's name (gethostname / GetComputerName), "localhost" when it
+ * has none; always terminated. */
+void compat_hostname(char *buf, size_t n);
 /* Starts the running program again in place (same pid, argv and open files)
  * with the environment variable name=value added. Does nothing and returns -1
  * when name is already set (so it cannot loop) or where the platform has no
@@ -272,6 +275,10 @@ int compat_proc_wait(compat_proc_t *p, int64_t timeout_ms, int *status);
 void compat_proc_free(compat_proc_t *p);
 /* Process id of the child. */
 int compat_proc_pid(const compat_proc_t *p);
+/* Kills process pid at once (SIGKILL / TerminateProcess), a process this
+ * program did not start itself (a grandchild, e.g. one rank under mpirun).
+ * 0 when sent, -1 when there is no such process or it may not be killed. */
+int compat_kill_pid(int pid);
 
 /* ---- invariants -------------------------------------------------------- */
 /* Always on, prints file:line and the expression, then aborts. For bugs only;

@@ -215,6 +215,12 @@ static const char v4_resign_threshold[] =
     "  CASE WHEN resign_threshold <= -1.0 THEN 0.0 ELSE (1.0 + resign_threshold) / 2.0 END "
     "WHERE resign_threshold IS NOT NULL;";
 
+/* Version 5: the rank and host that played each self-play game (selfplay
+ * under mpirun). NULL in older rows, imports and match games. */
+static const char v5_games[] =
+    "ALTER TABLE games ADD COLUMN rank INTEGER CHECK (rank >= 0);"
+    "ALTER TABLE games ADD COLUMN host TEXT;";
+
 /* The rows of the interim table match_games (selfplay/referee.c before v2:
  * session, match_id, black, white, start_sfen, moves, plies, result, reason,
  * detail, created), when a v1 file has one. Games already attached to a
@@ -298,7 +304,7 @@ enum {
     "(SELECT count(*) FROM games g WHERE g.match_id = matches.id)"
 #define GAME_COLS                                                                                     \
     "id, coalesce(shard_id, 0), first_row, row_count, coalesce(model_id, 0), start_sfen, moves, plies, " \
-    "result, reason, created, coalesce(match_id, 0), black, white, detail"
+    "result, reason, created, coalesce(match_id, 0), black, white, detail, coalesce(rank, 0), host"
 
 static const char *const stmt_sql[S_NB] = {
     [S_RUN_INSERT] = "INSERT INTO runs(koma_version, command, config) VALUES(?1, ?2, ?3)",
@@ -315,9 +321,9 @@ static const char *const stmt_sql[S_NB] = {
     /* Shard games count up from 1 (see db.h). SQLite's own choice, the
      * largest id + 1, would be 0 while the only games are match games. */
     [S_GAME_INSERT] = "INSERT INTO games(id, shard_id, first_row, row_count, model_id, start_sfen, "
-                      "moves, plies, result, reason, black, white, detail) "
+                      "moves, plies, result, reason, black, white, detail, rank, host) "
                       "VALUES((SELECT max(coalesce(max(id), 0), 0) + 1 FROM games), ?1, ?2, ?3, ?4, ?5, ?6, "
-                      "?7, ?8, ?9, ?10, ?11, ?12)",
+                      "?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
     [S_INTENT_INSERT] = "INSERT OR REPLACE INTO shard_intents(path, pid) VALUES(?1, ?2)",
     [S_INTENT_DELETE] = "DELETE FROM shard_intents WHERE path = ?1",
     [S_SHARD_GET] = "SELECT " SHARD_COLS " FROM shards WHERE id = ?1",
@@ -655,10 +661,15 @@ static db_status_t migrate_v3_v4(db_t *db) {
     return exec_step(db, v4_resign_threshold, "upgrade to version 4: resign threshold as a win probability");
 }
 
+/* Version 4 -> 5, inside check_schema's transaction. */
+static db_status_t migrate_v4_v5(db_t *db) {
+    return exec_step(db, v5_games, "upgrade to version 5: rank and host of each game");
+}
+
 /* migrations[v] upgrades a version-v database to v+1; index 0 creates an
  * empty database (at version 1, then migrated like any v1 file). */
 typedef db_status_t (*migration_fn)(db_t *db);
-static const migration_fn migrations[DB_SCHEMA_VERSION] = {create_v1, migrate_v1_v2, migrate_v2_v3, migrate_v3_v4};
+static const migration_fn migrations[DB_SCHEMA_VERSION] = {create_v1, migrate_v1_v2, migrate_v2_v3, migrate_v3_v4, migrate_v4_v5};
 
 static db_status_t check_schema(db_t *db) {
     int64_t app = 0, ver = 0, objects = 0;
@@ -1073,6 +1084,13 @@ db_status_t db_shard_insert(db_t *db, db_shard_t *sh, db_game_t *games, int32_t 
         bind_text(s, 10, g->black);
         bind_text(s, 11, g->white);
         bind_text(s, 12, g->detail);
+        if (g->host && g->host[0]) {
+            sqlite3_bind_int(s, 13, g->rank);
+            bind_text(s, 14, g->host);
+        } else {
+            sqlite3_bind_null(s, 13);
+            sqlite3_bind_null(s, 14);
+        }
         char step[DB_PATH_MAX + 64];
         snprintf(step, sizeof step, "insert game %d of %d of shard '%s'", i + 1, n, sh->path);
         st = run_stmt(db, s, step);
@@ -1314,8 +1332,10 @@ static db_status_t read_games(db_t *db, sqlite3_stmt *s, db_game_list_t *out, co
         g->black = col_strdup(s, 12);
         g->white = col_strdup(s, 13);
         g->detail = col_strdup(s, 14);
+        g->rank = sqlite3_column_int(s, 15);
+        g->host = col_strdup(s, 16);
         out->n++;
-        if (!g->start_sfen || !g->moves || !g->black || !g->white || !g->detail) {
+        if (!g->start_sfen || !g->moves || !g->black || !g->white || !g->detail || !g->host) {
             st = fail_with(db, DB_ERROR, "read %s: out of memory", what);
             break;
         }
@@ -1386,6 +1406,51 @@ db_status_t db_cycle_results(db_t *db, int32_t cycle, int64_t *black_wins, int64
         st = fail(db, rc, "count a cycle's results");
     }
     sqlite3_finalize(s);
+    return st;
+}
+
+db_status_t db_games_by_rank(db_t *db, db_rank_games_t **out, int32_t *n) {
+    if (!db || !out || !n) return DB_INVALID;
+    *out = NULL, *n = 0;
+    sqlite3_stmt *s = NULL;
+    int rc = sqlite3_prepare_v2(db->sq,
+                                "SELECT rank, host, count(*), coalesce(sum(row_count), 0), min(created), max(created), "
+                                "(julianday(max(created)) - julianday(min(created))) * 86400.0 "
+                                "FROM games WHERE host IS NOT NULL AND host != '' AND match_id IS NULL "
+                                "GROUP BY rank, host ORDER BY rank, host",
+                                -1, &s, NULL);
+    db_status_t st = DB_OK;
+    int32_t cap = 0;
+    while (rc == SQLITE_OK || rc == SQLITE_ROW) {
+        if ((rc = sqlite3_step(s)) != SQLITE_ROW) break;
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 8;
+            db_rank_games_t *grown = realloc(*out, (size_t)cap * sizeof **out);
+            if (!grown) {
+                st = fail_with(db, DB_ERROR, "games by rank: out of memory");
+                break;
+            }
+            *out = grown;
+        }
+        db_rank_games_t *r = &(*out)[(*n)++];
+        memset(r, 0, sizeof *r);
+        r->rank = sqlite3_column_int(s, 0);
+        const unsigned char *t = sqlite3_column_text(s, 1);
+        snprintf(r->host, sizeof r->host, "%s", t ? (const char *)t : "");
+        r->games = sqlite3_column_int64(s, 2);
+        r->positions = sqlite3_column_int64(s, 3);
+        t = sqlite3_column_text(s, 4);
+        snprintf(r->first, sizeof r->first, "%s", t ? (const char *)t : "");
+        t = sqlite3_column_text(s, 5);
+        snprintf(r->last, sizeof r->last, "%s", t ? (const char *)t : "");
+        r->seconds = sqlite3_column_double(s, 6);
+    }
+    if (st == DB_OK && rc != SQLITE_DONE) st = fail(db, rc, "count games by rank");
+    sqlite3_finalize(s);
+    if (st != DB_OK) {
+        free(*out);
+        *out = NULL, *n = 0;
+    }
     return st;
 }
 

@@ -55,6 +55,9 @@
  *  4  cycle_metrics.resign_threshold is a win probability in [0, 1] (0: off),
  *     the unit of the USI engine's ResignThreshold; v3 rows held W-L in
  *     [-2, 1] (<= -1: off) and are converted: (1 + t) / 2, off -> 0.
+ *  5  games.rank, games.host: the MPI rank and host that played a self-play
+ *     game (`mpirun -np N selfplay`; rank 0 on one process); NULL where not
+ *     recorded (older games, imports, match games). Columns added.
  */
 #ifndef KOMA_DB_H
 #define KOMA_DB_H
@@ -62,7 +65,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DB_SCHEMA_VERSION 4
+#define DB_SCHEMA_VERSION 5
 #define DB_APPLICATION_ID 0x4B4F4D41 /* 'KOMA' in PRAGMA application_id */
 #define DB_PATH_MAX 256              /* run-relative paths of shards and models */
 #define DB_NAME_MAX 256              /* player names of matches (engine_a, engine_b) */
@@ -220,6 +223,12 @@ typedef struct {
     const char *black;       /* the players' names (match games: as in matches.engine_a/b) */
     const char *white;
     const char *detail;      /* how it ended, in words ("white resigned"); "" = not recorded */
+    /* Schema v5: where a self-play game was played. host NULL (or "") = not
+     * recorded (games before v5, imported records, match games), and rank is
+     * then ignored; otherwise the MPI rank (0 for one process) and host name.
+     * Reads give host "" for not recorded. */
+    int32_t rank;
+    const char *host;
 } db_game_t;
 
 typedef struct {
@@ -265,6 +274,17 @@ db_status_t db_count(db_t *db, int32_t cycle, int64_t *games, int64_t *positions
  * results from Black's side and the mean length (NAN when no games). */
 db_status_t db_cycle_results(db_t *db, int32_t cycle, int64_t *black_wins, int64_t *white_wins, int64_t *draws,
                              double *avg_plies);
+/* Self-play games by the rank and host that played them (schema v5; games
+ * with no host recorded are left out), ordered by rank then host. */
+typedef struct {
+    int32_t rank;
+    char host[128];
+    int64_t games, positions;
+    char first[32], last[32]; /* created of its first and last game */
+    double seconds;           /* from its first game to its last */
+} db_rank_games_t;
+/* *out malloc'ed (free it), *n rows; DB_OK with *n 0 when none. */
+db_status_t db_games_by_rank(db_t *db, db_rank_games_t **out, int32_t *n);
 
 /* ---- metrics --------------------------------------------------------------- */
 typedef struct {

@@ -123,7 +123,8 @@ shard_builder_t *shard_builder_new(const shard_format_t *fmt, char *err, size_t 
 static void free_game_strings(db_game_t *g) {
     free((void *)g->start_sfen);
     free((void *)g->moves);
-    g->start_sfen = g->moves = NULL;
+    free((void *)g->host);
+    g->start_sfen = g->moves = g->host = NULL;
 }
 
 void shard_builder_free(shard_builder_t *b) {
@@ -293,7 +294,8 @@ int shard_builder_end_game(shard_builder_t *b, const db_game_t *game, char *err,
     db_game_t g = *game;
     g.start_sfen = strdup(game->start_sfen);
     g.moves = strdup(game->moves);
-    if (!g.start_sfen || !g.moves) {
+    g.host = game->host ? strdup(game->host) : NULL;
+    if (!g.start_sfen || !g.moves || (game->host && !g.host)) {
         free_game_strings(&g);
         set_err(err, errlen, "shard builder: out of memory");
         return -1;

@@ -19,8 +19,22 @@
  * same order (dist_sum_*, dist_agree, dist_same_u64); a rank that fails must
  * still call them (dist_agree with ok = 0) so that no other rank waits for
  * it forever.
- * Threads: the thread that called dist_init, only.
- * Errors: -1 with err ("MPI_Allreduce failed at dist/dist_mpi.c:88: ...").
+ *
+ * Messages (the mailbox, for `selfplay` ranks): point-to-point byte messages
+ * with a tag, sent and received by ONE communication thread per rank that
+ * the mailbox owns (every MPI call of the process goes through it while it
+ * runs: MPI_THREAD_SERIALIZED is asked for and checked, never
+ * MPI_THREAD_MULTIPLE). Sends are MPI_Isend, at most max_in_flight at a time
+ * (a sender waits, bounded, for a slot); receives are MPI_Improbe +
+ * MPI_Mrecv into an inbox of at most max_inbox messages (a full inbox leaves
+ * the rest with MPI: back-pressure instead of unbounded memory). What the
+ * bytes mean is the caller's (selfplay/wire.h); the mailbox only moves them.
+ *
+ * Threads: dist_init, dist_free, the collectives and dist_abort: the thread
+ * that called dist_init, and no collective while a mailbox runs. The
+ * dist_mail_* calls: any thread.
+ * Errors: -1 with err ("MPI_Allreduce failed at dist/dist_mpi.c:88: ...");
+ * an MPI failure in the communication thread is sticky (dist_mail_error).
  */
 #ifndef KOMA_DIST_DIST_H
 #define KOMA_DIST_DIST_H
@@ -42,6 +56,13 @@ void dist_free(dist_t *d);
 
 int32_t dist_rank(const dist_t *d); /* 0..size-1 */
 int32_t dist_size(const dist_t *d); /* 1 without a launcher */
+/* This rank's index among the ranks on its own node (MPI_COMM_TYPE_SHARED),
+ * 0 without a launcher: what picks a rank's GPU. */
+int32_t dist_local_rank(const dist_t *d);
+/* Ends every rank of the job now (MPI_Abort with code; mpirun then exits
+ * non-zero). For a rank that cannot end the job cleanly within a bounded
+ * time. Without MPI, or a job of one, it returns and does nothing. */
+void dist_abort(dist_t *d, int code);
 
 /* buf[0..n) := the sum over ranks of buf[0..n), in place, the same bits on
  * every rank. */
@@ -55,5 +76,52 @@ int dist_same_u64(dist_t *d, uint64_t v, int *same, int32_t *first_bad, char *er
 /* Seconds spent inside dist_sum_* and bytes summed since dist_init (this
  * rank), for the timing line. */
 double dist_sum_seconds(const dist_t *d, int64_t *bytes);
+
+/* ---- messages ------------------------------------------------------------ */
+
+typedef struct dist_mail dist_mail_t;
+
+/* A received message: from rank src, with tag, len bytes at data (the
+ * caller frees it with dist_msg_free). */
+typedef struct {
+    int32_t src, tag;
+    int64_t len;
+    uint8_t *data;
+} dist_msg_t;
+void dist_msg_free(dist_msg_t *m); /* NULL ok */
+
+enum { DIST_ALL_OTHERS = -1 };             /* dist_mail_send to every other rank */
+enum { DIST_OK = 0, DIST_TIMEOUT = 1 };    /* dist_mail_* results; -1 = error */
+#define DIST_MSG_MAX ((int64_t)1 << 30)    /* the largest message (bytes) */
+
+/* Starts the communication thread. max_in_flight: sends posted and not yet
+ * complete (>= 1); max_inbox: received and not yet taken (>= 1). NULL with
+ * err when MPI cannot give MPI_THREAD_SERIALIZED, or out of memory. In a
+ * job of one it works too (there is nobody to send to). */
+dist_mail_t *dist_mail_start(dist_t *d, int32_t max_in_flight, int32_t max_inbox, char *err, size_t errlen);
+/* Queues len bytes (copied) for rank dest (or DIST_ALL_OTHERS: one copy
+ * shared by every send), waiting up to timeout_ms for room: DIST_OK,
+ * DIST_TIMEOUT, or -1 with err (a bad rank or length, the thread's sticky
+ * MPI error, the mailbox stopped). */
+int dist_mail_send(dist_mail_t *m, int32_t dest, int32_t tag, const void *buf, int64_t len, int64_t timeout_ms,
+                   char *err, size_t errlen);
+/* The oldest received message into *out, waiting up to timeout_ms:
+ * DIST_OK, DIST_TIMEOUT (*out NULL), or -1 with err (the sticky error). */
+int dist_mail_recv(dist_mail_t *m, dist_msg_t **out, int64_t timeout_ms, char *err, size_t errlen);
+/* Waits up to timeout_ms until every queued send is complete: DIST_OK,
+ * DIST_TIMEOUT, or -1 with err. */
+int dist_mail_flush(dist_mail_t *m, int64_t timeout_ms, char *err, size_t errlen);
+/* 1 with the thread's MPI failure, else 0. */
+int dist_mail_error(dist_mail_t *m, char *err, size_t errlen);
+typedef struct {
+    int64_t sent, sent_bytes, received, received_bytes;
+    int32_t in_flight, inbox;
+} dist_mail_stats_t;
+void dist_mail_stats(dist_mail_t *m, dist_mail_stats_t *st);
+/* Stops and joins the thread, frees the inbox. Sends still in flight
+ * (dist_mail_flush timed out) are left to MPI: the caller then ends the job
+ * with dist_abort rather than dist_free. Returns the number of such sends.
+ * NULL ok. */
+int32_t dist_mail_stop(dist_mail_t *m);
 
 #endif

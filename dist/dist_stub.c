@@ -43,6 +43,8 @@ dist_t *dist_init(int *argc, char ***argv, char *err, size_t errlen) {
 void dist_free(dist_t *d) { free(d); }
 int32_t dist_rank(const dist_t *d) { return (void)d, 0; }
 int32_t dist_size(const dist_t *d) { return (void)d, 1; }
+int32_t dist_local_rank(const dist_t *d) { return (void)d, 0; }
+void dist_abort(dist_t *d, int code) { (void)d, (void)code; }
 
 int dist_sum_f32(dist_t *d, float *buf, int64_t n, char *err, size_t errlen) {
     (void)d, (void)buf, (void)n, (void)err, (void)errlen;
@@ -71,6 +73,51 @@ double dist_sum_seconds(const dist_t *d, int64_t *bytes) {
     (void)d;
     if (bytes) *bytes = 0;
     return 0.0;
+}
+
+/* The mailbox of a job of one: there is nobody to send to or hear from. */
+struct dist_mail {
+    int32_t unused;
+};
+
+void dist_msg_free(dist_msg_t *m) { free(m); }
+
+dist_mail_t *dist_mail_start(dist_t *d, int32_t max_in_flight, int32_t max_inbox, char *err, size_t errlen) {
+    (void)d, (void)max_in_flight, (void)max_inbox;
+    dist_mail_t *m = calloc(1, sizeof *m);
+    if (!m && err && errlen) snprintf(err, errlen, "dist_mail_start: out of memory");
+    return m;
+}
+
+int dist_mail_send(dist_mail_t *m, int32_t dest, int32_t tag, const void *buf, int64_t len, int64_t timeout_ms,
+                   char *err, size_t errlen) {
+    (void)m, (void)tag, (void)buf, (void)len, (void)timeout_ms;
+    if (dest == DIST_ALL_OTHERS) return DIST_OK;
+    snprintf(err, errlen, "dist_mail_send: no rank %d to send to (a job of one: built without MPI)", (int)dest);
+    return -1;
+}
+
+int dist_mail_recv(dist_mail_t *m, dist_msg_t **out, int64_t timeout_ms, char *err, size_t errlen) {
+    (void)m, (void)timeout_ms, (void)err, (void)errlen;
+    *out = NULL;
+    return DIST_TIMEOUT; /* nobody sends: never wait */
+}
+
+int dist_mail_flush(dist_mail_t *m, int64_t timeout_ms, char *err, size_t errlen) {
+    (void)m, (void)timeout_ms, (void)err, (void)errlen;
+    return DIST_OK;
+}
+
+int dist_mail_error(dist_mail_t *m, char *err, size_t errlen) { return (void)m, (void)err, (void)errlen, 0; }
+
+void dist_mail_stats(dist_mail_t *m, dist_mail_stats_t *st) {
+    (void)m;
+    *st = (dist_mail_stats_t){0};
+}
+
+int32_t dist_mail_stop(dist_mail_t *m) {
+    free(m);
+    return 0;
 }
 
 #endif /* !KOMA_HAVE_MPI */

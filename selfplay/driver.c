@@ -23,6 +23,7 @@
 #include "nn/server.h"
 #include "selfplay/gauntlet.h"
 #include "selfplay/game.h"
+#include "selfplay/ranks.h"
 #include "selfplay/worker.h"
 
 #ifndef KOMA_VERSION_STRING
@@ -34,6 +35,9 @@
 #define SP_WRITER_DRAIN_MS 600000 /* a stop waits this long for queued shard writes */
 #define SP_SUBMIT_TIMEOUT_MS 600000
 #define SP_TAKE_MAX 256
+#define SP_RANKS_IN_FLIGHT 8      /* rank 0's sends in flight (nets, orders) */
+#define SP_RANKS_INBOX 256        /* messages received and not yet taken */
+#define SP_RANKS_STOP_MS 60000    /* the other ranks get this long to answer STOP */
 
 /* A closed cycle whose shards are on their way to the writer. */
 typedef struct {
@@ -126,6 +130,15 @@ typedef struct {
      * the run still ends with a non-zero exit status */
     int64_t db_failures;
     char db_failure[DB_ERR_MAX + 64];
+
+    /* other ranks (mpirun -np N selfplay): NULL for one process */
+    dist_t *dist;
+    dist_mail_t *mail;
+    sp_ranks_t *ranks;
+    int64_t srv_remote;        /* the other ranks' searches at the last sample */
+    bool ranks_finished;       /* STOP sent, BYEs drained */
+    bool ranks_abort;          /* ... some rank did not answer in time */
+    char host[128];            /* this machine, recorded with each local game */
 } driver_t;
 
 /* ---- log ---------------------------------------------------------------------------- */
@@ -244,6 +257,11 @@ static void sample_server(driver_t *d) {
         sp_pool_stats(d->pool, &ps);
         d->acc.searched += ps.searches - d->srv_searches;
         d->srv_searches = ps.searches;
+    }
+    if (d->ranks) { /* the cycle's positions per second are the job's */
+        int64_t s = sp_ranks_searches(d->ranks);
+        d->acc.searched += s - d->srv_remote;
+        d->srv_remote = s;
     }
     d->win_evals += (double)de, d->win_batches += (double)db, d->win_busy += busy, d->win_worker_s += ws;
     d->win_s += dt;
@@ -394,13 +412,14 @@ static int close_cycle(driver_t *d, char *err, size_t errlen) {
     return 0;
 }
 
-static int handle_record(driver_t *d, sp_record_t *r, char *err, size_t errlen) {
-    if (d->fill > d->target) { /* every cycle has its games: the run is finishing */
+/* A finished game, from this process (rank 0) or from another rank: the same path. */
+static int handle_record(driver_t *d, sp_record_t *r, int32_t rank, const char *host, char *err, size_t errlen) {
+    if (d->fill > d->target || !d->builder) { /* every cycle has its games: the run is finishing */
         sp_record_free(r);
         return 0;
     }
     int64_t gen = sp_record_main_gen(r);
-    int rc = sp_record_add_to_shard(r, d->builder, model_id_of_gen(d, gen), err, errlen);
+    int rc = sp_record_add_to_shard(r, d->builder, model_id_of_gen(d, gen), rank, host, err, errlen);
     if (rc != 0) {
         sp_record_free(r);
         return -1;
@@ -451,6 +470,18 @@ static int submit_training(driver_t *d, char *err, size_t errlen) {
     return 0;
 }
 
+/* Model `cycle`, as registered, to every other rank. */
+static int send_net(driver_t *d, int64_t cycle, char *err, size_t errlen) {
+    db_model_t m;
+    if (db_model_by_cycle(d->rdb, (int32_t)cycle, &m) != DB_OK) {
+        snprintf(err, errlen, "model cycle %" PRId64 " for the other ranks: %s", cycle, db_errmsg(d->rdb));
+        return -1;
+    }
+    char path[SP_PATH_MAX + DB_PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", d->run_dir, m.path);
+    return sp_ranks_send_net(d->ranks, cycle, d->seed, path, m.xxh3, err, errlen);
+}
+
 /* Reports of finished training cycles, in order. Returns 0, -1 (error) or
  * TRAIN_STOPPED. */
 static int poll_training(driver_t *d, int64_t timeout_ms, char *err, size_t errlen) {
@@ -476,13 +507,14 @@ static int poll_training(driver_t *d, int64_t timeout_ms, char *err, size_t errl
              c, d->target, rep.model_path, rep.steps, rep.step, rep.loss, rep.policy_loss, rep.value_loss,
              rep.legal_loss, rep.window_positions, rep.seconds);
         memmove(d->training, d->training + 1, (size_t)(--d->n_training) * sizeof *d->training);
+        if (d->ranks && c < d->target && send_net(d, c, err, errlen) != 0) return -1;
         sp_gauntlet_enqueue(d->gauntlet, c);
         if (timeout_ms > 0) timeout_ms = 0;
     }
     return 0;
 }
 
-static void update_pause(driver_t *d) {
+static void update_pause_local(driver_t *d) {
     if (!d->pool_running) return;
     int64_t ahead = d->cfg->sync_train ? 0 : d->cfg->max_ahead;
     bool want = d->fill - 1 - d->latest > ahead;
@@ -557,12 +589,19 @@ static void progress(driver_t *d, bool force) {
         snprintf(cyc, sizeof cyc, "cycle %" PRId64 "/%" PRId64 "%s", d->fill, d->target, d->paused ? " (paused)" : "");
     else
         snprintf(cyc, sizeof cyc, "cycle -/%" PRId64 " (self-play done)", d->target);
-    char line[1024];
+    char ranks[512] = "";
+    if (d->ranks) { /* the job's rate, then each rank's */
+        char per[400];
+        double remote = sp_ranks_describe(d->ranks, per, sizeof per);
+        snprintf(ranks, sizeof ranks, " (r0 %.1f, %s)", pos_s, per);
+        pos_s += remote;
+    }
+    char line[1600];
     snprintf(line, sizeof line,
-             "%s | games %" PRId64 "/%" PRId64 " (total %" PRId64 ", playing %d) | ETA %s | %.1f pos/s | %.0f evals/s | "
+             "%s | games %" PRId64 "/%" PRId64 " (total %" PRId64 ", playing %d) | ETA %s | %.1f pos/s%s | %.0f evals/s | "
              "batch %.1f | busy %.0f%% | cache %.0f%% | %s%s",
              cyc, d->fill <= d->target ? d->fill_games : 0, d->cfg->games_per_cycle, d->total_games, ps.active, eta,
-             pos_s, evals, batch, busy, hit, train, ev);
+             pos_s, ranks, evals, batch, busy, hit, train, ev);
     if (d->cfg->progress_s != 0) status_line(d->st, force, "%s", line);
     if (log_due || force) log_file_line(d, line);
 }
@@ -729,7 +768,8 @@ static void stop_selfplay(driver_t *d, bool keep, char *err, size_t errlen) {
         for (int32_t i = 0; i < n; i++) {
             if (keep && d->builder && d->fill <= d->target) {
                 char e[512];
-                if (handle_record(d, recs[i], e, sizeof e) != 0 && err && !err[0]) snprintf(err, errlen, "%s", e);
+                if (handle_record(d, recs[i], 0, d->host, e, sizeof e) != 0 && err && !err[0])
+                    snprintf(err, errlen, "%s", e);
             } else {
                 sp_record_free(recs[i]);
             }
@@ -782,9 +822,39 @@ static void shutdown_all(driver_t *d) {
     d->db = NULL;
 }
 
+/* ---- other ranks ------------------------------------------------------------------------- */
+
+static void ranks_log(void *user, const char *line) { dlog(user, "%s", line); }
+
+/* A game that reaches rank 0 while the job ends: kept like a local one. */
+static void ranks_late_game(void *user, sp_ranks_game_t *g) {
+    driver_t *d = user;
+    char e[512];
+    if (handle_record(d, g->rec, g->rank, g->host, e, sizeof e) != 0) dlog(d, "warning: %s", e);
+}
+
+/* Ends the other ranks once (STOP with code, drain until each said BYE);
+ * with keep, the games still arriving are committed. A rank that does not
+ * answer in time leaves d->ranks_abort set: the job then ends with
+ * dist_abort once this rank has closed the run. */
+static void finish_ranks(driver_t *d, int code, bool keep) {
+    if (!d->ranks || d->ranks_finished) return;
+    d->ranks_finished = true;
+    char e[1024];
+    if (sp_ranks_finish(d->ranks, code, SP_RANKS_STOP_MS, keep ? ranks_late_game : NULL, d, e, sizeof e) != 0) {
+        dlog(d, "warning: ending the other ranks: %s", e);
+        d->ranks_abort = true;
+    }
+}
+
 /* ---- the loop ------------------------------------------------------------------------------ */
 
 int sp_run(const sp_config_t *cfg, const train_config_t *tcfg, const char *config_text, char *err, size_t errlen) {
+    return sp_run_job(cfg, tcfg, config_text, NULL, err, errlen);
+}
+
+int sp_run_job(const sp_config_t *cfg, const train_config_t *tcfg, const char *config_text, dist_t *dist, char *err,
+               size_t errlen) {
     char e[2048] = "";
     if (sp_config_check(cfg, e, sizeof e) != 0) {
         snprintf(err, errlen, "%s", e);
@@ -812,8 +882,21 @@ int sp_run(const sp_config_t *cfg, const train_config_t *tcfg, const char *confi
     atomic_init(&d->shards_done, 0);
     atomic_init(&d->shard_failed, 0);
     d->prog_t_ns = compat_now_ns();
+    compat_hostname(d->host, sizeof d->host);
 
     int rc = SP_EXIT_ERROR;
+    if (dist && dist_size(dist) > 1) { /* before anything can fail: the other ranks must hear the end */
+        d->dist = dist;
+        d->mail = dist_mail_start(dist, SP_RANKS_IN_FLIGHT, SP_RANKS_INBOX, e, sizeof e);
+        if (!d->mail || !(d->ranks = sp_ranks_new(dist, d->mail, ranks_log, d))) {
+            if (d->mail) snprintf(e, sizeof e, "out of memory");
+            dlog(d, "error: %s", e);
+            snprintf(err, errlen, "%s", e);
+            dist_abort(dist, SP_EXIT_ERROR); /* the other ranks cannot be told otherwise */
+            goto out_free;
+        }
+        dlog(d, "job: %d ranks, rank 0 on %s owns the run and plays", (int)dist_size(dist), d->host);
+    }
     if (open_run(d, config_text, e, sizeof e) != 0 || open_nets(d, e, sizeof e) != 0) goto out;
     if (d->latest >= d->target) {
         if (sp_gauntlet_resume(d->gauntlet, d->latest) > 0) { /* the last cycle's, interrupted: finish it first */
@@ -826,9 +909,11 @@ int sp_run(const sp_config_t *cfg, const train_config_t *tcfg, const char *confi
         goto out;
     }
     if (plan_cycles(d, e, sizeof e) != 0 || start_selfplay(d, e, sizeof e) != 0) goto out;
+    if (d->ranks && d->fill <= d->target && send_net(d, d->latest, e, sizeof e) != 0) goto out;
     sp_gauntlet_resume(d->gauntlet, d->latest);
 
     sp_record_t *recs[SP_TAKE_MAX];
+    static sp_ranks_game_t rgames[SP_TAKE_MAX]; /* one driver per process */
     bool interrupted = false;
     for (;;) {
         if (compat_stop_requested()) {
@@ -844,10 +929,24 @@ int sp_run(const sp_config_t *cfg, const train_config_t *tcfg, const char *confi
         }
         int32_t n = d->pool_running ? sp_pool_take(d->pool, recs, SP_TAKE_MAX, 50) : 0;
         for (int32_t i = 0; i < n; i++)
-            if (handle_record(d, recs[i], e, sizeof e) != 0) {
+            if (handle_record(d, recs[i], 0, d->host, e, sizeof e) != 0) {
                 for (int32_t j = i + 1; j < n; j++) sp_record_free(recs[j]);
                 goto out;
             }
+        if (d->ranks) { /* the other ranks' games, committed as this process's own */
+            int32_t m = sp_ranks_take(d->ranks, rgames, SP_TAKE_MAX, d->pool_running ? 0 : 10, e, sizeof e);
+            if (m == SP_RANKS_LEFT) {
+                dlog(d, "%s", e);
+                interrupted = true;
+                break;
+            }
+            if (m < 0) goto out;
+            for (int32_t i = 0; i < m; i++)
+                if (handle_record(d, rgames[i].rec, rgames[i].rank, rgames[i].host, e, sizeof e) != 0) {
+                    for (int32_t j = i + 1; j < m; j++) sp_record_free(rgames[j].rec);
+                    goto out;
+                }
+        }
         if (d->fill > d->target && d->pool_running) stop_selfplay(d, false, NULL, 0);
         if (submit_training(d, e, sizeof e) != 0) goto out;
         int st = poll_training(d, d->pool_running ? 0 : 50, e, sizeof e);
@@ -857,7 +956,9 @@ int sp_run(const sp_config_t *cfg, const train_config_t *tcfg, const char *confi
         }
         if (st != 0) goto out;
         sp_gauntlet_poll(d->gauntlet, false);
-        update_pause(d);
+        update_pause_local(d);
+        /* The other ranks pause with this one, and for good once every cycle has its games. */
+        if (d->ranks && sp_ranks_pause(d->ranks, d->paused || d->fill > d->target, e, sizeof e) != 0) goto out;
         progress(d, false);
         if (d->fill > d->target && d->n_closed == 0 && d->n_training == 0 && sp_gauntlet_idle(d->gauntlet))
             break;
@@ -866,12 +967,14 @@ int sp_run(const sp_config_t *cfg, const train_config_t *tcfg, const char *confi
     if (interrupted) {
         dlog(d, "stop requested: committing finished games, dropping games in progress");
         e[0] = 0;
+        finish_ranks(d, SP_EXIT_INTERRUPTED, true);
         stop_selfplay(d, true, e, sizeof e);
         if (e[0]) dlog(d, "warning: %s", e);
         sp_gauntlet_finish(d->gauntlet);
         rc = SP_EXIT_INTERRUPTED;
     } else {
         progress(d, true);
+        finish_ranks(d, SP_EXIT_DONE, false);
         dlog(d, "run %s: model cycle %" PRId64 " published, %" PRId64 " games in all, %.1f s", d->run_dir, d->latest,
              d->total_games, secs_since(d->t_start_ns));
         rc = SP_EXIT_DONE;
@@ -881,11 +984,17 @@ out:
         dlog(d, "error: %s", e);
         snprintf(err, errlen, "%s", e);
         /* keep what is finished: the finished games still go to a shard */
+        finish_ranks(d, SP_EXIT_ERROR, !atomic_load(&d->shard_failed));
         char e2[512] = "";
         if (!atomic_load(&d->shard_failed)) stop_selfplay(d, true, e2, sizeof e2);
     }
+    finish_ranks(d, rc, false); /* the early ends (nothing to do, Ctrl-C at start-up) */
     sp_gauntlet_finish(d->gauntlet); /* never leave the match thread running */
     shutdown_all(d);
+    if (d->mail && dist_mail_stop(d->mail) > 0) d->ranks_abort = true; /* messages that never left */
+    d->mail = NULL;
+    sp_ranks_free(d->ranks);
+    d->ranks = NULL;
     if (d->db_failures > 0 && rc != SP_EXIT_ERROR) {
         /* Everything committed is kept, but a database that refused writes is not a clean run. */
         snprintf(err, errlen, "%" PRId64 " database write(s) failed during the run; the last: %s", d->db_failures,
@@ -895,6 +1004,11 @@ out:
     if (rc == SP_EXIT_INTERRUPTED) {
         fprintf(stderr, "interrupted: everything committed is kept; run the same command to resume\n");
     }
+    if (d->ranks_abort) { /* everything committed is on disk: end the ranks that did not answer */
+        fprintf(stderr, "selfplay: other ranks did not stop in time: ending the job (mpirun reports it)\n");
+        dist_abort(d->dist, rc ? rc : SP_EXIT_ERROR);
+    }
+out_free:
     status_free(d->st);
     compat_mutex_destroy(&d->log_mu);
     free(d);
@@ -943,9 +1057,20 @@ int sp_main(int argc, char **argv, int install_stop_handler) {
         return SP_EXIT_USAGE;
     }
     if (install_stop_handler) compat_install_stop_handler();
+    dist_t *dist = dist_init(&argc, &argv, err, sizeof err);
+    if (!dist) {
+        fprintf(stderr, "selfplay: %s\n", err);
+        return SP_EXIT_ERROR;
+    }
+    if (dist_rank(dist) != 0) { /* a rank that plays: no run, no trainer */
+        rc = sp_remote_run(&cfg, dist);
+        dist_free(dist);
+        return rc;
+    }
     char *text = cfg_dump_string(opts, n);
-    rc = sp_run(&cfg, &tcfg, text, err, sizeof err);
+    rc = sp_run_job(&cfg, &tcfg, text, dist, err, sizeof err);
     free(text);
     if (rc == SP_EXIT_ERROR || rc == SP_EXIT_USAGE) fprintf(stderr, "selfplay: %s\n", err);
+    dist_free(dist);
     return rc;
 }

@@ -55,6 +55,7 @@
 
 #include <stddef.h>
 
+#include "dist/dist.h"
 #include "selfplay/config.h"
 #include "train/trainer.h"
 
@@ -63,6 +64,11 @@ enum { SP_EXIT_DONE = 0, SP_EXIT_ERROR = 1, SP_EXIT_USAGE = 2, SP_EXIT_INTERRUPT
 /* Runs the loop. config_text (may be NULL): the effective flags, stored in
  * the runs row. Returns an SP_EXIT_* code; on SP_EXIT_ERROR err says why. */
 int sp_run(const sp_config_t *cfg, const train_config_t *tcfg, const char *config_text, char *err, size_t errlen);
+/* The same as rank 0 of a job (dist: mpirun -np N selfplay; NULL or a job
+ * of one: sp_run): the other ranks play (selfplay/ranks.h) and their games
+ * are committed here with their rank and host. */
+int sp_run_job(const sp_config_t *cfg, const train_config_t *tcfg, const char *config_text, dist_t *dist, char *err,
+               size_t errlen);
 
 /* The trainer's defaults under `selfplay` (train_config_default with a
  * CPU-sized net and cycle; configs/cpu.ini lists the same values). */

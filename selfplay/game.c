@@ -47,6 +47,18 @@ static sp_record_t *record_new(void) {
     return r;
 }
 
+void sp_row_encode(sp_row_t *w, const pos_t *pos) {
+    encode_position(pos, w->packed, w->hand);
+    encode_legal_mask(pos, w->legal);
+    shard_position_t sp;
+    memcpy(sp.board, pos->board, sizeof sp.board);
+    sp.side = (uint8_t)pos_side_to_move(pos);
+    sp.ply = (uint16_t)pos_game_ply(pos);
+    sp.hand[0] = pos_hand(pos, COLOR_BLACK);
+    sp.hand[1] = pos_hand(pos, COLOR_WHITE);
+    shard_position_pack(&sp, w->position);
+}
+
 void sp_record_free(sp_record_t *r) {
     if (!r) return;
     free(r->moves);
@@ -77,7 +89,8 @@ char *sp_record_usi(const sp_record_t *r) {
     return s;
 }
 
-int sp_record_add_to_shard(const sp_record_t *r, shard_builder_t *b, int64_t model_id, char *err, size_t errlen) {
+int sp_record_add_to_shard(const sp_record_t *r, shard_builder_t *b, int64_t model_id, int32_t rank, const char *host,
+                           char *err, size_t errlen) {
     for (int32_t i = 0; i < r->n_rows; i++) {
         const sp_row_t *w = &r->rows[i];
         shard_row_t row = {
@@ -112,6 +125,8 @@ int sp_record_add_to_shard(const sp_record_t *r, shard_builder_t *b, int64_t mod
         .plies = r->n_moves,
         .result = r->result,
         .reason = reason,
+        .rank = rank,
+        .host = host,
     };
     int rc = shard_builder_end_game(b, &g, err, errlen);
     free(moves);
@@ -286,15 +301,7 @@ static void finish_move(sp_game_t *g) {
     r->rows = grow(r->rows, &cap, r->n_rows + 1, sizeof(sp_row_t));
     r->cap_rows = (int32_t)cap;
     sp_row_t *w = &r->rows[r->n_rows++];
-    encode_position(pos, w->packed, w->hand);
-    encode_legal_mask(pos, w->legal);
-    shard_position_t sp;
-    memcpy(sp.board, pos->board, sizeof sp.board);
-    sp.side = (uint8_t)side;
-    sp.ply = (uint16_t)pos_game_ply(pos);
-    sp.hand[0] = pos_hand(pos, COLOR_BLACK);
-    sp.hand[1] = pos_hand(pos, COLOR_WHITE);
-    shard_position_pack(&sp, w->position);
+    sp_row_encode(w, pos);
     w->root_q = v;
     w->ply = (uint16_t)ply;
     w->move = m;

@@ -68,14 +68,19 @@ typedef struct {
 } sp_record_t;
 
 void sp_record_free(sp_record_t *r); /* NULL ok */
+/* The position's columns of a row (packed planes, hand, legal mask, packed
+ * position): what the game fills while it plays, and what a record received
+ * from another rank has rebuilt (selfplay/wire.h). */
+void sp_row_encode(sp_row_t *w, const pos_t *pos);
 /* Generation that played the most searched moves (0 if none). */
 int64_t sp_record_main_gen(const sp_record_t *r);
 /* "7g7f 3c3d ..." into a malloc'ed string. NULL when out of memory. */
 char *sp_record_usi(const sp_record_t *r);
 /* Adds the record's rows and closes its game in b (model_id, start "startpos",
- * moves, plies, result, reason). 0, or -1 with err (the builder's open game
- * is dropped). */
-int sp_record_add_to_shard(const sp_record_t *r, shard_builder_t *b, int64_t model_id, char *err, size_t errlen);
+ * moves, plies, result, reason, the rank and host that played it; host NULL:
+ * not recorded). 0, or -1 with err (the builder's open game is dropped). */
+int sp_record_add_to_shard(const sp_record_t *r, shard_builder_t *b, int64_t model_id, int32_t rank, const char *host,
+                           char *err, size_t errlen);
 
 typedef struct sp_game sp_game_t;
 

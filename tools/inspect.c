@@ -101,6 +101,25 @@ static int inspect_db(const char *path) {
         printf("  pending      %lld shard files written but not registered (the next start moves them aside)\n",
                (long long)s.pending);
 
+    /* Where the self-play games were played (mpirun -np N selfplay: one row per rank). */
+    db_rank_games_t *rk = NULL;
+    int32_t nrk = 0;
+    if (db_games_by_rank(db, &rk, &nrk) != DB_OK) {
+        fprintf(stderr, "inspect: %s\n", db_errmsg(db));
+        rc = 1;
+    } else if (nrk > 0) {
+        printf("  ranks        games by the rank and host that played them; pos/s from its first game to its last\n");
+        printf("    %5s %-24s %8s %10s %9s  %-24s %s\n", "rank", "host", "games", "positions", "pos/s", "first game",
+               "last game");
+        for (int32_t i = 0; i < nrk; i++) {
+            char rate[32] = "-";
+            if (rk[i].seconds > 0) snprintf(rate, sizeof rate, "%.1f", (double)rk[i].positions / rk[i].seconds);
+            printf("    %5d %-24.24s %8lld %10lld %9s  %-24s %s\n", rk[i].rank, rk[i].host, (long long)rk[i].games,
+                   (long long)rk[i].positions, rate, rk[i].first, rk[i].last);
+        }
+    }
+    free(rk);
+
     /* Cycles: those with shards or metrics, up to the highest seen. */
     db_shard_t *sh = NULL;
     int32_t nsh = 0, max_cycle = s.latest_cycle;

@@ -351,6 +351,9 @@ typedef struct {
     int32_t n_matches;
     ref_ladder_point_t *ladder;
     int32_t n_ladder;
+    /* where the games were played (mpirun -np N selfplay) */
+    db_rank_games_t *ranks;
+    int32_t n_ranks;
 } report_run_t;
 
 static int read_steps(db_t *db, report_run_t *r) {
@@ -421,6 +424,7 @@ static int read_ratings(db_t *db, report_run_t *r, char *err, size_t errlen) {
 static int read_run(db_t *db, report_run_t *r, char *err, size_t errlen) {
     if (db_summary(db, &r->sum) != DB_OK) goto fail;
     if (read_steps(db, r) != 0) goto fail;
+    if (db_games_by_rank(db, &r->ranks, &r->n_ranks) != DB_OK) goto fail;
     int32_t max_cycle = r->sum.latest_cycle;
     /* models, cycle by cycle */
     if (r->sum.latest_cycle >= 0) {
@@ -505,6 +509,7 @@ static void free_run(report_run_t *r) {
     free(r->cycles);
     free(r->matches);
     free(r->ladder);
+    free(r->ranks);
 }
 
 /* ---- the page ------------------------------------------------------------------------------------ */
@@ -733,6 +738,26 @@ static void resign_table(sb_t *o, const report_run_t *r) {
     sb_printf(o, "</table>");
 }
 
+/* One row per rank that played games (shown for runs of more than one rank). */
+static void ranks_table(sb_t *o, const report_run_t *r) {
+    if (r->n_ranks < 2) return;
+    sb_printf(o, "<h3>Ranks</h3><table><tr><th>rank</th><th>host</th><th>games</th><th>positions</th>"
+                 "<th>positions/s (first to last game)</th><th>first game</th><th>last game</th></tr>");
+    for (int32_t i = 0; i < r->n_ranks; i++) {
+        const db_rank_games_t *k = &r->ranks[i];
+        sb_printf(o, "<tr><td>%d</td><td>", k->rank);
+        sb_esc(o, k->host);
+        sb_printf(o, "</td><td>%lld</td><td>%lld</td>", (long long)k->games, (long long)k->positions);
+        cell_num(o, k->seconds > 0 ? (double)k->positions / k->seconds : NAN, "%.1f");
+        sb_printf(o, "<td>");
+        sb_esc(o, k->first);
+        sb_printf(o, "</td><td>");
+        sb_esc(o, k->last);
+        sb_printf(o, "</td></tr>");
+    }
+    sb_printf(o, "</table>");
+}
+
 static void section_selfplay(sb_t *o, const report_run_t *r) {
     sb_printf(o, "<h2>Self-play</h2><div class=\"grid\">");
     int32_t n = r->n_cycles;
@@ -778,6 +803,7 @@ static void section_selfplay(sb_t *o, const report_run_t *r) {
     section_resign(o, r);
     sb_printf(o, "</div>");
     resign_table(o, r);
+    ranks_table(o, r);
 }
 
 static void section_games(sb_t *o, const report_run_t *r) {

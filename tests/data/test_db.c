@@ -792,7 +792,7 @@ static void test_migration(void) {
 
     /* Read-only: refused, untouched. */
     CHECK(db_open(path, DB_OPEN_READONLY, &db, err, sizeof err) == DB_SCHEMA && db == NULL);
-    CHECK(starts_with(err, path) && contains(err, "schema version 1 needs migrating to 4"));
+    CHECK(starts_with(err, path) && contains(err, "schema version 1 needs migrating to 5"));
     CHECK(sql_int(path, "PRAGMA user_version") == 1);
 
     /* Read-write: migrated, every row kept. */
@@ -943,9 +943,9 @@ static void test_migration(void) {
                        "'match_games')") == 0);
 
     /* A version from the future is refused, naming the file. */
-    sql_raw(plain, "PRAGMA user_version = 5");
+    sql_raw(plain, "PRAGMA user_version = 6");
     CHECK(db_open(plain, 0, &db, err, sizeof err) == DB_SCHEMA && db == NULL);
-    CHECK(starts_with(err, plain) && contains(err, "schema version 5 is newer than this build"));
+    CHECK(starts_with(err, plain) && contains(err, "schema version 6 is newer than this build"));
 }
 
 /* ---- schema v2 -> v3 -------------------------------------------------------------------- */
@@ -1063,7 +1063,7 @@ static void test_migration_v2(void) {
 
     /* Read-only: refused, untouched (inspect and report on an old run). */
     CHECK(db_open(path, DB_OPEN_READONLY, &db, err, sizeof err) == DB_SCHEMA && db == NULL);
-    CHECK(starts_with(err, path) && contains(err, "schema version 2 needs migrating to 4"));
+    CHECK(starts_with(err, path) && contains(err, "schema version 2 needs migrating to 5"));
     CHECK(sql_int(path, "PRAGMA user_version") == 2);
 
     /* Read-only with DB_OPEN_MIGRATE (inspect, report): migrated, then read;
@@ -1156,7 +1156,7 @@ static const char v3_rows[] =
     "  (7, 1.7e9 + 600, 10, 5, 4, 1, 0, 0, 0, 1.0);";
 
 static void test_migration_v3(void) {
-    char err[DB_ERR_MAX];
+    char err[DB_ERR_MAX], msg[128];
     db_t *db = NULL;
     const char *path = tmp_db("v3.db");
     sql_raw(path, v1_schema);
@@ -1180,9 +1180,10 @@ static void test_migration_v3(void) {
                     before[t]);
 
     CHECK(db_open(path, DB_OPEN_READONLY, &db, err, sizeof err) == DB_SCHEMA && db == NULL);
-    CHECK(starts_with(err, path) && contains(err, "schema version 3 needs migrating to 4"));
+    snprintf(msg, sizeof msg, "schema version 3 needs migrating to %d", DB_SCHEMA_VERSION);
+    CHECK(starts_with(err, path) && contains(err, msg));
     CHECK_OK(db, db_open(path, 0, &db, err, sizeof err));
-    CHECK(db && db_schema_version(db) == 4);
+    CHECK(db && db_schema_version(db) == DB_SCHEMA_VERSION);
     if (!db) return;
     /* W-L t becomes the win probability (1 + t) / 2; off (t <= -1) becomes 0; not recorded stays NULL. */
     const struct { int32_t cycle; double want; } conv[] = {{3, 0.05}, {4, 0.0}, {5, 0.0}, {6, 0.75}, {7, 1.0}};
@@ -1196,7 +1197,7 @@ static void test_migration_v3(void) {
     CHECK_OK(db, db_cycle_metrics_get(db, 1, &m));
     CHECK(isnan(m.resign_threshold) && m.no_resign_games == -1);
     db_close(db);
-    CHECK(sql_int(path, "PRAGMA user_version") == 4 && sql_int(path, "SELECT count(*) FROM cycle_metrics") == 7);
+    CHECK(sql_int(path, "PRAGMA user_version") == DB_SCHEMA_VERSION && sql_int(path, "SELECT count(*) FROM cycle_metrics") == 7);
     for (int t = 0; t < V2_TABLES; t++) {
         rows_digest(path, v2_tables[t][0], strcmp(v2_tables[t][0], "cycle_metrics") ? v2_tables[t][1] : cm_cols, "",
                     after);
@@ -1209,6 +1210,82 @@ static void test_migration_v3(void) {
     db_close(db);
     CHECK(sql_int(path, "SELECT count(*) FROM cycle_metrics WHERE cycle = 3 AND abs(resign_threshold - 0.05) < 1e-12") == 1);
 }
+
+/* ---- schema v4 -> v5 -------------------------------------------------------------------- */
+/* A v4 file (v2's rows plus a cycle with its resignation check; v4 changed
+ * no table, only the threshold's unit) migrates to v5 keeping every row; its games have no rank or host (NULL), games stored
+ * afterwards with a host get both, and the schema is a new database's. */
+static void test_migration_v4(void) {
+    char err[DB_ERR_MAX], msg[512];
+    db_t *db = NULL;
+    const char *path = tmp_db("v4.db");
+    sql_raw(path, v1_schema);
+    sql_raw(path, v2_delta);
+    sql_raw(path, v3_delta);
+    char sql[160];
+    snprintf(sql, sizeof sql, "PRAGMA application_id = %d; PRAGMA user_version = 4; PRAGMA journal_mode = WAL",
+             DB_APPLICATION_ID);
+    sql_raw(path, sql);
+    sql_raw(path, "PRAGMA foreign_keys = ON;");
+    sql_raw(path, v2_rows);
+    sql_raw(path, "UPDATE cycle_metrics SET no_resign_games = 2, would_resign = 1, false_resign = 0, "
+                  "resign_threshold = 0.05 WHERE cycle = 2");
+    static char before[V2_TABLES][DIGEST_MAX], after[DIGEST_MAX];
+    for (int t = 0; t < V2_TABLES; t++) rows_digest(path, v2_tables[t][0], v2_tables[t][1], "", before[t]);
+
+    CHECK(db_open(path, DB_OPEN_READONLY, &db, err, sizeof err) == DB_SCHEMA && db == NULL);
+    CHECK(starts_with(err, path) && contains(err, "schema version 4 needs migrating to 5"));
+    CHECK_OK(db, db_open(path, 0, &db, err, sizeof err));
+    CHECK(db && db_schema_version(db) == 5);
+    db_close(db);
+    CHECK(sql_int(path, "PRAGMA user_version") == 5);
+    char ok[16];
+    sql_text(path, "PRAGMA integrity_check", ok, sizeof ok);
+    CHECK(strcmp(ok, "ok") == 0);
+    for (int t = 0; t < V2_TABLES; t++) {
+        rows_digest(path, v2_tables[t][0], v2_tables[t][1], "", after);
+        if (strcmp(before[t], after) != 0)
+            fprintf(stderr, "table %s changed:\n  before %.300s\n  after  %.300s\n", v2_tables[t][0], before[t], after);
+        CHECK(strcmp(before[t], after) == 0);
+    }
+    CHECK(sql_int(path, "SELECT count(*) FROM games WHERE rank IS NULL AND host IS NULL") == 4);
+    CHECK(sql_int(path, "SELECT count(*) FROM cycle_metrics WHERE cycle = 2 AND no_resign_games = 2") == 1);
+    CHECK(sql_try(path, "UPDATE games SET rank = -1 WHERE id = 1", msg, sizeof msg) == SQLITE_CONSTRAINT);
+
+    /* Old games read as not recorded; a new shard's games keep rank and host. */
+    CHECK_OK(db, db_open(path, 0, &db, err, sizeof err));
+    if (!db) return;
+    db_game_list_t gl;
+    CHECK_OK(db, db_games_of_shard(db, 1, &gl));
+    CHECK(gl.n == 2 && gl.games && gl.games[0].host && gl.games[0].host[0] == 0);
+    db_game_list_free(&gl);
+    db_shard_t sh = {.cycle = 2, .features_version = 1, .rows = 12, .bytes = 100};
+    snprintf(sh.path, sizeof sh.path, "shards/c0002_000002.safetensors");
+    snprintf(sh.xxh3, sizeof sh.xxh3, "00000000000000bb");
+    db_game_t g[2] = {
+        {.first_row = 0, .row_count = 5, .model_id = 2, .start_sfen = "startpos", .moves = "7g7f", .plies = 5,
+         .result = 1, .reason = DB_REASON_RESIGN, .rank = 2, .host = "node-b"},
+        {.first_row = 5, .row_count = 7, .model_id = 2, .start_sfen = "startpos", .moves = "2g2f", .plies = 7,
+         .result = 0, .reason = DB_REASON_MAX_PLY}, /* no host: not recorded */
+    };
+    CHECK_OK(db, db_shard_insert(db, &sh, g, 2));
+    CHECK_OK(db, db_games_of_shard(db, sh.id, &gl));
+    CHECK(gl.n == 2 && gl.games && gl.games[0].rank == 2 && strcmp(gl.games[0].host, "node-b") == 0 &&
+          gl.games[1].host[0] == 0);
+    db_game_list_free(&gl);
+    db_close(db);
+    CHECK(sql_int(path, "SELECT count(*) FROM games WHERE rank = 2 AND host = 'node-b'") == 1);
+    CHECK(sql_int(path, "SELECT count(*) FROM games WHERE rank IS NULL AND host IS NULL") == 5);
+
+    schema_digest(path, before[0]);
+    const char *fresh = tmp_db("fresh5.db");
+    CHECK_OK(db, db_open(fresh, 0, &db, err, sizeof err));
+    db_close(db);
+    schema_digest(fresh, after);
+    if (strcmp(before[0], after) != 0) fprintf(stderr, "new:\n%s\nmigrated from v4:\n%s\n", after, before[0]);
+    CHECK(strcmp(before[0], after) == 0);
+}
+
 
 /* ---- match games through db.h ---------------------------------------------------------------- */
 static void test_match_games(void) {
@@ -2100,6 +2177,7 @@ int main(int argc, char **argv) {
     test_migration();
     test_migration_v2();
     test_migration_v3();
+    test_migration_v4();
     test_match_games();
     test_transactions();
     test_shard_files();

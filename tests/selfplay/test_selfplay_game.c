@@ -92,7 +92,7 @@ static void play_and_check(const char *what, const sp_config_t *cfg, net_kind_t 
         if (first > bs->first_ply_max) bs->first_ply_max = first;
         CHECKF(r->n_gens == 1 && r->gens[0] == 5 && sp_record_main_gen(r) == 5, "%s: generations %d, main %lld", what,
                r->n_gens, (long long)sp_record_main_gen(r));
-        CHECKF(sp_record_add_to_shard(r, b, 42, err, sizeof err) == 0, "%s: add to shard: %s", what, err);
+        CHECKF(sp_record_add_to_shard(r, b, 42, 0, "test-host", err, sizeof err) == 0, "%s: add to shard: %s", what, err);
         sp_record_free(r);
     }
     const char *dir = t_scratch("sp_game");

@@ -1,0 +1,85 @@
+/* wire.h - what `selfplay` ranks say to each other: the bytes of each
+ * message kind, encoded and decoded here, carried by dist/'s mailbox.
+ *
+ * Owns: the message kinds (tags) of the self-play job and their byte
+ * layouts, version 1, little-endian: a finished game (the record's moves,
+ * searched plies, search values, sparse visit distributions, result, end,
+ * nets that played it; not the planes, which rank 0 rebuilds by replaying
+ * the moves), a net (the model file's bytes with the XXH3 koma.db holds for
+ * it), a rank's hello and rates, stop / pause orders, an error text.
+ * Does not own: sending them (dist/dist.h), what rank 0 does with them
+ * (selfplay/ranks.c), the game itself (game.c).
+ *
+ * Decoding never trusts the bytes: every length is bounded by what is left
+ * of the message and by the format's own limits, the trailing XXH3 must
+ * match, every move must be legal where it is played (the game is replayed
+ * from the start position), labels lie in 0..2186, probabilities and values
+ * are finite and in range. A message that fails is refused with a message
+ * naming the first thing wrong ("game message: move 31 (7g7f) is not legal
+ * here"); nothing of it is used.
+ * Threads: any (no state).
+ */
+#ifndef KOMA_SELFPLAY_WIRE_H
+#define KOMA_SELFPLAY_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "selfplay/game.h"
+
+#define SP_WIRE_VERSION 1
+
+/* Message tags (dist_mail_send's tag). */
+enum {
+    SP_TAG_HELLO = 1, /* rank r -> 0: host, pid, backend, device (sp_wire_hello_t) */
+    SP_TAG_GAME = 2,  /* rank r -> 0: one finished game */
+    SP_TAG_STATS = 3, /* rank r -> 0: its counters (sp_wire_stats_t) */
+    SP_TAG_ERROR = 4, /* rank r -> 0: why it cannot go on (text); then it waits for STOP */
+    SP_TAG_BYE = 5,   /* rank r -> 0: its last message; it sends nothing after */
+    SP_TAG_NET = 6,   /* 0 -> rank r: a net to play with (cycle, XXH3, file bytes) */
+    SP_TAG_PAUSE = 7, /* 0 -> rank r: stop / resume starting moves (the run is ahead of its nets) */
+    SP_TAG_STOP = 8,  /* 0 -> rank r: finish now (exit code inside) */
+};
+
+/* A game as a message (malloc'ed, *len bytes). NULL when out of memory. */
+uint8_t *sp_wire_game_encode(const sp_record_t *r, int64_t *len);
+/* The record a game message holds, rows rebuilt by replay (sp_record_free
+ * it), or NULL with err. */
+sp_record_t *sp_wire_game_decode(const uint8_t *buf, int64_t len, char *err, size_t errlen);
+
+/* A net message: model cycle, rank 0's session seed (each rank mixes its
+ * own from it), the file's XXH3-64 and its bytes (malloc'ed). */
+uint8_t *sp_wire_net_encode(int64_t cycle, uint64_t seed, uint64_t xxh3, const uint8_t *file, int64_t file_len,
+                            int64_t *len);
+/* Points *file into buf; 0, or -1 with err when the header is malformed or
+ * the bytes' XXH3 is not the one announced. */
+int sp_wire_net_decode(const uint8_t *buf, int64_t len, int64_t *cycle, uint64_t *seed, uint64_t *xxh3,
+                       const uint8_t **file, int64_t *file_len, char *err, size_t errlen);
+
+typedef struct {
+    int64_t pid;
+    int32_t device;     /* CUDA device, -1 on the CPU */
+    char host[128];
+    char backend[32];
+} sp_wire_hello_t;
+typedef struct {
+    int64_t searches;   /* moves searched (sp_pool_stats) */
+    int64_t evaluated;  /* positions its server evaluated */
+    int64_t batches;    /* its server's batches */
+    int64_t games;      /* games sent */
+    int64_t generation; /* the net generation its server runs */
+    int32_t active;     /* games in progress */
+} sp_wire_stats_t;
+
+/* Small fixed messages: encode into out (room for SP_WIRE_SMALL_MAX bytes),
+ * returning the length; decode returns 0, or -1 with err. */
+#define SP_WIRE_SMALL_MAX 512
+int64_t sp_wire_hello_encode(const sp_wire_hello_t *h, uint8_t *out);
+int sp_wire_hello_decode(const uint8_t *buf, int64_t len, sp_wire_hello_t *h, char *err, size_t errlen);
+int64_t sp_wire_stats_encode(const sp_wire_stats_t *s, uint8_t *out);
+int sp_wire_stats_decode(const uint8_t *buf, int64_t len, sp_wire_stats_t *s, char *err, size_t errlen);
+/* One integer (STOP's exit code, PAUSE's flag). */
+int64_t sp_wire_int_encode(int32_t v, uint8_t *out);
+int sp_wire_int_decode(const uint8_t *buf, int64_t len, int32_t *v, char *err, size_t errlen);
+
+#endif
