@@ -1292,6 +1292,7 @@ void db_game_list_free(db_game_list_t *l) {
         free((void *)g->black);
         free((void *)g->white);
         free((void *)g->detail);
+        free((void *)g->host);
     }
     free(l->games);
     l->games = NULL;

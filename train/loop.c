@@ -112,6 +112,22 @@ static int one_step(const train_loop_t *lp, int64_t s, nn_metrics_t *m, train_lo
     return 0;
 }
 
+/* Books step s (started at t0) into r and calls the hook: 0, or -1 with err
+ * when the hook ends the loop. */
+static int step_taken(const train_loop_t *lp, int64_t s, const nn_metrics_t *m, int64_t t0, train_loop_result_t *r,
+                      char *err, size_t errlen) {
+    r->train_ns += (double)(compat_now_ns() - t0);
+    r->steps++;
+    r->last = *m;
+    train_sums_add(&r->sums, m);
+    if (lp->on_step && lp->on_step(lp->user, s, m, r, err, errlen) != 0) {
+        r->failed_in = TRAIN_LOOP_HOOK;
+        r->failed_step = s;
+        return -1;
+    }
+    return 0;
+}
+
 /* The prefetch: step s + 1's batch is sampled on a thread of its own while
  * step s runs, into the second of two buffers (a device step then never waits
  * for the sampler; on the CPU the sampler fills a core the step leaves idle).
@@ -165,15 +181,7 @@ static int run_prefetched(const train_loop_t *lp, shard_batch_t *next, train_loo
             cur = next;
             next = t;
         }
-        r->train_ns += (double)(compat_now_ns() - t0);
-        r->steps++;
-        r->last = m;
-        train_sums_add(&r->sums, &m);
-        if (lp->on_step && lp->on_step(lp->user, s, &m, r, err, errlen) != 0) {
-            r->failed_in = TRAIN_LOOP_HOOK;
-            r->failed_step = s;
-            return TRAIN_ERROR;
-        }
+        if (step_taken(lp, s, &m, t0, r, err, errlen) != 0) return TRAIN_ERROR;
     }
     return TRAIN_OK;
 }
@@ -200,15 +208,7 @@ int train_loop_run(const train_loop_t *lp, train_loop_result_t *r, char *err, si
             r->failed_step = s;
             return TRAIN_ERROR;
         }
-        r->train_ns += (double)(compat_now_ns() - t0);
-        r->steps++;
-        r->last = m;
-        train_sums_add(&r->sums, &m);
-        if (lp->on_step && lp->on_step(lp->user, s, &m, r, err, errlen) != 0) {
-            r->failed_in = TRAIN_LOOP_HOOK;
-            r->failed_step = s;
-            return TRAIN_ERROR;
-        }
+        if (step_taken(lp, s, &m, t0, r, err, errlen) != 0) return TRAIN_ERROR;
     }
     return TRAIN_OK;
 }
