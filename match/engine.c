@@ -193,8 +193,8 @@ static int budget_field(const char *f, const char *word, int64_t *v, int *bad) {
 int match_engine_player_parse(const char *text, match_engine_player_t *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     if (!text || strlen(text) >= sizeof out->text) {
-        set_err(err, errlen, "an engine text of %zu characters (at most %zu)", text ? strlen(text) : 0,
-                sizeof out->text - 1);
+        set_err(err, errlen, "an engine text of %lld characters (at most %lld)", text ? (long long)strlen(text) : 0LL,
+                (long long)(sizeof out->text - 1));
         return -1;
     }
     memcpy(out->text, text, strlen(text) + 1);

@@ -114,7 +114,7 @@ int sp_ranks_send_net(sp_ranks_t *k, int64_t cycle, uint64_t seed, const char *p
     uint8_t *msg = sp_wire_net_encode(cycle, seed, want, (const uint8_t *)file, (int64_t)n, &len);
     free(file);
     if (!msg) {
-        snprintf(err, errlen, "out of memory for model cycle %" PRId64 " (%zu bytes)", cycle, n);
+        snprintf(err, errlen, "out of memory for model cycle %" PRId64 " (%lld bytes)", cycle, (long long)n);
         return -1;
     }
     int rc = dist_mail_send(k->mail, DIST_ALL_OTHERS, SP_TAG_NET, msg, len, SEND_TIMEOUT_MS, e, sizeof e);
