@@ -7,7 +7,7 @@
  * "info string fake: bad position ..." to stderr and exits 9).
  *
  *   fake_usi [--name NAME] [--seed N] [--script S] [--declare] [--log FILE]
- *            [--require-option NAME=VALUE] [--stop-answers] [--hang-from-game N]
+ *            [--require-option NAME=VALUE] [--stop-answers] [--hang-from-game N] [--mute]
  *
  * --script: comma-separated actions for this engine's own moves of every
  * game, in order; after the last one it plays random moves:
@@ -24,6 +24,8 @@
  * --require-option: exits 5 at isready unless that setoption came.
  * --hang-from-game: from this process's N-th game (usinewgame) on, never
  *   answers go (a match to be killed midway).
+ * --mute: reads every command and never answers one (an engine that never
+ *   says usiok; `sleep 60` did this where there is a sleep program).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -98,13 +100,14 @@ static void random_move(char *out) {
 
 int main(int argc, char **argv) {
     const char *name = "fake", *log_path = NULL, *required = NULL;
-    int declare = 0, stop_answers = 0, got_required = 0, hang_from = 0;
+    int declare = 0, stop_answers = 0, got_required = 0, hang_from = 0, mute = 0;
     uint64_t seed = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--name") && i + 1 < argc) name = argv[++i];
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--declare")) declare = 1;
         else if (!strcmp(argv[i], "--stop-answers")) stop_answers = 1;
+        else if (!strcmp(argv[i], "--mute")) mute = 1;
         else if (!strcmp(argv[i], "--hang-from-game") && i + 1 < argc) hang_from = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--log") && i + 1 < argc) log_path = argv[++i];
         else if (!strcmp(argv[i], "--require-option") && i + 1 < argc) required = argv[++i];
@@ -126,6 +129,7 @@ int main(int argc, char **argv) {
             fprintf(log, "%s\n", line);
             fflush(log);
         }
+        if (mute) continue;
         if (!strcmp(line, "usi")) {
             say("id name %s", name);
             say("id author %s", "koma tests");

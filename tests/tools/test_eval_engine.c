@@ -115,7 +115,8 @@ int main(int argc, char **argv) {
     CHECKF(rc != 0 && r.engine_failed && strstr(err, "'gone'") && strstr(err, "/no/such/dir/engine"),
            "a missing engine: rc %d, failed %d, '%s'", rc, r.engine_failed, err);
     t0 = compat_now_ms();
-    rc = play("mute | sleep 60 | byoyomi 50", 2, 1, &r, err, sizeof err);
+    snprintf(text, sizeof text, "mute | \"%s\" --mute | byoyomi 50", g_fake);
+    rc = play(text, 2, 1, &r, err, sizeof err);
     s = (compat_now_ms() - t0) / 1000.0;
     CHECKF(rc != 0 && r.engine_failed && strstr(err, "'mute'") && strstr(err, "usiok") && s < 20,
            "an engine that never says usiok: rc %d, '%s', %.1f s", rc, err, s);
