@@ -98,6 +98,22 @@ static void random_move(char *out) {
     move_to_usi(ml.moves[rng_next() % (uint64_t)ml.n], out);
 }
 
+/* Appends one line to the --log file. Engines of a match share the file
+ * (concurrency > 1), and appends from two processes can interleave or be
+ * lost where O_APPEND is emulated (wine): a lock file serialises them. */
+static void log_line(const char *path, const char *lock_path, const char *text) {
+    compat_lock_t *lk = NULL;
+    char holder[64], err[256];
+    for (int i = 0; i < 5000 && compat_lock_try(lock_path, "fake_usi", &lk, holder, sizeof holder, err, sizeof err) == 1; i++)
+        compat_sleep_ms(1);
+    FILE *f = fopen(path, "a");
+    if (f) {
+        fprintf(f, "%s\n", text);
+        fclose(f);
+    }
+    compat_lock_release(lk);
+}
+
 int main(int argc, char **argv) {
     const char *name = "fake", *log_path = NULL, *required = NULL;
     int declare = 0, stop_answers = 0, got_required = 0, hang_from = 0, mute = 0;
@@ -120,15 +136,13 @@ int main(int argc, char **argv) {
         }
     }
     rng_state = seed;
-    FILE *log = log_path ? fopen(log_path, "a") : NULL;
+    char lock_path[1200];
+    if (log_path) snprintf(lock_path, sizeof lock_path, "%s.lock", log_path);
     pos_set_startpos(&pos);
     int own = 0, games = 0, hanging = 0;
     while (fgets(line, sizeof line, stdin)) {
         line[strcspn(line, "\r\n")] = 0;
-        if (log) {
-            fprintf(log, "%s\n", line);
-            fflush(log);
-        }
+        if (log_path) log_line(log_path, lock_path, line);
         if (mute) continue;
         if (!strcmp(line, "usi")) {
             say("id name %s", name);
@@ -193,6 +207,5 @@ int main(int argc, char **argv) {
             break;
         }
     }
-    if (log) fclose(log);
     return 0;
 }
