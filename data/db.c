@@ -1,4 +1,4 @@
-/* db.c - koma.db: schema v4, open/version check, typed inserts and queries,
+/* db.c - koma.db: schema v5, open/version check, typed inserts and queries,
  * the shard registration protocol and the start-up file check. See db.h.
  *
  * Every statement is prepared once per connection (stmt()) and reset after

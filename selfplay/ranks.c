@@ -76,26 +76,9 @@ void sp_ranks_free(sp_ranks_t *k) {
     free(k);
 }
 
-static int parse_hex64(const char *hex, uint64_t *v) {
-    *v = 0;
-    if (!hex || strlen(hex) != 16) return -1;
-    for (int i = 0; i < 16; i++) {
-        char c = hex[i];
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-        if (d < 0) return -1;
-        *v = *v << 4 | (uint64_t)d;
-    }
-    return 0;
-}
-
 int sp_ranks_send_net(sp_ranks_t *k, int64_t cycle, uint64_t seed, const char *path, const char *xxh3_hex, char *err,
                       size_t errlen) {
     if (k->size < 2) return 0;
-    uint64_t want;
-    if (parse_hex64(xxh3_hex, &want) != 0) {
-        snprintf(err, errlen, "model cycle %" PRId64 ": registered XXH3 '%s' is not 16 hex digits", cycle, xxh3_hex);
-        return -1;
-    }
     size_t n = 0;
     char e[512];
     char *file = compat_read_file(path, &n, e, sizeof e);
@@ -103,15 +86,18 @@ int sp_ranks_send_net(sp_ranks_t *k, int64_t cycle, uint64_t seed, const char *p
         snprintf(err, errlen, "model cycle %" PRId64 " for the other ranks: %s", cycle, e);
         return -1;
     }
+    /* koma.db holds the hash as 16 lowercase hex digits (db.c), as written here */
     uint64_t got = XXH3_64bits(file, n);
-    if (got != want) {
-        snprintf(err, errlen, "%s: XXH3 %016" PRIx64 ", koma.db registered %s: not sent to the other ranks", path, got,
-                 xxh3_hex);
+    char hex[17];
+    snprintf(hex, sizeof hex, "%016" PRIx64, got);
+    if (!xxh3_hex || strcmp(hex, xxh3_hex) != 0) {
+        snprintf(err, errlen, "%s: XXH3 %s, koma.db registered %s: not sent to the other ranks", path, hex,
+                 xxh3_hex ? xxh3_hex : "(none)");
         free(file);
         return -1;
     }
     int64_t len = 0;
-    uint8_t *msg = sp_wire_net_encode(cycle, seed, want, (const uint8_t *)file, (int64_t)n, &len);
+    uint8_t *msg = sp_wire_net_encode(cycle, seed, got, (const uint8_t *)file, (int64_t)n, &len);
     free(file);
     if (!msg) {
         snprintf(err, errlen, "out of memory for model cycle %" PRId64 " (%lld bytes)", cycle, (long long)n);

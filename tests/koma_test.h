@@ -207,4 +207,24 @@ static inline uint64_t t_next(void) { return t_splitmix64(&t_rng); }
 /* Uniform in [0, 1). */
 static inline double t_unif(void) { return (double)(t_next() >> 11) * (1.0 / 9007199254740992.0); }
 
+#ifdef KOMA_MPIEXEC
+/* mpirun and the flags every MPI test runs it with into argv; returns the
+ * count (the caller appends the program and its arguments). Root in CI and
+ * more ranks than cores: --allow-run-as-root --oversubscribe. Open MPI's
+ * components leak at MPI_Finalize (frames in unloaded modules, nothing of
+ * Koma's), so under ASan the ranks run without the leak check; every other
+ * check stays. */
+static inline int t_mpirun_argv(const char **argv, const char *np) {
+    int argc = 0;
+    argv[argc++] = KOMA_MPIEXEC;
+    argv[argc++] = "--allow-run-as-root";
+    argv[argc++] = "--oversubscribe";
+    argv[argc++] = "-x";
+    argv[argc++] = "ASAN_OPTIONS=halt_on_error=1:detect_leaks=0:exitcode=23";
+    argv[argc++] = "-np";
+    argv[argc++] = np;
+    return argc;
+}
+#endif
+
 #endif

@@ -23,15 +23,7 @@ static inline int sp_mpi_argv(const char **argv, const char *np, const char *dir
         "--visits-fast", "8", "--gumbel-m", "8", "--max-ply", "40", "--net", "2x16", "--progress", "1",
         "--min-steps-per-cycle", "2", "--max-steps-per-cycle", "4", "--batch", "16", "--window-min", "100",
         "--cpu-threads", "1", "--train-threads", "1", "--cache-mb", "1", "--sync-train", "1", "--eval-every", "0", NULL};
-    int argc = 0;
-    argv[argc++] = KOMA_MPIEXEC;
-    argv[argc++] = "--allow-run-as-root";
-    argv[argc++] = "--oversubscribe";
-    /* Open MPI's components leak at MPI_Finalize (nothing of Koma's): no leak check under ASan */
-    argv[argc++] = "-x";
-    argv[argc++] = "ASAN_OPTIONS=halt_on_error=1:detect_leaks=0:exitcode=23";
-    argv[argc++] = "-np";
-    argv[argc++] = np;
+    int argc = t_mpirun_argv(argv, np);
     argv[argc++] = KOMA_SELFPLAY_BIN;
     argv[argc++] = "--run";
     argv[argc++] = dir;

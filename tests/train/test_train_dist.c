@@ -36,21 +36,6 @@ int main(void) {
 
 static char g_run[900], g_out[900], g_errf[900];
 
-/* mpirun and its flags into argv; returns the count. Open MPI's components
- * leak at MPI_Finalize (frames in unloaded modules, nothing of Koma's), so
- * under ASan the ranks run without the leak check; every other check stays. */
-static int mpirun_argv(const char **argv, const char *np) {
-    int argc = 0;
-    argv[argc++] = KOMA_MPIEXEC;
-    argv[argc++] = "--allow-run-as-root";
-    argv[argc++] = "--oversubscribe";
-    argv[argc++] = "-x";
-    argv[argc++] = "ASAN_OPTIONS=halt_on_error=1:detect_leaks=0:exitcode=23";
-    argv[argc++] = "-np";
-    argv[argc++] = np;
-    return argc;
-}
-
 /* Runs [mpirun -np ranks] train <args> (ranks 0: no mpirun); args are split
  * at spaces, "double quotes" group. Returns the exit code. */
 static int run_train(int ranks, const char *args) {
@@ -59,7 +44,7 @@ static int run_train(int ranks, const char *args) {
     int argc = 0;
     if (ranks > 0) {
         snprintf(np, sizeof np, "%d", ranks);
-        argc = mpirun_argv(argv, np);
+        argc = t_mpirun_argv(argv, np);
     }
     snprintf(buf, sizeof buf, "%s", args);
     argv[argc++] = KOMA_TRAIN_BIN;
@@ -133,7 +118,7 @@ static void lock_while_running(const char *common) {
     char args[4096], np[] = "2";
     snprintf(args, sizeof args, "%s", common);
     const char *argv[80];
-    int argc = mpirun_argv(argv, np);
+    int argc = t_mpirun_argv(argv, np);
     argv[argc++] = KOMA_TRAIN_BIN;
     for (char *s = args; *s;) {
         while (*s == ' ') s++;
