@@ -30,36 +30,9 @@
 #include "engine/encode.h"
 #include "selfplay/game.h"
 #include "selfplay/wire.h"
+#include "tests/selfplay/sp_hash_net.h"
 
 static double now_s(void) { return (double)compat_now_ns() * 1e-9; }
-
-/* ---- games against a hash network double ---------------------------------------------- */
-
-static void evaluate(const mcts_request_t *q, float *logits, float *wdl) {
-    for (int32_t i = 0; i < q->n_moves; i++)
-        logits[i] = (float)(compat_mix64_fin(q->key + q->labels[i]) >> 40) * (3.0f / 16777216.0f);
-    uint64_t h = compat_mix64_fin(q->key ^ 0x1234567ull);
-    wdl[0] = (float)(h & 1023) / 512.0f;
-    wdl[1] = (float)((h >> 10) & 1023) / 1024.0f;
-    wdl[2] = (float)((h >> 20) & 1023) / 512.0f;
-}
-
-static sp_record_t *play_game(sp_game_t *g) {
-    static mcts_request_t reqs[64];
-    static float logits[MCTS_MOVES_MAX];
-    sp_game_begin(g);
-    for (;;) {
-        bool ended = false;
-        int32_t n = sp_game_step(g, 8, reqs, &ended);
-        if (ended) return sp_game_take_record(g);
-        if (n <= 0) return NULL;
-        for (int32_t i = 0; i < n; i++) {
-            float wdl[3];
-            evaluate(&reqs[i], logits, wdl);
-            sp_game_deliver(g, &reqs[i], logits, wdl, 1);
-        }
-    }
-}
 
 typedef struct {
     _Atomic int64_t done, failed;
@@ -94,7 +67,7 @@ static int bench_commit(int32_t games, int32_t max_ply, int32_t shard_games) {
     double t0 = now_s();
     int64_t bytes = 0, rows = 0;
     for (int32_t i = 0; i < games; i++) {
-        sp_record_t *r = play_game(g);
+        sp_record_t *r = sp_hash_play_game(g, 1);
         if (!r) {
             fprintf(stderr, "bench_ranks: a game did not end\n");
             return 1;

@@ -17,22 +17,17 @@
 
 #include "mcts/select.h"
 #include "selfplay/game.h"
+#include "sp_hash_net.h"
 
 /* ---- network doubles ------------------------------------------------------------------ */
 
 typedef enum { NET_HASH, NET_BLACK_LOST } net_kind_t;
 
 /* Move logits from the position key (spread ~3 nats) and a value: hash
- * (NET_HASH) or "Black is lost" (NET_BLACK_LOST). */
+ * (NET_HASH, sp_hash_net.h) or "Black is lost" (NET_BLACK_LOST). */
 static void evaluate(net_kind_t kind, const sp_game_t *g, const mcts_request_t *q, float *logits, float *wdl) {
-    for (int32_t i = 0; i < q->n_moves; i++)
-        logits[i] = (float)(compat_mix64_fin(q->key + q->labels[i]) >> 40) * (3.0f / 16777216.0f);
-    if (kind == NET_HASH) {
-        uint64_t h = compat_mix64_fin(q->key ^ 0x1234567ull);
-        wdl[0] = (float)(h & 1023) / 512.0f;
-        wdl[1] = (float)((h >> 10) & 1023) / 1024.0f;
-        wdl[2] = (float)((h >> 20) & 1023) / 512.0f;
-    } else {
+    sp_hash_evaluate(q, logits, wdl);
+    if (kind != NET_HASH) {
         static pos_t pos;
         mcts_request_position(sp_game_tree(g), q, &pos);
         bool black = pos_side_to_move(&pos) == COLOR_BLACK;

@@ -20,34 +20,7 @@
 #include "compat/bits.h"
 #include "selfplay/game.h"
 #include "selfplay/wire.h"
-
-/* Move logits from the position key and a hash value (the same double as test_selfplay_game). */
-static void evaluate(const mcts_request_t *q, float *logits, float *wdl) {
-    for (int32_t i = 0; i < q->n_moves; i++)
-        logits[i] = (float)(compat_mix64_fin(q->key + q->labels[i]) >> 40) * (3.0f / 16777216.0f);
-    uint64_t h = compat_mix64_fin(q->key ^ 0x1234567ull);
-    wdl[0] = (float)(h & 1023) / 512.0f;
-    wdl[1] = (float)((h >> 10) & 1023) / 1024.0f;
-    wdl[2] = (float)((h >> 20) & 1023) / 512.0f;
-}
-
-static sp_record_t *play_game(sp_game_t *g, int64_t gen) {
-    static mcts_request_t reqs[64];
-    static float logits[MCTS_MOVES_MAX];
-    sp_game_begin(g);
-    for (int64_t steps = 0; steps < 1000000; steps++) {
-        bool ended = false;
-        int32_t n = sp_game_step(g, 4, reqs, &ended);
-        if (ended) return sp_game_take_record(g);
-        if (n <= 0) return NULL;
-        for (int32_t i = 0; i < n; i++) {
-            float wdl[3];
-            evaluate(&reqs[i], logits, wdl);
-            sp_game_deliver(g, &reqs[i], logits, wdl, gen);
-        }
-    }
-    return NULL;
-}
+#include "sp_hash_net.h"
 
 /* a and b hold the same game, rows included. */
 static void same_record(const sp_record_t *a, const sp_record_t *b, int k) {
@@ -102,7 +75,7 @@ static void test_games(void) {
     if (!g) return;
     char err[512];
     for (int k = 0; k < 4; k++) {
-        sp_record_t *r = play_game(g, 3 + k);
+        sp_record_t *r = sp_hash_play_game(g, 3 + k);
         CHECKF(r != NULL, "game %d did not end", k);
         if (!r) break;
         int64_t len = 0;
