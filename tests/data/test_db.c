@@ -1044,19 +1044,36 @@ static const char *const v2_tables[][2] = {
 };
 enum { V2_TABLES = sizeof v2_tables / sizeof v2_tables[0] };
 
+/* What version 3 added on top of v2, as data/db.c released it (a copy). */
+static const char v3_delta[] =
+    "ALTER TABLE cycle_metrics ADD COLUMN no_resign_games INTEGER CHECK (no_resign_games >= 0);"
+    "ALTER TABLE cycle_metrics ADD COLUMN would_resign INTEGER "
+    "  CHECK (would_resign >= 0 AND would_resign <= no_resign_games);"
+    "ALTER TABLE cycle_metrics ADD COLUMN false_resign INTEGER "
+    "  CHECK (false_resign >= 0 AND false_resign <= would_resign);"
+    "ALTER TABLE cycle_metrics ADD COLUMN resign_threshold REAL;";
+
+/* A file of schema `version` (2..4) as that version's code left it: v1's
+ * schema and the deltas up to it (v4 changed no table), the application id,
+ * the version, WAL, foreign keys on, and v2's rows. */
+static void write_frozen(const char *path, int version) {
+    sql_raw(path, v1_schema);
+    sql_raw(path, v2_delta);
+    if (version >= 3) sql_raw(path, v3_delta);
+    char sql[160];
+    snprintf(sql, sizeof sql, "PRAGMA application_id = %d; PRAGMA user_version = %d; PRAGMA journal_mode = WAL",
+             DB_APPLICATION_ID, version);
+    sql_raw(path, sql);
+    sql_raw(path, "PRAGMA foreign_keys = ON;");
+    sql_raw(path, v2_rows);
+}
+
 static void test_migration_v2(void) {
     char err[DB_ERR_MAX], msg[512];
     db_t *db = NULL;
     /* A version 2 file as the v2 code left it. */
     const char *path = tmp_db("v2.db");
-    sql_raw(path, v1_schema);
-    sql_raw(path, v2_delta);
-    char sql[160];
-    snprintf(sql, sizeof sql, "PRAGMA application_id = %d; PRAGMA user_version = 2; PRAGMA journal_mode = WAL",
-             DB_APPLICATION_ID);
-    sql_raw(path, sql);
-    sql_raw(path, "PRAGMA foreign_keys = ON;");
-    sql_raw(path, v2_rows);
+    write_frozen(path, 2);
     CHECK(sql_int(path, "PRAGMA user_version") == 2 && sql_int(path, "SELECT count(*) FROM games") == 4);
     static char before[V2_TABLES][DIGEST_MAX], after[DIGEST_MAX];
     for (int t = 0; t < V2_TABLES; t++) rows_digest(path, v2_tables[t][0], v2_tables[t][1], "", before[t]);
@@ -1135,14 +1152,6 @@ static void test_migration_v2(void) {
 }
 
 /* ---- schema v3 -> v4 -------------------------------------------------------------------- */
-/* What version 3 added on top of v2, as data/db.c released it (a copy). */
-static const char v3_delta[] =
-    "ALTER TABLE cycle_metrics ADD COLUMN no_resign_games INTEGER CHECK (no_resign_games >= 0);"
-    "ALTER TABLE cycle_metrics ADD COLUMN would_resign INTEGER "
-    "  CHECK (would_resign >= 0 AND would_resign <= no_resign_games);"
-    "ALTER TABLE cycle_metrics ADD COLUMN false_resign INTEGER "
-    "  CHECK (false_resign >= 0 AND false_resign <= would_resign);"
-    "ALTER TABLE cycle_metrics ADD COLUMN resign_threshold REAL;";
 
 /* v3 rows: the v2 cycles (no resignation check recorded) and cycles 3..7 as
  * v3 self-play wrote them, its threshold in W-L (<= -1: off). */
@@ -1159,15 +1168,7 @@ static void test_migration_v3(void) {
     char err[DB_ERR_MAX], msg[128];
     db_t *db = NULL;
     const char *path = tmp_db("v3.db");
-    sql_raw(path, v1_schema);
-    sql_raw(path, v2_delta);
-    sql_raw(path, v3_delta);
-    char sql[160];
-    snprintf(sql, sizeof sql, "PRAGMA application_id = %d; PRAGMA user_version = 3; PRAGMA journal_mode = WAL",
-             DB_APPLICATION_ID);
-    sql_raw(path, sql);
-    sql_raw(path, "PRAGMA foreign_keys = ON;");
-    sql_raw(path, v2_rows);
+    write_frozen(path, 3);
     sql_raw(path, v3_rows);
     CHECK(sql_int(path, "PRAGMA user_version") == 3 && sql_int(path, "SELECT count(*) FROM cycle_metrics") == 7);
     /* Every table but the converted column, before and after. */
@@ -1213,21 +1214,14 @@ static void test_migration_v3(void) {
 
 /* ---- schema v4 -> v5 -------------------------------------------------------------------- */
 /* A v4 file (v2's rows plus a cycle with its resignation check; v4 changed
- * no table, only the threshold's unit) migrates to v5 keeping every row; its games have no rank or host (NULL), games stored
- * afterwards with a host get both, and the schema is a new database's. */
+ * no table, only the threshold's unit) migrates to v5 keeping every row; its
+ * games have no rank or host (NULL), games stored afterwards with a host get
+ * both, and the schema is a new database's. */
 static void test_migration_v4(void) {
     char err[DB_ERR_MAX], msg[512];
     db_t *db = NULL;
     const char *path = tmp_db("v4.db");
-    sql_raw(path, v1_schema);
-    sql_raw(path, v2_delta);
-    sql_raw(path, v3_delta);
-    char sql[160];
-    snprintf(sql, sizeof sql, "PRAGMA application_id = %d; PRAGMA user_version = 4; PRAGMA journal_mode = WAL",
-             DB_APPLICATION_ID);
-    sql_raw(path, sql);
-    sql_raw(path, "PRAGMA foreign_keys = ON;");
-    sql_raw(path, v2_rows);
+    write_frozen(path, 4);
     sql_raw(path, "UPDATE cycle_metrics SET no_resign_games = 2, would_resign = 1, false_resign = 0, "
                   "resign_threshold = 0.05 WHERE cycle = 2");
     static char before[V2_TABLES][DIGEST_MAX], after[DIGEST_MAX];
