@@ -83,6 +83,8 @@ typedef struct {
 
 typedef struct nn_backend nn_backend_t;
 
+#define NN_FENCE_NB 4 /* fences per backend instance (fence_record) */
+
 struct nn_backend {
     const char *name;   /* "cpu", "cuda" */
     const char *memory; /* where buf_alloc's memory lives, for messages: "host", "device" */
@@ -97,6 +99,13 @@ struct nn_backend {
     void (*download)(nn_backend_t *be, void *dst_host, const void *src_dev, size_t bytes);
     void (*memset_zero)(nn_backend_t *be, void *dst_dev, size_t bytes);
     void (*copy)(nn_backend_t *be, void *dst_dev, const void *src_dev, size_t bytes);
+    /* OPTIONAL (NULL: one copy per row). Row r < rows of `width` bytes from
+     * src + r*spitch to dst + r*dpitch (device to device; width <= both
+     * pitches; source and destination rows must not overlap). A channel slice
+     * of an NCHW tensor and back: (B, C, 81) <-> channels [c0, c0 + C) of
+     * (B, C2, 81) is rows = B, width = C*81 floats, pitches C*81 and C2*81. */
+    void (*copy_2d)(nn_backend_t *be, void *dst_dev, size_t dpitch, const void *src_dev, size_t spitch,
+                    size_t width, size_t rows);
     void (*sync)(nn_backend_t *be); /* OPTIONAL (NULL: ops are synchronous) */
     /* OPTIONAL page-locked host memory (NULL: none, use malloc) for staging
      * that the device reads and writes directly; free with host_free. */
@@ -106,6 +115,15 @@ struct nn_backend {
      * host_alloc, and returns at once: dst holds the bytes after the next
      * sync (one wait for several downloads). */
     void (*download_async)(nn_backend_t *be, void *dst_host, const void *src_dev, size_t bytes);
+    /* OPTIONAL (NULL: every op is done when it returns; nothing to wait for).
+     * Fences: fence_record(be, i), 0 <= i < NN_FENCE_NB, marks the work
+     * queued so far (a later record of i moves the mark); fence_wait(be, i)
+     * returns once that work is done, WITHOUT waiting for the work queued
+     * after the mark (sync waits for all of it): a download_async queued
+     * before the mark has then arrived. Both are no-ops on a failed instance
+     * (check error after fence_wait). */
+    void (*fence_record)(nn_backend_t *be, int32_t i);
+    void (*fence_wait)(nn_backend_t *be, int32_t i);
     /* The sticky error (see Errors above): NULL while every op succeeded. */
     const char *(*error)(nn_backend_t *be);
     /* The stopwatch of device time, OPTIONAL (NULL: time the wall clock):

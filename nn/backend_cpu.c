@@ -141,6 +141,13 @@ static void cpu_copy(nn_backend_t *be, void *dst, const void *src, size_t bytes)
     if (bytes && dst != src) memmove(dst, src, bytes);
 }
 
+static void cpu_copy_2d(nn_backend_t *be, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                        size_t rows) {
+    if (cpu_skip(be, "copy_2d", NULL)) return;
+    for (size_t r = 0; width && r < rows; r++)
+        memcpy((char *)dst + r * dpitch, (const char *)src + r * spitch, width);
+}
+
 /* ---- input ------------------------------------------------------------------ */
 // packed (B, ceil(planes*81/8)), hand (B, in_hand) -> out (B, planes + in_hand, 9, 9)
 static void cpu_expand_planes(nn_backend_t *be, const uint8_t *packed, const float *hand, int32_t B,
@@ -845,7 +852,8 @@ nn_backend_t *nn_backend_cpu_new_conv(int32_t threads, nn_cpu_conv_t conv, char 
     be->download = cpu_download;
     be->memset_zero = cpu_memset_zero;
     be->copy = cpu_copy;
-    be->sync = NULL;
+    be->copy_2d = cpu_copy_2d;
+    be->sync = NULL; /* and no fences: every op is done when it returns */
     be->error = cpu_error;
     be->expand_planes = cpu_expand_planes;
     be->conv_ws_bytes = cpu_conv_ws_bytes;

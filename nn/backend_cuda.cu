@@ -12,11 +12,14 @@
  * Design notes
  *  - One instance = one non-blocking stream + its cuDNN and cuBLAS handles
  *    bound to it. Ops only enqueue; nothing synchronises the host except
- *    download, sync, buffer frees, workspace growth without memory pools, and
- *    the first use of a convolution shape (algorithm choice, below).
+ *    download, sync, fence_wait (the work before its mark only: one event per
+ *    fence), buffer frees, workspace growth without memory pools, and the
+ *    first use of a convolution shape (algorithm choice, below).
  *  - Callers' own staging: host_alloc gives page-locked memory (the server's
- *    worker staging) and download_async only enqueues a copy into it, so a
- *    worker waits once per batch (its sync) instead of once per output.
+ *    worker staging, the trainer's metric records) and download_async only
+ *    enqueues a copy into it, so a worker waits once per batch (its sync)
+ *    instead of once per output, and the trainer waits for a step's metrics
+ *    behind that step's fence while the next step runs.
  *  - Convolutions: NCHW float (or NHWC BF16 copies, see NN_CUDA_BF16), cross-correlation,
  *    pad k/2. Algorithms are timed with cudnnFind* once per (power-of-two batch
  *    bucket, cin, cout, k, direction, math) and shared by all instances of the
@@ -130,6 +133,7 @@ typedef struct {
     unsigned char *down_host;
     cudaEvent_t down_ev[2];
     cudaEvent_t tm_ev[2]; /* timer_mark's start and end (timing events) */
+    cudaEvent_t fence[NN_FENCE_NB]; /* fence_record / fence_wait (no timing) */
     int tm_marked;        /* bit 0: start recorded, bit 1: end recorded */
     double *red;       /* (CU_RED_Q, CU_RED_MAX) reduction partials */
     cu_dbuf_t cws;     /* cuDNN workspace */
@@ -1000,10 +1004,30 @@ static void cu_copy(nn_backend_t *be, void *dst, const void *src, size_t bytes) 
     }
 }
 
+/* One cudaMemcpy2DAsync: a channel slice of an NCHW tensor in one call, not B. */
+static void cu_copy_2d(nn_backend_t *be, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                       size_t rows) {
+    cu_ctx_t *c = CTX(be);
+    if (!width || !rows || !cu_enter(c, "copy_2d")) return;
+    CUDA_CHECK(c, cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, rows, cudaMemcpyDeviceToDevice, c->stream));
+}
+
 static void cu_sync(nn_backend_t *be) {
     cu_ctx_t *c = CTX(be);
     if (!cu_enter(c, "sync")) return;
     CUDA_CHECK(c, cudaStreamSynchronize(c->stream));
+}
+
+/* Fences: events on the stream; a wait blocks for the work before the mark only. */
+static void cu_fence_record(nn_backend_t *be, int32_t i) {
+    cu_ctx_t *c = CTX(be);
+    if (i < 0 || i >= NN_FENCE_NB || !cu_enter(c, "fence_record")) return;
+    CUDA_CHECK(c, cudaEventRecord(c->fence[i], c->stream));
+}
+static void cu_fence_wait(nn_backend_t *be, int32_t i) {
+    cu_ctx_t *c = CTX(be);
+    if (i < 0 || i >= NN_FENCE_NB || !cu_enter(c, "fence_wait")) return;
+    CUDA_CHECK(c, cudaEventSynchronize(c->fence[i]));
 }
 
 /* ---- input ------------------------------------------------------------------------- */
@@ -1616,6 +1640,8 @@ static void cu_destroy(cu_ctx_t *c) {
             if (c->down_ev[i]) (void)cudaEventDestroy(c->down_ev[i]);
             if (c->tm_ev[i]) (void)cudaEventDestroy(c->tm_ev[i]);
         }
+        for (int i = 0; i < NN_FENCE_NB; i++)
+            if (c->fence[i]) (void)cudaEventDestroy(c->fence[i]);
         if (c->up_host) (void)cudaFreeHost(c->up_host);
         if (c->down_host) (void)cudaFreeHost(c->down_host);
         if (c->red) (void)cudaFree(c->red);
@@ -1732,6 +1758,8 @@ extern "C" nn_backend_t *nn_backend_cuda_new(int32_t device, uint32_t flags, cha
         SETUP(CUDA_CHECK(c, cudaEventCreateWithFlags(&c->down_ev[i], cudaEventDisableTiming)), "create events");
     }
     for (int i = 0; i < 2; i++) SETUP(CUDA_CHECK(c, cudaEventCreate(&c->tm_ev[i])), "create timing events");
+    for (int i = 0; i < NN_FENCE_NB; i++)
+        SETUP(CUDA_CHECK(c, cudaEventCreateWithFlags(&c->fence[i], cudaEventDisableTiming)), "create fence events");
     SETUP(CUDA_CHECK(c, cudaMalloc((void **)&c->red, sizeof(double) * CU_RED_Q * CU_RED_MAX)),
           "allocate reduction partials");
     {
@@ -1758,7 +1786,10 @@ extern "C" nn_backend_t *nn_backend_cuda_new(int32_t device, uint32_t flags, cha
     be->download = cu_download;
     be->memset_zero = cu_memset_zero;
     be->copy = cu_copy;
+    be->copy_2d = cu_copy_2d;
     be->sync = cu_sync;
+    be->fence_record = cu_fence_record;
+    be->fence_wait = cu_fence_wait;
     be->host_alloc = cu_host_alloc;
     be->host_free = cu_host_free;
     be->download_async = cu_download_async;

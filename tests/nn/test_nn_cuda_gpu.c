@@ -323,6 +323,44 @@ static void test_memory(void) {
     G_->copy(G_, dd + 100, dd + 117, sizeof(float) * 900); /* backward overlap */
     memmove(ref + 100, ref + 117, sizeof(float) * 900);
     gcmp("copy (plain and overlapping)", dd, ref, 4096, T_EXACT);
+    /* copy_2d: a channel slice of an NCHW tensor out and back in (the merged
+     * head convolution's split and join, nn/net.c) */
+    {
+        int32_t B = 5, C = 7, C2 = 16, c0 = 9;
+        size_t row = sizeof(float) * (size_t)C * NN_HW, pitch2 = sizeof(float) * (size_t)C2 * NN_HW;
+        int64_t nf = (int64_t)B * C2 * NN_HW, ns = (int64_t)B * C * NN_HW;
+        float *full = frand(nf, 0, 1), *want = malloc(row * (size_t)B), *back = calloc((size_t)nf, sizeof(float));
+        float *gf = G_->buf_alloc(G_, pitch2 * (size_t)B), *gs = G_->buf_alloc(G_, row * (size_t)B);
+        KOMA_ASSERT(want && back && gf && gs);
+        G_->upload(G_, gf, full, pitch2 * (size_t)B);
+        G_->copy_2d(G_, gs, row, gf + (int64_t)c0 * NN_HW, pitch2, row, (size_t)B);
+        for (int32_t b = 0; b < B; b++) {
+            memcpy(want + (int64_t)b * C * NN_HW, full + ((int64_t)b * C2 + c0) * NN_HW, row);
+            memcpy(back + ((int64_t)b * C2 + c0) * NN_HW, want + (int64_t)b * C * NN_HW, row);
+        }
+        gcmp("copy_2d: channel slice out", gs, want, ns, T_EXACT);
+        G_->memset_zero(G_, gf, pitch2 * (size_t)B);
+        G_->copy_2d(G_, gf + (int64_t)c0 * NN_HW, pitch2, gs, row, row, (size_t)B);
+        gcmp("copy_2d: channel slice back in", gf, back, nf, T_EXACT);
+        G_->buf_free(G_, gf);
+        G_->buf_free(G_, gs);
+        free(full);
+        free(want);
+        free(back);
+    }
+    /* fences: a download_async queued before fence 1 has arrived once
+     * fence_wait(1) returns, with more work queued after the mark */
+    {
+        float *pin = G_->host_alloc(G_, sizeof(float) * 4096);
+        KOMA_ASSERT(pin);
+        G_->download_async(G_, pin, dd, sizeof(float) * 4096);
+        G_->fence_record(G_, 1);
+        G_->memset_zero(G_, dd + 4096, sizeof(float) * 1000000); /* after the mark */
+        G_->fence_wait(G_, 1);
+        CHECK(nn_cuda_error(G_) == NULL);
+        cmp("download_async behind a fence", pin, ref, 4096, T_EXACT);
+        G_->host_free(G_, pin);
+    }
     gsync(G_);
     gpu_ok("memory");
     /* a buffer of this instance used by a second instance on the same device */

@@ -618,9 +618,24 @@ static void test_gather_timer(void) {
     CHECKF(ms >= 25.0 && ms < 2000.0, "stopwatch over a 30 ms sleep: %.3f ms", ms);
 }
 
+/* copy_2d: rows at their pitches, nothing else touched (the channel slices
+ * of the merged head convolution, nn/net.c). */
+static void test_copy_2d(void) {
+    float src[6 * 10], dst[4 * 8];
+    for (int i = 0; i < 60; i++) src[i] = (float)i;
+    for (int i = 0; i < 32; i++) dst[i] = -1.0f;
+    /* 4 rows of 3 floats from column 2 of a 6 x 10 matrix into column 1 of a 4 x 8 one */
+    be->copy_2d(be, dst + 1, 8 * sizeof(float), src + 2, 10 * sizeof(float), 3 * sizeof(float), 4);
+    int bad = 0;
+    for (int r = 0; r < 4; r++)
+        for (int c = 0; c < 8; c++) bad += dst[r * 8 + c] != (c >= 1 && c < 4 ? (float)(r * 10 + c + 1) : -1.0f);
+    CHECKF(bad == 0, "copy_2d: %d elements wrong", bad);
+}
+
 int main(void) {
     be = nn_backend_cpu_new(0);
     test_gather_timer();
+    test_copy_2d();
     test_gemm();
     test_preinit_threads();
     test_expand();
