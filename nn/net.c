@@ -695,8 +695,22 @@ struct nn_trainer {
     void *ws;
     infer_bufs_t f;            /* for nn_eval_batch (aliases the above) */
     float *rm_backup;          /* (n_stats) running stats saved by nn_train_grad */
+    /* One step late (nn_train_step_launch): two metric records, each the
+     * step's stats copied into host memory (page-locked where the backend has
+     * host_alloc) and what turns them into nn_metrics_t. */
+    float *late_host;          /* (2, NN_LATE_STRIDE) host; late_pinned: from host_alloc */
+    int32_t late_pinned;
+    struct {
+        int32_t pending;       /* launched, metrics not read yet */
+        int32_t fenced;        /* the copy was queued behind fence `slot`: wait for it */
+        int64_t step;          /* the step count after this step: the record's name */
+        int32_t B, n_policy;
+        nn_train_config_t cfg; /* loss weights and schedule at launch */
+    } late[2];
     float *ptrs[];             /* storage for c, z, y, mean, invstd */
 };
+
+#define NN_LATE_STRIDE 16 /* floats per record (>= NN_STAT_NB, 64 bytes) */
 
 nn_trainer_t *nn_trainer_new(nn_net_t *net, const nn_train_config_t *cfg, int32_t max_batch,
                              char *err, size_t errlen) {
@@ -786,6 +800,14 @@ nn_trainer_t *nn_trainer_new(nn_net_t *net, const nn_train_config_t *cfg, int32_
     tr->f.legal = tr->legal_out;
     tr->f.value = tr->value;
     tr->f.ws = tr->ws;
+    _Static_assert(NN_STAT_NB <= NN_LATE_STRIDE, "a metric record holds the stats");
+    size_t late_bytes = 2 * NN_LATE_STRIDE * sizeof(float);
+    if (be->host_alloc && (tr->late_host = be->host_alloc(be, late_bytes)) != NULL) tr->late_pinned = 1;
+    else if (!(tr->late_host = malloc(late_bytes))) {
+        nn_trainer_free(tr);
+        set_err(err, errlen, "nn_trainer_new: out of host memory");
+        return NULL;
+    }
     be->memset_zero(be, tr->grads, sizeof(float) * (size_t)net->n_params);
     be->memset_zero(be, tr->momentum, sizeof(float) * (size_t)net->n_params);
     if (be_check(be, "nn_trainer_new", err, errlen) != 0) {
@@ -800,6 +822,8 @@ void nn_trainer_free(nn_trainer_t *tr) {
     tr->be->buf_free(tr->be, tr->arena);
     tr->be->buf_free(tr->be, tr->grads);
     tr->be->buf_free(tr->be, tr->momentum);
+    if (tr->late_pinned) tr->be->host_free(tr->be, tr->late_host);
+    else free(tr->late_host);
     free(tr);
 }
 
@@ -979,13 +1003,13 @@ static int32_t policy_positions(const nn_batch_t *bt) {
     return n;
 }
 
-static void fill_metrics(nn_trainer_t *tr, int32_t B, int32_t n_policy, int grad, nn_metrics_t *m) {
-    float s[NN_STAT_NB];
-    tr->be->download(tr->be, s, tr->stats, sizeof(s));
-    const nn_train_config_t *c = &tr->cfg;
+/* The metrics of a step from its stats s (host copy): config c, step = the
+ * step count before it (m->step; callers of an update set step + 1). */
+static void metrics_from_stats(const float *s, const nn_train_config_t *c, int64_t step, int32_t B,
+                               int32_t n_policy, int grad, nn_metrics_t *m) {
     memset(m, 0, sizeof(*m));
-    m->step = tr->step;
-    m->lr = nn_lr_at(c, tr->step);
+    m->step = step;
+    m->lr = nn_lr_at(c, step);
     m->policy_positions = n_policy;
     /* The objective the step minimised: the policy sum over all B positions. */
     double policy_per_position = s[NN_STAT_POLICY_LOSS] / (double)B;
@@ -999,6 +1023,12 @@ static void fill_metrics(nn_trainer_t *tr, int32_t B, int32_t n_policy, int grad
     m->legal_f1 = (2 * tp + fp + fn) > 0 ? 2 * tp / (2 * tp + fp + fn) : 1.0;
     m->legal_tp = tp, m->legal_fp = fp, m->legal_fn = fn;
     m->grad_norm = grad ? sqrt((double)s[NN_STAT_GNORM2]) : 0.0;
+}
+
+static void fill_metrics(nn_trainer_t *tr, int32_t B, int32_t n_policy, int grad, nn_metrics_t *m) {
+    float s[NN_STAT_NB];
+    tr->be->download(tr->be, s, tr->stats, sizeof(s));
+    metrics_from_stats(s, &tr->cfg, tr->step, B, n_policy, grad, m);
 }
 
 /* The SGD step with the gradients in tr->grads and their squared norm in
@@ -1047,6 +1077,74 @@ static int train_common(nn_trainer_t *tr, const nn_batch_t *bt, nn_metrics_t *m,
 int nn_train_step(nn_trainer_t *tr, const nn_batch_t *bt, nn_metrics_t *m, char *err, size_t errlen) {
     return train_common(tr, bt, m, 1, err, errlen);
 }
+
+/* ---- one step late ----------------------------------------------------------- */
+int nn_train_step_launch(nn_trainer_t *tr, const nn_batch_t *bt, int64_t *step, char *err, size_t errlen) {
+    nn_net_t *net = tr->net;
+    nn_backend_t *be = tr->be;
+    const char *what = "nn_train_step";
+    int32_t slot = tr->late[0].pending ? 1 : 0;
+    if (tr->late[slot].pending) {
+        set_err(err, errlen, "%s: the metrics of steps %lld and %lld were not read (nn_train_step_metrics)", what,
+                (long long)tr->late[0].step, (long long)tr->late[1].step);
+        return -1;
+    }
+    if (be_check(be, what, err, errlen) != 0) return -1;
+    if (upload_batch(tr, bt, err, errlen) != 0) return -1;
+    int32_t B = bt->B;
+    be->memset_zero(be, tr->stats, sizeof(float) * NN_STAT_NB);
+    forward_backward(tr, B);
+    be->sum_squares(be, tr->grads, net->n_params, tr->stats + NN_STAT_GNORM2);
+    sgd_apply(tr);
+    /* The stats into this slot's record: queued behind a fence where the
+     * backend can (the next step is queued before anyone waits for it), else
+     * a download (the CPU's ops are done already: nothing to wait for). */
+    float *h = tr->late_host + (size_t)slot * NN_LATE_STRIDE;
+    int fenced = tr->late_pinned && be->download_async && be->fence_record && be->fence_wait;
+    if (fenced) {
+        be->download_async(be, h, tr->stats, sizeof(float) * NN_STAT_NB);
+        be->fence_record(be, slot);
+    } else {
+        be->download(be, h, tr->stats, sizeof(float) * NN_STAT_NB);
+    }
+    nn_net_mark_dirty(net); /* whatever happened, the weights were written */
+    if (be_check(be, what, err, errlen) != 0) return -1; /* a failure seen so far (queued work: at the read) */
+    tr->late[slot].pending = 1;
+    tr->late[slot].fenced = fenced;
+    tr->late[slot].step = tr->step + 1;
+    tr->late[slot].B = B;
+    tr->late[slot].n_policy = policy_positions(bt);
+    tr->late[slot].cfg = tr->cfg;
+    tr->step++;
+    if (step) *step = tr->step;
+    return 0;
+}
+
+int nn_train_step_metrics(nn_trainer_t *tr, int64_t step, nn_metrics_t *m, char *err, size_t errlen) {
+    nn_backend_t *be = tr->be;
+    int32_t slot = -1;
+    for (int32_t i = 0; i < 2; i++)
+        if (tr->late[i].pending && tr->late[i].step == step) slot = i;
+    if (slot < 0) {
+        set_err(err, errlen, "nn_train_step_metrics: no metrics of step %lld on their way", (long long)step);
+        return -1;
+    }
+    tr->late[slot].pending = 0;
+    /* A record copied by a download was complete at launch; a fenced one is
+     * complete once its fence has passed on a backend that has not failed. */
+    if (tr->late[slot].fenced) {
+        be->fence_wait(be, slot);
+        if (be_check(be, "nn_train_step", err, errlen) != 0) return -1;
+    }
+    if (m) {
+        metrics_from_stats(tr->late_host + (size_t)slot * NN_LATE_STRIDE, &tr->late[slot].cfg, step - 1,
+                           tr->late[slot].B, tr->late[slot].n_policy, 1, m);
+        m->step = step;
+    }
+    return 0;
+}
+
+int32_t nn_train_steps_pending(const nn_trainer_t *tr) { return tr->late[0].pending + tr->late[1].pending; }
 
 int nn_train_grad(nn_trainer_t *tr, const nn_batch_t *bt, nn_metrics_t *m, char *err, size_t errlen) {
     return train_common(tr, bt, m, 0, err, errlen);

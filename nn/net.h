@@ -225,6 +225,28 @@ void nn_trainer_set_config(nn_trainer_t *tr, const nn_train_config_t *cfg);
  * the same way. */
 int nn_train_step(nn_trainer_t *tr, const nn_batch_t *batch, nn_metrics_t *m, char *err,
                   size_t errlen);
+/* nn_train_step one step late, for a loop that must not wait for the device
+ * every step: nn_train_step_launch queues the step (the same ops as
+ * nn_train_step, so the same weights and metrics bit for bit) and the copy of
+ * its metrics into one of two metric records (page-locked host memory where
+ * the backend has host_alloc; the copy behind a fence, nn/backend.h), counts
+ * the step and returns without waiting: *step (NULL ok) = the step count
+ * after it, the record's name. nn_train_step_metrics(tr, step, m) then waits
+ * for that step only (not for a step queued after it) and fills m as
+ * nn_train_step would have (m NULL: the record is dropped). A loop launches
+ * step s + 1, then reads step s: at most two records are unread; a third
+ * launch is refused. On a backend without fences (the CPU) the record is
+ * downloaded at launch, the bookkeeping is the same.
+ * Failures: the launch fails as nn_train_step does for what is seen while
+ * queueing (bad batch, a failed backend; the step is then not counted); a
+ * failure inside the queued work shows at the read (-1 with err): the
+ * weights are then undefined, reload them. A step's non-finite loss is only
+ * known at its read, after the next step was queued: whoever saves or
+ * publishes the weights reads every record first (train/loop.c does). */
+int nn_train_step_launch(nn_trainer_t *tr, const nn_batch_t *batch, int64_t *step, char *err, size_t errlen);
+int nn_train_step_metrics(nn_trainer_t *tr, int64_t step, nn_metrics_t *m, char *err, size_t errlen);
+/* Launched steps whose metrics are not read yet (0..2). */
+int32_t nn_train_steps_pending(const nn_trainer_t *tr);
 /* Forward (training-mode BN) + losses + backward into the gradients, no
  * update (running stats are not changed). For gradient checks. */
 int nn_train_grad(nn_trainer_t *tr, const nn_batch_t *batch, nn_metrics_t *m, char *err,
