@@ -84,48 +84,38 @@ static int stop_seen(const train_loop_t *lp) {
     return compat_stop_requested() || (lp->stop && atomic_load(lp->stop));
 }
 
-/* One step s on lp's window into *m: 0, 1 when a stop ended the loop, -1
- * with err and r->failed_in. */
-static int one_step(const train_loop_t *lp, int64_t s, nn_metrics_t *m, train_loop_result_t *r, char *err,
-                    size_t errlen) {
+/* One data-parallel step s on lp's window into *m: 0, 1 when a stop ended
+ * the loop, -1 with err and r->failed_in. */
+static int dist_step(const train_loop_t *lp, int64_t s, nn_metrics_t *m, train_loop_result_t *r, char *err,
+                     size_t errlen) {
     uint64_t key = train_key(lp->seed, lp->cycle, s);
-    if (lp->dist) { /* every rank, the same collective calls, a failed sampling included */
-        int sampled = train_window_sample(lp->win, key, lp->rows, lp->batch, err, errlen) == 0;
-        nn_batch_t bt = shard_batch_view(lp->batch);
-        int stop_all = 0;
-        if (train_dist_step(lp->dist, sampled ? &bt : NULL, stop_seen(lp), m, &stop_all, err, errlen) != 0) {
-            r->failed_in = TRAIN_LOOP_STEP;
-            return -1;
-        }
-        return stop_all ? 1 : 0;
-    }
-    if (stop_seen(lp)) return 1;
-    if (train_window_sample(lp->win, key, lp->rows, lp->batch, err, errlen) != 0) {
-        r->failed_in = TRAIN_LOOP_SAMPLE;
-        return -1;
-    }
+    /* every rank, the same collective calls, a failed sampling included */
+    int sampled = train_window_sample(lp->win, key, lp->rows, lp->batch, err, errlen) == 0;
     nn_batch_t bt = shard_batch_view(lp->batch);
-    if (nn_train_step(lp->nt, &bt, m, err, errlen) != 0) {
+    int stop_all = 0;
+    if (train_dist_step(lp->dist, sampled ? &bt : NULL, stop_seen(lp), m, &stop_all, err, errlen) != 0) {
         r->failed_in = TRAIN_LOOP_STEP;
         return -1;
     }
-    return 0;
+    return stop_all ? 1 : 0;
 }
 
-/* Books step s (started at t0) into r and calls the hook: 0, or -1 with err
- * when the hook ends the loop. */
-static int step_taken(const train_loop_t *lp, int64_t s, const nn_metrics_t *m, int64_t t0, train_loop_result_t *r,
+/* Books step s into r (the time since *mark: sampling and stepping, not the
+ * hooks) and calls the hook: 0, or -1 with err when the hook ends the loop. */
+static int step_taken(const train_loop_t *lp, int64_t s, const nn_metrics_t *m, int64_t *mark, train_loop_result_t *r,
                       char *err, size_t errlen) {
-    r->train_ns += (double)(compat_now_ns() - t0);
+    r->train_ns += (double)(compat_now_ns() - *mark);
     r->steps++;
     r->last = *m;
     train_sums_add(&r->sums, m);
+    int rc = 0;
     if (lp->on_step && lp->on_step(lp->user, s, m, r, err, errlen) != 0) {
         r->failed_in = TRAIN_LOOP_HOOK;
         r->failed_step = s;
-        return -1;
+        rc = -1;
     }
-    return 0;
+    *mark = compat_now_ns();
+    return rc;
 }
 
 /* The prefetch: step s + 1's batch is sampled on a thread of its own while
@@ -147,32 +137,71 @@ static void *prefetch_main(void *arg) {
     return NULL;
 }
 
-/* The single-process loop with the prefetch; `next` is the second buffer. */
-static int run_prefetched(const train_loop_t *lp, shard_batch_t *next, train_loop_result_t *r, char *err,
-                          size_t errlen) {
+/* The step whose metrics are on their way (nn_train_step_launch): loop step
+ * s (-1: none) and the trainer's name for its record. */
+typedef struct {
+    int64_t s, id;
+} late_t;
+
+/* Reads the late step's metrics and books it (hook included): 0 (also when
+ * none is late), or -1 with err and r->failed_in / failed_step. */
+static int late_flush(const train_loop_t *lp, late_t *late, int64_t *mark, train_loop_result_t *r, char *err,
+                      size_t errlen) {
+    if (late->s < 0) return 0;
+    int64_t s = late->s;
+    late->s = -1;
+    nn_metrics_t m;
+    if (nn_train_step_metrics(lp->nt, late->id, &m, err, errlen) != 0) {
+        r->failed_in = TRAIN_LOOP_STEP;
+        r->failed_step = s;
+        return -1;
+    }
+    return step_taken(lp, s, &m, mark, r, err, errlen);
+}
+
+/* Step s failed in `in` with err: the late step (which came first) is booked
+ * before, and its own failure, if any, is the one reported. TRAIN_ERROR. */
+static int fail_after_flush(const train_loop_t *lp, late_t *late, int64_t *mark, int64_t s, train_loop_fail_t in,
+                            train_loop_result_t *r, char *err, size_t errlen) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", err);
+    if (late_flush(lp, late, mark, r, err, errlen) != 0) return TRAIN_ERROR;
+    snprintf(err, errlen, "%s", msg);
+    r->failed_in = in;
+    r->failed_step = s;
+    return TRAIN_ERROR;
+}
+
+/* The one-process loop: step s is queued (nn_train_step_launch) before step
+ * s - 1's metrics are read and booked, so the device never waits for the
+ * host's bookkeeping and the host waits once per step at most for a step
+ * queued before the one running. Steps the caller's barrier names are read
+ * before the next is queued (their hook sees the weights after them); a stop,
+ * a failure and the end read the late step first: every step taken is booked
+ * in order, and nothing leaves the loop unread. `next`: the prefetch's second
+ * buffer, or NULL (sampling in turn). */
+static int run_late(const train_loop_t *lp, shard_batch_t *next, late_t *lt, train_loop_result_t *r, char *err,
+                    size_t errlen) {
     shard_batch_t *cur = lp->batch;
     int have = 0; /* cur holds step s's batch already */
-    nn_metrics_t m;
-    memset(&m, 0, sizeof m);
+    int64_t mark = compat_now_ns();
     for (int64_t s = lp->first; s < lp->end; s++) {
-        if (stop_seen(lp)) return TRAIN_STOPPED;
-        int64_t t0 = compat_now_ns();
-        if (!have && train_window_sample(lp->win, train_key(lp->seed, lp->cycle, s), lp->rows, cur, err, errlen) != 0) {
-            r->failed_in = TRAIN_LOOP_SAMPLE;
-            r->failed_step = s;
-            return TRAIN_ERROR;
-        }
+        if (stop_seen(lp)) return late_flush(lp, lt, &mark, r, err, errlen) == 0 ? TRAIN_STOPPED : TRAIN_ERROR;
+        if (!have && train_window_sample(lp->win, train_key(lp->seed, lp->cycle, s), lp->rows, cur, err, errlen) != 0)
+            return fail_after_flush(lp, lt, &mark, s, TRAIN_LOOP_SAMPLE, r, err, errlen);
         prefetch_t p = {lp, train_key(lp->seed, lp->cycle, s + 1), next, -1, ""};
         compat_thread_t th;
-        int threaded = s + 1 < lp->end && compat_thread_create(&th, prefetch_main, &p) == 0;
+        int threaded = next && s + 1 < lp->end && compat_thread_create(&th, prefetch_main, &p) == 0;
         nn_batch_t bt = shard_batch_view(cur);
-        int bad = nn_train_step(lp->nt, &bt, &m, err, errlen) != 0;
+        int64_t id = 0;
+        int bad = nn_train_step_launch(lp->nt, &bt, &id, err, errlen) != 0;
         if (threaded) compat_thread_join(th);
-        if (bad) {
-            r->failed_in = TRAIN_LOOP_STEP;
-            r->failed_step = s;
+        if (bad) return fail_after_flush(lp, lt, &mark, s, TRAIN_LOOP_STEP, r, err, errlen);
+        late_t prev = *lt;
+        *lt = (late_t){s, id};
+        if (late_flush(lp, &prev, &mark, r, err, errlen) != 0) return TRAIN_ERROR; /* step s - 1 */
+        if (lp->barrier && lp->barrier(lp->user, s) && late_flush(lp, lt, &mark, r, err, errlen) != 0)
             return TRAIN_ERROR;
-        }
         /* A failed prefetch is sampled again at its own step, which then
          * reports the error as without the prefetch. */
         have = threaded && p.rc == 0;
@@ -181,34 +210,46 @@ static int run_prefetched(const train_loop_t *lp, shard_batch_t *next, train_loo
             cur = next;
             next = t;
         }
-        if (step_taken(lp, s, &m, t0, r, err, errlen) != 0) return TRAIN_ERROR;
     }
-    return TRAIN_OK;
+    return late_flush(lp, lt, &mark, r, err, errlen) == 0 ? TRAIN_OK : TRAIN_ERROR;
+}
+
+static int run_one_process(const train_loop_t *lp, shard_batch_t *next, train_loop_result_t *r, char *err,
+                           size_t errlen) {
+    late_t late = {-1, 0};
+    int rc = run_late(lp, next, &late, r, err, errlen);
+    if (late.s >= 0) { /* a step queued after a failure: its record goes */
+        char e2[256];
+        (void)nn_train_step_metrics(lp->nt, late.id, NULL, e2, sizeof e2);
+    }
+    return rc;
 }
 
 int train_loop_run(const train_loop_t *lp, train_loop_result_t *r, char *err, size_t errlen) {
-    memset(r, 0, sizeof *r);
+    memset(r, 0, sizeof r[0]);
     r->failed_step = -1;
-    if (!lp->dist && lp->end - lp->first > 1) {
+    if (!lp->dist) {
         char e2[256];
-        shard_batch_t *next = shard_batch_new(&lp->batch->fmt, lp->batch->cap, lp->batch->nnz_cap, e2, sizeof e2);
-        if (next) { /* else (out of memory) the loop runs without the prefetch */
-            int rc = run_prefetched(lp, next, r, err, errlen);
-            shard_batch_free(next);
-            return rc;
-        }
+        shard_batch_t *next = lp->end - lp->first > 1
+                                  ? shard_batch_new(&lp->batch->fmt, lp->batch->cap, lp->batch->nnz_cap, e2, sizeof e2)
+                                  : NULL; /* out of memory: the loop runs without the prefetch */
+        int rc = run_one_process(lp, next, r, err, errlen);
+        shard_batch_free(next);
+        return rc;
     }
+    /* Data-parallel: the gradients go through the host every step
+     * (train/dist_train.c), so the step waits for the device anyway. */
     nn_metrics_t m;
     memset(&m, 0, sizeof m);
+    int64_t mark = compat_now_ns();
     for (int64_t s = lp->first; s < lp->end; s++) {
-        int64_t t0 = compat_now_ns();
-        int st = one_step(lp, s, &m, r, err, errlen);
+        int st = dist_step(lp, s, &m, r, err, errlen);
         if (st > 0) return TRAIN_STOPPED;
         if (st < 0) {
             r->failed_step = s;
             return TRAIN_ERROR;
         }
-        if (step_taken(lp, s, &m, t0, r, err, errlen) != 0) return TRAIN_ERROR;
+        if (step_taken(lp, s, &m, &mark, r, err, errlen) != 0) return TRAIN_ERROR;
     }
     return TRAIN_OK;
 }

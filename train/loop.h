@@ -79,7 +79,10 @@ typedef struct {
 } train_loop_result_t;
 
 /* Called after step s (its figures already in r->sums, r->last = *m): 0 to
- * go on, -1 with err to end the loop (TRAIN_LOOP_HOOK). */
+ * go on, -1 with err to end the loop (TRAIN_LOOP_HOOK). In one process the
+ * hook of step s runs one step late, once step s + 1 is queued (see
+ * train_loop_run): it must not read or write the net unless the barrier
+ * names step s. */
 typedef int (*train_step_hook)(void *user, int64_t s, const nn_metrics_t *m, const train_loop_result_t *r, char *err,
                                size_t errlen);
 
@@ -94,6 +97,10 @@ typedef struct {
     train_dist_t *dist;    /* NULL: one process and nn_train_step; else train_dist_step on every rank */
     const atomic_int *stop; /* besides compat_stop_requested(); NULL ok */
     train_step_hook on_step; /* NULL ok */
+    /* NULL ok (none). Nonzero for a step whose hook needs the net as it is
+     * after that step (a checkpoint, a crash test): step s + 1 is then queued
+     * only after step s's hook. */
+    int (*barrier)(void *user, int64_t s);
     void *user;
 } train_loop_t;
 
@@ -102,10 +109,19 @@ typedef struct {
  * the loop with TRAIN_STOPPED; TRAIN_OK when all steps were taken;
  * TRAIN_ERROR with err (the sampler's, the step's or the hook's message, as
  * they wrote it) and r->failed_in / r->failed_step. The weights after a
- * failed step are undefined (nn_train_step): the caller reloads them.
- * In one process, step s + 1's batch is sampled on a second thread (into a
- * second buffer like lp->batch) while step s runs: the same batches, keyed
- * by step, so the same weights as sampling in turn. */
+ * failure are undefined (nn_train_step): the caller reloads them.
+ * In one process the metrics are read one step late: step s + 1 is queued
+ * (nn_train_step_launch) before step s's metrics are read (the device is
+ * never idle waiting for the host; on CUDA one wait per step, for the step
+ * before the one running), and step s + 1's batch is sampled on a second
+ * thread (into a second buffer like lp->batch) while step s runs. The hooks
+ * still see every step in order with the same metrics, and the weights are
+ * the same, bit for bit, as nn_train_step in turn. When the loop returns,
+ * whatever the status, no step's metrics are left unread: every step whose
+ * hook was not called (r->steps counts the hooked steps) is the failed one,
+ * or one queued after it; after TRAIN_OK or TRAIN_STOPPED the caller may
+ * save or publish the net (every step's hook has seen its losses).
+ * Data-parallel steps (lp->dist) are synchronous. */
 int train_loop_run(const train_loop_t *lp, train_loop_result_t *r, char *err, size_t errlen);
 
 #endif

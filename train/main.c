@@ -4,8 +4,9 @@
  * Owns: the command line, what it does after each step (offline_step: the
  * progress line, --losses, the resumable checkpoint
  * <run>/train/checkpoint.safetensors with weights + optimizer state + step
- * count in one durable file, the weights compared across ranks) and where
- * the final model goes.
+ * count in one durable file, the weights compared across ranks; the loop
+ * calls it one step late, except at the steps offline_barrier names, whose
+ * hook needs the net as it is after them) and where the final model goes.
  * Does not own: the step loop, the net's creation and loading
  * (train/loop.c: the same loop the trainer thread of a self-play run runs),
  * the window and sampling (train/window.c), saving and registering a model
@@ -481,6 +482,14 @@ static int offline_step(void *user, int64_t s, const nn_metrics_t *m, const trai
     return 0;
 }
 
+/* The steps whose hook needs the net as it is after them (train_loop_t.barrier):
+ * a checkpoint, the weights compared across ranks (data-parallel steps are
+ * synchronous anyway), --die-at-step. */
+static int offline_barrier(void *user, int64_t s) {
+    (void)user;
+    return ((s + 1) % g_ckpt_every == 0 && s + 1 < g_steps) || (g_die_at > 0 && s + 1 == g_die_at);
+}
+
 /* Steps from the checkpoint's to --steps: train_loop_run with offline_step.
  * TRAIN_OK, TRAIN_STOPPED, or TRAIN_ERROR with the message printed. */
 static int offline_train(offline_t *o) {
@@ -498,7 +507,7 @@ static int offline_train(offline_t *o) {
     o->sl = status_new(stdout, g_progress > 0 ? g_progress : 0, g_quiet != 0); /* freed before any other output */
     train_loop_t lp = {.win = o->win, .batch = o->batch, .nt = o->tn.nt, .rows = o->cfg->batch,
                        .seed = o->cfg->seed, .cycle = -1, .first = step0, .end = g_steps, .dist = o->td,
-                       .on_step = offline_step, .user = o};
+                       .on_step = offline_step, .barrier = offline_barrier, .user = o};
     train_loop_result_t r;
     char err[2048] = "";
     int rc = train_loop_run(&lp, &r, err, sizeof err);

@@ -15,7 +15,10 @@
  * Errors: a failed step (the backend's sticky error, nn/backend.h), a
  * non-finite loss, or weights nn_weights_save refuses (non-finite) end the
  * cycle with TRAIN_ERROR and its message: the trainer goes back to the newest
- * model's file and writes, registers and publishes nothing.
+ * model's file and writes, registers and publishes nothing. cycle_hook sees
+ * step s's loss one step late (train/loop.h: step s + 1 is queued first);
+ * the loop reads the last step's before it returns, so the check has seen
+ * every step of the cycle before the save and the publish.
  *
  * Device memory. On the CPU backend host memory is device memory: the window
  * is the set of mapped shards (train/window.c) and a minibatch is gathered

@@ -1,9 +1,11 @@
 /* test_train_fault.c - the trainer never writes or publishes a bad net.
  *
  * Faults injected into the trainer's CPU backend (nn/fault.h): NaN weights in
- * the middle of a cycle (the next loss is NaN) and at its very last step (the
- * losses all look fine: nn_weights_save must refuse), then a failed backend
- * op on the trainer thread. Each time the cycle fails with a message saying
+ * the middle of a cycle (the next loss is NaN), at its very last update (the
+ * losses all look fine: nn_weights_save must refuse) and in the last step's
+ * forward (its loss, read one step late by train/loop.c, is NaN: the loop
+ * reads it before it returns), then a failed backend op on the trainer
+ * thread. Each time the cycle fails with a message saying
  * why, no model file appears, koma.db has no model row for the cycle, the
  * inference server keeps its generation, and the trainer is back at the
  * newest model; once the NaN fault is gone the same cycle trains and
@@ -98,6 +100,17 @@ static void test_trainer_faults(void) {
                strstr(err, "non-finite"),
            "last-step NaN: %d %s", st, err);
     check_nothing_left("last-step NaN", tr, R.dir, srv, 1, 1, 0);
+
+    /* NaN value logits in the last step's forward (fc2, the second dense op
+     * of each step): its loss is read one step late, after the loop has
+     * queued nothing more, and still before anything is written. */
+    set_fault("dense_fwd:" "8" ":nan"); /* 2 * STEPS */
+    err[0] = 0;
+    st = train_trainer_run_cycle(tr, 1, &rep, err, sizeof err);
+    CHECKF(st == TRAIN_ERROR && strstr(err, "training step 3 of cycle 1: non-finite loss") &&
+               strstr(err, "nothing written"),
+           "last-step NaN loss: %d %s", st, err);
+    check_nothing_left("last-step NaN loss", tr, R.dir, srv, 1, 1, 0);
 
     /* The fault gone, the same cycle trains and publishes. */
     set_fault(NULL);
