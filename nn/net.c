@@ -100,6 +100,12 @@ struct nn_net {
     float *stats;  /* (n_stats) BN running mean / var */
     float *folded; /* (n_folded) BN folded into conv weights + bias, for inference */
     int dirty;     /* folded is stale */
+    /* The policy and legal heads' 3x3 convolutions run as ONE (cout 2C) when
+     * both heads are wanted: the legal unit's tensors sit right after their
+     * policy twins (params, stats, folded; no padding between), so the pair
+     * is one (2C, C, 3, 3) weight with (2C) BN tensors, whatever changes the
+     * weights. 0: two convolutions (the route before; tests compare). */
+    int32_t merge_heads;
     compat_mutex_t mu;
 };
 
@@ -140,6 +146,35 @@ static void add_unit(nn_net_t *net, int32_t u, const char *prefix, const char *c
         un->bias = add_tensor(net, NN_TENSOR_PARAM, 0, 1, c1, "%s.%s.bias", prefix, conv);
         un->gamma = un->beta = un->rmean = un->rvar = -1;
     }
+}
+
+/* The twin of tensor t in the head pair (policy conv unit <-> legal conv
+ * unit, same role), or -1; *second: t is the legal one (placed after its twin). */
+static int32_t head_twin(const nn_net_t *net, int32_t t, int *second) {
+    int32_t n = net->cfg.blocks;
+    const nn_unit_t *pu = &net->units[U_PCONV(n)], *lu = &net->units[U_LCONV(n)];
+    const int32_t pt[5] = {pu->w, pu->gamma, pu->beta, pu->rmean, pu->rvar};
+    const int32_t lt[5] = {lu->w, lu->gamma, lu->beta, lu->rmean, lu->rvar};
+    for (int k = 0; k < 5; k++) {
+        if (t == pt[k]) return *second = 0, lt[k];
+        if (t == lt[k]) return *second = 1, pt[k];
+    }
+    return -1;
+}
+
+/* Offset of tensor i at *off (a head twin's right after it), then *off
+ * rounded up to 16 floats. */
+static void place_tensor(nn_net_t *net, int32_t i, int64_t *off) {
+    int second = 0;
+    int32_t tw = head_twin(net, i, &second);
+    if (tw >= 0 && second) return; /* placed with its twin */
+    net->tensors[i].offset = *off;
+    *off += net->tensors[i].numel;
+    if (tw >= 0) {
+        net->tensors[tw].offset = *off;
+        *off += net->tensors[tw].numel;
+    }
+    *off = (*off + 15) & ~(int64_t)15;
 }
 
 static double rand_normal(uint64_t *s) {
@@ -224,35 +259,39 @@ nn_net_t *nn_net_new(nn_backend_t *be, const nn_net_config_t *cfg, uint64_t seed
     KOMA_ASSERT(net->n_tensors <= max_tensors);
 
     /* Offsets: decayed params, then the other params; stats apart. Every
-     * tensor starts 16-float aligned so backends may vectorise per tensor. */
+     * tensor starts 16-float aligned so backends may vectorise per tensor,
+     * except the legal head conv's, each right after its policy twin (the
+     * pair is one tensor of 2C output channels: merge_heads). */
     int64_t off = 0;
     for (int pass = 1; pass >= 0; pass--)
         for (int32_t i = 0; i < net->n_tensors; i++) {
             nn_tensor_info_t *t = &net->tensors[i];
             if (t->kind != NN_TENSOR_PARAM || t->decay != pass) continue;
-            t->offset = off;
-            off += (t->numel + 15) & ~(int64_t)15;
+            place_tensor(net, i, &off);
             if (pass == 1) net->n_decay = off;
         }
     net->n_params = off;
     off = 0;
-    for (int32_t i = 0; i < net->n_tensors; i++) {
-        nn_tensor_info_t *t = &net->tensors[i];
-        if (t->kind != NN_TENSOR_STAT) continue;
-        t->offset = off;
-        off += (t->numel + 15) & ~(int64_t)15;
-    }
+    for (int32_t i = 0; i < net->n_tensors; i++)
+        if (net->tensors[i].kind == NN_TENSOR_STAT) place_tensor(net, i, &off);
     net->n_stats = off;
     off = 0;
+    nn_unit_t *lu = &net->units[U_LCONV(n)];
     for (int32_t u = 0; u < net->n_units; u++) {
         nn_unit_t *un = &net->units[u];
-        if (un->gamma < 0) continue;
+        if (un->gamma < 0 || u == U_LCONV(n)) continue;
+        int pair = u == U_PCONV(n); /* the legal unit's folded weight and bias follow the policy's */
+        int64_t wn = (int64_t)un->cout * un->cin * un->k * un->k;
         un->fw = off;
-        off += ((int64_t)un->cout * un->cin * un->k * un->k + 15) & ~(int64_t)15;
+        if (pair) lu->fw = off + wn;
+        off += ((pair ? 2 : 1) * wn + 15) & ~(int64_t)15;
         un->fb = off;
-        off += (un->cout + 15) & ~(int64_t)15;
+        if (pair) lu->fb = off + un->cout;
+        off += ((pair ? 2 : 1) * un->cout + 15) & ~(int64_t)15;
     }
     net->n_folded = off;
+    const char *merge = getenv("KOMA_MERGE_HEADS");
+    net->merge_heads = !(merge && strcmp(merge, "0") == 0);
 
     size_t bytes = sizeof(float) * (size_t)(net->n_params + net->n_stats + net->n_folded);
     net->params = be->buf_alloc(be, sizeof(float) * (size_t)net->n_params);
@@ -298,6 +337,8 @@ void nn_net_free(nn_net_t *net) {
     free(net);
 }
 
+void nn_net_set_merge_heads(nn_net_t *net, int32_t on) { net->merge_heads = on != 0; }
+int32_t nn_net_merge_heads(const nn_net_t *net) { return net->merge_heads; }
 const nn_net_config_t *nn_net_config(const nn_net_t *net) { return &net->cfg; }
 nn_backend_t *nn_net_backend(const nn_net_t *net) { return net->be; }
 int32_t nn_net_tensor_count(const nn_net_t *net) { return net->n_tensors; }
@@ -421,7 +462,9 @@ static size_t max_conv_ws(const nn_net_t *net, nn_backend_t *be, int32_t B) {
         size_t w = be->conv_ws_bytes(be, B, un->cin, un->cout, un->k);
         if (w > m) m = w;
     }
-    return m;
+    const nn_unit_t *pu = &net->units[U_PCONV(net->cfg.blocks)]; /* the merged head convolution */
+    size_t w = be->conv_ws_bytes(be, B, pu->cin, 2 * pu->cout, pu->k);
+    return w > m ? w : m;
 }
 
 /* ---- arena carving --------------------------------------------------------- */
@@ -440,7 +483,8 @@ static void *take(carve_t *c, size_t bytes) {
 /* ---- inference --------------------------------------------------------------- */
 typedef struct {
     float *x0;             /* (B, in_planes + in_hand, 9, 9) */
-    float *h[3];           /* (B, C, 9, 9) ping-pong trunk buffers */
+    float *h[3];           /* (B, C, 9, 9) ping-pong trunk buffers, carved one after the other: the two
+                              that do not hold the trunk's output hold the merged head conv's (B, 2C, 9, 9) */
     float *v;              /* (B, 8, 9, 9) value conv output */
     float *fc1;            /* (B, 128) */
     float *policy, *legal; /* (B, 2187) logits */
@@ -468,6 +512,80 @@ static void layout_infer(const nn_net_t *net, int32_t B, size_t ws, carve_t *c, 
     f->legal = TAKEF(c, (int64_t)B * NN_POLICY_NB);
     f->value = TAKEF(c, (int64_t)B * NN_VALUE_NB);
     f->ws = take(c, ws);
+}
+
+/* dst (B, C, 9, 9) <- channels [c0, c0 + C) of src (B, C2, 9, 9) (to_src 0),
+ * or the other way round (to_src 1): one copy_2d, or one copy per position. */
+static void channel_slice(nn_backend_t *be, float *slice, float *full, int32_t B, int32_t C, int32_t C2, int32_t c0,
+                          int to_full) {
+    size_t row = sizeof(float) * (size_t)C * NN_HW, pitch = sizeof(float) * (size_t)C2 * NN_HW;
+    float *f0 = full + (int64_t)c0 * NN_HW;
+    if (be->copy_2d) {
+        if (to_full) be->copy_2d(be, f0, pitch, slice, row, row, (size_t)B);
+        else be->copy_2d(be, slice, row, f0, pitch, row, (size_t)B);
+        return;
+    }
+    for (int32_t b = 0; b < B; b++) {
+        float *a = slice + (int64_t)b * C * NN_HW, *z = f0 + (int64_t)b * C2 * NN_HW;
+        if (to_full) be->copy(be, z, a, row);
+        else be->copy(be, a, z, row);
+    }
+}
+
+/* The value head of the inference forward from the trunk's output h (native
+ * layout where the backend fuses units). */
+static void value_infer(nn_net_t *net, nn_backend_t *be, int32_t B, infer_bufs_t *f, const float *h) {
+    const nn_unit_t *vu = &net->units[U_VCONV(net->cfg.blocks)];
+    const float *fo = net->folded;
+    nn_act_t act = net->cfg.act;
+    if (be->conv_fwd_act) {
+        be->conv_fwd_act(be, h, fo + vu->fw, fo + vu->fb, NULL, B, vu->cin, vu->cout, vu->k, act, f->v, f->ws,
+                         NN_CONV_X_NATIVE);
+    } else {
+        be->conv_fwd(be, h, fo + vu->fw, fo + vu->fb, B, vu->cin, vu->cout, vu->k, f->v, f->ws);
+        be->act_fwd(be, f->v, NULL, (int64_t)B * vu->cout * NN_HW, act, f->v);
+    }
+    be->dense_fwd(be, f->v, P(net, net->fc1_w), P(net, net->fc1_b), B, NN_VALUE_CH * NN_HW,
+                  NN_VALUE_HIDDEN, f->fc1);
+    be->act_fwd(be, f->fc1, NULL, (int64_t)B * NN_VALUE_HIDDEN, act, f->fc1);
+    be->dense_fwd(be, f->fc1, P(net, net->fc2_w), P(net, net->fc2_b), B, NN_VALUE_HIDDEN,
+                  NN_VALUE_NB, f->value);
+}
+
+/* The heads of the inference forward with the policy and legal head
+ * convolutions merged (nn_net_set_merge_heads), from the trunk's output h
+ * (one of f->h[0], f->h[2]). Value first: h is then free for the heads. One
+ * convolution (2C output channels, NCHW) into the two other trunk buffers,
+ * which are contiguous; each wanted head's half is copied into h (NCHW) and
+ * its output convolution reads it. */
+static void heads_infer_merged(nn_net_t *net, nn_backend_t *be, int32_t B, infer_bufs_t *f, float *h,
+                               int32_t outputs) {
+    int32_t n = net->cfg.blocks, C = net->cfg.channels;
+    nn_act_t act = net->cfg.act;
+    const float *fo = net->folded;
+    if (outputs & NN_OUT_VALUE) value_infer(net, be, B, f, h);
+    const nn_unit_t *pu = &net->units[U_PCONV(n)];
+    int64_t half = (int64_t)B * C * NN_HW;
+    float *hm = h == f->h[0] ? f->h[1] : f->h[0];
+    KOMA_ASSERT(h != f->h[1] && f->h[1] - f->h[0] == f->h[2] - f->h[1] && f->h[2] - f->h[1] >= half);
+    if (be->conv_fwd_act) {
+        be->conv_fwd_act(be, h, fo + pu->fw, fo + pu->fb, NULL, B, C, 2 * C, pu->k, act, hm, f->ws, NN_CONV_X_NATIVE);
+    } else {
+        be->conv_fwd(be, h, fo + pu->fw, fo + pu->fb, B, C, 2 * C, pu->k, hm, f->ws);
+        be->act_fwd(be, hm, NULL, 2 * half, act, hm);
+    }
+    const nn_unit_t *outs[2] = {&net->units[U_POUT(n)], &net->units[U_LOUT(n)]};
+    float *logits[2] = {f->policy, f->legal};
+    for (int hd = 0; hd < 2; hd++) {
+        if (!(outputs & (hd ? NN_OUT_LEGAL : NN_OUT_POLICY))) continue;
+        channel_slice(be, h, hm, B, C, 2 * C, hd * C, 0);
+        if (be->conv_fwd_act)
+            be->conv_fwd_act(be, h, P(net, outs[hd]->w), P(net, outs[hd]->bias), NULL, B, C, NN_POLICY_CH, 1, act,
+                             logits[hd], f->ws, NN_CONV_NO_ACT);
+        else
+            be->conv_fwd(be, h, P(net, outs[hd]->w), P(net, outs[hd]->bias), B, C, NN_POLICY_CH, 1, logits[hd],
+                         f->ws);
+    }
 }
 
 /* Inference forward with folded BN: f->x0 must hold the expanded input;
@@ -511,6 +629,10 @@ static void forward_infer(nn_net_t *net, nn_backend_t *be, int32_t B, infer_bufs
         t2 = tmp;
     }
     const nn_unit_t *po = &net->units[U_POUT(n)], *lo = &net->units[U_LOUT(n)];
+    if (net->merge_heads && (outputs & NN_OUT_LEGAL)) {
+        heads_infer_merged(net, be, B, f, h, outputs);
+        return;
+    }
     if (outputs & NN_OUT_POLICY) {
         FCONV(U_PCONV(n), h, t1, NULL, X | Y);
         OUTCONV(po, t1, f->policy);
@@ -519,13 +641,7 @@ static void forward_infer(nn_net_t *net, nn_backend_t *be, int32_t B, infer_bufs
         FCONV(U_LCONV(n), h, t1, NULL, X | Y);
         OUTCONV(lo, t1, f->legal);
     }
-    if (!(outputs & NN_OUT_VALUE)) return;
-    FCONV(U_VCONV(n), h, f->v, NULL, X);
-    be->dense_fwd(be, f->v, P(net, net->fc1_w), P(net, net->fc1_b), B, NN_VALUE_CH * NN_HW,
-                  NN_VALUE_HIDDEN, f->fc1);
-    be->act_fwd(be, f->fc1, NULL, (int64_t)B * NN_VALUE_HIDDEN, act, f->fc1);
-    be->dense_fwd(be, f->fc1, P(net, net->fc2_w), P(net, net->fc2_b), B, NN_VALUE_HIDDEN,
-                  NN_VALUE_NB, f->value);
+    if (outputs & NN_OUT_VALUE) value_infer(net, be, B, f, h);
 #undef OUTCONV
 #undef FCONV
 }
@@ -686,7 +802,11 @@ struct nn_trainer {
     float *value;              /* (B, 3) */
     /* gradients of activations */
     float *g[3];               /* (B, C, 9, 9) */
-    float *gh;                 /* (B, C, 9, 9) head scratch */
+    float *gh;                 /* (B, 2C, 9, 9) head scratch (the merged heads' gradient) */
+    float *hsplit;             /* the merged head conv's output, one head after the other: policy (B, C, 9, 9)
+                                  at 0, legal at head_stride */
+    int64_t head_stride;       /* max_batch*C*81 rounded up to 16 floats: where the second head starts (hsplit,
+                                  and the legal unit's buffers inside the policy unit's) */
     float *gv;                 /* (B, 8, 9, 9) */
     float *gfc1;               /* (B, 128) */
     float *dpolicy, *dlegal;   /* (B, 2187) */
@@ -737,6 +857,7 @@ nn_trainer_t *nn_trainer_new(nn_net_t *net, const nn_train_config_t *cfg, int32_
     const nn_net_config_t *nc = &net->cfg;
     int32_t B = max_batch, C = nc->channels, cin = nc->in_planes + nc->in_hand;
     size_t ws = max_conv_ws(net, be, B);
+    tr->head_stride = ((int64_t)B * C * NN_HW + 15) & ~(int64_t)15;
     for (int pass = 0; pass < 2; pass++) {
         carve_t c = {pass ? tr->arena : NULL, 0};
         tr->planes = take(&c, (size_t)(B * nn_packed_bytes(nc->in_planes)));
@@ -750,18 +871,28 @@ nn_trainer_t *nn_trainer_new(nn_net_t *net, const nn_train_config_t *cfg, int32_
         tr->legal_t = TAKEF(&c, (int64_t)B * NN_POLICY_NB);
         tr->value_t = TAKEF(&c, (int64_t)B * NN_VALUE_NB);
         tr->x0 = TAKEF(&c, (int64_t)B * cin * NN_HW);
+        int32_t pu = U_PCONV(nc->blocks), lu = U_LCONV(nc->blocks);
         for (int32_t u = 0; u < nu; u++) {
             const nn_unit_t *un = &net->units[u];
             int64_t n = (int64_t)B * un->cout * NN_HW;
-            if (un->gamma < 0) { /* head outputs: the logits buffers below */
+            if (un->gamma < 0 || u == lu) { /* head outputs: the logits buffers below; legal: see below */
                 tr->c[u] = tr->z[u] = tr->y[u] = tr->mean[u] = tr->invstd[u] = NULL;
                 continue;
             }
-            tr->c[u] = TAKEF(&c, n);
-            tr->y[u] = TAKEF(&c, n);
-            tr->z[u] = nc->act == NN_ACT_RELU ? tr->y[u] : TAKEF(&c, n);
-            tr->mean[u] = TAKEF(&c, un->cout);
-            tr->invstd[u] = TAKEF(&c, un->cout);
+            /* the head pair: (B, 2C, 81) merged, or the two units one after the other */
+            int64_t k = u == pu ? 2 * tr->head_stride : n;
+            tr->c[u] = TAKEF(&c, k);
+            tr->y[u] = TAKEF(&c, k);
+            tr->z[u] = nc->act == NN_ACT_RELU ? tr->y[u] : TAKEF(&c, k);
+            tr->mean[u] = TAKEF(&c, (u == pu ? 2 : 1) * un->cout);
+            tr->invstd[u] = TAKEF(&c, (u == pu ? 2 : 1) * un->cout);
+        }
+        if (tr->c[pu]) {
+            tr->c[lu] = tr->c[pu] + tr->head_stride;
+            tr->y[lu] = tr->y[pu] + tr->head_stride;
+            tr->z[lu] = tr->z[pu] + tr->head_stride;
+            tr->mean[lu] = tr->mean[pu] + C;
+            tr->invstd[lu] = tr->invstd[pu] + C;
         }
         tr->fc1_z = TAKEF(&c, (int64_t)B * NN_VALUE_HIDDEN);
         tr->fc1_y = nc->act == NN_ACT_RELU ? tr->fc1_z : TAKEF(&c, (int64_t)B * NN_VALUE_HIDDEN);
@@ -769,7 +900,8 @@ nn_trainer_t *nn_trainer_new(nn_net_t *net, const nn_train_config_t *cfg, int32_
         tr->legal_out = TAKEF(&c, (int64_t)B * NN_POLICY_NB);
         tr->value = TAKEF(&c, (int64_t)B * NN_VALUE_NB);
         for (int i = 0; i < 3; i++) tr->g[i] = TAKEF(&c, (int64_t)B * C * NN_HW);
-        tr->gh = TAKEF(&c, (int64_t)B * C * NN_HW);
+        tr->gh = TAKEF(&c, (int64_t)B * 2 * C * NN_HW);
+        tr->hsplit = TAKEF(&c, 2 * tr->head_stride);
         tr->gv = TAKEF(&c, (int64_t)B * NN_VALUE_CH * NN_HW);
         tr->gfc1 = TAKEF(&c, (int64_t)B * NN_VALUE_HIDDEN);
         tr->dpolicy = TAKEF(&c, (int64_t)B * NN_POLICY_NB);
@@ -881,11 +1013,13 @@ static int upload_batch(nn_trainer_t *tr, const nn_batch_t *bt, char *err, size_
     return 0;
 }
 
-/* Training-mode unit forward: y = act(BN(conv(in)) + res). */
-static void unit_fwd_train(nn_trainer_t *tr, int32_t u, int32_t B, const float *in, const float *res) {
+/* Training-mode unit forward: y = act(BN(conv(in)) + res), unit un (the
+ * merged head pair: the policy unit with 2C output channels) into the
+ * buffers of unit u. */
+static void unit_fwd_train(nn_trainer_t *tr, const nn_unit_t *un, int32_t u, int32_t B, const float *in,
+                           const float *res) {
     nn_net_t *net = tr->net;
     nn_backend_t *be = tr->be;
-    const nn_unit_t *un = &net->units[u];
     int64_t n = (int64_t)B * un->cout * NN_HW;
     nn_act_t act = net->cfg.act;
     be->conv_fwd(be, in, P(net, un->w), NULL, B, un->cin, un->cout, un->k, tr->c[u], tr->ws);
@@ -904,11 +1038,10 @@ static void unit_fwd_train(nn_trainer_t *tr, int32_t u, int32_t B, const float *
  * output; dy is overwritten (dBN input). Writes dW, dgamma, dbeta, and the
  * input gradient into dx (accumulate: +=) when dx != NULL. If dres != NULL the
  * gradient at the residual sum is copied there first. */
-static void unit_bwd(nn_trainer_t *tr, int32_t u, int32_t B, const float *in, float *dy,
+static void unit_bwd(nn_trainer_t *tr, const nn_unit_t *un, int32_t u, int32_t B, const float *in, float *dy,
                      float *dres, float *dx, int32_t accumulate) {
     nn_net_t *net = tr->net;
     nn_backend_t *be = tr->be;
-    const nn_unit_t *un = &net->units[u];
     int64_t n = (int64_t)B * un->cout * NN_HW;
     float *g = tr->grads;
     be->act_bwd(be, dy, tr->z[u], n, net->cfg.act, dy);
@@ -938,22 +1071,38 @@ static void forward_backward(nn_trainer_t *tr, int32_t B) {
     int32_t n = nc->blocks, C = nc->channels;
     nn_act_t act = nc->act;
     float *g = tr->grads;
+    const nn_unit_t *U = net->units;
 #define GRAD(t) (g + net->tensors[(t)].offset)
     /* forward */
-    unit_fwd_train(tr, U_STEM, B, tr->x0, NULL);
+    unit_fwd_train(tr, &U[U_STEM], U_STEM, B, tr->x0, NULL);
     for (int32_t i = 0; i < n; i++) {
-        unit_fwd_train(tr, 1 + 2 * i, B, tr->y[2 * i], NULL);
-        unit_fwd_train(tr, 2 + 2 * i, B, tr->y[1 + 2 * i], tr->y[2 * i]);
+        unit_fwd_train(tr, &U[1 + 2 * i], 1 + 2 * i, B, tr->y[2 * i], NULL);
+        unit_fwd_train(tr, &U[2 + 2 * i], 2 + 2 * i, B, tr->y[1 + 2 * i], tr->y[2 * i]);
     }
     const float *T = tr->y[2 * n]; /* trunk output (B, C, 9, 9) */
-    const nn_unit_t *po = &net->units[U_POUT(n)], *lo = &net->units[U_LOUT(n)];
-    unit_fwd_train(tr, U_PCONV(n), B, T, NULL);
-    be->conv_fwd(be, tr->y[U_PCONV(n)], P(net, po->w), P(net, po->bias), B, C, NN_POLICY_CH, 1,
-                 tr->policy, tr->ws);
-    unit_fwd_train(tr, U_LCONV(n), B, T, NULL);
-    be->conv_fwd(be, tr->y[U_LCONV(n)], P(net, lo->w), P(net, lo->bias), B, C, NN_POLICY_CH, 1,
-                 tr->legal_out, tr->ws);
-    unit_fwd_train(tr, U_VCONV(n), B, T, NULL);
+    const nn_unit_t *po = &U[U_POUT(n)], *lo = &U[U_LOUT(n)];
+    const int32_t PC = U_PCONV(n), LC = U_LCONV(n);
+    /* The head pair: one unit of 2C channels (merged; its output split into
+     * hsplit, one head after the other), or two units. hp / hl: the inputs
+     * of the two output convolutions, (B, C, 9, 9) each. */
+    nn_unit_t pair = U[PC];
+    pair.cout = 2 * C;
+    const float *hp, *hl;
+    if (net->merge_heads) {
+        unit_fwd_train(tr, &pair, PC, B, T, NULL); /* y[PC] (B, 2C, 9, 9) */
+        channel_slice(be, tr->hsplit, tr->y[PC], B, C, 2 * C, 0, 0);
+        channel_slice(be, tr->hsplit + tr->head_stride, tr->y[PC], B, C, 2 * C, C, 0);
+        hp = tr->hsplit;
+        hl = tr->hsplit + tr->head_stride; /* 64-byte aligned, as every conv operand */
+    } else {
+        unit_fwd_train(tr, &U[PC], PC, B, T, NULL);
+        unit_fwd_train(tr, &U[LC], LC, B, T, NULL);
+        hp = tr->y[PC];
+        hl = tr->y[LC];
+    }
+    be->conv_fwd(be, hp, P(net, po->w), P(net, po->bias), B, C, NN_POLICY_CH, 1, tr->policy, tr->ws);
+    be->conv_fwd(be, hl, P(net, lo->w), P(net, lo->bias), B, C, NN_POLICY_CH, 1, tr->legal_out, tr->ws);
+    unit_fwd_train(tr, &U[U_VCONV(n)], U_VCONV(n), B, T, NULL);
     const float *vy = tr->y[U_VCONV(n)];
     be->dense_fwd(be, vy, P(net, net->fc1_w), P(net, net->fc1_b), B, NN_VALUE_CH * NN_HW,
                   NN_VALUE_HIDDEN, tr->fc1_z);
@@ -962,36 +1111,44 @@ static void forward_backward(nn_trainer_t *tr, int32_t B) {
                   NN_VALUE_NB, tr->value);
     losses(tr, B);
 
-    /* backward: heads into dT = g[0] */
+    /* backward: heads into dT = g[0]; g[1], g[2] are free until the trunk's turn */
     float *dT = tr->g[0];
-    be->conv_bwd_filter(be, tr->y[U_PCONV(n)], tr->dpolicy, B, C, NN_POLICY_CH, 1, GRAD(po->w),
-                        GRAD(po->bias), tr->ws);
-    be->conv_bwd_data(be, tr->dpolicy, P(net, po->w), B, C, NN_POLICY_CH, 1, tr->gh, 0, tr->ws);
-    unit_bwd(tr, U_PCONV(n), B, T, tr->gh, NULL, dT, 0);
-    be->conv_bwd_filter(be, tr->y[U_LCONV(n)], tr->dlegal, B, C, NN_POLICY_CH, 1, GRAD(lo->w),
-                        GRAD(lo->bias), tr->ws);
-    be->conv_bwd_data(be, tr->dlegal, P(net, lo->w), B, C, NN_POLICY_CH, 1, tr->gh, 0, tr->ws);
-    unit_bwd(tr, U_LCONV(n), B, T, tr->gh, NULL, dT, 1);
+    be->conv_bwd_filter(be, hp, tr->dpolicy, B, C, NN_POLICY_CH, 1, GRAD(po->w), GRAD(po->bias), tr->ws);
+    be->conv_bwd_filter(be, hl, tr->dlegal, B, C, NN_POLICY_CH, 1, GRAD(lo->w), GRAD(lo->bias), tr->ws);
+    if (net->merge_heads) {
+        /* both halves of the pair's gradient, then one backward pass (one
+         * backward-data, one backward-filter) for the 2C channels */
+        be->conv_bwd_data(be, tr->dpolicy, P(net, po->w), B, C, NN_POLICY_CH, 1, tr->g[1], 0, tr->ws);
+        be->conv_bwd_data(be, tr->dlegal, P(net, lo->w), B, C, NN_POLICY_CH, 1, tr->g[2], 0, tr->ws);
+        channel_slice(be, tr->g[1], tr->gh, B, C, 2 * C, 0, 1);
+        channel_slice(be, tr->g[2], tr->gh, B, C, 2 * C, C, 1);
+        unit_bwd(tr, &pair, PC, B, T, tr->gh, NULL, dT, 0);
+    } else {
+        be->conv_bwd_data(be, tr->dpolicy, P(net, po->w), B, C, NN_POLICY_CH, 1, tr->gh, 0, tr->ws);
+        unit_bwd(tr, &U[PC], PC, B, T, tr->gh, NULL, dT, 0);
+        be->conv_bwd_data(be, tr->dlegal, P(net, lo->w), B, C, NN_POLICY_CH, 1, tr->gh, 0, tr->ws);
+        unit_bwd(tr, &U[LC], LC, B, T, tr->gh, NULL, dT, 1);
+    }
     be->dense_bwd(be, tr->fc1_y, P(net, net->fc2_w), tr->dvalue, B, NN_VALUE_HIDDEN, NN_VALUE_NB,
                   tr->gfc1, GRAD(net->fc2_w), GRAD(net->fc2_b));
     be->act_bwd(be, tr->gfc1, tr->fc1_z, (int64_t)B * NN_VALUE_HIDDEN, act, tr->gfc1);
     be->dense_bwd(be, vy, P(net, net->fc1_w), tr->gfc1, B, NN_VALUE_CH * NN_HW, NN_VALUE_HIDDEN,
                   tr->gv, GRAD(net->fc1_w), GRAD(net->fc1_b));
-    unit_bwd(tr, U_VCONV(n), B, T, tr->gv, NULL, dT, 1);
+    unit_bwd(tr, &U[U_VCONV(n)], U_VCONV(n), B, T, tr->gv, NULL, dT, 1);
 
     /* trunk: D = gradient at the block output, S = at the block input */
     float *D = tr->g[0], *Sg = tr->g[1], *E = tr->g[2];
     for (int32_t i = n - 1; i >= 0; i--) {
         int32_t u1 = 1 + 2 * i, u2 = 2 + 2 * i;
         /* u2: D -> skip gradient copied to Sg, conv input grad into E */
-        unit_bwd(tr, u2, B, tr->y[u1], D, Sg, E, 0);
+        unit_bwd(tr, &U[u2], u2, B, tr->y[u1], D, Sg, E, 0);
         /* u1: E -> input grad added to Sg */
-        unit_bwd(tr, u1, B, tr->y[2 * i], E, NULL, Sg, 1);
+        unit_bwd(tr, &U[u1], u1, B, tr->y[2 * i], E, NULL, Sg, 1);
         float *t = D;
         D = Sg;
         Sg = t;
     }
-    unit_bwd(tr, U_STEM, B, tr->x0, D, NULL, NULL, 0);
+    unit_bwd(tr, &U[U_STEM], U_STEM, B, tr->x0, D, NULL, NULL, 0);
 #undef GRAD
 }
 

@@ -14,6 +14,8 @@
  *   policy conv3x3 C->C BN act, conv1x1 C->27 + bias -> (B, 27, 9, 9) = 2187 logits,
  *          label = direction*81 + square (the channel is the direction)
  *   legal  same shape as policy, its own weights -> 2187 logits (BCE vs mask)
+ *          (when both heads run, their two 3x3 convolutions run as one of
+ *          2C output channels: nn_net_set_merge_heads)
  *   value  conv1x1 C->8 BN act, dense 648->128 + bias, act, dense 128->3 + bias
  *          -> W/D/L logits from the side to move
  *
@@ -101,6 +103,23 @@ float *nn_net_params(nn_net_t *net, int64_t *n_params, int64_t *n_decay);
 float *nn_net_stats(nn_net_t *net, int64_t *n_stats);
 /* Call after writing params or stats directly (refolds BN before the next forward). */
 void nn_net_mark_dirty(nn_net_t *net);
+/* The policy and legal heads each start with a 3x3 convolution (+ BN, act)
+ * of the trunk's output. When both heads are computed (training, and
+ * nn_forward / nn_forward_dev with the legal head) they run as ONE
+ * convolution of 2C output channels, one BN over 2C channels and one
+ * backward pass, and the output is split for the two 1x1 output
+ * convolutions. The two units' tensors sit next to each other in the
+ * parameter, statistics and folded allocations (the legal one right after
+ * its policy twin), so the pair IS the merged weight: loading, SGD, copies
+ * and publishing keep it as they keep every tensor; files still hold
+ * "policy.conv.weight" and "legal.conv.weight" apart. The policy head alone
+ * (self-play) runs its half only. on = 0 runs the two convolutions apart,
+ * the route before the merge (tests compare the two; within float
+ * tolerance, not bit for bit: the products are summed in another order).
+ * Default on; KOMA_MERGE_HEADS=0 in the environment makes new nets default
+ * off (timing comparisons). Not while the net is in use. */
+void nn_net_set_merge_heads(nn_net_t *net, int32_t on);
+int32_t nn_net_merge_heads(const nn_net_t *net);
 /* Copies params and stats from src (same config, any backend of the same
  * kind). Waits for src's queued work first (src's backend sync), then for the
  * copy. The caller must own both backends (nn/backend.h: one thread at a

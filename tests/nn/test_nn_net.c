@@ -142,8 +142,10 @@ static void overfit(nn_backend_t *be) {
     int untouched = 1;
     for (int64_t i = 0; i < (int64_t)B * NN_POLICY_NB; i++) untouched &= dleg[i] == 7.0f;
     CHECK(untouched);
-    CHECK(memcmp(dpol, pol, sizeof(float) * (size_t)B * NN_POLICY_NB) == 0 &&
-          memcmp(dval, val, sizeof(float) * (size_t)B * 3) == 0);
+    /* The policy alone runs its half of the merged head convolution on its
+     * own (nn_net_set_merge_heads): the same numbers within float rounding. */
+    t_compare("policy alone vs with the legal head", dpol, pol, (int64_t)B * NN_POLICY_NB, 1e-5, 1e-5);
+    CHECK(memcmp(dval, val, sizeof(float) * (size_t)B * 3) == 0);
     for (int64_t i = 0; i < (int64_t)B * 3; i++) dval[i] = 7.0f;
     CHECK(nn_forward(ctx, B, tb.planes, tb.hand, NULL, NULL, l1) == 0);
     CHECK(memcmp(l1, leg, sizeof(float) * (size_t)B * NN_POLICY_NB) == 0 && dval[0] == 7.0f && dval[3 * B - 1] == 7.0f);
