@@ -164,22 +164,36 @@ static void bench_train(nn_backend_t *be, nn_net_t *net, int32_t B, double secs,
     if (!tr) return;
     nn_metrics_t m;
     for (int w = 0; w < 3; w++) nn_train_step(tr, &tb.b, &m, err, sizeof(err)); /* algorithm choice, warm-up */
-    int64_t it = 0;
-    double t0 = bench_wall_s(), t = 0;
-    do { /* no metrics: no download, so steps queue back to back; one sync per 8 steps */
-        for (int j = 0; j < 8; j++, it++)
-            if (nn_train_step(tr, &tb.b, NULL, err, sizeof(err)) != 0) {
-                fprintf(stderr, "%s\n", err);
-                goto done;
+    for (int late = 0; late < 2; late++) {
+        /* late 0: nn_train_step, no metrics (it still waits for the device at
+         * the end of every step); late 1: the training loop's way
+         * (train/loop.c): step s + 1 queued, then step s's metrics read */
+        int64_t it = 0, prev = -1, id = 0;
+        double t0 = bench_wall_s(), t = 0;
+        do {
+            for (int j = 0; j < 8; j++, it++) {
+                int rc = late ? nn_train_step_launch(tr, &tb.b, &id, err, sizeof(err))
+                              : nn_train_step(tr, &tb.b, NULL, err, sizeof(err));
+                if (rc == 0 && late && prev >= 0) rc = nn_train_step_metrics(tr, prev, &m, err, sizeof(err));
+                prev = id;
+                if (rc != 0) {
+                    fprintf(stderr, "%s\n", err);
+                    goto done;
+                }
             }
-        be->sync(be);
+            t = bench_wall_s() - t0;
+        } while (t < secs);
+        if (late && nn_train_step_metrics(tr, prev, &m, err, sizeof(err)) != 0) {
+            fprintf(stderr, "%s\n", err);
+            goto done;
+        }
         t = bench_wall_s() - t0;
-    } while (t < secs);
-    nn_train_step(tr, &tb.b, &m, err, sizeof(err));
-    double sps = (double)B * it / t, tflops = sps * 3.0 * net_flop(c) * 1e-12;
-    printf("| train | %5d | %9.0f samples/s | %7.2f ms/step | %6.2f TFLOP/s | %5.2f%% of peak | loss %.3f |\n", B, sps,
-           1e3 * t / it, tflops, peak > 0 ? 100.0 * tflops / peak : 0.0, m.loss);
-    fflush(stdout);
+        if (!late) nn_train_step(tr, &tb.b, &m, err, sizeof(err));
+        double sps = (double)B * it / t, tflops = sps * 3.0 * net_flop(c) * 1e-12;
+        printf("| train%s | %5d | %9.0f samples/s | %7.2f ms/step | %6.2f TFLOP/s | %5.2f%% of peak | loss %.3f |\n",
+               late ? " late" : "", B, sps, 1e3 * t / it, tflops, peak > 0 ? 100.0 * tflops / peak : 0.0, m.loss);
+        fflush(stdout);
+    }
 done:
     failed(be);
     bench_batch_free(&tb);
