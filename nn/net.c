@@ -514,8 +514,9 @@ static void layout_infer(const nn_net_t *net, int32_t B, size_t ws, carve_t *c, 
     f->ws = take(c, ws);
 }
 
-/* dst (B, C, 9, 9) <- channels [c0, c0 + C) of src (B, C2, 9, 9) (to_src 0),
- * or the other way round (to_src 1): one copy_2d, or one copy per position. */
+/* slice (B, C, 9, 9) <- channels [c0, c0 + C) of full (B, C2, 9, 9)
+ * (to_full 0), or those channels <- slice (to_full 1): one copy_2d, or one
+ * copy per position where the backend has none. */
 static void channel_slice(nn_backend_t *be, float *slice, float *full, int32_t B, int32_t C, int32_t C2, int32_t c0,
                           int to_full) {
     size_t row = sizeof(float) * (size_t)C * NN_HW, pitch = sizeof(float) * (size_t)C2 * NN_HW;
