@@ -15,6 +15,10 @@
 #               nvidia-smi samples utilization; then --threads 15 if time is left
 #     profile   device time by op (KOMA_CUDA_OPTIME) of bench_nn_gpu 10x128 B1024 forward +
 #               training, bf16 then tf32 (PROFILE_MODES); nsys's top 30 kernels where installed
+#     merge     bench_nn_gpu 6x64,10x128 x tf32,bf16 (B256, B1024) with the policy/legal head
+#               convolutions merged (the default) and apart (KOMA_MERGE_HEADS=0), two interleaved
+#               rounds; each run also gives training with nn_train_step (`train`) and one step
+#               late (`train late`, the training loop's way)
 #     all       build test sanitize bench torch selfplay (over 10 minutes: raise the budget)
 #   test, sanitize, bench and selfplay build first when build-gpu is not built yet.
 #
@@ -80,10 +84,10 @@ usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 stages=()
 for s in "$@"; do
   case "$s" in
-    build | test | sanitize | bench | torch | selfplay | profile) stages+=("$s") ;;
+    build | test | sanitize | bench | torch | selfplay | profile | merge) stages+=("$s") ;;
     all) stages+=(build test sanitize bench torch selfplay) ;;
     -h | --help) usage; exit 0 ;;
-    *) echo "gpu-checks.sh: unknown stage '$s' (build test sanitize bench torch selfplay profile all)" >&2; exit 2 ;;
+    *) echo "gpu-checks.sh: unknown stage '$s' (build test sanitize bench torch selfplay profile merge all)" >&2; exit 2 ;;
   esac
 done
 
@@ -537,6 +541,28 @@ stage_bench() {
     --batches 1,2,4,8,16,32,64,128,256,512,1024 --train-batches 256,1024 --seconds "$BENCH_SECONDS" > >(tee "$log") 2>&1
   wait $! 2>/dev/null
   result bench_nn_gpu "$(status $RC)" "$DT" "$(best_rows "$log")"
+}
+
+# train_rows LOG: per "## NET MODE" section, the training rows "B256 train/late B1024 train/late" in samples/s
+train_rows() {
+  awk -F'|' '
+    /^## / { key = $0; sub(/^## /, "", key); sub(/ \(.*/, "", key); if (!(key in seen)) { seen[key] = 1; order[++n] = key } }
+    /^\| train( late)? \|/ { s = $4; sub(/samples.*/, "", s); r[key] = r[key] sprintf(" %s%s %.0f", ($2 ~ /late/) ? "late" : "B", ($2 ~ /late/) ? "" : $3 + 0, s + 0) }
+    END { for (i = 1; i <= n; i++) printf "%s:%s; ", order[i], r[order[i]] }' "$1"
+}
+
+stage_merge() {
+  need_build || { result merge FAIL 0 "no build"; return 1; }
+  local round m log
+  for round in 1 2; do
+    for m in 1 0; do
+      log=$STATE/merge-$round-$m.log
+      step "merge=$m round $round" 150 60 krun env KOMA_MERGE_HEADS=$m "$BUILD/bench/bench_nn_gpu" --nets 6x64,10x128 \
+        --modes tf32,bf16 --batches 256,1024 --train-batches 256,1024 --seconds "$BENCH_SECONDS" > >(tee "$log") 2>&1
+      wait $! 2>/dev/null
+      result "merge=$m round $round" "$(status $RC)" "$DT" "$(best_rows "$log") | $(train_rows "$log")"
+    done
+  done
 }
 
 stage_torch() {
