@@ -349,8 +349,9 @@ static void test_memory(void) {
         free(back);
     }
     /* fences: a download_async queued before fence 1 has arrived once
-     * fence_wait(1) returns, with more work queued after the mark */
-    {
+     * fence_wait(1) returns, with more work queued after the mark (the CPU
+     * stand-in of KOMA_GPU_TEST_FAKE has neither) */
+    if (G_->fence_record && G_->host_alloc) {
         float *pin = G_->host_alloc(G_, sizeof(float) * 4096);
         KOMA_ASSERT(pin);
         G_->download_async(G_, pin, dd, sizeof(float) * 4096);
@@ -1116,7 +1117,85 @@ static void test_net(int32_t blocks, int32_t ch, nn_act_t act, int32_t planes, i
     nn_net_free(cnet);
 }
 
+/* On the device: nn_train_step_launch with the metrics read one step late
+ * (page-locked records behind fences: the route train/loop.c takes) against
+ * nn_train_step in turn, on an instance with deterministic algorithms: the
+ * same metrics, each named by its step, and the same weights (bit for bit is
+ * expected; the tolerance is the smallest of the pass). Then the head
+ * convolutions merged (the default) against apart on the same device:
+ * outputs and three steps within the pass's net tolerances. */
+static void test_late_and_merge(void) {
+    char err[512], what[128];
+    nn_backend_t *D = gpu_new(M_->flags | NN_CUDA_DETERMINISTIC, err, sizeof(err));
+    KOMA_ASSERT(D);
+    nn_net_config_t cfg = {.blocks = 2, .channels = 32, .act = NN_ACT_SILU, .in_planes = 12, .in_hand = 3,
+                           .features_version = 1};
+    nn_train_config_t tc = nn_train_config_default();
+    tc.warmup_steps = 3, tc.lr = 0.05f, tc.clip_norm = 1.0f, tc.w_legal = 20.0f;
+    nn_net_t *na = nn_net_new(D, &cfg, 77, err, sizeof(err)), *nb = nn_net_new(D, &cfg, 77, err, sizeof(err));
+    KOMA_ASSERT(na && nb);
+    int32_t B = 16, S = 5;
+    nn_trainer_t *ta = nn_trainer_new(na, &tc, B, err, sizeof(err)), *tb = nn_trainer_new(nb, &tc, B, err, sizeof(err));
+    KOMA_ASSERT(ta && tb);
+    t_batch_t bt[5];
+    for (int s = 0; s < S; s++) t_batch_init(&bt[s], B - s, cfg.in_planes, cfg.in_hand, 3);
+    nn_metrics_t ref[5], got[5];
+    int64_t id[5];
+    for (int s = 0; s < S; s++) KOMA_ASSERT(nn_train_step(ta, &bt[s].b, &ref[s], err, sizeof(err)) == 0);
+    for (int s = 0; s < S; s++) {
+        KOMA_ASSERT(nn_train_step_launch(tb, &bt[s].b, &id[s], err, sizeof(err)) == 0);
+        if (s > 0) KOMA_ASSERT(nn_train_step_metrics(tb, id[s - 1], &got[s - 1], err, sizeof(err)) == 0);
+    }
+    KOMA_ASSERT(nn_train_step_metrics(tb, id[S - 1], &got[S - 1], err, sizeof(err)) == 0);
+    int same = 1;
+    for (int s = 0; s < S; s++) {
+        same &= !memcmp(&ref[s], &got[s], sizeof ref[s]);
+        CHECK(got[s].step == s + 1);
+        snprintf(what, sizeof(what), "one step late, step %d loss", s + 1);
+        check_scalar(what, got[s].loss, ref[s].loss, 1e-6, 1e-6);
+        snprintf(what, sizeof(what), "one step late, step %d grad_norm", s + 1);
+        check_scalar(what, got[s].grad_norm, ref[s].grad_norm, 1e-6, 1e-6);
+    }
+    int64_t np;
+    nn_net_params(na, &np, NULL);
+    float *pa = gget(nn_net_params(na, NULL, NULL), np), *pb = gget(nn_net_params(nb, NULL, NULL), np);
+    same &= !memcmp(pa, pb, sizeof(float) * (size_t)np);
+    cmp("one step late: weights after 5 steps", pb, pa, np, M_->net_stat);
+    fprintf(stderr, "[%s] one step late vs nn_train_step: %s\n", M_->name, same ? "bit for bit" : "within tolerance");
+    free(pa);
+    free(pb);
+    /* merged vs apart, same device, same weights */
+    nn_net_set_merge_heads(nb, 0);
+    CHECK(nn_net_copy_weights(nb, na, err, sizeof(err)) == 0);
+    nn_ctx_t *ca = nn_ctx_new(na, NULL, B, err, sizeof(err)), *cb = nn_ctx_new(nb, NULL, B, err, sizeof(err));
+    KOMA_ASSERT(ca && cb);
+    int64_t NP = (int64_t)B * NN_POLICY_NB;
+    float *p1 = malloc(sizeof(float) * NP), *p2 = malloc(sizeof(float) * NP), *l1 = malloc(sizeof(float) * NP),
+          *l2 = malloc(sizeof(float) * NP), v1[3 * 16], v2[3 * 16];
+    KOMA_ASSERT(nn_forward(ca, B, bt[0].planes, bt[0].hand, p1, v1, l1) == 0);
+    KOMA_ASSERT(nn_forward(cb, B, bt[0].planes, bt[0].hand, p2, v2, l2) == 0);
+    cmp("merged vs apart: policy", p1, p2, NP, M_->net_out);
+    cmp("merged vs apart: value", v1, v2, 3 * B, M_->net_out);
+    cmp("merged vs apart: legal", l1, l2, NP, M_->net_out);
+    for (int s = 0; s < 3; s++) {
+        KOMA_ASSERT(nn_train_step(ta, &bt[s].b, &ref[s], err, sizeof(err)) == 0);
+        KOMA_ASSERT(nn_train_step(tb, &bt[s].b, &got[s], err, sizeof(err)) == 0);
+    }
+    snprintf(what, sizeof(what), "merged vs apart after 3 steps");
+    cmp_metrics(what, &ref[2], &got[2], B, M_->net_l2);
+    free(p1), free(p2), free(l1), free(l2);
+    nn_ctx_free(ca);
+    nn_ctx_free(cb);
+    for (int s = 0; s < S; s++) t_batch_free(&bt[s]);
+    nn_trainer_free(ta);
+    nn_trainer_free(tb);
+    nn_net_free(na);
+    nn_net_free(nb);
+    nn_backend_free(D);
+}
+
 static void run_nets(void) {
+    test_late_and_merge();
     test_net(1, 17, NN_ACT_SILU, 5, 0, 5);   /* odd channels, no hand, smooth */
     test_net(2, 32, NN_ACT_SILU, 12, 3, 16);
     test_net(2, 24, NN_ACT_RELU, 9, 2, 1);   /* B = 1 training (BN over 81 squares) */
