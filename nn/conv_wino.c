@@ -158,27 +158,31 @@ static void gemm(int32_t M, int32_t N, int32_t K, const float *A, int64_t rsa, i
 /* ---- transforms -------------------------------------------------------------------- */
 /* U[p][r][col] (R16(rows) x cols, zero rows past `rows`) = G g G^T of the
  * filter at (row r, column col): fwd: rows = cin, cols = cout, g = w[col][r];
- * flip (backward data): rows = cout, cols = cin, g = w[r][col] turned 180. */
+ * flip (backward data): rows = cout, cols = cin, g = w[r][col] turned 180.
+ * cols % 16 == 0: 16 columns at a time. */
 static void filter_transform(const float *wt, int32_t rows, int32_t cols, int32_t flip, float *U) {
     int32_t KP = R16(rows);
-    memset(U, 0, sizeof(float) * (size_t)PTS * KP * cols);
+    int64_t rs = flip ? (int64_t)cols * 9 : 9, cs = flip ? 9 : (int64_t)rows * 9; /* strides in wt */
+    for (int32_t p = 0; p < PTS; p++) /* the padding rows */
+        memset(U + ((size_t)p * KP + rows) * cols, 0, sizeof(float) * (size_t)(KP - rows) * cols);
     for (int32_t r = 0; r < rows; r++)
-        for (int32_t col = 0; col < cols; col++) {
-            const float *src = flip ? wt + ((size_t)r * cols + col) * 9 : wt + ((size_t)col * rows + r) * 9;
-            float g[3][3], t[5][3];
-            for (int32_t i = 0; i < 9; i++) g[i / 3][i % 3] = flip ? src[8 - i] : src[i];
+        for (int32_t c0 = 0; c0 < cols; c0 += 16) {
+            const float *src = wt + r * rs + c0 * cs;
+            v16 g[3][3], t[5][3];
+            for (int32_t i = 0; i < 9; i++)
+                for (int32_t l = 0; l < 16; l++) g[i / 3][i % 3][l] = src[l * cs + (flip ? 8 - i : i)];
             for (int32_t j = 0; j < 3; j++) { /* t = G g */
                 t[0][j] = 0.5f * g[0][j];
                 t[1][j] = -0.5f * (g[0][j] + g[1][j] + g[2][j]);
-                t[2][j] = (-g[0][j] + g[1][j] - g[2][j]) / 6.0f;
-                t[3][j] = g[0][j] / 6.0f + g[1][j] / 3.0f + 2.0f * g[2][j] / 3.0f;
+                t[2][j] = (g[1][j] - g[0][j] - g[2][j]) * (1.0f / 6);
+                t[3][j] = g[0][j] * (1.0f / 6) + g[1][j] * (1.0f / 3) + g[2][j] * (2.0f / 3);
                 t[4][j] = g[2][j];
             }
             for (int32_t i = 0; i < 5; i++) { /* (G g) G^T */
-                float u[5] = {0.5f * t[i][0], -0.5f * (t[i][0] + t[i][1] + t[i][2]),
-                              (-t[i][0] + t[i][1] - t[i][2]) / 6.0f,
-                              t[i][0] / 6.0f + t[i][1] / 3.0f + 2.0f * t[i][2] / 3.0f, t[i][2]};
-                for (int32_t j = 0; j < 5; j++) U[((size_t)(i * 5 + j) * KP + r) * cols + col] = u[j];
+                v16 u[5] = {0.5f * t[i][0], -0.5f * (t[i][0] + t[i][1] + t[i][2]),
+                            (t[i][1] - t[i][0] - t[i][2]) * (1.0f / 6),
+                            t[i][0] * (1.0f / 6) + t[i][1] * (1.0f / 3) + t[i][2] * (2.0f / 3), t[i][2]};
+                for (int32_t j = 0; j < 5; j++) ST(U + ((size_t)(i * 5 + j) * KP + r) * cols + c0, u[j]);
             }
         }
 }
@@ -195,7 +199,14 @@ static void pad_input(const float *x, int32_t nhwc, int32_t C, int32_t CP, int32
                 memcpy(xb + ((q / 9 + 1) * PADW + q % 9 + 1) * CP, src + (size_t)q * C, sizeof(float) * C);
         } else {
             const float *src = x + (size_t)(b0 + b) * C * NN_HW;
-            for (int32_t c = 0; c < C; c++)
+            int32_t c0 = 0;
+            for (; c0 + 16 <= C; c0 += 16) /* 16 planes at a time: one vector store per square */
+                for (int32_t q = 0; q < NN_HW; q++) {
+                    v16 v;
+                    for (int32_t l = 0; l < 16; l++) v[l] = src[(c0 + l) * NN_HW + q];
+                    ST(xb + ((q / 9 + 1) * PADW + q % 9 + 1) * CP + c0, v);
+                }
+            for (int32_t c = c0; c < C; c++)
                 for (int32_t q = 0; q < NN_HW; q++) xb[((q / 9 + 1) * PADW + q % 9 + 1) * CP + c] = src[c * NN_HW + q];
         }
     }
@@ -237,22 +248,42 @@ static inline v16 load_at(const float *p, int32_t nhwc, int32_t C, int32_t b, in
     for (int32_t l = 0; l < 16; l++) v[l] = s[l * NN_HW];
     return v;
 }
-static inline void store_at(float *p, int32_t nhwc, int32_t C, int32_t b, int32_t c0, int32_t q, v16 v) {
-    if (nhwc) {
-        ST(p + ((size_t)b * NN_HW + q) * C + c0, v);
-        return;
-    }
-    float *s = p + ((size_t)b * C + c0) * NN_HW + q;
-    for (int32_t l = 0; l < 16; l++) s[l * NN_HW] = v[l];
-}
-
 typedef struct {
     const float *bias, *res;
     int32_t act, accumulate, nhwc;
 } epilogue_t;
 
-/* out's chunk [b0, b0+nb) = epilogue(A^T M A) from M[p][t][C]. */
-static void output_transform(const float *M, int32_t nb, int32_t C, int32_t b0, const epilogue_t *ep, float *out) {
+static inline v16 activate(v16 v, int32_t act) {
+    if (act == NN_ACT_RELU) return (v16)((i16)v & (v > (v16){0})); /* max(v, 0) */
+    if (act == NN_ACT_SILU)
+        for (int32_t l = 0; l < 16; l++) v[l] = v[l] / (1.0f + expf(-v[l]));
+    return v;
+}
+
+/* NCHW out's chunk [b0, b0+nb) = epilogue(tmp), tmp (nb, 81, C) NHWC with the
+ * bias added: plane by plane, so that NCHW is read and written in order. */
+static void nchw_epilogue(const float *tmp, int32_t nb, int32_t C, int32_t b0, const epilogue_t *ep, float *out) {
+    for (int32_t b = 0; b < nb; b++)
+        for (int32_t c = 0; c < C; c++) {
+            const float *src = tmp + (size_t)b * NN_HW * C + c;
+            size_t o = ((size_t)(b0 + b) * C + c) * NN_HW;
+            float *dst = out + o;
+            const float *res = ep->res ? ep->res + o : NULL;
+            for (int32_t q = 0; q < NN_HW; q++) {
+                float v = src[(size_t)q * C];
+                if (res) v += res[q];
+                if (ep->accumulate) v += dst[q];
+                if (ep->act == NN_ACT_RELU) v = v > 0 ? v : 0;
+                else if (ep->act == NN_ACT_SILU) v = v / (1.0f + expf(-v));
+                dst[q] = v;
+            }
+        }
+}
+
+/* out's chunk [b0, b0+nb) = epilogue(A^T M A) from M[p][t][C]; NCHW goes
+ * through tmp (nb, 81, C). */
+static void output_transform(const float *M, int32_t nb, int32_t C, int32_t b0, const epilogue_t *ep, float *out,
+                             float *tmp) {
     int32_t T = nb * TILES;
     for (int32_t t = 0; t < T; t++) {
         int32_t b = b0 + t / TILES, ty = t % TILES / 3, tx = t % 3;
@@ -273,26 +304,28 @@ static void output_transform(const float *M, int32_t nb, int32_t C, int32_t b0, 
                 for (int32_t j = 0; j < 3; j++) {
                     int32_t q = (3 * ty + i) * 9 + 3 * tx + j;
                     v16 v = y[j] + bias;
-                    if (ep->res) v += load_at(ep->res, ep->nhwc, C, b, c0, q);
-                    if (ep->accumulate) v += load_at(out, ep->nhwc, C, b, c0, q);
-                    if (ep->act == NN_ACT_RELU) {
-                        v = (v16)((i16)v & (v > (v16){0})); /* max(v, 0) */
-                    } else if (ep->act == NN_ACT_SILU) {
-                        for (int32_t l = 0; l < 16; l++) v[l] = v[l] / (1.0f + expf(-v[l]));
+                    if (!ep->nhwc) {
+                        ST(tmp + ((size_t)(b - b0) * NN_HW + q) * C + c0, v);
+                        continue;
                     }
-                    store_at(out, ep->nhwc, C, b, c0, q, v);
+                    float *o = out + ((size_t)b * NN_HW + q) * C + c0;
+                    if (ep->res) v += LD(ep->res + ((size_t)b * NN_HW + q) * C + c0);
+                    if (ep->accumulate) v += LD(o);
+                    ST(o, activate(v, ep->act));
                 }
             }
         }
     }
+    if (!ep->nhwc) nchw_epilogue(tmp, nb, C, b0, ep, out);
 }
 
 /* out (B, C2) = epilogue(conv(in (B, C1), U)) with U from filter_transform. */
 static int run_fwd(nn_wino_t *w, const float *in, int32_t in_nhwc, int32_t C1, int32_t C2, int32_t B,
                    const epilogue_t *ep, float *out) {
     int32_t CP = R16(C1), T = CHUNK * TILES, chunks = (B + CHUNK - 1) / CHUNK, nt = team(w, chunks);
-    size_t xp_n = (size_t)CHUNK * PADW * PADW * CP, v_n = (size_t)PTS * T * CP, m_n = (size_t)PTS * T * C2;
-    if (scratch(w, nt, xp_n + v_n + m_n)) return -1;
+    size_t xp_n = (size_t)CHUNK * PADW * PADW * CP, v_n = (size_t)PTS * T * CP, m_n = (size_t)PTS * T * C2,
+           o_n = ep->nhwc ? 0 : (size_t)CHUNK * NN_HW * C2;
+    if (scratch(w, nt, xp_n + v_n + m_n + o_n)) return -1;
     const float *U = w->u;
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
     for (int32_t ch = 0; ch < chunks; ch++) {
@@ -307,7 +340,7 @@ static int run_fwd(nn_wino_t *w, const float *in, int32_t in_nhwc, int32_t C1, i
         input_transform(xp, nb, CP, V);
         for (int32_t p = 0; p < PTS; p++)
             gemm(tn, C2, CP, V + (size_t)p * tn * CP, CP, 1, U + (size_t)p * CP * C2, C2, M + (size_t)p * tn * C2, C2, 0);
-        output_transform(M, nb, C2, b0, ep, out);
+        output_transform(M, nb, C2, b0, ep, out, M + m_n);
     }
     return 0;
 }
