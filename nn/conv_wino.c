@@ -240,14 +240,6 @@ static void input_transform(const float *xp, int32_t nb, int32_t CP, float *V) {
     }
 }
 
-/* A vector of 16 channels at one square, either layout (C channels). */
-static inline v16 load_at(const float *p, int32_t nhwc, int32_t C, int32_t b, int32_t c0, int32_t q) {
-    if (nhwc) return LD(p + ((size_t)b * NN_HW + q) * C + c0);
-    v16 v;
-    const float *s = p + ((size_t)b * C + c0) * NN_HW + q;
-    for (int32_t l = 0; l < 16; l++) v[l] = s[l * NN_HW];
-    return v;
-}
 typedef struct {
     const float *bias, *res;
     int32_t act, accumulate, nhwc;
@@ -369,23 +361,17 @@ int nn_wino_conv_bwd_data(nn_wino_t *w, const float *dy, const float *wt, int32_
     return run_fwd(w, dy, 0, cout, cin, B, &ep, dx);
 }
 
-/* W[p][t][CP] = A dY A^T for every tile of the chunk; dy NCHW (C channels). */
-static void grad_transform(const float *dy, int32_t C, int32_t CP, int32_t b0, int32_t nb, float *W) {
+/* W[p][t][CP] = A dY A^T for every tile of the chunk, from dyp (nb, 11, 11,
+ * CP): the chunk's dy as pad_input lays it out (the board at offset 1, 1). */
+static void grad_transform(const float *dyp, int32_t nb, int32_t CP, float *W) {
     int32_t T = nb * TILES;
     for (int32_t t = 0; t < T; t++) {
-        int32_t b = b0 + t / TILES, ty = t % TILES / 3, tx = t % 3;
+        int32_t b = t / TILES, ty = t % TILES / 3, tx = t % 3;
+        const float *base = dyp + ((size_t)(b * PADW + 3 * ty + 1) * PADW + 3 * tx + 1) * CP;
         for (int32_t c0 = 0; c0 < CP; c0 += 16) {
             v16 g[3][3];
             for (int32_t i = 0; i < 3; i++)
-                for (int32_t j = 0; j < 3; j++) {
-                    int32_t q = (3 * ty + i) * 9 + 3 * tx + j;
-                    if (c0 + 16 <= C) {
-                        g[i][j] = load_at(dy, 0, C, b, c0, q);
-                    } else { /* the last, partial group: zeros past C */
-                        g[i][j] = (v16){0};
-                        for (int32_t l = 0; c0 + l < C; l++) g[i][j][l] = dy[((size_t)b * C + c0 + l) * NN_HW + q];
-                    }
-                }
+                for (int32_t j = 0; j < 3; j++) g[i][j] = LD(base + (i * PADW + j) * CP + c0);
             v16 s[5][3];
             for (int32_t j = 0; j < 3; j++) { /* s = A dY */
                 s[0][j] = g[0][j];
@@ -410,8 +396,8 @@ int nn_wino_conv_bwd_filter(nn_wino_t *w, const float *x, const float *dy, int32
         return -1;
     }
     int32_t CP = R16(cin), OP = R16(cout), T = CHUNK * TILES, chunks = (B + CHUNK - 1) / CHUNK, nt = team(w, chunks);
-    size_t xp_n = (size_t)CHUNK * PADW * PADW * CP, v_n = (size_t)PTS * T * CP, w_n = (size_t)PTS * T * OP,
-           z_n = (size_t)PTS * OP * CP;
+    size_t xp_n = (size_t)CHUNK * PADW * PADW * (CP > OP ? CP : OP), v_n = (size_t)PTS * T * CP,
+           w_n = (size_t)PTS * T * OP, z_n = (size_t)PTS * OP * CP;
     if (scratch(w, nt, xp_n + v_n + w_n + z_n)) return -1;
 #pragma omp parallel num_threads(nt)
     {
@@ -427,7 +413,8 @@ int nn_wino_conv_bwd_filter(nn_wino_t *w, const float *x, const float *dy, int32
             int32_t b0 = ch * CHUNK, nb = B - b0 < CHUNK ? B - b0 : CHUNK, tn = nb * TILES;
             pad_input(x, 0, cin, CP, b0, nb, xp);
             input_transform(xp, nb, CP, V);
-            grad_transform(dy, cout, OP, b0, nb, W);
+            pad_input(dy, 0, cout, OP, b0, nb, xp); /* xp is free again */
+            grad_transform(xp, nb, OP, W);
             /* Z[p] (OP x CP) += W[p]^T (OP x tn) * V[p] (tn x CP) */
             for (int32_t p = 0; p < PTS; p++)
                 gemm(OP, CP, tn, W + (size_t)p * tn * OP, 1, OP, V + (size_t)p * tn * CP, CP, Z + (size_t)p * OP * CP, CP, 1);
