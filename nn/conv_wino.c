@@ -200,12 +200,12 @@ static void pad_input(const float *x, int32_t nhwc, int32_t C, int32_t CP, int32
         } else {
             const float *src = x + (size_t)(b0 + b) * C * NN_HW;
             int32_t c0 = 0;
-            for (; c0 + 16 <= C; c0 += 16) /* 16 planes at a time: one vector store per square */
-                for (int32_t q = 0; q < NN_HW; q++) {
-                    v16 v;
-                    for (int32_t l = 0; l < 16; l++) v[l] = src[(c0 + l) * NN_HW + q];
-                    ST(xb + ((q / 9 + 1) * PADW + q % 9 + 1) * CP + c0, v);
-                }
+            for (; c0 + 16 <= C; c0 += 16) { /* 16 planes at a time through an L1 tile */
+                float tile[NN_HW * 16];
+                for (int32_t l = 0; l < 16; l++)
+                    for (int32_t q = 0; q < NN_HW; q++) tile[q * 16 + l] = src[(c0 + l) * NN_HW + q];
+                for (int32_t q = 0; q < NN_HW; q++) ST(xb + ((q / 9 + 1) * PADW + q % 9 + 1) * CP + c0, LD(tile + q * 16));
+            }
             for (int32_t c = c0; c < C; c++)
                 for (int32_t q = 0; q < NN_HW; q++) xb[((q / 9 + 1) * PADW + q % 9 + 1) * CP + c] = src[c * NN_HW + q];
         }
