@@ -28,6 +28,11 @@
 
 #ifdef _OPENMP
 #include <omp.h>
+#define OMP(directive) _Pragma(#directive)
+#define THREAD_NUM() omp_get_thread_num()
+#else /* one thread; no "unknown pragma" warnings */
+#define OMP(directive)
+#define THREAD_NUM() 0
 #endif
 
 /* 16 floats: one AVX-512 register where the build targets it; GCC splits it
@@ -245,11 +250,12 @@ typedef struct {
     int32_t act, accumulate, nhwc;
 } epilogue_t;
 
-static inline v16 activate(v16 v, int32_t act) {
-    if (act == NN_ACT_RELU) return (v16)((i16)v & (v > (v16){0})); /* max(v, 0) */
-    if (act == NN_ACT_SILU)
-        for (int32_t l = 0; l < 16; l++) v[l] = v[l] / (1.0f + expf(-v[l]));
-    return v;
+/* (by pointer: a 64-byte vector passed by value has a different ABI with and
+ * without AVX-512) */
+static inline void activate(v16 *v, int32_t act) {
+    if (act == NN_ACT_RELU) *v = (v16)((i16)*v & (*v > (v16){0})); /* max(v, 0) */
+    else if (act == NN_ACT_SILU)
+        for (int32_t l = 0; l < 16; l++) (*v)[l] = (*v)[l] / (1.0f + expf(-(*v)[l]));
 }
 
 /* NCHW out's chunk [b0, b0+nb) = epilogue(tmp), tmp (nb, 81, C) NHWC with the
@@ -303,7 +309,8 @@ static void output_transform(const float *M, int32_t nb, int32_t C, int32_t b0, 
                     float *o = out + ((size_t)b * NN_HW + q) * C + c0;
                     if (ep->res) v += LD(ep->res + ((size_t)b * NN_HW + q) * C + c0);
                     if (ep->accumulate) v += LD(o);
-                    ST(o, activate(v, ep->act));
+                    activate(&v, ep->act);
+                    ST(o, v);
                 }
             }
         }
@@ -319,13 +326,9 @@ static int run_fwd(nn_wino_t *w, const float *in, int32_t in_nhwc, int32_t C1, i
            o_n = ep->nhwc ? 0 : (size_t)CHUNK * NN_HW * C2;
     if (scratch(w, nt, xp_n + v_n + m_n + o_n)) return -1;
     const float *U = w->u;
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
+    OMP(omp parallel for num_threads(nt) schedule(dynamic, 1))
     for (int32_t ch = 0; ch < chunks; ch++) {
-#ifdef _OPENMP
-        float *xp = w->scr[omp_get_thread_num()];
-#else
-        float *xp = w->scr[0];
-#endif
+        float *xp = w->scr[THREAD_NUM()];
         float *V = xp + xp_n, *M = V + v_n;
         int32_t b0 = ch * CHUNK, nb = B - b0 < CHUNK ? B - b0 : CHUNK, tn = nb * TILES;
         pad_input(in, in_nhwc, C1, CP, b0, nb, xp);
@@ -399,16 +402,12 @@ int nn_wino_conv_bwd_filter(nn_wino_t *w, const float *x, const float *dy, int32
     size_t xp_n = (size_t)CHUNK * PADW * PADW * (CP > OP ? CP : OP), v_n = (size_t)PTS * T * CP,
            w_n = (size_t)PTS * T * OP, z_n = (size_t)PTS * OP * CP;
     if (scratch(w, nt, xp_n + v_n + w_n + z_n)) return -1;
-#pragma omp parallel num_threads(nt)
+    OMP(omp parallel num_threads(nt))
     {
-#ifdef _OPENMP
-        float *xp = w->scr[omp_get_thread_num()];
-#else
-        float *xp = w->scr[0];
-#endif
+        float *xp = w->scr[THREAD_NUM()];
         float *V = xp + xp_n, *W = V + v_n, *Z = W + w_n;
         memset(Z, 0, sizeof(float) * z_n);
-#pragma omp for schedule(dynamic, 1)
+        OMP(omp for schedule(dynamic, 1))
         for (int32_t ch = 0; ch < chunks; ch++) {
             int32_t b0 = ch * CHUNK, nb = B - b0 < CHUNK ? B - b0 : CHUNK, tn = nb * TILES;
             pad_input(x, 0, cin, CP, b0, nb, xp);
