@@ -2,14 +2,14 @@
 """bench_cpu_vs_torch.py - Koma's CPU backend and PyTorch on the same network,
 interleaved in one run, reported as ratios (docs/BENCHMARKS.md).
 
-Each round runs, one after the other: build/bench/bench_nn on the oneDNN route
-(KOMA_CPU_CONV=dnnl), bench/torch_bench.py --device cpu, and bench_nn on the
-reference route (KOMA_CPU_CONV=ref); a shared machine's load moves all three
-alike within a round, so the per-round ratios are what is compared. Prints
-each round, then the median of the per-round ratios.
+Each round runs, one after the other: build/bench/bench_nn on each route of
+--routes (KOMA_CPU_CONV=wino: Winograd over oneDNN, the default; dnnl: oneDNN;
+ref: im2col + BLAS) and bench/torch_bench.py --device cpu; a shared machine's
+load moves them alike within a round, so the per-round ratios are what is
+compared. Prints each round, then the median of the per-round ratios.
 
 Usage: python3 bench/bench_cpu_vs_torch.py [--rounds 3] [--nets 6x64,10x128]
-         [--batch 256] [--threads 2] [--seconds 1] [--cpu-time]
+         [--routes wino,dnnl] [--batch 256] [--threads 2] [--seconds 1] [--cpu-time]
 --cpu-time: process CPU seconds (with --threads 1: per-core figures that other
 processes on the machine barely move).
 """
@@ -63,6 +63,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--nets", default="6x64,10x128")
     ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--routes", default="wino,dnnl")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seconds", type=float, default=1.0)
     ap.add_argument("--cpu-time", action="store_true")
@@ -74,18 +75,27 @@ def main():
     print("# %d rounds, batch %d, %d threads, %s, OMP_WAIT_POLICY=%s; load average at start %s"
           % (args.rounds, args.batch, args.threads, clock, os.environ["OMP_WAIT_POLICY"], loadavg()))
     ratios = {}
+    routes = args.routes.split(",")
     for r in range(args.rounds):
         for net in args.nets.split(","):
-            kd, pt, kr = koma(args, "dnnl", net), torch(args, net), koma(args, "ref", net)
-            print("round %d %-7s load %5s | infer evals/s dnnl %6.0f torch %6.0f ref %6.0f | "
-                  "train samples/s dnnl %5.0f torch %5.0f ref %5.0f | dnnl/torch %.2f %.2f | dnnl/ref %.2f %.2f"
-                  % (r + 1, net, loadavg(), kd[0], pt[0], kr[0], kd[1], pt[1], kr[1], kd[0] / pt[0], kd[1] / pt[1],
-                     kd[0] / kr[0], kd[1] / kr[1]))
+            got = {}
+            for i, route in enumerate(routes):  # torch in the middle of the routes
+                got[route] = koma(args, route, net)
+                if i == len(routes) // 2 - 1 or len(routes) == 1:
+                    got["torch"] = torch(args, net)
+            pt = got["torch"]
+            line = "round %d %-7s load %5s | infer evals/s " % (r + 1, net, loadavg())
+            line += " ".join("%s %.0f" % (k, v[0]) for k, v in got.items())
+            line += " | train samples/s " + " ".join("%s %.0f" % (k, v[1]) for k, v in got.items())
+            line += " | vs torch " + " ".join("%s %.2f %.2f" % (k, got[k][0] / pt[0], got[k][1] / pt[1]) for k in routes)
+            print(line)
             sys.stdout.flush()
-            for key, v in (("infer dnnl/torch", kd[0] / pt[0]), ("train dnnl/torch", kd[1] / pt[1]),
-                           ("infer ref/torch", kr[0] / pt[0]), ("train ref/torch", kr[1] / pt[1]),
-                           ("infer dnnl/ref", kd[0] / kr[0]), ("train dnnl/ref", kd[1] / kr[1])):
-                ratios.setdefault((net, key), []).append(v)
+            for k in routes:
+                ratios.setdefault((net, "infer %s/torch" % k), []).append(got[k][0] / pt[0])
+                ratios.setdefault((net, "train %s/torch" % k), []).append(got[k][1] / pt[1])
+            for k in routes[1:]:
+                ratios.setdefault((net, "infer %s/%s" % (routes[0], k)), []).append(got[routes[0]][0] / got[k][0])
+                ratios.setdefault((net, "train %s/%s" % (routes[0], k)), []).append(got[routes[0]][1] / got[k][1])
     print("\n| net | ratio | median | min | max |\n|---|---|---:|---:|---:|")
     for (net, key), v in ratios.items():
         print("| %s | %s | %.2f | %.2f | %.2f |" % (net, key, statistics.median(v), min(v), max(v)))

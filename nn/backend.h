@@ -255,15 +255,17 @@ void nn_backend_free(nn_backend_t *be); /* NULL ok */
 const char *nn_backend_error(nn_backend_t *be);
 /* "host" or "device": where be's buffers live (for "out of ... memory"). */
 const char *nn_backend_memory(const nn_backend_t *be);
-/* The CPU backend's convolution route. AUTO: oneDNN where built with it
- * (KOMA_HAVE_DNNL), unless the environment says KOMA_CPU_CONV=ref; else the
- * im2col + GEMM reference. REF: always the reference. DNNL: oneDNN, or NULL +
- * err when built without it. nn_backend_cpu_new(threads) is AUTO. Every other
- * op is the reference's. (BF16 inference was measured and left out: see
+/* The CPU backend's convolution route. WINO: the 3x3 convolutions with
+ * output channels a multiple of 16 on Winograd F(3x3, 3x3) (nn/conv_wino.c),
+ * the others on oneDNN where built (KOMA_HAVE_DNNL), else on the reference.
+ * DNNL: oneDNN for all, or NULL + err when built without it. REF: the im2col
+ * + GEMM reference for all. AUTO: the environment's KOMA_CPU_CONV=ref|dnnl|
+ * wino, else WINO; nn_backend_cpu_new(threads) is AUTO. Every other op is
+ * the reference's. (BF16 inference was measured and left out: see
  * docs/BENCHMARKS.md.) */
-typedef enum { NN_CPU_CONV_AUTO, NN_CPU_CONV_REF, NN_CPU_CONV_DNNL } nn_cpu_conv_t;
+typedef enum { NN_CPU_CONV_AUTO, NN_CPU_CONV_REF, NN_CPU_CONV_DNNL, NN_CPU_CONV_WINO } nn_cpu_conv_t;
 nn_backend_t *nn_backend_cpu_new_conv(int32_t threads, nn_cpu_conv_t conv, char *err, size_t errlen);
-/* "ref" or "dnnl" for a CPU backend; NULL for another backend. */
+/* "ref", "dnnl", "wino+dnnl" or "wino+ref" for a CPU backend; NULL for another backend. */
 const char *nn_backend_cpu_conv_route(const nn_backend_t *be);
 /* OpenBLAS picks its kernels when it loads; Debian's 0.3.21 runs generic SSE3
  * kernels on CPUs it does not know. Returns the OPENBLAS_CORETYPE that this CPU

@@ -30,6 +30,7 @@
 #include "compat/bits.h"
 #include "compat/compat.h"
 #include "nn/conv_dnnl.h"
+#include "nn/conv_wino.h"
 #include "nn/fault.h"
 
 #ifdef KOMA_HAVE_CBLAS
@@ -66,7 +67,9 @@ typedef struct {
     int failed;
     char err[256];
     nn_dnnl_t *dnnl;  /* the oneDNN route, NULL = reference convolutions */
-    int32_t warned;   /* a oneDNN failure was reported */
+    nn_wino_t *wino;  /* Winograd for the 3x3 convolutions it takes, NULL = none */
+    nn_backend_t base; /* the convolution ops under Winograd (oneDNN or the reference) */
+    int32_t warned;   /* a oneDNN / Winograd failure was reported */
     int32_t fallback; /* a oneDNN op runs the reference: its fault was counted already */
     int64_t mark_ns[2]; /* timer_mark's start and end, 0: not marked */
 } cpu_ctx_t;
@@ -106,6 +109,7 @@ static void cpu_free(nn_backend_t *be) {
     if (!be) return;
     cpu_ctx_t *c = be->ctx;
     if (c) nn_dnnl_free(c->dnnl);
+    if (c) nn_wino_free(c->wino);
     free(c);
     free(be);
 }
@@ -631,13 +635,15 @@ static void cpu_sgd_step(nn_backend_t *be, float *p, const float *g, float *v, i
 /* Each op below asks the fault switch once, as the reference op would, then
  * runs oneDNN; on a oneDNN failure (reported once) the reference op runs with
  * the switch muted (c->fallback) so the fault count stays one per op. */
-static void dnnl_fell_back(nn_backend_t *be) {
+static void fell_back(nn_backend_t *be, const char *route, const char *instead, const char *why) {
     cpu_ctx_t *c = be->ctx;
     c->fallback = 1;
     if (c->warned) return;
     c->warned = 1;
-    fprintf(stderr, "nn: oneDNN convolution failed, running the reference route instead: %s\n",
-            nn_dnnl_error(c->dnnl));
+    fprintf(stderr, "nn: %s convolution failed, running the %s route instead: %s\n", route, instead, why);
+}
+static void dnnl_fell_back(nn_backend_t *be) {
+    fell_back(be, "oneDNN", "reference", nn_dnnl_error(((cpu_ctx_t *)be->ctx)->dnnl));
 }
 
 static void dnnl_conv_fwd(nn_backend_t *be, const float *x, const float *w, const float *bias,
@@ -724,6 +730,81 @@ static void dnnl_conv_bwd_filter(nn_backend_t *be, const float *x, const float *
     c->fallback = 0;
 }
 
+/* ---- the Winograd route ------------------------------------------------------ */
+/* The 3x3 convolutions nn/conv_wino.c takes; every other one, and a call that
+ * fails (out of memory), goes to the route below it (c->base: oneDNN or the
+ * reference), with the fault switch muted for the fallback as above. */
+static void wino_fell_back(nn_backend_t *be) {
+    cpu_ctx_t *c = be->ctx;
+    fell_back(be, "Winograd", c->dnnl ? "oneDNN" : "reference", nn_wino_error(c->wino));
+}
+
+static void wino_conv_fwd(nn_backend_t *be, const float *x, const float *w, const float *bias, int32_t B,
+                          int32_t cin, int32_t cout, int32_t k, float *y, void *ws) {
+    cpu_ctx_t *c = be->ctx;
+    if (!nn_wino_takes_fwd(k, cin, cout)) {
+        c->base.conv_fwd(be, x, w, bias, B, cin, cout, k, y, ws);
+        return;
+    }
+    nn_fault_t f;
+    if (cpu_skip(be, "conv_fwd", &f)) return;
+    if (nn_wino_conv_fwd(c->wino, x, w, bias, NULL, -1, B, cin, cout, y, 0) != 0) {
+        wino_fell_back(be);
+        c->base.conv_fwd(be, x, w, bias, B, cin, cout, k, y, ws);
+        c->fallback = 0;
+    }
+    if (f == NN_FAULT_NAN) poison(y, (int64_t)B * cout * NN_HW);
+}
+
+static void wino_conv_fwd_act(nn_backend_t *be, const float *x, const float *w, const float *bias,
+                              const float *res, int32_t B, int32_t cin, int32_t cout, int32_t k,
+                              nn_act_t act, float *y, void *ws, int32_t flags) {
+    cpu_ctx_t *c = be->ctx;
+    int32_t taken = nn_wino_takes_fwd(k, cin, cout);
+    nn_fault_t f = NN_FAULT_NONE;
+    if (taken) {
+        if (cpu_skip(be, "conv_fwd", &f)) return; /* the unit counts as its convolution */
+        if (nn_wino_conv_fwd(c->wino, x, w, bias, res, (flags & NN_CONV_NO_ACT) ? -1 : (int32_t)act, B, cin, cout,
+                             y, flags & (NN_CONV_X_NATIVE | NN_CONV_Y_NATIVE)) == 0)
+            goto done;
+        wino_fell_back(be);
+    }
+    /* not taken (the base counts its own faults), or the fallback (muted) */
+    if (c->base.conv_fwd_act) c->base.conv_fwd_act(be, x, w, bias, res, B, cin, cout, k, act, y, ws, flags);
+    else ref_unit_native(be, x, w, bias, res, B, cin, cout, k, act, y, ws, flags);
+    c->fallback = 0;
+done:
+    if (f == NN_FAULT_NAN) poison(y, (int64_t)B * cout * NN_HW);
+}
+
+static void wino_conv_bwd_data(nn_backend_t *be, const float *dy, const float *w, int32_t B, int32_t cin,
+                               int32_t cout, int32_t k, float *dx, int32_t accumulate, void *ws) {
+    cpu_ctx_t *c = be->ctx;
+    if (!nn_wino_takes_bwd_data(k, cin, cout)) {
+        c->base.conv_bwd_data(be, dy, w, B, cin, cout, k, dx, accumulate, ws);
+        return;
+    }
+    if (cpu_skip(be, "conv_bwd_data", NULL)) return;
+    if (nn_wino_conv_bwd_data(c->wino, dy, w, B, cin, cout, dx, accumulate) == 0) return;
+    wino_fell_back(be);
+    c->base.conv_bwd_data(be, dy, w, B, cin, cout, k, dx, accumulate, ws);
+    c->fallback = 0;
+}
+
+static void wino_conv_bwd_filter(nn_backend_t *be, const float *x, const float *dy, int32_t B, int32_t cin,
+                                 int32_t cout, int32_t k, float *dw, float *dbias, void *ws) {
+    cpu_ctx_t *c = be->ctx;
+    if (!nn_wino_takes_bwd_filter(k, cin, cout)) {
+        c->base.conv_bwd_filter(be, x, dy, B, cin, cout, k, dw, dbias, ws);
+        return;
+    }
+    if (cpu_skip(be, "conv_bwd_filter", NULL)) return;
+    if (nn_wino_conv_bwd_filter(c->wino, x, dy, B, cin, cout, dw, dbias) == 0) return;
+    wino_fell_back(be);
+    c->base.conv_bwd_filter(be, x, dy, B, cin, cout, k, dw, dbias, ws);
+    c->fallback = 0;
+}
+
 /* OpenBLAS 0.3.21 does not know recent Xeons (e.g. family 6 model 207
  * under KVM) and falls back to its SSE3 "Prescott" kernels, 4x slower than
  * its AVX-512 ones here. The choice is made when the library loads, before
@@ -749,8 +830,8 @@ void nn_cpu_blas_reexec_if_generic(char **argv) {
         /* Each returns only when nothing is to be done (the variable is set) or
          * the platform cannot start the program again. */
         if (better) compat_reexec_with_env("OPENBLAS_CORETYPE", better, argv);
-#ifdef KOMA_HAVE_DNNL
-        /* libgomp (oneDNN's runtime) reads this when it loads: its workers spin
+#if defined(KOMA_HAVE_DNNL) || defined(_OPENMP)
+        /* libgomp (oneDNN's and the Winograd route's runtime) reads this when it loads: its workers spin
          * between primitives by default and then take the cores from Koma's own
          * threads (search, BN, OpenBLAS): 3-5x slower nets on a busy 2-core box. */
         compat_reexec_with_env("OMP_WAIT_POLICY", "passive", argv);
@@ -796,7 +877,9 @@ static void check_openblas_core(void) {
 const char *nn_backend_cpu_conv_route(const nn_backend_t *be) {
     if (!be || strcmp(be->name, "cpu") != 0) return NULL;
     const cpu_ctx_t *c = be->ctx;
-    return c && c->dnnl ? "dnnl" : "ref";
+    if (!c) return "ref";
+    if (c->wino) return c->dnnl ? "wino+dnnl" : "wino+ref";
+    return c->dnnl ? "dnnl" : "ref";
 }
 
 nn_backend_t *nn_backend_cpu_new(int32_t threads) {
@@ -806,16 +889,16 @@ nn_backend_t *nn_backend_cpu_new(int32_t threads) {
     return be;
 }
 
-/* AUTO resolved: the environment's KOMA_CPU_CONV, then oneDNN where built. */
+/* AUTO resolved: the environment's KOMA_CPU_CONV (ref, dnnl, wino), else
+ * Winograd over oneDNN where built, over the reference otherwise. */
 static nn_cpu_conv_t resolve_conv(nn_cpu_conv_t conv) {
     if (conv != NN_CPU_CONV_AUTO) return conv;
     const char *env = getenv("KOMA_CPU_CONV");
     if (env && strcmp(env, "ref") == 0) return NN_CPU_CONV_REF;
 #ifdef KOMA_HAVE_DNNL
-    return NN_CPU_CONV_DNNL;
-#else
-    return NN_CPU_CONV_REF;
+    if (env && strcmp(env, "dnnl") == 0) return NN_CPU_CONV_DNNL;
 #endif
+    return NN_CPU_CONV_WINO;
 }
 
 nn_backend_t *nn_backend_cpu_new_conv(int32_t threads, nn_cpu_conv_t conv, char *err, size_t errlen) {
@@ -828,13 +911,26 @@ nn_backend_t *nn_backend_cpu_new_conv(int32_t threads, nn_cpu_conv_t conv, char 
         return NULL;
     }
     conv = resolve_conv(conv);
-    if (conv == NN_CPU_CONV_DNNL) {
-        c->dnnl = nn_dnnl_new(threads > 0 ? threads : compat_cpu_count(), err, errlen);
-        if (!c->dnnl) {
+    int32_t nt = threads > 0 ? threads : compat_cpu_count();
+#ifdef KOMA_HAVE_DNNL
+    int32_t want_dnnl = conv == NN_CPU_CONV_DNNL || conv == NN_CPU_CONV_WINO;
+#else
+    int32_t want_dnnl = conv == NN_CPU_CONV_DNNL;
+#endif
+    if (want_dnnl) {
+        c->dnnl = nn_dnnl_new(nt, err, errlen);
+        if (!c->dnnl && conv == NN_CPU_CONV_DNNL) {
             free(c);
             free(be);
             return NULL;
         }
+    }
+    if (conv == NN_CPU_CONV_WINO && !(c->wino = nn_wino_new(nt))) {
+        nn_dnnl_free(c->dnnl);
+        free(c);
+        free(be);
+        if (err && errlen) snprintf(err, errlen, "CPU backend: out of memory");
+        return NULL;
     }
 #if defined(KOMA_HAVE_CBLAS) && defined(OPENBLAS_VERSION)
     if (threads > 0) openblas_set_num_threads(nn_gemm_threads_cap(threads));
@@ -882,6 +978,13 @@ nn_backend_t *nn_backend_cpu_new_conv(int32_t threads, nn_cpu_conv_t conv, char 
         be->conv_bwd_data = dnnl_conv_bwd_data;
         be->conv_bwd_filter = dnnl_conv_bwd_filter;
         be->conv_fwd_act = dnnl_conv_fwd_act;
+    }
+    if (c->wino) {
+        c->base = *be;
+        be->conv_fwd = wino_conv_fwd;
+        be->conv_bwd_data = wino_conv_bwd_data;
+        be->conv_bwd_filter = wino_conv_bwd_filter;
+        be->conv_fwd_act = wino_conv_fwd_act;
     }
     return be;
 }

@@ -1,0 +1,457 @@
+/* conv_wino.c - Winograd F(3x3, 3x3) convolutions for the CPU backend; see
+ * nn/conv_wino.h for what it owns and why F(3x3, 3x3).
+ *
+ * With d a 5x5 input tile, g a 3x3 filter and Y the 3x3 output tile:
+ *     Y = A^T [ (G g G^T) (.) (B^T d B) ] A
+ * summed over input channels inside the bracket, so each of the 25 points of
+ * the bracket is a matrix product over channels. Backward data is the forward
+ * with the filter turned 180 degrees and cin/cout swapped; backward filter is
+ *     dg = G^T [ (A dY A^T) (.) (B^T d B) ] G
+ * summed over tiles: again 25 matrix products, with the tiles as the inner
+ * dimension.
+ *
+ * Layouts: positions are processed in chunks of CHUNK; a chunk's input is
+ * copied into a zero-padded 11x11 NHWC buffer (channels rounded up to 16),
+ * transformed into V[point][tile][channel], multiplied by the transformed
+ * filters U[point][cin][cout] into M[point][tile][cout] and transformed back
+ * into the output, where bias, residual and activation are applied.
+ */
+#include "nn/conv_wino.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compat/compat.h"
+#include "nn/backend.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#define OMP(directive) _Pragma(#directive)
+#define THREAD_NUM() omp_get_thread_num()
+#else /* one thread; no "unknown pragma" warnings */
+#define OMP(directive)
+#define THREAD_NUM() 0
+#endif
+
+/* 16 floats: one AVX-512 register where the build targets it; GCC splits it
+ * into narrower ones otherwise. aligned(4): loads and stores are unaligned. */
+typedef float v16 __attribute__((vector_size(64), aligned(4)));
+typedef int32_t i16 __attribute__((vector_size(64), aligned(4)));
+#define LD(p) (*(const v16 *)(const void *)(p))
+#define ST(p, v) (*(v16 *)(void *)(p) = (v))
+#define R16(c) (((c) + 15) & ~15)
+
+enum {
+    CHUNK = 8,     /* positions per chunk: 72 tiles, V and M ~0.5 MB each at 128 channels */
+    TILES = 9,     /* 3x3 output tiles per 9x9 board */
+    PTS = 25,      /* 5x5 points per tile */
+    PADW = 11,     /* 9 + 2 padding */
+    MR = 12,       /* kernel rows */
+    MAX_THREADS = 64
+};
+
+struct nn_wino {
+    int32_t threads;
+    float *u;
+    size_t ucap;
+    float *scr[MAX_THREADS];
+    size_t cap[MAX_THREADS];
+    char err[192];
+};
+
+nn_wino_t *nn_wino_new(int32_t threads) {
+    nn_wino_t *w = calloc(1, sizeof(*w));
+    if (!w) return NULL;
+    w->threads = threads < 1 ? 1 : threads > MAX_THREADS ? MAX_THREADS : threads;
+    return w;
+}
+
+void nn_wino_free(nn_wino_t *w) {
+    if (!w) return;
+    compat_aligned_free(w->u);
+    for (int32_t i = 0; i < MAX_THREADS; i++) compat_aligned_free(w->scr[i]);
+    free(w);
+}
+
+const char *nn_wino_error(const nn_wino_t *w) { return w ? w->err : ""; }
+
+int nn_wino_takes_fwd(int32_t k, int32_t cin, int32_t cout) { return k == 3 && cin > 0 && cout > 0 && cout % 16 == 0; }
+int nn_wino_takes_bwd_data(int32_t k, int32_t cin, int32_t cout) { return nn_wino_takes_fwd(k, cout, cin); }
+int nn_wino_takes_bwd_filter(int32_t k, int32_t cin, int32_t cout) { return k == 3 && cin > 0 && cout > 0; }
+
+/* ---- memory ------------------------------------------------------------------ */
+static float *grow(nn_wino_t *w, float **p, size_t *cap, size_t floats, const char *what) {
+    if (*cap >= floats) return *p;
+    compat_aligned_free(*p);
+    *p = compat_aligned_alloc(64, (floats * sizeof(float) + 63) & ~(size_t)63);
+    *cap = *p ? floats : 0;
+    if (!*p)
+        snprintf(w->err, sizeof w->err, "Winograd convolution: out of memory for %s (%.1f MiB)", what,
+                 (double)floats * sizeof(float) / (1 << 20));
+    return *p;
+}
+
+static int32_t team(const nn_wino_t *w, int32_t chunks) { return chunks < w->threads ? chunks : w->threads; }
+
+/* Every thread's scratch before the parallel part, so that running out of
+ * memory is one clean failure. */
+static int scratch(nn_wino_t *w, int32_t nt, size_t floats) {
+    for (int32_t i = 0; i < nt; i++)
+        if (!grow(w, &w->scr[i], &w->cap[i], floats, "the per-thread buffers")) return -1;
+    return 0;
+}
+
+/* ---- the matrix kernel ------------------------------------------------------------ */
+/* C (mr x 16*nv) (+)= A (mr x K, element (r, k) at A[r*rsa + k*csa]) * B (K x
+ * 16*nv, row k at B + k*ldb). Inlined with constant mr and nv, the
+ * accumulators live in registers (24 of AVX-512's 32). */
+static inline __attribute__((always_inline)) void kern(int32_t mr, int32_t nv, int32_t K, const float *A,
+                                                       int64_t rsa, int64_t csa, const float *B, int64_t ldb,
+                                                       float *C, int64_t ldc, int32_t acc) {
+    v16 c[MR][2];
+    for (int32_t r = 0; r < MR; r++) c[r][0] = c[r][1] = (v16){0};
+    for (int32_t k = 0; k < K; k++) {
+        const float *bk = B + k * ldb, *a = A + k * csa;
+        v16 b0 = LD(bk), b1 = nv > 1 ? LD(bk + 16) : b0;
+#pragma GCC unroll 12
+        for (int32_t r = 0; r < MR; r++) {
+            if (r >= mr) break;
+            float s = a[r * rsa];
+            c[r][0] += s * b0;
+            if (nv > 1) c[r][1] += s * b1;
+        }
+    }
+    for (int32_t r = 0; r < mr; r++) {
+        float *cr = C + r * ldc;
+        for (int32_t v = 0; v < nv; v++) ST(cr + 16 * v, acc ? c[r][v] + LD(cr + 16 * v) : c[r][v]);
+    }
+}
+
+static __attribute__((noinline)) void kern_12x32(int32_t K, const float *A, int64_t rsa, int64_t csa,
+                                                 const float *B, int64_t ldb, float *C, int64_t ldc, int32_t acc) {
+    kern(MR, 2, K, A, rsa, csa, B, ldb, C, ldc, acc);
+}
+static __attribute__((noinline)) void kern_12x16(int32_t K, const float *A, int64_t rsa, int64_t csa,
+                                                 const float *B, int64_t ldb, float *C, int64_t ldc, int32_t acc) {
+    kern(MR, 1, K, A, rsa, csa, B, ldb, C, ldc, acc);
+}
+static __attribute__((noinline)) void kern_tail(int32_t mr, int32_t nv, int32_t K, const float *A, int64_t rsa,
+                                                int64_t csa, const float *B, int64_t ldb, float *C, int64_t ldc,
+                                                int32_t acc) {
+    kern(mr, nv, K, A, rsa, csa, B, ldb, C, ldc, acc);
+}
+
+/* C (M x N) (+)= A (M x K, strides rsa, csa) * B (K x N, ldb); N % 16 == 0.
+ * Column panels of 32 outer, so B's panel (K x 32) stays in L1 across rows. */
+static void gemm(int32_t M, int32_t N, int32_t K, const float *A, int64_t rsa, int64_t csa, const float *B,
+                 int64_t ldb, float *C, int64_t ldc, int32_t acc) {
+    for (int32_t n0 = 0; n0 < N; n0 += 32) {
+        int32_t nv = N - n0 >= 32 ? 2 : 1;
+        for (int32_t m0 = 0; m0 < M; m0 += MR) {
+            int32_t mr = M - m0 < MR ? M - m0 : MR;
+            const float *a = A + m0 * rsa;
+            float *c = C + m0 * ldc + n0;
+            if (mr == MR && nv == 2) kern_12x32(K, a, rsa, csa, B + n0, ldb, c, ldc, acc);
+            else if (mr == MR) kern_12x16(K, a, rsa, csa, B + n0, ldb, c, ldc, acc);
+            else kern_tail(mr, nv, K, a, rsa, csa, B + n0, ldb, c, ldc, acc);
+        }
+    }
+}
+
+/* ---- transforms -------------------------------------------------------------------- */
+/* U[p][r][col] (R16(rows) x cols, zero rows past `rows`) = G g G^T of the
+ * filter at (row r, column col): fwd: rows = cin, cols = cout, g = w[col][r];
+ * flip (backward data): rows = cout, cols = cin, g = w[r][col] turned 180.
+ * cols % 16 == 0: 16 columns at a time. */
+static void filter_transform(const float *wt, int32_t rows, int32_t cols, int32_t flip, float *U) {
+    int32_t KP = R16(rows);
+    int64_t rs = flip ? (int64_t)cols * 9 : 9, cs = flip ? 9 : (int64_t)rows * 9; /* strides in wt */
+    for (int32_t p = 0; p < PTS; p++) /* the padding rows */
+        memset(U + ((size_t)p * KP + rows) * cols, 0, sizeof(float) * (size_t)(KP - rows) * cols);
+    for (int32_t r = 0; r < rows; r++)
+        for (int32_t c0 = 0; c0 < cols; c0 += 16) {
+            const float *src = wt + r * rs + c0 * cs;
+            v16 g[3][3], t[5][3];
+            for (int32_t i = 0; i < 9; i++)
+                for (int32_t l = 0; l < 16; l++) g[i / 3][i % 3][l] = src[l * cs + (flip ? 8 - i : i)];
+            for (int32_t j = 0; j < 3; j++) { /* t = G g */
+                t[0][j] = 0.5f * g[0][j];
+                t[1][j] = -0.5f * (g[0][j] + g[1][j] + g[2][j]);
+                t[2][j] = (g[1][j] - g[0][j] - g[2][j]) * (1.0f / 6);
+                t[3][j] = g[0][j] * (1.0f / 6) + g[1][j] * (1.0f / 3) + g[2][j] * (2.0f / 3);
+                t[4][j] = g[2][j];
+            }
+            for (int32_t i = 0; i < 5; i++) { /* (G g) G^T */
+                v16 u[5] = {0.5f * t[i][0], -0.5f * (t[i][0] + t[i][1] + t[i][2]),
+                            (t[i][1] - t[i][0] - t[i][2]) * (1.0f / 6),
+                            t[i][0] * (1.0f / 6) + t[i][1] * (1.0f / 3) + t[i][2] * (2.0f / 3), t[i][2]};
+                for (int32_t j = 0; j < 5; j++) ST(U + ((size_t)(i * 5 + j) * KP + r) * cols + c0, u[j]);
+            }
+        }
+}
+
+/* xp (nb, 11, 11, CP) = the chunk's positions [b0, b0+nb) of x (C channels,
+ * NHWC or NCHW), zero-padded around the board and past C. */
+static void pad_input(const float *x, int32_t nhwc, int32_t C, int32_t CP, int32_t b0, int32_t nb, float *xp) {
+    memset(xp, 0, sizeof(float) * (size_t)nb * PADW * PADW * CP);
+    for (int32_t b = 0; b < nb; b++) {
+        float *xb = xp + (size_t)b * PADW * PADW * CP;
+        if (nhwc) {
+            const float *src = x + (size_t)(b0 + b) * NN_HW * C;
+            for (int32_t q = 0; q < NN_HW; q++)
+                memcpy(xb + ((q / 9 + 1) * PADW + q % 9 + 1) * CP, src + (size_t)q * C, sizeof(float) * C);
+        } else {
+            const float *src = x + (size_t)(b0 + b) * C * NN_HW;
+            int32_t c0 = 0;
+            for (; c0 + 16 <= C; c0 += 16) { /* 16 planes at a time through an L1 tile */
+                float tile[NN_HW * 16];
+                for (int32_t l = 0; l < 16; l++)
+                    for (int32_t q = 0; q < NN_HW; q++) tile[q * 16 + l] = src[(c0 + l) * NN_HW + q];
+                for (int32_t q = 0; q < NN_HW; q++) ST(xb + ((q / 9 + 1) * PADW + q % 9 + 1) * CP + c0, LD(tile + q * 16));
+            }
+            for (int32_t c = c0; c < C; c++)
+                for (int32_t q = 0; q < NN_HW; q++) xb[((q / 9 + 1) * PADW + q % 9 + 1) * CP + c] = src[c * NN_HW + q];
+        }
+    }
+}
+
+/* V[p][t][CP] = B^T d B for every tile t of the chunk (T = nb * 9). */
+static void input_transform(const float *xp, int32_t nb, int32_t CP, float *V) {
+    int32_t T = nb * TILES;
+    for (int32_t t = 0; t < T; t++) {
+        int32_t b = t / TILES, ty = t % TILES / 3, tx = t % 3;
+        const float *base = xp + ((size_t)(b * PADW + 3 * ty) * PADW + 3 * tx) * CP;
+        for (int32_t c0 = 0; c0 < CP; c0 += 16) {
+            v16 s[5][5];
+            for (int32_t j = 0; j < 5; j++) { /* s = B^T d, column by column */
+                v16 d0 = LD(base + (0 * PADW + j) * CP + c0), d1 = LD(base + (1 * PADW + j) * CP + c0),
+                    d2 = LD(base + (2 * PADW + j) * CP + c0), d3 = LD(base + (3 * PADW + j) * CP + c0),
+                    d4 = LD(base + (4 * PADW + j) * CP + c0);
+                s[0][j] = 2 * (d0 - d2) - d1 + d3;
+                s[1][j] = d3 - 2 * d1 - d2;
+                s[2][j] = 2 * d1 - 3 * d2 + d3;
+                s[3][j] = d3 - d1;
+                s[4][j] = 2 * (d1 - d3) - d2 + d4;
+            }
+            for (int32_t i = 0; i < 5; i++) { /* (B^T d) B, row by row */
+                v16 e0 = s[i][0], e1 = s[i][1], e2 = s[i][2], e3 = s[i][3], e4 = s[i][4];
+                v16 r[5] = {2 * (e0 - e2) - e1 + e3, e3 - 2 * e1 - e2, 2 * e1 - 3 * e2 + e3, e3 - e1,
+                            2 * (e1 - e3) - e2 + e4};
+                for (int32_t j = 0; j < 5; j++) ST(V + ((size_t)(i * 5 + j) * T + t) * CP + c0, r[j]);
+            }
+        }
+    }
+}
+
+typedef struct {
+    const float *bias, *res;
+    int32_t act, accumulate, nhwc;
+} epilogue_t;
+
+/* (by pointer: a 64-byte vector passed by value has a different ABI with and
+ * without AVX-512) */
+static inline void activate(v16 *v, int32_t act) {
+    if (act == NN_ACT_RELU) *v = (v16)((i16)*v & (*v > (v16){0})); /* max(v, 0) */
+    else if (act == NN_ACT_SILU)
+        for (int32_t l = 0; l < 16; l++) (*v)[l] = (*v)[l] / (1.0f + expf(-(*v)[l]));
+}
+
+/* NCHW out's chunk [b0, b0+nb) = epilogue(tmp), tmp (nb, 81, C) NHWC with the
+ * bias added: plane by plane, so that NCHW is read and written in order. */
+static void nchw_epilogue(const float *tmp, int32_t nb, int32_t C, int32_t b0, const epilogue_t *ep, float *out) {
+    for (int32_t b = 0; b < nb; b++)
+        for (int32_t c = 0; c < C; c++) {
+            const float *src = tmp + (size_t)b * NN_HW * C + c;
+            size_t o = ((size_t)(b0 + b) * C + c) * NN_HW;
+            float *dst = out + o;
+            const float *res = ep->res ? ep->res + o : NULL;
+            for (int32_t q = 0; q < NN_HW; q++) {
+                float v = src[(size_t)q * C];
+                if (res) v += res[q];
+                if (ep->accumulate) v += dst[q];
+                if (ep->act == NN_ACT_RELU) v = v > 0 ? v : 0;
+                else if (ep->act == NN_ACT_SILU) v = v / (1.0f + expf(-v));
+                dst[q] = v;
+            }
+        }
+}
+
+/* out's chunk [b0, b0+nb) = epilogue(A^T M A) from M[p][t][C]; NCHW goes
+ * through tmp (nb, 81, C). */
+static void output_transform(const float *M, int32_t nb, int32_t C, int32_t b0, const epilogue_t *ep, float *out,
+                             float *tmp) {
+    int32_t T = nb * TILES;
+    for (int32_t t = 0; t < T; t++) {
+        int32_t b = b0 + t / TILES, ty = t % TILES / 3, tx = t % 3;
+        for (int32_t c0 = 0; c0 < C; c0 += 16) {
+            v16 s[3][5];
+            for (int32_t j = 0; j < 5; j++) { /* s = A^T M, column by column */
+                v16 m0 = LD(M + ((size_t)(0 * 5 + j) * T + t) * C + c0), m1 = LD(M + ((size_t)(1 * 5 + j) * T + t) * C + c0),
+                    m2 = LD(M + ((size_t)(2 * 5 + j) * T + t) * C + c0), m3 = LD(M + ((size_t)(3 * 5 + j) * T + t) * C + c0),
+                    m4 = LD(M + ((size_t)(4 * 5 + j) * T + t) * C + c0);
+                s[0][j] = m0 + m1 + m2 + m3;
+                s[1][j] = m1 - m2 + 2 * m3;
+                s[2][j] = m1 + m2 + 4 * m3 + m4;
+            }
+            v16 bias = ep->bias ? LD(ep->bias + c0) : (v16){0};
+            for (int32_t i = 0; i < 3; i++) {
+                v16 y[3] = {s[i][0] + s[i][1] + s[i][2] + s[i][3], s[i][1] - s[i][2] + 2 * s[i][3],
+                            s[i][1] + s[i][2] + 4 * s[i][3] + s[i][4]};
+                for (int32_t j = 0; j < 3; j++) {
+                    int32_t q = (3 * ty + i) * 9 + 3 * tx + j;
+                    v16 v = y[j] + bias;
+                    if (!ep->nhwc) {
+                        ST(tmp + ((size_t)(b - b0) * NN_HW + q) * C + c0, v);
+                        continue;
+                    }
+                    float *o = out + ((size_t)b * NN_HW + q) * C + c0;
+                    if (ep->res) v += LD(ep->res + ((size_t)b * NN_HW + q) * C + c0);
+                    if (ep->accumulate) v += LD(o);
+                    activate(&v, ep->act);
+                    ST(o, v);
+                }
+            }
+        }
+    }
+    if (!ep->nhwc) nchw_epilogue(tmp, nb, C, b0, ep, out);
+}
+
+/* out (B, C2) = epilogue(conv(in (B, C1), U)) with U from filter_transform. */
+static int run_fwd(nn_wino_t *w, const float *in, int32_t in_nhwc, int32_t C1, int32_t C2, int32_t B,
+                   const epilogue_t *ep, float *out) {
+    int32_t CP = R16(C1), T = CHUNK * TILES, chunks = (B + CHUNK - 1) / CHUNK, nt = team(w, chunks);
+    size_t xp_n = (size_t)CHUNK * PADW * PADW * CP, v_n = (size_t)PTS * T * CP, m_n = (size_t)PTS * T * C2,
+           o_n = ep->nhwc ? 0 : (size_t)CHUNK * NN_HW * C2;
+    if (scratch(w, nt, xp_n + v_n + m_n + o_n)) return -1;
+    const float *U = w->u;
+    OMP(omp parallel for num_threads(nt) schedule(dynamic, 1))
+    for (int32_t ch = 0; ch < chunks; ch++) {
+        float *xp = w->scr[THREAD_NUM()];
+        float *V = xp + xp_n, *M = V + v_n;
+        int32_t b0 = ch * CHUNK, nb = B - b0 < CHUNK ? B - b0 : CHUNK, tn = nb * TILES;
+        pad_input(in, in_nhwc, C1, CP, b0, nb, xp);
+        input_transform(xp, nb, CP, V);
+        for (int32_t p = 0; p < PTS; p++)
+            gemm(tn, C2, CP, V + (size_t)p * tn * CP, CP, 1, U + (size_t)p * CP * C2, C2, M + (size_t)p * tn * C2, C2, 0);
+        output_transform(M, nb, C2, b0, ep, out, M + m_n);
+    }
+    return 0;
+}
+
+int nn_wino_conv_fwd(nn_wino_t *w, const float *x, const float *wt, const float *bias, const float *res,
+                     int32_t act, int32_t B, int32_t cin, int32_t cout, float *y, int32_t layout) {
+    if (!nn_wino_takes_fwd(3, cin, cout)) {
+        snprintf(w->err, sizeof w->err, "Winograd convolution: %d -> %d channels not taken", cin, cout);
+        return -1;
+    }
+    if (!grow(w, &w->u, &w->ucap, (size_t)PTS * R16(cin) * cout, "the transformed filters")) return -1;
+    filter_transform(wt, cin, cout, 0, w->u);
+    epilogue_t ep = {bias, res, act, 0, (layout & NN_CONV_Y_NATIVE) != 0}; /* res: y's layout */
+    return run_fwd(w, x, (layout & NN_CONV_X_NATIVE) != 0, cin, cout, B, &ep, y);
+}
+
+int nn_wino_conv_bwd_data(nn_wino_t *w, const float *dy, const float *wt, int32_t B, int32_t cin,
+                          int32_t cout, float *dx, int32_t accumulate) {
+    if (!nn_wino_takes_bwd_data(3, cin, cout)) {
+        snprintf(w->err, sizeof w->err, "Winograd convolution: backward data to %d channels not taken", cin);
+        return -1;
+    }
+    if (!grow(w, &w->u, &w->ucap, (size_t)PTS * R16(cout) * cin, "the transformed filters")) return -1;
+    filter_transform(wt, cout, cin, 1, w->u);
+    epilogue_t ep = {NULL, NULL, -1, accumulate != 0, 0};
+    return run_fwd(w, dy, 0, cout, cin, B, &ep, dx);
+}
+
+/* W[p][t][CP] = A dY A^T for every tile of the chunk, from dyp (nb, 11, 11,
+ * CP): the chunk's dy as pad_input lays it out (the board at offset 1, 1). */
+static void grad_transform(const float *dyp, int32_t nb, int32_t CP, float *W) {
+    int32_t T = nb * TILES;
+    for (int32_t t = 0; t < T; t++) {
+        int32_t b = t / TILES, ty = t % TILES / 3, tx = t % 3;
+        const float *base = dyp + ((size_t)(b * PADW + 3 * ty + 1) * PADW + 3 * tx + 1) * CP;
+        for (int32_t c0 = 0; c0 < CP; c0 += 16) {
+            v16 g[3][3];
+            for (int32_t i = 0; i < 3; i++)
+                for (int32_t j = 0; j < 3; j++) g[i][j] = LD(base + (i * PADW + j) * CP + c0);
+            v16 s[5][3];
+            for (int32_t j = 0; j < 3; j++) { /* s = A dY */
+                s[0][j] = g[0][j];
+                s[1][j] = g[0][j] + g[1][j] + g[2][j];
+                s[2][j] = g[0][j] - g[1][j] + g[2][j];
+                s[3][j] = g[0][j] + 2 * g[1][j] + 4 * g[2][j];
+                s[4][j] = g[2][j];
+            }
+            for (int32_t i = 0; i < 5; i++) { /* (A dY) A^T */
+                v16 r[5] = {s[i][0], s[i][0] + s[i][1] + s[i][2], s[i][0] - s[i][1] + s[i][2],
+                            s[i][0] + 2 * s[i][1] + 4 * s[i][2], s[i][2]};
+                for (int32_t j = 0; j < 5; j++) ST(W + ((size_t)(i * 5 + j) * T + t) * CP + c0, r[j]);
+            }
+        }
+    }
+}
+
+int nn_wino_conv_bwd_filter(nn_wino_t *w, const float *x, const float *dy, int32_t B, int32_t cin,
+                            int32_t cout, float *dw, float *dbias) {
+    if (!nn_wino_takes_bwd_filter(3, cin, cout)) {
+        snprintf(w->err, sizeof w->err, "Winograd convolution: backward filter %d -> %d not taken", cin, cout);
+        return -1;
+    }
+    int32_t CP = R16(cin), OP = R16(cout), T = CHUNK * TILES, chunks = (B + CHUNK - 1) / CHUNK, nt = team(w, chunks);
+    size_t xp_n = (size_t)CHUNK * PADW * PADW * (CP > OP ? CP : OP), v_n = (size_t)PTS * T * CP,
+           w_n = (size_t)PTS * T * OP, z_n = (size_t)PTS * OP * CP;
+    if (scratch(w, nt, xp_n + v_n + w_n + z_n)) return -1;
+    OMP(omp parallel num_threads(nt))
+    {
+        float *xp = w->scr[THREAD_NUM()];
+        float *V = xp + xp_n, *W = V + v_n, *Z = W + w_n;
+        memset(Z, 0, sizeof(float) * z_n);
+        OMP(omp for schedule(dynamic, 1))
+        for (int32_t ch = 0; ch < chunks; ch++) {
+            int32_t b0 = ch * CHUNK, nb = B - b0 < CHUNK ? B - b0 : CHUNK, tn = nb * TILES;
+            pad_input(x, 0, cin, CP, b0, nb, xp);
+            input_transform(xp, nb, CP, V);
+            pad_input(dy, 0, cout, OP, b0, nb, xp); /* xp is free again */
+            grad_transform(xp, nb, OP, W);
+            /* Z[p] (OP x CP) += W[p]^T (OP x tn) * V[p] (tn x CP) */
+            for (int32_t p = 0; p < PTS; p++)
+                gemm(OP, CP, tn, W + (size_t)p * tn * OP, 1, OP, V + (size_t)p * tn * CP, CP, Z + (size_t)p * OP * CP, CP, 1);
+        }
+    }
+    /* the threads' sums, then dg = G^T Z G for every (cout, cin) */
+    float *Z = w->scr[0] + xp_n + v_n + w_n;
+    for (int32_t i = 1; i < nt; i++) {
+        const float *Zi = w->scr[i] + xp_n + v_n + w_n;
+        for (size_t j = 0; j < z_n; j++) Z[j] += Zi[j];
+    }
+    static const float GT[3][5] = {{0.5f, -0.5f, -1.0f / 6, 1.0f / 6, 0.0f},
+                                   {0.0f, -0.5f, 1.0f / 6, 1.0f / 3, 0.0f},
+                                   {0.0f, -0.5f, -1.0f / 6, 2.0f / 3, 1.0f}};
+    for (int32_t co = 0; co < cout; co++)
+        for (int32_t ci = 0; ci < cin; ci++) {
+            float z[5][5], t[3][5];
+            for (int32_t p = 0; p < PTS; p++) z[p / 5][p % 5] = Z[((size_t)p * OP + co) * CP + ci];
+            for (int32_t kh = 0; kh < 3; kh++)
+                for (int32_t j = 0; j < 5; j++) {
+                    float s = 0;
+                    for (int32_t i = 0; i < 5; i++) s += GT[kh][i] * z[i][j];
+                    t[kh][j] = s;
+                }
+            float *d = dw + ((size_t)co * cin + ci) * 9;
+            for (int32_t kh = 0; kh < 3; kh++)
+                for (int32_t kw = 0; kw < 3; kw++) {
+                    float s = 0;
+                    for (int32_t j = 0; j < 5; j++) s += t[kh][j] * GT[kw][j];
+                    d[kh * 3 + kw] = s;
+                }
+        }
+    if (dbias)
+        for (int32_t co = 0; co < cout; co++) {
+            double s = 0;
+            for (int32_t b = 0; b < B; b++)
+                for (int32_t q = 0; q < NN_HW; q++) s += dy[((size_t)b * cout + co) * NN_HW + q];
+            dbias[co] = (float)s;
+        }
+    return 0;
+}
