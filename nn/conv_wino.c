@@ -36,11 +36,14 @@
 #endif
 
 /* 16 floats: one AVX-512 register where the build targets it; GCC splits it
- * into narrower ones otherwise. aligned(4): loads and stores are unaligned. */
-typedef float v16 __attribute__((vector_size(64), aligned(4)));
-typedef int32_t i16 __attribute__((vector_size(64), aligned(4)));
-#define LD(p) (*(const v16 *)(const void *)(p))
-#define ST(p, v) (*(v16 *)(void *)(p) = (v))
+ * into narrower ones otherwise. Values are v16 (naturally aligned, also on
+ * the stack); memory is read and written through v16u (aligned(4): unaligned
+ * moves), as buffers and rows need not be 64-byte aligned. */
+typedef float v16 __attribute__((vector_size(64)));
+typedef int32_t i16 __attribute__((vector_size(64)));
+typedef float v16u __attribute__((vector_size(64), aligned(4)));
+#define LD(p) ((v16)(*(const v16u *)(const void *)(p)))
+#define ST(p, v) (*(v16u *)(void *)(p) = (v))
 #define R16(c) (((c) + 15) & ~15)
 
 enum {
