@@ -1206,23 +1206,31 @@ static void sgd_apply(nn_trainer_t *tr) {
                  net->n_params - net->n_decay, tr->stats + NN_STAT_GNORM2, &a);
 }
 
+/* The ops of a step, queued: the batch uploaded, forward, losses, backward,
+ * the gradient norm into tr->stats and, when update, the SGD step. 0, or -1
+ * with err for a failed backend or an invalid batch (nothing queued). */
+static int queue_step(nn_trainer_t *tr, const nn_batch_t *bt, int update, const char *what, char *err,
+                      size_t errlen) {
+    nn_backend_t *be = tr->be;
+    if (be_check(be, what, err, errlen) != 0) return -1;
+    if (upload_batch(tr, bt, err, errlen) != 0) return -1;
+    be->memset_zero(be, tr->stats, sizeof(float) * NN_STAT_NB);
+    forward_backward(tr, bt->B);
+    be->sum_squares(be, tr->grads, tr->net->n_params, tr->stats + NN_STAT_GNORM2);
+    if (update) sgd_apply(tr);
+    return 0;
+}
+
 static int train_common(nn_trainer_t *tr, const nn_batch_t *bt, nn_metrics_t *m, int update,
                         char *err, size_t errlen) {
     nn_net_t *net = tr->net;
     nn_backend_t *be = tr->be;
     const char *what = update ? "nn_train_step" : "nn_train_grad";
-    if (be_check(be, what, err, errlen) != 0) return -1;
-    if (upload_batch(tr, bt, err, errlen) != 0) return -1;
+    size_t stats_bytes = sizeof(float) * (size_t)net->n_stats;
+    if (!update) be->copy(be, tr->rm_backup, net->stats, stats_bytes); /* the forward moves them */
+    if (queue_step(tr, bt, update, what, err, errlen) != 0) return -1;
+    if (!update) be->copy(be, net->stats, tr->rm_backup, stats_bytes);
     int32_t B = bt->B;
-    if (!update) be->copy(be, tr->rm_backup, net->stats, sizeof(float) * (size_t)net->n_stats);
-    be->memset_zero(be, tr->stats, sizeof(float) * NN_STAT_NB);
-    forward_backward(tr, B);
-    be->sum_squares(be, tr->grads, net->n_params, tr->stats + NN_STAT_GNORM2);
-    if (update) {
-        sgd_apply(tr);
-    } else {
-        be->copy(be, net->stats, tr->rm_backup, sizeof(float) * (size_t)net->n_stats);
-    }
     if (m) fill_metrics(tr, B, policy_positions(bt), 1, m);
     if (be->sync) be->sync(be);
     if (update) nn_net_mark_dirty(net); /* whatever happened, the weights were written */
@@ -1247,13 +1255,8 @@ int nn_train_step_launch(nn_trainer_t *tr, const nn_batch_t *bt, int64_t *step, 
                 (long long)tr->late[0].step, (long long)tr->late[1].step);
         return -1;
     }
-    if (be_check(be, what, err, errlen) != 0) return -1;
-    if (upload_batch(tr, bt, err, errlen) != 0) return -1;
+    if (queue_step(tr, bt, 1, what, err, errlen) != 0) return -1;
     int32_t B = bt->B;
-    be->memset_zero(be, tr->stats, sizeof(float) * NN_STAT_NB);
-    forward_backward(tr, B);
-    be->sum_squares(be, tr->grads, net->n_params, tr->stats + NN_STAT_GNORM2);
-    sgd_apply(tr);
     /* The stats into this slot's record: queued behind a fence where the
      * backend can (the next step is queued before anyone waits for it), else
      * a download (the CPU's ops are done already: nothing to wait for). */

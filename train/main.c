@@ -432,6 +432,11 @@ static int offline_window(offline_t *o) {
     return 0;
 }
 
+/* Whether the hook of step s writes the checkpoint, and whether it ends the
+ * process there (--die-at-step, tests). */
+static int ckpt_due(int64_t s) { return (s + 1) % g_ckpt_every == 0 && s + 1 < g_steps; }
+static int die_due(int64_t s) { return g_die_at > 0 && s + 1 == g_die_at; }
+
 /* After step s of the loop (train_step_hook): --losses, the figures, the
  * weights compared across ranks, the checkpoint, --die-at-step, the status
  * line. -1 with err ends the loop. */
@@ -451,21 +456,20 @@ static int offline_step(void *user, int64_t s, const nn_metrics_t *m, const trai
         o->be->upload(o->be, p, &w, sizeof w);
         nn_net_mark_dirty(o->tn.net);
     }
-    int ckpt_due = (s + 1) % g_ckpt_every == 0 && s + 1 < g_steps;
     char e2[1024];
-    if (o->td && (ckpt_due || (s + 1) % g_check_every == 0 || s + 1 == g_steps) &&
+    if (o->td && (ckpt_due(s) || (s + 1) % g_check_every == 0 || s + 1 == g_steps) &&
         train_dist_check(o->td, e2, sizeof e2) != 0) {
         snprintf(err, errlen, "rank %d: %s", g_rank, e2);
         return -1;
     }
-    if (ckpt_due) {
+    if (ckpt_due(s)) {
         int saved = g_rank != 0 || nn_weights_save(o->tn.net, o->tn.nt, o->ckpt, e2, sizeof e2) == 0;
         if (saved) err[0] = 0;
         else snprintf(err, errlen, "checkpoint: %s", e2);
         if ((o->td ? agree(saved) : (saved ? 0 : -1)) != 0) return -1;
         o->saved_at = s + 1;
     }
-    if (g_die_at > 0 && s + 1 == g_die_at) _Exit(137); /* tests: a crash right here */
+    if (die_due(s)) _Exit(137); /* tests: a crash right here */
     if (g_progress != 0 && (status_due(o->sl) || s + 1 == g_steps)) {
         double el = (double)(compat_now_ns() - o->t_start) * 1e-9;
         double rate = (double)r->steps / el;
@@ -487,7 +491,7 @@ static int offline_step(void *user, int64_t s, const nn_metrics_t *m, const trai
  * synchronous anyway), --die-at-step. */
 static int offline_barrier(void *user, int64_t s) {
     (void)user;
-    return ((s + 1) % g_ckpt_every == 0 && s + 1 < g_steps) || (g_die_at > 0 && s + 1 == g_die_at);
+    return ckpt_due(s) || die_due(s);
 }
 
 /* Steps from the checkpoint's to --steps: train_loop_run with offline_step.
