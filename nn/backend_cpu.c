@@ -893,11 +893,18 @@ nn_backend_t *nn_backend_cpu_new(int32_t threads) {
  * Winograd over oneDNN where built, over the reference otherwise. */
 static nn_cpu_conv_t resolve_conv(nn_cpu_conv_t conv) {
     if (conv != NN_CPU_CONV_AUTO) return conv;
+    static atomic_int warned = 0;
     const char *env = getenv("KOMA_CPU_CONV");
-    if (env && strcmp(env, "ref") == 0) return NN_CPU_CONV_REF;
+    if (!env || !*env || strcmp(env, "wino") == 0) return NN_CPU_CONV_WINO;
+    if (strcmp(env, "ref") == 0) return NN_CPU_CONV_REF;
 #ifdef KOMA_HAVE_DNNL
-    if (env && strcmp(env, "dnnl") == 0) return NN_CPU_CONV_DNNL;
+    if (strcmp(env, "dnnl") == 0) return NN_CPU_CONV_DNNL;
+    const char *known = "wino, dnnl or ref";
+#else
+    const char *known = "wino or ref: this build has no oneDNN";
 #endif
+    if (!atomic_exchange(&warned, 1))
+        fprintf(stderr, "nn: KOMA_CPU_CONV=%s is not a convolution route (%s); using wino\n", env, known);
     return NN_CPU_CONV_WINO;
 }
 
@@ -924,6 +931,10 @@ nn_backend_t *nn_backend_cpu_new_conv(int32_t threads, nn_cpu_conv_t conv, char 
             free(be);
             return NULL;
         }
+        static atomic_int warned = 0;
+        if (!c->dnnl && !atomic_exchange(&warned, 1))
+            fprintf(stderr, "nn: %s; the convolutions the Winograd route does not take run on the reference\n",
+                    err && errlen ? err : "oneDNN did not start");
     }
     if (conv == NN_CPU_CONV_WINO && !(c->wino = nn_wino_new(nt))) {
         nn_dnnl_free(c->dnnl);
