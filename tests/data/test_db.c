@@ -779,6 +779,20 @@ static void schema_digest(const char *path, char *out) {
              out, DIGEST_MAX);
 }
 
+/* After a migration from version `from`: the same schema as a new database's. */
+static void check_schema_as_new(const char *path, const char *fresh_name, int from) {
+    static char got[DIGEST_MAX], want[DIGEST_MAX];
+    char err[DB_ERR_MAX];
+    db_t *db = NULL;
+    schema_digest(path, got);
+    const char *fresh = tmp_db(fresh_name);
+    CHECK_OK(db, db_open(fresh, 0, &db, err, sizeof err));
+    db_close(db);
+    schema_digest(fresh, want);
+    if (strcmp(got, want) != 0) fprintf(stderr, "new:\n%s\nmigrated from v%d:\n%s\n", want, from, got);
+    CHECK(strcmp(got, want) == 0);
+}
+
 static void test_migration(void) {
     char err[DB_ERR_MAX], msg[512];
     db_t *db = NULL;
@@ -914,12 +928,7 @@ static void test_migration(void) {
     schema_digest(path, after);
     CHECK(strcmp(before[0], after) == 0);
     /* A new database has the same schema as a migrated one (the copy of v1 above is v1). */
-    const char *fresh = tmp_db("fresh2.db");
-    CHECK_OK(db, db_open(fresh, 0, &db, err, sizeof err));
-    db_close(db);
-    schema_digest(fresh, before[0]);
-    if (strcmp(before[0], after) != 0) fprintf(stderr, "new:\n%s\nmigrated:\n%s\n", before[0], after);
-    CHECK(strcmp(before[0], after) == 0);
+    check_schema_as_new(path, "fresh2.db", 1);
     /* A v1 file without the interim table migrates too. */
     const char *plain = tmp_db("v1-plain.db");
     write_v1(plain, v1_rows, 0);
@@ -1044,6 +1053,28 @@ static const char *const v2_tables[][2] = {
 };
 enum { V2_TABLES = sizeof v2_tables / sizeof v2_tables[0] };
 
+/* The rows of every v2 table (cycle_metrics over cm_cols where given: a
+ * migration that converts a column leaves it out). */
+static void v2_digests(const char *path, const char *cm_cols, char out[][DIGEST_MAX]) {
+    for (int t = 0; t < V2_TABLES; t++)
+        rows_digest(path, v2_tables[t][0], cm_cols && !strcmp(v2_tables[t][0], "cycle_metrics") ? cm_cols : v2_tables[t][1],
+                    "", out[t]);
+}
+
+/* After a migration: a sound file whose v2 tables hold `before`'s rows. */
+static void check_v2_rows_kept(const char *path, const char *cm_cols, char before[][DIGEST_MAX]) {
+    static char after[V2_TABLES][DIGEST_MAX];
+    char ok[16];
+    sql_text(path, "PRAGMA integrity_check", ok, sizeof ok);
+    CHECK(strcmp(ok, "ok") == 0);
+    v2_digests(path, cm_cols, after);
+    for (int t = 0; t < V2_TABLES; t++) {
+        if (strcmp(before[t], after[t]) != 0)
+            fprintf(stderr, "table %s changed:\n  before %.300s\n  after  %.300s\n", v2_tables[t][0], before[t], after[t]);
+        CHECK(strcmp(before[t], after[t]) == 0);
+    }
+}
+
 /* What version 3 added on top of v2, as data/db.c released it (a copy). */
 static const char v3_delta[] =
     "ALTER TABLE cycle_metrics ADD COLUMN no_resign_games INTEGER CHECK (no_resign_games >= 0);"
@@ -1075,8 +1106,8 @@ static void test_migration_v2(void) {
     const char *path = tmp_db("v2.db");
     write_frozen(path, 2);
     CHECK(sql_int(path, "PRAGMA user_version") == 2 && sql_int(path, "SELECT count(*) FROM games") == 4);
-    static char before[V2_TABLES][DIGEST_MAX], after[DIGEST_MAX];
-    for (int t = 0; t < V2_TABLES; t++) rows_digest(path, v2_tables[t][0], v2_tables[t][1], "", before[t]);
+    static char before[V2_TABLES][DIGEST_MAX];
+    v2_digests(path, NULL, before);
 
     /* Read-only: refused, untouched (inspect and report on an old run). */
     CHECK(db_open(path, DB_OPEN_READONLY, &db, err, sizeof err) == DB_SCHEMA && db == NULL);
@@ -1093,15 +1124,7 @@ static void test_migration_v2(void) {
     db_close(db);
     CHECK(sql_int(path, "PRAGMA user_version") == DB_SCHEMA_VERSION && sql_int(path, "PRAGMA application_id") == DB_APPLICATION_ID);
     CHECK(sql_int(path, "SELECT count(*) FROM pragma_foreign_key_check") == 0);
-    char ok[16];
-    sql_text(path, "PRAGMA integrity_check", ok, sizeof ok);
-    CHECK(strcmp(ok, "ok") == 0);
-    for (int t = 0; t < V2_TABLES; t++) {
-        rows_digest(path, v2_tables[t][0], v2_tables[t][1], "", after);
-        if (strcmp(before[t], after) != 0)
-            fprintf(stderr, "table %s changed:\n  before %.300s\n  after  %.300s\n", v2_tables[t][0], before[t], after);
-        CHECK(strcmp(before[t], after) == 0);
-    }
+    check_v2_rows_kept(path, NULL, before);
     /* The rows written by v2 record no resignation check. */
     CHECK(sql_int(path, "SELECT count(*) FROM cycle_metrics WHERE no_resign_games IS NULL AND would_resign IS NULL "
                         "AND false_resign IS NULL AND resign_threshold IS NULL") == 2);
@@ -1142,13 +1165,7 @@ static void test_migration_v2(void) {
     db_close(db);
 
     /* The same schema as a new database, and as a v1 file taken through v2. */
-    schema_digest(path, before[0]);
-    const char *fresh = tmp_db("fresh3.db");
-    CHECK_OK(db, db_open(fresh, 0, &db, err, sizeof err));
-    db_close(db);
-    schema_digest(fresh, after);
-    if (strcmp(before[0], after) != 0) fprintf(stderr, "new:\n%s\nmigrated from v2:\n%s\n", after, before[0]);
-    CHECK(strcmp(before[0], after) == 0);
+    check_schema_as_new(path, "fresh3.db", 2);
 }
 
 /* ---- schema v3 -> v4 -------------------------------------------------------------------- */
@@ -1172,13 +1189,11 @@ static void test_migration_v3(void) {
     sql_raw(path, v3_rows);
     CHECK(sql_int(path, "PRAGMA user_version") == 3 && sql_int(path, "SELECT count(*) FROM cycle_metrics") == 7);
     /* Every table but the converted column, before and after. */
-    static char before[V2_TABLES][DIGEST_MAX], after[DIGEST_MAX];
+    static char before[V2_TABLES][DIGEST_MAX];
     const char *cm_cols = "cycle, model_id, started, finished, games, positions, selfplay_s, train_s, positions_per_s, "
                           "evals_per_s, avg_batch, busy_pct, avg_plies, black_wins, white_wins, draws, elo, elo_lo, "
                           "elo_hi, no_resign_games, would_resign, false_resign";
-    for (int t = 0; t < V2_TABLES; t++)
-        rows_digest(path, v2_tables[t][0], strcmp(v2_tables[t][0], "cycle_metrics") ? v2_tables[t][1] : cm_cols, "",
-                    before[t]);
+    v2_digests(path, cm_cols, before);
 
     CHECK(db_open(path, DB_OPEN_READONLY, &db, err, sizeof err) == DB_SCHEMA && db == NULL);
     snprintf(msg, sizeof msg, "schema version 3 needs migrating to %d", DB_SCHEMA_VERSION);
@@ -1199,13 +1214,7 @@ static void test_migration_v3(void) {
     CHECK(isnan(m.resign_threshold) && m.no_resign_games == -1);
     db_close(db);
     CHECK(sql_int(path, "PRAGMA user_version") == DB_SCHEMA_VERSION && sql_int(path, "SELECT count(*) FROM cycle_metrics") == 7);
-    for (int t = 0; t < V2_TABLES; t++) {
-        rows_digest(path, v2_tables[t][0], strcmp(v2_tables[t][0], "cycle_metrics") ? v2_tables[t][1] : cm_cols, "",
-                    after);
-        if (strcmp(before[t], after) != 0)
-            fprintf(stderr, "table %s changed:\n  before %.300s\n  after  %.300s\n", v2_tables[t][0], before[t], after);
-        CHECK(strcmp(before[t], after) == 0);
-    }
+    check_v2_rows_kept(path, cm_cols, before);
     /* Once only: opening again converts nothing twice (0.05 would become 0.525). */
     CHECK_OK(db, db_open(path, 0, &db, err, sizeof err));
     db_close(db);
@@ -1224,8 +1233,8 @@ static void test_migration_v4(void) {
     write_frozen(path, 4);
     sql_raw(path, "UPDATE cycle_metrics SET no_resign_games = 2, would_resign = 1, false_resign = 0, "
                   "resign_threshold = 0.05 WHERE cycle = 2");
-    static char before[V2_TABLES][DIGEST_MAX], after[DIGEST_MAX];
-    for (int t = 0; t < V2_TABLES; t++) rows_digest(path, v2_tables[t][0], v2_tables[t][1], "", before[t]);
+    static char before[V2_TABLES][DIGEST_MAX];
+    v2_digests(path, NULL, before);
 
     CHECK(db_open(path, DB_OPEN_READONLY, &db, err, sizeof err) == DB_SCHEMA && db == NULL);
     CHECK(starts_with(err, path) && contains(err, "schema version 4 needs migrating to 5"));
@@ -1233,15 +1242,7 @@ static void test_migration_v4(void) {
     CHECK(db && db_schema_version(db) == 5);
     db_close(db);
     CHECK(sql_int(path, "PRAGMA user_version") == 5);
-    char ok[16];
-    sql_text(path, "PRAGMA integrity_check", ok, sizeof ok);
-    CHECK(strcmp(ok, "ok") == 0);
-    for (int t = 0; t < V2_TABLES; t++) {
-        rows_digest(path, v2_tables[t][0], v2_tables[t][1], "", after);
-        if (strcmp(before[t], after) != 0)
-            fprintf(stderr, "table %s changed:\n  before %.300s\n  after  %.300s\n", v2_tables[t][0], before[t], after);
-        CHECK(strcmp(before[t], after) == 0);
-    }
+    check_v2_rows_kept(path, NULL, before);
     CHECK(sql_int(path, "SELECT count(*) FROM games WHERE rank IS NULL AND host IS NULL") == 4);
     CHECK(sql_int(path, "SELECT count(*) FROM cycle_metrics WHERE cycle = 2 AND no_resign_games = 2") == 1);
     CHECK(sql_try(path, "UPDATE games SET rank = -1 WHERE id = 1", msg, sizeof msg) == SQLITE_CONSTRAINT);
@@ -1271,13 +1272,7 @@ static void test_migration_v4(void) {
     CHECK(sql_int(path, "SELECT count(*) FROM games WHERE rank = 2 AND host = 'node-b'") == 1);
     CHECK(sql_int(path, "SELECT count(*) FROM games WHERE rank IS NULL AND host IS NULL") == 5);
 
-    schema_digest(path, before[0]);
-    const char *fresh = tmp_db("fresh5.db");
-    CHECK_OK(db, db_open(fresh, 0, &db, err, sizeof err));
-    db_close(db);
-    schema_digest(fresh, after);
-    if (strcmp(before[0], after) != 0) fprintf(stderr, "new:\n%s\nmigrated from v4:\n%s\n", after, before[0]);
-    CHECK(strcmp(before[0], after) == 0);
+    check_schema_as_new(path, "fresh5.db", 4);
 }
 
 

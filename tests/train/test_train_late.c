@@ -119,13 +119,8 @@ int main(void) {
     t_rng = 515;
     t_add_shard(&R, 1, 4, 30);
     db_shard_t *list = NULL;
-    int32_t nl = 0;
-    char dbp[1000];
-    snprintf(dbp, sizeof dbp, "%s/koma.db", R.dir);
-    db_t *db = NULL;
-    KOMA_ASSERT(db_open(dbp, DB_OPEN_READONLY, &db, err, sizeof err) == DB_OK);
-    KOMA_ASSERT(db_shards_recent(db, 0, &list, &nl) == DB_OK && nl == 1);
-    db_close(db);
+    int32_t nl = t_run_shards(&R, &list);
+    KOMA_ASSERT(nl == 1);
     fixture_t F;
     F.cfg = t_tiny_config(STEPS);
     F.cfg.opt.warmup_steps = 4; /* a different lr every early step */

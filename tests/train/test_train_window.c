@@ -121,15 +121,10 @@ static void test_window(void) {
     rel[0] = t_add_shard_from(&R, 1, 2, 14, 4);
     rel[1] = t_add_shard_from(&R, 1, 2, 14, 4);
     rel[2] = t_add_shard_from(&R, 2, 2, 14, 4);
-    db_shard_t *list = NULL;
-    int32_t nl = 0;
     KOMA_ASSERT(db_writer_flush(R.w, -1) == DB_OK);
-    char dbp[1000];
-    snprintf(dbp, sizeof dbp, "%s/koma.db", R.dir);
-    db_t *db = NULL;
-    KOMA_ASSERT(db_open(dbp, DB_OPEN_READONLY, &db, err, sizeof err) == DB_OK);
-    KOMA_ASSERT(db_shards_recent(db, 0, &list, &nl) == DB_OK && nl == 3);
-    db_close(db);
+    db_shard_t *list = NULL;
+    int32_t nl = t_run_shards(&R, &list);
+    KOMA_ASSERT(nl == 3);
     int64_t rows[3];
     for (int i = 0; i < 3; i++) rows[i] = list[i].rows;
     CHECK(!strcmp(list[0].path, rel[0]) && !strcmp(list[2].path, rel[2]));

@@ -193,6 +193,20 @@ static inline const char *t_add_shard(t_run_t *r, int32_t cycle, int32_t games, 
     return t_add_shard_from(r, cycle, games, plies, 0);
 }
 
+/* The run's shards as a reader of koma.db sees them (db_shards_recent, a
+ * connection of its own); *list: free() it. Returns how many. */
+static inline int32_t t_run_shards(const t_run_t *r, db_shard_t **list) {
+    char path[1000], err[1024];
+    snprintf(path, sizeof path, "%s/koma.db", r->dir);
+    db_t *db = NULL;
+    KOMA_ASSERT(db_open(path, DB_OPEN_READONLY, &db, err, sizeof err) == DB_OK);
+    int32_t n = 0;
+    *list = NULL;
+    KOMA_ASSERT(db_shards_recent(db, 0, list, &n) == DB_OK);
+    db_close(db);
+    return n;
+}
+
 /* Flips one byte near the end of a file (inside the last tensor's data). */
 static inline void t_corrupt(const char *path) {
     FILE *f = fopen(path, "r+b");
