@@ -32,6 +32,7 @@
 #include "nn/conv_dnnl.h"
 #include "nn/conv_wino.h"
 #include "nn/fault.h"
+#include "nn/par.h"
 
 #ifdef KOMA_HAVE_CBLAS
 #include <cblas.h>
@@ -72,7 +73,14 @@ typedef struct {
     int32_t warned;   /* a oneDNN / Winograd failure was reported */
     int32_t fallback; /* a oneDNN op runs the reference: its fault was counted already */
     int64_t mark_ns[2]; /* timer_mark's start and end, 0: not marked */
+    int32_t threads;  /* OpenMP threads of the ops below (BN, elementwise, losses) */
 } cpu_ctx_t;
+
+/* Threads for an op over n floats: the instance's, or 1 when n is small. */
+static int32_t team_for(const nn_backend_t *be, int64_t n) {
+    const cpu_ctx_t *c = be->ctx;
+    return n >= NN_PAR_MIN && c->threads > 1 ? c->threads : 1;
+}
 
 /* Entry of every op: returns 1 when the op must be skipped (the instance has
  * failed, before or at this call); else 0 and, when nan is given, whether
@@ -339,21 +347,28 @@ static void cpu_conv_bwd_filter(nn_backend_t *be, const float *x, const float *d
 
 /* ---- batch norm ------------------------------------------------------------- */
 // x, y (B, C, HW); gamma, beta, running_*, save_* (C)
+/* BN runs one channel per iteration over the instance's threads; its sums
+ * are in double, vectorised (omp simd) segment by segment. */
 static void cpu_bn_fwd_train(nn_backend_t *be, const float *x, const float *gamma,
                              const float *beta, int32_t B, int32_t C, int32_t HW, float eps,
                              float momentum, float *running_mean, float *running_var, float *y,
                              float *save_mean, float *save_invstd) {
     if (cpu_skip(be, "bn_fwd_train", NULL)) return;
     int64_t n = (int64_t)B * HW;
+    int32_t nt = team_for(be, n * C);
+    (void)nt;
+    NN_OMP(omp parallel for num_threads(nt) schedule(static))
     for (int32_t c = 0; c < C; c++) {
         double s = 0;
         for (int32_t b = 0; b < B; b++) {
             const float *p = x + ((int64_t)b * C + c) * HW;
+            NN_OMP(omp simd reduction(+ : s))
             for (int32_t i = 0; i < HW; i++) s += p[i];
         }
         double mean = s / (double)n, ss = 0;
         for (int32_t b = 0; b < B; b++) {
             const float *p = x + ((int64_t)b * C + c) * HW;
+            NN_OMP(omp simd reduction(+ : ss))
             for (int32_t i = 0; i < HW; i++) {
                 double d = p[i] - mean;
                 ss += d * d;
@@ -380,12 +395,16 @@ static void cpu_bn_bwd(nn_backend_t *be, const float *x, const float *dy, const 
                        int32_t HW, float *dx, float *dgamma, float *dbeta) {
     if (cpu_skip(be, "bn_bwd", NULL)) return;
     int64_t n = (int64_t)B * HW;
+    int32_t nt = team_for(be, n * C);
+    (void)nt;
+    NN_OMP(omp parallel for num_threads(nt) schedule(static))
     for (int32_t c = 0; c < C; c++) {
         float m = save_mean[c], is = save_invstd[c];
         double sdy = 0, sdyx = 0;
         for (int32_t b = 0; b < B; b++) {
             const float *p = x + ((int64_t)b * C + c) * HW;
             const float *g = dy + ((int64_t)b * C + c) * HW;
+            NN_OMP(omp simd reduction(+ : sdy, sdyx))
             for (int32_t i = 0; i < HW; i++) {
                 sdy += g[i];
                 sdyx += (double)g[i] * (double)((p[i] - m) * is);
@@ -420,12 +439,16 @@ static void cpu_bn_fold(nn_backend_t *be, const float *w, const float *gamma, co
 static void cpu_act_fwd(nn_backend_t *be, const float *x, const float *res, int64_t n, nn_act_t act,
                         float *y) {
     if (cpu_skip(be, "act_fwd", NULL)) return;
+    int32_t nt = team_for(be, n);
+    (void)nt;
     if (act == NN_ACT_RELU) {
+        NN_OMP(omp parallel for simd num_threads(nt) schedule(static))
         for (int64_t i = 0; i < n; i++) {
             float z = res ? x[i] + res[i] : x[i];
             y[i] = z > 0.0f ? z : 0.0f;
         }
     } else {
+        NN_OMP(omp parallel for num_threads(nt) schedule(static))
         for (int64_t i = 0; i < n; i++) {
             float z = res ? x[i] + res[i] : x[i];
             y[i] = z / (1.0f + expf(-z));
@@ -435,6 +458,9 @@ static void cpu_act_fwd(nn_backend_t *be, const float *x, const float *res, int6
 
 static void cpu_add(nn_backend_t *be, const float *a, const float *b, int64_t n, float *y) {
     if (cpu_skip(be, "add", NULL)) return;
+    int32_t nt = team_for(be, n);
+    (void)nt;
+    NN_OMP(omp parallel for simd num_threads(nt) schedule(static))
     for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i];
 }
 
@@ -457,9 +483,13 @@ static void cpu_gather(nn_backend_t *be, const float *src, const int32_t *idx, i
 static void cpu_act_bwd(nn_backend_t *be, const float *dy, const float *z, int64_t n, nn_act_t act,
                         float *dx) {
     if (cpu_skip(be, "act_bwd", NULL)) return;
+    int32_t nt = team_for(be, n);
+    (void)nt;
     if (act == NN_ACT_RELU) {
+        NN_OMP(omp parallel for simd num_threads(nt) schedule(static))
         for (int64_t i = 0; i < n; i++) dx[i] = z[i] > 0.0f ? dy[i] : 0.0f;
     } else {
+        NN_OMP(omp parallel for num_threads(nt) schedule(static))
         for (int64_t i = 0; i < n; i++) {
             float s = 1.0f / (1.0f + expf(-z[i]));
             dx[i] = dy[i] * s * (1.0f + z[i] * (1.0f - s));
@@ -515,6 +545,9 @@ static void cpu_policy_loss(nn_backend_t *be, const float *logits, const uint32_
                             float scale, float *dlogits, float *stats) {
     if (cpu_skip(be, "policy_loss", NULL)) return;
     double loss = 0, correct = 0;
+    int32_t nt = team_for(be, (int64_t)B * N);
+    (void)nt;
+    NN_OMP(omp parallel for num_threads(nt) schedule(static) reduction(+ : loss, correct))
     for (int32_t b = 0; b < B; b++) {
         const float *z = logits + (int64_t)b * N;
         float *d = dlogits + (int64_t)b * N;
@@ -584,11 +617,14 @@ static void cpu_legal_loss(nn_backend_t *be, const float *logits, const float *t
     double loss = 0;
     int64_t tp = 0, fp = 0, fn = 0;
     int64_t n = (int64_t)B * N;
+    int32_t nt = team_for(be, n);
+    (void)nt;
+    NN_OMP(omp parallel for num_threads(nt) schedule(static) reduction(+ : loss, tp, fp, fn))
     for (int64_t i = 0; i < n; i++) {
         float z = logits[i], t = target[i];
-        float az = fabsf(z);
-        loss += (double)(z > 0 ? z : 0) - (double)z * t + log1p(exp(-(double)az));
-        float s = z >= 0 ? 1.0f / (1.0f + expf(-z)) : expf(z) / (1.0f + expf(z));
+        float e = expf(-fabsf(z)); /* in (0, 1]: no overflow */
+        loss += (double)(z > 0 ? z : 0) - (double)z * t + (double)log1pf(e);
+        float s = z >= 0 ? 1.0f / (1.0f + e) : e / (1.0f + e);
         dlogits[i] = scale * (s - t);
         int pred = z >= 0.0f, pos = t > 0.5f;
         tp += pred && pos;
@@ -605,6 +641,9 @@ static void cpu_legal_loss(nn_backend_t *be, const float *logits, const float *t
 static void cpu_sum_squares(nn_backend_t *be, const float *x, int64_t n, float *out) {
     if (cpu_skip(be, "sum_squares", NULL)) return;
     double s = 0;
+    int32_t nt = team_for(be, n);
+    (void)nt;
+    NN_OMP(omp parallel for simd num_threads(nt) schedule(static) reduction(+ : s))
     for (int64_t i = 0; i < n; i++) s += (double)x[i] * x[i];
     *out += (float)s;
 }
@@ -621,11 +660,14 @@ static void cpu_sgd_step(nn_backend_t *be, float *p, const float *g, float *v, i
         if (c < 1.0f) scale = c;
     }
     float decay = 1.0f - a->lr * a->weight_decay, mu = a->momentum, lr = a->lr;
+    int32_t nesterov = a->nesterov, nt = team_for(be, n);
+    (void)nt;
+    NN_OMP(omp parallel for simd num_threads(nt) schedule(static))
     for (int64_t i = 0; i < n; i++) {
         float gi = g[i] * scale;
         float vi = mu * v[i] + gi;
         v[i] = vi;
-        float d = a->nesterov ? gi + mu * vi : vi;
+        float d = nesterov ? gi + mu * vi : vi;
         p[i] = p[i] * decay - lr * d;
     }
     if (fault_ == NN_FAULT_NAN) poison(p, n);
@@ -919,6 +961,7 @@ nn_backend_t *nn_backend_cpu_new_conv(int32_t threads, nn_cpu_conv_t conv, char 
     }
     conv = resolve_conv(conv);
     int32_t nt = threads > 0 ? threads : compat_cpu_count();
+    c->threads = nt;
 #ifdef KOMA_HAVE_DNNL
     int32_t want_dnnl = conv == NN_CPU_CONV_DNNL || conv == NN_CPU_CONV_WINO;
 #else

@@ -25,15 +25,7 @@
 
 #include "compat/compat.h"
 #include "nn/backend.h"
-
-#ifdef _OPENMP
-#include <omp.h>
-#define OMP(directive) _Pragma(#directive)
-#define THREAD_NUM() omp_get_thread_num()
-#else /* one thread; no "unknown pragma" warnings */
-#define OMP(directive)
-#define THREAD_NUM() 0
-#endif
+#include "nn/par.h"
 
 /* 16 floats: one AVX-512 register where the build targets it; GCC splits it
  * into narrower ones otherwise. Values are v16 (naturally aligned, also on
@@ -45,6 +37,34 @@ typedef float v16u __attribute__((vector_size(64), aligned(4)));
 #define LD(p) ((v16)(*(const v16u *)(const void *)(p)))
 #define ST(p, v) (*(v16u *)(void *)(p) = (v))
 #define R16(c) (((c) + 15) & ~15)
+
+/* r[i][j] <-> r[j][i]: four rounds, each swapping one bit of the row index
+ * with the same bit of the column index (16 two-vector shuffles a round). */
+static inline __attribute__((always_inline)) void transpose16(v16 *r) {
+    static const i16 lo8 = {0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23},
+                     hi8 = {8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31},
+                     lo4 = {0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27},
+                     hi4 = {4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31},
+                     lo2 = {0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29},
+                     hi2 = {2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31},
+                     lo1 = {0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30},
+                     hi1 = {1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31};
+#define ROUND(S, LO, HI)                                   \
+    for (int32_t i = 0; i < 16; i++)                       \
+        if (!(i & (S))) {                                  \
+            v16 a = r[i], b = r[i + (S)];                  \
+            r[i] = __builtin_shuffle(a, b, LO);            \
+            r[i + (S)] = __builtin_shuffle(a, b, HI);      \
+        }
+    ROUND(8, lo8, hi8)
+    ROUND(4, lo4, hi4)
+    ROUND(2, lo2, hi2)
+    ROUND(1, lo1, hi1)
+#undef ROUND
+}
+
+/* The padded position of square q in an (11, 11, CP) buffer. */
+#define PADQ(q) (((q) / 9 + 1) * PADW + (q) % 9 + 1)
 
 enum {
     CHUNK = 8,     /* positions per chunk: 72 tiles, V and M ~0.5 MB each at 128 channels */
@@ -204,18 +224,22 @@ static void pad_input(const float *x, int32_t nhwc, int32_t C, int32_t CP, int32
         if (nhwc) {
             const float *src = x + (size_t)(b0 + b) * NN_HW * C;
             for (int32_t q = 0; q < NN_HW; q++)
-                memcpy(xb + ((q / 9 + 1) * PADW + q % 9 + 1) * CP, src + (size_t)q * C, sizeof(float) * C);
+                memcpy(xb + PADQ(q) * CP, src + (size_t)q * C, sizeof(float) * C);
         } else {
             const float *src = x + (size_t)(b0 + b) * C * NN_HW;
             int32_t c0 = 0;
-            for (; c0 + 16 <= C; c0 += 16) { /* 16 planes at a time through an L1 tile */
-                float tile[NN_HW * 16];
-                for (int32_t l = 0; l < 16; l++)
-                    for (int32_t q = 0; q < NN_HW; q++) tile[q * 16 + l] = src[(c0 + l) * NN_HW + q];
-                for (int32_t q = 0; q < NN_HW; q++) ST(xb + ((q / 9 + 1) * PADW + q % 9 + 1) * CP + c0, LD(tile + q * 16));
+            for (; c0 + 16 <= C; c0 += 16) { /* 16 planes x 16 squares through registers */
+                const float *s0 = src + (size_t)c0 * NN_HW;
+                for (int32_t q0 = 0; q0 + 16 <= NN_HW; q0 += 16) {
+                    v16 r[16];
+                    for (int32_t l = 0; l < 16; l++) r[l] = LD(s0 + l * NN_HW + q0);
+                    transpose16(r);
+                    for (int32_t k = 0; k < 16; k++) ST(xb + PADQ(q0 + k) * CP + c0, r[k]);
+                }
+                for (int32_t l = 0; l < 16; l++) xb[PADQ(NN_HW - 1) * CP + c0 + l] = s0[l * NN_HW + NN_HW - 1];
             }
             for (int32_t c = c0; c < C; c++)
-                for (int32_t q = 0; q < NN_HW; q++) xb[((q / 9 + 1) * PADW + q % 9 + 1) * CP + c] = src[c * NN_HW + q];
+                for (int32_t q = 0; q < NN_HW; q++) xb[PADQ(q) * CP + c] = src[c * NN_HW + q];
         }
     }
 }
@@ -262,21 +286,34 @@ static inline void activate(v16 *v, int32_t act) {
 }
 
 /* NCHW out's chunk [b0, b0+nb) = epilogue(tmp), tmp (nb, 81, C) NHWC with the
- * bias added: plane by plane, so that NCHW is read and written in order. */
+ * bias added, C % 16 == 0: 16 squares x 16 channels at a time through
+ * registers, so that NCHW is written in order. */
 static void nchw_epilogue(const float *tmp, int32_t nb, int32_t C, int32_t b0, const epilogue_t *ep, float *out) {
     for (int32_t b = 0; b < nb; b++)
-        for (int32_t c = 0; c < C; c++) {
-            const float *src = tmp + (size_t)b * NN_HW * C + c;
-            size_t o = ((size_t)(b0 + b) * C + c) * NN_HW;
-            float *dst = out + o;
-            const float *res = ep->res ? ep->res + o : NULL;
-            for (int32_t q = 0; q < NN_HW; q++) {
-                float v = src[(size_t)q * C];
-                if (res) v += res[q];
-                if (ep->accumulate) v += dst[q];
+        for (int32_t c0 = 0; c0 < C; c0 += 16) {
+            const float *t0 = tmp + (size_t)b * NN_HW * C + c0;
+            size_t o0 = ((size_t)(b0 + b) * C + c0) * NN_HW;
+            for (int32_t q0 = 0; q0 + 16 <= NN_HW; q0 += 16) {
+                v16 r[16];
+                for (int32_t k = 0; k < 16; k++) r[k] = LD(t0 + (size_t)(q0 + k) * C);
+                transpose16(r);
+                for (int32_t l = 0; l < 16; l++) {
+                    size_t o = o0 + (size_t)l * NN_HW + q0;
+                    v16 v = r[l];
+                    if (ep->res) v += LD(ep->res + o);
+                    if (ep->accumulate) v += LD(out + o);
+                    activate(&v, ep->act);
+                    ST(out + o, v);
+                }
+            }
+            for (int32_t l = 0; l < 16; l++) { /* the last square */
+                size_t o = o0 + (size_t)l * NN_HW + NN_HW - 1;
+                float v = t0[(size_t)(NN_HW - 1) * C + l];
+                if (ep->res) v += ep->res[o];
+                if (ep->accumulate) v += out[o];
                 if (ep->act == NN_ACT_RELU) v = v > 0 ? v : 0;
                 else if (ep->act == NN_ACT_SILU) v = v / (1.0f + expf(-v));
-                dst[q] = v;
+                out[o] = v;
             }
         }
 }
@@ -329,9 +366,9 @@ static int run_fwd(nn_wino_t *w, const float *in, int32_t in_nhwc, int32_t C1, i
            o_n = ep->nhwc ? 0 : (size_t)CHUNK * NN_HW * C2;
     if (scratch(w, nt, xp_n + v_n + m_n + o_n)) return -1;
     const float *U = w->u;
-    OMP(omp parallel for num_threads(nt) schedule(dynamic, 1))
+    NN_OMP(omp parallel for num_threads(nt) schedule(dynamic, 1))
     for (int32_t ch = 0; ch < chunks; ch++) {
-        float *xp = w->scr[THREAD_NUM()];
+        float *xp = w->scr[NN_THREAD_NUM()];
         float *V = xp + xp_n, *M = V + v_n;
         int32_t b0 = ch * CHUNK, nb = B - b0 < CHUNK ? B - b0 : CHUNK, tn = nb * TILES;
         pad_input(in, in_nhwc, C1, CP, b0, nb, xp);
@@ -405,12 +442,12 @@ int nn_wino_conv_bwd_filter(nn_wino_t *w, const float *x, const float *dy, int32
     size_t xp_n = (size_t)CHUNK * PADW * PADW * (CP > OP ? CP : OP), v_n = (size_t)PTS * T * CP,
            w_n = (size_t)PTS * T * OP, z_n = (size_t)PTS * OP * CP;
     if (scratch(w, nt, xp_n + v_n + w_n + z_n)) return -1;
-    OMP(omp parallel num_threads(nt))
+    NN_OMP(omp parallel num_threads(nt))
     {
-        float *xp = w->scr[THREAD_NUM()];
+        float *xp = w->scr[NN_THREAD_NUM()];
         float *V = xp + xp_n, *W = V + v_n, *Z = W + w_n;
         memset(Z, 0, sizeof(float) * z_n);
-        OMP(omp for schedule(dynamic, 1))
+        NN_OMP(omp for schedule(dynamic, 1))
         for (int32_t ch = 0; ch < chunks; ch++) {
             int32_t b0 = ch * CHUNK, nb = B - b0 < CHUNK ? B - b0 : CHUNK, tn = nb * TILES;
             pad_input(x, 0, cin, CP, b0, nb, xp);

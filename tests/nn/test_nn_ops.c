@@ -632,6 +632,84 @@ static void test_copy_2d(void) {
     CHECKF(bad == 0, "copy_2d: %d elements wrong", bad);
 }
 
+/* The ops that run on the instance's OpenMP threads (BN, activations, add,
+ * losses, sum of squares, SGD) give one thread's results on four, at sizes
+ * above the threshold where they split: elementwise outputs bit for bit,
+ * sums up to their order. (Without OpenMP both run on one thread.) */
+static void test_threads(void) {
+    nn_backend_t *one = nn_backend_cpu_new_conv(1, NN_CPU_CONV_REF, NULL, 0),
+                 *four = nn_backend_cpu_new_conv(4, NN_CPU_CONV_REF, NULL, 0);
+    KOMA_ASSERT(one && four);
+    enum { B = 48, C = 24, HW = 81, N = 2187 };
+    int64_t n = (int64_t)B * C * HW, nl = (int64_t)B * N;
+    nn_backend_t *bes[2] = {one, four};
+    float *x = malloc(sizeof(float) * n), *r = malloc(sizeof(float) * n), *dy = malloc(sizeof(float) * n);
+    float *z = malloc(sizeof(float) * nl), *t = malloc(sizeof(float) * nl), g[C], bt[C];
+    float *y[2], *dx[2], *a[2], *ab[2], *dl[2], *dp[2], *p[2], *v[2], st[2][NN_STAT_NB], ms[2][4 * C], ss[2];
+    t_fill_randn(x, n, 2);
+    t_fill_randn(r, n, 1);
+    t_fill_randn(dy, n, 1);
+    t_fill_randn(z, nl, 3);
+    t_fill_randn(g, C, 1);
+    t_fill_randn(bt, C, 1);
+    for (int64_t i = 0; i < nl; i++) t[i] = t_unif() < 0.05;
+    uint32_t off[B + 1];
+    uint16_t lab[4 * B];
+    float prob[4 * B];
+    off[0] = 0;
+    for (int b = 0; b < B; b++) {
+        off[b + 1] = off[b] + 1 + b % 4;
+        for (uint32_t j = off[b]; j < off[b + 1]; j++) {
+            lab[j] = (uint16_t)(t_next() % N);
+            prob[j] = (float)t_unif();
+        }
+    }
+    for (int k = 0; k < 2; k++) {
+        nn_backend_t *e = bes[k];
+        y[k] = malloc(sizeof(float) * n);
+        dx[k] = malloc(sizeof(float) * n);
+        a[k] = malloc(sizeof(float) * n);
+        ab[k] = malloc(sizeof(float) * n);
+        dl[k] = malloc(sizeof(float) * nl);
+        dp[k] = malloc(sizeof(float) * nl);
+        p[k] = malloc(sizeof(float) * n);
+        v[k] = malloc(sizeof(float) * n);
+        float *rm = ms[k], *rv = ms[k] + C, *mean = ms[k] + 2 * C, *inv = ms[k] + 3 * C, dg[C], db[C];
+        for (int c = 0; c < C; c++) rm[c] = 0, rv[c] = 1;
+        e->bn_fwd_train(e, x, g, bt, B, C, HW, NN_BN_EPS, 0.1f, rm, rv, y[k], mean, inv);
+        e->bn_bwd(e, x, dy, g, mean, inv, B, C, HW, dx[k], dg, db);
+        memcpy(rm, dg, sizeof dg); /* the statistics were compared through mean and invstd */
+        memcpy(rv, db, sizeof db);
+        e->act_fwd(e, x, r, n, NN_ACT_SILU, a[k]);
+        e->act_bwd(e, dy, x, n, NN_ACT_RELU, ab[k]);
+        e->add(e, a[k], ab[k], n, a[k]);
+        memset(st[k], 0, sizeof st[k]);
+        e->legal_loss(e, z, t, B, N, 0.5f, dl[k], st[k]);
+        e->policy_loss(e, z, off, lab, prob, B, N, 0.5f, dp[k], st[k]);
+        ss[k] = 0;
+        e->sum_squares(e, x, n, &ss[k]);
+        memcpy(p[k], x, sizeof(float) * n);
+        memset(v[k], 0, sizeof(float) * n);
+        nn_sgd_args_t sa = {0.1f, 0.9f, 1e-4f, 1.0f, 1};
+        e->sgd_step(e, p[k], dy, v[k], n, &ss[k], &sa);
+        KOMA_ASSERT(!nn_backend_error(e));
+    }
+    t_compare("threads: bn_fwd_train", y[1], y[0], n, 1e-5, 1e-5);
+    t_compare("threads: bn mean, invstd, dgamma, dbeta", ms[1], ms[0], 4 * C, 1e-5, 1e-5);
+    t_compare("threads: bn_bwd", dx[1], dx[0], n, 1e-5, 1e-5);
+    t_compare("threads: act_fwd silu + act_bwd relu, add", a[1], a[0], n, 0, 0);
+    t_compare("threads: legal_loss gradient", dl[1], dl[0], nl, 0, 0);
+    t_compare("threads: policy_loss gradient", dp[1], dp[0], nl, 0, 0);
+    t_compare("threads: loss sums", st[1], st[0], NN_STAT_NB, 1e-3, 1e-6);
+    t_compare("threads: sum_squares", &ss[1], &ss[0], 1, 0, 1e-6);
+    t_compare("threads: sgd_step", p[1], p[0], n, 1e-6, 1e-6);
+    for (int k = 0; k < 2; k++) {
+        free(y[k]), free(dx[k]), free(a[k]), free(ab[k]), free(dl[k]), free(dp[k]), free(p[k]), free(v[k]);
+        nn_backend_free(bes[k]);
+    }
+    free(x), free(r), free(dy), free(z), free(t);
+}
+
 int main(void) {
     be = nn_backend_cpu_new(0);
     test_gather_timer();
@@ -666,6 +744,7 @@ int main(void) {
     test_losses();
     test_sgd();
     test_schedule();
+    test_threads();
     nn_backend_free(be);
     return t_done("test_nn_ops");
 }
