@@ -56,7 +56,7 @@ nn_server_config_t nn_server_config_default(void) {
     c.streams = 0;
     c.cpu_threads = 0;
     c.max_batch = 256;
-    c.gather_us = 1000;
+    c.gather_us = -1;
     c.queue_positions = 0;
     c.max_tickets = 0;
     c.generation = 1;
@@ -615,7 +615,7 @@ nn_server_t *nn_server_new(const nn_server_config_t *cfg_in, const char *weights
         set_err(err, errlen, "nn_server_new: give exactly one of a weights file and a net");
         return NULL;
     }
-    if (cfg.max_batch < 1 || cfg.max_batch > 65536 || cfg.gather_us < 0 || cfg.streams < 0 ||
+    if (cfg.max_batch < 1 || cfg.max_batch > 65536 || cfg.gather_us < -1 || cfg.streams < 0 ||
         cfg.streams > 64 || cfg.queue_positions < 0 || cfg.max_tickets < 0 || cfg.max_tickets > (1 << 20)) {
         set_err(err, errlen, "nn_server_new: configuration out of range (max_batch %d, gather_us %d, streams %d, "
                 "queue_positions %d, max_tickets %d)", cfg.max_batch, cfg.gather_us, cfg.streams,
@@ -644,6 +644,11 @@ nn_server_t *nn_server_new(const nn_server_config_t *cfg_in, const char *weights
     if (srv->cfg.queue_positions == 0) srv->cfg.queue_positions = 4 * srv->cfg.max_batch * srv->cfg.streams;
     if (srv->cfg.max_tickets == 0) srv->cfg.max_tickets = 1024;
     if (srv->cfg.generation <= 0) srv->cfg.generation = 1;
+    /* -1: a core gains little from a batch fuller than what one self-play
+     * half submits (32 rows), and a CPU worker waiting for one leaves its core
+     * idle (bench_selfplay 1.67 -> 1.88 cores, +23% positions/s,
+     * docs/BENCHMARKS.md); a GPU batch is worth a millisecond. */
+    if (srv->cfg.gather_us < 0) srv->cfg.gather_us = srv->use_cuda ? 1000 : 0;
     srv->gather_ns = (int64_t)srv->cfg.gather_us * 1000;
     int32_t total = srv->cfg.cpu_threads > 0 ? srv->cfg.cpu_threads : compat_cpu_count();
     srv->cpu_threads_each = total / srv->cfg.streams > 0 ? total / srv->cfg.streams : 1;
@@ -1040,6 +1045,7 @@ void nn_server_stats(nn_server_t *srv, nn_server_stats_t *st) {
     st->generation = atomic_load(&srv->generation);
     st->publishes = atomic_load(&srv->n_publishes);
     st->workers = srv->n_workers;
+    st->gather_us = srv->cfg.gather_us;
     st->backend = srv->backend_name;
     int64_t busy = atomic_load(&srv->busy_ns), now = compat_now_ns();
     compat_mutex_lock(&srv->stats_mu);

@@ -30,6 +30,8 @@
  * A worker that finds fewer than max_batch positions waiting waits at most
  * gather_us, counted from the arrival of the oldest waiting submission, then
  * runs what it has: a lone client is served within gather_us + one forward.
+ * gather_us -1 (the default) is 0 on CPU workers, which gain little from a
+ * fuller batch and leave their core idle while they wait, and 1000 on CUDA.
  *
  * Generations: every published net gets a generation (monotonic). All the
  * positions of one submission are evaluated by the same net, even when the
@@ -99,7 +101,7 @@ typedef struct {
     int32_t streams;         /* device workers; 0: 1 on cpu, 2 on cuda */
     int32_t cpu_threads;     /* cpu: BLAS threads in all, split among workers; <= 0: all CPUs */
     int32_t max_batch;       /* positions per device batch (256) */
-    int32_t gather_us;       /* wait for a fuller batch at most this long (1000 us) */
+    int32_t gather_us;       /* wait for a fuller batch at most this long (-1: 0 on the CPU, 1000 on CUDA) */
     int32_t queue_positions; /* positions waiting for a worker; 0: 4 * max_batch * streams */
     int32_t max_tickets;     /* unconsumed tickets; 0: 1024 */
     int64_t generation;      /* generation of the initial net (1) */
@@ -150,6 +152,7 @@ typedef struct {
     int64_t generation;     /* generation of the current net */
     int32_t publishes;      /* successful publishes */
     int32_t workers;        /* device workers */
+    int32_t gather_us;      /* the gather wait in force (the configuration's -1 resolved) */
     const char *backend;    /* "cpu" or "cuda" */
 } nn_server_stats_t;
 

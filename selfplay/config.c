@@ -65,7 +65,7 @@ int sp_config_flags(sp_config_t *c, cfg_opt_t *opts, int cap) {
         {"device", CFG_TYPE_INT, &c->device, 0, 64, "CUDA device of the inference server", "0"},
         {"streams", CFG_TYPE_INT, &c->streams, 0, 64, "inference device workers (0 = cpu: one per CPU thread of cpu-threads; cuda: 2)", "0"},
         {"max-batch", CFG_TYPE_INT, &c->max_batch, 1, 65536, "positions per inference batch", "256"},
-        {"gather-us", CFG_TYPE_INT, &c->gather_us, 0, 1e7, "inference: wait this long for a fuller batch", "1000"},
+        {"gather-us", CFG_TYPE_INT, &c->gather_us, -1, 1e7, "inference: wait at most this long for a fuller batch (-1 = cpu: 0, run what is queued at once; cuda: 1000)", "-1"},
         {"cpu-threads", CFG_TYPE_INT, &c->cpu_threads, 0, 4096, "CPU inference BLAS threads in all, split among the streams (0 = all CPUs)", "0"},
         {"eval-every", CFG_TYPE_INT, &c->eval_every, 0, 1e6,
          "every K cycles the new net plays the one K cycles older (0 = no evaluation)", "1"},
@@ -178,7 +178,7 @@ nn_server_config_t sp_config_server(const sp_config_t *c) {
     if (s.streams == 0 && !strcmp(c->backend, "cpu"))
         s.streams = s.cpu_threads > 0 ? s.cpu_threads : compat_cpu_count();
     s.max_batch = (int32_t)c->max_batch;
-    s.gather_us = (int32_t)c->gather_us;
+    s.gather_us = (int32_t)c->gather_us; /* -1: the server's choice for its backend */
     s.expect_features_version = ENC_FEATURES_VERSION;
     /* Every worker keeps two submissions of up to half its games' leaves in
      * flight: the queue must hold them all, or submitters block on each other. */

@@ -66,7 +66,7 @@ typedef struct {
     int64_t device;                /* CUDA device */
     int64_t streams;               /* device workers (2; 0: backend default) */
     int64_t max_batch;             /* positions per device batch (256) */
-    int64_t gather_us;             /* wait for a fuller batch at most this long (1000) */
+    int64_t gather_us;             /* wait for a fuller batch at most this long (-1: cpu 0, cuda 1000) */
     int64_t cpu_threads;           /* CPU backend BLAS threads in all, split among the workers (2; 0: all CPUs) */
     /* in-loop evaluation (match/play.h) */
     int64_t eval_every;            /* model c plays model c-K when c % K == 0; 0 = never (1) */

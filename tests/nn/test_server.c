@@ -417,6 +417,17 @@ static void test_lone_client_and_fifo(void) {
     CHECK(ms < 1000.0);
     CHECK(sub_mismatches(&u[0], 0, NULL) == 0);
 
+    /* gather -1 (the default): no waiting on CPU workers */
+    nn_server_free(srv);
+    cfg = test_config(256, 1, -1);
+    srv = nn_server_new(&cfg, t_path("a.safetensors"), NULL, err, sizeof(err));
+    KOMA_ASSERT(srv);
+    nn_server_stats_t gst;
+    nn_server_stats(srv, &gst);
+    CHECKF(gst.gather_us == 0 && nn_server_config_default().gather_us == -1,
+           "default gather on the CPU: %d us (configuration default %d)", gst.gather_us,
+           nn_server_config_default().gather_us);
+
     /* FIFO with one worker: when the last ticket is done, all earlier are */
     for (int rep = 0; rep < 5; rep++) {
         for (int i = 0; i < 12; i++) {
