@@ -76,8 +76,9 @@ typedef struct {
     int32_t threads;  /* OpenMP threads of the ops below (BN, elementwise, losses) */
 } cpu_ctx_t;
 
-/* Threads for an op over n floats: the instance's, or 1 when n is small. */
-static int32_t team_for(const nn_backend_t *be, int64_t n) {
+/* Threads for an op over n floats: the instance's, or 1 when n is small
+ * (named in the ops' NN_OMP num_threads clauses; inline: unused without OpenMP). */
+static inline int32_t team_for(const nn_backend_t *be, int64_t n) {
     const cpu_ctx_t *c = be->ctx;
     return n >= NN_PAR_MIN && c->threads > 1 ? c->threads : 1;
 }
@@ -355,9 +356,7 @@ static void cpu_bn_fwd_train(nn_backend_t *be, const float *x, const float *gamm
                              float *save_mean, float *save_invstd) {
     if (cpu_skip(be, "bn_fwd_train", NULL)) return;
     int64_t n = (int64_t)B * HW;
-    int32_t nt = team_for(be, n * C);
-    (void)nt;
-    NN_OMP(omp parallel for num_threads(nt) schedule(static))
+    NN_OMP(omp parallel for num_threads(team_for(be, n * C)) schedule(static))
     for (int32_t c = 0; c < C; c++) {
         double s = 0;
         for (int32_t b = 0; b < B; b++) {
@@ -395,9 +394,7 @@ static void cpu_bn_bwd(nn_backend_t *be, const float *x, const float *dy, const 
                        int32_t HW, float *dx, float *dgamma, float *dbeta) {
     if (cpu_skip(be, "bn_bwd", NULL)) return;
     int64_t n = (int64_t)B * HW;
-    int32_t nt = team_for(be, n * C);
-    (void)nt;
-    NN_OMP(omp parallel for num_threads(nt) schedule(static))
+    NN_OMP(omp parallel for num_threads(team_for(be, n * C)) schedule(static))
     for (int32_t c = 0; c < C; c++) {
         float m = save_mean[c], is = save_invstd[c];
         double sdy = 0, sdyx = 0;
@@ -439,16 +436,14 @@ static void cpu_bn_fold(nn_backend_t *be, const float *w, const float *gamma, co
 static void cpu_act_fwd(nn_backend_t *be, const float *x, const float *res, int64_t n, nn_act_t act,
                         float *y) {
     if (cpu_skip(be, "act_fwd", NULL)) return;
-    int32_t nt = team_for(be, n);
-    (void)nt;
     if (act == NN_ACT_RELU) {
-        NN_OMP(omp parallel for simd num_threads(nt) schedule(static))
+        NN_OMP(omp parallel for simd num_threads(team_for(be, n)) schedule(static))
         for (int64_t i = 0; i < n; i++) {
             float z = res ? x[i] + res[i] : x[i];
             y[i] = z > 0.0f ? z : 0.0f;
         }
     } else {
-        NN_OMP(omp parallel for num_threads(nt) schedule(static))
+        NN_OMP(omp parallel for num_threads(team_for(be, n)) schedule(static))
         for (int64_t i = 0; i < n; i++) {
             float z = res ? x[i] + res[i] : x[i];
             y[i] = z / (1.0f + expf(-z));
@@ -458,9 +453,7 @@ static void cpu_act_fwd(nn_backend_t *be, const float *x, const float *res, int6
 
 static void cpu_add(nn_backend_t *be, const float *a, const float *b, int64_t n, float *y) {
     if (cpu_skip(be, "add", NULL)) return;
-    int32_t nt = team_for(be, n);
-    (void)nt;
-    NN_OMP(omp parallel for simd num_threads(nt) schedule(static))
+    NN_OMP(omp parallel for simd num_threads(team_for(be, n)) schedule(static))
     for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i];
 }
 
@@ -483,13 +476,11 @@ static void cpu_gather(nn_backend_t *be, const float *src, const int32_t *idx, i
 static void cpu_act_bwd(nn_backend_t *be, const float *dy, const float *z, int64_t n, nn_act_t act,
                         float *dx) {
     if (cpu_skip(be, "act_bwd", NULL)) return;
-    int32_t nt = team_for(be, n);
-    (void)nt;
     if (act == NN_ACT_RELU) {
-        NN_OMP(omp parallel for simd num_threads(nt) schedule(static))
+        NN_OMP(omp parallel for simd num_threads(team_for(be, n)) schedule(static))
         for (int64_t i = 0; i < n; i++) dx[i] = z[i] > 0.0f ? dy[i] : 0.0f;
     } else {
-        NN_OMP(omp parallel for num_threads(nt) schedule(static))
+        NN_OMP(omp parallel for num_threads(team_for(be, n)) schedule(static))
         for (int64_t i = 0; i < n; i++) {
             float s = 1.0f / (1.0f + expf(-z[i]));
             dx[i] = dy[i] * s * (1.0f + z[i] * (1.0f - s));
@@ -545,9 +536,7 @@ static void cpu_policy_loss(nn_backend_t *be, const float *logits, const uint32_
                             float scale, float *dlogits, float *stats) {
     if (cpu_skip(be, "policy_loss", NULL)) return;
     double loss = 0, correct = 0;
-    int32_t nt = team_for(be, (int64_t)B * N);
-    (void)nt;
-    NN_OMP(omp parallel for num_threads(nt) schedule(static) reduction(+ : loss, correct))
+    NN_OMP(omp parallel for num_threads(team_for(be, (int64_t)B * N)) schedule(static) reduction(+ : loss, correct))
     for (int32_t b = 0; b < B; b++) {
         const float *z = logits + (int64_t)b * N;
         float *d = dlogits + (int64_t)b * N;
@@ -617,9 +606,7 @@ static void cpu_legal_loss(nn_backend_t *be, const float *logits, const float *t
     double loss = 0;
     int64_t tp = 0, fp = 0, fn = 0;
     int64_t n = (int64_t)B * N;
-    int32_t nt = team_for(be, n);
-    (void)nt;
-    NN_OMP(omp parallel for num_threads(nt) schedule(static) reduction(+ : loss, tp, fp, fn))
+    NN_OMP(omp parallel for num_threads(team_for(be, n)) schedule(static) reduction(+ : loss, tp, fp, fn))
     for (int64_t i = 0; i < n; i++) {
         float z = logits[i], t = target[i];
         float e = expf(-fabsf(z)); /* in (0, 1]: no overflow */
@@ -641,9 +628,7 @@ static void cpu_legal_loss(nn_backend_t *be, const float *logits, const float *t
 static void cpu_sum_squares(nn_backend_t *be, const float *x, int64_t n, float *out) {
     if (cpu_skip(be, "sum_squares", NULL)) return;
     double s = 0;
-    int32_t nt = team_for(be, n);
-    (void)nt;
-    NN_OMP(omp parallel for simd num_threads(nt) schedule(static) reduction(+ : s))
+    NN_OMP(omp parallel for simd num_threads(team_for(be, n)) schedule(static) reduction(+ : s))
     for (int64_t i = 0; i < n; i++) s += (double)x[i] * x[i];
     *out += (float)s;
 }
@@ -660,9 +645,8 @@ static void cpu_sgd_step(nn_backend_t *be, float *p, const float *g, float *v, i
         if (c < 1.0f) scale = c;
     }
     float decay = 1.0f - a->lr * a->weight_decay, mu = a->momentum, lr = a->lr;
-    int32_t nesterov = a->nesterov, nt = team_for(be, n);
-    (void)nt;
-    NN_OMP(omp parallel for simd num_threads(nt) schedule(static))
+    int32_t nesterov = a->nesterov;
+    NN_OMP(omp parallel for simd num_threads(team_for(be, n)) schedule(static))
     for (int64_t i = 0; i < n; i++) {
         float gi = g[i] * scale;
         float vi = mu * v[i] + gi;

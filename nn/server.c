@@ -646,7 +646,7 @@ nn_server_t *nn_server_new(const nn_server_config_t *cfg_in, const char *weights
     if (srv->cfg.generation <= 0) srv->cfg.generation = 1;
     /* -1: a core gains little from a batch fuller than what one self-play
      * half submits (32 rows), and a CPU worker waiting for one leaves its core
-     * idle (bench_selfplay 1.67 -> 1.88 cores, +23% positions/s,
+     * idle (bench_selfplay on 2 cores: 1.67 -> 1.87-1.89 cores,
      * docs/BENCHMARKS.md); a GPU batch is worth a millisecond. */
     if (srv->cfg.gather_us < 0) srv->cfg.gather_us = srv->use_cuda ? 1000 : 0;
     srv->gather_ns = (int64_t)srv->cfg.gather_us * 1000;
