@@ -99,7 +99,7 @@ static void test_pipe(const char *base) {
     char dir[700], out[760];
     snprintf(dir, sizeof dir, "%s/pipe", base);
     snprintf(out, sizeof out, "%s/pipe.txt", base);
-    const char *argv[] = {SP_ARGS(dir, "2", "0.3"), NULL};
+    const char *argv[] = {SP_ARGS(dir, "2", "0.05"), NULL};
     int status = -1;
     char err[512];
     CHECK(compat_run_io(argv, out, out, &status, err, sizeof err) == 0 && status == 0);
@@ -136,7 +136,7 @@ static int test_pty(const char *base) {
     char dir[700], out[760], err[512];
     snprintf(dir, sizeof dir, "%s/tty", base);
     snprintf(out, sizeof out, "%s/tty.txt", base);
-    const char *argv[] = {SP_ARGS(dir, "2", "0.2"), NULL};
+    const char *argv[] = {SP_ARGS(dir, "2", "0.05"), NULL};
     int status = -1;
     if (compat_run_pty(argv, COLS, out, &status, err, sizeof err) != 0) {
         printf("  no pseudo-terminal: %s\n", err);
