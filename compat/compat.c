@@ -168,6 +168,20 @@ int64_t compat_now_ns(void) {
 #endif
 }
 
+int64_t compat_cpu_time_ns(void) {
+#ifdef _WIN32
+    FILETIME created, exited, kernel, user; /* 100-ns units */
+    if (!GetProcessTimes(GetCurrentProcess(), &created, &exited, &kernel, &user)) return 0;
+    uint64_t k = ((uint64_t)kernel.dwHighDateTime << 32) | kernel.dwLowDateTime;
+    uint64_t u = ((uint64_t)user.dwHighDateTime << 32) | user.dwLowDateTime;
+    return (int64_t)(k + u) * 100;
+#else
+    struct timespec ts;
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) return 0;
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+#endif
+}
+
 void compat_sleep_ms(int64_t ms) {
     if (ms <= 0) return;
 #ifdef _WIN32

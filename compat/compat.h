@@ -67,6 +67,9 @@ void compat_cond_broadcast(compat_cond_t *c);
 int64_t compat_now_ns(void);
 static inline int64_t compat_now_ms(void) { return compat_now_ns() / 1000000; }
 void compat_sleep_ms(int64_t ms);
+/* CPU time (user + system) this process has used so far, all its threads, in
+ * nanoseconds; child processes are not counted. */
+int64_t compat_cpu_time_ns(void);
 /* Number of online logical CPUs, at least 1. */
 int compat_cpu_count(void);
 /* The process's address-space limit in bytes (RLIMIT_AS, `ulimit -v`), or

@@ -24,6 +24,9 @@ int sp_config_flags(sp_config_t *c, cfg_opt_t *opts, int cap) {
     const cfg_opt_t all[] = {
         {"run", CFG_TYPE_STRING, c->run, 1, 0, "run directory (koma.db, shards/, models/, log)", "runs/default", NULL, sizeof c->run},
         {"cycles", CFG_TYPE_INT, &c->cycles, 1, 1e9, "stop when this many nets are published in all (resumes count)", "10"},
+        {"cpu-minutes", CFG_TYPE_DOUBLE, &c->cpu_minutes, 0, 1e9,
+         "stop (as Ctrl-C does) once this invocation used this many CPU-minutes, all its threads; outside engines "
+         "not counted; for comparisons at equal CPU time (0 = no limit)", "0"},
         {"games-per-cycle", CFG_TYPE_INT, &c->games_per_cycle, 1, 1e9, "games played per cycle (per published net)", "24"},
         {"shard-games", CFG_TYPE_INT, &c->shard_games, 0, 1e9, "games per shard file (0 = one shard per cycle)", "8"},
         {"sync-train", CFG_TYPE_BOOL, &c->sync_train, 1, 0, "wait for each new net before playing on", "0"},

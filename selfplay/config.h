@@ -29,6 +29,7 @@ typedef struct {
     /* run */
     char run[CFG_STRING_MAX];      /* run directory ("runs/default") */
     int64_t cycles;                /* published nets in total, counting resumed ones (10) */
+    double cpu_minutes;            /* stop once this process used this much CPU time; 0 = no limit (0) */
     int64_t games_per_cycle;       /* games a cycle plays before its net is trained (24) */
     int64_t shard_games;           /* games per shard; 0: one shard per cycle (8) */
     int sync_train;                /* 1: wait for each net before playing on (0: overlap) */
@@ -83,7 +84,7 @@ void sp_config_default(sp_config_t *c);
 
 /* Writes the self-play flags into opts (cap entries at least SP_CONFIG_NFLAGS);
  * returns how many. The table points into *c. */
-#define SP_CONFIG_NFLAGS 52
+#define SP_CONFIG_NFLAGS 53
 int sp_config_flags(sp_config_t *c, cfg_opt_t *opts, int cap);
 
 /* Checks combinations the per-flag ranges cannot (and that every

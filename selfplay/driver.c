@@ -885,6 +885,7 @@ int sp_run_job(const sp_config_t *cfg, const train_config_t *tcfg, const char *c
     compat_hostname(d->host, sizeof d->host);
 
     int rc = SP_EXIT_ERROR;
+    bool budget = false; /* --cpu-minutes ended the run (read after out:) */
     if (dist && dist_size(dist) > 1) { /* before anything can fail: the other ranks must hear the end */
         d->dist = dist;
         d->mail = dist_mail_start(dist, SP_RANKS_IN_FLIGHT, SP_RANKS_INBOX, e, sizeof e);
@@ -915,7 +916,13 @@ int sp_run_job(const sp_config_t *cfg, const train_config_t *tcfg, const char *c
     sp_record_t *recs[SP_TAKE_MAX];
     static sp_ranks_game_t rgames[SP_TAKE_MAX]; /* one driver per process */
     bool interrupted = false;
+    const int64_t cpu_limit_ns = (int64_t)(cfg->cpu_minutes * 60e9);
     for (;;) {
+        if (cpu_limit_ns > 0 && !budget && compat_cpu_time_ns() >= cpu_limit_ns) {
+            dlog(d, "CPU budget of %g minutes used: stopping as on Ctrl-C", cfg->cpu_minutes);
+            budget = true;
+            compat_request_stop(); /* every thread stops as on a signal */
+        }
         if (compat_stop_requested()) {
             interrupted = true;
             break;
@@ -971,7 +978,7 @@ int sp_run_job(const sp_config_t *cfg, const train_config_t *tcfg, const char *c
         stop_selfplay(d, true, e, sizeof e);
         if (e[0]) dlog(d, "warning: %s", e);
         sp_gauntlet_finish(d->gauntlet);
-        rc = SP_EXIT_INTERRUPTED;
+        rc = budget ? SP_EXIT_DONE : SP_EXIT_INTERRUPTED;
     } else {
         progress(d, true);
         finish_ranks(d, SP_EXIT_DONE, false);
@@ -1000,6 +1007,10 @@ out:
         snprintf(err, errlen, "%" PRId64 " database write(s) failed during the run; the last: %s", d->db_failures,
                  d->db_failure);
         rc = SP_EXIT_ERROR;
+    }
+    if (budget && rc == SP_EXIT_DONE) {
+        fprintf(stderr, "CPU budget of %g minutes used: everything committed is kept; the same command goes on\n",
+                cfg->cpu_minutes);
     }
     if (rc == SP_EXIT_INTERRUPTED) {
         fprintf(stderr, "interrupted: everything committed is kept; run the same command to resume\n");

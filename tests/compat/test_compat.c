@@ -383,6 +383,19 @@ int main(int argc, char **argv) {
     CHECK(rc == 1);
     CHECK(dt >= 25 * 1000000LL);
     CHECK(compat_cpu_count() >= 1);
+
+    /* CPU time: a sleep adds (almost) none, a busy loop adds about its length. */
+    int64_t c0 = compat_cpu_time_ns();
+    CHECK(c0 > 0);
+    compat_sleep_ms(100);
+    int64_t c1 = compat_cpu_time_ns();
+    CHECK(c1 >= c0 && c1 - c0 < 40 * 1000000LL);
+    volatile uint64_t spin = 0;
+    int64_t w0 = compat_now_ns();
+    while (compat_now_ns() - w0 < 150 * 1000000LL) spin += 1;
+    int64_t c2 = compat_cpu_time_ns();
+    CHECK(c2 - c1 >= 30 * 1000000LL); /* 150 ms of spinning on a loaded machine: at least 30 ms of CPU */
+    CHECK(c2 - c1 <= 600 * 1000000LL);
     compat_cond_destroy(&s.cv);
     compat_mutex_destroy(&s.mu);
     compat_remove_file(path);

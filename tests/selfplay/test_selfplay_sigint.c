@@ -18,8 +18,9 @@
 
 #define MAX_PLY 60
 
-static compat_proc_t *start(const char *dir, const char *log, const char *cycles) {
-    const char *argv[] = {KOMA_SELFPLAY_BIN, "--run", dir, "--cycles", cycles, "--games-per-cycle", "6",
+static compat_proc_t *start(const char *dir, const char *log, const char *cycles, const char *cpu_minutes) {
+    const char *argv[] = {KOMA_SELFPLAY_BIN, "--run", dir, "--cycles", cycles, "--cpu-minutes", cpu_minutes,
+                          "--games-per-cycle", "6",
                           "--shard-games", "1", "--threads", "1", "--games-per-thread", "4", "--leaves-per-game", "2",
                           "--visits", "16", "--visits-fast", "8", "--gumbel-m", "8", "--max-ply", "60", "--net", "2x16",
                           "--progress", "0", "--min-steps-per-cycle", "2", "--max-steps-per-cycle", "4", "--batch", "16",
@@ -39,7 +40,7 @@ int main(void) {
     snprintf(dir, sizeof dir, "%s/run", base);
     snprintf(log, sizeof log, "%s/child.log", base);
 
-    compat_proc_t *p = start(dir, log, "4");
+    compat_proc_t *p = start(dir, log, "4", "0");
     int status = -1;
     int64_t before = 0;
     for (int i = 0; i < 1200 && (before = committed_games(dir)) < 2; i++)
@@ -68,7 +69,7 @@ int main(void) {
     free(text);
 
     /* The same command finishes the run. */
-    p = start(dir, log, "4");
+    p = start(dir, log, "4", "0");
     still = compat_proc_wait(p, 240000, &status);
     if (still) compat_proc_kill(p);
     compat_proc_free(p);
@@ -76,6 +77,25 @@ int main(void) {
     check_run(dir, CHECK_RUN_REPLAY | CHECK_RUN_CLEAN | CHECK_RUN_LOAD_MODELS, MAX_PLY, &rs);
     CHECKF(rs.latest_cycle == 4 && rs.games >= 24, "resumed run: model %d, %lld games", rs.latest_cycle,
            (long long)rs.games);
+
+    /* --cpu-minutes: the same run goes on until this invocation has used 3 CPU-seconds, then
+     * stops as on Ctrl-C, but with status 0 and a log line that says why. */
+    int64_t games_before = rs.games;
+    t0 = compat_now_ms();
+    p = start(dir, log, "100000", "0.05");
+    still = compat_proc_wait(p, 240000, &status);
+    took = (double)(compat_now_ms() - t0) / 1000.0;
+    if (still) compat_proc_kill(p);
+    compat_proc_free(p);
+    printf("  --cpu-minutes 0.05: exit %d after %.2f s\n", status, took);
+    CHECKF(still == 0 && status == 0, "--cpu-minutes run: %s, status %d", still ? "timed out" : "exited", status);
+    check_run(dir, CHECK_RUN_REPLAY | CHECK_RUN_CLEAN, MAX_PLY, &rs);
+    CHECKF(rs.games > games_before && rs.latest_cycle < 1000, "--cpu-minutes run: %lld games (before %lld), model %d",
+           (long long)rs.games, (long long)games_before, rs.latest_cycle);
+    text = compat_read_file(log, &n, NULL, 0);
+    CHECKF(text && strstr(text, "CPU budget of 0.05 minutes used"), "the log does not say the CPU budget ended it");
+    free(text);
+
     if (atomic_load(&g_fail)) {
         text = compat_read_file(log, &n, NULL, 0);
         if (text) fprintf(stderr, "---- child log (last 3000 bytes) ----\n%s\n", n > 3000 ? text + n - 3000 : text);
