@@ -106,6 +106,7 @@ static cu_algo_set_t *g_algo_sets; /* process lifetime (reachable: not a leak) *
 typedef struct cu_plan {
     int B, cin, cout, k;
     int nhwc; /* BF16 copies in NHWC / KRSC (plan_make_desc) */
+    int unfused; /* cudnnConvolutionBiasActivationForward refused this shape: conv_fwd + act_fwd */
     cudnnTensorDescriptor_t xd, yd;
     cudnnFilterDescriptor_t wd;
     cudnnConvolutionDescriptor_t cd[DIR_NB]; /* one per direction: math types differ */
@@ -139,6 +140,9 @@ typedef struct {
     cu_dbuf_t cws;     /* cuDNN workspace */
     cu_dbuf_t stage;   /* BF16 copies when the caller passes no conv workspace */
     cu_plan_t *plans[CU_PLAN_BUCKETS];
+    /* conv_fwd_act (FP32 / TF32): bias (1, C, 1, 1) and the two activations */
+    cudnnTensorDescriptor_t biasd;
+    cudnnActivationDescriptor_t act_relu, act_id;
     /* KOMA_CUDA_OPTIME=1: an event at the start of every op (and of the parts
      * of a conv); the device time between two events is the earlier one's.
      * Printed to stderr when the instance is freed (cu_optime_report). */
@@ -577,6 +581,37 @@ __global__ void k_bf2f_t(const __nv_bfloat16 *x, float *y, int R, int S, const f
             int64_t o = off + (int64_t)r * S + s;
             y[o] = accumulate ? y[o] + v : v;
         }
+    }
+}
+
+// x (B, R, S) bf16 -> y (B, S, R) bf16: a native BF16 NHWC activation to
+// NCHW (R = 81, S = C) or back (R = C, S = 81). Layout only.
+__global__ void k_bf_t(const __nv_bfloat16 *x, __nv_bfloat16 *y, int R, int S) {
+    __shared__ __nv_bfloat16 t[CU_TILE][CU_TILE + 1];
+    int64_t off = (int64_t)blockIdx.z * R * S;
+    int r0 = blockIdx.y * CU_TILE, s0 = blockIdx.x * CU_TILE;
+    for (int j = threadIdx.y; j < CU_TILE; j += blockDim.y) {
+        int r = r0 + j, s = s0 + threadIdx.x;
+        if (r < R && s < S) t[j][threadIdx.x] = x[off + (int64_t)r * S + s];
+    }
+    __syncthreads();
+    for (int j = threadIdx.y; j < CU_TILE; j += blockDim.y) {
+        int s = s0 + j, r = r0 + threadIdx.x;
+        if (r < R && s < S) y[off + (int64_t)s * R + r] = t[threadIdx.x][j];
+    }
+}
+// CPU twin: the epilogue of cpu conv_fwd_act (conv_fwd's bias, then
+// cpu_act_fwd). y (n elements, NHWC with C channels, BF16, in place) =
+// act(y + bias[c] + res), res (NHWC BF16) or NULL, act < 0: none; one
+// rounding to BF16 at the end.
+__global__ void k_epi_nhwc(__nv_bfloat16 *y, const float *bias, const __nv_bfloat16 *res, int64_t n, int C, int act) {
+    GRID_STRIDE(i, n) {
+        float z = __bfloat162float(y[i]);
+        if (bias) z += bias[(int)(i % C)];
+        if (res) z += __bfloat162float(res[i]);
+        if (act == NN_ACT_RELU) z = z > 0.0f ? z : 0.0f;
+        else if (act == NN_ACT_SILU) z = z / (1.0f + expf(-z));
+        y[i] = __float2bfloat16_rn(z);
     }
 }
 
@@ -1371,6 +1406,115 @@ static void cu_conv_fwd(nn_backend_t *be, const float *x, const float *w, const 
     if (from_bf16(c, st.y, y, B, cout, NN_HW, bias, 0, p->nhwc)) cu_poison(c, y, ny);
 }
 
+static void cu_act_fwd(nn_backend_t *be, const float *x, const float *res, int64_t n, nn_act_t act, float *y);
+
+/* (B, R, S) -> (B, S, R), BF16 to BF16 */
+static bool bf_transpose(cu_ctx_t *c, const __nv_bfloat16 *x, __nv_bfloat16 *y, int B, int R, int S) {
+    dim3 blk(CU_TILE, 8);
+    for (int b0 = 0; b0 < B; b0 += 65535) {
+        int nb = B - b0 < 65535 ? B - b0 : 65535;
+        int64_t off = (int64_t)b0 * R * S;
+        k_bf_t<<<dim3((S + CU_TILE - 1) / CU_TILE, (R + CU_TILE - 1) / CU_TILE, nb), blk, 0, c->stream>>>(x + off, y + off,
+                                                                                                       R, S);
+        if (!LAUNCH_CHECK(c, "k_bf_t")) return false;
+    }
+    return true;
+}
+
+/* The backend's native activation layout (NN_CONV_*_NATIVE) for a tensor of
+ * C channels: BF16 NHWC where the instance runs BF16 and C % 8 == 0 (the
+ * layout cuDNN's tensor-core kernels read and write, in the first half of the
+ * bytes of the float NCHW tensor it stands for), else float NCHW. */
+static bool native_bf16(const cu_ctx_t *c, int C) { return c->bf16 && C % 8 == 0; }
+
+/* FP32 / TF32: y = act(conv(x, w) + bias + res) in one cuDNN call, where cuDNN
+ * takes the shape (ReLU; the identity only with IMPLICIT_PRECOMP_GEMM). Returns
+ * false, with no error recorded, where it does not: the caller runs the two ops. */
+static bool fused_fp32(cu_ctx_t *c, cu_plan_t *p, const float *x, const float *w, const float *bias,
+                       const float *res, int cout, int act, float *y) {
+    cudnnConvolutionFwdAlgo_t algo = (cudnnConvolutionFwdAlgo_t)p->algo[DIR_FWD];
+    if (p->unfused || !bias || (act != NN_ACT_RELU && act >= 0) ||
+        (act < 0 && algo != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM))
+        return false;
+    if (!CUDNN_CHECK(c, cudnnSetTensor4dDescriptor(c->biasd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, cout, 1, 1)))
+        return true; /* error recorded */
+    const float one = 1.0f, zero = 0.0f;
+    cudnnStatus_t st = cudnnConvolutionBiasActivationForward(
+        c->cudnn, &one, p->xd, x, p->wd, w, p->cd[DIR_FWD], algo, c->cws.p, p->ws[DIR_FWD], res ? &one : &zero, p->yd,
+        res ? (const void *)res : (const void *)y, c->biasd, bias, act < 0 ? c->act_id : c->act_relu, p->yd, y);
+    if (st == CUDNN_STATUS_NOT_SUPPORTED || st == CUDNN_STATUS_BAD_PARAM) {
+        fprintf(stderr, "koma cuda (device %d): cudnnConvolutionBiasActivationForward: %s for conv B=%d cin=%d cout=%d k=%d; "
+                        "that shape runs unfused\n", c->device, cudnnGetErrorString(st), p->B, p->cin, p->cout, p->k);
+        p->unfused = 1;
+        (void)cudaGetLastError();
+        return false;
+    }
+    ok_cudnn(c, st, "cudnnConvolutionBiasActivationForward", __FILE__, __LINE__);
+    return true;
+}
+
+/* Inference's fused unit (nn/backend.h). FP32 / TF32: NCHW float throughout,
+ * cuDNN's conv + bias + residual + ReLU in one call (fused_fp32). BF16: the
+ * activations between units stay BF16 NHWC (native_bf16), so a trunk conv
+ * reads its input as cuDNN wants it and writes its output in place for one
+ * epilogue kernel (bias, residual, activation): no float round trip and no
+ * transposes inside the trunk; only the ends (the stem's 82 planes, heads with
+ * fewer than 8 or not a multiple of 8 channels, float outputs) convert. */
+static void cu_conv_fwd_act(nn_backend_t *be, const float *x, const float *w, const float *bias, const float *res,
+                            int32_t B, int32_t cin, int32_t cout, int32_t k, nn_act_t act_in, float *y, void *ws,
+                            int32_t flags) {
+    cu_ctx_t *c = CTX(be);
+    if (B <= 0 || !cu_enter(c, "conv_fwd_act")) return;
+    int act = (flags & NN_CONV_NO_ACT) ? -1 : (int)act_in;
+    int64_t ny = (int64_t)B * cout * NN_HW;
+    cu_plan_t *p = conv_plan(c, B, cin, cout, k, DIR_FWD);
+    if (!p) return;
+    if (!c->bf16) {
+        cu_mark(c, "conv_fwd_act.cudnn_fused");
+        if (fused_fp32(c, p, x, w, bias, res, cout, act, y)) {
+            if (!c->failed) cu_poison(c, y, ny);
+            return;
+        }
+        cu_conv_fwd(be, x, w, bias, B, cin, cout, k, y, ws);
+        if (act >= 0) cu_act_fwd(be, y, res, ny, (nn_act_t)act, y);
+        return;
+    }
+    bool xn = (flags & NN_CONV_X_NATIVE) && native_bf16(c, cin);
+    bool yn = (flags & NN_CONV_Y_NATIVE) && native_bf16(c, cout);
+    cu_stage_t st;
+    if (!stage_get(c, ws, B, cin, cout, k, &st)) return;
+    cu_mark(c, "conv_fwd_act.to_bf16");
+    const __nv_bfloat16 *xs = st.x;
+    if (xn && p->nhwc) xs = (const __nv_bfloat16 *)x; /* as cuDNN reads it */
+    else if (xn && !bf_transpose(c, (const __nv_bfloat16 *)x, st.x, B, NN_HW, cin)) return; /* NHWC -> NCHW */
+    else if (!xn && !to_bf16(c, x, st.x, B, cin, NN_HW, p->nhwc)) return;
+    if (!to_bf16(c, w, st.w, cout, cin, k * k, p->nhwc)) return;
+    __nv_bfloat16 *yb = yn && p->nhwc ? (__nv_bfloat16 *)y : st.y;
+    const float one = 1.0f, zero = 0.0f;
+    cu_mark(c, "conv_fwd_act.cudnn");
+    if (!CUDNN_CHECK(c, cudnnConvolutionForward(c->cudnn, &one, p->xd, xs, p->wd, st.w, p->cd[DIR_FWD],
+                                                (cudnnConvolutionFwdAlgo_t)p->algo[DIR_FWD], c->cws.p, p->ws[DIR_FWD],
+                                                &zero, p->yd, yb)))
+        return;
+    cu_mark(c, "conv_fwd_act.epilogue");
+    if (yn) {
+        if (!p->nhwc && !bf_transpose(c, st.y, (__nv_bfloat16 *)y, B, cout, NN_HW)) return; /* NCHW -> NHWC */
+        k_epi_nhwc<<<cu_grid(c, ny), CU_THREADS, 0, c->stream>>>((__nv_bfloat16 *)y, bias, (const __nv_bfloat16 *)res,
+                                                                 ny, cout, act);
+        if (LAUNCH_CHECK(c, "k_epi_nhwc") && c->poison) { /* the fault's NaN, in y's own type */
+            c->poison = 0;
+            CUDA_CHECK(c, cudaMemsetAsync(y, 0xFF, sizeof(__nv_bfloat16) * (size_t)ny, c->stream));
+        }
+        return;
+    }
+    if (!from_bf16(c, st.y, y, B, cout, NN_HW, bias, 0, p->nhwc)) return;
+    if (act >= 0) { /* res, if any, is float NCHW like y */
+        k_act_fwd<<<cu_grid(c, ny), CU_THREADS, 0, c->stream>>>(y, res, ny, act, y);
+        if (!LAUNCH_CHECK(c, "k_act_fwd")) return;
+    }
+    cu_poison(c, y, ny);
+}
+
 static void cu_conv_bwd_data(nn_backend_t *be, const float *dy, const float *w, int32_t B, int32_t cin,
                              int32_t cout, int32_t k, float *dx, int32_t accumulate, void *ws) {
     cu_ctx_t *c = CTX(be);
@@ -1623,6 +1767,9 @@ static void cu_destroy(cu_ctx_t *c) {
                 plan_destroy_desc(p);
                 free(p);
             }
+        if (c->biasd) cudnnDestroyTensorDescriptor(c->biasd);
+        if (c->act_relu) cudnnDestroyActivationDescriptor(c->act_relu);
+        if (c->act_id) cudnnDestroyActivationDescriptor(c->act_id);
         if (c->cudnn) cudnnDestroy(c->cudnn);
         if (c->cublas) cublasDestroy(c->cublas);
         cu_dbuf_t *bufs[2] = {&c->cws, &c->stage};
@@ -1762,6 +1909,12 @@ extern "C" nn_backend_t *nn_backend_cuda_new(int32_t device, uint32_t flags, cha
         SETUP(CUDA_CHECK(c, cudaEventCreateWithFlags(&c->fence[i], cudaEventDisableTiming)), "create fence events");
     SETUP(CUDA_CHECK(c, cudaMalloc((void **)&c->red, sizeof(double) * CU_RED_Q * CU_RED_MAX)),
           "allocate reduction partials");
+    SETUP(CUDNN_CHECK(c, cudnnCreateTensorDescriptor(&c->biasd)) &&
+              CUDNN_CHECK(c, cudnnCreateActivationDescriptor(&c->act_relu)) &&
+              CUDNN_CHECK(c, cudnnSetActivationDescriptor(c->act_relu, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0)) &&
+              CUDNN_CHECK(c, cudnnCreateActivationDescriptor(&c->act_id)) &&
+              CUDNN_CHECK(c, cudnnSetActivationDescriptor(c->act_id, CUDNN_ACTIVATION_IDENTITY, CUDNN_NOT_PROPAGATE_NAN, 0.0)),
+          "create the fused convolution's descriptors");
     {
         const char *ot = getenv("KOMA_CUDA_OPTIME");
         if (ot && *ot && strcmp(ot, "0") != 0) {
@@ -1816,6 +1969,10 @@ extern "C" nn_backend_t *nn_backend_cuda_new(int32_t device, uint32_t flags, cha
     be->legal_loss = cu_legal_loss;
     be->sum_squares = cu_sum_squares;
     be->sgd_step = cu_sgd_step;
+    {
+        const char *nf = getenv("KOMA_CUDA_NO_FUSE"); /* the unfused route, for comparisons */
+        if (!(nf && *nf && strcmp(nf, "0") != 0)) be->conv_fwd_act = cu_conv_fwd_act;
+    }
     return be;
 fail:
     set_err(err, errlen, "CUDA backend on device %d (%s, cc %d.%d): cannot %s: %s", (int)device, info.name,

@@ -27,7 +27,7 @@
  * Harness self-check without a GPU: KOMA_GPU_TEST_FAKE=1 runs every pass
  * against a stand-in "device" that is the CPU backend with the precision of
  * each mode emulated (conv/dense inputs rounded to TF32 or BF16, BF16 conv
- * outputs rounded). It exercises the test's own plumbing (sizes, in-place
+ * outputs rounded, BF16 storage of the fused unit's native outputs). It exercises the test's own plumbing (sizes, in-place
  * cases, comparisons) and shows whether the tolerances leave room for
  * TF32/BF16 rounding; it says nothing about the CUDA code. */
 #include "nn_test.h"
@@ -110,6 +110,18 @@ static void fake_conv_fwd(nn_backend_t *be, const float *x, const float *w, cons
     }
     free(xr), free(wr), free(own);
 }
+/* The fused unit: the rounded conv, the activation, and in the bf16 pass a
+ * native output (C % 8 == 0) stored as BF16, as the CUDA backend keeps it. */
+static void fake_conv_fwd_act(nn_backend_t *be, const float *x, const float *w, const float *bias, const float *res,
+                              int32_t B, int32_t cin, int32_t cout, int32_t k, nn_act_t act, float *y, void *ws,
+                              int32_t flags) {
+    nn_backend_t *c = fake_cpu(be);
+    int64_t ny = (int64_t)B * cout * NN_HW;
+    fake_conv_fwd(be, x, w, bias, B, cin, cout, k, y, ws);
+    if (!(flags & NN_CONV_NO_ACT)) c->act_fwd(c, y, res, ny, act, y);
+    if (g_fake_prec == 2 && (flags & NN_CONV_Y_NATIVE) && cout % 8 == 0)
+        for (int64_t i = 0; i < ny; i++) y[i] = round_bits(y[i], 16);
+}
 static void fake_conv_bwd_data(nn_backend_t *be, const float *dy, const float *w, int32_t B, int32_t cin, int32_t cout,
                                int32_t k, float *dx, int32_t accumulate, void *ws) {
     nn_backend_t *c = fake_cpu(be);
@@ -173,6 +185,7 @@ static nn_backend_t *fake_new(void) {
     be->name = "fake-cuda";
     be->free = fake_free;
     be->conv_fwd = fake_conv_fwd;
+    be->conv_fwd_act = fake_conv_fwd_act;
     be->conv_bwd_data = fake_conv_bwd_data;
     be->conv_bwd_filter = fake_conv_bwd_filter;
     be->dense_fwd = fake_dense_fwd;
@@ -455,6 +468,68 @@ static void test_conv(int32_t B, int32_t cin, int32_t cout, int32_t k, int bias,
     G_->buf_free(G_, gw);
     free(x), free(w), free(b), free(dy), free(dx0), free(junk_w), free(junk_b), free(junk_y);
     free(cw), free(y), free(dx), free(dw), free(db);
+}
+
+/* conv_fwd_act, inference's fused unit, against the CPU's conv_fwd + act_fwd,
+ * as forward_infer chains it: stem (plain in, native out), a residual unit
+ * (native in and out, residual = the stem's output), then from the native
+ * trunk: a head unit with a plain output and an activation, and a 1x1 head
+ * without one (plain out). Only plain tensors are compared: the native layout
+ * is the backend's own (BF16 NHWC where C % 8 == 0 in the bf16 pass). Also a
+ * unit with a plain float residual. Skipped where the backend has no fused op
+ * (KOMA_CUDA_NO_FUSE=1). */
+static void test_conv_act(int32_t B, int32_t cin, int32_t C, int32_t hc, nn_act_t act) {
+    if (!G_->conv_fwd_act) {
+        fprintf(stderr, "[%s] conv_fwd_act: not set (KOMA_CUDA_NO_FUSE?): skipped\n", M_->name);
+        return;
+    }
+    int64_t nx = (int64_t)B * cin * NN_HW, nh = (int64_t)B * C * NN_HW, nv = (int64_t)B * hc * NN_HW,
+            no = (int64_t)B * 27 * NN_HW;
+    float *x = frand(nx, 0, 1), *ws_ = frand((int64_t)C * cin * 9, 0, 1.0f / sqrtf((float)cin * 9));
+    float *wb = frand((int64_t)C * C * 9, 0, 1.0f / sqrtf((float)C * 9)), *wv = frand((int64_t)hc * C, 0, 0.3f);
+    float *wo = frand((int64_t)27 * C, 0, 0.3f), *bs = frand(C, 0.1f, 0.5f), *bb = frand(C, 0, 0.5f);
+    float *bv = frand(hc, 0, 0.5f), *bo = frand(27, 0, 0.5f);
+    /* CPU: the unfused ops, NCHW float */
+    size_t cws = C_->conv_ws_bytes(C_, B, cin > C ? cin : C, C > 27 ? C : 27, 3);
+    void *cw = malloc(cws ? cws : 1);
+    float *ra = malloc(sizeof(float) * (size_t)nh), *rb = malloc(sizeof(float) * (size_t)nh);
+    float *rv = malloc(sizeof(float) * (size_t)nv), *ro = malloc(sizeof(float) * (size_t)no);
+    float *rp = malloc(sizeof(float) * (size_t)nh);
+    C_->conv_fwd(C_, x, ws_, bs, B, cin, C, 3, ra, cw);
+    C_->act_fwd(C_, ra, NULL, nh, act, ra);
+    C_->conv_fwd(C_, ra, wb, bb, B, C, C, 3, rb, cw);
+    C_->act_fwd(C_, rb, ra, nh, act, rb);
+    C_->conv_fwd(C_, rb, wv, bv, B, C, hc, 1, rv, cw);
+    C_->act_fwd(C_, rv, NULL, nv, act, rv);
+    C_->conv_fwd(C_, rb, wo, bo, B, C, 27, 1, ro, cw);
+    C_->conv_fwd(C_, ra, wb, bb, B, C, C, 3, rp, cw); /* plain in, plain out, plain residual */
+    C_->act_fwd(C_, rp, ra, nh, act, rp);
+    /* GPU */
+    size_t gws = G_->conv_ws_bytes(G_, B, cin > C ? cin : C, C > 27 ? C : 27, 3);
+    void *gw = G_->buf_alloc(G_, gws ? gws : 1);
+    float *gx = GF(x, nx), *gws_ = GF(ws_, (int64_t)C * cin * 9), *gwb = GF(wb, (int64_t)C * C * 9);
+    float *gwv = GF(wv, (int64_t)hc * C), *gwo = GF(wo, (int64_t)27 * C), *gbs = GF(bs, C), *gbb = GF(bb, C);
+    float *gbv = GF(bv, hc), *gbo = GF(bo, 27), *gra = GF(ra, nh);
+    float *ga = GF(rb, nh), *gb = GF(rb, nh), *gv = GF(rv, nv), *go = GF(ro, no), *gp = GF(ra, nh); /* junk-free sizes */
+    const int32_t X = NN_CONV_X_NATIVE, Y = NN_CONV_Y_NATIVE;
+    G_->conv_fwd_act(G_, gx, gws_, gbs, NULL, B, cin, C, 3, act, ga, gw, Y);
+    G_->conv_fwd_act(G_, ga, gwb, gbb, ga, B, C, C, 3, act, gb, gw, X | Y);
+    G_->conv_fwd_act(G_, gb, gwv, gbv, NULL, B, C, hc, 1, act, gv, gw, X);
+    G_->conv_fwd_act(G_, gb, gwo, gbo, NULL, B, C, 27, 1, act, go, gw, X | NN_CONV_NO_ACT);
+    G_->conv_fwd_act(G_, gra, gwb, gbb, gra, B, C, C, 3, act, gp, gw, 0);
+    /* three convs deep, BF16 storage between them in the bf16 pass: the net-output tolerance */
+    char what[128];
+    snprintf(what, sizeof(what), "conv_fwd_act B%d %d->%d->%d->%d %s", B, cin, C, C, hc, nn_act_name(act));
+    gcmp(what, gv, rv, nv, M_->net_out);
+    snprintf(what, sizeof(what), "conv_fwd_act B%d %d->%d->%d->27 no act", B, cin, C, C);
+    gcmp(what, go, ro, no, M_->net_out);
+    snprintf(what, sizeof(what), "conv_fwd_act B%d %d->%d plain, +res %s", B, C, C, nn_act_name(act));
+    gcmp(what, gp, rp, nh, M_->conv);
+    float *bufs[] = {gx, gws_, gwb, gwv, gwo, gbs, gbb, gbv, gbo, gra, ga, gb, gv, go, gp};
+    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) G_->buf_free(G_, bufs[i]);
+    G_->buf_free(G_, gw);
+    free(x), free(ws_), free(wb), free(wv), free(wo), free(bs), free(bb), free(bv), free(bo);
+    free(cw), free(ra), free(rb), free(rv), free(ro), free(rp);
 }
 
 static void test_bn(int32_t B, int32_t C, int32_t HW, int inplace) {
@@ -819,6 +894,12 @@ static void run_ops(void) {
         test_conv(64, 64, 64, 3, 0, 0, 1);
     }
     gpu_ok("conv");
+    /* B, stem planes, trunk channels, head channels, act: NHWC trunks (C % 8 == 0), an NCHW one */
+    test_conv_act(3, 82, 16, 2, NN_ACT_RELU);
+    test_conv_act(5, 82, 16, 8, NN_ACT_SILU);
+    test_conv_act(2, 7, 12, 3, NN_ACT_RELU);
+    if (!g_quick) test_conv_act(64, 82, 64, 2, NN_ACT_RELU);
+    gpu_ok("conv_fwd_act");
     { /* the other algorithm choosers: cuDNN heuristics, deterministic algorithms only */
         char err[512];
         nn_backend_t *keep = G_;
