@@ -222,7 +222,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--heuristic")) extra |= NN_CUDA_HEURISTIC;
         else {
             fprintf(stderr, "usage: %s [--device 0] [--nets 6x64,10x128] [--modes tf32,bf16,fp32] [--batches 1,2,...,1024] "
-                            "[--train-batches 256,1024] [--seconds 1] [--planes 68] [--hand 14] [--heuristic]\n", argv[0]);
+                            "[--train-batches 256,1024 or none] [--seconds 1] [--planes 68] [--hand 14] [--heuristic]\n", argv[0]);
             return 2;
         }
     }

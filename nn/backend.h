@@ -241,6 +241,21 @@ struct nn_backend {
     void (*conv_fwd_act)(nn_backend_t *be, const float *x, const float *w, const float *bias,
                          const float *res, int32_t B, int32_t cin, int32_t cout, int32_t k,
                          nn_act_t act, float *y, void *ws, int32_t flags);
+
+    /* ---- captured work (OPTIONAL, all three or none: NULL = ops run as called) ----
+     * graph_begin: the ops called until graph_end are recorded, not run; 0, or
+     * -1 when the instance cannot record now (then nothing is recorded).
+     * graph_end: ends the recording and keeps it under key (replacing an older
+     * recording of key, or the least recently used one). 0, or -1 when the
+     * recording failed: nothing ran, the instance's error is NOT set (an error
+     * during a recording is the recording's), and the instance records no more.
+     * graph_launch: runs key's recording again, reading and writing the same
+     * buffers; 0 (its failures are the instance's error as for any op), or 1
+     * when there is no valid recording of key (never made, evicted, or made
+     * before a workspace the recorded ops use was reallocated): run the ops. */
+    int (*graph_begin)(nn_backend_t *be);
+    int (*graph_end)(nn_backend_t *be, uint64_t key);
+    int (*graph_launch)(nn_backend_t *be, uint64_t key);
 };
 
 #define NN_CONV_X_NATIVE 1

@@ -42,8 +42,19 @@
  *  - KOMA_CUDA_OPTIME=1: device time per op (and per part of a conv) from
  *    CUDA events, printed when the instance is freed; for profiling where no
  *    nsys is installed (it synchronises once per CU_OT_EV events).
- *  - Not here: CUDA graphs (would need optional vtable members), fused
- *    conv+BN+act kernels, NHWC activations outside the BF16 convs.
+ *  - Inference's fused unit (conv_fwd_act, BN folded by nn/net.c): FP32/TF32
+ *    through cudnnConvolutionBiasActivationForward (bias + residual + ReLU in
+ *    the conv's epilogue); BF16 keeps the trunk's activations BF16 NHWC
+ *    between units with one epilogue kernel (bias + residual + act) per conv.
+ *    KOMA_CUDA_NO_FUSE=1: the unfused route (conv_fwd then act_fwd).
+ *  - Recorded forwards (graph_begin/graph_end/graph_launch): stream capture
+ *    into CUDA graphs, CU_GRAPHS per instance by key (nn/net.c records a
+ *    device forward whose shape came back); a workspace that grows drops the
+ *    recordings made before; a failed capture turns recording off for the
+ *    instance and leaves no error. KOMA_CUDA_GRAPHS=0, KOMA_CUDA_OPTIME and an
+ *    armed KOMA_FAULT turn recording off.
+ *  - Not here: a graph of the whole training step, BN + ReLU fused in
+ *    training (cuDNN's graph API), NHWC activations in training.
  */
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -75,6 +86,7 @@ extern "C" {
 #define CU_MAX_CANDS 16
 #define CU_OT_EV 1024                      /* KOMA_CUDA_OPTIME: events per harvest */
 #define CU_OT_OPS 48                       /* ...and distinct op names */
+#define CU_GRAPHS 16                       /* recorded forwards kept per instance */
 
 enum { DIR_FWD = 0, DIR_BWD_DATA = 1, DIR_BWD_FILTER = 2, DIR_NB = 3 };
 static const char *const dir_name[DIR_NB] = {"forward", "backward data", "backward filter"};
@@ -154,6 +166,17 @@ typedef struct {
         double ms;
         long long n;
     } ot_sum[CU_OT_OPS];
+    /* graph_begin / graph_end / graph_launch: recordings by key, least
+     * recently used evicted; ws_gen counts workspace reallocations (a recording
+     * made before one reads freed memory and is dropped) */
+    struct {
+        uint64_t key, used;
+        unsigned gen;
+        cudaGraphExec_t exec;
+    } graphs[CU_GRAPHS];
+    uint64_t graph_tick;
+    unsigned ws_gen;
+    int capturing, graphs_off;
     int failed;
     int poison; /* the current op's output gets NaN (an injected ":nan" fault) */
     int quiet;  /* setup: failures go to the constructor's err only */
@@ -228,6 +251,7 @@ static void cu_fail(cu_ctx_t *c, const char *file, int line, const char *fmt, ..
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     snprintf(c->err, sizeof(c->err), "%s:%d: %s", file, line, msg);
+    if (c->capturing) return; /* the recording's failure, not the instance's: graph_end says it */
     if (!c->quiet) fprintf(stderr, "koma cuda (device %d): %s\n", c->device, c->err);
     if (c->flags & NN_CUDA_ABORT_ON_ERROR) abort();
 }
@@ -367,6 +391,11 @@ static int cu_red_grid(int64_t n) {
  * pools; otherwise after synchronising the stream). */
 static bool dbuf_ensure(cu_ctx_t *c, cu_dbuf_t *b, size_t need) {
     if (b->n >= need) return true;
+    if (c->capturing) { /* an allocation would become part of the recording: fail it instead */
+        cu_fail(c, __FILE__, __LINE__, "a workspace must grow to %zu bytes during a recording", need);
+        return false;
+    }
+    c->ws_gen++;
     size_t n = need + need / 4;
     n = (n + ((size_t)1 << 20) - 1) & ~(((size_t)1 << 20) - 1);
     void *p = NULL;
@@ -884,6 +913,85 @@ __global__ void k_sgd_step(float *p, const float *g, float *v, int64_t n, const 
 }
 
 /* ---- memory ops ------------------------------------------------------------------- */
+/* ---- recorded forwards (CUDA graphs) -------------------------------------------------- */
+static void graph_drop(cu_ctx_t *c, int i) {
+    if (c->graphs[i].exec) (void)cudaGraphExecDestroy(c->graphs[i].exec);
+    memset(&c->graphs[i], 0, sizeof(c->graphs[i]));
+}
+
+static int cu_graph_begin(nn_backend_t *be) {
+    cu_ctx_t *c = CTX(be);
+    if (c->graphs_off || c->capturing || nn_fault_armed() || !cu_enter(c, "graph_begin")) return -1;
+    cudaError_t e = cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeRelaxed);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        fprintf(stderr, "koma cuda (device %d): cudaStreamBeginCapture: %s; this instance runs without CUDA graphs\n",
+                c->device, cudaGetErrorString(e));
+        c->graphs_off = 1;
+        return -1;
+    }
+    c->capturing = 1;
+    return 0;
+}
+
+static int cu_graph_end(nn_backend_t *be, uint64_t key) {
+    cu_ctx_t *c = CTX(be);
+    if (!c->capturing) return -1;
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t ex = NULL;
+    cudaError_t e = cudaStreamEndCapture(c->stream, &g);
+    c->capturing = 0;
+    char why[800];
+    why[0] = 0;
+    if (c->failed) snprintf(why, sizeof why, "%s", c->err);
+    else if (e != cudaSuccess || !g) snprintf(why, sizeof why, "cudaStreamEndCapture: %s", cudaGetErrorString(e));
+    else if ((e = cudaGraphInstantiate(&ex, g, 0)) != cudaSuccess)
+        snprintf(why, sizeof why, "cudaGraphInstantiate: %s", cudaGetErrorString(e));
+    if (g) (void)cudaGraphDestroy(g);
+    if (why[0]) { /* nothing ran: the instance is as it was before graph_begin */
+        if (ex) (void)cudaGraphExecDestroy(ex);
+        (void)cudaGetLastError();
+        c->failed = 0;
+        c->err[0] = 0;
+        c->graphs_off = 1;
+        fprintf(stderr, "koma cuda (device %d): recording a forward failed (%s); this instance runs without CUDA graphs\n",
+                c->device, why);
+        return -1;
+    }
+    int slot = 0;
+    for (int i = 0; i < CU_GRAPHS; i++) {
+        if (c->graphs[i].exec && c->graphs[i].key == key) {
+            slot = i;
+            break;
+        }
+        if (!c->graphs[i].exec || c->graphs[i].used < c->graphs[slot].used) slot = i;
+        if (!c->graphs[slot].exec) break;
+    }
+    graph_drop(c, slot);
+    c->graphs[slot].key = key;
+    c->graphs[slot].exec = ex;
+    c->graphs[slot].gen = c->ws_gen;
+    c->graphs[slot].used = ++c->graph_tick;
+    return 0;
+}
+
+static int cu_graph_launch(nn_backend_t *be, uint64_t key) {
+    cu_ctx_t *c = CTX(be);
+    if (c->graphs_off || c->capturing || c->failed || nn_fault_armed()) return 1;
+    for (int i = 0; i < CU_GRAPHS; i++) {
+        if (!c->graphs[i].exec || c->graphs[i].key != key) continue;
+        if (c->graphs[i].gen != c->ws_gen) { /* recorded with a workspace since freed */
+            graph_drop(c, i);
+            return 1;
+        }
+        if (!cu_enter(c, "graph_launch")) return 0;
+        c->graphs[i].used = ++c->graph_tick;
+        CUDA_CHECK(c, cudaGraphLaunch(c->graphs[i].exec, c->stream));
+        return 0;
+    }
+    return 1;
+}
+
 static void cu_destroy(cu_ctx_t *c);
 
 static void cu_free(nn_backend_t *be) {
@@ -1761,6 +1869,7 @@ static void cu_destroy(cu_ctx_t *c) {
             if (c->ot_ev[i]) (void)cudaEventDestroy(c->ot_ev[i]);
         free(c->ot_ev);
         free(c->ot_name);
+        for (int i = 0; i < CU_GRAPHS; i++) graph_drop(c, i);
         for (int i = 0; i < CU_PLAN_BUCKETS; i++)
             for (cu_plan_t *p = c->plans[i], *nx; p; p = nx) {
                 nx = p->next;
@@ -1972,6 +2081,13 @@ extern "C" nn_backend_t *nn_backend_cuda_new(int32_t device, uint32_t flags, cha
     {
         const char *nf = getenv("KOMA_CUDA_NO_FUSE"); /* the unfused route, for comparisons */
         if (!(nf && *nf && strcmp(nf, "0") != 0)) be->conv_fwd_act = cu_conv_fwd_act;
+        /* Recorded forwards, unless turned off or profiled op by op (see also nn_fault_armed) */
+        const char *gr = getenv("KOMA_CUDA_GRAPHS");
+        if (!(gr && strcmp(gr, "0") == 0) && !c->optime) {
+            be->graph_begin = cu_graph_begin;
+            be->graph_end = cu_graph_end;
+            be->graph_launch = cu_graph_launch;
+        }
     }
     return be;
 fail:

@@ -50,6 +50,10 @@ int nn_fault_set(const char *spec, char *err, size_t errlen);
  * the armed one and says what to do with it. */
 nn_fault_t nn_fault_hit(const char *op);
 
+/* 1 while a fault is armed (set, fired or not): a replayed recording
+ * (graph_launch) calls no ops, so backends record nothing then. */
+int nn_fault_armed(void);
+
 /* The message a backend records for an injected failure of op. */
 void nn_fault_message(const char *op, char *buf, size_t len);
 

@@ -14,6 +14,7 @@
 #include "compat/err.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -492,10 +493,22 @@ typedef struct {
     void *ws;              /* conv workspace */
 } infer_bufs_t;
 
+/* Device forwards of the same shape (batch, heads, input buffers) seen this
+ * many times are recorded once (graph_begin/graph_end) and then replayed with
+ * graph_launch: one launch instead of a hundred ops, on backends that record. */
+#define NN_GRAPH_AFTER 3
+#define NN_GRAPH_SEEN 16
+
 struct nn_ctx {
     nn_net_t *net;
     nn_backend_t *be;
     int32_t max_batch;
+    uint64_t uid; /* never reused: recordings of a freed context never match */
+    struct {
+        uint64_t key;
+        int32_t n;
+    } seen[NN_GRAPH_SEEN]; /* device forwards by key, round robin */
+    int32_t seen_next;
     void *arena; /* one allocation: everything below */
     uint8_t *packed; /* (max_batch, nn_packed_bytes(in_planes)) staging */
     float *hand;     /* (max_batch, in_hand) staging */
@@ -658,9 +671,11 @@ nn_ctx_t *nn_ctx_new(nn_net_t *net, nn_backend_t *be, int32_t max_batch, char *e
         set_err(err, errlen, "nn_ctx_new: out of memory");
         return NULL;
     }
+    static _Atomic uint64_t next_uid = 1;
     ctx->net = net;
     ctx->be = be;
     ctx->max_batch = max_batch;
+    ctx->uid = atomic_fetch_add(&next_uid, 1);
     size_t ws = max_conv_ws(net, be, max_batch);
     for (int pass = 0; pass < 2; pass++) {
         carve_t c = {pass ? ctx->arena : NULL, 0};
@@ -700,14 +715,50 @@ void nn_ctx_buffers(nn_ctx_t *ctx, uint8_t **packed, float **hand, float **polic
     if (legal) *legal = ctx->f.legal;
 }
 
+/* The key of a device forward's recording: everything the recorded ops
+ * depend on that can change between calls of one context. */
+static uint64_t graph_key(const nn_ctx_t *ctx, int32_t B, const uint8_t *packed_dev, const float *hand_dev,
+                          int32_t outputs) {
+    uint64_t h = compat_mix64(ctx->uid * 0x9E3779B97F4A7C15ull + (uint64_t)B);
+    h = compat_mix64(h ^ ((uint64_t)outputs << 32 | (uint64_t)ctx->net->merge_heads));
+    h = compat_mix64(h ^ (uint64_t)(uintptr_t)packed_dev);
+    return compat_mix64(h ^ (uint64_t)(uintptr_t)hand_dev);
+}
+
+/* How often key was seen, this time included. */
+static int32_t graph_seen(nn_ctx_t *ctx, uint64_t key) {
+    for (int i = 0; i < NN_GRAPH_SEEN; i++)
+        if (ctx->seen[i].n > 0 && ctx->seen[i].key == key) return ++ctx->seen[i].n;
+    int i = ctx->seen_next;
+    ctx->seen_next = (i + 1) % NN_GRAPH_SEEN;
+    ctx->seen[i].key = key;
+    ctx->seen[i].n = 1;
+    return 1;
+}
+
+static void forward_ops(nn_ctx_t *ctx, int32_t B, const uint8_t *packed_dev, const float *hand_dev, int32_t outputs) {
+    nn_net_t *net = ctx->net;
+    nn_backend_t *be = ctx->be;
+    be->expand_planes(be, packed_dev, hand_dev, B, net->cfg.in_planes, net->cfg.in_hand, ctx->f.x0);
+    forward_infer(net, be, B, &ctx->f, outputs);
+}
+
 int nn_forward_dev(nn_ctx_t *ctx, int32_t B, const uint8_t *packed_dev, const float *hand_dev, int32_t outputs) {
     KOMA_ASSERT(B >= 1 && B <= ctx->max_batch);
     nn_net_t *net = ctx->net;
     nn_backend_t *be = ctx->be;
     if (nn_backend_error(be)) return -1;
-    net_fold(net, be);
-    be->expand_planes(be, packed_dev, hand_dev, B, net->cfg.in_planes, net->cfg.in_hand, ctx->f.x0);
-    forward_infer(net, be, B, &ctx->f, outputs);
+    net_fold(net, be); /* outside any recording: it runs only when the weights changed */
+    if (be->graph_launch) {
+        uint64_t key = graph_key(ctx, B, packed_dev, hand_dev, outputs);
+        if (be->graph_launch(be, key) == 0) return nn_backend_error(be) ? -1 : 0;
+        /* The first forwards of a shape run as ops (algorithm choice, workspaces); a shape that comes back is recorded. */
+        if (graph_seen(ctx, key) >= NN_GRAPH_AFTER && be->graph_begin(be) == 0) {
+            forward_ops(ctx, B, packed_dev, hand_dev, outputs);
+            if (be->graph_end(be, key) == 0 && be->graph_launch(be, key) == 0) return nn_backend_error(be) ? -1 : 0;
+        }
+    }
+    forward_ops(ctx, B, packed_dev, hand_dev, outputs);
     return nn_backend_error(be) ? -1 : 0;
 }
 

@@ -19,6 +19,9 @@
 #               convolutions merged (the default) and apart (KOMA_MERGE_HEADS=0), two interleaved
 #               rounds; each run also gives training with nn_train_step (`train`) and one step
 #               late (`train late`, the training loop's way)
+#     fuse      bench_nn_gpu 6x64,10x128 x tf32,bf16 inference (B64, B256, B1024) three ways, two
+#               interleaved rounds: fused units + CUDA graphs (the default), graphs off
+#               (KOMA_CUDA_GRAPHS=0), neither (KOMA_CUDA_NO_FUSE=1 too: the route before them)
 #     all       build test sanitize bench torch selfplay (over 10 minutes: raise the budget)
 #   test, sanitize, bench and selfplay build first when build-gpu is not built yet.
 #
@@ -84,10 +87,10 @@ usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 stages=()
 for s in "$@"; do
   case "$s" in
-    build | test | sanitize | bench | torch | selfplay | profile | merge) stages+=("$s") ;;
+    build | test | sanitize | bench | torch | selfplay | profile | merge | fuse) stages+=("$s") ;;
     all) stages+=(build test sanitize bench torch selfplay) ;;
     -h | --help) usage; exit 0 ;;
-    *) echo "gpu-checks.sh: unknown stage '$s' (build test sanitize bench torch selfplay profile merge all)" >&2; exit 2 ;;
+    *) echo "gpu-checks.sh: unknown stage '$s' (build test sanitize bench torch selfplay profile merge fuse all)" >&2; exit 2 ;;
   esac
 done
 
@@ -561,6 +564,25 @@ stage_merge() {
         --modes tf32,bf16 --batches 256,1024 --train-batches 256,1024 --seconds "$BENCH_SECONDS" > >(tee "$log") 2>&1
       wait $! 2>/dev/null
       result "merge=$m round $round" "$(status $RC)" "$DT" "$(best_rows "$log") | $(train_rows "$log")"
+    done
+  done
+}
+
+stage_fuse() {
+  need_build || { result fuse FAIL 0 "no build"; return 1; }
+  local round v log
+  for round in 1 2; do
+    for v in default nographs unfused; do
+      log=$STATE/fuse-$round-$v.log
+      local envs=()
+      case $v in
+        nographs) envs=(KOMA_CUDA_GRAPHS=0) ;;
+        unfused) envs=(KOMA_CUDA_GRAPHS=0 KOMA_CUDA_NO_FUSE=1) ;;
+      esac
+      step "fuse $v round $round" 120 60 krun env "${envs[@]}" "$BUILD/bench/bench_nn_gpu" --nets 6x64,10x128 \
+        --modes tf32,bf16 --batches 64,256,1024 --train-batches none --seconds "$BENCH_SECONDS" > >(tee "$log") 2>&1
+      wait $! 2>/dev/null
+      result "fuse $v round $round" "$(status $RC)" "$DT" "$(best_rows "$log")"
     done
   done
 }
