@@ -136,6 +136,8 @@ typedef struct {
     cudaStream_t stream;
     cudnnHandle_t cudnn;
     cublasHandle_t cublas;
+    void *blas_ws; /* cuBLAS's workspace (cublasSetWorkspace) */
+    size_t blas_ws_n;
     /* upload staging: pinned (2, CU_STAGE_HALF); the half being filled, its fill
      * offset, and one event per half recorded when we leave it */
     unsigned char *up_host;
@@ -1901,6 +1903,7 @@ static void cu_destroy(cu_ctx_t *c) {
         if (c->up_host) (void)cudaFreeHost(c->up_host);
         if (c->down_host) (void)cudaFreeHost(c->down_host);
         if (c->red) (void)cudaFree(c->red);
+        if (c->blas_ws) (void)cudaFree(c->blas_ws);
     }
     (void)cudaGetLastError();
     free(c);
@@ -2005,6 +2008,12 @@ extern "C" nn_backend_t *nn_backend_cuda_new(int32_t device, uint32_t flags, cha
     SETUP(CUBLAS_CHECK(c, cublasSetStream(c->cublas, c->stream)), "bind cuBLAS to the stream");
     SETUP(CUBLAS_CHECK(c, cublasSetMathMode(c->cublas, c->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH)),
           "set the cuBLAS math mode");
+    /* cuBLAS's workspace of our own (its default sizes: 32 MiB on Hopper, 4 MiB before), so that a
+     * GEMM inside a recorded forward (CUDA graph) never allocates */
+    c->blas_ws_n = (size_t)(info.cc_major >= 9 ? 32 : 4) << 20;
+    SETUP(CUDA_CHECK(c, cudaMalloc(&c->blas_ws, c->blas_ws_n)) &&
+              CUBLAS_CHECK(c, cublasSetWorkspace(c->cublas, c->blas_ws, c->blas_ws_n)),
+          "give cuBLAS its workspace");
     SETUP(CUDA_CHECK(c, cudaHostAlloc((void **)&c->up_host, 2 * (size_t)CU_STAGE_HALF, cudaHostAllocPortable)),
           "allocate pinned upload staging");
     SETUP(CUDA_CHECK(c, cudaHostAlloc((void **)&c->down_host, 2 * (size_t)CU_STAGE_HALF, cudaHostAllocPortable)),
