@@ -70,6 +70,9 @@ int sp_config_flags(sp_config_t *c, cfg_opt_t *opts, int cap) {
         {"max-batch", CFG_TYPE_INT, &c->max_batch, 1, 65536, "positions per inference batch", "256"},
         {"gather-us", CFG_TYPE_INT, &c->gather_us, -1, 1e7, "inference: wait at most this long for a fuller batch (-1 = cpu: 0, run what is queued at once; cuda: 1000)", "-1"},
         {"cpu-threads", CFG_TYPE_INT, &c->cpu_threads, 0, 4096, "CPU inference BLAS threads in all, split among the streams (0 = all CPUs)", "0"},
+        {"net-fanout", CFG_TYPE_INT, &c->net_fanout, 0, 64,
+         "mpirun: each published net goes down a tree of ranks, each passing it on to this many (0 = rank 0 sends "
+         "it to every rank)", "8"},
         {"eval-every", CFG_TYPE_INT, &c->eval_every, 0, 1e6,
          "every K cycles the new net plays the one K cycles older (0 = no evaluation)", "1"},
         {"eval-games", CFG_TYPE_INT, &c->eval_games, 1, 100000,

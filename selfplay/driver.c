@@ -889,7 +889,7 @@ int sp_run_job(const sp_config_t *cfg, const train_config_t *tcfg, const char *c
     if (dist && dist_size(dist) > 1) { /* before anything can fail: the other ranks must hear the end */
         d->dist = dist;
         d->mail = dist_mail_start(dist, SP_RANKS_IN_FLIGHT, SP_RANKS_INBOX, e, sizeof e);
-        if (!d->mail || !(d->ranks = sp_ranks_new(dist, d->mail, ranks_log, d))) {
+        if (!d->mail || !(d->ranks = sp_ranks_new(dist, d->mail, (int32_t)cfg->net_fanout, ranks_log, d))) {
             if (d->mail) snprintf(e, sizeof e, "out of memory");
             dlog(d, "error: %s", e);
             snprintf(err, errlen, "%s", e);

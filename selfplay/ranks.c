@@ -41,6 +41,7 @@ struct sp_ranks {
     sp_ranks_log_fn log;
     void *user;
     int32_t size;
+    int32_t fanout;          /* nets: the tree's fan-out (0: to every rank) */
     peer_t *peers;           /* (size); [0] unused */
     bool paused;
     int64_t prev_ns;
@@ -55,7 +56,38 @@ static void klog(sp_ranks_t *k, const char *fmt, ...) {
     if (k->log) k->log(k->user, line);
 }
 
-sp_ranks_t *sp_ranks_new(dist_t *dist, dist_mail_t *mail, sp_ranks_log_fn log, void *user) {
+int32_t sp_ranks_children(int32_t rank, int32_t size, int32_t fanout, int32_t *out, int32_t max) {
+    int32_t n = 0;
+    if (fanout <= 0) {
+        for (int32_t r = 1; rank == 0 && r < size && n < max; r++) out[n++] = r;
+        return n;
+    }
+    for (int64_t c = (int64_t)rank * fanout + 1; c <= (int64_t)rank * fanout + fanout && c < size && n < max; c++)
+        out[n++] = (int32_t)c;
+    return n;
+}
+
+/* Sends an encoded NET message to rank's children (*sent := how many): 0,
+ * or -1 with err. Rank 0 sending to every other rank shares one copy. */
+static int net_down(dist_mail_t *mail, int32_t rank, int32_t size, int32_t fanout, const uint8_t *msg, int64_t len,
+                    int32_t *sent, char *err, size_t errlen) {
+    int32_t kids[SP_NET_FANOUT_MAX];
+    int32_t n = sp_ranks_children(rank, size, fanout, kids, SP_NET_FANOUT_MAX);
+    bool all = rank == 0 && n == size - 1;
+    if (rank == 0 && fanout <= 0) n = size - 1, all = true;
+    *sent = n;
+    char e[512];
+    for (int32_t i = 0; i < (all ? 1 : n); i++) {
+        int rc = dist_mail_send(mail, all ? DIST_ALL_OTHERS : kids[i], SP_TAG_NET, msg, len, SEND_TIMEOUT_MS, e, sizeof e);
+        if (rc != DIST_OK) {
+            snprintf(err, errlen, "%s", rc == DIST_TIMEOUT ? "earlier messages still in flight after 60 s" : e);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+sp_ranks_t *sp_ranks_new(dist_t *dist, dist_mail_t *mail, int32_t fanout, sp_ranks_log_fn log, void *user) {
     sp_ranks_t *k = calloc(1, sizeof *k);
     if (!k) return NULL;
     k->size = dist_size(dist);
@@ -64,7 +96,7 @@ sp_ranks_t *sp_ranks_new(dist_t *dist, dist_mail_t *mail, sp_ranks_log_fn log, v
         free(k);
         return NULL;
     }
-    k->dist = dist, k->mail = mail, k->log = log, k->user = user;
+    k->dist = dist, k->mail = mail, k->log = log, k->user = user, k->fanout = fanout;
     k->prev_ns = compat_now_ns();
     for (int32_t r = 0; r < k->size; r++) snprintf(k->peers[r].h.host, sizeof k->peers[r].h.host, "?");
     return k;
@@ -103,15 +135,19 @@ int sp_ranks_send_net(sp_ranks_t *k, int64_t cycle, uint64_t seed, const char *p
         snprintf(err, errlen, "out of memory for model cycle %" PRId64 " (%lld bytes)", cycle, (long long)n);
         return -1;
     }
-    int rc = dist_mail_send(k->mail, DIST_ALL_OTHERS, SP_TAG_NET, msg, len, SEND_TIMEOUT_MS, e, sizeof e);
+    int32_t sent = 0;
+    int rc = net_down(k->mail, 0, k->size, k->fanout, msg, len, &sent, e, sizeof e);
     free(msg);
-    if (rc != DIST_OK) {
-        snprintf(err, errlen, "model cycle %" PRId64 " to the other ranks: %s", cycle,
-                 rc == DIST_TIMEOUT ? "earlier messages still in flight after 60 s" : e);
+    if (rc != 0) {
+        snprintf(err, errlen, "model cycle %" PRId64 " to the other ranks: %s", cycle, e);
         return -1;
     }
-    klog(k, "ranks: model %" PRId64 " (%.2f MB, XXH3 %s) queued for %d rank(s)", cycle, (double)n / 1e6, xxh3_hex,
-         k->size - 1);
+    if (sent == k->size - 1)
+        klog(k, "ranks: model %" PRId64 " (%.2f MB, XXH3 %s) queued for %d rank(s)", cycle, (double)n / 1e6, xxh3_hex,
+             sent);
+    else
+        klog(k, "ranks: model %" PRId64 " (%.2f MB, XXH3 %s) queued for %d rank(s), who pass it on (fan-out %d) to "
+                "the other %d", cycle, (double)n / 1e6, xxh3_hex, sent, k->fanout, k->size - 1 - sent);
     return 0;
 }
 
@@ -293,7 +329,7 @@ typedef struct {
     const sp_config_t *cfg;
     dist_t *dist;
     dist_mail_t *mail;
-    int32_t rank;
+    int32_t rank, size, fanout;
     char host[128];
     char dir[1024];          /* where received nets are written before loading */
     nn_server_t *server;
@@ -330,9 +366,15 @@ static int take_net(remote_t *x, const dist_msg_t *m, uint64_t *seed, char *err,
     const uint8_t *file = NULL;
     char e[1024], path[1200];
     if (sp_wire_net_decode(m->data, m->len, &cycle, seed, &xxh, &file, &n, e, sizeof e) != 0) {
-        snprintf(err, errlen, "cannot verify the net rank 0 sent: %s", e);
+        snprintf(err, errlen, "cannot verify the net rank %d sent: %s", (int)m->src, e);
         return -1;
     }
+    int32_t sent = 0; /* checked: down the tree before this rank loads it */
+    if (net_down(x->mail, x->rank, x->size, x->fanout, m->data, m->len, &sent, e, sizeof e) != 0) {
+        snprintf(err, errlen, "model %" PRId64 " to the ranks below this one: %s", cycle, e);
+        return -1;
+    }
+    if (sent > 0) rlog(x, "model %" PRId64 " passed on to %d rank(s) from rank %d", cycle, (int)sent, (int)m->src);
     if (net_file(x, cycle, file, n, path, sizeof path, e, sizeof e) != 0) {
         snprintf(err, errlen, "model %" PRId64 ": %s", cycle, e);
         return -1;
@@ -465,7 +507,12 @@ static int remote_loop(remote_t *x) {
         }
         if (rc == DIST_OK) {
             int32_t v = 0;
-            if (m->tag == SP_TAG_NET) {
+            int32_t parent = x->fanout > 0 ? (x->rank - 1) / x->fanout : 0;
+            if (m->tag == SP_TAG_NET && m->src != parent) {
+                snprintf(err, sizeof err, "a net from rank %d, not from rank %d above this one in the tree (--net-fanout "
+                         "must be the same on every rank)", (int)m->src, (int)parent);
+                failed = true;
+            } else if (m->tag == SP_TAG_NET) {
                 if (take_net(x, m, &seed, err, sizeof err) != 0) failed = true;
             } else if (m->tag == SP_TAG_STOP || m->tag == SP_TAG_PAUSE) {
                 if (sp_wire_int_decode(m->data, m->len, &v, e, sizeof e) != 0) {
@@ -523,7 +570,7 @@ static int remote_loop(remote_t *x) {
 }
 
 int sp_remote_run(const sp_config_t *cfg, dist_t *dist) {
-    remote_t x = {.cfg = cfg, .dist = dist, .rank = dist_rank(dist), .quiet = cfg->quiet != 0};
+    remote_t x = {.cfg = cfg, .dist = dist, .rank = dist_rank(dist), .size = dist_size(dist), .fanout = (int32_t)cfg->net_fanout, .quiet = cfg->quiet != 0};
     compat_hostname(x.host, sizeof x.host);
     char err[1024];
     snprintf(x.dir, sizeof x.dir, "%s/koma_rank%d_%d", compat_temp_dir(), (int)x.rank, compat_getpid());

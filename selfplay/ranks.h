@@ -18,7 +18,9 @@
  *
  * Protocol (tags in wire.h): rank r -> 0: HELLO once, GAME per finished
  * game, STATS every second, ERROR when it cannot go on, BYE last. 0 -> r: NET
- * at start and for every published model, PAUSE on changes, STOP at the end
+ * at start and for every published model (down a tree: a rank passes each
+ * NET it receives on to its children, after checking it and before loading
+ * it; sp_ranks_children), PAUSE on changes, STOP at the end
  * (exit code: 0 done, 1 error, 130 interrupted). A playing rank never
  * decides the end alone: on its own failure it sends ERROR and waits for
  * STOP; on Ctrl-C/SIGTERM it sends BYE, and rank 0 ends the job as
@@ -42,8 +44,15 @@
 typedef struct sp_ranks sp_ranks_t;
 typedef void (*sp_ranks_log_fn)(void *user, const char *line);
 
-/* Rank 0's side, over a started mailbox. NULL when out of memory. */
-sp_ranks_t *sp_ranks_new(dist_t *dist, dist_mail_t *mail, sp_ranks_log_fn log, void *user);
+/* Rank 0's side, over a started mailbox; nets go down the tree of fan-out
+ * `fanout` (sp_ranks_children; 0: to every rank). NULL when out of memory. */
+sp_ranks_t *sp_ranks_new(dist_t *dist, dist_mail_t *mail, int32_t fanout, sp_ranks_log_fn log, void *user);
+/* The ranks that rank passes each net on to in a job of size ranks: rank 0's
+ * and every rank's children in the tree of fan-out `fanout` (ranks r*F+1 ..
+ * r*F+F below size); fanout 0: rank 0's children are all the other ranks, the
+ * others have none. Writes at most max into out; returns the count. */
+int32_t sp_ranks_children(int32_t rank, int32_t size, int32_t fanout, int32_t *out, int32_t max);
+#define SP_NET_FANOUT_MAX 64 /* --net-fanout's largest value */
 void sp_ranks_free(sp_ranks_t *k); /* NULL ok */
 
 /* Sends model `cycle` (file at path, registered XXH3 hex) and the session

@@ -16,6 +16,9 @@
  * shards of 2 games, a few training steps per cycle, sync-train (games of
  * cycle c+1 wait for model c, so the nets published reach every rank's
  * games), no evaluation matches (test_selfplay_e2e has them). cycles and games per cycle are the caller's. */
+/* Flags a test adds to the job's (NULL-terminated; none by default). */
+static const char *sp_mpi_extra[8];
+
 static inline int sp_mpi_argv(const char **argv, const char *np, const char *dir, const char *cycles,
                               const char *games) {
     static const char *const flags[] = {
@@ -32,6 +35,7 @@ static inline int sp_mpi_argv(const char **argv, const char *np, const char *dir
     argv[argc++] = "--games-per-cycle";
     argv[argc++] = games;
     for (int i = 0; flags[i]; i++) argv[argc++] = flags[i];
+    for (int i = 0; sp_mpi_extra[i]; i++) argv[argc++] = sp_mpi_extra[i];
     argv[argc] = NULL;
     return argc;
 }

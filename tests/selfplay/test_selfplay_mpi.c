@@ -9,7 +9,11 @@
  *   - the net of cycle 1 reached ranks 1 and 2: each logged it as published
  *     with the XXH3 koma.db registered for it, and each committed games
  *     played by it (games.model_id of cycle 1);
- *   - the progress line in the run's log shows the per-rank rates.
+ *   - the progress line in the run's log shows the per-rank rates;
+ *   - nets go down a chain (--net-fanout 1: rank 0 -> 1 -> 2): rank 0 sends
+ *     each to rank 1 only, rank 1 passes it on to rank 2, and rank 2 still
+ *     publishes model 1 with the registered XXH3 (test_selfplay_mpi_kill
+ *     runs the default, where rank 0 sends to both).
  */
 #if !defined(KOMA_MPIEXEC) || !defined(KOMA_SELFPLAY_BIN)
 #include <stdio.h>
@@ -30,6 +34,7 @@ int main(void) {
     snprintf(dir, sizeof dir, "%s/run", base);
     snprintf(log, sizeof log, "%s/mpirun.log", base);
 
+    sp_mpi_extra[0] = "--net-fanout", sp_mpi_extra[1] = "1";
     int64_t t0 = compat_now_ms();
     compat_proc_t *p = sp_mpi_start("3", dir, "2", "12", log);
     int status = -1;
@@ -101,6 +106,15 @@ int main(void) {
             found = w && (!eol || w < eol);
         }
         CHECKF(found, "rank %d never logged model 1 published with XXH3 %s", r, xxh);
+        if (r == 1) { /* the chain: rank 1 passed model 1 on to rank 2 */
+            snprintf(want, sizeof want, "selfplay rank 1 (");
+            bool passed = false;
+            for (const char *at = strstr(text, want); at && !passed; at = strstr(at + 1, want)) {
+                const char *eol = strchr(at, '\n'), *w = strstr(at, "): model 1 passed on to 1 rank(s) from rank 0");
+                passed = w && (!eol || w < eol);
+            }
+            CHECKF(passed, "rank 1 never logged model 1 passed on to rank 2");
+        }
         char q[200];
         snprintf(q, sizeof q,
                  "SELECT count(*) FROM games WHERE rank = %d AND model_id = (SELECT id FROM models WHERE cycle = 1)", r);

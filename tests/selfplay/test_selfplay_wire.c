@@ -19,6 +19,7 @@
 
 #include "compat/bits.h"
 #include "selfplay/game.h"
+#include "selfplay/ranks.h"
 #include "selfplay/wire.h"
 #include "sp_hash_net.h"
 
@@ -186,7 +187,37 @@ static void test_small(void) {
     CHECK(sp_wire_int_decode(buf, 3, &v, err, sizeof err) != 0);
 }
 
+/* The tree nets go down (--net-fanout): every rank but 0 is reached exactly
+ * once, from its parent (r - 1) / F, within ceil(log_F) levels; F = 0 is the
+ * star (rank 0 to every rank). */
+static void test_tree(void) {
+    const int32_t sizes[] = {1, 2, 3, 9, 10, 100, 1000};
+    const int32_t fans[] = {0, 1, 2, 8, 64};
+    for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++)
+        for (size_t fi = 0; fi < sizeof fans / sizeof *fans; fi++) {
+            int32_t N = sizes[si], F = fans[fi], kids[1000];
+            int32_t *hits = calloc((size_t)N, sizeof *hits), *depth = calloc((size_t)N, sizeof *depth), maxd = 0;
+            for (int32_t r = 0; r < N; r++) { /* parents before children: depth in one pass */
+                int32_t n = sp_ranks_children(r, N, F, kids, 1000);
+                CHECKF(n <= (F ? F : N - 1) && (F || r == 0 || n == 0), "N %d F %d: rank %d has %d children", N, F, r, n);
+                for (int32_t i = 0; i < n; i++) {
+                    int32_t c = kids[i];
+                    CHECKF(c > r && c < N && (F ? (c - 1) / F == r : r == 0), "N %d F %d: rank %d -> %d", N, F, r, c);
+                    if (c > r && c < N) hits[c]++, depth[c] = depth[r] + 1, maxd = depth[c] > maxd ? depth[c] : maxd;
+                }
+            }
+            for (int32_t r = 1; r < N; r++) CHECKF(hits[r] == 1, "N %d F %d: rank %d reached %d times", N, F, r, hits[r]);
+            int32_t levels = 0; /* ranks within L levels: F + F^2 + ... + F^L */
+            for (int64_t reach = 0, pw = 1; reach < N - 1; levels++) pw *= F > 0 ? F : N, reach += pw;
+            CHECKF(F == 1 ? maxd == N - 1 : maxd == levels, "N %d F %d: %d levels (want %d)", N, F, maxd, levels);
+            free(hits), free(depth);
+        }
+    int32_t k[4];
+    CHECK(sp_ranks_children(0, 10, 8, k, 4) == 4); /* max respected */
+}
+
 int main(void) {
+    test_tree();
     test_games();
     test_net();
     test_small();
