@@ -579,9 +579,14 @@ __global__ void k_bf2f(const __nv_bfloat16 *x, float *y, int64_t n, const float 
         y[i] = accumulate ? y[i] + v : v;
     }
 }
-// x (B, R, S) float -> y (B, S, R) bf16; blockIdx.z = b, grid (S/32, R/32)
-__global__ void k_f2bf_t(const float *x, __nv_bfloat16 *y, int R, int S) {
-    __shared__ float t[CU_TILE][CU_TILE + 1];
+__device__ __forceinline__ __nv_bfloat16 to_bf(float v) { return __float2bfloat16_rn(v); }
+__device__ __forceinline__ __nv_bfloat16 to_bf(__nv_bfloat16 v) { return v; }
+// x (B, R, S) -> y (B, S, R) bf16, x float or bf16; blockIdx.z = b, grid
+// (S/32, R/32). NCHW float to NHWC BF16 copies, KCRS filters to KRSC, and a
+// native BF16 NHWC activation to NCHW (R = 81, S = C) or back (R = C, S = 81).
+template <typename T>
+__global__ void k_to_bf_t(const T *x, __nv_bfloat16 *y, int R, int S) {
+    __shared__ T t[CU_TILE][CU_TILE + 1];
     int64_t off = (int64_t)blockIdx.z * R * S;
     int r0 = blockIdx.y * CU_TILE, s0 = blockIdx.x * CU_TILE;
     for (int j = threadIdx.y; j < CU_TILE; j += blockDim.y) {
@@ -591,7 +596,7 @@ __global__ void k_f2bf_t(const float *x, __nv_bfloat16 *y, int R, int S) {
     __syncthreads();
     for (int j = threadIdx.y; j < CU_TILE; j += blockDim.y) {
         int s = s0 + j, r = r0 + threadIdx.x;
-        if (r < R && s < S) y[off + (int64_t)s * R + r] = __float2bfloat16_rn(t[threadIdx.x][j]);
+        if (r < R && s < S) y[off + (int64_t)s * R + r] = to_bf(t[threadIdx.x][j]);
     }
 }
 // x (B, S, R) bf16 -> y (B, R, S) float: y = x (+ bias[r]) or y += x
@@ -615,22 +620,6 @@ __global__ void k_bf2f_t(const __nv_bfloat16 *x, float *y, int R, int S, const f
     }
 }
 
-// x (B, R, S) bf16 -> y (B, S, R) bf16: a native BF16 NHWC activation to
-// NCHW (R = 81, S = C) or back (R = C, S = 81). Layout only.
-__global__ void k_bf_t(const __nv_bfloat16 *x, __nv_bfloat16 *y, int R, int S) {
-    __shared__ __nv_bfloat16 t[CU_TILE][CU_TILE + 1];
-    int64_t off = (int64_t)blockIdx.z * R * S;
-    int r0 = blockIdx.y * CU_TILE, s0 = blockIdx.x * CU_TILE;
-    for (int j = threadIdx.y; j < CU_TILE; j += blockDim.y) {
-        int r = r0 + j, s = s0 + threadIdx.x;
-        if (r < R && s < S) t[j][threadIdx.x] = x[off + (int64_t)r * S + s];
-    }
-    __syncthreads();
-    for (int j = threadIdx.y; j < CU_TILE; j += blockDim.y) {
-        int s = s0 + j, r = r0 + threadIdx.x;
-        if (r < R && s < S) y[off + (int64_t)s * R + r] = t[threadIdx.x][j];
-    }
-}
 // CPU twin: the epilogue of cpu conv_fwd_act (conv_fwd's bias, then
 // cpu_act_fwd). y (n elements, NHWC with C channels, BF16, in place) =
 // act(y + bias[c] + res), res (NHWC BF16) or NULL, act < 0: none; one
@@ -1436,23 +1425,29 @@ static bool stage_get(cu_ctx_t *c, void *ws, int B, int cin, int cout, int k, cu
     return true;
 }
 
-/* (B, R, S) float -> (B, S, R) bf16: NCHW activations (R = C, S = 81) to
- * NHWC, KCRS filters (B = cout, R = cin, S = k*k) to KRSC. */
+/* (B, R, S) -> (B, S, R) bf16, from float or bf16 (k_to_bf_t) */
+template <typename T>
+static bool transpose_bf(cu_ctx_t *c, const T *x, __nv_bfloat16 *y, int B, int R, int S) {
+    dim3 blk(CU_TILE, 8);
+    for (int b0 = 0; b0 < B; b0 += 65535) { /* gridDim.z's limit */
+        int nb = B - b0 < 65535 ? B - b0 : 65535;
+        int64_t off = (int64_t)b0 * R * S;
+        k_to_bf_t<T><<<dim3((S + CU_TILE - 1) / CU_TILE, (R + CU_TILE - 1) / CU_TILE, nb), blk, 0, c->stream>>>(
+            x + off, y + off, R, S);
+        if (!LAUNCH_CHECK(c, "k_to_bf_t")) return false;
+    }
+    return true;
+}
+
+/* (B, R, S) float -> bf16, as (B, S, R) where nhwc: NCHW activations (R = C,
+ * S = 81) to NHWC, KCRS filters (B = cout, R = cin, S = k*k) to KRSC. */
 static bool to_bf16(cu_ctx_t *c, const float *x, __nv_bfloat16 *y, int B, int R, int S, int nhwc) {
     if (!nhwc) {
         int64_t n = (int64_t)B * R * S;
         k_f2bf<<<cu_grid(c, n), CU_THREADS, 0, c->stream>>>(x, y, n);
         return LAUNCH_CHECK(c, "k_f2bf");
     }
-    dim3 blk(CU_TILE, 8);
-    for (int b0 = 0; b0 < B; b0 += 65535) { /* gridDim.z's limit */
-        int nb = B - b0 < 65535 ? B - b0 : 65535;
-        int64_t off = (int64_t)b0 * R * S;
-        k_f2bf_t<<<dim3((S + CU_TILE - 1) / CU_TILE, (R + CU_TILE - 1) / CU_TILE, nb), blk, 0, c->stream>>>(x + off, y + off,
-                                                                                                         R, S);
-        if (!LAUNCH_CHECK(c, "k_f2bf_t")) return false;
-    }
-    return true;
+    return transpose_bf(c, x, y, B, R, S);
 }
 
 /* The way back: (B, S, R) bf16 -> (B, R, S) float, + bias[r] or += */
@@ -1518,18 +1513,6 @@ static void cu_conv_fwd(nn_backend_t *be, const float *x, const float *w, const 
 
 static void cu_act_fwd(nn_backend_t *be, const float *x, const float *res, int64_t n, nn_act_t act, float *y);
 
-/* (B, R, S) -> (B, S, R), BF16 to BF16 */
-static bool bf_transpose(cu_ctx_t *c, const __nv_bfloat16 *x, __nv_bfloat16 *y, int B, int R, int S) {
-    dim3 blk(CU_TILE, 8);
-    for (int b0 = 0; b0 < B; b0 += 65535) {
-        int nb = B - b0 < 65535 ? B - b0 : 65535;
-        int64_t off = (int64_t)b0 * R * S;
-        k_bf_t<<<dim3((S + CU_TILE - 1) / CU_TILE, (R + CU_TILE - 1) / CU_TILE, nb), blk, 0, c->stream>>>(x + off, y + off,
-                                                                                                       R, S);
-        if (!LAUNCH_CHECK(c, "k_bf_t")) return false;
-    }
-    return true;
-}
 
 /* The backend's native activation layout (NN_CONV_*_NATIVE) for a tensor of
  * C channels: BF16 NHWC where the instance runs BF16 and C % 8 == 0 (the
@@ -1596,7 +1579,7 @@ static void cu_conv_fwd_act(nn_backend_t *be, const float *x, const float *w, co
     cu_mark(c, "conv_fwd_act.to_bf16");
     const __nv_bfloat16 *xs = st.x;
     if (xn && p->nhwc) xs = (const __nv_bfloat16 *)x; /* as cuDNN reads it */
-    else if (xn && !bf_transpose(c, (const __nv_bfloat16 *)x, st.x, B, NN_HW, cin)) return; /* NHWC -> NCHW */
+    else if (xn && !transpose_bf(c, (const __nv_bfloat16 *)x, st.x, B, NN_HW, cin)) return; /* NHWC -> NCHW */
     else if (!xn && !to_bf16(c, x, st.x, B, cin, NN_HW, p->nhwc)) return;
     if (!to_bf16(c, w, st.w, cout, cin, k * k, p->nhwc)) return;
     __nv_bfloat16 *yb = yn && p->nhwc ? (__nv_bfloat16 *)y : st.y;
@@ -1608,7 +1591,7 @@ static void cu_conv_fwd_act(nn_backend_t *be, const float *x, const float *w, co
         return;
     cu_mark(c, "conv_fwd_act.epilogue");
     if (yn) {
-        if (!p->nhwc && !bf_transpose(c, st.y, (__nv_bfloat16 *)y, B, cout, NN_HW)) return; /* NCHW -> NHWC */
+        if (!p->nhwc && !transpose_bf(c, (const __nv_bfloat16 *)st.y, (__nv_bfloat16 *)y, B, cout, NN_HW)) return; /* NCHW -> NHWC */
         k_epi_nhwc<<<cu_grid(c, ny), CU_THREADS, 0, c->stream>>>((__nv_bfloat16 *)y, bias, (const __nv_bfloat16 *)res,
                                                                  ny, cout, act);
         if (LAUNCH_CHECK(c, "k_epi_nhwc") && c->poison) { /* the fault's NaN, in y's own type */
