@@ -1,6 +1,7 @@
 /* bench_nn_gpu.c - speed of the CUDA backend: inference evaluations/s by
  * batch size (host round trip and device-only), training samples/s, and the
- * share of the GPU's dense tensor-core peak that inference reaches.
+ * share of the GPU's dense tensor-core peak that inference reaches (of the
+ * mode's peak, and of the BF16 peak: what the tensor cores could give).
  *
  * FLOPs are 2 x the multiply-adds of the convolutions and dense layers of one
  * forward pass (elementwise work not counted); training counts 3 x forward
@@ -96,7 +97,13 @@ static void host_round_trip(nn_ctx_t *ctx, nn_backend_t *be, const nn_net_config
     be->sync(be);
 }
 
-static void bench_infer(nn_backend_t *be, nn_net_t *net, const int32_t *batches, int nb, double secs, double peak) {
+/* TFLOP/s as a percentage of a peak (0 where none applies). */
+static double pct_of(double tflops, double peak) { return peak > 0 ? 100.0 * tflops / peak : 0.0; }
+
+/* peak: the dense tensor-core peak of the mode (0: none applies); bf16: the
+ * GPU's BF16 dense peak, the ceiling of any mode (the last column). */
+static void bench_infer(nn_backend_t *be, nn_net_t *net, const int32_t *batches, int nb, double secs, double peak,
+                        double bf16) {
     const nn_net_config_t *c = nn_net_config(net);
     int32_t maxB = 1;
     for (int i = 0; i < nb; i++) maxB = batches[i] > maxB ? batches[i] : maxB;
@@ -114,8 +121,9 @@ static void bench_infer(nn_backend_t *be, nn_net_t *net, const int32_t *batches,
     float *dhand;
     nn_ctx_buffers(ctx, &dpacked, &dhand, NULL, NULL, NULL);
     double fpp = net_flop(c);
-    printf("| batch | evals/s (host in/out) | ms/batch | evals/s (device only) | ms/batch | TFLOP/s | %% of peak |\n");
-    printf("|------:|------:|------:|------:|------:|------:|------:|\n");
+    printf("| batch | evals/s (host in/out) | ms/batch | evals/s (device only) | ms/batch | TFLOP/s | %% of peak | %% of "
+           "BF16 peak |\n");
+    printf("|------:|------:|------:|------:|------:|------:|------:|------:|\n");
     for (int i = 0; i < nb; i++) {
         int32_t B = batches[i];
         if (B < 1 || B > maxB) continue;
@@ -146,8 +154,8 @@ static void bench_infer(nn_backend_t *be, nn_net_t *net, const int32_t *batches,
             if (chunk < 64) chunk *= 2;
         } while (t < secs || it < 3);
         double dev_eps = (double)B * it / t, tflops = dev_eps * fpp * 1e-12;
-        printf("| %5d | %9.0f | %7.3f | %9.0f | %7.3f | %6.2f | %5.2f%% |\n", B, host_eps, host_ms, dev_eps, 1e3 * t / it,
-               tflops, peak > 0 ? 100.0 * tflops / peak : 0.0);
+        printf("| %5d | %9.0f | %7.3f | %9.0f | %7.3f | %6.2f | %5.2f%% | %5.2f%% |\n", B, host_eps, host_ms, dev_eps,
+               1e3 * t / it, tflops, pct_of(tflops, peak), pct_of(tflops, bf16));
         fflush(stdout);
         if (failed(be)) break;
     }
@@ -156,7 +164,8 @@ static void bench_infer(nn_backend_t *be, nn_net_t *net, const int32_t *batches,
 }
 
 /* ---- training ----------------------------------------------------------------------- */
-static void bench_train(nn_backend_t *be, nn_net_t *net, int32_t B, double secs, double peak) {
+
+static void bench_train(nn_backend_t *be, nn_net_t *net, int32_t B, double secs, double peak, double bf16) {
     const nn_net_config_t *c = nn_net_config(net);
     char err[256];
     bench_batch_t tb;
@@ -190,8 +199,9 @@ static void bench_train(nn_backend_t *be, nn_net_t *net, int32_t B, double secs,
         t = bench_wall_s() - t0;
         if (!late) nn_train_step(tr, &tb.b, &m, err, sizeof(err));
         double sps = (double)B * it / t, tflops = sps * 3.0 * net_flop(c) * 1e-12;
-        printf("| train%s | %5d | %9.0f samples/s | %7.2f ms/step | %6.2f TFLOP/s | %5.2f%% of peak | loss %.3f |\n",
-               late ? " late" : "", B, sps, 1e3 * t / it, tflops, peak > 0 ? 100.0 * tflops / peak : 0.0, m.loss);
+        printf("| train%s | %5d | %9.0f samples/s | %7.2f ms/step | %6.2f TFLOP/s | %5.2f%% of peak | loss %.3f | "
+               "%5.2f%% of BF16 peak |\n", late ? " late" : "", B, sps, 1e3 * t / it, tflops,
+               pct_of(tflops, peak), m.loss, pct_of(tflops, bf16));
         fflush(stdout);
     }
 done:
@@ -277,9 +287,9 @@ int main(int argc, char **argv) {
                 return 1;
             }
             printf("\n## %s %s (%.1f MFLOP per position forward)\n\n", size, mode, net_flop(&cfg) * 1e-6);
-            bench_infer(be, net, batches, nb, secs, peak);
+            bench_infer(be, net, batches, nb, secs, peak, pk_bf16);
             printf("\n");
-            for (int i = 0; i < ntb; i++) bench_train(be, net, tbatches[i], secs, peak);
+            for (int i = 0; i < ntb; i++) bench_train(be, net, tbatches[i], secs, peak, pk_bf16);
             nn_net_free(net);
             nn_backend_free(be);
         }
