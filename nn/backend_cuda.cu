@@ -181,6 +181,7 @@ typedef struct {
     int capturing, graphs_off;
     int failed;
     int poison; /* the current op's output gets NaN (an injected ":nan" fault) */
+    int mute;   /* ops called by another op: not counted by the fault switch */
     int quiet;  /* setup: failures go to the constructor's err only */
     char err[768];
 } cu_ctx_t;
@@ -350,8 +351,8 @@ static void cu_optime_report(cu_ctx_t *c) {
  * instance's device (instances may move between threads). */
 static bool cu_enter(cu_ctx_t *c, const char *op) {
     if (c->failed) return false;
-    nn_fault_t f = nn_fault_hit(op);
-    c->poison = f == NN_FAULT_NAN;
+    nn_fault_t f = c->mute ? NN_FAULT_NONE : nn_fault_hit(op); /* muted: an op inside another, counted there */
+    if (!c->mute) c->poison = f == NN_FAULT_NAN;
     if (f == NN_FAULT_FAIL) {
         char msg[128];
         nn_fault_message(op, msg, sizeof msg);
@@ -1557,19 +1558,23 @@ static void cu_conv_fwd_act(nn_backend_t *be, const float *x, const float *w, co
                             int32_t B, int32_t cin, int32_t cout, int32_t k, nn_act_t act_in, float *y, void *ws,
                             int32_t flags) {
     cu_ctx_t *c = CTX(be);
-    if (B <= 0 || !cu_enter(c, "conv_fwd_act")) return;
+    if (B <= 0 || !cu_enter(c, "conv_fwd")) return; /* the unit counts as its convolution (KOMA_FAULT), as on the CPU */
     int act = (flags & NN_CONV_NO_ACT) ? -1 : (int)act_in;
     int64_t ny = (int64_t)B * cout * NN_HW;
+    int poison = c->poison; /* an injected NaN goes into the unit's output, after its activation */
+    c->poison = 0;
     cu_plan_t *p = conv_plan(c, B, cin, cout, k, DIR_FWD);
     if (!p) return;
     if (!c->bf16) {
         cu_mark(c, "conv_fwd_act.cudnn_fused");
-        if (fused_fp32(c, p, x, w, bias, res, cout, act, y)) {
-            if (!c->failed) cu_poison(c, y, ny);
-            return;
+        if (!fused_fp32(c, p, x, w, bias, res, cout, act, y)) {
+            c->mute = 1;
+            cu_conv_fwd(be, x, w, bias, B, cin, cout, k, y, ws);
+            if (act >= 0) cu_act_fwd(be, y, res, ny, (nn_act_t)act, y);
+            c->mute = 0;
         }
-        cu_conv_fwd(be, x, w, bias, B, cin, cout, k, y, ws);
-        if (act >= 0) cu_act_fwd(be, y, res, ny, (nn_act_t)act, y);
+        c->poison = poison;
+        cu_poison(c, y, ny);
         return;
     }
     bool xn = (flags & NN_CONV_X_NATIVE) && native_bf16(c, cin);
@@ -1594,10 +1599,8 @@ static void cu_conv_fwd_act(nn_backend_t *be, const float *x, const float *w, co
         if (!p->nhwc && !transpose_bf(c, (const __nv_bfloat16 *)st.y, (__nv_bfloat16 *)y, B, cout, NN_HW)) return; /* NCHW -> NHWC */
         k_epi_nhwc<<<cu_grid(c, ny), CU_THREADS, 0, c->stream>>>((__nv_bfloat16 *)y, bias, (const __nv_bfloat16 *)res,
                                                                  ny, cout, act);
-        if (LAUNCH_CHECK(c, "k_epi_nhwc") && c->poison) { /* the fault's NaN, in y's own type */
-            c->poison = 0;
+        if (LAUNCH_CHECK(c, "k_epi_nhwc") && poison) /* the fault's NaN, in y's own type */
             CUDA_CHECK(c, cudaMemsetAsync(y, 0xFF, sizeof(__nv_bfloat16) * (size_t)ny, c->stream));
-        }
         return;
     }
     if (!from_bf16(c, st.y, y, B, cout, NN_HW, bias, 0, p->nhwc)) return;
@@ -1605,6 +1608,7 @@ static void cu_conv_fwd_act(nn_backend_t *be, const float *x, const float *w, co
         k_act_fwd<<<cu_grid(c, ny), CU_THREADS, 0, c->stream>>>(y, res, ny, act, y);
         if (!LAUNCH_CHECK(c, "k_act_fwd")) return;
     }
+    c->poison = poison;
     cu_poison(c, y, ny);
 }
 
