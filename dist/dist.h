@@ -68,6 +68,8 @@ void dist_abort(dist_t *d, int code);
  * every rank. */
 int dist_sum_f32(dist_t *d, float *buf, int64_t n, char *err, size_t errlen);
 int dist_sum_f64(dist_t *d, double *buf, int64_t n, char *err, size_t errlen);
+/* buf[0..bytes) := root's bytes on every rank (MPI_Bcast). */
+int dist_bcast(dist_t *d, void *buf, int64_t bytes, int32_t root, char *err, size_t errlen);
 /* *all_ok := every rank passed ok != 0. Returns -1 only for an MPI failure. */
 int dist_agree(dist_t *d, int ok, int *all_ok, char *err, size_t errlen);
 /* *same := v equals rank 0's v on every rank; *first_bad := the lowest rank

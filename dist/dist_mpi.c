@@ -140,6 +140,16 @@ int dist_sum_f64(dist_t *d, double *buf, int64_t n, char *err, size_t errlen) {
     return sum_any(d, buf, n, MPI_DOUBLE, sizeof(double), err, errlen);
 }
 
+int dist_bcast(dist_t *d, void *buf, int64_t bytes, int32_t root, char *err, size_t errlen) {
+    if (d->size == 1) return 0;
+    if (bytes < 0 || bytes > INT_MAX || root < 0 || root >= d->size) {
+        snprintf(err, errlen, "dist_bcast: %lld bytes from rank %d: out of range", (long long)bytes, (int)root);
+        return -1;
+    }
+    DIST_CHECK(MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, d->comm));
+    return 0;
+}
+
 int dist_agree(dist_t *d, int ok, int *all_ok, char *err, size_t errlen) {
     int v = ok != 0;
     *all_ok = v;

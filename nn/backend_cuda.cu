@@ -2096,6 +2096,14 @@ fail:
 
 extern "C" int nn_backend_is_cuda(const nn_backend_t *be) { return be && be->free == cu_free; }
 
+extern "C" int32_t nn_cuda_device_of(const nn_backend_t *be) {
+    return nn_backend_is_cuda(be) ? ((const cu_ctx_t *)be->ctx)->device : -1;
+}
+
+extern "C" void *nn_cuda_stream(const nn_backend_t *be) {
+    return nn_backend_is_cuda(be) ? (void *)((const cu_ctx_t *)be->ctx)->stream : NULL;
+}
+
 extern "C" uint32_t nn_cuda_flags(const nn_backend_t *be) {
     return nn_backend_is_cuda(be) ? ((const cu_ctx_t *)be->ctx)->flags : 0u;
 }

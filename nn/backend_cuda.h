@@ -92,6 +92,11 @@ int nn_backend_is_cuda(const nn_backend_t *be);
 uint32_t nn_cuda_flags(const nn_backend_t *be);
 /* The instance's sticky error message, or NULL while none happened. */
 const char *nn_cuda_error(const nn_backend_t *be);
+/* The CUDA instance's device and stream (a cudaStream_t), for code that
+ * enqueues its own work behind the instance's (NCCL: train/dist_nccl.c);
+ * -1 and NULL for another backend. */
+int32_t nn_cuda_device_of(const nn_backend_t *be);
+void *nn_cuda_stream(const nn_backend_t *be);
 
 #ifdef __cplusplus
 }

@@ -46,6 +46,16 @@ const char *nn_cuda_error(const nn_backend_t *be) {
     return NULL;
 }
 
+int32_t nn_cuda_device_of(const nn_backend_t *be) {
+    (void)be;
+    return -1;
+}
+
+void *nn_cuda_stream(const nn_backend_t *be) {
+    (void)be;
+    return NULL;
+}
+
 #else
 /* ISO C wants at least one declaration per translation unit. */
 typedef int nn_backend_cuda_stub_unused_t;

@@ -16,6 +16,8 @@
 #include <xxhash.h>
 
 #include "compat/compat.h"
+#include "nn/backend_cuda.h"
+#include "train/dist_nccl.h"
 
 struct train_dist {
     dist_t *d;
@@ -29,6 +31,8 @@ struct train_dist {
     float *one;                /* (max(n_params, n_stats)) one slice's gradients or statistics */
     float *stats0;             /* (n_stats) the running statistics before the step */
     uint32_t *offsets;         /* (b + 1) the slice's policy offsets, from 0 */
+    dist_nccl_t *nccl;         /* CUDA ranks, one slice each: means on the GPUs, no host copies */
+    char route[320];           /* how the sums go, for the log */
 };
 
 /* The per-step sums over ranks, as doubles. */
@@ -73,11 +77,21 @@ train_dist_t *train_dist_new(dist_t *d, nn_trainer_t *nt, int32_t global_batch, 
         train_dist_free(td);
         return NULL;
     }
+    snprintf(td->route, sizeof td->route, "MPI on host copies");
+    /* Every rank runs the same command: they all take this branch or none */
+    if (n > 1 && micro == 1 && nn_backend_is_cuda(nn_net_backend(td->net))) {
+        char e[300];
+        td->nccl = dist_nccl_new(d, nn_net_backend(td->net), e, sizeof e);
+        snprintf(td->route, sizeof td->route, td->nccl ? "NCCL between the GPUs" : "MPI on host copies (no NCCL: %s)", e);
+    }
     return td;
 }
 
+const char *train_dist_route(const train_dist_t *td) { return td->route; }
+
 void train_dist_free(train_dist_t *td) {
     if (!td) return;
+    dist_nccl_free(td->nccl);
     free(td->grads);
     free(td->stats);
     free(td->one);
@@ -143,8 +157,10 @@ static int grads_of_slices(train_dist_t *td, const nn_batch_t *full, double *s, 
         nn_metrics_t lm;
         memset(&lm, 0, sizeof lm);
         if (nn_train_step_grads(td->nt, &part, &lm, err, errlen) != 0) return -1;
-        add_slice(td, td->grads, nn_trainer_grads(td->nt), td->n_params, j == 0);
-        add_slice(td, td->stats, st, td->n_stats, j == 0);
+        if (!td->nccl) { /* NCCL averages them where they are */
+            add_slice(td, td->grads, nn_trainer_grads(td->nt), td->n_params, j == 0);
+            add_slice(td, td->stats, st, td->n_stats, j == 0);
+        }
         if (lm.policy_positions > 0)
             s[S_POLICY] += lm.policy_loss * lm.policy_positions, s[S_ACC] += lm.policy_acc * lm.policy_positions,
                 s[S_NPOL] += lm.policy_positions;
@@ -209,9 +225,14 @@ int train_dist_step(train_dist_t *td, const nn_batch_t *full, int stop, nn_metri
         return -1;
     }
     nn_net_t *net = td->net;
-    if (mean_over_ranks(td, nn_trainer_grads(td->nt), td->grads, td->n_params, err, errlen) != 0 ||
-        mean_over_ranks(td, nn_net_stats(net, NULL), td->stats, td->n_stats, err, errlen) != 0)
+    if (td->nccl) {
+        if (dist_nccl_mean(td->nccl, nn_trainer_grads(td->nt), td->n_params, err, errlen) != 0 ||
+            dist_nccl_mean(td->nccl, nn_net_stats(net, NULL), td->n_stats, err, errlen) != 0)
+            return -1;
+    } else if (mean_over_ranks(td, nn_trainer_grads(td->nt), td->grads, td->n_params, err, errlen) != 0 ||
+               mean_over_ranks(td, nn_net_stats(net, NULL), td->stats, td->n_stats, err, errlen) != 0) {
         return -1;
+    }
     nn_net_mark_dirty(net);
     int ok = nn_train_step_apply(td->nt, &lm, e2, sizeof e2) == 0, all = 0;
     if (!ok) snprintf(err, errlen, "%s", e2);

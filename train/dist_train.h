@@ -8,6 +8,9 @@
  * the sums of gradients, metrics and BN running statistics over slices and
  * ranks, host staging for them, and the check that the weights are the same
  * bits on every rank (XXH3 of params and stats).
+ * Where the trainers are CUDA instances with one slice each and NCCL is
+ * built, gradients and statistics are averaged on the GPUs (ncclAllReduce on
+ * the trainer's stream) instead of through host copies and MPI.
  * Does not own: the job (dist/), sampling (train/window.c), the step itself
  * (nn_train_step_grads / nn_train_step_apply), files, the run (rank 0 owns
  * the run: train/main.c).
@@ -43,6 +46,10 @@ typedef struct train_dist train_dist_t;
 train_dist_t *train_dist_new(dist_t *d, nn_trainer_t *nt, int32_t global_batch, int32_t micro, char *err,
                              size_t errlen);
 void train_dist_free(train_dist_t *td); /* NULL ok */
+/* How the sums over ranks go: "NCCL between the GPUs" (CUDA trainers, one
+ * slice per rank, built with NCCL: train/dist_nccl.h) or "MPI on host
+ * copies" (with the reason NCCL is not used, where it was tried). */
+const char *train_dist_route(const train_dist_t *td);
 /* Rows of one slice: global_batch / slices. */
 int32_t train_dist_local_batch(int32_t global_batch, int32_t slices);
 

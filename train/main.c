@@ -58,6 +58,7 @@
 #include "compat/compat.h"
 #include "compat/status.h"
 #include "nn/backend.h"
+#include "nn/backend_cuda.h"
 #include "config/config.h"
 #include "data/db.h"
 #include "data/run.h"
@@ -354,6 +355,14 @@ static int register_start(offline_t *o) {
 static int offline_net(offline_t *o) {
     char err[2048];
     const train_config_t *cfg = o->cfg;
+    train_config_t mine;
+    int32_t ndev = nn_cuda_device_count();
+    if (o->ranks > 1 && strcmp(cfg->backend, "cpu") != 0 && ndev > 0) {
+        /* one GPU per rank of a node, as selfplay's ranks (NCCL refuses two ranks on one GPU) */
+        mine = *cfg;
+        mine.device = (int32_t)((cfg->device + dist_local_rank(g_dist)) % ndev);
+        cfg = &mine;
+    }
     o->be = train_backend_new(cfg, err, sizeof err);
     if (!o->be) {
         fprintf(stderr, "train: %s\n", err);
@@ -529,9 +538,9 @@ static int offline_train(offline_t *o) {
         int64_t bytes = 0;
         double sec = dist_sum_seconds(g_dist, &bytes);
         printf("data-parallel: %d ranks x %d rows, sums over ranks %.2f ms/step (%.2f MB/step, waits for the slowest "
-               "rank included)\n",
+               "rank included; %s)\n",
                o->ranks, train_dist_local_batch(o->cfg->batch, o->ranks), 1e3 * sec / (double)r.steps,
-               (double)bytes / (double)r.steps / 1e6);
+               (double)bytes / (double)r.steps / 1e6, train_dist_route(o->td));
     }
     return rc;
 }

@@ -103,7 +103,7 @@ static int flag_rows(train_config_t *c, cfg_opt_t *t) {
         {"q-draw", CFG_TYPE_FLOAT, &o->q_draw, 0, 1, "draw share at q = 0 in the value target"},
         {"bn-momentum", CFG_TYPE_FLOAT, &o->bn_momentum, 0, 1, "batch-norm running statistics momentum"},
         {"train-seed", CFG_TYPE_U64, &c->seed, 0, 9.2e18, "trainer seed (init and sampling)", "1"},
-        {"train-device", CFG_TYPE_I32, &c->device, 0, 64, "CUDA device of the trainer", "0"},
+        {"train-device", CFG_TYPE_I32, &c->device, 0, 64, "CUDA device of the trainer (train under mpirun: this + the rank's index on its node)", "0"},
     };
     for (int i = 0; i < TRAIN_CONFIG_NFLAGS; i++) {
         t[i] = all[i];

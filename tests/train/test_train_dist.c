@@ -13,6 +13,12 @@
  *    ones.
  * Weights that drift apart on one rank stop the job at the next check
  * (--dist-check-every 5) with a message, and no net is written.
+ * 4. Where two CUDA devices and NCCL exist (never on this project's
+ *    machines: one GPU at most): the same two ranks training on CUDA
+ *    average on the GPUs with NCCL ("NCCL between the GPUs" in the log)
+ *    and agree with one process training the same two slices on CUDA
+ *    (--micro-batches 2) within float tolerance (NCCL adds in its own order);
+ *    skipped, with the reason printed, elsewhere.
  * 3. While a 2-rank job runs, a second writer (train on the same run) is
  *    refused by the run's lock, which rank 0 alone holds (rank 1 opening the
  *    run as a writer would have failed the job); once the job is stopped
@@ -20,6 +26,9 @@
  *    and the run takes a writer again.
  */
 #include "train_test.h"
+
+#include "nn/backend_cuda.h"
+#include "train/dist_nccl.h"
 
 #if !defined(KOMA_MPIEXEC) || !defined(KOMA_TRAIN_BIN)
 /* Built without MPI (or without the train program): nothing to run. */
@@ -267,6 +276,29 @@ int main(void) {
     rc = run_train(2, args);
     CHECK_RUN(rc != 0 && file_has(g_errf, "the weights differ across ranks at step 10: rank 1's are not rank 0's"));
     CHECK(!compat_file_exists(t_path("X.safetensors")));
+
+    /* 4. two GPUs: NCCL against one process with the same two slices */
+    if (nn_cuda_device_count() >= 2 && dist_nccl_built()) {
+        const char *G = t_path("G.safetensors"), *H = t_path("H.safetensors");
+        double lg[STEPS], lh[STEPS];
+        snprintf(args, sizeof args, "%s --train-backend cuda --batch 16 --steps %d --fresh --out %s --losses %s", common,
+                 STEPS, G, t_path("G.csv"));
+        rc = run_train(2, args);
+        CHECK_RUN(rc == 0 && file_has(g_out, "NCCL between the GPUs"));
+        snprintf(args, sizeof args, "%s --train-backend cuda --batch 16 --micro-batches 2 --steps %d --fresh --out %s "
+                 "--losses %s", common, STEPS, H, t_path("H.csv"));
+        rc = run_train(0, args);
+        CHECK_RUN(rc == 0);
+        CHECK(read_losses(t_path("G.csv"), lg, STEPS) == STEPS && read_losses(t_path("H.csv"), lh, STEPS) == STEPS);
+        double gl = max_loss_diff(lg, lh, STEPS), gp = INFINITY, gs = INFINITY;
+        CHECK(params_diff(G, H, &gp, &gs) == 0);
+        printf("2 ranks on 2 GPUs (NCCL) vs 1 process on a GPU with --micro-batches 2: max loss difference %.3g, max "
+               "param difference %.3g, max BN running-stat difference %.3g\n", gl, gp, gs);
+        CHECKF(gl < 0.05 && gp < 0.05 && gs < 0.05, "differ by %g %g %g (tolerance 0.05: TF32, cuDNN algorithms that are not deterministic, NCCL's order; a sum for a mean gives far more)", gl, gp, gs);
+    } else {
+        printf("part 4 (NCCL between two GPUs) skipped: %d CUDA device(s), NCCL %s\n", nn_cuda_device_count(),
+               dist_nccl_built() ? "built" : "not built");
+    }
 
     /* 3. the run's lock */
     lock_while_running(common);
