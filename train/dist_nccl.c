@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "nn/backend_cuda.h"
 
@@ -18,22 +19,29 @@ struct dist_nccl {
 
 bool dist_nccl_built(void) { return true; }
 
+/* Every rank says whether it got this far: true when all did; else err :=
+ * this rank's own message (mine) or that another one failed (theirs). */
+static bool all_agree(dist_t *d, int ok, const char *mine, const char *theirs, char *err, size_t errlen) {
+    int all = 0;
+    if (dist_agree(d, ok, &all, err, errlen) != 0) return false;
+    if (!all) snprintf(err, errlen, "%s", ok ? theirs : mine);
+    return all != 0;
+}
+
 dist_nccl_t *dist_nccl_new(dist_t *d, nn_backend_t *be, char *err, size_t errlen) {
     char e[512] = "";
-    int ok = nn_backend_is_cuda(be), all = 0;
+    int ok = nn_backend_is_cuda(be);
     if (!ok) snprintf(e, sizeof e, "the trainer backend is not CUDA");
     ncclUniqueId id;
+    memset(&id, 0, sizeof id); /* rank 0's arrives by dist_bcast */
     ncclResult_t r = ncclSuccess;
     if (ok && dist_rank(d) == 0 && (r = ncclGetUniqueId(&id)) != ncclSuccess) {
         snprintf(e, sizeof e, "ncclGetUniqueId: %s", ncclGetErrorString(r));
         ok = 0;
     }
-    if (dist_agree(d, ok, &all, err, errlen) != 0) return NULL;
-    if (!all) {
-        snprintf(err, errlen, "%s", e[0] ? e : "another rank cannot use NCCL (its trainer is not on CUDA, or no id)");
+    if (!all_agree(d, ok, e, "another rank cannot use NCCL (its trainer is not on CUDA, or no id)", err, errlen) ||
+        dist_bcast(d, &id, (int64_t)sizeof id, 0, err, errlen) != 0)
         return NULL;
-    }
-    if (dist_bcast(d, &id, (int64_t)sizeof id, 0, err, errlen) != 0) return NULL;
     dist_nccl_t *g = calloc(1, sizeof *g);
     ok = g != NULL;
     if (!ok) snprintf(e, sizeof e, "out of memory");
@@ -41,29 +49,20 @@ dist_nccl_t *dist_nccl_new(dist_t *d, nn_backend_t *be, char *err, size_t errlen
         g->device = nn_cuda_device_of(be);
         g->stream = (cudaStream_t)nn_cuda_stream(be);
         cudaError_t ce = cudaSetDevice(g->device);
-        if (ce != cudaSuccess) {
-            snprintf(e, sizeof e, "cudaSetDevice(%d): %s", g->device, cudaGetErrorString(ce));
-            ok = 0;
-        }
+        if (ce != cudaSuccess) snprintf(e, sizeof e, "cudaSetDevice(%d): %s", g->device, cudaGetErrorString(ce)), ok = 0;
     }
     /* ncclCommInitRank waits for every rank: none may skip it once one enters */
-    if (dist_agree(d, ok, &all, err, errlen) != 0 || !all) {
-        if (!ok) snprintf(err, errlen, "%s", e);
-        else snprintf(err, errlen, "another rank cannot start NCCL (its message is above)");
+    if (!all_agree(d, ok, e, "another rank cannot start NCCL (its message is above)", err, errlen)) {
         dist_nccl_free(g);
         return NULL;
     }
-    if (ok) {
-        if ((r = ncclCommInitRank(&g->comm, (int)dist_size(d), id, (int)dist_rank(d))) != ncclSuccess) {
-            snprintf(e, sizeof e, "ncclCommInitRank (rank %d of %d, device %d): %s", (int)dist_rank(d),
-                     (int)dist_size(d), g->device, ncclGetErrorString(r));
-            g->comm = NULL;
-            ok = 0;
-        }
+    if ((r = ncclCommInitRank(&g->comm, (int)dist_size(d), id, (int)dist_rank(d))) != ncclSuccess) {
+        snprintf(e, sizeof e, "ncclCommInitRank (rank %d of %d, device %d): %s", (int)dist_rank(d), (int)dist_size(d),
+                 g->device, ncclGetErrorString(r));
+        g->comm = NULL;
+        ok = 0;
     }
-    if (dist_agree(d, ok, &all, err, errlen) != 0 || !all) {
-        if (!ok) snprintf(err, errlen, "%s", e);
-        else snprintf(err, errlen, "NCCL did not start on another rank (its message is above)");
+    if (!all_agree(d, ok, e, "NCCL did not start on another rank (its message is above)", err, errlen)) {
         dist_nccl_free(g);
         return NULL;
     }
