@@ -50,7 +50,18 @@ trap 'wineserver -k 2>/dev/null || true' EXIT
 set -- -LE slow "$@"
 [ -n "$EXCLUDE" ] && set -- -E "$EXCLUDE" "$@"
 status=0
-(cd "$B" && ctest --output-on-failure -j "$JOBS" --timeout 1200 "$@") || status=1
+log="$B/ctest-wine.log"
+(cd "$B" && ctest --output-on-failure -j "$JOBS" --timeout 1200 "$@") 2>&1 | tee "$log" || true
+grep -q "100% tests passed" "$log" || status=1
+# wine's own client can lose its server connection ("wine client error:0:
+# recvmsg: Connection reset by peer", a test failed after 0.03 s, session 11,
+# under a loaded machine; the same test passed on the rerun). Only then are
+# the failed tests run once more, and the rerun decides.
+if [ $status = 1 ] && grep -q "wine client error" "$log"; then
+  echo "ci-windows: wine's client lost its server: running the failed tests once more"
+  status=0
+  (cd "$B" && ctest --rerun-failed --output-on-failure --timeout 1200) || status=1
+fi
 end=$(date +%s)
 echo "ci-windows: build $((built - start)) s, tests under wine $((end - built)) s"
 exit $status
