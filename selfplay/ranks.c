@@ -67,10 +67,13 @@ int32_t sp_ranks_children(int32_t rank, int32_t size, int32_t fanout, int32_t *o
     return n;
 }
 
-/* Sends an encoded NET message to rank's children (*sent := how many): 0,
- * or -1 with err. Rank 0 sending to every other rank shares one copy. */
-static int net_down(dist_mail_t *mail, int32_t rank, int32_t size, int32_t fanout, const uint8_t *msg, int64_t len,
-                    int32_t *sent, char *err, size_t errlen) {
+/* Sends a NET or PAUSE message to rank's children in the tree (*sent := how
+ * many): 0, or -1 with err. Rank 0 sending to every other rank shares one
+ * copy. Pauses take the nets' path so that a rank never resumes (sync-train)
+ * before the net it is to play with has reached it: MPI keeps one sender's
+ * messages to one rank in order. */
+static int tree_down(dist_mail_t *mail, int32_t rank, int32_t size, int32_t fanout, int32_t tag, const uint8_t *msg,
+                     int64_t len, int32_t *sent, char *err, size_t errlen) {
     int32_t kids[SP_NET_FANOUT_MAX];
     int32_t n = sp_ranks_children(rank, size, fanout, kids, SP_NET_FANOUT_MAX);
     bool all = rank == 0 && n == size - 1;
@@ -78,7 +81,7 @@ static int net_down(dist_mail_t *mail, int32_t rank, int32_t size, int32_t fanou
     *sent = n;
     char e[512];
     for (int32_t i = 0; i < (all ? 1 : n); i++) {
-        int rc = dist_mail_send(mail, all ? DIST_ALL_OTHERS : kids[i], SP_TAG_NET, msg, len, SEND_TIMEOUT_MS, e, sizeof e);
+        int rc = dist_mail_send(mail, all ? DIST_ALL_OTHERS : kids[i], tag, msg, len, SEND_TIMEOUT_MS, e, sizeof e);
         if (rc != DIST_OK) {
             snprintf(err, errlen, "%s", rc == DIST_TIMEOUT ? "earlier messages still in flight after 60 s" : e);
             return -1;
@@ -136,7 +139,7 @@ int sp_ranks_send_net(sp_ranks_t *k, int64_t cycle, uint64_t seed, const char *p
         return -1;
     }
     int32_t sent = 0;
-    int rc = net_down(k->mail, 0, k->size, k->fanout, msg, len, &sent, e, sizeof e);
+    int rc = tree_down(k->mail, 0, k->size, k->fanout, SP_TAG_NET, msg, len, &sent, e, sizeof e);
     free(msg);
     if (rc != 0) {
         snprintf(err, errlen, "model cycle %" PRId64 " to the other ranks: %s", cycle, e);
@@ -155,10 +158,15 @@ static int send_order(sp_ranks_t *k, int32_t tag, int32_t v, char *err, size_t e
     uint8_t buf[SP_WIRE_SMALL_MAX];
     int64_t len = sp_wire_int_encode(v, buf);
     char e[512];
+    int32_t sent = 0;
+    if (tag == SP_TAG_PAUSE) { /* down the nets' tree (tree_down) */
+        if (tree_down(k->mail, 0, k->size, k->fanout, tag, buf, len, &sent, e, sizeof e) == 0) return 0;
+        snprintf(err, errlen, "pause to the other ranks: %s", e);
+        return -1;
+    }
     int rc = dist_mail_send(k->mail, DIST_ALL_OTHERS, tag, buf, len, SEND_TIMEOUT_MS, e, sizeof e);
     if (rc == DIST_OK) return 0;
-    snprintf(err, errlen, "%s to the other ranks: %s", tag == SP_TAG_STOP ? "stop" : "pause",
-             rc == DIST_TIMEOUT ? "earlier messages still in flight after 60 s" : e);
+    snprintf(err, errlen, "stop to the other ranks: %s", rc == DIST_TIMEOUT ? "earlier messages still in flight after 60 s" : e);
     return -1;
 }
 
@@ -370,7 +378,7 @@ static int take_net(remote_t *x, const dist_msg_t *m, uint64_t *seed, char *err,
         return -1;
     }
     int32_t sent = 0; /* checked: down the tree before this rank loads it */
-    if (net_down(x->mail, x->rank, x->size, x->fanout, m->data, m->len, &sent, e, sizeof e) != 0) {
+    if (tree_down(x->mail, x->rank, x->size, x->fanout, SP_TAG_NET, m->data, m->len, &sent, e, sizeof e) != 0) {
         snprintf(err, errlen, "model %" PRId64 " to the ranks below this one: %s", cycle, e);
         return -1;
     }
@@ -507,10 +515,15 @@ static int remote_loop(remote_t *x) {
         }
         if (rc == DIST_OK) {
             int32_t v = 0;
-            int32_t parent = x->fanout > 0 ? (x->rank - 1) / x->fanout : 0;
-            if (m->tag == SP_TAG_NET && m->src != parent) {
-                snprintf(err, sizeof err, "a net from rank %d, not from rank %d above this one in the tree (--net-fanout "
-                         "must be the same on every rank)", (int)m->src, (int)parent);
+            int32_t parent = x->fanout > 0 ? (x->rank - 1) / x->fanout : 0, sent = 0;
+            if ((m->tag == SP_TAG_NET || m->tag == SP_TAG_PAUSE) && m->src != parent) {
+                snprintf(err, sizeof err, "a %s from rank %d, not from rank %d above this one in the tree "
+                         "(--net-fanout must be the same on every rank)", m->tag == SP_TAG_NET ? "net" : "pause",
+                         (int)m->src, (int)parent);
+                failed = true;
+            } else if (m->tag == SP_TAG_PAUSE &&
+                       tree_down(x->mail, x->rank, x->size, x->fanout, m->tag, m->data, m->len, &sent, e, sizeof e) != 0) {
+                snprintf(err, sizeof err, "pause to the ranks below this one: %s", e);
                 failed = true;
             } else if (m->tag == SP_TAG_NET) {
                 if (take_net(x, m, &seed, err, sizeof err) != 0) failed = true;

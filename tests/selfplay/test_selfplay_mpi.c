@@ -13,7 +13,9 @@
  *   - nets go down a chain (--net-fanout 1: rank 0 -> 1 -> 2): rank 0 sends
  *     each to rank 1 only, rank 1 passes it on to rank 2, and rank 2 still
  *     publishes model 1 with the registered XXH3 (test_selfplay_mpi_kill
- *     runs the default, where rank 0 sends to both).
+ *     runs the default, where rank 0 sends to both). The pauses of
+ *     --sync-train take the same path, so rank 2 resumes only after model 1
+ *     reached it.
  */
 #if !defined(KOMA_MPIEXEC) || !defined(KOMA_SELFPLAY_BIN)
 #include <stdio.h>
@@ -36,7 +38,8 @@ int main(void) {
 
     sp_mpi_extra[0] = "--net-fanout", sp_mpi_extra[1] = "1";
     int64_t t0 = compat_now_ms();
-    compat_proc_t *p = sp_mpi_start("3", dir, "2", "12", log);
+    /* 24 games a cycle: down the chain rank 2 resumes last, and still plays some of cycle 2's */
+    compat_proc_t *p = sp_mpi_start("3", dir, "2", "24", log);
     int status = -1;
     int still = compat_proc_wait(p, 240000, &status); /* TSan: 5-15x slower */
     if (still == 1) compat_proc_kill(p);
@@ -49,7 +52,7 @@ int main(void) {
     check_run(dir, CHECK_RUN_REPLAY | CHECK_RUN_CLEAN | CHECK_RUN_LOAD_MODELS, SP_MPI_MAX_PLY, &rs);
     CHECKF(rs.latest_cycle == 2 && rs.models == 3, "model %d, %lld models (want cycle 2, 3 models)", rs.latest_cycle,
            (long long)rs.models);
-    CHECKF(rs.games >= 24, "%lld games (want >= 2 cycles x 12)", (long long)rs.games);
+    CHECKF(rs.games >= 48, "%lld games (want >= 2 cycles x 24)", (long long)rs.games);
 
     /* every rank's games, with rank and host */
     int64_t by_rank[3];
