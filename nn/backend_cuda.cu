@@ -950,15 +950,11 @@ static int cu_graph_end(nn_backend_t *be, uint64_t key) {
                 c->device, why);
         return -1;
     }
-    int slot = 0;
-    for (int i = 0; i < CU_GRAPHS; i++) {
-        if (c->graphs[i].exec && c->graphs[i].key == key) {
-            slot = i;
-            break;
-        }
-        if (!c->graphs[i].exec || c->graphs[i].used < c->graphs[slot].used) slot = i;
-        if (!c->graphs[slot].exec) break;
-    }
+    for (int i = 0; i < CU_GRAPHS; i++) /* an older recording of key goes */
+        if (c->graphs[i].exec && c->graphs[i].key == key) graph_drop(c, i);
+    int slot = 0; /* an empty slot (used 0), else the least recently used */
+    for (int i = 1; i < CU_GRAPHS; i++)
+        if (c->graphs[i].used < c->graphs[slot].used) slot = i;
     graph_drop(c, slot);
     c->graphs[slot].key = key;
     c->graphs[slot].exec = ex;
@@ -1513,7 +1509,6 @@ static void cu_conv_fwd(nn_backend_t *be, const float *x, const float *w, const 
 }
 
 static void cu_act_fwd(nn_backend_t *be, const float *x, const float *res, int64_t n, nn_act_t act, float *y);
-
 
 /* The backend's native activation layout (NN_CONV_*_NATIVE) for a tensor of
  * C channels: BF16 NHWC where the instance runs BF16 and C % 8 == 0 (the

@@ -75,9 +75,8 @@ int32_t sp_ranks_children(int32_t rank, int32_t size, int32_t fanout, int32_t *o
 static int tree_down(dist_mail_t *mail, int32_t rank, int32_t size, int32_t fanout, int32_t tag, const uint8_t *msg,
                      int64_t len, int32_t *sent, char *err, size_t errlen) {
     int32_t kids[SP_NET_FANOUT_MAX];
-    int32_t n = sp_ranks_children(rank, size, fanout, kids, SP_NET_FANOUT_MAX);
-    bool all = rank == 0 && n == size - 1;
-    if (rank == 0 && fanout <= 0) n = size - 1, all = true;
+    bool all = rank == 0 && (fanout <= 0 || fanout >= size - 1); /* the star: fan-out 0, or a small job */
+    int32_t n = all ? size - 1 : sp_ranks_children(rank, size, fanout, kids, SP_NET_FANOUT_MAX);
     *sent = n;
     char e[512];
     for (int32_t i = 0; i < (all ? 1 : n); i++) {
