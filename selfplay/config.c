@@ -38,8 +38,8 @@ int sp_config_flags(sp_config_t *c, cfg_opt_t *opts, int cap) {
         {"quiet", CFG_TYPE_BOOL, &c->quiet, 1, 0, "no status lines, and only warnings and errors on the terminal (the "
                                                   "log file keeps everything)", "0"},
         {"verify-shards", CFG_TYPE_BOOL, &c->verify_shards, 1, 0, "hash every shard and model file at start-up (the newest model is always hashed)", "0"},
-        {"threads", CFG_TYPE_INT, &c->threads, 0, 1024, "self-play worker threads (0 = one per CPU)", "0"},
-        {"games-per-thread", CFG_TYPE_INT, &c->games_per_thread, 2, 65536, "games each worker plays at once", "16"},
+        {"threads", CFG_TYPE_INT, &c->threads, 0, 1024, "self-play worker threads (0 = two per CPU)", "0"},
+        {"games-per-thread", CFG_TYPE_INT, &c->games_per_thread, 2, 65536, "games each worker plays at once", "8"},
         {"leaves-per-game", CFG_TYPE_INT, &c->leaves_per_game, 1, 256, "leaves one game adds to a batch per step", "4"},
         {"search", CFG_TYPE_STRING, c->search, 1, 0, "root search", "gumbel", "gumbel|puct", sizeof c->search},
         {"visits", CFG_TYPE_INT, &c->visits, 1, 1e7, "visits of a full search (policy target)", "64"},
@@ -170,7 +170,11 @@ void sp_config_mcts(const sp_config_t *c, uint64_t seed, mcts_params_t *p) {
     p->seed = seed ? seed : 1;
 }
 
-int64_t sp_config_threads(const sp_config_t *c) { return c->threads > 0 ? c->threads : compat_cpu_count(); }
+/* Two per CPU: each thread keeps two submissions in flight, and with one
+ * thread per CPU the CPU inference workers ran dry while every search thread
+ * waited for its results (1.87 of 2 cores busy; two per CPU: 1.97, and 8-12%
+ * more positions/s at the same 32 games per CPU: docs/BENCHMARKS.md). */
+int64_t sp_config_threads(const sp_config_t *c) { return c->threads > 0 ? c->threads : 2 * compat_cpu_count(); }
 
 nn_server_config_t sp_config_server(const sp_config_t *c) {
     nn_server_config_t s = nn_server_config_default();

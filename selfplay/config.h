@@ -39,8 +39,8 @@ typedef struct {
     int quiet;                     /* no status lines; only warnings and errors on stderr (0) */
     int verify_shards;             /* hash every shard at start-up (0: sizes only) */
     /* workers */
-    int64_t threads;               /* self-play worker threads (2) */
-    int64_t games_per_thread;      /* games each worker drives at once (16) */
+    int64_t threads;               /* self-play worker threads (0: two per CPU) */
+    int64_t games_per_thread;      /* games each worker drives at once (8) */
     int64_t leaves_per_game;       /* leaves one game adds to a batch per step (4) */
     /* search */
     char search[CFG_STRING_MAX];   /* "gumbel" | "puct" */
@@ -97,7 +97,7 @@ int sp_config_check(const sp_config_t *c, char *err, size_t errlen);
 /* Search parameters of one game slot (seed picks its random stream). */
 void sp_config_mcts(const sp_config_t *c, uint64_t seed, mcts_params_t *p);
 /* Inference server configuration. */
-/* Self-play worker threads: --threads, or one per CPU when 0. */
+/* Self-play worker threads: --threads, or two per CPU when 0. */
 int64_t sp_config_threads(const sp_config_t *c);
 nn_server_config_t sp_config_server(const sp_config_t *c);
 
