@@ -81,6 +81,27 @@ typedef struct {
     int32_t nesterov;   /* 1: d = g + mu*v (after v = mu*v + g); 0: d = v */
 } nn_sgd_args_t;
 
+/* One training shard's columns resident in a backend's memory (gather_rows):
+ * device pointers, laid out as the shard's own columns (data/shard.h). */
+typedef struct {
+    const uint8_t *planes;  /* (rows, planes_bytes) */
+    const float *hand;      /* (rows, hand_n); NULL ok when hand_n == 0 */
+    const uint8_t *legal;   /* (rows, legal_bytes) */
+    const uint16_t *labels; /* (nnz) policy labels */
+    const float *probs;     /* (nnz) policy probabilities */
+    const int8_t *result;   /* (rows) */
+    const float *q;         /* (rows) */
+} nn_rows_src_t;
+
+/* Row b of a batch that gather_rows assembles: row `row` of table entry
+ * `src`, whose policy entries start at `policy_begin` of that shard. */
+typedef struct {
+    int32_t src;
+    uint32_t row;
+    uint32_t policy_begin;
+    uint32_t pad_;
+} nn_row_ref_t;
+
 typedef struct nn_backend nn_backend_t;
 
 #define NN_FENCE_NB 4 /* fences per backend instance (fence_record) */
@@ -230,6 +251,20 @@ struct nn_backend {
      * p *= 1 - lr*wd; v = mu*v + g'; p -= lr * (nesterov ? g' + mu*v : v). */
     void (*sgd_step)(nn_backend_t *be, float *p, const float *g, float *v, int64_t n,
                      const float *gnorm2, const nn_sgd_args_t *args);
+
+    /* ---- training batches from resident rows (OPTIONAL: NULL = the trainer
+     * gathers batches on the host and uploads them) ---------------------------
+     * For b < B: refs[b] (device) names row refs[b].row of table entry
+     * srcs[refs[b].src] (device, nn_rows_src_t); its planes_bytes of planes,
+     * hand_n hand floats, legal_bytes of legal mask, result and q go to row b
+     * of planes, hand, legal, result, q; its policy entries, as many as
+     * offsets[b + 1] - offsets[b] (offsets: the batch's (B + 1), device), from
+     * refs[b].policy_begin of the source to [offsets[b], offsets[b + 1]) of
+     * labels and probs. No output may alias a source. */
+    void (*gather_rows)(nn_backend_t *be, const nn_rows_src_t *srcs, const nn_row_ref_t *refs,
+                        const uint32_t *offsets, int32_t B, int32_t planes_bytes, int32_t hand_n,
+                        int32_t legal_bytes, uint8_t *planes, float *hand, uint8_t *legal, uint16_t *labels,
+                        float *probs, int8_t *result, float *q);
 
     /* ---- fused inference unit (OPTIONAL: NULL = conv_fwd then act_fwd) ----- */
     /* y (B, cout, 9, 9) = act(conv(x, w) + bias + res), res (B, cout, 9, 9) or

@@ -473,6 +473,27 @@ static void cpu_gather(nn_backend_t *be, const float *src, const int32_t *idx, i
     for (int64_t i = 0; i < n; i++) dst[i] = src[idx[i]];
 }
 
+/* The reference of gather_rows (nn/backend.h); CUDA's k_gather_rows is its twin. */
+static void cpu_gather_rows(nn_backend_t *be, const nn_rows_src_t *srcs, const nn_row_ref_t *refs,
+                            const uint32_t *offsets, int32_t B, int32_t planes_bytes, int32_t hand_n,
+                            int32_t legal_bytes, uint8_t *planes, float *hand, uint8_t *legal, uint16_t *labels,
+                            float *probs, int8_t *result, float *q) {
+    if (cpu_skip(be, "gather_rows", NULL)) return;
+    for (int32_t b = 0; b < B; b++) {
+        const nn_rows_src_t *s = &srcs[refs[b].src];
+        size_t r = refs[b].row, k = offsets[b + 1] - offsets[b];
+        memcpy(planes + (size_t)b * planes_bytes, s->planes + r * planes_bytes, (size_t)planes_bytes);
+        if (hand_n) memcpy(hand + (size_t)b * hand_n, s->hand + r * hand_n, sizeof(float) * (size_t)hand_n);
+        if (legal_bytes) memcpy(legal + (size_t)b * legal_bytes, s->legal + r * legal_bytes, (size_t)legal_bytes);
+        if (k) {
+            memcpy(labels + offsets[b], s->labels + refs[b].policy_begin, sizeof(uint16_t) * k);
+            memcpy(probs + offsets[b], s->probs + refs[b].policy_begin, sizeof(float) * k);
+        }
+        result[b] = s->result[r];
+        q[b] = s->q[r];
+    }
+}
+
 static void cpu_act_bwd(nn_backend_t *be, const float *dy, const float *z, int64_t n, nn_act_t act,
                         float *dx) {
     if (cpu_skip(be, "act_bwd", NULL)) return;
@@ -1000,6 +1021,7 @@ nn_backend_t *nn_backend_cpu_new_conv(int32_t threads, nn_cpu_conv_t conv, char 
     be->act_fwd = cpu_act_fwd;
     be->add = cpu_add;
     be->gather = cpu_gather;
+    be->gather_rows = cpu_gather_rows;
     be->timer_mark = cpu_timer_mark;
     be->timer_ms = cpu_timer_ms;
     be->act_bwd = cpu_act_bwd;

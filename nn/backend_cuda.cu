@@ -738,6 +738,30 @@ __global__ void k_gather(const float *src, const int32_t *idx, int64_t n, float 
     GRID_STRIDE(i, n) dst[i] = src[idx[i]];
 }
 
+// CPU twin: cpu_gather_rows. A block per batch row (grid-stride over B);
+// its threads copy the row's bytes and policy entries.
+__global__ void k_gather_rows(const nn_rows_src_t *srcs, const nn_row_ref_t *refs, const uint32_t *offsets, int B,
+                              int pb, int hn, int lb, uint8_t *planes, float *hand, uint8_t *legal, uint16_t *labels,
+                              float *probs, int8_t *result, float *q) {
+    for (int b = blockIdx.x; b < B; b += gridDim.x) {
+        nn_row_ref_t rf = refs[b];
+        const nn_rows_src_t *s = &srcs[rf.src];
+        size_t r = rf.row;
+        uint32_t d0 = offsets[b], k = offsets[b + 1] - d0;
+        for (int i = threadIdx.x; i < pb; i += blockDim.x) planes[(size_t)b * pb + i] = s->planes[r * pb + i];
+        for (int i = threadIdx.x; i < hn; i += blockDim.x) hand[(size_t)b * hn + i] = s->hand[r * hn + i];
+        for (int i = threadIdx.x; i < lb; i += blockDim.x) legal[(size_t)b * lb + i] = s->legal[r * lb + i];
+        for (uint32_t i = threadIdx.x; i < k; i += blockDim.x) {
+            labels[d0 + i] = s->labels[rf.policy_begin + i];
+            probs[d0 + i] = s->probs[rf.policy_begin + i];
+        }
+        if (threadIdx.x == 0) {
+            result[b] = s->result[r];
+            q[b] = s->q[r];
+        }
+    }
+}
+
 // CPU twin: cpu_act_bwd. dx = dy * act'(z), dx may equal dy
 __global__ void k_act_bwd(const float *dy, const float *z, int64_t n, int act, float *dx) {
     GRID_STRIDE(i, n) {
@@ -1734,6 +1758,18 @@ static void cu_gather(nn_backend_t *be, const float *src, const int32_t *idx, in
     LAUNCH_CHECK(c, "k_gather");
 }
 
+static void cu_gather_rows(nn_backend_t *be, const nn_rows_src_t *srcs, const nn_row_ref_t *refs,
+                           const uint32_t *offsets, int32_t B, int32_t planes_bytes, int32_t hand_n,
+                           int32_t legal_bytes, uint8_t *planes, float *hand, uint8_t *legal, uint16_t *labels,
+                           float *probs, int8_t *result, float *q) {
+    cu_ctx_t *c = CTX(be);
+    if (B <= 0 || !cu_enter(c, "gather_rows")) return;
+    k_gather_rows<<<B < 4096 ? B : 4096, 128, 0, c->stream>>>(srcs, refs, offsets, B, planes_bytes, hand_n,
+                                                               legal_bytes, planes, hand, legal, labels, probs,
+                                                               result, q);
+    LAUNCH_CHECK(c, "k_gather_rows");
+}
+
 static void cu_act_bwd(nn_backend_t *be, const float *dy, const float *z, int64_t n, nn_act_t act, float *dx) {
     cu_ctx_t *c = CTX(be);
     if (n <= 0 || !cu_enter(c, "act_bwd")) return;
@@ -2058,6 +2094,7 @@ extern "C" nn_backend_t *nn_backend_cuda_new(int32_t device, uint32_t flags, cha
     be->act_fwd = cu_act_fwd;
     be->add = cu_add;
     be->gather = cu_gather;
+    be->gather_rows = cu_gather_rows;
     be->timer_mark = cu_timer_mark;
     be->timer_ms = cu_timer_ms;
     be->act_bwd = cu_act_bwd;

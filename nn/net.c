@@ -1018,8 +1018,38 @@ float *nn_trainer_grads(nn_trainer_t *tr) { return tr->grads; }
 float *nn_trainer_momentum(nn_trainer_t *tr) { return tr->momentum; }
 int64_t nn_trainer_step_count(const nn_trainer_t *tr) { return tr->step; }
 void nn_trainer_set_step_count(nn_trainer_t *tr, int64_t step) { tr->step = step; }
+void nn_trainer_staging(nn_trainer_t *tr, nn_train_staging_t *st, int32_t *max_batch) {
+    *st = (nn_train_staging_t){tr->planes, tr->hand, tr->legal, tr->offsets, tr->labels, tr->probs, tr->result, tr->q};
+    if (max_batch) *max_batch = tr->max_batch;
+}
 
-/* Checks the batch on the host and uploads it; expands inputs and targets. */
+/* The columns of a host batch (policy offsets checked already): labels
+ * checked, then everything uploaded into the staging. */
+static int upload_columns(nn_trainer_t *tr, const nn_batch_t *bt, char *err, size_t errlen) {
+    const nn_net_config_t *nc = &tr->net->cfg;
+    nn_backend_t *be = tr->be;
+    int32_t B = bt->B;
+    uint32_t nnz = bt->policy_offsets[B];
+    for (uint32_t j = 0; j < nnz; j++)
+        if (bt->policy_label[j] >= NN_POLICY_NB) {
+            set_err(err, errlen, "policy_label[%u] = %u >= %d", j, bt->policy_label[j], NN_POLICY_NB);
+            return -1;
+        }
+    be->upload(be, tr->planes, bt->planes, (size_t)(B * nn_packed_bytes(nc->in_planes)));
+    if (nc->in_hand) be->upload(be, tr->hand, bt->hand, sizeof(float) * (size_t)B * nc->in_hand);
+    be->upload(be, tr->legal, bt->legal, (size_t)(B * nn_packed_bytes(NN_POLICY_CH)));
+    be->upload(be, tr->offsets, bt->policy_offsets, sizeof(uint32_t) * (size_t)(B + 1));
+    if (nnz) {
+        be->upload(be, tr->labels, bt->policy_label, sizeof(uint16_t) * nnz);
+        be->upload(be, tr->probs, bt->policy_prob, sizeof(float) * nnz);
+    }
+    be->upload(be, tr->result, bt->result, (size_t)B);
+    be->upload(be, tr->q, bt->root_q, sizeof(float) * (size_t)B);
+    return 0;
+}
+
+/* Checks the batch on the host and uploads it (a staged batch is in the
+ * staging already); expands inputs and targets. */
 static int upload_batch(nn_trainer_t *tr, const nn_batch_t *bt, char *err, size_t errlen) {
     const nn_net_config_t *nc = &tr->net->cfg;
     nn_backend_t *be = tr->be;
@@ -1028,8 +1058,8 @@ static int upload_batch(nn_trainer_t *tr, const nn_batch_t *bt, char *err, size_
         set_err(err, errlen, "batch size %d out of range 1..%d", B, tr->max_batch);
         return -1;
     }
-    if (!bt->planes || !bt->legal || !bt->policy_offsets || !bt->result || !bt->root_q ||
-        (nc->in_hand && !bt->hand)) {
+    if (!bt->policy_offsets || (!bt->staged && (!bt->planes || !bt->legal || !bt->result || !bt->root_q ||
+                                                 (nc->in_hand && !bt->hand)))) {
         set_err(err, errlen, "batch is missing a column");
         return -1;
     }
@@ -1043,22 +1073,7 @@ static int upload_batch(nn_trainer_t *tr, const nn_batch_t *bt, char *err, size_
             set_err(err, errlen, "policy_offsets[%d..%d] = %u..%u invalid", b, b + 1, off[b], off[b + 1]);
             return -1;
         }
-    uint32_t nnz = off[B];
-    for (uint32_t j = 0; j < nnz; j++)
-        if (bt->policy_label[j] >= NN_POLICY_NB) {
-            set_err(err, errlen, "policy_label[%u] = %u >= %d", j, bt->policy_label[j], NN_POLICY_NB);
-            return -1;
-        }
-    be->upload(be, tr->planes, bt->planes, (size_t)(B * nn_packed_bytes(nc->in_planes)));
-    if (nc->in_hand) be->upload(be, tr->hand, bt->hand, sizeof(float) * (size_t)B * nc->in_hand);
-    be->upload(be, tr->legal, bt->legal, (size_t)(B * nn_packed_bytes(NN_POLICY_CH)));
-    be->upload(be, tr->offsets, off, sizeof(uint32_t) * (size_t)(B + 1));
-    if (nnz) {
-        be->upload(be, tr->labels, bt->policy_label, sizeof(uint16_t) * nnz);
-        be->upload(be, tr->probs, bt->policy_prob, sizeof(float) * nnz);
-    }
-    be->upload(be, tr->result, bt->result, (size_t)B);
-    be->upload(be, tr->q, bt->root_q, sizeof(float) * (size_t)B);
+    if (!bt->staged && upload_columns(tr, bt, err, errlen) != 0) return -1;
     be->expand_planes(be, tr->planes, tr->hand, B, nc->in_planes, nc->in_hand, tr->x0);
     be->expand_planes(be, tr->legal, NULL, B, NN_POLICY_CH, 0, tr->legal_t);
     be->value_target(be, tr->result, tr->q, B, tr->cfg.q_mix, tr->cfg.q_draw, tr->value_t);

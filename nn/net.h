@@ -192,9 +192,14 @@ nn_train_config_t nn_train_config_default(void);
 /* Learning rate of step `step` (0-based, the step about to be taken). */
 float nn_lr_at(const nn_train_config_t *cfg, int64_t step);
 
-/* A training batch in host memory (nn_train_step uploads it). */
+/* A training batch in host memory (nn_train_step uploads it), or, with
+ * staged = 1, already in the trainer's device staging (nn_trainer_staging,
+ * filled on the device by gather_rows): then only B and the HOST copy of
+ * policy_offsets are read (the offsets are checked and counted for the
+ * metrics; the staging must hold the same ones), the other pointers not. */
 typedef struct {
     int32_t B;
+    int32_t staged;
     const uint8_t *planes;          /* (B, nn_packed_bytes(in_planes)) */
     const float *hand;              /* (B, in_hand), NULL ok when in_hand == 0 */
     const uint8_t *legal;           /* (B, nn_packed_bytes(27)) legal-move mask bits */
@@ -226,6 +231,20 @@ typedef struct {
 } nn_metrics_t;
 
 typedef struct nn_trainer nn_trainer_t;
+
+/* The trainer's device buffers that a batch is uploaded into (device pointers
+ * of the net's backend), for a caller that assembles batches on the device:
+ * room for max_batch rows and max_batch * 2187 policy entries. */
+typedef struct {
+    uint8_t *planes;
+    float *hand;
+    uint8_t *legal;
+    uint32_t *offsets;
+    uint16_t *labels;
+    float *probs;
+    int8_t *result;
+    float *q;
+} nn_train_staging_t;
 
 /* Owns gradients, momentum, a training arena for max_batch and the step count
  * for `net` (whose weights it updates). */
@@ -292,5 +311,8 @@ float *nn_trainer_grads(nn_trainer_t *tr);
 float *nn_trainer_momentum(nn_trainer_t *tr);
 int64_t nn_trainer_step_count(const nn_trainer_t *tr);
 void nn_trainer_set_step_count(nn_trainer_t *tr, int64_t step);
+/* The staging buffers of a batch (see nn_train_staging_t); *max_batch (NULL
+ * ok) = the rows they hold. */
+void nn_trainer_staging(nn_trainer_t *tr, nn_train_staging_t *st, int32_t *max_batch);
 
 #endif

@@ -137,6 +137,19 @@ static void *prefetch_main(void *arg) {
     return NULL;
 }
 
+/* Step s on a resident window (train_window_gather: the batch is assembled
+ * on the device, queued before the step; nothing to prefetch): 0, or -1
+ * with err and *in. */
+static int resident_step(const train_loop_t *lp, int64_t s, int64_t *id, train_loop_fail_t *in, char *err,
+                         size_t errlen) {
+    nn_batch_t bt;
+    *in = TRAIN_LOOP_SAMPLE;
+    if (train_window_gather(lp->win, train_key(lp->seed, lp->cycle, s), lp->rows, lp->nt, &bt, err, errlen) != 0)
+        return -1;
+    *in = TRAIN_LOOP_STEP;
+    return nn_train_step_launch(lp->nt, &bt, id, err, errlen);
+}
+
 /* The step whose metrics are on their way (nn_train_step_launch): loop step
  * s (-1: none) and the trainer's name for its record. */
 typedef struct {
@@ -184,19 +197,26 @@ static int run_late(const train_loop_t *lp, shard_batch_t *next, late_t *lt, tra
                     size_t errlen) {
     shard_batch_t *cur = lp->batch;
     int have = 0; /* cur holds step s's batch already */
+    int resident = train_window_is_resident(lp->win);
     int64_t mark = compat_now_ns();
     for (int64_t s = lp->first; s < lp->end; s++) {
         if (stop_seen(lp)) return late_flush(lp, lt, &mark, r, err, errlen) == 0 ? TRAIN_STOPPED : TRAIN_ERROR;
-        if (!have && train_window_sample(lp->win, train_key(lp->seed, lp->cycle, s), lp->rows, cur, err, errlen) != 0)
-            return fail_after_flush(lp, lt, &mark, s, TRAIN_LOOP_SAMPLE, r, err, errlen);
-        prefetch_t p = {lp, train_key(lp->seed, lp->cycle, s + 1), next, -1, ""};
-        compat_thread_t th;
-        int threaded = next && s + 1 < lp->end && compat_thread_create(&th, prefetch_main, &p) == 0;
-        nn_batch_t bt = shard_batch_view(cur);
         int64_t id = 0;
-        int bad = nn_train_step_launch(lp->nt, &bt, &id, err, errlen) != 0;
-        if (threaded) compat_thread_join(th);
-        if (bad) return fail_after_flush(lp, lt, &mark, s, TRAIN_LOOP_STEP, r, err, errlen);
+        train_loop_fail_t in = TRAIN_LOOP_STEP;
+        prefetch_t p = {lp, train_key(lp->seed, lp->cycle, s + 1), next, -1, ""};
+        int threaded = 0, bad;
+        if (resident) {
+            bad = resident_step(lp, s, &id, &in, err, errlen) != 0;
+        } else {
+            if (!have && train_window_sample(lp->win, train_key(lp->seed, lp->cycle, s), lp->rows, cur, err, errlen) != 0)
+                return fail_after_flush(lp, lt, &mark, s, TRAIN_LOOP_SAMPLE, r, err, errlen);
+            compat_thread_t th;
+            threaded = next && s + 1 < lp->end && compat_thread_create(&th, prefetch_main, &p) == 0;
+            nn_batch_t bt = shard_batch_view(cur);
+            bad = nn_train_step_launch(lp->nt, &bt, &id, err, errlen) != 0;
+            if (threaded) compat_thread_join(th);
+        }
+        if (bad) return fail_after_flush(lp, lt, &mark, s, in, r, err, errlen);
         late_t prev = *lt;
         *lt = (late_t){s, id};
         if (late_flush(lp, &prev, &mark, r, err, errlen) != 0) return TRAIN_ERROR; /* step s - 1 */
@@ -230,7 +250,7 @@ int train_loop_run(const train_loop_t *lp, train_loop_result_t *r, char *err, si
     r->failed_step = -1;
     if (!lp->dist) {
         char e2[256];
-        shard_batch_t *next = lp->end - lp->first > 1
+        shard_batch_t *next = lp->end - lp->first > 1 && !train_window_is_resident(lp->win)
                                   ? shard_batch_new(&lp->batch->fmt, lp->batch->cap, lp->batch->nnz_cap, e2, sizeof e2)
                                   : NULL; /* out of memory: the loop runs without the prefetch */
         int rc = run_one_process(lp, next, r, err, errlen);

@@ -406,7 +406,7 @@ static int offline_window(offline_t *o) {
     }
     o->win = train_window_new(o->run, fmt, NULL, NULL, err, sizeof err);
     o->batch = o->win ? shard_batch_new(fmt, o->cfg->batch, 0, err, sizeof err) : NULL;
-    if (!o->win || !o->batch) {
+    if (!o->win || !o->batch || train_window_setup(o->cfg, o->win, o->be, o->slices, err, sizeof err) < 0) {
         fprintf(stderr, "train: %s\n", err);
         return -1;
     }

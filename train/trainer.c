@@ -20,17 +20,15 @@
  * the loop reads the last step's before it returns, so the check has seen
  * every step of the cycle before the save and the publish.
  *
- * Device memory. On the CPU backend host memory is device memory: the window
- * is the set of mapped shards (train/window.c) and a minibatch is gathered
- * from them straight into the host buffers nn_train_step reads. For CUDA the
- * same window would live on the GPU: when a shard enters the window its
- * columns (planes, hand, legal, policy CSR, result, root_q) are uploaded once
- * into one device allocation per shard (shards never change), the sampled
- * (shard, row) pairs of a step are uploaded as one small index array, and a
- * gather kernel writes the minibatch into the trainer's device staging
- * buffers; nn_train_step would then take an nn_batch_t of DEVICE pointers
- * (an nn/ addition: today it uploads a host batch). Not built: on CUDA today
- * the host gather + one upload per step is used.
+ * Device memory (--device-window, train_window_setup). On a GPU the window
+ * lives on the device: when a shard enters the window its columns (planes,
+ * hand, legal, policy entries, result, root_q) are uploaded once into one
+ * device allocation (shards never change), a step uploads its rows'
+ * references and policy offsets (12 bytes a row), and gather_rows writes the
+ * minibatch into the trainer's staging (train/window.c). On the CPU backend
+ * the mapped shards are the window and a minibatch is copied from them into
+ * the host buffers nn_train_step reads; "on" puts the CPU backend on the
+ * device route too (the tests compare the two).
  */
 #include "train/trainer.h"
 #include "compat/err.h"
@@ -104,6 +102,8 @@ static int flag_rows(train_config_t *c, cfg_opt_t *t) {
         {"bn-momentum", CFG_TYPE_FLOAT, &o->bn_momentum, 0, 1, "batch-norm running statistics momentum"},
         {"train-seed", CFG_TYPE_U64, &c->seed, 0, 9.2e18, "trainer seed (init and sampling)", "1"},
         {"train-device", CFG_TYPE_I32, &c->device, 0, 64, "CUDA device of the trainer (train under mpirun: this + the rank's index on its node)", "0"},
+        {"device-window", CFG_TYPE_STRING, c->device_window, 1, 0, "keep the training window in the trainer backend's memory, each shard uploaded once, batches gathered there (auto = on a GPU, one process)", "auto", "auto|on|off", sizeof c->device_window},
+        {"device-window-mb", CFG_TYPE_INT, &c->device_window_mb, 0, 1e9, "cap of the resident window in MiB; a window over it is gathered on the host (0 = no cap)", "0"},
     };
     for (int i = 0; i < TRAIN_CONFIG_NFLAGS; i++) {
         t[i] = all[i];
@@ -294,6 +294,15 @@ nn_backend_t *train_backend_new(const train_config_t *c, char *err, size_t errle
     return be;
 }
 
+int train_window_setup(const train_config_t *c, train_window_t *w, nn_backend_t *be, int32_t ranks, char *err,
+                       size_t errlen) {
+    int on = !strcmp(c->device_window, "on") ||
+             (!strcmp(c->device_window, "auto") && nn_backend_is_cuda(be) && ranks <= 1);
+    if (!on) return 0;
+    if (train_window_resident(w, be, c->device_window_mb << 20, err, errlen) != 0) return -1;
+    return 1;
+}
+
 /* Loads the weights and optimizer state of <run_dir>/rel into the trainer's
  * net (which has the file's configuration). A file without optimizer state
  * (a net imported from elsewhere) loads with zero momentum and step count
@@ -439,7 +448,7 @@ train_trainer_t *train_trainer_new(const train_config_t *cfg_in, const char *run
         goto fail;
     }
     tr->win = train_window_new(run_dir, &tr->tn.fmt, tr->cfg.log, tr->cfg.log_user, err, errlen);
-    if (!tr->win) goto fail;
+    if (!tr->win || train_window_setup(&tr->cfg, tr->win, tr->be, 1, err, errlen) < 0) goto fail;
     tr->batch = shard_batch_new(&tr->tn.fmt, tr->cfg.batch, 0, e2, sizeof e2);
     if (!tr->batch) {
         set_err(err, errlen, "%s: batch buffers: %s", run_dir, e2);

@@ -76,8 +76,9 @@ enum {
 
 /* Log sink: one line without a trailing newline. NULL in the config: stderr. */
 typedef void (*train_log_fn)(void *user, const char *line);
+typedef struct train_window train_window_t; /* train/window.h */
 
-#define TRAIN_CONFIG_NFLAGS 31 /* rows of train_config_flags */
+#define TRAIN_CONFIG_NFLAGS 33 /* rows of train_config_flags */
 
 typedef struct {
     char net[32];              /* "6x64" for a new run's first net */
@@ -95,6 +96,8 @@ typedef struct {
     uint64_t seed;
     /* ---- additions ---- */
     int32_t device;            /* CUDA device index (0) */
+    char device_window[8];     /* "auto" | "on" | "off": the window resident in the trainer's memory */
+    int64_t device_window_mb;  /* cap of the resident window (0 = none) */
     train_log_fn log;          /* NULL: stderr, prefixed "train: " */
     void *log_user;
     int given_[TRAIN_CONFIG_NFLAGS];           /* private: which flags a file or the command line set */
@@ -201,5 +204,11 @@ nn_trainer_t *train_trainer_nn(train_trainer_t *tr);       /* its optimizer stat
 const train_config_t *train_trainer_config(const train_trainer_t *tr);
 /* The trainer's backend from cfg->backend ("auto": cuda when a device is present). NULL with err. */
 nn_backend_t *train_backend_new(const train_config_t *cfg, char *err, size_t errlen);
+/* Makes w resident on be (train_window_resident) as cfg->device_window says:
+ * "auto" on a CUDA backend of one process (ranks <= 1; data-parallel steps
+ * gather on the host), "on" always, "off" never. Returns 1 resident, 0 not,
+ * -1 with err. */
+int train_window_setup(const train_config_t *cfg, train_window_t *w, nn_backend_t *be, int32_t ranks, char *err,
+                       size_t errlen);
 
 #endif

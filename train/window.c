@@ -17,11 +17,15 @@ typedef struct {
     shard_t *sh;            /* NULL when bad */
     int bad;                /* reported once, never retried */
     int used;               /* in the current window */
+    void *dev;              /* resident: the columns in the backend's memory (one allocation), else NULL */
+    int64_t dev_bytes;
+    nn_rows_src_t cols;     /* resident: where each column starts in dev */
 } ent_t;
 
 /* A contiguous piece of the window: rows [begin, begin + count) of one shard. */
 typedef struct {
     const shard_t *sh;
+    int64_t id;             /* shards.id */
     int64_t begin, count;
     int64_t prefix;         /* window rows before this segment */
 } seg_t;
@@ -44,7 +48,18 @@ struct train_window {
     pick_t *picks;          /* (cap_picks) sampling scratch */
     int64_t *rows;          /* (cap_picks) */
     int32_t cap_picks;
+    /* Resident rows (train_window_resident): NULL be = the host route. */
+    nn_backend_t *be;
+    int64_t dev_cap, dev_bytes;  /* bytes allowed and held by the resident shards */
+    nn_rows_src_t *srcs;    /* (cap_srcs) device: segs[i]'s shard columns at i */
+    int32_t cap_srcs;
+    nn_row_ref_t *refs_host, *refs_dev; /* (cap_refs) a batch's rows */
+    uint32_t *offs_host;    /* (cap_refs + 1) its policy offsets */
+    int32_t cap_refs;
+    char dev_why[DB_PATH_MAX + 256]; /* why residency ended */
 };
+
+static int resident_update(train_window_t *w);
 
 static void wlog(train_window_t *w, const char *fmt, ...) {
     char line[1536];
@@ -74,8 +89,28 @@ train_window_t *train_window_new(const char *run_dir, const shard_format_t *fmt,
     return w;
 }
 
+/* Frees the resident copies of every shard and the tables: the host route from now on. */
+static void resident_off(train_window_t *w) {
+    nn_backend_t *be = w->be;
+    if (!be) return;
+    for (int32_t i = 0; i < w->nents; i++) {
+        be->buf_free(be, w->ents[i].dev);
+        w->ents[i].dev = NULL;
+        w->ents[i].dev_bytes = 0;
+    }
+    be->buf_free(be, w->srcs);
+    be->buf_free(be, w->refs_dev);
+    free(w->refs_host);
+    free(w->offs_host);
+    w->srcs = NULL, w->refs_dev = NULL, w->refs_host = NULL, w->offs_host = NULL;
+    w->cap_srcs = w->cap_refs = 0;
+    w->dev_bytes = 0;
+    w->be = NULL;
+}
+
 void train_window_free(train_window_t *w) {
     if (!w) return;
+    resident_off(w);
     for (int32_t i = 0; i < w->nents; i++) shard_close(w->ents[i].sh);
     free(w->ents);
     free(w->segs);
@@ -176,7 +211,7 @@ int train_window_select(train_window_t *w, const db_shard_t *list, int32_t n, in
         }
         int64_t rows = shard_rows(e->sh), take = rows;
         if (want > 0 && got + take > want) take = want - got;
-        w->segs[w->nsegs++] = (seg_t){.sh = e->sh, .begin = rows - take, .count = take};
+        w->segs[w->nsegs++] = (seg_t){.sh = e->sh, .id = e->id, .begin = rows - take, .count = take};
         got += take;
     }
     /* newest first -> oldest first, then prefix sums */
@@ -196,6 +231,10 @@ int train_window_select(train_window_t *w, const db_shard_t *list, int32_t n, in
     for (int32_t i = 0; i < w->nents; i++) {
         ent_t *e = &w->ents[i];
         if (!e->used && !e->bad) {
+            if (w->be) {
+                w->be->buf_free(w->be, e->dev);
+                w->dev_bytes -= e->dev_bytes;
+            }
             shard_close(e->sh);
             continue;
         }
@@ -203,8 +242,110 @@ int train_window_select(train_window_t *w, const db_shard_t *list, int32_t n, in
     }
     w->nents = k;
     *positions = pre;
+    if (w->be && resident_update(w) != 0) {
+        wlog(w, "the training window (%" PRId64 " positions) does not fit in %s memory (%s): batches are "
+                "gathered on the host and uploaded from now on",
+             pre, nn_backend_memory(w->be), w->dev_why);
+        resident_off(w);
+    }
     return 0;
 }
+
+/* Bytes of a column of n elements of `size` bytes, rounded up for the next column's alignment. */
+static int64_t col_bytes(int64_t n, int64_t size) { return (n * size + 255) & ~(int64_t)255; }
+
+/* Uploads the columns of e's shard into one allocation, one piece a column.
+ * 0, or -1 (w->dev_why says why) when the cap or the backend's memory is short. */
+static int resident_load(train_window_t *w, ent_t *e) {
+    nn_backend_t *be = w->be;
+    const shard_format_t *f = &w->fmt;
+    const shard_columns_t *c = shard_columns(e->sh);
+    int64_t R = shard_rows(e->sh), nnz = shard_nnz(e->sh);
+    int64_t sz[7] = {col_bytes(R, f->planes_bytes), col_bytes(R, (int64_t)sizeof(float) * f->hand_n),
+                     col_bytes(R, f->legal_bytes),  col_bytes(nnz, sizeof(uint16_t)),
+                     col_bytes(nnz, sizeof(float)), col_bytes(R, 1),
+                     col_bytes(R, sizeof(float))};
+    int64_t total = 0;
+    for (int i = 0; i < 7; i++) total += sz[i];
+    if (w->dev_bytes + total > w->dev_cap) {
+        snprintf(w->dev_why, sizeof w->dev_why, "over the cap of %" PRId64 " MiB", w->dev_cap >> 20);
+        return -1;
+    }
+    uint8_t *d = be->buf_alloc(be, (size_t)total);
+    if (!d) {
+        snprintf(w->dev_why, sizeof w->dev_why, "out of memory allocating %" PRId64 " MiB for %s",
+                 (total + (1 << 20) - 1) >> 20, e->rel);
+        return -1;
+    }
+    const void *src[7] = {c->planes, c->hand, c->legal, c->policy_label, c->policy_prob, c->result, c->root_q};
+    int64_t used[7] = {R * f->planes_bytes, R * (int64_t)sizeof(float) * f->hand_n, R * f->legal_bytes,
+                       nnz * (int64_t)sizeof(uint16_t), nnz * (int64_t)sizeof(float), R, R * (int64_t)sizeof(float)};
+    uint8_t *at[7];
+    int64_t off = 0;
+    for (int i = 0; i < 7; i++) {
+        at[i] = d + off;
+        if (used[i] > 0) be->upload(be, at[i], src[i], (size_t)used[i]);
+        off += sz[i];
+    }
+    e->dev = d;
+    e->dev_bytes = total;
+    e->cols = (nn_rows_src_t){at[0], (const float *)at[1], at[2], (const uint16_t *)at[3], (const float *)at[4],
+                              (const int8_t *)at[5], (const float *)at[6]};
+    w->dev_bytes += total;
+    const char *be_err = nn_backend_error(be);
+    if (be_err) {
+        snprintf(w->dev_why, sizeof w->dev_why, "%s", be_err);
+        return -1;
+    }
+    return 0;
+}
+
+/* After a select: every shard of the window resident, and the table of
+ * segments uploaded. 0, or -1 with w->dev_why. */
+static int resident_update(train_window_t *w) {
+    nn_backend_t *be = w->be;
+    for (int32_t i = 0; i < w->nents; i++) {
+        ent_t *e = &w->ents[i];
+        if (e->used && !e->bad && !e->dev && resident_load(w, e) != 0) return -1;
+    }
+    if (w->nsegs > w->cap_srcs) {
+        int32_t cap = w->nsegs > 2 * w->cap_srcs ? w->nsegs : 2 * w->cap_srcs;
+        be->buf_free(be, w->srcs);
+        w->cap_srcs = 0;
+        if (!(w->srcs = be->buf_alloc(be, sizeof(nn_rows_src_t) * (size_t)cap))) {
+            snprintf(w->dev_why, sizeof w->dev_why, "out of memory for the table of %d shards", cap);
+            return -1;
+        }
+        w->cap_srcs = cap;
+    }
+    nn_rows_src_t *t = malloc(sizeof(nn_rows_src_t) * (size_t)(w->nsegs ? w->nsegs : 1));
+    if (!t) {
+        snprintf(w->dev_why, sizeof w->dev_why, "out of host memory");
+        return -1;
+    }
+    for (int32_t i = 0; i < w->nsegs; i++) t[i] = w->ents[ent_find(w, w->segs[i].id)].cols;
+    if (w->nsegs) be->upload(be, w->srcs, t, sizeof(nn_rows_src_t) * (size_t)w->nsegs);
+    free(t);
+    return 0;
+}
+
+int train_window_resident(train_window_t *w, nn_backend_t *be, int64_t cap_bytes, char *err, size_t errlen) {
+    if (!be) {
+        resident_off(w);
+        return 0;
+    }
+    if (!be->gather_rows) {
+        set_err(err, errlen, "%s: the %s backend cannot gather training rows on its device", w->run_dir, be->name);
+        return -1;
+    }
+    resident_off(w);
+    w->be = be;
+    w->dev_cap = cap_bytes > 0 ? cap_bytes : INT64_MAX;
+    return 0;
+}
+
+int train_window_is_resident(const train_window_t *w) { return w->be != NULL; }
+int64_t train_window_resident_bytes(const train_window_t *w) { return w->dev_bytes; }
 
 int64_t train_window_positions(const train_window_t *w) { return w->positions; }
 int32_t train_window_shards(const train_window_t *w) { return w->nsegs; }
@@ -241,15 +382,10 @@ static int pick_cmp(const void *a, const void *b) {
     return (x->row > y->row) - (x->row < y->row);
 }
 
-int train_window_sample(train_window_t *w, uint64_t key, int32_t B, shard_batch_t *batch, char *err,
-                        size_t errlen) {
-    shard_batch_clear(batch);
+/* w->picks[0..B) = B rows drawn by key, sorted by (segment, row): 0, or -1 with err. */
+static int pick_rows(train_window_t *w, uint64_t key, int32_t B, char *err, size_t errlen) {
     if (w->positions <= 0 || w->nsegs == 0) {
         set_err(err, errlen, "%s: the training window is empty", w->run_dir);
-        return -1;
-    }
-    if (B <= 0 || B > batch->cap) {
-        set_err(err, errlen, "%s: batch of %d rows does not fit the buffers (%d)", w->run_dir, B, batch->cap);
         return -1;
     }
     if (B > w->cap_picks) {
@@ -275,6 +411,17 @@ int train_window_sample(train_window_t *w, uint64_t key, int32_t B, shard_batch_
         w->picks[b] = (pick_t){.seg = lo, .row = w->segs[lo].begin + (g - w->segs[lo].prefix)};
     }
     qsort(w->picks, (size_t)B, sizeof(pick_t), pick_cmp);
+    return 0;
+}
+
+int train_window_sample(train_window_t *w, uint64_t key, int32_t B, shard_batch_t *batch, char *err,
+                        size_t errlen) {
+    shard_batch_clear(batch);
+    if (B <= 0 || B > batch->cap) {
+        set_err(err, errlen, "%s: batch of %d rows does not fit the buffers (%d)", w->run_dir, B, batch->cap);
+        return -1;
+    }
+    if (pick_rows(w, key, B, err, errlen) != 0) return -1;
     for (int32_t b = 0; b < B;) {
         int32_t e = b;
         while (e < B && w->picks[e].seg == w->picks[b].seg) {
@@ -284,5 +431,55 @@ int train_window_sample(train_window_t *w, uint64_t key, int32_t B, shard_batch_
         if (shard_row_batch(w->segs[w->picks[b].seg].sh, w->rows, e - b, batch, err, errlen) != 0) return -1;
         b = e;
     }
+    return 0;
+}
+
+int train_window_gather(train_window_t *w, uint64_t key, int32_t B, nn_trainer_t *tr, nn_batch_t *bt, char *err,
+                        size_t errlen) {
+    memset(bt, 0, sizeof *bt);
+    nn_backend_t *be = w->be;
+    nn_train_staging_t st;
+    int32_t cap = 0;
+    nn_trainer_staging(tr, &st, &cap);
+    if (!be || be != nn_net_backend(nn_trainer_net(tr))) {
+        set_err(err, errlen, "%s: the training window is not resident on the trainer's backend", w->run_dir);
+        return -1;
+    }
+    if (B <= 0 || B > cap) {
+        set_err(err, errlen, "%s: batch of %d rows does not fit the trainer (%d)", w->run_dir, B, cap);
+        return -1;
+    }
+    if (pick_rows(w, key, B, err, errlen) != 0) return -1;
+    if (B > w->cap_refs) {
+        be->buf_free(be, w->refs_dev);
+        free(w->refs_host);
+        free(w->offs_host);
+        w->refs_dev = be->buf_alloc(be, sizeof(nn_row_ref_t) * (size_t)B);
+        w->refs_host = malloc(sizeof(nn_row_ref_t) * (size_t)B);
+        w->offs_host = malloc(sizeof(uint32_t) * (size_t)(B + 1));
+        w->cap_refs = w->refs_dev && w->refs_host && w->offs_host ? B : 0;
+        if (!w->cap_refs) {
+            set_err(err, errlen, "%s: training window: out of memory for a batch of %d rows", w->run_dir, B);
+            return -1;
+        }
+    }
+    uint32_t off = 0;
+    for (int32_t b = 0; b < B; b++) {
+        const pick_t *p = &w->picks[b];
+        int64_t pb, pe;
+        shard_row_policy(w->segs[p->seg].sh, p->row, &pb, &pe);
+        w->refs_host[b] = (nn_row_ref_t){.src = p->seg, .row = (uint32_t)p->row, .policy_begin = (uint32_t)pb};
+        w->offs_host[b] = off;
+        off += (uint32_t)(pe - pb);
+    }
+    w->offs_host[B] = off;
+    const shard_format_t *f = &w->fmt;
+    be->upload(be, w->refs_dev, w->refs_host, sizeof(nn_row_ref_t) * (size_t)B);
+    be->upload(be, st.offsets, w->offs_host, sizeof(uint32_t) * (size_t)(B + 1));
+    be->gather_rows(be, w->srcs, w->refs_dev, st.offsets, B, f->planes_bytes, f->hand_n, f->legal_bytes, st.planes,
+                    st.hand, st.legal, st.labels, st.probs, st.result, st.q);
+    bt->B = B;
+    bt->staged = 1;
+    bt->policy_offsets = w->offs_host;
     return 0;
 }

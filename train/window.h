@@ -8,11 +8,15 @@
  * of (the window, key). Does not own: which shards are candidates (the caller
  * lists them from koma.db), shard validation (data/shard.c), training.
  *
- * "Device memory": on the CPU backend the mapped shards are the resident
- * window and a minibatch is gathered from them into host buffers that
- * nn_train_step reads. (A CUDA variant would upload each shard's columns once
- * when it enters the window and gather rows on the device; see the report in
- * train/trainer.c's header comment.)
+ * Two routes to a minibatch. On the host (train_window_sample) the mapped
+ * shards are the window and the rows are copied into host buffers that
+ * nn_train_step uploads. Resident (train_window_resident, the default on a
+ * GPU): each shard's columns are uploaded into the trainer backend's memory
+ * once, one piece a column, when the shard enters the window, and freed when
+ * it leaves; a step uploads only its rows' references and policy offsets (12
+ * bytes a row) and gather_rows (nn/backend.h) assembles the batch in the
+ * trainer's staging. Both routes draw the same rows in the same order, so the
+ * losses and weights are the same bit for bit.
  *
  * Threads: one thread at a time.
  */
@@ -55,6 +59,23 @@ int32_t train_window_shards(const train_window_t *w); /* shards the window spans
  * the batch is the same for the same (window, key). Returns 0, or -1 with err
  * (empty window, batch too small). */
 int train_window_sample(train_window_t *w, uint64_t key, int32_t B, shard_batch_t *batch, char *err,
+                        size_t errlen);
+
+/* From the next train_window_select on, keeps the window's rows in be's
+ * memory (be: the trainer's backend, which must have gather_rows), at most
+ * cap_bytes in all (<= 0: no cap). When a select finds the cap or the
+ * backend's memory short, residency ends (one log line names why) and the
+ * host route goes on. be NULL: the host route from now on (the resident
+ * copies freed). 0, or -1 with err (be cannot gather rows). */
+int train_window_resident(train_window_t *w, nn_backend_t *be, int64_t cap_bytes, char *err, size_t errlen);
+int train_window_is_resident(const train_window_t *w);
+int64_t train_window_resident_bytes(const train_window_t *w); /* held in be's memory now */
+/* train_window_sample's rows for key, gathered on the resident window's
+ * backend into tr's staging (queued behind tr's work: the step before has
+ * read its batch by the time they land); *bt = the staged batch, whose
+ * policy_offsets (host) stay valid until the next call. 0, or -1 with err
+ * (not resident on tr's backend, empty window, B over tr's max_batch). */
+int train_window_gather(train_window_t *w, uint64_t key, int32_t B, nn_trainer_t *tr, nn_batch_t *bt, char *err,
                         size_t errlen);
 
 /* Mixes numbers into a sampling key (splitmix64 steps). */

@@ -669,6 +669,95 @@ static void test_elementwise(int64_t n) {
     free(cy), free(x), free(r), free(dy);
 }
 
+/* gather_rows (the resident training window): two sources of R rows each,
+ * rows drawn with repeats, policy entries of 0 to 40 a row; every output
+ * byte for byte the CPU twin's. */
+static void test_gather_rows(int32_t B, int32_t R, int32_t pb, int32_t hn, int32_t lb) {
+    enum { NSRC = 2 };
+    uint64_t h = 777 + (uint64_t)B;
+#define NEXT() (h = h * 6364136223846793005ull + 1442695040888963407ull, (uint32_t)(h >> 33))
+    uint8_t *planes[NSRC], *legal[NSRC];
+    float *hand[NSRC], *probs[NSRC], *q[NSRC];
+    uint16_t *labels[NSRC];
+    int8_t *result[NSRC];
+    uint32_t *start[NSRC];
+    nn_rows_src_t hs[NSRC], gs[NSRC];
+    void *gmem[NSRC][7];
+    for (int s = 0; s < NSRC; s++) {
+        start[s] = malloc(sizeof(uint32_t) * (size_t)(R + 1));
+        start[s][0] = 0;
+        for (int32_t r = 0; r < R; r++) start[s][r + 1] = start[s][r] + (NEXT() % 5 == 0 ? 0 : NEXT() % 41);
+        uint32_t nnz = start[s][R];
+        planes[s] = malloc((size_t)R * pb + 1), legal[s] = malloc((size_t)R * lb + 1);
+        hand[s] = frand((int64_t)R * hn, 0, 1), probs[s] = frand(nnz, 0.5f, 0.2f), q[s] = frand(R, 0, 0.5f);
+        labels[s] = malloc(sizeof(uint16_t) * (nnz + 1)), result[s] = malloc((size_t)R);
+        for (int64_t i = 0; i < (int64_t)R * pb; i++) planes[s][i] = (uint8_t)NEXT();
+        for (int64_t i = 0; i < (int64_t)R * lb; i++) legal[s][i] = (uint8_t)NEXT();
+        for (uint32_t i = 0; i < nnz; i++) labels[s][i] = (uint16_t)(NEXT() % 2187);
+        for (int32_t r = 0; r < R; r++) result[s][r] = (int8_t)((int)(NEXT() % 3) - 1);
+        hs[s] = (nn_rows_src_t){planes[s], hand[s], legal[s], labels[s], probs[s], result[s], q[s]};
+        gmem[s][0] = gdup(planes[s], (size_t)R * pb), gmem[s][1] = gdup(hand[s], sizeof(float) * (size_t)R * hn);
+        gmem[s][2] = gdup(legal[s], (size_t)R * lb), gmem[s][3] = gdup(labels[s], sizeof(uint16_t) * nnz);
+        gmem[s][4] = gdup(probs[s], sizeof(float) * nnz), gmem[s][5] = gdup(result[s], (size_t)R);
+        gmem[s][6] = gdup(q[s], sizeof(float) * (size_t)R);
+        gs[s] = (nn_rows_src_t){gmem[s][0], gmem[s][1], gmem[s][2], gmem[s][3], gmem[s][4], gmem[s][5], gmem[s][6]};
+    }
+    nn_row_ref_t *refs = malloc(sizeof(nn_row_ref_t) * (size_t)B);
+    uint32_t *off = malloc(sizeof(uint32_t) * (size_t)(B + 1));
+    off[0] = 0;
+    for (int32_t b = 0; b < B; b++) {
+        int32_t s = (int32_t)(NEXT() % NSRC);
+        uint32_t r = b == 0 ? 0 : b == B - 1 ? (uint32_t)R - 1 : NEXT() % (uint32_t)R;
+        refs[b] = (nn_row_ref_t){.src = s, .row = r, .policy_begin = start[s][r]};
+        off[b + 1] = off[b] + start[s][r + 1] - start[s][r];
+    }
+#undef NEXT
+    uint32_t nnz = off[B];
+    uint8_t *cp = malloc((size_t)B * pb + 1), *cl = malloc((size_t)B * lb + 1);
+    float *ch = malloc(sizeof(float) * ((size_t)B * hn + 1)), *cpr = malloc(sizeof(float) * (nnz + 1)),
+          *cq = malloc(sizeof(float) * (size_t)B);
+    uint16_t *clb = malloc(sizeof(uint16_t) * (nnz + 1));
+    int8_t *cr = malloc((size_t)B);
+    C_->gather_rows(C_, hs, refs, off, B, pb, hn, lb, cp, ch, cl, clb, cpr, cr, cq);
+    void *gsrc = gdup(gs, sizeof gs), *grefs = gdup(refs, sizeof(nn_row_ref_t) * (size_t)B),
+         *goff = gdup(off, sizeof(uint32_t) * (size_t)(B + 1));
+    void *gp = G_->buf_alloc(G_, (size_t)B * pb + 1), *gh = G_->buf_alloc(G_, sizeof(float) * ((size_t)B * hn + 1)),
+         *gl = G_->buf_alloc(G_, (size_t)B * lb + 1), *glb = G_->buf_alloc(G_, sizeof(uint16_t) * (nnz + 1)),
+         *gpr = G_->buf_alloc(G_, sizeof(float) * (nnz + 1)), *gr = G_->buf_alloc(G_, (size_t)B),
+         *gq = G_->buf_alloc(G_, sizeof(float) * (size_t)B);
+    G_->gather_rows(G_, gsrc, grefs, goff, B, pb, hn, lb, gp, gh, gl, glb, gpr, gr, gq);
+    gpu_ok("gather_rows");
+    struct {
+        const char *name;
+        const void *cpu, *gpu;
+        size_t bytes;
+    } col[7] = {{"planes", cp, gp, (size_t)B * pb},
+                {"hand", ch, gh, sizeof(float) * (size_t)B * hn},
+                {"legal", cl, gl, (size_t)B * lb},
+                {"labels", clb, glb, sizeof(uint16_t) * nnz},
+                {"probs", cpr, gpr, sizeof(float) * nnz},
+                {"result", cr, gr, (size_t)B},
+                {"q", cq, gq, sizeof(float) * (size_t)B}};
+    for (int i = 0; i < 7; i++) {
+        uint8_t *got = malloc(col[i].bytes + 1);
+        if (col[i].bytes) G_->download(G_, got, col[i].gpu, col[i].bytes);
+        gpu_ok("gather_rows download");
+        int same = !memcmp(got, col[i].cpu, col[i].bytes);
+        fprintf(stderr, "[%s] gather_rows B %d R %d %-8s %zu bytes %s\n", M_->name, B, R, col[i].name, col[i].bytes,
+                same ? "ok" : "MISMATCH");
+        t_judge(same);
+        free(got);
+        G_->buf_free(G_, (void *)col[i].gpu);
+    }
+    G_->buf_free(G_, gsrc), G_->buf_free(G_, grefs), G_->buf_free(G_, goff);
+    for (int s = 0; s < NSRC; s++) {
+        for (int k = 0; k < 7; k++) G_->buf_free(G_, gmem[s][k]);
+        free(planes[s]), free(legal[s]), free(hand[s]), free(probs[s]), free(q[s]), free(labels[s]), free(result[s]);
+        free(start[s]);
+    }
+    free(refs), free(off), free(cp), free(cl), free(ch), free(cpr), free(cq), free(clb), free(cr);
+}
+
 static void test_dense(int32_t B, int32_t in, int32_t out, int with_b, int with_dx) {
     float *x = frand((int64_t)B * in, 0, 1), *w = frand((int64_t)out * in, 0, 1.0f / sqrtf((float)in)), *b = frand(out, 0, 1);
     float *dy = frand((int64_t)B * out, 0, 1), *junk = frand(out, 0, 5);
@@ -930,6 +1019,9 @@ static void run_ops(void) {
     test_elementwise(81 * 64 * 3 + 5);
     test_elementwise(1000003);
     gpu_ok("elementwise");
+    test_gather_rows(1, 1, 831, 14, 274);
+    test_gather_rows(300, 50, 831, 14, 274);
+    test_gather_rows(1024, 3000, 831, 0, 274);
     test_dense(1, 648, 128, 1, 1);
     test_dense(7, 128, 3, 1, 0);
     test_dense(33, 5, 9, 0, 1);

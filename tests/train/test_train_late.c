@@ -4,7 +4,9 @@
  *
  * On real shards, with the window's keyed sampling and the prefetch thread:
  *  - the loop on a backend whose downloads arrive late (tests/nn/nn_late.h)
- *    and on the plain CPU backend: every step's hook sees the metrics of
+ *    and on the plain CPU backend, each with the window on the host and
+ *    resident in the backend's memory (batches gathered there by
+ *    gather_rows): every step's hook sees the metrics of
  *    nn_train_step in turn bit for bit, named by their step, in order; the
  *    final weights, BN statistics, momentum and step count are bit for bit
  *    those of the synchronous loop;
@@ -151,9 +153,17 @@ int main(void) {
     }
 
     /* The loop, on late downloads and on the plain CPU. */
-    for (int k = 0; k < 2; k++) {
-        const char *name = k == 0 ? "late" : "cpu";
-        nn_backend_t *be = k == 0 ? t_late_backend_new(1, 1) : nn_backend_cpu_new_conv(1, NN_CPU_CONV_REF, NULL, 0);
+    for (int k = 0; k < 4; k++) {
+        const char *names[] = {"late", "cpu", "late, resident window", "cpu, resident window"};
+        const char *name = names[k];
+        nn_backend_t *be = k % 2 == 0 ? t_late_backend_new(1, 1) : nn_backend_cpu_new_conv(1, NN_CPU_CONV_REF, NULL, 0);
+        int resident = k >= 2;
+        /* residency starts at the next select; the host route after */
+        CHECK_OK(train_window_resident(F.win, resident ? be : NULL, 0, err, sizeof err), err);
+        CHECK_OK(train_window_select(F.win, list, nl, -1, 0, &pos, &bad, err, sizeof err), err);
+        CHECKF(train_window_is_resident(F.win) == resident && (train_window_resident_bytes(F.win) > 0) == resident,
+               "%s: resident %d, %lld bytes", name, train_window_is_resident(F.win),
+               (long long)train_window_resident_bytes(F.win));
         rec_t *h = malloc(sizeof *h);
         rec_init(h, snap, np);
         train_net_t tn;
@@ -172,7 +182,7 @@ int main(void) {
         CHECKF(h->snap_ok, "%s: the barrier step's hook did not see the weights after that step", name);
         CHECKF(same_state(&ref, &tn), "%s: weights, statistics, momentum or step count differ from nn_train_step's", name);
         CHECK(nn_train_steps_pending(tn.nt) == 0);
-        if (k == 0) {
+        if (k % 2 == 0) {
             t_late_be_t *L = t_late_of(be);
             fprintf(stderr, "late backend: %lld async copies, %lld fence waits\n", (long long)L->asyncs,
                     (long long)L->waits);
@@ -219,6 +229,7 @@ int main(void) {
                (long long)r.failed_step, h->n, err);
         train_net_free(&tn);
         free(h);
+        CHECK_OK(train_window_resident(F.win, NULL, 0, err, sizeof err), err); /* frees be's copies */
         nn_backend_free(be);
     }
 

@@ -2,8 +2,15 @@
  * flags (table, --config file, command line wins, errors naming the flag),
  * and train/window.c: the most recent rows only (tail of the oldest shard),
  * cycle filter, deterministic sampling, every window row reachable and
- * nothing outside the window ever drawn, shards closed when they leave. */
+ * nothing outside the window ever drawn, shards closed when they leave;
+ * the resident window (train_window_resident on the CPU backend: the same
+ * code path as on a GPU, gather_rows being the CPU twin): batches bit for bit
+ * the host route's, copies freed as shards leave, a cap that is too small
+ * ending residency with a log line that says so, a failing gather failing
+ * the step, and the trainer's --device-window choice. */
 #include "train_test.h"
+#include "nn/fault.h"
+#include "train/loop.h"
 #include "train/window.h"
 
 static void test_formula(void) {
@@ -219,11 +226,117 @@ static void test_window(void) {
     t_run_close(&R);
 }
 
+/* The staging of tr (the CPU backend: host memory) holds what the host route put in b. */
+static int staged_equals(nn_trainer_t *tr, const nn_batch_t *bt, const shard_batch_t *b) {
+    nn_train_staging_t st;
+    nn_trainer_staging(tr, &st, NULL);
+    int32_t B = b->B;
+    uint32_t nnz = b->policy_offsets[B];
+    return bt->B == B && bt->staged && !memcmp(bt->policy_offsets, b->policy_offsets, sizeof(uint32_t) * (size_t)(B + 1)) &&
+           !memcmp(st.offsets, b->policy_offsets, sizeof(uint32_t) * (size_t)(B + 1)) &&
+           !memcmp(st.planes, b->planes, (size_t)B * ENC_PACKED_BYTES) &&
+           !memcmp(st.hand, b->hand, sizeof(float) * (size_t)B * ENC_HAND) &&
+           !memcmp(st.legal, b->legal, (size_t)B * ENC_LEGAL_BYTES) &&
+           !memcmp(st.labels, b->policy_label, sizeof(uint16_t) * nnz) &&
+           !memcmp(st.probs, b->policy_prob, sizeof(float) * nnz) && !memcmp(st.result, b->result, (size_t)B) &&
+           !memcmp(st.q, b->root_q, sizeof(float) * (size_t)B);
+}
+
+static void test_resident(void) {
+    char err[2048];
+    t_run_t R;
+    t_run_open(&R, t_path("resident"));
+    t_rng = 77;
+    for (int c = 1; c <= 3; c++) t_add_shard(&R, c, 3, 40);
+    KOMA_ASSERT(db_writer_flush(R.w, -1) == DB_OK);
+    db_shard_t *list = NULL;
+    int32_t nl = t_run_shards(&R, &list);
+    KOMA_ASSERT(nl == 3);
+    t_log_t lg;
+    memset(&lg, 0, sizeof lg);
+    compat_mutex_init(&lg.mu);
+    train_window_t *w = train_window_new(R.dir, &T_FMT, t_log_fn, &lg, err, sizeof err);
+    shard_batch_t *b = shard_batch_new(&T_FMT, 64, 0, err, sizeof err);
+    nn_backend_t *be = nn_backend_cpu_new(1);
+    KOMA_ASSERT(w && b && be);
+    train_config_t cfg = t_tiny_config(4);
+    cfg.batch = 64;
+    train_net_t tn;
+    CHECK_OK(train_net_new(be, &cfg, cfg.batch, &tn, err, sizeof err), err);
+
+    /* --device-window: auto stays on the host on a CPU backend, on goes resident, off not */
+    snprintf(cfg.device_window, sizeof cfg.device_window, "auto");
+    CHECK(train_window_setup(&cfg, w, be, 1, err, sizeof err) == 0);
+    snprintf(cfg.device_window, sizeof cfg.device_window, "off");
+    CHECK(train_window_setup(&cfg, w, be, 1, err, sizeof err) == 0);
+    snprintf(cfg.device_window, sizeof cfg.device_window, "on");
+    CHECK(train_window_setup(&cfg, w, be, 1, err, sizeof err) == 1);
+    /* a backend without gather_rows is refused by name */
+    nn_backend_t nog = *be;
+    nog.gather_rows = NULL;
+    CHECK(train_window_resident(w, &nog, 0, err, sizeof err) != 0 && strstr(err, "cannot gather"));
+    CHECK_OK(train_window_resident(w, be, 0, err, sizeof err), err);
+
+    int64_t pos = 0;
+    int32_t bad = 0;
+    CHECK_OK(train_window_select(w, list, nl, -1, 0, &pos, &bad, err, sizeof err), err);
+    int64_t all_bytes = train_window_resident_bytes(w);
+    CHECK(train_window_is_resident(w) && all_bytes > pos * (ENC_PACKED_BYTES + ENC_LEGAL_BYTES));
+    nn_batch_t bt;
+    int same = 0;
+    for (int k = 0; k < 20; k++) {
+        uint64_t key = train_key(3, 1, k);
+        CHECK_OK(train_window_sample(w, key, 64, b, err, sizeof err), err);
+        CHECK_OK(train_window_gather(w, key, 64, tn.nt, &bt, err, sizeof err), err);
+        same += staged_equals(tn.nt, &bt, b);
+    }
+    CHECKF(same == 20, "%d of 20 gathered batches equal the host route's", same);
+    /* a batch over the trainer's rows is refused */
+    CHECK(train_window_gather(w, 1, 65, tn.nt, &bt, err, sizeof err) != 0 && strstr(err, "does not fit"));
+    /* the window shrinks to the newest shard: the others' copies go, the rest still gathers right */
+    CHECK_OK(train_window_select(w, list, nl, -1, list[2].rows, &pos, &bad, err, sizeof err), err);
+    int64_t one_bytes = train_window_resident_bytes(w);
+    CHECKF(train_window_is_resident(w) && one_bytes > 0 && one_bytes < all_bytes / 2, "resident %lld of %lld bytes",
+           (long long)one_bytes, (long long)all_bytes);
+    CHECK_OK(train_window_sample(w, 99, 64, b, err, sizeof err), err);
+    CHECK_OK(train_window_gather(w, 99, 64, tn.nt, &bt, err, sizeof err), err);
+    CHECK(staged_equals(tn.nt, &bt, b));
+    /* a failing gather fails the step that uses it, with the op's name */
+    char e2[256];
+    KOMA_ASSERT(nn_fault_set("gather_rows:1", e2, sizeof e2) == 0);
+    CHECK_OK(train_window_gather(w, 5, 64, tn.nt, &bt, err, sizeof err), err); /* queued: the error is the backend's */
+    nn_fault_set(NULL, e2, sizeof e2);
+    int64_t id;
+    CHECKF(nn_train_step_launch(tn.nt, &bt, &id, err, sizeof err) != 0 && strstr(err, "gather_rows"),
+           "step after a failed gather: %s", err);
+    train_net_free(&tn);
+    nn_backend_free(be);
+
+    /* a cap below the window: residency ends with a line that says why, the host route goes on */
+    be = nn_backend_cpu_new(1);
+    KOMA_ASSERT(be);
+    CHECK_OK(train_net_new(be, &cfg, cfg.batch, &tn, err, sizeof err), err);
+    CHECK_OK(train_window_resident(w, be, one_bytes + 1, err, sizeof err), err);
+    CHECK_OK(train_window_select(w, list, nl, -1, 0, &pos, &bad, err, sizeof err), err);
+    CHECKF(!train_window_is_resident(w) && train_window_resident_bytes(w) == 0 && strstr(lg.text, "does not fit") &&
+               strstr(lg.text, "cap"), "log: %s", lg.text);
+    CHECK(train_window_gather(w, 1, 64, tn.nt, &bt, err, sizeof err) != 0 && strstr(err, "not resident"));
+    CHECK_OK(train_window_sample(w, 1, 64, b, err, sizeof err), err);
+    train_net_free(&tn);
+    train_window_free(w);
+    nn_backend_free(be);
+    shard_batch_free(b);
+    free(list);
+    compat_mutex_destroy(&lg.mu);
+    t_run_close(&R);
+}
+
 int main(void) {
     t_scratch("train_window");
     test_formula();
     test_flags();
     test_window();
+    test_resident();
     if (!g_fail) t_rm_rf(t_dir);
     return t_done("test_train_window");
 }
