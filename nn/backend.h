@@ -79,6 +79,10 @@ typedef struct {
     float weight_decay; /* decoupled: p *= 1 - lr*weight_decay, before the update */
     float clip_norm;    /* > 0: scale grads by min(1, clip/(sqrt(gnorm2)+1e-6)); <= 0: off */
     int32_t nesterov;   /* 1: d = g + mu*v (after v = mu*v + g); 0: d = v */
+    /* NULL: lr and weight_decay above. Else two floats in the backend's
+     * memory, read when the op runs: hyper[0] = lr, hyper[1] = weight_decay
+     * (a recorded step then replays with the values of its launch). */
+    const float *hyper;
 } nn_sgd_args_t;
 
 /* One training shard's columns resident in a backend's memory (gather_rows):
@@ -248,7 +252,8 @@ struct nn_backend {
     /* *out += sum x^2 (one float on the device). */
     void (*sum_squares)(nn_backend_t *be, const float *x, int64_t n, float *out);
     /* g' = g * clip_scale(*gnorm2) (gnorm2: one device float, NULL = no clipping);
-     * p *= 1 - lr*wd; v = mu*v + g'; p -= lr * (nesterov ? g' + mu*v : v). */
+     * p *= 1 - lr*wd; v = mu*v + g'; p -= lr * (nesterov ? g' + mu*v : v).
+     * lr and wd: args->hyper's when set, else args->lr, args->weight_decay. */
     void (*sgd_step)(nn_backend_t *be, float *p, const float *g, float *v, int64_t n,
                      const float *gnorm2, const nn_sgd_args_t *args);
 

@@ -665,7 +665,8 @@ static void cpu_sgd_step(nn_backend_t *be, float *p, const float *g, float *v, i
         float c = a->clip_norm / (norm + 1e-6f);
         if (c < 1.0f) scale = c;
     }
-    float decay = 1.0f - a->lr * a->weight_decay, mu = a->momentum, lr = a->lr;
+    float lr = a->hyper ? a->hyper[0] : a->lr, wd = a->hyper ? a->hyper[1] : a->weight_decay;
+    float decay = 1.0f - lr * wd, mu = a->momentum;
     int32_t nesterov = a->nesterov;
     NN_OMP(omp parallel for simd num_threads(team_for(be, n)) schedule(static))
     for (int64_t i = 0; i < n; i++) {

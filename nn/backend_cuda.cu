@@ -912,8 +912,9 @@ __global__ void k_sum_squares(const float *x, int64_t n, double *part) {
 // CPU twin: cpu_sgd_step. The clipping scale is computed here from the device
 // gnorm2 (no host round trip); float ops in the CPU's order, no contraction.
 __global__ void k_sgd_step(float *p, const float *g, float *v, int64_t n, const float *gnorm2,
-                           float clip_norm, float decay, float lr, float mu, int nesterov) {
-    float scale = 1.0f;
+                           float clip_norm, const float *hyper, float lr, float wd, float mu, int nesterov) {
+    if (hyper) lr = hyper[0], wd = hyper[1]; /* device values: what a recorded step replays with */
+    float decay = __fsub_rn(1.0f, __fmul_rn(lr, wd)), scale = 1.0f;
     if (gnorm2 && clip_norm > 0.0f) {
         float norm = sqrtf(*gnorm2);
         float c = __fdiv_rn(clip_norm, __fadd_rn(norm, 1e-6f));
@@ -1873,9 +1874,8 @@ static void cu_sgd_step(nn_backend_t *be, float *p, const float *g, float *v, in
                         const nn_sgd_args_t *a) {
     cu_ctx_t *c = CTX(be);
     if (n <= 0 || !a || !cu_enter(c, "sgd_step")) return;
-    float decay = 1.0f - a->lr * a->weight_decay; /* host float, as the CPU computes it */
-    k_sgd_step<<<cu_grid(c, n), CU_THREADS, 0, c->stream>>>(p, g, v, n, gnorm2, a->clip_norm, decay, a->lr, a->momentum,
-                                                          a->nesterov);
+    k_sgd_step<<<cu_grid(c, n), CU_THREADS, 0, c->stream>>>(p, g, v, n, gnorm2, a->clip_norm, a->hyper, a->lr,
+                                                          a->weight_decay, a->momentum, a->nesterov);
     if (LAUNCH_CHECK(c, "k_sgd_step")) cu_poison(c, p, n);
 }
 

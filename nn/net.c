@@ -493,22 +493,59 @@ typedef struct {
     void *ws;              /* conv workspace */
 } infer_bufs_t;
 
-/* Device forwards of the same shape (batch, heads, input buffers) seen this
- * many times are recorded once (graph_begin/graph_end) and then replayed with
- * graph_launch: one launch instead of a hundred ops, on backends that record. */
+/* Device work of the same shape (a forward: batch, heads, input buffers; a
+ * training step: batch and settings) seen this many times is recorded once
+ * (graph_begin/graph_end) and then replayed with graph_launch: one launch
+ * instead of a hundred ops (a thousand for a step), on backends that record. */
 #define NN_GRAPH_AFTER 3
 #define NN_GRAPH_SEEN 16
+
+typedef struct {
+    struct {
+        uint64_t key;
+        int32_t n;
+    } e[NN_GRAPH_SEEN]; /* keys seen, round robin */
+    int32_t next;
+} graph_seen_t;
+
+/* How often key was seen, this time included. */
+static int32_t graph_seen(graph_seen_t *s, uint64_t key) {
+    for (int i = 0; i < NN_GRAPH_SEEN; i++)
+        if (s->e[i].n > 0 && s->e[i].key == key) return ++s->e[i].n;
+    int i = s->next;
+    s->next = (i + 1) % NN_GRAPH_SEEN;
+    s->e[i].key = key;
+    s->e[i].n = 1;
+    return 1;
+}
+
+/* Queues ops(arg) on be: key's recording replayed where there is one, else
+ * the ops, recorded first once key has come back NN_GRAPH_AFTER times (the
+ * first runs choose algorithms and grow workspaces). A recording that fails
+ * leaves the ops to run as ops. */
+static void run_recorded(nn_backend_t *be, graph_seen_t *seen, uint64_t key, void (*ops)(void *), void *arg) {
+    if (be->graph_launch) {
+        if (be->graph_launch(be, key) == 0) return;
+        if (graph_seen(seen, key) >= NN_GRAPH_AFTER && be->graph_begin(be) == 0) {
+            ops(arg);
+            if (be->graph_end(be, key) == 0 && be->graph_launch(be, key) == 0) return;
+        }
+    }
+    ops(arg);
+}
+
+/* A number never handed out twice: recordings of a freed context or trainer never match. */
+static uint64_t next_uid(void) {
+    static _Atomic uint64_t uid = 1;
+    return atomic_fetch_add(&uid, 1);
+}
 
 struct nn_ctx {
     nn_net_t *net;
     nn_backend_t *be;
     int32_t max_batch;
-    uint64_t uid; /* never reused: recordings of a freed context never match */
-    struct {
-        uint64_t key;
-        int32_t n;
-    } seen[NN_GRAPH_SEEN]; /* device forwards by key, round robin */
-    int32_t seen_next;
+    uint64_t uid;
+    graph_seen_t seen; /* device forwards */
     void *arena; /* one allocation: everything below */
     uint8_t *packed; /* (max_batch, nn_packed_bytes(in_planes)) staging */
     float *hand;     /* (max_batch, in_hand) staging */
@@ -671,11 +708,10 @@ nn_ctx_t *nn_ctx_new(nn_net_t *net, nn_backend_t *be, int32_t max_batch, char *e
         set_err(err, errlen, "nn_ctx_new: out of memory");
         return NULL;
     }
-    static _Atomic uint64_t next_uid = 1;
     ctx->net = net;
     ctx->be = be;
     ctx->max_batch = max_batch;
-    ctx->uid = atomic_fetch_add(&next_uid, 1);
+    ctx->uid = next_uid();
     size_t ws = max_conv_ws(net, be, max_batch);
     for (int pass = 0; pass < 2; pass++) {
         carve_t c = {pass ? ctx->arena : NULL, 0};
@@ -725,22 +761,19 @@ static uint64_t graph_key(const nn_ctx_t *ctx, int32_t B, const uint8_t *packed_
     return compat_mix64(h ^ (uint64_t)(uintptr_t)hand_dev);
 }
 
-/* How often key was seen, this time included. */
-static int32_t graph_seen(nn_ctx_t *ctx, uint64_t key) {
-    for (int i = 0; i < NN_GRAPH_SEEN; i++)
-        if (ctx->seen[i].n > 0 && ctx->seen[i].key == key) return ++ctx->seen[i].n;
-    int i = ctx->seen_next;
-    ctx->seen_next = (i + 1) % NN_GRAPH_SEEN;
-    ctx->seen[i].key = key;
-    ctx->seen[i].n = 1;
-    return 1;
-}
+typedef struct {
+    nn_ctx_t *ctx;
+    int32_t B, outputs;
+    const uint8_t *packed_dev;
+    const float *hand_dev;
+} fwd_args_t;
 
-static void forward_ops(nn_ctx_t *ctx, int32_t B, const uint8_t *packed_dev, const float *hand_dev, int32_t outputs) {
-    nn_net_t *net = ctx->net;
-    nn_backend_t *be = ctx->be;
-    be->expand_planes(be, packed_dev, hand_dev, B, net->cfg.in_planes, net->cfg.in_hand, ctx->f.x0);
-    forward_infer(net, be, B, &ctx->f, outputs);
+static void forward_ops(void *arg) {
+    const fwd_args_t *a = arg;
+    nn_net_t *net = a->ctx->net;
+    nn_backend_t *be = a->ctx->be;
+    be->expand_planes(be, a->packed_dev, a->hand_dev, a->B, net->cfg.in_planes, net->cfg.in_hand, a->ctx->f.x0);
+    forward_infer(net, be, a->B, &a->ctx->f, a->outputs);
 }
 
 int nn_forward_dev(nn_ctx_t *ctx, int32_t B, const uint8_t *packed_dev, const float *hand_dev, int32_t outputs) {
@@ -749,16 +782,8 @@ int nn_forward_dev(nn_ctx_t *ctx, int32_t B, const uint8_t *packed_dev, const fl
     nn_backend_t *be = ctx->be;
     if (nn_backend_error(be)) return -1;
     net_fold(net, be); /* outside any recording: it runs only when the weights changed */
-    if (be->graph_launch) {
-        uint64_t key = graph_key(ctx, B, packed_dev, hand_dev, outputs);
-        if (be->graph_launch(be, key) == 0) return nn_backend_error(be) ? -1 : 0;
-        /* The first forwards of a shape run as ops (algorithm choice, workspaces); a shape that comes back is recorded. */
-        if (graph_seen(ctx, key) >= NN_GRAPH_AFTER && be->graph_begin(be) == 0) {
-            forward_ops(ctx, B, packed_dev, hand_dev, outputs);
-            if (be->graph_end(be, key) == 0 && be->graph_launch(be, key) == 0) return nn_backend_error(be) ? -1 : 0;
-        }
-    }
-    forward_ops(ctx, B, packed_dev, hand_dev, outputs);
+    fwd_args_t a = {ctx, B, outputs, packed_dev, hand_dev};
+    run_recorded(be, &ctx->seen, graph_key(ctx, B, packed_dev, hand_dev, outputs), forward_ops, &a);
     return nn_backend_error(be) ? -1 : 0;
 }
 
@@ -830,6 +855,8 @@ struct nn_trainer {
     nn_train_config_t cfg;
     int32_t max_batch;
     int64_t step;
+    uint64_t uid;
+    graph_seen_t seen; /* steps on staged batches */
     float *grads;    /* (n_params) same layout as the params */
     float *momentum; /* (n_params) optimizer state */
     void *arena;     /* one allocation: everything below */
@@ -864,6 +891,7 @@ struct nn_trainer {
     float *dpolicy, *dlegal;   /* (B, 2187) */
     float *dvalue;             /* (B, 3) */
     float *stats;              /* (NN_STAT_NB) */
+    float *hyper;              /* (4) the step's lr and weight decay, then lr and 0 (sgd_step's hyper) */
     void *ws;
     infer_bufs_t f;            /* for nn_eval_batch (aliases the above) */
     float *rm_backup;          /* (n_stats) running stats saved by nn_train_grad */
@@ -901,6 +929,7 @@ nn_trainer_t *nn_trainer_new(nn_net_t *net, const nn_train_config_t *cfg, int32_
     tr->be = be;
     tr->cfg = cfg ? *cfg : nn_train_config_default();
     tr->max_batch = max_batch;
+    tr->uid = next_uid();
     tr->c = tr->ptrs;
     tr->z = tr->ptrs + nu;
     tr->y = tr->ptrs + 2 * nu;
@@ -960,6 +989,7 @@ nn_trainer_t *nn_trainer_new(nn_net_t *net, const nn_train_config_t *cfg, int32_
         tr->dlegal = TAKEF(&c, (int64_t)B * NN_POLICY_NB);
         tr->dvalue = TAKEF(&c, (int64_t)B * NN_VALUE_NB);
         tr->stats = TAKEF(&c, NN_STAT_NB);
+        tr->hyper = TAKEF(&c, 4);
         tr->rm_backup = TAKEF(&c, net->n_stats);
         tr->ws = take(&c, ws);
         if (pass == 0) {
@@ -1048,11 +1078,9 @@ static int upload_columns(nn_trainer_t *tr, const nn_batch_t *bt, char *err, siz
     return 0;
 }
 
-/* Checks the batch on the host and uploads it (a staged batch is in the
- * staging already); expands inputs and targets. */
-static int upload_batch(nn_trainer_t *tr, const nn_batch_t *bt, char *err, size_t errlen) {
+/* Checks a batch's size and policy offsets on the host. */
+static int check_batch(nn_trainer_t *tr, const nn_batch_t *bt, char *err, size_t errlen) {
     const nn_net_config_t *nc = &tr->net->cfg;
-    nn_backend_t *be = tr->be;
     int32_t B = bt->B;
     if (B < 1 || B > tr->max_batch) {
         set_err(err, errlen, "batch size %d out of range 1..%d", B, tr->max_batch);
@@ -1073,10 +1101,24 @@ static int upload_batch(nn_trainer_t *tr, const nn_batch_t *bt, char *err, size_
             set_err(err, errlen, "policy_offsets[%d..%d] = %u..%u invalid", b, b + 1, off[b], off[b + 1]);
             return -1;
         }
-    if (!bt->staged && upload_columns(tr, bt, err, errlen) != 0) return -1;
+    return 0;
+}
+
+/* The staged batch's inputs and targets expanded on the device. */
+static void expand_batch(nn_trainer_t *tr, int32_t B) {
+    const nn_net_config_t *nc = &tr->net->cfg;
+    nn_backend_t *be = tr->be;
     be->expand_planes(be, tr->planes, tr->hand, B, nc->in_planes, nc->in_hand, tr->x0);
     be->expand_planes(be, tr->legal, NULL, B, NN_POLICY_CH, 0, tr->legal_t);
     be->value_target(be, tr->result, tr->q, B, tr->cfg.q_mix, tr->cfg.q_draw, tr->value_t);
+}
+
+/* Checks the batch, uploads a host batch's columns, expands: the batch ready
+ * for a forward. */
+static int upload_batch(nn_trainer_t *tr, const nn_batch_t *bt, char *err, size_t errlen) {
+    if (check_batch(tr, bt, err, errlen) != 0) return -1;
+    if (!bt->staged && upload_columns(tr, bt, err, errlen) != 0) return -1;
+    expand_batch(tr, bt->B);
     return 0;
 }
 
@@ -1255,19 +1297,25 @@ static void fill_metrics(nn_trainer_t *tr, int32_t B, int32_t n_policy, int grad
     metrics_from_stats(s, &tr->cfg, tr->step, B, n_policy, grad, m);
 }
 
+/* The learning rate of the step about to be queued, and the weight decay,
+ * into tr->hyper (queued before the step: the step reads them on the device,
+ * so a recorded step replays with this step's values). */
+static void hyper_upload(nn_trainer_t *tr) {
+    float lr = nn_lr_at(&tr->cfg, tr->step), h[4] = {lr, tr->cfg.weight_decay, lr, 0.0f};
+    tr->be->upload(tr->be, tr->hyper, h, sizeof h);
+}
+
 /* The SGD step with the gradients in tr->grads and their squared norm in
- * tr->stats[NN_STAT_GNORM2] (clipping). */
+ * tr->stats[NN_STAT_GNORM2] (clipping), lr and weight decay from tr->hyper. */
 static void sgd_apply(nn_trainer_t *tr) {
     nn_net_t *net = tr->net;
     nn_backend_t *be = tr->be;
-    nn_sgd_args_t a;
-    a.lr = nn_lr_at(&tr->cfg, tr->step);
-    a.momentum = tr->cfg.momentum;
-    a.nesterov = tr->cfg.nesterov;
-    a.clip_norm = tr->cfg.clip_norm;
-    a.weight_decay = tr->cfg.weight_decay;
+    nn_sgd_args_t a = {.momentum = tr->cfg.momentum,
+                       .nesterov = tr->cfg.nesterov,
+                       .clip_norm = tr->cfg.clip_norm,
+                       .hyper = tr->hyper};
     be->sgd_step(be, net->params, tr->grads, tr->momentum, net->n_decay, tr->stats + NN_STAT_GNORM2, &a);
-    a.weight_decay = 0.0f;
+    a.hyper = tr->hyper + 2; /* no decay: BN parameters and biases */
     be->sgd_step(be, net->params + net->n_decay, tr->grads + net->n_decay, tr->momentum + net->n_decay,
                  net->n_params - net->n_decay, tr->stats + NN_STAT_GNORM2, &a);
 }
@@ -1275,15 +1323,54 @@ static void sgd_apply(nn_trainer_t *tr) {
 /* The ops of a step, queued: the batch uploaded, forward, losses, backward,
  * the gradient norm into tr->stats and, when update, the SGD step. 0, or -1
  * with err for a failed backend or an invalid batch (nothing queued). */
+typedef struct {
+    nn_trainer_t *tr;
+    int32_t B, update;
+} step_args_t;
+
+/* A step's device work, from the staged batch to the updated weights: what
+ * a recording of the step holds. */
+static void step_ops(void *arg) {
+    const step_args_t *a = arg;
+    nn_trainer_t *tr = a->tr;
+    nn_backend_t *be = tr->be;
+    expand_batch(tr, a->B);
+    be->memset_zero(be, tr->stats, sizeof(float) * NN_STAT_NB);
+    forward_backward(tr, a->B);
+    be->sum_squares(be, tr->grads, tr->net->n_params, tr->stats + NN_STAT_GNORM2);
+    if (a->update) sgd_apply(tr);
+}
+
+/* The key of a recorded step: the trainer, the batch size and every setting
+ * the recorded ops hold as a value (the lr and weight decay are read from
+ * tr->hyper instead). */
+static uint64_t step_key(const nn_trainer_t *tr, int32_t B) {
+    const nn_train_config_t *c = &tr->cfg;
+    float v[9] = {c->momentum, c->clip_norm, c->w_policy, c->w_value, c->w_legal, c->q_mix, c->q_draw, c->bn_momentum,
+                  (float)c->nesterov};
+    uint64_t h = compat_mix64(tr->uid * 0x9E3779B97F4A7C15ull + (uint64_t)B);
+    h = compat_mix64(h ^ (uint64_t)tr->net->merge_heads ^ 0x7472616E00000000ull); /* "tran" */
+    for (int i = 0; i < 9; i++) {
+        uint32_t u;
+        memcpy(&u, &v[i], sizeof u);
+        h = compat_mix64(h ^ u);
+    }
+    return h;
+}
+
 static int queue_step(nn_trainer_t *tr, const nn_batch_t *bt, int update, const char *what, char *err,
                       size_t errlen) {
     nn_backend_t *be = tr->be;
     if (be_check(be, what, err, errlen) != 0) return -1;
-    if (upload_batch(tr, bt, err, errlen) != 0) return -1;
-    be->memset_zero(be, tr->stats, sizeof(float) * NN_STAT_NB);
-    forward_backward(tr, bt->B);
-    be->sum_squares(be, tr->grads, tr->net->n_params, tr->stats + NN_STAT_GNORM2);
-    if (update) sgd_apply(tr);
+    if (check_batch(tr, bt, err, errlen) != 0) return -1;
+    if (!bt->staged && upload_columns(tr, bt, err, errlen) != 0) return -1;
+    if (update) hyper_upload(tr);
+    step_args_t a = {tr, bt->B, update};
+    /* A step on a staged batch (gathered on the device) is device work only,
+     * from the same buffers every time: recorded where the backend records.
+     * A host batch's uploads stay outside any recording. */
+    if (bt->staged && update) run_recorded(be, &tr->seen, step_key(tr, bt->B), step_ops, &a);
+    else step_ops(&a);
     return 0;
 }
 
@@ -1396,6 +1483,7 @@ int nn_train_step_apply(nn_trainer_t *tr, nn_metrics_t *m, char *err, size_t err
     float *g2 = tr->stats + NN_STAT_GNORM2;
     be->memset_zero(be, g2, sizeof(float));
     be->sum_squares(be, tr->grads, tr->net->n_params, g2); /* the norm of the gradients as they are now */
+    hyper_upload(tr);
     sgd_apply(tr);
     float h = 0.0f;
     if (m) be->download(be, &h, g2, sizeof h);

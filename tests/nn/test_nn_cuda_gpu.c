@@ -937,7 +937,19 @@ static void test_sgd(int64_t n, int nesterov, float wd, float clip, int with_gno
     gcmp(what, gp, cp, n, T_ELEM);
     what[strlen(what) - 1] = 'v';
     gcmp(what, gv, cv, n, T_ELEM);
+    /* lr and weight decay read from device memory (the recorded training
+     * step's route): the same update as from the arguments */
+    float hy[2] = {a.lr, a.weight_decay};
+    float *gp2 = GF(p, n), *gv2 = GF(v, n), *ghy = GF(hy, 2);
+    nn_sgd_args_t ad = a;
+    ad.lr = 123.0f, ad.weight_decay = 7.0f; /* ignored */
+    ad.hyper = ghy;
+    G_->sgd_step(G_, gp2, gg, gv2, n, with_gnorm ? gn : NULL, &ad);
+    what[strlen(what) - 1] = 'p';
+    strncat(what, " (hyper)", sizeof(what) - strlen(what) - 1);
+    gcmp(what, gp2, cp, n, T_ELEM);
     G_->buf_free(G_, gp), G_->buf_free(G_, gg), G_->buf_free(G_, gv), G_->buf_free(G_, gn);
+    G_->buf_free(G_, gp2), G_->buf_free(G_, gv2), G_->buf_free(G_, ghy);
     free(p), free(g), free(v), free(cp), free(cv);
 }
 

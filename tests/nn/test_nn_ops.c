@@ -573,6 +573,20 @@ static void test_sgd(void) {
         pr[i] = (float)(pr[i] * (1 - 0.1 * 0.01) - 0.1 * vi);
     }
     t_compare("sgd_step momentum param", p, pr, n, 1e-6, 1e-5);
+    /* lr and weight decay from memory (hyper): the arguments' are ignored,
+     * the update is the same bit for bit as with them as arguments */
+    float p2[100], v2[100], hy[2] = {0.1f, 0.01f};
+    memcpy(p2, p, sizeof p), memcpy(v2, v, sizeof v);
+    be->sgd_step(be, p, g, v, n, &gn2, &a);
+    nn_sgd_args_t ah = a;
+    ah.lr = 5.0f, ah.weight_decay = 0.5f, ah.hyper = hy;
+    be->sgd_step(be, p2, g, v2, n, &gn2, &ah);
+    CHECK(!memcmp(p, p2, sizeof p) && !memcmp(v, v2, sizeof v));
+    hy[0] = 0.2f; /* read when the op runs */
+    be->sgd_step(be, p2, g, v2, n, &gn2, &ah);
+    a.lr = 0.2f;
+    be->sgd_step(be, p, g, v, n, &gn2, &a);
+    CHECK(!memcmp(p, p2, sizeof p) && !memcmp(v, v2, sizeof v));
 }
 
 static void test_schedule(void) {
