@@ -47,14 +47,16 @@
  *    the conv's epilogue); BF16 keeps the trunk's activations BF16 NHWC
  *    between units with one epilogue kernel (bias + residual + act) per conv.
  *    KOMA_CUDA_NO_FUSE=1: the unfused route (conv_fwd then act_fwd).
- *  - Recorded forwards (graph_begin/graph_end/graph_launch): stream capture
+ *  - Recorded work (graph_begin/graph_end/graph_launch): stream capture
  *    into CUDA graphs, CU_GRAPHS per instance by key (nn/net.c records a
- *    device forward whose shape came back); a workspace that grows drops the
- *    recordings made before; a failed capture turns recording off for the
- *    instance and leaves no error. KOMA_CUDA_GRAPHS=0, KOMA_CUDA_OPTIME and an
- *    armed KOMA_FAULT turn recording off.
- *  - Not here: a graph of the whole training step, BN + ReLU fused in
- *    training (cuDNN's graph API), NHWC activations in training.
+ *    device forward, and a training step on a staged batch, whose shape came
+ *    back; a step's lr and weight decay are read from device memory by
+ *    k_sgd_step, so a replay follows the schedule); a workspace that grows
+ *    drops the recordings made before; a failed capture turns recording off
+ *    for the instance and leaves no error. KOMA_CUDA_GRAPHS=0,
+ *    KOMA_CUDA_OPTIME and an armed KOMA_FAULT turn recording off.
+ *  - Training batches from the resident window: k_gather_rows.
+ *  - Not here: NHWC activations in training.
  */
 #include <cublas_v2.h>
 #include <cuda_bf16.h>

@@ -17,8 +17,9 @@
 #               training, bf16 then tf32 (PROFILE_MODES); nsys's top 30 kernels where installed
 #     merge     bench_nn_gpu 6x64,10x128 x tf32,bf16 (B256, B1024) with the policy/legal head
 #               convolutions merged (the default) and apart (KOMA_MERGE_HEADS=0), two interleaved
-#               rounds; each run also gives training with nn_train_step (`train`) and one step
-#               late (`train late`, the training loop's way)
+#               rounds; each run also gives training with nn_train_step (`train`), one step
+#               late (`train late`, the training loop's way) and on a batch staged on the device
+#               (`train staged`: the resident window's route, steps recorded as CUDA graphs)
 #     fuse      bench_nn_gpu 6x64,10x128 x tf32,bf16 inference (B64, B256, B1024) three ways, two
 #               interleaved rounds: fused units + CUDA graphs (the default), graphs off
 #               (KOMA_CUDA_GRAPHS=0), neither (KOMA_CUDA_NO_FUSE=1 too: the route before them)
