@@ -23,6 +23,10 @@
 #     fuse      bench_nn_gpu 6x64,10x128 x tf32,bf16 inference (B64, B256, B1024) three ways, two
 #               interleaved rounds: fused units + CUDA graphs (the default), graphs off
 #               (KOMA_CUDA_GRAPHS=0), neither (KOMA_CUDA_NO_FUSE=1 too: the route before them)
+#     quick     for a 15-minute device session, in one call: ctest -L gpu, then 10x128 tf32,bf16
+#               B256/B1024 inference + training three ways side by side (Koma's default route;
+#               the route of 2026-11-24: KOMA_CUDA_GRAPHS=0 KOMA_CUDA_NO_FUSE=1 KOMA_MERGE_HEADS=0;
+#               PyTorch eager), bench_selfplay gpu.ini 30 s, then memcheck as the budget permits
 #     all       build test sanitize bench torch selfplay (over 10 minutes: raise the budget)
 #   test, sanitize, bench and selfplay build first when build-gpu is not built yet.
 #
@@ -88,10 +92,10 @@ usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 stages=()
 for s in "$@"; do
   case "$s" in
-    build | test | sanitize | bench | torch | selfplay | profile | merge | fuse) stages+=("$s") ;;
+    build | test | sanitize | bench | torch | selfplay | profile | merge | fuse | quick) stages+=("$s") ;;
     all) stages+=(build test sanitize bench torch selfplay) ;;
     -h | --help) usage; exit 0 ;;
-    *) echo "gpu-checks.sh: unknown stage '$s' (build test sanitize bench torch selfplay profile merge fuse all)" >&2; exit 2 ;;
+    *) echo "gpu-checks.sh: unknown stage '$s' (build test sanitize bench torch selfplay profile merge fuse quick all)" >&2; exit 2 ;;
   esac
 done
 
@@ -616,7 +620,7 @@ selfplay_run() {
       --format=csv,noheader,nounits -lms 1000 >"$smi" 2>/dev/null &
     pid=$!
   fi
-  step "$label" "$max" 90 krun "$BUILD/bench/bench_selfplay" --config configs/gpu.ini "$@" > >(tee "$log") 2>&1
+  step "$label" "$max" "$((max < 90 ? max : 90))" krun "$BUILD/bench/bench_selfplay" --config configs/gpu.ini "$@" > >(tee "$log") 2>&1
   wait $! 2>/dev/null
   [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
   local util
@@ -665,6 +669,43 @@ PY
     fi
     result "nsys $mode" "$(status $rc)" "$dt" "${csv:+kernel table in profile.log}"
   done
+}
+
+# One call of a 15-minute device session: correctness first, then the figures that
+# decide issue 10's targets, each next to its alternative in the same call.
+stage_quick() {
+  need_build || { result quick FAIL 0 "no build"; return 1; }
+  local log=$STATE/quick.log st fig
+  step "ctest -L gpu" 180 60 krun ctest --test-dir "$BUILD" -L gpu -V --timeout 170 > >(tee "$log") 2>&1
+  wait $! 2>/dev/null
+  st=$(status $RC)
+  fig=$(grep -E 'tests passed|checks,' "$log" | tr '\n' ' ')
+  result "ctest -L gpu" "$st" "$DT" "$fig"
+  local v envs
+  for v in default before; do
+    envs=()
+    [ $v = before ] && envs=(KOMA_CUDA_GRAPHS=0 KOMA_CUDA_NO_FUSE=1 KOMA_MERGE_HEADS=0)
+    log=$STATE/quick-$v.log
+    step "bench_nn_gpu $v" 90 30 krun env "${envs[@]}" "$BUILD/bench/bench_nn_gpu" --nets 10x128 --modes tf32,bf16 \
+      --batches 256,1024 --train-batches 256,1024 --seconds "$BENCH_SECONDS" > >(tee "$log") 2>&1
+    wait $! 2>/dev/null
+    result "bench_nn_gpu $v" "$(status $RC)" "$DT" "$(best_rows "$log") | $(train_rows "$log")"
+  done
+  find_python && { "$PY" -c 'import torch' 2>/dev/null || { [ -x /opt/torch/.venv/bin/python3 ] && PY=/opt/torch/.venv/bin/python3; }; }
+  log=$STATE/quick-torch.log
+  step "torch_bench eager" 90 30 env PYTHONUNBUFFERED=1 "$PY" bench/torch_bench.py --nets 10x128 --modes tf32,bf16 \
+    --batches 256,1024 --seconds "$BENCH_SECONDS" > >(tee "$log") 2>&1
+  wait $! 2>/dev/null
+  result "torch_bench eager" "$(status $RC)" "$DT" "$(best_rows "$log")"
+  selfplay_run "bench_selfplay gpu.ini" 60 --seconds 30
+  local cs
+  cs=$(command -v compute-sanitizer || first_of "$CUDA_HOME"/bin/compute-sanitizer /usr/local/cuda*/bin/compute-sanitizer)
+  [ -n "$cs" ] || return 0
+  log=$STATE/cs.log
+  step "compute-sanitizer memcheck" 120 30 krun "$cs" --tool memcheck --leak-check full --error-exitcode 99 \
+    --print-limit 50 "$BUILD/tests/nn/test_nn_cuda_gpu" tf32 bf16 quick > >(tee "$log") 2>&1
+  wait $! 2>/dev/null
+  result "sanitize memcheck" "$(status $RC)" "$DT" "$(grep -o 'ERROR SUMMARY: .*' "$log" | tail -1) $(grep -o 'LEAK SUMMARY: .*' "$log" | tail -1) $(grep -oE '[0-9]+ checks, [0-9]+ failed' "$log" | tail -1)"
 }
 
 # ---- main: each stage's output goes to its log and to stdout ------------------------
