@@ -282,6 +282,23 @@ struct nn_backend {
                          const float *res, int32_t B, int32_t cin, int32_t cout, int32_t k,
                          nn_act_t act, float *y, void *ws, int32_t flags);
 
+    /* ---- fused training unit, ReLU (OPTIONAL, both or neither: NULL = bn_fwd_train
+     * then act_fwd; act_bwd, copy, then bn_bwd) ------------------------------------- */
+    /* y = relu(BN(x) + res) in training mode, res (B, C, HW) or NULL: the batch's
+     * statistics, save_mean / save_invstd and the running statistics as
+     * bn_fwd_train. y may equal x, not res. */
+    void (*bn_relu_fwd_train)(nn_backend_t *be, const float *x, const float *gamma, const float *beta,
+                              const float *res, int32_t B, int32_t C, int32_t HW, float eps, float momentum,
+                              float *running_mean, float *running_var, float *y, float *save_mean,
+                              float *save_invstd);
+    /* The unit's backward from dy at its output y (= relu(BN(x) + res)):
+     * g = dy where y > 0, else 0; dres = g when not NULL (the gradient at the
+     * residual sum); then bn_bwd of g: dx, dgamma, dbeta. dy is clobbered; dx
+     * may equal dy. */
+    void (*bn_relu_bwd)(nn_backend_t *be, const float *x, const float *y, float *dy, const float *gamma,
+                        const float *save_mean, const float *save_invstd, int32_t B, int32_t C, int32_t HW,
+                        float *dres, float *dx, float *dgamma, float *dbeta);
+
     /* ---- captured work (OPTIONAL, all three or none: NULL = ops run as called) ----
      * graph_begin: the ops called until graph_end are recorded, not run; 0, or
      * -1 when the instance cannot record now (then nothing is recorded).

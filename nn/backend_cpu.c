@@ -509,6 +509,27 @@ static void cpu_act_bwd(nn_backend_t *be, const float *dy, const float *z, int64
     }
 }
 
+/* ---- fused training unit (ReLU) ------------------------------------------------
+ * The CPU's are its own ops in sequence, as net.c runs them unfused (the same
+ * results bit for bit); the CUDA backend's are the fused kernels these twin. */
+static void cpu_bn_relu_fwd_train(nn_backend_t *be, const float *x, const float *gamma, const float *beta,
+                                  const float *res, int32_t B, int32_t C, int32_t HW, float eps, float momentum,
+                                  float *running_mean, float *running_var, float *y, float *save_mean,
+                                  float *save_invstd) {
+    cpu_bn_fwd_train(be, x, gamma, beta, B, C, HW, eps, momentum, running_mean, running_var, y, save_mean,
+                     save_invstd);
+    cpu_act_fwd(be, y, res, (int64_t)B * C * HW, NN_ACT_RELU, y);
+}
+
+static void cpu_bn_relu_bwd(nn_backend_t *be, const float *x, const float *y, float *dy, const float *gamma,
+                            const float *save_mean, const float *save_invstd, int32_t B, int32_t C, int32_t HW,
+                            float *dres, float *dx, float *dgamma, float *dbeta) {
+    int64_t n = (int64_t)B * C * HW;
+    cpu_act_bwd(be, dy, y, n, NN_ACT_RELU, dy);
+    if (dres) cpu_copy(be, dres, dy, sizeof(float) * (size_t)n);
+    cpu_bn_bwd(be, x, dy, gamma, save_mean, save_invstd, B, C, HW, dx, dgamma, dbeta);
+}
+
 /* ---- dense ------------------------------------------------------------------ */
 // x (B, in), w (out, in), b (out) -> y (B, out)
 static void cpu_dense_fwd(nn_backend_t *be, const float *x, const float *w, const float *b,
@@ -1019,6 +1040,8 @@ nn_backend_t *nn_backend_cpu_new_conv(int32_t threads, nn_cpu_conv_t conv, char 
     be->bn_fwd_train = cpu_bn_fwd_train;
     be->bn_bwd = cpu_bn_bwd;
     be->bn_fold = cpu_bn_fold;
+    be->bn_relu_fwd_train = cpu_bn_relu_fwd_train;
+    be->bn_relu_bwd = cpu_bn_relu_bwd;
     be->act_fwd = cpu_act_fwd;
     be->add = cpu_add;
     be->gather = cpu_gather;

@@ -46,7 +46,8 @@
  *    through cudnnConvolutionBiasActivationForward (bias + residual + ReLU in
  *    the conv's epilogue); BF16 keeps the trunk's activations BF16 NHWC
  *    between units with one epilogue kernel (bias + residual + act) per conv.
- *    KOMA_CUDA_NO_FUSE=1: the unfused route (conv_fwd then act_fwd).
+ *    KOMA_CUDA_NO_FUSE=1: the unfused route (conv_fwd then act_fwd; in training,
+ *    bn_fwd_train then act_fwd, act_bwd then bn_bwd).
  *  - Recorded work (graph_begin/graph_end/graph_launch): stream capture
  *    into CUDA graphs, CU_GRAPHS per instance by key (nn/net.c records a
  *    device forward, and a training step on a staged batch, whose shape came
@@ -82,6 +83,8 @@ extern "C" {
 #define CU_CH_THREADS 512                  /* ...except one-block-per-channel reductions */
 #define CU_RED_MAX 1024                    /* max blocks of a reduction kernel = partial slots */
 #define CU_RED_Q 4                         /* max quantities per reduction */
+#define CU_RED_N 65536                     /* doubles in c->red: the above, or batch norm's (2, C, P) + (2, C) */
+#define CU_BN_PER_BLOCK 2048               /* batch norm: elements per partial block, at least */
 #define CU_STAGE_HALF (8u << 20)           /* pinned staging: 2 halves each way */
 #define CU_WS_CAP ((size_t)1 << 30)        /* largest cuDNN workspace we accept */
 #define CU_PLAN_BUCKETS 512                /* exact-shape plan hash table */
@@ -152,7 +155,7 @@ typedef struct {
     cudaEvent_t tm_ev[2]; /* timer_mark's start and end (timing events) */
     cudaEvent_t fence[NN_FENCE_NB]; /* fence_record / fence_wait (no timing) */
     int tm_marked;        /* bit 0: start recorded, bit 1: end recorded */
-    double *red;       /* (CU_RED_Q, CU_RED_MAX) reduction partials */
+    double *red;       /* CU_RED_N doubles: (CU_RED_Q, CU_RED_MAX) reduction partials, or batch norm's */
     cu_dbuf_t cws;     /* cuDNN workspace */
     cu_dbuf_t stage;   /* BF16 copies when the caller passes no conv workspace */
     cu_plan_t *plans[CU_PLAN_BUCKETS];
@@ -638,74 +641,128 @@ __global__ void k_epi_nhwc(__nv_bfloat16 *y, const float *bias, const __nv_bfloa
     }
 }
 
-// CPU twin: cpu_bn_fwd_train. Block c owns channel c: mean, biased variance
-// (two passes, double), y = (x - mean) * (gamma*invstd) + beta, running stats
-// with the unbiased variance. y may equal x (each element is read and written
-// by one thread, after both reductions).
-__global__ void __launch_bounds__(CU_CH_THREADS) k_bn_fwd_train(const float *x, const float *gamma, const float *beta, int B, int C,
-                               int HW, float eps, float momentum, float *running_mean,
-                               float *running_var, float *y, float *save_mean, float *save_invstd) {
+// CPU twin: cpu_bn_fwd_train and cpu_bn_bwd, in three kernels each, so that
+// a channel's reduction is spread over P blocks (one block per channel left
+// most of the device idle: 0.23 ms per 128-channel B1024 call on an H100).
+// Block (c, p) of a partial kernel sums batches [p*B/P, (p+1)*B/P) of channel c
+// into part[q*C*P + c*P + p]; the finalize kernel adds a channel's P partials
+// in order (the result does not depend on scheduling); the apply kernel is
+// elementwise. part holds (2, C, P) doubles, then res: per channel floats.
+
+// Forward sums, shifted by the channel's first element (x[c*HW]) so that the
+// one-pass variance does not cancel: s = sum (x - K), ss = sum (x - K)^2.
+__global__ void k_bn_part_fwd(const float *x, int B, int C, int HW, int P, double *part) {
     __shared__ double sh[33];
-    int c = blockIdx.x, n = B * HW;
-    double s = 0.0;
+    int c = blockIdx.x, p = blockIdx.y;
+    int b0 = (int)((int64_t)p * B / P), b1 = (int)((int64_t)(p + 1) * B / P);
+    int n = (b1 - b0) * HW;
+    double K = x[(int64_t)c * HW], s = 0.0, ss = 0.0;
     for (int e = threadIdx.x; e < n; e += blockDim.x) {
         int b = e / HW, i = e - b * HW;
-        s += x[((int64_t)b * C + c) * HW + i];
-    }
-    s = block_sum(s, sh);
-    double mean = s / (double)n, ss = 0.0;
-    for (int e = threadIdx.x; e < n; e += blockDim.x) {
-        int b = e / HW, i = e - b * HW;
-        double d = x[((int64_t)b * C + c) * HW + i] - mean;
+        double d = (double)x[((int64_t)(b0 + b) * C + c) * HW + i] - K;
+        s += d;
         ss += d * d;
     }
+    s = block_sum(s, sh);
     ss = block_sum(ss, sh);
-    double var = ss / (double)n;
-    float invstd = (float)(1.0 / sqrt(var + eps));
-    float m = (float)mean, g = gamma[c] * invstd, bt = beta[c];
-    for (int e = threadIdx.x; e < n; e += blockDim.x) {
-        int b = e / HW, i = e - b * HW;
-        int64_t k = ((int64_t)b * C + c) * HW + i;
-        y[k] = __fadd_rn(__fmul_rn(x[k] - m, g), bt);
-    }
     if (threadIdx.x == 0) {
-        if (save_mean) save_mean[c] = m;
-        if (save_invstd) save_invstd[c] = invstd;
-        double unbiased = n > 1 ? ss / (double)(n - 1) : var;
-        if (running_mean)
-            running_mean[c] = __fadd_rn(__fmul_rn(1.0f - momentum, running_mean[c]), __fmul_rn(momentum, (float)mean));
-        if (running_var)
-            running_var[c] = __fadd_rn(__fmul_rn(1.0f - momentum, running_var[c]), __fmul_rn(momentum, (float)unbiased));
+        part[(int64_t)c * P + p] = s;
+        part[(int64_t)C * P + (int64_t)c * P + p] = ss;
     }
 }
 
-// CPU twin: cpu_bn_bwd. dbeta = sum dy, dgamma = sum dy*xhat,
-// dx = gamma*invstd * (dy - mean(dy) - xhat*mean(dy*xhat)). dx may equal dy.
-__global__ void __launch_bounds__(CU_CH_THREADS) k_bn_bwd(const float *x, const float *dy, const float *gamma, const float *save_mean,
-                         const float *save_invstd, int B, int C, int HW, float *dx, float *dgamma,
-                         float *dbeta) {
+// mean, biased variance -> invstd; res (2, C) floats: mean, gamma*invstd;
+// running stats with the unbiased variance
+__global__ void k_bn_fin_fwd(const double *part, const float *x, const float *gamma, int B, int C, int HW, int P,
+                             float eps, float momentum, float *running_mean, float *running_var, float *save_mean,
+                             float *save_invstd, float *res) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    double s = 0.0, ss = 0.0, n = (double)B * HW;
+    for (int p = 0; p < P; p++) s += part[(int64_t)c * P + p], ss += part[(int64_t)C * P + (int64_t)c * P + p];
+    double ms = s / n, var = ss / n - ms * ms;
+    if (var < 0.0) var = 0.0;
+    double mean = (double)x[(int64_t)c * HW] + ms;
+    float invstd = (float)(1.0 / sqrt(var + eps));
+    res[c] = (float)mean;
+    res[C + c] = gamma[c] * invstd;
+    if (save_mean) save_mean[c] = (float)mean;
+    if (save_invstd) save_invstd[c] = invstd;
+    double unbiased = n > 1 ? var * n / (n - 1) : var;
+    if (running_mean)
+        running_mean[c] = __fadd_rn(__fmul_rn(1.0f - momentum, running_mean[c]), __fmul_rn(momentum, (float)mean));
+    if (running_var)
+        running_var[c] = __fadd_rn(__fmul_rn(1.0f - momentum, running_var[c]), __fmul_rn(momentum, (float)unbiased));
+}
+
+// y = (x - mean) * (gamma*invstd) + beta; y may equal x. relu (the fused
+// training unit, CPU twin: cpu_bn_relu_fwd_train): y = relu(that + r), r or NULL
+__global__ void k_bn_apply_fwd(const float *x, const float *beta, const float *res, const float *r, int relu,
+                               int64_t planes, int C, int HW, float *y) {
+    int64_t n = planes * HW;
+    GRID_STRIDE(k, n) {
+        int c = (int)((k / HW) % C);
+        float z = __fadd_rn(__fmul_rn(x[k] - res[c], res[C + c]), beta[c]);
+        if (relu) {
+            if (r) z = __fadd_rn(z, r[k]);
+            z = z > 0.0f ? z : 0.0f;
+        }
+        y[k] = z;
+    }
+}
+
+// Backward sums: sdy = sum dy, sdyx = sum dy*xhat; with y (the fused
+// training unit, CPU twin: cpu_bn_relu_bwd) of dy masked where y <= 0
+__global__ void k_bn_part_bwd(const float *x, const float *dy, const float *y, const float *save_mean,
+                              const float *save_invstd, int B, int C, int HW, int P, double *part) {
     __shared__ double sh[33];
-    int c = blockIdx.x, n = B * HW;
+    int c = blockIdx.x, p = blockIdx.y;
+    int b0 = (int)((int64_t)p * B / P), b1 = (int)((int64_t)(p + 1) * B / P);
+    int n = (b1 - b0) * HW;
     float m = save_mean[c], is = save_invstd[c];
     double sdy = 0.0, sdyx = 0.0;
     for (int e = threadIdx.x; e < n; e += blockDim.x) {
         int b = e / HW, i = e - b * HW;
-        int64_t k = ((int64_t)b * C + c) * HW + i;
-        float g = dy[k];
+        int64_t k = ((int64_t)(b0 + b) * C + c) * HW + i;
+        float g = y && !(y[k] > 0.0f) ? 0.0f : dy[k];
         sdy += g;
         sdyx += (double)g * (double)((x[k] - m) * is);
     }
     sdy = block_sum(sdy, sh);
     sdyx = block_sum(sdyx, sh);
-    float kk = gamma[c] * is, a = (float)(sdy / (double)n), bb = (float)(sdyx / (double)n);
-    for (int e = threadIdx.x; e < n; e += blockDim.x) {
-        int b = e / HW, i = e - b * HW;
-        int64_t k = ((int64_t)b * C + c) * HW + i;
-        dx[k] = kk * (dy[k] - a - __fmul_rn((x[k] - m) * is, bb));
-    }
     if (threadIdx.x == 0) {
-        if (dbeta) dbeta[c] = (float)sdy;
-        if (dgamma) dgamma[c] = (float)sdyx;
+        part[(int64_t)c * P + p] = sdy;
+        part[(int64_t)C * P + (int64_t)c * P + p] = sdyx;
+    }
+}
+
+// dbeta = sum dy, dgamma = sum dy*xhat; res (3, C) floats: gamma*invstd,
+// mean(dy), mean(dy*xhat)
+__global__ void k_bn_fin_bwd(const double *part, const float *gamma, const float *save_invstd, int B, int C, int HW,
+                             int P, float *dgamma, float *dbeta, float *res) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    double sdy = 0.0, sdyx = 0.0, n = (double)B * HW;
+    for (int p = 0; p < P; p++) sdy += part[(int64_t)c * P + p], sdyx += part[(int64_t)C * P + (int64_t)c * P + p];
+    res[c] = gamma[c] * save_invstd[c];
+    res[C + c] = (float)(sdy / n);
+    res[2 * C + c] = (float)(sdyx / n);
+    if (dbeta) dbeta[c] = (float)sdy;
+    if (dgamma) dgamma[c] = (float)sdyx;
+}
+
+// dx = gamma*invstd * (dy - mean(dy) - xhat*mean(dy*xhat)); dx may equal dy.
+// With y, dy masked as in k_bn_part_bwd, and dres (or NULL) = the masked dy.
+__global__ void k_bn_apply_bwd(const float *x, const float *dy, const float *y, const float *save_mean,
+                               const float *save_invstd, const float *res, int64_t planes, int C, int HW, float *dres,
+                               float *dx) {
+    int64_t n = planes * HW;
+    GRID_STRIDE(k, n) {
+        int c = (int)((k / HW) % C);
+        float m = save_mean[c], is = save_invstd[c];
+        float g = y && !(y[k] > 0.0f) ? 0.0f : dy[k];
+        if (dres) dres[k] = g;
+        dx[k] = res[c] * (g - res[C + c] - __fmul_rn((x[k] - m) * is, res[2 * C + c]));
     }
 }
 
@@ -1693,23 +1750,88 @@ static void cu_conv_bwd_filter(nn_backend_t *be, const float *x, const float *dy
 }
 
 /* ---- batch norm ----------------------------------------------------------------------- */
+/* Partial blocks per channel for batch norm: about 8 blocks per SM in all, at
+ * least CU_BN_PER_BLOCK elements each, at most one per batch row, and
+ * (2, C, P) partials + (2, C) results within c->red. 0: too many channels. */
+static int bn_parts(const cu_ctx_t *c, int32_t B, int32_t C, int32_t HW) {
+    int64_t p = ((int64_t)c->sm_count * 8 + C - 1) / C;
+    int64_t by_n = ((int64_t)B * HW + CU_BN_PER_BLOCK - 1) / CU_BN_PER_BLOCK;
+    int64_t by_red = CU_RED_N / (2 * (int64_t)C) - 1;
+    if (p > by_n) p = by_n;
+    if (p > B) p = B;
+    if (p > by_red) p = by_red;
+    return p < 1 ? (by_red < 1 ? 0 : 1) : (int)p;
+}
+
+/* bn_fwd_train (r = NULL, relu 0) and bn_relu_fwd_train (relu 1): the fault
+ * switch and KOMA_CUDA_OPTIME count both as bn_fwd_train */
+static void bn_fwd_impl(nn_backend_t *be, const float *x, const float *gamma, const float *beta, const float *r,
+                        int relu, int32_t B, int32_t C, int32_t HW, float eps, float momentum, float *running_mean,
+                        float *running_var, float *y, float *save_mean, float *save_invstd) {
+    cu_ctx_t *c = CTX(be);
+    if (B <= 0 || C <= 0 || HW <= 0 || !cu_enter(c, "bn_fwd_train")) return;
+    int P = bn_parts(c, B, C, HW);
+    if (P == 0) {
+        cu_fail(c, __FILE__, __LINE__, "batch norm of %d channels: more than %d", C, CU_RED_N / 4 - 1);
+        return;
+    }
+    float *res = (float *)(c->red + (int64_t)2 * C * P);
+    k_bn_part_fwd<<<dim3(C, P), CU_THREADS, 0, c->stream>>>(x, B, C, HW, P, c->red);
+    LAUNCH_CHECK(c, "k_bn_part_fwd");
+    k_bn_fin_fwd<<<(C + 127) / 128, 128, 0, c->stream>>>(c->red, x, gamma, B, C, HW, P, eps, momentum, running_mean,
+                                                         running_var, save_mean, save_invstd, res);
+    LAUNCH_CHECK(c, "k_bn_fin_fwd");
+    k_bn_apply_fwd<<<cu_grid(c, (int64_t)B * C * HW), CU_THREADS, 0, c->stream>>>(x, beta, res, r, relu,
+                                                                                   (int64_t)B * C, C, HW, y);
+    LAUNCH_CHECK(c, "k_bn_apply_fwd");
+}
+
 static void cu_bn_fwd_train(nn_backend_t *be, const float *x, const float *gamma, const float *beta, int32_t B,
                             int32_t C, int32_t HW, float eps, float momentum, float *running_mean,
                             float *running_var, float *y, float *save_mean, float *save_invstd) {
+    bn_fwd_impl(be, x, gamma, beta, NULL, 0, B, C, HW, eps, momentum, running_mean, running_var, y, save_mean,
+                save_invstd);
+}
+
+static void cu_bn_relu_fwd_train(nn_backend_t *be, const float *x, const float *gamma, const float *beta,
+                                 const float *res, int32_t B, int32_t C, int32_t HW, float eps, float momentum,
+                                 float *running_mean, float *running_var, float *y, float *save_mean,
+                                 float *save_invstd) {
+    bn_fwd_impl(be, x, gamma, beta, res, 1, B, C, HW, eps, momentum, running_mean, running_var, y, save_mean,
+                save_invstd);
+}
+
+/* bn_bwd (y = NULL) and bn_relu_bwd: both count as bn_bwd */
+static void bn_bwd_impl(nn_backend_t *be, const float *x, const float *y, const float *dy, const float *gamma,
+                        const float *save_mean, const float *save_invstd, int32_t B, int32_t C, int32_t HW,
+                        float *dres, float *dx, float *dgamma, float *dbeta) {
     cu_ctx_t *c = CTX(be);
-    if (B <= 0 || C <= 0 || HW <= 0 || !cu_enter(c, "bn_fwd_train")) return;
-    k_bn_fwd_train<<<C, CU_CH_THREADS, 0, c->stream>>>(x, gamma, beta, B, C, HW, eps, momentum, running_mean,
-                                                    running_var, y, save_mean, save_invstd);
-    LAUNCH_CHECK(c, "k_bn_fwd_train");
+    if (B <= 0 || C <= 0 || HW <= 0 || !cu_enter(c, "bn_bwd")) return;
+    int P = bn_parts(c, B, C, HW);
+    if (P == 0) {
+        cu_fail(c, __FILE__, __LINE__, "batch norm of %d channels: more than %d", C, CU_RED_N / 4 - 1);
+        return;
+    }
+    float *res = (float *)(c->red + (int64_t)2 * C * P);
+    k_bn_part_bwd<<<dim3(C, P), CU_THREADS, 0, c->stream>>>(x, dy, y, save_mean, save_invstd, B, C, HW, P, c->red);
+    LAUNCH_CHECK(c, "k_bn_part_bwd");
+    k_bn_fin_bwd<<<(C + 127) / 128, 128, 0, c->stream>>>(c->red, gamma, save_invstd, B, C, HW, P, dgamma, dbeta, res);
+    LAUNCH_CHECK(c, "k_bn_fin_bwd");
+    k_bn_apply_bwd<<<cu_grid(c, (int64_t)B * C * HW), CU_THREADS, 0, c->stream>>>(
+        x, dy, y, save_mean, save_invstd, res, (int64_t)B * C, C, HW, dres, dx);
+    LAUNCH_CHECK(c, "k_bn_apply_bwd");
 }
 
 static void cu_bn_bwd(nn_backend_t *be, const float *x, const float *dy, const float *gamma, const float *save_mean,
                       const float *save_invstd, int32_t B, int32_t C, int32_t HW, float *dx, float *dgamma,
                       float *dbeta) {
-    cu_ctx_t *c = CTX(be);
-    if (B <= 0 || C <= 0 || HW <= 0 || !cu_enter(c, "bn_bwd")) return;
-    k_bn_bwd<<<C, CU_CH_THREADS, 0, c->stream>>>(x, dy, gamma, save_mean, save_invstd, B, C, HW, dx, dgamma, dbeta);
-    LAUNCH_CHECK(c, "k_bn_bwd");
+    bn_bwd_impl(be, x, NULL, dy, gamma, save_mean, save_invstd, B, C, HW, NULL, dx, dgamma, dbeta);
+}
+
+static void cu_bn_relu_bwd(nn_backend_t *be, const float *x, const float *y, float *dy, const float *gamma,
+                           const float *save_mean, const float *save_invstd, int32_t B, int32_t C, int32_t HW,
+                           float *dres, float *dx, float *dgamma, float *dbeta) {
+    bn_bwd_impl(be, x, y, dy, gamma, save_mean, save_invstd, B, C, HW, dres, dx, dgamma, dbeta);
 }
 
 static void cu_bn_fold(nn_backend_t *be, const float *w, const float *gamma, const float *beta, const float *mean,
@@ -2045,7 +2167,7 @@ extern "C" nn_backend_t *nn_backend_cuda_new(int32_t device, uint32_t flags, cha
     for (int i = 0; i < 2; i++) SETUP(CUDA_CHECK(c, cudaEventCreate(&c->tm_ev[i])), "create timing events");
     for (int i = 0; i < NN_FENCE_NB; i++)
         SETUP(CUDA_CHECK(c, cudaEventCreateWithFlags(&c->fence[i], cudaEventDisableTiming)), "create fence events");
-    SETUP(CUDA_CHECK(c, cudaMalloc((void **)&c->red, sizeof(double) * CU_RED_Q * CU_RED_MAX)),
+    SETUP(CUDA_CHECK(c, cudaMalloc((void **)&c->red, sizeof(double) * CU_RED_N)),
           "allocate reduction partials");
     SETUP(CUDNN_CHECK(c, cudnnCreateTensorDescriptor(&c->biasd)) &&
               CUDNN_CHECK(c, cudnnCreateActivationDescriptor(&c->act_relu)) &&
@@ -2110,7 +2232,11 @@ extern "C" nn_backend_t *nn_backend_cuda_new(int32_t device, uint32_t flags, cha
     be->sgd_step = cu_sgd_step;
     {
         const char *nf = getenv("KOMA_CUDA_NO_FUSE"); /* the unfused route, for comparisons */
-        if (!(nf && *nf && strcmp(nf, "0") != 0)) be->conv_fwd_act = cu_conv_fwd_act;
+        if (!(nf && *nf && strcmp(nf, "0") != 0)) {
+            be->conv_fwd_act = cu_conv_fwd_act;
+            be->bn_relu_fwd_train = cu_bn_relu_fwd_train; /* training's unit: BN + residual + ReLU */
+            be->bn_relu_bwd = cu_bn_relu_bwd;
+        }
         /* Recorded forwards, unless turned off or profiled op by op (see also nn_fault_armed) */
         const char *gr = getenv("KOMA_CUDA_GRAPHS");
         if (!(gr && strcmp(gr, "0") == 0) && !c->optime) {

@@ -1132,6 +1132,12 @@ static void unit_fwd_train(nn_trainer_t *tr, const nn_unit_t *un, int32_t u, int
     int64_t n = (int64_t)B * un->cout * NN_HW;
     nn_act_t act = net->cfg.act;
     be->conv_fwd(be, in, P(net, un->w), NULL, B, un->cin, un->cout, un->k, tr->c[u], tr->ws);
+    if (act == NN_ACT_RELU && be->bn_relu_fwd_train) { /* one op: z == y */
+        be->bn_relu_fwd_train(be, tr->c[u], P(net, un->gamma), P(net, un->beta), res, B, un->cout, NN_HW,
+                              NN_BN_EPS, tr->cfg.bn_momentum, S(net, un->rmean), S(net, un->rvar), tr->y[u],
+                              tr->mean[u], tr->invstd[u]);
+        return;
+    }
     be->bn_fwd_train(be, tr->c[u], P(net, un->gamma), P(net, un->beta), B, un->cout, NN_HW,
                      NN_BN_EPS, tr->cfg.bn_momentum, S(net, un->rmean), S(net, un->rvar), tr->z[u],
                      tr->mean[u], tr->invstd[u]);
@@ -1153,10 +1159,15 @@ static void unit_bwd(nn_trainer_t *tr, const nn_unit_t *un, int32_t u, int32_t B
     nn_backend_t *be = tr->be;
     int64_t n = (int64_t)B * un->cout * NN_HW;
     float *g = tr->grads;
-    be->act_bwd(be, dy, tr->z[u], n, net->cfg.act, dy);
-    if (dres) be->copy(be, dres, dy, sizeof(float) * (size_t)n);
-    be->bn_bwd(be, tr->c[u], dy, P(net, un->gamma), tr->mean[u], tr->invstd[u], B, un->cout, NN_HW,
-               dy, g + net->tensors[un->gamma].offset, g + net->tensors[un->beta].offset);
+    if (net->cfg.act == NN_ACT_RELU && be->bn_relu_bwd) { /* one op: z == y */
+        be->bn_relu_bwd(be, tr->c[u], tr->z[u], dy, P(net, un->gamma), tr->mean[u], tr->invstd[u], B, un->cout,
+                        NN_HW, dres, dy, g + net->tensors[un->gamma].offset, g + net->tensors[un->beta].offset);
+    } else {
+        be->act_bwd(be, dy, tr->z[u], n, net->cfg.act, dy);
+        if (dres) be->copy(be, dres, dy, sizeof(float) * (size_t)n);
+        be->bn_bwd(be, tr->c[u], dy, P(net, un->gamma), tr->mean[u], tr->invstd[u], B, un->cout, NN_HW,
+                   dy, g + net->tensors[un->gamma].offset, g + net->tensors[un->beta].offset);
+    }
     be->conv_bwd_filter(be, in, dy, B, un->cin, un->cout, un->k, g + net->tensors[un->w].offset,
                         NULL, tr->ws);
     if (dx) be->conv_bwd_data(be, dy, P(net, un->w), B, un->cin, un->cout, un->k, dx, accumulate, tr->ws);

@@ -23,10 +23,10 @@
 #     fuse      bench_nn_gpu 6x64,10x128 x tf32,bf16 inference (B64, B256, B1024) three ways, two
 #               interleaved rounds: fused units + CUDA graphs (the default), graphs off
 #               (KOMA_CUDA_GRAPHS=0), neither (KOMA_CUDA_NO_FUSE=1 too: the route before them)
-#     quick     for a 15-minute device session, in one call: ctest -L gpu, then 10x128 tf32,bf16
+#     quick     for a 15-minute device session, in one call: ctest -L gpu, memcheck, 10x128 tf32,bf16
 #               B256/B1024 inference + training three ways side by side (Koma's default route;
-#               the route of 2026-11-24: KOMA_CUDA_GRAPHS=0 KOMA_CUDA_NO_FUSE=1 KOMA_MERGE_HEADS=0;
-#               PyTorch eager), bench_selfplay gpu.ini 30 s, then memcheck as the budget permits
+#               unfused: KOMA_CUDA_GRAPHS=0 KOMA_CUDA_NO_FUSE=1 KOMA_MERGE_HEADS=0; PyTorch
+#               eager), then bench_selfplay gpu.ini 30 s as the budget permits
 #     all       build test sanitize bench torch selfplay (over 10 minutes: raise the budget)
 #   test, sanitize, bench and selfplay build first when build-gpu is not built yet.
 #
@@ -681,6 +681,15 @@ stage_quick() {
   st=$(status $RC)
   fig=$(grep -E 'tests passed|checks,' "$log" | tr '\n' ' ')
   result "ctest -L gpu" "$st" "$DT" "$fig"
+  local cs
+  cs=$(command -v compute-sanitizer || first_of "$CUDA_HOME"/bin/compute-sanitizer /usr/local/cuda*/bin/compute-sanitizer)
+  if [ -n "$cs" ]; then
+    log=$STATE/cs.log
+    step "compute-sanitizer memcheck" 90 30 krun "$cs" --tool memcheck --leak-check full --error-exitcode 99 \
+      --print-limit 50 "$BUILD/tests/nn/test_nn_cuda_gpu" tf32 bf16 quick > >(tee "$log") 2>&1
+    wait $! 2>/dev/null
+    result "sanitize memcheck" "$(status $RC)" "$DT" "$(grep -o 'ERROR SUMMARY: .*' "$log" | tail -1) $(grep -o 'LEAK SUMMARY: .*' "$log" | tail -1) $(grep -oE '[0-9]+ checks, [0-9]+ failed' "$log" | tail -1)"
+  fi
   local v envs
   for v in default before; do
     envs=()
@@ -698,14 +707,6 @@ stage_quick() {
   wait $! 2>/dev/null
   result "torch_bench eager" "$(status $RC)" "$DT" "$(best_rows "$log")"
   selfplay_run "bench_selfplay gpu.ini" 60 --seconds 30
-  local cs
-  cs=$(command -v compute-sanitizer || first_of "$CUDA_HOME"/bin/compute-sanitizer /usr/local/cuda*/bin/compute-sanitizer)
-  [ -n "$cs" ] || return 0
-  log=$STATE/cs.log
-  step "compute-sanitizer memcheck" 120 30 krun "$cs" --tool memcheck --leak-check full --error-exitcode 99 \
-    --print-limit 50 "$BUILD/tests/nn/test_nn_cuda_gpu" tf32 bf16 quick > >(tee "$log") 2>&1
-  wait $! 2>/dev/null
-  result "sanitize memcheck" "$(status $RC)" "$DT" "$(grep -o 'ERROR SUMMARY: .*' "$log" | tail -1) $(grep -o 'LEAK SUMMARY: .*' "$log" | tail -1) $(grep -oE '[0-9]+ checks, [0-9]+ failed' "$log" | tail -1)"
 }
 
 # ---- main: each stage's output goes to its log and to stdout ------------------------
