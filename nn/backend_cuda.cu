@@ -1763,19 +1763,28 @@ static int bn_parts(const cu_ctx_t *c, int32_t B, int32_t C, int32_t HW) {
     return p < 1 ? (by_red < 1 ? 0 : 1) : (int)p;
 }
 
+/* The start of a batch-norm op: the op's entry (fault switch, timing), its
+ * partial blocks per channel *P, and the per-channel results' place after
+ * the partials in c->red; NULL when the op must not run. */
+static float *bn_enter(cu_ctx_t *c, const char *op, int32_t B, int32_t C, int32_t HW, int *P) {
+    if (B <= 0 || C <= 0 || HW <= 0 || !cu_enter(c, op)) return NULL;
+    *P = bn_parts(c, B, C, HW);
+    if (*P == 0) {
+        cu_fail(c, __FILE__, __LINE__, "batch norm of %d channels: more than %d", C, CU_RED_N / 4 - 1);
+        return NULL;
+    }
+    return (float *)(c->red + (int64_t)2 * C * *P);
+}
+
 /* bn_fwd_train (r = NULL, relu 0) and bn_relu_fwd_train (relu 1): the fault
  * switch and KOMA_CUDA_OPTIME count both as bn_fwd_train */
 static void bn_fwd_impl(nn_backend_t *be, const float *x, const float *gamma, const float *beta, const float *r,
                         int relu, int32_t B, int32_t C, int32_t HW, float eps, float momentum, float *running_mean,
                         float *running_var, float *y, float *save_mean, float *save_invstd) {
     cu_ctx_t *c = CTX(be);
-    if (B <= 0 || C <= 0 || HW <= 0 || !cu_enter(c, "bn_fwd_train")) return;
-    int P = bn_parts(c, B, C, HW);
-    if (P == 0) {
-        cu_fail(c, __FILE__, __LINE__, "batch norm of %d channels: more than %d", C, CU_RED_N / 4 - 1);
-        return;
-    }
-    float *res = (float *)(c->red + (int64_t)2 * C * P);
+    int P;
+    float *res = bn_enter(c, "bn_fwd_train", B, C, HW, &P);
+    if (!res) return;
     k_bn_part_fwd<<<dim3(C, P), CU_THREADS, 0, c->stream>>>(x, B, C, HW, P, c->red);
     LAUNCH_CHECK(c, "k_bn_part_fwd");
     k_bn_fin_fwd<<<(C + 127) / 128, 128, 0, c->stream>>>(c->red, x, gamma, B, C, HW, P, eps, momentum, running_mean,
@@ -1806,13 +1815,9 @@ static void bn_bwd_impl(nn_backend_t *be, const float *x, const float *y, const 
                         const float *save_mean, const float *save_invstd, int32_t B, int32_t C, int32_t HW,
                         float *dres, float *dx, float *dgamma, float *dbeta) {
     cu_ctx_t *c = CTX(be);
-    if (B <= 0 || C <= 0 || HW <= 0 || !cu_enter(c, "bn_bwd")) return;
-    int P = bn_parts(c, B, C, HW);
-    if (P == 0) {
-        cu_fail(c, __FILE__, __LINE__, "batch norm of %d channels: more than %d", C, CU_RED_N / 4 - 1);
-        return;
-    }
-    float *res = (float *)(c->red + (int64_t)2 * C * P);
+    int P;
+    float *res = bn_enter(c, "bn_bwd", B, C, HW, &P);
+    if (!res) return;
     k_bn_part_bwd<<<dim3(C, P), CU_THREADS, 0, c->stream>>>(x, dy, y, save_mean, save_invstd, B, C, HW, P, c->red);
     LAUNCH_CHECK(c, "k_bn_part_bwd");
     k_bn_fin_bwd<<<(C + 127) / 128, 128, 0, c->stream>>>(c->red, gamma, save_invstd, B, C, HW, P, dgamma, dbeta, res);

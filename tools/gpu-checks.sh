@@ -477,6 +477,36 @@ need_build() {
   stage_build
 }
 
+# gpu_ctest LIMIT SMI: ctest -L gpu (-V: the per-op differences against the CPU
+# are the record of a run on a GPU) and its result line; skipped tests fail
+# where nvidia-smi (SMI = 1) lists a GPU
+gpu_ctest() {
+  local log=$STATE/ctest.log st fig
+  step "ctest -L gpu" "$1" 60 krun ctest --test-dir "$BUILD" -L gpu -V --timeout $(($1 - 20)) > >(tee "$log") 2>&1
+  wait $! 2>/dev/null
+  st=$(status $RC)
+  fig=$(grep -E 'tests passed|checks,' "$log" | tr '\n' ' ')
+  if [ $RC = 0 ] && grep -qE 'Skipped|Not Run' "$log"; then
+    st=SKIP fig="$(grep -oE '[A-Za-z0-9_]+ [.]+[*]+Skipped' "$log" | awk '{print $1}' | tr '\n' ' ')skipped (exit 77: no device)"
+    [ "$2" = 1 ] && st=FAIL fig="$fig although nvidia-smi lists a GPU"
+  fi
+  result "ctest -L gpu" "$st" "$DT" "$fig"
+}
+
+# sanitize_one TOOL MAX MIN ARGS...: one compute-sanitizer tool on test_nn_cuda_gpu ARGS
+sanitize_one() {
+  local tool=$1 max=$2 min=$3 cs log=$STATE/cs.log extra=()
+  shift 3
+  cs=$(command -v compute-sanitizer || first_of "$CUDA_HOME"/bin/compute-sanitizer \
+       "$CUDA_HOME"/compute-sanitizer/compute-sanitizer /usr/local/cuda*/bin/compute-sanitizer)
+  if [ -z "$cs" ]; then result "sanitize $tool" FAIL 0 "no compute-sanitizer"; return 1; fi
+  [ "$tool" = memcheck ] && extra=(--leak-check full)
+  step "compute-sanitizer $tool" "$max" "$min" krun "$cs" --tool "$tool" "${extra[@]}" --error-exitcode 99 \
+    --print-limit 50 "$BUILD/tests/nn/test_nn_cuda_gpu" "$@" > >(tee "$log") 2>&1
+  wait $! 2>/dev/null
+  result "sanitize $tool" "$(status $RC)" "$DT" "$*: $(grep -o 'ERROR SUMMARY: .*' "$log" | tail -1)$(grep -o 'LEAK SUMMARY: .*' "$log" | tail -1) $(grep -oE '[0-9]+ checks, [0-9]+ failed|skipped.*' "$log" | tail -1)"
+}
+
 stage_test() {
   local smi=0
   step nvidia-smi 30 5 nvidia-smi -L
@@ -488,17 +518,8 @@ stage_test() {
     result nvidia-smi FAIL "$DT" "no GPU visible (rc $RC)"
   fi
   need_build || { result tests FAIL 0 "no build"; return 1; }
-  local log=$STATE/ctest.log st fig
-  # -V: the per-op differences against the CPU are the record of a first run on a GPU
-  step "ctest -L gpu" 420 60 krun ctest --test-dir "$BUILD" -L gpu -V --timeout 400 > >(tee "$log") 2>&1
-  wait $! 2>/dev/null
-  st=$(status $RC)
-  fig=$(grep -E 'tests passed|checks,' "$log" | tr '\n' ' ')
-  if [ $RC = 0 ] && grep -qE 'Skipped|Not Run' "$log"; then
-    st=SKIP fig="$(grep -oE '[A-Za-z0-9_]+ [.]+[*]+Skipped' "$log" | awk '{print $1}' | tr '\n' ' ')skipped (exit 77: no device)"
-    [ $smi = 1 ] && st=FAIL fig="$fig although nvidia-smi lists a GPU"
-  fi
-  result "ctest -L gpu" "$st" "$DT" "$fig"
+  gpu_ctest 420 $smi
+  local log=$STATE/ctest.log fig
   local j=$((JOBS < 8 ? JOBS : 8))
   step "ctest -LE slow|gpu" 480 60 krun ctest --test-dir "$BUILD" -LE 'slow|gpu' -j"$j" --output-on-failure \
     --timeout 300 > >(tee "$log") 2>&1
@@ -510,20 +531,10 @@ stage_test() {
 
 stage_sanitize() {
   need_build || { result sanitize FAIL 0 "no build"; return 1; }
-  local cs
-  cs=$(command -v compute-sanitizer || first_of "$CUDA_HOME"/bin/compute-sanitizer \
-       "$CUDA_HOME"/compute-sanitizer/compute-sanitizer /usr/local/cuda*/bin/compute-sanitizer)
-  if [ -z "$cs" ]; then result sanitize FAIL 0 "no compute-sanitizer"; return 1; fi
-  local bin=$BUILD/tests/nn/test_nn_cuda_gpu log=$STATE/cs.log tool max min args extra fig
+  local tool max min args
   # tool      limit  min  test arguments
   while read -r tool max min args; do
-    extra=()
-    [ "$tool" = memcheck ] && extra=(--leak-check full)
-    step "compute-sanitizer $tool" "$max" "$min" krun "$cs" --tool "$tool" "${extra[@]}" --error-exitcode 99 \
-      --print-limit 50 "$bin" $args > >(tee "$log") 2>&1
-    wait $! 2>/dev/null
-    fig="$args: $(grep -o 'ERROR SUMMARY: .*' "$log" | tail -1)$(grep -o 'LEAK SUMMARY: .*' "$log" | tail -1) $(grep -oE '[0-9]+ checks, [0-9]+ failed|skipped.*' "$log" | tail -1)"
-    result "sanitize $tool" "$(status $RC)" "$DT" "$fig"
+    sanitize_one "$tool" "$max" "$min" $args || return 1
   done <<'EOF'
 memcheck   180 60 fp32 tf32 bf16 quick
 racecheck  120 45 tf32 bf16 quick
@@ -675,22 +686,9 @@ PY
 # decide issue 10's targets, each next to its alternative in the same call.
 stage_quick() {
   need_build || { result quick FAIL 0 "no build"; return 1; }
-  local log=$STATE/quick.log st fig
-  step "ctest -L gpu" 180 60 krun ctest --test-dir "$BUILD" -L gpu -V --timeout 170 > >(tee "$log") 2>&1
-  wait $! 2>/dev/null
-  st=$(status $RC)
-  fig=$(grep -E 'tests passed|checks,' "$log" | tr '\n' ' ')
-  result "ctest -L gpu" "$st" "$DT" "$fig"
-  local cs
-  cs=$(command -v compute-sanitizer || first_of "$CUDA_HOME"/bin/compute-sanitizer /usr/local/cuda*/bin/compute-sanitizer)
-  if [ -n "$cs" ]; then
-    log=$STATE/cs.log
-    step "compute-sanitizer memcheck" 90 30 krun "$cs" --tool memcheck --leak-check full --error-exitcode 99 \
-      --print-limit 50 "$BUILD/tests/nn/test_nn_cuda_gpu" tf32 bf16 quick > >(tee "$log") 2>&1
-    wait $! 2>/dev/null
-    result "sanitize memcheck" "$(status $RC)" "$DT" "$(grep -o 'ERROR SUMMARY: .*' "$log" | tail -1) $(grep -o 'LEAK SUMMARY: .*' "$log" | tail -1) $(grep -oE '[0-9]+ checks, [0-9]+ failed' "$log" | tail -1)"
-  fi
-  local v envs
+  gpu_ctest 180 1
+  sanitize_one memcheck 90 30 tf32 bf16 quick
+  local log v envs
   for v in default before; do
     envs=()
     [ $v = before ] && envs=(KOMA_CUDA_GRAPHS=0 KOMA_CUDA_NO_FUSE=1 KOMA_MERGE_HEADS=0)
