@@ -63,6 +63,18 @@ static inline __attribute__((always_inline)) void transpose16(v16 *r) {
 #undef ROUND
 }
 
+/* Kernel rows: the accumulators (MR x 32 columns) must stay in registers.
+ * AVX-512 has 32 registers of 16 floats: 12 rows = 24 of them. AVX2 has 16
+ * of 8 floats, so a v16 takes two: 3 rows = 12, with B read from memory
+ * (12 rows there spilled most of the kernel to the stack: 10x slower). */
+#ifndef WINO_MR
+#if defined(__AVX512F__)
+#define WINO_MR 12
+#else
+#define WINO_MR 3
+#endif
+#endif
+
 /* The padded position of square q in an (11, 11, CP) buffer. */
 #define PADQ(q) (((q) / 9 + 1) * PADW + (q) % 9 + 1)
 
@@ -71,7 +83,7 @@ enum {
     TILES = 9,     /* 3x3 output tiles per 9x9 board */
     PTS = 25,      /* 5x5 points per tile */
     PADW = 11,     /* 9 + 2 padding */
-    MR = 12,       /* kernel rows */
+    MR = WINO_MR,  /* kernel rows */
     MAX_THREADS = 64
 };
 
@@ -127,36 +139,53 @@ static int scratch(nn_wino_t *w, int32_t nt, size_t floats) {
 }
 
 /* ---- the matrix kernel ------------------------------------------------------------ */
+/* The kernel works in the target's own vector width (a v16 wider than the
+ * registers makes GCC go through the stack: 10x slower on AVX2). */
+#if defined(__AVX512F__)
+#define NVW 16
+#elif defined(__AVX__)
+#define NVW 8
+#else
+#define NVW 4
+#endif
+typedef float vn __attribute__((vector_size(NVW * 4)));
+typedef float vnu __attribute__((vector_size(NVW * 4), aligned(4)));
+#define LDN(p) ((vn)(*(const vnu *)(const void *)(p)))
+#define STN(p, v) (*(vnu *)(void *)(p) = (v))
+enum { PV = 16 / NVW }; /* native vectors per 16 columns */
+
 /* C (mr x 16*nv) (+)= A (mr x K, element (r, k) at A[r*rsa + k*csa]) * B (K x
  * 16*nv, row k at B + k*ldb). Inlined with constant mr and nv, the
- * accumulators live in registers (24 of AVX-512's 32). */
+ * accumulators live in registers (AVX-512: 24 of 32; AVX2: 12 of 16). */
 static inline __attribute__((always_inline)) void kern(int32_t mr, int32_t nv, int32_t K, const float *A,
                                                        int64_t rsa, int64_t csa, const float *B, int64_t ldb,
                                                        float *C, int64_t ldc, int32_t acc) {
-    v16 c[MR][2];
-    for (int32_t r = 0; r < MR; r++) c[r][0] = c[r][1] = (v16){0};
+    vn c[MR][2 * PV];
+    for (int32_t r = 0; r < MR; r++)
+        for (int32_t j = 0; j < 2 * PV; j++) c[r][j] = (vn){0};
     for (int32_t k = 0; k < K; k++) {
         const float *bk = B + k * ldb, *a = A + k * csa;
-        v16 b0 = LD(bk), b1 = nv > 1 ? LD(bk + 16) : b0;
+        vn b[2 * PV];
+        for (int32_t j = 0; j < 2 * PV; j++) b[j] = j < nv * PV ? LDN(bk + j * NVW) : b[0];
 #pragma GCC unroll 12
         for (int32_t r = 0; r < MR; r++) {
             if (r >= mr) break;
             float s = a[r * rsa];
-            c[r][0] += s * b0;
-            if (nv > 1) c[r][1] += s * b1;
+            for (int32_t j = 0; j < 2 * PV; j++)
+                if (j < nv * PV) c[r][j] += s * b[j];
         }
     }
     for (int32_t r = 0; r < mr; r++) {
         float *cr = C + r * ldc;
-        for (int32_t v = 0; v < nv; v++) ST(cr + 16 * v, acc ? c[r][v] + LD(cr + 16 * v) : c[r][v]);
+        for (int32_t j = 0; j < nv * PV; j++) STN(cr + NVW * j, acc ? c[r][j] + LDN(cr + NVW * j) : c[r][j]);
     }
 }
 
-static __attribute__((noinline)) void kern_12x32(int32_t K, const float *A, int64_t rsa, int64_t csa,
+static __attribute__((noinline)) void kern_mrx32(int32_t K, const float *A, int64_t rsa, int64_t csa,
                                                  const float *B, int64_t ldb, float *C, int64_t ldc, int32_t acc) {
     kern(MR, 2, K, A, rsa, csa, B, ldb, C, ldc, acc);
 }
-static __attribute__((noinline)) void kern_12x16(int32_t K, const float *A, int64_t rsa, int64_t csa,
+static __attribute__((noinline)) void kern_mrx16(int32_t K, const float *A, int64_t rsa, int64_t csa,
                                                  const float *B, int64_t ldb, float *C, int64_t ldc, int32_t acc) {
     kern(MR, 1, K, A, rsa, csa, B, ldb, C, ldc, acc);
 }
@@ -176,8 +205,8 @@ static void gemm(int32_t M, int32_t N, int32_t K, const float *A, int64_t rsa, i
             int32_t mr = M - m0 < MR ? M - m0 : MR;
             const float *a = A + m0 * rsa;
             float *c = C + m0 * ldc + n0;
-            if (mr == MR && nv == 2) kern_12x32(K, a, rsa, csa, B + n0, ldb, c, ldc, acc);
-            else if (mr == MR) kern_12x16(K, a, rsa, csa, B + n0, ldb, c, ldc, acc);
+            if (mr == MR && nv == 2) kern_mrx32(K, a, rsa, csa, B + n0, ldb, c, ldc, acc);
+            else if (mr == MR) kern_mrx16(K, a, rsa, csa, B + n0, ldb, c, ldc, acc);
             else kern_tail(mr, nv, K, a, rsa, csa, B + n0, ldb, c, ldc, acc);
         }
     }
@@ -250,12 +279,12 @@ static void input_transform(const float *xp, int32_t nb, int32_t CP, float *V) {
     for (int32_t t = 0; t < T; t++) {
         int32_t b = t / TILES, ty = t % TILES / 3, tx = t % 3;
         const float *base = xp + ((size_t)(b * PADW + 3 * ty) * PADW + 3 * tx) * CP;
-        for (int32_t c0 = 0; c0 < CP; c0 += 16) {
-            v16 s[5][5];
+        for (int32_t c0 = 0; c0 < CP; c0 += NVW) {
+            vn s[5][5];
             for (int32_t j = 0; j < 5; j++) { /* s = B^T d, column by column */
-                v16 d0 = LD(base + (0 * PADW + j) * CP + c0), d1 = LD(base + (1 * PADW + j) * CP + c0),
-                    d2 = LD(base + (2 * PADW + j) * CP + c0), d3 = LD(base + (3 * PADW + j) * CP + c0),
-                    d4 = LD(base + (4 * PADW + j) * CP + c0);
+                vn d0 = LDN(base + (0 * PADW + j) * CP + c0), d1 = LDN(base + (1 * PADW + j) * CP + c0),
+                    d2 = LDN(base + (2 * PADW + j) * CP + c0), d3 = LDN(base + (3 * PADW + j) * CP + c0),
+                    d4 = LDN(base + (4 * PADW + j) * CP + c0);
                 s[0][j] = 2 * (d0 - d2) - d1 + d3;
                 s[1][j] = d3 - 2 * d1 - d2;
                 s[2][j] = 2 * d1 - 3 * d2 + d3;
@@ -263,10 +292,10 @@ static void input_transform(const float *xp, int32_t nb, int32_t CP, float *V) {
                 s[4][j] = 2 * (d1 - d3) - d2 + d4;
             }
             for (int32_t i = 0; i < 5; i++) { /* (B^T d) B, row by row */
-                v16 e0 = s[i][0], e1 = s[i][1], e2 = s[i][2], e3 = s[i][3], e4 = s[i][4];
-                v16 r[5] = {2 * (e0 - e2) - e1 + e3, e3 - 2 * e1 - e2, 2 * e1 - 3 * e2 + e3, e3 - e1,
+                vn e0 = s[i][0], e1 = s[i][1], e2 = s[i][2], e3 = s[i][3], e4 = s[i][4];
+                vn r[5] = {2 * (e0 - e2) - e1 + e3, e3 - 2 * e1 - e2, 2 * e1 - 3 * e2 + e3, e3 - e1,
                             2 * (e1 - e3) - e2 + e4};
-                for (int32_t j = 0; j < 5; j++) ST(V + ((size_t)(i * 5 + j) * T + t) * CP + c0, r[j]);
+                for (int32_t j = 0; j < 5; j++) STN(V + ((size_t)(i * 5 + j) * T + t) * CP + c0, r[j]);
             }
         }
     }
@@ -318,6 +347,14 @@ static void nchw_epilogue(const float *tmp, int32_t nb, int32_t C, int32_t b0, c
         }
 }
 
+/* activate in the kernel's vector width */
+typedef int32_t in_ __attribute__((vector_size(NVW * 4)));
+static inline void activate_n(vn *v, int32_t act) {
+    if (act == NN_ACT_RELU) *v = (vn)((in_)*v & (*v > (vn){0})); /* max(v, 0) */
+    else if (act == NN_ACT_SILU)
+        for (int32_t l = 0; l < NVW; l++) (*v)[l] = (*v)[l] / (1.0f + expf(-(*v)[l]));
+}
+
 /* out's chunk [b0, b0+nb) = epilogue(A^T M A) from M[p][t][C]; NCHW goes
  * through tmp (nb, 81, C). */
 static void output_transform(const float *M, int32_t nb, int32_t C, int32_t b0, const epilogue_t *ep, float *out,
@@ -325,32 +362,32 @@ static void output_transform(const float *M, int32_t nb, int32_t C, int32_t b0, 
     int32_t T = nb * TILES;
     for (int32_t t = 0; t < T; t++) {
         int32_t b = b0 + t / TILES, ty = t % TILES / 3, tx = t % 3;
-        for (int32_t c0 = 0; c0 < C; c0 += 16) {
-            v16 s[3][5];
+        for (int32_t c0 = 0; c0 < C; c0 += NVW) {
+            vn s[3][5];
             for (int32_t j = 0; j < 5; j++) { /* s = A^T M, column by column */
-                v16 m0 = LD(M + ((size_t)(0 * 5 + j) * T + t) * C + c0), m1 = LD(M + ((size_t)(1 * 5 + j) * T + t) * C + c0),
-                    m2 = LD(M + ((size_t)(2 * 5 + j) * T + t) * C + c0), m3 = LD(M + ((size_t)(3 * 5 + j) * T + t) * C + c0),
-                    m4 = LD(M + ((size_t)(4 * 5 + j) * T + t) * C + c0);
+                vn m0 = LDN(M + ((size_t)(0 * 5 + j) * T + t) * C + c0), m1 = LDN(M + ((size_t)(1 * 5 + j) * T + t) * C + c0),
+                    m2 = LDN(M + ((size_t)(2 * 5 + j) * T + t) * C + c0), m3 = LDN(M + ((size_t)(3 * 5 + j) * T + t) * C + c0),
+                    m4 = LDN(M + ((size_t)(4 * 5 + j) * T + t) * C + c0);
                 s[0][j] = m0 + m1 + m2 + m3;
                 s[1][j] = m1 - m2 + 2 * m3;
                 s[2][j] = m1 + m2 + 4 * m3 + m4;
             }
-            v16 bias = ep->bias ? LD(ep->bias + c0) : (v16){0};
+            vn bias = ep->bias ? LDN(ep->bias + c0) : (vn){0};
             for (int32_t i = 0; i < 3; i++) {
-                v16 y[3] = {s[i][0] + s[i][1] + s[i][2] + s[i][3], s[i][1] - s[i][2] + 2 * s[i][3],
+                vn y[3] = {s[i][0] + s[i][1] + s[i][2] + s[i][3], s[i][1] - s[i][2] + 2 * s[i][3],
                             s[i][1] + s[i][2] + 4 * s[i][3] + s[i][4]};
                 for (int32_t j = 0; j < 3; j++) {
                     int32_t q = (3 * ty + i) * 9 + 3 * tx + j;
-                    v16 v = y[j] + bias;
+                    vn v = y[j] + bias;
                     if (!ep->nhwc) {
-                        ST(tmp + ((size_t)(b - b0) * NN_HW + q) * C + c0, v);
+                        STN(tmp + ((size_t)(b - b0) * NN_HW + q) * C + c0, v);
                         continue;
                     }
                     float *o = out + ((size_t)b * NN_HW + q) * C + c0;
-                    if (ep->res) v += LD(ep->res + ((size_t)b * NN_HW + q) * C + c0);
-                    if (ep->accumulate) v += LD(o);
-                    activate(&v, ep->act);
-                    ST(o, v);
+                    if (ep->res) v += LDN(ep->res + ((size_t)b * NN_HW + q) * C + c0);
+                    if (ep->accumulate) v += LDN(o);
+                    activate_n(&v, ep->act);
+                    STN(o, v);
                 }
             }
         }
@@ -411,11 +448,11 @@ static void grad_transform(const float *dyp, int32_t nb, int32_t CP, float *W) {
     for (int32_t t = 0; t < T; t++) {
         int32_t b = t / TILES, ty = t % TILES / 3, tx = t % 3;
         const float *base = dyp + ((size_t)(b * PADW + 3 * ty + 1) * PADW + 3 * tx + 1) * CP;
-        for (int32_t c0 = 0; c0 < CP; c0 += 16) {
-            v16 g[3][3];
+        for (int32_t c0 = 0; c0 < CP; c0 += NVW) {
+            vn g[3][3];
             for (int32_t i = 0; i < 3; i++)
-                for (int32_t j = 0; j < 3; j++) g[i][j] = LD(base + (i * PADW + j) * CP + c0);
-            v16 s[5][3];
+                for (int32_t j = 0; j < 3; j++) g[i][j] = LDN(base + (i * PADW + j) * CP + c0);
+            vn s[5][3];
             for (int32_t j = 0; j < 3; j++) { /* s = A dY */
                 s[0][j] = g[0][j];
                 s[1][j] = g[0][j] + g[1][j] + g[2][j];
@@ -424,9 +461,9 @@ static void grad_transform(const float *dyp, int32_t nb, int32_t CP, float *W) {
                 s[4][j] = g[2][j];
             }
             for (int32_t i = 0; i < 5; i++) { /* (A dY) A^T */
-                v16 r[5] = {s[i][0], s[i][0] + s[i][1] + s[i][2], s[i][0] - s[i][1] + s[i][2],
+                vn r[5] = {s[i][0], s[i][0] + s[i][1] + s[i][2], s[i][0] - s[i][1] + s[i][2],
                             s[i][0] + 2 * s[i][1] + 4 * s[i][2], s[i][2]};
-                for (int32_t j = 0; j < 5; j++) ST(W + ((size_t)(i * 5 + j) * T + t) * CP + c0, r[j]);
+                for (int32_t j = 0; j < 5; j++) STN(W + ((size_t)(i * 5 + j) * T + t) * CP + c0, r[j]);
             }
         }
     }
