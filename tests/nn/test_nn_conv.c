@@ -294,6 +294,7 @@ static int test_route(nn_cpu_conv_t r, const char *want) {
         }
     test_fused((shape_t){5, 82, 64, 3}, NN_ACT_RELU, 0);
     test_native_chain(1, 82, 64, NN_ACT_RELU);
+    test_native_chain(3, 118, 32, NN_ACT_RELU); /* AVX2: oneDNN has only its reference kernel for this in NHWC */
     test_native_chain(13, 20, 32, NN_ACT_SILU);
     test_native_chain(40, 64, 64, NN_ACT_RELU);
     test_native_chain(10, 64, 24, NN_ACT_RELU);
