@@ -764,22 +764,32 @@ db_status_t db_probe(const char *path, db_probe_t *kind, char *err, size_t errle
         return DB_CORRUPT;
     }
     sqlite3 *sq = NULL;
-    int rc = sqlite3_open_v2(path, &sq, SQLITE_OPEN_READONLY, NULL);
-    /* a reader that meets a WAL left by a killed writer while another
-     * connection recovers it gets SQLITE_BUSY: wait as every connection does */
-    if (rc == SQLITE_OK) sqlite3_busy_timeout(sq, BUSY_TIMEOUT_MS);
+    int rc = SQLITE_OK;
     int64_t v[3] = {0, 0, 0}; /* application_id, user_version, schema objects */
     static const char *const sql[3] = {"PRAGMA application_id", "PRAGMA user_version",
                                        "SELECT count(*) FROM sqlite_master"};
-    for (int i = 0; rc == SQLITE_OK && i < 3; i++) {
-        sqlite3_stmt *s = NULL;
-        rc = sqlite3_prepare_v2(sq, sql[i], -1, &s, NULL);
-        if (rc == SQLITE_OK) rc = sqlite3_step(s);
-        if (rc == SQLITE_ROW) {
-            v[i] = sqlite3_column_int64(s, 0);
-            rc = SQLITE_OK;
+    /* Read-only; once more read-write where a writer killed inside a
+     * rollback-journal transaction (a new run's schema, before WAL) left a hot
+     * journal: reading then needs the rollback to the last commit that any
+     * connection with write access makes (a read-only one gets "attempt to
+     * write a readonly database", and the run could never be resumed). */
+    for (int pass = 0; pass < 2; pass++) {
+        if (sq) sqlite3_close(sq), sq = NULL;
+        rc = sqlite3_open_v2(path, &sq, pass ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READONLY, NULL);
+        /* a reader that meets a WAL left by a killed writer while another
+         * connection recovers it gets SQLITE_BUSY: wait as every connection does */
+        if (rc == SQLITE_OK) sqlite3_busy_timeout(sq, BUSY_TIMEOUT_MS);
+        for (int i = 0; rc == SQLITE_OK && i < 3; i++) {
+            sqlite3_stmt *s = NULL;
+            rc = sqlite3_prepare_v2(sq, sql[i], -1, &s, NULL);
+            if (rc == SQLITE_OK) rc = sqlite3_step(s);
+            if (rc == SQLITE_ROW) {
+                v[i] = sqlite3_column_int64(s, 0);
+                rc = SQLITE_OK;
+            }
+            sqlite3_finalize(s);
         }
-        sqlite3_finalize(s);
+        if (!(rc == SQLITE_READONLY && sq && sqlite3_extended_errcode(sq) == SQLITE_READONLY_ROLLBACK)) break;
     }
     db_status_t st = DB_OK;
     if (rc != SQLITE_OK) {

@@ -132,7 +132,9 @@ db_status_t db_open(const char *path, uint32_t flags, db_t **out, char *err, siz
 void db_close(db_t *db); /* NULL ok */
 
 /* What is at path, found without creating or changing anything (the run
- * module asks before it takes a run): */
+ * module asks before it takes a run), except that a hot rollback journal
+ * left by a killed writer is rolled back to the last commit first, as any
+ * SQLite connection with write access does before it reads: */
 typedef enum {
     DB_PROBE_ABSENT, /* no file */
     DB_PROBE_BLANK,  /* an SQLite file with no schema objects and no version: a zero-length file,

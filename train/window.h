@@ -66,7 +66,9 @@ int train_window_sample(train_window_t *w, uint64_t key, int32_t B, shard_batch_
  * cap_bytes in all (<= 0: no cap). When a select finds the cap or the
  * backend's memory short, residency ends (one log line names why) and the
  * host route goes on. be NULL: the host route from now on (the resident
- * copies freed). 0, or -1 with err (be cannot gather rows). */
+ * copies freed). 0, or -1 with err (be cannot gather rows). The resident
+ * copies are freed through be: end residency (be NULL, or train_window_free)
+ * before be is freed. */
 int train_window_resident(train_window_t *w, nn_backend_t *be, int64_t cap_bytes, char *err, size_t errlen);
 int train_window_is_resident(const train_window_t *w);
 int64_t train_window_resident_bytes(const train_window_t *w); /* held in be's memory now */

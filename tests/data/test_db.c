@@ -2151,6 +2151,55 @@ static void test_probe_busy(void) {
     compat_thread_join(th);
 }
 
+/* ---- db_probe and a hot rollback journal ---------------------------------------- */
+static void copy_file(const char *from, const char *to) {
+    FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
+    KOMA_ASSERT(a && b);
+    char buf[1 << 14];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, a)) > 0) KOMA_ASSERT(fwrite(buf, 1, n, b) == n);
+    fclose(a);
+    KOMA_ASSERT(fclose(b) == 0);
+}
+
+/* A new run killed inside its first transaction (the schema, written with a
+ * rollback journal before the file turns to WAL) leaves the file and a hot
+ * journal: the copy of both, taken while a transaction that spilled pages
+ * into the file is open, is that state. The probe must see the last commit
+ * (an empty file), not fail read-only, and the run must open. */
+static void test_probe_hot_journal(void) {
+    char err[DB_ERR_MAX], b[200];
+    const char *src = tmp_db("hot_src.db"), *dst = tmp_db("hot.db");
+    snprintf(b, sizeof b, "%s-journal", src);
+    const char *src_j = tmp(b + strlen(g_dir) + 1);
+    snprintf(b, sizeof b, "hot.db-journal");
+    const char *dst_j = tmp(b);
+    sqlite3 *s = NULL;
+    KOMA_ASSERT(sqlite3_open_v2(src, &s, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) == SQLITE_OK);
+    KOMA_ASSERT(sqlite3_exec(s, "PRAGMA journal_mode = DELETE; PRAGMA cache_size = 2; BEGIN; "
+                                "CREATE TABLE u (y); "
+                                "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 400) "
+                                "INSERT INTO u SELECT randomblob(1000) FROM n",
+                             NULL, NULL, NULL) == SQLITE_OK);
+    CHECK(compat_file_exists(src_j));
+    copy_file(src, dst);
+    copy_file(src_j, dst_j);
+    sqlite3_exec(s, "ROLLBACK", NULL, NULL, NULL);
+    sqlite3_close(s);
+    /* the state as a kill leaves it: a read-only reader cannot read it */
+    KOMA_ASSERT(sqlite3_open_v2(dst, &s, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
+    CHECK(sqlite3_exec(s, "SELECT count(*) FROM sqlite_master", NULL, NULL, NULL) == SQLITE_READONLY);
+    sqlite3_close(s);
+    db_probe_t kind = DB_PROBE_ABSENT;
+    db_status_t st = db_probe(dst, &kind, err, sizeof err);
+    CHECKF(st == DB_OK && kind == DB_PROBE_BLANK, "db_probe after a kill in the first transaction: %d %d (%s)",
+           (int)st, (int)kind, st == DB_OK ? "" : err);
+    CHECK(!compat_file_exists(dst_j)); /* rolled back */
+    db_t *db = NULL;
+    CHECK_OK(db, db_open(dst, 0, &db, err, sizeof err));
+    db_close(db);
+}
+
 int main(int argc, char **argv) {
     if (argc == 5 && strcmp(argv[1], "--crash-child") == 0)
         return crash_child(argv[2], atoi(argv[3]), atoi(argv[4]));
@@ -2174,6 +2223,7 @@ int main(int argc, char **argv) {
     test_writer_shutdown();
     test_crash_resume(argv[0]);
     test_probe_busy();
+    test_probe_hot_journal();
 
     for (int i = g_ncleanup - 1; i >= 0; i--) { /* files first, then their folders */
         remove(g_cleanup[i]);

@@ -310,6 +310,8 @@ static void test_resident(void) {
     CHECKF(nn_train_step_launch(tn.nt, &bt, &id, err, sizeof err) != 0 && strstr(err, "gather_rows"),
            "step after a failed gather: %s", err);
     train_net_free(&tn);
+    CHECK_OK(train_window_resident(w, NULL, 0, err, sizeof err), err); /* the copies go before their backend */
+    CHECK(!train_window_is_resident(w) && train_window_resident_bytes(w) == 0);
     nn_backend_free(be);
 
     /* a cap below the window: residency ends with a line that says why, the host route goes on */
