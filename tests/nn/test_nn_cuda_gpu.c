@@ -532,107 +532,76 @@ static void test_conv_act(int32_t B, int32_t cin, int32_t C, int32_t hc, nn_act_
     free(cw), free(ra), free(rb), free(rv), free(ro), free(rp);
 }
 
-static void test_bn(int32_t B, int32_t C, int32_t HW, int inplace) {
-    int64_t n = (int64_t)B * C * HW;
-    float *x = frand(n, 3, 2), *gamma = frand(C, 1, 0.3f), *beta = frand(C, 0, 0.5f), *rm = frand(C, 0, 0.1f);
-    float *rv = frand(C, 1, 0.1f), *dy = frand(n, 0, 1);
-    float eps = 1e-5f, mom = 0.1f;
-    /* CPU */
-    float *cy = inplace ? fdup(x, n) : malloc(sizeof(float) * (size_t)n), *cm = malloc(sizeof(float) * (size_t)C),
-          *ci = malloc(sizeof(float) * (size_t)C), *crm = fdup(rm, C), *crv = fdup(rv, C);
-    C_->bn_fwd_train(C_, inplace ? cy : x, gamma, beta, B, C, HW, eps, mom, crm, crv, cy, cm, ci);
-    float *cdx = inplace ? fdup(dy, n) : malloc(sizeof(float) * (size_t)n), *cdg = malloc(sizeof(float) * (size_t)C),
-          *cdb = malloc(sizeof(float) * (size_t)C);
-    C_->bn_bwd(C_, x, inplace ? cdx : dy, gamma, cm, ci, B, C, HW, cdx, cdg, cdb);
-    /* GPU */
-    float *gx = GF(x, n), *gg = GF(gamma, C), *gbt = GF(beta, C), *grm = GF(rm, C), *grv = GF(rv, C);
-    float *gy = inplace ? gx : G_->buf_alloc(G_, sizeof(float) * (size_t)n), *gm = G_->buf_alloc(G_, sizeof(float) * (size_t)C),
-          *gi = G_->buf_alloc(G_, sizeof(float) * (size_t)C);
-    G_->bn_fwd_train(G_, gx, gg, gbt, B, C, HW, eps, mom, grm, grv, gy, gm, gi);
-    char what[96];
-    const char *ip = inplace ? " in-place" : "";
-    snprintf(what, sizeof(what), "bn_fwd_train B%d C%d HW%d y%s", B, C, HW, ip);
-    gcmp(what, gy, cy, n, T_RED);
-    snprintf(what, sizeof(what), "bn_fwd_train B%d C%d save_mean", B, C);
-    gcmp(what, gm, cm, C, T_RED);
-    snprintf(what, sizeof(what), "bn_fwd_train B%d C%d save_invstd", B, C);
-    gcmp(what, gi, ci, C, T_RED);
-    snprintf(what, sizeof(what), "bn_fwd_train B%d C%d running_mean", B, C);
-    gcmp(what, grm, crm, C, T_RED);
-    snprintf(what, sizeof(what), "bn_fwd_train B%d C%d running_var", B, C);
-    gcmp(what, grv, crv, C, T_RED);
-    /* bwd from the CPU's saved statistics and the original x */
-    G_->upload(G_, gx, x, sizeof(float) * (size_t)n);
-    G_->upload(G_, gm, cm, sizeof(float) * (size_t)C);
-    G_->upload(G_, gi, ci, sizeof(float) * (size_t)C);
-    float *gdy = GF(dy, n), *gdx = inplace ? gdy : G_->buf_alloc(G_, sizeof(float) * (size_t)n);
-    float *gdg = G_->buf_alloc(G_, sizeof(float) * (size_t)C), *gdb = G_->buf_alloc(G_, sizeof(float) * (size_t)C);
-    G_->bn_bwd(G_, gx, gdy, gg, gm, gi, B, C, HW, gdx, gdg, gdb);
-    snprintf(what, sizeof(what), "bn_bwd B%d C%d HW%d dx%s", B, C, HW, ip);
-    gcmp(what, gdx, cdx, n, T_RED);
-    snprintf(what, sizeof(what), "bn_bwd B%d C%d dgamma", B, C);
-    gcmp(what, gdg, cdg, C, T_RED);
-    snprintf(what, sizeof(what), "bn_bwd B%d C%d dbeta", B, C);
-    gcmp(what, gdb, cdb, C, T_RED);
-    float *bufs[] = {gx, gg, gbt, grm, grv, gm, gi, gdy, gdg, gdb};
-    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) G_->buf_free(G_, bufs[i]);
-    if (!inplace) G_->buf_free(G_, gy), G_->buf_free(G_, gdx);
-    free(x), free(gamma), free(beta), free(rm), free(rv), free(dy), free(cy), free(cm), free(ci), free(crm), free(crv);
-    free(cdx), free(cdg), free(cdb);
-}
-
-/* The fused training unit (ReLU): bn_relu_fwd_train and bn_relu_bwd against
- * the CPU's (its bn_fwd_train, act_fwd / act_bwd, copy, bn_bwd in sequence).
- * The backward runs from the CPU's y and statistics, so that the ReLU masks
- * agree exactly. */
-static void test_bn_relu(int32_t B, int32_t C, int32_t HW, int with_res) {
-    if (!G_->bn_relu_fwd_train || !G_->bn_relu_bwd) {
+/* bn_fwd_train + bn_bwd (relu 0), or training's fused unit (relu 1; 2 with a
+ * residual): bn_relu_fwd_train + bn_relu_bwd against the CPU's (its BN, ReLU
+ * and copy in sequence). The backward runs from the CPU's statistics (and y,
+ * so that the ReLU masks agree exactly) and the original x. */
+static void test_bn(int32_t B, int32_t C, int32_t HW, int inplace, int relu) {
+    if (relu && (!G_->bn_relu_fwd_train || !G_->bn_relu_bwd)) {
         fprintf(stderr, "[%s] bn_relu: the backend has no fused training unit\n", M_->name);
         t_judge(0);
         return;
     }
     int64_t n = (int64_t)B * C * HW;
     float *x = frand(n, 3, 2), *gamma = frand(C, 1, 0.3f), *beta = frand(C, 0, 0.5f), *rm = frand(C, 0, 0.1f);
-    float *rv = frand(C, 1, 0.1f), *dy = frand(n, 0, 1), *res = with_res ? frand(n, 0, 1) : NULL;
+    float *rv = frand(C, 1, 0.1f), *dy = frand(n, 0, 1), *res = relu == 2 ? frand(n, 0, 1) : NULL;
     float eps = 1e-5f, mom = 0.1f;
-    float *cy = malloc(sizeof(float) * (size_t)n), *cm = malloc(sizeof(float) * (size_t)C),
+    /* CPU */
+    float *cy = inplace ? fdup(x, n) : malloc(sizeof(float) * (size_t)n), *cm = malloc(sizeof(float) * (size_t)C),
           *ci = malloc(sizeof(float) * (size_t)C), *crm = fdup(rm, C), *crv = fdup(rv, C);
-    C_->bn_relu_fwd_train(C_, x, gamma, beta, res, B, C, HW, eps, mom, crm, crv, cy, cm, ci);
-    float *cdx = fdup(dy, n), *cdres = malloc(sizeof(float) * (size_t)n), *cdg = malloc(sizeof(float) * (size_t)C),
-          *cdb = malloc(sizeof(float) * (size_t)C);
-    C_->bn_relu_bwd(C_, x, cy, cdx, gamma, cm, ci, B, C, HW, cdres, cdx, cdg, cdb);
-    int64_t zeros = 0;
-    for (int64_t i = 0; i < n; i++) zeros += cy[i] == 0.0f;
-    CHECK(zeros > n / 10 && zeros < n - n / 10); /* the mask matters */
+    const float *cx = inplace ? cy : x;
+    if (relu) C_->bn_relu_fwd_train(C_, cx, gamma, beta, res, B, C, HW, eps, mom, crm, crv, cy, cm, ci);
+    else C_->bn_fwd_train(C_, cx, gamma, beta, B, C, HW, eps, mom, crm, crv, cy, cm, ci);
+    float *cdx = fdup(dy, n), *cdres = relu ? malloc(sizeof(float) * (size_t)n) : NULL;
+    float *cdg = malloc(sizeof(float) * (size_t)C), *cdb = malloc(sizeof(float) * (size_t)C);
+    if (relu) C_->bn_relu_bwd(C_, x, cy, cdx, gamma, cm, ci, B, C, HW, cdres, cdx, cdg, cdb);
+    else C_->bn_bwd(C_, x, inplace ? cdx : dy, gamma, cm, ci, B, C, HW, cdx, cdg, cdb);
+    if (relu) {
+        int64_t zeros = 0;
+        for (int64_t i = 0; i < n; i++) zeros += cy[i] == 0.0f;
+        CHECK(zeros > n / 10 && zeros < n - n / 10); /* the mask matters */
+    }
+    /* GPU */
     float *gx = GF(x, n), *gg = GF(gamma, C), *gbt = GF(beta, C), *grm = GF(rm, C), *grv = GF(rv, C);
-    float *gr = with_res ? GF(res, n) : NULL, *gy = G_->buf_alloc(G_, sizeof(float) * (size_t)n);
-    float *gm = G_->buf_alloc(G_, sizeof(float) * (size_t)C), *gi = G_->buf_alloc(G_, sizeof(float) * (size_t)C);
-    G_->bn_relu_fwd_train(G_, gx, gg, gbt, gr, B, C, HW, eps, mom, grm, grv, gy, gm, gi);
+    float *gr = res ? GF(res, n) : NULL;
+    float *gy = inplace ? gx : G_->buf_alloc(G_, sizeof(float) * (size_t)n), *gm = G_->buf_alloc(G_, sizeof(float) * (size_t)C),
+          *gi = G_->buf_alloc(G_, sizeof(float) * (size_t)C);
+    if (relu) G_->bn_relu_fwd_train(G_, gx, gg, gbt, gr, B, C, HW, eps, mom, grm, grv, gy, gm, gi);
+    else G_->bn_fwd_train(G_, gx, gg, gbt, B, C, HW, eps, mom, grm, grv, gy, gm, gi);
     char what[96];
-    const char *rs = with_res ? " +res" : "";
-    snprintf(what, sizeof(what), "bn_relu_fwd_train B%d C%d HW%d y%s", B, C, HW, rs);
+    const char *op = relu ? "bn_relu_fwd_train" : "bn_fwd_train", *bop = relu ? "bn_relu_bwd" : "bn_bwd";
+    snprintf(what, sizeof(what), "%s B%d C%d HW%d y%s%s", op, B, C, HW, inplace ? " in-place" : "", res ? " +res" : "");
     gcmp(what, gy, cy, n, T_RED);
-    snprintf(what, sizeof(what), "bn_relu_fwd_train B%d C%d save_invstd", B, C);
-    gcmp(what, gi, ci, C, T_RED);
-    snprintf(what, sizeof(what), "bn_relu_fwd_train B%d C%d running_var", B, C);
-    gcmp(what, grv, crv, C, T_RED);
-    G_->upload(G_, gy, cy, sizeof(float) * (size_t)n);
+    static const char *const stat[4] = {"save_mean", "save_invstd", "running_mean", "running_var"};
+    float *gs[4] = {gm, gi, grm, grv}, *cs[4] = {cm, ci, crm, crv};
+    for (int i = 0; i < 4; i++) {
+        snprintf(what, sizeof(what), "%s B%d C%d %s", op, B, C, stat[i]);
+        gcmp(what, gs[i], cs[i], C, T_RED);
+    }
+    G_->upload(G_, gx, x, sizeof(float) * (size_t)n);
+    float *gyb = relu && inplace ? G_->buf_alloc(G_, sizeof(float) * (size_t)n) : gy; /* y beside x */
+    if (relu) G_->upload(G_, gyb, cy, sizeof(float) * (size_t)n);
     G_->upload(G_, gm, cm, sizeof(float) * (size_t)C);
     G_->upload(G_, gi, ci, sizeof(float) * (size_t)C);
-    float *gdy = GF(dy, n), *gdres = G_->buf_alloc(G_, sizeof(float) * (size_t)n);
+    float *gdy = GF(dy, n), *gdx = inplace || relu ? gdy : G_->buf_alloc(G_, sizeof(float) * (size_t)n);
+    float *gdres = relu ? G_->buf_alloc(G_, sizeof(float) * (size_t)n) : NULL;
     float *gdg = G_->buf_alloc(G_, sizeof(float) * (size_t)C), *gdb = G_->buf_alloc(G_, sizeof(float) * (size_t)C);
-    G_->bn_relu_bwd(G_, gx, gy, gdy, gg, gm, gi, B, C, HW, gdres, gdy, gdg, gdb);
-    snprintf(what, sizeof(what), "bn_relu_bwd B%d C%d HW%d dx", B, C, HW);
-    gcmp(what, gdy, cdx, n, T_RED);
-    snprintf(what, sizeof(what), "bn_relu_bwd B%d C%d HW%d dres", B, C, HW);
-    gcmp(what, gdres, cdres, n, T_ELEM);
-    snprintf(what, sizeof(what), "bn_relu_bwd B%d C%d dgamma", B, C);
+    if (relu) G_->bn_relu_bwd(G_, gx, gyb, gdy, gg, gm, gi, B, C, HW, gdres, gdx, gdg, gdb);
+    else G_->bn_bwd(G_, gx, gdy, gg, gm, gi, B, C, HW, gdx, gdg, gdb);
+    snprintf(what, sizeof(what), "%s B%d C%d HW%d dx%s", bop, B, C, HW, inplace ? " in-place" : "");
+    gcmp(what, gdx, cdx, n, T_RED);
+    if (relu) {
+        snprintf(what, sizeof(what), "%s B%d C%d HW%d dres", bop, B, C, HW);
+        gcmp(what, gdres, cdres, n, T_ELEM);
+    }
+    snprintf(what, sizeof(what), "%s B%d C%d dgamma", bop, B, C);
     gcmp(what, gdg, cdg, C, T_RED);
-    snprintf(what, sizeof(what), "bn_relu_bwd B%d C%d dbeta", B, C);
+    snprintf(what, sizeof(what), "%s B%d C%d dbeta", bop, B, C);
     gcmp(what, gdb, cdb, C, T_RED);
-    float *bufs[] = {gx, gg, gbt, grm, grv, gy, gm, gi, gdy, gdres, gdg, gdb};
-    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) G_->buf_free(G_, bufs[i]);
-    if (gr) G_->buf_free(G_, gr);
+    float *bufs[] = {gx, gg, gbt, grm, grv, gm, gi, gdy, gdg, gdb, gr, gdres,
+                     inplace ? NULL : gy, inplace || relu ? NULL : gdx, gyb != gy ? gyb : NULL};
+    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
+        if (bufs[i]) G_->buf_free(G_, bufs[i]);
     free(x), free(gamma), free(beta), free(rm), free(rv), free(dy), free(res), free(cy), free(cm), free(ci);
     free(crm), free(crv), free(cdx), free(cdres), free(cdg), free(cdb);
 }
@@ -1073,16 +1042,16 @@ static void run_ops(void) {
         }
         G_ = keep;
     }
-    test_bn(1, 5, 81, 0);
-    test_bn(3, 64, 81, 1);
-    test_bn(17, 8, 81, 0);
-    test_bn(2, 3, 7, 1);
-    test_bn(300, 33, 81, 0);
-    test_bn(257, 128, 81, 1); /* several partial blocks per channel, B not a multiple of them */
-    test_bn(1000, 16, 81, 0);
-    test_bn_relu(3, 8, 81, 0);
-    test_bn_relu(257, 128, 81, 1);
-    test_bn_relu(64, 33, 81, 1);
+    test_bn(1, 5, 81, 0, 0);
+    test_bn(3, 64, 81, 1, 0);
+    test_bn(17, 8, 81, 0, 0);
+    test_bn(2, 3, 7, 1, 0);
+    test_bn(300, 33, 81, 0, 0);
+    test_bn(257, 128, 81, 1, 0); /* several partial blocks per channel, B not a multiple of them */
+    test_bn(1000, 16, 81, 0, 0);
+    test_bn(3, 8, 81, 0, 1); /* training's fused unit */
+    test_bn(257, 128, 81, 0, 2);
+    test_bn(64, 33, 81, 1, 2);
     gpu_ok("bn");
     test_bn_fold(5, 63);
     test_bn_fold(64, 576);
