@@ -1770,7 +1770,7 @@ static float *bn_enter(cu_ctx_t *c, const char *op, int32_t B, int32_t C, int32_
     if (B <= 0 || C <= 0 || HW <= 0 || !cu_enter(c, op)) return NULL;
     *P = bn_parts(c, B, C, HW);
     if (*P == 0) {
-        cu_fail(c, __FILE__, __LINE__, "batch norm of %d channels: more than %d", C, CU_RED_N / 4 - 1);
+        cu_fail(c, __FILE__, __LINE__, "batch norm of %d channels: more than %d", C, CU_RED_N / 4);
         return NULL;
     }
     return (float *)(c->red + (int64_t)2 * C * *P);

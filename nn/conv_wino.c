@@ -63,17 +63,21 @@ static inline __attribute__((always_inline)) void transpose16(v16 *r) {
 #undef ROUND
 }
 
-/* Kernel rows: the accumulators (MR x 32 columns) must stay in registers.
- * AVX-512 has 32 registers of 16 floats: 12 rows = 24 of them. AVX2 has 16
- * of 8 floats, so a v16 takes two: 3 rows = 12, with B read from memory
- * (12 rows there spilled most of the kernel to the stack: 10x slower). */
-#ifndef WINO_MR
+/* The target's own vector width, in floats: the kernel and the per-tile
+ * transforms work in it (a v16 wider than the registers makes GCC go through
+ * the stack: 10x slower on AVX2). */
 #if defined(__AVX512F__)
-#define WINO_MR 12
+#define NVW 16
+#elif defined(__AVX__)
+#define NVW 8
 #else
-#define WINO_MR 3
+#define NVW 4
 #endif
-#endif
+typedef float vn __attribute__((vector_size(NVW * 4)));
+typedef int32_t in_ __attribute__((vector_size(NVW * 4)));
+typedef float vnu __attribute__((vector_size(NVW * 4), aligned(4)));
+#define LDN(p) ((vn)(*(const vnu *)(const void *)(p)))
+#define STN(p, v) (*(vnu *)(void *)(p) = (v))
 
 /* The padded position of square q in an (11, 11, CP) buffer. */
 #define PADQ(q) (((q) / 9 + 1) * PADW + (q) % 9 + 1)
@@ -83,7 +87,10 @@ enum {
     TILES = 9,     /* 3x3 output tiles per 9x9 board */
     PTS = 25,      /* 5x5 points per tile */
     PADW = 11,     /* 9 + 2 padding */
-    MR = WINO_MR,  /* kernel rows */
+    PV = 16 / NVW, /* native vectors per 16 columns */
+    /* kernel rows: the MR x 32 accumulators stay in registers (AVX-512: 12 rows
+     * = 24 of 32; with 16 registers, 3 rows = 12, B read from memory) */
+    MR = NVW == 16 ? 12 : 3,
     MAX_THREADS = 64
 };
 
@@ -139,21 +146,6 @@ static int scratch(nn_wino_t *w, int32_t nt, size_t floats) {
 }
 
 /* ---- the matrix kernel ------------------------------------------------------------ */
-/* The kernel works in the target's own vector width (a v16 wider than the
- * registers makes GCC go through the stack: 10x slower on AVX2). */
-#if defined(__AVX512F__)
-#define NVW 16
-#elif defined(__AVX__)
-#define NVW 8
-#else
-#define NVW 4
-#endif
-typedef float vn __attribute__((vector_size(NVW * 4)));
-typedef float vnu __attribute__((vector_size(NVW * 4), aligned(4)));
-#define LDN(p) ((vn)(*(const vnu *)(const void *)(p)))
-#define STN(p, v) (*(vnu *)(void *)(p) = (v))
-enum { PV = 16 / NVW }; /* native vectors per 16 columns */
-
 /* C (mr x 16*nv) (+)= A (mr x K, element (r, k) at A[r*rsa + k*csa]) * B (K x
  * 16*nv, row k at B + k*ldb). Inlined with constant mr and nv, the
  * accumulators live in registers (AVX-512: 24 of 32; AVX2: 12 of 16). */
@@ -306,12 +298,12 @@ typedef struct {
     int32_t act, accumulate, nhwc;
 } epilogue_t;
 
-/* (by pointer: a 64-byte vector passed by value has a different ABI with and
- * without AVX-512) */
-static inline void activate(v16 *v, int32_t act) {
-    if (act == NN_ACT_RELU) *v = (v16)((i16)*v & (*v > (v16){0})); /* max(v, 0) */
+/* in the native width (by pointer: a 64-byte vector passed by value has a
+ * different ABI with and without AVX-512) */
+static inline void activate(vn *v, int32_t act) {
+    if (act == NN_ACT_RELU) *v = (vn)((in_)*v & (*v > (vn){0})); /* max(v, 0) */
     else if (act == NN_ACT_SILU)
-        for (int32_t l = 0; l < 16; l++) (*v)[l] = (*v)[l] / (1.0f + expf(-(*v)[l]));
+        for (int32_t l = 0; l < NVW; l++) (*v)[l] = (*v)[l] / (1.0f + expf(-(*v)[l]));
 }
 
 /* NCHW out's chunk [b0, b0+nb) = epilogue(tmp), tmp (nb, 81, C) NHWC with the
@@ -331,7 +323,10 @@ static void nchw_epilogue(const float *tmp, int32_t nb, int32_t C, int32_t b0, c
                     v16 v = r[l];
                     if (ep->res) v += LD(ep->res + o);
                     if (ep->accumulate) v += LD(out + o);
-                    activate(&v, ep->act);
+                    vn w[PV];
+                    memcpy(w, &v, sizeof w);
+                    for (int32_t j = 0; j < PV; j++) activate(&w[j], ep->act);
+                    memcpy(&v, w, sizeof w);
                     ST(out + o, v);
                 }
             }
@@ -345,14 +340,6 @@ static void nchw_epilogue(const float *tmp, int32_t nb, int32_t C, int32_t b0, c
                 out[o] = v;
             }
         }
-}
-
-/* activate in the kernel's vector width */
-typedef int32_t in_ __attribute__((vector_size(NVW * 4)));
-static inline void activate_n(vn *v, int32_t act) {
-    if (act == NN_ACT_RELU) *v = (vn)((in_)*v & (*v > (vn){0})); /* max(v, 0) */
-    else if (act == NN_ACT_SILU)
-        for (int32_t l = 0; l < NVW; l++) (*v)[l] = (*v)[l] / (1.0f + expf(-(*v)[l]));
 }
 
 /* out's chunk [b0, b0+nb) = epilogue(A^T M A) from M[p][t][C]; NCHW goes
@@ -386,7 +373,7 @@ static void output_transform(const float *M, int32_t nb, int32_t C, int32_t b0, 
                     float *o = out + ((size_t)b * NN_HW + q) * C + c0;
                     if (ep->res) v += LDN(ep->res + ((size_t)b * NN_HW + q) * C + c0);
                     if (ep->accumulate) v += LDN(o);
-                    activate_n(&v, ep->act);
+                    activate(&v, ep->act);
                     STN(o, v);
                 }
             }

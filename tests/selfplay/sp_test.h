@@ -223,6 +223,10 @@ static inline void check_run(const char *dir, uint32_t flags, int32_t max_ply, r
     snprintf(path, sizeof path, "%s/koma.db", dir);
     rs->latest_cycle = -1;
     if (!compat_file_exists(path) && !(flags & CHECK_RUN_CLEAN)) return; /* killed before it existed */
+    /* killed inside the new run's first transaction (rollback journal, before
+     * WAL): the hot journal is rolled back first, as selfplay's own probe does */
+    db_probe_t kind;
+    (void)db_probe(path, &kind, err, sizeof err);
     sqlite3 *s = NULL;
     char uri[1300];
     snprintf(uri, sizeof uri, "file:%s?mode=ro", path);
@@ -232,17 +236,6 @@ static inline void check_run(const char *dir, uint32_t flags, int32_t max_ply, r
         if (sqlite3_prepare_v2(s, "PRAGMA integrity_check", -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
             snprintf(res, sizeof res, "%s", (const char *)sqlite3_column_text(st, 0));
         sqlite3_finalize(st);
-        if (!res[0] && sqlite3_extended_errcode(s) == SQLITE_READONLY_ROLLBACK) {
-            /* killed inside the new run's first transaction (rollback journal,
-             * before WAL): the hot journal is rolled back by the first connection
-             * with write access, as selfplay's own does; read after that */
-            sqlite3_close(s);
-            s = NULL;
-            if (sqlite3_open_v2(path, &s, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK &&
-                sqlite3_prepare_v2(s, "PRAGMA integrity_check", -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
-                snprintf(res, sizeof res, "%s", (const char *)sqlite3_column_text(st, 0));
-            sqlite3_finalize(st);
-        }
         CHECKF(!strcmp(res, "ok"), "%s: integrity_check says '%s'", path, res);
         /* A kill between SQLite creating the file and the schema's commit
          * leaves a file with no version and no tables: the next run creates
