@@ -343,18 +343,22 @@ static void test_match_failures(void) {
     rows_t r;
     /* An engine that never answers loses on time, every game (it is stopped or
      * replaced between games); the other games go on. */
-    const char *fast[] = {"--games", "2", "--byoyomi", "300", "--tolerance", "100", NULL};
+    /* Time limits with room for a loaded machine and wine, where a plain move
+     * can take a few hundred ms to cross the pipes (CI, stop 23: 3,000 info
+     * lines took 434-535 ms under wine on an idle box). */
+    const char *fast[] = {"--games", "2", "--byoyomi", "1000", "--tolerance", "500", NULL};
+    const char *roomy[] = {"--games", "2", "--byoyomi", "5000", "--tolerance", "5000", NULL};
     int64_t t0 = compat_now_ms();
     CHECK(run_case("hang", "--script random,hang", "", fast, &r) == 0);
     CHECK(r.n == 2 && strcmp(r.reason[0], "time") == 0 && r.result[0] == -1 && r.plies[0] == 2);
     CHECK(strcmp(r.reason[1], "time") == 0 && r.result[1] == 1 && r.plies[1] == 3);
     CHECK(strcmp(csa_ending("hang", 1), "%TIME_UP") == 0);
     CHECK(compat_now_ms() - t0 < 20000);
-    /* A slow answer (700 ms against 300 + 100) is a time loss even though it comes. */
-    CHECK(run_case("slow", "--script sleep:700", "", fast, &r) == 0);
+    /* A slow answer (2,500 ms against 1,000 + 500) is a time loss even though it comes. */
+    CHECK(run_case("slow", "--script sleep:2500", "", fast, &r) == 0);
     CHECK(r.n == 2 && strcmp(r.reason[0], "time") == 0 && r.result[0] == -1 && strstr(r.detail[0], "ms"));
     /* ... while a flood of info lines within the time is fine. */
-    CHECK(run_case("chatty", "--script info,info,resign", "", fast, &r) == 0);
+    CHECK(run_case("chatty", "--script info,info,resign", "", roomy, &r) == 0);
     CHECK(r.n == 2 && strcmp(r.reason[0], "resign") == 0 && r.plies[0] == 4);
     /* An engine that exits loses and is restarted for the next game. */
     CHECK(run_case("crash", "--script random,crash", "", fast, &r) == 0);
