@@ -43,6 +43,13 @@
  * name. Every game also goes to DIR/game-NNNN.csa (--csa-dir).
  * The move limit counts as engine/rules.h does, from the start position's
  * move number (an opening SFEN at ply 31 has 30 moves counted already).
+ * --random-plies K adds K uniformly random legal moves to each opening,
+ * drawn from (--seed, the pair's index), so both games of a pair start from
+ * the same position and every pair from its own: a match of N games
+ * between engines that play alike from the same position (two nets at a
+ * node limit) has N/2 independent pairs instead of repeats of a few
+ * openings. A draw that ends the game or leaves the side to move in check
+ * is redrawn.
  * Threads: one per concurrent game slot (--concurrency); the database
  * connection is shared by them under the match's mutex (one SQLite call at
  * a time), the row opened by whichever slot finishes a game first.
@@ -63,6 +70,7 @@
 #include "compat/status.h"
 #include "data/db.h"
 #include "data/run.h"
+#include "engine/movegen.h"
 #include "engine/position.h"
 #include "engine/sfen.h"
 #include "match/engine.h"
@@ -84,6 +92,8 @@ typedef struct {
     engine_spec_t eng[2];
     int32_t games;
     const char *openings_path;
+    int32_t random_plies; /* uniformly random legal moves after each opening, the same for both games of a pair */
+    uint64_t seed;        /* of those moves */
     int64_t byoyomi_ms, time_ms, inc_ms, tolerance_ms, init_timeout_ms;
     int32_t max_ply, concurrency;
     const char *db_path, *run_dir, *csa_dir, *stderr_path;
@@ -280,6 +290,45 @@ static void store_game(match_t *m, int32_t gi, const ref_game_t *g, int e1_black
         m->stored++;
 }
 
+/* Adds cfg->random_plies random legal moves to the started game g, from the
+ * seed (cfg->seed, pair): the same moves for both games of a pair. Up to 1000
+ * draws for a line that neither ends the game nor leaves the side to move in
+ * check; 0, or -1 with err. */
+static int random_moves(ref_game_t *g, const match_cfg_t *cfg, int32_t pair, char *err, size_t errlen) {
+    char start[REF_START_MAX];
+    msgf(start, sizeof start, "%s", g->start);
+    int32_t base = g->n_moves;
+    char *opening = ref_game_moves_usi(g); /* the opening's own moves, replayed on a retry */
+    if (!opening) {
+        msgf(err, errlen, "out of memory");
+        return -1;
+    }
+    uint64_t st = compat_mix64(cfg->seed ^ compat_mix64((uint64_t)pair));
+    int rc = -1;
+    if (errlen) err[0] = 0;
+    for (int attempt = 0; attempt < 1000 && rc != 0; attempt++) {
+        if (attempt > 0) {
+            char full[REF_START_MAX + 4096];
+            msgf(full, sizeof full, "%s%s%s", start, base ? " moves " : "", base ? opening : "");
+            if (ref_game_start(g, full, cfg->max_ply, err, errlen) != 0) break;
+        }
+        int ok = 1;
+        for (int32_t i = 0; i < cfg->random_plies && ok; i++) {
+            move_list_t list;
+            int32_t n = movegen_legal(&g->pos, &list);
+            if (n <= 0) {
+                ok = 0;
+                break;
+            }
+            ok = ref_game_play(g, list.moves[compat_splitmix64(&st) % (uint64_t)n]) == RULES_END_NONE;
+        }
+        if (ok && !pos_in_check(&g->pos)) rc = 0;
+    }
+    free(opening);
+    if (rc != 0 && err[0] == 0) msgf(err, errlen, "no line of %d random moves from %s", cfg->random_plies, start);
+    return rc;
+}
+
 /* Plays game gi with the slot's engines (eng[0] = engine1). Returns 0, or -1
  * when the game was abandoned (Ctrl-C, an engine that cannot start). */
 static int play_game(match_t *m, match_engine_t eng[2], int32_t gi, ref_game_t *g, int64_t *times_ms) {
@@ -288,6 +337,10 @@ static int play_game(match_t *m, match_engine_t eng[2], int32_t gi, ref_game_t *
     int opening = m->openings ? (gi / 2) % m->n_openings : -1;
     char err[600];
     if (ref_game_start(g, opening >= 0 ? m->openings[opening] : "startpos", cfg->max_ply, err, sizeof err) != 0) {
+        set_fatal(m, err);
+        return -1;
+    }
+    if (cfg->random_plies > 0 && random_moves(g, cfg, gi / 2, err, sizeof err) != 0) {
         set_fatal(m, err);
         return -1;
     }
@@ -445,6 +498,9 @@ static void usage(FILE *out) {
             "  --games N                     games (default 2); colours alternate, engine1 Black first\n"
             "  --openings FILE               one start per line: SFEN or startpos, optionally\n"
             "                                '... moves m1 m2'; each is played twice, colours swapped\n"
+            "  --random-plies K              K random legal moves after each opening (or startpos), new\n"
+            "                                for every pair of games (colours swapped), from --seed\n"
+            "  --seed S                      seed of those moves (default 1)\n"
             "  --byoyomi MS                  byoyomi per move (default 1000 when no other time is given)\n"
             "  --time MS --inc MS            main time, and Fischer increment per move\n"
             "  --tolerance MS                grace on every move's time (default 200)\n"
@@ -531,6 +587,7 @@ int main(int argc, char **argv) {
     match_cfg_t cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.games = 2;
+    cfg.seed = 1;
     cfg.byoyomi_ms = -1;
     cfg.tolerance_ms = 200;
     cfg.init_timeout_ms = 60000;
@@ -572,6 +629,17 @@ int main(int argc, char **argv) {
             if (parse_i64(a, v, 1, &x)) return 2;
             cfg.games = (int32_t)x;
         } else if (!strcmp(a, "--openings")) cfg.openings_path = v;
+        else if (!strcmp(a, "--random-plies")) {
+            if (parse_i64(a, v, 0, &x) != 0) return 2;
+            if (x > 64) {
+                fprintf(stderr, "usi-match: --random-plies at most 64\n");
+                return 2;
+            }
+            cfg.random_plies = (int32_t)x;
+        } else if (!strcmp(a, "--seed")) {
+            if (parse_i64(a, v, 0, &x) != 0) return 2;
+            cfg.seed = (uint64_t)x;
+        }
         else if (!strcmp(a, "--byoyomi")) {
             if (parse_i64(a, v, 0, &cfg.byoyomi_ms)) return 2;
         } else if (!strcmp(a, "--time")) {
@@ -671,6 +739,11 @@ int main(int argc, char **argv) {
         time_control_text(&cfg, tc, sizeof tc);
         msgf(m.row.settings, sizeof m.row.settings, "usi-match %s, max_ply %d, %d games", tc, cfg.max_ply,
              cfg.games);
+        if (cfg.random_plies > 0) {
+            size_t used = strlen(m.row.settings);
+            msgf(m.row.settings + used, sizeof m.row.settings - used, ", %d random plies (seed %" PRIu64 ")",
+                 cfg.random_plies, cfg.seed);
+        }
     }
     m.out = calloc((size_t)cfg.games, sizeof *m.out);
     if (!m.out) {

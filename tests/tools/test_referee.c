@@ -339,6 +339,59 @@ static void test_match_ends(void) {
     CHECK(strcmp(csa_ending("max_ply", 2), "%JISHOGI") == 0 && g_csa.n_moves == 6);
 }
 
+/* The first k moves of a game's move text, as a string (for comparisons). */
+static void first_words(const char *moves, int k, char *out, size_t len) {
+    size_t i = 0;
+    for (int w = 0; moves[i] && w < k; w++) {
+        while (moves[i] && moves[i] != ' ') i++;
+        if (w + 1 < k && moves[i] == ' ') i++;
+    }
+    snprintf(out, len, "%.*s", (int)i, moves);
+}
+
+typedef struct {
+    int n;
+    char moves[8][400];
+} moves_t;
+
+static void collect_moves(int nc, const char *const *c, void *user) {
+    moves_t *m = user;
+    if (m->n < 8 && nc >= 1) snprintf(m->moves[m->n++], sizeof m->moves[0], "%s", c[0]);
+}
+
+static void test_random_openings(void) {
+    /* --random-plies: every pair of games starts with its own random moves,
+     * the same for both games of the pair (colours swapped); --seed picks them. */
+    rows_t r;
+    moves_t mv[2];
+    const char *rnd1[] = {"--games", "4", "--byoyomi", "2000", "--max-ply", "10", "--random-plies", "6", NULL};
+    const char *rnd2[] = {"--games", "4", "--byoyomi", "2000", "--max-ply", "10", "--random-plies", "6", "--seed", "2",
+                          NULL};
+    const char *const *flags[2] = {rnd1, rnd2};
+    const char *names[2] = {"random1", "random2"};
+    for (int k = 0; k < 2; k++) {
+        CHECK(run_case(names[k], "--seed 5", "--seed 6", flags[k], &r) == 0);
+        CHECK(r.n == 4 && r.plies[0] == 10 && r.plies[3] == 10);
+        char db[900];
+        snprintf(db, sizeof db, "%s.db", t_path(names[k]));
+        memset(&mv[k], 0, sizeof mv[k]);
+        t_sql_rows(db, "SELECT moves FROM games WHERE match_id IS NOT NULL ORDER BY id DESC", collect_moves, &mv[k]);
+        CHECK(mv[k].n == 4);
+        CHECK(t_sql_int(db, "SELECT count(*) FROM matches WHERE settings LIKE '%6 random plies (seed %'") == 1);
+    }
+    char a[4][200], b[200];
+    for (int i = 0; i < 4; i++) first_words(mv[0].moves[i], 6, a[i], sizeof a[i]);
+    CHECKF(strcmp(a[0], a[1]) == 0 && strcmp(a[2], a[3]) == 0, "a pair shares its opening: '%s' '%s' / '%s' '%s'",
+           a[0], a[1], a[2], a[3]);
+    CHECKF(strcmp(a[0], a[2]) != 0, "two pairs, two openings: '%s' '%s'", a[0], a[2]);
+    CHECKF(strchr(a[0], ' ') && strlen(a[0]) >= 6 * 4 + 5, "six moves: '%s'", a[0]);
+    first_words(mv[1].moves[0], 6, b, sizeof b);
+    CHECKF(strcmp(a[0], b) != 0, "another seed, other openings: '%s' '%s'", a[0], b);
+    /* Bad values are usage errors. */
+    const char *bad[] = {g_match, "--engine1", "x", "--engine2", "y", "--random-plies", "65", NULL};
+    CHECK(t_run(bad) == 2);
+}
+
 static void test_match_failures(void) {
     rows_t r;
     /* An engine that never answers loses on time, every game (it is stopped or
@@ -397,6 +450,7 @@ int main(int argc, char **argv) {
     t_scratch("test_referee");
     test_store();
     test_match_ends();
+    test_random_openings();
     test_match_failures();
     int rc = t_done("test_referee");
     if (rc == 0) t_rm_rf(t_dir);
