@@ -41,7 +41,8 @@ typedef struct {
     uint16_t edge_n;      /* legal moves (0 for a terminal node) */
     uint16_t parent_edge; /* index of this node among its parent's edges */
     uint8_t state;
-    uint8_t mate1;        /* terminal because the side to move mates in one */
+    uint8_t mate;         /* terminal by a leaf mate check: 1 / 3 the side to move mates in one / three,
+                             2 it is mated in two (mcts/leaf.h) */
     uint8_t pad_[2];
 } mcts_node_t;
 
@@ -119,7 +120,7 @@ void mcts_params_default(mcts_params_t *p) {
     p->visits_full = 800;
     p->visits_fast = 100;
     p->full_prob = 1.0f;
-    p->mate1_leaf = true;
+    p->leaf_mate = 1;
     p->max_ply = RULES_MAX_PLY_DEFAULT;
     p->encode_leaves = true;
     p->single_move_stop = true;
@@ -334,11 +335,16 @@ static int leaf_eval(mcts_tree_t *t, int32_t node, bool is_root, mcts_request_t 
         return LEAF_RESOLVED;
     }
     bool end = !is_root && mcts_leaf_end(&t->pos, t->p.max_ply, &tv);
-    bool mate1 = !is_root && !end && t->p.mate1_leaf && mcts_leaf_mate1(&t->pos);
-    if (mate1) end = true, tv = 1.0f;
+    uint8_t mate = 0;
+    if (!is_root && !end && t->p.leaf_mate >= 1 && mcts_leaf_mate1(&t->pos)) mate = 1;
+    if (!is_root && !end && !mate && t->p.leaf_mate >= 3) {
+        if (mcts_leaf_mate3(&t->pos, &list, t->p.max_ply) != MOVE_NONE) mate = 3;
+        else if (mcts_leaf_mated2(&t->pos, &list, t->p.max_ply)) mate = 2;
+    }
+    if (mate) end = true, tv = mate == 2 ? -1.0f : 1.0f;
     if (end) {
         set_terminal(t, node, tv);
-        t->nodes[node].mate1 = mate1;
+        t->nodes[node].mate = mate;
         *v = tv;
         *d = tv == 0.0f ? 1.0f : 0.0f;
         return LEAF_RESOLVED;
@@ -848,11 +854,27 @@ void mcts_search_result(mcts_tree_t *t, mcts_result_t *res) {
         if (node < 0 || t->nodes[node].state != NODE_EXPANDED) break;
         e = most_visited_child(t, node);
     }
-    if (node >= 0 && t->nodes[node].mate1 && res->pv_len < MCTS_PV_MAX) {
-        for (int32_t i = 0; i < res->pv_len; i++) pos_do_move(&t->pos, res->pv[i]);
-        move_t m = mate1_find(&t->pos);
-        for (int32_t i = 0; i < res->pv_len; i++) pos_undo_move(&t->pos);
-        if (m != MOVE_NONE) res->pv[res->pv_len++] = m;
+    if (node >= 0 && t->nodes[node].mate) {
+        int32_t base = res->pv_len, k = t->nodes[node].mate;
+        for (int32_t i = 0; i < base; i++) pos_do_move(&t->pos, res->pv[i]);
+        /* the line to the mate: the check (mate in three), an evasion, the mate in one */
+        for (int32_t step = k == 3 ? 0 : k == 2 ? 1 : 2; step < 3 && res->pv_len < MCTS_PV_MAX; step++) {
+            move_t m = MOVE_NONE;
+            if (step == 0) {
+                move_list_t l;
+                movegen_legal(&t->pos, &l);
+                m = mcts_leaf_mate3(&t->pos, &l, t->p.max_ply);
+            } else if (step == 1) {
+                move_list_t l;
+                m = movegen_legal(&t->pos, &l) > 0 ? l.moves[0] : MOVE_NONE;
+            } else {
+                m = mate1_find(&t->pos);
+            }
+            if (m == MOVE_NONE) break;
+            res->pv[res->pv_len++] = m;
+            pos_do_move(&t->pos, m);
+        }
+        for (int32_t i = res->pv_len; i > 0; i--) pos_undo_move(&t->pos);
     }
 }
 

@@ -45,8 +45,9 @@
  * side to move at that node. Terminal leaves: no legal move = loss (mate);
  * repetition (the leaf position occurred before, in the tree path or the game)
  * = draw, or a loss for the side that gave check on every move of the cycle;
- * declaration win, max ply: as engine/rules says. With mate1_leaf on, a leaf
- * whose side to move has a mate in one is a win without asking the network.
+ * declaration win, max ply: as engine/rules says. With leaf_mate 1 or 3, a leaf
+ * whose side to move has a mate in one (or three) is a win without asking the
+ * network.
  *
  * ---- Selection --------------------------------------------------------------
  * PUCT: Q(a) + c(N) P(a) sqrt(N) / (1 + N(a)), c(N) = c_init + log((N + c_base + 1) / c_base);
@@ -110,7 +111,8 @@ typedef struct {
     int32_t visits_fast;    /* 100 */
     float full_prob;        /* 1.0 */
     /* leaves and pool */
-    bool mate1_leaf;        /* true: a leaf with a mate in one is a win, no network */
+    int32_t leaf_mate;      /* 1: a leaf whose side to move mates in one is a win, no network; 3: in one or
+                               three (mcts/leaf.h); 0: neither */
     int32_t max_ply;        /* RULES_MAX_PLY_DEFAULT (320): leaves after that many moves are draws; 0 = none */
     bool encode_leaves;     /* true: requests carry packed planes and hand values */
     bool single_move_stop;  /* true: a root with one legal move needs no visits */

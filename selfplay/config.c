@@ -46,6 +46,9 @@ int sp_config_flags(sp_config_t *c, cfg_opt_t *opts, int cap) {
         {"visits-fast", CFG_TYPE_INT, &c->visits_fast, 1, 1e7, "visits of a fast search (no policy target)", "16"},
         {"full-prob", CFG_TYPE_DOUBLE, &c->full_prob, 0, 1, "probability that a move gets a full search", "0.25"},
         {"gumbel-m", CFG_TYPE_INT, &c->gumbel_m, 1, 600, "Gumbel: root actions sampled", "16"},
+        {"leaf-mate", CFG_TYPE_STRING, c->leaf_mate, 1, 0,
+         "a leaf whose side to move mates in this many moves is a win without the net: 0, 1 or 3", "1", "0|1|3",
+         sizeof c->leaf_mate},
         {"cpuct", CFG_TYPE_DOUBLE, &c->cpuct, 0, 100, "PUCT exploration constant c_init", "1.25"},
         {"fpu", CFG_TYPE_DOUBLE, &c->fpu, 0, 10, "PUCT first-play urgency reduction", "0.2"},
         {"noise-alpha-scale", CFG_TYPE_DOUBLE, &c->noise_alpha_scale, 0.001, 1e6,
@@ -154,7 +157,7 @@ void sp_config_mcts(const sp_config_t *c, uint64_t seed, mcts_params_t *p) {
     p->visits_full = (int32_t)c->visits;
     p->visits_fast = (int32_t)c->visits_fast;
     p->full_prob = (float)c->full_prob;
-    p->mate1_leaf = true;
+    p->leaf_mate = atoi(c->leaf_mate);
     p->max_ply = (int32_t)c->max_ply;
     p->encode_leaves = true;
     p->single_move_stop = true;

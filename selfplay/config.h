@@ -48,6 +48,7 @@ typedef struct {
     int64_t visits_fast;           /* visits of a fast search (16) */
     double full_prob;              /* probability of a full search (0.25) */
     int64_t gumbel_m;              /* Gumbel sampled root actions (16) */
+    char leaf_mate[CFG_STRING_MAX]; /* "0" | "1" | "3": mate search at leaves, in plies (mcts_params_t.leaf_mate) */
     double cpuct;                  /* PUCT c_init (1.25) */
     double fpu;                    /* PUCT first-play urgency reduction (0.2) */
     double noise_alpha_scale;      /* PUCT Dirichlet alpha = this / legal moves (10) */

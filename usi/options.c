@@ -9,7 +9,7 @@
 /* The one table: a row per option (data/config.h). The USI type follows
  * from the row: numbers with a range are spins, booleans checks, rows with
  * allowed words combos, the rest strings. */
-enum { OPT_NB = 11 };
+enum { OPT_NB = 12 };
 
 static int opt_table(usi_options_t *o, cfg_opt_t *t) {
     const cfg_opt_t rows[OPT_NB] = {
@@ -24,6 +24,8 @@ static int opt_table(usi_options_t *o, cfg_opt_t *t) {
         {"USI_Hash", CFG_TYPE_INT, &o->hash_mb, 1, 65536, "tree memory (MiB)", "256"},
         {"MaxPly", CFG_TYPE_INT, &o->max_ply, 0, 100000, "draw after this many moves, 0 = none", "320"},
         {"Search", CFG_TYPE_STRING, o->search, 1, 0, "root selection", "puct", "puct|gumbel", sizeof o->search},
+        {"LeafMate", CFG_TYPE_STRING, o->leaf_mate, 1, 0, "mate search at leaves (plies)", "1", "0|1|3",
+         sizeof o->leaf_mate},
     };
     memcpy(t, rows, sizeof rows);
     return OPT_NB;

@@ -22,6 +22,8 @@
  *   USI_Hash       spin    256      MiB for the search tree (+1/8 for the result cache)
  *   MaxPly         spin    320      game length the search scores as a draw; 0 = none
  *   Search         combo   puct     puct | gumbel (root selection)
+ *   LeafMate       combo   1        0 | 1 | 3: a leaf whose side to move mates in
+ *                                   this many moves is a win without the network
  * Names are matched without regard to case; the canonical spelling is used
  * in messages.
  */
@@ -46,6 +48,7 @@ typedef struct {
     int64_t hash_mb;
     int64_t max_ply;
     char search[CFG_STRING_MAX];
+    char leaf_mate[CFG_STRING_MAX];
 } usi_options_t;
 
 void usi_options_default(usi_options_t *o);

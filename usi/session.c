@@ -183,7 +183,7 @@ static void tree_params(const usi_options_t *o, mcts_params_t *p) {
     p->max_ply = (int32_t)o->max_ply;
     p->noise = false;
     p->move_temp_plies = 0;
-    p->mate1_leaf = true;
+    p->leaf_mate = atoi(o->leaf_mate);
     p->single_move_stop = true;
 }
 

@@ -12,6 +12,7 @@
 #include "engine/encode.h"
 #include "engine/movegen.h"
 #include "engine/sfen.h"
+#include "mcts/leaf.h"
 #include "mcts/mcts.h"
 #include "tests/koma_test.h"
 

@@ -3,6 +3,9 @@
  *     in three (tsume positions generated and verified by brute force with
  *     the engine: unique mating first move, several other checks), found
  *     with a uniform-policy, zero-value evaluator;
+ *   - the mate-in-three leaf check (leaf_mate 3) against brute force on the
+ *     tsume positions and on every position of random games, and the tsume
+ *     solved by the search with it on;
  *   - repetition inside the tree: a draw when repeating is the only
  *     non-losing option, a loss when the repetition is a perpetual check;
  *   - virtual loss: k leaves collected at once are distinct, collisions are
@@ -53,7 +56,7 @@ static void test_mate1(void) {
     for (int mate1 = 0; mate1 <= 1; mate1++) {
         for (int gumbel = 0; gumbel <= 1; gumbel++) {
             mcts_params_t p = base_params();
-            p.mate1_leaf = mate1;
+            p.leaf_mate = mate1 ? 1 : 0;
             if (gumbel) {
                 p.root_mode = MCTS_ROOT_GUMBEL;
                 p.gumbel_m = 1000; /* every move is a candidate: uniform priors rank none first */
@@ -89,7 +92,7 @@ static const struct {
     {"9/1k7/2RG5/s8/9/9/9/9/K8 b R 1", "6c7b"},
 };
 
-static void test_mate3(void) {
+static void test_mate3(int leaf_mate) {
     for (int i = 0; i < (int)(sizeof TSUME3 / sizeof TSUME3[0]); i++) {
         set_sfen(&pos, TSUME3[i].sfen);
         move_t answer = usi(&pos, TSUME3[i].answer);
@@ -97,6 +100,7 @@ static void test_mate3(void) {
         CHECKF(bf_forces_mate3(&pos, answer), "tsume %d: %s does not force mate", i, TSUME3[i].answer);
         CHECKF(bf_count_checks(&pos) >= 4, "tsume %d: too few checks", i);
         mcts_params_t p = base_params();
+        p.leaf_mate = leaf_mate;
         mcts_tree_t *t = mcts_tree_new(&p, NULL);
         mcts_tree_set_position(t, &pos);
         mcts_limits_t l = visits(6000);
@@ -114,6 +118,75 @@ static void test_mate3(void) {
         validate(t, "mate3");
         mcts_tree_free(t);
     }
+}
+
+/* Brute force: a check after which every reply allows a mate in one. */
+static bool bf_check_mate3(pos_t *p) {
+    move_list_t l;
+    movegen_legal(p, &l);
+    for (int32_t i = 0; i < l.n; i++)
+        if (pos_gives_check(p, l.moves[i]) && bf_forces_mate3(p, l.moves[i])) return true;
+    return false;
+}
+
+static void test_leaf_mate3(void) {
+    move_list_t l;
+    for (int i = 0; i < (int)(sizeof TSUME3 / sizeof TSUME3[0]); i++) {
+        set_sfen(&pos, TSUME3[i].sfen);
+        uint64_t key = pos_key(&pos);
+        movegen_legal(&pos, &l);
+        CHECKF(mcts_leaf_mate3(&pos, &l, 320) != MOVE_NONE, "tsume %d: no mate in three at the leaf", i);
+        CHECKF(mcts_leaf_mate3(&pos, &l, pos_game_ply(&pos) + 1) == MOVE_NONE, "tsume %d: a mate after the max-ply draw", i);
+        CHECKF(pos_key(&pos) == key, "tsume %d: the position changed", i);
+    }
+    /* Every position of random games: the leaf check agrees with brute force
+     * (where there is no mate in one, as the tree asks it). */
+    uint64_t st = 12345;
+    int32_t positions = 0, mates = 0, mated2 = 0, wrong = 0;
+    for (int g = 0; g < 60; g++) {
+        pos_set_startpos(&pos);
+        for (int ply = 0; ply < 160; ply++) {
+            movegen_legal(&pos, &l);
+            if (l.n == 0) break;
+            if (pos_in_check(&pos)) { /* mated in two: every evasion allows a mate in one */
+                bool want2 = true;
+                for (int32_t i = 0; i < l.n && want2; i++) {
+                    pos_do_move(&pos, l.moves[i]);
+                    want2 = bf_mate1(&pos);
+                    pos_undo_move(&pos);
+                }
+                mated2 += want2;
+                CHECKF(mcts_leaf_mated2(&pos, &l, 0) == want2, "mated in two: brute force %d", want2);
+            }
+            if (!bf_mate1(&pos)) {
+                move_t m3 = mcts_leaf_mate3(&pos, &l, 0);
+                bool want = bf_check_mate3(&pos), got = m3 != MOVE_NONE;
+                if (got) { /* its check leaves the other side mated in two */
+                    CHECKF(bf_forces_mate3(&pos, m3), "the leaf's mate in three starts with %s", usi_str(m3));
+                    pos_do_move(&pos, m3);
+                    move_list_t ev;
+                    movegen_legal(&pos, &ev);
+                    CHECKF(mcts_leaf_mated2(&pos, &ev, 0), "not mated in two after %s", usi_str(m3));
+                    mated2++;
+                    pos_undo_move(&pos);
+                }
+                positions++;
+                mates += want;
+                if (want != got && wrong++ < 5) {
+                    char sfen[SFEN_MAX_LEN];
+                    sfen_write(&pos, sfen, sizeof sfen);
+                    CHECKF(want == got, "%s: brute force %d, leaf check %d", sfen, want, got);
+                }
+            }
+            pos_do_move(&pos, l.moves[t_splitmix64(&st) % (uint64_t)l.n]);
+        }
+    }
+    CHECKF(wrong == 0, "%d of %d random positions disagree", wrong, positions);
+    CHECKF(mates >= 20, "only %d mates in three among %d random positions: the sweep tests too little", mates,
+           positions);
+    CHECKF(mated2 >= 20, "only %d positions mated in two: the sweep tests too little", mated2);
+    printf("leaf mate in three: %d of %d random positions, mated in two: %d, all as brute force\n", mates,
+           positions, mated2);
 }
 
 /* ---- repetition -------------------------------------------------------------------- */
@@ -495,7 +568,9 @@ static void test_stop(void) {
 
 int main(void) {
     test_mate1();
-    test_mate3();
+    test_mate3(1);
+    test_mate3(3);
+    test_leaf_mate3();
     test_repetition();
     test_virtual_loss();
     test_reuse();

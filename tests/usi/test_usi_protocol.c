@@ -5,7 +5,7 @@
 #include "usi_test.h"
 
 static const char *OPTIONS[] = {"Net", "Threads", "BatchSize", "Backend", "NodeLimit", "ByoyomiMargin",
-                                "ResignThreshold", "USI_Ponder", "USI_Hash", "MaxPly", "Search"};
+                                "ResignThreshold", "USI_Ponder", "USI_Hash", "MaxPly", "Search", "LeafMate"};
 
 static void test_handshake(void) {
     usi_proc_t p;
