@@ -43,7 +43,7 @@
  * name. Every game also goes to DIR/game-NNNN.csa (--csa-dir).
  * The move limit counts as engine/rules.h does, from the start position's
  * move number (an opening SFEN at ply 31 has 30 moves counted already).
- * --random-plies K adds K uniformly random legal moves to each opening,
+ * --random-plies K adds K uniformly random legal non-capturing moves to each opening,
  * drawn from (--seed, the pair's index), so both games of a pair start from
  * the same position and every pair from its own: a match of N games
  * between engines that play alike from the same position (two nets at a
@@ -290,7 +290,7 @@ static void store_game(match_t *m, int32_t gi, const ref_game_t *g, int e1_black
         m->stored++;
 }
 
-/* Adds cfg->random_plies random legal moves to the started game g, from the
+/* Adds cfg->random_plies random legal non-capturing moves to the started game g, from the
  * seed (cfg->seed, pair): the same moves for both games of a pair. Up to 1000
  * draws for a line that neither ends the game nor leaves the side to move in
  * check; 0, or -1 with err. */
@@ -315,12 +315,14 @@ static int random_moves(ref_game_t *g, const match_cfg_t *cfg, int32_t pair, cha
         int ok = 1;
         for (int32_t i = 0; i < cfg->random_plies && ok; i++) {
             move_list_t list;
-            int32_t n = movegen_legal(&g->pos, &list);
-            if (n <= 0) {
+            int32_t n = movegen_legal(&g->pos, &list), quiet = 0;
+            for (int32_t j = 0; j < n; j++) /* captures left out: the pair should not start a piece down */
+                if (!pos_is_capture(&g->pos, list.moves[j])) list.moves[quiet++] = list.moves[j];
+            if (quiet <= 0) {
                 ok = 0;
                 break;
             }
-            ok = ref_game_play(g, list.moves[compat_splitmix64(&st) % (uint64_t)n]) == RULES_END_NONE;
+            ok = ref_game_play(g, list.moves[compat_splitmix64(&st) % (uint64_t)quiet]) == RULES_END_NONE;
         }
         if (ok && !pos_in_check(&g->pos)) rc = 0;
     }
@@ -498,8 +500,9 @@ static void usage(FILE *out) {
             "  --games N                     games (default 2); colours alternate, engine1 Black first\n"
             "  --openings FILE               one start per line: SFEN or startpos, optionally\n"
             "                                '... moves m1 m2'; each is played twice, colours swapped\n"
-            "  --random-plies K              K random legal moves after each opening (or startpos), new\n"
-            "                                for every pair of games (colours swapped), from --seed\n"
+            "  --random-plies K              K random legal non-capturing moves after each opening (or\n"
+            "                                startpos), new for every pair of games (colours swapped),\n"
+            "                                drawn from --seed\n"
             "  --seed S                      seed of those moves (default 1)\n"
             "  --byoyomi MS                  byoyomi per move (default 1000 when no other time is given)\n"
             "  --time MS --inc MS            main time, and Fischer increment per move\n"
