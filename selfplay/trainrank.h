@@ -14,7 +14,7 @@
  * model and shard files under --run, which it must see: a shared file
  * system, or the same path with the same files; it writes nothing there).
  *
- * Failures: a plan that cannot be decoded, a model or shard it cannot
+ * Errors: a plan that cannot be decoded, a model or shard it cannot
  * read, a failed step: the cycle fails on every rank of the group (it
  * still makes the group's collective calls, with ready = 0: rank 0 never
  * waits for it forever), its report says why, and rank 0's trainer fails
