@@ -66,6 +66,7 @@ static int take_plan(trank_t *x, const dist_msg_t *m, char *err, size_t errlen) 
         t.steps = rep.steps, t.positions = rep.positions, t.weights = rep.weights, t.loaded = rep.loaded;
         t.ms = (int64_t)(rep.seconds * 1e3);
         if (rc == TRAIN_OK) snprintf(e, sizeof e, "%s", rep.route ? rep.route : "");
+        else if (rc == TRAIN_STOPPED) snprintf(e, sizeof e, "a stop was requested (agreed by the training group)");
     } else { /* not ready: the group's collectives all the same, so rank 0 is not left waiting */
         if (decoded) snprintf(e, sizeof e, "this rank has no trainer (its error went to rank 0)");
         train_dist_t *none = NULL;

@@ -15,6 +15,10 @@
  *     ranks 0-1: MPI on host copies"), and H is the hash of the weights of
  *     models/000C.safetensors, the file rank 0 wrote: the follower ended
  *     each cycle with exactly the weights of the registered model;
+ *   - Ctrl-C to mpirun once rank 1 trained cycle 2 of a long job: the job
+ *     ends within 90 s (the cycle in flight stops with the group), rank 0
+ *     says it was interrupted, and the same command with two more cycles
+ *     completes a clean run, rank 1 loading the newest model first;
  *   - a training rank that cannot read the run (rank 1 given another --run
  *     through mpirun's MPMD syntax: the shared file system missing) fails
  *     cycle 1 on every rank with a message naming the file, and the job
@@ -192,6 +196,62 @@ int main(void) {
     free(err_text);
     int failed_job = atomic_load(&g_fail);
     if (failed_job) sp_mpi_show("mpirun's stderr", log, 6000);
+
+    /* ---- Ctrl-C to the job while the group trains: it ends in bounded time, and the same command resumes
+     * (rank 1 loads the newest model, which its own weights are not after the stop) ---- */
+    char dir3[700], log3[760];
+    snprintf(dir3, sizeof dir3, "%s/run3", base);
+    snprintf(log3, sizeof log3, "%s/mpirun3.log", base);
+    const char *a3[96];
+    sp_mpi_argv(a3, "3", dir3, "500", "4");
+    char err[512];
+    compat_proc_t *p = compat_proc_spawn(a3, log3, err, sizeof err);
+    CHECKF(p != NULL, "cannot start %s: %s", KOMA_MPIEXEC, err);
+    snprintf(path, sizeof path, "%s/log", dir3);
+    int trained = 0;
+    for (int64_t t = compat_now_ms(); p && !trained && compat_now_ms() - t < 120000; compat_sleep_ms(100)) {
+        char *lt = t_read_file(path, NULL);
+        trained = strstr(lt, "rank 1: trained cycle 2 with rank 0") != NULL;
+        free(lt);
+    }
+    CHECKF(trained, "rank 1 never reported cycle 2 of the long job");
+    int64_t latest = -1;
+    if (p) {
+        CHECK(compat_proc_interrupt(p) == 0);
+        t0 = compat_now_ms();
+        status = -1;
+        int still = compat_proc_wait(p, 90000, &status);
+        if (still == 1) compat_proc_kill(p);
+        compat_proc_free(p);
+        secs = (double)(compat_now_ms() - t0) / 1000.0;
+        CHECKF(still == 0, "the job did not end within 90 s of Ctrl-C");
+        latest = sp_mpi_sql(dir3, "SELECT max(cycle) FROM models");
+        printf("  Ctrl-C with the group training: mpirun ended in %.1f s (status %d), newest model %lld\n", secs,
+               status, (long long)latest);
+        char *lt = t_read_file(log3, NULL);
+        CHECKF(strstr(lt, "interrupted: everything committed is kept"), "rank 0 did not say it was interrupted");
+        free(lt);
+    }
+    if (latest >= 2) { /* the same command, two more cycles */
+        char cycles[32];
+        snprintf(cycles, sizeof cycles, "%lld", (long long)latest + 2);
+        sp_mpi_argv(a3, "3", dir3, cycles, "4");
+        status = run_job(a3, log3, 240000);
+        CHECKF(status == 0, "the resumed job exited %d", status);
+        check_run(dir3, CHECK_RUN_REPLAY | CHECK_RUN_CLEAN | CHECK_RUN_LOAD_MODELS, SP_MPI_MAX_PLY, &rs);
+        CHECKF(rs.latest_cycle == latest + 2, "resumed: newest model %d, want %lld", rs.latest_cycle,
+               (long long)latest + 2);
+        char key[96];
+        snprintf(key, sizeof key, "): cycle %lld: 4 steps with rank 0", (long long)latest + 1);
+        char *lt = t_read_file(log3, NULL);
+        CHECKF(line_with(lt, key, "model loaded") != NULL, "resumed: rank 1 did not load model %lld for cycle %lld",
+               (long long)latest, (long long)latest + 1);
+        free(lt);
+        printf("  resumed: models %lld and %lld trained with rank 1, which loaded model %lld first\n",
+               (long long)latest + 1, (long long)latest + 2, (long long)latest);
+    }
+    if (atomic_load(&g_fail) > failed_job) sp_mpi_show("mpirun's stderr (Ctrl-C and resume)", log3, 6000);
+    failed_job = atomic_load(&g_fail);
 
     /* ---- rank 1 cannot read the run: cycle 1 fails on every rank, the job ends ---- */
     char dir2[700], other[700], log2[760];
