@@ -595,7 +595,7 @@ static void progress(driver_t *d, bool force) {
     if (d->ranks) { /* the job's rate, then each rank's */
         char per[400];
         double remote = sp_ranks_describe(d->ranks, per, sizeof per);
-        snprintf(ranks, sizeof ranks, " (r0 %.1f, %s)", pos_s, per);
+        snprintf(ranks, sizeof ranks, " (r0 %.1f%s%s)", pos_s, per[0] ? ", " : "", per); /* none: --train-ranks N */
         pos_s += remote;
     }
     char line[1600];
