@@ -6,7 +6,7 @@
 # asan: builds build-asan-ci (ASan + UBSan, -fno-sanitize-recover, warnings
 #       as errors, CPU only) and runs every `cpu` test except `slow` ones.
 # tsan: builds build-tsan-ci (TSan) and runs the tests that start threads,
-#       selected by name: compat|server|fault|db|shard|writer|selfplay|train|mcts|usi|eval|referee|match|record
+#       selected by name: compat|dist|server|fault|db|shard|writer|selfplay|train|mcts|usi|eval|referee|match|record
 #       (override with KOMA_TSAN_TESTS=<ctest -R regex>), except the corpus
 #       replays (fuzz_*: one thread) and test_selfplay_kill/_sigint/_fault and
 #       test_eval_kill: they
@@ -25,7 +25,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 JOBS=${KOMA_JOBS:-2}
-TSAN_TESTS=${KOMA_TSAN_TESTS:-'compat|server|fault|db|shard|writer|selfplay|train|mcts|usi|eval|referee|match|record'}
+TSAN_TESTS=${KOMA_TSAN_TESTS:-'compat|dist|server|fault|db|shard|writer|selfplay|train|mcts|usi|eval|referee|match|record'}
 [ $# -gt 0 ] || set -- asan tsan
 
 tools/deps.sh

@@ -2,14 +2,16 @@
  * otherwise).
  *
  * Owns: MPI_Init_thread / MPI_Finalize, the world communicator with
- * MPI_ERRORS_RETURN, the sums, the agreement, the same-value check, the
+ * MPI_ERRORS_RETURN, the groups' communicators (dist_split), the sums, the agreement, the same-value check, the
  * node-local rank, and the mailbox: its communication thread, its send slots
  * (MPI_Isend, MPI_Test) and inbox (MPI_Improbe, MPI_Mrecv).
  * Does not own: what the buffers and messages mean (train/dist_train.c,
  * selfplay/wire.c).
  * Threads: MPI_THREAD_SERIALIZED is asked for: the collectives run on the
  * thread that called dist_init; while a mailbox runs, its thread alone calls
- * MPI (the other threads only touch its queues, under its mutex).
+ * MPI (the other threads only touch its queues and its one collective slot,
+ * under its mutex: coll_run hands a collective over, mail_coll posts it as
+ * MPI_Iallreduce / MPI_Ibcast and tests it).
  * Errors: every MPI call goes through DIST_CHECK: -1 with err naming the call,
  * file:line and MPI's own error string.
  */
@@ -20,6 +22,7 @@
 #include <limits.h>
 #include <mpi.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,10 +33,29 @@ struct dist {
     int32_t rank, size, local_rank;
     int provided;     /* the thread level MPI gave */
     int mpi;          /* 1: dist_init initialised MPI and dist_free finalizes it */
-    MPI_Comm comm;    /* a duplicate of MPI_COMM_WORLD with MPI_ERRORS_RETURN */
+    MPI_Comm comm;    /* a duplicate of MPI_COMM_WORLD (a group's: of its split) with MPI_ERRORS_RETURN */
+    dist_t *world;    /* a group (dist_split): the job it was split from; NULL for the job itself */
+    dist_mail_t *_Atomic mail; /* the job's running mailbox, whose thread makes the collectives */
     double sum_s;     /* time inside the sums */
     int64_t sum_bytes;
 };
+
+/* A collective handed to the mailbox's thread (coll_t, below); direct
+ * blocking calls when no mailbox runs. */
+typedef enum { COLL_ALLREDUCE, COLL_BCAST } coll_kind_t;
+typedef struct {
+    coll_kind_t kind;
+    void *buf;             /* in place */
+    int count, root;
+    MPI_Datatype type;
+    MPI_Op op;
+    MPI_Comm comm;
+    MPI_Request req;       /* the thread's */
+    int state;             /* COLL_* below, under the mailbox's mutex */
+    char err[MPI_MAX_ERROR_STRING + 160];
+} coll_t;
+enum { COLL_QUEUED = 1, COLL_POSTED, COLL_DONE, COLL_FAILED };
+static int coll_run(dist_t *d, coll_t *c, const char *call, int line, char *err, size_t errlen);
 
 static int mpi_fail(int rc, const char *call, const char *file, int line, char *err, size_t errlen) {
     char msg[MPI_MAX_ERROR_STRING] = "";
@@ -102,8 +124,47 @@ dist_t *dist_init(int *argc, char ***argv, char *err, size_t errlen) {
 void dist_free(dist_t *d) {
     if (!d) return;
     if (d->comm != MPI_COMM_NULL) MPI_Comm_free(&d->comm);
-    if (d->mpi) MPI_Finalize();
+    if (d->mpi && !d->world) MPI_Finalize();
     free(d);
+}
+
+int dist_split(dist_t *d, int32_t color, int32_t key, dist_t **group, char *err, size_t errlen) {
+    *group = NULL;
+    if (d->world || atomic_load(&d->mail)) {
+        snprintf(err, errlen, "dist_split: %s", d->world ? "a group cannot be split again" :
+                 "a mailbox is running (split before dist_mail_start)");
+        return -1;
+    }
+    dist_t *g = NULL;
+    if (color >= 0 && !(g = calloc(1, sizeof *g))) {
+        snprintf(err, errlen, "dist_split: out of memory");
+        /* the others still wait in MPI_Comm_split: take part without a group */
+        color = -1;
+    }
+    if (!d->mpi) { /* a job of one: the group is this rank alone */
+        if (!g) return color >= 0 ? -1 : 0;
+        *g = (dist_t){.rank = 0, .size = 1, .comm = MPI_COMM_NULL, .world = d};
+        *group = g;
+        return 0;
+    }
+    MPI_Comm c = MPI_COMM_NULL;
+    int rc = MPI_Comm_split(d->comm, color >= 0 ? color : MPI_UNDEFINED, key, &c);
+    if (rc != MPI_SUCCESS) {
+        free(g);
+        return mpi_fail(rc, "MPI_Comm_split", __FILE__, __LINE__, err, errlen);
+    }
+    if (!g) return color >= 0 ? -1 : 0; /* out of memory (err says so), or not in a group */
+    int r = 0, n = 0;
+    *g = (dist_t){.local_rank = d->local_rank, .provided = d->provided, .mpi = 1, .comm = c, .world = d};
+    if ((rc = MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN)) != MPI_SUCCESS ||
+        (rc = MPI_Comm_rank(c, &r)) != MPI_SUCCESS || (rc = MPI_Comm_size(c, &n)) != MPI_SUCCESS) {
+        dist_free(g);
+        return mpi_fail(rc, "MPI_Comm_rank", __FILE__, __LINE__, err, errlen);
+    }
+    g->rank = r;
+    g->size = n;
+    *group = g;
+    return 0;
 }
 
 int32_t dist_rank(const dist_t *d) { return d->rank; }
@@ -111,10 +172,23 @@ int32_t dist_size(const dist_t *d) { return d->size; }
 int32_t dist_local_rank(const dist_t *d) { return d->local_rank; }
 
 void dist_abort(dist_t *d, int code) {
+    if (d && d->world) d = d->world; /* a group's abort ends the job */
     if (!d || !d->mpi || d->size == 1) return;
     fflush(stdout);
     fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, code);
+}
+
+/* One collective on d's communicator: through the mailbox's thread while
+ * one runs (dist.h), else a blocking call here. */
+static int coll(dist_t *d, coll_kind_t kind, void *buf, int count, MPI_Datatype type, MPI_Op op, int root,
+                const char *call, int line, char *err, size_t errlen) {
+    coll_t c = {.kind = kind, .buf = buf, .count = count, .root = root, .type = type, .op = op, .comm = d->comm};
+    dist_t *w = d->world ? d->world : d;
+    if (atomic_load(&w->mail)) return coll_run(w, &c, call, line, err, errlen);
+    int rc = kind == COLL_BCAST ? MPI_Bcast(buf, count, type, root, d->comm)
+                                : MPI_Allreduce(MPI_IN_PLACE, buf, count, type, op, d->comm);
+    return rc == MPI_SUCCESS ? 0 : mpi_fail(rc, call, __FILE__, line, err, errlen);
 }
 
 /* In-place sum in chunks that an int count can hold. */
@@ -124,7 +198,9 @@ static int sum_any(dist_t *d, void *buf, int64_t n, MPI_Datatype type, size_t wi
     char *p = buf;
     for (int64_t done = 0; done < n;) {
         int count = (int)(n - done < (INT_MAX / 2) ? n - done : (INT_MAX / 2));
-        DIST_CHECK(MPI_Allreduce(MPI_IN_PLACE, p + done * (int64_t)width, count, type, MPI_SUM, d->comm));
+        if (coll(d, COLL_ALLREDUCE, p + done * (int64_t)width, count, type, MPI_SUM, 0, "MPI_Allreduce", __LINE__,
+                 err, errlen) != 0)
+            return -1;
         done += count;
     }
     d->sum_s += (double)(compat_now_ns() - t0) * 1e-9;
@@ -146,15 +222,15 @@ int dist_bcast(dist_t *d, void *buf, int64_t bytes, int32_t root, char *err, siz
         snprintf(err, errlen, "dist_bcast: %lld bytes from rank %d: out of range", (long long)bytes, (int)root);
         return -1;
     }
-    DIST_CHECK(MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, d->comm));
-    return 0;
+    return coll(d, COLL_BCAST, buf, (int)bytes, MPI_BYTE, MPI_OP_NULL, root, "MPI_Bcast", __LINE__, err, errlen);
 }
 
 int dist_agree(dist_t *d, int ok, int *all_ok, char *err, size_t errlen) {
     int v = ok != 0;
     *all_ok = v;
     if (d->size == 1) return 0;
-    DIST_CHECK(MPI_Allreduce(&v, all_ok, 1, MPI_INT, MPI_LAND, d->comm));
+    if (coll(d, COLL_ALLREDUCE, &v, 1, MPI_INT, MPI_LAND, 0, "MPI_Allreduce", __LINE__, err, errlen) != 0) return -1;
+    *all_ok = v;
     return 0;
 }
 
@@ -163,9 +239,9 @@ int dist_same_u64(dist_t *d, uint64_t v, int *same, int32_t *first_bad, char *er
     *first_bad = -1;
     if (d->size == 1) return 0;
     uint64_t ref = v;
-    DIST_CHECK(MPI_Bcast(&ref, 1, MPI_UINT64_T, 0, d->comm));
-    int mine = ref == v ? INT_MAX : d->rank, low = INT_MAX;
-    DIST_CHECK(MPI_Allreduce(&mine, &low, 1, MPI_INT, MPI_MIN, d->comm));
+    if (coll(d, COLL_BCAST, &ref, 1, MPI_UINT64_T, MPI_OP_NULL, 0, "MPI_Bcast", __LINE__, err, errlen) != 0) return -1;
+    int low = ref == v ? INT_MAX : d->rank;
+    if (coll(d, COLL_ALLREDUCE, &low, 1, MPI_INT, MPI_MIN, 0, "MPI_Allreduce", __LINE__, err, errlen) != 0) return -1;
     if (low != INT_MAX) {
         *same = 0;
         *first_bad = low;
@@ -208,6 +284,7 @@ struct dist_mail {
     dist_msg_t **inbox; /* ring of cap_in */
     int32_t cap_in, head_in, n_in;
     int64_t sent, sent_bytes, received, received_bytes;
+    coll_t *coll;       /* the collective a caller handed over (one at a time), or NULL */
 };
 
 void dist_msg_free(dist_msg_t *m) { free(m); }
@@ -313,18 +390,65 @@ static int mail_recv_one(dist_mail_t *m) {
     return 1;
 }
 
+/* Posts the handed-over collective (MPI_Iallreduce / MPI_Ibcast on its
+ * communicator) or tests the posted one; the caller is woken when it is
+ * done or failed. Returns 1 when it moved, 0, or -1 after an MPI failure
+ * (the collective's caller gets the message; the mailbox fails too: the
+ * job cannot go on with a collective that some ranks finished). */
+static int mail_coll(dist_mail_t *m) {
+    compat_mutex_lock(&m->mu);
+    coll_t *c = m->coll;
+    int state = c ? c->state : 0;
+    compat_mutex_unlock(&m->mu);
+    if (!c || (state != COLL_QUEUED && state != COLL_POSTED)) return 0;
+    int rc, done = 0;
+    const char *call;
+    if (state == COLL_QUEUED) {
+        call = c->kind == COLL_BCAST ? "MPI_Ibcast" : "MPI_Iallreduce";
+        rc = c->kind == COLL_BCAST ? MPI_Ibcast(c->buf, c->count, c->type, c->root, c->comm, &c->req)
+                                   : MPI_Iallreduce(MPI_IN_PLACE, c->buf, c->count, c->type, c->op, c->comm, &c->req);
+    } else {
+        call = "MPI_Test";
+        rc = MPI_Test(&c->req, &done, MPI_STATUS_IGNORE);
+    }
+    compat_mutex_lock(&m->mu);
+    int moved = 0;
+    if (rc != MPI_SUCCESS) {
+        char msg[MPI_MAX_ERROR_STRING] = "";
+        int len = 0;
+        if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "MPI error %d", rc);
+        snprintf(c->err, sizeof c->err, "%s failed at %s:%d (the mailbox's thread): %s", call, __FILE__, __LINE__, msg);
+        c->state = COLL_FAILED;
+        m->coll = NULL;
+        mail_fail(m, rc, call, __LINE__);
+        moved = -1;
+    } else if (state == COLL_QUEUED) {
+        c->state = COLL_POSTED;
+        moved = 1;
+    } else if (done) {
+        c->state = COLL_DONE;
+        m->coll = NULL;
+        compat_cond_broadcast(&m->cv);
+        moved = 1;
+    }
+    compat_mutex_unlock(&m->mu);
+    return moved;
+}
+
 static void *mail_main(void *arg) {
     dist_mail_t *m = arg;
     int idle = 0;
     for (;;) {
         compat_mutex_lock(&m->mu);
-        int stop = m->stop;
+        /* a collective posted is finished first: MPI still uses its buffer */
+        int stop = m->stop && !(m->coll && m->coll->state == COLL_POSTED);
         compat_mutex_unlock(&m->mu);
         if (stop) break;
         int a = mail_sends(m);
         int b = a < 0 ? -1 : mail_recv_one(m);
-        if (a < 0 || b < 0) break; /* sticky: every waiter is woken with the error */
-        if (a + b > 0) {
+        int c = b < 0 ? -1 : mail_coll(m);
+        if (a < 0 || b < 0 || c < 0) break; /* sticky: every waiter is woken with the error */
+        if (a + b + c > 0) {
             idle = 0;
         } else if (++idle > 50) {
             compat_sleep_ms(1); /* idle: poll every millisecond */
@@ -332,12 +456,55 @@ static void *mail_main(void *arg) {
     }
     compat_mutex_lock(&m->mu);
     m->stopped = 1;
+    if (m->coll && m->coll->state == COLL_QUEUED) { /* never posted: its caller is told */
+        snprintf(m->coll->err, sizeof m->coll->err, "%s", m->failed ? m->err : "the mailbox stopped");
+        m->coll->state = COLL_FAILED;
+        m->coll = NULL;
+    }
     compat_cond_broadcast(&m->cv);
     compat_mutex_unlock(&m->mu);
     return NULL;
 }
 
+/* Hands c to the mailbox's thread and waits until it is done (no time
+ * limit: a collective ends when every rank of its group enters it, or the
+ * job ends). */
+static int coll_run(dist_t *w, coll_t *c, const char *call, int line, char *err, size_t errlen) {
+    dist_mail_t *m = atomic_load(&w->mail);
+    compat_mutex_lock(&m->mu);
+    for (;;) { /* one collective at a time */
+        const char *down = m->failed ? m->err : (m->stop || (m->started && m->stopped)) ? "the mailbox is stopped" : NULL;
+        if (down) {
+            snprintf(err, errlen, "%s (rank %d) not made: %s", call, (int)w->rank, down);
+            compat_mutex_unlock(&m->mu);
+            return -1;
+        }
+        if (!m->coll) break;
+        compat_cond_timedwait(&m->cv, &m->mu, 100);
+    }
+    c->state = COLL_QUEUED;
+    m->coll = c;
+    while (c->state != COLL_DONE && c->state != COLL_FAILED) {
+        if (m->stopped) { /* the thread ended on an MPI failure with c posted: the job cannot go on */
+            snprintf(c->err, sizeof c->err, "%s", m->failed ? m->err : "the mailbox stopped");
+            c->state = COLL_FAILED;
+            m->coll = NULL;
+            break;
+        }
+        compat_cond_timedwait(&m->cv, &m->mu, 100);
+    }
+    compat_mutex_unlock(&m->mu);
+    if (c->state == COLL_DONE) return 0;
+    snprintf(err, errlen, "%s (%s:%d): %s", call, __FILE__, line, c->err);
+    return -1;
+}
+
 dist_mail_t *dist_mail_start(dist_t *d, int32_t max_in_flight, int32_t max_inbox, char *err, size_t errlen) {
+    if (d->world || atomic_load(&d->mail)) {
+        snprintf(err, errlen, "dist_mail_start: %s", d->world ? "a mailbox is the job's, not a group's"
+                                                              : "a mailbox runs already");
+        return NULL;
+    }
     if (d->mpi && d->provided < MPI_THREAD_SERIALIZED) {
         snprintf(err, errlen, "the MPI library gives thread level %d, below MPI_THREAD_SERIALIZED (%d), which the "
                  "mailbox's communication thread needs", d->provided, MPI_THREAD_SERIALIZED);
@@ -373,6 +540,7 @@ dist_mail_t *dist_mail_start(dist_t *d, int32_t max_in_flight, int32_t max_inbox
         return NULL;
     }
     m->started = 1;
+    atomic_store(&d->mail, m);
     return m;
 }
 
@@ -511,6 +679,7 @@ int32_t dist_mail_stop(dist_mail_t *m) {
     m->stop = 1;
     compat_mutex_unlock(&m->mu);
     if (m->started) compat_thread_join(m->thread);
+    if (m->started) atomic_store(&m->d->mail, NULL); /* the collectives are direct calls again */
     int32_t left = 0;
     for (int32_t i = 0; i < m->n_slots; i++) {
         slot_t *s = &m->slots[i];

@@ -6,7 +6,8 @@
  * is refused (each copy would otherwise train alone).
  * Does not own: anything when KOMA_HAVE_MPI is defined (dist/dist_mpi.c then
  * defines these functions and this file compiles to nothing).
- * Threads: any. Errors: dist_init only (the refusal above, out of memory).
+ * A group (dist_split) is this process alone, as the job is.
+ * Threads: any. Errors: dist_init (the refusal above), out of memory.
  */
 #include "dist/dist.h"
 
@@ -41,6 +42,17 @@ dist_t *dist_init(int *argc, char ***argv, char *err, size_t errlen) {
 }
 
 void dist_free(dist_t *d) { free(d); }
+
+int dist_split(dist_t *d, int32_t color, int32_t key, dist_t **group, char *err, size_t errlen) {
+    (void)d, (void)key;
+    *group = NULL;
+    if (color < 0) return 0; /* not in a group */
+    if (!(*group = calloc(1, sizeof **group))) {
+        if (err && errlen) snprintf(err, errlen, "dist_split: out of memory");
+        return -1;
+    }
+    return 0;
+}
 int32_t dist_rank(const dist_t *d) { return (void)d, 0; }
 int32_t dist_size(const dist_t *d) { return (void)d, 1; }
 int32_t dist_local_rank(const dist_t *d) { return (void)d, 0; }

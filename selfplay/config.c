@@ -76,6 +76,10 @@ int sp_config_flags(sp_config_t *c, cfg_opt_t *opts, int cap) {
         {"net-fanout", CFG_TYPE_INT, &c->net_fanout, 0, 64,
          "mpirun: each published net goes down a tree of ranks, each passing it on to this many (0 = rank 0 sends "
          "it to every rank)", "8"},
+        {"train-ranks", CFG_TYPE_INT, &c->train_ranks, 1, 4096,
+         "mpirun: ranks 0..K-1 train each cycle's net together, data-parallel (the global --batch split among "
+         "them); ranks 1..K-1 do not play and read the run directory, which they must see (a shared file system)",
+         "1"},
         {"eval-every", CFG_TYPE_INT, &c->eval_every, 0, 1e6,
          "every K cycles the new net plays the one K cycles older (0 = no evaluation)", "1"},
         {"eval-games", CFG_TYPE_INT, &c->eval_games, 1, 100000,

@@ -70,6 +70,7 @@ typedef struct {
     int64_t max_batch;             /* positions per device batch (256) */
     int64_t gather_us;             /* wait for a fuller batch at most this long (-1: cpu 0, cuda 1000) */
     int64_t net_fanout;            /* ranks each rank passes a net on to (tree); 0: rank 0 sends to all (8) */
+    int64_t train_ranks;           /* mpirun: ranks 0..K-1 train together; 1..K-1 do not play (1) */
     int64_t cpu_threads;           /* CPU backend BLAS threads in all, split among the workers (2; 0: all CPUs) */
     /* in-loop evaluation (match/play.h) */
     int64_t eval_every;            /* model c plays model c-K when c % K == 0; 0 = never (1) */
@@ -86,7 +87,7 @@ void sp_config_default(sp_config_t *c);
 
 /* Writes the self-play flags into opts (cap entries at least SP_CONFIG_NFLAGS);
  * returns how many. The table points into *c. */
-#define SP_CONFIG_NFLAGS 54
+#define SP_CONFIG_NFLAGS 55
 int sp_config_flags(sp_config_t *c, cfg_opt_t *opts, int cap);
 
 /* Checks combinations the per-flag ranges cannot (and that every

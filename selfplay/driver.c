@@ -24,6 +24,8 @@
 #include "selfplay/gauntlet.h"
 #include "selfplay/game.h"
 #include "selfplay/ranks.h"
+#include "selfplay/trainrank.h"
+#include "selfplay/wire.h"
 #include "selfplay/worker.h"
 
 #ifndef KOMA_VERSION_STRING
@@ -593,7 +595,7 @@ static void progress(driver_t *d, bool force) {
     if (d->ranks) { /* the job's rate, then each rank's */
         char per[400];
         double remote = sp_ranks_describe(d->ranks, per, sizeof per);
-        snprintf(ranks, sizeof ranks, " (r0 %.1f, %s)", pos_s, per);
+        snprintf(ranks, sizeof ranks, " (r0 %.1f%s%s)", pos_s, per[0] ? ", " : "", per); /* none: --train-ranks N */
         pos_s += remote;
     }
     char line[1600];
@@ -840,11 +842,40 @@ static void ranks_late_game(void *user, sp_ranks_game_t *g) {
 static void finish_ranks(driver_t *d, int code, bool keep) {
     if (!d->ranks || d->ranks_finished) return;
     d->ranks_finished = true;
+    /* The training ranks answer STOP only between cycles: the cycle in
+     * flight stops first (a stop agreed inside the training group). */
+    if (d->tcfg.group && d->trainer) train_trainer_stop(d->trainer);
     char e[1024];
     if (sp_ranks_finish(d->ranks, code, SP_RANKS_STOP_MS, keep ? ranks_late_game : NULL, d, e, sizeof e) != 0) {
         dlog(d, "warning: ending the other ranks: %s", e);
         d->ranks_abort = true;
     }
+}
+
+/* The trainer's plan for a cycle to the training ranks 1..K-1 (their group
+ * ranks are their ranks in the job: dist_split with key = rank). Called on
+ * the trainer's thread. */
+static int send_plan(void *user, const train_plan_t *plan, char *err, size_t errlen) {
+    driver_t *d = user;
+    int64_t len = 0;
+    uint8_t *msg = sp_wire_plan_encode(plan, &len);
+    if (!msg) {
+        snprintf(err, errlen, "cannot encode the plan of cycle %" PRId64 " (%d shards; out of memory, or a path over "
+                 "255 bytes)", plan->cycle, (int)plan->nshards);
+        return -1;
+    }
+    int rc = 0;
+    char e[512];
+    for (int32_t r = 1; r < dist_size(d->tcfg.group) && rc == 0; r++) {
+        int st = dist_mail_send(d->mail, r, SP_TAG_PLAN, msg, len, SP_RANKS_STOP_MS, e, sizeof e);
+        if (st != DIST_OK) {
+            snprintf(err, errlen, "to rank %d: %s", (int)r, st == DIST_TIMEOUT ? "earlier messages still in flight "
+                     "after 60 s" : e);
+            rc = -1;
+        }
+    }
+    free(msg);
+    return rc;
 }
 
 /* ---- the loop ------------------------------------------------------------------------------ */
@@ -896,7 +927,20 @@ int sp_run_job(const sp_config_t *cfg, const train_config_t *tcfg, const char *c
             dist_abort(dist, SP_EXIT_ERROR); /* the other ranks cannot be told otherwise */
             goto out_free;
         }
-        dlog(d, "job: %d ranks, rank 0 on %s owns the run and plays", (int)dist_size(dist), d->host);
+        int32_t K = d->tcfg.group ? dist_size(d->tcfg.group) : 1;
+        if (K > 1) {
+            d->tcfg.plan = send_plan;
+            d->tcfg.plan_user = d;
+            sp_ranks_set_train_ranks(d->ranks, K);
+            char others[64];
+            if (K == 2) snprintf(others, sizeof others, "rank 1 does not play and reads");
+            else snprintf(others, sizeof others, "ranks 1-%d do not play and read", (int)K - 1);
+            dlog(d, "job: %d ranks, rank 0 on %s owns the run and plays; ranks 0-%d train each net together "
+                 "(--train-ranks %d: %s the run directory %s)", (int)dist_size(dist), d->host, (int)K - 1, (int)K,
+                 others, d->run_dir);
+        } else {
+            dlog(d, "job: %d ranks, rank 0 on %s owns the run and plays", (int)dist_size(dist), d->host);
+        }
     }
     if (open_run(d, config_text, e, sizeof e) != 0 || open_nets(d, e, sizeof e) != 0) goto out;
     if (d->latest >= d->target) {
@@ -1073,15 +1117,38 @@ int sp_main(int argc, char **argv, int install_stop_handler) {
         fprintf(stderr, "selfplay: %s\n", err);
         return SP_EXIT_ERROR;
     }
-    if (dist_rank(dist) != 0) { /* a rank that plays: no run, no trainer */
-        rc = sp_remote_run(&cfg, dist);
+    int32_t rank = dist_rank(dist), K = (int32_t)cfg.train_ranks;
+    dist_t *group = NULL;
+    if (K > dist_size(dist) || (K > 1 && tcfg.batch % K != 0)) { /* every rank sees the same flags and refuses */
+        if (rank == 0) {
+            if (K > dist_size(dist))
+                fprintf(stderr, "selfplay: --train-ranks %d: the job has %d rank(s) (mpirun -np N with N >= %d)\n",
+                        (int)K, (int)dist_size(dist), (int)K);
+            else
+                fprintf(stderr, "selfplay: --batch %d is the global batch of the %d training ranks: it must be a "
+                        "multiple of %d\n", (int)tcfg.batch, (int)K, (int)K);
+        }
+        dist_free(dist);
+        return SP_EXIT_USAGE;
+    }
+    if (K > 1 && dist_split(dist, rank < K ? 0 : -1, rank, &group, err, sizeof err) != 0) {
+        fprintf(stderr, "selfplay rank %d: the training group: %s\n", (int)rank, err);
+        dist_abort(dist, SP_EXIT_ERROR); /* the others may be waiting in the split */
+        dist_free(dist);
+        return SP_EXIT_ERROR;
+    }
+    if (rank != 0) { /* a rank that plays (no run, no trainer), or one that trains with rank 0 */
+        rc = group ? sp_train_rank_run(&cfg, &tcfg, dist, group) : sp_remote_run(&cfg, dist);
+        dist_free(group);
         dist_free(dist);
         return rc;
     }
+    tcfg.group = group;
     char *text = cfg_dump_string(opts, n);
     rc = sp_run_job(&cfg, &tcfg, text, dist, err, sizeof err);
     free(text);
     if (rc == SP_EXIT_ERROR || rc == SP_EXIT_USAGE) fprintf(stderr, "selfplay: %s\n", err);
+    dist_free(group);
     dist_free(dist);
     return rc;
 }

@@ -45,6 +45,7 @@ struct sp_ranks {
     peer_t *peers;           /* (size); [0] unused */
     bool paused;
     int64_t prev_ns;
+    int32_t train_ranks;     /* ranks 1..train_ranks-1 train with rank 0 and do not play */
 };
 
 static void klog(sp_ranks_t *k, const char *fmt, ...) {
@@ -72,8 +73,8 @@ int32_t sp_ranks_children(int32_t rank, int32_t size, int32_t fanout, int32_t *o
  * copy. Pauses take the nets' path so that a rank never resumes (sync-train)
  * before the net it is to play with has reached it: MPI keeps one sender's
  * messages to one rank in order. */
-static int tree_down(dist_mail_t *mail, int32_t rank, int32_t size, int32_t fanout, int32_t tag, const uint8_t *msg,
-                     int64_t len, int32_t *sent, char *err, size_t errlen) {
+int sp_ranks_tree_down(dist_mail_t *mail, int32_t rank, int32_t size, int32_t fanout, int32_t tag, const uint8_t *msg,
+                       int64_t len, int32_t *sent, char *err, size_t errlen) {
     int32_t kids[SP_NET_FANOUT_MAX];
     bool all = rank == 0 && (fanout <= 0 || fanout >= size - 1); /* the star: fan-out 0, or a small job */
     int32_t n = all ? size - 1 : sp_ranks_children(rank, size, fanout, kids, SP_NET_FANOUT_MAX);
@@ -138,7 +139,7 @@ int sp_ranks_send_net(sp_ranks_t *k, int64_t cycle, uint64_t seed, const char *p
         return -1;
     }
     int32_t sent = 0;
-    int rc = tree_down(k->mail, 0, k->size, k->fanout, SP_TAG_NET, msg, len, &sent, e, sizeof e);
+    int rc = sp_ranks_tree_down(k->mail, 0, k->size, k->fanout, SP_TAG_NET, msg, len, &sent, e, sizeof e);
     free(msg);
     if (rc != 0) {
         snprintf(err, errlen, "model cycle %" PRId64 " to the other ranks: %s", cycle, e);
@@ -159,7 +160,7 @@ static int send_order(sp_ranks_t *k, int32_t tag, int32_t v, char *err, size_t e
     char e[512];
     int32_t sent = 0;
     if (tag == SP_TAG_PAUSE) { /* down the nets' tree (tree_down) */
-        if (tree_down(k->mail, 0, k->size, k->fanout, tag, buf, len, &sent, e, sizeof e) == 0) return 0;
+        if (sp_ranks_tree_down(k->mail, 0, k->size, k->fanout, tag, buf, len, &sent, e, sizeof e) == 0) return 0;
         snprintf(err, errlen, "pause to the other ranks: %s", e);
         return -1;
     }
@@ -202,6 +203,19 @@ static int other_message(sp_ranks_t *k, const dist_msg_t *m, char *err, size_t e
         for (char *c = err; *c; c++)
             if ((unsigned char)*c < 32) *c = ' ';
         return SP_RANKS_FAILED;
+    }
+    case SP_TAG_TRAINED: {
+        sp_wire_trained_t t;
+        if (sp_wire_trained_decode(m->data, m->len, &t, e, sizeof e) != 0) break;
+        if (t.status == SP_TRAINED_OK)
+            klog(k, "rank %d: trained cycle %" PRId64 " with rank 0: %" PRId64 " steps, window %" PRId64
+                 " positions%s, %.1f s, weights %016" PRIx64 " (the same on every training rank), %s", (int)m->src,
+                 t.cycle, t.steps, t.positions, t.loaded ? ", model file loaded" : "", (double)t.ms / 1e3, t.weights,
+                 t.text);
+        else
+            klog(k, "rank %d: cycle %" PRId64 " %s after %" PRId64 " steps: %s", (int)m->src, t.cycle,
+                 t.status == SP_TRAINED_STOPPED ? "stopped" : "failed", t.steps, t.text);
+        return 0;
     }
     case SP_TAG_BYE:
         p->bye = true;
@@ -260,6 +274,8 @@ int64_t sp_ranks_searches(const sp_ranks_t *k) {
     return s;
 }
 
+void sp_ranks_set_train_ranks(sp_ranks_t *k, int32_t train_ranks) { k->train_ranks = train_ranks; }
+
 int64_t sp_ranks_games(const sp_ranks_t *k, int32_t rank) {
     return rank > 0 && rank < k->size ? k->peers[rank].games : 0;
 }
@@ -271,7 +287,7 @@ double sp_ranks_describe(sp_ranks_t *k, char *buf, size_t n) {
     size_t len = 0;
     double total = 0.0;
     buf[0] = 0;
-    for (int32_t r = 1; r < k->size; r++) {
+    for (int32_t r = k->train_ranks > 1 ? k->train_ranks : 1; r < k->size; r++) {
         peer_t *p = &k->peers[r];
         double rate = dt > 0 ? (double)(p->st.searches - p->prev_searches) / dt : 0.0;
         p->prev_searches = p->st.searches;
@@ -317,7 +333,7 @@ int sp_ranks_finish(sp_ranks_t *k, int32_t code, int64_t timeout_ms,
             } else if (m->tag == SP_TAG_ERROR) {
                 klog(k, "rank %d (%s): %.*s", (int)m->src, p->h.host, (int)(m->len < 900 ? m->len : 900),
                      (const char *)m->data);
-            } else if (m->tag == SP_TAG_HELLO || m->tag == SP_TAG_STATS) {
+            } else if (m->tag == SP_TAG_HELLO || m->tag == SP_TAG_STATS || m->tag == SP_TAG_TRAINED) {
                 (void)other_message(k, m, e, sizeof e);
             }
         }
@@ -377,7 +393,7 @@ static int take_net(remote_t *x, const dist_msg_t *m, uint64_t *seed, char *err,
         return -1;
     }
     int32_t sent = 0; /* checked: down the tree before this rank loads it */
-    if (tree_down(x->mail, x->rank, x->size, x->fanout, SP_TAG_NET, m->data, m->len, &sent, e, sizeof e) != 0) {
+    if (sp_ranks_tree_down(x->mail, x->rank, x->size, x->fanout, SP_TAG_NET, m->data, m->len, &sent, e, sizeof e) != 0) {
         snprintf(err, errlen, "model %" PRId64 " to the ranks below this one: %s", cycle, e);
         return -1;
     }
@@ -521,7 +537,7 @@ static int remote_loop(remote_t *x) {
                          (int)m->src, (int)parent);
                 failed = true;
             } else if (m->tag == SP_TAG_PAUSE &&
-                       tree_down(x->mail, x->rank, x->size, x->fanout, m->tag, m->data, m->len, &sent, e, sizeof e) != 0) {
+                       sp_ranks_tree_down(x->mail, x->rank, x->size, x->fanout, m->tag, m->data, m->len, &sent, e, sizeof e) != 0) {
                 snprintf(err, sizeof err, "pause to the ranks below this one: %s", e);
                 failed = true;
             } else if (m->tag == SP_TAG_NET) {

@@ -17,7 +17,9 @@
  * moving bytes (dist/dist.h's mailbox), the message layouts (wire.h).
  *
  * Protocol (tags in wire.h): rank r -> 0: HELLO once, GAME per finished
- * game, STATS every second, ERROR when it cannot go on, BYE last. 0 -> r: NET
+ * game, STATS every second, ERROR when it cannot go on, BYE last; a
+ * training rank (--train-ranks, selfplay/trainrank.h) sends HELLO, TRAINED
+ * per cycle (logged here), ERROR and BYE, and gets PLAN per cycle. 0 -> r: NET
  * at start and for every published model (down a tree: a rank passes each
  * NET it receives on to its children, after checking it and before loading
  * it; sp_ranks_children), PAUSE on changes, STOP at the end
@@ -53,6 +55,14 @@ sp_ranks_t *sp_ranks_new(dist_t *dist, dist_mail_t *mail, int32_t fanout, sp_ran
  * others have none. Writes at most max into out; returns the count. */
 int32_t sp_ranks_children(int32_t rank, int32_t size, int32_t fanout, int32_t *out, int32_t max);
 #define SP_NET_FANOUT_MAX 64 /* --net-fanout's largest value */
+/* Sends a NET or PAUSE message from rank to its children in the tree
+ * (*sent := how many; rank 0 of a small job or fan-out 0: one copy shared
+ * by every other rank): 0, or -1 with err. */
+int sp_ranks_tree_down(dist_mail_t *mail, int32_t rank, int32_t size, int32_t fanout, int32_t tag, const uint8_t *msg,
+                       int64_t len, int32_t *sent, char *err, size_t errlen);
+/* Ranks 1..train_ranks-1 train with rank 0 (--train-ranks) and do not
+ * play: left out of the per-rank rates. */
+void sp_ranks_set_train_ranks(sp_ranks_t *k, int32_t train_ranks);
 void sp_ranks_free(sp_ranks_t *k); /* NULL ok */
 
 /* Sends model `cycle` (file at path, registered XXH3 hex) and the session

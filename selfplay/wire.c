@@ -16,6 +16,8 @@
 #define GAME_MAGIC 0x4d47474bu /* "KGGM" */
 #define NET_MAGIC 0x544e474bu  /* "KGNT" */
 #define SMALL_MAGIC 0x4d53474bu /* "KGSM" */
+#define PLAN_MAGIC 0x4e50474bu  /* "KGPN" */
+#define PLAN_SHARD_MIN (8 + 4 + 4 + 8 + 1) /* bytes of a shard entry with an empty path */
 #define MAX_MOVES 65535        /* a row's ply is 16 bits */
 
 /* ---- little-endian writer and bounded reader ------------------------------------------ */
@@ -423,5 +425,146 @@ int sp_wire_int_decode(const uint8_t *buf, int64_t len, int32_t *v, char *err, s
     if (open_small(&rb, buf, len, 0, "order", err, errlen) != 0) return -1;
     *v = (int32_t)get_u32(&rb);
     if (rb.bad || rb.at != rb.n) return fail(err, errlen, "order message: malformed (%lld bytes)", (long long)len);
+    return 0;
+}
+
+/* ---- training plans and reports --------------------------------------------------------- */
+
+static void plan_body(wbuf_t *w, const train_plan_t *p) {
+    put_head(w, PLAN_MAGIC);
+    put_u64(w, (uint64_t)p->cycle);
+    put_u64(w, (uint64_t)p->first);
+    put_u64(w, (uint64_t)p->end);
+    put_u64(w, (uint64_t)p->want);
+    put_u32(w, (uint32_t)p->batch);
+    put_u64(w, p->seed);
+    put_u64(w, (uint64_t)p->model_cycle);
+    put_u64(w, (uint64_t)p->model_steps);
+    put_str(w, p->model_rel, sizeof p->model_rel);
+    put_str(w, p->model_xxh3, sizeof p->model_xxh3);
+    put_u32(w, (uint32_t)p->nshards);
+    for (int32_t i = 0; i < p->nshards; i++) {
+        const db_shard_t *s = &p->shards[i];
+        put_u64(w, (uint64_t)s->id);
+        put_u32(w, (uint32_t)s->cycle);
+        put_u32(w, (uint32_t)s->features_version);
+        put_u64(w, (uint64_t)s->rows);
+        put_str(w, s->path, sizeof s->path);
+    }
+    put_tail(w);
+}
+
+uint8_t *sp_wire_plan_encode(const train_plan_t *p, int64_t *len) {
+    if (p->nshards < 0 || strlen(p->model_rel) > 255) return NULL;
+    for (int32_t i = 0; i < p->nshards; i++)
+        if (strlen(p->shards[i].path) > 255) return NULL;
+    wbuf_t w = {NULL, 0};
+    plan_body(&w, p); /* the size first */
+    uint8_t *buf = malloc((size_t)w.n);
+    if (!buf) return NULL;
+    w = (wbuf_t){buf, 0};
+    plan_body(&w, p);
+    *len = w.n;
+    return buf;
+}
+
+/* A run-relative path the follower may open: not absolute, no ".." part. */
+static int path_ok(const char *s) {
+    if (!s[0] || s[0] == '/' || s[0] == '\\' || strchr(s, ':')) return 0;
+    for (const char *q = s; *q; q++)
+        if (q[0] == '.' && q[1] == '.' && (q == s || q[-1] == '/' || q[-1] == '\\') &&
+            (q[2] == 0 || q[2] == '/' || q[2] == '\\'))
+            return 0;
+    return 1;
+}
+
+void sp_wire_plan_free(sp_wire_plan_t *p) {
+    if (!p) return;
+    free(p->shards);
+    p->shards = NULL;
+}
+
+int sp_wire_plan_decode(const uint8_t *buf, int64_t len, sp_wire_plan_t *out, char *err, size_t errlen) {
+    memset(out, 0, sizeof *out);
+    rbuf_t rb = {0};
+    if (open_msg(&rb, buf, len, PLAN_MAGIC, "plan", err, errlen) != 0) return -1;
+    train_plan_t *p = &out->plan;
+    p->cycle = (int64_t)get_u64(&rb);
+    p->first = (int64_t)get_u64(&rb);
+    p->end = (int64_t)get_u64(&rb);
+    p->want = (int64_t)get_u64(&rb);
+    p->batch = (int32_t)get_u32(&rb);
+    p->seed = get_u64(&rb);
+    p->model_cycle = (int64_t)get_u64(&rb);
+    p->model_steps = (int64_t)get_u64(&rb);
+    if (get_str(&rb, p->model_rel, sizeof p->model_rel) != 0 || get_str(&rb, p->model_xxh3, sizeof p->model_xxh3) != 0)
+        return fail(err, errlen, "plan message: malformed model (%lld bytes)", (long long)len);
+    uint32_t n = get_u32(&rb);
+    if (rb.bad || p->cycle < 0 || p->first < 0 || p->end < p->first || p->want < 0 || p->batch < 1 ||
+        p->model_cycle < 0 || p->model_cycle >= p->cycle || p->model_steps < 0 || !path_ok(p->model_rel) ||
+        n > (uint64_t)(rb.n - rb.at) / PLAN_SHARD_MIN)
+        return fail(err, errlen, "plan message: malformed (cycle %lld, steps [%lld, %lld), batch %d, model %lld '%s', "
+                    "%u shards in %lld bytes)", (long long)p->cycle, (long long)p->first, (long long)p->end,
+                    (int)p->batch, (long long)p->model_cycle, p->model_rel, n, (long long)len);
+    out->shards = calloc(n ? n : 1, sizeof *out->shards);
+    if (!out->shards) return fail(err, errlen, "plan message: out of memory for %u shards", n);
+    for (uint32_t i = 0; i < n; i++) {
+        db_shard_t *s = &out->shards[i];
+        s->id = (int64_t)get_u64(&rb);
+        s->cycle = (int32_t)get_u32(&rb);
+        s->features_version = (int32_t)get_u32(&rb);
+        s->rows = (int64_t)get_u64(&rb);
+        if (get_str(&rb, s->path, sizeof s->path) != 0 || rb.bad || s->rows < 0 || s->cycle < 0 || !path_ok(s->path)) {
+            fail(err, errlen, "plan message: shard %u of %u is malformed ('%s')", i + 1, n, s->path);
+            sp_wire_plan_free(out);
+            return -1;
+        }
+    }
+    if (rb.at != rb.n) {
+        sp_wire_plan_free(out);
+        return fail(err, errlen, "plan message: %lld bytes left over", (long long)(rb.n - rb.at));
+    }
+    p->shards = out->shards;
+    p->nshards = (int32_t)n;
+    return 0;
+}
+
+int64_t sp_wire_trained_encode(const sp_wire_trained_t *t, uint8_t *out) {
+    wbuf_t w = {out, 0};
+    put_head(&w, SMALL_MAGIC);
+    put_u8(&w, SP_TAG_TRAINED);
+    put_u64(&w, (uint64_t)t->cycle);
+    put_u64(&w, (uint64_t)t->steps);
+    put_u64(&w, (uint64_t)t->positions);
+    put_u64(&w, t->weights);
+    put_u64(&w, (uint64_t)t->ms);
+    put_u32(&w, (uint32_t)t->status);
+    put_u8(&w, (uint8_t)(t->loaded != 0));
+    size_t n = strnlen(t->text, sizeof t->text - 1);
+    put_u16(&w, (uint16_t)n);
+    put(&w, t->text, (int64_t)n);
+    put_tail(&w);
+    return w.n;
+}
+
+int sp_wire_trained_decode(const uint8_t *buf, int64_t len, sp_wire_trained_t *t, char *err, size_t errlen) {
+    rbuf_t rb = {0};
+    if (open_small(&rb, buf, len, SP_TAG_TRAINED, "trained", err, errlen) != 0) return -1;
+    memset(t, 0, sizeof *t);
+    t->cycle = (int64_t)get_u64(&rb);
+    t->steps = (int64_t)get_u64(&rb);
+    t->positions = (int64_t)get_u64(&rb);
+    t->weights = get_u64(&rb);
+    t->ms = (int64_t)get_u64(&rb);
+    t->status = (int32_t)get_u32(&rb);
+    t->loaded = get_u8(&rb);
+    uint16_t n = get_u16(&rb);
+    const uint8_t *q = take(&rb, n);
+    if (!q || n >= sizeof t->text || rb.bad || rb.at != rb.n || t->cycle < 0 || t->steps < 0 || t->status < 0 ||
+        t->status > SP_TRAINED_FAILED)
+        return fail(err, errlen, "trained message: malformed (%lld bytes)", (long long)len);
+    memcpy(t->text, q, n);
+    for (uint16_t i = 0; i < n; i++)
+        if ((unsigned char)t->text[i] < 32 || t->text[i] == 127) t->text[i] = ' ';
     return 0;
 }

@@ -6,7 +6,9 @@
  * searched plies, search values, sparse visit distributions, result, end,
  * nets that played it; not the planes, which rank 0 rebuilds by replaying
  * the moves), a net (the model file's bytes with the XXH3 koma.db holds for
- * it), a rank's hello and rates, stop / pause orders, an error text.
+ * it), a rank's hello and rates, stop / pause orders, an error text, a
+ * training plan (rank 0 -> the training ranks of --train-ranks) and a
+ * training rank's report on it.
  * Does not own: sending them (dist/dist.h), what rank 0 does with them
  * (selfplay/ranks.c), the game itself (game.c).
  *
@@ -26,6 +28,7 @@
 #include <stdint.h>
 
 #include "selfplay/game.h"
+#include "train/trainer.h"
 
 #define SP_WIRE_VERSION 1
 
@@ -39,6 +42,8 @@ enum {
     SP_TAG_NET = 6,   /* 0 -> rank r: a net to play with (cycle, XXH3, file bytes) */
     SP_TAG_PAUSE = 7, /* 0 -> rank r: stop / resume starting moves (the run is ahead of its nets) */
     SP_TAG_STOP = 8,  /* 0 -> rank r: finish now (exit code inside) */
+    SP_TAG_PLAN = 9,  /* 0 -> training rank r (selfplay --train-ranks): take a cycle's steps with rank 0 */
+    SP_TAG_TRAINED = 10, /* training rank r -> 0: how its part of a cycle ended (sp_wire_trained_t) */
 };
 
 /* A game as a message (malloc'ed, *len bytes). NULL when out of memory. */
@@ -70,6 +75,35 @@ typedef struct {
     int64_t generation; /* the net generation its server runs */
     int32_t active;     /* games in progress */
 } sp_wire_stats_t;
+
+/* A training plan (train_plan_t: cycle, steps, seed, the starting model's
+ * path and XXH3, the shard listing: id, cycle, features_version, rows and
+ * run-relative path of each) as a message (malloc'ed). NULL when out of
+ * memory or a path is too long for the format (255 bytes). */
+uint8_t *sp_wire_plan_encode(const train_plan_t *p, int64_t *len);
+/* The decoded plan: plan.shards points into shards (sp_wire_plan_free).
+ * Paths are refused when absolute or with a ".." part (they are opened
+ * under the run directory). */
+typedef struct {
+    train_plan_t plan;
+    db_shard_t *shards;
+} sp_wire_plan_t;
+int sp_wire_plan_decode(const uint8_t *buf, int64_t len, sp_wire_plan_t *out, char *err, size_t errlen);
+void sp_wire_plan_free(sp_wire_plan_t *p); /* its shards; NULL ok */
+
+/* A training rank's report on a cycle. */
+enum { SP_TRAINED_OK = 0, SP_TRAINED_STOPPED = 1, SP_TRAINED_FAILED = 2 };
+typedef struct {
+    int64_t cycle, steps, positions;
+    uint64_t weights;    /* hash of its weights after the cycle (0: none) */
+    int64_t ms;          /* time of its part */
+    int32_t status;      /* SP_TRAINED_* */
+    int32_t loaded;      /* 1: it loaded the plan's model file */
+    char text[1024];     /* the error, or the route of the sums */
+} sp_wire_trained_t;
+#define SP_WIRE_TRAINED_MAX 1200
+int64_t sp_wire_trained_encode(const sp_wire_trained_t *t, uint8_t *out); /* room for SP_WIRE_TRAINED_MAX */
+int sp_wire_trained_decode(const uint8_t *buf, int64_t len, sp_wire_trained_t *t, char *err, size_t errlen);
 
 /* Small fixed messages: encode into out (room for SP_WIRE_SMALL_MAX bytes),
  * returning the length; decode returns 0, or -1 with err. */

@@ -3,7 +3,7 @@
  * Owns: the slice view of a global batch, host staging of gradients and BN
  * statistics (one allocation each), the per-step sums, the weights check.
  * Does not own: MPI (dist/), the net and trainer (nn/), the batch memory.
- * Threads: the thread of dist_init.
+ * Threads: as dist_train.h says (one thread at a time).
  * Errors: -1 with err; never aborts.
  */
 #include "train/dist_train.h"

@@ -26,7 +26,9 @@
  * Collectives: train_dist_step and train_dist_check are collective: every
  * rank calls them at the same steps. A rank that failed before the step
  * passes batch NULL; every rank then returns -1.
- * Threads: the thread of dist_init.
+ * Threads: one thread at a time: the thread of dist_init, or any thread
+ * while the job's mailbox runs (its thread then makes the collectives:
+ * dist/dist.h), as rank 0's trainer thread in a `selfplay` training group.
  * Errors: -1 with err; a failure on another rank is reported as such.
  */
 #ifndef KOMA_TRAIN_DIST_TRAIN_H

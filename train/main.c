@@ -594,18 +594,29 @@ static int register_next(offline_t *o, int64_t step_end) {
 /* After the loop (rank 0 writes, the others are done): the checkpoint, the
  * summary, the final net to --out or as the next cycle. The exit status. */
 static int offline_finish(offline_t *o, int stopped) {
-    if (g_rank != 0) return stopped ? EXIT_STOPPED : 0;
+    /* After a stop (agreed: every rank is here), the other ranks leave only
+     * once rank 0 has written its checkpoint and said so: a rank that exits
+     * first with EXIT_STOPPED makes mpirun end the job, rank 0 included
+     * (seen on a loaded machine: no "stopped at step" line). */
+    int wait_0 = stopped && o->ranks > 1;
+    if (g_rank != 0) {
+        if (wait_0) (void)agree(1);
+        return stopped ? EXIT_STOPPED : 0;
+    }
     char err[2048];
     int64_t step_end = nn_trainer_step_count(o->tn.nt);
     if (step_end != o->saved_at || !compat_file_exists(o->ckpt)) {
         if (nn_weights_save(o->tn.net, o->tn.nt, o->ckpt, err, sizeof err) != 0) {
             fprintf(stderr, "train: checkpoint: %s\n", err);
+            if (wait_0) (void)agree(0);
             return 1;
         }
     }
     if (stopped) {
         printf("stopped at step %" PRId64 " of %" PRId64 "; checkpoint %s written: the same command continues\n",
                step_end, g_steps, o->ckpt);
+        fflush(stdout);
+        if (wait_0) (void)agree(1);
         return EXIT_STOPPED;
     }
     if (o->tail.n) {

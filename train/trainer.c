@@ -49,6 +49,7 @@
 #include "nn/backend_cuda.h"
 #include "nn/registry.h"
 #include "nn/weights.h"
+#include "train/follow.h"
 #include "train/loop.h"
 #include "train/model.h"
 #include "train/window.h"
@@ -227,6 +228,8 @@ struct train_trainer {
     db_t *db; /* read-only */
     nn_backend_t *be;
     train_net_t tn; /* the net, its optimizer state, the shard format */
+    int32_t rows;   /* its slice of a step: the batch, or batch / K in a training group of K ranks */
+    train_dist_t *td; /* the group's data-parallel steps (made at the first cycle), or NULL */
     train_window_t *win;
     shard_batch_t *batch;
     db_shard_t *list; /* the last shard listing */
@@ -338,7 +341,7 @@ static int64_t latest_run_id(db_t *db) {
 /* A new run: random net from the config, written and registered as cycle 0. */
 static int create_first(train_trainer_t *tr, char *err, size_t errlen) {
     char e2[1024];
-    if (train_net_new(tr->be, &tr->cfg, tr->cfg.batch, &tr->tn, e2, sizeof e2) != 0) {
+    if (train_net_new(tr->be, &tr->cfg, tr->rows, &tr->tn, e2, sizeof e2) != 0) {
         set_err(err, errlen, "%s: %s", tr->run_dir, e2);
         return -1;
     }
@@ -365,7 +368,7 @@ static int open_latest(train_trainer_t *tr, const db_model_t *row, char *err, si
         return -1;
     }
     /* the optimizer state is read by load_state, which also takes a file without one */
-    if (train_net_load(tr->be, &tr->cfg, tr->cfg.batch, path, 0, &tr->tn, err, errlen) != 0) return -1;
+    if (train_net_load(tr->be, &tr->cfg, tr->rows, path, 0, &tr->tn, err, errlen) != 0) return -1;
     if (load_state(tr, row->path, row->xxh3, row->train_steps, err, errlen) != 0) return -1;
     tr->latest_cycle = row->cycle;
     snprintf(tr->latest_rel, sizeof tr->latest_rel, "%s", row->path);
@@ -409,6 +412,14 @@ train_trainer_t *train_trainer_new(const train_config_t *cfg_in, const char *run
         return NULL;
     }
     snprintf(tr->run_dir, sizeof tr->run_dir, "%s", run_dir);
+    int32_t K = tr->cfg.group ? dist_size(tr->cfg.group) : 1;
+    if (K > 1 && (tr->cfg.batch % K != 0 || !tr->cfg.plan)) {
+        set_err(err, errlen, "trainer: --batch %d is the global batch of the %d training ranks: it must be a multiple "
+                "of %d", tr->cfg.batch, (int)K, (int)K);
+        free(tr);
+        return NULL;
+    }
+    tr->rows = train_dist_local_batch(tr->cfg.batch, K);
     tr->writer = writer;
     tr->server = server;
     tr->running = -1;
@@ -448,7 +459,7 @@ train_trainer_t *train_trainer_new(const train_config_t *cfg_in, const char *run
         goto fail;
     }
     tr->win = train_window_new(run_dir, &tr->tn.fmt, tr->cfg.log, tr->cfg.log_user, err, errlen);
-    if (!tr->win || train_window_setup(&tr->cfg, tr->win, tr->be, 1, err, errlen) < 0) goto fail;
+    if (!tr->win || train_window_setup(&tr->cfg, tr->win, tr->be, K, err, errlen) < 0) goto fail;
     tr->batch = shard_batch_new(&tr->tn.fmt, tr->cfg.batch, 0, e2, sizeof e2);
     if (!tr->batch) {
         set_err(err, errlen, "%s: batch buffers: %s", run_dir, e2);
@@ -559,6 +570,35 @@ static int cycle_hook(void *user, int64_t s, const nn_metrics_t *m, const train_
     return 0;
 }
 
+/* A cycle's steps with the training group: the plan to the other ranks,
+ * then the group's protocol (train_group_run). A plan that cannot be sent
+ * fails the cycle here alone (the others never heard of it). */
+static int group_cycle(train_trainer_t *tr, const train_loop_t *lp, int64_t want, int64_t positions,
+                       train_loop_result_t *lr, char *err, size_t errlen) {
+    train_plan_t plan = {.cycle = lp->cycle, .first = lp->first, .end = lp->end, .want = want,
+                         .batch = tr->cfg.batch, .seed = lp->seed, .model_cycle = tr->latest_cycle,
+                         .model_steps = tr->latest_steps, .shards = tr->list, .nshards = tr->nlist};
+    snprintf(plan.model_rel, sizeof plan.model_rel, "%s", tr->latest_rel);
+    snprintf(plan.model_xxh3, sizeof plan.model_xxh3, "%s", tr->latest_xxh3);
+    memset(lr, 0, sizeof *lr);
+    lr->failed_step = -1;
+    lr->failed_in = TRAIN_LOOP_SAMPLE;
+    char e2[1024];
+    if (tr->cfg.plan(tr->cfg.plan_user, &plan, e2, sizeof e2) != 0) {
+        set_err(err, errlen, "%s: cycle %" PRId64 ": the plan to the training ranks: %s", tr->run_dir, lp->cycle, e2);
+        return TRAIN_ERROR;
+    }
+    int had = tr->td != NULL;
+    int rc = train_group_run(tr->cfg.group, &tr->td, tr->tn.nt, 1, positions, lp, lr, e2, sizeof e2);
+    if (!had && tr->td)
+        tlog(tr, "training on ranks 0-%d: %s", (int)dist_size(tr->cfg.group) - 1, train_dist_route(tr->td));
+    if (rc == TRAIN_ERROR && lr->failed_step < 0) /* before or after the steps */
+        set_err(err, errlen, "%s: cycle %" PRId64 ": %s", tr->run_dir, lp->cycle, e2);
+    else if (rc != TRAIN_OK)
+        set_err(err, errlen, "%s", e2);
+    return rc;
+}
+
 int train_trainer_run_cycle(train_trainer_t *tr, int64_t cycle, train_cycle_report_t *rep_out, char *err,
                             size_t errlen) {
     train_cycle_report_t rep_local, *rep = rep_out ? rep_out : &rep_local;
@@ -608,7 +648,10 @@ int train_trainer_run_cycle(train_trainer_t *tr, int64_t cycle, train_cycle_repo
     train_loop_result_t lr;
     set_progress(tr, cycle, 0, steps, 0, 0);
     char le[1024] = "";
-    rc = train_loop_run(&lp, &lr, le, sizeof le);
+    if (tr->cfg.group && dist_size(tr->cfg.group) > 1)
+        rc = group_cycle(tr, &lp, want, positions, &lr, le, sizeof le);
+    else
+        rc = train_loop_run(&lp, &lr, le, sizeof le);
     rep->steps = lr.steps - (lr.failed_in == TRAIN_LOOP_HOOK); /* a diverged step does not count */
     rep->samples = rep->steps * B;
     if (rc != TRAIN_OK) {
@@ -818,6 +861,7 @@ void train_trainer_stop(train_trainer_t *tr) {
 void train_trainer_free(train_trainer_t *tr) {
     if (!tr) return;
     train_trainer_stop(tr);
+    train_dist_free(tr->td);
     shard_batch_free(tr->batch);
     train_window_free(tr->win);
     free(tr->list);

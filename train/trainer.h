@@ -42,6 +42,15 @@
  * train_trainer_stop finishes the step in flight and abandons the cycle: no
  * model file is written, the trainer state stays that of the last model.
  *
+ * ---- Training group (selfplay --train-ranks K) ---------------------------------
+ * With cfg->group (K > 1 ranks), every cycle's steps are taken data-parallel
+ * with ranks 1..K-1: before the first collective the trainer hands
+ * cfg->plan a train_plan_t (the cycle, its steps, the seed, the model it
+ * starts from and the shard listing it selects from), then runs the group's
+ * protocol (train/follow.h: the same collectives on every rank whatever
+ * fails, the weights compared after the steps). The net's optimizer takes
+ * batch / K rows; the window and the model files are rank 0's as above.
+ *
  * ---- Threads ------------------------------------------------------------------
  * A trainer is one thread's at a time: either call train_trainer_run_cycle
  * (serialised by an internal lock), or start the trainer thread and use
@@ -63,6 +72,7 @@
 
 #include "config/config.h"
 #include "data/writer.h"
+#include "dist/dist.h"
 #include "nn/net.h"
 #include "nn/server.h"
 
@@ -77,6 +87,28 @@ enum {
 /* Log sink: one line without a trailing newline. NULL in the config: stderr. */
 typedef void (*train_log_fn)(void *user, const char *line);
 typedef struct train_window train_window_t; /* train/window.h */
+
+/* A cycle's steps as rank 0 of a training group takes them (selfplay
+ * --train-ranks K): what each other rank of the group needs to take the
+ * same steps with it (train/follow.h). The model is the file the weights
+ * start from (run-relative path, the XXH3 koma.db holds for it); shards is
+ * the listing rank 0 selects its window from (train_window_select with
+ * max_cycle = cycle and want). */
+typedef struct {
+    int64_t cycle, first, end;   /* steps [first, end) of cycle */
+    int64_t want;                /* positions wanted in the window */
+    int32_t batch;               /* the global batch */
+    uint64_t seed;               /* step s samples with train_key(seed, cycle, s) */
+    int64_t model_cycle, model_steps; /* the starting model; its optimizer steps (a file without state) */
+    char model_rel[DB_PATH_MAX];
+    char model_xxh3[17];
+    const db_shard_t *shards;
+    int32_t nshards;
+} train_plan_t;
+/* Sends a plan to the group's other ranks (train_config_t.plan): 0, or -1
+ * with err. Called on the trainer's thread before the cycle's first
+ * collective. */
+typedef int (*train_plan_fn)(void *user, const train_plan_t *plan, char *err, size_t errlen);
 
 #define TRAIN_CONFIG_NFLAGS 33 /* rows of train_config_flags */
 
@@ -100,6 +132,14 @@ typedef struct {
     int64_t device_window_mb;  /* cap of the resident window (0 = none) */
     train_log_fn log;          /* NULL: stderr, prefixed "train: " */
     void *log_user;
+    /* A training group (selfplay --train-ranks K > 1): this trainer is rank 0
+     * of group (dist_split), and every cycle's steps are taken data-parallel
+     * with the group's other ranks, which follow the plan sent through plan
+     * (train/follow.h). NULL: one process. The global batch must be a
+     * multiple of the group's size. */
+    dist_t *group;
+    train_plan_fn plan;
+    void *plan_user;
     int given_[TRAIN_CONFIG_NFLAGS];           /* private: which flags a file or the command line set */
 } train_config_t;
 

@@ -11,7 +11,13 @@
  *     with a message naming it;
  *   - a net message round-trips its cycle, seed, XXH3 and bytes; file bytes
  *     that do not hash to the announced XXH3 are refused;
- *   - hello, stats and orders round-trip; short ones are refused.
+ *   - hello, stats and orders round-trip; short ones are refused;
+ *   - a training plan (--train-ranks) round-trips its cycle, steps, seed,
+ *     model and every shard; every truncation and a flipped byte are
+ *     refused, and so are, resealed, an absolute or ".." path (the follower
+ *     opens them under the run directory), a model not older than the
+ *     cycle and a shard count the bytes cannot hold; a training report
+ *     round-trips its figures and text.
  */
 #include "sp_test.h"
 
@@ -216,8 +222,87 @@ static void test_tree(void) {
     CHECK(sp_ranks_children(0, 10, 8, k, 4) == 4); /* max respected */
 }
 
+static void test_plan(void) {
+    db_shard_t sh[3];
+    memset(sh, 0, sizeof sh);
+    for (int i = 0; i < 3; i++) {
+        sh[i].id = 100 + i, sh[i].cycle = i + 1, sh[i].features_version = 7, sh[i].rows = 1000 * (i + 1);
+        snprintf(sh[i].path, sizeof sh[i].path, "shards/c%04d_%06d.safetensors", i + 1, i + 1);
+    }
+    train_plan_t p = {.cycle = 4, .first = 0, .end = 37, .want = 2500, .batch = 256, .seed = 0x1234567890abcdefull,
+                      .model_cycle = 3, .model_steps = 99, .shards = sh, .nshards = 3};
+    snprintf(p.model_rel, sizeof p.model_rel, "models/0003.safetensors");
+    snprintf(p.model_xxh3, sizeof p.model_xxh3, "0123456789abcdef");
+    int64_t len = 0;
+    uint8_t *msg = sp_wire_plan_encode(&p, &len);
+    CHECK(msg != NULL);
+    if (!msg) return;
+    sp_wire_plan_t w;
+    char err[512] = "";
+    CHECKF(sp_wire_plan_decode(msg, len, &w, err, sizeof err) == 0, "plan: %s", err);
+    const train_plan_t *q = &w.plan;
+    CHECK(q->cycle == 4 && q->first == 0 && q->end == 37 && q->want == 2500 && q->batch == 256 && q->seed == p.seed &&
+          q->model_cycle == 3 && q->model_steps == 99 && !strcmp(q->model_rel, p.model_rel) &&
+          !strcmp(q->model_xxh3, p.model_xxh3) && q->nshards == 3);
+    for (int i = 0; i < 3 && q->nshards == 3; i++)
+        CHECKF(q->shards[i].id == sh[i].id && q->shards[i].cycle == sh[i].cycle && q->shards[i].rows == sh[i].rows &&
+                   q->shards[i].features_version == 7 && !strcmp(q->shards[i].path, sh[i].path),
+               "shard %d differs after the round trip", i);
+    sp_wire_plan_free(&w);
+    int refused = 0;
+    for (int64_t k = 0; k < len; k++) refused += sp_wire_plan_decode(msg, k, &w, err, sizeof err) != 0;
+    CHECKF(refused == len, "%d of %lld truncations refused", refused, (long long)len);
+    for (int64_t k = 0; k < len; k += 7) {
+        msg[k] ^= 0x10;
+        CHECKF(sp_wire_plan_decode(msg, len, &w, err, sizeof err) != 0, "byte %lld flipped: accepted", (long long)k);
+        msg[k] ^= 0x10;
+    }
+    free(msg);
+    /* well sealed, but wrong inside */
+    const char *bad_paths[] = {"/etc/passwd", "../other/models/0003.safetensors", "models/../../x", ".."};
+    for (int i = 0; i < 4; i++) {
+        train_plan_t b = p;
+        snprintf(i % 2 ? sh[1].path : b.model_rel, sizeof b.model_rel, "%s", bad_paths[i]);
+        msg = sp_wire_plan_encode(&b, &len);
+        err[0] = 0;
+        CHECKF(msg && sp_wire_plan_decode(msg, len, &w, err, sizeof err) != 0 && strstr(err, bad_paths[i]),
+               "path '%s' accepted (or not named: '%s')", bad_paths[i], err);
+        free(msg);
+        snprintf(sh[1].path, sizeof sh[1].path, "shards/c0002_000002.safetensors");
+    }
+    train_plan_t b = p;
+    b.model_cycle = 4; /* not older than the cycle */
+    msg = sp_wire_plan_encode(&b, &len);
+    CHECK(msg && sp_wire_plan_decode(msg, len, &w, err, sizeof err) != 0);
+    free(msg);
+    b = p;
+    b.nshards = 0;
+    msg = sp_wire_plan_encode(&b, &len);
+    CHECKF(msg && sp_wire_plan_decode(msg, len, &w, err, sizeof err) == 0 && w.plan.nshards == 0, "no shards: %s", err);
+    sp_wire_plan_free(&w);
+    if (msg) { /* a count of 3 with no entries after it */
+        msg[len - 12] = 3;
+        reseal(msg, len);
+        CHECK(sp_wire_plan_decode(msg, len, &w, err, sizeof err) != 0);
+    }
+    free(msg);
+
+    uint8_t buf[SP_WIRE_TRAINED_MAX];
+    sp_wire_trained_t t = {.cycle = 5, .steps = 40, .positions = 12345, .weights = 0xfeedfacecafebeefull, .ms = 1500,
+                           .status = SP_TRAINED_FAILED, .loaded = 1}, t2;
+    memset(t.text, 'x', sizeof t.text - 1);
+    t.text[sizeof t.text - 1] = 0;
+    int64_t n = sp_wire_trained_encode(&t, buf);
+    CHECK(n > 0 && n <= SP_WIRE_TRAINED_MAX);
+    CHECKF(sp_wire_trained_decode(buf, n, &t2, err, sizeof err) == 0, "trained: %s", err);
+    CHECK(t2.cycle == 5 && t2.steps == 40 && t2.positions == 12345 && t2.weights == t.weights && t2.ms == 1500 &&
+          t2.status == SP_TRAINED_FAILED && t2.loaded == 1 && !strcmp(t2.text, t.text));
+    CHECK(sp_wire_trained_decode(buf, n - 1, &t2, err, sizeof err) != 0);
+}
+
 int main(void) {
     test_tree();
+    test_plan();
     test_games();
     test_net();
     test_small();

@@ -128,6 +128,14 @@ static void lock_while_running(const char *common) {
     snprintf(args, sizeof args, "%s", common);
     const char *argv[80];
     int argc = t_mpirun_argv(argv, np);
+    /* Open MPI's mpirun answers Ctrl-C with SIGTERM to the ranks and SIGKILL
+     * odls_base_sigkill_timeout seconds later (1 by default; it then exits
+     * after twice that): 1 s was too short for rank 0's last step and
+     * checkpoint on a loaded machine and under TSan (no "stopped at step"
+     * line); 5 gives it room and ends the job in about 10 s */
+    argv[argc++] = "--mca";
+    argv[argc++] = "odls_base_sigkill_timeout";
+    argv[argc++] = "5";
     argv[argc++] = KOMA_TRAIN_BIN;
     for (char *s = args; *s;) {
         while (*s == ' ') s++;
