@@ -183,7 +183,7 @@ typedef struct {
     int64_t step_size;   /* step schedule (20000) */
     float step_gamma;    /* 0.1 */
     float w_policy, w_value, w_legal; /* loss weights (1, 1, 1) */
-    float q_mix;         /* value target: share of the search value q (0.25) */
+    float q_mix;         /* value target: share of the search value q (0.75) */
     float q_draw;        /* draw share at q = 0 in the q -> W/D/L conversion (0) */
     float bn_momentum;   /* running statistics (0.01) */
 } nn_train_config_t;
