@@ -365,14 +365,18 @@ typedef struct {
     bool quiet;
 } remote_t;
 
+void sp_rank_vlog(int32_t rank, const char *host, const char *fmt, va_list ap) {
+    char line[1536];
+    vsnprintf(line, sizeof line, fmt, ap);
+    fprintf(stderr, "selfplay rank %d (%s): %s\n", (int)rank, host, line);
+}
+
 static void rlog(remote_t *x, const char *fmt, ...) {
     if (x->quiet) return;
-    char line[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    sp_rank_vlog(x->rank, x->host, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "selfplay rank %d (%s): %s\n", (int)x->rank, x->host, line);
 }
 
 /* Writes the net's bytes where the server can load them; 0 or -1 with err. */

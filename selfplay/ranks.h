@@ -35,6 +35,7 @@
 #ifndef KOMA_SELFPLAY_RANKS_H
 #define KOMA_SELFPLAY_RANKS_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -107,5 +108,9 @@ int sp_ranks_finish(sp_ranks_t *k, int32_t code, int64_t timeout_ms,
 /* A playing rank (rank >= 1): runs until rank 0 says STOP. Returns the
  * process exit code (SP_EXIT_*). */
 int sp_remote_run(const sp_config_t *cfg, dist_t *dist);
+
+/* One log line of a rank other than 0 on stderr: "selfplay rank R (HOST): ..."
+ * (playing ranks here, training ranks in selfplay/trainrank.c). */
+void sp_rank_vlog(int32_t rank, const char *host, const char *fmt, va_list ap);
 
 #endif

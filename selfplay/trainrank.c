@@ -32,12 +32,10 @@ typedef struct {
 
 static void xlog(const trank_t *x, const char *fmt, ...) {
     if (x->quiet) return;
-    char line[1536];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    sp_rank_vlog(x->rank, x->host, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "selfplay rank %d (%s): %s\n", (int)x->rank, x->host, line);
 }
 
 static void window_log(void *user, const char *line) { xlog(user, "train: %s", line); }
