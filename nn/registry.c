@@ -23,6 +23,12 @@ int nn_backend_resolve(const char *name, nn_backend_kind_t *kind, char *err, siz
     return 0;
 }
 
+int32_t nn_device_for_rank(const char *backend, int32_t device, int32_t local_rank) {
+    int32_t ndev = nn_cuda_device_count();
+    if ((backend && strcmp(backend, "cpu") == 0) || ndev <= 0) return device;
+    return (int32_t)((device + local_rank) % ndev);
+}
+
 nn_backend_t *nn_backend_open(nn_backend_kind_t kind, int32_t cpu_threads, int32_t device, uint32_t cuda_flags,
                               char *err, size_t errlen) {
     if (kind == NN_BACKEND_KIND_CUDA) {

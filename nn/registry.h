@@ -27,6 +27,11 @@ typedef enum {
  * present); -1 with err "'NAME' is not cpu, cuda or auto" otherwise. NULL
  * or "" is "auto". A check only (no device opened): with kind NULL. */
 int nn_backend_resolve(const char *name, nn_backend_kind_t *kind, char *err, size_t errlen);
+/* The CUDA device of the local_rank-th process of a node (mpirun ranks):
+ * (device + local_rank) mod the GPUs present, so that each rank has a GPU
+ * of its own (NCCL refuses two ranks on one); `device` itself for the cpu
+ * backend or where there is no GPU. */
+int32_t nn_device_for_rank(const char *backend, int32_t device, int32_t local_rank);
 /* A backend instance of that kind: cpu with cpu_threads BLAS/oneDNN threads,
  * or cuda on device with cuda_flags (nn/backend_cuda.h). NULL with err. */
 nn_backend_t *nn_backend_open(nn_backend_kind_t kind, int32_t cpu_threads, int32_t device, uint32_t cuda_flags,

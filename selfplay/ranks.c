@@ -11,7 +11,7 @@
 #include "compat/bits.h"
 #include "compat/compat.h"
 #include "mcts/cache.h"
-#include "nn/backend_cuda.h"
+#include "nn/registry.h"
 #include "nn/server.h"
 #include "selfplay/driver.h"
 #include "selfplay/wire.h"
@@ -410,9 +410,7 @@ static int take_net(remote_t *x, const dist_msg_t *m, uint64_t *seed, char *err,
     if (!x->server) {
         nn_server_config_t sc = sp_config_server(x->cfg);
         sc.generation = cycle + 1;
-        int32_t ndev = nn_cuda_device_count();
-        if (strcmp(x->cfg->backend, "cpu") != 0 && ndev > 0)
-            sc.device = (int32_t)((x->cfg->device + dist_local_rank(x->dist)) % ndev);
+        sc.device = nn_device_for_rank(x->cfg->backend, (int32_t)x->cfg->device, dist_local_rank(x->dist));
         x->server = nn_server_new(&sc, path, NULL, e, sizeof e);
         if (!x->server) {
             snprintf(err, errlen, "inference server on model %" PRId64 ": %s", cycle, e);

@@ -11,7 +11,7 @@
 
 #include "compat/compat.h"
 #include "data/run.h"
-#include "nn/backend_cuda.h"
+#include "nn/registry.h"
 #include "nn/weights.h"
 #include "train/window.h"
 
@@ -94,9 +94,7 @@ train_follower_t *train_follower_new(const train_config_t *cfg, const char *run_
     f->group = group;
     f->cur_cycle = -1;
     snprintf(f->run_dir, sizeof f->run_dir, "%s", run_dir);
-    int32_t ndev = nn_cuda_device_count();
-    if (strcmp(cfg->backend, "cpu") != 0 && ndev > 0) /* one GPU per rank of a node, as `train` under mpirun */
-        f->cfg.device = (int32_t)((cfg->device + dist_local_rank(group)) % ndev);
+    f->cfg.device = nn_device_for_rank(cfg->backend, (int32_t)cfg->device, dist_local_rank(group));
     if (!(f->be = train_backend_new(&f->cfg, err, errlen))) {
         free(f);
         return NULL;

@@ -58,7 +58,7 @@
 #include "compat/compat.h"
 #include "compat/status.h"
 #include "nn/backend.h"
-#include "nn/backend_cuda.h"
+#include "nn/registry.h"
 #include "config/config.h"
 #include "data/db.h"
 #include "data/run.h"
@@ -356,11 +356,9 @@ static int offline_net(offline_t *o) {
     char err[2048];
     const train_config_t *cfg = o->cfg;
     train_config_t mine;
-    int32_t ndev = nn_cuda_device_count();
-    if (o->ranks > 1 && strcmp(cfg->backend, "cpu") != 0 && ndev > 0) {
-        /* one GPU per rank of a node, as selfplay's ranks (NCCL refuses two ranks on one GPU) */
+    if (o->ranks > 1) { /* one GPU per rank of a node, as selfplay's ranks */
         mine = *cfg;
-        mine.device = (int32_t)((cfg->device + dist_local_rank(g_dist)) % ndev);
+        mine.device = nn_device_for_rank(cfg->backend, (int32_t)cfg->device, dist_local_rank(g_dist));
         cfg = &mine;
     }
     o->be = train_backend_new(cfg, err, sizeof err);
