@@ -295,39 +295,29 @@ static void store_game(match_t *m, int32_t gi, const ref_game_t *g, int e1_black
  * draws for a line that neither ends the game nor leaves the side to move in
  * check; 0, or -1 with err. */
 static int random_moves(ref_game_t *g, const match_cfg_t *cfg, int32_t pair, char *err, size_t errlen) {
-    char start[REF_START_MAX];
-    msgf(start, sizeof start, "%s", g->start);
-    int32_t base = g->n_moves;
-    char *opening = ref_game_moves_usi(g); /* the opening's own moves, replayed on a retry */
+    ref_game_t *opening = ref_game_new(); /* the game as the opening left it, for a retry */
     if (!opening) {
         msgf(err, errlen, "out of memory");
         return -1;
     }
+    *opening = *g;
     uint64_t st = compat_mix64(cfg->seed ^ compat_mix64((uint64_t)pair));
     int rc = -1;
-    if (errlen) err[0] = 0;
     for (int attempt = 0; attempt < 1000 && rc != 0; attempt++) {
-        if (attempt > 0) {
-            char full[REF_START_MAX + 4096];
-            msgf(full, sizeof full, "%s%s%s", start, base ? " moves " : "", base ? opening : "");
-            if (ref_game_start(g, full, cfg->max_ply, err, errlen) != 0) break;
-        }
+        if (attempt > 0) *g = *opening;
         int ok = 1;
         for (int32_t i = 0; i < cfg->random_plies && ok; i++) {
             move_list_t list;
             int32_t n = movegen_legal(&g->pos, &list), quiet = 0;
             for (int32_t j = 0; j < n; j++) /* captures left out: the pair should not start a piece down */
                 if (!pos_is_capture(&g->pos, list.moves[j])) list.moves[quiet++] = list.moves[j];
-            if (quiet <= 0) {
-                ok = 0;
-                break;
-            }
-            ok = ref_game_play(g, list.moves[compat_splitmix64(&st) % (uint64_t)quiet]) == RULES_END_NONE;
+            ok = quiet > 0 &&
+                 ref_game_play(g, list.moves[compat_splitmix64(&st) % (uint64_t)quiet]) == RULES_END_NONE;
         }
         if (ok && !pos_in_check(&g->pos)) rc = 0;
     }
-    free(opening);
-    if (rc != 0 && err[0] == 0) msgf(err, errlen, "no line of %d random moves from %s", cfg->random_plies, start);
+    if (rc != 0) msgf(err, errlen, "no line of %d random moves from %s", cfg->random_plies, opening->start);
+    ref_game_free(opening);
     return rc;
 }
 
