@@ -414,8 +414,12 @@ train_trainer_t *train_trainer_new(const train_config_t *cfg_in, const char *run
     snprintf(tr->run_dir, sizeof tr->run_dir, "%s", run_dir);
     int32_t K = tr->cfg.group ? dist_size(tr->cfg.group) : 1;
     if (K > 1 && (tr->cfg.batch % K != 0 || !tr->cfg.plan)) {
-        set_err(err, errlen, "trainer: --batch %d is the global batch of the %d training ranks: it must be a multiple "
-                "of %d", tr->cfg.batch, (int)K, (int)K);
+        if (!tr->cfg.plan)
+            set_err(err, errlen, "trainer: a training group of %d ranks needs a plan sender (train_config_t.plan)",
+                    (int)K);
+        else
+            set_err(err, errlen, "trainer: --batch %d is the global batch of the %d training ranks: it must be a "
+                    "multiple of %d", tr->cfg.batch, (int)K, (int)K);
         free(tr);
         return NULL;
     }
