@@ -42,7 +42,7 @@ int sp_config_flags(sp_config_t *c, cfg_opt_t *opts, int cap) {
         {"games-per-thread", CFG_TYPE_INT, &c->games_per_thread, 2, 65536, "games each worker plays at once", "8"},
         {"leaves-per-game", CFG_TYPE_INT, &c->leaves_per_game, 1, 256, "leaves one game adds to a batch per step", "4"},
         {"search", CFG_TYPE_STRING, c->search, 1, 0, "root search", "gumbel", "gumbel|puct", sizeof c->search},
-        {"visits", CFG_TYPE_INT, &c->visits, 1, 1e7, "visits of a full search (policy target)", "64"},
+        {"visits", CFG_TYPE_INT, &c->visits, 1, 1e7, "visits of a full search (policy target)", "128"},
         {"visits-fast", CFG_TYPE_INT, &c->visits_fast, 1, 1e7, "visits of a fast search (no policy target)", "16"},
         {"full-prob", CFG_TYPE_DOUBLE, &c->full_prob, 0, 1, "probability that a move gets a full search", "0.25"},
         {"gumbel-m", CFG_TYPE_INT, &c->gumbel_m, 1, 600, "Gumbel: root actions sampled", "16"},

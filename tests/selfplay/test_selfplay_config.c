@@ -78,16 +78,16 @@ static void test_configs_only_override(void) {
     const char *bad = t_path("restated.ini");
     FILE *f = fopen(bad, "w");
     KOMA_ASSERT(f);
-    fprintf(f, "cycles = 11\nvisits = 64\n");
+    fprintf(f, "cycles = 11\nvisits = 128\n");
     fclose(f);
-    CHECKF(restated_defaults(bad) == 1, "visits = 64 (the default) is reported");
+    CHECKF(restated_defaults(bad) == 1, "visits = 128 (the default) is reported");
     t_rm_rf(t_dir);
 }
 
 /* The defaults are the rows' `def` texts: a bare run's configuration. */
 static void test_defaults(void) {
     table();
-    CHECK(g_cfg.visits == 64 && g_cfg.visits_fast == 16 && g_cfg.games_per_cycle == 24 && g_cfg.max_ply == 320 &&
+    CHECK(g_cfg.visits == 128 && g_cfg.visits_fast == 16 && g_cfg.games_per_cycle == 24 && g_cfg.max_ply == 320 &&
           !strcmp(g_cfg.search, "gumbel") && !strcmp(g_cfg.backend, "cpu") && g_cfg.resign_threshold == 0.05 &&
           g_cfg.progress_s == -1 && g_cfg.tree_reuse == 1);
     CHECK(!strcmp(g_tcfg.net, "4x32") && g_tcfg.batch == 64 && g_tcfg.threads == 1);
