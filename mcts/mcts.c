@@ -322,9 +322,10 @@ static int leaf_eval(mcts_tree_t *t, int32_t node, bool is_root, mcts_request_t 
     *d = 0.0f;
     float tv;
     if (!is_root && mcts_leaf_repetition(&t->pos, &tv)) {
+        *d = tv == 0.0f ? 1.0f : 0.0f;
+        if (tv == 0.0f) tv = t->p.draw_value[pos_side_to_move(&t->pos)];
         set_terminal(t, node, tv);
         *v = tv;
-        *d = tv == 0.0f ? 1.0f : 0.0f;
         return LEAF_RESOLVED;
     }
     move_list_t list;
@@ -343,10 +344,11 @@ static int leaf_eval(mcts_tree_t *t, int32_t node, bool is_root, mcts_request_t 
     }
     if (mate) end = true, tv = mate == 2 ? -1.0f : 1.0f;
     if (end) {
+        *d = tv == 0.0f ? 1.0f : 0.0f;
+        if (tv == 0.0f) tv = t->p.draw_value[pos_side_to_move(&t->pos)];
         set_terminal(t, node, tv);
         t->nodes[node].mate = mate;
         *v = tv;
-        *d = tv == 0.0f ? 1.0f : 0.0f;
         return LEAF_RESOLVED;
     }
     KOMA_ASSERT(list.n <= MCTS_MOVES_MAX);

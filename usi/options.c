@@ -9,7 +9,7 @@
 /* The one table: a row per option (data/config.h). The USI type follows
  * from the row: numbers with a range are spins, booleans checks, rows with
  * allowed words combos, the rest strings. */
-enum { OPT_NB = 12 };
+enum { OPT_NB = 13 };
 
 static int opt_table(usi_options_t *o, cfg_opt_t *t) {
     const cfg_opt_t rows[OPT_NB] = {
@@ -26,6 +26,8 @@ static int opt_table(usi_options_t *o, cfg_opt_t *t) {
         {"Search", CFG_TYPE_STRING, o->search, 1, 0, "root selection", "puct", "puct|gumbel", sizeof o->search},
         {"LeafMate", CFG_TYPE_STRING, o->leaf_mate, 1, 0, "mate search at leaves (plies)", "1", "0|1|3",
          sizeof o->leaf_mate},
+        {"Contempt", CFG_TYPE_INT, &o->contempt, -500, 500, "a draw counts as 50% minus this per mille for the engine",
+         "0"},
     };
     memcpy(t, rows, sizeof rows);
     return OPT_NB;

@@ -49,6 +49,7 @@ typedef struct {
     int64_t max_ply;
     char search[CFG_STRING_MAX];
     char leaf_mate[CFG_STRING_MAX];
+    int64_t contempt; /* per mille: a draw counts as a 50% - contempt/1000 result for the engine */
 } usi_options_t;
 
 void usi_options_default(usi_options_t *o);

@@ -177,7 +177,8 @@ void usi_session_free(usi_session_t *s) {
 
 /* ---- net, tree, batches (called by whoever owns them) ------------------------- */
 
-static void tree_params(const usi_options_t *o, mcts_params_t *p) {
+/* us: the side the engine searches for (Contempt's side). */
+static void tree_params(const usi_options_t *o, color_t us, mcts_params_t *p) {
     mcts_params_default(p);
     p->root_mode = strcmp(o->search, "gumbel") == 0 ? MCTS_ROOT_GUMBEL : MCTS_ROOT_PUCT;
     p->max_ply = (int32_t)o->max_ply;
@@ -185,12 +186,15 @@ static void tree_params(const usi_options_t *o, mcts_params_t *p) {
     p->move_temp_plies = 0;
     p->leaf_mate = atoi(o->leaf_mate);
     p->single_move_stop = true;
+    /* on the W - L scale a result of 50% - c is a value of -2c */
+    p->draw_value[us] = -2.0f * (float)o->contempt / 1000.0f;
+    p->draw_value[color_flip(us)] = -p->draw_value[us];
 }
 
 /* Makes the tree, cache and batches fit the options. Returns false when out of memory. */
-static bool ensure_tree(usi_session_t *s, const usi_options_t *o) {
+static bool ensure_tree(usi_session_t *s, const usi_options_t *o, color_t us) {
     mcts_params_t p;
-    tree_params(o, &p);
+    tree_params(o, us, &p);
     if (!s->tree || s->tree_hash_mb != o->hash_mb) {
         mcts_tree_free(s->tree);
         mcts_cache_free(s->cache);
@@ -228,6 +232,11 @@ static bool ensure_tree(usi_session_t *s, const usi_options_t *o) {
                             (long long)((int64_t)nodes * USI_BYTES_PER_NODE >> 20));
         s->tree_hash_mb = o->hash_mb;
     } else {
+        const mcts_params_t *was = mcts_tree_params(s->tree);
+        /* the tree's drawn leaves hold values of the old draw value */
+        if (was->draw_value[COLOR_BLACK] != p.draw_value[COLOR_BLACK] ||
+            was->draw_value[COLOR_WHITE] != p.draw_value[COLOR_WHITE])
+            s->tree_valid = false;
         mcts_tree_set_params(s->tree, &p);
     }
     if (s->batch_cap < o->batch || !s->batch[0] || !s->batch[1]) {
@@ -411,7 +420,7 @@ static void *thread_main(void *arg) {
         run_mate(s, j);
         return thread_done(s);
     }
-    if (!ensure_tree(s, &j->opt)) {
+    if (!ensure_tree(s, &j->opt, pos_side_to_move(j->pos))) {
         answer(s, j, "bestmove resign");
         return thread_done(s);
     }
@@ -489,7 +498,7 @@ void usi_session_usi(usi_session_t *s) {
 
 void usi_session_isready(usi_session_t *s) {
     if (reap(s)) {
-        ensure_tree(s, &s->opt);
+        ensure_tree(s, &s->opt, COLOR_BLACK); /* the side is set again at each go */
         ensure_eval(s, &s->opt, true);
     }
     usi_out_line(&s->out, "readyok");

@@ -230,6 +230,28 @@ static void test_repetition(void) {
     validate(t, "repetition");
     mcts_tree_free(t);
 
+    /* Contempt (draw_value): the same draw is worth -0.5 to Black, still
+     * better than -0.8; at -0.9 it is worse, and Black plays on. */
+    static const float worth[2] = {-0.5f, -0.9f};
+    for (int i = 0; i < 2; i++) {
+        mcts_params_t pc = base_params();
+        pc.draw_value[COLOR_BLACK] = worth[i];
+        pc.draw_value[COLOR_WHITE] = -worth[i];
+        t = mcts_tree_new(&pc, NULL);
+        mcts_tree_set_position(t, &pos);
+        mcts_search(t, &l, eval_white_wins, NULL, &res);
+        k = index_of(&res, rep);
+        CHECKF(k >= 0 && res.visits[k] > 0 && fabsf(res.q[k] - worth[i]) < 1e-6f,
+               "contempt %.1f: Q(5i4h) = %.4f (visits %d), want the draw value", worth[i], k >= 0 ? res.q[k] : -9.0f,
+               k >= 0 ? res.visits[k] : -1);
+        if (i == 0)
+            CHECKF(res.best == rep, "contempt -0.5: played %s, want the draw 5i4h (-0.5 > -0.8)", usi_str(res.best));
+        else
+            CHECKF(res.best != rep, "contempt -0.9: played the draw 5i4h, worse than playing on (-0.8)");
+        validate(t, "contempt");
+        mcts_tree_free(t);
+    }
+
     /* Perpetual check: R5i+, K4a, R4i+, K5a; R5i+ again would repeat with
      * Black checking on every move: a loss for Black, worse than -0.8. */
     set_sfen(&pos, "4k4/9/9/9/9/9/9/9/K5R2 b - 1");
