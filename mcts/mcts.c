@@ -316,16 +316,21 @@ static void set_terminal(mcts_tree_t *t, int32_t node, float v) {
 
 enum { LEAF_REQUEST = 0, LEAF_RESOLVED = 1, LEAF_FULL = -1, LEAF_COLLISION = 2 };
 
+/* The value of a terminal leaf at t->pos whose rules value is tv: a draw (0)
+ * is worth params.draw_value for the side to move; *d = 1 for a draw. */
+static float terminal_value(const mcts_tree_t *t, float tv, float *d) {
+    *d = tv == 0.0f ? 1.0f : 0.0f;
+    return tv == 0.0f ? t->p.draw_value[pos_side_to_move(&t->pos)] : tv;
+}
+
 /* Classifies the node whose position t->pos now is: resolves it (terminal,
  * mate in one, cache hit: *v, *d set), writes a request, or reports a full pool. */
 static int leaf_eval(mcts_tree_t *t, int32_t node, bool is_root, mcts_request_t *req, float *v, float *d) {
     *d = 0.0f;
     float tv;
     if (!is_root && mcts_leaf_repetition(&t->pos, &tv)) {
-        *d = tv == 0.0f ? 1.0f : 0.0f;
-        if (tv == 0.0f) tv = t->p.draw_value[pos_side_to_move(&t->pos)];
-        set_terminal(t, node, tv);
-        *v = tv;
+        *v = terminal_value(t, tv, d);
+        set_terminal(t, node, *v);
         return LEAF_RESOLVED;
     }
     move_list_t list;
@@ -344,11 +349,9 @@ static int leaf_eval(mcts_tree_t *t, int32_t node, bool is_root, mcts_request_t 
     }
     if (mate) end = true, tv = mate == 2 ? -1.0f : 1.0f;
     if (end) {
-        *d = tv == 0.0f ? 1.0f : 0.0f;
-        if (tv == 0.0f) tv = t->p.draw_value[pos_side_to_move(&t->pos)];
-        set_terminal(t, node, tv);
+        *v = terminal_value(t, tv, d);
+        set_terminal(t, node, *v);
         t->nodes[node].mate = mate;
-        *v = tv;
         return LEAF_RESOLVED;
     }
     KOMA_ASSERT(list.n <= MCTS_MOVES_MAX);
