@@ -490,6 +490,23 @@ __device__ void block_argmax(float &v, int &i, float *shv, int *shi) {
 
 #define GRID_STRIDE(i, n) \
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+/* The same over an index type I: the kernels that divide their index (an
+ * element's channel) are templates on I and run with 32-bit unsigned indices
+ * wherever the tensor allows (IDX_LAUNCH): a 64-bit division is a long
+ * subroutine on the GPU, and two of them per element made memory-bound
+ * elementwise kernels (batch norm's apply passes, the BF16 epilogue)
+ * compute-bound. */
+#define GRID_STRIDE_I(I, i, n) \
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < (I)(n); i += (I)gridDim.x * blockDim.x)
+/* kern<uint32_t> where n elements (plus one grid's stride) fit in 32 bits, else
+ * kern<int64_t>; on c->stream with cu_grid's grid */
+#define IDX_LAUNCH(kern, n, ...)                                                                   \
+    do {                                                                                           \
+        if ((int64_t)(n) < ((int64_t)1 << 31))                                                     \
+            kern<uint32_t><<<cu_grid(c, (n)), CU_THREADS, 0, c->stream>>>(__VA_ARGS__);            \
+        else                                                                                       \
+            kern<int64_t><<<cu_grid(c, (n)), CU_THREADS, 0, c->stream>>>(__VA_ARGS__);             \
+    } while (0)
 
 /* ---- kernels ------------------------------------------------------------------------ */
 /* Every reduction kernel writes part[q * gridDim.x + blockIdx.x] for its
@@ -527,10 +544,11 @@ __global__ void k_expand_planes(const uint8_t *packed, const float *hand, int B,
 }
 
 // y (B, C, 9, 9) += bias[c]   (conv bias; CPU twin: the bias loop of cpu_conv_fwd)
+template <typename I>
 __global__ void k_bias_nchw(float *y, const float *bias, int64_t planes, int C) {
     int64_t n = planes * NN_HW;
-    GRID_STRIDE(idx, n) {
-        int c = (int)((idx / NN_HW) % C);
+    GRID_STRIDE_I(I, idx, n) {
+        int c = (int)((idx / (I)NN_HW) % (I)C);
         y[idx] += bias[c];
     }
 }
@@ -578,10 +596,11 @@ __global__ void k_f2bf(const float *x, __nv_bfloat16 *y, int64_t n) {
     GRID_STRIDE(i, n) y[i] = __float2bfloat16_rn(x[i]);
 }
 // x (bf16) -> y (float): y = x (+ bias[c] for NCHW with C channels) or y += x
+template <typename I>
 __global__ void k_bf2f(const __nv_bfloat16 *x, float *y, int64_t n, const float *bias, int C, int accumulate) {
-    GRID_STRIDE(i, n) {
+    GRID_STRIDE_I(I, i, n) {
         float v = __bfloat162float(x[i]);
-        if (bias) v += bias[(int)((i / NN_HW) % C)];
+        if (bias) v += bias[(int)((i / (I)NN_HW) % (I)C)];
         y[i] = accumulate ? y[i] + v : v;
     }
 }
@@ -630,14 +649,48 @@ __global__ void k_bf2f_t(const __nv_bfloat16 *x, float *y, int R, int S, const f
 // cpu_act_fwd). y (n elements, NHWC with C channels, BF16, in place) =
 // act(y + bias[c] + res), res (NHWC BF16) or NULL, act < 0: none; one
 // rounding to BF16 at the end.
+__device__ __forceinline__ float epi_act(float z, int act) {
+    if (act == NN_ACT_RELU) return z > 0.0f ? z : 0.0f;
+    if (act == NN_ACT_SILU) return z / (1.0f + expf(-z));
+    return z;
+}
+template <typename I>
 __global__ void k_epi_nhwc(__nv_bfloat16 *y, const float *bias, const __nv_bfloat16 *res, int64_t n, int C, int act) {
-    GRID_STRIDE(i, n) {
+    GRID_STRIDE_I(I, i, n) {
         float z = __bfloat162float(y[i]);
-        if (bias) z += bias[(int)(i % C)];
+        if (bias) z += bias[(int)(i % (I)C)];
         if (res) z += __bfloat162float(res[i]);
-        if (act == NN_ACT_RELU) z = z > 0.0f ? z : 0.0f;
-        else if (act == NN_ACT_SILU) z = z / (1.0f + expf(-z));
-        y[i] = __float2bfloat16_rn(z);
+        y[i] = __float2bfloat16_rn(epi_act(z, act));
+    }
+}
+
+// k_epi_nhwc eight elements (16 bytes) at a time, where C % 8 == 0 and y, res
+// are 16-byte aligned: the same arithmetic in the same order (bit-identical),
+// one channel index per eight elements and full-width loads and stores.
+template <typename I>
+__global__ void k_epi_nhwc8(__nv_bfloat16 *y, const float *bias, const __nv_bfloat16 *res, int64_t n8, int C8,
+                            int act) {
+    GRID_STRIDE_I(I, v, n8) {
+        uint4 yv = reinterpret_cast<uint4 *>(y)[v], rv = make_uint4(0, 0, 0, 0);
+        if (res) rv = reinterpret_cast<const uint4 *>(res)[v];
+        __nv_bfloat162 *yp = reinterpret_cast<__nv_bfloat162 *>(&yv);
+        const __nv_bfloat162 *rp = reinterpret_cast<const __nv_bfloat162 *>(&rv);
+        int c0 = (int)(v % (I)C8) * 8;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            float2 z = __bfloat1622float2(yp[j]);
+            if (bias) {
+                z.x += bias[c0 + 2 * j];
+                z.y += bias[c0 + 2 * j + 1];
+            }
+            if (res) {
+                float2 r = __bfloat1622float2(rp[j]);
+                z.x += r.x;
+                z.y += r.y;
+            }
+            yp[j] = __floats2bfloat162_rn(epi_act(z.x, act), epi_act(z.y, act));
+        }
+        reinterpret_cast<uint4 *>(y)[v] = yv;
     }
 }
 
@@ -697,11 +750,12 @@ __global__ void k_bn_fin_fwd(const double *part, const float *x, const float *ga
 
 // y = (x - mean) * (gamma*invstd) + beta; y may equal x. relu (the fused
 // training unit, CPU twin: cpu_bn_relu_fwd_train): y = relu(that + r), r or NULL
+template <typename I>
 __global__ void k_bn_apply_fwd(const float *x, const float *beta, const float *res, const float *r, int relu,
                                int64_t planes, int C, int HW, float *y) {
     int64_t n = planes * HW;
-    GRID_STRIDE(k, n) {
-        int c = (int)((k / HW) % C);
+    GRID_STRIDE_I(I, k, n) {
+        int c = (int)((k / (I)HW) % (I)C);
         float z = __fadd_rn(__fmul_rn(x[k] - res[c], res[C + c]), beta[c]);
         if (relu) {
             if (r) z = __fadd_rn(z, r[k]);
@@ -753,12 +807,13 @@ __global__ void k_bn_fin_bwd(const double *part, const float *gamma, const float
 
 // dx = gamma*invstd * (dy - mean(dy) - xhat*mean(dy*xhat)); dx may equal dy.
 // With y, dy masked as in k_bn_part_bwd, and dres (or NULL) = the masked dy.
+template <typename I>
 __global__ void k_bn_apply_bwd(const float *x, const float *dy, const float *y, const float *save_mean,
                                const float *save_invstd, const float *res, int64_t planes, int C, int HW, float *dres,
                                float *dx) {
     int64_t n = planes * HW;
-    GRID_STRIDE(k, n) {
-        int c = (int)((k / HW) % C);
+    GRID_STRIDE_I(I, k, n) {
+        int c = (int)((k / (I)HW) % (I)C);
         float m = save_mean[c], is = save_invstd[c];
         float g = y && !(y[k] > 0.0f) ? 0.0f : dy[k];
         if (dres) dres[k] = g;
@@ -1536,7 +1591,7 @@ static bool from_bf16(cu_ctx_t *c, const __nv_bfloat16 *x, float *y, int B, int 
                       int accumulate, int nhwc) {
     if (!nhwc) { /* bias is per R (channel) of an NCHW tensor, S = NN_HW */
         int64_t n = (int64_t)B * R * S;
-        k_bf2f<<<cu_grid(c, n), CU_THREADS, 0, c->stream>>>(x, y, n, bias, R, accumulate);
+        IDX_LAUNCH(k_bf2f, n, x, y, n, bias, R, accumulate);
         return LAUNCH_CHECK(c, "k_bf2f");
     }
     dim3 blk(CU_TILE, 8);
@@ -1574,7 +1629,7 @@ static void cu_conv_fwd(nn_backend_t *be, const float *x, const float *w, const 
             return;
         cu_mark(c, "conv_fwd.bias");
         if (bias) {
-            k_bias_nchw<<<cu_grid(c, ny), CU_THREADS, 0, c->stream>>>(y, bias, (int64_t)B * cout, cout);
+            IDX_LAUNCH(k_bias_nchw, ny, y, bias, (int64_t)B * cout, cout);
             if (!LAUNCH_CHECK(c, "k_bias_nchw")) return;
         }
         cu_poison(c, y, ny);
@@ -1676,8 +1731,10 @@ static void cu_conv_fwd_act(nn_backend_t *be, const float *x, const float *w, co
     cu_mark(c, "conv_fwd_act.epilogue");
     if (yn) {
         if (!p->nhwc && !transpose_bf(c, (const __nv_bfloat16 *)st.y, (__nv_bfloat16 *)y, B, cout, NN_HW)) return; /* NCHW -> NHWC */
-        k_epi_nhwc<<<cu_grid(c, ny), CU_THREADS, 0, c->stream>>>((__nv_bfloat16 *)y, bias, (const __nv_bfloat16 *)res,
-                                                                 ny, cout, act);
+        if (cout % 8 == 0 && ((uintptr_t)y | (uintptr_t)res) % 16 == 0)
+            IDX_LAUNCH(k_epi_nhwc8, ny / 8, (__nv_bfloat16 *)y, bias, (const __nv_bfloat16 *)res, ny / 8, cout / 8, act);
+        else
+            IDX_LAUNCH(k_epi_nhwc, ny, (__nv_bfloat16 *)y, bias, (const __nv_bfloat16 *)res, ny, cout, act);
         if (LAUNCH_CHECK(c, "k_epi_nhwc") && poison) /* the fault's NaN, in y's own type */
             CUDA_CHECK(c, cudaMemsetAsync(y, 0xFF, sizeof(__nv_bfloat16) * (size_t)ny, c->stream));
         return;
@@ -1790,8 +1847,7 @@ static void bn_fwd_impl(nn_backend_t *be, const float *x, const float *gamma, co
     k_bn_fin_fwd<<<(C + 127) / 128, 128, 0, c->stream>>>(c->red, x, gamma, B, C, HW, P, eps, momentum, running_mean,
                                                          running_var, save_mean, save_invstd, res);
     LAUNCH_CHECK(c, "k_bn_fin_fwd");
-    k_bn_apply_fwd<<<cu_grid(c, (int64_t)B * C * HW), CU_THREADS, 0, c->stream>>>(x, beta, res, r, relu,
-                                                                                   (int64_t)B * C, C, HW, y);
+    IDX_LAUNCH(k_bn_apply_fwd, (int64_t)B * C * HW, x, beta, res, r, relu, (int64_t)B * C, C, HW, y);
     LAUNCH_CHECK(c, "k_bn_apply_fwd");
 }
 
@@ -1822,8 +1878,8 @@ static void bn_bwd_impl(nn_backend_t *be, const float *x, const float *y, const 
     LAUNCH_CHECK(c, "k_bn_part_bwd");
     k_bn_fin_bwd<<<(C + 127) / 128, 128, 0, c->stream>>>(c->red, gamma, save_invstd, B, C, HW, P, dgamma, dbeta, res);
     LAUNCH_CHECK(c, "k_bn_fin_bwd");
-    k_bn_apply_bwd<<<cu_grid(c, (int64_t)B * C * HW), CU_THREADS, 0, c->stream>>>(
-        x, dy, y, save_mean, save_invstd, res, (int64_t)B * C, C, HW, dres, dx);
+    IDX_LAUNCH(k_bn_apply_bwd, (int64_t)B * C * HW, x, dy, y, save_mean, save_invstd, res, (int64_t)B * C, C, HW,
+               dres, dx);
     LAUNCH_CHECK(c, "k_bn_apply_bwd");
 }
 
