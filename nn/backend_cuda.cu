@@ -137,6 +137,7 @@ typedef struct {
     int device;
     uint32_t flags; /* effective flags */
     int cc_major, cc_minor, sm_count;
+    int bn_resident; /* blocks of the batch-norm partial kernels resident per SM at once (0: not asked yet) */
     int tf32, bf16, det, heuristic, pools;
     cudaStream_t stream;
     cudnnHandle_t cudnn;
@@ -1807,11 +1808,14 @@ static void cu_conv_bwd_filter(nn_backend_t *be, const float *x, const float *dy
 }
 
 /* ---- batch norm ----------------------------------------------------------------------- */
-/* Partial blocks per channel for batch norm: about 8 blocks per SM in all, at
- * least CU_BN_PER_BLOCK elements each, at most one per batch row, and
- * (2, C, P) partials + (2, C) results within c->red. 0: too many channels. */
+/* Partial blocks per channel for batch norm: as many as fit on the device in
+ * one wave (C * P <= SMs x resident blocks per SM; rounding up, as before,
+ * made 1152 blocks of 128 channels on 132 SMs: a second wave of 96 blocks that
+ * took as long as the first), at least CU_BN_PER_BLOCK elements each, at most
+ * one per batch row, and (2, C, P) partials + (2, C) results within c->red.
+ * 0: too many channels. */
 static int bn_parts(const cu_ctx_t *c, int32_t B, int32_t C, int32_t HW) {
-    int64_t p = ((int64_t)c->sm_count * 8 + C - 1) / C;
+    int64_t p = (int64_t)c->sm_count * c->bn_resident / C;
     int64_t by_n = ((int64_t)B * HW + CU_BN_PER_BLOCK - 1) / CU_BN_PER_BLOCK;
     int64_t by_red = CU_RED_N / (2 * (int64_t)C) - 1;
     if (p > by_n) p = by_n;
@@ -1844,6 +1848,7 @@ static void bn_fwd_impl(nn_backend_t *be, const float *x, const float *gamma, co
     if (!res) return;
     k_bn_part_fwd<<<dim3(C, P), CU_THREADS, 0, c->stream>>>(x, B, C, HW, P, c->red);
     LAUNCH_CHECK(c, "k_bn_part_fwd");
+    cu_mark(c, "bn_fwd_train.apply");
     k_bn_fin_fwd<<<(C + 127) / 128, 128, 0, c->stream>>>(c->red, x, gamma, B, C, HW, P, eps, momentum, running_mean,
                                                          running_var, save_mean, save_invstd, res);
     LAUNCH_CHECK(c, "k_bn_fin_fwd");
@@ -1876,6 +1881,7 @@ static void bn_bwd_impl(nn_backend_t *be, const float *x, const float *y, const 
     if (!res) return;
     k_bn_part_bwd<<<dim3(C, P), CU_THREADS, 0, c->stream>>>(x, dy, y, save_mean, save_invstd, B, C, HW, P, c->red);
     LAUNCH_CHECK(c, "k_bn_part_bwd");
+    cu_mark(c, "bn_bwd.apply");
     k_bn_fin_bwd<<<(C + 127) / 128, 128, 0, c->stream>>>(c->red, gamma, save_invstd, B, C, HW, P, dgamma, dbeta, res);
     LAUNCH_CHECK(c, "k_bn_fin_bwd");
     IDX_LAUNCH(k_bn_apply_bwd, (int64_t)B * C * HW, x, dy, y, save_mean, save_invstd, res, (int64_t)B * C, C, HW,
@@ -2201,6 +2207,14 @@ extern "C" nn_backend_t *nn_backend_cuda_new(int32_t device, uint32_t flags, cha
     {
         cudaFuncAttributes fa; /* fails cleanly when the binary has no kernels for this GPU */
         SETUP(CUDA_CHECK(c, cudaFuncGetAttributes(&fa, k_add)), "load Koma's kernels (built for CMAKE_CUDA_ARCHITECTURES)");
+        /* batch norm's partial blocks per SM: the lesser of its two kernels; 8 where the runtime cannot say */
+        int f = 0, b = 0;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&f, k_bn_part_fwd, CU_THREADS, 0) != cudaSuccess ||
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, k_bn_part_bwd, CU_THREADS, 0) != cudaSuccess) {
+            (void)cudaGetLastError();
+            f = b = 8;
+        }
+        c->bn_resident = f < 1 || b < 1 ? 1 : f < b ? f : b;
     }
     c->pools = cudaDeviceGetAttribute(&v, cudaDevAttrMemoryPoolsSupported, device) == cudaSuccess && v;
     (void)cudaGetLastError();
