@@ -314,7 +314,7 @@ static void set_terminal(mcts_tree_t *t, int32_t node, float v) {
     x->edge_begin = (uint32_t)t->n_edges;
 }
 
-enum { LEAF_REQUEST = 0, LEAF_RESOLVED = 1, LEAF_FULL = -1, LEAF_COLLISION = 2 };
+enum { LEAF_REQUEST = 0, LEAF_RESOLVED = 1, LEAF_FULL = -1, LEAF_COLLISION = 2, LEAF_REVISIT = 3 };
 
 /* The value of a terminal leaf at t->pos whose rules value is tv: a draw (0)
  * is worth params.draw_value for the side to move; *d = 1 for a draw. */
@@ -536,7 +536,9 @@ static void undo_moves(mcts_tree_t *t, int32_t depth) {
 }
 
 /* One playout from the root. Returns LEAF_REQUEST (req written), LEAF_RESOLVED,
- * LEAF_COLLISION (path left with its virtual visit, node in t->coll) or LEAF_FULL. */
+ * LEAF_REVISIT (resolved at a terminal node visited before: its exact value
+ * backed up once more), LEAF_COLLISION (path left with its virtual visit, node
+ * in t->coll) or LEAF_FULL. */
 static int descend(mcts_tree_t *t, mcts_request_t *req) {
     int32_t node = 0, depth = 0;
     t->nodes[0].vl++;
@@ -545,7 +547,7 @@ static int descend(mcts_tree_t *t, mcts_request_t *req) {
         if (x->state == NODE_TERMINAL) {
             backup(t, node, x->v_net, x->v_net == 0.0f ? 1.0f : 0.0f);
             undo_moves(t, depth);
-            return LEAF_RESOLVED;
+            return LEAF_REVISIT;
         }
         if (x->state == NODE_PENDING) {
             undo_moves(t, depth);
@@ -702,8 +704,14 @@ int32_t mcts_collect(mcts_tree_t *t, int32_t max_leaves, mcts_request_t *out) {
             n_out++;
             t->playouts++;
             t->pending++;
-        } else if (res == LEAF_RESOLVED) {
+        } else if (res == LEAF_RESOLVED || res == LEAF_REVISIT) {
             t->playouts++;
+            /* A terminal visited again while leaves wait for the network:
+             * their virtual losses make every other path look lost, so the
+             * exact value would take every visit the gathering allows (a
+             * repetition draw took 180 of 200 in a won position). The batch
+             * ends here; it resumes with the network's answers. */
+            if (res == LEAF_REVISIT && t->pending > 0) break;
             if (++resolved >= 4 * max_leaves) break;
         } else if (res == LEAF_COLLISION) {
             t->collisions++;

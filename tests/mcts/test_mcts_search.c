@@ -207,6 +207,16 @@ static void eval_white_wins(void *user, mcts_tree_t *t, const mcts_request_t *re
     }
 }
 
+/* The mirror image: Black is winning everywhere. */
+static void eval_black_wins(void *user, mcts_tree_t *t, const mcts_request_t *reqs, int32_t n, float *pol, float *wdl) {
+    eval_white_wins(user, t, reqs, n, pol, wdl);
+    for (int32_t i = 0; i < n; i++) {
+        float w = wdl[3 * i];
+        wdl[3 * i] = wdl[3 * i + 2];
+        wdl[3 * i + 2] = w;
+    }
+}
+
 static void play(pos_t *p, const char *const *moves) {
     for (; *moves; moves++) pos_do_move(p, usi(p, *moves));
 }
@@ -249,6 +259,29 @@ static void test_repetition(void) {
         else
             CHECKF(res.best != rep, "contempt -0.9: played the draw 5i4h, worse than playing on (-0.8)");
         validate(t, "contempt");
+        mcts_tree_free(t);
+    }
+
+    /* A batch in flight: the same draw, but now Black wins everywhere else
+     * (+0.8), 200 visits gathered 32 at a time as the USI engine does. While
+     * the other moves' leaves wait for the network, their virtual losses make
+     * them look lost, and the draw, resolved at once, took every visit the
+     * gathering allowed (128 of 200): a won position drawn by repetition. */
+    {
+        mcts_params_t pb = base_params();
+        pb.search_batch = 32;
+        t = mcts_tree_new(&pb, NULL);
+        mcts_tree_set_position(t, &pos);
+        mcts_limits_t l200 = visits(200);
+        mcts_search(t, &l200, eval_black_wins, NULL, &res);
+        k = index_of(&res, rep);
+        int32_t total = 0;
+        for (int32_t i = 0; i < res.n; i++) total += res.visits[i];
+        CHECKF(res.best != rep, "batched search: played the repetition draw 5i4h in a won position (visits %d of %d)",
+               k >= 0 ? res.visits[k] : -1, total);
+        CHECKF(k >= 0 && res.visits[k] * 10 <= total, "batched search: the draw 5i4h took %d of %d visits",
+               k >= 0 ? res.visits[k] : -1, total);
+        validate(t, "batched repetition");
         mcts_tree_free(t);
     }
 
