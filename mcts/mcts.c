@@ -706,16 +706,19 @@ int32_t mcts_collect(mcts_tree_t *t, int32_t max_leaves, mcts_request_t *out) {
             t->pending++;
         } else if (res == LEAF_RESOLVED || res == LEAF_REVISIT) {
             t->playouts++;
-            /* A terminal visited again while leaves wait for the network:
-             * their virtual losses make every other path look lost, so the
-             * exact value would take every visit the gathering allows (a
-             * repetition draw took 180 of 200 in a won position). The batch
-             * ends here; it resumes with the network's answers. PUCT roots
-             * only: with the Gumbel root (self-play) the root's visits follow
-             * its schedule, and self-play that ended batches this way learned
-             * slower (docs/LEARNING.md, session 17: the previous gathering
-             * won 64-91% in three A/B pairs at equal CPU time). */
-            if (res == LEAF_REVISIT && t->pending > 0 && t->p.root_mode == MCTS_ROOT_PUCT) break;
+            /* A terminal visited again while leaves wait for the network,
+             * where selection is PUCT's: their virtual losses make every other
+             * path look lost, so the exact value would take every visit the
+             * gathering allows (a repetition draw took 180 of 200 in a won
+             * position). The batch ends here; it resumes with the network's
+             * answers. Gumbel selection (self-play's root and interior) counts
+             * visits in flight but gives them no value, so there ending the
+             * batch only shrinks it: self-play that did so made 5-7% fewer
+             * positions per CPU-minute and learned slower (docs/LEARNING.md,
+             * session 17). */
+            if (res == LEAF_REVISIT && t->pending > 0 &&
+                (t->p.root_mode == MCTS_ROOT_PUCT || !t->p.gumbel_interior))
+                break;
             if (++resolved >= 4 * max_leaves) break;
         } else if (res == LEAF_COLLISION) {
             t->collisions++;

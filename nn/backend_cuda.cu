@@ -137,7 +137,7 @@ typedef struct {
     int device;
     uint32_t flags; /* effective flags */
     int cc_major, cc_minor, sm_count;
-    int bn_resident; /* blocks of the batch-norm partial kernels resident per SM at once (0: not asked yet) */
+    int bn_resident; /* blocks of the batch-norm partial kernels resident per SM at once (set at creation) */
     int tf32, bf16, det, heuristic, pools;
     cudaStream_t stream;
     cudnnHandle_t cudnn;

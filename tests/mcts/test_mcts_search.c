@@ -265,8 +265,8 @@ static void test_repetition(void) {
     /* A batch in flight: the same draw, but now Black wins everywhere else
      * (+0.8), 200 visits gathered 32 at a time as the USI engine does. While
      * the other moves' leaves wait for the network, their virtual losses make
-     * them look lost, and the draw, resolved at once, took every visit the
-     * gathering allowed (128 of 200): a won position drawn by repetition. */
+     * them look lost, and the draw, resolved at once, took nearly every
+     * visit (180 of 200): a won position drawn by repetition. */
     {
         mcts_params_t pb = base_params();
         pb.search_batch = 32;
