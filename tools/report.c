@@ -583,6 +583,26 @@ static void section_training(sb_t *o, const report_run_t *r) {
     sb_printf(o, "</div>");
 }
 
+/* Within one selfplay session a cycle starts the moment the one before it
+ * finishes; a longer pause between them is the run standing still (stopped
+ * and resumed later), which an hours axis should not count. */
+#define RESUME_GAP_S 60.0
+
+/* The run's first start (NAN if no cycle is timed), and in off[k] the time
+ * it stood still before cycles[k], which are in cycle order. */
+static double run_clock(const db_cycle_metrics_t *c, int32_t n, double *off) {
+    double t0 = NAN, last = NAN, idle = 0.0;
+    for (int32_t k = 0; k < n; k++) {
+        if (isfinite(c[k].started)) {
+            if (!(c[k].started >= t0)) t0 = c[k].started;
+            if (c[k].started - last > RESUME_GAP_S) idle += c[k].started - last;
+        }
+        off[k] = idle;
+        if (isfinite(c[k].finished)) last = c[k].finished;
+    }
+    return t0;
+}
+
 static void section_elo(sb_t *o, const report_run_t *r) {
     sb_printf(o, "<h2>Strength</h2><div class=\"grid\">");
     double *x = calloc((size_t)r->n_ladder + 1, sizeof(double) * 4);
@@ -598,23 +618,24 @@ static void section_elo(sb_t *o, const report_run_t *r) {
                      "one joint fit over every match of the run"};
         series_t s = {"Elo", palette[0], r->n_ladder, x, y, lo, hi, 1};
         line_chart(o, &c, &s, 1, "no evaluation match between two nets of this run yet");
-        /* The same ratings against wall-clock hours: each net at the end of the
-         * cycle that made it (its cycle_metrics row), from the run's first start. */
-        double t0 = NAN;
-        for (int32_t k = 0; k < r->n_cycles; k++)
-            if (isfinite(r->cycles[k].started) && !(r->cycles[k].started >= t0)) t0 = r->cycles[k].started;
+        /* The same ratings against the hours the run has been running: each
+         * net at the end of the cycle that made it (its cycle_metrics row). */
+        double *off = malloc(((size_t)r->n_cycles + 1) * sizeof *off);
+        double t0 = off ? run_clock(r->cycles, r->n_cycles, off) : NAN;
         int32_t n = 0;
         for (int32_t i = 0; i < r->n_ladder && isfinite(t0); i++)
             for (int32_t k = 0; k < r->n_cycles; k++) {
                 const db_cycle_metrics_t *m = &r->cycles[k];
                 if (m->cycle != r->ladder[i].cycle || !isfinite(m->finished)) continue;
                 double tr = isfinite(m->train_s) ? m->train_s : 0.0;
-                x[n] = (m->finished + tr - t0) / 3600.0;
+                x[n] = (m->finished + tr - t0 - off[k]) / 3600.0;
                 y[n] = r->ladder[i].elo, lo[n] = r->ladder[i].elo_lo, hi[n] = r->ladder[i].elo_hi;
                 n++;
             }
+        free(off);
         chart_t ch = {"Elo by wall-clock hours (cycle 0 = 0, 95% interval)", "hours", "Elo", 600, 330, 1, NAN, NAN, 0,
-                      "each net when its cycle's games and training were done"};
+                      "hours of running: each net when its cycle's games and training were done; "
+                      "time between sessions of the run left out"};
         series_t sh = {"Elo", palette[1], n, x, y, lo, hi, 1};
         line_chart(o, &ch, &sh, 1, "no rated net with timed cycles yet");
         free(x);

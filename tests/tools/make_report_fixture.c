@@ -167,7 +167,8 @@ int main(int argc, char **argv) {
         db_cycle_metrics_t cm;
         db_cycle_metrics_init(&cm, c);
         cm.model_id = model_ids[c];
-        cm.started = t0 + c * 600.0;
+        /* the run stood still for a day before cycle 4 (stopped, resumed) */
+        cm.started = t0 + c * 600.0 + (c >= 4 ? 86400.0 : 0.0);
         cm.finished = cm.started + 560;
         cm.games = games_per_cycle;
         cm.positions = positions;
