@@ -633,8 +633,8 @@ static void section_elo(sb_t *o, const report_run_t *r) {
                 n++;
             }
         free(off);
-        chart_t ch = {"Elo by wall-clock hours (cycle 0 = 0, 95% interval)", "hours", "Elo", 600, 330, 1, NAN, NAN, 0,
-                      "hours of running: each net when its cycle's games and training were done; "
+        chart_t ch = {"Elo by hours of running (cycle 0 = 0, 95% interval)", "hours", "Elo", 600, 330, 1, NAN, NAN, 0,
+                      "each net when its cycle's games and training were done; "
                       "time between sessions of the run left out"};
         series_t sh = {"Elo", palette[1], n, x, y, lo, hi, 1};
         line_chart(o, &ch, &sh, 1, "no rated net with timed cycles yet");

@@ -166,7 +166,7 @@ int main(int argc, char **argv) {
         CHECK(occurrences(buf, "<circle") == 9);
         CHECK(occurrences(buf, "class=\"err\"") >= 8);
         /* The same ratings by hours: the nets whose cycle has timed metrics (0..7). */
-        chart("Elo by wall-clock hours (cycle 0 = 0, 95% interval)", buf, sizeof buf);
+        chart("Elo by hours of running (cycle 0 = 0, 95% interval)", buf, sizeof buf);
         CHECK(occurrences(buf, "<circle") == 8 && strstr(buf, ">hours</text>") != NULL);
         /* hours of running: the fixture's day between cycles 3 and 4 is left
          * out, so the axis ends near 8 cycles x 10 minutes, not a day later */
