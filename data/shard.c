@@ -614,6 +614,22 @@ int64_t shard_games(const shard_t *s) { return s->games; }
 int64_t shard_nnz(const shard_t *s) { return s->nnz; }
 const shard_columns_t *shard_columns(const shard_t *s) { return &s->c; }
 
+void shard_q_lambda(const shard_t *s, float lambda, float *out) {
+    const shard_columns_t *c = &s->c;
+    /* Backwards: G(last row of a game) = (1-l) q + l z; G(r) = (1-l) q(r) + l * sign * G(r+1). */
+    for (int64_t r = s->rows - 1; r >= 0; r--) {
+        double q = c->root_q[r], g;
+        if (r + 1 < s->rows && c->game_id[r + 1] == c->game_id[r]) {
+            double next = out[r + 1];
+            if ((c->ply[r + 1] - c->ply[r]) & 1) next = -next;
+            g = (1.0 - lambda) * q + lambda * next;
+        } else {
+            g = (1.0 - lambda) * q + lambda * (double)c->result[r];
+        }
+        out[r] = (float)(g > 1 ? 1 : g < -1 ? -1 : g);
+    }
+}
+
 void shard_row_policy(const shard_t *s, int64_t r, int64_t *begin, int64_t *end) {
     *begin = s->c.policy_offsets[r];
     *end = r + 1 < s->rows ? (int64_t)s->c.policy_offsets[r + 1] : s->nnz;

@@ -245,6 +245,15 @@ int64_t shard_rows(const shard_t *s);
 int64_t shard_games(const shard_t *s);
 int64_t shard_nnz(const shard_t *s);
 const shard_columns_t *shard_columns(const shard_t *s);
+/* The lambda-return of every row's value (a short-term value target, as
+ * KataGo's and TD(lambda)'s): out[r] = (1-lambda) * sum_k lambda^k * q(r+k)
+ * + lambda^n * z(r), over the rows r+k (k = 0..n-1) of the same game from r
+ * to the game's last row in the shard, each q = root_q in the side to move
+ * at r's view (negated when the ply difference is odd), z(r) = result[r].
+ * lambda 0 gives root_q, lambda 1 the result; in between it weights the
+ * search values of the next ~1/(1-lambda) plies and then the result.
+ * out holds shard_rows(s) floats, each in [-1, 1]. */
+void shard_q_lambda(const shard_t *s, float lambda, float *out);
 /* Policy entries [*begin, *end) of row r (0 <= r < rows). */
 void shard_row_policy(const shard_t *s, int64_t r, int64_t *begin, int64_t *end);
 

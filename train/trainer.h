@@ -110,7 +110,7 @@ typedef struct {
  * collective. */
 typedef int (*train_plan_fn)(void *user, const train_plan_t *plan, char *err, size_t errlen);
 
-#define TRAIN_CONFIG_NFLAGS 33 /* rows of train_config_flags */
+#define TRAIN_CONFIG_NFLAGS 34 /* rows of train_config_flags */
 
 typedef struct {
     char net[32];              /* "6x64" for a new run's first net */
@@ -130,6 +130,7 @@ typedef struct {
     int32_t device;            /* CUDA device index (0) */
     char device_window[8];     /* "auto" | "on" | "off": the window resident in the trainer's memory */
     int64_t device_window_mb;  /* cap of the resident window (0 = none) */
+    double q_horizon;          /* the value target's search value: lambda-return over ~H plies (1 = the row's own) */
     train_log_fn log;          /* NULL: stderr, prefixed "train: " */
     void *log_user;
     /* A training group (selfplay --train-ranks K > 1): this trainer is rank 0
@@ -156,7 +157,7 @@ train_config_t train_config_default(void);
  *   window-alpha window-beta samples-per-position min-steps-per-cycle
  *   max-steps-per-cycle lr momentum nesterov weight-decay clip-norm
  *   warmup-steps lr-schedule lr-total-steps lr-min-frac lr-step-size
- *   lr-step-gamma w-policy w-value w-legal q-mix q-draw bn-momentum train-seed
+ *   lr-step-gamma w-policy w-value w-legal q-mix q-draw q-horizon bn-momentum train-seed
  *   train-device */
 int train_config_flags(train_config_t *cfg, cfg_opt_t *opts, int cap);
 /* 1 when a file or flag set the option `name` (through rows made by

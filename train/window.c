@@ -20,11 +20,13 @@ typedef struct {
     void *dev;              /* resident: the columns in the backend's memory (one allocation), else NULL */
     int64_t dev_bytes;
     nn_rows_src_t cols;     /* resident: where each column starts in dev */
+    float *q;               /* (rows) the value column trained on when q_lambda > 0 (shard_q_lambda), else NULL */
 } ent_t;
 
 /* A contiguous piece of the window: rows [begin, begin + count) of one shard. */
 typedef struct {
     const shard_t *sh;
+    const float *q;         /* the shard's ent_t.q (NULL: its root_q column) */
     int64_t id;             /* shards.id */
     int64_t begin, count;
     int64_t prefix;         /* window rows before this segment */
@@ -40,6 +42,7 @@ struct train_window {
     shard_format_t fmt;
     train_log_fn log;
     void *log_user;
+    float q_lambda;         /* train_window_set_q_lambda (0: the root_q column as stored) */
     ent_t *ents;            /* sorted by id */
     int32_t nents, capents;
     seg_t *segs;            /* oldest first */
@@ -111,7 +114,10 @@ static void resident_off(train_window_t *w) {
 void train_window_free(train_window_t *w) {
     if (!w) return;
     resident_off(w);
-    for (int32_t i = 0; i < w->nents; i++) shard_close(w->ents[i].sh);
+    for (int32_t i = 0; i < w->nents; i++) {
+        shard_close(w->ents[i].sh);
+        free(w->ents[i].q);
+    }
     free(w->ents);
     free(w->segs);
     free(w->picks);
@@ -172,6 +178,14 @@ static ent_t *ent_get(train_window_t *w, const db_shard_t *s) {
     if (!e->sh) {
         e->bad = 1;
         wlog(w, "skipping bad shard %s: %s", s->path, err);
+    } else if (w->q_lambda > 0) {
+        if (!(e->q = malloc(sizeof(float) * (size_t)(shard_rows(e->sh) > 0 ? shard_rows(e->sh) : 1)))) {
+            shard_close(e->sh);
+            memmove(&w->ents[at], &w->ents[at + 1], sizeof(ent_t) * (size_t)(w->nents - at - 1));
+            w->nents--;
+            return NULL;
+        }
+        shard_q_lambda(e->sh, w->q_lambda, e->q);
     }
     return e;
 }
@@ -211,7 +225,7 @@ int train_window_select(train_window_t *w, const db_shard_t *list, int32_t n, in
         }
         int64_t rows = shard_rows(e->sh), take = rows;
         if (want > 0 && got + take > want) take = want - got;
-        w->segs[w->nsegs++] = (seg_t){.sh = e->sh, .id = e->id, .begin = rows - take, .count = take};
+        w->segs[w->nsegs++] = (seg_t){.sh = e->sh, .q = e->q, .id = e->id, .begin = rows - take, .count = take};
         got += take;
     }
     /* newest first -> oldest first, then prefix sums */
@@ -236,6 +250,7 @@ int train_window_select(train_window_t *w, const db_shard_t *list, int32_t n, in
                 w->dev_bytes -= e->dev_bytes;
             }
             shard_close(e->sh);
+            free(e->q);
             continue;
         }
         w->ents[k++] = *e;
@@ -277,7 +292,8 @@ static int resident_load(train_window_t *w, ent_t *e) {
                  (total + (1 << 20) - 1) >> 20, e->rel);
         return -1;
     }
-    const void *src[7] = {c->planes, c->hand, c->legal, c->policy_label, c->policy_prob, c->result, c->root_q};
+    const void *src[7] = {c->planes, c->hand, c->legal, c->policy_label, c->policy_prob, c->result,
+                          e->q ? e->q : c->root_q};
     int64_t used[7] = {R * f->planes_bytes, R * (int64_t)sizeof(float) * f->hand_n, R * f->legal_bytes,
                        nnz * (int64_t)sizeof(uint16_t), nnz * (int64_t)sizeof(float), R, R * (int64_t)sizeof(float)};
     uint8_t *at[7];
@@ -345,6 +361,19 @@ int train_window_resident(train_window_t *w, nn_backend_t *be, int64_t cap_bytes
 }
 
 int train_window_is_resident(const train_window_t *w) { return w->be != NULL; }
+
+int train_window_set_q_lambda(train_window_t *w, float lambda, char *err, size_t errlen) {
+    if (!(lambda >= 0 && lambda < 1)) {
+        set_err(err, errlen, "%s: value target: lambda %g is outside [0, 1)", w->run_dir, (double)lambda);
+        return -1;
+    }
+    if (w->nents) {
+        set_err(err, errlen, "%s: value target: lambda set after the window opened shards", w->run_dir);
+        return -1;
+    }
+    w->q_lambda = lambda;
+    return 0;
+}
 int64_t train_window_resident_bytes(const train_window_t *w) { return w->dev_bytes; }
 
 int64_t train_window_positions(const train_window_t *w) { return w->positions; }
@@ -428,7 +457,11 @@ int train_window_sample(train_window_t *w, uint64_t key, int32_t B, shard_batch_
             w->rows[e - b] = w->picks[e].row;
             e++;
         }
-        if (shard_row_batch(w->segs[w->picks[b].seg].sh, w->rows, e - b, batch, err, errlen) != 0) return -1;
+        const seg_t *sg = &w->segs[w->picks[b].seg];
+        int32_t at = batch->B;
+        if (shard_row_batch(sg->sh, w->rows, e - b, batch, err, errlen) != 0) return -1;
+        if (sg->q)
+            for (int32_t i = 0; i < e - b; i++) batch->root_q[at + i] = sg->q[w->rows[i]];
         b = e;
     }
     return 0;

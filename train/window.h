@@ -54,6 +54,13 @@ int train_window_select(train_window_t *w, const db_shard_t *list, int32_t n, in
 int64_t train_window_positions(const train_window_t *w);
 int32_t train_window_shards(const train_window_t *w); /* shards the window spans */
 
+/* The value column trained on: each row's root_q (lambda 0, the default)
+ * or its lambda-return over the next rows of its game (shard_q_lambda),
+ * computed once when a shard enters the cache and used by both routes.
+ * Called before the first train_window_select. 0, or -1 with err (lambda
+ * outside [0, 1), or shards already open). */
+int train_window_set_q_lambda(train_window_t *w, float lambda, char *err, size_t errlen);
+
 /* Clears batch and gathers B rows drawn uniformly with replacement from the
  * window by an RNG seeded with key; rows are grouped by shard (sorted), so
  * the batch is the same for the same (window, key). Returns 0, or -1 with err

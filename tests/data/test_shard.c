@@ -438,6 +438,87 @@ static void test_no_policy(void) {
     ref_free(&ref);
 }
 
+/* One game of rows with the given plies and search values, each position's
+ * side to move the ply's parity (so results alternate as in a real game). */
+static void add_game_q(shard_builder_t *b, ref_t *ref, int32_t n, const uint16_t *ply, const float *q,
+                       int32_t result) {
+    char err[512] = "";
+    for (int32_t i = 0; i < n; i++) {
+        if (ref->n == ref->cap) {
+            ref->cap = ref->cap ? 2 * ref->cap : 64;
+            ref->rows = realloc(ref->rows, (size_t)ref->cap * sizeof *ref->rows);
+            KOMA_ASSERT(ref->rows);
+        }
+        ref_row_t *r = &ref->rows[ref->n++];
+        random_row(&ref->fmt, r, 1, ply[i]);
+        r->q = q[i];
+        r->pos[SHARD_POS_SIDE] = (uint8_t)(ply[i] & 1);
+        r->result = (int8_t)((ply[i] & 1) ? -result : result);
+        shard_row_t row = as_row(r);
+        CHECK_OK(shard_builder_add_row(b, &row, err, sizeof err), err);
+    }
+    db_game_t g = game_rec(result, DB_REASON_CHECKMATE, "a", n);
+    CHECK_OK(shard_builder_end_game(b, &g, err, sizeof err), err);
+    ref->games++;
+}
+
+/* shard_q_lambda: the lambda-return of the search values, by hand, at its
+ * two ends (lambda 0 = root_q, near 1 = the result) and against its
+ * definition as a sum over a long game. */
+static void test_q_lambda(void) {
+    char err[1024] = "";
+    ref_t ref = {.fmt = FMT};
+    shard_builder_t *b = shard_builder_new(&FMT, err, sizeof err);
+    /* game 0: plies 0, 1, 2, Black wins; game 1: plies 10 and 12 (ply 11 not stored), Black loses */
+    static const uint16_t ply0[3] = {0, 1, 2}, ply1[2] = {10, 12};
+    static const float q0[3] = {0.5f, -0.2f, 0.4f}, q1[2] = {0.1f, 0.3f};
+    add_game_q(b, &ref, 3, ply0, q0, 1);
+    add_game_q(b, &ref, 2, ply1, q1, -1);
+    /* game 2: 200 plies of random values, White wins */
+    uint16_t ply2[200];
+    float q2[200];
+    for (int i = 0; i < 200; i++) ply2[i] = (uint16_t)(i + 1), q2[i] = 2 * rndf() - 1;
+    add_game_q(b, &ref, 200, ply2, q2, -1);
+    const char *path = t_path("qlambda.safetensors");
+    CHECK_OK(shard_write(b, path, err, sizeof err), err);
+    shard_t *s = shard_open(path, &FMT, 0, err, sizeof err);
+    KOMA_ASSERT(s && shard_rows(s) == 205);
+    float out[205];
+    /* by hand, lambda 1/2:
+     *   game 0: G2 = .5*.4 + .5*(+1) = .7; G1 = .5*(-.2) + .5*(-.7) = -.45; G0 = .5*.5 + .5*.45 = .475
+     *   game 1 (rows at plies 10 and 12: the same side to move, result -1 at both):
+     *           G1 = .5*.3 + .5*(-1) = -.35; G0 = .5*.1 + .5*(-.35) = -.125 */
+    shard_q_lambda(s, 0.5f, out);
+    const float hand[5] = {0.475f, -0.45f, 0.7f, -0.125f, -0.35f};
+    int ok = 1;
+    for (int i = 0; i < 5; i++) ok &= fabsf(out[i] - hand[i]) < 1e-6f;
+    CHECKF(ok, "lambda 0.5: %g %g %g | %g %g", out[0], out[1], out[2], out[3], out[4]);
+    /* lambda 0: root_q itself; lambda -> 1: the result */
+    shard_q_lambda(s, 0.0f, out);
+    ok = 1;
+    for (int64_t r = 0; r < 205; r++) ok &= out[r] == shard_columns(s)->root_q[r];
+    CHECK(ok);
+    shard_q_lambda(s, 1.0f - 1e-7f, out);
+    ok = 1;
+    for (int64_t r = 0; r < 205; r++) ok &= fabsf(out[r] - (float)shard_columns(s)->result[r]) < 1e-3f;
+    CHECK(ok);
+    /* the definition: (1-l) sum_k l^k s_k q(r+k) + l^n z(r), s_k = -1 for an odd ply difference */
+    const float lam = 1.0f - 1.0f / 6;
+    shard_q_lambda(s, lam, out);
+    double worst = 0;
+    for (int r = 5; r < 205; r++) {
+        double sum = 0, w = 1;
+        for (int k = 0; r + k < 205; k++, w *= lam) sum += (1 - lam) * w * ((k & 1) ? -q2[r - 5 + k] : q2[r - 5 + k]);
+        sum += w * (double)shard_columns(s)->result[r];
+        double d = fabs(sum - out[r]);
+        worst = d > worst ? d : worst;
+    }
+    CHECKF(worst < 1e-5, "horizon 6: largest difference from the sum %g", worst);
+    shard_close(s);
+    shard_builder_free(b);
+    ref_free(&ref);
+}
+
 /* The builder refuses rows and games a reader would reject. */
 static void test_builder_rejects(void) {
     char err[1024] = "";
@@ -1046,6 +1127,7 @@ int main(void) {
     t_scratch("test_shard");
     test_round_trip();
     test_no_policy();
+    test_q_lambda();
     test_builder_rejects();
     test_truncation();
     test_flipped_byte();

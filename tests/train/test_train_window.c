@@ -333,12 +333,91 @@ static void test_resident(void) {
     t_run_close(&R);
 }
 
+/* --q-horizon: both routes train on the lambda-return of each row's game
+ * (shard_q_lambda), not on its root_q; a lambda outside [0, 1) or set late is refused. */
+static void test_q_horizon(void) {
+    char err[2048];
+    t_run_t R;
+    t_run_open(&R, t_path("qhorizon"));
+    t_rng = 5;
+    t_random_q = 1;
+    const char *rel = t_add_shard(&R, 1, 4, 30);
+    t_random_q = 0;
+    KOMA_ASSERT(db_writer_flush(R.w, -1) == DB_OK);
+    db_shard_t *list = NULL;
+    int32_t nl = t_run_shards(&R, &list);
+    KOMA_ASSERT(nl == 1);
+    char path[1000];
+    snprintf(path, sizeof path, "%s/%s", R.dir, rel);
+    shard_t *s = shard_open(path, &T_FMT, 0, err, sizeof err);
+    KOMA_ASSERT(s);
+    int64_t rows = shard_rows(s);
+    float *want = malloc(sizeof(float) * (size_t)rows);
+    KOMA_ASSERT(want);
+    shard_q_lambda(s, 0.75f, want);
+    int differ = 0;
+    for (int64_t r = 0; r < rows; r++) differ += fabsf(want[r] - shard_columns(s)->root_q[r]) > 1e-3f;
+    CHECKF(differ > rows / 2, "%d of %lld rows have a lambda-return unlike their root_q", differ, (long long)rows);
+
+    train_config_t cfg = t_tiny_config(4);
+    cfg.batch = 64;
+    cfg.q_horizon = 4; /* lambda 0.75 */
+    nn_backend_t *be = nn_backend_cpu_new(1);
+    train_net_t tn;
+    KOMA_ASSERT(be);
+    CHECK_OK(train_net_new(be, &cfg, cfg.batch, &tn, err, sizeof err), err);
+    shard_batch_t *b = shard_batch_new(&T_FMT, 64, 0, err, sizeof err);
+    for (int resident = 0; resident <= 1; resident++) {
+        train_window_t *w = train_window_new(R.dir, &T_FMT, NULL, NULL, err, sizeof err);
+        KOMA_ASSERT(w && b);
+        snprintf(cfg.device_window, sizeof cfg.device_window, resident ? "on" : "off");
+        CHECK(train_window_setup(&cfg, w, be, 1, err, sizeof err) == resident);
+        int64_t pos = 0;
+        int32_t bad = 0;
+        CHECK_OK(train_window_select(w, list, nl, -1, 0, &pos, &bad, err, sizeof err), err);
+        CHECK(train_window_set_q_lambda(w, 0.5f, err, sizeof err) != 0 && strstr(err, "after"));
+        int matched = 0, right = 0, same = 0;
+        for (int k = 0; k < 5; k++) {
+            CHECK_OK(train_window_sample(w, train_key(1, 1, k), 64, b, err, sizeof err), err);
+            for (int32_t i = 0; i < b->B; i++) { /* a row of the same planes (the games share their start) */
+                int found = 0, ok = 0;
+                for (int64_t r = 0; r < rows; r++)
+                    if (!memcmp(b->planes + (size_t)i * ENC_PACKED_BYTES, shard_columns(s)->planes + r * ENC_PACKED_BYTES,
+                                ENC_PACKED_BYTES))
+                        found = 1, ok |= b->root_q[i] == want[r];
+                matched += found;
+                right += ok;
+            }
+            if (resident) {
+                nn_batch_t bt;
+                CHECK_OK(train_window_gather(w, train_key(1, 1, k), 64, tn.nt, &bt, err, sizeof err), err);
+                same += staged_equals(tn.nt, &bt, b);
+            }
+        }
+        CHECKF(matched == 5 * 64 && right == matched, "%s route: %d of %d rows carry their lambda-return",
+               resident ? "resident" : "host", right, matched);
+        if (resident) CHECKF(same == 5, "%d of 5 gathered batches equal the host route's", same);
+        train_window_free(w);
+    }
+    train_window_t *w = train_window_new(R.dir, &T_FMT, NULL, NULL, err, sizeof err);
+    CHECK(train_window_set_q_lambda(w, 1.0f, err, sizeof err) != 0 && strstr(err, "outside"));
+    train_window_free(w);
+    train_net_free(&tn);
+    nn_backend_free(be);
+    shard_batch_free(b);
+    shard_close(s);
+    free(want);
+    free(list);
+    t_run_close(&R);
+}
+
 int main(void) {
     t_scratch("train_window");
     test_formula();
     test_flags();
     test_window();
     test_resident();
+    test_q_horizon();
     if (!g_fail) t_rm_rf(t_dir);
     return t_done("test_train_window");
 }

@@ -68,10 +68,13 @@ static inline void t_run_close(t_run_t *r) {
 
 static const shard_format_t T_FMT = {ENC_FEATURES_VERSION, ENC_PACKED_BYTES, ENC_HAND, ENC_LEGAL_BYTES};
 
+/* Set: t_game's root_q are random values in [-1, 1] instead of the result. */
+static int t_random_q;
+
 /* Adds one game of random legal moves (at most plies moves) to b; every
  * position from ply from_ply on is a row: real planes, hand, legal mask, the
  * move played as a one-hot policy target, root_q = the result from the side
- * to move. */
+ * to move (t_random_q: a random value). */
 static inline void t_game(shard_builder_t *b, pos_t *pos, int32_t plies, int32_t from_ply, int32_t result_black) {
     char err[512];
     pos_set_startpos(pos);
@@ -114,7 +117,7 @@ static inline void t_game(shard_builder_t *b, pos_t *pos, int32_t plies, int32_t
                            .policy_label = &label,
                            .policy_prob = &prob,
                            .policy_n = 1,
-                           .root_q = (float)stm,
+                           .root_q = t_random_q ? (float)(t_next() % 2001) / 1000.0f - 1.0f : (float)stm,
                            .ply = (uint16_t)ply,
                            .move = (uint16_t)mv,
                            .position = posb};
