@@ -100,7 +100,7 @@ static int flag_rows(train_config_t *c, cfg_opt_t *t) {
         {"w-legal", CFG_TYPE_FLOAT, &o->w_legal, 0, 1e6, "legal-move loss weight"},
         {"q-mix", CFG_TYPE_FLOAT, &o->q_mix, 0, 1, "value target: share of the search value"},
         {"q-draw", CFG_TYPE_FLOAT, &o->q_draw, 0, 1, "draw share at q = 0 in the value target"},
-        {"q-horizon", CFG_TYPE_DOUBLE, &c->q_horizon, 1, 1e6, "value target: the search values of about this many plies ahead, then the game's result, stand for the search value (a lambda-return, lambda = 1 - 1/H; 1 = the position's own)", "1"},
+        {"q-horizon", CFG_TYPE_DOUBLE, &c->q_horizon, 1, 1e6, "value target: the search value is the lambda-return (lambda = 1 - 1/H) of the next plies' search values and the game's result (1 = the position's own search value)", "1"},
         {"bn-momentum", CFG_TYPE_FLOAT, &o->bn_momentum, 0, 1, "batch-norm running statistics momentum"},
         {"train-seed", CFG_TYPE_U64, &c->seed, 0, 9.2e18, "trainer seed (init and sampling)", "1"},
         {"train-device", CFG_TYPE_I32, &c->device, 0, 64, "CUDA device of the trainer (train under mpirun: this + the rank's index on its node)", "0"},

@@ -92,6 +92,19 @@ train_window_t *train_window_new(const char *run_dir, const shard_format_t *fmt,
     return w;
 }
 
+int train_window_set_q_lambda(train_window_t *w, float lambda, char *err, size_t errlen) {
+    if (!(lambda >= 0 && lambda < 1)) {
+        set_err(err, errlen, "%s: value target: lambda %g is outside [0, 1)", w->run_dir, (double)lambda);
+        return -1;
+    }
+    if (w->nents) {
+        set_err(err, errlen, "%s: value target: lambda set after the window opened shards", w->run_dir);
+        return -1;
+    }
+    w->q_lambda = lambda;
+    return 0;
+}
+
 /* Frees the resident copies of every shard and the tables: the host route from now on. */
 static void resident_off(train_window_t *w) {
     nn_backend_t *be = w->be;
@@ -362,18 +375,6 @@ int train_window_resident(train_window_t *w, nn_backend_t *be, int64_t cap_bytes
 
 int train_window_is_resident(const train_window_t *w) { return w->be != NULL; }
 
-int train_window_set_q_lambda(train_window_t *w, float lambda, char *err, size_t errlen) {
-    if (!(lambda >= 0 && lambda < 1)) {
-        set_err(err, errlen, "%s: value target: lambda %g is outside [0, 1)", w->run_dir, (double)lambda);
-        return -1;
-    }
-    if (w->nents) {
-        set_err(err, errlen, "%s: value target: lambda set after the window opened shards", w->run_dir);
-        return -1;
-    }
-    w->q_lambda = lambda;
-    return 0;
-}
 int64_t train_window_resident_bytes(const train_window_t *w) { return w->dev_bytes; }
 
 int64_t train_window_positions(const train_window_t *w) { return w->positions; }

@@ -37,6 +37,13 @@ train_window_t *train_window_new(const char *run_dir, const shard_format_t *fmt,
                                  void *log_user, char *err, size_t errlen);
 void train_window_free(train_window_t *w); /* NULL ok */
 
+/* The value column trained on: each row's root_q (lambda 0, the default)
+ * or its lambda-return over the next rows of its game (shard_q_lambda),
+ * computed once when a shard enters the cache and used by both routes.
+ * Called before the first train_window_select. 0, or -1 with err (lambda
+ * outside [0, 1), or shards already open). */
+int train_window_set_q_lambda(train_window_t *w, float lambda, char *err, size_t errlen);
+
 /* Rows of the shards in list[0..n) whose cycle is in (lo, hi] (lo < 0 and hi
  * < 0: no bound on that side) and whose features_version is fv. */
 int64_t train_window_count(const db_shard_t *list, int32_t n, int32_t fv, int64_t lo, int64_t hi);
@@ -53,13 +60,6 @@ int train_window_select(train_window_t *w, const db_shard_t *list, int32_t n, in
                         int64_t *positions, int32_t *bad, char *err, size_t errlen);
 int64_t train_window_positions(const train_window_t *w);
 int32_t train_window_shards(const train_window_t *w); /* shards the window spans */
-
-/* The value column trained on: each row's root_q (lambda 0, the default)
- * or its lambda-return over the next rows of its game (shard_q_lambda),
- * computed once when a shard enters the cache and used by both routes.
- * Called before the first train_window_select. 0, or -1 with err (lambda
- * outside [0, 1), or shards already open). */
-int train_window_set_q_lambda(train_window_t *w, float lambda, char *err, size_t errlen);
 
 /* Clears batch and gathers B rows drawn uniformly with replacement from the
  * window by an RNG seeded with key; rows are grouped by shard (sorted), so

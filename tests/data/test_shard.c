@@ -155,19 +155,24 @@ static db_game_t game_rec(int32_t result, db_reason_t reason, const char *moves,
     return g;
 }
 
+/* The next row of ref, to be filled by random_row; counted in ref->n. */
+static ref_row_t *ref_next(ref_t *ref) {
+    if (ref->n == ref->cap) {
+        ref->cap = ref->cap ? 2 * ref->cap : 64;
+        ref->rows = realloc(ref->rows, (size_t)ref->cap * sizeof *ref->rows);
+        KOMA_ASSERT(ref->rows);
+    }
+    return &ref->rows[ref->n++];
+}
+
 /* Adds a game of nrows rows (policy per row from pattern: 'n' none, 'f' few,
  * 'a' all labels; cycled) to b and to ref. result from Black. */
 static void add_game(shard_builder_t *b, ref_t *ref, int64_t nrows, const char *pattern, int32_t result,
                      const char *moves) {
     char err[512] = "";
     for (int64_t i = 0; i < nrows; i++) {
-        if (ref->n == ref->cap) {
-            ref->cap = ref->cap ? 2 * ref->cap : 64;
-            ref->rows = realloc(ref->rows, (size_t)ref->cap * sizeof *ref->rows);
-            KOMA_ASSERT(ref->rows);
-        }
         char c = pattern[i % (int64_t)strlen(pattern)];
-        ref_row_t *r = &ref->rows[ref->n];
+        ref_row_t *r = ref_next(ref);
         random_row(&ref->fmt, r, c == 'n' ? 0 : c == 'f' ? 1 : 2, (uint16_t)i);
         r->game = ref->games;
         int side = r->pos[SHARD_POS_SIDE];
@@ -175,7 +180,6 @@ static void add_game(shard_builder_t *b, ref_t *ref, int64_t nrows, const char *
         shard_row_t row = as_row(r);
         CHECK_OK(shard_builder_add_row(b, &row, err, sizeof err), err);
         ref->nnz += r->n;
-        ref->n++;
     }
     db_game_t g = game_rec(result, result == 0 ? DB_REASON_MAX_PLY : DB_REASON_CHECKMATE, moves, (int32_t)nrows);
     CHECK_OK(shard_builder_end_game(b, &g, err, sizeof err), err);
@@ -444,18 +448,15 @@ static void add_game_q(shard_builder_t *b, ref_t *ref, int32_t n, const uint16_t
                        int32_t result) {
     char err[512] = "";
     for (int32_t i = 0; i < n; i++) {
-        if (ref->n == ref->cap) {
-            ref->cap = ref->cap ? 2 * ref->cap : 64;
-            ref->rows = realloc(ref->rows, (size_t)ref->cap * sizeof *ref->rows);
-            KOMA_ASSERT(ref->rows);
-        }
-        ref_row_t *r = &ref->rows[ref->n++];
+        ref_row_t *r = ref_next(ref);
         random_row(&ref->fmt, r, 1, ply[i]);
+        r->game = ref->games;
         r->q = q[i];
         r->pos[SHARD_POS_SIDE] = (uint8_t)(ply[i] & 1);
         r->result = (int8_t)((ply[i] & 1) ? -result : result);
         shard_row_t row = as_row(r);
         CHECK_OK(shard_builder_add_row(b, &row, err, sizeof err), err);
+        ref->nnz += r->n;
     }
     db_game_t g = game_rec(result, DB_REASON_CHECKMATE, "a", n);
     CHECK_OK(shard_builder_end_game(b, &g, err, sizeof err), err);
