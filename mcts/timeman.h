@@ -5,23 +5,39 @@
  * is settled) and a hard limit (stop now), in milliseconds from the start
  * of the move.
  * Does not own: the clock itself or the USI parsing (the caller fills
- * mcts_time_input_t from "go btime .. wtime .. byoyomi .. binc .. winc .. movetime");
+ * mcts_time_input_t from "go btime .. wtime .. byoyomi .. binc .. winc .. movetime"
+ * and the NetworkDelay / NetworkDelay2 / MinimumThinkingTime options);
  * the search takes absolute deadlines (mcts_limits_t).
  *
- * Rules (margin = network/GUI lag allowance, default 300 ms):
- *   movetime > 0:  soft = hard = movetime - margin.
- *   byoyomi > 0:   soft = remaining / horizon + byoyomi - margin,
- *                  hard = min(remaining + byoyomi - margin, 3 * soft) (but >= byoyomi - margin);
- *                  with no main time left both are byoyomi - margin.
- *   otherwise (sudden death, optional increment):
- *                  soft = remaining / horizon + increment, hard = min(3 * soft, remaining - margin),
- *                  soft <= hard. remaining is taken to include this move's
- *                  increment already (servers add it when the move starts), so
- *                  the limits never exceed remaining - margin.
- *   horizon = clamp(40 - ply / 6, 20, 40) moves still to play (about 30 mid-game).
- * No limit is ever more than the time the clock allows (remaining, plus the
- * byoyomi if there is one); with less than the margin left, a quarter of
- * what is left is used. Every limit is at least 1 ms.
+ * The model (delay = NetworkDelay, the lag a move costs on the clock beyond
+ * the search, default 300 ms; delay2 = NetworkDelay2, the lag allowed when a
+ * move runs to the end of what the clock allows, default = delay):
+ *   moves_left = clamp(40 - ply / 6, 20, 40): the engine's own moves still to
+ *                play, about 30 mid-game (mcts_time_moves_left).
+ *   movetime > 0:  soft = hard = movetime - delay.
+ *   byoyomi > 0:   with no main time left, soft = hard = byoyomi - delay2 (a
+ *                  byoyomi not used is lost); else
+ *                  soft = remaining / moves_left + byoyomi - delay,
+ *                  hard = min(soft + remaining / moves_left, remaining / 5 + byoyomi - delay2),
+ *                  both at least byoyomi - delay2 and at most
+ *                  remaining + byoyomi - delay2.
+ *   otherwise (sudden death, optional increment): with
+ *                  avail = remaining - moves_left * max(0, delay - 3/4 increment)
+ *                  (the lag of the moves still to play that the increment
+ *                  does not pay for, kept in reserve),
+ *                  soft = avail / moves_left + 3/4 increment,
+ *                  hard = min(soft + avail / moves_left, remaining / 5 + 3/4 increment),
+ *                  both at most remaining - delay2. GUIs differ on whether
+ *                  the increment is credited before or after the move, so
+ *                  it is never counted as time this move may spend, and only
+ *                  three quarters of it as time a later move gets back.
+ *   MinimumThinkingTime raises soft (never hard) to at least its value.
+ * A move that runs to its hard limit spends twice the soft limit's share of
+ * the main time, never more. No move ever takes more than a fifth of the main time left (plus the
+ * byoyomi or 3/4 of the increment), so a game at any pace keeps time for
+ * its later moves; no limit is ever more than the clock allows (remaining,
+ * plus the byoyomi if there is one); with less than the delay left, a
+ * quarter of what is left is used. Every limit is at least 1 ms.
  */
 #ifndef KOMA_MCTS_TIMEMAN_H
 #define KOMA_MCTS_TIMEMAN_H
@@ -34,7 +50,9 @@ typedef struct {
     int64_t byoyomi_ms;   /* byoyomi per move */
     int64_t movetime_ms;  /* fixed time for this move (overrides the rest) */
     int32_t ply;          /* game ply of the move to play (1 = first) */
-    int64_t margin_ms;    /* lag allowance; < 0 selects the default 300 */
+    int64_t margin_ms;    /* NetworkDelay: lag a move costs; < 0 selects the default 300 */
+    int64_t margin2_ms;   /* NetworkDelay2: lag allowed at the clock's end; < 0 = margin_ms */
+    int64_t minimum_ms;   /* MinimumThinkingTime: soft at least this (0 = none) */
 } mcts_time_input_t;
 
 typedef struct {
@@ -42,7 +60,11 @@ typedef struct {
     int64_t hard_ms; /* stop now */
 } mcts_time_limits_t;
 
+enum { MCTS_TIME_DEFAULT_DELAY_MS = 300 };
+
 void mcts_time_input_default(mcts_time_input_t *in);
+/* The engine's own moves still to play at ply (the model's divisor). */
+int64_t mcts_time_moves_left(int32_t ply);
 mcts_time_limits_t mcts_time_limits(const mcts_time_input_t *in);
 
 #endif

@@ -1,5 +1,6 @@
 /* test_timeman.c - time limits for one move: byoyomi, sudden death with and
  * without increment, fixed move time, tiny clocks; never more than the clock allows. */
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "mcts/timeman.h"
@@ -28,9 +29,20 @@ int main(void) {
     t = run(300000, 0, 0, 0, 60, -1);
     CHECKF(t.soft_ms >= 300000 / 40 && t.soft_ms <= 300000 / 20 && t.hard_ms <= 3 * t.soft_ms && t.hard_ms >= t.soft_ms,
            "5 min sudden death: %lld / %lld", (long long)t.soft_ms, (long long)t.hard_ms);
-    /* Increment adds to the soft limit. */
+    /* Three quarters of the increment add to the soft limit (GUIs differ on when they credit it). */
     mcts_time_limits_t u = run(300000, 5000, 0, 0, 60, -1);
-    CHECKF(u.soft_ms == t.soft_ms + 5000, "increment: soft %lld vs %lld", (long long)u.soft_ms, (long long)t.soft_ms);
+    CHECKF(u.soft_ms == 300000 / 30 + 3750, "increment: soft %lld", (long long)u.soft_ms);
+    /* Without an increment the lag of the moves still to play (30 at ply 60, 300 ms each) is kept back. */
+    CHECKF(t.soft_ms == (300000 - 30 * 300) / 30, "sudden death: soft %lld", (long long)t.soft_ms);
+    /* The issue's 20 s + 1 s Fischer: move 1 used 4.5 s of 20 (the hard limit, 3x soft). Now at most a
+     * fifth of the main time, and hard adds only the soft limit's share of the main time again. */
+    u = run(20000, 1000, 0, 0, 1, -1);
+    CHECKF(u.hard_ms == u.soft_ms + 20000 / 40 && u.soft_ms == 20000 / 40 + 750,
+           "20 s + 1 s, move 1: %lld / %lld", (long long)u.soft_ms, (long long)u.hard_ms);
+    /* 60 s + 1 s byoyomi, move 1 took 5.3 s: hard adds 60/40 s, soft 60/40 s + 1 s. */
+    u = run(60000, 0, 1000, 0, 1, -1);
+    CHECKF(u.soft_ms == 60000 / 40 + 1000 - 300 && u.hard_ms == u.soft_ms + 60000 / 40, "60 s + 1 s byoyomi, move 1: %lld / %lld",
+           (long long)u.soft_ms, (long long)u.hard_ms);
     /* Low on time with a big increment: never more than remaining - margin. */
     u = run(4000, 10000, 0, 0, 100, -1);
     CHECKF(u.hard_ms <= 3700 && u.soft_ms <= u.hard_ms, "4 s left + 10 s inc: %lld / %lld", (long long)u.soft_ms,
@@ -66,5 +78,58 @@ int main(void) {
                            (long long)incs[b], (long long)byos[c], ply, (long long)x.hard_ms);
                 }
     printf("test_timeman: %lld sweep cases\n", (long long)cases);
+    /* Whole games of 200 moves a side (a long shogi game has 150) in the worst case: every move runs to its hard limit, and the GUI
+     * charges lag on top (up to NetworkDelay2; with an increment, less lag than a quarter of it: the increment is what pays
+     * for lag in a long game). No clock ever falls, and the main time lasts (the issue's 20 s + 1 s
+     * game had 2.6 s left at move 13). The increment is credited after the move (the stricter convention). */
+    const struct {
+        int64_t time, inc, byo, lag;
+        const char *name;
+    } clocks[] = {{20000, 1000, 0, 200, "20 s + 1 s"},          {10000, 100, 0, 20, "10 s + 0.1 s"},
+                  {60000, 0, 1000, 300, "60 s + 1 s byoyomi"}, {0, 0, 1000, 300, "byoyomi 1 s"},
+                  {300000, 0, 0, 20, "5 min"}};
+    for (size_t c = 0; c < sizeof clocks / sizeof clocks[0]; c++) {
+        int64_t clock = clocks[c].time, at13 = -1;
+        bool lost = false;
+        for (int32_t move = 1; move <= 200 && !lost; move++) {
+            mcts_time_input_t in;
+            mcts_time_input_default(&in);
+            in.remaining_ms = clock, in.increment_ms = clocks[c].inc, in.byoyomi_ms = clocks[c].byo;
+            in.ply = 2 * move - 1;
+            in.margin_ms = 120, in.margin2_ms = 300; /* koma's NetworkDelay and NetworkDelay2 */
+            mcts_time_limits_t x = mcts_time_limits(&in);
+            int64_t spent = x.hard_ms + clocks[c].lag;
+            if (clocks[c].byo > 0) {
+                int64_t over = spent - clock;
+                if (over > clocks[c].byo) lost = true;
+                clock = over > 0 ? 0 : clock - spent;
+            } else {
+                if (spent > clock) lost = true;
+                clock += clocks[c].inc - spent;
+            }
+            if (move == 13) at13 = clock;
+        }
+        CHECKF(!lost, "%s: the clock fell within 200 moves of hard limits", clocks[c].name);
+        if (clocks[c].time > 0 && clocks[c].inc > 0)
+            CHECKF(at13 >= clocks[c].time / 4, "%s: only %lld ms left at move 13 of hard limits", clocks[c].name,
+                   (long long)at13);
+        printf("%s: %lld ms left at move 13 when every move runs to its hard limit\n", clocks[c].name, (long long)at13);
+    }
+    /* NetworkDelay2 applies at the clock's end, MinimumThinkingTime raises soft only. */
+    mcts_time_input_t in;
+    mcts_time_input_default(&in);
+    in.byoyomi_ms = 5000, in.margin_ms = 100, in.margin2_ms = 1000;
+    t = mcts_time_limits(&in);
+    CHECKF(t.soft_ms == 4000 && t.hard_ms == 4000, "byoyomi 5 s, NetworkDelay2 1 s: %lld / %lld", (long long)t.soft_ms,
+           (long long)t.hard_ms);
+    mcts_time_input_default(&in);
+    in.remaining_ms = 300000, in.ply = 60, in.minimum_ms = 12000;
+    t = mcts_time_limits(&in);
+    CHECKF(t.soft_ms == 12000 && t.hard_ms >= 12000, "MinimumThinkingTime 12 s: %lld / %lld", (long long)t.soft_ms,
+           (long long)t.hard_ms);
+    in.remaining_ms = 20000;
+    t = mcts_time_limits(&in);
+    CHECKF(t.soft_ms <= 4000 && t.hard_ms <= 4000, "MinimumThinkingTime never beyond the hard limit: %lld / %lld",
+           (long long)t.soft_ms, (long long)t.hard_ms);
     return t_done("test_timeman");
 }
