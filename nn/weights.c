@@ -2,7 +2,8 @@
  *
  * Owns: tensor naming on disk, metadata checks, all-or-nothing loading, and
  * the rule that no non-finite weights are ever written or loaded (a file
- * with a valid checksum but a NaN tensor is refused, naming the tensor).
+ * with a valid checksum but a NaN or Inf tensor, or a negative batch-norm
+ * running variance, is refused, naming the tensor and the index).
  * Does not own: byte-level format and checksums (nn/safetensors.c).
  */
 #include "nn/weights.h"
@@ -185,15 +186,29 @@ int nn_weights_peek(const char *path, nn_net_config_t *cfg, char *err, size_t er
     return rc;
 }
 
-/* 0, or -1 with err naming the file and the tensor when x (n floats, possibly
- * unaligned in the mapping) holds a NaN or an infinity. */
-static int check_finite(const char *path, const char *name, const float *x, int64_t n, char *err, size_t errlen) {
+static int is_running_var(const char *name) {
+    size_t n = strlen(name), k = strlen(".running_var");
+    return n >= k && strcmp(name + n - k, ".running_var") == 0;
+}
+
+/* 0, or -1 with err naming the file, the tensor and the index when x (n
+ * floats, possibly unaligned in the mapping) holds a NaN or an infinity, or,
+ * for a batch-norm running variance (var), a negative value: a net that
+ * diverged or was damaged and re-checksummed would otherwise play with a
+ * uniform policy and a zero value, or normalise by the root of a negative. */
+static int check_values(const char *path, const char *name, const float *x, int64_t n, int var, char *err,
+                        size_t errlen) {
     for (int64_t j = 0; j < n; j++) {
         float v;
         memcpy(&v, x + j, sizeof v);
-        if (!isfinite(v)) {
-            set_err(err, errlen, "%s: tensor '%s' has a non-finite value (%g at element %" PRId64 ")", path, name,
-                    (double)v, j);
+        if (isnan(v) || isinf(v)) {
+            set_err(err, errlen, "%s: tensor '%s' holds %s at index %" PRId64 ": not a usable net (diverged or damaged)",
+                    path, name, isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf", j);
+            return -1;
+        }
+        if (var && v < 0.0f) {
+            set_err(err, errlen, "%s: tensor '%s' holds %g at index %" PRId64 ": a batch-norm running variance "
+                    "cannot be negative (a damaged net)", path, name, (double)v, j);
             return -1;
         }
     }
@@ -248,10 +263,11 @@ static int read_tensors(nn_net_t *net, nn_trainer_t *tr, const st_file_t *f, cha
     }
     for (int32_t i = 0; i < nt; i++) { /* a diverged net is no net: refuse it whole */
         const nn_tensor_info_t *t = nn_net_tensor(net, i);
-        if (check_finite(path, t->name, src[i], t->numel, err, errlen) != 0) goto done;
+        int var = t->kind == NN_TENSOR_STAT && is_running_var(t->name);
+        if (check_values(path, t->name, src[i], t->numel, var, err, errlen) != 0) goto done;
         char name[ST_MAX_NAME];
         snprintf(name, sizeof(name), OPT_PREFIX "%s", t->name);
-        if (src[nt + i] && check_finite(path, name, src[nt + i], t->numel, err, errlen) != 0) goto done;
+        if (src[nt + i] && check_values(path, name, src[nt + i], t->numel, 0, err, errlen) != 0) goto done;
     }
     for (int32_t i = 0; i < nt; i++) {
         const nn_tensor_info_t *t = nn_net_tensor(net, i);
@@ -295,6 +311,17 @@ fail:
     nn_net_free(net);
     st_close(f);
     return NULL;
+}
+
+int nn_weights_check(const char *path, int32_t expect_features_version, char *err, size_t errlen) {
+    /* one reference-route CPU instance: no oneDNN, no Winograd scratch, one thread */
+    nn_backend_t *be = nn_backend_cpu_new_conv(1, NN_CPU_CONV_REF, err, errlen);
+    if (!be) return -1;
+    nn_net_t *net = nn_weights_load(be, path, expect_features_version, err, errlen);
+    int rc = net ? 0 : -1;
+    nn_net_free(net);
+    nn_backend_free(be);
+    return rc;
 }
 
 int nn_weights_read(nn_net_t *net, nn_trainer_t *tr, const char *path, char *err, size_t errlen) {

@@ -31,9 +31,19 @@ int nn_weights_save(nn_net_t *net, nn_trainer_t *tr, const char *path, char *err
 
 /* Opens path, verifies every checksum and the metadata, and returns a new net
  * on be. expect_features_version < 0 accepts any. NULL with err ("<path>:
- * <problem>") for a truncated, corrupt or mismatched file. */
+ * <problem>") for a truncated, corrupt or mismatched file, and for one whose
+ * checksums are right but whose values are not a net: a NaN or an infinity
+ * ("<path>: tensor 'blocks.0.bn1.running_var' holds NaN at index 12: ..."),
+ * or a negative batch-norm running variance. */
 nn_net_t *nn_weights_load(nn_backend_t *be, const char *path, int32_t expect_features_version,
                           char *err, size_t errlen);
+
+/* Whether path is a net nn_weights_load would load, without a device: the
+ * same checks (checksums, metadata, every tensor's shape, finite values,
+ * batch-norm running variances >= 0) on a one-thread CPU instance, freed
+ * before returning. For choosing among files (the newest model of a run that
+ * loads). Returns 0, or -1 with err as nn_weights_load's. */
+int nn_weights_check(const char *path, int32_t expect_features_version, char *err, size_t errlen);
 
 /* Loads path into an existing net of the same configuration (size,
  * activation, in_planes, in_hand, features_version must all match), and when

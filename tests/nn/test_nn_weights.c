@@ -1,7 +1,8 @@
 /* test_nn_weights.c - weights files: exact round trip, metadata, and every
  * bad file a user can hand us (truncated, corrupt, wrong net, wrong
  * features_version, missing/misshapen tensor, wrong kind, no optimizer
- * state), each refused with a message that names the file. Also: optimizer
+ * state, NaN/Inf values or a negative running variance behind valid
+ * checksums), each refused with a message that names the file. Also: optimizer
  * resume is exact (k steps + save + load + m steps == k + m steps). */
 #include "nn_test.h"
 
@@ -49,6 +50,77 @@ static void write_custom(nn_net_t *net, const char *path, const char *skip, cons
     char err[512];
     KOMA_ASSERT(st_writer_write(w, path, err, sizeof(err)) == 0);
     st_writer_free(w);
+}
+
+/* Writes net as a valid weights file (checksums computed over the new bytes)
+ * whose tensor `name` holds v at index j: a file only the values betray. */
+static void write_poisoned(nn_net_t *net, const char *path, const char *name, int64_t j, float v) {
+    st_writer_t *w = st_writer_new();
+    float *copy = NULL;
+    for (int32_t i = 0; i < nn_net_tensor_count(net); i++) {
+        const nn_tensor_info_t *t = nn_net_tensor(net, i);
+        const float *src = nn_net_tensor_data(net, i);
+        if (strcmp(t->name, name) == 0) {
+            KOMA_ASSERT(j < t->numel);
+            copy = malloc(sizeof(float) * (size_t)t->numel);
+            memcpy(copy, src, sizeof(float) * (size_t)t->numel);
+            copy[j] = v;
+            src = copy;
+        }
+        KOMA_ASSERT(st_writer_add(w, t->name, ST_DTYPE_F32, t->ndim, t->shape, src) == 0);
+    }
+    KOMA_ASSERT(copy != NULL);
+    const char *meta[][2] = {{"koma.kind", "weights"}, {"koma.version", "1"}, {"koma.net", "2x16"},
+                             {"koma.activation", "silu"}, {"koma.features_version", "3"}, {"koma.in_planes", "7"},
+                             {"koma.in_hand", "3"}};
+    for (int i = 0; i < 7; i++) st_writer_meta(w, meta[i][0], meta[i][1]);
+    char err[512];
+    KOMA_ASSERT(st_writer_write(w, path, err, sizeof(err)) == 0);
+    st_writer_free(w);
+    free(copy);
+}
+
+/* A file whose checksums are right but whose values are no net: NaN, +Inf,
+ * -Inf, a negative batch-norm running variance. nn_weights_load,
+ * nn_weights_read and nn_weights_check refuse it naming the file, the tensor
+ * and the index; a negative running mean (legal) loads. */
+static void test_bad_values(nn_backend_t *be) {
+    char err[1024];
+    nn_net_config_t cfg = {.blocks = 2, .channels = 16, .act = NN_ACT_SILU, .in_planes = 7, .in_hand = 3, .features_version = 3};
+    nn_net_t *net = nn_net_new(be, &cfg, 1, err, sizeof(err));
+    KOMA_ASSERT(net);
+    const char *bad = t_path("values.safetensors");
+    static const struct {
+        const char *tensor;
+        int64_t index;
+        float value;
+        const char *want;
+    } cases[] = {
+        {"blocks.0.bn1.running_var", 12, NAN, "tensor 'blocks.0.bn1.running_var' holds NaN at index 12"},
+        {"value.fc1.weight", 3, INFINITY, "tensor 'value.fc1.weight' holds +Inf at index 3"},
+        {"stem.conv.weight", 40, -INFINITY, "tensor 'stem.conv.weight' holds -Inf at index 40"},
+        {"blocks.1.bn2.running_var", 2, -0.5f, "tensor 'blocks.1.bn2.running_var' holds -0.5 at index 2: a batch-norm "
+                                               "running variance cannot be negative"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        write_poisoned(net, bad, cases[k].tensor, cases[k].index, cases[k].value);
+        err[0] = 0;
+        expect_fail(cases[k].want, nn_weights_load(be, bad, 3, err, sizeof(err)) == NULL, err, bad, cases[k].want);
+        err[0] = 0;
+        expect_fail("  nn_weights_check", nn_weights_check(bad, 3, err, sizeof(err)) != 0, err, bad, cases[k].want);
+        err[0] = 0;
+        expect_fail("  nn_weights_read", nn_weights_read(net, NULL, bad, err, sizeof(err)) != 0, err, bad,
+                    cases[k].want);
+    }
+    /* the controls: a running mean may be negative, a variance may be 0 */
+    write_poisoned(net, bad, "blocks.0.bn1.running_mean", 5, -3.0f);
+    CHECKF(nn_weights_check(bad, 3, err, sizeof(err)) == 0, "negative running mean refused: %s", err);
+    write_poisoned(net, bad, "blocks.0.bn1.running_var", 5, 0.0f);
+    nn_net_t *ok = nn_weights_load(be, bad, 3, err, sizeof(err));
+    CHECKF(ok != NULL, "zero running variance refused: %s", err);
+    nn_net_free(ok);
+    compat_remove_file(bad);
+    nn_net_free(net);
 }
 
 static void test_round_trip_and_errors(nn_backend_t *be) {
@@ -226,6 +298,7 @@ int main(void) {
     t_scratch("nn_weights");
     nn_backend_t *be = nn_backend_cpu_new(0);
     test_round_trip_and_errors(be);
+    test_bad_values(be);
     test_resume(be);
     nn_backend_free(be);
     t_rm_rf(t_dir);
