@@ -29,6 +29,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/types.h>
 #include <unistd.h>
 #endif
@@ -505,6 +506,79 @@ int compat_check_regular_file(const char *path, char *err, size_t errlen) {
     return 0;
 #endif
 }
+
+#ifdef _WIN32
+int compat_file_id(const char *path, compat_file_id_t *id) {
+    HANDLE h = CreateFileA(path, 0, FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE, NULL, OPEN_EXISTING,
+                           FILE_FLAG_BACKUP_SEMANTICS, NULL); /* BACKUP_SEMANTICS: directories too */
+    if (h == INVALID_HANDLE_VALUE) return -1;
+    BY_HANDLE_FILE_INFORMATION fi;
+    BOOL ok = GetFileInformationByHandle(h, &fi);
+    CloseHandle(h);
+    if (!ok) return -1;
+    id->dev = fi.dwVolumeSerialNumber;
+    id->ino = ((uint64_t)fi.nFileIndexHigh << 32) | fi.nFileIndexLow;
+    id->nlink = fi.nNumberOfLinks;
+    return 0;
+}
+
+int compat_real_path(const char *path, char *out, size_t len) {
+    if (GetFileAttributesA(path) == INVALID_FILE_ATTRIBUTES) return -1;
+    DWORD n = GetFullPathNameA(path, (DWORD)len, out, NULL);
+    return n > 0 && n < len ? 0 : -1;
+}
+
+int compat_is_link(const char *path) {
+    DWORD a = GetFileAttributesA(path);
+    return a != INVALID_FILE_ATTRIBUTES && (a & FILE_ATTRIBUTE_REPARSE_POINT) ? 1 : 0;
+}
+
+int compat_fs_readonly(const char *path) {
+    char vol[MAX_PATH];
+    DWORD flags = 0;
+    if (!GetVolumePathNameA(path, vol, sizeof vol)) return 0;
+    if (!GetVolumeInformationA(vol, NULL, 0, NULL, NULL, &flags, NULL, 0)) return 0;
+    return (flags & FILE_READ_ONLY_VOLUME) ? 1 : 0;
+}
+
+int compat_can_write(const char *path) {
+    DWORD a = GetFileAttributesA(path);
+    if (a == INVALID_FILE_ATTRIBUTES) return 0;
+    if (compat_fs_readonly(path)) return 0;
+    return (a & FILE_ATTRIBUTE_DIRECTORY) || !(a & FILE_ATTRIBUTE_READONLY) ? 1 : 0;
+}
+#else
+int compat_file_id(const char *path, compat_file_id_t *id) {
+    struct stat st;
+    if (stat(path, &st) != 0) return -1;
+    id->dev = (uint64_t)st.st_dev;
+    id->ino = (uint64_t)st.st_ino;
+    id->nlink = (int64_t)st.st_nlink;
+    return 0;
+}
+
+int compat_real_path(const char *path, char *out, size_t len) {
+    char *r = realpath(path, NULL);
+    if (!r) return -1;
+    size_t n = strlen(r);
+    int ok = n < len;
+    if (ok) memcpy(out, r, n + 1);
+    free(r);
+    return ok ? 0 : -1;
+}
+
+int compat_is_link(const char *path) {
+    struct stat st;
+    return lstat(path, &st) == 0 && S_ISLNK(st.st_mode) ? 1 : 0;
+}
+
+int compat_fs_readonly(const char *path) {
+    struct statvfs vs;
+    return statvfs(path, &vs) == 0 && (vs.f_flag & ST_RDONLY) ? 1 : 0;
+}
+
+int compat_can_write(const char *path) { return access(path, W_OK) == 0 ? 1 : 0; }
+#endif
 
 int compat_mkdir_p(const char *path, char *err, size_t errlen) {
     char *p = strdup(path);

@@ -143,6 +143,35 @@ int compat_is_dir(const char *path);
  * socket)". compat_read_file and compat_map_file check it themselves. */
 int compat_check_regular_file(const char *path, char *err, size_t errlen);
 
+/* The identity of a file: two paths with equal dev and ino name one file,
+ * whatever the spelling ("R/./koma.db"), hard links, symbolic links or bind
+ * mounts. nlink: its number of hard links. */
+typedef struct {
+    uint64_t dev, ino;
+    int64_t nlink;
+} compat_file_id_t;
+/* Of the file path names, links followed (stat; Windows: volume serial and
+ * file index of GetFileInformationByHandle). 0, or -1 when it does not
+ * exist or cannot be examined. */
+int compat_file_id(const char *path, compat_file_id_t *id);
+static inline int compat_file_id_equal(const compat_file_id_t *a, const compat_file_id_t *b) {
+    return a->dev == b->dev && a->ino == b->ino;
+}
+/* The absolute path of an existing file or directory, every symbolic link,
+ * "." and ".." resolved (realpath; Windows: GetFullPathName, which resolves
+ * "." and ".." only). 0, or -1 when it does not exist or out is too small. */
+int compat_real_path(const char *path, char *out, size_t len);
+/* 1 when path itself is a symbolic link (a reparse point on Windows). */
+int compat_is_link(const char *path);
+/* 1 when the file system that holds path is mounted read-only (statvfs's
+ * ST_RDONLY; Windows: FILE_READ_ONLY_VOLUME), 0 when it is not or this
+ * cannot be told. */
+int compat_fs_readonly(const char *path);
+/* 1 when this process may write path (a file: change it; a directory:
+ * create files in it): access(W_OK) (root passes unless the file system is
+ * read-only); Windows: no read-only attribute. 0 otherwise or missing. */
+int compat_can_write(const char *path);
+
 /* Lists the entries of dir (not "." and "..") in strcmp order: calls
  * fn(name, is_dir, user) once per entry, name without the directory. The
  * listing is read completely before the first call, so fn may remove or

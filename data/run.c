@@ -89,6 +89,242 @@ int run_verify_file(const char *path, const char *xxh3_hex, char *err, size_t er
     return 0;
 }
 
+/* ---- output files a user names ------------------------------------------------------------ */
+
+/* The names a run directory holds at its top level, and why each is the run's. */
+static const char *run_file_reason(const char *name) {
+    static const char *const files[][2] = {
+        {RUN_DB, "it is the run's database"},
+        {RUN_DB "-wal", "it belongs to the run's database (SQLite's write-ahead log)"},
+        {RUN_DB "-shm", "it belongs to the run's database (SQLite's shared memory index)"},
+        {RUN_DB "-journal", "it belongs to the run's database (SQLite's rollback journal)"},
+        {RUN_LOCK, "it is the run's writer lock"},
+        {RUN_LOG, "it is the run's log"},
+    };
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
+        if (!strcmp(name, files[i][0])) return files[i][1];
+    return NULL;
+}
+
+/* The folders of a run whose every file belongs to it, and what they hold. */
+static const char *run_folder_reason(const char *name) {
+    static const char *const dirs[][2] = {
+        {RUN_MODELS, "it is in the run's models/ (the run's nets)"},
+        {RUN_SHARDS, "it is in the run's shards/ (the run's games)"},
+        {RUN_TRAIN, "it is in the run's train/ (the training checkpoint)"},
+        {"orphans", "it is in the run's orphans/"},
+    };
+    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++)
+        if (!strcmp(name, dirs[i][0])) return dirs[i][1];
+    return NULL;
+}
+
+/* dir is a run: it holds a koma.db, or it is the run the program works on. */
+static int is_run_dir(const char *dir, const compat_file_id_t *run_id) {
+    compat_file_id_t id;
+    if (run_id && compat_file_id(dir, &id) == 0 && compat_file_id_equal(&id, run_id)) return 1;
+    char db[RUN_PATH_MAX];
+    return run_path(dir, RUN_DB, db, sizeof db) == 0 && compat_file_exists(db) && !compat_is_dir(db);
+}
+
+typedef struct {
+    const char *dir;
+    compat_file_id_t target;
+    char found[RUN_PATH_MAX];
+} same_file_t;
+
+static int same_file_entry(const char *name, int is_dir, void *user) {
+    same_file_t *s = user;
+    char p[RUN_PATH_MAX];
+    compat_file_id_t id;
+    if (is_dir || run_path(s->dir, name, p, sizeof p) != 0 || compat_file_id(p, &id) != 0) return 0;
+    if (!compat_file_id_equal(&id, &s->target)) return 0;
+    snprintf(s->found, sizeof s->found, "%s", p);
+    return 1;
+}
+
+/* The file of run_dir that target is (by identity), into found; 0 if none.
+ * Its top-level files always; with deep (a target with several hard links)
+ * also every file in models/, shards/ and train/. */
+static int run_file_with_id(const char *run_dir, const compat_file_id_t *target, int deep, char *found, size_t len) {
+    static const char *const top[] = {RUN_DB, RUN_DB "-wal", RUN_DB "-shm", RUN_DB "-journal", RUN_LOCK, RUN_LOG};
+    char p[RUN_PATH_MAX];
+    compat_file_id_t id;
+    for (size_t i = 0; i < sizeof top / sizeof top[0]; i++)
+        if (run_path(run_dir, top[i], p, sizeof p) == 0 && compat_file_id(p, &id) == 0 &&
+            compat_file_id_equal(&id, target)) {
+            snprintf(found, len, "%s", p);
+            return 1;
+        }
+    if (!deep) return 0;
+    static const char *const sub[] = {RUN_MODELS, RUN_SHARDS, RUN_TRAIN};
+    for (size_t i = 0; i < sizeof sub / sizeof sub[0]; i++) {
+        same_file_t s = {p, *target, ""};
+        if (run_path(run_dir, sub[i], p, sizeof p) != 0 || !compat_is_dir(p)) continue;
+        if (compat_list_dir(p, same_file_entry, &s, NULL, 0) == 1) {
+            snprintf(found, len, "%s", s.found);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Why the resolved path real (absolute, "/a/b/name") is a run's file, or NULL. */
+static const char *run_owned(const char *real, const compat_file_id_t *run_id) {
+    char buf[RUN_PATH_MAX];
+    snprintf(buf, sizeof buf, "%s", real);
+    size_t n = strlen(buf);
+    /* end: the component right below the ancestor buf[0..i) */
+    for (size_t i = n; i-- > 0;) {
+        if (buf[i] != '/' && buf[i] != '\\') continue;
+        const char *child = real + i + 1;
+        char name[256];
+        size_t k = strcspn(child, "/\\");
+        if (k == 0 || k >= sizeof name) continue;
+        memcpy(name, child, k);
+        name[k] = 0;
+        int last = child[k] == 0;
+        char c = buf[i == 0 ? 1 : i];
+        buf[i == 0 ? 1 : i] = 0; /* the ancestor; "/" itself keeps its slash */
+        int run = is_run_dir(buf, run_id);
+        buf[i == 0 ? 1 : i] = c;
+        if (!run) continue;
+        const char *why = last ? run_file_reason(name) : run_folder_reason(name);
+        if (why) return why;
+    }
+    return NULL;
+}
+
+int run_output_check(const char *path, const char *run_dir, const char *what, const char *flag, char *err,
+                     size_t errlen) {
+    char e[512];
+    const char *why = NULL;
+    char extra[RUN_PATH_MAX + 64] = "";
+    if (!path || !path[0]) {
+        set_err(err, errlen, "refusing to write %s: no file name given (give one with %s)", what, flag);
+        return -1;
+    }
+    int link = compat_is_link(path);
+    if (compat_is_dir(path)) why = link ? "it is a symbolic link to a directory" : "it is a directory";
+    else if (compat_check_regular_file(path, e, sizeof e) != 0)
+        why = link ? "it is a symbolic link to something that is not a regular file (a device, FIFO or socket)"
+                   : "it is not a regular file (a device, FIFO or socket)";
+    if (why) goto refuse;
+
+    /* Its directory, resolved. */
+    char parent[RUN_PATH_MAX], real[RUN_PATH_MAX], rp[RUN_PATH_MAX];
+    snprintf(parent, sizeof parent, "%s", path);
+    char *slash = strrchr(parent, '/');
+#ifdef _WIN32
+    char *bs = strrchr(parent, '\\');
+    if (bs && (!slash || bs > slash)) slash = bs;
+#endif
+    const char *base = slash ? slash + 1 : path;
+    if (!slash) snprintf(parent, sizeof parent, ".");
+    else if (slash == parent) parent[1] = 0;
+    else *slash = 0;
+    if (!base[0]) {
+        why = "it names a directory, not a file";
+        goto refuse;
+    }
+    if (compat_real_path(parent, rp, sizeof rp) != 0 || !compat_is_dir(parent)) {
+        set_err(err, errlen, "refusing to write %s to %s: its directory %s does not exist (choose another %s)", what,
+                path, parent, flag);
+        return -1;
+    }
+    compat_file_id_t tid;
+    int exists = compat_file_id(path, &tid) == 0;
+    if (!exists || compat_real_path(path, real, sizeof real) != 0) {
+        int n = snprintf(real, sizeof real, "%s%s%s", rp, rp[strlen(rp) - 1] == '/' ? "" : "/", base);
+        if (n < 0 || (size_t)n >= sizeof real) {
+            set_err(err, errlen, "refusing to write %s to %s: path too long", what, path);
+            return -1;
+        }
+    }
+    compat_file_id_t rid;
+    int have_run = run_dir && run_dir[0] && compat_file_id(run_dir, &rid) == 0;
+    why = run_owned(real, have_run ? &rid : NULL);
+    if (why) {
+        if (strcmp(real, path) != 0) snprintf(extra, sizeof extra, " (%s)", real);
+        goto refuse;
+    }
+    char found[RUN_PATH_MAX];
+    if (exists && have_run && run_file_with_id(run_dir, &tid, tid.nlink > 1, found, sizeof found)) {
+        why = "it is a hard link to the run's file ";
+        snprintf(extra, sizeof extra, "%s", found);
+        goto refuse;
+    }
+    return 0;
+refuse:
+    set_err(err, errlen, "refusing to write %s to %s: %s%s (choose another %s)", what, path, why, extra, flag);
+    return -1;
+}
+
+int run_output_write(const char *path, const char *run_dir, const char *what, const char *flag, const void *data,
+                     size_t len, char *err, size_t errlen) {
+    if (run_output_check(path, run_dir, what, flag, err, errlen) != 0) return -1;
+    return compat_write_file_durable(path, data, len, err, errlen);
+}
+
+/* ---- where a new run may be created --------------------------------------------------------- */
+
+static int is_run_name(const char *name) {
+    return run_file_reason(name) || run_folder_reason(name) || !strcmp(name, "report.html") ||
+           !strncmp(name, ".koma-write-test.", 17);
+}
+
+typedef struct {
+    int32_t unrelated;
+    char first[256];
+} foreign_t;
+
+static int foreign_entry(const char *name, int is_dir, void *user) {
+    foreign_t *f = user;
+    if (is_run_name(name)) return 0;
+    if (f->unrelated++ == 0) snprintf(f->first, sizeof f->first, "%s%s", name, is_dir ? "/" : "");
+    return 0;
+}
+
+int run_check_new_dir(const char *dir, char *err, size_t errlen) {
+    if (!compat_is_dir(dir)) return 0; /* missing: created; a file is refused as "not a directory" */
+    char db[RUN_PATH_MAX], e[512];
+    db_probe_t kind;
+    if (run_path(dir, RUN_DB, db, sizeof db) == 0 && db_probe(db, &kind, e, sizeof e) == DB_OK &&
+        kind == DB_PROBE_KOMA)
+        return 0;
+    static const char *const system[] = {"/",     "/bin",   "/boot", "/dev",  "/etc",  "/home", "/lib",
+                                         "/lib32", "/lib64", "/media", "/mnt", "/opt",  "/proc", "/root",
+                                         "/run",  "/sbin",  "/srv",  "/sys",  "/tmp",  "/usr",  "/var"};
+    char real[RUN_PATH_MAX], home[RUN_PATH_MAX];
+    if (compat_real_path(dir, real, sizeof real) == 0) {
+        const char *h = getenv("HOME");
+        int is_home = h && h[0] && compat_real_path(h, home, sizeof home) == 0 && !strcmp(home, real);
+        for (size_t i = 0; i < sizeof system / sizeof system[0] && !is_home; i++)
+            if (!strcmp(real, system[i])) is_home = 2;
+        if (is_home) {
+            set_err(err, errlen,
+                    "%s: refusing to make a new run in %s%s%s%s: a run needs a directory of its own; give a new or "
+                    "empty one, e.g. runs/NAME",
+                    dir, is_home == 1 ? "your home directory" : "a system directory", strcmp(dir, real) ? " (" : "",
+                    strcmp(dir, real) ? real : "", strcmp(dir, real) ? ")" : "");
+            return -1;
+        }
+    }
+    foreign_t f = {0, ""};
+    if (compat_list_dir(dir, foreign_entry, &f, e, sizeof e) != 0) {
+        set_err(err, errlen, "%s", e);
+        return -1;
+    }
+    if (f.unrelated > 0) {
+        set_err(err, errlen,
+                "%s: refusing to make a new run here: it holds no koma.db but %d other entr%s (%s%s); a new "
+                "run goes into a missing or empty directory: give another one (or move those files away)",
+                dir, f.unrelated, f.unrelated == 1 ? "y" : "ies", f.first, f.unrelated > 1 ? ", ..." : "");
+        return -1;
+    }
+    return 0;
+}
+
 /* ---- taking a run ------------------------------------------------------------------------ */
 
 typedef struct {
@@ -270,14 +506,14 @@ run_t *run_open(const char *dir, uint32_t flags, const char *command, char *err,
         set_err(err, errlen, "%s", e);
         goto fail;
     }
-    if (!(flags & RUN_WRITE)) {
-        if (kind != DB_PROBE_KOMA) {
-            set_err(err, errlen, "%s: %s: not a Koma run directory", r->dir,
-                    kind == DB_PROBE_ABSENT ? "no koma.db" : "koma.db holds no run");
-            goto fail;
-        }
-        return r;
+    /* Not a run yet: refused before anything (the lock file included) is written here. */
+    if (kind != DB_PROBE_KOMA && !(flags & RUN_WRITE && flags & RUN_CREATE)) {
+        set_err(err, errlen, "%s: %s: not a Koma run directory", r->dir,
+                kind == DB_PROBE_ABSENT ? "no koma.db" : "koma.db holds no run");
+        goto fail;
     }
+    if (kind != DB_PROBE_KOMA && run_check_new_dir(r->dir, err, errlen) != 0) goto fail;
+    if (!(flags & RUN_WRITE)) return r;
     if (compat_mkdir_p(r->dir, e, sizeof e) != 0) {
         set_err(err, errlen, "%s: cannot create the run directory: %s", r->dir, e);
         goto fail;

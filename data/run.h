@@ -79,6 +79,45 @@ void run_checked(const run_t *r, int64_t *shards, int64_t *models);
  * (train --out). */
 int run_check_writable(const char *dir, char *err, size_t errlen);
 
+/* ---- files a user names as outputs (train --out and --losses, report -o) ----
+ * Every such path goes through run_output_check before any work is spent and
+ * again right before the file is written; the file is then written to a
+ * temporary name in the same directory, flushed, fsync'ed and renamed over
+ * the target (run_output_write / run_output_open, or nn_weights_save, which
+ * writes the same way). Refused, with "refusing to write WHAT to PATH: WHY
+ * (choose another FLAG)":
+ *  - a target that exists and is not a regular file (a directory, device,
+ *    FIFO or socket, or a symbolic link to one);
+ *  - a file of a run: koma.db, koma.db-wal, koma.db-shm, koma.db-journal,
+ *    koma.lock or log in a directory that holds a koma.db (or is run_dir),
+ *    or anything under its models/, shards/, train/ or orphans/. Paths are
+ *    compared resolved (symbolic links, "." and ".." followed) and
+ *    directories by identity (dev + inode: bind mounts too), so R/./koma.db
+ *    or a link to it is caught; a target with more than one hard link is
+ *    compared by identity with run_dir's database, lock, log and every file
+ *    under its models/, shards/ and train/;
+ *  - a target whose directory does not exist.
+ * run_dir: the run the program works on, or NULL. what: "report", "the
+ * final net", ...; flag: "-o", "--out", ... for the message. */
+int run_output_check(const char *path, const char *run_dir, const char *what, const char *flag, char *err,
+                     size_t errlen);
+/* run_output_check, then a durable write of data (compat_write_file_durable). */
+int run_output_write(const char *path, const char *run_dir, const char *what, const char *flag, const void *data,
+                     size_t len, char *err, size_t errlen);
+
+/* ---- where a new run may be created ----
+ * A writer with RUN_CREATE makes a new run (no koma.db yet) only in a
+ * directory that is missing, empty, or holds nothing but a run's own names
+ * (koma.db, koma.db-wal/-shm/-journal, koma.lock, log, report.html, models/,
+ * shards/, train/, orphans/, leftover .koma-write-test.* probes) and that is
+ * not a system directory: "/", a top-level directory of it (/bin, /boot,
+ * /dev, /etc, /home, /lib, /lib32, /lib64, /media, /mnt, /opt, /proc, /root,
+ * /run, /sbin, /srv, /sys, /tmp, /usr, /var) or $HOME itself (compared
+ * resolved). A directory that already holds a Koma koma.db is a run and is
+ * always accepted. 0, or -1 with err naming the directory and the first
+ * unrelated entry. Nothing is written. */
+int run_check_new_dir(const char *dir, char *err, size_t errlen);
+
 /* 0 when the file at path has the XXH3 hex (16 digits, as koma.db stores
  * it); -1 with err naming the file and both hashes, or why it could not be
  * read. */

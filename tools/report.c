@@ -100,10 +100,19 @@ typedef struct {
     const char *note;  /* a line under the chart, or NULL */
 } chart_t;
 
-/* The chart's note (top right), if any, and the end of its <svg>. */
+/* Widths in pixels of the title (14px, bold) and note (11px) fonts, per
+ * character, estimated on the generous side (the page names no font). */
+#define TITLE_CHAR_PX 8.0
+#define NOTE_CHAR_PX 6.0
+
+/* The chart's note (top right), if any, and the end of its <svg>. The note
+ * shares the title's line when both fit, else it goes on a line of its own
+ * under the title (above the plot), so it is never drawn over the title. */
 static void chart_end(sb_t *o, const chart_t *c) {
     if (c->note) {
-        sb_printf(o, "<text x=\"%d\" y=\"22\" class=\"small\" text-anchor=\"end\">", c->w - 12);
+        double need = 12 + TITLE_CHAR_PX * (double)strlen(c->title) + 16 + NOTE_CHAR_PX * (double)strlen(c->note) + 12;
+        sb_printf(o, "<text x=\"%d\" y=\"%d\" class=\"small\" text-anchor=\"end\">", c->w - 12,
+                  need <= c->w ? 22 : 39);
         sb_esc(o, c->note);
         sb_printf(o, "</text>");
     }
@@ -148,7 +157,11 @@ static void line_chart(sb_t *o, const chart_t *c, const series_t *s, int ns, con
     if (isfinite(c->ymin)) y0 = c->ymin;
     if (isfinite(c->ymax)) y1 = c->ymax;
     if (y1 - y0 < 1e-12) y0 -= 1, y1 += 1;
-    if (x1 - x0 < 1e-12) x0 -= 1, x1 += 1;
+    if (x1 - x0 < 1e-12) { /* one x value: an axis around it, never below 0 for data that is not */
+        int nonneg = x0 >= 0;
+        x0 -= 1, x1 += 1;
+        if (nonneg && x0 < 0) x1 -= x0, x0 = 0;
+    }
     double ys = nice_step(y1 - y0, 5), xs = nice_step(x1 - x0, 7);
     if (c->x_int && xs < 1) xs = 1;
     if (!isfinite(c->ymin)) y0 = floor(y0 / ys + 1e-9) * ys;
@@ -634,8 +647,7 @@ static void section_elo(sb_t *o, const report_run_t *r) {
             }
         free(off);
         chart_t ch = {"Elo by hours of running (cycle 0 = 0, 95% interval)", "hours", "Elo", 600, 330, 1, NAN, NAN, 0,
-                      "each net when its cycle's games and training were done; "
-                      "time between sessions of the run left out"};
+                      "each net when its cycle was done; pauses between sessions left out"};
         series_t sh = {"Elo", palette[1], n, x, y, lo, hi, 1};
         line_chart(o, &ch, &sh, 1, "no rated net with timed cycles yet");
         free(x);
@@ -959,7 +971,8 @@ static void render(sb_t *o, const char *title, const report_run_t *r, const char
     stat(o, "self-play games", "%lld", (long long)r->sum.games);
     if (r->sum.match_games > 0) stat(o, "match games", "%lld", (long long)r->sum.match_games);
     stat(o, "positions", "%lld", (long long)r->sum.positions);
-    stat(o, "training steps", "%lld", (long long)(r->sum.last_step >= 0 ? r->sum.last_step + 1 : 0));
+    /* the trainer numbers its steps from 1 (nn_metrics_t.step: the count after the step) */
+    stat(o, "training steps", "%lld", (long long)(r->sum.last_step > 0 ? r->sum.last_step : 0));
     if (isfinite(r->sum.last_loss_total)) stat(o, "last total loss", "%.4f", r->sum.last_loss_total);
     else stat(o, "last total loss", "-");
     if (r->sum.games > 0) {
@@ -1011,6 +1024,17 @@ int main(int argc, char **argv) {
     else snprintf(dbp, sizeof dbp, "%s", dbfile);
     if (out) snprintf(outp, sizeof outp, "%s", out);
     else snprintf(outp, sizeof outp, "%s/report.html", run);
+    /* Never a run's file, a device or a directory (data/run.h), nor the database read. */
+    compat_file_id_t id_db, id_out;
+    if (run_output_check(outp, run, "report", "-o", err, sizeof err) != 0) {
+        fprintf(stderr, "report: %s\n", err);
+        return 1;
+    }
+    if (compat_file_id(dbp, &id_db) == 0 && compat_file_id(outp, &id_out) == 0 && compat_file_id_equal(&id_db, &id_out)) {
+        fprintf(stderr, "report: refusing to write report to %s: it is the database being reported (choose another -o)\n",
+                outp);
+        return 1;
+    }
 
     report_run_t *r = calloc(1, sizeof *r);
     if (!r) {
@@ -1022,18 +1046,14 @@ int main(int argc, char **argv) {
     r->sum.last_loss_total = NAN;
     const char *note = NULL;
     db_t *db = NULL;
-    if (!compat_file_exists(dbp)) {
-        if (run && !compat_is_dir(run)) {
-            fprintf(stderr, "report: %s: no such run directory\n", run);
-            free(r);
-            return 1;
-        }
-        if (dbfile) {
-            fprintf(stderr, "report: %s: no such file\n", dbfile);
-            free(r);
-            return 1;
-        }
-        note = "this run has no koma.db yet: nothing has been recorded";
+    if (!compat_file_exists(dbp)) { /* nothing to report is an error, as for every tool */
+        if (run && !compat_is_dir(run)) fprintf(stderr, "report: %s: no such run directory\n", run);
+        else if (run)
+            fprintf(stderr, "report: %s: no koma.db: not a Koma run directory (nothing has been recorded there; "
+                            "give the directory of a run)\n", dbp);
+        else fprintf(stderr, "report: %s: no such file\n", dbfile);
+        free(r);
+        return 1;
     } else {
         if (db_open(dbp, DB_OPEN_READONLY | DB_OPEN_MIGRATE, &db, err, sizeof err) == DB_OK && db_migrated_from(db))
             fprintf(stderr, "report: %s: migrated from schema version %d to %d\n", dbp, db_migrated_from(db),
@@ -1054,7 +1074,7 @@ int main(int argc, char **argv) {
     if (o.oom) {
         fprintf(stderr, "report: out of memory\n");
         rc = 1;
-    } else if (compat_write_file_durable(outp, o.s, o.n, err, sizeof err) != 0) {
+    } else if (run_output_write(outp, run, "report", "-o", o.s, o.n, err, sizeof err) != 0) {
         fprintf(stderr, "report: %s\n", err);
         rc = 1;
     } else {

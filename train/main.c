@@ -146,23 +146,21 @@ static void note_stale(void *user, const char *path) {
     printf("removed %s, left by a write that was killed before its rename\n", path);
 }
 
-/* --out's directory must exist and take a file before any step is spent. */
-static int check_out_dir(const char *out, char *err, size_t errlen) {
-    char dir[CFG_STRING_MAX];
+/* --out and --losses: not a run's file nor a device (run_output_check), in a
+ * directory that takes a file, checked before any step is spent. */
+static int check_out(const char *out, const char *what, const char *flag, char *err, size_t errlen) {
+    if (run_output_check(out, g_run, what, flag, err, errlen) != 0) return -1;
+    char dir[CFG_STRING_MAX], e[1024];
     snprintf(dir, sizeof dir, "%s", out);
     char *slash = strrchr(dir, '/');
     if (!slash) snprintf(dir, sizeof dir, ".");
     else if (slash == dir) dir[1] = 0;
     else *slash = 0;
-    if (compat_is_dir(out)) {
-        snprintf(err, errlen, "%s: is a directory; give the path of the file to write", out);
+    if (run_check_writable(dir, e, sizeof e) != 0) {
+        snprintf(err, errlen, "%s %s: %s", flag, out, e);
         return -1;
     }
-    if (!compat_is_dir(dir)) {
-        snprintf(err, errlen, "%s: the directory %s does not exist", out, dir);
-        return -1;
-    }
-    return run_check_writable(dir, err, errlen);
+    return 0;
 }
 
 /* One offline run: what train_main opens, trains and closes. */
@@ -172,6 +170,7 @@ typedef struct {
     int32_t ranks, slices;      /* ranks x --micro-batches */
     run_t *rn;
     const char *run;
+    const char *config_text;    /* the flags, for the runs row */
     db_t *db;                   /* read-only */
     db_writer_t *writer;        /* rank 0: the run's one writer */
     nn_backend_t *be;
@@ -184,7 +183,7 @@ typedef struct {
     shard_batch_t *batch;
     int64_t positions, all;
     train_dist_t *td;           /* NULL: one process, one slice */
-    FILE *lf;                   /* --losses */
+    compat_durable_t *lf;       /* --losses: written to a temporary name, renamed at the end */
     status_t *sl;               /* the status line of the step loop */
     /* the step loop's figures */
     train_sums_t tick, tail;    /* since the last status line; of the last 100 steps */
@@ -278,8 +277,9 @@ static int train_main(int argc, char **argv) {
  * with the message printed. */
 static int offline_open(offline_t *o, const char *config_text) {
     char err[2048], e2[1024], path[1400];
-    if (g_rank == 0 && g_out[0] && check_out_dir(g_out, err, sizeof err) != 0) {
-        fprintf(stderr, "train: --out %s\n", err);
+    if (g_rank == 0 && ((g_out[0] && check_out(g_out, "the final net", "--out", err, sizeof err) != 0) ||
+                        (g_losses[0] && check_out(g_losses, "the losses", "--losses", err, sizeof err) != 0))) {
+        fprintf(stderr, "train: %s\n", err);
         return -1;
     }
     if (g_rank != 0 && gate(1) != 0) return -1;
@@ -296,26 +296,40 @@ static int offline_open(offline_t *o, const char *config_text) {
         fprintf(stderr, "train: %s\n", err);
         return -1;
     }
-    run_row_arg_t ra = {config_text ? config_text : ""};
-    if (o->writer && train_writer_call(o->writer, run_row_job, &ra, sizeof ra, NULL, e2, sizeof e2) != DB_OK) {
-        fprintf(stderr, "train: %s: runs row not written: %s\n", path, e2); /* a database that cannot take it */
-        return -1;
-    }
+    o->config_text = config_text ? config_text : "";
     if (db_open(path, DB_OPEN_READONLY, &o->db, err, sizeof err) != DB_OK) {
         fprintf(stderr, "train: %s\n", err);
         return -1;
     }
-    run_path(o->run, RUN_TRAIN, o->ckpt, sizeof o->ckpt);
-    if (g_rank == 0) {
-        if (compat_mkdir_p(o->ckpt, e2, sizeof e2) != 0) {
-            fprintf(stderr, "train: %s: %s\n", o->ckpt, e2);
-            return -1;
-        }
-        train_remove_stale_tmp(o->ckpt, note_stale, NULL);
-        if (gate(1) != 0) return -1;
-    }
-    snprintf(o->ckpt, sizeof o->ckpt, "%s/train/checkpoint.safetensors", o->run);
+    (void)e2;
+    if (g_rank == 0 && gate(1) != 0) return -1;
+    snprintf(o->ckpt, sizeof o->ckpt, "%s/%s/checkpoint.safetensors", o->run, RUN_TRAIN);
     return 0;
+}
+
+static int register_start(offline_t *o);
+
+/* Rank 0, once every check has passed (the run, the net, the backend, the
+ * positions): the first writes of this command, the invocation's runs row,
+ * train/ (stale temporary files removed), and a run without a model gets
+ * the start net as cycle 0. A command that fails before writes nothing. 0,
+ * or -1 with the message printed. */
+static int offline_commit(offline_t *o) {
+    if (g_rank != 0) return 0;
+    char dir[1400], path[1400], e2[1024];
+    run_path(o->run, RUN_DB, path, sizeof path);
+    run_row_arg_t ra = {o->config_text};
+    if (train_writer_call(o->writer, run_row_job, &ra, sizeof ra, NULL, e2, sizeof e2) != DB_OK) {
+        fprintf(stderr, "train: %s: runs row not written: %s\n", path, e2); /* a database that cannot take it */
+        return -1;
+    }
+    run_path(o->run, RUN_TRAIN, dir, sizeof dir);
+    if (compat_mkdir_p(dir, e2, sizeof e2) != 0) {
+        fprintf(stderr, "train: %s: %s\n", dir, e2);
+        return -1;
+    }
+    train_remove_stale_tmp(dir, note_stale, NULL);
+    return o->resumed ? 0 : register_start(o);
 }
 
 /* A run without any model gets the new, untrained net as its cycle 0 before
@@ -351,7 +365,60 @@ static int register_start(offline_t *o) {
     return 0;
 }
 
-/* The net: the checkpoint's (weights and optimizer state), or a new one. */
+/* Without a checkpoint (or with --fresh): the run's newest net when it has
+ * one, its weights with a new optimizer (--fresh: a new net of its size);
+ * a new net of another size only when --net/--activation ask for one, said
+ * so; a run without a model starts from a new --net net. 0, or -1 with the
+ * message printed. */
+static int start_net(offline_t *o, const train_config_t *cfg, int32_t rows) {
+    char err[2048], path[1400 + DB_PATH_MAX], have[32], want[32];
+    db_model_t newest;
+    db_status_t st = db_model_latest(o->db, &newest);
+    if (st != DB_OK && st != DB_NOTFOUND) {
+        fprintf(stderr, "train: %s\n", db_errmsg(o->db));
+        return -1;
+    }
+    if (st == DB_NOTFOUND) return train_net_new(o->be, cfg, rows, &o->tn, err, sizeof err) == 0 ? 0
+                                   : (fprintf(stderr, "train: %s\n", err), -1);
+    run_path(o->run, newest.path, path, sizeof path);
+    nn_net_config_t nc;
+    if (nn_weights_peek(path, &nc, err, sizeof err) != 0) {
+        fprintf(stderr, "train: the run's newest net (cycle %d): %s\n", newest.cycle, err);
+        return -1;
+    }
+    nn_net_size_format(nc.blocks, nc.channels, have, sizeof have);
+    snprintf(want, sizeof want, "%s", cfg->net);
+    int32_t b = 0, ch = 0;
+    nn_net_size_parse(cfg->net, &b, &ch);
+    int same = b == nc.blocks && ch == nc.channels && nn_act_parse(cfg->activation) == (int)nc.act;
+    if (o->net_given && !same) {
+        if (g_rank == 0)
+            printf("starting a new architecture: a new %s %s net, as --net/--activation ask (the run's newest net, "
+                   "cycle %d, is %s %s)\n", want, cfg->activation, newest.cycle, have, nn_act_name(nc.act));
+        return train_net_new(o->be, cfg, rows, &o->tn, err, sizeof err) == 0 ? 0
+               : (fprintf(stderr, "train: %s\n", err), -1);
+    }
+    if (g_fresh) { /* a new net, of the run's size */
+        train_config_t c = *cfg;
+        snprintf(c.net, sizeof c.net, "%s", have);
+        snprintf(c.activation, sizeof c.activation, "%s", nn_act_name(nc.act));
+        if (g_rank == 0)
+            printf("--fresh: a new %s %s net, the size of the run's newest net (cycle %d)\n", have,
+                   nn_act_name(nc.act), newest.cycle);
+        return train_net_new(o->be, &c, rows, &o->tn, err, sizeof err) == 0 ? 0
+               : (fprintf(stderr, "train: %s\n", err), -1);
+    }
+    if (train_net_load(o->be, cfg, rows, path, 0, &o->tn, err, sizeof err) != 0) {
+        fprintf(stderr, "train: the run's newest net (cycle %d): %s\n", newest.cycle, err);
+        return -1;
+    }
+    if (g_rank == 0)
+        printf("continuing from the run's newest net: %s (cycle %d, %s %s), new optimizer state\n", path,
+               newest.cycle, have, nn_act_name(nc.act));
+    return 0;
+}
+
+/* The net: the checkpoint's (weights and optimizer state), or start_net's. */
 static int offline_net(offline_t *o) {
     char err[2048];
     const train_config_t *cfg = o->cfg;
@@ -367,13 +434,7 @@ static int offline_net(offline_t *o) {
         return -1;
     }
     int32_t rows = train_dist_local_batch(cfg->batch, o->slices);
-    if (g_fresh || !compat_file_exists(o->ckpt)) {
-        if (train_net_new(o->be, cfg, rows, &o->tn, err, sizeof err) != 0) {
-            fprintf(stderr, "train: %s\n", err);
-            return -1;
-        }
-        return register_start(o);
-    }
+    if (g_fresh || !compat_file_exists(o->ckpt)) return start_net(o, cfg, rows);
     if (train_net_load(o->be, cfg, rows, o->ckpt, 1, &o->tn, err, sizeof err) != 0) {
         fprintf(stderr, "train: %s\n(pass --fresh to start over)\n", err);
         return -1;
@@ -419,10 +480,12 @@ static int offline_window(offline_t *o) {
                 fmt->features_version, o->bad);
         return -1;
     }
+    if (offline_commit(o) != 0) return -1;
     if (g_rank == 0 && g_losses[0]) {
-        o->lf = fopen(g_losses, "w");
-        if (!o->lf || fputs("step,loss,policy,value,legal,acc,f1\n", o->lf) < 0) {
-            fprintf(stderr, "train: --losses %s: cannot write\n", g_losses);
+        static const char head[] = "step,loss,policy,value,legal,acc,f1\n";
+        o->lf = compat_durable_open(g_losses, err, sizeof err);
+        if (!o->lf || compat_durable_write(o->lf, head, sizeof head - 1, err, sizeof err) != 0) {
+            fprintf(stderr, "train: --losses %s: cannot write: %s\n", g_losses, err);
             return -1;
         }
     }
@@ -450,9 +513,15 @@ static int die_due(int64_t s) { return g_die_at > 0 && s + 1 == g_die_at; }
 static int offline_step(void *user, int64_t s, const nn_metrics_t *m, const train_loop_result_t *r, char *err,
                         size_t errlen) {
     offline_t *o = user;
-    if (o->lf)
-        fprintf(o->lf, "%" PRId64 ",%.9g,%.9g,%.9g,%.9g,%.9g,%.9g\n", m->step, m->loss, m->policy_loss, m->value_loss,
-                m->legal_loss, m->policy_acc, m->legal_f1);
+    if (o->lf) {
+        char line[256], e[512];
+        int n = snprintf(line, sizeof line, "%" PRId64 ",%.9g,%.9g,%.9g,%.9g,%.9g,%.9g\n", m->step, m->loss,
+                         m->policy_loss, m->value_loss, m->legal_loss, m->policy_acc, m->legal_f1);
+        if (compat_durable_write(o->lf, line, (size_t)n, e, sizeof e) != 0) {
+            snprintf(err, errlen, "--losses: %s", e);
+            return -1;
+        }
+    }
     train_sums_add(&o->tick, m);
     if (g_steps - s <= 100) train_sums_add(&o->tail, m);
     if (o->td && s + 1 == g_diverge_at && g_rank == o->ranks - 1) { /* tests: what the weights check must catch */
@@ -626,7 +695,8 @@ static int offline_finish(offline_t *o, int stopped) {
         printf("done: step %" PRId64 " (nothing left to train: the checkpoint is at --steps)\n", step_end);
     }
     if (!g_out[0]) return register_next(o, step_end);
-    if (nn_weights_save(o->tn.net, o->tn.nt, g_out, err, sizeof err) != 0) {
+    if (run_output_check(g_out, o->run, "the final net", "--out", err, sizeof err) != 0 ||
+        nn_weights_save(o->tn.net, o->tn.nt, g_out, err, sizeof err) != 0) {
         fprintf(stderr, "train: %s\n", err);
         return 1;
     }
@@ -637,7 +707,16 @@ static int offline_finish(offline_t *o, int stopped) {
 static void offline_close(offline_t *o) {
     status_end(o);
     train_dist_free(o->td);
-    if (o->lf && fclose(o->lf) != 0) fprintf(stderr, "train: --losses %s: write failed\n", g_losses);
+    if (o->lf) { /* the losses so far, also after a stop or a failed step */
+        char err[2048];
+        if (run_output_check(g_losses, o->run, "the losses", "--losses", err, sizeof err) != 0) {
+            compat_durable_abort(o->lf);
+            fprintf(stderr, "train: %s\n", err);
+        } else if (compat_durable_commit(o->lf, err, sizeof err) != 0) {
+            fprintf(stderr, "train: --losses %s: %s\n", g_losses, err);
+        }
+        o->lf = NULL;
+    }
     fflush(stdout);
     free(o->list);
     shard_batch_free(o->batch);

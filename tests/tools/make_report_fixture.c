@@ -104,7 +104,7 @@ int main(int argc, char **argv) {
         for (int i = 0; i < steps_per_cycle; i++, step++) {
             db_train_step_t *t = &rows[i];
             double q = (double)step / (double)total_steps;
-            t->step = step;
+            t->step = step + 1; /* the trainer numbers its steps from 1 */
             t->cycle = c;
             t->time = t0 + (double)step * 0.5;
             t->lr = 0.02 * (0.01 + 0.99 * (1 + cos(3.141592653589793 * q)) / 2);

@@ -3,9 +3,11 @@
  * points in them, the tables (a match of two outside engines with its games
  * among the matches, kept out of the self-play figures), and nothing
  * fetched from the network; on a
- * partial run, an empty database and a run without a database it writes a
- * page with "no data yet" in place of every missing chart; bad arguments
- * fail cleanly. The false resignations by cycle (schema v3) are in a chart
+ * partial run and an empty database it writes a page with "no data yet" in
+ * place of every missing chart; a directory without a database is an error
+ * (exit 1, naming the path) and bad arguments fail cleanly. The training
+ * steps are counted as the trainer numbers them (from 1); the hours chart's
+ * note never overlaps its title, and a 1-cycle run's hours axis starts at 0. The false resignations by cycle (schema v3) are in a chart
  * and a table with the numbers of koma.db and the resign threshold, a cycle
  * written before v3 is left out; inspect prints them too. A match that
  * never finished (games, no Elo) is marked unfinished in both.
@@ -168,6 +170,8 @@ int main(int argc, char **argv) {
         /* The same ratings by hours: the nets whose cycle has timed metrics (0..7). */
         chart("Elo by hours of running (cycle 0 = 0, 95% interval)", buf, sizeof buf);
         CHECK(occurrences(buf, "<circle") == 8 && strstr(buf, ">hours</text>") != NULL);
+        /* its note does not fit beside the title: it is on a line of its own, not drawn over the title */
+        CHECK(strstr(buf, "y=\"22\" class=\"small\"") == NULL && strstr(buf, "y=\"39\" class=\"small\"") != NULL);
         /* hours of running: the fixture's day between cycles 3 and 4 is left
          * out, so the axis ends near 8 cycles x 10 minutes, not a day later */
         {
@@ -223,6 +227,8 @@ int main(int argc, char **argv) {
         CHECK(count("<td>-</td><td class=\"l\">engine1") == 1); /* no cycle */
         CHECK(count("2 match games, ended by resign 1, time 1") == 1);
         CHECK(count("<b>960</b><span>self-play games</span>") == 1);
+        /* 8 cycles x 250 steps, numbered from 1 as the trainer does (not one more) */
+        CHECK(count("<b>2000</b><span>training steps</span>") == 1);
         CHECK(count("<b>2</b><span>match games</span>") == 1);
         chart("How games ended", buf, sizeof buf);
         CHECK(buf[0] && !strstr(buf, ">time</text>"));
@@ -269,13 +275,36 @@ int main(int argc, char **argv) {
     char bare[900], err[256];
     snprintf(bare, sizeof bare, "%s", t_path("bare"));
     KOMA_ASSERT(compat_mkdir_p(bare, err, sizeof err) == 0);
+    /* a directory without koma.db: nothing to report is an error naming the database's path, no page */
     const char *rep_b[] = {report, bare, NULL};
-    CHECK(t_run(rep_b) == 0);
+    int st_b = -1;
+    char e_b[512];
+    CHECK(compat_run_io(rep_b, "", t_path("bare.txt"), &st_b, e_b, sizeof e_b) == 0 && st_b == 1);
     snprintf(out, sizeof out, "%s/report.html", bare);
+    CHECK(!compat_file_exists(out));
+    CHECK(load(t_path("bare.txt")) == 0);
+    CHECKF(g_html && strstr(g_html, "bare/koma.db") && strstr(g_html, "no koma.db"), "report on a bare directory: %s",
+           g_html ? g_html : "");
+
+    /* ---- a run of one cycle: the hours axis starts at 0, not at -1 ---- */
+    char one[900];
+    snprintf(one, sizeof one, "%s", t_path("one"));
+    const char *mk_1[] = {fixture, one, "--cycles", "1", NULL};
+    CHECK(t_run(mk_1) == 0);
+    const char *rep_1[] = {report, one, NULL};
+    CHECK(t_run(rep_1) == 0);
+    snprintf(out, sizeof out, "%s/report.html", one);
     CHECK(load(out) == 0);
     if (g_html) {
         check_page();
-        CHECK(count("no koma.db yet") == 1 && count("no data yet") == 16);
+        chart("Elo by hours of running (cycle 0 = 0, 95% interval)", buf, sizeof buf);
+        CHECK(occurrences(buf, "<circle") >= 1);
+        double xmin = 1e9;
+        const char *key = "text-anchor=\"middle\">"; /* the x ticks (and the axis label) */
+        for (const char *p = buf; (p = strstr(p, key)); p += strlen(key))
+            if (p[strlen(key)] == '-' || (p[strlen(key)] >= '0' && p[strlen(key)] <= '9'))
+                xmin = fmin(xmin, atof(p + strlen(key)));
+        CHECKF(xmin == 0.0, "1-cycle run: the hours axis starts at %g", xmin);
     }
 
     /* ---- an unfinished match (begun, one game, never finished): marked so ---- */
