@@ -1,13 +1,51 @@
 /* config.c - flags and INI flag sets; see config.h. */
 #include "config/config.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <ini.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "compat/compat.h"
+
+/* Length of the valid UTF-8 sequence at s that is printable (not a C1
+ * control, U+0080..U+009F), or 0. */
+static int utf8_printable(const unsigned char *s) {
+    int n = s[0] >= 0xC2 && s[0] <= 0xDF ? 2 : s[0] >= 0xE0 && s[0] <= 0xEF ? 3 : s[0] >= 0xF0 && s[0] <= 0xF4 ? 4 : 0;
+    for (int k = 1; k < n; k++)
+        if ((s[k] & 0xC0) != 0x80) return 0;
+    if (n == 2 && s[0] == 0xC2 && s[1] < 0xA0) return 0;                    /* C1 controls */
+    if (n == 3 && ((s[0] == 0xE0 && s[1] < 0xA0) || (s[0] == 0xED && s[1] > 0x9F))) return 0; /* overlong, surrogates */
+    if (n == 4 && ((s[0] == 0xF0 && s[1] < 0x90) || (s[0] == 0xF4 && s[1] > 0x8F))) return 0;
+    return n;
+}
+
+const char *cfg_quote(const char *s, char *buf, size_t n) {
+    if (!buf || n == 0) return "";
+    size_t o = 0;
+    const unsigned char *p = (const unsigned char *)(s ? s : "");
+    while (*p) {
+        int u = *p >= 0x80 ? utf8_printable(p) : 0;
+        size_t need = *p >= 0x20 && *p < 0x7F ? 1 : u ? (size_t)u : 4;
+        if (o + need + 4 > n) { /* room for "..." and the NUL */
+            if (o + 4 <= n) memcpy(buf + o, "...", 3), o += 3;
+            break;
+        }
+        if (need == 4 && !u) {
+            snprintf(buf + o, n - o, "\\x%02x", *p);
+            p++;
+        } else {
+            memcpy(buf + o, p, need);
+            p += need;
+        }
+        o += need;
+    }
+    buf[o] = 0;
+    return buf;
+}
 
 static int is_bool_word(const char *v) {
     static const char *const w[] = {"true", "false", "0", "1", "on", "off", "yes", "no"};
@@ -87,29 +125,32 @@ static size_t str_size(const cfg_opt_t *o) { return o->size ? o->size : CFG_STRI
 int cfg_set(const cfg_opt_t *opts, int nopts, const char *key, const char *value,
             char *err, size_t errlen) {
     const cfg_opt_t *o = cfg_find(opts, nopts, key);
+    char q[CFG_QUOTE_MAX];
     if (!o) {
-        snprintf(err, errlen, "unknown option '%s'", key);
+        snprintf(err, errlen, "unknown option '%s'", cfg_quote(key, q, sizeof q));
         return CFG_ERROR;
     }
     if (!value) value = "";
     int ranged = o->min <= o->max;
     char *end = NULL;
     errno = 0;
+    const char *help_sep = o->help ? ": " : "", *help = o->help ? o->help : "";
     switch (o->type) {
     case CFG_TYPE_INT:
     case CFG_TYPE_I32:
     case CFG_TYPE_U64: {
         long long v = strtoll(value, &end, 10);
-        if (!*value || *end || errno) {
-            snprintf(err, errlen, "option '%s': '%s' is not an integer", key, value);
+        int overflow = errno == ERANGE;
+        if (!*value || *end || (errno && !overflow)) {
+            snprintf(err, errlen, "option '%s': '%s' is not an integer", key, cfg_quote(value, q, sizeof q));
             return CFG_ERROR;
         }
         double lo = o->type == CFG_TYPE_I32 ? (double)INT32_MIN : o->type == CFG_TYPE_U64 ? 0.0 : -9.3e18;
         double hi = o->type == CFG_TYPE_I32 ? (double)INT32_MAX : 9.3e18;
         if (ranged) lo = o->min > lo ? o->min : lo, hi = o->max < hi ? o->max : hi;
-        if ((double)v < lo || (double)v > hi) {
-            snprintf(err, errlen, "option '%s': %lld is outside [%.15g, %.15g]%s%s", key, v, lo, hi,
-                     o->help ? ": " : "", o->help ? o->help : "");
+        if (overflow || (double)v < lo || (double)v > hi) { /* the digits as given: strtoll clamped them */
+            snprintf(err, errlen, "option '%s': %s is outside [%.15g, %.15g]%s%s", key, cfg_quote(value, q, sizeof q),
+                     lo, hi, help_sep, help);
             return CFG_ERROR;
         }
         if (o->type == CFG_TYPE_INT) *(int64_t *)o->ptr = v;
@@ -120,13 +161,17 @@ int cfg_set(const cfg_opt_t *opts, int nopts, const char *key, const char *value
     case CFG_TYPE_DOUBLE:
     case CFG_TYPE_FLOAT: {
         double v = strtod(value, &end);
-        if (!*value || *end || errno || !isfinite(v) || (o->type == CFG_TYPE_FLOAT && !isfinite((float)v))) {
-            snprintf(err, errlen, "option '%s': '%s' is not a number", key, value);
+        /* ERANGE: beyond the largest double (+-HUGE_VAL, out of range below)
+         * or below the smallest (a number next to 0, taken as it is). */
+        if (!*value || *end || (errno && errno != ERANGE) || isnan(v)) {
+            snprintf(err, errlen, "option '%s': '%s' is not a number", key, cfg_quote(value, q, sizeof q));
             return CFG_ERROR;
         }
-        if (ranged && (v < o->min || v > o->max)) {
-            snprintf(err, errlen, "option '%s': %g is outside [%g, %g]%s%s", key, v, o->min, o->max,
-                     o->help ? ": " : "", o->help ? o->help : "");
+        double big = o->type == CFG_TYPE_FLOAT ? (double)FLT_MAX : DBL_MAX;
+        double lo = ranged ? o->min : -big, hi = ranged ? o->max : big;
+        if (!(v >= lo && v <= hi) || fabs(v) > big) {
+            snprintf(err, errlen, "option '%s': %s is outside [%g, %g]%s%s", key, cfg_quote(value, q, sizeof q), lo,
+                     hi, help_sep, help);
             return CFG_ERROR;
         }
         if (o->type == CFG_TYPE_DOUBLE) *(double *)o->ptr = v;
@@ -139,7 +184,7 @@ int cfg_set(const cfg_opt_t *opts, int nopts, const char *key, const char *value
         else if (!strcmp(value, "0") || !strcmp(value, "false") || !strcmp(value, "off") || !strcmp(value, "no"))
             *(int *)o->ptr = 0;
         else {
-            snprintf(err, errlen, "option '%s': '%s' is not a boolean (true/false)", key, value);
+            snprintf(err, errlen, "option '%s': '%s' is not a boolean (true/false)", key, cfg_quote(value, q, sizeof q));
             return CFG_ERROR;
         }
         break;
@@ -154,7 +199,7 @@ int cfg_set(const cfg_opt_t *opts, int nopts, const char *key, const char *value
             if (k < 0) {
                 char list[256];
                 choices_list(o->choices, list, sizeof list);
-                snprintf(err, errlen, "option '%s': '%.100s' is not %s", key, value, list);
+                snprintf(err, errlen, "option '%s': '%s' is not %s", key, cfg_quote(value, q, sizeof q), list);
                 return CFG_ERROR;
             }
         }
@@ -238,7 +283,9 @@ static int ini_set(ini_ctx_t *c, int line, const char *name, const char *value) 
     if (o && c->set_on) {
         int *first = &c->set_on[o - c->opts];
         if (*first) {
-            snprintf(c->err, c->errlen, "%s:%d: '%s' is already set on line %d", c->path, line, name, *first);
+            char q[CFG_QUOTE_MAX];
+            snprintf(c->err, c->errlen, "%s:%d: '%s' is already set on line %d", c->path, line,
+                     cfg_quote(name, q, sizeof q), *first);
             c->failed = 1;
             return 0;
         }
@@ -355,22 +402,86 @@ void cfg_value_string(const cfg_opt_t *o, char *buf, size_t n) {
     }
 }
 
-void cfg_print_help(const cfg_opt_t *opts, int nopts, const char *usage, FILE *out) {
-    if (usage) fprintf(out, "%s\n\n", usage);
-    fprintf(out, "  --config FILE          read flags from an INI file (key = flag name); command-line flags win\n");
-    for (int i = 0; i < nopts; i++) {
-        char v[CFG_STRING_MAX + 8];
-        cfg_value_string(&opts[i], v, sizeof v);
-        char lhs[64];
-        snprintf(lhs, sizeof lhs, "--%s %s", opts[i].name, type_name(&opts[i]));
-        if (opts[i].choices) {
-            char list[256];
-            choices_list(opts[i].choices, list, sizeof list);
-            fprintf(out, "  %-22s %s: %s (default: %s)\n", lhs, opts[i].help, list, v);
-        } else {
-            fprintf(out, "  %-22s %s (default: %s)\n", lhs, opts[i].help, v);
+/* 1 when every word of "a|b|c" appears in text as a word of its own. */
+static int says_choices(const char *text, const char *choices) {
+    int w = 0;
+    const char *c;
+    for (int k = 0; (c = cfg_choice(choices, k, &w)) != NULL; k++) {
+        int found = 0;
+        for (const char *p = text; !found && *p; p++) {
+            if (strncmp(p, c, (size_t)w) != 0) continue;
+            char before = p == text ? ' ' : p[-1], after = p[w];
+            found = !(isalnum((unsigned char)before) || before == '-' || before == '_') &&
+                    !(isalnum((unsigned char)after) || after == '-' || after == '_');
         }
+        if (!found) return 0;
     }
+    return 1;
+}
+
+/* Writes text from column col (the cursor is there) to width, breaking at
+ * spaces; continuation lines start at col. A word longer than a line is
+ * written whole. */
+static void wrap_text(FILE *out, const char *text, int col, int width) {
+    int x = col, first = 1;
+    for (const char *p = text; *p;) {
+        while (*p == ' ') p++;
+        if (!*p) break;
+        int n = 0;
+        while (p[n] && p[n] != ' ') n++;
+        if (!first && x + 1 + n > width) {
+            fprintf(out, "\n%*s", col, "");
+            x = col;
+        } else if (!first) {
+            fputc(' ', out);
+            x++;
+        }
+        fprintf(out, "%.*s", n, p);
+        x += n, first = 0;
+        p += n;
+    }
+    fputc('\n', out);
+}
+
+/* One row of --help: "  --name TYPE" then the text from column col, on the
+ * same line when the name leaves room, else on the next. */
+static void help_row(FILE *out, const char *lhs, const char *text, int col, int width) {
+    int n = fprintf(out, "  %s", lhs);
+    if (n + 2 > col) {
+        fprintf(out, "\n%*s", col, "");
+    } else {
+        fprintf(out, "%*s", col - n, "");
+    }
+    wrap_text(out, text, col, width);
+}
+
+void cfg_print_help(const cfg_opt_t *opts, int nopts, const char *usage, FILE *out) {
+    int width = compat_isatty(out) ? compat_term_width(out) : 0;
+    if (width <= 0) width = 80;
+    if (width < 60) width = 60; /* narrower: lines overflow rather than a column of single words */
+    if (width > 120) width = 120;
+    if (usage) fprintf(out, "%s\n\n", usage);
+    /* the text column: after the longest "--name TYPE" that fits in a third of the line */
+    int col = (int)strlen("  --config FILE  ");
+    for (int i = 0; i < nopts; i++) {
+        int n = 2 + 2 + (int)strlen(opts[i].name) + 1 + (int)strlen(type_name(&opts[i])) + 2;
+        if (n > col && n <= width / 3) col = n;
+    }
+    help_row(out, "--config FILE", "read flags from an INI file (key = flag name); command-line flags win", col, width);
+    char *text = malloc(CFG_STRING_MAX * 2 + 1024);
+    if (!text) return;
+    for (int i = 0; i < nopts; i++) {
+        const cfg_opt_t *o = &opts[i];
+        char v[CFG_STRING_MAX + 8], lhs[160], list[256] = "";
+        cfg_value_string(o, v, sizeof v);
+        snprintf(lhs, sizeof lhs, "--%s %s", o->name, type_name(o));
+        const char *help = o->help ? o->help : "";
+        if (o->choices && !says_choices(help, o->choices)) choices_list(o->choices, list, sizeof list);
+        snprintf(text, CFG_STRING_MAX * 2 + 1024, "%s (%s%sdefault: %s)", help, list, list[0] ? "; " : "",
+                 v[0] ? v : "''");
+        help_row(out, lhs, text, col, width);
+    }
+    free(text);
 }
 
 void cfg_dump(const cfg_opt_t *opts, int nopts, FILE *out) {
@@ -438,7 +549,8 @@ int cfg_parse(const cfg_opt_t *opts, int nopts, int argc, char **argv, int first
             const char *eq = strchr(a + 2, '=');
             size_t kl = eq ? (size_t)(eq - (a + 2)) : strlen(a + 2);
             if (kl >= sizeof key) {
-                snprintf(err, errlen, "flag too long: %.60s...", a);
+                char q[64];
+                snprintf(err, errlen, "flag too long: %s", cfg_quote(a, q, sizeof q));
                 return CFG_ERROR;
             }
             memcpy(key, a + 2, kl);
@@ -449,7 +561,8 @@ int cfg_parse(const cfg_opt_t *opts, int nopts, int argc, char **argv, int first
                 continue;
             }
             if (!o) {
-                snprintf(err, errlen, "unknown flag --%s (see --help)", key);
+                char q[CFG_QUOTE_MAX];
+                snprintf(err, errlen, "unknown flag --%s (see --help)", cfg_quote(key, q, sizeof q));
                 return CFG_ERROR;
             }
             const char *val;
@@ -461,7 +574,7 @@ int cfg_parse(const cfg_opt_t *opts, int nopts, int argc, char **argv, int first
                 val = "true"; /* the word after a bare boolean flag is a positional argument */
             else {
                 if (i + 1 >= argc) {
-                    snprintf(err, errlen, "flag --%s needs a value", key);
+                    snprintf(err, errlen, "flag --%s needs a value", key); /* key names a row: printable */
                     return CFG_ERROR;
                 }
                 val = argv[++i];
@@ -469,7 +582,8 @@ int cfg_parse(const cfg_opt_t *opts, int nopts, int argc, char **argv, int first
             if (cfg_set(opts, nopts, key, val, err, errlen) != CFG_OK) return CFG_ERROR;
         } else {
             if (!positional || !npositional || *npositional >= max_positional) {
-                snprintf(err, errlen, "unexpected argument '%s' (see --help)", a);
+                char q[CFG_QUOTE_MAX];
+                snprintf(err, errlen, "unexpected argument '%s' (see --help)", cfg_quote(a, q, sizeof q));
                 return CFG_ERROR;
             }
             positional[(*npositional)++] = argv[i];

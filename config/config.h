@@ -79,8 +79,18 @@ const char *cfg_choice(const char *choices, int k, int *len);
 /* The current value of a row as text (what --help, dumps and USI print). */
 void cfg_value_string(const cfg_opt_t *o, char *buf, size_t n);
 
+/* s as it may be quoted in a message: printable ASCII and valid printable
+ * UTF-8 as they are, every other byte as \xNN (a binary file's bytes never
+ * reach the terminal raw), cut with "..." to fit n (CFG_QUOTE_MAX: about
+ * 120 characters). Returns buf. Every message of this module that quotes
+ * input goes through it. */
+#define CFG_QUOTE_MAX 128
+const char *cfg_quote(const char *s, char *buf, size_t n);
+
 /* Applies one key/value (as from a file or a USI setoption). A bad value
- * leaves the target as it was. */
+ * leaves the target as it was; a number out of the row's range, or beyond
+ * what its type holds ("99999999999999999999", "1e400"), is an error that
+ * gives the range. */
 int cfg_set(const cfg_opt_t *opts, int nopts, const char *key, const char *value,
             char *err, size_t errlen);
 /* Loads an INI file (keys = long flag names). */

@@ -151,6 +151,103 @@ int main(void) {
     char *a14[] = {"prog", "--gumbel", "file.csa"};
     CHECK(parse(3, a14, err, sizeof err) == CFG_OK && gumbel);
 
+    /* Numbers beyond what the type holds are out of range, and the message
+     * gives the range ("is not an integer" / "is not a number" misled). */
+    reset();
+    char *r1[] = {"prog", "--cycles", "99999999999999999999"};
+    CHECKF(parse(3, r1, err, sizeof err) == CFG_ERROR &&
+               strstr(err, "option 'cycles': 99999999999999999999 is outside [1, 1000000000]") &&
+               !strstr(err, "not an integer"),
+           "--cycles 99999999999999999999: %s", err);
+    char *r2[] = {"prog", "--lr", "1e400"};
+    CHECKF(parse(3, r2, err, sizeof err) == CFG_ERROR && strstr(err, "option 'lr': 1e400 is outside [0, 10]") &&
+               !strstr(err, "not a number"),
+           "--lr 1e400: %s", err);
+    char *r3[] = {"prog", "--cycles", "-99999999999999999999"};
+    CHECKF(parse(3, r3, err, sizeof err) == CFG_ERROR && strstr(err, "-99999999999999999999 is outside [1, "),
+           "--cycles -99999999999999999999: %s", err);
+    char *r4[] = {"prog", "--lr", "1e-400"}; /* next to 0: taken as it is */
+    CHECKF(parse(3, r4, err, sizeof err) == CFG_OK && lr >= 0 && lr < 1e-300, "--lr 1e-400: %s", err);
+    char *r5[] = {"prog", "--lr", "nan"};
+    CHECKF(parse(3, r5, err, sizeof err) == CFG_ERROR && strstr(err, "'nan' is not a number"), "--lr nan: %s", err);
+    {
+        static double un;
+        static float fl;
+        static int64_t big;
+        const cfg_opt_t u[] = {{"un", CFG_TYPE_DOUBLE, &un, 1, 0, "unbounded"},
+                               {"fl", CFG_TYPE_FLOAT, &fl, 1, 0, "a float"},
+                               {"big", CFG_TYPE_INT, &big, 1, 0, "unbounded integer"}};
+        CHECKF(cfg_set(u, 3, "un", "-1e400", err, sizeof err) == CFG_ERROR && strstr(err, "-1e400 is outside [-1.79769e+308, 1.79769e+308]"),
+               "un -1e400: %s", err);
+        CHECKF(cfg_set(u, 3, "fl", "1e39", err, sizeof err) == CFG_ERROR && strstr(err, "1e39 is outside [-3.40282e+38, 3.40282e+38]"),
+               "fl 1e39: %s", err);
+        CHECKF(cfg_set(u, 3, "big", "99999999999999999999", err, sizeof err) == CFG_ERROR && strstr(err, "is outside [-9.3e+18, 9.3e+18]"),
+               "big: %s", err);
+    }
+
+    /* A binary file named as the config: no raw byte of it reaches the
+     * message (a terminal would act on escape sequences), every one shown
+     * as \xNN; valid UTF-8 stays readable. */
+    f = fopen(ini, "wb");
+    fputs("\x1b[2J\x7f\xff\xfe\x01 = 1\n", f);
+    fclose(f);
+    CHECK(parse(3, a8, err, sizeof err) == CFG_ERROR);
+    int raw = 0;
+    for (const unsigned char *p = (const unsigned char *)err; *p; p++) raw += *p < 0x20 || *p >= 0x7f;
+    CHECKF(raw == 0 && strstr(err, "unknown option '\\x1b[2J\\x7f\\xff\\xfe\\x01'"), "binary key: %s", err);
+    f = fopen(ini, "wb");
+    fputs("cycles = \x07\x9b" "1\n", f);
+    fclose(f);
+    CHECKF(parse(3, a8, err, sizeof err) == CFG_ERROR && strstr(err, "'\\x07\\x9b1' is not an integer"), "binary value: %s", err);
+    char *b1[] = {"prog", "--net\x1b]0;title\x07"};
+    CHECKF(parse(2, b1, err, sizeof err) == CFG_ERROR && strstr(err, "unknown flag --net\\x1b]0;title\\x07"), "flag: %s", err);
+    char *b2[] = {"prog", "--gumbel", "\xe5\xb0\x86\xe6\xa3\x8b\xc2\x9b"}; /* 将棋, then a C1 control */
+    CHECKF(cfg_parse(opts, NOPTS, 3, b2, 1, NULL, 0, NULL, "", stdout, err, sizeof err) == CFG_ERROR &&
+               strstr(err, "'\xe5\xb0\x86\xe6\xa3\x8b\\xc2\\x9b' is not a boolean"),
+           "UTF-8: %s", err);
+    char q[CFG_QUOTE_MAX];
+    char longv[600];
+    memset(longv, 'v', sizeof longv - 1);
+    longv[sizeof longv - 1] = 0;
+    CHECK(strlen(cfg_quote(longv, q, sizeof q)) < sizeof q && strstr(q, "...") != NULL);
+
+    /* --help: rows wrapped to 80 columns (not a terminal), texts in one
+     * column, allowed words given once. */
+    {
+        static int mode;
+        static char word[CFG_STRING_MAX];
+        const cfg_opt_t h[] = {
+            {"mode", CFG_TYPE_ENUM, &mode, 1, 0, "a leaf mate search of this many plies: 0, 1 or 3", "1", "0|1|3"},
+            {"word", CFG_TYPE_STRING, word, 1, 0,
+             "a very long help text that goes on and on, much longer than one line of a terminal eighty columns wide, "
+             "so that it must be wrapped onto several lines, each starting in the same column as the first",
+             "alpha", "alpha|beta|gamma"},
+            {"a-flag-with-a-very-long-name", CFG_TYPE_BOOL, &gumbel, 1, 0, "its text starts on the next line", "0"},
+        };
+        const char *hp = KOMA_TEST_TMP "/config_help_wrap.txt";
+        cfg_defaults(h, 3);
+        FILE *hf = fopen(hp, "w");
+        cfg_print_help(h, 3, "usage: prog", hf);
+        fclose(hf);
+        size_t hl = 0;
+        char *t = compat_read_file(hp, &hl, err, sizeof err);
+        KOMA_ASSERT(t);
+        fprintf(stderr, "%s", t);
+        int longest = 0;
+        for (char *p = t; *p;) {
+            char *e = strchr(p, '\n');
+            int l = e ? (int)(e - p) : (int)strlen(p);
+            longest = l > longest ? l : longest;
+            p = e ? e + 1 : p + l;
+        }
+        CHECKF(longest <= 80, "a help line of %d characters", longest);
+        CHECK(strstr(t, "0, 1 or 3 (default: 1)") && !strstr(t, "0, 1 or 3: 0, 1 or 3"));
+        CHECK(strstr(t, "(alpha, beta or gamma; default: alpha)") != NULL);
+        CHECK(strstr(t, "  --a-flag-with-a-very-long-name bool\n                 ") != NULL);
+        free(t);
+        compat_remove_file(hp);
+    }
+
     /* The last line needs no newline. */
     f = fopen(ini, "w");
     fprintf(f, "cycles = 9");
