@@ -420,8 +420,10 @@ static int says_choices(const char *text, const char *choices) {
 }
 
 /* Writes text from column col (the cursor is there) to width, breaking at
- * spaces; continuation lines start at col. A word longer than a line is
- * written whole. */
+ * spaces (not at NBSP, written as a space); continuation lines start at col.
+ * A word longer than a line is written whole. */
+#define NBSP '\x01'
+
 static void wrap_text(FILE *out, const char *text, int col, int width) {
     int x = col, first = 1;
     for (const char *p = text; *p;) {
@@ -436,7 +438,7 @@ static void wrap_text(FILE *out, const char *text, int col, int width) {
             fputc(' ', out);
             x++;
         }
-        fprintf(out, "%.*s", n, p);
+        for (int k = 0; k < n; k++) fputc(p[k] == NBSP ? ' ' : p[k], out);
         x += n, first = 0;
         p += n;
     }
@@ -477,8 +479,8 @@ void cfg_print_help(const cfg_opt_t *opts, int nopts, const char *usage, FILE *o
         snprintf(lhs, sizeof lhs, "--%s %s", o->name, type_name(o));
         const char *help = o->help ? o->help : "";
         if (o->choices && !says_choices(help, o->choices)) choices_list(o->choices, list, sizeof list);
-        snprintf(text, CFG_STRING_MAX * 2 + 1024, "%s (%s%sdefault: %s)", help, list, list[0] ? "; " : "",
-                 v[0] ? v : "''");
+        snprintf(text, CFG_STRING_MAX * 2 + 1024, "%s (%s%sdefault:\x01%s)", help, list, list[0] ? "; " : "",
+                 v[0] ? v : "''"); /* "default: X" kept on one line */
         help_row(out, lhs, text, col, width);
     }
     free(text);

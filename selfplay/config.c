@@ -145,7 +145,75 @@ int sp_config_check(const sp_config_t *c, char *err, size_t errlen) {
         snprintf(err, errlen, "games-per-thread: %lld, need 2 at least (two halves)", (long long)c->games_per_thread);
         return -1;
     }
+    int64_t mem = sp_machine_memory();
+    char why[160] = "";
+    int64_t lim = compat_address_space_limit();
+    if (lim > 0 && (mem <= 0 || lim < mem)) {
+        mem = lim;
+        snprintf(why, sizeof why, "the address-space limit (ulimit -v)");
+    }
+    if (mem > 0) {
+        if (!why[0]) snprintf(why, sizeof why, "this machine's memory");
+        return sp_config_check_memory(c, mem, why, err, errlen);
+    }
     return 0;
+}
+
+int64_t sp_config_games_per_thread(const sp_config_t *c) {
+    int64_t g = c->games_per_thread, cycle = c->games_per_cycle > 2 ? c->games_per_cycle : 2;
+    return g < cycle ? g : cycle;
+}
+
+int64_t sp_config_slot_bytes(const sp_config_t *c) {
+    mcts_params_t p;
+    sp_config_mcts(c, 1, &p);
+    /* mcts_tree_new's one block (mcts/mcts.h: 40-byte nodes + a 4-byte
+     * forwarding index, 12-byte edges, the edge pool clamped as there), the
+     * tree's Position (about 115 KiB), and the slot's leaves in its half's
+     * batch (labels and logits for every legal move, packed planes). */
+    int64_t edges = p.edge_limit < MCTS_MOVES_MAX ? MCTS_MOVES_MAX : p.edge_limit;
+    if (edges > (int64_t)UINT32_MAX - MCTS_MOVES_MAX) edges = (int64_t)UINT32_MAX - MCTS_MOVES_MAX;
+    int64_t tree = (int64_t)p.node_limit * (40 + 4) + edges * 12 + (115 << 10);
+    int64_t leaves = c->leaves_per_game * ((int64_t)MCTS_MOVES_MAX * 6 + ENC_PACKED_BYTES + 64);
+    return tree + leaves;
+}
+
+static const char *bytes_text(double b, char *buf, size_t n) {
+    static const char *const unit[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    int u = 0;
+    while (b >= 1024.0 && u < 5) b /= 1024.0, u++;
+    snprintf(buf, n, u == 0 ? "%.0f %s" : "%.1f %s", b, unit[u]);
+    return buf;
+}
+
+int sp_config_check_memory(const sp_config_t *c, int64_t mem_bytes, const char *what, char *err, size_t errlen) {
+    int64_t threads = sp_config_threads(c), gpt = sp_config_games_per_thread(c), slot = sp_config_slot_bytes(c);
+    double total = (double)threads * (double)gpt * (double)slot;
+    if (total <= (double)mem_bytes) return 0;
+    char a[32], b[32], m[32];
+    int fast = c->visits_fast > c->visits;
+    snprintf(err, errlen,
+             "--%s %lld with %lld games at once (--threads %lld x --games-per-thread %lld): their search trees "
+             "could take %s (%s per game), more than the %s of %s; lower --%s, --threads or --games-per-thread",
+             fast ? "visits-fast" : "visits", (long long)(fast ? c->visits_fast : c->visits),
+             (long long)(threads * gpt), (long long)threads, (long long)gpt, bytes_text(total, a, sizeof a),
+             bytes_text((double)slot, b, sizeof b), bytes_text((double)mem_bytes, m, sizeof m), what,
+             fast ? "visits-fast" : "visits");
+    return -1;
+}
+
+/* MemTotal of /proc/meminfo in bytes, or -1 where there is no such file (not
+ * Linux): then only an address-space limit bounds the check. (Belongs in
+ * compat/ as compat_memory_total; a plain file read needs no #ifdef.) */
+int64_t sp_machine_memory(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return -1;
+    char line[256];
+    long long kb = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemTotal: %lld kB", &kb) == 1) break;
+    fclose(f);
+    return kb > 0 ? (int64_t)kb * 1024 : -1;
 }
 
 void sp_config_mcts(const sp_config_t *c, uint64_t seed, mcts_params_t *p) {
@@ -199,7 +267,7 @@ nn_server_config_t sp_config_server(const sp_config_t *c) {
     s.expect_features_version = ENC_FEATURES_VERSION;
     /* Every worker keeps two submissions of up to half its games' leaves in
      * flight: the queue must hold them all, or submitters block on each other. */
-    int64_t half = (c->games_per_thread + 1) / 2 * c->leaves_per_game;
+    int64_t half = (sp_config_games_per_thread(c) + 1) / 2 * c->leaves_per_game;
     int64_t q = 2 * sp_config_threads(c) * half + c->max_batch;
     if (q < 8 * c->max_batch) q = 8 * c->max_batch;
     if (q > INT32_MAX / 2) q = INT32_MAX / 2;

@@ -91,10 +91,27 @@ void sp_config_default(sp_config_t *c);
 int sp_config_flags(sp_config_t *c, cfg_opt_t *opts, int cap);
 
 /* Checks combinations the per-flag ranges cannot (and that every
- * gauntlet-engineK parses, with labels that differ): 0, or -1 with err
+ * gauntlet-engineK parses, with labels that differ, and that the game slots'
+ * search trees fit in memory: sp_config_check_memory): 0, or -1 with err
  * naming the flag. Whether the engine's program runs is found out when it
  * is first played (a warning, and the run goes on without it). */
 int sp_config_check(const sp_config_t *c, char *err, size_t errlen);
+
+/* Games each worker drives at once: --games-per-thread, capped by
+ * --games-per-cycle (at least 2): a thread never starts more games than a
+ * cycle plays (65536 slots for a 2-game cycle held 65536 trees). */
+int64_t sp_config_games_per_thread(const sp_config_t *c);
+/* The most memory one game slot can take: its search tree's block at its
+ * node and edge limits (from --visits / --visits-fast and
+ * --leaves-per-game), its Position, its leaves in a batch. */
+int64_t sp_config_slot_bytes(const sp_config_t *c);
+/* 0 when every slot (threads x games per thread) fits in mem_bytes, else
+ * -1 with err naming the flags, the bytes they would take and what (e.g.
+ * "this machine's memory"). sp_config_check calls it with the machine's
+ * memory or the address-space limit, whichever is smaller. */
+int sp_config_check_memory(const sp_config_t *c, int64_t mem_bytes, const char *what, char *err, size_t errlen);
+/* Physical memory in bytes (/proc/meminfo), or -1 where unknown. */
+int64_t sp_machine_memory(void);
 
 /* Search parameters of one game slot (seed picks its random stream). */
 void sp_config_mcts(const sp_config_t *c, uint64_t seed, mcts_params_t *p);

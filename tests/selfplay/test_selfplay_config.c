@@ -191,8 +191,104 @@ static void test_flag_errors(void) {
     CHECKF(parse(3, a5, err, sizeof err) == CFG_ERROR && strstr(err, "is a directory"), "--config configs: %s", err);
 }
 
+/* Game slots: --games-per-thread is capped by --games-per-cycle (65536 slots
+ * for a 2-game cycle held 65536 trees), and slots whose search trees cannot
+ * fit in memory are refused up front, naming the flags and the bytes
+ * ("out of memory for 1 x 2 game slots" said neither). */
+static void test_slots(void) {
+    char err[1024];
+    char *a1[] = {"selfplay", "--games-per-thread", "65536", "--games-per-cycle", "2", "--threads", "1", "--visits", "8"};
+    CHECKF(parse(9, a1, err, sizeof err) == CFG_OK, "%s", err);
+    CHECKF(sp_config_games_per_thread(&g_cfg) == 2, "65536 games per thread for a 2-game cycle: %lld",
+           (long long)sp_config_games_per_thread(&g_cfg));
+    nn_server_config_t sc = sp_config_server(&g_cfg);
+    CHECKF(sc.queue_positions < 65536, "the server's queue is sized for %d positions", sc.queue_positions);
+    char *a2[] = {"selfplay", "--games-per-thread", "8", "--games-per-cycle", "24"};
+    CHECK(parse(5, a2, err, sizeof err) == CFG_OK && sp_config_games_per_thread(&g_cfg) == 8);
+    char *a3[] = {"selfplay", "--games-per-thread", "5", "--games-per-cycle", "1"};
+    CHECK(parse(5, a3, err, sizeof err) == CFG_OK && sp_config_games_per_thread(&g_cfg) == 2); /* two halves */
+
+    /* --visits 10000000: trees of 16M nodes and 2G edges, about 25 GiB a game */
+    char *a4[] = {"selfplay", "--visits", "10000000", "--threads", "1", "--games-per-thread", "2"};
+    int n = table();
+    CHECK(cfg_parse(g_opts, n, 7, a4, 1, NULL, 0, NULL, "", stdout, err, sizeof err) == CFG_OK);
+    int64_t slot = sp_config_slot_bytes(&g_cfg);
+    CHECKF(slot > ((int64_t)20 << 30) && slot < ((int64_t)40 << 30), "slot bytes at 1e7 visits: %lld", (long long)slot);
+    int rc = sp_config_check_memory(&g_cfg, (int64_t)8 << 30, "this machine's memory", err, sizeof err);
+    fprintf(stderr, "--visits 10000000: %s\n", err);
+    CHECKF(rc != 0 && strstr(err, "--visits 10000000 with 2 games at once (--threads 1 x --games-per-thread 2)") &&
+               strstr(err, "GiB per game") && strstr(err, "more than the 8.0 GiB of this machine's memory") &&
+               strstr(err, "lower --visits"),
+           "--visits 10000000: %s", err);
+    if (sp_machine_memory() > 0 && sp_machine_memory() < ((int64_t)50 << 30)) { /* the real check, where it applies */
+        CHECKF(sp_config_check(&g_cfg, err, sizeof err) != 0 && strstr(err, "--visits 10000000"), "%s", err);
+    }
+    char *a5[] = {"selfplay", "--visits-fast", "10000000", "--visits", "64", "--threads", "1"};
+    n = table();
+    CHECK(cfg_parse(g_opts, n, 7, a5, 1, NULL, 0, NULL, "", stdout, err, sizeof err) == CFG_OK);
+    CHECKF(sp_config_check_memory(&g_cfg, (int64_t)8 << 30, "x", err, sizeof err) != 0 &&
+               strstr(err, "--visits-fast 10000000") && strstr(err, "lower --visits-fast"),
+           "--visits-fast 10000000: %s", err);
+    /* the defaults and gpu.ini fit their machines */
+    table();
+    CHECKF(sp_config_check_memory(&g_cfg, (int64_t)1 << 30, "1 GiB", err, sizeof err) == 0, "defaults: %s", err);
+    char *a6[] = {"selfplay", "--config", KOMA_SOURCE_DIR "/configs/gpu.ini"};
+    n = table();
+    CHECK(cfg_parse(g_opts, n, 3, a6, 1, NULL, 0, NULL, "", stdout, err, sizeof err) == CFG_OK);
+    CHECKF(sp_config_check_memory(&g_cfg, (int64_t)32 << 30, "32 GiB", err, sizeof err) == 0, "gpu.ini: %s", err);
+}
+
+/* --help at 80 columns (not a terminal): every line fits, the texts start in
+ * one column, and allowed words the help already gives are not repeated
+ * ("0, 1 or 3: 0, 1 or 3"). */
+static void test_help(void) {
+    int n = table();
+    const char *path = KOMA_TEST_TMP "/selfplay_help.txt";
+    FILE *f = fopen(path, "w");
+    KOMA_ASSERT(f);
+    cfg_print_help(g_opts, n, "usage: selfplay [flags]", f);
+    fclose(f);
+    char err[256];
+    size_t len = 0;
+    char *text = compat_read_file(path, &len, err, sizeof err);
+    KOMA_ASSERT(text);
+    int longest = 0, lines = 0, col = -1, misaligned = 0;
+    for (char *p = text; *p;) {
+        char *e = strchr(p, '\n');
+        int l = e ? (int)(e - p) : (int)strlen(p);
+        if (l > longest) longest = l;
+        if (!strncmp(p, "  --", 4)) { /* a row: its text after two spaces at least */
+            int k = 2;
+            while (k < l && p[k] != ' ') k++; /* --name */
+            k++;
+            while (k < l && p[k] != ' ') k++; /* TYPE */
+            if (k < l) {
+                while (k < l && p[k] == ' ') k++;
+                if (col < 0) col = k;
+                else if (k != col) misaligned++;
+            }
+        } else if (l > 0 && p[0] == ' ' && col > 0) { /* a continuation line */
+            int k = 0;
+            while (k < l && p[k] == ' ') k++;
+            if (k != col) misaligned++;
+        }
+        lines++;
+        p = e ? e + 1 : p + l;
+    }
+    fprintf(stderr, "--help: %d lines, the longest %d characters, texts at column %d, %d misaligned\n", lines, longest,
+            col, misaligned);
+    CHECKF(longest <= 80, "--help has a line of %d characters", longest);
+    CHECKF(misaligned == 0 && col > 20, "--help: %d lines off the column %d", misaligned, col);
+    CHECKF(strstr(text, "0, 1 or 3: 0, 1 or 3") == NULL && strstr(text, "0, 1 or 3") != NULL, "leaf-mate's help");
+    CHECKF(strstr(text, "(cpu, cuda or auto; default: cpu)") != NULL, "backend's help lists its words");
+    free(text);
+    compat_remove_file(path);
+}
+
 int main(void) {
     test_defaults();
+    test_slots();
+    test_help();
     test_configs_only_override();
     test_flag_errors();
     test_gpu_ini();
