@@ -1,20 +1,66 @@
-/* version.h - `--version` for every Koma program: one line, "NAME (Koma) X.Y.Z".
- * KOMA_VERSION_STRING is the CMake project's version (top-level CMakeLists.txt). */
+/* version.h - `--version` for every Koma program. The first line is
+ * "NAME (Koma) X.Y.Z" (scripts and tests read it); then the git commit and
+ * the parts built in:
+ *
+ *   selfplay (Koma) 0.1.0
+ *   commit 6d9627c+dirty
+ *   CUDA: 12.4.131 (cuDNN 9.1.0); oneDNN: 3.0.0; BLAS: OpenBLAS 0.3.21; MPI: Open MPI 4.1.4; NCCL: 2.21.5
+ *
+ * KOMA_VERSION_STRING is the CMake project's version and KOMA_BUILD_* the
+ * parts found when the build was configured (top-level CMakeLists.txt: the
+ * versions of the headers compiled against); KOMA_GIT_COMMIT comes from a
+ * header the build regenerates when the commit changes
+ * (cmake/koma_commit.cmake): git's short hash, "+dirty" when tracked files
+ * had changes at build time, "unknown" outside a git checkout. Built
+ * without CMake, each part reads "unknown". */
 #ifndef KOMA_COMPAT_VERSION_H
 #define KOMA_COMPAT_VERSION_H
 
 #include <stdio.h>
 #include <string.h>
 
+#ifdef KOMA_HAVE_COMMIT_H
+#include "koma_commit.h"
+#endif
+
 #ifndef KOMA_VERSION_STRING
 #define KOMA_VERSION_STRING "0.0.0"
 #endif
+#ifndef KOMA_GIT_COMMIT
+#define KOMA_GIT_COMMIT "unknown"
+#endif
+#ifndef KOMA_BUILD_CUDA
+#define KOMA_BUILD_CUDA "unknown"
+#endif
+#ifndef KOMA_BUILD_DNNL
+#define KOMA_BUILD_DNNL "unknown"
+#endif
+#ifndef KOMA_BUILD_BLAS
+#define KOMA_BUILD_BLAS "unknown"
+#endif
+#ifndef KOMA_BUILD_MPI
+#define KOMA_BUILD_MPI "unknown"
+#endif
+#ifndef KOMA_BUILD_NCCL
+#define KOMA_BUILD_NCCL "unknown"
+#endif
 
-/* 1 (after printing the line) when --version is among the arguments. */
+/* The parts built in, one line without a newline (also written into
+ * generated files: genconfig's INI header). */
+#define KOMA_BUILD_PARTS                                                                                 \
+    "CUDA: " KOMA_BUILD_CUDA "; oneDNN: " KOMA_BUILD_DNNL "; BLAS: " KOMA_BUILD_BLAS "; MPI: " KOMA_BUILD_MPI \
+    "; NCCL: " KOMA_BUILD_NCCL
+
+/* The three lines of --version, to out. */
+static inline void koma_version_print(FILE *out, const char *name) {
+    fprintf(out, "%s (Koma) %s\ncommit %s\n%s\n", name, KOMA_VERSION_STRING, KOMA_GIT_COMMIT, KOMA_BUILD_PARTS);
+}
+
+/* 1 (after printing the lines to stdout) when --version is among the arguments. */
 static inline int koma_version_asked(int argc, char **argv, const char *name) {
     for (int i = 1; i < argc; i++)
         if (argv[i] && strcmp(argv[i], "--version") == 0) {
-            printf("%s (Koma) %s\n", name, KOMA_VERSION_STRING);
+            koma_version_print(stdout, name);
             return 1;
         }
     return 0;

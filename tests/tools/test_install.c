@@ -1,7 +1,9 @@
 /* test_install.c - `cmake --install` puts the programs on a PATH prefix and
  * each answers --version: selfplay, train and koma under their names, the
- * user tools as koma-import, koma-inspect, koma-report, koma-usi-match and
- * koma-perft, and the named flag sets under share/koma/configs.
+ * user tools as koma-import, koma-inspect, koma-report, koma-usi-match,
+ * koma-perft and koma-genconfig, and the named flag sets under share/koma/configs
+ * and the license under share/doc/koma. --version's first line is
+ * "NAME (Koma) VERSION"; the commit and the parts built in follow.
  * argv: cmake, the build directory, the project version. Skips (77) where
  * cmake cannot be run (a cross build under wine). */
 #include "tests/koma_test.h"
@@ -39,7 +41,8 @@ int main(int argc, char **argv) {
     const char *const progs[][2] = {{"selfplay", "selfplay"},     {"train", "train"},
                                     {"koma", "koma"},             {"koma-import", "import"},
                                     {"koma-inspect", "inspect"},  {"koma-report", "report"},
-                                    {"koma-usi-match", "usi-match"}, {"koma-perft", "perft"}};
+                                    {"koma-usi-match", "usi-match"}, {"koma-perft", "perft"},
+                                    {"koma-genconfig", "genconfig"}};
     for (size_t i = 0; i < sizeof progs / sizeof progs[0]; i++) {
         char exe[800], want[128];
         snprintf(exe, sizeof exe, "%s/bin/%s", prefix, progs[i][0]);
@@ -48,7 +51,12 @@ int main(int argc, char **argv) {
         CHECKF(compat_run_io(v, out, out, &status, err, sizeof err) == 0 && status == 0, "%s --version: %s", exe, err);
         text = t_read_file(out, NULL);
         snprintf(want, sizeof want, "%s (Koma) %s\n", progs[i][1], argv[3]);
-        CHECKF(strcmp(text, want) == 0, "%s --version printed '%s', not '%s'", exe, text, want);
+        /* the first line as scripts read it; then the commit and the parts built in */
+        CHECKF(strncmp(text, want, strlen(want)) == 0, "%s --version printed '%s', not '%s' first", exe, text, want);
+        const char *rest = text + strcspn(text, "\n") + (text[strcspn(text, "\n")] ? 1 : 0);
+        CHECKF(strncmp(rest, "commit ", 7) == 0 && strstr(rest, "\nCUDA: ") && strstr(rest, "; oneDNN: ") &&
+                   strstr(rest, "; BLAS: ") && strstr(rest, "; MPI: ") && strstr(rest, "; NCCL: "),
+               "%s --version names no commit or parts built in:\n%s", exe, text);
         free(text);
     }
     const char *const configs[] = {"cpu.ini", "gpu.ini"};
@@ -57,6 +65,11 @@ int main(int argc, char **argv) {
         snprintf(p, sizeof p, "%s/share/koma/configs/%s", prefix, configs[i]);
         CHECKF(compat_file_exists(p), "%s was not installed", p);
     }
+    char lic[800];
+    snprintf(lic, sizeof lic, "%s/share/doc/koma/LICENSE", prefix);
+    text = t_read_file(lic, NULL);
+    CHECKF(text && strstr(text, "MIT License"), "%s was not installed", lic);
+    free(text);
     if (!atomic_load(&g_fail)) t_rm_rf(base);
     return t_done("test_install");
 }

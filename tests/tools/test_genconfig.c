@@ -1,0 +1,277 @@
+/* test_genconfig.c - `genconfig` on the CPU, through the real binaries:
+ *   - a short run (--seconds 1, a tiny net) prints one table row per setting
+ *     tried (row 1 the defaults, then 2 values of threads and 2 of
+ *     games-per-thread, no setting twice), marks the chosen row, and writes
+ *     an INI that `selfplay --config` accepts, whose keys are the chosen
+ *     row's values where they differ from the defaults (each commented), and
+ *     that passes selfplay's own checks;
+ *   - a flag given is held fixed (one row) and written as given; genconfig
+ *     replaces its own file;
+ *   - --out never replaces a directory or a file genconfig did not write,
+ *     and refuses before measuring; --backend cuda without a device is an
+ *     error that says what to do.
+ * argv: genconfig, selfplay. */
+#include "tests/koma_test.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compat/compat.h"
+#include "nn/backend_cuda.h"
+#include "selfplay/config.h"
+#include "selfplay/driver.h"
+
+static const char *g_genconfig, *g_selfplay;
+
+/* Runs argv with stdout and stderr into the file out; returns the exit
+ * status (-1: could not start) and the output in *text (caller frees). */
+static int run(const char *const *argv, const char *out, char **text) {
+    char err[512];
+    int status = -1;
+    fprintf(stderr, "+");
+    for (int i = 0; argv[i]; i++) fprintf(stderr, " %s", argv[i]);
+    fprintf(stderr, "\n");
+    if (compat_run_io(argv, out, out, &status, err, sizeof err) != 0) {
+        fprintf(stderr, "  cannot run: %s\n", err);
+        status = -1;
+    }
+    *text = t_read_file(out, NULL);
+    if (!*text) *text = calloc(1, 1);
+    return status;
+}
+
+typedef struct {
+    char mark;
+    int row;
+    char tries[32];
+    long long threads, games, streams, max_batch, gather;
+    double pos_s;
+} row_t;
+
+/* One table row ("* 3  threads 8  ...  8 8 2 256 0 | 91.2 ..."), 1 when the line is one. */
+static int parse_row(const char *line, row_t *r) {
+    if ((line[0] != ' ' && line[0] != '*') || strlen(line) < 40) return 0;
+    if (sscanf(line + 1, "%d", &r->row) != 1) return 0;
+    r->mark = line[0];
+    snprintf(r->tries, sizeof r->tries, "%.22s", line + 7);
+    for (char *e = r->tries + strlen(r->tries); e > r->tries && e[-1] == ' ';) *--e = 0;
+    r->pos_s = -1;
+    return sscanf(line + 29, "%lld %lld %lld %lld %lld | %lf", &r->threads, &r->games, &r->streams, &r->max_batch,
+                  &r->gather, &r->pos_s) >= 5;
+}
+
+/* The rows of the first table (before "genconfig: N settings tried") into
+ * rows, their count; *tried the N printed; *chosen the row after it. */
+static int parse_table(char *text, row_t *rows, int cap, int *tried, row_t *chosen) {
+    int n = 0, after = 0;
+    *tried = -1;
+    chosen->row = -1;
+    for (char *p = text; *p;) {
+        char *e = strchr(p, '\n');
+        if (e) *e = 0;
+        row_t r;
+        if (sscanf(p, "genconfig: %d settings tried", tried) == 1)
+            after = 1;
+        else if (parse_row(p, &r)) {
+            if (!after && n < cap) rows[n++] = r;
+            if (after) *chosen = r;
+        }
+        if (!e) break;
+        *e = '\n';
+        p = e + 1;
+    }
+    return n;
+}
+
+/* value of "key = value" in the INI text, or NULL (static buffer). */
+static const char *ini_value(const char *ini, const char *key) {
+    static char v[128];
+    size_t kl = strlen(key);
+    for (const char *p = ini; *p;) {
+        if (!strncmp(p, key, kl) && p[kl] == ' ' && p[kl + 1] == '=') {
+            sscanf(p + kl + 2, " %127[^ ;\r\n]", v);
+            return v;
+        }
+        p = strchr(p, '\n');
+        if (!p) break;
+        p++;
+    }
+    return NULL;
+}
+
+/* The INI through selfplay's own table and checks (what sp_main does with --config). */
+static int selfplay_checks(const char *path, char *err, size_t errlen) {
+    static sp_config_t c;
+    static train_config_t t;
+    sp_config_default(&c);
+    sp_train_config_default(&t);
+    cfg_opt_t opts[SP_CONFIG_NFLAGS + TRAIN_CONFIG_NFLAGS];
+    int n = sp_config_flags(&c, opts, SP_CONFIG_NFLAGS);
+    n += train_config_flags(&t, opts + n, TRAIN_CONFIG_NFLAGS);
+    if (cfg_load_file(opts, n, path, err, errlen) != CFG_OK) return -1;
+    if (train_config_check(&t, err, errlen) != 0 || sp_config_check(&c, err, errlen) != 0) return -1;
+    return 0;
+}
+
+static void test_short_run(const char *base) {
+    char ini[700], out[700];
+    snprintf(ini, sizeof ini, "%s/machine.ini", base);
+    snprintf(out, sizeof out, "%s/genconfig.txt", base);
+    const char *argv[] = {g_genconfig, "--seconds", "1", "--warmup", "0.5", "--net", "1x8", "--backend", "cpu",
+                          "--cache-mb", "8", "--out", ini, NULL};
+    char *text;
+    int st = run(argv, out, &text);
+    CHECKF(st == 0, "genconfig exited %d:\n%s", st, text);
+    fprintf(stderr, "%s", text);
+    row_t rows[32], chosen;
+    int tried;
+    int n = parse_table(text, rows, 32, &tried, &chosen);
+    /* one row per setting: the start, threads at C and 4C, games-per-thread 4 and 16 */
+    CHECKF(n == 5 && tried == n, "%d rows, '%d settings tried': want 5 and 5", n, tried);
+    int cpus = compat_cpu_count();
+    CHECKF(n > 0 && rows[0].threads == 2 * cpus && rows[0].games == 8 && !strcmp(rows[0].tries, "start"),
+           "row 1 is not selfplay's defaults (threads %lld, games %lld, '%s')", n > 0 ? rows[0].threads : -1,
+           n > 0 ? rows[0].games : -1, n > 0 ? rows[0].tries : "");
+    for (int i = 0; i < n; i++) {
+        CHECKF(rows[i].row == i + 1 && rows[i].pos_s > 0, "row %d: number %d, %.1f positions/s", i + 1, rows[i].row,
+               rows[i].pos_s);
+        for (int j = 0; j < i; j++)
+            CHECKF(rows[i].threads != rows[j].threads || rows[i].games != rows[j].games,
+                   "rows %d and %d tried the same setting", j + 1, i + 1);
+        char want[64];
+        if (i > 0) {
+            int is_threads = !strncmp(rows[i].tries, "threads ", 8);
+            snprintf(want, sizeof want, "%s %lld", is_threads ? "threads" : "games-per-thread",
+                     is_threads ? rows[i].threads : rows[i].games);
+            CHECKF(!strcmp(rows[i].tries, want), "row %d tries '%s' but ran %s", i + 1, rows[i].tries, want);
+        }
+    }
+    CHECKF(chosen.row >= 1 && chosen.row <= n && chosen.mark == '*', "no chosen row (%d)", chosen.row);
+    free(text);
+
+    /* the INI: genconfig's first line, the chosen row's values where they are not the defaults */
+    char *body = t_read_file(ini, NULL);
+    CHECKF(body != NULL, "%s was not written", ini);
+    if (!body) return;
+    CHECKF(!strncmp(body, "; written by genconfig", 22), "first line of %s: %.60s", ini, body);
+    const char *v = ini_value(body, "threads");
+    if (chosen.threads == 2 * cpus)
+        CHECKF(v == NULL, "threads = %s written, but the chosen row has the default (two per CPU)", v);
+    else
+        CHECKF(v && atoll(v) == chosen.threads, "threads = %s, chosen row %lld", v ? v : "(none)", chosen.threads);
+    v = ini_value(body, "games-per-thread");
+    if (chosen.games == 8)
+        CHECKF(v == NULL, "games-per-thread = %s written, the default", v);
+    else
+        CHECKF(v && atoll(v) == chosen.games, "games-per-thread = %s, chosen %lld", v ? v : "(none)", chosen.games);
+    v = ini_value(body, "net");
+    CHECKF(v && !strcmp(v, "1x8"), "net = %s (want 1x8, given)", v ? v : "(none)");
+    v = ini_value(body, "backend");
+    CHECKF(v == NULL, "backend = %s written (cpu is the default)", v);
+    /* every key line has its comment */
+    for (const char *p = body; *p;) {
+        const char *e = strchr(p, '\n');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len && p[0] != ';') CHECKF(memchr(p, ';', len) != NULL, "a key without its comment: %.*s", (int)len, p);
+        p = e ? e + 1 : p + len;
+    }
+    fprintf(stderr, "--- %s\n%s---\n", ini, body);
+    free(body);
+
+    char err[1024];
+    CHECKF(selfplay_checks(ini, err, sizeof err) == 0, "selfplay's checks refuse %s: %s", ini, err);
+    /* the real selfplay reads it (--config before --help: the file is loaded first) */
+    const char *sp[] = {g_selfplay, "--config", ini, "--help", NULL};
+    st = run(sp, out, &text);
+    CHECKF(st == 0, "selfplay --config %s --help exited %d:\n%.2000s", ini, st, text);
+    free(text);
+    /* ... and refuses a file with a key it does not know (the check above can fail) */
+    char bad[760];
+    snprintf(bad, sizeof bad, "%s/bad.ini", base);
+    body = t_read_file(ini, NULL);
+    FILE *f = fopen(bad, "w");
+    KOMA_ASSERT(f && body);
+    fprintf(f, "%sno-such-flag = 1\n", body);
+    fclose(f);
+    free(body);
+    const char *sp_bad[] = {g_selfplay, "--config", bad, "--help", NULL};
+    st = run(sp_bad, out, &text);
+    CHECKF(st != 0 && strstr(text, "no-such-flag"), "selfplay took a bad INI: exit %d:\n%.500s", st, text);
+    free(text);
+}
+
+/* A flag given is held fixed: no stage for it, written as given; the same
+ * --out is replaced (genconfig wrote it). */
+static void test_given(const char *base) {
+    char ini[700], out[700];
+    snprintf(ini, sizeof ini, "%s/machine.ini", base);
+    snprintf(out, sizeof out, "%s/given.txt", base);
+    const char *argv[] = {g_genconfig, "--seconds", "0.5", "--warmup", "0.3", "--net", "1x8", "--backend", "cpu",
+                          "--threads", "3", "--games-per-thread", "6", "--cache-mb", "8", "--out", ini, NULL};
+    char *text;
+    int st = run(argv, out, &text);
+    CHECKF(st == 0, "genconfig exited %d:\n%s", st, text);
+    row_t rows[8], chosen;
+    int tried;
+    int n = parse_table(text, rows, 8, &tried, &chosen);
+    CHECKF(n == 1 && tried == 1 && rows[0].threads == 3 && rows[0].games == 6,
+           "given threads 3 x 6 games: %d rows, tried %d, row 1 %lld x %lld:\n%s", n, tried, n ? rows[0].threads : -1,
+           n ? rows[0].games : -1, text);
+    free(text);
+    char *body = t_read_file(ini, NULL);
+    CHECKF(body && ini_value(body, "threads") && !strcmp(ini_value(body, "threads"), "3") &&
+               strstr(body, "threads = 3   ; given"),
+           "threads not written as given:\n%s", body ? body : "(no file)");
+    free(body);
+}
+
+static void test_refusals(const char *base) {
+    char out[700], mine[700], dir[700];
+    snprintf(out, sizeof out, "%s/refuse.txt", base);
+    snprintf(mine, sizeof mine, "%s/mine.ini", base);
+    snprintf(dir, sizeof dir, "%s/adir", base);
+    char err[256];
+    KOMA_ASSERT(compat_mkdir_p(dir, err, sizeof err) == 0);
+    const char *keep = "; my own settings\nthreads = 2\n";
+    KOMA_ASSERT(compat_write_file_durable(mine, keep, strlen(keep), err, sizeof err) == 0);
+    const char *targets[] = {dir, mine};
+    for (int i = 0; i < 2; i++) {
+        const char *argv[] = {g_genconfig, "--seconds", "30", "--net", "1x8", "--backend", "cpu", "--out",
+                              targets[i], NULL};
+        int64_t t0 = compat_now_ms();
+        char *text;
+        int st = run(argv, out, &text);
+        int64_t ms = compat_now_ms() - t0;
+        CHECKF(st == 1 && strstr(text, targets[i]) && !strstr(text, "positions/s"),
+               "--out %s: exit %d, not refused before measuring:\n%s", targets[i], st, text);
+        CHECKF(ms < 25000, "--out %s: refused after %lld ms (it measured first)", targets[i], (long long)ms);
+        free(text);
+    }
+    char *body = t_read_file(mine, NULL);
+    CHECKF(body && !strcmp(body, keep), "%s was changed", mine);
+    free(body);
+    if (nn_cuda_device_count() == 0) {
+        const char *argv[] = {g_genconfig, "--backend", "cuda", "--out", mine, NULL};
+        char *text;
+        int st = run(argv, out, &text);
+        CHECKF(st == 1 && strstr(text, "no CUDA device") && strstr(text, "--backend cpu"),
+               "--backend cuda without a device: exit %d:\n%s", st, text);
+        free(text);
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) {
+        fprintf(stderr, "usage: test_genconfig GENCONFIG SELFPLAY\n");
+        return 2;
+    }
+    g_genconfig = argv[1];
+    g_selfplay = argv[2];
+    const char *base = t_scratch("genconfig");
+    test_refusals(base);
+    test_short_run(base);
+    test_given(base);
+    if (!atomic_load(&g_fail)) t_rm_rf(base);
+    return t_done("test_genconfig");
+}
