@@ -6,8 +6,9 @@
  *  - On a terminal (compat_isatty): the status line is rewritten in place
  *    ("\r", the text cut to the terminal's width so that it never wraps,
  *    ESC[K to clear the rest), at most once per period (default 1 s). An
- *    event clears the status line, prints its own line, and puts the status
- *    line back under it.
+ *    event clears the status line, prints its own line (wrapped at spaces
+ *    to the terminal's width, the lines after the first indented), and puts
+ *    the status line back under it.
  *  - Off a terminal (a pipe, a file, CI): a plain status line every period
  *    (default 30 s), and each event as a line.
  *  - Quiet (--quiet, for scripts): no status lines, and of the events only
@@ -53,6 +54,10 @@ void status_line(status_t *s, bool force, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
+/* The job is ending: a status line on the terminal stays there as a line,
+ * and no status line is drawn again; events (a summary, an error) and
+ * whatever the program prints next start on a line of their own. */
+void status_finish(status_t *s);
 /* An event line (see the levels). */
 void status_event(status_t *s, status_level_t level, const char *fmt, ...)
 #if defined(__GNUC__)

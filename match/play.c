@@ -90,6 +90,9 @@ static void fail_shared(eval_shared_t *sh, const char *fmt, ...) {
     compat_mutex_unlock(&sh->mu);
 }
 
+/* Has the caller asked the match to stop (cfg->stop)? */
+static int stop_asked(const match_play_config_t *cfg) { return cfg->stop && atomic_load(cfg->stop); }
+
 /* Has a game thread failed the evaluation? (Any thread may, at any move.) */
 static int shared_failed(eval_shared_t *sh) {
     compat_mutex_lock(&sh->mu);
@@ -170,7 +173,7 @@ static int play_game(eval_shared_t *sh, eval_player_t pl[2], int32_t gi, ref_gam
         return -1;
     }
     mcts_limits_t lim = {.visits = cfg->visits, .full = 0};
-    while (!ref_game_over(g) && !shared_failed(sh)) {
+    while (!ref_game_over(g) && !shared_failed(sh) && !stop_asked(cfg)) {
         color_t side = ref_game_side(g);
         int k = (side == COLOR_BLACK) == a_black ? 0 : 1; /* net to move */
         if (k == 1 && sh->engine) {
@@ -225,7 +228,7 @@ static void *eval_thread(void *arg) {
     compat_mutex_unlock(&sh->mu);
     while (ok) {
         compat_mutex_lock(&sh->mu);
-        int32_t gi = sh->failed ? cfg->games : sh->next++;
+        int32_t gi = sh->failed || stop_asked(cfg) ? cfg->games : sh->next++;
         compat_mutex_unlock(&sh->mu);
         if (gi >= cfg->games) break;
         if (sh->engine && engine_ready(sh, &pl[1].eng) != 0) break;
@@ -233,7 +236,7 @@ static void *eval_thread(void *arg) {
             fail_shared(sh, "evaluation: game %d: out of memory", gi + 1);
             break;
         }
-        if (shared_failed(sh)) break;
+        if (shared_failed(sh) || !ref_game_over(g)) break; /* failed, or stopped mid-game: not stored */
         int a_black = gi % 2 == 0;
         int32_t r = ref_game_result(g); /* +1 Black won */
         if (sh->engine && pl[1].eng.alive) { /* the result from the engine's side */
@@ -384,6 +387,11 @@ static int play_match(const char *run_dir, const char *model_a_path, const char 
             goto done;
         }
     }
+    if (stop_asked(&cfg)) { /* before the row: nothing stored */
+        res->interrupted = 1;
+        set_err(err, errlen, "evaluation: stopped before its first game");
+        goto done;
+    }
     if (run_dir && cfg.store) {
         char dbp[1200];
         run_path(run_dir, RUN_DB, dbp, sizeof dbp);
@@ -444,8 +452,15 @@ static int play_match(const char *run_dir, const char *model_a_path, const char 
     for (int32_t i = 0; i < started; i++) compat_thread_join(th[i]);
     free(th);
     res->engine_failed = sh->engine_failed;
+    for (int32_t i = 0; i < cfg.games; i++) res->stored += sh->games[i].done;
     if (sh->failed) {
         set_err(err, errlen, "%s", sh->err);
+        goto done;
+    }
+    if (res->stored < cfg.games) { /* cfg.stop: the row stays unfinished with the games it has */
+        KOMA_ASSERT(stop_asked(&cfg));
+        res->interrupted = 1;
+        set_err(err, errlen, "evaluation: stopped after %d of %d games", res->stored, cfg.games);
         goto done;
     }
 

@@ -28,6 +28,7 @@
 #ifndef KOMA_MATCH_PLAY_H
 #define KOMA_MATCH_PLAY_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -47,6 +48,9 @@ typedef struct {
     int32_t batch;      /* 16 leaves per network call */
     int32_t store;      /* 1: record the match in <run_dir>/koma.db */
     const char *engine_stderr; /* match_play_engine: the engine's stderr (NULL: ours, "": discarded, else appended) */
+    const atomic_int *stop; /* NULL; else nonzero ends the match at the next move: the games finished stay
+                               stored under the unfinished row, the game in progress is dropped, and the
+                               call returns -1 with res->interrupted set */
 } match_play_config_t;
 
 void match_play_config_default(match_play_config_t *cfg);
@@ -64,6 +68,8 @@ typedef struct {
     double seconds;                     /* wall time of the match */
     int32_t engine_failed;              /* match_play_engine: the engine could not be started or
                                            restarted (the match failed because of it) */
+    int32_t interrupted;                /* cfg->stop ended the match early; stored = its finished games */
+    int32_t stored;                     /* games finished (and, with a run, stored) when it ended */
 } match_play_result_t;
 
 /* Plays model_a_path against model_b_path (weights files; a path is used as

@@ -248,7 +248,7 @@ db_status_t rating_list(db_t *db, rating_player_t **out, int32_t *n, char *err, 
     for (int32_t i = 0; i < nm && !oom; i++) {
         const db_match_t *m = &ms[i];
         int32_t games = m->wins + m->draws + m->losses;
-        if (games <= 0) continue;
+        if (games <= 0 || !isfinite(m->elo)) continue; /* unfinished: counted once finished (rating.h) */
         const char *nb = m->engine_b[0] ? m->engine_b : m->opponent;
         int32_t a = player(&l, db, m->model_a, m->engine_a), b = player(&l, db, m->model_b, nb);
         if (a < 0 || b < 0) oom = 1;

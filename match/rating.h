@@ -53,7 +53,10 @@ int rating_fit(rating_player_t *players, int32_t n, const rating_pair_t *pairs, 
  * usi-match --run): its players are the run's nets (by model) and outside
  * engines (by name; usi-match's "engine1: " / "engine2: " seat prefix is
  * dropped, so "engine2: gpsusi" and the gauntlet's "gpsusi" are one
- * player); unfinished matches count with the games they stored.
+ * player). A match counts once it has finished (its row has an Elo): the
+ * games of an unfinished one (killed, stopped: data/db.h) stay stored and
+ * count in no rating; the in-loop evaluation plays such a match again
+ * (selfplay/gauntlet.h).
  * Anchor: the cycle-0 net (or, without one, the first player). *out is
  * malloc'ed (free()), sorted: nets by cycle, then engines by name. n = 0
  * when the run has no match. */

@@ -399,11 +399,70 @@ static void write_metrics(driver_t *d, const cycle_acc_t *a, int64_t games, int6
          a->cycle, a->no_resign, a->would_resign, a->false_resign, rate);
 }
 
+/* KOMA_TEST_KILL_AT=<point>[:<cycle>] (driver.h): SIGKILL at a named point,
+ * for the tests that need a kill at one exact place. */
+static void test_kill_at(driver_t *d, const char *point, int64_t cycle) {
+    const char *spec = getenv("KOMA_TEST_KILL_AT");
+    size_t n = strlen(point);
+    if (!spec || strncmp(spec, point, n) != 0 || (spec[n] != 0 && spec[n] != ':')) return;
+    if (spec[n] == ':' && strtoll(spec + n + 1, NULL, 10) != cycle) return;
+    if (strcmp(point, "cycle-summary") == 0) /* the cycle's shards committed: only its summary is missing */
+        for (int i = 0; i < 6000 && atomic_load(&d->shards_done) < atomic_load(&d->shards_submitted); i++)
+            compat_sleep_ms(10);
+    dlog(d, "KOMA_TEST_KILL_AT=%s: killing this process (cycle %" PRId64 ")", spec, cycle);
+    compat_kill_pid(compat_getpid());
+    for (;;) compat_sleep_ms(1000); /* SIGKILL is on its way */
+}
+
+/* On the writer thread: cycle_metrics row `cycle` filled from the games
+ * stored (when it has none), keeping whatever else it holds. */
+static int metrics_repair_run(db_t *db, void *arg, char *err, size_t errlen) {
+    int32_t cycle = (int32_t)(intptr_t)arg;
+    db_cycle_metrics_t m;
+    db_status_t st = db_cycle_metrics_get_or_init(db, cycle, &m);
+    if (st == DB_OK && m.games > 0) return DB_OK; /* written meanwhile */
+    int64_t g = 0, p = 0;
+    if (st == DB_OK) st = db_count(db, cycle, &g, &p);
+    if (st == DB_OK) st = db_cycle_results(db, cycle, &m.black_wins, &m.white_wins, &m.draws, &m.avg_plies);
+    if (st == DB_OK) {
+        m.games = g;
+        m.positions = p;
+        st = db_cycle_metrics_put(db, &m);
+    }
+    if (st != DB_OK) snprintf(err, errlen, "cycle_metrics of cycle %d: %s", (int)cycle, db_errmsg(db));
+    return st;
+}
+
+/* Start-up: a cycle whose games are all committed (every cycle up to the
+ * newest model, and those after it that are complete) but whose metrics row
+ * is missing or holds no games (kill -9 between the cycle's last shard and
+ * its summary) gets its games, positions, results and mean length again
+ * from the stored games; the figures of the session that played them
+ * (speeds, resignation counts) are gone and stay unrecorded. */
+static void repair_metrics(driver_t *d) {
+    for (int64_t c = 1;; c++) {
+        int64_t g = 0, p = 0;
+        if (db_count(d->rdb, (int32_t)c, &g, &p) != DB_OK) return;
+        if (c > d->latest && g < d->cfg->games_per_cycle) return; /* being filled: its row comes when it closes */
+        db_cycle_metrics_t m;
+        db_status_t st = db_cycle_metrics_get(d->rdb, (int32_t)c, &m);
+        if (g == 0 || (st == DB_OK && m.games > 0) || (st != DB_OK && st != DB_NOTFOUND)) continue;
+        db_job_t job = {.run = metrics_repair_run, .arg = (void *)(intptr_t)c};
+        int qs = db_writer_submit(d->writer, &job, 10000);
+        if (qs != DB_OK) dlog(d, "warning: cycle %" PRId64 " metrics not queued: %s", c, db_status_name(qs));
+        else
+            dlog(d, "cycle %" PRId64 ": its metrics row was %s (killed before the cycle's summary): games, positions "
+                    "and results recomputed from its %" PRId64 " stored games", c,
+                 st == DB_NOTFOUND ? "missing" : "empty", g);
+    }
+}
+
 /* The current cycle has its games: flush, hand it on, open the next one. */
 static int close_cycle(driver_t *d, char *err, size_t errlen) {
     sample_server(d);
     if (flush_shard(d, d->fill, err, errlen) != 0) return -1;
     push_closed(d, d->fill, atomic_load(&d->shards_submitted));
+    test_kill_at(d, "cycle-summary", d->fill);
     write_metrics(d, &d->acc, d->fill_games, d->fill_positions);
     d->fill++;
     int64_t g = 0, p = 0;
@@ -753,8 +812,12 @@ static int start_selfplay(driver_t *d, char *err, size_t errlen) {
     if (!d->pool) return -1;
     if (sp_pool_start(d->pool, err, errlen) != 0) return -1;
     d->pool_running = true;
+    if (sp_config_games_per_thread(d->cfg) < d->cfg->games_per_thread) /* said once: start_selfplay runs once */
+        dlog(d, "--games-per-thread %lld capped at %lld: a thread never plays more games at once than a cycle "
+             "has (--games-per-cycle %lld)", (long long)d->cfg->games_per_thread,
+             (long long)sp_config_games_per_thread(d->cfg), (long long)d->cfg->games_per_cycle);
     dlog(d, "self-play: %lld threads x %lld games, %s search, %lld visits (full, p=%.2f) / %lld (fast), max ply %lld",
-         (long long)sp_config_threads(d->cfg), (long long)d->cfg->games_per_thread, d->cfg->search, (long long)d->cfg->visits,
+         (long long)sp_config_threads(d->cfg), (long long)sp_config_games_per_thread(d->cfg), d->cfg->search, (long long)d->cfg->visits,
          d->cfg->full_prob, (long long)d->cfg->visits_fast, (long long)d->cfg->max_ply);
     return 0;
 }
@@ -894,6 +957,7 @@ int sp_run_job(const sp_config_t *cfg, const train_config_t *tcfg, const char *c
     driver_t *d = calloc(1, sizeof *d);
     if (!d) {
         snprintf(err, errlen, "out of memory");
+        fprintf(stderr, "error: %s\n", err); /* shown here, as every error of the run (sp_main does not repeat it) */
         return SP_EXIT_ERROR;
     }
     d->cfg = cfg;
@@ -943,6 +1007,7 @@ int sp_run_job(const sp_config_t *cfg, const train_config_t *tcfg, const char *c
         }
     }
     if (open_run(d, config_text, e, sizeof e) != 0 || open_nets(d, e, sizeof e) != 0) goto out;
+    repair_metrics(d);
     if (d->latest >= d->target) {
         if (sp_gauntlet_resume(d->gauntlet, d->latest) > 0) { /* the last cycle's, interrupted: finish it first */
             sp_gauntlet_set_seed(d->gauntlet, compat_mix64((uint64_t)d->run_id ^ (uint64_t)compat_now_ns()));
@@ -1016,6 +1081,7 @@ int sp_run_job(const sp_config_t *cfg, const train_config_t *tcfg, const char *c
         if (!d->pool_running && d->n_training == 0) compat_sleep_ms(20); /* waiting for shards or an evaluation */
     }
     if (interrupted) {
+        status_finish(d->st); /* the status line stays as it was; what follows goes below it */
         dlog(d, "stop requested: committing finished games, dropping games in progress");
         e[0] = 0;
         finish_ranks(d, SP_EXIT_INTERRUPTED, true);
@@ -1025,14 +1091,16 @@ int sp_run_job(const sp_config_t *cfg, const train_config_t *tcfg, const char *c
         rc = budget ? SP_EXIT_DONE : SP_EXIT_INTERRUPTED;
     } else {
         progress(d, true);
+        status_finish(d->st); /* the final status line stays; the summary goes below it */
         finish_ranks(d, SP_EXIT_DONE, false);
         dlog(d, "run %s: model cycle %" PRId64 " published, %" PRId64 " games in all, %.1f s", d->run_dir, d->latest,
              d->total_games, secs_since(d->t_start_ns));
         rc = SP_EXIT_DONE;
     }
 out:
+    status_finish(d->st);
     if (rc == SP_EXIT_ERROR) {
-        dlog(d, "error: %s", e);
+        dlog(d, "error: %s", e); /* the one place the error is shown: sp_main does not repeat it */
         snprintf(err, errlen, "%s", e);
         /* keep what is finished: the finished games still go to a shard */
         finish_ranks(d, SP_EXIT_ERROR, !atomic_load(&d->shard_failed));
@@ -1051,6 +1119,7 @@ out:
         snprintf(err, errlen, "%" PRId64 " database write(s) failed during the run; the last: %s", d->db_failures,
                  d->db_failure);
         rc = SP_EXIT_ERROR;
+        status_event(d->st, STATUS_WARN, "error: %s", err); /* the log file is closed by now */
     }
     if (budget && rc == SP_EXIT_DONE) {
         fprintf(stderr, "CPU budget of %g minutes used: everything committed is kept; the same command goes on\n",
@@ -1150,7 +1219,7 @@ int sp_main(int argc, char **argv, int install_stop_handler) {
     char *text = cfg_dump_string(opts, n);
     rc = sp_run_job(&cfg, &tcfg, text, dist, err, sizeof err);
     free(text);
-    if (rc == SP_EXIT_ERROR || rc == SP_EXIT_USAGE) fprintf(stderr, "selfplay: %s\n", err);
+    if (rc == SP_EXIT_USAGE) fprintf(stderr, "selfplay: %s\n", err); /* an error was shown as "error: ..." */
     dist_free(group);
     dist_free(dist);
     return rc;

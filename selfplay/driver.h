@@ -27,25 +27,36 @@
  * continues from the newest model L: cycles after L whose games are all
  * committed go straight to the trainer, and the first incomplete cycle is
  * filled up from the games it already has. Nothing committed is lost or
- * played twice; games in progress at the kill are simply gone.
+ * played twice; games in progress at the kill are simply gone. A cycle
+ * whose games are all committed but whose cycle_metrics row is missing or
+ * empty (a kill between its last shard and its summary) gets its games,
+ * positions, results and mean length again from the stored games.
  *
  * ---- Evaluation ---------------------------------------------------------------
  * With --eval-every K > 0, when model c is published (c >= K, c % K == 0),
- * model c plays model c-K (match/play.h match_play_cycles: --eval-games
- * games at --eval-visits, CPU backend, 1 game thread with --backend cpu, 4
- * otherwise; seed = the session seed ^ c) on a thread of the driver's own,
- * so self-play never waits. One match at a time; one due while another runs
- * is queued, never skipped (the ladder chains c to c-K). On completion the
- * log gets "eval: model c vs c-K: +W =D -L, Elo +x [lo, hi], ladder +y", the
- * progress line "elo +y", and cycle_metrics row c its ladder Elo and
- * interval. The end of a run waits for every queued match; a stop (Ctrl-C,
- * an error) drops the queue and waits for the match in flight, which
- * match_play_cycles cannot interrupt (it ends: games x --max-ply moves). Models
- * published before a resume are not evaluated again by the resumed run.
+ * model c plays its gauntlet (selfplay/gauntlet.h: c-K, cycle 0, ..., and
+ * the outside engines; --eval-games games at --eval-visits, CPU backend) on
+ * a thread of the driver's own, so self-play never waits. One evaluation at
+ * a time; one due while another runs is queued, never skipped. On completion
+ * the log gets one "eval: model c vs b: +W =D -L, Elo ..." line per match
+ * and "rating: model c: +x [lo, hi]" (the joint fit over every finished
+ * match), the status line "rating +x", and cycle_metrics row c that rating.
+ * The end of a run waits for every queued evaluation; a stop (Ctrl-C, an
+ * error) leaves the queue to the next run and ends the match in flight at
+ * its next move (its finished games stay stored, unfinished, and count in no
+ * rating). A resumed run queues, oldest first, every due model without a
+ * rating and every interrupted evaluation, so every due model gets rated.
+ *
+ * ---- Test hook ----------------------------------------------------------------
+ * KOMA_TEST_KILL_AT=<point>[:<cycle>] in the environment: the process kills
+ * itself (SIGKILL / TerminateProcess) at that point, at any cycle or the one
+ * given, for tests that need a kill at one exact place. Points:
+ *   cycle-summary  a cycle has its games and every shard of it is
+ *                  committed; its cycle_metrics row is not yet written.
  *
  * ---- Exit status --------------------------------------------------------------
  * SP_EXIT_DONE (0): every cycle published; SP_EXIT_ERROR (1): a failure
- * (message on stderr and in the log); SP_EXIT_USAGE (2): bad flags;
+ * (shown once, "error: ...", on stderr and in the log); SP_EXIT_USAGE (2): bad flags;
  * SP_EXIT_INTERRUPTED (130): Ctrl-C / SIGTERM: the finished games were
  * committed, games in progress and the training cycle in progress were
  * dropped; the same command resumes.
@@ -62,7 +73,8 @@
 enum { SP_EXIT_DONE = 0, SP_EXIT_ERROR = 1, SP_EXIT_USAGE = 2, SP_EXIT_INTERRUPTED = 130 };
 
 /* Runs the loop. config_text (may be NULL): the effective flags, stored in
- * the runs row. Returns an SP_EXIT_* code; on SP_EXIT_ERROR err says why. */
+ * the runs row. Returns an SP_EXIT_* code; on SP_EXIT_ERROR err says why
+ * (already shown on stderr); on SP_EXIT_USAGE err says why (not shown). */
 int sp_run(const sp_config_t *cfg, const train_config_t *tcfg, const char *config_text, char *err, size_t errlen);
 /* The same as rank 0 of a job (dist: mpirun -np N selfplay; NULL or a job
  * of one: sp_run): the other ranks play (selfplay/ranks.h) and their games

@@ -32,6 +32,7 @@ struct sp_gauntlet {
     compat_thread_t thread;
     bool running;              /* thread started and not joined */
     atomic_int done;           /* set by the thread as its last act */
+    atomic_int stop;           /* set by the driver thread: the match in flight ends at its next move */
     int64_t cycle;             /* the net being evaluated ... */
     char model_path[DB_PATH_MAX]; /* ... (its file, run-relative) ... */
     int64_t opp[SP_OPP_MAX];   /* ... against these earlier nets and engines, one match each */
@@ -39,6 +40,7 @@ struct sp_gauntlet {
     atomic_llong base;         /* the opponent being played now (for the status line) */
     int64_t t0_ns;
     int rc[SP_OPP_MAX];
+    bool skipped[SP_OPP_MAX];  /* not begun: the evaluation was stopped before it */
     match_play_result_t res[SP_OPP_MAX];
     char err[SP_OPP_MAX][1024];
     match_engine_player_t *eng[SP_ENGINES_MAX]; /* --gauntlet-engineK, parsed (NULL: not given) */
@@ -79,6 +81,7 @@ sp_gauntlet_t *sp_gauntlet_new(const sp_config_t *cfg, const char *run_dir, db_t
     g->log = log;
     g->log_user = log_user;
     atomic_init(&g->done, 0);
+    atomic_init(&g->stop, 0);
     atomic_init(&g->base, 0);
     g->rating_elo = g->rating_lo = g->rating_hi = NAN;
     g->rating_cycle = -1;
@@ -151,7 +154,12 @@ static void *eval_main(void *arg) {
     /* CPU: one game thread beside self-play's; otherwise the CPU is mostly free */
     ec.threads = strcmp(g->cfg->backend, "cpu") == 0 ? 1 : 4;
     ec.engine_stderr = g->engine_log;
+    ec.stop = &g->stop;
     for (int32_t i = 0; i < g->n_opp; i++) {
+        if (atomic_load(&g->stop)) { /* stopped: the rest is played by the next run */
+            g->skipped[i] = true;
+            continue;
+        }
         ec.seed = (g->seed ^ (uint64_t)g->cycle ^ ((uint64_t)g->opp[i] << 32)) | 1;
         atomic_store(&g->base, g->opp[i]);
         if (g->opp[i] >= 0)
@@ -190,37 +198,9 @@ static void elo_put_done(void *arg, int status, const char *err) {
     free(arg);
 }
 
-static void eval_report(sp_gauntlet_t *g) {
-    int64_t c = g->cycle;
-    int32_t played = 0;
-    for (int32_t i = 0; i < g->n_opp; i++) {
-        int64_t b = g->opp[i];
-        char bn[MATCH_ENGINE_NAME_MAX];
-        opp_name(g, b, bn, sizeof bn);
-        if (g->rc[i] != 0 && b < 0 && g->res[i].engine_failed) { /* said once: the engine is left out */
-            int32_t k = OPP_ENGINE(b);
-            glog(g, "warning: gauntlet-engine%d '%s' cannot be played: %s; the gauntlet goes on without it", k + 1,
-                 bn, g->err[i]);
-            g->eng_off[k] = true;
-            continue;
-        }
-        if (g->rc[i] != 0) {
-            glog(g, "warning: eval: model %" PRId64 " vs %s failed: %s", c, bn, g->err[i]);
-            if (strstr(g->err[i], RUN_DB)) { /* the database, not the match, failed */
-                g->db_failures++;
-                snprintf(g->db_failure, sizeof g->db_failure, "%.700s", g->err[i]);
-            }
-            continue;
-        }
-        const match_play_result_t *r = &g->res[i];
-        glog(g, "eval: model %" PRId64 " vs %s: +%d =%d -%d, Elo %+.0f [%+.0f, %+.0f] (%.1f plies/game, "
-                "%.1f s%s)",
-             c, bn, r->wins, r->draws, r->losses, r->elo.elo, r->elo.elo_lo, r->elo.elo_hi, r->avg_plies, r->seconds,
-             r->match_id ? "" : "; no matches row");
-        played++;
-    }
-    if (!played) return;
-    /* The run's rating list: one joint fit over every match stored (match/rating.h). */
+/* The run's rating list (one joint fit over every finished match stored,
+ * match/rating.h) places model c; its rating goes into its cycle_metrics row. */
+static void rate_cycle(sp_gauntlet_t *g, int64_t c) {
     char e[DB_ERR_MAX + 64];
     rating_player_t *list = NULL;
     int32_t n = 0;
@@ -248,6 +228,55 @@ static void eval_report(sp_gauntlet_t *g) {
         glog(g, "rating: model %" PRId64 " is not rated (no games link it to cycle 0)", c);
     }
     free(list);
+}
+
+static void eval_report(sp_gauntlet_t *g) {
+    int64_t c = g->cycle;
+    int32_t played = 0, finished = 0, left = 0;
+    for (int32_t i = 0; i < g->n_opp; i++) {
+        int64_t b = g->opp[i];
+        char bn[MATCH_ENGINE_NAME_MAX];
+        opp_name(g, b, bn, sizeof bn);
+        if (g->skipped[i]) {
+            left++;
+            continue;
+        }
+        if (g->rc[i] != 0 && g->res[i].interrupted) {
+            glog(g, "eval: model %" PRId64 " vs %s stopped after %d of its games: kept, unfinished (they count in no "
+                    "rating)", c, bn, g->res[i].stored);
+            left++;
+            continue;
+        }
+        if (g->rc[i] != 0 && b < 0 && g->res[i].engine_failed) { /* said once: the engine is left out */
+            int32_t k = OPP_ENGINE(b);
+            glog(g, "warning: gauntlet-engine%d '%s' cannot be played: %s; the gauntlet goes on without it", k + 1,
+                 bn, g->err[i]);
+            g->eng_off[k] = true;
+            continue;
+        }
+        if (g->rc[i] != 0) {
+            glog(g, "warning: eval: model %" PRId64 " vs %s failed: %s", c, bn, g->err[i]);
+            if (strstr(g->err[i], RUN_DB)) { /* the database, not the match, failed */
+                g->db_failures++;
+                snprintf(g->db_failure, sizeof g->db_failure, "%.700s", g->err[i]);
+            }
+            continue;
+        }
+        const match_play_result_t *r = &g->res[i];
+        glog(g, "eval: model %" PRId64 " vs %s: +%d =%d -%d, Elo %+.0f [%+.0f, %+.0f] (%.1f plies/game, "
+                "%.1f s%s)",
+             c, bn, r->wins, r->draws, r->losses, r->elo.elo, r->elo.elo_lo, r->elo.elo_hi, r->avg_plies, r->seconds,
+             r->match_id ? "" : "; no matches row");
+        played++;
+        finished++;
+    }
+    if (left) { /* stopped: rated once the next run has played the rest (sp_gauntlet_resume) */
+        glog(g, "eval: the evaluation of model %" PRId64 " was stopped with %d of %d match(es) finished; the next "
+                "run plays the rest and rates it", c, finished, g->n_opp);
+        return;
+    }
+    if (!played) return;
+    rate_cycle(g, c);
 }
 
 /* The opponents of model c (--gauntlet of them): the net eval_every cycles
@@ -319,10 +348,14 @@ static void eval_start_next(sp_gauntlet_t *g) {
     g->n_opp = 0;
     for (int32_t i = 0; i < n; i++) /* a replayed evaluation plays only what is missing */
         if (!eval_done_before(g, c, opp[i], NULL, NULL)) g->opp[g->n_opp++] = opp[i];
-    if (g->n_opp == 0) return;
+    if (g->n_opp == 0) { /* every match is stored (killed before the rating was): rate it */
+        rate_cycle(g, c);
+        return;
+    }
     atomic_store(&g->base, g->opp[0]);
     for (int32_t i = 0; i < g->n_opp; i++) {
         g->rc[i] = -1;
+        g->skipped[i] = false;
         g->err[i][0] = 0;
         memset(&g->res[i], 0, sizeof g->res[i]);
     }
@@ -340,61 +373,90 @@ static void eval_start_next(sp_gauntlet_t *g) {
          (long long)g->cfg->eval_games, (long long)g->cfg->eval_visits);
 }
 
-/* Reports a finished match (waiting for it with wait) and starts the next
- * one unless a stop is requested. */
+/* Reports a finished evaluation (waiting for it with wait: Ctrl-C meanwhile
+ * stops it) and starts the next one unless a stop is requested. */
 void sp_gauntlet_poll(sp_gauntlet_t *g, bool wait) {
     if (!g) return;
-    if (g->running && (wait || atomic_load(&g->done))) {
+    while (g->running && wait && !atomic_load(&g->done)) {
+        if (compat_stop_requested()) atomic_store(&g->stop, 1);
+        compat_sleep_ms(20);
+    }
+    if (g->running && atomic_load(&g->done)) {
         compat_thread_join(g->thread);
         g->running = false;
         eval_report(g);
     }
-    if (!compat_stop_requested()) eval_start_next(g);
+    if (!compat_stop_requested() && !atomic_load(&g->stop)) eval_start_next(g);
 }
 
-/* At a stop or an error: drop the queue, wait for the match in flight. */
+/* At a stop or an error: the queue is left to the next run (its models have
+ * no rating: sp_gauntlet_resume queues them again), and the evaluation in
+ * flight stops at its next move. */
 void sp_gauntlet_finish(sp_gauntlet_t *g) {
     if (!g) return;
+    atomic_store(&g->stop, 1);
     if (g->n_queue > 0) {
-        glog(g, "eval: %d queued evaluation(s) dropped (models %" PRId64 "..%" PRId64 ")", g->n_queue,
-             g->queue[0], g->queue[g->n_queue - 1]);
+        glog(g, "eval: %d queued evaluation(s) not started (model%s %" PRId64 "%s%" PRId64 "): the next run evaluates "
+                "them", g->n_queue, g->n_queue > 1 ? "s" : "", g->queue[0], g->n_queue > 1 ? ".." : "",
+             g->queue[g->n_queue - 1]);
         g->n_queue = 0;
     }
     if (g->running) {
         if (!atomic_load(&g->done))
-            glog(g, "eval: waiting for the evaluation of model %" PRId64 " (running for %.0f s; it cannot be "
-                    "interrupted)", g->cycle, (double)(compat_now_ns() - g->t0_ns) * 1e-9);
+            glog(g, "eval: stopping the evaluation of model %" PRId64 " (running for %.0f s): its finished games "
+                    "are kept, and the next run plays it again", g->cycle,
+                 (double)(compat_now_ns() - g->t0_ns) * 1e-9);
         compat_thread_join(g->thread);
         g->running = false;
         eval_report(g);
     }
 }
 
-/* Evaluations a killed run left undone go back on the queue: a model c with
- * a gauntlet match whose row has no Elo (the process died during it: its
- * games stay stored, unrated, and that match is played again in full, the
- * finished ones not), and the newest model when it has no match at all
- * (killed between its publication and its evaluation). Older cycles without
- * a match are left alone: they ran with evaluation off. Returns the
- * evaluations queued. */
+/* The cycles of the run that need an evaluation, oldest first: every model c
+ * due (c >= K, c % K == 0, K = --eval-every) up to latest that
+ *  - has a gauntlet match without an Elo (killed or stopped during it: its
+ *    games stay stored and count in no rating; that match is played again in
+ *    full, the finished ones not), or
+ *  - has no rating in its cycle_metrics row: never evaluated (killed or
+ *    stopped before its evaluation began, or published while evaluation was
+ *    off), evaluated in part (the missing matches are played), or evaluated
+ *    in full and killed before its rating was stored (rated from the stored
+ *    matches, nothing played).
+ * A rated model whose gauntlet has grown since (more --gauntlet opponents, a
+ * new --gauntlet-engine) is left alone. Returns the evaluations queued. */
 int32_t sp_gauntlet_resume(sp_gauntlet_t *g, int64_t latest) {
     if (!g) return 0;
     int64_t k = g->cfg->eval_every;
-    int32_t queued = 0;
+    int32_t queued = 0, never = 0;
+    char list[160] = "";
+    int64_t last_never = -1;
     for (int64_t c = k; k > 0 && c <= latest; c += k) {
         int64_t opp[SP_OPP_MAX], open_id = 0, open_games = 0;
         int32_t n = gauntlet_of(g, c, opp), missing = 0;
         for (int32_t i = 0; i < n; i++) missing += !eval_done_before(g, c, opp[i], &open_id, &open_games);
-        if (!missing || (!open_id && c != latest)) continue;
-        if (open_id)
+        db_cycle_metrics_t m;
+        bool rated = db_cycle_metrics_get(g->rdb, (int32_t)c, &m) == DB_OK && isfinite(m.elo);
+        if (missing && open_id) {
             glog(g, "eval: an evaluation match of model %" PRId64 " was interrupted (match %" PRId64 ": %" PRId64
-                    " game(s) kept, unrated); playing it again",
+                    " game(s) kept, unfinished: they count in no rating); playing it again",
                  c, open_id, open_games);
-        else
-            glog(g, "eval: model %" PRId64 " was published but never evaluated; evaluating it now", c);
+        } else if (!rated) {
+            size_t l = strlen(list);
+            if (never < 8) snprintf(list + l, sizeof list - l, "%s%" PRId64, never ? ", " : "", c);
+            else if (never == 8) snprintf(list + l, sizeof list - l, ", ...");
+            never++;
+            last_never = c;
+        } else {
+            continue;
+        }
         sp_gauntlet_enqueue(g, c);
         queued++;
     }
+    if (never > 0) {
+        char tail[32] = "";
+        if (never > 9) snprintf(tail, sizeof tail, " %" PRId64, last_never);
+        glog(g, "eval: %d published model(s) without a rating (%s%s); evaluating them, oldest first", never, list,
+             tail);
+    }
     return queued;
 }
-

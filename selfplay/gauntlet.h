@@ -17,17 +17,22 @@
  * the joint rating list over every match of the run (match/rating.h) places
  * it, and its rating goes into its cycle_metrics row through the writer.
  * One evaluation at a time, on a thread of its own so that self-play never
- * waits for it; evaluations due meanwhile queue (never skipped). A resumed
- * run finds the evaluations a kill interrupted and plays their missing
- * matches (sp_gauntlet_resume).
+ * waits for it; evaluations due meanwhile queue (never skipped). A match
+ * counts in the rating once it has finished: one killed or stopped midway
+ * keeps its games in koma.db under a row with no Elo, counted in no rating
+ * (match/rating.h), and is played again in full. A resumed run queues,
+ * oldest first, every due model without a rating and every evaluation a
+ * kill or a stop interrupted, and plays their missing matches
+ * (sp_gauntlet_resume): every due model ends up rated.
  * Does not own: the matches (match/play.c), the rating arithmetic
  * (match/rating.c), the run's database connection (the driver's).
  *
  * Every function accepts NULL (nothing to do).
  * Threads: every function is called from the driver thread; the match
  * thread touches only the fields of the evaluation in flight until it sets
- * `done`. A stop drops the queue and waits for the match in flight (a match
- * is bounded: games x --max-ply moves x --eval-visits playouts).
+ * `done`. A stop leaves the queue to the next run and ends the match in
+ * flight at its next move (match_play_config_t.stop): a search of
+ * --eval-visits playouts, or an engine's move (bounded by its timeout).
  * Errors: a failed match is logged as a warning; a failure of the database
  * is counted (sp_gauntlet_db_failures) so that the run ends non-zero.
  */
@@ -51,13 +56,15 @@ void sp_gauntlet_free(sp_gauntlet_t *g); /* waits for a match in flight; NULL ok
 void sp_gauntlet_set_seed(sp_gauntlet_t *g, uint64_t seed); /* the session's seed: matches differ between sessions */
 
 void sp_gauntlet_enqueue(sp_gauntlet_t *g, int64_t cycle); /* model cycle was published (ignored when not due) */
-/* Queues the evaluations a killed run left undone (models up to latest);
- * returns how many. */
+/* Queues, oldest first, the evaluations that earlier sessions left undone
+ * (models up to latest; see gauntlet.c for the rule); returns how many. */
 int32_t sp_gauntlet_resume(sp_gauntlet_t *g, int64_t latest);
-/* Reports a finished evaluation (waiting for it with wait) and starts the
- * next queued one unless a stop is requested. */
+/* Reports a finished evaluation (waiting for it with wait; a Ctrl-C during
+ * that wait stops it) and starts the next queued one unless a stop is
+ * requested. */
 void sp_gauntlet_poll(sp_gauntlet_t *g, bool wait);
-/* At a stop or an error: drops the queue, waits for the match in flight. */
+/* At a stop or an error: leaves the queue to the next run, stops the match
+ * in flight at its next move and reports it. */
 void sp_gauntlet_finish(sp_gauntlet_t *g);
 bool sp_gauntlet_idle(const sp_gauntlet_t *g); /* nothing running or queued */
 

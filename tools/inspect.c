@@ -209,9 +209,15 @@ static int inspect_db(const char *path) {
                 const db_match_t *m = &mt[i];
                 char a[DB_NAME_MAX + 32], b[DB_NAME_MAX + 32], cyc[16] = "-", elo[96];
                 if (m->cycle >= 0) snprintf(cyc, sizeof cyc, "%d", m->cycle);
-                if (m->model_a) snprintf(a, sizeof a, "model %lld", (long long)m->model_a);
+                /* a net by its cycle, as selfplay's log numbers models ("model 3 vs 2") */
+                db_model_t ma, mb;
+                if (m->model_a && db_model_get(db, m->model_a, &ma) == DB_OK)
+                    snprintf(a, sizeof a, "model %d", ma.cycle);
+                else if (m->model_a) snprintf(a, sizeof a, "model id %lld", (long long)m->model_a);
                 else snprintf(a, sizeof a, "%s", m->engine_a[0] ? m->engine_a : "?");
-                if (m->model_b) snprintf(b, sizeof b, "model %lld", (long long)m->model_b);
+                if (m->model_b && db_model_get(db, m->model_b, &mb) == DB_OK)
+                    snprintf(b, sizeof b, "model %d", mb.cycle);
+                else if (m->model_b) snprintf(b, sizeof b, "model id %lld", (long long)m->model_b);
                 else snprintf(b, sizeof b, "%s", m->opponent[0] ? m->opponent : m->engine_b[0] ? m->engine_b : "?");
                 /* no Elo: the match never finished (killed or stopped; data/db.h) */
                 if (isnan(m->elo)) snprintf(elo, sizeof elo, "unfinished, no Elo");

@@ -116,7 +116,8 @@ static void from_database(void) {
         CHECK(db_model_insert(db, &m) == DB_OK);
         id[c] = m.id;
     }
-    /* 1 vs 0, 2 vs 1 (an unfinished match: games but no Elo), an outside engine vs 2. */
+    /* 1 vs 0, 2 vs 1, an outside engine vs 2 (finished: an Elo each), and an
+     * unfinished 2 vs 1 (games but no Elo), which counts in no rating. */
     db_match_t m;
     memset(&m, 0, sizeof m);
     m.cycle = 1, m.model_a = id[1], m.model_b = id[0], m.wins = 12, m.draws = 2, m.losses = 6;
@@ -124,13 +125,17 @@ static void from_database(void) {
     CHECK(db_match_insert(db, &m) == DB_OK);
     memset(&m, 0, sizeof m);
     m.cycle = 2, m.model_a = id[2], m.model_b = id[1], m.wins = 5, m.draws = 0, m.losses = 5;
+    m.elo = m.elo_lo = m.elo_hi = 0;
+    CHECK(db_match_insert(db, &m) == DB_OK);
+    memset(&m, 0, sizeof m);
+    m.cycle = 2, m.model_a = id[2], m.model_b = id[1], m.wins = 7, m.draws = 0, m.losses = 0;
     m.elo = m.elo_lo = m.elo_hi = NAN;
     CHECK(db_match_insert(db, &m) == DB_OK);
     memset(&m, 0, sizeof m);
     m.cycle = -1, m.model_a = 0, m.model_b = id[2], m.wins = 3, m.draws = 1, m.losses = 6;
     snprintf(m.engine_a, sizeof m.engine_a, "fairy-stockfish skill 0");
     snprintf(m.opponent, sizeof m.opponent, "cycle 2");
-    m.elo = m.elo_lo = m.elo_hi = NAN;
+    m.elo = -70, m.elo_lo = -300, m.elo_hi = 150;
     CHECK(db_match_insert(db, &m) == DB_OK);
     rating_player_t *list = NULL;
     int32_t n = 0;
@@ -147,7 +152,7 @@ static void from_database(void) {
     snprintf(m.engine_a, sizeof m.engine_a, "engine1: koma");
     snprintf(m.engine_b, sizeof m.engine_b, "engine2: fairy-stockfish skill 0");
     snprintf(m.opponent, sizeof m.opponent, "engine2: fairy-stockfish skill 0");
-    m.elo = m.elo_lo = m.elo_hi = NAN;
+    m.elo = -400, m.elo_lo = -INFINITY, m.elo_hi = 0;
     CHECK(db_match_insert(db, &m) == DB_OK);
     list = NULL;
     CHECK(rating_list(db, &list, &n, err, sizeof err) == DB_OK && n == 4);
