@@ -1198,7 +1198,10 @@ db_status_t db_shard_commit(db_t *db, const char *run_dir, db_shard_t *sh, db_ga
     int wrc = write(abs, arg, err, sizeof err);
     if (wrc != 0) {
         st = wrc < 0 && wrc >= DB_TIMEOUT ? (db_status_t)wrc : DB_ERROR;
-        fail_with(db, st, "write shard: %s", err[0] ? err : abs);
+        /* the shard file failed, not the database: name the file */
+        snprintf(db->err, sizeof db->err, "%.300s: the shard could not be written: %s%.300s%s", abs,
+                 st == DB_FULL ? "the disk is full (" : "", err[0] ? err : "write failed",
+                 st == DB_FULL ? "); free some space and start again (what was committed before is kept)" : "");
         compat_remove_file(abs); /* a writer that failed after its rename */
         char keep[DB_ERR_MAX];
         memcpy(keep, db->err, sizeof keep);

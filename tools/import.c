@@ -148,8 +148,8 @@ static int commit_shard(import_t *im) {
     db_shard_t sh;
     db_status_t st = shard_commit(im->db, g_run, rel, (int32_t)g_cycle, im->b, &sh, err, sizeof err);
     if (st != DB_OK) {
-        snprintf(im->err, sizeof im->err, "%.300s: shard %s (%d games) not written: %s: %.500s", g_run, rel,
-                 (int)shard_builder_games(im->b), db_status_name(st), err);
+        snprintf(im->err, sizeof im->err, "%.300s: shard %s (%d games) not written: %.600s", g_run, rel,
+                 (int)shard_builder_games(im->b), err);
         im->failed = 1;
         return -1;
     }
@@ -500,7 +500,19 @@ int main(int argc, char **argv) {
         status = EXIT_STOPPED;
         goto done;
     }
-    status = (im.games_read == 0 && (im.rejected > 0 || im.files_bad > 0)) ? 1 : 0;
+    /* One rule for every format: nothing usable is an error. Usable: a game
+     * imported, one already in the run (a duplicate), or one the user chose
+     * to skip (--skip-draws, --min-rating); rejected records, unreadable
+     * files and games without moves are not. */
+    if (im.games + im.skip_dup + im.skip_draw + im.skip_rating == 0) {
+        fprintf(stderr,
+                "import: nothing usable: no game imported from %d argument(s) (%" PRId64 " record(s) rejected, %" PRId64
+                " without moves, %" PRId64 " file(s) unreadable)\n",
+                nfiles, im.rejected, im.skip_empty, im.files_bad);
+        status = 1;
+    } else {
+        status = 0;
+    }
 done:
     status_free(im.st);
     shard_builder_free(im.b);

@@ -299,6 +299,44 @@ static void test_errors(void) {
     readback_t rb;
     read_back(run, &rb);
     CHECK(rb.games == 0);
+    /* One rule for every format: nothing usable is an error. USI records that
+     * are all rejected or have no moves import nothing: exit 1, as for CSA/KIF. */
+    const char *none = t_path("none.usi");
+    write_text(none, "startpos\nstartpos moves 7g7f 3c3d 7f7d\nsfen 4k4/9/4G4/9/9/9/9/9/4K4 b G 1\n");
+    CHECK(run_import("--run", t_path("run7"), none, NULL) == 1);
+    CHECK(run_import("--run", t_path("run7"), FIX("game1.csa"), NULL) == 0);
+    CHECK(run_import("--run", t_path("run7"), FIX("game1.csa"), NULL) == 0); /* all duplicates: usable, not new */
+}
+
+/* A full disk while a shard is written: the message names the shard file
+ * and says the disk is full (not the database). Needs a small tmpfs
+ * (mount, as root); skipped where that is not allowed. */
+static void test_disk_full(void) {
+    const char *mnt = t_path("full");
+    char err[256], run[1000], out[1000];
+    KOMA_ASSERT(compat_mkdir_p(mnt, err, sizeof err) == 0);
+    const char *mount[] = {"mount", "-t", "tmpfs", "-o", "size=200k", "tmpfs", mnt, NULL};
+    int status = -1;
+    if (compat_run_io(mount, "", "", &status, err, sizeof err) != 0 || status != 0) {
+        printf("disk full: no tmpfs can be mounted here (not root?): not tested\n");
+        return;
+    }
+    snprintf(run, sizeof run, "%s/run", mnt);
+    snprintf(out, sizeof out, "%s", t_path("full.txt"));
+    const char *argv[260];
+    int n = 0;
+    argv[n++] = KOMA_IMPORT_BIN;
+    argv[n++] = "--run", argv[n++] = run, argv[n++] = "--dedup", argv[n++] = "0";
+    while (n < 250) argv[n++] = FIX("game1.csa"); /* one shard far larger than what is left */
+    argv[n] = NULL;
+    CHECK(compat_run_io(argv, "", out, &status, err, sizeof err) == 0 && status == 1);
+    char *text = t_read_file(out, NULL);
+    CHECKF(strstr(text, "shards/import_000001.safetensors: the shard could not be written: the disk is full") &&
+               !strstr(text, "koma.db: write shard"),
+           "import on a full disk said:\n%s", text);
+    free(text);
+    const char *umount[] = {"umount", mnt, NULL};
+    CHECK(compat_run_io(umount, "", "", &status, err, sizeof err) == 0 && status == 0);
 }
 
 int main(void) {
@@ -308,6 +346,7 @@ int main(void) {
     test_filters();
     test_playouts();
     test_errors();
+    test_disk_full();
     int rc = t_done("test_record_import");
     if (!g_fail) t_rm_rf(t_dir);
     return rc;
