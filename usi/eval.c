@@ -7,9 +7,11 @@
 #include <string.h>
 
 #include "compat/compat.h"
+#include "compat/exe.h"
 #include "data/db.h"
 #include "data/run.h"
 #include "engine/encode.h"
+#include "nn/weights.h"
 
 struct usi_eval {
     nn_server_t *srv; /* NULL: uniform */
@@ -57,7 +59,8 @@ static int resolve_run(const char *dir, const char *dbpath, char *path, size_t p
             snprintf(e, sizeof e, "%s/%s: path too long", dir, m.path);
         } else if (!compat_file_exists(path)) {
             snprintf(e, sizeof e, "%s: the model of cycle %d is missing", path, m.cycle);
-        } else if (run_verify_file(path, m.xxh3, e, sizeof e) == 0) {
+        } else if (run_verify_file(path, m.xxh3, e, sizeof e) == 0 &&
+                   nn_weights_check(path, ENC_FEATURES_VERSION, e, sizeof e) == 0) { /* and it loads */
             rc = 0;
             break;
         }
@@ -111,6 +114,43 @@ int usi_net_resolve(const char *net, char *path, size_t pathlen, char *note, siz
         return 0;
     }
     snprintf(err, errlen, "%s: a directory with no koma.db and no .safetensors file", net);
+    return -1;
+}
+
+bool usi_net_is_none(const char *net) {
+    return net && (net[0] == 'n' || net[0] == 'N') && (net[1] == 'o' || net[1] == 'O') &&
+           (net[2] == 'n' || net[2] == 'N') && (net[3] == 'e' || net[3] == 'E') && net[4] == 0;
+}
+
+int usi_net_shipped(char *path, size_t pathlen, char *looked, size_t lookedlen) {
+    char cand[2][USI_PATH_MAX];
+    int n = 0;
+    char dir[USI_PATH_MAX];
+    if (compat_exe_dir(dir, sizeof dir) == 0) {
+        char *slash = strrchr(dir, '/'); /* <prefix>/bin -> <prefix> */
+        if (slash && slash != dir) *slash = 0;
+        if ((size_t)snprintf(cand[n], sizeof cand[n], "%s/share/koma/nets/%s", dir, USI_SHIPPED_NET) <
+            sizeof cand[n])
+            n++;
+    }
+#ifdef KOMA_SOURCE_NETS_DIR
+    if ((size_t)snprintf(cand[n], sizeof cand[n], "%s/%s", KOMA_SOURCE_NETS_DIR, USI_SHIPPED_NET) < sizeof cand[n])
+        n++;
+#endif
+    if (path && pathlen) path[0] = 0;
+    if (looked && lookedlen) {
+        looked[0] = 0;
+        for (int i = 0; i < n; i++) {
+            size_t u = strlen(looked);
+            snprintf(looked + u, lookedlen - u, "%s%s", i ? " and " : "", cand[i]);
+        }
+        if (n == 0) snprintf(looked, lookedlen, "(no place: the executable's path is unknown)");
+    }
+    for (int i = 0; i < n; i++)
+        if (compat_file_exists(cand[i]) && !compat_is_dir(cand[i])) {
+            if (path && pathlen) snprintf(path, pathlen, "%s", cand[i]);
+            return 0;
+        }
     return -1;
 }
 

@@ -33,6 +33,17 @@ enum { USI_PATH_MAX = 1024 };
 int usi_net_resolve(const char *net, char *path, size_t pathlen, char *note, size_t notelen, char *err,
                     size_t errlen);
 
+/* Net `none` (any case): no network, the uniform evaluator, asked for. */
+bool usi_net_is_none(const char *net);
+
+#define USI_SHIPPED_NET "koma-default.safetensors"
+/* The net that ships with Koma: <exe dir>/../share/koma/nets/USI_SHIPPED_NET
+ * (installed), then KOMA_SOURCE_NETS_DIR/USI_SHIPPED_NET (the source tree
+ * the program was built from). Returns 0 with path (may be NULL) set to the
+ * first that exists, or -1 with path "". looked (may be NULL) lists the
+ * places tried, "A and B". */
+int usi_net_shipped(char *path, size_t pathlen, char *looked, size_t lookedlen);
+
 typedef struct usi_eval usi_eval_t;
 
 /* An evaluator for weights_path ("" or NULL: uniform). NULL with err when the

@@ -1,6 +1,8 @@
 /* options.c - USI options: table, announcement, setoption (see options.h). */
 #include "usi/options.h"
 
+#include <ctype.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -9,25 +11,37 @@
 /* The one table: a row per option (data/config.h). The USI type follows
  * from the row: numbers with a range are spins, booleans checks, rows with
  * allowed words combos, the rest strings. */
-enum { OPT_NB = 13 };
+enum { OPT_NB = 17 };
 
 static int opt_table(usi_options_t *o, cfg_opt_t *t) {
     const cfg_opt_t rows[OPT_NB] = {
-        {"Net", CFG_TYPE_PATH, o->net, 1, 0, "weights file or run directory", "", NULL, sizeof o->net},
-        {"Backend", CFG_TYPE_STRING, o->backend, 1, 0, "network backend", "auto", "cpu|cuda|auto", sizeof o->backend},
+        {"Net", CFG_TYPE_PATH, o->net, 1, 0,
+         "weights file (.safetensors) or run directory (its newest model); default: the net shipped with Koma; "
+         "none: no net, legal moves only (for tests)",
+         "", NULL, sizeof o->net},
+        {"Backend", CFG_TYPE_STRING, o->backend, 1, 0, "network backend (auto: cuda when a GPU is present)", "auto",
+         "cpu|cuda|auto", sizeof o->backend},
         {"Threads", CFG_TYPE_INT, &o->threads, 1, 1024, "cpu backend threads"}, /* default: the CPUs */
-        {"BatchSize", CFG_TYPE_INT, &o->batch, 1, 1024, "leaves per batch", "32"},
-        {"NodeLimit", CFG_TYPE_INT, &o->node_limit, 0, 1e12, "visits per move, 0 = time only", "0"},
-        {"ByoyomiMargin", CFG_TYPE_INT, &o->byoyomi_margin, 0, 60000, "lag allowance (ms)", "300"},
-        {"ResignThreshold", CFG_TYPE_DOUBLE, &o->resign, 0, 1, "resign below this win probability", "0"},
-        {"USI_Ponder", CFG_TYPE_BOOL, &o->ponder, 1, 0, "ponder", "false"},
-        {"USI_Hash", CFG_TYPE_INT, &o->hash_mb, 1, 65536, "tree memory (MiB)", "256"},
+        {"BatchSize", CFG_TYPE_INT, &o->batch, 1, 1024, "leaves per network batch", "32"},
+        {"NodeLimit", CFG_TYPE_INT, &o->node_limit, 0, INT32_MAX, "visits per move, 0 = time only", "0"},
+        {"NetworkDelay", CFG_TYPE_INT, &o->network_delay, 0, 60000,
+         "ms of lag kept back on every timed move (ByoyomiMargin sets this and NetworkDelay2)", "300"},
+        {"NetworkDelay2", CFG_TYPE_INT, &o->network_delay2, 0, 60000,
+         "ms of lag kept back when a move uses the clock to its end (byoyomi)", "300"},
+        {"MinimumThinkingTime", CFG_TYPE_INT, &o->minimum_ms, 0, 60000, "ms a timed move thinks at least", "0"},
+        {"ResignThreshold", CFG_TYPE_DOUBLE, &o->resign, 0, 1, "resign below this win probability, 0 = never", "0"},
+        {"USI_Ponder", CFG_TYPE_BOOL, &o->ponder, 1, 0, "ponder (false: no ponder move in bestmove)", "false"},
+        {"USI_Hash", CFG_TYPE_INT, &o->hash_mb, 1, 65536, "search tree memory (MiB)", "256"},
         {"MaxPly", CFG_TYPE_INT, &o->max_ply, 0, 100000, "draw after this many moves, 0 = none", "320"},
         {"Search", CFG_TYPE_STRING, o->search, 1, 0, "root selection", "puct", "puct|gumbel", sizeof o->search},
         {"LeafMate", CFG_TYPE_STRING, o->leaf_mate, 1, 0, "mate search at leaves (plies)", "1", "0|1|3",
          sizeof o->leaf_mate},
         {"Contempt", CFG_TYPE_INT, &o->contempt, -500, 500, "a draw counts as 50% minus this per mille for the engine",
          "0"},
+        {"MultiPV", CFG_TYPE_INT, &o->multipv, 1, 32, "info lines for the most visited root moves", "1"},
+        {"EnteringKingRule", CFG_TYPE_STRING, o->entering_king, 1, 0,
+         "declare a win by the CSA 27-point rule, or never", "CSARule27", "CSARule27|NoEnteringKing",
+         sizeof o->entering_king},
     };
     memcpy(t, rows, sizeof rows);
     return OPT_NB;
@@ -63,15 +77,32 @@ void usi_options_print(const usi_options_t *o, usi_out_t *out) {
             }
             usi_out_line(out, "option name %s type combo default %s%s", c->name, v, vars);
         } else {
-            usi_out_line(out, "option name %s type string default %s", c->name, *v ? v : "<empty>");
+            usi_out_line(out, "option name %s type %s default %s", c->name,
+                         c->type == CFG_TYPE_PATH ? "filename" : "string", *v ? v : "<empty>");
         }
     }
+}
+
+static bool same_nocase(const char *a, const char *b) {
+    if (!a) return false;
+    for (; *a && *b; a++, b++)
+        if (tolower((unsigned char)*a) != tolower((unsigned char)*b)) return false;
+    return *a == *b;
 }
 
 int usi_options_set(usi_options_t *o, const char *name, const char *value, const char **canonical, char *err,
                     size_t errlen) {
     cfg_opt_t t[OPT_NB];
     opt_table(o, t);
+    if (same_nocase(name, "ByoyomiMargin")) { /* the old name: the lag on every move, both delays */
+        int64_t was = o->network_delay;
+        if (usi_options_set(o, "NetworkDelay", value, canonical, err, errlen) != 0) return -1;
+        if (usi_options_set(o, "NetworkDelay2", value, NULL, err, errlen) != 0) {
+            o->network_delay = was;
+            return -1;
+        }
+        return 0;
+    }
     const cfg_opt_t *row = cfg_find_nocase(t, OPT_NB, name);
     if (!row) {
         snprintf(err, errlen, "unknown option '%s'", name ? name : "");
@@ -84,4 +115,49 @@ int usi_options_set(usi_options_t *o, const char *name, const char *value, const
     }
     if (strcmp(value, "<empty>") == 0) value = "";
     return cfg_set(t, OPT_NB, row->name, value, err, errlen) == CFG_OK ? 0 : -1;
+}
+
+/* One row's USI type and range or words, as `usi` announces them. */
+static void row_kind(const cfg_opt_t *c, char *buf, size_t n) {
+    if (c->type == CFG_TYPE_INT) snprintf(buf, n, "spin %.0f..%.0f", c->min, c->max);
+    else if (c->type == CFG_TYPE_BOOL) snprintf(buf, n, "check");
+    else if (c->type == CFG_TYPE_PATH) snprintf(buf, n, "filename");
+    else if (c->choices) {
+        size_t used = (size_t)snprintf(buf, n, "combo ");
+        int w = 0;
+        for (int k = 0; cfg_choice(c->choices, k, &w) && used + 2 < n; k++) {
+            int m = snprintf(buf + used, n - used, "%s%.*s", k ? "|" : "", w, cfg_choice(c->choices, k, NULL));
+            if (m > 0) used += (size_t)m;
+        }
+    } else if (c->type == CFG_TYPE_DOUBLE) snprintf(buf, n, "string %g..%g", c->min, c->max);
+    else snprintf(buf, n, "string");
+}
+
+/* Writes text wrapped to lines of at most width characters, each indented. */
+static void wrap(FILE *out, const char *text, int indent, int width) {
+    const char *p = text;
+    while (*p) {
+        int room = width - indent, n = (int)strlen(p);
+        if (n > room) {
+            n = room;
+            while (n > 0 && p[n] != ' ') n--;
+            if (n == 0) n = room;
+        }
+        fprintf(out, "%*s%.*s\n", indent, "", n, p);
+        p += n;
+        while (*p == ' ') p++;
+    }
+}
+
+void usi_options_help(const usi_options_t *o, FILE *out) {
+    usi_options_t copy = *o;
+    cfg_opt_t t[OPT_NB];
+    opt_table(&copy, t);
+    for (int i = 0; i < OPT_NB; i++) {
+        char v[CFG_STRING_MAX + 8], kind[128];
+        cfg_value_string(&t[i], v, sizeof v);
+        row_kind(&t[i], kind, sizeof kind);
+        fprintf(out, "  %-19s %-30s default %s\n", t[i].name, kind, v[0] ? v : "<empty>");
+        if (t[i].help) wrap(out, t[i].help, 6, 78);
+    }
 }

@@ -7,23 +7,40 @@
  * the limits), the protocol loop (usi.c).
  *
  * Options (name: USI type, default, meaning):
- *   Net            string  <empty>  weights file (.safetensors), or a run directory:
+ *   Net            filename <shipped> weights file (.safetensors), or a run directory:
  *                                   its koma.db's latest model (else the last file in
- *                                   <dir>/models/ or <dir> by name). Empty: no net, a
- *                                   uniform policy and zero value (legal moves only).
+ *                                   <dir>/models/ or <dir> by name). Default: the net
+ *                                   that ships with Koma (eval.h: usi_net_shipped), or
+ *                                   <empty> when none was found. `none`: no net, a
+ *                                   uniform policy and zero value (legal moves only;
+ *                                   for tests). A net that cannot be used is an error.
  *   Backend        combo   auto     cpu | cuda | auto (cuda when a device is present)
  *   Threads        spin    CPUs     CPU threads of the cpu backend's BLAS (1..1024)
  *   BatchSize      spin    32       leaves per network batch (1..1024)
- *   NodeLimit      spin    0        visits per move; 0 = time only
- *   ByoyomiMargin  spin    300      ms kept back for lag on every timed move (0..60000)
+ *   NodeLimit      spin    0        visits per move; 0 = time only (0..2147483647)
+ *   NetworkDelay   spin    300      ms of lag a move costs beyond the search, kept
+ *                                   back on every timed move (0..60000); the old
+ *                                   name ByoyomiMargin sets it and NetworkDelay2
+ *   NetworkDelay2  spin    300      ms kept back when a move uses the clock to its
+ *                                   end (byoyomi only left) (0..60000)
+ *   MinimumThinkingTime spin 0      ms a timed move thinks at least (soft limit;
+ *                                   never past the hard one) (0..60000)
  *   ResignThreshold string 0        resign when the chosen move's win probability
  *                                   (1 + Q) / 2 is below this (0..1); 0 = never
- *   USI_Ponder     check   false    ponder on the predicted reply (GUI-managed)
+ *   USI_Ponder     check   false    ponder on the predicted reply (GUI-managed);
+ *                                   false: bestmove names no ponder move
  *   USI_Hash       spin    256      MiB for the search tree (+1/8 for the result cache)
  *   MaxPly         spin    320      game length the search scores as a draw; 0 = none
  *   Search         combo   puct     puct | gumbel (root selection)
  *   LeafMate       combo   1        0 | 1 | 3: a leaf whose side to move mates in
  *                                   this many moves is a win without the network
+ *   Contempt       spin    0        per mille: a draw counts as 50% - Contempt/1000
+ *                                   for the engine (-500..500)
+ *   MultiPV        spin    1        info lines `info multipv k ...` for the k most
+ *                                   visited root moves (1..32)
+ *   EnteringKingRule combo CSARule27 CSARule27 | NoEnteringKing: whether koma
+ *                                   declares a win (`bestmove win`) by the CSA
+ *                                   27-point rule (engine/rules.h)
  * Names are matched without regard to case; the canonical spelling is used
  * in messages.
  */
@@ -32,6 +49,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "config/config.h"
 #include "usi/out.h"
@@ -42,7 +60,9 @@ typedef struct {
     int64_t threads;
     int64_t batch;
     int64_t node_limit;
-    int64_t byoyomi_margin;
+    int64_t network_delay;   /* NetworkDelay (alias ByoyomiMargin) */
+    int64_t network_delay2;  /* NetworkDelay2 */
+    int64_t minimum_ms;      /* MinimumThinkingTime */
     double resign;
     int ponder;
     int64_t hash_mb;
@@ -50,13 +70,18 @@ typedef struct {
     char search[CFG_STRING_MAX];
     char leaf_mate[CFG_STRING_MAX];
     int64_t contempt; /* per mille: a draw counts as a 50% - contempt/1000 result for the engine */
+    int64_t multipv;
+    char entering_king[CFG_STRING_MAX];
 } usi_options_t;
 
 void usi_options_default(usi_options_t *o);
+/* Writes the options table (name, USI type, default, range or words, help)
+ * for `koma --help`. */
+void usi_options_help(const usi_options_t *o, FILE *out);
 /* Writes one `option name ...` line per option. */
 void usi_options_print(const usi_options_t *o, usi_out_t *out);
 /* Applies one setoption. value may be NULL (no `value` part) and "<empty>"
- * means the empty string. Returns 0 with *canonical (may be NULL) set to the
+ * means the empty string. The old name ByoyomiMargin sets NetworkDelay and NetworkDelay2. Returns 0 with *canonical (may be NULL) set to the
  * option's name, or -1 with err saying why (unknown name, bad value); the
  * options are then unchanged. */
 int usi_options_set(usi_options_t *o, const char *name, const char *value, const char **canonical, char *err,

@@ -20,7 +20,7 @@ bool usi_go_timed(const usi_go_t *g) {
            g->movetime >= 0;
 }
 
-mcts_time_limits_t usi_go_time_limits(const usi_go_t *g, color_t side, int32_t ply, int64_t margin_ms) {
+mcts_time_limits_t usi_go_time_limits(const usi_go_t *g, color_t side, int32_t ply, const usi_options_t *o) {
     mcts_time_input_t in;
     mcts_time_input_default(&in);
     in.remaining_ms = g->time[side] > 0 ? g->time[side] : 0;
@@ -28,7 +28,9 @@ mcts_time_limits_t usi_go_time_limits(const usi_go_t *g, color_t side, int32_t p
     in.byoyomi_ms = g->byoyomi > 0 ? g->byoyomi : 0;
     in.movetime_ms = g->movetime > 0 ? g->movetime : 0;
     in.ply = ply;
-    in.margin_ms = margin_ms;
+    in.margin_ms = o->network_delay;
+    in.margin2_ms = o->network_delay2;
+    in.minimum_ms = o->minimum_ms;
     return mcts_time_limits(&in);
 }
 

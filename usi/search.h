@@ -28,6 +28,7 @@
 #include "mcts/mcts.h"
 #include "mcts/timeman.h"
 #include "usi/eval.h"
+#include "usi/options.h"
 #include "usi/out.h"
 
 /* `go` as parsed; -1 marks an absent number. */
@@ -49,7 +50,7 @@ bool usi_go_timed(const usi_go_t *g);
 /* Soft and hard limits for the side to move at game ply `ply`, counted from
  * the moment the move's clock starts. remaining = btime/wtime as given (it is
  * taken to include this move's increment, as timeman.h says). */
-mcts_time_limits_t usi_go_time_limits(const usi_go_t *g, color_t side, int32_t ply, int64_t margin_ms);
+mcts_time_limits_t usi_go_time_limits(const usi_go_t *g, color_t side, int32_t ply, const usi_options_t *o);
 
 /* Limits of one search. Times are compat_now_ms() values. The search loop
  * enforces the deadlines itself (the tree gets only the visit budget): past

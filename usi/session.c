@@ -104,6 +104,7 @@ usi_session_t *usi_session_new(usi_write_fn_t write, void *user) {
     atomic_init(&s->stop, 0);
     atomic_init(&s->ponderhit_flag, 0);
     usi_options_default(&s->opt);
+    usi_net_shipped(s->opt.net, sizeof s->opt.net, NULL, 0); /* Net's default: the shipped net, if found */
     s->pos = malloc(sizeof(pos_t));
     s->tmp = malloc(sizeof(pos_t));
     s->scratch = malloc(sizeof(pos_t));
@@ -261,41 +262,74 @@ static void eval_opt_key(const usi_options_t *o, char *key, size_t n) {
     snprintf(key, n, "%s|%s|%lld|%lld", o->net, o->backend, (long long)o->threads, (long long)o->batch);
 }
 
+/* The error that keeps koma from playing: `info string Error: <text>` to the
+ * GUI and `Error: <text>` on stderr (what a GUI's log or a terminal shows). */
+static void say_error(usi_session_t *s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+static void say_error(usi_session_t *s, const char *fmt, ...) {
+    char buf[USI_LINE_MAX - 32];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    usi_out_line(&s->out, "info string Error: %s", buf);
+    fprintf(stderr, "Error: %s\n", buf);
+    fflush(stderr);
+}
+
 /* Makes the evaluator serve the Net option. resolve: look the net up again
  * (a run directory may have a newer model); otherwise only when the options
- * changed. Never fails: a net that cannot be loaded leaves the uniform one. */
-static void ensure_eval(usi_session_t *s, const usi_options_t *o, bool resolve) {
+ * changed. Returns 0, or -1 after say_error when the Net or Backend asked for
+ * cannot be used (nothing is served then: koma must not play). Net `none`
+ * is the uniform evaluator, asked for. */
+static int ensure_eval(usi_session_t *s, const usi_options_t *o, bool resolve) {
     char key[sizeof s->eval_opt_key];
     eval_opt_key(o, key, sizeof key);
     bool opts_changed = !s->eval || strcmp(key, s->eval_opt_key) != 0;
-    if (!opts_changed && !resolve) return;
+    if (!opts_changed && !resolve) return 0;
     char path[USI_PATH_MAX], err[1024], note[2048];
-    if (usi_net_resolve(o->net, path, sizeof path, note, sizeof note, err, sizeof err) != 0) {
-        usi_session_say(s, "Net: %s; playing with a uniform policy and zero value", err);
-        path[0] = 0;
+    bool none = usi_net_is_none(o->net);
+    path[0] = 0;
+    if (none) {
+        /* the uniform evaluator, asked for */
+    } else if (!o->net[0]) { /* <empty>: the shipped net */
+        char looked[2 * USI_PATH_MAX + 64];
+        if (usi_net_shipped(path, sizeof path, looked, sizeof looked) != 0) {
+            say_error(s, "Net: no net given and no shipped net found (looked for %s); set the Net option to a "
+                         "weights file or a run directory (or to none to play legal moves only)",
+                      looked);
+            return -1;
+        }
+    } else if (usi_net_resolve(o->net, path, sizeof path, note, sizeof note, err, sizeof err) != 0) {
+        say_error(s, "%s", err);
+        return -1;
     } else if (note[0]) {
         usi_session_say(s, "Net: %s", note);
     }
-    if (!opts_changed && strcmp(path, s->eval_path) == 0) return;
+    if (!opts_changed && strcmp(path, s->eval_path) == 0) return 0;
     usi_eval_free(s->eval);
     s->eval = NULL;
+    s->eval_opt_key[0] = 0;
     if (s->cache) mcts_cache_clear(s->cache);
     s->tree_valid = false; /* values of another net */
     int64_t t0 = compat_now_ms();
     s->eval = usi_eval_new(path, o->backend, (int32_t)o->threads, (int32_t)o->batch, err, sizeof err);
     if (!s->eval) {
-        usi_session_say(s, "Net: %s; playing with a uniform policy and zero value", err);
-        path[0] = 0;
-        s->eval = usi_eval_new(NULL, NULL, 0, 0, err, sizeof err);
+        say_error(s, "%s", err);
+        return -1;
     }
     snprintf(s->eval_opt_key, sizeof s->eval_opt_key, "%s", key);
     snprintf(s->eval_path, sizeof s->eval_path, "%s", path);
-    if (!s->eval) return;
     if (usi_eval_uniform(s->eval))
-        usi_session_say(s, "no net: %s; the engine plays legal moves only", usi_eval_describe(s->eval));
+        usi_session_say(s, "Net none: no network (%s); the engine plays legal moves only",
+                        usi_eval_describe(s->eval));
     else
         usi_session_say(s, "net loaded in %lld ms: %s", (long long)(compat_now_ms() - t0),
                         usi_eval_describe(s->eval));
+    return 0;
 }
 
 /* ---- the search thread ------------------------------------------------------------ */
@@ -348,7 +382,7 @@ static void run_mate(usi_session_t *s, const usi_job_t *j) {
     usi_mate_limits_t lim;
     usi_mate_limits_default(&lim);
     if (g->mate_ms >= 0) {
-        int64_t margin = j->opt.byoyomi_margin < g->mate_ms / 2 ? j->opt.byoyomi_margin : g->mate_ms / 2;
+        int64_t margin = j->opt.network_delay < g->mate_ms / 2 ? j->opt.network_delay : g->mate_ms / 2;
         lim.deadline_ms = j->received_ms + (g->mate_ms - margin > 1 ? g->mate_ms - margin : 1);
     }
     lim.stop = &s->stop;
@@ -385,7 +419,7 @@ static void search_limits(usi_session_t *s, const usi_job_t *j, usi_search_limit
     bool timed = usi_go_timed(g) && !g->infinite;
     if (!timed && !g->infinite && visits <= 0) visits = USI_GO_DEFAULT_VISITS; /* also a clockless ponder */
     mcts_time_limits_t tl = {0, 0};
-    if (timed) tl = usi_go_time_limits(g, pos_side_to_move(root), pos_game_ply(root), j->opt.byoyomi_margin);
+    if (timed) tl = usi_go_time_limits(g, pos_side_to_move(root), pos_game_ply(root), &j->opt);
     if (strcmp(j->opt.search, "gumbel") == 0 && visits <= 0) {
         double nps = s->nps_est > 0 ? s->nps_est : 200.0;
         visits = timed ? (int64_t)(nps * (double)tl.soft_ms / 1000.0) : 1000000;
@@ -424,8 +458,7 @@ static void *thread_main(void *arg) {
         answer(s, j, "bestmove resign");
         return thread_done(s);
     }
-    ensure_eval(s, &j->opt, false);
-    sync_tree(s, j);
+    sync_tree(s, j); /* the reader made the evaluator serve j->opt (usi_session_go) */
     const pos_t *root = mcts_tree_position(s->tree);
     char line[256];
     if (!rules_has_legal_move(root)) {
@@ -433,7 +466,7 @@ static void *thread_main(void *arg) {
         answer(s, j, "bestmove resign");
         return thread_done(s);
     }
-    if (rules_can_declare(root)) {
+    if (strcmp(j->opt.entering_king, "NoEnteringKing") != 0 && rules_can_declare(root)) {
         usi_session_say(s, "entering-king declaration holds: declaring a win");
         answer(s, j, "bestmove win");
         return thread_done(s);
@@ -496,12 +529,13 @@ void usi_session_usi(usi_session_t *s) {
     usi_out_line(&s->out, "usiok");
 }
 
-void usi_session_isready(usi_session_t *s) {
+int usi_session_isready(usi_session_t *s) {
     if (reap(s)) {
         ensure_tree(s, &s->opt, COLOR_BLACK); /* the side is set again at each go */
-        ensure_eval(s, &s->opt, true);
+        if (ensure_eval(s, &s->opt, true) != 0) return -1;
     }
     usi_out_line(&s->out, "readyok");
+    return 0;
 }
 
 void usi_session_setoption(usi_session_t *s, const char *name, const char *value) {
@@ -552,14 +586,17 @@ void usi_session_position(usi_session_t *s, const char *sfen, size_t sfen_len, c
     s->tmp = t;
 }
 
-void usi_session_go(usi_session_t *s, const usi_go_t *g, int64_t received_ms) {
+int usi_session_go(usi_session_t *s, const usi_go_t *g, int64_t received_ms) {
     if (!reap(s)) {
         if (!atomic_load(&s->stop)) {
             usi_session_say(s, "go ignored: a search is running (send stop first)");
-            return;
+            return 0;
         }
         join_search(s); /* stopped: it answers within a moment */
     }
+    /* options set since isready (or no isready at all): the net is loaded
+     * here, on the go's clock; one that cannot be used ends koma unanswered */
+    if (!g->mate && ensure_eval(s, &s->opt, false) != 0) return -1;
     usi_job_t *j = &s->job;
     j->go = *g;
     j->opt = s->opt;
@@ -587,9 +624,10 @@ void usi_session_go(usi_session_t *s, const usi_go_t *g, int64_t received_ms) {
         if (g->mate) usi_out_line(&s->out, "checkmate timeout");
         else usi_out_line(&s->out, "bestmove %s", mv);
         s->answered = s->finished = true;
-        return;
+        return 0;
     }
     s->live = true;
+    return 0;
 }
 
 void usi_session_stop(usi_session_t *s) {
@@ -614,11 +652,14 @@ void usi_session_gameover(usi_session_t *s, const char *result) {
     s->newgame_pending = true;
 }
 
+/* A search that was told to stop gives its answer; any other is stopped quietly. */
 void usi_session_quit(usi_session_t *s) {
-    if (s->live) {
-        stop_search(s, true);
-        join_search(s);
-    }
+    if (!s->live) return;
+    compat_mutex_lock(&s->mu);
+    bool answering = atomic_load(&s->stop) && !s->quiet;
+    compat_mutex_unlock(&s->mu);
+    if (!answering) stop_search(s, true);
+    join_search(s);
 }
 
 void usi_session_wait(usi_session_t *s) {

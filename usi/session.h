@@ -69,19 +69,25 @@ void usi_session_say(usi_session_t *s, const char *fmt, ...)
     ;
 
 void usi_session_usi(usi_session_t *s);
-void usi_session_isready(usi_session_t *s);
+/* readyok; or -1 (no readyok) after `info string Error: ...` (and the same
+ * on stderr) when the Net or Backend asked for cannot be used: the caller
+ * ends koma with a nonzero status. */
+int usi_session_isready(usi_session_t *s);
 void usi_session_setoption(usi_session_t *s, const char *name, const char *value);
 void usi_session_newgame(usi_session_t *s);
 /* sfen: "startpos" or SFEN text (sfen_len bytes); moves[i] (lens[i] bytes) in USI notation. */
 void usi_session_position(usi_session_t *s, const char *sfen, size_t sfen_len, const char *const *moves,
                           const size_t *lens, int32_t n);
-/* received_ms: compat_now_ms() when the line was read. */
-void usi_session_go(usi_session_t *s, const usi_go_t *g, int64_t received_ms);
+/* received_ms: compat_now_ms() when the line was read. Returns 0, or -1 as
+ * isready when the net (loaded here if options changed since isready)
+ * cannot be used: no search starts and no bestmove comes. */
+int usi_session_go(usi_session_t *s, const usi_go_t *g, int64_t received_ms);
 void usi_session_stop(usi_session_t *s);
 void usi_session_ponderhit(usi_session_t *s);
 /* result: "win", "lose", "draw" or NULL. */
 void usi_session_gameover(usi_session_t *s, const char *result);
-/* Stops a running search (no bestmove) and joins it. */
+/* Joins a running search: one already told to stop (`stop`, then quit or
+ * end of input) gives its bestmove first; any other is stopped without one. */
 void usi_session_quit(usi_session_t *s);
 /* Blocks until the running search (if any) has given its answer. For
  * command-line commands and tests; never for infinite or ponder searches. */

@@ -42,19 +42,6 @@ static const char *shown(usi_tok_t t, char *buf, size_t n) {
     return buf;
 }
 
-/* A decimal 0..USI_NUMBER_MAX. */
-static bool parse_number(usi_tok_t t, int64_t *out) {
-    if (t.n == 0 || t.n > USI_NUMBER_MAX_DIGITS) return false;
-    int64_t v = 0;
-    for (size_t i = 0; i < t.n; i++) {
-        if (t.p[i] < '0' || t.p[i] > '9') return false;
-        v = v * 10 + (t.p[i] - '0');
-    }
-    if (v > USI_NUMBER_MAX) return false;
-    *out = v;
-    return true;
-}
-
 /* A go value: an optional sign and decimal digits, clamped into
  * 0..USI_NUMBER_MAX (*clamped set when it had to be). false: not a number. */
 static bool parse_go_number(usi_tok_t t, int64_t *out, bool *clamped) {
@@ -131,12 +118,18 @@ int usi_parse_go(const char *text, size_t len, usi_go_t *g, char *err, size_t er
             g->mate_ms = -1;
             if (i + 1 < n && tok_is(t[i + 1], "infinite")) {
                 i++;
-            } else if (i + 1 < n && t[i + 1].p[0] >= '0' && t[i + 1].p[0] <= '9') {
-                if (!parse_number(t[i + 1], &g->mate_ms)) {
+            } else if (i + 1 < n && ((t[i + 1].p[0] >= '0' && t[i + 1].p[0] <= '9') || t[i + 1].p[0] == '-' ||
+                                     t[i + 1].p[0] == '+')) {
+                /* a time: clamped into 0..USI_NUMBER_MAX like every go value */
+                bool clamped = false;
+                if (!parse_go_number(t[i + 1], &g->mate_ms, &clamped)) {
                     snprintf(err, errlen, "'mate %s': not a number of 0..%lld", shown(t[i + 1], b2, sizeof b2),
                              (long long)USI_NUMBER_MAX);
                     return -1;
                 }
+                if (clamped)
+                    note(warn, warnlen, "'mate %s' out of range 0..%lld, taken as %lld", shown(t[i + 1], b2, sizeof b2),
+                         (long long)USI_NUMBER_MAX, (long long)g->mate_ms);
                 i++;
             }
         } else {
@@ -242,7 +235,7 @@ static void cmd_position(usi_session_t *s, const usi_tok_t *t, size_t n) {
     free(ml);
 }
 
-static void cmd_go(usi_session_t *s, const char *args, size_t len, int64_t received_ms) {
+static int cmd_go(usi_session_t *s, const char *args, size_t len, int64_t received_ms) {
     usi_go_t g;
     char err[256], warn[256];
     if (usi_parse_go(args, len, &g, err, sizeof err, warn, sizeof warn) != 0) {
@@ -252,7 +245,7 @@ static void cmd_go(usi_session_t *s, const char *args, size_t len, int64_t recei
     } else if (warn[0]) {
         usi_session_say(s, "go: %s", warn);
     }
-    usi_session_go(s, &g, received_ms);
+    return usi_session_go(s, &g, received_ms) == 0 ? USI_CONTINUE : USI_FATAL;
 }
 
 int usi_handle_line(usi_session_t *s, const char *line, size_t len, int64_t received_ms) {
@@ -274,13 +267,13 @@ int usi_handle_line(usi_session_t *s, const char *line, size_t len, int64_t rece
     char b1[64];
     usi_tok_t c = t[0];
     if (tok_is(c, "usi")) usi_session_usi(s);
-    else if (tok_is(c, "isready")) usi_session_isready(s);
+    else if (tok_is(c, "isready")) rc = usi_session_isready(s) == 0 ? USI_CONTINUE : USI_FATAL;
     else if (tok_is(c, "setoption")) cmd_setoption(s, line, len, t, n);
     else if (tok_is(c, "usinewgame")) usi_session_newgame(s);
     else if (tok_is(c, "position")) cmd_position(s, t, n);
     else if (tok_is(c, "go")) {
         const char *a = c.p + c.n;
-        cmd_go(s, a, (size_t)(line + len - a), received_ms);
+        rc = cmd_go(s, a, (size_t)(line + len - a), received_ms);
     } else if (tok_is(c, "stop")) usi_session_stop(s);
     else if (tok_is(c, "ponderhit")) usi_session_ponderhit(s);
     else if (tok_is(c, "gameover")) {

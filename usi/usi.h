@@ -11,7 +11,8 @@
  * (missing, signed, not a number, larger) rejects the whole `go` with a
  * reason and starts no search. Unknown `go` words (depth, movestogo,
  * searchmoves, ...) are reported and skipped, and the search goes ahead.
- * `go mate [<ms>|infinite]`: without a number, infinite.
+ * `go mate [<ms>|infinite]`: without a number, infinite; a time out of
+ * range is clamped as the other values are (`go mate -1` is `go mate 0`).
  */
 #ifndef KOMA_USI_USI_H
 #define KOMA_USI_USI_H
@@ -22,12 +23,15 @@
 #include "usi/search.h"
 #include "usi/session.h"
 
-enum { USI_CONTINUE = 0, USI_QUIT = 1 };
+/* USI_FATAL: the Net or Backend asked for cannot be used (isready, go);
+ * the error was said and the caller ends koma with a nonzero status. */
+enum { USI_CONTINUE = 0, USI_QUIT = 1, USI_FATAL = 2 };
 enum { USI_NUMBER_MAX_DIGITS = 13 };
 #define USI_NUMBER_MAX 1000000000000LL
 
 /* Handles one line (len bytes, without or with its line ending). received_ms:
- * when it was read (go's clock starts then). Returns USI_QUIT after `quit`. */
+ * when it was read (go's clock starts then). Returns USI_QUIT after `quit`,
+ * USI_FATAL when koma cannot play with what was asked for. */
 int usi_handle_line(usi_session_t *s, const char *line, size_t len, int64_t received_ms);
 
 /* Parses the words after `go` (text of len bytes) into g. Returns 0, or -1

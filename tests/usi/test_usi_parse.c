@@ -77,6 +77,11 @@ static void test_go_parse(void) {
     CHECKF(GO("btime 1000000000000") == 0 && g.time[0] == 1000000000000LL, "largest number");
     /* errors */
     CHECKF(GO("mate 12x") != 0, "bad mate time");
+    /* a go mate time out of range is clamped like any go value */
+    CHECKF(GO("mate -1") == 0 && g.mate && g.mate_ms == 0 && !g.infinite && strstr(warn, "mate -1") &&
+               strstr(warn, "taken as 0"),
+           "mate -1 clamped to 0: ms %lld, warn '%s'", (long long)g.mate_ms, warn);
+    CHECKF(GO("mate 99999999999999") == 0 && g.mate_ms == USI_NUMBER_MAX, "mate too large clamped");
     /* a GUI waits for bestmove whatever it sent: bad values are clamped or
      * ignored, and warn says so */
     CHECKF(GO("btime") == 0 && strstr(warn, "btime") && g.time[0] == -1, "missing number: %s", warn);
@@ -123,6 +128,19 @@ static void test_options(void) {
     CHECKF(usi_options_set(&o, "USI_Ponder", "maybe", NULL, err, sizeof err) != 0 && o.ponder == 1, "bad check");
     CHECKF(usi_options_set(&o, "Net", "<empty>", NULL, err, sizeof err) == 0 && o.net[0] == 0, "<empty>");
     CHECKF(usi_options_set(&o, "Net", NULL, NULL, err, sizeof err) != 0, "no value");
+    /* ByoyomiMargin is NetworkDelay's old name; NodeLimit fits a 32-bit spin */
+    CHECKF(usi_options_set(&o, "ByoyomiMargin", "450", &canon, err, sizeof err) == 0 && o.network_delay == 450 &&
+               o.network_delay2 == 450 && strcmp(canon, "NetworkDelay") == 0,
+           "ByoyomiMargin sets NetworkDelay: %s", err);
+    CHECKF(usi_options_set(&o, "NodeLimit", "2147483647", NULL, err, sizeof err) == 0 && o.node_limit == INT32_MAX,
+           "NodeLimit 2^31-1");
+    CHECKF(usi_options_set(&o, "NodeLimit", "2147483648", NULL, err, sizeof err) != 0, "NodeLimit above 2^31-1");
+    CHECKF(usi_options_set(&o, "EnteringKingRule", "nOEnteringKing", NULL, err, sizeof err) == 0 &&
+               strcmp(o.entering_king, "NoEnteringKing") == 0,
+           "EnteringKingRule");
+    CHECKF(usi_options_set(&o, "EnteringKingRule", "CSARule24", NULL, err, sizeof err) != 0,
+           "CSARule24 is not offered (engine/rules has the 27-point rule only)");
+    CHECKF(usi_options_set(&o, "MultiPV", "33", NULL, err, sizeof err) != 0, "MultiPV range");
     CHECKF(usi_options_set(&o, "Frobnicate", "1", NULL, err, sizeof err) != 0 && strstr(err, "unknown option"),
            "unknown: %s", err);
 }
@@ -199,13 +217,25 @@ static void test_loop(void) {
     line(s, "setoption name Threads value -3");
     CHECKF(cap_find(&cap, "unknown option 'NoSuchOption'"), "unknown option");
     CHECKF(cap_find(&cap, "Threads"), "range message");
-    line(s, "isready");
-    CHECKF(cap_find(&cap, "/no such dir/x.safetensors: no such file"), "Net path with spaces reported");
-    CHECKF(cap_find(&cap, "readyok"), "readyok");
+    /* a Net that cannot be used: an error, no readyok, and koma is to end */
+    CHECKF(line(s, "isready") == USI_FATAL, "isready with a missing Net is fatal");
+    CHECKF(cap_find(&cap, "info string Error: /no such dir/x.safetensors: no such file"),
+           "Net path with spaces reported as an error");
+    CHECKF(!cap_find(&cap, "readyok"), "no readyok with a missing Net");
+    /* the same at go when no isready came since */
+    cap_clear(&cap);
+    CHECKF(line(s, "go nodes 8") == USI_FATAL, "go with a missing Net is fatal");
+    CHECKF(cap_find(&cap, "info string Error: /no such dir/x.safetensors"), "go: the error");
+    CHECKF(!cap_find(&cap, "bestmove"), "go: no search without the net asked for");
+
+    /* Net none: the uniform evaluator, asked for */
+    cap_clear(&cap);
+    line(s, "setoption name Net value none");
+    CHECKF(line(s, "isready") == USI_CONTINUE && cap_find(&cap, "readyok"), "readyok with Net none");
+    CHECKF(cap_find(&cap, "info string Net none: no network"), "Net none said on isready");
 
     /* a search in process: go nodes, answered on the search thread */
     cap_clear(&cap);
-    line(s, "setoption name Net value <empty>");
     line(s, "position startpos moves 7g7f");
     line(s, "go nodes 32");
     usi_session_wait(s);

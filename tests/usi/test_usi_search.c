@@ -122,7 +122,7 @@ static void test_clock(void) {
     CHECKF(dt >= 500 && dt < 2800, "3 s + 1 s increment for White: %lld ms", dt);
     dt = timed_go("7g7f 3c3d", "go movetime 600");
     CHECKF(dt >= 100 && dt < 700, "movetime 600: %lld ms", dt);
-    /* ByoyomiMargin widens the safety margin */
+    /* ByoyomiMargin (NetworkDelay and NetworkDelay2) widens the safety margin */
     proc_send(&P, "setoption name ByoyomiMargin value 800");
     dt = timed_go("7g7f 3c3d", "go btime 0 wtime 0 byoyomi 1000");
     CHECKF(dt < 500, "margin 800 of 1000 ms: %lld ms", dt);

@@ -70,12 +70,16 @@ static inline void proc_dump(const usi_proc_t *p, const char *why) {
     fprintf(stderr, "---- end ----\n");
 }
 
-/* Starts koma with extra arguments (NULL-terminated list, may be empty). */
-static inline bool proc_start(usi_proc_t *p, const char *const *args) {
+/* Starts koma with extra arguments (NULL-terminated list, may be empty);
+ * with_none: the first argument is "setoption name Net value none" (no net:
+ * the uniform evaluator, asked for), so a test does not depend on whether
+ * the shipped net is there. */
+static inline bool proc_start_ex(usi_proc_t *p, const char *const *args, bool with_none) {
     memset(p, 0, sizeof *p);
     const char *argv[32];
     int n = 0;
     argv[n++] = KOMA_BIN;
+    if (with_none) argv[n++] = "setoption name Net value none";
     for (int i = 0; args && args[i] && n < 31; i++) argv[n++] = args[i];
     argv[n] = NULL;
     char err[512];
@@ -103,6 +107,11 @@ static inline void proc_send(usi_proc_t *p, const char *fmt, ...) {
     if (compat_proc_write_line(p->cp, buf) != 0) proc_log(p, '!', "(not delivered: koma no longer reads)", 37);
     free(buf);
 }
+
+/* koma with Net none (see proc_start_ex); tests of nets set Net themselves. */
+static inline bool proc_start(usi_proc_t *p, const char *const *args) { return proc_start_ex(p, args, true); }
+/* koma as a GUI starts it: no argument but args, Net at its default. */
+static inline bool proc_start_bare(usi_proc_t *p, const char *const *args) { return proc_start_ex(p, args, false); }
 
 /* Reads the lines that come within timeout_ms (then whatever else is already
  * there) into lines; false on end of output or a timeout without a line. */
