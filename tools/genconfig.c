@@ -11,11 +11,13 @@
  * held fixed), resolving the backend (nn/registry.h).
  *
  * The search is one flag at a time (KataGo's genconfig does the same): row 1
- * is selfplay's defaults (or the flags given); each stage tries a few values
+ * is selfplay's defaults, or the flags given; each stage tries a few values
  * of one flag with the best values found so far for the others, and keeps a
  * new value only when it plays GC_MARGIN more positions/s than the best so
  * far (on a shared machine a few percent is noise). A flag given on the
- * command line or in --config is not tried. The stages:
+ * command line is held fixed (not tried); the keys of a --config file are
+ * the starting point (`genconfig --config configs/gpu.ini` fits that file's
+ * settings to this machine). The stages:
  *   cpu:  threads, games-per-thread
  *   cuda: games-per-thread, threads, streams, max-batch, gather-us
  * A setting that fails (a device out of memory) is a row with its error and
@@ -24,8 +26,9 @@
  * events on a GPU, forward time on the CPU).
  *
  * The INI holds the keys whose value differs from selfplay's defaults: the
- * chosen ones with their measured figure in a comment, the given ones, and
- * `backend`/`net` where genconfig picked them (--backend auto found a GPU).
+ * chosen ones with their measured figure in a comment, the given ones (flags
+ * and --config keys), and `backend`/`net` where genconfig picked them
+ * (--backend auto found a GPU).
  * --out never replaces a non-regular file nor a file genconfig did not write
  * (its first line says it did); the file is written to a temporary name and
  * renamed (compat_write_file_durable).
@@ -56,6 +59,7 @@
 
 #define GC_MARGIN 1.03        /* a new value must play 3% more positions/s than the best so far */
 #define GC_GPU_NET "10x128"   /* the net measured on a GPU unless --net is given (configs/gpu.ini's) */
+#define GC_GPU_WARMUP 3.0     /* least warm-up on a GPU: each setting's new server chooses its cuDNN algorithms */
 #define GC_FIRST_LINE "; written by genconfig" /* an --out file that does not start so is never replaced */
 enum { GC_ROWS_MAX = 64, GC_NOPTS = SP_CONFIG_NFLAGS + TRAIN_CONFIG_NFLAGS + 3 };
 
@@ -135,6 +139,7 @@ static void gc_machine(sb_t *b, int32_t device_used) {
 static void gc_apply(const gc_t *g, const gc_setting_t *s, sp_config_t *c) {
     *c = *g->base;
     c->threads = s->v[GC_THREADS] == g->start.v[GC_THREADS] ? g->base->threads : s->v[GC_THREADS];
+    if (c->threads == 2 * (int64_t)compat_cpu_count()) c->threads = 0; /* the default: two per CPU */
     c->games_per_thread = s->v[GC_GAMES];
     c->streams = g->raw_streams0 && s->v[GC_STREAMS] == g->start.v[GC_STREAMS] ? 0 : s->v[GC_STREAMS];
     c->max_batch = s->v[GC_MAX_BATCH];
@@ -273,7 +278,7 @@ static void gc_figures(sb_t *b, const gc_row_t *r) {
 /* The INI text: a header, then every row of opts whose value differs from
  * the same row of defs (same table order), commented. */
 static void gc_ini(sb_t *b, const gc_t *g, int best, const cfg_opt_t *opts, const cfg_opt_t *defs, int n,
-                   const int *given, const char *machine, const char *when) {
+                   const int *given, const int *held, const char *machine, const char *when) {
     const gc_row_t *r0 = &g->rows[0], *rb = &g->rows[best];
     sb_printf(b, "%s (Koma) %s, commit %s; %s\n", GC_FIRST_LINE, KOMA_VERSION_STRING, KOMA_GIT_COMMIT,
               KOMA_BUILD_PARTS);
@@ -286,8 +291,12 @@ static void gc_ini(sb_t *b, const gc_t *g, int best, const cfg_opt_t *opts, cons
     sb_printf(b, ";\n; chosen, row %d: ", best + 1);
     gc_figures(b, rb);
     if (best != 0 && r0->pos_s > 0) sb_printf(b, " (%+.0f%% positions/s)", 100 * (rb->pos_s / r0->pos_s - 1));
-    sb_printf(b, ".\n; Use: selfplay --config FILE [other flags; the command line wins]. Keys below are the\n"
-                 "; ones that differ from selfplay's defaults.\n\n");
+    sb_printf(b, ".\n; Self-play alone: in `selfplay` the trainer shares the machine. Use: selfplay --config FILE\n"
+                 "; [other flags; the command line wins]. The keys below differ from selfplay's defaults.\n");
+    if (strcmp(g->base->backend, "cpu") != 0)
+        sb_printf(b, "; The trainer's flags are not measured: configs/gpu.ini has GPU-sized ones (train-backend,\n"
+                     "; batch, window); `genconfig --config configs/gpu.ini` starts from that file.\n");
+    sb_printf(b, "\n");
     for (int i = 0; i < n; i++) {
         char v[CFG_STRING_MAX + 8], d[CFG_STRING_MAX + 8];
         cfg_value_string(&opts[i], v, sizeof v);
@@ -297,11 +306,13 @@ static void gc_ini(sb_t *b, const gc_t *g, int best, const cfg_opt_t *opts, cons
         int f = -1;
         for (int k = 0; k < GC_NFLAGS; k++)
             if (!strcmp(opts[i].name, gc_flag_name[k])) f = k;
-        if (f >= 0 && !given[i]) {
+        if (f >= 0 && !held[f] && rb->s.v[f] == r0->s.v[f]) {
+            sb_printf(b, "   ; given to genconfig, and no value tried beat it\n");
+        } else if (f >= 0 && !held[f]) {
             sb_printf(b, "   ; row %d: %.1f positions/s (%s %lld, row 1: %.1f)\n", best + 1, rb->pos_s,
                       gc_flag_name[f], (long long)r0->s.v[f], r0->pos_s);
         } else if (given[i]) {
-            sb_printf(b, "   ; given to genconfig (held fixed while measuring)\n");
+            sb_printf(b, "   ; given to genconfig%s\n", f >= 0 ? " (held fixed while measuring)" : "");
         } else {
             sb_printf(b, "   ; chosen by genconfig (the figures above were measured with it)\n");
         }
@@ -346,7 +357,8 @@ static int gc_write(const char *path, const sb_t *b, char *err, size_t errlen) {
     "Plays self-play for --seconds under each of a series of settings (threads, games per thread; on a GPU\n"  \
     "also streams, max batch, gather wait), prints a row of figures for each, and writes the best as an INI\n" \
     "for `selfplay --config`. --backend defaults to auto here (the GPU when there is one); --net to 4x32 on\n"  \
-    "the CPU and " GC_GPU_NET " on a GPU. Flags given are held fixed and written to the INI too."
+    "the CPU and " GC_GPU_NET " on a GPU. Flags given on the command line are held fixed; the keys of a\n"      \
+    "--config file are the starting point. Both are written to the INI too."
 
 int main(int argc, char **argv) {
     if (koma_version_asked(argc, argv, "genconfig")) return 0;
@@ -371,7 +383,7 @@ int main(int argc, char **argv) {
     int nall = n;
     opts[nall++] = (cfg_opt_t){"seconds", CFG_TYPE_DOUBLE, &seconds, 0.2, 3600, "measured seconds per setting"};
     opts[nall++] = (cfg_opt_t){"warmup", CFG_TYPE_DOUBLE, &warmup, -1, 3600,
-                               "seconds played before measuring each setting (-1 = half of --seconds)"};
+                               "seconds played before measuring each setting (-1 = half of --seconds, at least 3 on a GPU)"};
     opts[nall++] = (cfg_opt_t){"out", CFG_TYPE_PATH, out, 1, 0,
                                "the INI written (never a non-regular file, nor a file genconfig did not write)",
                                NULL, NULL, sizeof out};
@@ -383,7 +395,15 @@ int main(int argc, char **argv) {
         fprintf(stderr, "genconfig: %s\n", err);
         return 2;
     }
-    if (warmup < 0) warmup = seconds / 2;
+    /* the flags tried that the command line holds fixed (--config keys are tried) */
+    int held[GC_NFLAGS] = {0};
+    for (int a = 1; a < argc; a++)
+        for (int f = 0; f < GC_NFLAGS; f++) {
+            size_t len = strlen(gc_flag_name[f]);
+            if (!strncmp(argv[a], "--", 2) && !strncmp(argv[a] + 2, gc_flag_name[f], len) &&
+                (argv[a][2 + len] == 0 || argv[a][2 + len] == '='))
+                held[f] = 1;
+        }
     nn_backend_kind_t kind;
     if (nn_backend_resolve(cfg.backend, &kind, err, sizeof err) != 0) {
         fprintf(stderr, "genconfig: --backend %s\n", err);
@@ -395,6 +415,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     snprintf(cfg.backend, sizeof cfg.backend, "%s", nn_backend_kind_name(kind));
+    if (warmup < 0) warmup = kind == NN_BACKEND_KIND_CUDA && seconds / 2 < GC_GPU_WARMUP ? GC_GPU_WARMUP : seconds / 2;
     const cfg_opt_t *net_row = cfg_find(opts, n, "net");
     if (kind == NN_BACKEND_KIND_CUDA && !given[net_row - opts]) snprintf(tcfg.net, sizeof tcfg.net, GC_GPU_NET);
     nn_net_config_t nc = {0, 0, NN_ACT_RELU, ENC_PLANES, ENC_HAND, ENC_FEATURES_VERSION};
@@ -448,7 +469,7 @@ int main(int argc, char **argv) {
         int64_t gpu_games[] = {64, 128, 256, 512}, gpu_threads[] = {C / 2, C, 2 * C}, gpu_streams[] = {1, 2, 3, 4};
         int64_t gpu_batch[] = {256, 512, 1024}, gpu_gather[] = {0, 250, 500, 1000, 2000};
 #define GC_STAGE(flag, values)                                                                          \
-    if (!given[cfg_find(opts, n, gc_flag_name[flag]) - opts])                                             \
+    if (!held[flag])                                                                                      \
         best = gc_stage(&g, best, flag, values, (int)(sizeof values / sizeof values[0]));
         if (kind == NN_BACKEND_KIND_CPU) {
             GC_STAGE(GC_THREADS, cpu_threads);
@@ -484,7 +505,7 @@ int main(int argc, char **argv) {
         time_t now = time(NULL);
         strftime(when, sizeof when, "measured %Y-%m-%d %H:%M UTC", gmtime(&now));
         sb_t ini = {0};
-        gc_ini(&ini, &g, best, opts, defs, n, given, machine.s ? machine.s : "?", when);
+        gc_ini(&ini, &g, best, opts, defs, n, given, held, machine.s ? machine.s : "?", when);
         if (gc_write(out, &ini, err, sizeof err) != 0) {
             fprintf(stderr, "genconfig: %s\n", err);
             status = 1;

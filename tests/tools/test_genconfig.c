@@ -5,8 +5,9 @@
  *     an INI that `selfplay --config` accepts, whose keys are the chosen
  *     row's values where they differ from the defaults (each commented), and
  *     that passes selfplay's own checks;
- *   - a flag given is held fixed (one row) and written as given; genconfig
- *     replaces its own file;
+ *   - a flag given on the command line is held fixed and written as given;
+ *     a --config key is the starting point and is tried; genconfig replaces
+ *     its own file;
  *   - --out never replaces a directory or a file genconfig did not write,
  *     and refuses before measuring; --backend cuda without a device is an
  *     error that says what to do.
@@ -201,28 +202,41 @@ static void test_short_run(const char *base) {
     free(text);
 }
 
-/* A flag given is held fixed: no stage for it, written as given; the same
- * --out is replaced (genconfig wrote it). */
+/* A flag given on the command line is held fixed (no stage for it) and
+ * written as given; a --config key is the starting point, and tried; the
+ * same --out is replaced (genconfig wrote it). */
 static void test_given(const char *base) {
-    char ini[700], out[700];
+    char ini[700], out[700], start[700];
     snprintf(ini, sizeof ini, "%s/machine.ini", base);
     snprintf(out, sizeof out, "%s/given.txt", base);
-    const char *argv[] = {g_genconfig, "--seconds", "0.5", "--warmup", "0.3", "--net", "1x8", "--backend", "cpu",
-                          "--threads", "3", "--games-per-thread", "6", "--cache-mb", "8", "--out", ini, NULL};
+    snprintf(start, sizeof start, "%s/start.ini", base);
+    char err[256];
+    KOMA_ASSERT(compat_write_file_durable(start, "threads = 3\n", 12, err, sizeof err) == 0);
+    const char *argv[] = {g_genconfig, "--config", start, "--seconds", "0.5", "--warmup", "0.3", "--net", "1x8",
+                          "--backend", "cpu", "--games-per-thread", "6", "--cache-mb", "8", "--out", ini, NULL};
     char *text;
     int st = run(argv, out, &text);
     CHECKF(st == 0, "genconfig exited %d:\n%s", st, text);
     row_t rows[8], chosen;
     int tried;
     int n = parse_table(text, rows, 8, &tried, &chosen);
-    CHECKF(n == 1 && tried == 1 && rows[0].threads == 3 && rows[0].games == 6,
-           "given threads 3 x 6 games: %d rows, tried %d, row 1 %lld x %lld:\n%s", n, tried, n ? rows[0].threads : -1,
-           n ? rows[0].games : -1, text);
+    int cpus = compat_cpu_count(), want = 1;
+    for (int k = 1; k <= 4; k *= 2) want += k * cpus != 3; /* threads C, 2C, 4C besides the start's 3 */
+    CHECKF(n == want && tried == n && rows[0].threads == 3, "--config threads 3: %d rows (want %d), row 1 %lld threads",
+           n, want, n ? rows[0].threads : -1);
+    for (int i = 0; i < n; i++)
+        CHECKF(rows[i].games == 6 && (i == 0 || !strncmp(rows[i].tries, "threads ", 8)),
+               "row %d: %lld games per thread, tries '%s' (--games-per-thread 6 is held)", i + 1, rows[i].games,
+               rows[i].tries);
     free(text);
     char *body = t_read_file(ini, NULL);
-    CHECKF(body && ini_value(body, "threads") && !strcmp(ini_value(body, "threads"), "3") &&
-               strstr(body, "threads = 3   ; given"),
-           "threads not written as given:\n%s", body ? body : "(no file)");
+    CHECKF(body && strstr(body, "\ngames-per-thread = 6   ; given to genconfig (held fixed"),
+           "games-per-thread not written as given:\n%s", body ? body : "(no file)");
+    const char *v = body ? ini_value(body, "threads") : NULL;
+    if (chosen.threads == 2 * cpus)
+        CHECKF(v == NULL, "threads = %s written, but the chosen row has the default (two per CPU)", v);
+    else
+        CHECKF(v && atoll(v) == chosen.threads, "threads = %s, chosen row %lld", v ? v : "(none)", chosen.threads);
     free(body);
 }
 
