@@ -32,6 +32,13 @@
  * Ctrl-C: the games in progress are abandoned (not recorded); the ones
  * finished are summarised, and recorded as they ended.
  *
+ * Elo (engine1's, printed in the running score and the summary): the
+ * pentanomial 95% interval over game pairs (games 2k and 2k+1: one opening,
+ * colours swapped) once 2 pairs are complete, the trinomial one over the
+ * games taken one by one before that, each named where printed; the
+ * summary adds the trinomial figure under a pentanomial headline. A
+ * difference that rounds to zero prints as 0, never -0.
+ *
  * Records: with --db FILE or --run DIR, one matches row, opened when the
  * first game ends, and every game stored under it the moment it ends (so a
  * match killed midway keeps every game it finished); when the match has
@@ -53,7 +60,8 @@
  * Threads: one per concurrent game slot (--concurrency); the database
  * connection is shared by them under the match's mutex (one SQLite call at
  * a time), the row opened by whichever slot finishes a game first.
- * Built as build/tools/usi-match.
+ * Built as build/tools/usi-match, installed as koma-usi-match: usage,
+ * --version and messages use the name it was run as (argv[0]).
  */
 #include "compat/version.h"
 #include <ctype.h>
@@ -76,6 +84,40 @@
 #include "match/engine.h"
 #include "match/referee.h"
 #include "tools/strbuf.h"
+
+/* The name this program was run as (argv[0] without its directory and a
+ * ".exe"): usi-match in the build, koma-usi-match where installed; in usage,
+ * --version and every message. */
+static const char *g_prog = "usi-match";
+static char g_prog_buf[64];
+
+static void set_prog_name(const char *argv0) {
+    if (!argv0 || !*argv0) return;
+    const char *b = argv0;
+    for (const char *p = argv0; *p; p++)
+        if (*p == '/' || *p == '\\') b = p + 1;
+    size_t n = strlen(b);
+    if (n > 4 && (strcmp(b + n - 4, ".exe") == 0 || strcmp(b + n - 4, ".EXE") == 0)) n -= 4;
+    if (n == 0 || n >= sizeof g_prog_buf) return;
+    memcpy(g_prog_buf, b, n);
+    g_prog_buf[n] = 0;
+    g_prog = g_prog_buf;
+}
+
+/* e rounded to `decimals` with its sign, and a plain 0 when it rounds to
+ * zero ("-0" read as a loss): "+12", "-3.5", "0", "+inf". */
+static const char *elo_text(double e, int decimals, char *buf, size_t n) {
+    if (isnan(e)) snprintf(buf, n, "nan");
+    else if (isinf(e)) snprintf(buf, n, "%sinf", e > 0 ? "+" : "-");
+    else {
+        double scale = pow(10.0, decimals);
+        double r = round(e * scale) / scale;
+        if (r == 0.0) snprintf(buf, n, "0");
+        else snprintf(buf, n, "%+.*f", decimals, r);
+    }
+    return buf;
+}
+
 
 enum { MAX_OPTIONS = MATCH_ENGINE_OPTIONS_MAX, NAME_MAX_ = MATCH_ENGINE_NAME_MAX };
 
@@ -132,6 +174,29 @@ typedef struct {
     int32_t plies;
     char detail[REF_DETAIL_MAX];
 } game_out_t;
+
+/* The match's Elo for engine1 as it is reported (the running score, the summary), from the finished
+ * games out[0..games): pentanomial over game pairs (games 2k and 2k+1, one
+ * opening with colours swapped) once 2 pairs are complete, trinomial over
+ * the games taken one by one before that. *pairs_done: complete pairs;
+ * pairs[5]: their counts by engine1's half-points (0..4). Returns 1 when
+ * pentanomial. */
+static int match_elo(const game_out_t *g, int32_t games, ref_elo_t *elo, int32_t pairs[5], int32_t *pairs_done) {
+    int32_t w = 0, d = 0, l = 0, np = 0;
+    for (int k = 0; k < 5; k++) pairs[k] = 0;
+    for (int32_t i = 0; i < games; i++) {
+        if (!g[i].done) continue;
+        g[i].score2 == 2 ? w++ : g[i].score2 == 1 ? d++ : l++;
+        if (i % 2 == 1 && g[i - 1].done) pairs[g[i].score2 + g[i - 1].score2]++, np++;
+    }
+    *pairs_done = np;
+    if (np >= 2) {
+        ref_elo_pentanomial(pairs, elo);
+        return 1;
+    }
+    ref_elo_trinomial(w, d, l, elo);
+    return 0;
+}
 
 typedef struct {
     const match_cfg_t *cfg;
@@ -279,13 +344,13 @@ static void store_game(match_t *m, int32_t gi, const ref_game_t *g, int e1_black
         msgf(r->engine_b, sizeof r->engine_b, "%s", names[1 - a]);
         msgf(r->opponent, sizeof r->opponent, "%s", m->names[1 - a][0] ? m->names[1 - a] : m->cfg->eng[1 - a].cmd);
         if (db_match_begin(m->db, r) != DB_OK) {
-            fprintf(stderr, "usi-match: game %d not stored: %s\n", gi + 1, db_errmsg(m->db));
+            fprintf(stderr, "%s: game %d not stored: %s\n", g_prog, gi + 1, db_errmsg(m->db));
             r->id = 0;
             return;
         }
     }
     if (ref_store_match_game(m->db, m->row.id, g, names[e1_black ? 0 : 1], names[e1_black ? 1 : 0]) != DB_OK)
-        fprintf(stderr, "usi-match: game %d not stored: %s\n", gi + 1, db_errmsg(m->db));
+        fprintf(stderr, "%s: game %d not stored: %s\n", g_prog, gi + 1, db_errmsg(m->db));
     else
         m->stored++;
 }
@@ -438,7 +503,7 @@ static int play_game(match_t *m, match_engine_t eng[2], int32_t gi, ref_game_t *
     msgf(o->detail, sizeof o->detail, "%s", g->detail);
     const char *black = eng[e1_black ? 0 : 1].name, *white = eng[e1_black ? 1 : 0].name;
     if (cfg->csa_dir && write_csa(m, gi, g, times_ms, n_open, black, white, started, ended, err, sizeof err) != 0)
-        fprintf(stderr, "usi-match: %s\n", err);
+        fprintf(stderr, "%s: %s\n", g_prog, err);
     compat_mutex_lock(&m->mu);
     o->done = 1;
     if (m->db) store_game(m, gi, g, e1_black);
@@ -451,10 +516,13 @@ static int play_game(match_t *m, match_engine_t eng[2], int32_t gi, ref_game_t *
     for (int32_t i = 0; i < cfg->games; i++)
         if (m->out[i].done) m->out[i].score2 == 2 ? w++ : m->out[i].score2 == 1 ? d++ : l++;
     ref_elo_t elo;
-    ref_elo_trinomial(w, d, l, &elo);
+    int32_t pairs[5], np = 0;
+    int pent = match_elo(m->out, cfg->games, &elo, pairs, &np);
+    char t0[32], t1[32], t2[32];
     status_line(m->st, status_is_tty(m->st) || w + d + l == cfg->games,
-                "games %d/%d | engine1 +%d =%d -%d | Elo %+.0f [%+.0f, %+.0f]", w + d + l, cfg->games, w, d, l,
-                elo.elo, elo.elo_lo, elo.elo_hi);
+                "games %d/%d | engine1 +%d =%d -%d | Elo %s [%s, %s] %s", w + d + l, cfg->games, w, d, l,
+                elo_text(elo.elo, 0, t0, sizeof t0), elo_text(elo.elo_lo, 0, t1, sizeof t1),
+                elo_text(elo.elo_hi, 0, t2, sizeof t2), pent ? "over pairs" : "over games");
     compat_mutex_unlock(&m->mu);
     return 0;
 }
@@ -483,38 +551,55 @@ static void *slot_thread(void *arg) {
 /* ---- command line ------------------------------------------------------------------------ */
 static void usage(FILE *out) {
     fprintf(out,
-            "usage: usi-match --engine1 CMD --engine2 CMD [options]\n"
-            "  --engine1 CMD, --engine2 CMD  engine commands (words split at spaces; quotes group)\n"
-            "  --option1 NAME=VALUE          setoption for engine1 (repeatable); --option2 for engine2\n"
-            "  --name1 S, --name2 S          names for the records (default: the engine's id name)\n"
-            "  --games N                     games (default 2); colours alternate, engine1 Black first\n"
+            "usage: %s --engine1 CMD --engine2 CMD [options]\n"
+            "  --engine1 CMD, --engine2 CMD  engine commands (words split at spaces; quotes\n"
+            "                                group)\n"
+            "  --option1 NAME=VALUE          setoption for engine1 (repeatable); --option2\n"
+            "                                for engine2\n"
+            "  --name1 S, --name2 S          names for the records (default: the engine's id\n"
+            "                                name)\n"
+            "  --games N                     games (default 2); colours alternate, engine1\n"
+            "                                Black first\n"
             "  --openings FILE               one start per line: SFEN or startpos, optionally\n"
-            "                                '... moves m1 m2'; each is played twice, colours swapped\n"
-            "  --random-plies K              K random legal non-capturing moves after each opening (or\n"
-            "                                startpos), new for every pair of games (colours swapped),\n"
-            "                                drawn from --seed\n"
+            "                                '... moves m1 m2'; each is played twice, colours\n"
+            "                                swapped\n"
+            "  --random-plies K              K random legal non-capturing moves after each\n"
+            "                                opening (or startpos), new for every pair of\n"
+            "                                games (colours swapped), drawn from --seed\n"
             "  --seed S                      seed of those moves (default 1)\n"
-            "  --byoyomi MS                  byoyomi per move (default 1000 when no other time is given)\n"
+            "  --byoyomi MS                  byoyomi per move (default 1000 when no other\n"
+            "                                time is given)\n"
             "  --time MS --inc MS            main time, and Fischer increment per move\n"
             "  --tolerance MS                grace on every move's time (default 200)\n"
-            "  --max-ply N                   draw after move N, counted from the SFEN's move number\n"
-            "                                (default 320; 0 = none)\n"
-            "  --concurrency K               games at once (default 1; each has its own engine processes)\n"
-            "  --db FILE | --run DIR         record the match in FILE or DIR/koma.db, each game as it ends\n"
-            "  --cycle1 C, --cycle2 C        the engine plays the net of cycle C of that run (for the matches row)\n"
-            "  --csa-dir DIR                 write DIR/game-NNNN.csa (CSA v2.2) for every game\n"
-            "  --engine-stderr FILE          engines' stderr appended to FILE ('' discards; default: ours)\n"
+            "  --max-ply N                   draw after move N, counted from the SFEN's move\n"
+            "                                number (default 320; 0 = none)\n"
+            "  --concurrency K               games at once (default 1; each has its own\n"
+            "                                engine processes)\n"
+            "  --db FILE | --run DIR         record the match in FILE or DIR/koma.db, each\n"
+            "                                game as it ends\n"
+            "  --cycle1 C, --cycle2 C        the engine plays the net of cycle C of that run\n"
+            "                                (for the matches row)\n"
+            "  --csa-dir DIR                 write DIR/game-NNNN.csa (CSA v2.2) for every\n"
+            "                                game\n"
+            "  --engine-stderr FILE          engines' stderr appended to FILE ('' discards;\n"
+            "                                default: ours)\n"
             "  --init-timeout MS             for usiok / readyok (default 60000)\n"
-            "  --quiet                       no line per game and no running score (for scripts)\n"
-            "  --progress S                  seconds between score lines off a terminal (default 30; on a\n"
-            "                                terminal the score is one line updated in place)\n");
+            "  --quiet                       no line per game and no running score (for\n"
+            "                                scripts)\n"
+            "  --progress S                  seconds between score lines off a terminal\n"
+            "                                (default 30; on a terminal the score is one line\n"
+            "                                updated in place)\n"
+            "The Elo difference (engine1's) comes with a 95%% interval: pentanomial, over\n"
+            "game pairs (each opening played with both colours), once 2 pairs are complete;\n"
+            "before that trinomial, over games taken one by one.\n",
+            g_prog);
 }
 
 static int parse_i64(const char *flag, const char *s, int64_t min, int64_t *out) {
     char *end;
     long long v = strtoll(s, &end, 10);
     if (!*s || *end || v < min) {
-        fprintf(stderr, "usi-match: %s wants an integer >= %lld, not '%s'\n", flag, (long long)min, s);
+        fprintf(stderr, "%s: %s wants an integer >= %lld, not '%s'\n", g_prog, flag, (long long)min, s);
         return -1;
     }
     *out = v;
@@ -526,14 +611,14 @@ static int load_openings(const char *path, match_t *m, int32_t max_ply) {
     size_t len = 0;
     char *text = compat_read_file(path, &len, err, sizeof err);
     if (!text) {
-        fprintf(stderr, "usi-match: %s\n", err);
+        fprintf(stderr, "%s: %s\n", g_prog, err);
         return -1;
     }
     ref_game_t *g = ref_game_new();
     int32_t cap = 16, lineno = 0;
     m->openings = malloc(sizeof(char *) * (size_t)cap);
     if (!g || !m->openings) {
-        fprintf(stderr, "usi-match: out of memory\n");
+        fprintf(stderr, "%s: out of memory\n", g_prog);
         ref_game_free(g);
         free(text);
         return -1;
@@ -549,7 +634,7 @@ static int load_openings(const char *path, match_t *m, int32_t max_ply) {
         while (l > 0 && isspace((unsigned char)s[l - 1])) s[--l] = 0;
         if (!*s || *s == '#') continue;
         if (ref_game_start(g, s, max_ply, err, sizeof err) != 0 || ref_game_over(g)) {
-            fprintf(stderr, "usi-match: %s:%d: %s\n", path, lineno, ref_game_over(g) ? "the game is already over" : err);
+            fprintf(stderr, "%s: %s:%d: %s\n", g_prog, path, lineno, ref_game_over(g) ? "the game is already over" : err);
             ref_game_free(g);
             free(text);
             return -1;
@@ -565,18 +650,21 @@ static int load_openings(const char *path, match_t *m, int32_t max_ply) {
     ref_game_free(g);
     free(text);
     if (m->n_openings == 0) {
-        fprintf(stderr, "usi-match: %s: no openings in the file\n", path);
+        fprintf(stderr, "%s: %s: no openings in the file\n", g_prog, path);
         return -1;
     }
     return 0;
 }
 
-static void print_elo(const char *label, const ref_elo_t *e) {
-    printf("%s Elo %+.1f, 95%% interval [%+.1f, %+.1f]\n", label, e->elo + 0.0, e->elo_lo, e->elo_hi);
+static void print_elo(const char *label, const ref_elo_t *e, const char *basis) {
+    char a[32], b[32], c[32];
+    printf("%sElo %s, 95%% interval [%s, %s]%s\n", label, elo_text(e->elo, 1, a, sizeof a),
+           elo_text(e->elo_lo, 1, b, sizeof b), elo_text(e->elo_hi, 1, c, sizeof c), basis);
 }
 
 int main(int argc, char **argv) {
-    if (koma_version_asked(argc, argv, "usi-match")) return 0;
+    set_prog_name(argc > 0 ? argv[0] : NULL);
+    if (koma_version_asked(argc, argv, g_prog)) return 0;
     match_cfg_t cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.games = 2;
@@ -598,7 +686,7 @@ int main(int argc, char **argv) {
             continue;
         }
         if (i + 1 >= argc || strncmp(a, "--", 2) != 0) {
-            fprintf(stderr, "usi-match: unknown or incomplete argument '%s'\n", a);
+            fprintf(stderr, "%s: unknown or incomplete argument '%s'\n", g_prog, a);
             usage(stderr);
             return 2;
         }
@@ -608,7 +696,7 @@ int main(int argc, char **argv) {
         if (!strcmp(a, "--engine1") || !strcmp(a, "--engine2")) cfg.eng[k].cmd = v;
         else if (!strcmp(a, "--option1") || !strcmp(a, "--option2")) {
             if (cfg.eng[k].n_options == MAX_OPTIONS) {
-                fprintf(stderr, "usi-match: more than %d options for engine%d\n", MAX_OPTIONS, k + 1);
+                fprintf(stderr, "%s: more than %d options for engine%d\n", g_prog, MAX_OPTIONS, k + 1);
                 return 2;
             }
             cfg.eng[k].options[cfg.eng[k].n_options++] = v;
@@ -625,7 +713,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--random-plies")) {
             if (parse_i64(a, v, 0, &x) != 0) return 2;
             if (x > 64) {
-                fprintf(stderr, "usi-match: --random-plies at most 64\n");
+                fprintf(stderr, "%s: --random-plies at most 64\n", g_prog);
                 return 2;
             }
             cfg.random_plies = (int32_t)x;
@@ -646,7 +734,7 @@ int main(int argc, char **argv) {
         } else if (!strcmp(a, "--max-ply")) {
             if (parse_i64(a, v, 0, &x)) return 2;
             if (x > POS_HIST_MAX - 8) {
-                fprintf(stderr, "usi-match: --max-ply at most %d\n", POS_HIST_MAX - 8);
+                fprintf(stderr, "%s: --max-ply at most %d\n", g_prog, POS_HIST_MAX - 8);
                 return 2;
             }
             cfg.max_ply = (int32_t)x;
@@ -658,31 +746,31 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--csa-dir")) cfg.csa_dir = v;
         else if (!strcmp(a, "--engine-stderr")) cfg.stderr_path = v;
         else {
-            fprintf(stderr, "usi-match: unknown argument '%s'\n", a);
+            fprintf(stderr, "%s: unknown argument '%s'\n", g_prog, a);
             usage(stderr);
             return 2;
         }
     }
     if (!cfg.eng[0].cmd || !cfg.eng[1].cmd) {
-        fprintf(stderr, "usi-match: --engine1 and --engine2 are required\n");
+        fprintf(stderr, "%s: --engine1 and --engine2 are required\n", g_prog);
         usage(stderr);
         return 2;
     }
     if (cfg.db_path && cfg.run_dir) {
-        fprintf(stderr, "usi-match: give --db or --run, not both\n");
+        fprintf(stderr, "%s: give --db or --run, not both\n", g_prog);
         return 2;
     }
     if (cfg.inc_ms > 0 && cfg.byoyomi_ms > 0) {
-        fprintf(stderr, "usi-match: --byoyomi and --inc do not go together\n");
+        fprintf(stderr, "%s: --byoyomi and --inc do not go together\n", g_prog);
         return 2;
     }
     if (cfg.byoyomi_ms < 0) cfg.byoyomi_ms = cfg.time_ms > 0 || cfg.inc_ms > 0 ? 0 : 1000;
     if (cfg.time_ms == 0 && cfg.byoyomi_ms == 0 && cfg.inc_ms == 0) {
-        fprintf(stderr, "usi-match: no time at all (give --byoyomi, --time or --inc)\n");
+        fprintf(stderr, "%s: no time at all (give --byoyomi, --time or --inc)\n", g_prog);
         return 2;
     }
     if ((cfg.eng[0].cycle >= 0 || cfg.eng[1].cycle >= 0) && !cfg.db_path && !cfg.run_dir) {
-        fprintf(stderr, "usi-match: --cycle1/--cycle2 need --db or --run\n");
+        fprintf(stderr, "%s: --cycle1/--cycle2 need --db or --run\n", g_prog);
         return 2;
     }
 
@@ -694,7 +782,7 @@ int main(int argc, char **argv) {
     int rc = 1;
     if (cfg.openings_path && load_openings(cfg.openings_path, &m, cfg.max_ply) != 0) return 1;
     if (cfg.csa_dir && compat_mkdir_p(cfg.csa_dir, err, sizeof err) != 0) {
-        fprintf(stderr, "usi-match: %s\n", err);
+        fprintf(stderr, "%s: %s\n", g_prog, err);
         return 1;
     }
     db_model_t model[2];
@@ -703,7 +791,7 @@ int main(int argc, char **argv) {
         char path[1200];
         if (cfg.run_dir) {
             if (compat_mkdir_p(cfg.run_dir, err, sizeof err) != 0) {
-                fprintf(stderr, "usi-match: %s\n", err);
+                fprintf(stderr, "%s: %s\n", g_prog, err);
                 return 1;
             }
             run_path(cfg.run_dir, RUN_DB, path, sizeof path);
@@ -711,13 +799,13 @@ int main(int argc, char **argv) {
             msgf(path, sizeof path, "%s", cfg.db_path);
         }
         if (db_open(path, 0, &m.db, err, sizeof err) != DB_OK) {
-            fprintf(stderr, "usi-match: %s\n", err);
+            fprintf(stderr, "%s: %s\n", g_prog, err);
             return 1;
         }
         for (int k = 0; k < 2; k++) {
             if (cfg.eng[k].cycle < 0) continue;
             if (db_model_by_cycle(m.db, cfg.eng[k].cycle, &model[k]) != DB_OK) {
-                fprintf(stderr, "usi-match: --cycle%d %d: no such model in %s\n", k + 1, cfg.eng[k].cycle, path);
+                fprintf(stderr, "%s: --cycle%d %d: no such model in %s\n", g_prog, k + 1, cfg.eng[k].cycle, path);
                 db_close(m.db);
                 return 1;
             }
@@ -740,7 +828,7 @@ int main(int argc, char **argv) {
     }
     m.out = calloc((size_t)cfg.games, sizeof *m.out);
     if (!m.out) {
-        fprintf(stderr, "usi-match: out of memory\n");
+        fprintf(stderr, "%s: out of memory\n", g_prog);
         db_close(m.db);
         return 1;
     }
@@ -759,7 +847,6 @@ int main(int argc, char **argv) {
     /* ---- summary ---- */
     int32_t w = 0, d = 0, l = 0, played = 0, ends[RULES_END_NB] = {0};
     int32_t by_colour[2][3] = {{0}}; /* [engine1 black?][win, draw, loss] */
-    int32_t pairs[5] = {0}, n_pairs = 0;
     for (int32_t i = 0; i < cfg.games; i++) {
         const game_out_t *o = &m.out[i];
         if (!o->done) continue;
@@ -770,23 +857,30 @@ int main(int argc, char **argv) {
         if (r == 0) w++;
         else if (r == 1) d++;
         else l++;
-        if (i % 2 == 1 && m.out[i - 1].done) {
-            pairs[o->score2 + m.out[i - 1].score2]++;
-            n_pairs++;
-        }
     }
     printf("\n%s (engine1) vs %s (engine2): %d of %d games played\n", m.names[0][0] ? m.names[0] : cfg.eng[0].cmd,
            m.names[1][0] ? m.names[1] : cfg.eng[1].cmd, played, cfg.games);
-    ref_elo_t elo, pent;
+    ref_elo_t elo, head;
     ref_elo_trinomial(w, d, l, &elo);
+    int32_t pairs[5], n_pairs = 0;
+    int pent = match_elo(m.out, cfg.games, &head, pairs, &n_pairs);
     if (played > 0) {
         printf("engine1: +%d =%d -%d, score %.3f (as Black +%d =%d -%d, as White +%d =%d -%d)\n", w, d, l, elo.score,
                by_colour[1][0], by_colour[1][1], by_colour[1][2], by_colour[0][0], by_colour[0][1], by_colour[0][2]);
-        print_elo("trinomial:  ", &elo);
-        if (n_pairs >= 2) {
-            ref_elo_pentanomial(pairs, &pent);
-            printf("pentanomial: Elo %+.1f, 95%% interval [%+.1f, %+.1f] over %d game pairs (%d/%d/%d/%d/%d)\n",
-                   pent.elo + 0.0, pent.elo_lo, pent.elo_hi, n_pairs, pairs[0], pairs[1], pairs[2], pairs[3], pairs[4]);
+        /* The headline is what the README promises: pentanomial over pairs;
+         * the per-game (trinomial) figure below it, or alone with its reason. */
+        char basis[160];
+        if (pent) {
+            snprintf(basis, sizeof basis, " (pentanomial, over %d game pairs)", n_pairs);
+            print_elo("", &head, basis);
+            printf("  pairs by engine1's points (0, 0.5, 1, 1.5, 2): %d/%d/%d/%d/%d\n", pairs[0], pairs[1], pairs[2],
+                   pairs[3], pairs[4]);
+            print_elo("  games taken one by one (trinomial): ", &elo, "");
+        } else {
+            snprintf(basis, sizeof basis, " (trinomial, over %d game%s taken one by one:\n  the pentanomial "
+                     "interval over game pairs needs 2 complete pairs, %d here)", played, played == 1 ? "" : "s",
+                     n_pairs);
+            print_elo("", &elo, basis);
         }
         printf("LOS %.1f%%\nends:", 100.0 * elo.los);
         for (int e = 0; e < RULES_END_NB; e++)
@@ -808,7 +902,7 @@ int main(int argc, char **argv) {
             ref_elo_trinomial(row->wins, row->draws, row->losses, &re);
             row->elo = re.elo, row->elo_lo = re.elo_lo, row->elo_hi = re.elo_hi;
             if (db_match_finish(m.db, row) != DB_OK) {
-                fprintf(stderr, "usi-match: %s\n", db_errmsg(m.db));
+                fprintf(stderr, "%s: %s\n", g_prog, db_errmsg(m.db));
                 if (!m.fatal) msgf(m.fatal_msg, sizeof m.fatal_msg, "the match's row was not finished");
                 m.fatal = 1;
             } else if (row->cycle >= 0) {
@@ -821,8 +915,8 @@ int main(int argc, char **argv) {
                    m.stored, cfg.games);
         }
     }
-    if (m.fatal) fprintf(stderr, "usi-match: %s\n", m.fatal_msg[0] ? m.fatal_msg : "failed");
-    else if (compat_stop_requested()) fprintf(stderr, "usi-match: interrupted; games in progress were not recorded\n");
+    if (m.fatal) fprintf(stderr, "%s: %s\n", g_prog, m.fatal_msg[0] ? m.fatal_msg : "failed");
+    else if (compat_stop_requested()) fprintf(stderr, "%s: interrupted; games in progress were not recorded\n", g_prog);
     else rc = 0;
     db_close(m.db);
     for (int32_t i = 0; i < m.n_openings; i++) free(m.openings[i]);

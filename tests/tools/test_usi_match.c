@@ -292,6 +292,94 @@ static void test_fischer(void) {
     free(t);
 }
 
+/* Runs argv with stdout and stderr to files; returns the exit status and
+ * the two texts (malloc'ed). */
+static int run_capture(const char *const *argv, char **out, char **errt) {
+    char e[512], po[900], pe[900];
+    snprintf(po, sizeof po, "%s", t_path("cap.out"));
+    snprintf(pe, sizeof pe, "%s", t_path("cap.err"));
+    int status = -1;
+    if (compat_run_io(argv, po, pe, &status, e, sizeof e) != 0) {
+        fprintf(stderr, "%s\n", e);
+        status = -1;
+    }
+    size_t n;
+    *out = compat_read_file(po, &n, e, sizeof e);
+    *errt = compat_read_file(pe, &n, e, sizeof e);
+    fprintf(stderr, "%s%s", *out ? *out : "", *errt ? *errt : "");
+    return status;
+}
+
+static int longest_line(const char *t) {
+    int longest = 0;
+    for (const char *p = t; p && *p;) {
+        const char *e = strchr(p, '\n');
+        int l = e ? (int)(e - p) : (int)strlen(p);
+        longest = l > longest ? l : longest;
+        p = e ? e + 1 : p + l;
+    }
+    return longest;
+}
+
+/* What usi-match says about the Elo agrees with what it computes and with
+ * the README ("a 95% interval (pentanomial over pairs)"): the headline is
+ * the pentanomial interval over game pairs once 2 are complete, named so,
+ * with the per-game (trinomial) figure below; with fewer pairs the
+ * trinomial one, saying why. A difference that rounds to zero is "0", never
+ * "-0" or "+0". The program calls itself by the name it was run as (the
+ * install names it koma-usi-match), and --help fits 80 columns. */
+static void test_output(void) {
+    char e1[1200], e2[1200];
+    /* every game a draw at the move limit: the difference is exactly 0 */
+    snprintf(e1, sizeof e1, "\"%s\" --name alpha --seed 21", g_fake);
+    snprintf(e2, sizeof e2, "\"%s\" --name beta --seed 22", g_fake);
+    const char *a4[] = {g_match, "--engine1", e1, "--engine2", e2, "--games", "4", "--byoyomi", "200", "--max-ply",
+                        "6", "--progress", "1", "--engine-stderr", "", NULL};
+    char *out = NULL, *errt = NULL;
+    CHECK(run_capture(a4, &out, &errt) == 0);
+    CHECKF(out && strstr(out, "engine1: +0 =4 -0"), "4 draws expected (max-ply 6)");
+    CHECKF(out && strstr(out, "\nElo 0, 95% interval [-") && strstr(out, "(pentanomial, over 2 game pairs)\n"),
+           "the headline: pentanomial over 2 pairs, Elo 0");
+    CHECKF(out && strstr(out, "pairs by engine1's points (0, 0.5, 1, 1.5, 2): 0/0/2/0/0"), "pair counts");
+    CHECKF(out && strstr(out, "games taken one by one (trinomial): Elo 0, 95% interval"), "the trinomial figure");
+    CHECKF(out && errt && !strstr(out, "Elo -0") && !strstr(out, "Elo +0") && !strstr(errt, "Elo -0") &&
+               !strstr(errt, "Elo +0"),
+           "a zero difference printed with a sign");
+    CHECKF(out && strstr(out, "| Elo 0 [-") && strstr(out, "] over pairs"), "the running score's Elo");
+    free(out), free(errt);
+
+    const char *a2[] = {g_match, "--engine1", e1, "--engine2", e2, "--games", "2", "--byoyomi", "200", "--max-ply",
+                        "6", "--quiet", "--engine-stderr", "", NULL};
+    CHECK(run_capture(a2, &out, &errt) == 0);
+    CHECKF(out && strstr(out, "(trinomial, over 2 games taken one by one:") &&
+               strstr(out, "needs 2 complete pairs, 1 here)") && !strstr(out, "pentanomial, over"),
+           "2 games: the trinomial interval, saying why");
+    free(out), free(errt);
+
+    /* the name it was run as */
+#ifndef _WIN32
+    char inst[900];
+    snprintf(inst, sizeof inst, "%s", t_path("koma-usi-match"));
+    const char *cp[] = {"cp", g_match, inst, NULL};
+    if (t_run(cp) == 0) {
+        const char *v[] = {inst, "--version", NULL};
+        CHECK(run_capture(v, &out, &errt) == 0);
+        CHECKF(out && strncmp(out, "koma-usi-match (Koma) ", 22) == 0, "--version of koma-usi-match: %s", out);
+        free(out), free(errt);
+        const char *bad[] = {inst, "--no-such-flag", NULL};
+        CHECK(run_capture(bad, &out, &errt) != 0);
+        CHECKF(errt && strstr(errt, "koma-usi-match: unknown") && strstr(errt, "usage: koma-usi-match --engine1"),
+               "messages of koma-usi-match: %s", errt);
+        free(out), free(errt);
+    }
+#endif
+    const char *h[] = {g_match, "--help", NULL};
+    CHECK(run_capture(h, &out, &errt) == 0);
+    CHECKF(out && longest_line(out) <= 80, "--help has a line of %d characters", out ? longest_line(out) : -1);
+    CHECKF(out && strstr(out, "pentanomial"), "--help says how the interval is computed");
+    free(out), free(errt);
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: test_usi_match USI_MATCH FAKE_USI\n");
@@ -303,6 +391,7 @@ int main(int argc, char **argv) {
     test_match();
     test_killed();
     test_fischer();
+    test_output();
     int rc = t_done("test_usi_match");
     if (rc == 0) t_rm_rf(t_dir);
     return rc;
