@@ -29,9 +29,10 @@
  * chosen ones with their measured figure in a comment, the given ones (flags
  * and --config keys), and `backend`/`net` where genconfig picked them
  * (--backend auto found a GPU).
- * --out never replaces a non-regular file nor a file genconfig did not write
- * (its first line says it did); the file is written to a temporary name and
- * renamed (compat_write_file_durable).
+ * --out is checked as every output of Koma (data/run.h's run_output_check:
+ * never a directory, device or FIFO, nor a file of a run) before anything is
+ * measured, never replaces a file genconfig did not write (its first line
+ * says it did), and is written to a temporary name and renamed.
  *
  * Exit status: 0 written; 1 a failure (no setting ran, the file could not be
  * written, Ctrl-C); 2 bad flags.
@@ -44,6 +45,7 @@
 #include "compat/compat.h"
 #include "compat/version.h"
 #include "config/config.h"
+#include "data/run.h"
 #include "engine/encode.h"
 #include "mcts/cache.h"
 #include "nn/backend.h"
@@ -319,11 +321,13 @@ static void gc_ini(sb_t *b, const gc_t *g, int best, const cfg_opt_t *opts, cons
     }
 }
 
-/* 0 when path may be written: missing, or a regular file genconfig wrote
- * (its first line says so); else -1 with err. Asked before measuring and
- * again before writing. */
+/* 0 when path may be written: what every output path of Koma may be
+ * (run_output_check: no directory, device or FIFO, no file of a run, an
+ * existing directory), and missing or a file genconfig wrote (its first line
+ * says so: a hand-written config is never replaced); else -1 with err. Asked
+ * before measuring and again before writing. */
 static int gc_out_check(const char *path, char *err, size_t errlen) {
-    if (compat_check_regular_file(path, err, errlen) != 0) return -1;
+    if (run_output_check(path, NULL, "the config", "--out", err, errlen) != 0) return -1;
     if (!compat_file_exists(path)) return 0;
     FILE *f = fopen(path, "rb");
     char first[64] = "";
@@ -346,7 +350,7 @@ static int gc_write(const char *path, const sb_t *b, char *err, size_t errlen) {
         snprintf(err, errlen, "%s: out of memory", path);
         return -1;
     }
-    return compat_write_file_durable(path, b->s, b->n, err, errlen);
+    return run_output_write(path, NULL, "the config", "--out", b->s, b->n, err, errlen);
 }
 
 /* ---- main ---------------------------------------------------------------------- */

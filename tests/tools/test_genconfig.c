@@ -9,7 +9,7 @@
  *     a --config key is the starting point and is tried; genconfig replaces
  *     its own file;
  *   - --out never replaces a directory or a file genconfig did not write,
- *     and refuses before measuring; --backend cuda without a device is an
+ *     nor writes into a run, and refuses before measuring; --backend cuda without a device is an
  *     error that says what to do.
  * argv: genconfig, selfplay. */
 #include "tests/koma_test.h"
@@ -249,8 +249,16 @@ static void test_refusals(const char *base) {
     KOMA_ASSERT(compat_mkdir_p(dir, err, sizeof err) == 0);
     const char *keep = "; my own settings\nthreads = 2\n";
     KOMA_ASSERT(compat_write_file_durable(mine, keep, strlen(keep), err, sizeof err) == 0);
-    const char *targets[] = {dir, mine};
-    for (int i = 0; i < 2; i++) {
+    /* a file of a run (under its models/): refused by run_output_check, though genconfig never wrote there */
+    char runmodels[760], inrun[800];
+    snprintf(runmodels, sizeof runmodels, "%s/run/models", base);
+    snprintf(inrun, sizeof inrun, "%s/fitted.ini", runmodels);
+    KOMA_ASSERT(compat_mkdir_p(runmodels, err, sizeof err) == 0);
+    char db[800];
+    snprintf(db, sizeof db, "%s/run/koma.db", base);
+    KOMA_ASSERT(compat_write_file_durable(db, "", 0, err, sizeof err) == 0);
+    const char *targets[] = {dir, mine, inrun};
+    for (int i = 0; i < 3; i++) {
         const char *argv[] = {g_genconfig, "--seconds", "30", "--net", "1x8", "--backend", "cpu", "--out",
                               targets[i], NULL};
         int64_t t0 = compat_now_ms();
@@ -264,6 +272,7 @@ static void test_refusals(const char *base) {
     }
     char *body = t_read_file(mine, NULL);
     CHECKF(body && !strcmp(body, keep), "%s was changed", mine);
+    CHECKF(!compat_file_exists(inrun), "%s was written", inrun);
     free(body);
     if (nn_cuda_device_count() == 0) {
         const char *argv[] = {g_genconfig, "--backend", "cuda", "--out", mine, NULL};
