@@ -738,6 +738,66 @@ static db_status_t check_schema(db_t *db) {
     return DB_OK;
 }
 
+/* ---- read-only media ----------------------------------------------------------------------
+ * A WAL database is read through its -shm index, which a reader creates next
+ * to the file: on a read-only file system (a backup on read-only media, a
+ * file system remounted read-only) or in a directory this process may not
+ * write, a plain read-only open fails ("unable to open database file"). A
+ * cleanly closed run there (no -wal, or an empty one: everything
+ * checkpointed) is opened immutable (SQLite's immutable=1 URI: no locks, no
+ * -shm); one whose -wal still holds transactions cannot be read without
+ * writing, and is refused naming why. */
+
+/* 1 when path's directory takes no new file (read-only file system or permissions). */
+static int on_readonly_media(const char *path) {
+    char dir[DB_PATH_MAX + 1100];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == dir) dir[1] = 0;
+    else *slash = 0;
+    return compat_fs_readonly(path) || !compat_can_write(dir);
+}
+
+/* "file:PATH?immutable=1" with PATH percent-encoded where a URI needs it. */
+static int immutable_uri(const char *path, char *out, size_t len) {
+    size_t n = 0;
+    int w = snprintf(out, len, "file:");
+    if (w < 0 || (size_t)w >= len) return -1;
+    n = (size_t)w;
+    for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+        if (n + 4 >= len) return -1;
+        if (*p == '%' || *p == '?' || *p == '#' || *p <= ' ' || *p >= 0x7f)
+            n += (size_t)snprintf(out + n, len - n, "%%%02X", *p);
+        else
+            out[n++] = (char)*p;
+    }
+    w = snprintf(out + n, len - n, "?immutable=1");
+    return w < 0 || (size_t)w >= len - n ? -1 : 0;
+}
+
+/* How a reader opens path: 0 plainly; 1 immutable (*uri filled); -1 with err
+ * when it cannot be read without writing. */
+static int reader_route(const char *path, char *uri, size_t urilen, char *err, size_t errlen) {
+    if (!on_readonly_media(path)) return 0;
+    char wal[DB_PATH_MAX + 1100];
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    if (compat_file_size(wal) > 0) {
+        if (err && errlen)
+            snprintf(err, errlen,
+                     "%s: on a read-only file system or in a directory this user cannot write, and %s still holds "
+                     "transactions (the run was not closed cleanly): it cannot be read without writing; copy the "
+                     "run directory to a writable place and read it there",
+                     path, wal);
+        return -1;
+    }
+    if (immutable_uri(path, uri, urilen) != 0) {
+        if (err && errlen) snprintf(err, errlen, "%s: path too long", path);
+        return -1;
+    }
+    return 1;
+}
+
 static db_status_t db_open_once(const char *path, uint32_t flags, db_t **out, char *err, size_t errlen,
                                 int32_t *older_version);
 
@@ -773,9 +833,13 @@ db_status_t db_probe(const char *path, db_probe_t *kind, char *err, size_t errle
      * journal: reading then needs the rollback to the last commit that any
      * connection with write access makes (a read-only one gets "attempt to
      * write a readonly database", and the run could never be resumed). */
+    char uri[DB_PATH_MAX + 1200];
+    int route = reader_route(path, uri, sizeof uri, err, errlen);
+    if (route < 0) return DB_ERROR;
     for (int pass = 0; pass < 2; pass++) {
         if (sq) sqlite3_close(sq), sq = NULL;
-        rc = sqlite3_open_v2(path, &sq, pass ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READONLY, NULL);
+        if (route == 1) rc = sqlite3_open_v2(uri, &sq, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL);
+        else rc = sqlite3_open_v2(path, &sq, pass ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READONLY, NULL);
         /* a reader that meets a WAL left by a killed writer while another
          * connection recovers it gets SQLITE_BUSY: wait as every connection does */
         if (rc == SQLITE_OK) sqlite3_busy_timeout(sq, BUSY_TIMEOUT_MS);
@@ -837,7 +901,26 @@ static db_status_t db_open_once(const char *path, uint32_t flags, db_t **out, ch
     int oflags = (flags & DB_OPEN_READONLY)   ? SQLITE_OPEN_READONLY
                  : (flags & DB_OPEN_NOCREATE_) ? SQLITE_OPEN_READWRITE
                                                : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
-    int rc = sqlite3_open_v2(path, &db->sq, oflags, NULL);
+    char uri[DB_PATH_MAX + 1200];
+    int route = flags & DB_OPEN_READONLY ? reader_route(path, uri, sizeof uri, err, errlen) : 0;
+    if (route < 0) {
+        db_close(db);
+        return DB_ERROR;
+    }
+    if (!(flags & DB_OPEN_READONLY) && compat_file_exists(path) && (on_readonly_media(path) || !compat_can_write(path))) {
+        if (err && errlen)
+            snprintf(err, errlen,
+                     "%s: %s: a program that writes to it (selfplay, train, import, usi-match recording a match) "
+                     "cannot use it; copy the run directory to a writable place (inspect, report and koma read it "
+                     "where it is)",
+                     path, compat_fs_readonly(path) ? "on a read-only file system"
+                           : compat_can_write(path) ? "in a directory this user cannot write (permissions)"
+                                                    : "a read-only file (permissions)");
+        db_close(db);
+        return DB_ERROR;
+    }
+    int rc = route == 1 ? sqlite3_open_v2(uri, &db->sq, oflags | SQLITE_OPEN_URI, NULL)
+                        : sqlite3_open_v2(path, &db->sq, oflags, NULL);
     db_status_t st = DB_OK;
     if (rc != SQLITE_OK) st = fail(db, rc, "open");
     if (st == DB_OK) sqlite3_busy_timeout(db->sq, BUSY_TIMEOUT_MS);

@@ -468,6 +468,24 @@ static int check_files(run_t *r, char *err, size_t errlen) {
     return 0;
 }
 
+/* A writer's run must take writes: a run on a read-only file system (a
+ * backup on read-only media, a file system remounted read-only), in a
+ * directory or with a koma.db this user may not write, is refused naming
+ * which, before the lock file is touched. Readers (inspect, report, koma)
+ * read such a run where it is. 0, or -1 with err. */
+static int check_writable_run(const char *dir, const char *db, const char *command, char *err, size_t errlen) {
+    const char *what = NULL, *where = dir;
+    if (compat_is_dir(dir) && compat_fs_readonly(dir)) what = "is on a read-only file system";
+    else if (compat_is_dir(dir) && !compat_can_write(dir)) what = "is a directory this user cannot write (permissions)";
+    else if (compat_file_exists(db) && !compat_can_write(db)) what = "is a read-only file (permissions)", where = db;
+    if (!what) return 0;
+    set_err(err, errlen,
+            "%s: %s: %s writes to its run, so it cannot use this one; copy the run directory to a writable place "
+            "to continue it there (inspect, report and koma read it where it is)",
+            where, what, command ? command : "this program");
+    return -1;
+}
+
 static void strip_slashes(char *s) {
     size_t l = strlen(s);
     while (l > 1 && (s[l - 1] == '/' || s[l - 1] == '\\')) s[--l] = 0;
@@ -514,6 +532,7 @@ run_t *run_open(const char *dir, uint32_t flags, const char *command, char *err,
     }
     if (kind != DB_PROBE_KOMA && run_check_new_dir(r->dir, err, errlen) != 0) goto fail;
     if (!(flags & RUN_WRITE)) return r;
+    if (check_writable_run(r->dir, path, command, err, errlen) != 0) goto fail;
     if (compat_mkdir_p(r->dir, e, sizeof e) != 0) {
         set_err(err, errlen, "%s: cannot create the run directory: %s", r->dir, e);
         goto fail;

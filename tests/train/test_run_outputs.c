@@ -12,7 +12,11 @@
  *  - a train that fails (no positions; --train-backend cuda without a GPU)
  *    writes nothing: no runs row, no train/, no models/0000;
  *  - train without --net continues from the run's newest net (its size),
- *    and a different size is taken only from an explicit --net, said so.
+ *    and a different size is taken only from an explicit --net, said so;
+ *  - a read-only run (a read-only bind mount as root where mount is
+ *    allowed, else permissions): report, inspect and koma (Net = the run)
+ *    read it; train, import and selfplay refuse, naming the read-only file
+ *    system or the permissions.
  * The run is made by `import` from tests/data/records.
  *
  *   (binaries: KOMA_TRAIN_BIN, KOMA_REPORT_BIN, KOMA_SELFPLAY_BIN, KOMA_IMPORT_BIN)
@@ -275,9 +279,12 @@ static void test_no_gpu(const char *R) {
 }
 
 /* ---- 31.6: train continues from the run's net ------------------------------------------------- */
-static void test_continue(const char *R) {
-    char arch[64], ck[1000];
+static void test_continue(void) {
+    char arch[64], ck[1000], R[900];
     int32_t c0, c1;
+    snprintf(R, sizeof R, "%s", t_path("cont")); /* a run of its own: one whose newest net is 1x16 */
+    CHECK(run(KOMA_IMPORT_BIN, "--run", R, KOMA_SOURCE_DIR "/tests/data/records/game1.csa", NULL) == 0);
+    CHECK(run(KOMA_TRAIN_BIN, "--from-games", "--run", R, "--net", "1x16", "--steps", "2", TINY, NULL) == 0);
     snprintf(ck, sizeof ck, "%s/train/checkpoint.safetensors", R);
     newest_arch(R, arch, sizeof arch, &c0);
     CHECK(strstr(arch, "1x16") != NULL);
@@ -298,6 +305,91 @@ static void test_continue(const char *R) {
     CHECKF(strstr(arch, "2x16") != NULL, "after --net 2x16: %s", arch);
 }
 
+/* ---- 30.6: a read-only run -------------------------------------------------------------------- */
+/* Makes dir read-only: a read-only bind mount of src on dir where mount is
+ * allowed (root), else permissions (not root). 1 mounted, 2 by permissions,
+ * 0 when neither can stop root writing here. */
+static int make_readonly(const char *src, const char *dir) {
+    KOMA_ASSERT(compat_mkdir_p(dir, NULL, 0) == 0);
+    if (sh("mount", "--bind", src, dir, NULL, NULL) == 0) {
+        if (sh("mount", "-o", "remount,bind,ro", dir, NULL, NULL) == 0 && compat_fs_readonly(dir)) return 1;
+        sh("umount", dir, NULL, NULL, NULL, NULL);
+    }
+    if (sh("chmod", "-R", "a-w", src, NULL, NULL) != 0) return 0;
+    char probe[1000];
+    snprintf(probe, sizeof probe, "%s/probe", src);
+    FILE *f = fopen(probe, "w"); /* root writes anyway */
+    if (f) {
+        fclose(f);
+        compat_remove_file(probe);
+        sh("chmod", "-R", "u+w", src, NULL, NULL);
+        return 0;
+    }
+    KOMA_ASSERT(compat_remove_dir(dir) == 0);
+    return 2;
+}
+
+static void test_readonly(void) {
+    char src[900], R[900];
+    snprintf(src, sizeof src, "%s", t_path("ro_src"));
+    CHECK(run(KOMA_IMPORT_BIN, "--run", src, KOMA_SOURCE_DIR "/tests/data/records/game1.csa", NULL) == 0);
+    CHECK(run(KOMA_TRAIN_BIN, "--from-games", "--run", src, "--net", "1x16", "--steps", "2", TINY, NULL) == 0);
+    snprintf(R, sizeof R, "%s", t_path("ro"));
+    int how = make_readonly(src, R);
+    if (!how) {
+        printf("read-only run: neither a read-only mount nor permissions can be made here: not tested\n");
+        return;
+    }
+    if (how == 2) snprintf(R, sizeof R, "%s", src);
+    printf("read-only run: %s\n", how == 1 ? "a read-only bind mount" : "permissions (chmod -R a-w)");
+    char db[1000];
+    snprintf(db, sizeof db, "%s/koma.db", R);
+    snap_t sdb = snap(db);
+    /* readers read it */
+    CHECK(run(KOMA_REPORT_BIN, R, "-o", t_path("ro.html"), NULL) == 0 && has(g_out, "2 models"));
+#ifdef KOMA_INSPECT_BIN
+    CHECK(run(KOMA_INSPECT_BIN, R, NULL) == 0 && has(g_out, "import_000001"));
+#endif
+#ifdef KOMA_BIN
+    {
+        char err[256], line[4096];
+        const char *argv[] = {KOMA_BIN, NULL};
+        compat_proc_t *p = compat_proc_spawn(argv, "", err, sizeof err);
+        CHECK(p != NULL);
+        int ready = 0, loaded = 0;
+        if (p) {
+            char set[1200];
+            snprintf(set, sizeof set, "setoption name Net value %s", R);
+            compat_proc_write_line(p, "usi");
+            compat_proc_write_line(p, set);
+            compat_proc_write_line(p, "isready");
+            int32_t n;
+            while ((n = compat_proc_read_line(p, line, sizeof line, 60000)) >= 0) {
+                if (strstr(line, "models/0001.safetensors")) loaded = 1;
+                if (!strcmp(line, "readyok")) {
+                    ready = 1;
+                    break;
+                }
+            }
+            compat_proc_write_line(p, "quit");
+            compat_proc_wait(p, 10000, NULL);
+            compat_proc_free(p);
+        }
+        CHECKF(ready && loaded, "koma with Net = a read-only run: readyok %d, its newest net loaded %d", ready, loaded);
+    }
+#endif
+    /* writers refuse, naming why */
+    const char *why = how == 1 ? "read-only file system" : "cannot write";
+    CHECK(run(KOMA_TRAIN_BIN, "--from-games", "--run", R, "--steps", "2", TINY, NULL) == 1 && has(g_err, why));
+    CHECK(run(KOMA_IMPORT_BIN, "--run", R, KOMA_SOURCE_DIR "/tests/data/records/game1.kif", NULL) == 1 &&
+          has(g_err, why));
+    CHECK(run(KOMA_SELFPLAY_BIN, "--run", R, "--cycles", "1", NULL) != 0 && has(g_err, why));
+    CHECK(same(db, &sdb));
+    free(sdb.data);
+    if (how == 1) CHECK(sh("umount", R, NULL, NULL, NULL, NULL) == 0);
+    else sh("chmod", "-R", "u+w", src, NULL, NULL);
+}
+
 int main(void) {
     t_scratch("run_outputs");
     snprintf(g_out, sizeof g_out, "%s", t_path("stdout.txt"));
@@ -309,7 +401,8 @@ int main(void) {
     test_outputs(R);
     test_run_dirs();
     test_no_gpu(R);
-    test_continue(R);
+    test_continue();
+    test_readonly();
     int rc = t_done("test_run_outputs");
     if (rc == 0) t_rm_rf(t_dir);
     return rc;
