@@ -3,7 +3,8 @@
  * user tools as koma-import, koma-inspect, koma-report, koma-usi-match,
  * koma-perft and koma-genconfig, and the named flag sets under share/koma/configs
  * and the license under share/doc/koma. --version's first line is
- * "NAME (Koma) VERSION"; the commit and the parts built in follow.
+ * "NAME (Koma) VERSION"; the commit and the parts built in follow. NAME is
+ * the name the program was run as where it reads argv[0] (koma-usi-match).
  * argv: cmake, the build directory, the project version. Skips (77) where
  * cmake cannot be run (a cross build under wine). */
 #include "tests/koma_test.h"
@@ -41,7 +42,7 @@ int main(int argc, char **argv) {
     const char *const progs[][2] = {{"selfplay", "selfplay"},     {"train", "train"},
                                     {"koma", "koma"},             {"koma-import", "import"},
                                     {"koma-inspect", "inspect"},  {"koma-report", "report"},
-                                    {"koma-usi-match", "usi-match"}, {"koma-perft", "perft"},
+                                    {"koma-usi-match", "koma-usi-match"}, {"koma-perft", "perft"},
                                     {"koma-genconfig", "genconfig"}};
     for (size_t i = 0; i < sizeof progs / sizeof progs[0]; i++) {
         char exe[800], want[128];
