@@ -54,6 +54,12 @@ struct sp_gauntlet {
     char db_failure[DB_ERR_MAX + 64];
 };
 
+/* An Elo for "%+.0f": rounded, with no "-0". */
+static double elo_shown(double x) {
+    double r = round(x);
+    return r == 0 ? 0.0 : r;
+}
+
 static void glog(sp_gauntlet_t *g, const char *fmt, ...) {
     char line[2048];
     va_list ap;
@@ -127,7 +133,8 @@ void sp_gauntlet_describe(const sp_gauntlet_t *g, char *buf, size_t len) {
     if (g->running)
         snprintf(buf, len, " | eval %" PRId64 " vs %s", g->cycle,
                  opp_name(g, (int64_t)atomic_load(&((sp_gauntlet_t *)g)->base), who, sizeof who));
-    if (isfinite(g->rating_elo)) snprintf(buf + strlen(buf), len - strlen(buf), " | rating %+.0f", g->rating_elo);
+    if (isfinite(g->rating_elo))
+        snprintf(buf + strlen(buf), len - strlen(buf), " | rating %+.0f", elo_shown(g->rating_elo));
 }
 
 int sp_gauntlet_rating(const sp_gauntlet_t *g, int64_t cycle, double *elo, double *lo, double *hi) {
@@ -209,7 +216,7 @@ static void rate_cycle(sp_gauntlet_t *g, int64_t c) {
     else me = rating_of_cycle(list, n, (int32_t)c);
     if (me && isfinite(me->elo)) {
         glog(g, "rating: model %" PRId64 ": %+.0f [%+.0f, %+.0f] (joint fit, cycle 0 = 0; %d players, %d games)", c,
-             me->elo, me->lo, me->hi, n, me->games);
+             elo_shown(me->elo), elo_shown(me->lo), elo_shown(me->hi), n, me->games);
         g->rating_elo = me->elo;
         g->rating_lo = me->lo;
         g->rating_hi = me->hi;
@@ -265,7 +272,8 @@ static void eval_report(sp_gauntlet_t *g) {
         const match_play_result_t *r = &g->res[i];
         glog(g, "eval: model %" PRId64 " vs %s: +%d =%d -%d, Elo %+.0f [%+.0f, %+.0f] (%.1f plies/game, "
                 "%.1f s%s)",
-             c, bn, r->wins, r->draws, r->losses, r->elo.elo, r->elo.elo_lo, r->elo.elo_hi, r->avg_plies, r->seconds,
+             c, bn, r->wins, r->draws, r->losses, elo_shown(r->elo.elo), elo_shown(r->elo.elo_lo),
+             elo_shown(r->elo.elo_hi), r->avg_plies, r->seconds,
              r->match_id ? "" : "; no matches row");
         played++;
         finished++;

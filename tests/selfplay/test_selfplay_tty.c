@@ -5,6 +5,11 @@
  * programs print plain status lines, one per period, and no control
  * characters; --quiet prints neither status nor ordinary events; the run's
  * log keeps every event and the status line at most once a minute.
+ * On the terminal, an event line longer than the terminal is wrapped at
+ * spaces (the log keeps it whole), the summary at the end of a run comes
+ * below the last status line with no status line drawn again under it, and
+ * the message at the end of a stopped run (--cpu-minutes, as Ctrl-C) starts
+ * on a line of its own. An error is shown once.
  * Exits 77 where the OS gives no pseudo-terminal (the pipe checks then run
  * alone). */
 #include "sp_test.h"
@@ -87,6 +92,27 @@ static int status_lines_kept(const char *out) {
     return n;
 }
 
+/* The widest stretch between line ends or carriage returns (what the
+ * terminal would have to wrap), ESC[K left out; *at: where it starts. */
+static int widest_stretch(const char *out, const char **at) {
+    int widest = 0;
+    for (const char *p = out; *p;) {
+        size_t len = strcspn(p, "\r\n");
+        int w = 0;
+        for (size_t i = 0; i < len; i++) {
+            if (p[i] == 0x1b && i + 2 < len && p[i + 1] == '[' && p[i + 2] == 'K') {
+                i += 2;
+                continue;
+            }
+            if (((unsigned char)p[i] & 0xC0) != 0x80) w++;
+        }
+        if (w > widest) widest = w, *at = p;
+        p += len;
+        if (*p) p++;
+    }
+    return widest;
+}
+
 /* The first \r not part of a \r\n line end (Windows' text-mode files end
  * lines so), or NULL. */
 static const char *bare_cr(const char *s) {
@@ -129,6 +155,18 @@ static void test_pipe(const char *base) {
     text = t_read_file(log, NULL);
     CHECKF(strstr(text, "published") != NULL, "--quiet kept the events out of the log too");
     free(text);
+
+    /* an error is shown once ("error: ...", not again as "selfplay: ...") */
+    char file[760];
+    snprintf(file, sizeof file, "%s/not-a-dir", base);
+    FILE *f = fopen(file, "w");
+    if (f) fclose(f);
+    const char *bad[] = {KOMA_SELFPLAY_BIN, "--run", file, "--cycles", "1", "--progress", "0", NULL};
+    CHECK(compat_run_io(bad, out, out, &status, err, sizeof err) == 0 && status == 1);
+    text = t_read_file(out, NULL);
+    CHECKF(count(text, "not a directory") == 1, "the error is shown %d times:\n%s", count(text, "not a directory"),
+           text);
+    free(text);
 }
 
 /* 1 when the pty test ran. */
@@ -155,6 +193,34 @@ static int test_pty(const char *base) {
            text);
     const char *ev = strstr(text, "model 1/2 published");
     CHECKF(ev && ev > text && (ev[-1] == '\n' || ev[-1] == 'K'), "an event line drawn over a status line");
+    /* nothing wider than the terminal: long events wrapped at spaces */
+    const char *at = text;
+    int wide = widest_stretch(text, &at);
+    CHECKF(wide <= COLS - 1, "a line %d columns wide on a %d-column terminal: %.*s", wide, COLS, wide + 8, at);
+    CHECKF(strstr(text, "\n    "), "no wrapped event line (indented continuation) on the terminal:\n%s", text);
+    /* the summary last, below the final status line: no status line drawn again under it */
+    const char *sum = strstr(text, "model cycle 2 published, ");
+    CHECKF(sum && !strstr(sum, "| games"), "a status line drawn again below the summary:\n%s",
+           sum ? sum - (sum - text > 400 ? 400 : sum - text) : text);
+    free(text);
+    /* the log keeps the long events whole */
+    char log[760];
+    snprintf(log, sizeof log, "%s/log", dir);
+    text = t_read_file(log, NULL);
+    const char *done = strstr(text, "cycle 1 self-play done: ");
+    CHECKF(done && strcspn(done, "\n") > COLS, "the log does not keep the cycle summary whole");
+    free(text);
+
+    /* a stopped run's last message on a line of its own (--cpu-minutes stops as Ctrl-C does) */
+    const char *stop[] = {SP_ARGS(dir, "1000", "0.05"), "--cpu-minutes", "0.05", NULL};
+    CHECK(compat_run_pty(stop, COLS, out, &status, err, sizeof err) == 0);
+    text = t_read_file(out, NULL);
+    const char *kept = strstr(text, "everything committed is kept");
+    const char *bol = kept;
+    while (bol && bol > text && bol[-1] != '\n' && bol[-1] != '\r') bol--;
+    CHECKF(status == 0 && kept && strncmp(bol, "CPU budget of ", 14) == 0 && bol > text && bol[-1] == '\n',
+           "the last message is not on a line of its own (exit %d):\n%s", status,
+           kept ? kept - (kept - text > 400 ? 400 : kept - text) : text);
     free(text);
 
     /* train --from-games on the same run: its step line in place too */
