@@ -6,20 +6,24 @@
  * used to play with the NaN net (a uniform policy and a zero value) or to
  * take the negative variance. With the original file put back, the same
  * command resumes the run: the refusal was for the values alone.
+ * Before that, the start-up checks of the game slots: --visits 10000000
+ * refused naming the flags and the memory (it was "out of memory for 1 x 2
+ * game slots"), --games-per-thread capped by --games-per-cycle in the log.
  */
 #include "sp_test.h"
 
 #include "nn/safetensors.h"
 #include "nn/weights.h"
+#include "selfplay/config.h"
 #include "selfplay/driver.h"
 
 #ifndef KOMA_SELFPLAY_BIN
 #define KOMA_SELFPLAY_BIN "selfplay"
 #endif
 
-static int run_selfplay(const char *dir, const char *cycles, const char *log) {
+static int run_selfplay_gpt(const char *dir, const char *cycles, const char *gpt, const char *visits, const char *log) {
     const char *argv[] = {KOMA_SELFPLAY_BIN, "--run", dir, "--cycles", cycles, "--games-per-cycle", "2",
-                          "--threads", "1", "--games-per-thread", "2", "--visits", "8", "--visits-fast", "4",
+                          "--threads", "1", "--games-per-thread", gpt, "--visits", visits, "--visits-fast", "4",
                           "--gumbel-m", "4", "--max-ply", "24", "--net", "2x16", "--eval-every", "0", "--progress", "0",
                           "--min-steps-per-cycle", "2", "--max-steps-per-cycle", "2", "--batch", "16",
                           "--window-min", "10", "--cpu-threads", "1", "--train-threads", "1", "--cache-mb", "1", NULL};
@@ -37,6 +41,10 @@ static int run_selfplay(const char *dir, const char *cycles, const char *log) {
     }
     compat_proc_free(p);
     return status;
+}
+
+static int run_selfplay(const char *dir, const char *cycles, const char *log) {
+    return run_selfplay_gpt(dir, cycles, "2", "8", log);
 }
 
 /* Writes src's net to dst with tensor[index] = v, through the safetensors
@@ -98,11 +106,29 @@ int main(void) {
     snprintf(model, sizeof model, "%s/models/0001.safetensors", dir);
     snprintf(keep, sizeof keep, "%s/0001.original", base);
 
-    int status = run_selfplay(dir, "1", log);
-    CHECKF(status == 0 && models_of(db) == 2, "the first run: status %d, %lld models", status,
-           (long long)models_of(db));
+    /* Game slots, checked before the run is touched: trees that could not
+     * fit in memory are refused naming the flags and the bytes. */
+    int status = run_selfplay_gpt(dir, "1", "2", "10000000", log);
     char err[512];
     size_t n = 0;
+    char *text = compat_read_file(log, &n, NULL, 0);
+    if (sp_machine_memory() > 0 && sp_machine_memory() < ((int64_t)50 << 30)) { /* 2 trees of ~25 GiB */
+        CHECKF(status == SP_EXIT_USAGE && text && strstr(text, "--visits 10000000 with 2 games at once") &&
+                   strstr(text, "more than the") && !compat_file_exists(db),
+               "--visits 10000000: status %d: %s", status, text ? text : "-");
+    }
+    free(text);
+    /* A thread plays no more games at once than a cycle has: 64 games per
+     * thread for a 2-game cycle is capped at 2, said once. */
+    snprintf(log, sizeof log, "%s/first.log", base);
+    status = run_selfplay_gpt(dir, "1", "64", "8", log);
+    CHECKF(status == 0 && models_of(db) == 2, "the first run: status %d, %lld models", status,
+           (long long)models_of(db));
+    text = compat_read_file(log, &n, NULL, 0);
+    const char *cap = text ? strstr(text, "--games-per-thread 64 capped at 2") : NULL;
+    CHECKF(cap && !strstr(cap + 1, "--games-per-thread 64 capped") && strstr(text, "1 threads x 2 games"),
+           "the cap is not said (once): %s", text ? text : "-");
+    free(text);
     char *orig = compat_read_file(model, &n, err, sizeof err);
     KOMA_ASSERT(orig);
     KOMA_ASSERT(compat_write_file_durable(keep, orig, n, err, sizeof err) == 0);
