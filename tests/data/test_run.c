@@ -4,7 +4,9 @@
  * before anything is written next to it; a lost (missing or empty) database
  * never becomes a new run over old models/ and shards/; unwritable
  * directories are found before any work; the newest model must be the file
- * koma.db registered (every model with RUN_VERIFY). The same checks through
+ * koma.db registered (every model with RUN_VERIFY); a new run is made only in
+ * a missing, empty or run-only directory that is no system root; outputs
+ * never name a run's own files. The same checks through
  * the real programs: tests/selfplay/test_run_lock.c. */
 #include "compat/compat.h"
 #include "data/db.h"
@@ -321,6 +323,50 @@ static void test_paths(void) {
     CHECK(r == NULL && contains(err, "no run directory"));
 }
 
+/* Where a new run may be made (run_check_new_dir) and which outputs are a
+ * run's own files (run_output_check), without the programs. */
+static void test_new_dir_and_outputs(const char *base) {
+    char err[1024], dir[700], p[900];
+    /* system directories; nothing is written (only read) */
+    CHECKF(run_check_new_dir("/", err, sizeof err) != 0 && contains(err, "system directory"), "/: %s", err);
+    CHECK(run_check_new_dir("/usr", err, sizeof err) != 0 && run_check_new_dir("/etc/", err, sizeof err) != 0);
+    snprintf(dir, sizeof dir, "%s/newdirs", base);
+    CHECK(run_check_new_dir(dir, err, sizeof err) == 0); /* missing */
+    mkdirs(dir);
+    CHECK(run_check_new_dir(dir, err, sizeof err) == 0); /* empty */
+    snprintf(p, sizeof p, "%s/models", dir);
+    mkdirs(p);
+    snprintf(p, sizeof p, "%s/log", dir);
+    write_text(p, "a run's log\n");
+    CHECK(run_check_new_dir(dir, err, sizeof err) == 0); /* only a run's names */
+    snprintf(p, sizeof p, "%s/thesis.tex", dir);
+    write_text(p, "mine\n");
+    CHECKF(run_check_new_dir(dir, err, sizeof err) != 0 && contains(err, "thesis.tex"), "foreign file: %s", err);
+
+    /* outputs: a run's files by name, through "..", and under its folders; other names are fine */
+    snprintf(dir, sizeof dir, "%s/outrun", base);
+    run_t *r = run_open(dir, RUN_WRITE | RUN_CREATE, "selfplay", err, sizeof err);
+    CHECKF(r != NULL, "%s", err);
+    run_close(r);
+    snprintf(p, sizeof p, "%s/models/sub", dir);
+    mkdirs(p);
+    const char *refused[] = {"koma.db", "koma.db-wal", "koma.lock", "log", "models/0007.safetensors",
+                             "models/sub/../x", "shards/new.safetensors", "train/checkpoint.safetensors"};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, refused[i]);
+        CHECKF(run_output_check(p, NULL, "report", "-o", err, sizeof err) != 0 && contains(err, "refusing") &&
+                   contains(err, "choose another -o"),
+               "%s: %s", refused[i], err);
+    }
+    const char *fine[] = {"report.html", "net.safetensors"};
+    for (size_t i = 0; i < sizeof fine / sizeof fine[0]; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, fine[i]);
+        CHECKF(run_output_check(p, dir, "report", "-o", err, sizeof err) == 0, "%s: %s", fine[i], err);
+    }
+    snprintf(p, sizeof p, "%s/no/such/dir/x.html", base);
+    CHECK(run_output_check(p, NULL, "report", "-o", err, sizeof err) != 0 && contains(err, "does not exist"));
+}
+
 int main(void) {
     const char *base = t_scratch("run");
     char b[512];
@@ -333,6 +379,7 @@ int main(void) {
     test_unwritable(b);
     test_model_hashes(b);
     test_damaged(b);
+    test_new_dir_and_outputs(b);
     if (!atomic_load(&g_fail)) t_rm_rf(b);
     return t_done("test_run");
 }
