@@ -27,6 +27,13 @@
  * larger --steps trains on; --fresh starts over. The cosine schedule's
  * length is --steps unless --lr-total-steps is given.
  *
+ * The start: the checkpoint when there is one (unless --fresh); else the
+ * run's newest net, its weights with a new optimizer (start_net); a new net
+ * only for a run without one, with --fresh (the newest net's size), or with
+ * a --net/--activation that differs from it (printed as a new architecture).
+ * A failed command writes nothing: the runs row, train/ and cycle 0 come in
+ * offline_commit, once the backend, the net and the positions are there.
+ *
  * Output: the final net (with optimizer state) goes to --out PATH, or by
  * default to the run's next cycle, models/<cycle>.safetensors, registered in
  * koma.db (file first, then the row). A run with no model at all first gets
@@ -84,6 +91,12 @@ static const char *usage =
     "usage: train --from-games [--run DIR] [--window N] [--steps N] [--batch N] [--lr X] [--net 6x64]\n"
     "             [--config FILE] [--out PATH] [--checkpoint-every K] [--fresh] [trainer flags]\n"
     "Trains a net offline on the most recent --window positions of the run's shards.\n"
+    "It starts from the run's newest net (its size; a new optimizer); --net of another\n"
+    "size starts a new architecture instead (it says so); a run with no net yet gets a\n"
+    "new --net net. Its trainer defaults are for training from records (--batch 128\n"
+    "--lr 0.02 --net 6x64); selfplay's trainer defaults are --batch 64 --lr 0.06\n"
+    "--net 4x32, tuned for the self-play loop on a small CPU (docs/LEARNING.md): to go on\n"
+    "as a self-play run trained, pass those. Nothing is written before every check passes.\n"
     "It is the run's one writer while it runs (selfplay or import on the same run is\n"
     "refused meanwhile, and it is refused while they run). Exit status: 0 done,\n"
     "1 error, 2 bad flags, 130 stopped (the checkpoint is kept: the same command resumes).\n"
@@ -214,9 +227,9 @@ static int train_main(int argc, char **argv) {
     opts[n++] = (cfg_opt_t){"run", CFG_TYPE_STRING, g_run, 1, 0, "run directory (koma.db, shards/, models/)"};
     opts[n++] = (cfg_opt_t){"window", CFG_TYPE_INT, &g_window, 0, 1e15, "train on the most recent N positions (0 = all)"};
     opts[n++] = (cfg_opt_t){"steps", CFG_TYPE_INT, &g_steps, 1, 1e15, "training steps in all (a resumed run ends here too)"};
-    opts[n++] = (cfg_opt_t){"out", CFG_TYPE_STRING, g_out, 1, 0, "write the final net here instead of registering the next cycle's model"};
+    opts[n++] = (cfg_opt_t){"out", CFG_TYPE_STRING, g_out, 1, 0, "write the final net here instead of registering the next cycle's model (never a run's file or a device)"};
     opts[n++] = (cfg_opt_t){"checkpoint-every", CFG_TYPE_INT, &g_ckpt_every, 1, 1e15, "write <run>/train/checkpoint.safetensors every K steps"};
-    opts[n++] = (cfg_opt_t){"fresh", CFG_TYPE_BOOL, &g_fresh, 1, 0, "ignore an existing checkpoint and start from a new net"};
+    opts[n++] = (cfg_opt_t){"fresh", CFG_TYPE_BOOL, &g_fresh, 1, 0, "ignore an existing checkpoint; start from a new net (the size of the run's newest net unless --net)"};
     opts[n++] = (cfg_opt_t){"die-at-step", CFG_TYPE_INT, &g_die_at, 0, 1e15, "tests: exit abruptly (like kill -9) after this step (0 = never)"};
     opts[n++] = (cfg_opt_t){"progress", CFG_TYPE_DOUBLE, &g_progress, -1, 3600, "seconds between status lines (-1 = 1 on a terminal, updated in place, 30 otherwise; 0 = none)"};
     opts[n++] = (cfg_opt_t){"quiet", CFG_TYPE_BOOL, &g_quiet, 1, 0, "no status lines; only warnings and errors"};
