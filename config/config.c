@@ -419,13 +419,13 @@ static int says_choices(const char *text, const char *choices) {
     return 1;
 }
 
-/* Writes text from column col (the cursor is there) to width, breaking at
+/* Writes text from column x (the cursor is there) to width, breaking at
  * spaces (not at NBSP, written as a space); continuation lines start at col.
  * A word longer than a line is written whole. */
 #define NBSP '\x01'
 
-static void wrap_text(FILE *out, const char *text, int col, int width) {
-    int x = col, first = 1;
+static void wrap_text_from(FILE *out, const char *text, int x, int col, int width) {
+    int first = 1;
     for (const char *p = text; *p;) {
         while (*p == ' ') p++;
         if (!*p) break;
@@ -445,6 +445,8 @@ static void wrap_text(FILE *out, const char *text, int col, int width) {
     fputc('\n', out);
 }
 
+static void wrap_text(FILE *out, const char *text, int col, int width) { wrap_text_from(out, text, col, col, width); }
+
 /* One row of --help: "  --name TYPE" then the text from column col, on the
  * same line when the name leaves room, else on the next. */
 static void help_row(FILE *out, const char *lhs, const char *text, int col, int width) {
@@ -457,12 +459,77 @@ static void help_row(FILE *out, const char *lhs, const char *text, int col, int 
     wrap_text(out, text, col, width);
 }
 
+/* The program's usage text within width. Lines that fit are kept as
+ * written. A "usage:" line (or an indented one) that does not fit is wrapped
+ * at spaces outside [brackets], its continuations under the first argument
+ * (or its own indent); a paragraph (lines starting in column 0 up to a blank
+ * or indented line) with a line that does not fit is reflowed whole. */
+static void wrap_usage(FILE *out, const char *usage, int width) {
+    size_t cap = strlen(usage) + 1;
+    char *buf = malloc(cap);
+    if (!buf) {
+        fprintf(out, "%s\n", usage);
+        return;
+    }
+    for (const char *p = usage; *p;) {
+        const char *e = strchr(p, '\n');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        int para = n > 0 && p[0] != ' ' && strncmp(p, "usage: ", 7) != 0;
+        if (para) { /* the paragraph: this line and the next ones in column 0 */
+            const char *q = p;
+            size_t len = 0;
+            int fits = 1;
+            for (;;) {
+                const char *qe = strchr(q, '\n');
+                size_t qn = qe ? (size_t)(qe - q) : strlen(q);
+                if (qn == 0 || q[0] == ' ' || (q != p && !strncmp(q, "usage: ", 7))) break;
+                if ((int)qn > width) fits = 0;
+                if (len) buf[len++] = ' ';
+                memcpy(buf + len, q, qn);
+                len += qn;
+                q = qe ? qe + 1 : q + qn;
+                if (!qe) break;
+            }
+            buf[len] = 0;
+            if (fits) fprintf(out, "%.*s", (int)(q - p), p);
+            else wrap_text_from(out, buf, 0, 0, width);
+            if (fits && (q == p || q[-1] != '\n')) fputc('\n', out);
+            p = q;
+            continue;
+        }
+        if ((int)n <= width) {
+            fprintf(out, "%.*s\n", (int)n, p);
+        } else {
+            memcpy(buf, p, n);
+            buf[n] = 0;
+            int lead = 0, depth = 0;
+            while (buf[lead] == ' ') lead++;
+            for (char *c = buf + lead; *c; c++) { /* "[--lr X]" stays on one line */
+                depth += *c == '[' ? 1 : *c == ']' && depth > 0 ? -1 : 0;
+                if (*c == ' ' && depth > 0) *c = NBSP;
+            }
+            int col = lead;
+            if (!strncmp(buf + lead, "usage: ", 7)) {
+                const char *sp = strchr(buf + lead + 7, ' ');
+                if (sp && sp - buf < width / 2) col = (int)(sp - buf) + 1;
+            }
+            fprintf(out, "%.*s", lead, buf);
+            wrap_text_from(out, buf + lead, lead, col, width);
+        }
+        p = e ? e + 1 : p + n;
+    }
+    free(buf);
+}
+
 void cfg_print_help(const cfg_opt_t *opts, int nopts, const char *usage, FILE *out) {
     int width = compat_isatty(out) ? compat_term_width(out) : 0;
     if (width <= 0) width = 80;
     if (width < 60) width = 60; /* narrower: lines overflow rather than a column of single words */
     if (width > 120) width = 120;
-    if (usage) fprintf(out, "%s\n\n", usage);
+    if (usage) {
+        wrap_usage(out, usage, width);
+        fputc('\n', out);
+    }
     /* the text column: after the longest "--name TYPE" that fits in a third of the line */
     int col = (int)strlen("  --config FILE  ");
     for (int i = 0; i < nopts; i++) {

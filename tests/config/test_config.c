@@ -227,7 +227,12 @@ int main(void) {
         const char *hp = KOMA_TEST_TMP "/config_help_wrap.txt";
         cfg_defaults(h, 3);
         FILE *hf = fopen(hp, "w");
-        cfg_print_help(h, 3, "usage: prog", hf);
+        cfg_print_help(h, 3,
+                       "usage: prog --from-games [--run DIR] [--window N] [--steps N] [--batch N] [--lr X] [--net 6x64]\n"
+                       "Trains a net offline on the most recent positions of the run's shards, a paragraph whose\n"
+                       "lines are longer than eighty columns and are reflowed together into one paragraph.\n"
+                       "  an indented line that is kept as it is\n",
+                       hf);
         fclose(hf);
         size_t hl = 0;
         char *t = compat_read_file(hp, &hl, err, sizeof err);
@@ -244,6 +249,9 @@ int main(void) {
         CHECK(strstr(t, "0, 1 or 3 (default: 1)") && !strstr(t, "0, 1 or 3: 0, 1 or 3"));
         CHECK(strstr(t, "(alpha, beta or gamma; default: alpha)") != NULL);
         CHECK(strstr(t, "  --a-flag-with-a-very-long-name bool\n                 ") != NULL);
+        CHECK(strstr(t, "\n            [--lr X] [--net 6x64]\n") != NULL); /* under the first argument, [..] whole */
+        CHECK(strstr(t, "whose lines are longer") || strstr(t, "whose\nlines are longer")); /* reflowed */
+        CHECK(strstr(t, "\n  an indented line that is kept as it is\n") != NULL);
         free(t);
         compat_remove_file(hp);
     }
