@@ -191,6 +191,23 @@ int cfg_set(const cfg_opt_t *opts, int nopts, const char *key, const char *value
     case CFG_TYPE_ENUM:
     case CFG_TYPE_STRING:
     case CFG_TYPE_PATH: {
+        /* No control character (a terminal acts on ESC sequences when a later
+         * message quotes the value) and, but in a path, only valid UTF-8:
+         * refused here, every message downstream quotes clean text. */
+        for (const unsigned char *c = (const unsigned char *)value; *c; c++) {
+            int bad = (*c < 0x20 && *c != '\t') || *c == 0x7f, u = 0;
+            if (!bad && *c >= 0x80 && o->type != CFG_TYPE_PATH) {
+                u = utf8_printable(c);
+                bad = !u;
+            }
+            if (bad) {
+                snprintf(err, errlen, "option '%s': '%s' holds %s (byte %d)", key, cfg_quote(value, q, sizeof q),
+                         *c < 0x80 ? "a control character" : "bytes that are not UTF-8 text",
+                         (int)(c - (const unsigned char *)value) + 1);
+                return CFG_ERROR;
+            }
+            if (u) c += u - 1;
+        }
         const char *canon = value;
         size_t len = strlen(value);
         int k = 0;

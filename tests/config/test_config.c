@@ -199,6 +199,20 @@ int main(void) {
     fputs("cycles = \x07\x9b" "1\n", f);
     fclose(f);
     CHECKF(parse(3, a8, err, sizeof err) == CFG_ERROR && strstr(err, "'\\x07\\x9b1' is not an integer"), "binary value: %s", err);
+    /* a string value with a control character or bytes that are not UTF-8
+     * is refused, so no later message (of the program using it) quotes them */
+    f = fopen(ini, "wb");
+    fputs("net = \x1b[31mred\n", f);
+    fclose(f);
+    CHECKF(parse(3, a8, err, sizeof err) == CFG_ERROR && strstr(err, "'\\x1b[31mred' holds a control character (byte 1)"),
+           "ESC in a value: %s", err);
+    f = fopen(ini, "wb");
+    fputs("net = caf\xe9\n", f);
+    fclose(f);
+    CHECKF(parse(3, a8, err, sizeof err) == CFG_ERROR && strstr(err, "'caf\\xe9' holds bytes that are not UTF-8 text (byte 4)"),
+           "Latin-1 in a value: %s", err);
+    char *b0[] = {"prog", "--net", "\xe5\xb0\x86\xe6\xa3\x8b"}; /* UTF-8 text is fine */
+    CHECKF(parse(3, b0, err, sizeof err) == CFG_OK && !strcmp(net, "\xe5\xb0\x86\xe6\xa3\x8b"), "UTF-8 value: %s", err);
     char *b1[] = {"prog", "--net\x1b]0;title\x07"};
     CHECKF(parse(2, b1, err, sizeof err) == CFG_ERROR && strstr(err, "unknown flag --net\\x1b]0;title\\x07"), "flag: %s", err);
     char *b2[] = {"prog", "--gumbel", "\xe5\xb0\x86\xe6\xa3\x8b\xc2\x9b"}; /* 将棋, then a C1 control */
