@@ -1,7 +1,8 @@
 /* test_usi_net.c - koma with real (random-weight) 6x64 nets on the cpu
  * backend: Net as a file, as a run directory without and with koma.db (its
  * latest model, reloaded when a newer one is registered), a damaged newest
- * model (the one before it, said so), PUCT and Gumbel
+ * model and a newest model that verifies but holds a NaN or a negative
+ * running variance (the newest one that loads, said so), PUCT and Gumbel
  * searches, a clock with a net, and the nps of `go nodes 256` (printed). */
 #include "usi_test.h"
 
@@ -11,6 +12,7 @@
 #include "data/db.h"
 #include "engine/encode.h"
 #include "nn/net.h"
+#include "nn/safetensors.h"
 #include "nn/weights.h"
 
 static usi_proc_t P;
@@ -25,6 +27,39 @@ static bool write_net(const char *path, uint64_t seed) {
     nn_net_t *net = nn_net_new(be, &c, seed, err, sizeof err);
     bool ok = net && nn_weights_save(net, NULL, path, err, sizeof err) == 0;
     if (!ok) fprintf(stderr, "write_net %s: %s\n", path, err);
+    nn_net_free(net);
+    nn_backend_free(be);
+    return ok;
+}
+
+/* A net whose file is valid (checksums of its bytes) but whose tensor
+ * `name` holds v at index j: NaN, or a negative running variance. */
+static bool write_bad_net(const char *path, uint64_t seed, const char *name, int64_t j, float v) {
+    char err[512];
+    nn_backend_t *be = nn_backend_cpu_new(1);
+    nn_net_config_t c = {6, 64, NN_ACT_RELU, ENC_PLANES, ENC_HAND, ENC_FEATURES_VERSION};
+    nn_net_t *net = nn_net_new(be, &c, seed, err, sizeof err);
+    st_writer_t *w = st_writer_new();
+    bool ok = net && w, hit = false;
+    for (int32_t i = 0; ok && i < nn_net_tensor_count(net); i++) {
+        const nn_tensor_info_t *t = nn_net_tensor(net, i);
+        float *d = nn_net_tensor_data(net, i); /* host memory on the CPU backend */
+        if (strcmp(t->name, name) == 0) d[j] = v, hit = true;
+        ok = st_writer_add(w, t->name, ST_DTYPE_F32, t->ndim, t->shape, d) == 0;
+    }
+    char b[32];
+    const char *meta[][2] = {{"koma.kind", "weights"}, {"koma.version", "1"}, {"koma.net", "6x64"},
+                             {"koma.activation", "relu"}, {"koma.features_version", b}, {"koma.in_planes", NULL},
+                             {"koma.in_hand", NULL}};
+    char planes[16], hand[16];
+    snprintf(b, sizeof b, "%d", (int)ENC_FEATURES_VERSION);
+    snprintf(planes, sizeof planes, "%d", (int)ENC_PLANES);
+    snprintf(hand, sizeof hand, "%d", (int)ENC_HAND);
+    meta[5][1] = planes, meta[6][1] = hand;
+    for (int k = 0; ok && k < 7; k++) ok = st_writer_meta(w, meta[k][0], meta[k][1]) == 0;
+    ok = ok && hit && st_writer_write(w, path, err, sizeof err) == 0;
+    if (!ok) fprintf(stderr, "write_bad_net %s: %s\n", path, err);
+    st_writer_free(w);
     nn_net_free(net);
     nn_backend_free(be);
     return ok;
@@ -164,6 +199,39 @@ int main(void) {
     CHECKF(l && strstr(l, "run2/models/0000.safetensors"), "fell back to cycle 0: %s", l ? l : "-");
     CHECKF(!proc_find(&P, from, P.mark, "info string Error"), "an error where an earlier model loads");
     go_legal("7g7f", "go nodes 32", NULL);
+
+    /* a newest model that verifies (its XXH3 registered) but holds no net:
+     * passed over like a damaged one, naming the tensor (it used to be
+     * played with a uniform policy and a zero value, or taken as it was) */
+    static const struct {
+        const char *rel, *tensor, *want;
+        int cycle;
+        int64_t index;
+        float value;
+    } bad[] = {
+        {"models/0002.safetensors", "blocks.0.bn1.running_var",
+         "0002.safetensors: tensor 'blocks.0.bn1.running_var' holds NaN at index 3", 2, 3, NAN},
+        {"models/0003.safetensors", "blocks.1.bn2.running_var",
+         "0003.safetensors: tensor 'blocks.1.bn2.running_var' holds -0.5 at index 5: a batch-norm running variance", 3,
+         5, -0.5f},
+    };
+    for (int k = 0; k < 2; k++) {
+        char p[900];
+        snprintf(p, sizeof p, "%s/%s", run2, bad[k].rel);
+        CHECKF(write_bad_net(p, 6 + (uint64_t)k, bad[k].tensor, bad[k].index, bad[k].value) &&
+                   register_model(run2, bad[k].cycle, bad[k].rel),
+               "bad net %d", k);
+        from = P.mark;
+        proc_send(&P, "usinewgame");
+        proc_send(&P, "isready");
+        proc_expect(&P, "readyok", 60000);
+        l = proc_find(&P, from, P.mark, "info string Net: ");
+        CHECKF(l && strstr(l, bad[k].want) && strstr(l, "cycle 0"), "a newest model with no net: %s", l ? l : "-");
+        l = proc_find(&P, from, P.mark, "info string net loaded"); /* cycle 0 stays loaded: no reload, or of it */
+        CHECKF(!l || strstr(l, "run2/models/0000.safetensors"), "not cycle 0: %s", l ? l : "-");
+        CHECKF(!proc_find(&P, from, P.mark, "info string Error"), "an error where an earlier model loads");
+        go_legal("7g7f", "go nodes 32", NULL);
+    }
 
     proc_send(&P, "quit");
     CHECKF(proc_wait_exit(&P, 5000), "quit");
