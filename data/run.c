@@ -214,11 +214,7 @@ int run_output_check(const char *path, const char *run_dir, const char *what, co
     /* Its directory, resolved. */
     char parent[RUN_PATH_MAX], real[RUN_PATH_MAX], rp[RUN_PATH_MAX];
     snprintf(parent, sizeof parent, "%s", path);
-    char *slash = strrchr(parent, '/');
-#ifdef _WIN32
-    char *bs = strrchr(parent, '\\');
-    if (bs && (!slash || bs > slash)) slash = bs;
-#endif
+    char *slash = strrchr(parent, '/'); /* '/' everywhere (compat.h); run_owned also splits at '\\' */
     const char *base = slash ? slash + 1 : path;
     if (!slash) snprintf(parent, sizeof parent, ".");
     else if (slash == parent) parent[1] = 0;
@@ -301,6 +297,7 @@ int run_check_new_dir(const char *dir, char *err, size_t errlen) {
         int is_home = h && h[0] && compat_real_path(h, home, sizeof home) == 0 && !strcmp(home, real);
         for (size_t i = 0; i < sizeof system / sizeof system[0] && !is_home; i++)
             if (!strcmp(real, system[i])) is_home = 2;
+        if (strlen(real) <= 3 && real[0] && real[1] == ':') is_home = 2; /* a drive's root (C:\\) */
         if (is_home) {
             set_err(err, errlen,
                     "%s: refusing to make a new run in %s%s%s%s: a run needs a directory of its own; give a new or "

@@ -112,7 +112,7 @@ int run_output_write(const char *path, const char *run_dir, const char *what, co
  * shards/, train/, orphans/, leftover .koma-write-test.* probes) and that is
  * not a system directory: "/", a top-level directory of it (/bin, /boot,
  * /dev, /etc, /home, /lib, /lib32, /lib64, /media, /mnt, /opt, /proc, /root,
- * /run, /sbin, /srv, /sys, /tmp, /usr, /var) or $HOME itself (compared
+ * /run, /sbin, /srv, /sys, /tmp, /usr, /var), a drive's root (C:\\) or $HOME itself (compared
  * resolved). A directory that already holds a Koma koma.db is a run and is
  * always accepted. 0, or -1 with err naming the directory and the first
  * unrelated entry. Nothing is written. */
