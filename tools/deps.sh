@@ -9,7 +9,7 @@
 set -eu
 pkgs="build-essential cmake pkg-config git libsqlite3-dev sqlite3 libxxhash-dev libcjson-dev libinih-dev libopenblas-dev libdnnl-dev"
 if [ "${1:-}" = "--test" ]; then
-  pkgs="$pkgs python3 python3-torch gpsshogi openmpi-bin libopenmpi-dev"
+  pkgs="$pkgs python3 python3-numpy python3-torch gpsshogi openmpi-bin libopenmpi-dev"
 fi
 missing=""
 for p in $pkgs; do
