@@ -47,6 +47,17 @@ int32_t usi_value_to_cp(float q) {
     return (int32_t)lround(600.0 * log10(s / (1.0 - s)));
 }
 
+/* " m1 m2 ..." of n moves into buf. */
+static void moves_text(const move_t *mv, int32_t n, char *buf, size_t len) {
+    size_t used = 0;
+    buf[0] = 0;
+    for (int32_t i = 0; i < n && used + MOVE_USI_MAX + 2 < len; i++) {
+        char m[MOVE_USI_MAX];
+        move_to_usi(mv[i], m);
+        used += (size_t)snprintf(buf + used, len - used, " %s", m);
+    }
+}
+
 void usi_search_info(usi_search_t *s) {
     const mcts_result_t *r = s->res;
     int64_t now = compat_now_ms();
@@ -59,21 +70,60 @@ void usi_search_info(usi_search_t *s) {
     int64_t full_e = edge_cap > 0 ? r->edges * 1000 / edge_cap : 0;
     if (full_e > full) full = full_e;
     if (full > 1000) full = 1000;
-    char pv[MCTS_PV_MAX * MOVE_USI_MAX + 8];
-    size_t used = 0;
-    pv[0] = 0;
-    for (int32_t i = 0; i < r->pv_len; i++) {
-        char mv[MOVE_USI_MAX];
-        move_to_usi(r->pv[i], mv);
-        used += (size_t)snprintf(pv + used, sizeof pv - used, " %s", mv);
-        if (used >= sizeof pv) break;
-    }
+    char pv[MCTS_PV_MAX * MOVE_USI_MAX + 8], head[256];
     int32_t depth = s->depth > 0 ? s->depth : (r->pv_len > 0 ? r->pv_len : 1);
     int32_t seldepth = s->seldepth > depth ? s->seldepth : depth;
     long long nps = ms > 0 ? (long long)(s->playouts * 1000 / ms) : 0;
-    usi_out_line(s->out, "info depth %d seldepth %d nodes %lld nps %lld time %lld hashfull %lld score cp %d%s%s",
-                 depth, seldepth, (long long)s->playouts, nps, (long long)ms, (long long)full,
-                 usi_value_to_cp(usi_result_value(r)), r->pv_len > 0 ? " pv" : "", pv);
+    snprintf(head, sizeof head, "depth %d seldepth %d nodes %lld nps %lld time %lld hashfull %lld", depth, seldepth,
+             (long long)s->playouts, nps, (long long)ms, (long long)full);
+    if (s->mate != 0) { /* proven: one line, whatever MultiPV says */
+        char mpv[(USI_MATE_PLY_MAX + 1) * MOVE_USI_MAX + 8];
+        moves_text(s->mate_pv, s->mate_len, mpv, sizeof mpv);
+        usi_out_line(s->out, "info %s%s score mate %d%s%s", s->multipv > 1 ? "multipv 1 " : "", head, s->mate,
+                     s->mate_len > 0 ? " pv" : "", mpv);
+        return;
+    }
+    moves_text(r->pv, r->pv_len, pv, sizeof pv);
+    if (s->multipv <= 1) {
+        usi_out_line(s->out, "info %s score cp %d%s%s", head, usi_value_to_cp(usi_result_value(r)),
+                     r->pv_len > 0 ? " pv" : "", pv);
+        return;
+    }
+    /* the most visited root moves, best first (ties: the higher prior) */
+    int32_t order[MCTS_MOVES_MAX], n = 0;
+    for (int32_t i = 0; i < r->n; i++)
+        if (r->visits[i] > 0 || (r->moves[i] == r->best && r->best != MOVE_NONE)) order[n++] = i;
+    for (int32_t i = 1; i < n; i++) { /* insertion sort: a few hundred moves at most */
+        int32_t x = order[i], k = i;
+        while (k > 0 && (r->visits[order[k - 1]] < r->visits[x] ||
+                         (r->visits[order[k - 1]] == r->visits[x] && r->prior[order[k - 1]] < r->prior[x]))) {
+            order[k] = order[k - 1];
+            k--;
+        }
+        order[k] = x;
+    }
+    /* the played move leads (Gumbel may play one that is not the most visited) */
+    for (int32_t i = 0; i < n; i++)
+        if (r->moves[order[i]] == r->best) {
+            int32_t x = order[i];
+            memmove(order + 1, order, (size_t)i * sizeof order[0]);
+            order[0] = x;
+            break;
+        }
+    if (n == 0) {
+        usi_out_line(s->out, "info multipv 1 %s score cp %d%s%s", head, usi_value_to_cp(usi_result_value(r)),
+                     r->pv_len > 0 ? " pv" : "", pv);
+        return;
+    }
+    for (int32_t k = 0; k < n && k < s->multipv; k++) {
+        int32_t i = order[k];
+        char one[2 * MOVE_USI_MAX + 8];
+        bool full_pv = r->pv_len > 0 && r->pv[0] == r->moves[i];
+        if (!full_pv) moves_text(&r->moves[i], 1, one, sizeof one);
+        float q = r->visits[i] > 0 ? r->q[i] : usi_result_value(r);
+        usi_out_line(s->out, "info multipv %d %s score cp %d pv%s", k + 1, head, usi_value_to_cp(q),
+                     full_pv ? pv : one);
+    }
 }
 
 static void sample_depth(usi_search_t *s, usi_batch_t *b) {
@@ -140,6 +190,7 @@ void usi_search_run(usi_search_t *s, const usi_search_limits_t *lim) {
     int64_t interval = s->info_interval_ms > 0 ? s->info_interval_ms : 1000;
     atomic_store(&s->halt_, 0);
     s->warned_ = false;
+    s->mate = 0;
     s->depth_sum_ = s->depth_n_ = 0;
     s->playouts = 0;
     s->depth = s->seldepth = 0;

@@ -5,7 +5,8 @@
  * limits (mcts/timeman does the clock arithmetic), the collect / evaluate /
  * deliver loop with two batches in flight, the switch from pondering to a
  * timed search at `ponderhit`, the `info` line (depth, seldepth, nodes, nps,
- * time, hashfull, score cp, pv) and the score scale.
+ * time, hashfull, score cp or mate, pv; `multipv k` lines with MultiPV > 1)
+ * and the score scale.
  * Does not own: threads and the bestmove decision (session.c), the tree
  * (mcts/), the network (eval.c).
  *
@@ -13,6 +14,11 @@
  * it has no visits), as expected score s = (1 + Q) / 2, is reported as
  * cp = 600 * log10(s / (1 - s)), i.e. s = 1 / (1 + 10^(-cp / 600)), with s
  * clamped to [0.001, 0.999] (|cp| <= 1799).
+ *
+ * MultiPV N > 1: N lines `info multipv k ...` for the N most visited root
+ * moves (visited ones only, at least one), each with its own Q as score; the
+ * first carries the whole PV, the others their move alone (the tree gives
+ * no second line).
  *
  * Depth: one leaf of every batch is sampled; depth is the mean sampled leaf
  * depth (plies below the root, rounded, at least 1) and seldepth the deepest.
@@ -28,6 +34,7 @@
 #include "mcts/mcts.h"
 #include "mcts/timeman.h"
 #include "usi/eval.h"
+#include "usi/mate.h"
 #include "usi/options.h"
 #include "usi/out.h"
 
@@ -86,6 +93,13 @@ typedef struct {
     int64_t info_interval_ms;      /* 1000 */
     pos_t *scratch;             /* depth sampling */
     mcts_result_t *res;               /* out: the final result */
+    int32_t multipv;                  /* info lines per report (MultiPV); <= 1: one, without `multipv` */
+    /* a proven mate (set by the caller before usi_search_info): > 0 the side
+     * to move mates in `mate` plies, < 0 it is mated in -mate plies; 0 none.
+     * The info line then says `score mate <mate>` with mate_pv as its pv. */
+    int32_t mate;
+    int32_t mate_len;
+    move_t mate_pv[USI_MATE_PLY_MAX + 1];
     /* out */
     int64_t playouts;
     int64_t elapsed_ms;

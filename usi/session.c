@@ -57,6 +57,7 @@ struct usi_session {
     usi_batch_t *batch[2];
     int32_t batch_cap;
     mcts_result_t *res;
+    usi_mate_result_t mate_res; /* the search thread's: root_mate, mated_in */
     usi_search_t search; /* the search thread's loop state (the tree points at its stop flag) */
     pos_t *scratch;
     double nps_est;
@@ -438,6 +439,82 @@ static void search_limits(usi_session_t *s, const usi_job_t *j, usi_search_limit
     }
 }
 
+/* ---- proven mates ------------------------------------------------------------------ */
+
+/* Budgets of the mate searches around each go: small beside any move's time. */
+enum {
+    USI_ROOT_MATE_PLIES = 7,    /* the side to move mates in at most this many plies */
+    USI_ROOT_MATE_NODES = 20000,
+    USI_ROOT_MATE_MS = 50,      /* and at most a quarter of the time to the hard deadline */
+    USI_MATED_PLIES = 7,        /* after each of our moves, the opponent's mate */
+    USI_MATED_NODES = 4000,     /* per move */
+    USI_MATED_MS = 30,          /* for all of them */
+    USI_MATED_MOVES_MAX = 64,   /* more legal moves than this: not tried */
+    USI_MATE_TT_LOG2 = 16,
+};
+#define USI_MATED_Q (-0.8f) /* the search's value below which a mate against us is looked for */
+
+static int64_t mate_deadline(const usi_search_limits_t *lim, int64_t budget_ms) {
+    int64_t now = compat_now_ms(), d = now + budget_ms;
+    if (lim->hard_ms && !lim->ponder) {
+        int64_t quarter = now + (lim->hard_ms - now) / 4;
+        if (quarter < d) d = quarter;
+    }
+    return d > now ? d : now + 1;
+}
+
+/* Does the side to move at root mate within USI_ROOT_MATE_PLIES? A FOUND
+ * answer of usi_mate_search is proven (every defence tried) and the shortest
+ * (iterative deepening): r holds it. */
+static bool root_mate(usi_session_t *s, const pos_t *root, const usi_search_limits_t *lim, usi_mate_result_t *r) {
+    usi_mate_limits_t ml;
+    usi_mate_limits_default(&ml);
+    ml.max_plies = USI_ROOT_MATE_PLIES;
+    ml.max_nodes = USI_ROOT_MATE_NODES;
+    ml.tt_log2 = USI_MATE_TT_LOG2;
+    ml.deadline_ms = mate_deadline(lim, USI_ROOT_MATE_MS);
+    ml.stop = &s->stop;
+    pos_copy(s->scratch, root);
+    usi_mate_search(s->scratch, &ml, r);
+    return r->status == USI_MATE_FOUND && r->len > 0 && usi_mate_verify(root, r->pv, r->len);
+}
+
+/* Is the side to move at root mated whatever it plays (every legal move
+ * answered by a mate within USI_MATED_PLIES, found within the budgets)?
+ * Returns the plies to mate after the longest resistance (> 0), with that
+ * line in pv (our move first, *len plies), or 0. */
+static int32_t mated_in(usi_session_t *s, const pos_t *root, const usi_search_limits_t *lim, move_t *pv,
+                        int32_t *len) {
+    move_list_t *l = malloc(sizeof *l);
+    if (!l) return 0;
+    int32_t n = movegen_legal(root, l), worst = -1;
+    usi_mate_limits_t ml;
+    usi_mate_limits_default(&ml);
+    ml.max_plies = USI_MATED_PLIES;
+    ml.max_nodes = USI_MATED_NODES;
+    ml.tt_log2 = USI_MATE_TT_LOG2;
+    ml.deadline_ms = mate_deadline(lim, USI_MATED_MS);
+    ml.stop = NULL; /* after stop, still: the answer is not out yet and this is short */
+    usi_mate_result_t *r = &s->mate_res;
+    for (int32_t i = 0; i < n && n <= USI_MATED_MOVES_MAX; i++) {
+        pos_copy(s->scratch, root);
+        pos_do_move(s->scratch, l->moves[i]);
+        usi_mate_search(s->scratch, &ml, r);
+        if (r->status != USI_MATE_FOUND || r->len <= 0) {
+            worst = -1;
+            break;
+        }
+        if (r->len > worst) {
+            worst = r->len;
+            pv[0] = l->moves[i];
+            memcpy(pv + 1, r->pv, (size_t)r->len * sizeof(move_t));
+            *len = r->len + 1;
+        }
+    }
+    free(l);
+    return worst >= 0 ? worst + 1 : 0;
+}
+
 /* The first legal move (when the clock ran out before the root was evaluated). */
 static move_t first_legal(const pos_t *pos) {
     move_list_t *l = malloc(sizeof *l);
@@ -487,12 +564,40 @@ static void *thread_main(void *arg) {
     se->info_interval_ms = 1000;
     se->scratch = s->scratch;
     se->res = s->res;
+    se->multipv = (int32_t)j->opt.multipv;
+    se->mate = 0;
+    usi_mate_result_t *mr = &s->mate_res;
+    if (root_mate(s, root, &lim, mr)) {
+        /* proven: played at once (an infinite or ponder search holds it until stop) */
+        se->mate = mr->len;
+        se->mate_len = mr->len;
+        memcpy(se->mate_pv, mr->pv, (size_t)mr->len * sizeof(move_t));
+        se->playouts = mr->nodes;
+        se->depth = se->seldepth = mr->len;
+        mcts_search_result(s->tree, s->res); /* hashfull of the tree as it stands */
+        usi_search_info(se);
+        char mv[MOVE_USI_MAX], pm[MOVE_USI_MAX];
+        move_to_usi(mr->pv[0], mv);
+        if (j->opt.ponder && mr->len >= 2) {
+            move_to_usi(mr->pv[1], pm);
+            snprintf(line, sizeof line, "bestmove %s ponder %s", mv, pm);
+        } else {
+            snprintf(line, sizeof line, "bestmove %s", mv);
+        }
+        answer(s, j, line);
+        return thread_done(s);
+    }
     usi_search_run(se, &lim);
-    usi_search_info(se);
-    if (se->elapsed_ms >= 50 && se->playouts > 0) s->nps_est = (double)se->playouts * 1000.0 / (double)se->elapsed_ms;
     const mcts_result_t *r = s->res;
     float q = usi_result_value(r);
     move_t best = r->best;
+    int32_t mated = q < USI_MATED_Q ? mated_in(s, root, &lim, se->mate_pv, &se->mate_len) : 0;
+    if (mated > 0) { /* every move loses to a mate: the longest resistance, said so */
+        se->mate = -mated;
+        best = se->mate_pv[0];
+    }
+    usi_search_info(se);
+    if (se->elapsed_ms >= 50 && se->playouts > 0) s->nps_est = (double)se->playouts * 1000.0 / (double)se->elapsed_ms;
     if (best == MOVE_NONE) {
         best = first_legal(root);
         usi_session_say(s, "no move searched yet: playing the first legal move");
@@ -506,8 +611,10 @@ static void *thread_main(void *arg) {
     } else {
         char mv[MOVE_USI_MAX], pm[MOVE_USI_MAX];
         move_to_usi(best, mv);
-        if (j->opt.ponder && r->pv_len >= 2 && r->pv[0] == best) {
-            move_to_usi(r->pv[1], pm);
+        const move_t *pv = mated > 0 ? se->mate_pv : r->pv;
+        int32_t pv_len = mated > 0 ? se->mate_len : r->pv_len;
+        if (j->opt.ponder && pv_len >= 2 && pv[0] == best) {
+            move_to_usi(pv[1], pm);
             snprintf(line, sizeof line, "bestmove %s ponder %s", mv, pm);
         } else {
             snprintf(line, sizeof line, "bestmove %s", mv);

@@ -1,0 +1,207 @@
+/* test_usi_analysis.c - what analysis GUIs use (issue 31.4), as USI
+ * conversations with the real koma binary:
+ *   - `score mate N`: a mate in one gives `score mate 1` and plays it, a mate
+ *     in three `score mate 3`; a side mated whatever it plays
+ *     `score mate -N`; under `go infinite` the mate line comes at once and
+ *     the bestmove only after stop;
+ *   - MultiPV 3: three lines `info multipv 1..3`, three different legal root
+ *     moves, the first one's pv starting with the bestmove;
+ *   - USI_Ponder: false, no ponder move in bestmove; true, a legal one;
+ *   - EnteringKingRule: CSARule27 declares (`bestmove win`), NoEnteringKing
+ *     plays a move instead;
+ *   - MinimumThinkingTime: a timed move thinks at least that long.
+ */
+#include "usi_test.h"
+
+#include "engine/encode.h"
+#include "nn/net.h"
+#include "nn/weights.h"
+
+static usi_proc_t P;
+static pos_t *pos;
+static char txt[16];
+
+static bool write_net(const char *path) {
+    char err[512];
+    nn_backend_t *be = nn_backend_cpu_new(1);
+    nn_net_config_t c = {1, 16, NN_ACT_RELU, ENC_PLANES, ENC_HAND, ENC_FEATURES_VERSION};
+    nn_net_t *net = nn_net_new(be, &c, 3, err, sizeof err);
+    bool ok = net && nn_weights_save(net, NULL, path, err, sizeof err) == 0;
+    if (!ok) fprintf(stderr, "write_net %s: %s\n", path, err);
+    nn_net_free(net);
+    nn_backend_free(be);
+    return ok;
+}
+
+/* position sfen SFEN, go ARGS: the bestmove line; *info the info line before it. */
+static const char *go_at(const char *sfen, const char *args, const char **info) {
+    proc_send(&P, "position sfen %s", sfen);
+    proc_send(&P, "go %s", args);
+    const char *bm = proc_expect(&P, "bestmove ", 30000);
+    *info = bm && P.mark >= 2 ? P.lines[P.mark - 2] : NULL;
+    return bm;
+}
+
+static void test_score_mate(void) {
+    fprintf(stderr, "-- score mate\n");
+    const char *info;
+    /* Black: gold on 5c, a gold in hand; G*5b mates */
+    const char *m1 = "4k4/9/4G4/9/9/9/9/9/4K4 b G 1";
+    const char *bm = go_at(m1, "nodes 64", &info);
+    CHECKF(bm && strcmp(bm, "bestmove G*5b") == 0, "mate in one played: %s", bm ? bm : "-");
+    CHECKF(info && strstr(info, " score mate 1 pv G*5b"), "score mate 1: %s", info ? info : "-");
+    /* a mate in three and one in five (test_usi_go_mate's and test_usi_mate's
+     * fixtures, none shorter): the shortest, its line ending in mate */
+    static const struct {
+        const char *sfen;
+        const char *want;
+    } longer[] = {{"lb7/4k4/5P3/5G3/9/9/9/9/8K b GG 1", " score mate 3 pv "},
+                  {"k8/7l1/p7R/S2L5/9/9/9/9/K8 b S 1", " score mate 5 pv "}};
+    for (int i = 0; i < 2; i++) {
+        bm = go_at(longer[i].sfen, "nodes 64", &info);
+        CHECKF(info && strstr(info, longer[i].want), "%s: '%s': %s", longer[i].sfen, longer[i].want,
+               info ? info : "-");
+        const char *pv = info ? strstr(info, " pv ") : NULL;
+        CHECKF(pv && play_moves(pos, longer[i].sfen, pv + 4) && pos_in_check(pos) && movegen_count_legal(pos) == 0,
+               "the mate pv ends in mate: %s", info ? info : "-");
+        CHECKF(pv && bm && strncmp(pv + 4, bm + 9, strcspn(bm + 9, " ")) == 0, "the first move played: %s",
+               bm ? bm : "-");
+    }
+    /* White to move, mated in two whatever it plays (5a-4a G*4b, 5a-6a G*6b) */
+    const char *mated = "4k4/9/4G4/9/9/9/9/9/4K4 w G 1";
+    bm = go_at(mated, "nodes 64", &info);
+    CHECKF(info && strstr(info, " score mate -2 "), "score mate -2: %s", info ? info : "-");
+    CHECKF(play_moves(pos, mated, "") && bestmove_of(pos, bm, txt, sizeof txt) != MOVE_NONE, "legal: %s",
+           bm ? bm : "-");
+    /* the start position: no mate, a cp score */
+    proc_send(&P, "position startpos");
+    proc_send(&P, "go nodes 64");
+    CHECK(proc_expect(&P, "bestmove ", 30000) != NULL);
+    info = P.mark >= 2 ? P.lines[P.mark - 2] : NULL;
+    CHECKF(info && strstr(info, " score cp ") && !strstr(info, "mate"), "no mate at the start: %s", info ? info : "-");
+    /* go infinite on a mate: the mate line at once, the bestmove after stop */
+    proc_send(&P, "position sfen %s", m1);
+    int from = P.mark;
+    proc_send(&P, "go infinite");
+    CHECKF(proc_expect(&P, "info depth 1 ", 10000) != NULL, "go infinite: the mate line");
+    proc_drain(&P, 200);
+    CHECKF(!proc_find(&P, from, P.n_lines, "bestmove"), "go infinite: no bestmove before stop");
+    proc_send(&P, "stop");
+    bm = proc_expect(&P, "bestmove ", 5000);
+    CHECKF(bm && strcmp(bm, "bestmove G*5b") == 0, "go infinite, stop: the mate: %s", bm ? bm : "-");
+}
+
+static void test_multipv(void) {
+    fprintf(stderr, "-- MultiPV 3\n");
+    proc_send(&P, "setoption name MultiPV value 3");
+    proc_send(&P, "position startpos moves 7g7f");
+    int from = P.mark;
+    proc_send(&P, "go nodes 300");
+    const char *bm = proc_expect(&P, "bestmove ", 30000);
+    /* the last report: the three lines right before bestmove */
+    const char *l[3];
+    for (int k = 0; k < 3; k++) l[k] = P.mark - 4 + k >= from ? P.lines[P.mark - 4 + k] : NULL;
+    char moves[3][16] = {"", "", ""};
+    for (int k = 0; k < 3; k++) {
+        char want[32];
+        snprintf(want, sizeof want, "info multipv %d ", k + 1);
+        CHECKF(l[k] && starts_with(l[k], want) && strstr(l[k], " score cp ") && strstr(l[k], " pv "),
+               "line %d: %s", k + 1, l[k] ? l[k] : "-");
+        const char *pv = l[k] ? strstr(l[k], " pv ") : NULL;
+        if (!pv) continue;
+        snprintf(moves[k], sizeof moves[k], "%.*s", (int)strcspn(pv + 4, " "), pv + 4);
+        CHECKF(play_moves(pos, "startpos", "7g7f") && move_from_usi(pos, moves[k], strlen(moves[k])) != MOVE_NONE,
+               "line %d: a legal move: %s", k + 1, moves[k]);
+    }
+    CHECKF(strcmp(moves[0], moves[1]) && strcmp(moves[1], moves[2]) && strcmp(moves[0], moves[2]),
+           "three different moves: %s %s %s", moves[0], moves[1], moves[2]);
+    CHECKF(bm && bestmove_of(pos, bm, txt, sizeof txt) != MOVE_NONE && strcmp(txt, moves[0]) == 0,
+           "multipv 1 is the bestmove: %s vs %s", moves[0], bm ? bm : "-");
+    proc_send(&P, "setoption name MultiPV value 1");
+    proc_send(&P, "go nodes 50");
+    CHECK(proc_expect(&P, "bestmove ", 30000) != NULL);
+    const char *one = P.mark >= 2 ? P.lines[P.mark - 2] : NULL;
+    CHECKF(one && starts_with(one, "info depth "), "MultiPV 1: the plain line: %s", one ? one : "-");
+}
+
+static void test_ponder_option(void) {
+    fprintf(stderr, "-- USI_Ponder\n");
+    for (int on = 0; on < 2; on++) {
+        proc_send(&P, "setoption name USI_Ponder value %s", on ? "true" : "false");
+        proc_send(&P, "position startpos moves 2g2f");
+        proc_send(&P, "go nodes 300");
+        const char *bm = proc_expect(&P, "bestmove ", 30000);
+        const char *info = bm && P.mark >= 2 ? P.lines[P.mark - 2] : NULL;
+        const char *pv = info ? strstr(info, " pv ") : NULL;
+        CHECKF(pv && strchr(pv + 4, ' '), "a pv of two moves or more: %s", info ? info : "-");
+        if (!on) {
+            CHECKF(bm && !strstr(bm, " ponder "), "USI_Ponder false: no ponder move: %s", bm ? bm : "-");
+        } else {
+            CHECKF(bm && strstr(bm, " ponder "), "USI_Ponder true: a ponder move: %s", bm ? bm : "-");
+            if (bm && strstr(bm, " ponder ")) {
+                play_moves(pos, "startpos", "2g2f");
+                pos_do_move(pos, bestmove_of(pos, bm, txt, sizeof txt));
+                const char *pm = strstr(bm, " ponder ") + 8;
+                CHECKF(move_from_usi(pos, pm, strcspn(pm, " ")) != MOVE_NONE, "legal ponder move: %s", bm);
+            }
+        }
+    }
+    proc_send(&P, "setoption name USI_Ponder value false");
+}
+
+static void test_entering_king(void) {
+    fprintf(stderr, "-- EnteringKingRule\n");
+    /* Black king in camp, 13 pieces there, 28 points: it may declare */
+    const char *decl = "+R+BGGSS+L+L1/4K4/PPPPP4/9/9/9/9/9/4k4 b 7P 1";
+    CHECKF(play_moves(pos, decl, "") && rules_can_declare(pos), "fixture declares");
+    const char *info;
+    const char *bm = go_at(decl, "nodes 32", &info);
+    CHECKF(bm && strcmp(bm, "bestmove win") == 0, "CSARule27 (default): %s", bm ? bm : "-");
+    proc_send(&P, "setoption name EnteringKingRule value NoEnteringKing");
+    bm = go_at(decl, "nodes 32", &info);
+    CHECKF(bestmove_of(pos, bm, txt, sizeof txt) != MOVE_NONE, "NoEnteringKing: a move, not win: %s", bm ? bm : "-");
+    proc_send(&P, "setoption name EnteringKingRule value CSARule27");
+    bm = go_at(decl, "nodes 32", &info);
+    CHECKF(bm && strcmp(bm, "bestmove win") == 0, "CSARule27 again: %s", bm ? bm : "-");
+}
+
+static void test_minimum_time(void) {
+    fprintf(stderr, "-- MinimumThinkingTime\n");
+    /* 20 s sudden death at move 1: soft ~200 ms, hard ~400 ms; at least 380 ms asked for */
+    proc_send(&P, "setoption name MinimumThinkingTime value 380");
+    proc_send(&P, "position startpos");
+    long long t0 = now_ms();
+    proc_send(&P, "go btime 20000 wtime 20000");
+    const char *bm = proc_expect(&P, "bestmove ", 10000);
+    long long dt = now_ms() - t0;
+    CHECKF(bm && dt >= 370, "MinimumThinkingTime 380: thought %lld ms", dt);
+    fprintf(stderr, "   go btime 20000 with MinimumThinkingTime 380: %lld ms\n", dt);
+    proc_send(&P, "setoption name MinimumThinkingTime value 0");
+}
+
+int main(void) {
+    watchdog(170);
+    pos = malloc(sizeof *pos);
+    const char *dir = t_scratch("test_usi_analysis");
+    char net[700];
+    snprintf(net, sizeof net, "%s/net.safetensors", dir);
+    CHECK(write_net(net));
+    CHECK(proc_start(&P, NULL));
+    CHECK(proc_handshake(&P));
+    test_score_mate();
+    test_entering_king();
+    test_minimum_time();
+    /* a net, so that the search has preferences (MultiPV, ponder moves) */
+    proc_send(&P, "setoption name Net value %s", net);
+    proc_send(&P, "setoption name Backend value cpu");
+    proc_send(&P, "isready");
+    CHECK(proc_expect(&P, "readyok", 30000) != NULL);
+    test_multipv();
+    test_ponder_option();
+    proc_send(&P, "quit");
+    CHECKF(proc_wait_exit(&P, 5000) && P.status == 0, "quit");
+    proc_end(&P);
+    t_rm_rf(dir);
+    free(pos);
+    return t_done("test_usi_analysis");
+}
