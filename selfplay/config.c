@@ -267,7 +267,7 @@ nn_server_config_t sp_config_server(const sp_config_t *c) {
     s.expect_features_version = ENC_FEATURES_VERSION;
     /* Every worker keeps two submissions of up to half its games' leaves in
      * flight: the queue must hold them all, or submitters block on each other. */
-    int64_t half = (sp_config_games_per_thread(c) + 1) / 2 * c->leaves_per_game;
+    int64_t half = (c->games_per_thread + 1) / 2 * c->leaves_per_game;
     int64_t q = 2 * sp_config_threads(c) * half + c->max_batch;
     if (q < 8 * c->max_batch) q = 8 * c->max_batch;
     if (q > INT32_MAX / 2) q = INT32_MAX / 2;

@@ -97,9 +97,12 @@ int sp_config_flags(sp_config_t *c, cfg_opt_t *opts, int cap);
  * is first played (a warning, and the run goes on without it). */
 int sp_config_check(const sp_config_t *c, char *err, size_t errlen);
 
-/* Games each worker drives at once: --games-per-thread, capped by
- * --games-per-cycle (at least 2): a thread never starts more games than a
- * cycle plays (65536 slots for a 2-game cycle held 65536 trees). */
+/* --games-per-thread capped by --games-per-cycle (at least 2): a run's
+ * thread never starts more games than a cycle plays (65536 slots for a
+ * 2-game cycle held 65536 trees). `selfplay` (sp_main) sets games_per_thread
+ * to it and says so; the pool and the server take games_per_thread as
+ * given (bench_selfplay and genconfig measure any). The memory check counts
+ * the capped games. */
 int64_t sp_config_games_per_thread(const sp_config_t *c);
 /* The most memory one game slot can take: its search tree's block at its
  * node and edge limits (from --visits / --visits-fast and

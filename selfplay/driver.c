@@ -812,12 +812,8 @@ static int start_selfplay(driver_t *d, char *err, size_t errlen) {
     if (!d->pool) return -1;
     if (sp_pool_start(d->pool, err, errlen) != 0) return -1;
     d->pool_running = true;
-    if (sp_config_games_per_thread(d->cfg) < d->cfg->games_per_thread) /* said once: start_selfplay runs once */
-        dlog(d, "--games-per-thread %lld capped at %lld: a thread never plays more games at once than a cycle "
-             "has (--games-per-cycle %lld)", (long long)d->cfg->games_per_thread,
-             (long long)sp_config_games_per_thread(d->cfg), (long long)d->cfg->games_per_cycle);
     dlog(d, "self-play: %lld threads x %lld games, %s search, %lld visits (full, p=%.2f) / %lld (fast), max ply %lld",
-         (long long)sp_config_threads(d->cfg), (long long)sp_config_games_per_thread(d->cfg), d->cfg->search, (long long)d->cfg->visits,
+         (long long)sp_config_threads(d->cfg), (long long)d->cfg->games_per_thread, d->cfg->search, (long long)d->cfg->visits,
          d->cfg->full_prob, (long long)d->cfg->visits_fast, (long long)d->cfg->max_ply);
     return 0;
 }
@@ -1191,6 +1187,13 @@ int sp_main(int argc, char **argv, int install_stop_handler) {
     }
     int32_t rank = dist_rank(dist), K = (int32_t)cfg.train_ranks;
     dist_t *group = NULL;
+    if (sp_config_games_per_thread(&cfg) < cfg.games_per_thread) { /* a thread's games never exceed a cycle's */
+        if (rank == 0)
+            fprintf(stderr, "selfplay: --games-per-thread %lld capped at %lld: a thread never plays more games at "
+                    "once than a cycle has (--games-per-cycle %lld)\n", (long long)cfg.games_per_thread,
+                    (long long)sp_config_games_per_thread(&cfg), (long long)cfg.games_per_cycle);
+        cfg.games_per_thread = sp_config_games_per_thread(&cfg);
+    }
     if (K > dist_size(dist) || (K > 1 && tcfg.batch % K != 0)) { /* every rank sees the same flags and refuses */
         if (rank == 0) {
             if (K > dist_size(dist))

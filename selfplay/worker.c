@@ -266,7 +266,7 @@ sp_pool_t *sp_pool_new(const sp_config_t *cfg, nn_server_t *server, mcts_cache_t
     p->n_workers = (int32_t)sp_config_threads(cfg);
     p->workers = calloc((size_t)p->n_workers, sizeof(worker_t));
     if (!p->workers) goto oom;
-    int32_t per = (int32_t)cfg->leaves_per_game, ng = (int32_t)sp_config_games_per_thread(cfg);
+    int32_t per = (int32_t)cfg->leaves_per_game, ng = (int32_t)cfg->games_per_thread;
     for (int32_t t = 0; t < p->n_workers; t++) {
         worker_t *w = &p->workers[t];
         w->pool = p;
@@ -291,7 +291,7 @@ sp_pool_t *sp_pool_new(const sp_config_t *cfg, nn_server_t *server, mcts_cache_t
     return p;
 oom:
     snprintf(err, errlen, "self-play: out of memory for %lld x %lld game slots", (long long)sp_config_threads(cfg),
-             (long long)sp_config_games_per_thread(cfg));
+             (long long)cfg->games_per_thread);
     sp_pool_free(p);
     return NULL;
 }

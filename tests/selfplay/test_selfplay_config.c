@@ -201,8 +201,6 @@ static void test_slots(void) {
     CHECKF(parse(9, a1, err, sizeof err) == CFG_OK, "%s", err);
     CHECKF(sp_config_games_per_thread(&g_cfg) == 2, "65536 games per thread for a 2-game cycle: %lld",
            (long long)sp_config_games_per_thread(&g_cfg));
-    nn_server_config_t sc = sp_config_server(&g_cfg);
-    CHECKF(sc.queue_positions < 65536, "the server's queue is sized for %d positions", sc.queue_positions);
     char *a2[] = {"selfplay", "--games-per-thread", "8", "--games-per-cycle", "24"};
     CHECK(parse(5, a2, err, sizeof err) == CFG_OK && sp_config_games_per_thread(&g_cfg) == 8);
     char *a3[] = {"selfplay", "--games-per-thread", "5", "--games-per-cycle", "1"};
