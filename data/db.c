@@ -745,8 +745,9 @@ static db_status_t check_schema(db_t *db) {
  * write, a plain read-only open fails ("unable to open database file"). A
  * cleanly closed run there (no -wal, or an empty one: everything
  * checkpointed) is opened immutable (SQLite's immutable=1 URI: no locks, no
- * -shm); one whose -wal still holds transactions cannot be read without
- * writing, and is refused naming why. */
+ * -shm); one whose -wal still holds transactions is opened plainly when its
+ * -shm is there (SQLite reads through a read-only one), else it cannot be
+ * read without writing and is refused naming why. */
 
 /* 1 when path's directory takes no new file (read-only file system or permissions). */
 static int on_readonly_media(const char *path) {
@@ -780,8 +781,10 @@ static int immutable_uri(const char *path, char *out, size_t len) {
  * when it cannot be read without writing. */
 static int reader_route(const char *path, char *uri, size_t urilen, char *err, size_t errlen) {
     if (!on_readonly_media(path)) return 0;
-    char wal[DB_PATH_MAX + 1100];
+    char wal[DB_PATH_MAX + 1100], shm[DB_PATH_MAX + 1100];
     snprintf(wal, sizeof wal, "%s-wal", path);
+    snprintf(shm, sizeof shm, "%s-shm", path);
+    if (compat_file_size(wal) > 0 && compat_file_exists(shm)) return 0; /* SQLite reads through a read-only -shm */
     if (compat_file_size(wal) > 0) {
         if (err && errlen)
             snprintf(err, errlen,
