@@ -289,7 +289,7 @@ static int train_main(int argc, char **argv) {
  * folder); the other ranks open it read-only once rank 0 holds it. 0, or -1
  * with the message printed. */
 static int offline_open(offline_t *o, const char *config_text) {
-    char err[2048], e2[1024], path[1400];
+    char err[2048], path[1400];
     if (g_rank == 0 && ((g_out[0] && check_out(g_out, "the final net", "--out", err, sizeof err) != 0) ||
                         (g_losses[0] && check_out(g_losses, "the losses", "--losses", err, sizeof err) != 0))) {
         fprintf(stderr, "train: %s\n", err);
@@ -314,7 +314,6 @@ static int offline_open(offline_t *o, const char *config_text) {
         fprintf(stderr, "train: %s\n", err);
         return -1;
     }
-    (void)e2;
     if (g_rank == 0 && gate(1) != 0) return -1;
     snprintf(o->ckpt, sizeof o->ckpt, "%s/%s/checkpoint.safetensors", o->run, RUN_TRAIN);
     return 0;
@@ -383,6 +382,14 @@ static int register_start(offline_t *o) {
  * a new net of another size only when --net/--activation ask for one, said
  * so; a run without a model starts from a new --net net. 0, or -1 with the
  * message printed. */
+/* A new, untrained net of cfg's size into o->tn. 0, or -1 with the message printed. */
+static int new_net(offline_t *o, const train_config_t *cfg, int32_t rows) {
+    char err[2048];
+    if (train_net_new(o->be, cfg, rows, &o->tn, err, sizeof err) == 0) return 0;
+    fprintf(stderr, "train: %s\n", err);
+    return -1;
+}
+
 static int start_net(offline_t *o, const train_config_t *cfg, int32_t rows) {
     char err[2048], path[1400 + DB_PATH_MAX], have[32], want[32];
     db_model_t newest;
@@ -391,8 +398,7 @@ static int start_net(offline_t *o, const train_config_t *cfg, int32_t rows) {
         fprintf(stderr, "train: %s\n", db_errmsg(o->db));
         return -1;
     }
-    if (st == DB_NOTFOUND) return train_net_new(o->be, cfg, rows, &o->tn, err, sizeof err) == 0 ? 0
-                                   : (fprintf(stderr, "train: %s\n", err), -1);
+    if (st == DB_NOTFOUND) return new_net(o, cfg, rows);
     run_path(o->run, newest.path, path, sizeof path);
     nn_net_config_t nc;
     if (nn_weights_peek(path, &nc, err, sizeof err) != 0) {
@@ -408,8 +414,7 @@ static int start_net(offline_t *o, const train_config_t *cfg, int32_t rows) {
         if (g_rank == 0)
             printf("starting a new architecture: a new %s %s net, as --net/--activation ask (the run's newest net, "
                    "cycle %d, is %s %s)\n", want, cfg->activation, newest.cycle, have, nn_act_name(nc.act));
-        return train_net_new(o->be, cfg, rows, &o->tn, err, sizeof err) == 0 ? 0
-               : (fprintf(stderr, "train: %s\n", err), -1);
+        return new_net(o, cfg, rows);
     }
     if (g_fresh) { /* a new net, of the run's size */
         train_config_t c = *cfg;
@@ -418,8 +423,7 @@ static int start_net(offline_t *o, const train_config_t *cfg, int32_t rows) {
         if (g_rank == 0)
             printf("--fresh: a new %s %s net, the size of the run's newest net (cycle %d)\n", have,
                    nn_act_name(nc.act), newest.cycle);
-        return train_net_new(o->be, &c, rows, &o->tn, err, sizeof err) == 0 ? 0
-               : (fprintf(stderr, "train: %s\n", err), -1);
+        return new_net(o, &c, rows);
     }
     if (train_net_load(o->be, cfg, rows, path, 0, &o->tn, err, sizeof err) != 0) {
         fprintf(stderr, "train: the run's newest net (cycle %d): %s\n", newest.cycle, err);
