@@ -51,6 +51,24 @@
     "CUDA: " KOMA_BUILD_CUDA "; oneDNN: " KOMA_BUILD_DNNL "; BLAS: " KOMA_BUILD_BLAS "; MPI: " KOMA_BUILD_MPI \
     "; NCCL: " KOMA_BUILD_NCCL
 
+/* The name a program was run as: argv0 without its directory and a ".exe"
+ * ("koma-genconfig" where installed, "genconfig" in the build), for usage,
+ * --version and messages; fallback when argv0 is NULL, empty or too long.
+ * The text lives in a static buffer (one per program). */
+static inline const char *koma_program_name(const char *argv0, const char *fallback) {
+    static char buf[64];
+    if (!argv0 || !*argv0) return fallback;
+    const char *b = argv0;
+    for (const char *p = argv0; *p; p++)
+        if (*p == '/' || *p == '\\') b = p + 1;
+    size_t n = strlen(b);
+    if (n > 4 && (strcmp(b + n - 4, ".exe") == 0 || strcmp(b + n - 4, ".EXE") == 0)) n -= 4;
+    if (n == 0 || n >= sizeof buf) return fallback;
+    memcpy(buf, b, n);
+    buf[n] = 0;
+    return buf;
+}
+
 /* The three lines of --version, to out. */
 static inline void koma_version_print(FILE *out, const char *name) {
     fprintf(out, "%s (Koma) %s\ncommit %s\n%s\n", name, KOMA_VERSION_STRING, KOMA_GIT_COMMIT, KOMA_BUILD_PARTS);

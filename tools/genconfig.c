@@ -336,8 +336,8 @@ static int gc_out_check(const char *path, char *err, size_t errlen) {
         fclose(f);
     }
     if (strncmp(first, GC_FIRST_LINE, strlen(GC_FIRST_LINE)) != 0) {
-        snprintf(err, errlen, "--out %s: the file exists and genconfig did not write it: give another --out, or remove it",
-                 path);
+        snprintf(err, errlen,
+                 "--out %s: the file exists and genconfig did not write it: give another --out, or remove it", path);
         return -1;
     }
     return 0;
@@ -355,9 +355,10 @@ static int gc_write(const char *path, const sb_t *b, char *err, size_t errlen) {
 
 /* ---- main ---------------------------------------------------------------------- */
 
-#define USAGE                                                                                                    \
-    "usage: genconfig [--seconds 5] [--warmup S] [--out genconfig.ini] [--backend auto|cpu|cuda] [--net BxC]\n" \
-    "                 [--config FILE] [any selfplay flag, held fixed]\n"                                         \
+/* after "usage: NAME " */
+#define USAGE_ARGS                                                                                               \
+    "[--seconds 5] [--warmup S] [--out genconfig.ini] [--backend auto|cpu|cuda] [--net BxC] [--config FILE] "   \
+    "[any selfplay flag, held fixed]\n"                                                                          \
     "Plays self-play for --seconds under each of a series of settings (threads, games per thread; on a GPU\n"  \
     "also streams, max batch, gather wait), prints a row of figures for each, and writes the best as an INI\n" \
     "for `selfplay --config`. --backend defaults to auto here (the GPU when there is one); --net to 4x32 on\n"  \
@@ -365,7 +366,9 @@ static int gc_write(const char *path, const sb_t *b, char *err, size_t errlen) {
     "--config file are the starting point. Both are written to the INI too."
 
 int main(int argc, char **argv) {
-    if (koma_version_asked(argc, argv, "genconfig")) return 0;
+    /* genconfig in the build, koma-genconfig where installed: in usage, --version and messages */
+    const char *prog = koma_program_name(argc > 0 ? argv[0] : NULL, "genconfig");
+    if (koma_version_asked(argc, argv, prog)) return 0;
     nn_cpu_blas_reexec_if_generic(argv);
     static sp_config_t cfg, dcfg;
     static train_config_t tcfg, dtcfg;
@@ -387,16 +390,19 @@ int main(int argc, char **argv) {
     int nall = n;
     opts[nall++] = (cfg_opt_t){"seconds", CFG_TYPE_DOUBLE, &seconds, 0.2, 3600, "measured seconds per setting"};
     opts[nall++] = (cfg_opt_t){"warmup", CFG_TYPE_DOUBLE, &warmup, -1, 3600,
-                               "seconds played before measuring each setting (-1 = half of --seconds, at least 3 on a GPU)"};
+                               "seconds played before measuring each setting (-1 = half of --seconds, at least 3 "
+                               "on a GPU)"};
     opts[nall++] = (cfg_opt_t){"out", CFG_TYPE_PATH, out, 1, 0,
                                "the INI written (never a non-regular file, nor a file genconfig did not write)",
                                NULL, NULL, sizeof out};
     char err[1024];
-    int rc = cfg_parse(opts, nall, argc, argv, 1, NULL, 0, NULL, USAGE, stdout, err, sizeof err);
+    char usage[1024];
+    snprintf(usage, sizeof usage, "usage: %s " USAGE_ARGS, prog);
+    int rc = cfg_parse(opts, nall, argc, argv, 1, NULL, 0, NULL, usage, stdout, err, sizeof err);
     if (rc == CFG_HELP) return 0;
     if (rc != CFG_OK || train_config_check(&tcfg, err, sizeof err) != 0 ||
         sp_config_check(&cfg, err, sizeof err) != 0) {
-        fprintf(stderr, "genconfig: %s\n", err);
+        fprintf(stderr, "%s: %s\n", prog, err);
         return 2;
     }
     /* the flags tried that the command line holds fixed (--config keys are tried) */
@@ -410,12 +416,14 @@ int main(int argc, char **argv) {
         }
     nn_backend_kind_t kind;
     if (nn_backend_resolve(cfg.backend, &kind, err, sizeof err) != 0) {
-        fprintf(stderr, "genconfig: --backend %s\n", err);
+        fprintf(stderr, "%s: --backend %s\n", prog, err);
         return 2;
     }
     if (kind == NN_BACKEND_KIND_CUDA && nn_cuda_device_count() == 0) {
-        fprintf(stderr, "genconfig: --backend cuda: no CUDA device (or Koma was built without CUDA: see --version); "
-                        "use --backend cpu\n");
+        fprintf(stderr,
+                "%s: --backend cuda: no CUDA device (or Koma was built without CUDA: see --version); "
+                "use --backend cpu\n",
+                prog);
         return 1;
     }
     snprintf(cfg.backend, sizeof cfg.backend, "%s", nn_backend_kind_name(kind));
@@ -424,21 +432,21 @@ int main(int argc, char **argv) {
     if (kind == NN_BACKEND_KIND_CUDA && !given[net_row - opts]) snprintf(tcfg.net, sizeof tcfg.net, GC_GPU_NET);
     nn_net_config_t nc = {0, 0, NN_ACT_RELU, ENC_PLANES, ENC_HAND, ENC_FEATURES_VERSION};
     if (nn_net_size_parse(tcfg.net, &nc.blocks, &nc.channels) != 0) {
-        fprintf(stderr, "genconfig: --net '%s' is not BLOCKSxCHANNELS (e.g. 4x32)\n", tcfg.net);
+        fprintf(stderr, "%s: --net '%s' is not BLOCKSxCHANNELS (e.g. 4x32)\n", prog, tcfg.net);
         return 2;
     }
     if (gc_out_check(out, err, sizeof err) != 0) {
-        fprintf(stderr, "genconfig: %s\n", err);
+        fprintf(stderr, "%s: %s\n", prog, err);
         return 1;
     }
     compat_install_stop_handler();
 
     sb_t machine = {0};
     gc_machine(&machine, kind == NN_BACKEND_KIND_CUDA ? (int32_t)cfg.device : -1);
-    printf("genconfig: this machine: %s\n", machine.s ? machine.s : "?");
-    printf("genconfig: backend %s, net %s (random weights), %.1f s per setting after %.1f s of warm-up; "
+    printf("%s: this machine: %s\n", prog, machine.s ? machine.s : "?");
+    printf("%s: backend %s, net %s (random weights), %.1f s per setting after %.1f s of warm-up; "
            "a new value is kept when it plays %.0f%% more positions/s\n",
-           cfg.backend, tcfg.net, seconds, warmup, 100 * (GC_MARGIN - 1));
+           prog, cfg.backend, tcfg.net, seconds, warmup, 100 * (GC_MARGIN - 1));
     nn_backend_t *be = nn_backend_cpu_new(1);
     static gc_t g;
     g.base = &cfg;
@@ -446,7 +454,7 @@ int main(int argc, char **argv) {
     g.warmup = warmup;
     g.net = be ? nn_net_new(be, &nc, 1, err, sizeof err) : NULL;
     if (!g.net) {
-        fprintf(stderr, "genconfig: the net %s: %s\n", tcfg.net, be ? err : "no CPU backend (out of memory)");
+        fprintf(stderr, "%s: the net %s: %s\n", prog, tcfg.net, be ? err : "no CPU backend (out of memory)");
         nn_backend_free(be);
         free(machine.s);
         return 1;
@@ -491,13 +499,13 @@ int main(int argc, char **argv) {
     nn_backend_free(be);
     int status = 0;
     if (compat_stop_requested()) {
-        fprintf(stderr, "genconfig: interrupted: %s not written\n", out);
+        fprintf(stderr, "%s: interrupted: %s not written\n", prog, out);
         status = 1;
     } else if (!r0->ok) {
-        fprintf(stderr, "genconfig: the start setting failed (%s): %s not written\n", r0->error, out);
+        fprintf(stderr, "%s: the start setting failed (%s): %s not written\n", prog, r0->error, out);
         status = 1;
     } else {
-        printf("genconfig: %d settings tried; chosen: row %d (%.1f positions/s", g.nrows, best + 1, g.rows[best].pos_s);
+        printf("%s: %d settings tried; chosen: row %d (%.1f positions/s", prog, g.nrows, best + 1, g.rows[best].pos_s);
         if (best != 0) printf(", %+.0f%% over row 1", 100 * (g.rows[best].pos_s / r0->pos_s - 1));
         printf(")\n");
         gc_print_header();
@@ -511,10 +519,10 @@ int main(int argc, char **argv) {
         sb_t ini = {0};
         gc_ini(&ini, &g, best, opts, defs, n, given, held, machine.s ? machine.s : "?", when);
         if (gc_write(out, &ini, err, sizeof err) != 0) {
-            fprintf(stderr, "genconfig: %s\n", err);
+            fprintf(stderr, "%s: %s\n", prog, err);
             status = 1;
         } else {
-            printf("genconfig: wrote %s; use it as: selfplay --config %s\n", out, out);
+            printf("%s: wrote %s; use it as: selfplay --config %s\n", prog, out, out);
         }
         free(ini.s);
     }

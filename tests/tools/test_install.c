@@ -43,7 +43,7 @@ int main(int argc, char **argv) {
                                     {"koma", "koma"},             {"koma-import", "import"},
                                     {"koma-inspect", "inspect"},  {"koma-report", "report"},
                                     {"koma-usi-match", "koma-usi-match"}, {"koma-perft", "perft"},
-                                    {"koma-genconfig", "genconfig"}};
+                                    {"koma-genconfig", "koma-genconfig"}};
     for (size_t i = 0; i < sizeof progs / sizeof progs[0]; i++) {
         char exe[800], want[128];
         snprintf(exe, sizeof exe, "%s/bin/%s", prefix, progs[i][0]);
