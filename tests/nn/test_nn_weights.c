@@ -118,6 +118,9 @@ static void test_bad_values(nn_backend_t *be) {
     write_poisoned(net, bad, "blocks.0.bn1.running_var", 5, 0.0f);
     nn_net_t *ok = nn_weights_load(be, bad, 3, err, sizeof(err));
     CHECKF(ok != NULL, "zero running variance refused: %s", err);
+    CHECKF(nn_weights_check(bad, 3, err, sizeof(err)) == 0, "nn_weights_check: %s", err);
+    expect_fail("  check, wrong features_version", nn_weights_check(bad, 4, err, sizeof(err)) != 0, err, bad,
+                "features_version");
     nn_net_free(ok);
     compat_remove_file(bad);
     nn_net_free(net);
