@@ -60,7 +60,7 @@ static int resolve_run(const char *dir, const char *dbpath, char *path, size_t p
         } else if (!compat_file_exists(path)) {
             snprintf(e, sizeof e, "%s: the model of cycle %d is missing", path, m.cycle);
         } else if (run_verify_file(path, m.xxh3, e, sizeof e) == 0 &&
-                   nn_weights_check(path, ENC_FEATURES_VERSION, e, sizeof e) == 0) { /* and it loads */
+                   nn_weights_check(path, ENC_FEATURES_VERSION, e, sizeof e) == 0) { /* and holds a net */
             rc = 0;
             break;
         }
