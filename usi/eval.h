@@ -1,8 +1,8 @@
 /* eval.h - what the search asks the network, and the network it asks.
  *
  * Owns: turning the Net option into a weights file (a file as it is; a run
- * directory: the latest model its koma.db names), the inference server koma
- * plays with, the uniform stand-in used when there is no net, and the batch
+ * directory: the latest model its koma.db names; empty: the shipped net),
+ * the inference server koma plays with, the uniform stand-in (Net none), and the batch
  * buffers that carry MCTS leaves to the server and the answers back.
  * Does not own: the network (nn/), the tree (mcts/), when to search (search.c).
  *

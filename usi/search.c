@@ -207,9 +207,12 @@ void usi_search_run(usi_search_t *s, const usi_search_limits_t *lim) {
     mcts_search_begin(t, &ml);
     int64_t next_info = compat_now_ms() + interval, next_stable = 0;
     uint64_t seq = 0, batch_seq[2] = {0, 0};
+    bool tried = false; /* a batch was collected (or could not be) */
     int64_t spins = 0;
     for (;;) {
-        if (atomic_load_explicit(s->stop, memory_order_relaxed)) break;
+        /* the first batch (the root) always goes out: a stop right after go
+         * is answered from its evaluation (see USI_ROOT_WAIT_MS) */
+        if (tried && atomic_load_explicit(s->stop, memory_order_relaxed)) break;
         int64_t now = compat_now_ms(), at;
         if (pondering && s->ponderhit && s->ponderhit(s->user, &at)) {
             pondering = false;
@@ -225,6 +228,7 @@ void usi_search_run(usi_search_t *s, const usi_search_limits_t *lim) {
             }
         }
         if (mcts_search_done(t)) break;
+        tried = true;
         bool submitted = false;
         for (int i = 0; i < 2; i++) {
             usi_batch_t *b = s->batch[i];
@@ -273,6 +277,25 @@ void usi_search_run(usi_search_t *s, const usi_search_limits_t *lim) {
     }
     atomic_store(&s->halt_, 1);
     mcts_search_result(t, s->res);
+    /* stopped before the root's evaluation came back (a stop right after
+     * go): wait a little for the batches on the device rather than answer
+     * with no move searched at all */
+    int64_t until = compat_now_ms() + USI_ROOT_WAIT_MS;
+    while (s->res->best == MOVE_NONE && in_flight(s) > 0 && compat_now_ms() < until) {
+        bool took = false;
+        for (int i = 0; i < 2; i++) {
+            usi_batch_t *b = s->batch[i];
+            if (!b || !b->in_flight) continue;
+            char err[256];
+            int rc = usi_eval_poll(s->eval, b, err, sizeof err);
+            if (rc == 0) continue;
+            if (rc < 0) eval_error(s, err);
+            usi_batch_deliver(t, b);
+            took = true;
+        }
+        if (took) mcts_search_result(t, s->res);
+        else compat_sleep_ms(1);
+    }
     s->playouts = s->res->playouts;
     s->elapsed_ms = compat_now_ms() - s->start_ms;
 }

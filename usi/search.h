@@ -70,6 +70,11 @@ mcts_time_limits_t usi_go_time_limits(const usi_go_t *g, color_t side, int32_t p
  * hard deadline (from the measured device time per position, behind the
  * batch in flight), keeps one batch in flight, not two, once past the soft
  * deadline, and answers at once when nothing more fits. */
+/* A search stopped before any root move was searched (stop right after go)
+ * waits at most this long for the batches on the device, so that stop is
+ * answered with a searched move, still within 50 ms. */
+enum { USI_ROOT_WAIT_MS = 40 };
+
 typedef struct {
     int64_t visits;   /* playouts; <= 0: unbounded (time, stop or a full pool) */
     int64_t soft_ms;  /* deadlines; 0 = none (ignored while pondering) */

@@ -695,9 +695,10 @@ void usi_session_position(usi_session_t *s, const char *sfen, size_t sfen_len, c
 
 int usi_session_go(usi_session_t *s, const usi_go_t *g, int64_t received_ms) {
     if (!reap(s)) {
+        /* every go gets its bestmove: the running search answers first */
         if (!atomic_load(&s->stop)) {
-            usi_session_say(s, "go ignored: a search is running (send stop first)");
-            return 0;
+            usi_session_say(s, "go during a search: the running search is stopped and answers first");
+            stop_search(s, false);
         }
         join_search(s); /* stopped: it answers within a moment */
     }

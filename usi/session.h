@@ -19,20 +19,37 @@
  * legal prefix (a b) and says which move was refused; a bad SFEN leaves the
  * previous position untouched. Before any `position` the start position is set.
  *
+ * The net: `isready` (and `go`, when options changed since) makes the
+ * evaluator serve Net and Backend. One that cannot be used (missing,
+ * unreadable, not a net, NaN values, no GPU for cuda, no shipped net for an
+ * empty Net) is `info string Error: <path>: <reason>`, the same line on
+ * stderr, and no readyok / no search: the caller (main.c) ends koma with
+ * status 1. Net `none` is the uniform evaluator, asked for (tests).
+ *
  * Decisions for a `go` (in this order): the side to move has no legal move:
- * `bestmove resign`; the side to move can declare (rules_can_declare):
- * `bestmove win`; otherwise search, then `bestmove resign` when
+ * `bestmove resign`; the side to move can declare (rules_can_declare) and
+ * EnteringKingRule is CSARule27: `bestmove win`; a mate within 7 plies found
+ * by a bounded mate search (mate.h): `score mate N` and its first move,
+ * without the MCTS; otherwise search, then `bestmove resign` when
  * ResignThreshold > 0 and the chosen move's (1 + Q) / 2 is below it, else
- * `bestmove <move> [ponder <move>]` (ponder move: the PV's second move, with
- * USI_Ponder on). `go infinite` and `go ponder` hold the answer until stop
- * (or ponderhit), even when the search ends sooner. After `gameover` or
- * `quit` a running search is stopped and prints no bestmove.
+ * `bestmove <move> [ponder <move>]` (ponder move: the PV's second move, only
+ * with USI_Ponder on). When Q < -0.8 and every legal move is answered by a
+ * mate (bounded searches), the move that resists longest is played and the
+ * score is `mate -N`. `go infinite` and `go ponder` hold the answer until
+ * stop (or ponderhit), even when the search ends sooner.
+ *
+ * Every go gets exactly one bestmove: a `go` during a search stops it (its
+ * bestmove first) and then searches; `stop` followed at once by `quit` or
+ * end of input still prints the stopped search's bestmove before koma
+ * exits. After `gameover`, or `quit` without a stop, a running search is
+ * stopped and prints no bestmove (the game is over, the GUI gone).
  *
  * Limits: `go nodes N` or NodeLimit caps the visits (`go infinite`: only
  * `go infinite nodes N` does); a clock (btime/wtime,
  * byoyomi, binc/winc, movetime) sets deadlines through mcts/timeman counted
- * from the moment the `go` line was read (so a net loaded inside go costs
- * its own clock, never more); a `go` (or `go ponder`) with neither a clock
+ * from the moment the `go` line was read (so a net loaded at go, when no
+ * isready came since Net was set, costs its own clock and is read before a
+ * stop sent meanwhile); a `go` (or `go ponder`) with neither a clock
  * nor a visit limit searches USI_GO_DEFAULT_VISITS visits. USI_Hash sizes
  * the tree (USI_BYTES_PER_NODE a node) and the result cache (1/8 more); when
  * the memory cannot be had, the tree is halved until it can. Gumbel search needs a visit budget:

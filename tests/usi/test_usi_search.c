@@ -30,10 +30,19 @@ static void test_infinite_stop(void) {
     proc_send(&P, "isready");
     CHECKF(proc_expect(&P, "readyok", 2000) != NULL && now_ms() - t0 < 1000, "readyok while searching");
     CHECKF(!proc_find(&P, 0, P.n_lines, "bestmove"), "still searching after isready");
-    /* a go while searching is refused, not queued */
+    /* a go while searching: the running search stops and answers, then the
+     * new go is searched and answered (every go gets exactly one bestmove) */
     proc_send(&P, "go nodes 5");
-    CHECKF(proc_expect(&P, "info string go ignored", 2000) != NULL, "second go refused");
-    proc_drain(&P, 800); /* at least one periodic info line */
+    CHECKF(proc_expect(&P, "info string go during a search", 2000) != NULL, "second go: said so");
+    const char *b1 = proc_expect(&P, "bestmove ", 3000);
+    const char *b2 = proc_expect(&P, "bestmove ", 10000);
+    CHECKF(b1 && b2, "two go, two bestmoves: %s / %s", b1 ? b1 : "-", b2 ? b2 : "-");
+    proc_drain(&P, 200);
+    int before = 0;
+    for (int i = 0; i < P.n_lines; i++) before += starts_with(P.lines[i], "bestmove");
+    CHECKF(before == 2, "no third bestmove: %d", before);
+    proc_send(&P, "go infinite");
+    proc_drain(&P, 1200); /* at least one periodic info line */
     CHECKF(proc_find(&P, 0, P.n_lines, "info depth "), "periodic info during infinite");
     t0 = now_ms();
     proc_send(&P, "stop");
@@ -45,7 +54,7 @@ static void test_infinite_stop(void) {
     proc_drain(&P, 200);
     int n = 0;
     for (int i = 0; i < P.n_lines; i++) n += starts_with(P.lines[i], "bestmove");
-    CHECKF(n == 1, "exactly one bestmove, got %d", n);
+    CHECKF(n == 3, "exactly one bestmove per go, got %d for 3", n);
     finish();
 }
 
