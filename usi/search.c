@@ -300,6 +300,23 @@ void usi_search_run(usi_search_t *s, const usi_search_limits_t *lim) {
     s->elapsed_ms = compat_now_ms() - s->start_ms;
 }
 
+int32_t usi_search_take_in(usi_search_t *s) {
+    int32_t left = 0;
+    for (int i = 0; i < 2; i++) {
+        usi_batch_t *b = s->batch[i];
+        if (!b || !b->in_flight) continue;
+        char err[256];
+        int rc = usi_eval_poll(s->eval, b, err, sizeof err);
+        if (rc == 0) {
+            left++;
+            continue;
+        }
+        if (rc < 0) eval_error(s, err);
+        usi_batch_deliver(s->tree, b);
+    }
+    return left;
+}
+
 void usi_search_finish(usi_search_t *s) {
     atomic_store(&s->halt_, 1);
     for (int i = 0; i < 2; i++) {

@@ -120,9 +120,12 @@ typedef struct {
 /* Runs the search to its limits or the stop flag, printing an info line
  * every info_interval_ms, and fills s->res (batches may still be in flight). */
 void usi_search_run(usi_search_t *s, const usi_search_limits_t *lim);
-/* Stops the tree and takes in every batch still in flight (call after the
- * answer is out; the tree is then ready for the next search). */
+/* Stops the tree and takes in every batch still in flight, waiting for them
+ * (the tree is then ready for the next search). */
 void usi_search_finish(usi_search_t *s);
+/* Takes in the batches of the last search that have finished, without
+ * waiting; returns how many are still in flight. */
+int32_t usi_search_take_in(usi_search_t *s);
 /* The value of the move the result plays (Q of the chosen child, the root's
  * mean when it has no visits), for the root's side to move, in [-1, 1]. */
 float usi_result_value(const mcts_result_t *res);

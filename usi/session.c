@@ -59,6 +59,9 @@ struct usi_session {
     mcts_result_t *res;
     usi_mate_result_t mate_res; /* the search thread's: root_mate, mated_in */
     usi_search_t search; /* the search thread's loop state (the tree points at its stop flag) */
+    bool pending;        /* the last search's batches may still be in flight: taken in by the next
+                          * search (wait_previous) or by the reader (drain) before the tree, the
+                          * net or the batches are touched */
     pos_t *scratch;
     double nps_est;
     usi_job_t job;
@@ -152,12 +155,20 @@ static void join_search(usi_session_t *s) {
     s->live = false;
 }
 
+/* Reader, no thread live: waits for the last search's batches. */
+static void drain(usi_session_t *s) {
+    if (!s->pending) return;
+    usi_search_finish(&s->search);
+    s->pending = false;
+}
+
 void usi_session_free(usi_session_t *s) {
     if (!s) return;
     if (s->live) {
         stop_search(s, true);
         join_search(s);
     }
+    drain(s);
     usi_eval_free(s->eval);
     mcts_tree_free(s->tree);
     mcts_cache_free(s->cache);
@@ -311,6 +322,7 @@ static int ensure_eval(usi_session_t *s, const usi_options_t *o, bool resolve) {
         usi_session_say(s, "Net: %s", note);
     }
     if (!opts_changed && strcmp(path, s->eval_path) == 0) return 0;
+    drain(s);
     usi_eval_free(s->eval);
     s->eval = NULL;
     s->eval_opt_key[0] = 0;
@@ -524,6 +536,30 @@ static move_t first_legal(const pos_t *pos) {
     return m;
 }
 
+/* Takes in the previous search's batches still on the device before this
+ * search touches the tree. A stop that comes meanwhile is answered at once
+ * with the first legal move (the tree is not this search's yet) and returns
+ * true; the batches are then left for the next one. */
+static bool wait_previous(usi_session_t *s, const usi_job_t *j) {
+    while (usi_search_take_in(&s->search) > 0) {
+        if (atomic_load(&s->stop)) {
+            move_t m = first_legal(j->pos);
+            char line[64] = "bestmove resign", mv[MOVE_USI_MAX];
+            if (m != MOVE_NONE) {
+                move_to_usi(m, mv);
+                snprintf(line, sizeof line, "bestmove %s", mv);
+            }
+            usi_session_say(s, "stopped before the search could start: playing the first legal move");
+            answer(s, j, line);
+            return true;
+        }
+        compat_sleep_ms(1);
+    }
+    usi_search_finish(&s->search); /* nothing left: only marks the tree stopped */
+    s->pending = false;
+    return false;
+}
+
 static void *thread_main(void *arg) {
     usi_session_t *s = arg;
     usi_job_t *j = &s->job;
@@ -531,6 +567,7 @@ static void *thread_main(void *arg) {
         run_mate(s, j);
         return thread_done(s);
     }
+    if (s->pending && wait_previous(s, j)) return thread_done(s);
     if (!ensure_tree(s, &j->opt, pos_side_to_move(j->pos))) {
         answer(s, j, "bestmove resign");
         return thread_done(s);
@@ -621,7 +658,10 @@ static void *thread_main(void *arg) {
         }
     }
     answer(s, j, line);
-    usi_search_finish(se); /* batches still on the device, after the answer */
+    /* batches still on the device are the next search's (or the reader's)
+     * to take in: the thread ends with the answer, so a go, stop or isready
+     * that follows is never held up by them */
+    s->pending = true;
     return thread_done(s);
 }
 
@@ -638,6 +678,7 @@ void usi_session_usi(usi_session_t *s) {
 
 int usi_session_isready(usi_session_t *s) {
     if (reap(s)) {
+        drain(s);
         ensure_tree(s, &s->opt, COLOR_BLACK); /* the side is set again at each go */
         if (ensure_eval(s, &s->opt, true) != 0) return -1;
     }
