@@ -337,8 +337,7 @@ static int ensure_eval(usi_session_t *s, const usi_options_t *o, bool resolve) {
     snprintf(s->eval_opt_key, sizeof s->eval_opt_key, "%s", key);
     snprintf(s->eval_path, sizeof s->eval_path, "%s", path);
     if (usi_eval_uniform(s->eval))
-        usi_session_say(s, "Net none: no network (%s); the engine plays legal moves only",
-                        usi_eval_describe(s->eval));
+        usi_session_say(s, "Net none: no network, a uniform policy and zero value: the engine plays legal moves only");
     else
         usi_session_say(s, "net loaded in %lld ms: %s", (long long)(compat_now_ms() - t0),
                         usi_eval_describe(s->eval));
