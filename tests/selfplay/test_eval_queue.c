@@ -15,11 +15,24 @@
  *     finished matches only.
  * Every wait is for a log line or a database row, bounded; never a sleep.
  * The interrupt is compat_proc_interrupt; where it cannot be sent, the
- * Ctrl-C parts are skipped. */
+ * Ctrl-C parts are skipped. Under TSan only part 3 runs (the stop crossing
+ * from the driver to the match thread): the evaluations of parts 1 and 2
+ * take minutes each there (an evaluation of 8 games x 64 visits: 4 min). */
 #include "sp_test.h"
 
 #include "match/rating.h"
 #include "selfplay/driver.h"
+
+#if defined(__SANITIZE_THREAD__)
+#define UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define UNDER_TSAN 1
+#endif
+#endif
+#ifndef UNDER_TSAN
+#define UNDER_TSAN 0
+#endif
 
 #ifndef KOMA_SELFPLAY_BIN
 #define KOMA_SELFPLAY_BIN "selfplay"
@@ -182,15 +195,15 @@ static int stop_running(const char *base) {
     char dir[700], log[760];
     snprintf(dir, sizeof dir, "%s/running", base);
     snprintf(log, sizeof log, "%s/running.txt", base);
-    /* One net, then an evaluation of 200 games x 400 visits: many minutes. */
-    const char *heavy[] = {SP_ARGS(dir, "1", "200", "400"), NULL};
+    /* One net, then an evaluation of 400 games x 100 visits: minutes (a game: about a second). */
+    const char *heavy[] = {SP_ARGS(dir, "1", "400", "100"), NULL};
     const char *open_games = "SELECT count(*) FROM games g JOIN matches m ON g.match_id = m.id WHERE m.elo IS NULL";
     compat_proc_t *p = spawn(heavy, log);
     int64_t t0 = compat_now_ms();
     int status = -1, still = 1;
     int seen = wait_log(p, dir, 0, "eval: model 1 vs 0: ", "started", 240000);
     while (seen && (still = compat_proc_wait(p, 50, &status)) == 1 && query(dir, open_games) < 1 &&
-           compat_now_ms() - t0 < 300000) {
+           compat_now_ms() - t0 < 480000) {
     }
     CHECKF(seen && still == 1 && query(dir, open_games) >= 1, "the evaluation did not start or store a game");
     if (!seen || still != 1) {
@@ -275,10 +288,11 @@ int main(void) {
     const char *base = t_scratch("eval_queue");
     char b[600];
     snprintf(b, sizeof b, "%.500s", base);
-    int ran = queued(b, 1);
-    ran += queued(b, 0);
+    int ran = 0;
+    if (UNDER_TSAN) printf("  under TSan: the queued parts are left out (minutes per evaluation)\n");
+    else ran += queued(b, 1) + queued(b, 0);
     ran += stop_running(b);
     if (!atomic_load(&g_fail)) t_rm_rf(b);
     int rc = t_done("test_eval_queue");
-    return rc == 0 && ran < 3 ? 77 : rc;
+    return rc == 0 && ran == 0 ? 77 : rc;
 }
