@@ -25,7 +25,7 @@ static int opt_table(usi_options_t *o, cfg_opt_t *t) {
         {"BatchSize", CFG_TYPE_INT, &o->batch, 1, 1024, "leaves per network batch", "32"},
         {"NodeLimit", CFG_TYPE_INT, &o->node_limit, 0, INT32_MAX, "visits per move, 0 = time only", "0"},
         {"NetworkDelay", CFG_TYPE_INT, &o->network_delay, 0, 60000,
-         "ms of lag kept back on every timed move (ByoyomiMargin sets this and NetworkDelay2)", "300"},
+         "ms of lag kept back on every timed move (ByoyomiMargin sets this and NetworkDelay2)", "120"},
         {"NetworkDelay2", CFG_TYPE_INT, &o->network_delay2, 0, 60000,
          "ms of lag kept back when a move uses the clock to its end (byoyomi)", "300"},
         {"MinimumThinkingTime", CFG_TYPE_INT, &o->minimum_ms, 0, 60000, "ms a timed move thinks at least", "0"},
