@@ -85,14 +85,18 @@ int32_t rules_declaration_points(const pos_t *pos, color_t c) {
            hand_count(h, PT_LANCE) + hand_count(h, PT_KNIGHT) + hand_count(h, PT_SILVER) + hand_count(h, PT_GOLD);
 }
 
-bool rules_can_declare(const pos_t *pos) {
+bool rules_can_declare_by(const pos_t *pos, rules_declare_t rule) {
+    if (rule != RULES_DECLARE_CSA27 && rule != RULES_DECLARE_CSA24) return false;
     const color_t us = pos->side;
     const bb_t zone = bb_zone(us);
     if (!bb_test(zone, pos->king_sq[us])) return false;           /* (b) */
     if (pos_in_check(pos)) return false;                          /* (e) */
     if (bb_popcount(bb_and(pos->by_color[us], zone)) < 11) return false; /* (d): 10 + the king */
-    return rules_declaration_points(pos, us) >= (us == COLOR_BLACK ? 28 : 27); /* (c) */
+    const int32_t need = rule == RULES_DECLARE_CSA24 ? 31 : us == COLOR_BLACK ? 28 : 27;
+    return rules_declaration_points(pos, us) >= need; /* (c) */
 }
+
+bool rules_can_declare(const pos_t *pos) { return rules_can_declare_by(pos, RULES_DECLARE_CSA27); }
 
 /* ---- legal moves ------------------------------------------------------------------- */
 bool rules_has_legal_move(const pos_t *pos) {

@@ -37,6 +37,19 @@
  * Source: CSA tournament rules (computer-shogi.org, tcp_ip_1on1_11), as
  * implemented by YaneuraOu's EKR_27_POINT.
  *
+ * ---- Entering-king declaration (24-point method) ------------------------------
+ * The same conditions (a), (b), (d), (e), (f), with (c) replaced by: at least
+ * 31 points, for either colour. Under the 24-point rule 24-30 points is a
+ * draw and fewer a loss for the declarer; USI has no way to claim a draw
+ * (`bestmove win` only), so, as YaneuraOu's EKR_24_POINT does, only the win
+ * at 31 points or more is declared here: a position of 24-30 points is not a
+ * declaration (the game goes on). Every position this rule declares, the
+ * 27-point rule declares too (31 >= 28). Source: YaneuraOu
+ * (source/position.cpp, Position::DeclarationWin: "24点法(31点以上で宣言勝ち)").
+ *
+ * The rule is a parameter (rules_declare_t) of rules_can_declare_by; the game
+ * rule of self-play, the referee and rules_status is the 27-point rule.
+ *
  * ---- No legal move -----------------------------------------------------------
  * A side to move with no legal move loses, in check (checkmate) or not
  * (stalemate, rare with drops; also a loss in shogi). Both are reported as
@@ -78,8 +91,21 @@ const char *rules_rep_name(rules_rep_t r);
 /* Declaration points of colour c (as in rule (c) above): big pieces 5, others
  * 1, over c's pieces in the opponent's camp except its king plus c's hand. */
 int32_t rules_declaration_points(const pos_t *pos, color_t c);
-/* Can the side to move declare a win now (rules (a)-(e))? */
+/* Can the side to move declare a win now (rules (a)-(e), 27-point method)? */
 bool rules_can_declare(const pos_t *pos);
+
+/* Which declaration rule holds (USI EnteringKingRule). */
+typedef enum {
+    RULES_DECLARE_CSA27 = 0, /* CSA 27-point rule: 28 points (Black) / 27 (White); the default */
+    RULES_DECLARE_CSA24,     /* 24-point rule, wins only: 31 points for either colour */
+    RULES_DECLARE_NONE,      /* no declaration */
+    RULES_DECLARE_NB
+} rules_declare_t;
+
+/* Can the side to move declare a win now under rule? RULES_DECLARE_NONE (or
+ * an invalid value): never. rules_can_declare_by(pos, RULES_DECLARE_CSA27)
+ * == rules_can_declare(pos). */
+bool rules_can_declare_by(const pos_t *pos, rules_declare_t rule);
 
 /* Does the side to move have at least one legal move? Faster than counting:
  * returns at the first one found. */

@@ -1,6 +1,7 @@
 /* test_rules.c - game end: sennichite, perpetual check, superior/inferior
- * repetition, the entering-king declaration, no legal move, the move limit,
- * and the end-reason names.
+ * repetition, the entering-king declaration (27-point rule, and the 24-point
+ * and no-declaration rules at their boundaries), no legal move, the move
+ * limit, and the end-reason names.
  *
  * Repetitions are played as real move sequences (USI) from SFENs; each
  * scenario also runs colour-flipped (mirrored SFEN and moves), so both
@@ -201,6 +202,47 @@ static void test_declaration(void) {
     }
 }
 
+/* The rule as a parameter: rules_can_declare_by under each rule, and the
+ * 27-point rule's answer staying rules_can_declare's. want24, want27: the
+ * verdicts under the 24- and 27-point rules (none never declares). */
+static void expect_declare_by(const char *sfen, bool flip, bool want24, bool want27, int32_t points, const char *what) {
+    const char *F = flip ? " (flipped)" : "";
+    if (!set_pos(sfen, flip)) return;
+    CHECKF(rules_declaration_points(&pos, pos.side) == points, "%s%s: %d points, want %d", what, F,
+           rules_declaration_points(&pos, pos.side), points);
+    CHECKF(rules_can_declare_by(&pos, RULES_DECLARE_CSA24) == want24, "%s%s: 24-point rule should say %d", what, F,
+           want24);
+    CHECKF(rules_can_declare_by(&pos, RULES_DECLARE_CSA27) == want27, "%s%s: 27-point rule should say %d", what, F,
+           want27);
+    CHECKF(rules_can_declare(&pos) == want27, "%s%s: rules_can_declare is the 27-point rule", what, F);
+    CHECKF(!rules_can_declare_by(&pos, RULES_DECLARE_NONE), "%s%s: no rule, no declaration", what, F);
+    CHECKF(!rules_can_declare_by(&pos, RULES_DECLARE_NB), "%s%s: an invalid rule declares nothing", what, F);
+    /* the game rule stays the 27-point one */
+    CHECKF((rules_status(&pos, RULES_MAX_PLY_DEFAULT).end == RULES_END_DECLARATION) == want27, "%s%s: status", what,
+           F);
+}
+
+static void test_declaration_rules(void) {
+    /* Black's king on 5b, 10 pieces in White's camp worth 18 points, the rest in hand. */
+    for (int f = 0; f < 2; f++) {
+        bool flip = f == 1; /* flipped: White declares, the same counts */
+        /* 24-point rule: 31 points for either colour; 30 is not a win (a draw under that rule, not declared) */
+        expect_declare_by("+L+NSG1GS+N+L/1R2K2B1/9/9/9/9/9/9/4k4 b RB3P 1", flip, true, true, 31, "31 points");
+        expect_declare_by("+L+NSG1GS+N+L/1R2K2B1/9/9/9/9/9/9/4k4 b RB2P 1", flip, false, true, 30, "30 points");
+        expect_declare_by("+L+NSG1GS+N+L/1R2K2B1/9/9/9/9/9/9/4k4 b RB 1", flip, false, true, 28, "28 points");
+        /* 27 points: the 27-point rule's line between the colours */
+        expect_declare_by("+L+NSG1GS+N+L/1R2K2B1/9/9/9/9/9/9/4k4 b R4P 1", flip, false, flip, 27, "27 points");
+        /* 9 pieces in the camp: no rule declares, however many points */
+        expect_declare_by("1+NSG1GS+N+L/1R2K2B1/9/9/9/9/9/9/4k4 b RBL10P 1", flip, false, false, 38, "9 pieces");
+        /* 10 pieces, one of them a big piece: 9 small + dragon = 14 on the board */
+        expect_declare_by("+L+NSG1GS+N+L/1+R2K1P2/9/9/9/9/9/9/4k4 b RB7P 1", flip, true, true, 31, "10 pieces, 31");
+        /* in check (rook on the king's file), 31 points */
+        expect_declare_by("+L+NSG1GS+N+L/1R2K2B1/9/9/4r4/9/9/9/4k4 b B8P 1", flip, false, false, 31, "in check");
+        /* the king one rank short of the camp, 31 points */
+        expect_declare_by("+L+NSG1GS+N+L/1R5B1/9/4K4/9/9/9/9/4k4 b RB3P 1", flip, false, false, 31, "king outside");
+    }
+}
+
 /* ---- no legal move, max ply, names -------------------------------------------------- */
 static void test_status(void) {
     for (int f = 0; f < 2; f++) {
@@ -299,6 +341,7 @@ int main(void) {
         test_superior(f == 1);
     }
     test_declaration();
+    test_declaration_rules();
     test_status();
     test_random_agreement();
     return t_done("test_rules");
