@@ -12,7 +12,8 @@
  *     that only finishes that evaluation stops promptly on Ctrl-C too, and
  *     the next run rates the net. The games of the interrupted match count
  *     in no rating (issue 30.8): the net's rating counts the games of its
- *     finished matches only.
+ *     finished matches only. `inspect` lists the matches with the models
+ *     numbered by cycle, as the log does ("model 1 vs model 0").
  * Every wait is for a log line or a database row, bounded; never a sleep.
  * The interrupt is compat_proc_interrupt; where it cannot be sent, the
  * Ctrl-C parts are skipped. Under TSan only part 3 runs (the stop crossing
@@ -36,6 +37,9 @@
 
 #ifndef KOMA_SELFPLAY_BIN
 #define KOMA_SELFPLAY_BIN "selfplay"
+#endif
+#ifndef KOMA_INSPECT_BIN
+#define KOMA_INSPECT_BIN "inspect"
 #endif
 
 #define MAX_PLY "80"
@@ -293,6 +297,13 @@ static int stop_running(const char *base) {
            me ? me->games : -1, (long long)kept2);
     free(list);
     db_close(db);
+    /* inspect numbers the models of a match by cycle, as the log does (models row ids are one more) */
+    const char *insp[] = {KOMA_INSPECT_BIN, dir, NULL};
+    CHECK(run_to_end(insp, log) == 0);
+    out = t_read_file(log, NULL);
+    CHECKF(strstr(out, "model 1 vs model 0: ") && !strstr(out, "model 2 vs model 1"),
+           "inspect does not number the match's models by cycle:\n%s", out);
+    free(out);
     if (atomic_load(&g_fail)) dump("child", log);
     return 1;
 }
