@@ -249,8 +249,11 @@ static void eval_report(sp_gauntlet_t *g) {
             continue;
         }
         if (g->rc[i] != 0 && g->res[i].interrupted) {
-            glog(g, "eval: model %" PRId64 " vs %s stopped after %d of its games: kept, unfinished (they count in no "
-                    "rating)", c, bn, g->res[i].stored);
+            if (!g->res[i].match_id)
+                glog(g, "eval: model %" PRId64 " vs %s stopped before its first game", c, bn);
+            else
+                glog(g, "eval: model %" PRId64 " vs %s stopped after %d of its games: kept, unfinished (they count in "
+                        "no rating)", c, bn, g->res[i].stored);
             left++;
             continue;
         }
