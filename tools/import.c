@@ -60,13 +60,20 @@
 #define EXIT_STOPPED 130
 #define RATING_OFF (-1e9)
 
-static const char *usage =
-    "usage: import [--run DIR] [--min-rating R] [--skip-draws] [--cycle -1|N] [--shard-games N]\n"
-    "              [--format auto|csa|kif|usi] [--root-q result|zero] [--dedup 0|1] FILES|DIRS...\n"
-    "Reads CSA, KIF and USI game records, checks every move, and stores the games in the run's\n"
-    "koma.db and shards for `train --from-games`. A directory stands for its *.csa *.kif *.kifu\n"
-    "*.usi *.sfen files. It is the run's one writer while it runs (refused while selfplay or\n"
-    "train runs on the same run); a missing koma.db next to existing models/ or shards/ is refused.";
+/* "usage: NAME " comes first (main); NAME is the name this program was run
+ * as: import in the build, koma-import where installed (compat/version.h),
+ * in usage, --version and every message. */
+static const char *g_prog = "import";
+#define USAGE_ARGS                                                                             \
+    "[--run DIR] [--min-rating R] [--skip-draws] [--cycle -1|N]\n"                              \
+    "       [--shard-games N] [--format auto|csa|kif|usi] [--root-q result|zero]\n"             \
+    "       [--dedup 0|1] FILES|DIRS...\n"                                                      \
+    "Reads CSA, KIF and USI game records, checks every move, and stores the games\n"            \
+    "in the run's koma.db and shards for `train --from-games`. A directory stands\n"           \
+    "for its *.csa *.kif *.kifu *.usi *.sfen files. It is the run's one writer while\n"       \
+    "it runs (refused while selfplay or train runs on the same run); a missing\n"              \
+    "koma.db next to existing models/ or shards/ is refused."
+static char usage[1024];
 
 /* ---- flags ------------------------------------------------------------------------- */
 static char g_run[CFG_STRING_MAX] = "runs/default";
@@ -276,8 +283,8 @@ static void on_reject(void *user, const rec_reject_t *r) {
     im->rejected++;
     if ((unsigned)r->code < REC_ERR_NB) im->rej_by[r->code]++;
     if (r->game == 0) im->files_bad++;
-    if (im->shown < g_show) status_event(im->st, STATUS_WARN, "import: rejected: %s", r->msg);
-    else if (im->shown == g_show) status_event(im->st, STATUS_WARN, "import: (more rejects not shown; --show-rejects N)");
+    if (im->shown < g_show) status_event(im->st, STATUS_WARN, "%s: rejected: %s", g_prog, r->msg);
+    else if (im->shown == g_show) status_event(im->st, STATUS_WARN, "%s: (more rejects not shown; --show-rejects N)", g_prog);
     im->shown++;
 }
 
@@ -364,7 +371,9 @@ static int on_dir_entry(const char *name, int is_dir, void *user) {
 
 
 int main(int argc, char **argv) {
-    if (koma_version_asked(argc, argv, "import")) return 0;
+    g_prog = koma_program_name(argc > 0 ? argv[0] : NULL, "import");
+    if (koma_version_asked(argc, argv, g_prog)) return 0;
+    snprintf(usage, sizeof usage, "usage: %s " USAGE_ARGS, g_prog);
     cfg_opt_t opts[MAX_OPTS];
     int n = 0;
     opts[n++] = (cfg_opt_t){"run", CFG_TYPE_STRING, g_run, 0, 0, "run directory (created with its koma.db if missing)"};
@@ -394,23 +403,23 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (rc != CFG_OK) {
-        fprintf(stderr, "import: %s\n%s\n", err, usage);
+        fprintf(stderr, "%s: %s\n%s\n", g_prog, err, usage);
         free(files);
         return 2;
     }
     rec_format_t fmt;
     if (rec_format_parse(g_format, &fmt) != 0) {
-        fprintf(stderr, "import: --format %s: expected auto, csa, kif or usi\n", g_format);
+        fprintf(stderr, "%s: --format %s: expected auto, csa, kif or usi\n", g_prog, g_format);
         free(files);
         return 2;
     }
     if (strcmp(g_root_q, "result") != 0 && strcmp(g_root_q, "zero") != 0) {
-        fprintf(stderr, "import: --root-q %s: expected result or zero\n", g_root_q);
+        fprintf(stderr, "%s: --root-q %s: expected result or zero\n", g_prog, g_root_q);
         free(files);
         return 2;
     }
     if (nfiles == 0) {
-        fprintf(stderr, "import: no record files given\n%s\n", usage);
+        fprintf(stderr, "%s: no record files given\n%s\n", g_prog, usage);
         free(files);
         return 2;
     }
@@ -420,24 +429,24 @@ int main(int argc, char **argv) {
     im.root_q_result = strcmp(g_root_q, "result") == 0;
     int status = 1;
     char path[CFG_STRING_MAX + 16];
-    run_t *rn = run_open(g_run, RUN_WRITE | RUN_CREATE, "import", err, sizeof err); /* the run's one writer */
+    run_t *rn = run_open(g_run, RUN_WRITE | RUN_CREATE, g_prog, err, sizeof err); /* the run's one writer */
     if (!rn) {
-        fprintf(stderr, "import: %s\n", err);
+        fprintf(stderr, "%s: %s\n", g_prog, err);
         goto done;
     }
-    for (int32_t i = 0; i < run_findings(rn); i++) fprintf(stderr, "import: start-up check: %s\n", run_finding(rn, i));
+    for (int32_t i = 0; i < run_findings(rn); i++) fprintf(stderr, "%s: start-up check: %s\n", g_prog, run_finding(rn, i));
     im.db = run_db(rn);
     run_path(g_run, RUN_DB, path, sizeof path);
     char *config = cfg_dump_string(opts, n);
     db_status_t rst = db_run_insert(im.db, KOMA_VERSION_STRING, "import", config ? config : "", NULL);
     free(config);
     if (rst != DB_OK) {
-        fprintf(stderr, "import: %s: runs row not written: %s\n", path, db_errmsg(im.db));
+        fprintf(stderr, "%s: %s: runs row not written: %s\n", g_prog, path, db_errmsg(im.db));
         goto done;
     }
     db_summary_t sum;
     if (db_summary(im.db, &sum) != DB_OK) {
-        fprintf(stderr, "import: %s\n", db_errmsg(im.db));
+        fprintf(stderr, "%s: %s\n", g_prog, db_errmsg(im.db));
         goto done;
     }
     im.seq = sum.shards + 1;
@@ -445,11 +454,11 @@ int main(int argc, char **argv) {
     im.b = shard_builder_new(&sfmt, err, sizeof err);
     im.pos = malloc(sizeof *im.pos);
     if (!im.b || !im.pos) {
-        fprintf(stderr, "import: %s\n", im.b ? "out of memory" : err);
+        fprintf(stderr, "%s: %s\n", g_prog, im.b ? "out of memory" : err);
         goto done;
     }
     if (g_dedup && load_seen(&im) != 0) {
-        fprintf(stderr, "import: %s\n", im.err);
+        fprintf(stderr, "%s: %s\n", g_prog, im.err);
         goto done;
     }
     compat_install_stop_handler();
@@ -461,7 +470,7 @@ int main(int argc, char **argv) {
         if (compat_is_dir(files[i])) {
             walk_t w = {&im, fmt, files[i], 0};
             if (compat_list_dir(files[i], on_dir_entry, &w, err, sizeof err) < 0) {
-                fprintf(stderr, "import: %s\n", err);
+                fprintf(stderr, "%s: %s\n", g_prog, err);
                 im.files_bad++;
             }
         } else {
@@ -473,9 +482,9 @@ int main(int argc, char **argv) {
     status_free(im.st); /* before the summary */
     im.st = NULL;
 
-    printf("import: %s: %" PRId64 " file(s), %" PRId64 " game(s) read, %" PRId64 " imported (%" PRId64
+    printf("%s: %s: %" PRId64 " file(s), %" PRId64 " game(s) read, %" PRId64 " imported (%" PRId64
            " positions) in %" PRId64 " shard(s), %" PRId64 " rejected\n",
-           g_run, im.files, im.games_read, im.games, im.positions, im.shards, im.rejected);
+           g_prog, g_run, im.files, im.games_read, im.games, im.positions, im.shards, im.rejected);
     printf("  skipped: %" PRId64 " draw(s), %" PRId64 " below --min-rating or unrated, %" PRId64
            " duplicate(s), %" PRId64 " without moves\n",
            im.skip_draw, im.skip_rating, im.skip_dup, im.skip_empty);
@@ -492,11 +501,11 @@ int main(int argc, char **argv) {
     printf("  %.2f s, %.0f positions/s\n", dt, dt > 0 ? (double)im.positions / dt : 0.0);
     fflush(stdout);
     if (im.failed) {
-        fprintf(stderr, "import: %s\n", im.err);
+        fprintf(stderr, "%s: %s\n", g_prog, im.err);
         goto done;
     }
     if (compat_stop_requested()) {
-        fprintf(stderr, "import: stopped; the games above are stored: run the same command again to import the rest\n");
+        fprintf(stderr, "%s: stopped; the games above are stored: run the same command again to import the rest\n", g_prog);
         status = EXIT_STOPPED;
         goto done;
     }
@@ -506,9 +515,9 @@ int main(int argc, char **argv) {
      * files and games without moves are not. */
     if (im.games + im.skip_dup + im.skip_draw + im.skip_rating == 0) {
         fprintf(stderr,
-                "import: nothing usable: no game imported from %d argument(s) (%" PRId64 " record(s) rejected, %" PRId64
+                "%s: nothing usable: no game imported from %d argument(s) (%" PRId64 " record(s) rejected, %" PRId64
                 " without moves, %" PRId64 " file(s) unreadable)\n",
-                nfiles, im.rejected, im.skip_empty, im.files_bad);
+                g_prog, nfiles, im.rejected, im.skip_empty, im.files_bad);
         status = 1;
     } else {
         status = 0;

@@ -30,11 +30,19 @@
 #include <string.h>
 #include <xxhash.h>
 
+/* The name this program was run as: inspect in the build, koma-inspect where
+ * installed (compat/version.h); in usage, --version and every message. */
+static const char *g_prog = "inspect";
+
 static void usage(FILE *out) {
     fprintf(out,
-            "usage: inspect RUN_DIR                  summary of a run (RUN_DIR/koma.db)\n"
-            "       inspect --db FILE                summary of a database file\n"
-            "       inspect --shard FILE [--rows N]  a shard's metadata, columns and first N rows (default 3)\n");
+            "usage: %s RUN_DIR\n"
+            "       %s --db FILE\n"
+            "       %s --shard FILE [--rows N]\n"
+            "RUN_DIR: a summary of the run (RUN_DIR/koma.db); --db: the same for a\n"
+            "database file; --shard: a shard's metadata, columns, checksums and its\n"
+            "first N rows decoded (default 3). Nothing is changed.\n",
+            g_prog, g_prog, g_prog);
 }
 
 static double pct(int64_t a, int64_t b) { return b > 0 ? 100.0 * (double)a / (double)b : 0.0; }
@@ -57,7 +65,7 @@ static int inspect_db(const char *path) {
         return 1;
     }
     if (db_migrated_from(db))
-        fprintf(stderr, "inspect: %s: migrated from schema version %d to %d\n", path, db_migrated_from(db),
+        fprintf(stderr, "%s: %s: migrated from schema version %d to %d\n", g_prog, path, db_migrated_from(db),
                 db_schema_version(db));
     int rc = 0;
     db_summary_t s;
@@ -105,7 +113,7 @@ static int inspect_db(const char *path) {
     db_rank_games_t *rk = NULL;
     int32_t nrk = 0;
     if (db_games_by_rank(db, &rk, &nrk) != DB_OK) {
-        fprintf(stderr, "inspect: %s\n", db_errmsg(db));
+        fprintf(stderr, "%s: %s\n", g_prog, db_errmsg(db));
         rc = 1;
     } else if (nrk > 0) {
         printf("  ranks        games by the rank and host that played them; pos/s from its first game to its last\n");
@@ -232,7 +240,7 @@ static int inspect_db(const char *path) {
         int32_t n = 0;
         char e[DB_ERR_MAX + 64];
         if (rating_list(db, &list, &n, e, sizeof e) != DB_OK) {
-            fprintf(stderr, "inspect: rating list: %s\n", e);
+            fprintf(stderr, "%s: rating list: %s\n", g_prog, e);
             rc = 1;
         } else if (n > 0) {
             printf("  ratings      joint fit over every match, cycle 0 = 0, 95%% intervals\n");
@@ -415,7 +423,8 @@ static int inspect_shard(const char *path, int64_t nrows) {
 }
 
 int main(int argc, char **argv) {
-    if (koma_version_asked(argc, argv, "inspect")) return 0;
+    g_prog = koma_program_name(argc > 0 ? argv[0] : NULL, "inspect");
+    if (koma_version_asked(argc, argv, g_prog)) return 0;
     const char *db = NULL, *shard = NULL, *run = NULL;
     int64_t nrows = 3;
     for (int i = 1; i < argc; i++) {
@@ -427,7 +436,7 @@ int main(int argc, char **argv) {
             char *end;
             nrows = strtoll(argv[++i], &end, 10);
             if (*end || nrows < 0) {
-                fprintf(stderr, "inspect: --rows wants a count >= 0, not '%s'\n", argv[i]);
+                fprintf(stderr, "%s: --rows wants a count >= 0, not '%s'\n", g_prog, argv[i]);
                 return 2;
             }
         } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
@@ -436,7 +445,7 @@ int main(int argc, char **argv) {
         } else if (argv[i][0] != '-' && !run) {
             run = argv[i];
         } else {
-            fprintf(stderr, "inspect: unknown or incomplete argument '%s'\n", argv[i]);
+            fprintf(stderr, "%s: unknown or incomplete argument '%s'\n", g_prog, argv[i]);
             usage(stderr);
             return 2;
         }

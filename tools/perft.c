@@ -15,13 +15,17 @@
 #include "engine/movegen.h"
 #include "engine/sfen.h"
 
+/* perft in the build, koma-perft where installed (compat/version.h). */
+static const char *g_prog = "perft";
+
 static int usage(void) {
-    fprintf(stderr, "usage: perft [--sfen \"SFEN\"] [--divide] DEPTH\n");
+    fprintf(stderr, "usage: %s [--sfen \"SFEN\"] [--divide] DEPTH\n", g_prog);
     return 2;
 }
 
 int main(int argc, char **argv) {
-    if (koma_version_asked(argc, argv, "perft")) return 0;
+    g_prog = koma_program_name(argc > 0 ? argv[0] : NULL, "perft");
+    if (koma_version_asked(argc, argv, g_prog)) return 0;
     const char *sfen = "startpos";
     int divide = 0;
     long depth = -1;
@@ -34,7 +38,7 @@ int main(int argc, char **argv) {
             char *end;
             depth = strtol(argv[i], &end, 10);
             if (*end || depth < 0 || depth > 20) {
-                fprintf(stderr, "perft: depth must be 0..20, got '%s'\n", argv[i]);
+                fprintf(stderr, "%s: depth must be 0..20, got '%s'\n", g_prog, argv[i]);
                 return 2;
             }
         } else {
@@ -46,7 +50,7 @@ int main(int argc, char **argv) {
     static pos_t pos;
     char err[256];
     if (sfen_parse_cstr(&pos, sfen, err, sizeof err) != SFEN_OK) {
-        fprintf(stderr, "perft: %s\n", err);
+        fprintf(stderr, "%s: %s\n", g_prog, err);
         return 1;
     }
     int64_t t0 = compat_now_ns();

@@ -994,13 +994,22 @@ static void render(sb_t *o, const char *title, const report_run_t *r, const char
     sb_printf(o, "\n</body></html>\n");
 }
 
+/* The name this program was run as: report in the build, koma-report where
+ * installed (compat/version.h); in usage, --version and every message. */
+static const char *g_prog = "report";
+
 static void usage(FILE *out) {
-    fprintf(out, "usage: report RUN_DIR [-o FILE]     HTML report of a run (default RUN_DIR/report.html)\n"
-                 "       report --db FILE -o FILE     the same from a database file\n");
+    fprintf(out,
+            "usage: %s RUN_DIR [-o FILE]\n"
+            "       %s --db FILE -o FILE\n"
+            "Writes an HTML report of a run, one self-contained file (default\n"
+            "RUN_DIR/report.html); --db reads a database file instead of a run.\n",
+            g_prog, g_prog);
 }
 
 int main(int argc, char **argv) {
-    if (koma_version_asked(argc, argv, "report")) return 0;
+    g_prog = koma_program_name(argc > 0 ? argv[0] : NULL, "report");
+    if (koma_version_asked(argc, argv, g_prog)) return 0;
     const char *run = NULL, *dbfile = NULL, *out = NULL;
     for (int i = 1; i < argc; i++) {
         if ((!strcmp(argv[i], "-o") || !strcmp(argv[i], "--out")) && i + 1 < argc) out = argv[++i];
@@ -1010,7 +1019,7 @@ int main(int argc, char **argv) {
             return 0;
         } else if (argv[i][0] != '-' && !run) run = argv[i];
         else {
-            fprintf(stderr, "report: unknown or incomplete argument '%s'\n", argv[i]);
+            fprintf(stderr, "%s: unknown or incomplete argument '%s'\n", g_prog, argv[i]);
             usage(stderr);
             return 2;
         }
@@ -1027,18 +1036,18 @@ int main(int argc, char **argv) {
     /* Never a run's file, a device or a directory (data/run.h), nor the database read. */
     compat_file_id_t id_db, id_out;
     if (run_output_check(outp, run, "report", "-o", err, sizeof err) != 0) {
-        fprintf(stderr, "report: %s\n", err);
+        fprintf(stderr, "%s: %s\n", g_prog, err);
         return 1;
     }
     if (compat_file_id(dbp, &id_db) == 0 && compat_file_id(outp, &id_out) == 0 && compat_file_id_equal(&id_db, &id_out)) {
-        fprintf(stderr, "report: refusing to write report to %s: it is the database being reported (choose another -o)\n",
-                outp);
+        fprintf(stderr, "%s: refusing to write report to %s: it is the database being reported (choose another -o)\n",
+                g_prog, outp);
         return 1;
     }
 
     report_run_t *r = calloc(1, sizeof *r);
     if (!r) {
-        fprintf(stderr, "report: out of memory\n");
+        fprintf(stderr, "%s: out of memory\n", g_prog);
         return 1;
     }
     r->sum.latest_cycle = -1;
@@ -1047,19 +1056,19 @@ int main(int argc, char **argv) {
     const char *note = NULL;
     db_t *db = NULL;
     if (!compat_file_exists(dbp)) { /* nothing to report is an error, as for every tool */
-        if (run && !compat_is_dir(run)) fprintf(stderr, "report: %s: no such run directory\n", run);
+        if (run && !compat_is_dir(run)) fprintf(stderr, "%s: %s: no such run directory\n", g_prog, run);
         else if (run)
-            fprintf(stderr, "report: %s: no koma.db: not a Koma run directory (nothing has been recorded there; "
-                            "give the directory of a run)\n", dbp);
-        else fprintf(stderr, "report: %s: no such file\n", dbfile);
+            fprintf(stderr, "%s: %s: no koma.db: not a Koma run directory (nothing has been recorded there; "
+                            "give the directory of a run)\n", g_prog, dbp);
+        else fprintf(stderr, "%s: %s: no such file\n", g_prog, dbfile);
         free(r);
         return 1;
     } else {
         if (db_open(dbp, DB_OPEN_READONLY | DB_OPEN_MIGRATE, &db, err, sizeof err) == DB_OK && db_migrated_from(db))
-            fprintf(stderr, "report: %s: migrated from schema version %d to %d\n", dbp, db_migrated_from(db),
+            fprintf(stderr, "%s: %s: migrated from schema version %d to %d\n", g_prog, dbp, db_migrated_from(db),
                     db_schema_version(db));
         if (!db || read_run(db, r, err, sizeof err) != 0) {
-            fprintf(stderr, "report: %s\n", db ? (err[0] ? err : db_errmsg(db)) : err);
+            fprintf(stderr, "%s: %s\n", g_prog, db ? (err[0] ? err : db_errmsg(db)) : err);
             db_close(db);
             free_run(r);
             free(r);
@@ -1072,10 +1081,10 @@ int main(int argc, char **argv) {
     render(&o, title, r, note);
     int rc = 0;
     if (o.oom) {
-        fprintf(stderr, "report: out of memory\n");
+        fprintf(stderr, "%s: out of memory\n", g_prog);
         rc = 1;
     } else if (run_output_write(outp, run, "report", "-o", o.s, o.n, err, sizeof err) != 0) {
-        fprintf(stderr, "report: %s\n", err);
+        fprintf(stderr, "%s: %s\n", g_prog, err);
         rc = 1;
     } else {
         printf("%s: %lld self-play games, %lld training steps, %d models, %d matches (%lld games)\n", outp,

@@ -85,24 +85,10 @@
 #include "match/referee.h"
 #include "tools/strbuf.h"
 
-/* The name this program was run as (argv[0] without its directory and a
- * ".exe"): usi-match in the build, koma-usi-match where installed; in usage,
+/* The name this program was run as (compat/version.h's koma_program_name):
+ * usi-match in the build, koma-usi-match where installed; in usage,
  * --version and every message. */
 static const char *g_prog = "usi-match";
-static char g_prog_buf[64];
-
-static void set_prog_name(const char *argv0) {
-    if (!argv0 || !*argv0) return;
-    const char *b = argv0;
-    for (const char *p = argv0; *p; p++)
-        if (*p == '/' || *p == '\\') b = p + 1;
-    size_t n = strlen(b);
-    if (n > 4 && (strcmp(b + n - 4, ".exe") == 0 || strcmp(b + n - 4, ".EXE") == 0)) n -= 4;
-    if (n == 0 || n >= sizeof g_prog_buf) return;
-    memcpy(g_prog_buf, b, n);
-    g_prog_buf[n] = 0;
-    g_prog = g_prog_buf;
-}
 
 /* e rounded to `decimals` with its sign, and a plain 0 when it rounds to
  * zero ("-0" read as a loss): "+12", "-3.5", "0", "+inf". */
@@ -663,7 +649,7 @@ static void print_elo(const char *label, const ref_elo_t *e, const char *basis) 
 }
 
 int main(int argc, char **argv) {
-    set_prog_name(argc > 0 ? argv[0] : NULL);
+    g_prog = koma_program_name(argc > 0 ? argv[0] : NULL, "usi-match");
     if (koma_version_asked(argc, argv, g_prog)) return 0;
     match_cfg_t cfg;
     memset(&cfg, 0, sizeof cfg);

@@ -4,7 +4,9 @@
  * koma-perft and koma-genconfig, and the named flag sets under share/koma/configs
  * and the license under share/doc/koma. --version's first line is
  * "NAME (Koma) VERSION"; the commit and the parts built in follow. NAME is
- * the name the program was run as where it reads argv[0] (koma-usi-match).
+ * the installed name (koma-report, not report): every koma-* tool reads it
+ * from argv[0] and also names itself so in its usage and messages, and its
+ * --help fits 80 columns (check_names).
  * argv: cmake, the build directory, the project version. Skips (77) where
  * cmake cannot be run (a cross build under wine). */
 #include "tests/koma_test.h"
@@ -14,6 +16,48 @@
 #include <string.h>
 
 #include "compat/compat.h"
+
+/* The longest line of text, in characters. */
+static int longest_line(const char *text) {
+    int longest = 0, cur = 0;
+    for (const char *p = text; *p; p++) {
+        if (*p == '\n') cur = 0;
+        else if (++cur > longest) longest = cur;
+    }
+    return longest;
+}
+
+/* An installed user tool names itself by its installed name (koma-report,
+ * not report) in its usage and messages, and its --help fits 80 columns with
+ * that longer name: `NAME --help` prints "usage: NAME " (stdout or stderr),
+ * and `NAME --no-such-flag` fails with a message or usage that names NAME and
+ * never the bare build name ("report: ..." or "usage: report ..."). */
+static void check_names(const char *exe, const char *name, const char *out) {
+    const char *bare = name + 5; /* "koma-report" -> "report" */
+    char want[128], bad1[128], bad2[128], err[512];
+    const char *h[] = {exe, "--help", NULL};
+    int status = -1;
+    CHECKF(compat_run_io(h, out, out, &status, err, sizeof err) == 0, "%s --help: %s", exe, err);
+    char *text = t_read_file(out, NULL);
+    snprintf(want, sizeof want, "usage: %s ", name);
+    CHECKF(text && strstr(text, want), "%s --help does not say '%s':\n%s", exe, want, text ? text : "");
+    CHECKF(text && longest_line(text) <= 80, "%s --help has a line of %d characters:\n%s", exe,
+           text ? longest_line(text) : -1, text ? text : "");
+    free(text);
+    const char *bad[] = {exe, "--no-such-flag", NULL};
+    status = -1;
+    CHECKF(compat_run_io(bad, out, out, &status, err, sizeof err) == 0, "%s --no-such-flag: %s", exe, err);
+    CHECKF(status == 2, "%s --no-such-flag exited %d, not 2 (usage)", exe, status);
+    text = t_read_file(out, NULL);
+    snprintf(bad1, sizeof bad1, "usage: %s ", bare);
+    snprintf(bad2, sizeof bad2, "%s: ", bare);
+    int bare_prefix = text && strncmp(text, bad2, strlen(bad2)) == 0;
+    snprintf(bad2, sizeof bad2, "\n%s: ", bare);
+    bare_prefix |= text && strstr(text, bad2) != NULL;
+    CHECKF(text && strstr(text, name) && !strstr(text, bad1) && !bare_prefix,
+           "%s --no-such-flag does not call itself %s:\n%s", exe, name, text ? text : "");
+    free(text);
+}
 
 int main(int argc, char **argv) {
     if (argc < 4) {
@@ -39,10 +83,10 @@ int main(int argc, char **argv) {
     char *text = t_read_file(out, NULL);
     CHECKF(status == 0, "cmake --install exited %d:\n%s", status, text);
     free(text);
-    const char *const progs[][2] = {{"selfplay", "selfplay"},     {"train", "train"},
-                                    {"koma", "koma"},             {"koma-import", "import"},
-                                    {"koma-inspect", "inspect"},  {"koma-report", "report"},
-                                    {"koma-usi-match", "koma-usi-match"}, {"koma-perft", "perft"},
+    const char *const progs[][2] = {{"selfplay", "selfplay"},         {"train", "train"},
+                                    {"koma", "koma"},                 {"koma-import", "koma-import"},
+                                    {"koma-inspect", "koma-inspect"}, {"koma-report", "koma-report"},
+                                    {"koma-usi-match", "koma-usi-match"}, {"koma-perft", "koma-perft"},
                                     {"koma-genconfig", "koma-genconfig"}};
     for (size_t i = 0; i < sizeof progs / sizeof progs[0]; i++) {
         char exe[800], want[128];
@@ -59,6 +103,7 @@ int main(int argc, char **argv) {
                    strstr(rest, "; BLAS: ") && strstr(rest, "; MPI: ") && strstr(rest, "; NCCL: "),
                "%s --version names no commit or parts built in:\n%s", exe, text);
         free(text);
+        if (strncmp(progs[i][0], "koma-", 5) == 0) check_names(exe, progs[i][0], out);
     }
     const char *const configs[] = {"cpu.ini", "gpu.ini"};
     for (int i = 0; i < 2; i++) {
