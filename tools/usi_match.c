@@ -274,7 +274,9 @@ static void time_control_text(const match_cfg_t *cfg, char *buf, size_t len) {
     else msgf(buf, len, "%lld ms + byoyomi %lld ms", (long long)cfg->time_ms, (long long)cfg->byoyomi_ms);
 }
 
-/* Writes <csa_dir>/game-NNNN.csa durably. times_ms[i]: time of move i (-1 for opening moves). */
+/* Writes <csa_dir>/game-NNNN.csa durably, never over a run's file or a
+ * non-regular file (run_output_write). times_ms[i]: time of move i (-1 for
+ * opening moves). */
 static int write_csa(const match_t *m, int32_t gi, const ref_game_t *g, const int64_t *times_ms, int32_t n_open,
                      const char *black, const char *white, time_t started, time_t ended, char *err, size_t errlen) {
     char path[1200];
@@ -306,7 +308,7 @@ static int write_csa(const match_t *m, int32_t gi, const ref_game_t *g, const in
     sb_printf(f, "%s\n'%s: %s\n", ref_csa_ending(g), rules_end_name(g->end), g->detail);
     int rc = -1;
     if (sb.oom) msgf(err, errlen, "%s: out of memory", path);
-    else rc = compat_write_file_durable(path, sb.s, sb.n, err, errlen);
+    else rc = run_output_write(path, m->cfg->run_dir, "a CSA game record", "--csa-dir", sb.s, sb.n, err, errlen);
     free(sb.s);
     return rc;
 }
@@ -562,13 +564,14 @@ static void usage(FILE *out) {
             "  --concurrency K               games at once (default 1; each has its own\n"
             "                                engine processes)\n"
             "  --db FILE | --run DIR         record the match in FILE or DIR/koma.db, each\n"
-            "                                game as it ends\n"
+            "                                game as it ends (an existing FILE must be a\n"
+            "                                Koma database)\n"
             "  --cycle1 C, --cycle2 C        the engine plays the net of cycle C of that run\n"
             "                                (for the matches row)\n"
             "  --csa-dir DIR                 write DIR/game-NNNN.csa (CSA v2.2) for every\n"
-            "                                game\n"
+            "                                game (never in a run's models/ or shards/)\n"
             "  --engine-stderr FILE          engines' stderr appended to FILE ('' discards;\n"
-            "                                default: ours)\n"
+            "                                default: ours; never a run's own file)\n"
             "  --init-timeout MS             for usiok / readyok (default 60000)\n"
             "  --quiet                       no line per game and no running score (for\n"
             "                                scripts)\n"
@@ -579,6 +582,83 @@ static void usage(FILE *out) {
             "game pairs (each opening played with both colours), once 2 pairs are complete;\n"
             "before that trinomial, over games taken one by one.\n",
             g_prog);
+}
+
+/* ---- output paths ------------------------------------------------------------------------ */
+/* A directory that holds outputs and is made when missing, judged as
+ * data/run.h's run_output_check judges a file: DIR/name when DIR exists,
+ * else the nearest existing ancestor joined with the first missing component
+ * (R/models/csa/x is judged as R/models/csa, a name under the run's models/,
+ * before anything is made). */
+static int out_dir_check(const char *dir, const char *name, const char *run_dir, const char *what, const char *flag,
+                         char *err, size_t errlen) {
+    char probe[1200], anc[1200];
+    msgf(anc, sizeof anc, "%s", dir);
+    size_t n = strlen(anc);
+    while (n > 1 && (anc[n - 1] == '/' || anc[n - 1] == '\\')) anc[--n] = 0;
+    if (compat_is_dir(anc)) {
+        msgf(probe, sizeof probe, "%s/%s", anc, name);
+    } else {
+        msgf(probe, sizeof probe, "%s", anc); /* relative, one component: judged in "." */
+        for (;;) {
+            char *s = strrchr(anc, '/'), *bs = strrchr(anc, '\\');
+            if (bs && (!s || bs > s)) s = bs;
+            if (!s) break;
+            *s = 0;
+            const char *child = s + 1, *up = anc[0] ? anc : "/";
+            if (compat_is_dir(up)) {
+                msgf(probe, sizeof probe, "%s%s%s", up, anc[0] ? "/" : "", child);
+                break;
+            }
+        }
+    }
+    return run_output_check(probe, run_dir, what, flag, err, errlen);
+}
+
+/* What the match writes, checked before any engine starts (issue 30.1:
+ * no output path replaces a run's file or a non-regular file):
+ *  --csa-dir: never inside a run's models/, shards/, train/ or orphans/
+ *    (each file is checked again when it is written: write_csa);
+ *  --engine-stderr: appended to, so a device or FIFO (/dev/null, a pipe
+ *    to a logger) and any other file are fine, but never a run's own file
+ *    (koma.db, its -wal/-shm, koma.lock, log, models/, shards/ ...) nor a
+ *    directory;
+ *  --db FILE / --run DIR: an existing file must be a Koma database (it is
+ *    recorded into; a run's koma.db is the usual one); a new one is made
+ *    only where run_output_check allows (not under a run's models/ or
+ *    shards/, not as koma.db-wal or koma.lock ...), and --run's directory
+ *    only where a writer may make a run (data/run.h's run_check_new_dir). */
+static int check_outputs(const match_cfg_t *cfg, char *err, size_t errlen) {
+    char e[DB_ERR_MAX + 64];
+    if (cfg->csa_dir &&
+        out_dir_check(cfg->csa_dir, "game-0001.csa", cfg->run_dir, "CSA game records", "--csa-dir", err, errlen) != 0)
+        return -1;
+    const char *se = cfg->stderr_path;
+    if (se && se[0]) {
+        int special = !compat_is_dir(se) && compat_file_exists(se) && compat_check_regular_file(se, e, sizeof e) != 0;
+        if (!special &&
+            run_output_check(se, cfg->run_dir, "the engines' stderr", "--engine-stderr", err, errlen) != 0)
+            return -1;
+    }
+    if (!cfg->db_path && !cfg->run_dir) return 0;
+    const char *flag = cfg->run_dir ? "--run" : "--db";
+    char path[1200];
+    if (cfg->run_dir) run_path(cfg->run_dir, RUN_DB, path, sizeof path);
+    else msgf(path, sizeof path, "%s", cfg->db_path);
+    if (compat_is_dir(path) || compat_check_regular_file(path, e, sizeof e) != 0)
+        return run_output_check(path, cfg->run_dir, "the match database", flag, err, errlen); /* refuses it */
+    db_probe_t kind;
+    if (db_probe(path, &kind, e, sizeof e) != DB_OK) {
+        msgf(err, errlen, "%s; %s takes a Koma database (a run's koma.db) or the name of a new file: nothing was written",
+             e, flag);
+        return -1;
+    }
+    if (kind == DB_PROBE_KOMA) return 0; /* recorded into */
+    if (cfg->run_dir) {
+        if (out_dir_check(cfg->run_dir, RUN_DB, NULL, "the match database", flag, err, errlen) != 0) return -1;
+        return compat_is_dir(cfg->run_dir) ? run_check_new_dir(cfg->run_dir, err, errlen) : 0;
+    }
+    return run_output_check(path, NULL, "the match database", flag, err, errlen);
 }
 
 static int parse_i64(const char *flag, const char *s, int64_t min, int64_t *out) {
@@ -767,6 +847,11 @@ int main(int argc, char **argv) {
     char err[DB_ERR_MAX + 64];
     int rc = 1;
     if (cfg.openings_path && load_openings(cfg.openings_path, &m, cfg.max_ply) != 0) return 1;
+    char oerr[3 * 1200];
+    if (check_outputs(&cfg, oerr, sizeof oerr) != 0) {
+        fprintf(stderr, "%s: %s\n", g_prog, oerr);
+        return 1;
+    }
     if (cfg.csa_dir && compat_mkdir_p(cfg.csa_dir, err, sizeof err) != 0) {
         fprintf(stderr, "%s: %s\n", g_prog, err);
         return 1;

@@ -13,6 +13,10 @@
 #include "match/referee.h"
 #include "tools_test.h"
 
+#ifndef _WIN32
+#include <sys/stat.h>
+#endif
+
 static const char *g_match, *g_fake;
 
 typedef struct {
@@ -380,6 +384,140 @@ static void test_output(void) {
     free(out), free(errt);
 }
 
+/* ---- output paths (issue 30.1) ---------------------------------------------------------- */
+static void put_file(const char *path, const char *text) {
+    char e[512];
+    KOMA_ASSERT(compat_write_file_durable(path, text, strlen(text), e, sizeof e) == 0);
+}
+
+/* A match of 2 short games with extra arguments (up to 4): its exit status,
+ * its stderr in *errt. */
+static int short_match(const char *a, const char *b, const char *c, const char *d, char **errt) {
+    char e1[1200], e2[1200];
+    snprintf(e1, sizeof e1, "\"%s\" --name alpha --seed 31", g_fake);
+    snprintf(e2, sizeof e2, "\"%s\" --name beta --seed 32", g_fake);
+    const char *argv[] = {g_match, "--engine1", e1, "--engine2", e2, "--games", "2", "--byoyomi", "100",
+                          "--max-ply", "6", "--quiet", a, b, c, d, NULL};
+    char *out = NULL;
+    int st = run_capture(argv, &out, errt);
+    free(out);
+    return st;
+}
+
+/* usi-match never writes over a run's files or a non-regular file (data/run.h's
+ * run_output_check): --csa-dir inside a run's models/ or shards/, --db naming
+ * a new file under models/ or a run's koma.db-wal, --run inside shards/, and
+ * --engine-stderr at the run's koma.db or log are refused before any game,
+ * with "refusing to write ... (choose another FLAG)", and nothing is made
+ * there; an existing --db that is not a Koma database is refused and left as
+ * it was; a FIFO where a CSA record goes stays a FIFO (the record is refused,
+ * the match goes on). Still allowed: --engine-stderr /dev/null or a log (appended
+ * to), --db the run's own koma.db, --csa-dir the run's directory. */
+static void test_outputs(void) {
+    char R[900], p[1200], p2[1300];
+    snprintf(R, sizeof R, "%s", t_path("orun"));
+    char e[512];
+    CHECK(compat_mkdir_p(R, e, sizeof e) == 0);
+    snprintf(p, sizeof p, "%s/koma.db", R);
+    make_model_db(p);
+    snprintf(p, sizeof p, "%s/models", R);
+    CHECK(compat_mkdir_p(p, e, sizeof e) == 0);
+    snprintf(p, sizeof p, "%s/shards", R);
+    CHECK(compat_mkdir_p(p, e, sizeof e) == 0);
+    snprintf(p, sizeof p, "%s/models/0001.safetensors", R);
+    put_file(p, "a model's bytes\n");
+    char *errt = NULL;
+
+    /* --csa-dir inside models/ (existing) and shards/ (to be made) */
+    snprintf(p, sizeof p, "%s/models", R);
+    CHECK(short_match("--csa-dir", p, "--run", R, &errt) == 1);
+    CHECKF(errt && strstr(errt, "refusing to write CSA game records to") && strstr(errt, "models/") &&
+               strstr(errt, "(choose another --csa-dir)"),
+           "--csa-dir RUN/models: %s", errt ? errt : "");
+    free(errt);
+    snprintf(p2, sizeof p2, "%s/models/game-0001.csa", R);
+    CHECKF(!compat_file_exists(p2), "%s was written", p2);
+    snprintf(p, sizeof p, "%s/shards/csa/deep", R);
+    CHECK(short_match("--csa-dir", p, "--engine-stderr", "", &errt) == 1);
+    CHECKF(errt && strstr(errt, "refusing to write CSA game records to") && strstr(errt, "shards/"),
+           "--csa-dir RUN/shards/csa/deep: %s", errt ? errt : "");
+    free(errt);
+    snprintf(p, sizeof p, "%s/shards/csa", R);
+    CHECKF(!compat_is_dir(p), "%s was made", p);
+
+    /* --db: a new file under models/, the name of the database's WAL, a file that is no database */
+    snprintf(p, sizeof p, "%s/models/m.db", R);
+    CHECK(short_match("--db", p, "--engine-stderr", "", &errt) == 1);
+    CHECKF(errt && strstr(errt, "refusing to write the match database to") && strstr(errt, "(choose another --db)"),
+           "--db RUN/models/m.db: %s", errt ? errt : "");
+    free(errt);
+    CHECKF(!compat_file_exists(p), "%s was made", p);
+    snprintf(p, sizeof p, "%s/koma.db-wal", R);
+    CHECK(short_match("--db", p, "--engine-stderr", "", &errt) == 1);
+    CHECKF(errt && strstr(errt, "write-ahead log"), "--db RUN/koma.db-wal: %s", errt ? errt : "");
+    free(errt);
+    CHECKF(!compat_file_exists(p), "%s was made", p);
+    snprintf(p, sizeof p, "%s/models/0001.safetensors", R);
+    CHECK(short_match("--db", p, "--engine-stderr", "", &errt) == 1);
+    CHECKF(errt && strstr(errt, "not a database") && strstr(errt, "--db takes a Koma database"),
+           "--db RUN/models/0001.safetensors: %s", errt ? errt : "");
+    free(errt);
+    char *text = t_read_file(p, NULL);
+    CHECKF(text && !strcmp(text, "a model's bytes\n"), "%s changed", p);
+    free(text);
+
+    /* --run inside shards/ */
+    snprintf(p, sizeof p, "%s/shards/x", R);
+    CHECK(short_match("--run", p, "--engine-stderr", "", &errt) == 1);
+    CHECKF(errt && strstr(errt, "shards/") && strstr(errt, "(choose another --run)"), "--run RUN/shards/x: %s",
+           errt ? errt : "");
+    free(errt);
+    CHECKF(!compat_is_dir(p), "%s was made", p);
+
+    /* --engine-stderr: the run's database and log are refused; a log is appended to */
+    snprintf(p, sizeof p, "%s/koma.db", R);
+    CHECK(short_match("--engine-stderr", p, "--run", R, &errt) == 1);
+    CHECKF(errt && strstr(errt, "refusing to write the engines' stderr to") && strstr(errt, "the run's database") &&
+               strstr(errt, "(choose another --engine-stderr)"),
+           "--engine-stderr RUN/koma.db: %s", errt ? errt : "");
+    free(errt);
+    snprintf(p, sizeof p, "%s/log", R);
+    put_file(p, "the run's log\n");
+    CHECK(short_match("--engine-stderr", p, "--quiet", "--quiet", &errt) == 1);
+    CHECKF(errt && strstr(errt, "the run's log"), "--engine-stderr RUN/log: %s", errt ? errt : "");
+    free(errt);
+    text = t_read_file(p, NULL);
+    CHECKF(text && !strcmp(text, "the run's log\n"), "%s changed", p);
+    free(text);
+    snprintf(p, sizeof p, "%s", t_path("engines.log"));
+    put_file(p, "earlier line\n");
+    CHECK(short_match("--engine-stderr", p, "--db", t_path("orun/koma.db"), &errt) == 0);
+    free(errt);
+    text = t_read_file(p, NULL);
+    CHECKF(text && !strncmp(text, "earlier line\n", 13), "--engine-stderr replaced %s", p);
+    free(text);
+    CHECK(t_sql_int(t_path("orun/koma.db"), "SELECT count(*) FROM games WHERE match_id IS NOT NULL") == 2);
+#ifndef _WIN32
+    CHECK(short_match("--engine-stderr", "/dev/null", "--csa-dir", R, &errt) == 0);
+    free(errt);
+    snprintf(p, sizeof p, "%s/game-0002.csa", R);
+    CHECKF(compat_file_exists(p), "--csa-dir RUN: %s not written", p);
+
+    /* a FIFO where a CSA record goes */
+    snprintf(p, sizeof p, "%s", t_path("csa_fifo"));
+    CHECK(compat_mkdir_p(p, e, sizeof e) == 0);
+    snprintf(p2, sizeof p2, "%s/game-0002.csa", p);
+    CHECK(mkfifo(p2, 0644) == 0);
+    CHECK(short_match("--csa-dir", p, "--engine-stderr", "", &errt) == 0);
+    CHECKF(errt && strstr(errt, "refusing to write a CSA game record to") && strstr(errt, "not a regular file"),
+           "a FIFO at %s: %s", p2, errt ? errt : "");
+    free(errt);
+    CHECKF(compat_check_regular_file(p2, e, sizeof e) != 0, "the FIFO %s was replaced", p2);
+    snprintf(p2, sizeof p2, "%s/game-0001.csa", p);
+    CHECKF(compat_file_exists(p2), "%s not written", p2);
+#endif
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: test_usi_match USI_MATCH FAKE_USI\n");
@@ -392,6 +530,7 @@ int main(int argc, char **argv) {
     test_killed();
     test_fischer();
     test_output();
+    test_outputs();
     int rc = t_done("test_usi_match");
     if (rc == 0) t_rm_rf(t_dir);
     return rc;
