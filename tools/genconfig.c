@@ -28,7 +28,10 @@
  * The INI holds the keys whose value differs from selfplay's defaults: the
  * chosen ones with their measured figure in a comment, the given ones (flags
  * and --config keys), and `backend`/`net` where genconfig picked them
- * (--backend auto found a GPU).
+ * (--backend auto found a GPU). Games per thread never exceed a cycle's
+ * (selfplay would cap them): games-per-cycle is raised to threads x
+ * games-per-thread of every setting, or, where it is given (a flag or a
+ * --config key), kept, and no games-per-thread above it is tried.
  * --out is checked as every output of Koma (data/run.h's run_output_check:
  * never a directory, device or FIFO, nor a file of a run) before anything is
  * measured, never replaces a file genconfig did not write (its first line
@@ -87,6 +90,9 @@ typedef struct {
     const sp_config_t *base; /* the flags as given (defaults otherwise) */
     gc_setting_t start;      /* row 1 resolved */
     int raw_streams0, raw_gather_neg; /* base has streams 0 / gather-us -1 (the backend's default) */
+    int64_t cycle_cap;       /* games-per-cycle given (flag or --config key): kept, and no games-per-thread
+                              * above it is tried; else 0 */
+    int64_t cycle_start;     /* games-per-cycle as given or by default, before gc_apply raised it */
     nn_net_t *net;           /* random weights, on a CPU backend; the server copies it */
     double seconds, warmup;
     gc_row_t rows[GC_ROWS_MAX];
@@ -143,6 +149,13 @@ static void gc_apply(const gc_t *g, const gc_setting_t *s, sp_config_t *c) {
     c->threads = s->v[GC_THREADS] == g->start.v[GC_THREADS] ? g->base->threads : s->v[GC_THREADS];
     if (c->threads == 2 * (int64_t)compat_cpu_count()) c->threads = 0; /* the default: two per CPU */
     c->games_per_thread = s->v[GC_GAMES];
+    /* Every game played at once fits in one cycle (selfplay caps
+     * games-per-thread at games-per-cycle, and pauses when it runs more than
+     * --max-ahead cycles ahead of the newest net): unless games-per-cycle
+     * was given (cycle_cap), a cycle has at least threads x games-per-thread
+     * games. */
+    int64_t at_once = s->v[GC_THREADS] * s->v[GC_GAMES];
+    if (!g->cycle_cap && c->games_per_cycle < at_once) c->games_per_cycle = at_once;
     c->streams = g->raw_streams0 && s->v[GC_STREAMS] == g->start.v[GC_STREAMS] ? 0 : s->v[GC_STREAMS];
     c->max_batch = s->v[GC_MAX_BATCH];
     c->gather_us = g->raw_gather_neg && s->v[GC_GATHER] == g->start.v[GC_GATHER] ? -1 : s->v[GC_GATHER];
@@ -260,6 +273,7 @@ static int gc_stage(gc_t *g, int best, gc_flag_t f, const int64_t *values, int n
     int winner = best;
     for (int k = 0; k < n; k++) {
         if (values[k] < 1 && f != GC_GATHER) continue;
+        if (f == GC_GAMES && g->cycle_cap > 0 && values[k] > g->cycle_cap) continue; /* selfplay would cap it */
         gc_setting_t s = g->rows[best].s;
         s.v[f] = values[k];
         int i = gc_try(g, &s, f);
@@ -308,7 +322,11 @@ static void gc_ini(sb_t *b, const gc_t *g, int best, const cfg_opt_t *opts, cons
         int f = -1;
         for (int k = 0; k < GC_NFLAGS; k++)
             if (!strcmp(opts[i].name, gc_flag_name[k])) f = k;
-        if (f >= 0 && !held[f] && rb->s.v[f] == r0->s.v[f]) {
+        if (!strcmp(opts[i].name, "games-per-cycle") && !given[i] && !g->cycle_cap &&
+            *(const int64_t *)opts[i].ptr != g->cycle_start) {
+            sb_printf(b, "   ; threads x games-per-thread (%lld x %lld): every game played at once in one cycle\n",
+                      (long long)rb->s.v[GC_THREADS], (long long)rb->s.v[GC_GAMES]);
+        } else if (f >= 0 && !held[f] && rb->s.v[f] == r0->s.v[f]) {
             sb_printf(b, "   ; given to genconfig, and no value tried beat it\n");
         } else if (f >= 0 && !held[f]) {
             sb_printf(b, "   ; row %d: %.1f positions/s (%s %lld, row 1: %.1f)\n", best + 1, rb->pos_s,
@@ -460,8 +478,18 @@ int main(int argc, char **argv) {
         return 1;
     }
     g.raw_streams0 = cfg.streams == 0;
+    const cfg_opt_t *cycle_row = cfg_find(opts, n, "games-per-cycle");
+    g.cycle_cap = cycle_row && given[cycle_row - opts] ? cfg.games_per_cycle : 0;
+    g.cycle_start = cfg.games_per_cycle;
     g.raw_gather_neg = cfg.gather_us < 0;
 
+    if (g.cycle_cap && sp_config_games_per_thread(&cfg) < cfg.games_per_thread) { /* as selfplay does */
+        printf("%s: --games-per-thread %lld capped at %lld: selfplay never plays more games per thread at once "
+               "than a cycle has (--games-per-cycle %lld)\n",
+               prog, (long long)cfg.games_per_thread, (long long)sp_config_games_per_thread(&cfg),
+               (long long)cfg.games_per_cycle);
+        cfg.games_per_thread = sp_config_games_per_thread(&cfg);
+    }
     /* row 1: the flags as given; its resolved values are what later rows vary */
     gc_print_header();
     g.start.v[GC_THREADS] = sp_config_threads(&cfg);

@@ -5,6 +5,9 @@
  *     an INI that `selfplay --config` accepts, whose keys are the chosen
  *     row's values where they differ from the defaults (each commented), and
  *     that passes selfplay's own checks;
+ *   - games per thread never above the cycle's games: games-per-cycle
+ *     raised to threads x games-per-thread, or kept where given and then no
+ *     games-per-thread above it tried;
  *   - a flag given on the command line is held fixed and written as given;
  *     a --config key is the starting point and is tried; genconfig replaces
  *     its own file;
@@ -166,6 +169,14 @@ static void test_short_run(const char *base) {
         CHECKF(v == NULL, "games-per-thread = %s written, the default", v);
     else
         CHECKF(v && atoll(v) == chosen.games, "games-per-thread = %s, chosen %lld", v ? v : "(none)", chosen.games);
+    /* every game of the chosen row at once fits in one cycle (selfplay's default 24 otherwise) */
+    v = ini_value(body, "games-per-cycle");
+    if (chosen.threads * chosen.games <= 24)
+        CHECKF(v == NULL, "games-per-cycle = %s written, but %lld x %lld games fit the default 24", v, chosen.threads,
+               chosen.games);
+    else
+        CHECKF(v && atoll(v) == chosen.threads * chosen.games, "games-per-cycle = %s, chosen row %lld x %lld",
+               v ? v : "(none)", chosen.threads, chosen.games);
     v = ini_value(body, "net");
     CHECKF(v && !strcmp(v, "1x8"), "net = %s (want 1x8, given)", v ? v : "(none)");
     v = ini_value(body, "backend");
@@ -240,6 +251,65 @@ static void test_given(const char *base) {
     free(body);
 }
 
+/* Games per thread never above the cycle's games (selfplay caps them, so a
+ * setting measured above it is not what selfplay would play): with
+ * --threads 2 --games-per-thread 32 the INI says games-per-cycle = 64
+ * (threads x games-per-thread, over the default 24), and selfplay reads it
+ * back without capping; with --games-per-cycle 6 given, row 1 plays 6 games
+ * per thread (8 capped, said so), no row tries more than 6, and the INI
+ * keeps games-per-cycle = 6. */
+static void test_cycle(const char *base) {
+    char ini[700], out[700], err[1024];
+    snprintf(ini, sizeof ini, "%s/cycle.ini", base);
+    snprintf(out, sizeof out, "%s/cycle.txt", base);
+    const char *a1[] = {g_genconfig, "--seconds", "0.5", "--warmup", "0.3", "--net", "1x8", "--backend", "cpu",
+                        "--cache-mb", "8", "--threads", "2", "--games-per-thread", "32", "--out", ini, NULL};
+    char *text;
+    int st = run(a1, out, &text);
+    CHECKF(st == 0, "genconfig exited %d:\n%s", st, text);
+    free(text);
+    char *body = t_read_file(ini, NULL);
+    const char *v = body ? ini_value(body, "games-per-cycle") : NULL;
+    CHECKF(v && atoll(v) == 64, "games-per-cycle = %s, want 64 (2 threads x 32 games):\n%s", v ? v : "(none)",
+           body ? body : "(no file)");
+    CHECKF(body && strstr(body, "games-per-cycle = 64   ; threads x games-per-thread (2 x 32)"),
+           "games-per-cycle without its reason:\n%s", body ? body : "(no file)");
+    free(body);
+    static sp_config_t c;
+    static train_config_t t;
+    sp_config_default(&c);
+    sp_train_config_default(&t);
+    cfg_opt_t opts[SP_CONFIG_NFLAGS + TRAIN_CONFIG_NFLAGS];
+    int n = sp_config_flags(&c, opts, SP_CONFIG_NFLAGS);
+    n += train_config_flags(&t, opts + n, TRAIN_CONFIG_NFLAGS);
+    CHECKF(cfg_load_file(opts, n, ini, err, sizeof err) == CFG_OK, "%s: %s", ini, err);
+    CHECKF(c.games_per_thread == 32 && sp_config_games_per_thread(&c) == 32,
+           "selfplay plays %lld games per thread with %s, not the 32 measured", (long long)sp_config_games_per_thread(&c),
+           ini);
+
+    const char *a2[] = {g_genconfig, "--seconds", "0.5", "--warmup", "0.3", "--net", "1x8", "--backend", "cpu",
+                        "--cache-mb", "8", "--threads", "2", "--games-per-cycle", "6", "--out", ini, NULL};
+    st = run(a2, out, &text);
+    CHECKF(st == 0, "genconfig exited %d:\n%s", st, text);
+    CHECKF(strstr(text, "--games-per-thread 8 capped at 6"), "the start's cap not said:\n%s", text);
+    row_t rows[8], chosen;
+    int tried;
+    int nr = parse_table(text, rows, 8, &tried, &chosen);
+    CHECKF(nr >= 2 && rows[0].games == 6, "%d rows, row 1 plays %lld games per thread (want 6)", nr,
+           nr ? rows[0].games : -1);
+    for (int i = 0; i < nr; i++)
+        CHECKF(rows[i].games <= 6, "row %d tries %lld games per thread, more than --games-per-cycle 6", i + 1,
+               rows[i].games);
+    free(text);
+    body = t_read_file(ini, NULL);
+    v = body ? ini_value(body, "games-per-cycle") : NULL;
+    CHECKF(v && atoll(v) == 6, "games-per-cycle = %s, want 6 (given)", v ? v : "(none)");
+    v = body ? ini_value(body, "games-per-thread") : NULL;
+    CHECKF(v && atoll(v) <= 6 && atoll(v) == chosen.games, "games-per-thread = %s (chosen %lld, at most 6)",
+           v ? v : "(none)", chosen.games);
+    free(body);
+}
+
 static void test_refusals(const char *base) {
     char out[700], mine[700], dir[700];
     snprintf(out, sizeof out, "%s/refuse.txt", base);
@@ -295,6 +365,7 @@ int main(int argc, char **argv) {
     test_refusals(base);
     test_short_run(base);
     test_given(base);
+    test_cycle(base);
     if (!atomic_load(&g_fail)) t_rm_rf(base);
     return t_done("test_genconfig");
 }
