@@ -205,6 +205,30 @@ int compat_cpu_count(void) {
 #endif
 }
 
+int64_t compat_memory_total(void) {
+#ifdef _WIN32
+    MEMORYSTATUSEX ms;
+    ms.dwLength = sizeof ms;
+    if (GlobalMemoryStatusEx(&ms) && ms.ullTotalPhys > 0 && ms.ullTotalPhys <= (DWORDLONG)INT64_MAX)
+        return (int64_t)ms.ullTotalPhys;
+    return 0;
+#else
+#if defined(_SC_PHYS_PAGES) && defined(_SC_PAGESIZE)
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0 && (int64_t)pages <= INT64_MAX / page) return (int64_t)pages * page;
+#endif
+    long long kb = 0;
+    FILE *f = fopen("/proc/meminfo", "r"); /* Linux without the sysconf names */
+    if (f) {
+        char line[256];
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "MemTotal: %lld kB", &kb) == 1) break;
+        fclose(f);
+    }
+    return kb > 0 && kb <= INT64_MAX / 1024 ? (int64_t)kb * 1024 : 0;
+#endif
+}
+
 int64_t compat_address_space_used(void) {
 #if defined(__linux__)
     char b[64];

@@ -72,6 +72,11 @@ void compat_sleep_ms(int64_t ms);
 int64_t compat_cpu_time_ns(void);
 /* Number of online logical CPUs, at least 1. */
 int compat_cpu_count(void);
+/* Bytes of physical memory of the machine (sysconf's _SC_PHYS_PAGES x
+ * _SC_PAGESIZE, /proc/meminfo's MemTotal where sysconf cannot tell;
+ * Windows: GlobalMemoryStatusEx), or 0 when unknown. Not a container's or
+ * a ulimit's limit: see compat_address_space_limit. */
+int64_t compat_memory_total(void);
 /* The process's address-space limit in bytes (RLIMIT_AS, `ulimit -v`), or
  * -1 when there is none (always -1 on Windows). */
 int64_t compat_address_space_limit(void);

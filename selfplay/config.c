@@ -202,18 +202,11 @@ int sp_config_check_memory(const sp_config_t *c, int64_t mem_bytes, const char *
     return -1;
 }
 
-/* MemTotal of /proc/meminfo in bytes, or -1 where there is no such file (not
- * Linux): then only an address-space limit bounds the check. (Belongs in
- * compat/ as compat_memory_total; a plain file read needs no #ifdef.) */
+/* Physical memory in bytes (compat_memory_total), or -1 where unknown: then
+ * only an address-space limit bounds the check. */
 int64_t sp_machine_memory(void) {
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (!f) return -1;
-    char line[256];
-    long long kb = -1;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "MemTotal: %lld kB", &kb) == 1) break;
-    fclose(f);
-    return kb > 0 ? (int64_t)kb * 1024 : -1;
+    int64_t mem = compat_memory_total();
+    return mem > 0 ? mem : -1;
 }
 
 void sp_config_mcts(const sp_config_t *c, uint64_t seed, mcts_params_t *p) {

@@ -113,7 +113,7 @@ int64_t sp_config_slot_bytes(const sp_config_t *c);
  * "this machine's memory"). sp_config_check calls it with the machine's
  * memory or the address-space limit, whichever is smaller. */
 int sp_config_check_memory(const sp_config_t *c, int64_t mem_bytes, const char *what, char *err, size_t errlen);
-/* Physical memory in bytes (/proc/meminfo), or -1 where unknown. */
+/* Physical memory in bytes (compat_memory_total), or -1 where unknown. */
 int64_t sp_machine_memory(void);
 
 /* Search parameters of one game slot (seed picks its random stream). */

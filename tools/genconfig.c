@@ -101,21 +101,8 @@ typedef struct {
 
 /* ---- the machine ------------------------------------------------------------ */
 
-/* Physical memory in bytes from /proc/meminfo, or -1 where there is none
- * (not Linux): shown as "unknown". */
-static int64_t gc_memory_bytes(void) {
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (!f) return -1;
-    char line[256];
-    long long kb = -1;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "MemTotal: %lld kB", &kb) == 1) break;
-    fclose(f);
-    return kb > 0 ? (int64_t)kb * 1024 : -1;
-}
-
 static void gc_machine(sb_t *b, int32_t device_used) {
-    int64_t mem = gc_memory_bytes();
+    int64_t mem = compat_memory_total(); /* 0: unknown */
     char host[128];
     compat_hostname(host, sizeof host);
     sb_printf(b, "%s: %d CPUs, ", host, compat_cpu_count());

@@ -17,6 +17,7 @@
  * argv: genconfig, selfplay. */
 #include "tests/koma_test.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,6 +119,33 @@ static int selfplay_checks(const char *path, char *err, size_t errlen) {
     return 0;
 }
 
+/* The machine's memory (compat_memory_total: sysconf or /proc/meminfo on
+ * Linux, GlobalMemoryStatusEx on Windows) is known, agrees with the kernel's
+ * MemTotal where there is one, is what selfplay's memory check uses, and is
+ * what genconfig's "this machine:" line shows (not "memory unknown"). */
+static void check_memory(const char *text) {
+    int64_t mem = compat_memory_total();
+    CHECKF(mem > 0, "compat_memory_total() = %lld", (long long)mem);
+    CHECKF(sp_machine_memory() == mem, "sp_machine_memory() %lld, compat_memory_total() %lld",
+           (long long)sp_machine_memory(), (long long)mem);
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (f) {
+        char line[256];
+        long long kb = -1;
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "MemTotal: %lld kB", &kb) == 1) break;
+        fclose(f);
+        CHECKF(kb > 0 && mem == kb * 1024, "compat_memory_total() %lld, /proc/meminfo MemTotal %lld kB", (long long)mem,
+               kb);
+    }
+    const char *m = strstr(text, "this machine: ");
+    const char *cpus = m ? strstr(m, " CPUs, ") : NULL;
+    double gib = -1;
+    CHECKF(cpus && sscanf(cpus, " CPUs, %lf GiB memory", &gib) == 1 && fabs(gib - (double)mem / (1 << 30)) < 0.06,
+           "genconfig shows %.1f GiB of memory, compat_memory_total() %.2f GiB: %.120s", gib,
+           (double)mem / (1 << 30), m ? m : "(no 'this machine:' line)");
+}
+
 static void test_short_run(const char *base) {
     char ini[700], out[700];
     snprintf(ini, sizeof ini, "%s/machine.ini", base);
@@ -152,6 +180,7 @@ static void test_short_run(const char *base) {
         }
     }
     CHECKF(chosen.row >= 1 && chosen.row <= n && chosen.mark == '*', "no chosen row (%d)", chosen.row);
+    check_memory(text);
     free(text);
 
     /* the INI: genconfig's first line, the chosen row's values where they are not the defaults */
