@@ -20,12 +20,12 @@ bool mcts_leaf_repetition(const pos_t *pos, float *v) {
     }
 }
 
-bool mcts_leaf_end(const pos_t *pos, int32_t max_ply, float *v) {
+bool mcts_leaf_end(const pos_t *pos, int32_t max_ply, rules_declare_t rule, float *v) {
     if (max_ply > 0 && pos_game_ply(pos) - 1 >= max_ply) {
         *v = 0.0f;
         return true;
     }
-    if (rules_can_declare(pos)) {
+    if (rules_can_declare_by(pos, rule)) {
         *v = 1.0f;
         return true;
     }

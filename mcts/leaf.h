@@ -5,8 +5,9 @@
  *    tree path and the game history): a draw, or a loss for the side that
  *    gave check with every move of the cycle. Superior/inferior hands are
  *    not scored (the network sees the material);
- *  - max ply (a draw) and the entering-king declaration (a win for the side
- *    to move), judged once the side to move is known to have a legal move;
+ *  - max ply (a draw) and the entering-king declaration under the search's
+ *    rule (a win for the side to move; never under RULES_DECLARE_NONE),
+ *    judged once the side to move is known to have a legal move;
  *  - the history bound of Position (a draw, so the tree never overflows it);
  *  - mate in one for the side to move (a win);
  *  - mate in three for the side to move (a win): a check after which every
@@ -25,13 +26,14 @@
 #include <stdbool.h>
 
 #include "engine/position.h"
+#include "engine/rules.h"
 
 /* Before move generation: repetition and the history bound. If the game is
  * over, returns true and *v = its value for the side to move (1, 0, -1). */
 bool mcts_leaf_repetition(const pos_t *pos, float *v);
 /* For a side to move with at least one legal move: max ply (max_ply > 0)
- * and declaration. Same convention. */
-bool mcts_leaf_end(const pos_t *pos, int32_t max_ply, float *v);
+ * and declaration under rule (rules_can_declare_by). Same convention. */
+bool mcts_leaf_end(const pos_t *pos, int32_t max_ply, rules_declare_t rule, float *v);
 /* Does the side to move have a mate in one? */
 bool mcts_leaf_mate1(pos_t *pos);
 /* The first check of a mate in three for the side to move (see above), or

@@ -122,6 +122,7 @@ void mcts_params_default(mcts_params_t *p) {
     p->full_prob = 1.0f;
     p->leaf_mate = 1;
     p->max_ply = RULES_MAX_PLY_DEFAULT;
+    p->declare = RULES_DECLARE_CSA27;
     p->encode_leaves = true;
     p->single_move_stop = true;
     p->node_limit = 65536;
@@ -340,7 +341,7 @@ static int leaf_eval(mcts_tree_t *t, int32_t node, bool is_root, mcts_request_t 
         *v = -1.0f;
         return LEAF_RESOLVED;
     }
-    bool end = !is_root && mcts_leaf_end(&t->pos, t->p.max_ply, &tv);
+    bool end = !is_root && mcts_leaf_end(&t->pos, t->p.max_ply, t->p.declare, &tv);
     uint8_t mate = 0;
     if (!is_root && !end && t->p.leaf_mate >= 1 && mcts_leaf_mate1(&t->pos)) mate = 1;
     if (!is_root && !end && !mate && t->p.leaf_mate >= 3) {

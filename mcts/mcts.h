@@ -45,7 +45,7 @@
  * side to move at that node. Terminal leaves: no legal move = loss (mate);
  * repetition (the leaf position occurred before, in the tree path or the game)
  * = draw, or a loss for the side that gave check on every move of the cycle;
- * declaration win, max ply: as engine/rules says; a draw is worth
+ * declaration win (under params.declare), max ply: as engine/rules says; a draw is worth
  * params.draw_value[side to move] (0 unless set: USI Contempt). With leaf_mate 1 or 3, a leaf
  * whose side to move has a mate in one (or three) is a win without asking the
  * network.
@@ -73,6 +73,7 @@
 
 #include "engine/encode.h"
 #include "engine/position.h"
+#include "engine/rules.h"
 #include "mcts/cache.h"
 
 enum {
@@ -115,6 +116,8 @@ typedef struct {
     int32_t leaf_mate;      /* 1: a leaf whose side to move mates in one is a win, no network; 3: in one or
                                three (mcts/leaf.h); 0: neither */
     int32_t max_ply;        /* RULES_MAX_PLY_DEFAULT (320): leaves after that many moves are draws; 0 = none */
+    rules_declare_t declare;/* RULES_DECLARE_CSA27: a leaf whose side to move may declare under this rule is a
+                               win; RULES_DECLARE_NONE: never (USI EnteringKingRule) */
     float draw_value[COLOR_NB]; /* {0, 0}: value (W - L scale) of a drawn leaf (repetition, max ply) for
                                    its side to move, by colour; USI Contempt c gives the engine's colour
                                    -c and the other +c. Self-play keeps 0: a draw is worth nothing. */

@@ -40,8 +40,8 @@ static int opt_table(usi_options_t *o, cfg_opt_t *t) {
          "0"},
         {"MultiPV", CFG_TYPE_INT, &o->multipv, 1, 32, "info lines for the most visited root moves", "1"},
         {"EnteringKingRule", CFG_TYPE_STRING, o->entering_king, 1, 0,
-         "declare a win by the CSA 27-point rule, or never", "CSARule27", "CSARule27|NoEnteringKing",
-         sizeof o->entering_king},
+         "declare a win by the CSA 27-point rule, the 24-point rule (31 points: wins only), or never", "CSARule27",
+         "CSARule27|CSARule24|NoEnteringKing", sizeof o->entering_king},
     };
     memcpy(t, rows, sizeof rows);
     return OPT_NB;
@@ -53,6 +53,12 @@ void usi_options_default(usi_options_t *o) {
     cfg_defaults(t, opt_table(o, t));
     int cpus = compat_cpu_count();
     o->threads = cpus < 1 ? 1 : cpus > 1024 ? 1024 : cpus;
+}
+
+rules_declare_t usi_options_declare_rule(const usi_options_t *o) {
+    if (strcmp(o->entering_king, "CSARule24") == 0) return RULES_DECLARE_CSA24;
+    if (strcmp(o->entering_king, "NoEnteringKing") == 0) return RULES_DECLARE_NONE;
+    return RULES_DECLARE_CSA27;
 }
 
 void usi_options_print(const usi_options_t *o, usi_out_t *out) {

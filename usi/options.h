@@ -38,9 +38,13 @@
  *                                   for the engine (-500..500)
  *   MultiPV        spin    1        info lines `info multipv k ...` for the k most
  *                                   visited root moves (1..32)
- *   EnteringKingRule combo CSARule27 CSARule27 | NoEnteringKing: whether koma
- *                                   declares a win (`bestmove win`) by the CSA
- *                                   27-point rule (engine/rules.h)
+ *   EnteringKingRule combo CSARule27 CSARule27 | CSARule24 | NoEnteringKing:
+ *                                   the rule by which koma declares a win
+ *                                   (`bestmove win`) and the search scores a
+ *                                   leaf whose side to move may declare: CSA
+ *                                   27-point, 24-point (wins at 31 points
+ *                                   only; 24-30, a draw under that rule, is
+ *                                   not declared) or none (engine/rules.h)
  * Names are matched without regard to case; the canonical spelling is used
  * in messages.
  */
@@ -52,6 +56,7 @@
 #include <stdio.h>
 
 #include "config/config.h"
+#include "engine/rules.h"
 #include "usi/out.h"
 
 typedef struct {
@@ -75,6 +80,8 @@ typedef struct {
 } usi_options_t;
 
 void usi_options_default(usi_options_t *o);
+/* EnteringKingRule as the engine's rule (CSARule27 for anything else). */
+rules_declare_t usi_options_declare_rule(const usi_options_t *o);
 /* Writes the options table (name, USI type, default, range or words, help)
  * for `koma --help`. */
 void usi_options_help(const usi_options_t *o, FILE *out);

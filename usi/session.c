@@ -198,6 +198,7 @@ static void tree_params(const usi_options_t *o, color_t us, mcts_params_t *p) {
     p->noise = false;
     p->move_temp_plies = 0;
     p->leaf_mate = atoi(o->leaf_mate);
+    p->declare = usi_options_declare_rule(o);
     p->single_move_stop = true;
     /* on the W - L scale a result of 50% - c is a value of -2c */
     p->draw_value[us] = -2.0f * (float)o->contempt / 1000.0f;
@@ -246,9 +247,10 @@ static bool ensure_tree(usi_session_t *s, const usi_options_t *o, color_t us) {
         s->tree_hash_mb = o->hash_mb;
     } else {
         const mcts_params_t *was = mcts_tree_params(s->tree);
-        /* the tree's drawn leaves hold values of the old draw value */
+        /* the tree's drawn leaves hold values of the old draw value, its
+         * declaration leaves the old rule's verdicts */
         if (was->draw_value[COLOR_BLACK] != p.draw_value[COLOR_BLACK] ||
-            was->draw_value[COLOR_WHITE] != p.draw_value[COLOR_WHITE])
+            was->draw_value[COLOR_WHITE] != p.draw_value[COLOR_WHITE] || was->declare != p.declare)
             s->tree_valid = false;
         mcts_tree_set_params(s->tree, &p);
     }
@@ -579,7 +581,7 @@ static void *thread_main(void *arg) {
         answer(s, j, "bestmove resign");
         return thread_done(s);
     }
-    if (strcmp(j->opt.entering_king, "NoEnteringKing") != 0 && rules_can_declare(root)) {
+    if (rules_can_declare_by(root, usi_options_declare_rule(&j->opt))) {
         usi_session_say(s, "entering-king declaration holds: declaring a win");
         answer(s, j, "bestmove win");
         return thread_done(s);

@@ -27,10 +27,10 @@
  * status 1. Net `none` is the uniform evaluator, asked for (tests).
  *
  * Decisions for a `go` (in this order): the side to move has no legal move:
- * `bestmove resign`; the side to move can declare (rules_can_declare) and
- * EnteringKingRule is CSARule27: `bestmove win`; a mate within 7 plies found
- * by a bounded mate search (mate.h): `score mate N` and its first move,
- * without the MCTS; otherwise search, then `bestmove resign` when
+ * `bestmove resign`; the side to move can declare under EnteringKingRule
+ * (rules_can_declare_by; never with NoEnteringKing): `bestmove win`; a mate
+ * within 7 plies found by a bounded mate search (mate.h): `score mate N` and
+ * its first move, without the MCTS; otherwise search, then `bestmove resign` when
  * ResignThreshold > 0 and the chosen move's (1 + Q) / 2 is below it, else
  * `bestmove <move> [ponder <move>]` (ponder move: the PV's second move, only
  * with USI_Ponder on). When Q < -0.8 and every legal move is answered by a

@@ -8,6 +8,9 @@
  *     solved by the search with it on;
  *   - repetition inside the tree: a draw when repeating is the only
  *     non-losing option, a loss when the repetition is a perpetual check;
+ *   - the entering-king declaration under params.declare: a leaf whose side
+ *     to move may declare is a win under its rule, and not under none (or
+ *     the 24-point rule short of 31 points);
  *   - virtual loss: k leaves collected at once are distinct, collisions are
  *     undone, the tree invariants hold mid-search and after delivery;
  *   - tree reuse keeps the played subtree; pool exhaustion ends the search;
@@ -300,6 +303,59 @@ static void test_repetition(void) {
     CHECKF(res.best != perp, "perpetual check: played the losing repetition");
     validate(t, "perpetual");
     mcts_tree_free(t);
+}
+
+/* ---- entering-king declaration ------------------------------------------------------- */
+
+/* Black's king on 5b with 10 pieces in White's camp (18 points): with R B
+ * in hand 28 points, a declaration under the 27-point rule only; with
+ * R B 3P 31, under the 24-point rule too. */
+static void test_declaration(void) {
+    static const struct {
+        const char *sfen;
+        bool by[RULES_DECLARE_NB]; /* CSA27, CSA24, NONE */
+    } leaves[] = {{"+L+NSG1GS+N+L/1R2K2B1/9/9/9/9/9/9/4k4 b RB 1", {true, false, false}},
+                  {"+L+NSG1GS+N+L/1R2K2B1/9/9/9/9/9/9/4k4 b RB3P 1", {true, true, false}},
+                  {"+L+NSG1GS+N+L/1R2K2B1/9/9/9/9/9/9/4k4 b R4P 1", {false, false, false}}};
+    for (size_t i = 0; i < sizeof leaves / sizeof leaves[0]; i++) {
+        set_sfen(&pos, leaves[i].sfen);
+        for (int r = 0; r < RULES_DECLARE_NB; r++) {
+            float v = -9.0f;
+            bool end = mcts_leaf_end(&pos, 320, (rules_declare_t)r, &v);
+            CHECKF(end == leaves[i].by[r] && (!end || v == 1.0f), "leaf %zu, rule %d: end %d (v %.1f), want %d", i, r,
+                   end, v, leaves[i].by[r]);
+        }
+    }
+    /* White to move: after any reply (the king's; none gives check) Black
+     * may declare under the 27-point rule, a loss for White at every child.
+     * Under no rule, or the 24-point rule (28 points are short of 31), the
+     * children are ordinary positions the zero-value network scores 0. */
+    set_sfen(&pos, "+L+NSG1GS+N+L/1R2K2B1/9/9/9/9/9/9/4k4 w RB 1");
+    for (int r = 0; r < RULES_DECLARE_NB; r++) {
+        mcts_params_t p = base_params();
+        p.leaf_mate = 0; /* only the declaration resolves a leaf */
+        p.declare = (rules_declare_t)r;
+        mcts_tree_t *t = mcts_tree_new(&p, NULL);
+        mcts_tree_set_position(t, &pos);
+        mcts_limits_t l = visits(200);
+        mcts_search(t, &l, eval_uniform, NULL, &res);
+        int32_t lost = 0, visited = 0;
+        for (int32_t k = 0; k < res.n; k++)
+            if (res.visits[k] > 0) visited++, lost += res.q[k] == -1.0f;
+        if (r == RULES_DECLARE_CSA27)
+            CHECKF(visited == res.n && lost == visited && res.root_q < -0.9f,
+                   "27-point rule: %d of %d moves lost to the declaration (visited %d), root value %.3f", lost, res.n,
+                   visited, res.root_q);
+        else
+            CHECKF(visited > 0 && lost == 0 && res.root_q > -0.5f,
+                   "rule %d: %d of %d visited moves scored a declaration loss, root value %.3f", r, lost, visited,
+                   res.root_q);
+        validate(t, "declaration");
+        mcts_tree_free(t);
+    }
+    /* self-play and the referee rely on the default */
+    mcts_params_t p = base_params();
+    CHECKF(p.declare == RULES_DECLARE_CSA27, "the default rule is the 27-point one");
 }
 
 /* ---- virtual loss and batching ------------------------------------------------------ */
@@ -627,6 +683,7 @@ int main(void) {
     test_mate3(3);
     test_leaf_mate3();
     test_repetition();
+    test_declaration();
     test_virtual_loss();
     test_reuse();
     test_pool();

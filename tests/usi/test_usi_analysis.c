@@ -8,7 +8,10 @@
  *     moves, the first one's pv starting with the bestmove;
  *   - USI_Ponder: false, no ponder move in bestmove; true, a legal one;
  *   - EnteringKingRule: CSARule27 declares (`bestmove win`), NoEnteringKing
- *     plays a move instead;
+ *     plays a move instead; CSARule24 declares at 31 points, and at 28
+ *     (a 27-point-only win) plays a move; inside the search a leaf where
+ *     the opponent may declare is a loss under the rule set, not under the
+ *     others;
  *   - MinimumThinkingTime: a timed move thinks at least that long.
  */
 #include "usi_test.h"
@@ -163,6 +166,49 @@ static void test_entering_king(void) {
     proc_send(&P, "setoption name EnteringKingRule value CSARule27");
     bm = go_at(decl, "nodes 32", &info);
     CHECKF(bm && strcmp(bm, "bestmove win") == 0, "CSARule27 again: %s", bm ? bm : "-");
+    /* The 24-point rule declares at 31 points for either colour: every win
+     * it declares the 27-point rule declares too, so the position that tells
+     * them apart is a 27-point-only one (28 points, decl): a move under
+     * CSARule24, `bestmove win` at 31 points (3 pawns more). */
+    const char *decl31 = "+R+BGGSS+L+L1/4K4/PPPPP4/9/9/9/9/9/4k4 b 10P 1";
+    CHECKF(play_moves(pos, decl31, "") && rules_declaration_points(pos, COLOR_BLACK) == 31 &&
+               rules_can_declare_by(pos, RULES_DECLARE_CSA24),
+           "fixture declares under the 24-point rule");
+    CHECKF(play_moves(pos, decl, "") && !rules_can_declare_by(pos, RULES_DECLARE_CSA24), "28 points: not under 24");
+    proc_send(&P, "setoption name EnteringKingRule value CSARule24");
+    bm = go_at(decl, "nodes 32", &info);
+    CHECKF(bestmove_of(pos, bm, txt, sizeof txt) != MOVE_NONE, "CSARule24 at 28 points: a move, not win: %s",
+           bm ? bm : "-");
+    bm = go_at(decl31, "nodes 32", &info);
+    CHECKF(bm && strcmp(bm, "bestmove win") == 0, "CSARule24 at 31 points: %s", bm ? bm : "-");
+    /* White declares by the same count: the mirror image, White to move */
+    const char *decl31w = "4K4/9/9/9/9/9/4ppppp/4k4/1+l+lssgg+b+r w 10p 1";
+    CHECKF(play_moves(pos, decl31w, "") && rules_can_declare_by(pos, RULES_DECLARE_CSA24), "White's fixture declares");
+    bm = go_at(decl31w, "nodes 32", &info);
+    CHECKF(bm && strcmp(bm, "bestmove win") == 0, "CSARule24, White at 31 points: %s", bm ? bm : "-");
+    proc_send(&P, "setoption name EnteringKingRule value CSARule27");
+    /* In the tree: White to move, and after any reply Black (28 points) may
+     * declare. Under CSARule27 every leaf is a loss for White; under
+     * NoEnteringKing or CSARule24 (28 < 31) none is, and Net none scores the
+     * rest 0. Asked in turn on the same position: the tree kept between the
+     * searches must not keep the other rule's verdicts. */
+    const char *before = "+L+NSG1GS+N+L/1R2K2B1/9/9/9/9/9/9/4k4 w RB 1";
+    CHECKF(play_moves(pos, before, "5i4h") && rules_can_declare(pos), "Black may declare after White's reply");
+    CHECKF(play_moves(pos, before, ""), "White to move");
+    static const struct {
+        const char *rule;
+        bool lost;
+    } tree[] = {{"CSARule27", true}, {"NoEnteringKing", false}, {"CSARule27", true}, {"CSARule24", false}};
+    for (int i = 0; i < 4; i++) {
+        proc_send(&P, "setoption name EnteringKingRule value %s", tree[i].rule);
+        bm = go_at(before, "nodes 300", &info);
+        const char *cp = info ? strstr(info, " score cp ") : NULL;
+        int v = cp ? atoi(cp + 10) : 99999;
+        CHECKF(bestmove_of(pos, bm, txt, sizeof txt) != MOVE_NONE && (tree[i].lost ? v <= -1000 : v > -500),
+               "%s in the tree: White's score %d (%s), want %s", tree[i].rule, v, info ? info : "-",
+               tree[i].lost ? "a loss" : "about 0");
+    }
+    proc_send(&P, "setoption name EnteringKingRule value CSARule27");
 }
 
 static void test_minimum_time(void) {

@@ -278,7 +278,7 @@ static void test_help_version(void) {
         if (k == 0) {
             /* the options table from the same rows as `usi`: every option, type and range */
             static const char *rows[] = {"Net ", "filename", "NodeLimit ", "spin 0..2147483647", "MultiPV ",
-                                         "EnteringKingRule ", "CSARule27|NoEnteringKing", "NetworkDelay2 ",
+                                         "EnteringKingRule ", "CSARule27|CSARule24|NoEnteringKing", "NetworkDelay2 ",
                                          "MinimumThinkingTime ", "USI_Ponder ", "USI on stdin", "none"};
             for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
                 CHECKF(any_line_has(&P, rows[i]), "--help mentions '%s'", rows[i]);

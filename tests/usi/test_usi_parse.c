@@ -138,8 +138,10 @@ static void test_options(void) {
     CHECKF(usi_options_set(&o, "EnteringKingRule", "nOEnteringKing", NULL, err, sizeof err) == 0 &&
                strcmp(o.entering_king, "NoEnteringKing") == 0,
            "EnteringKingRule");
-    CHECKF(usi_options_set(&o, "EnteringKingRule", "CSARule24", NULL, err, sizeof err) != 0,
-           "CSARule24 is not offered (engine/rules has the 27-point rule only)");
+    CHECKF(usi_options_set(&o, "EnteringKingRule", "csarule24", NULL, err, sizeof err) == 0 &&
+               strcmp(o.entering_king, "CSARule24") == 0 && usi_options_declare_rule(&o) == RULES_DECLARE_CSA24,
+           "EnteringKingRule CSARule24");
+    CHECKF(usi_options_set(&o, "EnteringKingRule", "TryRule", NULL, err, sizeof err) != 0, "TryRule is not offered");
     CHECKF(usi_options_set(&o, "MultiPV", "33", NULL, err, sizeof err) != 0, "MultiPV range");
     CHECKF(usi_options_set(&o, "Frobnicate", "1", NULL, err, sizeof err) != 0 && strstr(err, "unknown option"),
            "unknown: %s", err);
