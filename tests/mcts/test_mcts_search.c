@@ -322,7 +322,7 @@ static void test_declaration(void) {
         for (int r = 0; r < RULES_DECLARE_NB; r++) {
             float v = -9.0f;
             bool end = mcts_leaf_end(&pos, 320, (rules_declare_t)r, &v);
-            CHECKF(end == leaves[i].by[r] && (!end || v == 1.0f), "leaf %zu, rule %d: end %d (v %.1f), want %d", i, r,
+            CHECKF(end == leaves[i].by[r] && (!end || v == 1.0f), "leaf %d, rule %d: end %d (v %.1f), want %d", (int)i, r,
                    end, v, leaves[i].by[r]);
         }
     }
