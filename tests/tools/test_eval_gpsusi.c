@@ -3,8 +3,8 @@
  * a random 1x8 net at 8 visits through match_play_engine, as
  * --gauntlet-engine1 'gpsusi | /usr/games/gpsusi | byoyomi 100' does: both
  * games end by the rules (no time loss, no crash, no illegal move: gpsusi's
- * USI is read correctly; its timeout is 10 s, since a loaded machine delays
- * its 100 ms moves by hundreds of ms), they are stored under the engine's label, and
+ * USI is read correctly; its timeout (usiok, each move) is 60 s, since a loaded machine delays
+ * its start-up by over 10 s and its 100 ms moves by hundreds of ms), they are stored under the engine's label, and
  * gpsusi, a strong program, does not lose to a random net. Skips (77)
  * without /usr/games/gpsusi. */
 #include "eval_engine_test.h"
@@ -26,7 +26,7 @@ int main(void) {
     eval_engine_run(5);
     char err[1024];
     match_engine_player_t *p = malloc(sizeof *p);
-    KOMA_ASSERT(p && match_engine_player_parse("gpsusi | " GPSUSI " | byoyomi 100 | timeout 10000", p, err, sizeof err) == 0);
+    KOMA_ASSERT(p && match_engine_player_parse("gpsusi | " GPSUSI " | byoyomi 100 | timeout 60000", p, err, sizeof err) == 0);
     match_play_config_t cfg;
     match_play_config_default(&cfg);
     cfg.games = 2;
