@@ -240,7 +240,7 @@ int main(void) {
         };
         const char *hp = KOMA_TEST_TMP "/config_help_wrap.txt";
         cfg_defaults(h, 3);
-        FILE *hf = fopen(hp, "w");
+        FILE *hf = fopen(hp, "wb"); /* binary: the lines as printed, no CR before each newline on Windows */
         cfg_print_help(h, 3,
                        "usage: prog --from-games [--run DIR] [--window N] [--steps N] [--batch N] [--lr X] [--net 6x64]\n"
                        "Trains a net offline on the most recent positions of the run's shards, a paragraph whose\n"

@@ -51,7 +51,7 @@ typedef struct {
     int row;
     char tries[32];
     long long threads, games, streams, max_batch, gather;
-    double pos_s;
+    double pos_s, evals_s;
 } row_t;
 
 /* One table row ("* 3  threads 8  ...  8 8 2 256 0 | 91.2 ..."), 1 when the line is one. */
@@ -61,9 +61,9 @@ static int parse_row(const char *line, row_t *r) {
     r->mark = line[0];
     snprintf(r->tries, sizeof r->tries, "%.22s", line + 7);
     for (char *e = r->tries + strlen(r->tries); e > r->tries && e[-1] == ' ';) *--e = 0;
-    r->pos_s = -1;
-    return sscanf(line + 29, "%lld %lld %lld %lld %lld | %lf", &r->threads, &r->games, &r->streams, &r->max_batch,
-                  &r->gather, &r->pos_s) >= 5;
+    r->pos_s = r->evals_s = -1;
+    return sscanf(line + 29, "%lld %lld %lld %lld %lld | %lf %lf", &r->threads, &r->games, &r->streams, &r->max_batch,
+                  &r->gather, &r->pos_s, &r->evals_s) >= 5;
 }
 
 /* The rows of the first table (before "genconfig: N settings tried") into
@@ -135,8 +135,9 @@ static void check_memory(const char *text) {
         while (fgets(line, sizeof line, f))
             if (sscanf(line, "MemTotal: %lld kB", &kb) == 1) break;
         fclose(f);
-        CHECKF(kb > 0 && mem == kb * 1024, "compat_memory_total() %lld, /proc/meminfo MemTotal %lld kB", (long long)mem,
-               kb);
+        /* equal on Linux; the Windows build under wine reads GlobalMemoryStatusEx, within a few percent */
+        CHECKF(kb > 0 && fabs((double)mem - (double)kb * 1024) <= 0.05 * (double)kb * 1024,
+               "compat_memory_total() %lld, /proc/meminfo MemTotal %lld kB", (long long)mem, kb);
     }
     const char *m = strstr(text, "this machine: ");
     const char *cpus = m ? strstr(m, " CPUs, ") : NULL;
@@ -166,8 +167,11 @@ static void test_short_run(const char *base) {
            "row 1 is not selfplay's defaults (threads %lld, games %lld, '%s')", n > 0 ? rows[0].threads : -1,
            n > 0 ? rows[0].games : -1, n > 0 ? rows[0].tries : "");
     for (int i = 0; i < n; i++) {
-        CHECKF(rows[i].row == i + 1 && rows[i].pos_s > 0, "row %d: number %d, %.1f positions/s", i + 1, rows[i].row,
-               rows[i].pos_s);
+        /* every row measured the net at work; a second of 64 games at once may finish no move on a slow
+         * machine (the Windows build under wine), so positions/s may be 0 there, never evaluations/s */
+        CHECKF(rows[i].row == i + 1 && rows[i].pos_s >= 0 && rows[i].evals_s > 0,
+               "row %d: number %d, %.1f positions/s, %.0f evaluations/s", i + 1, rows[i].row, rows[i].pos_s,
+               rows[i].evals_s);
         for (int j = 0; j < i; j++)
             CHECKF(rows[i].threads != rows[j].threads || rows[i].games != rows[j].games,
                    "rows %d and %d tried the same setting", j + 1, i + 1);
