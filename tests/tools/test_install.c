@@ -2,7 +2,8 @@
  * each answers --version: selfplay, train and koma under their names, the
  * user tools as koma-import, koma-inspect, koma-report, koma-usi-match,
  * koma-perft and koma-genconfig, and the named flag sets under share/koma/configs
- * and the license under share/doc/koma. --version's first line is
+ * and the license under share/doc/koma, the shipped net under share/koma/nets (which the installed
+ * koma plays by default). --version's first line is
  * "NAME (Koma) VERSION"; the commit and the parts built in follow. NAME is
  * the installed name (koma-report, not report): every koma-* tool reads it
  * from argv[0] and also names itself so in its usage and messages, and its
@@ -111,6 +112,21 @@ int main(int argc, char **argv) {
         snprintf(p, sizeof p, "%s/share/koma/configs/%s", prefix, configs[i]);
         CHECKF(compat_file_exists(p), "%s was not installed", p);
     }
+    /* the shipped net: installed beside the programs, and the installed koma plays it by default (its Net
+     * option's default names it, isready loads it: readyok) */
+    char net[800], koma[800];
+    snprintf(net, sizeof net, "%s/share/koma/nets/koma-default.safetensors", prefix);
+    snprintf(koma, sizeof koma, "%s/bin/koma", prefix);
+    CHECKF(compat_file_exists(net), "%s was not installed", net);
+    const char *k[] = {koma, "usi", "isready", "quit", NULL};
+    status = -1;
+    CHECKF(compat_run_io(k, out, out, &status, err, sizeof err) == 0 && status == 0, "%s usi isready: %s (status %d)",
+           koma, err, status);
+    text = t_read_file(out, NULL);
+    CHECKF(text && strstr(text, "option name Net type filename default ") && strstr(text, "koma-default.safetensors") &&
+               strstr(text, "\nreadyok"),
+           "the installed koma does not play the installed net by default:\n%s", text ? text : "(no output)");
+    free(text);
     char lic[800];
     snprintf(lic, sizeof lic, "%s/share/doc/koma/LICENSE", prefix);
     text = t_read_file(lic, NULL);
