@@ -242,7 +242,7 @@ static void test_slots(void) {
 static void test_help(void) {
     int n = table();
     const char *path = KOMA_TEST_TMP "/selfplay_help.txt";
-    FILE *f = fopen(path, "w");
+    FILE *f = fopen(path, "wb"); /* binary: no CR before each newline on Windows */
     KOMA_ASSERT(f);
     cfg_print_help(g_opts, n, "usage: selfplay [flags]", f);
     fclose(f);
