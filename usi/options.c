@@ -163,7 +163,15 @@ void usi_options_help(const usi_options_t *o, FILE *out) {
         char v[CFG_STRING_MAX + 8], kind[128];
         cfg_value_string(&t[i], v, sizeof v);
         row_kind(&t[i], kind, sizeof kind);
-        fprintf(out, "  %-19s %-30s default %s\n", t[i].name, kind, v[0] ? v : "<empty>");
+        char line[CFG_STRING_MAX + 256];
+        int n = snprintf(line, sizeof line, "  %-19s %-30s default %s", t[i].name, kind, v[0] ? v : "<empty>");
+        if (n <= 80) {
+            fprintf(out, "%s\n", line);
+        } else { /* a long default (the shipped net's path) on lines of its own */
+            fprintf(out, "  %-19s %s\n", t[i].name, kind);
+            snprintf(line, sizeof line, "default %s", v);
+            wrap(out, line, 6, 78);
+        }
         if (t[i].help) wrap(out, t[i].help, 6, 78);
     }
 }

@@ -298,6 +298,16 @@ static void test_fischer(void) {
 
 /* Runs argv with stdout and stderr to files; returns the exit status and
  * the two texts (malloc'ed). */
+/* The Windows build writes text with CR LF line ends: the checks read lines as on POSIX. */
+static char *crlf_to_lf(char *t) {
+    if (!t) return t;
+    char *w = t;
+    for (const char *r = t; *r; r++)
+        if (!(r[0] == '\r' && r[1] == '\n')) *w++ = *r;
+    *w = 0;
+    return t;
+}
+
 static int run_capture(const char *const *argv, char **out, char **errt) {
     char e[512], po[900], pe[900];
     snprintf(po, sizeof po, "%s", t_path("cap.out"));
@@ -308,8 +318,8 @@ static int run_capture(const char *const *argv, char **out, char **errt) {
         status = -1;
     }
     size_t n;
-    *out = compat_read_file(po, &n, e, sizeof e);
-    *errt = compat_read_file(pe, &n, e, sizeof e);
+    *out = crlf_to_lf(compat_read_file(po, &n, e, sizeof e));
+    *errt = crlf_to_lf(compat_read_file(pe, &n, e, sizeof e));
     fprintf(stderr, "%s%s", *out ? *out : "", *errt ? *errt : "");
     return status;
 }
