@@ -34,7 +34,10 @@ static compat_proc_t *start(const char *dir, const char *log) {
                           "--shard-games", "1", "--threads", "1", "--games-per-thread", "4", "--leaves-per-game", "2",
                           "--visits", "16", "--visits-fast", "8", "--gumbel-m", "8", "--max-ply", "60", "--net", "2x16",
                           "--progress", "0", "--min-steps-per-cycle", "2", "--max-steps-per-cycle", "4", "--batch", "16",
-                          "--window-min", "200", "--cpu-threads", "1", "--train-threads", "1", "--cache-mb", "1", NULL};
+                          "--window-min", "200", "--cpu-threads", "1", "--train-threads", "1", "--cache-mb", "1",
+                          /* small evaluations: the last run plays every one still owed (of up to 10 nets), and
+                           * under ASan on a busy machine the default 8 x 32 each ran past its 240 s */
+                          "--eval-games", "2", "--eval-visits", "8", NULL};
     char err[512];
     compat_proc_t *p = compat_proc_spawn(argv, log, err, sizeof err);
     if (!p) {
