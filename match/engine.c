@@ -267,5 +267,6 @@ int match_engine_player_parse(const char *text, match_engine_player_t *out, char
         snprintf(out->go, sizeof out->go, "go btime 0 wtime 0 byoyomi %lld", (long long)byoyomi);
     }
     out->move_timeout_ms = timeout ? timeout : byoyomi ? byoyomi + (byoyomi > 1000 ? byoyomi : 1000) : 10000;
+    out->init_timeout_ms = timeout ? (timeout > 10000 ? timeout : 10000) : 60000;
     return 0;
 }

@@ -17,11 +17,6 @@
 #include "nn/net.h"
 #include "nn/weights.h"
 
-/* How long an outside engine may take to answer usiok and readyok: a program
- * with large tables (gpsusi) takes over 10 s to start on a machine that is
- * busy with self-play. usi-match's --init-timeout has the same default. */
-enum { PLAY_ENGINE_INIT_MS = 60000 };
-
 void match_play_config_default(match_play_config_t *c) {
     memset(c, 0, sizeof *c);
     c->games = 20;
@@ -115,7 +110,7 @@ static int engine_ready(eval_shared_t *sh, match_engine_t *e) {
     for (int attempt = 0; attempt < 2; attempt++) {
         if (e->proc && e->alive && match_engine_new_game(e, 10000, label, err, sizeof err) == 0) return 0;
         match_engine_close(e);
-        if (match_engine_open(e, &ep->spec, sh->cfg->engine_stderr, PLAY_ENGINE_INIT_MS, label, err, sizeof err) != 0) break;
+        if (match_engine_open(e, &ep->spec, sh->cfg->engine_stderr, ep->init_timeout_ms, label, err, sizeof err) != 0) break;
     }
     compat_mutex_lock(&sh->mu);
     sh->engine_failed = 1;
@@ -387,7 +382,7 @@ static int play_match(const char *run_dir, const char *model_a_path, const char 
     if (engine) { /* a missing or broken engine fails here, before anything is stored */
         char label[128];
         snprintf(label, sizeof label, "engine '%s' (%.60s)", engine->label, engine->spec.cmd);
-        if (match_engine_open(&sh->spare, &engine->spec, cfg.engine_stderr, PLAY_ENGINE_INIT_MS, label, err, errlen) != 0) {
+        if (match_engine_open(&sh->spare, &engine->spec, cfg.engine_stderr, engine->init_timeout_ms, label, err, errlen) != 0) {
             res->engine_failed = 1;
             goto done;
         }

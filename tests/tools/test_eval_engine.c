@@ -27,8 +27,10 @@ static void parse_texts(void) {
     CHECK(strcmp(p->spec.cmd, "/usr/games/fairy-stockfish -x 'a b'") == 0);
     CHECK(p->spec.n_options == 2 && strcmp(p->spec.options[0], "Skill Level=0") == 0);
     CHECK(strcmp(p->go, "go nodes 2000") == 0 && p->move_timeout_ms == 5000);
+    CHECK(p->init_timeout_ms == 10000); /* a timeout bounds the start-up too, to 10 s at least */
     CHECK(match_engine_player_parse("gpsusi|/usr/games/gpsusi", p, err, sizeof err) == 0);
     CHECK(strcmp(p->go, "go btime 0 wtime 0 byoyomi 100") == 0 && p->move_timeout_ms == 1100);
+    CHECK(p->init_timeout_ms == 60000); /* none given: a minute to start (gpsusi on a busy machine) */
     CHECK(match_engine_player_parse("g | x | depth 3", p, err, sizeof err) == 0 && strcmp(p->go, "go depth 3") == 0);
     CHECK(p->move_timeout_ms == 10000);
     /* refused, each naming what is wrong */
@@ -115,7 +117,8 @@ int main(int argc, char **argv) {
     CHECKF(rc != 0 && r.engine_failed && strstr(err, "'gone'") && strstr(err, "/no/such/dir/engine"),
            "a missing engine: rc %d, failed %d, '%s'", rc, r.engine_failed, err);
     t0 = compat_now_ms();
-    snprintf(text, sizeof text, "mute | \"%s\" --mute | byoyomi 50", g_fake);
+    /* a timeout bounds the start-up too (at least 10 s; without one it waits up to 60 s) */
+    snprintf(text, sizeof text, "mute | \"%s\" --mute | byoyomi 50 | timeout 5000", g_fake);
     rc = play(text, 2, 1, &r, err, sizeof err);
     s = (compat_now_ms() - t0) / 1000.0;
     CHECKF(rc != 0 && r.engine_failed && strstr(err, "'mute'") && strstr(err, "usiok") && s < 20,
