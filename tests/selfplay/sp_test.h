@@ -61,20 +61,38 @@ static inline int64_t sql_int(sqlite3 *s, const char *q) {
     return v;
 }
 
-/* Games committed in the run at dir (0 when there is no database yet); a
- * reader beside a running writer (WAL). */
-static inline int64_t committed_games(const char *dir) {
+/* The first column of the first row of sql on the run at dir's koma.db, read
+ * beside a running writer (WAL); -1 when there is no such row or database. */
+static inline int64_t run_query(const char *dir, const char *sql) {
     char path[800];
     snprintf(path, sizeof path, "%s/koma.db", dir);
-    if (!compat_file_exists(path)) return 0;
+    if (!compat_file_exists(path)) return -1;
     sqlite3 *s = NULL;
-    int64_t n = 0;
+    int64_t n = -1;
     if (sqlite3_open_v2(path, &s, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
         sqlite3_busy_timeout(s, 2000);
-        n = sql_int(s, "SELECT count(*) FROM games");
+        n = sql_int(s, sql);
     }
     sqlite3_close(s);
+    return n;
+}
+
+/* Games committed in the run at dir (0 when there is no database yet). */
+static inline int64_t committed_games(const char *dir) {
+    int64_t n = run_query(dir, "SELECT count(*) FROM games");
     return n < 0 ? 0 : n;
+}
+
+/* Runs argv to its end, stdout and stderr into log; its exit status
+ * (exits 2 when it cannot be started). */
+static inline int run_to_end(const char *const *argv, const char *log) {
+    char err[512];
+    int status = -1;
+    if (compat_run_io(argv, log, log, &status, err, sizeof err) != 0) {
+        fprintf(stderr, "cannot run %s: %s\n", argv[0], err);
+        exit(2);
+    }
+    return status;
 }
 
 typedef struct {

@@ -49,16 +49,6 @@ static int run_log(const char *const *argv, const char *log) {
     return status;
 }
 
-static int64_t query(const char *run, const char *sql) {
-    char p[800];
-    snprintf(p, sizeof p, "%s/koma.db", run);
-    sqlite3 *s = NULL;
-    int64_t n = -1;
-    if (sqlite3_open_v2(p, &s, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) n = sql_int(s, sql);
-    sqlite3_close(s);
-    return n;
-}
-
 static int count_of(const char *text, const char *needle) {
     int n = 0;
     for (const char *p = text; p && (p = strstr(p, needle)); p += strlen(needle)) n++;
@@ -123,10 +113,10 @@ int main(void) {
     const char *um[] = {g_match, "--engine1", e1, "--engine2", e2, "--name2", "fake", "--games", "4", "--byoyomi",
                         "200", "--max-ply", "60", "--run", run, "--csa-dir", csa, "--quiet", NULL};
     CHECK(run_log(um, log) == 0);
-    CHECK(query(run, "SELECT count(*) FROM matches WHERE engine_b = 'engine2: fake' AND elo IS NOT NULL") == 1);
+    CHECK(run_query(run, "SELECT count(*) FROM matches WHERE engine_b = 'engine2: fake' AND elo IS NOT NULL") == 1);
     const char *imp[] = {g_import, "--run", run, "--quiet", csa, NULL};
     CHECK(run_log(imp, log) == 0);
-    CHECK(query(run, "SELECT count(*) FROM games WHERE shard_id IS NOT NULL") == 4);
+    CHECK(run_query(run, "SELECT count(*) FROM games WHERE shard_id IS NOT NULL") == 4);
 
     /* 2. train --from-games: cycle 0 untrained, cycle 1 trained */
     const char *tr[] = {g_train, "--from-games", "--run", run, "--steps", "20", "--batch", "16", "--net", "1x16",
@@ -136,8 +126,8 @@ int main(void) {
     CHECKF(st == 0 && strstr(out, "registered as cycle 0") && strstr(out, "registered as cycle 1"),
            "train --from-games: exit %d:\n%s", st, out ? out : "");
     free(out);
-    CHECK(query(run, "SELECT count(*) FROM models WHERE cycle = 0 AND train_steps = 0") == 1);
-    CHECK(query(run, "SELECT count(*) FROM models WHERE cycle = 1 AND train_steps = 20") == 1);
+    CHECK(run_query(run, "SELECT count(*) FROM models WHERE cycle = 0 AND train_steps = 0") == 1);
+    CHECK(run_query(run, "SELECT count(*) FROM models WHERE cycle = 1 AND train_steps = 20") == 1);
 
     /* a bad engine value is refused before anything runs, naming the option */
     const char *bad[] = {SP_ARGS(run, "2"), "--gauntlet-engine3", "no command here", NULL};
@@ -146,7 +136,7 @@ int main(void) {
     CHECKF(st != 0 && strstr(out, "gauntlet-engine3") && strstr(out, "no command here"),
            "a bad --gauntlet-engine3: exit %d:\n%s", st, out ? out : "");
     free(out);
-    CHECK(query(run, "SELECT count(*) FROM models") == 2);
+    CHECK(run_query(run, "SELECT count(*) FROM models") == 2);
 
     /* 3. selfplay continues the run, with a working and a missing outside engine */
     snprintf(fake_spec, sizeof fake_spec, "fake | \"%s\" --name fake --seed 3 | byoyomi 50 | Skill=1", g_fake);
@@ -160,12 +150,12 @@ int main(void) {
     CHECKF(strstr(out, "rating: model 1: ") && strstr(out, "rating: model 2: "),
            "the bootstrapped net or its successor is not rated:\n%s", out ? out : "");
     free(out);
-    CHECK(query(run, "SELECT max(cycle) FROM models") == 2);
-    CHECK(query(run, "SELECT count(*) FROM cycle_metrics WHERE cycle = 1 AND elo IS NOT NULL") == 1);
+    CHECK(run_query(run, "SELECT max(cycle) FROM models") == 2);
+    CHECK(run_query(run, "SELECT count(*) FROM cycle_metrics WHERE cycle = 1 AND elo IS NOT NULL") == 1);
     /* each evaluated net played the working engine; the missing one was never stored */
-    CHECK(query(run, "SELECT count(DISTINCT model_a) FROM matches WHERE model_b IS NULL AND engine_b = 'fake' AND "
+    CHECK(run_query(run, "SELECT count(DISTINCT model_a) FROM matches WHERE model_b IS NULL AND engine_b = 'fake' AND "
                      "settings LIKE 'eval %' AND elo IS NOT NULL") == 2);
-    CHECK(query(run, "SELECT count(*) FROM matches WHERE engine_b = 'gone' OR opponent = 'gone'") == 0);
+    CHECK(run_query(run, "SELECT count(*) FROM matches WHERE engine_b = 'gone' OR opponent = 'gone'") == 0);
 
     /* the joint list: the gauntlet's 'fake' and usi-match's 'engine2: fake' are one player, rated */
     char dbp[900], err[DB_ERR_MAX + 64];

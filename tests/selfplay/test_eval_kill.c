@@ -18,26 +18,6 @@
         "2", "--max-steps-per-cycle", "4", "--batch", "16", "--window-min", "200", "--cpu-threads", "1",        \
         "--train-threads", "1", "--cache-mb", "1", "--eval-every", "1", "--eval-games", "12", "--eval-visits", "8"
 
-static int64_t query(const char *dir, const char *sql) {
-    char p[800];
-    snprintf(p, sizeof p, "%s/koma.db", dir);
-    sqlite3 *s = NULL;
-    int64_t n = -1;
-    if (sqlite3_open_v2(p, &s, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) n = sql_int(s, sql);
-    sqlite3_close(s);
-    return n;
-}
-
-static int run_to_end(const char *const *argv, const char *log) {
-    char err[512];
-    int status = -1;
-    if (compat_run_io(argv, log, log, &status, err, sizeof err) != 0) {
-        fprintf(stderr, "cannot run %s: %s\n", argv[0], err);
-        exit(2);
-    }
-    return status;
-}
-
 int main(void) {
     const char *base = t_scratch("eval_kill");
     char dir[700], log[760];
@@ -54,15 +34,15 @@ int main(void) {
     const char *open_games = "SELECT count(*) FROM games g JOIN matches m ON g.match_id = m.id WHERE m.elo IS NULL";
     int64_t t0 = compat_now_ms();
     int status = 0, still = 1;
-    while (still == 1 && compat_now_ms() - t0 < 180000 && query(dir, open_games) < 1)
+    while (still == 1 && compat_now_ms() - t0 < 180000 && run_query(dir, open_games) < 1)
         still = compat_proc_wait(p, 20, &status);
     if (still == 1) {
         compat_proc_kill(p);
         compat_proc_wait(p, 30000, &status);
     }
     compat_proc_free(p);
-    int64_t kept = query(dir, open_games);
-    int64_t rated = query(dir, "SELECT count(*) FROM matches WHERE elo IS NOT NULL");
+    int64_t kept = run_query(dir, open_games);
+    int64_t rated = run_query(dir, "SELECT count(*) FROM matches WHERE elo IS NOT NULL");
     CHECKF(still == 1 && kept >= 1 && rated == 0,
            "the kill did not land in the evaluation (%s, %lld open games, %lld rated matches)",
            still == 1 ? "killed" : "exited", (long long)kept, (long long)rated);
@@ -75,10 +55,10 @@ int main(void) {
     CHECKF(st == 0, "the resumed run exited with %d:\n%s", st, out);
     CHECKF(strstr(out, "was interrupted") != NULL, "the resumed run did not say it replays the match:\n%s", out);
     free(out);
-    CHECK(query(dir, "SELECT count(*) FROM matches WHERE elo IS NOT NULL AND cycle = 1") == 1);
-    CHECKF(query(dir, open_games) == kept, "the interrupted match's games changed: %lld, were %lld",
-           (long long)query(dir, open_games), (long long)kept);
-    CHECK(query(dir, "SELECT count(*) FROM cycle_metrics WHERE cycle = 1 AND elo IS NOT NULL") == 1);
+    CHECK(run_query(dir, "SELECT count(*) FROM matches WHERE elo IS NOT NULL AND cycle = 1") == 1);
+    CHECKF(run_query(dir, open_games) == kept, "the interrupted match's games changed: %lld, were %lld",
+           (long long)run_query(dir, open_games), (long long)kept);
+    CHECK(run_query(dir, "SELECT count(*) FROM cycle_metrics WHERE cycle = 1 AND elo IS NOT NULL") == 1);
 
     /* One more cycle: its evaluation lands on the ladder. */
     const char *argv2[] = {SP_ARGS(dir, "2"), NULL};
@@ -87,9 +67,9 @@ int main(void) {
     CHECKF(st == 0 && strstr(out, "not rated") == NULL && strstr(out, "rating: model 2: ") != NULL,
            "cycle 2 is not rated (exit %d):\n%s", st, out);
     free(out);
-    CHECK(query(dir, "SELECT count(*) FROM cycle_metrics WHERE cycle = 2 AND elo IS NOT NULL") == 1);
+    CHECK(run_query(dir, "SELECT count(*) FROM cycle_metrics WHERE cycle = 2 AND elo IS NOT NULL") == 1);
     /* its gauntlet (--gauntlet 2): the previous net and cycle 0, one rated match each */
-    CHECK(query(dir, "SELECT count(*) FROM matches m JOIN models b ON m.model_b = b.id "
+    CHECK(run_query(dir, "SELECT count(*) FROM matches m JOIN models b ON m.model_b = b.id "
                      "WHERE m.cycle = 2 AND m.elo IS NOT NULL AND b.cycle IN (0, 1)") == 2);
     if (!atomic_load(&g_fail)) t_rm_rf(base);
     return t_done("test_eval_kill");

@@ -51,19 +51,6 @@
         "--train-threads", "1", "--cache-mb", "1", "--eval-every", "1", "--eval-games", egames, "--eval-visits", \
         evisits
 
-static int64_t query(const char *dir, const char *sql) {
-    char p[800];
-    snprintf(p, sizeof p, "%s/koma.db", dir);
-    sqlite3 *s = NULL;
-    int64_t n = -1;
-    if (sqlite3_open_v2(p, &s, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
-        sqlite3_busy_timeout(s, 2000);
-        n = sql_int(s, sql);
-    }
-    sqlite3_close(s);
-    return n;
-}
-
 static compat_proc_t *spawn(const char *const *argv, const char *log) {
     char err[512];
     compat_proc_t *p = compat_proc_spawn(argv, log, err, sizeof err);
@@ -122,16 +109,6 @@ static int wait_interrupted(compat_proc_t *p, int *status, double *took) {
     return still;
 }
 
-static int run_to_end(const char *const *argv, const char *log) {
-    char err[512];
-    int status = -1;
-    if (compat_run_io(argv, log, log, &status, err, sizeof err) != 0) {
-        fprintf(stderr, "cannot run %s: %s\n", argv[0], err);
-        exit(2);
-    }
-    return status;
-}
-
 static void dump(const char *what, const char *path) {
     size_t n = 0;
     char *t = compat_read_file(path, &n, NULL, 0);
@@ -146,12 +123,12 @@ static void check_all_rated(const char *dir, int cycles, const char *when) {
     for (int c = 1; c <= cycles; c++) {
         char q[400];
         snprintf(q, sizeof q, "SELECT count(*) FROM cycle_metrics WHERE cycle = %d AND elo IS NOT NULL", c);
-        CHECKF(query(dir, q) == 1, "%s: cycle %d has no rating in cycle_metrics", when, c);
+        CHECKF(run_query(dir, q) == 1, "%s: cycle %d has no rating in cycle_metrics", when, c);
         snprintf(q, sizeof q,
                  "SELECT count(DISTINCT b.cycle) FROM matches m JOIN models b ON m.model_b = b.id WHERE m.cycle = %d "
                  "AND m.elo IS NOT NULL AND m.settings LIKE 'eval %%' AND b.cycle IN (0, %d)", c, c - 1);
-        CHECKF(query(dir, q) == (c == 1 ? 1 : 2), "%s: cycle %d: %lld of its gauntlet's matches finished", when, c,
-               (long long)query(dir, q));
+        CHECKF(run_query(dir, q) == (c == 1 ? 1 : 2), "%s: cycle %d: %lld of its gauntlet's matches finished", when, c,
+               (long long)run_query(dir, q));
     }
 }
 
@@ -195,7 +172,7 @@ static int queued(const char *base, int kill9) {
                "Ctrl-C did not leave the queue to the next run:\n%s", out);
         free(out);
     }
-    CHECKF(query(dir, "SELECT count(*) FROM cycle_metrics WHERE cycle IN (2, 3) AND elo IS NOT NULL") == 0,
+    CHECKF(run_query(dir, "SELECT count(*) FROM cycle_metrics WHERE cycle IN (2, 3) AND elo IS NOT NULL") == 0,
            "models 2 and 3 were rated before the interrupt: the test did not interrupt their queue");
 
     /* The same command with a shorter evaluation (the flags of the evaluation
@@ -226,10 +203,10 @@ static int stop_running(const char *base) {
     int64_t t0 = compat_now_ms();
     int status = -1, still = 1;
     int seen = wait_log(p, dir, 0, "eval: model 1 vs 0: ", "started", 240000);
-    while (seen && (still = compat_proc_wait(p, 50, &status)) == 1 && query(dir, open_games) < 1 &&
+    while (seen && (still = compat_proc_wait(p, 50, &status)) == 1 && run_query(dir, open_games) < 1 &&
            compat_now_ms() - t0 < 480000) {
     }
-    CHECKF(seen && still == 1 && query(dir, open_games) >= 1, "the evaluation did not start or store a game");
+    CHECKF(seen && still == 1 && run_query(dir, open_games) >= 1, "the evaluation did not start or store a game");
     if (!seen || still != 1) {
         compat_proc_free(p);
         dump("child", log);
@@ -248,10 +225,10 @@ static int stop_running(const char *base) {
     CHECKF(still == 0 && status == SP_EXIT_INTERRUPTED && took < 30.0,
            "Ctrl-C during the evaluation: %s, status %d, %.1f s (the match must stop at its next move)",
            still ? "still running after 60 s" : "exited", status, took);
-    int64_t kept = query(dir, open_games);
-    CHECKF(kept >= 1 && query(dir, "SELECT count(*) FROM matches WHERE elo IS NOT NULL") == 0,
+    int64_t kept = run_query(dir, open_games);
+    CHECKF(kept >= 1 && run_query(dir, "SELECT count(*) FROM matches WHERE elo IS NOT NULL") == 0,
            "after Ctrl-C: %lld game(s) of the unfinished match kept, %lld match(es) rated", (long long)kept,
-           (long long)query(dir, "SELECT count(*) FROM matches WHERE elo IS NOT NULL"));
+           (long long)run_query(dir, "SELECT count(*) FROM matches WHERE elo IS NOT NULL"));
     char *out = t_read_file(log, NULL);
     CHECKF(strstr(out, "stopped after") && strstr(out, "the next run plays the rest"),
            "the log does not say the evaluation was stopped and left to the next run:\n%s", out);
@@ -273,7 +250,7 @@ static int stop_running(const char *base) {
     }
     if (still) compat_proc_kill(p);
     compat_proc_free(p);
-    int64_t kept2 = query(dir, open_games);
+    int64_t kept2 = run_query(dir, open_games);
 
     /* A run with a short evaluation (the flags of the evaluation may change
      * between sessions; the match is played again with the current ones)
@@ -286,8 +263,8 @@ static int stop_running(const char *base) {
            "the run after the Ctrl-Cs did not rate model 1 (exit %d):\n%s", st, out);
     free(out);
     check_all_rated(dir, 1, "after Ctrl-C during the evaluation");
-    CHECKF(query(dir, open_games) == kept2, "the unfinished matches' games changed: %lld, were %lld",
-           (long long)query(dir, open_games), (long long)kept2);
+    CHECKF(run_query(dir, open_games) == kept2, "the unfinished matches' games changed: %lld, were %lld",
+           (long long)run_query(dir, open_games), (long long)kept2);
     char dbp[760], err[DB_ERR_MAX];
     snprintf(dbp, sizeof dbp, "%s/koma.db", dir);
     db_t *db = NULL;

@@ -17,26 +17,6 @@
         "--net", "2x16", "--progress", "0", "--min-steps-per-cycle", "2", "--max-steps-per-cycle", "4",        \
         "--cpu-threads", "1", "--train-threads", "1", "--cache-mb", "1", "--eval-every", "0"
 
-static int64_t query(const char *dir, const char *sql) {
-    char p[800];
-    snprintf(p, sizeof p, "%s/koma.db", dir);
-    sqlite3 *s = NULL;
-    int64_t n = -1;
-    if (sqlite3_open_v2(p, &s, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) n = sql_int(s, sql);
-    sqlite3_close(s);
-    return n;
-}
-
-static int run_to_end(const char *const *argv, const char *log) {
-    char err[512];
-    int status = -1;
-    if (compat_run_io(argv, log, log, &status, err, sizeof err) != 0) {
-        fprintf(stderr, "cannot run %s: %s\n", argv[0], err);
-        exit(2);
-    }
-    return status;
-}
-
 int main(void) {
     const char *base = t_scratch("metrics_kill");
     char dir[700], log[760];
@@ -48,10 +28,10 @@ int main(void) {
     int st = run_to_end(argv, log);
     CHECK(compat_setenv("KOMA_TEST_KILL_AT", NULL) == 0);
     char *out = t_read_file(log, NULL);
-    int64_t games = query(dir, "SELECT count(*) FROM games g JOIN shards s ON g.shard_id = s.id WHERE s.cycle = 1");
-    int64_t rows = query(dir, "SELECT coalesce(sum(rows), 0) FROM shards WHERE cycle = 1");
+    int64_t games = run_query(dir, "SELECT count(*) FROM games g JOIN shards s ON g.shard_id = s.id WHERE s.cycle = 1");
+    int64_t rows = run_query(dir, "SELECT coalesce(sum(rows), 0) FROM shards WHERE cycle = 1");
     CHECKF(st != 0 && strstr(out, "KOMA_TEST_KILL_AT") && games == 4 &&
-               query(dir, "SELECT count(*) FROM cycle_metrics WHERE cycle = 1 AND games > 0") == 0,
+               run_query(dir, "SELECT count(*) FROM cycle_metrics WHERE cycle = 1 AND games > 0") == 0,
            "the kill did not land between cycle 1's last shard and its summary (exit %d, %lld games):\n%s", st,
            (long long)games, out);
     free(out);
@@ -62,18 +42,18 @@ int main(void) {
     out = t_read_file(log, NULL);
     CHECKF(st == 0 && strstr(out, "recomputed from its 4 stored games"), "the resumed run (exit %d):\n%s", st, out);
     free(out);
-    CHECKF(query(dir, "SELECT games FROM cycle_metrics WHERE cycle = 1") == 4 &&
-               query(dir, "SELECT positions FROM cycle_metrics WHERE cycle = 1") == rows,
+    CHECKF(run_query(dir, "SELECT games FROM cycle_metrics WHERE cycle = 1") == 4 &&
+               run_query(dir, "SELECT positions FROM cycle_metrics WHERE cycle = 1") == rows,
            "cycle 1's metrics row: games %lld, positions %lld (want 4 and %lld)",
-           (long long)query(dir, "SELECT games FROM cycle_metrics WHERE cycle = 1"),
-           (long long)query(dir, "SELECT positions FROM cycle_metrics WHERE cycle = 1"), (long long)rows);
-    CHECK(query(dir, "SELECT black_wins + white_wins + draws FROM cycle_metrics WHERE cycle = 1") == 4);
-    CHECK(query(dir, "SELECT count(*) FROM cycle_metrics c WHERE cycle = 1 AND black_wins = (SELECT count(*) FROM "
+           (long long)run_query(dir, "SELECT games FROM cycle_metrics WHERE cycle = 1"),
+           (long long)run_query(dir, "SELECT positions FROM cycle_metrics WHERE cycle = 1"), (long long)rows);
+    CHECK(run_query(dir, "SELECT black_wins + white_wins + draws FROM cycle_metrics WHERE cycle = 1") == 4);
+    CHECK(run_query(dir, "SELECT count(*) FROM cycle_metrics c WHERE cycle = 1 AND black_wins = (SELECT count(*) FROM "
                      "games g JOIN shards s ON g.shard_id = s.id WHERE s.cycle = 1 AND g.result = 1) AND "
                      "abs(avg_plies - (SELECT avg(g.plies) FROM games g JOIN shards s ON g.shard_id = s.id WHERE "
                      "s.cycle = 1)) < 1e-9") == 1);
     /* cycle 2 closed normally: its own row */
-    CHECK(query(dir, "SELECT games FROM cycle_metrics WHERE cycle = 2") == 4);
+    CHECK(run_query(dir, "SELECT games FROM cycle_metrics WHERE cycle = 2") == 4);
     run_state_t rs;
     check_run(dir, CHECK_RUN_CLEAN, 60, &rs);
     CHECKF(rs.latest_cycle == 2, "the resumed run ended at model %d", rs.latest_cycle);
