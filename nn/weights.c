@@ -290,19 +290,31 @@ done:
     return rc;
 }
 
-nn_net_t *nn_weights_load(nn_backend_t *be, const char *path, int32_t expect_features_version,
-                          char *err, size_t errlen) {
+/* path opened with every checksum verified and its configuration read into
+ * *cfg and checked against expect_features_version (< 0: any); NULL with err. */
+static st_file_t *open_net_file(const char *path, int32_t expect_features_version, nn_net_config_t *cfg, char *err,
+                                size_t errlen) {
     st_file_t *f = st_open(path, ST_OPEN_VERIFY, err, errlen);
     if (!f) return NULL;
-    nn_net_config_t cfg;
-    nn_net_t *net = NULL;
-    if (read_config(f, &cfg, err, errlen) != 0) goto fail;
-    if (expect_features_version >= 0 && cfg.features_version != expect_features_version) {
-        set_err(err, errlen, "%s: features_version %d, expected %d (net trained on another input encoding)",
-                path, cfg.features_version, expect_features_version);
-        goto fail;
+    if (read_config(f, cfg, err, errlen) != 0) {
+        st_close(f);
+        return NULL;
     }
-    net = nn_net_new(be, &cfg, 0, err, errlen);
+    if (expect_features_version >= 0 && cfg->features_version != expect_features_version) {
+        set_err(err, errlen, "%s: features_version %d, expected %d (net trained on another input encoding)",
+                path, cfg->features_version, expect_features_version);
+        st_close(f);
+        return NULL;
+    }
+    return f;
+}
+
+nn_net_t *nn_weights_load(nn_backend_t *be, const char *path, int32_t expect_features_version,
+                          char *err, size_t errlen) {
+    nn_net_config_t cfg;
+    st_file_t *f = open_net_file(path, expect_features_version, &cfg, err, errlen);
+    if (!f) return NULL;
+    nn_net_t *net = nn_net_new(be, &cfg, 0, err, errlen);
     if (!net) goto fail;
     if (read_tensors(net, NULL, f, err, errlen) != 0) goto fail;
     st_close(f);
@@ -316,15 +328,10 @@ fail:
 int nn_weights_check(const char *path, int32_t expect_features_version, char *err, size_t errlen) {
     /* The file itself, without a net (building one to compare shapes drew
      * random weights: 270 ms for a 10x128 net at every isready of koma). */
-    st_file_t *f = st_open(path, ST_OPEN_VERIFY, err, errlen);
-    if (!f) return -1;
     nn_net_config_t cfg;
-    int rc = read_config(f, &cfg, err, errlen);
-    if (rc == 0 && expect_features_version >= 0 && cfg.features_version != expect_features_version) {
-        set_err(err, errlen, "%s: features_version %d, expected %d (net trained on another input encoding)", path,
-                cfg.features_version, expect_features_version);
-        rc = -1;
-    }
+    st_file_t *f = open_net_file(path, expect_features_version, &cfg, err, errlen);
+    if (!f) return -1;
+    int rc = 0;
     for (int32_t i = 0; rc == 0 && i < st_count(f); i++) {
         const st_tensor_t *t = st_at(f, i);
         if (t->dtype != ST_DTYPE_F32) continue;
