@@ -1,7 +1,8 @@
-/* compat.c - POSIX and Windows implementations of compat.h. The only file in
- * Koma with #ifdef _WIN32. */
+/* compat.c - POSIX and Windows implementations of compat.h. With exe.c, the
+ * only files in Koma with #ifdef _WIN32. */
 #include "compat.h"
 #include "compat/err.h"
+#include "compat/exe.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -1192,10 +1193,8 @@ int compat_reexec_envp(char **argv, char **envp, const char *name, const char *v
         memcpy(env, envp, sizeof(char *) * n);
         snprintf(var, len, "%s=%s", name, value);
         env[n] = var, env[n + 1] = NULL;
-        char exe[4096];
-        ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1); /* its name, not "exe", in ps and top */
-        if (k > 0) exe[k] = 0;
-        execve(k > 0 ? exe : "/proc/self/exe", argv, env);
+        char exe[4096]; /* its name, not "exe", in ps and top */
+        execve(compat_exe_path(exe, sizeof exe) == 0 ? exe : "/proc/self/exe", argv, env);
     }
     free(env), free(var); /* exec failed: carry on as before */
     return -1;
