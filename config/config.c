@@ -570,14 +570,6 @@ void cfg_print_help(const cfg_opt_t *opts, int nopts, const char *usage, FILE *o
     free(text);
 }
 
-void cfg_dump(const cfg_opt_t *opts, int nopts, FILE *out) {
-    for (int i = 0; i < nopts; i++) {
-        char v[CFG_STRING_MAX + 8];
-        cfg_value_string(&opts[i], v, sizeof v);
-        fprintf(out, "%s = %s\n", opts[i].name, v);
-    }
-}
-
 char *cfg_dump_string(const cfg_opt_t *opts, int nopts) {
     size_t cap = 256, len = 0;
     char *s = malloc(cap);

@@ -95,9 +95,8 @@ int cfg_set(const cfg_opt_t *opts, int nopts, const char *key, const char *value
             char *err, size_t errlen);
 /* Loads an INI file (keys = long flag names). */
 int cfg_load_file(const cfg_opt_t *opts, int nopts, const char *path, char *err, size_t errlen);
-/* Writes "key = value" lines for every option (the effective config, e.g. to store in the run db). */
-void cfg_dump(const cfg_opt_t *opts, int nopts, FILE *out);
-/* Same into a malloc'ed string. */
+/* "key = value" lines for every option, the effective config (e.g. to store
+ * in the run db), in a malloc'ed string. */
 char *cfg_dump_string(const cfg_opt_t *opts, int nopts);
 void cfg_print_help(const cfg_opt_t *opts, int nopts, const char *usage, FILE *out);
 

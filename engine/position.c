@@ -156,10 +156,6 @@ bb_t pos_attackers_to(const pos_t *pos, color_t c, sq_t sq, bb_t occ) {
     return bb_and(a, pos->by_color[c]);
 }
 
-bb_t pos_attackers_to_all(const pos_t *pos, sq_t sq, bb_t occ) {
-    return bb_or(pos_attackers_to(pos, COLOR_BLACK, sq, occ), pos_attackers_to(pos, COLOR_WHITE, sq, occ));
-}
-
 bool pos_is_attacked(const pos_t *pos, color_t c, sq_t sq, bb_t occ) {
     color_t them = color_flip(c);
     bb_t mine = pos->by_color[c];

@@ -119,8 +119,6 @@ static inline bool pos_is_capture(const pos_t *pos, move_t m) {
 bb_t pos_attackers_to(const pos_t *pos, color_t c, sq_t sq, bb_t occ);
 /* Every square attacked by at least one piece of colour c (current occupancy). */
 bb_t pos_attacks_by(const pos_t *pos, color_t c);
-/* Pieces of both colours that attack sq. */
-bb_t pos_attackers_to_all(const pos_t *pos, sq_t sq, bb_t occ);
 /* Does any piece of colour c attack sq (occupancy occ)? */
 bool pos_is_attacked(const pos_t *pos, color_t c, sq_t sq, bb_t occ);
 /* Pieces (either colour) that are the only piece between c's king and an

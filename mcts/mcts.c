@@ -216,7 +216,6 @@ void mcts_tree_set_params(mcts_tree_t *t, const mcts_params_t *params) {
 }
 
 int32_t mcts_tree_nodes(const mcts_tree_t *t) { return t->n_nodes; }
-int64_t mcts_tree_edges(const mcts_tree_t *t) { return t->n_edges; }
 const pos_t *mcts_tree_position(const mcts_tree_t *t) { return &t->pos; }
 
 void mcts_tree_set_position(mcts_tree_t *t, const pos_t *pos) {

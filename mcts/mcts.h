@@ -254,8 +254,7 @@ void mcts_request_position(const mcts_tree_t *t, const mcts_request_t *req, pos_
  * description of the first fault. With pending requests only the checks
  * that hold mid-search are made. */
 const char *mcts_tree_validate(const mcts_tree_t *t);
-/* Nodes and edges in use. */
+/* Nodes in use. */
 int32_t mcts_tree_nodes(const mcts_tree_t *t);
-int64_t mcts_tree_edges(const mcts_tree_t *t);
 
 #endif

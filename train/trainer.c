@@ -482,7 +482,6 @@ int64_t train_trainer_latest_cycle(const train_trainer_t *tr) {
 }
 nn_net_t *train_trainer_net(train_trainer_t *tr) { return tr ? tr->tn.net : NULL; }
 nn_trainer_t *train_trainer_nn(train_trainer_t *tr) { return tr ? tr->tn.nt : NULL; }
-const train_config_t *train_trainer_config(const train_trainer_t *tr) { return tr ? &tr->cfg : NULL; }
 
 /* Publishes <run_dir>/rel as `cycle` (see trainer.h for the generation). */
 static int publish(train_trainer_t *tr, int64_t cycle, const char *rel, char *err, size_t errlen) {
@@ -652,12 +651,19 @@ int train_trainer_run_cycle(train_trainer_t *tr, int64_t cycle, train_cycle_repo
                        .cycle = cycle, .first = 0, .end = steps, .stop = &tr->stop, .on_step = cycle_hook,
                        .user = &hook};
     train_loop_result_t lr;
+    double device_ms = -1; /* not measured */
     set_progress(tr, cycle, 0, steps, 0, 0);
     char le[1024] = "";
     if (tr->cfg.group && dist_size(tr->cfg.group) > 1)
         rc = group_cycle(tr, &lp, want, positions, &lr, le, sizeof le);
-    else
+    else {
+        /* the trainer's device time over the steps (backend.h's stopwatch: CUDA events on its stream,
+         * the wall clock on the CPU), for the log line below (tools/loop_summary.c reads it) */
+        if (tr->be->timer_mark) tr->be->timer_mark(tr->be, 0);
         rc = train_loop_run(&lp, &lr, le, sizeof le);
+        if (tr->be->timer_mark) tr->be->timer_mark(tr->be, 1);
+        if (rc == TRAIN_OK && tr->be->timer_ms) device_ms = tr->be->timer_ms(tr->be);
+    }
     rep->steps = lr.steps - (lr.failed_in == TRAIN_LOOP_HOOK); /* a diverged step does not count */
     rep->samples = rep->steps * B;
     if (rc != TRAIN_OK) {
@@ -707,6 +713,9 @@ int train_trainer_run_cycle(train_trainer_t *tr, int64_t cycle, train_cycle_repo
          cycle, rep->steps, B, positions, total, rep->new_positions, bad ? ", bad shards skipped" : "",
          rep->policy_loss, rep->value_loss, rep->legal_loss, rep->policy_acc, rep->legal_f1, rep->samples_per_s,
          rep->seconds, mr.path);
+    if (device_ms >= 0)
+        tlog(tr, "cycle %" PRId64 ": steps %.3f s, device %.3f s (the trainer's stream, first step to last)", cycle,
+             lr.train_ns * 1e-9, device_ms * 1e-3);
     rc = publish(tr, cycle, mr.path, err, errlen) == 0 ? TRAIN_OK : TRAIN_ERROR;
 out:
     if (rep->seconds == 0) rep->seconds = (double)(compat_now_ns() - t0) * 1e-9;

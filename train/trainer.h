@@ -242,7 +242,6 @@ void train_trainer_free(train_trainer_t *tr);  /* NULL ok */
 /* ---- accessors and lower-level pieces (tests, train --from-games) ---------- */
 nn_net_t *train_trainer_net(train_trainer_t *tr);          /* the trained net (the trainer's backend) */
 nn_trainer_t *train_trainer_nn(train_trainer_t *tr);       /* its optimizer state */
-const train_config_t *train_trainer_config(const train_trainer_t *tr);
 /* The trainer's backend from cfg->backend ("auto": cuda when a device is present). NULL with err. */
 nn_backend_t *train_backend_new(const train_config_t *cfg, char *err, size_t errlen);
 /* Makes w resident on be (train_window_resident) as cfg->device_window says:

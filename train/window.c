@@ -377,7 +377,6 @@ int train_window_is_resident(const train_window_t *w) { return w->be != NULL; }
 
 int64_t train_window_resident_bytes(const train_window_t *w) { return w->dev_bytes; }
 
-int64_t train_window_positions(const train_window_t *w) { return w->positions; }
 int32_t train_window_shards(const train_window_t *w) { return w->nsegs; }
 
 static inline uint64_t splitmix(uint64_t *s) {

@@ -58,7 +58,6 @@ int64_t train_window_count(const db_shard_t *list, int32_t n, int32_t fv, int64_
  * -1 with err (out of memory). */
 int train_window_select(train_window_t *w, const db_shard_t *list, int32_t n, int64_t max_cycle, int64_t want,
                         int64_t *positions, int32_t *bad, char *err, size_t errlen);
-int64_t train_window_positions(const train_window_t *w);
 int32_t train_window_shards(const train_window_t *w); /* shards the window spans */
 
 /* Clears batch and gathers B rows drawn uniformly with replacement from the

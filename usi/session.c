@@ -90,7 +90,6 @@ void usi_session_say(usi_session_t *s, const char *fmt, ...) {
     usi_out_line(&s->out, "info string %s", buf);
 }
 
-usi_out_t *usi_session_out(usi_session_t *s) { return &s->out; }
 const pos_t *usi_session_position_now(const usi_session_t *s) { return s->pos; }
 
 static void set_startpos(usi_session_t *s) {

@@ -77,7 +77,6 @@ typedef struct usi_session usi_session_t;
 usi_session_t *usi_session_new(usi_write_fn_t write, void *user);
 /* Stops a running search (no bestmove), joins it and frees everything. NULL ok. */
 void usi_session_free(usi_session_t *s);
-usi_out_t *usi_session_out(usi_session_t *s);
 /* info string <text> */
 void usi_session_say(usi_session_t *s, const char *fmt, ...)
 #if defined(__GNUC__)
