@@ -1,10 +1,10 @@
 /* config.h - the flags of `selfplay` and what they turn into.
  *
  * Owns: sp_config_t (every self-play, search, inference-server and driver
- * flag with its default), the flag table for data/config.h, the checks of a
+ * flag with its default), the flag table for config/config.h, the checks of a
  * configuration, and its translation into mcts_params_t and nn_server_config_t.
  * Does not own: the trainer's flags (train/trainer.h adds its own to the same
- * table), parsing (data/config.c).
+ * table), parsing (config/config.c).
  *
  * Each flag's default is written once, in its row (sp_config_flags); they
  * are the laptop-CPU set. configs/gpu.ini overrides them for a GPU machine;
@@ -27,56 +27,56 @@ enum { SP_ENGINES_MAX = 4 }; /* --gauntlet-engine1 .. --gauntlet-engine4 */
  * int for booleans, char[CFG_STRING_MAX]). */
 typedef struct {
     /* run */
-    char run[CFG_STRING_MAX];      /* run directory ("runs/default") */
-    int64_t cycles;                /* published nets in total, counting resumed ones (10) */
-    double cpu_minutes;            /* stop once this process used this much CPU time; 0 = no limit (0) */
-    int64_t games_per_cycle;       /* games a cycle plays before its net is trained (24) */
-    int64_t shard_games;           /* games per shard; 0: one shard per cycle (8) */
+    char run[CFG_STRING_MAX];      /* run directory */
+    int64_t cycles;                /* published nets in total, counting resumed ones */
+    double cpu_minutes;            /* stop once this process used this much CPU time; 0 = no limit */
+    int64_t games_per_cycle;       /* games a cycle plays before its net is trained */
+    int64_t shard_games;           /* games per shard; 0: one shard per cycle */
     int sync_train;                /* 1: wait for each net before playing on (0: overlap) */
-    int64_t max_ahead;             /* cycles self-play may run ahead of the newest net (1) */
+    int64_t max_ahead;             /* cycles self-play may run ahead of the newest net */
     int64_t seed;                  /* 0: a new seed per invocation; else mixed with the run row id */
-    double progress_s;             /* status line period in seconds; 0 = none; -1 = 1 on a terminal, else 30 (-1) */
-    int quiet;                     /* no status lines; only warnings and errors on stderr (0) */
+    double progress_s;             /* status line period in seconds; 0 = none; -1 = 1 on a terminal, else 30 */
+    int quiet;                     /* no status lines; only warnings and errors on stderr */
     int verify_shards;             /* hash every shard at start-up (0: sizes only) */
     /* workers */
     int64_t threads;               /* self-play worker threads (0: two per CPU) */
-    int64_t games_per_thread;      /* games each worker drives at once (8) */
-    int64_t leaves_per_game;       /* leaves one game adds to a batch per step (4) */
+    int64_t games_per_thread;      /* games each worker drives at once */
+    int64_t leaves_per_game;       /* leaves one game adds to a batch per step */
     /* search */
     char search[CFG_STRING_MAX];   /* "gumbel" | "puct" */
-    int64_t visits;                /* visits of a full search (64) */
-    int64_t visits_fast;           /* visits of a fast search (16) */
-    double full_prob;              /* probability of a full search (0.25) */
-    int64_t gumbel_m;              /* Gumbel sampled root actions (16) */
+    int64_t visits;                /* visits of a full search */
+    int64_t visits_fast;           /* visits of a fast search */
+    double full_prob;              /* probability of a full search */
+    int64_t gumbel_m;              /* Gumbel sampled root actions */
     char leaf_mate[CFG_STRING_MAX]; /* "0" | "1" | "3": mate search at leaves, in plies (mcts_params_t.leaf_mate) */
-    double cpuct;                  /* PUCT c_init (1.25) */
-    double fpu;                    /* PUCT first-play urgency reduction (0.2) */
-    double noise_alpha_scale;      /* PUCT Dirichlet alpha = this / legal moves (10) */
-    double noise_weight;           /* PUCT Dirichlet weight (0.25) */
-    int tree_reuse;                /* keep the played subtree between moves (1) */
-    int64_t cache_mb;              /* shared NN cache, MiB (64; 0 = none) */
+    double cpuct;                  /* PUCT c_init */
+    double fpu;                    /* PUCT first-play urgency reduction */
+    double noise_alpha_scale;      /* PUCT Dirichlet alpha = this / legal moves */
+    double noise_weight;           /* PUCT Dirichlet weight */
+    int tree_reuse;                /* keep the played subtree between moves */
+    int64_t cache_mb;              /* shared NN cache, MiB (0 = none) */
     /* game */
-    int64_t max_ply;               /* moves before a game is a draw (320) */
-    int64_t random_opening;        /* up to this many uniformly random first moves (4) */
-    int64_t temp_plies;            /* plies sampled with a temperature (30) */
-    double temp_start, temp_end;   /* temperature at ply 0 and at temp_plies (1.0, 0.3), geometric */
-    double resign_threshold;       /* resign when the win probability stays below this (0.05; 0: never) */
-    int64_t resign_consecutive;    /* ... for this many of the side's searches in a row (2) */
-    double no_resign_fraction;     /* games that never resign (0.2), which measure false resignations */
+    int64_t max_ply;               /* moves before a game is a draw */
+    int64_t random_opening;        /* up to this many uniformly random first moves */
+    int64_t temp_plies;            /* plies sampled with a temperature */
+    double temp_start, temp_end;   /* temperature at ply 0 and at temp_plies, geometric decay */
+    double resign_threshold;       /* resign when the win probability stays below this (0: never) */
+    int64_t resign_consecutive;    /* ... for this many of the side's searches in a row */
+    double no_resign_fraction;     /* games that never resign, which measure false resignations */
     /* inference server */
     char backend[CFG_STRING_MAX];  /* "cpu" | "cuda" | "auto" */
     int64_t device;                /* CUDA device */
-    int64_t streams;               /* device workers (2; 0: backend default) */
-    int64_t max_batch;             /* positions per device batch (256) */
+    int64_t streams;               /* device workers (0: the backend's default) */
+    int64_t max_batch;             /* positions per device batch */
     int64_t gather_us;             /* wait for a fuller batch at most this long (-1: cpu 0, cuda 1000) */
-    int64_t net_fanout;            /* ranks each rank passes a net on to (tree); 0: rank 0 sends to all (8) */
-    int64_t train_ranks;           /* mpirun: ranks 0..K-1 train together; 1..K-1 do not play (1) */
-    int64_t cpu_threads;           /* CPU backend BLAS threads in all, split among the workers (2; 0: all CPUs) */
+    int64_t net_fanout;            /* ranks each rank passes a net on to (tree); 0: rank 0 sends to all */
+    int64_t train_ranks;           /* mpirun: ranks 0..K-1 train together; 1..K-1 do not play */
+    int64_t cpu_threads;           /* CPU backend BLAS threads in all, split among the workers (0: all CPUs) */
     /* in-loop evaluation (match/play.h) */
-    int64_t eval_every;            /* model c plays model c-K when c % K == 0; 0 = never (1) */
-    int64_t eval_games;            /* games of one evaluation in all, shared by its opponents (8) */
-    int64_t gauntlet;              /* opponents per evaluation: previous, cycle 0, halfway, a quarter (2) */
-    int64_t eval_visits;           /* playouts per move in it, both sides (32) */
+    int64_t eval_every;            /* model c plays model c-K when c % K == 0; 0 = never */
+    int64_t eval_games;            /* games of one evaluation in all, shared by its opponents */
+    int64_t gauntlet;              /* opponents per evaluation: previous, cycle 0, halfway, a quarter */
+    int64_t eval_visits;           /* playouts per move in it, both sides */
     /* outside USI engines in every gauntlet, fixed anchors of the rating list:
      * "LABEL | COMMAND | budget | NAME=VALUE ..." (match/engine.h); "" = none */
     char gauntlet_engine[SP_ENGINES_MAX][1024];

@@ -8,7 +8,7 @@
 
 #include "compat/compat.h"
 
-/* The one table: a row per option (data/config.h). The USI type follows
+/* The one table: a row per option (config/config.h). The USI type follows
  * from the row: numbers with a range are spins, booleans checks, rows with
  * allowed words combos, the rest strings. */
 enum { OPT_NB = 17 };
