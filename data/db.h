@@ -47,7 +47,7 @@
  *     engine_a / engine_b; a view match_games of the match games with the
  *     columns of the table the referee kept before v2 (for readers of it).
  *     v1 files are rebuilt in one transaction keeping every row, including
- *     those of that interim match_games table (see db.c, migrate_v1_v2).
+ *     those of that interim match_games table (see db_schema.c, migrate_v1_v2).
  *  3  cycle_metrics.no_resign_games, would_resign, false_resign,
  *     resign_threshold: self-play's resignation check by cycle (NULL in rows
  *     written before v3: not recorded). Columns added, nothing rebuilt; a v1
