@@ -153,7 +153,6 @@ void shard_builder_reset(shard_builder_t *b) {
     b->rows = b->done_rows = b->nnz = 0;
 }
 
-const shard_format_t *shard_builder_format(const shard_builder_t *b) { return &b->fmt; }
 int64_t shard_builder_rows(const shard_builder_t *b) { return b->done_rows; }
 int32_t shard_builder_games(const shard_builder_t *b) { return b->ngames; }
 int64_t shard_builder_nnz(const shard_builder_t *b) {

@@ -142,7 +142,6 @@ shard_builder_t *shard_builder_new(const shard_format_t *fmt, char *err, size_t 
 void shard_builder_free(shard_builder_t *b); /* NULL ok */
 /* Drops every row and game, keeps the memory. */
 void shard_builder_reset(shard_builder_t *b);
-const shard_format_t *shard_builder_format(const shard_builder_t *b);
 int64_t shard_builder_rows(const shard_builder_t *b);  /* rows of finished games */
 int32_t shard_builder_games(const shard_builder_t *b); /* finished games */
 int64_t shard_builder_nnz(const shard_builder_t *b);
