@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "compat/compat.h"
+#include "compat/runlog.h"
 #include "compat/status.h"
 #include "data/db.h"
 #include "data/run.h"
@@ -74,10 +75,8 @@ typedef struct {
     const sp_config_t *cfg;
     train_config_t tcfg;
     char run_dir[SP_PATH_MAX];
-    FILE *log;
-    compat_mutex_t log_mu;
+    runlog_t *log;             /* the events: stderr (st) and the run's log file */
     status_t *st;              /* stderr: the status line and the event lines */
-    int64_t log_status_ns;     /* when the log file last got a status line */
     int64_t t_start_ns;
 
     run_t *run; /* the run directory, its writer lock held until the end */
@@ -112,7 +111,8 @@ typedef struct {
     /* shard commits (the writer thread's callback) */
     atomic_llong shards_submitted, shards_done;
     atomic_int shard_failed;
-    char shard_err[DB_ERR_MAX];  /* under log_mu */
+    compat_mutex_t shard_mu;
+    char shard_err[DB_ERR_MAX];  /* under shard_mu */
 
     /* model ids by cycle (generation = cycle + 1) */
     int64_t id_cycle[16], id_model[16];
@@ -143,63 +143,12 @@ typedef struct {
     char host[128];            /* this machine, recorded with each local game */
 } driver_t;
 
-/* ---- log ---------------------------------------------------------------------------- */
+/* ---- log ----------------------------------------------------------------------------
+ * Every line goes through the run log (compat/runlog.h): the driver's own,
+ * the gauntlet's and the other ranks' (runlog_line), and the trainer's. */
 
-static void vlog_line(driver_t *d, const char *prefix, const char *fmt, va_list ap) {
-    char msg[2048];
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    time_t now = time(NULL);
-    char ts[32] = "";
-    compat_mutex_lock(&d->log_mu);
-    const struct tm *tm = gmtime(&now);
-    if (tm) strftime(ts, sizeof ts, "%Y-%m-%d %H:%M:%S", tm);
-    bool warn = strncmp(msg, "warning", 7) == 0 || strncmp(msg, "error", 5) == 0 || strstr(msg, ": warning") ||
-                strstr(msg, "failed");
-    if (d->st) status_event(d->st, warn ? STATUS_WARN : STATUS_INFO, "%s%s", prefix, msg);
-    else fprintf(stderr, "%s%s\n", prefix, msg);
-    if (d->log) {
-        fprintf(d->log, "%s %s%s\n", ts, prefix, msg);
-        fflush(d->log);
-    }
-    compat_mutex_unlock(&d->log_mu);
-}
-
-static void dlog(driver_t *d, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vlog_line(d, "", fmt, ap);
-    va_end(ap);
-}
-
-static void dlog_prefix(driver_t *d, const char *prefix, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vlog_line(d, prefix, fmt, ap);
-    va_end(ap);
-}
-
-/* A line for the log file only (the status line, once a minute). */
-static void log_file_line(driver_t *d, const char *line) {
-    compat_mutex_lock(&d->log_mu);
-    if (d->log) {
-        time_t now = time(NULL);
-        char ts[32] = "";
-        const struct tm *tm = gmtime(&now);
-        if (tm) strftime(ts, sizeof ts, "%Y-%m-%d %H:%M:%S", tm);
-        fprintf(d->log, "%s %s\n", ts, line);
-        fflush(d->log);
-    }
-    d->log_status_ns = compat_now_ns();
-    compat_mutex_unlock(&d->log_mu);
-}
-
-/* The gauntlet's lines too. */
-static void gauntlet_log(void *user, const char *line) { dlog(user, "%s", line); }
-
-/* The trainer's log lines go to the same places. */
-static void train_log(void *user, const char *line) {
-    dlog_prefix(user, "train: ", "%s", line);
-}
+/* The trainer's lines, after "train: ". */
+static void train_log(void *user, const char *line) { runlog_event_prefix(user, "train: ", "%s", line); }
 
 /* ---- helpers ---------------------------------------------------------------------------- */
 
@@ -278,12 +227,12 @@ static void shard_done(void *user, int status, const char *err, const db_shard_t
         atomic_fetch_add(&d->shards_done, 1);
         return;
     }
-    compat_mutex_lock(&d->log_mu);
+    compat_mutex_lock(&d->shard_mu);
     if (!atomic_load(&d->shard_failed))
         snprintf(d->shard_err, sizeof d->shard_err, "shard commit failed (%s): %s", db_status_name(status),
                  err ? err : "");
     atomic_store(&d->shard_failed, 1);
-    compat_mutex_unlock(&d->log_mu);
+    compat_mutex_unlock(&d->shard_mu);
 }
 
 static int new_builder(driver_t *d, char *err, size_t errlen) {
@@ -311,7 +260,7 @@ static int flush_shard(driver_t *d, int64_t cycle, char *err, size_t errlen) {
     d->builder = NULL;
     d->seq++;
     atomic_fetch_add(&d->shards_submitted, 1);
-    dlog(d, "shard %s: %d games, %" PRId64 " positions queued", rel, games, rows);
+    runlog_event(d->log, "shard %s: %d games, %" PRId64 " positions queued", rel, games, rows);
     return new_builder(d, err, errlen);
 }
 
@@ -376,27 +325,29 @@ static void write_metrics(driver_t *d, const cycle_acc_t *a, int64_t games, int6
         if (a->gen_games[i] > best) best = a->gen_games[i], g = a->gens[i];
     m.model_id = model_id_of_gen(d, g);
     int st = db_writer_cycle_metrics(d->writer, &m, 10000);
-    if (st != DB_OK) dlog(d, "warning: cycle %" PRId64 " metrics not queued: %s", a->cycle, db_status_name(st));
+    if (st != DB_OK)
+        runlog_event(d->log, "warning: cycle %" PRId64 " metrics not queued: %s", a->cycle, db_status_name(st));
     char rs[256] = "";
     size_t len = 0;
     for (int e = 1; e < RULES_END_NB; e++)
         if (a->reasons[e] && len < sizeof rs)
             len += (size_t)snprintf(rs + len, sizeof rs - len, "%s%s %" PRId64, len ? ", " : "", rules_end_name(e),
                                     a->reasons[e]);
-    dlog(d,
-         "cycle %" PRId64 " self-play done: %" PRId64 " games this session (%" PRId64 " in all; black %" PRId64
-         " white %" PRId64 " draw %" PRId64 "; %s), %" PRId64 " positions (%" PRId64 " with a policy target), "
-         "%.1f plies/game, %" PRId64 " games played by two nets or more, %.1f s, %.1f positions/s, %.0f evals/s, "
-         "batch %.1f, busy %.0f%%",
-         a->cycle, a->games, games, a->black, a->white, a->draws, len ? rs : "-", a->rows, a->full_rows,
-         a->games ? m.avg_plies : 0.0, a->mixed, sp_s, a->games ? m.positions_per_s : 0.0, m.evals_per_s > 0 ? m.evals_per_s : 0.0,
-         a->batches ? m.avg_batch : 0.0, a->worker_s > 0 ? m.busy_pct : 0.0);
+    runlog_event(
+        d->log,
+        "cycle %" PRId64 " self-play done: %" PRId64 " games this session (%" PRId64 " in all; black %" PRId64
+        " white %" PRId64 " draw %" PRId64 "; %s), %" PRId64 " positions (%" PRId64 " with a policy target), "
+        "%.1f plies/game, %" PRId64 " games played by two nets or more, %.1f s, %.1f positions/s, %.0f evals/s, "
+        "batch %.1f, busy %.0f%%",
+        a->cycle, a->games, games, a->black, a->white, a->draws, len ? rs : "-", a->rows, a->full_rows,
+        a->games ? m.avg_plies : 0.0, a->mixed, sp_s, a->games ? m.positions_per_s : 0.0,
+        m.evals_per_s > 0 ? m.evals_per_s : 0.0, a->batches ? m.avg_batch : 0.0, a->worker_s > 0 ? m.busy_pct : 0.0);
     char rate[32] = "n/a";
     if (a->would_resign) snprintf(rate, sizeof rate, "%.3f", (double)a->false_resign / (double)a->would_resign);
-    dlog(d,
-         "cycle %" PRId64 " resignation: %" PRId64 " no-resign games, %" PRId64 " would have resigned, %" PRId64
-         " of them wrongly (false-resignation rate %s)",
-         a->cycle, a->no_resign, a->would_resign, a->false_resign, rate);
+    runlog_event(d->log,
+                 "cycle %" PRId64 " resignation: %" PRId64 " no-resign games, %" PRId64 " would have resigned, %" PRId64
+                 " of them wrongly (false-resignation rate %s)",
+                 a->cycle, a->no_resign, a->would_resign, a->false_resign, rate);
 }
 
 /* KOMA_TEST_KILL_AT=<point>[:<cycle>] (driver.h): SIGKILL at a named point,
@@ -409,7 +360,7 @@ static void test_kill_at(driver_t *d, const char *point, int64_t cycle) {
     if (strcmp(point, "cycle-summary") == 0) /* the cycle's shards committed: only its summary is missing */
         for (int i = 0; i < 6000 && atomic_load(&d->shards_done) < atomic_load(&d->shards_submitted); i++)
             compat_sleep_ms(10);
-    dlog(d, "KOMA_TEST_KILL_AT=%s: killing this process (cycle %" PRId64 ")", spec, cycle);
+    runlog_event(d->log, "KOMA_TEST_KILL_AT=%s: killing this process (cycle %" PRId64 ")", spec, cycle);
     compat_kill_pid(compat_getpid());
     for (;;) compat_sleep_ms(1000); /* SIGKILL is on its way */
 }
@@ -449,11 +400,13 @@ static void repair_metrics(driver_t *d) {
         if (g == 0 || (st == DB_OK && m.games > 0) || (st != DB_OK && st != DB_NOTFOUND)) continue;
         db_job_t job = {.run = metrics_repair_run, .arg = (void *)(intptr_t)c};
         int qs = db_writer_submit(d->writer, &job, 10000);
-        if (qs != DB_OK) dlog(d, "warning: cycle %" PRId64 " metrics not queued: %s", c, db_status_name(qs));
+        if (qs != DB_OK)
+            runlog_event(d->log, "warning: cycle %" PRId64 " metrics not queued: %s", c, db_status_name(qs));
         else
-            dlog(d, "cycle %" PRId64 ": its metrics row was %s (killed before the cycle's summary): games, positions "
-                    "and results recomputed from its %" PRId64 " stored games", c,
-                 st == DB_NOTFOUND ? "missing" : "empty", g);
+            runlog_event(d->log,
+                         "cycle %" PRId64 ": its metrics row was %s (killed before the cycle's summary): games, "
+                         "positions and results recomputed from its %" PRId64 " stored games", c,
+                         st == DB_NOTFOUND ? "missing" : "empty", g);
     }
 }
 
@@ -525,7 +478,8 @@ static int submit_training(driver_t *d, char *err, size_t errlen) {
             return -1;
         }
         push_training(d, c, train_steps_for(&d->tcfg, p));
-        dlog(d, "cycle %" PRId64 ": %" PRId64 " games, %" PRId64 " positions committed; training", c, g, p);
+        runlog_event(d->log, "cycle %" PRId64 ": %" PRId64 " games, %" PRId64 " positions committed; training", c, g,
+                     p);
         memmove(d->closed, d->closed + 1, (size_t)(--d->n_closed) * sizeof *d->closed);
     }
     return 0;
@@ -561,12 +515,15 @@ static int poll_training(driver_t *d, int64_t timeout_ms, char *err, size_t errl
         d->latest_steps = rep.step;
         int64_t gen = d->server ? nn_server_generation(d->server) : 0;
         if (gen != c + 1)
-            dlog(d, "note: the server is at generation %" PRId64 " after model cycle %" PRId64
-                    " (expected %" PRId64 "): games may name a neighbouring model", gen, c, c + 1);
-        dlog(d, "model %" PRId64 "/%" PRId64 " published: %s, %" PRId64 " steps (%" PRId64 " in all), loss %.4f "
-                "(policy %.4f value %.4f legal %.5f), window %" PRId64 " positions, %.1f s",
-             c, d->target, rep.model_path, rep.steps, rep.step, rep.loss, rep.policy_loss, rep.value_loss,
-             rep.legal_loss, rep.window_positions, rep.seconds);
+            runlog_event(d->log,
+                         "note: the server is at generation %" PRId64 " after model cycle %" PRId64
+                         " (expected %" PRId64 "): games may name a neighbouring model",
+                         gen, c, c + 1);
+        runlog_event(d->log,
+                     "model %" PRId64 "/%" PRId64 " published: %s, %" PRId64 " steps (%" PRId64 " in all), loss %.4f "
+                     "(policy %.4f value %.4f legal %.5f), window %" PRId64 " positions, %.1f s",
+                     c, d->target, rep.model_path, rep.steps, rep.step, rep.loss, rep.policy_loss, rep.value_loss,
+                     rep.legal_loss, rep.window_positions, rep.seconds);
         memmove(d->training, d->training + 1, (size_t)(--d->n_training) * sizeof *d->training);
         if (d->ranks && c < d->target && send_net(d, c, err, errlen) != 0) return -1;
         sp_gauntlet_enqueue(d->gauntlet, c);
@@ -583,17 +540,17 @@ static void update_pause_local(driver_t *d) {
         d->paused = want;
         sp_pool_pause(d->pool, want);
         if (want)
-            dlog(d, "self-play paused: cycle %" PRId64 " waits for model %" PRId64 " (newest %" PRId64 ")", d->fill,
-                 d->fill - 1 - ahead, d->latest);
+            runlog_event(d->log, "self-play paused: cycle %" PRId64 " waits for model %" PRId64 " (newest %" PRId64 ")",
+                         d->fill, d->fill - 1 - ahead, d->latest);
         else
-            dlog(d, "self-play resumed with model %" PRId64, d->latest);
+            runlog_event(d->log, "self-play resumed with model %" PRId64, d->latest);
     }
 }
 
 static void progress(driver_t *d, bool force) {
     int64_t now = compat_now_ns();
     double dt = (double)(now - d->prog_t_ns) * 1e-9;
-    bool log_due = d->log && (double)(now - d->log_status_ns) * 1e-9 >= 60.0; /* the log: once a minute */
+    bool log_due = runlog_file_due(d->log, 60.0); /* the log: once a minute */
     if (!force && !log_due && (d->cfg->progress_s == 0 || !status_due(d->st))) {
         if (dt >= 1.0 && (d->cfg->progress_s == 0 || status_period(d->st) > 1.0)) {
             sample_server(d); /* keep the cycle figures */
@@ -664,7 +621,7 @@ static void progress(driver_t *d, bool force) {
              cyc, d->fill <= d->target ? d->fill_games : 0, d->cfg->games_per_cycle, d->total_games, ps.active, eta,
              pos_s, ranks, evals, batch, busy, hit, train, ev);
     if (d->cfg->progress_s != 0) status_line(d->st, force, "%s", line);
-    if (log_due || force) log_file_line(d, line);
+    if (log_due || force) runlog_file_line(d->log, line);
 }
 
 /* ---- start-up and shutdown ---------------------------------------------------------------- */
@@ -676,14 +633,15 @@ static int open_run(driver_t *d, const char *config_text, char *err, size_t errl
     if (!d->run) return -1;
     d->db = run_db(d->run);
     run_path(d->run_dir, RUN_LOG, path, sizeof path);
-    d->log = fopen(path, "a");
-    if (!d->log) dlog(d, "warning: cannot open %s for appending; logging to stderr only", path);
-    if (run_is_new(d->run)) dlog(d, "new run in %s", d->run_dir);
-    for (int32_t i = 0; i < run_findings(d->run); i++) dlog(d, "start-up check: %s", run_finding(d->run, i));
+    if (runlog_open(d->log, path) != 0)
+        runlog_event(d->log, "warning: cannot open %s for appending; logging to stderr only", path);
+    if (run_is_new(d->run)) runlog_event(d->log, "new run in %s", d->run_dir);
+    for (int32_t i = 0; i < run_findings(d->run); i++)
+        runlog_event(d->log, "start-up check: %s", run_finding(d->run, i));
     int64_t ns = 0, nm = 0;
     run_checked(d->run, &ns, &nm);
-    dlog(d, "start-up check: %" PRId64 " shards, %" PRId64 " models checked, %d finding(s)", ns, nm,
-         run_findings(d->run));
+    runlog_event(d->log, "start-up check: %" PRId64 " shards, %" PRId64 " models checked, %d finding(s)", ns, nm,
+                 run_findings(d->run));
     if (db_run_insert(d->db, KOMA_VERSION_STRING, "selfplay", config_text ? config_text : "", &d->run_id) != DB_OK) {
         snprintf(err, errlen, "%s", db_errmsg(d->db));
         return -1;
@@ -698,7 +656,7 @@ static int open_run(driver_t *d, const char *config_text, char *err, size_t errl
         snprintf(err, errlen, "%s", e);
         return -1;
     }
-    d->gauntlet = sp_gauntlet_new(d->cfg, d->run_dir, d->rdb, d->writer, gauntlet_log, d);
+    d->gauntlet = sp_gauntlet_new(d->cfg, d->run_dir, d->rdb, d->writer, runlog_line, d->log);
     if (!d->gauntlet) {
         snprintf(err, errlen, "out of memory");
         return -1;
@@ -740,9 +698,9 @@ static int open_nets(driver_t *d, char *err, size_t errlen) {
     nn_server_stats_t ss;
     nn_server_stats(d->server, &ss);
     d->srv_t_ns = compat_now_ns(); /* the baseline of the cycle figures */
-    dlog(d, "net: %s = %dx%d, generation %" PRId64 ", %s backend, %d device worker(s), max batch %d", m.path,
-         nc->blocks, nc->channels, nn_server_generation(d->server), nn_server_backend_name(d->server), ss.workers,
-         nn_server_max_batch(d->server));
+    runlog_event(d->log, "net: %s = %dx%d, generation %" PRId64 ", %s backend, %d device worker(s), max batch %d",
+                 m.path, nc->blocks, nc->channels, nn_server_generation(d->server), nn_server_backend_name(d->server),
+                 ss.workers, nn_server_max_batch(d->server));
     d->trainer = train_trainer_new(&d->tcfg, d->run_dir, d->writer, d->server, e, sizeof e);
     if (!d->trainer) {
         snprintf(err, errlen, "%s", e);
@@ -780,16 +738,17 @@ static int plan_cycles(driver_t *d, char *err, size_t errlen) {
         d->fill_games = g;
         d->fill_positions = p;
         if (d->fill > d->target || g < d->cfg->games_per_cycle) break;
-        dlog(d, "cycle %" PRId64 ": %" PRId64 " games already committed", d->fill, g);
+        runlog_event(d->log, "cycle %" PRId64 ": %" PRId64 " games already committed", d->fill, g);
         push_closed(d, d->fill, 0);
         d->fill++;
     }
     acc_reset(d, d->fill);
-    dlog(d, "run %s: newest model cycle %" PRId64 " of %" PRId64 ", %" PRId64 " games so far; %s", d->run_dir,
-         d->latest, d->target, s.games, d->fill <= d->target ? "playing" : "self-play done, training");
+    runlog_event(d->log, "run %s: newest model cycle %" PRId64 " of %" PRId64 ", %" PRId64 " games so far; %s",
+                 d->run_dir, d->latest, d->target, s.games,
+                 d->fill <= d->target ? "playing" : "self-play done, training");
     if (d->fill <= d->target && d->fill_games > 0)
-        dlog(d, "cycle %" PRId64 " resumes with %" PRId64 " of %" PRId64 " games", d->fill, d->fill_games,
-             d->cfg->games_per_cycle);
+        runlog_event(d->log, "cycle %" PRId64 " resumes with %" PRId64 " of %" PRId64 " games", d->fill, d->fill_games,
+                     d->cfg->games_per_cycle);
     return 0;
 }
 
@@ -812,9 +771,11 @@ static int start_selfplay(driver_t *d, char *err, size_t errlen) {
     if (!d->pool) return -1;
     if (sp_pool_start(d->pool, err, errlen) != 0) return -1;
     d->pool_running = true;
-    dlog(d, "self-play: %lld threads x %lld games, %s search, %lld visits (full, p=%.2f) / %lld (fast), max ply %lld",
-         (long long)sp_config_threads(d->cfg), (long long)d->cfg->games_per_thread, d->cfg->search, (long long)d->cfg->visits,
-         d->cfg->full_prob, (long long)d->cfg->visits_fast, (long long)d->cfg->max_ply);
+    runlog_event(
+        d->log,
+        "self-play: %lld threads x %lld games, %s search, %lld visits (full, p=%.2f) / %lld (fast), max ply %lld",
+        (long long)sp_config_threads(d->cfg), (long long)d->cfg->games_per_thread, d->cfg->search,
+        (long long)d->cfg->visits, d->cfg->full_prob, (long long)d->cfg->visits_fast, (long long)d->cfg->max_ply);
     return 0;
 }
 
@@ -846,7 +807,8 @@ static void shutdown_all(driver_t *d) {
     if (d->trainer) train_trainer_stop(d->trainer);
     if (d->writer) {
         int st = db_writer_stop(d->writer, SP_WRITER_DRAIN_MS);
-        if (st != DB_OK) dlog(d, "warning: the writer stopped with items unwritten (%s)", db_status_name(st));
+        if (st != DB_OK)
+            runlog_event(d->log, "warning: the writer stopped with items unwritten (%s)", db_status_name(st));
         db_writer_stats_t ws;
         db_writer_stats(d->writer, &ws);
         int64_t failed = ws.jobs_failed + ws.steps_failed + ws.cycles_failed;
@@ -876,8 +838,7 @@ static void shutdown_all(driver_t *d) {
     d->rdb = NULL;
     free(d->closed);
     free(d->training);
-    if (d->log) fclose(d->log);
-    d->log = NULL;
+    runlog_close(d->log);
     run_close(d->run); /* closes d->db and releases the writer lock: the last thing */
     d->run = NULL;
     d->db = NULL;
@@ -885,13 +846,11 @@ static void shutdown_all(driver_t *d) {
 
 /* ---- other ranks ------------------------------------------------------------------------- */
 
-static void ranks_log(void *user, const char *line) { dlog(user, "%s", line); }
-
 /* A game that reaches rank 0 while the job ends: kept like a local one. */
 static void ranks_late_game(void *user, sp_ranks_game_t *g) {
     driver_t *d = user;
     char e[512];
-    if (handle_record(d, g->rec, g->rank, g->host, e, sizeof e) != 0) dlog(d, "warning: %s", e);
+    if (handle_record(d, g->rec, g->rank, g->host, e, sizeof e) != 0) runlog_event(d->log, "warning: %s", e);
 }
 
 /* Ends the other ranks once (STOP with code, drain until each said BYE);
@@ -906,7 +865,7 @@ static void finish_ranks(driver_t *d, int code, bool keep) {
     if (d->tcfg.group && d->trainer) train_trainer_stop(d->trainer);
     char e[1024];
     if (sp_ranks_finish(d->ranks, code, SP_RANKS_STOP_MS, keep ? ranks_late_game : NULL, d, e, sizeof e) != 0) {
-        dlog(d, "warning: ending the other ranks: %s", e);
+        runlog_event(d->log, "warning: ending the other ranks: %s", e);
         d->ranks_abort = true;
     }
 }
@@ -956,19 +915,26 @@ int sp_run_job(const sp_config_t *cfg, const train_config_t *tcfg, const char *c
         fprintf(stderr, "error: %s\n", err); /* shown here, as every error of the run (sp_main does not repeat it) */
         return SP_EXIT_ERROR;
     }
+    d->st = status_new(stderr, cfg->progress_s > 0 ? cfg->progress_s : 0, cfg->quiet != 0);
+    d->log = runlog_new(d->st);
+    if (!d->log) {
+        snprintf(err, errlen, "out of memory");
+        fprintf(stderr, "error: %s\n", err);
+        status_free(d->st);
+        free(d);
+        return SP_EXIT_ERROR;
+    }
     d->cfg = cfg;
     d->tcfg = *tcfg;
     d->tcfg.log = train_log;
-    d->tcfg.log_user = d;
+    d->tcfg.log_user = d->log;
     d->target = cfg->cycles;
     d->t_start_ns = compat_now_ns();
     d->fmt = (shard_format_t){ENC_FEATURES_VERSION, ENC_PACKED_BYTES, ENC_HAND, ENC_LEGAL_BYTES};
     snprintf(d->run_dir, sizeof d->run_dir, "%s", cfg->run);
     size_t rl = strlen(d->run_dir);
     while (rl > 1 && d->run_dir[rl - 1] == '/') d->run_dir[--rl] = 0;
-    compat_mutex_init(&d->log_mu);
-    d->st = status_new(stderr, cfg->progress_s > 0 ? cfg->progress_s : 0, cfg->quiet != 0);
-    d->log_status_ns = compat_now_ns();
+    compat_mutex_init(&d->shard_mu);
     atomic_init(&d->shards_submitted, 0);
     atomic_init(&d->shards_done, 0);
     atomic_init(&d->shard_failed, 0);
@@ -980,9 +946,9 @@ int sp_run_job(const sp_config_t *cfg, const train_config_t *tcfg, const char *c
     if (dist && dist_size(dist) > 1) { /* before anything can fail: the other ranks must hear the end */
         d->dist = dist;
         d->mail = dist_mail_start(dist, SP_RANKS_IN_FLIGHT, SP_RANKS_INBOX, e, sizeof e);
-        if (!d->mail || !(d->ranks = sp_ranks_new(dist, d->mail, (int32_t)cfg->net_fanout, ranks_log, d))) {
+        if (!d->mail || !(d->ranks = sp_ranks_new(dist, d->mail, (int32_t)cfg->net_fanout, runlog_line, d->log))) {
             if (d->mail) snprintf(e, sizeof e, "out of memory");
-            dlog(d, "error: %s", e);
+            runlog_event(d->log, "error: %s", e);
             snprintf(err, errlen, "%s", e);
             dist_abort(dist, SP_EXIT_ERROR); /* the other ranks cannot be told otherwise */
             goto out_free;
@@ -995,11 +961,12 @@ int sp_run_job(const sp_config_t *cfg, const train_config_t *tcfg, const char *c
             char others[64];
             if (K == 2) snprintf(others, sizeof others, "rank 1 does not play and reads");
             else snprintf(others, sizeof others, "ranks 1-%d do not play and read", (int)K - 1);
-            dlog(d, "job: %d ranks, rank 0 on %s owns the run and plays; ranks 0-%d train each net together "
-                 "(--train-ranks %d: %s the run directory %s)", (int)dist_size(dist), d->host, (int)K - 1, (int)K,
-                 others, d->run_dir);
+            runlog_event(d->log,
+                         "job: %d ranks, rank 0 on %s owns the run and plays; ranks 0-%d train each net together "
+                         "(--train-ranks %d: %s the run directory %s)",
+                         (int)dist_size(dist), d->host, (int)K - 1, (int)K, others, d->run_dir);
         } else {
-            dlog(d, "job: %d ranks, rank 0 on %s owns the run and plays", (int)dist_size(dist), d->host);
+            runlog_event(d->log, "job: %d ranks, rank 0 on %s owns the run and plays", (int)dist_size(dist), d->host);
         }
     }
     if (open_run(d, config_text, e, sizeof e) != 0 || open_nets(d, e, sizeof e) != 0) goto out;
@@ -1009,8 +976,8 @@ int sp_run_job(const sp_config_t *cfg, const train_config_t *tcfg, const char *c
             sp_gauntlet_set_seed(d->gauntlet, compat_mix64((uint64_t)d->run_id ^ (uint64_t)compat_now_ns()));
             while (!compat_stop_requested() && !sp_gauntlet_idle(d->gauntlet)) sp_gauntlet_poll(d->gauntlet, true);
         }
-        dlog(d, "run %s already has model cycle %" PRId64 " (--cycles %" PRId64 "): nothing to do", d->run_dir,
-             d->latest, d->target);
+        runlog_event(d->log, "run %s already has model cycle %" PRId64 " (--cycles %" PRId64 "): nothing to do",
+                     d->run_dir, d->latest, d->target);
         rc = compat_stop_requested() ? SP_EXIT_INTERRUPTED : SP_EXIT_DONE;
         goto out;
     }
@@ -1024,7 +991,7 @@ int sp_run_job(const sp_config_t *cfg, const train_config_t *tcfg, const char *c
     const int64_t cpu_limit_ns = (int64_t)(cfg->cpu_minutes * 60e9);
     for (;;) {
         if (cpu_limit_ns > 0 && !budget && compat_cpu_time_ns() >= cpu_limit_ns) {
-            dlog(d, "CPU budget of %g minutes used: stopping as on Ctrl-C", cfg->cpu_minutes);
+            runlog_event(d->log, "CPU budget of %g minutes used: stopping as on Ctrl-C", cfg->cpu_minutes);
             budget = true;
             compat_request_stop(); /* every thread stops as on a signal */
         }
@@ -1034,9 +1001,9 @@ int sp_run_job(const sp_config_t *cfg, const train_config_t *tcfg, const char *c
         }
         if (d->pool && sp_pool_error(d->pool, e, sizeof e)) goto out;
         if (atomic_load(&d->shard_failed)) {
-            compat_mutex_lock(&d->log_mu);
+            compat_mutex_lock(&d->shard_mu);
             snprintf(e, sizeof e, "%s", d->shard_err);
-            compat_mutex_unlock(&d->log_mu);
+            compat_mutex_unlock(&d->shard_mu);
             goto out;
         }
         int32_t n = d->pool_running ? sp_pool_take(d->pool, recs, SP_TAKE_MAX, 50) : 0;
@@ -1048,7 +1015,7 @@ int sp_run_job(const sp_config_t *cfg, const train_config_t *tcfg, const char *c
         if (d->ranks) { /* the other ranks' games, committed as this process's own */
             int32_t m = sp_ranks_take(d->ranks, rgames, SP_TAKE_MAX, d->pool_running ? 0 : 10, e, sizeof e);
             if (m == SP_RANKS_LEFT) {
-                dlog(d, "%s", e);
+                runlog_event(d->log, "%s", e);
                 interrupted = true;
                 break;
             }
@@ -1078,25 +1045,25 @@ int sp_run_job(const sp_config_t *cfg, const train_config_t *tcfg, const char *c
     }
     if (interrupted) {
         status_finish(d->st); /* the status line stays as it was; what follows goes below it */
-        dlog(d, "stop requested: committing finished games, dropping games in progress");
+        runlog_event(d->log, "stop requested: committing finished games, dropping games in progress");
         e[0] = 0;
         finish_ranks(d, SP_EXIT_INTERRUPTED, true);
         stop_selfplay(d, true, e, sizeof e);
-        if (e[0]) dlog(d, "warning: %s", e);
+        if (e[0]) runlog_event(d->log, "warning: %s", e);
         sp_gauntlet_finish(d->gauntlet);
         rc = budget ? SP_EXIT_DONE : SP_EXIT_INTERRUPTED;
     } else {
         progress(d, true);
         status_finish(d->st); /* the final status line stays; the summary goes below it */
         finish_ranks(d, SP_EXIT_DONE, false);
-        dlog(d, "run %s: model cycle %" PRId64 " published, %" PRId64 " games in all, %.1f s", d->run_dir, d->latest,
-             d->total_games, secs_since(d->t_start_ns));
+        runlog_event(d->log, "run %s: model cycle %" PRId64 " published, %" PRId64 " games in all, %.1f s", d->run_dir,
+                     d->latest, d->total_games, secs_since(d->t_start_ns));
         rc = SP_EXIT_DONE;
     }
 out:
     status_finish(d->st);
     if (rc == SP_EXIT_ERROR) {
-        dlog(d, "error: %s", e); /* the one place the error is shown: sp_main does not repeat it */
+        runlog_event(d->log, "error: %s", e); /* the one place the error is shown: sp_main does not repeat it */
         snprintf(err, errlen, "%s", e);
         /* keep what is finished: the finished games still go to a shard */
         finish_ranks(d, SP_EXIT_ERROR, !atomic_load(&d->shard_failed));
@@ -1129,8 +1096,9 @@ out:
         dist_abort(d->dist, rc ? rc : SP_EXIT_ERROR);
     }
 out_free:
+    runlog_free(d->log);
     status_free(d->st);
-    compat_mutex_destroy(&d->log_mu);
+    compat_mutex_destroy(&d->shard_mu);
     free(d);
     return rc;
 }

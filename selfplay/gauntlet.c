@@ -3,7 +3,6 @@
 
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,8 +24,7 @@ struct sp_gauntlet {
     char run_dir[1024];
     db_t *rdb;                 /* the driver thread's read-only connection */
     db_writer_t *writer;       /* the ratings go into cycle_metrics through it */
-    void (*log)(void *user, const char *line);
-    void *log_user;
+    runlog_sink_t log;         /* whole lines (no callback: none) */
     uint64_t seed;
 
     compat_thread_t thread;
@@ -60,15 +58,6 @@ static double elo_shown(double x) {
     return r == 0 ? 0.0 : r;
 }
 
-static void glog(sp_gauntlet_t *g, const char *fmt, ...) {
-    char line[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    if (g->log) g->log(g->log_user, line);
-}
-
 /* The models row id of cycle c (0 when none). */
 static int64_t model_id(sp_gauntlet_t *g, int64_t cycle) {
     db_model_t m;
@@ -77,15 +66,14 @@ static int64_t model_id(sp_gauntlet_t *g, int64_t cycle) {
 }
 
 sp_gauntlet_t *sp_gauntlet_new(const sp_config_t *cfg, const char *run_dir, db_t *rdb, db_writer_t *writer,
-                               void (*log)(void *user, const char *line), void *log_user) {
+                               runlog_fn log, void *log_user) {
     sp_gauntlet_t *g = calloc(1, sizeof *g);
     if (!g) return NULL;
     g->cfg = cfg;
     snprintf(g->run_dir, sizeof g->run_dir, "%s", run_dir);
     g->rdb = rdb;
     g->writer = writer;
-    g->log = log;
-    g->log_user = log_user;
+    g->log = runlog_sink(log, log_user, NULL);
     atomic_init(&g->done, 0);
     atomic_init(&g->stop, 0);
     atomic_init(&g->base, 0);
@@ -97,7 +85,7 @@ sp_gauntlet_t *sp_gauntlet_new(const sp_config_t *cfg, const char *run_dir, db_t
         char e[600];
         g->eng[k] = malloc(sizeof *g->eng[k]);
         if (g->eng[k] && match_engine_player_parse(cfg->gauntlet_engine[k], g->eng[k], e, sizeof e) != 0) {
-            glog(g, "warning: gauntlet-engine%d: %s; the gauntlet goes on without it", k + 1, e);
+            runlog_printf(&g->log, "warning: gauntlet-engine%d: %s; the gauntlet goes on without it", k + 1, e);
             free(g->eng[k]); /* sp_config_check refuses this before a run starts */
             g->eng[k] = NULL;
         }
@@ -212,11 +200,12 @@ static void rate_cycle(sp_gauntlet_t *g, int64_t c) {
     rating_player_t *list = NULL;
     int32_t n = 0;
     const rating_player_t *me = NULL;
-    if (rating_list(g->rdb, &list, &n, e, sizeof e) != DB_OK) glog(g, "warning: rating list: %s", e);
+    if (rating_list(g->rdb, &list, &n, e, sizeof e) != DB_OK) runlog_printf(&g->log, "warning: rating list: %s", e);
     else me = rating_of_cycle(list, n, (int32_t)c);
     if (me && isfinite(me->elo)) {
-        glog(g, "rating: model %" PRId64 ": %+.0f [%+.0f, %+.0f] (joint fit, cycle 0 = 0; %d players, %d games)", c,
-             elo_shown(me->elo), elo_shown(me->lo), elo_shown(me->hi), n, me->games);
+        runlog_printf(&g->log,
+                      "rating: model %" PRId64 ": %+.0f [%+.0f, %+.0f] (joint fit, cycle 0 = 0; %d players, %d games)",
+                      c, elo_shown(me->elo), elo_shown(me->lo), elo_shown(me->hi), n, me->games);
         g->rating_elo = me->elo;
         g->rating_lo = me->lo;
         g->rating_hi = me->hi;
@@ -228,11 +217,11 @@ static void rate_cycle(sp_gauntlet_t *g, int64_t c) {
             int st = g->writer ? db_writer_submit(g->writer, &job, 10000) : DB_INVALID;
             if (st != DB_OK) {
                 free(a);
-                glog(g, "warning: cycle %" PRId64 " rating not queued: %s", c, db_status_name(st));
+                runlog_printf(&g->log, "warning: cycle %" PRId64 " rating not queued: %s", c, db_status_name(st));
             }
         }
     } else {
-        glog(g, "rating: model %" PRId64 " is not rated (no games link it to cycle 0)", c);
+        runlog_printf(&g->log, "rating: model %" PRId64 " is not rated (no games link it to cycle 0)", c);
     }
     free(list);
 }
@@ -250,22 +239,24 @@ static void eval_report(sp_gauntlet_t *g) {
         }
         if (g->rc[i] != 0 && g->res[i].interrupted) {
             if (!g->res[i].match_id)
-                glog(g, "eval: model %" PRId64 " vs %s stopped before its first game", c, bn);
+                runlog_printf(&g->log, "eval: model %" PRId64 " vs %s stopped before its first game", c, bn);
             else
-                glog(g, "eval: model %" PRId64 " vs %s stopped after %d of its games: kept, unfinished (they count in "
-                        "no rating)", c, bn, g->res[i].stored);
+                runlog_printf(&g->log,
+                              "eval: model %" PRId64 " vs %s stopped after %d of its games: kept, unfinished (they "
+                              "count in no rating)", c, bn, g->res[i].stored);
             left++;
             continue;
         }
         if (g->rc[i] != 0 && b < 0 && g->res[i].engine_failed) { /* said once: the engine is left out */
             int32_t k = OPP_ENGINE(b);
-            glog(g, "warning: gauntlet-engine%d '%s' cannot be played: %s; the gauntlet goes on without it", k + 1,
-                 bn, g->err[i]);
+            runlog_printf(&g->log,
+                          "warning: gauntlet-engine%d '%s' cannot be played: %s; the gauntlet goes on without it",
+                          k + 1, bn, g->err[i]);
             g->eng_off[k] = true;
             continue;
         }
         if (g->rc[i] != 0) {
-            glog(g, "warning: eval: model %" PRId64 " vs %s failed: %s", c, bn, g->err[i]);
+            runlog_printf(&g->log, "warning: eval: model %" PRId64 " vs %s failed: %s", c, bn, g->err[i]);
             if (strstr(g->err[i], RUN_DB)) { /* the database, not the match, failed */
                 g->db_failures++;
                 snprintf(g->db_failure, sizeof g->db_failure, "%.700s", g->err[i]);
@@ -273,17 +264,17 @@ static void eval_report(sp_gauntlet_t *g) {
             continue;
         }
         const match_play_result_t *r = &g->res[i];
-        glog(g, "eval: model %" PRId64 " vs %s: +%d =%d -%d, Elo %+.0f [%+.0f, %+.0f] (%.1f plies/game, "
-                "%.1f s%s)",
-             c, bn, r->wins, r->draws, r->losses, elo_shown(r->elo.elo), elo_shown(r->elo.elo_lo),
-             elo_shown(r->elo.elo_hi), r->avg_plies, r->seconds,
-             r->match_id ? "" : "; no matches row");
+        runlog_printf(&g->log,
+                      "eval: model %" PRId64 " vs %s: +%d =%d -%d, Elo %+.0f [%+.0f, %+.0f] (%.1f plies/game, "
+                      "%.1f s%s)", c, bn, r->wins, r->draws, r->losses, elo_shown(r->elo.elo), elo_shown(r->elo.elo_lo),
+                      elo_shown(r->elo.elo_hi), r->avg_plies, r->seconds, r->match_id ? "" : "; no matches row");
         played++;
         finished++;
     }
     if (left) { /* stopped: rated once the next run has played the rest (sp_gauntlet_resume) */
-        glog(g, "eval: the evaluation of model %" PRId64 " was stopped with %d of %d match(es) finished; the next "
-                "run plays the rest and rates it", c, finished, g->n_opp);
+        runlog_printf(&g->log,
+                      "eval: the evaluation of model %" PRId64 " was stopped with %d of %d match(es) finished; the "
+                      "next run plays the rest and rates it", c, finished, g->n_opp);
         return;
     }
     if (!played) return;
@@ -339,8 +330,9 @@ void sp_gauntlet_enqueue(sp_gauntlet_t *g, int64_t c) {
     }
     g->queue[g->n_queue++] = c;
     if (g->running)
-        glog(g, "eval: model %" PRId64 " queued (model %" PRId64 " is still being evaluated, %d waiting)", c,
-             g->cycle, g->n_queue);
+        runlog_printf(&g->log,
+                      "eval: model %" PRId64 " queued (model %" PRId64 " is still being evaluated, %d waiting)", c,
+                      g->cycle, g->n_queue);
 }
 
 static void eval_start_next(sp_gauntlet_t *g) {
@@ -350,7 +342,7 @@ static void eval_start_next(sp_gauntlet_t *g) {
     g->cycle = c;
     db_model_t mc;
     if (db_model_by_cycle(g->rdb, (int32_t)c, &mc) != DB_OK) {
-        glog(g, "warning: eval: model %" PRId64 " is not in the models table; it is not evaluated", c);
+        runlog_printf(&g->log, "warning: eval: model %" PRId64 " is not in the models table; it is not evaluated", c);
         return;
     }
     snprintf(g->model_path, sizeof g->model_path, "%s", mc.path);
@@ -373,15 +365,15 @@ static void eval_start_next(sp_gauntlet_t *g) {
     atomic_store(&g->done, 0);
     g->t0_ns = compat_now_ns();
     if (compat_thread_create(&g->thread, eval_main, g) != 0) {
-        glog(g, "warning: eval: cannot start a thread; model %" PRId64 " is not evaluated", c);
+        runlog_printf(&g->log, "warning: eval: cannot start a thread; model %" PRId64 " is not evaluated", c);
         return;
     }
     g->running = true;
     char who[512] = "", bn[MATCH_ENGINE_NAME_MAX];
     for (int32_t i = 0; i < g->n_opp; i++)
         snprintf(who + strlen(who), sizeof who - strlen(who), "%s%s", i ? ", " : "", opp_name(g, g->opp[i], bn, sizeof bn));
-    glog(g, "eval: model %" PRId64 " vs %s: %lld games in all x %lld visits started", c, who,
-         (long long)g->cfg->eval_games, (long long)g->cfg->eval_visits);
+    runlog_printf(&g->log, "eval: model %" PRId64 " vs %s: %lld games in all x %lld visits started", c, who,
+                  (long long)g->cfg->eval_games, (long long)g->cfg->eval_visits);
 }
 
 /* Reports a finished evaluation (waiting for it with wait: Ctrl-C meanwhile
@@ -407,16 +399,18 @@ void sp_gauntlet_finish(sp_gauntlet_t *g) {
     if (!g) return;
     atomic_store(&g->stop, 1);
     if (g->n_queue > 0) {
-        glog(g, "eval: %d queued evaluation(s) not started (model%s %" PRId64 "%s%" PRId64 "): the next run evaluates "
-                "them", g->n_queue, g->n_queue > 1 ? "s" : "", g->queue[0], g->n_queue > 1 ? ".." : "",
-             g->queue[g->n_queue - 1]);
+        runlog_printf(&g->log,
+                      "eval: %d queued evaluation(s) not started (model%s %" PRId64 "%s%" PRId64 "): the next run "
+                      "evaluates them", g->n_queue, g->n_queue > 1 ? "s" : "", g->queue[0],
+                      g->n_queue > 1 ? ".." : "", g->queue[g->n_queue - 1]);
         g->n_queue = 0;
     }
     if (g->running) {
         if (!atomic_load(&g->done))
-            glog(g, "eval: stopping the evaluation of model %" PRId64 " (running for %.0f s): its finished games "
-                    "are kept, and the next run plays it again", g->cycle,
-                 (double)(compat_now_ns() - g->t0_ns) * 1e-9);
+            runlog_printf(&g->log,
+                          "eval: stopping the evaluation of model %" PRId64 " (running for %.0f s): its finished games "
+                          "are kept, and the next run plays it again",
+                          g->cycle, (double)(compat_now_ns() - g->t0_ns) * 1e-9);
         compat_thread_join(g->thread);
         g->running = false;
         eval_report(g);
@@ -448,9 +442,10 @@ int32_t sp_gauntlet_resume(sp_gauntlet_t *g, int64_t latest) {
         db_cycle_metrics_t m;
         bool rated = db_cycle_metrics_get(g->rdb, (int32_t)c, &m) == DB_OK && isfinite(m.elo);
         if (missing && open_id) {
-            glog(g, "eval: an evaluation match of model %" PRId64 " was interrupted (match %" PRId64 ": %" PRId64
-                    " game(s) kept, unfinished: they count in no rating); playing it again",
-                 c, open_id, open_games);
+            runlog_printf(&g->log,
+                          "eval: an evaluation match of model %" PRId64 " was interrupted (match %" PRId64 ": %" PRId64
+                          " game(s) kept, unfinished: they count in no rating); playing it again",
+                          c, open_id, open_games);
         } else if (!rated) {
             size_t l = strlen(list);
             if (never < 8) snprintf(list + l, sizeof list - l, "%s%" PRId64, never ? ", " : "", c);
@@ -466,8 +461,8 @@ int32_t sp_gauntlet_resume(sp_gauntlet_t *g, int64_t latest) {
     if (never > 0) {
         char tail[32] = "";
         if (never > 9) snprintf(tail, sizeof tail, " %" PRId64, last_never);
-        glog(g, "eval: %d published model(s) without a rating (%s%s); evaluating them, oldest first", never, list,
-             tail);
+        runlog_printf(&g->log, "eval: %d published model(s) without a rating (%s%s); evaluating them, oldest first",
+                      never, list, tail);
     }
     return queued;
 }

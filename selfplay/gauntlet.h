@@ -43,6 +43,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "compat/runlog.h"
 #include "data/db.h"
 #include "data/writer.h"
 #include "selfplay/config.h"
@@ -51,7 +52,7 @@ typedef struct sp_gauntlet sp_gauntlet_t;
 
 /* rdb: the driver thread's read-only connection to koma.db; log: whole lines. */
 sp_gauntlet_t *sp_gauntlet_new(const sp_config_t *cfg, const char *run_dir, db_t *rdb, db_writer_t *writer,
-                               void (*log)(void *user, const char *line), void *log_user);
+                               runlog_fn log, void *log_user);
 void sp_gauntlet_free(sp_gauntlet_t *g); /* waits for a match in flight; NULL ok */
 void sp_gauntlet_set_seed(sp_gauntlet_t *g, uint64_t seed); /* the session's seed: matches differ between sessions */
 

@@ -2,7 +2,6 @@
 #include "selfplay/ranks.h"
 
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,8 +37,7 @@ typedef struct {
 struct sp_ranks {
     dist_t *dist;
     dist_mail_t *mail;
-    sp_ranks_log_fn log;
-    void *user;
+    runlog_sink_t log;
     int32_t size;
     int32_t fanout;          /* nets: the tree's fan-out (0: to every rank) */
     peer_t *peers;           /* (size); [0] unused */
@@ -47,15 +45,6 @@ struct sp_ranks {
     int64_t prev_ns;
     int32_t train_ranks;     /* ranks 1..train_ranks-1 train with rank 0 and do not play */
 };
-
-static void klog(sp_ranks_t *k, const char *fmt, ...) {
-    char line[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    if (k->log) k->log(k->user, line);
-}
 
 int32_t sp_ranks_children(int32_t rank, int32_t size, int32_t fanout, int32_t *out, int32_t max) {
     int32_t n = 0;
@@ -90,7 +79,7 @@ int sp_ranks_tree_down(dist_mail_t *mail, int32_t rank, int32_t size, int32_t fa
     return 0;
 }
 
-sp_ranks_t *sp_ranks_new(dist_t *dist, dist_mail_t *mail, int32_t fanout, sp_ranks_log_fn log, void *user) {
+sp_ranks_t *sp_ranks_new(dist_t *dist, dist_mail_t *mail, int32_t fanout, runlog_fn log, void *user) {
     sp_ranks_t *k = calloc(1, sizeof *k);
     if (!k) return NULL;
     k->size = dist_size(dist);
@@ -99,7 +88,7 @@ sp_ranks_t *sp_ranks_new(dist_t *dist, dist_mail_t *mail, int32_t fanout, sp_ran
         free(k);
         return NULL;
     }
-    k->dist = dist, k->mail = mail, k->log = log, k->user = user, k->fanout = fanout;
+    k->dist = dist, k->mail = mail, k->log = runlog_sink(log, user, NULL), k->fanout = fanout;
     k->prev_ns = compat_now_ns();
     for (int32_t r = 0; r < k->size; r++) snprintf(k->peers[r].h.host, sizeof k->peers[r].h.host, "?");
     return k;
@@ -146,11 +135,12 @@ int sp_ranks_send_net(sp_ranks_t *k, int64_t cycle, uint64_t seed, const char *p
         return -1;
     }
     if (sent == k->size - 1)
-        klog(k, "ranks: model %" PRId64 " (%.2f MB, XXH3 %s) queued for %d rank(s)", cycle, (double)n / 1e6, xxh3_hex,
-             sent);
+        runlog_printf(&k->log, "ranks: model %" PRId64 " (%.2f MB, XXH3 %s) queued for %d rank(s)", cycle,
+                      (double)n / 1e6, xxh3_hex, sent);
     else
-        klog(k, "ranks: model %" PRId64 " (%.2f MB, XXH3 %s) queued for %d rank(s), who pass it on (fan-out %d) to "
-                "the other %d", cycle, (double)n / 1e6, xxh3_hex, sent, k->fanout, k->size - 1 - sent);
+        runlog_printf(&k->log,
+                      "ranks: model %" PRId64 " (%.2f MB, XXH3 %s) queued for %d rank(s), who pass it on (fan-out %d) "
+                      "to the other %d", cycle, (double)n / 1e6, xxh3_hex, sent, k->fanout, k->size - 1 - sent);
     return 0;
 }
 
@@ -185,16 +175,17 @@ static int other_message(sp_ranks_t *k, const dist_msg_t *m, char *err, size_t e
         if (sp_wire_hello_decode(m->data, m->len, &p->h, e, sizeof e) != 0) break;
         p->hello = true;
         if (p->h.device >= 0)
-            klog(k, "rank %d: host %s, pid %" PRId64 ", %s backend on CUDA device %d", (int)m->src, p->h.host, p->h.pid,
-                 p->h.backend, (int)p->h.device);
+            runlog_printf(&k->log, "rank %d: host %s, pid %" PRId64 ", %s backend on CUDA device %d", (int)m->src,
+                          p->h.host, p->h.pid, p->h.backend, (int)p->h.device);
         else
-            klog(k, "rank %d: host %s, pid %" PRId64 ", %s backend", (int)m->src, p->h.host, p->h.pid, p->h.backend);
+            runlog_printf(&k->log, "rank %d: host %s, pid %" PRId64 ", %s backend", (int)m->src, p->h.host, p->h.pid,
+                          p->h.backend);
         return 0;
     case SP_TAG_STATS:
         if (sp_wire_stats_decode(m->data, m->len, &p->st, e, sizeof e) != 0) break;
         if (p->st.generation > p->gen_logged) {
             p->gen_logged = p->st.generation;
-            klog(k, "rank %d: playing model %" PRId64, (int)m->src, p->st.generation - 1);
+            runlog_printf(&k->log, "rank %d: playing model %" PRId64, (int)m->src, p->st.generation - 1);
         }
         return 0;
     case SP_TAG_ERROR: {
@@ -208,13 +199,14 @@ static int other_message(sp_ranks_t *k, const dist_msg_t *m, char *err, size_t e
         sp_wire_trained_t t;
         if (sp_wire_trained_decode(m->data, m->len, &t, e, sizeof e) != 0) break;
         if (t.status == SP_TRAINED_OK)
-            klog(k, "rank %d: trained cycle %" PRId64 " with rank 0: %" PRId64 " steps, window %" PRId64
-                 " positions%s, %.1f s, weights %016" PRIx64 " (the same on every training rank), %s", (int)m->src,
-                 t.cycle, t.steps, t.positions, t.loaded ? ", model file loaded" : "", (double)t.ms / 1e3, t.weights,
-                 t.text);
+            runlog_printf(&k->log,
+                          "rank %d: trained cycle %" PRId64 " with rank 0: %" PRId64 " steps, window %" PRId64
+                          " positions%s, %.1f s, weights %016" PRIx64 " (the same on every training rank), %s",
+                          (int)m->src, t.cycle, t.steps, t.positions, t.loaded ? ", model file loaded" : "",
+                          (double)t.ms / 1e3, t.weights, t.text);
         else
-            klog(k, "rank %d: cycle %" PRId64 " %s after %" PRId64 " steps: %s", (int)m->src, t.cycle,
-                 t.status == SP_TRAINED_STOPPED ? "stopped" : "failed", t.steps, t.text);
+            runlog_printf(&k->log, "rank %d: cycle %" PRId64 " %s after %" PRId64 " steps: %s", (int)m->src, t.cycle,
+                          t.status == SP_TRAINED_STOPPED ? "stopped" : "failed", t.steps, t.text);
         return 0;
     }
     case SP_TAG_BYE:
@@ -276,10 +268,6 @@ int64_t sp_ranks_searches(const sp_ranks_t *k) {
 
 void sp_ranks_set_train_ranks(sp_ranks_t *k, int32_t train_ranks) { k->train_ranks = train_ranks; }
 
-int64_t sp_ranks_games(const sp_ranks_t *k, int32_t rank) {
-    return rank > 0 && rank < k->size ? k->peers[rank].games : 0;
-}
-
 double sp_ranks_describe(sp_ranks_t *k, char *buf, size_t n) {
     int64_t now = compat_now_ns();
     double dt = (double)(now - k->prev_ns) * 1e-9;
@@ -331,8 +319,8 @@ int sp_ranks_finish(sp_ranks_t *k, int32_t code, int64_t timeout_ms,
                     on_game(user, &g);
                 }
             } else if (m->tag == SP_TAG_ERROR) {
-                klog(k, "rank %d (%s): %.*s", (int)m->src, p->h.host, (int)(m->len < 900 ? m->len : 900),
-                     (const char *)m->data);
+                runlog_printf(&k->log, "rank %d (%s): %.*s", (int)m->src, p->h.host, (int)(m->len < 900 ? m->len : 900),
+                              (const char *)m->data);
             } else if (m->tag == SP_TAG_HELLO || m->tag == SP_TAG_STATS || m->tag == SP_TAG_TRAINED) {
                 (void)other_message(k, m, e, sizeof e);
             }
@@ -362,21 +350,13 @@ typedef struct {
     int64_t pending_len;
     int64_t games_sent;
     int64_t last_stats_ns;
-    bool quiet;
+    runlog_sink_t log;       /* sp_rank_sink */
 } remote_t;
 
-void sp_rank_vlog(int32_t rank, const char *host, const char *fmt, va_list ap) {
-    char line[1536];
-    vsnprintf(line, sizeof line, fmt, ap);
-    fprintf(stderr, "selfplay rank %d (%s): %s\n", (int)rank, host, line);
-}
-
-static void rlog(remote_t *x, const char *fmt, ...) {
-    if (x->quiet) return;
-    va_list ap;
-    va_start(ap, fmt);
-    sp_rank_vlog(x->rank, x->host, fmt, ap);
-    va_end(ap);
+runlog_sink_t sp_rank_sink(int32_t rank, const char *host, bool quiet) {
+    char prefix[192];
+    snprintf(prefix, sizeof prefix, "selfplay rank %d (%s): ", (int)rank, host);
+    return runlog_sink(NULL, NULL, quiet ? NULL : prefix);
 }
 
 /* Writes the net's bytes where the server can load them; 0 or -1 with err. */
@@ -401,7 +381,8 @@ static int take_net(remote_t *x, const dist_msg_t *m, uint64_t *seed, char *err,
         snprintf(err, errlen, "model %" PRId64 " to the ranks below this one: %s", cycle, e);
         return -1;
     }
-    if (sent > 0) rlog(x, "model %" PRId64 " passed on to %d rank(s) from rank %d", cycle, (int)sent, (int)m->src);
+    if (sent > 0)
+        runlog_printf(&x->log, "model %" PRId64 " passed on to %d rank(s) from rank %d", cycle, (int)sent, (int)m->src);
     if (net_file(x, cycle, file, n, path, sizeof path, e, sizeof e) != 0) {
         snprintf(err, errlen, "model %" PRId64 ": %s", cycle, e);
         return -1;
@@ -426,14 +407,14 @@ static int take_net(remote_t *x, const dist_msg_t *m, uint64_t *seed, char *err,
                 snprintf(err, errlen, "hello to rank 0: %s", e);
                 rc = -1;
             }
-            rlog(x, "model %" PRId64 " loaded (XXH3 %016" PRIx64 ", %.2f MB), %s backend", cycle, xxh, (double)n / 1e6,
-                 h.backend);
+            runlog_printf(&x->log, "model %" PRId64 " loaded (XXH3 %016" PRIx64 ", %.2f MB), %s backend", cycle, xxh,
+                          (double)n / 1e6, h.backend);
         }
     } else if (nn_server_publish_file(x->server, path, cycle + 1, e, sizeof e) < 0) {
         snprintf(err, errlen, "model %" PRId64 " (XXH3 verified) not loaded: %s", cycle, e);
         rc = -1;
     } else {
-        rlog(x, "model %" PRId64 " published (XXH3 %016" PRIx64 ")", cycle, xxh);
+        runlog_printf(&x->log, "model %" PRId64 " published (XXH3 %016" PRIx64 ")", cycle, xxh);
     }
     compat_remove_file(path);
     return rc;
@@ -584,12 +565,12 @@ static int remote_loop(remote_t *x) {
     if (x->pool) sp_pool_stop(x->pool); /* games in progress are dropped */
     if (x->pool) send_stats(x);
     if (failed) {
-        rlog(x, "error: %s", err);
+        runlog_printf(&x->log, "error: %s", err);
         send_text(x, SP_TAG_ERROR, err);
         code = wait_stop(x);
         if (code < 0) code = SP_EXIT_ERROR;
     } else if (left) {
-        rlog(x, "stop requested: leaving the job");
+        runlog_printf(&x->log, "stop requested: leaving the job");
         send_text(x, SP_TAG_BYE, "");
         code = wait_stop(x);
         if (code < 0) code = SP_EXIT_INTERRUPTED;
@@ -600,8 +581,9 @@ static int remote_loop(remote_t *x) {
 }
 
 int sp_remote_run(const sp_config_t *cfg, dist_t *dist) {
-    remote_t x = {.cfg = cfg, .dist = dist, .rank = dist_rank(dist), .size = dist_size(dist), .fanout = (int32_t)cfg->net_fanout, .quiet = cfg->quiet != 0};
+    remote_t x = {.cfg = cfg, .dist = dist, .rank = dist_rank(dist), .size = dist_size(dist), .fanout = (int32_t)cfg->net_fanout};
     compat_hostname(x.host, sizeof x.host);
+    x.log = sp_rank_sink(x.rank, x.host, cfg->quiet != 0);
     char err[1024];
     snprintf(x.dir, sizeof x.dir, "%s/koma_rank%d_%d", compat_temp_dir(), (int)x.rank, compat_getpid());
     if (compat_mkdir_p(x.dir, err, sizeof err) != 0) {

@@ -35,21 +35,20 @@
 #ifndef KOMA_SELFPLAY_RANKS_H
 #define KOMA_SELFPLAY_RANKS_H
 
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "compat/runlog.h"
 #include "dist/dist.h"
 #include "selfplay/config.h"
 #include "selfplay/game.h"
 
 typedef struct sp_ranks sp_ranks_t;
-typedef void (*sp_ranks_log_fn)(void *user, const char *line);
 
 /* Rank 0's side, over a started mailbox; nets go down the tree of fan-out
  * `fanout` (sp_ranks_children; 0: to every rank). NULL when out of memory. */
-sp_ranks_t *sp_ranks_new(dist_t *dist, dist_mail_t *mail, int32_t fanout, sp_ranks_log_fn log, void *user);
+sp_ranks_t *sp_ranks_new(dist_t *dist, dist_mail_t *mail, int32_t fanout, runlog_fn log, void *user);
 /* The ranks that rank passes each net on to in a job of size ranks: rank 0's
  * and every rank's children in the tree of fan-out `fanout` (ranks r*F+1 ..
  * r*F+F below size); fanout 0: rank 0's children are all the other ranks, the
@@ -95,8 +94,6 @@ int64_t sp_ranks_searches(const sp_ranks_t *k);
  * "r1 12.3, r2 11.0" (positions searched per second, from each rank's last
  * stats); returns their sum. */
 double sp_ranks_describe(sp_ranks_t *k, char *buf, size_t n);
-/* The games each rank sent, committed or not (inspection, tests). */
-int64_t sp_ranks_games(const sp_ranks_t *k, int32_t rank);
 
 /* Ends the job: STOP(code) to every rank, then the messages drained until
  * every rank said BYE or timeout_ms passed; games that still arrive go to
@@ -109,8 +106,9 @@ int sp_ranks_finish(sp_ranks_t *k, int32_t code, int64_t timeout_ms,
  * process exit code (SP_EXIT_*). */
 int sp_remote_run(const sp_config_t *cfg, dist_t *dist);
 
-/* One log line of a rank other than 0 on stderr: "selfplay rank R (HOST): ..."
- * (playing ranks here, training ranks in selfplay/trainrank.c). */
-void sp_rank_vlog(int32_t rank, const char *host, const char *fmt, va_list ap);
+/* The log of a rank other than 0: lines on stderr as "selfplay rank R
+ * (HOST): ...", none when quiet (playing ranks here, training ranks in
+ * selfplay/trainrank.c). */
+runlog_sink_t sp_rank_sink(int32_t rank, const char *host, bool quiet);
 
 #endif

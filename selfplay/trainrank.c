@@ -2,7 +2,6 @@
 #include "selfplay/trainrank.h"
 
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,18 +26,14 @@ typedef struct {
     train_follower_t *f;     /* NULL: it could not be made (ERROR sent); plans are answered not ready */
     int32_t rank, size, fanout;
     char host[128];
-    bool quiet;
+    runlog_sink_t log;       /* sp_rank_sink */
 } trank_t;
 
-static void xlog(const trank_t *x, const char *fmt, ...) {
-    if (x->quiet) return;
-    va_list ap;
-    va_start(ap, fmt);
-    sp_rank_vlog(x->rank, x->host, fmt, ap);
-    va_end(ap);
+/* The follower's lines (train_config_t.log). */
+static void window_log(void *user, const char *line) {
+    const trank_t *x = user;
+    runlog_printf(&x->log, "train: %s", line);
 }
-
-static void window_log(void *user, const char *line) { xlog(user, "train: %s", line); }
 
 static int send_to_0(trank_t *x, int32_t tag, const void *buf, int64_t len, char *err, size_t errlen) {
     char e[512];
@@ -77,11 +72,13 @@ static int take_plan(trank_t *x, const dist_msg_t *m, char *err, size_t errlen) 
     t.status = rc == TRAIN_OK ? SP_TRAINED_OK : rc == TRAIN_STOPPED ? SP_TRAINED_STOPPED : SP_TRAINED_FAILED;
     snprintf(t.text, sizeof t.text, "%s", e);
     if (rc == TRAIN_OK)
-        xlog(x, "cycle %" PRId64 ": %" PRId64 " steps with rank 0 (window %" PRId64 " positions%s), weights %016" PRIx64
-             " the same on the %d training ranks", t.cycle, t.steps, t.positions, t.loaded ? ", model loaded" : "",
-             t.weights, (int)dist_size(x->group));
+        runlog_printf(&x->log,
+                      "cycle %" PRId64 ": %" PRId64 " steps with rank 0 (window %" PRId64
+                      " positions%s), weights %016" PRIx64 " the same on the %d training ranks",
+                      t.cycle, t.steps, t.positions, t.loaded ? ", model loaded" : "", t.weights,
+                      (int)dist_size(x->group));
     else
-        xlog(x, "cycle %" PRId64 " %s: %s", t.cycle, rc == TRAIN_STOPPED ? "stopped" : "failed", e);
+        runlog_printf(&x->log, "cycle %" PRId64 " %s: %s", t.cycle, rc == TRAIN_STOPPED ? "stopped" : "failed", e);
     sp_wire_plan_free(&wp);
     uint8_t buf[SP_WIRE_TRAINED_MAX];
     int64_t len = sp_wire_trained_encode(&t, buf);
@@ -102,7 +99,7 @@ static int trank_loop(trank_t *x) {
     while (code < 0) {
         if (!left && compat_stop_requested()) { /* Ctrl-C: a cycle in flight stops with the group (agreed) */
             left = true;
-            xlog(x, "stop requested: leaving the job");
+            runlog_printf(&x->log, "stop requested: leaving the job");
             bye = send_to_0(x, SP_TAG_BYE, "", 0, e, sizeof e) == 0;
             if (deadline < 0) deadline = compat_now_ns() + (int64_t)STOP_WAIT_MS * 1000000;
         }
@@ -110,7 +107,7 @@ static int trank_loop(trank_t *x) {
         dist_msg_t *m = NULL;
         int rc = dist_mail_recv(x->mail, &m, 100, e, sizeof e);
         if (rc < 0) { /* the mailbox is gone: nothing more can be said */
-            xlog(x, "error: %s", e);
+            runlog_printf(&x->log, "error: %s", e);
             return SP_EXIT_ERROR;
         }
         if (rc == DIST_TIMEOUT) continue;
@@ -138,7 +135,7 @@ static int trank_loop(trank_t *x) {
             snprintf(err, sizeof err, "%s", fail_now);
         }
         if (failed && err[0]) { /* once: rank 0 ends the job; plans are still answered until STOP */
-            xlog(x, "error: %s", err);
+            runlog_printf(&x->log, "error: %s", err);
             (void)send_to_0(x, SP_TAG_ERROR, err, (int64_t)strlen(err), e, sizeof e);
             err[0] = 0;
             if (deadline < 0) deadline = compat_now_ns() + (int64_t)STOP_WAIT_MS * 1000000;
@@ -152,8 +149,9 @@ static int trank_loop(trank_t *x) {
 
 int sp_train_rank_run(const sp_config_t *cfg, const train_config_t *tcfg_in, dist_t *dist, dist_t *group) {
     trank_t x = {.cfg = cfg, .dist = dist, .group = group, .rank = dist_rank(dist), .size = dist_size(dist),
-                 .fanout = (int32_t)cfg->net_fanout, .quiet = cfg->quiet != 0};
+                 .fanout = (int32_t)cfg->net_fanout};
     compat_hostname(x.host, sizeof x.host);
+    x.log = sp_rank_sink(x.rank, x.host, cfg->quiet != 0);
     train_config_t tcfg = *tcfg_in;
     tcfg.log = window_log;
     tcfg.log_user = &x;
@@ -176,11 +174,11 @@ int sp_train_rank_run(const sp_config_t *cfg, const train_config_t *tcfg_in, dis
     if (!x.f) {
         char msg[1200];
         snprintf(msg, sizeof msg, "training rank: %s", err);
-        xlog(&x, "error: %s", msg);
+        runlog_printf(&x.log, "error: %s", msg);
         (void)send_to_0(&x, SP_TAG_ERROR, msg, (int64_t)strlen(msg), e, sizeof e);
     } else {
-        xlog(&x, "training with rank 0 (training group rank %d of %d), reading %s", (int)dist_rank(group),
-             (int)dist_size(group), cfg->run);
+        runlog_printf(&x.log, "training with rank 0 (training group rank %d of %d), reading %s", (int)dist_rank(group),
+                      (int)dist_size(group), cfg->run);
     }
     int code = trank_loop(&x);
     int flushed = dist_mail_flush(x.mail, FLUSH_MS, e, sizeof e);
