@@ -23,12 +23,41 @@
 #     fuse      bench_nn_gpu 6x64,10x128 x tf32,bf16 inference (B64, B256, B1024) three ways, two
 #               interleaved rounds: fused units + CUDA graphs (the default), graphs off
 #               (KOMA_CUDA_GRAPHS=0), neither (KOMA_CUDA_NO_FUSE=1 too: the route before them)
-#     quick     for a 15-minute device session, in one call: ctest -L gpu, memcheck, 10x128 tf32,bf16
-#               B256/B1024 inference + training three ways side by side (Koma's default route;
-#               unfused: KOMA_CUDA_GRAPHS=0 KOMA_CUDA_NO_FUSE=1 KOMA_MERGE_HEADS=0; PyTorch
-#               eager), then bench_selfplay gpu.ini 30 s as the budget permits
+#     loop      the real loop (issue 32): from nothing, selfplay --config configs/gpu.ini
+#               (LOOP_CONFIG) with the trainer on the same GPU for LOOP_MINUTES (default 4;
+#               `loop=MIN` sets it; cut to the budget), stopped by SIGINT (selfplay commits its
+#               finished games and exits 130); then tools/loop-summary's figures (cycles
+#               published, positions/s, evals/s, batch, trainer samples/s, samples per position
+#               against the configured value, inference vs training device time from CUDA
+#               events, the run left committed) into loop-summary.txt and summary.txt, and
+#               under OUT, each at most 16 MiB (GPU_CHECKS_FILE_CAP bytes; a log over it is cut
+#               to its end, anything else gzipped or left out, with a line saying so): the
+#               newest model as weights only (loop-model.safetensors, ship-net), loop-koma.db
+#               and the run's log (loop-run.log)
+#     quick     for a 15-minute device session, in one call: ctest -L gpu, the loop (4 minutes),
+#               then as the budget permits memcheck, 10x128 tf32,bf16 B256/B1024 inference +
+#               training three ways side by side (Koma's default route; unfused:
+#               KOMA_CUDA_GRAPHS=0 KOMA_CUDA_NO_FUSE=1 KOMA_MERGE_HEADS=0; PyTorch eager), then
+#               bench_selfplay gpu.ini 30 s
 #     all       build test sanitize bench torch selfplay (over 10 minutes: raise the budget)
-#   test, sanitize, bench and selfplay build first when build-gpu is not built yet.
+#   test, sanitize, bench, selfplay, loop and quick build first when build-gpu is not built yet.
+#
+# One call for a lent device (build ~1.5 min, GPU tests up to 3 min, the loop 4 min + ~1 min to
+# stop and collect; what time is left goes to memcheck and the benchmarks):
+#   command "tools/gpu-checks.sh build quick"   carry [".gpudeps"]   timeout_s 600
+# It returns build.log, quick.log, summary.txt and the loop's four files (7 of the 8 a call
+# brings back). LOOP_MINUTES=0 leaves the loop out of quick.
+#
+# The loop's settings: LOOP_CONFIG, LOOP_ARGS (flags after it; default "--games-per-cycle 256":
+# gpu.ini's 12 x 256 games in flight take minutes a game, so a 1024-game cycle would not close
+# in 4 minutes; LOOP_ARGS= runs gpu.ini as it is), LOOP_RUN (the run folder, empty or absent;
+# default a new /tmp/koma-loop.XXXXXX, removed after), LOOP_STOP_CYCLES (also stop once this
+# many models are published), LOOP_GRACE (seconds to stop after SIGINT before SIGKILL, 60),
+# LOOP_RESERVE (seconds of the budget kept for stopping and collecting, 45), LOOP_COLLECT=1
+# (no selfplay: the summary and files of the run LOOP_RUN; LOOP_EXIT its exit status).
+# Its CPU twin, which the test suite runs (tests/tools/test_loop_stage.c): GPU_CHECKS_CPU=1
+# BUILD_DIR=build tools/gpu-checks.sh loop  (no CUDA, no build: the binaries of BUILD_DIR,
+# configs/cpu.ini with a tiny net and cycles; only the loop stage).
 #
 # Here (a Debian/Ubuntu box with apt), once: tools/gpu-deps.sh (fills .gpudeps/, ~15 MB).
 # Then three calls of the device tool `run` (kind left out), each ending in its summary:
@@ -92,12 +121,30 @@ usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 stages=()
 for s in "$@"; do
   case "$s" in
-    build | test | sanitize | bench | torch | selfplay | profile | merge | fuse | quick) stages+=("$s") ;;
+    build | test | sanitize | bench | torch | selfplay | profile | merge | fuse | quick | loop) stages+=("$s") ;;
+    loop=*) LOOP_MINUTES=${s#loop=}; stages+=(loop) ;;
     all) stages+=(build test sanitize bench torch selfplay) ;;
     -h | --help) usage; exit 0 ;;
-    *) echo "gpu-checks.sh: unknown stage '$s' (build test sanitize bench torch selfplay profile merge fuse quick all)" >&2; exit 2 ;;
+    *) echo "gpu-checks.sh: unknown stage '$s' (build test sanitize bench torch selfplay profile merge fuse quick loop loop=MINUTES all)" >&2; exit 2 ;;
   esac
 done
+# the loop stage (stage_loop below) and its CPU twin
+CPU_MODE=${GPU_CHECKS_CPU:-0}
+CAP=${GPU_CHECKS_FILE_CAP:-16777216} # bytes a file under $OUT may have (the device tool's 16 MiB)
+LOOP_GRACE=${LOOP_GRACE:-60}         # seconds selfplay has to stop after SIGINT
+LOOP_RESERVE=${LOOP_RESERVE:-45}     # seconds of the budget kept for the stop, the summary and the files
+if [ "$CPU_MODE" = 1 ]; then
+  for s in "${stages[@]}"; do
+    [ "$s" = loop ] || { echo "gpu-checks.sh: GPU_CHECKS_CPU=1 runs the loop stage only, not '$s'" >&2; exit 2; }
+  done
+  LOOP_CONFIG=${LOOP_CONFIG:-configs/cpu.ini}
+  LOOP_ARGS=${LOOP_ARGS-"--net 2x16 --games-per-cycle 4 --shard-games 0 --threads 1 --games-per-thread 4 --visits 8 --visits-fast 4 --max-ply 48 --eval-every 0 --min-steps-per-cycle 4 --progress 0"}
+else
+  LOOP_CONFIG=${LOOP_CONFIG:-configs/gpu.ini}
+  # 256 games a cycle, not gpu.ini's 1024: 12 x 256 games are in flight, so at ~2000 positions/s
+  # a game takes minutes and a 1024-game cycle would not close in a 4-minute loop
+  LOOP_ARGS=${LOOP_ARGS-"--games-per-cycle 256"}
+fi
 
 # ---- bookkeeping ----------------------------------------------------------------
 left() { echo $((BUDGET - SECONDS)); }
@@ -682,11 +729,13 @@ PY
   done
 }
 
-# One call of a 15-minute device session: correctness first, then the figures that
-# decide issue 10's targets, each next to its alternative in the same call.
+# One call of a 15-minute device session: correctness first, then the real loop
+# (issue 32), then the figures that decide issue 10's targets, each next to its
+# alternative in the same call, as the budget permits.
 stage_quick() {
   need_build || { result quick FAIL 0 "no build"; return 1; }
   gpu_ctest 180 1
+  loop_run 300
   sanitize_one memcheck 90 30 tf32 bf16 quick
   local log v envs
   for v in default before; do
@@ -705,6 +754,151 @@ stage_quick() {
   wait $! 2>/dev/null
   result "torch_bench eager" "$(status $RC)" "$DT" "$(best_rows "$log")"
   selfplay_run "bench_selfplay gpu.ini" 60 --seconds 30
+}
+
+# ---- the loop: selfplay with the trainer on the same device, for minutes -------------
+# put_file SRC NAME: copies SRC to $OUTDIR/NAME when it is at most CAP bytes; else a
+# log is cut to its last CAP bytes, anything else gzipped when that fits, else left
+# out; each with a line saying so. Echoes what came of it for the summary.
+put_file() {
+  local src=$1 name=$2 dst=$OUTDIR/$2 size
+  if [ ! -f "$src" ]; then echo "$name: not there ($src)"; return 1; fi
+  size=$(wc -c <"$src")
+  if [ "$size" -le "$CAP" ]; then
+    cp "$src" "$dst" && echo "$name: $size bytes" && return 0
+    echo "$name: cannot copy $src"; return 1
+  fi
+  case "$name" in
+    *.log | *.txt)
+      tail -c "$CAP" "$src" >"$dst"
+      echo "$name: $size bytes is over the cap of $CAP: only its last $CAP bytes came back"
+      return 0 ;;
+  esac
+  if command -v gzip >/dev/null && gzip -c "$src" >"$dst.gz" && [ "$(wc -c <"$dst.gz")" -le "$CAP" ]; then
+    echo "$name: $size bytes is over the cap of $CAP: gzipped to $(wc -c <"$dst.gz") bytes as $name.gz"
+    return 0
+  fi
+  rm -f "$dst.gz"
+  echo "$name: $size bytes is over the cap of $CAP (gzipped too): left out"
+  return 1
+}
+
+# loop_run MAX_S: from nothing, $LOOP_CONFIG for LOOP_MINUTES (cut to MAX_S and the
+# budget), stopped by SIGINT at the deadline (or once LOOP_STOP_CYCLES models are
+# published), then loop-summary and the files under $OUTDIR. LOOP_COLLECT=1: no
+# selfplay, only the summary and the files of the run LOOP_RUN.
+loop_run() {
+  local max=$1 bin=$BUILD run=${LOOP_RUN:-} minutes=${LOOP_MINUTES:-4} want secs rc=0 t0 wall="" made=0
+  local sp=$bin/selfplay sum=$bin/tools/loop-summary ship=$bin/tools/ship-net b
+  for b in "$sp" "$sum" "$ship"; do
+    [ -x "$b" ] || { result loop FAIL 0 "no $b (build the targets selfplay loop-summary ship-net)"; return 1; }
+  done
+  if [ "${LOOP_COLLECT:-0}" = 1 ]; then
+    [ -n "$run" ] && [ -f "$run/koma.db" ] || { result loop FAIL 0 "LOOP_COLLECT=1: LOOP_RUN '$run' is not a run"; return 1; }
+    rc=${LOOP_EXIT:-0}
+  else
+    if [ -n "$run" ] && [ -e "$run" ] && [ -n "$(ls -A "$run" 2>/dev/null)" ]; then
+      result loop FAIL 0 "LOOP_RUN $run is not empty: the loop starts from nothing (remove it or name another)"
+      return 1
+    fi
+    want=$(awk -v m="$minutes" 'BEGIN { printf "%d", m * 60 }')
+    secs=$(($(left) - 15 - LOOP_RESERVE))
+    [ "$secs" -gt "$max" ] && secs=$max
+    [ "$secs" -gt "$want" ] && secs=$want
+    if [ "$secs" -lt "${LOOP_MIN_S:-60}" ]; then
+      say "skip loop: ${secs}s of the budget for it, needs ${LOOP_MIN_S:-60} (LOOP_MINUTES=$minutes)"
+      result loop SKIP 0
+      return 0
+    fi
+    if [ -z "$run" ]; then
+      run=$(mktemp -d /tmp/koma-loop.XXXXXX) || { result loop FAIL 0 "mktemp"; return 1; }
+      made=1
+    fi
+    local smi=$STATE/loop-smi.csv spid="" pid stop_why="deadline (${secs}s)"
+    : >"$smi"
+    if [ "$CPU_MODE" = 0 ] && command -v nvidia-smi >/dev/null; then
+      nvidia-smi --query-gpu=timestamp,utilization.gpu,utilization.memory,memory.used,power.draw,clocks.sm \
+        --format=csv,noheader,nounits -lms 1000 >"$smi" 2>/dev/null &
+      spid=$!
+    fi
+    # shellcheck disable=SC2086 # LOOP_ARGS is a list of flags
+    say "loop: ${secs}s of selfplay --config $LOOP_CONFIG --run $run $LOOP_ARGS"
+    t0=$SECONDS
+    env "LD_LIBRARY_PATH=${KOMA_LD}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$sp" --config "$LOOP_CONFIG" --run "$run" $LOOP_ARGS &
+    pid=$!
+    # wait for an event: selfplay's end, the deadline, or LOOP_STOP_CYCLES models published
+    while kill -0 "$pid" 2>/dev/null; do
+      if [ $((SECONDS - t0)) -ge "$secs" ]; then break; fi
+      if [ -n "${LOOP_STOP_CYCLES:-}" ] &&
+         [ "$(grep -cE '^[0-9: -]+model [0-9]+/[0-9]+ published' "$run/log" 2>/dev/null)" -ge "$LOOP_STOP_CYCLES" ]; then
+        stop_why="$LOOP_STOP_CYCLES model(s) published"
+        break
+      fi
+      sleep 1
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+      say "loop: $stop_why: SIGINT to selfplay (it commits finished games and stops)"
+      kill -INT "$pid"
+      local g=0
+      while kill -0 "$pid" 2>/dev/null && [ $g -lt "$LOOP_GRACE" ]; do sleep 1; g=$((g + 1)); done
+      if kill -0 "$pid" 2>/dev/null; then
+        say "loop: selfplay still running ${LOOP_GRACE}s after SIGINT: SIGKILL (a restart would resume it)"
+        kill -KILL "$pid"
+      fi
+    else
+      stop_why="selfplay ended by itself"
+    fi
+    wait "$pid"
+    rc=$?
+    wall=$((SECONDS - t0))
+    [ -n "$spid" ] && kill "$spid" 2>/dev/null && wait "$spid" 2>/dev/null
+    say "loop: selfplay exit $rc after ${wall}s ($stop_why)"
+    local util
+    util=$(awk -F', *' 'NF >= 6 && $2 ~ /^[0-9]+$/ { n++; s += $2; if ($4 > mem) mem = $4 }
+                       END { if (n) printf "GPU util mean %.0f%% over %d samples, %d MiB", s / n, n, mem }' "$smi")
+    [ -n "$util" ] && echo "$util" >"$STATE/loop-util"
+  fi
+  # the figures
+  local s=$STATE/loop-summary.txt
+  krun "$sum" "$run" ${wall:+--wall "$wall"} --exit "$rc" >"$s" 2>&1
+  local src=$?
+  [ -f "$STATE/loop-util" ] && echo "nvidia-smi: $(cat "$STATE/loop-util")" >>"$s"
+  # the files: newest model (weights only: a 10x128 with its optimizer state is over 16 MiB), koma.db, log
+  local newest msgs=$STATE/loop-files.txt
+  : >"$msgs"
+  newest=$(ls "$run"/models/[0-9]*.safetensors 2>/dev/null | sort | tail -1)
+  if [ -n "$newest" ] && krun "$ship" "$newest" "$STATE/loop-model.safetensors" \
+       --meta "loop=selfplay --config ${LOOP_CONFIG##*/} $LOOP_ARGS, ${wall:-?} s, commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)" >/dev/null; then
+    echo "model: ${newest#"$run"/} as weights only (ship-net)" >>"$msgs"
+    put_file "$STATE/loop-model.safetensors" loop-model.safetensors >>"$msgs"
+  else
+    echo "model: ${newest:-none}: ship-net could not make it weights only; the file as it is" >>"$msgs"
+    [ -n "$newest" ] && put_file "$newest" loop-model.safetensors >>"$msgs"
+  fi
+  put_file "$run/koma.db" loop-koma.db >>"$msgs"
+  if [ -s "$run/koma.db-wal" ]; then
+    echo "koma.db-wal: $(wc -c <"$run/koma.db-wal") bytes not checkpointed (selfplay was killed): left out, the run is at $run" >>"$msgs"
+  fi
+  put_file "$run/log" loop-run.log >>"$msgs"
+  { echo "files under ${OUTDIR}:"; sed 's/^/  /' "$msgs"; } >>"$s"
+  put_file "$s" loop-summary.txt >/dev/null
+  cat "$s"
+  { echo "---- loop summary ($run)"; cat "$s"; echo "----"; } >>"$SUMMARY"
+  # the result line: figures from the summary
+  local st=PASS
+  v() { awk -v k="$1" '$1 == k { print $2; exit }' "$s"; } # a figure of the summary
+  [ $src = 0 ] || st=FAIL
+  case $rc in 0 | 130) ;; *) st=FAIL ;; esac
+  [ "$(v run_committed)" = yes ] || st=FAIL
+  result loop $st "${wall:-0}" "exit $rc, cycles $(v cycles_published), $(v positions_per_s) pos/s, $(v evals_per_s) evals/s, batch $(v avg_batch), trainer $(v trainer_samples_per_s) samples/s, samples/position $(v samples_per_position) of $(v samples_per_position_configured), device inference $(v device_split_inference_pct)% training $(v device_split_training_pct)%"
+  # a run made here goes, unless selfplay was killed (its -wal holds what the copy lacks)
+  [ $made = 1 ] && [ ! -s "$run/koma.db-wal" ] && rm -rf "$run"
+  [ $st = PASS ]
+}
+
+stage_loop() {
+  if [ "$CPU_MODE" = 0 ]; then need_build || { result loop FAIL 0 "no build"; return 1; }; fi
+  loop_run 600
 }
 
 # ---- main: each stage's output goes to its log and to stdout ------------------------
