@@ -2,7 +2,7 @@
  * trainer thread and ranks 1..K-1 take every step of a cycle together,
  * data-parallel (train/dist_train.h) over the group's communicator
  * (dist_split), and each of ranks 1..K-1 is a follower that does what
- * rank 0's plan (train_plan_t, trainer.h) says.
+ * rank 0's plan (train_plan_t) says.
  *
  * Owns: the protocol of one cycle on every rank of the group, the same
  * collective calls in the same order whatever fails (train_group_run): an
@@ -34,10 +34,29 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "data/db.h"
 #include "dist/dist.h"
+#include "train/config.h"
 #include "train/dist_train.h"
 #include "train/loop.h"
-#include "train/trainer.h"
+
+/* A cycle's steps as rank 0 of a training group takes them (selfplay
+ * --train-ranks K): what each other rank of the group needs to take the
+ * same steps with it. The model is the file the weights start from
+ * (run-relative path, the XXH3 koma.db holds for it); shards is the listing
+ * rank 0 selects its window from (train_window_select with max_cycle =
+ * cycle and want). Rank 0's trainer sends it through train_config_t.plan. */
+typedef struct train_plan {
+    int64_t cycle, first, end;   /* steps [first, end) of cycle */
+    int64_t want;                /* positions wanted in the window */
+    int32_t batch;               /* the global batch */
+    uint64_t seed;               /* step s samples with train_key(seed, cycle, s) */
+    int64_t model_cycle, model_steps; /* the starting model; its optimizer steps (a file without state) */
+    char model_rel[DB_PATH_MAX];
+    char model_xxh3[17];
+    const db_shard_t *shards;
+    int32_t nshards;
+} train_plan_t;
 
 /* One cycle on a rank of the group (collective over group). ready: this
  * rank has its model and window (else it only takes part, and the cycle

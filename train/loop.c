@@ -1,5 +1,5 @@
-/* loop.c - the one training loop: the net being trained, the step loop, the
- * running means. See loop.h. */
+/* loop.c - the one training loop: the backend and the window's residency,
+ * the net being trained, the step loop, the running means. See loop.h. */
 #include "train/loop.h"
 #include "compat/err.h"
 
@@ -8,8 +8,38 @@
 
 #include "compat/compat.h"
 #include "engine/encode.h"
+#include "nn/backend_cuda.h"
+#include "nn/registry.h"
 #include "nn/weights.h"
 
+/* ---- the backend and the window ------------------------------------------------ */
+nn_backend_t *train_backend_new(const train_config_t *c, char *err, size_t errlen) {
+    nn_backend_kind_t kind;
+    char e2[512];
+    if (nn_backend_resolve(c->backend, &kind, e2, sizeof e2) != 0) {
+        set_err(err, errlen, "train-backend: %s", e2);
+        return NULL;
+    }
+    if (kind == NN_BACKEND_KIND_CPU && nn_cpu_blas_room(1, e2, sizeof e2) != 0) {
+        set_err(err, errlen, "trainer backend cpu: %s", e2);
+        return NULL;
+    }
+    nn_backend_t *be = nn_backend_open(kind, c->threads, c->device, 0, e2, sizeof e2);
+    if (!be) set_err(err, errlen, "trainer %s", e2);
+    return be;
+}
+
+int train_window_setup(const train_config_t *c, train_window_t *w, nn_backend_t *be, int32_t ranks, char *err,
+                       size_t errlen) {
+    if (train_window_set_q_lambda(w, (float)(1.0 - 1.0 / c->q_horizon), err, errlen) != 0) return -1;
+    int on = !strcmp(c->device_window, "on") ||
+             (!strcmp(c->device_window, "auto") && nn_backend_is_cuda(be) && ranks <= 1);
+    if (!on) return 0;
+    if (train_window_resident(w, be, c->device_window_mb << 20, err, errlen) != 0) return -1;
+    return 1;
+}
+
+/* ---- the net being trained ------------------------------------------------- */
 /* The optimizer and the shard format of tn->net; the net is tn's already. */
 static int attach_trainer(const train_config_t *cfg, int32_t batch, train_net_t *tn, char *err, size_t errlen) {
     tn->nt = nn_trainer_new(tn->net, &cfg->opt, batch, err, errlen);

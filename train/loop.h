@@ -1,13 +1,15 @@
 /* loop.h - the one training loop (internal to train/): what the trainer
- * thread (train/trainer.c) and `train --from-games` (train/main.c) both run.
+ * thread (train/trainer.c), a training group's follower (train/follow.c)
+ * and `train --from-games` (train/main.c) all run.
  *
- * Owns: a net being trained (train_net_t: the net, its optimizer state and
- * the shard format it reads), created from the config or loaded from a model
- * file; the step loop (sample step s with the key (seed, cycle, s), take the
+ * Owns: the setup every trainer shares (the backend the config names, the
+ * window made resident as it says); a net being trained (train_net_t: the
+ * net, its optimizer state and the shard format it reads), created from the
+ * config or loaded from a model file; the step loop (sample step s with the key (seed, cycle, s), take the
  * step, on one process or data-parallel over ranks, add its figures to the
  * means, call the caller's per-step hook, honour stop requests); the running
  * means of the training figures.
- * Does not own: the backend, the window and which rows it holds
+ * Does not own: the backends (nn/), the window and which rows it holds
  * (train/window.c), how many steps and which cycle (the callers), model files
  * and their registration (train/model.c: train_model_save), checkpoints,
  * progress lines and the train_steps rows (the callers' hooks).
@@ -29,9 +31,20 @@
 
 #include "data/shard.h"
 #include "nn/net.h"
+#include "nn/backend.h"
+#include "train/config.h"
 #include "train/dist_train.h"
-#include "train/trainer.h"
 #include "train/window.h"
+
+/* ---- the backend and the window ------------------------------------------------ */
+/* The trainer's backend from cfg->backend ("auto": cuda when a device is present). NULL with err. */
+nn_backend_t *train_backend_new(const train_config_t *cfg, char *err, size_t errlen);
+/* Makes w resident on be (train_window_resident) as cfg->device_window says:
+ * "auto" on a CUDA backend of one process (ranks <= 1; data-parallel steps
+ * gather on the host), "on" always, "off" never. Returns 1 resident, 0 not,
+ * -1 with err. */
+int train_window_setup(const train_config_t *cfg, train_window_t *w, nn_backend_t *be, int32_t ranks, char *err,
+                       size_t errlen);
 
 /* ---- the net being trained ------------------------------------------------- */
 typedef struct {

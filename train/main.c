@@ -102,35 +102,38 @@ static const char *usage =
     "1 error, 2 bad flags, 130 stopped (the checkpoint is kept: the same command resumes).\n"
     "Under mpirun (-np N) the N ranks train one net; --batch is the global batch (docs/SCALING.md).";
 
-static char g_run[CFG_STRING_MAX] = "runs/default";
-static char g_out[CFG_STRING_MAX] = "";
-static char g_losses[CFG_STRING_MAX] = "";
-static int64_t g_window = 0, g_steps = 1000, g_ckpt_every = 100, g_die_at = 0, g_check_every = 10, g_micro = 1,
-               g_diverge_at = 0;
-static int g_from_games = 0, g_fresh = 0, g_quiet = 0;
-static double g_progress = -1;
-static dist_t *g_dist;  /* the job: rank 0 of 1 without a launcher */
-static int32_t g_rank;  /* this process's rank */
-static int g_gates;     /* pre-loop agreements made (TRAIN_GATES in all, on every path) */
+/* The command's own options, one row each (config/config.h; the trainer's
+ * are train/config.h's rows): offline_flags. */
+typedef struct {
+    int from_games, fresh, quiet;
+    char run[CFG_STRING_MAX], out[CFG_STRING_MAX], losses[CFG_STRING_MAX];
+    int64_t window, steps, ckpt_every, die_at, micro, diverge_at, check_every;
+    double progress;
+} offline_flags_t;
+
+static int offline_flags(offline_flags_t *f, cfg_opt_t *opts) {
+    const cfg_opt_t all[] = {
+        {"from-games", CFG_TYPE_BOOL, &f->from_games, 1, 0, "train offline from the run's stored games", "0"},
+        {"run", CFG_TYPE_STRING, f->run, 1, 0, "run directory (koma.db, shards/, models/)", "runs/default"},
+        {"window", CFG_TYPE_INT, &f->window, 0, 1e15, "train on the most recent N positions (0 = all)", "0"},
+        {"steps", CFG_TYPE_INT, &f->steps, 1, 1e15, "training steps in all (a resumed run ends here too)", "1000"},
+        {"out", CFG_TYPE_STRING, f->out, 1, 0, "write the final net here instead of registering the next cycle's model (never a run's file or a device)", ""},
+        {"checkpoint-every", CFG_TYPE_INT, &f->ckpt_every, 1, 1e15, "write <run>/train/checkpoint.safetensors every K steps", "100"},
+        {"fresh", CFG_TYPE_BOOL, &f->fresh, 1, 0, "ignore an existing checkpoint; start from a new net (the size of the run's newest net unless --net)", "0"},
+        {"die-at-step", CFG_TYPE_INT, &f->die_at, 0, 1e15, "tests: exit abruptly (like kill -9) after this step (0 = never)", "0"},
+        {"progress", CFG_TYPE_DOUBLE, &f->progress, -1, 3600, "seconds between status lines (-1 = 1 on a terminal, updated in place, 30 otherwise; 0 = none)", "-1"},
+        {"quiet", CFG_TYPE_BOOL, &f->quiet, 1, 0, "no status lines; only warnings and errors", "0"},
+        {"losses", CFG_TYPE_STRING, f->losses, 1, 0, "write every step's losses to this CSV file (step,loss,policy,value,legal,acc,f1)", ""},
+        {"micro-batches", CFG_TYPE_INT, &f->micro, 1, 4096, "split each batch into M slices, each with its own BN statistics, and average their gradients (what M ranks under mpirun compute; less memory)", "1"},
+        {"dist-diverge-at-step", CFG_TYPE_INT, &f->diverge_at, 0, 1e15, "tests: the last rank changes one weight after this step (0 = never)", "0"},
+        {"dist-check-every", CFG_TYPE_INT, &f->check_every, 1, 1e15, "under mpirun: compare the weights' XXH3 across ranks every K steps", "10"},
+    };
+    int n = (int)(sizeof all / sizeof all[0]);
+    memcpy(opts, all, sizeof all);
+    return n;
+}
+
 #define TRAIN_GATES 2   /* 1: rank 0 holds the run; 2: every rank is ready to train */
-
-/* 0 when every rank passes ok != 0 (a job of one: ok itself). */
-static int agree(int ok) {
-    char err[512];
-    int all = 0;
-    if (dist_agree(g_dist, ok, &all, err, sizeof err) != 0) {
-        fprintf(stderr, "train: rank %d: %s\n", g_rank, err);
-        return -1;
-    }
-    if (ok && !all) fprintf(stderr, "train: rank %d: another rank failed (its message is above)\n", g_rank);
-    return all ? 0 : -1;
-}
-
-/* One of the TRAIN_GATES pre-loop agreements. */
-static int gate(int ok) {
-    g_gates++;
-    return agree(ok);
-}
 
 static void fmt_eta(double s, char *buf, size_t len) {
     if (!(s >= 0) || s > 1e7) {
@@ -161,8 +164,8 @@ static void note_stale(void *user, const char *path) {
 
 /* --out and --losses: not a run's file nor a device (run_output_check), in a
  * directory that takes a file, checked before any step is spent. */
-static int check_out(const char *out, const char *what, const char *flag, char *err, size_t errlen) {
-    if (run_output_check(out, g_run, what, flag, err, errlen) != 0) return -1;
+static int check_out(const char *run, const char *out, const char *what, const char *flag, char *err, size_t errlen) {
+    if (run_output_check(out, run, what, flag, err, errlen) != 0) return -1;
     char dir[CFG_STRING_MAX], e[1024];
     snprintf(dir, sizeof dir, "%s", out);
     char *slash = strrchr(dir, '/');
@@ -178,6 +181,10 @@ static int check_out(const char *out, const char *what, const char *flag, char *
 
 /* One offline run: what train_main opens, trains and closes. */
 typedef struct {
+    offline_flags_t f;          /* the command's options */
+    dist_t *dist;               /* the job: rank 0 of 1 without a launcher */
+    int32_t rank;               /* this process's rank */
+    int gates;                  /* pre-loop agreements made (TRAIN_GATES in all, on every path) */
     train_config_t *cfg;
     int net_given;              /* --net or --activation: the checkpoint must be that net */
     int32_t ranks, slices;      /* ranks x --micro-batches */
@@ -203,6 +210,24 @@ typedef struct {
     int64_t t_start, saved_at;  /* the loop's start; the checkpoint's step */
 } offline_t;
 
+/* 0 when every rank passes ok != 0 (a job of one: ok itself). */
+static int agree(offline_t *o, int ok) {
+    char err[512];
+    int all = 0;
+    if (dist_agree(o->dist, ok, &all, err, sizeof err) != 0) {
+        fprintf(stderr, "train: rank %d: %s\n", o->rank, err);
+        return -1;
+    }
+    if (ok && !all) fprintf(stderr, "train: rank %d: another rank failed (its message is above)\n", o->rank);
+    return all ? 0 : -1;
+}
+
+/* One of the TRAIN_GATES pre-loop agreements. */
+static int gate(offline_t *o, int ok) {
+    o->gates++;
+    return agree(o, ok);
+}
+
 /* The steps of train_main, in order (below it). */
 static int offline_open(offline_t *o, const char *config_text);
 static int offline_net(offline_t *o);
@@ -216,27 +241,17 @@ static void status_end(offline_t *o) {
     o->sl = NULL;
 }
 
-static int train_main(int argc, char **argv) {
+/* The command: the flags, the job, then the steps above in order. o holds
+ * the job (dist, gates) when it returns. */
+static int train_main(offline_t *o, int argc, char **argv) {
     if (koma_version_asked(argc, argv, "train")) return 0;
     nn_cpu_blas_reexec_if_generic(argv);
     compat_install_stop_handler();
+    offline_flags_t *f = &o->f;
     train_config_t cfg = train_config_default();
     cfg_opt_t opts[MAX_OPTS];
-    int n = 0;
-    opts[n++] = (cfg_opt_t){"from-games", CFG_TYPE_BOOL, &g_from_games, 1, 0, "train offline from the run's stored games"};
-    opts[n++] = (cfg_opt_t){"run", CFG_TYPE_STRING, g_run, 1, 0, "run directory (koma.db, shards/, models/)"};
-    opts[n++] = (cfg_opt_t){"window", CFG_TYPE_INT, &g_window, 0, 1e15, "train on the most recent N positions (0 = all)"};
-    opts[n++] = (cfg_opt_t){"steps", CFG_TYPE_INT, &g_steps, 1, 1e15, "training steps in all (a resumed run ends here too)"};
-    opts[n++] = (cfg_opt_t){"out", CFG_TYPE_STRING, g_out, 1, 0, "write the final net here instead of registering the next cycle's model (never a run's file or a device)"};
-    opts[n++] = (cfg_opt_t){"checkpoint-every", CFG_TYPE_INT, &g_ckpt_every, 1, 1e15, "write <run>/train/checkpoint.safetensors every K steps"};
-    opts[n++] = (cfg_opt_t){"fresh", CFG_TYPE_BOOL, &g_fresh, 1, 0, "ignore an existing checkpoint; start from a new net (the size of the run's newest net unless --net)"};
-    opts[n++] = (cfg_opt_t){"die-at-step", CFG_TYPE_INT, &g_die_at, 0, 1e15, "tests: exit abruptly (like kill -9) after this step (0 = never)"};
-    opts[n++] = (cfg_opt_t){"progress", CFG_TYPE_DOUBLE, &g_progress, -1, 3600, "seconds between status lines (-1 = 1 on a terminal, updated in place, 30 otherwise; 0 = none)"};
-    opts[n++] = (cfg_opt_t){"quiet", CFG_TYPE_BOOL, &g_quiet, 1, 0, "no status lines; only warnings and errors"};
-    opts[n++] = (cfg_opt_t){"losses", CFG_TYPE_STRING, g_losses, 1, 0, "write every step's losses to this CSV file (step,loss,policy,value,legal,acc,f1)"};
-    opts[n++] = (cfg_opt_t){"micro-batches", CFG_TYPE_INT, &g_micro, 1, 4096, "split each batch into M slices, each with its own BN statistics, and average their gradients (what M ranks under mpirun compute; less memory)"};
-    opts[n++] = (cfg_opt_t){"dist-diverge-at-step", CFG_TYPE_INT, &g_diverge_at, 0, 1e15, "tests: the last rank changes one weight after this step (0 = never)"};
-    opts[n++] = (cfg_opt_t){"dist-check-every", CFG_TYPE_INT, &g_check_every, 1, 1e15, "under mpirun: compare the weights' XXH3 across ranks every K steps"};
+    int n = offline_flags(f, opts);
+    cfg_defaults(opts, n);
     n += train_config_flags(&cfg, opts + n, MAX_OPTS - n);
 
     char err[2048];
@@ -247,7 +262,7 @@ static int train_main(int argc, char **argv) {
         fprintf(stderr, "train: %s\n", err);
         return 2;
     }
-    if (!g_from_games) {
+    if (!f->from_games) {
         fprintf(stderr, "train: nothing to do: pass --from-games (the trainer of a self-play run runs inside `selfplay`)\n%s\n",
                 usage);
         return 2;
@@ -258,29 +273,33 @@ static int train_main(int argc, char **argv) {
         fprintf(stderr, "train: %s\n", err);
         return 2;
     }
-    if (!total_given) cfg.opt.total_steps = g_steps;
-    g_dist = dist_init(&argc, &argv, err, sizeof err);
-    if (!g_dist) {
+    if (!total_given) cfg.opt.total_steps = f->steps;
+    o->dist = dist_init(&argc, &argv, err, sizeof err);
+    if (!o->dist) {
         fprintf(stderr, "train: %s\n", err);
         return 1;
     }
-    g_rank = dist_rank(g_dist);
-    int32_t ranks = dist_size(g_dist), slices = ranks * (int32_t)g_micro;
+    o->rank = dist_rank(o->dist);
+    int32_t ranks = dist_size(o->dist), slices = ranks * (int32_t)f->micro;
     if (cfg.batch % slices != 0) {
         fprintf(stderr, "train: --batch %d is the global batch: it must be a multiple of the %d rank(s) x %d micro-batches\n",
-                cfg.batch, ranks, (int)g_micro);
+                cfg.batch, ranks, (int)f->micro);
         return 2;
     }
-    if (g_rank != 0) g_quiet = 1, g_progress = 0; /* rank 0 speaks for the job */
+    if (o->rank != 0) f->quiet = 1, f->progress = 0; /* rank 0 speaks for the job */
 
-    offline_t o = {.cfg = &cfg, .net_given = net_given, .ranks = ranks, .slices = slices};
+    o->cfg = &cfg;
+    o->net_given = net_given;
+    o->ranks = ranks;
+    o->slices = slices;
     char *config_text = cfg_dump_string(opts, n);
     int status = 1;
-    if (offline_open(&o, config_text) == 0 && offline_net(&o) == 0 && offline_window(&o) == 0) {
-        int rc = offline_train(&o);
-        if (rc != TRAIN_ERROR) status = offline_finish(&o, rc == TRAIN_STOPPED);
+    if (offline_open(o, config_text) == 0 && offline_net(o) == 0 && offline_window(o) == 0) {
+        int rc = offline_train(o);
+        if (rc != TRAIN_ERROR) status = offline_finish(o, rc == TRAIN_STOPPED);
     }
-    offline_close(&o);
+    offline_close(o);
+    o->cfg = NULL;
     free(config_text);
     return status;
 }
@@ -290,13 +309,13 @@ static int train_main(int argc, char **argv) {
  * with the message printed. */
 static int offline_open(offline_t *o, const char *config_text) {
     char err[2048], path[1400];
-    if (g_rank == 0 && ((g_out[0] && check_out(g_out, "the final net", "--out", err, sizeof err) != 0) ||
-                        (g_losses[0] && check_out(g_losses, "the losses", "--losses", err, sizeof err) != 0))) {
+    if (o->rank == 0 && ((o->f.out[0] && check_out(o->f.run, o->f.out, "the final net", "--out", err, sizeof err) != 0) ||
+                        (o->f.losses[0] && check_out(o->f.run, o->f.losses, "the losses", "--losses", err, sizeof err) != 0))) {
         fprintf(stderr, "train: %s\n", err);
         return -1;
     }
-    if (g_rank != 0 && gate(1) != 0) return -1;
-    o->rn = run_open(g_run, g_rank == 0 ? RUN_WRITE : 0, "train --from-games", err, sizeof err);
+    if (o->rank != 0 && gate(o, 1) != 0) return -1;
+    o->rn = run_open(o->f.run, o->rank == 0 ? RUN_WRITE : 0, "train --from-games", err, sizeof err);
     if (!o->rn) {
         fprintf(stderr, "train: %s\n", err);
         return -1;
@@ -304,8 +323,8 @@ static int offline_open(offline_t *o, const char *config_text) {
     o->run = run_dir(o->rn);
     for (int32_t i = 0; i < run_findings(o->rn); i++) fprintf(stderr, "train: start-up check: %s\n", run_finding(o->rn, i));
     run_path(o->run, RUN_DB, path, sizeof path);
-    o->writer = g_rank == 0 ? db_writer_start(run_db(o->rn), 64, err, sizeof err) : NULL;
-    if (g_rank == 0 && !o->writer) {
+    o->writer = o->rank == 0 ? db_writer_start(run_db(o->rn), 64, err, sizeof err) : NULL;
+    if (o->rank == 0 && !o->writer) {
         fprintf(stderr, "train: %s\n", err);
         return -1;
     }
@@ -314,7 +333,7 @@ static int offline_open(offline_t *o, const char *config_text) {
         fprintf(stderr, "train: %s\n", err);
         return -1;
     }
-    if (g_rank == 0 && gate(1) != 0) return -1;
+    if (o->rank == 0 && gate(o, 1) != 0) return -1;
     snprintf(o->ckpt, sizeof o->ckpt, "%s/%s/checkpoint.safetensors", o->run, RUN_TRAIN);
     return 0;
 }
@@ -327,7 +346,7 @@ static int register_start(offline_t *o);
  * the start net as cycle 0. A command that fails before writes nothing. 0,
  * or -1 with the message printed. */
 static int offline_commit(offline_t *o) {
-    if (g_rank != 0) return 0;
+    if (o->rank != 0) return 0;
     char dir[1400], path[1400], e2[1024];
     run_path(o->run, RUN_DB, path, sizeof path);
     run_row_arg_t ra = {o->config_text};
@@ -350,7 +369,7 @@ static int offline_commit(offline_t *o) {
  * Nothing with --out, on other ranks, or when the run has a model. 0, or
  * -1 with the message printed. */
 static int register_start(offline_t *o) {
-    if (g_rank != 0 || g_out[0]) return 0;
+    if (o->rank != 0 || o->f.out[0]) return 0;
     char err[2048];
     db_model_t latest;
     db_status_t st = db_model_latest(o->db, &latest);
@@ -411,16 +430,16 @@ static int start_net(offline_t *o, const train_config_t *cfg, int32_t rows) {
     nn_net_size_parse(cfg->net, &b, &ch);
     int same = b == nc.blocks && ch == nc.channels && nn_act_parse(cfg->activation) == (int)nc.act;
     if (o->net_given && !same) {
-        if (g_rank == 0)
+        if (o->rank == 0)
             printf("starting a new architecture: a new %s %s net, as --net/--activation ask (the run's newest net, "
                    "cycle %d, is %s %s)\n", want, cfg->activation, newest.cycle, have, nn_act_name(nc.act));
         return new_net(o, cfg, rows);
     }
-    if (g_fresh) { /* a new net, of the run's size */
+    if (o->f.fresh) { /* a new net, of the run's size */
         train_config_t c = *cfg;
         snprintf(c.net, sizeof c.net, "%s", have);
         snprintf(c.activation, sizeof c.activation, "%s", nn_act_name(nc.act));
-        if (g_rank == 0)
+        if (o->rank == 0)
             printf("--fresh: a new %s %s net, the size of the run's newest net (cycle %d)\n", have,
                    nn_act_name(nc.act), newest.cycle);
         return new_net(o, &c, rows);
@@ -429,7 +448,7 @@ static int start_net(offline_t *o, const train_config_t *cfg, int32_t rows) {
         fprintf(stderr, "train: the run's newest net (cycle %d): %s\n", newest.cycle, err);
         return -1;
     }
-    if (g_rank == 0)
+    if (o->rank == 0)
         printf("continuing from the run's newest net: %s (cycle %d, %s %s), new optimizer state\n", path,
                newest.cycle, have, nn_act_name(nc.act));
     return 0;
@@ -442,7 +461,7 @@ static int offline_net(offline_t *o) {
     train_config_t mine;
     if (o->ranks > 1) { /* one GPU per rank of a node, as selfplay's ranks */
         mine = *cfg;
-        mine.device = nn_device_for_rank(cfg->backend, (int32_t)cfg->device, dist_local_rank(g_dist));
+        mine.device = nn_device_for_rank(cfg->backend, (int32_t)cfg->device, dist_local_rank(o->dist));
         cfg = &mine;
     }
     o->be = train_backend_new(cfg, err, sizeof err);
@@ -451,7 +470,7 @@ static int offline_net(offline_t *o) {
         return -1;
     }
     int32_t rows = train_dist_local_batch(cfg->batch, o->slices);
-    if (g_fresh || !compat_file_exists(o->ckpt)) return start_net(o, cfg, rows);
+    if (o->f.fresh || !compat_file_exists(o->ckpt)) return start_net(o, cfg, rows);
     if (train_net_load(o->be, cfg, rows, o->ckpt, 1, &o->tn, err, sizeof err) != 0) {
         fprintf(stderr, "train: %s\n(pass --fresh to start over)\n", err);
         return -1;
@@ -486,7 +505,7 @@ static int offline_window(offline_t *o) {
         fprintf(stderr, "train: %s\n", err);
         return -1;
     }
-    if (train_window_select(o->win, o->list, o->nlist, -1, g_window, &o->positions, &o->bad, err, sizeof err) != 0) {
+    if (train_window_select(o->win, o->list, o->nlist, -1, o->f.window, &o->positions, &o->bad, err, sizeof err) != 0) {
         fprintf(stderr, "train: %s\n", err);
         return -1;
     }
@@ -498,22 +517,22 @@ static int offline_window(offline_t *o) {
         return -1;
     }
     if (offline_commit(o) != 0) return -1;
-    if (g_rank == 0 && g_losses[0]) {
+    if (o->rank == 0 && o->f.losses[0]) {
         static const char head[] = "step,loss,policy,value,legal,acc,f1\n";
-        o->lf = compat_durable_open(g_losses, err, sizeof err);
+        o->lf = compat_durable_open(o->f.losses, err, sizeof err);
         if (!o->lf || compat_durable_write(o->lf, head, sizeof head - 1, err, sizeof err) != 0) {
-            fprintf(stderr, "train: --losses %s: cannot write: %s\n", g_losses, err);
+            fprintf(stderr, "train: --losses %s: cannot write: %s\n", o->f.losses, err);
             return -1;
         }
     }
     if (o->slices > 1 &&
-        !(o->td = train_dist_new(g_dist, o->tn.nt, o->cfg->batch, (int32_t)g_micro, err, sizeof err))) {
+        !(o->td = train_dist_new(o->dist, o->tn.nt, o->cfg->batch, (int32_t)o->f.micro, err, sizeof err))) {
         fprintf(stderr, "train: %s\n", err);
         return -1;
     }
-    if (gate(1) != 0) return -1;
+    if (gate(o, 1) != 0) return -1;
     if (o->td && train_dist_check(o->td, err, sizeof err) != 0) { /* every rank starts from the same net */
-        fprintf(stderr, "train: rank %d: %s\n", g_rank, err);
+        fprintf(stderr, "train: rank %d: %s\n", o->rank, err);
         return -1;
     }
     return 0;
@@ -521,8 +540,8 @@ static int offline_window(offline_t *o) {
 
 /* Whether the hook of step s writes the checkpoint, and whether it ends the
  * process there (--die-at-step, tests). */
-static int ckpt_due(int64_t s) { return (s + 1) % g_ckpt_every == 0 && s + 1 < g_steps; }
-static int die_due(int64_t s) { return g_die_at > 0 && s + 1 == g_die_at; }
+static int ckpt_due(const offline_t *o, int64_t s) { return (s + 1) % o->f.ckpt_every == 0 && s + 1 < o->f.steps; }
+static int die_due(const offline_t *o, int64_t s) { return o->f.die_at > 0 && s + 1 == o->f.die_at; }
 
 /* After step s of the loop (train_step_hook): --losses, the figures, the
  * weights compared across ranks, the checkpoint, --die-at-step, the status
@@ -540,8 +559,8 @@ static int offline_step(void *user, int64_t s, const nn_metrics_t *m, const trai
         }
     }
     train_sums_add(&o->tick, m);
-    if (g_steps - s <= 100) train_sums_add(&o->tail, m);
-    if (o->td && s + 1 == g_diverge_at && g_rank == o->ranks - 1) { /* tests: what the weights check must catch */
+    if (o->f.steps - s <= 100) train_sums_add(&o->tail, m);
+    if (o->td && s + 1 == o->f.diverge_at && o->rank == o->ranks - 1) { /* tests: what the weights check must catch */
         float w = 0;
         float *p = nn_net_params(o->tn.net, NULL, NULL);
         o->be->download(o->be, &w, p, sizeof w);
@@ -550,29 +569,29 @@ static int offline_step(void *user, int64_t s, const nn_metrics_t *m, const trai
         nn_net_mark_dirty(o->tn.net);
     }
     char e2[1024];
-    if (o->td && (ckpt_due(s) || (s + 1) % g_check_every == 0 || s + 1 == g_steps) &&
+    if (o->td && (ckpt_due(o, s) || (s + 1) % o->f.check_every == 0 || s + 1 == o->f.steps) &&
         train_dist_check(o->td, e2, sizeof e2) != 0) {
-        snprintf(err, errlen, "rank %d: %s", g_rank, e2);
+        snprintf(err, errlen, "rank %d: %s", o->rank, e2);
         return -1;
     }
-    if (ckpt_due(s)) {
-        int saved = g_rank != 0 || nn_weights_save(o->tn.net, o->tn.nt, o->ckpt, e2, sizeof e2) == 0;
+    if (ckpt_due(o, s)) {
+        int saved = o->rank != 0 || nn_weights_save(o->tn.net, o->tn.nt, o->ckpt, e2, sizeof e2) == 0;
         if (saved) err[0] = 0;
         else snprintf(err, errlen, "checkpoint: %s", e2);
-        if ((o->td ? agree(saved) : (saved ? 0 : -1)) != 0) return -1;
+        if ((o->td ? agree(o, saved) : (saved ? 0 : -1)) != 0) return -1;
         o->saved_at = s + 1;
     }
-    if (die_due(s)) _Exit(137); /* tests: a crash right here */
-    if (g_progress != 0 && (status_due(o->sl) || s + 1 == g_steps)) {
+    if (die_due(o, s)) _Exit(137); /* tests: a crash right here */
+    if (o->f.progress != 0 && (status_due(o->sl) || s + 1 == o->f.steps)) {
         double el = (double)(compat_now_ns() - o->t_start) * 1e-9;
         double rate = (double)r->steps / el;
         char eta[32];
-        fmt_eta((double)(g_steps - s - 1) / rate, eta, sizeof eta);
+        fmt_eta((double)(o->f.steps - s - 1) / rate, eta, sizeof eta);
         train_means_t t = train_sums_mean(&o->tick);
-        status_line(o->sl, s + 1 == g_steps,
+        status_line(o->sl, s + 1 == o->f.steps,
                     "step %" PRId64 "/%" PRId64 "  %.0f samples/s  policy %.4f value %.4f legal %.5f  acc %.3f "
                     "f1 %.3f  lr %.5f  ETA %s",
-                    s + 1, g_steps, rate * o->cfg->batch, t.policy_loss, t.value_loss, t.legal_loss, t.policy_acc,
+                    s + 1, o->f.steps, rate * o->cfg->batch, t.policy_loss, t.value_loss, t.legal_loss, t.policy_acc,
                     t.legal_f1, m->lr, eta);
         memset(&o->tick, 0, sizeof o->tick);
     }
@@ -583,8 +602,8 @@ static int offline_step(void *user, int64_t s, const nn_metrics_t *m, const trai
  * a checkpoint, the weights compared across ranks (data-parallel steps are
  * synchronous anyway), --die-at-step. */
 static int offline_barrier(void *user, int64_t s) {
-    (void)user;
-    return ckpt_due(s) || die_due(s);
+    const offline_t *o = user;
+    return ckpt_due(o, s) || die_due(o, s);
 }
 
 /* Steps from the checkpoint's to --steps: train_loop_run with offline_step.
@@ -592,18 +611,18 @@ static int offline_barrier(void *user, int64_t s) {
 static int offline_train(offline_t *o) {
     char arch[64];
     int64_t step0 = nn_trainer_step_count(o->tn.nt);
-    if (g_rank == 0)
+    if (o->rank == 0)
         printf("train --from-games: %s, window %" PRId64 " of %" PRId64 " positions in %d shard(s)%s, %s, batch %d, "
                "%s step %" PRId64 " -> %" PRId64 ", checkpoint every %" PRId64 " steps: %s\n",
                o->run, o->positions, o->all, train_window_shards(o->win), o->bad ? " (bad shards skipped)" : "",
                train_model_arch(nn_net_config(o->tn.net), arch, sizeof arch), o->cfg->batch,
-               o->resumed ? "resuming at" : "from", step0, g_steps, g_ckpt_every, o->ckpt);
+               o->resumed ? "resuming at" : "from", step0, o->f.steps, o->f.ckpt_every, o->ckpt);
     fflush(stdout);
     o->t_start = compat_now_ns();
     o->saved_at = step0;
-    o->sl = status_new(stdout, g_progress > 0 ? g_progress : 0, g_quiet != 0); /* freed before any other output */
+    o->sl = status_new(stdout, o->f.progress > 0 ? o->f.progress : 0, o->f.quiet != 0); /* freed before any other output */
     train_loop_t lp = {.win = o->win, .batch = o->batch, .nt = o->tn.nt, .rows = o->cfg->batch,
-                       .seed = o->cfg->seed, .cycle = -1, .first = step0, .end = g_steps, .dist = o->td,
+                       .seed = o->cfg->seed, .cycle = -1, .first = step0, .end = o->f.steps, .dist = o->td,
                        .on_step = offline_step, .barrier = offline_barrier, .user = o};
     train_loop_result_t r;
     char err[2048] = "";
@@ -611,16 +630,16 @@ static int offline_train(offline_t *o) {
     status_end(o);
     if (rc == TRAIN_ERROR) {
         if (r.failed_in == TRAIN_LOOP_STEP && o->td)
-            fprintf(stderr, "train: rank %d: step %" PRId64 ": %s\n", g_rank, r.failed_step, err);
+            fprintf(stderr, "train: rank %d: step %" PRId64 ": %s\n", o->rank, r.failed_step, err);
         else if (r.failed_in == TRAIN_LOOP_STEP)
             fprintf(stderr, "train: step %" PRId64 ": %s\n", r.failed_step, err);
         else if (err[0])
             fprintf(stderr, "train: %s\n", err);
         return rc;
     }
-    if (g_rank == 0 && o->ranks > 1 && r.steps > 0) {
+    if (o->rank == 0 && o->ranks > 1 && r.steps > 0) {
         int64_t bytes = 0;
-        double sec = dist_sum_seconds(g_dist, &bytes);
+        double sec = dist_sum_seconds(o->dist, &bytes);
         printf("data-parallel: %d ranks x %d rows, sums over ranks %.2f ms/step (%.2f MB/step, waits for the slowest "
                "rank included; %s)\n",
                o->ranks, train_dist_local_batch(o->cfg->batch, o->ranks), 1e3 * sec / (double)r.steps,
@@ -683,8 +702,8 @@ static int offline_finish(offline_t *o, int stopped) {
      * first with EXIT_STOPPED makes mpirun end the job, rank 0 included
      * (seen on a loaded machine: no "stopped at step" line). */
     int wait_0 = stopped && o->ranks > 1;
-    if (g_rank != 0) {
-        if (wait_0) (void)agree(1);
+    if (o->rank != 0) {
+        if (wait_0) (void)agree(o, 1);
         return stopped ? EXIT_STOPPED : 0;
     }
     char err[2048];
@@ -692,15 +711,15 @@ static int offline_finish(offline_t *o, int stopped) {
     if (step_end != o->saved_at || !compat_file_exists(o->ckpt)) {
         if (nn_weights_save(o->tn.net, o->tn.nt, o->ckpt, err, sizeof err) != 0) {
             fprintf(stderr, "train: checkpoint: %s\n", err);
-            if (wait_0) (void)agree(0);
+            if (wait_0) (void)agree(o, 0);
             return 1;
         }
     }
     if (stopped) {
         printf("stopped at step %" PRId64 " of %" PRId64 "; checkpoint %s written: the same command continues\n",
-               step_end, g_steps, o->ckpt);
+               step_end, o->f.steps, o->ckpt);
         fflush(stdout);
-        if (wait_0) (void)agree(1);
+        if (wait_0) (void)agree(o, 1);
         return EXIT_STOPPED;
     }
     if (o->tail.n) {
@@ -711,13 +730,13 @@ static int offline_finish(offline_t *o, int stopped) {
     } else {
         printf("done: step %" PRId64 " (nothing left to train: the checkpoint is at --steps)\n", step_end);
     }
-    if (!g_out[0]) return register_next(o, step_end);
-    if (run_output_check(g_out, o->run, "the final net", "--out", err, sizeof err) != 0 ||
-        nn_weights_save(o->tn.net, o->tn.nt, g_out, err, sizeof err) != 0) {
+    if (!o->f.out[0]) return register_next(o, step_end);
+    if (run_output_check(o->f.out, o->run, "the final net", "--out", err, sizeof err) != 0 ||
+        nn_weights_save(o->tn.net, o->tn.nt, o->f.out, err, sizeof err) != 0) {
         fprintf(stderr, "train: %s\n", err);
         return 1;
     }
-    printf("wrote %s\n", g_out);
+    printf("wrote %s\n", o->f.out);
     return 0;
 }
 
@@ -726,11 +745,11 @@ static void offline_close(offline_t *o) {
     train_dist_free(o->td);
     if (o->lf) { /* the losses so far, also after a stop or a failed step */
         char err[2048];
-        if (run_output_check(g_losses, o->run, "the losses", "--losses", err, sizeof err) != 0) {
+        if (run_output_check(o->f.losses, o->run, "the losses", "--losses", err, sizeof err) != 0) {
             compat_durable_abort(o->lf);
             fprintf(stderr, "train: %s\n", err);
         } else if (compat_durable_commit(o->lf, err, sizeof err) != 0) {
-            fprintf(stderr, "train: --losses %s: %s\n", g_losses, err);
+            fprintf(stderr, "train: --losses %s: %s\n", o->f.losses, err);
         }
         o->lf = NULL;
     }
@@ -749,8 +768,9 @@ static void offline_close(offline_t *o) {
 }
 
 int main(int argc, char **argv) {
-    int status = train_main(argc, argv);
-    while (g_dist && g_gates < TRAIN_GATES) gate(0); /* a rank that failed before the loop */
-    dist_free(g_dist);
+    static offline_t o; /* large; zero */
+    int status = train_main(&o, argc, argv);
+    while (o.dist && o.gates < TRAIN_GATES) gate(&o, 0); /* a rank that failed before the loop */
+    dist_free(o.dist);
     return status;
 }

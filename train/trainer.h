@@ -70,101 +70,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config/config.h"
 #include "data/writer.h"
 #include "dist/dist.h"
 #include "nn/net.h"
 #include "nn/server.h"
-
-/* Return codes beyond 0 / -1. */
-enum {
-    TRAIN_OK = 0,
-    TRAIN_ERROR = -1,
-    TRAIN_TIMEOUT = 1, /* train_trainer_wait: the cycle is not done yet */
-    TRAIN_STOPPED = 2, /* stop requested (Ctrl-C or train_trainer_stop): the cycle was not written */
-};
-
-/* Log sink: one line without a trailing newline. NULL in the config: stderr. */
-typedef void (*train_log_fn)(void *user, const char *line);
-typedef struct train_window train_window_t; /* train/window.h */
-
-/* A cycle's steps as rank 0 of a training group takes them (selfplay
- * --train-ranks K): what each other rank of the group needs to take the
- * same steps with it (train/follow.h). The model is the file the weights
- * start from (run-relative path, the XXH3 koma.db holds for it); shards is
- * the listing rank 0 selects its window from (train_window_select with
- * max_cycle = cycle and want). */
-typedef struct {
-    int64_t cycle, first, end;   /* steps [first, end) of cycle */
-    int64_t want;                /* positions wanted in the window */
-    int32_t batch;               /* the global batch */
-    uint64_t seed;               /* step s samples with train_key(seed, cycle, s) */
-    int64_t model_cycle, model_steps; /* the starting model; its optimizer steps (a file without state) */
-    char model_rel[DB_PATH_MAX];
-    char model_xxh3[17];
-    const db_shard_t *shards;
-    int32_t nshards;
-} train_plan_t;
-/* Sends a plan to the group's other ranks (train_config_t.plan): 0, or -1
- * with err. Called on the trainer's thread before the cycle's first
- * collective. */
-typedef int (*train_plan_fn)(void *user, const train_plan_t *plan, char *err, size_t errlen);
-
-#define TRAIN_CONFIG_NFLAGS 34 /* rows of train_config_flags */
-
-typedef struct {
-    char net[32];              /* "6x64" for a new run's first net */
-    char activation[16];       /* "relu" */
-    char backend[16];          /* "cpu" | "cuda" | "auto" */
-    int32_t threads;           /* CPU backend threads, 0 = all */
-    int32_t batch;             /* minibatch (CPU default 128) */
-    int64_t window_min;        /* window of most recent positions: KataGo-style growing window */
-    int64_t window_max;
-    double window_alpha, window_beta; /* window = min(window_max, c*(1 + beta*((N/c)^alpha - 1)/alpha)), c = window_min, N = total positions */
-    double samples_per_position; /* cap: samples trained per new position (e.g. 4) */
-    int64_t max_steps_per_cycle;
-    int64_t min_steps_per_cycle;
-    nn_train_config_t opt;     /* lr, momentum, wd, clip, schedule, loss weights, q_mix */
-    uint64_t seed;
-    /* ---- additions ---- */
-    int32_t device;            /* CUDA device index (0) */
-    char device_window[8];     /* "auto" | "on" | "off": the window resident in the trainer's memory */
-    int64_t device_window_mb;  /* cap of the resident window (0 = none) */
-    double q_horizon;          /* the value target's search value: lambda-return over ~H plies (1 = the row's own) */
-    train_log_fn log;          /* NULL: stderr, prefixed "train: " */
-    void *log_user;
-    /* A training group (selfplay --train-ranks K > 1): this trainer is rank 0
-     * of group (dist_split), and every cycle's steps are taken data-parallel
-     * with the group's other ranks, which follow the plan sent through plan
-     * (train/follow.h). NULL: one process. The global batch must be a
-     * multiple of the group's size. */
-    dist_t *group;
-    train_plan_fn plan;
-    void *plan_user;
-    int given_[TRAIN_CONFIG_NFLAGS];           /* private: which flags a file or the command line set */
-} train_config_t;
-
-/* Defaults: the rows' (train_config_flags; `train --help` lists them) and
- * opt = nn_train_config_default(). */
-train_config_t train_config_default(void);
-
-/* Adds the trainer's option rows (net, batch, lr, window-min, ...) to a
- * cfg_opt_t table owned by the caller: returns how many were written
- * (<= cap). The rows point into *cfg, so a parse sets its fields directly;
- * check the result with train_config_check. Flag names (avoid them in the
- * table they are added to):
- *   net activation train-backend train-threads batch window-min window-max
- *   window-alpha window-beta samples-per-position min-steps-per-cycle
- *   max-steps-per-cycle lr momentum nesterov weight-decay clip-norm
- *   warmup-steps lr-schedule lr-total-steps lr-min-frac lr-step-size
- *   lr-step-gamma w-policy w-value w-legal q-mix q-draw q-horizon bn-momentum train-seed
- *   train-device */
-int train_config_flags(train_config_t *cfg, cfg_opt_t *opts, int cap);
-/* 1 when a file or flag set the option `name` (through rows made by
- * train_config_flags on this cfg); 0 otherwise. */
-int train_config_flag_given(const train_config_t *cfg, const char *name);
-/* Checks a configuration: 0, or -1 with err. */
-int train_config_check(const train_config_t *cfg, char *err, size_t errlen);
+#include "train/config.h"
+#include "train/follow.h"
 
 /* The window formula above for N total positions. */
 int64_t train_window_size(const train_config_t *cfg, int64_t total_positions);
@@ -239,16 +150,7 @@ void train_trainer_free(train_trainer_t *tr);  /* NULL ok */
  * - stop: refuses new submissions, lets the step in flight finish, abandons
  *   queued cycles and joins; waiters get TRAIN_STOPPED. Idempotent. */
 
-/* ---- accessors and lower-level pieces (tests, train --from-games) ---------- */
+/* ---- accessors (tests) ----------------------------------------------------- */
 nn_net_t *train_trainer_net(train_trainer_t *tr);          /* the trained net (the trainer's backend) */
 nn_trainer_t *train_trainer_nn(train_trainer_t *tr);       /* its optimizer state */
-/* The trainer's backend from cfg->backend ("auto": cuda when a device is present). NULL with err. */
-nn_backend_t *train_backend_new(const train_config_t *cfg, char *err, size_t errlen);
-/* Makes w resident on be (train_window_resident) as cfg->device_window says:
- * "auto" on a CUDA backend of one process (ranks <= 1; data-parallel steps
- * gather on the host), "on" always, "off" never. Returns 1 resident, 0 not,
- * -1 with err. */
-int train_window_setup(const train_config_t *cfg, train_window_t *w, nn_backend_t *be, int32_t ranks, char *err,
-                       size_t errlen);
-
 #endif

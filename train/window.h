@@ -28,7 +28,7 @@
 
 #include "data/db.h"
 #include "data/shard.h"
-#include "train/trainer.h"
+#include "train/config.h"
 
 typedef struct train_window train_window_t;
 

@@ -1,6 +1,7 @@
 /* test_train_window.c - the window formula, steps per cycle, the trainer's
  * flags (table, --config file, command line wins, errors naming the flag),
- * and train/window.c: the most recent rows only (tail of the oldest shard),
+ * train's and selfplay's defaults (the rows' two columns), and
+ * train/window.c: the most recent rows only (tail of the oldest shard),
  * cycle filter, deterministic sampling, every window row reachable and
  * nothing outside the window ever drawn, shards closed when they leave;
  * the resident window (train_window_resident on the CPU backend: the same
@@ -115,6 +116,35 @@ static void test_flags(void) {
     char *bad4[] = {"prog", "--window-min", "100", "--window-max", "50"};
     CHECK(cfg_parse(opts, n, 5, bad4, 1, NULL, 0, &npos, "usage", stdout, err, sizeof err) == CFG_OK);
     CHECK(train_config_check(&d, err, sizeof err) != 0 && strstr(err, "window"));
+}
+
+/* Two default columns: `train`'s, and `selfplay`'s where it differs (a
+ * small net, batch and step count, one thread, half a sample per new
+ * position, lr 0.06); every other row the same; a selfplay table's rows
+ * carry selfplay's defaults, so cfg_defaults on it restores them. */
+static void test_selfplay_defaults(void) {
+    train_config_t t = train_config_default(), s = train_config_default_for(TRAIN_PROGRAM_SELFPLAY);
+    CHECK(!strcmp(t.net, "6x64") && t.batch == 128 && t.threads == 0 && t.samples_per_position == 4 &&
+          t.max_steps_per_cycle == 2000 && t.opt.lr == nn_train_config_default().lr);
+    CHECKF(!strcmp(s.net, "4x32") && s.batch == 64 && s.threads == 1 && s.samples_per_position == 0.5 &&
+               s.max_steps_per_cycle == 200 && s.opt.lr == 0.06f,
+           "selfplay's trainer defaults: %s batch %d threads %d samples %g steps %lld lr %.9g", s.net, s.batch,
+           s.threads, s.samples_per_position, (long long)s.max_steps_per_cycle, s.opt.lr);
+    cfg_opt_t ot[TRAIN_CONFIG_NFLAGS], os[TRAIN_CONFIG_NFLAGS];
+    int n = train_config_flags(&t, ot, TRAIN_CONFIG_NFLAGS);
+    CHECK(train_config_flags(&s, os, TRAIN_CONFIG_NFLAGS) == n);
+    int differ = 0;
+    for (int i = 0; i < n; i++) {
+        char a[CFG_STRING_MAX + 8], b[CFG_STRING_MAX + 8];
+        cfg_value_string(&ot[i], a, sizeof a);
+        cfg_value_string(&os[i], b, sizeof b);
+        differ += strcmp(a, b) != 0;
+    }
+    CHECKF(differ == 6, "%d rows differ between train's and selfplay's defaults, 6 expected", differ);
+    s.batch = 7;
+    snprintf(s.net, sizeof s.net, "2x8");
+    cfg_defaults(os, n);
+    CHECK(s.batch == 64 && !strcmp(s.net, "4x32"));
 }
 
 /* The window over 3 shards of cycles 1, 1, 2. */
@@ -415,6 +445,7 @@ int main(void) {
     t_scratch("train_window");
     test_formula();
     test_flags();
+    test_selfplay_defaults();
     test_window();
     test_resident();
     test_q_horizon();
