@@ -70,7 +70,7 @@ int main(int argc, char **argv) {
     static sp_config_t cfg;
     static train_config_t tcfg; /* its flags are accepted (the configs hold them); net sizes the random net */
     sp_config_default(&cfg);
-    sp_train_config_default(&tcfg);
+    tcfg = train_config_default_for(TRAIN_PROGRAM_SELFPLAY);
     double seconds = 30, warmup = 5;
     cfg_opt_t opts[SP_CONFIG_NFLAGS + TRAIN_CONFIG_NFLAGS + 2];
     int n = sp_config_flags(&cfg, opts, SP_CONFIG_NFLAGS);

@@ -1116,26 +1116,11 @@ static const char *const USAGE =
     "(any database error included), 2 bad flags, 130 stopped by Ctrl-C (everything\n"
     "committed is kept).";
 
-void sp_train_config_default(train_config_t *t) {
-    *t = train_config_default();
-    /* selfplay's own defaults for the trainer's flags (the rows hold those of
-     * `train`): for a 2-core CPU, a small net, one BLAS thread (the inference
-     * server has the other core), half a sample per new position, a peak
-     * learning rate of 0.06 (docs/LEARNING.md: +153 Elo over train's 0.02 at
-     * equal CPU time; `train` from records keeps 0.02). */
-    snprintf(t->net, sizeof t->net, "4x32");
-    t->threads = 1;
-    t->batch = 64;
-    t->samples_per_position = 0.5;
-    t->opt.lr = 0.06f;
-    t->max_steps_per_cycle = 200;
-}
-
 int sp_main(int argc, char **argv, int install_stop_handler) {
     static sp_config_t cfg; /* bound by the flag table (large strings) */
     static train_config_t tcfg;
     sp_config_default(&cfg);
-    sp_train_config_default(&tcfg);
+    tcfg = train_config_default_for(TRAIN_PROGRAM_SELFPLAY);
     cfg_opt_t opts[SP_CONFIG_NFLAGS + TRAIN_CONFIG_NFLAGS];
     int n = sp_config_flags(&cfg, opts, SP_CONFIG_NFLAGS);
     n += train_config_flags(&tcfg, opts + n, TRAIN_CONFIG_NFLAGS);

@@ -82,10 +82,6 @@ int sp_run(const sp_config_t *cfg, const train_config_t *tcfg, const char *confi
 int sp_run_job(const sp_config_t *cfg, const train_config_t *tcfg, const char *config_text, dist_t *dist, char *err,
                size_t errlen);
 
-/* The trainer's defaults under `selfplay` (train_config_default with a
- * CPU-sized net and cycle; configs/cpu.ini lists the same values). */
-void sp_train_config_default(train_config_t *t);
-
 /* The whole command: parses argv (flags, --config FILE, --help), installs
  * the Ctrl-C handler when install_stop_handler, runs. Returns an SP_EXIT_* code. */
 int sp_main(int argc, char **argv, int install_stop_handler);

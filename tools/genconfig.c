@@ -380,9 +380,9 @@ int main(int argc, char **argv) {
     static char out[CFG_STRING_MAX] = "genconfig.ini";
     double seconds = 5, warmup = -1;
     sp_config_default(&cfg);
-    sp_train_config_default(&tcfg);
+    tcfg = train_config_default_for(TRAIN_PROGRAM_SELFPLAY);
     sp_config_default(&dcfg);
-    sp_train_config_default(&dtcfg);
+    dtcfg = train_config_default_for(TRAIN_PROGRAM_SELFPLAY);
     snprintf(cfg.backend, sizeof cfg.backend, "auto");
     static cfg_opt_t opts[GC_NOPTS], defs[GC_NOPTS];
     static int given[GC_NOPTS];

@@ -20,7 +20,7 @@ static cfg_opt_t g_opts[SP_CONFIG_NFLAGS + TRAIN_CONFIG_NFLAGS];
 
 static int table(void) {
     sp_config_default(&g_cfg);
-    sp_train_config_default(&g_tcfg);
+    g_tcfg = train_config_default_for(TRAIN_PROGRAM_SELFPLAY);
     int n = sp_config_flags(&g_cfg, g_opts, SP_CONFIG_NFLAGS);
     return n + train_config_flags(&g_tcfg, g_opts + n, TRAIN_CONFIG_NFLAGS);
 }

@@ -65,8 +65,7 @@ int main(void) {
 /* The weights' hash of a model file as train_dist_check compares it. */
 static uint64_t model_hash(const char *path) {
     char err[1024];
-    train_config_t cfg;
-    sp_train_config_default(&cfg);
+    train_config_t cfg = train_config_default_for(TRAIN_PROGRAM_SELFPLAY);
     dist_t *d = dist_init(NULL, NULL, err, sizeof err); /* a job of one (no launcher here) */
     nn_backend_t *be = d ? train_backend_new(&cfg, err, sizeof err) : NULL;
     train_net_t tn = {0};

@@ -110,7 +110,7 @@ static int selfplay_checks(const char *path, char *err, size_t errlen) {
     static sp_config_t c;
     static train_config_t t;
     sp_config_default(&c);
-    sp_train_config_default(&t);
+    t = train_config_default_for(TRAIN_PROGRAM_SELFPLAY);
     cfg_opt_t opts[SP_CONFIG_NFLAGS + TRAIN_CONFIG_NFLAGS];
     int n = sp_config_flags(&c, opts, SP_CONFIG_NFLAGS);
     n += train_config_flags(&t, opts + n, TRAIN_CONFIG_NFLAGS);
@@ -311,7 +311,7 @@ static void test_cycle(const char *base) {
     static sp_config_t c;
     static train_config_t t;
     sp_config_default(&c);
-    sp_train_config_default(&t);
+    t = train_config_default_for(TRAIN_PROGRAM_SELFPLAY);
     cfg_opt_t opts[SP_CONFIG_NFLAGS + TRAIN_CONFIG_NFLAGS];
     int n = sp_config_flags(&c, opts, SP_CONFIG_NFLAGS);
     n += train_config_flags(&t, opts + n, TRAIN_CONFIG_NFLAGS);
