@@ -44,7 +44,7 @@
 #
 # One call for a lent device (build ~1.5 min, GPU tests up to 3 min, the loop 4 min + ~1 min to
 # stop and collect; what time is left goes to memcheck and the benchmarks):
-#   command "tools/gpu-checks.sh build quick"   carry [".gpudeps"]   timeout_s 600
+#   command "GPU_CHECKS_BUDGET=510 tools/gpu-checks.sh build quick"   carry [".gpudeps"]   timeout_s 570
 # It returns build.log, quick.log, summary.txt and the loop's four files (7 of the 8 a call
 # brings back). LOOP_MINUTES=0 leaves the loop out of quick.
 #
