@@ -871,9 +871,11 @@ loop_run() {
        --meta "loop=selfplay --config ${LOOP_CONFIG##*/} $LOOP_ARGS, ${wall:-?} s, commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)" >/dev/null; then
     echo "model: ${newest#"$run"/} as weights only (ship-net)" >>"$msgs"
     put_file "$STATE/loop-model.safetensors" loop-model.safetensors >>"$msgs"
+  elif [ -z "$newest" ]; then
+    echo "model: none in $run/models" >>"$msgs"
   else
-    echo "model: ${newest:-none}: ship-net could not make it weights only; the file as it is" >>"$msgs"
-    [ -n "$newest" ] && put_file "$newest" loop-model.safetensors >>"$msgs"
+    echo "model: ${newest#"$run"/}: ship-net could not make it weights only; the file as it is" >>"$msgs"
+    put_file "$newest" loop-model.safetensors >>"$msgs"
   fi
   put_file "$run/koma.db" loop-koma.db >>"$msgs"
   if [ -s "$run/koma.db-wal" ]; then
