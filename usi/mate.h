@@ -1,4 +1,8 @@
-/* mate.h - `go mate`: a mate search over checks (tsume) for the side to move.
+/* mate.h - an iterative-deepening mate search over checks (tsume) for the
+ * side to move: the bounded checks around each go (session.c: a mate within
+ * 7 plies at the root, the opponent's mates after each of our moves) and the
+ * tests' exhaustive reference (test_usi_mate, test_usi_tsume). `go mate`
+ * itself uses df-pn (engine/dfpn.h); this search was `go mate` before it.
  *
  * Owns: an iterative-deepening AND/OR search (the attacker plays only
  * checks, the defender every legal evasion) with a transposition table,

@@ -11,7 +11,7 @@
 /* The one table: a row per option (config/config.h). The USI type follows
  * from the row: numbers with a range are spins, booleans checks, rows with
  * allowed words combos, the rest strings. */
-enum { OPT_NB = 17 };
+enum { OPT_NB = 19 };
 
 static int opt_table(usi_options_t *o, cfg_opt_t *t) {
     const cfg_opt_t rows[OPT_NB] = {
@@ -39,6 +39,10 @@ static int opt_table(usi_options_t *o, cfg_opt_t *t) {
         {"Contempt", CFG_TYPE_INT, &o->contempt, -500, 500, "a draw counts as 50% minus this per mille for the engine",
          "0"},
         {"MultiPV", CFG_TYPE_INT, &o->multipv, 1, 32, "info lines for the most visited root moves", "1"},
+        {"DfpnNodes", CFG_TYPE_INT, &o->dfpn_nodes, 0, INT32_MAX,
+         "df-pn mate search nodes beside each search (its own thread); a proven mate is played; 0 = off", "200000"},
+        {"DfpnHash", CFG_TYPE_INT, &o->dfpn_hash_mb, 1, 65536, "df-pn table memory (MiB), go mate and beside the search",
+         "32"},
         {"EnteringKingRule", CFG_TYPE_STRING, o->entering_king, 1, 0,
          "declare a win by the CSA 27-point rule, the 24-point rule (31 points: wins only), or never", "CSARule27",
          "CSARule27|CSARule24|NoEnteringKing", sizeof o->entering_king},

@@ -36,6 +36,12 @@
  *                                   this many moves is a win without the network
  *   Contempt       spin    0        per mille: a draw counts as 50% - Contempt/1000
  *                                   for the engine (-500..500)
+ *   DfpnNodes      spin    200000   df-pn mate search nodes beside each go's MCTS,
+ *                                   on a thread of its own; a proven mate is played
+ *                                   and reported as `score mate N`; 0 = off
+ *                                   (0..2147483647)
+ *   DfpnHash       spin    32       MiB of df-pn's table (go mate and beside the
+ *                                   search) (1..65536)
  *   MultiPV        spin    1        info lines `info multipv k ...` for the k most
  *                                   visited root moves (1..32)
  *   EnteringKingRule combo CSARule27 CSARule27 | CSARule24 | NoEnteringKing:
@@ -76,6 +82,8 @@ typedef struct {
     char leaf_mate[CFG_STRING_MAX];
     int64_t contempt; /* per mille: a draw counts as a 50% - contempt/1000 result for the engine */
     int64_t multipv;
+    int64_t dfpn_nodes; /* DfpnNodes: 0 = no df-pn beside the search */
+    int64_t dfpn_hash_mb;
     char entering_king[CFG_STRING_MAX];
 } usi_options_t;
 

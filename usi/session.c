@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "compat/compat.h"
+#include "engine/dfpn.h"
 #include "engine/movegen.h"
 #include "engine/rules.h"
 #include "engine/sfen.h"
@@ -77,6 +78,17 @@ struct usi_session {
     bool quiet;           /* mu: give no answer (gameover, quit) */
     atomic_int ponderhit_flag;
     atomic_int stop;
+    atomic_int halt; /* the MCTS loop's stop flag: set with stop, and by df-pn's proof */
+    /* df-pn: `go mate`, and beside the MCTS on a thread of its own (the search thread's) */
+    dfpn_t *dfpn;
+    int64_t dfpn_mb;
+    pos_t *dfpn_pos;
+    dfpn_result_t dfpn_res;
+    int64_t dfpn_deadline_ms; /* go mate's clock (0 = none) */
+    compat_thread_t dfpn_thread;
+    atomic_int dfpn_stop;
+    atomic_int dfpn_done;
+    int64_t dfpn_nodes;
 };
 
 /* ---- small helpers --------------------------------------------------------------- */
@@ -105,18 +117,22 @@ usi_session_t *usi_session_new(usi_write_fn_t write, void *user) {
     compat_mutex_init(&s->mu);
     compat_cond_init(&s->cv);
     atomic_init(&s->stop, 0);
+    atomic_init(&s->halt, 0);
+    atomic_init(&s->dfpn_stop, 0);
+    atomic_init(&s->dfpn_done, 0);
     atomic_init(&s->ponderhit_flag, 0);
     usi_options_default(&s->opt);
     usi_net_shipped(s->opt.net, sizeof s->opt.net, NULL, 0); /* Net's default: the shipped net, if found */
     s->pos = malloc(sizeof(pos_t));
     s->tmp = malloc(sizeof(pos_t));
     s->scratch = malloc(sizeof(pos_t));
+    s->dfpn_pos = malloc(sizeof(pos_t));
     s->job.pos = malloc(sizeof(pos_t));
     s->moves = malloc(POS_HIST_MAX * sizeof(move_t));
     s->tree_moves = malloc(POS_HIST_MAX * sizeof(move_t));
     s->job.moves = malloc(POS_HIST_MAX * sizeof(move_t));
     s->res = malloc(sizeof(mcts_result_t));
-    if (!s->pos || !s->tmp || !s->scratch || !s->job.pos || !s->moves || !s->tree_moves || !s->job.moves ||
+    if (!s->pos || !s->tmp || !s->scratch || !s->dfpn_pos || !s->job.pos || !s->moves || !s->tree_moves || !s->job.moves ||
         !s->res) {
         usi_session_free(s);
         return NULL;
@@ -142,6 +158,7 @@ static bool reap(usi_session_t *s) {
 
 static void stop_search(usi_session_t *s, bool quiet) {
     atomic_store(&s->stop, 1);
+    atomic_store(&s->halt, 1);
     compat_mutex_lock(&s->mu);
     if (quiet) s->quiet = true;
     compat_cond_broadcast(&s->cv);
@@ -176,6 +193,8 @@ void usi_session_free(usi_session_t *s) {
     free(s->pos);
     free(s->tmp);
     free(s->scratch);
+    free(s->dfpn_pos);
+    dfpn_free(s->dfpn);
     free(s->job.pos);
     free(s->moves);
     free(s->tree_moves);
@@ -390,37 +409,93 @@ static void *thread_done(usi_session_t *s) {
     return NULL;
 }
 
+/* ---- df-pn ------------------------------------------------------------------------- */
+
+/* The table sized by DfpnHash (made or remade by the search thread). */
+static dfpn_t *ensure_dfpn(usi_session_t *s, const usi_options_t *o) {
+    if (s->dfpn && s->dfpn_mb == o->dfpn_hash_mb) return s->dfpn;
+    dfpn_free(s->dfpn);
+    s->dfpn = NULL;
+    for (int64_t mb = o->dfpn_hash_mb; mb >= 1 && !s->dfpn; mb /= 2) s->dfpn = dfpn_new((size_t)mb << 20);
+    if (!s->dfpn) usi_session_say(s, "DfpnHash %lld MiB: out of memory for the df-pn table", (long long)o->dfpn_hash_mb);
+    s->dfpn_mb = o->dfpn_hash_mb;
+    return s->dfpn;
+}
+
+static bool dfpn_clock(void *user) {
+    const usi_session_t *s = user;
+    return s->dfpn_deadline_ms && compat_now_ms() >= s->dfpn_deadline_ms;
+}
+
 static void run_mate(usi_session_t *s, const usi_job_t *j) {
     const usi_go_t *g = &j->go;
-    usi_mate_limits_t lim;
-    usi_mate_limits_default(&lim);
+    dfpn_limits_t lim;
+    dfpn_limits_default(&lim);
+    s->dfpn_deadline_ms = 0;
     if (g->mate_ms >= 0) {
         int64_t margin = j->opt.network_delay < g->mate_ms / 2 ? j->opt.network_delay : g->mate_ms / 2;
-        lim.deadline_ms = j->received_ms + (g->mate_ms - margin > 1 ? g->mate_ms - margin : 1);
+        s->dfpn_deadline_ms = j->received_ms + (g->mate_ms - margin > 1 ? g->mate_ms - margin : 1);
     }
     lim.stop = &s->stop;
+    lim.poll = dfpn_clock;
+    lim.poll_user = s;
     pos_copy(s->scratch, j->pos);
-    usi_mate_result_t r;
+    dfpn_result_t *r = &s->dfpn_res;
+    memset(r, 0, sizeof *r);
+    r->status = DFPN_UNKNOWN;
     int64_t t0 = compat_now_ms();
-    usi_mate_search(s->scratch, &lim, &r);
+    dfpn_t *d = ensure_dfpn(s, &j->opt);
+    if (d) dfpn_search(d, s->scratch, &lim, r);
     int64_t ms = compat_now_ms() - t0;
-    usi_out_line(&s->out, "info depth %d nodes %lld time %lld nps %lld", r.depth > 0 ? r.depth : 1,
-                 (long long)r.nodes, (long long)ms, ms > 0 ? (long long)(r.nodes * 1000 / ms) : 0LL);
+    usi_out_line(&s->out, "info depth %d nodes %lld time %lld nps %lld", r->len > 0 ? r->len : 1,
+                 (long long)r->nodes, (long long)ms, ms > 0 ? (long long)(r->nodes * 1000 / ms) : 0LL);
     char line[USI_LINE_MAX];
-    if (r.status == USI_MATE_FOUND) {
+    if (r->status == DFPN_PROVEN) {
         size_t used = (size_t)snprintf(line, sizeof line, "checkmate");
-        for (int32_t i = 0; i < r.len && used < sizeof line - MOVE_USI_MAX - 2; i++) {
+        for (int32_t i = 0; i < r->len && used < sizeof line - MOVE_USI_MAX - 2; i++) {
             char mv[MOVE_USI_MAX];
-            move_to_usi(r.pv[i], mv);
+            move_to_usi(r->pv[i], mv);
             used += (size_t)snprintf(line + used, sizeof line - used, " %s", mv);
         }
     } else {
-        snprintf(line, sizeof line, "checkmate %s", r.status == USI_MATE_NONE ? "nomate" : "timeout");
+        snprintf(line, sizeof line, "checkmate %s", r->status == DFPN_DISPROVEN ? "nomate" : "timeout");
     }
     compat_mutex_lock(&s->mu);
     if (!s->quiet) usi_out_line(&s->out, "%s", line);
     s->answered = true;
     compat_mutex_unlock(&s->mu);
+}
+
+/* The df-pn thread beside the MCTS: searches s->dfpn_pos within DfpnNodes
+ * until dfpn_stop; a proof halts the MCTS (halt), whose answer plays it. */
+static void *dfpn_main(void *arg) {
+    usi_session_t *s = arg;
+    dfpn_limits_t lim;
+    dfpn_limits_default(&lim);
+    lim.max_nodes = s->dfpn_nodes;
+    lim.stop = &s->dfpn_stop;
+    dfpn_search(s->dfpn, s->dfpn_pos, &lim, &s->dfpn_res);
+    if (s->dfpn_res.status == DFPN_PROVEN) atomic_store(&s->halt, 1);
+    atomic_store(&s->dfpn_done, 1);
+    return NULL;
+}
+
+/* Starts df-pn beside the search at root (DfpnNodes > 0). Returns whether a thread runs. */
+static bool dfpn_start(usi_session_t *s, const usi_job_t *j, const pos_t *root) {
+    s->dfpn_res.status = DFPN_UNKNOWN;
+    if (j->opt.dfpn_nodes <= 0 || !ensure_dfpn(s, &j->opt)) return false;
+    pos_copy(s->dfpn_pos, root);
+    s->dfpn_nodes = j->opt.dfpn_nodes;
+    atomic_store(&s->dfpn_stop, 0);
+    atomic_store(&s->dfpn_done, 0);
+    return compat_thread_create(&s->dfpn_thread, dfpn_main, s) == 0;
+}
+
+/* Stops and joins the df-pn thread (it looks at its flag every 256 nodes). */
+static void dfpn_join(usi_session_t *s, bool running) {
+    if (!running) return;
+    atomic_store(&s->dfpn_stop, 1);
+    compat_thread_join(s->dfpn_thread);
 }
 
 static void search_limits(usi_session_t *s, const usi_job_t *j, usi_search_limits_t *lim) {
@@ -594,7 +669,7 @@ static void *thread_main(void *arg) {
     se->batch[0] = s->batch[0];
     se->batch[1] = usi_eval_uniform(s->eval) ? NULL : s->batch[1];
     se->batch_size = (int32_t)j->opt.batch;
-    se->stop = &s->stop;
+    se->stop = &s->halt;
     se->ponderhit = cb_ponderhit;
     se->user = s;
     se->start_ms = j->received_ms;
@@ -624,14 +699,28 @@ static void *thread_main(void *arg) {
         answer(s, j, line);
         return thread_done(s);
     }
+    bool dfpn_running = dfpn_start(s, j, root);
     usi_search_run(se, &lim);
+    dfpn_join(s, dfpn_running);
     const mcts_result_t *r = s->res;
     float q = usi_result_value(r);
     move_t best = r->best;
-    int32_t mated = q < USI_MATED_Q ? mated_in(s, root, &lim, se->mate_pv, &se->mate_len) : 0;
-    if (mated > 0) { /* every move loses to a mate: the longest resistance, said so */
-        se->mate = -mated;
-        best = se->mate_pv[0];
+    const dfpn_result_t *dr = &s->dfpn_res;
+    int32_t mated = 0;
+    if (dfpn_running && dr->status == DFPN_PROVEN && dr->len > 0 && dfpn_verify(root, dr->pv, dr->len)) {
+        /* df-pn proved a mate: played, whatever the MCTS chose */
+        int32_t n = dr->len < USI_MATE_PLY_MAX ? dr->len : USI_MATE_PLY_MAX;
+        se->mate = dr->len;
+        se->mate_len = n;
+        memcpy(se->mate_pv, dr->pv, (size_t)n * sizeof(move_t));
+        best = dr->pv[0];
+        usi_session_say(s, "df-pn: mate in %d found in %lld nodes", dr->len, (long long)dr->nodes);
+    } else {
+        mated = q < USI_MATED_Q ? mated_in(s, root, &lim, se->mate_pv, &se->mate_len) : 0;
+        if (mated > 0) { /* every move loses to a mate: the longest resistance, said so */
+            se->mate = -mated;
+            best = se->mate_pv[0];
+        }
     }
     usi_search_info(se);
     if (se->elapsed_ms >= 50 && se->playouts > 0) s->nps_est = (double)se->playouts * 1000.0 / (double)se->elapsed_ms;
@@ -641,15 +730,15 @@ static void *thread_main(void *arg) {
     }
     if (best == MOVE_NONE) {
         snprintf(line, sizeof line, "bestmove resign");
-    } else if (j->opt.resign > 0 && r->root_visits > 0 && (1.0 + q) * 0.5 < j->opt.resign) {
+    } else if (j->opt.resign > 0 && se->mate <= 0 && r->root_visits > 0 && (1.0 + q) * 0.5 < j->opt.resign) {
         usi_session_say(s, "win probability %.4f below ResignThreshold %g: resigning", (1.0 + q) * 0.5,
                         j->opt.resign);
         snprintf(line, sizeof line, "bestmove resign");
     } else {
         char mv[MOVE_USI_MAX], pm[MOVE_USI_MAX];
         move_to_usi(best, mv);
-        const move_t *pv = mated > 0 ? se->mate_pv : r->pv;
-        int32_t pv_len = mated > 0 ? se->mate_len : r->pv_len;
+        const move_t *pv = se->mate != 0 ? se->mate_pv : r->pv;
+        int32_t pv_len = se->mate != 0 ? se->mate_len : r->pv_len;
         if (j->opt.ponder && pv_len >= 2 && pv[0] == best) {
             move_to_usi(pv[1], pm);
             snprintf(line, sizeof line, "bestmove %s ponder %s", mv, pm);
@@ -757,6 +846,7 @@ int usi_session_go(usi_session_t *s, const usi_go_t *g, int64_t received_ms) {
     j->newgame = s->newgame_pending;
     s->newgame_pending = false;
     atomic_store(&s->stop, 0);
+    atomic_store(&s->halt, 0);
     atomic_store(&s->ponderhit_flag, 0);
     s->finished = false;
     s->answered = false;

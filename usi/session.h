@@ -7,7 +7,8 @@
  * tree reuse between `position` commands; the bestmove decision (declaration
  * win, resignation, the ponder move) and `checkmate` answers.
  * Does not own: parsing (usi.c), the search loop and info lines (search.c),
- * the net (eval.c), options (options.c), mate search (mate.c).
+ * the net (eval.c), options (options.c), mate search (mate.c, engine/dfpn.c;
+ * `go mate` is df-pn within DfpnHash).
  *
  * Threads: every function here is called from the one reader thread. The
  * search thread owns the tree, the evaluator and the batches while it runs;
@@ -30,7 +31,10 @@
  * `bestmove resign`; the side to move can declare under EnteringKingRule
  * (rules_can_declare_by; never with NoEnteringKing): `bestmove win`; a mate
  * within 7 plies found by a bounded mate search (mate.h): `score mate N` and
- * its first move, without the MCTS; otherwise search, then `bestmove resign` when
+ * its first move, without the MCTS; otherwise search (beside it, with
+ * DfpnNodes > 0, df-pn on a thread of its own: a mate it proves halts the
+ * MCTS and is played, `score mate N` with its PV; the thread is stopped and
+ * joined before the answer), then `bestmove resign` when
  * ResignThreshold > 0 and the chosen move's (1 + Q) / 2 is below it, else
  * `bestmove <move> [ponder <move>]` (ponder move: the PV's second move, only
  * with USI_Ponder on). When Q < -0.8 and every legal move is answered by a
