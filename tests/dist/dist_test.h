@@ -1,0 +1,66 @@
+/* dist_test.h - what the tests of real multi-machine set-ups share
+ * (test_dist_slurm: a Slurm cluster; test_dist_hosts: two hosts as network
+ * namespaces), on top of tests/selfplay/sp_mpi_test.h (the tiny run's flags,
+ * koma.db queries, check_run):
+ *   - dist_run_under: the test runs itself again under the script that
+ *     builds the set-up for as long as one command runs and takes it down
+ *     afterwards whatever happens (trap), passing its exit status on (77,
+ *     skipped, with the script's reason where the set-up cannot be had);
+ *   - dist_selfplay_args: the selfplay arguments of sp_mpi_test.h's tiny run;
+ *   - dist_text_has: a line of a log file holding two strings.
+ * Built only with MPI and selfplay (tests/dist/CMakeLists.txt); POSIX only.
+ */
+#ifndef KOMA_TESTS_DIST_DIST_TEST_H
+#define KOMA_TESTS_DIST_DIST_TEST_H
+
+#include "compat/exe.h"
+#include "tests/selfplay/sp_mpi_test.h"
+
+/* Returns when env is set (this process runs inside the set-up); otherwise
+ * runs `bash script <this program>` (the script sets env), and exits with its
+ * status. */
+static inline void dist_run_under(const char *script, const char *env) {
+    if (getenv(env) && getenv(env)[0]) return;
+    char self[1024];
+    if (compat_exe_path(self, sizeof self) != 0) {
+        printf("cannot find this program's path: skipped\n");
+        exit(77);
+    }
+    const char *argv[] = {"bash", script, self, NULL};
+    int status = -1;
+    char err[512];
+    fflush(stdout);
+    if (compat_run(argv, &status, err, sizeof err) != 0) {
+        printf("cannot run bash %s (%s): skipped\n", script, err);
+        exit(77);
+    }
+    exit(status);
+}
+
+/* Appends to argv at index at the arguments of sp_mpi_test.h's tiny run
+ * after the program (--run dir --cycles c --games-per-cycle g, the flags,
+ * sp_mpi_extra) and a NULL; returns the new count. */
+static inline int dist_selfplay_args(const char **argv, int at, const char *dir, const char *cycles, const char *games) {
+    const char *all[96];
+    int n = sp_mpi_argv(all, "1", dir, cycles, games);
+    int i = 0;
+    while (i < n && strcmp(all[i], KOMA_SELFPLAY_BIN)) i++;
+    KOMA_ASSERT(i < n);
+    for (i++; i < n; i++) argv[at++] = all[i];
+    argv[at] = NULL;
+    return at;
+}
+
+/* True when a line of the file at path holds a, and b after it on the same line. */
+static inline bool dist_text_has(const char *path, const char *a, const char *b) {
+    char *text = t_read_file(path, NULL);
+    bool found = false;
+    for (const char *at = strstr(text, a); at && !found; at = strstr(at + 1, a)) {
+        const char *eol = strchr(at, '\n'), *w = strstr(at + strlen(a), b);
+        found = w && (!eol || w < eol);
+    }
+    free(text);
+    return found;
+}
+
+#endif

@@ -1,0 +1,220 @@
+/* test_dist_slurm.c - tools/slurm/selfplay.sbatch on a real Slurm cluster
+ * (label slow; built with MPI and selfplay, else exit 77). The program runs
+ * itself again under tools/slurm/local-cluster.sh: a one-node cluster from
+ * Debian's slurm-wlm and munge (slurmctld, slurmd and munged on this host,
+ * in a temporary folder, stopped and removed at the end whatever happens);
+ * where that cannot be had (not root, packages missing, a daemon that does
+ * not start) the script prints why and the test is skipped (77). Then:
+ *   1. sbatch of the script as it ships (3 ranks on one node, no GPUs, the
+ *      tiny CPU run of tests/selfplay/sp_mpi_test.h, 2 cycles): the job
+ *      ends COMPLETED with exit 0; the run is complete and clean (sp_test.h
+ *      check_run: every game replayed against its shard rows, every model
+ *      loads, no orphan), models of cycles 1 and 2 published, games from
+ *      at least two ranks, and ranks 1 and 2 logged model 1 published with
+ *      the XXH3 koma.db holds (srun --mpi=pmix ran the MPI job);
+ *   2. the same script with CYCLES=4, cancelled with scancel once its first
+ *      model (cycle 3) is published: the job ends CANCELLED, the run passes
+ *      check_run as the cancel left it, every game committed before the
+ *      cancel is still there, and cycle 4 was not finished;
+ *   3. the same sbatch again: COMPLETED, exit 0; the job resumed from model
+ *      3 ("newest model cycle 3 of 4" in its log), the run is complete and
+ *      clean with 5 models, no game lost, games from ranks 0, 1 and 2.
+ * Waits are on events (job states from scontrol, models in koma.db); the
+ * deadlines only bound a failure.
+ */
+#if !defined(KOMA_MPIEXEC) || !defined(KOMA_SELFPLAY_BIN)
+#include <stdio.h>
+int main(void) {
+    printf("test_dist_slurm: built without MPI: skipped\n");
+    return 77;
+}
+#else
+#include "dist_test.h"
+
+#define GAMES "64" /* a cycle lasts some seconds: the cancel lands inside cycle 4 */
+#define SCRIPT KOMA_SOURCE_DIR "/tools/slurm/selfplay.sbatch"
+
+static const char *g_base;
+
+/* The output of argv (stdout and stderr) as a string to free; *status its exit status. */
+static char *capture(const char *const *argv, const char *name, int *status) {
+    char out[800];
+    snprintf(out, sizeof out, "%s/%s.out", g_base, name);
+    *status = run_to_end(argv, out);
+    return t_read_file(out, NULL);
+}
+
+/* sbatch of the shipped script for the run at dir with cycles; the job id, 0 on failure. */
+static long submit(const char *dir, const char *cycles) {
+    char output[800];
+    snprintf(output, sizeof output, "%s/job-%%j.log", g_base);
+    compat_setenv("KOMA", KOMA_SOURCE_DIR);
+    compat_setenv("SELFPLAY", KOMA_SELFPLAY_BIN);
+    compat_setenv("CONFIG", KOMA_SOURCE_DIR "/configs/cpu.ini");
+    compat_setenv("RUN", dir);
+    compat_setenv("CYCLES", cycles);
+    const char *argv[96] = {"sbatch", "--parsable", "--nodes=1", "--ntasks-per-node=3", "--gpus-per-node=0",
+                            "--cpus-per-task=2", "--time=30", "--job-name=koma-test", "--output", output, "--chdir",
+                            g_base, SCRIPT};
+    int argc = 0;
+    while (argv[argc]) argc++;
+    dist_selfplay_args(argv, argc, dir, cycles, GAMES);
+    int status = -1;
+    char *out = capture(argv, "sbatch", &status);
+    long id = status == 0 ? strtol(out, NULL, 10) : 0;
+    CHECKF(id > 0, "sbatch exited %d: %s", status, out);
+    free(out);
+    return id;
+}
+
+/* The job's state (JobState=, e.g. RUNNING, COMPLETED) and ExitCode= from
+ * scontrol; "?" when scontrol cannot tell. */
+static void job_state(long id, char *state, size_t n, char *code, size_t cn) {
+    char ids[32];
+    snprintf(ids, sizeof ids, "%ld", id);
+    const char *argv[] = {"scontrol", "--oneliner", "show", "job", ids, NULL};
+    int status = -1;
+    char *out = capture(argv, "scontrol", &status);
+    snprintf(state, n, "?");
+    if (code) snprintf(code, cn, "?");
+    const char *s = strstr(out, "JobState="), *c = strstr(out, "ExitCode=");
+    if (status == 0 && s) snprintf(state, n, "%.*s", (int)strcspn(s + 9, " \n"), s + 9);
+    if (status == 0 && c && code) snprintf(code, cn, "%.*s", (int)strcspn(c + 9, " \n"), c + 9);
+    free(out);
+}
+
+static bool job_over(const char *state) {
+    static const char *const live[] = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED",
+                                       "RESIZING", "SIGNALING", "STAGE_OUT", "?", NULL};
+    for (int i = 0; live[i]; i++)
+        if (!strcmp(state, live[i])) return false;
+    return true;
+}
+
+/* Waits for the job to end (or, with a cycle >= 0, for that model to be in
+ * the run's koma.db while it runs); the state; false after limit_s. */
+static bool job_wait(long id, const char *dir, int cycle, int limit_s, char *state, size_t n, char *code, size_t cn) {
+    int64_t t0 = compat_now_ms();
+    for (int i = 0; compat_now_ms() - t0 < (int64_t)limit_s * 1000; i++) {
+        if (cycle >= 0 && sp_mpi_sql(dir, "SELECT coalesce(max(cycle), -1) FROM models") >= cycle) {
+            job_state(id, state, n, code, cn);
+            return true;
+        }
+        if (i % 5 == 0) { /* scontrol every 0.5 s, koma.db every 0.1 s */
+            job_state(id, state, n, code, cn);
+            if (job_over(state)) return true;
+        }
+        compat_sleep_ms(100);
+    }
+    return false;
+}
+
+static void show_job(long id) {
+    char path[800];
+    snprintf(path, sizeof path, "%s/job-%ld.log", g_base, id);
+    sp_mpi_show("the job's log", path, 6000);
+}
+
+int main(void) {
+    dist_run_under(KOMA_SOURCE_DIR "/tools/slurm/local-cluster.sh", "KOMA_LOCAL_CLUSTER");
+    g_base = t_scratch("dist_slurm");
+    char dir[700], log[800], state[64], code[32];
+    snprintf(dir, sizeof dir, "%s/run", g_base);
+
+    /* 1. the job to the end of 2 cycles */
+    int64_t t0 = compat_now_ms();
+    long id = submit(dir, "2");
+    if (id <= 0) return t_done("test_dist_slurm");
+    bool over = job_wait(id, dir, -1, 600, state, sizeof state, code, sizeof code);
+    printf("  job %ld (sbatch, 3 ranks, 2 cycles): %s, exit code %s, %.1f s\n", id, state, code,
+           (double)(compat_now_ms() - t0) / 1000.0);
+    CHECKF(over && !strcmp(state, "COMPLETED") && !strcmp(code, "0:0"), "job %ld: %s, exit code %s", id, state, code);
+    snprintf(log, sizeof log, "%s/job-%ld.log", g_base, id);
+    run_state_t rs;
+    check_run(dir, CHECK_RUN_REPLAY | CHECK_RUN_CLEAN | CHECK_RUN_LOAD_MODELS, SP_MPI_MAX_PLY, &rs);
+    CHECKF(rs.latest_cycle == 2 && rs.models == 3, "model %d, %lld models (want cycle 2, 3 models)", rs.latest_cycle,
+           (long long)rs.models);
+    int ranks = 0;
+    for (int r = 0; r < 3; r++) ranks += sp_mpi_rank_games(dir, r) > 0;
+    CHECKF(ranks >= 2, "games from %d rank(s) of 3", ranks);
+    CHECKF(dist_text_has(log, "job: 3 ranks", "owns the run"), "the job's log lacks 'job: 3 ranks ... owns the run'");
+    char xxh[64] = "", want[96];
+    {
+        sqlite3 *s = NULL;
+        sqlite3_stmt *st = NULL;
+        char path[800];
+        snprintf(path, sizeof path, "%s/koma.db", dir);
+        if (sqlite3_open_v2(path, &s, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+            sqlite3_prepare_v2(s, "SELECT xxh3 FROM models WHERE cycle = 1", -1, &st, NULL) == SQLITE_OK &&
+            sqlite3_step(st) == SQLITE_ROW)
+            snprintf(xxh, sizeof xxh, "%s", (const char *)sqlite3_column_text(st, 0));
+        sqlite3_finalize(st);
+        sqlite3_close(s);
+    }
+    snprintf(want, sizeof want, "): model 1 published (XXH3 %s)", xxh);
+    CHECKF(strlen(xxh) == 16 && dist_text_has(log, "selfplay rank 1 (", want) &&
+               dist_text_has(log, "selfplay rank 2 (", want),
+           "ranks 1 and 2 did not both log model 1 published with XXH3 '%s'", xxh);
+    printf("  run: %lld games (by rank %lld, %lld, %lld), %lld models; model 1 (XXH3 %s) reached ranks 1 and 2\n",
+           (long long)rs.games, (long long)sp_mpi_rank_games(dir, 0), (long long)sp_mpi_rank_games(dir, 1),
+           (long long)sp_mpi_rank_games(dir, 2), (long long)rs.models, xxh);
+    if (atomic_load(&g_fail)) show_job(id);
+
+    /* 2. CYCLES=4, scancel at its first published model (cycle 3) */
+    if (!atomic_load(&g_fail)) {
+        long id2 = submit(dir, "4");
+        over = id2 > 0 && job_wait(id2, dir, 3, 600, state, sizeof state, NULL, 0);
+        CHECKF(over && !job_over(state), "job %ld ended (%s) before model 3 was published", id2, state);
+        int64_t before = sp_mpi_sql(dir, "SELECT count(*) FROM games");
+        int64_t last_id = sp_mpi_sql(dir, "SELECT coalesce(max(id), 0) FROM games");
+        char ids[32];
+        snprintf(ids, sizeof ids, "%ld", id2);
+        const char *cancel[] = {"scancel", ids, NULL};
+        int status = -1;
+        char *out = capture(cancel, "scancel", &status);
+        CHECKF(status == 0, "scancel %ld exited %d: %s", id2, status, out);
+        free(out);
+        int64_t tc = compat_now_ms();
+        over = job_wait(id2, dir, -1, 120, state, sizeof state, code, sizeof code);
+        CHECKF(over && !strcmp(state, "CANCELLED"), "job %ld after scancel: %s", id2, state);
+        check_run(dir, CHECK_RUN_REPLAY, SP_MPI_MAX_PLY, &rs);
+        char q[160];
+        snprintf(q, sizeof q, "SELECT count(*) FROM games WHERE id <= %lld", (long long)last_id);
+        int64_t kept = sp_mpi_sql(dir, q);
+        CHECKF(kept == before && rs.games >= before, "games before the cancel %lld, of them still there %lld, now %lld",
+               (long long)before, (long long)kept, (long long)rs.games);
+        CHECKF(rs.latest_cycle == 3, "after the cancel the newest model is %d (want 3: cancelled midway)",
+               rs.latest_cycle);
+        printf("  job %ld (CYCLES=4) cancelled at model 3 with %lld games: %s %.1f s later; the run: %lld games, %lld "
+               "shards, model %d\n",
+               id2, (long long)before, state, (double)(compat_now_ms() - tc) / 1000.0, (long long)rs.games,
+               (long long)rs.shards, rs.latest_cycle);
+        int64_t after_cancel = rs.games;
+        if (atomic_load(&g_fail)) show_job(id2);
+
+        /* 3. the same sbatch again: resumes to the end */
+        if (!atomic_load(&g_fail)) {
+            long id3 = submit(dir, "4");
+            int64_t t3 = compat_now_ms();
+            over = id3 > 0 && job_wait(id3, dir, -1, 600, state, sizeof state, code, sizeof code);
+            CHECKF(over && !strcmp(state, "COMPLETED") && !strcmp(code, "0:0"), "job %ld: %s, exit code %s", id3,
+                   state, code);
+            snprintf(log, sizeof log, "%s/job-%ld.log", g_base, id3);
+            CHECKF(dist_text_has(log, "newest model cycle 3 of 4", "games so far"),
+                   "job %ld's log lacks 'newest model cycle 3 of 4' (it did not resume from model 3)", id3);
+            check_run(dir, CHECK_RUN_REPLAY | CHECK_RUN_CLEAN | CHECK_RUN_LOAD_MODELS, SP_MPI_MAX_PLY, &rs);
+            CHECKF(rs.latest_cycle == 4 && rs.models == 5, "model %d, %lld models (want cycle 4, 5 models)",
+                   rs.latest_cycle, (long long)rs.models);
+            kept = sp_mpi_sql(dir, q);
+            CHECKF(kept == before && rs.games >= after_cancel, "games before the cancel %lld, still there %lld; %lld now",
+                   (long long)before, (long long)kept, (long long)rs.games);
+            for (int r = 0; r < 3; r++) CHECKF(sp_mpi_rank_games(dir, r) > 0, "no games from rank %d", r);
+            printf("  job %ld (the same sbatch): %s, exit code %s, %.1f s; resumed from model 3: %lld games, model %d\n",
+                   id3, state, code, (double)(compat_now_ms() - t3) / 1000.0, (long long)rs.games, rs.latest_cycle);
+            if (atomic_load(&g_fail)) show_job(id3);
+        }
+    }
+    if (!atomic_load(&g_fail)) t_rm_rf(g_base);
+    return t_done("test_dist_slurm");
+}
+#endif
