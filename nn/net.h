@@ -3,6 +3,9 @@
  * Owns: the architecture, the parameter layout (one allocation, named tensors
  * carved into it), inference contexts (one arena per (net, max batch)), the
  * training step (forward, three losses, backward, SGD) and its metrics.
+ * Implemented in nn/net.c (definition, parameters, inference) and
+ * nn/net_train.c (schedule, trainer, training step, metrics), sharing
+ * nn/net_int.h.
  * Does not own: the ops (nn/backend.h), files (nn/weights.h), shogi: the
  * input is `in_planes` bit-packed 9x9 planes plus `in_hand` floats per
  * position, in the packed format documented in nn/backend.h.
@@ -139,7 +142,6 @@ typedef struct nn_ctx nn_ctx_t;
 /* An arena for batches up to max_batch on backend be (NULL: the net's). */
 nn_ctx_t *nn_ctx_new(nn_net_t *net, nn_backend_t *be, int32_t max_batch, char *err, size_t errlen);
 void nn_ctx_free(nn_ctx_t *ctx); /* NULL ok */
-int32_t nn_ctx_max_batch(const nn_ctx_t *ctx);
 
 /* Host in, host out. packed (B, nn_packed_bytes(in_planes)), hand (B, in_hand)
  * (NULL ok when in_hand == 0). Outputs are raw logits; each may be NULL, and
@@ -252,7 +254,6 @@ nn_trainer_t *nn_trainer_new(nn_net_t *net, const nn_train_config_t *cfg, int32_
                              char *err, size_t errlen);
 void nn_trainer_free(nn_trainer_t *tr); /* NULL ok */
 nn_net_t *nn_trainer_net(const nn_trainer_t *tr);
-const nn_train_config_t *nn_trainer_config(const nn_trainer_t *tr);
 void nn_trainer_set_config(nn_trainer_t *tr, const nn_train_config_t *cfg);
 
 /* One SGD step on the batch. Returns 0, or -1 with err for an invalid batch
