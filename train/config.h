@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "compat/runlog.h"
 #include "config/config.h"
 #include "dist/dist.h"
 #include "nn/net.h"
@@ -30,8 +31,9 @@ enum {
     TRAIN_STOPPED = 2, /* stop requested (Ctrl-C or train_trainer_stop): the cycle was not written */
 };
 
-/* Log sink: one line without a trailing newline. NULL in the config: stderr. */
-typedef void (*train_log_fn)(void *user, const char *line);
+/* Log sink: one line without a trailing newline (compat/runlog.h); NULL in
+ * the config: stderr, after "train: ". */
+typedef runlog_fn train_log_fn;
 
 /* Sends a cycle's plan (train_plan_t, train/follow.h) to the other ranks of
  * a training group (train_config_t.plan): 0, or -1 with err. Called on the

@@ -35,13 +35,13 @@
 
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "compat/compat.h"
+#include "compat/runlog.h"
 #include "data/db.h"
 #include "data/run.h"
 #include "data/shard.h"
@@ -88,6 +88,7 @@ typedef struct {
 
 struct train_trainer {
     train_config_t cfg;
+    runlog_sink_t log; /* cfg.log, else stderr after "train: " */
     char run_dir[1024];
     db_writer_t *writer;
     nn_server_t *server;
@@ -123,16 +124,6 @@ struct train_trainer {
     int32_t nresults, rnext;
 };
 
-static void tlog(const train_trainer_t *tr, const char *fmt, ...) {
-    char line[1536];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    if (tr->cfg.log) tr->cfg.log(tr->cfg.log_user, line);
-    else fprintf(stderr, "train: %s\n", line);
-}
-
 static void set_progress(train_trainer_t *tr, int64_t cycle, int64_t step, int64_t steps, int64_t samples,
                          double train_ns) {
     compat_mutex_lock(&tr->mu);
@@ -162,7 +153,8 @@ static int load_state(train_trainer_t *tr, const char *rel, const char *xxh3, in
     if (nn_weights_read(tr->tn.net, tr->tn.nt, path, err, errlen) == 0) return 0;
     char e2[1024];
     if (nn_weights_read(tr->tn.net, NULL, path, e2, sizeof e2) != 0) return -1; /* err says why */
-    tlog(tr, "%s has no optimizer state (%s): momentum starts at zero, step %" PRId64, path, err, steps);
+    runlog_printf(&tr->log, "%s has no optimizer state (%s): momentum starts at zero, step %" PRId64, path, err,
+                  steps);
     int64_t np = 0;
     float *mom = nn_trainer_momentum(tr->tn.nt);
     nn_net_params(tr->tn.net, &np, NULL);
@@ -197,7 +189,8 @@ static int create_first(train_trainer_t *tr, char *err, size_t errlen) {
     snprintf(tr->latest_xxh3, sizeof tr->latest_xxh3, "%s", m.xxh3);
     tr->latest_steps = 0;
     tr->total_samples = 0;
-    tlog(tr, "new run %s: random %s %s net written as %s", tr->run_dir, m.arch, tr->cfg.backend, m.path);
+    runlog_printf(&tr->log, "new run %s: random %s %s net written as %s", tr->run_dir, m.arch, tr->cfg.backend,
+                  m.path);
     return 0;
 }
 
@@ -219,15 +212,16 @@ static int open_latest(train_trainer_t *tr, const db_model_t *row, char *err, si
     const nn_net_config_t *nc = nn_net_config(tr->tn.net);
     int32_t b, ch;
     if (nn_net_size_parse(tr->cfg.net, &b, &ch) == 0 && (b != nc->blocks || ch != nc->channels))
-        tlog(tr, "the run's net is %dx%d (%s); net %s applies only to a new run", nc->blocks, nc->channels, row->path,
-             tr->cfg.net);
-    tlog(tr, "resuming %s from %s (cycle %d, step %" PRId64 ")", tr->run_dir, row->path, row->cycle,
-         nn_trainer_step_count(tr->tn.nt));
+        runlog_printf(&tr->log, "the run's net is %dx%d (%s); net %s applies only to a new run", nc->blocks,
+                      nc->channels, row->path, tr->cfg.net);
+    runlog_printf(&tr->log, "resuming %s from %s (cycle %d, step %" PRId64 ")", tr->run_dir, row->path, row->cycle,
+                  nn_trainer_step_count(tr->tn.nt));
     return 0;
 }
 
 static void note_stale(void *user, const char *path) {
-    tlog(user, "removed %s, left by a write that was killed before its rename", path);
+    train_trainer_t *tr = user;
+    runlog_printf(&tr->log, "removed %s, left by a write that was killed before its rename", path);
 }
 
 train_trainer_t *train_trainer_new(const train_config_t *cfg_in, const char *run_dir, db_writer_t *writer,
@@ -246,6 +240,7 @@ train_trainer_t *train_trainer_new(const train_config_t *cfg_in, const char *run
         return NULL;
     }
     tr->cfg = *cfg_in;
+    tr->log = runlog_sink(tr->cfg.log, tr->cfg.log_user, "train: ");
     char e2[1024];
     if (train_config_check(&tr->cfg, e2, sizeof e2) != 0) {
         set_err(err, errlen, "trainer config: %s", e2);
@@ -329,8 +324,8 @@ static int publish(train_trainer_t *tr, int64_t cycle, const char *rel, char *er
     snprintf(path, sizeof path, "%s/%s", tr->run_dir, rel);
     int64_t cur = nn_server_generation(tr->server), gen = cycle + 1;
     if (gen <= cur) {
-        tlog(tr, "publishing cycle %" PRId64 " as generation %" PRId64 ": the server is at generation %" PRId64,
-             cycle, cur + 1, cur);
+        runlog_printf(&tr->log, "publishing cycle %" PRId64 " as generation %" PRId64
+                      ": the server is at generation %" PRId64, cycle, cur + 1, cur);
         gen = 0;
     }
     int64_t got = nn_server_publish_file(tr->server, path, gen, e2, sizeof e2);
@@ -368,7 +363,7 @@ static int cycle_done_before(train_trainer_t *tr, int64_t cycle, train_cycle_rep
 static void restore(train_trainer_t *tr) {
     char e2[1024];
     if (load_state(tr, tr->latest_rel, tr->latest_xxh3, tr->latest_steps, e2, sizeof e2) != 0)
-        tlog(tr, "cannot restore the state of %s: %s", tr->latest_rel, e2);
+        runlog_printf(&tr->log, "cannot restore the state of %s: %s", tr->latest_rel, e2);
 }
 
 /* What the trainer does after each step of a cycle (train_step_hook). */
@@ -407,9 +402,9 @@ static int cycle_hook(void *user, int64_t s, const nn_metrics_t *m, const train_
     set_progress(tr, h->cycle, s + 1, h->steps, samples, r->train_ns);
     if (compat_now_ms() - h->last_log >= TRAIN_PROGRESS_MS) {
         h->last_log = compat_now_ms();
-        tlog(tr, "cycle %" PRId64 ": step %" PRId64 "/%" PRId64 ", %.0f samples/s, policy %.4f value %.4f legal %.5f",
-             h->cycle, s + 1, h->steps, (double)samples / (r->train_ns * 1e-9), m->policy_loss, m->value_loss,
-             m->legal_loss);
+        runlog_printf(&tr->log, "cycle %" PRId64 ": step %" PRId64 "/%" PRId64 ", %.0f samples/s, policy %.4f value "
+                      "%.4f legal %.5f", h->cycle, s + 1, h->steps, (double)samples / (r->train_ns * 1e-9),
+                      m->policy_loss, m->value_loss, m->legal_loss);
     }
     return 0;
 }
@@ -435,7 +430,8 @@ static int group_cycle(train_trainer_t *tr, const train_loop_t *lp, int64_t want
     int had = tr->td != NULL;
     int rc = train_group_run(tr->cfg.group, &tr->td, tr->tn.nt, 1, positions, lp, lr, e2, sizeof e2);
     if (!had && tr->td)
-        tlog(tr, "training on ranks 0-%d: %s", (int)dist_size(tr->cfg.group) - 1, train_dist_route(tr->td));
+        runlog_printf(&tr->log, "training on ranks 0-%d: %s", (int)dist_size(tr->cfg.group) - 1,
+                      train_dist_route(tr->td));
     if (rc == TRAIN_ERROR && lr->failed_step < 0) /* before or after the steps */
         set_err(err, errlen, "%s: cycle %" PRId64 ": %s", tr->run_dir, lp->cycle, e2);
     else if (rc != TRAIN_OK)
@@ -546,15 +542,15 @@ int train_trainer_run_cycle(train_trainer_t *tr, int64_t cycle, train_cycle_repo
     snprintf(rep->model_path, sizeof rep->model_path, "%s", mr.path);
     rep->seconds = (double)(compat_now_ns() - t0) * 1e-9;
     if (train_cycle_train_s(tr->writer, (int32_t)cycle, rep->seconds, &tr->stop, e2, sizeof e2) != 0)
-        tlog(tr, "%s", e2); /* a figure only */
-    tlog(tr, "cycle %" PRId64 ": %" PRId64 " steps x %d (window %" PRId64 " of %" PRId64 " positions, %" PRId64
-         " new%s), policy %.4f value %.4f legal %.5f acc %.3f f1 %.3f, %.0f samples/s, %.1f s -> %s",
-         cycle, rep->steps, B, positions, total, rep->new_positions, bad ? ", bad shards skipped" : "",
-         rep->policy_loss, rep->value_loss, rep->legal_loss, rep->policy_acc, rep->legal_f1, rep->samples_per_s,
-         rep->seconds, mr.path);
+        runlog_printf(&tr->log, "%s", e2); /* a figure only */
+    runlog_printf(&tr->log, "cycle %" PRId64 ": %" PRId64 " steps x %d (window %" PRId64 " of %" PRId64
+                  " positions, %" PRId64 " new%s), policy %.4f value %.4f legal %.5f acc %.3f f1 %.3f, %.0f "
+                  "samples/s, %.1f s -> %s", cycle, rep->steps, B, positions, total, rep->new_positions,
+                  bad ? ", bad shards skipped" : "", rep->policy_loss, rep->value_loss, rep->legal_loss,
+                  rep->policy_acc, rep->legal_f1, rep->samples_per_s, rep->seconds, mr.path);
     if (device_ms >= 0)
-        tlog(tr, "cycle %" PRId64 ": steps %.3f s, device %.3f s (the trainer's stream, first step to last)", cycle,
-             lr.train_ns * 1e-9, device_ms * 1e-3);
+        runlog_printf(&tr->log, "cycle %" PRId64 ": steps %.3f s, device %.3f s (the trainer's stream, first step "
+                      "to last)", cycle, lr.train_ns * 1e-9, device_ms * 1e-3);
     rc = publish(tr, cycle, mr.path, err, errlen) == 0 ? TRAIN_OK : TRAIN_ERROR;
 out:
     if (rep->seconds == 0) rep->seconds = (double)(compat_now_ns() - t0) * 1e-9;
@@ -593,7 +589,7 @@ static void *thread_main(void *arg) {
         train_cycle_report_t rep;
         char err[1024] = "";
         int st = train_trainer_run_cycle(tr, cycle, &rep, err, sizeof err);
-        if (st == TRAIN_ERROR) tlog(tr, "cycle %" PRId64 " failed: %s", cycle, err);
+        if (st == TRAIN_ERROR) runlog_printf(&tr->log, "cycle %" PRId64 " failed: %s", cycle, err);
         compat_mutex_lock(&tr->mu);
         record(tr, cycle, st, err, &rep);
         tr->running = -1;

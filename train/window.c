@@ -3,12 +3,12 @@
 #include "compat/err.h"
 
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "compat/compat.h"
+#include "compat/runlog.h"
 
 /* One shard known to the cache. */
 typedef struct {
@@ -40,8 +40,7 @@ typedef struct {
 struct train_window {
     char run_dir[1024];
     shard_format_t fmt;
-    train_log_fn log;
-    void *log_user;
+    runlog_sink_t log;      /* the caller's, else stderr after "train: " */
     float q_lambda;         /* train_window_set_q_lambda (0: the root_q column as stored) */
     ent_t *ents;            /* sorted by id */
     int32_t nents, capents;
@@ -64,16 +63,6 @@ struct train_window {
 
 static int resident_update(train_window_t *w);
 
-static void wlog(train_window_t *w, const char *fmt, ...) {
-    char line[1536];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    if (w->log) w->log(w->log_user, line);
-    else fprintf(stderr, "train: %s\n", line);
-}
-
 train_window_t *train_window_new(const char *run_dir, const shard_format_t *fmt, train_log_fn log,
                                  void *log_user, char *err, size_t errlen) {
     if (!run_dir || !fmt || strlen(run_dir) >= sizeof(((train_window_t *)0)->run_dir)) {
@@ -87,8 +76,7 @@ train_window_t *train_window_new(const char *run_dir, const shard_format_t *fmt,
     }
     snprintf(w->run_dir, sizeof w->run_dir, "%s", run_dir);
     w->fmt = *fmt;
-    w->log = log;
-    w->log_user = log_user;
+    w->log = runlog_sink(log, log_user, "train: ");
     return w;
 }
 
@@ -190,7 +178,7 @@ static ent_t *ent_get(train_window_t *w, const db_shard_t *s) {
     }
     if (!e->sh) {
         e->bad = 1;
-        wlog(w, "skipping bad shard %s: %s", s->path, err);
+        runlog_printf(&w->log, "skipping bad shard %s: %s", s->path, err);
     } else if (w->q_lambda > 0) {
         if (!(e->q = malloc(sizeof(float) * (size_t)(shard_rows(e->sh) > 0 ? shard_rows(e->sh) : 1)))) {
             shard_close(e->sh);
@@ -271,9 +259,8 @@ int train_window_select(train_window_t *w, const db_shard_t *list, int32_t n, in
     w->nents = k;
     *positions = pre;
     if (w->be && resident_update(w) != 0) {
-        wlog(w, "the training window (%" PRId64 " positions) does not fit in %s memory (%s): batches are "
-                "gathered on the host and uploaded from now on",
-             pre, nn_backend_memory(w->be), w->dev_why);
+        runlog_printf(&w->log, "the training window (%" PRId64 " positions) does not fit in %s memory (%s): batches "
+                      "are gathered on the host and uploaded from now on", pre, nn_backend_memory(w->be), w->dev_why);
         resident_off(w);
     }
     return 0;
