@@ -3,7 +3,7 @@
  * Owns: sp_config_t (every self-play, search, inference-server and driver
  * flag with its default), the flag table for config/config.h, the checks of a
  * configuration, and its translation into mcts_params_t and nn_server_config_t.
- * Does not own: the trainer's flags (train/trainer.h adds its own to the same
+ * Does not own: the trainer's flags (train/config.h adds its own to the same
  * table), parsing (config/config.c).
  *
  * Each flag's default is written once, in its row (sp_config_flags); they
