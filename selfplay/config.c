@@ -49,6 +49,8 @@ int sp_config_flags(sp_config_t *c, cfg_opt_t *opts, int cap) {
         {"leaf-mate", CFG_TYPE_STRING, c->leaf_mate, 1, 0,
          "a leaf whose side to move mates in this many moves is a win without the net: 0, 1 or 3", "1", "0|1|3",
          sizeof c->leaf_mate},
+        {"dfpn-nodes", CFG_TYPE_INT, &c->dfpn_nodes, 0, 1e7,
+         "df-pn mate search nodes at each move's root, 0 = off; a proven mate is played without the MCTS", "0"},
         {"cpuct", CFG_TYPE_DOUBLE, &c->cpuct, 0, 100, "PUCT exploration constant c_init", "1.25"},
         {"fpu", CFG_TYPE_DOUBLE, &c->fpu, 0, 10, "PUCT first-play urgency reduction", "0.2"},
         {"noise-alpha-scale", CFG_TYPE_DOUBLE, &c->noise_alpha_scale, 0.001, 1e6,

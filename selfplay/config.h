@@ -49,6 +49,7 @@ typedef struct {
     double full_prob;              /* probability of a full search */
     int64_t gumbel_m;              /* Gumbel sampled root actions */
     char leaf_mate[CFG_STRING_MAX]; /* "0" | "1" | "3": mate search at leaves, in plies (mcts_params_t.leaf_mate) */
+    int64_t dfpn_nodes;            /* df-pn nodes at each move's root (0 = off); a proven mate is played */
     double cpuct;                  /* PUCT c_init */
     double fpu;                    /* PUCT first-play urgency reduction */
     double noise_alpha_scale;      /* PUCT Dirichlet alpha = this / legal moves */

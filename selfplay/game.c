@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "compat/compat.h"
+#include "engine/dfpn.h"
 #include "engine/movegen.h"
 #include "engine/sfen.h"
 
@@ -23,9 +24,13 @@ struct sp_game {
     int64_t gen_cur;           /* newest generation delivered to the current search */
     sp_record_t *rec;          /* the game being played (or ended, until taken) */
     sp_game_stats_t stats;
-    pos_t *scratch;         /* the start position; without tree reuse the next root */
+    pos_t *scratch;         /* the start position; without tree reuse the next root; df-pn's copy */
+    dfpn_t *dfpn;           /* the root mate search (cfg->dfpn_nodes > 0), else NULL */
+    dfpn_result_t dfpn_res;
     mcts_result_t res;
 };
+
+enum { SP_DFPN_TT_BYTES = 1 << 20 }; /* each slot's df-pn table */
 
 /* ---- records ------------------------------------------------------------------- */
 
@@ -89,6 +94,20 @@ char *sp_record_usi(const sp_record_t *r) {
     return s;
 }
 
+db_reason_t sp_end_reason(rules_end_t end) {
+    switch (end) {
+    case RULES_END_CHECKMATE: return DB_REASON_CHECKMATE;
+    case RULES_END_SENNICHITE: return DB_REASON_SENNICHITE;
+    case RULES_END_PERPETUAL_CHECK: return DB_REASON_PERPETUAL_CHECK;
+    case RULES_END_DECLARATION: return DB_REASON_DECLARATION;
+    case RULES_END_MAX_PLY: return DB_REASON_MAX_PLY;
+    case RULES_END_RESIGN: return DB_REASON_RESIGN;
+    case RULES_END_ILLEGAL_MOVE: return DB_REASON_ILLEGAL_MOVE;
+    case RULES_END_TIME: return DB_REASON_TIME;
+    default: return DB_REASON_ABORT; /* not ended */
+    }
+}
+
 int sp_record_add_to_shard(const sp_record_t *r, shard_builder_t *b, int64_t model_id, int32_t rank, const char *host,
                            char *err, size_t errlen) {
     for (int32_t i = 0; i < r->n_rows; i++) {
@@ -116,8 +135,7 @@ int sp_record_add_to_shard(const sp_record_t *r, shard_builder_t *b, int64_t mod
         shard_builder_abort_game(b);
         return -1;
     }
-    db_reason_t reason;
-    if (db_reason_parse(rules_end_name(r->end), &reason) != 0) reason = DB_REASON_ABORT;
+    db_reason_t reason = sp_end_reason(r->end);
     db_game_t g = {
         .model_id = model_id,
         .start_sfen = "startpos",
@@ -175,7 +193,8 @@ sp_game_t *sp_game_new(const sp_config_t *cfg, uint64_t seed, mcts_cache_t *cach
     g->gumbel = p.root_mode == MCTS_ROOT_GUMBEL;
     g->tree = mcts_tree_new(&p, cache);
     g->scratch = malloc(sizeof(pos_t));
-    if (!g->tree || !g->scratch) {
+    if (cfg->dfpn_nodes > 0) g->dfpn = dfpn_new(SP_DFPN_TT_BYTES);
+    if (!g->tree || !g->scratch || (cfg->dfpn_nodes > 0 && !g->dfpn)) {
         sp_game_free(g);
         return NULL;
     }
@@ -188,6 +207,7 @@ void sp_game_free(sp_game_t *g) {
     mcts_tree_free(g->tree);
     sp_record_free(g->rec);
     free(g->scratch);
+    dfpn_free(g->dfpn);
     free(g);
 }
 
@@ -326,6 +346,19 @@ static void finish_move(sp_game_t *g) {
     play(g, m);
 }
 
+/* The first move of a mate df-pn proves at pos within cfg->dfpn_nodes, or MOVE_NONE. */
+static move_t root_mate(sp_game_t *g, const pos_t *pos) {
+    dfpn_limits_t lim;
+    dfpn_limits_default(&lim);
+    lim.max_nodes = g->cfg->dfpn_nodes;
+    lim.shorten = false; /* any mate wins the game */
+    dfpn_result_t *r = &g->dfpn_res;
+    pos_copy(g->scratch, pos);
+    dfpn_search(g->dfpn, g->scratch, &lim, r);
+    g->stats.dfpn_nodes += r->nodes;
+    return r->status == DFPN_PROVEN && r->len > 0 ? r->pv[0] : MOVE_NONE;
+}
+
 int32_t sp_game_step(sp_game_t *g, int32_t max, mcts_request_t *out, bool *ended) {
     *ended = false;
     if (g->state == GAME_ENDED) {
@@ -354,6 +387,14 @@ int32_t sp_game_step(sp_game_t *g, int32_t max, mcts_request_t *out, bool *ended
                 g->rec->random_plies++;
                 play(g, l.moves[mcts_rng_u64(&g->rng) % (uint64_t)l.n]);
                 continue;
+            }
+            if (g->dfpn) { /* a mate df-pn proves within its budget is played, without a search or a row */
+                move_t m = root_mate(g, pos);
+                if (m != MOVE_NONE) {
+                    g->stats.dfpn_mates++;
+                    play(g, m);
+                    continue;
+                }
             }
             mcts_search_begin(g->tree, NULL);
             g->searching = true;

@@ -2,8 +2,9 @@
  * and the record of the game it plays.
  *
  * Owns: the life of a game (random opening moves, one batched search per
- * move with playout cap randomization, move choice with a decaying
- * temperature, tree reuse, resignation and the no-resign games that measure
+ * move with playout cap randomization (before it, with --dfpn-nodes, a df-pn
+ * mate search whose proven mate is played without a search or a row), move
+ * choice with a decaying temperature, tree reuse, resignation and the no-resign games that measure
  * false resignations, every end from engine/rules.h), and the game record:
  * USI moves, one training row per searched move (planes, hand, legal mask,
  * policy target for full searches, search value, position), result, reason,
@@ -76,6 +77,8 @@ void sp_row_encode(sp_row_t *w, const pos_t *pos);
 int64_t sp_record_main_gen(const sp_record_t *r);
 /* "7g7f 3c3d ..." into a malloc'ed string. NULL when out of memory. */
 char *sp_record_usi(const sp_record_t *r);
+/* The database's reason for a game's end (RULES_END_NONE: DB_REASON_ABORT). */
+db_reason_t sp_end_reason(rules_end_t end);
 /* Adds the record's rows and closes its game in b (model_id, start "startpos",
  * moves, plies, result, reason, the rank and host that played it; host NULL:
  * not recorded). 0, or -1 with err (the builder's open game is dropped). */
@@ -113,6 +116,7 @@ const mcts_tree_t *sp_game_tree(const sp_game_t *g);
 /* Counters since the slot was made (read by its own thread). */
 typedef struct {
     int64_t searches, full_searches, playouts, cache_hits, leaves;
+    int64_t dfpn_nodes, dfpn_mates; /* root df-pn (--dfpn-nodes): nodes searched, mates it played */
 } sp_game_stats_t;
 const sp_game_stats_t *sp_game_stats(const sp_game_t *g);
 
