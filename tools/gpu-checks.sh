@@ -69,7 +69,7 @@
 #   call 3  command "tools/gpu-checks.sh torch"                  timeout_s 600 (no build, no carry)
 #           eager ~2 min, --compile up to 5 min (compilation dominates; partial tables kept)
 # Estimates from a 2-core box scaled to 16 cores and from the programs' timed loops:
-# the build (two CPU minutes here, of which 14 s for nvcc on backend_cuda.cu), the CPU
+# the build (two CPU minutes here, of which 14 s for nvcc on nn/*.cu), the CPU
 # tests (5 CPU minutes here), bench_nn_gpu and torch_bench (4 tables x 11 batch sizes x
 # 2 timed loops x BENCH_SECONDS, + training). About 22 minutes of commands, plus a
 # machine start per call (a minute or more): they fit in a session's 30 minutes of device
