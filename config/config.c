@@ -89,6 +89,19 @@ const char *cfg_choice(const char *choices, int k, int *len) {
     return p;
 }
 
+const char *cfg_list_item(const char *list, int k, int *len) {
+    if (!list || !list[0] || k < 0) return NULL;
+    const char *p = list;
+    for (; p && k > 0; k--) {
+        p = strchr(p, '\n');
+        if (p) p++;
+    }
+    if (!p) return NULL;
+    const char *nl = strchr(p, '\n');
+    if (len) *len = nl ? (int)(nl - p) : (int)strlen(p);
+    return p;
+}
+
 /* The index of v among "a|b|c" (ignoring case), -1 if none; *start and *len
  * give the canonical spelling. */
 static int choice_index(const char *choices, const char *v, const char **start, size_t *len) {
@@ -190,7 +203,8 @@ int cfg_set(const cfg_opt_t *opts, int nopts, const char *key, const char *value
         break;
     case CFG_TYPE_ENUM:
     case CFG_TYPE_STRING:
-    case CFG_TYPE_PATH: {
+    case CFG_TYPE_PATH:
+    case CFG_TYPE_LIST: {
         /* No control character (a terminal acts on ESC sequences when a later
          * message quotes the value) and, but in a path, only valid UTF-8:
          * refused here, every message downstream quotes clean text. */
@@ -224,6 +238,19 @@ int cfg_set(const cfg_opt_t *opts, int nopts, const char *key, const char *value
             *(int *)o->ptr = k;
             break;
         }
+        if (o->type == CFG_TYPE_LIST) { /* appended after a '\n'; "" empties */
+            char *list = o->ptr;
+            size_t used = len ? strlen(list) : 0, sep = used ? 1 : 0;
+            if (used + sep + len >= str_size(o)) {
+                snprintf(err, errlen, "option '%s': values longer than %llu characters in all", key,
+                         (unsigned long long)(str_size(o) - 1));
+                return CFG_ERROR;
+            }
+            if (sep) list[used++] = '\n';
+            memcpy(list + used, canon, len);
+            list[used + len] = 0;
+            break;
+        }
         if (len >= str_size(o)) {
             snprintf(err, errlen, "option '%s': value longer than %llu characters", key,
                      (unsigned long long)(str_size(o) - 1));
@@ -241,6 +268,7 @@ int cfg_set(const cfg_opt_t *opts, int nopts, const char *key, const char *value
 void cfg_defaults(const cfg_opt_t *opts, int nopts) {
     for (int i = 0; i < nopts; i++) {
         if (!opts[i].def) continue;
+        if (opts[i].type == CFG_TYPE_LIST) ((char *)opts[i].ptr)[0] = 0; /* the default replaces the list */
         int *given = opts[i].given;
         cfg_opt_t o = opts[i];
         o.given = NULL; /* a default is not a given value */
@@ -297,7 +325,7 @@ static int ini_set(ini_ctx_t *c, int line, const char *name, const char *value) 
     if (c->failed) return 0;
     char e[400];
     const cfg_opt_t *o = cfg_find(c->opts, c->nopts, name);
-    if (o && c->set_on) {
+    if (o && c->set_on && o->type != CFG_TYPE_LIST) { /* a LIST key adds a value each time */
         int *first = &c->set_on[o - c->opts];
         if (*first) {
             char q[CFG_QUOTE_MAX];
@@ -382,6 +410,7 @@ static const char *type_name(const cfg_opt_t *o) {
     case CFG_TYPE_BOOL: return "bool";
     case CFG_TYPE_ENUM: return "word";
     case CFG_TYPE_PATH: return "path";
+    case CFG_TYPE_LIST: return o->choices ? "word" : "str";
     default: return o->choices ? "word" : "str";
     }
 }
@@ -416,6 +445,18 @@ void cfg_value_string(const cfg_opt_t *o, char *buf, size_t n) {
     }
     case CFG_TYPE_STRING:
     case CFG_TYPE_PATH: snprintf(buf, n, "%s", (char *)o->ptr); break;
+    case CFG_TYPE_LIST: {
+        size_t used = 0;
+        int w = 0;
+        const char *p;
+        if (n) buf[0] = 0;
+        for (int k = 0; (p = cfg_list_item(o->ptr, k, &w)) != NULL && used + 1 < n; k++) {
+            int m = snprintf(buf + used, n - used, "%s%.*s", k ? ", " : "", w, p);
+            if (m < 0) break;
+            used += (size_t)m < n - used ? (size_t)m : n - used - 1;
+        }
+        break;
+    }
     }
 }
 
@@ -570,25 +611,40 @@ void cfg_print_help(const cfg_opt_t *opts, int nopts, const char *usage, FILE *o
     free(text);
 }
 
+/* Appends "name = value\n" (value: n bytes) to the growing *s; -1 when out of memory (*s freed). */
+static int dump_line(char **s, size_t *len, size_t *cap, const char *name, const char *value, size_t n) {
+    size_t need = strlen(name) + n + 5;
+    if (*len + need + 1 > *cap) {
+        while (*len + need + 1 > *cap) *cap *= 2;
+        char *ns = realloc(*s, *cap);
+        if (!ns) {
+            free(*s);
+            *s = NULL;
+            return -1;
+        }
+        *s = ns;
+    }
+    *len += (size_t)snprintf(*s + *len, *cap - *len, "%s = %.*s\n", name, (int)n, value);
+    return 0;
+}
+
 char *cfg_dump_string(const cfg_opt_t *opts, int nopts) {
     size_t cap = 256, len = 0;
     char *s = malloc(cap);
     if (!s) return NULL;
     s[0] = 0;
     for (int i = 0; i < nopts; i++) {
-        char v[CFG_STRING_MAX + 8];
-        cfg_value_string(&opts[i], v, sizeof v);
-        size_t need = strlen(opts[i].name) + strlen(v) + 5;
-        if (len + need + 1 > cap) {
-            while (len + need + 1 > cap) cap *= 2;
-            char *ns = realloc(s, cap);
-            if (!ns) {
-                free(s);
-                return NULL;
-            }
-            s = ns;
+        const cfg_opt_t *o = &opts[i];
+        if (o->type == CFG_TYPE_LIST && ((const char *)o->ptr)[0]) { /* a line per value, as a file gives them */
+            const char *p;
+            int w = 0;
+            for (int k = 0; (p = cfg_list_item(o->ptr, k, &w)) != NULL; k++)
+                if (dump_line(&s, &len, &cap, o->name, p, (size_t)w) != 0) return NULL;
+            continue;
         }
-        len += (size_t)snprintf(s + len, cap - len, "%s = %s\n", opts[i].name, v);
+        char v[CFG_STRING_MAX + 8];
+        cfg_value_string(o, v, sizeof v);
+        if (dump_line(&s, &len, &cap, o->name, v, strlen(v)) != 0) return NULL;
     }
     return s;
 }

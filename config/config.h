@@ -25,7 +25,12 @@
  *   ENUM    int: the index of the value in `choices` ("constant|cosine|step")
  *   STRING  char[size]   (size 0: CFG_STRING_MAX); with `choices`, one of
  *           them (matched without regard to case, stored as spelled there)
- *   PATH    as STRING, a file or directory name */
+ *   PATH    as STRING, a file or directory name
+ *   LIST    char[size]: a flag that may be given more than once (a file
+ *           key too); each value is appended as STRING checks it, the
+ *           values separated by '\n' (a value never holds one); an empty
+ *           value empties the list. Dumps write one "key = value" line per
+ *           value; --help and cfg_value_string join them with ", ". */
 typedef enum {
     CFG_TYPE_INT,
     CFG_TYPE_DOUBLE,
@@ -36,6 +41,7 @@ typedef enum {
     CFG_TYPE_FLOAT,
     CFG_TYPE_ENUM,
     CFG_TYPE_PATH,
+    CFG_TYPE_LIST,
 } cfg_type_t;
 
 #define CFG_STRING_MAX 512
@@ -52,7 +58,7 @@ typedef struct {
                           * target holds when the table is built (a default computed at run
                           * time, or one owned by a library, e.g. nn_train_config_default) */
     const char *choices; /* ENUM, or STRING limited to these words: "a|b|c" */
-    size_t size;         /* STRING/PATH: the target's size in bytes (0: CFG_STRING_MAX) */
+    size_t size;         /* STRING/PATH/LIST: the target's size in bytes (0: CFG_STRING_MAX) */
     int *given;          /* NULL, or set to 1 when a file or flag sets the option */
 } cfg_opt_t;
 
@@ -76,6 +82,9 @@ const cfg_opt_t *cfg_find_nocase(const cfg_opt_t *opts, int nopts, const char *n
 /* The k-th word (from 0) of allowed words "a|b|c": its start, with *len
  * (NULL ok) its length; NULL past the last. */
 const char *cfg_choice(const char *choices, int k, int *len);
+/* The k-th value (from 0) of a LIST row's target: its start, with *len its
+ * length; NULL past the last. */
+const char *cfg_list_item(const char *list, int k, int *len);
 /* The current value of a row as text (what --help, dumps and USI print). */
 void cfg_value_string(const cfg_opt_t *o, char *buf, size_t n);
 

@@ -1,4 +1,5 @@
-/* test_config.c - flags, INI flag sets, precedence and error messages. */
+/* test_config.c - flags, INI flag sets, precedence and error messages;
+ * LIST rows (a flag given more than once). */
 #include "compat/compat.h"
 #include "config/config.h"
 #include "tests/koma_test.h"
@@ -33,6 +34,54 @@ static int parse(int argc, char **argv, char *err, size_t n) {
     int rc = cfg_parse(opts, NOPTS, argc, argv, 1, pos, 4, &npos, "usage: test", devnull ? devnull : stdout, err, n);
     if (devnull) fclose(devnull);
     return rc;
+}
+
+/* A LIST row: every --opt and every file line adds a value, in order (the
+ * file's first, as for every row); "" empties it; the default replaces it;
+ * dumps write a line per value and load back the same list; a value with a
+ * control character or past the size is refused, naming the row. */
+static void test_list(const char *ini) {
+    char err[600], list[64], tail[16] = "", *pos[2];
+    int npos = 0, w = 0, given = 0;
+    const cfg_opt_t lo[] = {
+        {"opt", CFG_TYPE_LIST, list, 1, 0, "setoption (repeatable)", "", NULL, sizeof list, &given},
+        {"tail", CFG_TYPE_STRING, tail, 1, 0, "a plain row after it", "", NULL, sizeof tail},
+    };
+    cfg_defaults(lo, 2);
+    CHECK(list[0] == 0 && !given && cfg_list_item(list, 0, &w) == NULL);
+    FILE *f = fopen(ini, "w");
+    fprintf(f, "opt = Hash=16\nopt = Threads=2\n");
+    fclose(f);
+    char path[400];
+    snprintf(path, sizeof path, "%s", ini);
+    char *a[] = {"prog", "--opt", "USI_Ponder=false", "--config", path, "--opt=Name=x y"};
+    CHECKF(cfg_parse(lo, 2, 6, a, 1, pos, 2, &npos, "usage", stdout, err, sizeof err) == CFG_OK, "%s", err);
+    CHECKF(!strcmp(list, "Hash=16\nThreads=2\nUSI_Ponder=false\nName=x y") && given, "list '%s'", list);
+    const char *p = cfg_list_item(list, 3, &w);
+    CHECK(p && w == 8 && !strncmp(p, "Name=x y", 8) && !cfg_list_item(list, 4, &w));
+    char v[128];
+    cfg_value_string(&lo[0], v, sizeof v);
+    CHECKF(!strcmp(v, "Hash=16, Threads=2, USI_Ponder=false, Name=x y"), "value string '%s'", v);
+    char *dump = cfg_dump_string(lo, 2);
+    CHECKF(dump && !strcmp(dump, "opt = Hash=16\nopt = Threads=2\nopt = USI_Ponder=false\nopt = Name=x y\ntail = \n"),
+           "dump '%s'", dump ? dump : "-");
+    compat_write_file_durable(ini, dump, strlen(dump), err, sizeof err);
+    free(dump);
+    cfg_defaults(lo, 2);
+    CHECK(list[0] == 0);
+    CHECKF(cfg_load_file(lo, 2, ini, err, sizeof err) == CFG_OK && !strcmp(list, "Hash=16\nThreads=2\nUSI_Ponder=false\nName=x y"),
+           "reloaded '%s' (%s)", list, err);
+    CHECK(cfg_set(lo, 2, "opt", "", err, sizeof err) == CFG_OK && list[0] == 0);
+    CHECK(cfg_set(lo, 2, "opt", "a=1", err, sizeof err) == CFG_OK && !strcmp(list, "a=1"));
+    CHECKF(cfg_set(lo, 2, "opt", "b\n=2", err, sizeof err) == CFG_ERROR && strstr(err, "control character") &&
+               !strcmp(list, "a=1"),
+           "%s", err);
+    char big[80];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = 0;
+    CHECKF(cfg_set(lo, 2, "opt", big, err, sizeof err) == CFG_ERROR && strstr(err, "'opt'") && strstr(err, "63") &&
+               !strcmp(list, "a=1"),
+           "%s", err);
 }
 
 int main(void) {
@@ -291,5 +340,6 @@ int main(void) {
     CHECK(cfg_load_file(opts, NOPTS, ini, err, sizeof err) == CFG_OK);
     CHECK(cycles == 123 && !strcmp(net, "20x256"));
 
+    test_list(ini);
     return t_done("test_config");
 }
