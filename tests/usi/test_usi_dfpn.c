@@ -1,0 +1,108 @@
+/* test_usi_dfpn.c - df-pn in the real koma binary:
+ *   - `go mate` answers a mate in 13 of tests/data/tsume.txt with its
+ *     shortest line (brute-force checked), and `checkmate nomate` where df-pn
+ *     disproves;
+ *   - during `go infinite` (Net none: the MCTS alone would never see it) the
+ *     df-pn thread proves a mate in 9, beyond the 7-ply check at the root:
+ *     `info ... score mate 9 pv ...` comes with a line the brute force
+ *     accepts, and `stop` gets that line's first move as bestmove;
+ *   - DfpnNodes 0 turns it off (no score mate for the same position), and
+ *     DfpnNodes / DfpnHash are announced and accepted;
+ *   - stop during a search whose df-pn runs unbounded: bestmove within a
+ *     second, and quit ends koma (no thread left behind) with status 0.
+ */
+#include "usi_test.h"
+
+#include "mate_bf.h"
+
+static usi_proc_t P;
+static pos_t *pos;
+
+/* The pv of an info line ("... pv a b c"), or NULL. */
+static const char *pv_of(const char *line) {
+    const char *p = strstr(line, " pv ");
+    return p ? p + 4 : NULL;
+}
+
+int main(void) {
+    watchdog(170);
+    pos = malloc(sizeof *pos);
+    CHECKF(proc_start(&P, NULL), "start");
+    proc_send(&P, "usi");
+    CHECKF(proc_expect(&P, "usiok", 10000) != NULL, "usiok");
+    CHECKF(proc_find(&P, 0, P.n_lines, "option name DfpnNodes type spin default 200000 min 0 max 2147483647") &&
+               proc_find(&P, 0, P.n_lines, "option name DfpnHash type spin default 32 min 1 max 65536"),
+           "DfpnNodes and DfpnHash announced");
+    proc_send(&P, "setoption name DfpnHash value 16");
+    proc_send(&P, "isready");
+    CHECKF(proc_expect(&P, "readyok", 20000) != NULL, "readyok");
+    int mark = P.n_lines;
+
+    /* go mate: a mate in 13 at its shortest */
+    const char *m13 = "k8/9/1K7/9/9/9/8B/8B/9 b 2r4g4s4n4l18p 1";
+    proc_send(&P, "position sfen %s", m13);
+    proc_send(&P, "go mate 60000");
+    const char *cm = proc_expect(&P, "checkmate", 62000);
+    int plies = 0;
+    CHECKF(play_moves(pos, m13, "") && cm && strlen(cm) > 10 && bf_verify_line(pos, cm + 10, &plies) && plies == 13,
+           "go mate: '%s' (%d plies), want the mate in 13", cm ? cm : "-", plies);
+    /* go mate: disproven */
+    proc_send(&P, "position sfen 7nk/7p1/8G/9/9/9/9/9/K8 b P 1");
+    proc_send(&P, "go mate 60000");
+    cm = proc_expect(&P, "checkmate", 62000);
+    CHECKF(cm && strcmp(cm, "checkmate nomate") == 0, "uchifuzume only: %s", cm ? cm : "-");
+
+    /* beside the MCTS: a mate in 9 during go infinite */
+    const char *m9 = "ln7/1k1+P5/1pp1S4/p8/9/2P6/9/9/K8 b BGN2rbg2s2n3l13p 1";
+    CHECKF(play_moves(pos, m9, "") && !bf_or(pos, 7), "%s has no mate within 7 plies", m9);
+    proc_send(&P, "position sfen %s", m9);
+    mark = P.n_lines;
+    proc_send(&P, "go infinite");
+    const char *info = NULL;
+    for (long long t0 = now_ms(); !info && now_ms() - t0 < 60000;) {
+        proc_pump(&P, 200);
+        for (int i = mark; i < P.n_lines && !info; i++)
+            if (starts_with(P.lines[i], "info") && strstr(P.lines[i], " score mate 9 ")) info = P.lines[i];
+    }
+    CHECKF(info != NULL, "go infinite: no 'score mate 9' within 60 s");
+    const char *pv = info ? pv_of(info) : NULL;
+    plies = 0;
+    CHECKF(pv && bf_verify_line(pos, pv, &plies) && plies == 9, "score mate 9 with pv '%s' (%d plies)", pv ? pv : "-",
+           plies);
+    char first[16] = "";
+    if (pv) sscanf(pv, "%15s", first);
+    proc_send(&P, "stop");
+    const char *bm = proc_expect(&P, "bestmove", 5000);
+    char want[32];
+    snprintf(want, sizeof want, "bestmove %s", first);
+    CHECKF(bm && strcmp(bm, want) == 0, "%s, want %s", bm ? bm : "-", want);
+
+    /* DfpnNodes 0: off */
+    proc_send(&P, "setoption name DfpnNodes value 0");
+    mark = P.n_lines;
+    proc_send(&P, "go nodes 400");
+    bm = proc_expect(&P, "bestmove", 30000);
+    CHECKF(bm != NULL && !proc_find(&P, mark, P.n_lines, "info string df-pn"), "DfpnNodes 0: no df-pn");
+    for (int i = mark; i < P.n_lines; i++)
+        CHECKF(!strstr(P.lines[i], "score mate"), "DfpnNodes 0: '%s'", P.lines[i]);
+
+    /* stop while df-pn runs unbounded on a big position, then quit */
+    proc_send(&P, "setoption name DfpnNodes value 2147483647");
+    proc_send(&P, "position sfen 4k4/9/9/9/9/9/9/9/4K4 b RB8p2l2n2s2g 1");
+    proc_send(&P, "go infinite");
+    proc_drain(&P, 500);
+    long long t0 = now_ms();
+    proc_send(&P, "stop");
+    bm = proc_expect(&P, "bestmove", 5000);
+    long long dt = now_ms() - t0;
+    CHECKF(bm && dt < 1000, "stop with df-pn running: bestmove after %lld ms", dt);
+    proc_send(&P, "go infinite");
+    proc_drain(&P, 300);
+    t0 = now_ms();
+    proc_send(&P, "quit");
+    CHECKF(proc_wait_exit(&P, 3000) && now_ms() - t0 < 1000 && P.status == 0, "quit with df-pn running: status %d",
+           P.status);
+    proc_end(&P);
+    free(pos);
+    return t_done("test_usi_dfpn");
+}
