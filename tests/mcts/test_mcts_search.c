@@ -15,7 +15,10 @@
  *     undone, the tree invariants hold mid-search and after delivery;
  *   - tree reuse keeps the played subtree; pool exhaustion ends the search;
  *   - policy targets sum to one over legal moves; playout cap
- *     randomization, noise and move temperature; stop flag and deadlines.
+ *     randomization, noise and move temperature; stop flag and deadlines;
+ *   - search quality: with uniform priors and a material evaluator, the one
+ *     move that saves a rook and wins one takes most of a small search
+ *     (first-play urgency below the parent's value makes it focus).
  */
 #include "mcts_test.h"
 
@@ -47,6 +50,91 @@ static int32_t index_of(const mcts_result_t *r, move_t m) {
 static void validate(const mcts_tree_t *t, const char *what) {
     const char *err = mcts_tree_validate(t);
     CHECKF(err == NULL, "%s: tree invariant: %s", what, err ? err : "");
+}
+
+/* ---- search quality ------------------------------------------------------------ */
+
+/* Root key and priors for eval_material: at the root, these labels get these
+ * logits (the rest 0); every other position gets a uniform policy. */
+typedef struct {
+    uint64_t root_key;
+    int32_t n;
+    int32_t labels[8];
+    float logits[8];
+} material_priors_t;
+
+/* Material from the packed planes and hand floats (encode.h: side to move's
+ * view), as WDL logits: value = tanh(material difference / 10). */
+static void eval_material(void *user, mcts_tree_t *t, const mcts_request_t *reqs, int32_t n, float *pol, float *wdl) {
+    (void)t;
+    const material_priors_t *mp = user;
+    static const float VAL[14] = {1, 3, 3, 5, 8, 10, 6, 0, 6, 6, 6, 6, 10, 12};
+    static const float HAND_VAL[7] = {1, 3, 3, 5, 8, 10, 6};
+    static const float HAND_MAX[7] = {18, 4, 4, 4, 2, 2, 4};
+    memset(pol, 0, (size_t)n * ENC_LABEL_NB * sizeof(float));
+    for (int32_t i = 0; i < n; i++) {
+        if (mp && reqs[i].key == mp->root_key)
+            for (int32_t j = 0; j < mp->n; j++) pol[(size_t)i * ENC_LABEL_NB + mp->labels[j]] = mp->logits[j];
+        float diff = 0.0f;
+        for (int side = 0; side < 2; side++) {
+            float sign = side == 0 ? 1.0f : -1.0f;
+            for (int pt = 0; pt < 14; pt++) {
+                int plane = side * ENC_SIDE_PLANES + pt;
+                for (int sq = 0; sq < 81; sq++) {
+                    int bit = plane * 81 + sq;
+                    if (reqs[i].packed[bit >> 3] >> (bit & 7) & 1) diff += sign * VAL[pt];
+                }
+            }
+            for (int k = 0; k < 7; k++) diff += sign * HAND_VAL[k] * reqs[i].hand[side * 7 + k] * HAND_MAX[k];
+        }
+        float a = diff / 10.0f; /* softmax(a, -40, -a): P(W) - P(L) = tanh(a) */
+        wdl[3 * i + 0] = a;
+        wdl[3 * i + 1] = -40.0f;
+        wdl[3 * i + 2] = -a;
+    }
+}
+
+/* Black's rook on 5h and White's on 5e attack each other; a gold in hand
+ * gives Black about a hundred legal moves. Only 5h5e keeps the rook (and it
+ * wins White's). The policy ranks four king moves (which lose the rook) above
+ * it and it above the rest. Below the parent's value, first-play urgency lets
+ * the search leave the decoys, find 5h5e and then spend most visits on it; a
+ * search that tries every unvisited move before it returns to a good one
+ * (urgency above the parent's value) spends half its visits on the list.
+ * One leaf at a time (search_batch 1): what is measured is the choice of
+ * the next leaf, not virtual loss. */
+static void test_one_good_move(void) {
+    set_sfen(&pos, "4k4/9/9/9/4r4/9/9/4R4/4K4 b G 1");
+    move_t good = usi(&pos, "5h5e");
+    material_priors_t mp = {.root_key = pos_key(&pos), .n = 5};
+    const char *decoys[4] = {"5i4i", "5i6i", "5i4h", "5i6h"};
+    for (int j = 0; j < 4; j++) {
+        mp.labels[j] = encode_move_label(&pos, usi(&pos, decoys[j]));
+        mp.logits[j] = 1.5f;
+    }
+    mp.labels[4] = encode_move_label(&pos, good);
+    mp.logits[4] = 1.0f;
+    for (int gumbel = 0; gumbel <= 1; gumbel++) {
+        mcts_params_t p = base_params();
+        p.encode_leaves = true;
+        p.leaf_mate = 0;
+        p.search_batch = 1;
+        if (gumbel) p.root_mode = MCTS_ROOT_GUMBEL;
+        mcts_tree_t *t = mcts_tree_new(&p, NULL);
+        mcts_tree_set_position(t, &pos);
+        mcts_limits_t l = visits(200);
+        mcts_search(t, &l, eval_material, &mp, &res);
+        int32_t k = index_of(&res, good);
+        CHECKF(res.n > 80, "one good move: %d legal moves, want a long list", res.n);
+        CHECKF(res.best == good, "one good move (gumbel %d): played %s, want 5h5e", gumbel, usi_str(res.best));
+        /* Gumbel's sequential halving shares the visits among its candidates by design */
+        CHECKF(gumbel || (k >= 0 && res.visits[k] >= 150), "one good move: 5h5e has %d of 200 visits, want 150",
+               k >= 0 ? res.visits[k] : -1);
+        CHECKF(k >= 0 && res.q[k] > 0.5f, "one good move (gumbel %d): Q of 5h5e %.3f", gumbel,
+               k >= 0 ? res.q[k] : -9.0f);
+        validate(t, "one good move");
+        mcts_tree_free(t);
+    }
 }
 
 /* ---- mates ------------------------------------------------------------------------ */
@@ -689,5 +777,6 @@ int main(void) {
     test_pool();
     test_targets();
     test_stop();
+    test_one_good_move();
     return t_done("test_mcts_search");
 }
