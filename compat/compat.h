@@ -24,7 +24,7 @@
 /* POSIX: pthreads. Windows (MinGW-w64, MSVC, clang-cl): the native API -
  * _beginthreadex, SRWLOCK, CONDITION_VARIABLE - so no pthreads library is
  * needed. The Windows objects are kept here as opaque pointer-sized words
- * (that is what SRWLOCK and CONDITION_VARIABLE are; compat.c checks it), so
+ * (that is what SRWLOCK and CONDITION_VARIABLE are; compat_win32.c checks it), so
  * this header does not pull <windows.h> into every file. Mutexes are not
  * recursive on either side. */
 #ifdef _WIN32
