@@ -1,10 +1,17 @@
-/* driver.c - the cycle driver behind `selfplay`; see driver.h. */
+/* driver.c - the cycle driver behind `selfplay`; see driver.h.
+ *
+ * sp_run_job reads top to bottom: open the run, start the threads, loop
+ * (games -> ledger -> shards -> trainer -> gauntlet -> progress), shut
+ * down. What it keeps is split by concern: the cycles in a ledger
+ * (selfplay/ledger.h: no threads, no I/O), the other ranks in a job
+ * (selfplay/job.h), the lines in the run log (compat/runlog.h); here the
+ * run's handles, the shard being filled, self-play and the progress meter.
+ */
 #include "selfplay/driver.h"
 #include "compat/bits.h"
 
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,9 +31,10 @@
 #include "nn/server.h"
 #include "selfplay/gauntlet.h"
 #include "selfplay/game.h"
+#include "selfplay/job.h"
+#include "selfplay/ledger.h"
 #include "selfplay/ranks.h"
 #include "selfplay/trainrank.h"
-#include "selfplay/wire.h"
 #include "selfplay/worker.h"
 
 #ifndef KOMA_VERSION_STRING
@@ -38,119 +46,75 @@
 #define SP_WRITER_DRAIN_MS 600000 /* a stop waits this long for queued shard writes */
 #define SP_SUBMIT_TIMEOUT_MS 600000
 #define SP_TAKE_MAX 256
-#define SP_RANKS_IN_FLIGHT 8      /* rank 0's sends in flight (nets, orders) */
-#define SP_RANKS_INBOX 256        /* messages received and not yet taken */
-#define SP_RANKS_STOP_MS 60000    /* the other ranks get this long to answer STOP */
+#define SP_MODEL_IDS 16           /* model ids remembered by cycle */
 
-/* A closed cycle whose shards are on their way to the writer. */
+/* The run: its directory, its database and writer thread, what the
+ * database refused. */
 typedef struct {
-    int64_t cycle;
-    int64_t need_shards; /* committed shard jobs needed before it can be trained */
-} closed_t;
+    run_t *run;                /* the run directory, its writer lock held until the end */
+    db_t *db;                  /* read-write (run_db); the writer thread's once it starts */
+    db_t *rdb;                 /* read-only: the driver thread's queries */
+    db_writer_t *writer;
+    int64_t run_id;
+    int64_t id_cycle[SP_MODEL_IDS], id_model[SP_MODEL_IDS]; /* model ids by cycle (generation = cycle + 1) */
+    int32_t n_ids;
+    /* database writes that failed without stopping the run (metrics, a
+     * match): the run still ends with a non-zero exit status */
+    int64_t failures;
+    char failure[DB_ERR_MAX + 64];
+} store_t;
 
-/* A cycle handed to the trainer and not yet reported. */
+/* The shard being filled and the writer's reports of committed ones. */
 typedef struct {
-    int64_t cycle;
-    int64_t steps;       /* expected optimizer steps (train_steps_for) */
-} training_t;
+    shard_format_t fmt;
+    shard_builder_t *builder;  /* the shard being filled (the ledger's cycle `fill`) */
+    int64_t seq;               /* next shard number */
+    atomic_llong submitted, done; /* done: the writer thread's callback */
+    atomic_int failed;
+    compat_mutex_t mu;
+    char err[DB_ERR_MAX];      /* the first failure, under mu */
+} shards_t;
 
-/* What the current cycle has done in this session. */
+/* Self-play on this process. */
 typedef struct {
-    int64_t cycle;
-    int64_t t0_ns;
-    double started;      /* unix seconds */
-    int64_t games, rows, plies, full_rows;
-    int64_t black, white, draws;
-    int64_t reasons[RULES_END_NB];
-    int64_t no_resign, would_resign, false_resign;
-    int64_t mixed;           /* games played by more than one net */
-    int64_t evaluated, batches;
-    int64_t searched;        /* positions searched during this cycle's window (all games) */
-    double busy_s, worker_s; /* device busy seconds, wall x workers */
-    int64_t gens[8], gen_games[8];
-    int32_t n_gens;
-} cycle_acc_t;
+    sp_pool_t *pool;
+    mcts_cache_t *cache;
+    bool running;
+    bool paused;
+} play_t;
+
+/* The counters last read from the server, the pool and the other ranks,
+ * and the progress line's window since its last line. */
+typedef struct {
+    int64_t srv_t_ns, srv_evaluated, srv_batches; /* the server at the last sample */
+    int64_t srv_searches;      /* the worker pool's search counter at the last sample */
+    int64_t srv_remote;        /* the other ranks' searches at the last sample */
+    int64_t prog_t_ns, prog_searches, prog_lookups, prog_hits;
+    double win_evals, win_batches, win_busy, win_worker_s, win_s;
+} meter_t;
 
 typedef struct {
     const sp_config_t *cfg;
-    train_config_t tcfg;
+    train_config_t tcfg;       /* the trainer's flags, logging here (and the job's plan hook) */
     char run_dir[SP_PATH_MAX];
-    runlog_t *log;             /* the events: stderr (st) and the run's log file */
-    status_t *st;              /* stderr: the status line and the event lines */
+    char host[128];            /* this machine, recorded with each local game */
     int64_t t_start_ns;
-
-    run_t *run; /* the run directory, its writer lock held until the end */
-    db_t *db;   /* read-write (run_db); the writer thread's once it starts */
-    db_t *rdb;  /* read-only: the driver thread's queries */
-    db_writer_t *writer;
+    uint64_t seed;             /* the session's self-play seed */
+    status_t *st;              /* stderr: the status line and the event lines */
+    runlog_t *log;             /* the events: st and the run's log file */
+    store_t store;
     nn_server_t *server;
     train_trainer_t *trainer;
-    mcts_cache_t *cache;
-    sp_pool_t *pool;
-    shard_format_t fmt;
-    shard_builder_t *builder;  /* the shard being filled (cycle `fill`) */
-    int64_t seq;               /* next shard number */
-    int64_t run_id;
-
-    /* cycles */
-    int64_t target;            /* model cycle that ends the run */
-    int64_t latest;            /* newest published model */
-    int64_t latest_steps;      /* optimizer steps behind it */
-    int64_t fill;              /* cycle being filled with games */
-    int64_t fill_games;        /* its games: committed before start-up + this session */
-    int64_t fill_positions;    /* their positions */
-    int64_t total_games;       /* games of the run: committed before start-up + this session */
-    closed_t *closed;
-    int32_t n_closed, cap_closed;
-    training_t *training;
-    int32_t n_training, cap_training;
-    bool paused;
-    bool pool_running;
-    cycle_acc_t acc;
-
-    /* shard commits (the writer thread's callback) */
-    atomic_llong shards_submitted, shards_done;
-    atomic_int shard_failed;
-    compat_mutex_t shard_mu;
-    char shard_err[DB_ERR_MAX];  /* under shard_mu */
-
-    /* model ids by cycle (generation = cycle + 1) */
-    int64_t id_cycle[16], id_model[16];
-    int32_t n_ids;
-
-    /* progress window */
-    int64_t prog_t_ns, prog_searches, prog_lookups, prog_hits;
-    int64_t srv_evaluated, srv_batches; /* last server counters */
-    int64_t srv_searches;               /* last worker-pool search counter */
-    int64_t srv_t_ns;
-    double win_evals, win_batches, win_busy, win_worker_s, win_s;
-
-    /* in-loop evaluation: the gauntlet of each new net, on its own thread */
-    uint64_t seed;             /* the session's self-play seed */
-    sp_gauntlet_t *gauntlet;
-    /* database writes that failed without stopping the run (metrics, a match):
-     * the run still ends with a non-zero exit status */
-    int64_t db_failures;
-    char db_failure[DB_ERR_MAX + 64];
-
-    /* other ranks (mpirun -np N selfplay): NULL for one process */
-    dist_t *dist;
-    dist_mail_t *mail;
-    sp_ranks_t *ranks;
-    int64_t srv_remote;        /* the other ranks' searches at the last sample */
-    bool ranks_finished;       /* STOP sent, BYEs drained */
-    bool ranks_abort;          /* ... some rank did not answer in time */
-    char host[128];            /* this machine, recorded with each local game */
+    sp_gauntlet_t *gauntlet;   /* the gauntlet of each new net, on its own thread */
+    play_t play;
+    sp_ledger_t ledger;        /* the cycles */
+    shards_t shards;
+    meter_t meter;
+    sp_job_t *job;             /* the other ranks (mpirun -np N selfplay); NULL for one process */
 } driver_t;
-
-/* ---- log ----------------------------------------------------------------------------
- * Every line goes through the run log (compat/runlog.h): the driver's own,
- * the gauntlet's and the other ranks' (runlog_line), and the trainer's. */
 
 /* The trainer's lines, after "train: ". */
 static void train_log(void *user, const char *line) { runlog_event_prefix(user, "train: ", "%s", line); }
-
-/* ---- helpers ---------------------------------------------------------------------------- */
 
 static double wall_now(void) { return (double)time(NULL); }
 static double secs_since(int64_t t0_ns) { return (double)(compat_now_ns() - t0_ns) * 1e-9; }
@@ -166,165 +130,124 @@ static void fmt_duration(double s, char *buf, size_t n) {
     else snprintf(buf, n, "%lds", t);
 }
 
+/* ---- the run's models ------------------------------------------------------------------- */
+
 static int64_t model_id_of_cycle(driver_t *d, int64_t cycle) {
-    for (int32_t i = 0; i < d->n_ids; i++)
-        if (d->id_cycle[i] == cycle) return d->id_model[i];
+    store_t *s = &d->store;
+    for (int32_t i = 0; i < s->n_ids; i++)
+        if (s->id_cycle[i] == cycle) return s->id_model[i];
     db_model_t m;
-    if (cycle < 0 || db_model_by_cycle(d->rdb, (int32_t)cycle, &m) != DB_OK) return 0;
-    int32_t k = d->n_ids < 16 ? d->n_ids++ : (int32_t)(cycle % 16);
-    d->id_cycle[k] = cycle;
-    d->id_model[k] = m.id;
+    if (cycle < 0 || db_model_by_cycle(s->rdb, (int32_t)cycle, &m) != DB_OK) return 0;
+    int32_t k = s->n_ids < SP_MODEL_IDS ? s->n_ids++ : (int32_t)(cycle % SP_MODEL_IDS);
+    s->id_cycle[k] = cycle;
+    s->id_model[k] = m.id;
     return m.id;
 }
 
 /* The server runs generation = model cycle + 1 (it starts at latest + 1 and
  * the trainer publishes cycle c as the next generation). */
 static int64_t model_id_of_gen(driver_t *d, int64_t gen) {
-    return model_id_of_cycle(d, gen > 0 ? gen - 1 : d->latest);
+    return model_id_of_cycle(d, gen > 0 ? gen - 1 : d->ledger.latest);
 }
 
-static void acc_reset(driver_t *d, int64_t cycle) {
-    memset(&d->acc, 0, sizeof d->acc);
-    d->acc.cycle = cycle;
-    d->acc.t0_ns = compat_now_ns();
-    d->acc.started = wall_now();
-}
+/* ---- the meter ------------------------------------------------------------------------------ */
 
 /* Server counters since the previous call, into the cycle and the progress window. */
 static void sample_server(driver_t *d) {
     if (!d->server) return;
+    meter_t *mt = &d->meter;
     nn_server_stats_t st;
     nn_server_stats(d->server, &st);
     int64_t now = compat_now_ns();
-    double dt = d->srv_t_ns ? (double)(now - d->srv_t_ns) * 1e-9 : 0.0;
-    d->srv_t_ns = now;
-    int64_t de = st.evaluated - d->srv_evaluated, db = st.batches - d->srv_batches;
-    d->srv_evaluated = st.evaluated;
-    d->srv_batches = st.batches;
+    double dt = mt->srv_t_ns ? (double)(now - mt->srv_t_ns) * 1e-9 : 0.0;
+    mt->srv_t_ns = now;
+    int64_t de = st.evaluated - mt->srv_evaluated, db = st.batches - mt->srv_batches;
+    mt->srv_evaluated = st.evaluated;
+    mt->srv_batches = st.batches;
     double busy = st.busy_frac * dt * st.workers, ws = dt * st.workers;
-    d->acc.evaluated += de, d->acc.batches += db, d->acc.busy_s += busy, d->acc.worker_s += ws;
-    if (d->pool) {
+    int64_t searched = 0;
+    if (d->play.pool) {
         sp_pool_stats_t ps = {0};
-        sp_pool_stats(d->pool, &ps);
-        d->acc.searched += ps.searches - d->srv_searches;
-        d->srv_searches = ps.searches;
+        sp_pool_stats(d->play.pool, &ps);
+        searched += ps.searches - mt->srv_searches;
+        mt->srv_searches = ps.searches;
     }
-    if (d->ranks) { /* the cycle's positions per second are the job's */
-        int64_t s = sp_ranks_searches(d->ranks);
-        d->acc.searched += s - d->srv_remote;
-        d->srv_remote = s;
-    }
-    d->win_evals += (double)de, d->win_batches += (double)db, d->win_busy += busy, d->win_worker_s += ws;
-    d->win_s += dt;
+    int64_t remote = sp_job_searches(d->job); /* the cycle's positions per second are the job's */
+    searched += remote - mt->srv_remote;
+    mt->srv_remote = remote;
+    sp_ledger_sample(&d->ledger, de, db, busy, ws, searched);
+    mt->win_evals += (double)de, mt->win_batches += (double)db, mt->win_busy += busy, mt->win_worker_s += ws;
+    mt->win_s += dt;
 }
 
 /* ---- shards -------------------------------------------------------------------------------- */
 
 static void shard_done(void *user, int status, const char *err, const db_shard_t *shard) {
-    driver_t *d = user;
+    shards_t *s = user;
     (void)shard;
     if (status == DB_OK) {
-        atomic_fetch_add(&d->shards_done, 1);
+        atomic_fetch_add(&s->done, 1);
         return;
     }
-    compat_mutex_lock(&d->shard_mu);
-    if (!atomic_load(&d->shard_failed))
-        snprintf(d->shard_err, sizeof d->shard_err, "shard commit failed (%s): %s", db_status_name(status),
-                 err ? err : "");
-    atomic_store(&d->shard_failed, 1);
-    compat_mutex_unlock(&d->shard_mu);
+    compat_mutex_lock(&s->mu);
+    if (!atomic_load(&s->failed))
+        snprintf(s->err, sizeof s->err, "shard commit failed (%s): %s", db_status_name(status), err ? err : "");
+    atomic_store(&s->failed, 1);
+    compat_mutex_unlock(&s->mu);
 }
 
 static int new_builder(driver_t *d, char *err, size_t errlen) {
-    d->builder = shard_builder_new(&d->fmt, err, errlen);
-    return d->builder ? 0 : -1;
+    d->shards.builder = shard_builder_new(&d->shards.fmt, err, errlen);
+    return d->shards.builder ? 0 : -1;
 }
 
 /* Sends the builder's games (if any) to the writer as a shard of cycle `cycle`. */
 static int flush_shard(driver_t *d, int64_t cycle, char *err, size_t errlen) {
-    if (!d->builder || shard_builder_games(d->builder) == 0) return 0;
+    shards_t *s = &d->shards;
+    if (!s->builder || shard_builder_games(s->builder) == 0) return 0;
     char rel[DB_PATH_MAX], full[SP_PATH_MAX + DB_PATH_MAX];
     for (;;) { /* never a path that exists (an orphan moved back by hand, ...) */
-        shard_path_format(rel, sizeof rel, (int32_t)cycle, d->seq);
+        shard_path_format(rel, sizeof rel, (int32_t)cycle, s->seq);
         snprintf(full, sizeof full, "%s/%s", d->run_dir, rel);
         if (!compat_file_exists(full)) break;
-        d->seq++;
+        s->seq++;
     }
-    int32_t games = shard_builder_games(d->builder);
-    int64_t rows = shard_builder_rows(d->builder);
-    int st = shard_submit(d->writer, d->run_dir, rel, (int32_t)cycle, d->builder, shard_done, d, SP_SUBMIT_TIMEOUT_MS);
+    int32_t games = shard_builder_games(s->builder);
+    int64_t rows = shard_builder_rows(s->builder);
+    int st = shard_submit(d->store.writer, d->run_dir, rel, (int32_t)cycle, s->builder, shard_done, s,
+                          SP_SUBMIT_TIMEOUT_MS);
     if (st != DB_OK) {
         snprintf(err, errlen, "%s: cannot queue shard %s (%d games): %s", d->run_dir, rel, games, db_status_name(st));
         return -1;
     }
-    d->builder = NULL;
-    d->seq++;
-    atomic_fetch_add(&d->shards_submitted, 1);
+    s->builder = NULL;
+    s->seq++;
+    atomic_fetch_add(&s->submitted, 1);
     runlog_event(d->log, "shard %s: %d games, %" PRId64 " positions queued", rel, games, rows);
     return new_builder(d, err, errlen);
 }
 
+/* A shard commit failed (the writer's callback): 1 with its message in err. */
+static int shard_failed(driver_t *d, char *err, size_t errlen) {
+    if (!atomic_load(&d->shards.failed)) return 0;
+    compat_mutex_lock(&d->shards.mu);
+    snprintf(err, errlen, "%s", d->shards.err);
+    compat_mutex_unlock(&d->shards.mu);
+    return 1;
+}
+
 /* ---- cycles --------------------------------------------------------------------------------- */
 
-static void push_closed(driver_t *d, int64_t cycle, int64_t need) {
-    if (d->n_closed == d->cap_closed) {
-        int32_t cap = d->cap_closed ? 2 * d->cap_closed : 16;
-        closed_t *q = realloc(d->closed, (size_t)cap * sizeof *q);
-        KOMA_ASSERT(q != NULL);
-        d->closed = q;
-        d->cap_closed = cap;
-    }
-    d->closed[d->n_closed++] = (closed_t){cycle, need};
-}
-
-static void push_training(driver_t *d, int64_t cycle, int64_t steps) {
-    if (d->n_training == d->cap_training) {
-        int32_t cap = d->cap_training ? 2 * d->cap_training : 16;
-        training_t *q = realloc(d->training, (size_t)cap * sizeof *q);
-        KOMA_ASSERT(q != NULL);
-        d->training = q;
-        d->cap_training = cap;
-    }
-    d->training[d->n_training++] = (training_t){cycle, steps};
-}
-
-static void write_metrics(driver_t *d, const cycle_acc_t *a, int64_t games, int64_t positions) {
-    double sp_s = secs_since(a->t0_ns);
-    db_cycle_metrics_t m = {
-        .cycle = (int32_t)a->cycle,
-        .started = a->started,
-        .finished = wall_now(),
-        .games = games,
-        .positions = positions,
-        .selfplay_s = sp_s,
-        .train_s = NAN,
-        /* Searched during the cycle's window, not the rows of the games that finished in
-         * it: with many games in flight, those were mostly played in earlier cycles. */
-        .positions_per_s = sp_s > 0 ? (double)a->searched / sp_s : NAN,
-        .evals_per_s = sp_s > 0 ? (double)a->evaluated / sp_s : NAN,
-        .avg_batch = a->batches > 0 ? (double)a->evaluated / (double)a->batches : NAN,
-        .busy_pct = a->worker_s > 0 ? fmin(100.0, 100.0 * a->busy_s / a->worker_s) : NAN,
-        .avg_plies = a->games > 0 ? (double)a->plies / (double)a->games : NAN,
-        .black_wins = a->black,
-        .white_wins = a->white,
-        .draws = a->draws,
-        .elo = NAN,
-        .elo_lo = NAN,
-        .elo_hi = NAN,
-        /* over the same games as black_wins .. draws: this session's of the cycle */
-        .no_resign_games = a->no_resign,
-        .would_resign = a->would_resign,
-        .false_resign = a->false_resign,
-        .resign_threshold = d->cfg->resign_threshold,
-    };
+/* The summary of the cycle being filled: its cycle_metrics row and two log lines. */
+static void write_metrics(driver_t *d) {
+    const sp_cycle_acc_t *a = &d->ledger.acc;
+    db_cycle_metrics_t m;
+    sp_ledger_metrics(&d->ledger, compat_now_ns(), wall_now(), d->cfg->resign_threshold, &m);
     /* Normally a cycle's row is written before its model exists; should it
      * be rewritten after its evaluation, the Elo stays. */
     sp_gauntlet_rating(d->gauntlet, a->cycle, &m.elo, &m.elo_lo, &m.elo_hi);
-    int64_t g = 0, best = -1;
-    for (int32_t i = 0; i < a->n_gens; i++)
-        if (a->gen_games[i] > best) best = a->gen_games[i], g = a->gens[i];
-    m.model_id = model_id_of_gen(d, g);
-    int st = db_writer_cycle_metrics(d->writer, &m, 10000);
+    m.model_id = model_id_of_gen(d, sp_ledger_main_gen(&d->ledger));
+    int st = db_writer_cycle_metrics(d->store.writer, &m, 10000);
     if (st != DB_OK)
         runlog_event(d->log, "warning: cycle %" PRId64 " metrics not queued: %s", a->cycle, db_status_name(st));
     char rs[256] = "";
@@ -339,8 +262,8 @@ static void write_metrics(driver_t *d, const cycle_acc_t *a, int64_t games, int6
         " white %" PRId64 " draw %" PRId64 "; %s), %" PRId64 " positions (%" PRId64 " with a policy target), "
         "%.1f plies/game, %" PRId64 " games played by two nets or more, %.1f s, %.1f positions/s, %.0f evals/s, "
         "batch %.1f, busy %.0f%%",
-        a->cycle, a->games, games, a->black, a->white, a->draws, len ? rs : "-", a->rows, a->full_rows,
-        a->games ? m.avg_plies : 0.0, a->mixed, sp_s, a->games ? m.positions_per_s : 0.0,
+        a->cycle, a->games, m.games, a->black, a->white, a->draws, len ? rs : "-", a->rows, a->full_rows,
+        a->games ? m.avg_plies : 0.0, a->mixed, m.selfplay_s, a->games ? m.positions_per_s : 0.0,
         m.evals_per_s > 0 ? m.evals_per_s : 0.0, a->batches ? m.avg_batch : 0.0, a->worker_s > 0 ? m.busy_pct : 0.0);
     char rate[32] = "n/a";
     if (a->would_resign) snprintf(rate, sizeof rate, "%.3f", (double)a->false_resign / (double)a->would_resign);
@@ -358,7 +281,7 @@ static void test_kill_at(driver_t *d, const char *point, int64_t cycle) {
     if (!spec || strncmp(spec, point, n) != 0 || (spec[n] != 0 && spec[n] != ':')) return;
     if (spec[n] == ':' && strtoll(spec + n + 1, NULL, 10) != cycle) return;
     if (strcmp(point, "cycle-summary") == 0) /* the cycle's shards committed: only its summary is missing */
-        for (int i = 0; i < 6000 && atomic_load(&d->shards_done) < atomic_load(&d->shards_submitted); i++)
+        for (int i = 0; i < 6000 && atomic_load(&d->shards.done) < atomic_load(&d->shards.submitted); i++)
             compat_sleep_ms(10);
     runlog_event(d->log, "KOMA_TEST_KILL_AT=%s: killing this process (cycle %" PRId64 ")", spec, cycle);
     compat_kill_pid(compat_getpid());
@@ -393,13 +316,13 @@ static int metrics_repair_run(db_t *db, void *arg, char *err, size_t errlen) {
 static void repair_metrics(driver_t *d) {
     for (int64_t c = 1;; c++) {
         int64_t g = 0, p = 0;
-        if (db_count(d->rdb, (int32_t)c, &g, &p) != DB_OK) return;
-        if (c > d->latest && g < d->cfg->games_per_cycle) return; /* being filled: its row comes when it closes */
+        if (db_count(d->store.rdb, (int32_t)c, &g, &p) != DB_OK) return;
+        if (c > d->ledger.latest && g < d->cfg->games_per_cycle) return; /* being filled: its row comes at its close */
         db_cycle_metrics_t m;
-        db_status_t st = db_cycle_metrics_get(d->rdb, (int32_t)c, &m);
+        db_status_t st = db_cycle_metrics_get(d->store.rdb, (int32_t)c, &m);
         if (g == 0 || (st == DB_OK && m.games > 0) || (st != DB_OK && st != DB_NOTFOUND)) continue;
         db_job_t job = {.run = metrics_repair_run, .arg = (void *)(intptr_t)c};
-        int qs = db_writer_submit(d->writer, &job, 10000);
+        int qs = db_writer_submit(d->store.writer, &job, 10000);
         if (qs != DB_OK)
             runlog_event(d->log, "warning: cycle %" PRId64 " metrics not queued: %s", c, db_status_name(qs));
         else
@@ -412,96 +335,88 @@ static void repair_metrics(driver_t *d) {
 
 /* The current cycle has its games: flush, hand it on, open the next one. */
 static int close_cycle(driver_t *d, char *err, size_t errlen) {
+    sp_ledger_t *l = &d->ledger;
     sample_server(d);
-    if (flush_shard(d, d->fill, err, errlen) != 0) return -1;
-    push_closed(d, d->fill, atomic_load(&d->shards_submitted));
-    test_kill_at(d, "cycle-summary", d->fill);
-    write_metrics(d, &d->acc, d->fill_games, d->fill_positions);
-    d->fill++;
+    if (flush_shard(d, l->fill, err, errlen) != 0) return -1;
+    test_kill_at(d, "cycle-summary", l->fill);
+    write_metrics(d);
+    sp_ledger_close(l, atomic_load(&d->shards.submitted));
     int64_t g = 0, p = 0;
-    if (d->fill <= d->target && db_count(d->rdb, (int32_t)d->fill, &g, &p) != DB_OK) g = p = 0;
-    d->fill_games = g;
-    d->fill_positions = p;
-    acc_reset(d, d->fill);
+    if (sp_ledger_playing(l) && db_count(d->store.rdb, (int32_t)l->fill, &g, &p) != DB_OK) g = p = 0;
+    sp_ledger_stored(l, g, p);
+    sp_ledger_begin(l, compat_now_ns(), wall_now());
     return 0;
 }
 
 /* A finished game, from this process (rank 0) or from another rank: the same path. */
 static int handle_record(driver_t *d, sp_record_t *r, int32_t rank, const char *host, char *err, size_t errlen) {
-    if (d->fill > d->target || !d->builder) { /* every cycle has its games: the run is finishing */
+    shard_builder_t *b = d->shards.builder;
+    if (!sp_ledger_playing(&d->ledger) || !b) { /* every cycle has its games: the run is finishing */
         sp_record_free(r);
         return 0;
     }
     int64_t gen = sp_record_main_gen(r);
-    int rc = sp_record_add_to_shard(r, d->builder, model_id_of_gen(d, gen), rank, host, err, errlen);
-    if (rc != 0) {
+    if (sp_record_add_to_shard(r, b, model_id_of_gen(d, gen), rank, host, err, errlen) != 0) {
         sp_record_free(r);
         return -1;
     }
-    int64_t r_rows = r->n_rows;
-    cycle_acc_t *a = &d->acc;
-    a->games++;
-    a->rows += r->n_rows;
-    a->full_rows += r->full_rows;
-    a->plies += r->n_moves;
-    if (r->result > 0) a->black++;
-    else if (r->result < 0) a->white++;
-    else a->draws++;
-    if (r->end > 0 && r->end < RULES_END_NB) a->reasons[r->end]++;
-    if (r->no_resign) a->no_resign++;
-    if (r->would_resign != COLOR_NB) a->would_resign++;
-    if (r->false_resign) a->false_resign++;
-    if (r->n_gens > 1) a->mixed++;
-    int32_t k = 0;
-    while (k < a->n_gens && a->gens[k] != gen) k++;
-    if (k == a->n_gens && k < 8) a->gens[a->n_gens++] = gen;
-    if (k < 8) a->gen_games[k]++;
+    bool full = sp_ledger_add(&d->ledger, r, gen);
     sp_record_free(r);
-    d->fill_games++;
-    d->fill_positions += r_rows;
-    d->total_games++;
-    if (d->cfg->shard_games > 0 && shard_builder_games(d->builder) >= d->cfg->shard_games)
-        if (flush_shard(d, d->fill, err, errlen) != 0) return -1;
-    if (d->fill_games >= d->cfg->games_per_cycle) return close_cycle(d, err, errlen);
+    if (d->cfg->shard_games > 0 && shard_builder_games(b) >= d->cfg->shard_games)
+        if (flush_shard(d, d->ledger.fill, err, errlen) != 0) return -1;
+    if (full) return close_cycle(d, err, errlen);
+    return 0;
+}
+
+static void stop_selfplay(driver_t *d, bool keep, char *err, size_t errlen);
+
+/* Another rank's game (sp_job_game_fn). */
+static int handle_remote(void *user, sp_ranks_game_t *g, char *err, size_t errlen) {
+    return handle_record(user, g->rec, g->rank, g->host, err, errlen);
+}
+
+/* Games: this process's and the other ranks', into the ledger and the
+ * shards; once every cycle has its games, self-play stops. Returns 0,
+ * SP_RANKS_LEFT (a rank left: logged) or -1 with err. */
+static int take_games(driver_t *d, char *err, size_t errlen) {
+    sp_record_t *recs[SP_TAKE_MAX];
+    int32_t n = d->play.running ? sp_pool_take(d->play.pool, recs, SP_TAKE_MAX, 50) : 0;
+    for (int32_t i = 0; i < n; i++)
+        if (handle_record(d, recs[i], 0, d->host, err, errlen) != 0) {
+            for (int32_t j = i + 1; j < n; j++) sp_record_free(recs[j]);
+            return -1;
+        }
+    /* the other ranks' games, committed as this process's own */
+    int rc = sp_job_games(d->job, d->play.running ? 0 : 10, handle_remote, d, err, errlen);
+    if (rc == SP_RANKS_LEFT) runlog_event(d->log, "%s", err);
+    if (rc != 0) return rc == SP_RANKS_LEFT ? SP_RANKS_LEFT : -1;
+    if (!sp_ledger_playing(&d->ledger) && d->play.running) stop_selfplay(d, false, NULL, 0);
     return 0;
 }
 
 /* Closed cycles whose shards are all committed go to the trainer, in order. */
 static int submit_training(driver_t *d, char *err, size_t errlen) {
-    int64_t done = atomic_load(&d->shards_done);
-    while (d->n_closed > 0 && d->closed[0].need_shards <= done) {
-        int64_t c = d->closed[0].cycle;
+    int64_t done = atomic_load(&d->shards.done), c;
+    while (sp_ledger_trainable(&d->ledger, done, &c)) {
         int64_t g = 0, p = 0;
-        if (db_count(d->rdb, (int32_t)c, &g, &p) != DB_OK) p = 0;
+        if (db_count(d->store.rdb, (int32_t)c, &g, &p) != DB_OK) p = 0;
         if (train_trainer_submit(d->trainer, c) != 0) {
             snprintf(err, errlen, "%s: the trainer refused cycle %" PRId64, d->run_dir, c);
             return -1;
         }
-        push_training(d, c, train_steps_for(&d->tcfg, p));
+        sp_ledger_train(&d->ledger, train_steps_for(&d->tcfg, p));
         runlog_event(d->log, "cycle %" PRId64 ": %" PRId64 " games, %" PRId64 " positions committed; training", c, g,
                      p);
-        memmove(d->closed, d->closed + 1, (size_t)(--d->n_closed) * sizeof *d->closed);
     }
     return 0;
 }
 
-/* Model `cycle`, as registered, to every other rank. */
-static int send_net(driver_t *d, int64_t cycle, char *err, size_t errlen) {
-    db_model_t m;
-    if (db_model_by_cycle(d->rdb, (int32_t)cycle, &m) != DB_OK) {
-        snprintf(err, errlen, "model cycle %" PRId64 " for the other ranks: %s", cycle, db_errmsg(d->rdb));
-        return -1;
-    }
-    char path[SP_PATH_MAX + DB_PATH_MAX];
-    snprintf(path, sizeof path, "%s/%s", d->run_dir, m.path);
-    return sp_ranks_send_net(d->ranks, cycle, d->seed, path, m.xxh3, err, errlen);
-}
-
-/* Reports of finished training cycles, in order. Returns 0, -1 (error) or
+/* Reports of finished training cycles, in order: each new net goes to the
+ * other ranks and the gauntlet's queue. Returns 0, -1 (error) or
  * TRAIN_STOPPED. */
 static int poll_training(driver_t *d, int64_t timeout_ms, char *err, size_t errlen) {
-    while (d->n_training > 0) {
-        int64_t c = d->training[0].cycle;
+    int64_t c;
+    while (sp_ledger_training(&d->ledger, &c, NULL)) {
         train_cycle_report_t rep;
         char e[1024] = "";
         int st = train_trainer_wait(d->trainer, c, timeout_ms, &rep, e, sizeof e);
@@ -511,8 +426,7 @@ static int poll_training(driver_t *d, int64_t timeout_ms, char *err, size_t errl
             snprintf(err, errlen, "training cycle %" PRId64 " failed: %s", c, e);
             return -1;
         }
-        d->latest = c;
-        d->latest_steps = rep.step;
+        sp_ledger_published(&d->ledger, rep.step);
         int64_t gen = d->server ? nn_server_generation(d->server) : 0;
         if (gen != c + 1)
             runlog_event(d->log,
@@ -522,34 +436,68 @@ static int poll_training(driver_t *d, int64_t timeout_ms, char *err, size_t errl
         runlog_event(d->log,
                      "model %" PRId64 "/%" PRId64 " published: %s, %" PRId64 " steps (%" PRId64 " in all), loss %.4f "
                      "(policy %.4f value %.4f legal %.5f), window %" PRId64 " positions, %.1f s",
-                     c, d->target, rep.model_path, rep.steps, rep.step, rep.loss, rep.policy_loss, rep.value_loss,
-                     rep.legal_loss, rep.window_positions, rep.seconds);
-        memmove(d->training, d->training + 1, (size_t)(--d->n_training) * sizeof *d->training);
-        if (d->ranks && c < d->target && send_net(d, c, err, errlen) != 0) return -1;
+                     c, d->ledger.target, rep.model_path, rep.steps, rep.step, rep.loss, rep.policy_loss,
+                     rep.value_loss, rep.legal_loss, rep.window_positions, rep.seconds);
+        if (c < d->ledger.target && sp_job_send_net(d->job, d->store.rdb, c, d->seed, err, errlen) != 0) return -1;
         sp_gauntlet_enqueue(d->gauntlet, c);
         if (timeout_ms > 0) timeout_ms = 0;
     }
     return 0;
 }
 
-static void update_pause_local(driver_t *d) {
-    if (!d->pool_running) return;
-    int64_t ahead = d->cfg->sync_train ? 0 : d->cfg->max_ahead;
-    bool want = d->fill - 1 - d->latest > ahead;
-    if (want != d->paused) {
-        d->paused = want;
-        sp_pool_pause(d->pool, want);
-        if (want)
-            runlog_event(d->log, "self-play paused: cycle %" PRId64 " waits for model %" PRId64 " (newest %" PRId64 ")",
-                         d->fill, d->fill - 1 - ahead, d->latest);
+/* Self-play pauses rather than run more than --max-ahead cycles ahead of
+ * the newest net; the other ranks pause with this one, and for good once
+ * every cycle has its games. 0, or -1 with err. */
+static int pace(driver_t *d, char *err, size_t errlen) {
+    play_t *p = &d->play;
+    const sp_ledger_t *l = &d->ledger;
+    if (p->running) {
+        int64_t ahead = d->cfg->sync_train ? 0 : d->cfg->max_ahead;
+        bool want = sp_ledger_too_far_ahead(l, ahead);
+        if (want != p->paused) {
+            p->paused = want;
+            sp_pool_pause(p->pool, want);
+            if (want)
+                runlog_event(d->log, "self-play paused: cycle %" PRId64 " waits for model %" PRId64 " (newest %" PRId64
+                             ")", l->fill, l->fill - 1 - ahead, l->latest);
+            else
+                runlog_event(d->log, "self-play resumed with model %" PRId64, l->latest);
+        }
+    }
+    return sp_job_pause(d->job, p->paused || !sp_ledger_playing(l), err, errlen);
+}
+
+/* ---- progress ------------------------------------------------------------------------------ */
+
+/* What the trainer does, for the progress line. */
+static void training_text(driver_t *d, char *buf, size_t n) {
+    const sp_ledger_t *l = &d->ledger;
+    int64_t c, total, s = 0;
+    if (sp_ledger_training(l, &c, &total)) {
+        train_progress_t tp;
+        train_trainer_progress(d->trainer, &tp);
+        if (tp.cycle == c) s = tp.step, total = tp.steps;
+        if (s > 0)
+            snprintf(buf, n, "training cycle %" PRId64 ": step %" PRId64 "/%" PRId64 " (%.0f samples/s)", c, s, total,
+                     tp.samples_per_s);
         else
-            runlog_event(d->log, "self-play resumed with model %" PRId64, d->latest);
+            snprintf(buf, n, "training cycle %" PRId64 ": ~%" PRId64 " steps", c, total);
+        if (l->n_training > 1) snprintf(buf + strlen(buf), n - strlen(buf), " (+%d queued)", l->n_training - 1);
+    } else if (l->n_closed > 0) {
+        snprintf(buf, n, "waiting for cycle %" PRId64 "'s shards", l->closed[0].cycle);
+    } else {
+        snprintf(buf, n, "idle");
     }
 }
 
+/* The status line (at most once per --progress period; forced at the end),
+ * and the log file's copy of it once a minute; between lines the cycle's
+ * figures are still sampled every second. */
 static void progress(driver_t *d, bool force) {
+    meter_t *mt = &d->meter;
+    const sp_ledger_t *l = &d->ledger;
     int64_t now = compat_now_ns();
-    double dt = (double)(now - d->prog_t_ns) * 1e-9;
+    double dt = (double)(now - mt->prog_t_ns) * 1e-9;
     bool log_due = runlog_file_due(d->log, 60.0); /* the log: once a minute */
     if (!force && !log_due && (d->cfg->progress_s == 0 || !status_due(d->st))) {
         if (dt >= 1.0 && (d->cfg->progress_s == 0 || status_period(d->st) > 1.0)) {
@@ -559,66 +507,38 @@ static void progress(driver_t *d, bool force) {
     }
     sample_server(d);
     sp_pool_stats_t ps = {0};
-    if (d->pool) sp_pool_stats(d->pool, &ps);
+    if (d->play.pool) sp_pool_stats(d->play.pool, &ps);
     mcts_cache_stats_t cs = {0};
-    if (d->cache) mcts_cache_stats(d->cache, &cs);
-    double pos_s = dt > 0 ? (double)(ps.searches - d->prog_searches) / dt : 0;
-    double evals = d->win_s > 0 ? d->win_evals / d->win_s : 0;
-    double batch = d->win_batches > 0 ? d->win_evals / d->win_batches : 0;
-    double busy = d->win_worker_s > 0 ? 100.0 * d->win_busy / d->win_worker_s : 0;
+    if (d->play.cache) mcts_cache_stats(d->play.cache, &cs);
+    double pos_s = dt > 0 ? (double)(ps.searches - mt->prog_searches) / dt : 0;
+    double evals = mt->win_s > 0 ? mt->win_evals / mt->win_s : 0;
+    double batch = mt->win_batches > 0 ? mt->win_evals / mt->win_batches : 0;
+    double busy = mt->win_worker_s > 0 ? 100.0 * mt->win_busy / mt->win_worker_s : 0;
     if (busy > 100.0) busy = 100.0; /* a batch straddling two intervals counts in the second */
-    int64_t dl = (int64_t)cs.lookups - d->prog_lookups, dh = (int64_t)cs.hits - d->prog_hits;
+    int64_t dl = (int64_t)cs.lookups - mt->prog_lookups, dh = (int64_t)cs.hits - mt->prog_hits;
     double hit = dl > 0 ? 100.0 * (double)dh / (double)dl : 0;
-    d->prog_t_ns = now;
-    d->prog_searches = ps.searches;
-    d->prog_lookups = (int64_t)cs.lookups;
-    d->prog_hits = (int64_t)cs.hits;
-    d->win_evals = d->win_batches = d->win_busy = d->win_worker_s = d->win_s = 0;
+    mt->prog_t_ns = now;
+    mt->prog_searches = ps.searches;
+    mt->prog_lookups = (int64_t)cs.lookups;
+    mt->prog_hits = (int64_t)cs.hits;
+    mt->win_evals = mt->win_batches = mt->win_busy = mt->win_worker_s = mt->win_s = 0;
 
-    char train[160];
-    if (d->n_training > 0) {
-        int64_t c = d->training[0].cycle, s = 0, total = d->training[0].steps;
-        train_progress_t tp;
-        train_trainer_progress(d->trainer, &tp);
-        if (tp.cycle == c) s = tp.step, total = tp.steps;
-        if (s > 0)
-            snprintf(train, sizeof train, "training cycle %" PRId64 ": step %" PRId64 "/%" PRId64 " (%.0f samples/s)", c,
-                     s, total, tp.samples_per_s);
-        else
-            snprintf(train, sizeof train, "training cycle %" PRId64 ": ~%" PRId64 " steps", c, total);
-        if (d->n_training > 1)
-            snprintf(train + strlen(train), sizeof train - strlen(train), " (+%d queued)", d->n_training - 1);
-    } else if (d->n_closed > 0) {
-        snprintf(train, sizeof train, "waiting for cycle %" PRId64 "'s shards", d->closed[0].cycle);
-    } else {
-        snprintf(train, sizeof train, "idle");
-    }
-    char ev[96] = "";
+    char train[160], ev[96] = "", eta[32] = "-", cyc[64], ranks[512];
+    training_text(d, train, sizeof train);
     sp_gauntlet_describe(d->gauntlet, ev, sizeof ev);
-    char eta[32] = "-";
-    if (d->fill <= d->target) {
-        double el = secs_since(d->acc.t0_ns);
-        int64_t left = d->cfg->games_per_cycle - d->fill_games;
-        if (d->acc.games > 0) fmt_duration(el / (double)d->acc.games * (double)left, eta, sizeof eta);
-        else snprintf(eta, sizeof eta, "?");
+    if (sp_ledger_playing(l)) {
+        fmt_duration(sp_ledger_eta_s(l, secs_since(l->acc.t0_ns)), eta, sizeof eta); /* "?" before a game */
+        snprintf(cyc, sizeof cyc, "cycle %" PRId64 "/%" PRId64 "%s", l->fill, l->target,
+                 d->play.paused ? " (paused)" : "");
+    } else {
+        snprintf(cyc, sizeof cyc, "cycle -/%" PRId64 " (self-play done)", l->target);
     }
-    char cyc[64];
-    if (d->fill <= d->target)
-        snprintf(cyc, sizeof cyc, "cycle %" PRId64 "/%" PRId64 "%s", d->fill, d->target, d->paused ? " (paused)" : "");
-    else
-        snprintf(cyc, sizeof cyc, "cycle -/%" PRId64 " (self-play done)", d->target);
-    char ranks[512] = "";
-    if (d->ranks) { /* the job's rate, then each rank's */
-        char per[400];
-        double remote = sp_ranks_describe(d->ranks, per, sizeof per);
-        snprintf(ranks, sizeof ranks, " (r0 %.1f%s%s)", pos_s, per[0] ? ", " : "", per); /* none: --train-ranks N */
-        pos_s += remote;
-    }
+    pos_s = sp_job_describe(d->job, pos_s, ranks, sizeof ranks); /* the job's rate, then each rank's */
     char line[1600];
     snprintf(line, sizeof line,
              "%s | games %" PRId64 "/%" PRId64 " (total %" PRId64 ", playing %d) | ETA %s | %.1f pos/s%s | %.0f evals/s | "
              "batch %.1f | busy %.0f%% | cache %.0f%% | %s%s",
-             cyc, d->fill <= d->target ? d->fill_games : 0, d->cfg->games_per_cycle, d->total_games, ps.active, eta,
+             cyc, sp_ledger_playing(l) ? l->fill_games : 0, d->cfg->games_per_cycle, l->total_games, ps.active, eta,
              pos_s, ranks, evals, batch, busy, hit, train, ev);
     if (d->cfg->progress_s != 0) status_line(d->st, force, "%s", line);
     if (log_due || force) runlog_file_line(d->log, line);
@@ -627,36 +547,37 @@ static void progress(driver_t *d, bool force) {
 /* ---- start-up and shutdown ---------------------------------------------------------------- */
 
 static int open_run(driver_t *d, const char *config_text, char *err, size_t errlen) {
+    store_t *s = &d->store;
     char e[DB_ERR_MAX + 256], path[SP_PATH_MAX + 64];
     uint32_t flags = RUN_WRITE | RUN_CREATE | (d->cfg->verify_shards ? RUN_VERIFY : 0);
-    d->run = run_open(d->run_dir, flags, "selfplay", err, errlen); /* writes nothing in a foreign directory */
-    if (!d->run) return -1;
-    d->db = run_db(d->run);
+    s->run = run_open(d->run_dir, flags, "selfplay", err, errlen); /* writes nothing in a foreign directory */
+    if (!s->run) return -1;
+    s->db = run_db(s->run);
     run_path(d->run_dir, RUN_LOG, path, sizeof path);
     if (runlog_open(d->log, path) != 0)
         runlog_event(d->log, "warning: cannot open %s for appending; logging to stderr only", path);
-    if (run_is_new(d->run)) runlog_event(d->log, "new run in %s", d->run_dir);
-    for (int32_t i = 0; i < run_findings(d->run); i++)
-        runlog_event(d->log, "start-up check: %s", run_finding(d->run, i));
+    if (run_is_new(s->run)) runlog_event(d->log, "new run in %s", d->run_dir);
+    for (int32_t i = 0; i < run_findings(s->run); i++)
+        runlog_event(d->log, "start-up check: %s", run_finding(s->run, i));
     int64_t ns = 0, nm = 0;
-    run_checked(d->run, &ns, &nm);
+    run_checked(s->run, &ns, &nm);
     runlog_event(d->log, "start-up check: %" PRId64 " shards, %" PRId64 " models checked, %d finding(s)", ns, nm,
-                 run_findings(d->run));
-    if (db_run_insert(d->db, KOMA_VERSION_STRING, "selfplay", config_text ? config_text : "", &d->run_id) != DB_OK) {
-        snprintf(err, errlen, "%s", db_errmsg(d->db));
+                 run_findings(s->run));
+    if (db_run_insert(s->db, KOMA_VERSION_STRING, "selfplay", config_text ? config_text : "", &s->run_id) != DB_OK) {
+        snprintf(err, errlen, "%s", db_errmsg(s->db));
         return -1;
     }
-    d->writer = db_writer_start(d->db, SP_WRITER_CAPACITY, e, sizeof e);
-    if (!d->writer) {
+    s->writer = db_writer_start(s->db, SP_WRITER_CAPACITY, e, sizeof e);
+    if (!s->writer) {
         snprintf(err, errlen, "%s: writer thread: %s", d->run_dir, e);
         return -1;
     }
     run_path(d->run_dir, RUN_DB, path, sizeof path);
-    if (db_open(path, DB_OPEN_READONLY, &d->rdb, e, sizeof e) != DB_OK) {
+    if (db_open(path, DB_OPEN_READONLY, &s->rdb, e, sizeof e) != DB_OK) {
         snprintf(err, errlen, "%s", e);
         return -1;
     }
-    d->gauntlet = sp_gauntlet_new(d->cfg, d->run_dir, d->rdb, d->writer, runlog_line, d->log);
+    d->gauntlet = sp_gauntlet_new(d->cfg, d->run_dir, s->rdb, s->writer, runlog_line, d->log);
     if (!d->gauntlet) {
         snprintf(err, errlen, "out of memory");
         return -1;
@@ -664,29 +585,30 @@ static int open_run(driver_t *d, const char *config_text, char *err, size_t errl
     return 0;
 }
 
-/* The newest model (the trainer writes cycle 0 for a new run). */
+/* The newest model (the trainer writes cycle 0 for a new run), the
+ * inference server on it and the trainer thread (none when the run has its
+ * last model). */
 static int open_nets(driver_t *d, char *err, size_t errlen) {
     char e[1536];
     db_model_t m;
-    db_status_t st = db_model_latest(d->rdb, &m);
+    db_status_t st = db_model_latest(d->store.rdb, &m);
     if (st == DB_NOTFOUND) {
-        train_trainer_t *t0 = train_trainer_new(&d->tcfg, d->run_dir, d->writer, NULL, e, sizeof e);
+        train_trainer_t *t0 = train_trainer_new(&d->tcfg, d->run_dir, d->store.writer, NULL, e, sizeof e);
         if (!t0) {
             snprintf(err, errlen, "%s", e);
             return -1;
         }
         train_trainer_free(t0);
-        st = db_model_latest(d->rdb, &m);
+        st = db_model_latest(d->store.rdb, &m);
     }
     if (st != DB_OK) {
-        snprintf(err, errlen, "%s: no model: %s", d->run_dir, db_errmsg(d->rdb));
+        snprintf(err, errlen, "%s: no model: %s", d->run_dir, db_errmsg(d->store.rdb));
         return -1;
     }
-    d->latest = m.cycle;
-    d->latest_steps = m.train_steps;
-    if (d->latest >= d->target) return 0; /* nothing to play */
+    sp_ledger_resume(&d->ledger, m.cycle, m.train_steps);
+    if (m.cycle >= d->ledger.target) return 0; /* nothing to play */
     nn_server_config_t sc = sp_config_server(d->cfg);
-    sc.generation = d->latest + 1;
+    sc.generation = m.cycle + 1;
     char path[SP_PATH_MAX + DB_PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", d->run_dir, m.path);
     d->server = nn_server_new(&sc, path, NULL, e, sizeof e);
@@ -697,18 +619,18 @@ static int open_nets(driver_t *d, char *err, size_t errlen) {
     const nn_net_config_t *nc = nn_server_net_config(d->server);
     nn_server_stats_t ss;
     nn_server_stats(d->server, &ss);
-    d->srv_t_ns = compat_now_ns(); /* the baseline of the cycle figures */
+    d->meter.srv_t_ns = compat_now_ns(); /* the baseline of the cycle figures */
     runlog_event(d->log, "net: %s = %dx%d, generation %" PRId64 ", %s backend, %d device worker(s), max batch %d",
                  m.path, nc->blocks, nc->channels, nn_server_generation(d->server), nn_server_backend_name(d->server),
                  ss.workers, nn_server_max_batch(d->server));
-    d->trainer = train_trainer_new(&d->tcfg, d->run_dir, d->writer, d->server, e, sizeof e);
+    d->trainer = train_trainer_new(&d->tcfg, d->run_dir, d->store.writer, d->server, e, sizeof e);
     if (!d->trainer) {
         snprintf(err, errlen, "%s", e);
         return -1;
     }
-    if (train_trainer_latest_cycle(d->trainer) != d->latest) {
+    if (train_trainer_latest_cycle(d->trainer) != m.cycle) {
         snprintf(err, errlen, "%s: the trainer starts from cycle %" PRId64 ", the database's newest model is %" PRId64,
-                 d->run_dir, train_trainer_latest_cycle(d->trainer), d->latest);
+                 d->run_dir, train_trainer_latest_cycle(d->trainer), (int64_t)m.cycle);
         return -1;
     }
     if (train_trainer_start(d->trainer) != 0) {
@@ -721,33 +643,30 @@ static int open_nets(driver_t *d, char *err, size_t errlen) {
 /* Where the run stands: cycles whose games are all committed go to the
  * trainer, the first incomplete one is filled. */
 static int plan_cycles(driver_t *d, char *err, size_t errlen) {
+    sp_ledger_t *l = &d->ledger;
     db_summary_t s;
-    if (db_summary(d->rdb, &s) != DB_OK) {
-        snprintf(err, errlen, "%s", db_errmsg(d->rdb));
+    if (db_summary(d->store.rdb, &s) != DB_OK) {
+        snprintf(err, errlen, "%s", db_errmsg(d->store.rdb));
         return -1;
     }
-    d->seq = s.shards + 1;
-    d->total_games = s.games;
-    d->fill = d->latest + 1;
+    d->shards.seq = s.shards + 1;
+    l->total_games = s.games; /* committed before start-up */
     for (;;) {
         int64_t g = 0, p = 0;
-        if (db_count(d->rdb, (int32_t)d->fill, &g, &p) != DB_OK) {
-            snprintf(err, errlen, "%s", db_errmsg(d->rdb));
+        if (db_count(d->store.rdb, (int32_t)l->fill, &g, &p) != DB_OK) {
+            snprintf(err, errlen, "%s", db_errmsg(d->store.rdb));
             return -1;
         }
-        d->fill_games = g;
-        d->fill_positions = p;
-        if (d->fill > d->target || g < d->cfg->games_per_cycle) break;
-        runlog_event(d->log, "cycle %" PRId64 ": %" PRId64 " games already committed", d->fill, g);
-        push_closed(d, d->fill, 0);
-        d->fill++;
+        if (!sp_ledger_stored(l, g, p)) break;
+        runlog_event(d->log, "cycle %" PRId64 ": %" PRId64 " games already committed", l->fill, g);
+        sp_ledger_close(l, 0);
     }
-    acc_reset(d, d->fill);
+    sp_ledger_begin(l, compat_now_ns(), wall_now());
     runlog_event(d->log, "run %s: newest model cycle %" PRId64 " of %" PRId64 ", %" PRId64 " games so far; %s",
-                 d->run_dir, d->latest, d->target, s.games,
-                 d->fill <= d->target ? "playing" : "self-play done, training");
-    if (d->fill <= d->target && d->fill_games > 0)
-        runlog_event(d->log, "cycle %" PRId64 " resumes with %" PRId64 " of %" PRId64 " games", d->fill, d->fill_games,
+                 d->run_dir, l->latest, l->target, s.games,
+                 sp_ledger_playing(l) ? "playing" : "self-play done, training");
+    if (sp_ledger_playing(l) && l->fill_games > 0)
+        runlog_event(d->log, "cycle %" PRId64 " resumes with %" PRId64 " of %" PRId64 " games", l->fill, l->fill_games,
                      d->cfg->games_per_cycle);
     return 0;
 }
@@ -756,21 +675,22 @@ static int start_selfplay(driver_t *d, char *err, size_t errlen) {
     if (new_builder(d, err, errlen) != 0) return -1;
     uint64_t seed = d->cfg->seed ? (uint64_t)d->cfg->seed
                                  : (uint64_t)time(NULL) ^ ((uint64_t)compat_getpid() << 32) ^ (uint64_t)compat_now_ns();
-    seed = compat_mix64(seed ^ compat_mix64((uint64_t)d->run_id)); /* a resumed run never replays the same games */
+    seed = compat_mix64(seed ^ compat_mix64((uint64_t)d->store.run_id)); /* a resumed run never replays its games */
     d->seed = seed;
     sp_gauntlet_set_seed(d->gauntlet, seed);
-    if (d->fill > d->target) return 0;
+    if (!sp_ledger_playing(&d->ledger)) return 0;
+    play_t *p = &d->play;
     if (d->cfg->cache_mb > 0) {
-        d->cache = mcts_cache_new(d->cfg->cache_mb << 20);
-        if (!d->cache) {
+        p->cache = mcts_cache_new(d->cfg->cache_mb << 20);
+        if (!p->cache) {
             snprintf(err, errlen, "out of memory for a %lld MiB cache", (long long)d->cfg->cache_mb);
             return -1;
         }
     }
-    d->pool = sp_pool_new(d->cfg, d->server, d->cache, seed, err, errlen);
-    if (!d->pool) return -1;
-    if (sp_pool_start(d->pool, err, errlen) != 0) return -1;
-    d->pool_running = true;
+    p->pool = sp_pool_new(d->cfg, d->server, p->cache, seed, err, errlen);
+    if (!p->pool) return -1;
+    if (sp_pool_start(p->pool, err, errlen) != 0) return -1;
+    p->running = true;
     runlog_event(
         d->log,
         "self-play: %lld threads x %lld games, %s search, %lld visits (full, p=%.2f) / %lld (fast), max ply %lld",
@@ -781,14 +701,15 @@ static int start_selfplay(driver_t *d, char *err, size_t errlen) {
 
 /* Stops self-play; with keep, the games it finished go into a last shard. */
 static void stop_selfplay(driver_t *d, bool keep, char *err, size_t errlen) {
-    if (!d->pool || !d->pool_running) return;
-    sp_pool_stop(d->pool);
-    d->pool_running = false;
+    play_t *p = &d->play;
+    if (!p->pool || !p->running) return;
+    sp_pool_stop(p->pool);
+    p->running = false;
     sp_record_t *recs[SP_TAKE_MAX];
     int32_t n;
-    while ((n = sp_pool_take(d->pool, recs, SP_TAKE_MAX, 0)) > 0)
+    while ((n = sp_pool_take(p->pool, recs, SP_TAKE_MAX, 0)) > 0)
         for (int32_t i = 0; i < n; i++) {
-            if (keep && d->builder && d->fill <= d->target) {
+            if (keep && d->shards.builder && sp_ledger_playing(&d->ledger)) {
                 char e[512];
                 if (handle_record(d, recs[i], 0, d->host, e, sizeof e) != 0 && err && !err[0])
                     snprintf(err, errlen, "%s", e);
@@ -796,103 +717,186 @@ static void stop_selfplay(driver_t *d, bool keep, char *err, size_t errlen) {
                 sp_record_free(recs[i]);
             }
         }
-    if (keep && d->fill <= d->target && d->builder && shard_builder_games(d->builder) > 0) {
+    if (keep && sp_ledger_playing(&d->ledger) && d->shards.builder && shard_builder_games(d->shards.builder) > 0) {
         char e[512];
-        if (flush_shard(d, d->fill, e, sizeof e) != 0 && err && !err[0]) snprintf(err, errlen, "%s", e);
+        if (flush_shard(d, d->ledger.fill, e, sizeof e) != 0 && err && !err[0]) snprintf(err, errlen, "%s", e);
     }
 }
 
+/* The threads (self-play, trainer, writer: its queue drained), then the
+ * run: its database connections, the log file, the writer lock last. */
 static void shutdown_all(driver_t *d) {
-    if (d->pool) sp_pool_stop(d->pool);
+    store_t *s = &d->store;
+    if (d->play.pool) sp_pool_stop(d->play.pool);
     if (d->trainer) train_trainer_stop(d->trainer);
-    if (d->writer) {
-        int st = db_writer_stop(d->writer, SP_WRITER_DRAIN_MS);
+    if (s->writer) {
+        int st = db_writer_stop(s->writer, SP_WRITER_DRAIN_MS);
         if (st != DB_OK)
             runlog_event(d->log, "warning: the writer stopped with items unwritten (%s)", db_status_name(st));
         db_writer_stats_t ws;
-        db_writer_stats(d->writer, &ws);
+        db_writer_stats(s->writer, &ws);
         int64_t failed = ws.jobs_failed + ws.steps_failed + ws.cycles_failed;
         if (failed > 0) {
-            d->db_failures += failed;
-            snprintf(d->db_failure, sizeof d->db_failure, "%.700s", ws.last_error);
+            s->failures += failed;
+            snprintf(s->failure, sizeof s->failure, "%.700s", ws.last_error);
         }
     }
     train_trainer_free(d->trainer);
     d->trainer = NULL;
-    sp_pool_free(d->pool);
-    d->pool = NULL;
+    sp_pool_free(d->play.pool);
+    d->play.pool = NULL;
     nn_server_free(d->server);
     d->server = NULL;
-    db_writer_free(d->writer);
-    d->writer = NULL;
-    shard_builder_free(d->builder);
-    d->builder = NULL;
-    mcts_cache_free(d->cache);
-    d->cache = NULL;
+    db_writer_free(s->writer);
+    s->writer = NULL;
+    shard_builder_free(d->shards.builder);
+    d->shards.builder = NULL;
+    mcts_cache_free(d->play.cache);
+    d->play.cache = NULL;
     char e[DB_ERR_MAX + 64];
     int64_t failed = sp_gauntlet_db_failures(d->gauntlet, e, sizeof e);
-    if (failed > 0) d->db_failures += failed, snprintf(d->db_failure, sizeof d->db_failure, "%s", e);
+    if (failed > 0) s->failures += failed, snprintf(s->failure, sizeof s->failure, "%s", e);
     sp_gauntlet_free(d->gauntlet); /* before its database connection closes */
     d->gauntlet = NULL;
-    db_close(d->rdb);
-    d->rdb = NULL;
-    free(d->closed);
-    free(d->training);
+    db_close(s->rdb);
+    s->rdb = NULL;
+    sp_ledger_free(&d->ledger);
     runlog_close(d->log);
-    run_close(d->run); /* closes d->db and releases the writer lock: the last thing */
-    d->run = NULL;
-    d->db = NULL;
+    run_close(s->run); /* closes s->db and releases the writer lock: the last thing */
+    s->run = NULL;
+    s->db = NULL;
 }
 
-/* ---- other ranks ------------------------------------------------------------------------- */
-
-/* A game that reaches rank 0 while the job ends: kept like a local one. */
-static void ranks_late_game(void *user, sp_ranks_game_t *g) {
-    driver_t *d = user;
-    char e[512];
-    if (handle_record(d, g->rec, g->rank, g->host, e, sizeof e) != 0) runlog_event(d->log, "warning: %s", e);
+static driver_t *driver_new(const sp_config_t *cfg, const train_config_t *tcfg, char *err, size_t errlen) {
+    driver_t *d = calloc(1, sizeof *d);
+    if (d) {
+        d->st = status_new(stderr, cfg->progress_s > 0 ? cfg->progress_s : 0, cfg->quiet != 0);
+        d->log = runlog_new(d->st);
+    }
+    if (!d || !d->log) {
+        snprintf(err, errlen, "out of memory");
+        fprintf(stderr, "error: %s\n", err); /* shown here, as every error of the run (sp_main does not repeat it) */
+        if (d) status_free(d->st);
+        free(d);
+        return NULL;
+    }
+    d->cfg = cfg;
+    d->tcfg = *tcfg;
+    d->tcfg.log = train_log;
+    d->tcfg.log_user = d->log;
+    d->t_start_ns = compat_now_ns();
+    snprintf(d->run_dir, sizeof d->run_dir, "%s", cfg->run);
+    size_t rl = strlen(d->run_dir);
+    while (rl > 1 && d->run_dir[rl - 1] == '/') d->run_dir[--rl] = 0;
+    compat_hostname(d->host, sizeof d->host);
+    sp_ledger_init(&d->ledger, cfg->cycles, cfg->games_per_cycle);
+    d->shards.fmt = (shard_format_t){ENC_FEATURES_VERSION, ENC_PACKED_BYTES, ENC_HAND, ENC_LEGAL_BYTES};
+    atomic_init(&d->shards.submitted, 0);
+    atomic_init(&d->shards.done, 0);
+    atomic_init(&d->shards.failed, 0);
+    compat_mutex_init(&d->shards.mu);
+    d->meter.prog_t_ns = compat_now_ns();
+    return d;
 }
 
-/* Ends the other ranks once (STOP with code, drain until each said BYE);
- * with keep, the games still arriving are committed. A rank that does not
- * answer in time leaves d->ranks_abort set: the job then ends with
- * dist_abort once this rank has closed the run. */
-static void finish_ranks(driver_t *d, int code, bool keep) {
-    if (!d->ranks || d->ranks_finished) return;
-    d->ranks_finished = true;
-    /* The training ranks answer STOP only between cycles: the cycle in
-     * flight stops first (a stop agreed inside the training group). */
-    if (d->tcfg.group && d->trainer) train_trainer_stop(d->trainer);
-    char e[1024];
-    if (sp_ranks_finish(d->ranks, code, SP_RANKS_STOP_MS, keep ? ranks_late_game : NULL, d, e, sizeof e) != 0) {
-        runlog_event(d->log, "warning: ending the other ranks: %s", e);
-        d->ranks_abort = true;
-    }
+static void driver_free(driver_t *d) {
+    runlog_free(d->log);
+    status_free(d->st);
+    compat_mutex_destroy(&d->shards.mu);
+    free(d);
 }
 
-/* The trainer's plan for a cycle to the training ranks 1..K-1 (their group
- * ranks are their ranks in the job: dist_split with key = rank). Called on
- * the trainer's thread. */
-static int send_plan(void *user, const train_plan_t *plan, char *err, size_t errlen) {
-    driver_t *d = user;
-    int64_t len = 0;
-    uint8_t *msg = sp_wire_plan_encode(plan, &len);
-    if (!msg) {
-        snprintf(err, errlen, "cannot encode the plan of cycle %" PRId64 " (%d shards; out of memory, or a path over "
-                 "255 bytes)", plan->cycle, (int)plan->nshards);
-        return -1;
+/* ---- the loop's parts ------------------------------------------------------------------------ */
+
+/* The run already has its last model: an evaluation of it that a stop
+ * interrupted is played first. */
+static int nothing_to_play(driver_t *d) {
+    if (sp_gauntlet_resume(d->gauntlet, d->ledger.latest) > 0) {
+        sp_gauntlet_set_seed(d->gauntlet, compat_mix64((uint64_t)d->store.run_id ^ (uint64_t)compat_now_ns()));
+        while (!compat_stop_requested() && !sp_gauntlet_idle(d->gauntlet)) sp_gauntlet_poll(d->gauntlet, true);
     }
-    int rc = 0;
-    char e[512];
-    for (int32_t r = 1; r < dist_size(d->tcfg.group) && rc == 0; r++) {
-        int st = dist_mail_send(d->mail, r, SP_TAG_PLAN, msg, len, SP_RANKS_STOP_MS, e, sizeof e);
-        if (st != DIST_OK) {
-            snprintf(err, errlen, "to rank %d: %s", (int)r, st == DIST_TIMEOUT ? "earlier messages still in flight "
-                     "after 60 s" : e);
-            rc = -1;
-        }
+    runlog_event(d->log, "run %s already has model cycle %" PRId64 " (--cycles %" PRId64 "): nothing to do",
+                 d->run_dir, d->ledger.latest, d->ledger.target);
+    return compat_stop_requested() ? SP_EXIT_INTERRUPTED : SP_EXIT_DONE;
+}
+
+/* Ctrl-C or SIGTERM, or --cpu-minutes used (*budget: every thread then
+ * stops as on Ctrl-C). */
+static bool stop_due(driver_t *d, bool *budget) {
+    const int64_t cpu_limit_ns = (int64_t)(d->cfg->cpu_minutes * 60e9);
+    if (cpu_limit_ns > 0 && !*budget && compat_cpu_time_ns() >= cpu_limit_ns) {
+        runlog_event(d->log, "CPU budget of %g minutes used: stopping as on Ctrl-C", d->cfg->cpu_minutes);
+        *budget = true;
+        compat_request_stop(); /* every thread stops as on a signal */
     }
-    free(msg);
+    return compat_stop_requested();
+}
+
+/* A worker or a shard commit failed: 1 with err. */
+static int run_failed(driver_t *d, char *err, size_t errlen) {
+    if (d->play.pool && sp_pool_error(d->play.pool, err, errlen)) return 1;
+    return shard_failed(d, err, errlen);
+}
+
+/* Every cycle published and every evaluation played. */
+static int end_done(driver_t *d) {
+    progress(d, true);
+    status_finish(d->st); /* the final status line stays; the summary goes below it */
+    sp_job_finish(d->job, SP_EXIT_DONE, false, d->trainer, NULL, NULL);
+    runlog_event(d->log, "run %s: model cycle %" PRId64 " published, %" PRId64 " games in all, %.1f s", d->run_dir,
+                 d->ledger.latest, d->ledger.total_games, secs_since(d->t_start_ns));
+    return SP_EXIT_DONE;
+}
+
+/* Stopped (Ctrl-C, SIGTERM, --cpu-minutes, a rank that left, the trainer
+ * stopped): the finished games are committed, the games in progress and
+ * the evaluation in flight dropped. */
+static int end_stopped(driver_t *d, bool budget) {
+    status_finish(d->st); /* the status line stays as it was; what follows goes below it */
+    runlog_event(d->log, "stop requested: committing finished games, dropping games in progress");
+    char e[1024] = "";
+    sp_job_finish(d->job, SP_EXIT_INTERRUPTED, true, d->trainer, handle_remote, d);
+    stop_selfplay(d, true, e, sizeof e);
+    if (e[0]) runlog_event(d->log, "warning: %s", e);
+    sp_gauntlet_finish(d->gauntlet);
+    return budget ? SP_EXIT_DONE : SP_EXIT_INTERRUPTED;
+}
+
+/* The shutdown of every end (e: the error when rc is SP_EXIT_ERROR): an
+ * error still commits the finished games; then the other ranks, the
+ * evaluation, the threads and the run, and what the user is told. Returns
+ * the exit status. */
+static int shut_down(driver_t *d, int rc, const char *e, bool budget, char *err, size_t errlen) {
+    status_finish(d->st);
+    if (rc == SP_EXIT_ERROR) {
+        runlog_event(d->log, "error: %s", e); /* the one place the error is shown: sp_main does not repeat it */
+        snprintf(err, errlen, "%s", e);
+        /* keep what is finished: the finished games still go to a shard */
+        bool keep = !atomic_load(&d->shards.failed);
+        sp_job_finish(d->job, SP_EXIT_ERROR, keep, d->trainer, handle_remote, d);
+        char e2[512] = "";
+        if (keep) stop_selfplay(d, true, e2, sizeof e2);
+    }
+    sp_job_finish(d->job, rc, false, d->trainer, NULL, NULL); /* the early ends (nothing to do, Ctrl-C at start-up) */
+    sp_gauntlet_finish(d->gauntlet); /* never leave the match thread running */
+    shutdown_all(d);
+    sp_job_close(d->job);
+    if (d->store.failures > 0 && rc != SP_EXIT_ERROR) {
+        /* Everything committed is kept, but a database that refused writes is not a clean run. */
+        snprintf(err, errlen, "%" PRId64 " database write(s) failed during the run; the last: %s", d->store.failures,
+                 d->store.failure);
+        rc = SP_EXIT_ERROR;
+        status_event(d->st, STATUS_WARN, "error: %s", err); /* the log file is closed by now */
+    }
+    if (budget && rc == SP_EXIT_DONE) {
+        fprintf(stderr, "CPU budget of %g minutes used: everything committed is kept; the same command goes on\n",
+                d->cfg->cpu_minutes);
+    }
+    if (rc == SP_EXIT_INTERRUPTED) {
+        fprintf(stderr, "interrupted: everything committed is kept; run the same command to resume\n");
+    }
+    sp_job_end(d->job, rc); /* a rank that did not answer: the job ends (mpirun reports it) */
+    d->job = NULL;
     return rc;
 }
 
@@ -909,197 +913,60 @@ int sp_run_job(const sp_config_t *cfg, const train_config_t *tcfg, const char *c
         snprintf(err, errlen, "%s", e);
         return SP_EXIT_USAGE;
     }
-    driver_t *d = calloc(1, sizeof *d);
-    if (!d) {
-        snprintf(err, errlen, "out of memory");
-        fprintf(stderr, "error: %s\n", err); /* shown here, as every error of the run (sp_main does not repeat it) */
-        return SP_EXIT_ERROR;
-    }
-    d->st = status_new(stderr, cfg->progress_s > 0 ? cfg->progress_s : 0, cfg->quiet != 0);
-    d->log = runlog_new(d->st);
-    if (!d->log) {
-        snprintf(err, errlen, "out of memory");
-        fprintf(stderr, "error: %s\n", err);
-        status_free(d->st);
-        free(d);
-        return SP_EXIT_ERROR;
-    }
-    d->cfg = cfg;
-    d->tcfg = *tcfg;
-    d->tcfg.log = train_log;
-    d->tcfg.log_user = d->log;
-    d->target = cfg->cycles;
-    d->t_start_ns = compat_now_ns();
-    d->fmt = (shard_format_t){ENC_FEATURES_VERSION, ENC_PACKED_BYTES, ENC_HAND, ENC_LEGAL_BYTES};
-    snprintf(d->run_dir, sizeof d->run_dir, "%s", cfg->run);
-    size_t rl = strlen(d->run_dir);
-    while (rl > 1 && d->run_dir[rl - 1] == '/') d->run_dir[--rl] = 0;
-    compat_mutex_init(&d->shard_mu);
-    atomic_init(&d->shards_submitted, 0);
-    atomic_init(&d->shards_done, 0);
-    atomic_init(&d->shard_failed, 0);
-    d->prog_t_ns = compat_now_ns();
-    compat_hostname(d->host, sizeof d->host);
-
+    driver_t *d = driver_new(cfg, tcfg, err, errlen);
+    if (!d) return SP_EXIT_ERROR;
     int rc = SP_EXIT_ERROR;
-    bool budget = false; /* --cpu-minutes ended the run (read after out:) */
-    if (dist && dist_size(dist) > 1) { /* before anything can fail: the other ranks must hear the end */
-        d->dist = dist;
-        d->mail = dist_mail_start(dist, SP_RANKS_IN_FLIGHT, SP_RANKS_INBOX, e, sizeof e);
-        if (!d->mail || !(d->ranks = sp_ranks_new(dist, d->mail, (int32_t)cfg->net_fanout, runlog_line, d->log))) {
-            if (d->mail) snprintf(e, sizeof e, "out of memory");
-            runlog_event(d->log, "error: %s", e);
-            snprintf(err, errlen, "%s", e);
-            dist_abort(dist, SP_EXIT_ERROR); /* the other ranks cannot be told otherwise */
-            goto out_free;
-        }
-        int32_t K = d->tcfg.group ? dist_size(d->tcfg.group) : 1;
-        if (K > 1) {
-            d->tcfg.plan = send_plan;
-            d->tcfg.plan_user = d;
-            sp_ranks_set_train_ranks(d->ranks, K);
-            char others[64];
-            if (K == 2) snprintf(others, sizeof others, "rank 1 does not play and reads");
-            else snprintf(others, sizeof others, "ranks 1-%d do not play and read", (int)K - 1);
-            runlog_event(d->log,
-                         "job: %d ranks, rank 0 on %s owns the run and plays; ranks 0-%d train each net together "
-                         "(--train-ranks %d: %s the run directory %s)",
-                         (int)dist_size(dist), d->host, (int)K - 1, (int)K, others, d->run_dir);
-        } else {
-            runlog_event(d->log, "job: %d ranks, rank 0 on %s owns the run and plays", (int)dist_size(dist), d->host);
-        }
+    bool budget = false; /* --cpu-minutes ended the run */
+    bool done = false;   /* every cycle published */
+
+    /* Open the run: the other ranks first (before anything can fail: they
+     * must hear the end), the run directory and its database, the newest
+     * net (the inference server) and the trainer thread. */
+    if (sp_job_open(dist, cfg, &d->tcfg, d->log, d->host, d->run_dir, &d->job, err, errlen) != 0) {
+        driver_free(d); /* every rank was ended */
+        return SP_EXIT_ERROR;
     }
     if (open_run(d, config_text, e, sizeof e) != 0 || open_nets(d, e, sizeof e) != 0) goto out;
     repair_metrics(d);
-    if (d->latest >= d->target) {
-        if (sp_gauntlet_resume(d->gauntlet, d->latest) > 0) { /* the last cycle's, interrupted: finish it first */
-            sp_gauntlet_set_seed(d->gauntlet, compat_mix64((uint64_t)d->run_id ^ (uint64_t)compat_now_ns()));
-            while (!compat_stop_requested() && !sp_gauntlet_idle(d->gauntlet)) sp_gauntlet_poll(d->gauntlet, true);
-        }
-        runlog_event(d->log, "run %s already has model cycle %" PRId64 " (--cycles %" PRId64 "): nothing to do",
-                     d->run_dir, d->latest, d->target);
-        rc = compat_stop_requested() ? SP_EXIT_INTERRUPTED : SP_EXIT_DONE;
+    if (d->ledger.latest >= d->ledger.target) {
+        rc = nothing_to_play(d);
         goto out;
     }
-    if (plan_cycles(d, e, sizeof e) != 0 || start_selfplay(d, e, sizeof e) != 0) goto out;
-    if (d->ranks && d->fill <= d->target && send_net(d, d->latest, e, sizeof e) != 0) goto out;
-    sp_gauntlet_resume(d->gauntlet, d->latest);
 
-    sp_record_t *recs[SP_TAKE_MAX];
-    static sp_ranks_game_t rgames[SP_TAKE_MAX]; /* one driver per process */
-    bool interrupted = false;
-    const int64_t cpu_limit_ns = (int64_t)(cfg->cpu_minutes * 60e9);
+    /* Start the threads: self-play from where the run stands, the newest
+     * net to the other ranks, the evaluations earlier sessions owe. */
+    if (plan_cycles(d, e, sizeof e) != 0 || start_selfplay(d, e, sizeof e) != 0) goto out;
+    if (sp_ledger_playing(&d->ledger) &&
+        sp_job_send_net(d->job, d->store.rdb, d->ledger.latest, d->seed, e, sizeof e) != 0)
+        goto out;
+    sp_gauntlet_resume(d->gauntlet, d->ledger.latest);
+
+    /* The loop: games -> ledger -> shards -> trainer -> gauntlet -> progress. */
     for (;;) {
-        if (cpu_limit_ns > 0 && !budget && compat_cpu_time_ns() >= cpu_limit_ns) {
-            runlog_event(d->log, "CPU budget of %g minutes used: stopping as on Ctrl-C", cfg->cpu_minutes);
-            budget = true;
-            compat_request_stop(); /* every thread stops as on a signal */
-        }
-        if (compat_stop_requested()) {
-            interrupted = true;
-            break;
-        }
-        if (d->pool && sp_pool_error(d->pool, e, sizeof e)) goto out;
-        if (atomic_load(&d->shard_failed)) {
-            compat_mutex_lock(&d->shard_mu);
-            snprintf(e, sizeof e, "%s", d->shard_err);
-            compat_mutex_unlock(&d->shard_mu);
-            goto out;
-        }
-        int32_t n = d->pool_running ? sp_pool_take(d->pool, recs, SP_TAKE_MAX, 50) : 0;
-        for (int32_t i = 0; i < n; i++)
-            if (handle_record(d, recs[i], 0, d->host, e, sizeof e) != 0) {
-                for (int32_t j = i + 1; j < n; j++) sp_record_free(recs[j]);
-                goto out;
-            }
-        if (d->ranks) { /* the other ranks' games, committed as this process's own */
-            int32_t m = sp_ranks_take(d->ranks, rgames, SP_TAKE_MAX, d->pool_running ? 0 : 10, e, sizeof e);
-            if (m == SP_RANKS_LEFT) {
-                runlog_event(d->log, "%s", e);
-                interrupted = true;
-                break;
-            }
-            if (m < 0) goto out;
-            for (int32_t i = 0; i < m; i++)
-                if (handle_record(d, rgames[i].rec, rgames[i].rank, rgames[i].host, e, sizeof e) != 0) {
-                    for (int32_t j = i + 1; j < m; j++) sp_record_free(rgames[j].rec);
-                    goto out;
-                }
-        }
-        if (d->fill > d->target && d->pool_running) stop_selfplay(d, false, NULL, 0);
-        if (submit_training(d, e, sizeof e) != 0) goto out;
-        int st = poll_training(d, d->pool_running ? 0 : 50, e, sizeof e);
-        if (st == TRAIN_STOPPED) {
-            interrupted = true;
-            break;
-        }
+        if (stop_due(d, &budget)) break;
+        if (run_failed(d, e, sizeof e)) goto out;
+        int got = take_games(d, e, sizeof e); /* games -> ledger -> shards (a full cycle closes) */
+        if (got == SP_RANKS_LEFT) break;
+        if (got != 0) goto out;
+        if (submit_training(d, e, sizeof e) != 0) goto out; /* committed cycles -> trainer */
+        int st = poll_training(d, d->play.running ? 0 : 50, e, sizeof e); /* new nets -> ranks, gauntlet queue */
+        if (st == TRAIN_STOPPED) break;
         if (st != 0) goto out;
         sp_gauntlet_poll(d->gauntlet, false);
-        update_pause_local(d);
-        /* The other ranks pause with this one, and for good once every cycle has its games. */
-        if (d->ranks && sp_ranks_pause(d->ranks, d->paused || d->fill > d->target, e, sizeof e) != 0) goto out;
+        if (pace(d, e, sizeof e) != 0) goto out;
         progress(d, false);
-        if (d->fill > d->target && d->n_closed == 0 && d->n_training == 0 && sp_gauntlet_idle(d->gauntlet))
+        if (sp_ledger_done(&d->ledger) && sp_gauntlet_idle(d->gauntlet)) {
+            done = true;
             break;
-        if (!d->pool_running && d->n_training == 0) compat_sleep_ms(20); /* waiting for shards or an evaluation */
+        }
+        if (!d->play.running && d->ledger.n_training == 0) compat_sleep_ms(20); /* waiting: shards, an evaluation */
     }
-    if (interrupted) {
-        status_finish(d->st); /* the status line stays as it was; what follows goes below it */
-        runlog_event(d->log, "stop requested: committing finished games, dropping games in progress");
-        e[0] = 0;
-        finish_ranks(d, SP_EXIT_INTERRUPTED, true);
-        stop_selfplay(d, true, e, sizeof e);
-        if (e[0]) runlog_event(d->log, "warning: %s", e);
-        sp_gauntlet_finish(d->gauntlet);
-        rc = budget ? SP_EXIT_DONE : SP_EXIT_INTERRUPTED;
-    } else {
-        progress(d, true);
-        status_finish(d->st); /* the final status line stays; the summary goes below it */
-        finish_ranks(d, SP_EXIT_DONE, false);
-        runlog_event(d->log, "run %s: model cycle %" PRId64 " published, %" PRId64 " games in all, %.1f s", d->run_dir,
-                     d->latest, d->total_games, secs_since(d->t_start_ns));
-        rc = SP_EXIT_DONE;
-    }
+
+    /* Shut down. */
+    rc = done ? end_done(d) : end_stopped(d, budget);
 out:
-    status_finish(d->st);
-    if (rc == SP_EXIT_ERROR) {
-        runlog_event(d->log, "error: %s", e); /* the one place the error is shown: sp_main does not repeat it */
-        snprintf(err, errlen, "%s", e);
-        /* keep what is finished: the finished games still go to a shard */
-        finish_ranks(d, SP_EXIT_ERROR, !atomic_load(&d->shard_failed));
-        char e2[512] = "";
-        if (!atomic_load(&d->shard_failed)) stop_selfplay(d, true, e2, sizeof e2);
-    }
-    finish_ranks(d, rc, false); /* the early ends (nothing to do, Ctrl-C at start-up) */
-    sp_gauntlet_finish(d->gauntlet); /* never leave the match thread running */
-    shutdown_all(d);
-    if (d->mail && dist_mail_stop(d->mail) > 0) d->ranks_abort = true; /* messages that never left */
-    d->mail = NULL;
-    sp_ranks_free(d->ranks);
-    d->ranks = NULL;
-    if (d->db_failures > 0 && rc != SP_EXIT_ERROR) {
-        /* Everything committed is kept, but a database that refused writes is not a clean run. */
-        snprintf(err, errlen, "%" PRId64 " database write(s) failed during the run; the last: %s", d->db_failures,
-                 d->db_failure);
-        rc = SP_EXIT_ERROR;
-        status_event(d->st, STATUS_WARN, "error: %s", err); /* the log file is closed by now */
-    }
-    if (budget && rc == SP_EXIT_DONE) {
-        fprintf(stderr, "CPU budget of %g minutes used: everything committed is kept; the same command goes on\n",
-                cfg->cpu_minutes);
-    }
-    if (rc == SP_EXIT_INTERRUPTED) {
-        fprintf(stderr, "interrupted: everything committed is kept; run the same command to resume\n");
-    }
-    if (d->ranks_abort) { /* everything committed is on disk: end the ranks that did not answer */
-        fprintf(stderr, "selfplay: other ranks did not stop in time: ending the job (mpirun reports it)\n");
-        dist_abort(d->dist, rc ? rc : SP_EXIT_ERROR);
-    }
-out_free:
-    runlog_free(d->log);
-    status_free(d->st);
-    compat_mutex_destroy(&d->shard_mu);
-    free(d);
+    rc = shut_down(d, rc, e, budget, err, errlen);
+    driver_free(d);
     return rc;
 }
 

@@ -1,16 +1,20 @@
 /* driver.h - the cycle driver behind `selfplay`: one process runs self-play,
  * storage and training of a run until its nets are published.
  *
- * Owns: the run directory and its start-up (koma.db with a runs row holding
- * the effective flags, the start-up check of shard files against the
- * database, the writer thread, the inference server on the newest net, the
- * trainer thread, the worker pool), the cycle bookkeeping (which cycle a
- * finished game belongs to, shards of --shard-games games, handing a cycle
- * to the trainer once its shards are committed, pausing self-play that runs
- * too far ahead of the newest net), resumption, per-cycle metrics, the
- * progress line and the run's log file, and shutdown (Ctrl-C).
- * Does not own: games and search (game.c, worker.c), training and model
- * files (train/), SQLite and shard files (data/).
+ * Owns: the loop (sp_run_job: open the run, start the threads, loop over
+ * games -> ledger -> shards -> trainer -> gauntlet -> progress, shut down);
+ * the run's start-up (koma.db with a runs row holding the effective flags,
+ * the start-up check of shard files against the database, the writer
+ * thread, the inference server on the newest net, the trainer thread, the
+ * worker pool), shards of --shard-games games, handing a cycle to the
+ * trainer once its shards are committed, pausing self-play that runs too far
+ * ahead of the newest net, resumption, the per-cycle metrics rows and
+ * summaries, the progress line, and shutdown (Ctrl-C).
+ * Does not own: the cycle bookkeeping (selfplay/ledger.h), the other ranks
+ * of a job (selfplay/job.h), the log's lines and file (compat/runlog.h),
+ * the evaluation (selfplay/gauntlet.h), games and search (game.c,
+ * worker.c), training and model files (train/), SQLite and shard files
+ * (data/).
  *
  * ---- Cycles ----------------------------------------------------------------
  * Model cycle 0 is the random first net (the trainer creates it for a new
@@ -33,19 +37,17 @@
  * positions, results and mean length again from the stored games.
  *
  * ---- Evaluation ---------------------------------------------------------------
- * With --eval-every K > 0, when model c is published (c >= K, c % K == 0),
- * model c plays its gauntlet (selfplay/gauntlet.h: c-K, cycle 0, ..., and
- * the outside engines; --eval-games games at --eval-visits, CPU backend) on
- * a thread of the driver's own, so self-play never waits. One evaluation at
- * a time; one due while another runs is queued, never skipped. On completion
- * the log gets one "eval: model c vs b: +W =D -L, Elo ..." line per match
- * and "rating: model c: +x [lo, hi]" (the joint fit over every finished
- * match), the status line "rating +x", and cycle_metrics row c that rating.
- * The end of a run waits for every queued evaluation; a stop (Ctrl-C, an
- * error) leaves the queue to the next run and ends the match in flight at
- * its next move (its finished games stay stored, unfinished, and count in no
- * rating). A resumed run queues, oldest first, every due model without a
- * rating and every interrupted evaluation, so every due model gets rated.
+ * With --eval-every K > 0, each published model is handed to the gauntlet
+ * (selfplay/gauntlet.h: whom it plays, on its own thread so that self-play
+ * never waits, the queue, the rating), which the loop polls every turn. On
+ * completion the log gets one "eval: model c vs b: +W =D -L, Elo ..." line
+ * per match and "rating: model c: +x [lo, hi]", the status line "rating
+ * +x", and cycle_metrics row c that rating. The end of a run waits for
+ * every queued evaluation; a stop (Ctrl-C, an error) leaves the queue to
+ * the next run and ends the match in flight at its next move. A resumed run
+ * queues every due model without a rating and every interrupted evaluation,
+ * so every due model gets rated; a run that already has its last model
+ * plays its owed evaluations and ends.
  *
  * ---- Test hook ----------------------------------------------------------------
  * KOMA_TEST_KILL_AT=<point>[:<cycle>] in the environment: the process kills
