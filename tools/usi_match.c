@@ -2,8 +2,9 @@
  *
  *   usi-match --engine1 CMD --engine2 CMD [options]
  *
- * Owns: clocks, the game schedule (openings, colours, concurrency), CSA
- * records, the summary.
+ * Owns: its options (one row each, config/config.h: the command line,
+ * --config FILE and --help read them), clocks, the game schedule
+ * (openings, colours, concurrency), CSA records, the summary.
  * Does not own: the engine processes and their USI exchanges
  * (match/engine.h, shared with the in-loop gauntlet), any rule
  * (match/referee.h judges every move with engine/rules.h), the Elo formulas
@@ -21,7 +22,7 @@
  * "bestmove"; it includes the pipe and scheduling latency. A move is in
  * time when it takes at most the remaining main time plus the byoyomi (or
  * plus the increment: the increment is credited when the move starts, as
- * Shogidokoro and ShogiGUI do) plus --tolerance (default 200 ms). Main time
+ * Shogidokoro and ShogiGUI do) plus --tolerance. Main time
  * is used up first; byoyomi does not accumulate. An engine that does not
  * answer in time loses on time, gets "stop" and one second to answer, and
  * is restarted for its next game if it stays silent.
@@ -76,6 +77,7 @@
 #include "compat/bits.h"
 #include "compat/compat.h"
 #include "compat/status.h"
+#include "config/config.h"
 #include "data/db.h"
 #include "data/run.h"
 #include "engine/movegen.h"
@@ -537,51 +539,89 @@ static void *slot_thread(void *arg) {
 }
 
 /* ---- command line ------------------------------------------------------------------------ */
-static void usage(FILE *out) {
-    fprintf(out,
-            "usage: %s --engine1 CMD --engine2 CMD [options]\n"
-            "  --engine1 CMD, --engine2 CMD  engine commands (words split at spaces; quotes\n"
-            "                                group)\n"
-            "  --option1 NAME=VALUE          setoption for engine1 (repeatable); --option2\n"
-            "                                for engine2\n"
-            "  --name1 S, --name2 S          names for the records (default: the engine's id\n"
-            "                                name)\n"
-            "  --games N                     games (default 2); colours alternate, engine1\n"
-            "                                Black first\n"
-            "  --openings FILE               one start per line: SFEN or startpos, optionally\n"
-            "                                '... moves m1 m2'; each is played twice, colours\n"
-            "                                swapped\n"
-            "  --random-plies K              K random legal non-capturing moves after each\n"
-            "                                opening (or startpos), new for every pair of\n"
-            "                                games (colours swapped), drawn from --seed\n"
-            "  --seed S                      seed of those moves (default 1)\n"
-            "  --byoyomi MS                  byoyomi per move (default 1000 when no other\n"
-            "                                time is given)\n"
-            "  --time MS --inc MS            main time, and Fischer increment per move\n"
-            "  --tolerance MS                grace on every move's time (default 200)\n"
-            "  --max-ply N                   draw after move N, counted from the SFEN's move\n"
-            "                                number (default 320; 0 = none)\n"
-            "  --concurrency K               games at once (default 1; each has its own\n"
-            "                                engine processes)\n"
-            "  --db FILE | --run DIR         record the match in FILE or DIR/koma.db, each\n"
-            "                                game as it ends (an existing FILE must be a\n"
-            "                                Koma database)\n"
-            "  --cycle1 C, --cycle2 C        the engine plays the net of cycle C of that run\n"
-            "                                (for the matches row)\n"
-            "  --csa-dir DIR                 write DIR/game-NNNN.csa (CSA v2.2) for every\n"
-            "                                game (never in a run's models/ or shards/)\n"
-            "  --engine-stderr FILE          engines' stderr appended to FILE ('' discards;\n"
-            "                                default: ours; never a run's own file)\n"
-            "  --init-timeout MS             for usiok / readyok (default 60000)\n"
-            "  --quiet                       no line per game and no running score (for\n"
-            "                                scripts)\n"
-            "  --progress S                  seconds between score lines off a terminal\n"
-            "                                (default 30; on a terminal the score is one line\n"
-            "                                updated in place)\n"
-            "The Elo difference (engine1's) comes with a 95%% interval: pentanomial, over\n"
-            "game pairs (each opening played with both colours), once 2 pairs are complete;\n"
-            "before that trinomial, over games taken one by one.\n",
+/* The options, one row each (config/config.h: --help, --config FILE and the
+ * command line read them); main turns them into a match_cfg_t. */
+typedef struct {
+    char cmd[2][4096], options[2][8192], name[2][CFG_STRING_MAX];
+    int32_t cycle[2], games, random_plies, max_ply, concurrency;
+    uint64_t seed;
+    int64_t byoyomi_ms, time_ms, inc_ms, tolerance_ms, init_timeout_ms, progress_s;
+    char openings[CFG_STRING_MAX], db[CFG_STRING_MAX], run[CFG_STRING_MAX], csa_dir[CFG_STRING_MAX],
+        stderr_path[CFG_STRING_MAX];
+    int quiet;
+    int given_byoyomi, given_progress;
+} match_flags_t;
+
+#define MATCH_STR_(x) #x
+#define MATCH_STR(x) MATCH_STR_(x)
+
+static int match_flags(match_flags_t *f, cfg_opt_t *opts) {
+    const cfg_opt_t all[] = {
+        {"engine1", CFG_TYPE_STRING, f->cmd[0], 1, 0, "engine1's command (words split at spaces; \"double\" or "
+         "'single' quotes group; no shell)", "", NULL, sizeof f->cmd[0]},
+        {"engine2", CFG_TYPE_STRING, f->cmd[1], 1, 0, "engine2's command, as --engine1", "", NULL, sizeof f->cmd[1]},
+        {"option1", CFG_TYPE_LIST, f->options[0], 1, 0, "NAME=VALUE: a setoption for engine1 (given once per option)",
+         "", NULL, sizeof f->options[0]},
+        {"option2", CFG_TYPE_LIST, f->options[1], 1, 0, "a setoption for engine2, as --option1", "", NULL,
+         sizeof f->options[1]},
+        {"name1", CFG_TYPE_STRING, f->name[0], 1, 0, "engine1's name in the records ('' = its id name)", "", NULL,
+         sizeof f->name[0]},
+        {"name2", CFG_TYPE_STRING, f->name[1], 1, 0, "engine2's name in the records ('' = its id name)", "", NULL,
+         sizeof f->name[1]},
+        {"games", CFG_TYPE_I32, &f->games, 1, INT32_MAX, "games; colours alternate, engine1 Black first", "2"},
+        {"openings", CFG_TYPE_PATH, f->openings, 1, 0, "a file of starts, one per line: SFEN or startpos, optionally "
+         "'... moves m1 m2'; each is played twice, colours swapped ('' = startpos)", "", NULL, sizeof f->openings},
+        {"random-plies", CFG_TYPE_I32, &f->random_plies, 0, 64, "K random legal non-capturing moves after each opening "
+         "(or startpos), new for every pair of games (colours swapped), drawn from --seed", "0"},
+        {"seed", CFG_TYPE_U64, &f->seed, 0, 9.2e18, "seed of those moves", "1"},
+        {"byoyomi", CFG_TYPE_INT, &f->byoyomi_ms, 0, 1e12, "byoyomi per move in ms (0 when --time or --inc is given "
+         "and this is not)", "1000", NULL, 0, &f->given_byoyomi},
+        {"time", CFG_TYPE_INT, &f->time_ms, 0, 1e12, "main time in ms", "0"},
+        {"inc", CFG_TYPE_INT, &f->inc_ms, 0, 1e12, "Fischer increment per move in ms", "0"},
+        {"tolerance", CFG_TYPE_INT, &f->tolerance_ms, 0, 1e12, "grace in ms on every move's time", "200"},
+        {"max-ply", CFG_TYPE_I32, &f->max_ply, 0, POS_HIST_MAX - 8, "draw after move N, counted from the SFEN's move "
+         "number (0 = none)", MATCH_STR(RULES_MAX_PLY_DEFAULT)},
+        {"concurrency", CFG_TYPE_I32, &f->concurrency, 1, INT32_MAX, "games at once, at most 256 (each has its own "
+         "engine processes)", "1"},
+        {"db", CFG_TYPE_PATH, f->db, 1, 0, "record the match in this database, each game as it ends (an existing "
+         "file must be a Koma database; '' = none)", "", NULL, sizeof f->db},
+        {"run", CFG_TYPE_PATH, f->run, 1, 0, "record it in this run's koma.db instead ('' = none)", "", NULL,
+         sizeof f->run},
+        {"cycle1", CFG_TYPE_I32, &f->cycle[0], -1, INT32_MAX, "engine1 plays the net of cycle C of that run (for the "
+         "matches row; -1 = none)", "-1"},
+        {"cycle2", CFG_TYPE_I32, &f->cycle[1], -1, INT32_MAX, "engine2's cycle, as --cycle1", "-1"},
+        {"csa-dir", CFG_TYPE_PATH, f->csa_dir, 1, 0, "write DIR/game-NNNN.csa (CSA v2.2) for every game (never in a "
+         "run's models/ or shards/; '' = none)", "", NULL, sizeof f->csa_dir},
+        {"engine-stderr", CFG_TYPE_PATH, f->stderr_path, 1, 0, "engines' stderr appended to FILE ('-' = ours, '' "
+         "discards; never a run's own file)", "-", NULL, sizeof f->stderr_path},
+        {"init-timeout", CFG_TYPE_INT, &f->init_timeout_ms, 1, 1e12, "ms to wait for usiok / readyok", "60000"},
+        {"quiet", CFG_TYPE_BOOL, &f->quiet, 1, 0, "no line per game and no running score (for scripts)", "0"},
+        {"progress", CFG_TYPE_INT, &f->progress_s, 1, 1e9, "seconds between score lines off a terminal (on a "
+         "terminal the score is one line updated in place, every second unless given)", "30", NULL, 0,
+         &f->given_progress},
+    };
+    int n = (int)(sizeof all / sizeof all[0]);
+    memcpy(opts, all, sizeof all);
+    return n;
+}
+enum { MATCH_NFLAGS = 25 };
+
+/* The usage paragraph of --help. */
+static void usage_text(char *buf, size_t n) {
+    snprintf(buf, n,
+             "usage: %s --engine1 CMD --engine2 CMD [options]\n"
+             "Plays a match between two USI engines, judged by Koma's referee, and rates it.\n"
+             "The Elo difference (engine1's) comes with a 95%% interval: pentanomial, over\n"
+             "game pairs (each opening played with both colours), once 2 pairs are complete;\n"
+             "before that trinomial, over games taken one by one.",
+             g_prog);
+}
+
+/* A command-line error: the message, and where --help is. */
+static int usage_error(const char *msg) {
+    fprintf(stderr, "%s: %s\nusage: %s --engine1 CMD --engine2 CMD [options] (--help lists them)\n", g_prog, msg,
             g_prog);
+    return 2;
 }
 
 /* ---- output paths ------------------------------------------------------------------------ */
@@ -661,17 +701,6 @@ static int check_outputs(const match_cfg_t *cfg, char *err, size_t errlen) {
     return run_output_check(path, NULL, "the match database", flag, err, errlen);
 }
 
-static int parse_i64(const char *flag, const char *s, int64_t min, int64_t *out) {
-    char *end;
-    long long v = strtoll(s, &end, 10);
-    if (!*s || *end || v < min) {
-        fprintf(stderr, "%s: %s wants an integer >= %lld, not '%s'\n", g_prog, flag, (long long)min, s);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
 static int load_openings(const char *path, match_t *m, int32_t max_ply) {
     char err[600];
     size_t len = 0;
@@ -728,123 +757,136 @@ static void print_elo(const char *label, const ref_elo_t *e, const char *basis) 
            elo_text(e->elo_lo, 1, b, sizeof b), elo_text(e->elo_hi, 1, c, sizeof c), basis);
 }
 
-int main(int argc, char **argv) {
-    g_prog = koma_program_name(argc > 0 ? argv[0] : NULL, "usi-match");
-    if (koma_version_asked(argc, argv, g_prog)) return 0;
-    match_cfg_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.games = 2;
-    cfg.seed = 1;
-    cfg.byoyomi_ms = -1;
-    cfg.tolerance_ms = 200;
-    cfg.init_timeout_ms = 60000;
-    cfg.max_ply = RULES_MAX_PLY_DEFAULT;
-    cfg.concurrency = 1;
-    cfg.eng[0].cycle = cfg.eng[1].cycle = -1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
+/* The summary of the games played: engine1's W/D/L into wdl; returns the
+ * games played. */
+static int32_t print_summary(const match_t *m, int32_t wdl[3]) {
+    int32_t w = 0, d = 0, l = 0, played = 0, ends[RULES_END_NB] = {0};
+    const match_cfg_t *cfg = m->cfg;
+    int32_t by_colour[2][3] = {{0}}; /* [engine1 black?][win, draw, loss] */
+    for (int32_t i = 0; i < cfg->games; i++) {
+        const game_out_t *o = &m->out[i];
+        if (!o->done) continue;
+        played++;
+        ends[o->end]++;
+        int r = o->score2 == 2 ? 0 : o->score2 == 1 ? 1 : 2;
+        by_colour[o->e1_black ? 1 : 0][r]++;
+        if (r == 0) w++;
+        else if (r == 1) d++;
+        else l++;
+    }
+    printf("\n%s (engine1) vs %s (engine2): %d of %d games played\n",
+           m->names[0][0] ? m->names[0] : cfg->eng[0].cmd, m->names[1][0] ? m->names[1] : cfg->eng[1].cmd, played,
+           cfg->games);
+    ref_elo_t elo, head;
+    ref_elo_trinomial(w, d, l, &elo);
+    int32_t pairs[5], n_pairs = 0;
+    int pent = match_elo(m->out, cfg->games, &head, pairs, &n_pairs);
+    if (played > 0) {
+        printf("engine1: +%d =%d -%d, score %.3f (as Black +%d =%d -%d, as White +%d =%d -%d)\n", w, d, l, elo.score,
+               by_colour[1][0], by_colour[1][1], by_colour[1][2], by_colour[0][0], by_colour[0][1], by_colour[0][2]);
+        /* The headline is what the README promises: pentanomial over pairs;
+         * the per-game (trinomial) figure below it, or alone with its reason. */
+        char basis[160];
+        if (pent) {
+            snprintf(basis, sizeof basis, " (pentanomial, over %d game pairs)", n_pairs);
+            print_elo("", &head, basis);
+            printf("  pairs by engine1's points (0, 0.5, 1, 1.5, 2): %d/%d/%d/%d/%d\n", pairs[0], pairs[1], pairs[2],
+                   pairs[3], pairs[4]);
+            print_elo("  games taken one by one (trinomial): ", &elo, "");
+        } else {
+            snprintf(basis, sizeof basis, " (trinomial, over %d game%s taken one by one:\n  the pentanomial "
+                     "interval over game pairs needs 2 complete pairs, %d here)", played, played == 1 ? "" : "s",
+                     n_pairs);
+            print_elo("", &elo, basis);
         }
-        if (!strcmp(a, "--quiet")) {
-            cfg.quiet = 1;
-            continue;
-        }
-        if (i + 1 >= argc || strncmp(a, "--", 2) != 0) {
-            fprintf(stderr, "%s: unknown or incomplete argument '%s'\n", g_prog, a);
-            usage(stderr);
-            return 2;
-        }
-        const char *v = argv[++i];
-        int64_t x = 0;
-        int k = a[strlen(a) - 1] == '2' ? 1 : 0;
-        if (!strcmp(a, "--engine1") || !strcmp(a, "--engine2")) cfg.eng[k].cmd = v;
-        else if (!strcmp(a, "--option1") || !strcmp(a, "--option2")) {
-            if (cfg.eng[k].n_options == MAX_OPTIONS) {
+        printf("LOS %.1f%%\nends:", 100.0 * elo.los);
+        for (int e = 0; e < RULES_END_NB; e++)
+            if (ends[e]) printf(" %s %d", rules_end_name((rules_end_t)e), ends[e]);
+        printf("\n");
+    }
+    wdl[0] = w, wdl[1] = d, wdl[2] = l;
+    return played;
+}
+
+/* The command line into *cfg (pointing into *f): -1 to play, else the exit
+ * status (0: --help printed; 2: the message printed). */
+static int parse_command(int argc, char **argv, match_flags_t *f, match_cfg_t *cfg) {
+    cfg_opt_t opts[MATCH_NFLAGS];
+    int nopts = match_flags(f, opts);
+    KOMA_ASSERT(nopts == MATCH_NFLAGS);
+    cfg_defaults(opts, nopts);
+    char usage[1024], err[1024];
+    usage_text(usage, sizeof usage);
+    int prc = cfg_parse(opts, nopts, argc, argv, 1, NULL, 0, NULL, usage, stdout, err, sizeof err);
+    if (prc == CFG_HELP) return 0;
+    if (prc != CFG_OK) return usage_error(err);
+    memset(cfg, 0, sizeof *cfg);
+    for (int k = 0; k < 2; k++) {
+        engine_spec_t *e = &cfg->eng[k];
+        e->cmd = f->cmd[k][0] ? f->cmd[k] : NULL;
+        e->name = f->name[k][0] ? f->name[k] : NULL;
+        e->cycle = f->cycle[k];
+        for (char *o = f->options[k]; *o;) { /* the LIST's values, each made a string of its own */
+            if (e->n_options == MAX_OPTIONS) {
                 fprintf(stderr, "%s: more than %d options for engine%d\n", g_prog, MAX_OPTIONS, k + 1);
                 return 2;
             }
-            cfg.eng[k].options[cfg.eng[k].n_options++] = v;
-        } else if (!strcmp(a, "--name1") || !strcmp(a, "--name2")) cfg.eng[k].name = v;
-        else if (!strcmp(a, "--cycle1") || !strcmp(a, "--cycle2")) {
-            if (parse_i64(a, v, 0, &x)) return 2;
-            cfg.eng[k].cycle = (int32_t)x;
-        } else if (!strcmp(a, "--progress")) {
-            if (parse_i64(a, v, 1, &cfg.progress_s)) return 2;
-        } else if (!strcmp(a, "--games")) {
-            if (parse_i64(a, v, 1, &x)) return 2;
-            cfg.games = (int32_t)x;
-        } else if (!strcmp(a, "--openings")) cfg.openings_path = v;
-        else if (!strcmp(a, "--random-plies")) {
-            if (parse_i64(a, v, 0, &x) != 0) return 2;
-            if (x > 64) {
-                fprintf(stderr, "%s: --random-plies at most 64\n", g_prog);
-                return 2;
-            }
-            cfg.random_plies = (int32_t)x;
-        } else if (!strcmp(a, "--seed")) {
-            if (parse_i64(a, v, 0, &x) != 0) return 2;
-            cfg.seed = (uint64_t)x;
-        }
-        else if (!strcmp(a, "--byoyomi")) {
-            if (parse_i64(a, v, 0, &cfg.byoyomi_ms)) return 2;
-        } else if (!strcmp(a, "--time")) {
-            if (parse_i64(a, v, 0, &cfg.time_ms)) return 2;
-        } else if (!strcmp(a, "--inc")) {
-            if (parse_i64(a, v, 0, &cfg.inc_ms)) return 2;
-        } else if (!strcmp(a, "--tolerance")) {
-            if (parse_i64(a, v, 0, &cfg.tolerance_ms)) return 2;
-        } else if (!strcmp(a, "--init-timeout")) {
-            if (parse_i64(a, v, 1, &cfg.init_timeout_ms)) return 2;
-        } else if (!strcmp(a, "--max-ply")) {
-            if (parse_i64(a, v, 0, &x)) return 2;
-            if (x > POS_HIST_MAX - 8) {
-                fprintf(stderr, "%s: --max-ply at most %d\n", g_prog, POS_HIST_MAX - 8);
-                return 2;
-            }
-            cfg.max_ply = (int32_t)x;
-        } else if (!strcmp(a, "--concurrency")) {
-            if (parse_i64(a, v, 1, &x)) return 2;
-            cfg.concurrency = (int32_t)(x > 256 ? 256 : x);
-        } else if (!strcmp(a, "--db")) cfg.db_path = v;
-        else if (!strcmp(a, "--run")) cfg.run_dir = v;
-        else if (!strcmp(a, "--csa-dir")) cfg.csa_dir = v;
-        else if (!strcmp(a, "--engine-stderr")) cfg.stderr_path = v;
-        else {
-            fprintf(stderr, "%s: unknown argument '%s'\n", g_prog, a);
-            usage(stderr);
-            return 2;
+            e->options[e->n_options++] = o;
+            char *nl = strchr(o, '\n');
+            if (!nl) break;
+            *nl = 0;
+            o = nl + 1;
         }
     }
-    if (!cfg.eng[0].cmd || !cfg.eng[1].cmd) {
-        fprintf(stderr, "%s: --engine1 and --engine2 are required\n", g_prog);
-        usage(stderr);
-        return 2;
-    }
-    if (cfg.db_path && cfg.run_dir) {
+    cfg->games = f->games;
+    cfg->openings_path = f->openings[0] ? f->openings : NULL;
+    cfg->random_plies = f->random_plies;
+    cfg->seed = f->seed;
+    cfg->byoyomi_ms = f->given_byoyomi ? f->byoyomi_ms : -1;
+    cfg->time_ms = f->time_ms, cfg->inc_ms = f->inc_ms, cfg->tolerance_ms = f->tolerance_ms;
+    cfg->init_timeout_ms = f->init_timeout_ms;
+    cfg->max_ply = f->max_ply;
+    cfg->concurrency = f->concurrency > 256 ? 256 : f->concurrency;
+    cfg->db_path = f->db[0] ? f->db : NULL;
+    cfg->run_dir = f->run[0] ? f->run : NULL;
+    cfg->csa_dir = f->csa_dir[0] ? f->csa_dir : NULL;
+    cfg->stderr_path = strcmp(f->stderr_path, "-") ? f->stderr_path : NULL;
+    cfg->quiet = f->quiet;
+    cfg->progress_s = f->given_progress ? f->progress_s : 0;
+    if (!cfg->eng[0].cmd || !cfg->eng[1].cmd) return usage_error("--engine1 and --engine2 are required");
+    if (cfg->db_path && cfg->run_dir) {
         fprintf(stderr, "%s: give --db or --run, not both\n", g_prog);
         return 2;
     }
-    if (cfg.inc_ms > 0 && cfg.byoyomi_ms > 0) {
+    if (cfg->inc_ms > 0 && cfg->byoyomi_ms > 0) {
         fprintf(stderr, "%s: --byoyomi and --inc do not go together\n", g_prog);
         return 2;
     }
-    if (cfg.byoyomi_ms < 0) cfg.byoyomi_ms = cfg.time_ms > 0 || cfg.inc_ms > 0 ? 0 : 1000;
-    if (cfg.time_ms == 0 && cfg.byoyomi_ms == 0 && cfg.inc_ms == 0) {
+    if (cfg->byoyomi_ms < 0) cfg->byoyomi_ms = cfg->time_ms > 0 || cfg->inc_ms > 0 ? 0 : 1000;
+    if (cfg->time_ms == 0 && cfg->byoyomi_ms == 0 && cfg->inc_ms == 0) {
         fprintf(stderr, "%s: no time at all (give --byoyomi, --time or --inc)\n", g_prog);
         return 2;
     }
-    if ((cfg.eng[0].cycle >= 0 || cfg.eng[1].cycle >= 0) && !cfg.db_path && !cfg.run_dir) {
+    if ((cfg->eng[0].cycle >= 0 || cfg->eng[1].cycle >= 0) && !cfg->db_path && !cfg->run_dir) {
         fprintf(stderr, "%s: --cycle1/--cycle2 need --db or --run\n", g_prog);
         return 2;
     }
+    return -1;
+}
+
+int main(int argc, char **argv) {
+    g_prog = koma_program_name(argc > 0 ? argv[0] : NULL, "usi-match");
+    if (koma_version_asked(argc, argv, g_prog)) return 0;
+    static match_flags_t f; /* the rows' targets (large strings) */
+    match_cfg_t cfg;
+    int prc = parse_command(argc, argv, &f, &cfg);
+    if (prc >= 0) return prc;
+    char err[DB_ERR_MAX + 64];
 
     match_t m;
     memset(&m, 0, sizeof m);
     m.cfg = &cfg;
     compat_mutex_init(&m.mu);
-    char err[DB_ERR_MAX + 64];
     int rc = 1;
     if (cfg.openings_path && load_openings(cfg.openings_path, &m, cfg.max_ply) != 0) return 1;
     char oerr[3 * 1200];
@@ -915,49 +957,8 @@ int main(int argc, char **argv) {
     status_free(m.st); /* the last score stays as a line */
     m.st = NULL;
 
-    /* ---- summary ---- */
-    int32_t w = 0, d = 0, l = 0, played = 0, ends[RULES_END_NB] = {0};
-    int32_t by_colour[2][3] = {{0}}; /* [engine1 black?][win, draw, loss] */
-    for (int32_t i = 0; i < cfg.games; i++) {
-        const game_out_t *o = &m.out[i];
-        if (!o->done) continue;
-        played++;
-        ends[o->end]++;
-        int r = o->score2 == 2 ? 0 : o->score2 == 1 ? 1 : 2;
-        by_colour[o->e1_black ? 1 : 0][r]++;
-        if (r == 0) w++;
-        else if (r == 1) d++;
-        else l++;
-    }
-    printf("\n%s (engine1) vs %s (engine2): %d of %d games played\n", m.names[0][0] ? m.names[0] : cfg.eng[0].cmd,
-           m.names[1][0] ? m.names[1] : cfg.eng[1].cmd, played, cfg.games);
-    ref_elo_t elo, head;
-    ref_elo_trinomial(w, d, l, &elo);
-    int32_t pairs[5], n_pairs = 0;
-    int pent = match_elo(m.out, cfg.games, &head, pairs, &n_pairs);
-    if (played > 0) {
-        printf("engine1: +%d =%d -%d, score %.3f (as Black +%d =%d -%d, as White +%d =%d -%d)\n", w, d, l, elo.score,
-               by_colour[1][0], by_colour[1][1], by_colour[1][2], by_colour[0][0], by_colour[0][1], by_colour[0][2]);
-        /* The headline is what the README promises: pentanomial over pairs;
-         * the per-game (trinomial) figure below it, or alone with its reason. */
-        char basis[160];
-        if (pent) {
-            snprintf(basis, sizeof basis, " (pentanomial, over %d game pairs)", n_pairs);
-            print_elo("", &head, basis);
-            printf("  pairs by engine1's points (0, 0.5, 1, 1.5, 2): %d/%d/%d/%d/%d\n", pairs[0], pairs[1], pairs[2],
-                   pairs[3], pairs[4]);
-            print_elo("  games taken one by one (trinomial): ", &elo, "");
-        } else {
-            snprintf(basis, sizeof basis, " (trinomial, over %d game%s taken one by one:\n  the pentanomial "
-                     "interval over game pairs needs 2 complete pairs, %d here)", played, played == 1 ? "" : "s",
-                     n_pairs);
-            print_elo("", &elo, basis);
-        }
-        printf("LOS %.1f%%\nends:", 100.0 * elo.los);
-        for (int e = 0; e < RULES_END_NB; e++)
-            if (ends[e]) printf(" %s %d", rules_end_name((rules_end_t)e), ends[e]);
-        printf("\n");
-    }
+    int32_t wdl[3];
+    int32_t played = print_summary(&m, wdl), w = wdl[0], d = wdl[1], l = wdl[2];
 
     /* Every game was stored as it ended; a match that played (and stored)
      * all its games gets its totals (from A's side) and Elo, one that did not

@@ -5,7 +5,8 @@
  * moves as the database, the USI commands the engines received (byoyomi
  * and Fischer clocks, isready/usinewgame/gameover), and the Elo printed;
  * usi-match killed midway keeps the games it finished under an unfinished
- * matches row (no Elo), and a match played to its end is rated.
+ * matches row (no Elo), and a match played to its end is rated; its
+ * options: --help lists them, --config FILE, --option1 from both.
  *
  *   test_usi_match USI_MATCH FAKE_USI
  */
@@ -528,6 +529,57 @@ static void test_outputs(void) {
 #endif
 }
 
+/* ---- the options (config/config.h rows) ------------------------------------------------------- */
+/* --help lists every option; a --config file gives flags as the command
+ * line does (the command line wins), and --option1 from the file and from
+ * the command line all reach the engine, the file's first; a bad value is
+ * refused naming its flag, with the usage line. */
+static void test_flags(void) {
+    static const char *const names[] = {
+        "engine1", "engine2", "option1", "option2", "name1", "name2", "games", "openings", "random-plies",
+        "seed", "byoyomi", "time", "inc", "tolerance", "max-ply", "concurrency", "db", "run", "cycle1",
+        "cycle2", "csa-dir", "engine-stderr", "init-timeout", "quiet", "progress", "config"};
+    char *out = NULL, *errt = NULL;
+    const char *h[] = {g_match, "--help", NULL};
+    CHECK(run_capture(h, &out, &errt) == 0);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char flag[64];
+        snprintf(flag, sizeof flag, "\n  --%s ", names[i]);
+        CHECKF(out && strstr(out, flag), "--help lists --%s", names[i]);
+    }
+    free(out), free(errt);
+
+    char e1[1200], e2[1200], log[900], ini[900];
+    snprintf(log, sizeof log, "%s", t_path("flags.log"));
+    snprintf(ini, sizeof ini, "%s", t_path("flags.ini"));
+    snprintf(e1, sizeof e1, "\"%s\" --name alpha --seed 31 --log \"%s\"", g_fake, log);
+    snprintf(e2, sizeof e2, "\"%s\" --name beta --seed 32", g_fake);
+    FILE *f = fopen(ini, "w");
+    KOMA_ASSERT(f);
+    fprintf(f, "engine1 = %s\nengine2 = %s\noption1 = Hash=16\noption1 = FakeOption=file\ngames = 3\n"
+               "byoyomi = 200\nmax-ply = 6\nengine-stderr =\nquiet = true\n", e1, e2);
+    fclose(f);
+    const char *a[] = {g_match, "--config", ini, "--option1", "FakeOption=cli", "--games", "2", NULL};
+    CHECK(run_capture(a, &out, &errt) == 0);
+    CHECKF(out && strstr(out, "engine1: +0 =2 -0"), "2 games (the command line's), drawn at move 6: %s", out);
+    free(out), free(errt);
+    char err[256];
+    size_t len = 0;
+    char *t = compat_read_file(log, &len, err, sizeof err);
+    const char *p1 = t ? strstr(t, "setoption name Hash value 16") : NULL;
+    const char *p2 = t ? strstr(t, "setoption name FakeOption value file") : NULL;
+    const char *p3 = t ? strstr(t, "setoption name FakeOption value cli") : NULL;
+    CHECKF(p1 && p2 && p3 && p1 < p2 && p2 < p3, "engine1's setoptions, the file's then the command line's: %s",
+           t ? t : err);
+    free(t);
+
+    const char *bad[] = {g_match, "--engine1", e1, "--engine2", e2, "--max-ply", "100000", NULL};
+    CHECK(run_capture(bad, &out, &errt) == 2);
+    CHECKF(errt && strstr(errt, "max-ply") && strstr(errt, "100000") && strstr(errt, "usage: "),
+           "a bad value: %s", errt ? errt : "");
+    free(out), free(errt);
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: test_usi_match USI_MATCH FAKE_USI\n");
@@ -541,6 +593,7 @@ int main(int argc, char **argv) {
     test_fischer();
     test_output();
     test_outputs();
+    test_flags();
     int rc = t_done("test_usi_match");
     if (rc == 0) t_rm_rf(t_dir);
     return rc;
