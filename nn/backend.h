@@ -225,6 +225,20 @@ struct nn_backend {
     void (*dense_bwd)(nn_backend_t *be, const float *x, const float *w, const float *dy, int32_t B,
                       int32_t in, int32_t out, float *dx, float *dw, float *db);
 
+    /* ---- global pooling (OPTIONAL, all four or none: NULL = the backend runs
+     * no global-pooling net; nn_net_new says so) ---------------------------- */
+    /* x (B, C, 81) -> y (B, 2C): y[b, c] = the mean of x[b, c, :] over the
+     * 81 squares, y[b, C + c] = their max. */
+    void (*pool_fwd)(nn_backend_t *be, const float *x, int32_t B, int32_t C, float *y);
+    /* pool_fwd's backward, added into dx (B, C, 81): dx[b, c, s] +=
+     * dy[b, c] / 81, and dy[b, C + c] at the first square s whose x[b, c, s]
+     * is the max (x: pool_fwd's input). */
+    void (*pool_bwd)(nn_backend_t *be, const float *x, const float *dy, int32_t B, int32_t C, float *dx);
+    /* y (B, C, 81) = x + bias[b, c] on every square, bias (B, C). y may equal x. */
+    void (*chan_bias_fwd)(nn_backend_t *be, const float *x, const float *bias, int32_t B, int32_t C, float *y);
+    /* chan_bias_fwd's backward for the bias: dbias (B, C) = the sum of dy[b, c, :] over the squares. */
+    void (*chan_bias_bwd)(nn_backend_t *be, const float *dy, int32_t B, int32_t C, float *dbias);
+
     /* ---- losses: write dlogits = scale * dLoss/dlogits, add sums to stats ---- */
     /* Softmax cross-entropy against a sparse target: position b's target is
      * labels/probs[offsets[b] .. offsets[b+1]) (offsets (B+1), offsets[0] = 0;

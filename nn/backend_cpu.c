@@ -556,6 +556,56 @@ static void cpu_dense_bwd(nn_backend_t *be, const float *x, const float *w, cons
         }
 }
 
+/* ---- global pooling ------------------------------------------------------------ */
+// x (B, C, 81) -> y (B, 2C): means, then maxes
+static void cpu_pool_fwd(nn_backend_t *be, const float *x, int32_t B, int32_t C, float *y) {
+    if (cpu_skip(be, "pool_fwd", NULL)) return;
+    for (int32_t b = 0; b < B; b++)
+        for (int32_t c = 0; c < C; c++) {
+            const float *r = x + ((int64_t)b * C + c) * NN_HW;
+            float s = 0.0f, m = r[0];
+            for (int32_t q = 0; q < NN_HW; q++) {
+                s += r[q];
+                if (r[q] > m) m = r[q];
+            }
+            y[(int64_t)b * 2 * C + c] = s * (1.0f / NN_HW);
+            y[(int64_t)b * 2 * C + C + c] = m;
+        }
+}
+
+// dy (B, 2C) -> dx (B, C, 81) +=
+static void cpu_pool_bwd(nn_backend_t *be, const float *x, const float *dy, int32_t B, int32_t C, float *dx) {
+    if (cpu_skip(be, "pool_bwd", NULL)) return;
+    for (int32_t b = 0; b < B; b++)
+        for (int32_t c = 0; c < C; c++) {
+            const float *r = x + ((int64_t)b * C + c) * NN_HW;
+            float *d = dx + ((int64_t)b * C + c) * NN_HW;
+            float gm = dy[(int64_t)b * 2 * C + c] * (1.0f / NN_HW), gx = dy[(int64_t)b * 2 * C + C + c];
+            int32_t am = 0;
+            for (int32_t q = 1; q < NN_HW; q++)
+                if (r[q] > r[am]) am = q;
+            for (int32_t q = 0; q < NN_HW; q++) d[q] += gm;
+            d[am] += gx;
+        }
+}
+
+// x (B, C, 81) + bias (B, C) on every square -> y
+static void cpu_chan_bias_fwd(nn_backend_t *be, const float *x, const float *bias, int32_t B, int32_t C, float *y) {
+    if (cpu_skip(be, "chan_bias_fwd", NULL)) return;
+    for (int64_t i = 0; i < (int64_t)B * C; i++)
+        for (int32_t q = 0; q < NN_HW; q++) y[i * NN_HW + q] = x[i * NN_HW + q] + bias[i];
+}
+
+// dy (B, C, 81) -> dbias (B, C) = sum over squares
+static void cpu_chan_bias_bwd(nn_backend_t *be, const float *dy, int32_t B, int32_t C, float *dbias) {
+    if (cpu_skip(be, "chan_bias_bwd", NULL)) return;
+    for (int64_t i = 0; i < (int64_t)B * C; i++) {
+        float s = 0.0f;
+        for (int32_t q = 0; q < NN_HW; q++) s += dy[i * NN_HW + q];
+        dbias[i] = s;
+    }
+}
+
 /* ---- losses ----------------------------------------------------------------- */
 // logits (N) -> p (N) = softmax (written to dl), returns log-sum-exp
 static double softmax_row(const float *z, int32_t N, float *p) {
@@ -1051,6 +1101,10 @@ nn_backend_t *nn_backend_cpu_new_conv(int32_t threads, nn_cpu_conv_t conv, char 
     be->act_bwd = cpu_act_bwd;
     be->dense_fwd = cpu_dense_fwd;
     be->dense_bwd = cpu_dense_bwd;
+    be->pool_fwd = cpu_pool_fwd;
+    be->pool_bwd = cpu_pool_bwd;
+    be->chan_bias_fwd = cpu_chan_bias_fwd;
+    be->chan_bias_bwd = cpu_chan_bias_bwd;
     be->policy_loss = cpu_policy_loss;
     be->value_target = cpu_value_target;
     be->value_loss = cpu_value_loss;

@@ -43,9 +43,10 @@ void nnet_set_oom(char *err, size_t errlen, const char *what, const nn_backend_t
 }
 
 /* ---- size string ---------------------------------------------------------- */
-int nn_net_size_parse(const char *s, int32_t *blocks, int32_t *channels) {
+/* "BxC" or "BxCgK" -> blocks, channels, gpool (0 without the suffix). */
+static int arch_parse(const char *s, int32_t *blocks, int32_t *channels, int32_t *gpool) {
     if (!s) return -1;
-    int64_t v[2] = {0, 0};
+    int64_t v[3] = {0, 0, 0};
     int part = 0, digits = 0;
     for (const char *p = s;; p++) {
         if (*p >= '0' && *p <= '9') {
@@ -55,21 +56,55 @@ int nn_net_size_parse(const char *s, int32_t *blocks, int32_t *channels) {
         } else if ((*p == 'x' || *p == 'X') && part == 0 && digits) {
             part = 1;
             digits = 0;
-        } else if (*p == '\0' && part == 1 && digits) {
+        } else if ((*p == 'g' || *p == 'G') && part == 1 && digits) {
+            part = 2;
+            digits = 0;
+        } else if (*p == '\0' && part >= 1 && digits) {
             break;
         } else {
             return -1;
         }
     }
     if (v[0] < 1 || v[0] > NN_MAX_BLOCKS || v[1] < 1 || v[1] > NN_MAX_CHANNELS) return -1;
+    if (part == 2 && (v[2] < 1 || v[2] > v[0])) return -1;
     *blocks = (int32_t)v[0];
     *channels = (int32_t)v[1];
+    *gpool = (int32_t)v[2];
     return 0;
+}
+
+int nn_net_size_parse(const char *s, int32_t *blocks, int32_t *channels) {
+    int32_t g;
+    return arch_parse(s, blocks, channels, &g);
 }
 
 char *nn_net_size_format(int32_t blocks, int32_t channels, char *buf, size_t len) {
     snprintf(buf, len, "%dx%d", (int)blocks, (int)channels);
     return buf;
+}
+
+int nn_net_arch_parse(const char *s, nn_net_config_t *cfg) {
+    int32_t b, c, g;
+    if (arch_parse(s, &b, &c, &g) != 0) return -1;
+    cfg->blocks = b;
+    cfg->channels = c;
+    cfg->gpool = g;
+    return 0;
+}
+
+char *nn_net_arch_format(const nn_net_config_t *cfg, char *buf, size_t len) {
+    if (cfg->gpool > 0) snprintf(buf, len, "%dx%dg%d", (int)cfg->blocks, (int)cfg->channels, (int)cfg->gpool);
+    else snprintf(buf, len, "%dx%d", (int)cfg->blocks, (int)cfg->channels);
+    return buf;
+}
+
+int nn_net_arch_is(const char *s, const nn_net_config_t *cfg) {
+    int32_t b, c, g;
+    return arch_parse(s, &b, &c, &g) == 0 && b == cfg->blocks && c == cfg->channels && g == cfg->gpool;
+}
+
+int nn_net_gpool_block(const nn_net_config_t *cfg, int32_t i) {
+    return cfg->gpool > 0 && (i + 1) % cfg->gpool == 0;
 }
 
 /* ---- the net ------------------------------------------------------------- */
@@ -164,7 +199,7 @@ static void net_init_random(nn_net_t *net, uint64_t seed, float *hp, float *hs) 
             for (int64_t j = 0; j < t->numel; j++) d[j] = v;
         } else {
             int64_t fan_in = t->numel / t->shape[0];
-            int last = strstr(nm, ".out.") || strstr(nm, "fc2");
+            int last = strstr(nm, ".out.") || strstr(nm, "fc2") || strstr(nm, ".gpool.");
             double std = sqrt((last ? 1.0 : 2.0) / (double)fan_in);
             for (int64_t j = 0; j < t->numel; j++) d[j] = (float)(std * rand_normal(&s));
         }
@@ -179,9 +214,17 @@ nn_net_t *nn_net_new(nn_backend_t *be, const nn_net_config_t *cfg, uint64_t seed
     }
     if (cfg->blocks < 1 || cfg->blocks > NN_MAX_BLOCKS || cfg->channels < 1 ||
         cfg->channels > NN_MAX_CHANNELS || cfg->in_planes < 1 || cfg->in_planes > 4096 ||
-        cfg->in_hand < 0 || cfg->in_hand > 4096 || cfg->act < 0 || cfg->act >= NN_ACT_NB) {
-        set_err(err, errlen, "nn_net_new: invalid config (blocks %d, channels %d, planes %d, hand %d, act %d)",
-                cfg->blocks, cfg->channels, cfg->in_planes, cfg->in_hand, (int)cfg->act);
+        cfg->in_hand < 0 || cfg->in_hand > 4096 || cfg->act < 0 || cfg->act >= NN_ACT_NB || cfg->gpool < 0 ||
+        cfg->gpool > cfg->blocks) {
+        set_err(err, errlen,
+                "nn_net_new: invalid config (blocks %d, channels %d, planes %d, hand %d, act %d, gpool %d)",
+                cfg->blocks, cfg->channels, cfg->in_planes, cfg->in_hand, (int)cfg->act, (int)cfg->gpool);
+        return NULL;
+    }
+    if (cfg->gpool > 0 && !(be->pool_fwd && be->pool_bwd && be->chan_bias_fwd && be->chan_bias_bwd)) {
+        set_err(err, errlen, "nn_net_new: the %s backend has no global pooling (a net like %dx%dg%d); use a plain "
+                "net (%dx%d) or another backend", be->name, cfg->blocks, cfg->channels, cfg->gpool, cfg->blocks,
+                cfg->channels);
         return NULL;
     }
     nn_net_t *net = calloc(1, sizeof(*net));
@@ -190,7 +233,7 @@ nn_net_t *nn_net_new(nn_backend_t *be, const nn_net_config_t *cfg, uint64_t seed
         return NULL;
     }
     int32_t n = cfg->blocks, C = cfg->channels;
-    int32_t max_tensors = U_COUNT(n) * 5 + 8;
+    int32_t max_tensors = U_COUNT(n) * 5 + 8 + 2 * n;
     net->tensors = calloc((size_t)max_tensors, sizeof(nn_tensor_info_t));
     net->n_units = U_COUNT(n);
     net->units = calloc((size_t)net->n_units, sizeof(nn_unit_t));
@@ -209,6 +252,12 @@ nn_net_t *nn_net_new(nn_backend_t *be, const nn_net_config_t *cfg, uint64_t seed
         snprintf(pre, sizeof(pre), "blocks.%d", (int)i);
         add_unit(net, 1 + 2 * i, pre, "conv1", "bn1", C, C, 3);
         add_unit(net, 2 + 2 * i, pre, "conv2", "bn2", C, C, 3);
+        net->gp_w[i] = net->gp_b[i] = -1;
+        if (nn_net_gpool_block(cfg, i)) {
+            int64_t sw[2] = {C, 2 * C}, sb[1] = {C};
+            net->gp_w[i] = add_tensor(net, NN_TENSOR_PARAM, 1, 2, sw, "%s.gpool.weight", pre);
+            net->gp_b[i] = add_tensor(net, NN_TENSOR_PARAM, 0, 1, sb, "%s.gpool.bias", pre);
+        }
     }
     add_unit(net, U_PCONV(n), "policy", "conv", "bn", C, C, 3);
     add_unit(net, U_POUT(n), "policy", "out", NULL, C, NN_POLICY_CH, 1);
@@ -338,7 +387,7 @@ void nn_net_mark_dirty(nn_net_t *net) {
 static int same_config(const nn_net_config_t *a, const nn_net_config_t *b) {
     return a->blocks == b->blocks && a->channels == b->channels && a->act == b->act &&
            a->in_planes == b->in_planes && a->in_hand == b->in_hand &&
-           a->features_version == b->features_version;
+           a->features_version == b->features_version && a->gpool == b->gpool;
 }
 
 int nn_net_copy_weights(nn_net_t *dst, nn_net_t *src, char *err, size_t errlen) {
@@ -483,6 +532,8 @@ static void layout_infer(const nn_net_t *net, int32_t B, size_t ws, carve_t *c, 
     f->policy = TAKEF(c, (int64_t)B * NN_POLICY_NB);
     f->legal = TAKEF(c, (int64_t)B * NN_POLICY_NB);
     f->value = TAKEF(c, (int64_t)B * NN_VALUE_NB);
+    f->gp = net->cfg.gpool > 0 ? TAKEF(c, (int64_t)B * 2 * C) : NULL;
+    f->gb = net->cfg.gpool > 0 ? TAKEF(c, (int64_t)B * C) : NULL;
     f->ws = nnet_take(c, ws);
 }
 
@@ -503,6 +554,14 @@ void nnet_channel_slice(nn_backend_t *be, float *slice, float *full, int32_t B, 
         if (to_full) be->copy(be, z, a, row);
         else be->copy(be, a, z, row);
     }
+}
+
+void nnet_gpool_fwd(nn_net_t *net, nn_backend_t *be, int32_t i, int32_t B, float *h1, float *gp, float *gb,
+                    float *out) {
+    int32_t C = net->cfg.channels;
+    be->pool_fwd(be, h1, B, C, gp);
+    be->dense_fwd(be, gp, P(net, net->gp_w[i]), P(net, net->gp_b[i]), B, 2 * C, C, gb);
+    be->chan_bias_fwd(be, h1, gb, B, C, out);
 }
 
 /* The value head of the inference forward from the trunk's output h (native
@@ -595,8 +654,14 @@ void nnet_forward_infer(nn_net_t *net, nn_backend_t *be, int32_t B, infer_bufs_t
     float *h = f->h[0], *t1 = f->h[1], *t2 = f->h[2];
     FCONV(U_STEM, f->x0, h, NULL, Y);
     for (int32_t i = 0; i < n; i++) {
-        FCONV(1 + 2 * i, h, t1, NULL, X | Y);
-        FCONV(2 + 2 * i, t1, t2, h, X | Y);
+        if (net->gp_w[i] >= 0) { /* global pooling: h1 in NCHW between the convs, pooled and biased */
+            FCONV(1 + 2 * i, h, t1, NULL, X);
+            nnet_gpool_fwd(net, be, i, B, t1, f->gp, f->gb, t1);
+            FCONV(2 + 2 * i, t1, t2, h, Y);
+        } else {
+            FCONV(1 + 2 * i, h, t1, NULL, X | Y);
+            FCONV(2 + 2 * i, t1, t2, h, X | Y);
+        }
         float *tmp = h;
         h = t2;
         t2 = tmp;

@@ -10,10 +10,19 @@
  * input is `in_planes` bit-packed 9x9 planes plus `in_hand` floats per
  * position, in the packed format documented in nn/backend.h.
  *
- * Architecture ("BxC": B residual blocks of C channels, e.g. "6x64"):
+ * Architecture ("BxC": B residual blocks of C channels, e.g. "6x64";
+ * "BxCgK": the same with global pooling in every K-th block, e.g. "6x64g2"):
  *   input  (B, in_planes + in_hand, 9, 9)      expanded from packed bits + hand
  *   stem   conv3x3 -> BN -> act                 (B, C, 9, 9)
  *   blocks x N: h + [conv3x3 BN act conv3x3 BN] -> act
+ *          a global-pooling block (KataGo's bias structure; block i when
+ *          gpool > 0 and (i + 1) % gpool == 0) adds, between its two convs,
+ *          a per-channel bias computed from the whole board:
+ *          h1 = act(BN(conv1(h)))               (B, C, 9, 9)
+ *          p  = [mean over 81 squares, max over 81 squares] of h1  (B, 2C)
+ *          h1 = h1 + dense(p) broadcast over the squares  (dense 2C -> C + bias,
+ *               tensors "blocks.i.gpool.weight" (C, 2C), "blocks.i.gpool.bias" (C))
+ *          the block's output as above from conv2(h1)
  *   policy conv3x3 C->C BN act, conv1x1 C->27 + bias -> (B, 27, 9, 9) = 2187 logits,
  *          label = direction*81 + square (the channel is the direction)
  *   legal  same shape as policy, its own weights -> 2187 logits (BCE vs mask)
@@ -60,13 +69,25 @@ typedef struct {
     int32_t in_planes;        /* binary input planes (> 0) */
     int32_t in_hand;          /* hand floats per position (>= 0) */
     int32_t features_version; /* caller's encoding version, stored in files */
+    int32_t gpool;            /* 0: no global pooling; K in 1..blocks: blocks K-1, 2K-1, ... pool */
 } nn_net_config_t;
 
-/* "6x64" -> blocks 6, channels 64. Returns 0, or -1 for anything else
- * (missing 'x', non-digits, out of range). */
+/* "6x64" -> blocks 6, channels 64; "6x64g2" (global pooling every 2nd block)
+ * too. Returns 0, or -1 for anything else (missing 'x', non-digits, out of
+ * range, K not in 1..blocks). */
 int nn_net_size_parse(const char *s, int32_t *blocks, int32_t *channels);
 /* blocks x channels as "6x64" into buf; returns buf. */
 char *nn_net_size_format(int32_t blocks, int32_t channels, char *buf, size_t len);
+/* The whole architecture string: "6x64" -> blocks 6, channels 64, gpool 0;
+ * "6x64g2" -> gpool 2. Sets only those three fields of cfg; 0 or -1 as
+ * nn_net_size_parse (cfg unchanged). */
+int nn_net_arch_parse(const char *s, nn_net_config_t *cfg);
+/* cfg's architecture string ("6x64", "6x64g2") into buf; returns buf. */
+char *nn_net_arch_format(const nn_net_config_t *cfg, char *buf, size_t len);
+/* 1 when s names cfg's architecture (blocks, channels and gpool), else 0. */
+int nn_net_arch_is(const char *s, const nn_net_config_t *cfg);
+/* 1 when block i (0-based) of cfg has global pooling. */
+int nn_net_gpool_block(const nn_net_config_t *cfg, int32_t i);
 
 /* ---- parameters --------------------------------------------------------- */
 typedef enum {

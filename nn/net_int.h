@@ -39,6 +39,8 @@ struct nn_net {
     int32_t n_units;
     nn_unit_t *units;
     int32_t fc1_w, fc1_b, fc2_w, fc2_b;
+    int32_t gp_w[NN_MAX_BLOCKS], gp_b[NN_MAX_BLOCKS]; /* block i's global-pooling dense (C, 2C) and bias
+                                                         (C): tensor indices, -1 in a block without */
     int64_t n_params, n_decay, n_stats, n_folded;
     float *params; /* (n_params) all trained tensors, decayed first */
     float *stats;  /* (n_stats) BN running mean / var */
@@ -78,6 +80,8 @@ typedef struct {
     float *fc1;            /* (B, 128) */
     float *policy, *legal; /* (B, 2187) logits */
     float *value;          /* (B, 3) logits */
+    float *gp;             /* (B, 2C) a global-pooling block's pooled mean and max (NULL: no such block) */
+    float *gb;             /* (B, C) its channel biases */
     void *ws;              /* conv workspace */
 } infer_bufs_t;
 
@@ -111,6 +115,11 @@ uint64_t nnet_next_uid(void);
 /* Channel slice copies between (B, C, 9, 9) and channels [c0, c0 + C) of (B, C2, 9, 9). */
 void nnet_channel_slice(nn_backend_t *be, float *slice, float *full, int32_t B, int32_t C, int32_t C2, int32_t c0,
                         int to_full);
+/* A global-pooling block's bias on h1 (B, C, 9, 9, NCHW): the board's mean
+ * and max per channel into gp (B, 2C), the dense layer of block i into gb
+ * (B, C); out = h1 + gb on every square (out may equal h1). */
+void nnet_gpool_fwd(nn_net_t *net, nn_backend_t *be, int32_t i, int32_t B, float *h1, float *gp, float *gb,
+                    float *out);
 /* The inference forward with folded BN (f->x0 holds the expanded input). */
 void nnet_forward_infer(nn_net_t *net, nn_backend_t *be, int32_t B, infer_bufs_t *f, int32_t outputs);
 

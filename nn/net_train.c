@@ -108,6 +108,11 @@ struct nn_trainer {
     float *gfc1;               /* (B, 128) */
     float *dpolicy, *dlegal;   /* (B, 2187) */
     float *dvalue;             /* (B, 3) */
+    /* global-pooling blocks (the others' entries NULL) */
+    float *gp_pool[NN_MAX_BLOCKS]; /* (B, 2C) block i's pooled h1: mean, max */
+    float *gp_h[NN_MAX_BLOCKS];    /* (B, C, 9, 9) block i's h1 + channel bias: its conv2's input */
+    float *gp_gb;              /* (B, C) channel biases, then their gradient */
+    float *gp_dpool;           /* (B, 2C) gradient at the pooled values */
     float *stats;              /* (NN_STAT_NB) */
     float *hyper;              /* (4) the step's lr and weight decay, then lr and 0 (sgd_step's hyper) */
     void *ws;
@@ -206,6 +211,13 @@ nn_trainer_t *nn_trainer_new(nn_net_t *net, const nn_train_config_t *cfg, int32_
         tr->dpolicy = TAKEF(&c, (int64_t)B * NN_POLICY_NB);
         tr->dlegal = TAKEF(&c, (int64_t)B * NN_POLICY_NB);
         tr->dvalue = TAKEF(&c, (int64_t)B * NN_VALUE_NB);
+        for (int32_t i = 0; i < nc->blocks; i++) {
+            int gp = net->gp_w[i] >= 0;
+            tr->gp_pool[i] = gp ? TAKEF(&c, (int64_t)B * 2 * C) : NULL;
+            tr->gp_h[i] = gp ? TAKEF(&c, (int64_t)B * C * NN_HW) : NULL;
+        }
+        tr->gp_gb = nc->gpool > 0 ? TAKEF(&c, (int64_t)B * C) : NULL;
+        tr->gp_dpool = nc->gpool > 0 ? TAKEF(&c, (int64_t)B * 2 * C) : NULL;
         tr->stats = TAKEF(&c, NN_STAT_NB);
         tr->hyper = TAKEF(&c, 4);
         tr->rm_backup = TAKEF(&c, net->n_stats);
@@ -231,6 +243,8 @@ nn_trainer_t *nn_trainer_new(nn_net_t *net, const nn_train_config_t *cfg, int32_
     tr->f.policy = tr->policy;
     tr->f.legal = tr->legal_out;
     tr->f.value = tr->value;
+    tr->f.gp = tr->gp_dpool;
+    tr->f.gb = tr->gp_gb;
     tr->f.ws = tr->ws;
     _Static_assert(NN_STAT_NB <= NN_LATE_STRIDE, "a metric record holds the stats");
     size_t late_bytes = 2 * NN_LATE_STRIDE * sizeof(float);
@@ -414,7 +428,12 @@ static void forward_backward(nn_trainer_t *tr, int32_t B) {
     unit_fwd_train(tr, &U[U_STEM], U_STEM, B, tr->x0, NULL);
     for (int32_t i = 0; i < n; i++) {
         unit_fwd_train(tr, &U[1 + 2 * i], 1 + 2 * i, B, tr->y[2 * i], NULL);
-        unit_fwd_train(tr, &U[2 + 2 * i], 2 + 2 * i, B, tr->y[1 + 2 * i], tr->y[2 * i]);
+        const float *h1 = tr->y[1 + 2 * i];
+        if (tr->gp_h[i]) { /* global pooling: conv2 reads h1 + the board's channel biases */
+            nnet_gpool_fwd(net, be, i, B, tr->y[1 + 2 * i], tr->gp_pool[i], tr->gp_gb, tr->gp_h[i]);
+            h1 = tr->gp_h[i];
+        }
+        unit_fwd_train(tr, &U[2 + 2 * i], 2 + 2 * i, B, h1, tr->y[2 * i]);
     }
     const float *T = tr->y[2 * n]; /* trunk output (B, C, 9, 9) */
     const nn_unit_t *po = &U[U_POUT(n)], *lo = &U[U_LOUT(n)];
@@ -478,7 +497,13 @@ static void forward_backward(nn_trainer_t *tr, int32_t B) {
     for (int32_t i = n - 1; i >= 0; i--) {
         int32_t u1 = 1 + 2 * i, u2 = 2 + 2 * i;
         /* u2: D -> skip gradient copied to Sg, conv input grad into E */
-        unit_bwd(tr, &U[u2], u2, B, tr->y[u1], D, Sg, E, 0);
+        unit_bwd(tr, &U[u2], u2, B, tr->gp_h[i] ? tr->gp_h[i] : tr->y[u1], D, Sg, E, 0);
+        if (tr->gp_h[i]) { /* E is also the bias's gradient, summed over the squares, back through the pool */
+            be->chan_bias_bwd(be, E, B, C, tr->gp_gb);
+            be->dense_bwd(be, tr->gp_pool[i], P(net, net->gp_w[i]), tr->gp_gb, B, 2 * C, C, tr->gp_dpool,
+                          GRAD(net->gp_w[i]), GRAD(net->gp_b[i]));
+            be->pool_bwd(be, tr->y[u1], tr->gp_dpool, B, C, E);
+        }
         /* u1: E -> input grad added to Sg */
         unit_bwd(tr, &U[u1], u1, B, tr->y[2 * i], E, NULL, Sg, 1);
         float *t = D;

@@ -463,13 +463,13 @@ static void *worker_main(void *arg) {
 static int same_config(const nn_net_config_t *a, const nn_net_config_t *b) {
     return a->blocks == b->blocks && a->channels == b->channels && a->act == b->act &&
            a->in_planes == b->in_planes && a->in_hand == b->in_hand &&
-           a->features_version == b->features_version;
+           a->features_version == b->features_version && a->gpool == b->gpool;
 }
 
 static void describe_config(const nn_net_config_t *c, char *buf, size_t len) {
     char sz[32];
     snprintf(buf, len, "%s %s, %d planes + %d hand, features_version %d",
-             nn_net_size_format(c->blocks, c->channels, sz, sizeof(sz)), nn_act_name(c->act), c->in_planes,
+             nn_net_arch_format(c, sz, sizeof(sz)), nn_act_name(c->act), c->in_planes,
              c->in_hand, c->features_version);
 }
 

@@ -102,7 +102,7 @@ int nn_weights_save(nn_net_t *net, nn_trainer_t *tr, const char *path, char *err
         rc |= st_writer_meta(w, "koma.kind", "weights");
         snprintf(buf, sizeof(buf), "%d", NN_WEIGHTS_VERSION);
         rc |= st_writer_meta(w, "koma.version", buf);
-        rc |= st_writer_meta(w, "koma.net", nn_net_size_format(cfg->blocks, cfg->channels, buf, sizeof(buf)));
+        rc |= st_writer_meta(w, "koma.net", nn_net_arch_format(cfg, buf, sizeof(buf))); /* "6x64", "6x64g2" */
         rc |= st_writer_meta(w, "koma.activation", nn_act_name(cfg->act));
         snprintf(buf, sizeof(buf), "%d", (int)cfg->features_version);
         rc |= st_writer_meta(w, "koma.features_version", buf);
@@ -158,8 +158,8 @@ static int read_config(const st_file_t *f, nn_net_config_t *cfg, char *err, size
     }
     memset(cfg, 0, sizeof(*cfg));
     const char *size = st_meta(f, "koma.net");
-    if (!size || nn_net_size_parse(size, &cfg->blocks, &cfg->channels) != 0) {
-        set_err(err, errlen, "%s: metadata 'koma.net' %s%s%s is not a net size like 6x64", path,
+    if (!size || nn_net_arch_parse(size, cfg) != 0) {
+        set_err(err, errlen, "%s: metadata 'koma.net' %s%s%s is not a net size like 6x64 or 6x64g2", path,
                 size ? "'" : "", size ? size : "missing", size ? "'" : "");
         return -1;
     }
@@ -354,10 +354,9 @@ int nn_weights_read(nn_net_t *net, nn_trainer_t *tr, const char *path, char *err
     int rc = -1;
     if (read_config(f, &cfg, err, errlen) != 0) goto done;
     char a[32], b[32];
-    if (cfg.blocks != mine->blocks || cfg.channels != mine->channels) {
-        set_err(err, errlen, "%s: net %s, expected %s", path,
-                nn_net_size_format(cfg.blocks, cfg.channels, a, sizeof(a)),
-                nn_net_size_format(mine->blocks, mine->channels, b, sizeof(b)));
+    if (cfg.blocks != mine->blocks || cfg.channels != mine->channels || cfg.gpool != mine->gpool) {
+        set_err(err, errlen, "%s: net %s, expected %s", path, nn_net_arch_format(&cfg, a, sizeof(a)),
+                nn_net_arch_format(mine, b, sizeof(b)));
         goto done;
     }
     if (cfg.act != mine->act) {

@@ -7,7 +7,7 @@
  * File: safetensors, every tensor F32 under its nn_tensor_info_t name
  * ("stem.conv.weight", "blocks.0.bn1.running_mean", ...; PyTorch state_dict
  * names, so a torch module with the same structure loads it directly), plus
- * __metadata__: koma.kind = "weights", koma.version = "1", koma.net = "6x64",
+ * __metadata__: koma.kind = "weights", koma.version = "1", koma.net = "6x64" (or "6x64g2": nn/net.h),
  * koma.activation = "relu", koma.features_version, koma.in_planes,
  * koma.in_hand (decimal strings), and koma.xxh3.<tensor> checksums (added by
  * the writer). Optimizer state lives in the SAME file when saved with a

@@ -436,7 +436,7 @@ int main(int argc, char **argv) {
     const cfg_opt_t *net_row = cfg_find(opts, n, "net");
     if (kind == NN_BACKEND_KIND_CUDA && !given[net_row - opts]) snprintf(tcfg.net, sizeof tcfg.net, GC_GPU_NET);
     nn_net_config_t nc = {0, 0, NN_ACT_RELU, ENC_PLANES, ENC_HAND, ENC_FEATURES_VERSION};
-    if (nn_net_size_parse(tcfg.net, &nc.blocks, &nc.channels) != 0) {
+    if (nn_net_arch_parse(tcfg.net, &nc) != 0) { /* "4x32", "4x32g2" */
         fprintf(stderr, "%s: --net '%s' is not BLOCKSxCHANNELS (e.g. 4x32)\n", prog, tcfg.net);
         return 2;
     }

@@ -59,7 +59,7 @@ int train_net_new(nn_backend_t *be, const train_config_t *cfg, int32_t batch, tr
                           .in_planes = ENC_PLANES,
                           .in_hand = ENC_HAND,
                           .features_version = ENC_FEATURES_VERSION};
-    nn_net_size_parse(cfg->net, &nc.blocks, &nc.channels);
+    nn_net_arch_parse(cfg->net, &nc); /* "4x32", or "4x32g2" with global pooling */
     char e2[1024];
     tn->net = nn_net_new(be, &nc, cfg->seed, e2, sizeof e2);
     if (!tn->net || attach_trainer(cfg, batch, tn, e2, sizeof e2) != 0) {

@@ -424,11 +424,9 @@ static int start_net(offline_t *o, const train_config_t *cfg, int32_t rows) {
         fprintf(stderr, "train: the run's newest net (cycle %d): %s\n", newest.cycle, err);
         return -1;
     }
-    nn_net_size_format(nc.blocks, nc.channels, have, sizeof have);
+    nn_net_arch_format(&nc, have, sizeof have);
     snprintf(want, sizeof want, "%s", cfg->net);
-    int32_t b = 0, ch = 0;
-    nn_net_size_parse(cfg->net, &b, &ch);
-    int same = b == nc.blocks && ch == nc.channels && nn_act_parse(cfg->activation) == (int)nc.act;
+    int same = nn_net_arch_is(cfg->net, &nc) && nn_act_parse(cfg->activation) == (int)nc.act;
     if (o->net_given && !same) {
         if (o->rank == 0)
             printf("starting a new architecture: a new %s %s net, as --net/--activation ask (the run's newest net, "
@@ -476,12 +474,10 @@ static int offline_net(offline_t *o) {
         return -1;
     }
     const nn_net_config_t *nc = nn_net_config(o->tn.net);
-    int32_t b = 0, ch = 0;
-    nn_net_size_parse(cfg->net, &b, &ch);
-    if (o->net_given && (b != nc->blocks || ch != nc->channels || nn_act_parse(cfg->activation) != (int)nc->act)) {
+    if (o->net_given && (!nn_net_arch_is(cfg->net, nc) || nn_act_parse(cfg->activation) != (int)nc->act)) {
         char sz[32];
         fprintf(stderr, "train: %s holds a %s %s net, not the %s %s asked for: pass --fresh to start over\n", o->ckpt,
-                nn_net_size_format(nc->blocks, nc->channels, sz, sizeof sz), nn_act_name(nc->act), cfg->net,
+                nn_net_arch_format(nc, sz, sizeof sz), nn_act_name(nc->act), cfg->net,
                 cfg->activation);
         return -1;
     }

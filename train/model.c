@@ -17,7 +17,7 @@ char *train_model_rel_path(char *buf, size_t len, int64_t cycle) {
 
 char *train_model_arch(const nn_net_config_t *cfg, char *buf, size_t len) {
     char size[32];
-    snprintf(buf, len, "resnet%s-%s", nn_net_size_format(cfg->blocks, cfg->channels, size, sizeof size),
+    snprintf(buf, len, "resnet%s-%s", nn_net_arch_format(cfg, size, sizeof size),
              nn_act_name(cfg->act));
     return buf;
 }

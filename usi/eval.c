@@ -187,7 +187,7 @@ usi_eval_t *usi_eval_new(const char *weights_path, const char *backend, int32_t 
     }
     char size[32];
     snprintf(ev->describe, sizeof ev->describe, "%s %s on %s: %s",
-             nn_net_size_format(nc->blocks, nc->channels, size, sizeof size), nn_act_name(nc->act),
+             nn_net_arch_format(nc, size, sizeof size), nn_act_name(nc->act),
              nn_server_backend_name(ev->srv), weights_path);
     return ev;
 }

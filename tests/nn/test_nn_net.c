@@ -20,8 +20,9 @@ static double net_loss(void *p) {
     return m.loss;
 }
 
-static void fd_net(nn_backend_t *be, nn_act_t act, float wp, float wv, float wl) {
-    nn_net_config_t cfg = {.blocks = 1, .channels = 6, .act = act, .in_planes = 5, .in_hand = 2, .features_version = 1};
+static void fd_net(nn_backend_t *be, nn_act_t act, float wp, float wv, float wl, int32_t blocks, int32_t gpool) {
+    nn_net_config_t cfg = {.blocks = blocks, .channels = 6, .act = act, .in_planes = 5, .in_hand = 2, .features_version = 1,
+                           .gpool = gpool};
     char err[256];
     nn_net_t *net = nn_net_new(be, &cfg, 7, err, sizeof(err));
     KOMA_ASSERT(net);
@@ -39,8 +40,10 @@ static void fd_net(nn_backend_t *be, nn_act_t act, float wp, float wv, float wl)
     float *params = nn_net_params(net, &np, NULL);
     float *grads = malloc(sizeof(float) * (size_t)np);
     memcpy(grads, nn_trainer_grads(tr), sizeof(float) * (size_t)np);
-    fprintf(stderr, "-- net fd %s, weights p %.0f v %.0f l %.0f: loss %.5f (p %.4f v %.4f l %.5f)\n",
-            nn_act_name(act), wp, wv, wl, m.loss, m.policy_loss, m.value_loss, m.legal_loss);
+    char arch[32];
+    fprintf(stderr, "-- net fd %s %s, weights p %.0f v %.0f l %.0f: loss %.5f (p %.4f v %.4f l %.5f)\n",
+            nn_net_arch_format(&cfg, arch, sizeof arch), nn_act_name(act), wp, wv, wl, m.loss, m.policy_loss,
+            m.value_loss, m.legal_loss);
     double eps = 1e-2;
     for (int32_t i = 0; i < nn_net_tensor_count(net); i++) {
         const nn_tensor_info_t *t = nn_net_tensor(net, i);
@@ -193,10 +196,13 @@ static void overfit(nn_backend_t *be) {
 
 int main(void) {
     nn_backend_t *be = nn_backend_cpu_new(0);
-    fd_net(be, NN_ACT_SILU, 1, 0, 0);
-    fd_net(be, NN_ACT_SILU, 0, 1, 0);
-    fd_net(be, NN_ACT_SILU, 0, 0, 300);
-    fd_net(be, NN_ACT_SILU, 1, 1, 100);
+    fd_net(be, NN_ACT_SILU, 1, 0, 0, 1, 0);
+    fd_net(be, NN_ACT_SILU, 0, 1, 0, 1, 0);
+    fd_net(be, NN_ACT_SILU, 0, 0, 300, 1, 0);
+    fd_net(be, NN_ACT_SILU, 1, 1, 100, 1, 0);
+    /* global pooling in block 1 of 2 (block 0 plain): the pool, dense and
+     * channel-bias gradients, and everything before them */
+    fd_net(be, NN_ACT_SILU, 1, 1, 100, 2, 2);
     /* No whole-net finite differences for ReLU: with batch norm coupling all
      * positions, any step moves some of the thousands of pre-activations
      * across zero. Its op is checked in test_nn_ops, the whole ReLU net

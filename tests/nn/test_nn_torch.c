@@ -16,9 +16,10 @@ static void add(st_writer_t *w, const char *name, st_dtype_t dt, int64_t n, cons
     KOMA_ASSERT(st_writer_add(w, name, dt, 1, &n, data) == 0);
 }
 
-static void dump_case(nn_backend_t *be, const char *tag, nn_act_t act, int32_t blocks, int32_t ch) {
+static void dump_case(nn_backend_t *be, const char *tag, nn_act_t act, int32_t blocks, int32_t ch, int32_t gpool) {
     char err[512], path[700], io[700];
-    nn_net_config_t cfg = {.blocks = blocks, .channels = ch, .act = act, .in_planes = 9, .in_hand = 3, .features_version = 2};
+    nn_net_config_t cfg = {.blocks = blocks, .channels = ch, .act = act, .in_planes = 9, .in_hand = 3, .features_version = 2,
+                           .gpool = gpool};
     nn_net_t *net = nn_net_new(be, &cfg, 42, err, sizeof(err));
     KOMA_ASSERT(net);
     nn_train_config_t tc = nn_train_config_default();
@@ -130,13 +131,17 @@ int main(void) {
     nn_backend_t *be = nn_backend_cpu_new(0);
     /* the default route: oneDNN where built with it (KOMA_CPU_CONV=ref for the reference) */
     fprintf(stderr, "CPU backend convolution route: %s\n", nn_backend_cpu_conv_route(be));
-    dump_case(be, "relu2x16", NN_ACT_RELU, 2, 16);
-    dump_case(be, "silu1x8", NN_ACT_SILU, 1, 8);
+    dump_case(be, "relu2x16", NN_ACT_RELU, 2, 16, 0);
+    dump_case(be, "silu1x8", NN_ACT_SILU, 1, 8, 0);
+    /* global pooling (KataGo's bias structure) in block 1 of 2, and in both */
+    dump_case(be, "relu2x16g2", NN_ACT_RELU, 2, 16, 2);
+    dump_case(be, "silu2x8g1", NN_ACT_SILU, 2, 8, 1);
     nn_backend_free(be);
     char verdict_path[700];
     snprintf(verdict_path, sizeof(verdict_path), "%s/verdict.txt", t_dir);
-    const char *argv[] = {"/usr/bin/python3", "tests/nn/torch_ref.py", t_dir, "relu2x16", "silu1x8", NULL};
-    fprintf(stderr, "running: /usr/bin/python3 tests/nn/torch_ref.py %s relu2x16 silu1x8\n", t_dir);
+    const char *argv[] = {"/usr/bin/python3", "tests/nn/torch_ref.py", t_dir, "relu2x16", "silu1x8", "relu2x16g2",
+                          "silu2x8g1", NULL};
+    fprintf(stderr, "running: /usr/bin/python3 tests/nn/torch_ref.py %s relu2x16 silu1x8 relu2x16g2 silu2x8g1\n", t_dir);
     fflush(stderr);
     int rc = -1;
     if (compat_run(argv, &rc, err, sizeof err) != 0) fprintf(stderr, "test_nn_torch: %s\n", err);

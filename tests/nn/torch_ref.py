@@ -58,7 +58,7 @@ def load_safetensors(path):
 class Koma(nn.Module):
     """The architecture documented in nn/net.h, rebuilt from its description."""
 
-    def __init__(self, blocks, ch, cin, act, bn_momentum):
+    def __init__(self, blocks, ch, cin, act, bn_momentum, gpool=0):
         super().__init__()
         bn = lambda c: nn.BatchNorm2d(c, eps=1e-5, momentum=bn_momentum)
         self.act = F.relu if act == "relu" else F.silu
@@ -69,6 +69,8 @@ class Koma(nn.Module):
             b = nn.Module()
             b.conv1, b.bn1 = nn.Conv2d(ch, ch, 3, padding=1, bias=False), bn(ch)
             b.conv2, b.bn2 = nn.Conv2d(ch, ch, 3, padding=1, bias=False), bn(ch)
+            if gpool and (len(self.blocks) + 1) % gpool == 0:  # KataGo's global-pooling bias
+                b.gpool = nn.Linear(2 * ch, ch)
             self.blocks.append(b)
         for head in ("policy", "legal"):
             h = nn.Module()
@@ -84,6 +86,9 @@ class Koma(nn.Module):
         h = a(self.stem.bn(self.stem.conv(x)))
         for b in self.blocks:
             t = a(b.bn1(b.conv1(h)))
+            if hasattr(b, "gpool"):
+                pooled = torch.cat([t.mean(dim=(2, 3)), t.amax(dim=(2, 3))], dim=1)
+                t = t + b.gpool(pooled)[:, :, None, None]
             h = a(b.bn2(b.conv2(t)) + h)
         p = self.policy.out(a(self.policy.bn(self.policy.conv(h)))).flatten(1)
         l = self.legal.out(a(self.legal.bn(self.legal.conv(h)))).flatten(1)
@@ -119,14 +124,17 @@ def compare(what, ours, ref, atol, rtol):
 def run(tag):
     w, wmeta = load_safetensors(os.path.join(DIR, tag + ".weights.safetensors"))
     io, meta = load_safetensors(os.path.join(DIR, tag + ".io.safetensors"))
-    blocks, ch = map(int, wmeta["koma.net"].split("x"))
+    arch = wmeta["koma.net"]  # "BxC" or "BxCgK"
+    blocks, rest = arch.split("x")
+    ch, gpool = (rest.split("g") + ["0"])[:2]
+    blocks, ch, gpool = int(blocks), int(ch), int(gpool)
     planes, hand = int(wmeta["koma.in_planes"]), int(wmeta["koma.in_hand"])
     cfg = {k: float(v) for k, v in meta.items() if not k.startswith("koma.")}
     B = int(cfg["batch"])
     print("== %s: net %s %s, %d planes + %d hand, batch %d" % (tag, wmeta["koma.net"], wmeta["koma.activation"],
                                                               planes, hand, B))
     torch.manual_seed(0)
-    model = Koma(blocks, ch, planes + hand, wmeta["koma.activation"], cfg["bn_momentum"]).double()
+    model = Koma(blocks, ch, planes + hand, wmeta["koma.activation"], cfg["bn_momentum"], gpool).double()
     sd = {k: torch.from_numpy(v.astype(np.float64)) for k, v in w.items()}
     missing, unexpected = model.load_state_dict(sd, strict=False)
     missing = [k for k in missing if not k.endswith("num_batches_tracked")]
