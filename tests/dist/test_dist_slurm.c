@@ -18,7 +18,13 @@
  *      cancel is still there, and cycle 4 was not finished;
  *   3. the same sbatch again: COMPLETED, exit 0; the job resumed from model
  *      3 ("newest model cycle 3 of 4" in its log), the run is complete and
- *      clean with 5 models, no game lost, games from ranks 0, 1 and 2.
+ *      clean with 5 models, no game lost, games from ranks 0, 1 and 2;
+ *   4. CYCLES=6, and at its first model (cycle 5) `scontrol requeue`, what
+ *      Slurm does to a --requeue job after a node failure (its start time
+ *      then set to now: Slurm holds a requeued job back for minutes): the
+ *      same job runs the script again, resumes from model 5 and completes
+ *      (7 models, no game lost), and its log holds both runs
+ *      (--open-mode=append; without it the second run truncates the log).
  * Waits are on events (job states from scontrol, models in koma.db); the
  * deadlines only bound a failure.
  */
@@ -89,6 +95,26 @@ static bool job_over(const char *state) {
     for (int i = 0; live[i]; i++)
         if (!strcmp(state, live[i])) return false;
     return true;
+}
+
+/* Waits for the job's state to be want; false after limit_s. */
+static bool job_wait_state(long id, const char *want, int limit_s) {
+    char state[64];
+    for (int64_t t0 = compat_now_ms(); compat_now_ms() - t0 < (int64_t)limit_s * 1000; compat_sleep_ms(200)) {
+        job_state(id, state, sizeof state, NULL, 0);
+        if (!strcmp(state, want)) return true;
+    }
+    return false;
+}
+
+/* scontrol ARGS...; its exit status (0 when it did it). */
+static int scontrol(const char *a, const char *b, const char *c) {
+    const char *argv[] = {"scontrol", a, b, c, NULL};
+    int status = -1;
+    char *out = capture(argv, "scontrol-cmd", &status);
+    CHECKF(status == 0, "scontrol %s %s %s exited %d: %s", a, b, c ? c : "", status, out);
+    free(out);
+    return status;
 }
 
 /* Waits for the job to end (or, with a cycle >= 0, for that model to be in
@@ -212,6 +238,48 @@ int main(void) {
             printf("  job %ld (the same sbatch): %s, exit code %s, %.1f s; resumed from model 3: %lld games, model %d\n",
                    id3, state, code, (double)(compat_now_ms() - t3) / 1000.0, (long long)rs.games, rs.latest_cycle);
             if (atomic_load(&g_fail)) show_job(id3);
+        }
+
+        /* 4. CYCLES=6, requeued at its first model (cycle 5) */
+        if (!atomic_load(&g_fail)) {
+            long id4 = submit(dir, "6");
+            over = id4 > 0 && job_wait(id4, dir, 5, 600, state, sizeof state, NULL, 0);
+            CHECKF(over && !job_over(state), "job %ld ended (%s) before model 5 was published", id4, state);
+            before = sp_mpi_sql(dir, "SELECT count(*) FROM games");
+            last_id = sp_mpi_sql(dir, "SELECT coalesce(max(id), 0) FROM games");
+            snprintf(q, sizeof q, "SELECT count(*) FROM games WHERE id <= %lld", (long long)last_id);
+            char ids[32], start[64];
+            snprintf(ids, sizeof ids, "%ld", id4);
+            snprintf(start, sizeof start, "JobId=%ld", id4);
+            int64_t t4 = compat_now_ms();
+            bool requeued = id4 > 0 && scontrol("requeue", ids, NULL) == 0 && job_wait_state(id4, "PENDING", 120) &&
+                            scontrol("update", start, "StartTime=now") == 0;
+            CHECKF(requeued, "job %ld: requeue, wait until pending, start now: failed (%s)", id4, state);
+            over = requeued && job_wait(id4, dir, -1, 600, state, sizeof state, code, sizeof code);
+            CHECKF(over && !strcmp(state, "COMPLETED") && !strcmp(code, "0:0"), "requeued job %ld: %s, exit code %s",
+                   id4, state, code);
+            snprintf(log, sizeof log, "%s/job-%ld.log", g_base, id4);
+            char *text = t_read_file(log, NULL), head[64];
+            snprintf(head, sizeof head, "koma-selfplay: job %ld on ", id4);
+            int runs = 0;
+            for (const char *at = strstr(text, head); at; at = strstr(at + 1, head)) runs++;
+            free(text);
+            CHECKF(runs == 2, "job %ld's log shows %d run(s) of the script (want 2: the first and the requeued)", id4,
+                   runs);
+            CHECKF(dist_text_has(log, "newest model cycle 5 of 6", "games so far"),
+                   "job %ld's log lacks 'newest model cycle 5 of 6' (the requeued run did not resume from model 5)",
+                   id4);
+            check_run(dir, CHECK_RUN_REPLAY | CHECK_RUN_CLEAN | CHECK_RUN_LOAD_MODELS, SP_MPI_MAX_PLY, &rs);
+            CHECKF(rs.latest_cycle == 6 && rs.models == 7, "model %d, %lld models (want cycle 6, 7 models)",
+                   rs.latest_cycle, (long long)rs.models);
+            kept = sp_mpi_sql(dir, q);
+            CHECKF(kept == before, "games before the requeue %lld, still there %lld", (long long)before,
+                   (long long)kept);
+            printf("  job %ld (CYCLES=6) requeued at model 5 with %lld games: %s, exit code %s, %.1f s later; %d "
+                   "run(s) in its log; %lld games, model %d\n",
+                   id4, (long long)before, state, code, (double)(compat_now_ms() - t4) / 1000.0, runs,
+                   (long long)rs.games, rs.latest_cycle);
+            if (atomic_load(&g_fail)) show_job(id4);
         }
     }
     if (!atomic_load(&g_fail)) t_rm_rf(g_base);
