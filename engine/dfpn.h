@@ -33,6 +33,10 @@
  * holds (a depth cut, or a repetition on the path: for that depth, and not
  * for more), or that it holds at any depth (no check left to give).
  *
+ * Depth bounds: the root is searched with a bound of 31 plies first; a
+ * disproof that holds only up to the bound (not a final one) is searched
+ * again with 63, 127, 255 (up to max_plies), the table kept.
+ *
  * Answers and what is guaranteed:
  *  - DFPN_PROVEN: pv (len plies, odd) is a mate: every move legal, every
  *    attacker move a check, the last position mated (checked again move by
