@@ -4,12 +4,17 @@
 #                            oneDNN for the fast CPU convolutions)
 #   tools/deps.sh --test     plus what the test suite uses (python3-torch for the PyTorch
 #                            reference check, gpsshogi for a match against a third-party engine,
-#                            Open MPI for the data-parallel train test under mpirun)
+#                            Open MPI for the data-parallel train test under mpirun, Slurm and
+#                            munge for test_dist_slurm's one-node cluster, iproute2 for
+#                            test_dist_hosts' network namespaces: about 13 MB; the system's
+#                            slurmd/slurmctld never start (no /etc/slurm/slurm.conf is
+#                            written), the package's munged may; the test runs its own
+#                            daemons with their own key, socket, folders and free ports)
 # Runs apt-get through sudo when not root. Installs nothing that is already there.
 set -eu
 pkgs="build-essential cmake pkg-config git libsqlite3-dev sqlite3 libxxhash-dev libcjson-dev libinih-dev libopenblas-dev libdnnl-dev"
 if [ "${1:-}" = "--test" ]; then
-  pkgs="$pkgs python3 python3-numpy python3-torch gpsshogi openmpi-bin libopenmpi-dev"
+  pkgs="$pkgs python3 python3-numpy python3-torch gpsshogi openmpi-bin libopenmpi-dev slurm-wlm munge iproute2"
 fi
 missing=""
 for p in $pkgs; do

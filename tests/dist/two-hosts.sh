@@ -25,7 +25,8 @@
 # namespaces and the folder are removed (trap).
 #
 # Exit 77 with the reason where the namespaces cannot be had (not root, no
-# CAP_NET_ADMIN, no `ip`, `unshare` or veth): the test is then skipped.
+# CAP_NET_ADMIN, no `ip`, `unshare` or veth, no mount or hostname in a new
+# namespace): the test is then skipped.
 set -u
 
 skip() { echo "two-hosts.sh: $*: skipped" >&2; exit 77; }
@@ -94,6 +95,11 @@ exec sh -c "\$2"' sh "\$name" "\$*"
 EOF
 chmod +x "$DIR/host-a" "$DIR/rsh-agent"
 ip -n "$NA" route get 10.77.0.2 2>/dev/null | grep -q "dev veth-a" || skip "host A has no route to host B over the veth pair"
+
+mkdir "$DIR/probe"
+KOMA_HIDE=$DIR/probe "$DIR/rsh-agent" 10.77.0.2 true 2>"$DIR/ip.err" ||
+  skip "cannot start a program on host B (ip netns exec, unshare --uts, hostname, mount -t tmpfs): $(cat "$DIR/ip.err")"
+"$DIR/host-a" true 2>"$DIR/ip.err" || skip "cannot start a program on host A: $(cat "$DIR/ip.err")"
 
 export KOMA_TWO_HOSTS=$DIR KOMA_HOST_A=$DIR/host-a KOMA_RSH_AGENT=$DIR/rsh-agent KOMA_NETNS_B=$NB
 echo "two-hosts.sh: hosts koma-host-a (10.77.0.1, namespace $NA) and koma-host-b (10.77.0.2, $NB)" >&2

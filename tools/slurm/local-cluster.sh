@@ -20,8 +20,8 @@
 # SIGKILL (setpriv --pdeathsig). KOMA_KEEP_CLUSTER=1 keeps the folder (logs).
 #
 # Exit 77 with the reason on stderr where the cluster cannot be had (not
-# root, a package missing, a daemon that does not start): the test is then
-# skipped.
+# root, a package missing, a daemon that does not start, `srun true` that
+# fails): the test is then skipped.
 set -u
 
 skip() { echo "local-cluster.sh: $*: skipped" >&2; exit 77; }
@@ -155,6 +155,8 @@ start slurmd -D -N "$HOST" -f "$SLURM_CONF"
 SLURMD_PID=$LAST_PID
 node_idle() { sinfo --noheader --nodes="$HOST" --format=%t | grep -qx idle; }
 wait_for slurmd "$SLURMD_PID" node_idle
+timeout 120 srun --nodes=1 --ntasks=1 --quiet true 2>"$DIR/srun.err" ||
+  { tail -n 20 "$DIR"/*.log "$DIR"/*.stderr >&2; skip "the cluster cannot run a job (srun true: $(tail -n 3 "$DIR/srun.err"); logs above)"; }
 echo "local-cluster.sh: Slurm $(sinfo --version | cut -d' ' -f2) up in $DIR (node $HOST, ports $CTLD_PORT/$SLURMD_PORT)" >&2
 
 "$@"
