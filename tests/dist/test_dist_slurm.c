@@ -67,7 +67,12 @@ static long submit(const char *dir, const char *cycles) {
     dist_selfplay_args(argv, argc, dir, cycles, GAMES);
     int status = -1;
     char *out = capture(argv, "sbatch", &status);
-    long id = status == 0 ? strtol(out, NULL, 10) : 0;
+    long id = 0; /* --parsable: "ID" or "ID;CLUSTER" on a line of its own (warnings may come first) */
+    for (const char *line = out; status == 0 && *line && id <= 0; line += strcspn(line, "\n"), line += *line == '\n') {
+        char *end = NULL;
+        long v = strtol(line, &end, 10);
+        if (end != line && (*end == '\n' || *end == ';' || *end == 0)) id = v;
+    }
     CHECKF(id > 0, "sbatch exited %d: %s", status, out);
     free(out);
     return id;
