@@ -28,7 +28,7 @@ skip() { echo "local-cluster.sh: $*: skipped" >&2; exit 77; }
 
 [ $# -ge 1 ] || { echo "usage: $0 COMMAND [ARGS...]" >&2; exit 2; }
 [ "$(id -u)" -eq 0 ] || skip "not root (slurmd must run as root to start jobs)"
-for p in munged mungekey slurmctld slurmd sbatch squeue scontrol scancel sinfo setpriv ss; do
+for p in munged slurmctld slurmd sbatch squeue scontrol scancel sinfo setpriv ss; do
   command -v "$p" >/dev/null 2>&1 || PATH=$PATH:/usr/sbin:/sbin
   command -v "$p" >/dev/null 2>&1 || skip "$p not found (apt-get install slurm-wlm munge)"
 done
@@ -101,7 +101,11 @@ wait_for() {
 
 mkdir -p "$DIR/munge" "$DIR/state" "$DIR/spool"
 chmod 0755 "$DIR/munge"
-mungekey --create --keyfile="$DIR/munge/munge.key" 2>"$DIR/mungekey.log" || skip "mungekey failed: $(cat "$DIR/mungekey.log")"
+if command -v mungekey >/dev/null 2>&1; then
+  mungekey --create --keyfile="$DIR/munge/munge.key" 2>"$DIR/mungekey.log" || skip "mungekey failed: $(cat "$DIR/mungekey.log")"
+else # munge before 0.5.14
+  head -c 1024 /dev/urandom >"$DIR/munge/munge.key" || skip "cannot write a munge key"
+fi
 chmod 0600 "$DIR/munge/munge.key"
 start munged --foreground --force --socket="$DIR/munge/munge.socket" --key-file="$DIR/munge/munge.key" \
   --pid-file="$DIR/munge/munged.pid" --log-file="$DIR/munged.log" --seed-file="$DIR/munge/munged.seed"
