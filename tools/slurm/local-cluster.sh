@@ -30,7 +30,7 @@ skip() { echo "local-cluster.sh: $*: skipped" >&2; exit 77; }
 [ "$(id -u)" -eq 0 ] || skip "not root (slurmd must run as root to start jobs)"
 for p in munged slurmctld slurmd sbatch squeue scontrol scancel sinfo setpriv ss; do
   command -v "$p" >/dev/null 2>&1 || PATH=$PATH:/usr/sbin:/sbin
-  command -v "$p" >/dev/null 2>&1 || skip "$p not found (apt-get install slurm-wlm munge)"
+  command -v "$p" >/dev/null 2>&1 || skip "$p not found (apt-get install slurm-wlm munge iproute2 util-linux)"
 done
 
 DIR=$(mktemp -d "${TMPDIR:-/tmp}/koma-slurm.XXXXXX") || skip "cannot make a temporary folder"
