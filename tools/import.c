@@ -1,13 +1,24 @@
-/* import.c - `import`: game records (CSA, KIF, USI) into a run's koma.db and
- * shards, so that `train --from-games --run DIR` trains on them.
+/* import.c - `import`: game records (CSA, KIF, USI) and the field's binary
+ * training data (dlshogi hcpe/hcpe3, YaneuraOu PackedSfenValue) into a run's
+ * koma.db and shards, so that `train --from-games --run DIR` trains on them.
  *
  *   import --run DIR [--min-rating R] [--skip-draws] [--cycle -1|N] [--shard-games N]
- *          [--format auto|csa|kif|usi] [--root-q result|zero] [--dedup 0|1] FILES|DIRS...
+ *          [--format auto|csa|kif|usi|hcpe|hcpe3|psv] [--root-q auto|result|zero|eval]
+ *          [--dedup 0|1] FILES|DIRS...
  *
  * Owns: the command line, filtering (rating, draws, games without moves,
  * duplicates), turning each game into shard rows, and the counts it prints.
- * Does not own: reading records (data/record.c), the shard format and the
- * crash-safe registration (data/shard.c, data/db.c).
+ * Does not own: reading records (data/record.c; hcpe, hcpe3 and psv:
+ * data/fmt_file.c), the shard format and the crash-safe registration
+ * (data/shard.c, data/db.c).
+ *
+ * hcpe and psv hold positions: each becomes a game of one move (its SFEN the
+ * start position, the move a one-hot target), so the same dedup, draw and
+ * shard rules apply; hcpe3 games keep their visit counts as the policy
+ * target (prob = visits / sum) and moves without candidates get no policy
+ * target. --root-q auto (the default) stores the file's eval as root_q
+ * where the format has one (data/fmt_pack.h: dlshogi's and YaneuraOu's
+ * scales), the result otherwise.
  *
  * Rows: one per move of each game, for the position before the move: packed
  * feature planes, hand values, legal-move mask, a one-hot policy target on
@@ -45,6 +56,7 @@
 #include "compat/status.h"
 #include "config/config.h"
 #include "data/db.h"
+#include "data/fmt_file.h"
 #include "data/run.h"
 #include "data/record.h"
 #include "data/shard.h"
@@ -66,11 +78,12 @@
 static const char *g_prog = "import";
 #define USAGE_ARGS                                                                             \
     "[--run DIR] [--min-rating R] [--skip-draws] [--cycle -1|N]\n"                              \
-    "       [--shard-games N] [--format auto|csa|kif|usi] [--root-q result|zero]\n"             \
-    "       [--dedup 0|1] FILES|DIRS...\n"                                                      \
-    "Reads CSA, KIF and USI game records, checks every move, and stores the games\n"            \
-    "in the run's koma.db and shards for `train --from-games`. A directory stands\n"           \
-    "for its *.csa *.kif *.kifu *.usi *.sfen files. It is the run's one writer while\n"       \
+    "       [--shard-games N] [--format auto|csa|kif|usi|hcpe|hcpe3|psv]\n"                     \
+    "       [--root-q auto|result|zero|eval] [--dedup 0|1] FILES|DIRS...\n"                     \
+    "Reads CSA, KIF and USI game records and dlshogi hcpe/hcpe3 and YaneuraOu psv\n"            \
+    "training data, checks every position and move, and stores the games in the\n"            \
+    "run's koma.db and shards for `train --from-games`. A directory stands for its\n"         \
+    "*.csa *.kif *.kifu *.usi *.sfen *.hcpe *.hcpe3 *.psv files. It is the run's one writer while\n" \
     "it runs (refused while selfplay or train runs on the same run); a missing\n"              \
     "koma.db next to existing models/ or shards/ is refused."
 static char usage[1024];
@@ -78,7 +91,7 @@ static char usage[1024];
 /* ---- flags ------------------------------------------------------------------------- */
 static char g_run[CFG_STRING_MAX] = "runs/default";
 static char g_format[CFG_STRING_MAX] = "auto";
-static char g_root_q[CFG_STRING_MAX] = "result";
+static char g_root_q[CFG_STRING_MAX] = "auto";
 static double g_min_rating = RATING_OFF;
 static int g_skip_draws = 0, g_dedup = 1;
 static int64_t g_cycle = -1, g_shard_games = 256, g_show = 20;
@@ -123,6 +136,21 @@ static int hashset_add(hashset_t *h, uint64_t k) {
     return 1;
 }
 
+enum { ROOT_Q_AUTO, ROOT_Q_RESULT, ROOT_Q_ZERO, ROOT_Q_EVAL };
+
+/* A game from either reader. */
+typedef struct {
+    const char *start_sfen;
+    const move_t *moves;
+    int32_t n_moves;
+    int32_t result; /* db_result_t */
+    db_reason_t reason;
+    const float *values;         /* (n_moves) or NULL: the file's evals as values */
+    const uint32_t *cand_begin;  /* (n_moves + 1) or NULL: one-hot targets on the moves */
+    const move_t *cand_moves;
+    const uint16_t *cand_visits;
+} import_game_t;
+
 /* ---- the import ----------------------------------------------------------------------- */
 typedef struct {
     db_t *db;
@@ -130,7 +158,7 @@ typedef struct {
     pos_t *pos;
     hashset_t seen;
     int64_t seq; /* next shard number */
-    int root_q_result;
+    int root_q; /* ROOT_Q_* */
     int failed;  /* a database/shard failure: stop */
     char err[2048];
     /* counts */
@@ -169,7 +197,7 @@ static int commit_shard(import_t *im) {
 }
 
 /* One game's rows into the builder. */
-static int add_game(import_t *im, const rec_game_t *g, const char *moves_usi) {
+static int add_game(import_t *im, const import_game_t *g, const char *moves_usi) {
     pos_t *pos = im->pos;
     char err[512];
     if (sfen_parse_cstr(pos, g->start_sfen, err, sizeof err) != SFEN_OK) { /* the reader checked it */
@@ -177,15 +205,31 @@ static int add_game(import_t *im, const rec_game_t *g, const char *moves_usi) {
         return -1;
     }
     uint8_t planes[ENC_PACKED_BYTES], legal[ENC_LEGAL_BYTES], posb[SHARD_POSITION_BYTES];
-    float hand[ENC_HAND], prob = 1.0f;
+    float hand[ENC_HAND];
+    uint16_t labs[ENC_LABEL_NB];
+    float probs[ENC_LABEL_NB];
     for (int32_t i = 0; i < g->n_moves; i++) {
         move_t m = g->moves[i];
         color_t stm = pos_side_to_move(pos);
         encode_position(pos, planes, hand);
         encode_legal_mask(pos, legal);
-        int32_t label = encode_move_label(pos, m);
-        KOMA_ASSERT(label >= 0 && label < ENC_LABEL_NB);
-        uint16_t lab = (uint16_t)label;
+        int32_t np = 0;
+        if (g->cand_begin) { /* visit counts (the reader checked the moves: legal, sum > 0) */
+            uint32_t b = g->cand_begin[i], e = g->cand_begin[i + 1], sum = 0;
+            for (uint32_t j = b; j < e; j++) sum += g->cand_visits[j];
+            for (uint32_t j = b; j < e && np < ENC_LABEL_NB; j++) {
+                int32_t label = encode_move_label(pos, g->cand_moves[j]);
+                KOMA_ASSERT(label >= 0 && label < ENC_LABEL_NB);
+                labs[np] = (uint16_t)label;
+                probs[np++] = (float)g->cand_visits[j] / (float)sum;
+            }
+        } else {
+            int32_t label = encode_move_label(pos, m);
+            KOMA_ASSERT(label >= 0 && label < ENC_LABEL_NB);
+            labs[0] = (uint16_t)label;
+            probs[0] = 1.0f;
+            np = 1;
+        }
         shard_position_t sp;
         memcpy(sp.board, pos->board, sizeof sp.board);
         sp.side = (uint8_t)stm;
@@ -199,10 +243,13 @@ static int add_game(import_t *im, const rec_game_t *g, const char *moves_usi) {
             .planes = planes,
             .hand = hand,
             .legal = legal,
-            .policy_label = &lab,
-            .policy_prob = &prob,
-            .policy_n = 1,
-            .root_q = im->root_q_result ? z : 0.0f,
+            .policy_label = labs,
+            .policy_prob = probs,
+            .policy_n = np,
+            .root_q = im->root_q == ROOT_Q_ZERO                 ? 0.0f
+                      : im->root_q == ROOT_Q_EVAL && g->values ? g->values[i]
+                      : im->root_q == ROOT_Q_AUTO && g->values ? g->values[i]
+                                                               : z,
             .ply = (uint16_t)i,
             .move = m,
             .position = posb,
@@ -230,8 +277,7 @@ static int add_game(import_t *im, const rec_game_t *g, const char *moves_usi) {
     return 0;
 }
 
-static int on_game(void *user, const rec_game_t *g) {
-    import_t *im = user;
+static int accept_game(import_t *im, const import_game_t *g, const double rating[2]) {
     im->games_read++;
     if (g->n_moves == 0) {
         im->skip_empty++;
@@ -242,8 +288,8 @@ static int on_game(void *user, const rec_game_t *g) {
         return compat_stop_requested();
     }
     if (g_min_rating > RATING_OFF) {
-        double lo = fmin(g->rating[0], g->rating[1]);
-        if (!(isfinite(g->rating[0]) && isfinite(g->rating[1]) && lo >= g_min_rating)) {
+        double lo = fmin(rating[0], rating[1]);
+        if (!(isfinite(rating[0]) && isfinite(rating[1]) && lo >= g_min_rating)) {
             im->skip_rating++;
             return compat_stop_requested();
         }
@@ -276,6 +322,20 @@ static int on_game(void *user, const rec_game_t *g) {
     }
     if (shard_builder_games(im->b) >= g_shard_games && commit_shard(im) != 0) return 1;
     return compat_stop_requested();
+}
+
+static int on_game(void *user, const rec_game_t *g) {
+    import_game_t ig = {.start_sfen = g->start_sfen, .moves = g->moves, .n_moves = g->n_moves,
+                        .result = g->result, .reason = g->reason};
+    return accept_game(user, &ig, g->rating);
+}
+
+static int on_fmt_game(void *user, const fmt_game_t *g) {
+    import_game_t ig = {.start_sfen = g->start_sfen, .moves = g->moves, .n_moves = g->n_moves,
+                        .result = g->result, .reason = g->reason, .values = g->values,
+                        .cand_begin = g->cand_begin, .cand_moves = g->cand_moves, .cand_visits = g->cand_visits};
+    static const double unrated[2] = {NAN, NAN};
+    return accept_game(user, &ig, unrated);
 }
 
 static void on_reject(void *user, const rec_reject_t *r) {
@@ -320,14 +380,19 @@ static double now_s(void) { return (double)compat_now_ns() * 1e-9; }
 /* ---- inputs ------------------------------------------------------------------------------ */
 typedef struct {
     import_t *im;
-    rec_format_t fmt;
+    int fmt; /* rec_format_t, or IMPORT_BINARY + fmt_kind_t */
     const char *dir;
     int stop;
 } walk_t;
 
-static int import_file(import_t *im, const char *path, rec_format_t fmt) {
+#define IMPORT_BINARY 100 /* + fmt_kind_t: hcpe, hcpe3, psv */
+
+static int import_file(import_t *im, const char *path, int fmt) {
     im->files++;
-    int rc = rec_parse_file(path, fmt, &(rec_sink_t){on_game, on_reject, im});
+    fmt_kind_t k;
+    if (fmt == REC_FORMAT_AUTO && fmt_kind_guess(path, &k) == 0) fmt = IMPORT_BINARY + (int)k;
+    int rc = fmt >= IMPORT_BINARY ? fmt_parse_file(path, (fmt_kind_t)(fmt - IMPORT_BINARY), &(fmt_sink_t){on_fmt_game, on_reject, im})
+                                  : rec_parse_file(path, (rec_format_t)fmt, &(rec_sink_t){on_game, on_reject, im});
     if (rc < 0 && !im->failed) {
         snprintf(im->err, sizeof im->err, "%.900s: out of memory", path);
         im->failed = 1;
@@ -344,7 +409,7 @@ static int import_file(import_t *im, const char *path, rec_format_t fmt) {
 }
 
 static int is_record_name(const char *name) {
-    static const char *const EXT[] = {".csa", ".kif", ".kifu", ".usi", ".sfen"};
+    static const char *const EXT[] = {".csa", ".kif", ".kifu", ".usi", ".sfen", ".hcpe", ".hcpe3", ".psv"};
     size_t n = strlen(name);
     for (size_t i = 0; i < sizeof EXT / sizeof EXT[0]; i++) {
         size_t k = strlen(EXT[i]);
@@ -387,9 +452,12 @@ int main(int argc, char **argv) {
     opts[n++] = (cfg_opt_t){"cycle", CFG_TYPE_INT, &g_cycle, -1, 1e9,
                             "cycle the shards are registered with: -1 = data from before any self-play cycle (no cycle's new positions)"};
     opts[n++] = (cfg_opt_t){"shard-games", CFG_TYPE_INT, &g_shard_games, 1, 1e7, "games per shard file"};
-    opts[n++] = (cfg_opt_t){"format", CFG_TYPE_STRING, g_format, 0, 0, "auto (by extension, else content), csa, kif or usi"};
+    opts[n++] = (cfg_opt_t){"format", CFG_TYPE_STRING, g_format, 0, 0,
+                            "auto (by extension: .hcpe .hcpe3 .psv .bin are binary, else records by extension or content), "
+                            "csa, kif, usi, hcpe, hcpe3 or psv"};
     opts[n++] = (cfg_opt_t){"root-q", CFG_TYPE_STRING, g_root_q, 0, 0,
-                            "root_q column: result (the game's result, side to move's view) or zero"};
+                            "root_q column: auto (eval where the file has one: hcpe, hcpe3, psv; else result), "
+                            "result (the game's result, side to move's view), zero, or eval"};
     opts[n++] = (cfg_opt_t){"dedup", CFG_TYPE_BOOL, &g_dedup, 0, 1,
                             "skip games already in the run or seen earlier in this import (same start and moves)"};
     opts[n++] = (cfg_opt_t){"show-rejects", CFG_TYPE_INT, &g_show, 0, 1e9, "reject messages printed at most"};
@@ -407,14 +475,24 @@ int main(int argc, char **argv) {
         free(files);
         return 2;
     }
-    rec_format_t fmt;
-    if (rec_format_parse(g_format, &fmt) != 0) {
-        fprintf(stderr, "%s: --format %s: expected auto, csa, kif or usi\n", g_prog, g_format);
+    rec_format_t rfmt;
+    fmt_kind_t kind;
+    int fmt;
+    if (rec_format_parse(g_format, &rfmt) == 0) {
+        fmt = (int)rfmt;
+    } else if (fmt_kind_parse(g_format, &kind) == 0) {
+        fmt = IMPORT_BINARY + (int)kind;
+    } else {
+        fprintf(stderr, "%s: --format %s: expected auto, csa, kif, usi, hcpe, hcpe3 or psv\n", g_prog, g_format);
         free(files);
         return 2;
     }
-    if (strcmp(g_root_q, "result") != 0 && strcmp(g_root_q, "zero") != 0) {
-        fprintf(stderr, "%s: --root-q %s: expected result or zero\n", g_prog, g_root_q);
+    static const char *const RQ[] = {"auto", "result", "zero", "eval"};
+    int rq = -1;
+    for (int i = 0; i < 4; i++)
+        if (strcmp(g_root_q, RQ[i]) == 0) rq = i;
+    if (rq < 0) {
+        fprintf(stderr, "%s: --root-q %s: expected auto, result, zero or eval\n", g_prog, g_root_q);
         free(files);
         return 2;
     }
@@ -426,7 +504,7 @@ int main(int argc, char **argv) {
 
     import_t im;
     memset(&im, 0, sizeof im);
-    im.root_q_result = strcmp(g_root_q, "result") == 0;
+    im.root_q = rq;
     int status = 1;
     char path[CFG_STRING_MAX + 16];
     run_t *rn = run_open(g_run, RUN_WRITE | RUN_CREATE, g_prog, err, sizeof err); /* the run's one writer */
