@@ -6,7 +6,8 @@
  * one file), their registration in koma.db's models table (through the
  * writer thread), the per-step train_steps rows, publishing each new net to
  * the inference server, and the trainer thread.
- * Does not own: the network, losses and SGD (nn/net.h), the weights format
+ * Does not own: its options (train/config.h), the step loop (train/loop.h),
+ * the network, losses and SGD (nn/net.h), the weights format
  * (nn/weights.h), shard files and their validation (data/shard.h), SQLite
  * (data/db.h, data/writer.h), self-play and the cycle driver (selfplay/).
  *
