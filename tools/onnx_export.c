@@ -41,6 +41,8 @@
 #include "nn/net.h"
 #include "nn/weights.h"
 
+static const char *g_prog = "onnx-export"; /* the name it was run as (koma-onnx-export installed) */
+
 #define ONNX_OPSET 17
 #define ONNX_IR_VERSION 8 /* ONNX 1.12, the first with opset 17 */
 
@@ -187,7 +189,7 @@ static void init_i64(graph_t *g, const char *name, int n, const int64_t *v) {
 static float *tensor_host(graph_t *g, const char *name, int64_t *numel) {
     int32_t t = nn_net_tensor_find(g->net, name);
     if (t < 0) {
-        fprintf(stderr, "onnx-export: the net has no tensor '%s'\n", name);
+        fprintf(stderr, "%s: the net has no tensor '%s'\n", g_prog, name);
         g->failed = 1;
         return NULL;
     }
@@ -246,7 +248,7 @@ static void conv_bn(graph_t *g, const char *prefix, const char *cname, const cha
     int32_t t[5];
     for (int i = 0; i < 5; i++)
         if ((t[i] = nn_net_tensor_find(g->net, n[i])) < 0) {
-            fprintf(stderr, "onnx-export: the net has no tensor '%s'\n", n[i]);
+            fprintf(stderr, "%s: the net has no tensor '%s'\n", g_prog, n[i]);
             g->failed = 1;
             return;
         }
@@ -420,7 +422,7 @@ static int build_model(nn_backend_t *be, nn_net_t *net, const char *src, pb_t *o
     value_head(&g, h, "value");
     move_head(&g, "legal", h, "legal");
     if (g.failed || nn_backend_error(be)) {
-        fprintf(stderr, "onnx-export: %s: reading the weights failed: %s\n", src,
+        fprintf(stderr, "%s: %s: reading the weights failed: %s\n", g_prog, src,
                 nn_backend_error(be) ? nn_backend_error(be) : "a tensor is missing");
         free(g.nodes.p);
         free(g.inits.p);
@@ -442,7 +444,8 @@ static int build_model(nn_backend_t *be, nn_net_t *net, const char *src, pb_t *o
     value_info(&graph, GRAPH_INPUT, "planes", 3, planes_dims,
                "feature planes (engine/encode.h), 0/1, side to move's view; square s = row s/9, column s%9");
     if (cfg->in_hand > 0)
-        value_info(&graph, GRAPH_INPUT, "hand", 1, hand_dims, "hand values (engine/encode.h): us then them, P L N S B R G, count / most");
+        value_info(&graph, GRAPH_INPUT, "hand", 1, hand_dims,
+                   "hand values (engine/encode.h): us then them, P L N S B R G, count / most");
     value_info(&graph, GRAPH_OUTPUT, "policy", 1, policy_dims, "policy logits, label = direction*81 + view square");
     value_info(&graph, GRAPH_OUTPUT, "value", 1, value_dims, "win/draw/loss logits, side to move");
     value_info(&graph, GRAPH_OUTPUT, "legal", 1, policy_dims, "legal-move logits, labels as policy");
@@ -463,7 +466,7 @@ static int build_model(nn_backend_t *be, nn_net_t *net, const char *src, pb_t *o
     meta(&model, "koma.value", "logits: win, draw, loss (side to move)");
     meta(&model, "koma.policy", "logits: label = direction*81 + view square (engine/encode.h)");
     if (model.oom) {
-        fprintf(stderr, "onnx-export: out of memory building the model of %s\n", src);
+        fprintf(stderr, "%s: out of memory building the model of %s\n", g_prog, src);
         free(model.p);
         return -1;
     }
@@ -477,51 +480,53 @@ static int ends_with(const char *s, const char *suffix) {
 }
 
 int main(int argc, char **argv) {
-    if (koma_version_asked(argc, argv, "onnx-export")) return 0;
+    g_prog = koma_program_name(argc > 0 ? argv[0] : NULL, "onnx-export");
+    if (koma_version_asked(argc, argv, g_prog)) return 0;
     if (argc != 3 || argv[1][0] == '-') {
         fprintf(stderr,
                 "usage: %s NET.safetensors OUT.onnx\n"
                 "  writes the Koma net as an ONNX model (opset %d): inputs planes (N,68,9,9), hand (N,14);\n"
                 "  outputs policy (N,2187) logits, value (N,3) W/D/L logits, legal (N,2187) logits\n",
-                koma_program_name(argv[0], "onnx-export"), ONNX_OPSET);
+                g_prog, ONNX_OPSET);
         return 2;
     }
     const char *in = argv[1], *out = argv[2];
     char err[1024];
     if (!ends_with(out, ".onnx")) {
-        fprintf(stderr, "onnx-export: %s: the output's name must end in .onnx (a net, shard or database is never replaced)\n", out);
+        fprintf(stderr, "%s: %s: the output's name must end in .onnx (a net, shard or database is never replaced)\n",
+                g_prog, out);
         return 2;
     }
     if (compat_file_exists(out) && compat_check_regular_file(out, err, sizeof err) != 0) {
-        fprintf(stderr, "onnx-export: %s\n", err);
+        fprintf(stderr, "%s: %s\n", g_prog, err);
         return 1;
     }
     if (compat_check_regular_file(in, err, sizeof err) != 0) {
-        fprintf(stderr, "onnx-export: %s\n", err);
+        fprintf(stderr, "%s: %s\n", g_prog, err);
         return 1;
     }
     nn_backend_t *be = nn_backend_cpu_new(1);
     if (!be) {
-        fprintf(stderr, "onnx-export: cannot open the CPU backend (out of memory?)\n");
+        fprintf(stderr, "%s: cannot open the CPU backend (out of memory?)\n", g_prog);
         return 1;
     }
     nn_net_t *net = nn_weights_load(be, in, -1, err, sizeof err);
     if (!net) {
-        fprintf(stderr, "onnx-export: %s\n", err);
+        fprintf(stderr, "%s: %s\n", g_prog, err);
         nn_backend_free(be);
         return 1;
     }
     pb_t model = {0};
     int rc = build_model(be, net, in, &model);
     if (rc == 0 && compat_write_file_durable(out, model.p, model.n, err, sizeof err) != 0) {
-        fprintf(stderr, "onnx-export: %s\n", err);
+        fprintf(stderr, "%s: %s\n", g_prog, err);
         rc = -1;
     }
     if (rc == 0) {
         char arch[64];
         const nn_net_config_t *cfg = nn_net_config(net);
-        printf("%s: %s %s net from %s, opset %d, %zu bytes; inputs planes (N,%d,9,9), hand (N,%d); outputs policy (N,%d), "
-               "value (N,%d) W/D/L logits, legal (N,%d)\n",
+        printf("%s: %s %s net from %s, opset %d, %zu bytes; inputs planes (N,%d,9,9), hand (N,%d); "
+               "outputs policy (N,%d), value (N,%d) W/D/L logits, legal (N,%d)\n",
                out, nn_net_arch_format(cfg, arch, sizeof arch), nn_act_name(cfg->act), in, ONNX_OPSET, model.n,
                (int)cfg->in_planes, (int)cfg->in_hand, NN_POLICY_NB, NN_VALUE_NB, NN_LEGAL_NB);
     }

@@ -273,7 +273,8 @@ int main(int argc, char **argv) {
     const char *probe[] = {"node", g_script, "--probe", NULL};
     int st = t_run(probe);
     g_ort = st == 0;
-    const char *why = st == 77 ? "onnxruntime-node is not installed (see above)" : "node (Node.js) cannot run onnx_run.js here";
+    const char *why =
+        st == 77 ? "onnxruntime-node is not installed (see above)" : "node (Node.js) cannot run onnx_run.js here";
     if (argc > 2) {
         const char *py[] = {argv[2], "-c", "import onnx", NULL};
         if (t_run(py) == 0) g_python = argv[2];
