@@ -28,8 +28,10 @@
  * Relu; silu: x * Sigmoid(x), opset 17 has no SiLU).
  *
  * Errors: a file that nn_weights_load refuses, an output that is not named
- * *.onnx (so a net, shard or database is never replaced) or cannot be
- * written; the output is written to a temporary name and renamed.
+ * *.onnx (so a net, shard or database is never replaced), that
+ * run_output_check refuses (a run's file, a directory, a FIFO, a missing
+ * folder) or that cannot be written; the output is written to a temporary
+ * name, fsync'ed and renamed.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +39,7 @@
 
 #include "compat/compat.h"
 #include "compat/version.h"
+#include "data/run.h"
 #include "nn/backend.h"
 #include "nn/net.h"
 #include "nn/weights.h"
@@ -497,7 +500,7 @@ int main(int argc, char **argv) {
                 g_prog, out);
         return 2;
     }
-    if (compat_file_exists(out) && compat_check_regular_file(out, err, sizeof err) != 0) {
+    if (run_output_check(out, NULL, "the ONNX model", "OUT", err, sizeof err) != 0) {
         fprintf(stderr, "%s: %s\n", g_prog, err);
         return 1;
     }
@@ -525,9 +528,9 @@ int main(int argc, char **argv) {
     if (rc == 0) {
         char arch[64];
         const nn_net_config_t *cfg = nn_net_config(net);
-        printf("%s: %s %s net from %s, opset %d, %zu bytes; inputs planes (N,%d,9,9), hand (N,%d); "
+        printf("%s: %s %s net from %s, opset %d, %lld bytes; inputs planes (N,%d,9,9), hand (N,%d); "
                "outputs policy (N,%d), value (N,%d) W/D/L logits, legal (N,%d)\n",
-               out, nn_net_arch_format(cfg, arch, sizeof arch), nn_act_name(cfg->act), in, ONNX_OPSET, model.n,
+               out, nn_net_arch_format(cfg, arch, sizeof arch), nn_act_name(cfg->act), in, ONNX_OPSET, (long long)model.n,
                (int)cfg->in_planes, (int)cfg->in_hand, NN_POLICY_NB, NN_VALUE_NB, NN_LEGAL_NB);
     }
     free(model.p);

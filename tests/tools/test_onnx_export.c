@@ -21,7 +21,8 @@
  * order 1 (the check fails by four orders of magnitude).
  * Also: when python3 has the onnx package (Debian's python3-onnx),
  * onnx.checker.check_model(full_check=True) on every file; the tool's
- * refusals (an output not named *.onnx, a missing input) name the file.
+ * refusals (an output not named *.onnx, a directory, a missing input) name
+ * the file.
  * Without node or onnxruntime-node the exports, refusals and checker still
  * run (a failure fails the test), then it exits 77 with the reason: the
  * runtime comparison, the point of the test, did not run.
@@ -261,6 +262,11 @@ static void check_refusals(const char *net_path) {
     const char *missing[] = {g_export, t_path("missing.safetensors"), t_path("x.onnx"), NULL};
     CHECK(t_run(missing) == 1);
     CHECK(!compat_file_exists(t_path("x.onnx")));
+    char err[256];
+    CHECK(compat_mkdir_p(t_path("dir.onnx"), err, sizeof err) == 0); /* data/run.h's run_output_check */
+    const char *dir[] = {g_export, net_path, t_path("dir.onnx"), NULL};
+    CHECK(t_run(dir) == 1);
+    CHECK(compat_is_dir(t_path("dir.onnx")));
 }
 
 int main(int argc, char **argv) {
