@@ -14,7 +14,9 @@
  * The model (opset 17, IR version 8; the batch dimension is "N", dynamic):
  *   input  "planes" float (N, 68, 9, 9): the feature planes of engine/encode.h
  *          expanded to 0/1 (plane p, view square s = bit p*81 + s of
- *          encode_position's packed bits; square s is row s/9, column s%9)
+ *          encode_position's packed bits; view square s = (file - 1) * 9 +
+ *          (rank - 1) as engine/types.h, so tensor row = file - 1, column =
+ *          rank - 1, in the side to move's view)
  *   input  "hand"   float (N, 14): encode_position's hand values, as they are
  *          (the net spreads each over a 9x9 plane after the 68 planes)
  *   output "policy" float (N, 2187): logits, label = direction * 81 + view
@@ -445,7 +447,7 @@ static int build_model(nn_backend_t *be, nn_net_t *net, const char *src, pb_t *o
     int64_t planes_dims[3] = {cfg->in_planes, 9, 9}, hand_dims[1] = {cfg->in_hand};
     int64_t policy_dims[1] = {NN_POLICY_NB}, value_dims[1] = {NN_VALUE_NB};
     value_info(&graph, GRAPH_INPUT, "planes", 3, planes_dims,
-               "feature planes (engine/encode.h), 0/1, side to move's view; square s = row s/9, column s%9");
+               "feature planes (engine/encode.h), 0/1, side to move's view; [n, p, file-1, rank-1]");
     if (cfg->in_hand > 0)
         value_info(&graph, GRAPH_INPUT, "hand", 1, hand_dims,
                    "hand values (engine/encode.h): us then them, P L N S B R G, count / most");
