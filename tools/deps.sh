@@ -9,12 +9,14 @@
 #                            test_dist_hosts' network namespaces: about 13 MB; the system's
 #                            slurmd/slurmctld never start (no /etc/slurm/slurm.conf is
 #                            written), the package's munged may; the test runs its own
-#                            daemons with their own key, socket, folders and free ports)
+#                            daemons with their own key, socket, folders and free ports; python3-onnx for
+#                            onnx.checker in test_onnx_export, whose ONNX Runtime comes from npm:
+#                            not installed here, see docs/ONNX.md)
 # Runs apt-get through sudo when not root. Installs nothing that is already there.
 set -eu
 pkgs="build-essential cmake pkg-config git libsqlite3-dev sqlite3 libxxhash-dev libcjson-dev libinih-dev libopenblas-dev libdnnl-dev"
 if [ "${1:-}" = "--test" ]; then
-  pkgs="$pkgs python3 python3-numpy python3-torch gpsshogi openmpi-bin libopenmpi-dev slurm-wlm munge iproute2"
+  pkgs="$pkgs python3 python3-numpy python3-torch python3-onnx gpsshogi openmpi-bin libopenmpi-dev slurm-wlm munge iproute2"
 fi
 missing=""
 for p in $pkgs; do
