@@ -79,14 +79,14 @@ static const char *g_prog = "import";
 #define USAGE_ARGS                                                                             \
     "[--run DIR] [--min-rating R] [--skip-draws] [--cycle -1|N]\n"                              \
     "       [--shard-games N] [--format auto|csa|kif|usi|hcpe|hcpe3|psv]\n"                     \
-    "       [--root-q auto|result|zero|eval] [--dedup 0|1] FILES|DIRS...\n"                     \
+    "       [--root-q auto|result|zero|eval] [--dedup 0|1] [--check] FILES|DIRS...\n"           \
     "Reads CSA, KIF and USI game records and dlshogi hcpe/hcpe3 and YaneuraOu psv\n"            \
     "training data, checks every position and move, and stores the games in the\n"            \
     "run's koma.db and shards for `train --from-games`. A directory stands for its\n"         \
     "*.csa *.kif *.kifu *.usi *.sfen *.hcpe *.hcpe3 *.psv files. It is the run's one writer while\n" \
     "it runs (refused while selfplay or train runs on the same run); a missing\n"              \
     "koma.db next to existing models/ or shards/ is refused."
-static char usage[1024];
+static char usage[1536];
 
 /* ---- flags ------------------------------------------------------------------------- */
 static char g_run[CFG_STRING_MAX] = "runs/default";
@@ -96,7 +96,7 @@ static double g_min_rating = RATING_OFF;
 static int g_skip_draws = 0, g_dedup = 1;
 static int64_t g_cycle = -1, g_shard_games = 256, g_show = 20;
 static double g_progress = -1;
-static int g_quiet = 0;
+static int g_quiet = 0, g_check = 0;
 
 /* ---- the set of games already stored (XXH3 of start + moves) ---------------------- */
 typedef struct {
@@ -314,6 +314,12 @@ static int accept_game(import_t *im, const import_game_t *g, const double rating
             return 1;
         }
     }
+    if (g_check) { /* --check: read, checked and counted, stored nowhere */
+        free(moves);
+        im->games++;
+        im->positions += g->n_moves;
+        return compat_stop_requested();
+    }
     int rc = add_game(im, g, moves);
     free(moves);
     if (rc != 0) {
@@ -458,6 +464,8 @@ int main(int argc, char **argv) {
     opts[n++] = (cfg_opt_t){"root-q", CFG_TYPE_STRING, g_root_q, 0, 0,
                             "root_q column: auto (eval where the file has one: hcpe, hcpe3, psv; else result), "
                             "result (the game's result, side to move's view), zero, or eval"};
+    opts[n++] = (cfg_opt_t){"check", CFG_TYPE_BOOL, &g_check, 0, 1,
+                            "read and check every record and count what would be imported; no run is opened or written"};
     opts[n++] = (cfg_opt_t){"dedup", CFG_TYPE_BOOL, &g_dedup, 0, 1,
                             "skip games already in the run or seen earlier in this import (same start and moves)"};
     opts[n++] = (cfg_opt_t){"show-rejects", CFG_TYPE_INT, &g_show, 0, 1e9, "reject messages printed at most"};
@@ -507,7 +515,12 @@ int main(int argc, char **argv) {
     im.root_q = rq;
     int status = 1;
     char path[CFG_STRING_MAX + 16];
-    run_t *rn = run_open(g_run, RUN_WRITE | RUN_CREATE, g_prog, err, sizeof err); /* the run's one writer */
+    run_t *rn = NULL;
+    if (g_check) { /* read and check only: no run */
+        im.pos = NULL;
+        goto inputs;
+    }
+    rn = run_open(g_run, RUN_WRITE | RUN_CREATE, g_prog, err, sizeof err); /* the run's one writer */
     if (!rn) {
         fprintf(stderr, "%s: %s\n", g_prog, err);
         goto done;
@@ -539,6 +552,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s: %s\n", g_prog, im.err);
         goto done;
     }
+inputs:
     compat_install_stop_handler();
 
     double t0 = now_s();
@@ -555,14 +569,15 @@ int main(int argc, char **argv) {
             import_file(&im, files[i], fmt);
         }
     }
-    if (!im.failed) commit_shard(&im); /* the last, partial shard; also on Ctrl-C */
+    if (!im.failed && !g_check) commit_shard(&im); /* the last, partial shard; also on Ctrl-C */
     double dt = now_s() - t0;
     status_free(im.st); /* before the summary */
     im.st = NULL;
 
     printf("%s: %s: %" PRId64 " file(s), %" PRId64 " game(s) read, %" PRId64 " imported (%" PRId64
            " positions) in %" PRId64 " shard(s), %" PRId64 " rejected\n",
-           g_prog, g_run, im.files, im.games_read, im.games, im.positions, im.shards, im.rejected);
+           g_prog, g_check ? "--check, nothing stored" : g_run, im.files, im.games_read, im.games, im.positions, im.shards,
+           im.rejected);
     printf("  skipped: %" PRId64 " draw(s), %" PRId64 " below --min-rating or unrated, %" PRId64
            " duplicate(s), %" PRId64 " without moves\n",
            im.skip_draw, im.skip_rating, im.skip_dup, im.skip_empty);

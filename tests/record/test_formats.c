@@ -386,6 +386,10 @@ static void test_programs(void) {
     snprintf(out, sizeof out, "%s/koma.db", run2);
     CHECK(run_prog(KOMA_EXPORT_BIN, "--run", run2, "--format", "hcpe", "--out", out, NULL) == 1);
     CHECK(run_prog(KOMA_EXPORT_BIN, "--run", run2, "--format", "kif", "--out", "x", NULL) == 2);
+    /* --check reads and counts, and opens no run */
+    snprintf(run2, sizeof run2, "%s/run_check", dir);
+    CHECK(run_prog(KOMA_IMPORT_BIN, "--run", run2, "--check", "--quiet", FIX("bad.hcpe"), NULL) == 0);
+    CHECK(!compat_file_exists(run2));
     /* broken files: the rest imported, exit 0 */
     snprintf(run2, sizeof run2, "%s/run_bad", dir);
     CHECK(run_prog(KOMA_IMPORT_BIN, "--run", run2, "--quiet", FIX("bad.hcpe"), FIX("bad.psv"), FIX("bad.hcpe3"), NULL) == 0);

@@ -7,8 +7,13 @@ cshogi's reader, on the same files in one run (docs/BENCHMARKS.md).
 The fixtures of this folder are repeated COPIES times (default 200) into a
 scratch directory. Koma: `import --dedup 0 --quiet` into a fresh run (every
 position decoded, checked by the rules, encoded as feature planes and legal
-mask, written to shards and koma.db); its own positions/s line is quoted.
-cshogi: numpy.fromfile, then per record Board.set_hcp / set_psfen, the move
+mask, written to shards and koma.db), and `import --check` (decoded and
+checked by the rules, nothing encoded or stored: the same work as cshogi's
+loop below).
+Both as wall-clock rates and per second of CPU time (the process's own user +
+system time: on a shared machine the wall clock also counts waiting for a core).
+The import's wall time includes its start (opening the run) and the shard and
+database commit. cshogi: numpy.fromfile, then per record Board.set_hcp / set_psfen, the move
 read with move_from_move16 / move_from_psv and checked with is_legal (the
 reading a Python training loader built on cshogi does before its features).
 """
@@ -27,7 +32,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def cshogi_positions(path, kind):
-    t = time.perf_counter()
+    t, c0 = time.perf_counter(), time.process_time()
     b = cshogi.Board()
     n = bad = 0
     if kind == 'hcpe':
@@ -60,8 +65,8 @@ def cshogi_positions(path, kind):
                 bad += not b.is_legal(m)
                 b.push(m)
                 n += 1
-    dt = time.perf_counter() - t
-    return n, dt, bad
+    dt, cpu = time.perf_counter() - t, time.process_time() - c0
+    return n, dt, cpu, bad
 
 
 def main():
@@ -69,8 +74,9 @@ def main():
     copies = int(sys.argv[2]) if len(sys.argv) > 2 else 200
     tmp = tempfile.mkdtemp(prefix='koma_bench_formats_')
     try:
-        print(f'| format | positions | Koma import (pos/s) | cshogi reader (pos/s) |')
-        print(f'|---|---|---|---|')
+        print('| format | positions | Koma `import --check`: pos/s wall | CPU | Koma `import`: pos/s wall | CPU '
+              '| cshogi reader: pos/s wall | CPU |')
+        print('|---|---|---|---|---|---|---|---|')
         for kind in ('hcpe', 'psv', 'hcpe3'):
             src = open(os.path.join(HERE, f'games.{kind}'), 'rb').read()
             path = os.path.join(tmp, f'bench.{kind}')
@@ -78,13 +84,21 @@ def main():
                 for _ in range(copies):
                     f.write(src)
             run = os.path.join(tmp, f'run_{kind}')
-            out = subprocess.run([os.path.join(build, 'tools', 'import'), '--run', run, '--dedup', '0', '--quiet',
-                                  '--shard-games', '100000', path], capture_output=True, text=True, check=True).stdout
-            m = re.search(r'\((\d+) positions\).*\n.*\n\s+([\d.]+) s, (\d+) positions/s', out)
-            kpos, krate = int(m.group(1)), int(m.group(3))
-            n, dt, bad = cshogi_positions(path, kind)
+            rates = []
+            for extra in (['--check'], ['--run', run]):
+                t = time.perf_counter()
+                proc = subprocess.Popen([os.path.join(build, 'tools', 'import'), '--dedup', '0', '--quiet',
+                                         '--shard-games', '100000'] + extra + [path], stdout=subprocess.PIPE, text=True)
+                out = proc.stdout.read()
+                _, status, ru = os.wait4(proc.pid, 0)
+                kwall, kcpu = time.perf_counter() - t, ru.ru_utime + ru.ru_stime
+                assert status == 0, out
+                kpos = int(re.search(r'\((\d+) positions\)', out).group(1))
+                rates += [kpos / kwall, kpos / kcpu]
+            n, dt, cpu, bad = cshogi_positions(path, kind)
             assert bad == 0 and n == kpos, (bad, n, kpos)
-            print(f'| {kind} | {n} | {krate} | {n / dt:.0f} |')
+            r = ' | '.join(f'{x:.0f}' for x in rates + [n / dt, n / cpu])
+            print(f'| {kind} | {n} | {r} |')
     finally:
         shutil.rmtree(tmp)
 
