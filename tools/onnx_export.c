@@ -487,13 +487,17 @@ static int ends_with(const char *s, const char *suffix) {
 int main(int argc, char **argv) {
     g_prog = koma_program_name(argc > 0 ? argv[0] : NULL, "onnx-export");
     if (koma_version_asked(argc, argv, g_prog)) return 0;
+    int help = argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0);
     if (argc != 3 || argv[1][0] == '-') {
-        fprintf(stderr,
+        fprintf(help ? stdout : stderr,
                 "usage: %s NET.safetensors OUT.onnx\n"
-                "  writes the Koma net as an ONNX model (opset %d): inputs planes (N,68,9,9), hand (N,14);\n"
-                "  outputs policy (N,2187) logits, value (N,3) W/D/L logits, legal (N,2187) logits\n",
+                "  writes a Koma net (a run's models/NNNN.safetensors, the shipped net) as an\n"
+                "  ONNX model, opset %d, batch N dynamic:\n"
+                "  inputs  planes (N,68,9,9) and hand (N,14), as engine/encode.h encodes them\n"
+                "  outputs policy (N,2187) logits, value (N,3) win/draw/loss logits,\n"
+                "          legal (N,2187) logits (docs/ONNX.md)\n",
                 g_prog, ONNX_OPSET);
-        return 2;
+        return help ? 0 : 2;
     }
     const char *in = argv[1], *out = argv[2];
     char err[1024];

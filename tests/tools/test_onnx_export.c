@@ -237,8 +237,11 @@ static void check_net(const char *label, const char *net_path, const positions_t
     free(koma);
 }
 
-/* A random net of architecture arch and activation a, perturbed, saved to t_path(name). */
+/* A random net of architecture arch and activation a, perturbed, saved to
+ * t_path(name); the path in a buffer of its own (t_path's rotate). */
 static const char *random_net(const char *name, const char *arch, nn_act_t a, uint64_t seed) {
+    static char paths[2][1024];
+    static int at;
     char err[512];
     nn_net_config_t cfg = {.act = a, .in_planes = ENC_PLANES, .in_hand = ENC_HAND,
                            .features_version = ENC_FEATURES_VERSION};
@@ -247,22 +250,35 @@ static const char *random_net(const char *name, const char *arch, nn_act_t a, ui
     nn_net_t *net = nn_net_new(be, &cfg, seed, err, sizeof err);
     KOMA_ASSERT(net);
     perturb(be, net, seed * 7 + 1);
-    const char *path = t_path(name);
+    char *path = paths[at++ % 2];
+    snprintf(path, sizeof paths[0], "%s", t_path(name));
     CHECKF(nn_weights_save(net, NULL, path, err, sizeof err) == 0, "%s", err);
     nn_net_free(net);
     nn_backend_free(be);
     return path;
 }
 
-/* The tool's refusals: exit status and a message, no file. */
+/* The tool's usage and refusals: exit status and a message, no file. */
 static void check_refusals(const char *net_path) {
+    char err[256];
+    const char *help[] = {g_export, "--help", NULL};
+    int status = -1;
+    CHECK(compat_run_io(help, t_path("help.txt"), "", &status, err, sizeof err) == 0 && status == 0);
+    char *text = t_read_file(t_path("help.txt"), NULL);
+    CHECKF(strstr(text, "usage: onnx-export NET.safetensors OUT.onnx") && strstr(text, "planes (N,68,9,9)") &&
+               strstr(text, "value (N,3) win/draw/loss logits"),
+           "--help:\n%s", text);
+    for (const char *l = text; *l; l += strcspn(l, "\n") + (l[strcspn(l, "\n")] ? 1 : 0))
+        CHECKF(strcspn(l, "\n") <= 80, "--help line over 80 columns: %.*s", (int)strcspn(l, "\n"), l);
+    free(text);
+    const char *bad_flag[] = {g_export, "--no-such-flag", NULL};
+    CHECK(t_run(bad_flag) == 2);
     const char *bad_name[] = {g_export, net_path, t_path("out.safetensors"), NULL};
     CHECK(t_run(bad_name) == 2);
     CHECK(!compat_file_exists(t_path("out.safetensors")));
     const char *missing[] = {g_export, t_path("missing.safetensors"), t_path("x.onnx"), NULL};
     CHECK(t_run(missing) == 1);
     CHECK(!compat_file_exists(t_path("x.onnx")));
-    char err[256];
     CHECK(compat_mkdir_p(t_path("dir.onnx"), err, sizeof err) == 0); /* data/run.h's run_output_check */
     const char *dir[] = {g_export, net_path, t_path("dir.onnx"), NULL};
     CHECK(t_run(dir) == 1);
