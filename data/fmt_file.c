@@ -225,7 +225,7 @@ static int parse_positions(reader_t *r, const uint8_t *d, size_t len, fmt_kind_t
     }
     if (len % rec)
         reject(r, (int64_t)n + 1, (int64_t)(n * rec), 0, REC_ERR_TRUNCATED,
-               "the file ends %zu bytes into a %zu-byte record", len % rec, rec);
+               "the file ends %d bytes into a %d-byte record", (int)(len % rec), (int)rec);
     return 0;
 }
 
