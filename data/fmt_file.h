@@ -36,8 +36,12 @@
  * someone won, abort (a draw) otherwise.
  * hcpe and psv hold positions, not games: each record is a game of one
  * move from that position (its SFEN the start, ply 1 for hcpe, gamePly for
- * psv), the move a one-hot policy target, the eval the search value and the
- * result the value target. Reason: the hcpe flags as above, else resign
+ * psv, 0 read as 1), the move a one-hot policy target, the eval the search
+ * value and the result the value target. Import's dedup then drops a position
+ * seen before with the same move (and, for psv, the same ply).
+ * A position with fewer than 40 pieces (handicaps, tsume) is written with
+ * cshogi's piece-box codes; YaneuraOu versions without a piece box cannot
+ * read such psv records (Koma and cshogi can). Reason: the hcpe flags as above, else resign
  * (someone won) or abort (draw); psv: resign or abort.
  *
  * ---- Errors --------------------------------------------------------------------------------
