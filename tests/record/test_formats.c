@@ -368,6 +368,19 @@ static void test_programs(void) {
         CHECK(run_prog(KOMA_EXPORT_BIN, "--run", run2, "--format", NAME[k], "--out", out2, NULL) == 0);
         CHECKF(same_file(out, out2), "%s: export, import, export differ", NAME[k]);
     }
+    /* the CSA/KIF/USI records of tests/data/records (one-hot targets, results as values, handicaps) out and back */
+    snprintf(run2, sizeof run2, "%s/run_records", dir);
+    CHECK(run_prog(KOMA_IMPORT_BIN, "--run", run2, "--quiet", KOMA_SOURCE_DIR "/tests/data/records", NULL) == 0);
+    for (int k = 0; k < 3; k++) {
+        char run3[700];
+        snprintf(out, sizeof out, "%s/rec.%s", dir, NAME[k]);
+        snprintf(out2, sizeof out2, "%s/rec2.%s", dir, NAME[k]);
+        snprintf(run3, sizeof run3, "%s/run3_%s", dir, NAME[k]);
+        CHECK(run_prog(KOMA_EXPORT_BIN, "--run", run2, "--format", NAME[k], "--out", out, NULL) == 0);
+        CHECK(run_prog(KOMA_IMPORT_BIN, "--run", run3, "--dedup", "0", "--quiet", out, NULL) == 0);
+        CHECK(run_prog(KOMA_EXPORT_BIN, "--run", run3, "--format", NAME[k], "--out", out2, NULL) == 0);
+        CHECKF(same_file(out, out2), "records as %s: export, import, export differ", NAME[k]);
+    }
     /* cycles: shards of cycle 3 are not in 4..9 */
     snprintf(run2, sizeof run2, "%s/run_cycle", dir);
     snprintf(out, sizeof out, "%s/none.hcpe", dir);
