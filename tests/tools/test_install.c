@@ -1,7 +1,7 @@
 /* test_install.c - `cmake --install` puts the programs on a PATH prefix and
  * each answers --version: selfplay, train and koma under their names, the
  * user tools as koma-import, koma-inspect, koma-report, koma-usi-match,
- * koma-perft and koma-genconfig, and the named flag sets under share/koma/configs
+ * koma-perft, koma-genconfig and koma-export, and the named flag sets under share/koma/configs
  * and the license under share/doc/koma, the shipped net under share/koma/nets (which the installed
  * koma plays by default). --version's first line is
  * "NAME (Koma) VERSION"; the commit and the parts built in follow. NAME is
@@ -88,7 +88,7 @@ int main(int argc, char **argv) {
                                     {"koma", "koma"},                 {"koma-import", "koma-import"},
                                     {"koma-inspect", "koma-inspect"}, {"koma-report", "koma-report"},
                                     {"koma-usi-match", "koma-usi-match"}, {"koma-perft", "koma-perft"},
-                                    {"koma-genconfig", "koma-genconfig"}};
+                                    {"koma-genconfig", "koma-genconfig"}, {"koma-export", "koma-export"}};
     for (size_t i = 0; i < sizeof progs / sizeof progs[0]; i++) {
         char exe[800], want[128];
         snprintf(exe, sizeof exe, "%s/bin/%s", prefix, progs[i][0]);
