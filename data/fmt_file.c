@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "compat/compat.h"
+#include "data/shard.h"
 #include "engine/movegen.h"
 
 const char *fmt_kind_name(fmt_kind_t k) {
@@ -425,17 +426,14 @@ int fmt_hcpe3_head(const pos_t *start, int32_t n_moves, uint8_t result_byte, uin
     return 0;
 }
 
-void fmt_visits_of_probs(const float *prob, int32_t n, uint16_t *visits) {
-    float pmin = 0, pmax = 0;
-    for (int32_t i = 0; i < n; i++) {
+/* The smallest counts (smallest count k = 1, 2, ... kmax) whose float
+ * quotients are prob exactly; 0 and visits, or -1 when none. */
+static int visits_exact(const float *prob, int32_t n, int32_t kmax, uint16_t *visits) {
+    float pmin = 0;
+    for (int32_t i = 0; i < n; i++)
         if (prob[i] > 0 && (pmin == 0 || prob[i] < pmin)) pmin = prob[i];
-        if (prob[i] > pmax) pmax = prob[i];
-    }
-    if (pmin <= 0) {
-        for (int32_t i = 0; i < n; i++) visits[i] = 0;
-        return;
-    }
-    for (int32_t k = 1; k <= 4096; k++) { /* the smallest count k: the rest follow */
+    if (pmin <= 0) return -1;
+    for (int32_t k = 1; k <= kmax; k++) {
         double total = (double)k / pmin;
         if (total > 65535.0 * n) break;
         uint32_t sum = 0;
@@ -447,10 +445,42 @@ void fmt_visits_of_probs(const float *prob, int32_t n, uint16_t *visits) {
         }
         for (int32_t i = 0; i < n && ok; i++)
             if ((float)visits[i] / (float)sum != prob[i]) ok = 0;
-        if (ok) return;
+        if (ok) return 0;
     }
+    return -1;
+}
+
+static uint32_t gcd32(uint32_t a, uint32_t b) {
+    while (b) {
+        uint32_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+void fmt_visits_of_probs(const float *prob, int32_t n, uint16_t *visits) {
+    float pmax = 0;
+    for (int32_t i = 0; i < n; i++)
+        if (prob[i] > pmax) pmax = prob[i];
+    if (!(pmax > 0)) {
+        for (int32_t i = 0; i < n; i++) visits[i] = 0;
+        return;
+    }
+    if (visits_exact(prob, n, 1024, visits) == 0) return; /* a target made from visits: those visits */
+    /* any other target: counts proportional to it (the largest 10000), in lowest terms, then the
+     * smallest counts with the same float quotients, which is what importing and exporting them
+     * again gives (so a second export is the same bytes) */
+    uint32_t g = 0, sum = 0;
     for (int32_t i = 0; i < n; i++) {
-        double v = floor((double)prob[i] / pmax * 10000.0 + 0.5);
+        double v = prob[i] > 0 ? floor((double)prob[i] / pmax * 10000.0 + 0.5) : 0;
         visits[i] = (uint16_t)(prob[i] > 0 && v < 1 ? 1 : v);
+        g = gcd32(visits[i], g);
     }
+    for (int32_t i = 0; i < n; i++) sum += visits[i] /= (uint16_t)g;
+    float q[SHARD_LABEL_NB];
+    if (n > SHARD_LABEL_NB) return;
+    for (int32_t i = 0; i < n; i++) q[i] = (float)visits[i] / (float)sum;
+    uint16_t w[SHARD_LABEL_NB];
+    if (visits_exact(q, n, 10000, w) == 0) memcpy(visits, w, (size_t)n * sizeof *w);
 }
