@@ -117,10 +117,13 @@ int fmt_hcpe_record(const pos_t *pos, float value, move_t m, uint8_t result_byte
 int fmt_psv_record(const pos_t *pos, float value, move_t m, int32_t result, uint8_t out[FMT_PSV_BYTES]);
 /* The hcpe3 head of a game from start. */
 int fmt_hcpe3_head(const pos_t *start, int32_t n_moves, uint8_t result_byte, uint8_t out[FMT_HCPE3_HEAD]);
-/* Visit counts for a probability target: integers v[i] >= 1 with
- * (float)v[i] / (float)sum == prob[i] for every i where such small counts
- * exist (a target read from visits gives those visits back), else counts
- * proportional to prob (the largest 10000). */
+/* Visit counts for a probability target (0 stays 0): the smallest integers
+ * with (float)v[i] / (float)sum == prob[i] for every i when such counts exist
+ * with the smallest count <= 1024 (a target read from visits gives those
+ * visits back, in lowest terms); else counts proportional to prob (the
+ * largest 10000) in lowest terms, taken to the smallest counts with the same
+ * float quotients. Either way reading the counts back (v / sum) and calling
+ * this again gives the same counts. */
 void fmt_visits_of_probs(const float *prob, int32_t n, uint16_t *visits);
 
 void fmt_board_of_pos(const pos_t *pos, fmt_board_t *b);
