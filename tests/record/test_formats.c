@@ -10,7 +10,8 @@
  *    file and record, the others read;
  *  - the real programs: import of each fixture and export again gives the
  *    file byte for byte; a run's games exported, imported and exported again
- *    are the same bytes; --from-cycle/--to-cycle choose shards; dedup.
+ *    are the same bytes (imported data, the CSA/KIF/USI records, a real
+ *    self-play run); --from-cycle/--to-cycle choose shards; dedup; --check.
  */
 #include "compat/compat.h"
 #include "data/db.h"
@@ -399,6 +400,22 @@ static void test_programs(void) {
         CHECK(run_prog(KOMA_EXPORT_BIN, "--run", run3, "--format", NAME[k], "--out", out2, NULL) == 0);
         CHECKF(same_file(out, out2), "records as %s: export, import, export differ", NAME[k]);
     }
+#ifdef KOMA_SELFPLAY_BIN
+    /* a real self-play run (search targets that are not visit counts, plies without rows) out and back */
+    snprintf(run2, sizeof run2, "%s/run_selfplay", dir);
+    CHECK(run_prog(KOMA_SELFPLAY_BIN, "--run", run2, "--cycles", "1", "--games-per-cycle", "2", "--threads", "1",
+                   "--games-per-thread", "2", "--visits", "16", "--max-ply", "60", "--net", "1x8", "--quiet", NULL) == 0);
+    for (int k = 0; k < 3; k++) {
+        char run3[700];
+        snprintf(out, sizeof out, "%s/sp.%s", dir, NAME[k]);
+        snprintf(out2, sizeof out2, "%s/sp2.%s", dir, NAME[k]);
+        snprintf(run3, sizeof run3, "%s/run3sp_%s", dir, NAME[k]);
+        CHECK(run_prog(KOMA_EXPORT_BIN, "--run", run2, "--format", NAME[k], "--out", out, NULL) == 0);
+        CHECK(run_prog(KOMA_IMPORT_BIN, "--run", run3, "--dedup", "0", "--quiet", out, NULL) == 0);
+        CHECK(run_prog(KOMA_EXPORT_BIN, "--run", run3, "--format", NAME[k], "--out", out2, NULL) == 0);
+        CHECKF(same_file(out, out2), "self-play as %s: export, import, export differ", NAME[k]);
+    }
+#endif
     /* cycles: shards of cycle 3 are not in 4..9 */
     snprintf(run2, sizeof run2, "%s/run_cycle", dir);
     snprintf(out, sizeof out, "%s/none.hcpe", dir);
