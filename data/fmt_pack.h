@@ -14,7 +14,10 @@
  * YaneuraOu's SQ_11 = 0 numbering), then every other square 0..80 in order
  * (the kings' skipped) as a prefix code of its piece, then the pieces in hand
  * (Black's, then White's; pawn, lance, knight, silver, gold, bishop, rook as
- * cshogi writes them; readers take any order) and the pieces in neither
+ * cshogi writes them; readers take any order: YaneuraOu's own packer writes
+ * bishop and rook before gold, so a psv record from its gensfen whose hand
+ * holds a gold with a bishop or rook is read the same but written back by
+ * Koma in cshogi's order; YaneuraOu and cshogi read both) and the pieces in neither
  * ("piece box", positions with fewer than 40 pieces), up to exactly 256 bits.
  * The codes are cshogi's tables (src/position.cpp): hcp's HuffmanCodedPos
  * boardCodeTable/handCodeTable/pieceBoxCodeTable; PackedSfen's are
