@@ -7,6 +7,7 @@
  *     afterwards whatever happens (trap), passing its exit status on (77,
  *     skipped, with the script's reason where the set-up cannot be had);
  *   - dist_selfplay_args: the selfplay arguments of sp_mpi_test.h's tiny run;
+ *   - dist_games_now: the games committed so far, for "nothing lost" checks;
  *   - dist_text_has: a line of a log file holding two strings.
  * Built only with MPI and selfplay (tests/dist/CMakeLists.txt); POSIX only.
  */
@@ -49,6 +50,18 @@ static inline int dist_selfplay_args(const char **argv, int at, const char *dir,
     for (i++; i < n; i++) argv[at++] = all[i];
     argv[at] = NULL;
     return at;
+}
+
+/* The games committed so far in the run at dir, read beside its writer: the
+ * newest id first (*last_id), then the games up to it (ids only grow, so a
+ * game committed between the two reads is not counted: two separate counts
+ * could disagree). Later, "SELECT count(*) FROM games WHERE id <= last_id"
+ * must give the same number: nothing committed was lost. */
+static inline int64_t dist_games_now(const char *dir, int64_t *last_id) {
+    *last_id = sp_mpi_sql(dir, "SELECT coalesce(max(id), 0) FROM games");
+    char q[128];
+    snprintf(q, sizeof q, "SELECT count(*) FROM games WHERE id <= %lld", (long long)*last_id);
+    return sp_mpi_sql(dir, q);
 }
 
 /* True when a line of the file at path holds a, and b after it on the same line. */

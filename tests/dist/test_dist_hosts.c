@@ -70,26 +70,42 @@ static int64_t host_games(const char *dir, int r, const char *host) {
     return sp_mpi_sql(dir, q);
 }
 
-/* Kills (SIGKILL) every process in host B's namespace; how many. */
-static int kill_host_b(void) {
+/* The processes in namespace ns (environment variable env): with kill, each
+ * gets SIGKILL; how many there are (-1 when ip cannot tell). */
+static int host_procs(const char *env, bool kill) {
     char out[800];
     snprintf(out, sizeof out, "%s/pids.out", g_base);
-    const char *argv[] = {"ip", "netns", "pids", getenv("KOMA_NETNS_B"), NULL};
+    const char *argv[] = {"ip", "netns", "pids", getenv(env), NULL};
     int status = run_to_end(argv, out), n = 0;
     char *text = t_read_file(out, NULL);
     for (char *s = text, *end; status == 0 && *s; s = end) {
         long pid = strtol(s, &end, 10);
         if (end == s) break;
-        if (pid > 1 && compat_kill_pid((int)pid) == 0) n++;
+        if (pid > 1 && (!kill || compat_kill_pid((int)pid) == 0)) n++;
     }
     free(text);
-    return n;
+    return status == 0 ? n : -1;
+}
+
+/* Waits until no process is left on either host (mpirun may exit before the
+ * rank it killed has, whose writer lock then still holds the run); false
+ * after 60 s. */
+static bool hosts_idle(void) {
+    int64_t t0 = compat_now_ms();
+    for (int i = 0; compat_now_ms() - t0 < 60000; i++, compat_sleep_ms(100))
+        if (host_procs("KOMA_NETNS_A", false) == 0 && host_procs("KOMA_NETNS_B", false) == 0) {
+            if (i > 0) printf("  (processes left on the hosts after mpirun's end: gone %.1f s later)\n",
+                              (double)(compat_now_ms() - t0) / 1000.0);
+            return true;
+        }
+    return false;
 }
 
 int main(void) {
     dist_run_under(KOMA_SOURCE_DIR "/tests/dist/two-hosts.sh", "KOMA_TWO_HOSTS");
-    if (!getenv("KOMA_HOST_A") || !getenv("KOMA_RSH_AGENT") || !getenv("KOMA_NETNS_B")) {
-        printf("test_dist_hosts: two-hosts.sh set no KOMA_HOST_A / KOMA_RSH_AGENT / KOMA_NETNS_B: skipped\n");
+    if (!getenv("KOMA_HOST_A") || !getenv("KOMA_RSH_AGENT") || !getenv("KOMA_NETNS_A") || !getenv("KOMA_NETNS_B")) {
+        printf("test_dist_hosts: two-hosts.sh set no KOMA_HOST_A / KOMA_RSH_AGENT / KOMA_NETNS_A / KOMA_NETNS_B: "
+               "skipped\n");
         return 77;
     }
     g_base = t_scratch("dist_hosts");
@@ -115,6 +131,7 @@ int main(void) {
     printf("  mpirun -np 3 over koma-host-a (rank 0) and koma-host-b (ranks 1, 2), 2 cycles: status %d, %.1f s\n", status,
            (double)(compat_now_ms() - t0) / 1000.0);
     CHECKF(still == 0 && status == 0, "mpirun %s with status %d", still ? "timed out" : "exited", status);
+    CHECKF(hosts_idle(), "processes still run on host A or B 60 s after mpirun ended");
     run_state_t rs;
     check_run(dir, CHECK_RUN_REPLAY | CHECK_RUN_CLEAN | CHECK_RUN_LOAD_MODELS, SP_MPI_MAX_PLY, &rs);
     CHECKF(rs.latest_cycle == 2 && rs.models == 3, "model %d, %lld models (want cycle 2, 3 models)", rs.latest_cycle,
@@ -155,10 +172,9 @@ int main(void) {
             "SELECT count(*) FROM games WHERE rank IN (1, 2) AND model_id = (SELECT id FROM models WHERE cycle = 3)";
         while (still == 1 && compat_now_ms() - t1 < 300000 && sp_mpi_sql(dir, played) < 1)
             still = compat_proc_wait(p, 50, &status);
-        int64_t before = sp_mpi_sql(dir, "SELECT count(*) FROM games");
-        int64_t last_id = sp_mpi_sql(dir, "SELECT coalesce(max(id), 0) FROM games");
+        int64_t last_id = 0, before = dist_games_now(dir, &last_id);
         CHECKF(still == 1, "the job %s before host B played model 3", still == 0 ? "ended" : "ran 300 s");
-        int killed = still == 1 ? kill_host_b() : 0;
+        int killed = still == 1 ? host_procs("KOMA_NETNS_B", true) : 0;
         CHECKF(still != 1 || killed >= 3, "%d process(es) killed in host B's namespace (want orted and 2 ranks)", killed);
         int64_t tk = compat_now_ms();
         if (still == 1) still = compat_proc_wait(p, 120000, &status);
@@ -166,6 +182,7 @@ int main(void) {
         compat_proc_free(p);
         CHECKF(still == 0 && status != 0, "mpirun %s with status %d after host B's processes were killed",
                still ? "still ran 120 s" : "exited", status);
+        CHECKF(hosts_idle(), "processes still run on host A or B 60 s after mpirun ended");
         check_run(dir, CHECK_RUN_REPLAY, SP_MPI_MAX_PLY, &rs);
         char q[160];
         snprintf(q, sizeof q, "SELECT count(*) FROM games WHERE id <= %lld", (long long)last_id);

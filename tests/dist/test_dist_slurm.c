@@ -196,8 +196,7 @@ int main(void) {
         long id2 = submit(dir, "4");
         over = id2 > 0 && job_wait(id2, dir, 3, 600, state, sizeof state, NULL, 0);
         CHECKF(over && !job_over(state), "job %ld ended (%s) before model 3 was published", id2, state);
-        int64_t before = sp_mpi_sql(dir, "SELECT count(*) FROM games");
-        int64_t last_id = sp_mpi_sql(dir, "SELECT coalesce(max(id), 0) FROM games");
+        int64_t last_id = 0, before = dist_games_now(dir, &last_id);
         char ids[32];
         snprintf(ids, sizeof ids, "%ld", id2);
         const char *cancel[] = {"scancel", ids, NULL};
@@ -250,8 +249,7 @@ int main(void) {
             long id4 = submit(dir, "6");
             over = id4 > 0 && job_wait(id4, dir, 5, 600, state, sizeof state, NULL, 0);
             CHECKF(over && !job_over(state), "job %ld ended (%s) before model 5 was published", id4, state);
-            before = sp_mpi_sql(dir, "SELECT count(*) FROM games");
-            last_id = sp_mpi_sql(dir, "SELECT coalesce(max(id), 0) FROM games");
+            before = dist_games_now(dir, &last_id);
             snprintf(q, sizeof q, "SELECT count(*) FROM games WHERE id <= %lld", (long long)last_id);
             char ids[32], start[64];
             snprintf(ids, sizeof ids, "%ld", id4);

@@ -19,7 +19,7 @@
 #   KOMA_RSH_AGENT   Open MPI's remote launcher for the pair
 #                    (mpirun --mca plm_rsh_agent "$KOMA_RSH_AGENT"): what ssh
 #                    would do, with `ip netns exec` instead
-#   KOMA_NETNS_B     the name of host B's namespace (ip netns pids)
+#   KOMA_NETNS_A, KOMA_NETNS_B   the namespaces' names (ip netns pids)
 # and exits with its status. Whatever happens (its end, an error, Ctrl-C,
 # SIGTERM) every process left in either namespace is killed and the
 # namespaces and the folder are removed (trap).
@@ -101,6 +101,6 @@ KOMA_HIDE=$DIR/probe "$DIR/rsh-agent" 10.77.0.2 true 2>"$DIR/ip.err" ||
   skip "cannot start a program on host B (ip netns exec, unshare --uts, hostname, mount -t tmpfs): $(cat "$DIR/ip.err")"
 "$DIR/host-a" true 2>"$DIR/ip.err" || skip "cannot start a program on host A: $(cat "$DIR/ip.err")"
 
-export KOMA_TWO_HOSTS=$DIR KOMA_HOST_A=$DIR/host-a KOMA_RSH_AGENT=$DIR/rsh-agent KOMA_NETNS_B=$NB
+export KOMA_TWO_HOSTS=$DIR KOMA_HOST_A=$DIR/host-a KOMA_RSH_AGENT=$DIR/rsh-agent KOMA_NETNS_A=$NA KOMA_NETNS_B=$NB
 echo "two-hosts.sh: hosts koma-host-a (10.77.0.1, namespace $NA) and koma-host-b (10.77.0.2, $NB)" >&2
 "$@"
