@@ -88,7 +88,7 @@ int main(void) {
 
     /* stop while df-pn runs unbounded on a big position, then quit */
     proc_send(&P, "setoption name DfpnNodes value 2147483647");
-    proc_send(&P, "position sfen 4k4/9/9/9/9/9/9/9/4K4 b RB8p2l2n2s2g 1");
+    proc_send(&P, "position sfen 4k4/9/9/9/9/9/9/9/4K4 b RBGSNL9Prbgsnl9p 1"); /* unsettled in 3e6 nodes */
     proc_send(&P, "go infinite");
     proc_drain(&P, 500);
     long long t0 = now_ms();
