@@ -309,6 +309,61 @@ static void test_bad(fmt_kind_t k, const char *name, const char *file) {
     free(c);
 }
 
+/* ---- damaged input: bytes flipped, cut, random: every record read or rejected, nothing else ---------- */
+static int count_game(void *user, const fmt_game_t *g) {
+    int64_t *n = user;
+    pos_t *p = malloc(sizeof *p); /* what was accepted replays */
+    KOMA_ASSERT(p);
+    int ok = sfen_parse_cstr(p, g->start_sfen, NULL, 0) == SFEN_OK;
+    for (int32_t i = 0; ok && i < g->n_moves; i++) {
+        ok = pos_is_valid_move(p, g->moves[i]);
+        if (g->cand_begin)
+            for (uint32_t j = g->cand_begin[i]; ok && j < g->cand_begin[i + 1]; j++) ok = pos_is_valid_move(p, g->cand_moves[j]);
+        if (ok) pos_do_move(p, g->moves[i]);
+    }
+    free(p);
+    CHECK(ok);
+    n[0]++;
+    return 0;
+}
+
+static void count_reject(void *user, const rec_reject_t *r) {
+    int64_t *n = user;
+    CHECK(r->msg[0] != '\0');
+    n[1]++;
+}
+
+static void test_damaged(void) {
+    static const char *const F[3] = {FIX("games.hcpe"), FIX("games.hcpe3"), FIX("games.psv")};
+    static const fmt_kind_t K[3] = {FMT_HCPE, FMT_HCPE3, FMT_PSV};
+    uint64_t rng = 99;
+    int64_t total[2] = {0, 0};
+    for (int f = 0; f < 3; f++) {
+        size_t len;
+        char *orig = t_read_file(F[f], &len);
+        KOMA_ASSERT(orig && len > 0);
+        unsigned char *buf = malloc(len);
+        KOMA_ASSERT(buf);
+        for (int t = 0; t < 200; t++) {
+            memcpy(buf, orig, len);
+            size_t n = len;
+            int flips = 1 + (int)(t_splitmix64(&rng) % 8);
+            for (int i = 0; i < flips; i++) buf[t_splitmix64(&rng) % len] ^= (unsigned char)(1u << (t_splitmix64(&rng) % 8));
+            if (t % 4 == 1) n = (size_t)(t_splitmix64(&rng) % len);
+            if (t % 10 == 3)
+                for (size_t i = 0; i < n; i++) buf[i] = (unsigned char)t_splitmix64(&rng);
+            int64_t c[2] = {0, 0};
+            CHECK(fmt_parse("damaged", buf, n, K[f], &(fmt_sink_t){count_game, count_reject, c}) == 0);
+            total[0] += c[0];
+            total[1] += c[1];
+        }
+        free(buf);
+        free(orig);
+    }
+    printf("damaged copies: %lld games read, %lld records rejected\n", (long long)total[0], (long long)total[1]);
+    CHECK(total[1] > 100 && total[0] > 1000);
+}
+
 /* ---- the programs -------------------------------------------------------------------------------- */
 static int run_prog(const char *bin, const char *a0, ...) {
     const char *argv[32];
@@ -454,6 +509,8 @@ int main(void) {
     test_bad(FMT_HCPE, "bad.hcpe", FIX("bad.hcpe"));
     test_bad(FMT_PSV, "bad.psv", FIX("bad.psv"));
     test_bad(FMT_HCPE3, "bad.hcpe3", FIX("bad.hcpe3"));
+    test_damaged();
+    if (getenv("KOMA_TEST_FORMATS_NO_PROGRAMS")) return t_done("test_formats"); /* valgrind runs */
 #ifdef KOMA_EXPORT_BIN
     test_programs();
 #endif
