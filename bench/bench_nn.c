@@ -2,7 +2,7 @@
  * size, training samples/s, and the trunk convolution's GFLOP/s next to a
  * plain sgemm of the same shape (M = Cout, N = B*81, K = Cin*9).
  *
- * Usage: bench_nn [--nets 6x64,10x128] [--batches 1,8,32,128,256,1024]
+ * Usage: bench_nn [--nets 6x64,10x128,6x64g2] [--batches 1,8,32,128,256,1024]
  *                 [--train-batch 256] [--seconds 1] [--threads 0]
  *                 [--planes 104] [--hand 14] [--cpu-time] [--heads all|play]
  * --heads all (the default) computes the policy, value and legal-move heads,
@@ -173,7 +173,7 @@ int main(int argc, char **argv) {
     snprintf(list, sizeof(list), "%s", nets);
     for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
         nn_net_config_t cfg = {.act = NN_ACT_RELU, .in_planes = planes, .in_hand = hand, .features_version = 1};
-        if (nn_net_size_parse(tok, &cfg.blocks, &cfg.channels) != 0) {
+        if (nn_net_arch_parse(tok, &cfg) != 0) { /* "4x32", or "4x32g2" with global pooling */
             fprintf(stderr, "bad net size '%s'\n", tok);
             return 2;
         }

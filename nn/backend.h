@@ -238,6 +238,12 @@ struct nn_backend {
     void (*chan_bias_fwd)(nn_backend_t *be, const float *x, const float *bias, int32_t B, int32_t C, float *y);
     /* chan_bias_fwd's backward for the bias: dbias (B, C) = the sum of dy[b, c, :] over the squares. */
     void (*chan_bias_bwd)(nn_backend_t *be, const float *dy, int32_t B, int32_t C, float *dbias);
+    /* pool_fwd and chan_bias_fwd with x and y in the backend's own activation
+     * layout (conv_fwd_act's NN_CONV_*_NATIVE): inference keeps a pooling
+     * block on the fused route (OPTIONAL, both or neither: NULL = the block's
+     * h1 leaves the native layout, NCHW between its two convolutions). */
+    void (*pool_fwd_native)(nn_backend_t *be, const float *x, int32_t B, int32_t C, float *y);
+    void (*chan_bias_fwd_native)(nn_backend_t *be, const float *x, const float *bias, int32_t B, int32_t C, float *y);
 
     /* ---- losses: write dlogits = scale * dLoss/dlogits, add sums to stats ---- */
     /* Softmax cross-entropy against a sparse target: position b's target is

@@ -596,6 +596,33 @@ static void cpu_chan_bias_fwd(nn_backend_t *be, const float *x, const float *bia
         for (int32_t q = 0; q < NN_HW; q++) y[i * NN_HW + q] = x[i * NN_HW + q] + bias[i];
 }
 
+/* The two in the CPU's native layout, NHWC (B, 81, C), as conv_fwd_act's on
+ * the oneDNN and Winograd routes; the same sums in the same order. */
+static void cpu_pool_fwd_native(nn_backend_t *be, const float *x, int32_t B, int32_t C, float *y) {
+    if (cpu_skip(be, "pool_fwd", NULL)) return;
+    for (int32_t b = 0; b < B; b++) {
+        float *s = y + (int64_t)b * 2 * C, *m = s + C;
+        const float *r = x + (int64_t)b * NN_HW * C;
+        for (int32_t c = 0; c < C; c++) s[c] = 0.0f, m[c] = r[c];
+        for (int32_t q = 0; q < NN_HW; q++)
+            for (int32_t c = 0; c < C; c++) {
+                float v = r[(int64_t)q * C + c];
+                s[c] += v;
+                if (v > m[c]) m[c] = v;
+            }
+        for (int32_t c = 0; c < C; c++) s[c] *= 1.0f / NN_HW;
+    }
+}
+
+static void cpu_chan_bias_fwd_native(nn_backend_t *be, const float *x, const float *bias, int32_t B, int32_t C,
+                                     float *y) {
+    if (cpu_skip(be, "chan_bias_fwd", NULL)) return;
+    for (int64_t i = 0; i < (int64_t)B * NN_HW; i++) {
+        const float *bb = bias + i / NN_HW * C;
+        for (int32_t c = 0; c < C; c++) y[i * C + c] = x[i * C + c] + bb[c];
+    }
+}
+
 // dy (B, C, 81) -> dbias (B, C) = sum over squares
 static void cpu_chan_bias_bwd(nn_backend_t *be, const float *dy, int32_t B, int32_t C, float *dbias) {
     if (cpu_skip(be, "chan_bias_bwd", NULL)) return;
@@ -1112,6 +1139,8 @@ nn_backend_t *nn_backend_cpu_new_conv(int32_t threads, nn_cpu_conv_t conv, char 
     be->sum_squares = cpu_sum_squares;
     be->sgd_step = cpu_sgd_step;
     if (c->dnnl) {
+        be->pool_fwd_native = cpu_pool_fwd_native; /* the native layout of conv_fwd_act: NHWC */
+        be->chan_bias_fwd_native = cpu_chan_bias_fwd_native;
         be->conv_fwd = dnnl_conv_fwd;
         be->conv_bwd_data = dnnl_conv_bwd_data;
         be->conv_bwd_filter = dnnl_conv_bwd_filter;
@@ -1123,6 +1152,8 @@ nn_backend_t *nn_backend_cpu_new_conv(int32_t threads, nn_cpu_conv_t conv, char 
         be->conv_bwd_data = wino_conv_bwd_data;
         be->conv_bwd_filter = wino_conv_bwd_filter;
         be->conv_fwd_act = wino_conv_fwd_act;
+        be->pool_fwd_native = cpu_pool_fwd_native;
+        be->chan_bias_fwd_native = cpu_chan_bias_fwd_native;
     }
     return be;
 }

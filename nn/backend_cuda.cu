@@ -625,6 +625,10 @@ static void cu_fill_ops(nn_backend_t *be, const cu_ctx_t *c) {
     be->act_bwd = cu_act_bwd;
     be->dense_fwd = cu_dense_fwd;
     be->dense_bwd = cu_dense_bwd;
+    be->pool_fwd = cu_pool_fwd;
+    be->pool_bwd = cu_pool_bwd;
+    be->chan_bias_fwd = cu_chan_bias_fwd;
+    be->chan_bias_bwd = cu_chan_bias_bwd;
     be->policy_loss = cu_policy_loss;
     be->value_target = cu_value_target;
     be->value_loss = cu_value_loss;

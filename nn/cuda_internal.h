@@ -10,7 +10,8 @@
  *                       are kernels alone (plane expansion, batch norm,
  *                       elementwise, gather, losses, optimizer);
  *   nn/cuda_layers.cu   cuDNN convolutions (plans, algorithm choice), the fused
- *                       unit, cuBLAS dense layers, recorded forwards (CUDA graphs).
+ *                       unit, cuBLAS dense layers, recorded forwards (CUDA graphs);
+ *   nn/cuda_gpool.cu    global pooling: the board's mean and max, the channel bias.
  * Does not own: the public interface (nn/backend.h, nn/backend_cuda.h); the
  * design notes of the backend (nn/backend_cuda.cu's opening comment).
  */
@@ -221,5 +222,11 @@ int cu_graph_end(nn_backend_t *be, uint64_t key);
 int cu_graph_launch(nn_backend_t *be, uint64_t key);
 void graph_drop(cu_ctx_t *c, int i);
 void plan_destroy_desc(cu_plan_t *p);
+
+/* ---- nn/cuda_gpool.cu: global pooling (twins of nn/backend_cpu.c's) ----------------- */
+void cu_pool_fwd(nn_backend_t *be, const float *x, int32_t B, int32_t C, float *y);
+void cu_pool_bwd(nn_backend_t *be, const float *x, const float *dy, int32_t B, int32_t C, float *dx);
+void cu_chan_bias_fwd(nn_backend_t *be, const float *x, const float *bias, int32_t B, int32_t C, float *y);
+void cu_chan_bias_bwd(nn_backend_t *be, const float *dy, int32_t B, int32_t C, float *dbias);
 
 #endif

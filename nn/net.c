@@ -654,7 +654,13 @@ void nnet_forward_infer(nn_net_t *net, nn_backend_t *be, int32_t B, infer_bufs_t
     float *h = f->h[0], *t1 = f->h[1], *t2 = f->h[2];
     FCONV(U_STEM, f->x0, h, NULL, Y);
     for (int32_t i = 0; i < n; i++) {
-        if (net->gp_w[i] >= 0) { /* global pooling: h1 in NCHW between the convs, pooled and biased */
+        if (net->gp_w[i] >= 0 && be->conv_fwd_act && be->pool_fwd_native) { /* pooled in the native layout */
+            FCONV(1 + 2 * i, h, t1, NULL, X | Y);
+            be->pool_fwd_native(be, t1, B, C, f->gp);
+            be->dense_fwd(be, f->gp, P(net, net->gp_w[i]), P(net, net->gp_b[i]), B, 2 * C, C, f->gb);
+            be->chan_bias_fwd_native(be, t1, f->gb, B, C, t1);
+            FCONV(2 + 2 * i, t1, t2, h, X | Y);
+        } else if (net->gp_w[i] >= 0) { /* global pooling: h1 in NCHW between the convs, pooled and biased */
             FCONV(1 + 2 * i, h, t1, NULL, X);
             nnet_gpool_fwd(net, be, i, B, t1, f->gp, f->gb, t1);
             FCONV(2 + 2 * i, t1, t2, h, Y);

@@ -190,6 +190,8 @@ static nn_backend_t *fake_new(void) {
     be->conv_bwd_filter = fake_conv_bwd_filter;
     be->dense_fwd = fake_dense_fwd;
     be->dense_bwd = fake_dense_bwd;
+    be->pool_fwd_native = NULL; /* fake_conv_fwd_act keeps NCHW, and the CUDA backend pools NCHW */
+    be->chan_bias_fwd_native = NULL;
     return be;
 }
 
@@ -811,6 +813,45 @@ static void test_dense(int32_t B, int32_t in, int32_t out, int with_b, int with_
     free(x), free(w), free(b), free(dy), free(junk), free(cy), free(cdx), free(cdw), free(cdb);
 }
 
+/* Global pooling (nn/backend.h's pool_fwd/pool_bwd/chan_bias_fwd/chan_bias_bwd):
+ * the board's mean and max per channel, its backward added into a gradient
+ * that is not zero (ties in x: the first square takes the max's gradient),
+ * the channel bias broadcast (apart and in place) and its sum over squares. */
+static void test_gpool(int32_t B, int32_t C) {
+    int64_t n = (int64_t)B * C * NN_HW, np = (int64_t)B * 2 * C, nb = (int64_t)B * C;
+    float *x = frand(n, 0.5f, 1), *dp = frand(np, 0, 1), *dx0 = frand(n, 0, 1), *bias = frand(nb, 0, 1);
+    for (int64_t i = 0; i < nb; i += 5) /* a channel of equal values: the max's gradient goes to square 0 */
+        for (int32_t q = 0; q < NN_HW; q++) x[i * NN_HW + q] = 0.25f;
+    float *cp = malloc(sizeof(float) * (size_t)np), *cdx = fdup(dx0, n), *cy = malloc(sizeof(float) * (size_t)n),
+          *cdb = malloc(sizeof(float) * (size_t)nb);
+    C_->pool_fwd(C_, x, B, C, cp);
+    C_->pool_bwd(C_, x, dp, B, C, cdx);
+    C_->chan_bias_fwd(C_, x, bias, B, C, cy);
+    C_->chan_bias_bwd(C_, x, B, C, cdb);
+    float *gx = GF(x, n), *gdp = GF(dp, np), *gdx = GF(dx0, n), *gbias = GF(bias, nb);
+    float *gp = G_->buf_alloc(G_, sizeof(float) * (size_t)np), *gy = G_->buf_alloc(G_, sizeof(float) * (size_t)n),
+          *gdb = G_->buf_alloc(G_, sizeof(float) * (size_t)nb), *gx2 = GF(x, n);
+    G_->pool_fwd(G_, gx, B, C, gp);
+    G_->pool_bwd(G_, gx, gdp, B, C, gdx);
+    G_->chan_bias_fwd(G_, gx, gbias, B, C, gy);
+    G_->chan_bias_fwd(G_, gx2, gbias, B, C, gx2); /* in place */
+    G_->chan_bias_bwd(G_, gx, B, C, gdb);
+    char what[96];
+    snprintf(what, sizeof(what), "pool_fwd B%d C%d (mean, max)", B, C);
+    gcmp(what, gp, cp, np, T_RED);
+    snprintf(what, sizeof(what), "pool_bwd B%d C%d (added)", B, C);
+    gcmp(what, gdx, cdx, n, T_ELEM);
+    snprintf(what, sizeof(what), "chan_bias_fwd B%d C%d", B, C);
+    gcmp(what, gy, cy, n, T_EXACT);
+    snprintf(what, sizeof(what), "chan_bias_fwd B%d C%d in place", B, C);
+    gcmp(what, gx2, cy, n, T_EXACT);
+    snprintf(what, sizeof(what), "chan_bias_bwd B%d C%d", B, C);
+    gcmp(what, gdb, cdb, nb, T_RED);
+    float *bufs[] = {gx, gdp, gdx, gbias, gp, gy, gdb, gx2};
+    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) G_->buf_free(G_, bufs[i]);
+    free(x), free(dp), free(dx0), free(bias), free(cp), free(cdx), free(cy), free(cdb);
+}
+
 /* stats start non-zero: loss ops ADD into them */
 static void stats_init(float *s) {
     for (int i = 0; i < NN_STAT_NB; i++) s[i] = 0.5f * (float)(i + 1);
@@ -1069,6 +1110,11 @@ static void run_ops(void) {
     test_dense(33, 5, 9, 0, 1);
     test_dense(256, 648, 128, 1, 1);
     gpu_ok("dense");
+    test_gpool(1, 1);
+    test_gpool(3, 16);
+    test_gpool(257, 64);
+    test_gpool(1024, 128);
+    gpu_ok("global pooling");
     test_policy_loss(1, NN_POLICY_NB, 1);
     test_policy_loss(5, NN_POLICY_NB, 40);
     test_policy_loss(1030, NN_POLICY_NB, 8); /* more rows than reduction blocks */
@@ -1167,9 +1213,12 @@ static void cmp_metrics(const char *what, const nn_metrics_t *g, const nn_metric
     check_scalar(w, g->grad_norm, c->grad_norm, 1e-6, l2);
 }
 
+static int32_t g_net_gpool = 0; /* test_net's nets: global pooling every g_net_gpool-th block (0: none) */
+
 static void test_net(int32_t blocks, int32_t ch, nn_act_t act, int32_t planes, int32_t hand, int32_t Btrain) {
     char err[512], tag[64];
-    snprintf(tag, sizeof(tag), "net %dx%d %s", blocks, ch, nn_act_name(act));
+    snprintf(tag, sizeof(tag), "net %dx%d%s%.0d %s", blocks, ch, g_net_gpool ? "g" : "", (int)g_net_gpool,
+             nn_act_name(act));
     /* ReLU's derivative jumps at 0: any rounding difference moves a few of the
      * millions of pre-activations across the kink, and batch norm spreads each
      * flip over the whole batch, so ReLU gradients differ by far more than the
@@ -1177,10 +1226,15 @@ static void test_net(int32_t blocks, int32_t ch, nn_act_t act, int32_t planes, i
      * gradient differences, growing 5x per SGD step). Outputs and losses are
      * continuous and checked tightly for every net; gradients, updates and
      * momentum precisely only for the smooth SiLU nets, and for ReLU nets
-     * against a sanity bound (a wrong sign, scale or layout gives rel L2 >= 1). */
-    int smooth = act != NN_ACT_RELU;
+     * against a sanity bound (a wrong sign, scale or layout gives rel L2 >= 1).
+     * The max over the board of a global-pooling block is such a kink too:
+     * BF16's rounding moves some channels' argmax (KOMA_GPU_TEST_FAKE bf16:
+     * SiLU 2x32g2 grads rel L2 0.06-0.08), so those nets are smooth only in
+     * the FP32 and TF32 passes. */
+    int smooth = act != NN_ACT_RELU && !(g_net_gpool && (M_->flags & NN_CUDA_BF16));
     double l2 = smooth ? M_->net_l2 : M_->relu_l2;
-    nn_net_config_t cfg = {.blocks = blocks, .channels = ch, .act = act, .in_planes = planes, .in_hand = hand, .features_version = 1};
+    nn_net_config_t cfg = {.blocks = blocks, .channels = ch, .act = act, .in_planes = planes, .in_hand = hand, .features_version = 1,
+                           .gpool = g_net_gpool};
     nn_net_t *cnet = nn_net_new(C_, &cfg, 1234, err, sizeof(err));
     nn_net_t *gnet = nn_net_new(G_, &cfg, 999, err, sizeof(err)); /* other seed: the copy must win */
     KOMA_ASSERT(cnet && gnet);
@@ -1433,6 +1487,10 @@ static void run_nets(void) {
     test_net(2, 32, NN_ACT_SILU, 12, 3, 16);
     test_net(2, 24, NN_ACT_RELU, 9, 2, 1);   /* B = 1 training (BN over 81 squares) */
     if (!g_quick) test_net(6, 64, NN_ACT_RELU, 68, 14, 32); /* the engine's input size */
+    g_net_gpool = 2; /* global pooling: the pooling blocks leave the fused route between their convs */
+    test_net(2, 32, NN_ACT_SILU, 12, 3, 16);
+    test_net(3, 24, NN_ACT_RELU, 9, 2, 4);
+    g_net_gpool = 0;
 }
 
 /* atol (x rms), rtol per op class and mode */

@@ -54,7 +54,7 @@ static double pool_loss(void *p) {
     return s;
 }
 
-static void test_ops(nn_backend_t *be) {
+static void test_ops(nn_backend_t *be) { /* be: the Winograd route, which has the native pair */
     int32_t B = 3, C = 5;
     int64_t n = (int64_t)B * C * NN_HW;
     float *x = malloc(sizeof(float) * (size_t)n), *y = malloc(sizeof(float) * (size_t)B * 2 * C);
@@ -99,6 +99,26 @@ static void test_ops(nn_backend_t *be) {
         ref[i] = (float)s;
     }
     t_compare("chan_bias_bwd (sum over squares)", db, ref, (int64_t)B * C, 1e-5, 1e-5);
+    /* the native (NHWC) pair, where the backend has it: the same values */
+    if (be->pool_fwd_native && be->chan_bias_fwd_native) {
+        float *xn = malloc(sizeof(float) * (size_t)n), *yn = malloc(sizeof(float) * (size_t)n);
+        for (int32_t b = 0; b < B; b++)
+            for (int32_t c = 0; c < C; c++)
+                for (int32_t q = 0; q < NN_HW; q++)
+                    xn[((int64_t)b * NN_HW + q) * C + c] = x[((int64_t)b * C + c) * NN_HW + q];
+        be->pool_fwd(be, x, B, C, ref);
+        be->pool_fwd_native(be, xn, B, C, y);
+        t_compare("pool_fwd_native == pool_fwd", y, ref, (int64_t)B * 2 * C, 0, 0);
+        be->chan_bias_fwd(be, x, bias, B, C, yb);
+        be->chan_bias_fwd_native(be, xn, bias, B, C, yn);
+        bad = 0;
+        for (int32_t b = 0; b < B; b++)
+            for (int32_t c = 0; c < C; c++)
+                for (int32_t q = 0; q < NN_HW; q++)
+                    bad += yn[((int64_t)b * NN_HW + q) * C + c] != yb[((int64_t)b * C + c) * NN_HW + q];
+        CHECKF(bad == 0, "chan_bias_fwd_native: %lld values differ from chan_bias_fwd", (long long)bad);
+        free(xn), free(yn);
+    }
     free(x), free(y), free(ref), free(w), free(dx), free(bias), free(yb), free(db);
 }
 
