@@ -70,6 +70,9 @@ void compat_sleep_ms(int64_t ms);
 /* CPU time (user + system) this process has used so far, all its threads, in
  * nanoseconds; child processes are not counted. */
 int64_t compat_cpu_time_ns(void);
+/* CPU time (user + system) the calling thread has used so far, in
+ * nanoseconds; 0 where the system cannot tell. */
+int64_t compat_thread_cpu_time_ns(void);
 /* Number of online logical CPUs, at least 1. */
 int compat_cpu_count(void);
 /* Bytes of physical memory of the machine (sysconf's _SC_PHYS_PAGES x

@@ -95,6 +95,12 @@ int64_t compat_cpu_time_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+int64_t compat_thread_cpu_time_ns(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 void compat_sleep_ms(int64_t ms) {
     if (ms <= 0) return;
     struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000};

@@ -123,6 +123,14 @@ int64_t compat_cpu_time_ns(void) {
     return (int64_t)(k + u) * 100;
 }
 
+int64_t compat_thread_cpu_time_ns(void) {
+    FILETIME created, exited, kernel, user; /* 100-ns units */
+    if (!GetThreadTimes(GetCurrentThread(), &created, &exited, &kernel, &user)) return 0;
+    uint64_t k = ((uint64_t)kernel.dwHighDateTime << 32) | kernel.dwLowDateTime;
+    uint64_t u = ((uint64_t)user.dwHighDateTime << 32) | user.dwLowDateTime;
+    return (int64_t)(k + u) * 100;
+}
+
 void compat_sleep_ms(int64_t ms) {
     if (ms <= 0) return;
     Sleep((DWORD)ms);
