@@ -5,10 +5,12 @@
  *    again): every mate proven at exactly its length with `shortest` set and
  *    a PV that a move-by-move check accepts, as given and colour-flipped;
  *    every nomate position disproven or left unknown, never proven.
- * 2. Rules: a pawn-drop mate is never part of a proof; a position whose only
- *    mate runs through a position of the game history is not proven by it
- *    (a repetition is a disproof for the checker); perpetual checks (a lone
- *    rook) never prove; a defender with no legal move is mated.
+ * 2. Rules: a pawn-drop mate is never part of a proof; a position whose
+ *    shortest mate runs through a position of the game history gets a longer
+ *    mate that does not (a repetition is a disproof for the checker), while
+ *    the same position set up fresh gets the short one; perpetual checks (a
+ *    lone rook, a dragon alone) never prove; a defender with no legal move is
+ *    mated.
  * 3. Limits: the node budget, a stop flag set before and one set from
  *    another thread during the search, the poll callback; the position is
  *    unchanged; a second search of a solved position reuses the table.
@@ -19,6 +21,7 @@
 #include "engine/dfpn.h"
 #include "engine/mate1.h"
 #include "engine/movegen.h"
+#include "engine/rules.h"
 #include "engine/sfen.h"
 #include "sfen_mirror.h"
 #include "tests/koma_test.h"
@@ -161,52 +164,51 @@ static void test_rules(void) {
     CHECKF(r.status != DFPN_PROVEN, "lone rook: status %d", (int)r.status);
     printf("lone rook: status %d after %lld nodes\n", (int)r.status, (long long)r.nodes);
 
-    /* Repetition. From S = "k8/9/1+R7/9/9/9/9/9/K8 b G 1" Black mates in 3
-     * (G*8b ... is no mate; the dragon shuttles); here a position whose
-     * quickest mates pass through a position of the game history: the same
-     * search with and without that history. */
-    const char *base = "8k/9/7G1/9/9/9/9/9/K6R1 b G 1";
-    if (set(base)) {
+    /* Repetition and the game history. S is a mate in 3; after 3a2b (no
+     * check) and 6b5a, R = S + 3a2b 6b5a mates in 5 with 2b3a, whose answer
+     * 5a6b is S again (then mated in 3). Set up fresh (no history) df-pn finds
+     * that mate in 5; reached from S (the history holds S) 5a6b repeats S, a
+     * disproof for the checker, so 2b3a no longer mates: the mate found is
+     * longer (7) and repeats no position. */
+    const char *S = "6+R2/1+B1k2n2/4p1Sp1/2pps1l1g/1p3PR2/2P6/1GNPP+pN2/3S5/1+lBKG4 b GNL4Psl4p 105";
+    if (set(S)) {
         dfpn_limits_t lim;
         dfpn_limits_default(&lim);
         lim.max_nodes = 500000;
+        pos_t *hist = malloc(sizeof *hist), *fresh = malloc(sizeof *fresh), *walk = malloc(sizeof *walk);
+        pos_copy(hist, pos);
+        pos_do_move(hist, move_from_usi(hist, "3a2b", 4));
+        pos_do_move(hist, move_from_usi(hist, "6b5a", 4));
+        char text[SFEN_MAX_LEN], err[256];
+        sfen_write(hist, text, sizeof text);
+        CHECKF(pos_hist_len(hist) == 2 && sfen_parse_cstr(fresh, text, err, sizeof err) == SFEN_OK, "R set up");
         dfpn_clear(solver);
-        dfpn_search(solver, pos, &lim, &r);
-        CHECKF(r.status == DFPN_PROVEN, "base position mates: status %d", (int)r.status);
-        if (r.status == DFPN_PROVEN && r.len >= 3) {
-            /* play the mate's first two plies, then come back with two more
-             * (when they exist) so that the history holds the positions of the
-             * PV: the search from the root again must not use a line through them */
-            move_t pv0[DFPN_PLY_MAX];
-            int32_t n0 = r.len;
-            memcpy(pv0, r.pv, sizeof pv0);
-            pos_t *hist = malloc(sizeof *hist);
-            pos_copy(hist, pos);
-            pos_do_move(hist, pv0[0]);
-            pos_do_move(hist, pv0[1]);
-            /* from here: the search may not pass through the root position
-             * again (it is in the history) */
-            dfpn_clear(solver);
-            dfpn_search(solver, hist, &lim, &r);
-            if (r.status == DFPN_PROVEN) {
-                pos_t *walk = malloc(sizeof *walk);
-                pos_copy(walk, hist);
-                bool repeats = false;
-                for (int32_t i = 0; i < r.len; i++) {
-                    pos_do_move(walk, r.pv[i]);
-                    for (int32_t k = pos_hist_len(walk) - 2; k >= 0; k--)
-                        if (pos_state_ago(walk, pos_hist_len(walk) - k)->key == pos_key(walk)) repeats = true;
-                }
-                CHECKF(!repeats, "the mate from the second position repeats a position of the history");
-                free(walk);
-            }
-            (void)n0;
-            free(hist);
+        dfpn_search(solver, fresh, &lim, &r);
+        CHECKF(r.status == DFPN_PROVEN && r.len == 5 && r.shortest, "R without history: status %d len %d",
+               (int)r.status, r.len);
+        /* its first move 2b3a can be answered by 5a6b, which is S again */
+        pos_copy(walk, fresh);
+        pos_do_move(walk, move_from_usi(walk, "2b3a", 4));
+        pos_do_move(walk, move_from_usi(walk, "5a6b", 4));
+        CHECKF(r.status == DFPN_PROVEN && r.pv[0] == move_from_usi(fresh, "2b3a", 4) &&
+                   pos_key(walk) == pos_state_ago(hist, 2)->key,
+               "R's mate in 5 starts with 2b3a, which 5a6b answers with S");
+        dfpn_clear(solver);
+        dfpn_search(solver, hist, &lim, &r);
+        CHECKF(r.status == DFPN_PROVEN && r.len > 5 && line_mates(hist, r.pv, r.len),
+               "R after S: status %d len %d (the mate in 5 repeats S)", (int)r.status, r.len);
+        bool repeats = false;
+        pos_copy(walk, hist);
+        for (int32_t i = 0; i < r.len && r.status == DFPN_PROVEN; i++) {
+            pos_do_move(walk, r.pv[i]);
+            repeats = repeats || rules_repetition_first(walk, -1, false, NULL) != RULES_REP_NONE;
         }
+        CHECKF(!repeats, "the mate from R after S repeats a position");
+        free(hist);
+        free(fresh);
+        free(walk);
     }
-    /* A checking cycle: the dragon checks from 8c and 8b, the king shuttles
-     * 9a-9b... with no mate. With the game history holding the cycle the
-     * answer is the same: never a proof. */
+    /* a dragon alone checks in cycles (the king shuttles) and never mates */
     search("k8/9/1+R7/9/9/9/9/9/8K b - 1", 200000, &r);
     CHECKF(r.status != DFPN_PROVEN, "dragon alone: status %d", (int)r.status);
     /* White attacks */
