@@ -70,9 +70,8 @@
 
 #include "dist/dist.h"
 #include "selfplay/config.h"
+#include "selfplay/exit.h"
 #include "train/trainer.h"
-
-enum { SP_EXIT_DONE = 0, SP_EXIT_ERROR = 1, SP_EXIT_USAGE = 2, SP_EXIT_INTERRUPTED = 130 };
 
 /* Runs the loop. config_text (may be NULL): the effective flags, stored in
  * the runs row. Returns an SP_EXIT_* code; on SP_EXIT_ERROR err says why

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "selfplay/driver.h"
+#include "selfplay/exit.h"
 #include "selfplay/wire.h"
 
 #define JOB_IN_FLIGHT 8   /* rank 0's sends in flight (nets, orders) */

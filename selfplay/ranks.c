@@ -12,7 +12,7 @@
 #include "mcts/cache.h"
 #include "nn/registry.h"
 #include "nn/server.h"
-#include "selfplay/driver.h"
+#include "selfplay/exit.h"
 #include "selfplay/wire.h"
 #include "selfplay/worker.h"
 

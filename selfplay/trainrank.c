@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "compat/compat.h"
-#include "selfplay/driver.h"
+#include "selfplay/exit.h"
 #include "selfplay/ranks.h"
 #include "selfplay/wire.h"
 #include "train/follow.h"
