@@ -179,7 +179,7 @@ int main(int argc, char **argv) {
     double cpu = cpu_s() - c0;
     char arch[64], size[32];
     const nn_net_config_t *nc = nn_net_config(train_trainer_net(tr));
-    snprintf(arch, sizeof arch, "%s %s", nn_net_size_format(nc->blocks, nc->channels, size, sizeof size),
+    snprintf(arch, sizeof arch, "%s %s", nn_net_arch_format(nc, size, sizeof size),
              nn_act_name(nc->act));
     double samples = (double)steps * cfg.batch;
     printf("bench_train: net %s, batch %d, %s backend, %d thread(s), window %" PRId64 " positions\n", arch, cfg.batch,

@@ -620,9 +620,10 @@ static int open_nets(driver_t *d, char *err, size_t errlen) {
     nn_server_stats_t ss;
     nn_server_stats(d->server, &ss);
     d->meter.srv_t_ns = compat_now_ns(); /* the baseline of the cycle figures */
-    runlog_event(d->log, "net: %s = %dx%d, generation %" PRId64 ", %s backend, %d device worker(s), max batch %d",
-                 m.path, nc->blocks, nc->channels, nn_server_generation(d->server), nn_server_backend_name(d->server),
-                 ss.workers, nn_server_max_batch(d->server));
+    char arch[32];
+    runlog_event(d->log, "net: %s = %s, generation %" PRId64 ", %s backend, %d device worker(s), max batch %d",
+                 m.path, nn_net_arch_format(nc, arch, sizeof arch), nn_server_generation(d->server),
+                 nn_server_backend_name(d->server), ss.workers, nn_server_max_batch(d->server));
     d->trainer = train_trainer_new(&d->tcfg, d->run_dir, d->store.writer, d->server, e, sizeof e);
     if (!d->trainer) {
         snprintf(err, errlen, "%s", e);

@@ -30,7 +30,7 @@ typedef struct {
 static int flag_rows(train_config_t *c, cfg_opt_t *t) {
     nn_train_config_t *o = &c->opt;
     const train_row_t all[TRAIN_CONFIG_NFLAGS] = {
-        {{"net", CFG_TYPE_STRING, c->net, 1, 0, "size BLOCKSxCHANNELS of a new run's first net", "6x64", NULL, sizeof c->net}, "4x32"},
+        {{"net", CFG_TYPE_STRING, c->net, 1, 0, "size BLOCKSxCHANNELS of a new run's first net; BxCgK: global pooling every K-th block", "6x64", NULL, sizeof c->net}, "4x32"},
         {{"activation", CFG_TYPE_STRING, c->activation, 1, 0, "activation of a new net", "relu", "relu|silu",
           sizeof c->activation}},
         {{"train-backend", CFG_TYPE_STRING, c->backend, 1, 0, "trainer backend", "cpu", "cpu|cuda|auto",

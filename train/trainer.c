@@ -210,10 +210,12 @@ static int open_latest(train_trainer_t *tr, const db_model_t *row, char *err, si
     tr->latest_steps = row->train_steps;
     tr->total_samples = row->train_samples;
     const nn_net_config_t *nc = nn_net_config(tr->tn.net);
-    int32_t b, ch;
-    if (nn_net_size_parse(tr->cfg.net, &b, &ch) == 0 && (b != nc->blocks || ch != nc->channels))
-        runlog_printf(&tr->log, "the run's net is %dx%d (%s); net %s applies only to a new run", nc->blocks,
-                      nc->channels, row->path, tr->cfg.net);
+    nn_net_config_t want = *nc;
+    if (nn_net_arch_parse(tr->cfg.net, &want) == 0 && !nn_net_arch_is(tr->cfg.net, nc)) {
+        char arch[32];
+        runlog_printf(&tr->log, "the run's net is %s (%s); net %s applies only to a new run",
+                      nn_net_arch_format(nc, arch, sizeof arch), row->path, tr->cfg.net);
+    }
     runlog_printf(&tr->log, "resuming %s from %s (cycle %d, step %" PRId64 ")", tr->run_dir, row->path, row->cycle,
                   nn_trainer_step_count(tr->tn.nt));
     return 0;
