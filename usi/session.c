@@ -412,12 +412,33 @@ static void *thread_done(usi_session_t *s) {
 /* ---- df-pn ------------------------------------------------------------------------- */
 
 /* The table sized by DfpnHash (made or remade by the search thread). */
+/* Address space a df-pn table may take under `ulimit -v`: a quarter of what
+ * is left, and nothing when less than USI_DFPN_ROOM_MIN would be left beside
+ * it (thread stacks, OpenMP's team, the net's buffers: libgomp aborts when it
+ * cannot start a thread). -1 where there is no limit. */
+#define USI_DFPN_ROOM_MIN (64LL << 20)
+static int64_t dfpn_room_bytes(void) {
+    int64_t limit = compat_address_space_limit(), used = compat_address_space_used();
+    if (limit <= 0 || used < 0) return -1;
+    int64_t left = limit - used;
+    return left > 2 * USI_DFPN_ROOM_MIN ? (left - USI_DFPN_ROOM_MIN) / 4 : 0;
+}
+
 static dfpn_t *ensure_dfpn(usi_session_t *s, const usi_options_t *o) {
-    if (s->dfpn && s->dfpn_mb == o->dfpn_hash_mb) return s->dfpn;
+    if (s->dfpn_mb == o->dfpn_hash_mb) return s->dfpn; /* made, or refused, for this size */
     dfpn_free(s->dfpn);
     s->dfpn = NULL;
-    for (int64_t mb = o->dfpn_hash_mb; mb >= 1 && !s->dfpn; mb /= 2) s->dfpn = dfpn_new((size_t)mb << 20);
-    if (!s->dfpn) usi_session_say(s, "DfpnHash %lld MiB: out of memory for the df-pn table", (long long)o->dfpn_hash_mb);
+    int64_t mb = o->dfpn_hash_mb, room = dfpn_room_bytes();
+    if (room >= 0 && (mb << 20) > room) mb = room >> 20;
+    for (; mb >= 1 && !s->dfpn; mb /= 2) s->dfpn = dfpn_new((size_t)mb << 20);
+    if (!s->dfpn) {
+        char note[128];
+        usi_session_say(s, "DfpnHash %lld MiB: no memory for the df-pn table%s; mates are left to the search",
+                        (long long)o->dfpn_hash_mb, compat_address_space_note(note, sizeof note));
+    } else if (mb < o->dfpn_hash_mb / 2) {
+        usi_session_say(s, "DfpnHash %lld MiB: only %lld MiB could be had for the df-pn table",
+                        (long long)o->dfpn_hash_mb, (long long)mb);
+    }
     s->dfpn_mb = o->dfpn_hash_mb;
     return s->dfpn;
 }
