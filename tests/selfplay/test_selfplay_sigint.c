@@ -24,7 +24,10 @@ static compat_proc_t *start(const char *dir, const char *log, const char *cycles
                           "--shard-games", "1", "--threads", "1", "--games-per-thread", "4", "--leaves-per-game", "2",
                           "--visits", "16", "--visits-fast", "8", "--gumbel-m", "8", "--max-ply", "60", "--net", "2x16",
                           "--progress", "0", "--min-steps-per-cycle", "2", "--max-steps-per-cycle", "4", "--batch", "16",
-                          "--window-min", "200", "--cpu-threads", "1", "--train-threads", "1", NULL};
+                          "--window-min", "200", "--cpu-threads", "1", "--train-threads", "1",
+                          /* small evaluations: the resumed run plays every one still owed (under ASan
+                           * on a loaded box the default 8 games x 32 visits each took 130 s) */
+                          "--eval-games", "2", "--eval-visits", "8", NULL};
     char err[512];
     compat_proc_t *p = compat_proc_spawn(argv, log, err, sizeof err);
     if (!p) {
