@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "compat/compat.h"
+#include "engine/dfpn.h"
 #include "engine/mate1.h"
 #include "engine/movegen.h"
 #include "engine/rules.h"
@@ -242,19 +243,7 @@ done:
 }
 
 bool usi_mate_verify(const pos_t *root, const move_t *pv, int32_t len) {
-    if (len < 1 || len % 2 == 0) return false;
-    pos_t *pos = malloc(sizeof *pos);
-    if (!pos) return false;
-    pos_copy(pos, root);
-    bool ok = true;
-    for (int32_t i = 0; i < len && ok; i++) {
-        if (!pos_is_valid_move(pos, pv[i])) ok = false;
-        else if (i % 2 == 0 && !pos_gives_check(pos, pv[i])) ok = false;
-        else pos_do_move(pos, pv[i]);
-    }
-    ok = ok && mate1_is_mated(pos);
-    free(pos);
-    return ok;
+    return dfpn_verify(root, pv, len); /* one checker for both searches (63 < DFPN_PLY_MAX) */
 }
 
 void usi_mate_search(pos_t *pos, const usi_mate_limits_t *lim, usi_mate_result_t *res) {
