@@ -76,4 +76,19 @@ static inline bool dist_text_has(const char *path, const char *a, const char *b)
     return found;
 }
 
+/* The XXH3 koma.db holds for the model of this cycle, into xxh ("" if none). */
+static inline void dist_model_xxh3(const char *dir, int cycle, char *xxh, size_t n) {
+    sqlite3 *s = NULL;
+    sqlite3_stmt *st = NULL;
+    char path[800];
+    xxh[0] = '\0';
+    snprintf(path, sizeof path, "%s/koma.db", dir);
+    if (sqlite3_open_v2(path, &s, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+        sqlite3_prepare_v2(s, "SELECT xxh3 FROM models WHERE cycle = ?", -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_bind_int(st, 1, cycle) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+        snprintf(xxh, n, "%s", (const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    sqlite3_close(s);
+}
+
 #endif

@@ -141,19 +141,8 @@ int main(void) {
     CHECKF(a0 + b1 + b2 == rs.games, "%lld games, of them %lld from rank 0 on koma-host-a, %lld + %lld from ranks 1, 2 "
            "on koma-host-b", (long long)rs.games, (long long)a0, (long long)b1, (long long)b2);
     CHECKF(b1 + b2 > 0, "no games from host B");
-    char xxh[64] = "", want[96];
-    {
-        sqlite3 *s = NULL;
-        sqlite3_stmt *st = NULL;
-        char db[800];
-        snprintf(db, sizeof db, "%s/koma.db", dir);
-        if (sqlite3_open_v2(db, &s, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
-            sqlite3_prepare_v2(s, "SELECT xxh3 FROM models WHERE cycle = 1", -1, &st, NULL) == SQLITE_OK &&
-            sqlite3_step(st) == SQLITE_ROW)
-            snprintf(xxh, sizeof xxh, "%s", (const char *)sqlite3_column_text(st, 0));
-        sqlite3_finalize(st);
-        sqlite3_close(s);
-    }
+    char xxh[64], want[96];
+    dist_model_xxh3(dir, 1, xxh, sizeof xxh);
     snprintf(want, sizeof want, "): model 1 published (XXH3 %s)", xxh);
     CHECKF(strlen(xxh) == 16 && dist_text_has(log, "selfplay rank 1 (koma-host-b", want) &&
                dist_text_has(log, "selfplay rank 2 (koma-host-b", want),

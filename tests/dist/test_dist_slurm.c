@@ -169,19 +169,8 @@ int main(void) {
     for (int r = 0; r < 3; r++) ranks += sp_mpi_rank_games(dir, r) > 0;
     CHECKF(ranks >= 2, "games from %d rank(s) of 3", ranks);
     CHECKF(dist_text_has(log, "job: 3 ranks", "owns the run"), "the job's log lacks 'job: 3 ranks ... owns the run'");
-    char xxh[64] = "", want[96];
-    {
-        sqlite3 *s = NULL;
-        sqlite3_stmt *st = NULL;
-        char path[800];
-        snprintf(path, sizeof path, "%s/koma.db", dir);
-        if (sqlite3_open_v2(path, &s, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
-            sqlite3_prepare_v2(s, "SELECT xxh3 FROM models WHERE cycle = 1", -1, &st, NULL) == SQLITE_OK &&
-            sqlite3_step(st) == SQLITE_ROW)
-            snprintf(xxh, sizeof xxh, "%s", (const char *)sqlite3_column_text(st, 0));
-        sqlite3_finalize(st);
-        sqlite3_close(s);
-    }
+    char xxh[64], want[96];
+    dist_model_xxh3(dir, 1, xxh, sizeof xxh);
     snprintf(want, sizeof want, "): model 1 published (XXH3 %s)", xxh);
     CHECKF(strlen(xxh) == 16 && dist_text_has(log, "selfplay rank 1 (", want) &&
                dist_text_has(log, "selfplay rank 2 (", want),
