@@ -9,6 +9,7 @@
 #include "engine/dfpn.h"
 #include "engine/movegen.h"
 #include "engine/sfen.h"
+#include "match/referee.h"
 
 typedef enum { GAME_IDLE = 0, GAME_PLAYING, GAME_ENDED } game_state_t;
 
@@ -94,20 +95,6 @@ char *sp_record_usi(const sp_record_t *r) {
     return s;
 }
 
-db_reason_t sp_end_reason(rules_end_t end) {
-    switch (end) {
-    case RULES_END_CHECKMATE: return DB_REASON_CHECKMATE;
-    case RULES_END_SENNICHITE: return DB_REASON_SENNICHITE;
-    case RULES_END_PERPETUAL_CHECK: return DB_REASON_PERPETUAL_CHECK;
-    case RULES_END_DECLARATION: return DB_REASON_DECLARATION;
-    case RULES_END_MAX_PLY: return DB_REASON_MAX_PLY;
-    case RULES_END_RESIGN: return DB_REASON_RESIGN;
-    case RULES_END_ILLEGAL_MOVE: return DB_REASON_ILLEGAL_MOVE;
-    case RULES_END_TIME: return DB_REASON_TIME;
-    default: return DB_REASON_ABORT; /* not ended */
-    }
-}
-
 int sp_record_add_to_shard(const sp_record_t *r, shard_builder_t *b, int64_t model_id, int32_t rank, const char *host,
                            char *err, size_t errlen) {
     for (int32_t i = 0; i < r->n_rows; i++) {
@@ -135,7 +122,7 @@ int sp_record_add_to_shard(const sp_record_t *r, shard_builder_t *b, int64_t mod
         shard_builder_abort_game(b);
         return -1;
     }
-    db_reason_t reason = sp_end_reason(r->end);
+    db_reason_t reason = ref_db_reason(r->end);
     db_game_t g = {
         .model_id = model_id,
         .start_sfen = "startpos",

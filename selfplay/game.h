@@ -77,8 +77,6 @@ void sp_row_encode(sp_row_t *w, const pos_t *pos);
 int64_t sp_record_main_gen(const sp_record_t *r);
 /* "7g7f 3c3d ..." into a malloc'ed string. NULL when out of memory. */
 char *sp_record_usi(const sp_record_t *r);
-/* The database's reason for a game's end (RULES_END_NONE: DB_REASON_ABORT). */
-db_reason_t sp_end_reason(rules_end_t end);
 /* Adds the record's rows and closes its game in b (model_id, start "startpos",
  * moves, plies, result, reason, the rank and host that played it; host NULL:
  * not recorded). 0, or -1 with err (the builder's open game is dropped). */

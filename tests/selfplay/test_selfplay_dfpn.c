@@ -7,13 +7,14 @@
  *     other side within the proven length (the mate is played out), the
  *     moves df-pn played get no training row, and the rows + df-pn moves
  *     + random moves make up the game;
- *   - sp_end_reason maps every end of engine/rules.h to the database's
+ *   - ref_db_reason maps every end of engine/rules.h to the database's
  *     reason of the same name (no trip through the name).
  */
 #include "sp_test.h"
 
 #include "data/db.h"
 #include "engine/dfpn.h"
+#include "match/referee.h"
 #include "selfplay/game.h"
 #include "sp_hash_net.h"
 
@@ -35,10 +36,10 @@ static void test_flag(void) {
 static void test_end_reason(void) {
     for (int e = RULES_END_CHECKMATE; e < RULES_END_NB; e++) {
         db_reason_t want;
-        CHECKF(db_reason_parse(rules_end_name((rules_end_t)e), &want) == 0 && sp_end_reason((rules_end_t)e) == want,
-               "%s -> %s", rules_end_name((rules_end_t)e), db_reason_name(sp_end_reason((rules_end_t)e)));
+        CHECKF(db_reason_parse(rules_end_name((rules_end_t)e), &want) == 0 && ref_db_reason((rules_end_t)e) == want,
+               "%s -> %s", rules_end_name((rules_end_t)e), db_reason_name(ref_db_reason((rules_end_t)e)));
     }
-    CHECKF(sp_end_reason(RULES_END_NONE) == DB_REASON_ABORT, "an unfinished game is an abort");
+    CHECKF(ref_db_reason(RULES_END_NONE) == DB_REASON_ABORT, "an unfinished game is an abort");
 }
 
 /* Plays one game on g with the hash network double. */
