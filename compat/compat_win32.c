@@ -115,20 +115,23 @@ int64_t compat_now_ns(void) {
     return (int64_t)((double)now.QuadPart * 1e9 / (double)freq.QuadPart);
 }
 
-int64_t compat_cpu_time_ns(void) {
-    FILETIME created, exited, kernel, user; /* 100-ns units */
-    if (!GetProcessTimes(GetCurrentProcess(), &created, &exited, &kernel, &user)) return 0;
-    uint64_t k = ((uint64_t)kernel.dwHighDateTime << 32) | kernel.dwLowDateTime;
-    uint64_t u = ((uint64_t)user.dwHighDateTime << 32) | user.dwLowDateTime;
+/* kernel + user time of GetProcessTimes / GetThreadTimes (100-ns units) in ns */
+static int64_t cpu_times_ns(const FILETIME *kernel, const FILETIME *user) {
+    uint64_t k = ((uint64_t)kernel->dwHighDateTime << 32) | kernel->dwLowDateTime;
+    uint64_t u = ((uint64_t)user->dwHighDateTime << 32) | user->dwLowDateTime;
     return (int64_t)(k + u) * 100;
 }
 
+int64_t compat_cpu_time_ns(void) {
+    FILETIME created, exited, kernel, user;
+    if (!GetProcessTimes(GetCurrentProcess(), &created, &exited, &kernel, &user)) return 0;
+    return cpu_times_ns(&kernel, &user);
+}
+
 int64_t compat_thread_cpu_time_ns(void) {
-    FILETIME created, exited, kernel, user; /* 100-ns units */
+    FILETIME created, exited, kernel, user;
     if (!GetThreadTimes(GetCurrentThread(), &created, &exited, &kernel, &user)) return 0;
-    uint64_t k = ((uint64_t)kernel.dwHighDateTime << 32) | kernel.dwLowDateTime;
-    uint64_t u = ((uint64_t)user.dwHighDateTime << 32) | user.dwLowDateTime;
-    return (int64_t)(k + u) * 100;
+    return cpu_times_ns(&kernel, &user);
 }
 
 void compat_sleep_ms(int64_t ms) {
