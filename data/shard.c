@@ -101,6 +101,7 @@ struct shard_builder {
     int64_t *game_id;  /* (cap) */
     uint16_t *move;    /* (cap) */
     uint8_t *position; /* (cap, SHARD_POSITION_BYTES) */
+    float *surprise;   /* (cap) SHARD_SURPRISE_UNKNOWN where a row has none */
     db_game_t *games;  /* (games_cap); strings malloc'ed */
     int32_t ngames, games_cap;
 };
@@ -143,6 +144,7 @@ void shard_builder_free(shard_builder_t *b) {
     free(b->game_id);
     free(b->move);
     free(b->position);
+    free(b->surprise);
     free(b);
 }
 
@@ -183,7 +185,8 @@ static int reserve_rows(shard_builder_t *b, int64_t need) {
         grow((void **)&b->legal, (size_t)f->legal_bytes, cap) || grow((void **)&b->offsets, sizeof(uint32_t), cap) ||
         grow((void **)&b->result, 1, cap) || grow((void **)&b->root_q, sizeof(float), cap) ||
         grow((void **)&b->ply, sizeof(uint16_t), cap) || grow((void **)&b->game_id, sizeof(int64_t), cap) ||
-        grow((void **)&b->move, sizeof(uint16_t), cap) || grow((void **)&b->position, SHARD_POSITION_BYTES, cap))
+        grow((void **)&b->move, sizeof(uint16_t), cap) || grow((void **)&b->position, SHARD_POSITION_BYTES, cap) ||
+        grow((void **)&b->surprise, sizeof(float), cap))
         return -1;
     b->cap = cap;
     return 0;
@@ -242,6 +245,11 @@ int shard_builder_add_row(shard_builder_t *b, const shard_row_t *row, char *err,
         set_err(err, errlen, "shard builder: row %lld: position: %s", (long long)r, why);
         return -1;
     }
+    if (row->surprise && !(isfinite(*row->surprise) && *row->surprise >= 0)) {
+        set_err(err, errlen, "shard builder: row %lld: surprise %g is not finite and >= 0", (long long)r,
+                (double)*row->surprise);
+        return -1;
+    }
     if (r >= SHARD_MAX_ROWS || b->nnz + row->policy_n > (int64_t)UINT32_MAX) {
         set_err(err, errlen, "shard builder: full (%lld rows, %lld policy entries)", (long long)r, (long long)b->nnz);
         return -1;
@@ -265,6 +273,7 @@ int shard_builder_add_row(shard_builder_t *b, const shard_row_t *row, char *err,
     b->game_id[r] = b->first_game_id + b->ngames;
     b->move[r] = row->move;
     memcpy(b->position + r * SHARD_POSITION_BYTES, row->position, SHARD_POSITION_BYTES);
+    b->surprise[r] = row->surprise ? *row->surprise : SHARD_SURPRISE_UNKNOWN;
     b->rows = r + 1;
     return 0;
 }
@@ -347,6 +356,9 @@ int shard_write(const shard_builder_t *b, const char *path, char *err, size_t er
         set_err(err, errlen, "%s: out of memory", path);
         return -1;
     }
+    /* The optional surprise column only when a row has a surprise. */
+    int surprise = 0;
+    for (int64_t r = 0; r < R && !surprise; r++) surprise = b->surprise[r] >= 0;
     /* Widest dtype first: every column stays aligned in a reader's mapping. */
     const struct {
         const char *name;
@@ -354,11 +366,13 @@ int shard_write(const shard_builder_t *b, const char *path, char *err, size_t er
         int32_t ndim;
         int64_t d0, d1;
         const void *data;
+        int skip;
     } cols[] = {
         {"game_id", ST_DTYPE_I64, 1, R, 0, b->game_id},
         {"hand", ST_DTYPE_F32, 2, R, f->hand_n, b->hand},
         {"policy_prob", ST_DTYPE_F32, 1, nnz, 0, b->prob},
         {"root_q", ST_DTYPE_F32, 1, R, 0, b->root_q},
+        {"surprise", ST_DTYPE_F32, 1, R, 0, b->surprise, !surprise},
         {"policy_offsets", ST_DTYPE_U32, 1, R, 0, b->offsets},
         {"policy_label", ST_DTYPE_U16, 1, nnz, 0, b->label},
         {"ply", ST_DTYPE_U16, 1, R, 0, b->ply},
@@ -370,6 +384,7 @@ int shard_write(const shard_builder_t *b, const char *path, char *err, size_t er
     };
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < sizeof cols / sizeof cols[0]; i++) {
+        if (cols[i].skip) continue;
         int64_t shape[2] = {cols[i].d0, cols[i].d1};
         rc = st_writer_add(w, cols[i].name, cols[i].dt, cols[i].ndim, shape, cols[i].data);
         if (rc != 0) set_err(err, errlen, "%s: cannot add column '%s'", path, cols[i].name);
@@ -629,6 +644,10 @@ void shard_q_lambda(const shard_t *s, float lambda, float *out) {
     }
 }
 
+float shard_row_surprise(const shard_t *s, int64_t r) {
+    return s->c.surprise ? s->c.surprise[r] : SHARD_SURPRISE_UNKNOWN;
+}
+
 void shard_row_policy(const shard_t *s, int64_t r, int64_t *begin, int64_t *end) {
     *begin = s->c.policy_offsets[r];
     *end = r + 1 < s->rows ? (int64_t)s->c.policy_offsets[r + 1] : s->nnz;
@@ -715,6 +734,11 @@ static int check_values(const shard_t *s, char *err, size_t errlen) {
         float q = c->root_q[r];
         if (!isfinite(q) || q < -1 || q > 1) {
             set_err(err, errlen, "%s: root_q[%lld] = %g is outside [-1, 1]", path, (long long)r, (double)q);
+            return -1;
+        }
+        if (c->surprise && !(c->surprise[r] == SHARD_SURPRISE_UNKNOWN || (isfinite(c->surprise[r]) && c->surprise[r] >= 0))) {
+            set_err(err, errlen, "%s: surprise[%lld] = %g is neither >= 0 nor %g (unknown)", path, (long long)r,
+                    (double)c->surprise[r], (double)SHARD_SURPRISE_UNKNOWN);
             return -1;
         }
         const float *h = c->hand + r * s->fmt.hand_n;
@@ -859,6 +883,12 @@ shard_t *shard_open(const char *path, const shard_format_t *expect, uint32_t fla
         .move = data[10],
         .position = data[11],
     };
+    if (st_find(s->f, "surprise")) { /* optional: older shards have none */
+        int64_t shape[1] = {R};
+        const st_tensor_t *t = st_expect(s->f, "surprise", ST_DTYPE_F32, 1, shape, err, errlen);
+        if (!t) goto fail;
+        s->c.surprise = t->data;
+    }
     if (check_values(s, err, errlen) != 0) goto fail;
     return s;
 fail:

@@ -33,6 +33,12 @@
  *                                              are contiguous, ids never decrease
  *   move            U16    (R)                 the move played (engine Move, types.h)
  *   position        U8     (R, 96)             the exact position, SHARD_POS_* below
+ * Optional columns (a shard without one reads as every row unknown):
+ *   surprise        F32    (R)                 policy surprise: KL(policy target ||
+ *                                              the net's prior at the root) of a row
+ *                                              searched with a policy target (>= 0),
+ *                                              SHARD_SURPRISE_UNKNOWN (-1) otherwise;
+ *                                              written when a row has one
  * Rows: R <= SHARD_MAX_ROWS; nnz < 2^32; at most SHARD_LABEL_NB entries a row.
  * Tensors are written widest dtype first, so every column is aligned in the
  * mapping. Readers ignore columns they do not know (future additions).
@@ -86,6 +92,7 @@
 #define SHARD_POSITION_BYTES 96
 #define SHARD_MAX_ROWS INT32_MAX          /* rows a shard holds at most */
 #define SHARD_MAX_WIDTH (1 << 20)         /* bytes or floats per row of planes/hand/legal */
+#define SHARD_SURPRISE_UNKNOWN (-1.0f)    /* the surprise column's "no value" */
 
 /* Offsets into a row of the position column. */
 #define SHARD_POS_BOARD 0
@@ -133,6 +140,7 @@ typedef struct {
     uint16_t ply;                 /* moves of this game before the position */
     uint16_t move;                /* engine Move played */
     const uint8_t *position;      /* (SHARD_POSITION_BYTES), shard_position_pack */
+    const float *surprise;        /* (1) the row's policy surprise, finite, >= 0; NULL: unknown */
 } shard_row_t;
 
 typedef struct shard_builder shard_builder_t;
@@ -227,6 +235,7 @@ typedef struct {
     const int64_t *game_id;         /* (R) */
     const uint16_t *move;           /* (R) */
     const uint8_t *position;        /* (R, SHARD_POSITION_BYTES) */
+    const float *surprise;          /* (R), or NULL: the shard has no surprise column */
 } shard_columns_t;
 
 /* Maps and validates path: checksums (unless SHARD_OPEN_NO_CHECKSUM), kind,
@@ -253,6 +262,9 @@ const shard_columns_t *shard_columns(const shard_t *s);
  * search values of the next ~1/(1-lambda) plies and then the result.
  * out holds shard_rows(s) floats, each in [-1, 1]. */
 void shard_q_lambda(const shard_t *s, float lambda, float *out);
+/* Row r's policy surprise (>= 0), or SHARD_SURPRISE_UNKNOWN (no column, or
+ * none recorded for the row). */
+float shard_row_surprise(const shard_t *s, int64_t r);
 /* Policy entries [*begin, *end) of row r (0 <= r < rows). */
 void shard_row_policy(const shard_t *s, int64_t r, int64_t *begin, int64_t *end);
 
