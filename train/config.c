@@ -61,6 +61,8 @@ static int flag_rows(train_config_t *c, cfg_opt_t *t) {
         {{"q-mix", CFG_TYPE_FLOAT, &o->q_mix, 0, 1, "value target: share of the search value"}},
         {{"q-draw", CFG_TYPE_FLOAT, &o->q_draw, 0, 1, "draw share at q = 0 in the value target"}},
         {{"q-horizon", CFG_TYPE_DOUBLE, &c->q_horizon, 1, 1e6, "value target: the search value is the lambda-return (lambda = 1 - 1/H) of the next plies' search values and the game's result (1 = the position's own search value)", "1"}},
+        {{"policy-target-temp", CFG_TYPE_DOUBLE, &c->policy_temp, 0.1, 10, "policy target temperature: each row's target distribution is raised to the power 1/T and renormalised (T > 1 softens it; 1 = the target as stored)", "1"}},
+        {{"surprise-weight", CFG_TYPE_DOUBLE, &c->surprise_weight, 0, 1, "policy-surprise weighting (KataGo): rows are sampled with weight (1 - s) + s * surprise / mean surprise, rows without a surprise as the mean (0 = uniform sampling)", "0"}},
         {{"bn-momentum", CFG_TYPE_FLOAT, &o->bn_momentum, 0, 1, "batch-norm running statistics momentum"}},
         {{"train-seed", CFG_TYPE_U64, &c->seed, 0, 9.2e18, "trainer seed (init and sampling)", "1"}},
         {{"train-device", CFG_TYPE_I32, &c->device, 0, 64, "CUDA device of the trainer (train under mpirun: this + the rank's index on its node)", "0"}},

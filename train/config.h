@@ -44,7 +44,7 @@ typedef int (*train_plan_fn)(void *user, const struct train_plan *plan, char *er
 /* Whose defaults: the program the trainer runs in. */
 typedef enum { TRAIN_PROGRAM_TRAIN, TRAIN_PROGRAM_SELFPLAY } train_program_t;
 
-#define TRAIN_CONFIG_NFLAGS 34 /* rows of train_config_flags */
+#define TRAIN_CONFIG_NFLAGS 36 /* rows of train_config_flags */
 
 typedef struct {
     char net[32];              /* BLOCKSxCHANNELS of a new run's first net */
@@ -64,6 +64,8 @@ typedef struct {
     char device_window[8];     /* "auto" | "on" | "off": the window resident in the trainer's memory */
     int64_t device_window_mb;  /* cap of the resident window (0 = none) */
     double q_horizon;          /* the value target's search value: lambda-return over ~H plies (1 = the row's own) */
+    double policy_temp;        /* policy target: each row's distribution ^ (1/T), renormalised (1 = as stored) */
+    double surprise_weight;    /* s: rows sampled with weight (1 - s) + s * surprise / mean surprise (0 = uniform) */
     train_log_fn log;          /* NULL: stderr, prefixed "train: " */
     void *log_user;
     /* A training group (selfplay --train-ranks K > 1): this trainer is rank 0
@@ -94,8 +96,8 @@ train_config_t train_config_default_for(train_program_t program);
  *   window-alpha window-beta samples-per-position min-steps-per-cycle
  *   max-steps-per-cycle lr momentum nesterov weight-decay clip-norm
  *   warmup-steps lr-schedule lr-total-steps lr-min-frac lr-step-size
- *   lr-step-gamma w-policy w-value w-legal q-mix q-draw q-horizon bn-momentum train-seed
- *   train-device device-window device-window-mb */
+ *   lr-step-gamma w-policy w-value w-legal q-mix q-draw q-horizon policy-target-temp surprise-weight
+ *   bn-momentum train-seed train-device device-window device-window-mb */
 int train_config_flags(train_config_t *cfg, cfg_opt_t *opts, int cap);
 /* 1 when a file or flag set the option `name` (through rows made by
  * train_config_flags on this cfg); 0 otherwise. */
