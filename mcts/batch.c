@@ -1,6 +1,7 @@
 /* batch.c - leaves packed for one network call; see batch.h. */
 #include "mcts/batch.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,7 +21,9 @@ mcts_batch_t *mcts_batch_new(int32_t cap) {
     b->labels = malloc(c * MCTS_MOVES_MAX * sizeof(uint16_t));
     b->policy = malloc(c * MCTS_MOVES_MAX * sizeof(float));
     b->value = malloc(c * 3 * sizeof(float));
-    if (!b->reqs || !b->tag || !b->packed || !b->hand || !b->offsets || !b->labels || !b->policy || !b->value) {
+    b->moves_left = malloc(c * sizeof(float));
+    if (!b->reqs || !b->tag || !b->packed || !b->hand || !b->offsets || !b->labels || !b->policy || !b->value ||
+        !b->moves_left) {
         mcts_batch_free(b);
         return NULL;
     }
@@ -38,6 +41,7 @@ void mcts_batch_free(mcts_batch_t *b) {
     free(b->labels);
     free(b->policy);
     free(b->value);
+    free(b->moves_left);
     free(b);
 }
 
@@ -56,6 +60,7 @@ void mcts_batch_commit(mcts_batch_t *b, int32_t got, int32_t tag) {
         memcpy(b->hand + (size_t)j * ENC_HAND, q->hand, sizeof(float) * ENC_HAND);
         memcpy(b->labels + b->offsets[j], q->labels, sizeof(uint16_t) * (size_t)q->n_moves);
         b->offsets[j + 1] = b->offsets[j] + (uint32_t)q->n_moves;
+        b->moves_left[j] = NAN;
     }
     b->n += got;
 }
@@ -63,9 +68,15 @@ void mcts_batch_commit(mcts_batch_t *b, int32_t got, int32_t tag) {
 void mcts_batch_uniform(mcts_batch_t *b) {
     memset(b->policy, 0, (size_t)b->offsets[b->n] * sizeof(float));
     memset(b->value, 0, (size_t)b->n * 3 * sizeof(float));
+    for (int32_t i = 0; i < b->n; i++) b->moves_left[i] = NAN;
+}
+
+void mcts_batch_moves_left(mcts_batch_t *b) {
+    for (int32_t i = 0; i < b->n; i++) b->reqs[i].moves_left = b->moves_left[i];
 }
 
 void mcts_batch_deliver(mcts_batch_t *b, mcts_tree_t *t) {
+    mcts_batch_moves_left(b);
     for (int32_t i = 0; i < b->n; i++) mcts_deliver_moves(t, &b->reqs[i], mcts_batch_policy(b, i), mcts_batch_value(b, i));
     mcts_batch_clear(b);
 }

@@ -18,7 +18,7 @@ typedef struct {
     uint16_t n;
     uint16_t reserved;
     float wdl[3];
-    uint32_t pad;
+    float moves_left; /* NAN: none */
 } cache_entry_header_t;
 
 typedef struct {
@@ -111,7 +111,8 @@ static inline cache_slot_t *bucket_of(const mcts_cache_t *c, cache_shard_t *s, u
     return &s->slots[key & (uint64_t)(c->slots - 1) & ~(uint64_t)(ways(c) - 1)];
 }
 
-bool mcts_cache_get(mcts_cache_t *c, uint64_t key, uint32_t check, int32_t n, uint16_t *q, float wdl[3]) {
+bool mcts_cache_get(mcts_cache_t *c, uint64_t key, uint32_t check, int32_t n, uint16_t *q, float wdl[3],
+                    float *moves_left) {
     if (!c || n < 1 || n > MCTS_CACHE_MOVES_MAX) return false;
     cache_shard_t *s = shard_of(c, key);
     bool hit = false;
@@ -132,6 +133,7 @@ bool mcts_cache_get(mcts_cache_t *c, uint64_t key, uint32_t check, int32_t n, ui
         if (h.key == key && h.check == check && h.n == (uint16_t)n) {
             memcpy(q, e + sizeof h, (size_t)n * 2);
             memcpy(wdl, h.wdl, sizeof h.wdl);
+            if (moves_left) *moves_left = h.moves_left;
             hit = true;
             s->stats.hits++;
         }
@@ -140,12 +142,13 @@ bool mcts_cache_get(mcts_cache_t *c, uint64_t key, uint32_t check, int32_t n, ui
     return hit;
 }
 
-void mcts_cache_put(mcts_cache_t *c, uint64_t key, uint32_t check, int32_t n, const uint16_t *q, const float wdl[3]) {
+void mcts_cache_put(mcts_cache_t *c, uint64_t key, uint32_t check, int32_t n, const uint16_t *q, const float wdl[3],
+                    float moves_left) {
     if (!c || n < 1 || n > MCTS_CACHE_MOVES_MAX) return;
     cache_shard_t *s = shard_of(c, key);
     int64_t len = entry_len(n);
     uint64_t R = (uint64_t)c->ring_bytes;
-    cache_entry_header_t h = {.key = key, .check = check, .n = (uint16_t)n};
+    cache_entry_header_t h = {.key = key, .check = check, .n = (uint16_t)n, .moves_left = moves_left};
     memcpy(h.wdl, wdl, sizeof h.wdl);
     compat_mutex_lock(&s->lock);
     if (s->head % R + (uint64_t)len > R) s->head += R - s->head % R; /* never straddle the end */

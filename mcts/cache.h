@@ -1,8 +1,8 @@
 /* cache.h - a bounded cache of network results keyed by position.
  *
  * Owns: storing and finding, for a Zobrist key, the network's move logits
- * (compressed, one per legal move, in move-generation order) and its W/D/L
- * probabilities; the memory bound; thread safety.
+ * (compressed, one per legal move, in move-generation order), its W/D/L
+ * probabilities and its moves-left estimate (NAN: none); the memory bound; thread safety.
  * Does not own: which network produced them (clear it when the net changes),
  * the meaning of the moves (the tree checks the move count and a checksum of
  * the move list, so a hit never belongs to a position with another list).
@@ -47,12 +47,15 @@ void mcts_cache_free(mcts_cache_t *c); /* NULL ok */
 void mcts_cache_clear(mcts_cache_t *c);
 
 /* Looks up key with move-list checksum check and n moves; on a hit copies
- * the n compressed logits into q and the probabilities into wdl and returns
- * true. n must be 1..MCTS_CACHE_MOVES_MAX. Thread-safe. */
-bool mcts_cache_get(mcts_cache_t *c, uint64_t key, uint32_t check, int32_t n, uint16_t *q, float wdl[3]);
-/* Stores (replaces) the entry for key. Thread-safe. n outside
- * 1..MCTS_CACHE_MOVES_MAX is ignored. */
-void mcts_cache_put(mcts_cache_t *c, uint64_t key, uint32_t check, int32_t n, const uint16_t *q, const float wdl[3]);
+ * the n compressed logits into q, the probabilities into wdl and the
+ * moves-left estimate into *moves_left (NULL ok) and returns true. n must be
+ * 1..MCTS_CACHE_MOVES_MAX. Thread-safe. */
+bool mcts_cache_get(mcts_cache_t *c, uint64_t key, uint32_t check, int32_t n, uint16_t *q, float wdl[3],
+                    float *moves_left);
+/* Stores (replaces) the entry for key; moves_left: plies left, NAN = none.
+ * Thread-safe. n outside 1..MCTS_CACHE_MOVES_MAX is ignored. */
+void mcts_cache_put(mcts_cache_t *c, uint64_t key, uint32_t check, int32_t n, const uint16_t *q, const float wdl[3],
+                    float moves_left);
 void mcts_cache_stats(mcts_cache_t *c, mcts_cache_stats_t *out);
 
 enum { MCTS_CACHE_MOVES_MAX = 600 };

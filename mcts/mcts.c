@@ -35,6 +35,8 @@ typedef struct {
     int32_t vl;           /* visits in flight through this node */
     double w;             /* sum of values, for this node's side to move */
     float d;              /* sum of draw probabilities */
+    float m;              /* mean plies left until the game ends over the visits, from this
+                             position (NAN once an answer without an estimate came) */
     float v_net;          /* network value at expansion, or the terminal value */
     int32_t parent;       /* -1 for the root */
     uint32_t edge_begin;  /* first edge */
@@ -95,6 +97,7 @@ struct mcts_tree {
     mcts_request_t *reqs; /* (search_batch) */
     float *pol;        /* (search_batch, ENC_LABEL_NB) */
     float *wdl;        /* (search_batch, 3) */
+    float *ml;         /* (search_batch) moves left */
 };
 
 void mcts_params_default(mcts_params_t *p) {
@@ -122,6 +125,12 @@ void mcts_params_default(mcts_params_t *p) {
     p->full_prob = 1.0f;
     p->leaf_mate = 1;
     p->max_ply = RULES_MAX_PLY_DEFAULT;
+    p->ml_max_effect = 0.0345f; /* lc0's MovesLeft* defaults */
+    p->ml_threshold = 0.8f;
+    p->ml_slope = 0.0027f;
+    p->ml_constant = 0.0f;
+    p->ml_scaled = 1.6521f;
+    p->ml_quadratic = -0.6521f;
     p->declare = RULES_DECLARE_CSA27;
     p->encode_leaves = true;
     p->single_move_stop = true;
@@ -201,6 +210,7 @@ void mcts_tree_free(mcts_tree_t *t) {
     free(t->reqs);
     free(t->pol);
     free(t->wdl);
+    free(t->ml);
     free(t->mem);
     free(t);
 }
@@ -238,15 +248,52 @@ static int32_t node_new(mcts_tree_t *t, int32_t parent, int32_t parent_edge) {
 /* Mean value of child c for the player choosing it (its parent's side to move). */
 static inline float child_q(const mcts_node_t *c) { return c->n > 0 ? (float)(-c->w / c->n) : 0.0f; }
 
-/* v, d from node's side to move; removes one visit in flight from every node on the path. */
-static void backup(mcts_tree_t *t, int32_t node, float v, float d) {
+/* lc0's moves-left utility at one parent (mcts.h, "Moves left"). */
+typedef struct {
+    float parent_m, slope, cap, a_c, a_l, a_q, thr, inv_span;
+} ml_util_t;
+
+/* Does the utility apply among x's children? Fills u when it does: it is
+ * on, x's plies left are known and |Q(x)| > ml_threshold. */
+static inline bool ml_util_at(const mcts_tree_t *t, const mcts_node_t *x, ml_util_t *u) {
+    const mcts_params_t *p = &t->p;
+    if (!(p->ml_max_effect > 0.0f && p->ml_slope > 0.0f) || x->n == 0 || !isfinite(x->m)) return false;
+    if (!(fabs(x->w / x->n) > p->ml_threshold)) return false;
+    u->parent_m = x->m;
+    u->slope = p->ml_slope;
+    u->cap = p->ml_max_effect;
+    u->a_c = p->ml_constant;
+    u->a_l = p->ml_scaled;
+    u->a_q = p->ml_quadratic;
+    u->thr = p->ml_threshold > 0.0f && p->ml_threshold < 1.0f ? p->ml_threshold : 0.0f;
+    u->inv_span = 1.0f / (1.0f - u->thr);
+    return true;
+}
+
+/* The utility of visited child c whose value for the chooser is q: fewer
+ * plies left than its parent's mean score higher when q > 0, more when q < 0. */
+static inline float ml_util(const ml_util_t *u, const mcts_node_t *c, float q) {
+    if (c->n == 0 || !isfinite(c->m)) return 0.0f;
+    float m = u->slope * (c->m - u->parent_m);
+    m = m < -u->cap ? -u->cap : m > u->cap ? u->cap : m;
+    if (q > 0.0f) m = -m;
+    float a = fabsf(q);
+    a = (a > u->thr ? a - u->thr : 0.0f) * u->inv_span;
+    return m * (u->a_c + u->a_l * a + u->a_q * a * a);
+}
+
+/* v, d from node's side to move, m plies left from its position (NAN:
+ * unknown); removes one visit in flight from every node on the path. */
+static void backup(mcts_tree_t *t, int32_t node, float v, float d, float m) {
     while (node >= 0) {
         mcts_node_t *x = &t->nodes[node];
         x->n++;
         x->w += v;
         x->d += d;
+        x->m += (m - x->m) / (float)x->n;
         x->vl--;
         v = -v;
+        m += 1.0f;
         node = x->parent;
     }
 }
@@ -324,9 +371,11 @@ static float terminal_value(const mcts_tree_t *t, float tv, float *d) {
 }
 
 /* Classifies the node whose position t->pos now is: resolves it (terminal,
- * mate in one, cache hit: *v, *d set), writes a request, or reports a full pool. */
-static int leaf_eval(mcts_tree_t *t, int32_t node, bool is_root, mcts_request_t *req, float *v, float *d) {
+ * mate in one, cache hit: *v, *d, *m set), writes a request, or reports a full pool. */
+static int leaf_eval(mcts_tree_t *t, int32_t node, bool is_root, mcts_request_t *req, float *v, float *d,
+                     float *m) {
     *d = 0.0f;
+    *m = 0.0f; /* a terminal position: the game is over */
     float tv;
     if (!is_root && mcts_leaf_repetition(&t->pos, &tv)) {
         *v = terminal_value(t, tv, d);
@@ -350,6 +399,7 @@ static int leaf_eval(mcts_tree_t *t, int32_t node, bool is_root, mcts_request_t 
     if (mate) end = true, tv = mate == 2 ? -1.0f : 1.0f;
     if (end) {
         *v = terminal_value(t, tv, d);
+        *m = (float)mate; /* plies to the mate: 1, 3, or 2 for mated in two */
         set_terminal(t, node, *v);
         t->nodes[node].mate = mate;
         return LEAF_RESOLVED;
@@ -373,7 +423,7 @@ static int leaf_eval(mcts_tree_t *t, int32_t node, bool is_root, mcts_request_t 
     uint64_t key = pos_key(&t->pos);
     if (t->cache) {
         float wdl[3];
-        if (mcts_cache_get(t->cache, key, moves_check(mv, list.n), list.n, t->sq, wdl)) {
+        if (mcts_cache_get(t->cache, key, moves_check(mv, list.n), list.n, t->sq, wdl, m)) {
             *v = node_expand(t, node, t->sq, wdl, d);
             t->cache_hits++;
             return LEAF_RESOLVED;
@@ -383,6 +433,7 @@ static int leaf_eval(mcts_tree_t *t, int32_t node, bool is_root, mcts_request_t 
     req->key = key;
     req->n_moves = list.n;
     req->moves = mv;
+    req->moves_left = NAN;
     req->labels = lb;
     req->node_ = node;
     req->epoch_ = t->epoch;
@@ -403,6 +454,8 @@ static int32_t select_puct(const mcts_tree_t *t, const mcts_node_t *x, const flo
     float parent_q = x->n > 0 ? (float)(x->w / x->n) : 0.0f;
     float fpu = parent_q - fpu_red * sqrtf(visited);
     float vloss = t->p.virtual_loss;
+    ml_util_t mu = {0};
+    bool ml = ml_util_at(t, x, &mu);
     int32_t best = 0;
     float best_s = -FLT_MAX;
     for (int32_t i = 0; i < x->edge_n; i++) {
@@ -411,6 +464,7 @@ static int32_t select_puct(const mcts_tree_t *t, const mcts_node_t *x, const flo
         if (cn && cn->n + cn->vl > 0) {
             nv = (float)(cn->n + cn->vl);
             q = (float)(-cn->w - vloss * cn->vl) / nv;
+            if (ml) q += ml_util(&mu, cn, child_q(cn));
         } else {
             q = fpu;
         }
@@ -425,10 +479,13 @@ static void node_completed_q(mcts_tree_t *t, const mcts_node_t *x, float *out) {
     const int32_t *ch = &t->e_child[x->edge_begin];
     float *q = t->sf[2];
     int32_t *vis = t->si;
+    ml_util_t mu = {0};
+    bool ml = ml_util_at(t, x, &mu);
     for (int32_t i = 0; i < x->edge_n; i++) {
         const mcts_node_t *cn = ch[i] >= 0 ? &t->nodes[ch[i]] : NULL;
         vis[i] = cn ? cn->n : 0;
         q[i] = cn ? child_q(cn) : 0.0f;
+        if (ml && cn) q[i] += ml_util(&mu, cn, q[i]);
     }
     mcts_completed_q(x->edge_n, q, vis, &t->e_prior[x->edge_begin], x->v_net, t->p.gumbel_c_visit,
                      t->p.gumbel_c_scale, t->p.gumbel_rescale, out);
@@ -448,6 +505,8 @@ static int32_t select_gumbel_interior(mcts_tree_t *t, const mcts_node_t *x) {
     int32_t max_n = 0;
     double sum_p = 0.0, sum_pq = 0.0, p_unvisited = 0.0;
     float lo = FLT_MAX, hi = -FLT_MAX;
+    ml_util_t mu = {0};
+    bool ml = ml_util_at(t, x, &mu);
     for (int32_t i = 0; i < x->edge_n; i++) {
         const mcts_node_t *cn = ch[i] >= 0 ? &t->nodes[ch[i]] : NULL;
         vis[i] = cn ? cn->n : 0;
@@ -457,6 +516,7 @@ static int32_t select_gumbel_interior(mcts_tree_t *t, const mcts_node_t *x) {
             continue;
         }
         q[i] = child_q(cn);
+        if (ml) q[i] += ml_util(&mu, cn, q[i]);
         sum_n += vis[i];
         if (vis[i] > max_n) max_n = vis[i];
         double pp = pr[i] > FLT_MIN ? pr[i] : FLT_MIN;
@@ -544,8 +604,8 @@ static int descend(mcts_tree_t *t, mcts_request_t *req) {
     t->nodes[0].vl++;
     for (;;) {
         mcts_node_t *x = &t->nodes[node];
-        if (x->state == NODE_TERMINAL) {
-            backup(t, node, x->v_net, x->v_net == 0.0f ? 1.0f : 0.0f);
+        if (x->state == NODE_TERMINAL) { /* its mean plies left is its fixed value */
+            backup(t, node, x->v_net, x->v_net == 0.0f ? 1.0f : 0.0f, x->m);
             undo_moves(t, depth);
             return LEAF_REVISIT;
         }
@@ -570,8 +630,8 @@ static int descend(mcts_tree_t *t, mcts_request_t *req) {
                 return LEAF_FULL;
             }
             t->nodes[c].vl = 1;
-            float v, d;
-            int r = leaf_eval(t, c, false, req, &v, &d);
+            float v, d, m;
+            int r = leaf_eval(t, c, false, req, &v, &d, &m);
             if (r == LEAF_FULL) {
                 t->n_nodes--;
                 undo_moves(t, depth);
@@ -580,7 +640,7 @@ static int descend(mcts_tree_t *t, mcts_request_t *req) {
                 return LEAF_FULL;
             }
             t->e_child[ei] = c;
-            if (r == LEAF_RESOLVED) backup(t, c, v, d);
+            if (r == LEAF_RESOLVED) backup(t, c, v, d, m);
             undo_moves(t, depth);
             return r;
         }
@@ -675,15 +735,15 @@ int32_t mcts_collect(mcts_tree_t *t, int32_t max_leaves, mcts_request_t *out) {
     mcts_node_t *r = &t->nodes[0];
     if (r->state == NODE_NEW) { /* evaluated even when stopped: a result needs the root's moves */
         r->vl = 1;
-        float v, d;
-        int res = leaf_eval(t, 0, true, &out[0], &v, &d);
+        float v, d, m;
+        int res = leaf_eval(t, 0, true, &out[0], &v, &d, &m);
         if (res == LEAF_FULL) { /* the root's moves do not fit: nothing to search */
             r->vl = 0;
             t->stop = MCTS_STOP_POOL;
             return 0;
         }
         if (res == LEAF_RESOLVED) {
-            backup(t, 0, v, d);
+            backup(t, 0, v, d, m);
             if (r->state == NODE_TERMINAL) {
                 t->stop = MCTS_STOP_TERMINAL;
                 return 0;
@@ -742,10 +802,13 @@ bool mcts_deliver_moves(mcts_tree_t *t, const mcts_request_t *req, const float *
     for (int32_t i = 0; i < 3; i++)
         if (!(wdl[i] == wdl[i])) wdl[0] = wdl[2] = 0.0f, wdl[1] = 1.0f; /* NaN from the net: a draw */
     quantize_logits(req->n_moves, move_logits, t->sq);
-    if (t->cache) mcts_cache_put(t->cache, req->key, moves_check(req->moves, req->n_moves), req->n_moves, t->sq, wdl);
+    float m = req->moves_left; /* NAN: no estimate; a negative or infinite one is clipped */
+    if (m == m) m = m < 0.0f ? 0.0f : m > 1e6f ? 1e6f : m;
+    if (t->cache)
+        mcts_cache_put(t->cache, req->key, moves_check(req->moves, req->n_moves), req->n_moves, t->sq, wdl, m);
     float d;
     float v = node_expand(t, req->node_, t->sq, wdl, &d);
-    backup(t, req->node_, v, d);
+    backup(t, req->node_, v, d, m);
     t->pending--;
     if (req->node_ == 0 && t->active) root_prepare(t);
     return true;
@@ -796,6 +859,7 @@ void mcts_search_result(mcts_tree_t *t, mcts_result_t *res) {
     res->root_wdl[0] = fmaxf(0.0f, (1.0f + res->root_q - dr) * 0.5f);
     res->root_wdl[2] = fmaxf(0.0f, (1.0f - res->root_q - dr) * 0.5f);
     res->policy_q = res->root_q;
+    res->root_moves_left = r->n > 0 ? r->m : NAN;
     if (r->state != NODE_EXPANDED) return;
     int32_t n = r->edge_n;
     res->n = n;
@@ -900,22 +964,39 @@ void mcts_search_result(mcts_tree_t *t, mcts_result_t *res) {
 
 /* ---- synchronous search --------------------------------------------------------- */
 
-void mcts_search(mcts_tree_t *t, const mcts_limits_t *limits, mcts_eval_fn_t eval, void *user, mcts_result_t *res) {
+static void search_run(mcts_tree_t *t, const mcts_limits_t *limits, mcts_eval_fn_t eval, mcts_eval_ml_fn_t eval_ml,
+                       void *user, mcts_result_t *res) {
     int32_t b = t->p.search_batch;
     if (!t->reqs) {
         t->reqs = malloc((size_t)b * sizeof(mcts_request_t));
         t->pol = malloc((size_t)b * ENC_LABEL_NB * sizeof(float));
         t->wdl = malloc((size_t)b * 3 * sizeof(float));
-        KOMA_ASSERT(t->reqs && t->pol && t->wdl);
+        t->ml = malloc((size_t)b * sizeof(float));
+        KOMA_ASSERT(t->reqs && t->pol && t->wdl && t->ml);
     }
     mcts_search_begin(t, limits);
     while (!mcts_search_done(t)) {
         int32_t n = mcts_collect(t, b, t->reqs);
         if (n == 0) continue;
-        eval(user, t, t->reqs, n, t->pol, t->wdl);
+        if (eval_ml) {
+            for (int32_t i = 0; i < n; i++) t->ml[i] = NAN;
+            eval_ml(user, t, t->reqs, n, t->pol, t->wdl, t->ml);
+            for (int32_t i = 0; i < n; i++) t->reqs[i].moves_left = t->ml[i];
+        } else {
+            eval(user, t, t->reqs, n, t->pol, t->wdl);
+        }
         for (int32_t i = 0; i < n; i++) mcts_deliver(t, &t->reqs[i], t->pol + (size_t)i * ENC_LABEL_NB, t->wdl + 3 * i);
     }
     mcts_search_result(t, res);
+}
+
+void mcts_search(mcts_tree_t *t, const mcts_limits_t *limits, mcts_eval_fn_t eval, void *user, mcts_result_t *res) {
+    search_run(t, limits, eval, NULL, user, res);
+}
+
+void mcts_search_ml(mcts_tree_t *t, const mcts_limits_t *limits, mcts_eval_ml_fn_t eval, void *user,
+                    mcts_result_t *res) {
+    search_run(t, limits, NULL, eval, user, res);
 }
 
 /* ---- tree reuse ------------------------------------------------------------------- */
@@ -1013,6 +1094,7 @@ const char *mcts_tree_validate(const mcts_tree_t *t) {
         }
         if (x->n < 0 || x->vl < 0) return "negative visits";
         if (fabs(x->w) > x->n + 1e-3 || x->d < -1e-3f || x->d > x->n + 1e-3f) return "value sum out of range";
+        if (x->n > 0 && x->m < 0.0f) return "negative moves left"; /* NAN (unknown) passes */
         if (x->state == NODE_TERMINAL && (x->edge_n != 0 || x->vl != 0)) return "terminal node with edges or in flight";
         if (x->state == NODE_PENDING) {
             pending++;

@@ -30,10 +30,10 @@
  * delivering one afterwards does nothing and returns false.
  *
  * ---- Memory ---------------------------------------------------------------------
- * One allocation per tree, made by mcts_tree_new: node_limit nodes (40 bytes)
+ * One allocation per tree, made by mcts_tree_new: node_limit nodes (48 bytes)
  * and edge_limit edges (12 bytes; one per legal move of every expanded node,
  * about 80 in a middle game, so with the default edge_limit of 48 per node
- * the edge pool usually fills first: about 620 bytes per node in all).
+ * the edge pool usually fills first: about 630 bytes per node in all).
  * Pages are touched only as the tree grows. When either pool is full the search stops
  * (MCTS_STOP_POOL) with what it has; mcts_tree_advance compacts the kept
  * subtree to the front of both pools. A Position (about 115 KiB) is kept per
@@ -49,6 +49,21 @@
  * params.draw_value[side to move] (0 unless set: USI Contempt). With leaf_mate 1 or 3, a leaf
  * whose side to move has a mate in one (or three) is a win without asking the
  * network.
+ *
+ * ---- Moves left (lc0's moves-left head) ------------------------------------------
+ * An answer may carry the network's estimate of the plies left until the game
+ * ends (mcts_request_t.moves_left; NAN: none, a net without the head). Every
+ * node keeps the mean over its visits of the plies left from its position:
+ * a leaf's estimate, plus one per ply up the path; a terminal leaf 0, a leaf
+ * mate in one 1, mated in two 2, mate in three 3, a cache hit the cached
+ * estimate. Where a node's mean is known and |Q| > ml_threshold, selection
+ * adds lc0's moves-left utility to each visited child's Q (PUCT; Gumbel: the
+ * completed Q): M = clamp(ml_slope * (m_child - m_node), -ml_max_effect,
+ * ml_max_effect) * -sign(q) * (ml_constant + ml_scaled * q' + ml_quadratic * q'^2),
+ * q the child's value for the chooser, q' = max(0, |q| - ml_threshold) /
+ * (1 - ml_threshold): fewer plies left are better when winning, more when
+ * losing. Off with ml_max_effect or ml_slope 0, and wherever no estimate
+ * came: the search is then the same, visit for visit, as without it.
  *
  * ---- Selection --------------------------------------------------------------
  * PUCT: Q(a) + c(N) P(a) sqrt(N) / (1 + N(a)), c(N) = c_init + log((N + c_base + 1) / c_base);
@@ -118,6 +133,13 @@ typedef struct {
     int32_t max_ply;        /* RULES_MAX_PLY_DEFAULT (320): leaves after that many moves are draws; 0 = none */
     rules_declare_t declare;/* RULES_DECLARE_CSA27: a leaf whose side to move may declare under this rule is a
                                win; RULES_DECLARE_NONE: never (USI EnteringKingRule) */
+    /* moves-left utility (lc0's MovesLeft* defaults; see "Moves left" above) */
+    float ml_max_effect;    /* 0.0345: cap of the utility; 0 = off */
+    float ml_threshold;     /* 0.8: |Q| of the parent above which it applies */
+    float ml_slope;         /* 0.0027: utility per ply of difference; 0 = off */
+    float ml_constant;      /* 0 */
+    float ml_scaled;        /* 1.6521 */
+    float ml_quadratic;     /* -0.6521 */
     float draw_value[COLOR_NB]; /* {0, 0}: value (W - L scale) of a drawn leaf (repetition, max ply) for
                                    its side to move, by colour; USI Contempt c gives the engine's colour
                                    -c and the other +c. Self-play keeps 0: a draw is worth nothing. */
@@ -162,6 +184,10 @@ typedef struct {
     const uint16_t *labels;   /* (n_moves) encode_move_label of each move */
     uint8_t packed[ENC_PACKED_BYTES]; /* encode_position (when params.encode_leaves) */
     float hand[ENC_HAND];
+    /* The answer's moves-left estimate (plies from the leaf until the game
+     * ends), read by mcts_deliver*: mcts_collect sets NAN (none); a caller
+     * with a moves-left head writes it before delivering (mcts_batch does). */
+    float moves_left;
     int32_t node_;            /* private */
     uint32_t epoch_;          /* private: tree reset counter, catches stale requests */
 } mcts_request_t;
@@ -180,6 +206,8 @@ typedef struct {
     float prior[MCTS_MOVES_MAX];      /* network prior (without noise) */
     float root_q;             /* mean value of all root visits for the side to move, W - L */
     float root_wdl[3];        /* mean W, D, L for the side to move */
+    float root_moves_left;    /* mean plies left until the game ends over the root's visits (NAN: no
+                                 estimate, a net without the moves-left head; lc0's `movesleft`) */
     float policy_q;           /* sum_a policy(a) q(a), unvisited q = mctx's v_mix: the value of
                                  the target policy (for Gumbel, where root_q also averages the
                                  halving's exploration visits, the better value estimate) */
@@ -245,6 +273,12 @@ typedef void (*mcts_eval_fn_t)(void *user, mcts_tree_t *t, const mcts_request_t 
 /* Runs a whole search (begin, collect/evaluate/deliver in batches of
  * params.search_batch, result). */
 void mcts_search(mcts_tree_t *t, const mcts_limits_t *limits, mcts_eval_fn_t eval, void *user, mcts_result_t *res);
+/* The same with moves-left estimates: moves_left (n) comes filled with NAN
+ * (none); the evaluator writes plies left for the leaves it knows. */
+typedef void (*mcts_eval_ml_fn_t)(void *user, mcts_tree_t *t, const mcts_request_t *reqs, int32_t n,
+                                  float *policy_logits, float *wdl_logits, float *moves_left);
+void mcts_search_ml(mcts_tree_t *t, const mcts_limits_t *limits, mcts_eval_ml_fn_t eval, void *user,
+                    mcts_result_t *res);
 
 /* ---- inspection ------------------------------------------------------------------ */
 /* Rebuilds the position of a request's leaf (root position + path moves). */

@@ -1,5 +1,5 @@
 /* test_mcts_cache.c - the network result cache:
- *   - a hit returns exactly what was stored; a query that differs in key,
+ *   - a hit returns exactly what was stored (moves left included); a query that differs in key,
  *     move-list checksum or move count misses (so no query ever reads
  *     another position's data or past its own length);
  *   - a one-slot table and a small ring force collisions and overwrites:
@@ -27,11 +27,13 @@ static void make_entry(uint64_t key, int32_t n, uint16_t *q, float wdl[3]) {
     wdl[2] = (float)((key >> 8) & 255);
 }
 
-static bool entry_ok(uint64_t key, int32_t n, const uint16_t *q, const float wdl[3]) {
+static float ml_of(uint64_t key) { return (float)(key % 301) + 0.25f; }
+
+static bool entry_ok(uint64_t key, int32_t n, const uint16_t *q, const float wdl[3], float ml) {
     uint16_t want[MCTS_CACHE_MOVES_MAX];
     float w[3];
     make_entry(key, n, want, w);
-    return memcmp(q, want, (size_t)n * 2) == 0 && memcmp(w, wdl, sizeof w) == 0;
+    return memcmp(q, want, (size_t)n * 2) == 0 && memcmp(w, wdl, sizeof w) == 0 && ml == ml_of(key);
 }
 
 static uint32_t check_of(uint64_t key) { return (uint32_t)(key * 2654435761u); }
@@ -42,23 +44,26 @@ static void test_basic(void) {
     uint16_t q[MCTS_CACHE_MOVES_MAX], got[MCTS_CACHE_MOVES_MAX + 8];
     float wdl[3], gw[3];
     make_entry(42, 30, q, wdl);
-    mcts_cache_put(c, 42, check_of(42), 30, q, wdl);
+    float gm = 0.0f;
+    mcts_cache_put(c, 42, check_of(42), 30, q, wdl, ml_of(42));
     memset(got, 0xAB, sizeof got);
-    CHECKF(mcts_cache_get(c, 42, check_of(42), 30, got, gw) && entry_ok(42, 30, got, gw), "hit returns the entry");
+    CHECKF(mcts_cache_get(c, 42, check_of(42), 30, got, gw, &gm) && entry_ok(42, 30, got, gw, gm), "hit returns the entry");
     CHECKF(got[30] == 0xABAB, "a hit wrote past n");
-    CHECKF(!mcts_cache_get(c, 43, check_of(42), 30, got, gw), "other key hit");
-    CHECKF(!mcts_cache_get(c, 42, check_of(42) ^ 1, 30, got, gw), "other move checksum hit");
-    CHECKF(!mcts_cache_get(c, 42, check_of(42), 31, got, gw), "other move count hit");
-    CHECKF(!mcts_cache_get(c, 42, check_of(42), 29, got, gw), "shorter move count hit");
-    CHECKF(!mcts_cache_get(c, 42, check_of(42), 0, got, gw) && !mcts_cache_get(c, 42, check_of(42), 100000, got, gw),
+    CHECKF(!mcts_cache_get(c, 43, check_of(42), 30, got, gw, NULL), "other key hit");
+    CHECKF(!mcts_cache_get(c, 42, check_of(42) ^ 1, 30, got, gw, NULL), "other move checksum hit");
+    CHECKF(!mcts_cache_get(c, 42, check_of(42), 31, got, gw, NULL), "other move count hit");
+    CHECKF(!mcts_cache_get(c, 42, check_of(42), 29, got, gw, NULL), "shorter move count hit");
+    CHECKF(!mcts_cache_get(c, 42, check_of(42), 0, got, gw, NULL) &&
+               !mcts_cache_get(c, 42, check_of(42), 100000, got, gw, NULL),
            "out-of-range n accepted");
     /* Largest list fits and round-trips. */
     make_entry(7, MCTS_CACHE_MOVES_MAX, q, wdl);
-    mcts_cache_put(c, 7, check_of(7), MCTS_CACHE_MOVES_MAX, q, wdl);
-    CHECKF(mcts_cache_get(c, 7, check_of(7), MCTS_CACHE_MOVES_MAX, got, gw) && entry_ok(7, MCTS_CACHE_MOVES_MAX, got, gw),
+    mcts_cache_put(c, 7, check_of(7), MCTS_CACHE_MOVES_MAX, q, wdl, ml_of(7));
+    CHECKF(mcts_cache_get(c, 7, check_of(7), MCTS_CACHE_MOVES_MAX, got, gw, &gm) &&
+               entry_ok(7, MCTS_CACHE_MOVES_MAX, got, gw, gm),
            "largest entry");
     mcts_cache_clear(c);
-    CHECKF(!mcts_cache_get(c, 7, check_of(7), MCTS_CACHE_MOVES_MAX, got, gw), "hit after clear");
+    CHECKF(!mcts_cache_get(c, 7, check_of(7), MCTS_CACHE_MOVES_MAX, got, gw, NULL), "hit after clear");
     mcts_cache_stats_t st;
     mcts_cache_stats(c, &st);
     CHECKF(st.lookups == 7 && st.hits == 2 && st.inserts == 2, "stats %llu %llu %llu", (unsigned long long)st.lookups,
@@ -74,7 +79,7 @@ static void test_collisions(void) {
         uint64_t s = 12345;
         int64_t hits = 0, wrong = 0;
         uint16_t q[MCTS_CACHE_MOVES_MAX], got[MCTS_CACHE_MOVES_MAX];
-        float wdl[3], gw[3];
+        float wdl[3], gw[3], gm = 0.0f;
         uint64_t last_key = 0;
         int32_t last_n = 0;
         for (int i = 0; i < 20000; i++) {
@@ -83,19 +88,19 @@ static void test_collisions(void) {
             int32_t n = 1 + (int32_t)(t_mix64(key) % 300);
             if (s & (1ull << 40)) {
                 make_entry(key, n, q, wdl);
-                mcts_cache_put(c, key, check_of(key), n, q, wdl);
+                mcts_cache_put(c, key, check_of(key), n, q, wdl, ml_of(key));
                 last_key = key, last_n = n;
             } else {
                 /* Ask with the right n or a wrong one. */
                 int32_t qn = (s >> 50) & 1 ? n : n + 1;
-                if (mcts_cache_get(c, key, check_of(key), qn, got, gw)) {
+                if (mcts_cache_get(c, key, check_of(key), qn, got, gw, &gm)) {
                     hits++;
-                    if (qn != n || !entry_ok(key, n, got, gw)) wrong++;
+                    if (qn != n || !entry_ok(key, n, got, gw, gm)) wrong++;
                 }
             }
             /* The entry just stored is always there. */
-            if (last_n && !(mcts_cache_get(c, last_key, check_of(last_key), last_n, got, gw) &&
-                            entry_ok(last_key, last_n, got, gw)))
+            if (last_n && !(mcts_cache_get(c, last_key, check_of(last_key), last_n, got, gw, &gm) &&
+                            entry_ok(last_key, last_n, got, gw, gm)))
                 wrong++;
         }
         CHECKF(wrong == 0, "geometry %d: %lld wrong or missing entries", geometry, (long long)wrong);
