@@ -31,7 +31,10 @@ nn_backend_t *train_backend_new(const train_config_t *c, char *err, size_t errle
 
 int train_window_setup(const train_config_t *c, train_window_t *w, nn_backend_t *be, int32_t ranks, char *err,
                        size_t errlen) {
-    if (train_window_set_q_lambda(w, (float)(1.0 - 1.0 / c->q_horizon), err, errlen) != 0) return -1;
+    if (train_window_set_q_lambda(w, (float)(1.0 - 1.0 / c->q_horizon), err, errlen) != 0 ||
+        train_window_set_policy_temp(w, (float)c->policy_temp, err, errlen) != 0 ||
+        train_window_set_surprise_weight(w, (float)c->surprise_weight, err, errlen) != 0)
+        return -1;
     int on = !strcmp(c->device_window, "on") ||
              (!strcmp(c->device_window, "auto") && nn_backend_is_cuda(be) && ranks <= 1);
     if (!on) return 0;

@@ -3,6 +3,7 @@
 #include "compat/err.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,12 +22,14 @@ typedef struct {
     int64_t dev_bytes;
     nn_rows_src_t cols;     /* resident: where each column starts in dev */
     float *q;               /* (rows) the value column trained on when q_lambda > 0 (shard_q_lambda), else NULL */
+    float *prob;            /* (nnz) the policy targets trained on when policy_temp != 1 (temper_policy), else NULL */
 } ent_t;
 
 /* A contiguous piece of the window: rows [begin, begin + count) of one shard. */
 typedef struct {
     const shard_t *sh;
     const float *q;         /* the shard's ent_t.q (NULL: its root_q column) */
+    const float *prob;      /* the shard's ent_t.prob (NULL: its policy_prob column) */
     int64_t id;             /* shards.id */
     int64_t begin, count;
     int64_t prefix;         /* window rows before this segment */
@@ -42,6 +45,11 @@ struct train_window {
     shard_format_t fmt;
     runlog_sink_t log;      /* the caller's, else stderr after "train: " */
     float q_lambda;         /* train_window_set_q_lambda (0: the root_q column as stored) */
+    float policy_temp;      /* train_window_set_policy_temp (1: the policy_prob column as stored) */
+    float surprise_weight;  /* train_window_set_surprise_weight (0: uniform sampling) */
+    double *cum;            /* (cap_cum) surprise weighting: cumulative weight of window rows [0, g], else unused */
+    int64_t cap_cum;
+    int weighted;           /* the last select found surprises to weight by: pick_rows draws by cum */
     ent_t *ents;            /* sorted by id */
     int32_t nents, capents;
     seg_t *segs;            /* oldest first */
@@ -76,6 +84,7 @@ train_window_t *train_window_new(const char *run_dir, const shard_format_t *fmt,
     }
     snprintf(w->run_dir, sizeof w->run_dir, "%s", run_dir);
     w->fmt = *fmt;
+    w->policy_temp = 1.0f;
     w->log = runlog_sink(log, log_user, "train: ");
     return w;
 }
@@ -90,6 +99,28 @@ int train_window_set_q_lambda(train_window_t *w, float lambda, char *err, size_t
         return -1;
     }
     w->q_lambda = lambda;
+    return 0;
+}
+
+int train_window_set_policy_temp(train_window_t *w, float temp, char *err, size_t errlen) {
+    if (!(temp >= 0.1f && temp <= 10.0f)) {
+        set_err(err, errlen, "%s: policy target: temperature %g is outside [0.1, 10]", w->run_dir, (double)temp);
+        return -1;
+    }
+    if (w->nents) {
+        set_err(err, errlen, "%s: policy target: temperature set after the window opened shards", w->run_dir);
+        return -1;
+    }
+    w->policy_temp = temp;
+    return 0;
+}
+
+int train_window_set_surprise_weight(train_window_t *w, float s, char *err, size_t errlen) {
+    if (!(s >= 0 && s <= 1)) {
+        set_err(err, errlen, "%s: surprise weight %g is outside [0, 1]", w->run_dir, (double)s);
+        return -1;
+    }
+    w->surprise_weight = s;
     return 0;
 }
 
@@ -118,9 +149,11 @@ void train_window_free(train_window_t *w) {
     for (int32_t i = 0; i < w->nents; i++) {
         shard_close(w->ents[i].sh);
         free(w->ents[i].q);
+        free(w->ents[i].prob);
     }
     free(w->ents);
     free(w->segs);
+    free(w->cum);
     free(w->picks);
     free(w->rows);
     free(w);
@@ -147,6 +180,28 @@ static int32_t ent_find(const train_window_t *w, int64_t id) {
     }
     if (lo < w->nents && w->ents[lo].id == id) return lo;
     return -lo - 1;
+}
+
+/* The soft policy target: out = each row's entries of s raised to the power
+ * 1/temp and scaled back to the row's sum (1 for a search's or a record's
+ * target), in log space relative to the row's largest entry; zeros stay zero. */
+static void temper_policy(const shard_t *s, float temp, float *out) {
+    const float *p = shard_columns(s)->policy_prob;
+    double inv = 1.0 / (double)temp;
+    for (int64_t r = 0; r < shard_rows(s); r++) {
+        int64_t b, e;
+        shard_row_policy(s, r, &b, &e);
+        double mx = 0, sum = 0, tot = 0;
+        for (int64_t i = b; i < e; i++) sum += p[i], mx = p[i] > mx ? p[i] : mx;
+        if (!(mx > 0)) { /* no mass to move */
+            for (int64_t i = b; i < e; i++) out[i] = p[i];
+            continue;
+        }
+        double lmx = log(mx);
+        for (int64_t i = b; i < e; i++) tot += p[i] > 0 ? exp((log((double)p[i]) - lmx) * inv) : 0.0;
+        for (int64_t i = b; i < e; i++)
+            out[i] = p[i] > 0 ? (float)(exp((log((double)p[i]) - lmx) * inv) / tot * sum) : 0.0f;
+    }
 }
 
 /* The cache entry of shard row s, opened now if new. NULL only when out of memory. */
@@ -179,22 +234,72 @@ static ent_t *ent_get(train_window_t *w, const db_shard_t *s) {
     if (!e->sh) {
         e->bad = 1;
         runlog_printf(&w->log, "skipping bad shard %s: %s", s->path, err);
-    } else if (w->q_lambda > 0) {
-        if (!(e->q = malloc(sizeof(float) * (size_t)(shard_rows(e->sh) > 0 ? shard_rows(e->sh) : 1)))) {
+    } else if (w->q_lambda > 0 || w->policy_temp != 1.0f) {
+        int64_t rows = shard_rows(e->sh), nnz = shard_nnz(e->sh);
+        if (w->q_lambda > 0) e->q = malloc(sizeof(float) * (size_t)(rows > 0 ? rows : 1));
+        if (w->policy_temp != 1.0f) e->prob = malloc(sizeof(float) * (size_t)(nnz > 0 ? nnz : 1));
+        if ((w->q_lambda > 0 && !e->q) || (w->policy_temp != 1.0f && !e->prob)) {
+            free(e->q);
+            free(e->prob);
             shard_close(e->sh);
             memmove(&w->ents[at], &w->ents[at + 1], sizeof(ent_t) * (size_t)(w->nents - at - 1));
             w->nents--;
             return NULL;
         }
-        shard_q_lambda(e->sh, w->q_lambda, e->q);
+        if (e->q) shard_q_lambda(e->sh, w->q_lambda, e->q);
+        if (e->prob) temper_policy(e->sh, w->policy_temp, e->prob);
     }
     return e;
+}
+
+/* Policy-surprise weighting (KataGo) of the window just chosen: row g of the
+ * window weighs (1 - s) + s * surprise_g / mean, the mean over the rows with
+ * a policy target and a known surprise; the others weigh 1 (as the mean).
+ * w->cum[g] = the weights of rows 0..g. Without a weight (s = 0) or a
+ * surprise to weight by (none known, or all 0), sampling stays uniform.
+ * 0, or -1 when out of memory. */
+static int surprise_weights(train_window_t *w) {
+    w->weighted = 0;
+    if (!(w->surprise_weight > 0) || w->positions <= 0) return 0;
+    double sum = 0;
+    int64_t known = 0;
+    for (int32_t i = 0; i < w->nsegs; i++) {
+        const seg_t *sg = &w->segs[i];
+        for (int64_t r = sg->begin; r < sg->begin + sg->count; r++) {
+            int64_t pb, pe;
+            shard_row_policy(sg->sh, r, &pb, &pe);
+            float x = shard_row_surprise(sg->sh, r);
+            if (pe > pb && x >= 0) sum += x, known++;
+        }
+    }
+    if (!known || !(sum > 0)) return 0;
+    if (w->positions > w->cap_cum) {
+        double *c = realloc(w->cum, sizeof(double) * (size_t)w->positions);
+        if (!c) return -1;
+        w->cum = c;
+        w->cap_cum = w->positions;
+    }
+    double s = w->surprise_weight, mean = sum / (double)known, acc = 0;
+    int64_t g = 0;
+    for (int32_t i = 0; i < w->nsegs; i++) {
+        const seg_t *sg = &w->segs[i];
+        for (int64_t r = sg->begin; r < sg->begin + sg->count; r++, g++) {
+            int64_t pb, pe;
+            shard_row_policy(sg->sh, r, &pb, &pe);
+            float x = shard_row_surprise(sg->sh, r);
+            acc += pe > pb && x >= 0 ? (1.0 - s) + s * (double)x / mean : 1.0;
+            w->cum[g] = acc;
+        }
+    }
+    w->weighted = 1;
+    return 0;
 }
 
 int train_window_select(train_window_t *w, const db_shard_t *list, int32_t n, int64_t max_cycle, int64_t want,
                         int64_t *positions, int32_t *bad, char *err, size_t errlen) {
     *positions = 0;
     *bad = 0;
+    w->weighted = 0;
     for (int32_t i = 0; i < w->nents; i++) w->ents[i].used = 0;
     w->nsegs = 0;
     w->positions = 0;
@@ -226,7 +331,8 @@ int train_window_select(train_window_t *w, const db_shard_t *list, int32_t n, in
         }
         int64_t rows = shard_rows(e->sh), take = rows;
         if (want > 0 && got + take > want) take = want - got;
-        w->segs[w->nsegs++] = (seg_t){.sh = e->sh, .q = e->q, .id = e->id, .begin = rows - take, .count = take};
+        w->segs[w->nsegs++] =
+            (seg_t){.sh = e->sh, .q = e->q, .prob = e->prob, .id = e->id, .begin = rows - take, .count = take};
         got += take;
     }
     /* newest first -> oldest first, then prefix sums */
@@ -252,12 +358,18 @@ int train_window_select(train_window_t *w, const db_shard_t *list, int32_t n, in
             }
             shard_close(e->sh);
             free(e->q);
+            free(e->prob);
             continue;
         }
         w->ents[k++] = *e;
     }
     w->nents = k;
     *positions = pre;
+    if (surprise_weights(w) != 0) {
+        set_err(err, errlen, "%s: training window: out of memory for the surprise weights of %" PRId64 " rows",
+                w->run_dir, pre);
+        return -1;
+    }
     if (w->be && resident_update(w) != 0) {
         runlog_printf(&w->log, "the training window (%" PRId64 " positions) does not fit in %s memory (%s): batches "
                       "are gathered on the host and uploaded from now on", pre, nn_backend_memory(w->be), w->dev_why);
@@ -292,7 +404,7 @@ static int resident_load(train_window_t *w, ent_t *e) {
                  (total + (1 << 20) - 1) >> 20, e->rel);
         return -1;
     }
-    const void *src[7] = {c->planes, c->hand, c->legal, c->policy_label, c->policy_prob, c->result,
+    const void *src[7] = {c->planes, c->hand, c->legal, c->policy_label, e->prob ? e->prob : c->policy_prob, c->result,
                           e->q ? e->q : c->root_q};
     int64_t used[7] = {R * f->planes_bytes, R * (int64_t)sizeof(float) * f->hand_n, R * f->legal_bytes,
                        nnz * (int64_t)sizeof(uint16_t), nnz * (int64_t)sizeof(float), R, R * (int64_t)sizeof(float)};
@@ -392,6 +504,20 @@ static uint64_t below(uint64_t *s, uint64_t n) {
     }
 }
 
+/* A window row drawn with probability weight / total weight (surprise_weights). */
+static int64_t weighted_row(const train_window_t *w, uint64_t *s) {
+    double total = w->cum[w->positions - 1], u;
+    do u = (double)(splitmix(s) >> 11) * 0x1.0p-53 * total;
+    while (u >= total);
+    int64_t lo = 0, hi = w->positions - 1; /* the first row whose cumulative weight is above u */
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (w->cum[mid] > u) hi = mid;
+        else lo = mid + 1;
+    }
+    return lo;
+}
+
 static int pick_cmp(const void *a, const void *b) {
     const pick_t *x = a, *y = b;
     if (x->seg != y->seg) return x->seg < y->seg ? -1 : 1;
@@ -417,7 +543,7 @@ static int pick_rows(train_window_t *w, uint64_t key, int32_t B, char *err, size
     }
     uint64_t s = key;
     for (int32_t b = 0; b < B; b++) {
-        int64_t g = (int64_t)below(&s, (uint64_t)w->positions);
+        int64_t g = w->weighted ? weighted_row(w, &s) : (int64_t)below(&s, (uint64_t)w->positions);
         int32_t lo = 0, hi = w->nsegs - 1; /* last segment with prefix <= g */
         while (lo < hi) {
             int32_t mid = lo + (hi - lo + 1) / 2;
@@ -449,6 +575,14 @@ int train_window_sample(train_window_t *w, uint64_t key, int32_t B, shard_batch_
         if (shard_row_batch(sg->sh, w->rows, e - b, batch, err, errlen) != 0) return -1;
         if (sg->q)
             for (int32_t i = 0; i < e - b; i++) batch->root_q[at + i] = sg->q[w->rows[i]];
+        if (sg->prob)
+            for (int32_t i = 0; i < e - b; i++) {
+                int64_t pb, pe;
+                shard_row_policy(sg->sh, w->rows[i], &pb, &pe);
+                if (pe > pb)
+                    memcpy(batch->policy_prob + batch->policy_offsets[at + i], sg->prob + pb,
+                           sizeof(float) * (size_t)(pe - pb));
+            }
         b = e;
     }
     return 0;

@@ -1,5 +1,6 @@
 /* window.h - the training window: which recent positions are trained on, the
- * shards that hold them, and uniform minibatch sampling from them.
+ * shards that hold them, and minibatch sampling from them (uniform, or
+ * weighted by policy surprise).
  *
  * Owns: a cache of open shards (each shard_open'ed once, i.e. mapped and
  * checksum-verified once, and kept while it stays in the window), the list of
@@ -44,6 +45,23 @@ void train_window_free(train_window_t *w); /* NULL ok */
  * outside [0, 1), or shards already open). */
 int train_window_set_q_lambda(train_window_t *w, float lambda, char *err, size_t errlen);
 
+/* The soft policy target (--policy-target-temp): each row's policy entries
+ * raised to the power 1/temp and scaled back to the row's sum (1 for a
+ * search's target), computed once when a shard enters the cache and used by
+ * both routes; temp 1 (the default) trains on the column as stored. Called
+ * before the first train_window_select. 0, or -1 with err (temp outside
+ * [0.1, 10], or shards already open). */
+int train_window_set_policy_temp(train_window_t *w, float temp, char *err, size_t errlen);
+
+/* Policy-surprise weighting (--surprise-weight, KataGo): from the next
+ * train_window_select on, a row is drawn with probability proportional to
+ * (1 - s) + s * surprise / mean, the mean over the window's rows that have a
+ * policy target and a surprise (data/shard.h); rows without either weigh as
+ * the mean (1). s = 0 (the default), or a window without surprises, samples
+ * uniformly: the same batches as without weighting. 0, or -1 with err (s
+ * outside [0, 1]). */
+int train_window_set_surprise_weight(train_window_t *w, float s, char *err, size_t errlen);
+
 /* Rows of the shards in list[0..n) whose cycle is in (lo, hi] (lo < 0 and hi
  * < 0: no bound on that side) and whose features_version is fv. */
 int64_t train_window_count(const db_shard_t *list, int32_t n, int32_t fv, int64_t lo, int64_t hi);
@@ -60,8 +78,8 @@ int train_window_select(train_window_t *w, const db_shard_t *list, int32_t n, in
                         int64_t *positions, int32_t *bad, char *err, size_t errlen);
 int32_t train_window_shards(const train_window_t *w); /* shards the window spans */
 
-/* Clears batch and gathers B rows drawn uniformly with replacement from the
- * window by an RNG seeded with key; rows are grouped by shard (sorted), so
+/* Clears batch and gathers B rows drawn with replacement from the window
+ * (uniformly, or by surprise weight) by an RNG seeded with key; rows are grouped by shard (sorted), so
  * the batch is the same for the same (window, key). Returns 0, or -1 with err
  * (empty window, batch too small). */
 int train_window_sample(train_window_t *w, uint64_t key, int32_t B, shard_batch_t *batch, char *err,
