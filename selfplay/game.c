@@ -110,6 +110,7 @@ int sp_record_add_to_shard(const sp_record_t *r, shard_builder_t *b, int64_t mod
             .ply = w->ply,
             .move = w->move,
             .position = w->position,
+            .surprise = w->surprise >= 0 ? &w->surprise : NULL,
         };
         if (shard_builder_add_row(b, &row, err, errlen) != 0) {
             shard_builder_abort_game(b);
@@ -267,6 +268,19 @@ static void count_gen(sp_record_t *r, int64_t gen) {
     r->gen_moves[k] = 1;
 }
 
+/* Policy surprise (KataGo): KL(policy target || prior) over the root's moves,
+ * the prior being what the network gave the root's children (without noise). */
+static float policy_surprise(const mcts_result_t *res) {
+    double kl = 0.0;
+    for (int32_t i = 0; i < res->n; i++) {
+        double p = res->policy[i];
+        if (!(p > 0.0)) continue;
+        double q = res->prior[i] > 1e-30f ? (double)res->prior[i] : 1e-30;
+        kl += p * log(p / q);
+    }
+    return kl > 0.0 ? (float)kl : 0.0f; /* >= 0 up to rounding */
+}
+
 /* The search at the root is over: resign, or record a row and play a move. */
 static void finish_move(sp_game_t *g) {
     mcts_result_t *res = &g->res;
@@ -314,6 +328,7 @@ static void finish_move(sp_game_t *g) {
     w->move = m;
     w->pol_begin = (uint32_t)r->n_pol;
     w->pol_n = 0;
+    w->surprise = SHARD_SURPRISE_UNKNOWN;
     if (full) {
         int64_t pcap = r->cap_pol;
         r->pol_label = grow(r->pol_label, &pcap, r->n_pol + res->n, sizeof(uint16_t));
@@ -327,6 +342,7 @@ static void finish_move(sp_game_t *g) {
             r->pol_prob[r->n_pol++] = p;
             w->pol_n++;
         }
+        w->surprise = policy_surprise(res);
         r->full_rows++;
     }
     if (g->gen_cur > 0) count_gen(r, g->gen_cur);

@@ -43,6 +43,8 @@ typedef struct {
     float root_q;                               /* search value for the side to move, [-1, 1] */
     uint16_t ply;                               /* moves played before this position */
     uint16_t move;                              /* the move played */
+    float surprise;                             /* KL(policy target || the root's priors), full searches;
+                                                   SHARD_SURPRISE_UNKNOWN for fast ones */
 } sp_row_t;
 
 enum { SP_GENS_MAX = 4 };

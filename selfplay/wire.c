@@ -155,6 +155,7 @@ static void game_body(wbuf_t *w, const sp_record_t *r) {
         put_u16(w, r->rows[i].ply);
         put_f32(w, r->rows[i].root_q);
         put_u32(w, r->rows[i].pol_n);
+        put_f32(w, r->rows[i].surprise);
     }
     for (int32_t i = 0; i < r->n_rows; i++) {
         const sp_row_t *x = &r->rows[i];
@@ -215,7 +216,7 @@ sp_record_t *sp_wire_game_decode(const uint8_t *buf, int64_t len, char *err, siz
     /* Each count against what the rest of the message can hold. */
     int64_t left = rb.n - rb.at;
     if (rb.bad || n_moves > MAX_MOVES || n_rows > n_moves || n_gens > SP_GENS_MAX ||
-        (int64_t)n_moves * 2 + (int64_t)n_rows * 10 + (int64_t)n_pol * 6 + n_gens * 12 != left)
+        (int64_t)n_moves * 2 + (int64_t)n_rows * 14 + (int64_t)n_pol * 6 + n_gens * 12 != left)
         return fail(err, errlen, "game message: %u moves, %u rows, %u policy entries, %u nets do not fill its %lld bytes",
                     n_moves, n_rows, n_pol, n_gens, (long long)len), NULL;
     if (result < -1 || result > 1 || end >= RULES_END_NB || flags > 3 || would > COLOR_NB || full_rows > n_rows ||
@@ -260,11 +261,14 @@ sp_record_t *sp_wire_game_decode(const uint8_t *buf, int64_t len, char *err, siz
         w->ply = get_u16(&rb);
         w->root_q = get_f32(&rb);
         w->pol_n = get_u32(&rb);
+        w->surprise = get_f32(&rb);
         w->pol_begin = (uint32_t)pol;
         const char *bad = NULL;
         if (w->ply >= n_moves || (i > 0 && w->ply <= r->rows[i - 1].ply)) bad = "ply out of order or past the moves";
         else if (!(w->root_q >= -1.0f && w->root_q <= 1.0f)) bad = "search value outside [-1, 1]";
         else if (w->pol_n > ENC_LABEL_NB || w->pol_n > n_pol - pol) bad = "more policy entries than the message has";
+        else if (!(w->surprise == SHARD_SURPRISE_UNKNOWN || (isfinite(w->surprise) && w->surprise >= 0.0f)))
+            bad = "policy surprise neither >= 0 nor unknown";
         if (bad) {
             sp_record_free(r);
             return fail(err, errlen, "game message: row %u: %s", i, bad), NULL;

@@ -2,8 +2,9 @@
  * message kind, encoded and decoded here, carried by dist/'s mailbox.
  *
  * Owns: the message kinds (tags) of the self-play job and their byte
- * layouts, version 1, little-endian: a finished game (the record's moves,
- * searched plies, search values, sparse visit distributions, result, end,
+ * layouts, version 2, little-endian: a finished game (the record's moves,
+ * searched plies, search values, policy surprises, sparse visit
+ * distributions, result, end,
  * nets that played it; not the planes, which rank 0 rebuilds by replaying
  * the moves), a net (the model file's bytes with the XXH3 koma.db holds for
  * it), a rank's hello and rates, stop / pause orders, an error text, a
@@ -30,7 +31,7 @@
 #include "selfplay/game.h"
 #include "train/trainer.h"
 
-#define SP_WIRE_VERSION 1
+#define SP_WIRE_VERSION 2 /* 2: a game's rows carry their policy surprise */
 
 /* Message tags (dist_mail_send's tag). */
 enum {

@@ -45,6 +45,7 @@ static void same_record(const sp_record_t *a, const sp_record_t *b, int k) {
     for (int32_t i = 0; i < a->n_rows; i++) {
         const sp_row_t *x = &a->rows[i], *y = &b->rows[i];
         bad += x->ply != y->ply || x->move != y->move || x->root_q != y->root_q || x->pol_n != y->pol_n ||
+               x->surprise != y->surprise ||
                x->pol_begin != y->pol_begin || memcmp(x->packed, y->packed, sizeof x->packed) ||
                memcmp(x->hand, y->hand, sizeof x->hand) || memcmp(x->legal, y->legal, sizeof x->legal) ||
                memcmp(x->position, y->position, sizeof x->position);
@@ -126,6 +127,13 @@ static void test_games(void) {
                 memset(bad + 8 + 12 + 5 + 8, 0, 8);
                 reseal(bad, len);
                 refused(bad, len, "a net of generation 0", "generation 0");
+            }
+            if (r->n_rows > 0) { /* the first row's policy surprise (ply u16, value f32, entries u32, surprise f32) */
+                memcpy(bad, msg, (size_t)len);
+                float neg = -0.5f;
+                memcpy(bad + moves_at + 2 * (int64_t)r->n_moves + 10, &neg, 4);
+                reseal(bad, len);
+                refused(bad, len, "a negative policy surprise", "policy surprise");
             }
             if (r->n_pol > 0) { /* the last policy entry's label past 2186 */
                 memcpy(bad, msg, (size_t)len);
