@@ -16,6 +16,9 @@
 
 void sp_config_default(sp_config_t *c) {
     memset(c, 0, sizeof *c);
+    mcts_params_t p; /* the moves-left rows' defaults are the search's */
+    mcts_params_default(&p);
+    c->ml_max_effect = p.ml_max_effect, c->ml_threshold = p.ml_threshold, c->ml_slope = p.ml_slope;
     cfg_opt_t t[SP_CONFIG_NFLAGS];
     cfg_defaults(t, sp_config_flags(c, t, SP_CONFIG_NFLAGS));
 }
@@ -58,6 +61,12 @@ int sp_config_flags(sp_config_t *c, cfg_opt_t *opts, int cap) {
         {"noise-weight", CFG_TYPE_DOUBLE, &c->noise_weight, 0, 1, "PUCT: Dirichlet noise weight", "0.25"},
         {"tree-reuse", CFG_TYPE_BOOL, &c->tree_reuse, 1, 0, "keep the searched subtree of the played move", "1"},
         {"cache-mb", CFG_TYPE_INT, &c->cache_mb, 0, 1e6, "shared network-result cache in MiB (0 = none)", "64"},
+        {"moves-left-max-effect", CFG_TYPE_DOUBLE, &c->ml_max_effect, 0, 1,
+         "with a moves-left net (--net BxCm): the most lc0's moves-left utility, which prefers the shorter win and "
+         "the longer loss, adds to a move's Q (0 = off)", NULL},
+        {"moves-left-threshold", CFG_TYPE_DOUBLE, &c->ml_threshold, 0, 1,
+         "the moves-left utility applies where |Q| is above this", NULL},
+        {"moves-left-slope", CFG_TYPE_DOUBLE, &c->ml_slope, 0, 1, "moves-left utility per ply of difference", NULL},
         {"max-ply", CFG_TYPE_INT, &c->max_ply, 1, 2000, "moves after which a game is a draw", KOMA_STR(RULES_MAX_PLY_DEFAULT)},
         {"random-opening", CFG_TYPE_INT, &c->random_opening, 0, 100, "up to this many random first moves per game", "4"},
         {"temp-plies", CFG_TYPE_INT, &c->temp_plies, 0, 2000, "plies whose move is sampled with a temperature", "30"},
@@ -169,13 +178,13 @@ int64_t sp_config_games_per_thread(const sp_config_t *c) {
 int64_t sp_config_slot_bytes(const sp_config_t *c) {
     mcts_params_t p;
     sp_config_mcts(c, 1, &p);
-    /* mcts_tree_new's one block (mcts/mcts.h: 40-byte nodes + a 4-byte
+    /* mcts_tree_new's one block (mcts/mcts.h: 48-byte nodes + a 4-byte
      * forwarding index, 12-byte edges, the edge pool clamped as there), the
      * tree's Position (about 115 KiB), and the slot's leaves in its half's
      * batch (labels and logits for every legal move, packed planes). */
     int64_t edges = p.edge_limit < MCTS_MOVES_MAX ? MCTS_MOVES_MAX : p.edge_limit;
     if (edges > (int64_t)UINT32_MAX - MCTS_MOVES_MAX) edges = (int64_t)UINT32_MAX - MCTS_MOVES_MAX;
-    int64_t tree = (int64_t)p.node_limit * (40 + 4) + edges * 12 + (115 << 10);
+    int64_t tree = (int64_t)p.node_limit * (48 + 4) + edges * 12 + (115 << 10);
     int64_t leaves = c->leaves_per_game * ((int64_t)MCTS_MOVES_MAX * 6 + ENC_PACKED_BYTES + 64);
     return tree + leaves;
 }
@@ -228,6 +237,9 @@ void sp_config_mcts(const sp_config_t *c, uint64_t seed, mcts_params_t *p) {
     p->max_ply = (int32_t)c->max_ply;
     p->encode_leaves = true;
     p->single_move_stop = true;
+    p->ml_max_effect = (float)c->ml_max_effect; /* used only with a moves-left net */
+    p->ml_threshold = (float)c->ml_threshold;
+    p->ml_slope = (float)c->ml_slope;
     /* A search adds at most one node per playout; a reused subtree holds at
      * most the previous search's. Edges: up to ~600 per node in drop-rich
      * endgames, ~80 on average; 128 per node leaves room. */

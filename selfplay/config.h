@@ -56,6 +56,9 @@ typedef struct {
     double noise_weight;           /* PUCT Dirichlet weight */
     int tree_reuse;                /* keep the played subtree between moves */
     int64_t cache_mb;              /* shared NN cache, MiB (0 = none) */
+    double ml_max_effect;          /* moves-left utility (lc0's MovesLeft*; mcts/mcts.h): its cap, 0 = off */
+    double ml_threshold;           /* ... applies where |Q| is above this */
+    double ml_slope;               /* ... per ply of difference */
     /* game */
     int64_t max_ply;               /* moves before a game is a draw */
     int64_t random_opening;        /* up to this many uniformly random first moves */
@@ -88,7 +91,7 @@ void sp_config_default(sp_config_t *c);
 
 /* Writes the self-play flags into opts (cap entries at least SP_CONFIG_NFLAGS);
  * returns how many. The table points into *c. */
-#define SP_CONFIG_NFLAGS 55
+#define SP_CONFIG_NFLAGS 58
 int sp_config_flags(sp_config_t *c, cfg_opt_t *opts, int cap);
 
 /* Checks combinations the per-flag ranges cannot (and that every

@@ -7,11 +7,12 @@
 #include <string.h>
 
 #include "compat/compat.h"
+#include "mcts/mcts.h"
 
 /* The one table: a row per option (config/config.h). The USI type follows
  * from the row: numbers with a range are spins, booleans checks, rows with
  * allowed words combos, the rest strings. */
-enum { OPT_NB = 19 };
+enum { OPT_NB = 25 };
 
 static int opt_table(usi_options_t *o, cfg_opt_t *t) {
     const cfg_opt_t rows[OPT_NB] = {
@@ -46,6 +47,20 @@ static int opt_table(usi_options_t *o, cfg_opt_t *t) {
         {"EnteringKingRule", CFG_TYPE_STRING, o->entering_king, 1, 0,
          "declare a win by the CSA 27-point rule, the 24-point rule (31 points: wins only), or never", "CSARule27",
          "CSARule27|CSARule24|NoEnteringKing", sizeof o->entering_king},
+        /* lc0's moves-left options (names, ranges); defaults: mcts_params_default */
+        {"MovesLeftMaxEffect", CFG_TYPE_DOUBLE, &o->ml_max_effect, 0, 1,
+         "with a moves-left net: the most the utility that prefers the shorter win and the longer loss adds to Q; "
+         "0 = off",
+         NULL},
+        {"MovesLeftThreshold", CFG_TYPE_DOUBLE, &o->ml_threshold, 0, 1,
+         "the moves-left utility applies where |Q| is above this", NULL},
+        {"MovesLeftSlope", CFG_TYPE_DOUBLE, &o->ml_slope, 0, 1, "moves-left utility per ply of difference", NULL},
+        {"MovesLeftConstantFactor", CFG_TYPE_DOUBLE, &o->ml_constant, -1, 1, "moves-left utility: constant factor",
+         NULL},
+        {"MovesLeftScaledFactor", CFG_TYPE_DOUBLE, &o->ml_scaled, -2, 2,
+         "moves-left utility: factor of the scaled |Q| past the threshold", NULL},
+        {"MovesLeftQuadraticFactor", CFG_TYPE_DOUBLE, &o->ml_quadratic, -1, 1,
+         "moves-left utility: factor of its square", NULL},
     };
     memcpy(t, rows, sizeof rows);
     return OPT_NB;
@@ -53,6 +68,10 @@ static int opt_table(usi_options_t *o, cfg_opt_t *t) {
 
 void usi_options_default(usi_options_t *o) {
     memset(o, 0, sizeof *o);
+    mcts_params_t p; /* the moves-left rows' defaults are the search's */
+    mcts_params_default(&p);
+    o->ml_max_effect = p.ml_max_effect, o->ml_threshold = p.ml_threshold, o->ml_slope = p.ml_slope;
+    o->ml_constant = p.ml_constant, o->ml_scaled = p.ml_scaled, o->ml_quadratic = p.ml_quadratic;
     cfg_opt_t t[OPT_NB];
     cfg_defaults(t, opt_table(o, t));
     int cpus = compat_cpu_count();

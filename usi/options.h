@@ -51,6 +51,13 @@
  *                                   27-point, 24-point (wins at 31 points
  *                                   only; 24-30, a draw under that rule, is
  *                                   not declared) or none (engine/rules.h)
+ *   MovesLeftMaxEffect string 0.0345  lc0's moves-left utility (mcts/mcts.h,
+ *   MovesLeftThreshold string 0.8     "Moves left"), with a net that has the
+ *   MovesLeftSlope     string 0.0027  moves-left head: prefer the shorter win
+ *   MovesLeftConstantFactor string 0  and the longer loss once |Q| passes the
+ *   MovesLeftScaledFactor string 1.6521  threshold; MaxEffect 0 = off. lc0's
+ *   MovesLeftQuadraticFactor string -0.6521  names, ranges and defaults
+ *                                   (the defaults are mcts_params_default's)
  * Names are matched without regard to case; the canonical spelling is used
  * in messages.
  */
@@ -85,6 +92,8 @@ typedef struct {
     int64_t dfpn_nodes; /* DfpnNodes: 0 = no df-pn beside the search */
     int64_t dfpn_hash_mb;
     char entering_king[CFG_STRING_MAX];
+    double ml_max_effect, ml_threshold, ml_slope; /* MovesLeft*: mcts_params_t's ml_* */
+    double ml_constant, ml_scaled, ml_quadratic;
 } usi_options_t;
 
 void usi_options_default(usi_options_t *o);

@@ -221,6 +221,12 @@ static void tree_params(const usi_options_t *o, color_t us, mcts_params_t *p) {
     /* on the W - L scale a result of 50% - c is a value of -2c */
     p->draw_value[us] = -2.0f * (float)o->contempt / 1000.0f;
     p->draw_value[color_flip(us)] = -p->draw_value[us];
+    p->ml_max_effect = (float)o->ml_max_effect; /* used only with a moves-left net (mcts.h) */
+    p->ml_threshold = (float)o->ml_threshold;
+    p->ml_slope = (float)o->ml_slope;
+    p->ml_constant = (float)o->ml_constant;
+    p->ml_scaled = (float)o->ml_scaled;
+    p->ml_quadratic = (float)o->ml_quadratic;
 }
 
 /* Makes the tree, cache and batches fit the options. Returns false when out of memory. */
