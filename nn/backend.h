@@ -69,6 +69,11 @@ typedef enum {
     NN_STAT_LEGAL_FP,       /* predicted legal, not legal */
     NN_STAT_LEGAL_FN,       /* predicted illegal, legal */
     NN_STAT_GNORM2,         /* squared L2 norm of all gradients (before clipping) */
+    NN_STAT_ML_LOSS,        /* moves_left_loss: sum over rows with a target of the Huber loss */
+    NN_STAT_ML_ABS,         /* its sum of |scale * max(pred, 0) - target| (plies) */
+    NN_STAT_ML_COUNT,       /* its rows with a target */
+    NN_STAT_OPP_LOSS,       /* the opponent-reply policy's policy_loss (its stats pointer at OPP_LOSS: */
+    NN_STAT_OPP_CORRECT,    /*   the op's POLICY_LOSS and POLICY_CORRECT land here) */
     NN_STAT_NB
 } nn_stat_t;
 
@@ -267,6 +272,15 @@ struct nn_backend {
      * NN_STAT_LEGAL_LOSS (sum over all B*N), TP, FP, FN (threshold logit >= 0). */
     void (*legal_loss)(nn_backend_t *be, const float *logits, const float *target, int32_t B,
                        int32_t N, float scale, float *dlogits, float *stats);
+    /* OPTIONAL (NULL: the backend runs no net with a moves-left head; nn_net_new
+     * says so). Huber loss of a scalar regression: for b < B with target[b] >= 0,
+     * r = pred[b] - target[b] / tscale, loss = r^2 / 2 when |r| <= delta, else
+     * delta * (|r| - delta / 2); dpred[b] = scale * clamp(r, -delta, delta);
+     * rows with target[b] < 0 (no target): dpred[b] = 0, nothing added. Adds
+     * NN_STAT_ML_LOSS (the losses), NN_STAT_ML_ABS (sum |tscale * max(pred, 0)
+     * - target|) and NN_STAT_ML_COUNT (rows with a target). */
+    void (*moves_left_loss)(nn_backend_t *be, const float *pred, const float *target, int32_t B, float tscale,
+                            float delta, float scale, float *dpred, float *stats);
 
     /* ---- optimizer -------------------------------------------------------- */
     /* *out += sum x^2 (one float on the device). */

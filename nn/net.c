@@ -43,12 +43,14 @@ void nnet_set_oom(char *err, size_t errlen, const char *what, const nn_backend_t
 }
 
 /* ---- size string ---------------------------------------------------------- */
-/* "BxC" or "BxCgK" -> blocks, channels, gpool (0 without the suffix). */
-static int arch_parse(const char *s, int32_t *blocks, int32_t *channels, int32_t *gpool) {
+/* "BxC[gK][m][o]" -> blocks, channels, gpool (0 without the suffix), heads. */
+static int arch_parse(const char *s, int32_t *blocks, int32_t *channels, int32_t *gpool, int32_t *heads) {
     if (!s) return -1;
     int64_t v[3] = {0, 0, 0};
     int part = 0, digits = 0;
-    for (const char *p = s;; p++) {
+    int32_t hd = 0;
+    const char *p = s;
+    for (;; p++) {
         if (*p >= '0' && *p <= '9') {
             v[part] = v[part] * 10 + (*p - '0');
             if (v[part] > 1000000) return -1;
@@ -59,23 +61,27 @@ static int arch_parse(const char *s, int32_t *blocks, int32_t *channels, int32_t
         } else if ((*p == 'g' || *p == 'G') && part == 1 && digits) {
             part = 2;
             digits = 0;
-        } else if (*p == '\0' && part >= 1 && digits) {
-            break;
+        } else if (part >= 1 && digits) {
+            break; /* the head suffixes, or the end */
         } else {
             return -1;
         }
     }
+    if (*p == 'm' || *p == 'M') hd |= NN_HEAD_MOVES_LEFT, p++;
+    if (*p == 'o' || *p == 'O') hd |= NN_HEAD_OPP_POLICY, p++;
+    if (*p != '\0') return -1;
     if (v[0] < 1 || v[0] > NN_MAX_BLOCKS || v[1] < 1 || v[1] > NN_MAX_CHANNELS) return -1;
     if (part == 2 && (v[2] < 1 || v[2] > v[0])) return -1;
     *blocks = (int32_t)v[0];
     *channels = (int32_t)v[1];
     *gpool = (int32_t)v[2];
+    *heads = hd;
     return 0;
 }
 
 int nn_net_size_parse(const char *s, int32_t *blocks, int32_t *channels) {
-    int32_t g;
-    return arch_parse(s, blocks, channels, &g);
+    int32_t g, h;
+    return arch_parse(s, blocks, channels, &g, &h);
 }
 
 char *nn_net_size_format(int32_t blocks, int32_t channels, char *buf, size_t len) {
@@ -84,23 +90,27 @@ char *nn_net_size_format(int32_t blocks, int32_t channels, char *buf, size_t len
 }
 
 int nn_net_arch_parse(const char *s, nn_net_config_t *cfg) {
-    int32_t b, c, g;
-    if (arch_parse(s, &b, &c, &g) != 0) return -1;
+    int32_t b, c, g, h;
+    if (arch_parse(s, &b, &c, &g, &h) != 0) return -1;
     cfg->blocks = b;
     cfg->channels = c;
     cfg->gpool = g;
+    cfg->heads = h;
     return 0;
 }
 
 char *nn_net_arch_format(const nn_net_config_t *cfg, char *buf, size_t len) {
-    if (cfg->gpool > 0) snprintf(buf, len, "%dx%dg%d", (int)cfg->blocks, (int)cfg->channels, (int)cfg->gpool);
-    else snprintf(buf, len, "%dx%d", (int)cfg->blocks, (int)cfg->channels);
+    char g[16] = "";
+    if (cfg->gpool > 0) snprintf(g, sizeof g, "g%d", (int)cfg->gpool);
+    snprintf(buf, len, "%dx%d%s%s%s", (int)cfg->blocks, (int)cfg->channels, g,
+             (cfg->heads & NN_HEAD_MOVES_LEFT) ? "m" : "", (cfg->heads & NN_HEAD_OPP_POLICY) ? "o" : "");
     return buf;
 }
 
 int nn_net_arch_is(const char *s, const nn_net_config_t *cfg) {
-    int32_t b, c, g;
-    return arch_parse(s, &b, &c, &g) == 0 && b == cfg->blocks && c == cfg->channels && g == cfg->gpool;
+    int32_t b, c, g, h;
+    return arch_parse(s, &b, &c, &g, &h) == 0 && b == cfg->blocks && c == cfg->channels && g == cfg->gpool &&
+           h == cfg->heads;
 }
 
 int nn_net_gpool_block(const nn_net_config_t *cfg, int32_t i) {
@@ -215,10 +225,17 @@ nn_net_t *nn_net_new(nn_backend_t *be, const nn_net_config_t *cfg, uint64_t seed
     if (cfg->blocks < 1 || cfg->blocks > NN_MAX_BLOCKS || cfg->channels < 1 ||
         cfg->channels > NN_MAX_CHANNELS || cfg->in_planes < 1 || cfg->in_planes > 4096 ||
         cfg->in_hand < 0 || cfg->in_hand > 4096 || cfg->act < 0 || cfg->act >= NN_ACT_NB || cfg->gpool < 0 ||
-        cfg->gpool > cfg->blocks) {
+        cfg->gpool > cfg->blocks || (cfg->heads & ~NN_HEAD_ALL)) {
         set_err(err, errlen,
-                "nn_net_new: invalid config (blocks %d, channels %d, planes %d, hand %d, act %d, gpool %d)",
-                cfg->blocks, cfg->channels, cfg->in_planes, cfg->in_hand, (int)cfg->act, (int)cfg->gpool);
+                "nn_net_new: invalid config (blocks %d, channels %d, planes %d, hand %d, act %d, gpool %d, heads %d)",
+                cfg->blocks, cfg->channels, cfg->in_planes, cfg->in_hand, (int)cfg->act, (int)cfg->gpool,
+                (int)cfg->heads);
+        return NULL;
+    }
+    if ((cfg->heads & NN_HEAD_MOVES_LEFT) && !be->moves_left_loss) {
+        char a[48];
+        set_err(err, errlen, "nn_net_new: the %s backend has no moves-left head (a net like %s); use a net "
+                "without the 'm' suffix or another backend", be->name, nn_net_arch_format(cfg, a, sizeof a));
         return NULL;
     }
     if (cfg->gpool > 0 && !(be->pool_fwd && be->pool_bwd && be->chan_bias_fwd && be->chan_bias_bwd)) {
@@ -233,9 +250,13 @@ nn_net_t *nn_net_new(nn_backend_t *be, const nn_net_config_t *cfg, uint64_t seed
         return NULL;
     }
     int32_t n = cfg->blocks, C = cfg->channels;
-    int32_t max_tensors = U_COUNT(n) * 5 + 8 + 2 * n;
+    int32_t max_tensors = U_COUNT(n) * 5 + 8 + 2 * n + 5 + 2 + 4;
     net->tensors = calloc((size_t)max_tensors, sizeof(nn_tensor_info_t));
+    /* the optional heads' units after the fixed ones */
+    net->u_ml = net->u_opp = -1;
     net->n_units = U_COUNT(n);
+    if (cfg->heads & NN_HEAD_MOVES_LEFT) net->u_ml = net->n_units++;
+    if (cfg->heads & NN_HEAD_OPP_POLICY) net->u_opp = net->n_units++;
     net->units = calloc((size_t)net->n_units, sizeof(nn_unit_t));
     if (!net->tensors || !net->units) {
         nn_net_free(net);
@@ -270,6 +291,16 @@ nn_net_t *nn_net_new(nn_backend_t *be, const nn_net_config_t *cfg, uint64_t seed
     net->fc1_b = add_tensor(net, NN_TENSOR_PARAM, 0, 1, b1, "value.fc1.bias");
     net->fc2_w = add_tensor(net, NN_TENSOR_PARAM, 1, 2, s2, "value.fc2.weight");
     net->fc2_b = add_tensor(net, NN_TENSOR_PARAM, 0, 1, b2, "value.fc2.bias");
+    net->ml_fc1_w = net->ml_fc1_b = net->ml_fc2_w = net->ml_fc2_b = -1;
+    if (net->u_ml >= 0) { /* appended: a net without the head keeps every offset and its random weights */
+        add_unit(net, net->u_ml, "moves_left", "conv", "bn", C, NN_ML_CH, 1);
+        int64_t m1[2] = {NN_ML_HIDDEN, NN_ML_CH * NN_HW}, mb1[1] = {NN_ML_HIDDEN}, m2[2] = {1, NN_ML_HIDDEN}, mb2[1] = {1};
+        net->ml_fc1_w = add_tensor(net, NN_TENSOR_PARAM, 1, 2, m1, "moves_left.fc1.weight");
+        net->ml_fc1_b = add_tensor(net, NN_TENSOR_PARAM, 0, 1, mb1, "moves_left.fc1.bias");
+        net->ml_fc2_w = add_tensor(net, NN_TENSOR_PARAM, 1, 2, m2, "moves_left.fc2.weight");
+        net->ml_fc2_b = add_tensor(net, NN_TENSOR_PARAM, 0, 1, mb2, "moves_left.fc2.bias");
+    }
+    if (net->u_opp >= 0) add_unit(net, net->u_opp, "opp_policy", "out", NULL, C, NN_POLICY_CH, 1);
     KOMA_ASSERT(net->n_tensors <= max_tensors);
 
     /* Offsets: decayed params, then the other params; stats apart. Every
@@ -387,7 +418,7 @@ void nn_net_mark_dirty(nn_net_t *net) {
 static int same_config(const nn_net_config_t *a, const nn_net_config_t *b) {
     return a->blocks == b->blocks && a->channels == b->channels && a->act == b->act &&
            a->in_planes == b->in_planes && a->in_hand == b->in_hand &&
-           a->features_version == b->features_version && a->gpool == b->gpool;
+           a->features_version == b->features_version && a->gpool == b->gpool && a->heads == b->heads;
 }
 
 int nn_net_copy_weights(nn_net_t *dst, nn_net_t *src, char *err, size_t errlen) {
@@ -534,6 +565,11 @@ static void layout_infer(const nn_net_t *net, int32_t B, size_t ws, carve_t *c, 
     f->value = TAKEF(c, (int64_t)B * NN_VALUE_NB);
     f->gp = net->cfg.gpool > 0 ? TAKEF(c, (int64_t)B * 2 * C) : NULL;
     f->gb = net->cfg.gpool > 0 ? TAKEF(c, (int64_t)B * C) : NULL;
+    int ml = net->u_ml >= 0;
+    f->mlv = ml ? TAKEF(c, (int64_t)B * NN_ML_CH * NN_HW) : NULL;
+    f->mlfc1 = ml ? TAKEF(c, (int64_t)B * NN_ML_HIDDEN) : NULL;
+    f->ml = ml ? TAKEF(c, B) : NULL;
+    f->opp = NULL; /* the opponent head is training-only: nn_eval_batch's buffers */
     f->ws = nnet_take(c, ws);
 }
 
@@ -584,6 +620,25 @@ static void value_infer(nn_net_t *net, nn_backend_t *be, int32_t B, infer_bufs_t
                   NN_VALUE_NB, f->value);
 }
 
+/* The moves-left head of the inference forward from the trunk's output h
+ * (native layout where the backend fuses units) into f->ml (B) raw. */
+static void moves_left_infer(nn_net_t *net, nn_backend_t *be, int32_t B, infer_bufs_t *f, const float *h) {
+    const nn_unit_t *mu = &net->units[net->u_ml];
+    const float *fo = net->folded;
+    nn_act_t act = net->cfg.act;
+    if (be->conv_fwd_act) {
+        be->conv_fwd_act(be, h, fo + mu->fw, fo + mu->fb, NULL, B, mu->cin, mu->cout, mu->k, act, f->mlv, f->ws,
+                         NN_CONV_X_NATIVE);
+    } else {
+        be->conv_fwd(be, h, fo + mu->fw, fo + mu->fb, B, mu->cin, mu->cout, mu->k, f->mlv, f->ws);
+        be->act_fwd(be, f->mlv, NULL, (int64_t)B * mu->cout * NN_HW, act, f->mlv);
+    }
+    be->dense_fwd(be, f->mlv, P(net, net->ml_fc1_w), P(net, net->ml_fc1_b), B, NN_ML_CH * NN_HW, NN_ML_HIDDEN,
+                  f->mlfc1);
+    be->act_fwd(be, f->mlfc1, NULL, (int64_t)B * NN_ML_HIDDEN, act, f->mlfc1);
+    be->dense_fwd(be, f->mlfc1, P(net, net->ml_fc2_w), P(net, net->ml_fc2_b), B, NN_ML_HIDDEN, 1, f->ml);
+}
+
 /* The heads of the inference forward with the policy and legal head
  * convolutions merged (nn_net_set_merge_heads), from the trunk's output h
  * (one of f->h[0], f->h[2]). Value first: h is then free for the heads. One
@@ -596,6 +651,7 @@ static void heads_infer_merged(nn_net_t *net, nn_backend_t *be, int32_t B, infer
     nn_act_t act = net->cfg.act;
     const float *fo = net->folded;
     if (outputs & NN_OUT_VALUE) value_infer(net, be, B, f, h);
+    if (outputs & NN_OUT_MOVES_LEFT) moves_left_infer(net, be, B, f, h);
     const nn_unit_t *pu = &net->units[U_PCONV(n)];
     int64_t half = (int64_t)B * C * NN_HW;
     float *hm = h == f->h[0] ? f->h[1] : f->h[0];
@@ -617,6 +673,14 @@ static void heads_infer_merged(nn_net_t *net, nn_backend_t *be, int32_t B, infer
         else
             be->conv_fwd(be, h, P(net, outs[hd]->w), P(net, outs[hd]->bias), B, C, NN_POLICY_CH, 1, logits[hd],
                          f->ws);
+        if (hd == 0 && (outputs & NNET_OUT_OPP)) { /* the opponent head reads the policy half too */
+            const nn_unit_t *oo = &net->units[net->u_opp];
+            if (be->conv_fwd_act)
+                be->conv_fwd_act(be, h, P(net, oo->w), P(net, oo->bias), NULL, B, C, NN_POLICY_CH, 1, act, f->opp,
+                                 f->ws, NN_CONV_NO_ACT);
+            else
+                be->conv_fwd(be, h, P(net, oo->w), P(net, oo->bias), B, C, NN_POLICY_CH, 1, f->opp, f->ws);
+        }
     }
 }
 
@@ -677,15 +741,17 @@ void nnet_forward_infer(nn_net_t *net, nn_backend_t *be, int32_t B, infer_bufs_t
         heads_infer_merged(net, be, B, f, h, outputs);
         return;
     }
-    if (outputs & NN_OUT_POLICY) {
+    if (outputs & (NN_OUT_POLICY | NNET_OUT_OPP)) {
         FCONV(U_PCONV(n), h, t1, NULL, X | Y);
-        OUTCONV(po, t1, f->policy);
+        if (outputs & NN_OUT_POLICY) OUTCONV(po, t1, f->policy);
+        if (outputs & NNET_OUT_OPP) OUTCONV((&net->units[net->u_opp]), t1, f->opp);
     }
     if (outputs & NN_OUT_LEGAL) {
         FCONV(U_LCONV(n), h, t1, NULL, X | Y);
         OUTCONV(lo, t1, f->legal);
     }
     if (outputs & NN_OUT_VALUE) value_infer(net, be, B, f, h);
+    if (outputs & NN_OUT_MOVES_LEFT) moves_left_infer(net, be, B, f, h);
 #undef OUTCONV
 #undef FCONV
 }
@@ -742,6 +808,8 @@ void nn_ctx_buffers(nn_ctx_t *ctx, uint8_t **packed, float **hand, float **polic
     if (legal) *legal = ctx->f.legal;
 }
 
+float *nn_ctx_moves_left(nn_ctx_t *ctx) { return ctx->f.ml; }
+
 /* The key of a device forward's recording: everything the recorded ops
  * depend on that can change between calls of one context. */
 static uint64_t graph_key(const nn_ctx_t *ctx, int32_t B, const uint8_t *packed_dev, const float *hand_dev,
@@ -772,24 +840,37 @@ int nn_forward_dev(nn_ctx_t *ctx, int32_t B, const uint8_t *packed_dev, const fl
     nn_net_t *net = ctx->net;
     nn_backend_t *be = ctx->be;
     if (nn_backend_error(be)) return -1;
+    if ((outputs & NN_OUT_MOVES_LEFT) && net->u_ml < 0) return -1; /* no such head */
+    outputs &= NN_OUT_ALL | NN_OUT_MOVES_LEFT;
     nnet_fold(net, be); /* outside any recording: it runs only when the weights changed */
     fwd_args_t a = {ctx, B, outputs, packed_dev, hand_dev};
     nnet_run_recorded(be, &ctx->seen, graph_key(ctx, B, packed_dev, hand_dev, outputs), forward_ops, &a);
     return nn_backend_error(be) ? -1 : 0;
 }
 
-int nn_forward(nn_ctx_t *ctx, int32_t B, const uint8_t *packed, const float *hand, float *policy,
-               float *value, float *legal) {
+int nn_forward_out(nn_ctx_t *ctx, int32_t B, const uint8_t *packed, const float *hand, const nn_outputs_t *out) {
     KOMA_ASSERT(B >= 1 && B <= ctx->max_batch);
     nn_backend_t *be = ctx->be;
     const nn_net_config_t *cfg = &ctx->net->cfg;
+    if (out->moves_left && !(cfg->heads & NN_HEAD_MOVES_LEFT)) return -1; /* a bad argument: no such head */
     be->upload(be, ctx->packed, packed, (size_t)(B * nn_packed_bytes(cfg->in_planes)));
     if (cfg->in_hand) be->upload(be, ctx->hand, hand, sizeof(float) * (size_t)B * cfg->in_hand);
-    int32_t outputs = (policy ? NN_OUT_POLICY : 0) | (value ? NN_OUT_VALUE : 0) | (legal ? NN_OUT_LEGAL : 0);
+    int32_t outputs = (out->policy ? NN_OUT_POLICY : 0) | (out->value ? NN_OUT_VALUE : 0) |
+                      (out->legal ? NN_OUT_LEGAL : 0) | (out->moves_left ? NN_OUT_MOVES_LEFT : 0);
     (void)nn_forward_dev(ctx, B, ctx->packed, ctx->hand, outputs); /* its error is sticky: checked below */
-    if (policy) be->download(be, policy, ctx->f.policy, sizeof(float) * (size_t)B * NN_POLICY_NB);
-    if (value) be->download(be, value, ctx->f.value, sizeof(float) * (size_t)B * NN_VALUE_NB);
-    if (legal) be->download(be, legal, ctx->f.legal, sizeof(float) * (size_t)B * NN_POLICY_NB);
+    if (out->policy) be->download(be, out->policy, ctx->f.policy, sizeof(float) * (size_t)B * NN_POLICY_NB);
+    if (out->value) be->download(be, out->value, ctx->f.value, sizeof(float) * (size_t)B * NN_VALUE_NB);
+    if (out->legal) be->download(be, out->legal, ctx->f.legal, sizeof(float) * (size_t)B * NN_POLICY_NB);
+    if (out->moves_left) be->download(be, out->moves_left, ctx->f.ml, sizeof(float) * (size_t)B);
     if (be->sync) be->sync(be);
-    return nn_backend_error(be) ? -1 : 0;
+    if (nn_backend_error(be)) return -1;
+    if (out->moves_left)
+        for (int32_t b = 0; b < B; b++) out->moves_left[b] = nn_moves_left_plies(out->moves_left[b]);
+    return 0;
+}
+
+int nn_forward(nn_ctx_t *ctx, int32_t B, const uint8_t *packed, const float *hand, float *policy,
+               float *value, float *legal) {
+    nn_outputs_t out = {policy, value, legal, NULL};
+    return nn_forward_out(ctx, B, packed, hand, &out);
 }

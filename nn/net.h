@@ -11,7 +11,9 @@
  * position, in the packed format documented in nn/backend.h.
  *
  * Architecture ("BxC": B residual blocks of C channels, e.g. "6x64";
- * "BxCgK": the same with global pooling in every K-th block, e.g. "6x64g2"):
+ * "BxCgK": the same with global pooling in every K-th block, e.g. "6x64g2";
+ * a suffix "m" adds the moves-left head, "o" the opponent-reply policy
+ * head, in that order: "4x32m", "6x64g2mo"):
  *   input  (B, in_planes + in_hand, 9, 9)      expanded from packed bits + hand
  *   stem   conv3x3 -> BN -> act                 (B, C, 9, 9)
  *   blocks x N: h + [conv3x3 BN act conv3x3 BN] -> act
@@ -30,6 +32,24 @@
  *          2C output channels: nn_net_set_merge_heads)
  *   value  conv1x1 C->8 BN act, dense 648->128 + bias, act, dense 128->3 + bias
  *          -> W/D/L logits from the side to move
+ *   moves_left (heads & NN_HEAD_MOVES_LEFT; lc0's MLH): conv1x1 C->8 BN act,
+ *          dense 648->32 + bias, act, dense 32->1 + bias -> one raw value r
+ *          in units of NN_ML_SCALE plies; the plies left until the game ends
+ *          = NN_ML_SCALE * max(r, 0) (nn_moves_left_plies; nn_forward_out
+ *          returns plies >= 0). Trained with lc0's loss: a Huber loss of
+ *          delta NN_ML_HUBER on r - target / NN_ML_SCALE (delta 0.5 = 10
+ *          plies: squared error within 10 plies, absolute beyond, so the
+ *          long tail of game lengths cannot dominate the trunk's gradient).
+ *          The output is left linear while training (no ReLU: a ReLU output
+ *          that goes negative stops learning); the clamp is inference's.
+ *          Tensors "moves_left.conv.weight", "moves_left.bn.*",
+ *          "moves_left.fc1.{weight,bias}" (32, 648), "moves_left.fc2.*" (1, 32).
+ *   opp_policy (heads & NN_HEAD_OPP_POLICY; KataGo's opponent-reply policy,
+ *          training only): conv1x1 C->27 + bias on the policy head's hidden
+ *          activation (after its conv3x3 BN act) -> 2187 logits of the move
+ *          the opponent plays next (in the next position's side-to-move
+ *          frame), cross-entropy as the policy's. Tensors
+ *          "opp_policy.out.{weight,bias}". No inference output.
  *
  * Normalisation: batch norm. Training uses batch statistics and updates
  * running statistics (PyTorch convention, momentum cfg.bn_momentum); inference
@@ -61,6 +81,13 @@
 #define NN_BN_EPS 1e-5f
 #define NN_MAX_BLOCKS 64
 #define NN_MAX_CHANNELS 1024
+#define NN_ML_CH 8       /* moves-left head: conv1x1 output channels */
+#define NN_ML_HIDDEN 32  /* its dense layer */
+#define NN_ML_SCALE 20.0f /* plies per unit of its raw output (lc0) */
+#define NN_ML_HUBER 0.5f  /* Huber delta on the raw output (10 plies) */
+
+/* Optional heads (nn_net_config_t.heads, a bitmask). */
+enum { NN_HEAD_MOVES_LEFT = 1, NN_HEAD_OPP_POLICY = 2, NN_HEAD_ALL = 3 };
 
 typedef struct {
     int32_t blocks;           /* residual blocks, 1..NN_MAX_BLOCKS */
@@ -70,21 +97,24 @@ typedef struct {
     int32_t in_hand;          /* hand floats per position (>= 0) */
     int32_t features_version; /* caller's encoding version, stored in files */
     int32_t gpool;            /* 0: no global pooling; K in 1..blocks: blocks K-1, 2K-1, ... pool */
+    int32_t heads;            /* NN_HEAD_* bits: optional heads (0: none, the nets before them) */
 } nn_net_config_t;
 
 /* "6x64" -> blocks 6, channels 64; "6x64g2" (global pooling every 2nd block)
- * too. Returns 0, or -1 for anything else (missing 'x', non-digits, out of
- * range, K not in 1..blocks). */
+ * and the head suffixes ("6x64m", "6x64g2mo") too. Returns 0, or -1 for
+ * anything else (missing 'x', non-digits, out of range, K not in 1..blocks,
+ * an unknown or repeated suffix, "o" before "m"). */
 int nn_net_size_parse(const char *s, int32_t *blocks, int32_t *channels);
 /* blocks x channels as "6x64" into buf; returns buf. */
 char *nn_net_size_format(int32_t blocks, int32_t channels, char *buf, size_t len);
-/* The whole architecture string: "6x64" -> blocks 6, channels 64, gpool 0;
- * "6x64g2" -> gpool 2. Sets only those three fields of cfg; 0 or -1 as
+/* The whole architecture string: "6x64" -> blocks 6, channels 64, gpool 0,
+ * heads 0; "6x64g2" -> gpool 2; "6x64mo" -> heads NN_HEAD_MOVES_LEFT |
+ * NN_HEAD_OPP_POLICY. Sets only those four fields of cfg; 0 or -1 as
  * nn_net_size_parse (cfg unchanged). */
 int nn_net_arch_parse(const char *s, nn_net_config_t *cfg);
-/* cfg's architecture string ("6x64", "6x64g2") into buf; returns buf. */
+/* cfg's architecture string ("6x64", "6x64g2", "6x64g2mo") into buf; returns buf. */
 char *nn_net_arch_format(const nn_net_config_t *cfg, char *buf, size_t len);
-/* 1 when s names cfg's architecture (blocks, channels and gpool), else 0. */
+/* 1 when s names cfg's architecture (blocks, channels, gpool and heads), else 0. */
 int nn_net_arch_is(const char *s, const nn_net_config_t *cfg);
 /* 1 when block i (0-based) of cfg has global pooling. */
 int nn_net_gpool_block(const nn_net_config_t *cfg, int32_t i);
@@ -173,8 +203,28 @@ void nn_ctx_free(nn_ctx_t *ctx); /* NULL ok */
  * nn_backend_error says why): the outputs are then not results. */
 int nn_forward(nn_ctx_t *ctx, int32_t B, const uint8_t *packed, const float *hand, float *policy,
                float *value, float *legal);
-/* The heads a device forward computes (nn_forward_dev's outputs). */
-enum { NN_OUT_POLICY = 1, NN_OUT_VALUE = 2, NN_OUT_LEGAL = 4, NN_OUT_ALL = 7 };
+/* The heads a device forward computes (nn_forward_dev's outputs).
+ * NN_OUT_MOVES_LEFT only on a net with NN_HEAD_MOVES_LEFT (NN_OUT_ALL does
+ * not include it). */
+enum { NN_OUT_POLICY = 1, NN_OUT_VALUE = 2, NN_OUT_LEGAL = 4, NN_OUT_ALL = 7, NN_OUT_MOVES_LEFT = 8 };
+/* Where nn_forward_out writes each head (host memory); a NULL member: that
+ * head is not computed. policy (B, 2187) and legal (B, 2187) logits, value
+ * (B, 3) W/D/L logits, moves_left (B) plies from the position until the game
+ * ends (>= 0; only on a net with NN_HEAD_MOVES_LEFT). */
+typedef struct {
+    float *policy;
+    float *value;
+    float *legal;
+    float *moves_left;
+} nn_outputs_t;
+/* nn_forward with every head in out. Returns 0, -1 when the backend has
+ * failed (as nn_forward), or -1 (nothing computed) when out asks for
+ * moves_left on a net without the head: the caller checks
+ * nn_net_config(net)->heads first. */
+int nn_forward_out(nn_ctx_t *ctx, int32_t B, const uint8_t *packed, const float *hand, const nn_outputs_t *out);
+/* The moves-left head's raw output (nn_ctx_moves_left, on the device) as
+ * plies >= 0: NN_ML_SCALE * max(raw, 0). */
+static inline float nn_moves_left_plies(float raw) { return raw > 0.0f ? NN_ML_SCALE * raw : 0.0f; }
 /* Same with device inputs; the heads in outputs (NN_OUT_*) are computed into
  * the context's buffers on the device (nn_ctx_buffers); the others' buffers
  * keep what they held. Returns -1 for a failure seen so far; the work only
@@ -184,6 +234,9 @@ int nn_forward_dev(nn_ctx_t *ctx, int32_t B, const uint8_t *packed_dev, const fl
 /* Device pointers of the context's input staging and output buffers (max_batch rows). */
 void nn_ctx_buffers(nn_ctx_t *ctx, uint8_t **packed, float **hand, float **policy, float **value,
                     float **legal);
+/* Device pointer of the moves-left head's RAW outputs (max_batch floats;
+ * nn_moves_left_plies turns one into plies), or NULL on a net without it. */
+float *nn_ctx_moves_left(nn_ctx_t *ctx);
 
 /* ---- training ----------------------------------------------------------- */
 typedef enum {
@@ -206,6 +259,8 @@ typedef struct {
     int64_t step_size;   /* step schedule (20000) */
     float step_gamma;    /* 0.1 */
     float w_policy, w_value, w_legal; /* loss weights (1, 1, 1) */
+    float w_moves_left;  /* moves-left head's Huber loss (1, lc0's); nets without the head ignore it */
+    float w_opp_policy;  /* opponent-reply policy cross-entropy (0.15, KataGo's); idem */
     float q_mix;         /* value target: share of the search value q (0.75) */
     float q_draw;        /* draw share at q = 0 in the q -> W/D/L conversion (0) */
     float bn_momentum;   /* running statistics (0.01) */
@@ -231,6 +286,14 @@ typedef struct {
     const float *policy_prob;       /* (nnz) target probabilities (visit shares) */
     const int8_t *result;           /* (B) +1 side to move won, 0 draw, -1 lost */
     const float *root_q;            /* (B) search value in [-1, 1], side to move */
+    /* Targets of the optional heads (read only when the net has the head):
+     * NULL = no target for any row. */
+    const float *moves_left;        /* (B) target plies left, < 0 = no target for this row */
+    const uint32_t *opp_offsets;    /* (B+1) like policy_offsets: the opponent's reply (row b: none when
+                                       empty); staged: the HOST copy (checked, counted; the staging holds
+                                       the same ones), NULL = none (the staged ones are then ignored) */
+    const uint16_t *opp_label;      /* (nnz) labels < 2187, in the NEXT position's side-to-move frame */
+    const float *opp_prob;          /* (nnz) */
 } nn_batch_t;
 
 typedef struct {
@@ -251,6 +314,13 @@ typedef struct {
     double grad_norm;    /* before clipping (0 for nn_eval_batch) */
     double legal_tp, legal_fp, legal_fn; /* the counts behind legal_f1 (sums over ranks give the F1 of a
                                             data-parallel step) */
+    /* Optional heads (NAN on a net without the head, or without targets in the batch). The objective
+     * adds w_moves_left * (Huber sum over rows with a target / B) and w_opp_policy * (opponent
+     * cross-entropy sum / B). */
+    double moves_left_loss;  /* mean Huber loss over the rows with a target (raw units, NN_ML_SCALE plies) */
+    double moves_left_mae;   /* mean |plies predicted (clamped at 0) - target| over those rows */
+    double opp_policy_loss;  /* mean cross-entropy over the rows with an opponent target */
+    int32_t moves_left_positions, opp_positions; /* rows with a target */
 } nn_metrics_t;
 
 typedef struct nn_trainer nn_trainer_t;
@@ -267,6 +337,10 @@ typedef struct {
     float *probs;
     int8_t *result;
     float *q;
+    float *moves_left;     /* (max_batch); NULL on a net without the head */
+    uint32_t *opp_offsets; /* (max_batch + 1); the three NULL on a net without the opponent head */
+    uint16_t *opp_labels;  /* (max_batch * 2187) */
+    float *opp_probs;      /* (max_batch * 2187) */
 } nn_train_staging_t;
 
 /* Owns gradients, momentum, a training arena for max_batch and the step count

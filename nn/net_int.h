@@ -22,7 +22,8 @@ typedef struct {
     int64_t fw, fb;                   /* folded weight / bias offsets (BN units) */
 } nn_unit_t;
 
-/* Units: 0 stem; 1 + 2i, 2 + 2i block i; then the heads. */
+/* Units: 0 stem; 1 + 2i, 2 + 2i block i; then the heads; then the optional
+ * heads' units (nn_net.u_ml, u_opp; -1 when absent). */
 #define U_STEM 0
 #define U_PCONV(n) (1 + 2 * (n))
 #define U_POUT(n) (2 + 2 * (n))
@@ -39,6 +40,8 @@ struct nn_net {
     int32_t n_units;
     nn_unit_t *units;
     int32_t fc1_w, fc1_b, fc2_w, fc2_b;
+    int32_t u_ml, u_opp;              /* the moves-left conv unit and the opponent policy's output unit, or -1 */
+    int32_t ml_fc1_w, ml_fc1_b, ml_fc2_w, ml_fc2_b; /* the moves-left dense layers' tensors, or -1 */
     int32_t gp_w[NN_MAX_BLOCKS], gp_b[NN_MAX_BLOCKS]; /* block i's global-pooling dense (C, 2C) and bias
                                                          (C): tensor indices, -1 in a block without */
     int64_t n_params, n_decay, n_stats, n_folded;
@@ -82,6 +85,10 @@ typedef struct {
     float *value;          /* (B, 3) logits */
     float *gp;             /* (B, 2C) a global-pooling block's pooled mean and max (NULL: no such block) */
     float *gb;             /* (B, C) its channel biases */
+    float *mlv;            /* (B, 8, 9, 9) moves-left conv output (NULL: no such head) */
+    float *mlfc1;          /* (B, 32) */
+    float *ml;             /* (B) moves-left raw output */
+    float *opp;            /* (B, 2187) opponent-reply logits (NNET_OUT_OPP; NULL outside nn_eval_batch) */
     void *ws;              /* conv workspace */
 } infer_bufs_t;
 
@@ -120,6 +127,8 @@ void nnet_channel_slice(nn_backend_t *be, float *slice, float *full, int32_t B, 
  * (B, C); out = h1 + gb on every square (out may equal h1). */
 void nnet_gpool_fwd(nn_net_t *net, nn_backend_t *be, int32_t i, int32_t B, float *h1, float *gp, float *gb,
                     float *out);
+/* The opponent-reply logits, for nn_eval_batch only (beside NN_OUT_*). */
+#define NNET_OUT_OPP 16
 /* The inference forward with folded BN (f->x0 holds the expanded input). */
 void nnet_forward_infer(nn_net_t *net, nn_backend_t *be, int32_t B, infer_bufs_t *f, int32_t outputs);
 

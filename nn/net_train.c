@@ -87,6 +87,10 @@ struct nn_trainer {
     float *probs;      /* (max_batch * 2187) */
     int8_t *result;    /* (max_batch) */
     float *q;          /* (max_batch) */
+    float *ml_t;          /* (max_batch) moves-left target plies (NULL: no such head) */
+    uint32_t *opp_offsets; /* (max_batch + 1) opponent-reply targets (the three NULL: no such head) */
+    uint16_t *opp_labels;  /* (max_batch * 2187) */
+    float *opp_probs;      /* (max_batch * 2187) */
     /* targets */
     float *legal_t; /* (B, 2187) 0/1 */
     float *value_t; /* (B, 3) */
@@ -280,7 +284,8 @@ float *nn_trainer_momentum(nn_trainer_t *tr) { return tr->momentum; }
 int64_t nn_trainer_step_count(const nn_trainer_t *tr) { return tr->step; }
 void nn_trainer_set_step_count(nn_trainer_t *tr, int64_t step) { tr->step = step; }
 void nn_trainer_staging(nn_trainer_t *tr, nn_train_staging_t *st, int32_t *max_batch) {
-    *st = (nn_train_staging_t){tr->planes, tr->hand, tr->legal, tr->offsets, tr->labels, tr->probs, tr->result, tr->q};
+    *st = (nn_train_staging_t){tr->planes, tr->hand, tr->legal, tr->offsets, tr->labels, tr->probs, tr->result, tr->q,
+                               tr->ml_t, tr->opp_offsets, tr->opp_labels, tr->opp_probs};
     if (max_batch) *max_batch = tr->max_batch;
 }
 
