@@ -29,6 +29,7 @@
 
 #include "compat/bits.h"
 #include "compat/compat.h"
+#include "nn/act.h"
 #include "nn/conv_dnnl.h"
 #include "nn/conv_wino.h"
 #include "nn/fault.h"
@@ -442,11 +443,13 @@ static void cpu_act_fwd(nn_backend_t *be, const float *x, const float *res, int6
             float z = res ? x[i] + res[i] : x[i];
             y[i] = z > 0.0f ? z : 0.0f;
         }
-    } else {
-        NN_OMP(omp parallel for num_threads(team_for(be, n)) schedule(static))
-        for (int64_t i = 0; i < n; i++) {
-            float z = res ? x[i] + res[i] : x[i];
-            y[i] = z / (1.0f + expf(-z));
+    } else { /* SiLU, vectorised (nn/act.c): a share of the array per thread */
+        int32_t nt = team_for(be, n);
+        int64_t per = (n + nt - 1) / nt;
+        NN_OMP(omp parallel for num_threads(nt) schedule(static))
+        for (int32_t t = 0; t < nt; t++) {
+            int64_t i0 = t * per, m = n - i0 < per ? n - i0 : per;
+            if (m > 0) nn_act_silu_fwd(x + i0, res ? res + i0 : NULL, m, y + i0);
         }
     }
 }
@@ -500,11 +503,13 @@ static void cpu_act_bwd(nn_backend_t *be, const float *dy, const float *z, int64
     if (act == NN_ACT_RELU) {
         NN_OMP(omp parallel for simd num_threads(team_for(be, n)) schedule(static))
         for (int64_t i = 0; i < n; i++) dx[i] = z[i] > 0.0f ? dy[i] : 0.0f;
-    } else {
-        NN_OMP(omp parallel for num_threads(team_for(be, n)) schedule(static))
-        for (int64_t i = 0; i < n; i++) {
-            float s = 1.0f / (1.0f + expf(-z[i]));
-            dx[i] = dy[i] * s * (1.0f + z[i] * (1.0f - s));
+    } else { /* SiLU, as act_fwd */
+        int32_t nt = team_for(be, n);
+        int64_t per = (n + nt - 1) / nt;
+        NN_OMP(omp parallel for num_threads(nt) schedule(static))
+        for (int32_t t = 0; t < nt; t++) {
+            int64_t i0 = t * per, m = n - i0 < per ? n - i0 : per;
+            if (m > 0) nn_act_silu_bwd(dy + i0, z + i0, m, dx + i0);
         }
     }
 }

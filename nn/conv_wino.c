@@ -18,12 +18,12 @@
  */
 #include "nn/conv_wino.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "compat/compat.h"
+#include "nn/act.h"
 #include "nn/backend.h"
 #include "nn/par.h"
 
@@ -78,6 +78,7 @@ typedef int32_t in_ __attribute__((vector_size(NVW * 4)));
 typedef float vnu __attribute__((vector_size(NVW * 4), aligned(4)));
 #define LDN(p) ((vn)(*(const vnu *)(const void *)(p)))
 #define STN(p, v) (*(vnu *)(void *)(p) = (v))
+_Static_assert(NVW == NN_ACT_VW, "nn/act.h's native vector is this file's");
 
 /* The padded position of square q in an (11, 11, CP) buffer. */
 #define PADQ(q) (((q) / 9 + 1) * PADW + (q) % 9 + 1)
@@ -299,11 +300,10 @@ typedef struct {
 } epilogue_t;
 
 /* in the native width (by pointer: a 64-byte vector passed by value has a
- * different ABI with and without AVX-512) */
+ * different ABI with and without AVX-512); SiLU: nn/act.h */
 static inline void activate(vn *v, int32_t act) {
     if (act == NN_ACT_RELU) *v = (vn)((in_)*v & (*v > (vn){0})); /* max(v, 0) */
-    else if (act == NN_ACT_SILU)
-        for (int32_t l = 0; l < NVW; l++) (*v)[l] = (*v)[l] / (1.0f + expf(-(*v)[l]));
+    else if (act == NN_ACT_SILU) nn_act_silu_v(v);
 }
 
 /* NCHW out's chunk [b0, b0+nb) = epilogue(tmp), tmp (nb, 81, C) NHWC with the
@@ -330,15 +330,16 @@ static void nchw_epilogue(const float *tmp, int32_t nb, int32_t C, int32_t b0, c
                     ST(out + o, v);
                 }
             }
-            for (int32_t l = 0; l < 16; l++) { /* the last square */
+            vn w[PV]; /* the last square: its 16 channels, one register's worth */
+            for (int32_t l = 0; l < 16; l++) {
                 size_t o = o0 + (size_t)l * NN_HW + NN_HW - 1;
                 float v = t0[(size_t)(NN_HW - 1) * C + l];
                 if (ep->res) v += ep->res[o];
                 if (ep->accumulate) v += out[o];
-                if (ep->act == NN_ACT_RELU) v = v > 0 ? v : 0;
-                else if (ep->act == NN_ACT_SILU) v = v / (1.0f + expf(-v));
-                out[o] = v;
+                w[l / NVW][l % NVW] = v;
             }
+            for (int32_t j = 0; j < PV; j++) activate(&w[j], ep->act);
+            for (int32_t l = 0; l < 16; l++) out[o0 + (size_t)l * NN_HW + NN_HW - 1] = w[l / NVW][l % NVW];
         }
 }
 
