@@ -5,6 +5,7 @@
  * Usage: bench_nn [--nets 6x64,10x128,6x64g2] [--batches 1,8,32,128,256,1024]
  *                 [--train-batch 256] [--seconds 1] [--threads 0]
  *                 [--planes 104] [--hand 14] [--cpu-time] [--heads all|play]
+ *                 [--activation relu|silu]
  * --heads all (the default) computes the policy, value and legal-move heads,
  * as the PyTorch comparison (bench/torch_bench.py) does; --heads play only
  * policy and value, what self-play and the USI engine ask for.
@@ -149,6 +150,7 @@ int main(int argc, char **argv) {
     int nb = 6;
     int32_t train_batch = 256, threads = 0, planes = 104, hand = 14;
     double secs = 1.0;
+    int act = NN_ACT_RELU;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(argv[i], "--nets") && v) nets = v, i++;
@@ -160,8 +162,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--hand") && v) hand = atoi(v), i++;
         else if (!strcmp(argv[i], "--cpu-time")) g_cpu_time = 1;
         else if (!strcmp(argv[i], "--heads") && v && (!strcmp(v, "all") || !strcmp(v, "play"))) g_legal = !strcmp(v, "all"), i++;
+        else if (!strcmp(argv[i], "--activation") && v && nn_act_parse(v) >= 0) act = nn_act_parse(v), i++;
         else {
-            fprintf(stderr, "usage: %s [--nets 6x64,10x128] [--batches 1,8,...] [--train-batch 256] [--seconds 1] [--threads 0] [--planes 104] [--hand 14] [--cpu-time] [--heads all|play]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--nets 6x64,10x128] [--batches 1,8,...] [--train-batch 256] [--seconds 1] [--threads 0] [--planes 104] [--hand 14] [--cpu-time] [--heads all|play] [--activation relu|silu]\n", argv[0]);
             return 2;
         }
     }
@@ -172,7 +175,7 @@ int main(int argc, char **argv) {
     char list[256];
     snprintf(list, sizeof(list), "%s", nets);
     for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
-        nn_net_config_t cfg = {.act = NN_ACT_RELU, .in_planes = planes, .in_hand = hand, .features_version = 1};
+        nn_net_config_t cfg = {.act = (nn_act_t)act, .in_planes = planes, .in_hand = hand, .features_version = 1};
         if (nn_net_arch_parse(tok, &cfg) != 0) { /* "4x32", or "4x32g2" with global pooling */
             fprintf(stderr, "bad net size '%s'\n", tok);
             return 2;
@@ -185,7 +188,7 @@ int main(int argc, char **argv) {
         }
         int64_t np;
         nn_net_params(net, &np, NULL);
-        printf("net %s (%lld params)\n", tok, (long long)np);
+        printf("net %s %s (%lld params)\n", tok, nn_act_name(cfg.act), (long long)np);
         bench_conv(be, cfg.channels, train_batch > 0 ? train_batch : 256, secs);
         bench_infer(be, net, batches, nb, secs);
         if (train_batch > 0) bench_train(net, train_batch, secs);

@@ -9,7 +9,8 @@
  *
  * Usage: bench_selfplay [--config configs/cpu.ini] [--net 4x32] [--seconds 30]
  *                       [--warmup 5] [any selfplay flag: --threads, --visits, --backend, ...]
- * Trainer flags are accepted and ignored, except --net (the random net's size).
+ * Trainer flags are accepted and ignored, except --net (the random net's size)
+ * and --activation (its activation).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,7 +89,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     const char *net = tcfg.net;
-    nn_net_config_t nc = {0, 0, NN_ACT_RELU, ENC_PLANES, ENC_HAND, ENC_FEATURES_VERSION};
+    nn_net_config_t nc = {0, 0, (nn_act_t)nn_act_parse(tcfg.activation), ENC_PLANES, ENC_HAND, ENC_FEATURES_VERSION};
     if (nn_net_size_parse(net, &nc.blocks, &nc.channels) != 0) {
         fprintf(stderr, "bench_selfplay: --net '%s' is not BLOCKSxCHANNELS\n", net);
         return 2;
@@ -111,9 +112,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_selfplay: %s\n", err);
         return 1;
     }
-    printf("bench_selfplay: net %s on %s (%d CPUs), %lld threads x %lld games, %lld leaves/game, %s %lld/%lld visits "
+    printf("bench_selfplay: net %s %s on %s (%d CPUs), %lld threads x %lld games, %lld leaves/game, %s %lld/%lld visits "
            "(p=%.2f), max batch %lld, max ply %lld\n",
-           net, nn_server_backend_name(srv), compat_cpu_count(), (long long)sp_config_threads(&cfg), (long long)cfg.games_per_thread,
+           net, nn_act_name(nc.act), nn_server_backend_name(srv), compat_cpu_count(), (long long)sp_config_threads(&cfg), (long long)cfg.games_per_thread,
            (long long)cfg.leaves_per_game, cfg.search, (long long)cfg.visits, (long long)cfg.visits_fast, cfg.full_prob,
            (long long)cfg.max_batch, (long long)cfg.max_ply);
     fflush(stdout);
