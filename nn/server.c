@@ -26,6 +26,7 @@
 #include "compat/err.h"
 #include "nn/server.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -107,6 +108,7 @@ typedef struct {
     float *st_value;      /* (max_batch, 3) */
     float *st_policy;     /* (max_batch, 2187) */
     float *st_legal;      /* (max_batch, 2187) */
+    float *st_ml;         /* (max_batch) raw moves-left outputs; NULL without the head */
     /* The device gather of the requested policy logits (be->gather; NULL
      * when host_visible or the backend has none): offsets staged on the host
      * and uploaded, logits gathered on the device and downloaded. */
@@ -315,7 +317,7 @@ static const char *worker_run(nn_server_t *srv, srv_worker_t *w, int32_t nseg, i
     nn_ctx_buffers(ctx, &d_packed, &d_hand, &d_policy, &d_value, &d_legal);
     uint8_t *h_packed = w->host_visible ? d_packed : w->st_packed;
     float *h_hand = w->host_visible ? d_hand : w->st_hand;
-    int32_t want_policy = 0, want_legal = 0, want_value = 0;
+    int32_t want_policy = 0, want_legal = 0, want_value = 0, want_ml = 0;
     int32_t off = 0;
     for (int32_t i = 0; i < nseg; i++) {
         const srv_seg_t *g = &w->segs[i];
@@ -325,6 +327,7 @@ static const char *worker_run(nn_server_t *srv, srv_worker_t *w, int32_t nseg, i
         want_policy |= r->policy != NULL;
         want_legal |= r->legal != NULL;
         want_value |= r->value != NULL;
+        want_ml |= r->moves_left != NULL;
         off += g->n;
     }
     KOMA_ASSERT(off == B);
@@ -334,12 +337,15 @@ static const char *worker_run(nn_server_t *srv, srv_worker_t *w, int32_t nseg, i
         if (nh) be->upload(be, d_hand, h_hand, sizeof(float) * (size_t)B * nh);
         if (n_gath > 0) be->upload(be, w->d_idx, w->st_idx, sizeof(int32_t) * (size_t)n_gath);
     }
-    int32_t outputs = (want_policy ? NN_OUT_POLICY : 0) | (want_value ? NN_OUT_VALUE : 0) | (want_legal ? NN_OUT_LEGAL : 0);
+    /* the moves-left head only on a net that has it: the others answer NAN */
+    const float *d_ml = want_ml && (srv->net_cfg.heads & NN_HEAD_MOVES_LEFT) ? nn_ctx_moves_left(ctx) : NULL;
+    int32_t outputs = (want_policy ? NN_OUT_POLICY : 0) | (want_value ? NN_OUT_VALUE : 0) |
+                      (want_legal ? NN_OUT_LEGAL : 0) | (d_ml ? NN_OUT_MOVES_LEFT : 0);
     if (be->timer_mark) be->timer_mark(be, 0);
     (void)nn_forward_dev(ctx, B, d_packed, d_hand, outputs); /* a failure is sticky: checked below */
     if (n_gath > 0) be->gather(be, d_policy, w->d_idx, n_gath, w->d_gath);
     if (be->timer_mark) be->timer_mark(be, 1);
-    const float *P = d_policy, *V = d_value, *L = d_legal;
+    const float *P = d_policy, *V = d_value, *L = d_legal, *M = d_ml;
     if (w->host_visible) {
         if (be->sync) be->sync(be);
     } else {
@@ -354,10 +360,12 @@ static const char *worker_run(nn_server_t *srv, srv_worker_t *w, int32_t nseg, i
             down(be, w->st_policy, d_policy, sizeof(float) * (size_t)B * NN_POLICY_NB);
         }
         if (want_legal) down(be, w->st_legal, d_legal, sizeof(float) * (size_t)B * NN_LEGAL_NB);
+        if (d_ml) down(be, w->st_ml, d_ml, sizeof(float) * (size_t)B);
         if (be->sync) be->sync(be);
         P = w->st_policy;
         V = w->st_value;
         L = w->st_legal;
+        M = d_ml ? w->st_ml : NULL;
     }
     const char *e = nn_backend_error(be);
     if (e) return e;
@@ -374,6 +382,7 @@ static const char *worker_run(nn_server_t *srv, srv_worker_t *w, int32_t nseg, i
             int64_t row = g->row0 + j, b = off + j;
             if (r->value) memcpy(r->value + row * NN_VALUE_NB, V + b * NN_VALUE_NB, sizeof(float) * NN_VALUE_NB);
             if (r->legal) memcpy(r->legal + row * NN_LEGAL_NB, L + b * NN_LEGAL_NB, sizeof(float) * NN_LEGAL_NB);
+            if (r->moves_left) r->moves_left[row] = M ? nn_moves_left_plies(M[b]) : NAN;
             if (!r->policy) continue;
             if (n_gath >= 0) {
                 uint32_t k0 = r->label_offsets[row], k1 = r->label_offsets[row + 1];
@@ -463,7 +472,7 @@ static void *worker_main(void *arg) {
 static int same_config(const nn_net_config_t *a, const nn_net_config_t *b) {
     return a->blocks == b->blocks && a->channels == b->channels && a->act == b->act &&
            a->in_planes == b->in_planes && a->in_hand == b->in_hand &&
-           a->features_version == b->features_version && a->gpool == b->gpool;
+           a->features_version == b->features_version && a->gpool == b->gpool && a->heads == b->heads;
 }
 
 static void describe_config(const nn_net_config_t *c, char *buf, size_t len) {
@@ -574,6 +583,7 @@ static int worker_init(nn_server_t *srv, srv_worker_t *w, int32_t id, char *err,
         w->st_value = stage_alloc(w, sizeof(float) * (size_t)mb * NN_VALUE_NB);
         w->st_policy = stage_alloc(w, sizeof(float) * (size_t)mb * NN_POLICY_NB);
         w->st_legal = stage_alloc(w, sizeof(float) * (size_t)mb * NN_LEGAL_NB);
+        if (srv->net_cfg.heads & NN_HEAD_MOVES_LEFT) w->st_ml = stage_alloc(w, sizeof(float) * (size_t)mb);
         if (w->be->gather) {
             w->gather_cap = mb * SRV_GATHER_PER_ROW;
             w->st_idx = stage_alloc(w, sizeof(int32_t) * (size_t)w->gather_cap);
@@ -584,7 +594,8 @@ static int worker_init(nn_server_t *srv, srv_worker_t *w, int32_t id, char *err,
         }
     }
     if (!w->segs || w->gather_cap < 0 ||
-        (!w->host_visible && (!w->st_packed || !w->st_hand || !w->st_value || !w->st_policy || !w->st_legal))) {
+        (!w->host_visible && (!w->st_packed || !w->st_hand || !w->st_value || !w->st_policy || !w->st_legal ||
+                              (!w->st_ml && (srv->net_cfg.heads & NN_HEAD_MOVES_LEFT))))) {
         set_err(err, errlen, "inference server worker %d: out of memory", id);
         return -1;
     }
@@ -599,6 +610,7 @@ static void worker_release(srv_worker_t *w) {
         stage_free(w, w->st_value);
         stage_free(w, w->st_policy);
         stage_free(w, w->st_legal);
+        stage_free(w, w->st_ml);
         stage_free(w, w->st_idx);
         stage_free(w, w->st_gath);
         w->be->buf_free(w->be, w->d_idx);

@@ -44,7 +44,7 @@
  * between device batches. The standby is reused only after the last
  * submission pinned to it has completed (its reference count is 0). Both
  * nets stay resident: the previous net becomes the next standby. A new net
- * must have the server's configuration (size, activation, inputs,
+ * must have the server's configuration (size, activation, inputs, heads,
  * features_version); anything else is refused with the loader's message and
  * the current net keeps serving. Publishers are serialised among themselves.
  *
@@ -124,6 +124,11 @@ typedef struct {
     float *policy; /* out: (label_offsets[n]) logits in label order, or (n, 2187) when
                       label_offsets is NULL; NULL: policy not wanted */
     float *legal;  /* out (n, 2187) legal-head logits, or NULL (self-play leaves it NULL) */
+    /* out (n) the moves-left head's plies left until the game ends (>= 0;
+     * lc0's moves-left head); NAN for every position when the net has no
+     * such head (nn_server_net_config(srv)->heads), whose forward then skips
+     * it; NULL: not wanted */
+    float *moves_left;
 } nn_server_request_t;
 
 typedef struct {

@@ -144,6 +144,7 @@ static int submit(worker_t *w, half_t *b) {
         .value = lb->value,
         .policy = lb->policy,
         .legal = NULL,
+        .moves_left = lb->moves_left, /* NAN from a net without the head */
     };
     char e[256];
     int st = nn_server_submit(w->pool->server, &req, &b->ticket, e, sizeof e);
@@ -185,6 +186,7 @@ static int finish(worker_t *w, half_t *b) {
             break;
         }
     }
+    mcts_batch_moves_left(b->lb); /* the estimates into the requests sp_game_deliver hands over */
     const mcts_batch_t *lb = b->lb;
     for (int32_t i = 0; i < lb->n; i++)
         sp_game_deliver(w->games[lb->tag[i]], &lb->reqs[i], mcts_batch_policy(lb, i), mcts_batch_value(lb, i),

@@ -233,6 +233,7 @@ int usi_eval_submit(usi_eval_t *ev, usi_batch_t *b, char *err, size_t errlen) {
     req.labels = l->labels;
     req.value = l->value;
     req.policy = l->policy;
+    req.moves_left = l->moves_left; /* NAN from a net without the head */
     if (nn_server_submit(ev->srv, &req, &b->ticket, err, errlen) != NN_SERVER_OK) {
         mcts_batch_uniform(l);
         return -1;

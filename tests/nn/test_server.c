@@ -8,7 +8,9 @@
  * generation, and generations never go back per client; bad publishes fail
  * with the loader's message and the old net keeps serving; shutdown with
  * pending and blocked requests returns everywhere (a watchdog fails the test
- * instead of hanging); bad requests and tickets are refused; counters add up.
+ * instead of hanging); bad requests and tickets are refused; counters add up;
+ * the moves-left head's plies (nn_forward_out's) on both routes, NAN from a
+ * net without the head, a net with other heads refused by publish.
  * Runs clean under ThreadSanitizer and ASan+UBSan (BLAS on one thread). */
 #include "nn_test.h"
 
@@ -79,9 +81,10 @@ static nn_net_config_t small_config(void) {
 }
 
 /* Random params and BN statistics so that folding matters. */
-static nn_net_t *random_net(nn_backend_t *be, uint64_t seed) {
+static nn_net_t *random_net_heads(nn_backend_t *be, uint64_t seed, int32_t heads) {
     char err[256];
     nn_net_config_t c = small_config();
+    c.heads = heads;
     nn_net_t *net = nn_net_new(be, &c, seed, err, sizeof(err));
     KOMA_ASSERT(net);
     uint64_t s = seed * 7919;
@@ -102,6 +105,7 @@ static nn_net_t *random_net(nn_backend_t *be, uint64_t seed) {
     nn_net_mark_dirty(net);
     return net;
 }
+static nn_net_t *random_net(nn_backend_t *be, uint64_t seed) { return random_net_heads(be, seed, 0); }
 
 static void make_pool(void) {
     g_pb = nn_packed_bytes(IN_PLANES);
@@ -738,6 +742,93 @@ static void test_bad_requests(void) {
     free(u);
 }
 
+/* ---- the moves-left head ----------------------------------------------------------- */
+/* Submits rows [0, n) of the pool asking for value and moves left; 0 or -1. */
+static int eval_ml(nn_server_t *srv, int32_t n, float *value, float *ml) {
+    nn_server_request_t r = {0};
+    r.n = n;
+    r.packed = g_packed;
+    r.hand = g_hand;
+    r.value = value;
+    r.moves_left = ml;
+    nn_server_result_t res;
+    int st = nn_server_eval(srv, &r, &res);
+    CHECKF(st == NN_SERVER_OK, "moves-left request: %s: %s", nn_server_status_name(st), res.message);
+    return st == NN_SERVER_OK ? 0 : -1;
+}
+
+static void test_moves_left(nn_backend_t *be, nn_net_t *plain) {
+    fprintf(stderr, "-- moves-left head: plies == nn_forward_out on both routes, NAN without the head\n");
+    watch("moves left", 300);
+    enum { N = 90 };
+    char err[512];
+    nn_net_t *net = random_net_heads(be, 33, NN_HEAD_MOVES_LEFT);
+    /* small weights and a bias that keep most outputs above the clamp at 0 */
+    int32_t bi = nn_net_tensor_find(net, "moves_left.fc2.bias"), wi = nn_net_tensor_find(net, "moves_left.fc2.weight");
+    CHECK(bi >= 0 && wi >= 0);
+    if (bi >= 0 && wi >= 0) {
+        nn_net_tensor_data(net, bi)[0] = 2.0f;
+        float *w = nn_net_tensor_data(net, wi);
+        for (int64_t k = 0; k < nn_net_tensor(net, wi)->numel; k++) w[k] *= 0.1f;
+    }
+    nn_net_mark_dirty(net);
+    nn_ctx_t *ctx = nn_ctx_new(net, be, N, err, sizeof err);
+    KOMA_ASSERT(ctx);
+    static float ref_ml[N], ref_v[N * NN_VALUE_NB], ml[N], v[N * NN_VALUE_NB];
+    nn_outputs_t out = {.value = ref_v, .moves_left = ref_ml};
+    CHECK(nn_forward_out(ctx, N, g_packed, g_hand, &out) == 0);
+    nn_ctx_free(ctx);
+    int positive = 0;
+    for (int i = 0; i < N; i++) positive += ref_ml[i] > 0.0f;
+    CHECKF(positive > N / 2, "only %d of %d reference plies above 0", positive, N);
+    for (int staged = 0; staged < 2; staged++) {
+        compat_setenv("KOMA_SERVER_STAGED", staged ? "1" : "0");
+        nn_server_config_t cfg = test_config(40, 2, 0);
+        nn_server_t *srv = nn_server_new(&cfg, NULL, net, err, sizeof err);
+        compat_setenv("KOMA_SERVER_STAGED", "0");
+        if (!srv) {
+            TFAIL("nn_server_new (moves-left net): %s", err);
+            continue;
+        }
+        CHECK(nn_server_net_config(srv)->heads == NN_HEAD_MOVES_LEFT);
+        for (int i = 0; i < N; i++) ml[i] = -7.0f;
+        if (eval_ml(srv, N, v, ml) == 0) {
+            int bad = 0;
+            for (int i = 0; i < N; i++) bad += !(ml[i] >= 0.0f && close_enough(ml[i], ref_ml[i]));
+            CHECKF(bad == 0, "%s route: %d of %d moves-left answers differ from nn_forward_out", staged ? "staged" : "host",
+                   bad, N);
+        }
+        /* not asked: the value alone, and the same values */
+        static float v2[N * NN_VALUE_NB];
+        if (eval_ml(srv, N, v2, NULL) == 0) {
+            int bad = 0;
+            for (int i = 0; i < N * NN_VALUE_NB; i++) bad += !close_enough(v2[i], ref_v[i]);
+            CHECKF(bad == 0, "value without moves left: %d differ", bad);
+        }
+        /* a net without the head cannot be published into it, nor the other way */
+        CHECK(nn_server_publish_net(srv, plain, 0, err, sizeof err) < 0);
+        nn_server_free(srv);
+    }
+    /* a net without the head: NAN for every position, the ticket succeeds */
+    nn_server_config_t cfg = test_config(40, 1, 0);
+    nn_server_t *srv = nn_server_new(&cfg, NULL, plain, err, sizeof err);
+    if (srv) {
+        CHECK(nn_server_net_config(srv)->heads == 0);
+        for (int i = 0; i < N; i++) ml[i] = 1.0f;
+        if (eval_ml(srv, N, v, ml) == 0) {
+            int nan = 0;
+            for (int i = 0; i < N; i++) nan += isnan(ml[i]);
+            CHECKF(nan == N, "net without the head: %d of %d answers NAN", nan, N);
+        }
+        CHECKF(nn_server_publish_net(srv, net, 0, err, sizeof err) < 0 && strstr(err, "m "),
+               "publishing a moves-left net into a server of a plain one: %s", err);
+        nn_server_free(srv);
+    } else {
+        TFAIL("nn_server_new (plain net): %s", err);
+    }
+    nn_net_free(net);
+}
+
 int main(void) {
     /* BLAS on one thread: the server's workers are the parallelism here, and
      * OpenBLAS's own thread pool confuses ThreadSanitizer. The variable only
@@ -782,6 +873,7 @@ int main(void) {
     test_publish(na, nb);
     test_shutdown();
     test_bad_requests();
+    test_moves_left(be, na);
 
     atomic_store(&g_watch_quit, 1);
     compat_thread_join(wd);
