@@ -39,6 +39,8 @@ nn_train_config_t nn_train_config_default(void) {
     c.w_policy = 1.0f;
     c.w_value = 1.0f;
     c.w_legal = 1.0f;
+    c.w_moves_left = 1.0f;  /* lc0's moves_left_loss_weight */
+    c.w_opp_policy = 0.15f; /* KataGo's opponent-reply policy weight */
     c.q_mix = 0.75f; /* docs/LEARNING.md: +186 Elo over 0.25 at equal CPU time */
     c.q_draw = 0.0f;
     c.bn_momentum = 0.01f;
@@ -112,6 +114,13 @@ struct nn_trainer {
     float *gfc1;               /* (B, 128) */
     float *dpolicy, *dlegal;   /* (B, 2187) */
     float *dvalue;             /* (B, 3) */
+    /* the optional heads (NULL on a net without them) */
+    float *ml_fc1_z, *ml_fc1_y; /* (B, 32) moves-left hidden layer */
+    float *ml_out, *dml;       /* (B) raw output, its gradient */
+    float *gml_fc1;            /* (B, 32) */
+    float *gmlv;               /* (B, 8, 9, 9) gradient at the moves-left conv unit's output */
+    float *opp_out, *dopp;     /* (B, 2187) opponent-reply logits, their gradient */
+    float *ml_none;            /* (max_batch) host: -1 (no target), uploaded for a batch without moves_left */
     /* global-pooling blocks (the others' entries NULL) */
     float *gp_pool[NN_MAX_BLOCKS]; /* (B, 2C) block i's pooled h1: mean, max */
     float *gp_h[NN_MAX_BLOCKS];    /* (B, C, 9, 9) block i's h1 + channel bias: its conv2's input */
@@ -131,7 +140,7 @@ struct nn_trainer {
         int32_t pending;       /* launched, metrics not read yet */
         int32_t fenced;        /* the copy was queued behind fence `slot`: wait for it */
         int64_t step;          /* the step count after this step: the record's name */
-        int32_t B, n_policy;
+        int32_t B, n_policy, n_opp;
         nn_train_config_t cfg; /* loss weights and schedule at launch */
     } late[2];
     float *ptrs[];             /* storage for c, z, y, mean, invstd */
@@ -176,6 +185,11 @@ nn_trainer_t *nn_trainer_new(nn_net_t *net, const nn_train_config_t *cfg, int32_
         tr->probs = TAKEF(&c, (int64_t)B * NN_POLICY_NB);
         tr->result = nnet_take(&c, (size_t)B);
         tr->q = TAKEF(&c, B);
+        int ml = net->u_ml >= 0, opp = net->u_opp >= 0;
+        tr->ml_t = ml ? TAKEF(&c, B) : NULL;
+        tr->opp_offsets = opp ? nnet_take(&c, sizeof(uint32_t) * (size_t)(B + 1)) : NULL;
+        tr->opp_labels = opp ? nnet_take(&c, sizeof(uint16_t) * (size_t)B * NN_POLICY_NB) : NULL;
+        tr->opp_probs = opp ? TAKEF(&c, (int64_t)B * NN_POLICY_NB) : NULL;
         tr->legal_t = TAKEF(&c, (int64_t)B * NN_POLICY_NB);
         tr->value_t = TAKEF(&c, (int64_t)B * NN_VALUE_NB);
         tr->x0 = TAKEF(&c, (int64_t)B * cin * NN_HW);
@@ -215,6 +229,14 @@ nn_trainer_t *nn_trainer_new(nn_net_t *net, const nn_train_config_t *cfg, int32_
         tr->dpolicy = TAKEF(&c, (int64_t)B * NN_POLICY_NB);
         tr->dlegal = TAKEF(&c, (int64_t)B * NN_POLICY_NB);
         tr->dvalue = TAKEF(&c, (int64_t)B * NN_VALUE_NB);
+        tr->ml_fc1_z = ml ? TAKEF(&c, (int64_t)B * NN_ML_HIDDEN) : NULL;
+        tr->ml_fc1_y = ml ? (nc->act == NN_ACT_RELU ? tr->ml_fc1_z : TAKEF(&c, (int64_t)B * NN_ML_HIDDEN)) : NULL;
+        tr->ml_out = ml ? TAKEF(&c, B) : NULL;
+        tr->dml = ml ? TAKEF(&c, B) : NULL;
+        tr->gml_fc1 = ml ? TAKEF(&c, (int64_t)B * NN_ML_HIDDEN) : NULL;
+        tr->gmlv = ml ? TAKEF(&c, (int64_t)B * NN_ML_CH * NN_HW) : NULL;
+        tr->opp_out = opp ? TAKEF(&c, (int64_t)B * NN_POLICY_NB) : NULL;
+        tr->dopp = opp ? TAKEF(&c, (int64_t)B * NN_POLICY_NB) : NULL;
         for (int32_t i = 0; i < nc->blocks; i++) {
             int gp = net->gp_w[i] >= 0;
             tr->gp_pool[i] = gp ? TAKEF(&c, (int64_t)B * 2 * C) : NULL;
@@ -249,6 +271,10 @@ nn_trainer_t *nn_trainer_new(nn_net_t *net, const nn_train_config_t *cfg, int32_
     tr->f.value = tr->value;
     tr->f.gp = tr->gp_dpool;
     tr->f.gb = tr->gp_gb;
+    tr->f.mlv = tr->gmlv;
+    tr->f.mlfc1 = tr->gml_fc1;
+    tr->f.ml = tr->ml_out;
+    tr->f.opp = tr->opp_out;
     tr->f.ws = tr->ws;
     _Static_assert(NN_STAT_NB <= NN_LATE_STRIDE, "a metric record holds the stats");
     size_t late_bytes = 2 * NN_LATE_STRIDE * sizeof(float);
@@ -257,6 +283,14 @@ nn_trainer_t *nn_trainer_new(nn_net_t *net, const nn_train_config_t *cfg, int32_
         nn_trainer_free(tr);
         set_err(err, errlen, "nn_trainer_new: out of host memory");
         return NULL;
+    }
+    if (net->u_ml >= 0) {
+        if (!(tr->ml_none = malloc(sizeof(float) * (size_t)max_batch))) {
+            nn_trainer_free(tr);
+            set_err(err, errlen, "nn_trainer_new: out of host memory");
+            return NULL;
+        }
+        for (int32_t b = 0; b < max_batch; b++) tr->ml_none[b] = -1.0f;
     }
     be->memset_zero(be, tr->grads, sizeof(float) * (size_t)net->n_params);
     be->memset_zero(be, tr->momentum, sizeof(float) * (size_t)net->n_params);
@@ -274,6 +308,7 @@ void nn_trainer_free(nn_trainer_t *tr) {
     tr->be->buf_free(tr->be, tr->momentum);
     if (tr->late_pinned) tr->be->host_free(tr->be, tr->late_host);
     else free(tr->late_host);
+    free(tr->ml_none);
     free(tr);
 }
 
@@ -311,7 +346,31 @@ static int upload_columns(nn_trainer_t *tr, const nn_batch_t *bt, char *err, siz
     }
     be->upload(be, tr->result, bt->result, (size_t)B);
     be->upload(be, tr->q, bt->root_q, sizeof(float) * (size_t)B);
+    if (tr->ml_t) be->upload(be, tr->ml_t, bt->moves_left ? bt->moves_left : tr->ml_none, sizeof(float) * (size_t)B);
+    if (tr->opp_offsets && bt->opp_offsets) {
+        uint32_t onz = bt->opp_offsets[B];
+        for (uint32_t j = 0; j < onz; j++)
+            if (bt->opp_label[j] >= NN_POLICY_NB) {
+                set_err(err, errlen, "opp_label[%u] = %u >= %d", j, bt->opp_label[j], NN_POLICY_NB);
+                return -1;
+            }
+        be->upload(be, tr->opp_offsets, bt->opp_offsets, sizeof(uint32_t) * (size_t)(B + 1));
+        if (onz) {
+            be->upload(be, tr->opp_labels, bt->opp_label, sizeof(uint16_t) * onz);
+            be->upload(be, tr->opp_probs, bt->opp_prob, sizeof(float) * onz);
+        }
+    }
     return 0;
+}
+
+/* What a batch without targets for the net's optional heads stands for:
+ * moves_left -1 (no target) in every row, no opponent-reply targets (empty
+ * offsets). Queued before the step's ops (outside any recording). */
+static void fill_absent_targets(nn_trainer_t *tr, const nn_batch_t *bt) {
+    nn_backend_t *be = tr->be;
+    if (tr->ml_t && !bt->moves_left && bt->staged) /* a host batch uploaded them with its columns */
+        be->upload(be, tr->ml_t, tr->ml_none, sizeof(float) * (size_t)bt->B);
+    if (tr->opp_offsets && !bt->opp_offsets) be->memset_zero(be, tr->opp_offsets, sizeof(uint32_t) * (size_t)(bt->B + 1));
 }
 
 /* Checks a batch's size and policy offsets on the host. */
@@ -327,16 +386,24 @@ static int check_batch(nn_trainer_t *tr, const nn_batch_t *bt, char *err, size_t
         set_err(err, errlen, "batch is missing a column");
         return -1;
     }
-    const uint32_t *off = bt->policy_offsets;
-    if (off[0] != 0) {
-        set_err(err, errlen, "policy_offsets[0] is %u, not 0", off[0]);
-        return -1;
-    }
-    for (int32_t b = 0; b < B; b++)
-        if (off[b + 1] < off[b] || off[b + 1] - off[b] > NN_POLICY_NB) {
-            set_err(err, errlen, "policy_offsets[%d..%d] = %u..%u invalid", b, b + 1, off[b], off[b + 1]);
+    for (int k = 0; k < 2; k++) {
+        const uint32_t *off = k ? bt->opp_offsets : bt->policy_offsets;
+        const char *name = k ? "opp_offsets" : "policy_offsets";
+        if (k && (!off || tr->net->u_opp < 0)) break;
+        if (k && !bt->staged && off[B] && (!bt->opp_label || !bt->opp_prob)) {
+            set_err(err, errlen, "batch has opp_offsets without opp_label or opp_prob");
             return -1;
         }
+        if (off[0] != 0) {
+            set_err(err, errlen, "%s[0] is %u, not 0", name, off[0]);
+            return -1;
+        }
+        for (int32_t b = 0; b < B; b++)
+            if (off[b + 1] < off[b] || off[b + 1] - off[b] > NN_POLICY_NB) {
+                set_err(err, errlen, "%s[%d..%d] = %u..%u invalid", name, b, b + 1, off[b], off[b + 1]);
+                return -1;
+            }
+    }
     return 0;
 }
 
@@ -354,6 +421,7 @@ static void expand_batch(nn_trainer_t *tr, int32_t B) {
 static int upload_batch(nn_trainer_t *tr, const nn_batch_t *bt, char *err, size_t errlen) {
     if (check_batch(tr, bt, err, errlen) != 0) return -1;
     if (!bt->staged && upload_columns(tr, bt, err, errlen) != 0) return -1;
+    fill_absent_targets(tr, bt);
     expand_batch(tr, bt->B);
     return 0;
 }
@@ -418,6 +486,12 @@ static void losses(nn_trainer_t *tr, int32_t B) {
                    tr->stats);
     be->legal_loss(be, tr->legal_out, tr->legal_t, B, NN_POLICY_NB,
                    c->w_legal / ((float)B * NN_POLICY_NB), tr->dlegal, tr->stats);
+    if (tr->ml_out)
+        be->moves_left_loss(be, tr->ml_out, tr->ml_t, B, NN_ML_SCALE, NN_ML_HUBER, c->w_moves_left / (float)B, tr->dml,
+                            tr->stats);
+    if (tr->opp_out) /* its loss and top-1 count land in NN_STAT_OPP_LOSS, NN_STAT_OPP_CORRECT */
+        be->policy_loss(be, tr->opp_out, tr->opp_offsets, tr->opp_labels, tr->opp_probs, B, NN_POLICY_NB,
+                        c->w_opp_policy / (float)B, tr->dopp, tr->stats + NN_STAT_OPP_LOSS);
 }
 
 static void forward_backward(nn_trainer_t *tr, int32_t B) {
@@ -470,22 +544,36 @@ static void forward_backward(nn_trainer_t *tr, int32_t B) {
     be->act_fwd(be, tr->fc1_z, NULL, (int64_t)B * NN_VALUE_HIDDEN, act, tr->fc1_y);
     be->dense_fwd(be, tr->fc1_y, P(net, net->fc2_w), P(net, net->fc2_b), B, NN_VALUE_HIDDEN,
                   NN_VALUE_NB, tr->value);
+    const int32_t MU = net->u_ml;
+    const nn_unit_t *oo = net->u_opp >= 0 ? &U[net->u_opp] : NULL;
+    if (MU >= 0) { /* moves left: conv unit, dense, act, dense -> ml_out (B), linear (no clamp while training) */
+        unit_fwd_train(tr, &U[MU], MU, B, T, NULL);
+        be->dense_fwd(be, tr->y[MU], P(net, net->ml_fc1_w), P(net, net->ml_fc1_b), B, NN_ML_CH * NN_HW, NN_ML_HIDDEN,
+                      tr->ml_fc1_z);
+        be->act_fwd(be, tr->ml_fc1_z, NULL, (int64_t)B * NN_ML_HIDDEN, act, tr->ml_fc1_y);
+        be->dense_fwd(be, tr->ml_fc1_y, P(net, net->ml_fc2_w), P(net, net->ml_fc2_b), B, NN_ML_HIDDEN, 1, tr->ml_out);
+    }
+    if (oo) /* the opponent's reply from the policy head's hidden activation */
+        be->conv_fwd(be, hp, P(net, oo->w), P(net, oo->bias), B, C, NN_POLICY_CH, 1, tr->opp_out, tr->ws);
     losses(tr, B);
 
     /* backward: heads into dT = g[0]; g[1], g[2] are free until the trunk's turn */
     float *dT = tr->g[0];
     be->conv_bwd_filter(be, hp, tr->dpolicy, B, C, NN_POLICY_CH, 1, GRAD(po->w), GRAD(po->bias), tr->ws);
     be->conv_bwd_filter(be, hl, tr->dlegal, B, C, NN_POLICY_CH, 1, GRAD(lo->w), GRAD(lo->bias), tr->ws);
+    if (oo) be->conv_bwd_filter(be, hp, tr->dopp, B, C, NN_POLICY_CH, 1, GRAD(oo->w), GRAD(oo->bias), tr->ws);
     if (net->merge_heads) {
         /* both halves of the pair's gradient, then one backward pass (one
          * backward-data, one backward-filter) for the 2C channels */
         be->conv_bwd_data(be, tr->dpolicy, P(net, po->w), B, C, NN_POLICY_CH, 1, tr->g[1], 0, tr->ws);
+        if (oo) be->conv_bwd_data(be, tr->dopp, P(net, oo->w), B, C, NN_POLICY_CH, 1, tr->g[1], 1, tr->ws);
         be->conv_bwd_data(be, tr->dlegal, P(net, lo->w), B, C, NN_POLICY_CH, 1, tr->g[2], 0, tr->ws);
         nnet_channel_slice(be, tr->g[1], tr->gh, B, C, 2 * C, 0, 1);
         nnet_channel_slice(be, tr->g[2], tr->gh, B, C, 2 * C, C, 1);
         unit_bwd(tr, &pair, PC, B, T, tr->gh, NULL, dT, 0);
     } else {
         be->conv_bwd_data(be, tr->dpolicy, P(net, po->w), B, C, NN_POLICY_CH, 1, tr->gh, 0, tr->ws);
+        if (oo) be->conv_bwd_data(be, tr->dopp, P(net, oo->w), B, C, NN_POLICY_CH, 1, tr->gh, 1, tr->ws);
         unit_bwd(tr, &U[PC], PC, B, T, tr->gh, NULL, dT, 0);
         be->conv_bwd_data(be, tr->dlegal, P(net, lo->w), B, C, NN_POLICY_CH, 1, tr->gh, 0, tr->ws);
         unit_bwd(tr, &U[LC], LC, B, T, tr->gh, NULL, dT, 1);
@@ -496,6 +584,14 @@ static void forward_backward(nn_trainer_t *tr, int32_t B) {
     be->dense_bwd(be, vy, P(net, net->fc1_w), tr->gfc1, B, NN_VALUE_CH * NN_HW, NN_VALUE_HIDDEN,
                   tr->gv, GRAD(net->fc1_w), GRAD(net->fc1_b));
     unit_bwd(tr, &U[U_VCONV(n)], U_VCONV(n), B, T, tr->gv, NULL, dT, 1);
+    if (MU >= 0) {
+        be->dense_bwd(be, tr->ml_fc1_y, P(net, net->ml_fc2_w), tr->dml, B, NN_ML_HIDDEN, 1, tr->gml_fc1,
+                      GRAD(net->ml_fc2_w), GRAD(net->ml_fc2_b));
+        be->act_bwd(be, tr->gml_fc1, tr->ml_fc1_z, (int64_t)B * NN_ML_HIDDEN, act, tr->gml_fc1);
+        be->dense_bwd(be, tr->y[MU], P(net, net->ml_fc1_w), tr->gml_fc1, B, NN_ML_CH * NN_HW, NN_ML_HIDDEN, tr->gmlv,
+                      GRAD(net->ml_fc1_w), GRAD(net->ml_fc1_b));
+        unit_bwd(tr, &U[MU], MU, B, T, tr->gmlv, NULL, dT, 1);
+    }
 
     /* trunk: D = gradient at the block output, S = at the block input */
     float *D = tr->g[0], *Sg = tr->g[1], *E = tr->g[2];
@@ -527,10 +623,17 @@ static int32_t policy_positions(const nn_batch_t *bt) {
     return n;
 }
 
+/* Positions with an opponent-reply target (0 without the column). */
+static int32_t opp_positions(const nn_batch_t *bt) {
+    int32_t n = 0;
+    for (int32_t b = 0; bt->opp_offsets && b < bt->B; b++) n += bt->opp_offsets[b + 1] > bt->opp_offsets[b];
+    return n;
+}
+
 /* The metrics of a step from its stats s (host copy): config c, step = the
  * step count before it (m->step; callers of an update set step + 1). */
-static void metrics_from_stats(const float *s, const nn_train_config_t *c, int64_t step, int32_t B,
-                               int32_t n_policy, int grad, nn_metrics_t *m) {
+static void metrics_from_stats(const float *s, const nn_train_config_t *c, const nn_net_t *net, int64_t step,
+                               int32_t B, int32_t n_policy, int32_t n_opp, int grad, nn_metrics_t *m) {
     memset(m, 0, sizeof(*m));
     m->step = step;
     m->lr = nn_lr_at(c, step);
@@ -547,12 +650,25 @@ static void metrics_from_stats(const float *s, const nn_train_config_t *c, int64
     m->legal_f1 = (2 * tp + fp + fn) > 0 ? 2 * tp / (2 * tp + fp + fn) : 1.0;
     m->legal_tp = tp, m->legal_fp = fp, m->legal_fn = fn;
     m->grad_norm = grad ? sqrt((double)s[NN_STAT_GNORM2]) : 0.0;
+    /* the optional heads: in the objective over all B rows, read over the rows with a target */
+    m->moves_left_loss = m->moves_left_mae = m->opp_policy_loss = NAN;
+    if (net->u_ml >= 0) {
+        double n_ml = s[NN_STAT_ML_COUNT];
+        m->moves_left_positions = (int32_t)n_ml;
+        m->loss += c->w_moves_left * s[NN_STAT_ML_LOSS] / (double)B;
+        if (n_ml > 0) m->moves_left_loss = s[NN_STAT_ML_LOSS] / n_ml, m->moves_left_mae = s[NN_STAT_ML_ABS] / n_ml;
+    }
+    if (net->u_opp >= 0) {
+        m->opp_positions = n_opp;
+        m->loss += c->w_opp_policy * s[NN_STAT_OPP_LOSS] / (double)B;
+        if (n_opp > 0) m->opp_policy_loss = s[NN_STAT_OPP_LOSS] / (double)n_opp;
+    }
 }
 
-static void fill_metrics(nn_trainer_t *tr, int32_t B, int32_t n_policy, int grad, nn_metrics_t *m) {
+static void fill_metrics(nn_trainer_t *tr, const nn_batch_t *bt, int grad, nn_metrics_t *m) {
     float s[NN_STAT_NB];
     tr->be->download(tr->be, s, tr->stats, sizeof(s));
-    metrics_from_stats(s, &tr->cfg, tr->step, B, n_policy, grad, m);
+    metrics_from_stats(s, &tr->cfg, tr->net, tr->step, bt->B, policy_positions(bt), opp_positions(bt), grad, m);
 }
 
 /* The learning rate of the step about to be queued, and the weight decay,
@@ -604,11 +720,11 @@ static void step_ops(void *arg) {
  * tr->hyper instead). */
 static uint64_t step_key(const nn_trainer_t *tr, int32_t B) {
     const nn_train_config_t *c = &tr->cfg;
-    float v[9] = {c->momentum, c->clip_norm, c->w_policy, c->w_value, c->w_legal, c->q_mix, c->q_draw, c->bn_momentum,
-                  (float)c->nesterov};
+    float v[11] = {c->momentum, c->clip_norm, c->w_policy, c->w_value,     c->w_legal,     c->q_mix,
+                   c->q_draw,   c->bn_momentum, (float)c->nesterov, c->w_moves_left, c->w_opp_policy};
     uint64_t h = compat_mix64(tr->uid * 0x9E3779B97F4A7C15ull + (uint64_t)B);
     h = compat_mix64(h ^ (uint64_t)tr->net->merge_heads ^ 0x7472616E00000000ull); /* "tran" */
-    for (int i = 0; i < 9; i++) {
+    for (int i = 0; i < 11; i++) {
         uint32_t u;
         memcpy(&u, &v[i], sizeof u);
         h = compat_mix64(h ^ u);
@@ -622,6 +738,7 @@ static int queue_step(nn_trainer_t *tr, const nn_batch_t *bt, int update, const 
     if (nnet_be_check(be, what, err, errlen) != 0) return -1;
     if (check_batch(tr, bt, err, errlen) != 0) return -1;
     if (!bt->staged && upload_columns(tr, bt, err, errlen) != 0) return -1;
+    fill_absent_targets(tr, bt);
     if (update) hyper_upload(tr);
     step_args_t a = {tr, bt->B, update};
     /* A step on a staged batch (gathered on the device) is device work only,
@@ -641,8 +758,7 @@ static int train_common(nn_trainer_t *tr, const nn_batch_t *bt, nn_metrics_t *m,
     if (!update) be->copy(be, tr->rm_backup, net->stats, stats_bytes); /* the forward moves them */
     if (queue_step(tr, bt, update, what, err, errlen) != 0) return -1;
     if (!update) be->copy(be, net->stats, tr->rm_backup, stats_bytes);
-    int32_t B = bt->B;
-    if (m) fill_metrics(tr, B, policy_positions(bt), 1, m);
+    if (m) fill_metrics(tr, bt, 1, m);
     if (be->sync) be->sync(be);
     if (update) nn_net_mark_dirty(net); /* whatever happened, the weights were written */
     if (nnet_be_check(be, what, err, errlen) != 0) return -1;
@@ -686,6 +802,7 @@ int nn_train_step_launch(nn_trainer_t *tr, const nn_batch_t *bt, int64_t *step, 
     tr->late[slot].step = tr->step + 1;
     tr->late[slot].B = B;
     tr->late[slot].n_policy = policy_positions(bt);
+    tr->late[slot].n_opp = opp_positions(bt);
     tr->late[slot].cfg = tr->cfg;
     tr->step++;
     if (step) *step = tr->step;
@@ -709,8 +826,8 @@ int nn_train_step_metrics(nn_trainer_t *tr, int64_t step, nn_metrics_t *m, char 
         if (nnet_be_check(be, "nn_train_step", err, errlen) != 0) return -1;
     }
     if (m) {
-        metrics_from_stats(tr->late_host + (size_t)slot * NN_LATE_STRIDE, &tr->late[slot].cfg, step - 1,
-                           tr->late[slot].B, tr->late[slot].n_policy, 1, m);
+        metrics_from_stats(tr->late_host + (size_t)slot * NN_LATE_STRIDE, &tr->late[slot].cfg, tr->net, step - 1,
+                           tr->late[slot].B, tr->late[slot].n_policy, tr->late[slot].n_opp, 1, m);
         m->step = step;
     }
     return 0;
@@ -729,7 +846,7 @@ int nn_train_step_grads(nn_trainer_t *tr, const nn_batch_t *bt, nn_metrics_t *m,
     be->memset_zero(be, tr->stats, sizeof(float) * NN_STAT_NB);
     forward_backward(tr, bt->B); /* running statistics updated, as in nn_train_step */
     be->sum_squares(be, tr->grads, tr->net->n_params, tr->stats + NN_STAT_GNORM2);
-    if (m) fill_metrics(tr, bt->B, policy_positions(bt), 1, m);
+    if (m) fill_metrics(tr, bt, 1, m);
     if (be->sync) be->sync(be);
     nn_net_mark_dirty(tr->net); /* the running statistics changed */
     return nnet_be_check(be, "nn_train_step_grads", err, errlen);
@@ -763,10 +880,11 @@ int nn_eval_batch(nn_trainer_t *tr, const nn_batch_t *bt, nn_metrics_t *m, char 
     if (upload_batch(tr, bt, err, errlen) != 0) return -1;
     int32_t B = bt->B;
     nnet_fold(tr->net, be);
-    nnet_forward_infer(tr->net, be, B, &tr->f, NN_OUT_ALL);
+    nnet_forward_infer(tr->net, be, B, &tr->f,
+                       NN_OUT_ALL | (tr->ml_out ? NN_OUT_MOVES_LEFT : 0) | (tr->opp_out ? NNET_OUT_OPP : 0));
     be->memset_zero(be, tr->stats, sizeof(float) * NN_STAT_NB);
     losses(tr, B);
-    if (m) fill_metrics(tr, B, policy_positions(bt), 0, m);
+    if (m) fill_metrics(tr, bt, 0, m);
     if (be->sync) be->sync(be);
     return nnet_be_check(be, "nn_eval_batch", err, errlen);
 }

@@ -102,7 +102,7 @@ int nn_weights_save(nn_net_t *net, nn_trainer_t *tr, const char *path, char *err
         rc |= st_writer_meta(w, "koma.kind", "weights");
         snprintf(buf, sizeof(buf), "%d", NN_WEIGHTS_VERSION);
         rc |= st_writer_meta(w, "koma.version", buf);
-        rc |= st_writer_meta(w, "koma.net", nn_net_arch_format(cfg, buf, sizeof(buf))); /* "6x64", "6x64g2" */
+        rc |= st_writer_meta(w, "koma.net", nn_net_arch_format(cfg, buf, sizeof(buf))); /* "6x64", "6x64g2", "6x64g2mo" */
         rc |= st_writer_meta(w, "koma.activation", nn_act_name(cfg->act));
         snprintf(buf, sizeof(buf), "%d", (int)cfg->features_version);
         rc |= st_writer_meta(w, "koma.features_version", buf);
@@ -159,7 +159,7 @@ static int read_config(const st_file_t *f, nn_net_config_t *cfg, char *err, size
     memset(cfg, 0, sizeof(*cfg));
     const char *size = st_meta(f, "koma.net");
     if (!size || nn_net_arch_parse(size, cfg) != 0) {
-        set_err(err, errlen, "%s: metadata 'koma.net' %s%s%s is not a net size like 6x64 or 6x64g2", path,
+        set_err(err, errlen, "%s: metadata 'koma.net' %s%s%s is not a net size like 6x64, 6x64g2 or 6x64g2mo", path,
                 size ? "'" : "", size ? size : "missing", size ? "'" : "");
         return -1;
     }
@@ -215,6 +215,27 @@ static int check_values(const char *path, const char *name, const float *x, int6
     return 0;
 }
 
+/* 0, or -1 with err naming the file when it holds a tensor of an optional
+ * head (moves_left.*, opp_policy.*, and their optimizer state) that net's
+ * architecture (the file's koma.net) does not name: its metadata and its
+ * tensors disagree, and loading it would silently drop a trained head. */
+static int check_no_stray_head(const nn_net_t *net, const st_file_t *f, char *err, size_t errlen) {
+    static const char *prefixes[2] = {"moves_left.", "opp_policy."};
+    for (int32_t i = 0; i < st_count(f); i++) {
+        const char *name = st_at(f, i)->name;
+        if (strncmp(name, OPT_PREFIX, strlen(OPT_PREFIX)) == 0) name += strlen(OPT_PREFIX);
+        for (int k = 0; k < 2; k++)
+            if (strncmp(name, prefixes[k], strlen(prefixes[k])) == 0 && nn_net_tensor_find(net, name) < 0) {
+                char a[48];
+                set_err(err, errlen, "%s: tensor '%s' belongs to a head that the file's architecture %s does not "
+                        "name (metadata and tensors disagree: a damaged or hand-edited file)", st_path(f),
+                        st_at(f, i)->name, nn_net_arch_format(nn_net_config(net), a, sizeof a));
+                return -1;
+            }
+    }
+    return 0;
+}
+
 /* Checks every tensor first, then uploads: nothing changes on failure. */
 static int read_tensors(nn_net_t *net, nn_trainer_t *tr, const st_file_t *f, char *err, size_t errlen) {
     const char *path = st_path(f);
@@ -230,6 +251,7 @@ static int read_tensors(nn_net_t *net, nn_trainer_t *tr, const st_file_t *f, cha
     }
     int rc = -1;
     int64_t step = 0;
+    if (check_no_stray_head(net, f, err, errlen) != 0) goto done;
     for (int32_t i = 0; i < nt; i++) {
         const nn_tensor_info_t *t = nn_net_tensor(net, i);
         const st_tensor_t *st = st_expect(f, t->name, ST_DTYPE_F32, t->ndim, t->shape, err, errlen);
@@ -354,7 +376,8 @@ int nn_weights_read(nn_net_t *net, nn_trainer_t *tr, const char *path, char *err
     int rc = -1;
     if (read_config(f, &cfg, err, errlen) != 0) goto done;
     char a[32], b[32];
-    if (cfg.blocks != mine->blocks || cfg.channels != mine->channels || cfg.gpool != mine->gpool) {
+    if (cfg.blocks != mine->blocks || cfg.channels != mine->channels || cfg.gpool != mine->gpool ||
+        cfg.heads != mine->heads) {
         set_err(err, errlen, "%s: net %s, expected %s", path, nn_net_arch_format(&cfg, a, sizeof(a)),
                 nn_net_arch_format(mine, b, sizeof(b)));
         goto done;

@@ -1,6 +1,7 @@
 /* test_nn_torch.c - our CPU network against an independent PyTorch model.
  *
- * Writes, per net (ReLU 2x16 and SiLU 1x8), a weights file and an io file
+ * Writes, per net (ReLU 2x16 and SiLU 1x8, with global pooling, with the
+ * moves-left and opponent-reply heads), a weights file and an io file
  * (inputs, our inference logits, our training losses and gradients, and the
  * params / running statistics after one SGD step), then runs
  * tests/nn/torch_ref.py with Debian's /usr/bin/python3, which rebuilds the net in
@@ -16,21 +17,29 @@ static void add(st_writer_t *w, const char *name, st_dtype_t dt, int64_t n, cons
     KOMA_ASSERT(st_writer_add(w, name, dt, 1, &n, data) == 0);
 }
 
-static void dump_case(nn_backend_t *be, const char *tag, nn_act_t act, int32_t blocks, int32_t ch, int32_t gpool) {
+static void dump_case(nn_backend_t *be, const char *tag, nn_act_t act, int32_t blocks, int32_t ch, int32_t gpool,
+                      int32_t heads) {
     char err[512], path[700], io[700];
     nn_net_config_t cfg = {.blocks = blocks, .channels = ch, .act = act, .in_planes = 9, .in_hand = 3, .features_version = 2,
-                           .gpool = gpool};
+                           .gpool = gpool, .heads = heads};
     nn_net_t *net = nn_net_new(be, &cfg, 42, err, sizeof(err));
     KOMA_ASSERT(net);
     nn_train_config_t tc = nn_train_config_default();
     tc.lr = 0.1f, tc.warmup_steps = 0, tc.schedule = NN_SCHED_CONSTANT, tc.weight_decay = 0.01f;
     tc.clip_norm = 0.5f, tc.w_policy = 1.0f, tc.w_value = 0.7f, tc.w_legal = 20.0f;
     tc.q_mix = 0.3f, tc.q_draw = 0.4f, tc.bn_momentum = 0.1f;
+    tc.w_moves_left = 0.8f, tc.w_opp_policy = 0.6f;
     int32_t B = 5;
     nn_trainer_t *tr = nn_trainer_new(net, &tc, B, err, sizeof(err));
     KOMA_ASSERT(tr);
     t_batch_t tb;
     t_batch_init(&tb, B, cfg.in_planes, cfg.in_hand, 4);
+    /* the optional heads' targets: plies (row 2 without), the opponent's reply (row 1 without) */
+    float ml_t[5] = {12.0f, 80.0f, -1.0f, 3.0f, 31.0f};
+    uint32_t opp_off[6] = {0, 2, 2, 3, 5, 6};
+    uint16_t opp_lab[6] = {17, 1500, 40, 2186, 0, 999};
+    float opp_prob[6] = {0.75f, 0.25f, 1.0f, 0.5f, 0.5f, 1.0f};
+    if (heads) tb.b.moves_left = ml_t, tb.b.opp_offsets = opp_off, tb.b.opp_label = opp_lab, tb.b.opp_prob = opp_prob;
     /* give the running statistics something other than 0/1 */
     for (int s = 0; s < 2; s++) {
         t_batch_t warm;
@@ -50,15 +59,17 @@ static void dump_case(nn_backend_t *be, const char *tag, nn_act_t act, int32_t b
     /* inference logits */
     nn_ctx_t *ctx = nn_ctx_new(net, NULL, B, err, sizeof(err));
     float *pol = malloc(sizeof(float) * B * NN_POLICY_NB), *leg = malloc(sizeof(float) * B * NN_POLICY_NB);
-    float val[15];
-    nn_forward(ctx, B, tb.planes, tb.hand, pol, val, leg);
+    float val[15], ml[5] = {0};
+    nn_outputs_t out = {pol, val, leg, (heads & NN_HEAD_MOVES_LEFT) ? ml : NULL};
+    KOMA_ASSERT(nn_forward_out(ctx, B, tb.planes, tb.hand, &out) == 0);
     /* training gradients, then one step */
     nn_metrics_t m;
     KOMA_ASSERT(nn_train_grad(tr, &tb.b, &m, err, sizeof(err)) == 0);
     float *grads = malloc(sizeof(float) * (size_t)np);
     memcpy(grads, nn_trainer_grads(tr), sizeof(float) * (size_t)np);
     KOMA_ASSERT(nn_train_step(tr, &tb.b, NULL, err, sizeof(err)) == 0);
-    double mv[6] = {m.loss, m.policy_loss, m.value_loss, m.legal_loss, m.policy_acc, m.legal_f1};
+    double mv[8] = {m.loss, m.policy_loss, m.value_loss, m.legal_loss, m.policy_acc, m.legal_f1, m.moves_left_loss,
+                    m.opp_policy_loss};
 
     st_writer_t *w = st_writer_new();
     add(w, "in.planes", ST_DTYPE_U8, B * nn_packed_bytes(cfg.in_planes), tb.planes);
@@ -72,7 +83,14 @@ static void dump_case(nn_backend_t *be, const char *tag, nn_act_t act, int32_t b
     add(w, "out.policy", ST_DTYPE_F32, (int64_t)B * NN_POLICY_NB, pol);
     add(w, "out.value", ST_DTYPE_F32, B * 3, val);
     add(w, "out.legal", ST_DTYPE_F32, (int64_t)B * NN_POLICY_NB, leg);
-    add(w, "out.metrics", ST_DTYPE_F64, 6, mv);
+    add(w, "out.metrics", ST_DTYPE_F64, heads ? 8 : 6, mv);
+    if (heads) {
+        add(w, "in.moves_left", ST_DTYPE_F32, B, ml_t);
+        add(w, "in.opp_offsets", ST_DTYPE_U32, B + 1, opp_off);
+        add(w, "in.opp_label", ST_DTYPE_U16, opp_off[B], opp_lab);
+        add(w, "in.opp_prob", ST_DTYPE_F32, opp_off[B], opp_prob);
+        if (heads & NN_HEAD_MOVES_LEFT) add(w, "out.moves_left", ST_DTYPE_F32, B, ml);
+    }
     for (int32_t i = 0; i < nn_net_tensor_count(net); i++) {
         const nn_tensor_info_t *t = nn_net_tensor(net, i);
         static char names[2][256][ST_MAX_NAME];
@@ -93,6 +111,8 @@ static void dump_case(nn_backend_t *be, const char *tag, nn_act_t act, int32_t b
     META("w_policy", "%.9g", tc.w_policy);
     META("w_value", "%.9g", tc.w_value);
     META("w_legal", "%.9g", tc.w_legal);
+    META("w_moves_left", "%.9g", tc.w_moves_left);
+    META("w_opp_policy", "%.9g", tc.w_opp_policy);
     META("q_mix", "%.9g", tc.q_mix);
     META("q_draw", "%.9g", tc.q_draw);
     META("bn_momentum", "%.9g", tc.bn_momentum);
@@ -131,17 +151,21 @@ int main(void) {
     nn_backend_t *be = nn_backend_cpu_new(0);
     /* the default route: oneDNN where built with it (KOMA_CPU_CONV=ref for the reference) */
     fprintf(stderr, "CPU backend convolution route: %s\n", nn_backend_cpu_conv_route(be));
-    dump_case(be, "relu2x16", NN_ACT_RELU, 2, 16, 0);
-    dump_case(be, "silu1x8", NN_ACT_SILU, 1, 8, 0);
+    dump_case(be, "relu2x16", NN_ACT_RELU, 2, 16, 0, 0);
+    dump_case(be, "silu1x8", NN_ACT_SILU, 1, 8, 0, 0);
     /* global pooling (KataGo's bias structure) in block 1 of 2, and in both */
-    dump_case(be, "relu2x16g2", NN_ACT_RELU, 2, 16, 2);
-    dump_case(be, "silu2x8g1", NN_ACT_SILU, 2, 8, 1);
+    dump_case(be, "relu2x16g2", NN_ACT_RELU, 2, 16, 2, 0);
+    dump_case(be, "silu2x8g1", NN_ACT_SILU, 2, 8, 1, 0);
+    /* the moves-left and opponent-reply heads (issue 33 item 3) */
+    dump_case(be, "relu2x16mo", NN_ACT_RELU, 2, 16, 0, NN_HEAD_MOVES_LEFT | NN_HEAD_OPP_POLICY);
+    dump_case(be, "silu2x8g1mo", NN_ACT_SILU, 2, 8, 1, NN_HEAD_MOVES_LEFT | NN_HEAD_OPP_POLICY);
     nn_backend_free(be);
     char verdict_path[700];
     snprintf(verdict_path, sizeof(verdict_path), "%s/verdict.txt", t_dir);
     const char *argv[] = {"/usr/bin/python3", "tests/nn/torch_ref.py", t_dir, "relu2x16", "silu1x8", "relu2x16g2",
-                          "silu2x8g1", NULL};
-    fprintf(stderr, "running: /usr/bin/python3 tests/nn/torch_ref.py %s relu2x16 silu1x8 relu2x16g2 silu2x8g1\n", t_dir);
+                          "silu2x8g1", "relu2x16mo", "silu2x8g1mo", NULL};
+    fprintf(stderr, "running: /usr/bin/python3 tests/nn/torch_ref.py %s relu2x16 silu1x8 relu2x16g2 silu2x8g1 relu2x16mo "
+            "silu2x8g1mo\n", t_dir);
     fflush(stderr);
     int rc = -1;
     if (compat_run(argv, &rc, err, sizeof err) != 0) fprintf(stderr, "test_nn_torch: %s\n", err);

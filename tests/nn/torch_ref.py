@@ -11,7 +11,11 @@ net as a torch module in float64 from the file alone, and compares:
   - the three losses in training mode (batch statistics) with out.metrics;
   - every parameter gradient with grad.*;
   - params and running statistics after clip + decoupled decay + Nesterov SGD
-    (torch.optim.SGD) with after.*.
+    (torch.optim.SGD) with after.*;
+  - nets with the optional heads ("BxC[gK]mo"): the moves-left output in
+    plies (20 * max(raw, 0)) at inference, its Huber loss (delta 0.5 on
+    raw - plies / 20, rows with a target) and the opponent-reply
+    cross-entropy, both in the total, and their gradients.
 The packed planes are decoded here with numpy, independently of the C code.
 Writes DIR/verdict.txt ("pass", "fail" or "skip") and exits 0, 1 or 77.
 """
@@ -58,7 +62,7 @@ def load_safetensors(path):
 class Koma(nn.Module):
     """The architecture documented in nn/net.h, rebuilt from its description."""
 
-    def __init__(self, blocks, ch, cin, act, bn_momentum, gpool=0):
+    def __init__(self, blocks, ch, cin, act, bn_momentum, gpool=0, heads=""):
         super().__init__()
         bn = lambda c: nn.BatchNorm2d(c, eps=1e-5, momentum=bn_momentum)
         self.act = F.relu if act == "relu" else F.silu
@@ -80,6 +84,14 @@ class Koma(nn.Module):
         self.value = nn.Module()
         self.value.conv, self.value.bn = nn.Conv2d(ch, 8, 1, bias=False), bn(8)
         self.value.fc1, self.value.fc2 = nn.Linear(8 * 81, 128), nn.Linear(128, 3)
+        self.heads = heads
+        if "m" in heads:  # lc0's moves-left head
+            self.moves_left = nn.Module()
+            self.moves_left.conv, self.moves_left.bn = nn.Conv2d(ch, 8, 1, bias=False), bn(8)
+            self.moves_left.fc1, self.moves_left.fc2 = nn.Linear(8 * 81, 32), nn.Linear(32, 1)
+        if "o" in heads:  # KataGo's opponent-reply policy, on the policy head's hidden activation
+            self.opp_policy = nn.Module()
+            self.opp_policy.out = nn.Conv2d(ch, 27, 1)
 
     def forward(self, x):
         a = self.act
@@ -90,10 +102,17 @@ class Koma(nn.Module):
                 pooled = torch.cat([t.mean(dim=(2, 3)), t.amax(dim=(2, 3))], dim=1)
                 t = t + b.gpool(pooled)[:, :, None, None]
             h = a(b.bn2(b.conv2(t)) + h)
-        p = self.policy.out(a(self.policy.bn(self.policy.conv(h)))).flatten(1)
+        ph = a(self.policy.bn(self.policy.conv(h)))
+        p = self.policy.out(ph).flatten(1)
         l = self.legal.out(a(self.legal.bn(self.legal.conv(h)))).flatten(1)
         v = a(self.value.bn(self.value.conv(h))).flatten(1)
         v = self.value.fc2(a(self.value.fc1(v)))
+        self.ml = self.opp = None
+        if "m" in self.heads:
+            m = a(self.moves_left.bn(self.moves_left.conv(h))).flatten(1)
+            self.ml = self.moves_left.fc2(a(self.moves_left.fc1(m))).flatten()  # raw, units of 20 plies
+        if "o" in self.heads:
+            self.opp = self.opp_policy.out(ph).flatten(1)
         return p, v, l
 
 
@@ -124,8 +143,9 @@ def compare(what, ours, ref, atol, rtol):
 def run(tag):
     w, wmeta = load_safetensors(os.path.join(DIR, tag + ".weights.safetensors"))
     io, meta = load_safetensors(os.path.join(DIR, tag + ".io.safetensors"))
-    arch = wmeta["koma.net"]  # "BxC" or "BxCgK"
-    blocks, rest = arch.split("x")
+    arch = wmeta["koma.net"]  # "BxC", "BxCgK", and the head suffixes "m", "o"
+    heads = "".join(c for c in arch if c in "mo")
+    blocks, rest = arch.rstrip("mo").split("x")
     ch, gpool = (rest.split("g") + ["0"])[:2]
     blocks, ch, gpool = int(blocks), int(ch), int(gpool)
     planes, hand = int(wmeta["koma.in_planes"]), int(wmeta["koma.in_hand"])
@@ -134,7 +154,7 @@ def run(tag):
     print("== %s: net %s %s, %d planes + %d hand, batch %d" % (tag, wmeta["koma.net"], wmeta["koma.activation"],
                                                               planes, hand, B))
     torch.manual_seed(0)
-    model = Koma(blocks, ch, planes + hand, wmeta["koma.activation"], cfg["bn_momentum"], gpool).double()
+    model = Koma(blocks, ch, planes + hand, wmeta["koma.activation"], cfg["bn_momentum"], gpool, heads).double()
     sd = {k: torch.from_numpy(v.astype(np.float64)) for k, v in w.items()}
     missing, unexpected = model.load_state_dict(sd, strict=False)
     missing = [k for k in missing if not k.endswith("num_batches_tracked")]
@@ -154,6 +174,9 @@ def run(tag):
     compare(tag + " inference policy logits", io["out.policy"], p.numpy(), 2e-4, 2e-3)
     compare(tag + " inference value logits", io["out.value"], v.numpy(), 2e-4, 2e-3)
     compare(tag + " inference legal logits", io["out.legal"], l.numpy(), 2e-4, 2e-3)
+    if "m" in heads:
+        compare(tag + " inference moves_left plies", io["out.moves_left"], 20.0 * np.maximum(model.ml.numpy(), 0),
+                2e-3, 2e-3)
 
     # targets
     off, lab, prob = io["in.policy_offsets"], io["in.policy_label"], io["in.policy_prob"]
@@ -177,6 +200,21 @@ def run(tag):
     lv = -(VT * F.log_softmax(v, 1)).sum(1).mean()
     ll = F.binary_cross_entropy_with_logits(l, legal)
     loss = cfg["w_policy"] * lp + cfg["w_value"] * lv + cfg["w_legal"] * ll
+    extra = []
+    if heads:
+        mlt = torch.from_numpy(io["in.moves_left"].astype(np.float64))
+        has = mlt >= 0
+        hub = F.huber_loss(model.ml[has], mlt[has] / 20.0, reduction="sum", delta=0.5)
+        ooff, olab, oprob = io["in.opp_offsets"], io["in.opp_label"], io["in.opp_prob"]
+        OT = np.zeros((B, 2187))
+        for b in range(B):
+            for j in range(ooff[b], ooff[b + 1]):
+                OT[b, olab[j]] += oprob[j]
+        OT = torch.from_numpy(OT)
+        osum = -(OT * F.log_softmax(model.opp, 1)).sum()
+        nopp = int((np.diff(ooff) > 0).sum())
+        loss = loss + cfg["w_moves_left"] * hub / B + cfg["w_opp_policy"] * osum / B
+        extra = [hub.item() / int(has.sum()), osum.item() / nopp]
     acc = np.mean(np.argmax(p.detach().numpy(), 1) == np.argmax(T.numpy(), 1))
     pred = l.detach().numpy() >= 0
     tgt = legal.numpy() > 0.5
@@ -184,7 +222,9 @@ def run(tag):
     f1 = 2 * tp / (2 * tp + fp + fn) if 2 * tp + fp + fn else 1.0
     compare(tag + " losses (total, policy, value, legal)", io["out.metrics"][:4],
             [loss.item(), lp.item(), lv.item(), ll.item()], 1e-6, 1e-4)
-    compare(tag + " policy top-1, legal F1", io["out.metrics"][4:], [acc, f1], 1e-9, 0)
+    compare(tag + " policy top-1, legal F1", io["out.metrics"][4:6], [acc, f1], 1e-9, 0)
+    if heads:
+        compare(tag + " moves-left Huber, opponent cross-entropy", io["out.metrics"][6:], extra, 1e-6, 1e-4)
     model.zero_grad()
     loss.backward()
     named = dict(model.named_parameters())
