@@ -102,6 +102,8 @@ struct shard_builder {
     uint16_t *move;    /* (cap) */
     uint8_t *position; /* (cap, SHARD_POSITION_BYTES) */
     float *surprise;   /* (cap) SHARD_SURPRISE_UNKNOWN where a row has none */
+    int16_t *moves_left; /* (cap) set by shard_builder_end_game */
+    int open_length_unknown; /* shard_builder_length_unknown for the open game */
     db_game_t *games;  /* (games_cap); strings malloc'ed */
     int32_t ngames, games_cap;
 };
@@ -145,6 +147,7 @@ void shard_builder_free(shard_builder_t *b) {
     free(b->move);
     free(b->position);
     free(b->surprise);
+    free(b->moves_left);
     free(b);
 }
 
@@ -186,7 +189,7 @@ static int reserve_rows(shard_builder_t *b, int64_t need) {
         grow((void **)&b->result, 1, cap) || grow((void **)&b->root_q, sizeof(float), cap) ||
         grow((void **)&b->ply, sizeof(uint16_t), cap) || grow((void **)&b->game_id, sizeof(int64_t), cap) ||
         grow((void **)&b->move, sizeof(uint16_t), cap) || grow((void **)&b->position, SHARD_POSITION_BYTES, cap) ||
-        grow((void **)&b->surprise, sizeof(float), cap))
+        grow((void **)&b->surprise, sizeof(float), cap) || grow((void **)&b->moves_left, sizeof(int16_t), cap))
         return -1;
     b->cap = cap;
     return 0;
@@ -316,14 +319,25 @@ int shard_builder_end_game(shard_builder_t *b, const db_game_t *game, char *err,
     for (int64_t r = b->done_rows; r < b->rows; r++) {
         int side = b->position[r * SHARD_POSITION_BYTES + SHARD_POS_SIDE];
         b->result[r] = (int8_t)(side == 0 ? game->result : -game->result);
+        int64_t left = (int64_t)game->plies - b->ply[r];
+        b->moves_left[r] = (int16_t)(b->open_length_unknown || left < 0 ? SHARD_MOVES_LEFT_UNKNOWN
+                                     : left > INT16_MAX                 ? INT16_MAX
+                                                                        : left);
     }
+    b->open_length_unknown = 0;
     b->games[b->ngames++] = g;
     b->done_rows = b->rows;
     return 0;
 }
 
+void shard_builder_length_unknown(shard_builder_t *b) {
+    if (b) b->open_length_unknown = 1;
+}
+
 void shard_builder_abort_game(shard_builder_t *b) {
-    if (!b || b->done_rows == b->rows) return;
+    if (!b) return;
+    b->open_length_unknown = 0;
+    if (b->done_rows == b->rows) return;
     b->nnz = b->offsets[b->done_rows];
     b->rows = b->done_rows;
 }
@@ -359,6 +373,9 @@ int shard_write(const shard_builder_t *b, const char *path, char *err, size_t er
     /* The optional surprise column only when a row has a surprise. */
     int surprise = 0;
     for (int64_t r = 0; r < R && !surprise; r++) surprise = b->surprise[r] >= 0;
+    /* The optional moves_left column only when a row's game length is known. */
+    int moves_left = 0;
+    for (int64_t r = 0; r < R && !moves_left; r++) moves_left = b->moves_left[r] >= 0;
     /* Widest dtype first: every column stays aligned in a reader's mapping. */
     const struct {
         const char *name;
@@ -377,6 +394,7 @@ int shard_write(const shard_builder_t *b, const char *path, char *err, size_t er
         {"policy_label", ST_DTYPE_U16, 1, nnz, 0, b->label},
         {"ply", ST_DTYPE_U16, 1, R, 0, b->ply},
         {"move", ST_DTYPE_U16, 1, R, 0, b->move},
+        {"moves_left", ST_DTYPE_I16, 1, R, 0, b->moves_left, !moves_left},
         {"planes", ST_DTYPE_U8, 2, R, f->planes_bytes, b->planes},
         {"legal", ST_DTYPE_U8, 2, R, f->legal_bytes, b->legal},
         {"position", ST_DTYPE_U8, 2, R, SHARD_POSITION_BYTES, b->position},
@@ -644,6 +662,18 @@ void shard_q_lambda(const shard_t *s, float lambda, float *out) {
     }
 }
 
+int32_t shard_row_moves_left(const shard_t *s, int64_t r) {
+    return s->c.moves_left ? s->c.moves_left[r] : SHARD_MOVES_LEFT_UNKNOWN;
+}
+
+int64_t shard_row_reply(const shard_t *s, int64_t r) {
+    const shard_columns_t *c = &s->c;
+    if (r + 1 >= s->rows || c->game_id[r + 1] != c->game_id[r] || c->ply[r + 1] != c->ply[r] + 1) return -1;
+    int64_t b, e;
+    shard_row_policy(s, r + 1, &b, &e);
+    return e > b ? r + 1 : -1;
+}
+
 float shard_row_surprise(const shard_t *s, int64_t r) {
     return s->c.surprise ? s->c.surprise[r] : SHARD_SURPRISE_UNKNOWN;
 }
@@ -739,6 +769,11 @@ static int check_values(const shard_t *s, char *err, size_t errlen) {
         if (c->surprise && !(c->surprise[r] == SHARD_SURPRISE_UNKNOWN || (isfinite(c->surprise[r]) && c->surprise[r] >= 0))) {
             set_err(err, errlen, "%s: surprise[%lld] = %g is neither >= 0 nor %g (unknown)", path, (long long)r,
                     (double)c->surprise[r], (double)SHARD_SURPRISE_UNKNOWN);
+            return -1;
+        }
+        if (c->moves_left && c->moves_left[r] < SHARD_MOVES_LEFT_UNKNOWN) {
+            set_err(err, errlen, "%s: moves_left[%lld] = %d is neither >= 0 nor %d (unknown)", path, (long long)r,
+                    (int)c->moves_left[r], SHARD_MOVES_LEFT_UNKNOWN);
             return -1;
         }
         const float *h = c->hand + r * s->fmt.hand_n;
@@ -889,6 +924,12 @@ shard_t *shard_open(const char *path, const shard_format_t *expect, uint32_t fla
         if (!t) goto fail;
         s->c.surprise = t->data;
     }
+    if (st_find(s->f, "moves_left")) { /* optional: older shards and imported positions have none */
+        int64_t shape[1] = {R};
+        const st_tensor_t *t = st_expect(s->f, "moves_left", ST_DTYPE_I16, 1, shape, err, errlen);
+        if (!t) goto fail;
+        s->c.moves_left = t->data;
+    }
     if (check_values(s, err, errlen) != 0) goto fail;
     return s;
 fail:
@@ -913,13 +954,14 @@ shard_batch_t *shard_batch_new(const shard_format_t *fmt, int32_t cap, int64_t n
         return NULL;
     }
     size_t n = (size_t)cap;
-    size_t sz[8] = {
+    size_t sz[12] = {
         n * (size_t)fmt->planes_bytes, n * (size_t)fmt->hand_n * sizeof(float), n * (size_t)fmt->legal_bytes,
         (n + 1) * sizeof(uint32_t),    (size_t)nnz_cap * sizeof(uint16_t),       (size_t)nnz_cap * sizeof(float),
-        n,                             n * sizeof(float),
+        n,                             n * sizeof(float),                        n * sizeof(float),
+        (n + 1) * sizeof(uint32_t),    (size_t)nnz_cap * sizeof(uint16_t),       (size_t)nnz_cap * sizeof(float),
     };
     size_t total = 0;
-    for (int i = 0; i < 8; i++) total += align_up(sz[i]);
+    for (int i = 0; i < 12; i++) total += align_up(sz[i]);
     shard_batch_t *b = calloc(1, sizeof *b);
     uint8_t *mem = b ? malloc(total) : NULL;
     if (!mem) {
@@ -927,9 +969,9 @@ shard_batch_t *shard_batch_new(const shard_format_t *fmt, int32_t cap, int64_t n
         set_err(err, errlen, "shard batch: out of memory for %llu bytes", (unsigned long long)total);
         return NULL;
     }
-    void *p[8];
+    void *p[12];
     size_t at = 0;
-    for (int i = 0; i < 8; i++) {
+    for (int i = 0; i < 12; i++) {
         p[i] = mem + at;
         at += align_up(sz[i]);
     }
@@ -944,6 +986,10 @@ shard_batch_t *shard_batch_new(const shard_format_t *fmt, int32_t cap, int64_t n
     b->policy_prob = p[5];
     b->result = p[6];
     b->root_q = p[7];
+    b->moves_left = p[8];
+    b->opp_offsets = p[9];
+    b->opp_label = p[10];
+    b->opp_prob = p[11];
     b->mem_ = mem;
     shard_batch_clear(b);
     return b;
@@ -959,6 +1005,7 @@ void shard_batch_clear(shard_batch_t *b) {
     if (!b) return;
     b->B = 0;
     b->policy_offsets[0] = 0;
+    b->opp_offsets[0] = 0;
 }
 
 int shard_row_batch(const shard_t *s, const int64_t *rows, int32_t n, shard_batch_t *out, char *err, size_t errlen) {
@@ -978,20 +1025,26 @@ int shard_row_batch(const shard_t *s, const int64_t *rows, int32_t n, shard_batc
         return -1;
     }
     /* Check everything first, so that a failure appends nothing. */
-    int64_t have = out->policy_offsets[out->B], need = 0;
+    int64_t have = out->policy_offsets[out->B], need = 0, ohave = out->opp_offsets[out->B], oneed = 0;
     for (int32_t i = 0; i < n; i++) {
         if (rows[i] < 0 || rows[i] >= s->rows) {
             set_err(err, errlen, "%s: row %lld out of range (the shard has %lld rows)", path, (long long)rows[i],
                     (long long)s->rows);
             return -1;
         }
-        int64_t b, e;
+        int64_t b, e, rr = shard_row_reply(s, rows[i]);
         shard_row_policy(s, rows[i], &b, &e);
         need += e - b;
+        if (rr >= 0) shard_row_policy(s, rr, &b, &e), oneed += e - b;
     }
     if (have + need > out->nnz_cap) {
         set_err(err, errlen, "%s: batch full: %lld policy entries do not fit after %lld of %lld", path,
                 (long long)need, (long long)have, (long long)out->nnz_cap);
+        return -1;
+    }
+    if (ohave + oneed > out->nnz_cap) {
+        set_err(err, errlen, "%s: batch full: %lld opponent-reply policy entries do not fit after %lld of %lld", path,
+                (long long)oneed, (long long)ohave, (long long)out->nnz_cap);
         return -1;
     }
     const shard_format_t *f = &s->fmt;
@@ -1013,6 +1066,15 @@ int shard_row_batch(const shard_t *s, const int64_t *rows, int32_t n, shard_batc
         out->policy_offsets[j + 1] = (uint32_t)have;
         out->result[j] = c->result[r];
         out->root_q[j] = c->root_q[r];
+        out->moves_left[j] = (float)shard_row_moves_left(s, r);
+        int64_t rr = shard_row_reply(s, r);
+        if (rr >= 0) {
+            shard_row_policy(s, rr, &b, &e);
+            memcpy(out->opp_label + ohave, c->policy_label + b, sizeof(uint16_t) * (size_t)(e - b));
+            memcpy(out->opp_prob + ohave, c->policy_prob + b, sizeof(float) * (size_t)(e - b));
+            ohave += e - b;
+        }
+        out->opp_offsets[j + 1] = (uint32_t)ohave;
     }
     out->B += n;
     return 0;
@@ -1029,5 +1091,9 @@ nn_batch_t shard_batch_view(const shard_batch_t *b) {
     v.policy_prob = b->policy_prob;
     v.result = b->result;
     v.root_q = b->root_q;
+    v.moves_left = b->moves_left;
+    v.opp_offsets = b->opp_offsets;
+    v.opp_label = b->opp_label;
+    v.opp_prob = b->opp_prob;
     return v;
 }

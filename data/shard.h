@@ -39,6 +39,11 @@
  *                                              searched with a policy target (>= 0),
  *                                              SHARD_SURPRISE_UNKNOWN (-1) otherwise;
  *                                              written when a row has one
+ *   moves_left      I16    (R)                 plies from the row's position to the
+ *                                              game's end (>= 0; the moves-left head's
+ *                                              target), -1 unknown (imported positions:
+ *                                              shard_builder_length_unknown); written
+ *                                              when a row has one
  * Rows: R <= SHARD_MAX_ROWS; nnz < 2^32; at most SHARD_LABEL_NB entries a row.
  * Tensors are written widest dtype first, so every column is aligned in the
  * mapping. Readers ignore columns they do not know (future additions).
@@ -93,6 +98,7 @@
 #define SHARD_MAX_ROWS INT32_MAX          /* rows a shard holds at most */
 #define SHARD_MAX_WIDTH (1 << 20)         /* bytes or floats per row of planes/hand/legal */
 #define SHARD_SURPRISE_UNKNOWN (-1.0f)    /* the surprise column's "no value" */
+#define SHARD_MOVES_LEFT_UNKNOWN (-1)     /* the moves_left column's "no value" */
 
 /* Offsets into a row of the position column. */
 #define SHARD_POS_BOARD 0
@@ -164,8 +170,14 @@ int shard_builder_add_row(shard_builder_t *b, const shard_row_t *row, char *err,
  * start_sfen, moves, plies, result (from Black: db_result_t) and reason;
  * strings are copied; first_row, row_count, ids are ignored. Sets each row's
  * result from its side to move. Returns 0, or -1 with err (bad result or
- * reason, out of memory: the game stays open). */
+ * reason, out of memory: the game stays open). Sets each row's moves_left to
+ * game->plies - its ply (the plies left until the game's end; capped at
+ * INT16_MAX), or unknown (shard_builder_length_unknown). */
 int shard_builder_end_game(shard_builder_t *b, const db_game_t *game, char *err, size_t errlen);
+/* The open game's length is not its real one (a position imported as a game
+ * of one move: hcpe, psv): shard_builder_end_game gives its rows moves_left
+ * SHARD_MOVES_LEFT_UNKNOWN instead of plies - ply. */
+void shard_builder_length_unknown(shard_builder_t *b);
 /* Drops the open game's rows (an aborted game that is not to be kept). */
 void shard_builder_abort_game(shard_builder_t *b);
 /* The game_id column holds first_id + i for finished game i (default 0:
@@ -236,6 +248,7 @@ typedef struct {
     const uint16_t *move;           /* (R) */
     const uint8_t *position;        /* (R, SHARD_POSITION_BYTES) */
     const float *surprise;          /* (R), or NULL: the shard has no surprise column */
+    const int16_t *moves_left;      /* (R), or NULL: the shard has no moves_left column */
 } shard_columns_t;
 
 /* Maps and validates path: checksums (unless SHARD_OPEN_NO_CHECKSUM), kind,
@@ -265,6 +278,12 @@ void shard_q_lambda(const shard_t *s, float lambda, float *out);
 /* Row r's policy surprise (>= 0), or SHARD_SURPRISE_UNKNOWN (no column, or
  * none recorded for the row). */
 float shard_row_surprise(const shard_t *s, int64_t r);
+/* Row r's plies left until its game's end (>= 0), or
+ * SHARD_MOVES_LEFT_UNKNOWN (no column, or unknown for the row). */
+int32_t shard_row_moves_left(const shard_t *s, int64_t r);
+/* The row whose policy target is row r's opponent-reply target: r + 1 when
+ * it is the same game, one ply later, and has a policy target; else -1. */
+int64_t shard_row_reply(const shard_t *s, int64_t r);
 /* Policy entries [*begin, *end) of row r (0 <= r < rows). */
 void shard_row_policy(const shard_t *s, int64_t r, int64_t *begin, int64_t *end);
 
@@ -284,6 +303,10 @@ typedef struct {
     float *policy_prob;       /* (nnz_cap) */
     int8_t *result;           /* (cap) */
     float *root_q;            /* (cap) */
+    float *moves_left;        /* (cap) plies left, -1 unknown */
+    uint32_t *opp_offsets;    /* (cap + 1) the opponent-reply targets (shard_row_reply's policy) */
+    uint16_t *opp_label;      /* (nnz_cap) */
+    float *opp_prob;          /* (nnz_cap) */
     void *mem_;               /* private */
 } shard_batch_t;
 
@@ -295,8 +318,9 @@ void shard_batch_free(shard_batch_t *b); /* NULL ok */
 void shard_batch_clear(shard_batch_t *b); /* B = 0 */
 
 /* Appends rows[0..n) of s (any order, repeats allowed) at batch rows
- * [B, B+n): planes, hand, legal, result, root_q copied, policy entries
- * appended with offsets (B+1). Gather from several shards by calling once per
+ * [B, B+n): planes, hand, legal, result, root_q, moves_left copied, policy
+ * entries appended with offsets (B+1), and the opponent-reply targets (the
+ * policy entries of shard_row_reply's row, none without one) with theirs. Gather from several shards by calling once per
  * shard. Returns 0, or -1 with err (nothing appended) when a row is out of
  * range, the batch is full, or s's format differs from the batch's. */
 int shard_row_batch(const shard_t *s, const int64_t *rows, int32_t n, shard_batch_t *out, char *err,

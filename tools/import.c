@@ -149,6 +149,7 @@ typedef struct {
     const uint32_t *cand_begin;  /* (n_moves + 1) or NULL: one-hot targets on the moves */
     const move_t *cand_moves;
     const uint16_t *cand_visits;
+    int32_t length_unknown;      /* a position imported as a game of one move (hcpe, psv): its moves_left unknown */
 } import_game_t;
 
 /* ---- the import ----------------------------------------------------------------------- */
@@ -261,6 +262,7 @@ static int add_game(import_t *im, const import_game_t *g, const char *moves_usi)
         }
         pos_do_move(pos, m);
     }
+    if (g->length_unknown) shard_builder_length_unknown(im->b);
     db_game_t dg = {
         .model_id = 0,
         .start_sfen = g->start_sfen,
@@ -339,7 +341,8 @@ static int on_game(void *user, const rec_game_t *g) {
 static int on_fmt_game(void *user, const fmt_game_t *g) {
     import_game_t ig = {.start_sfen = g->start_sfen, .moves = g->moves, .n_moves = g->n_moves,
                         .result = g->result, .reason = g->reason, .values = g->values,
-                        .cand_begin = g->cand_begin, .cand_moves = g->cand_moves, .cand_visits = g->cand_visits};
+                        .cand_begin = g->cand_begin, .cand_moves = g->cand_moves, .cand_visits = g->cand_visits,
+                        .length_unknown = g->n_moves <= 1}; /* hcpe, psv: a position, not a game */
     static const double unrated[2] = {NAN, NAN};
     return accept_game(user, &ig, unrated);
 }

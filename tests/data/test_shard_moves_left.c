@@ -1,0 +1,176 @@
+/* test_shard_moves_left.c - data/shard.c's optional "moves_left" column (the
+ * moves-left head's target) and the opponent-reply targets of a gathered
+ * batch:
+ *  - the builder gives each row plies - ply of its game (two games of
+ *    different lengths), the reader and shard_row_moves_left return them,
+ *    shard_row_batch / shard_batch_view hand them to the trainer as floats;
+ *  - a game marked shard_builder_length_unknown (an imported position) gets
+ *    -1, and a shard of only such games has no column (as older shards) and
+ *    reads -1 everywhere;
+ *  - the reader refuses a column holding a value below -1, by path;
+ *  - row r's opponent-reply target is row r+1's policy target when r+1 is the
+ *    same game one ply later with a target; none for a game's last row, for a
+ *    row whose next row has no policy target, and across games. */
+#include "data/shard.h"
+#include "nn/safetensors.h"
+#include "tests/koma_test.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const shard_format_t FMT = {7, 11, 3, 5};
+
+/* Row i of a game: policy entries {label 10*i + game, 10*i + game + 1} (none when i == no_policy). */
+static void add_row(shard_builder_t *b, int32_t game, int32_t i, int32_t no_policy) {
+    char err[512];
+    uint8_t planes[11] = {0}, legal[5] = {0}, pos[SHARD_POSITION_BYTES];
+    float hand[3] = {0, 1, 2};
+    shard_position_t p;
+    memset(&p, 0, sizeof p);
+    p.side = (uint8_t)(i & 1);
+    p.ply = (uint16_t)(i + 1);
+    shard_position_pack(&p, pos);
+    uint16_t label[2] = {(uint16_t)(10 * i + game), (uint16_t)(10 * i + game + 1)};
+    float prob[2] = {0.75f, 0.25f};
+    shard_row_t row = {.planes = planes, .hand = hand, .legal = legal, .policy_label = label, .policy_prob = prob,
+                       .policy_n = i == no_policy ? 0 : 2, .root_q = 0, .ply = (uint16_t)i, .position = pos};
+    KOMA_ASSERT(shard_builder_add_row(b, &row, err, sizeof err) == 0);
+}
+
+static void end_game(shard_builder_t *b, int32_t plies, int unknown) {
+    char err[512];
+    if (unknown) shard_builder_length_unknown(b);
+    db_game_t g = {.start_sfen = "startpos", .moves = "", .plies = plies, .result = 1, .reason = DB_REASON_RESIGN};
+    KOMA_ASSERT(shard_builder_end_game(b, &g, err, sizeof err) == 0);
+}
+
+static void test_column_and_batch(void) {
+    char err[1024] = "";
+    const char *path = t_path("ml.safetensors");
+    shard_builder_t *b = shard_builder_new(&FMT, err, sizeof err);
+    KOMA_ASSERT(b);
+    for (int32_t i = 0; i < 4; i++) add_row(b, 0, i, 2); /* game 0: 4 rows of a 5-ply game, row 2 without policy */
+    end_game(b, 5, 0);
+    for (int32_t i = 0; i < 1; i++) add_row(b, 1, i, -1); /* game 1: an imported position */
+    end_game(b, 1, 1);
+    for (int32_t i = 0; i < 3; i++) add_row(b, 2, i, -1); /* game 2: 3 rows of 3 plies */
+    end_game(b, 3, 0);
+    KOMA_ASSERT(shard_write(b, path, err, sizeof err) == 0);
+    shard_builder_free(b);
+    shard_t *sh = shard_open(path, &FMT, 0, err, sizeof err);
+    CHECKF(sh != NULL, "%s", err);
+    if (!sh) return;
+    const int32_t want[8] = {5, 4, 3, 2, -1, 3, 2, 1};
+    int same = 0;
+    for (int64_t r = 0; r < 8; r++) same += shard_row_moves_left(sh, r) == want[r];
+    CHECKF(shard_columns(sh)->moves_left != NULL && same == 8, "%d of 8 rows kept their moves_left", same);
+    /* replies: 0 -> 1, 1 -> none (row 2 has no policy), 2 -> 3, 3 -> none (last of its game), 4 -> none (next
+     * game), 5 -> 6, 6 -> 7, 7 -> none */
+    const int64_t reply[8] = {1, -1, 3, -1, -1, 6, 7, -1};
+    same = 0;
+    for (int64_t r = 0; r < 8; r++) same += shard_row_reply(sh, r) == reply[r];
+    CHECKF(same == 8, "%d of 8 rows have the right reply row", same);
+    shard_batch_t *bt = shard_batch_new(&FMT, 8, 0, err, sizeof err);
+    KOMA_ASSERT(bt);
+    const int64_t rows[5] = {7, 0, 4, 5, 2};
+    CHECKF(shard_row_batch(sh, rows, 5, bt, err, sizeof err) == 0, "%s", err);
+    nn_batch_t v = shard_batch_view(bt);
+    CHECK(v.moves_left && v.moves_left[0] == 1.0f && v.moves_left[1] == 5.0f && v.moves_left[2] == -1.0f &&
+          v.moves_left[3] == 3.0f && v.moves_left[4] == 3.0f);
+    /* opponent targets: row 7 none, row 0 = row 1's {10, 11}, row 4 none, row 5 = row 6's {12, 13}, row 2 = row 3's {30, 31} */
+    const uint32_t off[6] = {0, 0, 2, 2, 4, 6};
+    const uint16_t lab[6] = {10, 11, 12, 13, 30, 31};
+    int ok = v.opp_offsets != NULL;
+    for (int k = 0; ok && k < 6; k++) ok &= v.opp_offsets[k] == off[k];
+    for (int k = 0; ok && k < 6; k++) ok &= v.opp_label[k] == lab[k] && v.opp_prob[k] == (k % 2 ? 0.25f : 0.75f);
+    CHECKF(ok, "opponent-reply targets differ");
+    shard_batch_free(bt);
+    shard_close(sh);
+}
+
+/* Only imported positions: no column, -1 everywhere (as a shard from before the column). */
+static void test_absent(void) {
+    char err[1024] = "";
+    const char *path = t_path("imported.safetensors");
+    shard_builder_t *b = shard_builder_new(&FMT, err, sizeof err);
+    KOMA_ASSERT(b);
+    for (int g = 0; g < 3; g++) {
+        add_row(b, g, 0, -1);
+        end_game(b, 1, 1);
+    }
+    KOMA_ASSERT(shard_write(b, path, err, sizeof err) == 0);
+    shard_builder_free(b);
+    st_file_t *f = st_open(path, 0, err, sizeof err);
+    KOMA_ASSERT(f);
+    CHECK(st_find(f, "moves_left") == NULL);
+    st_close(f);
+    shard_t *sh = shard_open(path, &FMT, 0, err, sizeof err);
+    CHECKF(sh != NULL, "%s", err);
+    if (!sh) return;
+    CHECK(shard_columns(sh)->moves_left == NULL && shard_row_moves_left(sh, 0) == -1 &&
+          shard_row_moves_left(sh, 2) == -1 && shard_row_reply(sh, 0) == -1);
+    shard_close(sh);
+}
+
+/* dst = src with the moves_left column replaced by (dtype, n values of data). */
+static void rewrite(const char *src, const char *dst, st_dtype_t dtype, int64_t n, const void *data) {
+    char err[512];
+    st_file_t *f = st_open(src, 0, err, sizeof err);
+    KOMA_ASSERT(f);
+    st_writer_t *w = st_writer_new();
+    for (int32_t i = 0; i < st_count(f); i++) {
+        const st_tensor_t *t = st_at(f, i);
+        if (strcmp(t->name, "moves_left") == 0) {
+            int64_t shape[1] = {n};
+            KOMA_ASSERT(st_writer_add(w, t->name, dtype, 1, shape, data) == 0);
+        } else {
+            KOMA_ASSERT(st_writer_add(w, t->name, t->dtype, t->ndim, t->shape, t->data) == 0);
+        }
+    }
+    const char *keys[9] = {"koma.kind",         "koma.version", "koma.rows",       "koma.games",   "koma.nnz",
+                           "koma.features_version", "koma.planes_bytes", "koma.hand_n", "koma.legal_bytes"};
+    for (int k = 0; k < 9; k++) KOMA_ASSERT(st_writer_meta(w, keys[k], st_meta(f, keys[k])) == 0);
+    KOMA_ASSERT(st_writer_write(w, dst, err, sizeof err) == 0);
+    st_writer_free(w);
+    st_close(f);
+}
+
+static void test_reader_rejects(void) {
+    char err[1024] = "";
+    const char *src = t_path("good.safetensors"), *dst = t_path("bad.safetensors");
+    shard_builder_t *b = shard_builder_new(&FMT, err, sizeof err);
+    KOMA_ASSERT(b);
+    for (int32_t i = 0; i < 3; i++) add_row(b, 0, i, -1);
+    end_game(b, 3, 0);
+    KOMA_ASSERT(shard_write(b, src, err, sizeof err) == 0);
+    shard_builder_free(b);
+    const int16_t good[3] = {3, -1, 1}, bad[3] = {3, -2, 1};
+    rewrite(src, dst, ST_DTYPE_I16, 3, good); /* control: the rewrite itself is read */
+    shard_t *sh = shard_open(dst, &FMT, 0, err, sizeof err);
+    CHECKF(sh && shard_row_moves_left(sh, 1) == -1 && shard_row_moves_left(sh, 2) == 1, "%s", err);
+    shard_close(sh);
+    rewrite(src, dst, ST_DTYPE_I16, 3, bad);
+    sh = shard_open(dst, &FMT, 0, err, sizeof err);
+    CHECKF(!sh && !strncmp(err, dst, strlen(dst)) && strstr(err, "moves_left"), "value -2: %s", err);
+    shard_close(sh);
+    rewrite(src, dst, ST_DTYPE_I16, 2, good); /* a row short */
+    sh = shard_open(dst, &FMT, 0, err, sizeof err);
+    CHECKF(!sh && strstr(err, "moves_left"), "short column: %s", err);
+    shard_close(sh);
+    const float f3[3] = {3, 2, 1};
+    rewrite(src, dst, ST_DTYPE_F32, 3, f3); /* wrong dtype */
+    sh = shard_open(dst, &FMT, 0, err, sizeof err);
+    CHECKF(!sh && strstr(err, "moves_left"), "F32 column: %s", err);
+    shard_close(sh);
+}
+
+int main(void) {
+    t_scratch("shard_moves_left");
+    test_column_and_batch();
+    test_absent();
+    test_reader_rejects();
+    t_rm_rf(t_dir);
+    return t_done("test_shard_moves_left");
+}
