@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "compat/compat.h"
+#include "compat/err.h"
 
 /* Length of the valid UTF-8 sequence at s that is printable (not a C1
  * control, U+0080..U+009F), or 0. */
@@ -140,7 +141,7 @@ int cfg_set(const cfg_opt_t *opts, int nopts, const char *key, const char *value
     const cfg_opt_t *o = cfg_find(opts, nopts, key);
     char q[CFG_QUOTE_MAX];
     if (!o) {
-        snprintf(err, errlen, "unknown option '%s'", cfg_quote(key, q, sizeof q));
+        set_err(err, errlen, "unknown option '%s'", cfg_quote(key, q, sizeof q));
         return CFG_ERROR;
     }
     if (!value) value = "";
@@ -155,15 +156,15 @@ int cfg_set(const cfg_opt_t *opts, int nopts, const char *key, const char *value
         long long v = strtoll(value, &end, 10);
         int overflow = errno == ERANGE;
         if (!*value || *end || (errno && !overflow)) {
-            snprintf(err, errlen, "option '%s': '%s' is not an integer", key, cfg_quote(value, q, sizeof q));
+            set_err(err, errlen, "option '%s': '%s' is not an integer", key, cfg_quote(value, q, sizeof q));
             return CFG_ERROR;
         }
         double lo = o->type == CFG_TYPE_I32 ? (double)INT32_MIN : o->type == CFG_TYPE_U64 ? 0.0 : -9.3e18;
         double hi = o->type == CFG_TYPE_I32 ? (double)INT32_MAX : 9.3e18;
         if (ranged) lo = o->min > lo ? o->min : lo, hi = o->max < hi ? o->max : hi;
         if (overflow || (double)v < lo || (double)v > hi) { /* the digits as given: strtoll clamped them */
-            snprintf(err, errlen, "option '%s': %s is outside [%.15g, %.15g]%s%s", key, cfg_quote(value, q, sizeof q),
-                     lo, hi, help_sep, help);
+            set_err(err, errlen, "option '%s': %s is outside [%.15g, %.15g]%s%s", key, cfg_quote(value, q, sizeof q),
+                    lo, hi, help_sep, help);
             return CFG_ERROR;
         }
         if (o->type == CFG_TYPE_INT) *(int64_t *)o->ptr = v;
@@ -177,14 +178,14 @@ int cfg_set(const cfg_opt_t *opts, int nopts, const char *key, const char *value
         /* ERANGE: beyond the largest double (+-HUGE_VAL, out of range below)
          * or below the smallest (a number next to 0, taken as it is). */
         if (!*value || *end || (errno && errno != ERANGE) || isnan(v)) {
-            snprintf(err, errlen, "option '%s': '%s' is not a number", key, cfg_quote(value, q, sizeof q));
+            set_err(err, errlen, "option '%s': '%s' is not a number", key, cfg_quote(value, q, sizeof q));
             return CFG_ERROR;
         }
         double big = o->type == CFG_TYPE_FLOAT ? (double)FLT_MAX : DBL_MAX;
         double lo = ranged ? o->min : -big, hi = ranged ? o->max : big;
         if (!(v >= lo && v <= hi) || fabs(v) > big) {
-            snprintf(err, errlen, "option '%s': %s is outside [%g, %g]%s%s", key, cfg_quote(value, q, sizeof q), lo,
-                     hi, help_sep, help);
+            set_err(err, errlen, "option '%s': %s is outside [%g, %g]%s%s", key, cfg_quote(value, q, sizeof q), lo, hi,
+                    help_sep, help);
             return CFG_ERROR;
         }
         if (o->type == CFG_TYPE_DOUBLE) *(double *)o->ptr = v;
@@ -197,7 +198,7 @@ int cfg_set(const cfg_opt_t *opts, int nopts, const char *key, const char *value
         else if (!strcmp(value, "0") || !strcmp(value, "false") || !strcmp(value, "off") || !strcmp(value, "no"))
             *(int *)o->ptr = 0;
         else {
-            snprintf(err, errlen, "option '%s': '%s' is not a boolean (true/false)", key, cfg_quote(value, q, sizeof q));
+            set_err(err, errlen, "option '%s': '%s' is not a boolean (true/false)", key, cfg_quote(value, q, sizeof q));
             return CFG_ERROR;
         }
         break;
@@ -215,9 +216,9 @@ int cfg_set(const cfg_opt_t *opts, int nopts, const char *key, const char *value
                 bad = !u;
             }
             if (bad) {
-                snprintf(err, errlen, "option '%s': '%s' holds %s (byte %d)", key, cfg_quote(value, q, sizeof q),
-                         *c < 0x80 ? "a control character" : "bytes that are not UTF-8 text",
-                         (int)(c - (const unsigned char *)value) + 1);
+                set_err(err, errlen, "option '%s': '%s' holds %s (byte %d)", key, cfg_quote(value, q, sizeof q),
+                        *c < 0x80 ? "a control character" : "bytes that are not UTF-8 text",
+                        (int)(c - (const unsigned char *)value) + 1);
                 return CFG_ERROR;
             }
             if (u) c += u - 1;
@@ -230,7 +231,7 @@ int cfg_set(const cfg_opt_t *opts, int nopts, const char *key, const char *value
             if (k < 0) {
                 char list[256];
                 choices_list(o->choices, list, sizeof list);
-                snprintf(err, errlen, "option '%s': '%s' is not %s", key, cfg_quote(value, q, sizeof q), list);
+                set_err(err, errlen, "option '%s': '%s' is not %s", key, cfg_quote(value, q, sizeof q), list);
                 return CFG_ERROR;
             }
         }
@@ -242,8 +243,8 @@ int cfg_set(const cfg_opt_t *opts, int nopts, const char *key, const char *value
             char *list = o->ptr;
             size_t used = len ? strlen(list) : 0, sep = used ? 1 : 0;
             if (used + sep + len >= str_size(o)) {
-                snprintf(err, errlen, "option '%s': values longer than %llu characters in all", key,
-                         (unsigned long long)(str_size(o) - 1));
+                set_err(err, errlen, "option '%s': values longer than %llu characters in all", key,
+                        (unsigned long long)(str_size(o) - 1));
                 return CFG_ERROR;
             }
             if (sep) list[used++] = '\n';
@@ -252,8 +253,8 @@ int cfg_set(const cfg_opt_t *opts, int nopts, const char *key, const char *value
             break;
         }
         if (len >= str_size(o)) {
-            snprintf(err, errlen, "option '%s': value longer than %llu characters", key,
-                     (unsigned long long)(str_size(o) - 1));
+            set_err(err, errlen, "option '%s': value longer than %llu characters", key,
+                    (unsigned long long)(str_size(o) - 1));
             return CFG_ERROR;
         }
         memcpy(o->ptr, canon, len);
@@ -329,15 +330,15 @@ static int ini_set(ini_ctx_t *c, int line, const char *name, const char *value) 
         int *first = &c->set_on[o - c->opts];
         if (*first) {
             char q[CFG_QUOTE_MAX];
-            snprintf(c->err, c->errlen, "%s:%d: '%s' is already set on line %d", c->path, line,
-                     cfg_quote(name, q, sizeof q), *first);
+            set_err(c->err, c->errlen, "%s:%d: '%s' is already set on line %d", c->path, line,
+                    cfg_quote(name, q, sizeof q), *first);
             c->failed = 1;
             return 0;
         }
         *first = line;
     }
     if (cfg_set(c->opts, c->nopts, name, value, e, sizeof e) != CFG_OK) {
-        snprintf(c->err, c->errlen, "%s:%d: %s", c->path, line, e);
+        set_err(c->err, c->errlen, "%s:%d: %s", c->path, line, e);
         c->failed = 1;
         return 0;
     }
@@ -362,18 +363,18 @@ int cfg_load_file(const cfg_opt_t *opts, int nopts, const char *path, char *err,
     ini_ctx_t c = {opts, nopts, path, err, errlen, 0, NULL, 0, 0, 0, 0, NULL};
     char e[400];
     if (compat_check_regular_file(path, e, sizeof e) != 0) {
-        snprintf(err, errlen, "config file %s", e);
+        set_err(err, errlen, "config file %s", e);
         return CFG_ERROR;
     }
     c.f = fopen(path, "r");
     if (!c.f) {
-        snprintf(err, errlen, "%s: cannot open config file: %s", path, strerror(errno));
+        set_err(err, errlen, "%s: cannot open config file: %s", path, strerror(errno));
         return CFG_ERROR;
     }
     c.set_on = calloc((size_t)(nopts > 0 ? nopts : 1), sizeof(int));
     if (!c.set_on) {
         fclose(c.f);
-        snprintf(err, errlen, "%s: out of memory", path);
+        set_err(err, errlen, "%s: out of memory", path);
         return CFG_ERROR;
     }
     int rc = ini_parse_stream(ini_read, &c, ini_cb, &c);
@@ -381,20 +382,22 @@ int cfg_load_file(const cfg_opt_t *opts, int nopts, const char *path, char *err,
     free(c.set_on);
     if (c.failed) return CFG_ERROR;
     if (c.section) {
-        snprintf(err, errlen, "%s:%d: [section] headers are not allowed: a config file is a flat list of "
-                 "'flag-name = value' lines", path, c.section);
+        set_err(err, errlen,
+                "%s:%d: [section] headers are not allowed: a config file is a flat list of "
+                "'flag-name = value' lines",
+                path, c.section);
         return CFG_ERROR;
     }
     if (c.too_long) {
-        snprintf(err, errlen, "%s:%d: line longer than %d characters", path, c.line, INI_MAX_LINE - 2);
+        set_err(err, errlen, "%s:%d: line longer than %d characters", path, c.line, INI_MAX_LINE - 2);
         return CFG_ERROR;
     }
     if (c.read_error) {
-        snprintf(err, errlen, "%s: read error after line %d", path, c.line);
+        set_err(err, errlen, "%s: read error after line %d", path, c.line);
         return CFG_ERROR;
     }
     if (rc != 0) {
-        snprintf(err, errlen, "%s:%d: malformed line", path, rc);
+        set_err(err, errlen, "%s:%d: malformed line", path, rc);
         return CFG_ERROR;
     }
     return CFG_OK;
@@ -661,7 +664,7 @@ int cfg_parse(const cfg_opt_t *opts, int nopts, int argc, char **argv, int first
         }
         if (!strcmp(argv[i], "--config")) {
             if (i + 1 >= argc) {
-                snprintf(err, errlen, "--config needs a file name");
+                set_err(err, errlen, "--config needs a file name");
                 return CFG_ERROR;
             }
             if (cfg_load_file(opts, nopts, argv[i + 1], err, errlen) != CFG_OK) return CFG_ERROR;
@@ -684,7 +687,7 @@ int cfg_parse(const cfg_opt_t *opts, int nopts, int argc, char **argv, int first
             size_t kl = eq ? (size_t)(eq - (a + 2)) : strlen(a + 2);
             if (kl >= sizeof key) {
                 char q[64];
-                snprintf(err, errlen, "flag too long: %s", cfg_quote(a, q, sizeof q));
+                set_err(err, errlen, "flag too long: %s", cfg_quote(a, q, sizeof q));
                 return CFG_ERROR;
             }
             memcpy(key, a + 2, kl);
@@ -696,7 +699,7 @@ int cfg_parse(const cfg_opt_t *opts, int nopts, int argc, char **argv, int first
             }
             if (!o) {
                 char q[CFG_QUOTE_MAX];
-                snprintf(err, errlen, "unknown flag --%s (see --help)", cfg_quote(key, q, sizeof q));
+                set_err(err, errlen, "unknown flag --%s (see --help)", cfg_quote(key, q, sizeof q));
                 return CFG_ERROR;
             }
             const char *val;
@@ -708,7 +711,7 @@ int cfg_parse(const cfg_opt_t *opts, int nopts, int argc, char **argv, int first
                 val = "true"; /* the word after a bare boolean flag is a positional argument */
             else {
                 if (i + 1 >= argc) {
-                    snprintf(err, errlen, "flag --%s needs a value", key); /* key names a row: printable */
+                    set_err(err, errlen, "flag --%s needs a value", key); /* key names a row: printable */
                     return CFG_ERROR;
                 }
                 val = argv[++i];
@@ -717,7 +720,7 @@ int cfg_parse(const cfg_opt_t *opts, int nopts, int argc, char **argv, int first
         } else {
             if (!positional || !npositional || *npositional >= max_positional) {
                 char q[CFG_QUOTE_MAX];
-                snprintf(err, errlen, "unexpected argument '%s' (see --help)", cfg_quote(a, q, sizeof q));
+                set_err(err, errlen, "unexpected argument '%s' (see --help)", cfg_quote(a, q, sizeof q));
                 return CFG_ERROR;
             }
             positional[(*npositional)++] = argv[i];

@@ -14,6 +14,7 @@
 #include "data/db_internal.h"
 
 #include "compat/compat.h"
+#include "compat/err.h"
 
 #include <stdarg.h>
 
@@ -91,11 +92,9 @@ db_status_t dbi_fail(db_t *db, int rc, const char *fmt, ...) {
     if (s == DB_OK) s = DB_ERROR;
     const char *msg = db->sq ? sqlite3_errmsg(db->sq) : sqlite3_errstr(rc);
     if (s == DB_FULL)
-        snprintf(db->err, sizeof db->err,
-                 "%s: %s: %s: the disk is full; free some space and start again (the run resumes)",
-                 db->path, step, msg);
-    else
-        snprintf(db->err, sizeof db->err, "%s: %s: %s (%s)", db->path, step, msg, sqlite3_errstr(rc));
+        set_err(db->err, sizeof db->err,
+                "%s: %s: %s: the disk is full; free some space and start again (the run resumes)", db->path, step, msg);
+    else set_err(db->err, sizeof db->err, "%s: %s: %s (%s)", db->path, step, msg, sqlite3_errstr(rc));
     return s;
 }
 
@@ -337,16 +336,15 @@ static int reader_route(const char *path, char *uri, size_t urilen, char *err, s
     snprintf(shm, sizeof shm, "%s-shm", path);
     if (compat_file_size(wal) > 0 && compat_file_exists(shm)) return 0; /* SQLite reads through a read-only -shm */
     if (compat_file_size(wal) > 0) {
-        if (err && errlen)
-            snprintf(err, errlen,
-                     "%s: on a read-only file system or in a directory this user cannot write, and %s still holds "
-                     "transactions (the run was not closed cleanly): it cannot be read without writing; copy the "
-                     "run directory to a writable place and read it there",
-                     path, wal);
+        set_err(err, errlen,
+                "%s: on a read-only file system or in a directory this user cannot write, and %s still holds "
+                "transactions (the run was not closed cleanly): it cannot be read without writing; copy the "
+                "run directory to a writable place and read it there",
+                path, wal);
         return -1;
     }
     if (immutable_uri(path, uri, urilen) != 0) {
-        if (err && errlen) snprintf(err, errlen, "%s: path too long", path);
+        set_err(err, errlen, "%s: path too long", path);
         return -1;
     }
     return 1;
@@ -374,7 +372,7 @@ db_status_t db_probe(const char *path, db_probe_t *kind, char *err, size_t errle
     *kind = DB_PROBE_ABSENT;
     if (!compat_file_exists(path)) return DB_OK;
     if (compat_is_dir(path)) {
-        if (err && errlen) snprintf(err, errlen, "%s: is a directory, not a database", path);
+        set_err(err, errlen, "%s: is a directory, not a database", path);
         return DB_CORRUPT;
     }
     sqlite3 *sq = NULL;
@@ -412,22 +410,19 @@ db_status_t db_probe(const char *path, db_probe_t *kind, char *err, size_t errle
     db_status_t st = DB_OK;
     if (rc != SQLITE_OK) {
         st = rc == SQLITE_NOTADB || rc == SQLITE_CORRUPT ? DB_CORRUPT : DB_ERROR;
-        if (err && errlen)
-            snprintf(err, errlen, "%s: %s (%s)", path, st == DB_CORRUPT ? "not a database, or a corrupt one" : "cannot read",
-                     sq ? sqlite3_errmsg(sq) : sqlite3_errstr(rc));
+        set_err(err, errlen, "%s: %s (%s)", path, st == DB_CORRUPT ? "not a database, or a corrupt one" : "cannot read",
+                sq ? sqlite3_errmsg(sq) : sqlite3_errstr(rc));
     } else if (v[0] != 0 && v[0] != DB_APPLICATION_ID) {
         st = DB_SCHEMA;
-        if (err && errlen) snprintf(err, errlen, "%s: not a Koma database (application_id 0x%08llx)", path,
-                                    (unsigned long long)v[0]);
+        set_err(err, errlen, "%s: not a Koma database (application_id 0x%08llx)", path, (unsigned long long)v[0]);
     } else if (v[1] == 0 && v[2] > 0) {
         st = DB_SCHEMA;
-        if (err && errlen) snprintf(err, errlen, "%s: not a Koma database (%lld schema objects but no schema version)",
-                                    path, (long long)v[2]);
+        set_err(err, errlen, "%s: not a Koma database (%lld schema objects but no schema version)", path,
+                (long long)v[2]);
     } else if (v[1] < 0 || v[1] > DB_SCHEMA_VERSION) {
         st = DB_SCHEMA;
-        if (err && errlen)
-            snprintf(err, errlen, "%s: schema version %lld is not one this build of Koma understands (1..%d)", path,
-                     (long long)v[1], DB_SCHEMA_VERSION);
+        set_err(err, errlen, "%s: schema version %lld is not one this build of Koma understands (1..%d)", path,
+                (long long)v[1], DB_SCHEMA_VERSION);
     } else {
         *kind = v[1] == 0 ? DB_PROBE_BLANK : DB_PROBE_KOMA;
     }
@@ -441,13 +436,13 @@ static db_status_t db_open_once(const char *path, uint32_t flags, db_t **out, ch
                                 int32_t *older_version) {
     if (out) *out = NULL;
     if (!path || !out) {
-        if (err && errlen) snprintf(err, errlen, "%s: db_open: no path or result", path ? path : "(null)");
+        set_err(err, errlen, "%s: db_open: no path or result", path ? path : "(null)");
         return DB_INVALID;
     }
     if (compat_check_regular_file(path, err, errlen) != 0) return DB_INVALID;
     db_t *db = calloc(1, sizeof *db);
     if (!db || !(db->path = strdup(path))) {
-        if (err && errlen) snprintf(err, errlen, "%s: out of memory", path);
+        set_err(err, errlen, "%s: out of memory", path);
         free(db);
         return DB_ERROR;
     }
@@ -462,14 +457,14 @@ static db_status_t db_open_once(const char *path, uint32_t flags, db_t **out, ch
         return DB_ERROR;
     }
     if (!(flags & DB_OPEN_READONLY) && compat_file_exists(path) && (on_readonly_media(path) || !compat_can_write(path))) {
-        if (err && errlen)
-            snprintf(err, errlen,
-                     "%s: %s: a program that writes to it (selfplay, train, import, usi-match recording a match) "
-                     "cannot use it; copy the run directory to a writable place (inspect, report and koma read it "
-                     "where it is)",
-                     path, compat_fs_readonly(path) ? "on a read-only file system"
-                           : compat_can_write(path) ? "in a directory this user cannot write (permissions)"
-                                                    : "a read-only file (permissions)");
+        set_err(err, errlen,
+                "%s: %s: a program that writes to it (selfplay, train, import, usi-match recording a match) "
+                "cannot use it; copy the run directory to a writable place (inspect, report and koma read it "
+                "where it is)",
+                path,
+                compat_fs_readonly(path) ? "on a read-only file system"
+                : compat_can_write(path) ? "in a directory this user cannot write (permissions)"
+                                         : "a read-only file (permissions)");
         db_close(db);
         return DB_ERROR;
     }
@@ -497,7 +492,7 @@ static db_status_t db_open_once(const char *path, uint32_t flags, db_t **out, ch
     }
     if (st == DB_OK) st = db_exec(db, "PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON");
     if (st != DB_OK) {
-        if (err && errlen) snprintf(err, errlen, "%s", db->err);
+        set_err(err, errlen, "%s", db->err);
         if (older_version) *older_version = db->older_version;
         db_close(db);
         return st;

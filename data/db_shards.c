@@ -14,6 +14,7 @@
 #include "data/db_internal.h"
 
 #include "compat/compat.h"
+#include "compat/err.h"
 
 #include <stdarg.h>
 #include <xxhash.h>
@@ -145,7 +146,7 @@ int db_file_xxh3(const char *path, uint64_t *hash, int64_t *bytes, char *err, si
     if (compat_check_regular_file(path, err, errlen) != 0) return -1;
     FILE *f = fopen(path, "rb");
     if (!f) {
-        if (err && errlen) snprintf(err, errlen, "%s: cannot open for checksum", path);
+        set_err(err, errlen, "%s: cannot open for checksum", path);
         return -1;
     }
     XXH3_state_t *x = XXH3_createState();
@@ -164,10 +165,10 @@ int db_file_xxh3(const char *path, uint64_t *hash, int64_t *bytes, char *err, si
             if (bytes) *bytes = total;
             rc = 0;
         } else if (err && errlen) {
-            snprintf(err, errlen, "%s: read error while hashing", path);
+            set_err(err, errlen, "%s: read error while hashing", path);
         }
     } else if (err && errlen) {
-        snprintf(err, errlen, "%s: out of memory for checksum", path);
+        set_err(err, errlen, "%s: out of memory for checksum", path);
     }
     free(buf);
     XXH3_freeState(x);
@@ -205,9 +206,9 @@ db_status_t db_shard_commit(db_t *db, const char *run_dir, db_shard_t *sh, db_ga
     if (wrc != 0) {
         st = wrc < 0 && wrc >= DB_TIMEOUT ? (db_status_t)wrc : DB_ERROR;
         /* the shard file failed, not the database: name the file */
-        snprintf(db->err, sizeof db->err, "%.300s: the shard could not be written: %s%.300s%s", abs,
-                 st == DB_FULL ? "the disk is full (" : "", err[0] ? err : "write failed",
-                 st == DB_FULL ? "); free some space and start again (what was committed before is kept)" : "");
+        set_err(db->err, sizeof db->err, "%.300s: the shard could not be written: %s%.300s%s", abs,
+                st == DB_FULL ? "the disk is full (" : "", err[0] ? err : "write failed",
+                st == DB_FULL ? "); free some space and start again (what was committed before is kept)" : "");
         compat_remove_file(abs); /* a writer that failed after its rename */
         char keep[DB_ERR_MAX];
         memcpy(keep, db->err, sizeof keep);

@@ -10,6 +10,7 @@
 #include "data/writer.h"
 
 #include "compat/compat.h"
+#include "compat/err.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,7 +52,7 @@ struct db_writer {
 
 static void note_failure(db_writer_t *w, int status, const char *err) {
     w->stats.last_status = status;
-    snprintf(w->stats.last_error, sizeof w->stats.last_error, "%s", err && err[0] ? err : db_status_name(status));
+    set_err(w->stats.last_error, sizeof w->stats.last_error, "%s", err && err[0] ? err : db_status_name(status));
 }
 
 /* Writes the step batch; called on the writer thread without the lock. */
@@ -85,11 +86,11 @@ static void process(db_writer_t *w, item_t *it) {
     int st;
     if (it->kind == ITEM_JOB) {
         st = it->u.job.run ? it->u.job.run(w->db, it->u.job.arg, err, sizeof err) : DB_INVALID;
-        if (!it->u.job.run) snprintf(err, sizeof err, "writer: job without a run function");
+        if (!it->u.job.run) set_err(err, sizeof err, "writer: job without a run function");
         if (it->u.job.done) it->u.job.done(it->u.job.arg, st, err);
     } else {
         st = db_cycle_metrics_put(w->db, &it->u.cycle);
-        if (st != DB_OK) snprintf(err, sizeof err, "%s", db_errmsg(w->db));
+        if (st != DB_OK) set_err(err, sizeof err, "%s", db_errmsg(w->db));
     }
     compat_mutex_lock(&w->mu);
     if (it->kind == ITEM_JOB) {
@@ -172,14 +173,13 @@ static void *writer_main(void *arg) {
 
 db_writer_t *db_writer_start(db_t *db, int32_t capacity, char *err, size_t errlen) {
     if (!db || capacity < 1) {
-        if (err && errlen) snprintf(err, errlen, "%s: writer: no database or capacity %d < 1",
-                                    db ? db_path(db) : "(null)", capacity);
+        set_err(err, errlen, "%s: writer: no database or capacity %d < 1", db ? db_path(db) : "(null)", capacity);
         return NULL;
     }
     db_writer_t *w = calloc(1, sizeof *w);
     item_t *ring = calloc((size_t)capacity, sizeof *ring);
     if (!w || !ring) {
-        if (err && errlen) snprintf(err, errlen, "%s: writer: out of memory", db_path(db));
+        set_err(err, errlen, "%s: writer: out of memory", db_path(db));
         free(w);
         free(ring);
         return NULL;
@@ -192,7 +192,7 @@ db_writer_t *db_writer_start(db_t *db, int32_t capacity, char *err, size_t errle
     compat_cond_init(&w->not_full);
     compat_cond_init(&w->progress);
     if (compat_thread_create(&w->thread, writer_main, w) != 0) {
-        if (err && errlen) snprintf(err, errlen, "%s: writer: cannot start the thread", db_path(db));
+        set_err(err, errlen, "%s: writer: cannot start the thread", db_path(db));
         compat_cond_destroy(&w->progress);
         compat_cond_destroy(&w->not_full);
         compat_cond_destroy(&w->not_empty);

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "compat/compat.h"
+#include "compat/err.h"
 
 struct dist {
     int32_t rank, size, local_rank;
@@ -61,7 +62,7 @@ static int mpi_fail(int rc, const char *call, const char *file, int line, char *
     char msg[MPI_MAX_ERROR_STRING] = "";
     int len = 0;
     if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "MPI error %d", rc);
-    if (err && errlen) snprintf(err, errlen, "%s failed at %s:%d: %s", call, file, line, msg);
+    set_err(err, errlen, "%s failed at %s:%d: %s", call, file, line, msg);
     return -1;
 }
 
@@ -108,7 +109,7 @@ static int start(dist_t *d, int *argc, char ***argv, char *err, size_t errlen) {
 dist_t *dist_init(int *argc, char ***argv, char *err, size_t errlen) {
     dist_t *d = calloc(1, sizeof *d);
     if (!d) {
-        if (err && errlen) snprintf(err, errlen, "dist_init: out of memory");
+        set_err(err, errlen, "dist_init: out of memory");
         return NULL;
     }
     d->size = 1;
@@ -131,13 +132,13 @@ void dist_free(dist_t *d) {
 int dist_split(dist_t *d, int32_t color, int32_t key, dist_t **group, char *err, size_t errlen) {
     *group = NULL;
     if (d->world || atomic_load(&d->mail)) {
-        snprintf(err, errlen, "dist_split: %s", d->world ? "a group cannot be split again" :
-                 "a mailbox is running (split before dist_mail_start)");
+        set_err(err, errlen, "dist_split: %s",
+                d->world ? "a group cannot be split again" : "a mailbox is running (split before dist_mail_start)");
         return -1;
     }
     dist_t *g = NULL;
     if (color >= 0 && !(g = calloc(1, sizeof *g))) {
-        snprintf(err, errlen, "dist_split: out of memory");
+        set_err(err, errlen, "dist_split: out of memory");
         /* the others still wait in MPI_Comm_split: take part without a group */
         color = -1;
     }
@@ -219,7 +220,7 @@ int dist_sum_f64(dist_t *d, double *buf, int64_t n, char *err, size_t errlen) {
 int dist_bcast(dist_t *d, void *buf, int64_t bytes, int32_t root, char *err, size_t errlen) {
     if (d->size == 1) return 0;
     if (bytes < 0 || bytes > INT_MAX || root < 0 || root >= d->size) {
-        snprintf(err, errlen, "dist_bcast: %lld bytes from rank %d: out of range", (long long)bytes, (int)root);
+        set_err(err, errlen, "dist_bcast: %lld bytes from rank %d: out of range", (long long)bytes, (int)root);
         return -1;
     }
     return coll(d, COLL_BCAST, buf, (int)bytes, MPI_BYTE, MPI_OP_NULL, root, "MPI_Bcast", __LINE__, err, errlen);
@@ -298,7 +299,7 @@ static void mail_fail(dist_mail_t *m, int rc, const char *call, int line) {
     char msg[MPI_MAX_ERROR_STRING] = "";
     int len = 0;
     if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "MPI error %d", rc);
-    if (!m->failed) snprintf(m->err, sizeof m->err, "%s failed at %s:%d: %s", call, __FILE__, line, msg);
+    if (!m->failed) set_err(m->err, sizeof m->err, "%s failed at %s:%d: %s", call, __FILE__, line, msg);
     m->failed = 1;
     compat_cond_broadcast(&m->cv);
 }
@@ -367,7 +368,7 @@ static int mail_recv_one(dist_mail_t *m) {
     dist_msg_t *out = malloc(sizeof *out + (size_t)(count > 0 ? count : 1));
     if (!out) { /* the message is matched: receive it into a scratch byte, then fail */
         compat_mutex_lock(&m->mu);
-        snprintf(m->err, sizeof m->err, "out of memory for a %d-byte message from rank %d", count, st.MPI_SOURCE);
+        set_err(m->err, sizeof m->err, "out of memory for a %d-byte message from rank %d", count, st.MPI_SOURCE);
         m->failed = 1;
         compat_cond_broadcast(&m->cv);
         compat_mutex_unlock(&m->mu);
@@ -417,7 +418,7 @@ static int mail_coll(dist_mail_t *m) {
         char msg[MPI_MAX_ERROR_STRING] = "";
         int len = 0;
         if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "MPI error %d", rc);
-        snprintf(c->err, sizeof c->err, "%s failed at %s:%d (the mailbox's thread): %s", call, __FILE__, __LINE__, msg);
+        set_err(c->err, sizeof c->err, "%s failed at %s:%d (the mailbox's thread): %s", call, __FILE__, __LINE__, msg);
         c->state = COLL_FAILED;
         m->coll = NULL;
         mail_fail(m, rc, call, __LINE__);
@@ -457,7 +458,7 @@ static void *mail_main(void *arg) {
     compat_mutex_lock(&m->mu);
     m->stopped = 1;
     if (m->coll && m->coll->state == COLL_QUEUED) { /* never posted: its caller is told */
-        snprintf(m->coll->err, sizeof m->coll->err, "%s", m->failed ? m->err : "the mailbox stopped");
+        set_err(m->coll->err, sizeof m->coll->err, "%s", m->failed ? m->err : "the mailbox stopped");
         m->coll->state = COLL_FAILED;
         m->coll = NULL;
     }
@@ -475,7 +476,7 @@ static int coll_run(dist_t *w, coll_t *c, const char *call, int line, char *err,
     for (;;) { /* one collective at a time */
         const char *down = m->failed ? m->err : (m->stop || (m->started && m->stopped)) ? "the mailbox is stopped" : NULL;
         if (down) {
-            snprintf(err, errlen, "%s (rank %d) not made: %s", call, (int)w->rank, down);
+            set_err(err, errlen, "%s (rank %d) not made: %s", call, (int)w->rank, down);
             compat_mutex_unlock(&m->mu);
             return -1;
         }
@@ -486,7 +487,7 @@ static int coll_run(dist_t *w, coll_t *c, const char *call, int line, char *err,
     m->coll = c;
     while (c->state != COLL_DONE && c->state != COLL_FAILED) {
         if (m->stopped) { /* the thread ended on an MPI failure with c posted: the job cannot go on */
-            snprintf(c->err, sizeof c->err, "%s", m->failed ? m->err : "the mailbox stopped");
+            set_err(c->err, sizeof c->err, "%s", m->failed ? m->err : "the mailbox stopped");
             c->state = COLL_FAILED;
             m->coll = NULL;
             break;
@@ -495,24 +496,26 @@ static int coll_run(dist_t *w, coll_t *c, const char *call, int line, char *err,
     }
     compat_mutex_unlock(&m->mu);
     if (c->state == COLL_DONE) return 0;
-    snprintf(err, errlen, "%s (%s:%d): %s", call, __FILE__, line, c->err);
+    set_err(err, errlen, "%s (%s:%d): %s", call, __FILE__, line, c->err);
     return -1;
 }
 
 dist_mail_t *dist_mail_start(dist_t *d, int32_t max_in_flight, int32_t max_inbox, char *err, size_t errlen) {
     if (d->world || atomic_load(&d->mail)) {
-        snprintf(err, errlen, "dist_mail_start: %s", d->world ? "a mailbox is the job's, not a group's"
-                                                              : "a mailbox runs already");
+        set_err(err, errlen, "dist_mail_start: %s",
+                d->world ? "a mailbox is the job's, not a group's" : "a mailbox runs already");
         return NULL;
     }
     if (d->mpi && d->provided < MPI_THREAD_SERIALIZED) {
-        snprintf(err, errlen, "the MPI library gives thread level %d, below MPI_THREAD_SERIALIZED (%d), which the "
-                 "mailbox's communication thread needs", d->provided, MPI_THREAD_SERIALIZED);
+        set_err(err, errlen,
+                "the MPI library gives thread level %d, below MPI_THREAD_SERIALIZED (%d), which the "
+                "mailbox's communication thread needs",
+                d->provided, MPI_THREAD_SERIALIZED);
         return NULL;
     }
     dist_mail_t *m = calloc(1, sizeof *m);
     if (!m) {
-        snprintf(err, errlen, "dist_mail_start: out of memory");
+        set_err(err, errlen, "dist_mail_start: out of memory");
         return NULL;
     }
     m->d = d;
@@ -523,7 +526,7 @@ dist_mail_t *dist_mail_start(dist_t *d, int32_t max_in_flight, int32_t max_inbox
     m->inbox = calloc((size_t)m->cap_in, sizeof *m->inbox);
     if (!m->slots || !m->inbox) {
         free(m->slots), free(m->inbox), free(m);
-        snprintf(err, errlen, "dist_mail_start: out of memory");
+        set_err(err, errlen, "dist_mail_start: out of memory");
         return NULL;
     }
     compat_mutex_init(&m->mu);
@@ -533,7 +536,7 @@ dist_mail_t *dist_mail_start(dist_t *d, int32_t max_in_flight, int32_t max_inbox
         return m;
     }
     if (compat_thread_create(&m->thread, mail_main, m) != 0) {
-        snprintf(err, errlen, "dist_mail_start: cannot start the communication thread");
+        set_err(err, errlen, "dist_mail_start: cannot start the communication thread");
         compat_cond_destroy(&m->cv);
         compat_mutex_destroy(&m->mu);
         free(m->slots), free(m->inbox), free(m);
@@ -561,19 +564,19 @@ int dist_mail_send(dist_mail_t *m, int32_t dest, int32_t tag, const void *buf, i
     int32_t size = m->d->size, me = m->d->rank;
     int32_t want = dest == DIST_ALL_OTHERS ? size - 1 : 1;
     if (dest != DIST_ALL_OTHERS && (dest < 0 || dest >= size || dest == me)) {
-        snprintf(err, errlen, "dist_mail_send: no rank %d to send to (this is rank %d of %d)", (int)dest, (int)me,
-                 (int)size);
+        set_err(err, errlen, "dist_mail_send: no rank %d to send to (this is rank %d of %d)", (int)dest, (int)me,
+                (int)size);
         return -1;
     }
     if (len < 0 || len > DIST_MSG_MAX || tag < 0 || tag > 32767) {
-        snprintf(err, errlen, "dist_mail_send: a %lld-byte message with tag %d (at most %lld bytes, tags 0..32767)",
-                 (long long)len, (int)tag, (long long)DIST_MSG_MAX);
+        set_err(err, errlen, "dist_mail_send: a %lld-byte message with tag %d (at most %lld bytes, tags 0..32767)",
+                (long long)len, (int)tag, (long long)DIST_MSG_MAX);
         return -1;
     }
     if (want == 0) return DIST_OK; /* all others of a job of one */
     payload_t *p = malloc(sizeof *p + (size_t)(len > 0 ? len : 1));
     if (!p) {
-        snprintf(err, errlen, "dist_mail_send: out of memory for %lld bytes", (long long)len);
+        set_err(err, errlen, "dist_mail_send: out of memory for %lld bytes", (long long)len);
         return -1;
     }
     p->refs = 1; /* this call's */
@@ -585,7 +588,7 @@ int dist_mail_send(dist_mail_t *m, int32_t dest, int32_t tag, const void *buf, i
     for (;;) {
         const char *down = mail_down(m);
         if (down) {
-            snprintf(err, errlen, "%s", down);
+            set_err(err, errlen, "%s", down);
             rc = -1;
             break;
         }
@@ -626,7 +629,7 @@ int dist_mail_recv(dist_mail_t *m, dist_msg_t **out, int64_t timeout_ms, char *e
             break;
         }
         if (m->failed) {
-            snprintf(err, errlen, "%s", m->err);
+            set_err(err, errlen, "%s", m->err);
             rc = -1;
             break;
         }
@@ -644,7 +647,7 @@ int dist_mail_flush(dist_mail_t *m, int64_t timeout_ms, char *err, size_t errlen
     int rc = DIST_OK;
     while (m->n_used > 0) {
         if (m->failed || (m->started && m->stopped)) {
-            snprintf(err, errlen, "%s", m->failed ? m->err : "the mailbox stopped with sends in flight");
+            set_err(err, errlen, "%s", m->failed ? m->err : "the mailbox stopped with sends in flight");
             rc = -1;
             break;
         }
@@ -662,7 +665,7 @@ int dist_mail_flush(dist_mail_t *m, int64_t timeout_ms, char *err, size_t errlen
 int dist_mail_error(dist_mail_t *m, char *err, size_t errlen) {
     compat_mutex_lock(&m->mu);
     int f = m->failed;
-    if (f) snprintf(err, errlen, "%s", m->err);
+    if (f) set_err(err, errlen, "%s", m->err);
     compat_mutex_unlock(&m->mu);
     return f;
 }

@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "compat/err.h"
+
 struct dist {
     int32_t unused;
 };
@@ -30,14 +32,15 @@ dist_t *dist_init(int *argc, char ***argv, char *err, size_t errlen) {
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
         const char *v = getenv(vars[i]);
         if (v && atoi(v) > 1) {
-            if (err && errlen)
-                snprintf(err, errlen, "started by an MPI launcher as %s processes (%s), but built without MPI: "
-                         "install MPI (libopenmpi-dev) and configure again (docs/SCALING.md)", v, vars[i]);
+            set_err(err, errlen,
+                    "started by an MPI launcher as %s processes (%s), but built without MPI: "
+                    "install MPI (libopenmpi-dev) and configure again (docs/SCALING.md)",
+                    v, vars[i]);
             return NULL;
         }
     }
     dist_t *d = calloc(1, sizeof *d);
-    if (!d && err && errlen) snprintf(err, errlen, "dist_init: out of memory");
+    if (!d && err && errlen) set_err(err, errlen, "dist_init: out of memory");
     return d;
 }
 
@@ -48,7 +51,7 @@ int dist_split(dist_t *d, int32_t color, int32_t key, dist_t **group, char *err,
     *group = NULL;
     if (color < 0) return 0; /* not in a group */
     if (!(*group = calloc(1, sizeof **group))) {
-        if (err && errlen) snprintf(err, errlen, "dist_split: out of memory");
+        set_err(err, errlen, "dist_split: out of memory");
         return -1;
     }
     return 0;
@@ -102,7 +105,7 @@ void dist_msg_free(dist_msg_t *m) { free(m); }
 dist_mail_t *dist_mail_start(dist_t *d, int32_t max_in_flight, int32_t max_inbox, char *err, size_t errlen) {
     (void)d, (void)max_in_flight, (void)max_inbox;
     dist_mail_t *m = calloc(1, sizeof *m);
-    if (!m && err && errlen) snprintf(err, errlen, "dist_mail_start: out of memory");
+    if (!m && err && errlen) set_err(err, errlen, "dist_mail_start: out of memory");
     return m;
 }
 
@@ -110,7 +113,7 @@ int dist_mail_send(dist_mail_t *m, int32_t dest, int32_t tag, const void *buf, i
                    char *err, size_t errlen) {
     (void)m, (void)tag, (void)buf, (void)len, (void)timeout_ms;
     if (dest == DIST_ALL_OTHERS) return DIST_OK;
-    snprintf(err, errlen, "dist_mail_send: no rank %d to send to (a job of one: built without MPI)", (int)dest);
+    set_err(err, errlen, "dist_mail_send: no rank %d to send to (a job of one: built without MPI)", (int)dest);
     return -1;
 }
 

@@ -255,7 +255,7 @@ static void *eval_thread(void *arg) {
             const char *black = sh->name[a_black ? 0 : 1], *white = sh->name[a_black ? 1 : 0];
             db_status_t st = ref_store_match_game(sh->db, sh->match_id, g, black, white);
             if (st != DB_OK && !sh->failed) {
-                snprintf(sh->err, sizeof sh->err, "evaluation: store game %d: %s", gi + 1, db_errmsg(sh->db));
+                set_err(sh->err, sizeof sh->err, "evaluation: store game %d: %s", gi + 1, db_errmsg(sh->db));
                 sh->failed = 1;
             }
         }

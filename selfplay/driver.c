@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "compat/compat.h"
+#include "compat/err.h"
 #include "compat/runlog.h"
 #include "compat/status.h"
 #include "data/db.h"
@@ -191,7 +192,7 @@ static void shard_done(void *user, int status, const char *err, const db_shard_t
     }
     compat_mutex_lock(&s->mu);
     if (!atomic_load(&s->failed))
-        snprintf(s->err, sizeof s->err, "shard commit failed (%s): %s", db_status_name(status), err ? err : "");
+        set_err(s->err, sizeof s->err, "shard commit failed (%s): %s", db_status_name(status), err ? err : "");
     atomic_store(&s->failed, 1);
     compat_mutex_unlock(&s->mu);
 }
@@ -217,7 +218,7 @@ static int flush_shard(driver_t *d, int64_t cycle, char *err, size_t errlen) {
     int st = shard_submit(d->store.writer, d->run_dir, rel, (int32_t)cycle, s->builder, shard_done, s,
                           SP_SUBMIT_TIMEOUT_MS);
     if (st != DB_OK) {
-        snprintf(err, errlen, "%s: cannot queue shard %s (%d games): %s", d->run_dir, rel, games, db_status_name(st));
+        set_err(err, errlen, "%s: cannot queue shard %s (%d games): %s", d->run_dir, rel, games, db_status_name(st));
         return -1;
     }
     s->builder = NULL;
@@ -231,7 +232,7 @@ static int flush_shard(driver_t *d, int64_t cycle, char *err, size_t errlen) {
 static int shard_failed(driver_t *d, char *err, size_t errlen) {
     if (!atomic_load(&d->shards.failed)) return 0;
     compat_mutex_lock(&d->shards.mu);
-    snprintf(err, errlen, "%s", d->shards.err);
+    set_err(err, errlen, "%s", d->shards.err);
     compat_mutex_unlock(&d->shards.mu);
     return 1;
 }
@@ -303,7 +304,7 @@ static int metrics_repair_run(db_t *db, void *arg, char *err, size_t errlen) {
         m.positions = p;
         st = db_cycle_metrics_put(db, &m);
     }
-    if (st != DB_OK) snprintf(err, errlen, "cycle_metrics of cycle %d: %s", (int)cycle, db_errmsg(db));
+    if (st != DB_OK) set_err(err, errlen, "cycle_metrics of cycle %d: %s", (int)cycle, db_errmsg(db));
     return st;
 }
 
@@ -401,7 +402,7 @@ static int submit_training(driver_t *d, char *err, size_t errlen) {
         int64_t g = 0, p = 0;
         if (db_count(d->store.rdb, (int32_t)c, &g, &p) != DB_OK) p = 0;
         if (train_trainer_submit(d->trainer, c) != 0) {
-            snprintf(err, errlen, "%s: the trainer refused cycle %" PRId64, d->run_dir, c);
+            set_err(err, errlen, "%s: the trainer refused cycle %" PRId64, d->run_dir, c);
             return -1;
         }
         sp_ledger_train(&d->ledger, train_steps_for(&d->tcfg, p));
@@ -423,7 +424,7 @@ static int poll_training(driver_t *d, int64_t timeout_ms, char *err, size_t errl
         if (st == TRAIN_TIMEOUT) return 0;
         if (st == TRAIN_STOPPED) return TRAIN_STOPPED;
         if (st != TRAIN_OK) {
-            snprintf(err, errlen, "training cycle %" PRId64 " failed: %s", c, e);
+            set_err(err, errlen, "training cycle %" PRId64 " failed: %s", c, e);
             return -1;
         }
         sp_ledger_published(&d->ledger, rep.step);
@@ -564,22 +565,22 @@ static int open_run(driver_t *d, const char *config_text, char *err, size_t errl
     runlog_event(d->log, "start-up check: %" PRId64 " shards, %" PRId64 " models checked, %d finding(s)", ns, nm,
                  run_findings(s->run));
     if (db_run_insert(s->db, KOMA_VERSION_STRING, "selfplay", config_text ? config_text : "", &s->run_id) != DB_OK) {
-        snprintf(err, errlen, "%s", db_errmsg(s->db));
+        set_err(err, errlen, "%s", db_errmsg(s->db));
         return -1;
     }
     s->writer = db_writer_start(s->db, SP_WRITER_CAPACITY, e, sizeof e);
     if (!s->writer) {
-        snprintf(err, errlen, "%s: writer thread: %s", d->run_dir, e);
+        set_err(err, errlen, "%s: writer thread: %s", d->run_dir, e);
         return -1;
     }
     run_path(d->run_dir, RUN_DB, path, sizeof path);
     if (db_open(path, DB_OPEN_READONLY, &s->rdb, e, sizeof e) != DB_OK) {
-        snprintf(err, errlen, "%s", e);
+        set_err(err, errlen, "%s", e);
         return -1;
     }
     d->gauntlet = sp_gauntlet_new(d->cfg, d->run_dir, s->rdb, s->writer, runlog_line, d->log);
     if (!d->gauntlet) {
-        snprintf(err, errlen, "out of memory");
+        set_err(err, errlen, "out of memory");
         return -1;
     }
     return 0;
@@ -595,14 +596,14 @@ static int open_nets(driver_t *d, char *err, size_t errlen) {
     if (st == DB_NOTFOUND) {
         train_trainer_t *t0 = train_trainer_new(&d->tcfg, d->run_dir, d->store.writer, NULL, e, sizeof e);
         if (!t0) {
-            snprintf(err, errlen, "%s", e);
+            set_err(err, errlen, "%s", e);
             return -1;
         }
         train_trainer_free(t0);
         st = db_model_latest(d->store.rdb, &m);
     }
     if (st != DB_OK) {
-        snprintf(err, errlen, "%s: no model: %s", d->run_dir, db_errmsg(d->store.rdb));
+        set_err(err, errlen, "%s: no model: %s", d->run_dir, db_errmsg(d->store.rdb));
         return -1;
     }
     sp_ledger_resume(&d->ledger, m.cycle, m.train_steps);
@@ -613,7 +614,7 @@ static int open_nets(driver_t *d, char *err, size_t errlen) {
     snprintf(path, sizeof path, "%s/%s", d->run_dir, m.path);
     d->server = nn_server_new(&sc, path, NULL, e, sizeof e);
     if (!d->server) {
-        snprintf(err, errlen, "inference server: %s", e);
+        set_err(err, errlen, "inference server: %s", e);
         return -1;
     }
     const nn_net_config_t *nc = nn_server_net_config(d->server);
@@ -626,16 +627,16 @@ static int open_nets(driver_t *d, char *err, size_t errlen) {
                  nn_server_backend_name(d->server), ss.workers, nn_server_max_batch(d->server));
     d->trainer = train_trainer_new(&d->tcfg, d->run_dir, d->store.writer, d->server, e, sizeof e);
     if (!d->trainer) {
-        snprintf(err, errlen, "%s", e);
+        set_err(err, errlen, "%s", e);
         return -1;
     }
     if (train_trainer_latest_cycle(d->trainer) != m.cycle) {
-        snprintf(err, errlen, "%s: the trainer starts from cycle %" PRId64 ", the database's newest model is %" PRId64,
-                 d->run_dir, train_trainer_latest_cycle(d->trainer), (int64_t)m.cycle);
+        set_err(err, errlen, "%s: the trainer starts from cycle %" PRId64 ", the database's newest model is %" PRId64,
+                d->run_dir, train_trainer_latest_cycle(d->trainer), (int64_t)m.cycle);
         return -1;
     }
     if (train_trainer_start(d->trainer) != 0) {
-        snprintf(err, errlen, "%s: cannot start the trainer thread", d->run_dir);
+        set_err(err, errlen, "%s: cannot start the trainer thread", d->run_dir);
         return -1;
     }
     return 0;
@@ -647,7 +648,7 @@ static int plan_cycles(driver_t *d, char *err, size_t errlen) {
     sp_ledger_t *l = &d->ledger;
     db_summary_t s;
     if (db_summary(d->store.rdb, &s) != DB_OK) {
-        snprintf(err, errlen, "%s", db_errmsg(d->store.rdb));
+        set_err(err, errlen, "%s", db_errmsg(d->store.rdb));
         return -1;
     }
     d->shards.seq = s.shards + 1;
@@ -655,7 +656,7 @@ static int plan_cycles(driver_t *d, char *err, size_t errlen) {
     for (;;) {
         int64_t g = 0, p = 0;
         if (db_count(d->store.rdb, (int32_t)l->fill, &g, &p) != DB_OK) {
-            snprintf(err, errlen, "%s", db_errmsg(d->store.rdb));
+            set_err(err, errlen, "%s", db_errmsg(d->store.rdb));
             return -1;
         }
         if (!sp_ledger_stored(l, g, p)) break;
@@ -684,7 +685,7 @@ static int start_selfplay(driver_t *d, char *err, size_t errlen) {
     if (d->cfg->cache_mb > 0) {
         p->cache = mcts_cache_new(d->cfg->cache_mb << 20);
         if (!p->cache) {
-            snprintf(err, errlen, "out of memory for a %lld MiB cache", (long long)d->cfg->cache_mb);
+            set_err(err, errlen, "out of memory for a %lld MiB cache", (long long)d->cfg->cache_mb);
             return -1;
         }
     }
@@ -713,14 +714,14 @@ static void stop_selfplay(driver_t *d, bool keep, char *err, size_t errlen) {
             if (keep && d->shards.builder && sp_ledger_playing(&d->ledger)) {
                 char e[512];
                 if (handle_record(d, recs[i], 0, d->host, e, sizeof e) != 0 && err && !err[0])
-                    snprintf(err, errlen, "%s", e);
+                    set_err(err, errlen, "%s", e);
             } else {
                 sp_record_free(recs[i]);
             }
         }
     if (keep && sp_ledger_playing(&d->ledger) && d->shards.builder && shard_builder_games(d->shards.builder) > 0) {
         char e[512];
-        if (flush_shard(d, d->ledger.fill, e, sizeof e) != 0 && err && !err[0]) snprintf(err, errlen, "%s", e);
+        if (flush_shard(d, d->ledger.fill, e, sizeof e) != 0 && err && !err[0]) set_err(err, errlen, "%s", e);
     }
 }
 
@@ -775,7 +776,7 @@ static driver_t *driver_new(const sp_config_t *cfg, const train_config_t *tcfg, 
         d->log = runlog_new(d->st);
     }
     if (!d || !d->log) {
-        snprintf(err, errlen, "out of memory");
+        set_err(err, errlen, "out of memory");
         fprintf(stderr, "error: %s\n", err); /* shown here, as every error of the run (sp_main does not repeat it) */
         if (d) status_free(d->st);
         free(d);
@@ -871,7 +872,7 @@ static int shut_down(driver_t *d, int rc, const char *e, bool budget, char *err,
     status_finish(d->st);
     if (rc == SP_EXIT_ERROR) {
         runlog_event(d->log, "error: %s", e); /* the one place the error is shown: sp_main does not repeat it */
-        snprintf(err, errlen, "%s", e);
+        set_err(err, errlen, "%s", e);
         /* keep what is finished: the finished games still go to a shard */
         bool keep = !atomic_load(&d->shards.failed);
         sp_job_finish(d->job, SP_EXIT_ERROR, keep, d->trainer, handle_remote, d);
@@ -884,8 +885,8 @@ static int shut_down(driver_t *d, int rc, const char *e, bool budget, char *err,
     sp_job_close(d->job);
     if (d->store.failures > 0 && rc != SP_EXIT_ERROR) {
         /* Everything committed is kept, but a database that refused writes is not a clean run. */
-        snprintf(err, errlen, "%" PRId64 " database write(s) failed during the run; the last: %s", d->store.failures,
-                 d->store.failure);
+        set_err(err, errlen, "%" PRId64 " database write(s) failed during the run; the last: %s", d->store.failures,
+                d->store.failure);
         rc = SP_EXIT_ERROR;
         status_event(d->st, STATUS_WARN, "error: %s", err); /* the log file is closed by now */
     }
@@ -911,7 +912,7 @@ int sp_run_job(const sp_config_t *cfg, const train_config_t *tcfg, const char *c
                size_t errlen) {
     char e[2048] = "";
     if (sp_config_check(cfg, e, sizeof e) != 0) {
-        snprintf(err, errlen, "%s", e);
+        set_err(err, errlen, "%s", e);
         return SP_EXIT_USAGE;
     }
     driver_t *d = driver_new(cfg, tcfg, err, errlen);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "compat/compat.h"
+#include "compat/err.h"
 #include "data/run.h"
 #include "match/play.h"
 #include "match/rating.h"
@@ -184,7 +185,7 @@ static int elo_put_run(db_t *db, void *arg, char *err, size_t errlen) {
         m.elo_hi = a->elo_hi;
         st = db_cycle_metrics_put(db, &m);
     }
-    if (st != DB_OK) snprintf(err, errlen, "%s", db_errmsg(db));
+    if (st != DB_OK) set_err(err, errlen, "%s", db_errmsg(db));
     return st;
 }
 

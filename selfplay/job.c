@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compat/err.h"
 #include "selfplay/exit.h"
 #include "selfplay/wire.h"
 
@@ -34,8 +35,9 @@ static int send_plan(void *user, const train_plan_t *plan, char *err, size_t err
     int64_t len = 0;
     uint8_t *msg = sp_wire_plan_encode(plan, &len);
     if (!msg) {
-        snprintf(err, errlen, "cannot encode the plan of cycle %" PRId64 " (%d shards; out of memory, or a path over "
-                 "255 bytes)", plan->cycle, (int)plan->nshards);
+        set_err(err, errlen,
+                "cannot encode the plan of cycle %" PRId64 " (%d shards; out of memory, or a path over 255 bytes)",
+                plan->cycle, (int)plan->nshards);
         return -1;
     }
     int rc = 0;
@@ -43,8 +45,8 @@ static int send_plan(void *user, const train_plan_t *plan, char *err, size_t err
     for (int32_t r = 1; r < dist_size(j->group) && rc == 0; r++) {
         int st = dist_mail_send(j->mail, r, SP_TAG_PLAN, msg, len, JOB_STOP_MS, e, sizeof e);
         if (st != DIST_OK) {
-            snprintf(err, errlen, "to rank %d: %s", (int)r, st == DIST_TIMEOUT ? "earlier messages still in flight "
-                     "after 60 s" : e);
+            set_err(err, errlen, "to rank %d: %s", (int)r,
+                    st == DIST_TIMEOUT ? "earlier messages still in flight after 60 s" : e);
             rc = -1;
         }
     }
@@ -65,7 +67,7 @@ int sp_job_open(dist_t *dist, const sp_config_t *cfg, train_config_t *tcfg, runl
     }
     if (!j || !j->ranks) {
         runlog_event(log, "error: %s", e);
-        snprintf(err, errlen, "%s", e);
+        set_err(err, errlen, "%s", e);
         dist_abort(dist, SP_EXIT_ERROR); /* the other ranks cannot be told otherwise */
         free(j);
         return -1;
@@ -97,7 +99,7 @@ int sp_job_send_net(sp_job_t *j, db_t *rdb, int64_t cycle, uint64_t seed, char *
     if (!j) return 0;
     db_model_t m;
     if (db_model_by_cycle(rdb, (int32_t)cycle, &m) != DB_OK) {
-        snprintf(err, errlen, "model cycle %" PRId64 " for the other ranks: %s", cycle, db_errmsg(rdb));
+        set_err(err, errlen, "model cycle %" PRId64 " for the other ranks: %s", cycle, db_errmsg(rdb));
         return -1;
     }
     char path[sizeof j->run_dir + DB_PATH_MAX];

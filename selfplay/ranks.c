@@ -9,6 +9,7 @@
 
 #include "compat/bits.h"
 #include "compat/compat.h"
+#include "compat/err.h"
 #include "mcts/cache.h"
 #include "nn/registry.h"
 #include "nn/server.h"
@@ -72,7 +73,7 @@ int sp_ranks_tree_down(dist_mail_t *mail, int32_t rank, int32_t size, int32_t fa
     for (int32_t i = 0; i < (all ? 1 : n); i++) {
         int rc = dist_mail_send(mail, all ? DIST_ALL_OTHERS : kids[i], tag, msg, len, SEND_TIMEOUT_MS, e, sizeof e);
         if (rc != DIST_OK) {
-            snprintf(err, errlen, "%s", rc == DIST_TIMEOUT ? "earlier messages still in flight after 60 s" : e);
+            set_err(err, errlen, "%s", rc == DIST_TIMEOUT ? "earlier messages still in flight after 60 s" : e);
             return -1;
         }
     }
@@ -107,7 +108,7 @@ int sp_ranks_send_net(sp_ranks_t *k, int64_t cycle, uint64_t seed, const char *p
     char e[512];
     char *file = compat_read_file(path, &n, e, sizeof e);
     if (!file) {
-        snprintf(err, errlen, "model cycle %" PRId64 " for the other ranks: %s", cycle, e);
+        set_err(err, errlen, "model cycle %" PRId64 " for the other ranks: %s", cycle, e);
         return -1;
     }
     /* koma.db holds the hash as 16 lowercase hex digits (db.c), as written here */
@@ -115,8 +116,8 @@ int sp_ranks_send_net(sp_ranks_t *k, int64_t cycle, uint64_t seed, const char *p
     char hex[17];
     snprintf(hex, sizeof hex, "%016" PRIx64, got);
     if (!xxh3_hex || strcmp(hex, xxh3_hex) != 0) {
-        snprintf(err, errlen, "%s: XXH3 %s, koma.db registered %s: not sent to the other ranks", path, hex,
-                 xxh3_hex ? xxh3_hex : "(none)");
+        set_err(err, errlen, "%s: XXH3 %s, koma.db registered %s: not sent to the other ranks", path, hex,
+                xxh3_hex ? xxh3_hex : "(none)");
         free(file);
         return -1;
     }
@@ -124,14 +125,14 @@ int sp_ranks_send_net(sp_ranks_t *k, int64_t cycle, uint64_t seed, const char *p
     uint8_t *msg = sp_wire_net_encode(cycle, seed, got, (const uint8_t *)file, (int64_t)n, &len);
     free(file);
     if (!msg) {
-        snprintf(err, errlen, "out of memory for model cycle %" PRId64 " (%lld bytes)", cycle, (long long)n);
+        set_err(err, errlen, "out of memory for model cycle %" PRId64 " (%lld bytes)", cycle, (long long)n);
         return -1;
     }
     int32_t sent = 0;
     int rc = sp_ranks_tree_down(k->mail, 0, k->size, k->fanout, SP_TAG_NET, msg, len, &sent, e, sizeof e);
     free(msg);
     if (rc != 0) {
-        snprintf(err, errlen, "model cycle %" PRId64 " to the other ranks: %s", cycle, e);
+        set_err(err, errlen, "model cycle %" PRId64 " to the other ranks: %s", cycle, e);
         return -1;
     }
     if (sent == k->size - 1)
@@ -151,12 +152,13 @@ static int send_order(sp_ranks_t *k, int32_t tag, int32_t v, char *err, size_t e
     int32_t sent = 0;
     if (tag == SP_TAG_PAUSE) { /* down the nets' tree (tree_down) */
         if (sp_ranks_tree_down(k->mail, 0, k->size, k->fanout, tag, buf, len, &sent, e, sizeof e) == 0) return 0;
-        snprintf(err, errlen, "pause to the other ranks: %s", e);
+        set_err(err, errlen, "pause to the other ranks: %s", e);
         return -1;
     }
     int rc = dist_mail_send(k->mail, DIST_ALL_OTHERS, tag, buf, len, SEND_TIMEOUT_MS, e, sizeof e);
     if (rc == DIST_OK) return 0;
-    snprintf(err, errlen, "stop to the other ranks: %s", rc == DIST_TIMEOUT ? "earlier messages still in flight after 60 s" : e);
+    set_err(err, errlen, "stop to the other ranks: %s",
+            rc == DIST_TIMEOUT ? "earlier messages still in flight after 60 s" : e);
     return -1;
 }
 
@@ -190,7 +192,7 @@ static int other_message(sp_ranks_t *k, const dist_msg_t *m, char *err, size_t e
         return 0;
     case SP_TAG_ERROR: {
         int n = (int)(m->len < 900 ? m->len : 900);
-        snprintf(err, errlen, "rank %d (%s): %.*s", (int)m->src, p->h.host, n, (const char *)m->data);
+        set_err(err, errlen, "rank %d (%s): %.*s", (int)m->src, p->h.host, n, (const char *)m->data);
         for (char *c = err; *c; c++)
             if ((unsigned char)*c < 32) *c = ' ';
         return SP_RANKS_FAILED;
@@ -211,13 +213,13 @@ static int other_message(sp_ranks_t *k, const dist_msg_t *m, char *err, size_t e
     }
     case SP_TAG_BYE:
         p->bye = true;
-        snprintf(err, errlen, "rank %d (%s) stopped (interrupted)", (int)m->src, p->h.host);
+        set_err(err, errlen, "rank %d (%s) stopped (interrupted)", (int)m->src, p->h.host);
         return SP_RANKS_LEFT;
     default:
         snprintf(e, sizeof e, "unknown message tag %d (%lld bytes)", (int)m->tag, (long long)m->len);
         break;
     }
-    snprintf(err, errlen, "rank %d (%s): %s", (int)m->src, p->h.host, e);
+    set_err(err, errlen, "rank %d (%s): %s", (int)m->src, p->h.host, e);
     return SP_RANKS_FAILED;
 }
 
@@ -231,7 +233,7 @@ int32_t sp_ranks_take(sp_ranks_t *k, sp_ranks_game_t *out, int32_t max, int64_t 
         if (rc == DIST_TIMEOUT) break;
         if (rc != DIST_OK) return SP_RANKS_FAILED; /* an MPI failure: err says which call */
         if (m->src <= 0 || m->src >= k->size) {
-            snprintf(err, errlen, "a message from rank %d, outside the job's 1..%d", (int)m->src, (int)k->size - 1);
+            set_err(err, errlen, "a message from rank %d, outside the job's 1..%d", (int)m->src, (int)k->size - 1);
             dist_msg_free(m);
             return SP_RANKS_FAILED;
         }
@@ -240,8 +242,8 @@ int32_t sp_ranks_take(sp_ranks_t *k, sp_ranks_game_t *out, int32_t max, int64_t 
             sp_record_t *r = sp_wire_game_decode(m->data, m->len, e, sizeof e);
             peer_t *p = &k->peers[m->src];
             if (!r) {
-                snprintf(err, errlen, "rank %d (%s): game %" PRId64 " refused: %s", (int)m->src, p->h.host,
-                         p->games + 1, e);
+                set_err(err, errlen, "rank %d (%s): game %" PRId64 " refused: %s", (int)m->src, p->h.host, p->games + 1,
+                        e);
                 dist_msg_free(m);
                 return SP_RANKS_FAILED;
             }
@@ -297,14 +299,15 @@ int sp_ranks_finish(sp_ranks_t *k, int32_t code, int64_t timeout_ms,
         if (left == 0) break;
         int64_t ms = (deadline - compat_now_ns()) / 1000000;
         if (ms <= 0) {
-            snprintf(err, errlen, "%d rank(s) did not answer the stop within %.0f s", (int)left, (double)timeout_ms / 1e3);
+            set_err(err, errlen, "%d rank(s) did not answer the stop within %.0f s", (int)left,
+                    (double)timeout_ms / 1e3);
             return -1;
         }
         dist_msg_t *m = NULL;
         int rc = dist_mail_recv(k->mail, &m, ms < 100 ? ms : 100, e, sizeof e);
         if (rc == DIST_TIMEOUT) continue;
         if (rc != DIST_OK) {
-            snprintf(err, errlen, "%s", e);
+            set_err(err, errlen, "%s", e);
             return -1;
         }
         if (m->src > 0 && m->src < k->size) {
@@ -328,7 +331,7 @@ int sp_ranks_finish(sp_ranks_t *k, int32_t code, int64_t timeout_ms,
         dist_msg_free(m);
     }
     if (dist_mail_flush(k->mail, FLUSH_MS, e, sizeof e) != DIST_OK) {
-        snprintf(err, errlen, "the stop did not reach every rank: %s", e);
+        set_err(err, errlen, "the stop did not reach every rank: %s", e);
         return -1;
     }
     return 0;
@@ -373,18 +376,18 @@ static int take_net(remote_t *x, const dist_msg_t *m, uint64_t *seed, char *err,
     const uint8_t *file = NULL;
     char e[1024], path[1200];
     if (sp_wire_net_decode(m->data, m->len, &cycle, seed, &xxh, &file, &n, e, sizeof e) != 0) {
-        snprintf(err, errlen, "cannot verify the net rank %d sent: %s", (int)m->src, e);
+        set_err(err, errlen, "cannot verify the net rank %d sent: %s", (int)m->src, e);
         return -1;
     }
     int32_t sent = 0; /* checked: down the tree before this rank loads it */
     if (sp_ranks_tree_down(x->mail, x->rank, x->size, x->fanout, SP_TAG_NET, m->data, m->len, &sent, e, sizeof e) != 0) {
-        snprintf(err, errlen, "model %" PRId64 " to the ranks below this one: %s", cycle, e);
+        set_err(err, errlen, "model %" PRId64 " to the ranks below this one: %s", cycle, e);
         return -1;
     }
     if (sent > 0)
         runlog_printf(&x->log, "model %" PRId64 " passed on to %d rank(s) from rank %d", cycle, (int)sent, (int)m->src);
     if (net_file(x, cycle, file, n, path, sizeof path, e, sizeof e) != 0) {
-        snprintf(err, errlen, "model %" PRId64 ": %s", cycle, e);
+        set_err(err, errlen, "model %" PRId64 ": %s", cycle, e);
         return -1;
     }
     int rc = 0;
@@ -394,7 +397,7 @@ static int take_net(remote_t *x, const dist_msg_t *m, uint64_t *seed, char *err,
         sc.device = nn_device_for_rank(x->cfg->backend, (int32_t)x->cfg->device, dist_local_rank(x->dist));
         x->server = nn_server_new(&sc, path, NULL, e, sizeof e);
         if (!x->server) {
-            snprintf(err, errlen, "inference server on model %" PRId64 ": %s", cycle, e);
+            set_err(err, errlen, "inference server on model %" PRId64 ": %s", cycle, e);
             rc = -1;
         } else {
             sp_wire_hello_t h = {.pid = compat_getpid(), .device = -1};
@@ -404,14 +407,14 @@ static int take_net(remote_t *x, const dist_msg_t *m, uint64_t *seed, char *err,
             uint8_t buf[SP_WIRE_SMALL_MAX];
             int64_t len = sp_wire_hello_encode(&h, buf);
             if (dist_mail_send(x->mail, 0, SP_TAG_HELLO, buf, len, SEND_TIMEOUT_MS, e, sizeof e) != DIST_OK) {
-                snprintf(err, errlen, "hello to rank 0: %s", e);
+                set_err(err, errlen, "hello to rank 0: %s", e);
                 rc = -1;
             }
             runlog_printf(&x->log, "model %" PRId64 " loaded (XXH3 %016" PRIx64 ", %.2f MB), %s backend", cycle, xxh,
                           (double)n / 1e6, h.backend);
         }
     } else if (nn_server_publish_file(x->server, path, cycle + 1, e, sizeof e) < 0) {
-        snprintf(err, errlen, "model %" PRId64 " (XXH3 verified) not loaded: %s", cycle, e);
+        set_err(err, errlen, "model %" PRId64 " (XXH3 verified) not loaded: %s", cycle, e);
         rc = -1;
     } else {
         runlog_printf(&x->log, "model %" PRId64 " published (XXH3 %016" PRIx64 ")", cycle, xxh);
@@ -448,7 +451,7 @@ static int send_games(remote_t *x, char *err, size_t errlen) {
             x->pending = sp_wire_game_encode(r, &x->pending_len);
             sp_record_free(r);
             if (!x->pending) {
-                snprintf(err, errlen, "out of memory for a game message");
+                set_err(err, errlen, "out of memory for a game message");
                 return -1;
             }
         }
@@ -456,7 +459,7 @@ static int send_games(remote_t *x, char *err, size_t errlen) {
         int rc = dist_mail_send(x->mail, 0, SP_TAG_GAME, x->pending, x->pending_len, 0, e, sizeof e);
         if (rc == DIST_TIMEOUT) return 0; /* GAMES_IN_FLIGHT in flight: later */
         if (rc != DIST_OK) {
-            snprintf(err, errlen, "a game to rank 0: %s", e);
+            set_err(err, errlen, "a game to rank 0: %s", e);
             return -1;
         }
         free(x->pending);
@@ -500,14 +503,14 @@ static int remote_loop(remote_t *x) {
             break;
         }
         if (!x->server && compat_now_ns() > start_deadline) {
-            snprintf(err, sizeof err, "no net from rank 0 within %d s", START_TIMEOUT_MS / 1000);
+            set_err(err, sizeof err, "no net from rank 0 within %d s", START_TIMEOUT_MS / 1000);
             failed = true;
             break;
         }
         dist_msg_t *m = NULL;
         int rc = dist_mail_recv(x->mail, &m, x->pool ? 0 : 50, e, sizeof e);
         if (rc < 0) {
-            snprintf(err, sizeof err, "%s", e);
+            set_err(err, sizeof err, "%s", e);
             failed = true;
             break;
         }
@@ -515,19 +518,20 @@ static int remote_loop(remote_t *x) {
             int32_t v = 0;
             int32_t parent = x->fanout > 0 ? (x->rank - 1) / x->fanout : 0, sent = 0;
             if ((m->tag == SP_TAG_NET || m->tag == SP_TAG_PAUSE) && m->src != parent) {
-                snprintf(err, sizeof err, "a %s from rank %d, not from rank %d above this one in the tree "
-                         "(--net-fanout must be the same on every rank)", m->tag == SP_TAG_NET ? "net" : "pause",
-                         (int)m->src, (int)parent);
+                set_err(err, sizeof err,
+                        "a %s from rank %d, not from rank %d above this one in the tree "
+                        "(--net-fanout must be the same on every rank)",
+                        m->tag == SP_TAG_NET ? "net" : "pause", (int)m->src, (int)parent);
                 failed = true;
             } else if (m->tag == SP_TAG_PAUSE &&
                        sp_ranks_tree_down(x->mail, x->rank, x->size, x->fanout, m->tag, m->data, m->len, &sent, e, sizeof e) != 0) {
-                snprintf(err, sizeof err, "pause to the ranks below this one: %s", e);
+                set_err(err, sizeof err, "pause to the ranks below this one: %s", e);
                 failed = true;
             } else if (m->tag == SP_TAG_NET) {
                 if (take_net(x, m, &seed, err, sizeof err) != 0) failed = true;
             } else if (m->tag == SP_TAG_STOP || m->tag == SP_TAG_PAUSE) {
                 if (sp_wire_int_decode(m->data, m->len, &v, e, sizeof e) != 0) {
-                    snprintf(err, sizeof err, "from rank 0: %s", e);
+                    set_err(err, sizeof err, "from rank 0: %s", e);
                     failed = true;
                 } else if (m->tag == SP_TAG_STOP) {
                     code = v;
@@ -535,7 +539,7 @@ static int remote_loop(remote_t *x) {
                     sp_pool_pause(x->pool, v != 0);
                 }
             } else {
-                snprintf(err, sizeof err, "unknown message tag %d from rank %d", (int)m->tag, (int)m->src);
+                set_err(err, sizeof err, "unknown message tag %d from rank %d", (int)m->tag, (int)m->src);
                 failed = true;
             }
             dist_msg_free(m);
@@ -543,7 +547,7 @@ static int remote_loop(remote_t *x) {
         }
         if (x->server && !x->pool) { /* the first net is in: start playing */
             if (x->cfg->cache_mb > 0 && !(x->cache = mcts_cache_new(x->cfg->cache_mb << 20))) {
-                snprintf(err, sizeof err, "out of memory for a %lld MiB cache", (long long)x->cfg->cache_mb);
+                set_err(err, sizeof err, "out of memory for a %lld MiB cache", (long long)x->cfg->cache_mb);
                 failed = true;
                 break;
             }

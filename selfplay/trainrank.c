@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "compat/compat.h"
+#include "compat/err.h"
 #include "selfplay/exit.h"
 #include "selfplay/ranks.h"
 #include "selfplay/wire.h"
@@ -39,7 +40,7 @@ static int send_to_0(trank_t *x, int32_t tag, const void *buf, int64_t len, char
     char e[512];
     int rc = dist_mail_send(x->mail, 0, tag, buf, len, SEND_TIMEOUT_MS, e, sizeof e);
     if (rc == DIST_OK) return 0;
-    snprintf(err, errlen, "to rank 0: %.400s", rc == DIST_TIMEOUT ? "earlier messages still in flight after 60 s" : e);
+    set_err(err, errlen, "to rank 0: %.400s", rc == DIST_TIMEOUT ? "earlier messages still in flight after 60 s" : e);
     return -1;
 }
 
@@ -132,7 +133,7 @@ static int trank_loop(trank_t *x) {
         dist_msg_free(m);
         if (fail_now[0] && !failed) {
             failed = true;
-            snprintf(err, sizeof err, "%s", fail_now);
+            set_err(err, sizeof err, "%s", fail_now);
         }
         if (failed && err[0]) { /* once: rank 0 ends the job; plans are still answered until STOP */
             runlog_printf(&x->log, "error: %s", err);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "compat/compat.h"
+#include "compat/err.h"
 #include "mcts/batch.h"
 
 /* One half of a worker's games and its batch (mcts/batch.h; each leaf
@@ -85,7 +86,7 @@ static void fail(sp_pool_t *p, const char *msg) {
     compat_mutex_lock(&p->mu);
     if (!p->failed) {
         p->failed = 1;
-        snprintf(p->err, sizeof p->err, "%s", msg);
+        set_err(p->err, sizeof p->err, "%s", msg);
     }
     compat_cond_broadcast(&p->cv);
     compat_mutex_unlock(&p->mu);
@@ -94,7 +95,7 @@ static void fail(sp_pool_t *p, const char *msg) {
 int sp_pool_error(sp_pool_t *p, char *err, size_t errlen) {
     compat_mutex_lock(&p->mu);
     int f = p->failed;
-    if (f && err) snprintf(err, errlen, "%s", p->err);
+    if (f) set_err(err, errlen, "%s", p->err);
     compat_mutex_unlock(&p->mu);
     return f;
 }
@@ -292,8 +293,8 @@ sp_pool_t *sp_pool_new(const sp_config_t *cfg, nn_server_t *server, mcts_cache_t
     }
     return p;
 oom:
-    snprintf(err, errlen, "self-play: out of memory for %lld x %lld game slots", (long long)sp_config_threads(cfg),
-             (long long)cfg->games_per_thread);
+    set_err(err, errlen, "self-play: out of memory for %lld x %lld game slots", (long long)sp_config_threads(cfg),
+            (long long)cfg->games_per_thread);
     sp_pool_free(p);
     return NULL;
 }
@@ -301,7 +302,7 @@ oom:
 int sp_pool_start(sp_pool_t *p, char *err, size_t errlen) {
     for (int32_t t = 0; t < p->n_workers; t++) {
         if (compat_thread_create(&p->workers[t].thread, worker_main, &p->workers[t]) != 0) {
-            snprintf(err, errlen, "self-play: cannot start worker thread %d", t);
+            set_err(err, errlen, "self-play: cannot start worker thread %d", t);
             sp_pool_stop(p);
             return -1;
         }

@@ -38,6 +38,7 @@
 #include <string.h>
 
 #include "compat/compat.h"
+#include "compat/err.h"
 #include "config/config.h"
 #include "data/db.h"
 #include "data/fmt_file.h"
@@ -75,7 +76,7 @@ typedef struct {
 static int emit(export_t *ex, const void *data, size_t len) {
     char err[1024];
     if (compat_durable_write(ex->f, data, len, err, sizeof err) != 0) {
-        snprintf(ex->err, sizeof ex->err, "%s", err);
+        set_err(ex->err, sizeof ex->err, "%s", err);
         return -1;
     }
     return 0;
@@ -170,7 +171,7 @@ static int export_game3(export_t *ex, const shard_t *s, const db_game_t *g) {
             fmt_visits_of_probs(probs, nc, visits);
         }
         if (reserve(ex, len + FMT_HCPE3_MOVE + (size_t)nc * FMT_HCPE3_CAND) != 0) {
-            snprintf(ex->err, sizeof ex->err, "out of memory");
+            set_err(ex->err, sizeof ex->err, "out of memory");
             return -1;
         }
         uint8_t *p = ex->buf + len;
@@ -196,13 +197,13 @@ static int export_shard(export_t *ex, db_t *db, const db_shard_t *sh) {
     snprintf(path, sizeof path, "%s/%s", g_run, sh->path);
     shard_t *s = shard_open(path, NULL, 0, err, sizeof err);
     if (!s) {
-        snprintf(ex->err, sizeof ex->err, "%s", err);
+        set_err(ex->err, sizeof ex->err, "%s", err);
         return -1;
     }
     db_game_list_t gl = {0};
     int rc = 0;
     if (db_games_of_shard(db, sh->id, &gl) != DB_OK) {
-        snprintf(ex->err, sizeof ex->err, "%s", db_errmsg(db));
+        set_err(ex->err, sizeof ex->err, "%s", db_errmsg(db));
         rc = -1;
     }
     for (int64_t i = 0; i < gl.n && rc == 0; i++) {

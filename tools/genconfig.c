@@ -46,6 +46,7 @@
 #include <time.h>
 
 #include "compat/compat.h"
+#include "compat/err.h"
 #include "compat/version.h"
 #include "config/config.h"
 #include "data/run.h"
@@ -163,7 +164,7 @@ static int gc_wait(sp_pool_t *pool, double seconds, char *err, size_t errlen) {
         gc_drain(pool);
         if (sp_pool_error(pool, err, errlen)) return -1;
         if (compat_stop_requested()) {
-            snprintf(err, errlen, "interrupted");
+            set_err(err, errlen, "interrupted");
             return -1;
         }
     }
@@ -199,7 +200,7 @@ static void gc_measure(const gc_t *g, const sp_config_t *c, gc_row_t *r) {
             r->s.v[GC_GATHER] = s1.gather_us;
         }
     }
-    if (!r->ok) snprintf(r->error, sizeof r->error, "%s", err[0] ? err : "failed");
+    if (!r->ok) set_err(r->error, sizeof r->error, "%s", err[0] ? err : "failed");
     sp_pool_free(pool);
     nn_server_free(srv);
     mcts_cache_free(cache);
@@ -341,8 +342,8 @@ static int gc_out_check(const char *path, char *err, size_t errlen) {
         fclose(f);
     }
     if (strncmp(first, GC_FIRST_LINE, strlen(GC_FIRST_LINE)) != 0) {
-        snprintf(err, errlen,
-                 "--out %s: the file exists and genconfig did not write it: give another --out, or remove it", path);
+        set_err(err, errlen,
+                "--out %s: the file exists and genconfig did not write it: give another --out, or remove it", path);
         return -1;
     }
     return 0;
@@ -352,7 +353,7 @@ static int gc_out_check(const char *path, char *err, size_t errlen) {
 static int gc_write(const char *path, const sb_t *b, char *err, size_t errlen) {
     if (gc_out_check(path, err, errlen) != 0) return -1;
     if (b->oom) {
-        snprintf(err, errlen, "%s: out of memory", path);
+        set_err(err, errlen, "%s: out of memory", path);
         return -1;
     }
     return run_output_write(path, NULL, "the config", "--out", b->s, b->n, err, errlen);

@@ -32,6 +32,7 @@
 #include <time.h>
 
 #include "compat/compat.h"
+#include "compat/err.h"
 #include "data/db.h"
 #include "data/run.h"
 #include "match/rating.h"
@@ -423,7 +424,7 @@ static int read_ratings(db_t *db, report_run_t *r, char *err, size_t errlen) {
     r->ladder = calloc((size_t)n + 1, sizeof *r->ladder);
     if (!r->ladder) {
         free(list);
-        snprintf(err, errlen, "%s: out of memory", db_path(db));
+        set_err(err, errlen, "%s: out of memory", db_path(db));
         return -1;
     }
     for (int32_t i = 0; i < n; i++)
@@ -510,10 +511,10 @@ static int read_run(db_t *db, report_run_t *r, char *err, size_t errlen) {
     if (read_ratings(db, r, err, errlen) != 0) return -1;
     return 0;
 oom:
-    snprintf(err, errlen, "%s: out of memory", db_path(db));
+    set_err(err, errlen, "%s: out of memory", db_path(db));
     return -1;
 fail:
-    snprintf(err, errlen, "%s", db_errmsg(db));
+    set_err(err, errlen, "%s", db_errmsg(db));
     return -1;
 }
 
