@@ -110,11 +110,4 @@ int match_play_cycles(const char *run_dir, int32_t cycle_a, int32_t cycle_b, con
 int match_play(const char *run_dir, const char *model_a_path, const char *model_b_path, int32_t games,
                   int32_t visits, uint64_t seed, match_play_result_t *res, char *err, size_t errlen);
 
-/* Cumulative Elo by cycle from the matches table (ref_elo_ladder: each
- * cycle's Elo = the Elo of the cycle it was measured against + the measured
- * difference, cycle 0 = 0). *out malloc'ed (free()). */
-static inline db_status_t sp_elo_ladder(db_t *db, ref_ladder_point_t **out, int32_t *n) {
-    return ref_elo_ladder(db, out, n);
-}
-
 #endif

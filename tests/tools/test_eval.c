@@ -112,7 +112,7 @@ int main(void) {
     KOMA_ASSERT(db_open(dbp, DB_OPEN_READONLY, &db, err, sizeof err) == DB_OK);
     ref_ladder_point_t *pts = NULL;
     int32_t n = 0;
-    CHECK(sp_elo_ladder(db, &pts, &n) == DB_OK && n == 3);
+    CHECK(ref_elo_ladder(db, &pts, &n) == DB_OK && n == 3);
     if (n == 3) {
         CHECK(pts[0].cycle == 0 && pts[1].cycle == 1 && pts[2].cycle == 2);
         CHECK_NEAR(pts[2].elo, pts[1].elo + r.elo.elo, 1e-9);
