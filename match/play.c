@@ -309,6 +309,182 @@ static const char *base_name(const char *p) {
     return s ? s + 1 : p;
 }
 
+/* Loads net a and net b (n_nets 2) or net a alone (an engine plays b) into
+ * sh->net, names them, and folds batch norm once here, before the game
+ * threads share the nets. */
+static int load_nets(eval_shared_t *sh, nn_backend_t *be, const char *run_dir, const char *const paths[2], int n_nets,
+                     char *err, size_t errlen) {
+    char file[2][1200];
+    for (int k = 0; k < n_nets; k++) {
+        resolve_path(run_dir, paths[k], file[k], sizeof file[k]);
+        sh->net[k] = nn_weights_load(be, file[k], ENC_FEATURES_VERSION, err, errlen);
+        if (!sh->net[k]) return -1;
+        const nn_net_config_t *nc = nn_net_config(sh->net[k]);
+        if (nc->in_planes != ENC_PLANES || nc->in_hand != ENC_HAND) {
+            set_err(err, errlen, "%s: net takes %d planes and %d hand values, not %d and %d", file[k], nc->in_planes,
+                    nc->in_hand, ENC_PLANES, ENC_HAND);
+            return -1;
+        }
+        snprintf(sh->name[k], sizeof sh->name[k], "%s", base_name(paths[k]));
+    }
+    for (int k = 0; k < n_nets; k++) {
+        nn_ctx_t *warm = nn_ctx_new(sh->net[k], be, 1, err, errlen);
+        if (!warm) return -1;
+        uint8_t packed[ENC_PACKED_BYTES];
+        float hand[ENC_HAND], pol[ENC_LABEL_NB], wdl[3];
+        pos_t *pos = malloc(sizeof *pos);
+        if (!pos) {
+            nn_ctx_free(warm);
+            set_err(err, errlen, "evaluation: out of memory");
+            return -1;
+        }
+        pos_set_startpos(pos);
+        encode_position(pos, packed, hand);
+        free(pos);
+        int bad = nn_forward(warm, 1, packed, hand, pol, wdl, NULL);
+        nn_ctx_free(warm);
+        if (bad) {
+            set_err(err, errlen, "evaluation: the %s backend failed: %s", be->name, nn_backend_error(be));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The run's matches row for this match (cfg->store with a run): the players
+ * named by their models where the run has them (model[k], have_model[k]),
+ * the row begun (no Elo until the end: a match that does not finish says
+ * so); each game is stored as it ends. */
+static int begin_row(eval_shared_t *sh, const char *run_dir, const char *const paths[2], int n_nets,
+                     db_model_t model[2], int have_model[2], db_match_t *row, match_play_result_t *res, char *err,
+                     size_t errlen) {
+    const match_play_config_t *cfg = sh->cfg;
+    const match_engine_player_t *engine = sh->engine;
+    char dbp[1200];
+    run_path(run_dir, RUN_DB, dbp, sizeof dbp);
+    if (db_open(dbp, 0, &sh->db, err, errlen) != DB_OK) return -1;
+    for (int k = 0; k < n_nets; k++) {
+        db_status_t st = find_model(sh->db, run_dir, paths[k], &model[k]);
+        if (st == DB_OK) {
+            have_model[k] = 1;
+            snprintf(sh->name[k], sizeof sh->name[k], "cycle %d (%.200s)", model[k].cycle, model[k].path);
+        } else if (st != DB_NOTFOUND) {
+            set_err(err, errlen, "%s", db_errmsg(sh->db));
+            return -1;
+        }
+    }
+    res->cycle_a = have_model[0] ? model[0].cycle : -1;
+    res->cycle_b = have_model[1] ? model[1].cycle : -1;
+    /* The games' players: the row's W/D/L follow them only when the two
+     * names differ (a net against its own file). */
+    if (strcmp(sh->name[0], sh->name[1]) == 0) {
+        size_t l = strnlen(sh->name[0], sizeof sh->name[0] - 5);
+        memcpy(sh->name[0] + l, " (a)", 5);
+        memcpy(sh->name[1] + l, " (b)", 5);
+    }
+    memset(row, 0, sizeof *row);
+    row->cycle = have_model[0] ? model[0].cycle : -1;
+    row->model_a = have_model[0] ? model[0].id : 0;
+    row->model_b = have_model[1] ? model[1].id : 0;
+    snprintf(row->opponent, sizeof row->opponent, "%.63s", have_model[1] ? "" : sh->name[1]);
+    snprintf(row->engine_a, sizeof row->engine_a, "%s", sh->name[0]);
+    snprintf(row->engine_b, sizeof row->engine_b, "%s", sh->name[1]);
+    snprintf(row->settings, sizeof row->settings, "eval visits=%d temp=%.2f/%d max_ply=%d games=%d%s%.40s",
+             cfg->visits, (double)cfg->temp, cfg->temp_plies, cfg->max_ply, cfg->games, engine ? " vs " : "",
+             engine ? engine->go : "");
+    if (db_match_begin(sh->db, row) != DB_OK) {
+        set_err(err, errlen, "%s", db_errmsg(sh->db));
+        return -1;
+    }
+    sh->match_id = res->match_id = row->id;
+    return 0;
+}
+
+/* Plays the match's games on cfg->threads game threads (eval_thread) until
+ * each is done, the match failed or cfg->stop. res->stored: the games
+ * finished. */
+static int play_games(eval_shared_t *sh, match_play_result_t *res, char *err, size_t errlen) {
+    const match_play_config_t *cfg = sh->cfg;
+    sh->games = calloc((size_t)cfg->games, sizeof *sh->games);
+    if (!sh->games) {
+        set_err(err, errlen, "evaluation: out of memory");
+        return -1;
+    }
+    int32_t nt = cfg->threads > 0 ? cfg->threads : compat_cpu_count();
+    if (nt > cfg->games) nt = cfg->games;
+    compat_thread_t *th = calloc((size_t)nt, sizeof *th);
+    int32_t started = 0;
+    if (!th) {
+        set_err(err, errlen, "evaluation: out of memory");
+        return -1;
+    }
+    for (; started < nt; started++)
+        if (compat_thread_create(&th[started], eval_thread, sh) != 0) break;
+    if (started == 0) eval_thread(sh);
+    for (int32_t i = 0; i < started; i++) compat_thread_join(th[i]);
+    free(th);
+    res->engine_failed = sh->engine_failed;
+    for (int32_t i = 0; i < cfg->games; i++) res->stored += sh->games[i].done;
+    if (sh->failed) {
+        set_err(err, errlen, "%s", sh->err);
+        return -1;
+    }
+    if (res->stored < cfg->games) { /* cfg->stop: the row stays unfinished with the games it has */
+        KOMA_ASSERT(stop_asked(cfg));
+        res->interrupted = 1;
+        set_err(err, errlen, "evaluation: stopped after %d of %d games", res->stored, cfg->games);
+        return -1;
+    }
+    return 0;
+}
+
+/* Every game played: the totals, the Elo, the row finished and net a's place
+ * on the ladder (when it is a model of the run). */
+static int finish_match(eval_shared_t *sh, const db_model_t *model_a, int have_model_a, db_match_t *row,
+                        match_play_result_t *res, char *err, size_t errlen) {
+    const match_play_config_t *cfg = sh->cfg;
+    int64_t plies = 0;
+    for (int32_t i = 0; i < cfg->games; i++) {
+        const eval_game_t *gm = &sh->games[i];
+        KOMA_ASSERT(gm->done);
+        res->games++;
+        if (gm->score2 == 2) {
+            res->wins++;
+            if (gm->a_black) res->a_black_wins++;
+            else res->a_white_wins++;
+        } else if (gm->score2 == 1) {
+            res->draws++;
+        } else {
+            res->losses++;
+        }
+        res->reasons[gm->end]++;
+        plies += gm->plies;
+    }
+    res->avg_plies = (double)plies / cfg->games;
+    ref_elo_trinomial(res->wins, res->draws, res->losses, &res->elo);
+
+    if (sh->db) { /* every game is stored: the totals and the Elo finish the row */
+        row->wins = res->wins, row->draws = res->draws, row->losses = res->losses;
+        row->elo = res->elo.elo, row->elo_lo = res->elo.elo_lo, row->elo_hi = res->elo.elo_hi;
+        if (db_match_finish(sh->db, row) != DB_OK) {
+            set_err(err, errlen, "%s", db_errmsg(sh->db));
+            return -1;
+        }
+    }
+    if (sh->db && have_model_a) {
+        ref_ladder_point_t *pts = NULL;
+        int32_t np = 0;
+        if (ref_elo_ladder(sh->db, &pts, &np) != DB_OK) {
+            set_err(err, errlen, "%s", db_errmsg(sh->db));
+            return -1;
+        }
+        for (int32_t i = 0; i < np; i++)
+            if (pts[i].cycle == model_a->cycle) res->ladder = pts[i];
+        free(pts);
+    }
+    return 0;
+}
+
 /* A match of net a against net b (model_b_path) or an engine (engine). */
 static int play_match(const char *run_dir, const char *model_a_path, const char *model_b_path,
                       const match_engine_player_t *engine, const match_play_config_t *cfg_in,
@@ -344,41 +520,7 @@ static int play_match(const char *run_dir, const char *model_a_path, const char 
     db_model_t model[2];
     int have_model[2] = {0, 0};
     db_match_t row;
-    char file[2][1200];
-    for (int k = 0; k < n_nets; k++) {
-        resolve_path(run_dir, paths[k], file[k], sizeof file[k]);
-        sh->net[k] = nn_weights_load(main_be, file[k], ENC_FEATURES_VERSION, err, errlen);
-        if (!sh->net[k]) goto done;
-        const nn_net_config_t *nc = nn_net_config(sh->net[k]);
-        if (nc->in_planes != ENC_PLANES || nc->in_hand != ENC_HAND) {
-            set_err(err, errlen, "%s: net takes %d planes and %d hand values, not %d and %d", file[k], nc->in_planes,
-                    nc->in_hand, ENC_PLANES, ENC_HAND);
-            goto done;
-        }
-        snprintf(sh->name[k], sizeof sh->name[k], "%s", base_name(paths[k]));
-    }
-    /* Fold batch norm once here, before the game threads share the nets. */
-    for (int k = 0; k < n_nets; k++) {
-        nn_ctx_t *warm = nn_ctx_new(sh->net[k], main_be, 1, err, errlen);
-        if (!warm) goto done;
-        uint8_t packed[ENC_PACKED_BYTES];
-        float hand[ENC_HAND], pol[ENC_LABEL_NB], wdl[3];
-        pos_t *pos = malloc(sizeof *pos);
-        if (!pos) {
-            nn_ctx_free(warm);
-            set_err(err, errlen, "evaluation: out of memory");
-            goto done;
-        }
-        pos_set_startpos(pos);
-        encode_position(pos, packed, hand);
-        free(pos);
-        int bad = nn_forward(warm, 1, packed, hand, pol, wdl, NULL);
-        nn_ctx_free(warm);
-        if (bad) {
-            set_err(err, errlen, "evaluation: the %s backend failed: %s", main_be->name, nn_backend_error(main_be));
-            goto done;
-        }
-    }
+    if (load_nets(sh, main_be, run_dir, paths, n_nets, err, errlen) != 0) goto done;
     if (engine) { /* a missing or broken engine fails here, before anything is stored */
         char label[128];
         snprintf(label, sizeof label, "engine '%s' (%.60s)", engine->label, engine->spec.cmd);
@@ -392,117 +534,10 @@ static int play_match(const char *run_dir, const char *model_a_path, const char 
         set_err(err, errlen, "evaluation: stopped before its first game");
         goto done;
     }
-    if (run_dir && cfg.store) {
-        char dbp[1200];
-        run_path(run_dir, RUN_DB, dbp, sizeof dbp);
-        if (db_open(dbp, 0, &sh->db, err, errlen) != DB_OK) goto done;
-        for (int k = 0; k < n_nets; k++) {
-            db_status_t st = find_model(sh->db, run_dir, paths[k], &model[k]);
-            if (st == DB_OK) {
-                have_model[k] = 1;
-                snprintf(sh->name[k], sizeof sh->name[k], "cycle %d (%.200s)", model[k].cycle, model[k].path);
-            } else if (st != DB_NOTFOUND) {
-                set_err(err, errlen, "%s", db_errmsg(sh->db));
-                goto done;
-            }
-        }
-        res->cycle_a = have_model[0] ? model[0].cycle : -1;
-        res->cycle_b = have_model[1] ? model[1].cycle : -1;
-        /* The games' players: the row's W/D/L follow them only when the two
-         * names differ (a net against its own file). */
-        if (strcmp(sh->name[0], sh->name[1]) == 0) {
-            size_t l = strnlen(sh->name[0], sizeof sh->name[0] - 5);
-            memcpy(sh->name[0] + l, " (a)", 5);
-            memcpy(sh->name[1] + l, " (b)", 5);
-        }
-        /* The row first (no Elo until the end: a match that does not finish
-         * says so), then each game as it ends. */
-        memset(&row, 0, sizeof row);
-        row.cycle = have_model[0] ? model[0].cycle : -1;
-        row.model_a = have_model[0] ? model[0].id : 0;
-        row.model_b = have_model[1] ? model[1].id : 0;
-        snprintf(row.opponent, sizeof row.opponent, "%.63s", have_model[1] ? "" : sh->name[1]);
-        snprintf(row.engine_a, sizeof row.engine_a, "%s", sh->name[0]);
-        snprintf(row.engine_b, sizeof row.engine_b, "%s", sh->name[1]);
-        snprintf(row.settings, sizeof row.settings, "eval visits=%d temp=%.2f/%d max_ply=%d games=%d%s%.40s", cfg.visits,
-                 (double)cfg.temp, cfg.temp_plies, cfg.max_ply, cfg.games, engine ? " vs " : "",
-                 engine ? engine->go : "");
-        if (db_match_begin(sh->db, &row) != DB_OK) {
-            set_err(err, errlen, "%s", db_errmsg(sh->db));
-            goto done;
-        }
-        sh->match_id = res->match_id = row.id;
-    }
-    sh->games = calloc((size_t)cfg.games, sizeof *sh->games);
-    if (!sh->games) {
-        set_err(err, errlen, "evaluation: out of memory");
+    if (run_dir && cfg.store && begin_row(sh, run_dir, paths, n_nets, model, have_model, &row, res, err, errlen) != 0)
         goto done;
-    }
-    int32_t nt = cfg.threads > 0 ? cfg.threads : compat_cpu_count();
-    if (nt > cfg.games) nt = cfg.games;
-    compat_thread_t *th = calloc((size_t)nt, sizeof *th);
-    int32_t started = 0;
-    if (!th) {
-        set_err(err, errlen, "evaluation: out of memory");
-        goto done;
-    }
-    for (; started < nt; started++)
-        if (compat_thread_create(&th[started], eval_thread, sh) != 0) break;
-    if (started == 0) eval_thread(sh);
-    for (int32_t i = 0; i < started; i++) compat_thread_join(th[i]);
-    free(th);
-    res->engine_failed = sh->engine_failed;
-    for (int32_t i = 0; i < cfg.games; i++) res->stored += sh->games[i].done;
-    if (sh->failed) {
-        set_err(err, errlen, "%s", sh->err);
-        goto done;
-    }
-    if (res->stored < cfg.games) { /* cfg.stop: the row stays unfinished with the games it has */
-        KOMA_ASSERT(stop_asked(&cfg));
-        res->interrupted = 1;
-        set_err(err, errlen, "evaluation: stopped after %d of %d games", res->stored, cfg.games);
-        goto done;
-    }
-
-    int64_t plies = 0;
-    for (int32_t i = 0; i < cfg.games; i++) {
-        const eval_game_t *gm = &sh->games[i];
-        KOMA_ASSERT(gm->done);
-        res->games++;
-        if (gm->score2 == 2) {
-            res->wins++;
-            if (gm->a_black) res->a_black_wins++;
-            else res->a_white_wins++;
-        } else if (gm->score2 == 1) {
-            res->draws++;
-        } else {
-            res->losses++;
-        }
-        res->reasons[gm->end]++;
-        plies += gm->plies;
-    }
-    res->avg_plies = (double)plies / cfg.games;
-    ref_elo_trinomial(res->wins, res->draws, res->losses, &res->elo);
-
-    if (sh->db) { /* every game is stored: the totals and the Elo finish the row */
-        row.wins = res->wins, row.draws = res->draws, row.losses = res->losses;
-        row.elo = res->elo.elo, row.elo_lo = res->elo.elo_lo, row.elo_hi = res->elo.elo_hi;
-        if (db_match_finish(sh->db, &row) != DB_OK) {
-            set_err(err, errlen, "%s", db_errmsg(sh->db));
-            goto done;
-        }
-    }
-    if (sh->db && have_model[0]) {
-        ref_ladder_point_t *pts = NULL;
-        int32_t np = 0;
-        if (ref_elo_ladder(sh->db, &pts, &np) != DB_OK) {
-            set_err(err, errlen, "%s", db_errmsg(sh->db));
-            goto done;
-        }
-        for (int32_t i = 0; i < np; i++)
-            if (pts[i].cycle == model[0].cycle) res->ladder = pts[i];
-        free(pts);
-    }
+    if (play_games(sh, res, err, errlen) != 0) goto done;
+    if (finish_match(sh, &model[0], have_model[0], &row, res, err, errlen) != 0) goto done;
     rc = 0;
 done:
     res->seconds = (double)(compat_now_ms() - t0) / 1000.0;
