@@ -53,35 +53,16 @@ static void print_loss(const char *name, double v) {
 }
 
 /* ---- run / database summary ------------------------------------------------------ */
-static int inspect_db(const char *path) {
-    char err[DB_ERR_MAX];
-    if (!compat_file_exists(path)) {
-        fprintf(stderr, "%s: no such file (not a run directory, or a run that never started?)\n", path);
-        return 1;
-    }
-    db_t *db = NULL;
-    if (db_open(path, DB_OPEN_READONLY | DB_OPEN_MIGRATE, &db, err, sizeof err) != DB_OK) {
-        fprintf(stderr, "%s\n", err);
-        return 1;
-    }
-    if (db_migrated_from(db))
-        fprintf(stderr, "%s: %s: migrated from schema version %d to %d\n", g_prog, path, db_migrated_from(db),
-                db_schema_version(db));
-    int rc = 0;
-    db_summary_t s;
-    if (db_summary(db, &s) != DB_OK) {
-        fprintf(stderr, "%s\n", db_errmsg(db));
-        db_close(db);
-        return 1;
-    }
-    printf("database %s (schema %d)\n", path, s.schema_version);
-    printf("  invocations  %lld", (long long)s.runs);
-    if (s.runs) printf(" (first %s, last %s)", s.first_run, s.last_run);
+/* The header: invocations, the newest model, the games and their endings, positions and shards. */
+static void print_summary(db_t *db, const char *path, const db_summary_t *s) {
+    printf("database %s (schema %d)\n", path, s->schema_version);
+    printf("  invocations  %lld", (long long)s->runs);
+    if (s->runs) printf(" (first %s, last %s)", s->first_run, s->last_run);
     printf("\n");
 
     db_model_t m;
-    printf("  models       %lld", (long long)s.models);
-    if (s.models && db_model_latest(db, &m) == DB_OK) {
+    printf("  models       %lld", (long long)s->models);
+    if (s->models && db_model_latest(db, &m) == DB_OK) {
         printf(", latest: cycle %d, %s, %s, %lld steps, %lld samples\n", m.cycle, m.path, m.arch[0] ? m.arch : "?",
                (long long)m.train_steps, (long long)m.train_samples);
         printf("               losses at publication:");
@@ -92,24 +73,28 @@ static int inspect_db(const char *path) {
     }
     printf("\n");
 
-    int64_t decided = s.black_wins + s.white_wins + s.draws;
-    printf("  games        %lld: black wins %lld (%.1f%%), white wins %lld (%.1f%%), draws %lld (%.1f%%)", (long long)s.games,
-           (long long)s.black_wins, pct(s.black_wins, decided), (long long)s.white_wins, pct(s.white_wins, decided),
-           (long long)s.draws, pct(s.draws, decided));
-    if (!isnan(s.avg_plies)) printf(", %.1f plies on average", s.avg_plies);
+    int64_t decided = s->black_wins + s->white_wins + s->draws;
+    printf("  games        %lld: black wins %lld (%.1f%%), white wins %lld (%.1f%%), draws %lld (%.1f%%)", (long long)s->games,
+           (long long)s->black_wins, pct(s->black_wins, decided), (long long)s->white_wins, pct(s->white_wins, decided),
+           (long long)s->draws, pct(s->draws, decided));
+    if (!isnan(s->avg_plies)) printf(", %.1f plies on average", s->avg_plies);
     printf("\n  ended by    ");
     int any = 0;
     for (int r = 0; r < DB_REASON_NB; r++)
-        if (s.reasons[r]) printf("%s %s %lld (%.1f%%)", any++ ? "," : "", db_reason_name((db_reason_t)r),
-                                 (long long)s.reasons[r], pct(s.reasons[r], s.games));
+        if (s->reasons[r]) printf("%s %s %lld (%.1f%%)", any++ ? "," : "", db_reason_name((db_reason_t)r),
+                                 (long long)s->reasons[r], pct(s->reasons[r], s->games));
     printf("%s\n", any ? "" : " -");
-    printf("  positions    %lld in %lld shards (%.1f MiB)\n", (long long)s.positions, (long long)s.shards,
-           (double)s.shard_bytes / (1024.0 * 1024.0));
-    if (s.pending)
+    printf("  positions    %lld in %lld shards (%.1f MiB)\n", (long long)s->positions, (long long)s->shards,
+           (double)s->shard_bytes / (1024.0 * 1024.0));
+    if (s->pending)
         printf("  pending      %lld shard files written but not registered (the next start moves them aside)\n",
-               (long long)s.pending);
+               (long long)s->pending);
 
-    /* Where the self-play games were played (mpirun -np N selfplay: one row per rank). */
+}
+
+/* Where the self-play games were played (mpirun -np N selfplay: one row per rank). */
+static int print_ranks(db_t *db) {
+    int rc = 0;
     db_rank_games_t *rk = NULL;
     int32_t nrk = 0;
     if (db_games_by_rank(db, &rk, &nrk) != DB_OK) {
@@ -128,9 +113,14 @@ static int inspect_db(const char *path) {
     }
     free(rk);
 
+    return rc;
+}
+
+/* The table of the last 20 cycles and the latest shards. */
+static void print_cycles(db_t *db, const db_summary_t *s) {
     /* Cycles: those with shards or metrics, up to the highest seen. */
     db_shard_t *sh = NULL;
-    int32_t nsh = 0, max_cycle = s.latest_cycle;
+    int32_t nsh = 0, max_cycle = s->latest_cycle;
     if (db_shards_recent(db, 0, &sh, &nsh) == DB_OK) {
         for (int32_t i = 0; i < nsh; i++)
             if (sh[i].cycle > max_cycle) max_cycle = sh[i].cycle;
@@ -190,12 +180,16 @@ static int inspect_db(const char *path) {
     }
     free(sh);
 
-    if (s.last_step >= 0) {
+}
+
+/* The last training steps logged. */
+static void print_training(db_t *db, const db_summary_t *s) {
+    if (s->last_step >= 0) {
         db_train_step_t ts[8];
         int32_t n = 0;
-        int64_t from = s.last_step - 7 > 0 ? s.last_step - 7 : 0;
-        printf("  training     %lld steps logged, last step %lld\n", (long long)s.train_steps, (long long)s.last_step);
-        if (db_train_steps_get(db, from, s.last_step + 1, ts, 8, &n) == DB_OK) {
+        int64_t from = s->last_step - 7 > 0 ? s->last_step - 7 : 0;
+        printf("  training     %lld steps logged, last step %lld\n", (long long)s->train_steps, (long long)s->last_step);
+        if (db_train_steps_get(db, from, s->last_step + 1, ts, 8, &n) == DB_OK) {
             for (int32_t i = 0; i < n; i++) {
                 printf("    step %8lld  cycle %3d  lr %.5f ", (long long)ts[i].step, ts[i].cycle, ts[i].lr);
                 print_loss("policy", ts[i].loss_policy);
@@ -208,53 +202,85 @@ static int inspect_db(const char *path) {
     } else {
         printf("  training     no steps logged\n");
     }
-    if (s.matches) {
-        db_match_t *mt = NULL;
-        int32_t nm = 0;
-        if (db_matches_list(db, -1, &mt, &nm) == DB_OK) {
-            printf("  matches      %d\n", nm);
-            for (int32_t i = nm > 5 ? nm - 5 : 0; i < nm; i++) {
-                const db_match_t *m = &mt[i];
-                char a[DB_NAME_MAX + 32], b[DB_NAME_MAX + 32], cyc[16] = "-", elo[96];
-                if (m->cycle >= 0) snprintf(cyc, sizeof cyc, "%d", m->cycle);
-                /* a net by its cycle, as selfplay's log numbers models ("model 3 vs 2") */
-                db_model_t ma, mb;
-                if (m->model_a && db_model_get(db, m->model_a, &ma) == DB_OK)
-                    snprintf(a, sizeof a, "model %d", ma.cycle);
-                else if (m->model_a) snprintf(a, sizeof a, "model id %lld", (long long)m->model_a);
-                else snprintf(a, sizeof a, "%s", m->engine_a[0] ? m->engine_a : "?");
-                if (m->model_b && db_model_get(db, m->model_b, &mb) == DB_OK)
-                    snprintf(b, sizeof b, "model %d", mb.cycle);
-                else if (m->model_b) snprintf(b, sizeof b, "model id %lld", (long long)m->model_b);
-                else snprintf(b, sizeof b, "%s", m->opponent[0] ? m->opponent : m->engine_b[0] ? m->engine_b : "?");
-                /* no Elo: the match never finished (killed or stopped; data/db.h) */
-                if (isnan(m->elo)) snprintf(elo, sizeof elo, "unfinished, no Elo");
-                else snprintf(elo, sizeof elo, "elo %+.0f [%+.0f, %+.0f]", m->elo, m->elo_lo, m->elo_hi);
-                printf("    match %lld  cycle %3s  %s vs %s: %lld games +%d =%d -%d  %s  %s\n", (long long)m->id, cyc, a,
-                       b, (long long)m->games, m->wins, m->draws, m->losses, elo, m->settings);
-            }
+}
+
+/* The last matches and the rating list over every match. */
+static int print_matches(db_t *db) {
+    int rc = 0;
+    db_match_t *mt = NULL;
+    int32_t nm = 0;
+    if (db_matches_list(db, -1, &mt, &nm) == DB_OK) {
+        printf("  matches      %d\n", nm);
+        for (int32_t i = nm > 5 ? nm - 5 : 0; i < nm; i++) {
+            const db_match_t *m = &mt[i];
+            char a[DB_NAME_MAX + 32], b[DB_NAME_MAX + 32], cyc[16] = "-", elo[96];
+            if (m->cycle >= 0) snprintf(cyc, sizeof cyc, "%d", m->cycle);
+            /* a net by its cycle, as selfplay's log numbers models ("model 3 vs 2") */
+            db_model_t ma, mb;
+            if (m->model_a && db_model_get(db, m->model_a, &ma) == DB_OK)
+                snprintf(a, sizeof a, "model %d", ma.cycle);
+            else if (m->model_a) snprintf(a, sizeof a, "model id %lld", (long long)m->model_a);
+            else snprintf(a, sizeof a, "%s", m->engine_a[0] ? m->engine_a : "?");
+            if (m->model_b && db_model_get(db, m->model_b, &mb) == DB_OK)
+                snprintf(b, sizeof b, "model %d", mb.cycle);
+            else if (m->model_b) snprintf(b, sizeof b, "model id %lld", (long long)m->model_b);
+            else snprintf(b, sizeof b, "%s", m->opponent[0] ? m->opponent : m->engine_b[0] ? m->engine_b : "?");
+            /* no Elo: the match never finished (killed or stopped; data/db.h) */
+            if (isnan(m->elo)) snprintf(elo, sizeof elo, "unfinished, no Elo");
+            else snprintf(elo, sizeof elo, "elo %+.0f [%+.0f, %+.0f]", m->elo, m->elo_lo, m->elo_hi);
+            printf("    match %lld  cycle %3s  %s vs %s: %lld games +%d =%d -%d  %s  %s\n", (long long)m->id, cyc, a,
+                   b, (long long)m->games, m->wins, m->draws, m->losses, elo, m->settings);
         }
-        free(mt);
-        /* One rating list over every match (match/rating.h), cycle 0 = 0. */
-        rating_player_t *list = NULL;
-        int32_t n = 0;
-        char e[DB_ERR_MAX + 64];
-        if (rating_list(db, &list, &n, e, sizeof e) != DB_OK) {
-            fprintf(stderr, "%s: rating list: %s\n", g_prog, e);
-            rc = 1;
-        } else if (n > 0) {
-            printf("  ratings      joint fit over every match, cycle 0 = 0, 95%% intervals\n");
-            int32_t from = 0, nets = 0;
-            for (int32_t i = 0; i < n; i++) nets += list[i].cycle >= 0;
-            if (nets > 12) from = nets - 12, printf("    (%d earlier nets not shown)\n", from);
-            for (int32_t i = from; i < n; i++) {
-                const rating_player_t *q = &list[i];
-                if (isnan(q->elo)) printf("    %-40.40s %8s %17s %6d games (no games linking it to cycle 0)\n", q->name, "-", "", q->games);
-                else printf("    %-40.40s %+8.0f [%+6.0f, %+6.0f] %6d games\n", q->name, q->elo, q->lo, q->hi, q->games);
-            }
-        }
-        free(list);
     }
+    free(mt);
+    /* One rating list over every match (match/rating.h), cycle 0 = 0. */
+    rating_player_t *list = NULL;
+    int32_t n = 0;
+    char e[DB_ERR_MAX + 64];
+    if (rating_list(db, &list, &n, e, sizeof e) != DB_OK) {
+        fprintf(stderr, "%s: rating list: %s\n", g_prog, e);
+        rc = 1;
+    } else if (n > 0) {
+        printf("  ratings      joint fit over every match, cycle 0 = 0, 95%% intervals\n");
+        int32_t from = 0, nets = 0;
+        for (int32_t i = 0; i < n; i++) nets += list[i].cycle >= 0;
+        if (nets > 12) from = nets - 12, printf("    (%d earlier nets not shown)\n", from);
+        for (int32_t i = from; i < n; i++) {
+            const rating_player_t *q = &list[i];
+            if (isnan(q->elo)) printf("    %-40.40s %8s %17s %6d games (no games linking it to cycle 0)\n", q->name, "-", "", q->games);
+            else printf("    %-40.40s %+8.0f [%+6.0f, %+6.0f] %6d games\n", q->name, q->elo, q->lo, q->hi, q->games);
+        }
+    }
+    free(list);
+    return rc;
+}
+
+static int inspect_db(const char *path) {
+    char err[DB_ERR_MAX];
+    if (!compat_file_exists(path)) {
+        fprintf(stderr, "%s: no such file (not a run directory, or a run that never started?)\n", path);
+        return 1;
+    }
+    db_t *db = NULL;
+    if (db_open(path, DB_OPEN_READONLY | DB_OPEN_MIGRATE, &db, err, sizeof err) != DB_OK) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    if (db_migrated_from(db))
+        fprintf(stderr, "%s: %s: migrated from schema version %d to %d\n", g_prog, path, db_migrated_from(db),
+                db_schema_version(db));
+    int rc = 0;
+    db_summary_t s;
+    if (db_summary(db, &s) != DB_OK) {
+        fprintf(stderr, "%s\n", db_errmsg(db));
+        db_close(db);
+        return 1;
+    }
+    print_summary(db, path, &s);
+    if (print_ranks(db) != 0) rc = 1;
+    print_cycles(db, &s);
+    print_training(db, &s);
+    if (s.matches && print_matches(db) != 0) rc = 1;
     db_close(db);
     return rc;
 }
