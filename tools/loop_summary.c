@@ -148,56 +148,32 @@ static void fig(const char *key, double v, int prec, const char *note) {
     else printf("%-32s %-10.*f  %s\n", key, prec, v, note);
 }
 
-int main(int argc, char **argv) {
-    if (koma_version_asked(argc, argv, "loop-summary")) return 0;
-    const char *run = NULL;
-    double wall = NAN;
-    int exit_code = -1;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "--wall") && i + 1 < argc) {
-            wall = strtod(argv[++i], NULL);
-        } else if (!strcmp(argv[i], "--exit") && i + 1 < argc) {
-            exit_code = atoi(argv[++i]);
-        } else if (argv[i][0] == '-' || run) {
-            usage(stderr);
-            return 2;
-        } else {
-            run = argv[i];
-        }
-    }
-    if (!run) {
-        usage(stderr);
-        return 2;
-    }
-    char dbp[4096], logp[4096], err[DB_ERR_MAX];
-    snprintf(dbp, sizeof dbp, "%s/koma.db", run);
-    snprintf(logp, sizeof logp, "%s/log", run);
-    if (!compat_file_exists(dbp)) {
-        fprintf(stderr, "loop-summary: %s: no such file (not a run directory, or a run that never started?)\n", dbp);
-        return 1;
-    }
-    db_t *db = NULL;
-    if (db_open(dbp, DB_OPEN_READONLY, &db, err, sizeof err) != DB_OK) {
-        fprintf(stderr, "loop-summary: %s: %s\n", dbp, err);
-        return 1;
-    }
+/* What the summary reports: the run, the database's totals, the log's facts
+ * and the rates added up over the cycles. */
+typedef struct {
+    const char *run;
+    int exit_code; /* selfplay's, -1 not given */
+    double wall;   /* seconds of the invocation (--wall, else the log's first to last line) */
     db_summary_t sum;
-    db_run_t rr;
-    memset(&rr, 0, sizeof rr);
-    if (db_summary(db, &sum) != DB_OK) {
-        fprintf(stderr, "loop-summary: %s: %s\n", dbp, db_errmsg(db));
-        db_close(db);
-        return 1;
-    }
-    double spp_cfg = NAN, batch_cfg = NAN;
-    if (db_run_latest(db, &rr) == DB_OK) {
-        spp_cfg = config_value(rr.config, "samples-per-position");
-        batch_cfg = config_value(rr.config, "batch");
-    }
-    int32_t ncy = sum.latest_cycle + 2 > 0 ? sum.latest_cycle + 2 : 1;
+    double spp_cfg, batch_cfg; /* --samples-per-position and --batch of the run */
+    int committed;             /* no shard write pending and every registered file there */
+    char why[512];             /* else why not */
+    double t_model0, t_model1; /* when models 0 and 1 were published */
+    log_facts_t lf;
+    /* self-play, over the cycles whose self-play finished */
+    double sp_s, pos_w, ev_w, busy_w, evaluated, batches, inf_dev;
+    int32_t n_sp;
+    /* training, over the cycles trained in this run */
+    double tr_samples, tr_step_s, tr_dev, tr_pos;
+    int32_t n_tr, n_dev;
+} loop_t;
+
+/* The cycles 0..*ncy-1 (through the newest model, and any cycle_metrics row
+ * past it): their models, metrics and new positions; L->committed and
+ * L->why: whether every registered model and shard file is there, else the
+ * first that is not. NULL: out of memory. */
+static cyc_t *read_cycles(db_t *db, loop_t *L, int32_t *ncy_out) {
+    int32_t ncy = L->sum.latest_cycle + 2 > 0 ? L->sum.latest_cycle + 2 : 1;
     int64_t cm; /* cycle_metrics rows may run one cycle past the newest model */
     for (cm = ncy; cm < LS_MAX_CYCLES; cm++) {
         db_cycle_metrics_t m;
@@ -205,31 +181,26 @@ int main(int argc, char **argv) {
     }
     ncy = (int32_t)cm;
     cyc_t *cy = calloc((size_t)ncy, sizeof *cy);
-    if (!cy) {
-        fprintf(stderr, "loop-summary: out of memory\n");
-        db_close(db);
-        return 1;
-    }
+    if (!cy) return NULL;
     /* models and shards, and whether every registered file is there */
-    int committed = sum.pending == 0;
-    char why[512] = "";
-    if (!committed) snprintf(why, sizeof why, "%lld shard write(s) pending", (long long)sum.pending);
+    L->committed = L->sum.pending == 0;
+    if (!L->committed) snprintf(L->why, sizeof L->why, "%lld shard write(s) pending", (long long)L->sum.pending);
     db_model_t prev;
     memset(&prev, 0, sizeof prev);
     int have_prev = 0;
-    double t_model0 = NAN, t_model1 = NAN;
+    L->t_model0 = L->t_model1 = NAN;
     for (int32_t c = 0; c < ncy; c++) {
         db_model_t mo;
         if (db_model_by_cycle(db, c, &mo) == DB_OK) {
             char full[8192];
-            snprintf(full, sizeof full, "%s/%s", run, mo.path);
-            if (!compat_file_exists(full) && committed) {
-                committed = 0;
-                snprintf(why, sizeof why, "model %s is registered but missing", mo.path);
+            snprintf(full, sizeof full, "%s/%s", L->run, mo.path);
+            if (!compat_file_exists(full) && L->committed) {
+                L->committed = 0;
+                snprintf(L->why, sizeof L->why, "model %s is registered but missing", mo.path);
             }
             cy[c].have_model = 1;
-            if (c == 0) t_model0 = iso_seconds(mo.created);
-            if (c == 1) t_model1 = iso_seconds(mo.created);
+            if (c == 0) L->t_model0 = iso_seconds(mo.created);
+            if (c == 1) L->t_model1 = iso_seconds(mo.created);
             if (have_prev) cy[c].samples = mo.train_samples - prev.train_samples;
             prev = mo;
             have_prev = 1;
@@ -243,83 +214,86 @@ int main(int argc, char **argv) {
     db_shard_t *shards = NULL;
     int32_t nsh = 0;
     if (db_shards_recent(db, 0, &shards, &nsh) == DB_OK) {
-        for (int32_t i = 0; i < nsh && committed; i++) {
+        for (int32_t i = 0; i < nsh && L->committed; i++) {
             char full[8192];
-            snprintf(full, sizeof full, "%s/%s", run, shards[i].path);
+            snprintf(full, sizeof full, "%s/%s", L->run, shards[i].path);
             if (!compat_file_exists(full)) {
-                committed = 0;
-                snprintf(why, sizeof why, "shard %s is registered but missing", shards[i].path);
+                L->committed = 0;
+                snprintf(L->why, sizeof L->why, "shard %s is registered but missing", shards[i].path);
             }
         }
         free(shards);
     }
-    log_facts_t lf;
-    read_log(logp, cy, ncy, &lf);
-    if (isnan(wall) && !isnan(lf.first_t)) wall = lf.last_t - lf.first_t;
+    *ncy_out = ncy;
+    return cy;
+}
 
+/* The rates over the cycles: self-play over those whose self-play finished,
+ * training over those trained in this run. */
+static void add_up(loop_t *L, const cyc_t *cy, int32_t ncy) {
     /* self-play, over the cycles whose self-play finished */
-    double sp_s = 0, pos_w = 0, ev_w = 0, busy_w = 0, evaluated = 0, batches = 0, inf_dev = 0;
-    int32_t n_sp = 0;
     for (int32_t c = 1; c < ncy; c++) {
         const db_cycle_metrics_t *m = &cy[c].m;
         if (!cy[c].have_metrics || !(m->selfplay_s > 0)) continue;
-        n_sp++;
-        sp_s += m->selfplay_s;
-        if (!isnan(m->positions_per_s)) pos_w += m->positions_per_s * m->selfplay_s;
+        L->n_sp++;
+        L->sp_s += m->selfplay_s;
+        if (!isnan(m->positions_per_s)) L->pos_w += m->positions_per_s * m->selfplay_s;
         if (!isnan(m->evals_per_s)) {
             double e = m->evals_per_s * m->selfplay_s;
-            ev_w += e;
-            evaluated += e;
-            if (m->avg_batch > 0) batches += e / m->avg_batch;
+            L->ev_w += e;
+            L->evaluated += e;
+            if (m->avg_batch > 0) L->batches += e / m->avg_batch;
         }
         if (!isnan(m->busy_pct)) {
-            busy_w += m->busy_pct * m->selfplay_s;
-            inf_dev += m->busy_pct / 100.0 * m->selfplay_s * (lf.workers > 0 ? lf.workers : 1);
+            L->busy_w += m->busy_pct * m->selfplay_s;
+            L->inf_dev += m->busy_pct / 100.0 * m->selfplay_s * (L->lf.workers > 0 ? L->lf.workers : 1);
         }
     }
     /* training, over the cycles trained in this run */
-    double tr_samples = 0, tr_step_s = 0, tr_dev = 0, tr_pos = 0;
-    int32_t n_tr = 0, n_dev = 0;
     for (int32_t c = 1; c < ncy; c++) {
         if (!cy[c].have_model) continue;
-        n_tr++;
-        tr_samples += (double)cy[c].samples;
-        tr_pos += (double)cy[c].new_positions;
-        if (cy[c].have_device) tr_step_s += cy[c].step_s, tr_dev += cy[c].device_s, n_dev++;
+        L->n_tr++;
+        L->tr_samples += (double)cy[c].samples;
+        L->tr_pos += (double)cy[c].new_positions;
+        if (cy[c].have_device) L->tr_step_s += cy[c].step_s, L->tr_dev += cy[c].device_s, L->n_dev++;
     }
-    int32_t published = sum.latest_cycle > 0 ? sum.latest_cycle : 0;
+}
 
-    const char *how = exit_code == 0 ? "done or its budget used" : exit_code == 130 ? "stopped as asked (SIGINT)"
-                      : exit_code < 0 ? "exit status not given" : "FAILED";
-    printf("loop summary: %s (selfplay exit %d: %s; run committed: %s%s%s)\n", run, exit_code, how,
-           committed ? "yes" : "no", committed ? "" : ": ", why);
+/* The figures, one a line: key, value, what it is. */
+static void print_figures(const loop_t *L) {
+    int32_t published = L->sum.latest_cycle > 0 ? L->sum.latest_cycle : 0;
+
+    const char *how = L->exit_code == 0 ? "done or its budget used" : L->exit_code == 130 ? "stopped as asked (SIGINT)"
+                      : L->exit_code < 0 ? "exit status not given" : "FAILED";
+    printf("loop summary: %s (selfplay exit %d: %s; run committed: %s%s%s)\n", L->run, L->exit_code, how,
+           L->committed ? "yes" : "no", L->committed ? "" : ": ", L->why);
     char note[256];
-    fig("wall_s", wall, 1, "the selfplay invocation, start to exit");
-    snprintf(note, sizeof note, "%s backend, %d inference worker(s)", lf.backend[0] ? lf.backend : "?", lf.workers);
-    printf("%-32s %-10s  %s\n", "backend", lf.backend[0] ? lf.backend : "?", note);
+    fig("wall_s", L->wall, 1, "the selfplay invocation, start to exit");
+    snprintf(note, sizeof note, "%s backend, %d inference worker(s)", L->lf.backend[0] ? L->lf.backend : "?", L->lf.workers);
+    printf("%-32s %-10s  %s\n", "backend", L->lf.backend[0] ? L->lf.backend : "?", note);
     snprintf(note, sizeof note, "models 1..%d after the random first net", (int)published);
     fig("cycles_published", published, 0, note);
-    fig("first_model_s", !isnan(t_model1) && !isnan(t_model0) ? t_model1 - t_model0 : NAN, 1,
+    fig("first_model_s", !isnan(L->t_model1) && !isnan(L->t_model0) ? L->t_model1 - L->t_model0 : NAN, 1,
         "from the random net (the run's start) to model 1");
-    snprintf(note, sizeof note, "self-play games committed, %lld positions", (long long)sum.positions);
-    fig("games", (double)sum.games, 0, note);
-    snprintf(note, sizeof note, "searched; cycle_metrics of %d cycle(s) whose self-play finished, %.1f s", (int)n_sp, sp_s);
-    fig("positions_per_s", sp_s > 0 ? pos_w / sp_s : NAN, 1, note);
-    fig("committed_positions_per_s", wall > 0 ? (double)sum.positions / wall : NAN, 1,
+    snprintf(note, sizeof note, "self-play games committed, %lld positions", (long long)L->sum.positions);
+    fig("games", (double)L->sum.games, 0, note);
+    snprintf(note, sizeof note, "searched; cycle_metrics of %d cycle(s) whose self-play finished, %.1f s", (int)L->n_sp, L->sp_s);
+    fig("positions_per_s", L->sp_s > 0 ? L->pos_w / L->sp_s : NAN, 1, note);
+    fig("committed_positions_per_s", L->wall > 0 ? (double)L->sum.positions / L->wall : NAN, 1,
         "positions of committed games / wall_s");
-    fig("evals_per_s", sp_s > 0 ? ev_w / sp_s : NAN, 0, "network evaluations, same cycles");
-    fig("avg_batch", batches > 0 ? evaluated / batches : NAN, 1, "positions per inference batch, same cycles");
-    fig("inference_busy_pct", sp_s > 0 ? busy_w / sp_s : NAN, 1,
+    fig("evals_per_s", L->sp_s > 0 ? L->ev_w / L->sp_s : NAN, 0, "network evaluations, same cycles");
+    fig("avg_batch", L->batches > 0 ? L->evaluated / L->batches : NAN, 1, "positions per inference batch, same cycles");
+    fig("inference_busy_pct", L->sp_s > 0 ? L->busy_w / L->sp_s : NAN, 1,
         "device busy per inference worker (CUDA events over its forwards; CPU: their wall time)");
-    snprintf(note, sizeof note, "samples / seconds of the steps of %d trained cycle(s) (%.1f s)", (int)n_dev, tr_step_s);
-    fig("trainer_samples_per_s", tr_step_s > 0 ? tr_samples / tr_step_s : NAN, 0, note);
-    snprintf(note, sizeof note, "trained samples %.0f / new positions %.0f of %d trained cycle(s); batch %.0f", tr_samples,
-             tr_pos, (int)n_tr, batch_cfg);
-    fig("samples_per_position", tr_pos > 0 ? tr_samples / tr_pos : NAN, 2, note);
-    fig("samples_per_position_configured", spp_cfg, 2, "--samples-per-position of the run (min/max-steps-per-cycle clamp it)");
-    fig("device_s_inference", sp_s > 0 ? inf_dev : NAN, 1, "busy x self-play seconds x workers, same cycles");
-    fig("device_s_training", n_dev > 0 ? tr_dev : NAN, 1, "the trainer's stream over the trained cycles' steps");
-    double inf_rate = sp_s > 0 ? inf_dev / sp_s : NAN, tr_rate = n_dev > 0 && wall > 0 ? tr_dev / wall : NAN;
+    snprintf(note, sizeof note, "samples / seconds of the steps of %d trained cycle(s) (%.1f s)", (int)L->n_dev, L->tr_step_s);
+    fig("trainer_samples_per_s", L->tr_step_s > 0 ? L->tr_samples / L->tr_step_s : NAN, 0, note);
+    snprintf(note, sizeof note, "trained samples %.0f / new positions %.0f of %d trained cycle(s); batch %.0f", L->tr_samples,
+             L->tr_pos, (int)L->n_tr, L->batch_cfg);
+    fig("samples_per_position", L->tr_pos > 0 ? L->tr_samples / L->tr_pos : NAN, 2, note);
+    fig("samples_per_position_configured", L->spp_cfg, 2, "--samples-per-position of the run (min/max-steps-per-cycle clamp it)");
+    fig("device_s_inference", L->sp_s > 0 ? L->inf_dev : NAN, 1, "busy x self-play seconds x workers, same cycles");
+    fig("device_s_training", L->n_dev > 0 ? L->tr_dev : NAN, 1, "the trainer's stream over the trained cycles' steps");
+    double inf_rate = L->sp_s > 0 ? L->inf_dev / L->sp_s : NAN, tr_rate = L->n_dev > 0 && L->wall > 0 ? L->tr_dev / L->wall : NAN;
     fig("inference_device_per_wall_s", inf_rate, 3, "device seconds per second of self-play (workers add up)");
     fig("training_device_per_wall_s", tr_rate, 3, "device seconds per second of wall_s");
     double tot = (isnan(inf_rate) ? 0 : inf_rate) + (isnan(tr_rate) ? 0 : tr_rate);
@@ -327,9 +301,12 @@ int main(int argc, char **argv) {
         "share of the two rates above");
     fig("device_split_training_pct", tot > 0 && !isnan(tr_rate) ? 100 * tr_rate / tot : NAN, 1,
         "share of the two rates above");
-    printf("%-32s %-10s  %s\n", "run_committed", committed ? "yes" : "no", committed ? "no shard write pending; every registered file there" : why);
+    printf("%-32s %-10s  %s\n", "run_committed", L->committed ? "yes" : "no", L->committed ? "no shard write pending; every registered file there" : L->why);
+}
 
-    printf("\n%5s %6s %9s %8s %9s %9s %7s %6s | %6s %9s %8s %10s %8s %6s\n", "cycle", "games", "positions", "sp_s",
+/* The table by cycle: self-play's figures and the trainer's. */
+static void print_table(const cyc_t *cy, int32_t ncy) {
+    printf("%5s %6s %9s %8s %9s %9s %7s %6s | %6s %9s %8s %10s %8s %6s\n", "cycle", "games", "positions", "sp_s",
            "pos/s", "evals/s", "batch", "busy%", "steps", "samples", "step_s", "samples/s", "device_s", "s/pos");
     for (int32_t c = 1; c < ncy; c++) {
         const cyc_t *y = &cy[c];
@@ -347,8 +324,84 @@ int main(int argc, char **argv) {
         else
             printf(" | %6s\n", "(not trained)");
     }
+}
+
+int main(int argc, char **argv) {
+    if (koma_version_asked(argc, argv, "loop-summary")) return 0;
+    loop_t *L = calloc(1, sizeof *L);
+    if (!L) {
+        fprintf(stderr, "loop-summary: out of memory\n");
+        return 1;
+    }
+    L->wall = NAN;
+    L->exit_code = -1;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            free(L);
+            return 0;
+        } else if (!strcmp(argv[i], "--wall") && i + 1 < argc) {
+            L->wall = strtod(argv[++i], NULL);
+        } else if (!strcmp(argv[i], "--exit") && i + 1 < argc) {
+            L->exit_code = atoi(argv[++i]);
+        } else if (argv[i][0] == '-' || L->run) {
+            usage(stderr);
+            free(L);
+            return 2;
+        } else {
+            L->run = argv[i];
+        }
+    }
+    if (!L->run) {
+        usage(stderr);
+        free(L);
+        return 2;
+    }
+    char dbp[4096], logp[4096], err[DB_ERR_MAX];
+    snprintf(dbp, sizeof dbp, "%s/koma.db", L->run);
+    snprintf(logp, sizeof logp, "%s/log", L->run);
+    if (!compat_file_exists(dbp)) {
+        fprintf(stderr, "loop-summary: %s: no such file (not a run directory, or a run that never started?)\n", dbp);
+        free(L);
+        return 1;
+    }
+    db_t *db = NULL;
+    if (db_open(dbp, DB_OPEN_READONLY, &db, err, sizeof err) != DB_OK) {
+        fprintf(stderr, "loop-summary: %s: %s\n", dbp, err);
+        free(L);
+        return 1;
+    }
+    db_run_t rr;
+    memset(&rr, 0, sizeof rr);
+    if (db_summary(db, &L->sum) != DB_OK) {
+        fprintf(stderr, "loop-summary: %s: %s\n", dbp, db_errmsg(db));
+        db_close(db);
+        free(L);
+        return 1;
+    }
+    L->spp_cfg = L->batch_cfg = NAN;
+    if (db_run_latest(db, &rr) == DB_OK) {
+        L->spp_cfg = config_value(rr.config, "samples-per-position");
+        L->batch_cfg = config_value(rr.config, "batch");
+    }
+    int32_t ncy = 0;
+    cyc_t *cy = read_cycles(db, L, &ncy);
+    if (!cy) {
+        fprintf(stderr, "loop-summary: out of memory\n");
+        db_run_clear(&rr);
+        db_close(db);
+        free(L);
+        return 1;
+    }
+    read_log(logp, cy, ncy, &L->lf);
+    if (isnan(L->wall) && !isnan(L->lf.first_t)) L->wall = L->lf.last_t - L->lf.first_t;
+    add_up(L, cy, ncy);
+    print_figures(L);
+    printf("\n");
+    print_table(cy, ncy);
     free(cy);
     db_run_clear(&rr);
     db_close(db);
+    free(L);
     return 0;
 }
