@@ -30,7 +30,7 @@ typedef struct {
 static int flag_rows(train_config_t *c, cfg_opt_t *t) {
     nn_train_config_t *o = &c->opt;
     const train_row_t all[TRAIN_CONFIG_NFLAGS] = {
-        {{"net", CFG_TYPE_STRING, c->net, 1, 0, "size BLOCKSxCHANNELS of a new run's first net; BxCgK: global pooling every K-th block", "6x64", NULL, sizeof c->net}, "4x32"},
+        {{"net", CFG_TYPE_STRING, c->net, 1, 0, "size BLOCKSxCHANNELS of a new run's first net; BxCgK: global pooling every K-th block; a suffix m adds the moves-left head, o the opponent-reply policy head (4x32mo, 6x64g2m)", "6x64", NULL, sizeof c->net}, "4x32"},
         {{"activation", CFG_TYPE_STRING, c->activation, 1, 0, "activation of a new net", "relu", "relu|silu",
           sizeof c->activation}},
         {{"train-backend", CFG_TYPE_STRING, c->backend, 1, 0, "trainer backend", "cpu", "cpu|cuda|auto",
@@ -58,6 +58,8 @@ static int flag_rows(train_config_t *c, cfg_opt_t *t) {
         {{"w-policy", CFG_TYPE_FLOAT, &o->w_policy, 0, 1e6, "policy loss weight"}},
         {{"w-value", CFG_TYPE_FLOAT, &o->w_value, 0, 1e6, "value loss weight"}},
         {{"w-legal", CFG_TYPE_FLOAT, &o->w_legal, 0, 1e6, "legal-move loss weight"}},
+        {{"w-moves-left", CFG_TYPE_FLOAT, &o->w_moves_left, 0, 1e6, "moves-left head's loss weight (Huber on plies / 20; a net with the m suffix)"}},
+        {{"w-opp-policy", CFG_TYPE_FLOAT, &o->w_opp_policy, 0, 1e6, "opponent-reply policy loss weight (a net with the o suffix)"}},
         {{"q-mix", CFG_TYPE_FLOAT, &o->q_mix, 0, 1, "value target: share of the search value"}},
         {{"q-draw", CFG_TYPE_FLOAT, &o->q_draw, 0, 1, "draw share at q = 0 in the value target"}},
         {{"q-horizon", CFG_TYPE_DOUBLE, &c->q_horizon, 1, 1e6, "value target: the search value is the lambda-return (lambda = 1 - 1/H) of the next plies' search values and the game's result (1 = the position's own search value)", "1"}},
@@ -120,7 +122,7 @@ int train_config_check(const train_config_t *c, char *err, size_t errlen) {
                     nb < 1 || nb > NN_MAX_BLOCKS ? "blocks must be 1.." NN_STR(NN_MAX_BLOCKS)
                                                  : "channels must be 1.." NN_STR(NN_MAX_CHANNELS));
         else
-            set_err(err, errlen, "net: '%s' is not BLOCKSxCHANNELS (e.g. 6x64)", c->net);
+            set_err(err, errlen, "net: '%s' is not BLOCKSxCHANNELS[gK][m][o] (e.g. 6x64, 6x64g2mo)", c->net);
         return -1;
     }
     if (nn_act_parse(c->activation) < 0) {

@@ -44,7 +44,7 @@ typedef int (*train_plan_fn)(void *user, const struct train_plan *plan, char *er
 /* Whose defaults: the program the trainer runs in. */
 typedef enum { TRAIN_PROGRAM_TRAIN, TRAIN_PROGRAM_SELFPLAY } train_program_t;
 
-#define TRAIN_CONFIG_NFLAGS 36 /* rows of train_config_flags */
+#define TRAIN_CONFIG_NFLAGS 38 /* rows of train_config_flags */
 
 typedef struct {
     char net[32];              /* BLOCKSxCHANNELS of a new run's first net */

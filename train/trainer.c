@@ -404,9 +404,12 @@ static int cycle_hook(void *user, int64_t s, const nn_metrics_t *m, const train_
     set_progress(tr, h->cycle, s + 1, h->steps, samples, r->train_ns);
     if (compat_now_ms() - h->last_log >= TRAIN_PROGRESS_MS) {
         h->last_log = compat_now_ms();
+        char heads[96] = ""; /* the optional heads' figures, on a net that has them */
+        if (isfinite(m->moves_left_mae) || isfinite(m->opp_policy_loss))
+            snprintf(heads, sizeof heads, " moves-left %.1f plies opp %.4f", m->moves_left_mae, m->opp_policy_loss);
         runlog_printf(&tr->log, "cycle %" PRId64 ": step %" PRId64 "/%" PRId64 ", %.0f samples/s, policy %.4f value "
-                      "%.4f legal %.5f", h->cycle, s + 1, h->steps, (double)samples / (r->train_ns * 1e-9),
-                      m->policy_loss, m->value_loss, m->legal_loss);
+                      "%.4f legal %.5f%s", h->cycle, s + 1, h->steps, (double)samples / (r->train_ns * 1e-9),
+                      m->policy_loss, m->value_loss, m->legal_loss, heads);
     }
     return 0;
 }

@@ -1,0 +1,99 @@
+/* test_train_heads.c - the optional heads through the trainer's options and
+ * data (issue 33 item 3):
+ *  - the rows w-moves-left and w-opp-policy (defaults 1 and 0.15, set like
+ *    any row) reach nn_train_config_t; the net row takes the head suffixes
+ *    ("1x16mo") and train_config_check refuses a malformed one;
+ *  - train_net_new builds the net the row names, heads included;
+ *  - rows of a real run's shard (games played by the engine, written by the
+ *    builder and registered) gathered with shard_row_batch carry moves_left
+ *    (plies to the game's end) and the opponent's reply (the next row's
+ *    policy target), and training on them drives the moves-left error down;
+ *    with both weights 0 the heads' output biases never move. */
+#include "train_test.h"
+#include "train/loop.h"
+
+static void set(train_config_t *c, const char *key, const char *value) {
+    cfg_opt_t t[TRAIN_CONFIG_NFLAGS];
+    int n = train_config_flags(c, t, TRAIN_CONFIG_NFLAGS);
+    char err[256];
+    CHECKF(cfg_set(t, n, key, value, err, sizeof err) == 0, "%s = %s: %s", key, value, err);
+}
+
+static float bias_of(nn_net_t *net, const char *name) {
+    int32_t i = nn_net_tensor_find(net, name);
+    KOMA_ASSERT(i >= 0);
+    return nn_net_tensor_data(net, i)[0];
+}
+
+/* Trains tn for steps on the batch; returns the first and last metrics. */
+static void train(train_net_t *tn, nn_batch_t *v, int32_t steps, nn_metrics_t *first, nn_metrics_t *last) {
+    char err[512];
+    for (int32_t s = 0; s < steps; s++)
+        CHECKF(nn_train_step(tn->nt, v, s ? last : first, err, sizeof err) == 0, "%s", err);
+}
+
+int main(void) {
+    t_scratch("train_heads");
+    char err[1024];
+    train_config_t c = train_config_default_for(TRAIN_PROGRAM_TRAIN);
+    CHECK(c.opt.w_moves_left == 1.0f && c.opt.w_opp_policy == 0.15f);
+    set(&c, "w-moves-left", "2.5");
+    set(&c, "w-opp-policy", "0.5");
+    set(&c, "net", "1x16mo");
+    set(&c, "train-threads", "1");
+    CHECK(c.opt.w_moves_left == 2.5f && c.opt.w_opp_policy == 0.5f && strcmp(c.net, "1x16mo") == 0);
+    CHECKF(train_config_check(&c, err, sizeof err) == 0, "%s", err);
+    train_config_t bad = c;
+    set(&bad, "net", "1x16om");
+    CHECKF(train_config_check(&bad, err, sizeof err) != 0 && strstr(err, "1x16om"), "%s", err);
+
+    /* a run's shard: engine games, their rows through the builder and the writer */
+    const char *dir = t_path("run");
+    t_run_t R;
+    t_run_open(&R, dir);
+    t_rng = 5;
+    const char *rel = t_add_shard(&R, 1, 6, 20);
+    t_run_close(&R);
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s", dir, rel);
+    shard_t *sh = shard_open(path, &T_FMT, 0, err, sizeof err);
+    KOMA_ASSERT(sh);
+    int32_t B = 32;
+    shard_batch_t *bt = shard_batch_new(&T_FMT, B, 0, err, sizeof err);
+    KOMA_ASSERT(bt);
+    int64_t rows[32];
+    for (int32_t i = 0; i < B; i++) rows[i] = (i * 7) % shard_rows(sh);
+    KOMA_ASSERT(shard_row_batch(sh, rows, B, bt, err, sizeof err) == 0);
+    nn_batch_t v = shard_batch_view(bt);
+    int32_t known = 0, replies = 0;
+    for (int32_t i = 0; i < B; i++) known += v.moves_left[i] >= 0, replies += v.opp_offsets[i + 1] > v.opp_offsets[i];
+    CHECKF(known == B && replies > B / 2, "%d rows with moves_left, %d with a reply, of %d", known, replies, B);
+
+    nn_backend_t *be = nn_backend_cpu_new(1);
+    train_net_t tn;
+    c.opt.lr = 0.02f, c.opt.warmup_steps = 5;
+    KOMA_ASSERT(train_net_new(be, &c, B, &tn, err, sizeof err) == 0);
+    CHECK(nn_net_config(tn.net)->heads == (NN_HEAD_MOVES_LEFT | NN_HEAD_OPP_POLICY));
+    nn_metrics_t m0, m;
+    train(&tn, &v, 150, &m0, &m);
+    fprintf(stderr, "-- 1x16mo on a run's rows: moves-left MAE %.1f -> %.1f plies (%d rows), opponent %.3f -> %.3f "
+            "(%d rows)\n", m0.moves_left_mae, m.moves_left_mae, m.moves_left_positions, m0.opp_policy_loss,
+            m.opp_policy_loss, m.opp_positions);
+    CHECK(m.moves_left_positions == B && m.opp_positions == replies);
+    CHECK(m.moves_left_mae < 0.5 * m0.moves_left_mae && m.opp_policy_loss < m0.opp_policy_loss);
+    train_net_free(&tn);
+
+    /* both weights 0: the heads' output biases (initialised 0, no decay) never move */
+    set(&c, "w-moves-left", "0");
+    set(&c, "w-opp-policy", "0");
+    KOMA_ASSERT(train_net_new(be, &c, B, &tn, err, sizeof err) == 0);
+    train(&tn, &v, 5, &m0, &m);
+    CHECK(bias_of(tn.net, "moves_left.fc2.bias") == 0.0f && bias_of(tn.net, "opp_policy.out.bias") == 0.0f &&
+          bias_of(tn.net, "policy.out.bias") != 0.0f);
+    train_net_free(&tn);
+    nn_backend_free(be);
+    shard_batch_free(bt);
+    shard_close(sh);
+    t_rm_rf(t_dir);
+    return t_done("test_train_heads");
+}
