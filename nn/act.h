@@ -53,45 +53,61 @@ typedef float nn_actv_t __attribute__((vector_size(NN_ACT_VW * 4)));
 typedef int32_t nn_actvi_t __attribute__((vector_size(NN_ACT_VW * 4)));
 typedef uint32_t nn_actvu_t __attribute__((vector_size(NN_ACT_VW * 4)));
 
-/* exp(t) for t in [-87, 87] (NaN: NaN). Comparisons are written so that a
- * NaN lane fails them and stays NaN. */
-static inline __attribute__((always_inline)) nn_actv_t nn_act_expv_(nn_actv_t t) {
-    const nn_actv_t magic = (nn_actv_t){0} + 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
-    nn_actv_t k = t * 1.44269504088896341f + magic;
-    nn_actv_t n = k - magic;                                     /* round(t / ln 2), in [-126, 126] */
-    nn_actv_t r = t - n * 0.693359375f - n * -2.12194440e-4f; /* t - n ln 2, ln 2 in two parts */
-    nn_actv_t p = 1.9875691500e-4f * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * (r * r) + r + 1.0f;
-    /* 2^n: the low bits of k hold n (k's exponent is fixed by the magic) */
-    nn_actvu_t e = ((nn_actvu_t)k - (nn_actvu_t)magic + 127u) << 23;
-    return p * (nn_actv_t)e;
-}
-
-/* m ? a : b lane by lane (m: a comparison's 0 / -1; C has no vector ?:) */
+/* max(a, b) and min(a, b) lane by lane, b where b is NaN (x86's max/min
+ * return their second operand when either is NaN; GCC's vector extensions in
+ * C have no ?: to say it, hence the intrinsics). */
+#if defined(__AVX512F__)
+#define NN_ACT_MAX_(a, b) _mm512_max_ps(a, b)
+#define NN_ACT_MIN_(a, b) _mm512_min_ps(a, b)
+#elif defined(__AVX__)
+#define NN_ACT_MAX_(a, b) _mm256_max_ps(a, b)
+#define NN_ACT_MIN_(a, b) _mm256_min_ps(a, b)
+#elif defined(__SSE__)
+#define NN_ACT_MAX_(a, b) _mm_max_ps(a, b)
+#define NN_ACT_MIN_(a, b) _mm_min_ps(a, b)
+#endif
+#if defined(NN_ACT_MAX_)
+#include <immintrin.h> /* the _mm*_max_ps above */
+#else /* a comparison's mask: NaN fails it, b stays */
 static inline __attribute__((always_inline)) nn_actv_t nn_act_sel_(nn_actvi_t m, nn_actv_t a, nn_actv_t b) {
     return (nn_actv_t)((m & (nn_actvi_t)a) | (~m & (nn_actvi_t)b));
+}
+#define NN_ACT_MAX_(a, b) nn_act_sel_((a) > (b), a, b)
+#define NN_ACT_MIN_(a, b) nn_act_sel_((a) < (b), a, b)
+#endif
+
+/* exp(-z) for z in [-87, 87] (NaN: NaN): m = round(z / ln 2), r = z - m ln 2
+ * (ln 2 in two parts), exp(-z) = 2^-m exp(-r), exp(-r) by Cephes' expf
+ * polynomial with its odd terms' signs turned. */
+static inline __attribute__((always_inline)) nn_actv_t nn_act_expnv_(nn_actv_t z) {
+    const nn_actv_t magic = (nn_actv_t){0} + 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
+    nn_actv_t k = z * 1.44269504088896341f + magic;
+    nn_actv_t m = k - magic; /* in [-126, 126] */
+    nn_actv_t r = z - m * 0.693359375f - m * -2.12194440e-4f;
+    nn_actv_t p = -1.9875691500e-4f * r + 1.3981999507e-3f;
+    p = p * r - 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r - 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * (r * r) - r + 1.0f;
+    /* 2^-m: k's low bits hold m (its exponent is the magic's) */
+    nn_actvu_t e = ((nn_actvu_t)magic - (nn_actvu_t)k + 127u) << 23;
+    return p * (nn_actv_t)e;
 }
 
 /* *v = silu(*v), lane by lane (by pointer: a 64-byte vector passed by value
  * has another ABI with and without AVX-512). */
 static inline __attribute__((always_inline)) void nn_act_silu_v(nn_actv_t *v) {
-    const nn_actv_t lo = (nn_actv_t){0} - NN_ACT_EXP_MAX;
-    nn_actv_t z = nn_act_sel_(*v < lo, lo, *v); /* -inf .. -87 -> -87; NaN stays */
-    nn_actv_t t = -z;
-    t = nn_act_sel_(t < lo, lo, t); /* z > 87: exp(-87), 1 + it == 1 */
-    *v = z / (1.0f + nn_act_expv_(t));
+    const nn_actv_t lo = (nn_actv_t){0} - NN_ACT_EXP_MAX, hi = -lo;
+    nn_actv_t z = NN_ACT_MAX_(lo, *v); /* -inf .. -87 -> -87; NaN stays */
+    *v = z / (1.0f + nn_act_expnv_(NN_ACT_MIN_(hi, z))); /* z > 87: 1 + exp(-87) == 1 */
 }
 
 /* *dy = *dy * silu'(*z) */
 static inline __attribute__((always_inline)) void nn_act_silu_dv(nn_actv_t *dy, const nn_actv_t *z) {
     const nn_actv_t lo = (nn_actv_t){0} - NN_ACT_EXP_MAX, hi = -lo;
-    nn_actv_t c = nn_act_sel_(*z < lo, lo, *z);
-    c = nn_act_sel_(c > hi, hi, c);
-    nn_actv_t e = nn_act_expv_(-c), s = 1.0f / (1.0f + e); /* sigmoid(c); 1 - s = e s without cancelling */
+    nn_actv_t c = NN_ACT_MIN_(hi, NN_ACT_MAX_(lo, *z));
+    nn_actv_t e = nn_act_expnv_(c), s = 1.0f / (1.0f + e); /* sigmoid(c); 1 - s = e s without cancelling */
     *dy = *dy * (s * (1.0f + c * (e * s)));
 }
 #endif
