@@ -371,6 +371,80 @@ static int gc_write(const char *path, const sb_t *b, char *err, size_t errlen) {
     "the CPU and " GC_GPU_NET " on a GPU. Flags given on the command line are held fixed; the keys of a\n"      \
     "--config file are the starting point. Both are written to the INI too."
 
+/* The flags tried (gc_flag_name) that the command line holds fixed: --config keys are tried. */
+static void gc_held_flags(int argc, char **argv, int held[GC_NFLAGS]) {
+    for (int a = 1; a < argc; a++)
+        for (int f = 0; f < GC_NFLAGS; f++) {
+            size_t len = strlen(gc_flag_name[f]);
+            if (!strncmp(argv[a], "--", 2) && !strncmp(argv[a] + 2, gc_flag_name[f], len) &&
+                (argv[a][2 + len] == 0 || argv[a][2 + len] == '='))
+                held[f] = 1;
+        }
+}
+
+/* The stages after row 1, each flag not held fixed in turn (the CPU's or the
+ * GPU's series of values); the best row so far. */
+static int gc_stages(gc_t *g, nn_backend_kind_t kind, const int held[GC_NFLAGS]) {
+    int best = 0;
+    int64_t C = compat_cpu_count();
+    int64_t cpu_threads[] = {C, 2 * C, 4 * C}, cpu_games[] = {4, 8, 16};
+    int64_t gpu_games[] = {64, 128, 256, 512}, gpu_threads[] = {C / 2, C, 2 * C}, gpu_streams[] = {1, 2, 3, 4};
+    int64_t gpu_batch[] = {256, 512, 1024}, gpu_gather[] = {0, 250, 500, 1000, 2000};
+#define GC_STAGE(flag, values)                                                                                 \
+    if (!held[flag]) best = gc_stage(g, best, flag, values, (int)(sizeof values / sizeof values[0]));
+    if (kind == NN_BACKEND_KIND_CPU) {
+        GC_STAGE(GC_THREADS, cpu_threads);
+        GC_STAGE(GC_GAMES, cpu_games);
+    } else {
+        GC_STAGE(GC_GAMES, gpu_games);
+        GC_STAGE(GC_THREADS, gpu_threads);
+        GC_STAGE(GC_STREAMS, gpu_streams);
+        GC_STAGE(GC_MAX_BATCH, gpu_batch);
+        GC_STAGE(GC_GATHER, gpu_gather);
+    }
+#undef GC_STAGE
+    return best;
+}
+
+/* The end: the chosen row printed and written to out as an INI (cfg becomes
+ * the chosen setting: the table points into it), or why nothing was
+ * written. The exit status. */
+static int gc_finish(const char *prog, gc_t *g, int best, sp_config_t *cfg, const char *out, const cfg_opt_t *opts,
+                     const cfg_opt_t *defs, int n, const int *given, const int *held, const char *machine) {
+    const gc_row_t *r0 = &g->rows[0];
+    int status = 0;
+    char err[1024];
+    if (compat_stop_requested()) {
+        fprintf(stderr, "%s: interrupted: %s not written\n", prog, out);
+        status = 1;
+    } else if (!r0->ok) {
+        fprintf(stderr, "%s: the start setting failed (%s): %s not written\n", prog, r0->error, out);
+        status = 1;
+    } else {
+        printf("%s: %d settings tried; chosen: row %d (%.1f positions/s", prog, g->nrows, best + 1, g->rows[best].pos_s);
+        if (best != 0) printf(", %+.0f%% over row 1", 100 * (g->rows[best].pos_s / r0->pos_s - 1));
+        printf(")\n");
+        gc_print_header();
+        gc_print_row(g, best, 1);
+        static sp_config_t chosen;
+        gc_apply(g, &g->rows[best].s, &chosen);
+        *cfg = chosen; /* the table points into cfg */
+        char when[64];
+        time_t now = time(NULL);
+        strftime(when, sizeof when, "measured %Y-%m-%d %H:%M UTC", gmtime(&now));
+        sb_t ini = {0};
+        gc_ini(&ini, g, best, opts, defs, n, given, held, machine, when);
+        if (gc_write(out, &ini, err, sizeof err) != 0) {
+            fprintf(stderr, "%s: %s\n", prog, err);
+            status = 1;
+        } else {
+            printf("%s: wrote %s; use it as: selfplay --config %s\n", prog, out, out);
+        }
+        free(ini.s);
+    }
+    return status;
+}
+
 int main(int argc, char **argv) {
     /* genconfig in the build, koma-genconfig where installed: in usage, --version and messages */
     const char *prog = koma_program_name(argc > 0 ? argv[0] : NULL, "genconfig");
@@ -411,15 +485,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s: %s\n", prog, err);
         return 2;
     }
-    /* the flags tried that the command line holds fixed (--config keys are tried) */
     int held[GC_NFLAGS] = {0};
-    for (int a = 1; a < argc; a++)
-        for (int f = 0; f < GC_NFLAGS; f++) {
-            size_t len = strlen(gc_flag_name[f]);
-            if (!strncmp(argv[a], "--", 2) && !strncmp(argv[a] + 2, gc_flag_name[f], len) &&
-                (argv[a][2 + len] == 0 || argv[a][2 + len] == '='))
-                held[f] = 1;
-        }
+    gc_held_flags(argc, argv, held);
     nn_backend_kind_t kind;
     if (nn_backend_resolve(cfg.backend, &kind, err, sizeof err) != 0) {
         fprintf(stderr, "%s: --backend %s\n", prog, err);
@@ -490,58 +557,10 @@ int main(int argc, char **argv) {
     g.start = r0->s; /* streams and gather-us resolved by the server */
     g.nrows = 1;
     gc_print_row(&g, 0, 0);
-    int best = 0;
-    if (r0->ok) {
-        int64_t C = compat_cpu_count();
-        int64_t cpu_threads[] = {C, 2 * C, 4 * C}, cpu_games[] = {4, 8, 16};
-        int64_t gpu_games[] = {64, 128, 256, 512}, gpu_threads[] = {C / 2, C, 2 * C}, gpu_streams[] = {1, 2, 3, 4};
-        int64_t gpu_batch[] = {256, 512, 1024}, gpu_gather[] = {0, 250, 500, 1000, 2000};
-#define GC_STAGE(flag, values)                                                                          \
-    if (!held[flag])                                                                                      \
-        best = gc_stage(&g, best, flag, values, (int)(sizeof values / sizeof values[0]));
-        if (kind == NN_BACKEND_KIND_CPU) {
-            GC_STAGE(GC_THREADS, cpu_threads);
-            GC_STAGE(GC_GAMES, cpu_games);
-        } else {
-            GC_STAGE(GC_GAMES, gpu_games);
-            GC_STAGE(GC_THREADS, gpu_threads);
-            GC_STAGE(GC_STREAMS, gpu_streams);
-            GC_STAGE(GC_MAX_BATCH, gpu_batch);
-            GC_STAGE(GC_GATHER, gpu_gather);
-        }
-#undef GC_STAGE
-    }
+    int best = r0->ok ? gc_stages(&g, kind, held) : 0;
     nn_net_free(g.net);
     nn_backend_free(be);
-    int status = 0;
-    if (compat_stop_requested()) {
-        fprintf(stderr, "%s: interrupted: %s not written\n", prog, out);
-        status = 1;
-    } else if (!r0->ok) {
-        fprintf(stderr, "%s: the start setting failed (%s): %s not written\n", prog, r0->error, out);
-        status = 1;
-    } else {
-        printf("%s: %d settings tried; chosen: row %d (%.1f positions/s", prog, g.nrows, best + 1, g.rows[best].pos_s);
-        if (best != 0) printf(", %+.0f%% over row 1", 100 * (g.rows[best].pos_s / r0->pos_s - 1));
-        printf(")\n");
-        gc_print_header();
-        gc_print_row(&g, best, 1);
-        static sp_config_t chosen;
-        gc_apply(&g, &g.rows[best].s, &chosen);
-        cfg = chosen; /* the table points into cfg */
-        char when[64];
-        time_t now = time(NULL);
-        strftime(when, sizeof when, "measured %Y-%m-%d %H:%M UTC", gmtime(&now));
-        sb_t ini = {0};
-        gc_ini(&ini, &g, best, opts, defs, n, given, held, machine.s ? machine.s : "?", when);
-        if (gc_write(out, &ini, err, sizeof err) != 0) {
-            fprintf(stderr, "%s: %s\n", prog, err);
-            status = 1;
-        } else {
-            printf("%s: wrote %s; use it as: selfplay --config %s\n", prog, out, out);
-        }
-        free(ini.s);
-    }
+    int status = gc_finish(prog, &g, best, &cfg, out, opts, defs, n, given, held, machine.s ? machine.s : "?");
     free(machine.s);
     return status;
 }
