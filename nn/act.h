@@ -3,21 +3,22 @@
  * SiLU (swish) y = z * sigmoid(z) = z / (1 + exp(-z)), its derivative
  * sigmoid(z) * (1 + z * (1 - sigmoid(z))), over arrays (the CPU backend's
  * act_fwd / act_bwd) and on one native vector in registers (the Winograd
- * epilogue, nn/conv_wino.c). exp is computed in float: n = round(t / ln 2),
- * r = t - n ln 2 (two-constant reduction, |r| <= ln 2 / 2), exp(r) by Cephes'
- * degree-7 polynomial, times 2^n built in the exponent bits; then one
- * division. With GCC vector extensions the same code runs 16 lanes (AVX-512),
- * 8 (AVX/AVX2) or 4 (SSE, NEON; scalar code where the target has none);
- * other compilers (MSVC; or -DNN_ACT_SCALAR) run the same formula one float
- * at a time.
+ * epilogue, nn/conv_wino.c). exp(-z) is computed in float: m = round(z /
+ * ln 2), r = z - m ln 2 (two-constant reduction, |r| <= ln 2 / 2), exp(-r)
+ * by Cephes' expf polynomial (degree 7), times 2^-m built in the exponent
+ * bits; then one division (a reciprocal estimate and a Newton step measured
+ * no faster on AVX2). With GCC vector extensions the same code runs 16 lanes
+ * (AVX-512), 8 (AVX/AVX2) or 4 (SSE, NEON; scalar code where the target has
+ * none); other compilers (MSVC; or -DNN_ACT_SCALAR) run the same formula one
+ * float at a time. Cost on AVX2: ~0.5 ns a float, ~10x less than expf.
  *
  * Accuracy (tests/nn/test_nn_act.c against double x / (1 + exp(-x))):
- * within 1e-6 relative (measured ~3e-7) for z in [-87, +inf); below -87 the
+ * within 1e-6 relative (measured 1.7e-7) for z in [-87, +inf); below -87 the
  * exponent is clamped and y = silu(-87) = -1.4e-36 (the true value is smaller
  * in magnitude still: an absolute error under 2e-36). Never Inf or NaN for a
  * finite input: silu(+inf) = +inf, silu(-inf) = -1.4e-36 (the limit is 0),
  * a NaN in gives a NaN out (forward and backward), so a poisoned net still
- * shows. Denormal inputs give the exact denormal z / 2.
+ * shows. A denormal input gives z / 2 (rounded to the denormal grid).
  *
  * Owns: the formula and its vector code. Does not own: threading (the
  * caller splits arrays over its threads: every element's result is the same
@@ -36,8 +37,8 @@ void nn_act_silu_bwd(const float *dy, const float *z, int64_t n, float *dx);
 /* one value, the same formula (the array functions' result for it) */
 float nn_act_silu1(float z);
 
-/* Clamps (named for the tests): exp's argument stays in [-87, 87], so 2^n is
- * a normal float and 1 + exp never overflows. */
+/* Clamps (named for the tests): exp's argument stays in [-87, 87], so 2^-m
+ * is a normal float and 1 + exp never overflows. */
 #define NN_ACT_EXP_MAX 87.0f
 
 #if defined(__GNUC__) && !defined(NN_ACT_SCALAR) /* NN_ACT_SCALAR: MSVC's code, for a check */
