@@ -701,18 +701,24 @@ void mcts_search_begin(mcts_tree_t *t, const mcts_limits_t *limits) {
     else if (r->state == NODE_EXPANDED) root_prepare(t);
 }
 
-/* Most visited root child, and whether it is also the best by mean value. */
+/* Most visited root child, and whether it is also the best by mean value
+ * (plus the moves-left utility where selection adds it, as lc0's stopper:
+ * else a shorter win that selection prefers to a slightly better Q would
+ * keep every won position searching to the hard deadline). */
 static bool root_stable(const mcts_tree_t *t) {
     const mcts_node_t *r = &t->nodes[0];
     int32_t bv = -1, bq = -1;
     float bqv = -FLT_MAX;
     int32_t bn = -1;
+    ml_util_t mu = {0};
+    bool ml = ml_util_at(t, r, &mu);
     for (int32_t i = 0; i < r->edge_n; i++) {
         int32_t c = t->e_child[r->edge_begin + i];
         if (c < 0 || t->nodes[c].n == 0) continue;
         const mcts_node_t *cn = &t->nodes[c];
         if (cn->n > bn) bn = cn->n, bv = i;
         float q = child_q(cn);
+        if (ml) q += ml_util(&mu, cn, q);
         if (q > bqv) bqv = q, bq = i;
     }
     return bv == bq;

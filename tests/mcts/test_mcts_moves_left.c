@@ -10,10 +10,14 @@
  *     move equal, bit for bit, a search without moves left, on fixed seeds
  *     with root noise, in PUCT and Gumbel;
  *   - the root's mean plies left (result root_moves_left), terminal and mate
- *     leaves count their exact plies.
+ *     leaves count their exact plies;
+ *   - a soft deadline: a shorter win with a slightly lower Q (which the
+ *     utility makes the most visited move) counts as stable, so the search
+ *     stops there instead of running on to the hard deadline.
  */
 #include "mcts_test.h"
 
+#include "compat/compat.h"
 #include "mcts/batch.h"
 
 static pos_t pos;
@@ -24,13 +28,15 @@ static mcts_result_t res, res2;
  * threshold); at the root, the prior gives `other` 0.6 and `pref` 0.4 and
  * the other moves almost nothing; a leaf below root move `pref` has
  * pref_plies left at depth 1 (one fewer per ply deeper), any other
- * other_plies; the root itself their mean + 1. */
+ * other_plies; the root itself their mean + 1. handicap: the leaves below
+ * `pref` are a little less won (W 0.94, L 0.05: Q 0.89 against 0.91). */
 typedef struct {
     color_t winner;
     uint64_t root_key;
     int32_t root_hist;
     move_t pref, other;
     float pref_plies, other_plies;
+    bool handicap;
 } ml_net_t;
 
 static void eval_ml(void *user, mcts_tree_t *t, const mcts_request_t *reqs, int32_t n, float *pol, float *wdl,
@@ -46,10 +52,11 @@ static void eval_ml(void *user, mcts_tree_t *t, const mcts_request_t *reqs, int3
             p[encode_move_label(&leaf, net->pref)] = logf(0.4f);
         }
         bool win = pos_side_to_move(&leaf) == net->winner;
-        wdl[3 * i + 0] = logf(win ? 0.95f : 0.04f);
-        wdl[3 * i + 1] = logf(0.01f);
-        wdl[3 * i + 2] = logf(win ? 0.04f : 0.95f);
         int32_t depth = leaf.hist_n - net->root_hist;
+        float hi = depth >= 1 && net->handicap && leaf.hist[net->root_hist + 1].move == net->pref ? 0.94f : 0.95f;
+        wdl[3 * i + 0] = logf(win ? hi : 0.99f - hi);
+        wdl[3 * i + 1] = logf(0.01f);
+        wdl[3 * i + 2] = logf(win ? 0.99f - hi : hi);
         if (depth == 0) {
             ml[i] = 0.5f * (net->pref_plies + net->other_plies) + 1.0f;
         } else {
@@ -245,8 +252,37 @@ static void test_batch_and_terminals(void) {
     mcts_tree_free(t);
 }
 
+/* The soft deadline with the utility: stable at the shorter win. */
+static void test_soft_deadline(void) {
+    set_sfen(&pos, "4k4/9/9/9/9/9/9/9/4K4 b - 1");
+    ml_net_t net = {.winner = COLOR_BLACK, .root_key = pos_key(&pos), .root_hist = pos.hist_n,
+                    .pref = usi(&pos, "5i4h"), .other = usi(&pos, "5i6h"), .pref_plies = 9.0f,
+                    .other_plies = 41.0f, .handicap = true};
+    mcts_params_t p = params(MCTS_ROOT_PUCT, 0.0345f);
+    p.node_limit = 1 << 16;
+    mcts_tree_t *t = mcts_tree_new(&p, NULL);
+    mcts_tree_set_position(t, &pos);
+    mcts_limits_t l = visits(1000000000);
+    int64_t t0 = compat_now_ms();
+    l.soft_deadline_ms = t0 + 20;
+    l.hard_deadline_ms = t0 + 60000;
+    mcts_search_ml(t, &l, eval_ml, &net, &res);
+    int64_t dt = compat_now_ms() - t0;
+    int32_t kp = index_of(&res, net.pref), ko = index_of(&res, net.other);
+    CHECKF(res.stop == MCTS_STOP_TIME && dt < 30000, "soft deadline: stopped by %s after %lld ms (%lld playouts)",
+           mcts_stop_name(res.stop), (long long)dt, (long long)res.playouts);
+    CHECKF(res.best == net.pref && kp >= 0 && ko >= 0 && res.q[kp] < res.q[ko],
+           "soft deadline: played %s, want 5i4h, the shorter win with the lower Q (%.4f against %.4f)",
+           usi_str(res.best), kp >= 0 ? res.q[kp] : 0.0f, ko >= 0 ? res.q[ko] : 0.0f);
+    printf("soft deadline: stopped by %s after %lld ms, %lld playouts, Q 5i4h %.4f < 5i6h %.4f\n",
+           mcts_stop_name(res.stop), (long long)dt, (long long)res.playouts, kp >= 0 ? res.q[kp] : 0.0f,
+           ko >= 0 ? res.q[ko] : 0.0f);
+    mcts_tree_free(t);
+}
+
 int main(void) {
     test_prefers();
+    test_soft_deadline();
     test_off_identical();
     test_batch_and_terminals();
     return t_done("test_mcts_moves_left");
