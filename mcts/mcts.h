@@ -171,7 +171,8 @@ typedef struct {
     int64_t visits;           /* playouts this search; 0: playout cap randomization decides */
     int32_t full;             /* with visits > 0: 1 full search (noise, target), 0 fast */
     int64_t soft_deadline_ms; /* compat_now_ms() time; 0 = none. Past it the search stops
-                                 when the most visited move is also the best by Q */
+                                 when the most visited move is also the best by Q
+                                 (+ the moves-left utility, where selection adds it) */
     int64_t hard_deadline_ms; /* 0 = none. Past it the search stops */
     const atomic_int *stop;   /* NULL = none; nonzero stops the search */
 } mcts_limits_t;
