@@ -84,10 +84,104 @@ static KOMA_FORCE_INLINE int32_t count_kind(bb_t t, int kind, const movegen_mask
     }
 }
 
+/* King moves: each target tested against their pieces, sets hoisted out of
+ * the loop. Moves written at p (COUNT false) or counted in *n (COUNT true);
+ * returns p past the moves written. */
+static KOMA_FORCE_INLINE move_t *gen_king(const pos_t *pos, move_t *p, int32_t *n, const bool COUNT) {
+    const color_t us = pos->side, them = color_flip(us);
+    const sq_t ksq = pos->king_sq[us];
+    const bb_t occ = pos->bb[POS_BB_OCC];
+    const bb_t own = pos->by_color[us];
+    bb_t t = bb_andnot(bb_king_attacks(ksq), own);
+    if (bb_nonzero(t)) {
+        const bb_t occ_wo_k = bb_xor(occ, bb_sq_tab[ksq]);
+        const bb_t theirs = pos->by_color[them];
+        const bb_t e_pawn = bb_and(pos->bb[PT_PAWN], theirs), e_knight = bb_and(pos->bb[PT_KNIGHT], theirs);
+        const bb_t e_silver = bb_and(pos->bb[PT_SILVER], theirs);
+        const bb_t e_gold = bb_and(pos->bb[POS_BB_GOLDS], theirs), e_hdk = bb_and(pos->bb[POS_BB_HDK], theirs);
+        const bb_t e_lance = bb_and(pos->bb[PT_LANCE], theirs);
+        const bb_t e_bh = bb_and(pos->bb[POS_BB_BISHOP_HORSE], theirs);
+        const bb_t e_rd = bb_and(pos->bb[POS_BB_ROOK_DRAGON], theirs);
+        while (bb_nonzero(t)) {
+            sq_t to = bb_pop_lsb(&t);
+            /* Their X attacks `to` iff our X standing on `to` would attack it. */
+            bb_t a = bb_and(bb_step_tab[us][PT_PAWN][to], e_pawn);
+            a = bb_or(a, bb_and(bb_step_tab[us][PT_KNIGHT][to], e_knight));
+            a = bb_or(a, bb_and(bb_step_tab[us][PT_SILVER][to], e_silver));
+            a = bb_or(a, bb_and(bb_step_tab[us][PT_GOLD][to], e_gold));
+            a = bb_or(a, bb_and(bb_king_attacks(to), e_hdk));
+            if (bb_nonzero(a)) continue;
+            bb_t sl = bb_and(bb_lance_pseudo_tab[us][to], e_lance);
+            sl = bb_or(sl, bb_and(bb_bishop_pseudo_tab[to], e_bh));
+            sl = bb_or(sl, bb_and(bb_rook_pseudo_tab[to], e_rd));
+            bool attacked = false;
+            while (bb_nonzero(sl)) {
+                sq_t s = bb_pop_lsb(&sl);
+                if (!bb_intersects(bb_between(to, s), occ_wo_k)) {
+                    attacked = true;
+                    break;
+                }
+            }
+            if (attacked) continue;
+            if (COUNT)
+                (*n)++;
+            else
+                *p++ = move_make(ksq, to, false);
+        }
+    }
+    return p;
+}
+
+/* Drops on drop_target (every empty square; between king and checker in
+ * check): no pawn on a file that has ours, nor one that mates; no piece where
+ * it could never move. As gen_king for p, n and COUNT. */
+static KOMA_FORCE_INLINE move_t *gen_drops(const pos_t *pos, bb_t drop_target, const movegen_masks_t *mk, move_t *p,
+                                           int32_t *n, const bool COUNT) {
+    const color_t us = pos->side, them = color_flip(us);
+    const hand_t hand = pos->hand[us];
+    if (hand != 0 && bb_nonzero(drop_target)) {
+        if (hand_has(hand, PT_PAWN)) {
+            bb_t t = bb_andnot(drop_target, bb_or(mk->last1, bb_file_fill(pos_pieces(pos, us, PT_PAWN))));
+            /* A pawn dropped in front of their king gives check: it must not mate. */
+            bb_t front = bb_and(t, bb_pawn_attacks(them, pos->king_sq[them]));
+            if (bb_nonzero(front) && pos_is_pawn_drop_mate(pos, bb_lsb(front))) t = bb_xor(t, front);
+            if (COUNT)
+                *n += bb_popcount(t);
+            else
+                while (bb_nonzero(t)) *p++ = move_make_drop(PT_PAWN, bb_pop_lsb(&t));
+        }
+        if (hand & HAND_EXCEPT_PAWN_MASK) {
+            if (COUNT) {
+                int32_t all = bb_popcount(drop_target);
+                if (hand_has(hand, PT_LANCE)) *n += bb_popcount(bb_andnot(drop_target, mk->last1));
+                if (hand_has(hand, PT_KNIGHT)) *n += bb_popcount(bb_andnot(drop_target, mk->last2));
+                int32_t k = hand_has(hand, PT_SILVER) + hand_has(hand, PT_GOLD) + hand_has(hand, PT_BISHOP) +
+                            hand_has(hand, PT_ROOK);
+                *n += k * all;
+            } else {
+                piece_type_t kinds[4];
+                int nk = 0;
+                if (hand_has(hand, PT_SILVER)) kinds[nk++] = PT_SILVER;
+                if (hand_has(hand, PT_GOLD)) kinds[nk++] = PT_GOLD;
+                if (hand_has(hand, PT_BISHOP)) kinds[nk++] = PT_BISHOP;
+                if (hand_has(hand, PT_ROOK)) kinds[nk++] = PT_ROOK;
+                const bool lance = hand_has(hand, PT_LANCE), knight = hand_has(hand, PT_KNIGHT);
+                for (bb_t t = drop_target; bb_nonzero(t);) {
+                    sq_t to = bb_pop_lsb(&t);
+                    for (int i = 0; i < nk; i++) *p++ = move_make_drop(kinds[i], to);
+                    if (lance && !bb_test(mk->last1, to)) *p++ = move_make_drop(PT_LANCE, to);
+                    if (knight && !bb_test(mk->last2, to)) *p++ = move_make_drop(PT_KNIGHT, to);
+                }
+            }
+        }
+    }
+    return p;
+}
+
 /* The shared body of generation (COUNT false, moves written to out) and
  * counting (COUNT true). Returns the number of moves. */
 static KOMA_FORCE_INLINE int32_t gen_legal(const pos_t *pos, move_t *out, const bool COUNT) {
-    const color_t us = pos->side, them = color_flip(us);
+    const color_t us = pos->side;
     const sq_t ksq = pos->king_sq[us];
     const bb_t occ = pos->bb[POS_BB_OCC];
     const bb_t own = pos->by_color[us];
@@ -104,46 +198,7 @@ static KOMA_FORCE_INLINE int32_t gen_legal(const pos_t *pos, move_t *out, const 
             p = emit_kind(p, (from), (t), (kind), &mk);                                                                \
     } while (0)
 
-    /* King moves: each target tested against their pieces, sets hoisted out of the loop. */
-    {
-        bb_t t = bb_andnot(bb_king_attacks(ksq), own);
-        if (bb_nonzero(t)) {
-            const bb_t occ_wo_k = bb_xor(occ, bb_sq_tab[ksq]);
-            const bb_t theirs = pos->by_color[them];
-            const bb_t e_pawn = bb_and(pos->bb[PT_PAWN], theirs), e_knight = bb_and(pos->bb[PT_KNIGHT], theirs);
-            const bb_t e_silver = bb_and(pos->bb[PT_SILVER], theirs);
-            const bb_t e_gold = bb_and(pos->bb[POS_BB_GOLDS], theirs), e_hdk = bb_and(pos->bb[POS_BB_HDK], theirs);
-            const bb_t e_lance = bb_and(pos->bb[PT_LANCE], theirs);
-            const bb_t e_bh = bb_and(pos->bb[POS_BB_BISHOP_HORSE], theirs);
-            const bb_t e_rd = bb_and(pos->bb[POS_BB_ROOK_DRAGON], theirs);
-            while (bb_nonzero(t)) {
-                sq_t to = bb_pop_lsb(&t);
-                /* Their X attacks `to` iff our X standing on `to` would attack it. */
-                bb_t a = bb_and(bb_step_tab[us][PT_PAWN][to], e_pawn);
-                a = bb_or(a, bb_and(bb_step_tab[us][PT_KNIGHT][to], e_knight));
-                a = bb_or(a, bb_and(bb_step_tab[us][PT_SILVER][to], e_silver));
-                a = bb_or(a, bb_and(bb_step_tab[us][PT_GOLD][to], e_gold));
-                a = bb_or(a, bb_and(bb_king_attacks(to), e_hdk));
-                if (bb_nonzero(a)) continue;
-                bb_t sl = bb_and(bb_lance_pseudo_tab[us][to], e_lance);
-                sl = bb_or(sl, bb_and(bb_bishop_pseudo_tab[to], e_bh));
-                sl = bb_or(sl, bb_and(bb_rook_pseudo_tab[to], e_rd));
-                bool attacked = false;
-                while (bb_nonzero(sl)) {
-                    sq_t s = bb_pop_lsb(&sl);
-                    if (!bb_intersects(bb_between(to, s), occ_wo_k)) {
-                        attacked = true;
-                        break;
-                    }
-                }
-                if (attacked) continue;
-                if (COUNT)
-                    n++;
-                else
-                    *p++ = move_make(ksq, to, false);
-            }
-        }
-    }
+    p = gen_king(pos, p, &n, COUNT);
 
     bb_t target, drop_target;
     if (bb_is_empty(checkers)) {
@@ -253,44 +308,7 @@ static KOMA_FORCE_INLINE int32_t gen_legal(const pos_t *pos, move_t *out, const 
     }
 #undef ADD
 
-    /* Drops. */
-    const hand_t hand = pos->hand[us];
-    if (hand != 0 && bb_nonzero(drop_target)) {
-        if (hand_has(hand, PT_PAWN)) {
-            bb_t t = bb_andnot(drop_target, bb_or(mk.last1, bb_file_fill(pos_pieces(pos, us, PT_PAWN))));
-            /* A pawn dropped in front of their king gives check: it must not mate. */
-            bb_t front = bb_and(t, bb_pawn_attacks(them, pos->king_sq[them]));
-            if (bb_nonzero(front) && pos_is_pawn_drop_mate(pos, bb_lsb(front))) t = bb_xor(t, front);
-            if (COUNT)
-                n += bb_popcount(t);
-            else
-                while (bb_nonzero(t)) *p++ = move_make_drop(PT_PAWN, bb_pop_lsb(&t));
-        }
-        if (hand & HAND_EXCEPT_PAWN_MASK) {
-            if (COUNT) {
-                int32_t all = bb_popcount(drop_target);
-                if (hand_has(hand, PT_LANCE)) n += bb_popcount(bb_andnot(drop_target, mk.last1));
-                if (hand_has(hand, PT_KNIGHT)) n += bb_popcount(bb_andnot(drop_target, mk.last2));
-                int32_t k = hand_has(hand, PT_SILVER) + hand_has(hand, PT_GOLD) + hand_has(hand, PT_BISHOP) +
-                            hand_has(hand, PT_ROOK);
-                n += k * all;
-            } else {
-                piece_type_t kinds[4];
-                int nk = 0;
-                if (hand_has(hand, PT_SILVER)) kinds[nk++] = PT_SILVER;
-                if (hand_has(hand, PT_GOLD)) kinds[nk++] = PT_GOLD;
-                if (hand_has(hand, PT_BISHOP)) kinds[nk++] = PT_BISHOP;
-                if (hand_has(hand, PT_ROOK)) kinds[nk++] = PT_ROOK;
-                const bool lance = hand_has(hand, PT_LANCE), knight = hand_has(hand, PT_KNIGHT);
-                for (bb_t t = drop_target; bb_nonzero(t);) {
-                    sq_t to = bb_pop_lsb(&t);
-                    for (int i = 0; i < nk; i++) *p++ = move_make_drop(kinds[i], to);
-                    if (lance && !bb_test(mk.last1, to)) *p++ = move_make_drop(PT_LANCE, to);
-                    if (knight && !bb_test(mk.last2, to)) *p++ = move_make_drop(PT_KNIGHT, to);
-                }
-            }
-        }
-    }
+    p = gen_drops(pos, drop_target, &mk, p, &n, COUNT);
     return COUNT ? n : (int32_t)(p - out);
 }
 
