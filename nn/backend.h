@@ -100,6 +100,7 @@ typedef struct {
     const float *probs;     /* (nnz) policy probabilities */
     const int8_t *result;   /* (rows) */
     const float *q;         /* (rows) */
+    const int16_t *moves_left; /* (rows) plies left (-1 unknown), or NULL: the shard has no such column */
 } nn_rows_src_t;
 
 /* Row b of a batch that gather_rows assembles: row `row` of table entry
@@ -304,6 +305,19 @@ struct nn_backend {
                         const uint32_t *offsets, int32_t B, int32_t planes_bytes, int32_t hand_n,
                         int32_t legal_bytes, uint8_t *planes, float *hand, uint8_t *legal, uint16_t *labels,
                         float *probs, int8_t *result, float *q);
+    /* OPTIONAL (NULL: batches gathered on the device carry no targets for the
+     * optional heads). The optional heads' targets of the same batch: for
+     * b < B, when moves_left is not NULL, moves_left[b] = the moves_left of
+     * row refs[b].row of srcs[refs[b].src] as a float (-1 where that column
+     * is NULL); when opp_refs is not NULL, opp_offsets[b + 1] - opp_offsets[b]
+     * policy entries (labels and probs) from opp_refs[b].policy_begin of
+     * srcs[opp_refs[b].src] to [opp_offsets[b], opp_offsets[b + 1]) of
+     * opp_labels and opp_probs (the opponent's reply: the next row's policy
+     * target; rows without one have no entries, their opp_refs entry unread).
+     * All device pointers; no output may alias a source. */
+    void (*gather_heads)(nn_backend_t *be, const nn_rows_src_t *srcs, const nn_row_ref_t *refs,
+                         const nn_row_ref_t *opp_refs, const uint32_t *opp_offsets, int32_t B, float *moves_left,
+                         uint16_t *opp_labels, float *opp_probs);
 
     /* ---- fused inference unit (OPTIONAL: NULL = conv_fwd then act_fwd) ----- */
     /* y (B, cout, 9, 9) = act(conv(x, w) + bias + res), res (B, cout, 9, 9) or

@@ -497,6 +497,24 @@ static void cpu_gather_rows(nn_backend_t *be, const nn_rows_src_t *srcs, const n
     }
 }
 
+static void cpu_gather_heads(nn_backend_t *be, const nn_rows_src_t *srcs, const nn_row_ref_t *refs,
+                             const nn_row_ref_t *opp_refs, const uint32_t *opp_offsets, int32_t B, float *moves_left,
+                             uint16_t *opp_labels, float *opp_probs) {
+    if (cpu_skip(be, "gather_heads", NULL)) return;
+    for (int32_t b = 0; b < B; b++) {
+        if (moves_left) {
+            const nn_rows_src_t *s = &srcs[refs[b].src];
+            moves_left[b] = s->moves_left ? (float)s->moves_left[refs[b].row] : -1.0f;
+        }
+        size_t k = opp_refs ? opp_offsets[b + 1] - opp_offsets[b] : 0;
+        if (k) {
+            const nn_rows_src_t *o = &srcs[opp_refs[b].src];
+            memcpy(opp_labels + opp_offsets[b], o->labels + opp_refs[b].policy_begin, sizeof(uint16_t) * k);
+            memcpy(opp_probs + opp_offsets[b], o->probs + opp_refs[b].policy_begin, sizeof(float) * k);
+        }
+    }
+}
+
 static void cpu_act_bwd(nn_backend_t *be, const float *dy, const float *z, int64_t n, nn_act_t act,
                         float *dx) {
     if (cpu_skip(be, "act_bwd", NULL)) return;
@@ -1150,6 +1168,7 @@ nn_backend_t *nn_backend_cpu_new_conv(int32_t threads, nn_cpu_conv_t conv, char 
     be->add = cpu_add;
     be->gather = cpu_gather;
     be->gather_rows = cpu_gather_rows;
+    be->gather_heads = cpu_gather_heads;
     be->timer_mark = cpu_timer_mark;
     be->timer_ms = cpu_timer_ms;
     be->act_bwd = cpu_act_bwd;

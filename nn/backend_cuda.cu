@@ -62,7 +62,9 @@
  *    drops the recordings made before; a failed capture turns recording off
  *    for the instance and leaves no error. KOMA_CUDA_GRAPHS=0,
  *    KOMA_CUDA_OPTIME and an armed KOMA_FAULT turn recording off.
- *  - Training batches from the resident window: k_gather_rows.
+ *  - Training batches from the resident window: k_gather_rows, and the
+ *    optional heads' targets (moves left, the opponent's reply): k_gather_heads;
+ *    the moves-left head's Huber loss: k_moves_left_loss.
  *  - Not here: NHWC activations in training.
  */
 #include <cstdarg>
@@ -620,6 +622,7 @@ static void cu_fill_ops(nn_backend_t *be, const cu_ctx_t *c) {
     be->add = cu_add;
     be->gather = cu_gather;
     be->gather_rows = cu_gather_rows;
+    be->gather_heads = cu_gather_heads;
     be->timer_mark = cu_timer_mark;
     be->timer_ms = cu_timer_ms;
     be->act_bwd = cu_act_bwd;
@@ -633,6 +636,7 @@ static void cu_fill_ops(nn_backend_t *be, const cu_ctx_t *c) {
     be->value_target = cu_value_target;
     be->value_loss = cu_value_loss;
     be->legal_loss = cu_legal_loss;
+    be->moves_left_loss = cu_moves_left_loss;
     be->sum_squares = cu_sum_squares;
     be->sgd_step = cu_sgd_step;
     const char *nf = getenv("KOMA_CUDA_NO_FUSE"); /* the unfused route, for comparisons */

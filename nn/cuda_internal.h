@@ -190,6 +190,9 @@ void cu_gather(nn_backend_t *be, const float *src, const int32_t *idx, int64_t n
 void cu_gather_rows(nn_backend_t *be, const nn_rows_src_t *srcs, const nn_row_ref_t *refs, const uint32_t *offsets,
                     int32_t B, int32_t planes_bytes, int32_t hand_n, int32_t legal_bytes, uint8_t *planes, float *hand,
                     uint8_t *legal, uint16_t *labels, float *probs, int8_t *result, float *q);
+void cu_gather_heads(nn_backend_t *be, const nn_rows_src_t *srcs, const nn_row_ref_t *refs,
+                     const nn_row_ref_t *opp_refs, const uint32_t *opp_offsets, int32_t B, float *moves_left,
+                     uint16_t *opp_labels, float *opp_probs);
 void cu_act_bwd(nn_backend_t *be, const float *dy, const float *z, int64_t n, nn_act_t act, float *dx);
 void cu_policy_loss(nn_backend_t *be, const float *logits, const uint32_t *offsets, const uint16_t *labels,
                     const float *probs, int32_t B, int32_t N, float scale, float *dlogits, float *stats);
@@ -199,6 +202,8 @@ void cu_value_loss(nn_backend_t *be, const float *logits, const float *target, i
                    float *dlogits, float *stats);
 void cu_legal_loss(nn_backend_t *be, const float *logits, const float *target, int32_t B, int32_t N, float scale,
                    float *dlogits, float *stats);
+void cu_moves_left_loss(nn_backend_t *be, const float *pred, const float *target, int32_t B, float tscale, float delta,
+                        float scale, float *dpred, float *stats);
 void cu_sum_squares(nn_backend_t *be, const float *x, int64_t n, float *out);
 void cu_sgd_step(nn_backend_t *be, float *p, const float *g, float *v, int64_t n, const float *gnorm2,
                  const nn_sgd_args_t *a);

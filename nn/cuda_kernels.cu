@@ -467,6 +467,28 @@ __global__ void k_gather_rows(const nn_rows_src_t *srcs, const nn_row_ref_t *ref
     }
 }
 
+// CPU twin: cpu_gather_heads. A block per batch row (grid-stride over B): its
+// moves_left as a float, its opponent-reply policy entries.
+__global__ void k_gather_heads(const nn_rows_src_t *srcs, const nn_row_ref_t *refs, const nn_row_ref_t *opp_refs,
+                               const uint32_t *opp_offsets, int B, float *moves_left, uint16_t *opp_labels,
+                               float *opp_probs) {
+    for (int b = blockIdx.x; b < B; b += gridDim.x) {
+        if (moves_left && threadIdx.x == 0) {
+            const nn_rows_src_t *s = &srcs[refs[b].src];
+            moves_left[b] = s->moves_left ? (float)s->moves_left[refs[b].row] : -1.0f;
+        }
+        if (!opp_refs) continue;
+        uint32_t d0 = opp_offsets[b], k = opp_offsets[b + 1] - d0;
+        if (!k) continue;
+        nn_row_ref_t rf = opp_refs[b];
+        const nn_rows_src_t *o = &srcs[rf.src];
+        for (uint32_t i = threadIdx.x; i < k; i += blockDim.x) {
+            opp_labels[d0 + i] = o->labels[rf.policy_begin + i];
+            opp_probs[d0 + i] = o->probs[rf.policy_begin + i];
+        }
+    }
+}
+
 // CPU twin: cpu_act_bwd. dx = dy * act'(z), dx may equal dy
 __global__ void k_act_bwd(const float *dy, const float *z, int64_t n, int act, float *dx) {
     GRID_STRIDE(i, n) {
@@ -602,6 +624,36 @@ __global__ void k_legal_loss(const float *logits, const float *target, int64_t n
         part[G + g] = tp;
         part[2 * G + g] = fp;
         part[3 * G + g] = fn;
+    }
+}
+
+// CPU twin: cpu_moves_left_loss. Thread per position: the Huber loss of
+// pred - target / tscale on rows with a target >= 0; partial loss, |plies
+// error| and count (q 0..2); dpred 0 on the others.
+__global__ void k_moves_left_loss(const float *pred, const float *target, int B, float tscale, float delta,
+                                  float scale, float *dpred, double *part) {
+    __shared__ double sh[33];
+    double loss = 0.0, abs_err = 0.0, count = 0.0;
+    GRID_STRIDE(b, (int64_t)B) {
+        float t = target[b];
+        if (!(t >= 0.0f)) {
+            dpred[b] = 0.0f;
+            continue;
+        }
+        float r = __fsub_rn(pred[b], __fdiv_rn(t, tscale)), a = fabsf(r);
+        loss += a <= delta ? 0.5 * (double)r * r : (double)delta * (a - 0.5 * (double)delta);
+        dpred[b] = __fmul_rn(scale, r < -delta ? -delta : r > delta ? delta : r);
+        abs_err += fabs((double)tscale * (pred[b] > 0.0f ? pred[b] : 0.0f) - (double)t);
+        count += 1.0;
+    }
+    loss = block_sum(loss, sh);
+    abs_err = block_sum(abs_err, sh);
+    count = block_sum(count, sh);
+    if (threadIdx.x == 0) {
+        int G = gridDim.x, g = blockIdx.x;
+        part[g] = loss;
+        part[G + g] = abs_err;
+        part[2 * G + g] = count;
     }
 }
 
@@ -881,6 +933,16 @@ void cu_gather_rows(nn_backend_t *be, const nn_rows_src_t *srcs, const nn_row_re
     LAUNCH_CHECK(c, "k_gather_rows");
 }
 
+void cu_gather_heads(nn_backend_t *be, const nn_rows_src_t *srcs, const nn_row_ref_t *refs,
+                     const nn_row_ref_t *opp_refs, const uint32_t *opp_offsets, int32_t B, float *moves_left,
+                     uint16_t *opp_labels, float *opp_probs) {
+    cu_ctx_t *c = CTX(be);
+    if (B <= 0 || (!moves_left && !opp_refs) || !cu_enter(c, "gather_heads")) return;
+    k_gather_heads<<<B < 4096 ? B : 4096, 128, 0, c->stream>>>(srcs, refs, opp_refs, opp_offsets, B, moves_left,
+                                                                opp_labels, opp_probs);
+    LAUNCH_CHECK(c, "k_gather_heads");
+}
+
 void cu_act_bwd(nn_backend_t *be, const float *dy, const float *z, int64_t n, nn_act_t act, float *dx) {
     cu_ctx_t *c = CTX(be);
     if (n <= 0 || !cu_enter(c, "act_bwd")) return;
@@ -933,6 +995,16 @@ void cu_legal_loss(nn_backend_t *be, const float *logits, const float *target, i
     if (!LAUNCH_CHECK(c, "k_legal_loss")) return;
     red_finalize(c, G, 4, stats + NN_STAT_LEGAL_LOSS, stats + NN_STAT_LEGAL_TP, stats + NN_STAT_LEGAL_FP,
                  stats + NN_STAT_LEGAL_FN);
+}
+
+void cu_moves_left_loss(nn_backend_t *be, const float *pred, const float *target, int32_t B, float tscale, float delta,
+                        float scale, float *dpred, float *stats) {
+    cu_ctx_t *c = CTX(be);
+    if (B <= 0 || !cu_enter(c, "moves_left_loss")) return;
+    int G = cu_red_grid(B);
+    k_moves_left_loss<<<G, CU_THREADS, 0, c->stream>>>(pred, target, B, tscale, delta, scale, dpred, c->red);
+    if (!LAUNCH_CHECK(c, "k_moves_left_loss")) return;
+    red_finalize(c, G, 3, stats + NN_STAT_ML_LOSS, stats + NN_STAT_ML_ABS, stats + NN_STAT_ML_COUNT, NULL);
 }
 
 /* ---- optimizer -------------------------------------------------------------------------- */

@@ -63,8 +63,8 @@ struct train_window {
     int64_t dev_cap, dev_bytes;  /* bytes allowed and held by the resident shards */
     nn_rows_src_t *srcs;    /* (cap_srcs) device: segs[i]'s shard columns at i */
     int32_t cap_srcs;
-    nn_row_ref_t *refs_host, *refs_dev; /* (cap_refs) a batch's rows */
-    uint32_t *offs_host;    /* (cap_refs + 1) its policy offsets */
+    nn_row_ref_t *refs_host, *refs_dev; /* (2 cap_refs) a batch's rows, then their opponent replies' rows */
+    uint32_t *offs_host;    /* (2 (cap_refs + 1)) its policy offsets, then its opponent-reply offsets */
     int32_t cap_refs;
     char dev_why[DB_PATH_MAX + 256]; /* why residency ended */
 };
@@ -388,12 +388,12 @@ static int resident_load(train_window_t *w, ent_t *e) {
     const shard_format_t *f = &w->fmt;
     const shard_columns_t *c = shard_columns(e->sh);
     int64_t R = shard_rows(e->sh), nnz = shard_nnz(e->sh);
-    int64_t sz[7] = {col_bytes(R, f->planes_bytes), col_bytes(R, (int64_t)sizeof(float) * f->hand_n),
+    int64_t sz[8] = {col_bytes(R, f->planes_bytes), col_bytes(R, (int64_t)sizeof(float) * f->hand_n),
                      col_bytes(R, f->legal_bytes),  col_bytes(nnz, sizeof(uint16_t)),
                      col_bytes(nnz, sizeof(float)), col_bytes(R, 1),
-                     col_bytes(R, sizeof(float))};
+                     col_bytes(R, sizeof(float)),   c->moves_left ? col_bytes(R, sizeof(int16_t)) : 0};
     int64_t total = 0;
-    for (int i = 0; i < 7; i++) total += sz[i];
+    for (int i = 0; i < 8; i++) total += sz[i];
     if (w->dev_bytes + total > w->dev_cap) {
         snprintf(w->dev_why, sizeof w->dev_why, "over the cap of %" PRId64 " MiB", w->dev_cap >> 20);
         return -1;
@@ -404,13 +404,14 @@ static int resident_load(train_window_t *w, ent_t *e) {
                  (total + (1 << 20) - 1) >> 20, e->rel);
         return -1;
     }
-    const void *src[7] = {c->planes, c->hand, c->legal, c->policy_label, e->prob ? e->prob : c->policy_prob, c->result,
-                          e->q ? e->q : c->root_q};
-    int64_t used[7] = {R * f->planes_bytes, R * (int64_t)sizeof(float) * f->hand_n, R * f->legal_bytes,
-                       nnz * (int64_t)sizeof(uint16_t), nnz * (int64_t)sizeof(float), R, R * (int64_t)sizeof(float)};
-    uint8_t *at[7];
+    const void *src[8] = {c->planes, c->hand, c->legal, c->policy_label, e->prob ? e->prob : c->policy_prob, c->result,
+                          e->q ? e->q : c->root_q, c->moves_left};
+    int64_t used[8] = {R * f->planes_bytes, R * (int64_t)sizeof(float) * f->hand_n, R * f->legal_bytes,
+                       nnz * (int64_t)sizeof(uint16_t), nnz * (int64_t)sizeof(float), R, R * (int64_t)sizeof(float),
+                       c->moves_left ? R * (int64_t)sizeof(int16_t) : 0};
+    uint8_t *at[8];
     int64_t off = 0;
-    for (int i = 0; i < 7; i++) {
+    for (int i = 0; i < 8; i++) {
         at[i] = d + off;
         if (used[i] > 0) be->upload(be, at[i], src[i], (size_t)used[i]);
         off += sz[i];
@@ -418,7 +419,8 @@ static int resident_load(train_window_t *w, ent_t *e) {
     e->dev = d;
     e->dev_bytes = total;
     e->cols = (nn_rows_src_t){at[0], (const float *)at[1], at[2], (const uint16_t *)at[3], (const float *)at[4],
-                              (const int8_t *)at[5], (const float *)at[6]};
+                              (const int8_t *)at[5], (const float *)at[6],
+                              c->moves_left ? (const int16_t *)at[7] : NULL};
     w->dev_bytes += total;
     const char *be_err = nn_backend_error(be);
     if (be_err) {
@@ -608,9 +610,9 @@ int train_window_gather(train_window_t *w, uint64_t key, int32_t B, nn_trainer_t
         be->buf_free(be, w->refs_dev);
         free(w->refs_host);
         free(w->offs_host);
-        w->refs_dev = be->buf_alloc(be, sizeof(nn_row_ref_t) * (size_t)B);
-        w->refs_host = malloc(sizeof(nn_row_ref_t) * (size_t)B);
-        w->offs_host = malloc(sizeof(uint32_t) * (size_t)(B + 1));
+        w->refs_dev = be->buf_alloc(be, sizeof(nn_row_ref_t) * 2 * (size_t)B);
+        w->refs_host = malloc(sizeof(nn_row_ref_t) * 2 * (size_t)B);
+        w->offs_host = malloc(sizeof(uint32_t) * 2 * (size_t)(B + 1));
         w->cap_refs = w->refs_dev && w->refs_host && w->offs_host ? B : 0;
         if (!w->cap_refs) {
             set_err(err, errlen, "%s: training window: out of memory for a batch of %d rows", w->run_dir, B);
@@ -635,5 +637,27 @@ int train_window_gather(train_window_t *w, uint64_t key, int32_t B, nn_trainer_t
     bt->B = B;
     bt->staged = 1;
     bt->policy_offsets = w->offs_host;
+    if (be->gather_heads && (st.moves_left || st.opp_offsets)) { /* a net with the optional heads: their targets */
+        nn_row_ref_t *orefs = w->refs_host + B;
+        uint32_t *ooffs = w->offs_host + B + 1, ooff = 0;
+        for (int32_t b = 0; st.opp_offsets && b < B; b++) { /* the reply: the next row's policy target */
+            const pick_t *p = &w->picks[b];
+            const shard_t *sh = w->segs[p->seg].sh;
+            int64_t rr = shard_row_reply(sh, p->row), pb = 0, pe = 0;
+            if (rr >= 0) shard_row_policy(sh, rr, &pb, &pe);
+            orefs[b] = (nn_row_ref_t){.src = p->seg, .row = (uint32_t)(rr >= 0 ? rr : 0), .policy_begin = (uint32_t)pb};
+            ooffs[b] = ooff;
+            ooff += (uint32_t)(pe - pb);
+        }
+        ooffs[B] = ooff;
+        if (st.opp_offsets) {
+            be->upload(be, w->refs_dev + B, orefs, sizeof(nn_row_ref_t) * (size_t)B);
+            be->upload(be, st.opp_offsets, ooffs, sizeof(uint32_t) * (size_t)(B + 1));
+        }
+        be->gather_heads(be, w->srcs, w->refs_dev, st.opp_offsets ? w->refs_dev + B : NULL, st.opp_offsets, B,
+                         st.moves_left, st.opp_labels, st.opp_probs);
+        bt->moves_left = st.moves_left; /* staged: the staging holds them (the pointer is not read) */
+        bt->opp_offsets = st.opp_offsets ? ooffs : NULL;
+    }
     return 0;
 }

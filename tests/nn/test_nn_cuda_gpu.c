@@ -860,10 +860,12 @@ static void stats_init(float *s) {
 static void cmp_stats(const char *what, const float *gs, const float *cs, int first, int last, double count_slack) {
     char w[128];
     static const char *names[NN_STAT_NB] = {"policy_loss", "policy_correct", "value_loss", "legal_loss",
-                                            "legal_tp", "legal_fp", "legal_fn", "gnorm2"};
+                                            "legal_tp", "legal_fp", "legal_fn", "gnorm2",
+                                            "ml_loss", "ml_abs", "ml_count", "opp_loss", "opp_correct"};
     for (int i = first; i <= last; i++) {
         snprintf(w, sizeof(w), "%s stats.%s", what, names[i]);
-        int count = i == NN_STAT_POLICY_CORRECT || i == NN_STAT_LEGAL_TP || i == NN_STAT_LEGAL_FP || i == NN_STAT_LEGAL_FN;
+        int count = i == NN_STAT_POLICY_CORRECT || i == NN_STAT_LEGAL_TP || i == NN_STAT_LEGAL_FP || i == NN_STAT_LEGAL_FN ||
+                    i == NN_STAT_ML_COUNT;
         check_scalar(w, gs[i], cs[i], count ? count_slack : 1e-6, count ? 0 : 1e-5);
     }
 }
@@ -973,6 +975,90 @@ static void test_legal_loss(int32_t B, int32_t N) {
     cmp_stats(what, gs, cs, NN_STAT_LEGAL_LOSS, NN_STAT_LEGAL_FN, 0);
     G_->buf_free(G_, gz), G_->buf_free(G_, gt), G_->buf_free(G_, gd), G_->buf_free(G_, gst);
     free(z), free(t), free(cd);
+}
+
+/* moves_left_loss (the moves-left head's Huber loss): predictions on both
+ * sides of the delta, rows without a target (-1), exact zeros. */
+static void test_moves_left_loss(int32_t B) {
+    uint64_t keep = t_rng; /* the draws of the tests after this one as they were before it */
+    float *z = frand(B, 1.5f, 1.0f), *t = malloc(sizeof(float) * (size_t)B);
+    for (int32_t b = 0; b < B; b++) {
+        t[b] = b % 5 == 3 ? -1.0f : (float)(t_next() % 120);
+        if (b % 17 == 0) z[b] = 0.0f;
+    }
+    float scale = 0.9f / (float)B, cs[NN_STAT_NB], gs[NN_STAT_NB];
+    float *cd = malloc(sizeof(float) * (size_t)B);
+    stats_init(cs);
+    C_->moves_left_loss(C_, z, t, B, NN_ML_SCALE, NN_ML_HUBER, scale, cd, cs);
+    stats_init(gs);
+    float *gz = GF(z, B), *gt = GF(t, B), *gd = G_->buf_alloc(G_, sizeof(float) * (size_t)B), *gst = GF(gs, NN_STAT_NB);
+    G_->moves_left_loss(G_, gz, gt, B, NN_ML_SCALE, NN_ML_HUBER, scale, gd, gst);
+    char what[96];
+    snprintf(what, sizeof(what), "moves_left_loss B%d dpred", B);
+    gcmp(what, gd, cd, B, T_ELEM);
+    G_->download(G_, gs, gst, sizeof(gs));
+    snprintf(what, sizeof(what), "moves_left_loss B%d", B);
+    cmp_stats(what, gs, cs, NN_STAT_ML_LOSS, NN_STAT_ML_COUNT, 0);
+    for (int i = 0; i < NN_STAT_ML_LOSS; i++) CHECK(gs[i] == 0.5f * (float)(i + 1)); /* untouched */
+    G_->buf_free(G_, gz), G_->buf_free(G_, gt), G_->buf_free(G_, gd), G_->buf_free(G_, gst);
+    free(z), free(t), free(cd);
+    t_rng = keep;
+}
+
+/* gather_heads (the optional heads' targets from the resident window): two
+ * sources, one with a moves_left column and one without, opponent replies
+ * of 0 to 30 entries from rows of either source; byte for byte the CPU's. */
+static void test_gather_heads(int32_t B, int32_t R) {
+    enum { NSRC = 2 };
+    uint64_t keep = t_rng; /* the draws of the tests after this one as they were before it */
+    int16_t *ml = malloc(sizeof(int16_t) * (size_t)R);
+    for (int32_t r = 0; r < R; r++) ml[r] = (int16_t)((int)(t_next() % 300) - 1);
+    uint32_t nnz = (uint32_t)R * 30;
+    uint16_t *labels = malloc(sizeof(uint16_t) * nnz);
+    float *probs = frand(nnz, 0.5f, 0.2f);
+    for (uint32_t i = 0; i < nnz; i++) labels[i] = (uint16_t)(t_next() % 2187);
+    nn_rows_src_t hs[NSRC] = {{.labels = labels, .probs = probs, .moves_left = ml}, {.labels = labels, .probs = probs}};
+    void *gml = gdup(ml, sizeof(int16_t) * (size_t)R), *glab = gdup(labels, sizeof(uint16_t) * nnz), *gpr = GF(probs, nnz);
+    nn_rows_src_t gs[NSRC] = {{.labels = glab, .probs = gpr, .moves_left = gml}, {.labels = glab, .probs = gpr}};
+    nn_row_ref_t *refs = malloc(sizeof(nn_row_ref_t) * (size_t)B), *orefs = malloc(sizeof(nn_row_ref_t) * (size_t)B);
+    uint32_t *off = malloc(sizeof(uint32_t) * (size_t)(B + 1));
+    off[0] = 0;
+    for (int32_t b = 0; b < B; b++) {
+        uint32_t r = (uint32_t)(t_next() % (uint32_t)R), k = b % 4 == 1 ? 0 : (uint32_t)(t_next() % 31);
+        refs[b] = (nn_row_ref_t){.src = (int32_t)(t_next() % NSRC), .row = r};
+        orefs[b] = (nn_row_ref_t){.src = (int32_t)(t_next() % NSRC), .row = r, .policy_begin = r * 30};
+        off[b + 1] = off[b] + k;
+    }
+    uint32_t n = off[B];
+    float *cml = malloc(sizeof(float) * (size_t)B), *cpr = malloc(sizeof(float) * (n + 1));
+    uint16_t *clb = malloc(sizeof(uint16_t) * (n + 1));
+    C_->gather_heads(C_, hs, refs, orefs, off, B, cml, clb, cpr);
+    void *gsrc = gdup(gs, sizeof gs), *grefs = gdup(refs, sizeof(nn_row_ref_t) * (size_t)B),
+         *gorefs = gdup(orefs, sizeof(nn_row_ref_t) * (size_t)B), *goff = gdup(off, sizeof(uint32_t) * (size_t)(B + 1));
+    void *o_ml = G_->buf_alloc(G_, sizeof(float) * (size_t)B), *o_lb = G_->buf_alloc(G_, sizeof(uint16_t) * (n + 1)),
+         *o_pr = G_->buf_alloc(G_, sizeof(float) * (n + 1));
+    G_->gather_heads(G_, gsrc, grefs, gorefs, goff, B, o_ml, o_lb, o_pr);
+    gpu_ok("gather_heads");
+    float *g_ml = malloc(sizeof(float) * (size_t)B), *g_pr = malloc(sizeof(float) * (n + 1));
+    uint16_t *g_lb = malloc(sizeof(uint16_t) * (n + 1));
+    G_->download(G_, g_ml, o_ml, sizeof(float) * (size_t)B);
+    if (n) G_->download(G_, g_lb, o_lb, sizeof(uint16_t) * n), G_->download(G_, g_pr, o_pr, sizeof(float) * n);
+    gpu_ok("gather_heads download");
+    int same = !memcmp(g_ml, cml, sizeof(float) * (size_t)B) && !memcmp(g_lb, clb, sizeof(uint16_t) * n) &&
+               !memcmp(g_pr, cpr, sizeof(float) * n);
+    int minus = 0; /* the source without the column gives -1 */
+    for (int32_t b = 0; b < B; b++) minus += refs[b].src == 1 && cml[b] == -1.0f;
+    fprintf(stderr, "[%s] gather_heads B %d R %d: moves_left, %u reply entries %s\n", M_->name, B, R, n,
+            same ? "ok" : "MISMATCH");
+    t_judge(same);
+    int want = 0;
+    for (int32_t b = 0; b < B; b++) want += refs[b].src == 1;
+    CHECK(minus == want);
+    void *bufs[] = {gml, glab, gpr, gsrc, grefs, gorefs, goff, o_ml, o_lb, o_pr};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) G_->buf_free(G_, bufs[i]);
+    free(ml), free(labels), free(probs), free(refs), free(orefs), free(off), free(cml), free(cpr), free(clb);
+    free(g_ml), free(g_pr), free(g_lb);
+    t_rng = keep;
 }
 
 static void test_sum_squares(int64_t n) {
@@ -1105,6 +1191,9 @@ static void run_ops(void) {
     test_gather_rows(1, 1, 831, 14, 274);
     test_gather_rows(300, 50, 831, 14, 274);
     test_gather_rows(1024, 3000, 831, 0, 274);
+    test_gather_heads(1, 1);
+    test_gather_heads(300, 50);
+    test_gather_heads(5000, 700); /* more rows than blocks: grid-stride */
     test_dense(1, 648, 128, 1, 1);
     test_dense(7, 128, 3, 1, 0);
     test_dense(33, 5, 9, 0, 1);
@@ -1130,6 +1219,10 @@ static void run_ops(void) {
     test_legal_loss(3, 10);
     test_legal_loss(200, NN_POLICY_NB); /* > CU_RED_MAX blocks of work: grid-stride */
     gpu_ok("legal_loss");
+    test_moves_left_loss(1);
+    test_moves_left_loss(37);
+    test_moves_left_loss(300000); /* more rows than reduction blocks */
+    gpu_ok("moves_left_loss");
     test_sum_squares(1);
     test_sum_squares(1000);
     test_sum_squares(3000001);
@@ -1211,14 +1304,50 @@ static void cmp_metrics(const char *what, const nn_metrics_t *g, const nn_metric
     check_scalar(w, g->legal_f1, c->legal_f1, 1e-2, 0); /* logits near 0 may flip */
     snprintf(w, sizeof(w), "%s grad_norm", what);
     check_scalar(w, g->grad_norm, c->grad_norm, 1e-6, l2);
+    if (isfinite(c->moves_left_loss) || isfinite(g->moves_left_loss)) {
+        snprintf(w, sizeof(w), "%s moves_left_loss", what);
+        check_scalar(w, g->moves_left_loss, c->moves_left_loss, 1e-6, rl);
+        CHECK(g->moves_left_positions == c->moves_left_positions);
+    }
+    if (isfinite(c->opp_policy_loss) || isfinite(g->opp_policy_loss)) {
+        snprintf(w, sizeof(w), "%s opp_policy_loss", what);
+        check_scalar(w, g->opp_policy_loss, c->opp_policy_loss, 1e-6, rl);
+        CHECK(g->opp_positions == c->opp_positions);
+    }
 }
 
 static int32_t g_net_gpool = 0; /* test_net's nets: global pooling every g_net_gpool-th block (0: none) */
+static int32_t g_net_heads = 0; /* test_net's nets: the optional heads (NN_HEAD_*) */
+
+/* Targets of the optional heads for a test batch (B <= 64): plies (every
+ * fifth row none), the opponent's reply of 1..3 labels (every third row none). */
+typedef struct {
+    float ml[64];
+    uint32_t off[65];
+    uint16_t lab[192];
+    float prob[192];
+} heads_t;
+
+static void heads_attach(heads_t *h, t_batch_t *tb) {
+    int32_t B = tb->b.B;
+    KOMA_ASSERT(B <= 64);
+    if (!g_net_heads) return; /* the other nets' batches: the random draws as before */
+    h->off[0] = 0;
+    for (int32_t b = 0; b < B; b++) {
+        h->ml[b] = b % 5 == 4 ? -1.0f : (float)(t_next() % 160);
+        uint32_t k = b % 3 == 2 ? 0 : 1 + (uint32_t)(t_next() % 3);
+        for (uint32_t j = 0; j < k; j++)
+            h->lab[h->off[b] + j] = (uint16_t)((b * 131 + j * 7) % NN_POLICY_NB), h->prob[h->off[b] + j] = 1.0f / (float)k;
+        h->off[b + 1] = h->off[b] + k;
+    }
+    tb->b.moves_left = h->ml;
+    tb->b.opp_offsets = h->off, tb->b.opp_label = h->lab, tb->b.opp_prob = h->prob;
+}
 
 static void test_net(int32_t blocks, int32_t ch, nn_act_t act, int32_t planes, int32_t hand, int32_t Btrain) {
     char err[512], tag[64];
-    snprintf(tag, sizeof(tag), "net %dx%d%s%.0d %s", blocks, ch, g_net_gpool ? "g" : "", (int)g_net_gpool,
-             nn_act_name(act));
+    snprintf(tag, sizeof(tag), "net %dx%d%s%.0d%s%s %s", blocks, ch, g_net_gpool ? "g" : "", (int)g_net_gpool,
+             (g_net_heads & NN_HEAD_MOVES_LEFT) ? "m" : "", (g_net_heads & NN_HEAD_OPP_POLICY) ? "o" : "", nn_act_name(act));
     /* ReLU's derivative jumps at 0: any rounding difference moves a few of the
      * millions of pre-activations across the kink, and batch norm spreads each
      * flip over the whole batch, so ReLU gradients differ by far more than the
@@ -1234,7 +1363,7 @@ static void test_net(int32_t blocks, int32_t ch, nn_act_t act, int32_t planes, i
     int smooth = act != NN_ACT_RELU && !(g_net_gpool && (M_->flags & NN_CUDA_BF16));
     double l2 = smooth ? M_->net_l2 : M_->relu_l2;
     nn_net_config_t cfg = {.blocks = blocks, .channels = ch, .act = act, .in_planes = planes, .in_hand = hand, .features_version = 1,
-                           .gpool = g_net_gpool};
+                           .gpool = g_net_gpool, .heads = g_net_heads};
     nn_net_t *cnet = nn_net_new(C_, &cfg, 1234, err, sizeof(err));
     nn_net_t *gnet = nn_net_new(G_, &cfg, 999, err, sizeof(err)); /* other seed: the copy must win */
     KOMA_ASSERT(cnet && gnet);
@@ -1245,9 +1374,11 @@ static void test_net(int32_t blocks, int32_t ch, nn_act_t act, int32_t planes, i
     /* warm the running statistics on the CPU so inference sees non-trivial BN folding */
     nn_trainer_t *ctr = nn_trainer_new(cnet, &tc, Btrain, err, sizeof(err));
     KOMA_ASSERT(ctr);
+    heads_t hd;
     for (int s = 0; s < 2; s++) {
         t_batch_t w;
         t_batch_init(&w, Btrain, planes, hand, 3);
+        heads_attach(&hd, &w);
         KOMA_ASSERT(nn_train_step(ctr, &w.b, NULL, err, sizeof(err)) == 0);
         t_batch_free(&w);
     }
@@ -1271,9 +1402,16 @@ static void test_net(int32_t blocks, int32_t ch, nn_act_t act, int32_t planes, i
         int64_t np_ = (int64_t)B * NN_POLICY_NB;
         float *cp = malloc(sizeof(float) * (size_t)np_), *cl = malloc(sizeof(float) * (size_t)np_), *cv = malloc(sizeof(float) * (size_t)B * 3);
         float *gp = malloc(sizeof(float) * (size_t)np_), *gl = malloc(sizeof(float) * (size_t)np_), *gv = malloc(sizeof(float) * (size_t)B * 3);
-        nn_forward(cctx, B, tb.planes, tb.hand, cp, cv, cl);
-        nn_forward(gctx, B, tb.planes, tb.hand, gp, gv, gl);
+        float cml[64], gml[64];
+        int ml = (g_net_heads & NN_HEAD_MOVES_LEFT) != 0;
+        nn_outputs_t co = {cp, cv, cl, ml ? cml : NULL}, go = {gp, gv, gl, ml ? gml : NULL};
+        nn_forward_out(cctx, B, tb.planes, tb.hand, &co);
+        nn_forward_out(gctx, B, tb.planes, tb.hand, &go);
         gpu_ok(tag);
+        if (ml) { /* plies: the outputs' tolerance, scaled by the 20 plies a unit */
+            snprintf(what, sizeof(what), "%s forward B%d moves_left", tag, B);
+            cmp(what, gml, cml, B, (tol_t){M_->net_out.atol * NN_ML_SCALE, M_->net_out.rtol});
+        }
         if (B == 7) { /* the same forward again: the third is recorded (CUDA graphs), later ones replay it */
             float *rp = malloc(sizeof(float) * (size_t)np_), *rl = malloc(sizeof(float) * (size_t)np_),
                   *rv = malloc(sizeof(float) * (size_t)B * 3);
@@ -1329,6 +1467,7 @@ static void test_net(int32_t blocks, int32_t ch, nn_act_t act, int32_t planes, i
     KOMA_ASSERT(gtr);
     t_batch_t tb;
     t_batch_init(&tb, Btrain, planes, hand, 4);
+    heads_attach(&hd, &tb);
     nn_metrics_t cm, gm;
     KOMA_ASSERT(nn_train_grad(ctr, &tb.b, &cm, err, sizeof(err)) == 0);
     KOMA_ASSERT(nn_train_grad(gtr, &tb.b, &gm, err, sizeof(err)) == 0);
@@ -1350,7 +1489,9 @@ static void test_net(int32_t blocks, int32_t ch, nn_act_t act, int32_t planes, i
     free(gs0);
     for (int step = 0; step < 2; step++) {
         t_batch_t sb;
+        heads_t sh;
         t_batch_init(&sb, Btrain, planes, hand, 4);
+        heads_attach(&sh, &sb);
         KOMA_ASSERT(nn_train_step(ctr, &sb.b, &cm, err, sizeof(err)) == 0);
         KOMA_ASSERT(nn_train_step(gtr, &sb.b, &gm, err, sizeof(err)) == 0);
         gpu_ok(tag);
@@ -1491,6 +1632,10 @@ static void run_nets(void) {
     test_net(2, 32, NN_ACT_SILU, 12, 3, 16);
     test_net(3, 24, NN_ACT_RELU, 9, 2, 4);
     g_net_gpool = 0;
+    g_net_heads = NN_HEAD_MOVES_LEFT | NN_HEAD_OPP_POLICY; /* the moves-left and opponent-reply heads */
+    test_net(2, 32, NN_ACT_SILU, 12, 3, 16);
+    test_net(2, 24, NN_ACT_RELU, 9, 2, 5);
+    g_net_heads = 0;
 }
 
 /* atol (x rms), rtol per op class and mode */

@@ -8,9 +8,14 @@
  *    builder and registered) gathered with shard_row_batch carry moves_left
  *    (plies to the game's end) and the opponent's reply (the next row's
  *    policy target), and training on them drives the moves-left error down;
- *    with both weights 0 the heads' output biases never move. */
+ *    with both weights 0 the heads' output biases never move;
+ *  - the resident window (train_window_resident on the CPU backend, the
+ *    route a GPU trainer takes; gather_heads) stages the same moves_left and
+ *    opponent-reply targets as the host route for the same key, and a net
+ *    without the heads stages none. */
 #include "train_test.h"
 #include "train/loop.h"
+#include "train/window.h"
 
 static void set(train_config_t *c, const char *key, const char *value) {
     cfg_opt_t t[TRAIN_CONFIG_NFLAGS];
@@ -30,6 +35,64 @@ static void train(train_net_t *tn, nn_batch_t *v, int32_t steps, nn_metrics_t *f
     char err[512];
     for (int32_t s = 0; s < steps; s++)
         CHECKF(nn_train_step(tn->nt, v, s ? last : first, err, sizeof err) == 0, "%s", err);
+}
+
+/* The resident route's staged heads targets equal the host route's batch b. */
+static int staged_heads_equal(nn_trainer_t *tr, const nn_batch_t *bt, const shard_batch_t *b) {
+    nn_train_staging_t st;
+    nn_trainer_staging(tr, &st, NULL);
+    int32_t B = b->B;
+    uint32_t n = b->opp_offsets[B];
+    return bt->moves_left && bt->opp_offsets && !memcmp(st.moves_left, b->moves_left, sizeof(float) * (size_t)B) &&
+           !memcmp(bt->opp_offsets, b->opp_offsets, sizeof(uint32_t) * (size_t)(B + 1)) &&
+           !memcmp(st.opp_offsets, b->opp_offsets, sizeof(uint32_t) * (size_t)(B + 1)) &&
+           !memcmp(st.opp_labels, b->opp_label, sizeof(uint16_t) * n) &&
+           !memcmp(st.opp_probs, b->opp_prob, sizeof(float) * n);
+}
+
+static void test_resident(train_config_t c, const char *dir) {
+    char err[2048];
+    t_run_t R;
+    t_run_open(&R, dir);
+    t_rng = 77;
+    for (int k = 1; k <= 2; k++) t_add_shard(&R, k, 3, 30);
+    KOMA_ASSERT(db_writer_flush(R.w, -1) == DB_OK);
+    db_shard_t *list = NULL;
+    int32_t nl = t_run_shards(&R, &list);
+    train_window_t *w = train_window_new(R.dir, &T_FMT, NULL, NULL, err, sizeof err);
+    shard_batch_t *b = shard_batch_new(&T_FMT, 48, 0, err, sizeof err);
+    nn_backend_t *be = nn_backend_cpu_new(1);
+    KOMA_ASSERT(w && b && be && nl == 2);
+    int64_t pos = 0;
+    int32_t bad = 0;
+    CHECKF(train_window_resident(w, be, 0, err, sizeof err) == 0, "%s", err);
+    CHECKF(train_window_select(w, list, nl, -1, 0, &pos, &bad, err, sizeof err) == 0, "%s", err);
+    CHECK(train_window_is_resident(w));
+    for (int heads = 1; heads >= 0; heads--) {
+        set(&c, "net", heads ? "1x16mo" : "1x16");
+        train_net_t tn;
+        KOMA_ASSERT(train_net_new(be, &c, 48, &tn, err, sizeof err) == 0);
+        int same = 0;
+        for (uint64_t key = 1; key <= 4; key++) {
+            nn_batch_t bt;
+            CHECKF(train_window_gather(w, key, 48, tn.nt, &bt, err, sizeof err) == 0, "%s", err);
+            shard_batch_clear(b);
+            CHECKF(train_window_sample(w, key, 48, b, err, sizeof err) == 0, "%s", err);
+            if (heads) same += staged_heads_equal(tn.nt, &bt, b);
+            else same += !bt.moves_left && !bt.opp_offsets;
+            nn_metrics_t m;
+            CHECKF(nn_train_step(tn.nt, &bt, &m, err, sizeof err) == 0, "%s", err);
+            if (heads) CHECK(m.moves_left_positions == 48 && m.opp_positions > 24);
+        }
+        CHECKF(same == 4, "%s: %d of 4 resident batches stage the host route's heads targets", heads ? "1x16mo" : "1x16",
+               same);
+        train_net_free(&tn);
+    }
+    train_window_free(w);
+    nn_backend_free(be);
+    shard_batch_free(b);
+    free(list);
+    t_run_close(&R);
 }
 
 int main(void) {
@@ -92,6 +155,7 @@ int main(void) {
           bias_of(tn.net, "policy.out.bias") != 0.0f);
     train_net_free(&tn);
     nn_backend_free(be);
+    test_resident(c, t_path("resident"));
     shard_batch_free(bt);
     shard_close(sh);
     t_rm_rf(t_dir);
