@@ -241,8 +241,7 @@ const char *compat_temp_dir(void) {
         while (k > 1 && (buf[k - 1] == '/' || buf[k - 1] == '\\')) buf[--k] = 0;
         atomic_store(&state, 2);
     } else {
-        while (atomic_load(&state) != 2) {
-        }
+        while (atomic_load(&state) != 2) {}
     }
     return buf;
 }

@@ -118,7 +118,7 @@ typedef struct compat_durable compat_durable_t;
 compat_durable_t *compat_durable_open(const char *path, char *err, size_t errlen);
 int compat_durable_write(compat_durable_t *f, const void *data, size_t len, char *err, size_t errlen);
 int compat_durable_commit(compat_durable_t *f, char *err, size_t errlen); /* frees f */
-void compat_durable_abort(compat_durable_t *f);                            /* frees f, NULL ok */
+void compat_durable_abort(compat_durable_t *f);                           /* frees f, NULL ok */
 int compat_write_file_durable(const char *path, const void *data, size_t len, char *err, size_t errlen);
 
 /* mkdir -p. Returns 0 when the directory exists afterwards. */
@@ -323,9 +323,9 @@ int compat_kill_pid(int pid);
 /* ---- invariants -------------------------------------------------------- */
 /* Always on, prints file:line and the expression, then aborts. For bugs only;
  * failures from the outside world return a status instead. */
-#define KOMA_ASSERT(cond)                                                       \
-    do {                                                                        \
-        if (!(cond)) compat_assert_fail(#cond, __FILE__, __LINE__);             \
+#define KOMA_ASSERT(cond)                                                                                              \
+    do {                                                                                                               \
+        if (!(cond)) compat_assert_fail(#cond, __FILE__, __LINE__);                                                    \
     } while (0)
 void compat_assert_fail(const char *expr, const char *file, int line);
 

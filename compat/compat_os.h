@@ -63,8 +63,8 @@ enum { PROC_RBUF = 1 << 16 };
 typedef struct {
     char rbuf[PROC_RBUF]; /* bytes read from the child, not yet returned as lines */
     size_t rlen;
-    int eof;              /* the child's stdout is closed */
-    int skip_to_nl;       /* the rest of an over-long line is being dropped */
+    int eof;        /* the child's stdout is closed */
+    int skip_to_nl; /* the rest of an over-long line is being dropped */
 } compat_os_lines_t;
 
 /* Reads what is available (waiting at most timeout_ms, < 0 forever) into

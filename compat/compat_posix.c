@@ -104,8 +104,7 @@ int64_t compat_thread_cpu_time_ns(void) {
 void compat_sleep_ms(int64_t ms) {
     if (ms <= 0) return;
     struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000};
-    while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
-    }
+    while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {}
 }
 
 int compat_cpu_count(void) {
@@ -145,8 +144,7 @@ int64_t compat_address_space_used(void) {
 
 int64_t compat_address_space_limit(void) {
     struct rlimit rl;
-    if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (rlim_t)INT64_MAX)
-        return -1;
+    if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (rlim_t)INT64_MAX) return -1;
     return (int64_t)rl.rlim_cur;
 }
 
@@ -161,9 +159,7 @@ void *compat_aligned_alloc(size_t align, size_t size) {
     return posix_memalign(&p, align, n) == 0 ? p : NULL;
 }
 
-void compat_aligned_free(void *p) {
-    free(p);
-}
+void compat_aligned_free(void *p) { free(p); }
 
 /* ---- mapping ------------------------------------------------------------ */
 int compat_map_file(const char *path, compat_map_t *map, char *err, size_t errlen) {
@@ -232,9 +228,7 @@ void compat_os_sync_parent_dir(const char *path) {
     free(dir);
 }
 
-int compat_os_mkdir(const char *p) {
-    return mkdir(p, 0777);
-}
+int compat_os_mkdir(const char *p) { return mkdir(p, 0777); }
 
 int compat_is_dir(const char *p) {
     struct stat st;
@@ -287,9 +281,7 @@ int compat_fs_readonly(const char *path) {
 
 int compat_can_write(const char *path) { return access(path, W_OK) == 0 ? 1 : 0; }
 
-int compat_file_exists(const char *path) {
-    return access(path, R_OK) == 0; /* no open: opening a FIFO blocks */
-}
+int compat_file_exists(const char *path) { return access(path, R_OK) == 0; /* no open: opening a FIFO blocks */ }
 
 int64_t compat_file_size(const char *path) {
     struct stat st;
@@ -297,9 +289,7 @@ int64_t compat_file_size(const char *path) {
     return (int64_t)st.st_size;
 }
 
-int compat_remove_dir(const char *path) {
-    return rmdir(path);
-}
+int compat_remove_dir(const char *path) { return rmdir(path); }
 
 int compat_rename(const char *from, const char *to, char *err, size_t errlen) {
     if (rename(from, to) != 0) {
@@ -341,10 +331,8 @@ int compat_os_list_dir(const char *dir, compat_os_listing_t *l, char *err, size_
         if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) continue;
         int isd;
 #ifdef DT_DIR
-        if (e->d_type == DT_DIR)
-            isd = 1;
-        else if (e->d_type != DT_UNKNOWN && e->d_type != DT_LNK)
-            isd = 0;
+        if (e->d_type == DT_DIR) isd = 1;
+        else if (e->d_type != DT_UNKNOWN && e->d_type != DT_LNK) isd = 0;
         else
 #endif
         {
@@ -536,9 +524,7 @@ int compat_reexec_with_env(const char *name, const char *value, char **argv) {
 #endif
 }
 
-int compat_getpid(void) {
-    return (int)getpid();
-}
+int compat_getpid(void) { return (int)getpid(); }
 
 void compat_hostname(char *buf, size_t n) {
     if (!buf || n == 0) return;
@@ -605,16 +591,14 @@ int compat_run_io(const char *const *argv, const char *out_path, const char *err
     return 0;
 }
 
-int compat_setenv(const char *name, const char *value) {
-    return value ? setenv(name, value, 1) : unsetenv(name);
-}
+int compat_setenv(const char *name, const char *value) { return value ? setenv(name, value, 1) : unsetenv(name); }
 
 /* ---- child processes on pipes ------------------------------------------- */
 struct compat_proc {
     compat_os_lines_t lines; /* first: compat_proc_read_line's buffer (compat.c) */
-    int reaped;           /* the child has been waited for */
-    int status;           /* its exit status once reaped */
-    int in_closed;        /* in_w has been closed (compat_proc_close_input) */
+    int reaped;              /* the child has been waited for */
+    int status;              /* its exit status once reaped */
+    int in_closed;           /* in_w has been closed (compat_proc_close_input) */
     int in_w, out_r;
     pid_t pid;
 };

@@ -153,13 +153,9 @@ int64_t compat_memory_total(void) {
     return 0;
 }
 
-int64_t compat_address_space_used(void) {
-    return -1;
-}
+int64_t compat_address_space_used(void) { return -1; }
 
-int64_t compat_address_space_limit(void) {
-    return -1;
-}
+int64_t compat_address_space_limit(void) { return -1; }
 
 /* ---- memory ------------------------------------------------------------- */
 void *compat_aligned_alloc(size_t align, size_t size) {
@@ -171,16 +167,14 @@ void *compat_aligned_alloc(size_t align, size_t size) {
     return _aligned_malloc(n, align);
 }
 
-void compat_aligned_free(void *p) {
-    _aligned_free(p);
-}
+void compat_aligned_free(void *p) { _aligned_free(p); }
 
 /* ---- mapping ------------------------------------------------------------ */
 int compat_map_file(const char *path, compat_map_t *map, char *err, size_t errlen) {
     memset(map, 0, sizeof *map);
     if (compat_check_regular_file(path, err, errlen) != 0) return -1;
-    HANDLE f = CreateFileA(path, GENERIC_READ, FILE_SHARE_READ | FILE_SHARE_DELETE, NULL,
-                           OPEN_EXISTING, FILE_ATTRIBUTE_NORMAL, NULL);
+    HANDLE f = CreateFileA(path, GENERIC_READ, FILE_SHARE_READ | FILE_SHARE_DELETE, NULL, OPEN_EXISTING,
+                           FILE_ATTRIBUTE_NORMAL, NULL);
     if (f == INVALID_HANDLE_VALUE) {
         set_err(err, errlen, "%s: cannot open (error %lu)", path, (unsigned long)GetLastError());
         return -1;
@@ -224,13 +218,9 @@ int compat_os_sync_file(FILE *f) {
     return _commit(_fileno(f));
 }
 
-void compat_os_sync_parent_dir(const char *path) {
-    (void)path;
-}
+void compat_os_sync_parent_dir(const char *path) { (void)path; }
 
-int compat_os_mkdir(const char *p) {
-    return _mkdir(p);
-}
+int compat_os_mkdir(const char *p) { return _mkdir(p); }
 
 int compat_is_dir(const char *p) {
     DWORD a = GetFileAttributesA(p);
@@ -311,14 +301,11 @@ int64_t compat_file_size(const char *path) {
     return (int64_t)st.st_size;
 }
 
-int compat_remove_dir(const char *path) {
-    return _rmdir(path);
-}
+int compat_remove_dir(const char *path) { return _rmdir(path); }
 
 int compat_rename(const char *from, const char *to, char *err, size_t errlen) {
     if (!MoveFileExA(from, to, MOVEFILE_REPLACE_EXISTING | MOVEFILE_WRITE_THROUGH)) {
-        set_err(err, errlen, "%s -> %s: rename failed (Windows error %lu)", from, to,
-                (unsigned long)GetLastError());
+        set_err(err, errlen, "%s -> %s: rename failed (Windows error %lu)", from, to, (unsigned long)GetLastError());
         return -1;
     }
     return 0;
@@ -330,9 +317,7 @@ int compat_os_is_real_dir(const char *p) {
     return a != INVALID_FILE_ATTRIBUTES && (a & FILE_ATTRIBUTE_DIRECTORY) && !(a & FILE_ATTRIBUTE_REPARSE_POINT);
 }
 
-int compat_os_exists_nofollow(const char *p) {
-    return GetFileAttributesA(p) != INVALID_FILE_ATTRIBUTES;
-}
+int compat_os_exists_nofollow(const char *p) { return GetFileAttributesA(p) != INVALID_FILE_ATTRIBUTES; }
 
 int compat_os_remove_nondir(const char *path, char *err, size_t errlen) {
     DWORD a = GetFileAttributesA(path);
@@ -488,9 +473,7 @@ int compat_reexec_with_env(const char *name, const char *value, char **argv) {
     return -1;
 }
 
-int compat_getpid(void) {
-    return (int)_getpid();
-}
+int compat_getpid(void) { return (int)_getpid(); }
 
 void compat_hostname(char *buf, size_t n) {
     if (!buf || n == 0) return;
@@ -545,8 +528,8 @@ static SRWLOCK g_spawn_mu = SRWLOCK_INIT;
 /* An inheritable handle on path for a child's output: "" is NUL. */
 static HANDLE open_output(const char *path) {
     SECURITY_ATTRIBUTES sa = {sizeof sa, NULL, TRUE};
-    return CreateFileA(path[0] ? path : "NUL", GENERIC_WRITE, FILE_SHARE_READ | FILE_SHARE_WRITE, &sa,
-                       CREATE_ALWAYS, FILE_ATTRIBUTE_NORMAL, NULL);
+    return CreateFileA(path[0] ? path : "NUL", GENERIC_WRITE, FILE_SHARE_READ | FILE_SHARE_WRITE, &sa, CREATE_ALWAYS,
+                       FILE_ATTRIBUTE_NORMAL, NULL);
 }
 
 int compat_run_io(const char *const *argv, const char *out_path, const char *err_path, int *status, char *err,
@@ -617,16 +600,14 @@ int compat_run_io(const char *const *argv, const char *out_path, const char *err
     return 0;
 }
 
-int compat_setenv(const char *name, const char *value) {
-    return _putenv_s(name, value ? value : "") == 0 ? 0 : -1;
-}
+int compat_setenv(const char *name, const char *value) { return _putenv_s(name, value ? value : "") == 0 ? 0 : -1; }
 
 /* ---- child processes on pipes ------------------------------------------- */
 struct compat_proc {
     compat_os_lines_t lines; /* first: compat_proc_read_line's buffer (compat.c) */
-    int reaped;           /* the child has been waited for */
-    int status;           /* its exit status once reaped */
-    int in_closed;        /* in_w has been closed (compat_proc_close_input) */
+    int reaped;              /* the child has been waited for */
+    int status;              /* its exit status once reaped */
+    int in_closed;           /* in_w has been closed (compat_proc_close_input) */
     HANDLE in_w, out_r, process;
     DWORD pid;
 };
@@ -711,7 +692,8 @@ int compat_os_proc_fill(compat_proc_t *p, int64_t timeout_ms) {
             return 1;
         }
         if (avail > 0) {
-            if (!ReadFile(p->out_r, p->lines.rbuf + p->lines.rlen, (DWORD)(avail < room ? avail : room), &got, NULL) || got == 0) {
+            if (!ReadFile(p->out_r, p->lines.rbuf + p->lines.rlen, (DWORD)(avail < room ? avail : room), &got, NULL) ||
+                got == 0) {
                 p->lines.eof = 1;
                 return 1;
             }

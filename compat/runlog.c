@@ -34,8 +34,8 @@ void runlog_printf(const runlog_sink_t *s, const char *fmt, ...) {
 /* ---- the program's log ----------------------------------------------------- */
 
 struct runlog {
-    status_t *st;      /* NULL: stderr */
-    FILE *file;        /* NULL: none (yet, or any more) */
+    status_t *st;           /* NULL: stderr */
+    FILE *file;             /* NULL: none (yet, or any more) */
     int64_t file_status_ns; /* when the file last got a status line */
     compat_mutex_t mu;
 };

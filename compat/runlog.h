@@ -44,10 +44,10 @@ typedef void (*runlog_fn)(void *user, const char *line);
 /* ---- a module's end ------------------------------------------------------ */
 
 typedef struct {
-    runlog_fn fn;      /* NULL: stderr after prefix, or nothing (to_stderr false) */
+    runlog_fn fn; /* NULL: stderr after prefix, or nothing (to_stderr false) */
     void *user;
     bool to_stderr;
-    char prefix[192];  /* before each line on stderr (not given to fn) */
+    char prefix[192]; /* before each line on stderr (not given to fn) */
 } runlog_sink_t;
 
 /* Lines to fn(user, line); with no fn, to stderr as "<prefix><line>" when

@@ -18,7 +18,7 @@ static int utf8_printable(const unsigned char *s) {
     int n = s[0] >= 0xC2 && s[0] <= 0xDF ? 2 : s[0] >= 0xE0 && s[0] <= 0xEF ? 3 : s[0] >= 0xF0 && s[0] <= 0xF4 ? 4 : 0;
     for (int k = 1; k < n; k++)
         if ((s[k] & 0xC0) != 0x80) return 0;
-    if (n == 2 && s[0] == 0xC2 && s[1] < 0xA0) return 0;                    /* C1 controls */
+    if (n == 2 && s[0] == 0xC2 && s[1] < 0xA0) return 0;                                      /* C1 controls */
     if (n == 3 && ((s[0] == 0xE0 && s[1] < 0xA0) || (s[0] == 0xED && s[1] > 0x9F))) return 0; /* overlong, surrogates */
     if (n == 4 && ((s[0] == 0xF0 && s[1] < 0x90) || (s[0] == 0xF4 && s[1] > 0x8F))) return 0;
     return n;
@@ -136,8 +136,7 @@ static void choices_list(const char *choices, char *buf, size_t n) {
 
 static size_t str_size(const cfg_opt_t *o) { return o->size ? o->size : CFG_STRING_MAX; }
 
-int cfg_set(const cfg_opt_t *opts, int nopts, const char *key, const char *value,
-            char *err, size_t errlen) {
+int cfg_set(const cfg_opt_t *opts, int nopts, const char *key, const char *value, char *err, size_t errlen) {
     const cfg_opt_t *o = cfg_find(opts, nopts, key);
     char q[CFG_QUOTE_MAX];
     if (!o) {
@@ -290,11 +289,11 @@ typedef struct {
     size_t errlen;
     int failed;
     FILE *f;
-    int line;      /* lines read so far: the line being parsed */
-    int too_long;  /* a line did not fit inih's buffer */
+    int line;     /* lines read so far: the line being parsed */
+    int too_long; /* a line did not fit inih's buffer */
     int read_error;
-    int section;   /* line of a [section] header (flag sets have none), else 0 */
-    int *set_on;   /* (nopts) line that set each option, 0 = not yet */
+    int section; /* line of a [section] header (flag sets have none), else 0 */
+    int *set_on; /* (nopts) line that set each option, 0 = not yet */
 } ini_ctx_t;
 
 /* inih's line reader, wrapped to count lines and to refuse a line that does
@@ -652,9 +651,8 @@ char *cfg_dump_string(const cfg_opt_t *opts, int nopts) {
     return s;
 }
 
-int cfg_parse(const cfg_opt_t *opts, int nopts, int argc, char **argv, int first,
-              char **positional, int max_positional, int *npositional,
-              const char *usage, FILE *out, char *err, size_t errlen) {
+int cfg_parse(const cfg_opt_t *opts, int nopts, int argc, char **argv, int first, char **positional, int max_positional,
+              int *npositional, const char *usage, FILE *out, char *err, size_t errlen) {
     if (npositional) *npositional = 0;
     /* Pass 1: --help and --config, so the file applies before the flags. */
     for (int i = first; i < argc; i++) {
@@ -703,10 +701,8 @@ int cfg_parse(const cfg_opt_t *opts, int nopts, int argc, char **argv, int first
                 return CFG_ERROR;
             }
             const char *val;
-            if (eq)
-                val = eq + 1;
-            else if (o->type == CFG_TYPE_BOOL && (i + 1 >= argc || argv[i + 1][0] == '-'))
-                val = "true";
+            if (eq) val = eq + 1;
+            else if (o->type == CFG_TYPE_BOOL && (i + 1 >= argc || argv[i + 1][0] == '-')) val = "true";
             else if (o->type == CFG_TYPE_BOOL && !is_bool_word(argv[i + 1]) && positional && max_positional > 0)
                 val = "true"; /* the word after a bare boolean flag is a positional argument */
             else {

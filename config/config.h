@@ -49,10 +49,10 @@ typedef enum {
 /* One option: a row of a program's table. The first six fields are always
  * given; the rest may be left out (zero). */
 typedef struct {
-    const char *name;    /* long flag name without dashes, e.g. "cycles" (USI: the option name) */
+    const char *name; /* long flag name without dashes, e.g. "cycles" (USI: the option name) */
     cfg_type_t type;
-    void *ptr;           /* the target field */
-    double min, max;     /* inclusive range for numbers; min > max means unbounded */
+    void *ptr;       /* the target field */
+    double min, max; /* inclusive range for numbers; min > max means unbounded */
     const char *help;
     const char *def;     /* the default as text, applied by cfg_defaults; NULL: whatever the
                           * target holds when the table is built (a default computed at run
@@ -67,9 +67,8 @@ enum { CFG_OK = 0, CFG_ERROR = -1, CFG_HELP = 1 };
 /* Parses argv[first..argc). Positional (non-flag) arguments are returned in
  * positional[] (at most max_positional; more is an error). Returns CFG_OK,
  * CFG_HELP (help was printed to out) or CFG_ERROR with err set. */
-int cfg_parse(const cfg_opt_t *opts, int nopts, int argc, char **argv, int first,
-              char **positional, int max_positional, int *npositional,
-              const char *usage, FILE *out, char *err, size_t errlen);
+int cfg_parse(const cfg_opt_t *opts, int nopts, int argc, char **argv, int first, char **positional, int max_positional,
+              int *npositional, const char *usage, FILE *out, char *err, size_t errlen);
 
 /* Writes every row's `def` into its target (rows without one keep theirs).
  * A default that does not parse is a programming error: it is printed and
@@ -100,8 +99,7 @@ const char *cfg_quote(const char *s, char *buf, size_t n);
  * leaves the target as it was; a number out of the row's range, or beyond
  * what its type holds ("99999999999999999999", "1e400"), is an error that
  * gives the range. */
-int cfg_set(const cfg_opt_t *opts, int nopts, const char *key, const char *value,
-            char *err, size_t errlen);
+int cfg_set(const cfg_opt_t *opts, int nopts, const char *key, const char *value, char *err, size_t errlen);
 /* Loads an INI file (keys = long flag names). */
 int cfg_load_file(const cfg_opt_t *opts, int nopts, const char *path, char *err, size_t errlen);
 /* "key = value" lines for every option, the effective config (e.g. to store

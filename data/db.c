@@ -39,16 +39,18 @@ const char *db_status_name(db_status_t s) {
 }
 
 static const char *const reason_names[DB_REASON_NB] = {
-    [DB_REASON_CHECKMATE] = "checkmate",       [DB_REASON_RESIGN] = "resign",
-    [DB_REASON_SENNICHITE] = "sennichite",     [DB_REASON_PERPETUAL_CHECK] = "perpetual_check",
-    [DB_REASON_DECLARATION] = "declaration",   [DB_REASON_MAX_PLY] = "max_ply",
-    [DB_REASON_ILLEGAL_MOVE] = "illegal_move", [DB_REASON_TIME] = "time",
+    [DB_REASON_CHECKMATE] = "checkmate",
+    [DB_REASON_RESIGN] = "resign",
+    [DB_REASON_SENNICHITE] = "sennichite",
+    [DB_REASON_PERPETUAL_CHECK] = "perpetual_check",
+    [DB_REASON_DECLARATION] = "declaration",
+    [DB_REASON_MAX_PLY] = "max_ply",
+    [DB_REASON_ILLEGAL_MOVE] = "illegal_move",
+    [DB_REASON_TIME] = "time",
     [DB_REASON_ABORT] = "abort",
 };
 
-const char *db_reason_name(db_reason_t r) {
-    return (unsigned)r < DB_REASON_NB ? reason_names[r] : "?";
-}
+const char *db_reason_name(db_reason_t r) { return (unsigned)r < DB_REASON_NB ? reason_names[r] : "?"; }
 
 int db_reason_parse(const char *name, db_reason_t *r) {
     for (int i = 0; name && i < DB_REASON_NB; i++) {
@@ -114,8 +116,7 @@ int32_t db_schema_version(const db_t *db) { return db ? db->version : 0; }
 /* ---- statement helpers -------------------------------------------------------- */
 sqlite3_stmt *dbi_stmt(db_t *db, int id) {
     if (!db->stmt[id]) {
-        int rc = sqlite3_prepare_v3(db->sq, dbi_stmt_sql[id], -1, SQLITE_PREPARE_PERSISTENT,
-                                    &db->stmt[id], NULL);
+        int rc = sqlite3_prepare_v3(db->sq, dbi_stmt_sql[id], -1, SQLITE_PREPARE_PERSISTENT, &db->stmt[id], NULL);
         if (rc != SQLITE_OK) {
             dbi_fail(db, rc, "prepare statement %d", id);
             db->stmt[id] = NULL;
@@ -230,8 +231,7 @@ db_status_t dbi_prepare(db_t *db, const char *sql, sqlite3_stmt **s, const char 
     return rc == SQLITE_OK ? DB_OK : dbi_fail(db, rc, "%s", what);
 }
 
-db_status_t dbi_row_one(db_t *db, sqlite3_stmt *s, dbi_row_fn read, void *row, const char *what,
-                        const char *missing) {
+db_status_t dbi_row_one(db_t *db, sqlite3_stmt *s, dbi_row_fn read, void *row, const char *what, const char *missing) {
     int rc = sqlite3_step(s);
     db_status_t st;
     if (rc == SQLITE_ROW) st = read ? read(db, s, row, NULL) : DB_OK;
@@ -320,8 +320,7 @@ static int immutable_uri(const char *path, char *out, size_t len) {
         if (n + 4 >= len) return -1;
         if (*p == '%' || *p == '?' || *p == '#' || *p <= ' ' || *p >= 0x7f)
             n += (size_t)snprintf(out + n, len - n, "%%%02X", *p);
-        else
-            out[n++] = (char)*p;
+        else out[n++] = (char)*p;
     }
     w = snprintf(out + n, len - n, "?immutable=1");
     return w < 0 || (size_t)w >= len - n ? -1 : 0;
@@ -447,7 +446,7 @@ static db_status_t db_open_once(const char *path, uint32_t flags, db_t **out, ch
         return DB_ERROR;
     }
     db->flags = flags;
-    int oflags = (flags & DB_OPEN_READONLY)   ? SQLITE_OPEN_READONLY
+    int oflags = (flags & DB_OPEN_READONLY)    ? SQLITE_OPEN_READONLY
                  : (flags & DB_OPEN_NOCREATE_) ? SQLITE_OPEN_READWRITE
                                                : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
     char uri[DB_PATH_MAX + 1200];
@@ -456,7 +455,8 @@ static db_status_t db_open_once(const char *path, uint32_t flags, db_t **out, ch
         db_close(db);
         return DB_ERROR;
     }
-    if (!(flags & DB_OPEN_READONLY) && compat_file_exists(path) && (on_readonly_media(path) || !compat_can_write(path))) {
+    if (!(flags & DB_OPEN_READONLY) && compat_file_exists(path) &&
+        (on_readonly_media(path) || !compat_can_write(path))) {
         set_err(err, errlen,
                 "%s: %s: a program that writes to it (selfplay, train, import, usi-match recording a match) "
                 "cannot use it; copy the run directory to a writable place (inspect, report and koma read it "
@@ -523,7 +523,8 @@ db_status_t db_check_integrity(db_t *db, int full) {
         for (char *q = first; *q; q++)
             if (*q == '\n' || *q == '\r') *q = ' ';
         if (strcmp(first, "ok") != 0)
-            st = dbi_fail_with(db, DB_CORRUPT, "%s: %s; the database is damaged: restore it from a backup "
+            st = dbi_fail_with(db, DB_CORRUPT,
+                               "%s: %s; the database is damaged: restore it from a backup "
                                "(sqlite3's .recover can save what is readable)",
                                full ? "integrity check" : "quick check", first);
     } else {
@@ -532,4 +533,3 @@ db_status_t db_check_integrity(db_t *db, int full) {
     sqlite3_finalize(s);
     return st;
 }
-

@@ -162,33 +162,32 @@ db_status_t db_exec(db_t *db, const char *sql);
 /* ---- runs: one row per invocation (a resumed run adds a row) ----------- */
 typedef struct {
     int64_t id;
-    char created[32];     /* ISO 8601 UTC, set by the database */
+    char created[32]; /* ISO 8601 UTC, set by the database */
     char koma_version[32];
-    char command[32];     /* "selfplay", "train", ... */
-    char *config;         /* the effective flags (INI text or JSON); malloc'ed on reads */
+    char command[32]; /* "selfplay", "train", ... */
+    char *config;     /* the effective flags (INI text or JSON); malloc'ed on reads */
 } db_run_t;
 
-db_status_t db_run_insert(db_t *db, const char *koma_version, const char *command,
-                          const char *config, int64_t *id);
+db_status_t db_run_insert(db_t *db, const char *koma_version, const char *command, const char *config, int64_t *id);
 db_status_t db_run_latest(db_t *db, db_run_t *out); /* free out->config with db_run_clear */
 void db_run_clear(db_run_t *r);
 
 /* ---- models: one published net per cycle ------------------------------- */
 typedef struct {
     int64_t id;
-    int64_t run_id;          /* 0 = none */
-    int32_t cycle;           /* 0 = the initial net; unique */
+    int64_t run_id; /* 0 = none */
+    int32_t cycle;  /* 0 = the initial net; unique */
     int32_t features_version;
-    char path[DB_PATH_MAX];  /* relative to the run directory; unique */
-    char xxh3[17];           /* XXH3-64 of the whole file, 16 lowercase hex digits */
-    char arch[64];           /* e.g. "resnet10x128" */
-    int64_t train_steps;     /* optimizer steps behind this net, in total */
-    int64_t train_samples;   /* samples behind this net, in total */
+    char path[DB_PATH_MAX];                                 /* relative to the run directory; unique */
+    char xxh3[17];                                          /* XXH3-64 of the whole file, 16 lowercase hex digits */
+    char arch[64];                                          /* e.g. "resnet10x128" */
+    int64_t train_steps;                                    /* optimizer steps behind this net, in total */
+    int64_t train_samples;                                  /* samples behind this net, in total */
     double loss_policy, loss_value, loss_legal, loss_total; /* at publication; NAN = none */
     char created[32];
 } db_model_t;
 
-db_status_t db_model_insert(db_t *db, db_model_t *m); /* sets m->id */
+db_status_t db_model_insert(db_t *db, db_model_t *m);   /* sets m->id */
 db_status_t db_model_latest(db_t *db, db_model_t *out); /* highest cycle; DB_NOTFOUND if none */
 db_status_t db_model_get(db_t *db, int64_t id, db_model_t *out);
 db_status_t db_model_by_cycle(db_t *db, int32_t cycle, db_model_t *out);
@@ -196,35 +195,35 @@ db_status_t db_model_by_cycle(db_t *db, int32_t cycle, db_model_t *out);
 /* ---- shards and games ---------------------------------------------------- */
 typedef struct {
     int64_t id;
-    char path[DB_PATH_MAX];  /* relative to the run directory; unique */
+    char path[DB_PATH_MAX]; /* relative to the run directory; unique */
     int32_t cycle;
     int32_t features_version;
-    int64_t rows;            /* positions (dimension 0 of every tensor) */
-    int64_t games;           /* set from the games given at insertion */
-    int64_t pos_begin;       /* positions in all earlier shards: rows are global [pos_begin, pos_begin+rows) */
-    int64_t bytes;           /* file size */
-    char xxh3[17];           /* XXH3-64 of the whole file */
+    int64_t rows;      /* positions (dimension 0 of every tensor) */
+    int64_t games;     /* set from the games given at insertion */
+    int64_t pos_begin; /* positions in all earlier shards: rows are global [pos_begin, pos_begin+rows) */
+    int64_t bytes;     /* file size */
+    char xxh3[17];     /* XXH3-64 of the whole file */
     char created[32];
 } db_shard_t;
 
 typedef struct {
-    int64_t id;              /* > 0 in a shard, < 0 in a match (see the top of this file) */
-    int64_t shard_id;        /* 0 for a match game */
-    int64_t first_row;       /* the game's positions are rows [first_row, first_row+row_count) of the shard */
-    int64_t row_count;       /* 0 (and first_row 0) for a match game */
-    int64_t model_id;        /* the net that played it; 0 = none (imported record, match game) */
-    const char *start_sfen;  /* "startpos" or an SFEN */
-    const char *moves;       /* USI moves separated by single spaces, "" for none */
+    int64_t id;             /* > 0 in a shard, < 0 in a match (see the top of this file) */
+    int64_t shard_id;       /* 0 for a match game */
+    int64_t first_row;      /* the game's positions are rows [first_row, first_row+row_count) of the shard */
+    int64_t row_count;      /* 0 (and first_row 0) for a match game */
+    int64_t model_id;       /* the net that played it; 0 = none (imported record, match game) */
+    const char *start_sfen; /* "startpos" or an SFEN */
+    const char *moves;      /* USI moves separated by single spaces, "" for none */
     int32_t plies;
-    int32_t result;          /* db_result_t */
+    int32_t result; /* db_result_t */
     db_reason_t reason;
     char created[32];
     /* Schema v2. The strings are read during the call that stores the game
      * (NULL = ""), malloc'ed on reads and freed by db_game_list_free. */
-    int64_t match_id;        /* the match it was played in; 0 = a game in a shard */
-    const char *black;       /* the players' names (match games: as in matches.engine_a/b) */
+    int64_t match_id;  /* the match it was played in; 0 = a game in a shard */
+    const char *black; /* the players' names (match games: as in matches.engine_a/b) */
     const char *white;
-    const char *detail;      /* how it ended, in words ("white resigned"); "" = not recorded */
+    const char *detail; /* how it ended, in words ("white resigned"); "" = not recorded */
     /* Schema v5: where a self-play game was played. host NULL (or "") = not
      * recorded (games before v5, imported records, match games), and rank is
      * then ignored; otherwise the MPI rank (0 for one process) and host name.
@@ -257,8 +256,8 @@ db_status_t db_shard_intent(db_t *db, const char *rel_path);
  * db_shard_insert. If the write or the registration fails, the file and the
  * intent are removed and nothing is on record. */
 typedef int (*db_shard_write_fn)(const char *path, void *arg, char *err, size_t errlen);
-db_status_t db_shard_commit(db_t *db, const char *run_dir, db_shard_t *shard, db_game_t *games,
-                            int32_t ngames, db_shard_write_fn write, void *arg);
+db_status_t db_shard_commit(db_t *db, const char *run_dir, db_shard_t *shard, db_game_t *games, int32_t ngames,
+                            db_shard_write_fn write, void *arg);
 
 db_status_t db_shard_get(db_t *db, int64_t id, db_shard_t *out);
 /* The most recent shards holding at least min_rows positions together (all of
@@ -290,11 +289,11 @@ db_status_t db_games_by_rank(db_t *db, db_rank_games_t **out, int32_t *n);
 
 /* ---- metrics --------------------------------------------------------------- */
 typedef struct {
-    int64_t step;    /* global optimizer step; a step written again (after a resume) replaces the row */
+    int64_t step; /* global optimizer step; a step written again (after a resume) replaces the row */
     int32_t cycle;
-    double time;     /* unix seconds; 0 = now */
+    double time; /* unix seconds; 0 = now */
     double lr;
-    int64_t samples; /* samples seen so far */
+    int64_t samples;                                        /* samples seen so far */
     double loss_policy, loss_value, loss_legal, loss_total; /* NAN = not measured */
     double acc_policy, acc_value, acc_legal;
     double grad_norm;
@@ -303,28 +302,28 @@ typedef struct {
 /* Inserts n rows in one transaction. */
 db_status_t db_train_steps_insert(db_t *db, const db_train_step_t *rows, int32_t n);
 /* Rows with step in [from, to), ascending, at most max of them; *n = rows read. */
-db_status_t db_train_steps_get(db_t *db, int64_t from, int64_t to, db_train_step_t *rows,
-                               int32_t max, int32_t *n);
+db_status_t db_train_steps_get(db_t *db, int64_t from, int64_t to, db_train_step_t *rows, int32_t max, int32_t *n);
 
 typedef struct {
     int32_t cycle;
-    int64_t model_id;               /* net that played the cycle's games; 0 = none */
-    double started, finished;       /* unix seconds */
+    int64_t model_id;         /* net that played the cycle's games; 0 = none */
+    double started, finished; /* unix seconds */
     int64_t games, positions;
-    double selfplay_s, train_s;     /* wall time of each phase */
+    double selfplay_s, train_s; /* wall time of each phase */
     double positions_per_s, evals_per_s;
-    double avg_batch;               /* leaves per inference batch */
-    double busy_pct;                /* inference device busy, 0..100 */
+    double avg_batch; /* leaves per inference batch */
+    double busy_pct;  /* inference device busy, 0..100 */
     double avg_plies;
     int64_t black_wins, white_wins, draws;
-    double elo, elo_lo, elo_hi;     /* rating after evaluation and its 95% interval; NAN until then */
+    double elo, elo_lo, elo_hi; /* rating after evaluation and its 95% interval; NAN until then */
     /* Schema v3: the resignation check, over the cycle's games counted in
      * black_wins + white_wins + draws. A count < 0 is not recorded (NULL:
      * rows from before v3, rows written without self-play figures). */
-    int64_t no_resign_games;        /* games that were not allowed to resign (--no-resign-fraction) */
-    int64_t would_resign;           /* ... in which a side's value fell below the threshold: it would have resigned */
-    int64_t false_resign;           /* ... and that side then did not lose: a false resignation */
-    double resign_threshold;        /* the --resign-threshold in use: a win probability, 0 = resignation off; NAN = not recorded */
+    int64_t no_resign_games; /* games that were not allowed to resign (--no-resign-fraction) */
+    int64_t would_resign;    /* ... in which a side's value fell below the threshold: it would have resigned */
+    int64_t false_resign;    /* ... and that side then did not lose: a false resignation */
+    double resign_threshold; /* the --resign-threshold in use: a win probability, 0 = resignation off; NAN = not
+                                recorded */
 } db_cycle_metrics_t;
 
 /* A row of cycle `cycle` with nothing recorded: figures NAN, counts 0,
@@ -344,18 +343,18 @@ db_status_t db_cycle_metrics_get_or_init(db_t *db, int32_t cycle, db_cycle_metri
  * net file that is not registered), named in engine_a / engine_b. */
 typedef struct {
     int64_t id;
-    int32_t cycle;                 /* cycle of model_a; -1 when A is not a model of this run */
-    int64_t model_a;               /* 0 = not a model of this run: engine_a names it */
-    int64_t model_b;               /* 0 = not a model of this run: opponent (and engine_b) names it */
-    char opponent[64];             /* B's name for tables, when B is not a model */
-    int32_t wins, draws, losses;   /* of A */
-    double elo, elo_lo, elo_hi;    /* a minus b, with its 95% interval; NAN = not rated (yet) */
-    char settings[128];            /* e.g. "nodes=800" or "byoyomi=1000" */
+    int32_t cycle;               /* cycle of model_a; -1 when A is not a model of this run */
+    int64_t model_a;             /* 0 = not a model of this run: engine_a names it */
+    int64_t model_b;             /* 0 = not a model of this run: opponent (and engine_b) names it */
+    char opponent[64];           /* B's name for tables, when B is not a model */
+    int32_t wins, draws, losses; /* of A */
+    double elo, elo_lo, elo_hi;  /* a minus b, with its 95% interval; NAN = not rated (yet) */
+    char settings[128];          /* e.g. "nodes=800" or "byoyomi=1000" */
     char created[32];
     /* schema v2 */
-    char engine_a[DB_NAME_MAX];    /* the players' names as in games.black / games.white of the */
-    char engine_b[DB_NAME_MAX];    /*   match's games; "" = not recorded (rows from schema v1) */
-    int64_t games;                 /* games rows of the match (set on reads) */
+    char engine_a[DB_NAME_MAX]; /* the players' names as in games.black / games.white of the */
+    char engine_b[DB_NAME_MAX]; /*   match's games; "" = not recorded (rows from schema v1) */
+    int64_t games;              /* games rows of the match (set on reads) */
 } db_match_t;
 
 /* Inserts a finished match's row, totals included (sets m->id). Needs
@@ -398,14 +397,14 @@ db_status_t db_match_games_list(db_t *db, int64_t match_id, db_game_list_t *out)
 typedef struct {
     int32_t schema_version;
     int64_t runs, models, shards, games, positions, shard_bytes, train_steps, matches;
-    int64_t pending;              /* shard intents not yet resolved (see db_check_shards) */
-    int32_t latest_cycle;         /* of the latest model; -1 when none */
-    int64_t latest_model_id;      /* 0 when none */
-    int64_t last_step;            /* highest train step; -1 when none */
-    double last_loss_total;       /* at last_step; NAN when none */
+    int64_t pending;         /* shard intents not yet resolved (see db_check_shards) */
+    int32_t latest_cycle;    /* of the latest model; -1 when none */
+    int64_t latest_model_id; /* 0 when none */
+    int64_t last_step;       /* highest train step; -1 when none */
+    double last_loss_total;  /* at last_step; NAN when none */
     /* games, black_wins .. reasons: self-play and imported games (in shards) only */
     int64_t black_wins, white_wins, draws;
-    double avg_plies;             /* NAN when no games */
+    double avg_plies; /* NAN when no games */
     int64_t reasons[DB_REASON_NB];
     /* match games (schema v2): how many, and how they ended */
     int64_t match_games;

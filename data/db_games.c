@@ -134,12 +134,13 @@ db_status_t db_games_by_rank(db_t *db, db_rank_games_t **out, int32_t *n) {
     *out = NULL, *n = 0;
     sqlite3_stmt *s = NULL;
     dbi_array_t a = {NULL, 0};
-    db_status_t st = dbi_prepare(db,
-                                 "SELECT rank, host, count(*), coalesce(sum(row_count), 0), min(created), max(created), "
-                                 "(julianday(max(created)) - julianday(min(created))) * 86400.0 "
-                                 "FROM games WHERE host IS NOT NULL AND host != '' AND match_id IS NULL "
-                                 "GROUP BY rank, host ORDER BY rank, host",
-                                 &s, "count games by rank");
+    db_status_t st =
+        dbi_prepare(db,
+                    "SELECT rank, host, count(*), coalesce(sum(row_count), 0), min(created), max(created), "
+                    "(julianday(max(created)) - julianday(min(created))) * 86400.0 "
+                    "FROM games WHERE host IS NOT NULL AND host != '' AND match_id IS NULL "
+                    "GROUP BY rank, host ORDER BY rank, host",
+                    &s, "count games by rank");
     if (st == DB_OK) st = dbi_rows_array(db, s, sizeof(db_rank_games_t), rank_row, NULL, "count games by rank", &a);
     sqlite3_finalize(s);
     if (st != DB_OK) {

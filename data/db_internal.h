@@ -146,8 +146,7 @@ typedef db_status_t (*dbi_row_fn)(db_t *db, sqlite3_stmt *s, void *row, void *ct
 /* The one row of s: read(db, s, row, NULL) (NULL read: only whether there is
  * one); DB_NOTFOUND with the message `missing` when there is none; a SQLite
  * failure names `what`. */
-db_status_t dbi_row_one(db_t *db, sqlite3_stmt *s, dbi_row_fn read, void *row, const char *what,
-                        const char *missing);
+db_status_t dbi_row_one(db_t *db, sqlite3_stmt *s, dbi_row_fn read, void *row, const char *what, const char *missing);
 /* Every row of s: read(db, s, NULL, ctx) until it returns something else
  * than DB_OK (DBI_ROW_LAST: DB_OK) or the rows end; a SQLite failure names
  * `what`. */

@@ -228,4 +228,3 @@ db_status_t db_matches_list(db_t *db, int32_t cycle, db_match_t **out, int32_t *
 db_status_t db_match_games_list(db_t *db, int64_t match_id, db_game_list_t *out) {
     return dbi_games_by_id(db, S_MATCH_GAMES, match_id, "match", out);
 }
-

@@ -67,8 +67,7 @@ static db_status_t step_row(db_t *db, sqlite3_stmt *s, void *row, void *ctx) {
     return DB_OK;
 }
 
-db_status_t db_train_steps_get(db_t *db, int64_t from, int64_t to, db_train_step_t *rows,
-                               int32_t max, int32_t *n) {
+db_status_t db_train_steps_get(db_t *db, int64_t from, int64_t to, db_train_step_t *rows, int32_t max, int32_t *n) {
     if (!db || !n || max < 0 || (max > 0 && !rows)) return DB_INVALID;
     *n = 0;
     sqlite3_stmt *s = dbi_stmt(db, S_STEPS_GET);
@@ -268,4 +267,3 @@ db_status_t db_summary(db_t *db, db_summary_t *out) {
     sqlite3_exec(db->sq, "RELEASE koma_summary", NULL, NULL, NULL);
     return st;
 }
-

@@ -10,8 +10,7 @@
 #include "data/db_internal.h"
 
 /* ---- runs ---------------------------------------------------------------------- */
-db_status_t db_run_insert(db_t *db, const char *koma_version, const char *command,
-                          const char *config, int64_t *id) {
+db_status_t db_run_insert(db_t *db, const char *koma_version, const char *command, const char *config, int64_t *id) {
     if (!db) return DB_INVALID;
     sqlite3_stmt *s = dbi_stmt(db, S_RUN_INSERT);
     if (!s) return DB_ERROR;

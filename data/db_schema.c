@@ -208,9 +208,8 @@ static const char v4_resign_threshold[] =
 
 /* Version 5: the rank and host that played each self-play game (selfplay
  * under mpirun). NULL in older rows, imports and match games. */
-static const char v5_games[] =
-    "ALTER TABLE games ADD COLUMN rank INTEGER CHECK (rank >= 0);"
-    "ALTER TABLE games ADD COLUMN host TEXT;";
+static const char v5_games[] = "ALTER TABLE games ADD COLUMN rank INTEGER CHECK (rank >= 0);"
+                               "ALTER TABLE games ADD COLUMN host TEXT;";
 
 /* The rows of the interim table match_games (selfplay/referee.c before v2:
  * session, match_id, black, white, start_sfen, moves, plies, result, reason,
@@ -250,16 +249,16 @@ static const char v2_view[] =
     "FROM games WHERE match_id IS NOT NULL;";
 
 /* ---- statements (ids in db_internal.h) ------------------------------------------ */
-#define MODEL_COLS                                                                          \
-    "id, coalesce(run_id, 0), cycle, features_version, path, xxh3, arch, train_steps, "    \
+#define MODEL_COLS                                                                                                     \
+    "id, coalesce(run_id, 0), cycle, features_version, path, xxh3, arch, train_steps, "                                \
     "train_samples, loss_policy, loss_value, loss_legal, loss_total, created"
 #define SHARD_COLS "id, path, cycle, features_version, rows, games, pos_begin, bytes, xxh3, created"
-#define MATCH_COLS                                                                                    \
-    "id, coalesce(cycle, -1), coalesce(model_a, 0), coalesce(model_b, 0), opponent, wins, draws, losses, " \
-    "elo, elo_lo, elo_hi, settings, created, engine_a, engine_b, "                                        \
+#define MATCH_COLS                                                                                                     \
+    "id, coalesce(cycle, -1), coalesce(model_a, 0), coalesce(model_b, 0), opponent, wins, draws, losses, "             \
+    "elo, elo_lo, elo_hi, settings, created, engine_a, engine_b, "                                                     \
     "(SELECT count(*) FROM games g WHERE g.match_id = matches.id)"
-#define GAME_COLS                                                                                     \
-    "id, coalesce(shard_id, 0), first_row, row_count, coalesce(model_id, 0), start_sfen, moves, plies, " \
+#define GAME_COLS                                                                                                      \
+    "id, coalesce(shard_id, 0), first_row, row_count, coalesce(model_id, 0), start_sfen, moves, plies, "               \
     "result, reason, created, coalesce(match_id, 0), black, white, detail, coalesce(rank, 0), host"
 
 const char *const dbi_stmt_sql[S_NB] = {
@@ -369,7 +368,8 @@ static db_status_t migrate_v1_v2(db_t *db) {
     if (rc == SQLITE_ROW) {
         const unsigned char *table = sqlite3_column_text(s, 0), *parent = sqlite3_column_text(s, 2);
         st = dbi_fail_with(db, DB_CONSTRAINT,
-                           "upgrade to version 2: foreign key check: %s row %lld refers to a missing row of %s", table ? (const char *)table : "?", (long long)sqlite3_column_int64(s, 1),
+                           "upgrade to version 2: foreign key check: %s row %lld refers to a missing row of %s",
+                           table ? (const char *)table : "?", (long long)sqlite3_column_int64(s, 1),
                            parent ? (const char *)parent : "?");
     } else if (rc != SQLITE_DONE) {
         st = dbi_fail(db, rc, "upgrade to version 2: foreign key check");
@@ -396,7 +396,8 @@ static db_status_t migrate_v4_v5(db_t *db) {
 /* migrations[v] upgrades a version-v database to v+1; index 0 creates an
  * empty database (at version 1, then migrated like any v1 file). */
 typedef db_status_t (*migration_fn)(db_t *db);
-static const migration_fn migrations[DB_SCHEMA_VERSION] = {create_v1, migrate_v1_v2, migrate_v2_v3, migrate_v3_v4, migrate_v4_v5};
+static const migration_fn migrations[DB_SCHEMA_VERSION] = {create_v1, migrate_v1_v2, migrate_v2_v3, migrate_v3_v4,
+                                                           migrate_v4_v5};
 
 db_status_t dbi_schema_check(db_t *db) {
     int64_t app = 0, ver = 0, objects = 0;
@@ -404,19 +405,19 @@ db_status_t dbi_schema_check(db_t *db) {
     if (st == DB_OK) st = dbi_query_int(db, "PRAGMA user_version", &ver, "read schema version");
     if (st != DB_OK) return st;
     if (app != 0 && app != DB_APPLICATION_ID)
-        return dbi_fail_with(db, DB_SCHEMA, "not a Koma database (application_id 0x%08llx)",
-                             (unsigned long long)app);
+        return dbi_fail_with(db, DB_SCHEMA, "not a Koma database (application_id 0x%08llx)", (unsigned long long)app);
     if (ver > DB_SCHEMA_VERSION)
         return dbi_fail_with(db, DB_SCHEMA,
                              "schema version %lld is newer than this build of Koma understands (%d); "
                              "use a newer koma",
                              (long long)ver, DB_SCHEMA_VERSION);
     if (ver < 0)
-        return dbi_fail_with(db, DB_SCHEMA, "unknown schema version %lld (this build knows 1..%d)",
-                             (long long)ver, DB_SCHEMA_VERSION);
+        return dbi_fail_with(db, DB_SCHEMA, "unknown schema version %lld (this build knows 1..%d)", (long long)ver,
+                             DB_SCHEMA_VERSION);
     if (ver == DB_SCHEMA_VERSION) {
         if (app != DB_APPLICATION_ID)
-            return dbi_fail_with(db, DB_SCHEMA, "not a Koma database (application_id 0x%08llx with schema version %lld)",
+            return dbi_fail_with(db, DB_SCHEMA,
+                                 "not a Koma database (application_id 0x%08llx with schema version %lld)",
                                  (unsigned long long)app, (long long)ver);
         db->version = (int32_t)ver;
         return DB_OK;
@@ -448,8 +449,8 @@ db_status_t dbi_schema_check(db_t *db) {
     for (int64_t v = ver; st == DB_OK && v < DB_SCHEMA_VERSION; v++) st = migrations[v](db);
     if (st == DB_OK) {
         char sql[96];
-        snprintf(sql, sizeof sql, "PRAGMA application_id = %d; PRAGMA user_version = %d",
-                 DB_APPLICATION_ID, DB_SCHEMA_VERSION);
+        snprintf(sql, sizeof sql, "PRAGMA application_id = %d; PRAGMA user_version = %d", DB_APPLICATION_ID,
+                 DB_SCHEMA_VERSION);
         int rc = sqlite3_exec(db->sq, sql, NULL, NULL, NULL);
         if (rc != SQLITE_OK) st = dbi_fail(db, rc, "set schema version");
     }
@@ -464,4 +465,3 @@ db_status_t dbi_schema_check(db_t *db) {
     db->version = DB_SCHEMA_VERSION;
     return DB_OK;
 }
-

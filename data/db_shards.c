@@ -51,17 +51,19 @@ static db_status_t check_shard_args(db_t *db, const db_shard_t *sh, const db_gam
     for (int32_t i = 0; i < n; i++) {
         const db_game_t *g = &games[i];
         if (g->first_row < 0 || g->row_count < 0 || g->first_row > sh->rows - g->row_count)
-            return dbi_fail_with(db, DB_INVALID, "insert shard '%s': game %d has rows [%lld, %lld+%lld) outside the shard's %lld rows",
-                                 sh->path, i, (long long)g->first_row, (long long)g->first_row,
-                                 (long long)g->row_count, (long long)sh->rows);
+            return dbi_fail_with(db, DB_INVALID,
+                                 "insert shard '%s': game %d has rows [%lld, %lld+%lld) outside the shard's %lld rows",
+                                 sh->path, i, (long long)g->first_row, (long long)g->first_row, (long long)g->row_count,
+                                 (long long)sh->rows);
         if (g->result < -1 || g->result > 1)
-            return dbi_fail_with(db, DB_INVALID, "insert shard '%s': game %d has result %d (want -1, 0 or 1)",
-                                 sh->path, i, g->result);
+            return dbi_fail_with(db, DB_INVALID, "insert shard '%s': game %d has result %d (want -1, 0 or 1)", sh->path,
+                                 i, g->result);
         if ((unsigned)g->reason >= DB_REASON_NB)
-            return dbi_fail_with(db, DB_INVALID, "insert shard '%s': game %d has an unknown end reason %d",
-                                 sh->path, i, (int)g->reason);
+            return dbi_fail_with(db, DB_INVALID, "insert shard '%s': game %d has an unknown end reason %d", sh->path, i,
+                                 (int)g->reason);
         if (g->plies < 0 || !g->start_sfen || !g->moves)
-            return dbi_fail_with(db, DB_INVALID, "insert shard '%s': game %d has no start position, no moves or negative plies",
+            return dbi_fail_with(db, DB_INVALID,
+                                 "insert shard '%s': game %d has no start position, no moves or negative plies",
                                  sh->path, i);
     }
     return DB_OK;
@@ -176,8 +178,8 @@ int db_file_xxh3(const char *path, uint64_t *hash, int64_t *bytes, char *err, si
     return rc;
 }
 
-db_status_t db_shard_commit(db_t *db, const char *run_dir, db_shard_t *sh, db_game_t *games,
-                            int32_t n, db_shard_write_fn write, void *arg) {
+db_status_t db_shard_commit(db_t *db, const char *run_dir, db_shard_t *sh, db_game_t *games, int32_t n,
+                            db_shard_write_fn write, void *arg) {
     if (!db || !sh || !write) return DB_INVALID;
     if (!dbi_path_ok(sh->path))
         return dbi_fail_with(db, DB_INVALID, "commit shard: path '%.64s' is empty, absolute or too long", sh->path);
@@ -193,13 +195,14 @@ db_status_t db_shard_commit(db_t *db, const char *run_dir, db_shard_t *sh, db_ga
     int rc = sqlite3_step(s);
     db_status_t st = DB_OK;
     if (rc == SQLITE_ROW)
-        st = dbi_fail_with(db, DB_CONSTRAINT, "commit shard '%s': a shard of that path is already registered", sh->path);
-    else if (rc != SQLITE_DONE)
-        st = dbi_fail(db, rc, "commit shard '%s': look up the path", sh->path);
+        st =
+            dbi_fail_with(db, DB_CONSTRAINT, "commit shard '%s': a shard of that path is already registered", sh->path);
+    else if (rc != SQLITE_DONE) st = dbi_fail(db, rc, "commit shard '%s': look up the path", sh->path);
     done(s);
     if (st != DB_OK) return st;
     if (compat_file_exists(abs))
-        return dbi_fail_with(db, DB_CONSTRAINT, "commit shard: %s already exists but is not registered (run the start-up check)", abs);
+        return dbi_fail_with(db, DB_CONSTRAINT,
+                             "commit shard: %s already exists but is not registered (run the start-up check)", abs);
     if ((st = db_shard_intent(db, sh->path)) != DB_OK) return st;
     char err[DB_ERR_MAX] = "";
     int wrc = write(abs, arg, err, sizeof err);
@@ -301,8 +304,8 @@ db_status_t db_shards_recent(db_t *db, int64_t min_rows, db_shard_t **out, int32
 }
 
 /* ---- start-up check -------------------------------------------------------------- */
-static db_status_t report_add(db_t *db, db_check_report_t *r, db_check_kind_t kind, const char *path,
-                              const char *fmt, ...) {
+static db_status_t report_add(db_t *db, db_check_report_t *r, db_check_kind_t kind, const char *path, const char *fmt,
+                              ...) {
     db_check_item_t *v = realloc(r->items, (size_t)(r->n + 1) * sizeof *v);
     if (!v) return dbi_fail_with(db, DB_ERROR, "check shards: out of memory");
     r->items = v;
@@ -364,8 +367,8 @@ static db_status_t check_shard_row(db_t *db, sqlite3_stmt *s, void *row, void *c
     int64_t size = compat_file_size(c->abs);
     if (size < 0) return report_add(db, r, DB_CHECK_MISSING, rel, "registered shard file is missing");
     if (size != bytes)
-        return report_add(db, r, DB_CHECK_MISMATCH, rel, "file is %lld bytes, the database says %lld",
-                          (long long)size, (long long)bytes);
+        return report_add(db, r, DB_CHECK_MISMATCH, rel, "file is %lld bytes, the database says %lld", (long long)size,
+                          (long long)bytes);
     if (!(c->flags & DB_CHECK_VERIFY)) return DB_OK;
     uint64_t h;
     char hex[17], err[DB_ERR_MAX];
@@ -417,8 +420,7 @@ static db_status_t check_intent(db_t *db, check_t *c, const intent_t *it) {
     if (compat_file_exists(tmp)) {
         if (compat_remove_file(tmp) == 0)
             st = report_add(db, c->r, DB_CHECK_TMP_REMOVED, rtmp, "half-written temporary removed");
-        else
-            st = dbi_fail_with(db, DB_ERROR, "check shards: cannot remove %s", tmp);
+        else st = dbi_fail_with(db, DB_ERROR, "check shards: cannot remove %s", tmp);
     }
     if (st != DB_OK || !compat_file_exists(c->abs)) return st;
     if (c->flags & DB_CHECK_DELETE_ORPHANS) {
@@ -439,7 +441,8 @@ db_status_t db_check_shards(db_t *db, const char *run_dir, uint32_t flags, db_ch
         return dbi_fail_with(db, DB_INVALID, "check shards: run directory path longer than %d bytes", RUN_DIR_MAX);
     check_t c = {.r = r, .run_dir = run_dir, .flags = flags};
     sqlite3_stmt *s = NULL;
-    db_status_t st = dbi_prepare(db, "SELECT path, bytes, xxh3 FROM shards ORDER BY id", &s, "check shards: list shards");
+    db_status_t st =
+        dbi_prepare(db, "SELECT path, bytes, xxh3 FROM shards ORDER BY id", &s, "check shards: list shards");
     if (st == DB_OK) st = dbi_rows_each(db, s, check_shard_row, &c, "check shards: list shards");
     sqlite3_finalize(s);
     if (st == DB_OK) {

@@ -45,8 +45,8 @@ int rec_format_parse(const char *name, rec_format_t *out) {
 }
 
 static const char *const ERROR_NAMES[REC_ERR_NB] = {
-    "none",        "unreadable", "encoding", "format",   "bad position", "bad move syntax",
-    "illegal move", "truncated", "too long", "unsupported", "out of memory",
+    "none",         "unreadable", "encoding", "format",      "bad position",  "bad move syntax",
+    "illegal move", "truncated",  "too long", "unsupported", "out of memory",
 };
 
 const char *rec_error_name(rec_error_t e) { return (unsigned)e < REC_ERR_NB ? ERROR_NAMES[e] : "?"; }
@@ -239,7 +239,9 @@ void reci_game_end(parser_t *p) {
     case END_ABORT: reason = DB_REASON_ABORT; break;
     }
     p->g.reason = reason;
-    p->g.result = winner == COLOR_BLACK ? DB_RESULT_BLACK_WIN : winner == COLOR_WHITE ? DB_RESULT_WHITE_WIN : DB_RESULT_DRAW;
+    p->g.result = winner == COLOR_BLACK   ? DB_RESULT_BLACK_WIN
+                  : winner == COLOR_WHITE ? DB_RESULT_WHITE_WIN
+                                          : DB_RESULT_DRAW;
     p->g.moves = p->moves;
     p->delivered++;
     if (p->sink && p->sink->game && p->sink->game(p->sink->user, &p->g) != 0) p->stop = 1;

@@ -16,7 +16,7 @@
 
 #include "engine/movegen.h"
 
-static const char CSA_PIECES[PT_NB][3] = {"", "FU", "KY", "KE", "GI", "KA", "HI", "KI",
+static const char CSA_PIECES[PT_NB][3] = {"",   "FU", "KY", "KE", "GI", "KA", "HI", "KI",
                                           "OU", "TO", "NY", "NK", "NG", "UM", "RY"};
 
 static piece_type_t csa_piece(const char *s) {
@@ -27,11 +27,11 @@ static piece_type_t csa_piece(const char *s) {
 
 typedef struct {
     setup_t b;
-    int mode;        /* 0: no board statement, 1: PI, 2: P1..P9 rows, 3: P+/P- on an empty board */
-    uint16_t rows;   /* P1..P9 rows read (bit r-1) */
-    int32_t al;      /* the colour of a 00AL, -1 none */
-    bool content;    /* a statement that makes a game (board, side, move, ending) */
-    bool pending;    /* an illegal move waits for a %ILLEGAL_MOVE that would explain it */
+    int mode;      /* 0: no board statement, 1: PI, 2: P1..P9 rows, 3: P+/P- on an empty board */
+    uint16_t rows; /* P1..P9 rows read (bit r-1) */
+    int32_t al;    /* the colour of a 00AL, -1 none */
+    bool content;  /* a statement that makes a game (board, side, move, ending) */
+    bool pending;  /* an illegal move waits for a %ILLEGAL_MOVE that would explain it */
     int32_t pend_move, pend_line;
     char pend_msg[REC_MSG_MAX - 128];
 } csa_t;
@@ -53,7 +53,8 @@ static bool csa_start(parser_t *p, csa_t *c, int32_t line, bool at_eof) {
     if (c->mode == 2 && c->rows != 0x1FF) {
         int got = 0;
         for (int r = 0; r < 9; r++) got += (c->rows >> r) & 1;
-        if (at_eof) reci_reject(p, false, 0, line, REC_ERR_TRUNCATED, "the input ends inside the board (%d of 9 rows)", got);
+        if (at_eof)
+            reci_reject(p, false, 0, line, REC_ERR_TRUNCATED, "the input ends inside the board (%d of 9 rows)", got);
         else reci_reject(p, false, 0, line, REC_ERR_POSITION, "the board has %d of its 9 rows P1..P9", got);
         return false;
     }
@@ -157,19 +158,21 @@ static void csa_board(parser_t *p, csa_t *c, const char *s, size_t n, int32_t li
         }
         piece_type_t pt = csa_piece(g + 2);
         if (pt == PT_NONE || (!hand && sq < 0) || (k == 'I' && hand)) {
-            reci_reject(p, false, 0, line, REC_ERR_POSITION, "bad board line '%s': '%.4s' is no square and piece", q, g);
+            reci_reject(p, false, 0, line, REC_ERR_POSITION, "bad board line '%s': '%.4s' is no square and piece", q,
+                        g);
             return;
         }
         if (k == 'I') {
             if (piece_type(c->b.board[sq]) != pt) {
-                reci_reject(p, false, 0, line, REC_ERR_POSITION, "bad board line '%s': PI removes a %s from %.2s, which is not there",
-                            q, CSA_PIECES[pt], g);
+                reci_reject(p, false, 0, line, REC_ERR_POSITION,
+                            "bad board line '%s': PI removes a %s from %.2s, which is not there", q, CSA_PIECES[pt], g);
                 return;
             }
             c->b.board[sq] = PIECE_NONE;
         } else if (hand) {
             if (pt < PT_PAWN || pt > PT_GOLD) {
-                reci_reject(p, false, 0, line, REC_ERR_POSITION, "bad board line '%s': a %s cannot be in hand", q, CSA_PIECES[pt]);
+                reci_reject(p, false, 0, line, REC_ERR_POSITION, "bad board line '%s': a %s cannot be in hand", q,
+                            CSA_PIECES[pt]);
                 return;
             }
             if (c->b.hand[col][pt] >= 99) {
@@ -218,10 +221,13 @@ static void csa_move(parser_t *p, csa_t *c, const char *s, size_t n, int32_t lin
     } else {
         piece_t pc = pos_piece_on(pos, from);
         piece_type_t before = piece_type(pc);
-        if (pc == PIECE_NONE || piece_color(pc) != stm) snprintf(why, sizeof why, "no piece of the side to move on %.2s", s + 1);
+        if (pc == PIECE_NONE || piece_color(pc) != stm)
+            snprintf(why, sizeof why, "no piece of the side to move on %.2s", s + 1);
         else if (after == before) m = move_make(from, to, false);
         else if (pt_can_promote(before) && after == pt_promote(before)) m = move_make(from, to, true);
-        else snprintf(why, sizeof why, "the %s on %.2s cannot become a %s", CSA_PIECES[before], s + 1, CSA_PIECES[after]);
+        else
+            snprintf(why, sizeof why, "the %s on %.2s cannot become a %s", CSA_PIECES[before], s + 1,
+                     CSA_PIECES[after]);
     }
     if (m != MOVE_NONE && !pos_is_valid_move(pos, m)) {
         snprintf(why, sizeof why, "not a legal move here");
@@ -238,6 +244,7 @@ static void csa_move(parser_t *p, csa_t *c, const char *s, size_t n, int32_t lin
 }
 
 static void csa_ending(parser_t *p, csa_t *c, const char *s, size_t n, int32_t line, bool at_eof) {
+    /* clang-format off */
     static const struct {
         const char *name;
         end_t end;
@@ -248,6 +255,7 @@ static void csa_ending(parser_t *p, csa_t *c, const char *s, size_t n, int32_t l
         {"HIKIWAKE", END_IMPASSE},  {"MAX_MOVES", END_MAX_MOVES}, {"TSUMI", END_MATE},
         {"FUZUMI", END_ABORT},      {"MATTA", END_ABORT},      {"ERROR", END_ABORT},
     };
+    /* clang-format on */
     int found = -1;
     for (int i = 0; i < (int)(sizeof ENDS / sizeof ENDS[0]); i++)
         if (n - 1 == strlen(ENDS[i].name) && memcmp(s + 1, ENDS[i].name, n - 1) == 0) found = i;
@@ -298,12 +306,15 @@ static void csa_statement(parser_t *p, csa_t *c, const char *s, size_t n, int32_
     }
     c->content = true;
     if (k == 'P') {
-        if (p->started) reci_reject(p, false, p->g.n_moves + 1, line, REC_ERR_POSITION, "board statement after the game started");
+        if (p->started)
+            reci_reject(p, false, p->g.n_moves + 1, line, REC_ERR_POSITION, "board statement after the game started");
         else csa_board(p, c, s, n, line, at_eof);
         return;
     }
     if ((k == '+' || k == '-') && n == 1) {
-        if (p->started) reci_reject(p, false, p->g.n_moves + 1, line, REC_ERR_POSITION, "side to move given after the game started");
+        if (p->started)
+            reci_reject(p, false, p->g.n_moves + 1, line, REC_ERR_POSITION,
+                        "side to move given after the game started");
         else c->b.side = k == '-' ? COLOR_WHITE : COLOR_BLACK;
         return;
     }
@@ -329,8 +340,7 @@ static void csa_game_end(parser_t *p, csa_t *c, int32_t line, bool at_eof) {
         else if (!c->content) {
             reci_game_drop(p); /* comments and names only */
             return;
-        } else
-            csa_start(p, c, line, at_eof);
+        } else csa_start(p, c, line, at_eof);
     }
     reci_game_end(p);
 }

@@ -94,7 +94,7 @@ typedef struct {
     const rec_sink_t *sink;
     const char *text; /* the input, decoded (KIF from Shift_JIS) */
     size_t len;
-    bool utf8;        /* the text is UTF-8: messages may quote it as is */
+    bool utf8; /* the text is UTF-8: messages may quote it as is */
     pos_t *pos;
     rec_game_t g;
     move_t moves[REC_MOVES_MAX];
@@ -106,7 +106,7 @@ typedef struct {
     bool started;      /* the open game's start position is set */
     bool ended;        /* the open game's ending was read */
     end_t end;
-    int stop;          /* 1: the sink said stop; -1: out of memory */
+    int stop; /* 1: the sink said stop; -1: out of memory */
 } parser_t;
 
 /* Reports a reject: of the open game (game > 0, which is then skipped) or of
@@ -126,9 +126,9 @@ void reci_game_end(parser_t *p);
 
 /* ---- boards built by CSA/KIF position statements (record.c) ------------------------- */
 typedef struct {
-    uint8_t board[SQ_NB];             /* Piece codes */
+    uint8_t board[SQ_NB];               /* Piece codes */
     int32_t hand[COLOR_NB][PT_HAND_NB]; /* counts, <= 99 */
-    int32_t side;                     /* COLOR_BLACK/WHITE, -1 = not given */
+    int32_t side;                       /* COLOR_BLACK/WHITE, -1 = not given */
 } setup_t;
 
 void reci_setup_startpos(setup_t *b, pos_t *scratch);

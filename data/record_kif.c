@@ -92,6 +92,7 @@ static size_t u8_put(char *out, uint32_t cp) {
 /* Double-byte codes -> code points for the characters KIF readers look at
  * (digits, numerals, pieces, endings, headers). Other double-byte characters
  * (names, comments) become U+FFFD: they never matter to a game. Sorted. */
+/* clang-format off */
 static const uint16_t SJIS_TABLE[][2] = {
     {0x8140, 0x3000}, {0x8145, 0x30FB}, {0x8146, 0xFF1A}, {0x815E, 0xFF0F}, {0x8169, 0xFF08},
     {0x816A, 0xFF09}, {0x817B, 0xFF0B}, {0x8181, 0xFF1D}, {0x81A2, 0x25B3}, {0x81A3, 0x25B2},
@@ -117,6 +118,7 @@ static const uint16_t SJIS_TABLE[][2] = {
     {0x9589, 0x8CA0}, {0x95BD, 0x5E73}, {0x95CF, 0x5909}, {0x95E0, 0x6B69}, {0x9687, 0x679A},
     {0x978E, 0x843D}, {0x97B3, 0x7ADC}, {0x97B4, 0x9F8D}, {0x97B9, 0x4E86}, {0x985A, 0x516D},
 };
+/* clang-format on */
 enum { SJIS_TABLE_N = (int)(sizeof SJIS_TABLE / sizeof SJIS_TABLE[0]) };
 
 static uint32_t sjis_lookup(uint16_t code) {
@@ -163,11 +165,14 @@ static char *sjis_to_utf8(const uint8_t *s, size_t len, size_t *out_len) {
     return out;
 }
 
+/* clang-format off */
 enum {
     CP_SPACE = 0x3000, CP_DOT = 0x30FB, CP_COLON = 0xFF1A, CP_NARI = 0x6210, CP_FU_NEG = 0x4E0D,
     CP_UCHI = 0x6253, CP_DOU = 0x540C, CP_JU = 0x5341,
 };
+/* clang-format on */
 
+/* clang-format off */
 static const struct {
     int32_t cp;
     piece_type_t pt;
@@ -177,6 +182,7 @@ static const struct {
     {0x738B, PT_KING},       {0x3068, PT_PRO_PAWN}, {0x674F, PT_PRO_LANCE}, {0x572D, PT_PRO_KNIGHT},
     {0x5168, PT_PRO_SILVER}, {0x99AC, PT_HORSE},  {0x9F8D, PT_DRAGON}, {0x7ADC, PT_DRAGON},
 };
+/* clang-format on */
 
 static piece_type_t kif_piece(int32_t cp) {
     for (size_t i = 0; i < sizeof KIF_PIECES / sizeof KIF_PIECES[0]; i++)
@@ -241,13 +247,13 @@ static const handicap_t HANDICAPS[] = {
 
 typedef struct {
     setup_t b;
-    int32_t board_rows;   /* rows of a board diagram read */
-    int32_t board_line;   /* line of its first row */
-    const char *handicap; /* SFEN of 手合割; NULL = none given */
+    int32_t board_rows;    /* rows of a board diagram read */
+    int32_t board_line;    /* line of its first row */
+    const char *handicap;  /* SFEN of 手合割; NULL = none given */
     char handicap_bad[96]; /* a 手合割 value not in the table, "" if none */
     int32_t handicap_line;
-    bool content;         /* a 手合割, a board or a move: this is a game */
-    int32_t next_no;      /* the number the next move line must carry; 0 = the first is free */
+    bool content;    /* a 手合割, a board or a move: this is a game */
+    int32_t next_no; /* the number the next move line must carry; 0 = the first is free */
 } kif_t;
 
 /* Hands: "なし" or "歩二　香　角" (count in kanji, 十八 at most). */
@@ -327,6 +333,7 @@ static bool kif_start(parser_t *p, kif_t *k, int32_t line, bool at_eof) {
     return reci_game_start(p, sfen, strlen(sfen), line);
 }
 
+/* clang-format off */
 static const struct {
     const char *word;
     end_t end;
@@ -335,6 +342,7 @@ static const struct {
     {"入玉勝ち", END_DECLARE}, {"宣言勝ち", END_DECLARE},  {"中断", END_ABORT},        {"切れ負け", END_TIME},
     {"時間切れ", END_TIME},    {"反則負け", END_ILLEGAL},  {"反則勝ち", END_ILLEGAL_WIN}, {"不詰", END_ABORT},
 };
+/* clang-format on */
 
 /* "   1 ７六歩(77)   ( 0:01/00:00:01)" */
 static void kif_move(parser_t *p, kif_t *k, const char *s, size_t n, int32_t line, bool at_eof) {
@@ -587,7 +595,8 @@ bool reci_kif_decode(parser_t *p, const uint8_t *data, size_t len, char **owned)
                 while (k < e && !is_blank(l[k])) k++;
                 char enc[32];
                 size_t m = k - b < sizeof enc - 1 ? k - b : sizeof enc - 1;
-                for (size_t j = 0; j < m; j++) enc[j] = (char)((l[b + j] >= 'a' && l[b + j] <= 'z') ? l[b + j] - 32 : l[b + j]);
+                for (size_t j = 0; j < m; j++)
+                    enc[j] = (char)((l[b + j] >= 'a' && l[b + j] <= 'z') ? l[b + j] - 32 : l[b + j]);
                 enc[m] = 0;
                 if (strcmp(enc, "UTF-8") == 0 || strcmp(enc, "UTF8") == 0) want = 1;
                 else if (strcmp(enc, "SHIFT_JIS") == 0 || strcmp(enc, "SJIS") == 0 || strcmp(enc, "CP932") == 0 ||
@@ -620,10 +629,11 @@ bool reci_kif_decode(parser_t *p, const uint8_t *data, size_t len, char **owned)
             reci_reject(p, true, 0, 0, REC_ERR_ENCODING, "invalid Shift_JIS (byte 0x%02X at offset %llu)", data[badj],
                         (unsigned long long)badj);
         else
-            reci_reject(p, true, 0, 0, REC_ERR_ENCODING,
-                        "unknown text encoding: neither UTF-8 (byte 0x%02X at offset %llu) nor Shift_JIS (byte 0x%02X at "
-                        "offset %llu)",
-                        data[bad8], (unsigned long long)bad8, data[badj], (unsigned long long)badj);
+            reci_reject(
+                p, true, 0, 0, REC_ERR_ENCODING,
+                "unknown text encoding: neither UTF-8 (byte 0x%02X at offset %llu) nor Shift_JIS (byte 0x%02X at "
+                "offset %llu)",
+                data[bad8], (unsigned long long)bad8, data[badj], (unsigned long long)badj);
         return false;
     }
     size_t n = 0;

@@ -46,9 +46,15 @@ static int usi_result(const tok_t *t, end_t *e) {
         const char *word;
         end_t end;
     } W[] = {
-        {"resign", END_RESIGN},         {"win", END_DECLARE},          {"checkmate", END_MATE},
-        {"sennichite", END_REPETITION}, {"perpetual_check", END_REPETITION}, {"declaration", END_DECLARE},
-        {"max_ply", END_MAX_MOVES},     {"illegal_move", END_ILLEGAL}, {"time", END_TIME},
+        {"resign", END_RESIGN},
+        {"win", END_DECLARE},
+        {"checkmate", END_MATE},
+        {"sennichite", END_REPETITION},
+        {"perpetual_check", END_REPETITION},
+        {"declaration", END_DECLARE},
+        {"max_ply", END_MAX_MOVES},
+        {"illegal_move", END_ILLEGAL},
+        {"time", END_TIME},
         {"abort", END_ABORT},
     };
     for (size_t i = 0; i < sizeof W / sizeof W[0]; i++)

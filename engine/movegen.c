@@ -68,9 +68,7 @@ static KOMA_FORCE_INLINE move_t *emit_kind(move_t *p, sq_t from, bb_t t, int kin
         p = emit_both(p, from, bb_and(t, mk->rank3));
         return emit_plain(p, from, bb_andnot(t, mk->zone));
     case KIND_FROMZONE: return emit_both(p, from, t);
-    default:
-        p = emit_both(p, from, bb_and(t, mk->zone));
-        return emit_plain(p, from, bb_andnot(t, mk->zone));
+    default: p = emit_both(p, from, bb_and(t, mk->zone)); return emit_plain(p, from, bb_andnot(t, mk->zone));
     }
 }
 
@@ -123,10 +121,8 @@ static KOMA_FORCE_INLINE move_t *gen_king(const pos_t *pos, move_t *p, int32_t *
                 }
             }
             if (attacked) continue;
-            if (COUNT)
-                (*n)++;
-            else
-                *p++ = move_make(ksq, to, false);
+            if (COUNT) (*n)++;
+            else *p++ = move_make(ksq, to, false);
         }
     }
     return p;
@@ -145,8 +141,7 @@ static KOMA_FORCE_INLINE move_t *gen_drops(const pos_t *pos, bb_t drop_target, c
             /* A pawn dropped in front of their king gives check: it must not mate. */
             bb_t front = bb_and(t, bb_pawn_attacks(them, pos->king_sq[them]));
             if (bb_nonzero(front) && pos_is_pawn_drop_mate(pos, bb_lsb(front))) t = bb_xor(t, front);
-            if (COUNT)
-                *n += bb_popcount(t);
+            if (COUNT) *n += bb_popcount(t);
             else
                 while (bb_nonzero(t)) *p++ = move_make_drop(PT_PAWN, bb_pop_lsb(&t));
         }
@@ -192,10 +187,8 @@ static KOMA_FORCE_INLINE int32_t gen_legal(const pos_t *pos, move_t *out, const 
 
 #define ADD(from, t, kind)                                                                                             \
     do {                                                                                                               \
-        if (COUNT)                                                                                                     \
-            n += count_kind((t), (kind), &mk);                                                                         \
-        else                                                                                                           \
-            p = emit_kind(p, (from), (t), (kind), &mk);                                                                \
+        if (COUNT) n += count_kind((t), (kind), &mk);                                                                  \
+        else p = emit_kind(p, (from), (t), (kind), &mk);                                                               \
     } while (0)
 
     p = gen_king(pos, p, &n, COUNT);
@@ -264,10 +257,8 @@ static KOMA_FORCE_INLINE int32_t gen_legal(const pos_t *pos, move_t *out, const 
         sq_t from = bb_pop_lsb(&b);
         bb_t t = bb_and(bb_silver_attacks(us, from), target);
         if (any_pinned && bb_test(pinned, from)) t = bb_and(t, bb_line(ksq, from));
-        if (bb_test(mk.zone, from))
-            ADD(from, t, KIND_FROMZONE);
-        else
-            ADD(from, t, KIND_TOZONE);
+        if (bb_test(mk.zone, from)) ADD(from, t, KIND_FROMZONE);
+        else ADD(from, t, KIND_TOZONE);
     }
     /* Gold and the promoted small pieces. */
     for (bb_t b = bb_and(pos->bb[POS_BB_GOLDS], own); bb_nonzero(b);) {
@@ -284,12 +275,9 @@ static KOMA_FORCE_INLINE int32_t gen_legal(const pos_t *pos, move_t *out, const 
         if (horse) a = bb_or(a, bb_king_attacks(from));
         bb_t t = bb_and(a, target);
         if (any_pinned && bb_test(pinned, from)) t = bb_and(t, bb_line(ksq, from));
-        if (horse)
-            ADD(from, t, KIND_NONE);
-        else if (bb_test(mk.zone, from))
-            ADD(from, t, KIND_FROMZONE);
-        else
-            ADD(from, t, KIND_TOZONE);
+        if (horse) ADD(from, t, KIND_NONE);
+        else if (bb_test(mk.zone, from)) ADD(from, t, KIND_FROMZONE);
+        else ADD(from, t, KIND_TOZONE);
     }
     /* Rooks and dragons. */
     for (bb_t b = bb_and(pos->bb[POS_BB_ROOK_DRAGON], own); bb_nonzero(b);) {
@@ -299,12 +287,9 @@ static KOMA_FORCE_INLINE int32_t gen_legal(const pos_t *pos, move_t *out, const 
         if (dragon) a = bb_or(a, bb_king_attacks(from));
         bb_t t = bb_and(a, target);
         if (any_pinned && bb_test(pinned, from)) t = bb_and(t, bb_line(ksq, from));
-        if (dragon)
-            ADD(from, t, KIND_NONE);
-        else if (bb_test(mk.zone, from))
-            ADD(from, t, KIND_FROMZONE);
-        else
-            ADD(from, t, KIND_TOZONE);
+        if (dragon) ADD(from, t, KIND_NONE);
+        else if (bb_test(mk.zone, from)) ADD(from, t, KIND_FROMZONE);
+        else ADD(from, t, KIND_TOZONE);
     }
 #undef ADD
 
@@ -330,10 +315,8 @@ int32_t movegen_pseudo(const pos_t *pos, move_list_t *list) {
         piece_type_t pt = piece_type(pc);
         bb_t t = bb_andnot(bb_attacks(pc, from, occ), own);
         int kind = KIND_NONE;
-        if (pt == PT_PAWN || pt == PT_LANCE)
-            kind = KIND_PAWN;
-        else if (pt == PT_KNIGHT)
-            kind = KIND_KNIGHT;
+        if (pt == PT_PAWN || pt == PT_LANCE) kind = KIND_PAWN;
+        else if (pt == PT_KNIGHT) kind = KIND_KNIGHT;
         else if (pt == PT_SILVER || pt == PT_BISHOP || pt == PT_ROOK)
             kind = bb_test(mk.zone, from) ? KIND_FROMZONE : KIND_TOZONE;
         p = emit_kind(p, from, t, kind, &mk);

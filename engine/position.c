@@ -12,7 +12,8 @@
 #include "compat/compat.h"
 
 const int32_t HAND_SHIFT[PT_HAND_NB] = {0, 0, 8, 12, 16, 20, 24, 28};
-const uint32_t HAND_MASK[PT_HAND_NB] = {0, 0x1Fu, 0x7u << 8, 0x7u << 12, 0x7u << 16, 0x3u << 20, 0x3u << 24, 0x7u << 28};
+const uint32_t HAND_MASK[PT_HAND_NB] = {0,          0x1Fu,      0x7u << 8,  0x7u << 12,
+                                        0x7u << 16, 0x3u << 20, 0x3u << 24, 0x7u << 28};
 const int32_t PIECE_TOTAL[PT_HAND_NB + 1] = {0, 18, 4, 4, 4, 2, 2, 4, 2};
 
 /* Zobrist keys. */
@@ -21,10 +22,10 @@ static uint64_t zob_hand[COLOR_NB][PT_HAND_NB];
 static uint64_t zob_side;
 
 /* Union bitboards each piece type belongs to (POS_BB_TRASH when none). */
-static const uint8_t GROUP1[PT_NB] = {
-    POS_BB_TRASH, POS_BB_TRASH, POS_BB_TRASH, POS_BB_TRASH, POS_BB_TRASH, POS_BB_BISHOP_HORSE, POS_BB_ROOK_DRAGON,
-    POS_BB_GOLDS, POS_BB_HDK,   POS_BB_GOLDS, POS_BB_GOLDS, POS_BB_GOLDS, POS_BB_GOLDS,       POS_BB_BISHOP_HORSE,
-    POS_BB_ROOK_DRAGON};
+static const uint8_t GROUP1[PT_NB] = {POS_BB_TRASH, POS_BB_TRASH,        POS_BB_TRASH,       POS_BB_TRASH,
+                                      POS_BB_TRASH, POS_BB_BISHOP_HORSE, POS_BB_ROOK_DRAGON, POS_BB_GOLDS,
+                                      POS_BB_HDK,   POS_BB_GOLDS,        POS_BB_GOLDS,       POS_BB_GOLDS,
+                                      POS_BB_GOLDS, POS_BB_BISHOP_HORSE, POS_BB_ROOK_DRAGON};
 static const uint8_t GROUP2[PT_NB] = {POS_BB_TRASH, POS_BB_TRASH, POS_BB_TRASH, POS_BB_TRASH, POS_BB_TRASH,
                                       POS_BB_TRASH, POS_BB_TRASH, POS_BB_TRASH, POS_BB_TRASH, POS_BB_TRASH,
                                       POS_BB_TRASH, POS_BB_TRASH, POS_BB_TRASH, POS_BB_HDK,   POS_BB_HDK};
@@ -110,13 +111,12 @@ void pos_reset_state(pos_t *pos) {
     st->move = MOVE_NONE;
     st->captured = PIECE_NONE;
     sq_t ksq = pos->king_sq[pos->side];
-    st->checkers = ksq == SQ_NONE ? bb_zero()
-                                  : pos_attackers_to(pos, color_flip(pos->side), ksq, pos->bb[POS_BB_OCC]);
+    st->checkers = ksq == SQ_NONE ? bb_zero() : pos_attackers_to(pos, color_flip(pos->side), ksq, pos->bb[POS_BB_OCC]);
 }
 
 void pos_set_startpos(pos_t *pos) {
     static const piece_type_t BACK[9] = {PT_LANCE, PT_KNIGHT, PT_SILVER, PT_GOLD, PT_KING,
-                                      PT_GOLD,  PT_SILVER, PT_KNIGHT, PT_LANCE};
+                                         PT_GOLD,  PT_SILVER, PT_KNIGHT, PT_LANCE};
     engine_init();
     memset(pos->board, 0, sizeof pos->board);
     for (int f = 0; f < 9; f++) {
@@ -200,12 +200,8 @@ static inline bb_t checkers_after(const pos_t *pos, move_t m, color_t us, color_
     case PT_LANCE:
         direct = bb_test(bb_lance_pseudo_tab[them][ksq], to) && !bb_intersects(bb_between(to, ksq), occ);
         break;
-    case PT_BISHOP:
-        direct = bb_test(bb_bishop_pseudo_tab[to], ksq) && !bb_intersects(bb_between(to, ksq), occ);
-        break;
-    case PT_ROOK:
-        direct = bb_test(bb_rook_pseudo_tab[to], ksq) && !bb_intersects(bb_between(to, ksq), occ);
-        break;
+    case PT_BISHOP: direct = bb_test(bb_bishop_pseudo_tab[to], ksq) && !bb_intersects(bb_between(to, ksq), occ); break;
+    case PT_ROOK: direct = bb_test(bb_rook_pseudo_tab[to], ksq) && !bb_intersects(bb_between(to, ksq), occ); break;
     case PT_HORSE:
         direct = bb_test(bb_king_attacks(to), ksq) ||
                  (bb_test(bb_bishop_pseudo_tab[to], ksq) && !bb_intersects(bb_between(to, ksq), occ));

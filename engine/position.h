@@ -34,10 +34,10 @@ enum { POS_HIST_MAX = 2048 };
  * for types that belong to no union. */
 enum {
     POS_BB_OCC = 0,
-    POS_BB_GOLDS = PT_NB,   /* GOLD, PRO_PAWN, PRO_LANCE, PRO_KNIGHT, PRO_SILVER */
-    POS_BB_BISHOP_HORSE,    /* BISHOP, HORSE */
-    POS_BB_ROOK_DRAGON,     /* ROOK, DRAGON */
-    POS_BB_HDK,             /* HORSE, DRAGON, KING */
+    POS_BB_GOLDS = PT_NB, /* GOLD, PRO_PAWN, PRO_LANCE, PRO_KNIGHT, PRO_SILVER */
+    POS_BB_BISHOP_HORSE,  /* BISHOP, HORSE */
+    POS_BB_ROOK_DRAGON,   /* ROOK, DRAGON */
+    POS_BB_HDK,           /* HORSE, DRAGON, KING */
     POS_BB_TRASH,
     POS_BB_NB
 };
@@ -47,21 +47,21 @@ typedef struct {
     uint64_t key;       /* board_key ^ hand_key */
     uint64_t board_key; /* board and side to move */
     uint64_t hand_key;  /* both hands */
-    bb_t checkers;  /* pieces giving check to the side to move; empty if not in check */
+    bb_t checkers;      /* pieces giving check to the side to move; empty if not in check */
     hand_t hand[COLOR_NB];
-    move_t move;          /* the move that led here (MOVE_NONE for hist[0]) */
-    piece_t captured;     /* piece that move captured, PIECE_NONE if none */
+    move_t move;      /* the move that led here (MOVE_NONE for hist[0]) */
+    piece_t captured; /* piece that move captured, PIECE_NONE if none */
 } pos_state_t;
 
 typedef struct {
-    uint8_t board[SQ_NB];        /* Piece on each square, PIECE_NONE when empty */
+    uint8_t board[SQ_NB];    /* Piece on each square, PIECE_NONE when empty */
     bb_t bb[POS_BB_NB];      /* see POS_BB_*; bb[pt] has both colours */
     bb_t by_color[COLOR_NB]; /* pieces of each colour */
     hand_t hand[COLOR_NB];
     sq_t king_sq[COLOR_NB];
-    color_t side;                  /* side to move */
-    int32_t game_ply;            /* 1 for the first move of a game; SFEN's last field */
-    int32_t hist_n;              /* index of the current state in hist */
+    color_t side;     /* side to move */
+    int32_t game_ply; /* 1 for the first move of a game; SFEN's last field */
+    int32_t hist_n;   /* index of the current state in hist */
     pos_state_t hist[POS_HIST_MAX];
 } pos_t;
 
@@ -79,7 +79,9 @@ void pos_reset_state(pos_t *pos);
 static inline color_t pos_side_to_move(const pos_t *pos) { return pos->side; }
 static inline piece_t pos_piece_on(const pos_t *pos, sq_t sq) { return pos->board[sq]; }
 static inline hand_t pos_hand(const pos_t *pos, color_t c) { return pos->hand[c]; }
-static inline int32_t pos_hand_count(const pos_t *pos, color_t c, piece_type_t pt) { return hand_count(pos->hand[c], pt); }
+static inline int32_t pos_hand_count(const pos_t *pos, color_t c, piece_type_t pt) {
+    return hand_count(pos->hand[c], pt);
+}
 static inline sq_t pos_king_sq(const pos_t *pos, color_t c) { return pos->king_sq[c]; }
 static inline bb_t pos_occupied(const pos_t *pos) { return pos->bb[POS_BB_OCC]; }
 static inline bb_t pos_pieces_of(const pos_t *pos, color_t c) { return pos->by_color[c]; }
@@ -145,9 +147,7 @@ static inline bb_t pos_blockers(const pos_t *pos, color_t c, bb_t *pinners) {
 }
 
 /* c's own pieces pinned to c's king. */
-static inline bb_t pos_pinned(const pos_t *pos, color_t c) {
-    return bb_and(pos_blockers(pos, c, 0), pos->by_color[c]);
-}
+static inline bb_t pos_pinned(const pos_t *pos, color_t c) { return bb_and(pos_blockers(pos, c, 0), pos->by_color[c]); }
 
 /* ---- moves ----------------------------------------------------------------- */
 /* Plays a legal move (a pseudo-legal move that pos_is_legal accepts). */

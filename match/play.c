@@ -48,20 +48,20 @@ typedef struct {
     int failed;
     char err[256];
     const match_engine_player_t *engine; /* NULL: net b plays; else this engine does */
-    int engine_failed; /* the engine could not be (re)started (set with failed) */
+    int engine_failed;                   /* the engine could not be (re)started (set with failed) */
     match_engine_t spare; /* the engine started before the row was opened: the first game thread takes it */
-    db_t *db;         /* NULL: nothing stored; used under mu by the game threads */
-    int64_t match_id; /* the matches row the games go to (db_match_begin) */
+    db_t *db;             /* NULL: nothing stored; used under mu by the game threads */
+    int64_t match_id;     /* the matches row the games go to (db_match_begin) */
     char name[2][DB_PATH_MAX];
 } eval_shared_t;
 
 typedef struct {
     nn_ctx_t *ctx;
     match_engine_t eng; /* player b when the match is against an engine (sh->engine) */
-    nn_backend_t *be;  /* the game thread's, ctx runs on it */
-    eval_shared_t *sh; /* a failed forward fails the evaluation */
-    uint8_t *packed;   /* (batch, ENC_PACKED_BYTES) */
-    float *hand;       /* (batch, ENC_HAND) */
+    nn_backend_t *be;   /* the game thread's, ctx runs on it */
+    eval_shared_t *sh;  /* a failed forward fails the evaluation */
+    uint8_t *packed;    /* (batch, ENC_PACKED_BYTES) */
+    float *hand;        /* (batch, ENC_HAND) */
 } eval_player_t;
 
 static void fail_shared(eval_shared_t *sh, const char *fmt, ...);
@@ -110,7 +110,8 @@ static int engine_ready(eval_shared_t *sh, match_engine_t *e) {
     for (int attempt = 0; attempt < 2; attempt++) {
         if (e->proc && e->alive && match_engine_new_game(e, 10000, label, err, sizeof err) == 0) return 0;
         match_engine_close(e);
-        if (match_engine_open(e, &ep->spec, sh->cfg->engine_stderr, ep->init_timeout_ms, label, err, sizeof err) != 0) break;
+        if (match_engine_open(e, &ep->spec, sh->cfg->engine_stderr, ep->init_timeout_ms, label, err, sizeof err) != 0)
+            break;
     }
     compat_mutex_lock(&sh->mu);
     sh->engine_failed = 1;
@@ -126,7 +127,8 @@ static void engine_move(eval_shared_t *sh, match_engine_t *e, ref_game_t *g) {
     color_t side = ref_game_side(g);
     char *pc = match_engine_position_cmd(g), mv[64] = "", detail[REF_DETAIL_MAX];
     int rc = pc && compat_proc_write_line(e->proc, pc) == 0 && compat_proc_write_line(e->proc, ep->go) == 0
-                 ? 0 : COMPAT_PROC_EOF;
+                 ? 0
+                 : COMPAT_PROC_EOF;
     free(pc);
     int64_t t0 = compat_now_ms();
     if (rc == 0) rc = match_engine_bestmove(e, ep->move_timeout_ms, mv, sizeof mv);
@@ -182,7 +184,7 @@ static int play_game(eval_shared_t *sh, eval_player_t pl[2], int32_t gi, ref_gam
             mcts_tree_advance(tree[0], g->moves[g->n_moves - 1]);
             continue;
         }
-        if (rules_can_declare(&g->pos)) {               /* a search always declares when it can */
+        if (rules_can_declare(&g->pos)) { /* a search always declares when it can */
             ref_game_claim_win(g);
             break;
         }
@@ -238,7 +240,7 @@ static void *eval_thread(void *arg) {
         }
         if (shared_failed(sh) || !ref_game_over(g)) break; /* failed, or stopped mid-game: not stored */
         int a_black = gi % 2 == 0;
-        int32_t r = ref_game_result(g); /* +1 Black won */
+        int32_t r = ref_game_result(g);      /* +1 Black won */
         if (sh->engine && pl[1].eng.alive) { /* the result from the engine's side */
             const char *res_b = r == 0 ? "gameover draw" : (r > 0) != a_black ? "gameover win" : "gameover lose";
             if (compat_proc_write_line(pl[1].eng.proc, res_b) != 0) pl[1].eng.alive = 0;
@@ -389,8 +391,8 @@ static int begin_row(eval_shared_t *sh, const char *run_dir, const char *const p
     snprintf(row->opponent, sizeof row->opponent, "%.63s", have_model[1] ? "" : sh->name[1]);
     snprintf(row->engine_a, sizeof row->engine_a, "%s", sh->name[0]);
     snprintf(row->engine_b, sizeof row->engine_b, "%s", sh->name[1]);
-    snprintf(row->settings, sizeof row->settings, "eval visits=%d temp=%.2f/%d max_ply=%d games=%d%s%.40s",
-             cfg->visits, (double)cfg->temp, cfg->temp_plies, cfg->max_ply, cfg->games, engine ? " vs " : "",
+    snprintf(row->settings, sizeof row->settings, "eval visits=%d temp=%.2f/%d max_ply=%d games=%d%s%.40s", cfg->visits,
+             (double)cfg->temp, cfg->temp_plies, cfg->max_ply, cfg->games, engine ? " vs " : "",
              engine ? engine->go : "");
     if (db_match_begin(sh->db, row) != DB_OK) {
         set_err(err, errlen, "%s", db_errmsg(sh->db));
@@ -487,8 +489,8 @@ static int finish_match(eval_shared_t *sh, const db_model_t *model_a, int have_m
 
 /* A match of net a against net b (model_b_path) or an engine (engine). */
 static int play_match(const char *run_dir, const char *model_a_path, const char *model_b_path,
-                      const match_engine_player_t *engine, const match_play_config_t *cfg_in,
-                      match_play_result_t *res, char *err, size_t errlen) {
+                      const match_engine_player_t *engine, const match_play_config_t *cfg_in, match_play_result_t *res,
+                      char *err, size_t errlen) {
     match_play_config_t cfg;
     if (cfg_in) cfg = *cfg_in;
     else match_play_config_default(&cfg);
@@ -496,7 +498,8 @@ static int play_match(const char *run_dir, const char *model_a_path, const char 
     res->cycle_a = res->cycle_b = -1;
     res->ladder.cycle = -1;
     res->elo.elo = res->elo.elo_lo = res->elo.elo_hi = NAN;
-    if (!model_a_path || (!model_b_path && !engine) || cfg.games < 1 || cfg.visits < 1 || cfg.batch < 1 || cfg.max_ply < 0) {
+    if (!model_a_path || (!model_b_path && !engine) || cfg.games < 1 || cfg.visits < 1 || cfg.batch < 1 ||
+        cfg.max_ply < 0) {
         set_err(err, errlen, "evaluation: bad arguments (games %d, visits %d, batch %d)", cfg.games, cfg.visits,
                 cfg.batch);
         return -1;
@@ -524,7 +527,8 @@ static int play_match(const char *run_dir, const char *model_a_path, const char 
     if (engine) { /* a missing or broken engine fails here, before anything is stored */
         char label[128];
         snprintf(label, sizeof label, "engine '%s' (%.60s)", engine->label, engine->spec.cmd);
-        if (match_engine_open(&sh->spare, &engine->spec, cfg.engine_stderr, engine->init_timeout_ms, label, err, errlen) != 0) {
+        if (match_engine_open(&sh->spare, &engine->spec, cfg.engine_stderr, engine->init_timeout_ms, label, err,
+                              errlen) != 0) {
             res->engine_failed = 1;
             goto done;
         }
@@ -567,7 +571,7 @@ int match_play_engine(const char *run_dir, const char *model_a_path, const match
 }
 
 int match_play_cycles(const char *run_dir, int32_t cycle_a, int32_t cycle_b, const match_play_config_t *cfg,
-                   match_play_result_t *res, char *err, size_t errlen) {
+                      match_play_result_t *res, char *err, size_t errlen) {
     memset(res, 0, sizeof *res);
     res->cycle_a = res->cycle_b = res->ladder.cycle = -1;
     if (!run_dir) {
@@ -593,8 +597,8 @@ int match_play_cycles(const char *run_dir, int32_t cycle_a, int32_t cycle_b, con
     return match_play_nets(run_dir, m[0].path, m[1].path, cfg, res, err, errlen);
 }
 
-int match_play(const char *run_dir, const char *model_a_path, const char *model_b_path, int32_t games,
-                  int32_t visits, uint64_t seed, match_play_result_t *res, char *err, size_t errlen) {
+int match_play(const char *run_dir, const char *model_a_path, const char *model_b_path, int32_t games, int32_t visits,
+               uint64_t seed, match_play_result_t *res, char *err, size_t errlen) {
     match_play_config_t cfg;
     match_play_config_default(&cfg);
     cfg.games = games;

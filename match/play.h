@@ -38,19 +38,19 @@
 #include "match/referee.h"
 
 typedef struct {
-    int32_t games;      /* 20; colours alternate (game 2k: a is Black) */
-    int32_t visits;     /* 64 playouts per move, both sides */
-    uint64_t seed;      /* 1 */
-    int32_t temp_plies; /* 12: moves up to this game ply are sampled ... */
-    float temp;         /* 1.0: ... proportionally to visits^(1/temp); greedy after */
-    int32_t max_ply;    /* RULES_MAX_PLY_DEFAULT (320): a draw after this many moves */
-    int32_t threads;    /* 0: min(games, CPUs) game threads */
-    int32_t batch;      /* 16 leaves per network call */
-    int32_t store;      /* 1: record the match in <run_dir>/koma.db */
+    int32_t games;             /* 20; colours alternate (game 2k: a is Black) */
+    int32_t visits;            /* 64 playouts per move, both sides */
+    uint64_t seed;             /* 1 */
+    int32_t temp_plies;        /* 12: moves up to this game ply are sampled ... */
+    float temp;                /* 1.0: ... proportionally to visits^(1/temp); greedy after */
+    int32_t max_ply;           /* RULES_MAX_PLY_DEFAULT (320): a draw after this many moves */
+    int32_t threads;           /* 0: min(games, CPUs) game threads */
+    int32_t batch;             /* 16 leaves per network call */
+    int32_t store;             /* 1: record the match in <run_dir>/koma.db */
     const char *engine_stderr; /* match_play_engine: the engine's stderr (NULL: ours, "": discarded, else appended) */
-    const atomic_int *stop; /* NULL; else nonzero ends the match at the next move: the games finished stay
-                               stored under the unfinished row, the game in progress is dropped, and the
-                               call returns -1 with res->interrupted set */
+    const atomic_int *stop;    /* NULL; else nonzero ends the match at the next move: the games finished stay
+                                  stored under the unfinished row, the game in progress is dropped, and the
+                                  call returns -1 with res->interrupted set */
 } match_play_config_t;
 
 void match_play_config_default(match_play_config_t *cfg);
@@ -60,16 +60,16 @@ typedef struct {
     int32_t a_black_wins, a_white_wins; /* a's wins by colour */
     int32_t reasons[RULES_END_NB];      /* games by how they ended */
     double avg_plies;
-    ref_elo_t elo;                      /* a minus b, trinomial 95% interval */
-    int32_t cycle_a, cycle_b;           /* cycles of the two models in the run (-1: not registered) */
-    int64_t match_id;                   /* the matches row written (0: nothing stored) */
-    ref_ladder_point_t ladder;          /* model a on the ladder after this match
-                                           (ladder.cycle = -1 when it is not on it) */
-    double seconds;                     /* wall time of the match */
-    int32_t engine_failed;              /* match_play_engine: the engine could not be started or
-                                           restarted (the match failed because of it) */
-    int32_t interrupted;                /* cfg->stop ended the match early; stored = its finished games */
-    int32_t stored;                     /* games finished (and, with a run, stored) when it ended */
+    ref_elo_t elo;             /* a minus b, trinomial 95% interval */
+    int32_t cycle_a, cycle_b;  /* cycles of the two models in the run (-1: not registered) */
+    int64_t match_id;          /* the matches row written (0: nothing stored) */
+    ref_ladder_point_t ladder; /* model a on the ladder after this match
+                                  (ladder.cycle = -1 when it is not on it) */
+    double seconds;            /* wall time of the match */
+    int32_t engine_failed;     /* match_play_engine: the engine could not be started or
+                                  restarted (the match failed because of it) */
+    int32_t interrupted;       /* cfg->stop ended the match early; stored = its finished games */
+    int32_t stored;            /* games finished (and, with a run, stored) when it ended */
 } match_play_result_t;
 
 /* Plays model_a_path against model_b_path (weights files; a path is used as
@@ -83,7 +83,7 @@ typedef struct {
  * stay stored under the unfinished row).
  */
 int match_play_nets(const char *run_dir, const char *model_a_path, const char *model_b_path,
-                const match_play_config_t *cfg, match_play_result_t *res, char *err, size_t errlen);
+                    const match_play_config_t *cfg, match_play_result_t *res, char *err, size_t errlen);
 
 /* match_play_nets with an outside USI engine (match/engine.h) as player b:
  * model a searches at cfg->visits as above, the engine thinks with its own
@@ -104,10 +104,10 @@ int match_play_engine(const char *run_dir, const char *model_a_path, const match
  * files taken from its models table (run-relative paths). -1 with err when
  * either cycle has no model. */
 int match_play_cycles(const char *run_dir, int32_t cycle_a, int32_t cycle_b, const match_play_config_t *cfg,
-                   match_play_result_t *res, char *err, size_t errlen);
+                      match_play_result_t *res, char *err, size_t errlen);
 
 /* match_play_nets with the defaults except games, visits and seed. */
-int match_play(const char *run_dir, const char *model_a_path, const char *model_b_path, int32_t games,
-                  int32_t visits, uint64_t seed, match_play_result_t *res, char *err, size_t errlen);
+int match_play(const char *run_dir, const char *model_a_path, const char *model_b_path, int32_t games, int32_t visits,
+               uint64_t seed, match_play_result_t *res, char *err, size_t errlen);
 
 #endif

@@ -47,14 +47,14 @@
 #define SP_WRITER_DRAIN_MS 600000 /* a stop waits this long for queued shard writes */
 #define SP_SUBMIT_TIMEOUT_MS 600000
 #define SP_TAKE_MAX 256
-#define SP_MODEL_IDS 16           /* model ids remembered by cycle */
+#define SP_MODEL_IDS 16 /* model ids remembered by cycle */
 
 /* The run: its directory, its database and writer thread, what the
  * database refused. */
 typedef struct {
-    run_t *run;                /* the run directory, its writer lock held until the end */
-    db_t *db;                  /* read-write (run_db); the writer thread's once it starts */
-    db_t *rdb;                 /* read-only: the driver thread's queries */
+    run_t *run; /* the run directory, its writer lock held until the end */
+    db_t *db;   /* read-write (run_db); the writer thread's once it starts */
+    db_t *rdb;  /* read-only: the driver thread's queries */
     db_writer_t *writer;
     int64_t run_id;
     int64_t id_cycle[SP_MODEL_IDS], id_model[SP_MODEL_IDS]; /* model ids by cycle (generation = cycle + 1) */
@@ -68,12 +68,12 @@ typedef struct {
 /* The shard being filled and the writer's reports of committed ones. */
 typedef struct {
     shard_format_t fmt;
-    shard_builder_t *builder;  /* the shard being filled (the ledger's cycle `fill`) */
-    int64_t seq;               /* next shard number */
+    shard_builder_t *builder;     /* the shard being filled (the ledger's cycle `fill`) */
+    int64_t seq;                  /* next shard number */
     atomic_llong submitted, done; /* done: the writer thread's callback */
     atomic_int failed;
     compat_mutex_t mu;
-    char err[DB_ERR_MAX];      /* the first failure, under mu */
+    char err[DB_ERR_MAX]; /* the first failure, under mu */
 } shards_t;
 
 /* Self-play on this process. */
@@ -88,30 +88,30 @@ typedef struct {
  * and the progress line's window since its last line. */
 typedef struct {
     int64_t srv_t_ns, srv_evaluated, srv_batches; /* the server at the last sample */
-    int64_t srv_searches;      /* the worker pool's search counter at the last sample */
-    int64_t srv_remote;        /* the other ranks' searches at the last sample */
+    int64_t srv_searches;                         /* the worker pool's search counter at the last sample */
+    int64_t srv_remote;                           /* the other ranks' searches at the last sample */
     int64_t prog_t_ns, prog_searches, prog_lookups, prog_hits;
     double win_evals, win_batches, win_busy, win_worker_s, win_s;
 } meter_t;
 
 typedef struct {
     const sp_config_t *cfg;
-    train_config_t tcfg;       /* the trainer's flags, logging here (and the job's plan hook) */
+    train_config_t tcfg; /* the trainer's flags, logging here (and the job's plan hook) */
     char run_dir[SP_PATH_MAX];
-    char host[128];            /* this machine, recorded with each local game */
+    char host[128]; /* this machine, recorded with each local game */
     int64_t t_start_ns;
-    uint64_t seed;             /* the session's self-play seed */
-    status_t *st;              /* stderr: the status line and the event lines */
-    runlog_t *log;             /* the events: st and the run's log file */
+    uint64_t seed; /* the session's self-play seed */
+    status_t *st;  /* stderr: the status line and the event lines */
+    runlog_t *log; /* the events: st and the run's log file */
     store_t store;
     nn_server_t *server;
     train_trainer_t *trainer;
-    sp_gauntlet_t *gauntlet;   /* the gauntlet of each new net, on its own thread */
+    sp_gauntlet_t *gauntlet; /* the gauntlet of each new net, on its own thread */
     play_t play;
-    sp_ledger_t ledger;        /* the cycles */
+    sp_ledger_t ledger; /* the cycles */
     shards_t shards;
     meter_t meter;
-    sp_job_t *job;             /* the other ranks (mpirun -np N selfplay); NULL for one process */
+    sp_job_t *job; /* the other ranks (mpirun -np N selfplay); NULL for one process */
 } driver_t;
 
 /* The trainer's lines, after "train: ". */
@@ -215,8 +215,8 @@ static int flush_shard(driver_t *d, int64_t cycle, char *err, size_t errlen) {
     }
     int32_t games = shard_builder_games(s->builder);
     int64_t rows = shard_builder_rows(s->builder);
-    int st = shard_submit(d->store.writer, d->run_dir, rel, (int32_t)cycle, s->builder, shard_done, s,
-                          SP_SUBMIT_TIMEOUT_MS);
+    int st =
+        shard_submit(d->store.writer, d->run_dir, rel, (int32_t)cycle, s->builder, shard_done, s, SP_SUBMIT_TIMEOUT_MS);
     if (st != DB_OK) {
         set_err(err, errlen, "%s: cannot queue shard %s (%d games): %s", d->run_dir, rel, games, db_status_name(st));
         return -1;
@@ -329,8 +329,8 @@ static void repair_metrics(driver_t *d) {
         else
             runlog_event(d->log,
                          "cycle %" PRId64 ": its metrics row was %s (killed before the cycle's summary): games, "
-                         "positions and results recomputed from its %" PRId64 " stored games", c,
-                         st == DB_NOTFOUND ? "missing" : "empty", g);
+                         "positions and results recomputed from its %" PRId64 " stored games",
+                         c, st == DB_NOTFOUND ? "missing" : "empty", g);
     }
 }
 
@@ -459,10 +459,10 @@ static int pace(driver_t *d, char *err, size_t errlen) {
             p->paused = want;
             sp_pool_pause(p->pool, want);
             if (want)
-                runlog_event(d->log, "self-play paused: cycle %" PRId64 " waits for model %" PRId64 " (newest %" PRId64
-                             ")", l->fill, l->fill - 1 - ahead, l->latest);
-            else
-                runlog_event(d->log, "self-play resumed with model %" PRId64, l->latest);
+                runlog_event(d->log,
+                             "self-play paused: cycle %" PRId64 " waits for model %" PRId64 " (newest %" PRId64 ")",
+                             l->fill, l->fill - 1 - ahead, l->latest);
+            else runlog_event(d->log, "self-play resumed with model %" PRId64, l->latest);
         }
     }
     return sp_job_pause(d->job, p->paused || !sp_ledger_playing(l), err, errlen);
@@ -481,8 +481,7 @@ static void training_text(driver_t *d, char *buf, size_t n) {
         if (s > 0)
             snprintf(buf, n, "training cycle %" PRId64 ": step %" PRId64 "/%" PRId64 " (%.0f samples/s)", c, s, total,
                      tp.samples_per_s);
-        else
-            snprintf(buf, n, "training cycle %" PRId64 ": ~%" PRId64 " steps", c, total);
+        else snprintf(buf, n, "training cycle %" PRId64 ": ~%" PRId64 " steps", c, total);
         if (l->n_training > 1) snprintf(buf + strlen(buf), n - strlen(buf), " (+%d queued)", l->n_training - 1);
     } else if (l->n_closed > 0) {
         snprintf(buf, n, "waiting for cycle %" PRId64 "'s shards", l->closed[0].cycle);
@@ -537,8 +536,8 @@ static void progress(driver_t *d, bool force) {
     pos_s = sp_job_describe(d->job, pos_s, ranks, sizeof ranks); /* the job's rate, then each rank's */
     char line[1600];
     snprintf(line, sizeof line,
-             "%s | games %" PRId64 "/%" PRId64 " (total %" PRId64 ", playing %d) | ETA %s | %.1f pos/s%s | %.0f evals/s | "
-             "batch %.1f | busy %.0f%% | cache %.0f%% | %s%s",
+             "%s | games %" PRId64 "/%" PRId64 " (total %" PRId64 ", playing %d) | ETA %s | %.1f pos/s%s | "
+             "%.0f evals/s | batch %.1f | busy %.0f%% | cache %.0f%% | %s%s",
              cyc, sp_ledger_playing(l) ? l->fill_games : 0, d->cfg->games_per_cycle, l->total_games, ps.active, eta,
              pos_s, ranks, evals, batch, busy, hit, train, ev);
     if (d->cfg->progress_s != 0) status_line(d->st, force, "%s", line);
@@ -622,8 +621,8 @@ static int open_nets(driver_t *d, char *err, size_t errlen) {
     nn_server_stats(d->server, &ss);
     d->meter.srv_t_ns = compat_now_ns(); /* the baseline of the cycle figures */
     char arch[32];
-    runlog_event(d->log, "net: %s = %s, generation %" PRId64 ", %s backend, %d device worker(s), max batch %d",
-                 m.path, nn_net_arch_format(nc, arch, sizeof arch), nn_server_generation(d->server),
+    runlog_event(d->log, "net: %s = %s, generation %" PRId64 ", %s backend, %d device worker(s), max batch %d", m.path,
+                 nn_net_arch_format(nc, arch, sizeof arch), nn_server_generation(d->server),
                  nn_server_backend_name(d->server), ss.workers, nn_server_max_batch(d->server));
     d->trainer = train_trainer_new(&d->tcfg, d->run_dir, d->store.writer, d->server, e, sizeof e);
     if (!d->trainer) {
@@ -817,8 +816,8 @@ static int nothing_to_play(driver_t *d) {
         sp_gauntlet_set_seed(d->gauntlet, compat_mix64((uint64_t)d->store.run_id ^ (uint64_t)compat_now_ns()));
         while (!compat_stop_requested() && !sp_gauntlet_idle(d->gauntlet)) sp_gauntlet_poll(d->gauntlet, true);
     }
-    runlog_event(d->log, "run %s already has model cycle %" PRId64 " (--cycles %" PRId64 "): nothing to do",
-                 d->run_dir, d->ledger.latest, d->ledger.target);
+    runlog_event(d->log, "run %s already has model cycle %" PRId64 " (--cycles %" PRId64 "): nothing to do", d->run_dir,
+                 d->ledger.latest, d->ledger.target);
     return compat_stop_requested() ? SP_EXIT_INTERRUPTED : SP_EXIT_DONE;
 }
 
@@ -880,7 +879,7 @@ static int shut_down(driver_t *d, int rc, const char *e, bool budget, char *err,
         if (keep) stop_selfplay(d, true, e2, sizeof e2);
     }
     sp_job_finish(d->job, rc, false, d->trainer, NULL, NULL); /* the early ends (nothing to do, Ctrl-C at start-up) */
-    sp_gauntlet_finish(d->gauntlet); /* never leave the match thread running */
+    sp_gauntlet_finish(d->gauntlet);                          /* never leave the match thread running */
     shutdown_all(d);
     sp_job_close(d->job);
     if (d->store.failures > 0 && rc != SP_EXIT_ERROR) {
@@ -950,7 +949,7 @@ int sp_run_job(const sp_config_t *cfg, const train_config_t *tcfg, const char *c
         int got = take_games(d, e, sizeof e); /* games -> ledger -> shards (a full cycle closes) */
         if (got == SP_RANKS_LEFT) break;
         if (got != 0) goto out;
-        if (submit_training(d, e, sizeof e) != 0) goto out; /* committed cycles -> trainer */
+        if (submit_training(d, e, sizeof e) != 0) goto out;               /* committed cycles -> trainer */
         int st = poll_training(d, d->play.running ? 0 : 50, e, sizeof e); /* new nets -> ranks, gauntlet queue */
         if (st == TRAIN_STOPPED) break;
         if (st != 0) goto out;
@@ -974,16 +973,15 @@ out:
 
 /* ---- the command -------------------------------------------------------------------------- */
 
-static const char *const USAGE =
-    "usage: selfplay [--config FILE] [--run DIR] [--cycles N] [flags]\n"
-    "Plays self-play games with the newest net of the run, stores them, trains and\n"
-    "publishes the next net, until --cycles nets exist. Killing it and starting the\n"
-    "same command again resumes the run. It is the run's one writer while it runs\n"
-    "(a second selfplay, train or import on the run is refused, naming it); it refuses\n"
-    "a damaged or foreign koma.db, a replaced newest model, and a lost koma.db with\n"
-    "models/ or shards/ left (never a new run over them). Exit status: 0 done, 1 error\n"
-    "(any database error included), 2 bad flags, 130 stopped by Ctrl-C (everything\n"
-    "committed is kept).";
+static const char *const USAGE = "usage: selfplay [--config FILE] [--run DIR] [--cycles N] [flags]\n"
+                                 "Plays self-play games with the newest net of the run, stores them, trains and\n"
+                                 "publishes the next net, until --cycles nets exist. Killing it and starting the\n"
+                                 "same command again resumes the run. It is the run's one writer while it runs\n"
+                                 "(a second selfplay, train or import on the run is refused, naming it); it refuses\n"
+                                 "a damaged or foreign koma.db, a replaced newest model, and a lost koma.db with\n"
+                                 "models/ or shards/ left (never a new run over them). Exit status: 0 done, 1 error\n"
+                                 "(any database error included), 2 bad flags, 130 stopped by Ctrl-C (everything\n"
+                                 "committed is kept).";
 
 int sp_main(int argc, char **argv, int install_stop_handler) {
     static sp_config_t cfg; /* bound by the flag table (large strings) */
@@ -1011,9 +1009,11 @@ int sp_main(int argc, char **argv, int install_stop_handler) {
     dist_t *group = NULL;
     if (sp_config_games_per_thread(&cfg) < cfg.games_per_thread) { /* a thread's games never exceed a cycle's */
         if (rank == 0)
-            fprintf(stderr, "selfplay: --games-per-thread %lld capped at %lld: a thread never plays more games at "
-                    "once than a cycle has (--games-per-cycle %lld)\n", (long long)cfg.games_per_thread,
-                    (long long)sp_config_games_per_thread(&cfg), (long long)cfg.games_per_cycle);
+            fprintf(stderr,
+                    "selfplay: --games-per-thread %lld capped at %lld: a thread never plays more games at "
+                    "once than a cycle has (--games-per-cycle %lld)\n",
+                    (long long)cfg.games_per_thread, (long long)sp_config_games_per_thread(&cfg),
+                    (long long)cfg.games_per_cycle);
         cfg.games_per_thread = sp_config_games_per_thread(&cfg);
     }
     if (K > dist_size(dist) || (K > 1 && tcfg.batch % K != 0)) { /* every rank sees the same flags and refuses */
@@ -1022,8 +1022,10 @@ int sp_main(int argc, char **argv, int install_stop_handler) {
                 fprintf(stderr, "selfplay: --train-ranks %d: the job has %d rank(s) (mpirun -np N with N >= %d)\n",
                         (int)K, (int)dist_size(dist), (int)K);
             else
-                fprintf(stderr, "selfplay: --batch %d is the global batch of the %d training ranks: it must be a "
-                        "multiple of %d\n", (int)tcfg.batch, (int)K, (int)K);
+                fprintf(stderr,
+                        "selfplay: --batch %d is the global batch of the %d training ranks: it must be a "
+                        "multiple of %d\n",
+                        (int)tcfg.batch, (int)K, (int)K);
         }
         dist_free(dist);
         return SP_EXIT_USAGE;

@@ -14,7 +14,7 @@
 #include "match/play.h"
 #include "match/rating.h"
 
-#define SP_GAUNTLET_MAX 4                        /* earlier nets */
+#define SP_GAUNTLET_MAX 4                             /* earlier nets */
 #define SP_OPP_MAX (SP_GAUNTLET_MAX + SP_ENGINES_MAX) /* and outside engines */
 /* An opponent: a cycle (>= 0) or engine k as -1 - k. */
 #define ENGINE_OPP(k) (-1 - (int64_t)(k))
@@ -23,33 +23,33 @@
 struct sp_gauntlet {
     const sp_config_t *cfg;
     char run_dir[1024];
-    db_t *rdb;                 /* the driver thread's read-only connection */
-    db_writer_t *writer;       /* the ratings go into cycle_metrics through it */
-    runlog_sink_t log;         /* whole lines (no callback: none) */
+    db_t *rdb;           /* the driver thread's read-only connection */
+    db_writer_t *writer; /* the ratings go into cycle_metrics through it */
+    runlog_sink_t log;   /* whole lines (no callback: none) */
     uint64_t seed;
 
     compat_thread_t thread;
-    bool running;              /* thread started and not joined */
-    atomic_int done;           /* set by the thread as its last act */
-    atomic_int stop;           /* set by the driver thread: the match in flight ends at its next move */
-    int64_t cycle;             /* the net being evaluated ... */
+    bool running;                 /* thread started and not joined */
+    atomic_int done;              /* set by the thread as its last act */
+    atomic_int stop;              /* set by the driver thread: the match in flight ends at its next move */
+    int64_t cycle;                /* the net being evaluated ... */
     char model_path[DB_PATH_MAX]; /* ... (its file, run-relative) ... */
-    int64_t opp[SP_OPP_MAX];   /* ... against these earlier nets and engines, one match each */
+    int64_t opp[SP_OPP_MAX];      /* ... against these earlier nets and engines, one match each */
     int32_t n_opp;
-    atomic_llong base;         /* the opponent being played now (for the status line) */
+    atomic_llong base; /* the opponent being played now (for the status line) */
     int64_t t0_ns;
     int rc[SP_OPP_MAX];
-    bool skipped[SP_OPP_MAX];  /* not begun: the evaluation was stopped before it */
+    bool skipped[SP_OPP_MAX]; /* not begun: the evaluation was stopped before it */
     match_play_result_t res[SP_OPP_MAX];
     char err[SP_OPP_MAX][1024];
     match_engine_player_t *eng[SP_ENGINES_MAX]; /* --gauntlet-engineK, parsed (NULL: not given) */
-    bool eng_off[SP_ENGINES_MAX]; /* could not be played: left out for the rest of the session */
-    char engine_log[1100];     /* <run>/engines.log: the engines' stderr */
-    int64_t *queue;            /* cycles due, waiting for the thread */
+    bool eng_off[SP_ENGINES_MAX];               /* could not be played: left out for the rest of the session */
+    char engine_log[1100];                      /* <run>/engines.log: the engines' stderr */
+    int64_t *queue;                             /* cycles due, waiting for the thread */
     int32_t n_queue, cap_queue;
     double rating_elo, rating_lo, rating_hi; /* newest joint rating seen (NAN: none yet) */
     int64_t rating_cycle;
-    int64_t db_failures;       /* matches that failed in the database */
+    int64_t db_failures; /* matches that failed in the database */
     char db_failure[DB_ERR_MAX + 64];
 };
 
@@ -159,8 +159,8 @@ static void *eval_main(void *arg) {
         ec.seed = (g->seed ^ (uint64_t)g->cycle ^ ((uint64_t)g->opp[i] << 32)) | 1;
         atomic_store(&g->base, g->opp[i]);
         if (g->opp[i] >= 0)
-            g->rc[i] = match_play_cycles(g->run_dir, (int32_t)g->cycle, (int32_t)g->opp[i], &ec, &g->res[i],
-                                         g->err[i], sizeof g->err[i]);
+            g->rc[i] = match_play_cycles(g->run_dir, (int32_t)g->cycle, (int32_t)g->opp[i], &ec, &g->res[i], g->err[i],
+                                         sizeof g->err[i]);
         else
             g->rc[i] = match_play_engine(g->run_dir, g->model_path, g->eng[OPP_ENGINE(g->opp[i])], &ec, &g->res[i],
                                          g->err[i], sizeof g->err[i]);
@@ -244,7 +244,8 @@ static void eval_report(sp_gauntlet_t *g) {
             else
                 runlog_printf(&g->log,
                               "eval: model %" PRId64 " vs %s stopped after %d of its games: kept, unfinished (they "
-                              "count in no rating)", c, bn, g->res[i].stored);
+                              "count in no rating)",
+                              c, bn, g->res[i].stored);
             left++;
             continue;
         }
@@ -267,7 +268,8 @@ static void eval_report(sp_gauntlet_t *g) {
         const match_play_result_t *r = &g->res[i];
         runlog_printf(&g->log,
                       "eval: model %" PRId64 " vs %s: +%d =%d -%d, Elo %+.0f [%+.0f, %+.0f] (%.1f plies/game, "
-                      "%.1f s%s)", c, bn, r->wins, r->draws, r->losses, elo_shown(r->elo.elo), elo_shown(r->elo.elo_lo),
+                      "%.1f s%s)",
+                      c, bn, r->wins, r->draws, r->losses, elo_shown(r->elo.elo), elo_shown(r->elo.elo_lo),
                       elo_shown(r->elo.elo_hi), r->avg_plies, r->seconds, r->match_id ? "" : "; no matches row");
         played++;
         finished++;
@@ -275,7 +277,8 @@ static void eval_report(sp_gauntlet_t *g) {
     if (left) { /* stopped: rated once the next run has played the rest (sp_gauntlet_resume) */
         runlog_printf(&g->log,
                       "eval: the evaluation of model %" PRId64 " was stopped with %d of %d match(es) finished; the "
-                      "next run plays the rest and rates it", c, finished, g->n_opp);
+                      "next run plays the rest and rates it",
+                      c, finished, g->n_opp);
         return;
     }
     if (!played) return;
@@ -372,7 +375,8 @@ static void eval_start_next(sp_gauntlet_t *g) {
     g->running = true;
     char who[512] = "", bn[MATCH_ENGINE_NAME_MAX];
     for (int32_t i = 0; i < g->n_opp; i++)
-        snprintf(who + strlen(who), sizeof who - strlen(who), "%s%s", i ? ", " : "", opp_name(g, g->opp[i], bn, sizeof bn));
+        snprintf(who + strlen(who), sizeof who - strlen(who), "%s%s", i ? ", " : "",
+                 opp_name(g, g->opp[i], bn, sizeof bn));
     runlog_printf(&g->log, "eval: model %" PRId64 " vs %s: %lld games in all x %lld visits started", c, who,
                   (long long)g->cfg->eval_games, (long long)g->cfg->eval_visits);
 }
@@ -402,8 +406,9 @@ void sp_gauntlet_finish(sp_gauntlet_t *g) {
     if (g->n_queue > 0) {
         runlog_printf(&g->log,
                       "eval: %d queued evaluation(s) not started (model%s %" PRId64 "%s%" PRId64 "): the next run "
-                      "evaluates them", g->n_queue, g->n_queue > 1 ? "s" : "", g->queue[0],
-                      g->n_queue > 1 ? ".." : "", g->queue[g->n_queue - 1]);
+                      "evaluates them",
+                      g->n_queue, g->n_queue > 1 ? "s" : "", g->queue[0], g->n_queue > 1 ? ".." : "",
+                      g->queue[g->n_queue - 1]);
         g->n_queue = 0;
     }
     if (g->running) {

@@ -53,7 +53,7 @@ typedef struct sp_gauntlet sp_gauntlet_t;
 /* rdb: the driver thread's read-only connection to koma.db; log: whole lines. */
 sp_gauntlet_t *sp_gauntlet_new(const sp_config_t *cfg, const char *run_dir, db_t *rdb, db_writer_t *writer,
                                runlog_fn log, void *log_user);
-void sp_gauntlet_free(sp_gauntlet_t *g); /* waits for a match in flight; NULL ok */
+void sp_gauntlet_free(sp_gauntlet_t *g);                    /* waits for a match in flight; NULL ok */
 void sp_gauntlet_set_seed(sp_gauntlet_t *g, uint64_t seed); /* the session's seed: matches differ between sessions */
 
 void sp_gauntlet_enqueue(sp_gauntlet_t *g, int64_t cycle); /* model cycle was published (ignored when not due) */

@@ -19,11 +19,11 @@ struct sp_job {
     dist_t *dist;
     dist_mail_t *mail;
     sp_ranks_t *ranks;
-    dist_t *group;            /* the training group (tcfg->group; NULL: rank 0 trains alone) */
+    dist_t *group; /* the training group (tcfg->group; NULL: rank 0 trains alone) */
     runlog_t *log;
     char run_dir[1024];
-    bool finished;            /* STOP sent, BYEs drained */
-    bool abort;               /* ... some rank did not answer in time, or messages never left */
+    bool finished; /* STOP sent, BYEs drained */
+    bool abort;    /* ... some rank did not answer in time, or messages never left */
     sp_ranks_game_t games[JOB_TAKE_MAX];
 };
 

@@ -36,44 +36,44 @@ enum { SP_LEDGER_GENS = 8 }; /* nets counted per cycle (more: not counted) */
 /* What the cycle being filled has done in this session. */
 typedef struct {
     int64_t cycle;
-    int64_t t0_ns;            /* when this session began it (compat_now_ns) */
-    double started;           /* ... in unix seconds */
+    int64_t t0_ns;  /* when this session began it (compat_now_ns) */
+    double started; /* ... in unix seconds */
     int64_t games, rows, plies, full_rows;
     int64_t black, white, draws;
     int64_t reasons[RULES_END_NB];
     int64_t no_resign, would_resign, false_resign;
-    int64_t mixed;            /* games played by more than one net */
+    int64_t mixed; /* games played by more than one net */
     int64_t evaluated, batches;
-    int64_t searched;         /* positions searched during this cycle's window (all games) */
-    double busy_s, worker_s;  /* device busy seconds, wall x workers */
+    int64_t searched;        /* positions searched during this cycle's window (all games) */
+    double busy_s, worker_s; /* device busy seconds, wall x workers */
     int64_t gens[SP_LEDGER_GENS], gen_games[SP_LEDGER_GENS];
     int32_t n_gens;
 } sp_cycle_acc_t;
 
 typedef struct {
     int64_t cycle;
-    int64_t need_shards;      /* committed shard jobs needed before it can be trained */
+    int64_t need_shards; /* committed shard jobs needed before it can be trained */
 } sp_closed_t;
 
 typedef struct {
     int64_t cycle;
-    int64_t steps;            /* expected optimizer steps (train_steps_for) */
+    int64_t steps; /* expected optimizer steps (train_steps_for) */
 } sp_training_t;
 
 typedef struct {
-    int64_t target;           /* model cycle that ends the run (--cycles) */
+    int64_t target; /* model cycle that ends the run (--cycles) */
     int64_t games_per_cycle;
-    int64_t latest;           /* newest published model */
-    int64_t latest_steps;     /* optimizer steps behind it */
-    int64_t fill;             /* cycle being filled with games */
-    int64_t fill_games;       /* its games: committed before start-up + this session */
-    int64_t fill_positions;   /* their positions */
-    int64_t total_games;      /* games of the run: committed before start-up + this session */
-    sp_closed_t *closed;      /* (n_closed) oldest first */
+    int64_t latest;         /* newest published model */
+    int64_t latest_steps;   /* optimizer steps behind it */
+    int64_t fill;           /* cycle being filled with games */
+    int64_t fill_games;     /* its games: committed before start-up + this session */
+    int64_t fill_positions; /* their positions */
+    int64_t total_games;    /* games of the run: committed before start-up + this session */
+    sp_closed_t *closed;    /* (n_closed) oldest first */
     int32_t n_closed, cap_closed;
-    sp_training_t *training;  /* (n_training) oldest first */
+    sp_training_t *training; /* (n_training) oldest first */
     int32_t n_training, cap_training;
-    sp_cycle_acc_t acc;       /* cycle `fill` */
+    sp_cycle_acc_t acc; /* cycle `fill` */
 } sp_ledger_t;
 
 void sp_ledger_init(sp_ledger_t *l, int64_t target, int64_t games_per_cycle);

@@ -17,10 +17,10 @@
 #include "selfplay/wire.h"
 #include "selfplay/worker.h"
 
-#define SEND_TIMEOUT_MS 60000   /* a net or an order waits this long for send slots */
+#define SEND_TIMEOUT_MS 60000    /* a net or an order waits this long for send slots */
 #define START_TIMEOUT_MS 3600000 /* a playing rank waits this long for its first net (rank 0's start-up) */
-#define STOP_WAIT_MS 60000      /* a rank that sent ERROR or BYE waits this long for STOP */
-#define FLUSH_MS 30000          /* the last sends get this long */
+#define STOP_WAIT_MS 60000       /* a rank that sent ERROR or BYE waits this long for STOP */
+#define FLUSH_MS 30000           /* the last sends get this long */
 #define GAMES_IN_FLIGHT 8
 #define INBOX 16
 
@@ -29,10 +29,10 @@
 typedef struct {
     bool hello, bye;
     sp_wire_hello_t h;
-    sp_wire_stats_t st;      /* the last stats */
-    int64_t prev_searches;   /* at the previous describe */
-    int64_t games;           /* game messages received */
-    int64_t gen_logged;      /* generation last logged */
+    sp_wire_stats_t st;    /* the last stats */
+    int64_t prev_searches; /* at the previous describe */
+    int64_t games;         /* game messages received */
+    int64_t gen_logged;    /* generation last logged */
 } peer_t;
 
 struct sp_ranks {
@@ -40,11 +40,11 @@ struct sp_ranks {
     dist_mail_t *mail;
     runlog_sink_t log;
     int32_t size;
-    int32_t fanout;          /* nets: the tree's fan-out (0: to every rank) */
-    peer_t *peers;           /* (size); [0] unused */
+    int32_t fanout; /* nets: the tree's fan-out (0: to every rank) */
+    peer_t *peers;  /* (size); [0] unused */
     bool paused;
     int64_t prev_ns;
-    int32_t train_ranks;     /* ranks 1..train_ranks-1 train with rank 0 and do not play */
+    int32_t train_ranks; /* ranks 1..train_ranks-1 train with rank 0 and do not play */
 };
 
 int32_t sp_ranks_children(int32_t rank, int32_t size, int32_t fanout, int32_t *out, int32_t max) {
@@ -141,7 +141,8 @@ int sp_ranks_send_net(sp_ranks_t *k, int64_t cycle, uint64_t seed, const char *p
     else
         runlog_printf(&k->log,
                       "ranks: model %" PRId64 " (%.2f MB, XXH3 %s) queued for %d rank(s), who pass it on (fan-out %d) "
-                      "to the other %d", cycle, (double)n / 1e6, xxh3_hex, sent, k->fanout, k->size - 1 - sent);
+                      "to the other %d",
+                      cycle, (double)n / 1e6, xxh3_hex, sent, k->fanout, k->size - 1 - sent);
     return 0;
 }
 
@@ -215,16 +216,13 @@ static int other_message(sp_ranks_t *k, const dist_msg_t *m, char *err, size_t e
         p->bye = true;
         set_err(err, errlen, "rank %d (%s) stopped (interrupted)", (int)m->src, p->h.host);
         return SP_RANKS_LEFT;
-    default:
-        snprintf(e, sizeof e, "unknown message tag %d (%lld bytes)", (int)m->tag, (long long)m->len);
-        break;
+    default: snprintf(e, sizeof e, "unknown message tag %d (%lld bytes)", (int)m->tag, (long long)m->len); break;
     }
     set_err(err, errlen, "rank %d (%s): %s", (int)m->src, p->h.host, e);
     return SP_RANKS_FAILED;
 }
 
-int32_t sp_ranks_take(sp_ranks_t *k, sp_ranks_game_t *out, int32_t max, int64_t timeout_ms, char *err,
-                      size_t errlen) {
+int32_t sp_ranks_take(sp_ranks_t *k, sp_ranks_game_t *out, int32_t max, int64_t timeout_ms, char *err, size_t errlen) {
     int32_t n = 0;
     if (k->size < 2) return 0;
     while (n < max) {
@@ -287,8 +285,8 @@ double sp_ranks_describe(sp_ranks_t *k, char *buf, size_t n) {
     return total;
 }
 
-int sp_ranks_finish(sp_ranks_t *k, int32_t code, int64_t timeout_ms,
-                    void (*on_game)(void *user, sp_ranks_game_t *g), void *user, char *err, size_t errlen) {
+int sp_ranks_finish(sp_ranks_t *k, int32_t code, int64_t timeout_ms, void (*on_game)(void *user, sp_ranks_game_t *g),
+                    void *user, char *err, size_t errlen) {
     if (k->size < 2) return 0;
     char e[1024];
     if (send_order(k, SP_TAG_STOP, code, err, errlen) != 0) return -1;
@@ -345,15 +343,15 @@ typedef struct {
     dist_mail_t *mail;
     int32_t rank, size, fanout;
     char host[128];
-    char dir[1024];          /* where received nets are written before loading */
+    char dir[1024]; /* where received nets are written before loading */
     nn_server_t *server;
     mcts_cache_t *cache;
     sp_pool_t *pool;
-    uint8_t *pending;        /* an encoded game waiting for a send slot */
+    uint8_t *pending; /* an encoded game waiting for a send slot */
     int64_t pending_len;
     int64_t games_sent;
     int64_t last_stats_ns;
-    runlog_sink_t log;       /* sp_rank_sink */
+    runlog_sink_t log; /* sp_rank_sink */
 } remote_t;
 
 runlog_sink_t sp_rank_sink(int32_t rank, const char *host, bool quiet) {
@@ -380,7 +378,8 @@ static int take_net(remote_t *x, const dist_msg_t *m, uint64_t *seed, char *err,
         return -1;
     }
     int32_t sent = 0; /* checked: down the tree before this rank loads it */
-    if (sp_ranks_tree_down(x->mail, x->rank, x->size, x->fanout, SP_TAG_NET, m->data, m->len, &sent, e, sizeof e) != 0) {
+    if (sp_ranks_tree_down(x->mail, x->rank, x->size, x->fanout, SP_TAG_NET, m->data, m->len, &sent, e, sizeof e) !=
+        0) {
         set_err(err, errlen, "model %" PRId64 " to the ranks below this one: %s", cycle, e);
         return -1;
     }
@@ -523,8 +522,8 @@ static int remote_loop(remote_t *x) {
                         "(--net-fanout must be the same on every rank)",
                         m->tag == SP_TAG_NET ? "net" : "pause", (int)m->src, (int)parent);
                 failed = true;
-            } else if (m->tag == SP_TAG_PAUSE &&
-                       sp_ranks_tree_down(x->mail, x->rank, x->size, x->fanout, m->tag, m->data, m->len, &sent, e, sizeof e) != 0) {
+            } else if (m->tag == SP_TAG_PAUSE && sp_ranks_tree_down(x->mail, x->rank, x->size, x->fanout, m->tag,
+                                                                    m->data, m->len, &sent, e, sizeof e) != 0) {
                 set_err(err, sizeof err, "pause to the ranks below this one: %s", e);
                 failed = true;
             } else if (m->tag == SP_TAG_NET) {
@@ -585,7 +584,8 @@ static int remote_loop(remote_t *x) {
 }
 
 int sp_remote_run(const sp_config_t *cfg, dist_t *dist) {
-    remote_t x = {.cfg = cfg, .dist = dist, .rank = dist_rank(dist), .size = dist_size(dist), .fanout = (int32_t)cfg->net_fanout};
+    remote_t x = {
+        .cfg = cfg, .dist = dist, .rank = dist_rank(dist), .size = dist_size(dist), .fanout = (int32_t)cfg->net_fanout};
     compat_hostname(x.host, sizeof x.host);
     x.log = sp_rank_sink(x.rank, x.host, cfg->quiet != 0);
     char err[1024];

@@ -75,9 +75,9 @@ int sp_ranks_pause(sp_ranks_t *k, bool paused, char *err, size_t errlen);
 
 /* A game from a playing rank. */
 typedef struct {
-    sp_record_t *rec;  /* the caller frees it */
+    sp_record_t *rec; /* the caller frees it */
     int32_t rank;
-    const char *host;  /* valid while k lives */
+    const char *host; /* valid while k lives */
 } sp_ranks_game_t;
 
 enum { SP_RANKS_OK = 0, SP_RANKS_FAILED = -1, SP_RANKS_LEFT = -2 };
@@ -86,8 +86,7 @@ enum { SP_RANKS_OK = 0, SP_RANKS_FAILED = -1, SP_RANKS_LEFT = -2 };
  * (a rank's error, a malformed message, an MPI failure), or SP_RANKS_LEFT
  * with err when a rank said BYE (it was interrupted: the job ends as
  * interrupted). timeout_ms: wait for the first message. */
-int32_t sp_ranks_take(sp_ranks_t *k, sp_ranks_game_t *out, int32_t max, int64_t timeout_ms, char *err,
-                      size_t errlen);
+int32_t sp_ranks_take(sp_ranks_t *k, sp_ranks_game_t *out, int32_t max, int64_t timeout_ms, char *err, size_t errlen);
 /* Moves searched by the other ranks, in all (their last stats). */
 int64_t sp_ranks_searches(const sp_ranks_t *k);
 /* Per-rank rates since the previous call, for the progress line:
@@ -99,8 +98,8 @@ double sp_ranks_describe(sp_ranks_t *k, char *buf, size_t n);
  * every rank said BYE or timeout_ms passed; games that still arrive go to
  * on_game (may be NULL: freed) when keep. 0, or -1 with err when some rank
  * did not answer in time (the caller then ends the job with dist_abort). */
-int sp_ranks_finish(sp_ranks_t *k, int32_t code, int64_t timeout_ms,
-                    void (*on_game)(void *user, sp_ranks_game_t *g), void *user, char *err, size_t errlen);
+int sp_ranks_finish(sp_ranks_t *k, int32_t code, int64_t timeout_ms, void (*on_game)(void *user, sp_ranks_game_t *g),
+                    void *user, char *err, size_t errlen);
 
 /* A playing rank (rank >= 1): runs until rank 0 says STOP. Returns the
  * process exit code (SP_EXIT_*). */

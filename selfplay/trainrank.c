@@ -24,10 +24,10 @@ typedef struct {
     const train_config_t *tcfg;
     dist_t *dist, *group;
     dist_mail_t *mail;
-    train_follower_t *f;     /* NULL: it could not be made (ERROR sent); plans are answered not ready */
+    train_follower_t *f; /* NULL: it could not be made (ERROR sent); plans are answered not ready */
     int32_t rank, size, fanout;
     char host[128];
-    runlog_sink_t log;       /* sp_rank_sink */
+    runlog_sink_t log; /* sp_rank_sink */
 } trank_t;
 
 /* The follower's lines (train_config_t.log). */
@@ -78,8 +78,7 @@ static int take_plan(trank_t *x, const dist_msg_t *m, char *err, size_t errlen) 
                       " positions%s), weights %016" PRIx64 " the same on the %d training ranks",
                       t.cycle, t.steps, t.positions, t.loaded ? ", model loaded" : "", t.weights,
                       (int)dist_size(x->group));
-    else
-        runlog_printf(&x->log, "cycle %" PRId64 " %s: %s", t.cycle, rc == TRAIN_STOPPED ? "stopped" : "failed", e);
+    else runlog_printf(&x->log, "cycle %" PRId64 " %s: %s", t.cycle, rc == TRAIN_STOPPED ? "stopped" : "failed", e);
     sp_wire_plan_free(&wp);
     uint8_t buf[SP_WIRE_TRAINED_MAX];
     int64_t len = sp_wire_trained_encode(&t, buf);
@@ -115,12 +114,13 @@ static int trank_loop(trank_t *x) {
         int32_t parent = x->fanout > 0 ? (x->rank - 1) / x->fanout : 0, sent = 0, v = 0;
         char fail_now[1200] = "";
         if ((m->tag == SP_TAG_NET || m->tag == SP_TAG_PAUSE) && m->src != parent) {
-            snprintf(fail_now, sizeof fail_now, "a %s from rank %d, not from rank %d above this one in the tree "
-                     "(--net-fanout must be the same on every rank)", m->tag == SP_TAG_NET ? "net" : "pause",
-                     (int)m->src, (int)parent);
+            snprintf(fail_now, sizeof fail_now,
+                     "a %s from rank %d, not from rank %d above this one in the tree "
+                     "(--net-fanout must be the same on every rank)",
+                     m->tag == SP_TAG_NET ? "net" : "pause", (int)m->src, (int)parent);
         } else if (m->tag == SP_TAG_NET || m->tag == SP_TAG_PAUSE) { /* passed on; this rank does not play */
-            if (sp_ranks_tree_down(x->mail, x->rank, x->size, x->fanout, m->tag, m->data, m->len, &sent, e,
-                                   sizeof e) != 0)
+            if (sp_ranks_tree_down(x->mail, x->rank, x->size, x->fanout, m->tag, m->data, m->len, &sent, e, sizeof e) !=
+                0)
                 snprintf(fail_now, sizeof fail_now, "passing a %s on: %s", m->tag == SP_TAG_NET ? "net" : "pause", e);
         } else if (m->tag == SP_TAG_PLAN && m->src == 0) {
             if (take_plan(x, m, e, sizeof e) != 0) snprintf(fail_now, sizeof fail_now, "%s", e);
@@ -149,7 +149,11 @@ static int trank_loop(trank_t *x) {
 }
 
 int sp_train_rank_run(const sp_config_t *cfg, const train_config_t *tcfg_in, dist_t *dist, dist_t *group) {
-    trank_t x = {.cfg = cfg, .dist = dist, .group = group, .rank = dist_rank(dist), .size = dist_size(dist),
+    trank_t x = {.cfg = cfg,
+                 .dist = dist,
+                 .group = group,
+                 .rank = dist_rank(dist),
+                 .size = dist_size(dist),
                  .fanout = (int32_t)cfg->net_fanout};
     compat_hostname(x.host, sizeof x.host);
     x.log = sp_rank_sink(x.rank, x.host, cfg->quiet != 0);

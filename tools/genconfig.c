@@ -63,17 +63,16 @@
 #include "tools/strbuf.h"
 #include "train/trainer.h"
 
-#define GC_MARGIN 1.03        /* a new value must play 3% more positions/s than the best so far */
-#define GC_GPU_NET "10x128"   /* the net measured on a GPU unless --net is given (configs/gpu.ini's) */
-#define GC_GPU_WARMUP 3.0     /* least warm-up on a GPU: each setting's new server chooses its cuDNN algorithms */
+#define GC_MARGIN 1.03      /* a new value must play 3% more positions/s than the best so far */
+#define GC_GPU_NET "10x128" /* the net measured on a GPU unless --net is given (configs/gpu.ini's) */
+#define GC_GPU_WARMUP 3.0   /* least warm-up on a GPU: each setting's new server chooses its cuDNN algorithms */
 #define GC_FIRST_LINE "; written by genconfig" /* an --out file that does not start so is never replaced */
 enum { GC_ROWS_MAX = 64, GC_NOPTS = SP_CONFIG_NFLAGS + TRAIN_CONFIG_NFLAGS + 3 };
 
 /* The flags tried, resolved (threads 0 is two per CPU, streams 0 and
  * gather-us -1 the backend's own: a row shows what ran). */
 typedef enum { GC_THREADS, GC_GAMES, GC_STREAMS, GC_MAX_BATCH, GC_GATHER, GC_NFLAGS } gc_flag_t;
-static const char *const gc_flag_name[GC_NFLAGS] = {"threads", "games-per-thread", "streams", "max-batch",
-                                                    "gather-us"};
+static const char *const gc_flag_name[GC_NFLAGS] = {"threads", "games-per-thread", "streams", "max-batch", "gather-us"};
 
 typedef struct {
     int64_t v[GC_NFLAGS];
@@ -81,20 +80,20 @@ typedef struct {
 
 typedef struct {
     gc_setting_t s;
-    int changed;          /* the flag this row tries (gc_flag_t), -1 for row 1 */
+    int changed; /* the flag this row tries (gc_flag_t), -1 for row 1 */
     int ok;
     char error[256];
     double pos_s, evals_s, batch, busy, cpu_cores;
 } gc_row_t;
 
 typedef struct {
-    const sp_config_t *base; /* the flags as given (defaults otherwise) */
-    gc_setting_t start;      /* row 1 resolved */
+    const sp_config_t *base;          /* the flags as given (defaults otherwise) */
+    gc_setting_t start;               /* row 1 resolved */
     int raw_streams0, raw_gather_neg; /* base has streams 0 / gather-us -1 (the backend's default) */
-    int64_t cycle_cap;       /* games-per-cycle given (flag or --config key): kept, and no games-per-thread
-                              * above it is tried; else 0 */
-    int64_t cycle_start;     /* games-per-cycle as given or by default, before gc_apply raised it */
-    nn_net_t *net;           /* random weights, on a CPU backend; the server copies it */
+    int64_t cycle_cap;                /* games-per-cycle given (flag or --config key): kept, and no games-per-thread
+                                       * above it is tried; else 0 */
+    int64_t cycle_start;              /* games-per-cycle as given or by default, before gc_apply raised it */
+    nn_net_t *net;                    /* random weights, on a CPU backend; the server copies it */
     double seconds, warmup;
     gc_row_t rows[GC_ROWS_MAX];
     int nrows;
@@ -107,10 +106,8 @@ static void gc_machine(sb_t *b, int32_t device_used) {
     char host[128];
     compat_hostname(host, sizeof host);
     sb_printf(b, "%s: %d CPUs, ", host, compat_cpu_count());
-    if (mem > 0)
-        sb_printf(b, "%.1f GiB memory", (double)mem / (1 << 30));
-    else
-        sb_printf(b, "memory unknown");
+    if (mem > 0) sb_printf(b, "%.1f GiB memory", (double)mem / (1 << 30));
+    else sb_printf(b, "memory unknown");
     int ndev = nn_cuda_device_count();
     if (ndev == 0) sb_printf(b, ", no CUDA device");
     for (int d = 0; d < ndev; d++) {
@@ -215,17 +212,14 @@ static void gc_print_header(void) {
 static void gc_print_row(const gc_t *g, int i, int chosen) {
     const gc_row_t *r = &g->rows[i];
     char tries[64];
-    if (r->changed < 0)
-        snprintf(tries, sizeof tries, "start");
-    else
-        snprintf(tries, sizeof tries, "%s %lld", gc_flag_name[r->changed], (long long)r->s.v[r->changed]);
+    if (r->changed < 0) snprintf(tries, sizeof tries, "start");
+    else snprintf(tries, sizeof tries, "%s %lld", gc_flag_name[r->changed], (long long)r->s.v[r->changed]);
     printf("%c %3d  %-22s %7lld %9lld %7lld %9lld %9lld | ", chosen ? '*' : ' ', i + 1, tries,
            (long long)r->s.v[GC_THREADS], (long long)r->s.v[GC_GAMES], (long long)r->s.v[GC_STREAMS],
            (long long)r->s.v[GC_MAX_BATCH], (long long)r->s.v[GC_GATHER]);
     if (r->ok)
         printf("%11.1f %9.0f %9.1f %4.0f%% %6.2f\n", r->pos_s, r->evals_s, r->batch, 100 * r->busy, r->cpu_cores);
-    else
-        printf("failed: %s\n", r->error);
+    else printf("failed: %s\n", r->error);
     fflush(stdout);
 }
 
@@ -317,8 +311,8 @@ static void gc_ini(sb_t *b, const gc_t *g, int best, const cfg_opt_t *opts, cons
         } else if (f >= 0 && !held[f] && rb->s.v[f] == r0->s.v[f]) {
             sb_printf(b, "   ; given to genconfig, and no value tried beat it\n");
         } else if (f >= 0 && !held[f]) {
-            sb_printf(b, "   ; row %d: %.1f positions/s (%s %lld, row 1: %.1f)\n", best + 1, rb->pos_s,
-                      gc_flag_name[f], (long long)r0->s.v[f], r0->pos_s);
+            sb_printf(b, "   ; row %d: %.1f positions/s (%s %lld, row 1: %.1f)\n", best + 1, rb->pos_s, gc_flag_name[f],
+                      (long long)r0->s.v[f], r0->pos_s);
         } else if (given[i]) {
             sb_printf(b, "   ; given to genconfig%s\n", f >= 0 ? " (held fixed while measuring)" : "");
         } else {
@@ -362,13 +356,13 @@ static int gc_write(const char *path, const sb_t *b, char *err, size_t errlen) {
 /* ---- main ---------------------------------------------------------------------- */
 
 /* after "usage: NAME " */
-#define USAGE_ARGS                                                                                               \
-    "[--seconds 5] [--warmup S] [--out genconfig.ini] [--backend auto|cpu|cuda] [--net BxC] [--config FILE] "   \
-    "[any selfplay flag, held fixed]\n"                                                                          \
-    "Plays self-play for --seconds under each of a series of settings (threads, games per thread; on a GPU\n"  \
-    "also streams, max batch, gather wait), prints a row of figures for each, and writes the best as an INI\n" \
-    "for `selfplay --config`. --backend defaults to auto here (the GPU when there is one); --net to 4x32 on\n"  \
-    "the CPU and " GC_GPU_NET " on a GPU. Flags given on the command line are held fixed; the keys of a\n"      \
+#define USAGE_ARGS                                                                                                     \
+    "[--seconds 5] [--warmup S] [--out genconfig.ini] [--backend auto|cpu|cuda] [--net BxC] [--config FILE] "          \
+    "[any selfplay flag, held fixed]\n"                                                                                \
+    "Plays self-play for --seconds under each of a series of settings (threads, games per thread; on a GPU\n"          \
+    "also streams, max batch, gather wait), prints a row of figures for each, and writes the best as an INI\n"         \
+    "for `selfplay --config`. --backend defaults to auto here (the GPU when there is one); --net to 4x32 on\n"         \
+    "the CPU and " GC_GPU_NET " on a GPU. Flags given on the command line are held fixed; the keys of a\n"             \
     "--config file are the starting point. Both are written to the INI too."
 
 /* The flags tried (gc_flag_name) that the command line holds fixed: --config keys are tried. */
@@ -390,7 +384,7 @@ static int gc_stages(gc_t *g, nn_backend_kind_t kind, const int held[GC_NFLAGS])
     int64_t cpu_threads[] = {C, 2 * C, 4 * C}, cpu_games[] = {4, 8, 16};
     int64_t gpu_games[] = {64, 128, 256, 512}, gpu_threads[] = {C / 2, C, 2 * C}, gpu_streams[] = {1, 2, 3, 4};
     int64_t gpu_batch[] = {256, 512, 1024}, gpu_gather[] = {0, 250, 500, 1000, 2000};
-#define GC_STAGE(flag, values)                                                                                 \
+#define GC_STAGE(flag, values)                                                                                         \
     if (!held[flag]) best = gc_stage(g, best, flag, values, (int)(sizeof values / sizeof values[0]));
     if (kind == NN_BACKEND_KIND_CPU) {
         GC_STAGE(GC_THREADS, cpu_threads);
@@ -421,7 +415,8 @@ static int gc_finish(const char *prog, gc_t *g, int best, sp_config_t *cfg, cons
         fprintf(stderr, "%s: the start setting failed (%s): %s not written\n", prog, r0->error, out);
         status = 1;
     } else {
-        printf("%s: %d settings tried; chosen: row %d (%.1f positions/s", prog, g->nrows, best + 1, g->rows[best].pos_s);
+        printf("%s: %d settings tried; chosen: row %d (%.1f positions/s", prog, g->nrows, best + 1,
+               g->rows[best].pos_s);
         if (best != 0) printf(", %+.0f%% over row 1", 100 * (g->rows[best].pos_s / r0->pos_s - 1));
         printf(")\n");
         gc_print_header();
@@ -469,12 +464,19 @@ int main(int argc, char **argv) {
     for (int i = 0; i < n; i++) opts[i].given = &given[i];
     int nall = n;
     opts[nall++] = (cfg_opt_t){"seconds", CFG_TYPE_DOUBLE, &seconds, 0.2, 3600, "measured seconds per setting"};
-    opts[nall++] = (cfg_opt_t){"warmup", CFG_TYPE_DOUBLE, &warmup, -1, 3600,
+    opts[nall++] = (cfg_opt_t){"warmup",
+                               CFG_TYPE_DOUBLE,
+                               &warmup,
+                               -1,
+                               3600,
                                "seconds played before measuring each setting (-1 = half of --seconds, at least 3 "
                                "on a GPU)"};
-    opts[nall++] = (cfg_opt_t){"out", CFG_TYPE_PATH, out, 1, 0,
-                               "the INI written (never a non-regular file, nor a file genconfig did not write)",
-                               NULL, NULL, sizeof out};
+    opts[nall++] =
+        (cfg_opt_t){"out",     CFG_TYPE_PATH,
+                    out,       1,
+                    0,         "the INI written (never a non-regular file, nor a file genconfig did not write)",
+                    NULL,      NULL,
+                    sizeof out};
     char err[1024];
     char usage[1024];
     snprintf(usage, sizeof usage, "usage: %s " USAGE_ARGS, prog);

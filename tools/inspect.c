@@ -74,22 +74,22 @@ static void print_summary(db_t *db, const char *path, const db_summary_t *s) {
     printf("\n");
 
     int64_t decided = s->black_wins + s->white_wins + s->draws;
-    printf("  games        %lld: black wins %lld (%.1f%%), white wins %lld (%.1f%%), draws %lld (%.1f%%)", (long long)s->games,
-           (long long)s->black_wins, pct(s->black_wins, decided), (long long)s->white_wins, pct(s->white_wins, decided),
-           (long long)s->draws, pct(s->draws, decided));
+    printf("  games        %lld: black wins %lld (%.1f%%), white wins %lld (%.1f%%), draws %lld (%.1f%%)",
+           (long long)s->games, (long long)s->black_wins, pct(s->black_wins, decided), (long long)s->white_wins,
+           pct(s->white_wins, decided), (long long)s->draws, pct(s->draws, decided));
     if (!isnan(s->avg_plies)) printf(", %.1f plies on average", s->avg_plies);
     printf("\n  ended by    ");
     int any = 0;
     for (int r = 0; r < DB_REASON_NB; r++)
-        if (s->reasons[r]) printf("%s %s %lld (%.1f%%)", any++ ? "," : "", db_reason_name((db_reason_t)r),
-                                 (long long)s->reasons[r], pct(s->reasons[r], s->games));
+        if (s->reasons[r])
+            printf("%s %s %lld (%.1f%%)", any++ ? "," : "", db_reason_name((db_reason_t)r), (long long)s->reasons[r],
+                   pct(s->reasons[r], s->games));
     printf("%s\n", any ? "" : " -");
     printf("  positions    %lld in %lld shards (%.1f MiB)\n", (long long)s->positions, (long long)s->shards,
            (double)s->shard_bytes / (1024.0 * 1024.0));
     if (s->pending)
         printf("  pending      %lld shard files written but not registered (the next start moves them aside)\n",
                (long long)s->pending);
-
 }
 
 /* Where the self-play games were played (mpirun -np N selfplay: one row per rank). */
@@ -128,9 +128,8 @@ static void print_cycles(db_t *db, const db_summary_t *s) {
     if (max_cycle >= 0) {
         /* false-res: false resignations / would-be resignations in the cycle's
          * no-resign games, and their rate; "-" where not recorded (before v3) */
-        printf("  cycles\n    %5s %8s %10s %6s %6s %6s %7s %9s %8s %8s %10s %11s %6s\n", "cycle", "games",
-               "positions", "black", "white", "draws", "plies", "pos/s", "batch", "elo", "no-resign", "false-res",
-               "rate");
+        printf("  cycles\n    %5s %8s %10s %6s %6s %6s %7s %9s %8s %8s %10s %11s %6s\n", "cycle", "games", "positions",
+               "black", "white", "draws", "plies", "pos/s", "batch", "elo", "no-resign", "false-res", "rate");
         int32_t from = max_cycle - 19 > 0 ? max_cycle - 19 : 0;
         if (from > 0) printf("    (%d earlier cycles not shown)\n", from);
         double thr_lo = INFINITY, thr_hi = -INFINITY;
@@ -179,7 +178,6 @@ static void print_cycles(db_t *db, const db_summary_t *s) {
                    (long long)sh[i].rows, (long long)sh[i].games, (long long)sh[i].bytes, sh[i].created);
     }
     free(sh);
-
 }
 
 /* The last training steps logged. */
@@ -188,7 +186,8 @@ static void print_training(db_t *db, const db_summary_t *s) {
         db_train_step_t ts[8];
         int32_t n = 0;
         int64_t from = s->last_step - 7 > 0 ? s->last_step - 7 : 0;
-        printf("  training     %lld steps logged, last step %lld\n", (long long)s->train_steps, (long long)s->last_step);
+        printf("  training     %lld steps logged, last step %lld\n", (long long)s->train_steps,
+               (long long)s->last_step);
         if (db_train_steps_get(db, from, s->last_step + 1, ts, 8, &n) == DB_OK) {
             for (int32_t i = 0; i < n; i++) {
                 printf("    step %8lld  cycle %3d  lr %.5f ", (long long)ts[i].step, ts[i].cycle, ts[i].lr);
@@ -217,19 +216,17 @@ static int print_matches(db_t *db) {
             if (m->cycle >= 0) snprintf(cyc, sizeof cyc, "%d", m->cycle);
             /* a net by its cycle, as selfplay's log numbers models ("model 3 vs 2") */
             db_model_t ma, mb;
-            if (m->model_a && db_model_get(db, m->model_a, &ma) == DB_OK)
-                snprintf(a, sizeof a, "model %d", ma.cycle);
+            if (m->model_a && db_model_get(db, m->model_a, &ma) == DB_OK) snprintf(a, sizeof a, "model %d", ma.cycle);
             else if (m->model_a) snprintf(a, sizeof a, "model id %lld", (long long)m->model_a);
             else snprintf(a, sizeof a, "%s", m->engine_a[0] ? m->engine_a : "?");
-            if (m->model_b && db_model_get(db, m->model_b, &mb) == DB_OK)
-                snprintf(b, sizeof b, "model %d", mb.cycle);
+            if (m->model_b && db_model_get(db, m->model_b, &mb) == DB_OK) snprintf(b, sizeof b, "model %d", mb.cycle);
             else if (m->model_b) snprintf(b, sizeof b, "model id %lld", (long long)m->model_b);
             else snprintf(b, sizeof b, "%s", m->opponent[0] ? m->opponent : m->engine_b[0] ? m->engine_b : "?");
             /* no Elo: the match never finished (killed or stopped; data/db.h) */
             if (isnan(m->elo)) snprintf(elo, sizeof elo, "unfinished, no Elo");
             else snprintf(elo, sizeof elo, "elo %+.0f [%+.0f, %+.0f]", m->elo, m->elo_lo, m->elo_hi);
-            printf("    match %lld  cycle %3s  %s vs %s: %lld games +%d =%d -%d  %s  %s\n", (long long)m->id, cyc, a,
-                   b, (long long)m->games, m->wins, m->draws, m->losses, elo, m->settings);
+            printf("    match %lld  cycle %3s  %s vs %s: %lld games +%d =%d -%d  %s  %s\n", (long long)m->id, cyc, a, b,
+                   (long long)m->games, m->wins, m->draws, m->losses, elo, m->settings);
         }
     }
     free(mt);
@@ -247,7 +244,9 @@ static int print_matches(db_t *db) {
         if (nets > 12) from = nets - 12, printf("    (%d earlier nets not shown)\n", from);
         for (int32_t i = from; i < n; i++) {
             const rating_player_t *q = &list[i];
-            if (isnan(q->elo)) printf("    %-40.40s %8s %17s %6d games (no games linking it to cycle 0)\n", q->name, "-", "", q->games);
+            if (isnan(q->elo))
+                printf("    %-40.40s %8s %17s %6d games (no games linking it to cycle 0)\n", q->name, "-", "",
+                       q->games);
             else printf("    %-40.40s %+8.0f [%+6.0f, %+6.0f] %6d games\n", q->name, q->elo, q->lo, q->hi, q->games);
         }
     }
@@ -340,7 +339,10 @@ static void print_rows(const shard_t *s, int64_t nrows) {
         move_text(&pos, why == NULL, c->move[r], mv);
         printf("  row %lld: game %lld, ply %u, %s to move, %s, root_q %+.4f, move %s\n", (long long)r,
                (long long)c->game_id[r], c->ply[r], pb[SHARD_POS_SIDE] ? "white" : "black",
-               c->result[r] > 0 ? "won" : c->result[r] < 0 ? "lost" : "drawn", (double)c->root_q[r], mv);
+               c->result[r] > 0   ? "won"
+               : c->result[r] < 0 ? "lost"
+                                  : "drawn",
+               (double)c->root_q[r], mv);
         printf("    sfen %s%s%s\n", sfen, why ? "  (not a legal position: " : "", why ? why : "");
         if (why) printf("    )\n");
         int64_t b, e;
@@ -378,8 +380,8 @@ static void print_rows(const shard_t *s, int64_t nrows) {
         if (!why && f->features_version == ENC_FEATURES_VERSION && f->legal_bytes == ENC_LEGAL_BYTES) {
             uint8_t mask[ENC_LEGAL_BYTES];
             encode_legal_mask(&pos, mask);
-            printf(" (%s the position's)", memcmp(mask, c->legal + r * f->legal_bytes, ENC_LEGAL_BYTES) ? "DIFFERS from"
-                                                                                                         : "matches");
+            printf(" (%s the position's)",
+                   memcmp(mask, c->legal + r * f->legal_bytes, ENC_LEGAL_BYTES) ? "DIFFERS from" : "matches");
         }
         printf("; hand:");
         for (int32_t i = 0; i < f->hand_n && i < 16; i++) printf(" %.3g", (double)c->hand[r * f->hand_n + i]);
@@ -397,9 +399,9 @@ static int inspect_shard(const char *path, int64_t nrows) {
     }
     int rc = 0;
     printf("shard %s (%lld bytes)\n", path, (long long)size);
-    static const char *keys[] = {"koma.kind",     "koma.version",          "koma.rows",
-                                 "koma.games",    "koma.nnz",              "koma.features_version",
-                                 "koma.planes_bytes", "koma.hand_n",       "koma.legal_bytes"};
+    static const char *keys[] = {"koma.kind",         "koma.version", "koma.rows",
+                                 "koma.games",        "koma.nnz",     "koma.features_version",
+                                 "koma.planes_bytes", "koma.hand_n",  "koma.legal_bytes"};
     printf("  metadata:");
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         const char *v = st_meta(f, keys[i]);
@@ -410,7 +412,8 @@ static int inspect_shard(const char *path, int64_t nrows) {
         const st_tensor_t *t = st_at(f, i);
         char shape[64] = "[", key[ST_MAX_NAME + 16], hex[17];
         for (int32_t d = 0; d < t->ndim; d++)
-            snprintf(shape + strlen(shape), sizeof shape - strlen(shape), d ? ", %lld" : "%lld", (long long)t->shape[d]);
+            snprintf(shape + strlen(shape), sizeof shape - strlen(shape), d ? ", %lld" : "%lld",
+                     (long long)t->shape[d]);
         strcat(shape, "]");
         snprintf(key, sizeof key, "koma.xxh3.%s", t->name);
         const char *want = st_meta(f, key);

@@ -116,7 +116,8 @@ static void read_log(const char *path, cyc_t *cy, int32_t ncy, log_facts_t *lf) 
             lf->last_t = t;
         }
         const char *p;
-        if ((p = strstr(line, " device worker(s)"))) { /* "net: ... = 4x32, generation 1, cpu backend, 2 device worker(s)" */
+        /* "net: ... = 4x32, generation 1, cpu backend, 2 device worker(s)" */
+        if ((p = strstr(line, " device worker(s)"))) {
             const char *q = p;
             while (q > line && q[-1] >= '0' && q[-1] <= '9') q--;
             lf->workers = atoi(q);
@@ -263,13 +264,16 @@ static void add_up(loop_t *L, const cyc_t *cy, int32_t ncy) {
 static void print_figures(const loop_t *L) {
     int32_t published = L->sum.latest_cycle > 0 ? L->sum.latest_cycle : 0;
 
-    const char *how = L->exit_code == 0 ? "done or its budget used" : L->exit_code == 130 ? "stopped as asked (SIGINT)"
-                      : L->exit_code < 0 ? "exit status not given" : "FAILED";
+    const char *how = L->exit_code == 0     ? "done or its budget used"
+                      : L->exit_code == 130 ? "stopped as asked (SIGINT)"
+                      : L->exit_code < 0    ? "exit status not given"
+                                            : "FAILED";
     printf("loop summary: %s (selfplay exit %d: %s; run committed: %s%s%s)\n", L->run, L->exit_code, how,
            L->committed ? "yes" : "no", L->committed ? "" : ": ", L->why);
     char note[256];
     fig("wall_s", L->wall, 1, "the selfplay invocation, start to exit");
-    snprintf(note, sizeof note, "%s backend, %d inference worker(s)", L->lf.backend[0] ? L->lf.backend : "?", L->lf.workers);
+    snprintf(note, sizeof note, "%s backend, %d inference worker(s)", L->lf.backend[0] ? L->lf.backend : "?",
+             L->lf.workers);
     printf("%-32s %-10s  %s\n", "backend", L->lf.backend[0] ? L->lf.backend : "?", note);
     snprintf(note, sizeof note, "models 1..%d after the random first net", (int)published);
     fig("cycles_published", published, 0, note);
@@ -277,7 +281,8 @@ static void print_figures(const loop_t *L) {
         "from the random net (the run's start) to model 1");
     snprintf(note, sizeof note, "self-play games committed, %lld positions", (long long)L->sum.positions);
     fig("games", (double)L->sum.games, 0, note);
-    snprintf(note, sizeof note, "searched; cycle_metrics of %d cycle(s) whose self-play finished, %.1f s", (int)L->n_sp, L->sp_s);
+    snprintf(note, sizeof note, "searched; cycle_metrics of %d cycle(s) whose self-play finished, %.1f s", (int)L->n_sp,
+             L->sp_s);
     fig("positions_per_s", L->sp_s > 0 ? L->pos_w / L->sp_s : NAN, 1, note);
     fig("committed_positions_per_s", L->wall > 0 ? (double)L->sum.positions / L->wall : NAN, 1,
         "positions of committed games / wall_s");
@@ -285,15 +290,18 @@ static void print_figures(const loop_t *L) {
     fig("avg_batch", L->batches > 0 ? L->evaluated / L->batches : NAN, 1, "positions per inference batch, same cycles");
     fig("inference_busy_pct", L->sp_s > 0 ? L->busy_w / L->sp_s : NAN, 1,
         "device busy per inference worker (CUDA events over its forwards; CPU: their wall time)");
-    snprintf(note, sizeof note, "samples / seconds of the steps of %d trained cycle(s) (%.1f s)", (int)L->n_dev, L->tr_step_s);
+    snprintf(note, sizeof note, "samples / seconds of the steps of %d trained cycle(s) (%.1f s)", (int)L->n_dev,
+             L->tr_step_s);
     fig("trainer_samples_per_s", L->tr_step_s > 0 ? L->tr_samples / L->tr_step_s : NAN, 0, note);
-    snprintf(note, sizeof note, "trained samples %.0f / new positions %.0f of %d trained cycle(s); batch %.0f", L->tr_samples,
-             L->tr_pos, (int)L->n_tr, L->batch_cfg);
+    snprintf(note, sizeof note, "trained samples %.0f / new positions %.0f of %d trained cycle(s); batch %.0f",
+             L->tr_samples, L->tr_pos, (int)L->n_tr, L->batch_cfg);
     fig("samples_per_position", L->tr_pos > 0 ? L->tr_samples / L->tr_pos : NAN, 2, note);
-    fig("samples_per_position_configured", L->spp_cfg, 2, "--samples-per-position of the run (min/max-steps-per-cycle clamp it)");
+    fig("samples_per_position_configured", L->spp_cfg, 2,
+        "--samples-per-position of the run (min/max-steps-per-cycle clamp it)");
     fig("device_s_inference", L->sp_s > 0 ? L->inf_dev : NAN, 1, "busy x self-play seconds x workers, same cycles");
     fig("device_s_training", L->n_dev > 0 ? L->tr_dev : NAN, 1, "the trainer's stream over the trained cycles' steps");
-    double inf_rate = L->sp_s > 0 ? L->inf_dev / L->sp_s : NAN, tr_rate = L->n_dev > 0 && L->wall > 0 ? L->tr_dev / L->wall : NAN;
+    double inf_rate = L->sp_s > 0 ? L->inf_dev / L->sp_s : NAN,
+           tr_rate = L->n_dev > 0 && L->wall > 0 ? L->tr_dev / L->wall : NAN;
     fig("inference_device_per_wall_s", inf_rate, 3, "device seconds per second of self-play (workers add up)");
     fig("training_device_per_wall_s", tr_rate, 3, "device seconds per second of wall_s");
     double tot = (isnan(inf_rate) ? 0 : inf_rate) + (isnan(tr_rate) ? 0 : tr_rate);
@@ -301,7 +309,8 @@ static void print_figures(const loop_t *L) {
         "share of the two rates above");
     fig("device_split_training_pct", tot > 0 && !isnan(tr_rate) ? 100 * tr_rate / tot : NAN, 1,
         "share of the two rates above");
-    printf("%-32s %-10s  %s\n", "run_committed", L->committed ? "yes" : "no", L->committed ? "no shard write pending; every registered file there" : L->why);
+    printf("%-32s %-10s  %s\n", "run_committed", L->committed ? "yes" : "no",
+           L->committed ? "no shard write pending; every registered file there" : L->why);
 }
 
 /* The table by cycle: self-play's figures and the trainer's. */
@@ -315,14 +324,12 @@ static void print_table(const cyc_t *cy, int32_t ncy) {
             printf("%5d %6lld %9lld %8.1f %9.1f %9.0f %7.1f %6.1f", (int)c, (long long)y->m.games,
                    (long long)y->m.positions, y->m.selfplay_s, y->m.positions_per_s, y->m.evals_per_s, y->m.avg_batch,
                    y->m.busy_pct);
-        else
-            printf("%5d %6s %9s %8s %9s %9s %7s %6s", (int)c, "-", "-", "-", "-", "-", "-", "-");
+        else printf("%5d %6s %9s %8s %9s %9s %7s %6s", (int)c, "-", "-", "-", "-", "-", "-", "-");
         if (y->have_model)
             printf(" | %6lld %9lld %8.2f %10.0f %8.2f %6.2f\n", (long long)y->steps, (long long)y->samples,
                    y->have_device ? y->step_s : NAN, y->log_samples_per_s, y->have_device ? y->device_s : NAN,
                    y->new_positions > 0 ? (double)y->samples / (double)y->new_positions : NAN);
-        else
-            printf(" | %6s\n", "(not trained)");
+        else printf(" | %6s\n", "(not trained)");
     }
 }
 

@@ -106,7 +106,6 @@ static const char *elo_text(double e, int decimals, char *buf, size_t n) {
     return buf;
 }
 
-
 enum { MAX_OPTIONS = MATCH_ENGINE_OPTIONS_MAX, NAME_MAX_ = MATCH_ENGINE_NAME_MAX };
 
 /* ---- settings ------------------------------------------------------------------ */
@@ -155,9 +154,9 @@ static int engine_open(match_engine_t *e, const engine_spec_t *spec, const match
 /* ---- the schedule and the results -------------------------------------------------- */
 typedef struct {
     int done;
-    int e1_black;   /* engine1 played Black */
-    int score2;     /* engine1's half points: 2 win, 1 draw, 0 loss */
-    int opening;    /* index into the openings, -1 = startpos */
+    int e1_black; /* engine1 played Black */
+    int score2;   /* engine1's half points: 2 win, 1 draw, 0 loss */
+    int opening;  /* index into the openings, -1 = startpos */
     rules_end_t end;
     int32_t plies;
     char detail[REF_DETAIL_MAX];
@@ -196,11 +195,11 @@ typedef struct {
     int fatal;
     char fatal_msg[600];
     db_t *db;
-    db_match_t row;    /* the matches row (row.id 0 until the first game is stored) */
-    int32_t stored;    /* games stored under it */
-    int side;          /* player A of the row: 0 engine1, 1 engine2 */
+    db_match_t row;           /* the matches row (row.id 0 until the first game is stored) */
+    int32_t stored;           /* games stored under it */
+    int side;                 /* player A of the row: 0 engine1, 1 engine2 */
     char names[2][NAME_MAX_]; /* engine names, from the first slot that started them */
-    status_t *st;      /* stdout: a line per game, and the score so far (in place on a terminal) */
+    status_t *st;             /* stdout: a line per game, and the score so far (in place on a terminal) */
 } match_t;
 
 static void set_fatal(match_t *m, const char *msg) {
@@ -229,7 +228,7 @@ static void fmt_time(char *buf, size_t len, time_t t) {
 }
 
 /* ---- CSA records --------------------------------------------------------------------- */
-static const char *const csa_piece[PT_NB] = {"", "FU", "KY", "KE", "GI", "KA", "HI", "KI",
+static const char *const csa_piece[PT_NB] = {"",   "FU", "KY", "KE", "GI", "KA", "HI", "KI",
                                              "OU", "TO", "NY", "NK", "NG", "UM", "RY"};
 
 /* The position pos as CSA P1..P9, hands and side lines. */
@@ -341,8 +340,7 @@ static void store_game(match_t *m, int32_t gi, const ref_game_t *g, int e1_black
     }
     if (ref_store_match_game(m->db, m->row.id, g, names[e1_black ? 0 : 1], names[e1_black ? 1 : 0]) != DB_OK)
         fprintf(stderr, "%s: game %d not stored: %s\n", g_prog, gi + 1, db_errmsg(m->db));
-    else
-        m->stored++;
+    else m->stored++;
 }
 
 /* Adds cfg->random_plies random legal non-capturing moves to the started game g, from the
@@ -366,8 +364,7 @@ static int random_moves(ref_game_t *g, const match_cfg_t *cfg, int32_t pair, cha
             int32_t n = movegen_legal(&g->pos, &list), quiet = 0;
             for (int32_t j = 0; j < n; j++) /* captures left out: the pair should not start a piece down */
                 if (!pos_is_capture(&g->pos, list.moves[j])) list.moves[quiet++] = list.moves[j];
-            ok = quiet > 0 &&
-                 ref_game_play(g, list.moves[compat_splitmix64(&st) % (uint64_t)quiet]) == RULES_END_NONE;
+            ok = quiet > 0 && ref_game_play(g, list.moves[compat_splitmix64(&st) % (uint64_t)quiet]) == RULES_END_NONE;
         }
         if (ok && !pos_in_check(&g->pos)) rc = 0;
     }
@@ -463,7 +460,8 @@ static int play_game(match_t *m, match_engine_t eng[2], int32_t gi, ref_game_t *
             ref_game_forfeit(g, side, RULES_END_TIME, false, detail);
             if (rc == COMPAT_PROC_TIMEOUT) { /* make it stop, or replace it */
                 char tmp[64];
-                if (compat_proc_write_line(e->proc, "stop") != 0 || match_engine_bestmove(e, 1000, tmp, sizeof tmp) != 0)
+                if (compat_proc_write_line(e->proc, "stop") != 0 ||
+                    match_engine_bestmove(e, 1000, tmp, sizeof tmp) != 0)
                     e->alive = 0;
             }
             break;
@@ -498,9 +496,9 @@ static int play_game(match_t *m, match_engine_t eng[2], int32_t gi, ref_game_t *
     o->done = 1;
     if (m->db) store_game(m, gi, g, e1_black);
     const char *score = g->winner == COLOR_BLACK ? "1-0" : g->winner == COLOR_WHITE ? "0-1" : "1/2";
-    status_event(m->st, STATUS_INFO, "game %d/%d: %s (black) vs %s (white): %s, %s, %d plies - %s", gi + 1,
-                 cfg->games, e1_black ? "engine1" : "engine2", e1_black ? "engine2" : "engine1", score,
-                 rules_end_name(g->end), g->n_moves, g->detail);
+    status_event(m->st, STATUS_INFO, "game %d/%d: %s (black) vs %s (white): %s, %s, %d plies - %s", gi + 1, cfg->games,
+                 e1_black ? "engine1" : "engine2", e1_black ? "engine2" : "engine1", score, rules_end_name(g->end),
+                 g->n_moves, g->detail);
     /* The score so far, from engine1's side. */
     int32_t w = 0, d = 0, l = 0;
     for (int32_t i = 0; i < cfg->games; i++)
@@ -556,6 +554,7 @@ typedef struct {
 #define MATCH_STR(x) MATCH_STR_(x)
 
 static int match_flags(match_flags_t *f, cfg_opt_t *opts) {
+    /* clang-format off */
     const cfg_opt_t all[] = {
         {"engine1", CFG_TYPE_STRING, f->cmd[0], 1, 0, "engine1's command (words split at spaces; \"double\" or "
          "'single' quotes group; no shell)", "", NULL, sizeof f->cmd[0]},
@@ -600,6 +599,7 @@ static int match_flags(match_flags_t *f, cfg_opt_t *opts) {
          "terminal the score is one line updated in place, every second unless given)", "30", NULL, 0,
          &f->given_progress},
     };
+    /* clang-format on */
     int n = (int)(sizeof all / sizeof all[0]);
     memcpy(opts, all, sizeof all);
     return n;
@@ -676,8 +676,7 @@ static int check_outputs(const match_cfg_t *cfg, char *err, size_t errlen) {
     const char *se = cfg->stderr_path;
     if (se && se[0]) {
         int special = !compat_is_dir(se) && compat_file_exists(se) && compat_check_regular_file(se, e, sizeof e) != 0;
-        if (!special &&
-            run_output_check(se, cfg->run_dir, "the engines' stderr", "--engine-stderr", err, errlen) != 0)
+        if (!special && run_output_check(se, cfg->run_dir, "the engines' stderr", "--engine-stderr", err, errlen) != 0)
             return -1;
     }
     if (!cfg->db_path && !cfg->run_dir) return 0;
@@ -689,8 +688,8 @@ static int check_outputs(const match_cfg_t *cfg, char *err, size_t errlen) {
         return run_output_check(path, cfg->run_dir, "the match database", flag, err, errlen); /* refuses it */
     db_probe_t kind;
     if (db_probe(path, &kind, e, sizeof e) != DB_OK) {
-        msgf(err, errlen, "%s; %s takes a Koma database (a run's koma.db) or the name of a new file: nothing was written",
-             e, flag);
+        msgf(err, errlen,
+             "%s; %s takes a Koma database (a run's koma.db) or the name of a new file: nothing was written", e, flag);
         return -1;
     }
     if (kind == DB_PROBE_KOMA) return 0; /* recorded into */
@@ -729,7 +728,8 @@ static int load_openings(const char *path, match_t *m, int32_t max_ply) {
         while (l > 0 && isspace((unsigned char)s[l - 1])) s[--l] = 0;
         if (!*s || *s == '#') continue;
         if (ref_game_start(g, s, max_ply, err, sizeof err) != 0 || ref_game_over(g)) {
-            fprintf(stderr, "%s: %s:%d: %s\n", g_prog, path, lineno, ref_game_over(g) ? "the game is already over" : err);
+            fprintf(stderr, "%s: %s:%d: %s\n", g_prog, path, lineno,
+                    ref_game_over(g) ? "the game is already over" : err);
             ref_game_free(g);
             free(text);
             return -1;
@@ -774,9 +774,8 @@ static int32_t print_summary(const match_t *m, int32_t wdl[3]) {
         else if (r == 1) d++;
         else l++;
     }
-    printf("\n%s (engine1) vs %s (engine2): %d of %d games played\n",
-           m->names[0][0] ? m->names[0] : cfg->eng[0].cmd, m->names[1][0] ? m->names[1] : cfg->eng[1].cmd, played,
-           cfg->games);
+    printf("\n%s (engine1) vs %s (engine2): %d of %d games played\n", m->names[0][0] ? m->names[0] : cfg->eng[0].cmd,
+           m->names[1][0] ? m->names[1] : cfg->eng[1].cmd, played, cfg->games);
     ref_elo_t elo, head;
     ref_elo_trinomial(w, d, l, &elo);
     int32_t pairs[5], n_pairs = 0;
@@ -794,9 +793,10 @@ static int32_t print_summary(const match_t *m, int32_t wdl[3]) {
                    pairs[3], pairs[4]);
             print_elo("  games taken one by one (trinomial): ", &elo, "");
         } else {
-            snprintf(basis, sizeof basis, " (trinomial, over %d game%s taken one by one:\n  the pentanomial "
-                     "interval over game pairs needs 2 complete pairs, %d here)", played, played == 1 ? "" : "s",
-                     n_pairs);
+            snprintf(basis, sizeof basis,
+                     " (trinomial, over %d game%s taken one by one:\n  the pentanomial "
+                     "interval over game pairs needs 2 complete pairs, %d here)",
+                     played, played == 1 ? "" : "s", n_pairs);
             print_elo("", &elo, basis);
         }
         printf("LOS %.1f%%\nends:", 100.0 * elo.los);
@@ -931,8 +931,7 @@ int main(int argc, char **argv) {
         m.row.model_b = have_model[1 - m.side] ? model[1 - m.side].id : 0;
         char tc[96];
         time_control_text(&cfg, tc, sizeof tc);
-        msgf(m.row.settings, sizeof m.row.settings, "usi-match %s, max_ply %d, %d games", tc, cfg.max_ply,
-             cfg.games);
+        msgf(m.row.settings, sizeof m.row.settings, "usi-match %s, max_ply %d, %d games", tc, cfg.max_ply, cfg.games);
         if (cfg.random_plies > 0) {
             size_t used = strlen(m.row.settings);
             msgf(m.row.settings + used, sizeof m.row.settings - used, ", %d random plies (seed %" PRIu64 ")",
@@ -983,8 +982,8 @@ int main(int argc, char **argv) {
                 printf("recorded as match %lld\n", (long long)row->id);
             }
         } else {
-            printf("recorded as match %lld, unfinished (%d of %d games stored; no Elo)\n", (long long)row->id,
-                   m.stored, cfg.games);
+            printf("recorded as match %lld, unfinished (%d of %d games stored; no Elo)\n", (long long)row->id, m.stored,
+                   cfg.games);
         }
     }
     if (m.fatal) fprintf(stderr, "%s: %s\n", g_prog, m.fatal_msg[0] ? m.fatal_msg : "failed");
