@@ -38,17 +38,17 @@
 #include "match/referee.h"
 
 typedef struct {
-    int32_t games;             /* 20; colours alternate (game 2k: a is Black) */
-    int32_t visits;            /* 64 playouts per move, both sides */
-    uint64_t seed;             /* 1 */
-    int32_t temp_plies;        /* 12: moves up to this game ply are sampled ... */
-    float temp;                /* 1.0: ... proportionally to visits^(1/temp); greedy after */
-    int32_t max_ply;           /* RULES_MAX_PLY_DEFAULT (320): a draw after this many moves */
-    int32_t threads;           /* 0: min(games, CPUs) game threads */
-    int32_t batch;             /* 16 leaves per network call */
-    int32_t store;             /* 1: record the match in <run_dir>/koma.db */
+    int32_t games;             /* colours alternate (game 2k: a is Black) */
+    int32_t visits;            /* playouts per move, both sides */
+    uint64_t seed;             /* of each game's search (mixed with the game's index) */
+    int32_t temp_plies;        /* moves up to this game ply are sampled ... */
+    float temp;                /* ... proportionally to visits^(1/temp); greedy after */
+    int32_t max_ply;           /* a draw after this many moves */
+    int32_t threads;           /* game threads (0: min(games, CPUs)) */
+    int32_t batch;             /* leaves per network call */
+    int32_t store;             /* nonzero: record the match in <run_dir>/koma.db */
     const char *engine_stderr; /* match_play_engine: the engine's stderr (NULL: ours, "": discarded, else appended) */
-    const atomic_int *stop;    /* NULL; else nonzero ends the match at the next move: the games finished stay
+    const atomic_int *stop;    /* NULL, or nonzero ends the match at the next move: the games finished stay
                                   stored under the unfinished row, the game in progress is dropped, and the
                                   call returns -1 with res->interrupted set */
 } match_play_config_t;
