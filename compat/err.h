@@ -1,7 +1,10 @@
 /* err.h - the one error-message helper of Koma: every module that reports a
  * failure as "a status and a message that names the file or the input"
  * writes the message with set_err (printf-style into the caller's err
- * buffer of errlen bytes; NULL or 0 bytes: nothing is written). */
+ * buffer of errlen bytes; NULL or 0 bytes: nothing is written).
+ * Owns: the writing of a message into the caller's buffer.
+ * Does not own: what it says (each module names its file or input and what
+ * to do), nor showing it (the program that holds the run does). */
 #ifndef KOMA_COMPAT_ERR_H
 #define KOMA_COMPAT_ERR_H
 

@@ -12,7 +12,11 @@
  * header the build regenerates when the commit changes
  * (cmake/koma_commit.cmake): git's short hash, "+dirty" when tracked files
  * had changes at build time, "unknown" outside a git checkout. Built
- * without CMake, each part reads "unknown". */
+ * without CMake, each part reads "unknown".
+ * Owns: the --version text and the name a program gives itself
+ * (koma_program_name: koma-report where installed, report in the build).
+ * Does not own: what the build found (CMakeLists.txt) or the commit
+ * (cmake/koma_commit.cmake); each program's --help. */
 #ifndef KOMA_COMPAT_VERSION_H
 #define KOMA_COMPAT_VERSION_H
 

@@ -3,7 +3,9 @@
  *
  * sb_t b = {0}; sb_printf(&b, ...); ... use b.s (NUL-terminated, b.n bytes)
  * unless b.oom; free(b.s). After a failed allocation b.oom stays set and
- * further output is dropped; the text so far is kept. */
+ * further output is dropped; the text so far is kept.
+ * Owns: the buffer's memory and its growth. Does not own: writing it to a
+ * file (each tool, through data/run.h's output checks). */
 #ifndef KOMA_TOOLS_STRBUF_H
 #define KOMA_TOOLS_STRBUF_H
 
