@@ -8,7 +8,8 @@
  *                 [--activation relu|silu]
  * --heads all (the default) computes the policy, value and legal-move heads,
  * as the PyTorch comparison (bench/torch_bench.py) does; --heads play only
- * policy and value, what self-play and the USI engine ask for.
+ * policy and value, what self-play and the USI engine ask for. A net with
+ * the moves-left head ("4x32m") computes it too (the search asks for it).
  * --cpu-time times with process CPU seconds (clock()) instead of wall time:
  * with --threads 1 that gives per-core throughput on a shared machine.
  */
@@ -39,18 +40,20 @@ static void bench_infer(nn_backend_t *be, nn_net_t *net, const int32_t *batches,
         float *hand = malloc(sizeof(float) * (size_t)B * (c->in_hand ? c->in_hand : 1));
         float *pol = malloc(sizeof(float) * (size_t)B * NN_POLICY_NB), *val = malloc(sizeof(float) * (size_t)B * 3);
         float *leg = g_legal ? malloc(sizeof(float) * (size_t)B * NN_POLICY_NB) : NULL;
+        float *ml = (c->heads & NN_HEAD_MOVES_LEFT) ? malloc(sizeof(float) * (size_t)B) : NULL;
+        nn_outputs_t out = {pol, val, leg, ml};
         bench_fill_inputs(packed, hand, B, c->in_planes, c->in_hand);
-        nn_forward(ctx, B, packed, hand, pol, val, leg); /* warm-up */
+        nn_forward_out(ctx, B, packed, hand, &out); /* warm-up */
         int64_t iters = 0;
         double t0 = now_s(), t = 0;
         do {
-            nn_forward(ctx, B, packed, hand, pol, val, leg);
+            nn_forward_out(ctx, B, packed, hand, &out);
             iters++;
             t = now_s() - t0;
         } while (t < secs || iters < 2);
         printf("  inference  batch %5d: %9.0f evals/s  (%.3f ms/batch)\n", B, (double)B * iters / t, 1e3 * t / iters);
         fflush(stdout);
-        free(packed), free(hand), free(pol), free(val), free(leg);
+        free(packed), free(hand), free(pol), free(val), free(leg), free(ml);
         nn_ctx_free(ctx);
     }
 }

@@ -25,6 +25,9 @@
  *          move's view (softmax gives the probabilities)
  *   output "legal"  float (N, 2187): the legal-move head's logits (every Koma
  *          net has one; sigmoid > 0.5 = predicted legal)
+ *   output "moves_left" float (N, 1): a net with the moves-left head ("4x32m"):
+ *          plies until the game ends, >= 0 (20 * Relu(raw), nn/net.h); the
+ *          opponent-reply head ("o") is training-only and not exported
  * Plain nets ("6x64") and global-pooling nets ("6x64g2": ReduceMean,
  * ReduceMax, Gemm, Unsqueeze, Add) both export; either activation (relu:
  * Relu; silu: x * Sigmoid(x), opset 17 has no SiLU).
@@ -365,6 +368,28 @@ static void value_head(graph_t *g, const char *h, const char *out) {
     node(g, "Gemm", out, &a, "value.hidden", names[2], names[3]);
 }
 
+/* The moves-left head (nn/net.h): its raw output as plies, 20 * Relu(raw). */
+static void moves_left_head(graph_t *g, const char *h, const char *out) {
+    conv_bn(g, "moves_left", "conv", "bn", h, "moves_left.conv");
+    act(g, "moves_left.conv", "moves_left.h");
+    pb_t a = {0};
+    attr_int(&a, "axis", 1);
+    node(g, "Flatten", "moves_left.flat", &a, "moves_left.h", NULL, NULL); /* (N, 648) */
+    const char *names[4] = {"moves_left.fc1.weight", "moves_left.fc1.bias", "moves_left.fc2.weight",
+                            "moves_left.fc2.bias"};
+    for (int i = 0; i < 4; i++) init_from_net(g, names[i], names[i]);
+    attr_int(&a, "transB", 1);
+    node(g, "Gemm", "moves_left.fc1", &a, "moves_left.flat", names[0], names[1]);
+    act(g, "moves_left.fc1", "moves_left.hidden");
+    attr_int(&a, "transB", 1);
+    node(g, "Gemm", "moves_left.raw", &a, "moves_left.hidden", names[2], names[3]); /* (N, 1) */
+    node(g, "Relu", "moves_left.clamped", NULL, "moves_left.raw", NULL, NULL);
+    const float scale = NN_ML_SCALE;
+    int64_t one[1] = {1};
+    init_f32(g, "const.ml_scale", 1, one, &scale);
+    node(g, "Mul", out, NULL, "moves_left.clamped", "const.ml_scale", NULL);
+}
+
 /* ValueInfoProto: float tensor (N, dims...). */
 static void value_info(pb_t *graph, int field, const char *name, int ndim, const int64_t *dims, const char *doc) {
     pb_t shape = {0}, tt = {0}, type = {0}, vi = {0};
@@ -426,6 +451,7 @@ static int build_model(nn_backend_t *be, nn_net_t *net, const char *src, pb_t *o
     move_head(&g, "policy", h, "policy");
     value_head(&g, h, "value");
     move_head(&g, "legal", h, "legal");
+    if (cfg->heads & NN_HEAD_MOVES_LEFT) moves_left_head(&g, h, "moves_left");
     if (g.failed || nn_backend_error(be)) {
         fprintf(stderr, "%s: %s: reading the weights failed: %s\n", g_prog, src,
                 nn_backend_error(be) ? nn_backend_error(be) : "a tensor is missing");
@@ -454,6 +480,9 @@ static int build_model(nn_backend_t *be, nn_net_t *net, const char *src, pb_t *o
     value_info(&graph, GRAPH_OUTPUT, "policy", 1, policy_dims, "policy logits, label = direction*81 + view square");
     value_info(&graph, GRAPH_OUTPUT, "value", 1, value_dims, "win/draw/loss logits, side to move");
     value_info(&graph, GRAPH_OUTPUT, "legal", 1, policy_dims, "legal-move logits, labels as policy");
+    int64_t ml_dims[1] = {1};
+    if (cfg->heads & NN_HEAD_MOVES_LEFT)
+        value_info(&graph, GRAPH_OUTPUT, "moves_left", 1, ml_dims, "plies until the game ends (>= 0)");
 
     pb_t model = {0}, opset = {0};
     pb_int(&model, MODEL_IR_VERSION, ONNX_IR_VERSION);
@@ -535,9 +564,10 @@ int main(int argc, char **argv) {
         char arch[64];
         const nn_net_config_t *cfg = nn_net_config(net);
         printf("%s: %s %s net from %s, opset %d, %lld bytes; inputs planes (N,%d,9,9), hand (N,%d); "
-               "outputs policy (N,%d), value (N,%d) W/D/L logits, legal (N,%d)\n",
+               "outputs policy (N,%d), value (N,%d) W/D/L logits, legal (N,%d)%s\n",
                out, nn_net_arch_format(cfg, arch, sizeof arch), nn_act_name(cfg->act), in, ONNX_OPSET, (long long)model.n,
-               (int)cfg->in_planes, (int)cfg->in_hand, NN_POLICY_NB, NN_VALUE_NB, NN_LEGAL_NB);
+               (int)cfg->in_planes, (int)cfg->in_hand, NN_POLICY_NB, NN_VALUE_NB, NN_LEGAL_NB,
+               (cfg->heads & NN_HEAD_MOVES_LEFT) ? ", moves_left (N,1) plies" : "");
     }
     free(model.p);
     nn_net_free(net);

@@ -7,7 +7,9 @@
  * 10x128g3 relu nets (pooling in blocks 2, 5, 8), each with random
  * batch-norm statistics, scales and biases (so the folding is exercised, not
  * the identity), saved with nn_weights_save, and the shipped
- * nets/koma-default.safetensors (4x32). Positions: every start of
+ * nets/koma-default.safetensors (4x32), and a 2x16mo silu net (the moves-left
+ * head exported as a fourth output; checked by the checker, its outputs in
+ * the runtime as the others'). Positions: every start of
  * tests/data/openings.sfen and the start position, then random playouts from
  * each (a position every third ply), 330 in all. Koma's CPU backend
  * (nn_forward) and ONNX Runtime see the same positions; the largest
@@ -327,6 +329,7 @@ int main(int argc, char **argv) {
     check_net("relu2x16", relu, &ps);
     check_net("silu3x16g2", silu, &ps);
     check_net("relu10x128g3", big, &ps);
+    check_net("silu2x16mo", random_net("silu2x16mo.safetensors", "2x16mo", NN_ACT_SILU, 14), &ps);
     check_net("shipped", KOMA_SOURCE_DIR "/nets/koma-default.safetensors", &ps);
     int rc = t_done("test_onnx_export");
     if (rc == 0) t_rm_rf(t_dir);
