@@ -30,7 +30,7 @@ struct train_dist {
     float *stats;              /* (n_stats) host staging of the BN running statistics: sum over slices */
     float *one;                /* (max(n_params, n_stats)) one slice's gradients or statistics */
     float *stats0;             /* (n_stats) the running statistics before the step */
-    uint32_t *offsets;         /* (b + 1) the slice's policy offsets, from 0 */
+    uint32_t *offsets;         /* (2 (b + 1)) the slice's policy offsets, from 0, then its opponent-reply offsets */
     dist_nccl_t *nccl;         /* CUDA ranks, one slice each: means on the GPUs, no host copies */
     char route[320];           /* how the sums go, for the log */
 };
@@ -71,7 +71,7 @@ train_dist_t *train_dist_new(dist_t *d, nn_trainer_t *nt, int32_t global_batch, 
     td->stats = malloc(sizeof(float) * (size_t)(td->n_stats + 1));
     td->one = malloc(sizeof(float) * (size_t)(big + 1));
     td->stats0 = malloc(sizeof(float) * (size_t)(td->n_stats + 1));
-    td->offsets = malloc(sizeof(uint32_t) * (size_t)(td->b + 1));
+    td->offsets = malloc(sizeof(uint32_t) * 2 * (size_t)(td->b + 1)); /* the policy's, then the opponent reply's */
     if (!td->grads || !td->stats || !td->one || !td->stats0 || !td->offsets) {
         snprintf(err, errlen, "train_dist_new: out of memory (%" PRId64 " parameters)", td->n_params);
         train_dist_free(td);
@@ -116,6 +116,15 @@ static nn_batch_t slice(train_dist_t *td, const nn_batch_t *full, int32_t k) {
     s.policy_prob = full->policy_prob + base;
     s.result = full->result + lo;
     s.root_q = full->root_q + lo;
+    /* the optional heads' targets (nn/net.h), sliced the same way */
+    s.moves_left = full->moves_left ? full->moves_left + lo : NULL;
+    if (full->opp_offsets) {
+        uint32_t *oo = td->offsets + b + 1, obase = full->opp_offsets[lo];
+        for (int64_t i = 0; i <= b; i++) oo[i] = full->opp_offsets[lo + i] - obase;
+        s.opp_offsets = oo;
+        s.opp_label = full->opp_label + obase;
+        s.opp_prob = full->opp_prob + obase;
+    }
     return s;
 }
 
@@ -182,6 +191,7 @@ static void global_metrics(train_dist_t *td, const double *s, nn_metrics_t *m) {
     m->legal_tp = s[S_TP], m->legal_fp = s[S_FP], m->legal_fn = s[S_FN];
     double d = 2 * s[S_TP] + s[S_FP] + s[S_FN];
     m->legal_f1 = d > 0 ? 2 * s[S_TP] / d : 1.0;
+    m->moves_left_loss = m->moves_left_mae = m->opp_policy_loss = NAN; /* the optional heads': not summed over ranks */
 }
 
 /* The start of a step: did a rank fail before it, or was one asked to stop? */

@@ -103,11 +103,16 @@ void train_sums_add(train_sums_t *a, const nn_metrics_t *m) {
         a->policy += m->policy_loss * m->policy_positions, a->acc += m->policy_acc * m->policy_positions,
             a->n_policy += m->policy_positions;
     a->value += m->value_loss, a->legal += m->legal_loss, a->f1 += m->legal_f1, a->total += m->loss, a->n++;
+    if (m->moves_left_positions > 0)
+        a->ml_abs += m->moves_left_mae * m->moves_left_positions, a->n_ml += m->moves_left_positions;
+    if (m->opp_positions > 0) a->opp += m->opp_policy_loss * m->opp_positions, a->n_opp += m->opp_positions;
 }
 
 train_means_t train_sums_mean(const train_sums_t *a) {
     double k = (double)a->n, kp = (double)a->n_policy;
-    train_means_t r = {NAN, NAN, NAN, NAN, NAN, NAN};
+    train_means_t r = {NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN};
+    if (a->n_ml > 0) r.moves_left_mae = a->ml_abs / (double)a->n_ml;
+    if (a->n_opp > 0) r.opp_policy_loss = a->opp / (double)a->n_opp;
     if (a->n_policy > 0) r.policy_loss = a->policy / kp, r.policy_acc = a->acc / kp;
     if (a->n > 0) r.value_loss = a->value / k, r.legal_loss = a->legal / k, r.legal_f1 = a->f1 / k, r.loss = a->total / k;
     return r;

@@ -72,9 +72,12 @@ void train_net_free(train_net_t *tn); /* frees and empties; NULL or empty ok */
 typedef struct {
     double policy, value, legal, acc, f1, total;
     int64_t n, n_policy; /* steps; positions with a policy target */
+    double ml_abs, opp;  /* the optional heads: moves-left |error| (plies) and opponent loss, weighted by rows */
+    int64_t n_ml, n_opp; /* rows with a moves-left target, with an opponent-reply target */
 } train_sums_t;
 typedef struct {
     double policy_loss, value_loss, legal_loss, policy_acc, legal_f1, loss; /* NaN when nothing was added */
+    double moves_left_mae, opp_policy_loss; /* NaN on a net without the head (or no targets) */
 } train_means_t;
 void train_sums_add(train_sums_t *s, const nn_metrics_t *m);
 train_means_t train_sums_mean(const train_sums_t *s);

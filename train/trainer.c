@@ -548,11 +548,14 @@ int train_trainer_run_cycle(train_trainer_t *tr, int64_t cycle, train_cycle_repo
     rep->seconds = (double)(compat_now_ns() - t0) * 1e-9;
     if (train_cycle_train_s(tr->writer, (int32_t)cycle, rep->seconds, &tr->stop, e2, sizeof e2) != 0)
         runlog_printf(&tr->log, "%s", e2); /* a figure only */
+    char heads[96] = ""; /* the optional heads' figures, on a net that has them */
+    if (isfinite(mean.moves_left_mae) || isfinite(mean.opp_policy_loss))
+        snprintf(heads, sizeof heads, " moves-left %.1f plies opp %.4f", mean.moves_left_mae, mean.opp_policy_loss);
     runlog_printf(&tr->log, "cycle %" PRId64 ": %" PRId64 " steps x %d (window %" PRId64 " of %" PRId64
-                  " positions, %" PRId64 " new%s), policy %.4f value %.4f legal %.5f acc %.3f f1 %.3f, %.0f "
+                  " positions, %" PRId64 " new%s), policy %.4f value %.4f legal %.5f acc %.3f f1 %.3f%s, %.0f "
                   "samples/s, %.1f s -> %s", cycle, rep->steps, B, positions, total, rep->new_positions,
                   bad ? ", bad shards skipped" : "", rep->policy_loss, rep->value_loss, rep->legal_loss,
-                  rep->policy_acc, rep->legal_f1, rep->samples_per_s, rep->seconds, mr.path);
+                  rep->policy_acc, rep->legal_f1, heads, rep->samples_per_s, rep->seconds, mr.path);
     if (device_ms >= 0)
         runlog_printf(&tr->log, "cycle %" PRId64 ": steps %.3f s, device %.3f s (the trainer's stream, first step "
                       "to last)", cycle, lr.train_ns * 1e-9, device_ms * 1e-3);

@@ -12,7 +12,9 @@
  *  - the resident window (train_window_resident on the CPU backend, the
  *    route a GPU trainer takes; gather_heads) stages the same moves_left and
  *    opponent-reply targets as the host route for the same key, and a net
- *    without the heads stages none. */
+ *    without the heads stages none;
+ *  - a cycle's means (train_sums): the moves-left MAE and opponent loss
+ *    weighted by the rows that have targets, NaN on a plain net's steps. */
 #include "train_test.h"
 #include "train/loop.h"
 #include "train/window.h"
@@ -139,6 +141,21 @@ int main(void) {
     CHECK(nn_net_config(tn.net)->heads == (NN_HEAD_MOVES_LEFT | NN_HEAD_OPP_POLICY));
     nn_metrics_t m0, m;
     train(&tn, &v, 150, &m0, &m);
+    train_sums_t sums;
+    memset(&sums, 0, sizeof sums);
+    train_sums_add(&sums, &m0);
+    train_sums_add(&sums, &m);
+    train_means_t mean = train_sums_mean(&sums);
+    double want = (m0.moves_left_mae * m0.moves_left_positions + m.moves_left_mae * m.moves_left_positions) /
+                  (m0.moves_left_positions + m.moves_left_positions);
+    CHECK(fabs(mean.moves_left_mae - want) < 1e-9 && isfinite(mean.opp_policy_loss));
+    nn_metrics_t plain = m;
+    plain.moves_left_positions = plain.opp_positions = 0;
+    plain.moves_left_mae = plain.opp_policy_loss = NAN;
+    memset(&sums, 0, sizeof sums);
+    train_sums_add(&sums, &plain);
+    mean = train_sums_mean(&sums);
+    CHECK(isnan(mean.moves_left_mae) && isnan(mean.opp_policy_loss) && isfinite(mean.policy_loss));
     fprintf(stderr, "-- 1x16mo on a run's rows: moves-left MAE %.1f -> %.1f plies (%d rows), opponent %.3f -> %.3f "
             "(%d rows)\n", m0.moves_left_mae, m.moves_left_mae, m.moves_left_positions, m0.opp_policy_loss,
             m.opp_policy_loss, m.opp_positions);
