@@ -68,12 +68,11 @@ static float expnf_(float z) { /* exp(-z), z in [-87, 87] */
     const float magic = 12582912.0f;
     float k = z * 1.44269504088896341f + magic, m = k - magic;
     float r = z - m * 0.693359375f - m * -2.12194440e-4f;
-    float p = -1.9875691500e-4f * r + 1.3981999507e-3f;
-    p = p * r - 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r - 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * (r * r) - r + 1.0f;
+    float p = -8.290273137e-3f * r + 4.189816117e-2f;
+    p = p * r - 1.666763872e-1f;
+    p = p * r + 4.999914765e-1f;
+    p = p * r - 9.999997020e-1f;
+    p = p * r + 1.0f;
     uint32_t kb, mb;
     memcpy(&kb, &k, 4);
     memcpy(&mb, &magic, 4);
