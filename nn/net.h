@@ -288,7 +288,8 @@ typedef struct {
     const float *root_q;            /* (B) search value in [-1, 1], side to move */
     /* Targets of the optional heads (read only when the net has the head):
      * NULL = no target for any row. */
-    const float *moves_left;        /* (B) target plies left, < 0 = no target for this row */
+    const float *moves_left;        /* (B) target plies left, < 0 = no target for this row; staged: any
+                                       non-NULL pointer (not read) = the staging holds them */
     const uint32_t *opp_offsets;    /* (B+1) like policy_offsets: the opponent's reply (row b: none when
                                        empty); staged: the HOST copy (checked, counted; the staging holds
                                        the same ones), NULL = none (the staged ones are then ignored) */
