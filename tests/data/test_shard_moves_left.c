@@ -9,8 +9,10 @@
  *    reads -1 everywhere;
  *  - the reader refuses a column holding a value below -1, by path;
  *  - row r's opponent-reply target is row r+1's policy target when r+1 is the
- *    same game one ply later with a target; none for a game's last row, for a
- *    row whose next row has no policy target, and across games. */
+ *    same game one ply later with a target, or a one-hot on its move_label
+ *    when it has no policy target but a recorded move; none for a game's
+ *    last row, for a row whose next row has neither, and across games; the
+ *    builder refuses a move_label >= 2187 and the reader a stored one. */
 #include "data/shard.h"
 #include "nn/safetensors.h"
 #include "tests/koma_test.h"
@@ -21,6 +23,8 @@
 #include <string.h>
 
 static const shard_format_t FMT = {7, 11, 3, 5};
+
+static int32_t g_label_at = -1; /* add_row: the row index that records move_label 500 + i */
 
 /* Row i of a game: policy entries {label 10*i + game, 10*i + game + 1} (none when i == no_policy). */
 static void add_row(shard_builder_t *b, int32_t game, int32_t i, int32_t no_policy) {
@@ -36,6 +40,8 @@ static void add_row(shard_builder_t *b, int32_t game, int32_t i, int32_t no_poli
     float prob[2] = {0.75f, 0.25f};
     shard_row_t row = {.planes = planes, .hand = hand, .legal = legal, .policy_label = label, .policy_prob = prob,
                        .policy_n = i == no_policy ? 0 : 2, .root_q = 0, .ply = (uint16_t)i, .position = pos};
+    uint16_t ml = (uint16_t)(500 + i);
+    if (i == g_label_at) row.move_label = &ml;
     KOMA_ASSERT(shard_builder_add_row(b, &row, err, sizeof err) == 0);
 }
 
@@ -57,6 +63,13 @@ static void test_column_and_batch(void) {
     end_game(b, 1, 1);
     for (int32_t i = 0; i < 3; i++) add_row(b, 2, i, -1); /* game 2: 3 rows of 3 plies */
     end_game(b, 3, 0);
+    g_label_at = 1; /* game 3 (rows 8..10): row 9 has no policy target but its move's label, 501 */
+    for (int32_t i = 0; i < 3; i++) add_row(b, 3, i, 1);
+    end_game(b, 3, 0);
+    g_label_at = 2; /* game 4 (rows 11..13): row 12 has neither (row 13 a label beside its policy) */
+    for (int32_t i = 0; i < 3; i++) add_row(b, 4, i, 1);
+    end_game(b, 3, 0);
+    g_label_at = -1;
     KOMA_ASSERT(shard_write(b, path, err, sizeof err) == 0);
     shard_builder_free(b);
     shard_t *sh = shard_open(path, &FMT, 0, err, sizeof err);
@@ -72,10 +85,16 @@ static void test_column_and_batch(void) {
     same = 0;
     for (int64_t r = 0; r < 8; r++) same += shard_row_reply(sh, r) == reply[r];
     CHECKF(same == 8, "%d of 8 rows have the right reply row", same);
+    const int64_t reply2[6] = {9, 10, -1, -1, 13, -1}; /* rows 8..13 */
+    same = 0;
+    for (int64_t r = 8; r < 14; r++) same += shard_row_reply(sh, r) == reply2[r - 8];
+    CHECKF(same == 6 && shard_columns(sh)->move_label && shard_columns(sh)->move_label[9] == 501 &&
+               shard_columns(sh)->move_label[10] == SHARD_LABEL_UNKNOWN,
+           "%d of 6 rows (move labels) have the right reply row", same);
     shard_batch_t *bt = shard_batch_new(&FMT, 8, 0, err, sizeof err);
     KOMA_ASSERT(bt);
-    const int64_t rows[5] = {7, 0, 4, 5, 2};
-    CHECKF(shard_row_batch(sh, rows, 5, bt, err, sizeof err) == 0, "%s", err);
+    const int64_t rows[7] = {7, 0, 4, 5, 2, 8, 11};
+    CHECKF(shard_row_batch(sh, rows, 7, bt, err, sizeof err) == 0, "%s", err);
     nn_batch_t v = shard_batch_view(bt);
     CHECK(v.moves_left && v.moves_left[0] == 1.0f && v.moves_left[1] == 5.0f && v.moves_left[2] == -1.0f &&
           v.moves_left[3] == 3.0f && v.moves_left[4] == 3.0f);
@@ -86,6 +105,9 @@ static void test_column_and_batch(void) {
     for (int k = 0; ok && k < 6; k++) ok &= v.opp_offsets[k] == off[k];
     for (int k = 0; ok && k < 6; k++) ok &= v.opp_label[k] == lab[k] && v.opp_prob[k] == (k % 2 ? 0.25f : 0.75f);
     CHECKF(ok, "opponent-reply targets differ");
+    /* row 8: row 9's move, one-hot; row 11: none */
+    CHECKF(v.opp_offsets[6] == 7 && v.opp_offsets[7] == 7 && v.opp_label[6] == 501 && v.opp_prob[6] == 1.0f,
+           "one-hot reply: offsets %u %u label %u", v.opp_offsets[6], v.opp_offsets[7], v.opp_label[6]);
     shard_batch_free(bt);
     shard_close(sh);
 }
@@ -166,11 +188,27 @@ static void test_reader_rejects(void) {
     shard_close(sh);
 }
 
+static void test_label_rejects(void) {
+    char err[1024] = "";
+    shard_builder_t *b = shard_builder_new(&FMT, err, sizeof err);
+    KOMA_ASSERT(b);
+    uint8_t planes[11] = {0}, legal[5] = {0}, pos[SHARD_POSITION_BYTES];
+    float hand[3] = {0};
+    shard_position_t p;
+    memset(&p, 0, sizeof p);
+    shard_position_pack(&p, pos);
+    uint16_t bad = SHARD_LABEL_NB;
+    shard_row_t row = {.planes = planes, .hand = hand, .legal = legal, .position = pos, .move_label = &bad};
+    CHECKF(shard_builder_add_row(b, &row, err, sizeof err) != 0 && strstr(err, "move_label"), "%s", err);
+    shard_builder_free(b);
+}
+
 int main(void) {
     t_scratch("shard_moves_left");
     test_column_and_batch();
     test_absent();
     test_reader_rejects();
+    test_label_rejects();
     t_rm_rf(t_dir);
     return t_done("test_shard_moves_left");
 }
