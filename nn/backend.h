@@ -101,6 +101,7 @@ typedef struct {
     const int8_t *result;   /* (rows) */
     const float *q;         /* (rows) */
     const int16_t *moves_left; /* (rows) plies left (-1 unknown), or NULL: the shard has no such column */
+    const uint16_t *move_label; /* (rows) the played move's label, or NULL: the shard has no such column */
 } nn_rows_src_t;
 
 /* Row b of a batch that gather_rows assembles: row `row` of table entry
@@ -109,7 +110,7 @@ typedef struct {
     int32_t src;
     uint32_t row;
     uint32_t policy_begin;
-    uint32_t pad_;
+    uint32_t onehot; /* gather_heads's opp_refs only: 1 = the target is a one-hot on the row's move_label */
 } nn_row_ref_t;
 
 typedef struct nn_backend nn_backend_t;
@@ -313,7 +314,9 @@ struct nn_backend {
      * policy entries (labels and probs) from opp_refs[b].policy_begin of
      * srcs[opp_refs[b].src] to [opp_offsets[b], opp_offsets[b + 1]) of
      * opp_labels and opp_probs (the opponent's reply: the next row's policy
-     * target; rows without one have no entries, their opp_refs entry unread).
+     * target; rows without one have no entries, their opp_refs entry unread),
+     * or, when opp_refs[b].onehot, the one entry (move_label[opp_refs[b].row]
+     * of that source, 1.0f): the move played where the row has no target.
      * All device pointers; no output may alias a source. */
     void (*gather_heads)(nn_backend_t *be, const nn_rows_src_t *srcs, const nn_row_ref_t *refs,
                          const nn_row_ref_t *opp_refs, const uint32_t *opp_offsets, int32_t B, float *moves_left,

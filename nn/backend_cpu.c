@@ -507,7 +507,10 @@ static void cpu_gather_heads(nn_backend_t *be, const nn_rows_src_t *srcs, const 
             moves_left[b] = s->moves_left ? (float)s->moves_left[refs[b].row] : -1.0f;
         }
         size_t k = opp_refs ? opp_offsets[b + 1] - opp_offsets[b] : 0;
-        if (k) {
+        if (k && opp_refs[b].onehot) {
+            opp_labels[opp_offsets[b]] = srcs[opp_refs[b].src].move_label[opp_refs[b].row];
+            opp_probs[opp_offsets[b]] = 1.0f;
+        } else if (k) {
             const nn_rows_src_t *o = &srcs[opp_refs[b].src];
             memcpy(opp_labels + opp_offsets[b], o->labels + opp_refs[b].policy_begin, sizeof(uint16_t) * k);
             memcpy(opp_probs + opp_offsets[b], o->probs + opp_refs[b].policy_begin, sizeof(float) * k);

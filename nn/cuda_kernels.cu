@@ -482,6 +482,10 @@ __global__ void k_gather_heads(const nn_rows_src_t *srcs, const nn_row_ref_t *re
         if (!k) continue;
         nn_row_ref_t rf = opp_refs[b];
         const nn_rows_src_t *o = &srcs[rf.src];
+        if (rf.onehot) { /* the move played, where the reply row has no policy target */
+            if (threadIdx.x == 0) opp_labels[d0] = o->move_label[rf.row], opp_probs[d0] = 1.0f;
+            continue;
+        }
         for (uint32_t i = threadIdx.x; i < k; i += blockDim.x) {
             opp_labels[d0 + i] = o->labels[rf.policy_begin + i];
             opp_probs[d0 + i] = o->probs[rf.policy_begin + i];

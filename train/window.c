@@ -388,12 +388,13 @@ static int resident_load(train_window_t *w, ent_t *e) {
     const shard_format_t *f = &w->fmt;
     const shard_columns_t *c = shard_columns(e->sh);
     int64_t R = shard_rows(e->sh), nnz = shard_nnz(e->sh);
-    int64_t sz[8] = {col_bytes(R, f->planes_bytes), col_bytes(R, (int64_t)sizeof(float) * f->hand_n),
+    int64_t sz[9] = {col_bytes(R, f->planes_bytes), col_bytes(R, (int64_t)sizeof(float) * f->hand_n),
                      col_bytes(R, f->legal_bytes),  col_bytes(nnz, sizeof(uint16_t)),
                      col_bytes(nnz, sizeof(float)), col_bytes(R, 1),
-                     col_bytes(R, sizeof(float)),   c->moves_left ? col_bytes(R, sizeof(int16_t)) : 0};
+                     col_bytes(R, sizeof(float)),   c->moves_left ? col_bytes(R, sizeof(int16_t)) : 0,
+                     c->move_label ? col_bytes(R, sizeof(uint16_t)) : 0};
     int64_t total = 0;
-    for (int i = 0; i < 8; i++) total += sz[i];
+    for (int i = 0; i < 9; i++) total += sz[i];
     if (w->dev_bytes + total > w->dev_cap) {
         snprintf(w->dev_why, sizeof w->dev_why, "over the cap of %" PRId64 " MiB", w->dev_cap >> 20);
         return -1;
@@ -404,14 +405,14 @@ static int resident_load(train_window_t *w, ent_t *e) {
                  (total + (1 << 20) - 1) >> 20, e->rel);
         return -1;
     }
-    const void *src[8] = {c->planes, c->hand, c->legal, c->policy_label, e->prob ? e->prob : c->policy_prob, c->result,
-                          e->q ? e->q : c->root_q, c->moves_left};
-    int64_t used[8] = {R * f->planes_bytes, R * (int64_t)sizeof(float) * f->hand_n, R * f->legal_bytes,
+    const void *src[9] = {c->planes, c->hand, c->legal, c->policy_label, e->prob ? e->prob : c->policy_prob, c->result,
+                          e->q ? e->q : c->root_q, c->moves_left, c->move_label};
+    int64_t used[9] = {R * f->planes_bytes, R * (int64_t)sizeof(float) * f->hand_n, R * f->legal_bytes,
                        nnz * (int64_t)sizeof(uint16_t), nnz * (int64_t)sizeof(float), R, R * (int64_t)sizeof(float),
-                       c->moves_left ? R * (int64_t)sizeof(int16_t) : 0};
-    uint8_t *at[8];
+                       c->moves_left ? R * (int64_t)sizeof(int16_t) : 0, c->move_label ? R * (int64_t)sizeof(uint16_t) : 0};
+    uint8_t *at[9];
     int64_t off = 0;
-    for (int i = 0; i < 8; i++) {
+    for (int i = 0; i < 9; i++) {
         at[i] = d + off;
         if (used[i] > 0) be->upload(be, at[i], src[i], (size_t)used[i]);
         off += sz[i];
@@ -420,7 +421,7 @@ static int resident_load(train_window_t *w, ent_t *e) {
     e->dev_bytes = total;
     e->cols = (nn_rows_src_t){at[0], (const float *)at[1], at[2], (const uint16_t *)at[3], (const float *)at[4],
                               (const int8_t *)at[5], (const float *)at[6],
-                              c->moves_left ? (const int16_t *)at[7] : NULL};
+                              c->moves_left ? (const int16_t *)at[7] : NULL, c->move_label ? (const uint16_t *)at[8] : NULL};
     w->dev_bytes += total;
     const char *be_err = nn_backend_error(be);
     if (be_err) {
@@ -645,9 +646,11 @@ int train_window_gather(train_window_t *w, uint64_t key, int32_t B, nn_trainer_t
             const shard_t *sh = w->segs[p->seg].sh;
             int64_t rr = shard_row_reply(sh, p->row), pb = 0, pe = 0;
             if (rr >= 0) shard_row_policy(sh, rr, &pb, &pe);
-            orefs[b] = (nn_row_ref_t){.src = p->seg, .row = (uint32_t)(rr >= 0 ? rr : 0), .policy_begin = (uint32_t)pb};
+            int onehot = rr >= 0 && pe == pb; /* no policy target there: the move played (shard_row_reply) */
+            orefs[b] = (nn_row_ref_t){.src = p->seg, .row = (uint32_t)(rr >= 0 ? rr : 0), .policy_begin = (uint32_t)pb,
+                                      .onehot = (uint32_t)onehot};
             ooffs[b] = ooff;
-            ooff += (uint32_t)(pe - pb);
+            ooff += onehot ? 1u : (uint32_t)(pe - pb);
         }
         ooffs[B] = ooff;
         if (st.opp_offsets) {

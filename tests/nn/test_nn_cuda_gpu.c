@@ -1007,7 +1007,8 @@ static void test_moves_left_loss(int32_t B) {
 
 /* gather_heads (the optional heads' targets from the resident window): two
  * sources, one with a moves_left column and one without, opponent replies
- * of 0 to 30 entries from rows of either source; byte for byte the CPU's. */
+ * of 0 to 30 entries from rows of either source, one-hot ones on a row's
+ * move_label; byte for byte the CPU's. */
 static void test_gather_heads(int32_t B, int32_t R) {
     enum { NSRC = 2 };
     uint64_t keep = t_rng; /* the draws of the tests after this one as they were before it */
@@ -1017,16 +1018,23 @@ static void test_gather_heads(int32_t B, int32_t R) {
     uint16_t *labels = malloc(sizeof(uint16_t) * nnz);
     float *probs = frand(nnz, 0.5f, 0.2f);
     for (uint32_t i = 0; i < nnz; i++) labels[i] = (uint16_t)(t_next() % 2187);
-    nn_rows_src_t hs[NSRC] = {{.labels = labels, .probs = probs, .moves_left = ml}, {.labels = labels, .probs = probs}};
-    void *gml = gdup(ml, sizeof(int16_t) * (size_t)R), *glab = gdup(labels, sizeof(uint16_t) * nnz), *gpr = GF(probs, nnz);
-    nn_rows_src_t gs[NSRC] = {{.labels = glab, .probs = gpr, .moves_left = gml}, {.labels = glab, .probs = gpr}};
+    uint16_t *mlab = malloc(sizeof(uint16_t) * (size_t)R);
+    for (int32_t r = 0; r < R; r++) mlab[r] = (uint16_t)(t_next() % 2187);
+    nn_rows_src_t hs[NSRC] = {{.labels = labels, .probs = probs, .moves_left = ml, .move_label = mlab},
+                              {.labels = labels, .probs = probs, .move_label = mlab}};
+    void *gml = gdup(ml, sizeof(int16_t) * (size_t)R), *glab = gdup(labels, sizeof(uint16_t) * nnz), *gpr = GF(probs, nnz),
+         *gmlab = gdup(mlab, sizeof(uint16_t) * (size_t)R);
+    nn_rows_src_t gs[NSRC] = {{.labels = glab, .probs = gpr, .moves_left = gml, .move_label = gmlab},
+                              {.labels = glab, .probs = gpr, .move_label = gmlab}};
     nn_row_ref_t *refs = malloc(sizeof(nn_row_ref_t) * (size_t)B), *orefs = malloc(sizeof(nn_row_ref_t) * (size_t)B);
     uint32_t *off = malloc(sizeof(uint32_t) * (size_t)(B + 1));
     off[0] = 0;
     for (int32_t b = 0; b < B; b++) {
         uint32_t r = (uint32_t)(t_next() % (uint32_t)R), k = b % 4 == 1 ? 0 : (uint32_t)(t_next() % 31);
+        uint32_t onehot = b % 7 == 3; /* the move played: one entry on its label */
+        if (onehot) k = 1;
         refs[b] = (nn_row_ref_t){.src = (int32_t)(t_next() % NSRC), .row = r};
-        orefs[b] = (nn_row_ref_t){.src = (int32_t)(t_next() % NSRC), .row = r, .policy_begin = r * 30};
+        orefs[b] = (nn_row_ref_t){.src = (int32_t)(t_next() % NSRC), .row = r, .policy_begin = r * 30, .onehot = onehot};
         off[b + 1] = off[b] + k;
     }
     uint32_t n = off[B];
@@ -1054,7 +1062,11 @@ static void test_gather_heads(int32_t B, int32_t R) {
     int want = 0;
     for (int32_t b = 0; b < B; b++) want += refs[b].src == 1;
     CHECK(minus == want);
-    void *bufs[] = {gml, glab, gpr, gsrc, grefs, gorefs, goff, o_ml, o_lb, o_pr};
+    int hot = 1; /* the one-hot entries hold the row's move label, probability 1 */
+    for (int32_t b = 3; b < B; b += 7) hot &= clb[off[b]] == mlab[orefs[b].row] && cpr[off[b]] == 1.0f;
+    CHECK(hot);
+    free(mlab);
+    void *bufs[] = {gml, glab, gpr, gmlab, gsrc, grefs, gorefs, goff, o_ml, o_lb, o_pr};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) G_->buf_free(G_, bufs[i]);
     free(ml), free(labels), free(probs), free(refs), free(orefs), free(off), free(cml), free(cpr), free(clb);
     free(g_ml), free(g_pr), free(g_lb);
