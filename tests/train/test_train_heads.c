@@ -11,7 +11,8 @@
  *    with both weights 0 the heads' output biases never move;
  *  - the resident window (train_window_resident on the CPU backend, the
  *    route a GPU trainer takes; gather_heads) stages the same moves_left and
- *    opponent-reply targets as the host route for the same key, and a net
+ *    opponent-reply targets as the host route for the same key (one-hot
+ *    replies on move labels included: a shard of fast searches), and a net
  *    without the heads stages none;
  *  - a cycle's means (train_sums): the moves-left MAE and opponent loss
  *    weighted by the rows that have targets, NaN on a plain net's steps. */
@@ -39,6 +40,42 @@ static void train(train_net_t *tn, nn_batch_t *v, int32_t steps, nn_metrics_t *f
         CHECKF(nn_train_step(tn->nt, v, s ? last : first, err, sizeof err) == 0, "%s", err);
 }
 
+/* A shard of fast-search games (every other row without a policy target,
+ * every row with its move's label): replies there are one-hot targets. */
+static void add_fast_shard(t_run_t *R, int32_t cycle) {
+    char err[1024], rel[128];
+    shard_builder_t *b = shard_builder_new(&T_FMT, err, sizeof err);
+    KOMA_ASSERT(b);
+    for (int32_t g = 0; g < 3; g++) {
+        for (int32_t i = 0; i < 20; i++) {
+            uint8_t planes[ENC_PACKED_BYTES] = {0}, legal[ENC_LEGAL_BYTES] = {0}, pos[SHARD_POSITION_BYTES];
+            float hand[ENC_HAND] = {0};
+            planes[i % ENC_PACKED_BYTES] = (uint8_t)(1 + g);
+            shard_position_t sp;
+            memset(&sp, 0, sizeof sp);
+            sp.side = (uint8_t)(i & 1);
+            sp.ply = (uint16_t)(i + 1);
+            shard_position_pack(&sp, pos);
+            uint16_t label = (uint16_t)(100 * g + i), ml = (uint16_t)(1000 + 50 * g + i);
+            float prob = 1.0f;
+            shard_row_t row = {.planes = planes, .hand = hand, .legal = legal, .policy_label = &label,
+                               .policy_prob = &prob, .policy_n = i % 2, .root_q = 0.0f, .ply = (uint16_t)i,
+                               .position = pos, .move_label = &ml};
+            KOMA_ASSERT(shard_builder_add_row(b, &row, err, sizeof err) == 0);
+        }
+        db_game_t gm = {.start_sfen = "startpos", .moves = "", .plies = 20, .result = 1, .reason = DB_REASON_RESIGN};
+        KOMA_ASSERT(shard_builder_end_game(b, &gm, err, sizeof err) == 0);
+    }
+    shard_path_format(rel, sizeof rel, cycle, ++R->seq);
+    t_shard_done_t d;
+    memset(&d, 0, sizeof d);
+    compat_mutex_init(&d.mu);
+    KOMA_ASSERT(shard_submit(R->w, R->dir, rel, cycle, b, t_on_shard, &d, -1) == DB_OK);
+    KOMA_ASSERT(db_writer_flush(R->w, -1) == DB_OK);
+    KOMA_ASSERT(d.done && d.status == DB_OK);
+    compat_mutex_destroy(&d.mu);
+}
+
 /* The resident route's staged heads targets equal the host route's batch b. */
 static int staged_heads_equal(nn_trainer_t *tr, const nn_batch_t *bt, const shard_batch_t *b) {
     nn_train_staging_t st;
@@ -58,13 +95,14 @@ static void test_resident(train_config_t c, const char *dir) {
     t_run_open(&R, dir);
     t_rng = 77;
     for (int k = 1; k <= 2; k++) t_add_shard(&R, k, 3, 30);
+    add_fast_shard(&R, 3);
     KOMA_ASSERT(db_writer_flush(R.w, -1) == DB_OK);
     db_shard_t *list = NULL;
     int32_t nl = t_run_shards(&R, &list);
     train_window_t *w = train_window_new(R.dir, &T_FMT, NULL, NULL, err, sizeof err);
     shard_batch_t *b = shard_batch_new(&T_FMT, 48, 0, err, sizeof err);
     nn_backend_t *be = nn_backend_cpu_new(1);
-    KOMA_ASSERT(w && b && be && nl == 2);
+    KOMA_ASSERT(w && b && be && nl == 3);
     int64_t pos = 0;
     int32_t bad = 0;
     CHECKF(train_window_resident(w, be, 0, err, sizeof err) == 0, "%s", err);
@@ -74,7 +112,7 @@ static void test_resident(train_config_t c, const char *dir) {
         set(&c, "net", heads ? "1x16mo" : "1x16");
         train_net_t tn;
         KOMA_ASSERT(train_net_new(be, &c, 48, &tn, err, sizeof err) == 0);
-        int same = 0;
+        int same = 0, onehots = 0;
         for (uint64_t key = 1; key <= 4; key++) {
             nn_batch_t bt;
             CHECKF(train_window_gather(w, key, 48, tn.nt, &bt, err, sizeof err) == 0, "%s", err);
@@ -82,10 +120,13 @@ static void test_resident(train_config_t c, const char *dir) {
             CHECKF(train_window_sample(w, key, 48, b, err, sizeof err) == 0, "%s", err);
             if (heads) same += staged_heads_equal(tn.nt, &bt, b);
             else same += !bt.moves_left && !bt.opp_offsets;
+            for (int32_t i = 0; heads && i < b->B; i++) /* a one-hot reply: one entry, a move label (>= 1000 here) */
+                onehots += b->opp_offsets[i + 1] - b->opp_offsets[i] == 1 && b->opp_label[b->opp_offsets[i]] >= 1000;
             nn_metrics_t m;
             CHECKF(nn_train_step(tn.nt, &bt, &m, err, sizeof err) == 0, "%s", err);
             if (heads) CHECK(m.moves_left_positions == 48 && m.opp_positions > 24);
         }
+        if (heads) CHECKF(onehots > 0, "no one-hot reply drawn in 4 batches");
         CHECKF(same == 4, "%s: %d of 4 resident batches stage the host route's heads targets", heads ? "1x16mo" : "1x16",
                same);
         train_net_free(&tn);
