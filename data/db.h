@@ -58,6 +58,11 @@
  *  5  games.rank, games.host: the MPI rank and host that played a self-play
  *     game (`mpirun -np N selfplay`; rank 0 on one process); NULL where not
  *     recorded (older games, imports, match games). Columns added.
+ *  6  runs.cpu_seconds: the process CPU seconds of that invocation, as of its
+ *     last published net (0 until it publishes one); models.cpu_seconds: the
+ *     run's CPU seconds when the net was published, summed over every
+ *     invocation (db_run_cpu_update). NULL where not recorded (rows of older
+ *     versions; a model published after such a run row). Columns added.
  */
 #ifndef KOMA_DB_H
 #define KOMA_DB_H
@@ -65,7 +70,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DB_SCHEMA_VERSION 5
+#define DB_SCHEMA_VERSION 6
 #define DB_APPLICATION_ID 0x4B4F4D41 /* 'KOMA' in PRAGMA application_id */
 #define DB_PATH_MAX 256              /* run-relative paths of shards and models */
 #define DB_NAME_MAX 256              /* player names of matches (engine_a, engine_b) */
@@ -171,6 +176,12 @@ typedef struct {
 db_status_t db_run_insert(db_t *db, const char *koma_version, const char *command, const char *config, int64_t *id);
 db_status_t db_run_latest(db_t *db, db_run_t *out); /* free out->config with db_run_clear */
 void db_run_clear(db_run_t *r);
+/* Records that invocation run_id has used `seconds` of process CPU (kept as the
+ * largest value written: a retry never lowers it) and sets *total to the run's
+ * CPU seconds so far: the sum over every invocation up to run_id, or NAN when
+ * one of them predates the record (schema < 6). The run's CPU time thus
+ * survives restarts: a curve "rating at N CPU-hours" can span sessions. */
+db_status_t db_run_cpu_update(db_t *db, int64_t run_id, double seconds, double *total);
 
 /* ---- models: one published net per cycle ------------------------------- */
 typedef struct {
@@ -184,6 +195,7 @@ typedef struct {
     int64_t train_steps;                                    /* optimizer steps behind this net, in total */
     int64_t train_samples;                                  /* samples behind this net, in total */
     double loss_policy, loss_value, loss_legal, loss_total; /* at publication; NAN = none */
+    double cpu_seconds; /* the run's CPU seconds at publication, every invocation's (db_run_cpu_update); NAN = unknown */
     char created[32];
 } db_model_t;
 

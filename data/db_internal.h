@@ -30,6 +30,8 @@
 /* ---- the prepared statements (SQL in db_schema.c: dbi_stmt_sql) ------------- */
 enum {
     S_RUN_INSERT,
+    S_RUN_CPU_SET,
+    S_RUN_CPU_SUM,
     S_RUN_LATEST,
     S_MODEL_INSERT,
     S_MODEL_LATEST,

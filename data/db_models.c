@@ -48,6 +48,31 @@ void db_run_clear(db_run_t *r) {
     r->config = NULL;
 }
 
+db_status_t db_run_cpu_update(db_t *db, int64_t run_id, double seconds, double *total) {
+    if (!db || !total || run_id <= 0 || !(seconds >= 0)) return DB_INVALID;
+    *total = NAN;
+    sqlite3_stmt *s = dbi_stmt(db, S_RUN_CPU_SET);
+    if (!s) return DB_ERROR;
+    sqlite3_bind_int64(s, 1, run_id);
+    sqlite3_bind_double(s, 2, seconds);
+    db_status_t st = dbi_run_stmt(db, s, "record the run's CPU seconds");
+    if (st != DB_OK) return st;
+    s = dbi_stmt(db, S_RUN_CPU_SUM);
+    if (!s) return DB_ERROR;
+    sqlite3_bind_int64(s, 1, run_id);
+    int rc = sqlite3_step(s);
+    if (rc != SQLITE_ROW) {
+        st = dbi_fail(db, rc, "sum the run's CPU seconds");
+        sqlite3_reset(s);
+        return st;
+    }
+    double sum = sqlite3_column_double(s, 0);
+    int64_t unknown = sqlite3_column_int64(s, 1);
+    sqlite3_reset(s);
+    if (unknown == 0) *total = sum;
+    return DB_OK;
+}
+
 /* ---- models -------------------------------------------------------------------- */
 db_status_t db_model_insert(db_t *db, db_model_t *m) {
     if (!db || !m) return DB_INVALID;
@@ -71,6 +96,7 @@ db_status_t db_model_insert(db_t *db, db_model_t *m) {
     bind_real(s, 10, m->loss_value);
     bind_real(s, 11, m->loss_legal);
     bind_real(s, 12, m->loss_total);
+    bind_real(s, 13, m->cpu_seconds);
     char step[DB_PATH_MAX + 64];
     snprintf(step, sizeof step, "insert model '%s' (cycle %d)", m->path, m->cycle);
     db_status_t st = dbi_run_stmt(db, s, step);
@@ -96,6 +122,7 @@ static db_status_t model_row(db_t *db, sqlite3_stmt *s, void *row, void *ctx) {
     out->loss_legal = col_real(s, 11);
     out->loss_total = col_real(s, 12);
     col_text(s, 13, out->created, sizeof out->created);
+    out->cpu_seconds = col_real(s, 14);
     return DB_OK;
 }
 

@@ -248,10 +248,13 @@ static const char v2_view[] =
     "SELECT id, match_id, black, white, start_sfen, moves, plies, result, reason, detail, created "
     "FROM games WHERE match_id IS NOT NULL;";
 
+static const char v6_cpu[] = "ALTER TABLE runs ADD COLUMN cpu_seconds REAL CHECK (cpu_seconds >= 0);"
+                             "ALTER TABLE models ADD COLUMN cpu_seconds REAL CHECK (cpu_seconds >= 0);";
+
 /* ---- statements (ids in db_internal.h) ------------------------------------------ */
 #define MODEL_COLS                                                                                                     \
     "id, coalesce(run_id, 0), cycle, features_version, path, xxh3, arch, train_steps, "                                \
-    "train_samples, loss_policy, loss_value, loss_legal, loss_total, created"
+    "train_samples, loss_policy, loss_value, loss_legal, loss_total, created, cpu_seconds"
 #define SHARD_COLS "id, path, cycle, features_version, rows, games, pos_begin, bytes, xxh3, created"
 #define MATCH_COLS                                                                                                     \
     "id, coalesce(cycle, -1), coalesce(model_a, 0), coalesce(model_b, 0), opponent, wins, draws, losses, "             \
@@ -262,11 +265,13 @@ static const char v2_view[] =
     "result, reason, created, coalesce(match_id, 0), black, white, detail, coalesce(rank, 0), host"
 
 const char *const dbi_stmt_sql[S_NB] = {
-    [S_RUN_INSERT] = "INSERT INTO runs(koma_version, command, config) VALUES(?1, ?2, ?3)",
+    [S_RUN_INSERT] = "INSERT INTO runs(koma_version, command, config, cpu_seconds) VALUES(?1, ?2, ?3, 0)",
+    [S_RUN_CPU_SET] = "UPDATE runs SET cpu_seconds = max(coalesce(cpu_seconds, 0), ?2) WHERE id = ?1",
+    [S_RUN_CPU_SUM] = "SELECT total(cpu_seconds), count(*) - count(cpu_seconds) FROM runs WHERE id <= ?1",
     [S_RUN_LATEST] = "SELECT id, created, koma_version, command, config FROM runs ORDER BY id DESC LIMIT 1",
     [S_MODEL_INSERT] = "INSERT INTO models(run_id, cycle, features_version, path, xxh3, arch, "
-                       "train_steps, train_samples, loss_policy, loss_value, loss_legal, loss_total) "
-                       "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                       "train_steps, train_samples, loss_policy, loss_value, loss_legal, loss_total, cpu_seconds) "
+                       "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
     [S_MODEL_LATEST] = "SELECT " MODEL_COLS " FROM models ORDER BY cycle DESC LIMIT 1",
     [S_MODEL_GET] = "SELECT " MODEL_COLS " FROM models WHERE id = ?1",
     [S_MODEL_BY_CYCLE] = "SELECT " MODEL_COLS " FROM models WHERE cycle = ?1",
@@ -393,11 +398,16 @@ static db_status_t migrate_v4_v5(db_t *db) {
     return exec_step(db, v5_games, "upgrade to version 5: rank and host of each game");
 }
 
+/* Version 5 -> 6, inside dbi_schema_check's transaction. */
+static db_status_t migrate_v5_v6(db_t *db) {
+    return exec_step(db, v6_cpu, "upgrade to version 6: the CPU seconds of each invocation and model");
+}
+
 /* migrations[v] upgrades a version-v database to v+1; index 0 creates an
  * empty database (at version 1, then migrated like any v1 file). */
 typedef db_status_t (*migration_fn)(db_t *db);
 static const migration_fn migrations[DB_SCHEMA_VERSION] = {create_v1, migrate_v1_v2, migrate_v2_v3, migrate_v3_v4,
-                                                           migrate_v4_v5};
+                                                           migrate_v4_v5, migrate_v5_v6};
 
 db_status_t dbi_schema_check(db_t *db) {
     int64_t app = 0, ver = 0, objects = 0;

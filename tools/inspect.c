@@ -70,6 +70,7 @@ static void print_summary(db_t *db, const char *path, const db_summary_t *s) {
         print_loss("value", m.loss_value);
         print_loss("legal", m.loss_legal);
         print_loss("total", m.loss_total);
+        if (!isnan(m.cpu_seconds)) printf("\n               the run's CPU time at publication: %.1f CPU-minutes", m.cpu_seconds / 60);
     }
     printf("\n");
 

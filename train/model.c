@@ -134,7 +134,13 @@ static int model_insert_run(db_t *db, void *arg, char *err, size_t errlen) {
         m->id = old.id;
         return DB_OK;
     }
-    db_status_t st = db_model_insert(db, m);
+    /* The run's CPU seconds: this process's so far plus every earlier
+     * invocation's (NAN without an invocation row, or past a run row of an
+     * older schema). */
+    m->cpu_seconds = NAN;
+    db_status_t st = DB_OK;
+    if (m->run_id > 0) st = db_run_cpu_update(db, m->run_id, (double)compat_cpu_time_ns() / 1e9, &m->cpu_seconds);
+    if (st == DB_OK) st = db_model_insert(db, m);
     if (st != DB_OK) snprintf(err, errlen, "%s", db_errmsg(db));
     return st;
 }

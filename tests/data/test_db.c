@@ -780,6 +780,13 @@ static void schema_digest(const char *path, char *out) {
 }
 
 /* After a migration from version `from`: the same schema as a new database's. */
+/* "schema version <from> needs migrating to <DB_SCHEMA_VERSION>" */
+static const char *migrating_msg(int from) {
+    static char buf[64];
+    snprintf(buf, sizeof buf, "schema version %d needs migrating to %d", from, DB_SCHEMA_VERSION);
+    return buf;
+}
+
 static void check_schema_as_new(const char *path, const char *fresh_name, int from) {
     static char got[DIGEST_MAX], want[DIGEST_MAX];
     char err[DB_ERR_MAX];
@@ -806,7 +813,7 @@ static void test_migration(void) {
 
     /* Read-only: refused, untouched. */
     CHECK(db_open(path, DB_OPEN_READONLY, &db, err, sizeof err) == DB_SCHEMA && db == NULL);
-    CHECK(starts_with(err, path) && contains(err, "schema version 1 needs migrating to 5"));
+    CHECK(starts_with(err, path) && contains(err, migrating_msg(1)));
     CHECK(sql_int(path, "PRAGMA user_version") == 1);
 
     /* Read-write: migrated, every row kept. */
@@ -952,9 +959,12 @@ static void test_migration(void) {
                        "'match_games')") == 0);
 
     /* A version from the future is refused, naming the file. */
-    sql_raw(plain, "PRAGMA user_version = 6");
+    char future[96];
+    snprintf(future, sizeof future, "PRAGMA user_version = %d", DB_SCHEMA_VERSION + 1);
+    sql_raw(plain, future);
     CHECK(db_open(plain, 0, &db, err, sizeof err) == DB_SCHEMA && db == NULL);
-    CHECK(starts_with(err, plain) && contains(err, "schema version 6 is newer than this build"));
+    snprintf(future, sizeof future, "schema version %d is newer than this build", DB_SCHEMA_VERSION + 1);
+    CHECK(starts_with(err, plain) && contains(err, future));
 }
 
 /* ---- schema v2 -> v3 -------------------------------------------------------------------- */
@@ -1084,13 +1094,18 @@ static const char v3_delta[] =
     "  CHECK (false_resign >= 0 AND false_resign <= would_resign);"
     "ALTER TABLE cycle_metrics ADD COLUMN resign_threshold REAL;";
 
-/* A file of schema `version` (2..4) as that version's code left it: v1's
+/* What version 5 added (a copy). */
+static const char v5_delta[] = "ALTER TABLE games ADD COLUMN rank INTEGER CHECK (rank >= 0);"
+                               "ALTER TABLE games ADD COLUMN host TEXT;";
+
+/* A file of schema `version` (2..5) as that version's code left it: v1's
  * schema and the deltas up to it (v4 changed no table), the application id,
  * the version, WAL, foreign keys on, and v2's rows. */
 static void write_frozen(const char *path, int version) {
     sql_raw(path, v1_schema);
     sql_raw(path, v2_delta);
     if (version >= 3) sql_raw(path, v3_delta);
+    if (version >= 5) sql_raw(path, v5_delta);
     char sql[160];
     snprintf(sql, sizeof sql, "PRAGMA application_id = %d; PRAGMA user_version = %d; PRAGMA journal_mode = WAL",
              DB_APPLICATION_ID, version);
@@ -1111,7 +1126,7 @@ static void test_migration_v2(void) {
 
     /* Read-only: refused, untouched (inspect and report on an old run). */
     CHECK(db_open(path, DB_OPEN_READONLY, &db, err, sizeof err) == DB_SCHEMA && db == NULL);
-    CHECK(starts_with(err, path) && contains(err, "schema version 2 needs migrating to 5"));
+    CHECK(starts_with(err, path) && contains(err, migrating_msg(2)));
     CHECK(sql_int(path, "PRAGMA user_version") == 2);
 
     /* Read-only with DB_OPEN_MIGRATE (inspect, report): migrated, then read;
@@ -1237,11 +1252,11 @@ static void test_migration_v4(void) {
     v2_digests(path, NULL, before);
 
     CHECK(db_open(path, DB_OPEN_READONLY, &db, err, sizeof err) == DB_SCHEMA && db == NULL);
-    CHECK(starts_with(err, path) && contains(err, "schema version 4 needs migrating to 5"));
+    CHECK(starts_with(err, path) && contains(err, migrating_msg(4)));
     CHECK_OK(db, db_open(path, 0, &db, err, sizeof err));
-    CHECK(db && db_schema_version(db) == 5);
+    CHECK(db && db_schema_version(db) == DB_SCHEMA_VERSION);
     db_close(db);
-    CHECK(sql_int(path, "PRAGMA user_version") == 5);
+    CHECK(sql_int(path, "PRAGMA user_version") == DB_SCHEMA_VERSION);
     check_v2_rows_kept(path, NULL, before);
     CHECK(sql_int(path, "SELECT count(*) FROM games WHERE rank IS NULL AND host IS NULL") == 4);
     CHECK(sql_int(path, "SELECT count(*) FROM cycle_metrics WHERE cycle = 2 AND no_resign_games = 2") == 1);
@@ -1273,6 +1288,67 @@ static void test_migration_v4(void) {
     CHECK(sql_int(path, "SELECT count(*) FROM games WHERE rank IS NULL AND host IS NULL") == 5);
 
     check_schema_as_new(path, "fresh5.db", 4);
+}
+
+/* ---- schema v5 -> v6 -------------------------------------------------------------------- */
+/* A v5 file migrates to v6 keeping every row; its runs and models have no CPU
+ * seconds (NULL), so a net published by a later invocation has an unknown run
+ * total while its invocation's own seconds are recorded; in a new run each
+ * invocation's seconds add up across restarts and a retry never lowers them. */
+static void test_migration_v5(void) {
+    char err[DB_ERR_MAX], msg[512];
+    db_t *db = NULL;
+    const char *path = tmp_db("v5.db");
+    write_frozen(path, 5);
+    static char before[V2_TABLES][DIGEST_MAX];
+    v2_digests(path, NULL, before);
+    CHECK(db_open(path, DB_OPEN_READONLY, &db, err, sizeof err) == DB_SCHEMA && db == NULL);
+    CHECK(starts_with(err, path) && contains(err, migrating_msg(5)));
+    CHECK_OK(db, db_open(path, 0, &db, err, sizeof err));
+    CHECK(db && db_schema_version(db) == 6);
+    db_close(db);
+    check_v2_rows_kept(path, NULL, before);
+    check_schema_as_new(path, "fresh6.db", 5);
+    CHECK_OK(db, db_open(path, 0, &db, err, sizeof err));
+    if (!db) return;
+    db_model_t m;
+    CHECK_OK(db, db_model_latest(db, &m));
+    CHECK(m.cycle == 1 && isnan(m.cpu_seconds));
+    int64_t run = 0;
+    double total = 0;
+    CHECK_OK(db, db_run_insert(db, "test", "selfplay", "", &run));
+    CHECK_OK(db, db_run_cpu_update(db, run, 12.5, &total));
+    CHECK(isnan(total)); /* the v5 invocation's CPU time is not known */
+    db_close(db);
+    CHECK(sql_int(path, "SELECT count(*) FROM runs WHERE cpu_seconds IS NULL") == 1);
+    CHECK(sql_int(path, "SELECT count(*) FROM runs WHERE cpu_seconds = 12.5") == 1);
+    CHECK(sql_try(path, "UPDATE models SET cpu_seconds = -1 WHERE cycle = 1", msg, sizeof msg) == SQLITE_CONSTRAINT);
+
+    /* A new run: totals over invocations, kept at the largest value written. */
+    const char *fresh = tmp_db("cpu.db");
+    CHECK_OK(db, db_open(fresh, 0, &db, err, sizeof err));
+    if (!db) return;
+    int64_t r1 = 0, r2 = 0, r3 = 0;
+    CHECK_OK(db, db_run_insert(db, "test", "selfplay", "", &r1));
+    CHECK_OK(db, db_run_cpu_update(db, r1, 60, &total));
+    CHECK(total == 60);
+    CHECK_OK(db, db_run_cpu_update(db, r1, 50, &total)); /* a retry with an older reading */
+    CHECK(total == 60);
+    CHECK_OK(db, db_run_insert(db, "test", "import", "", &r2)); /* publishes nothing: 0 */
+    CHECK_OK(db, db_run_insert(db, "test", "selfplay", "", &r3));
+    CHECK_OK(db, db_run_cpu_update(db, r3, 30, &total));
+    CHECK(total == 90);
+    CHECK_OK(db, db_run_cpu_update(db, r1, 61, &total)); /* a total as of run 1 */
+    CHECK(total == 61);
+    CHECK(db_run_cpu_update(db, r3, -1, &total) == DB_INVALID && db_run_cpu_update(db, 0, 1, &total) == DB_INVALID);
+    db_model_t nm = {.run_id = r3, .cycle = 0, .features_version = 1, .cpu_seconds = 91.5};
+    snprintf(nm.path, sizeof nm.path, "models/0000.safetensors");
+    snprintf(nm.xxh3, sizeof nm.xxh3, "00000000000000aa");
+    nm.loss_policy = nm.loss_value = nm.loss_legal = nm.loss_total = NAN;
+    CHECK_OK(db, db_model_insert(db, &nm));
+    CHECK_OK(db, db_model_latest(db, &m));
+    CHECK(m.cpu_seconds == 91.5);
+    db_close(db);
 }
 
 
@@ -2219,6 +2295,7 @@ int main(int argc, char **argv) {
     test_migration_v2();
     test_migration_v3();
     test_migration_v4();
+    test_migration_v5();
     test_match_games();
     test_transactions();
     test_shard_files();

@@ -49,13 +49,13 @@ static int run(const char *dir, int cycles, bool sync) {
     return sp_main(argc, argv, 0);
 }
 
-static double metric(const char *dir, int cycle, const char *col) {
-    char path[800], q[200];
+/* The first column of the first row of query q on dir's koma.db (NAN: none, NULL). */
+static double sql_double(const char *dir, const char *q) {
+    char path[800];
     snprintf(path, sizeof path, "%s/koma.db", dir);
     sqlite3 *s = NULL;
     double v = NAN;
     if (sqlite3_open_v2(path, &s, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
-        snprintf(q, sizeof q, "SELECT %s FROM cycle_metrics WHERE cycle = %d", col, cycle);
         sqlite3_stmt *st = NULL;
         if (sqlite3_prepare_v2(s, q, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW &&
             sqlite3_column_type(st, 0) != SQLITE_NULL)
@@ -64,6 +64,23 @@ static double metric(const char *dir, int cycle, const char *col) {
     }
     sqlite3_close(s);
     return v;
+}
+
+static double metric(const char *dir, int cycle, const char *col) {
+    char q[200];
+    snprintf(q, sizeof q, "SELECT %s FROM cycle_metrics WHERE cycle = %d", col, cycle);
+    return sql_double(dir, q);
+}
+
+/* Every net of the run carries the run's CPU seconds at publication, which
+ * grow with the cycle across invocations (schema 6). */
+static void check_cpu_seconds(const char *dir) {
+    double unknown = sql_double(dir, "SELECT count(*) FROM models WHERE cpu_seconds IS NULL");
+    double backwards = sql_double(dir, "SELECT count(*) FROM models a JOIN models b ON b.cycle = a.cycle + 1 "
+                                       "WHERE b.cpu_seconds < a.cpu_seconds");
+    double last = sql_double(dir, "SELECT cpu_seconds FROM models ORDER BY cycle DESC LIMIT 1");
+    CHECKF(unknown == 0 && backwards == 0 && last > 0, "models' CPU seconds: %g unknown, %g going back, last %g", unknown,
+           backwards, last);
 }
 
 /* Calls fn on every self-play game of the shards of cycle c. */
@@ -288,6 +305,7 @@ int main(void) {
     CHECKF(rs2.latest_cycle == 4 && rs2.games == 4 * GPC, "after --cycles 4: model %d, %lld games", rs2.latest_cycle,
            (long long)rs2.games);
     check_db_facts(d, 4);
+    check_cpu_seconds(d);
     check_evals(d, 3, 4);
     char logp[800];
     snprintf(logp, sizeof logp, "%s/log", d);
