@@ -2,7 +2,8 @@
  *
  * Owns: the architecture, the parameter layout (one allocation, named tensors
  * carved into it), inference contexts (one arena per (net, max batch)), the
- * training step (forward, three losses, backward, SGD) and its metrics.
+ * training step (forward, three losses and the optional heads' two, backward,
+ * SGD) and its metrics.
  * Implemented in nn/net.c (definition, parameters, inference) and
  * nn/net_train.c (schedule, trainer, training step, metrics), sharing
  * nn/net_int.h.

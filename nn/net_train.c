@@ -1,5 +1,6 @@
 /* net_train.c - the Koma network's training: schedule, trainer, training
- * step (forward, three losses, backward, SGD), one-step-late metrics.
+ * step (forward, three losses and the optional heads' two, backward, SGD),
+ * one-step-late metrics.
  *
  * Owns: the trainer (gradients, momentum, training arena), the order in
  * which the training ops run, and the metrics of a step.
