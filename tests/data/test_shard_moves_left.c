@@ -15,6 +15,7 @@
  *    builder refuses a move_label >= 2187 and the reader a stored one. */
 #include "data/shard.h"
 #include "nn/safetensors.h"
+#include "tests/data/shard_test.h"
 #include "tests/koma_test.h"
 
 #include <math.h>
@@ -136,29 +137,6 @@ static void test_absent(void) {
     shard_close(sh);
 }
 
-/* dst = src with the moves_left column replaced by (dtype, n values of data). */
-static void rewrite(const char *src, const char *dst, st_dtype_t dtype, int64_t n, const void *data) {
-    char err[512];
-    st_file_t *f = st_open(src, 0, err, sizeof err);
-    KOMA_ASSERT(f);
-    st_writer_t *w = st_writer_new();
-    for (int32_t i = 0; i < st_count(f); i++) {
-        const st_tensor_t *t = st_at(f, i);
-        if (strcmp(t->name, "moves_left") == 0) {
-            int64_t shape[1] = {n};
-            KOMA_ASSERT(st_writer_add(w, t->name, dtype, 1, shape, data) == 0);
-        } else {
-            KOMA_ASSERT(st_writer_add(w, t->name, t->dtype, t->ndim, t->shape, t->data) == 0);
-        }
-    }
-    const char *keys[9] = {"koma.kind",         "koma.version", "koma.rows",       "koma.games",   "koma.nnz",
-                           "koma.features_version", "koma.planes_bytes", "koma.hand_n", "koma.legal_bytes"};
-    for (int k = 0; k < 9; k++) KOMA_ASSERT(st_writer_meta(w, keys[k], st_meta(f, keys[k])) == 0);
-    KOMA_ASSERT(st_writer_write(w, dst, err, sizeof err) == 0);
-    st_writer_free(w);
-    st_close(f);
-}
-
 static void test_reader_rejects(void) {
     char err[1024] = "";
     const char *src = t_path("good.safetensors"), *dst = t_path("bad.safetensors");
@@ -169,20 +147,20 @@ static void test_reader_rejects(void) {
     KOMA_ASSERT(shard_write(b, src, err, sizeof err) == 0);
     shard_builder_free(b);
     const int16_t good[3] = {3, -1, 1}, bad[3] = {3, -2, 1};
-    rewrite(src, dst, ST_DTYPE_I16, 3, good); /* control: the rewrite itself is read */
+    t_shard_rewrite_column(src, dst, "moves_left", ST_DTYPE_I16, 3, good); /* control: the rewrite itself is read */
     shard_t *sh = shard_open(dst, &FMT, 0, err, sizeof err);
     CHECKF(sh && shard_row_moves_left(sh, 1) == -1 && shard_row_moves_left(sh, 2) == 1, "%s", err);
     shard_close(sh);
-    rewrite(src, dst, ST_DTYPE_I16, 3, bad);
+    t_shard_rewrite_column(src, dst, "moves_left", ST_DTYPE_I16, 3, bad);
     sh = shard_open(dst, &FMT, 0, err, sizeof err);
     CHECKF(!sh && !strncmp(err, dst, strlen(dst)) && strstr(err, "moves_left"), "value -2: %s", err);
     shard_close(sh);
-    rewrite(src, dst, ST_DTYPE_I16, 2, good); /* a row short */
+    t_shard_rewrite_column(src, dst, "moves_left", ST_DTYPE_I16, 2, good); /* a row short */
     sh = shard_open(dst, &FMT, 0, err, sizeof err);
     CHECKF(!sh && strstr(err, "moves_left"), "short column: %s", err);
     shard_close(sh);
     const float f3[3] = {3, 2, 1};
-    rewrite(src, dst, ST_DTYPE_F32, 3, f3); /* wrong dtype */
+    t_shard_rewrite_column(src, dst, "moves_left", ST_DTYPE_F32, 3, f3); /* wrong dtype */
     sh = shard_open(dst, &FMT, 0, err, sizeof err);
     CHECKF(!sh && strstr(err, "moves_left"), "F32 column: %s", err);
     shard_close(sh);

@@ -6,6 +6,7 @@
  * file whose column holds one (or has the wrong dtype or length) by path. */
 #include "data/shard.h"
 #include "nn/safetensors.h"
+#include "tests/data/shard_test.h"
 #include "tests/koma_test.h"
 
 #include <math.h>
@@ -100,52 +101,29 @@ static void test_builder_rejects(void) {
     shard_builder_free(b);
 }
 
-/* dst = src with the surprise column replaced by (dtype, n floats of data). */
-static void rewrite(const char *src, const char *dst, st_dtype_t dtype, int64_t n, const float *data) {
-    char err[512];
-    st_file_t *f = st_open(src, 0, err, sizeof err);
-    KOMA_ASSERT(f);
-    st_writer_t *w = st_writer_new();
-    for (int32_t i = 0; i < st_count(f); i++) {
-        const st_tensor_t *t = st_at(f, i);
-        if (strcmp(t->name, "surprise") == 0) {
-            int64_t shape[1] = {n};
-            KOMA_ASSERT(st_writer_add(w, t->name, dtype, 1, shape, data) == 0);
-        } else {
-            KOMA_ASSERT(st_writer_add(w, t->name, t->dtype, t->ndim, t->shape, t->data) == 0);
-        }
-    }
-    const char *keys[9] = {"koma.kind",         "koma.version", "koma.rows",       "koma.games",   "koma.nnz",
-                           "koma.features_version", "koma.planes_bytes", "koma.hand_n", "koma.legal_bytes"};
-    for (int k = 0; k < 9; k++) KOMA_ASSERT(st_writer_meta(w, keys[k], st_meta(f, keys[k])) == 0);
-    KOMA_ASSERT(st_writer_write(w, dst, err, sizeof err) == 0);
-    st_writer_free(w);
-    st_close(f);
-}
-
 static void test_reader_rejects(void) {
     char err[1024] = "";
     const char *src = t_path("good.safetensors"), *dst = t_path("bad.safetensors");
     const float s[3] = {0.5f, -1.0f, 2.0f};
     write_shard(src, s, 3);
     /* control: an unchanged rewrite is read, so each refusal below is the change's */
-    rewrite(src, dst, ST_DTYPE_F32, 3, s);
+    t_shard_rewrite_column(src, dst, "surprise", ST_DTYPE_F32, 3, s);
     shard_t *sh = shard_open(dst, &FMT, 0, err, sizeof err);
     CHECKF(sh && shard_row_surprise(sh, 2) == 2.0f, "%s", err);
     shard_close(sh);
     const float vals[3][3] = {{0.5f, -0.5f, 2.0f}, {0.5f, NAN, 2.0f}, {INFINITY, -1.0f, 2.0f}};
     for (int k = 0; k < 3; k++) {
-        rewrite(src, dst, ST_DTYPE_F32, 3, vals[k]);
+        t_shard_rewrite_column(src, dst, "surprise", ST_DTYPE_F32, 3, vals[k]);
         err[0] = 0;
         sh = shard_open(dst, &FMT, 0, err, sizeof err);
         CHECKF(!sh && !strncmp(err, dst, strlen(dst)) && strstr(err, "surprise"), "bad value %d: %s", k, err);
         shard_close(sh);
     }
-    rewrite(src, dst, ST_DTYPE_F32, 2, s); /* a row short */
+    t_shard_rewrite_column(src, dst, "surprise", ST_DTYPE_F32, 2, s); /* a row short */
     sh = shard_open(dst, &FMT, 0, err, sizeof err);
     CHECKF(!sh && !strncmp(err, dst, strlen(dst)) && strstr(err, "surprise"), "short column: %s", err);
     shard_close(sh);
-    rewrite(src, dst, ST_DTYPE_I32, 3, s); /* another dtype of the same width */
+    t_shard_rewrite_column(src, dst, "surprise", ST_DTYPE_I32, 3, s); /* another dtype of the same width */
     sh = shard_open(dst, &FMT, 0, err, sizeof err);
     CHECKF(!sh && !strncmp(err, dst, strlen(dst)) && strstr(err, "surprise"), "I32 column: %s", err);
     shard_close(sh);
