@@ -66,14 +66,7 @@ static void add_fast_shard(t_run_t *R, int32_t cycle) {
         db_game_t gm = {.start_sfen = "startpos", .moves = "", .plies = 20, .result = 1, .reason = DB_REASON_RESIGN};
         KOMA_ASSERT(shard_builder_end_game(b, &gm, err, sizeof err) == 0);
     }
-    shard_path_format(rel, sizeof rel, cycle, ++R->seq);
-    t_shard_done_t d;
-    memset(&d, 0, sizeof d);
-    compat_mutex_init(&d.mu);
-    KOMA_ASSERT(shard_submit(R->w, R->dir, rel, cycle, b, t_on_shard, &d, -1) == DB_OK);
-    KOMA_ASSERT(db_writer_flush(R->w, -1) == DB_OK);
-    KOMA_ASSERT(d.done && d.status == DB_OK);
-    compat_mutex_destroy(&d.mu);
+    t_commit_shard(R, cycle, b, rel, sizeof rel);
 }
 
 /* The resident route's staged heads targets equal the host route's batch b. */

@@ -163,6 +163,24 @@ static inline void t_on_shard(void *user, int status, const char *err, const db_
     compat_mutex_unlock(&d->mu);
 }
 
+/* Writes and registers b (its games) as the run's next shard of `cycle`,
+ * through the writer, waited for; b is the writer's afterwards. The
+ * run-relative path goes to rel (len bytes). */
+static inline void t_commit_shard(t_run_t *r, int32_t cycle, shard_builder_t *b, char *rel, size_t len) {
+    shard_path_format(rel, len, cycle, ++r->seq);
+    t_shard_done_t d;
+    memset(&d, 0, sizeof d);
+    compat_mutex_init(&d.mu);
+    int st = shard_submit(r->w, r->dir, rel, cycle, b, t_on_shard, &d, -1);
+    KOMA_ASSERT(st == DB_OK);
+    KOMA_ASSERT(db_writer_flush(r->w, -1) == DB_OK);
+    compat_mutex_lock(&d.mu);
+    if (!d.done || d.status != DB_OK) fprintf(stderr, "shard %s: %d %s\n", rel, d.status, d.err);
+    KOMA_ASSERT(d.done && d.status == DB_OK);
+    compat_mutex_unlock(&d.mu);
+    compat_mutex_destroy(&d.mu);
+}
+
 /* Writes and registers (through the writer, waited for) a shard of `games`
  * games of at most `plies` positions each for `cycle`. Returns its
  * run-relative path in rel (static storage of 16 slots). */
@@ -177,18 +195,7 @@ static inline const char *t_add_shard_from(t_run_t *r, int32_t cycle, int32_t ga
     KOMA_ASSERT(pos);
     for (int32_t g = 0; g < games; g++) t_game(b, pos, plies, from_ply, (t_next() & 1) ? 1 : -1);
     free(pos);
-    shard_path_format(rel, 128, cycle, ++r->seq);
-    t_shard_done_t d;
-    memset(&d, 0, sizeof d);
-    compat_mutex_init(&d.mu);
-    int st = shard_submit(r->w, r->dir, rel, cycle, b, t_on_shard, &d, -1);
-    KOMA_ASSERT(st == DB_OK);
-    KOMA_ASSERT(db_writer_flush(r->w, -1) == DB_OK);
-    compat_mutex_lock(&d.mu);
-    if (!d.done || d.status != DB_OK) fprintf(stderr, "shard %s: %d %s\n", rel, d.status, d.err);
-    KOMA_ASSERT(d.done && d.status == DB_OK);
-    compat_mutex_unlock(&d.mu);
-    compat_mutex_destroy(&d.mu);
+    t_commit_shard(r, cycle, b, rel, 128);
     return rel;
 }
 
