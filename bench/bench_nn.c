@@ -61,7 +61,7 @@ static void bench_infer(nn_backend_t *be, nn_net_t *net, const int32_t *batches,
 static void bench_train(nn_net_t *net, int32_t B, double secs) {
     char err[256];
     bench_batch_t tb;
-    nn_trainer_t *tr = bench_trainer_new(net, B, &tb);
+    nn_optim_t *tr = bench_trainer_new(net, B, &tb);
     if (!tr) return;
     nn_metrics_t m;
     nn_train_step(tr, &tb.b, &m, err, sizeof(err)); /* warm-up */
@@ -79,7 +79,7 @@ static void bench_train(nn_net_t *net, int32_t B, double secs) {
            1e3 * t / iters, m.loss);
     fflush(stdout);
     bench_batch_free(&tb);
-    nn_trainer_free(tr);
+    nn_optim_free(tr);
 }
 
 static double time_it(double secs, void (*fn)(void *), void *arg, int64_t *iters_out) {

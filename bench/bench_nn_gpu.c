@@ -169,7 +169,7 @@ static void bench_train(nn_backend_t *be, nn_net_t *net, int32_t B, double secs,
     const nn_net_config_t *c = nn_net_config(net);
     char err[256];
     bench_batch_t tb;
-    nn_trainer_t *tr = bench_trainer_new(net, B, &tb);
+    nn_optim_t *tr = bench_trainer_new(net, B, &tb);
     if (!tr) return;
     nn_metrics_t m;
     for (int w = 0; w < 3; w++) nn_train_step(tr, &tb.b, &m, err, sizeof(err)); /* algorithm choice, warm-up */
@@ -178,7 +178,7 @@ static void bench_train(nn_backend_t *be, nn_net_t *net, int32_t B, double secs,
      * kernel a step are not timed here): the default route on a GPU, whose
      * steps are recorded (CUDA graphs) from the third on. */
     nn_train_staging_t st;
-    nn_trainer_staging(tr, &st, NULL);
+    nn_optim_staging(tr, &st, NULL);
     uint32_t nnz = tb.b.policy_offsets[B];
     be->upload(be, st.planes, tb.b.planes, (size_t)(B * nn_packed_bytes(c->in_planes)));
     if (c->in_hand) be->upload(be, st.hand, tb.b.hand, sizeof(float) * (size_t)B * c->in_hand);
@@ -226,7 +226,7 @@ static void bench_train(nn_backend_t *be, nn_net_t *net, int32_t B, double secs,
 done:
     failed(be);
     bench_batch_free(&tb);
-    nn_trainer_free(tr);
+    nn_optim_free(tr);
 }
 
 int main(int argc, char **argv) {

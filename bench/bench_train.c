@@ -157,7 +157,7 @@ int main(int argc, char **argv) {
     int64_t wpos = 0;
     int32_t bad = 0;
     train_window_select(win, list, nl, -1, 0, &wpos, &bad, err, sizeof err);
-    nn_trainer_t *nt = train_trainer_nn(tr);
+    nn_optim_t *nt = train_trainer_nn(tr);
     nn_metrics_t m;
     double t_gather = 0, t_step = 0, c0 = 0;
     for (int64_t s = -3; s < steps; s++) {

@@ -94,16 +94,16 @@ static inline int bench_batch_init(bench_batch_t *t, const nn_net_config_t *c, i
 
 /* A trainer for net at batch B and its synthetic batch; NULL (message on
  * stderr, nothing left allocated) when either cannot be had. */
-static inline nn_trainer_t *bench_trainer_new(nn_net_t *net, int32_t B, bench_batch_t *tb) {
+static inline nn_optim_t *bench_trainer_new(nn_net_t *net, int32_t B, bench_batch_t *tb) {
     char err[256];
-    nn_trainer_t *tr = nn_trainer_new(net, NULL, B, err, sizeof(err));
+    nn_optim_t *tr = nn_optim_new(net, NULL, B, err, sizeof(err));
     if (!tr) {
         fprintf(stderr, "%s\n", err);
         return NULL;
     }
     if (bench_batch_init(tb, nn_net_config(net), B) != 0) {
         fprintf(stderr, "bench: out of memory for a batch of %d\n", (int)B);
-        nn_trainer_free(tr);
+        nn_optim_free(tr);
         return NULL;
     }
     return tr;

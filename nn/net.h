@@ -272,7 +272,7 @@ nn_train_config_t nn_train_config_default(void);
 float nn_lr_at(const nn_train_config_t *cfg, int64_t step);
 
 /* A training batch in host memory (nn_train_step uploads it), or, with
- * staged = 1, already in the trainer's device staging (nn_trainer_staging,
+ * staged = 1, already in the trainer's device staging (nn_optim_staging,
  * filled on the device by gather_rows): then only B and the HOST copy of
  * policy_offsets are read (the offsets are checked and counted for the
  * metrics; the staging must hold the same ones), the other pointers not. */
@@ -325,7 +325,9 @@ typedef struct {
     int32_t moves_left_positions, opp_positions; /* rows with a target */
 } nn_metrics_t;
 
-typedef struct nn_trainer nn_trainer_t;
+/* The optimizer state of one net being trained (nn_optim_new): not the trainer
+ * thread, which is train/trainer.h's train_trainer_t. */
+typedef struct nn_optim nn_optim_t;
 
 /* The trainer's device buffers that a batch is uploaded into (device pointers
  * of the net's backend), for a caller that assembles batches on the device:
@@ -347,11 +349,11 @@ typedef struct {
 
 /* Owns gradients, momentum, a training arena for max_batch and the step count
  * for `net` (whose weights it updates). */
-nn_trainer_t *nn_trainer_new(nn_net_t *net, const nn_train_config_t *cfg, int32_t max_batch,
+nn_optim_t *nn_optim_new(nn_net_t *net, const nn_train_config_t *cfg, int32_t max_batch,
                              char *err, size_t errlen);
-void nn_trainer_free(nn_trainer_t *tr); /* NULL ok */
-nn_net_t *nn_trainer_net(const nn_trainer_t *tr);
-void nn_trainer_set_config(nn_trainer_t *tr, const nn_train_config_t *cfg);
+void nn_optim_free(nn_optim_t *tr); /* NULL ok */
+nn_net_t *nn_optim_net(const nn_optim_t *tr);
+void nn_optim_set_config(nn_optim_t *tr, const nn_train_config_t *cfg);
 
 /* One SGD step on the batch. Returns 0, or -1 with err for an invalid batch
  * (B out of range, offsets not increasing, label >= 2187) or a failed
@@ -359,7 +361,7 @@ void nn_trainer_set_config(nn_trainer_t *tr, const nn_train_config_t *cfg);
  * reload them). Non-finite losses are not an error here: the caller looks at
  * the metrics (train/trainer.c does). nn_train_grad and nn_eval_batch fail
  * the same way. */
-int nn_train_step(nn_trainer_t *tr, const nn_batch_t *batch, nn_metrics_t *m, char *err,
+int nn_train_step(nn_optim_t *tr, const nn_batch_t *batch, nn_metrics_t *m, char *err,
                   size_t errlen);
 /* nn_train_step one step late, for a loop that must not wait for the device
  * every step: nn_train_step_launch queues the step (the same ops as
@@ -379,17 +381,17 @@ int nn_train_step(nn_trainer_t *tr, const nn_batch_t *batch, nn_metrics_t *m, ch
  * weights are then undefined, reload them. A step's non-finite loss is only
  * known at its read, after the next step was queued: whoever saves or
  * publishes the weights reads every record first (train/loop.c does). */
-int nn_train_step_launch(nn_trainer_t *tr, const nn_batch_t *batch, int64_t *step, char *err, size_t errlen);
-int nn_train_step_metrics(nn_trainer_t *tr, int64_t step, nn_metrics_t *m, char *err, size_t errlen);
+int nn_train_step_launch(nn_optim_t *tr, const nn_batch_t *batch, int64_t *step, char *err, size_t errlen);
+int nn_train_step_metrics(nn_optim_t *tr, int64_t step, nn_metrics_t *m, char *err, size_t errlen);
 /* Launched steps whose metrics are not read yet (0..2). */
-int32_t nn_train_steps_pending(const nn_trainer_t *tr);
+int32_t nn_train_steps_pending(const nn_optim_t *tr);
 /* Forward (training-mode BN) + losses + backward into the gradients, no
  * update (running stats are not changed). For gradient checks. */
-int nn_train_grad(nn_trainer_t *tr, const nn_batch_t *batch, nn_metrics_t *m, char *err,
+int nn_train_grad(nn_optim_t *tr, const nn_batch_t *batch, nn_metrics_t *m, char *err,
                   size_t errlen);
 /* nn_train_step in two halves, for data-parallel training (train/dist_train.c):
  * nn_train_step_grads runs forward, losses and backward into
- * nn_trainer_grads and updates the BN running statistics, without changing
+ * nn_optim_grads and updates the BN running statistics, without changing
  * the weights or the step count; the caller may then change the gradients
  * and the running statistics (average them over processes), and
  * nn_train_step_apply takes the SGD step with the gradients as they are then
@@ -397,20 +399,20 @@ int nn_train_grad(nn_trainer_t *tr, const nn_batch_t *batch, nn_metrics_t *m, ch
  * m->lr and m->step, the other fields stay as nn_train_step_grads left
  * them). Called back to back they give the same weights, bit for bit, as
  * nn_train_step. Failures as nn_train_step. */
-int nn_train_step_grads(nn_trainer_t *tr, const nn_batch_t *batch, nn_metrics_t *m, char *err,
+int nn_train_step_grads(nn_optim_t *tr, const nn_batch_t *batch, nn_metrics_t *m, char *err,
                         size_t errlen);
-int nn_train_step_apply(nn_trainer_t *tr, nn_metrics_t *m, char *err, size_t errlen);
+int nn_train_step_apply(nn_optim_t *tr, nn_metrics_t *m, char *err, size_t errlen);
 /* Losses and metrics in inference mode (folded BN), no gradients. */
-int nn_eval_batch(nn_trainer_t *tr, const nn_batch_t *batch, nn_metrics_t *m, char *err,
+int nn_eval_batch(nn_optim_t *tr, const nn_batch_t *batch, nn_metrics_t *m, char *err,
                   size_t errlen);
 
 /* Optimizer state: gradients and momentum share the params layout (device). */
-float *nn_trainer_grads(nn_trainer_t *tr);
-float *nn_trainer_momentum(nn_trainer_t *tr);
-int64_t nn_trainer_step_count(const nn_trainer_t *tr);
-void nn_trainer_set_step_count(nn_trainer_t *tr, int64_t step);
+float *nn_optim_grads(nn_optim_t *tr);
+float *nn_optim_momentum(nn_optim_t *tr);
+int64_t nn_optim_step_count(const nn_optim_t *tr);
+void nn_optim_set_step_count(nn_optim_t *tr, int64_t step);
 /* The staging buffers of a batch (see nn_train_staging_t); *max_batch (NULL
  * ok) = the rows they hold. */
-void nn_trainer_staging(nn_trainer_t *tr, nn_train_staging_t *st, int32_t *max_batch);
+void nn_optim_staging(nn_optim_t *tr, nn_train_staging_t *st, int32_t *max_batch);
 
 #endif

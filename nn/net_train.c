@@ -70,7 +70,7 @@ float nn_lr_at(const nn_train_config_t *c, int64_t step) {
 }
 
 /* ---- trainer ----------------------------------------------------------------- */
-struct nn_trainer {
+struct nn_optim {
     nn_net_t *net;
     nn_backend_t *be;
     nn_train_config_t cfg;
@@ -149,16 +149,16 @@ struct nn_trainer {
 
 #define NN_LATE_STRIDE 16 /* floats per record (>= NN_STAT_NB, 64 bytes) */
 
-nn_trainer_t *nn_trainer_new(nn_net_t *net, const nn_train_config_t *cfg, int32_t max_batch,
+nn_optim_t *nn_optim_new(nn_net_t *net, const nn_train_config_t *cfg, int32_t max_batch,
                              char *err, size_t errlen) {
     if (max_batch < 1 || max_batch > (1 << 20)) {
-        set_err(err, errlen, "nn_trainer_new: max_batch %d out of range", max_batch);
+        set_err(err, errlen, "nn_optim_new: max_batch %d out of range", max_batch);
         return NULL;
     }
     int32_t nu = net->n_units;
-    nn_trainer_t *tr = calloc(1, sizeof(*tr) + sizeof(float *) * 5 * (size_t)nu);
+    nn_optim_t *tr = calloc(1, sizeof(*tr) + sizeof(float *) * 5 * (size_t)nu);
     if (!tr) {
-        set_err(err, errlen, "nn_trainer_new: out of memory");
+        set_err(err, errlen, "nn_optim_new: out of memory");
         return NULL;
     }
     nn_backend_t *be = net->be;
@@ -254,8 +254,8 @@ nn_trainer_t *nn_trainer_new(nn_net_t *net, const nn_train_config_t *cfg, int32_
             tr->grads = be->buf_alloc(be, sizeof(float) * (size_t)net->n_params);
             tr->momentum = be->buf_alloc(be, sizeof(float) * (size_t)net->n_params);
             if (!tr->arena || !tr->grads || !tr->momentum) {
-                nn_trainer_free(tr);
-                nnet_set_oom(err, errlen, "nn_trainer_new", be, c.off + 2 * sizeof(float) * (size_t)net->n_params);
+                nn_optim_free(tr);
+                nnet_set_oom(err, errlen, "nn_optim_new", be, c.off + 2 * sizeof(float) * (size_t)net->n_params);
                 return NULL;
             }
         }
@@ -281,28 +281,28 @@ nn_trainer_t *nn_trainer_new(nn_net_t *net, const nn_train_config_t *cfg, int32_
     size_t late_bytes = 2 * NN_LATE_STRIDE * sizeof(float);
     if (be->host_alloc && (tr->late_host = be->host_alloc(be, late_bytes)) != NULL) tr->late_pinned = 1;
     else if (!(tr->late_host = malloc(late_bytes))) {
-        nn_trainer_free(tr);
-        set_err(err, errlen, "nn_trainer_new: out of host memory");
+        nn_optim_free(tr);
+        set_err(err, errlen, "nn_optim_new: out of host memory");
         return NULL;
     }
     if (net->u_ml >= 0) {
         if (!(tr->ml_none = malloc(sizeof(float) * (size_t)max_batch))) {
-            nn_trainer_free(tr);
-            set_err(err, errlen, "nn_trainer_new: out of host memory");
+            nn_optim_free(tr);
+            set_err(err, errlen, "nn_optim_new: out of host memory");
             return NULL;
         }
         for (int32_t b = 0; b < max_batch; b++) tr->ml_none[b] = -1.0f;
     }
     be->memset_zero(be, tr->grads, sizeof(float) * (size_t)net->n_params);
     be->memset_zero(be, tr->momentum, sizeof(float) * (size_t)net->n_params);
-    if (nnet_be_check(be, "nn_trainer_new", err, errlen) != 0) {
-        nn_trainer_free(tr);
+    if (nnet_be_check(be, "nn_optim_new", err, errlen) != 0) {
+        nn_optim_free(tr);
         return NULL;
     }
     return tr;
 }
 
-void nn_trainer_free(nn_trainer_t *tr) {
+void nn_optim_free(nn_optim_t *tr) {
     if (!tr) return;
     tr->be->buf_free(tr->be, tr->arena);
     tr->be->buf_free(tr->be, tr->grads);
@@ -313,13 +313,13 @@ void nn_trainer_free(nn_trainer_t *tr) {
     free(tr);
 }
 
-nn_net_t *nn_trainer_net(const nn_trainer_t *tr) { return tr->net; }
-void nn_trainer_set_config(nn_trainer_t *tr, const nn_train_config_t *cfg) { tr->cfg = *cfg; }
-float *nn_trainer_grads(nn_trainer_t *tr) { return tr->grads; }
-float *nn_trainer_momentum(nn_trainer_t *tr) { return tr->momentum; }
-int64_t nn_trainer_step_count(const nn_trainer_t *tr) { return tr->step; }
-void nn_trainer_set_step_count(nn_trainer_t *tr, int64_t step) { tr->step = step; }
-void nn_trainer_staging(nn_trainer_t *tr, nn_train_staging_t *st, int32_t *max_batch) {
+nn_net_t *nn_optim_net(const nn_optim_t *tr) { return tr->net; }
+void nn_optim_set_config(nn_optim_t *tr, const nn_train_config_t *cfg) { tr->cfg = *cfg; }
+float *nn_optim_grads(nn_optim_t *tr) { return tr->grads; }
+float *nn_optim_momentum(nn_optim_t *tr) { return tr->momentum; }
+int64_t nn_optim_step_count(const nn_optim_t *tr) { return tr->step; }
+void nn_optim_set_step_count(nn_optim_t *tr, int64_t step) { tr->step = step; }
+void nn_optim_staging(nn_optim_t *tr, nn_train_staging_t *st, int32_t *max_batch) {
     *st = (nn_train_staging_t){tr->planes, tr->hand, tr->legal, tr->offsets, tr->labels, tr->probs, tr->result, tr->q,
                                tr->ml_t, tr->opp_offsets, tr->opp_labels, tr->opp_probs};
     if (max_batch) *max_batch = tr->max_batch;
@@ -327,7 +327,7 @@ void nn_trainer_staging(nn_trainer_t *tr, nn_train_staging_t *st, int32_t *max_b
 
 /* The columns of a host batch (policy offsets checked already): labels
  * checked, then everything uploaded into the staging. */
-static int upload_columns(nn_trainer_t *tr, const nn_batch_t *bt, char *err, size_t errlen) {
+static int upload_columns(nn_optim_t *tr, const nn_batch_t *bt, char *err, size_t errlen) {
     const nn_net_config_t *nc = &tr->net->cfg;
     nn_backend_t *be = tr->be;
     int32_t B = bt->B;
@@ -367,7 +367,7 @@ static int upload_columns(nn_trainer_t *tr, const nn_batch_t *bt, char *err, siz
 /* What a batch without targets for the net's optional heads stands for:
  * moves_left -1 (no target) in every row, no opponent-reply targets (empty
  * offsets). Queued before the step's ops (outside any recording). */
-static void fill_absent_targets(nn_trainer_t *tr, const nn_batch_t *bt) {
+static void fill_absent_targets(nn_optim_t *tr, const nn_batch_t *bt) {
     nn_backend_t *be = tr->be;
     if (tr->ml_t && !bt->moves_left && bt->staged) /* a host batch uploaded them with its columns */
         be->upload(be, tr->ml_t, tr->ml_none, sizeof(float) * (size_t)bt->B);
@@ -375,7 +375,7 @@ static void fill_absent_targets(nn_trainer_t *tr, const nn_batch_t *bt) {
 }
 
 /* Checks a batch's size and policy offsets on the host. */
-static int check_batch(nn_trainer_t *tr, const nn_batch_t *bt, char *err, size_t errlen) {
+static int check_batch(nn_optim_t *tr, const nn_batch_t *bt, char *err, size_t errlen) {
     const nn_net_config_t *nc = &tr->net->cfg;
     int32_t B = bt->B;
     if (B < 1 || B > tr->max_batch) {
@@ -409,7 +409,7 @@ static int check_batch(nn_trainer_t *tr, const nn_batch_t *bt, char *err, size_t
 }
 
 /* The staged batch's inputs and targets expanded on the device. */
-static void expand_batch(nn_trainer_t *tr, int32_t B) {
+static void expand_batch(nn_optim_t *tr, int32_t B) {
     const nn_net_config_t *nc = &tr->net->cfg;
     nn_backend_t *be = tr->be;
     be->expand_planes(be, tr->planes, tr->hand, B, nc->in_planes, nc->in_hand, tr->x0);
@@ -419,7 +419,7 @@ static void expand_batch(nn_trainer_t *tr, int32_t B) {
 
 /* Checks the batch, uploads a host batch's columns, expands: the batch ready
  * for a forward. */
-static int upload_batch(nn_trainer_t *tr, const nn_batch_t *bt, char *err, size_t errlen) {
+static int upload_batch(nn_optim_t *tr, const nn_batch_t *bt, char *err, size_t errlen) {
     if (check_batch(tr, bt, err, errlen) != 0) return -1;
     if (!bt->staged && upload_columns(tr, bt, err, errlen) != 0) return -1;
     fill_absent_targets(tr, bt);
@@ -430,7 +430,7 @@ static int upload_batch(nn_trainer_t *tr, const nn_batch_t *bt, char *err, size_
 /* Training-mode unit forward: y = act(BN(conv(in)) + res), unit un (the
  * merged head pair: the policy unit with 2C output channels) into the
  * buffers of unit u. */
-static void unit_fwd_train(nn_trainer_t *tr, const nn_unit_t *un, int32_t u, int32_t B, const float *in,
+static void unit_fwd_train(nn_optim_t *tr, const nn_unit_t *un, int32_t u, int32_t B, const float *in,
                            const float *res) {
     nn_net_t *net = tr->net;
     nn_backend_t *be = tr->be;
@@ -458,7 +458,7 @@ static void unit_fwd_train(nn_trainer_t *tr, const nn_unit_t *un, int32_t u, int
  * output; dy is overwritten (dBN input). Writes dW, dgamma, dbeta, and the
  * input gradient into dx (accumulate: +=) when dx != NULL. If dres != NULL the
  * gradient at the residual sum is copied there first. */
-static void unit_bwd(nn_trainer_t *tr, const nn_unit_t *un, int32_t u, int32_t B, const float *in, float *dy,
+static void unit_bwd(nn_optim_t *tr, const nn_unit_t *un, int32_t u, int32_t B, const float *in, float *dy,
                      float *dres, float *dx, int32_t accumulate) {
     nn_net_t *net = tr->net;
     nn_backend_t *be = tr->be;
@@ -478,7 +478,7 @@ static void unit_bwd(nn_trainer_t *tr, const nn_unit_t *un, int32_t u, int32_t B
     if (dx) be->conv_bwd_data(be, dy, P(net, un->w), B, un->cin, un->cout, un->k, dx, accumulate, tr->ws);
 }
 
-static void losses(nn_trainer_t *tr, int32_t B) {
+static void losses(nn_optim_t *tr, int32_t B) {
     nn_backend_t *be = tr->be;
     const nn_train_config_t *c = &tr->cfg;
     be->policy_loss(be, tr->policy, tr->offsets, tr->labels, tr->probs, B, NN_POLICY_NB,
@@ -495,7 +495,7 @@ static void losses(nn_trainer_t *tr, int32_t B) {
                         c->w_opp_policy / (float)B, tr->dopp, tr->stats + NN_STAT_OPP_LOSS);
 }
 
-static void forward_backward(nn_trainer_t *tr, int32_t B) {
+static void forward_backward(nn_optim_t *tr, int32_t B) {
     nn_net_t *net = tr->net;
     nn_backend_t *be = tr->be;
     const nn_net_config_t *nc = &net->cfg;
@@ -666,7 +666,7 @@ static void metrics_from_stats(const float *s, const nn_train_config_t *c, const
     }
 }
 
-static void fill_metrics(nn_trainer_t *tr, const nn_batch_t *bt, int grad, nn_metrics_t *m) {
+static void fill_metrics(nn_optim_t *tr, const nn_batch_t *bt, int grad, nn_metrics_t *m) {
     float s[NN_STAT_NB];
     tr->be->download(tr->be, s, tr->stats, sizeof(s));
     metrics_from_stats(s, &tr->cfg, tr->net, tr->step, bt->B, policy_positions(bt), opp_positions(bt), grad, m);
@@ -675,14 +675,14 @@ static void fill_metrics(nn_trainer_t *tr, const nn_batch_t *bt, int grad, nn_me
 /* The learning rate of the step about to be queued, and the weight decay,
  * into tr->hyper (queued before the step: the step reads them on the device,
  * so a recorded step replays with this step's values). */
-static void hyper_upload(nn_trainer_t *tr) {
+static void hyper_upload(nn_optim_t *tr) {
     float lr = nn_lr_at(&tr->cfg, tr->step), h[4] = {lr, tr->cfg.weight_decay, lr, 0.0f};
     tr->be->upload(tr->be, tr->hyper, h, sizeof h);
 }
 
 /* The SGD step with the gradients in tr->grads and their squared norm in
  * tr->stats[NN_STAT_GNORM2] (clipping), lr and weight decay from tr->hyper. */
-static void sgd_apply(nn_trainer_t *tr) {
+static void sgd_apply(nn_optim_t *tr) {
     nn_net_t *net = tr->net;
     nn_backend_t *be = tr->be;
     nn_sgd_args_t a = {.momentum = tr->cfg.momentum,
@@ -699,7 +699,7 @@ static void sgd_apply(nn_trainer_t *tr) {
  * the gradient norm into tr->stats and, when update, the SGD step. 0, or -1
  * with err for a failed backend or an invalid batch (nothing queued). */
 typedef struct {
-    nn_trainer_t *tr;
+    nn_optim_t *tr;
     int32_t B, update;
 } step_args_t;
 
@@ -707,7 +707,7 @@ typedef struct {
  * a recording of the step holds. */
 static void step_ops(void *arg) {
     const step_args_t *a = arg;
-    nn_trainer_t *tr = a->tr;
+    nn_optim_t *tr = a->tr;
     nn_backend_t *be = tr->be;
     expand_batch(tr, a->B);
     be->memset_zero(be, tr->stats, sizeof(float) * NN_STAT_NB);
@@ -719,7 +719,7 @@ static void step_ops(void *arg) {
 /* The key of a recorded step: the trainer, the batch size and every setting
  * the recorded ops hold as a value (the lr and weight decay are read from
  * tr->hyper instead). */
-static uint64_t step_key(const nn_trainer_t *tr, int32_t B) {
+static uint64_t step_key(const nn_optim_t *tr, int32_t B) {
     const nn_train_config_t *c = &tr->cfg;
     float v[11] = {c->momentum, c->clip_norm, c->w_policy, c->w_value,     c->w_legal,     c->q_mix,
                    c->q_draw,   c->bn_momentum, (float)c->nesterov, c->w_moves_left, c->w_opp_policy};
@@ -733,7 +733,7 @@ static uint64_t step_key(const nn_trainer_t *tr, int32_t B) {
     return h;
 }
 
-static int queue_step(nn_trainer_t *tr, const nn_batch_t *bt, int update, const char *what, char *err,
+static int queue_step(nn_optim_t *tr, const nn_batch_t *bt, int update, const char *what, char *err,
                       size_t errlen) {
     nn_backend_t *be = tr->be;
     if (nnet_be_check(be, what, err, errlen) != 0) return -1;
@@ -750,7 +750,7 @@ static int queue_step(nn_trainer_t *tr, const nn_batch_t *bt, int update, const 
     return 0;
 }
 
-static int train_common(nn_trainer_t *tr, const nn_batch_t *bt, nn_metrics_t *m, int update,
+static int train_common(nn_optim_t *tr, const nn_batch_t *bt, nn_metrics_t *m, int update,
                         char *err, size_t errlen) {
     nn_net_t *net = tr->net;
     nn_backend_t *be = tr->be;
@@ -768,12 +768,12 @@ static int train_common(nn_trainer_t *tr, const nn_batch_t *bt, nn_metrics_t *m,
     return 0;
 }
 
-int nn_train_step(nn_trainer_t *tr, const nn_batch_t *bt, nn_metrics_t *m, char *err, size_t errlen) {
+int nn_train_step(nn_optim_t *tr, const nn_batch_t *bt, nn_metrics_t *m, char *err, size_t errlen) {
     return train_common(tr, bt, m, 1, err, errlen);
 }
 
 /* ---- one step late ----------------------------------------------------------- */
-int nn_train_step_launch(nn_trainer_t *tr, const nn_batch_t *bt, int64_t *step, char *err, size_t errlen) {
+int nn_train_step_launch(nn_optim_t *tr, const nn_batch_t *bt, int64_t *step, char *err, size_t errlen) {
     nn_net_t *net = tr->net;
     nn_backend_t *be = tr->be;
     const char *what = "nn_train_step";
@@ -810,7 +810,7 @@ int nn_train_step_launch(nn_trainer_t *tr, const nn_batch_t *bt, int64_t *step, 
     return 0;
 }
 
-int nn_train_step_metrics(nn_trainer_t *tr, int64_t step, nn_metrics_t *m, char *err, size_t errlen) {
+int nn_train_step_metrics(nn_optim_t *tr, int64_t step, nn_metrics_t *m, char *err, size_t errlen) {
     nn_backend_t *be = tr->be;
     int32_t slot = -1;
     for (int32_t i = 0; i < 2; i++)
@@ -834,13 +834,13 @@ int nn_train_step_metrics(nn_trainer_t *tr, int64_t step, nn_metrics_t *m, char 
     return 0;
 }
 
-int32_t nn_train_steps_pending(const nn_trainer_t *tr) { return tr->late[0].pending + tr->late[1].pending; }
+int32_t nn_train_steps_pending(const nn_optim_t *tr) { return tr->late[0].pending + tr->late[1].pending; }
 
-int nn_train_grad(nn_trainer_t *tr, const nn_batch_t *bt, nn_metrics_t *m, char *err, size_t errlen) {
+int nn_train_grad(nn_optim_t *tr, const nn_batch_t *bt, nn_metrics_t *m, char *err, size_t errlen) {
     return train_common(tr, bt, m, 0, err, errlen);
 }
 
-int nn_train_step_grads(nn_trainer_t *tr, const nn_batch_t *bt, nn_metrics_t *m, char *err, size_t errlen) {
+int nn_train_step_grads(nn_optim_t *tr, const nn_batch_t *bt, nn_metrics_t *m, char *err, size_t errlen) {
     nn_backend_t *be = tr->be;
     if (nnet_be_check(be, "nn_train_step_grads", err, errlen) != 0) return -1;
     if (upload_batch(tr, bt, err, errlen) != 0) return -1;
@@ -853,7 +853,7 @@ int nn_train_step_grads(nn_trainer_t *tr, const nn_batch_t *bt, nn_metrics_t *m,
     return nnet_be_check(be, "nn_train_step_grads", err, errlen);
 }
 
-int nn_train_step_apply(nn_trainer_t *tr, nn_metrics_t *m, char *err, size_t errlen) {
+int nn_train_step_apply(nn_optim_t *tr, nn_metrics_t *m, char *err, size_t errlen) {
     nn_backend_t *be = tr->be;
     if (nnet_be_check(be, "nn_train_step_apply", err, errlen) != 0) return -1;
     float *g2 = tr->stats + NN_STAT_GNORM2;
@@ -875,7 +875,7 @@ int nn_train_step_apply(nn_trainer_t *tr, nn_metrics_t *m, char *err, size_t err
     return 0;
 }
 
-int nn_eval_batch(nn_trainer_t *tr, const nn_batch_t *bt, nn_metrics_t *m, char *err, size_t errlen) {
+int nn_eval_batch(nn_optim_t *tr, const nn_batch_t *bt, nn_metrics_t *m, char *err, size_t errlen) {
     nn_backend_t *be = tr->be;
     if (nnet_be_check(be, "nn_eval_batch", err, errlen) != 0) return -1;
     if (upload_batch(tr, bt, err, errlen) != 0) return -1;

@@ -23,7 +23,7 @@
 
 /* host = params (np), stats (ns), momentum (np, when tr) as downloaded.
  * -1 with err when the backend failed or a tensor is not finite. */
-static int refuse_to_save(nn_net_t *net, nn_trainer_t *tr, const float *host, const char *path, char *err,
+static int refuse_to_save(nn_net_t *net, nn_optim_t *tr, const float *host, const char *path, char *err,
                           size_t errlen) {
     nn_backend_t *be = nn_net_backend(net);
     const char *e = nn_backend_error(be);
@@ -46,13 +46,13 @@ static int refuse_to_save(nn_net_t *net, nn_trainer_t *tr, const float *host, co
     return -1;
 }
 
-int nn_weights_save(nn_net_t *net, nn_trainer_t *tr, const char *path, char *err, size_t errlen) {
+int nn_weights_save(nn_net_t *net, nn_optim_t *tr, const char *path, char *err, size_t errlen) {
     nn_backend_t *be = nn_net_backend(net);
     const nn_net_config_t *cfg = nn_net_config(net);
     int64_t np = 0, ns = 0;
     float *dp = nn_net_params(net, &np, NULL);
     float *ds = nn_net_stats(net, &ns);
-    if (tr && nn_trainer_net(tr) != net) {
+    if (tr && nn_optim_net(tr) != net) {
         set_err(err, errlen, "%s: the trainer does not train this net", path);
         return -1;
     }
@@ -71,8 +71,8 @@ int nn_weights_save(nn_net_t *net, nn_trainer_t *tr, const char *path, char *err
     if (be->sync) be->sync(be);
     be->download(be, host, dp, sizeof(float) * (size_t)np);
     be->download(be, host + np, ds, sizeof(float) * (size_t)ns);
-    if (tr) be->download(be, host + np + ns, nn_trainer_momentum(tr), sizeof(float) * (size_t)np);
-    int64_t step = tr ? nn_trainer_step_count(tr) : 0;
+    if (tr) be->download(be, host + np + ns, nn_optim_momentum(tr), sizeof(float) * (size_t)np);
+    int64_t step = tr ? nn_optim_step_count(tr) : 0;
     int64_t one = 1;
     int rc = 0;
     /* Never write what a failed backend or a diverged net left behind. */
@@ -237,7 +237,7 @@ static int check_no_stray_head(const nn_net_t *net, const st_file_t *f, char *er
 }
 
 /* Checks every tensor first, then uploads: nothing changes on failure. */
-static int read_tensors(nn_net_t *net, nn_trainer_t *tr, const st_file_t *f, char *err, size_t errlen) {
+static int read_tensors(nn_net_t *net, nn_optim_t *tr, const st_file_t *f, char *err, size_t errlen) {
     const char *path = st_path(f);
     nn_backend_t *be = nn_net_backend(net);
     int64_t np = 0, ns = 0;
@@ -296,7 +296,7 @@ static int read_tensors(nn_net_t *net, nn_trainer_t *tr, const st_file_t *f, cha
         float *dst = (t->kind == NN_TENSOR_PARAM ? dp : ds) + t->offset;
         be->upload(be, dst, src[i], sizeof(float) * (size_t)t->numel);
         if (tr && t->kind == NN_TENSOR_PARAM)
-            be->upload(be, nn_trainer_momentum(tr) + t->offset, src[nt + i], sizeof(float) * (size_t)t->numel);
+            be->upload(be, nn_optim_momentum(tr) + t->offset, src[nt + i], sizeof(float) * (size_t)t->numel);
     }
     if (be->sync) be->sync(be);
     nn_net_mark_dirty(net);
@@ -305,7 +305,7 @@ static int read_tensors(nn_net_t *net, nn_trainer_t *tr, const st_file_t *f, cha
         set_err(err, errlen, "%s: loading into the %s backend failed: %s", path, be->name, e);
         goto done;
     }
-    if (tr) nn_trainer_set_step_count(tr, step);
+    if (tr) nn_optim_set_step_count(tr, step);
     rc = 0;
 done:
     free(src);
@@ -364,8 +364,8 @@ int nn_weights_check(const char *path, int32_t expect_features_version, char *er
     return rc;
 }
 
-int nn_weights_read(nn_net_t *net, nn_trainer_t *tr, const char *path, char *err, size_t errlen) {
-    if (tr && nn_trainer_net(tr) != net) {
+int nn_weights_read(nn_net_t *net, nn_optim_t *tr, const char *path, char *err, size_t errlen) {
+    if (tr && nn_optim_net(tr) != net) {
         set_err(err, errlen, "%s: the trainer does not train this net", path);
         return -1;
     }

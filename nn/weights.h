@@ -27,7 +27,7 @@
 
 /* Writes net (and tr's optimizer state when tr != NULL; tr must train net)
  * durably to path. Returns 0, or -1 with err naming the file. */
-int nn_weights_save(nn_net_t *net, nn_trainer_t *tr, const char *path, char *err, size_t errlen);
+int nn_weights_save(nn_net_t *net, nn_optim_t *tr, const char *path, char *err, size_t errlen);
 
 /* Opens path, verifies every checksum and the metadata, and returns a new net
  * on be. expect_features_version < 0 accepts any. NULL with err ("<path>:
@@ -50,7 +50,7 @@ int nn_weights_check(const char *path, int32_t expect_features_version, char *er
  * activation, in_planes, in_hand, features_version must all match), and when
  * tr != NULL also its optimizer state, which the file must then contain.
  * Nothing is modified when it fails. Returns 0, or -1 with err. */
-int nn_weights_read(nn_net_t *net, nn_trainer_t *tr, const char *path, char *err, size_t errlen);
+int nn_weights_read(nn_net_t *net, nn_optim_t *tr, const char *path, char *err, size_t errlen);
 
 /* Reads only the configuration stored in path's metadata. */
 int nn_weights_peek(const char *path, nn_net_config_t *cfg, char *err, size_t errlen);

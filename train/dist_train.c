@@ -21,7 +21,7 @@
 
 struct train_dist {
     dist_t *d;
-    nn_trainer_t *nt;
+    nn_optim_t *nt;
     nn_net_t *net;
     int32_t rank, ranks, B, b; /* global batch, rows per slice */
     int32_t micro;             /* slices per rank, one after the other */
@@ -43,7 +43,7 @@ int32_t train_dist_local_batch(int32_t global_batch, int32_t slices) {
     return slices > 0 ? global_batch / slices : 0;
 }
 
-train_dist_t *train_dist_new(dist_t *d, nn_trainer_t *nt, int32_t global_batch, int32_t micro, char *err,
+train_dist_t *train_dist_new(dist_t *d, nn_optim_t *nt, int32_t global_batch, int32_t micro, char *err,
                              size_t errlen) {
     int32_t n = dist_size(d);
     if (micro < 1 || global_batch < n * micro || global_batch % (n * micro) != 0) {
@@ -58,7 +58,7 @@ train_dist_t *train_dist_new(dist_t *d, nn_trainer_t *nt, int32_t global_batch, 
     }
     td->d = d;
     td->nt = nt;
-    td->net = nn_trainer_net(nt);
+    td->net = nn_optim_net(nt);
     td->rank = dist_rank(d);
     td->ranks = n;
     td->B = global_batch;
@@ -167,7 +167,7 @@ static int grads_of_slices(train_dist_t *td, const nn_batch_t *full, double *s, 
         memset(&lm, 0, sizeof lm);
         if (nn_train_step_grads(td->nt, &part, &lm, err, errlen) != 0) return -1;
         if (!td->nccl) { /* NCCL averages them where they are */
-            add_slice(td, td->grads, nn_trainer_grads(td->nt), td->n_params, j == 0);
+            add_slice(td, td->grads, nn_optim_grads(td->nt), td->n_params, j == 0);
             add_slice(td, td->stats, st, td->n_stats, j == 0);
         }
         if (lm.policy_positions > 0)
@@ -236,10 +236,10 @@ int train_dist_step(train_dist_t *td, const nn_batch_t *full, int stop, nn_metri
     }
     nn_net_t *net = td->net;
     if (td->nccl) {
-        if (dist_nccl_mean(td->nccl, nn_trainer_grads(td->nt), td->n_params, err, errlen) != 0 ||
+        if (dist_nccl_mean(td->nccl, nn_optim_grads(td->nt), td->n_params, err, errlen) != 0 ||
             dist_nccl_mean(td->nccl, nn_net_stats(net, NULL), td->n_stats, err, errlen) != 0)
             return -1;
-    } else if (mean_over_ranks(td, nn_trainer_grads(td->nt), td->grads, td->n_params, err, errlen) != 0 ||
+    } else if (mean_over_ranks(td, nn_optim_grads(td->nt), td->grads, td->n_params, err, errlen) != 0 ||
                mean_over_ranks(td, nn_net_stats(net, NULL), td->stats, td->n_stats, err, errlen) != 0) {
         return -1;
     }
@@ -280,7 +280,7 @@ int train_dist_check(train_dist_t *td, char *err, size_t errlen) {
         snprintf(err, errlen,
                  "the weights differ across ranks at step %" PRId64 ": rank %d's are not rank 0's "
                  "(this rank's XXH3 %016" PRIx64 "); the ranks no longer train one net",
-                 nn_trainer_step_count(td->nt), bad, h);
+                 nn_optim_step_count(td->nt), bad, h);
         return -1;
     }
     return 0;

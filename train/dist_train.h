@@ -45,7 +45,7 @@ typedef struct train_dist train_dist_t;
 /* For the trainer nt (created with max batch global_batch / (dist_size(d) *
  * micro)). NULL with err when global_batch is not a multiple of ranks x
  * micro, or out of memory. */
-train_dist_t *train_dist_new(dist_t *d, nn_trainer_t *nt, int32_t global_batch, int32_t micro, char *err,
+train_dist_t *train_dist_new(dist_t *d, nn_optim_t *nt, int32_t global_batch, int32_t micro, char *err,
                              size_t errlen);
 void train_dist_free(train_dist_t *td); /* NULL ok */
 /* How the sums over ranks go: "NCCL between the GPUs" (CUDA trainers, one

@@ -17,7 +17,7 @@
 
 /* ---- the cycle on every rank of the group ----------------------------------------- */
 
-int train_group_run(dist_t *group, train_dist_t **td, nn_trainer_t *nt, int ready, int64_t positions,
+int train_group_run(dist_t *group, train_dist_t **td, nn_optim_t *nt, int ready, int64_t positions,
                     const train_loop_t *lp, train_loop_result_t *r, char *err, size_t errlen) {
     memset(r, 0, sizeof *r);
     r->failed_step = -1;
@@ -137,10 +137,10 @@ static int load_model(train_follower_t *f, const train_plan_t *p, char *err, siz
     if (nn_weights_read(f->tn.net, f->tn.nt, path, e2, sizeof e2) == 0) return 0;
     if (nn_weights_read(f->tn.net, NULL, path, err, errlen) != 0) return -1;
     int64_t np = 0;
-    float *mom = nn_trainer_momentum(f->tn.nt);
+    float *mom = nn_optim_momentum(f->tn.nt);
     nn_net_params(f->tn.net, &np, NULL);
     f->be->memset_zero(f->be, mom, sizeof(float) * (size_t)np);
-    nn_trainer_set_step_count(f->tn.nt, p->model_steps);
+    nn_optim_set_step_count(f->tn.nt, p->model_steps);
     return 0;
 }
 

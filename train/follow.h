@@ -64,7 +64,7 @@ typedef struct train_plan {
  * step object, made here at the first cycle every rank is ready for (nt,
  * global batch lp->rows). lp->dist is set from *td. Returns TRAIN_OK,
  * TRAIN_STOPPED or TRAIN_ERROR (the same on every rank) with err. */
-int train_group_run(dist_t *group, train_dist_t **td, nn_trainer_t *nt, int ready, int64_t positions,
+int train_group_run(dist_t *group, train_dist_t **td, nn_optim_t *nt, int ready, int64_t positions,
                     const train_loop_t *lp, train_loop_result_t *r, char *err, size_t errlen);
 
 typedef struct train_follower train_follower_t;

@@ -45,7 +45,7 @@ int train_window_setup(const train_config_t *c, train_window_t *w, nn_backend_t 
 /* ---- the net being trained ------------------------------------------------- */
 /* The optimizer and the shard format of tn->net; the net is tn's already. */
 static int attach_trainer(const train_config_t *cfg, int32_t batch, train_net_t *tn, char *err, size_t errlen) {
-    tn->nt = nn_trainer_new(tn->net, &cfg->opt, batch, err, errlen);
+    tn->nt = nn_optim_new(tn->net, &cfg->opt, batch, err, errlen);
     if (!tn->nt) return -1;
     const nn_net_config_t *nc = nn_net_config(tn->net);
     tn->fmt = (shard_format_t){.features_version = nc->features_version,
@@ -93,7 +93,7 @@ int train_net_load(nn_backend_t *be, const train_config_t *cfg, int32_t batch, c
 
 void train_net_free(train_net_t *tn) {
     if (!tn) return;
-    nn_trainer_free(tn->nt);
+    nn_optim_free(tn->nt);
     nn_net_free(tn->net);
     memset(tn, 0, sizeof *tn);
 }

@@ -49,7 +49,7 @@ int train_window_setup(const train_config_t *cfg, train_window_t *w, nn_backend_
 /* ---- the net being trained ------------------------------------------------- */
 typedef struct {
     nn_net_t *net;
-    nn_trainer_t *nt;   /* optimizer state, for minibatches of up to the batch given */
+    nn_optim_t *nt;   /* optimizer state, for minibatches of up to the batch given */
     shard_format_t fmt; /* the shard columns the net reads */
 } train_net_t;
 
@@ -105,7 +105,7 @@ typedef int (*train_step_hook)(void *user, int64_t s, const nn_metrics_t *m, con
 typedef struct {
     train_window_t *win;   /* selected already */
     shard_batch_t *batch;  /* buffers for `rows` rows */
-    nn_trainer_t *nt;
+    nn_optim_t *nt;
     int32_t rows;          /* the (global) minibatch */
     uint64_t seed;         /* step s samples with train_key(seed, cycle, s) */
     int64_t cycle;         /* -1: offline (train --from-games) */

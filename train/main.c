@@ -606,7 +606,7 @@ static int offline_barrier(void *user, int64_t s) {
  * TRAIN_OK, TRAIN_STOPPED, or TRAIN_ERROR with the message printed. */
 static int offline_train(offline_t *o) {
     char arch[64];
-    int64_t step0 = nn_trainer_step_count(o->tn.nt);
+    int64_t step0 = nn_optim_step_count(o->tn.nt);
     if (o->rank == 0)
         printf("train --from-games: %s, window %" PRId64 " of %" PRId64 " positions in %d shard(s)%s, %s, batch %d, "
                "%s step %" PRId64 " -> %" PRId64 ", checkpoint every %" PRId64 " steps: %s\n",
@@ -703,7 +703,7 @@ static int offline_finish(offline_t *o, int stopped) {
         return stopped ? EXIT_STOPPED : 0;
     }
     char err[2048];
-    int64_t step_end = nn_trainer_step_count(o->tn.nt);
+    int64_t step_end = nn_optim_step_count(o->tn.nt);
     if (step_end != o->saved_at || !compat_file_exists(o->ckpt)) {
         if (nn_weights_save(o->tn.net, o->tn.nt, o->ckpt, err, sizeof err) != 0) {
             fprintf(stderr, "train: checkpoint: %s\n", err);

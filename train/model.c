@@ -164,7 +164,7 @@ int train_model_register(db_writer_t *w, const char *run_dir, db_model_t *m, con
     return 0;
 }
 
-int train_model_save(db_writer_t *w, const char *run_dir, nn_net_t *net, nn_trainer_t *nt, db_model_t *m,
+int train_model_save(db_writer_t *w, const char *run_dir, nn_net_t *net, nn_optim_t *nt, db_model_t *m,
                      const atomic_int *stop, char *err, size_t errlen) {
     const nn_net_config_t *nc = nn_net_config(net);
     m->features_version = nc->features_version;

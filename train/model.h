@@ -49,7 +49,7 @@ int train_model_register(db_writer_t *w, const char *run_dir, db_model_t *m, con
  * (train_model_register). The caller fills the rest of m (run_id, steps,
  * samples, losses). Returns 0 with m->id and m->xxh3 set, or -1 with err
  * (a file written but not registered is overwritten by the next save). */
-int train_model_save(db_writer_t *w, const char *run_dir, nn_net_t *net, nn_trainer_t *nt, db_model_t *m,
+int train_model_save(db_writer_t *w, const char *run_dir, nn_net_t *net, nn_optim_t *nt, db_model_t *m,
                      const atomic_int *stop, char *err, size_t errlen);
 
 /* Sets cycle_metrics.train_s of `cycle` through the writer, keeping the rest

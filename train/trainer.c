@@ -156,10 +156,10 @@ static int load_state(train_trainer_t *tr, const char *rel, const char *xxh3, in
     runlog_printf(&tr->log, "%s has no optimizer state (%s): momentum starts at zero, step %" PRId64, path, err,
                   steps);
     int64_t np = 0;
-    float *mom = nn_trainer_momentum(tr->tn.nt);
+    float *mom = nn_optim_momentum(tr->tn.nt);
     nn_net_params(tr->tn.net, &np, NULL);
     tr->be->memset_zero(tr->be, mom, sizeof(float) * (size_t)np);
-    nn_trainer_set_step_count(tr->tn.nt, steps);
+    nn_optim_set_step_count(tr->tn.nt, steps);
     return 0;
 }
 
@@ -217,7 +217,7 @@ static int open_latest(train_trainer_t *tr, const db_model_t *row, char *err, si
                       nn_net_arch_format(nc, arch, sizeof arch), row->path, tr->cfg.net);
     }
     runlog_printf(&tr->log, "resuming %s from %s (cycle %d, step %" PRId64 ")", tr->run_dir, row->path, row->cycle,
-                  nn_trainer_step_count(tr->tn.nt));
+                  nn_optim_step_count(tr->tn.nt));
     return 0;
 }
 
@@ -317,7 +317,7 @@ int64_t train_trainer_latest_cycle(const train_trainer_t *tr) {
     return tr ? atomic_load(&((train_trainer_t *)tr)->latest_cycle) : -1;
 }
 nn_net_t *train_trainer_net(train_trainer_t *tr) { return tr ? tr->tn.net : NULL; }
-nn_trainer_t *train_trainer_nn(train_trainer_t *tr) { return tr ? tr->tn.nt : NULL; }
+nn_optim_t *train_trainer_nn(train_trainer_t *tr) { return tr ? tr->tn.nt : NULL; }
 
 /* Publishes <run_dir>/rel as `cycle` (see trainer.h for the generation). */
 static int publish(train_trainer_t *tr, int64_t cycle, const char *rel, char *err, size_t errlen) {
@@ -523,7 +523,7 @@ int train_trainer_run_cycle(train_trainer_t *tr, int64_t cycle, train_cycle_repo
     rep->policy_acc = mean.policy_acc, rep->legal_f1 = mean.legal_f1, rep->loss = mean.loss;
     rep->lr = rep->steps ? lr.last.lr : NAN;
     rep->samples_per_s = lr.train_ns > 0 ? (double)rep->samples / (lr.train_ns * 1e-9) : 0;
-    rep->step = nn_trainer_step_count(tr->tn.nt);
+    rep->step = nn_optim_step_count(tr->tn.nt);
 
     /* The file first (durable), then its row, then the server. */
     db_model_t mr;

@@ -153,5 +153,5 @@ void train_trainer_free(train_trainer_t *tr);  /* NULL ok */
 
 /* ---- accessors (tests) ----------------------------------------------------- */
 nn_net_t *train_trainer_net(train_trainer_t *tr);          /* the trained net (the trainer's backend) */
-nn_trainer_t *train_trainer_nn(train_trainer_t *tr);       /* its optimizer state */
+nn_optim_t *train_trainer_nn(train_trainer_t *tr);       /* its optimizer state */
 #endif

@@ -591,14 +591,14 @@ int train_window_sample(train_window_t *w, uint64_t key, int32_t B, shard_batch_
     return 0;
 }
 
-int train_window_gather(train_window_t *w, uint64_t key, int32_t B, nn_trainer_t *tr, nn_batch_t *bt, char *err,
+int train_window_gather(train_window_t *w, uint64_t key, int32_t B, nn_optim_t *tr, nn_batch_t *bt, char *err,
                         size_t errlen) {
     memset(bt, 0, sizeof *bt);
     nn_backend_t *be = w->be;
     nn_train_staging_t st;
     int32_t cap = 0;
-    nn_trainer_staging(tr, &st, &cap);
-    if (!be || be != nn_net_backend(nn_trainer_net(tr))) {
+    nn_optim_staging(tr, &st, &cap);
+    if (!be || be != nn_net_backend(nn_optim_net(tr))) {
         set_err(err, errlen, "%s: the training window is not resident on the trainer's backend", w->run_dir);
         return -1;
     }

@@ -101,7 +101,7 @@ int64_t train_window_resident_bytes(const train_window_t *w); /* held in be's me
  * read its batch by the time they land); *bt = the staged batch, whose
  * policy_offsets (host) stay valid until the next call. 0, or -1 with err
  * (not resident on tr's backend, empty window, B over tr's max_batch). */
-int train_window_gather(train_window_t *w, uint64_t key, int32_t B, nn_trainer_t *tr, nn_batch_t *bt, char *err,
+int train_window_gather(train_window_t *w, uint64_t key, int32_t B, nn_optim_t *tr, nn_batch_t *bt, char *err,
                         size_t errlen);
 
 /* Mixes numbers into a sampling key (splitmix64 steps). */

@@ -391,7 +391,7 @@ static void test_round_trip(void) {
             nn_net_config_t nc = {1, 8, NN_ACT_RELU, ENC_PLANES, ENC_HAND, ENC_FEATURES_VERSION};
             nn_net_t *net = be ? nn_net_new(be, &nc, 1, err, sizeof err) : NULL;
             nn_train_config_t tc = nn_train_config_default();
-            nn_trainer_t *tr = net ? nn_trainer_new(net, &tc, 64, err, sizeof err) : NULL;
+            nn_optim_t *tr = net ? nn_optim_new(net, &tc, 64, err, sizeof err) : NULL;
             CHECK(tr != NULL);
             if (tr) {
                 nn_batch_t nb = shard_batch_view(bt);
@@ -399,7 +399,7 @@ static void test_round_trip(void) {
                 CHECK_OK(nn_eval_batch(tr, &nb, &m, err, sizeof err), err);
                 CHECK(isfinite(m.loss) && m.policy_loss > 0 && m.value_loss > 0 && m.legal_loss > 0);
             }
-            nn_trainer_free(tr);
+            nn_optim_free(tr);
             nn_net_free(net);
             nn_backend_free(be);
         }

@@ -153,7 +153,7 @@ static void test_net(int32_t blocks, int32_t ch, nn_act_t act, int32_t B) {
     KOMA_ASSERT(nr && nd);
     nn_train_config_t tc = nn_train_config_default();
     tc.warmup_steps = 0;
-    nn_trainer_t *tr = nn_trainer_new(nr, &tc, B, err, sizeof(err)), *td = nn_trainer_new(nd, &tc, B, err, sizeof(err));
+    nn_optim_t *tr = nn_optim_new(nr, &tc, B, err, sizeof(err)), *td = nn_optim_new(nd, &tc, B, err, sizeof(err));
     KOMA_ASSERT(tr && td);
     t_batch_t tb;
     t_batch_init(&tb, B, cfg.in_planes, cfg.in_hand, 4);
@@ -179,13 +179,13 @@ static void test_net(int32_t blocks, int32_t ch, nn_act_t act, int32_t B) {
         t_compare(what, sd, sr, ns, 1e-5, 1e-4);
         memcpy(pd, pr, sizeof(float) * (size_t)np);
         memcpy(sd, sr, sizeof(float) * (size_t)ns);
-        memcpy(nn_trainer_momentum(td), nn_trainer_momentum(tr), sizeof(float) * (size_t)np);
+        memcpy(nn_optim_momentum(td), nn_optim_momentum(tr), sizeof(float) * (size_t)np);
         nn_net_mark_dirty(nd);
     }
     /* the same weights on both sides, then one gradient */
     KOMA_ASSERT(nn_train_grad(tr, &tb.b, &mr, err, sizeof(err)) == 0);
     KOMA_ASSERT(nn_train_grad(td, &tb.b, &md, err, sizeof(err)) == 0);
-    float *gr = nn_trainer_grads(tr), *gd = nn_trainer_grads(td);
+    float *gr = nn_optim_grads(tr), *gd = nn_optim_grads(td);
     /* relative L2 error: a ReLU whose input sits within rounding of 0 takes the
      * other branch on one route and moves a few hundred gradients by ~1e-4
      * (seen on both fast routes against the reference, with the two fast
@@ -213,7 +213,7 @@ static void test_net(int32_t blocks, int32_t ch, nn_act_t act, int32_t B) {
     free(polr), free(pold), free(legr), free(legd), free(valr), free(vald);
     nn_ctx_free(cr), nn_ctx_free(cd);
     t_batch_free(&tb);
-    nn_trainer_free(tr), nn_trainer_free(td);
+    nn_optim_free(tr), nn_optim_free(td);
     nn_net_free(nr), nn_net_free(nd);
 }
 

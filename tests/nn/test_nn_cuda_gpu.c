@@ -1384,7 +1384,7 @@ static void test_net(int32_t blocks, int32_t ch, nn_act_t act, int32_t planes, i
     tc.warmup_steps = 0, tc.schedule = NN_SCHED_CONSTANT, tc.lr = 0.05f, tc.clip_norm = 1.0f, tc.bn_momentum = 0.1f;
     tc.weight_decay = 1e-3f, tc.q_mix = 0.3f, tc.q_draw = 0.2f, tc.w_legal = 20.0f;
     /* warm the running statistics on the CPU so inference sees non-trivial BN folding */
-    nn_trainer_t *ctr = nn_trainer_new(cnet, &tc, Btrain, err, sizeof(err));
+    nn_optim_t *ctr = nn_optim_new(cnet, &tc, Btrain, err, sizeof(err));
     KOMA_ASSERT(ctr);
     heads_t hd;
     for (int s = 0; s < 2; s++) {
@@ -1394,11 +1394,11 @@ static void test_net(int32_t blocks, int32_t ch, nn_act_t act, int32_t planes, i
         KOMA_ASSERT(nn_train_step(ctr, &w.b, NULL, err, sizeof(err)) == 0);
         t_batch_free(&w);
     }
-    nn_trainer_set_step_count(ctr, 0);
+    nn_optim_set_step_count(ctr, 0);
     int64_t np, ns, nd;
     nn_net_params(cnet, &np, &nd);
     nn_net_stats(cnet, &ns);
-    memset(nn_trainer_momentum(ctr), 0, sizeof(float) * (size_t)np);
+    memset(nn_optim_momentum(ctr), 0, sizeof(float) * (size_t)np);
     copy_weights_to_gpu(gnet, cnet);
     char what[160];
 
@@ -1475,7 +1475,7 @@ static void test_net(int32_t blocks, int32_t ch, nn_act_t act, int32_t planes, i
     nn_ctx_free(gctx);
 
     /* training: gradients, then two SGD steps */
-    nn_trainer_t *gtr = nn_trainer_new(gnet, &tc, Btrain, err, sizeof(err));
+    nn_optim_t *gtr = nn_optim_new(gnet, &tc, Btrain, err, sizeof(err));
     KOMA_ASSERT(gtr);
     t_batch_t tb;
     t_batch_init(&tb, Btrain, planes, hand, 4);
@@ -1486,7 +1486,7 @@ static void test_net(int32_t blocks, int32_t ch, nn_act_t act, int32_t planes, i
     gpu_ok(tag);
     snprintf(what, sizeof(what), "%s train_grad B%d", tag, Btrain);
     cmp_metrics(what, &gm, &cm, Btrain, l2);
-    float *gg = gget(nn_trainer_grads(gtr), np), *cg = nn_trainer_grads(ctr);
+    float *gg = gget(nn_optim_grads(gtr), np), *cg = nn_optim_grads(ctr);
     for (int32_t i = 0; i < nn_net_tensor_count(cnet); i++) {
         const nn_tensor_info_t *t = nn_net_tensor(cnet, i);
         if (t->kind != NN_TENSOR_PARAM) continue;
@@ -1514,7 +1514,7 @@ static void test_net(int32_t blocks, int32_t ch, nn_act_t act, int32_t planes, i
     }
     /* updates p - p0 (the params themselves would hide any error), momentum, running stats */
     float *gp = gget(nn_net_params(gnet, NULL, NULL), np), *cp = nn_net_params(cnet, NULL, NULL);
-    float *gmo = gget(nn_trainer_momentum(gtr), np), *cmo = nn_trainer_momentum(ctr);
+    float *gmo = gget(nn_optim_momentum(gtr), np), *cmo = nn_optim_momentum(ctr);
     float *gst = gget(nn_net_stats(gnet, NULL), ns), *cst = nn_net_stats(cnet, NULL);
     for (int64_t i = 0; i < np; i++) gp[i] -= p0[i];
     float *cdelta = malloc(sizeof(float) * (size_t)np);
@@ -1535,7 +1535,7 @@ static void test_net(int32_t blocks, int32_t ch, nn_act_t act, int32_t planes, i
             cmp_tensor(what, gst + t->offset, cst + t->offset, t->numel, M_->net_stat, M_->net_l2, smooth);
         }
     }
-    CHECK(nn_trainer_step_count(gtr) == 2);
+    CHECK(nn_optim_step_count(gtr) == 2);
     free(gp), free(gmo), free(gst), free(cdelta), free(p0), free(s0);
     /* nn_eval_batch (folded BN after the update) on the same weights: the CPU
      * net's are copied over first. ReLU nets' updates differ by design (see
@@ -1551,8 +1551,8 @@ static void test_net(int32_t blocks, int32_t ch, nn_act_t act, int32_t planes, i
     gm.grad_norm = cm.grad_norm = 0;
     cmp_metrics(what, &gm, &cm, Btrain, l2);
     t_batch_free(&tb);
-    nn_trainer_free(gtr);
-    nn_trainer_free(ctr);
+    nn_optim_free(gtr);
+    nn_optim_free(ctr);
     nn_net_free(gnet);
     nn_net_free(cnet);
 }
@@ -1575,7 +1575,7 @@ static void test_late_and_merge(void) {
     nn_net_t *na = nn_net_new(D, &cfg, 77, err, sizeof(err)), *nb = nn_net_new(D, &cfg, 77, err, sizeof(err));
     KOMA_ASSERT(na && nb);
     int32_t B = 16, S = 5;
-    nn_trainer_t *ta = nn_trainer_new(na, &tc, B, err, sizeof(err)), *tb = nn_trainer_new(nb, &tc, B, err, sizeof(err));
+    nn_optim_t *ta = nn_optim_new(na, &tc, B, err, sizeof(err)), *tb = nn_optim_new(nb, &tc, B, err, sizeof(err));
     KOMA_ASSERT(ta && tb);
     t_batch_t bt[5];
     for (int s = 0; s < S; s++) t_batch_init(&bt[s], B - s, cfg.in_planes, cfg.in_hand, 3);
@@ -1627,8 +1627,8 @@ static void test_late_and_merge(void) {
     nn_ctx_free(ca);
     nn_ctx_free(cb);
     for (int s = 0; s < S; s++) t_batch_free(&bt[s]);
-    nn_trainer_free(ta);
-    nn_trainer_free(tb);
+    nn_optim_free(ta);
+    nn_optim_free(tb);
     nn_net_free(na);
     nn_net_free(nb);
     nn_backend_free(D);

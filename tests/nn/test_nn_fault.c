@@ -103,7 +103,7 @@ static void test_train_step(void) {
     char err[1024];
     nn_backend_t *be = nn_backend_cpu_new(1);
     nn_net_t *net = new_net(be, 12);
-    nn_trainer_t *tr = nn_trainer_new(net, NULL, 8, err, sizeof err);
+    nn_optim_t *tr = nn_optim_new(net, NULL, 8, err, sizeof err);
     KOMA_ASSERT(tr);
     t_batch_t b;
     t_batch_init(&b, 8, CFG.in_planes, CFG.in_hand, 3);
@@ -114,18 +114,18 @@ static void test_train_step(void) {
     CHECKF(nn_train_step(tr, &b.b, &m, err, sizeof err) == -1 && HAS(err, "nn_train_step") &&
                HAS(err, "injected fault: conv_bwd_filter call 3"),
            "failed step: %s", err);
-    CHECK(nn_trainer_step_count(tr) == 1);
+    CHECK(nn_optim_step_count(tr) == 1);
     err[0] = 0;
     CHECKF(nn_train_step(tr, &b.b, &m, err, sizeof err) == -1 && HAS(err, "conv_bwd_filter"), "next step: %s", err);
     CHECK(nn_eval_batch(tr, &b.b, &m, err, sizeof err) == -1);
-    CHECK(nn_trainer_step_count(tr) == 1);
+    CHECK(nn_optim_step_count(tr) == 1);
     const char *path = t_path("step.safetensors");
     err[0] = 0;
     CHECKF(nn_weights_save(net, tr, path, err, sizeof err) == -1 && HAS(err, "not written"), "save: %s", err);
     CHECK(!compat_file_exists(path));
     set_fault(NULL);
     t_batch_free(&b);
-    nn_trainer_free(tr);
+    nn_optim_free(tr);
     nn_net_free(net);
     nn_backend_free(be);
 }
@@ -136,7 +136,7 @@ static void test_nan_weights(void) {
     char err[1024];
     nn_backend_t *be = nn_backend_cpu_new(1);
     nn_net_t *net = new_net(be, 13);
-    nn_trainer_t *tr = nn_trainer_new(net, NULL, 8, err, sizeof err);
+    nn_optim_t *tr = nn_optim_new(net, NULL, 8, err, sizeof err);
     KOMA_ASSERT(tr);
     t_batch_t b;
     t_batch_init(&b, 8, CFG.in_planes, CFG.in_hand, 3);
@@ -156,7 +156,7 @@ static void test_nan_weights(void) {
     CHECK(nn_weights_save(net, NULL, path, err, sizeof err) == -1 && !compat_file_exists(path));
     set_fault(NULL);
     t_batch_free(&b);
-    nn_trainer_free(tr);
+    nn_optim_free(tr);
     nn_net_free(net);
     nn_backend_free(be);
 }
@@ -263,7 +263,7 @@ static void test_oom_message(void) {
            "ctx: %s", err);
     set_fault("buf_alloc:2");
     err[0] = 0;
-    CHECKF(!nn_trainer_new(net, NULL, 4, err, sizeof err) && HAS(err, "out of host memory") && !HAS(err, "device"),
+    CHECKF(!nn_optim_new(net, NULL, 4, err, sizeof err) && HAS(err, "out of host memory") && !HAS(err, "device"),
            "trainer: %s", err);
     set_fault("buf_alloc:1");
     err[0] = 0;

@@ -71,7 +71,7 @@ static void test_fail_and_nan(void) {
     /* training on a third instance: a failed op, then a silent NaN */
     nn_backend_t *tb = dev_new();
     nn_net_t *tn = new_net(tb, 2);
-    nn_trainer_t *tr = nn_trainer_new(tn, NULL, 16, err, sizeof err);
+    nn_optim_t *tr = nn_optim_new(tn, NULL, 16, err, sizeof err);
     KOMA_ASSERT(tr);
     t_batch_t b;
     t_batch_init(&b, 16, CFG.in_planes, CFG.in_hand, 3);
@@ -86,10 +86,10 @@ static void test_fail_and_nan(void) {
     err[0] = 0;
     CHECKF(nn_train_step(tr, &b.b, &m, err, sizeof err) == -1 && HAS(err, "injected fault: bn_bwd call 2"), "step: %s",
            err);
-    CHECK(nn_trainer_step_count(tr) == 1);
+    CHECK(nn_optim_step_count(tr) == 1);
     set_fault(NULL);
     t_batch_free(&b);
-    nn_trainer_free(tr);
+    nn_optim_free(tr);
     nn_net_free(tn);
     nn_backend_free(tb);
     nn_ctx_free(ctx);

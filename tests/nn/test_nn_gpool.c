@@ -148,7 +148,7 @@ static void train_some(nn_net_t *net, int32_t steps) {
     char err[256];
     nn_train_config_t tc = nn_train_config_default();
     tc.warmup_steps = 0, tc.lr = 0.05f, tc.bn_momentum = 0.5f;
-    nn_trainer_t *tr = nn_trainer_new(net, &tc, 4, err, sizeof err);
+    nn_optim_t *tr = nn_optim_new(net, &tc, 4, err, sizeof err);
     KOMA_ASSERT(tr);
     const nn_net_config_t *cfg = nn_net_config(net);
     nn_metrics_t m0 = {0}, m = {0};
@@ -163,7 +163,7 @@ static void train_some(nn_net_t *net, int32_t steps) {
         t_batch_free(&tb);
     }
     CHECKF(isfinite(m.loss), "training a global-pooling net: loss %g", m.loss);
-    nn_trainer_free(tr);
+    nn_optim_free(tr);
 }
 
 static void test_routes(nn_act_t act) {

@@ -11,7 +11,7 @@
  *  - the learning rate changes every step (warmup, then cosine) and the
  *    replays follow it: lr and weight decay are read from device memory
  *    (sgd_step's hyper), not frozen into the recording;
- *  - new settings (nn_trainer_set_config: momentum, loss weights) and
+ *  - new settings (nn_optim_set_config: momentum, loss weights) and
  *    another batch size get recordings of their own, never a stale replay;
  *  - host batches (uploads) are never recorded;
  *  - a failed recording costs nothing: that step and the later ones run as
@@ -297,9 +297,9 @@ static nn_backend_t *stand_new(void) {
 #define NB 3 /* batches, reused round robin */
 
 /* The batch uploaded into tr's staging by hand, as gather_rows would put it there. */
-static nn_batch_t stage(nn_trainer_t *tr, nn_backend_t *be, const t_batch_t *t, const nn_net_config_t *cfg) {
+static nn_batch_t stage(nn_optim_t *tr, nn_backend_t *be, const t_batch_t *t, const nn_net_config_t *cfg) {
     nn_train_staging_t st;
-    nn_trainer_staging(tr, &st, NULL);
+    nn_optim_staging(tr, &st, NULL);
     const nn_batch_t *b = &t->b;
     int32_t B = b->B;
     uint32_t nnz = b->policy_offsets[B];
@@ -314,13 +314,13 @@ static nn_batch_t stage(nn_trainer_t *tr, nn_backend_t *be, const t_batch_t *t, 
     return (nn_batch_t){.B = B, .staged = 1, .policy_offsets = b->policy_offsets};
 }
 
-static int same_state(nn_trainer_t *a, nn_trainer_t *b) {
+static int same_state(nn_optim_t *a, nn_optim_t *b) {
     int64_t np, ns;
-    nn_net_t *na = nn_trainer_net(a), *nb = nn_trainer_net(b);
+    nn_net_t *na = nn_optim_net(a), *nb = nn_optim_net(b);
     const float *pa = nn_net_params(na, &np, NULL), *pb = nn_net_params(nb, NULL, NULL);
     const float *sa = nn_net_stats(na, &ns), *sb = nn_net_stats(nb, NULL);
     return !memcmp(pa, pb, sizeof(float) * (size_t)np) && !memcmp(sa, sb, sizeof(float) * (size_t)ns) &&
-           !memcmp(nn_trainer_momentum(a), nn_trainer_momentum(b), sizeof(float) * (size_t)np);
+           !memcmp(nn_optim_momentum(a), nn_optim_momentum(b), sizeof(float) * (size_t)np);
 }
 
 static void run(nn_act_t act, int merged) {
@@ -333,7 +333,7 @@ static void run(nn_act_t act, int merged) {
     nn_net_set_merge_heads(nr, merged), nn_net_set_merge_heads(nc, merged);
     nn_train_config_t tc = nn_train_config_default();
     tc.warmup_steps = 4, tc.total_steps = 20, tc.weight_decay = 0.01f; /* a new lr every step */
-    nn_trainer_t *tr = nn_trainer_new(nr, &tc, BMAX, err, sizeof err), *tref = nn_trainer_new(nc, &tc, BMAX, err, sizeof err);
+    nn_optim_t *tr = nn_optim_new(nr, &tc, BMAX, err, sizeof err), *tref = nn_optim_new(nc, &tc, BMAX, err, sizeof err);
     KOMA_ASSERT(tr && tref);
     t_batch_t bat[NB + 1];
     for (int i = 0; i < NB; i++) t_batch_init(&bat[i], BMAX, cfg.in_planes, cfg.in_hand, 6);
@@ -365,7 +365,7 @@ static void run(nn_act_t act, int merged) {
     /* new settings: a recording of their own (a replay of the old one would
      * use the old momentum and loss weights) */
     tc.momentum = 0.5f, tc.w_value = 2.0f;
-    nn_trainer_set_config(tr, &tc), nn_trainer_set_config(tref, &tc);
+    nn_optim_set_config(tr, &tc), nn_optim_set_config(tref, &tc);
     for (int i = 0; i < 4; i++, step++) {
         const t_batch_t *t = &bat[step % NB];
         nn_batch_t sb = stage(tr, be, t, &cfg);
@@ -394,7 +394,7 @@ static void run(nn_act_t act, int merged) {
     /* a failed recording: the steps run as ops, still right */
     s->fail_end = 1;
     tc.momentum = 0.8f;
-    nn_trainer_set_config(tr, &tc), nn_trainer_set_config(tref, &tc);
+    nn_optim_set_config(tr, &tc), nn_optim_set_config(tref, &tc);
     for (int i = 0; i < 5; i++, step++) {
         const t_batch_t *t = &bat[step % NB];
         nn_batch_t sb = stage(tr, be, t, &cfg);
@@ -404,7 +404,7 @@ static void run(nn_act_t act, int merged) {
     CHECKF(s->off && s->ends == 4 && !s->overflow, "failed recording: off %d, %lld ended, overflow %d", s->off,
            (long long)s->ends, s->overflow);
     for (int i = 0; i <= NB; i++) t_batch_free(&bat[i]);
-    nn_trainer_free(tr), nn_trainer_free(tref);
+    nn_optim_free(tr), nn_optim_free(tref);
     nn_net_free(nr), nn_net_free(nc);
     nn_backend_free(be), nn_backend_free(cpu);
 }

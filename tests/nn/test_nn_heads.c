@@ -17,14 +17,14 @@
 
 #include "nn/weights.h"
 
-static nn_trainer_t *make(nn_backend_t *be, const nn_net_config_t *cfg, int merged, int32_t B, nn_net_t **net) {
+static nn_optim_t *make(nn_backend_t *be, const nn_net_config_t *cfg, int merged, int32_t B, nn_net_t **net) {
     char err[256];
     *net = nn_net_new(be, cfg, 33, err, sizeof err);
     KOMA_ASSERT(*net);
     nn_net_set_merge_heads(*net, merged);
     nn_train_config_t tc = nn_train_config_default();
     tc.lr = 0.05f, tc.warmup_steps = 1, tc.q_mix = 0.3f, tc.w_legal = 30.0f;
-    nn_trainer_t *tr = nn_trainer_new(*net, &tc, B, err, sizeof err);
+    nn_optim_t *tr = nn_optim_new(*net, &tc, B, err, sizeof err);
     KOMA_ASSERT(tr);
     return tr;
 }
@@ -63,7 +63,7 @@ static void compare(nn_backend_t *be, const char *route, int32_t C, nn_act_t act
     snprintf(tag, sizeof tag, "%s C=%d %s", route, C, nn_act_name(act));
     fprintf(stderr, "-- merged vs apart: %s\n", tag);
     nn_net_t *nm, *na;
-    nn_trainer_t *tm = make(be, &cfg, 1, B, &nm), *ta = make(be, &cfg, 0, B, &na);
+    nn_optim_t *tm = make(be, &cfg, 1, B, &nm), *ta = make(be, &cfg, 0, B, &na);
     CHECK(nn_net_merge_heads(nm) == 1 && nn_net_merge_heads(na) == 0);
     check_layout(nm);
     t_batch_t tb;
@@ -102,7 +102,7 @@ static void compare(nn_backend_t *be, const char *route, int32_t C, nn_act_t act
     CHECK(nn_train_grad(tm, &tb.b, &mm, err, sizeof err) == 0 && nn_train_grad(ta, &tb.b, &ma, err, sizeof err) == 0);
     snprintf(w, sizeof w, "%s grad", tag);
     cmp_metrics(w, &mm, &ma);
-    const float *gm = nn_trainer_grads(tm), *ga = nn_trainer_grads(ta);
+    const float *gm = nn_optim_grads(tm), *ga = nn_optim_grads(ta);
     for (int32_t i = 0; i < nn_net_tensor_count(nm); i++) {
         const nn_tensor_info_t *t = nn_net_tensor(nm, i);
         if (t->kind != NN_TENSOR_PARAM) continue;
@@ -123,7 +123,7 @@ static void compare(nn_backend_t *be, const char *route, int32_t C, nn_act_t act
     snprintf(w, sizeof w, "%s weights after 3 steps", tag);
     t_compare(w, wm, wa, np, 1e-5, 1e-4);
     snprintf(w, sizeof w, "%s momentum after 3 steps", tag);
-    t_compare(w, nn_trainer_momentum(tm), nn_trainer_momentum(ta), np, 1e-5, 1e-4);
+    t_compare(w, nn_optim_momentum(tm), nn_optim_momentum(ta), np, 1e-5, 1e-4);
     const float *sm = nn_net_stats(nm, &ns), *sa = nn_net_stats(na, NULL);
     snprintf(w, sizeof w, "%s BN statistics after 3 steps", tag);
     t_compare(w, sm, sa, ns, 1e-5, 1e-4);
@@ -135,7 +135,7 @@ static void compare(nn_backend_t *be, const char *route, int32_t C, nn_act_t act
     CHECK(nn_weights_save(nm, tm, path, err, sizeof err) == 0);
     CHECK(nn_weights_read(na, ta, path, err, sizeof err) == 0);
     CHECK(!memcmp(wm, wa, sizeof(float) * (size_t)np) && !memcmp(sm, sa, sizeof(float) * (size_t)ns));
-    CHECK(!memcmp(nn_trainer_momentum(tm), nn_trainer_momentum(ta), sizeof(float) * (size_t)np));
+    CHECK(!memcmp(nn_optim_momentum(tm), nn_optim_momentum(ta), sizeof(float) * (size_t)np));
     nn_net_t *back = nn_weights_load(be, path, -1, err, sizeof err);
     KOMA_ASSERT(back);
     int32_t pw = nn_net_tensor_find(back, "policy.conv.weight"), lw = nn_net_tensor_find(back, "legal.conv.weight");
@@ -147,8 +147,8 @@ static void compare(nn_backend_t *be, const char *route, int32_t C, nn_act_t act
     nn_ctx_free(cm);
     nn_ctx_free(ca);
     t_batch_free(&tb);
-    nn_trainer_free(tm);
-    nn_trainer_free(ta);
+    nn_optim_free(tm);
+    nn_optim_free(ta);
     nn_net_free(nm);
     nn_net_free(na);
 }

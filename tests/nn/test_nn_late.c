@@ -19,13 +19,13 @@
 static const nn_net_config_t CFG = {.blocks = 1, .channels = 8, .act = NN_ACT_RELU, .in_planes = 6, .in_hand = 2,
                                     .features_version = 1};
 
-static nn_trainer_t *make(nn_backend_t *be, nn_net_t **net) {
+static nn_optim_t *make(nn_backend_t *be, nn_net_t **net) {
     char err[256];
     *net = nn_net_new(be, &CFG, 21, err, sizeof err);
     KOMA_ASSERT(*net);
     nn_train_config_t tc = nn_train_config_default();
     tc.lr = 0.05f, tc.warmup_steps = 3, tc.clip_norm = 0.5f; /* warmup: a different lr every step */
-    nn_trainer_t *tr = nn_trainer_new(*net, &tc, MAXB, err, sizeof err);
+    nn_optim_t *tr = nn_optim_new(*net, &tc, MAXB, err, sizeof err);
     KOMA_ASSERT(tr);
     return tr;
 }
@@ -38,14 +38,14 @@ static void set_fault(const char *spec) {
 static int same(const void *a, const void *b, size_t n) { return memcmp(a, b, n) == 0; }
 
 /* Net and optimizer state of a and b, bit for bit. */
-static int same_state(nn_trainer_t *a, nn_trainer_t *b) {
+static int same_state(nn_optim_t *a, nn_optim_t *b) {
     int64_t np, ns;
-    nn_net_t *na = nn_trainer_net(a), *nb = nn_trainer_net(b);
+    nn_net_t *na = nn_optim_net(a), *nb = nn_optim_net(b);
     float *pa = nn_net_params(na, &np, NULL), *pb = nn_net_params(nb, NULL, NULL);
     float *sa = nn_net_stats(na, &ns), *sb = nn_net_stats(nb, NULL);
     return same(pa, pb, sizeof(float) * (size_t)np) && same(sa, sb, sizeof(float) * (size_t)ns) &&
-           same(nn_trainer_momentum(a), nn_trainer_momentum(b), sizeof(float) * (size_t)np) &&
-           nn_trainer_step_count(a) == nn_trainer_step_count(b);
+           same(nn_optim_momentum(a), nn_optim_momentum(b), sizeof(float) * (size_t)np) &&
+           nn_optim_step_count(a) == nn_optim_step_count(b);
 }
 
 /* The wrapper itself: a late copy is NaN until its fence is waited for. */
@@ -74,7 +74,7 @@ static void test_same_as_sync(nn_backend_t *be, const char *name) {
     nn_backend_t *ref_be = nn_backend_cpu_new_conv(1, NN_CPU_CONV_REF, NULL, 0);
     KOMA_ASSERT(ref_be);
     nn_net_t *na, *nb;
-    nn_trainer_t *ta = make(ref_be, &na), *tb = make(be, &nb);
+    nn_optim_t *ta = make(ref_be, &na), *tb = make(be, &nb);
     t_batch_t bt[STEPS];
     t_rng = 77;
     for (int s = 0; s < STEPS; s++) t_batch_init(&bt[s], 3 + s % (MAXB - 2), CFG.in_planes, CFG.in_hand, 3);
@@ -87,7 +87,7 @@ static void test_same_as_sync(nn_backend_t *be, const char *name) {
     int64_t id[STEPS];
     for (int s = 0; s < STEPS; s++) {
         CHECKF(nn_train_step_launch(tb, &bt[s].b, &id[s], err, sizeof err) == 0, "%s: launch %d: %s", name, s, err);
-        CHECK(id[s] == s + 1 && nn_trainer_step_count(tb) == s + 1);
+        CHECK(id[s] == s + 1 && nn_optim_step_count(tb) == s + 1);
         if (s > 0) CHECK(nn_train_step_metrics(tb, id[s - 1], &got[s - 1], err, sizeof err) == 0);
         CHECK(nn_train_steps_pending(tb) == 1);
     }
@@ -110,7 +110,7 @@ static void test_same_as_sync(nn_backend_t *be, const char *name) {
     err[0] = 0;
     CHECKF(nn_train_step_launch(tb, &bt[2].b, &i3, err, sizeof err) == -1 && strstr(err, "not read") && i3 == -5,
            "%s: third launch: %s", name, err);
-    CHECK(nn_trainer_step_count(tb) == STEPS + 2);
+    CHECK(nn_optim_step_count(tb) == STEPS + 2);
     CHECK(nn_train_step_metrics(tb, i2, &g2, err, sizeof err) == 0);
     CHECK(nn_train_step_metrics(tb, i1, &g1, err, sizeof err) == 0);
     CHECK(same(&r1, &g1, sizeof r1) && same(&r2, &g2, sizeof r2) && g2.step == STEPS + 2);
@@ -129,8 +129,8 @@ static void test_same_as_sync(nn_backend_t *be, const char *name) {
     CHECKF(!isfinite(g2.loss) && !isfinite(g2.value_loss) && g2.step == i2, "%s: NaN step: loss %g", name, g2.loss);
 
     for (int s = 0; s < STEPS; s++) t_batch_free(&bt[s]);
-    nn_trainer_free(ta);
-    nn_trainer_free(tb);
+    nn_optim_free(ta);
+    nn_optim_free(tb);
     nn_net_free(na);
     nn_net_free(nb);
     nn_backend_free(ref_be);
@@ -141,7 +141,7 @@ static void test_same_as_sync(nn_backend_t *be, const char *name) {
  * CPU) it stays readable. The failed launch is not counted. */
 static void test_failure(nn_backend_t *be, int fenced) {
     nn_net_t *net;
-    nn_trainer_t *tr = make(be, &net);
+    nn_optim_t *tr = make(be, &net);
     t_batch_t bt;
     t_batch_init(&bt, 5, CFG.in_planes, CFG.in_hand, 2);
     char err[512];
@@ -151,7 +151,7 @@ static void test_failure(nn_backend_t *be, int fenced) {
     err[0] = 0;
     CHECK(nn_train_step_launch(tr, &bt.b, &i2, err, sizeof err) == -1 && strstr(err, "injected fault: sgd_step"));
     set_fault(NULL);
-    CHECK(i2 == -1 && nn_trainer_step_count(tr) == 1);
+    CHECK(i2 == -1 && nn_optim_step_count(tr) == 1);
     nn_metrics_t m;
     err[0] = 0;
     int rc = nn_train_step_metrics(tr, i1, &m, err, sizeof err);
@@ -159,7 +159,7 @@ static void test_failure(nn_backend_t *be, int fenced) {
     else CHECKF(rc == 0 && isfinite(m.loss) && m.step == 1, "downloaded record after a failure: %d %s", rc, err);
     CHECK(nn_train_steps_pending(tr) == 0);
     t_batch_free(&bt);
-    nn_trainer_free(tr);
+    nn_optim_free(tr);
     nn_net_free(net);
 }
 

@@ -18,7 +18,7 @@ int main(void) {
     nn_net_t *net = nn_net_new(be, &cfg, 3, err, sizeof err);
     KOMA_ASSERT(net);
     nn_train_config_t tc = nn_train_config_default();
-    nn_trainer_t *tr = nn_trainer_new(net, &tc, 8, err, sizeof err);
+    nn_optim_t *tr = nn_optim_new(net, &tc, 8, err, sizeof err);
     KOMA_ASSERT(tr);
     t_seed(99);
     t_batch_t full;
@@ -74,7 +74,7 @@ int main(void) {
     t_batch_free(&full);
     t_batch_free(&part);
     t_batch_free(&three);
-    nn_trainer_free(tr);
+    nn_optim_free(tr);
     nn_net_free(net);
     nn_backend_free(be);
     return t_done("test_nn_metrics");

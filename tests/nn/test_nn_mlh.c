@@ -198,7 +198,7 @@ static void heads_init(t_heads_t *h, t_batch_t *tb) {
 }
 
 typedef struct {
-    nn_trainer_t *tr;
+    nn_optim_t *tr;
     const nn_batch_t *batch;
 } fd_ctx_t;
 
@@ -227,7 +227,7 @@ static void fd_heads(nn_act_t act, int merged, float wp, float wml, float wopp) 
     tc.w_policy = wp, tc.w_value = wp, tc.w_legal = wp, tc.w_moves_left = wml, tc.w_opp_policy = wopp;
     tc.q_mix = 0.3f;
     int32_t B = 4;
-    nn_trainer_t *tr = nn_trainer_new(net, &tc, B, err, sizeof err);
+    nn_optim_t *tr = nn_optim_new(net, &tc, B, err, sizeof err);
     KOMA_ASSERT(tr);
     t_batch_t tb;
     t_batch_init(&tb, B, cfg.in_planes, cfg.in_hand, 4);
@@ -242,7 +242,7 @@ static void fd_heads(nn_act_t act, int merged, float wp, float wml, float wopp) 
     int64_t np;
     float *params = nn_net_params(net, &np, NULL);
     float *grads = malloc(sizeof(float) * (size_t)np);
-    memcpy(grads, nn_trainer_grads(tr), sizeof(float) * (size_t)np);
+    memcpy(grads, nn_optim_grads(tr), sizeof(float) * (size_t)np);
     fd_ctx_t c = {tr, &tb.b};
     for (int32_t i = 0; i < nn_net_tensor_count(net); i++) {
         const nn_tensor_info_t *t = nn_net_tensor(net, i);
@@ -266,7 +266,7 @@ static void fd_heads(nn_act_t act, int merged, float wp, float wml, float wopp) 
     }
     free(grads);
     t_batch_free(&tb);
-    nn_trainer_free(tr);
+    nn_optim_free(tr);
     nn_net_free(net);
     nn_backend_free(be);
 }
@@ -285,7 +285,7 @@ static void metrics_and_absent(void) {
     *nn_net_tensor_data(net, find(net, "moves_left.fc2.bias")) = 2.0f; /* 40 plies for every position */
     nn_train_config_t tc = nn_train_config_default();
     int32_t B = 8;
-    nn_trainer_t *tr = nn_trainer_new(net, &tc, B, err, sizeof err);
+    nn_optim_t *tr = nn_optim_new(net, &tc, B, err, sizeof err);
     KOMA_ASSERT(tr);
     t_batch_t tb;
     t_batch_init(&tb, B, cfg.in_planes, cfg.in_hand, 3);
@@ -314,7 +314,7 @@ static void metrics_and_absent(void) {
     CHECK(nn_train_grad(tr, &tb.b, &m, err, sizeof err) == 0);
     CHECK(isnan(m.moves_left_loss) && isnan(m.opp_policy_loss) && m.moves_left_positions == 0 && m.opp_positions == 0);
     CHECK(m.loss < l_with);
-    const float *g = nn_trainer_grads(tr);
+    const float *g = nn_optim_grads(tr);
     const char *outs[4] = {"moves_left.fc2.bias", "moves_left.fc1.weight", "opp_policy.out.weight", "opp_policy.out.bias"};
     for (int k = 0; k < 4; k++) {
         const nn_tensor_info_t *t = nn_net_tensor(net, find(net, outs[k]));
@@ -327,7 +327,7 @@ static void metrics_and_absent(void) {
     hd.labels[0] = NN_POLICY_NB;
     CHECK(nn_train_grad(tr, &tb.b, &m, err, sizeof err) == -1 && strstr(err, "opp_label"));
     t_batch_free(&tb);
-    nn_trainer_free(tr);
+    nn_optim_free(tr);
     nn_net_free(net);
     nn_backend_free(be);
 }
@@ -344,7 +344,7 @@ static void overfit(void) {
     nn_train_config_t tc = nn_train_config_default();
     tc.lr = 0.05f, tc.warmup_steps = 10, tc.schedule = NN_SCHED_CONSTANT, tc.w_opp_policy = 1.0f;
     int32_t B = 16;
-    nn_trainer_t *tr = nn_trainer_new(net, &tc, B, err, sizeof err);
+    nn_optim_t *tr = nn_optim_new(net, &tc, B, err, sizeof err);
     KOMA_ASSERT(tr);
     t_batch_t tb;
     t_batch_init(&tb, B, cfg.in_planes, cfg.in_hand, 2);
@@ -358,7 +358,7 @@ static void overfit(void) {
     CHECK(m.moves_left_mae < 0.3 * m0.moves_left_mae && m.moves_left_mae < 15.0);
     CHECK(m.opp_policy_loss < 0.5 * m0.opp_policy_loss);
     t_batch_free(&tb);
-    nn_trainer_free(tr);
+    nn_optim_free(tr);
     nn_net_free(net);
     nn_backend_free(be);
 }

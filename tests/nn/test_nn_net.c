@@ -5,7 +5,7 @@
 #include "nn_test.h"
 
 typedef struct {
-    nn_trainer_t *tr;
+    nn_optim_t *tr;
     const nn_batch_t *batch;
 } net_ctx_t;
 
@@ -29,7 +29,7 @@ static void fd_net(nn_backend_t *be, nn_act_t act, float wp, float wv, float wl,
     nn_train_config_t tc = nn_train_config_default();
     tc.w_policy = wp, tc.w_value = wv, tc.w_legal = wl;
     tc.q_mix = 0.3f, tc.q_draw = 0.2f;
-    nn_trainer_t *tr = nn_trainer_new(net, &tc, 3, err, sizeof(err));
+    nn_optim_t *tr = nn_optim_new(net, &tc, 3, err, sizeof(err));
     KOMA_ASSERT(tr);
     t_batch_t tb;
     t_batch_init(&tb, 3, cfg.in_planes, cfg.in_hand, 4);
@@ -39,7 +39,7 @@ static void fd_net(nn_backend_t *be, nn_act_t act, float wp, float wv, float wl,
     int64_t np;
     float *params = nn_net_params(net, &np, NULL);
     float *grads = malloc(sizeof(float) * (size_t)np);
-    memcpy(grads, nn_trainer_grads(tr), sizeof(float) * (size_t)np);
+    memcpy(grads, nn_optim_grads(tr), sizeof(float) * (size_t)np);
     char arch[32];
     fprintf(stderr, "-- net fd %s %s, weights p %.0f v %.0f l %.0f: loss %.5f (p %.4f v %.4f l %.5f)\n",
             nn_net_arch_format(&cfg, arch, sizeof arch), nn_act_name(act), wp, wv, wl, m.loss, m.policy_loss,
@@ -58,7 +58,7 @@ static void fd_net(nn_backend_t *be, nn_act_t act, float wp, float wv, float wl,
     }
     free(grads);
     t_batch_free(&tb);
-    nn_trainer_free(tr);
+    nn_optim_free(tr);
     nn_net_free(net);
 }
 
@@ -72,7 +72,7 @@ static void overfit(nn_backend_t *be) {
     tc.q_mix = 0.0f, tc.bn_momentum = 0.1f, tc.weight_decay = 1e-5f;
     tc.w_legal = 100.0f; /* the legal BCE is a mean over 2187 labels: weigh it up to memorise random masks */
     int32_t B = 16;
-    nn_trainer_t *tr = nn_trainer_new(net, &tc, B, err, sizeof(err));
+    nn_optim_t *tr = nn_optim_new(net, &tc, B, err, sizeof(err));
     KOMA_ASSERT(tr);
     t_batch_t tb;
     t_batch_init(&tb, B, cfg.in_planes, cfg.in_hand, 3);
@@ -99,7 +99,7 @@ static void overfit(nn_backend_t *be) {
     }
     KOMA_ASSERT(nn_train_grad(tr, &tb.b, &m, err, sizeof(err)) == 0);
     KOMA_ASSERT(nn_eval_batch(tr, &tb.b, &e, err, sizeof(err)) == 0);
-    CHECK(nn_trainer_step_count(tr) == steps);
+    CHECK(nn_optim_step_count(tr) == steps);
     double fp = (m.policy_loss - H) / (m0.policy_loss - H), fv = m.value_loss / m0.value_loss,
            fl = m.legal_loss / m0.legal_loss;
     fprintf(stderr, "overfit (train mode): policy excess %.4f -> %.4f (x%.3f), value %.4f -> %.4f (x%.3f), legal %.5f -> %.5f (x%.3f)\n",
@@ -187,10 +187,10 @@ static void overfit(nn_backend_t *be) {
     CHECK(nn_train_step(tr, &tb.b, &m, err, sizeof(err)) != 0 && strstr(err, "policy_label"));
     fprintf(stderr, "refused: %s\n", err);
     tb.labels[0] = save;
-    CHECK(nn_trainer_step_count(tr) == steps);
+    CHECK(nn_optim_step_count(tr) == steps);
 
     t_batch_free(&tb);
-    nn_trainer_free(tr);
+    nn_optim_free(tr);
     nn_net_free(net);
 }
 

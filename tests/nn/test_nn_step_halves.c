@@ -6,14 +6,14 @@
  * gradients as they are then). */
 #include "nn_test.h"
 
-static nn_trainer_t *make(nn_backend_t *be, nn_net_t **net, int32_t B) {
+static nn_optim_t *make(nn_backend_t *be, nn_net_t **net, int32_t B) {
     nn_net_config_t cfg = {.blocks = 1, .channels = 16, .act = NN_ACT_RELU, .in_planes = 8, .in_hand = 2, .features_version = 1};
     char err[256];
     *net = nn_net_new(be, &cfg, 5, err, sizeof(err));
     KOMA_ASSERT(*net);
     nn_train_config_t tc = nn_train_config_default();
     tc.lr = 0.05f, tc.warmup_steps = 2, tc.clip_norm = 0.5f; /* clipping on */
-    nn_trainer_t *tr = nn_trainer_new(*net, &tc, B, err, sizeof(err));
+    nn_optim_t *tr = nn_optim_new(*net, &tc, B, err, sizeof(err));
     KOMA_ASSERT(tr);
     return tr;
 }
@@ -26,7 +26,7 @@ int main(void) {
     t_batch_t tb;
     t_batch_init(&tb, B, 8, 2, 3);
     nn_net_t *na, *nb, *nc;
-    nn_trainer_t *ta = make(be, &na, B), *tbr = make(be, &nb, B), *tc = make(be, &nc, B);
+    nn_optim_t *ta = make(be, &na, B), *tbr = make(be, &nb, B), *tc = make(be, &nc, B);
     char err[256];
     int64_t np, ns;
     for (int step = 0; step < 4; step++) {
@@ -38,7 +38,7 @@ int main(void) {
                step, ma.loss, mb.loss, ma.grad_norm, mb.grad_norm);
         /* halved gradients: a different step */
         CHECK(nn_train_step_grads(tc, &tb.b, &mc, err, sizeof err) == 0);
-        float *g = nn_trainer_grads(tc);
+        float *g = nn_optim_grads(tc);
         nn_net_params(nc, &np, NULL);
         for (int64_t i = 0; i < np; i++) g[i] *= 0.5f;
         CHECK(nn_train_step_apply(tc, &mc, err, sizeof err) == 0);
@@ -48,12 +48,12 @@ int main(void) {
     float *sa = nn_net_stats(na, &ns), *sb = nn_net_stats(nb, NULL);
     CHECK(same_floats(pa, pb, np));
     CHECK(same_floats(sa, sb, ns));
-    CHECK(same_floats(nn_trainer_momentum(ta), nn_trainer_momentum(tbr), np));
-    CHECK(nn_trainer_step_count(ta) == 4 && nn_trainer_step_count(tbr) == 4 && nn_trainer_step_count(tc) == 4);
+    CHECK(same_floats(nn_optim_momentum(ta), nn_optim_momentum(tbr), np));
+    CHECK(nn_optim_step_count(ta) == 4 && nn_optim_step_count(tbr) == 4 && nn_optim_step_count(tc) == 4);
     CHECK(!same_floats(pa, pc, np));
-    nn_trainer_free(ta);
-    nn_trainer_free(tbr);
-    nn_trainer_free(tc);
+    nn_optim_free(ta);
+    nn_optim_free(tbr);
+    nn_optim_free(tc);
     nn_net_free(na);
     nn_net_free(nb);
     nn_net_free(nc);

@@ -30,7 +30,7 @@ static void dump_case(nn_backend_t *be, const char *tag, nn_act_t act, int32_t b
     tc.q_mix = 0.3f, tc.q_draw = 0.4f, tc.bn_momentum = 0.1f;
     tc.w_moves_left = 0.8f, tc.w_opp_policy = 0.6f;
     int32_t B = 5;
-    nn_trainer_t *tr = nn_trainer_new(net, &tc, B, err, sizeof(err));
+    nn_optim_t *tr = nn_optim_new(net, &tc, B, err, sizeof(err));
     KOMA_ASSERT(tr);
     t_batch_t tb;
     t_batch_init(&tb, B, cfg.in_planes, cfg.in_hand, 4);
@@ -47,11 +47,11 @@ static void dump_case(nn_backend_t *be, const char *tag, nn_act_t act, int32_t b
         KOMA_ASSERT(nn_train_step(tr, &warm.b, NULL, err, sizeof(err)) == 0);
         t_batch_free(&warm);
     }
-    nn_trainer_set_step_count(tr, 0);
+    nn_optim_set_step_count(tr, 0);
     int64_t np, ns;
     nn_net_params(net, &np, NULL);
     nn_net_stats(net, &ns);
-    memset(nn_trainer_momentum(tr), 0, sizeof(float) * (size_t)np);
+    memset(nn_optim_momentum(tr), 0, sizeof(float) * (size_t)np);
     snprintf(path, sizeof(path), "%s/%s.weights.safetensors", t_dir, tag);
     snprintf(io, sizeof(io), "%s/%s.io.safetensors", t_dir, tag);
     KOMA_ASSERT(nn_weights_save(net, NULL, path, err, sizeof(err)) == 0);
@@ -66,7 +66,7 @@ static void dump_case(nn_backend_t *be, const char *tag, nn_act_t act, int32_t b
     nn_metrics_t m;
     KOMA_ASSERT(nn_train_grad(tr, &tb.b, &m, err, sizeof(err)) == 0);
     float *grads = malloc(sizeof(float) * (size_t)np);
-    memcpy(grads, nn_trainer_grads(tr), sizeof(float) * (size_t)np);
+    memcpy(grads, nn_optim_grads(tr), sizeof(float) * (size_t)np);
     KOMA_ASSERT(nn_train_step(tr, &tb.b, NULL, err, sizeof(err)) == 0);
     double mv[8] = {m.loss, m.policy_loss, m.value_loss, m.legal_loss, m.policy_acc, m.legal_f1, m.moves_left_loss,
                     m.opp_policy_loss};
@@ -124,7 +124,7 @@ static void dump_case(nn_backend_t *be, const char *tag, nn_act_t act, int32_t b
     free(pol), free(leg), free(grads);
     nn_ctx_free(ctx);
     t_batch_free(&tb);
-    nn_trainer_free(tr);
+    nn_optim_free(tr);
     nn_net_free(net);
 }
 

@@ -130,7 +130,7 @@ static void test_round_trip_and_errors(nn_backend_t *be) {
     char err[1024];
     nn_net_config_t cfg = {.blocks = 2, .channels = 16, .act = NN_ACT_SILU, .in_planes = 7, .in_hand = 3, .features_version = 3};
     nn_net_t *net = nn_net_new(be, &cfg, 1, err, sizeof(err));
-    nn_trainer_t *tr = nn_trainer_new(net, NULL, 8, err, sizeof(err));
+    nn_optim_t *tr = nn_optim_new(net, NULL, 8, err, sizeof(err));
     KOMA_ASSERT(net && tr);
     t_batch_t tb;
     t_batch_init(&tb, 8, cfg.in_planes, cfg.in_hand, 3);
@@ -192,9 +192,9 @@ static void test_round_trip_and_errors(nn_backend_t *be) {
     expect_fail("read into fv 2 net", nn_weights_read(other, NULL, path, err, sizeof(err)) != 0, err, path,
                 "features_version");
     nn_net_free(other);
-    nn_trainer_t *tr2 = nn_trainer_new(net2, NULL, 2, err, sizeof(err));
+    nn_optim_t *tr2 = nn_optim_new(net2, NULL, 2, err, sizeof(err));
     expect_fail("no optimizer state", nn_weights_read(net2, tr2, path, err, sizeof(err)) != 0, err, path, "optimizer");
-    nn_trainer_free(tr2);
+    nn_optim_free(tr2);
 
     size_t len = 0;
     char *bytes = compat_read_file(path, &len, err, sizeof(err));
@@ -242,12 +242,12 @@ static void test_round_trip_and_errors(nn_backend_t *be) {
     compat_remove_file(bad);
     compat_remove_file(path);
     t_batch_free(&tb);
-    nn_trainer_free(tr);
+    nn_optim_free(tr);
     nn_net_free(net);
     nn_net_free(net2);
 }
 
-static void params_after(nn_backend_t *be, nn_net_t *net, nn_trainer_t *tr, t_batch_t *tb, int from, int to) {
+static void params_after(nn_backend_t *be, nn_net_t *net, nn_optim_t *tr, t_batch_t *tb, int from, int to) {
     char err[256];
     (void)be;
     (void)net;
@@ -263,7 +263,7 @@ static void test_resume(nn_backend_t *be) {
     for (int i = 0; i < 3; i++) t_batch_init(&tb[i], 6, cfg.in_planes, cfg.in_hand, 3);
     /* uninterrupted: 10 steps */
     nn_net_t *a = nn_net_new(be, &cfg, 5, err, sizeof(err));
-    nn_trainer_t *ta = nn_trainer_new(a, &tc, 6, err, sizeof(err));
+    nn_optim_t *ta = nn_optim_new(a, &tc, 6, err, sizeof(err));
     params_after(be, a, ta, tb, 0, 5);
     const char *path = t_path("resume.safetensors");
     KOMA_ASSERT(nn_weights_save(a, ta, path, err, sizeof(err)) == 0);
@@ -271,29 +271,29 @@ static void test_resume(nn_backend_t *be) {
     /* resumed: load weights + optimizer state, 5 more steps */
     nn_net_t *b = nn_weights_load(be, path, 9, err, sizeof(err));
     KOMA_ASSERT(b);
-    nn_trainer_t *tb2 = nn_trainer_new(b, &tc, 6, err, sizeof(err));
+    nn_optim_t *tb2 = nn_optim_new(b, &tc, 6, err, sizeof(err));
     KOMA_ASSERT(nn_weights_read(b, tb2, path, err, sizeof(err)) == 0);
-    CHECK(nn_trainer_step_count(tb2) == 5);
+    CHECK(nn_optim_step_count(tb2) == 5);
     params_after(be, b, tb2, tb, 5, 10);
     /* fresh optimizer state from the same weights: must differ */
     nn_net_t *c = nn_weights_load(be, path, 9, err, sizeof(err));
-    nn_trainer_t *tc3 = nn_trainer_new(c, &tc, 6, err, sizeof(err));
+    nn_optim_t *tc3 = nn_optim_new(c, &tc, 6, err, sizeof(err));
     params_after(be, c, tc3, tb, 5, 10);
 
     int64_t np, ns;
     float *pa = nn_net_params(a, &np, NULL), *pb = nn_net_params(b, NULL, NULL), *pc = nn_net_params(c, NULL, NULL);
     float *sa = nn_net_stats(a, &ns), *sb = nn_net_stats(b, NULL);
-    CHECK(nn_trainer_step_count(ta) == 10 && nn_trainer_step_count(tb2) == 10);
+    CHECK(nn_optim_step_count(ta) == 10 && nn_optim_step_count(tb2) == 10);
     t_compare("resume: params", pb, pa, np, 0, 0);
     t_compare("resume: bn running stats", sb, sa, ns, 0, 0);
-    t_compare("resume: momentum", nn_trainer_momentum(tb2), nn_trainer_momentum(ta), np, 0, 0);
+    t_compare("resume: momentum", nn_optim_momentum(tb2), nn_optim_momentum(ta), np, 0, 0);
     double d = 0;
     for (int64_t i = 0; i < np; i++) d = fmax(d, fabs(pc[i] - pa[i]));
     fprintf(stderr, "resume without optimizer state differs by %.3g (must be > 0)\n", d);
     CHECK(d > 1e-4);
     compat_remove_file(path);
     for (int i = 0; i < 3; i++) t_batch_free(&tb[i]);
-    nn_trainer_free(ta), nn_trainer_free(tb2), nn_trainer_free(tc3);
+    nn_optim_free(ta), nn_optim_free(tb2), nn_optim_free(tc3);
     nn_net_free(a), nn_net_free(b), nn_net_free(c);
 }
 

@@ -96,10 +96,10 @@ static void test_two_cycles_and_resume(void) {
         nn_net_t *net = nn_weights_load(be, path, ENC_FEATURES_VERSION, err, sizeof err);
         CHECK(net != NULL);
         if (net) {
-            nn_trainer_t *nt = nn_trainer_new(net, NULL, 4, err, sizeof err);
+            nn_optim_t *nt = nn_optim_new(net, NULL, 4, err, sizeof err);
             CHECK(nn_weights_read(net, nt, path, err, sizeof err) == 0);
-            CHECK(nn_trainer_step_count(nt) == 12 * c);
-            nn_trainer_free(nt);
+            CHECK(nn_optim_step_count(nt) == 12 * c);
+            nn_optim_free(nt);
         }
         nn_net_free(net);
         nn_backend_free(be);
@@ -198,7 +198,7 @@ static void test_two_cycles_and_resume(void) {
     CHECK(st == TRAIN_STOPPED && strstr(err, "stop requested"));
     CHECK(!compat_file_exists(stray));
     CHECK(train_trainer_latest_cycle(tr) == 3);
-    CHECK(nn_trainer_step_count(train_trainer_nn(tr)) == 36);
+    CHECK(nn_optim_step_count(train_trainer_nn(tr)) == 36);
     train_trainer_free(tr);
     db = ro_db(A.dir);
     CHECK(db_model_by_cycle(db, 4, &m3) == DB_NOTFOUND);

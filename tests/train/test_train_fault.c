@@ -52,8 +52,8 @@ static void check_nothing_left(const char *what, train_trainer_t *tr, const char
            (long long)nn_server_generation(srv));
     CHECKF(train_trainer_latest_cycle(tr) == cycle - 1, "%s: latest cycle %lld", what,
            (long long)train_trainer_latest_cycle(tr));
-    CHECKF(nn_trainer_step_count(train_trainer_nn(tr)) == steps, "%s: step count %lld, expected %lld", what,
-           (long long)nn_trainer_step_count(train_trainer_nn(tr)), (long long)steps);
+    CHECKF(nn_optim_step_count(train_trainer_nn(tr)) == steps, "%s: step count %lld, expected %lld", what,
+           (long long)nn_optim_step_count(train_trainer_nn(tr)), (long long)steps);
 }
 
 static void test_trainer_faults(void) {

@@ -56,9 +56,9 @@ static int64_t ckpt_step(void) {
     nn_net_t *net = nn_weights_load(be, path, -1, err, sizeof err);
     int64_t s = -1;
     if (net) {
-        nn_trainer_t *nt = nn_trainer_new(net, NULL, 1, err, sizeof err);
-        if (nn_weights_read(net, nt, path, err, sizeof err) == 0) s = nn_trainer_step_count(nt);
-        nn_trainer_free(nt);
+        nn_optim_t *nt = nn_optim_new(net, NULL, 1, err, sizeof err);
+        if (nn_weights_read(net, nt, path, err, sizeof err) == 0) s = nn_optim_step_count(nt);
+        nn_optim_free(nt);
     }
     nn_net_free(net);
     nn_backend_free(be);

@@ -70,9 +70,9 @@ static void add_fast_shard(t_run_t *R, int32_t cycle) {
 }
 
 /* The resident route's staged heads targets equal the host route's batch b. */
-static int staged_heads_equal(nn_trainer_t *tr, const nn_batch_t *bt, const shard_batch_t *b) {
+static int staged_heads_equal(nn_optim_t *tr, const nn_batch_t *bt, const shard_batch_t *b) {
     nn_train_staging_t st;
-    nn_trainer_staging(tr, &st, NULL);
+    nn_optim_staging(tr, &st, NULL);
     int32_t B = b->B;
     uint32_t n = b->opp_offsets[B];
     return bt->moves_left && bt->opp_offsets && !memcmp(st.moves_left, b->moves_left, sizeof(float) * (size_t)B) &&

@@ -33,7 +33,7 @@ typedef struct {
     int64_t seen[STEPS]; /* order of the hook calls */
     int32_t n;
     int32_t pending_bad;      /* hooks of ordinary steps that saw no step queued, or a barrier's that saw one */
-    nn_trainer_t *nt;
+    nn_optim_t *nt;
     const float *snap;        /* the reference's params after BARRIER */
     int64_t np;
     int snap_ok;
@@ -52,7 +52,7 @@ static int rec_hook(void *user, int64_t s, const nn_metrics_t *m, const train_lo
     int last = s == STEPS - 1;
     if (s == BARRIER) {
         h->pending_bad += pending != 0;
-        const float *p = nn_net_params(nn_trainer_net(h->nt), NULL, NULL);
+        const float *p = nn_net_params(nn_optim_net(h->nt), NULL, NULL);
         h->snap_ok = h->snap && memcmp(p, h->snap, sizeof(float) * (size_t)h->np) == 0;
     } else if (!last) {
         h->pending_bad += pending != 1 && !(h->stop_at >= 0 && s == h->stop_at + 1); /* a stop reads the late step first */
@@ -86,8 +86,8 @@ static int same_state(train_net_t *a, train_net_t *b) {
     float *pa = nn_net_params(a->net, &np, NULL), *pb = nn_net_params(b->net, NULL, NULL);
     float *sa = nn_net_stats(a->net, &ns), *sb = nn_net_stats(b->net, NULL);
     return !memcmp(pa, pb, sizeof(float) * (size_t)np) && !memcmp(sa, sb, sizeof(float) * (size_t)ns) &&
-           !memcmp(nn_trainer_momentum(a->nt), nn_trainer_momentum(b->nt), sizeof(float) * (size_t)np) &&
-           nn_trainer_step_count(a->nt) == nn_trainer_step_count(b->nt);
+           !memcmp(nn_optim_momentum(a->nt), nn_optim_momentum(b->nt), sizeof(float) * (size_t)np) &&
+           nn_optim_step_count(a->nt) == nn_optim_step_count(b->nt);
 }
 
 /* Runs the loop on be: TRAIN_* status, hook records in *h, result in *r. */
@@ -196,9 +196,9 @@ int main(void) {
         h->stop_at = 5;
         rc = run_loop(&F, be, h, &tn, &r, err, sizeof err);
         CHECKF(rc == TRAIN_STOPPED && r.steps == 7 && h->n == 7 && h->seen[6] == 6 &&
-                   nn_trainer_step_count(tn.nt) == 7 && nn_train_steps_pending(tn.nt) == 0,
+                   nn_optim_step_count(tn.nt) == 7 && nn_train_steps_pending(tn.nt) == 0,
                "%s: stop: rc %d, %lld steps, %d hooks, step count %lld", name, rc, (long long)r.steps, h->n,
-               (long long)nn_trainer_step_count(tn.nt));
+               (long long)nn_optim_step_count(tn.nt));
         train_net_free(&tn);
 
         /* A hook that ends the loop at step 4: failed there, step 5's record dropped. */

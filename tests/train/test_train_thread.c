@@ -186,7 +186,7 @@ static void test_stop_mid_cycle(void) {
     CHECK(!compat_file_exists(path));
     CHECK(train_trainer_latest_cycle(tr) == 0);
     /* back at models/0000: same weights and optimizer state */
-    CHECK(nn_trainer_step_count(train_trainer_nn(tr)) == 0);
+    CHECK(nn_optim_step_count(train_trainer_nn(tr)) == 0);
     char now[1000], m0[1000];
     snprintf(now, sizeof now, "%s/after_stop.safetensors", R.dir);
     snprintf(m0, sizeof m0, "%s/models/0000.safetensors", R.dir);

@@ -257,9 +257,9 @@ static void test_window(void) {
 }
 
 /* The staging of tr (the CPU backend: host memory) holds what the host route put in b. */
-static int staged_equals(nn_trainer_t *tr, const nn_batch_t *bt, const shard_batch_t *b) {
+static int staged_equals(nn_optim_t *tr, const nn_batch_t *bt, const shard_batch_t *b) {
     nn_train_staging_t st;
-    nn_trainer_staging(tr, &st, NULL);
+    nn_optim_staging(tr, &st, NULL);
     int32_t B = b->B;
     uint32_t nnz = b->policy_offsets[B];
     return bt->B == B && bt->staged && !memcmp(bt->policy_offsets, b->policy_offsets, sizeof(uint32_t) * (size_t)(B + 1)) &&

@@ -280,8 +280,8 @@ static inline double t_weights_diff(const char *a, const char *b, int64_t *steps
     if (!nb) fprintf(stderr, "%s\n", err);
     double d = INFINITY;
     if (na && nb) {
-        nn_trainer_t *ta = nn_trainer_new(na, NULL, 1, err, sizeof err);
-        nn_trainer_t *tb = nn_trainer_new(nb, NULL, 1, err, sizeof err);
+        nn_optim_t *ta = nn_optim_new(na, NULL, 1, err, sizeof err);
+        nn_optim_t *tb = nn_optim_new(nb, NULL, 1, err, sizeof err);
         KOMA_ASSERT(ta && tb);
         int ok = nn_weights_read(na, ta, a, err, sizeof err) == 0 && nn_weights_read(nb, tb, b, err, sizeof err) == 0;
         if (!ok) fprintf(stderr, "%s\n", err);
@@ -290,17 +290,17 @@ static inline double t_weights_diff(const char *a, const char *b, int64_t *steps
         float *sa = nn_net_stats(na, &nsa), *sb = nn_net_stats(nb, &nsb);
         if (ok && npa == npb && nsa == nsb) {
             d = 0;
-            float *ma = nn_trainer_momentum(ta), *mb = nn_trainer_momentum(tb);
+            float *ma = nn_optim_momentum(ta), *mb = nn_optim_momentum(tb);
             for (int64_t i = 0; i < npa; i++) {
                 d = fmax(d, fabs((double)pa[i] - pb[i]));
                 d = fmax(d, fabs((double)ma[i] - mb[i]));
             }
             for (int64_t i = 0; i < nsa; i++) d = fmax(d, fabs((double)sa[i] - sb[i]));
-            if (steps_a) *steps_a = nn_trainer_step_count(ta);
-            if (steps_b) *steps_b = nn_trainer_step_count(tb);
+            if (steps_a) *steps_a = nn_optim_step_count(ta);
+            if (steps_b) *steps_b = nn_optim_step_count(tb);
         }
-        nn_trainer_free(ta);
-        nn_trainer_free(tb);
+        nn_optim_free(ta);
+        nn_optim_free(tb);
     }
     nn_net_free(na);
     nn_net_free(nb);
