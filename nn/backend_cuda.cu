@@ -72,17 +72,10 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "compat/err.h"
 #include "nn/cuda_internal.h"
 
 /* ---- errors ------------------------------------------------------------------- */
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 static const char *hint_cuda(cudaError_t e) {
     switch (e) {
     case cudaErrorMemoryAllocation:

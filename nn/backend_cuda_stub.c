@@ -11,8 +11,12 @@
 
 #include <stdio.h>
 
+#include "compat/err.h"
+
 static void stub_err(char *err, size_t errlen) {
-    if (err && errlen) snprintf(err, errlen, "CUDA backend: built without CUDA (toolkit, cuDNN or cuBLAS not found at configure time, or -DKOMA_CUDA=OFF)");
+    set_err(
+        err, errlen,
+        "CUDA backend: built without CUDA (toolkit, cuDNN or cuBLAS not found at configure time, or -DKOMA_CUDA=OFF)");
 }
 
 int nn_cuda_device_count(void) { return 0; }

@@ -20,13 +20,14 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "compat/err.h"
 #include "nn/backend.h"
 
 #ifndef KOMA_HAVE_DNNL
 
 nn_dnnl_t *nn_dnnl_new(int32_t threads, char *err, size_t errlen) {
     (void)threads;
-    if (err && errlen) snprintf(err, errlen, "built without oneDNN (install libdnnl-dev and reconfigure)");
+    set_err(err, errlen, "built without oneDNN (install libdnnl-dev and reconfigure)");
     return NULL;
 }
 void nn_dnnl_free(nn_dnnl_t *d) { (void)d; }
@@ -153,16 +154,14 @@ void nn_dnnl_free(nn_dnnl_t *d) {
 nn_dnnl_t *nn_dnnl_new(int32_t threads, char *err, size_t errlen) {
     nn_dnnl_t *d = calloc(1, sizeof(*d));
     if (!d) {
-        if (err && errlen) snprintf(err, errlen, "oneDNN route: out of memory");
+        set_err(err, errlen, "oneDNN route: out of memory");
         return NULL;
     }
     d->threads = threads > 0 ? threads : 1;
     dnnl_status_t st = dnnl_engine_create(&d->eng, dnnl_cpu, 0);
     if (st == dnnl_success) st = dnnl_stream_create(&d->st, d->eng, dnnl_stream_default_flags);
     if (st != dnnl_success) {
-        if (err && errlen)
-            snprintf(err, errlen, "oneDNN route: no CPU engine/stream: %s (%s)", dnnl_status2str(st),
-                     nn_dnnl_version());
+        set_err(err, errlen, "oneDNN route: no CPU engine/stream: %s (%s)", dnnl_status2str(st), nn_dnnl_version());
         nn_dnnl_free(d);
         return NULL;
     }

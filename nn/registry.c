@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "compat/err.h"
 #include "nn/backend_cuda.h"
 
 int nn_backend_resolve(const char *name, nn_backend_kind_t *kind, char *err, size_t errlen) {
@@ -16,7 +17,7 @@ int nn_backend_resolve(const char *name, nn_backend_kind_t *kind, char *err, siz
     } else if (strcmp(n, "auto") == 0) {
         k = kind && nn_cuda_device_count() > 0 ? NN_BACKEND_KIND_CUDA : NN_BACKEND_KIND_CPU;
     } else {
-        if (err && errlen) snprintf(err, errlen, "'%s' is not " NN_BACKEND_NAMES, n);
+        set_err(err, errlen, "'%s' is not " NN_BACKEND_NAMES, n);
         return -1;
     }
     if (kind) *kind = k;
@@ -34,11 +35,11 @@ nn_backend_t *nn_backend_open(nn_backend_kind_t kind, int32_t cpu_threads, int32
     if (kind == NN_BACKEND_KIND_CUDA) {
         char e[512] = "";
         nn_backend_t *be = nn_backend_cuda_new(device, cuda_flags, e, sizeof e);
-        if (!be && err && errlen) snprintf(err, errlen, "cuda backend (device %d): %s", device, e);
+        if (!be) set_err(err, errlen, "cuda backend (device %d): %s", device, e);
         return be;
     }
     nn_backend_t *be = nn_backend_cpu_new(cpu_threads);
-    if (!be && err && errlen) snprintf(err, errlen, "cpu backend: out of host memory");
+    if (!be) set_err(err, errlen, "cpu backend: out of host memory");
     return be;
 }
 

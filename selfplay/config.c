@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "compat/compat.h"
+#include "compat/err.h"
 #include "engine/encode.h"
 #include "engine/rules.h"
 #include "match/engine.h"
@@ -117,16 +118,16 @@ int sp_config_flags(sp_config_t *c, cfg_opt_t *opts, int cap) {
 
 int sp_config_check(const sp_config_t *c, char *err, size_t errlen) {
     if (strcmp(c->search, "gumbel") && strcmp(c->search, "puct")) {
-        snprintf(err, errlen, "search: '%s' is not gumbel or puct", c->search);
+        set_err(err, errlen, "search: '%s' is not gumbel or puct", c->search);
         return -1;
     }
     char eb[600];
     if (nn_backend_resolve(c->backend, NULL, eb, sizeof eb) != 0) {
-        snprintf(err, errlen, "backend: %s", eb);
+        set_err(err, errlen, "backend: %s", eb);
         return -1;
     }
     if (!c->run[0]) {
-        snprintf(err, errlen, "run: an empty run directory");
+        set_err(err, errlen, "run: an empty run directory");
         return -1;
     }
     char labels[SP_ENGINES_MAX][MATCH_ENGINE_NAME_MAX];
@@ -135,25 +136,27 @@ int sp_config_check(const sp_config_t *c, char *err, size_t errlen) {
         if (!c->gauntlet_engine[k][0]) continue;
         match_engine_player_t *ep = malloc(sizeof *ep);
         if (!ep) {
-            snprintf(err, errlen, "gauntlet-engine%d: out of memory", k + 1);
+            set_err(err, errlen, "gauntlet-engine%d: out of memory", k + 1);
             return -1;
         }
         int bad = match_engine_player_parse(c->gauntlet_engine[k], ep, eb, sizeof eb);
         if (!bad) snprintf(labels[k], sizeof labels[k], "%s", ep->label);
         free(ep);
         if (bad) {
-            snprintf(err, errlen, "gauntlet-engine%d: %s", k + 1, eb);
+            set_err(err, errlen, "gauntlet-engine%d: %s", k + 1, eb);
             return -1;
         }
         for (int j = 0; j < k; j++)
             if (strcmp(labels[j], labels[k]) == 0) {
-                snprintf(err, errlen, "gauntlet-engine%d: the label '%s' is gauntlet-engine%d's too (labels name "
-                         "players in the rating list: give each engine its own)", k + 1, labels[k], j + 1);
+                set_err(err, errlen,
+                        "gauntlet-engine%d: the label '%s' is gauntlet-engine%d's too (labels name "
+                        "players in the rating list: give each engine its own)",
+                        k + 1, labels[k], j + 1);
                 return -1;
             }
     }
     if (c->games_per_thread < 2) {
-        snprintf(err, errlen, "games-per-thread: %lld, need 2 at least (two halves)", (long long)c->games_per_thread);
+        set_err(err, errlen, "games-per-thread: %lld, need 2 at least (two halves)", (long long)c->games_per_thread);
         return -1;
     }
     int64_t mem = sp_machine_memory();
@@ -203,13 +206,12 @@ int sp_config_check_memory(const sp_config_t *c, int64_t mem_bytes, const char *
     if (total <= (double)mem_bytes) return 0;
     char a[32], b[32], m[32];
     int fast = c->visits_fast > c->visits;
-    snprintf(err, errlen,
-             "--%s %lld with %lld games at once (--threads %lld x --games-per-thread %lld): their search trees "
-             "could take %s (%s per game), more than the %s of %s; lower --%s, --threads or --games-per-thread",
-             fast ? "visits-fast" : "visits", (long long)(fast ? c->visits_fast : c->visits),
-             (long long)(threads * gpt), (long long)threads, (long long)gpt, bytes_text(total, a, sizeof a),
-             bytes_text((double)slot, b, sizeof b), bytes_text((double)mem_bytes, m, sizeof m), what,
-             fast ? "visits-fast" : "visits");
+    set_err(err, errlen,
+            "--%s %lld with %lld games at once (--threads %lld x --games-per-thread %lld): their search trees "
+            "could take %s (%s per game), more than the %s of %s; lower --%s, --threads or --games-per-thread",
+            fast ? "visits-fast" : "visits", (long long)(fast ? c->visits_fast : c->visits), (long long)(threads * gpt),
+            (long long)threads, (long long)gpt, bytes_text(total, a, sizeof a), bytes_text((double)slot, b, sizeof b),
+            bytes_text((double)mem_bytes, m, sizeof m), what, fast ? "visits-fast" : "visits");
     return -1;
 }
 

@@ -134,7 +134,7 @@ int sp_gauntlet_rating(const sp_gauntlet_t *g, int64_t cycle, double *elo, doubl
 
 int64_t sp_gauntlet_db_failures(const sp_gauntlet_t *g, char *msg, size_t len) {
     if (!g) return 0;
-    if (msg && len) snprintf(msg, len, "%s", g->db_failure);
+    set_err(msg, len, "%s", g->db_failure);
     return g->db_failures;
 }
 

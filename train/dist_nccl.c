@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compat/err.h"
 #include "nn/backend_cuda.h"
 
 #ifdef KOMA_HAVE_NCCL
@@ -24,7 +25,7 @@ bool dist_nccl_built(void) { return true; }
 static bool all_agree(dist_t *d, int ok, const char *mine, const char *theirs, char *err, size_t errlen) {
     int all = 0;
     if (dist_agree(d, ok, &all, err, errlen) != 0) return false;
-    if (!all) snprintf(err, errlen, "%s", ok ? theirs : mine);
+    if (!all) set_err(err, errlen, "%s", ok ? theirs : mine);
     return all != 0;
 }
 
@@ -80,8 +81,8 @@ int dist_nccl_mean(dist_nccl_t *g, float *dev, int64_t n, char *err, size_t errl
     if (r == ncclSuccess && async != ncclSuccess) r = async;
     if (r == ncclSuccess) r = ncclAllReduce(dev, dev, (size_t)n, ncclFloat, ncclAvg, g->comm, g->stream);
     if (r != ncclSuccess) {
-        snprintf(err, errlen, "ncclAllReduce of %lld floats on device %d: %s", (long long)n, g->device,
-                 ncclGetErrorString(r));
+        set_err(err, errlen, "ncclAllReduce of %lld floats on device %d: %s", (long long)n, g->device,
+                ncclGetErrorString(r));
         return -1;
     }
     return 0;
@@ -93,7 +94,7 @@ bool dist_nccl_built(void) { return false; }
 
 dist_nccl_t *dist_nccl_new(dist_t *d, nn_backend_t *be, char *err, size_t errlen) {
     (void)d, (void)be;
-    snprintf(err, errlen, "built without NCCL (it needs the CUDA backend, MPI and NCCL at configure time)");
+    set_err(err, errlen, "built without NCCL (it needs the CUDA backend, MPI and NCCL at configure time)");
     return NULL;
 }
 
@@ -101,7 +102,7 @@ void dist_nccl_free(dist_nccl_t *g) { (void)g; }
 
 int dist_nccl_mean(dist_nccl_t *g, float *dev, int64_t n, char *err, size_t errlen) {
     (void)g, (void)dev, (void)n;
-    snprintf(err, errlen, "built without NCCL");
+    set_err(err, errlen, "built without NCCL");
     return -1;
 }
 #endif

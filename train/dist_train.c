@@ -16,6 +16,7 @@
 #include <xxhash.h>
 
 #include "compat/compat.h"
+#include "compat/err.h"
 #include "nn/backend_cuda.h"
 #include "train/dist_nccl.h"
 
@@ -47,13 +48,14 @@ train_dist_t *train_dist_new(dist_t *d, nn_optim_t *nt, int32_t global_batch, in
                              size_t errlen) {
     int32_t n = dist_size(d);
     if (micro < 1 || global_batch < n * micro || global_batch % (n * micro) != 0) {
-        snprintf(err, errlen, "--batch %d is the global batch: it must be a multiple of the %d rank(s) x %d micro-batches",
-                 global_batch, n, micro);
+        set_err(err, errlen,
+                "--batch %d is the global batch: it must be a multiple of the %d rank(s) x %d micro-batches",
+                global_batch, n, micro);
         return NULL;
     }
     train_dist_t *td = calloc(1, sizeof *td);
     if (!td) {
-        snprintf(err, errlen, "train_dist_new: out of memory");
+        set_err(err, errlen, "train_dist_new: out of memory");
         return NULL;
     }
     td->d = d;
@@ -73,7 +75,7 @@ train_dist_t *train_dist_new(dist_t *d, nn_optim_t *nt, int32_t global_batch, in
     td->stats0 = malloc(sizeof(float) * (size_t)(td->n_stats + 1));
     td->offsets = malloc(sizeof(uint32_t) * 2 * (size_t)(td->b + 1)); /* the policy's, then the opponent reply's */
     if (!td->grads || !td->stats || !td->one || !td->stats0 || !td->offsets) {
-        snprintf(err, errlen, "train_dist_new: out of memory (%" PRId64 " parameters)", td->n_params);
+        set_err(err, errlen, "train_dist_new: out of memory (%" PRId64 " parameters)", td->n_params);
         train_dist_free(td);
         return NULL;
     }
@@ -199,11 +201,11 @@ static int step_begin(train_dist_t *td, int failed, int stop, int *stop_all, cha
     double pre[2] = {failed, stop != 0};
     char e2[512];
     if (dist_sum_f64(td->d, pre, 2, e2, sizeof e2) != 0) {
-        snprintf(err, errlen, "%s", e2);
+        set_err(err, errlen, "%s", e2);
         return -1;
     }
     if (pre[0] > 0) {
-        if (!failed) snprintf(err, errlen, "%.0f other rank(s) failed (their messages are above)", pre[0]);
+        if (!failed) set_err(err, errlen, "%.0f other rank(s) failed (their messages are above)", pre[0]);
         return -1;
     }
     *stop_all = pre[1] > 0;
@@ -218,7 +220,7 @@ int train_dist_step(train_dist_t *td, const nn_batch_t *full, int stop, nn_metri
     *stop_all = 0;
     int failed = !full;
     if (full && full->B != td->B) {
-        snprintf(err, errlen, "batch of %d rows, not the global batch %d", full->B, td->B);
+        set_err(err, errlen, "batch of %d rows, not the global batch %d", full->B, td->B);
         failed = 1;
     }
     /* Agreed first, so that a stop never leaves some ranks' running statistics a step ahead. */
@@ -227,11 +229,11 @@ int train_dist_step(train_dist_t *td, const nn_batch_t *full, int stop, nn_metri
     s[S_FAILED] = failed;
     char e2[512];
     if (dist_sum_f64(td->d, s, S_NB, e2, sizeof e2) != 0) {
-        snprintf(err, errlen, "%s", e2);
+        set_err(err, errlen, "%s", e2);
         return -1;
     }
     if (s[S_FAILED] > 0) {
-        if (!failed) snprintf(err, errlen, "%.0f other rank(s) failed (their messages are above)", s[S_FAILED]);
+        if (!failed) set_err(err, errlen, "%.0f other rank(s) failed (their messages are above)", s[S_FAILED]);
         return -1;
     }
     nn_net_t *net = td->net;
@@ -245,13 +247,13 @@ int train_dist_step(train_dist_t *td, const nn_batch_t *full, int stop, nn_metri
     }
     nn_net_mark_dirty(net);
     int ok = nn_train_step_apply(td->nt, &lm, e2, sizeof e2) == 0, all = 0;
-    if (!ok) snprintf(err, errlen, "%s", e2);
+    if (!ok) set_err(err, errlen, "%s", e2);
     if (dist_agree(td->d, ok, &all, e2, sizeof e2) != 0) {
-        snprintf(err, errlen, "%s", e2);
+        set_err(err, errlen, "%s", e2);
         return -1;
     }
     if (!all) {
-        if (ok) snprintf(err, errlen, "another rank's SGD step failed (its message is above)");
+        if (ok) set_err(err, errlen, "another rank's SGD step failed (its message is above)");
         return -1;
     }
     global_metrics(td, s, &lm);
@@ -277,10 +279,10 @@ int train_dist_check(train_dist_t *td, char *err, size_t errlen) {
     int32_t bad = -1;
     if (dist_same_u64(td->d, h, &same, &bad, err, errlen) != 0) return -1;
     if (!same) {
-        snprintf(err, errlen,
-                 "the weights differ across ranks at step %" PRId64 ": rank %d's are not rank 0's "
-                 "(this rank's XXH3 %016" PRIx64 "); the ranks no longer train one net",
-                 nn_optim_step_count(td->nt), bad, h);
+        set_err(err, errlen,
+                "the weights differ across ranks at step %" PRId64 ": rank %d's are not rank 0's "
+                "(this rank's XXH3 %016" PRIx64 "); the ranks no longer train one net",
+                nn_optim_step_count(td->nt), bad, h);
         return -1;
     }
     return 0;

@@ -217,7 +217,7 @@ static int fail_after_flush(const train_loop_t *lp, late_t *late, int64_t *mark,
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", err);
     if (late_flush(lp, late, mark, r, err, errlen) != 0) return TRAIN_ERROR;
-    snprintf(err, errlen, "%s", msg);
+    set_err(err, errlen, "%s", msg);
     r->failed_in = in;
     r->failed_step = s;
     return TRAIN_ERROR;

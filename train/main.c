@@ -63,6 +63,7 @@
 #include <string.h>
 
 #include "compat/compat.h"
+#include "compat/err.h"
 #include "compat/status.h"
 #include "nn/backend.h"
 #include "nn/registry.h"
@@ -153,7 +154,7 @@ static int run_row_job(db_t *db, void *arg, char *err, size_t errlen) {
     run_row_arg_t *a = arg;
     int64_t id;
     db_status_t st = db_run_insert(db, KOMA_VERSION_STRING, "train", a->sql_config, &id);
-    if (st != DB_OK) snprintf(err, errlen, "%s", db_errmsg(db));
+    if (st != DB_OK) set_err(err, errlen, "%s", db_errmsg(db));
     return st;
 }
 
@@ -173,7 +174,7 @@ static int check_out(const char *run, const char *out, const char *what, const c
     else if (slash == dir) dir[1] = 0;
     else *slash = 0;
     if (run_check_writable(dir, e, sizeof e) != 0) {
-        snprintf(err, errlen, "%s %s: %s", flag, out, e);
+        set_err(err, errlen, "%s %s: %s", flag, out, e);
         return -1;
     }
     return 0;
@@ -550,7 +551,7 @@ static int offline_step(void *user, int64_t s, const nn_metrics_t *m, const trai
         int n = snprintf(line, sizeof line, "%" PRId64 ",%.9g,%.9g,%.9g,%.9g,%.9g,%.9g\n", m->step, m->loss,
                          m->policy_loss, m->value_loss, m->legal_loss, m->policy_acc, m->legal_f1);
         if (compat_durable_write(o->lf, line, (size_t)n, e, sizeof e) != 0) {
-            snprintf(err, errlen, "--losses: %s", e);
+            set_err(err, errlen, "--losses: %s", e);
             return -1;
         }
     }
@@ -567,13 +568,13 @@ static int offline_step(void *user, int64_t s, const nn_metrics_t *m, const trai
     char e2[1024];
     if (o->td && (ckpt_due(o, s) || (s + 1) % o->f.check_every == 0 || s + 1 == o->f.steps) &&
         train_dist_check(o->td, e2, sizeof e2) != 0) {
-        snprintf(err, errlen, "rank %d: %s", o->rank, e2);
+        set_err(err, errlen, "rank %d: %s", o->rank, e2);
         return -1;
     }
     if (ckpt_due(o, s)) {
         int saved = o->rank != 0 || nn_weights_save(o->tn.net, o->tn.nt, o->ckpt, e2, sizeof e2) == 0;
         if (saved) err[0] = 0;
-        else snprintf(err, errlen, "checkpoint: %s", e2);
+        else set_err(err, errlen, "checkpoint: %s", e2);
         if ((o->td ? agree(o, saved) : (saved ? 0 : -1)) != 0) return -1;
         o->saved_at = s + 1;
     }

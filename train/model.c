@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "compat/compat.h"
+#include "compat/err.h"
 #include "nn/weights.h"
 
 char *train_model_rel_path(char *buf, size_t len, int64_t cycle) {
@@ -69,12 +70,12 @@ static int stop_seen(const atomic_int *stop) {
 int train_writer_call(db_writer_t *w, db_job_run_fn run, void *arg, size_t argsize, const atomic_int *stop,
                       char *err, size_t errlen) {
     if (!w) {
-        snprintf(err, errlen, "no writer thread");
+        set_err(err, errlen, "no writer thread");
         return DB_INVALID;
     }
     call_t *c = calloc(1, sizeof *c + argsize);
     if (!c) {
-        snprintf(err, errlen, "writer call: out of memory");
+        set_err(err, errlen, "writer call: out of memory");
         return DB_ERROR;
     }
     compat_mutex_init(&c->mu);
@@ -96,7 +97,7 @@ int train_writer_call(db_writer_t *w, db_job_run_fn run, void *arg, size_t argsi
         }
     }
     if (st != DB_OK) {
-        snprintf(err, errlen, "writer: %s", st == DB_CANCELLED ? "stopping, nothing written" : "queue stayed full");
+        set_err(err, errlen, "writer: %s", st == DB_CANCELLED ? "stopping, nothing written" : "queue stayed full");
         compat_cond_destroy(&c->cv);
         compat_mutex_destroy(&c->mu);
         free(c);
@@ -114,9 +115,9 @@ int train_writer_call(db_writer_t *w, db_job_run_fn run, void *arg, size_t argsi
     st = done ? c->status : DB_TIMEOUT;
     if (done) {
         memcpy(arg, c->arg, argsize);
-        if (st != DB_OK) snprintf(err, errlen, "%s", c->err[0] ? c->err : db_status_name((db_status_t)st));
+        if (st != DB_OK) set_err(err, errlen, "%s", c->err[0] ? c->err : db_status_name((db_status_t)st));
     } else {
-        snprintf(err, errlen, "writer: gave up waiting after a stop request");
+        set_err(err, errlen, "writer: gave up waiting after a stop request");
     }
     compat_mutex_unlock(&c->mu);
     call_release(c);
@@ -141,7 +142,7 @@ static int model_insert_run(db_t *db, void *arg, char *err, size_t errlen) {
     db_status_t st = DB_OK;
     if (m->run_id > 0) st = db_run_cpu_update(db, m->run_id, (double)compat_cpu_time_ns() / 1e9, &m->cpu_seconds);
     if (st == DB_OK) st = db_model_insert(db, m);
-    if (st != DB_OK) snprintf(err, errlen, "%s", db_errmsg(db));
+    if (st != DB_OK) set_err(err, errlen, "%s", db_errmsg(db));
     return st;
 }
 
@@ -152,13 +153,13 @@ int train_model_register(db_writer_t *w, const char *run_dir, db_model_t *m, con
     uint64_t h = 0;
     int64_t bytes = 0;
     if (db_file_xxh3(path, &h, &bytes, e2, sizeof e2) != 0) {
-        snprintf(err, errlen, "%s", e2);
+        set_err(err, errlen, "%s", e2);
         return -1;
     }
     snprintf(m->xxh3, sizeof m->xxh3, "%016" PRIx64, h);
     int st = train_writer_call(w, model_insert_run, m, sizeof *m, stop, e2, sizeof e2);
     if (st != DB_OK) {
-        snprintf(err, errlen, "%s: register model of cycle %d: %s", path, m->cycle, e2);
+        set_err(err, errlen, "%s: register model of cycle %d: %s", path, m->cycle, e2);
         return -1;
     }
     return 0;
@@ -173,7 +174,7 @@ int train_model_save(db_writer_t *w, const char *run_dir, nn_net_t *net, nn_opti
     char path[1400], e2[1024];
     snprintf(path, sizeof path, "%s/" TRAIN_MODELS_DIR, run_dir);
     if (compat_mkdir_p(path, e2, sizeof e2) != 0) {
-        snprintf(err, errlen, "%s: %s", path, e2);
+        set_err(err, errlen, "%s: %s", path, e2);
         return -1;
     }
     snprintf(path, sizeof path, "%s/%s", run_dir, m->path);
@@ -194,7 +195,7 @@ static int train_s_run(db_t *db, void *arg, char *err, size_t errlen) {
         m.train_s = a->train_s;
         st = db_cycle_metrics_put(db, &m);
     }
-    if (st != DB_OK) snprintf(err, errlen, "%s", db_errmsg(db));
+    if (st != DB_OK) set_err(err, errlen, "%s", db_errmsg(db));
     return st;
 }
 
@@ -204,7 +205,7 @@ int train_cycle_train_s(db_writer_t *w, int32_t cycle, double train_s, const ato
     char e2[DB_ERR_MAX];
     int st = train_writer_call(w, train_s_run, &a, sizeof a, stop, e2, sizeof e2);
     if (st != DB_OK) {
-        snprintf(err, errlen, "cycle_metrics of cycle %d: %s", cycle, e2);
+        set_err(err, errlen, "cycle_metrics of cycle %d: %s", cycle, e2);
         return -1;
     }
     return 0;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "compat/compat.h"
+#include "compat/err.h"
 #include "compat/exe.h"
 #include "data/db.h"
 #include "data/run.h"
@@ -40,19 +41,19 @@ static int resolve_run(const char *dir, const char *dbpath, char *path, size_t p
     db_t *db = NULL;
     char e[DB_ERR_MAX + 512], first[DB_ERR_MAX + 512] = "";
     if (db_open(dbpath, DB_OPEN_READONLY | DB_OPEN_MIGRATE, &db, e, sizeof e) != DB_OK) {
-        snprintf(err, errlen, "%s", e);
+        set_err(err, errlen, "%s", e);
         return -1;
     }
     db_model_t newest, m;
     db_status_t st = db_model_latest(db, &newest);
-    if (st == DB_NOTFOUND) snprintf(err, errlen, "%s: the run has no model yet", dir);
-    else if (st != DB_OK) snprintf(err, errlen, "%s", db_errmsg(db));
+    if (st == DB_NOTFOUND) set_err(err, errlen, "%s: the run has no model yet", dir);
+    else if (st != DB_OK) set_err(err, errlen, "%s", db_errmsg(db));
     int rc = -1;
     for (int32_t c = st == DB_OK ? newest.cycle : -1; c >= 0 && rc != 0; c--) {
         st = db_model_by_cycle(db, c, &m);
         if (st == DB_NOTFOUND) continue;
         if (st != DB_OK) {
-            snprintf(err, errlen, "%s", db_errmsg(db));
+            set_err(err, errlen, "%s", db_errmsg(db));
             break;
         }
         if (run_path(dir, m.path, path, pathlen) != 0) {
@@ -69,7 +70,7 @@ static int resolve_run(const char *dir, const char *dbpath, char *path, size_t p
     db_close(db);
     if (rc != 0) {
         path[0] = 0;
-        if (first[0]) snprintf(err, errlen, "%s; no earlier model verifies either", first);
+        if (first[0]) set_err(err, errlen, "%s; no earlier model verifies either", first);
         return -1;
     }
     if (note && notelen) {
@@ -87,11 +88,11 @@ int usi_net_resolve(const char *net, char *path, size_t pathlen, char *note, siz
     if (!net || !*net) return 0;
     if (!compat_is_dir(net)) {
         if (!compat_file_exists(net)) {
-            snprintf(err, errlen, "%s: no such file or directory", net);
+            set_err(err, errlen, "%s: no such file or directory", net);
             return -1;
         }
         if ((size_t)snprintf(path, pathlen, "%s", net) >= pathlen) {
-            snprintf(err, errlen, "%s: path too long", net);
+            set_err(err, errlen, "%s: path too long", net);
             return -1;
         }
         return 0;
@@ -107,13 +108,13 @@ int usi_net_resolve(const char *net, char *path, size_t pathlen, char *note, siz
         if (!compat_is_dir(buf) || compat_list_dir(buf, keep_last_weights, &lf, e, sizeof e) != 0 || !lf.last[0])
             continue;
         if ((size_t)snprintf(path, pathlen, "%s/%s", buf, lf.last) >= pathlen) {
-            snprintf(err, errlen, "%s: path too long", net);
+            set_err(err, errlen, "%s: path too long", net);
             path[0] = 0;
             return -1;
         }
         return 0;
     }
-    snprintf(err, errlen, "%s: a directory with no koma.db and no .safetensors file", net);
+    set_err(err, errlen, "%s: a directory with no koma.db and no .safetensors file", net);
     return -1;
 }
 
@@ -158,7 +159,7 @@ usi_eval_t *usi_eval_new(const char *weights_path, const char *backend, int32_t 
                       size_t errlen) {
     usi_eval_t *ev = calloc(1, sizeof *ev);
     if (!ev) {
-        snprintf(err, errlen, "out of memory");
+        set_err(err, errlen, "out of memory");
         return NULL;
     }
     if (!weights_path || !*weights_path) {
@@ -174,14 +175,14 @@ usi_eval_t *usi_eval_new(const char *weights_path, const char *backend, int32_t 
     char e[512] = "";
     ev->srv = nn_server_new(&cfg, weights_path, NULL, e, sizeof e);
     if (!ev->srv) {
-        snprintf(err, errlen, "%s", e);
+        set_err(err, errlen, "%s", e);
         free(ev);
         return NULL;
     }
     const nn_net_config_t *nc = nn_server_net_config(ev->srv);
     if (nc->in_planes != ENC_PLANES || nc->in_hand != ENC_HAND) {
-        snprintf(err, errlen, "%s: the net takes %d planes and %d hand values, koma encodes %d and %d",
-                 weights_path, nc->in_planes, nc->in_hand, ENC_PLANES, ENC_HAND);
+        set_err(err, errlen, "%s: the net takes %d planes and %d hand values, koma encodes %d and %d", weights_path,
+                nc->in_planes, nc->in_hand, ENC_PLANES, ENC_HAND);
         usi_eval_free(ev);
         return NULL;
     }
@@ -249,7 +250,7 @@ int usi_eval_wait(usi_eval_t *ev, usi_batch_t *b, char *err, size_t errlen) {
     res.message[0] = 0;
     int st = nn_server_wait(ev->srv, b->ticket, &res);
     if (st != NN_SERVER_OK) {
-        snprintf(err, errlen, "network: %s: %s", nn_server_status_name(st), res.message);
+        set_err(err, errlen, "network: %s: %s", nn_server_status_name(st), res.message);
         mcts_batch_uniform(b->leaves);
         return -1;
     }
@@ -264,7 +265,7 @@ int usi_eval_poll(usi_eval_t *ev, usi_batch_t *b, char *err, size_t errlen) {
     if (st == NN_SERVER_PENDING) return 0;
     b->in_flight = false;
     if (st != NN_SERVER_OK) {
-        snprintf(err, errlen, "network: %s: %s", nn_server_status_name(st), res.message);
+        set_err(err, errlen, "network: %s: %s", nn_server_status_name(st), res.message);
         mcts_batch_uniform(b->leaves);
         return -1;
     }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "compat/compat.h"
+#include "compat/err.h"
 #include "mcts/mcts.h"
 
 /* The one table: a row per option (config/config.h). The USI type follows
@@ -134,12 +135,12 @@ int usi_options_set(usi_options_t *o, const char *name, const char *value, const
     }
     const cfg_opt_t *row = cfg_find_nocase(t, OPT_NB, name);
     if (!row) {
-        snprintf(err, errlen, "unknown option '%s'", name ? name : "");
+        set_err(err, errlen, "unknown option '%s'", name ? name : "");
         return -1;
     }
     if (canonical) *canonical = row->name;
     if (!value) {
-        snprintf(err, errlen, "option '%s': no value given", row->name);
+        set_err(err, errlen, "option '%s': no value given", row->name);
         return -1;
     }
     if (strcmp(value, "<empty>") == 0) value = "";

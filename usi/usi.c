@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compat/err.h"
+
 typedef struct {
     const char *p;
     size_t n;
@@ -80,7 +82,7 @@ int usi_parse_go(const char *text, size_t len, usi_go_t *g, char *err, size_t er
     usi_tok_t t[MAXT];
     size_t n = tokenize(text, len, t, MAXT);
     if (n > MAXT) {
-        snprintf(err, errlen, "too many arguments (%llu)", (unsigned long long)n);
+        set_err(err, errlen, "too many arguments (%llu)", (unsigned long long)n);
         return -1;
     }
     char b1[64], b2[64], unk[256] = "";
@@ -123,8 +125,8 @@ int usi_parse_go(const char *text, size_t len, usi_go_t *g, char *err, size_t er
                 /* a time: clamped into 0..USI_NUMBER_MAX like every go value */
                 bool clamped = false;
                 if (!parse_go_number(t[i + 1], &g->mate_ms, &clamped)) {
-                    snprintf(err, errlen, "'mate %s': not a number of 0..%lld", shown(t[i + 1], b2, sizeof b2),
-                             (long long)USI_NUMBER_MAX);
+                    set_err(err, errlen, "'mate %s': not a number of 0..%lld", shown(t[i + 1], b2, sizeof b2),
+                            (long long)USI_NUMBER_MAX);
                     return -1;
                 }
                 if (clamped)

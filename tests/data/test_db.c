@@ -7,6 +7,7 @@
  * full disk), the start-up check that moves orphans aside, and the writer
  * thread with several producers, backpressure, flush and bounded shutdown. */
 #include "compat/compat.h"
+#include "compat/err.h"
 #include "data/db.h"
 #include "data/writer.h"
 #include "tests/koma_test.h"
@@ -1549,12 +1550,12 @@ typedef struct {
 static int write_shard_file(const char *path, void *arg, char *err, size_t errlen) {
     writer_arg_t *a = arg;
     if (a->fail == 1) {
-        snprintf(err, errlen, "%s: No space left on device", path);
+        set_err(err, errlen, "%s: No space left on device", path);
         return DB_FULL;
     }
     if (compat_write_file_durable(path, a->text, strlen(a->text), err, errlen) != 0) return DB_ERROR;
     if (a->fail == 2) {
-        snprintf(err, errlen, "%s: failed after the rename", path);
+        set_err(err, errlen, "%s: failed after the rename", path);
         return DB_ERROR;
     }
     return 0;
@@ -1743,7 +1744,7 @@ static int job_run(db_t *db, void *arg, char *err, size_t errlen) {
     db_game_t g[3] = {game(0, 10, 1, DB_REASON_CHECKMATE, mv, 10), game(10, 10, -1, DB_REASON_RESIGN, mv, 10),
                       game(20, 10, 0, DB_REASON_SENNICHITE, mv, 10)};
     db_status_t st = db_shard_commit(db, a->run, &s, g, 3, job_write, a);
-    if (st != DB_OK) snprintf(err, errlen, "%s", db_errmsg(db));
+    if (st != DB_OK) set_err(err, errlen, "%s", db_errmsg(db));
     return st;
 }
 
@@ -2055,7 +2056,7 @@ static int crash_job(db_t *db, void *arg, char *err, size_t errlen) {
     db_game_t g[2] = {game(0, 12, 1, DB_REASON_CHECKMATE, "7g7f 3c3d", 12),
                       game(12, 8, 0, DB_REASON_SENNICHITE, "2g2f", 8)};
     db_status_t st = db_shard_commit(db, g_child_run, &s, g, 2, crash_write, a);
-    if (st != DB_OK) snprintf(err, errlen, "%s", db_errmsg(db));
+    if (st != DB_OK) set_err(err, errlen, "%s", db_errmsg(db));
     return st;
 }
 

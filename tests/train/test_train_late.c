@@ -19,6 +19,7 @@
  *    a caller that saves or publishes after the loop never sees it pass. */
 #include "train_test.h"
 
+#include "compat/err.h"
 #include "nn/fault.h"
 #include "tests/nn/nn_late.h"
 #include "train/loop.h"
@@ -59,7 +60,7 @@ static int rec_hook(void *user, int64_t s, const nn_metrics_t *m, const train_lo
     }
     if (s == h->stop_at) atomic_store(&h->stop, 1);
     if (s == h->fail_at || !isfinite(m->loss)) {
-        snprintf(err, errlen, "hook refuses step %lld (loss %g)", (long long)s, m->loss);
+        set_err(err, errlen, "hook refuses step %lld (loss %g)", (long long)s, m->loss);
         return -1;
     }
     return 0;
