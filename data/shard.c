@@ -103,7 +103,6 @@ struct shard_builder {
     uint8_t *position; /* (cap, SHARD_POSITION_BYTES) */
     float *surprise;   /* (cap) SHARD_SURPRISE_UNKNOWN where a row has none */
     int16_t *moves_left; /* (cap) set by shard_builder_end_game */
-    uint16_t *move_label; /* (cap) SHARD_LABEL_UNKNOWN where a row has none */
     int open_length_unknown; /* shard_builder_length_unknown for the open game */
     db_game_t *games;  /* (games_cap); strings malloc'ed */
     int32_t ngames, games_cap;
@@ -149,7 +148,6 @@ void shard_builder_free(shard_builder_t *b) {
     free(b->position);
     free(b->surprise);
     free(b->moves_left);
-    free(b->move_label);
     free(b);
 }
 
@@ -191,8 +189,7 @@ static int reserve_rows(shard_builder_t *b, int64_t need) {
         grow((void **)&b->result, 1, cap) || grow((void **)&b->root_q, sizeof(float), cap) ||
         grow((void **)&b->ply, sizeof(uint16_t), cap) || grow((void **)&b->game_id, sizeof(int64_t), cap) ||
         grow((void **)&b->move, sizeof(uint16_t), cap) || grow((void **)&b->position, SHARD_POSITION_BYTES, cap) ||
-        grow((void **)&b->surprise, sizeof(float), cap) || grow((void **)&b->moves_left, sizeof(int16_t), cap) ||
-        grow((void **)&b->move_label, sizeof(uint16_t), cap))
+        grow((void **)&b->surprise, sizeof(float), cap) || grow((void **)&b->moves_left, sizeof(int16_t), cap))
         return -1;
     b->cap = cap;
     return 0;
@@ -256,11 +253,6 @@ int shard_builder_add_row(shard_builder_t *b, const shard_row_t *row, char *err,
                 (double)*row->surprise);
         return -1;
     }
-    if (row->move_label && *row->move_label >= SHARD_LABEL_NB) {
-        set_err(err, errlen, "shard builder: row %lld: move_label %u >= %d", (long long)r, (unsigned)*row->move_label,
-                SHARD_LABEL_NB);
-        return -1;
-    }
     if (r >= SHARD_MAX_ROWS || b->nnz + row->policy_n > (int64_t)UINT32_MAX) {
         set_err(err, errlen, "shard builder: full (%lld rows, %lld policy entries)", (long long)r, (long long)b->nnz);
         return -1;
@@ -285,7 +277,6 @@ int shard_builder_add_row(shard_builder_t *b, const shard_row_t *row, char *err,
     b->move[r] = row->move;
     memcpy(b->position + r * SHARD_POSITION_BYTES, row->position, SHARD_POSITION_BYTES);
     b->surprise[r] = row->surprise ? *row->surprise : SHARD_SURPRISE_UNKNOWN;
-    b->move_label[r] = row->move_label ? *row->move_label : SHARD_LABEL_UNKNOWN;
     b->rows = r + 1;
     return 0;
 }
@@ -385,8 +376,6 @@ int shard_write(const shard_builder_t *b, const char *path, char *err, size_t er
     /* The optional moves_left column only when a row's game length is known. */
     int moves_left = 0;
     for (int64_t r = 0; r < R && !moves_left; r++) moves_left = b->moves_left[r] >= 0;
-    int move_label = 0; /* the optional move_label column only when a row has one */
-    for (int64_t r = 0; r < R && !move_label; r++) move_label = b->move_label[r] != SHARD_LABEL_UNKNOWN;
     /* Widest dtype first: every column stays aligned in a reader's mapping. */
     const struct {
         const char *name;
@@ -406,7 +395,6 @@ int shard_write(const shard_builder_t *b, const char *path, char *err, size_t er
         {"ply", ST_DTYPE_U16, 1, R, 0, b->ply},
         {"move", ST_DTYPE_U16, 1, R, 0, b->move},
         {"moves_left", ST_DTYPE_I16, 1, R, 0, b->moves_left, !moves_left},
-        {"move_label", ST_DTYPE_U16, 1, R, 0, b->move_label, !move_label},
         {"planes", ST_DTYPE_U8, 2, R, f->planes_bytes, b->planes},
         {"legal", ST_DTYPE_U8, 2, R, f->legal_bytes, b->legal},
         {"position", ST_DTYPE_U8, 2, R, SHARD_POSITION_BYTES, b->position},
@@ -678,12 +666,12 @@ int32_t shard_row_moves_left(const shard_t *s, int64_t r) {
     return s->c.moves_left ? s->c.moves_left[r] : SHARD_MOVES_LEFT_UNKNOWN;
 }
 
-int64_t shard_row_reply(const shard_t *s, int64_t r) {
+int64_t shard_row_reply(const shard_t *s, const uint16_t *move_label, int64_t r) {
     const shard_columns_t *c = &s->c;
     if (r + 1 >= s->rows || c->game_id[r + 1] != c->game_id[r] || c->ply[r + 1] != c->ply[r] + 1) return -1;
     int64_t b, e;
     shard_row_policy(s, r + 1, &b, &e);
-    return e > b || (c->move_label && c->move_label[r + 1] != SHARD_LABEL_UNKNOWN) ? r + 1 : -1;
+    return e > b || (move_label && move_label[r + 1] < SHARD_LABEL_NB) ? r + 1 : -1;
 }
 
 float shard_row_surprise(const shard_t *s, int64_t r) {
@@ -781,11 +769,6 @@ static int check_values(const shard_t *s, char *err, size_t errlen) {
         if (c->surprise && !(c->surprise[r] == SHARD_SURPRISE_UNKNOWN || (isfinite(c->surprise[r]) && c->surprise[r] >= 0))) {
             set_err(err, errlen, "%s: surprise[%lld] = %g is neither >= 0 nor %g (unknown)", path, (long long)r,
                     (double)c->surprise[r], (double)SHARD_SURPRISE_UNKNOWN);
-            return -1;
-        }
-        if (c->move_label && c->move_label[r] >= SHARD_LABEL_NB && c->move_label[r] != SHARD_LABEL_UNKNOWN) {
-            set_err(err, errlen, "%s: move_label[%lld] = %u is neither a label < %d nor %u (unknown)", path,
-                    (long long)r, (unsigned)c->move_label[r], SHARD_LABEL_NB, (unsigned)SHARD_LABEL_UNKNOWN);
             return -1;
         }
         if (c->moves_left && c->moves_left[r] < SHARD_MOVES_LEFT_UNKNOWN) {
@@ -947,12 +930,6 @@ shard_t *shard_open(const char *path, const shard_format_t *expect, uint32_t fla
         if (!t) goto fail;
         s->c.moves_left = t->data;
     }
-    if (st_find(s->f, "move_label")) { /* optional: older shards have none */
-        int64_t shape[1] = {R};
-        const st_tensor_t *t = st_expect(s->f, "move_label", ST_DTYPE_U16, 1, shape, err, errlen);
-        if (!t) goto fail;
-        s->c.move_label = t->data;
-    }
     if (check_values(s, err, errlen) != 0) goto fail;
     return s;
 fail:
@@ -1032,6 +1009,11 @@ void shard_batch_clear(shard_batch_t *b) {
 }
 
 int shard_row_batch(const shard_t *s, const int64_t *rows, int32_t n, shard_batch_t *out, char *err, size_t errlen) {
+    return shard_row_batch_labels(s, NULL, rows, n, out, err, errlen);
+}
+
+int shard_row_batch_labels(const shard_t *s, const uint16_t *move_label, const int64_t *rows, int32_t n,
+                           shard_batch_t *out, char *err, size_t errlen) {
     if (!s || !out || n < 0 || (n > 0 && !rows)) {
         set_err(err, errlen, "%s: shard_row_batch: bad arguments", s ? shard_path(s) : "(null)");
         return -1;
@@ -1055,7 +1037,7 @@ int shard_row_batch(const shard_t *s, const int64_t *rows, int32_t n, shard_batc
                     (long long)s->rows);
             return -1;
         }
-        int64_t b, e, rr = shard_row_reply(s, rows[i]);
+        int64_t b, e, rr = shard_row_reply(s, move_label, rows[i]);
         shard_row_policy(s, rows[i], &b, &e);
         need += e - b;
         if (rr >= 0) shard_row_policy(s, rr, &b, &e), oneed += e > b ? e - b : 1; /* entries, or a one-hot */
@@ -1090,7 +1072,7 @@ int shard_row_batch(const shard_t *s, const int64_t *rows, int32_t n, shard_batc
         out->result[j] = c->result[r];
         out->root_q[j] = c->root_q[r];
         out->moves_left[j] = (float)shard_row_moves_left(s, r);
-        int64_t rr = shard_row_reply(s, r);
+        int64_t rr = shard_row_reply(s, move_label, r);
         if (rr >= 0) {
             shard_row_policy(s, rr, &b, &e);
             if (e > b) {
@@ -1098,7 +1080,7 @@ int shard_row_batch(const shard_t *s, const int64_t *rows, int32_t n, shard_batc
                 memcpy(out->opp_prob + ohave, c->policy_prob + b, sizeof(float) * (size_t)(e - b));
                 ohave += e - b;
             } else { /* no policy target at the reply: the move played, one-hot */
-                out->opp_label[ohave] = c->move_label[rr];
+                out->opp_label[ohave] = move_label[rr];
                 out->opp_prob[ohave] = 1.0f;
                 ohave += 1;
             }

@@ -44,12 +44,9 @@
  *                                              target), -1 unknown (imported positions:
  *                                              shard_builder_length_unknown); written
  *                                              when a row has one
- *   move_label      U16    (R)                 the played move's label (< SHARD_LABEL_NB)
- *                                              in the row's side-to-move frame,
- *                                              SHARD_LABEL_UNKNOWN where not recorded:
- *                                              the opponent-reply target of the row
- *                                              before when this row has no policy
- *                                              target; written when a row has one
+ * Some older shards also hold a "move_label" column (U16, the played move's
+ * label): it is derivable from move and position, so it is no longer written
+ * and readers ignore it (train/window.c derives the labels).
  * Rows: R <= SHARD_MAX_ROWS; nnz < 2^32; at most SHARD_LABEL_NB entries a row.
  * Tensors are written widest dtype first, so every column is aligned in the
  * mapping. Readers ignore columns they do not know (future additions).
@@ -105,7 +102,7 @@
 #define SHARD_MAX_WIDTH (1 << 20)         /* bytes or floats per row of planes/hand/legal */
 #define SHARD_SURPRISE_UNKNOWN (-1.0f)    /* the surprise column's "no value" */
 #define SHARD_MOVES_LEFT_UNKNOWN (-1)     /* the moves_left column's "no value" */
-#define SHARD_LABEL_UNKNOWN 0xFFFF        /* the move_label column's "no value" */
+#define SHARD_LABEL_UNKNOWN 0xFFFF        /* a move label array's "no value" (shard_row_reply) */
 
 /* Offsets into a row of the position column. */
 #define SHARD_POS_BOARD 0
@@ -154,8 +151,6 @@ typedef struct {
     uint16_t move;                /* engine Move played */
     const uint8_t *position;      /* (SHARD_POSITION_BYTES), shard_position_pack */
     const float *surprise;        /* (1) the row's policy surprise, finite, >= 0; NULL: unknown */
-    const uint16_t *move_label;   /* (1) the played move's label < SHARD_LABEL_NB (the row's side to
-                                     move's frame); NULL: unknown */
 } shard_row_t;
 
 typedef struct shard_builder shard_builder_t;
@@ -258,7 +253,6 @@ typedef struct {
     const uint8_t *position;        /* (R, SHARD_POSITION_BYTES) */
     const float *surprise;          /* (R), or NULL: the shard has no surprise column */
     const int16_t *moves_left;      /* (R), or NULL: the shard has no moves_left column */
-    const uint16_t *move_label;     /* (R), or NULL: the shard has no move_label column */
 } shard_columns_t;
 
 /* Maps and validates path: checksums (unless SHARD_OPEN_NO_CHECKSUM), kind,
@@ -292,9 +286,13 @@ float shard_row_surprise(const shard_t *s, int64_t r);
  * SHARD_MOVES_LEFT_UNKNOWN (no column, or unknown for the row). */
 int32_t shard_row_moves_left(const shard_t *s, int64_t r);
 /* The row whose target is row r's opponent-reply target: r + 1 when it is
- * the same game one ply later and has a policy target or a move_label; else
- * -1. Its target: its policy entries, or (none) a one-hot on its move_label. */
-int64_t shard_row_reply(const shard_t *s, int64_t r);
+ * the same game one ply later and has a policy target or a known move label
+ * (move_label[r + 1] < SHARD_LABEL_NB; move_label: (rows) each row's played
+ * move's label in its side to move's view, SHARD_LABEL_UNKNOWN where unknown,
+ * as train/window.c derives them from the move and position columns; NULL:
+ * none known); else -1. Its target: its policy entries, or (none) a one-hot
+ * on its move label. */
+int64_t shard_row_reply(const shard_t *s, const uint16_t *move_label, int64_t r);
 /* Policy entries [*begin, *end) of row r (0 <= r < rows). */
 void shard_row_policy(const shard_t *s, int64_t r, int64_t *begin, int64_t *end);
 
@@ -315,7 +313,7 @@ typedef struct {
     int8_t *result;           /* (cap) */
     float *root_q;            /* (cap) */
     float *moves_left;        /* (cap) plies left, -1 unknown */
-    uint32_t *opp_offsets;    /* (cap + 1) the opponent-reply targets (shard_row_reply's policy) */
+    uint32_t *opp_offsets;    /* (cap + 1) the opponent-reply targets (shard_row_reply's row's) */
     uint16_t *opp_label;      /* (nnz_cap) */
     float *opp_prob;          /* (nnz_cap) */
     void *mem_;               /* private */
@@ -331,10 +329,15 @@ void shard_batch_clear(shard_batch_t *b); /* B = 0 */
 /* Appends rows[0..n) of s (any order, repeats allowed) at batch rows
  * [B, B+n): planes, hand, legal, result, root_q, moves_left copied, policy
  * entries appended with offsets (B+1), and the opponent-reply targets (the
- * policy entries of shard_row_reply's row, or a one-hot on its move_label
- * when it has none; none without a reply row) with theirs. Gather from several shards by calling once per
+ * policy entries of shard_row_reply(s, move_label, row)'s row, or a one-hot
+ * on its move label when it has none; none without a reply row) with
+ * theirs. move_label as shard_row_reply's (NULL: replies only where the next
+ * row has a policy target). Gather from several shards by calling once per
  * shard. Returns 0, or -1 with err (nothing appended) when a row is out of
  * range, the batch is full, or s's format differs from the batch's. */
+int shard_row_batch_labels(const shard_t *s, const uint16_t *move_label, const int64_t *rows, int32_t n,
+                           shard_batch_t *out, char *err, size_t errlen);
+/* shard_row_batch_labels without move labels. */
 int shard_row_batch(const shard_t *s, const int64_t *rows, int32_t n, shard_batch_t *out, char *err,
                     size_t errlen);
 /* The gathered rows as the trainer's batch (pointers into b). */

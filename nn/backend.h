@@ -101,7 +101,8 @@ typedef struct {
     const int8_t *result;   /* (rows) */
     const float *q;         /* (rows) */
     const int16_t *moves_left; /* (rows) plies left (-1 unknown), or NULL: the shard has no such column */
-    const uint16_t *move_label; /* (rows) the played move's label, or NULL: the shard has no such column */
+    const uint16_t *move_label; /* (rows) the played move's label (train/window.c derives it from the
+                                   shard's move and position columns), or NULL: none known */
 } nn_rows_src_t;
 
 /* Row b of a batch that gather_rows assembles: row `row` of table entry

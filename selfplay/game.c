@@ -97,20 +97,8 @@ char *sp_record_usi(const sp_record_t *r) {
 
 int sp_record_add_to_shard(const sp_record_t *r, shard_builder_t *b, int64_t model_id, int32_t rank, const char *host,
                            char *err, size_t errlen) {
-    /* Each row's move label (the shard's move_label: the opponent-reply target of the row before when this
-     * one has no policy target), from the game replayed from the start. */
-    pos_t *pos = malloc(sizeof *pos);
-    if (!pos) {
-        snprintf(err, errlen, "out of memory for a game's replay");
-        return -1;
-    }
-    pos_set_startpos(pos);
-    int32_t played = 0;
     for (int32_t i = 0; i < r->n_rows; i++) {
         const sp_row_t *w = &r->rows[i];
-        while (played < w->ply && played < r->n_moves) pos_do_move(pos, r->moves[played++]);
-        int32_t lab = played == w->ply ? encode_move_label(pos, w->move) : -1;
-        uint16_t move_label = (uint16_t)(lab >= 0 && lab < SHARD_LABEL_NB ? lab : 0);
         shard_row_t row = {
             .planes = w->packed,
             .hand = w->hand,
@@ -123,15 +111,12 @@ int sp_record_add_to_shard(const sp_record_t *r, shard_builder_t *b, int64_t mod
             .move = w->move,
             .position = w->position,
             .surprise = w->surprise >= 0 ? &w->surprise : NULL,
-            .move_label = lab >= 0 && lab < SHARD_LABEL_NB ? &move_label : NULL,
         };
         if (shard_builder_add_row(b, &row, err, errlen) != 0) {
-            free(pos);
             shard_builder_abort_game(b);
             return -1;
         }
     }
-    free(pos);
     char *moves = sp_record_usi(r);
     if (!moves) {
         snprintf(err, errlen, "out of memory for a game's moves");

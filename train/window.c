@@ -4,12 +4,14 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "compat/compat.h"
 #include "compat/runlog.h"
+#include "engine/encode.h"
 
 /* One shard known to the cache. */
 typedef struct {
@@ -23,6 +25,7 @@ typedef struct {
     nn_rows_src_t cols;     /* resident: where each column starts in dev */
     float *q;               /* (rows) the value column trained on when q_lambda > 0 (shard_q_lambda), else NULL */
     float *prob;            /* (nnz) the policy targets trained on when policy_temp != 1 (temper_policy), else NULL */
+    uint16_t *label;        /* (rows) each row's played move's label (train_move_labels) */
 } ent_t;
 
 /* A contiguous piece of the window: rows [begin, begin + count) of one shard. */
@@ -30,6 +33,7 @@ typedef struct {
     const shard_t *sh;
     const float *q;         /* the shard's ent_t.q (NULL: its root_q column) */
     const float *prob;      /* the shard's ent_t.prob (NULL: its policy_prob column) */
+    const uint16_t *label;  /* the shard's ent_t.label */
     int64_t id;             /* shards.id */
     int64_t begin, count;
     int64_t prefix;         /* window rows before this segment */
@@ -150,6 +154,7 @@ void train_window_free(train_window_t *w) {
         shard_close(w->ents[i].sh);
         free(w->ents[i].q);
         free(w->ents[i].prob);
+        free(w->ents[i].label);
     }
     free(w->ents);
     free(w->segs);
@@ -204,6 +209,31 @@ static void temper_policy(const shard_t *s, float temp, float *out) {
     }
 }
 
+int train_move_labels(const shard_t *s, uint16_t *out) {
+    const shard_columns_t *c = shard_columns(s);
+    const shard_format_t *f = shard_format(s);
+    int masked = (int64_t)f->legal_bytes * 8 >= SHARD_LABEL_NB; /* the legal mask says which labels are legal */
+    /* Only the fields the position column holds (board, hands, side, ply; as tools/export.c's rows): a
+     * label is the move's geometry in the side to move's view, which encode_move_label reads from them. */
+    pos_t *pos = malloc(sizeof *pos);
+    if (!pos) return -1;
+    memset(pos, 0, offsetof(pos_t, hist));
+    for (int64_t r = 0; r < shard_rows(s); r++) {
+        shard_position_t p;
+        shard_position_unpack(c->position + r * SHARD_POSITION_BYTES, &p);
+        memcpy(pos->board, p.board, sizeof pos->board);
+        pos->hand[COLOR_BLACK] = p.hand[0];
+        pos->hand[COLOR_WHITE] = p.hand[1];
+        pos->side = p.side;
+        pos->game_ply = p.ply;
+        int32_t lab = encode_move_label(pos, c->move[r]);
+        int ok = lab >= 0 && lab < SHARD_LABEL_NB && (!masked || encode_bit(c->legal + r * f->legal_bytes, lab));
+        out[r] = ok ? (uint16_t)lab : SHARD_LABEL_UNKNOWN;
+    }
+    free(pos);
+    return 0;
+}
+
 /* The cache entry of shard row s, opened now if new. NULL only when out of memory. */
 static ent_t *ent_get(train_window_t *w, const db_shard_t *s) {
     int32_t at = ent_find(w, s->id);
@@ -234,13 +264,16 @@ static ent_t *ent_get(train_window_t *w, const db_shard_t *s) {
     if (!e->sh) {
         e->bad = 1;
         runlog_printf(&w->log, "skipping bad shard %s: %s", s->path, err);
-    } else if (w->q_lambda > 0 || w->policy_temp != 1.0f) {
+    } else {
         int64_t rows = shard_rows(e->sh), nnz = shard_nnz(e->sh);
         if (w->q_lambda > 0) e->q = malloc(sizeof(float) * (size_t)(rows > 0 ? rows : 1));
         if (w->policy_temp != 1.0f) e->prob = malloc(sizeof(float) * (size_t)(nnz > 0 ? nnz : 1));
-        if ((w->q_lambda > 0 && !e->q) || (w->policy_temp != 1.0f && !e->prob)) {
+        e->label = malloc(sizeof(uint16_t) * (size_t)(rows > 0 ? rows : 1));
+        if ((w->q_lambda > 0 && !e->q) || (w->policy_temp != 1.0f && !e->prob) || !e->label ||
+            train_move_labels(e->sh, e->label) != 0) {
             free(e->q);
             free(e->prob);
+            free(e->label);
             shard_close(e->sh);
             memmove(&w->ents[at], &w->ents[at + 1], sizeof(ent_t) * (size_t)(w->nents - at - 1));
             w->nents--;
@@ -332,7 +365,8 @@ int train_window_select(train_window_t *w, const db_shard_t *list, int32_t n, in
         int64_t rows = shard_rows(e->sh), take = rows;
         if (want > 0 && got + take > want) take = want - got;
         w->segs[w->nsegs++] =
-            (seg_t){.sh = e->sh, .q = e->q, .prob = e->prob, .id = e->id, .begin = rows - take, .count = take};
+            (seg_t){.sh = e->sh, .q = e->q, .prob = e->prob, .label = e->label, .id = e->id, .begin = rows - take,
+                    .count = take};
         got += take;
     }
     /* newest first -> oldest first, then prefix sums */
@@ -359,6 +393,7 @@ int train_window_select(train_window_t *w, const db_shard_t *list, int32_t n, in
             shard_close(e->sh);
             free(e->q);
             free(e->prob);
+            free(e->label);
             continue;
         }
         w->ents[k++] = *e;
@@ -392,7 +427,7 @@ static int resident_load(train_window_t *w, ent_t *e) {
                      col_bytes(R, f->legal_bytes),  col_bytes(nnz, sizeof(uint16_t)),
                      col_bytes(nnz, sizeof(float)), col_bytes(R, 1),
                      col_bytes(R, sizeof(float)),   c->moves_left ? col_bytes(R, sizeof(int16_t)) : 0,
-                     c->move_label ? col_bytes(R, sizeof(uint16_t)) : 0};
+                     col_bytes(R, sizeof(uint16_t))};
     int64_t total = 0;
     for (int i = 0; i < 9; i++) total += sz[i];
     if (w->dev_bytes + total > w->dev_cap) {
@@ -406,10 +441,10 @@ static int resident_load(train_window_t *w, ent_t *e) {
         return -1;
     }
     const void *src[9] = {c->planes, c->hand, c->legal, c->policy_label, e->prob ? e->prob : c->policy_prob, c->result,
-                          e->q ? e->q : c->root_q, c->moves_left, c->move_label};
+                          e->q ? e->q : c->root_q, c->moves_left, e->label};
     int64_t used[9] = {R * f->planes_bytes, R * (int64_t)sizeof(float) * f->hand_n, R * f->legal_bytes,
                        nnz * (int64_t)sizeof(uint16_t), nnz * (int64_t)sizeof(float), R, R * (int64_t)sizeof(float),
-                       c->moves_left ? R * (int64_t)sizeof(int16_t) : 0, c->move_label ? R * (int64_t)sizeof(uint16_t) : 0};
+                       c->moves_left ? R * (int64_t)sizeof(int16_t) : 0, R * (int64_t)sizeof(uint16_t)};
     uint8_t *at[9];
     int64_t off = 0;
     for (int i = 0; i < 9; i++) {
@@ -421,7 +456,7 @@ static int resident_load(train_window_t *w, ent_t *e) {
     e->dev_bytes = total;
     e->cols = (nn_rows_src_t){at[0], (const float *)at[1], at[2], (const uint16_t *)at[3], (const float *)at[4],
                               (const int8_t *)at[5], (const float *)at[6],
-                              c->moves_left ? (const int16_t *)at[7] : NULL, c->move_label ? (const uint16_t *)at[8] : NULL};
+                              c->moves_left ? (const int16_t *)at[7] : NULL, (const uint16_t *)at[8]};
     w->dev_bytes += total;
     const char *be_err = nn_backend_error(be);
     if (be_err) {
@@ -575,7 +610,7 @@ int train_window_sample(train_window_t *w, uint64_t key, int32_t B, shard_batch_
         }
         const seg_t *sg = &w->segs[w->picks[b].seg];
         int32_t at = batch->B;
-        if (shard_row_batch(sg->sh, w->rows, e - b, batch, err, errlen) != 0) return -1;
+        if (shard_row_batch_labels(sg->sh, sg->label, w->rows, e - b, batch, err, errlen) != 0) return -1;
         if (sg->q)
             for (int32_t i = 0; i < e - b; i++) batch->root_q[at + i] = sg->q[w->rows[i]];
         if (sg->prob)
@@ -644,7 +679,7 @@ int train_window_gather(train_window_t *w, uint64_t key, int32_t B, nn_optim_t *
         for (int32_t b = 0; st.opp_offsets && b < B; b++) { /* the reply: the next row's policy target */
             const pick_t *p = &w->picks[b];
             const shard_t *sh = w->segs[p->seg].sh;
-            int64_t rr = shard_row_reply(sh, p->row), pb = 0, pe = 0;
+            int64_t rr = shard_row_reply(sh, w->segs[p->seg].label, p->row), pb = 0, pe = 0;
             if (rr >= 0) shard_row_policy(sh, rr, &pb, &pe);
             int onehot = rr >= 0 && pe == pb; /* no policy target there: the move played (shard_row_reply) */
             orefs[b] = (nn_row_ref_t){.src = p->seg, .row = (uint32_t)(rr >= 0 ? rr : 0), .policy_begin = (uint32_t)pb,

@@ -19,6 +19,12 @@
  * trainer's staging. Both routes draw the same rows in the same order, so the
  * losses and weights are the same bit for bit.
  *
+ * Targets derived once a shard, as it enters the cache, and used by both
+ * routes: the value column (q_lambda), the soft policy (policy_temp), and
+ * every row's move label (train_move_labels): the opponent-reply target of
+ * the row before is a one-hot on it where this row has no policy target
+ * (shard_row_reply).
+ *
  * Threads: one thread at a time.
  */
 #ifndef KOMA_TRAIN_WINDOW_H
@@ -61,6 +67,15 @@ int train_window_set_policy_temp(train_window_t *w, float temp, char *err, size_
  * uniformly: the same batches as without weighting. 0, or -1 with err (s
  * outside [0, 1]). */
 int train_window_set_surprise_weight(train_window_t *w, float s, char *err, size_t errlen);
+
+/* out[r] (shard_rows(s)) = row r's played move's label in its side to move's
+ * view: encode_move_label of its move column in its position column's
+ * position, or SHARD_LABEL_UNKNOWN where that is no label (MOVE_NONE, a
+ * move with no direction) or a label the row's legal mask does not hold (not
+ * a legal move there; shards whose mask is narrower than the labels are not
+ * checked). What self-play once stored as the move_label column, without a
+ * replay of the game. 0, or -1 when out of memory. */
+int train_move_labels(const shard_t *s, uint16_t *out);
 
 /* Rows of the shards in list[0..n) whose cycle is in (lo, hi] (lo < 0 and hi
  * < 0: no bound on that side) and whose features_version is fv. */

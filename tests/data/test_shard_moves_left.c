@@ -9,10 +9,12 @@
  *    reads -1 everywhere;
  *  - the reader refuses a column holding a value below -1, by path;
  *  - row r's opponent-reply target is row r+1's policy target when r+1 is the
- *    same game one ply later with a target, or a one-hot on its move_label
- *    when it has no policy target but a recorded move; none for a game's
- *    last row, for a row whose next row has neither, and across games; the
- *    builder refuses a move_label >= 2187 and the reader a stored one. */
+ *    same game one ply later with a target, or a one-hot on its move label
+ *    (the caller's array: train/window.c derives them) when it has no policy
+ *    target but a known label; none for a game's last row, for a row whose
+ *    next row has neither, across games, and without labels (NULL);
+ *  - the builder writes no move_label column, and a shard that holds one (as
+ *    older builds wrote it) still opens, its column ignored whatever it holds. */
 #include "data/shard.h"
 #include "nn/safetensors.h"
 #include "tests/data/shard_test.h"
@@ -24,8 +26,6 @@
 #include <string.h>
 
 static const shard_format_t FMT = {7, 11, 3, 5};
-
-static int32_t g_label_at = -1; /* add_row: the row index that records move_label 500 + i */
 
 /* Row i of a game: policy entries {label 10*i + game, 10*i + game + 1} (none when i == no_policy). */
 static void add_row(shard_builder_t *b, int32_t game, int32_t i, int32_t no_policy) {
@@ -41,8 +41,6 @@ static void add_row(shard_builder_t *b, int32_t game, int32_t i, int32_t no_poli
     float prob[2] = {0.75f, 0.25f};
     shard_row_t row = {.planes = planes, .hand = hand, .legal = legal, .policy_label = label, .policy_prob = prob,
                        .policy_n = i == no_policy ? 0 : 2, .root_q = 0, .ply = (uint16_t)i, .position = pos};
-    uint16_t ml = (uint16_t)(500 + i);
-    if (i == g_label_at) row.move_label = &ml;
     KOMA_ASSERT(shard_builder_add_row(b, &row, err, sizeof err) == 0);
 }
 
@@ -64,18 +62,23 @@ static void test_column_and_batch(void) {
     end_game(b, 1, 1);
     for (int32_t i = 0; i < 3; i++) add_row(b, 2, i, -1); /* game 2: 3 rows of 3 plies */
     end_game(b, 3, 0);
-    g_label_at = 1; /* game 3 (rows 8..10): row 9 has no policy target but its move's label, 501 */
-    for (int32_t i = 0; i < 3; i++) add_row(b, 3, i, 1);
+    for (int32_t i = 0; i < 3; i++) add_row(b, 3, i, 1); /* game 3 (rows 8..10): row 9 has no policy target */
     end_game(b, 3, 0);
-    g_label_at = 2; /* game 4 (rows 11..13): row 12 has neither (row 13 a label beside its policy) */
-    for (int32_t i = 0; i < 3; i++) add_row(b, 4, i, 1);
+    for (int32_t i = 0; i < 3; i++) add_row(b, 4, i, 1); /* game 4 (rows 11..13): row 12 has no policy target */
     end_game(b, 3, 0);
-    g_label_at = -1;
     KOMA_ASSERT(shard_write(b, path, err, sizeof err) == 0);
     shard_builder_free(b);
+    st_file_t *f = st_open(path, 0, err, sizeof err);
+    CHECKF(f && !st_find(f, "move_label"), "the builder wrote a move_label column: %s", err);
+    st_close(f);
     shard_t *sh = shard_open(path, &FMT, 0, err, sizeof err);
     CHECKF(sh != NULL, "%s", err);
     if (!sh) return;
+    /* the move labels: row 9's move 501 (no policy target, a known move), row 12's unknown (neither), row 13's
+     * 502 beside its policy */
+    uint16_t labels[14];
+    for (int r = 0; r < 14; r++) labels[r] = SHARD_LABEL_UNKNOWN;
+    labels[9] = 501, labels[13] = 502;
     const int32_t want[8] = {5, 4, 3, 2, -1, 3, 2, 1};
     int same = 0;
     for (int64_t r = 0; r < 8; r++) same += shard_row_moves_left(sh, r) == want[r];
@@ -84,18 +87,19 @@ static void test_column_and_batch(void) {
      * game), 5 -> 6, 6 -> 7, 7 -> none */
     const int64_t reply[8] = {1, -1, 3, -1, -1, 6, 7, -1};
     same = 0;
-    for (int64_t r = 0; r < 8; r++) same += shard_row_reply(sh, r) == reply[r];
+    for (int64_t r = 0; r < 8; r++)
+        same += shard_row_reply(sh, NULL, r) == reply[r] && shard_row_reply(sh, labels, r) == reply[r];
     CHECKF(same == 8, "%d of 8 rows have the right reply row", same);
     const int64_t reply2[6] = {9, 10, -1, -1, 13, -1}; /* rows 8..13 */
+    const int64_t reply2_nolabels[6] = {-1, 10, -1, -1, 13, -1}; /* row 9 has no target then */
     same = 0;
-    for (int64_t r = 8; r < 14; r++) same += shard_row_reply(sh, r) == reply2[r - 8];
-    CHECKF(same == 6 && shard_columns(sh)->move_label && shard_columns(sh)->move_label[9] == 501 &&
-               shard_columns(sh)->move_label[10] == SHARD_LABEL_UNKNOWN,
-           "%d of 6 rows (move labels) have the right reply row", same);
+    for (int64_t r = 8; r < 14; r++)
+        same += shard_row_reply(sh, labels, r) == reply2[r - 8] && shard_row_reply(sh, NULL, r) == reply2_nolabels[r - 8];
+    CHECKF(same == 6, "%d of 6 rows (move labels) have the right reply row", same);
     shard_batch_t *bt = shard_batch_new(&FMT, 8, 0, err, sizeof err);
     KOMA_ASSERT(bt);
     const int64_t rows[7] = {7, 0, 4, 5, 2, 8, 11};
-    CHECKF(shard_row_batch(sh, rows, 7, bt, err, sizeof err) == 0, "%s", err);
+    CHECKF(shard_row_batch_labels(sh, labels, rows, 7, bt, err, sizeof err) == 0, "%s", err);
     nn_batch_t v = shard_batch_view(bt);
     CHECK(v.moves_left && v.moves_left[0] == 1.0f && v.moves_left[1] == 5.0f && v.moves_left[2] == -1.0f &&
           v.moves_left[3] == 3.0f && v.moves_left[4] == 3.0f);
@@ -109,6 +113,12 @@ static void test_column_and_batch(void) {
     /* row 8: row 9's move, one-hot; row 11: none */
     CHECKF(v.opp_offsets[6] == 7 && v.opp_offsets[7] == 7 && v.opp_label[6] == 501 && v.opp_prob[6] == 1.0f,
            "one-hot reply: offsets %u %u label %u", v.opp_offsets[6], v.opp_offsets[7], v.opp_label[6]);
+    /* without labels (shard_row_batch): the same, but row 8 has no reply */
+    shard_batch_clear(bt);
+    CHECKF(shard_row_batch(sh, rows, 7, bt, err, sizeof err) == 0, "%s", err);
+    v = shard_batch_view(bt);
+    CHECKF(v.opp_offsets[5] == 6 && v.opp_offsets[6] == 6 && v.opp_offsets[7] == 6,
+           "no labels: offsets %u %u %u", v.opp_offsets[5], v.opp_offsets[6], v.opp_offsets[7]);
     shard_batch_free(bt);
     shard_close(sh);
 }
@@ -133,7 +143,7 @@ static void test_absent(void) {
     CHECKF(sh != NULL, "%s", err);
     if (!sh) return;
     CHECK(shard_columns(sh)->moves_left == NULL && shard_row_moves_left(sh, 0) == -1 &&
-          shard_row_moves_left(sh, 2) == -1 && shard_row_reply(sh, 0) == -1);
+          shard_row_moves_left(sh, 2) == -1 && shard_row_reply(sh, NULL, 0) == -1);
     shard_close(sh);
 }
 
@@ -166,19 +176,29 @@ static void test_reader_rejects(void) {
     shard_close(sh);
 }
 
-static void test_label_rejects(void) {
+/* A shard with the move_label column older builds wrote (derivable from move and position, so no longer
+ * read): it opens, and the column changes nothing, whatever it holds (older readers refused 4000). */
+static void test_old_label_column(void) {
     char err[1024] = "";
+    const char *src = t_path("new.safetensors"), *dst = t_path("old.safetensors");
     shard_builder_t *b = shard_builder_new(&FMT, err, sizeof err);
     KOMA_ASSERT(b);
-    uint8_t planes[11] = {0}, legal[5] = {0}, pos[SHARD_POSITION_BYTES];
-    float hand[3] = {0};
-    shard_position_t p;
-    memset(&p, 0, sizeof p);
-    shard_position_pack(&p, pos);
-    uint16_t bad = SHARD_LABEL_NB;
-    shard_row_t row = {.planes = planes, .hand = hand, .legal = legal, .position = pos, .move_label = &bad};
-    CHECKF(shard_builder_add_row(b, &row, err, sizeof err) != 0 && strstr(err, "move_label"), "%s", err);
+    for (int32_t i = 0; i < 3; i++) add_row(b, 0, i, 1); /* row 1 without a policy target */
+    end_game(b, 3, 0);
+    KOMA_ASSERT(shard_write(b, src, err, sizeof err) == 0);
     shard_builder_free(b);
+    const uint16_t col[2][3] = {{500, 501, 502}, {4000, 4001, SHARD_LABEL_UNKNOWN}};
+    for (int k = 0; k < 2; k++) {
+        t_shard_rewrite_column(src, dst, "move_label", ST_DTYPE_U16, 3, col[k]);
+        st_file_t *f = st_open(dst, 0, err, sizeof err);
+        CHECKF(f && st_find(f, "move_label"), "the rewrite has no move_label column: %s", err);
+        st_close(f);
+        shard_t *sh = shard_open(dst, &FMT, 0, err, sizeof err);
+        CHECKF(sh, "an old shard with a move_label column (%u ...) does not open: %s", col[k][0], err);
+        if (!sh) continue;
+        CHECK(shard_rows(sh) == 3 && shard_row_reply(sh, NULL, 0) == -1 && shard_row_reply(sh, NULL, 1) == 2);
+        shard_close(sh);
+    }
 }
 
 int main(void) {
@@ -186,7 +206,7 @@ int main(void) {
     test_column_and_batch();
     test_absent();
     test_reader_rejects();
-    test_label_rejects();
+    test_old_label_column();
     t_rm_rf(t_dir);
     return t_done("test_shard_moves_left");
 }

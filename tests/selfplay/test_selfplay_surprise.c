@@ -4,13 +4,18 @@
  * recomputed here from the hash net's logits of the replayed position
  * (within the search's logit quantization); fast searches carry "unknown";
  * the rows' surprises reach the shard's surprise column, and a shard of fast
- * searches only has no such column. */
+ * searches only has no such column. The same shards' move labels as the
+ * training window derives them (train_move_labels: from the move and
+ * position columns, no replay) are encode_move_label of the move played in
+ * the replayed game, on every row, so every row but a game's last has an
+ * opponent-reply target (a one-hot where the next row is a fast search). */
 #include "sp_test.h"
 #include "compat/bits.h"
 
 #include "mcts/cache.h"
 #include "selfplay/game.h"
 #include "sp_hash_net.h"
+#include "train/window.h"
 
 /* call returned 0; else its status and err are printed */
 #define CHECK_OK(call, err)                                                                  \
@@ -58,6 +63,8 @@ static void test_rows(const char *search) {
     pos_t *pos = malloc(sizeof *pos);
     KOMA_ASSERT(pos);
     int full = 0, fast = 0, right = 0, unknown = 0, positive = 0;
+    static uint16_t replayed[3 * 128]; /* every row's label: encode_move_label of its move in the replayed game */
+    int32_t nrep = 0;
     double worst = 0;
     char err[1024] = "";
     shard_format_t fmt = {ENC_FEATURES_VERSION, ENC_PACKED_BYTES, ENC_HAND, ENC_LEGAL_BYTES};
@@ -65,7 +72,12 @@ static void test_rows(const char *search) {
     KOMA_ASSERT(b);
     for (int k = 0; k < 3; k++) {
         sp_record_t *r = sp_hash_play_game(g, 1 + k);
-        KOMA_ASSERT(r);
+        KOMA_ASSERT(r && nrep + r->n_rows <= 3 * 128);
+        pos_set_startpos(pos);
+        for (int32_t i = 0, played = 0; i < r->n_rows; i++) {
+            while (played < r->rows[i].ply) pos_do_move(pos, r->moves[played++]);
+            replayed[nrep++] = (uint16_t)encode_move_label(pos, r->rows[i].move);
+        }
         for (int32_t i = 0; i < r->n_rows; i++) {
             const sp_row_t *w = &r->rows[i];
             if (w->pol_n == 0) {
@@ -105,6 +117,23 @@ static void test_rows(const char *search) {
         }
         CHECKF(match == shard_rows(sh) && shard_rows(sh) == full + fast, "%d of %lld shard rows have the surprise "
                "their policy target says", match, (long long)shard_rows(sh));
+        /* the window's move labels: the replay's, every row; replies on every row but a game's last */
+        uint16_t *lab = malloc(sizeof(uint16_t) * (size_t)shard_rows(sh));
+        KOMA_ASSERT(lab && shard_rows(sh) == nrep && train_move_labels(sh, lab) == 0);
+        int same = 0, replies = 0, onehots = 0;
+        for (int64_t r = 0; r < shard_rows(sh); r++) {
+            same += lab[r] == replayed[r] && lab[r] < SHARD_LABEL_NB;
+            int64_t rr = shard_row_reply(sh, lab, r), pb = 0, pe = 0;
+            if (rr >= 0) shard_row_policy(sh, rr, &pb, &pe);
+            replies += rr == r + 1;
+            onehots += rr == r + 1 && pe == pb;
+        }
+        fprintf(stderr, "%s: %d of %d rows labelled as the replay's moves; %d replies, %d of them one-hots\n", search,
+                same, nrep, replies, onehots);
+        CHECKF(same == nrep, "%s: %d of %d rows: the window's label is the replayed move's", search, same, nrep);
+        CHECKF(replies == nrep - 3 && onehots > 5, "%s: %d of %d rows have a reply (want all but the 3 games' last), "
+               "%d one-hots", search, replies, nrep, onehots);
+        free(lab);
     }
     shard_close(sh);
     shard_builder_free(b);

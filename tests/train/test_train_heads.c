@@ -12,11 +12,20 @@
  *  - the resident window (train_window_resident on the CPU backend, the
  *    route a GPU trainer takes; gather_heads) stages the same moves_left and
  *    opponent-reply targets as the host route for the same key (one-hot
- *    replies on move labels included: a shard of fast searches), and a net
- *    without the heads stages none;
+ *    replies on the window's move labels included: a shard of fast
+ *    searches, where nearly every row has a reply), and a net without the
+ *    heads stages none;
+ *  - the window's move labels (train_move_labels, from the move and position
+ *    columns) are the labels of the moves played, and a shard holding the
+ *    move_label column older self-play builds wrote trains the same: the
+ *    window's batches equal those of the shard without it, and the
+ *    opponent-reply loss on its rows with the column's labels (the old
+ *    route) equals the loss with the window's;
  *  - a cycle's means (train_sums): the moves-left MAE and opponent loss
  *    weighted by the rows that have targets, NaN on a plain net's steps. */
 #include "train_test.h"
+#include "nn/safetensors.h"
+#include "tests/data/shard_test.h"
 #include "train/loop.h"
 #include "train/window.h"
 
@@ -40,33 +49,16 @@ static void train(train_net_t *tn, nn_batch_t *v, int32_t steps, nn_metrics_t *f
         CHECKF(nn_train_step(tn->nt, v, s ? last : first, err, sizeof err) == 0, "%s", err);
 }
 
-/* A shard of fast-search games (every other row without a policy target,
- * every row with its move's label): replies there are one-hot targets. */
-static void add_fast_shard(t_run_t *R, int32_t cycle) {
-    char err[1024], rel[128];
-    shard_builder_t *b = shard_builder_new(&T_FMT, err, sizeof err);
-    KOMA_ASSERT(b);
-    for (int32_t g = 0; g < 3; g++) {
-        for (int32_t i = 0; i < 20; i++) {
-            uint8_t planes[ENC_PACKED_BYTES] = {0}, legal[ENC_LEGAL_BYTES] = {0}, pos[SHARD_POSITION_BYTES];
-            float hand[ENC_HAND] = {0};
-            planes[i % ENC_PACKED_BYTES] = (uint8_t)(1 + g);
-            shard_position_t sp;
-            memset(&sp, 0, sizeof sp);
-            sp.side = (uint8_t)(i & 1);
-            sp.ply = (uint16_t)(i + 1);
-            shard_position_pack(&sp, pos);
-            uint16_t label = (uint16_t)(100 * g + i), ml = (uint16_t)(1000 + 50 * g + i);
-            float prob = 1.0f;
-            shard_row_t row = {.planes = planes, .hand = hand, .legal = legal, .policy_label = &label,
-                               .policy_prob = &prob, .policy_n = i % 2, .root_q = 0.0f, .ply = (uint16_t)i,
-                               .position = pos, .move_label = &ml};
-            KOMA_ASSERT(shard_builder_add_row(b, &row, err, sizeof err) == 0);
-        }
-        db_game_t gm = {.start_sfen = "startpos", .moves = "", .plies = 20, .result = 1, .reason = DB_REASON_RESIGN};
-        KOMA_ASSERT(shard_builder_end_game(b, &gm, err, sizeof err) == 0);
-    }
-    t_commit_shard(R, cycle, b, rel, sizeof rel);
+/* A shard of 3 engine games of 20 rows whose odd plies were fast searches
+ * (no policy target): replies to the even rows are one-hots on the move labels.
+ * t_labels[0..60) get the rows' labels. Returns its run-relative path. */
+static const char *add_fast_shard(t_run_t *R, int32_t cycle) {
+    t_fast_rows = 1;
+    t_labels_n = 0;
+    const char *rel = t_add_shard(R, cycle, 3, 20);
+    t_fast_rows = 0;
+    KOMA_ASSERT(t_labels_n == 60);
+    return rel;
 }
 
 /* The resident route's staged heads targets equal the host route's batch b. */
@@ -105,7 +97,7 @@ static void test_resident(train_config_t c, const char *dir) {
         set(&c, "net", heads ? "1x16mo" : "1x16");
         train_net_t tn;
         KOMA_ASSERT(train_net_new(be, &c, 48, &tn, err, sizeof err) == 0);
-        int same = 0, onehots = 0;
+        int same = 0;
         for (uint64_t key = 1; key <= 4; key++) {
             nn_batch_t bt;
             CHECKF(train_window_gather(w, key, 48, tn.nt, &bt, err, sizeof err) == 0, "%s", err);
@@ -113,20 +105,118 @@ static void test_resident(train_config_t c, const char *dir) {
             CHECKF(train_window_sample(w, key, 48, b, err, sizeof err) == 0, "%s", err);
             if (heads) same += staged_heads_equal(tn.nt, &bt, b);
             else same += !bt.moves_left && !bt.opp_offsets;
-            for (int32_t i = 0; heads && i < b->B; i++) /* a one-hot reply: one entry, a move label (>= 1000 here) */
-                onehots += b->opp_offsets[i + 1] - b->opp_offsets[i] == 1 && b->opp_label[b->opp_offsets[i]] >= 1000;
             nn_metrics_t m;
             CHECKF(nn_train_step(tn.nt, &bt, &m, err, sizeof err) == 0, "%s", err);
             if (heads) CHECK(m.moves_left_positions == 48 && m.opp_positions > 24);
         }
-        if (heads) CHECKF(onehots > 0, "no one-hot reply drawn in 4 batches");
         CHECKF(same == 4, "%s: %d of 4 resident batches stage the host route's heads targets", heads ? "1x16mo" : "1x16",
                same);
+        if (heads) { /* the fast shard alone (its 60 rows): half the replies are one-hots, staged as the host's */
+            CHECKF(train_window_select(w, list, nl, -1, 60, &pos, &bad, err, sizeof err) == 0 && pos == 60, "%s", err);
+            nn_batch_t bt;
+            CHECKF(train_window_gather(w, 5, 48, tn.nt, &bt, err, sizeof err) == 0, "%s", err);
+            shard_batch_clear(b);
+            CHECKF(train_window_sample(w, 5, 48, b, err, sizeof err) == 0, "%s", err);
+            int32_t replies = 0;
+            for (int32_t i = 0; i < b->B; i++) replies += b->opp_offsets[i + 1] > b->opp_offsets[i];
+            /* without one-hots only the rows before a full search (about half) would have one; the rows
+             * without any are the games' last rows (3 of 60) */
+            CHECKF(replies >= 40 && staged_heads_equal(tn.nt, &bt, b),
+                   "fast shard: %d of 48 rows with a reply; staged as the host's: %d", replies,
+                   staged_heads_equal(tn.nt, &bt, b));
+            CHECKF(train_window_select(w, list, nl, -1, 0, &pos, &bad, err, sizeof err) == 0, "%s", err);
+        }
         train_net_free(&tn);
     }
     train_window_free(w);
     nn_backend_free(be);
     shard_batch_free(b);
+    free(list);
+    t_run_close(&R);
+}
+
+/* The opponent-reply loss of one step of a fresh net (c, seed fixed by train_net_new) on rows [0, n) of sh
+ * gathered with the move labels lab. */
+static double opp_loss(train_config_t c, nn_backend_t *be, const shard_t *sh, const uint16_t *lab, shard_batch_t *b,
+                       int32_t *opp_rows) {
+    char err[1024];
+    int32_t n = (int32_t)shard_rows(sh);
+    int64_t rows[64];
+    KOMA_ASSERT(n <= 64 && b->cap >= n);
+    for (int32_t i = 0; i < n; i++) rows[i] = i;
+    shard_batch_clear(b);
+    CHECKF(shard_row_batch_labels(sh, lab, rows, n, b, err, sizeof err) == 0, "%s", err);
+    train_net_t tn;
+    KOMA_ASSERT(train_net_new(be, &c, n, &tn, err, sizeof err) == 0);
+    nn_batch_t v = shard_batch_view(b);
+    nn_metrics_t m;
+    CHECKF(nn_train_step(tn.nt, &v, &m, err, sizeof err) == 0, "%s", err);
+    train_net_free(&tn);
+    *opp_rows = m.opp_positions;
+    return m.opp_policy_loss;
+}
+
+/* The move labels the window derives, and a shard with the move_label column older builds wrote. */
+static void test_old_column(train_config_t c, const char *dir) {
+    char err[2048], path[1200];
+    t_run_t R;
+    t_run_open(&R, dir);
+    t_rng = 91;
+    const char *rel = add_fast_shard(&R, 1);
+    uint16_t column[60]; /* the old self-play recorder's column: the labels of the moves played */
+    memcpy(column, t_labels, sizeof column);
+    KOMA_ASSERT(db_writer_flush(R.w, -1) == DB_OK);
+    snprintf(path, sizeof path, "%s/%s", dir, rel);
+    db_shard_t *list = NULL;
+    int32_t nl = t_run_shards(&R, &list);
+    shard_batch_t *b[2] = {shard_batch_new(&T_FMT, 60, 0, err, sizeof err), shard_batch_new(&T_FMT, 60, 0, err, sizeof err)};
+    KOMA_ASSERT(nl == 1 && b[0] && b[1]);
+    /* host batches of the shard as written now (no column), then of the same rows with the column added */
+    for (int k = 0; k < 2; k++) {
+        if (k) {
+            st_file_t *f = st_open(path, 0, err, sizeof err);
+            CHECKF(f && !st_find(f, "move_label"), "the shard already has a move_label column: %s", err);
+            st_close(f);
+            t_shard_rewrite_column(path, path, "move_label", ST_DTYPE_U16, 60, column);
+        }
+        train_window_t *w = train_window_new(R.dir, &T_FMT, NULL, NULL, err, sizeof err);
+        int64_t pos = 0;
+        int32_t bad = 0;
+        KOMA_ASSERT(w);
+        CHECKF(train_window_select(w, list, nl, -1, 0, &pos, &bad, err, sizeof err) == 0 && pos == 60 && bad == 0,
+               "%s: %lld positions, %d bad", err, (long long)pos, bad);
+        CHECKF(train_window_sample(w, 7, 60, b[k], err, sizeof err) == 0, "%s", err);
+        train_window_free(w);
+    }
+    int32_t B = b[0]->B;
+    uint32_t n = b[0]->opp_offsets[B];
+    CHECKF(b[1]->B == B && !memcmp(b[0]->opp_offsets, b[1]->opp_offsets, sizeof(uint32_t) * (size_t)(B + 1)) &&
+               !memcmp(b[0]->opp_label, b[1]->opp_label, sizeof(uint16_t) * n) &&
+               !memcmp(b[0]->opp_prob, b[1]->opp_prob, sizeof(float) * n) &&
+               !memcmp(b[0]->policy_offsets, b[1]->policy_offsets, sizeof(uint32_t) * (size_t)(B + 1)) &&
+               !memcmp(b[0]->planes, b[1]->planes, (size_t)B * ENC_PACKED_BYTES),
+           "a window's batch of the shard with the move_label column differs from the same shard's without it");
+    /* the window's labels are the moves' labels, the old column's values */
+    shard_t *sh = shard_open(path, &T_FMT, 0, err, sizeof err);
+    KOMA_ASSERT(sh && shard_rows(sh) == 60);
+    uint16_t lab[60];
+    KOMA_ASSERT(train_move_labels(sh, lab) == 0);
+    int same = 0;
+    for (int32_t r = 0; r < 60; r++) same += lab[r] == column[r] && lab[r] < SHARD_LABEL_NB;
+    CHECKF(same == 60, "%d of 60 rows: the window's label is the move played's", same);
+    /* the old route (the column's labels) and the window's train the opponent-reply head the same */
+    nn_backend_t *be = nn_backend_cpu_new(1);
+    set(&c, "net", "1x16mo");
+    int32_t rows_old = 0, rows_new = 0;
+    double old = opp_loss(c, be, sh, column, b[0], &rows_old), now = opp_loss(c, be, sh, lab, b[1], &rows_new);
+    fprintf(stderr, "-- old shard: opponent-reply loss %.6f on %d rows (the column's labels), %.6f on %d (the "
+            "window's)\n", old, rows_old, now, rows_new);
+    CHECKF(old == now && rows_old == rows_new && rows_new == 57, "opponent-reply loss %.9g on %d rows (column), "
+           "%.9g on %d (window), want 57 rows", old, rows_old, now, rows_new);
+    nn_backend_free(be);
+    shard_close(sh);
+    shard_batch_free(b[0]);
+    shard_batch_free(b[1]);
     free(list);
     t_run_close(&R);
 }
@@ -207,6 +297,7 @@ int main(void) {
     train_net_free(&tn);
     nn_backend_free(be);
     test_resident(c, t_path("resident"));
+    test_old_column(c, t_path("old_column"));
     shard_batch_free(bt);
     shard_close(sh);
     t_rm_rf(t_dir);

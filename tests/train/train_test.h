@@ -70,11 +70,18 @@ static const shard_format_t T_FMT = {ENC_FEATURES_VERSION, ENC_PACKED_BYTES, ENC
 
 /* Set: t_game's root_q are random values in [-1, 1] instead of the result. */
 static int t_random_q;
+/* Set: t_game's rows at odd plies have no policy target (a fast search's). */
+static int t_fast_rows;
+/* t_game appends each row's move label (encode_move_label of the move played in the row's position: what
+ * older self-play builds stored as a shard's move_label column) while there is room. */
+enum { T_LABELS_MAX = 4096 };
+static uint16_t t_labels[T_LABELS_MAX];
+static int32_t t_labels_n;
 
 /* Adds one game of random legal moves (at most plies moves) to b; every
  * position from ply from_ply on is a row: real planes, hand, legal mask, the
- * move played as a one-hot policy target, root_q = the result from the side
- * to move (t_random_q: a random value). */
+ * move played as a one-hot policy target (none at odd plies: t_fast_rows),
+ * root_q = the result from the side to move (t_random_q: a random value). */
 static inline void t_game(shard_builder_t *b, pos_t *pos, int32_t plies, int32_t from_ply, int32_t result_black) {
     char err[512];
     pos_set_startpos(pos);
@@ -116,7 +123,7 @@ static inline void t_game(shard_builder_t *b, pos_t *pos, int32_t plies, int32_t
                            .legal = legal,
                            .policy_label = &label,
                            .policy_prob = &prob,
-                           .policy_n = 1,
+                           .policy_n = t_fast_rows && (ply & 1) ? 0 : 1,
                            .root_q = t_random_q ? (float)(t_next() % 2001) / 1000.0f - 1.0f : (float)stm,
                            .ply = (uint16_t)ply,
                            .move = (uint16_t)mv,
@@ -125,6 +132,7 @@ static inline void t_game(shard_builder_t *b, pos_t *pos, int32_t plies, int32_t
             fprintf(stderr, "add_row: %s\n", err);
             KOMA_ASSERT(0);
         }
+        if (t_labels_n < T_LABELS_MAX) t_labels[t_labels_n++] = label;
         char usi[16];
         int32_t n = move_to_usi(mv, usi);
         if (mlen + (size_t)n + 2 < sizeof moves) {
