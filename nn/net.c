@@ -216,11 +216,12 @@ static void net_init_random(nn_net_t *net, uint64_t seed, float *hp, float *hs) 
     }
 }
 
-nn_net_t *nn_net_new(nn_backend_t *be, const nn_net_config_t *cfg, uint64_t seed, char *err,
-                     size_t errlen) {
+/* nn_net_new's refusals: a config out of range, or a head or block the
+ * backend cannot run. */
+static int net_config_check(const nn_backend_t *be, const nn_net_config_t *cfg, char *err, size_t errlen) {
     if (!be || !cfg) {
         set_err(err, errlen, "nn_net_new: no backend or config");
-        return NULL;
+        return -1;
     }
     if (cfg->blocks < 1 || cfg->blocks > NN_MAX_BLOCKS || cfg->channels < 1 ||
         cfg->channels > NN_MAX_CHANNELS || cfg->in_planes < 1 || cfg->in_planes > 4096 ||
@@ -230,42 +231,29 @@ nn_net_t *nn_net_new(nn_backend_t *be, const nn_net_config_t *cfg, uint64_t seed
                 "nn_net_new: invalid config (blocks %d, channels %d, planes %d, hand %d, act %d, gpool %d, heads %d)",
                 cfg->blocks, cfg->channels, cfg->in_planes, cfg->in_hand, (int)cfg->act, (int)cfg->gpool,
                 (int)cfg->heads);
-        return NULL;
+        return -1;
     }
     if ((cfg->heads & NN_HEAD_MOVES_LEFT) && !be->moves_left_loss) {
         char a[48];
         set_err(err, errlen, "nn_net_new: the %s backend has no moves-left head (a net like %s); use a net "
                 "without the 'm' suffix or another backend", be->name, nn_net_arch_format(cfg, a, sizeof a));
-        return NULL;
+        return -1;
     }
     if (cfg->gpool > 0 && !(be->pool_fwd && be->pool_bwd && be->chan_bias_fwd && be->chan_bias_bwd)) {
         set_err(err, errlen, "nn_net_new: the %s backend has no global pooling (a net like %dx%dg%d); use a plain "
                 "net (%dx%d) or another backend", be->name, cfg->blocks, cfg->channels, cfg->gpool, cfg->blocks,
                 cfg->channels);
-        return NULL;
+        return -1;
     }
-    nn_net_t *net = calloc(1, sizeof(*net));
-    if (!net) {
-        set_err(err, errlen, "nn_net_new: out of memory");
-        return NULL;
-    }
+    return 0;
+}
+
+/* The net's units and tensors in their order (names, shapes, kinds): the
+ * stem, the blocks (with their global-pooling tensors), the heads, then the
+ * optional heads. */
+static void net_declare(nn_net_t *net) {
+    const nn_net_config_t *cfg = &net->cfg;
     int32_t n = cfg->blocks, C = cfg->channels;
-    int32_t max_tensors = U_COUNT(n) * 5 + 8 + 2 * n + 5 + 2 + 4;
-    net->tensors = calloc((size_t)max_tensors, sizeof(nn_tensor_info_t));
-    /* the optional heads' units after the fixed ones */
-    net->u_ml = net->u_opp = -1;
-    net->n_units = U_COUNT(n);
-    if (cfg->heads & NN_HEAD_MOVES_LEFT) net->u_ml = net->n_units++;
-    if (cfg->heads & NN_HEAD_OPP_POLICY) net->u_opp = net->n_units++;
-    net->units = calloc((size_t)net->n_units, sizeof(nn_unit_t));
-    if (!net->tensors || !net->units) {
-        nn_net_free(net);
-        set_err(err, errlen, "nn_net_new: out of memory");
-        return NULL;
-    }
-    net->be = be;
-    net->cfg = *cfg;
-    compat_mutex_init(&net->mu);
     int32_t cin = cfg->in_planes + cfg->in_hand;
     add_unit(net, U_STEM, "stem", "conv", "bn", cin, C, 3);
     for (int32_t i = 0; i < n; i++) {
@@ -301,12 +289,14 @@ nn_net_t *nn_net_new(nn_backend_t *be, const nn_net_config_t *cfg, uint64_t seed
         net->ml_fc2_b = add_tensor(net, NN_TENSOR_PARAM, 0, 1, mb2, "moves_left.fc2.bias");
     }
     if (net->u_opp >= 0) add_unit(net, net->u_opp, "opp_policy", "out", NULL, C, NN_POLICY_CH, 1);
-    KOMA_ASSERT(net->n_tensors <= max_tensors);
+}
 
-    /* Offsets: decayed params, then the other params; stats apart. Every
-     * tensor starts 16-float aligned so backends may vectorise per tensor,
-     * except the legal head conv's, each right after its policy twin (the
-     * pair is one tensor of 2C output channels: merge_heads). */
+/* Offsets: decayed params, then the other params; stats apart. Every
+ * tensor starts 16-float aligned so backends may vectorise per tensor,
+ * except the legal head conv's, each right after its policy twin (the
+ * pair is one tensor of 2C output channels: merge_heads). */
+static void net_layout(nn_net_t *net) {
+    int32_t n = net->cfg.blocks;
     int64_t off = 0;
     for (int pass = 1; pass >= 0; pass--)
         for (int32_t i = 0; i < net->n_tensors; i++) {
@@ -335,6 +325,35 @@ nn_net_t *nn_net_new(nn_backend_t *be, const nn_net_config_t *cfg, uint64_t seed
         off += ((pair ? 2 : 1) * un->cout + 15) & ~(int64_t)15;
     }
     net->n_folded = off;
+}
+
+nn_net_t *nn_net_new(nn_backend_t *be, const nn_net_config_t *cfg, uint64_t seed, char *err, size_t errlen) {
+    if (net_config_check(be, cfg, err, errlen) != 0) return NULL;
+    nn_net_t *net = calloc(1, sizeof(*net));
+    if (!net) {
+        set_err(err, errlen, "nn_net_new: out of memory");
+        return NULL;
+    }
+    int32_t n = cfg->blocks;
+    int32_t max_tensors = U_COUNT(n) * 5 + 8 + 2 * n + 5 + 2 + 4;
+    net->tensors = calloc((size_t)max_tensors, sizeof(nn_tensor_info_t));
+    /* the optional heads' units after the fixed ones */
+    net->u_ml = net->u_opp = -1;
+    net->n_units = U_COUNT(n);
+    if (cfg->heads & NN_HEAD_MOVES_LEFT) net->u_ml = net->n_units++;
+    if (cfg->heads & NN_HEAD_OPP_POLICY) net->u_opp = net->n_units++;
+    net->units = calloc((size_t)net->n_units, sizeof(nn_unit_t));
+    if (!net->tensors || !net->units) {
+        nn_net_free(net);
+        set_err(err, errlen, "nn_net_new: out of memory");
+        return NULL;
+    }
+    net->be = be;
+    net->cfg = *cfg;
+    compat_mutex_init(&net->mu);
+    net_declare(net);
+    KOMA_ASSERT(net->n_tensors <= max_tensors);
+    net_layout(net);
     const char *merge = getenv("KOMA_MERGE_HEADS");
     net->merge_heads = !(merge && strcmp(merge, "0") == 0);
 

@@ -149,8 +149,107 @@ struct nn_optim {
 
 #define NN_LATE_STRIDE 16 /* floats per record (>= NN_STAT_NB, 64 bytes) */
 
-nn_optim_t *nn_optim_new(nn_net_t *net, const nn_train_config_t *cfg, int32_t max_batch,
-                             char *err, size_t errlen) {
+/* One pass of nn_optim_new's carving: every device buffer of the trainer at
+ * its offset in the arena (c->base NULL: offsets only, to size the arena). */
+static void optim_carve(nn_optim_t *tr, carve_t *c, size_t ws) {
+    const nn_net_t *net = tr->net;
+    const nn_net_config_t *nc = &net->cfg;
+    int32_t nu = net->n_units;
+    int32_t B = tr->max_batch, C = nc->channels, cin = nc->in_planes + nc->in_hand;
+    tr->planes = nnet_take(c, (size_t)(B * nn_packed_bytes(nc->in_planes)));
+    tr->hand = TAKEF(c, (int64_t)B * nc->in_hand);
+    tr->legal = nnet_take(c, (size_t)(B * nn_packed_bytes(NN_POLICY_CH)));
+    tr->offsets = nnet_take(c, sizeof(uint32_t) * (size_t)(B + 1));
+    tr->labels = nnet_take(c, sizeof(uint16_t) * (size_t)B * NN_POLICY_NB);
+    tr->probs = TAKEF(c, (int64_t)B * NN_POLICY_NB);
+    tr->result = nnet_take(c, (size_t)B);
+    tr->q = TAKEF(c, B);
+    int ml = net->u_ml >= 0, opp = net->u_opp >= 0;
+    tr->ml_t = ml ? TAKEF(c, B) : NULL;
+    tr->opp_offsets = opp ? nnet_take(c, sizeof(uint32_t) * (size_t)(B + 1)) : NULL;
+    tr->opp_labels = opp ? nnet_take(c, sizeof(uint16_t) * (size_t)B * NN_POLICY_NB) : NULL;
+    tr->opp_probs = opp ? TAKEF(c, (int64_t)B * NN_POLICY_NB) : NULL;
+    tr->legal_t = TAKEF(c, (int64_t)B * NN_POLICY_NB);
+    tr->value_t = TAKEF(c, (int64_t)B * NN_VALUE_NB);
+    tr->x0 = TAKEF(c, (int64_t)B * cin * NN_HW);
+    int32_t pu = U_PCONV(nc->blocks), lu = U_LCONV(nc->blocks);
+    for (int32_t u = 0; u < nu; u++) {
+        const nn_unit_t *un = &net->units[u];
+        int64_t n = (int64_t)B * un->cout * NN_HW;
+        if (un->gamma < 0 || u == lu) { /* head outputs: the logits buffers below; legal: see below */
+            tr->c[u] = tr->z[u] = tr->y[u] = tr->mean[u] = tr->invstd[u] = NULL;
+            continue;
+        }
+        /* the head pair: (B, 2C, 81) merged, or the two units one after the other */
+        int64_t k = u == pu ? 2 * tr->head_stride : n;
+        tr->c[u] = TAKEF(c, k);
+        tr->y[u] = TAKEF(c, k);
+        tr->z[u] = nc->act == NN_ACT_RELU ? tr->y[u] : TAKEF(c, k);
+        tr->mean[u] = TAKEF(c, (u == pu ? 2 : 1) * un->cout);
+        tr->invstd[u] = TAKEF(c, (u == pu ? 2 : 1) * un->cout);
+    }
+    if (tr->c[pu]) {
+        tr->c[lu] = tr->c[pu] + tr->head_stride;
+        tr->y[lu] = tr->y[pu] + tr->head_stride;
+        tr->z[lu] = tr->z[pu] + tr->head_stride;
+        tr->mean[lu] = tr->mean[pu] + C;
+        tr->invstd[lu] = tr->invstd[pu] + C;
+    }
+    tr->fc1_z = TAKEF(c, (int64_t)B * NN_VALUE_HIDDEN);
+    tr->fc1_y = nc->act == NN_ACT_RELU ? tr->fc1_z : TAKEF(c, (int64_t)B * NN_VALUE_HIDDEN);
+    tr->policy = TAKEF(c, (int64_t)B * NN_POLICY_NB);
+    tr->legal_out = TAKEF(c, (int64_t)B * NN_POLICY_NB);
+    tr->value = TAKEF(c, (int64_t)B * NN_VALUE_NB);
+    for (int i = 0; i < 3; i++) tr->g[i] = TAKEF(c, (int64_t)B * C * NN_HW);
+    tr->gh = TAKEF(c, (int64_t)B * 2 * C * NN_HW);
+    tr->hsplit = TAKEF(c, 2 * tr->head_stride);
+    tr->gv = TAKEF(c, (int64_t)B * NN_VALUE_CH * NN_HW);
+    tr->gfc1 = TAKEF(c, (int64_t)B * NN_VALUE_HIDDEN);
+    tr->dpolicy = TAKEF(c, (int64_t)B * NN_POLICY_NB);
+    tr->dlegal = TAKEF(c, (int64_t)B * NN_POLICY_NB);
+    tr->dvalue = TAKEF(c, (int64_t)B * NN_VALUE_NB);
+    tr->ml_fc1_z = ml ? TAKEF(c, (int64_t)B * NN_ML_HIDDEN) : NULL;
+    tr->ml_fc1_y = ml ? (nc->act == NN_ACT_RELU ? tr->ml_fc1_z : TAKEF(c, (int64_t)B * NN_ML_HIDDEN)) : NULL;
+    tr->ml_out = ml ? TAKEF(c, B) : NULL;
+    tr->dml = ml ? TAKEF(c, B) : NULL;
+    tr->gml_fc1 = ml ? TAKEF(c, (int64_t)B * NN_ML_HIDDEN) : NULL;
+    tr->gmlv = ml ? TAKEF(c, (int64_t)B * NN_ML_CH * NN_HW) : NULL;
+    tr->opp_out = opp ? TAKEF(c, (int64_t)B * NN_POLICY_NB) : NULL;
+    tr->dopp = opp ? TAKEF(c, (int64_t)B * NN_POLICY_NB) : NULL;
+    for (int32_t i = 0; i < nc->blocks; i++) {
+        int gp = net->gp_w[i] >= 0;
+        tr->gp_pool[i] = gp ? TAKEF(c, (int64_t)B * 2 * C) : NULL;
+        tr->gp_h[i] = gp ? TAKEF(c, (int64_t)B * C * NN_HW) : NULL;
+    }
+    tr->gp_gb = nc->gpool > 0 ? TAKEF(c, (int64_t)B * C) : NULL;
+    tr->gp_dpool = nc->gpool > 0 ? TAKEF(c, (int64_t)B * 2 * C) : NULL;
+    tr->stats = TAKEF(c, NN_STAT_NB);
+    tr->hyper = TAKEF(c, 4);
+    tr->rm_backup = TAKEF(c, net->n_stats);
+    tr->ws = nnet_take(c, ws);
+}
+
+/* nn_eval_batch runs the inference forward inside the training arena. */
+static void optim_alias_infer(nn_optim_t *tr) {
+    tr->f.x0 = tr->x0;
+    tr->f.h[0] = tr->g[0];
+    tr->f.h[1] = tr->g[1];
+    tr->f.h[2] = tr->g[2];
+    tr->f.v = tr->gv;
+    tr->f.fc1 = tr->gfc1;
+    tr->f.policy = tr->policy;
+    tr->f.legal = tr->legal_out;
+    tr->f.value = tr->value;
+    tr->f.gp = tr->gp_dpool;
+    tr->f.gb = tr->gp_gb;
+    tr->f.mlv = tr->gmlv;
+    tr->f.mlfc1 = tr->gml_fc1;
+    tr->f.ml = tr->ml_out;
+    tr->f.opp = tr->opp_out;
+    tr->f.ws = tr->ws;
+}
+
+nn_optim_t *nn_optim_new(nn_net_t *net, const nn_train_config_t *cfg, int32_t max_batch, char *err, size_t errlen) {
     if (max_batch < 1 || max_batch > (1 << 20)) {
         set_err(err, errlen, "nn_optim_new: max_batch %d out of range", max_batch);
         return NULL;
@@ -172,83 +271,11 @@ nn_optim_t *nn_optim_new(nn_net_t *net, const nn_train_config_t *cfg, int32_t ma
     tr->y = tr->ptrs + 2 * nu;
     tr->mean = tr->ptrs + 3 * nu;
     tr->invstd = tr->ptrs + 4 * nu;
-    const nn_net_config_t *nc = &net->cfg;
-    int32_t B = max_batch, C = nc->channels, cin = nc->in_planes + nc->in_hand;
-    size_t ws = nnet_max_conv_ws(net, be, B);
-    tr->head_stride = ((int64_t)B * C * NN_HW + 15) & ~(int64_t)15;
+    size_t ws = nnet_max_conv_ws(net, be, max_batch);
+    tr->head_stride = ((int64_t)max_batch * net->cfg.channels * NN_HW + 15) & ~(int64_t)15;
     for (int pass = 0; pass < 2; pass++) {
         carve_t c = {pass ? tr->arena : NULL, 0};
-        tr->planes = nnet_take(&c, (size_t)(B * nn_packed_bytes(nc->in_planes)));
-        tr->hand = TAKEF(&c, (int64_t)B * nc->in_hand);
-        tr->legal = nnet_take(&c, (size_t)(B * nn_packed_bytes(NN_POLICY_CH)));
-        tr->offsets = nnet_take(&c, sizeof(uint32_t) * (size_t)(B + 1));
-        tr->labels = nnet_take(&c, sizeof(uint16_t) * (size_t)B * NN_POLICY_NB);
-        tr->probs = TAKEF(&c, (int64_t)B * NN_POLICY_NB);
-        tr->result = nnet_take(&c, (size_t)B);
-        tr->q = TAKEF(&c, B);
-        int ml = net->u_ml >= 0, opp = net->u_opp >= 0;
-        tr->ml_t = ml ? TAKEF(&c, B) : NULL;
-        tr->opp_offsets = opp ? nnet_take(&c, sizeof(uint32_t) * (size_t)(B + 1)) : NULL;
-        tr->opp_labels = opp ? nnet_take(&c, sizeof(uint16_t) * (size_t)B * NN_POLICY_NB) : NULL;
-        tr->opp_probs = opp ? TAKEF(&c, (int64_t)B * NN_POLICY_NB) : NULL;
-        tr->legal_t = TAKEF(&c, (int64_t)B * NN_POLICY_NB);
-        tr->value_t = TAKEF(&c, (int64_t)B * NN_VALUE_NB);
-        tr->x0 = TAKEF(&c, (int64_t)B * cin * NN_HW);
-        int32_t pu = U_PCONV(nc->blocks), lu = U_LCONV(nc->blocks);
-        for (int32_t u = 0; u < nu; u++) {
-            const nn_unit_t *un = &net->units[u];
-            int64_t n = (int64_t)B * un->cout * NN_HW;
-            if (un->gamma < 0 || u == lu) { /* head outputs: the logits buffers below; legal: see below */
-                tr->c[u] = tr->z[u] = tr->y[u] = tr->mean[u] = tr->invstd[u] = NULL;
-                continue;
-            }
-            /* the head pair: (B, 2C, 81) merged, or the two units one after the other */
-            int64_t k = u == pu ? 2 * tr->head_stride : n;
-            tr->c[u] = TAKEF(&c, k);
-            tr->y[u] = TAKEF(&c, k);
-            tr->z[u] = nc->act == NN_ACT_RELU ? tr->y[u] : TAKEF(&c, k);
-            tr->mean[u] = TAKEF(&c, (u == pu ? 2 : 1) * un->cout);
-            tr->invstd[u] = TAKEF(&c, (u == pu ? 2 : 1) * un->cout);
-        }
-        if (tr->c[pu]) {
-            tr->c[lu] = tr->c[pu] + tr->head_stride;
-            tr->y[lu] = tr->y[pu] + tr->head_stride;
-            tr->z[lu] = tr->z[pu] + tr->head_stride;
-            tr->mean[lu] = tr->mean[pu] + C;
-            tr->invstd[lu] = tr->invstd[pu] + C;
-        }
-        tr->fc1_z = TAKEF(&c, (int64_t)B * NN_VALUE_HIDDEN);
-        tr->fc1_y = nc->act == NN_ACT_RELU ? tr->fc1_z : TAKEF(&c, (int64_t)B * NN_VALUE_HIDDEN);
-        tr->policy = TAKEF(&c, (int64_t)B * NN_POLICY_NB);
-        tr->legal_out = TAKEF(&c, (int64_t)B * NN_POLICY_NB);
-        tr->value = TAKEF(&c, (int64_t)B * NN_VALUE_NB);
-        for (int i = 0; i < 3; i++) tr->g[i] = TAKEF(&c, (int64_t)B * C * NN_HW);
-        tr->gh = TAKEF(&c, (int64_t)B * 2 * C * NN_HW);
-        tr->hsplit = TAKEF(&c, 2 * tr->head_stride);
-        tr->gv = TAKEF(&c, (int64_t)B * NN_VALUE_CH * NN_HW);
-        tr->gfc1 = TAKEF(&c, (int64_t)B * NN_VALUE_HIDDEN);
-        tr->dpolicy = TAKEF(&c, (int64_t)B * NN_POLICY_NB);
-        tr->dlegal = TAKEF(&c, (int64_t)B * NN_POLICY_NB);
-        tr->dvalue = TAKEF(&c, (int64_t)B * NN_VALUE_NB);
-        tr->ml_fc1_z = ml ? TAKEF(&c, (int64_t)B * NN_ML_HIDDEN) : NULL;
-        tr->ml_fc1_y = ml ? (nc->act == NN_ACT_RELU ? tr->ml_fc1_z : TAKEF(&c, (int64_t)B * NN_ML_HIDDEN)) : NULL;
-        tr->ml_out = ml ? TAKEF(&c, B) : NULL;
-        tr->dml = ml ? TAKEF(&c, B) : NULL;
-        tr->gml_fc1 = ml ? TAKEF(&c, (int64_t)B * NN_ML_HIDDEN) : NULL;
-        tr->gmlv = ml ? TAKEF(&c, (int64_t)B * NN_ML_CH * NN_HW) : NULL;
-        tr->opp_out = opp ? TAKEF(&c, (int64_t)B * NN_POLICY_NB) : NULL;
-        tr->dopp = opp ? TAKEF(&c, (int64_t)B * NN_POLICY_NB) : NULL;
-        for (int32_t i = 0; i < nc->blocks; i++) {
-            int gp = net->gp_w[i] >= 0;
-            tr->gp_pool[i] = gp ? TAKEF(&c, (int64_t)B * 2 * C) : NULL;
-            tr->gp_h[i] = gp ? TAKEF(&c, (int64_t)B * C * NN_HW) : NULL;
-        }
-        tr->gp_gb = nc->gpool > 0 ? TAKEF(&c, (int64_t)B * C) : NULL;
-        tr->gp_dpool = nc->gpool > 0 ? TAKEF(&c, (int64_t)B * 2 * C) : NULL;
-        tr->stats = TAKEF(&c, NN_STAT_NB);
-        tr->hyper = TAKEF(&c, 4);
-        tr->rm_backup = TAKEF(&c, net->n_stats);
-        tr->ws = nnet_take(&c, ws);
+        optim_carve(tr, &c, ws);
         if (pass == 0) {
             tr->arena = be->buf_alloc(be, c.off);
             tr->grads = be->buf_alloc(be, sizeof(float) * (size_t)net->n_params);
@@ -260,23 +287,7 @@ nn_optim_t *nn_optim_new(nn_net_t *net, const nn_train_config_t *cfg, int32_t ma
             }
         }
     }
-    /* nn_eval_batch runs the inference forward inside the training arena. */
-    tr->f.x0 = tr->x0;
-    tr->f.h[0] = tr->g[0];
-    tr->f.h[1] = tr->g[1];
-    tr->f.h[2] = tr->g[2];
-    tr->f.v = tr->gv;
-    tr->f.fc1 = tr->gfc1;
-    tr->f.policy = tr->policy;
-    tr->f.legal = tr->legal_out;
-    tr->f.value = tr->value;
-    tr->f.gp = tr->gp_dpool;
-    tr->f.gb = tr->gp_gb;
-    tr->f.mlv = tr->gmlv;
-    tr->f.mlfc1 = tr->gml_fc1;
-    tr->f.ml = tr->ml_out;
-    tr->f.opp = tr->opp_out;
-    tr->f.ws = tr->ws;
+    optim_alias_infer(tr);
     _Static_assert(NN_STAT_NB <= NN_LATE_STRIDE, "a metric record holds the stats");
     size_t late_bytes = 2 * NN_LATE_STRIDE * sizeof(float);
     if (be->host_alloc && (tr->late_host = be->host_alloc(be, late_bytes)) != NULL) tr->late_pinned = 1;
