@@ -35,6 +35,43 @@
 #define SANITIZED 0
 #endif
 
+/* ---- loop counts ------------------------------------------------------------------- */
+
+/* KOMA_TEST_SCALE, a number in (0, 1] (default 1; the asan and tsan test
+ * presets set it): the share of a long loop a test runs where the loop only
+ * repeats code it has already run (training steps, games, perft nodes). A
+ * sanitizer job checks that code's memory and threads, which a few rounds
+ * do; the normal job runs the full counts and asserts what needs them (a
+ * loss that falls far enough, a count that matches), so a test reads
+ * t_full() before asserting those. Anything else read as 1, with a warning. */
+static inline double t_scale(void) {
+    static double scale = -1;
+    if (scale < 0) {
+        const char *e = getenv("KOMA_TEST_SCALE");
+        char *end = NULL;
+        double s = e && *e ? strtod(e, &end) : 1.0;
+        if (e && *e && (*end || !(s > 0 && s <= 1))) {
+            fprintf(stderr, "KOMA_TEST_SCALE=%s: not a number in (0, 1]; the full counts run\n", e);
+            s = 1.0;
+        }
+        if (s < 1) fprintf(stderr, "KOMA_TEST_SCALE=%g: the long loops run that share of their counts\n", s);
+        scale = s;
+    }
+    return scale;
+}
+
+/* 1 where the full counts run (KOMA_TEST_SCALE unset or 1). */
+static inline int t_full(void) { return t_scale() >= 1.0; }
+
+/* n times the scale, rounded up, at least lo (and never above n). */
+static inline int t_scaled(int n, int lo) {
+    double s = t_scale();
+    if (s >= 1.0) return n;
+    int k = (int)ceil(n * s);
+    if (k < lo) k = lo;
+    return k < n ? k : n;
+}
+
 /* ---- checks ------------------------------------------------------------------- */
 
 static atomic_int g_checks; /* checks made */

@@ -264,7 +264,7 @@ static void test_threads(void) {
         KOMA_ASSERT(s[i].be);
         s[i].x = randn(64 * 64 * 81, 1), s[i].w = randn(64 * 64 * 9, 0.1f), s[i].y = randn(64 * 64 * 81, 1);
         s[i].ws = s[i].be->buf_alloc(s[i].be, s[i].be->conv_ws_bytes(s[i].be, 64, 64, 64, 3));
-        s[i].iters = 40;
+        s[i].iters = t_scaled(40, 8); /* fewer in a sanitizer job (KOMA_TEST_SCALE): the check is a ratio */
         spin_run(&s[i]); /* builds the primitive */
     }
     /* Each instance works on its caller's thread alone: with the two side by side,

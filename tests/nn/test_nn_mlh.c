@@ -333,7 +333,8 @@ static void metrics_and_absent(void) {
 }
 
 /* Overfitting a small batch: the moves-left MAE falls well below the spread
- * of the targets, and the opponent loss falls. */
+ * of the targets, and the opponent loss falls (a sanitizer job,
+ * KOMA_TEST_SCALE, runs its share of the 300 steps and asserts neither). */
 static void overfit(void) {
     nn_backend_t *be = nn_backend_cpu_new(1);
     nn_net_config_t cfg = {.blocks = 2, .channels = 16, .act = NN_ACT_RELU, .in_planes = 8, .in_hand = 2,
@@ -352,11 +353,14 @@ static void overfit(void) {
     heads_init(&hd, &tb);
     nn_metrics_t m0, m;
     CHECK(nn_train_step(tr, &tb.b, &m0, err, sizeof err) == 0);
-    for (int s = 0; s < 300; s++) CHECK(nn_train_step(tr, &tb.b, &m, err, sizeof err) == 0);
+    int steps = t_scaled(300, 20);
+    for (int s = 0; s < steps; s++) CHECK(nn_train_step(tr, &tb.b, &m, err, sizeof err) == 0);
     fprintf(stderr, "-- overfit: moves-left MAE %.1f -> %.1f plies, opp loss %.3f -> %.3f\n", m0.moves_left_mae,
             m.moves_left_mae, m0.opp_policy_loss, m.opp_policy_loss);
-    CHECK(m.moves_left_mae < 0.3 * m0.moves_left_mae && m.moves_left_mae < 15.0);
-    CHECK(m.opp_policy_loss < 0.5 * m0.opp_policy_loss);
+    if (t_full()) {
+        CHECK(m.moves_left_mae < 0.3 * m0.moves_left_mae && m.moves_left_mae < 15.0);
+        CHECK(m.opp_policy_loss < 0.5 * m0.opp_policy_loss);
+    }
     t_batch_free(&tb);
     nn_optim_free(tr);
     nn_net_free(net);

@@ -1,7 +1,11 @@
 /* test_nn_net.c - the whole network on the CPU backend: finite-difference
  * gradients of every parameter tensor under each loss and all three together
  * (relu and silu), overfitting a small fixed batch, batch independence of
- * inference, and rejection of malformed batches. */
+ * inference, and rejection of malformed batches. Under KOMA_TEST_SCALE (the
+ * sanitizer jobs) the finite differences run on the all-losses and pooled
+ * nets only, probing 2 of each tensor's 6 elements, and the overfit runs its
+ * share of the 400 steps without the learning bounds; every tensor's
+ * gradient code and every other check still runs. */
 #include "nn_test.h"
 
 typedef struct {
@@ -54,7 +58,8 @@ static void fd_net(nn_backend_t *be, nn_act_t act, float wp, float wv, float wl,
         for (int64_t j = 0; j < t->numel; j++) nonzero += grads[t->offset + j] != 0.0f;
         if (wp > 0 && wv > 0 && wl > 0 && !t_judge(nonzero != 0))
             fprintf(stderr, "  %s: gradient is all zero under all three losses\n", t->name);
-        t_fd_check(what, params + t->offset, t->numel, grads + t->offset, net_loss, &c, eps, 3e-4, 3e-2, 6, 0.05);
+        t_fd_check(what, params + t->offset, t->numel, grads + t->offset, net_loss, &c, eps, 3e-4, 3e-2, t_scaled(6, 2),
+                   0.05);
     }
     free(grads);
     t_batch_free(&tb);
@@ -89,7 +94,7 @@ static void overfit(nn_backend_t *be) {
     nn_metrics_t m0, m, e0, e;
     KOMA_ASSERT(nn_eval_batch(tr, &tb.b, &e0, err, sizeof(err)) == 0);
     KOMA_ASSERT(nn_train_grad(tr, &tb.b, &m0, err, sizeof(err)) == 0);
-    int steps = 400;
+    int steps = t_scaled(400, 20);
     for (int s = 0; s < steps; s++) {
         KOMA_ASSERT(nn_train_step(tr, &tb.b, &m, err, sizeof(err)) == 0);
         if (s % 100 == 0 || s == steps - 1)
@@ -104,18 +109,22 @@ static void overfit(nn_backend_t *be) {
            fl = m.legal_loss / m0.legal_loss;
     fprintf(stderr, "overfit (train mode): policy excess %.4f -> %.4f (x%.3f), value %.4f -> %.4f (x%.3f), legal %.5f -> %.5f (x%.3f)\n",
             m0.policy_loss - H, m.policy_loss - H, fp, m0.value_loss, m.value_loss, fv, m0.legal_loss, m.legal_loss, fl);
-    CHECK(fp <= 0.1 && fv <= 0.1 && fl <= 0.1);
     /* Top-1 accuracy swings between ~0.8 and 1 from step to step once the loss has
      * fallen (near-tied targets; it depends on libm and compiler flags): the loss
-     * bounds above are the requirement, accuracy only has to be far above chance. */
-    CHECK(m.policy_acc >= 0.75);
-    CHECK(m.legal_f1 > 0.95);
+     * bounds are the requirement, accuracy only has to be far above chance. */
+    if (t_full()) {
+        CHECK(fp <= 0.1 && fv <= 0.1 && fl <= 0.1);
+        CHECK(m.policy_acc >= 0.75);
+        CHECK(m.legal_f1 > 0.95);
+    }
     double ep = (e.policy_loss - H) / (e0.policy_loss - H), ev = e.value_loss / e0.value_loss,
            el = e.legal_loss / e0.legal_loss;
     fprintf(stderr, "overfit (inference mode, folded BN): policy x%.3f value x%.3f legal x%.3f acc %.2f f1 %.3f\n",
             ep, ev, el, e.policy_acc, e.legal_f1);
-    CHECK(ep <= 0.1 && ev <= 0.1 && el <= 0.1);
-    CHECK(e.policy_acc >= 0.75 && e.legal_f1 > 0.95);
+    if (t_full()) {
+        CHECK(ep <= 0.1 && ev <= 0.1 && el <= 0.1);
+        CHECK(e.policy_acc >= 0.75 && e.legal_f1 > 0.95);
+    }
 
     /* inference: a batch gives the same rows as the positions one by one */
     nn_ctx_t *ctx = nn_ctx_new(net, NULL, B, err, sizeof(err));
@@ -196,9 +205,14 @@ static void overfit(nn_backend_t *be) {
 
 int main(void) {
     nn_backend_t *be = nn_backend_cpu_new(0);
-    fd_net(be, NN_ACT_SILU, 1, 0, 0, 1, 0);
-    fd_net(be, NN_ACT_SILU, 0, 1, 0, 1, 0);
-    fd_net(be, NN_ACT_SILU, 0, 0, 300, 1, 0);
+    /* Each loss alone, then all three: the same code with other weights (a
+     * loss's weight scales its gradient), so a sanitizer job (KOMA_TEST_SCALE)
+     * runs the last of the four only. */
+    if (t_full()) {
+        fd_net(be, NN_ACT_SILU, 1, 0, 0, 1, 0);
+        fd_net(be, NN_ACT_SILU, 0, 1, 0, 1, 0);
+        fd_net(be, NN_ACT_SILU, 0, 0, 300, 1, 0);
+    }
     fd_net(be, NN_ACT_SILU, 1, 1, 100, 1, 0);
     /* global pooling in block 1 of 2 (block 0 plain): the pool, dense and
      * channel-bias gradients, and everything before them, under the policy

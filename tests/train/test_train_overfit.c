@@ -3,7 +3,10 @@
  * a one-hot target on the move played, results +-1 with root_q = result)
  * is memorised by train_trainer_run_cycle: the policy, value and legal losses
  * on the whole shard fall by >= 90% and top-1 policy accuracy reaches >= 0.9,
- * measured in inference mode (folded batch norm) on every row. */
+ * measured in inference mode (folded batch norm) on every row. Under
+ * KOMA_TEST_SCALE (the sanitizer jobs) the cycle runs that share of its 150
+ * steps and the learning bounds are not asserted; the step count and the
+ * saved net still are. */
 #include "train_test.h"
 
 /* Losses of the trainer's net on every row of the shard, inference mode. */
@@ -55,7 +58,8 @@ int main(void) {
     snprintf(cfg.net, sizeof cfg.net, "2x32");
     cfg.threads = 1;
     cfg.batch = 32;
-    cfg.min_steps_per_cycle = cfg.max_steps_per_cycle = 150;
+    int steps = t_scaled(150, 10);
+    cfg.min_steps_per_cycle = cfg.max_steps_per_cycle = steps;
     cfg.opt.lr = 0.05f;
     cfg.opt.warmup_steps = 10;
     cfg.opt.schedule = NN_SCHED_CONSTANT;
@@ -76,10 +80,12 @@ int main(void) {
             "legal %.5f -> %.5f (x%.3f), acc %.3f -> %.3f, f1 %.3f -> %.3f\n",
             rep.steps, m0.policy_loss, m1.policy_loss, fp, m0.value_loss, m1.value_loss, fv, m0.legal_loss,
             m1.legal_loss, fl, m0.policy_acc, m1.policy_acc, m0.legal_f1, m1.legal_f1);
-    CHECK(rep.steps == 150);
-    CHECK(fp <= 0.1 && fv <= 0.1 && fl <= 0.1);
-    CHECK(m1.policy_acc >= 0.9);
-    CHECK(m1.legal_f1 >= 0.9);
+    CHECK(rep.steps == steps);
+    if (t_full()) {
+        CHECK(fp <= 0.1 && fv <= 0.1 && fl <= 0.1);
+        CHECK(m1.policy_acc >= 0.9);
+        CHECK(m1.legal_f1 >= 0.9);
+    }
     /* the saved model is the trained net */
     train_trainer_free(tr);
     tr = train_trainer_new(&cfg, R.dir, R.w, NULL, err, sizeof err);
