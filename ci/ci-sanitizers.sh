@@ -10,7 +10,9 @@
 #       (override with KOMA_TSAN_TESTS=<ctest -R regex>), except the tests
 #       that start no thread, where TSan has nothing to check (the corpus
 #       replays fuzz_*; test_selfplay_dfpn, test_usi_mate, test_usi_tsume: no
-#       clone(2) under strace -f), and test_selfplay_kill/_sigint/_fault and
+#       clone(2) under strace -f), test_koma_shards (its subject is the
+#       Python reader; the selfplay run it reads runs the threads of
+#       test_selfplay_e2e), and test_selfplay_kill/_sigint/_fault and
 #       test_eval_kill: they
 #       kill and restart the real `selfplay` binary under wall-clock limits
 #       (240 s for the resumed run) that a TSan build (5-15x slower) misses
