@@ -122,14 +122,18 @@ static void test_open_and_schema(void) {
 }
 
 /* ---- round trips ----------------------------------------------------------------------- */
-static void test_round_trips(void) {
-    char err[DB_ERR_MAX];
-    db_t *db = NULL;
-    const char *path = tmp_db("rt.db");
-    CHECK_OK(db, db_open(path, 0, &db, err, sizeof err));
-    if (!db) return;
+/* What the round trips share: the database and the rows one section writes
+ * and a later one refers to. */
+typedef struct {
+    db_t *db;
+    const char *path;
+    int64_t run1, m0, m1;  /* the first run; models of cycles 0 and 1 */
+    db_shard_t s1, s2, s3; /* shards of cycles 0, 1, 1 (s3 empty) */
+} rt_t;
 
-    /* runs */
+/* runs */
+static void rt_runs(rt_t *r) {
+    db_t *db = r->db;
     db_run_t run;
     CHECK(db_run_latest(db, &run) == DB_NOTFOUND);
     int64_t run1 = 0, run2 = 0;
@@ -141,8 +145,14 @@ static void test_round_trips(void) {
           run.config && strcmp(run.config, "{\"lr\": 0.02}") == 0 && strlen(run.created) >= 20);
     db_run_clear(&run);
     db_run_clear(&run);
+    r->run1 = run1;
+}
 
-    /* models */
+/* models */
+static void rt_models(rt_t *r) {
+    db_t *db = r->db;
+    const char *path = r->path;
+    int64_t run1 = r->run1;
     db_model_t m = {0}, got;
     CHECK(db_model_latest(db, &got) == DB_NOTFOUND && contains(db_errmsg(db), "no such model"));
     m.run_id = run1;
@@ -186,8 +196,13 @@ static void test_round_trips(void) {
     snprintf(m.xxh3, sizeof m.xxh3, "0123456789abcdef");
     snprintf(m.path, sizeof m.path, "/abs/path");
     CHECK(db_model_insert(db, &m) == DB_INVALID && contains(db_errmsg(db), "absolute"));
+    r->m0 = m0, r->m1 = m1;
+}
 
-    /* shards and games */
+/* shards and games */
+static void rt_shards(rt_t *r) {
+    db_t *db = r->db;
+    int64_t m0 = r->m0, m1 = r->m1;
     db_game_t g1[3] = {
         game(0, 10, DB_RESULT_BLACK_WIN, DB_REASON_CHECKMATE, "7g7f 3c3d 8h2b+", 10),
         game(10, 20, DB_RESULT_WHITE_WIN, DB_REASON_RESIGN, "2g2f 8c8d", 20),
@@ -268,8 +283,12 @@ static void test_round_trips(void) {
     CHECK(db_shard_insert(db, &s4, &bad, 1) == DB_INVALID && contains(db_errmsg(db), "unknown end reason"));
     CHECK(db_shard_insert(db, &s1, NULL, 0) == DB_CONSTRAINT && contains(db_errmsg(db), "UNIQUE")); /* same path */
     CHECK(count_rows(db, "shards") == 3);
+    r->s1 = s1, r->s2 = s2, r->s3 = s3;
+}
 
-    /* train steps: batched, replaced when written again */
+/* train steps: batched, replaced when written again */
+static void rt_train_steps(rt_t *r) {
+    db_t *db = r->db;
     db_train_step_t steps[5];
     for (int i = 0; i < 5; i++) {
         memset(&steps[i], 0, sizeof steps[i]);
@@ -304,8 +323,13 @@ static void test_round_trips(void) {
     CHECK_OK(db, db_train_steps_get(db, 0, 1000, back, 3, &nb));
     CHECK(nb == 3);
     CHECK_OK(db, db_train_steps_insert(db, steps, 0));
+}
 
-    /* cycle metrics: put, get, replace */
+/* cycle metrics: put, get, replace */
+static void rt_cycle_metrics(rt_t *r) {
+    db_t *db = r->db;
+    const char *path = r->path;
+    int64_t m1 = r->m1;
     db_cycle_metrics_t cm = {0}, cg;
     cm.cycle = 1;
     cm.model_id = m1;
@@ -375,8 +399,12 @@ static void test_round_trips(void) {
     CHECK_OK(db, db_cycle_metrics_get_or_init(db, 1, &cg));
     CHECK(cg.cycle == 1 && cg.elo == 120);
     CHECK(count_rows(db, "cycle_metrics") == 1);
+}
 
-    /* matches */
+/* matches */
+static void rt_matches(rt_t *r) {
+    db_t *db = r->db;
+    int64_t m0 = r->m0, m1 = r->m1;
     db_match_t ma = {0};
     ma.cycle = 1;
     ma.model_a = m1;
@@ -409,8 +437,15 @@ static void test_round_trips(void) {
     CHECK_OK(db, db_matches_list(db, -1, &ml, &nm));
     CHECK(nm == 3);
     free(ml);
+}
 
-    /* summary */
+/* summary; everything survives a reopen; an empty database (closes r->db) */
+static void rt_summary(rt_t *r) {
+    char err[DB_ERR_MAX];
+    db_t *db = r->db;
+    const char *path = r->path;
+    int64_t m1 = r->m1;
+    db_shard_t s1 = r->s1, s2 = r->s2, s3 = r->s3;
     db_summary_t sum;
     CHECK_OK(db, db_summary(db, &sum));
     CHECK(sum.schema_version == DB_SCHEMA_VERSION && sum.runs == 2 && sum.models == 2 && sum.shards == 3 &&
@@ -438,6 +473,21 @@ static void test_round_trips(void) {
     CHECK(sum.games == 0 && sum.latest_cycle == -1 && sum.last_step == -1 && isnan(sum.avg_plies) &&
           isnan(sum.last_loss_total) && sum.first_run[0] == 0);
     db_close(db);
+}
+
+static void test_round_trips(void) {
+    char err[DB_ERR_MAX];
+    rt_t r = {0};
+    r.path = tmp_db("rt.db");
+    CHECK_OK(r.db, db_open(r.path, 0, &r.db, err, sizeof err));
+    if (!r.db) return;
+    rt_runs(&r);
+    rt_models(&r);
+    rt_shards(&r);
+    rt_train_steps(&r);
+    rt_cycle_metrics(&r);
+    rt_matches(&r);
+    rt_summary(&r);
 }
 
 /* ---- match games through db.h ---------------------------------------------------------------- */
