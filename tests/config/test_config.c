@@ -84,17 +84,9 @@ static void test_list(const char *ini) {
            "%s", err);
 }
 
-int main(void) {
+/* Defaults stay when nothing is given; the file applies; the command line wins. */
+static void test_precedence(char *ini) {
     char err[600];
-    char dir[300];
-    snprintf(dir, sizeof dir, "%s", KOMA_TEST_TMP);
-    compat_mkdir_p(dir, err, sizeof err);
-    char ini[400];
-    snprintf(ini, sizeof ini, "%s/config_test.ini", dir);
-    FILE *f = fopen(ini, "w");
-    fprintf(f, "# a named flag set\ncycles = 7\nlr = 0.02\nnet = 10x128\ngumbel = true\n");
-    fclose(f);
-
     /* Defaults stay when nothing is given. */
     reset();
     char *a0[] = {"prog"};
@@ -114,7 +106,12 @@ int main(void) {
     char *a2[] = {"prog", "--lr=0.5", "--gumbel"};
     CHECK(parse(3, a2, err, sizeof err) == CFG_OK);
     CHECK(lr == 0.5 && gumbel == 1);
+}
 
+/* Errors name the flag or the file (and its line). */
+static void test_errors(char *ini, char *dir) {
+    char err[600];
+    FILE *f;
     /* Errors name the flag / the file. */
     reset();
     char *a3[] = {"prog", "--cycels", "3"};
@@ -185,6 +182,10 @@ int main(void) {
     } else {
         fprintf(stderr, "no mkfifo: the FIFO case is skipped\n");
     }
+}
+
+static void test_bool_words(void) {
+    char err[600];
     /* A boolean flag followed by a word that is no boolean: a program without
      * positional arguments says the value is not a boolean ("unexpected
      * argument" did not name the flag); one with positional arguments takes
@@ -199,7 +200,10 @@ int main(void) {
     reset();
     char *a14[] = {"prog", "--gumbel", "file.csa"};
     CHECK(parse(3, a14, err, sizeof err) == CFG_OK && gumbel);
+}
 
+static void test_out_of_range(void) {
+    char err[600];
     /* Numbers beyond what the type holds are out of range, and the message
      * gives the range ("is not an integer" / "is not a number" misled). */
     reset();
@@ -233,7 +237,12 @@ int main(void) {
         CHECKF(cfg_set(u, 3, "big", "99999999999999999999", err, sizeof err) == CFG_ERROR && strstr(err, "is outside [-9.3e+18, 9.3e+18]"),
                "big: %s", err);
     }
+}
 
+static void test_binary_input(char *ini) {
+    char err[600];
+    FILE *f;
+    char *a8[] = {"prog", "--config", ini};
     /* A binary file named as the config: no raw byte of it reaches the
      * message (a terminal would act on escape sequences), every one shown
      * as \xNN; valid UTF-8 stays readable. */
@@ -273,7 +282,10 @@ int main(void) {
     memset(longv, 'v', sizeof longv - 1);
     longv[sizeof longv - 1] = 0;
     CHECK(strlen(cfg_quote(longv, q, sizeof q)) < sizeof q && strstr(q, "...") != NULL);
+}
 
+static void test_help_wrap(void) {
+    char err[600];
     /* --help: rows wrapped to 80 columns (not a terminal), texts in one
      * column, allowed words given once. */
     {
@@ -318,7 +330,12 @@ int main(void) {
         free(t);
         compat_remove_file(hp);
     }
+}
 
+static void test_last_line_and_dump(char *ini) {
+    char err[600];
+    FILE *f;
+    char *a8[] = {"prog", "--config", ini};
     /* The last line needs no newline. */
     f = fopen(ini, "w");
     fprintf(f, "cycles = 9");
@@ -339,7 +356,25 @@ int main(void) {
     reset();
     CHECK(cfg_load_file(opts, NOPTS, ini, err, sizeof err) == CFG_OK);
     CHECK(cycles == 123 && !strcmp(net, "20x256"));
+}
 
+int main(void) {
+    char err[600];
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s", KOMA_TEST_TMP);
+    compat_mkdir_p(dir, err, sizeof err);
+    char ini[400];
+    snprintf(ini, sizeof ini, "%s/config_test.ini", dir);
+    FILE *f = fopen(ini, "w");
+    fprintf(f, "# a named flag set\ncycles = 7\nlr = 0.02\nnet = 10x128\ngumbel = true\n");
+    fclose(f);
+    test_precedence(ini);
+    test_errors(ini, dir);
+    test_bool_words();
+    test_out_of_range();
+    test_binary_input(ini);
+    test_help_wrap();
+    test_last_line_and_dump(ini);
     test_list(ini);
     return t_done("test_config");
 }
