@@ -20,6 +20,7 @@
 #include "tools_test.h"
 
 static char *g_html;
+static char buf[1 << 20]; /* a chart copied out of the page */
 
 static int count(const char *needle) {
     int n = 0;
@@ -93,151 +94,137 @@ static void check_page(void) {
     CHECK(count("NaN") == 0 && count("nan,") == 0 && count("inf,") == 0); /* no broken coordinates */
 }
 
-int main(int argc, char **argv) {
-    if (argc < 3) {
-        fprintf(stderr, "usage: test_report REPORT MAKE_REPORT_FIXTURE\n");
-        return 2;
-    }
-    const char *report = argv[1], *fixture = argv[2];
-    t_scratch("test_report");
-    static char buf[1 << 20];
+/* The outside engines' match of the full run: two games, recorded one by one, and its Elo. */
+static void add_outside_match(const char *full) {
+    char dbp[1000], err[DB_ERR_MAX];
+    snprintf(dbp, sizeof dbp, "%s/koma.db", full);
+    db_t *db = NULL;
+    KOMA_ASSERT(db_open(dbp, 0, &db, err, sizeof err) == DB_OK);
+    db_match_t m;
+    memset(&m, 0, sizeof m);
+    snprintf(m.engine_a, sizeof m.engine_a, "engine1: Alpha <1.0>");
+    snprintf(m.engine_b, sizeof m.engine_b, "engine2: Beta");
+    snprintf(m.opponent, sizeof m.opponent, "engine2: Beta");
+    snprintf(m.settings, sizeof m.settings, "usi-match byoyomi 100");
+    CHECK(db_match_begin(db, &m) == DB_OK);
+    db_game_t g;
+    memset(&g, 0, sizeof g);
+    g.start_sfen = "startpos";
+    g.moves = "7g7f 3c3d";
+    g.plies = 2;
+    g.result = DB_RESULT_BLACK_WIN;
+    g.reason = DB_REASON_RESIGN;
+    g.black = m.engine_a, g.white = m.engine_b;
+    CHECK(db_match_game_insert(db, m.id, &g) == DB_OK);
+    g.reason = DB_REASON_TIME; /* never in the fixture's self-play games */
+    g.black = m.engine_b, g.white = m.engine_a;
+    CHECK(db_match_game_insert(db, m.id, &g) == DB_OK);
+    CHECK(db_match_get(db, m.id, &m) == DB_OK && m.wins == 1 && m.losses == 1);
+    m.elo = 0, m.elo_lo = -300, m.elo_hi = 300;
+    CHECK(db_match_finish(db, &m) == DB_OK);
+    db_close(db);
+}
 
-    /* ---- a full synthetic run ---- */
-    char full[900];
-    snprintf(full, sizeof full, "%s", t_path("full"));
-    const char *mk[] = {fixture, full, "--cycles", "8", NULL};
-    CHECK(t_run(mk) == 0);
-    char dbp_full[1000];
-    snprintf(dbp_full, sizeof dbp_full, "%s/koma.db", full);
-    /* A match of two outside engines, recorded game by game. */
+/* The full run's charts: each title present, points in the ones with data. */
+static void full_charts(void) {
+    const char *titles[] = {"Losses", "Accuracy", "Learning rate", "Gradient norm (before clipping)",
+                            "Elo by cycle (cycle 0 = 0, 95% interval)", "Positions per second",
+                            "Network evaluations per second", "Average inference batch", "Inference device busy",
+                            "Self-play results", "Average game length", "False resignations in no-resign games",
+                            "Game length", "How games ended"};
+    for (size_t i = 0; i < sizeof titles / sizeof titles[0]; i++) {
+        chart(titles[i], buf, sizeof buf);
+        if (!buf[0]) fprintf(stderr, "chart '%s' missing\n", titles[i]);
+        CHECK(buf[0] != 0);
+    }
+    /* Losses: four series with many points each, and a legend. */
+    chart("Losses", buf, sizeof buf);
+    CHECK(occurrences(buf, "<polyline") == 4);
+    CHECK(strstr(buf, ">policy</text>") && strstr(buf, ">value</text>") && strstr(buf, ">legal</text>"));
+    CHECK(occurrences(buf, ",") >= 4 * 400); /* 2000 steps in 4-step buckets: 500 points a series */
+    CHECK(strstr(buf, ">training step</text>") != NULL);
+    /* Elo: nine rated cycles (0..8), each with a point and an error bar. */
+    chart("Elo by cycle (cycle 0 = 0, 95% interval)", buf, sizeof buf);
+    CHECK(occurrences(buf, "<circle") == 9);
+    CHECK(occurrences(buf, "class=\"err\"") >= 8);
+    /* The same ratings by hours: the nets whose cycle has timed metrics (0..7). */
+    chart("Elo by hours of running (cycle 0 = 0, 95% interval)", buf, sizeof buf);
+    CHECK(occurrences(buf, "<circle") == 8 && strstr(buf, ">hours</text>") != NULL);
+    /* its note does not fit beside the title: it is on a line of its own, not drawn over the title */
+    CHECK(strstr(buf, "y=\"22\" class=\"small\"") == NULL && strstr(buf, "y=\"39\" class=\"small\"") != NULL);
+    /* hours of running: the fixture's day between cycles 3 and 4 is left
+     * out, so the axis ends near 8 cycles x 10 minutes, not a day later */
     {
-        char dbp[1000], err[DB_ERR_MAX];
-        snprintf(dbp, sizeof dbp, "%s/koma.db", full);
-        db_t *db = NULL;
-        KOMA_ASSERT(db_open(dbp, 0, &db, err, sizeof err) == DB_OK);
-        db_match_t m;
-        memset(&m, 0, sizeof m);
-        snprintf(m.engine_a, sizeof m.engine_a, "engine1: Alpha <1.0>");
-        snprintf(m.engine_b, sizeof m.engine_b, "engine2: Beta");
-        snprintf(m.opponent, sizeof m.opponent, "engine2: Beta");
-        snprintf(m.settings, sizeof m.settings, "usi-match byoyomi 100");
-        CHECK(db_match_begin(db, &m) == DB_OK);
-        db_game_t g;
-        memset(&g, 0, sizeof g);
-        g.start_sfen = "startpos";
-        g.moves = "7g7f 3c3d";
-        g.plies = 2;
-        g.result = DB_RESULT_BLACK_WIN;
-        g.reason = DB_REASON_RESIGN;
-        g.black = m.engine_a, g.white = m.engine_b;
-        CHECK(db_match_game_insert(db, m.id, &g) == DB_OK);
-        g.reason = DB_REASON_TIME; /* never in the fixture's self-play games */
-        g.black = m.engine_b, g.white = m.engine_a;
-        CHECK(db_match_game_insert(db, m.id, &g) == DB_OK);
-        CHECK(db_match_get(db, m.id, &m) == DB_OK && m.wins == 1 && m.losses == 1);
-        m.elo = 0, m.elo_lo = -300, m.elo_hi = 300;
-        CHECK(db_match_finish(db, &m) == DB_OK);
-        db_close(db);
+        double xmax = -1;
+        const char *key = "text-anchor=\"middle\">";
+        for (const char *p = buf; (p = strstr(p, key)); p += strlen(key)) xmax = fmax(xmax, atof(p + strlen(key)));
+        CHECK(xmax >= 1.0 && xmax <= 2.0);
     }
-    const char *rep[] = {report, full, NULL};
-    CHECK(t_run(rep) == 0);
-    char out[1000];
-    snprintf(out, sizeof out, "%s/report.html", full);
-    CHECK(load(out) == 0);
-    if (g_html) {
-        check_page();
-        CHECK(count("no data yet") == 0);
-        const char *titles[] = {"Losses", "Accuracy", "Learning rate", "Gradient norm (before clipping)",
-                                "Elo by cycle (cycle 0 = 0, 95% interval)", "Positions per second",
-                                "Network evaluations per second", "Average inference batch", "Inference device busy",
-                                "Self-play results", "Average game length", "False resignations in no-resign games",
-                                "Game length", "How games ended"};
-        for (size_t i = 0; i < sizeof titles / sizeof titles[0]; i++) {
-            chart(titles[i], buf, sizeof buf);
-            if (!buf[0]) fprintf(stderr, "chart '%s' missing\n", titles[i]);
-            CHECK(buf[0] != 0);
-        }
-        /* Losses: four series with many points each, and a legend. */
-        chart("Losses", buf, sizeof buf);
-        CHECK(occurrences(buf, "<polyline") == 4);
-        CHECK(strstr(buf, ">policy</text>") && strstr(buf, ">value</text>") && strstr(buf, ">legal</text>"));
-        CHECK(occurrences(buf, ",") >= 4 * 400); /* 2000 steps in 4-step buckets: 500 points a series */
-        CHECK(strstr(buf, ">training step</text>") != NULL);
-        /* Elo: nine rated cycles (0..8), each with a point and an error bar. */
-        chart("Elo by cycle (cycle 0 = 0, 95% interval)", buf, sizeof buf);
-        CHECK(occurrences(buf, "<circle") == 9);
-        CHECK(occurrences(buf, "class=\"err\"") >= 8);
-        /* The same ratings by hours: the nets whose cycle has timed metrics (0..7). */
-        chart("Elo by hours of running (cycle 0 = 0, 95% interval)", buf, sizeof buf);
-        CHECK(occurrences(buf, "<circle") == 8 && strstr(buf, ">hours</text>") != NULL);
-        /* its note does not fit beside the title: it is on a line of its own, not drawn over the title */
-        CHECK(strstr(buf, "y=\"22\" class=\"small\"") == NULL && strstr(buf, "y=\"39\" class=\"small\"") != NULL);
-        /* hours of running: the fixture's day between cycles 3 and 4 is left
-         * out, so the axis ends near 8 cycles x 10 minutes, not a day later */
-        {
-            double xmax = -1;
-            const char *key = "text-anchor=\"middle\">";
-            for (const char *p = buf; (p = strstr(p, key)); p += strlen(key)) xmax = fmax(xmax, atof(p + strlen(key)));
-            CHECK(xmax >= 1.0 && xmax <= 2.0);
-        }
-        /* Throughput: one point per cycle (0..7). */
-        chart("Positions per second", buf, sizeof buf);
-        CHECK(occurrences(buf, "<circle") == 8);
-        /* False resignations: cycles 1..7 recorded them (cycle 0's row is as
-         * a binary before schema v3 wrote it), two series, the threshold. */
-        chart("False resignations in no-resign games", buf, sizeof buf);
-        CHECK(occurrences(buf, "<circle") == 2 * 7);
-        CHECK(occurrences(buf, "<polyline") == 2);
-        CHECK(strstr(buf, ">resign threshold 0.05</text>") != NULL);
-        CHECK(strstr(buf, "false, % of would-be: 0 =") == NULL); /* no point for cycle 0 */
-        /* The table: one row per recorded cycle with the database's numbers. */
-        resign_rows_t rr;
-        memset(&rr, 0, sizeof rr);
-        CHECK(t_sql_rows(dbp_full, "SELECT cycle, black_wins + white_wins + draws, no_resign_games, would_resign, "
-                                   "false_resign FROM cycle_metrics WHERE no_resign_games IS NOT NULL ORDER BY cycle",
-                         collect_resign, &rr) == 7);
-        CHECK(t_sql_int(dbp_full, "SELECT count(*) FROM cycle_metrics WHERE cycle = 0 AND no_resign_games IS NULL") ==
-              1);
-        for (int i = 0; i < rr.n; i++) {
-            char row[256];
-            snprintf(row, sizeof row,
-                     "<tr><td>%lld</td><td>%lld</td><td>%lld</td><td>%lld</td><td>%lld</td><td>%.1f%%</td>"
-                     "<td>0.05</td></tr>",
-                     rr.cycle[i], rr.games[i], rr.nr[i], rr.wr[i], rr.fr[i], 100.0 * (double)rr.fr[i] / (double)rr.wr[i]);
-            if (count(row) != 1) fprintf(stderr, "no table row %s\n", row);
-            CHECK(count(row) == 1);
-            CHECK(rr.games[i] == 120 && rr.nr[i] == 24 && rr.fr[i] <= rr.wr[i] && rr.wr[i] <= rr.nr[i]);
-        }
-        CHECK(count("<th>false-resignation rate</th>") == 1);
-        /* Game lengths: bars holding all 8 x 120 games. */
-        chart("Game length", buf, sizeof buf);
-        CHECK(occurrences(buf, "class=\"bar\"") >= 10);
-        long long sum = 0;
-        for (const char *p = buf; (p = strstr(p, " plies: ")); p += 8) sum += atoll(p + 8);
-        CHECK(sum == 8 * 120);
-        chart("How games ended", buf, sizeof buf);
-        CHECK(strstr(buf, ">checkmate</text>") && strstr(buf, ">resign</text>") && strstr(buf, ">max_ply</text>"));
-        /* Tables: the models (cycles 0..8) and the matches (8 + 1 external). */
-        CHECK(count("models/cycle-0008.safetensors") == 1);
-        CHECK(count("gpsshogi (smp) vm r3033") == 1);
-        CHECK(count(">cycle 7</td>") == 1);
-        /* The outside engines' match: both names, its games, how they ended;
-         * not in the self-play figures (8 x 120 games, checked above too). */
-        CHECK(count(">engine1: Alpha &lt;1.0&gt;</td>") == 1 && count(">engine2: Beta</td>") == 1);
-        CHECK(count("<td>-</td><td class=\"l\">engine1") == 1); /* no cycle */
-        CHECK(count("2 match games, ended by resign 1, time 1") == 1);
-        CHECK(count("<b>960</b><span>self-play games</span>") == 1);
-        /* 8 cycles x 250 steps, numbered from 1 as the trainer does (not one more) */
-        CHECK(count("<b>2000</b><span>training steps</span>") == 1);
-        CHECK(count("<b>2</b><span>match games</span>") == 1);
-        chart("How games ended", buf, sizeof buf);
-        CHECK(buf[0] && !strstr(buf, ">time</text>"));
-    }
-    /* -o elsewhere */
-    const char *rep_o[] = {report, full, "-o", t_path("other.html"), NULL};
-    CHECK(t_run(rep_o) == 0 && compat_file_exists(t_path("other.html")));
+    /* Throughput: one point per cycle (0..7). */
+    chart("Positions per second", buf, sizeof buf);
+    CHECK(occurrences(buf, "<circle") == 8);
+}
 
-    /* ---- a partial run: training under way, nothing else ---- */
+/* The full run's false resignations: the chart, and the table with koma.db's numbers. */
+static void full_resignations(const char *dbp_full) {
+    /* False resignations: cycles 1..7 recorded them (cycle 0's row is as
+     * a binary before schema v3 wrote it), two series, the threshold. */
+    chart("False resignations in no-resign games", buf, sizeof buf);
+    CHECK(occurrences(buf, "<circle") == 2 * 7);
+    CHECK(occurrences(buf, "<polyline") == 2);
+    CHECK(strstr(buf, ">resign threshold 0.05</text>") != NULL);
+    CHECK(strstr(buf, "false, % of would-be: 0 =") == NULL); /* no point for cycle 0 */
+    /* The table: one row per recorded cycle with the database's numbers. */
+    resign_rows_t rr;
+    memset(&rr, 0, sizeof rr);
+    CHECK(t_sql_rows(dbp_full, "SELECT cycle, black_wins + white_wins + draws, no_resign_games, would_resign, "
+                               "false_resign FROM cycle_metrics WHERE no_resign_games IS NOT NULL ORDER BY cycle",
+                     collect_resign, &rr) == 7);
+    CHECK(t_sql_int(dbp_full, "SELECT count(*) FROM cycle_metrics WHERE cycle = 0 AND no_resign_games IS NULL") ==
+          1);
+    for (int i = 0; i < rr.n; i++) {
+        char row[256];
+        snprintf(row, sizeof row,
+                 "<tr><td>%lld</td><td>%lld</td><td>%lld</td><td>%lld</td><td>%lld</td><td>%.1f%%</td>"
+                 "<td>0.05</td></tr>",
+                 rr.cycle[i], rr.games[i], rr.nr[i], rr.wr[i], rr.fr[i], 100.0 * (double)rr.fr[i] / (double)rr.wr[i]);
+        if (count(row) != 1) fprintf(stderr, "no table row %s\n", row);
+        CHECK(count(row) == 1);
+        CHECK(rr.games[i] == 120 && rr.nr[i] == 24 && rr.fr[i] <= rr.wr[i] && rr.wr[i] <= rr.nr[i]);
+    }
+    CHECK(count("<th>false-resignation rate</th>") == 1);
+}
+
+/* The full run's game lengths and endings, the tables and the figures. */
+static void full_tables(void) {
+    /* Game lengths: bars holding all 8 x 120 games. */
+    chart("Game length", buf, sizeof buf);
+    CHECK(occurrences(buf, "class=\"bar\"") >= 10);
+    long long sum = 0;
+    for (const char *p = buf; (p = strstr(p, " plies: ")); p += 8) sum += atoll(p + 8);
+    CHECK(sum == 8 * 120);
+    chart("How games ended", buf, sizeof buf);
+    CHECK(strstr(buf, ">checkmate</text>") && strstr(buf, ">resign</text>") && strstr(buf, ">max_ply</text>"));
+    /* Tables: the models (cycles 0..8) and the matches (8 + 1 external). */
+    CHECK(count("models/cycle-0008.safetensors") == 1);
+    CHECK(count("gpsshogi (smp) vm r3033") == 1);
+    CHECK(count(">cycle 7</td>") == 1);
+    /* The outside engines' match: both names, its games, how they ended;
+     * not in the self-play figures (8 x 120 games, checked above too). */
+    CHECK(count(">engine1: Alpha &lt;1.0&gt;</td>") == 1 && count(">engine2: Beta</td>") == 1);
+    CHECK(count("<td>-</td><td class=\"l\">engine1") == 1); /* no cycle */
+    CHECK(count("2 match games, ended by resign 1, time 1") == 1);
+    CHECK(count("<b>960</b><span>self-play games</span>") == 1);
+    /* 8 cycles x 250 steps, numbered from 1 as the trainer does (not one more) */
+    CHECK(count("<b>2000</b><span>training steps</span>") == 1);
+    CHECK(count("<b>2</b><span>match games</span>") == 1);
+    chart("How games ended", buf, sizeof buf);
+    CHECK(buf[0] && !strstr(buf, ">time</text>"));
+}
+
+/* A partial run: training under way, nothing else. */
+static void test_partial(const char *report, const char *fixture) {
+    char out[1000];
     char part[900];
     snprintf(part, sizeof part, "%s", t_path("partial"));
     const char *mk_p[] = {fixture, part, "--partial", NULL};
@@ -257,8 +244,11 @@ int main(int argc, char **argv) {
         CHECK(count("no data yet") == 11); /* Elo by cycle and by hours, 7 self-play, 2 games; the models are listed */
         CHECK(count("<th>false-resignation rate</th>") == 0);
     }
+}
 
-    /* ---- an empty database, and a run directory without one ---- */
+/* An empty database, and a run directory without one. */
+static void test_empty_and_bare(const char *report, const char *fixture) {
+    char out[1000];
     char empty[900];
     snprintf(empty, sizeof empty, "%s", t_path("empty"));
     const char *mk_e[] = {fixture, empty, "--empty", NULL};
@@ -285,8 +275,11 @@ int main(int argc, char **argv) {
     CHECK(load(t_path("bare.txt")) == 0);
     CHECKF(g_html && strstr(g_html, "bare/koma.db") && strstr(g_html, "no koma.db"), "report on a bare directory: %s",
            g_html ? g_html : "");
+}
 
-    /* ---- a run of one cycle: the hours axis starts at 0, not at -1 ---- */
+/* A run of one cycle: the hours axis starts at 0, not at -1. */
+static void test_one_cycle(const char *report, const char *fixture) {
+    char out[1000];
     char one[900];
     snprintf(one, sizeof one, "%s", t_path("one"));
     const char *mk_1[] = {fixture, one, "--cycles", "1", NULL};
@@ -306,8 +299,10 @@ int main(int argc, char **argv) {
                 xmin = fmin(xmin, atof(p + strlen(key)));
         CHECKF(xmin == 0.0, "1-cycle run: the hours axis starts at %g", xmin);
     }
+}
 
-    /* ---- an unfinished match (begun, one game, never finished): marked so ---- */
+/* An unfinished match (begun, one game, never finished): marked so. */
+static void test_unfinished(const char *report, const char *full, const char *dbp_full) {
     {
         char err2[DB_ERR_MAX];
         db_t *db = NULL;
@@ -338,77 +333,80 @@ int main(int argc, char **argv) {
         CHECK(count("</td><td>1</td><td>0</td><td>0</td><td>1</td><td class=\"muted\">-</td><td class=\"muted\">"
                     "unfinished</td><td class=\"l\">usi-match killed</td>") == 1);
     }
+}
 
-    /* ---- inspect: the same figures in its cycles table ---- */
-    if (argc > 3) {
-        const char *insp[] = {argv[3], full, NULL};
-        int status = -1;
-        char e[512];
-        CHECK(compat_run_io(insp, t_path("inspect.txt"), "", &status, e, sizeof e) == 0 && status == 0);
-        CHECK(load(t_path("inspect.txt")) == 0);
-        int failed_before = atomic_load(&g_fail);
-        if (g_html) { /* text mode on Windows: lines end in \r\n */
-            char *o = g_html;
-            for (const char *q = g_html; *q; q++)
-                if (*q != '\r') *o++ = *q;
-            *o = 0;
-            CHECK(count("no-resign   false-res   rate") == 1);
-            CHECK(count("resign threshold 0.05") == 1);
-            resign_rows_t rr;
-            memset(&rr, 0, sizeof rr);
-            t_sql_rows(dbp_full, "SELECT cycle, black_wins + white_wins + draws, no_resign_games, would_resign, "
-                                 "false_resign FROM cycle_metrics WHERE no_resign_games IS NOT NULL ORDER BY cycle",
-                       collect_resign, &rr);
-            CHECK(rr.n == 7);
-            for (int i = 0; i < rr.n; i++) {
-                char fr[64], tail[128];
-                snprintf(fr, sizeof fr, "%lld/%lld", rr.fr[i], rr.wr[i]);
-                snprintf(tail, sizeof tail, " %10lld %11s %5.1f%%\n", rr.nr[i], fr,
-                         100.0 * (double)rr.fr[i] / (double)rr.wr[i]);
-                if (count(tail) < 1) fprintf(stderr, "inspect: no cycle line ending '%s'\n", tail);
-                CHECK(count(tail) >= 1);
-            }
-            /* cycle 0, written before v3: its figures are not recorded */
-            CHECK(count("          -           -      -\n") == 1);
-            CHECK(count("engine1: Gamma vs Delta: 1 games +0 =0 -1  unfinished, no Elo  usi-match killed") == 1);
-            /* the engine in the matches list and in the joint rating list, with cycle 0 anchored at 0 */
-            CHECK(count("model ") >= 2 && count("gpsshogi (smp) vm r3033") == 2);
-            CHECK(count("ratings      joint fit over every match, cycle 0 = 0") == 1);
-            CHECK(count("    cycle 0                                        +0 [    +0,     +0]") == 1);
-            if (atomic_load(&g_fail) > failed_before) fprintf(stderr, "inspect printed:\n%s", g_html);
+/* inspect: the same figures in its cycles table. */
+static void test_inspect(const char *inspect, const char *full, const char *dbp_full) {
+    const char *insp[] = {inspect, full, NULL};
+    int status = -1;
+    char e[512];
+    CHECK(compat_run_io(insp, t_path("inspect.txt"), "", &status, e, sizeof e) == 0 && status == 0);
+    CHECK(load(t_path("inspect.txt")) == 0);
+    int failed_before = atomic_load(&g_fail);
+    if (g_html) { /* text mode on Windows: lines end in \r\n */
+        char *o = g_html;
+        for (const char *q = g_html; *q; q++)
+            if (*q != '\r') *o++ = *q;
+        *o = 0;
+        CHECK(count("no-resign   false-res   rate") == 1);
+        CHECK(count("resign threshold 0.05") == 1);
+        resign_rows_t rr;
+        memset(&rr, 0, sizeof rr);
+        t_sql_rows(dbp_full, "SELECT cycle, black_wins + white_wins + draws, no_resign_games, would_resign, "
+                             "false_resign FROM cycle_metrics WHERE no_resign_games IS NOT NULL ORDER BY cycle",
+                   collect_resign, &rr);
+        CHECK(rr.n == 7);
+        for (int i = 0; i < rr.n; i++) {
+            char fr[64], tail[128];
+            snprintf(fr, sizeof fr, "%lld/%lld", rr.fr[i], rr.wr[i]);
+            snprintf(tail, sizeof tail, " %10lld %11s %5.1f%%\n", rr.nr[i], fr,
+                     100.0 * (double)rr.fr[i] / (double)rr.wr[i]);
+            if (count(tail) < 1) fprintf(stderr, "inspect: no cycle line ending '%s'\n", tail);
+            CHECK(count(tail) >= 1);
         }
-        /* A kill mid-cycle leaves the cycle's metrics row blank (zeros, no plies) while its games
-         * are stored: inspect counts results and lengths from the games themselves. */
-        sqlite3 *sq = NULL;
-        CHECK(sqlite3_open(dbp_full, &sq) == SQLITE_OK &&
-              sqlite3_exec(sq, "UPDATE cycle_metrics SET black_wins = 0, white_wins = 0, draws = 0, avg_plies = NULL, "
-                               "positions_per_s = NULL WHERE cycle = 2", NULL, NULL, NULL) == SQLITE_OK);
-        sqlite3_close(sq);
-        char want[160] = "(no games)";
-        t_sql_rows(dbp_full, "SELECT sum(g.result = 1), sum(g.result = -1), sum(g.result = 0), avg(g.plies) "
-                             "FROM games g JOIN shards s ON g.shard_id = s.id WHERE s.cycle = 2",
-                   collect_results, want);
-        CHECK(compat_run_io(insp, t_path("inspect2.txt"), "", &status, e, sizeof e) == 0 && status == 0);
-        CHECK(load(t_path("inspect2.txt")) == 0);
-        CHECKF(g_html && strstr(g_html, want), "inspect's cycle 2 line does not show '%s' from the games:\n%s", want,
-               g_html ? g_html : "");
-        /* a FIFO as --shard is refused by name at once (the open blocked for ever) */
-        const char *mk[] = {"mkfifo", t_path("shard.fifo"), NULL};
-        if (compat_run(mk, &status, e, sizeof e) == 0 && status == 0) {
-            const char *fi[] = {argv[3], "--shard", t_path("shard.fifo"), NULL};
-            compat_proc_t *p = compat_proc_spawn(fi, t_path("inspect_fifo.txt"), e, sizeof e);
-            CHECK(p != NULL);
-            int ended = p && compat_proc_wait(p, 60000, &status) == 0;
-            CHECKF(ended, "inspect --shard FIFO still runs after 60 s");
-            compat_proc_free(p);
-            char *out = compat_read_file(t_path("inspect_fifo.txt"), NULL, e, sizeof e);
-            CHECKF(ended && status != 0 && out && strstr(out, "shard.fifo") && strstr(out, "not a regular file"),
-                   "inspect --shard FIFO: status %d, %s", status, out ? out : e);
-            free(out);
-        }
+        /* cycle 0, written before v3: its figures are not recorded */
+        CHECK(count("          -           -      -\n") == 1);
+        CHECK(count("engine1: Gamma vs Delta: 1 games +0 =0 -1  unfinished, no Elo  usi-match killed") == 1);
+        /* the engine in the matches list and in the joint rating list, with cycle 0 anchored at 0 */
+        CHECK(count("model ") >= 2 && count("gpsshogi (smp) vm r3033") == 2);
+        CHECK(count("ratings      joint fit over every match, cycle 0 = 0") == 1);
+        CHECK(count("    cycle 0                                        +0 [    +0,     +0]") == 1);
+        if (atomic_load(&g_fail) > failed_before) fprintf(stderr, "inspect printed:\n%s", g_html);
     }
+    /* A kill mid-cycle leaves the cycle's metrics row blank (zeros, no plies) while its games
+     * are stored: inspect counts results and lengths from the games themselves. */
+    sqlite3 *sq = NULL;
+    CHECK(sqlite3_open(dbp_full, &sq) == SQLITE_OK &&
+          sqlite3_exec(sq, "UPDATE cycle_metrics SET black_wins = 0, white_wins = 0, draws = 0, avg_plies = NULL, "
+                           "positions_per_s = NULL WHERE cycle = 2", NULL, NULL, NULL) == SQLITE_OK);
+    sqlite3_close(sq);
+    char want[160] = "(no games)";
+    t_sql_rows(dbp_full, "SELECT sum(g.result = 1), sum(g.result = -1), sum(g.result = 0), avg(g.plies) "
+                         "FROM games g JOIN shards s ON g.shard_id = s.id WHERE s.cycle = 2",
+               collect_results, want);
+    CHECK(compat_run_io(insp, t_path("inspect2.txt"), "", &status, e, sizeof e) == 0 && status == 0);
+    CHECK(load(t_path("inspect2.txt")) == 0);
+    CHECKF(g_html && strstr(g_html, want), "inspect's cycle 2 line does not show '%s' from the games:\n%s", want,
+           g_html ? g_html : "");
+    /* a FIFO as --shard is refused by name at once (the open blocked for ever) */
+    const char *mk[] = {"mkfifo", t_path("shard.fifo"), NULL};
+    if (compat_run(mk, &status, e, sizeof e) == 0 && status == 0) {
+        const char *fi[] = {inspect, "--shard", t_path("shard.fifo"), NULL};
+        compat_proc_t *p = compat_proc_spawn(fi, t_path("inspect_fifo.txt"), e, sizeof e);
+        CHECK(p != NULL);
+        int ended = p && compat_proc_wait(p, 60000, &status) == 0;
+        CHECKF(ended, "inspect --shard FIFO still runs after 60 s");
+        compat_proc_free(p);
+        char *out = compat_read_file(t_path("inspect_fifo.txt"), NULL, e, sizeof e);
+        CHECKF(ended && status != 0 && out && strstr(out, "shard.fifo") && strstr(out, "not a regular file"),
+               "inspect --shard FIFO: status %d, %s", status, out ? out : e);
+        free(out);
+    }
+}
 
-    /* ---- failures ---- */
+/* Failures. */
+static void test_failures(const char *report, const char *full) {
+    char err[256];
     const char *missing[] = {report, t_path("no-such-run"), NULL};
     CHECK(t_run(missing) == 1);
     FILE *f = fopen(t_path("not-a-db/koma.db"), "w");
@@ -424,6 +422,46 @@ int main(int argc, char **argv) {
     CHECK(t_run(usage) == 2);
     const char *noout[] = {report, full, "-o", t_path("no/such/dir/r.html"), NULL};
     CHECK(t_run(noout) == 1);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) {
+        fprintf(stderr, "usage: test_report REPORT MAKE_REPORT_FIXTURE\n");
+        return 2;
+    }
+    const char *report = argv[1], *fixture = argv[2];
+    t_scratch("test_report");
+
+    /* ---- a full synthetic run ---- */
+    char full[900];
+    snprintf(full, sizeof full, "%s", t_path("full"));
+    const char *mk[] = {fixture, full, "--cycles", "8", NULL};
+    CHECK(t_run(mk) == 0);
+    char dbp_full[1000];
+    snprintf(dbp_full, sizeof dbp_full, "%s/koma.db", full);
+    add_outside_match(full);
+    const char *rep[] = {report, full, NULL};
+    CHECK(t_run(rep) == 0);
+    char out[1000];
+    snprintf(out, sizeof out, "%s/report.html", full);
+    CHECK(load(out) == 0);
+    if (g_html) {
+        check_page();
+        CHECK(count("no data yet") == 0);
+        full_charts();
+        full_resignations(dbp_full);
+        full_tables();
+    }
+    /* -o elsewhere */
+    const char *rep_o[] = {report, full, "-o", t_path("other.html"), NULL};
+    CHECK(t_run(rep_o) == 0 && compat_file_exists(t_path("other.html")));
+
+    test_partial(report, fixture);
+    test_empty_and_bare(report, fixture);
+    test_one_cycle(report, fixture);
+    test_unfinished(report, full, dbp_full);
+    if (argc > 3) test_inspect(argv[3], full, dbp_full);
+    test_failures(report, full);
 
     free(g_html);
     int rc = t_done("test_report");
