@@ -40,6 +40,155 @@ static double gauss(void) { return sqrt(-2 * log(uni() + 1e-300)) * cos(6.283185
         }                                                                  \
     } while (0)
 
+/* Training steps of cycle c into rows: falling losses, rising accuracies,
+ * a cosine learning rate; *step and *samples count on. */
+static void fill_steps(db_train_step_t *rows, int c, int steps_per_cycle, int64_t total_steps, double t0, int64_t *step,
+                       int64_t *samples) {
+    for (int i = 0; i < steps_per_cycle; i++, (*step)++) {
+        db_train_step_t *t = &rows[i];
+        double q = (double)*step / (double)total_steps;
+        t->step = *step + 1; /* the trainer numbers its steps from 1 */
+        t->cycle = c;
+        t->time = t0 + (double)*step * 0.5;
+        t->lr = 0.02 * (0.01 + 0.99 * (1 + cos(3.141592653589793 * q)) / 2);
+        *samples += 256;
+        t->samples = *samples;
+        t->loss_policy = 4.2 * exp(-2.2 * q) + 1.3 + 0.12 * gauss();
+        t->loss_value = 0.95 - 0.25 * q + 0.04 * gauss();
+        t->loss_legal = 0.08 * exp(-5 * q) + 0.004 + 0.003 * fabs(gauss());
+        t->loss_total = t->loss_policy + t->loss_value + t->loss_legal;
+        t->acc_policy = 0.05 + 0.4 * (1 - exp(-3 * q)) + 0.02 * gauss();
+        t->acc_value = NAN;
+        t->acc_legal = 0.7 + 0.29 * (1 - exp(-6 * q)) + 0.005 * gauss();
+        t->grad_norm = 1.5 + 0.3 * gauss();
+    }
+}
+
+/* What a cycle's games add up to, for its metrics row. */
+typedef struct {
+    int64_t positions, bw, ww, dr;
+    double plies_sum;
+} cycle_games_t;
+
+/* Cycle c's games, in two shards registered with their games; 1 on a
+ * database failure. */
+static int add_games(db_t *db, int c, int games_per_cycle, int64_t model_id, cycle_games_t *t) {
+    for (int sh = 0; sh < 2; sh++) {
+        int ng = games_per_cycle / 2;
+        db_game_t *games = calloc((size_t)ng, sizeof *games);
+        if (!games) return 1;
+        int64_t row = 0;
+        for (int g = 0; g < ng; g++) {
+            int32_t plies = (int32_t)(95 + 12 * c + 35 * gauss());
+            double u = uni();
+            db_reason_t reason = DB_REASON_CHECKMATE;
+            int32_t result = uni() < 0.54 ? 1 : -1;
+            if (plies > 320 || u < 0.03) plies = 320, reason = DB_REASON_MAX_PLY, result = 0;
+            else if (u < 0.06) reason = DB_REASON_SENNICHITE, result = 0;
+            else if (u < 0.08) reason = DB_REASON_DECLARATION;
+            else if (u < 0.09) reason = DB_REASON_PERPETUAL_CHECK;
+            else if (u < 0.55) reason = DB_REASON_RESIGN;
+            if (plies < 12) plies = 12;
+            games[g].first_row = row;
+            games[g].row_count = plies;
+            games[g].model_id = model_id;
+            games[g].start_sfen = "startpos";
+            games[g].moves = "";
+            games[g].plies = plies;
+            games[g].result = result;
+            games[g].reason = reason;
+            row += plies;
+            t->plies_sum += plies;
+            t->bw += result > 0, t->ww += result < 0, t->dr += result == 0;
+        }
+        db_shard_t s;
+        memset(&s, 0, sizeof s);
+        snprintf(s.path, sizeof s.path, "shards/cycle-%04d-%d.safetensors", c, sh);
+        s.cycle = c;
+        s.features_version = 1;
+        s.rows = row;
+        s.bytes = row * 1300;
+        strcpy(s.xxh3, "00000000deadbeef");
+        t->positions += row;
+        CHECK_DB(db_shard_insert(db, &s, games, ng));
+        free(games);
+    }
+    return 0;
+}
+
+/* Cycle c's self-play metrics row; 1 on a database failure. */
+static int add_cycle_metrics(db_t *db, int c, int games_per_cycle, int64_t model_id, double t0,
+                             const cycle_games_t *t) {
+    db_cycle_metrics_t cm;
+    db_cycle_metrics_init(&cm, c);
+    cm.model_id = model_id;
+    /* the run stood still for a day before cycle 4 (stopped, resumed) */
+    cm.started = t0 + c * 600.0 + (c >= 4 ? 86400.0 : 0.0);
+    cm.finished = cm.started + 560;
+    cm.games = games_per_cycle;
+    cm.positions = t->positions;
+    cm.selfplay_s = 420 + 20 * gauss();
+    cm.train_s = 140 + 5 * gauss();
+    cm.positions_per_s = (double)t->positions / cm.selfplay_s;
+    cm.evals_per_s = cm.positions_per_s * (620 + 40 * gauss());
+    cm.avg_batch = 180 + 30 * uni();
+    cm.busy_pct = 78 + 12 * uni();
+    cm.avg_plies = t->plies_sum / games_per_cycle;
+    cm.black_wins = t->bw, cm.white_wins = t->ww, cm.draws = t->dr;
+    cm.elo = cm.elo_lo = cm.elo_hi = NAN;
+    /* The resignation check, from cycle 1 on (cycle 0's row is as an
+     * older binary wrote it: not recorded): a fifth of the games could
+     * not resign, a good half of those would have, a few wrongly. */
+    if (c >= 1) {
+        cm.no_resign_games = games_per_cycle / 5;
+        cm.would_resign = cm.no_resign_games / 2 + (int64_t)(uni() * (double)(cm.no_resign_games / 2));
+        cm.false_resign = (int64_t)(uni() * 0.2 * (double)cm.would_resign);
+        cm.resign_threshold = 0.05;
+    }
+    CHECK_DB(db_cycle_metrics_put(db, &cm));
+    return 0;
+}
+
+/* The evaluation matches, cycle c against c-1 (strength grows, then
+ * flattens), and one against an outside engine; 1 on a database failure. */
+static int add_matches(db_t *db, int cycles, const int64_t *model_ids) {
+    /* evaluation: cycle c against c-1, every cycle; strength grows, then flattens */
+    for (int c = 1; c <= cycles; c++) {
+        double gain = 160.0 * exp(-0.25 * c) + 8 * gauss();
+        double s = ref_elo_to_score(gain);
+        int n = 40, w = 0, d = 0, l = 0;
+        for (int g = 0; g < n; g++) {
+            double u = uni();
+            if (u < 0.1) d++;
+            else if (u < 0.1 + 0.9 * s) w++;
+            else l++;
+        }
+        ref_elo_t e;
+        ref_elo_trinomial(w, d, l, &e);
+        db_match_t m;
+        memset(&m, 0, sizeof m);
+        m.cycle = c;
+        m.model_a = model_ids[c];
+        m.model_b = model_ids[c - 1];
+        m.wins = w, m.draws = d, m.losses = l;
+        m.elo = e.elo, m.elo_lo = e.elo_lo, m.elo_hi = e.elo_hi;
+        snprintf(m.settings, sizeof m.settings, "eval visits=64 temp=1.00/12 max_ply=320 games=%d", n);
+        CHECK_DB(db_match_insert(db, &m));
+    }
+    db_match_t x;
+    memset(&x, 0, sizeof x);
+    x.cycle = cycles;
+    x.model_a = model_ids[cycles];
+    strcpy(x.opponent, "gpsshogi (smp) vm r3033");
+    x.wins = 3, x.draws = 1, x.losses = 6;
+    ref_elo_t e;
+    ref_elo_trinomial(3, 1, 6, &e);
+    x.elo = e.elo, x.elo_lo = e.elo_lo, x.elo_hi = e.elo_hi;
+    strcpy(x.settings, "usi-match 0 ms + byoyomi 1000 ms, max_ply 320");
+    CHECK_DB(db_match_insert(db, &x));
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *run = NULL;
     int cycles = 12, steps_per_cycle = 250, games_per_cycle = 120, partial = 0, empty = 0;
@@ -101,134 +250,16 @@ int main(int argc, char **argv) {
         model_ids[c] = m.id;
         if (c == cycles) break;
         /* training steps of cycle c */
-        for (int i = 0; i < steps_per_cycle; i++, step++) {
-            db_train_step_t *t = &rows[i];
-            double q = (double)step / (double)total_steps;
-            t->step = step + 1; /* the trainer numbers its steps from 1 */
-            t->cycle = c;
-            t->time = t0 + (double)step * 0.5;
-            t->lr = 0.02 * (0.01 + 0.99 * (1 + cos(3.141592653589793 * q)) / 2);
-            samples += 256;
-            t->samples = samples;
-            t->loss_policy = 4.2 * exp(-2.2 * q) + 1.3 + 0.12 * gauss();
-            t->loss_value = 0.95 - 0.25 * q + 0.04 * gauss();
-            t->loss_legal = 0.08 * exp(-5 * q) + 0.004 + 0.003 * fabs(gauss());
-            t->loss_total = t->loss_policy + t->loss_value + t->loss_legal;
-            t->acc_policy = 0.05 + 0.4 * (1 - exp(-3 * q)) + 0.02 * gauss();
-            t->acc_value = NAN;
-            t->acc_legal = 0.7 + 0.29 * (1 - exp(-6 * q)) + 0.005 * gauss();
-            t->grad_norm = 1.5 + 0.3 * gauss();
-        }
+        fill_steps(rows, c, steps_per_cycle, total_steps, t0, &step, &samples);
         CHECK_DB(db_train_steps_insert(db, rows, steps_per_cycle));
         if (partial) continue;
         /* the cycle's games, in two shards */
-        int64_t positions = 0, bw = 0, ww = 0, dr = 0;
-        double plies_sum = 0;
-        for (int sh = 0; sh < 2; sh++) {
-            int ng = games_per_cycle / 2;
-            db_game_t *games = calloc((size_t)ng, sizeof *games);
-            if (!games) return 1;
-            int64_t row = 0;
-            for (int g = 0; g < ng; g++) {
-                int32_t plies = (int32_t)(95 + 12 * c + 35 * gauss());
-                double u = uni();
-                db_reason_t reason = DB_REASON_CHECKMATE;
-                int32_t result = uni() < 0.54 ? 1 : -1;
-                if (plies > 320 || u < 0.03) plies = 320, reason = DB_REASON_MAX_PLY, result = 0;
-                else if (u < 0.06) reason = DB_REASON_SENNICHITE, result = 0;
-                else if (u < 0.08) reason = DB_REASON_DECLARATION;
-                else if (u < 0.09) reason = DB_REASON_PERPETUAL_CHECK;
-                else if (u < 0.55) reason = DB_REASON_RESIGN;
-                if (plies < 12) plies = 12;
-                games[g].first_row = row;
-                games[g].row_count = plies;
-                games[g].model_id = model_ids[c];
-                games[g].start_sfen = "startpos";
-                games[g].moves = "";
-                games[g].plies = plies;
-                games[g].result = result;
-                games[g].reason = reason;
-                row += plies;
-                plies_sum += plies;
-                bw += result > 0, ww += result < 0, dr += result == 0;
-            }
-            db_shard_t s;
-            memset(&s, 0, sizeof s);
-            snprintf(s.path, sizeof s.path, "shards/cycle-%04d-%d.safetensors", c, sh);
-            s.cycle = c;
-            s.features_version = 1;
-            s.rows = row;
-            s.bytes = row * 1300;
-            strcpy(s.xxh3, "00000000deadbeef");
-            positions += row;
-            CHECK_DB(db_shard_insert(db, &s, games, ng));
-            free(games);
-        }
-        db_cycle_metrics_t cm;
-        db_cycle_metrics_init(&cm, c);
-        cm.model_id = model_ids[c];
-        /* the run stood still for a day before cycle 4 (stopped, resumed) */
-        cm.started = t0 + c * 600.0 + (c >= 4 ? 86400.0 : 0.0);
-        cm.finished = cm.started + 560;
-        cm.games = games_per_cycle;
-        cm.positions = positions;
-        cm.selfplay_s = 420 + 20 * gauss();
-        cm.train_s = 140 + 5 * gauss();
-        cm.positions_per_s = (double)positions / cm.selfplay_s;
-        cm.evals_per_s = cm.positions_per_s * (620 + 40 * gauss());
-        cm.avg_batch = 180 + 30 * uni();
-        cm.busy_pct = 78 + 12 * uni();
-        cm.avg_plies = plies_sum / games_per_cycle;
-        cm.black_wins = bw, cm.white_wins = ww, cm.draws = dr;
-        cm.elo = cm.elo_lo = cm.elo_hi = NAN;
-        /* The resignation check, from cycle 1 on (cycle 0's row is as an
-         * older binary wrote it: not recorded): a fifth of the games could
-         * not resign, a good half of those would have, a few wrongly. */
-        if (c >= 1) {
-            cm.no_resign_games = games_per_cycle / 5;
-            cm.would_resign = cm.no_resign_games / 2 + (int64_t)(uni() * (double)(cm.no_resign_games / 2));
-            cm.false_resign = (int64_t)(uni() * 0.2 * (double)cm.would_resign);
-            cm.resign_threshold = 0.05;
-        }
-        CHECK_DB(db_cycle_metrics_put(db, &cm));
+        cycle_games_t cg = {0};
+        if (add_games(db, c, games_per_cycle, model_ids[c], &cg) != 0) return 1;
+        if (add_cycle_metrics(db, c, games_per_cycle, model_ids[c], t0, &cg) != 0) return 1;
     }
     free(rows);
-    if (!partial) {
-        /* evaluation: cycle c against c-1, every cycle; strength grows, then flattens */
-        for (int c = 1; c <= cycles; c++) {
-            double gain = 160.0 * exp(-0.25 * c) + 8 * gauss();
-            double s = ref_elo_to_score(gain);
-            int n = 40, w = 0, d = 0, l = 0;
-            for (int g = 0; g < n; g++) {
-                double u = uni();
-                if (u < 0.1) d++;
-                else if (u < 0.1 + 0.9 * s) w++;
-                else l++;
-            }
-            ref_elo_t e;
-            ref_elo_trinomial(w, d, l, &e);
-            db_match_t m;
-            memset(&m, 0, sizeof m);
-            m.cycle = c;
-            m.model_a = model_ids[c];
-            m.model_b = model_ids[c - 1];
-            m.wins = w, m.draws = d, m.losses = l;
-            m.elo = e.elo, m.elo_lo = e.elo_lo, m.elo_hi = e.elo_hi;
-            snprintf(m.settings, sizeof m.settings, "eval visits=64 temp=1.00/12 max_ply=320 games=%d", n);
-            CHECK_DB(db_match_insert(db, &m));
-        }
-        db_match_t x;
-        memset(&x, 0, sizeof x);
-        x.cycle = cycles;
-        x.model_a = model_ids[cycles];
-        strcpy(x.opponent, "gpsshogi (smp) vm r3033");
-        x.wins = 3, x.draws = 1, x.losses = 6;
-        ref_elo_t e;
-        ref_elo_trinomial(3, 1, 6, &e);
-        x.elo = e.elo, x.elo_lo = e.elo_lo, x.elo_hi = e.elo_hi;
-        strcpy(x.settings, "usi-match 0 ms + byoyomi 1000 ms, max_ply 320");
-        CHECK_DB(db_match_insert(db, &x));
-    }
+    if (!partial && add_matches(db, cycles, model_ids) != 0) return 1;
     db_close(db);
     return 0;
 }
