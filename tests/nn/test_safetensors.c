@@ -59,6 +59,56 @@ static void reject_json(const char *json, const void *data, size_t datalen, cons
 #define REJECT_JSON(json, data, len, want) reject_json(json, data, len, want, __LINE__)
 
 /* ---- round trip --------------------------------------------------------- */
+/* The round trip's metadata (the last value of a key, quotes and UTF-8,
+ * checksums) and st_expect's answers and messages. */
+static void rt_meta_and_expect(st_file_t *f, const char *path) {
+    char err[512] = "";
+    CHECK(st_meta(f, "koma.kind") && strcmp(st_meta(f, "koma.kind"), "weights") == 0);
+    CHECK(st_meta(f, "koma.version") && strcmp(st_meta(f, "koma.version"), "0.1.0") == 0);
+    CHECK(st_meta(f, "quote\"and\\back") && strcmp(st_meta(f, "quote\"and\\back"), "uni\xc3\xa9 \n") == 0);
+    CHECK(st_meta(f, "absent") == NULL);
+    const char *h = st_meta(f, "koma.xxh3.f32");
+    CHECK(h && strlen(h) == 16 && strspn(h, "0123456789abcdef") == 16);
+    CHECK(st_meta(f, "koma.xxh3.empty") != NULL); /* zero-size tensors are checksummed too */
+
+    /* st_expect */
+    CHECK(st_expect(f, "f32", ST_DTYPE_F32, 2, (int64_t[]){2, 3}, err, sizeof err) != NULL);
+    CHECK(st_expect(f, "f32", ST_DTYPE_F32, 2, (int64_t[]){-1, 3}, err, sizeof err) != NULL);
+    CHECK(st_expect(f, "scalar", ST_DTYPE_I64, 0, NULL, err, sizeof err) != NULL);
+    CHECK(st_expect(f, "f32", ST_DTYPE_F16, 2, (int64_t[]){2, 3}, err, sizeof err) == NULL);
+    CHECK(starts_with(err, path) && strstr(err, "tensor 'f32' has dtype F32, expected F16"));
+    CHECK(st_expect(f, "f32", ST_DTYPE_F32, 2, (int64_t[]){3, -1}, err, sizeof err) == NULL);
+    CHECK(starts_with(err, path) && strstr(err, "has shape [2, 3], expected [3, -1]"));
+    CHECK(st_expect(f, "f32", ST_DTYPE_F32, 1, (int64_t[]){6}, err, sizeof err) == NULL);
+    CHECK(st_expect(f, "missing", ST_DTYPE_F32, 1, (int64_t[]){6}, err, sizeof err) == NULL);
+    CHECK(starts_with(err, path) && strstr(err, "tensor 'missing' is missing"));
+}
+
+/* An empty writer, an unwritable path, dtype names and sizes. */
+static void rt_writer_edges(const char *path) {
+    char err[512] = "";
+    st_writer_t *w;
+    st_file_t *f;
+    /* An empty writer gives a valid, empty file. */
+    w = st_writer_new();
+    CHECK(st_writer_write(w, path, err, sizeof err) == 0);
+    st_writer_free(w);
+    f = st_open(path, ST_OPEN_VERIFY, err, sizeof err);
+    CHECK(f && st_count(f) == 0 && st_find(f, "x") == NULL && st_meta(f, "x") == NULL);
+    st_close(f);
+
+    /* The writer reports an unwritable path, naming it. */
+    char bad[700];
+    snprintf(bad, sizeof bad, "%s/no/such/dir/x.safetensors", t_dir);
+    w = st_writer_new();
+    CHECK(st_writer_write(w, bad, err, sizeof err) == -1);
+    CHECK(strstr(err, "no/such/dir/x.safetensors") != NULL);
+    st_writer_free(w);
+
+    CHECK(st_dtype_size(ST_DTYPE_BF16) == 2 && st_dtype_size(ST_DTYPE_BOOL) == 1 && st_dtype_size(ST_DTYPE_NB) == 0);
+    CHECK(strcmp(st_dtype_name(ST_DTYPE_BF16), "BF16") == 0 && strcmp(st_dtype_name(ST_DTYPE_NB), "?") == 0);
+}
+
 static void test_round_trip(void) {
     char path[600], err[512] = "";
     tmp_path(path, sizeof path, "round.safetensors");
@@ -185,46 +235,11 @@ static void test_round_trip(void) {
     CHECK(st_find(f, "nope") == NULL);
     CHECK(st_find(f, longname) != NULL);
 
-    CHECK(st_meta(f, "koma.kind") && strcmp(st_meta(f, "koma.kind"), "weights") == 0);
-    CHECK(st_meta(f, "koma.version") && strcmp(st_meta(f, "koma.version"), "0.1.0") == 0);
-    CHECK(st_meta(f, "quote\"and\\back") && strcmp(st_meta(f, "quote\"and\\back"), "uni\xc3\xa9 \n") == 0);
-    CHECK(st_meta(f, "absent") == NULL);
-    const char *h = st_meta(f, "koma.xxh3.f32");
-    CHECK(h && strlen(h) == 16 && strspn(h, "0123456789abcdef") == 16);
-    CHECK(st_meta(f, "koma.xxh3.empty") != NULL); /* zero-size tensors are checksummed too */
-
-    /* st_expect */
-    CHECK(st_expect(f, "f32", ST_DTYPE_F32, 2, (int64_t[]){2, 3}, err, sizeof err) != NULL);
-    CHECK(st_expect(f, "f32", ST_DTYPE_F32, 2, (int64_t[]){-1, 3}, err, sizeof err) != NULL);
-    CHECK(st_expect(f, "scalar", ST_DTYPE_I64, 0, NULL, err, sizeof err) != NULL);
-    CHECK(st_expect(f, "f32", ST_DTYPE_F16, 2, (int64_t[]){2, 3}, err, sizeof err) == NULL);
-    CHECK(starts_with(err, path) && strstr(err, "tensor 'f32' has dtype F32, expected F16"));
-    CHECK(st_expect(f, "f32", ST_DTYPE_F32, 2, (int64_t[]){3, -1}, err, sizeof err) == NULL);
-    CHECK(starts_with(err, path) && strstr(err, "has shape [2, 3], expected [3, -1]"));
-    CHECK(st_expect(f, "f32", ST_DTYPE_F32, 1, (int64_t[]){6}, err, sizeof err) == NULL);
-    CHECK(st_expect(f, "missing", ST_DTYPE_F32, 1, (int64_t[]){6}, err, sizeof err) == NULL);
-    CHECK(starts_with(err, path) && strstr(err, "tensor 'missing' is missing"));
+    rt_meta_and_expect(f, path);
     st_close(f);
     st_close(NULL);
 
-    /* An empty writer gives a valid, empty file. */
-    w = st_writer_new();
-    CHECK(st_writer_write(w, path, err, sizeof err) == 0);
-    st_writer_free(w);
-    f = st_open(path, ST_OPEN_VERIFY, err, sizeof err);
-    CHECK(f && st_count(f) == 0 && st_find(f, "x") == NULL && st_meta(f, "x") == NULL);
-    st_close(f);
-
-    /* The writer reports an unwritable path, naming it. */
-    char bad[700];
-    snprintf(bad, sizeof bad, "%s/no/such/dir/x.safetensors", t_dir);
-    w = st_writer_new();
-    CHECK(st_writer_write(w, bad, err, sizeof err) == -1);
-    CHECK(strstr(err, "no/such/dir/x.safetensors") != NULL);
-    st_writer_free(w);
-
-    CHECK(st_dtype_size(ST_DTYPE_BF16) == 2 && st_dtype_size(ST_DTYPE_BOOL) == 1 && st_dtype_size(ST_DTYPE_NB) == 0);
-    CHECK(strcmp(st_dtype_name(ST_DTYPE_BF16), "BF16") == 0 && strcmp(st_dtype_name(ST_DTYPE_NB), "?") == 0);
+    rt_writer_edges(path);
 }
 
 /* ---- crafted rejections -------------------------------------------------- */
