@@ -38,6 +38,56 @@ static void add_cycle_data(t_run_t *r, int32_t cycle, int64_t *rows) {
     if (rows) *rows = shard_rows_of(r->dir, a) + shard_rows_of(r->dir, b);
 }
 
+/* Run B: the same data as run A (in dir_a, cycles 1 and 2), the trainer
+ * destroyed and re-created between cycles: the same weights; another seed:
+ * different ones. */
+static void test_resume_exact(const train_config_t *cfg, const char *dir_a) {
+    char err[2048];
+    train_trainer_t *tr;
+    train_cycle_report_t rep;
+    /* Run B: the same data; the trainer is destroyed and re-created between cycles. */
+    t_run_t B;
+    t_run_open(&B, t_path("runB"));
+    tr = train_trainer_new(cfg, B.dir, B.w, NULL, err, sizeof err);
+    KOMA_ASSERT(tr);
+    add_cycle_data(&B, 1, NULL);
+    CHECK_OK(train_trainer_run_cycle(tr, 1, &rep, err, sizeof err), err);
+    train_trainer_free(tr);
+    tr = train_trainer_new(cfg, B.dir, B.w, NULL, err, sizeof err);
+    KOMA_ASSERT(tr);
+    CHECK(train_trainer_latest_cycle(tr) == 1);
+    add_cycle_data(&B, 2, NULL);
+    CHECK_OK(train_trainer_run_cycle(tr, 2, &rep, err, sizeof err), err);
+    train_trainer_free(tr);
+    for (int c = 1; c <= 2; c++) {
+        char pa[1000], pb[1000];
+        model_file(dir_a, c, pa, sizeof pa);
+        model_file(B.dir, c, pb, sizeof pb);
+        int64_t sa = -1, sb = -2;
+        double d = t_weights_diff(pa, pb, &sa, &sb);
+        fprintf(stderr, "resume exactness, cycle %d: max |A - B| = %.3g (steps %" PRId64 " / %" PRId64 ")\n", c, d, sa, sb);
+        CHECK(d <= 1e-6 && sa == sb);
+    }
+    /* ... and a different seed gives different weights (the comparison can fail) */
+    {
+        t_run_t C;
+        t_run_open(&C, t_path("runC"));
+        train_config_t c2 = *cfg;
+        c2.seed = 8;
+        tr = train_trainer_new(&c2, C.dir, C.w, NULL, err, sizeof err);
+        KOMA_ASSERT(tr);
+        add_cycle_data(&C, 1, NULL);
+        CHECK_OK(train_trainer_run_cycle(tr, 1, &rep, err, sizeof err), err);
+        train_trainer_free(tr);
+        char pa[1000], pc[1000];
+        model_file(dir_a, 1, pa, sizeof pa);
+        model_file(C.dir, 1, pc, sizeof pc);
+        CHECK(t_weights_diff(pa, pc, NULL, NULL) > 1e-3);
+        t_run_close(&C);
+    }
+    t_run_close(&B);
+}
+
 static void test_two_cycles_and_resume(void) {
     char err[2048], path[1000];
     t_log_t lg;
@@ -115,46 +165,7 @@ static void test_two_cycles_and_resume(void) {
     CHECK(db_cycle_metrics_get(db, 2, &cm) == DB_OK && cm.train_s > 0);
     db_close(db);
 
-    /* Run B: the same data; the trainer is destroyed and re-created between cycles. */
-    t_run_t B;
-    t_run_open(&B, t_path("runB"));
-    tr = train_trainer_new(&cfg, B.dir, B.w, NULL, err, sizeof err);
-    KOMA_ASSERT(tr);
-    add_cycle_data(&B, 1, NULL);
-    CHECK_OK(train_trainer_run_cycle(tr, 1, &rep, err, sizeof err), err);
-    train_trainer_free(tr);
-    tr = train_trainer_new(&cfg, B.dir, B.w, NULL, err, sizeof err);
-    KOMA_ASSERT(tr);
-    CHECK(train_trainer_latest_cycle(tr) == 1);
-    add_cycle_data(&B, 2, NULL);
-    CHECK_OK(train_trainer_run_cycle(tr, 2, &rep, err, sizeof err), err);
-    train_trainer_free(tr);
-    for (int c = 1; c <= 2; c++) {
-        char pa[1000], pb[1000];
-        model_file(A.dir, c, pa, sizeof pa);
-        model_file(B.dir, c, pb, sizeof pb);
-        int64_t sa = -1, sb = -2;
-        double d = t_weights_diff(pa, pb, &sa, &sb);
-        fprintf(stderr, "resume exactness, cycle %d: max |A - B| = %.3g (steps %" PRId64 " / %" PRId64 ")\n", c, d, sa, sb);
-        CHECK(d <= 1e-6 && sa == sb);
-    }
-    /* ... and a different seed gives different weights (the comparison can fail) */
-    {
-        t_run_t C;
-        t_run_open(&C, t_path("runC"));
-        train_config_t c2 = cfg;
-        c2.seed = 8;
-        tr = train_trainer_new(&c2, C.dir, C.w, NULL, err, sizeof err);
-        KOMA_ASSERT(tr);
-        add_cycle_data(&C, 1, NULL);
-        CHECK_OK(train_trainer_run_cycle(tr, 1, &rep, err, sizeof err), err);
-        train_trainer_free(tr);
-        char pa[1000], pc[1000];
-        model_file(A.dir, 1, pa, sizeof pa);
-        model_file(C.dir, 1, pc, sizeof pc);
-        CHECK(t_weights_diff(pa, pc, NULL, NULL) > 1e-3);
-        t_run_close(&C);
-    }
+    test_resume_exact(&cfg, A.dir);
 
     /* A model file with no row (killed between rename and commit): not
      * trusted, retrained over; a stray later file does not move the latest cycle. */
@@ -205,7 +216,6 @@ static void test_two_cycles_and_resume(void) {
     db_close(db);
 
     t_run_close(&A);
-    t_run_close(&B);
     compat_mutex_destroy(&lg.mu);
 }
 
