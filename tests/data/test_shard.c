@@ -240,11 +240,9 @@ static int batch_matches(const shard_batch_t *bt, int32_t at, const ref_t *ref, 
 }
 
 /* ---- round trips ---------------------------------------------------------------------- */
-static void test_round_trip(void) {
-    char err[1024] = "";
-    CHECK(strcmp(shard_path_format(err, sizeof err, 3, 42), "shards/c0003_000042.safetensors") == 0);
-
-    /* position column packing */
+/* The position column's packing: fields at their bytes, and the check of a
+ * packed position's squares and padding. */
+static void rt_position_packing(void) {
     shard_position_t p = {0}, q;
     for (int i = 0; i < 81; i++) p.board[i] = (uint8_t)(i % 3 ? 0 : 1 + i % 14);
     p.board[40] = 16 + 8;
@@ -270,6 +268,77 @@ static void test_round_trip(void) {
     CHECK(shard_position_check(pk) != NULL);
     pk[5] = 16 + 14;
     CHECK(shard_position_check(pk) == NULL);
+}
+
+/* A written shard's metadata, as another safetensors reader sees it. */
+static void rt_metadata(const char *path, const shard_format_t *f, const ref_t *ref) {
+    char err[1024] = "";
+    st_file_t *sf = st_open(path, ST_OPEN_VERIFY, err, sizeof err);
+    CHECK(sf && strcmp(st_meta(sf, "koma.kind"), "shard") == 0 && strcmp(st_meta(sf, "koma.version"), "1") == 0);
+    char want[32];
+    snprintf(want, sizeof want, "%lld", (long long)ref->n);
+    CHECK(sf && strcmp(st_meta(sf, "koma.rows"), want) == 0 && strcmp(st_meta(sf, "koma.games"), "4") == 0);
+    snprintf(want, sizeof want, "%d", f->planes_bytes);
+    CHECK(sf && strcmp(st_meta(sf, "koma.planes_bytes"), want) == 0 && st_meta(sf, "koma.xxh3.planes") != NULL);
+    for (int32_t i = 0; sf && i < st_count(sf); i++) { /* dimension 0 is rows (or nnz) everywhere */
+        const st_tensor_t *t = st_at(sf, i);
+        int nnz_col = strncmp(t->name, "policy_l", 8) == 0 || strncmp(t->name, "policy_p", 8) == 0;
+        CHECK(t->shape[0] == (nnz_col ? ref->nnz : ref->n));
+    }
+    st_close(sf);
+}
+
+/* Gathers that fail append nothing: rows out of range, a full batch, too
+ * many policy entries, a batch of another format. */
+static void rt_gather_refusals(shard_t *s, shard_batch_t *bt, int pass, const int64_t *idx, const char *path,
+                               const ref_t *ref) {
+    char err[1024] = "";
+    const shard_format_t *f = pass == 0 ? &FMT : &FMT_ENC;
+    int64_t bad[2] = {0, ref->n};
+    CHECK(shard_row_batch(s, bad, 2, bt, err, sizeof err) != 0);
+    CHECK_MSG(err, path, "out of range");
+    bad[1] = -1;
+    CHECK(shard_row_batch(s, bad, 2, bt, err, sizeof err) != 0 && bt->B == 40);
+    CHECK(shard_row_batch(s, idx, 25, bt, err, sizeof err) != 0 && bt->B == 40);
+    CHECK_MSG(err, path, "batch full");
+    shard_batch_t *tiny = shard_batch_new(f, 4, 100, err, sizeof err); /* entries are the limit */
+    int64_t all2[2] = {3, 0};
+    CHECK(tiny && shard_row_batch(s, all2, 1, tiny, err, sizeof err) != 0 && tiny->B == 0);
+    CHECK_MSG(err, path, "policy entries do not fit");
+    shard_batch_free(tiny);
+    shard_batch_t *other = shard_batch_new(pass == 0 ? &FMT_ENC : &FMT, 4, 0, err, sizeof err);
+    CHECK(other && shard_row_batch(s, idx, 1, other, err, sizeof err) != 0 && other->B == 0);
+    CHECK_MSG(err, path, "differs from the batch");
+    shard_batch_free(other);
+}
+
+/* The gathered batch (rows idx[0..40) of s) is one the trainer accepts. */
+static void rt_trainer_accepts(shard_t *s, shard_batch_t *bt, const int64_t *idx) {
+    char err[1024] = "";
+    shard_batch_clear(bt);
+    CHECK_OK(shard_row_batch(s, idx, 40, bt, err, sizeof err), err);
+    nn_backend_t *be = nn_backend_cpu_new(1);
+    nn_net_config_t nc = {1, 8, NN_ACT_RELU, ENC_PLANES, ENC_HAND, ENC_FEATURES_VERSION};
+    nn_net_t *net = be ? nn_net_new(be, &nc, 1, err, sizeof err) : NULL;
+    nn_train_config_t tc = nn_train_config_default();
+    nn_optim_t *tr = net ? nn_optim_new(net, &tc, 64, err, sizeof err) : NULL;
+    CHECK(tr != NULL);
+    if (tr) {
+        nn_batch_t nb = shard_batch_view(bt);
+        nn_metrics_t m;
+        CHECK_OK(nn_eval_batch(tr, &nb, &m, err, sizeof err), err);
+        CHECK(isfinite(m.loss) && m.policy_loss > 0 && m.value_loss > 0 && m.legal_loss > 0);
+    }
+    nn_optim_free(tr);
+    nn_net_free(net);
+    nn_backend_free(be);
+}
+
+static void test_round_trip(void) {
+    char err[1024] = "";
+    CHECK(strcmp(shard_path_format(err, sizeof err, 3, 42), "shards/c0003_000042.safetensors") == 0);
+
+    rt_position_packing();
 
     for (int pass = 0; pass < 2; pass++) {
         const shard_format_t *f = pass == 0 ? &FMT : &FMT_ENC;
@@ -317,19 +386,7 @@ static void test_round_trip(void) {
         shard_row_policy(s, ref.n - 1, &pb, &pe);
         CHECK(pb == pe && pe == ref.nnz); /* the last row has no entries and ends at nnz */
         /* The metadata, as another safetensors reader sees it. */
-        st_file_t *sf = st_open(path, ST_OPEN_VERIFY, err, sizeof err);
-        CHECK(sf && strcmp(st_meta(sf, "koma.kind"), "shard") == 0 && strcmp(st_meta(sf, "koma.version"), "1") == 0);
-        char want[32];
-        snprintf(want, sizeof want, "%lld", (long long)ref.n);
-        CHECK(sf && strcmp(st_meta(sf, "koma.rows"), want) == 0 && strcmp(st_meta(sf, "koma.games"), "4") == 0);
-        snprintf(want, sizeof want, "%d", f->planes_bytes);
-        CHECK(sf && strcmp(st_meta(sf, "koma.planes_bytes"), want) == 0 && st_meta(sf, "koma.xxh3.planes") != NULL);
-        for (int32_t i = 0; sf && i < st_count(sf); i++) { /* dimension 0 is rows (or nnz) everywhere */
-            const st_tensor_t *t = st_at(sf, i);
-            int nnz_col = strncmp(t->name, "policy_l", 8) == 0 || strncmp(t->name, "policy_p", 8) == 0;
-            CHECK(t->shape[0] == (nnz_col ? ref.nnz : ref.n));
-        }
-        st_close(sf);
+        rt_metadata(path, f, &ref);
 
         /* Gathers: random rows with repeats, in two calls, then from a second shard. */
         shard_batch_t *bt = shard_batch_new(f, 64, 0, err, sizeof err);
@@ -350,22 +407,7 @@ static void test_round_trip(void) {
         CHECK(v.B == 40 && v.planes == bt->planes && v.policy_offsets == bt->policy_offsets && v.root_q == bt->root_q &&
               v.hand == bt->hand && v.legal == bt->legal && v.result == bt->result);
         /* Failures append nothing. */
-        int64_t bad[2] = {0, ref.n};
-        CHECK(shard_row_batch(s, bad, 2, bt, err, sizeof err) != 0);
-        CHECK_MSG(err, path, "out of range");
-        bad[1] = -1;
-        CHECK(shard_row_batch(s, bad, 2, bt, err, sizeof err) != 0 && bt->B == 40);
-        CHECK(shard_row_batch(s, idx, 25, bt, err, sizeof err) != 0 && bt->B == 40);
-        CHECK_MSG(err, path, "batch full");
-        shard_batch_t *tiny = shard_batch_new(f, 4, 100, err, sizeof err); /* entries are the limit */
-        int64_t all2[2] = {3, 0};
-        CHECK(tiny && shard_row_batch(s, all2, 1, tiny, err, sizeof err) != 0 && tiny->B == 0);
-        CHECK_MSG(err, path, "policy entries do not fit");
-        shard_batch_free(tiny);
-        shard_batch_t *other = shard_batch_new(pass == 0 ? &FMT_ENC : &FMT, 4, 0, err, sizeof err);
-        CHECK(other && shard_row_batch(s, idx, 1, other, err, sizeof err) != 0 && other->B == 0);
-        CHECK_MSG(err, path, "differs from the batch");
-        shard_batch_free(other);
+        rt_gather_refusals(s, bt, pass, idx, path, &ref);
 
         /* A second shard from the same builder after reset; gather across both. */
         shard_builder_reset(b);
@@ -384,25 +426,7 @@ static void test_round_trip(void) {
         shard_batch_clear(bt);
         CHECK(bt->B == 0 && bt->policy_offsets[0] == 0);
 
-        if (pass == 1 && s) { /* the gathered batch is one the trainer accepts */
-            shard_batch_clear(bt);
-            CHECK_OK(shard_row_batch(s, idx, 40, bt, err, sizeof err), err);
-            nn_backend_t *be = nn_backend_cpu_new(1);
-            nn_net_config_t nc = {1, 8, NN_ACT_RELU, ENC_PLANES, ENC_HAND, ENC_FEATURES_VERSION};
-            nn_net_t *net = be ? nn_net_new(be, &nc, 1, err, sizeof err) : NULL;
-            nn_train_config_t tc = nn_train_config_default();
-            nn_optim_t *tr = net ? nn_optim_new(net, &tc, 64, err, sizeof err) : NULL;
-            CHECK(tr != NULL);
-            if (tr) {
-                nn_batch_t nb = shard_batch_view(bt);
-                nn_metrics_t m;
-                CHECK_OK(nn_eval_batch(tr, &nb, &m, err, sizeof err), err);
-                CHECK(isfinite(m.loss) && m.policy_loss > 0 && m.value_loss > 0 && m.legal_loss > 0);
-            }
-            nn_optim_free(tr);
-            nn_net_free(net);
-            nn_backend_free(be);
-        }
+        if (pass == 1 && s) rt_trainer_accepts(s, bt, idx); /* the gathered batch is one the trainer accepts */
         shard_batch_free(bt);
 
         /* An empty shard is valid. */
