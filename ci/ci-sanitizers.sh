@@ -65,7 +65,8 @@ for job in "$@"; do
   case " $(echo $targets) " in
     *" all "*) cmake --build --preset "$job" -j "$JOBS" ;;
     *) echo "== ci-sanitizers: $job builds $(echo $targets | wc -w) targets" &&
-       cmake --build --preset "$job" -j "$JOBS" --target $targets ;;
+       cmake --preset "$job" -DKOMA_CI_TARGETS="$(echo $targets | tr ' ' ';')" >/dev/null &&
+       cmake --build --preset "$job" -j "$JOBS" --target koma_ci_targets ;;
   esac
   ctest --preset "$job" -j "$JOBS" ${select:+-R "$select"} || status=1
   echo "== ci-sanitizers: $job took $(( $(date +%s) - start )) s"
