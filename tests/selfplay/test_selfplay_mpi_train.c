@@ -130,17 +130,8 @@ static void refused_by_job(const char *base, const char *np, const char *k, cons
     free(text);
 }
 
-int main(void) {
-    if (!compat_file_exists(KOMA_MPIEXEC)) {
-        printf("test_selfplay_mpi_train: %s is gone: skipped\n", KOMA_MPIEXEC);
-        return 77;
-    }
-    const char *base = t_scratch("sp_mpi_train");
-    refused_alone(base);
-    refused_by_job(base, "2", "3", "16", "--train-ranks 3: the job has 2 rank(s)");
-    refused_by_job(base, "3", "2", "15", "--batch 15 is the global batch of the 2 training ranks");
-
-    /* ---- the job: ranks 0 and 1 train, ranks 0 and 2 play ---- */
+/* The job: ranks 0 and 1 train, ranks 0 and 2 play. */
+static void job_train_and_play(const char *base) {
     char dir[700], log[760], path[800];
     snprintf(dir, sizeof dir, "%s/run", base);
     snprintf(log, sizeof log, "%s/mpirun.log", base);
@@ -195,9 +186,18 @@ int main(void) {
     free(err_text);
     int failed_job = atomic_load(&g_fail);
     if (failed_job) sp_mpi_show("mpirun's stderr", log, 6000);
+}
 
-    /* ---- Ctrl-C to the job while the group trains: it ends in bounded time, and the same command resumes
-     * (rank 1 loads the newest model, which its own weights are not after the stop) ---- */
+/* Ctrl-C to the job while the group trains: it ends in bounded time, and the
+ * same command resumes (rank 1 loads the newest model, which its own
+ * weights are not after the stop). */
+static void job_ctrl_c(const char *base) {
+    int failed_job = atomic_load(&g_fail);
+    char path[800];
+    run_state_t rs;
+    int64_t t0;
+    int status;
+    double secs;
     char dir3[700], log3[760];
     snprintf(dir3, sizeof dir3, "%s/run3", base);
     snprintf(log3, sizeof log3, "%s/mpirun3.log", base);
@@ -250,9 +250,15 @@ int main(void) {
                (long long)latest + 1, (long long)latest + 2, (long long)latest);
     }
     if (atomic_load(&g_fail) > failed_job) sp_mpi_show("mpirun's stderr (Ctrl-C and resume)", log3, 6000);
-    failed_job = atomic_load(&g_fail);
+}
 
-    /* ---- rank 1 cannot read the run: cycle 1 fails on every rank, the job ends ---- */
+/* Rank 1 cannot read the run: cycle 1 fails on every rank, the job ends. */
+static void job_rank_without_run(const char *base) {
+    int failed_job = atomic_load(&g_fail);
+    char path[800];
+    int64_t t0;
+    int status;
+    double secs;
     char dir2[700], other[700], log2[760];
     snprintf(dir2, sizeof dir2, "%s/run2", base);
     snprintf(other, sizeof other, "%s/elsewhere", base);
@@ -286,6 +292,21 @@ int main(void) {
     free(log_text);
     free(text);
     if (atomic_load(&g_fail) > failed_job) sp_mpi_show("mpirun's stderr (rank 1 without the run)", log2, 6000);
+}
+
+int main(void) {
+    if (!compat_file_exists(KOMA_MPIEXEC)) {
+        printf("test_selfplay_mpi_train: %s is gone: skipped\n", KOMA_MPIEXEC);
+        return 77;
+    }
+    const char *base = t_scratch("sp_mpi_train");
+    refused_alone(base);
+    refused_by_job(base, "2", "3", "16", "--train-ranks 3: the job has 2 rank(s)");
+    refused_by_job(base, "3", "2", "15", "--batch 15 is the global batch of the 2 training ranks");
+
+    job_train_and_play(base);
+    job_ctrl_c(base);
+    job_rank_without_run(base);
     if (!atomic_load(&g_fail)) t_rm_rf(base);
     return t_done("test_selfplay_mpi_train");
 }
