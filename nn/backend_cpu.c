@@ -29,6 +29,7 @@
 
 #include "compat/bits.h"
 #include "compat/compat.h"
+#include "compat/err.h"
 #include "nn/act.h"
 #include "nn/conv_dnnl.h"
 #include "nn/conv_wino.h"
@@ -1053,10 +1054,10 @@ int nn_cpu_blas_room(int32_t threads, char *err, size_t errlen) {
     if (nn_gemm_room(threads)) return 0;
     char l[96];
     compat_address_space_note(l, sizeof l);
-    if (err && errlen)
-        snprintf(err, errlen, "out of memory%s: OpenBLAS needs a %d MiB work buffer for each of %d thread(s), "
-                 "which could not be allocated; raise the limit or use fewer threads",
-                 l, NN_GEMM_BUFFER_MIB, (int)threads);
+    set_err(err, errlen,
+            "out of memory%s: OpenBLAS needs a %d MiB work buffer for each of %d thread(s), "
+            "which could not be allocated; raise the limit or use fewer threads",
+            l, NN_GEMM_BUFFER_MIB, (int)threads);
     return -1;
 }
 
@@ -1108,7 +1109,7 @@ nn_backend_t *nn_backend_cpu_new_conv(int32_t threads, nn_cpu_conv_t conv, char 
     if (!be || !c) {
         free(be);
         free(c);
-        if (err && errlen) snprintf(err, errlen, "CPU backend: out of memory");
+        set_err(err, errlen, "CPU backend: out of memory");
         return NULL;
     }
     conv = resolve_conv(conv);
@@ -1135,7 +1136,7 @@ nn_backend_t *nn_backend_cpu_new_conv(int32_t threads, nn_cpu_conv_t conv, char 
         nn_dnnl_free(c->dnnl);
         free(c);
         free(be);
-        if (err && errlen) snprintf(err, errlen, "CPU backend: out of memory");
+        set_err(err, errlen, "CPU backend: out of memory");
         return NULL;
     }
 #if defined(KOMA_HAVE_CBLAS) && defined(OPENBLAS_VERSION)

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "compat/compat.h"
+#include "compat/err.h"
 #include "engine/dfpn.h"
 #include "engine/movegen.h"
 #include "engine/sfen.h"
@@ -119,7 +120,7 @@ int sp_record_add_to_shard(const sp_record_t *r, shard_builder_t *b, int64_t mod
     }
     char *moves = sp_record_usi(r);
     if (!moves) {
-        snprintf(err, errlen, "out of memory for a game's moves");
+        set_err(err, errlen, "out of memory for a game's moves");
         shard_builder_abort_game(b);
         return -1;
     }
