@@ -79,10 +79,10 @@ int match_engine_bestmove(match_engine_t *e, int64_t timeout_ms, char *mv, size_
  *   depth N      go depth N            (one budget at most)
  *   timeout MS   how long a move may take before it loses on time
  *                (default: byoyomi + max(byoyomi, 1000) ms; 10000 with nodes or depth);
- *                given, it also bounds the start-up answers (usiok, readyok) to
- *                max(MS, 10 s); not given, those wait up to 60 s (a program with
- *                large tables, gpsusi, takes over 10 s to start on a machine busy
- *                with self-play)
+ *                given, it also bounds the start-up answers (usiok, readyok, and
+ *                readyok at each new game) to max(MS, 10 s); not given, those
+ *                wait up to 60 s (a program with large tables, gpsusi, takes
+ *                over 10 s to start on a machine busy with self-play)
  *   NAME=VALUE   a setoption (NAME may hold spaces: "Skill Level=0").
  * Example: "fairy-stockfish skill 0 | /usr/games/fairy-stockfish | nodes 2000 | Skill Level=0".
  * The struct points into its own text: do not copy it (parse again). */
@@ -92,7 +92,7 @@ typedef struct {
     match_engine_spec_t spec; /* spec.name = label */
     char go[96];             /* the go line sent for every move */
     int64_t move_timeout_ms;
-    int64_t init_timeout_ms; /* usiok and readyok at start-up */
+    int64_t init_timeout_ms; /* usiok and readyok at start-up and at each new game */
 } match_engine_player_t;
 
 /* Parses text as above into *out. 0, or -1 with err saying which field is

@@ -108,7 +108,7 @@ static int engine_ready(eval_shared_t *sh, match_engine_t *e) {
     char label[128], err[700] = "";
     snprintf(label, sizeof label, "engine '%s' (%.60s)", ep->label, ep->spec.cmd);
     for (int attempt = 0; attempt < 2; attempt++) {
-        if (e->proc && e->alive && match_engine_new_game(e, 10000, label, err, sizeof err) == 0) return 0;
+        if (e->proc && e->alive && match_engine_new_game(e, ep->init_timeout_ms, label, err, sizeof err) == 0) return 0;
         match_engine_close(e);
         if (match_engine_open(e, &ep->spec, sh->cfg->engine_stderr, ep->init_timeout_ms, label, err, sizeof err) != 0)
             break;

@@ -404,8 +404,9 @@ static void test_lone_client_and_fifo(void) {
         fprintf(stderr, "   3 positions, gather 200 ms: served in %.1f ms\n", ms);
         CHECK(st == NN_SERVER_OK && res.generation == 1);
         CHECK(sub_mismatches(&u[0], 0, NULL) == 0);
-        CHECK(ms >= 150.0);          /* it did wait for company... */
-        CHECK(ms < 200.0 + 1500.0);  /* ...but not for a full batch */
+        CHECK(ms >= 150.0); /* it did wait for company... */
+        /* ...but not for a full batch, which never comes: that wait would
+         * last until the watch above ends the test */
     }
     nn_server_free(srv);
 

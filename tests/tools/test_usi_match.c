@@ -20,6 +20,11 @@
 
 static const char *g_match, *g_fake;
 
+/* The fake engines answer at once: a minute of grace on each move keeps a
+ * loaded machine's scheduling delays from losing games on time (the time
+ * rule itself is tested with an engine that sleeps, in test_referee). */
+#define TOLERANCE "60000"
+
 typedef struct {
     int n;
     int result[16], plies[16], match_id[16];
@@ -80,10 +85,11 @@ static void test_match(void) {
     snprintf(e1, sizeof e1, "\"%s\" --name alpha --seed 11 --log \"%s\"", g_fake, t_path("alpha.log"));
     snprintf(e2, sizeof e2, "\"%s\" --name beta --seed 12 --log \"%s\"", g_fake, t_path("beta.log"));
     snprintf(openings, sizeof openings, "%s/tests/data/openings.sfen", KOMA_SOURCE_DIR);
-    const char *argv[] = {g_match,   "--engine1", e1,           "--engine2",     e2,         "--games",
-                          "4",       "--openings", openings,    "--byoyomi",     "500",      "--concurrency",
-                          "2",       "--run",     t_dir,        "--cycle1",      "0",        "--csa-dir",
-                          t_path("csa"), "--max-ply", "200",    "--engine-stderr", "",       NULL};
+    const char *argv[] = {g_match,       "--engine1",  e1,       "--engine2",       e2,      "--games",
+                          "4",           "--openings", openings, "--byoyomi",       "500",   "--tolerance",
+                          TOLERANCE,     "--concurrency", "2",   "--run",           t_dir,   "--cycle1",
+                          "0",           "--csa-dir",  t_path("csa"), "--max-ply",  "200",   "--engine-stderr",
+                          "",            NULL};
     CHECK(t_run(argv) == 0);
 
     games_t g;
@@ -348,8 +354,8 @@ static void test_output(void) {
     /* every game a draw at the move limit: the difference is exactly 0 */
     snprintf(e1, sizeof e1, "\"%s\" --name alpha --seed 21", g_fake);
     snprintf(e2, sizeof e2, "\"%s\" --name beta --seed 22", g_fake);
-    const char *a4[] = {g_match, "--engine1", e1, "--engine2", e2, "--games", "4", "--byoyomi", "200", "--max-ply",
-                        "6", "--progress", "1", "--engine-stderr", "", NULL};
+    const char *a4[] = {g_match, "--engine1", e1, "--engine2", e2, "--games", "4", "--byoyomi", "200",
+                        "--tolerance", TOLERANCE, "--max-ply", "6", "--progress", "1", "--engine-stderr", "", NULL};
     char *out = NULL, *errt = NULL;
     CHECK(run_capture(a4, &out, &errt) == 0);
     CHECKF(out && strstr(out, "engine1: +0 =4 -0"), "4 draws expected (max-ply 6)");
@@ -363,8 +369,8 @@ static void test_output(void) {
     CHECKF(out && strstr(out, "| Elo 0 [-") && strstr(out, "] over pairs"), "the running score's Elo");
     free(out), free(errt);
 
-    const char *a2[] = {g_match, "--engine1", e1, "--engine2", e2, "--games", "2", "--byoyomi", "200", "--max-ply",
-                        "6", "--quiet", "--engine-stderr", "", NULL};
+    const char *a2[] = {g_match, "--engine1", e1, "--engine2", e2, "--games", "2", "--byoyomi", "200",
+                        "--tolerance", TOLERANCE, "--max-ply", "6", "--quiet", "--engine-stderr", "", NULL};
     CHECK(run_capture(a2, &out, &errt) == 0);
     CHECKF(out && strstr(out, "(trinomial, over 2 games taken one by one:") &&
                strstr(out, "needs 2 complete pairs, 1 here)") && !strstr(out, "pentanomial, over"),
@@ -408,7 +414,7 @@ static int short_match(const char *a, const char *b, const char *c, const char *
     snprintf(e1, sizeof e1, "\"%s\" --name alpha --seed 31", g_fake);
     snprintf(e2, sizeof e2, "\"%s\" --name beta --seed 32", g_fake);
     const char *argv[] = {g_match, "--engine1", e1, "--engine2", e2, "--games", "2", "--byoyomi", "100",
-                          "--max-ply", "6", "--quiet", a, b, c, d, NULL};
+                          "--tolerance", TOLERANCE, "--max-ply", "6", "--quiet", a, b, c, d, NULL};
     char *out = NULL;
     int st = run_capture(argv, &out, errt);
     free(out);
@@ -557,7 +563,7 @@ static void test_flags(void) {
     FILE *f = fopen(ini, "w");
     KOMA_ASSERT(f);
     fprintf(f, "engine1 = %s\nengine2 = %s\noption1 = Hash=16\noption1 = FakeOption=file\ngames = 3\n"
-               "byoyomi = 200\nmax-ply = 6\nengine-stderr =\nquiet = true\n", e1, e2);
+               "byoyomi = 200\ntolerance = " TOLERANCE "\nmax-ply = 6\nengine-stderr =\nquiet = true\n", e1, e2);
     fclose(f);
     const char *a[] = {g_match, "--config", ini, "--option1", "FakeOption=cli", "--games", "2", NULL};
     CHECK(run_capture(a, &out, &errt) == 0);

@@ -46,7 +46,7 @@ int main(int argc, char **argv) {
     const char *run[] = {argv[1], "--engine1", e1, "--engine2", e2, "--option1", net_opt, "--option1", "NodeLimit=24",
                          "--option1", "Threads=1", "--option1", "Backend=cpu", "--option1", "USI_Hash=16",
                          "--option2", "Net=none", "--option2", "NodeLimit=24", "--option2", "Threads=1", "--option2", "Backend=cpu",
-                         "--option2", "USI_Hash=16", "--name2", "koma-uniform", "--games", "2", "--byoyomi", "3000",
+                         "--option2", "USI_Hash=16", "--name2", "koma-uniform", "--games", "2", "--byoyomi", "60000",
                          "--max-ply", "120", "--run", t_dir, "--cycle1", "0", "--csa-dir", t_path("csa"),
                          "--engine-stderr", t_path("koma.stderr"), NULL};
     CHECK(t_run(run) == 0);

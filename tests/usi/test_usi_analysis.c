@@ -40,7 +40,7 @@ static bool write_net(const char *path) {
 static const char *go_at(const char *sfen, const char *args, const char **info) {
     proc_send(&P, "position sfen %s", sfen);
     proc_send(&P, "go %s", args);
-    const char *bm = proc_expect(&P, "bestmove ", 30000);
+    const char *bm = proc_expect(&P, "bestmove ", USI_WAIT_MS);
     *info = bm && P.mark >= 2 ? P.lines[P.mark - 2] : NULL;
     return bm;
 }
@@ -79,18 +79,18 @@ static void test_score_mate(void) {
     /* the start position: no mate, a cp score */
     proc_send(&P, "position startpos");
     proc_send(&P, "go nodes 64");
-    CHECK(proc_expect(&P, "bestmove ", 30000) != NULL);
+    CHECK(proc_expect(&P, "bestmove ", USI_WAIT_MS) != NULL);
     info = P.mark >= 2 ? P.lines[P.mark - 2] : NULL;
     CHECKF(info && strstr(info, " score cp ") && !strstr(info, "mate"), "no mate at the start: %s", info ? info : "-");
     /* go infinite on a mate: the mate line at once, the bestmove after stop */
     proc_send(&P, "position sfen %s", m1);
     int from = P.mark;
     proc_send(&P, "go infinite");
-    CHECKF(proc_expect(&P, "info depth 1 ", 10000) != NULL, "go infinite: the mate line");
+    CHECKF(proc_expect(&P, "info depth 1 ", USI_WAIT_MS) != NULL, "go infinite: the mate line");
     proc_drain(&P, 200);
     CHECKF(!proc_find(&P, from, P.n_lines, "bestmove"), "go infinite: no bestmove before stop");
     proc_send(&P, "stop");
-    bm = proc_expect(&P, "bestmove ", 5000);
+    bm = proc_expect(&P, "bestmove ", USI_WAIT_MS);
     CHECKF(bm && strcmp(bm, "bestmove G*5b") == 0, "go infinite, stop: the mate: %s", bm ? bm : "-");
 }
 
@@ -100,7 +100,7 @@ static void test_multipv(void) {
     proc_send(&P, "position startpos moves 7g7f");
     int from = P.mark;
     proc_send(&P, "go nodes 300");
-    const char *bm = proc_expect(&P, "bestmove ", 30000);
+    const char *bm = proc_expect(&P, "bestmove ", USI_WAIT_MS);
     /* the last report: the three lines right before bestmove */
     const char *l[3];
     for (int k = 0; k < 3; k++) l[k] = P.mark - 4 + k >= from ? P.lines[P.mark - 4 + k] : NULL;
@@ -122,7 +122,7 @@ static void test_multipv(void) {
            "multipv 1 is the bestmove: %s vs %s", moves[0], bm ? bm : "-");
     proc_send(&P, "setoption name MultiPV value 1");
     proc_send(&P, "go nodes 50");
-    CHECK(proc_expect(&P, "bestmove ", 30000) != NULL);
+    CHECK(proc_expect(&P, "bestmove ", USI_WAIT_MS) != NULL);
     const char *one = P.mark >= 2 ? P.lines[P.mark - 2] : NULL;
     CHECKF(one && starts_with(one, "info depth "), "MultiPV 1: the plain line: %s", one ? one : "-");
 }
@@ -133,7 +133,7 @@ static void test_ponder_option(void) {
         proc_send(&P, "setoption name USI_Ponder value %s", on ? "true" : "false");
         proc_send(&P, "position startpos moves 2g2f");
         proc_send(&P, "go nodes 300");
-        const char *bm = proc_expect(&P, "bestmove ", 30000);
+        const char *bm = proc_expect(&P, "bestmove ", USI_WAIT_MS);
         const char *info = bm && P.mark >= 2 ? P.lines[P.mark - 2] : NULL;
         const char *pv = info ? strstr(info, " pv ") : NULL;
         CHECKF(pv && strchr(pv + 4, ' '), "a pv of two moves or more: %s", info ? info : "-");
@@ -218,7 +218,7 @@ static void test_minimum_time(void) {
     proc_send(&P, "position startpos");
     long long t0 = now_ms();
     proc_send(&P, "go btime 20000 wtime 20000");
-    const char *bm = proc_expect(&P, "bestmove ", 10000);
+    const char *bm = proc_expect(&P, "bestmove ", USI_WAIT_MS);
     long long dt = now_ms() - t0;
     CHECKF(bm && dt >= 370, "MinimumThinkingTime 380: thought %lld ms", dt);
     fprintf(stderr, "   go btime 20000 with MinimumThinkingTime 380: %lld ms\n", dt);
@@ -241,11 +241,11 @@ int main(void) {
     proc_send(&P, "setoption name Net value %s", net);
     proc_send(&P, "setoption name Backend value cpu");
     proc_send(&P, "isready");
-    CHECK(proc_expect(&P, "readyok", 30000) != NULL);
+    CHECK(proc_expect(&P, "readyok", USI_WAIT_MS) != NULL);
     test_multipv();
     test_ponder_option();
     proc_send(&P, "quit");
-    CHECKF(proc_wait_exit(&P, 5000) && P.status == 0, "quit");
+    CHECKF(proc_wait_exit(&P, USI_WAIT_MS) && P.status == 0, "quit");
     proc_end(&P);
     t_rm_rf(dir);
     free(pos);

@@ -93,20 +93,20 @@ static void expect_error(const char *what, const char *const *setup, const char 
     const char *log = t_path(name);
     CHECKF(start_logged(&P, log, KOMA_BIN), "%s: start", what);
     proc_send(&P, "usi");
-    CHECKF(proc_expect(&P, "usiok", 10000) != NULL, "%s: usiok", what);
+    CHECKF(proc_expect(&P, "usiok", USI_WAIT_MS) != NULL, "%s: usiok", what);
     int from = P.mark;
     for (int i = 0; setup[i]; i++) {
         proc_send(&P, "%s", setup[i]);
         if (strcmp(setup[i], "isready") == 0) { /* an isready before the change: its readyok is due */
-            CHECKF(proc_expect(&P, "readyok", 10000) != NULL, "%s: readyok before the change", what);
+            CHECKF(proc_expect(&P, "readyok", USI_WAIT_MS) != NULL, "%s: readyok before the change", what);
             from = P.mark;
         }
     }
     proc_send(&P, "%s", trigger);
-    const char *l = proc_expect(&P, "info string Error: ", 60000);
+    const char *l = proc_expect(&P, "info string Error: ", USI_WAIT_MS);
     CHECKF(l && strstr(l, want) && (!want2 || strstr(l, want2)), "%s: the error names '%s'%s%s: %s", what, want,
            want2 ? " and " : "", want2 ? want2 : "", l ? l : "-");
-    CHECKF(proc_wait_exit(&P, 20000), "%s: koma exits after the error", what);
+    CHECKF(proc_wait_exit(&P, USI_WAIT_MS), "%s: koma exits after the error", what);
     CHECKF(P.exited && P.status == 1, "%s: exit status 1, got %d", what, P.status);
     CHECKF(!proc_find(&P, from, P.n_lines, "readyok"), "%s: no readyok", what);
     CHECKF(!proc_find(&P, from, P.n_lines, "bestmove"), "%s: no bestmove", what);
@@ -160,7 +160,7 @@ static void test_bad_nets(void) {
     if (l) {
         CHECKF(strstr(l, "cuda") || strstr(l, "CUDA") || strstr(l, "GPU") || strstr(l, "device"),
                "Backend cuda refused, saying why: %s", l);
-        CHECKF(proc_wait_exit(&P, 20000) && P.status == 1, "exit 1 after Backend cuda failed (status %d)", P.status);
+        CHECKF(proc_wait_exit(&P, USI_WAIT_MS) && P.status == 1, "exit 1 after Backend cuda failed (status %d)", P.status);
         CHECKF(!proc_find(&P, 0, P.n_lines, "readyok"), "no readyok when Backend cuda failed");
     } else {
         const char *loaded = proc_find(&P, 0, P.n_lines, "info string net loaded");
@@ -175,24 +175,24 @@ static void test_bad_nets(void) {
     CHECK(start_logged(&P, NULL, KOMA_BIN));
     proc_send(&P, "setoption name Net value NONE");
     proc_send(&P, "isready");
-    CHECK(proc_expect(&P, "readyok", 10000) != NULL);
+    CHECK(proc_expect(&P, "readyok", USI_WAIT_MS) != NULL);
     CHECKF(proc_find(&P, 0, P.mark, "info string Net none: no network"), "Net none said at isready");
     proc_send(&P, "position startpos");
     proc_send(&P, "go nodes 16");
-    CHECK(proc_expect(&P, "bestmove ", 20000) != NULL);
+    CHECK(proc_expect(&P, "bestmove ", USI_WAIT_MS) != NULL);
     proc_send(&P, "quit");
-    CHECKF(proc_wait_exit(&P, 5000) && P.status == 0, "quit: status 0");
+    CHECKF(proc_wait_exit(&P, USI_WAIT_MS) && P.status == 0, "quit: status 0");
     proc_end(&P);
 }
 
 /* The Net option's default as `usi` announces it ("" for <empty>). */
 static bool announced_net(usi_proc_t *P, char *out, size_t n) {
     proc_send(P, "usi");
-    const char *l = proc_expect(P, "option name Net type filename default ", 10000);
+    const char *l = proc_expect(P, "option name Net type filename default ", USI_WAIT_MS);
     if (!l) return false;
     const char *v = l + strlen("option name Net type filename default ");
     snprintf(out, n, "%s", strcmp(v, "<empty>") == 0 ? "" : v);
-    return proc_expect(P, "usiok", 10000) != NULL;
+    return proc_expect(P, "usiok", USI_WAIT_MS) != NULL;
 }
 
 static void test_default_net(void) {
@@ -205,16 +205,16 @@ static void test_default_net(void) {
     proc_send(&P, "isready");
     if (def[0]) {
         CHECKF(strstr(def, "koma-default.safetensors") != NULL, "the default is the shipped net: %s", def);
-        CHECKF(proc_expect(&P, "readyok", 60000) != NULL, "readyok with the shipped net");
+        CHECKF(proc_expect(&P, "readyok", USI_WAIT_MS) != NULL, "readyok with the shipped net");
         const char *l = proc_find(&P, 0, P.mark, "info string net loaded");
         CHECKF(l && strstr(l, def), "the shipped net loaded: %s", l ? l : "-");
         proc_send(&P, "quit");
     } else {
-        const char *l = proc_expect(&P, "info string Error: ", 10000);
+        const char *l = proc_expect(&P, "info string Error: ", USI_WAIT_MS);
         CHECKF(l && strstr(l, "nets/koma-default.safetensors") && strstr(l, "share/koma/nets") &&
                    strstr(l, "set the Net option"),
                "no shipped net: the error names where it looked and what to do: %s", l ? l : "-");
-        CHECKF(proc_wait_exit(&P, 10000) && P.status == 1, "exit 1 without a net (status %d)", P.status);
+        CHECKF(proc_wait_exit(&P, USI_WAIT_MS) && P.status == 1, "exit 1 without a net (status %d)", P.status);
         fprintf(stderr, "   no shipped net in this tree: %s\n", l ? l : "-");
     }
     proc_end(&P);
@@ -239,21 +239,21 @@ static void test_default_net(void) {
     CHECKF(strstr(def, "prefix/share/koma/nets/koma-default.safetensors") != NULL,
            "Net's default is the installed net: '%s'", def);
     proc_send(&P, "isready");
-    CHECKF(proc_expect(&P, "readyok", 60000) != NULL, "readyok with the installed net");
+    CHECKF(proc_expect(&P, "readyok", USI_WAIT_MS) != NULL, "readyok with the installed net");
     const char *l = proc_find(&P, 0, P.mark, "info string net loaded");
     CHECKF(l && strstr(l, "prefix/share/koma/nets/koma-default.safetensors"), "the installed net loaded: %s",
            l ? l : "-");
     proc_send(&P, "position startpos");
     proc_send(&P, "go nodes 16");
-    CHECK(proc_expect(&P, "bestmove ", 30000) != NULL);
+    CHECK(proc_expect(&P, "bestmove ", USI_WAIT_MS) != NULL);
     /* <empty> is the default again */
     proc_send(&P, "setoption name Net value <empty>");
     int from = P.mark;
     proc_send(&P, "isready");
-    CHECKF(proc_expect(&P, "readyok", 60000) != NULL && !proc_find(&P, from, P.mark, "info string Error"),
+    CHECKF(proc_expect(&P, "readyok", USI_WAIT_MS) != NULL && !proc_find(&P, from, P.mark, "info string Error"),
            "Net <empty>: the shipped net");
     proc_send(&P, "quit");
-    CHECKF(proc_wait_exit(&P, 5000) && P.status == 0, "quit: status 0");
+    CHECKF(proc_wait_exit(&P, USI_WAIT_MS) && P.status == 0, "quit: status 0");
     proc_end(&P);
 }
 
@@ -272,7 +272,7 @@ static void test_help_version(void) {
         usi_proc_t P;
         const char *args[] = {flags[k], NULL};
         CHECK(proc_start_bare(&P, args));
-        CHECKF(proc_wait_exit(&P, 10000), "%s exits without input", flags[k]);
+        CHECKF(proc_wait_exit(&P, USI_WAIT_MS), "%s exits without input", flags[k]);
         CHECKF(P.exited && P.status == 0, "%s: status 0, got %d", flags[k], P.status);
         CHECKF(any_line_has(&P, want[k]), "%s: says '%s'", flags[k], want[k]);
         if (k == 0) {

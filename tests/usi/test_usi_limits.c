@@ -51,7 +51,7 @@ static void test_low_memory(const char *net) {
         return;
     }
     proc_send(&P, "usi");
-    CHECK(proc_expect(&P, "usiok", 30000) != NULL);
+    CHECK(proc_expect(&P, "usiok", USI_WAIT_MS) != NULL);
     int from = P.mark;
     proc_send(&P, "setoption name Net value %s", net);
     proc_send(&P, "isready");
@@ -72,14 +72,14 @@ static void test_low_memory(const char *net) {
         fprintf(stderr, "   readyok after %lld ms: %s\n", now_ms() - t0, loaded ? loaded : "-");
         proc_send(&P, "position startpos");
         proc_send(&P, "go nodes 64");
-        CHECKF(proc_expect(&P, "bestmove ", 60000) != NULL, "no bestmove within 60 s under low memory");
+        CHECKF(proc_expect(&P, "bestmove ", USI_WAIT_MS) != NULL, "no bestmove within 60 s under low memory");
         proc_send(&P, "quit");
-        CHECKF(proc_wait_exit(&P, 20000), "koma did not quit under low memory");
+        CHECKF(proc_wait_exit(&P, USI_WAIT_MS), "koma did not quit under low memory");
     } else if (l) {
         CHECKF((strstr(l, "out of memory") || strstr(l, "out of host memory")) && strstr(l, "ulimit -v"),
                "Net under low memory refused with the reason: %s", l);
         fprintf(stderr, "   error after %lld ms: %s\n", now_ms() - t0, l);
-        CHECKF(proc_wait_exit(&P, 20000) && P.status == 1, "koma exits 1 after the error (status %d)", P.status);
+        CHECKF(proc_wait_exit(&P, USI_WAIT_MS) && P.status == 1, "koma exits 1 after the error (status %d)", P.status);
     }
     if (!P.exited) compat_proc_kill(P.cp);
     proc_end(&P);
@@ -103,10 +103,10 @@ static void test_fifo_net(const char *dir) {
     proc_send(&P, "setoption name Net value %s", fifo);
     proc_send(&P, "isready");
     /* refused by name, no readyok, koma exits 1 (it never blocks on the FIFO) */
-    const char *l = proc_expect(&P, "info string Error:", 30000);
+    const char *l = proc_expect(&P, "info string Error:", USI_WAIT_MS);
     CHECKF(l && strstr(l, "net.fifo") && strstr(l, "not a regular file"), "the FIFO is refused by name: %s",
            l ? l : "-");
-    CHECKF(proc_wait_exit(&P, 10000) && P.status == 1, "koma exits 1 after a FIFO as Net (status %d)", P.status);
+    CHECKF(proc_wait_exit(&P, USI_WAIT_MS) && P.status == 1, "koma exits 1 after a FIFO as Net (status %d)", P.status);
     CHECKF(!proc_find(&P, from, P.n_lines, "readyok"), "no readyok after a FIFO as Net");
     proc_end(&P);
 }
@@ -121,7 +121,7 @@ static void go_answers(usi_proc_t *P, pos_t *pos, const char *args, bool stop, c
         proc_drain(P, 300);
         proc_send(P, "stop");
     }
-    const char *bm = proc_expect(P, "bestmove ", 30000);
+    const char *bm = proc_expect(P, "bestmove ", USI_WAIT_MS);
     char txt[16];
     pos_set_startpos(pos);
     CHECKF(bm && bestmove_of(pos, bm, txt, sizeof txt) != MOVE_NONE, "'go %s': a legal bestmove: %s", args,
@@ -144,7 +144,7 @@ static void test_go_out_of_range(void) {
     go_answers(&P, pos, "btime 0 wtime 0 byoyomi 999999999999999", true, "taken as 1000000000000");
     go_answers(&P, pos, "btime abc wtime 1000 byoyomi 100", false, "not a number");
     proc_send(&P, "quit");
-    CHECK(proc_wait_exit(&P, 10000));
+    CHECK(proc_wait_exit(&P, USI_WAIT_MS));
     proc_end(&P);
     free(pos);
 }

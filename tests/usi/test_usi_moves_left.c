@@ -41,7 +41,7 @@ static int set_sync(const char *cmd, int *end) {
     int from = P.mark;
     proc_send(&P, "%s", cmd);
     proc_send(&P, "isready");
-    proc_expect(&P, "readyok", 60000);
+    proc_expect(&P, "readyok", USI_WAIT_MS);
     *end = P.mark;
     return from;
 }
@@ -50,7 +50,7 @@ static void go_legal(const char *what) {
     proc_send(&P, "position startpos moves 7g7f 3c3d");
     int from = P.mark;
     proc_send(&P, "go nodes 300");
-    const char *bm = proc_expect(&P, "bestmove ", 60000);
+    const char *bm = proc_expect(&P, "bestmove ", USI_WAIT_MS);
     play_moves(pos, "startpos", "7g7f 3c3d");
     CHECKF(bestmove_of(pos, bm, txt, sizeof txt) != MOVE_NONE, "%s: %s", what, bm ? bm : "-");
     CHECKF(!proc_find(&P, from, P.mark, "info string Error"), "%s: an error", what);
@@ -93,20 +93,20 @@ int main(void) {
     from = P.mark;
     proc_send(&P, "setoption name Net value %s", net);
     proc_send(&P, "isready");
-    CHECKF(proc_expect(&P, "readyok", 60000) != NULL, "readyok with a moves-left net");
+    CHECKF(proc_expect(&P, "readyok", USI_WAIT_MS) != NULL, "readyok with a moves-left net");
     const char *l = proc_find(&P, from, P.mark, "info string net loaded");
     CHECKF(l && strstr(l, "2x16m relu on cpu"), "net loaded: %s", l ? l : "-");
     go_legal("moves-left net, utility on");
     set_sync("setoption name MovesLeftMaxEffect value 0", &end);
     go_legal("moves-left net, utility off");
     proc_send(&P, "quit");
-    CHECKF(proc_wait_exit(&P, 10000), "quit");
+    CHECKF(proc_wait_exit(&P, USI_WAIT_MS), "quit");
     proc_end(&P);
 
     /* --help lists them */
     const char *help_args[] = {"--help", NULL};
     CHECKF(proc_start_bare(&P, help_args), "start --help");
-    CHECKF(proc_wait_exit(&P, 10000), "--help exits");
+    CHECKF(proc_wait_exit(&P, USI_WAIT_MS), "--help exits");
     CHECKF(proc_find(&P, 0, P.n_lines, "  MovesLeftMaxEffect") && proc_find(&P, 0, P.n_lines, "  MovesLeftSlope"),
            "--help lists the moves-left options");
     proc_end(&P);

@@ -97,7 +97,7 @@ static const char *load(const char *net) {
     int from = P.mark;
     proc_send(&P, "setoption name Net value %s", net);
     proc_send(&P, "isready");
-    proc_expect(&P, "readyok", 60000);
+    proc_expect(&P, "readyok", USI_WAIT_MS);
     const char *l = proc_find(&P, from, P.mark, "info string net loaded");
     return l;
 }
@@ -106,7 +106,7 @@ static const char *go_legal(const char *moves, const char *go, long long *dt) {
     proc_send(&P, "position startpos moves %s", moves);
     long long t0 = now_ms();
     proc_send(&P, "%s", go);
-    const char *bm = proc_expect(&P, "bestmove ", 60000);
+    const char *bm = proc_expect(&P, "bestmove ", USI_WAIT_MS);
     if (dt) *dt = now_ms() - t0;
     play_moves(pos, "startpos", moves);
     CHECKF(bestmove_of(pos, bm, txt, sizeof txt) != MOVE_NONE, "'%s' after '%s': %s", go, moves, bm ? bm : "-");
@@ -149,14 +149,14 @@ int main(void) {
     /* the same net again: nothing reloaded */
     int from = P.mark;
     proc_send(&P, "isready");
-    proc_expect(&P, "readyok", 60000);
+    proc_expect(&P, "readyok", USI_WAIT_MS);
     CHECKF(!proc_find(&P, from, P.mark, "info string net loaded"), "unchanged net not reloaded");
     /* a newer model appears: the next isready takes it */
     snprintf(f2, sizeof f2, "%s/0002.safetensors", models);
     CHECKF(write_net(f2, 3), "third net");
     from = P.mark;
     proc_send(&P, "isready");
-    proc_expect(&P, "readyok", 60000);
+    proc_expect(&P, "readyok", USI_WAIT_MS);
     l = proc_find(&P, from, P.mark, "info string net loaded");
     CHECKF(l && strstr(l, "0002.safetensors"), "newer model picked up: %s", l ? l : "-");
     go_legal("2g2f 8c8d", "go btime 0 wtime 0 byoyomi 1000", NULL);
@@ -172,7 +172,7 @@ int main(void) {
     CHECKF(register_model(run2, 1, "models/0001.safetensors"), "registered cycle 1");
     from = P.mark;
     proc_send(&P, "isready");
-    proc_expect(&P, "readyok", 60000);
+    proc_expect(&P, "readyok", USI_WAIT_MS);
     l = proc_find(&P, from, P.mark, "info string net loaded");
     CHECKF(l && strstr(l, "run2/models/0001.safetensors"), "cycle 1 picked up: %s", l ? l : "-");
     /* Gumbel with a net, and a timed search */
@@ -191,7 +191,7 @@ int main(void) {
     from = P.mark;
     proc_send(&P, "usinewgame");
     proc_send(&P, "isready");
-    proc_expect(&P, "readyok", 60000);
+    proc_expect(&P, "readyok", USI_WAIT_MS);
     l = proc_find(&P, from, P.mark, "info string Net: ");
     CHECKF(l && strstr(l, "0001.safetensors") && strstr(l, "does not match koma.db") && strstr(l, "cycle 0"),
            "damaged newest model reported: %s", l ? l : "-");
@@ -224,7 +224,7 @@ int main(void) {
         from = P.mark;
         proc_send(&P, "usinewgame");
         proc_send(&P, "isready");
-        proc_expect(&P, "readyok", 60000);
+        proc_expect(&P, "readyok", USI_WAIT_MS);
         l = proc_find(&P, from, P.mark, "info string Net: ");
         CHECKF(l && strstr(l, bad[k].want) && strstr(l, "cycle 0"), "a newest model with no net: %s", l ? l : "-");
         l = proc_find(&P, from, P.mark, "info string net loaded"); /* cycle 0 stays loaded: no reload, or of it */
@@ -234,7 +234,7 @@ int main(void) {
     }
 
     proc_send(&P, "quit");
-    CHECKF(proc_wait_exit(&P, 5000), "quit");
+    CHECKF(proc_wait_exit(&P, USI_WAIT_MS), "quit");
     proc_end(&P);
     t_rm_rf(dir);
     free(pos);

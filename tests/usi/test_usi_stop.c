@@ -49,7 +49,7 @@ static void stop_then_end(const char *net, bool quit, int round) {
     proc_send(&P, "stop");
     if (quit) proc_send(&P, "quit");
     proc_close_input(&P);
-    bool exited = proc_wait_exit(&P, 30000);
+    bool exited = proc_wait_exit(&P, USI_WAIT_MS);
     CHECKF(exited && P.status == 0, "round %d (%s, %s): exit 0, got %d", round, net, quit ? "quit" : "EOF", P.status);
     int n = count_lines(&P, "bestmove ");
     CHECKF(n == 1, "round %d (%s, %s): exactly one bestmove, got %d", round, net, quit ? "quit" : "EOF", n);
@@ -70,11 +70,11 @@ static long long stop_latency(usi_proc_t *P, const char *moves, bool at_once) {
     proc_send(P, "position startpos moves %s", moves);
     proc_send(P, "go infinite");
     /* the search is under way: its first periodic info line */
-    if (!at_once && !proc_expect(P, "info depth ", 20000)) return -1;
+    if (!at_once && !proc_expect(P, "info depth ", USI_WAIT_MS)) return -1;
     if (!at_once) proc_drain(P, 100);
     long long t0 = now_ms();
     proc_send(P, "stop");
-    const char *bm = proc_expect(P, "bestmove ", 5000);
+    const char *bm = proc_expect(P, "bestmove ", USI_WAIT_MS);
     return bm ? now_ms() - t0 : -1;
 }
 
@@ -117,13 +117,13 @@ int main(void) {
     proc_send(&P, "position startpos");
     int from = P.mark;
     proc_send(&P, "go mate -1");
-    const char *cm = proc_expect(&P, "checkmate ", 5000);
+    const char *cm = proc_expect(&P, "checkmate ", USI_WAIT_MS);
     CHECKF(cm && (strcmp(cm, "checkmate timeout") == 0 || strcmp(cm, "checkmate nomate") == 0),
            "go mate -1 answered at once: %s", cm ? cm : "-");
     const char *w = proc_find(&P, from, P.mark, "info string go: 'mate -1'");
     CHECKF(w && strstr(w, "taken as 0"), "go mate -1 clamped, said so: %s", w ? w : "-");
     proc_send(&P, "quit");
-    CHECKF(proc_wait_exit(&P, 10000) && P.status == 0, "quit");
+    CHECKF(proc_wait_exit(&P, USI_WAIT_MS) && P.status == 0, "quit");
     proc_end(&P);
     t_rm_rf(dir);
     return t_done("test_usi_stop");

@@ -3,13 +3,14 @@
  *
  * Transcript lines (one action each; '#' starts a comment line):
  *   > TEXT              send TEXT to koma
- *   < PREFIX            wait (10 s) for a line starting with PREFIX
- *   <N PREFIX           the same, waiting at most N ms
+ *   < PREFIX            wait (USI_WAIT_MS) for a line starting with PREFIX
+ *   <N PREFIX           the same, waiting at most N ms (a bound on time: a clock)
  *   ~ N                 read what comes for N ms
  *   ! none PREFIX       no line starting with PREFIX since the last match
  *   ! legal POS         the last matched line is "bestmove M ..." with M legal
  *                       in POS = startpos|sfen <sfen> [moves ...]
- *   ! exit N            koma exits within N ms with status 0
+ *   ! exit N            koma exits within N ms with status 0 (a hang guard:
+ *                       quit with nothing searching, N long for any load)
  * A transcript fails at its first broken expectation, naming file and line. */
 #include "usi_test.h"
 
@@ -50,7 +51,7 @@ static int run_file(const char *path) {
         if (line[0] == '>') {
             proc_send(&p, "%s", line + 2);
         } else if (line[0] == '<') {
-            int ms = 10000;
+            int ms = USI_WAIT_MS;
             const char *prefix = line + 1;
             if (*prefix >= '0' && *prefix <= '9') ms = (int)strtol(prefix, (char **)&prefix, 10);
             if (*prefix == ' ') prefix++;

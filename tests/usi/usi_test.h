@@ -31,6 +31,12 @@
 
 static inline long long now_ms(void) { return (long long)compat_now_ms(); }
 
+/* How long a test waits for a line or an exit that must come: long enough for
+ * any load (a shared CI machine), so only a hang reaches it. A test that checks
+ * how soon something comes measures that itself, against a bound that the
+ * wrong behaviour would miss by far (a search that goes on for minutes). */
+enum { USI_WAIT_MS = 60000 };
+
 enum { PROC_LINES_MAX = 4096, PROC_LOG_MAX = 8192, PROC_LINE_LEN = 1 << 16 };
 
 typedef struct {
@@ -222,9 +228,9 @@ static inline void proc_end(usi_proc_t *p) {
 /* The usual opening: usi ... usiok, isready ... readyok. */
 static inline bool proc_handshake(usi_proc_t *p) {
     proc_send(p, "usi");
-    if (!proc_expect(p, "usiok", 5000)) return false;
+    if (!proc_expect(p, "usiok", USI_WAIT_MS)) return false;
     proc_send(p, "isready");
-    return proc_expect(p, "readyok", 30000) != NULL;
+    return proc_expect(p, "readyok", USI_WAIT_MS) != NULL;
 }
 
 /* ---- positions --------------------------------------------------------- */
