@@ -34,6 +34,7 @@
 # libubsan and libtsan: Debian's gcc has them.
 set -eu
 cd "$(dirname "$0")/.."
+. tools/blas-env.sh # the OpenBLAS kernels the programs pick for themselves (tools/test.sh does the same)
 JOBS=${KOMA_JOBS:-2}
 TSAN_TESTS=${KOMA_TSAN_TESTS:-'compat|dist|server|fault|db|shard|writer|selfplay|train|mcts|usi|eval|referee|match|record'}
 [ $# -gt 0 ] || set -- asan tsan
