@@ -443,12 +443,9 @@ static int on_dir_entry(const char *name, int is_dir, void *user) {
     return import_file(w->im, path, w->fmt);
 }
 
-
-int main(int argc, char **argv) {
-    g_prog = koma_program_name(argc > 0 ? argv[0] : NULL, "import");
-    if (koma_version_asked(argc, argv, g_prog)) return 0;
-    snprintf(usage, sizeof usage, "usage: %s " USAGE_ARGS, g_prog);
-    cfg_opt_t opts[MAX_OPTS];
+/* ---- the program -------------------------------------------------------------------------- */
+/* The option table: the command line, --help and the runs row's config. Returns its length. */
+static int import_opts(cfg_opt_t *opts) {
     int n = 0;
     opts[n++] = (cfg_opt_t){"run", CFG_TYPE_STRING, g_run, 0, 0, "run directory (created with its koma.db if missing)"};
     opts[n++] = (cfg_opt_t){"progress", CFG_TYPE_DOUBLE, &g_progress, -1, 3600,
@@ -472,153 +469,188 @@ int main(int argc, char **argv) {
     opts[n++] = (cfg_opt_t){"dedup", CFG_TYPE_BOOL, &g_dedup, 0, 1,
                             "skip games already in the run or seen earlier in this import (same start and moves)"};
     opts[n++] = (cfg_opt_t){"show-rejects", CFG_TYPE_INT, &g_show, 0, 1e9, "reject messages printed at most"};
+    return n;
+}
+
+#define ARGS_OK (-1)
+
+/* The flags, --format (into *fmt), --root-q (into *rq) and the inputs (files,
+ * *nfiles): ARGS_OK, or the exit status (0 after --help, 2 on a bad flag). */
+static int parse_args(int argc, char **argv, const cfg_opt_t *opts, int n, char **files, int *nfiles, int *fmt,
+                      int *rq) {
     char err[1024];
-    char **files = calloc((size_t)(argc > 0 ? argc : 1), sizeof *files);
-    if (!files) return 1;
-    int nfiles = 0;
-    int rc = cfg_parse(opts, n, argc, argv, 1, files, argc, &nfiles, usage, stdout, err, sizeof err);
-    if (rc == CFG_HELP) {
-        free(files);
-        return 0;
-    }
+    int rc = cfg_parse(opts, n, argc, argv, 1, files, argc, nfiles, usage, stdout, err, sizeof err);
+    if (rc == CFG_HELP) return 0;
     if (rc != CFG_OK) {
         fprintf(stderr, "%s: %s\n%s\n", g_prog, err, usage);
-        free(files);
         return 2;
     }
     rec_format_t rfmt;
     fmt_kind_t kind;
-    int fmt;
     if (rec_format_parse(g_format, &rfmt) == 0) {
-        fmt = (int)rfmt;
+        *fmt = (int)rfmt;
     } else if (fmt_kind_parse(g_format, &kind) == 0) {
-        fmt = IMPORT_BINARY + (int)kind;
+        *fmt = IMPORT_BINARY + (int)kind;
     } else {
         fprintf(stderr, "%s: --format %s: expected auto, csa, kif, usi, hcpe, hcpe3 or psv\n", g_prog, g_format);
-        free(files);
         return 2;
     }
     static const char *const RQ[] = {"auto", "result", "zero", "eval"};
-    int rq = -1;
+    *rq = -1;
     for (int i = 0; i < 4; i++)
-        if (strcmp(g_root_q, RQ[i]) == 0) rq = i;
-    if (rq < 0) {
+        if (strcmp(g_root_q, RQ[i]) == 0) *rq = i;
+    if (*rq < 0) {
         fprintf(stderr, "%s: --root-q %s: expected auto, result, zero or eval\n", g_prog, g_root_q);
-        free(files);
         return 2;
     }
-    if (nfiles == 0) {
+    if (*nfiles == 0) {
         fprintf(stderr, "%s: no record files given\n%s\n", g_prog, usage);
-        free(files);
         return 2;
     }
+    return ARGS_OK;
+}
 
-    import_t im;
-    memset(&im, 0, sizeof im);
-    im.root_q = rq;
-    int status = 1;
-    char path[CFG_STRING_MAX + 16];
-    run_t *rn = NULL;
-    if (g_check) { /* read and check only: no run */
-        im.pos = NULL;
-        goto inputs;
-    }
-    rn = run_open(g_run, RUN_WRITE | RUN_CREATE, g_prog, err, sizeof err); /* the run's one writer */
-    if (!rn) {
+/* Opens the run (*rn) as its one writer, records this import in its runs
+ * table, makes the shard builder and, with --dedup, loads the games already
+ * stored. 0, or -1 with the message printed (*rn, when set, is the caller's
+ * to close). */
+static int import_open(import_t *im, run_t **rn, const cfg_opt_t *opts, int n) {
+    char err[1024], path[CFG_STRING_MAX + 16];
+    *rn = run_open(g_run, RUN_WRITE | RUN_CREATE, g_prog, err, sizeof err); /* the run's one writer */
+    if (!*rn) {
         fprintf(stderr, "%s: %s\n", g_prog, err);
-        goto done;
+        return -1;
     }
-    for (int32_t i = 0; i < run_findings(rn); i++) fprintf(stderr, "%s: start-up check: %s\n", g_prog, run_finding(rn, i));
-    im.db = run_db(rn);
+    for (int32_t i = 0; i < run_findings(*rn); i++) fprintf(stderr, "%s: start-up check: %s\n", g_prog, run_finding(*rn, i));
+    im->db = run_db(*rn);
     run_path(g_run, RUN_DB, path, sizeof path);
     char *config = cfg_dump_string(opts, n);
-    db_status_t rst = db_run_insert(im.db, KOMA_VERSION_STRING, "import", config ? config : "", NULL);
+    db_status_t rst = db_run_insert(im->db, KOMA_VERSION_STRING, "import", config ? config : "", NULL);
     free(config);
     if (rst != DB_OK) {
-        fprintf(stderr, "%s: %s: runs row not written: %s\n", g_prog, path, db_errmsg(im.db));
-        goto done;
+        fprintf(stderr, "%s: %s: runs row not written: %s\n", g_prog, path, db_errmsg(im->db));
+        return -1;
     }
     db_summary_t sum;
-    if (db_summary(im.db, &sum) != DB_OK) {
-        fprintf(stderr, "%s: %s\n", g_prog, db_errmsg(im.db));
-        goto done;
+    if (db_summary(im->db, &sum) != DB_OK) {
+        fprintf(stderr, "%s: %s\n", g_prog, db_errmsg(im->db));
+        return -1;
     }
-    im.seq = sum.shards + 1;
+    im->seq = sum.shards + 1;
     const shard_format_t sfmt = {ENC_FEATURES_VERSION, ENC_PACKED_BYTES, ENC_HAND, ENC_LEGAL_BYTES};
-    im.b = shard_builder_new(&sfmt, err, sizeof err);
-    im.pos = malloc(sizeof *im.pos);
-    if (!im.b || !im.pos) {
-        fprintf(stderr, "%s: %s\n", g_prog, im.b ? "out of memory" : err);
-        goto done;
+    im->b = shard_builder_new(&sfmt, err, sizeof err);
+    im->pos = malloc(sizeof *im->pos);
+    if (!im->b || !im->pos) {
+        fprintf(stderr, "%s: %s\n", g_prog, im->b ? "out of memory" : err);
+        return -1;
     }
-    if (g_dedup && load_seen(&im) != 0) {
-        fprintf(stderr, "%s: %s\n", g_prog, im.err);
-        goto done;
+    if (g_dedup && load_seen(im) != 0) {
+        fprintf(stderr, "%s: %s\n", g_prog, im->err);
+        return -1;
     }
-inputs:
+    return 0;
+}
+
+/* Reads every input (a directory: its record files) until the end, a
+ * failure or Ctrl-C, then commits the last, partial shard. Returns the
+ * seconds it took. */
+static double import_inputs(import_t *im, char **files, int nfiles, int fmt) {
+    char err[1024];
     compat_install_stop_handler();
 
     double t0 = now_s();
-    im.t0 = t0;
-    im.st = status_new(stderr, g_progress > 0 ? g_progress : 0, g_quiet != 0);
-    for (int i = 0; i < nfiles && !im.failed && !compat_stop_requested(); i++) {
+    im->t0 = t0;
+    im->st = status_new(stderr, g_progress > 0 ? g_progress : 0, g_quiet != 0);
+    for (int i = 0; i < nfiles && !im->failed && !compat_stop_requested(); i++) {
         if (compat_is_dir(files[i])) {
-            walk_t w = {&im, fmt, files[i], 0};
+            walk_t w = {im, fmt, files[i], 0};
             if (compat_list_dir(files[i], on_dir_entry, &w, err, sizeof err) < 0) {
                 fprintf(stderr, "%s: %s\n", g_prog, err);
-                im.files_bad++;
+                im->files_bad++;
             }
         } else {
-            import_file(&im, files[i], fmt);
+            import_file(im, files[i], fmt);
         }
     }
-    if (!im.failed && !g_check) commit_shard(&im); /* the last, partial shard; also on Ctrl-C */
+    if (!im->failed && !g_check) commit_shard(im); /* the last, partial shard; also on Ctrl-C */
     double dt = now_s() - t0;
-    status_free(im.st); /* before the summary */
-    im.st = NULL;
+    status_free(im->st); /* before the summary */
+    im->st = NULL;
+    return dt;
+}
 
+/* The counts on stdout. */
+static void print_summary(const import_t *im, double dt) {
     printf("%s: %s: %" PRId64 " file(s), %" PRId64 " game(s) read, %" PRId64 " imported (%" PRId64
            " positions) in %" PRId64 " shard(s), %" PRId64 " rejected\n",
-           g_prog, g_check ? "--check, nothing stored" : g_run, im.files, im.games_read, im.games, im.positions, im.shards,
-           im.rejected);
+           g_prog, g_check ? "--check, nothing stored" : g_run, im->files, im->games_read, im->games, im->positions,
+           im->shards, im->rejected);
     printf("  skipped: %" PRId64 " draw(s), %" PRId64 " below --min-rating or unrated, %" PRId64
            " duplicate(s), %" PRId64 " without moves\n",
-           im.skip_draw, im.skip_rating, im.skip_dup, im.skip_empty);
-    if (im.rejected) {
+           im->skip_draw, im->skip_rating, im->skip_dup, im->skip_empty);
+    if (im->rejected) {
         printf("  rejected:");
         const char *sep = " ";
         for (int e = 1; e < REC_ERR_NB; e++)
-            if (im.rej_by[e]) {
-                printf("%s%" PRId64 " %s", sep, im.rej_by[e], rec_error_name((rec_error_t)e));
+            if (im->rej_by[e]) {
+                printf("%s%" PRId64 " %s", sep, im->rej_by[e], rec_error_name((rec_error_t)e));
                 sep = ", ";
             }
         printf("\n");
     }
-    printf("  %.2f s, %.0f positions/s\n", dt, dt > 0 ? (double)im.positions / dt : 0.0);
+    printf("  %.2f s, %.0f positions/s\n", dt, dt > 0 ? (double)im->positions / dt : 0.0);
     fflush(stdout);
-    if (im.failed) {
-        fprintf(stderr, "%s: %s\n", g_prog, im.err);
-        goto done;
+}
+
+/* The exit status once the inputs are read: 1 on a failure, 130 after
+ * Ctrl-C, 1 when nothing usable came from nfiles arguments, else 0. */
+static int import_status(const import_t *im, int nfiles) {
+    if (im->failed) {
+        fprintf(stderr, "%s: %s\n", g_prog, im->err);
+        return 1;
     }
     if (compat_stop_requested()) {
         fprintf(stderr, "%s: stopped; the games above are stored: run the same command again to import the rest\n", g_prog);
-        status = EXIT_STOPPED;
-        goto done;
+        return EXIT_STOPPED;
     }
     /* One rule for every format: nothing usable is an error. Usable: a game
      * imported, one already in the run (a duplicate), or one the user chose
      * to skip (--skip-draws, --min-rating); rejected records, unreadable
      * files and games without moves are not. */
-    if (im.games + im.skip_dup + im.skip_draw + im.skip_rating == 0) {
+    if (im->games + im->skip_dup + im->skip_draw + im->skip_rating == 0) {
         fprintf(stderr,
                 "%s: nothing usable: no game imported from %d argument(s) (%" PRId64 " record(s) rejected, %" PRId64
                 " without moves, %" PRId64 " file(s) unreadable)\n",
-                g_prog, nfiles, im.rejected, im.skip_empty, im.files_bad);
-        status = 1;
-    } else {
-        status = 0;
+                g_prog, nfiles, im->rejected, im->skip_empty, im->files_bad);
+        return 1;
     }
-done:
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    g_prog = koma_program_name(argc > 0 ? argv[0] : NULL, "import");
+    if (koma_version_asked(argc, argv, g_prog)) return 0;
+    snprintf(usage, sizeof usage, "usage: %s " USAGE_ARGS, g_prog);
+    cfg_opt_t opts[MAX_OPTS];
+    int n = import_opts(opts);
+    char **files = calloc((size_t)(argc > 0 ? argc : 1), sizeof *files);
+    if (!files) return 1;
+    int nfiles = 0, fmt = 0, rq = -1;
+    int rc = parse_args(argc, argv, opts, n, files, &nfiles, &fmt, &rq);
+    if (rc != ARGS_OK) {
+        free(files);
+        return rc;
+    }
+    import_t im;
+    memset(&im, 0, sizeof im);
+    im.root_q = rq;
+    int status = 1;
+    run_t *rn = NULL;
+    if (g_check || import_open(&im, &rn, opts, n) == 0) { /* --check: read and check only, no run */
+        double dt = import_inputs(&im, files, nfiles, fmt);
+        print_summary(&im, dt);
+        status = import_status(&im, nfiles);
+    }
     status_free(im.st);
     shard_builder_free(im.b);
     free(im.pos);
