@@ -44,6 +44,7 @@
 #include "data/fmt_file.h"
 #include "data/run.h"
 #include "data/shard.h"
+#include "data/shard_pos.h"
 #include "engine/encode.h"
 #include "engine/position.h"
 #include "engine/sfen.h"
@@ -82,22 +83,11 @@ static int emit(export_t *ex, const void *data, size_t len) {
     return 0;
 }
 
-/* The position of a row into ex->pos (board, hands, side, ply: what the encoders read). */
-static void row_position(export_t *ex, const shard_columns_t *c, int64_t r) {
-    shard_position_t sp;
-    shard_position_unpack(c->position + r * SHARD_POSITION_BYTES, &sp);
-    memcpy(ex->pos->board, sp.board, sizeof sp.board);
-    ex->pos->hand[0] = sp.hand[0];
-    ex->pos->hand[1] = sp.hand[1];
-    ex->pos->side = sp.side;
-    ex->pos->game_ply = sp.ply;
-}
-
 static int export_rows(export_t *ex, const shard_columns_t *c, const db_game_t *g) {
     uint8_t rec[FMT_PSV_BYTES];
     uint8_t rb = fmt_result_byte(g->result, g->reason);
     for (int64_t r = g->first_row; r < g->first_row + g->row_count; r++) {
-        row_position(ex, c, r);
+        shard_row_pos(c, r, ex->pos); /* board, hands, side, ply: what the encoders read */
         int rc = ex->kind == FMT_HCPE ? fmt_hcpe_record(ex->pos, c->root_q[r], c->move[r], rb, rec)
                                       : fmt_psv_record(ex->pos, c->root_q[r], c->move[r], c->result[r], rec);
         if (rc != 0) {

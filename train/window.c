@@ -11,6 +11,7 @@
 
 #include "compat/compat.h"
 #include "compat/runlog.h"
+#include "data/shard_pos.h"
 #include "engine/encode.h"
 
 /* One shard known to the cache. */
@@ -213,19 +214,13 @@ int train_move_labels(const shard_t *s, uint16_t *out) {
     const shard_columns_t *c = shard_columns(s);
     const shard_format_t *f = shard_format(s);
     int masked = (int64_t)f->legal_bytes * 8 >= SHARD_LABEL_NB; /* the legal mask says which labels are legal */
-    /* Only the fields the position column holds (board, hands, side, ply; as tools/export.c's rows): a
-     * label is the move's geometry in the side to move's view, which encode_move_label reads from them. */
+    /* Only the fields the position column holds (board, hands, side, ply: shard_row_pos): a label is
+     * the move's geometry in the side to move's view, which encode_move_label reads from them. */
     pos_t *pos = malloc(sizeof *pos);
     if (!pos) return -1;
     memset(pos, 0, offsetof(pos_t, hist));
     for (int64_t r = 0; r < shard_rows(s); r++) {
-        shard_position_t p;
-        shard_position_unpack(c->position + r * SHARD_POSITION_BYTES, &p);
-        memcpy(pos->board, p.board, sizeof pos->board);
-        pos->hand[COLOR_BLACK] = p.hand[0];
-        pos->hand[COLOR_WHITE] = p.hand[1];
-        pos->side = p.side;
-        pos->game_ply = p.ply;
+        shard_row_pos(c, r, pos);
         int32_t lab = encode_move_label(pos, c->move[r]);
         int ok = lab >= 0 && lab < SHARD_LABEL_NB && (!masked || encode_bit(c->legal + r * f->legal_bytes, lab));
         out[r] = ok ? (uint16_t)lab : SHARD_LABEL_UNKNOWN;

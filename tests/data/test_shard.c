@@ -7,6 +7,7 @@
 #include "compat/compat.h"
 #include "data/db.h"
 #include "data/shard.h"
+#include "data/shard_pos.h"
 #include "data/writer.h"
 #include "engine/encode.h"
 #include "nn/net.h"
@@ -256,6 +257,16 @@ static void rt_position_packing(void) {
     CHECK(memcmp(p.board, q.board, 81) == 0 && q.side == 1 && q.ply == 0xBEEF && q.hand[0] == p.hand[0] &&
           q.hand[1] == p.hand[1]);
     CHECK(pk[82] == 0xEF && pk[83] == 0xBE && pk[84] == 0x78 && pk[87] == 0x12 && pk[88] == 0xF0 && pk[91] == 0x9A);
+    /* a row of the column as an engine position (data/shard_pos.h): those fields and nothing else */
+    uint8_t rows[2 * SHARD_POSITION_BYTES] = {0};
+    memcpy(rows + SHARD_POSITION_BYTES, pk, SHARD_POSITION_BYTES);
+    pos_t *pos = malloc(sizeof *pos);
+    KOMA_ASSERT(pos);
+    memset(pos, 0xA5, sizeof *pos);
+    shard_row_pos(&(shard_columns_t){.position = rows}, 1, pos);
+    CHECK(memcmp(pos->board, p.board, 81) == 0 && pos->side == 1 && pos->game_ply == 0xBEEF &&
+          pos->hand[COLOR_BLACK] == p.hand[0] && pos->hand[COLOR_WHITE] == p.hand[1] && pos->hist_n == (int32_t)0xA5A5A5A5);
+    free(pos);
     CHECK(shard_position_check(pk) == NULL);
     pk[93] = 1;
     CHECK(shard_position_check(pk) != NULL);
