@@ -1,6 +1,6 @@
 /* db_test.h - what the koma.db tests share (tests/data/test_db*.c): a
  * temporary folder whose files are removed at exit, raw SQL on a second
- * connection, game and shard fixtures, CHECK_OK. */
+ * connection, game and shard fixtures, CHECK_OK; test_shard.c takes game(). */
 #ifndef KOMA_TESTS_DB_TEST_H
 #define KOMA_TESTS_DB_TEST_H
 

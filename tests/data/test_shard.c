@@ -12,6 +12,7 @@
 #include "engine/encode.h"
 #include "nn/net.h"
 #include "nn/safetensors.h"
+#include "tests/data/db_test.h" /* game(): a games-row fixture */
 #include "tests/koma_test.h"
 
 #include <math.h>
@@ -21,7 +22,7 @@
 #include <string.h>
 
 /* A call returning 0 / DB_OK that must succeed; prints err if not. */
-#define CHECK_OK(call, err)                                                       \
+#define CHECK_RC(call, err)                                                       \
     do {                                                                          \
         t_count_();                                                               \
         int rc_ = (call);                                                         \
@@ -146,16 +147,6 @@ static shard_row_t as_row(const ref_row_t *r) {
     return row;
 }
 
-static db_game_t game_rec(int32_t result, db_reason_t reason, const char *moves, int32_t plies) {
-    db_game_t g = {0};
-    g.start_sfen = "startpos";
-    g.moves = moves;
-    g.plies = plies;
-    g.result = result;
-    g.reason = reason;
-    return g;
-}
-
 /* The next row of ref, to be filled by random_row; counted in ref->n. */
 static ref_row_t *ref_next(ref_t *ref) {
     if (ref->n == ref->cap) {
@@ -179,11 +170,11 @@ static void add_game(shard_builder_t *b, ref_t *ref, int64_t nrows, const char *
         int side = r->pos[SHARD_POS_SIDE];
         r->result = (int8_t)(side == 0 ? result : -result);
         shard_row_t row = as_row(r);
-        CHECK_OK(shard_builder_add_row(b, &row, err, sizeof err), err);
+        CHECK_RC(shard_builder_add_row(b, &row, err, sizeof err), err);
         ref->nnz += r->n;
     }
-    db_game_t g = game_rec(result, result == 0 ? DB_REASON_MAX_PLY : DB_REASON_CHECKMATE, moves, (int32_t)nrows);
-    CHECK_OK(shard_builder_end_game(b, &g, err, sizeof err), err);
+    db_game_t g = game(0, 0, result, result == 0 ? DB_REASON_MAX_PLY : DB_REASON_CHECKMATE, moves, (int32_t)nrows);
+    CHECK_RC(shard_builder_end_game(b, &g, err, sizeof err), err);
     ref->games++;
 }
 
@@ -327,7 +318,7 @@ static void rt_gather_refusals(shard_t *s, shard_batch_t *bt, int pass, const in
 static void rt_trainer_accepts(shard_t *s, shard_batch_t *bt, const int64_t *idx) {
     char err[1024] = "";
     shard_batch_clear(bt);
-    CHECK_OK(shard_row_batch(s, idx, 40, bt, err, sizeof err), err);
+    CHECK_RC(shard_row_batch(s, idx, 40, bt, err, sizeof err), err);
     nn_backend_t *be = nn_backend_cpu_new(1);
     nn_net_config_t nc = {1, 8, NN_ACT_RELU, ENC_PLANES, ENC_HAND, ENC_FEATURES_VERSION};
     nn_net_t *net = be ? nn_net_new(be, &nc, 1, err, sizeof err) : NULL;
@@ -337,7 +328,7 @@ static void rt_trainer_accepts(shard_t *s, shard_batch_t *bt, const int64_t *idx
     if (tr) {
         nn_batch_t nb = shard_batch_view(bt);
         nn_metrics_t m;
-        CHECK_OK(nn_eval_batch(tr, &nb, &m, err, sizeof err), err);
+        CHECK_RC(nn_eval_batch(tr, &nb, &m, err, sizeof err), err);
         CHECK(isfinite(m.loss) && m.policy_loss > 0 && m.value_loss > 0 && m.legal_loss > 0);
     }
     nn_optim_free(tr);
@@ -365,7 +356,7 @@ static void test_round_trip(void) {
         ref_row_t junk;
         random_row(f, &junk, 1, 0);
         shard_row_t jr = as_row(&junk);
-        CHECK_OK(shard_builder_add_row(b, &jr, err, sizeof err), err);
+        CHECK_RC(shard_builder_add_row(b, &jr, err, sizeof err), err);
         shard_builder_abort_game(b);
         free(junk.planes), free(junk.legal), free(junk.hand), free(junk.label), free(junk.prob);
 
@@ -377,7 +368,7 @@ static void test_round_trip(void) {
         CHECK(shard_builder_game(b, 3)->id == 1003);
 
         const char *path = t_path(pass == 0 ? "rt.safetensors" : "rt_enc.safetensors");
-        CHECK_OK(shard_write(b, path, err, sizeof err), err);
+        CHECK_RC(shard_write(b, path, err, sizeof err), err);
         shard_t *s = shard_open(path, f, 0, err, sizeof err);
         CHECK(s != NULL);
         if (!s) {
@@ -408,8 +399,8 @@ static void test_round_trip(void) {
         idx[1] = ref.n - 1;
         idx[2] = 2; /* none */
         idx[3] = 3;
-        CHECK_OK(shard_row_batch(s, idx, 25, bt, err, sizeof err), err);
-        CHECK_OK(shard_row_batch(s, idx + 25, 15, bt, err, sizeof err), err);
+        CHECK_RC(shard_row_batch(s, idx, 25, bt, err, sizeof err), err);
+        CHECK_RC(shard_row_batch(s, idx + 25, 15, bt, err, sizeof err), err);
         CHECK(bt->B == 40 && bt->policy_offsets[0] == 0 && batch_matches(bt, 0, &ref, idx, 40));
         int64_t total = 0;
         for (int i = 0; i < 40; i++) total += ref.rows[idx[i]].n;
@@ -427,11 +418,11 @@ static void test_round_trip(void) {
         shard_builder_set_first_game_id(b, 0);
         add_game(b, &ref2, 5, "f", 1, "1g1f");
         const char *path2 = t_path(pass == 0 ? "rt2.safetensors" : "rt2_enc.safetensors");
-        CHECK_OK(shard_write(b, path2, err, sizeof err), err);
+        CHECK_RC(shard_write(b, path2, err, sizeof err), err);
         shard_t *s2 = shard_open(path2, f, 0, err, sizeof err);
         CHECK(s2 && same_as_ref(s2, &ref2, 0));
         int64_t idx2[3] = {4, 0, 4};
-        if (s2) CHECK_OK(shard_row_batch(s2, idx2, 3, bt, err, sizeof err), err);
+        if (s2) CHECK_RC(shard_row_batch(s2, idx2, 3, bt, err, sizeof err), err);
         CHECK(bt->B == 43 && batch_matches(bt, 0, &ref, idx, 40) && batch_matches(bt, 40, &ref2, idx2, 3));
         CHECK(bt->policy_offsets[43] == total + ref2.rows[4].n * 2 + ref2.rows[0].n);
         shard_batch_clear(bt);
@@ -443,7 +434,7 @@ static void test_round_trip(void) {
         /* An empty shard is valid. */
         shard_builder_reset(b);
         const char *pe0 = t_path("empty.safetensors");
-        CHECK_OK(shard_write(b, pe0, err, sizeof err), err);
+        CHECK_RC(shard_write(b, pe0, err, sizeof err), err);
         shard_t *s0 = shard_open(pe0, f, 0, err, sizeof err);
         CHECK(s0 && shard_rows(s0) == 0 && shard_games(s0) == 0 && shard_nnz(s0) == 0);
         shard_close(s0);
@@ -464,12 +455,12 @@ static void test_no_policy(void) {
     add_game(b, &ref, 6, "n", 1, "a");
     add_game(b, &ref, 3, "n", 0, "b");
     const char *path = t_path("nopolicy.safetensors");
-    CHECK_OK(shard_write(b, path, err, sizeof err), err);
+    CHECK_RC(shard_write(b, path, err, sizeof err), err);
     shard_t *s = shard_open(path, &FMT, 0, err, sizeof err);
     CHECK(s && shard_nnz(s) == 0 && same_as_ref(s, &ref, 0));
     shard_batch_t *bt = shard_batch_new(&FMT, 8, 1, err, sizeof err);
     int64_t idx[4] = {8, 0, 3, 3};
-    if (s) CHECK_OK(shard_row_batch(s, idx, 4, bt, err, sizeof err), err);
+    if (s) CHECK_RC(shard_row_batch(s, idx, 4, bt, err, sizeof err), err);
     CHECK(bt->B == 4 && bt->policy_offsets[4] == 0 && batch_matches(bt, 0, &ref, idx, 4));
     shard_batch_free(bt);
     shard_close(s);
@@ -490,11 +481,11 @@ static void add_game_q(shard_builder_t *b, ref_t *ref, int32_t n, const uint16_t
         r->pos[SHARD_POS_SIDE] = (uint8_t)(ply[i] & 1);
         r->result = (int8_t)((ply[i] & 1) ? -result : result);
         shard_row_t row = as_row(r);
-        CHECK_OK(shard_builder_add_row(b, &row, err, sizeof err), err);
+        CHECK_RC(shard_builder_add_row(b, &row, err, sizeof err), err);
         ref->nnz += r->n;
     }
-    db_game_t g = game_rec(result, DB_REASON_CHECKMATE, "a", n);
-    CHECK_OK(shard_builder_end_game(b, &g, err, sizeof err), err);
+    db_game_t g = game(0, 0, result, DB_REASON_CHECKMATE, "a", n);
+    CHECK_RC(shard_builder_end_game(b, &g, err, sizeof err), err);
     ref->games++;
 }
 
@@ -516,7 +507,7 @@ static void test_q_lambda(void) {
     for (int i = 0; i < 200; i++) ply2[i] = (uint16_t)(i + 1), q2[i] = 2 * rndf() - 1;
     add_game_q(b, &ref, 200, ply2, q2, -1);
     const char *path = t_path("qlambda.safetensors");
-    CHECK_OK(shard_write(b, path, err, sizeof err), err);
+    CHECK_RC(shard_write(b, path, err, sizeof err), err);
     shard_t *s = shard_open(path, &FMT, 0, err, sizeof err);
     KOMA_ASSERT(s && shard_rows(s) == 205);
     float out[205];
@@ -592,17 +583,17 @@ static void test_builder_rejects(void) {
     CHECK(shard_builder_add_row(b, &row, err, sizeof err) != 0 && strstr(err, "side to move"));
     row.position = r.pos;
     CHECK(shard_builder_rows(b) == 0 && shard_builder_nnz(b) == 0);
-    CHECK_OK(shard_builder_add_row(b, &row, err, sizeof err), err);
+    CHECK_RC(shard_builder_add_row(b, &row, err, sizeof err), err);
     const char *path = t_path("open.safetensors");
     CHECK(shard_write(b, path, err, sizeof err) != 0);
     CHECK_MSG(err, path, "still open");
     CHECK(!compat_file_exists(path));
-    db_game_t g = game_rec(2, DB_REASON_CHECKMATE, "", 0);
+    db_game_t g = game(0, 0, 2, DB_REASON_CHECKMATE, "", 0);
     CHECK(shard_builder_end_game(b, &g, err, sizeof err) != 0 && strstr(err, "result 2"));
-    g = game_rec(1, DB_REASON_NB, "", 0);
+    g = game(0, 0, 1, DB_REASON_NB, "", 0);
     CHECK(shard_builder_end_game(b, &g, err, sizeof err) != 0 && strstr(err, "reason"));
-    g = game_rec(-1, DB_REASON_RESIGN, "", 0);
-    CHECK_OK(shard_builder_end_game(b, &g, err, sizeof err), err);
+    g = game(0, 0, -1, DB_REASON_RESIGN, "", 0);
+    CHECK_RC(shard_builder_end_game(b, &g, err, sizeof err), err);
     CHECK(shard_builder_rows(b) == 1 && shard_builder_nnz(b) == 2);
     shard_builder_free(b);
     free(r.planes), free(r.legal), free(r.hand), free(r.label), free(r.prob);
@@ -982,7 +973,7 @@ static void test_register(void) {
     shard_builder_t *b = builder_with(&ref, 2, rows1, NULL);
     char rel[128];
     db_shard_t sh1 = {0};
-    CHECK_OK(shard_commit(db, run, shard_path_format(rel, sizeof rel, 0, 1), 0, b, &sh1, err, sizeof err), err);
+    CHECK_RC(shard_commit(db, run, shard_path_format(rel, sizeof rel, 0, 1), 0, b, &sh1, err, sizeof err), err);
     snprintf(abs, sizeof abs, "%s/%s", run, rel);
     CHECK(sh1.id > 0 && sh1.rows == 7 && sh1.games == 2 && sh1.cycle == 0 && sh1.features_version == 7 &&
           sh1.bytes == compat_file_size(abs) && strcmp(sh1.path, rel) == 0 && sh1.pos_begin == 0);
@@ -997,7 +988,7 @@ static void test_register(void) {
     int64_t rows2[3] = {2, 0, 5};
     b = builder_with(&ref, 3, rows2, NULL);
     db_shard_t sh2 = {0};
-    CHECK_OK(shard_commit(db, run, shard_path_format(rel, sizeof rel, 1, 2), 1, b, &sh2, err, sizeof err), err);
+    CHECK_RC(shard_commit(db, run, shard_path_format(rel, sizeof rel, 1, 2), 1, b, &sh2, err, sizeof err), err);
     CHECK(sh2.id > sh1.id && sh2.games == 3 && sh2.pos_begin == 7 && shard_builder_game(b, 0)->id == 3);
     CHECK(games_match_file(db, run, &sh2, 3, rows2));
     /* The same path again: refused, the registered file untouched. */
@@ -1020,14 +1011,14 @@ static void test_register(void) {
     int64_t rows3[2] = {1, 6};
     b = builder_with(&ref, 2, rows3, NULL);
     int64_t first = 0;
-    CHECK_OK(shard_next_game_id(db, &first, err, sizeof err), err);
+    CHECK_RC(shard_next_game_id(db, &first, err, sizeof err), err);
     CHECK(first == 6);
     shard_builder_set_first_game_id(b, first);
     shard_path_format(rel, sizeof rel, 1, 3);
     snprintf(abs, sizeof abs, "%s/%s", run, rel);
-    CHECK_OK(shard_write(b, abs, err, sizeof err), err);
+    CHECK_RC(shard_write(b, abs, err, sizeof err), err);
     db_shard_t sh3 = {0};
-    CHECK_OK(shard_register(db, run, rel, 1, b, &sh3, err, sizeof err), err);
+    CHECK_RC(shard_register(db, run, rel, 1, b, &sh3, err, sizeof err), err);
     CHECK(sh3.id > sh2.id && sh3.games == 2 && sh3.bytes == compat_file_size(abs));
     CHECK(games_match_file(db, run, &sh3, 2, rows3));
     shard_builder_free(b);
@@ -1038,7 +1029,7 @@ static void test_register(void) {
     shard_builder_set_first_game_id(b, 1); /* stale */
     shard_path_format(rel, sizeof rel, 1, 4);
     snprintf(abs, sizeof abs, "%s/%s", run, rel);
-    CHECK_OK(shard_write(b, abs, err, sizeof err), err);
+    CHECK_RC(shard_write(b, abs, err, sizeof err), err);
     CHECK(shard_register(db, run, rel, 1, b, NULL, err, sizeof err) == DB_CONSTRAINT);
     CHECK(strstr(err, "game_id column") != NULL);
     sum = summary(db);
@@ -1061,14 +1052,14 @@ static void test_register(void) {
     CHECK(sum.shards == 3 && sum.games == 7 && sum.pending == 0 && !compat_file_exists(abs));
     /* shard_register's transaction fails the same way, all or nothing. */
     shard_builder_set_first_game_id(b, 8);
-    CHECK_OK(shard_write(b, abs, err, sizeof err), err);
+    CHECK_RC(shard_write(b, abs, err, sizeof err), err);
     CHECK(shard_register(db, run, rel, 2, b, NULL, err, sizeof err) != DB_OK && strstr(err, "boom"));
     sum = summary(db);
     CHECK(sum.shards == 3 && sum.games == 7);
     compat_remove_file(abs);
     CHECK(db_exec(db, "DROP TRIGGER boom") == DB_OK);
     /* With the trigger gone the same builder registers, with ids 8, 9, 10. */
-    CHECK_OK(shard_commit(db, run, rel, 2, b, NULL, err, sizeof err), err);
+    CHECK_RC(shard_commit(db, run, rel, 2, b, NULL, err, sizeof err), err);
     CHECK(shard_builder_game(b, 2)->id == 10);
     shard_builder_free(b);
     ref_free(&ref);
@@ -1080,7 +1071,7 @@ static void test_register(void) {
     shard_path_format(rel, sizeof rel, 2, 6);
     snprintf(abs, sizeof abs, "%s/%s", run, rel);
     CHECK(db_shard_intent(db, rel) == DB_OK);
-    CHECK_OK(shard_write(b, abs, err, sizeof err), err);
+    CHECK_RC(shard_write(b, abs, err, sizeof err), err);
     db_check_report_t rep;
     CHECK(db_check_shards(db, run, 0, &rep) == DB_OK);
     int moved = 0;
