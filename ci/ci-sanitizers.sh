@@ -12,7 +12,10 @@
 #       replays fuzz_*; test_selfplay_dfpn, test_usi_mate, test_usi_tsume: no
 #       clone(2) under strace -f), test_koma_shards (its subject is the
 #       Python reader; the selfplay run it reads runs the threads of
-#       test_selfplay_e2e), and test_selfplay_kill/_sigint/_fault and
+#       test_selfplay_e2e), test_selfplay_tty (its subject is the status
+#       line on a terminal, a pipe and in the log; its selfplay runs the
+#       threads of test_selfplay_e2e, and under TSan at load 10 it ran past
+#       ctest's 300 s limit), and test_selfplay_kill/_sigint/_fault and
 #       test_eval_kill: they
 #       kill and restart the real `selfplay` binary under wall-clock limits
 #       (240 s for the resumed run) that a TSan build (5-15x slower) misses
