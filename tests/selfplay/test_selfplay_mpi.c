@@ -7,8 +7,9 @@
  *   - games come from every rank: koma.db games.rank holds 0, 1 and 2, each
  *     with its host, and db_games_by_rank (inspect, report) lists 3 ranks;
  *   - the net of cycle 1 reached ranks 1 and 2: each logged it as published
- *     with the XXH3 koma.db registered for it, and each committed games
- *     played by it (games.model_id of cycle 1);
+ *     with the XXH3 koma.db registered for it, and the two committed games
+ *     played by it (games.model_id of cycle 1; one of them may not have,
+ *     see below);
  *   - the progress line in the run's log shows the per-rank rates;
  *   - nets go down a chain (--net-fanout 1: rank 0 -> 1 -> 2): rank 0 sends
  *     each to rank 1 only, rank 1 passes it on to rank 2, and rank 2 still
@@ -98,6 +99,7 @@ int main(void) {
     }
     CHECKF(strlen(xxh) == 16, "model 1's XXH3 in koma.db: '%s'", xxh);
     char *text = t_read_file(log, NULL);
+    int64_t by_model1 = 0;
     for (int r = 1; r <= 2; r++) {
         char key[64], want[96];
         snprintf(key, sizeof key, "selfplay rank %d (", r);
@@ -122,9 +124,16 @@ int main(void) {
         snprintf(q, sizeof q,
                  "SELECT count(*) FROM games WHERE rank = %d AND model_id = (SELECT id FROM models WHERE cycle = 1)", r);
         int64_t g = sp_mpi_sql(dir, q);
-        CHECKF(g > 0, "rank %d committed no game played by model 1", r);
+        /* Either remote rank may commit none of model 1's games: its games in
+         * flight at the pause end as model 0's, and on a loaded machine (3
+         * ranks on 2 cores) the others can play the rest of cycle 2 before it
+         * starts one (seen: rank 1 0 and rank 2 8 of them; rank 2 0 in another
+         * run). That model 1 reached each intact is its log line above (the
+         * XXH3); that the remote ranks played with it, their sum below. */
+        by_model1 += g;
         printf("  rank %d: model 1 published (XXH3 %s), %lld of its games played by it\n", r, xxh, (long long)g);
     }
+    CHECKF(by_model1 > 0, "ranks 1 and 2 committed no game played by model 1");
     free(text);
 
     /* the per-rank rates in the progress line, and each rank's hello, in the run's log */
