@@ -61,18 +61,28 @@ static void test_infinite_stop(void) {
 static void test_ponder(void) {
     start();
     proc_send(&P, "setoption name USI_Ponder value true");
-    /* ponderhit converts to a timed search */
-    proc_send(&P, "position startpos moves 7g7f 3c3d");
-    proc_send(&P, "go ponder btime 0 wtime 0 byoyomi 1000");
-    proc_drain(&P, 1500); /* longer than the byoyomi: pondering has no deadline */
-    CHECKF(!proc_find(&P, 0, P.n_lines, "bestmove"), "no bestmove while pondering");
-    long long t0 = now_ms();
-    proc_send(&P, "ponderhit");
-    const char *bm = proc_expect(&P, "bestmove ", USI_WAIT_MS);
-    long long dt = now_ms() - t0;
+    /* ponderhit converts to a timed search: the answer within the byoyomi.
+     * A check of time, so as in clock_check: a loaded machine can hold the
+     * search past it once (seen: 1,183 ms at load 8), a fault every time;
+     * up to three tries, one in time passes. */
+    const char *bm = NULL;
+    long long dt = -1;
+    for (int attempt = 1; attempt <= 3; attempt++) {
+        int from = P.n_lines;
+        proc_send(&P, "position startpos moves 7g7f 3c3d");
+        proc_send(&P, "go ponder btime 0 wtime 0 byoyomi 1000");
+        proc_drain(&P, 1500); /* longer than the byoyomi: pondering has no deadline */
+        CHECKF(!proc_find(&P, from, P.n_lines, "bestmove"), "no bestmove while pondering");
+        long long t0 = now_ms();
+        proc_send(&P, "ponderhit");
+        bm = proc_expect(&P, "bestmove ", USI_WAIT_MS);
+        dt = now_ms() - t0;
+        play_moves(pos, "startpos", "7g7f 3c3d");
+        CHECKF(bestmove_of(pos, bm, txt, sizeof txt) != MOVE_NONE, "legal: %s", bm ? bm : "-");
+        if (!bm || dt < 1000) break;
+        fprintf(stderr, "   ponderhit, attempt %d: bestmove %lld ms after it, want < 1000\n", attempt, dt);
+    }
     CHECKF(bm && dt < 1000, "bestmove within the byoyomi after ponderhit (%lld ms)", dt);
-    play_moves(pos, "startpos", "7g7f 3c3d");
-    CHECKF(bestmove_of(pos, bm, txt, sizeof txt) != MOVE_NONE, "legal: %s", bm ? bm : "-");
     /* stop during ponder answers too */
     int mark = P.n_lines;
     proc_send(&P, "position startpos moves 2g2f");
