@@ -155,10 +155,24 @@ static bool job_wait(long id, const char *dir, int cycle, int limit_s, char *sta
     return false;
 }
 
+/* After a failed check: the job's log, what scontrol says of it, and the
+ * ends of the cluster's own logs (slurmctld's decisions, slurmd's launches). */
 static void show_job(long id) {
-    char path[800];
+    char path[800], ids[32];
     snprintf(path, sizeof path, "%s/job-%ld.log", g_base, id);
     sp_mpi_show("the job's log", path, 6000);
+    snprintf(ids, sizeof ids, "%ld", id);
+    const char *argv[] = {"scontrol", "show", "job", ids, NULL};
+    int status = -1;
+    char *out = capture(argv, "scontrol-show", &status);
+    fprintf(stderr, "---- scontrol show job %ld (exit %d) ----\n%s\n", id, status, out);
+    free(out);
+    const char *cluster = getenv("KOMA_LOCAL_CLUSTER");
+    if (!cluster) return;
+    snprintf(path, sizeof path, "%s/slurmctld.log", cluster);
+    sp_mpi_show("slurmctld.log", path, 3000);
+    snprintf(path, sizeof path, "%s/slurmd.log", cluster);
+    sp_mpi_show("slurmd.log", path, 3000);
 }
 
 int main(void) {
