@@ -82,6 +82,8 @@ typedef struct {
     mcts_cache_t *cache;
     bool running;
     bool paused;
+    int64_t taken; /* records taken from the pool */
+    int64_t limit; /* the pool's sp_pool_limit */
 } play_t;
 
 /* The counters last read from the server, the pool and the other ranks,
@@ -382,6 +384,7 @@ static int handle_remote(void *user, sp_ranks_game_t *g, char *err, size_t errle
 static int take_games(driver_t *d, char *err, size_t errlen) {
     sp_record_t *recs[SP_TAKE_MAX];
     int32_t n = d->play.running ? sp_pool_take(d->play.pool, recs, SP_TAKE_MAX, 50) : 0;
+    d->play.taken += n;
     for (int32_t i = 0; i < n; i++)
         if (handle_record(d, recs[i], 0, d->host, err, errlen) != 0) {
             for (int32_t j = i + 1; j < n; j++) sp_record_free(recs[j]);
@@ -463,6 +466,12 @@ static int pace(driver_t *d, char *err, size_t errlen) {
                              "self-play paused: cycle %" PRId64 " waits for model %" PRId64 " (newest %" PRId64 ")",
                              l->fill, l->fill - 1 - ahead, l->latest);
             else runlog_event(d->log, "self-play resumed with model %" PRId64, l->latest);
+        }
+        /* and no game begins that would finish past that point */
+        int64_t limit = p->taken + sp_ledger_games_allowed(l, ahead);
+        if (limit != p->limit) {
+            p->limit = limit;
+            sp_pool_limit(p->pool, limit);
         }
     }
     return sp_job_pause(d->job, p->paused || !sp_ledger_playing(l), err, errlen);
@@ -690,6 +699,8 @@ static int start_selfplay(driver_t *d, char *err, size_t errlen) {
     }
     p->pool = sp_pool_new(d->cfg, d->server, p->cache, seed, err, errlen);
     if (!p->pool) return -1;
+    p->limit = sp_ledger_games_allowed(&d->ledger, d->cfg->sync_train ? 0 : d->cfg->max_ahead);
+    sp_pool_limit(p->pool, p->limit);
     if (sp_pool_start(p->pool, err, errlen) != 0) return -1;
     p->running = true;
     runlog_event(

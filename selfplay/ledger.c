@@ -174,4 +174,12 @@ void sp_ledger_published(sp_ledger_t *l, int64_t total_steps) {
 
 bool sp_ledger_too_far_ahead(const sp_ledger_t *l, int64_t ahead) { return l->fill - 1 - l->latest > ahead; }
 
+int64_t sp_ledger_games_allowed(const sp_ledger_t *l, int64_t ahead) {
+    int64_t last = l->latest + ahead + 1; /* the last cycle that may be filled now */
+    if (last > l->target) last = l->target;
+    if (l->fill > last) return 0;
+    int64_t rest = l->games_per_cycle - l->fill_games;
+    return (last - l->fill) * l->games_per_cycle + (rest > 0 ? rest : 0);
+}
+
 bool sp_ledger_done(const sp_ledger_t *l) { return l->fill > l->target && l->n_closed == 0 && l->n_training == 0; }

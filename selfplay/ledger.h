@@ -127,6 +127,10 @@ void sp_ledger_published(sp_ledger_t *l, int64_t total_steps);
 /* Self-play should wait: the cycle being filled is more than `ahead`
  * cycles past the newest model (0: --sync-train). */
 bool sp_ledger_too_far_ahead(const sp_ledger_t *l, int64_t ahead);
+/* How many more games self-play may finish before it is too far ahead (or
+ * every cycle up to the target has its games): the rest of the cycle being
+ * filled and of each later cycle it may run ahead to; 0 when it must wait. */
+int64_t sp_ledger_games_allowed(const sp_ledger_t *l, int64_t ahead);
 /* Every cycle has its games, and every closed one is trained and published. */
 bool sp_ledger_done(const sp_ledger_t *l);
 

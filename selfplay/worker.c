@@ -47,6 +47,7 @@ struct sp_pool {
     sp_record_t **recs;        /* queued records, under mu */
     int32_t n_recs, cap_recs;
     atomic_llong games;
+    atomic_llong limit;        /* sp_pool_limit: no game begins once games reaches it (-1: none) */
     atomic_llong cache_gen;    /* newest generation seen; the cache holds its results */
     int failed;                /* under mu */
     char err[512];
@@ -104,6 +105,12 @@ int sp_pool_error(sp_pool_t *p, char *err, size_t errlen) {
 
 static bool stopping(const sp_pool_t *p) { return atomic_load(&p->stop) != 0; }
 
+/* The games sp_pool_limit allows have finished. */
+static bool at_limit(sp_pool_t *p) {
+    long long limit = atomic_load(&p->limit);
+    return limit >= 0 && atomic_load(&p->games) >= limit;
+}
+
 /* Fills half h's batch: ended games hand in their records and start anew
  * (unless the pool stops), every game adds up to leaves_per_game leaves. */
 static void collect(worker_t *w, half_t *b) {
@@ -120,7 +127,7 @@ static void collect(worker_t *w, half_t *b) {
             if (!sp_game_active(g)) {
                 sp_record_t *r = sp_game_take_record(g);
                 if (r) push_record(p, r);
-                if (stopping(p)) break;
+                if (stopping(p) || at_limit(p)) break;
                 sp_game_begin(g);
                 atomic_fetch_add(&w->active, 1);
             }
@@ -213,12 +220,12 @@ static void *worker_main(void *arg) {
     bool ok = true;
     while (ok && !stopping(p)) {
         compat_mutex_lock(&p->mu);
-        bool paused = p->paused;
+        bool paused = p->paused || at_limit(p);
         compat_mutex_unlock(&p->mu);
         if (paused) {
             ok = finish(w, &w->half[0]) == 0 && finish(w, &w->half[1]) == 0;
             compat_mutex_lock(&p->mu);
-            while (p->paused && !stopping(p)) compat_cond_wait(&p->cv, &p->mu);
+            while ((p->paused || at_limit(p)) && !stopping(p)) compat_cond_wait(&p->cv, &p->mu);
             compat_mutex_unlock(&p->mu);
             continue;
         }
@@ -265,6 +272,7 @@ sp_pool_t *sp_pool_new(const sp_config_t *cfg, nn_server_t *server, mcts_cache_t
     compat_cond_init(&p->cv);
     atomic_init(&p->stop, 0);
     atomic_init(&p->games, 0);
+    atomic_init(&p->limit, -1);
     atomic_init(&p->cache_gen, 0);
     p->n_workers = (int32_t)sp_config_threads(cfg);
     p->workers = calloc((size_t)p->n_workers, sizeof(worker_t));
@@ -315,6 +323,13 @@ int sp_pool_start(sp_pool_t *p, char *err, size_t errlen) {
 void sp_pool_pause(sp_pool_t *p, bool paused) {
     compat_mutex_lock(&p->mu);
     p->paused = paused;
+    compat_cond_broadcast(&p->cv);
+    compat_mutex_unlock(&p->mu);
+}
+
+void sp_pool_limit(sp_pool_t *p, int64_t games) {
+    compat_mutex_lock(&p->mu);
+    atomic_store(&p->limit, (long long)games);
     compat_cond_broadcast(&p->cv);
     compat_mutex_unlock(&p->mu);
 }

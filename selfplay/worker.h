@@ -48,6 +48,12 @@ int sp_pool_start(sp_pool_t *p, char *err, size_t errlen);
 /* Paused workers finish the batches they have in flight and wait; their
  * games are kept and go on when unpaused. */
 void sp_pool_pause(sp_pool_t *p, bool paused);
+/* Once `games` games have finished (sp_pool_stats' games), no game begins
+ * and the workers pause as sp_pool_pause does, until the limit is raised;
+ * -1: no limit (the start). The driver's pause comes after it has taken and
+ * counted the records, and a loaded machine can hold it back for a whole
+ * cycle's games; this one is applied where a game would begin. */
+void sp_pool_limit(sp_pool_t *p, int64_t games);
 /* Moves up to max finished records into out (the caller owns them); returns
  * how many. With timeout_ms > 0 waits that long for the first one. */
 int32_t sp_pool_take(sp_pool_t *p, sp_record_t **out, int32_t max, int64_t timeout_ms);

@@ -194,12 +194,17 @@ static void test_pause_and_eta(void) {
     sp_ledger_begin(&l, 0, 0);
     /* filling 1 with model 0: 0 ahead */
     CHECK(!sp_ledger_too_far_ahead(&l, 0));
+    /* the games self-play may finish: cycle 1's 8 (sync), and cycle 2's 8 too (--max-ahead 1) */
+    CHECK(sp_ledger_games_allowed(&l, 0) == 8 && sp_ledger_games_allowed(&l, 1) == 16);
     CHECKF(sp_ledger_eta_s(&l, 5.0) < 0, "no game yet: the ETA is unknown");
     for (int i = 0; i < 2; i++) {
         sp_record_t r = game(0, RULES_END_MAX_PLY, 1, 1, 1, 1);
         sp_ledger_add(&l, &r, 1);
     }
     CHECK_NEAR(sp_ledger_eta_s(&l, 5.0), 15.0, 1e-9); /* 2 games in 5 s, 6 to go */
+    CHECK(sp_ledger_games_allowed(&l, 0) == 6 && sp_ledger_games_allowed(&l, 1) == 14);
+    CHECKF(sp_ledger_games_allowed(&l, 20) == 6 + 9 * 8, "no further than the target (cycle 10): %lld",
+           (long long)sp_ledger_games_allowed(&l, 20));
     for (int c = 0; c < 2; c++) { /* closes 1 and 2: filling 3 with model 0 */
         while (!sp_ledger_add(&l, &(sp_record_t){.would_resign = COLOR_NB}, 1)) {}
         sp_ledger_close(&l, 0);
@@ -208,12 +213,14 @@ static void test_pause_and_eta(void) {
     CHECK(l.fill == 3);
     CHECK(sp_ledger_too_far_ahead(&l, 0) && sp_ledger_too_far_ahead(&l, 1));
     CHECKF(!sp_ledger_too_far_ahead(&l, 2), "cycle 3 is 2 ahead of model 0: --max-ahead 2 lets it play");
+    CHECK(sp_ledger_games_allowed(&l, 0) == 0 && sp_ledger_games_allowed(&l, 1) == 0 &&
+          sp_ledger_games_allowed(&l, 2) == 8);
     int64_t c = 0;
     while (sp_ledger_trainable(&l, 0, &c)) sp_ledger_train(&l, 1);
     sp_ledger_published(&l, 1); /* model 1 */
     CHECK(!sp_ledger_too_far_ahead(&l, 1) && sp_ledger_too_far_ahead(&l, 0));
     sp_ledger_published(&l, 2); /* model 2 */
-    CHECK(!sp_ledger_too_far_ahead(&l, 0));
+    CHECK(!sp_ledger_too_far_ahead(&l, 0) && sp_ledger_games_allowed(&l, 0) == 8);
     sp_ledger_free(&l);
 }
 
