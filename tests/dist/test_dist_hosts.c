@@ -17,7 +17,9 @@
  *      koma-host-a and from ranks 1 and 2 on koma-host-b; ranks 1 and 2
  *      logged model 1 published with the XXH3 koma.db holds;
  *   2. the same command with --cycles 20, and once model 3 is published and
- *      host B's ranks have committed games of it, every process in host B's
+ *      host B's ranks have committed games of it or a newer one (behind on
+ *      a loaded machine, they may load model 4 before they play model 3;
+ *      seen: a whole 20-cycle job without one), every process in host B's
  *      namespace (orted and both ranks) is killed (SIGKILL): mpirun ends the
  *      job by itself with a non-zero status; the run passes check_run as the
  *      kill left it, every game committed before is still there, cycle 20
@@ -161,11 +163,11 @@ int main(void) {
         int64_t t1 = compat_now_ms();
         still = 1;
         const char *played =
-            "SELECT count(*) FROM games WHERE rank IN (1, 2) AND model_id = (SELECT id FROM models WHERE cycle = 3)";
+            "SELECT count(*) FROM games WHERE rank IN (1, 2) AND model_id IN (SELECT id FROM models WHERE cycle >= 3)";
         while (still == 1 && compat_now_ms() - t1 < 300000 && sp_mpi_sql(dir, played) < 1)
             still = compat_proc_wait(p, 50, &status);
         int64_t last_id = 0, before = dist_games_now(dir, &last_id);
-        CHECKF(still == 1, "the job %s before host B played model 3", still == 0 ? "ended" : "ran 300 s");
+        CHECKF(still == 1, "the job %s before host B played model 3 or newer", still == 0 ? "ended" : "ran 300 s");
         int killed = still == 1 ? host_procs("KOMA_NETNS_B", true) : 0;
         CHECKF(still != 1 || killed >= 3, "%d process(es) killed in host B's namespace (want orted and 2 ranks)", killed);
         int64_t tk = compat_now_ms();
