@@ -458,16 +458,16 @@ static int pace(driver_t *d, char *err, size_t errlen) {
     if (p->running) {
         int64_t ahead = d->cfg->sync_train ? 0 : d->cfg->max_ahead;
         bool want = sp_ledger_too_far_ahead(l, ahead);
-        if (want != p->paused) {
+        if (want != p->paused) { /* the pool itself pauses at its limit, below */
             p->paused = want;
-            sp_pool_pause(p->pool, want);
             if (want)
                 runlog_event(d->log,
                              "self-play paused: cycle %" PRId64 " waits for model %" PRId64 " (newest %" PRId64 ")",
                              l->fill, l->fill - 1 - ahead, l->latest);
             else runlog_event(d->log, "self-play resumed with model %" PRId64, l->latest);
         }
-        /* and no game begins that would finish past that point */
+        /* no game begins that would finish past the point where self-play
+         * must wait (0 games allowed while it must: the pool is paused) */
         int64_t limit = p->taken + sp_ledger_games_allowed(l, ahead);
         if (limit != p->limit) {
             p->limit = limit;

@@ -50,9 +50,10 @@ int sp_pool_start(sp_pool_t *p, char *err, size_t errlen);
 void sp_pool_pause(sp_pool_t *p, bool paused);
 /* Once `games` games have finished (sp_pool_stats' games), no game begins
  * and the workers pause as sp_pool_pause does, until the limit is raised;
- * -1: no limit (the start). The driver's pause comes after it has taken and
- * counted the records, and a loaded machine can hold it back for a whole
- * cycle's games; this one is applied where a game would begin. */
+ * -1: no limit (the start). Rank 0's driver paces its pool with this alone:
+ * a pause from the driver would come after it had taken and counted the
+ * records, and a loaded machine can hold it back for a whole cycle's games;
+ * this one is applied where a game would begin. */
 void sp_pool_limit(sp_pool_t *p, int64_t games);
 /* Moves up to max finished records into out (the caller owns them); returns
  * how many. With timeout_ms > 0 waits that long for the first one. */
