@@ -24,9 +24,8 @@
  *      job by itself with a non-zero status; the run passes check_run as the
  *      kill left it, every game committed before is still there, cycle 20
  *      was not reached (rank 0 plays on alone until mpirun has noticed,
- *      about 2 s: once it finished cycle 4 in that time); 20 cycles, since on
- *      a loaded machine rank 0 alone once played all of a 6-cycle job's
- *      before host B played model 3;
+ *      about 2 s: once it finished cycle 4 in that time); 20 cycles leave
+ *      room for host B's ranks to catch up on a loaded machine;
  *   3. the same command with --cycles three past the newest model the kill
  *      left: exit 0, a complete clean run, no game lost, host B's ranks
  *      played again.
@@ -156,7 +155,7 @@ int main(void) {
            (long long)rs.games, (long long)a0, (long long)b1, (long long)b2, (long long)rs.models);
     if (atomic_load(&g_fail)) sp_mpi_show("mpirun's stderr", log, 6000);
 
-    /* 2. --cycles 6; host B's processes killed once model 3 is out and played there */
+    /* 2. --cycles 20; host B's processes killed once model 3 or newer is out and played there */
     if (!atomic_load(&g_fail)) {
         snprintf(log, sizeof log, "%s/mpirun2.log", g_base);
         p = start(dir, "20", log);
