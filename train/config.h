@@ -45,6 +45,7 @@ typedef int (*train_plan_fn)(void *user, const struct train_plan *plan, char *er
 typedef enum { TRAIN_PROGRAM_TRAIN, TRAIN_PROGRAM_SELFPLAY } train_program_t;
 
 #define TRAIN_CONFIG_NFLAGS 38 /* rows of train_config_flags */
+#define TRAIN_PROGRESS_MS 10000 /* train_config_t.progress_ms's 0 */
 
 typedef struct {
     char net[32];              /* BLOCKSxCHANNELS of a new run's first net */
@@ -68,6 +69,7 @@ typedef struct {
     double surprise_weight;    /* s: rows sampled with weight (1 - s) + s * surprise / mean surprise (0 = uniform) */
     train_log_fn log;          /* NULL: stderr, prefixed "train: " */
     void *log_user;
+    int64_t progress_ms;       /* a progress line this often inside a cycle (0: TRAIN_PROGRESS_MS; < 0: every step) */
     /* A training group (selfplay --train-ranks K > 1): this trainer is rank 0
      * of group (dist_split), and every cycle's steps are taken data-parallel
      * with the group's other ranks, which follow the plan sent through plan

@@ -54,7 +54,6 @@
 #include "train/window.h"
 
 #define TRAIN_QUEUE 64
-#define TRAIN_PROGRESS_MS 10000 /* a progress line this often inside a long cycle */
 
 /* ---- the window and step formulas ------------------------------------------------ */
 int64_t train_window_size(const train_config_t *c, int64_t N) {
@@ -375,7 +374,7 @@ typedef struct {
 } cycle_hook_t;
 
 /* A non-finite loss ends the cycle (these weights must go nowhere); else the
- * step's train_steps row, the progress and, every TRAIN_PROGRESS_MS, a log line. */
+ * step's train_steps row, the progress and, every cfg.progress_ms, a log line. */
 static int cycle_hook(void *user, int64_t s, const nn_metrics_t *m, const train_loop_result_t *r, char *err,
                       size_t errlen) {
     cycle_hook_t *h = user;
@@ -402,7 +401,8 @@ static int cycle_hook(void *user, int64_t s, const nn_metrics_t *m, const train_
                            .grad_norm = m->grad_norm};
     db_writer_train_step(tr->writer, &row, -1); /* a stopping writer refuses it: the rows are figures only */
     set_progress(tr, h->cycle, s + 1, h->steps, samples, r->train_ns);
-    if (compat_now_ms() - h->last_log >= TRAIN_PROGRESS_MS) {
+    int64_t every = tr->cfg.progress_ms ? tr->cfg.progress_ms : TRAIN_PROGRESS_MS;
+    if (every < 0 || compat_now_ms() - h->last_log >= every) {
         h->last_log = compat_now_ms();
         char heads[96] = ""; /* the optional heads' figures, on a net that has them */
         if (isfinite(m->moves_left_mae) || isfinite(m->opp_policy_loss))

@@ -5,7 +5,8 @@
  * cycle never submitted fails at once; a stop in the middle of a long cycle
  * returns within a step, the waiter gets TRAIN_STOPPED, nothing is written
  * and the trainer is back at the last model. Run under ThreadSanitizer too
- * (OPENBLAS_NUM_THREADS=1). */
+ * (OPENBLAS_NUM_THREADS=1). A progress reading inside a cycle is taken while
+ * the trainer waits in its log sink (hold_t), not by polling fast enough. */
 #include <stdatomic.h>
 
 #include "train_test.h"
@@ -39,6 +40,38 @@ static void *client_main(void *arg) {
     return NULL;
 }
 
+/* The log sink of test_thread_with_server: at the first progress line inside
+ * cycle 2 (one a step: progress_ms < 0) the trainer thread waits until the
+ * test's thread has read a progress inside a cycle, so that reading never
+ * depends on how fast the machine steps. */
+typedef struct {
+    t_log_t *lg;
+    compat_mutex_t mu;
+    compat_cond_t cv;
+    int state; /* 0: not there yet, 1: the trainer waits, 2: released */
+} hold_t;
+
+static void hold_log_fn(void *user, const char *line) {
+    hold_t *h = user;
+    t_log_fn(h->lg, line);
+    const char *p = strstr(line, "cycle 2: step ");
+    int64_t step = 0, steps = 0;
+    if (!p || sscanf(p, "cycle 2: step %" SCNd64 "/%" SCNd64, &step, &steps) != 2 || step >= steps) return;
+    compat_mutex_lock(&h->mu);
+    if (h->state == 0) {
+        h->state = 1;
+        while (h->state == 1) compat_cond_wait(&h->cv, &h->mu);
+    }
+    compat_mutex_unlock(&h->mu);
+}
+
+static void hold_release(hold_t *h) {
+    compat_mutex_lock(&h->mu);
+    h->state = 2;
+    compat_cond_broadcast(&h->cv);
+    compat_mutex_unlock(&h->mu);
+}
+
 static void add_data(t_run_t *r, int32_t cycle) {
     t_rng = 500 + (uint64_t)cycle;
     t_add_shard(r, cycle, 3, 12);
@@ -49,9 +82,13 @@ static void test_thread_with_server(void) {
     t_log_t lg;
     memset(&lg, 0, sizeof lg);
     compat_mutex_init(&lg.mu);
+    hold_t hold = {.lg = &lg};
+    compat_mutex_init(&hold.mu);
+    compat_cond_init(&hold.cv);
     train_config_t cfg = t_tiny_config(20);
-    cfg.log = t_log_fn;
-    cfg.log_user = &lg;
+    cfg.log = hold_log_fn;
+    cfg.log_user = &hold;
+    cfg.progress_ms = -1;
     t_run_t R;
     t_run_open(&R, t_path("run"));
     train_trainer_t *tr = train_trainer_new(&cfg, R.dir, R.w, NULL, err, sizeof err);
@@ -108,7 +145,7 @@ static void test_thread_with_server(void) {
                    "progress went back from cycle %" PRId64 " step %" PRId64 " to cycle %" PRId64 " step %" PRId64,
                    seen_cycle, seen_step, tp.cycle, tp.step);
             CHECK(tp.step == 0 || tp.samples_per_s > 0);
-            if (tp.step > 0 && tp.step < tp.steps) mid++;
+            if (tp.step > 0 && tp.step < tp.steps) mid++, hold_release(&hold);
             seen_cycle = tp.cycle, seen_step = tp.step;
         } else if (seen_cycle == 3 || train_trainer_wait(tr, 3, 0, &rep, err, sizeof err) != TRAIN_TIMEOUT) {
             break;
@@ -116,6 +153,7 @@ static void test_thread_with_server(void) {
         if (compat_now_ms() > until_done) break;
         compat_sleep_ms(1);
     }
+    hold_release(&hold); /* a failed check below must not leave the trainer waiting */
     CHECKF(mid > 0, "progress: no reading inside a cycle (last: cycle %" PRId64 " step %" PRId64 ")", seen_cycle,
            seen_step);
     int st = train_trainer_wait(tr, 3, 120000, &rep, err, sizeof err);
@@ -161,6 +199,9 @@ static void test_thread_with_server(void) {
     CHECK(db_model_latest(db, &m) == DB_OK && m.cycle == 4 && m.train_steps == 80);
     db_close(db);
     t_run_close(&R);
+    CHECK(strstr(lg.text, "cycle 3: step 1/20") && strstr(lg.text, "cycle 3: step 20/20")); /* progress_ms < 0 */
+    compat_cond_destroy(&hold.cv);
+    compat_mutex_destroy(&hold.mu);
     compat_mutex_destroy(&lg.mu);
 }
 
