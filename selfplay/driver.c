@@ -259,15 +259,16 @@ static void write_metrics(driver_t *d) {
         if (a->reasons[e] && len < sizeof rs)
             len += (size_t)snprintf(rs + len, sizeof rs - len, "%s%s %" PRId64, len ? ", " : "", rules_end_name(e),
                                     a->reasons[e]);
-    runlog_event(
-        d->log,
-        "cycle %" PRId64 " self-play done: %" PRId64 " games this session (%" PRId64 " in all; black %" PRId64
-        " white %" PRId64 " draw %" PRId64 "; %s), %" PRId64 " positions (%" PRId64 " with a policy target), "
-        "%.1f plies/game, %" PRId64 " games played by two nets or more, %.1f s, %.1f positions/s, %.0f evals/s, "
-        "batch %.1f, busy %.0f%%",
-        a->cycle, a->games, m.games, a->black, a->white, a->draws, len ? rs : "-", a->rows, a->full_rows,
-        a->games ? m.avg_plies : 0.0, a->mixed, m.selfplay_s, a->games ? m.positions_per_s : 0.0,
-        m.evals_per_s > 0 ? m.evals_per_s : 0.0, a->batches ? m.avg_batch : 0.0, a->worker_s > 0 ? m.busy_pct : 0.0);
+    char rates[160] = "no search in this cycle's window (its games were searched in the last one's)";
+    if (!isnan(m.evals_per_s))
+        snprintf(rates, sizeof rates, "%.1f positions/s, %.0f evals/s, batch %.1f, busy %.0f%%", m.positions_per_s,
+                 m.evals_per_s, m.avg_batch, isnan(m.busy_pct) ? 0.0 : m.busy_pct);
+    runlog_event(d->log,
+                 "cycle %" PRId64 " self-play done: %" PRId64 " games this session (%" PRId64 " in all; black %" PRId64
+                 " white %" PRId64 " draw %" PRId64 "; %s), %" PRId64 " positions (%" PRId64 " with a policy target), "
+                 "%.1f plies/game, %" PRId64 " games played by two nets or more, %.1f s, %s",
+                 a->cycle, a->games, m.games, a->black, a->white, a->draws, len ? rs : "-", a->rows, a->full_rows,
+                 a->games ? m.avg_plies : 0.0, a->mixed, m.selfplay_s, rates);
     char rate[32] = "n/a";
     if (a->would_resign) snprintf(rate, sizeof rate, "%.3f", (double)a->false_resign / (double)a->would_resign);
     runlog_event(d->log,

@@ -84,6 +84,10 @@ void sp_ledger_metrics(const sp_ledger_t *l, int64_t now_ns, double wall_s, doub
                        db_cycle_metrics_t *m) {
     const sp_cycle_acc_t *a = &l->acc;
     double sp_s = (double)(now_ns - a->t0_ns) * 1e-9;
+    /* A window with no batch evaluated has no rates (NAN, not 0): on a busy
+     * machine the driver can close two cycles in one pass, and the second
+     * one's games were then all searched in the first one's window. */
+    bool measured = sp_s > 0 && a->batches > 0;
     *m = (db_cycle_metrics_t){
         .cycle = (int32_t)a->cycle,
         .started = a->started,
@@ -94,10 +98,10 @@ void sp_ledger_metrics(const sp_ledger_t *l, int64_t now_ns, double wall_s, doub
         .train_s = NAN,
         /* Searched during the cycle's window, not the rows of the games that finished in
          * it: with many games in flight, those were mostly played in earlier cycles. */
-        .positions_per_s = sp_s > 0 ? (double)a->searched / sp_s : NAN,
-        .evals_per_s = sp_s > 0 ? (double)a->evaluated / sp_s : NAN,
-        .avg_batch = a->batches > 0 ? (double)a->evaluated / (double)a->batches : NAN,
-        .busy_pct = a->worker_s > 0 ? fmin(100.0, 100.0 * a->busy_s / a->worker_s) : NAN,
+        .positions_per_s = measured ? (double)a->searched / sp_s : NAN,
+        .evals_per_s = measured ? (double)a->evaluated / sp_s : NAN,
+        .avg_batch = measured ? (double)a->evaluated / (double)a->batches : NAN,
+        .busy_pct = measured && a->worker_s > 0 ? fmin(100.0, 100.0 * a->busy_s / a->worker_s) : NAN,
         .avg_plies = a->games > 0 ? (double)a->plies / (double)a->games : NAN,
         .black_wins = a->black,
         .white_wins = a->white,

@@ -141,6 +141,13 @@ static void test_many_nets(void) {
     db_cycle_metrics_t m;
     sp_ledger_metrics(&l, 0, 0, 0, &m); /* no time, no device counters */
     CHECK(isnan(m.positions_per_s) && isnan(m.evals_per_s) && isnan(m.avg_batch) && isnan(m.busy_pct));
+    /* time but no batch in the window (its games searched in the last cycle's): no rates, not 0 */
+    sp_ledger_sample(&l, 0, 0, 0.0, 0.5, 0);
+    sp_ledger_metrics(&l, 1000000, 0, 0, &m);
+    CHECKF(m.selfplay_s > 0 && isnan(m.positions_per_s) && isnan(m.evals_per_s) && isnan(m.avg_batch) &&
+               isnan(m.busy_pct),
+           "an empty window: %g s, %g positions/s, %g evals/s, batch %g, busy %g", m.selfplay_s, m.positions_per_s,
+           m.evals_per_s, m.avg_batch, m.busy_pct);
     sp_ledger_free(&l);
     sp_ledger_free(NULL);
 }
