@@ -210,7 +210,8 @@ static void check_db_facts(const char *dir, int cycles) {
         /* Rates measured in the cycle's window; a window with no evaluation has none (NAN: the driver,
          * held back on a loaded machine, closed this cycle in the same pass as the last one). The
          * first cycle's window always has its games' searches. */
-        double eps = metric(dir, c, "evals_per_s"), bat = metric(dir, c, "avg_batch"), sps = metric(dir, c, "selfplay_s");
+        double eps = metric(dir, c, "evals_per_s"), bat = metric(dir, c, "avg_batch");
+        double sps = metric(dir, c, "selfplay_s");
         CHECKF(sps > 0 && ((eps > 0 && bat >= 1) || (c > 1 && isnan(eps) && isnan(bat) &&
                                                       isnan(metric(dir, c, "positions_per_s")))),
                "cycle_metrics %d: evals/s %g batch %g selfplay_s %g", c, eps, bat, sps);
