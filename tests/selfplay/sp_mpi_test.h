@@ -84,6 +84,18 @@ static inline int64_t sp_mpi_rank_games(const char *dir, int r) {
     return sp_mpi_sql(dir, q);
 }
 
+/* Rank r played: its games, or (rank 0 alone can play a short job's games on
+ * a loaded machine before rank r has a model) rank 0's line "rank R: playing
+ * model" in the job's log. */
+static inline bool sp_mpi_rank_played(const char *dir, const char *log, int r) {
+    if (sp_mpi_rank_games(dir, r) > 0) return true;
+    char line[32], *text = t_read_file(log, NULL);
+    snprintf(line, sizeof line, "rank %d: playing model", r);
+    bool logged = text && strstr(text, line);
+    free(text);
+    return logged;
+}
+
 /* The pid rank r reported in its hello, from the run's log ("rank 1: host H,
  * pid N, ..."); 0 when not there yet. */
 static inline int sp_mpi_rank_pid(const char *dir, int r) {

@@ -153,9 +153,7 @@ static void job_train_and_play(const char *base) {
     /* rank 2 plays: its games, or where rank 0 played all 24 before any of
      * rank 2's was committed (seen at load 9: rank 2 starts last), its log
      * line that it is playing */
-    char *err_log = t_read_file(log, NULL);
-    bool r2_plays = g2 > 0 || (err_log && strstr(err_log, "rank 2: playing model"));
-    free(err_log);
+    bool r2_plays = sp_mpi_rank_played(dir, log, 2);
     CHECKF(g0 > 0 && r2_plays && g1 == 0, "games by rank: %lld, %lld, %lld (want ranks 0 and 2 only)", (long long)g0,
            (long long)g1, (long long)g2);
     CHECKF(sp_mpi_sql(dir, "SELECT count(*) FROM games WHERE match_id IS NULL AND (host IS NULL OR rank NOT IN (0, 2))") == 0,
