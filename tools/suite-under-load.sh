@@ -8,16 +8,18 @@
 #
 # Each clone builds as tools/test.sh does (-DKOMA_WERROR=ON, packages not
 # installed here: run tools/deps.sh --test first). The lines go to DIR/runs.log
-# and each run's ctest output to DIR/ctest-S-R.log. KOMA_LOAD_TESTS=REGEX runs
-# only the tests it matches (ctest -R), to repeat a suspect many times. Exits 1
-# when any run failed, naming its tests. A 2-core machine takes about 6 minutes a round with
-# two suites and a 4-thread load beside (load 8-12).
+# (begun anew each time) and each run's ctest output to DIR/ctest-S-R.log.
+# KOMA_LOAD_TESTS=REGEX runs only the tests it matches (ctest -R), to repeat a
+# suspect many times. Exits 1 when a clone, a build or a run failed, naming
+# the failed tests. A 2-core machine takes about 6 minutes a round with two
+# suites and a 4-thread load beside (load 8-12).
 set -u
 cd "$(dirname "$0")/.." || exit 2
 rounds=${1:-5} suites=${2:-2} stress=${3:-4} dir=${4:-/tmp/koma-load}
 mkdir -p "$dir" || exit 2
 head=$(git rev-parse --short HEAD) || exit 2
 log=$dir/runs.log
+: > "$log"
 src=$(pwd)
 stress_pid=""
 cleanup() { [ -n "$stress_pid" ] && kill "$stress_pid" 2>/dev/null; }
@@ -49,7 +51,7 @@ echo "suite-under-load.sh: $suites suite(s) x $rounds run(s) of $head, stress-ng
 pids=()
 for s in $(seq 1 "$suites"); do suite "$s" & pids+=($!); done
 for p in "${pids[@]}"; do wait "$p"; done
-runs=$(grep -c " commit $head rc " "$log" 2>/dev/null || echo 0)
-bad=$(grep " commit $head rc [1-9]" "$log" 2>/dev/null)
+runs=$(grep -c " rc " "$log")
+bad=$(grep -E " rc [1-9]|: (clone|build) failed" "$log")
 echo "suite-under-load.sh: $runs run(s) of $head logged in $log"
 [ -z "$bad" ] || { echo "$bad"; exit 1; }
