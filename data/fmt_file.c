@@ -126,14 +126,9 @@ static const char *set_position(reader_t *r, fmt_pack_t k, const uint8_t *code, 
     const char *e = fmt_pack_decode(k, code, &b);
     if (e) return e;
     pos_t *p = r->pos;
-    memcpy(p->board, b.board, sizeof p->board);
-    p->hand[0] = b.hand[0];
-    p->hand[1] = b.hand[1];
-    p->side = b.side;
-    p->game_ply = ply;
+    if (sfen_set_position(p, b.board, b.hand, (color_t)b.side, ply, why, whylen) != SFEN_OK) return why;
     char text[SFEN_MAX_LEN];
-    sfen_write(p, text, sizeof text); /* reads board, hands, side and ply only */
-    if (sfen_parse_cstr(p, text, why, whylen) != SFEN_OK) return why;
+    sfen_write(p, text, sizeof text);
     static const char START[] = "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 1";
     snprintf(r->sfen_start, sizeof r->sfen_start, "%s", strcmp(text, START) == 0 ? "startpos" : text);
     return NULL;

@@ -9,6 +9,7 @@
 #include "compat/err.h"
 
 #include "compat/compat.h"
+#include "data/fmt_pack.h"
 #include "nn/safetensors.h"
 
 #include <errno.h>
@@ -84,6 +85,8 @@ char *shard_path_format(char *buf, size_t len, int32_t cycle, int64_t seq) {
 /* ==================================================================================== */
 struct shard_builder {
     shard_format_t fmt;
+    int version;       /* SHARD_VERSION_V1 (fmt used) or SHARD_VERSION */
+    int set;           /* version 2: a position set (no games) */
     int64_t rows;      /* rows appended: finished games, then the open one */
     int64_t done_rows; /* rows of finished games */
     int64_t cap;       /* row capacity of every per-row array */
@@ -120,7 +123,30 @@ shard_builder_t *shard_builder_new(const shard_format_t *fmt, char *err, size_t 
         return NULL;
     }
     b->fmt = *fmt;
+    b->version = SHARD_VERSION_V1;
     return b;
+}
+
+shard_builder_t *shard_builder_new_compact(int set, char *err, size_t errlen) {
+    shard_builder_t *b = calloc(1, sizeof *b);
+    if (!b) {
+        set_err(err, errlen, "shard builder: out of memory");
+        return NULL;
+    }
+    b->fmt = (shard_format_t){SHARD_FEATURES_ANY, 0, 0, 0};
+    b->version = SHARD_VERSION;
+    b->set = set != 0;
+    return b;
+}
+
+int shard_builder_version(const shard_builder_t *b) { return b->version; }
+
+/* The side to move of a row's position, 0 Black or 1 White. */
+static int hcp_side(const uint8_t *hcp) { return hcp[0] & 1; }
+
+static const char *hcp_check(const uint8_t *hcp) {
+    fmt_board_t fb;
+    return fmt_pack_decode(FMT_PACK_HCP, hcp, &fb);
 }
 
 static void free_game_strings(db_game_t *g) {
@@ -183,12 +209,13 @@ static int reserve_rows(shard_builder_t *b, int64_t need) {
     while (cap < need) cap *= 2;
     if (cap > SHARD_MAX_ROWS) cap = SHARD_MAX_ROWS;
     const shard_format_t *f = &b->fmt;
+    size_t pos_bytes = b->version == SHARD_VERSION ? SHARD_HCP_BYTES : SHARD_POSITION_BYTES;
     /* Each array grows on its own; a failure leaves the old ones valid and cap unchanged. */
     if (grow((void **)&b->planes, (size_t)f->planes_bytes, cap) || grow((void **)&b->hand, sizeof(float) * (size_t)f->hand_n, cap) ||
         grow((void **)&b->legal, (size_t)f->legal_bytes, cap) || grow((void **)&b->offsets, sizeof(uint32_t), cap) ||
         grow((void **)&b->result, 1, cap) || grow((void **)&b->root_q, sizeof(float), cap) ||
         grow((void **)&b->ply, sizeof(uint16_t), cap) || grow((void **)&b->game_id, sizeof(int64_t), cap) ||
-        grow((void **)&b->move, sizeof(uint16_t), cap) || grow((void **)&b->position, SHARD_POSITION_BYTES, cap) ||
+        grow((void **)&b->move, sizeof(uint16_t), cap) || grow((void **)&b->position, pos_bytes, cap) ||
         grow((void **)&b->surprise, sizeof(float), cap) || grow((void **)&b->moves_left, sizeof(int16_t), cap))
         return -1;
     b->cap = cap;
@@ -212,8 +239,15 @@ int shard_builder_add_row(shard_builder_t *b, const shard_row_t *row, char *err,
     }
     const shard_format_t *f = &b->fmt;
     int64_t r = b->rows;
-    if (!row->planes || (f->hand_n > 0 && !row->hand) || (f->legal_bytes > 0 && !row->legal) || !row->position) {
-        set_err(err, errlen, "shard builder: row %lld: missing planes, hand, legal or position", (long long)r);
+    int v2 = b->version == SHARD_VERSION;
+    if (v2 && b->set) {
+        set_err(err, errlen, "shard builder: a position set takes rows through shard_builder_add_set_row");
+        return -1;
+    }
+    if (v2 ? !row->hcp
+           : (!row->planes || (f->hand_n > 0 && !row->hand) || (f->legal_bytes > 0 && !row->legal) || !row->position)) {
+        set_err(err, errlen, "shard builder: row %lld: missing %s", (long long)r,
+                v2 ? "its hcp position" : "planes, hand, legal or position");
         return -1;
     }
     if (row->policy_n < 0 || row->policy_n > SHARD_LABEL_NB || (row->policy_n > 0 && (!row->policy_label || !row->policy_prob))) {
@@ -237,13 +271,13 @@ int shard_builder_add_row(shard_builder_t *b, const shard_row_t *row, char *err,
         set_err(err, errlen, "shard builder: row %lld: root_q %g is outside [-1, 1]", (long long)r, (double)row->root_q);
         return -1;
     }
-    for (int32_t i = 0; i < f->hand_n; i++) {
+    for (int32_t i = 0; !v2 && i < f->hand_n; i++) {
         if (!isfinite(row->hand[i])) {
             set_err(err, errlen, "shard builder: row %lld: hand[%d] is not finite", (long long)r, i);
             return -1;
         }
     }
-    const char *why = shard_position_check(row->position);
+    const char *why = v2 ? hcp_check(row->hcp) : shard_position_check(row->position);
     if (why) {
         set_err(err, errlen, "shard builder: row %lld: position: %s", (long long)r, why);
         return -1;
@@ -261,9 +295,11 @@ int shard_builder_add_row(shard_builder_t *b, const shard_row_t *row, char *err,
         set_err(err, errlen, "shard builder: out of memory at row %lld", (long long)r);
         return -1;
     }
-    memcpy(b->planes + r * f->planes_bytes, row->planes, (size_t)f->planes_bytes);
-    if (f->hand_n) memcpy(b->hand + r * f->hand_n, row->hand, sizeof(float) * (size_t)f->hand_n);
-    if (f->legal_bytes) memcpy(b->legal + r * f->legal_bytes, row->legal, (size_t)f->legal_bytes);
+    if (!v2) {
+        memcpy(b->planes + r * f->planes_bytes, row->planes, (size_t)f->planes_bytes);
+        if (f->hand_n) memcpy(b->hand + r * f->hand_n, row->hand, sizeof(float) * (size_t)f->hand_n);
+        if (f->legal_bytes) memcpy(b->legal + r * f->legal_bytes, row->legal, (size_t)f->legal_bytes);
+    }
     b->offsets[r] = (uint32_t)b->nnz;
     if (row->policy_n) {
         memcpy(b->label + b->nnz, row->policy_label, sizeof(uint16_t) * (size_t)row->policy_n);
@@ -275,9 +311,44 @@ int shard_builder_add_row(shard_builder_t *b, const shard_row_t *row, char *err,
     b->ply[r] = row->ply;
     b->game_id[r] = b->first_game_id + b->ngames;
     b->move[r] = row->move;
-    memcpy(b->position + r * SHARD_POSITION_BYTES, row->position, SHARD_POSITION_BYTES);
+    if (v2) memcpy(b->position + r * SHARD_HCP_BYTES, row->hcp, SHARD_HCP_BYTES);
+    else memcpy(b->position + r * SHARD_POSITION_BYTES, row->position, SHARD_POSITION_BYTES);
     b->surprise[r] = row->surprise ? *row->surprise : SHARD_SURPRISE_UNKNOWN;
     b->rows = r + 1;
+    return 0;
+}
+
+int shard_builder_add_set_row(shard_builder_t *b, const uint8_t hcp[SHARD_HCP_BYTES], uint16_t move, int8_t result,
+                              float root_q, uint16_t ply, char *err, size_t errlen) {
+    if (!b || !hcp || b->version != SHARD_VERSION || !b->set) {
+        set_err(err, errlen, "shard builder: not a position set's builder, or no position");
+        return -1;
+    }
+    int64_t r = b->rows;
+    if (result < -1 || result > 1 || !isfinite(root_q) || root_q < -1 || root_q > 1) {
+        set_err(err, errlen, "shard builder: row %lld: result %d or root_q %g out of range", (long long)r, (int)result,
+                (double)root_q);
+        return -1;
+    }
+    const char *why = hcp_check(hcp);
+    if (why) {
+        set_err(err, errlen, "shard builder: row %lld: position: %s", (long long)r, why);
+        return -1;
+    }
+    if (r >= SHARD_MAX_ROWS || reserve_rows(b, r + 1) != 0) {
+        set_err(err, errlen, "shard builder: full or out of memory at row %lld", (long long)r);
+        return -1;
+    }
+    memcpy(b->position + r * SHARD_HCP_BYTES, hcp, SHARD_HCP_BYTES);
+    b->move[r] = move;
+    b->result[r] = result;
+    b->root_q[r] = root_q;
+    b->ply[r] = ply;
+    b->offsets[r] = 0;
+    b->game_id[r] = 0;
+    b->surprise[r] = SHARD_SURPRISE_UNKNOWN;
+    b->moves_left[r] = SHARD_MOVES_LEFT_UNKNOWN;
+    b->rows = b->done_rows = r + 1;
     return 0;
 }
 
@@ -316,8 +387,13 @@ int shard_builder_end_game(shard_builder_t *b, const db_game_t *game, char *err,
     g.first_row = b->done_rows;
     g.row_count = b->rows - b->done_rows;
     g.created[0] = 0;
+    if (b->set) {
+        set_err(err, errlen, "shard builder: a position set has no games");
+        return -1;
+    }
     for (int64_t r = b->done_rows; r < b->rows; r++) {
-        int side = b->position[r * SHARD_POSITION_BYTES + SHARD_POS_SIDE];
+        int side = b->version == SHARD_VERSION ? hcp_side(b->position + r * SHARD_HCP_BYTES)
+                                               : b->position[r * SHARD_POSITION_BYTES + SHARD_POS_SIDE];
         b->result[r] = (int8_t)(side == 0 ? game->result : -game->result);
         int64_t left = (int64_t)game->plies - b->ply[r];
         b->moves_left[r] = (int16_t)(b->open_length_unknown || left < 0 ? SHARD_MOVES_LEFT_UNKNOWN
@@ -376,6 +452,7 @@ int shard_write(const shard_builder_t *b, const char *path, char *err, size_t er
     /* The optional moves_left column only when a row's game length is known. */
     int moves_left = 0;
     for (int64_t r = 0; r < R && !moves_left; r++) moves_left = b->moves_left[r] >= 0;
+    int v2 = b->version == SHARD_VERSION, set = v2 && b->set;
     /* Widest dtype first: every column stays aligned in a reader's mapping. */
     const struct {
         const char *name;
@@ -385,20 +462,20 @@ int shard_write(const shard_builder_t *b, const char *path, char *err, size_t er
         const void *data;
         int skip;
     } cols[] = {
-        {"game_id", ST_DTYPE_I64, 1, R, 0, b->game_id},
-        {"hand", ST_DTYPE_F32, 2, R, f->hand_n, b->hand},
-        {"policy_prob", ST_DTYPE_F32, 1, nnz, 0, b->prob},
-        {"root_q", ST_DTYPE_F32, 1, R, 0, b->root_q},
+        {"game_id", ST_DTYPE_I64, 1, R, 0, b->game_id, set},
+        {"hand", ST_DTYPE_F32, 2, R, f->hand_n, b->hand, v2},
+        {"policy_prob", ST_DTYPE_F32, 1, nnz, 0, b->prob, set},
+        {"root_q", ST_DTYPE_F32, 1, R, 0, b->root_q, 0},
         {"surprise", ST_DTYPE_F32, 1, R, 0, b->surprise, !surprise},
-        {"policy_offsets", ST_DTYPE_U32, 1, R, 0, b->offsets},
-        {"policy_label", ST_DTYPE_U16, 1, nnz, 0, b->label},
-        {"ply", ST_DTYPE_U16, 1, R, 0, b->ply},
-        {"move", ST_DTYPE_U16, 1, R, 0, b->move},
+        {"policy_offsets", ST_DTYPE_U32, 1, R, 0, b->offsets, set},
+        {"policy_label", ST_DTYPE_U16, 1, nnz, 0, b->label, set},
+        {"ply", ST_DTYPE_U16, 1, R, 0, b->ply, 0},
+        {"move", ST_DTYPE_U16, 1, R, 0, b->move, 0},
         {"moves_left", ST_DTYPE_I16, 1, R, 0, b->moves_left, !moves_left},
-        {"planes", ST_DTYPE_U8, 2, R, f->planes_bytes, b->planes},
-        {"legal", ST_DTYPE_U8, 2, R, f->legal_bytes, b->legal},
-        {"position", ST_DTYPE_U8, 2, R, SHARD_POSITION_BYTES, b->position},
-        {"result", ST_DTYPE_I8, 1, R, 0, b->result},
+        {"planes", ST_DTYPE_U8, 2, R, f->planes_bytes, b->planes, v2},
+        {"legal", ST_DTYPE_U8, 2, R, f->legal_bytes, b->legal, v2},
+        {"position", ST_DTYPE_U8, 2, R, v2 ? SHARD_HCP_BYTES : SHARD_POSITION_BYTES, b->position, 0},
+        {"result", ST_DTYPE_I8, 1, R, 0, b->result, 0},
     };
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < sizeof cols / sizeof cols[0]; i++) {
@@ -411,13 +488,18 @@ int shard_write(const shard_builder_t *b, const char *path, char *err, size_t er
         const char *key;
         int64_t v;
     } meta[] = {
-        {"koma.version", SHARD_VERSION},        {"koma.rows", R},
+        {"koma.version", b->version},           {"koma.rows", R},
         {"koma.games", b->ngames},              {"koma.nnz", nnz},
         {"koma.features_version", f->features_version}, {"koma.planes_bytes", f->planes_bytes},
         {"koma.hand_n", f->hand_n},             {"koma.legal_bytes", f->legal_bytes},
     };
+    /* Version 2: no widths (nothing derived is stored), and the position's layout by name. */
+    size_t nmeta = v2 ? 4 : 8;
     if (rc == 0 && (rc = st_writer_meta(w, "koma.kind", SHARD_KIND)) != 0) set_err(err, errlen, "%s: out of memory", path);
-    for (size_t i = 0; rc == 0 && i < sizeof meta / sizeof meta[0]; i++) {
+    if (rc == 0 && v2 && ((rc = st_writer_meta(w, "koma.position", "hcp")) != 0 ||
+                          (rc = st_writer_meta(w, "koma.set", set ? "1" : "0")) != 0))
+        set_err(err, errlen, "%s: out of memory", path);
+    for (size_t i = 0; rc == 0 && i < nmeta; i++) {
         char v[32];
         snprintf(v, sizeof v, "%" PRId64, meta[i].v);
         if ((rc = st_writer_meta(w, meta[i].key, v)) != 0) set_err(err, errlen, "%s: out of memory", path);
@@ -634,6 +716,8 @@ int shard_submit(db_writer_t *w, const char *run_dir, const char *rel_path, int3
 /* ==================================================================================== */
 struct shard {
     st_file_t *f;
+    int version; /* SHARD_VERSION_V1 or SHARD_VERSION */
+    int set;     /* version 2: a position set */
     shard_format_t fmt;
     int64_t rows, games, nnz;
     shard_columns_t c;
@@ -641,6 +725,8 @@ struct shard {
 
 const char *shard_path(const shard_t *s) { return s ? st_path(s->f) : NULL; }
 const shard_format_t *shard_format(const shard_t *s) { return &s->fmt; }
+int shard_version(const shard_t *s) { return s->version; }
+int shard_is_set(const shard_t *s) { return s->set; }
 int64_t shard_rows(const shard_t *s) { return s->rows; }
 int64_t shard_games(const shard_t *s) { return s->games; }
 int64_t shard_nnz(const shard_t *s) { return s->nnz; }
@@ -651,7 +737,7 @@ void shard_q_lambda(const shard_t *s, float lambda, float *out) {
     /* Backwards: G(last row of a game) = (1-l) q + l z; G(r) = (1-l) q(r) + l * sign * G(r+1). */
     for (int64_t r = s->rows - 1; r >= 0; r--) {
         double q = c->root_q[r], g;
-        if (r + 1 < s->rows && c->game_id[r + 1] == c->game_id[r]) {
+        if (c->game_id && r + 1 < s->rows && c->game_id[r + 1] == c->game_id[r]) {
             double next = out[r + 1];
             if ((c->ply[r + 1] - c->ply[r]) & 1) next = -next;
             g = (1.0 - lambda) * q + lambda * next;
@@ -668,7 +754,8 @@ int32_t shard_row_moves_left(const shard_t *s, int64_t r) {
 
 int64_t shard_row_reply(const shard_t *s, const uint16_t *move_label, int64_t r) {
     const shard_columns_t *c = &s->c;
-    if (r + 1 >= s->rows || c->game_id[r + 1] != c->game_id[r] || c->ply[r + 1] != c->ply[r] + 1) return -1;
+    if (!c->game_id || r + 1 >= s->rows || c->game_id[r + 1] != c->game_id[r] || c->ply[r + 1] != c->ply[r] + 1)
+        return -1;
     int64_t b, e;
     shard_row_policy(s, r + 1, &b, &e);
     return e > b || (move_label && move_label[r + 1] < SHARD_LABEL_NB) ? r + 1 : -1;
@@ -679,6 +766,10 @@ float shard_row_surprise(const shard_t *s, int64_t r) {
 }
 
 void shard_row_policy(const shard_t *s, int64_t r, int64_t *begin, int64_t *end) {
+    if (!s->c.policy_offsets) {
+        *begin = *end = 0;
+        return;
+    }
     *begin = s->c.policy_offsets[r];
     *end = r + 1 < s->rows ? (int64_t)s->c.policy_offsets[r + 1] : s->nnz;
 }
@@ -716,16 +807,21 @@ static int meta_int(const st_file_t *f, const char *key, int64_t lo, int64_t hi,
     return 0;
 }
 
+/* Row r's side to move, 0 Black or 1 White, in either version. */
+static int row_side(const shard_columns_t *c, int64_t r) {
+    return c->hcp ? hcp_side(c->hcp + r * SHARD_HCP_BYTES) : c->position[r * SHARD_POSITION_BYTES + SHARD_POS_SIDE];
+}
+
 /* Checks every value a trainer or inspector could trip over. */
 static int check_values(const shard_t *s, char *err, size_t errlen) {
     const char *path = st_path(s->f);
     const shard_columns_t *c = &s->c;
     int64_t R = s->rows, nnz = s->nnz;
-    if (R > 0 && c->policy_offsets[0] != 0) {
+    if (R > 0 && c->policy_offsets && c->policy_offsets[0] != 0) {
         set_err(err, errlen, "%s: policy_offsets[0] = %u, must be 0", path, (unsigned)c->policy_offsets[0]);
         return -1;
     }
-    for (int64_t r = 0; r < R; r++) {
+    for (int64_t r = 0; c->policy_offsets && r < R; r++) {
         int64_t b = c->policy_offsets[r], e = r + 1 < R ? (int64_t)c->policy_offsets[r + 1] : nnz;
         if (e < b || e > nnz) {
             if (e > nnz)
@@ -776,20 +872,20 @@ static int check_values(const shard_t *s, char *err, size_t errlen) {
                     (int)c->moves_left[r], SHARD_MOVES_LEFT_UNKNOWN);
             return -1;
         }
-        const float *h = c->hand + r * s->fmt.hand_n;
-        for (int32_t k = 0; k < s->fmt.hand_n; k++) {
-            if (!isfinite(h[k])) {
+        for (int32_t k = 0; c->hand && k < s->fmt.hand_n; k++) {
+            if (!isfinite(c->hand[r * s->fmt.hand_n + k])) {
                 set_err(err, errlen, "%s: hand[%lld][%d] is not finite", path, (long long)r, k);
                 return -1;
             }
         }
-        const uint8_t *pos = c->position + r * SHARD_POSITION_BYTES;
-        const char *why = shard_position_check(pos);
+        const char *why = c->hcp ? hcp_check(c->hcp + r * SHARD_HCP_BYTES)
+                                 : shard_position_check(c->position + r * SHARD_POSITION_BYTES);
         if (why) {
             set_err(err, errlen, "%s: position[%lld]: %s", path, (long long)r, why);
             return -1;
         }
-        int black_res = pos[SHARD_POS_SIDE] == 0 ? res : -res;
+        if (!c->game_id) continue; /* a position set: rows stand alone */
+        int black_res = row_side(c, r) == 0 ? res : -res;
         if (r == 0 || c->game_id[r] != c->game_id[r - 1]) {
             if (r > 0 && c->game_id[r] < c->game_id[r - 1]) {
                 set_err(err, errlen, "%s: game_id decreases at row %lld (%lld then %lld): a game's rows must be contiguous",
@@ -798,8 +894,7 @@ static int check_values(const shard_t *s, char *err, size_t errlen) {
             }
             games++;
         } else {
-            const uint8_t *prev = c->position + (r - 1) * SHARD_POSITION_BYTES;
-            int prev_black = prev[SHARD_POS_SIDE] == 0 ? c->result[r - 1] : -c->result[r - 1];
+            int prev_black = row_side(c, r - 1) == 0 ? c->result[r - 1] : -c->result[r - 1];
             if (prev_black != black_res) {
                 set_err(err, errlen, "%s: result[%lld] = %d contradicts row %lld of the same game (game_id %lld)", path,
                         (long long)r, res, (long long)r - 1, (long long)c->game_id[r]);
@@ -814,6 +909,95 @@ static int check_values(const shard_t *s, char *err, size_t errlen) {
         return -1;
     }
     return 0;
+}
+
+/* The optional columns of either version. */
+static int open_optional(shard_t *s, char *err, size_t errlen) {
+    int64_t shape[1] = {s->rows};
+    if (st_find(s->f, "surprise")) { /* optional: older shards have none */
+        const st_tensor_t *t = st_expect(s->f, "surprise", ST_DTYPE_F32, 1, shape, err, errlen);
+        if (!t) return -1;
+        s->c.surprise = t->data;
+    }
+    if (st_find(s->f, "moves_left")) { /* optional: older shards and imported positions have none */
+        const st_tensor_t *t = st_expect(s->f, "moves_left", ST_DTYPE_I16, 1, shape, err, errlen);
+        if (!t) return -1;
+        s->c.moves_left = t->data;
+    }
+    return 0;
+}
+
+/* A version-2 shard's metadata and columns (the counts are read). */
+static int open_v2(shard_t *s, const shard_format_t *expect, char *err, size_t errlen) {
+    const char *path = st_path(s->f);
+    const char *layout = st_meta(s->f, "koma.position");
+    if (!layout || strcmp(layout, "hcp") != 0) {
+        set_err(err, errlen, "%s: koma.position is '%.32s', this build reads 'hcp'", path, layout ? layout : "(missing)");
+        return -1;
+    }
+    int64_t set = 0;
+    if (meta_int(s->f, "koma.set", 0, 1, &set, err, errlen) != 0) return -1;
+    s->set = (int)set;
+    if (set && (s->games != 0 || s->nnz != 0)) {
+        set_err(err, errlen, "%s: a position set with koma.games %lld and koma.nnz %lld (both must be 0)", path,
+                (long long)s->games, (long long)s->nnz);
+        return -1;
+    }
+    s->fmt = expect ? *expect : (shard_format_t){SHARD_FEATURES_ANY, 0, 0, 0};
+    int64_t R = s->rows, nnz = s->nnz;
+    const struct {
+        const char *name;
+        st_dtype_t dt;
+        int32_t ndim;
+        int64_t d0, d1;
+        const char *d0_key;
+        int games_only; /* absent from a position set */
+    } cols[] = {
+        {"position", ST_DTYPE_U8, 2, R, SHARD_HCP_BYTES, "rows", 0},
+        {"move", ST_DTYPE_U16, 1, R, 0, "rows", 0},
+        {"result", ST_DTYPE_I8, 1, R, 0, "rows", 0},
+        {"root_q", ST_DTYPE_F32, 1, R, 0, "rows", 0},
+        {"ply", ST_DTYPE_U16, 1, R, 0, "rows", 0},
+        {"game_id", ST_DTYPE_I64, 1, R, 0, "rows", 1},
+        {"policy_offsets", ST_DTYPE_U32, 1, R, 0, "rows", 1},
+        {"policy_label", ST_DTYPE_U16, 1, nnz, 0, "nnz", 1},
+        {"policy_prob", ST_DTYPE_F32, 1, nnz, 0, "nnz", 1},
+    };
+    enum { NCOLS = sizeof cols / sizeof cols[0] };
+    const void *data[NCOLS] = {0};
+    for (int i = 0; i < NCOLS; i++) {
+        if (cols[i].games_only && set) {
+            if (st_find(s->f, cols[i].name)) {
+                set_err(err, errlen, "%s: a position set with a '%s' column", path, cols[i].name);
+                return -1;
+            }
+            continue;
+        }
+        int64_t shape[2] = {cols[i].d0, cols[i].d1};
+        const st_tensor_t *t = st_expect(s->f, cols[i].name, cols[i].dt, cols[i].ndim, shape, err, errlen);
+        if (!t) {
+            const st_tensor_t *u = st_find(s->f, cols[i].name);
+            if (u && u->dtype == cols[i].dt && u->ndim == cols[i].ndim && u->shape[0] != cols[i].d0 &&
+                (cols[i].ndim == 1 || u->shape[1] == cols[i].d1))
+                set_err(err, errlen, "%s: column '%s' has %lld rows, koma.%s says %lld", path, cols[i].name,
+                        (long long)u->shape[0], cols[i].d0_key, (long long)cols[i].d0);
+            return -1;
+        }
+        data[i] = t->data;
+    }
+    s->c = (shard_columns_t){
+        .hcp = data[0],
+        .move = data[1],
+        .result = data[2],
+        .root_q = data[3],
+        .ply = data[4],
+        .game_id = data[5],
+        .policy_offsets = data[6],
+        .policy_label = data[7],
+        .policy_prob = data[8],
+    };
+    if (open_optional(s, err, errlen) != 0) return -1;
+    return check_values(s, err, errlen);
 }
 
 shard_t *shard_open(const char *path, const shard_format_t *expect, uint32_t flags, char *err, size_t errlen) {
@@ -835,15 +1019,21 @@ shard_t *shard_open(const char *path, const shard_format_t *expect, uint32_t fla
     }
     int64_t version, fv, pb, hn, lb;
     if (meta_int(s->f, "koma.version", 0, INT32_MAX, &version, err, errlen) != 0) goto fail;
-    if (version != SHARD_VERSION) {
-        set_err(err, errlen, "%s: shard version %lld, this build reads version %d", path, (long long)version,
-                SHARD_VERSION);
+    if (version != SHARD_VERSION && version != SHARD_VERSION_V1) {
+        set_err(err, errlen, "%s: shard version %lld, this build reads versions %d and %d", path, (long long)version,
+                SHARD_VERSION_V1, SHARD_VERSION);
         goto fail;
     }
+    s->version = (int)version;
     if (meta_int(s->f, "koma.rows", 0, SHARD_MAX_ROWS, &s->rows, err, errlen) != 0 ||
         meta_int(s->f, "koma.games", 0, SHARD_MAX_ROWS, &s->games, err, errlen) != 0 ||
-        meta_int(s->f, "koma.nnz", 0, UINT32_MAX, &s->nnz, err, errlen) != 0 ||
-        meta_int(s->f, "koma.features_version", INT32_MIN, INT32_MAX, &fv, err, errlen) != 0 ||
+        meta_int(s->f, "koma.nnz", 0, UINT32_MAX, &s->nnz, err, errlen) != 0)
+        goto fail;
+    if (version == SHARD_VERSION) {
+        if (open_v2(s, expect, err, errlen) != 0) goto fail;
+        return s;
+    }
+    if (meta_int(s->f, "koma.features_version", INT32_MIN, INT32_MAX, &fv, err, errlen) != 0 ||
         meta_int(s->f, "koma.planes_bytes", 1, SHARD_MAX_WIDTH, &pb, err, errlen) != 0 ||
         meta_int(s->f, "koma.hand_n", 0, SHARD_MAX_WIDTH, &hn, err, errlen) != 0 ||
         meta_int(s->f, "koma.legal_bytes", 0, SHARD_MAX_WIDTH, &lb, err, errlen) != 0)
@@ -918,18 +1108,7 @@ shard_t *shard_open(const char *path, const shard_format_t *expect, uint32_t fla
         .move = data[10],
         .position = data[11],
     };
-    if (st_find(s->f, "surprise")) { /* optional: older shards have none */
-        int64_t shape[1] = {R};
-        const st_tensor_t *t = st_expect(s->f, "surprise", ST_DTYPE_F32, 1, shape, err, errlen);
-        if (!t) goto fail;
-        s->c.surprise = t->data;
-    }
-    if (st_find(s->f, "moves_left")) { /* optional: older shards and imported positions have none */
-        int64_t shape[1] = {R};
-        const st_tensor_t *t = st_expect(s->f, "moves_left", ST_DTYPE_I16, 1, shape, err, errlen);
-        if (!t) goto fail;
-        s->c.moves_left = t->data;
-    }
+    if (open_optional(s, err, errlen) != 0) goto fail;
     if (check_values(s, err, errlen) != 0) goto fail;
     return s;
 fail:
@@ -954,14 +1133,16 @@ shard_batch_t *shard_batch_new(const shard_format_t *fmt, int32_t cap, int64_t n
         return NULL;
     }
     size_t n = (size_t)cap;
-    size_t sz[12] = {
+    enum { NBUF = 14 };
+    size_t sz[NBUF] = {
         n * (size_t)fmt->planes_bytes, n * (size_t)fmt->hand_n * sizeof(float), n * (size_t)fmt->legal_bytes,
         (n + 1) * sizeof(uint32_t),    (size_t)nnz_cap * sizeof(uint16_t),       (size_t)nnz_cap * sizeof(float),
         n,                             n * sizeof(float),                        n * sizeof(float),
         (n + 1) * sizeof(uint32_t),    (size_t)nnz_cap * sizeof(uint16_t),       (size_t)nnz_cap * sizeof(float),
+        n * SHARD_HCP_BYTES,           n,
     };
     size_t total = 0;
-    for (int i = 0; i < 12; i++) total += align_up(sz[i]);
+    for (int i = 0; i < NBUF; i++) total += align_up(sz[i]);
     shard_batch_t *b = calloc(1, sizeof *b);
     uint8_t *mem = b ? malloc(total) : NULL;
     if (!mem) {
@@ -969,9 +1150,9 @@ shard_batch_t *shard_batch_new(const shard_format_t *fmt, int32_t cap, int64_t n
         set_err(err, errlen, "shard batch: out of memory for %llu bytes", (unsigned long long)total);
         return NULL;
     }
-    void *p[12];
+    void *p[NBUF];
     size_t at = 0;
-    for (int i = 0; i < 12; i++) {
+    for (int i = 0; i < NBUF; i++) {
         p[i] = mem + at;
         at += align_up(sz[i]);
     }
@@ -990,6 +1171,8 @@ shard_batch_t *shard_batch_new(const shard_format_t *fmt, int32_t cap, int64_t n
     b->opp_offsets = p[9];
     b->opp_label = p[10];
     b->opp_prob = p[11];
+    b->position = p[12];
+    b->expand = p[13];
     b->mem_ = mem;
     shard_batch_clear(b);
     return b;
@@ -1004,6 +1187,7 @@ void shard_batch_free(shard_batch_t *b) {
 void shard_batch_clear(shard_batch_t *b) {
     if (!b) return;
     b->B = 0;
+    b->pending = 0;
     b->policy_offsets[0] = 0;
     b->opp_offsets[0] = 0;
 }
@@ -1019,7 +1203,7 @@ int shard_row_batch_labels(const shard_t *s, const uint16_t *move_label, const i
         return -1;
     }
     const char *path = shard_path(s);
-    if (!format_equal(&s->fmt, &out->fmt)) {
+    if (s->version == SHARD_VERSION_V1 && !format_equal(&s->fmt, &out->fmt)) {
         set_err(err, errlen, "%s: format (features_version %d, widths %d/%d/%d) differs from the batch's (%d, %d/%d/%d)",
                 path, s->fmt.features_version, s->fmt.planes_bytes, s->fmt.hand_n, s->fmt.legal_bytes,
                 out->fmt.features_version, out->fmt.planes_bytes, out->fmt.hand_n, out->fmt.legal_bytes);
@@ -1040,6 +1224,7 @@ int shard_row_batch_labels(const shard_t *s, const uint16_t *move_label, const i
         int64_t b, e, rr = shard_row_reply(s, move_label, rows[i]);
         shard_row_policy(s, rows[i], &b, &e);
         need += e - b;
+        if (s->set && move_label && move_label[rows[i]] < SHARD_LABEL_NB) need += 1; /* its move, one-hot */
         if (rr >= 0) shard_row_policy(s, rr, &b, &e), oneed += e > b ? e - b : 1; /* entries, or a one-hot */
     }
     if (have + need > out->nnz_cap) {
@@ -1056,11 +1241,18 @@ int shard_row_batch_labels(const shard_t *s, const uint16_t *move_label, const i
     const shard_columns_t *c = &s->c;
     for (int32_t i = 0; i < n; i++) {
         int64_t r = rows[i], j = out->B + i;
-        memcpy(out->planes + j * f->planes_bytes, c->planes + r * f->planes_bytes, (size_t)f->planes_bytes);
-        if (f->hand_n)
-            memcpy(out->hand + j * f->hand_n, c->hand + r * f->hand_n, sizeof(float) * (size_t)f->hand_n);
-        if (f->legal_bytes)
-            memcpy(out->legal + j * f->legal_bytes, c->legal + r * f->legal_bytes, (size_t)f->legal_bytes);
+        if (c->hcp) {
+            memcpy(out->position + j * SHARD_HCP_BYTES, c->hcp + r * SHARD_HCP_BYTES, SHARD_HCP_BYTES);
+            out->expand[j] = 1;
+            out->pending++;
+        } else {
+            memcpy(out->planes + j * f->planes_bytes, c->planes + r * f->planes_bytes, (size_t)f->planes_bytes);
+            if (f->hand_n)
+                memcpy(out->hand + j * f->hand_n, c->hand + r * f->hand_n, sizeof(float) * (size_t)f->hand_n);
+            if (f->legal_bytes)
+                memcpy(out->legal + j * f->legal_bytes, c->legal + r * f->legal_bytes, (size_t)f->legal_bytes);
+            out->expand[j] = 0;
+        }
         int64_t b, e;
         shard_row_policy(s, r, &b, &e);
         if (e > b) {
@@ -1068,6 +1260,11 @@ int shard_row_batch_labels(const shard_t *s, const uint16_t *move_label, const i
             memcpy(out->policy_prob + have, c->policy_prob + b, sizeof(float) * (size_t)(e - b));
         }
         have += e - b;
+        if (s->set && move_label && move_label[r] < SHARD_LABEL_NB) { /* a position's target: its move */
+            out->policy_label[have] = move_label[r];
+            out->policy_prob[have] = 1.0f;
+            have += 1;
+        }
         out->policy_offsets[j + 1] = (uint32_t)have;
         out->result[j] = c->result[r];
         out->root_q[j] = c->root_q[r];

@@ -9,7 +9,32 @@
  * the widths and features_version are parameters here, so this module never
  * includes engine/).
  *
- * ---- Columns (every tensor has the row count R as dimension 0) -------------
+ * Two versions (docs/DATA.md). Version 2, written by this build: what defines
+ * a row and nothing derivable from it (the input planes and legal-move mask
+ * are made from `position` when a batch is built: train/window.c). Version 1
+ * (older runs): the same plus the derived planes, hand and legal columns and a
+ * 96-byte position; read, trained on and resumed as before, and still
+ * written by shard_builder_new for tests that make old runs.
+ *
+ * ---- Version 2 columns -----------------------------------------------------------
+ *   position        U8     (R, 32)             the exact position as dlshogi's
+ *                                              HuffmanCodedPos (data/fmt_pack.h "hcp":
+ *                                              board, hands, side to move)
+ *   move, result, root_q, ply                  as in version 1 below (ply: for a
+ *                                              position set the record's game ply - 1
+ *                                              where the source has one, else 0)
+ *   game_id, policy_offsets, policy_label, policy_prob
+ *                                              as in version 1; absent in a position
+ *                                              set (koma.set "1": imported positions,
+ *                                              no games; every row stands alone and its
+ *                                              policy target is a one-hot on its move)
+ *   surprise, moves_left                       optional, as in version 1
+ * __metadata__: koma.kind "shard", koma.version "2", koma.rows, koma.games
+ * (0 for a set), koma.nnz (0 for a set), koma.position "hcp", koma.set "0"|"1";
+ * no features_version or widths: a version-2 shard suits any feature set and
+ * is registered with features_version SHARD_FEATURES_ANY.
+ *
+ * ---- Version 1 columns (every tensor has the row count R as dimension 0) ---------
  *   name            dtype  shape               meaning
  *   planes          U8     (R, planes_bytes)   packed input feature bits
  *   hand            F32    (R, hand_n)         hand values
@@ -95,7 +120,10 @@
 #include "nn/net.h"
 
 #define SHARD_KIND "shard"
-#define SHARD_VERSION 1
+#define SHARD_VERSION 2            /* the version this build writes (shard_builder_new_compact) */
+#define SHARD_VERSION_V1 1         /* the older layout (shard_builder_new), still read */
+#define SHARD_HCP_BYTES 32         /* a version-2 row's position (FMT_PACK_BYTES) */
+#define SHARD_FEATURES_ANY 0       /* shards.features_version of a version-2 shard: planes derived at load */
 #define SHARD_LABEL_NB 2187        /* move labels (engine ENC_LABEL_NB, nn NN_POLICY_NB) */
 #define SHARD_POSITION_BYTES 96
 #define SHARD_MAX_ROWS INT32_MAX          /* rows a shard holds at most */
@@ -151,12 +179,26 @@ typedef struct {
     uint16_t move;                /* engine Move played */
     const uint8_t *position;      /* (SHARD_POSITION_BYTES), shard_position_pack */
     const float *surprise;        /* (1) the row's policy surprise, finite, >= 0; NULL: unknown */
+    const uint8_t *hcp;           /* (SHARD_HCP_BYTES) version-2 builders: the position as hcp
+                                     (planes, hand, legal and position are then not read) */
 } shard_row_t;
 
 typedef struct shard_builder shard_builder_t;
 
-/* NULL with err for a format out of range or out of memory. */
+/* A version-1 builder (the older layout with derived columns: tests that
+ * make old runs). NULL with err for a format out of range or out of memory. */
 shard_builder_t *shard_builder_new(const shard_format_t *fmt, char *err, size_t errlen);
+/* A version-2 builder: rows carry only row->hcp of the position columns.
+ * set 0: games, as self-play and record imports make them (add_row,
+ * end_game); set 1: a position set (shard_builder_add_set_row only; no
+ * games, no game_id or policy columns). NULL with err when out of memory. */
+shard_builder_t *shard_builder_new_compact(int set, char *err, size_t errlen);
+/* A position set's row: hcp (checked to decode), the move, the result from
+ * the side to move (-1, 0, 1), root_q in [-1, 1], ply as in the header.
+ * 0, or -1 with err (nothing appended). */
+int shard_builder_add_set_row(shard_builder_t *b, const uint8_t hcp[SHARD_HCP_BYTES], uint16_t move, int8_t result,
+                              float root_q, uint16_t ply, char *err, size_t errlen);
+int shard_builder_version(const shard_builder_t *b); /* SHARD_VERSION or SHARD_VERSION_V1 */
 void shard_builder_free(shard_builder_t *b); /* NULL ok */
 /* Drops every row and game, keeps the memory. */
 void shard_builder_reset(shard_builder_t *b);
@@ -239,32 +281,37 @@ enum {
 
 /* Column pointers into the mapping (aligned; see the table above). */
 typedef struct {
-    const uint8_t *planes;          /* (R, planes_bytes) */
-    const float *hand;              /* (R, hand_n) */
-    const uint8_t *legal;           /* (R, legal_bytes) */
-    const uint32_t *policy_offsets; /* (R) */
+    const uint8_t *planes;          /* (R, planes_bytes) version 1, else NULL */
+    const float *hand;              /* (R, hand_n) version 1, else NULL */
+    const uint8_t *legal;           /* (R, legal_bytes) version 1, else NULL */
+    const uint32_t *policy_offsets; /* (R), NULL in a position set */
     const uint16_t *policy_label;   /* (nnz) */
     const float *policy_prob;       /* (nnz) */
     const int8_t *result;           /* (R) */
     const float *root_q;            /* (R) */
     const uint16_t *ply;            /* (R) */
-    const int64_t *game_id;         /* (R) */
+    const int64_t *game_id;         /* (R), NULL in a position set */
     const uint16_t *move;           /* (R) */
-    const uint8_t *position;        /* (R, SHARD_POSITION_BYTES) */
+    const uint8_t *position;        /* (R, SHARD_POSITION_BYTES) version 1, else NULL */
+    const uint8_t *hcp;             /* (R, SHARD_HCP_BYTES) version 2, else NULL */
     const float *surprise;          /* (R), or NULL: the shard has no surprise column */
     const int16_t *moves_left;      /* (R), or NULL: the shard has no moves_left column */
 } shard_columns_t;
 
 /* Maps and validates path: checksums (unless SHARD_OPEN_NO_CHECKSUM), kind,
- * version, the format against expect (NULL: accept any; the caller reads
- * shard_format), every column's dtype and shape, the row and entry counts,
- * offsets, labels, probabilities, results, values, positions, game ids.
+ * version (1 or 2), a version-1 shard's format against expect (NULL: accept
+ * any; the caller reads shard_format; a version-2 shard's format is expect's,
+ * or all zero without one), every column's dtype and shape, the row and entry
+ * counts, offsets, labels, probabilities, results, values, positions (a
+ * version-2 position must decode), game ids.
  * NULL with err = "<path>: <what>" for a bad shard. */
 shard_t *shard_open(const char *path, const shard_format_t *expect, uint32_t flags, char *err,
                     size_t errlen);
 void shard_close(shard_t *s); /* NULL ok */
 
 const char *shard_path(const shard_t *s);
+int shard_version(const shard_t *s); /* SHARD_VERSION_V1 or SHARD_VERSION */
+int shard_is_set(const shard_t *s);  /* a position set (version 2, koma.set "1") */
 const shard_format_t *shard_format(const shard_t *s);
 int64_t shard_rows(const shard_t *s);
 int64_t shard_games(const shard_t *s);
@@ -316,6 +363,10 @@ typedef struct {
     uint32_t *opp_offsets;    /* (cap + 1) the opponent-reply targets (shard_row_reply's row's) */
     uint16_t *opp_label;      /* (nnz_cap) */
     float *opp_prob;          /* (nnz_cap) */
+    uint8_t *position;        /* (cap, SHARD_HCP_BYTES) a version-2 row's position */
+    uint8_t *expand;          /* (cap) 1: planes, hand and legal of the row are still to be made from
+                                 position (train_batch_expand); 0: copied from a version-1 shard */
+    int32_t pending;          /* rows with expand 1 */
     void *mem_;               /* private */
 } shard_batch_t;
 
@@ -327,14 +378,18 @@ void shard_batch_free(shard_batch_t *b); /* NULL ok */
 void shard_batch_clear(shard_batch_t *b); /* B = 0 */
 
 /* Appends rows[0..n) of s (any order, repeats allowed) at batch rows
- * [B, B+n): planes, hand, legal, result, root_q, moves_left copied, policy
+ * [B, B+n): planes, hand, legal (version 1; a version-2 row's position goes
+ * to out->position with expand set, its planes, hand and legal being the
+ * caller's to make: train_batch_expand), result, root_q, moves_left copied, policy
  * entries appended with offsets (B+1), and the opponent-reply targets (the
  * policy entries of shard_row_reply(s, move_label, row)'s row, or a one-hot
  * on its move label when it has none; none without a reply row) with
  * theirs. move_label as shard_row_reply's (NULL: replies only where the next
- * row has a policy target). Gather from several shards by calling once per
- * shard. Returns 0, or -1 with err (nothing appended) when a row is out of
- * range, the batch is full, or s's format differs from the batch's. */
+ * row has a policy target). A position set's row takes a one-hot on
+ * move_label[row] as its policy target (none where unknown or move_label is
+ * NULL). Gather from several shards by calling once per shard. Returns 0, or
+ * -1 with err (nothing appended) when a row is out of range, the batch is
+ * full, or a version-1 shard's format differs from the batch's. */
 int shard_row_batch_labels(const shard_t *s, const uint16_t *move_label, const int64_t *rows, int32_t n,
                            shard_batch_t *out, char *err, size_t errlen);
 /* shard_row_batch_labels without move labels. */

@@ -278,6 +278,40 @@ sfen_error_t sfen_parse(pos_t *pos, const char *s, size_t len, char *err, size_t
     return SFEN_OK;
 }
 
+sfen_error_t sfen_set_position(pos_t *pos, const uint8_t board[SQ_NB], const hand_t hand[COLOR_NB], color_t side,
+                               int32_t ply, char *err, size_t errlen) {
+    sfen_reader_t rd = {NULL, 0, 0, err, errlen};
+    sfen_reader_t *r = &rd;
+    if (err && errlen) err[0] = '\0';
+    engine_init();
+    for (sq_t sq = 0; sq < SQ_NB; sq++) {
+        piece_t pc = board[sq];
+        piece_type_t pt = piece_type(pc);
+        if (pc != PIECE_NONE && ((pc & ~(15 | 16)) || pt == 0 || pt == 15))
+            return fail(r, SFEN_ERR_BOARD_CHAR, "piece code %d on square %d is no piece", (int)pc, (int)sq);
+        pos->board[sq] = pc;
+    }
+    for (color_t c = 0; c < COLOR_NB; c++) {
+        for (piece_type_t pt = PT_PAWN; pt < PT_HAND_NB; pt++)
+            if (hand_count(hand[c], pt) > PIECE_TOTAL[pt])
+                return fail(r, SFEN_ERR_HAND_COUNT, "%d x %c in a hand, a game has %d", hand_count(hand[c], pt),
+                            PIECE_CHARS[pt], PIECE_TOTAL[pt]);
+        pos->hand[c] = hand[c];
+    }
+    if (side != COLOR_BLACK && side != COLOR_WHITE) return fail(r, SFEN_ERR_SIDE, "side to move %d", (int)side);
+    if (ply < 1 || ply > SFEN_PLY_MAX) return fail(r, SFEN_ERR_PLY, "ply %d is not in 1..%d", ply, SFEN_PLY_MAX);
+    pos->side = side;
+    pos->game_ply = ply;
+    sfen_error_t rc = check_position(r, pos);
+    if (rc) return rc;
+    pos_reset_state(pos);
+    color_t them = color_flip(pos->side);
+    if (pos_is_attacked(pos, pos->side, pos->king_sq[them], pos->bb[POS_BB_OCC]))
+        return fail(r, SFEN_ERR_OPPONENT_IN_CHECK, "%s is to move but %s's king is attacked",
+                    pos->side == COLOR_BLACK ? "Black" : "White", them == COLOR_BLACK ? "Black" : "White");
+    return SFEN_OK;
+}
+
 sfen_error_t sfen_parse_cstr(pos_t *pos, const char *s, char *err, size_t errlen) {
     return sfen_parse(pos, s, s ? strlen(s) : 0, err, errlen);
 }

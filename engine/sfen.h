@@ -70,6 +70,13 @@ const char *sfen_error_name(sfen_error_t e);
  * message naming what is wrong (and where) into err (if err != NULL) and
  * leaves pos in an unspecified but safe state (set it again before use). */
 sfen_error_t sfen_parse(pos_t *pos, const char *s, size_t len, char *err, size_t errlen);
+/* The position of a board, hands, side and ply given as values (a decoded
+ * 32-byte position, a shard row), checked exactly as sfen_parse checks a
+ * text's: piece codes and counts, dead pieces, two pawns, kings, the side
+ * not to move in check. Much faster than writing and parsing an SFEN. On
+ * failure pos is in an unspecified but safe state. */
+sfen_error_t sfen_set_position(pos_t *pos, const uint8_t board[SQ_NB], const hand_t hand[COLOR_NB], color_t side,
+                               int32_t ply, char *err, size_t errlen);
 /* Same for a NUL-terminated string. */
 sfen_error_t sfen_parse_cstr(pos_t *pos, const char *s, char *err, size_t errlen);
 /* Writes pos as SFEN (NUL-terminated) into buf of size >= SFEN_MAX_LEN;

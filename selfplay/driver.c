@@ -200,7 +200,7 @@ static void shard_done(void *user, int status, const char *err, const db_shard_t
 }
 
 static int new_builder(driver_t *d, char *err, size_t errlen) {
-    d->shards.builder = shard_builder_new(&d->shards.fmt, err, errlen);
+    d->shards.builder = shard_builder_new_compact(0, err, errlen); /* version 2: docs/DATA.md */
     return d->shards.builder ? 0 : -1;
 }
 

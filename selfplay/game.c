@@ -7,6 +7,7 @@
 
 #include "compat/compat.h"
 #include "compat/err.h"
+#include "data/shard_pos.h"
 #include "engine/dfpn.h"
 #include "engine/movegen.h"
 #include "engine/sfen.h"
@@ -64,6 +65,7 @@ void sp_row_encode(sp_row_t *w, const pos_t *pos) {
     sp.hand[0] = pos_hand(pos, COLOR_BLACK);
     sp.hand[1] = pos_hand(pos, COLOR_WHITE);
     shard_position_pack(&sp, w->position);
+    shard_pos_hcp(pos, w->hcp);
 }
 
 void sp_record_free(sp_record_t *r) {
@@ -112,6 +114,7 @@ int sp_record_add_to_shard(const sp_record_t *r, shard_builder_t *b, int64_t mod
             .move = w->move,
             .position = w->position,
             .surprise = w->surprise >= 0 ? &w->surprise : NULL,
+            .hcp = w->hcp,
         };
         if (shard_builder_add_row(b, &row, err, errlen) != 0) {
             shard_builder_abort_game(b);

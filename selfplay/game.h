@@ -39,6 +39,7 @@ typedef struct {
     float hand[ENC_HAND];
     uint8_t legal[ENC_LEGAL_BYTES];             /* legal-move mask */
     uint8_t position[SHARD_POSITION_BYTES];     /* shard_position_pack */
+    uint8_t hcp[SHARD_HCP_BYTES];               /* the position as a version-2 shard stores it (shard_pos_hcp) */
     uint32_t pol_begin, pol_n;                  /* entries in the record's policy arrays; 0 for fast searches */
     float root_q;                               /* search value for the side to move, [-1, 1] */
     uint16_t ply;                               /* moves played before this position */

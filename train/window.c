@@ -168,7 +168,7 @@ void train_window_free(train_window_t *w) {
 int64_t train_window_count(const db_shard_t *list, int32_t n, int32_t fv, int64_t lo, int64_t hi) {
     int64_t rows = 0;
     for (int32_t i = 0; i < n; i++) {
-        if (list[i].features_version != fv) continue;
+        if (list[i].features_version != fv && list[i].features_version != SHARD_FEATURES_ANY) continue;
         if (lo >= 0 && list[i].cycle <= lo) continue;
         if (hi >= 0 && list[i].cycle > hi) continue;
         rows += list[i].rows;
@@ -213,7 +213,9 @@ static void temper_policy(const shard_t *s, float temp, float *out) {
 int train_move_labels(const shard_t *s, uint16_t *out) {
     const shard_columns_t *c = shard_columns(s);
     const shard_format_t *f = shard_format(s);
-    int masked = (int64_t)f->legal_bytes * 8 >= SHARD_LABEL_NB; /* the legal mask says which labels are legal */
+    /* A version-1 shard's legal mask says which labels are legal (version 2 stores none: its moves were
+     * checked against the rules when the rows were made). */
+    int masked = c->legal && (int64_t)f->legal_bytes * 8 >= SHARD_LABEL_NB;
     /* Only the fields the position column holds (board, hands, side, ply: shard_row_pos): a label is
      * the move's geometry in the side to move's view, which encode_move_label reads from them. */
     pos_t *pos = malloc(sizeof *pos);
@@ -334,7 +336,7 @@ int train_window_select(train_window_t *w, const db_shard_t *list, int32_t n, in
     int64_t got = 0;
     for (int32_t i = n - 1; i >= 0 && (want <= 0 || got < want); i--) {
         const db_shard_t *s = &list[i];
-        if (s->features_version != w->fmt.features_version) continue;
+        if (s->features_version != w->fmt.features_version && s->features_version != SHARD_FEATURES_ANY) continue;
         if (max_cycle >= 0 && s->cycle > max_cycle) continue;
         if (s->rows <= 0) continue;
         ent_t *e = ent_get(w, s);
@@ -618,7 +620,40 @@ int train_window_sample(train_window_t *w, uint64_t key, int32_t B, shard_batch_
             }
         b = e;
     }
-    return 0;
+    return train_batch_expand(batch, err, errlen);
+}
+
+int train_batch_expand(shard_batch_t *b, char *err, size_t errlen) {
+    if (b->pending == 0) return 0;
+    const shard_format_t *f = &b->fmt;
+    if (f->planes_bytes != ENC_PACKED_BYTES || f->hand_n != ENC_HAND || f->legal_bytes != ENC_LEGAL_BYTES ||
+        f->features_version != ENC_FEATURES_VERSION) {
+        set_err(err, errlen, "a batch of features_version %d (widths %d/%d/%d) cannot be made from positions: this "
+                "build makes features_version %d (%d/%d/%d)", f->features_version, f->planes_bytes, f->hand_n,
+                f->legal_bytes, ENC_FEATURES_VERSION, ENC_PACKED_BYTES, ENC_HAND, ENC_LEGAL_BYTES);
+        return -1;
+    }
+    pos_t *pos = malloc(sizeof *pos);
+    if (!pos) {
+        set_err(err, errlen, "training batch: out of memory");
+        return -1;
+    }
+    int rc = 0;
+    for (int32_t j = 0; j < b->B && rc == 0; j++) {
+        if (!b->expand[j]) continue;
+        char why[256];
+        if (shard_hcp_position(b->position + (size_t)j * SHARD_HCP_BYTES, 1, pos, why, sizeof why) != 0) {
+            set_err(err, errlen, "training batch: row %d: %s", j, why);
+            rc = -1;
+            break;
+        }
+        encode_position(pos, b->planes + (size_t)j * ENC_PACKED_BYTES, b->hand + (size_t)j * ENC_HAND);
+        encode_legal_mask(pos, b->legal + (size_t)j * ENC_LEGAL_BYTES);
+        b->expand[j] = 0;
+    }
+    if (rc == 0) b->pending = 0;
+    free(pos);
+    return rc;
 }
 
 int train_window_gather(train_window_t *w, uint64_t key, int32_t B, nn_optim_t *tr, nn_batch_t *bt, char *err,

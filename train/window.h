@@ -100,6 +100,15 @@ int32_t train_window_shards(const train_window_t *w); /* shards the window spans
 int train_window_sample(train_window_t *w, uint64_t key, int32_t B, shard_batch_t *batch, char *err,
                         size_t errlen);
 
+/* Makes the planes, hand and legal-move mask of every batch row gathered
+ * from a version-2 shard (batch->expand) from its position, with
+ * engine/encode (the functions self-play and koma use), so that they equal
+ * what a version-1 shard stored for the same position, bit for bit. The
+ * batch's format must be this build's features (ENC_*). Called by
+ * train_window_sample; callers that gather with shard_row_batch* call it
+ * before the batch is used. 0, or -1 with err. */
+int train_batch_expand(shard_batch_t *batch, char *err, size_t errlen);
+
 /* From the next train_window_select on, keeps the window's rows in be's
  * memory (be: the trainer's backend, which must have gather_rows), at most
  * cap_bytes in all (<= 0: no cap). When a select finds the cap or the

@@ -852,7 +852,7 @@ static void test_bad_files(void) {
         {{.retype = "policy_label", .dtype = ST_DTYPE_I16}, "tensor 'policy_label' has dtype I16, expected U16"},
         {{.meta_key = "koma.kind", .meta_value = "weights"}, "koma.kind is 'weights', not 'shard'"},
         {{.meta_key = "koma.kind", .meta_value = NULL}, "koma.kind is '(missing)'"},
-        {{.meta_key = "koma.version", .meta_value = "2"}, "shard version 2, this build reads version 1"},
+        {{.meta_key = "koma.version", .meta_value = "3"}, "shard version 3, this build reads versions 1 and 2"},
         {{.meta_key = "koma.rows", .meta_value = "7x"}, "metadata 'koma.rows' = '7x' is not an integer"},
         {{.meta_key = "koma.rows", .meta_value = "-7"}, "metadata 'koma.rows' = '-7' is not an integer"},
         {{.meta_key = "koma.rows", .meta_value = "99999999999999999999999"}, "is not an integer"},

@@ -29,11 +29,13 @@
 #include "compat/compat.h"
 #include "data/db.h"
 #include "data/shard.h"
+#include "data/shard_pos.h"
 #include "engine/encode.h"
 #include "engine/movegen.h"
 #include "engine/rules.h"
 #include "engine/sfen.h"
 #include "nn/weights.h"
+#include "train/window.h"
 #include "tests/koma_test.h"
 
 /* ---- the run check ---------------------------------------------------------------------- */
@@ -176,21 +178,46 @@ static inline void replay_game(const db_game_t *g, const shard_t *sh, int32_t ma
         if (e == s) break;
         /* the rows of this ply, before the move */
         if (r < rend && c->ply[r] == ply) {
-            shard_position_t sp;
-            shard_position_unpack(c->position + r * SHARD_POSITION_BYTES, &sp);
-            bool same = sp.side == (uint8_t)pos.side && sp.ply == pos.game_ply &&
-                        sp.hand[0] == pos.hand[COLOR_BLACK] && sp.hand[1] == pos.hand[COLOR_WHITE] &&
-                        memcmp(sp.board, pos.board, 81) == 0;
-            CHECKF(same, "game %lld row %lld: position column differs from the replay at ply %d", (long long)g->id,
-                   (long long)r, ply);
             encode_position(&pos, packed, hand);
             encode_legal_mask(&pos, legal);
-            CHECKF(f->planes_bytes == ENC_PACKED_BYTES && !memcmp(c->planes + r * ENC_PACKED_BYTES, packed, ENC_PACKED_BYTES),
-                   "game %lld row %lld: planes differ from encode_position", (long long)g->id, (long long)r);
-            CHECKF(!memcmp(c->legal + r * ENC_LEGAL_BYTES, legal, ENC_LEGAL_BYTES), "game %lld row %lld: legal mask",
-                   (long long)g->id, (long long)r);
-            CHECKF(!memcmp(c->hand + r * ENC_HAND, hand, sizeof hand), "game %lld row %lld: hand", (long long)g->id,
-                   (long long)r);
+            if (shard_version(sh) == SHARD_VERSION) {
+                /* version 2: the hcp decodes to the replay's position, and the planes, hand and mask the
+                 * trainer's loader makes from it (train_batch_expand) equal encode's bit for bit */
+                static pos_t rp;
+                memset(&rp, 0, sizeof rp);
+                shard_row_pos(c, r, &rp);
+                bool same = rp.side == pos.side && rp.hand[COLOR_BLACK] == pos.hand[COLOR_BLACK] &&
+                            rp.hand[COLOR_WHITE] == pos.hand[COLOR_WHITE] && memcmp(rp.board, pos.board, 81) == 0;
+                CHECKF(same, "game %lld row %lld: position column differs from the replay at ply %d",
+                       (long long)g->id, (long long)r, ply);
+                static shard_batch_t *bt;
+                const shard_format_t ef = {ENC_FEATURES_VERSION, ENC_PACKED_BYTES, ENC_HAND, ENC_LEGAL_BYTES};
+                char berr[512];
+                if (!bt) bt = shard_batch_new(&ef, 1, 0, berr, sizeof berr);
+                shard_batch_clear(bt);
+                CHECKF(bt && shard_row_batch(sh, &r, 1, bt, berr, sizeof berr) == 0 &&
+                           train_batch_expand(bt, berr, sizeof berr) == 0,
+                       "game %lld row %lld: batch: %s", (long long)g->id, (long long)r, berr);
+                CHECKF(!memcmp(bt->planes, packed, ENC_PACKED_BYTES) && !memcmp(bt->legal, legal, ENC_LEGAL_BYTES) &&
+                           !memcmp(bt->hand, hand, sizeof hand),
+                       "game %lld row %lld: planes, mask or hand made from the position differ from encode's",
+                       (long long)g->id, (long long)r);
+            } else {
+                shard_position_t sp;
+                shard_position_unpack(c->position + r * SHARD_POSITION_BYTES, &sp);
+                bool same = sp.side == (uint8_t)pos.side && sp.ply == pos.game_ply &&
+                            sp.hand[0] == pos.hand[COLOR_BLACK] && sp.hand[1] == pos.hand[COLOR_WHITE] &&
+                            memcmp(sp.board, pos.board, 81) == 0;
+                CHECKF(same, "game %lld row %lld: position column differs from the replay at ply %d",
+                       (long long)g->id, (long long)r, ply);
+                CHECKF(f->planes_bytes == ENC_PACKED_BYTES &&
+                           !memcmp(c->planes + r * ENC_PACKED_BYTES, packed, ENC_PACKED_BYTES),
+                       "game %lld row %lld: planes differ from encode_position", (long long)g->id, (long long)r);
+                CHECKF(!memcmp(c->legal + r * ENC_LEGAL_BYTES, legal, ENC_LEGAL_BYTES),
+                       "game %lld row %lld: legal mask", (long long)g->id, (long long)r);
+                CHECKF(!memcmp(c->hand + r * ENC_HAND, hand, sizeof hand), "game %lld row %lld: hand",
+                       (long long)g->id, (long long)r);
+            }
             move_t m = move_from_usi(&pos, s, (size_t)(e - s));
             CHECKF(c->move[r] == m, "game %lld row %lld: move column %u, games.moves says %.*s", (long long)g->id,
                    (long long)r, (unsigned)c->move[r], (int)(e - s), s);
