@@ -126,6 +126,9 @@ int compat_mkdir_p(const char *path, char *err, size_t errlen);
 int compat_file_exists(const char *path);
 /* Size of a file in bytes, or -1. */
 int64_t compat_file_size(const char *path);
+/* Modification time of a file in nanoseconds since 1970 (Windows: its 100 ns
+ * resolution), or -1. */
+int64_t compat_file_mtime_ns(const char *path);
 int compat_remove_file(const char *path);
 /* Removes an empty directory. Returns 0 on success. */
 int compat_remove_dir(const char *path);

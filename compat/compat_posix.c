@@ -289,6 +289,16 @@ int64_t compat_file_size(const char *path) {
     return (int64_t)st.st_size;
 }
 
+int64_t compat_file_mtime_ns(const char *path) {
+    struct stat st;
+    if (stat(path, &st) != 0) return -1;
+#if defined(__APPLE__)
+    return (int64_t)st.st_mtimespec.tv_sec * 1000000000 + st.st_mtimespec.tv_nsec;
+#else
+    return (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+#endif
+}
+
 int compat_remove_dir(const char *path) { return rmdir(path); }
 
 int compat_rename(const char *from, const char *to, char *err, size_t errlen) {

@@ -301,6 +301,13 @@ int64_t compat_file_size(const char *path) {
     return (int64_t)st.st_size;
 }
 
+int64_t compat_file_mtime_ns(const char *path) {
+    WIN32_FILE_ATTRIBUTE_DATA a;
+    if (!GetFileAttributesExA(path, GetFileExInfoStandard, &a)) return -1;
+    uint64_t t = ((uint64_t)a.ftLastWriteTime.dwHighDateTime << 32) | a.ftLastWriteTime.dwLowDateTime;
+    return (int64_t)((t - 116444736000000000ULL) * 100); /* 100 ns ticks since 1601 */
+}
+
 int compat_remove_dir(const char *path) { return _rmdir(path); }
 
 int compat_rename(const char *from, const char *to, char *err, size_t errlen) {

@@ -70,7 +70,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DB_SCHEMA_VERSION 6
+#define DB_SCHEMA_VERSION 7
 #define DB_APPLICATION_ID 0x4B4F4D41 /* 'KOMA' in PRAGMA application_id */
 #define DB_PATH_MAX 256              /* run-relative paths of shards and models */
 #define DB_NAME_MAX 256              /* player names of matches (engine_a, engine_b) */
@@ -270,6 +270,44 @@ db_status_t db_shard_intent(db_t *db, const char *rel_path);
 typedef int (*db_shard_write_fn)(const char *path, void *arg, char *err, size_t errlen);
 db_status_t db_shard_commit(db_t *db, const char *run_dir, db_shard_t *shard, db_game_t *games, int32_t ngames,
                             db_shard_write_fn write, void *arg);
+
+/* ---- position sets (schema v7; docs/DATA.md) ---------------------------------
+ * An imported position file (hcpe, psv): one row per file, never one per
+ * position. Its shards are registered one chunk at a time, each in the
+ * transaction that advances records_done, so a killed import resumes at
+ * records_done without reading the committed part again. */
+typedef struct {
+    int64_t id;
+    char path[DB_PATH_MAX];  /* the file as given (absolute when it could be resolved) */
+    char format[16];         /* "hcpe", "psv" */
+    int64_t bytes;           /* the file's size when the set began */
+    int64_t mtime_ns;        /* its modification time then */
+    char xxh3[17];           /* XXH3-64 of its content, 16 lowercase hex digits */
+    int64_t records;         /* whole records in the file */
+    int64_t records_done;    /* records read and committed (stored or rejected) */
+    int64_t positions;       /* rows stored in the set's shards */
+    int64_t rejected;        /* records rejected so far */
+    int32_t finished;        /* every record read */
+    char created[32];
+} db_set_t;
+
+/* The set of a file by path, size and modification time (found 1), or by
+ * content hash and size (a file moved or touched); *found 0 when none.
+ * hash NULL: by path only. */
+db_status_t db_set_find(db_t *db, const char *path, int64_t bytes, int64_t mtime_ns, const char *xxh3, db_set_t *out,
+                        int *found);
+/* Inserts set (records_done, positions, rejected, finished as given: 0 for
+ * a new file); sets set->id. */
+db_status_t db_set_insert(db_t *db, db_set_t *set);
+/* Advances set->id to set's records_done, positions, rejected and finished,
+ * without a shard (a chunk whose every record was rejected, or the end). */
+db_status_t db_set_progress(db_t *db, const db_set_t *set);
+/* Every set, by id; *out malloc'ed (free()). */
+db_status_t db_sets_list(db_t *db, db_set_t **out, int32_t *n);
+/* db_shard_commit for a shard of a set: the shard row (set_id = set->id, no
+ * games) and the set's progress (db_set_progress) in ONE transaction. */
+db_status_t db_shard_commit_set(db_t *db, const char *run_dir, db_shard_t *shard, const db_set_t *set,
+                                db_shard_write_fn write, void *arg);
 
 db_status_t db_shard_get(db_t *db, int64_t id, db_shard_t *out);
 /* The most recent shards holding at least min_rows positions together (all of

@@ -251,6 +251,27 @@ static const char v2_view[] =
 static const char v6_cpu[] = "ALTER TABLE runs ADD COLUMN cpu_seconds REAL CHECK (cpu_seconds >= 0);"
                              "ALTER TABLE models ADD COLUMN cpu_seconds REAL CHECK (cpu_seconds >= 0);";
 
+/* Version 7: imported position files as position sets (docs/DATA.md): one
+ * row per file (what it is, how far its import got), never one per
+ * position; a shard of a set names it. Older rows keep set_id NULL. */
+static const char v7_sets[] =
+    "CREATE TABLE position_sets ("
+    "  id           INTEGER PRIMARY KEY,"
+    "  path         TEXT NOT NULL,"
+    "  format       TEXT NOT NULL,"
+    "  bytes        INTEGER NOT NULL CHECK (bytes >= 0),"
+    "  mtime_ns     INTEGER NOT NULL,"
+    "  xxh3         TEXT NOT NULL CHECK (length(xxh3) = 16),"
+    "  records      INTEGER NOT NULL CHECK (records >= 0),"
+    "  records_done INTEGER NOT NULL DEFAULT 0 CHECK (records_done >= 0 AND records_done <= records),"
+    "  positions    INTEGER NOT NULL DEFAULT 0 CHECK (positions >= 0 AND positions <= records_done),"
+    "  rejected     INTEGER NOT NULL DEFAULT 0 CHECK (rejected >= 0),"
+    "  finished     INTEGER NOT NULL DEFAULT 0 CHECK (finished IN (0, 1)),"
+    "  created      TEXT NOT NULL DEFAULT " NOW_ISO ");"
+    "CREATE INDEX position_sets_file ON position_sets(path, bytes, mtime_ns);"
+    "CREATE INDEX position_sets_hash ON position_sets(xxh3, bytes);"
+    "ALTER TABLE shards ADD COLUMN set_id INTEGER REFERENCES position_sets(id);";
+
 /* ---- statements (ids in db_internal.h) ------------------------------------------ */
 #define MODEL_COLS                                                                                                     \
     "id, coalesce(run_id, 0), cycle, features_version, path, xxh3, arch, train_steps, "                                \
@@ -403,11 +424,16 @@ static db_status_t migrate_v5_v6(db_t *db) {
     return exec_step(db, v6_cpu, "upgrade to version 6: the CPU seconds of each invocation and model");
 }
 
+/* Version 6 -> 7, inside dbi_schema_check's transaction. */
+static db_status_t migrate_v6_v7(db_t *db) {
+    return exec_step(db, v7_sets, "upgrade to version 7: position sets of imported position files");
+}
+
 /* migrations[v] upgrades a version-v database to v+1; index 0 creates an
  * empty database (at version 1, then migrated like any v1 file). */
 typedef db_status_t (*migration_fn)(db_t *db);
 static const migration_fn migrations[DB_SCHEMA_VERSION] = {create_v1, migrate_v1_v2, migrate_v2_v3, migrate_v3_v4,
-                                                           migrate_v4_v5, migrate_v5_v6};
+                                                           migrate_v4_v5, migrate_v5_v6, migrate_v6_v7};
 
 db_status_t dbi_schema_check(db_t *db) {
     int64_t app = 0, ver = 0, objects = 0;

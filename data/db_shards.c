@@ -178,8 +178,11 @@ int db_file_xxh3(const char *path, uint64_t *hash, int64_t *bytes, char *err, si
     return rc;
 }
 
-db_status_t db_shard_commit(db_t *db, const char *run_dir, db_shard_t *sh, db_game_t *games, int32_t n,
-                            db_shard_write_fn write, void *arg) {
+static db_status_t set_update(db_t *db, const db_set_t *set, int64_t shard_id);
+
+/* db_shard_commit, and with set its progress in the registration's transaction. */
+static db_status_t shard_commit_common(db_t *db, const char *run_dir, db_shard_t *sh, db_game_t *games, int32_t n,
+                                       const db_set_t *set, db_shard_write_fn write, void *arg) {
     if (!db || !sh || !write) return DB_INVALID;
     if (!dbi_path_ok(sh->path))
         return dbi_fail_with(db, DB_INVALID, "commit shard: path '%.64s' is empty, absolute or too long", sh->path);
@@ -224,7 +227,13 @@ db_status_t db_shard_commit(db_t *db, const char *run_dir, db_shard_t *sh, db_ga
         st = dbi_fail_with(db, DB_ERROR, "register shard: %s", err);
     } else {
         snprintf(sh->xxh3, sizeof sh->xxh3, "%016llx", (unsigned long long)h);
-        st = db_shard_insert(db, sh, games, n);
+        int outer;
+        st = dbi_tx_begin(db, &outer);
+        if (st == DB_OK) {
+            st = db_shard_insert(db, sh, games, n);
+            if (st == DB_OK && set) st = set_update(db, set, sh->id);
+            st = dbi_tx_end(db, outer, st);
+        }
     }
     if (st != DB_OK) {
         /* Nothing is on record: take the file back, so that no orphan stays. */
@@ -234,6 +243,140 @@ db_status_t db_shard_commit(db_t *db, const char *run_dir, db_shard_t *sh, db_ga
         intent_delete(db, sh->path);
         memcpy(db->err, keep, sizeof keep);
     }
+    return st;
+}
+
+db_status_t db_shard_commit(db_t *db, const char *run_dir, db_shard_t *sh, db_game_t *games, int32_t n,
+                            db_shard_write_fn write, void *arg) {
+    return shard_commit_common(db, run_dir, sh, games, n, NULL, write, arg);
+}
+
+db_status_t db_shard_commit_set(db_t *db, const char *run_dir, db_shard_t *sh, const db_set_t *set,
+                                db_shard_write_fn write, void *arg) {
+    if (!set || set->id <= 0) return DB_INVALID;
+    return shard_commit_common(db, run_dir, sh, NULL, 0, set, write, arg);
+}
+
+/* ---- position sets ------------------------------------------------------------------ */
+#define SET_COLS "id, path, format, bytes, mtime_ns, xxh3, records, records_done, positions, rejected, finished, created"
+
+static db_status_t set_row(db_t *db, sqlite3_stmt *s, void *row, void *ctx) {
+    (void)db, (void)ctx;
+    db_set_t *o = row;
+    memset(o, 0, sizeof *o);
+    o->id = sqlite3_column_int64(s, 0);
+    col_text(s, 1, o->path, sizeof o->path);
+    col_text(s, 2, o->format, sizeof o->format);
+    o->bytes = sqlite3_column_int64(s, 3);
+    o->mtime_ns = sqlite3_column_int64(s, 4);
+    col_text(s, 5, o->xxh3, sizeof o->xxh3);
+    o->records = sqlite3_column_int64(s, 6);
+    o->records_done = sqlite3_column_int64(s, 7);
+    o->positions = sqlite3_column_int64(s, 8);
+    o->rejected = sqlite3_column_int64(s, 9);
+    o->finished = sqlite3_column_int(s, 10);
+    col_text(s, 11, o->created, sizeof o->created);
+    return DB_OK;
+}
+
+db_status_t db_set_find(db_t *db, const char *path, int64_t bytes, int64_t mtime_ns, const char *xxh3, db_set_t *out,
+                        int *found) {
+    if (!db || !path || !out || !found) return DB_INVALID;
+    *found = 0;
+    for (int by_hash = 0; by_hash < 2 && !*found; by_hash++) {
+        if (by_hash && !xxh3) break;
+        sqlite3_stmt *s = NULL;
+        db_status_t st = dbi_prepare(db,
+                                     by_hash ? "SELECT " SET_COLS " FROM position_sets WHERE xxh3 = ?1 AND bytes = ?2 "
+                                               "ORDER BY finished DESC, id DESC LIMIT 1"
+                                             : "SELECT " SET_COLS " FROM position_sets WHERE path = ?1 AND bytes = ?2 "
+                                               "AND mtime_ns = ?3 ORDER BY finished DESC, id DESC LIMIT 1",
+                                     &s, "look up a position set");
+        if (st != DB_OK) return st;
+        bind_text(s, 1, by_hash ? xxh3 : path);
+        sqlite3_bind_int64(s, 2, bytes);
+        if (!by_hash) sqlite3_bind_int64(s, 3, mtime_ns);
+        st = dbi_row_one(db, s, set_row, out, "look up a position set", "no such set");
+        sqlite3_finalize(s);
+        if (st == DB_OK) *found = 1;
+        else if (st != DB_NOTFOUND) return st;
+    }
+    return DB_OK;
+}
+
+db_status_t db_set_insert(db_t *db, db_set_t *set) {
+    if (!db || !set || !dbi_is_hex16(set->xxh3) || set->records < 0 || set->bytes < 0)
+        return db ? dbi_fail_with(db, DB_INVALID, "insert position set: bad arguments") : DB_INVALID;
+    sqlite3_stmt *s = NULL;
+    db_status_t st = dbi_prepare(db,
+                                 "INSERT INTO position_sets(path, format, bytes, mtime_ns, xxh3, records, records_done, "
+                                 "positions, rejected, finished) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                                 &s, "insert position set");
+    if (st != DB_OK) return st;
+    bind_text(s, 1, set->path);
+    bind_text(s, 2, set->format);
+    sqlite3_bind_int64(s, 3, set->bytes);
+    sqlite3_bind_int64(s, 4, set->mtime_ns);
+    bind_text(s, 5, set->xxh3);
+    sqlite3_bind_int64(s, 6, set->records);
+    sqlite3_bind_int64(s, 7, set->records_done);
+    sqlite3_bind_int64(s, 8, set->positions);
+    sqlite3_bind_int64(s, 9, set->rejected);
+    sqlite3_bind_int(s, 10, set->finished ? 1 : 0);
+    char step[DB_PATH_MAX + 64];
+    dbi_msgf(step, sizeof step, "insert position set '%s'", set->path);
+    st = dbi_run_stmt(db, s, step);
+    if (st == DB_OK) set->id = sqlite3_last_insert_rowid(db->sq);
+    sqlite3_finalize(s);
+    return st;
+}
+
+/* The set's progress, and the shard that carried it (shard_id > 0). */
+static db_status_t set_update(db_t *db, const db_set_t *set, int64_t shard_id) {
+    sqlite3_stmt *s = NULL;
+    db_status_t st = dbi_prepare(db,
+                                 "UPDATE position_sets SET records_done = ?2, positions = ?3, rejected = ?4, "
+                                 "finished = ?5 WHERE id = ?1",
+                                 &s, "advance a position set");
+    if (st != DB_OK) return st;
+    sqlite3_bind_int64(s, 1, set->id);
+    sqlite3_bind_int64(s, 2, set->records_done);
+    sqlite3_bind_int64(s, 3, set->positions);
+    sqlite3_bind_int64(s, 4, set->rejected);
+    sqlite3_bind_int(s, 5, set->finished ? 1 : 0);
+    st = dbi_run_stmt(db, s, "advance a position set");
+    sqlite3_finalize(s);
+    if (st == DB_OK && sqlite3_changes(db->sq) != 1)
+        st = dbi_fail_with(db, DB_NOTFOUND, "advance position set %lld: no such set", (long long)set->id);
+    if (st == DB_OK && shard_id > 0) {
+        char sql[96];
+        snprintf(sql, sizeof sql, "UPDATE shards SET set_id = %lld WHERE id = %lld", (long long)set->id,
+                 (long long)shard_id);
+        st = db_exec(db, sql);
+    }
+    return st;
+}
+
+db_status_t db_set_progress(db_t *db, const db_set_t *set) {
+    if (!db || !set || set->id <= 0) return DB_INVALID;
+    int outer;
+    db_status_t st = dbi_tx_begin(db, &outer);
+    if (st != DB_OK) return st;
+    return dbi_tx_end(db, outer, set_update(db, set, 0));
+}
+
+db_status_t db_sets_list(db_t *db, db_set_t **out, int32_t *n) {
+    if (!db || !out || !n) return DB_INVALID;
+    *out = NULL;
+    *n = 0;
+    sqlite3_stmt *s = NULL;
+    db_status_t st = dbi_prepare(db, "SELECT " SET_COLS " FROM position_sets ORDER BY id", &s, "list position sets");
+    if (st != DB_OK) return st;
+    dbi_array_t a = {0};
+    st = dbi_rows_array(db, s, sizeof(db_set_t), set_row, NULL, "list position sets", &a);
+    sqlite3_finalize(s);
+    *out = a.v;
+    *n = (int32_t)a.n;
     return st;
 }
 

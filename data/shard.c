@@ -106,6 +106,7 @@ struct shard_builder {
     uint8_t *position; /* (cap, SHARD_POSITION_BYTES) */
     float *surprise;   /* (cap) SHARD_SURPRISE_UNKNOWN where a row has none */
     int16_t *moves_left; /* (cap) set by shard_builder_end_game */
+    uint8_t *reason;   /* (cap) a position set's rows: how the record's game ended (db_reason_t) */
     int open_length_unknown; /* shard_builder_length_unknown for the open game */
     db_game_t *games;  /* (games_cap); strings malloc'ed */
     int32_t ngames, games_cap;
@@ -174,6 +175,7 @@ void shard_builder_free(shard_builder_t *b) {
     free(b->position);
     free(b->surprise);
     free(b->moves_left);
+    free(b->reason);
     free(b);
 }
 
@@ -216,7 +218,8 @@ static int reserve_rows(shard_builder_t *b, int64_t need) {
         grow((void **)&b->result, 1, cap) || grow((void **)&b->root_q, sizeof(float), cap) ||
         grow((void **)&b->ply, sizeof(uint16_t), cap) || grow((void **)&b->game_id, sizeof(int64_t), cap) ||
         grow((void **)&b->move, sizeof(uint16_t), cap) || grow((void **)&b->position, pos_bytes, cap) ||
-        grow((void **)&b->surprise, sizeof(float), cap) || grow((void **)&b->moves_left, sizeof(int16_t), cap))
+        grow((void **)&b->surprise, sizeof(float), cap) || grow((void **)&b->moves_left, sizeof(int16_t), cap) ||
+        grow((void **)&b->reason, 1, cap))
         return -1;
     b->cap = cap;
     return 0;
@@ -319,13 +322,13 @@ int shard_builder_add_row(shard_builder_t *b, const shard_row_t *row, char *err,
 }
 
 int shard_builder_add_set_row(shard_builder_t *b, const uint8_t hcp[SHARD_HCP_BYTES], uint16_t move, int8_t result,
-                              float root_q, uint16_t ply, char *err, size_t errlen) {
+                              float root_q, uint16_t ply, uint8_t reason, char *err, size_t errlen) {
     if (!b || !hcp || b->version != SHARD_VERSION || !b->set) {
         set_err(err, errlen, "shard builder: not a position set's builder, or no position");
         return -1;
     }
     int64_t r = b->rows;
-    if (result < -1 || result > 1 || !isfinite(root_q) || root_q < -1 || root_q > 1) {
+    if (result < -1 || result > 1 || !isfinite(root_q) || root_q < -1 || root_q > 1 || reason >= DB_REASON_NB) {
         set_err(err, errlen, "shard builder: row %lld: result %d or root_q %g out of range", (long long)r, (int)result,
                 (double)root_q);
         return -1;
@@ -348,6 +351,7 @@ int shard_builder_add_set_row(shard_builder_t *b, const uint8_t hcp[SHARD_HCP_BY
     b->game_id[r] = 0;
     b->surprise[r] = SHARD_SURPRISE_UNKNOWN;
     b->moves_left[r] = SHARD_MOVES_LEFT_UNKNOWN;
+    b->reason[r] = reason;
     b->rows = b->done_rows = r + 1;
     return 0;
 }
@@ -476,6 +480,7 @@ int shard_write(const shard_builder_t *b, const char *path, char *err, size_t er
         {"legal", ST_DTYPE_U8, 2, R, f->legal_bytes, b->legal, v2},
         {"position", ST_DTYPE_U8, 2, R, v2 ? SHARD_HCP_BYTES : SHARD_POSITION_BYTES, b->position, 0},
         {"result", ST_DTYPE_I8, 1, R, 0, b->result, 0},
+        {"reason", ST_DTYPE_U8, 1, R, 0, b->reason, !set},
     };
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < sizeof cols / sizeof cols[0]; i++) {
@@ -655,6 +660,22 @@ db_status_t shard_commit(db_t *db, const char *run_dir, const char *rel_path, in
         if (out) *out = sh;
     }
     free(g);
+    return st;
+}
+
+db_status_t shard_commit_set(db_t *db, const char *run_dir, const char *rel_path, int32_t cycle,
+                             const shard_builder_t *b, const db_set_t *set, db_shard_t *out, char *err,
+                             size_t errlen) {
+    db_shard_t sh;
+    if (!db || !b || !set || b->version != SHARD_VERSION || !b->set || fill_shard_row(&sh, b, rel_path, cycle) != 0) {
+        set_err(err, errlen, "commit shard '%.64s': no database, not a position set's builder, or a bad path",
+                rel_path ? rel_path : "(null)");
+        return DB_INVALID;
+    }
+    commit_ctx_t ctx = {b};
+    db_status_t st = db_shard_commit_set(db, run_dir, &sh, set, commit_write, &ctx);
+    if (st != DB_OK) set_err(err, errlen, "%s", db_errmsg(db));
+    else if (out) *out = sh;
     return st;
 }
 
@@ -923,6 +944,17 @@ static int open_optional(shard_t *s, char *err, size_t errlen) {
         const st_tensor_t *t = st_expect(s->f, "moves_left", ST_DTYPE_I16, 1, shape, err, errlen);
         if (!t) return -1;
         s->c.moves_left = t->data;
+    }
+    if (s->set && st_find(s->f, "reason")) { /* a position set's: how each record's game ended */
+        const st_tensor_t *t = st_expect(s->f, "reason", ST_DTYPE_U8, 1, shape, err, errlen);
+        if (!t) return -1;
+        s->c.reason = t->data;
+        for (int64_t r = 0; r < s->rows; r++)
+            if (s->c.reason[r] >= DB_REASON_NB) {
+                set_err(err, errlen, "%s: reason[%lld] = %u is no end reason", st_path(s->f), (long long)r,
+                        (unsigned)s->c.reason[r]);
+                return -1;
+            }
     }
     return 0;
 }

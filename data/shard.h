@@ -29,6 +29,9 @@
  *                                              no games; every row stands alone and its
  *                                              policy target is a one-hot on its move)
  *   surprise, moves_left                       optional, as in version 1
+ *   reason          U8     (R)                 a position set's rows: how the record's
+ *                                              game ended (db_reason_t: hcpe's sennichite,
+ *                                              declaration and move-limit flags survive)
  * __metadata__: koma.kind "shard", koma.version "2", koma.rows, koma.games
  * (0 for a set), koma.nnz (0 for a set), koma.position "hcp", koma.set "0"|"1";
  * no features_version or widths: a version-2 shard suits any feature set and
@@ -194,10 +197,11 @@ shard_builder_t *shard_builder_new(const shard_format_t *fmt, char *err, size_t 
  * games, no game_id or policy columns). NULL with err when out of memory. */
 shard_builder_t *shard_builder_new_compact(int set, char *err, size_t errlen);
 /* A position set's row: hcp (checked to decode), the move, the result from
- * the side to move (-1, 0, 1), root_q in [-1, 1], ply as in the header.
+ * the side to move (-1, 0, 1), root_q in [-1, 1], ply as in the header,
+ * reason: how the record's game ended (db_reason_t; hcpe's result flags).
  * 0, or -1 with err (nothing appended). */
 int shard_builder_add_set_row(shard_builder_t *b, const uint8_t hcp[SHARD_HCP_BYTES], uint16_t move, int8_t result,
-                              float root_q, uint16_t ply, char *err, size_t errlen);
+                              float root_q, uint16_t ply, uint8_t reason, char *err, size_t errlen);
 int shard_builder_version(const shard_builder_t *b); /* SHARD_VERSION or SHARD_VERSION_V1 */
 void shard_builder_free(shard_builder_t *b); /* NULL ok */
 /* Drops every row and game, keeps the memory. */
@@ -260,6 +264,14 @@ db_status_t shard_register(db_t *db, const char *run_dir, const char *rel_path, 
 db_status_t shard_commit(db_t *db, const char *run_dir, const char *rel_path, int32_t cycle,
                          shard_builder_t *b, db_shard_t *out, char *err, size_t errlen);
 
+/* shard_commit for a position set's builder (shard_builder_new_compact(1)):
+ * the shard row (no games) and the set's progress (set: records_done,
+ * positions, rejected, finished as they are with this shard) in ONE
+ * transaction (db_shard_commit_set). */
+db_status_t shard_commit_set(db_t *db, const char *run_dir, const char *rel_path, int32_t cycle,
+                             const shard_builder_t *b, const db_set_t *set, db_shard_t *out, char *err,
+                             size_t errlen);
+
 /* Called once per submitted shard on the writer thread, after shard_commit
  * (status DB_OK and the shards row) or with its failure (DB_CANCELLED at
  * shutdown); shard is NULL unless status is DB_OK. Must not block long. */
@@ -296,6 +308,7 @@ typedef struct {
     const uint8_t *hcp;             /* (R, SHARD_HCP_BYTES) version 2, else NULL */
     const float *surprise;          /* (R), or NULL: the shard has no surprise column */
     const int16_t *moves_left;      /* (R), or NULL: the shard has no moves_left column */
+    const uint8_t *reason;          /* (R) a position set's end reasons (db_reason_t), or NULL */
 } shard_columns_t;
 
 /* Maps and validates path: checksums (unless SHARD_OPEN_NO_CHECKSUM), kind,

@@ -182,6 +182,27 @@ static int export_game3(export_t *ex, const shard_t *s, const db_game_t *g) {
     return 0;
 }
 
+/* A position set's rows (imported hcpe or psv: no games), a record each. */
+static int export_set(export_t *ex, const shard_t *s) {
+    const shard_columns_t *c = shard_columns(s);
+    uint8_t rec[FMT_PSV_BYTES];
+    for (int64_t r = 0; r < shard_rows(s); r++) {
+        shard_row_pos(c, r, ex->pos);
+        int black = ex->pos->side == COLOR_BLACK ? c->result[r] : -c->result[r];
+        db_reason_t why = c->reason ? (db_reason_t)c->reason[r] : black ? DB_REASON_RESIGN : DB_REASON_ABORT;
+        int rc = ex->kind == FMT_HCPE ? fmt_hcpe_record(ex->pos, c->root_q[r], c->move[r], fmt_result_byte(black, why), rec)
+                                      : fmt_psv_record(ex->pos, c->root_q[r], c->move[r], c->result[r], rec);
+        if (rc != 0) {
+            ex->skipped++;
+            continue;
+        }
+        if (emit(ex, rec, ex->kind == FMT_HCPE ? FMT_HCPE_BYTES : FMT_PSV_BYTES) != 0) return -1;
+        ex->records++;
+        ex->positions++;
+    }
+    return 0;
+}
+
 static int export_shard(export_t *ex, db_t *db, const db_shard_t *sh) {
     char path[CFG_STRING_MAX + DB_PATH_MAX + 2], err[1024];
     snprintf(path, sizeof path, "%s/%s", g_run, sh->path);
@@ -189,6 +210,11 @@ static int export_shard(export_t *ex, db_t *db, const db_shard_t *sh) {
     if (!s) {
         set_err(ex->err, sizeof ex->err, "%s", err);
         return -1;
+    }
+    if (shard_is_set(s)) { /* positions, not games: hcpe3 (a game a record) has no place for them */
+        int rc = ex->kind == FMT_HCPE3 ? (ex->skipped += shard_rows(s), 0) : export_set(ex, s);
+        shard_close(s);
+        return rc;
     }
     db_game_list_t gl = {0};
     int rc = 0;

@@ -47,6 +47,7 @@
 #include "compat/version.h"
 #include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +61,7 @@
 #include "data/run.h"
 #include "data/record.h"
 #include "data/shard.h"
+#include "data/shard_pos.h"
 #include "engine/encode.h"
 #include "engine/position.h"
 #include "engine/sfen.h"
@@ -79,7 +81,7 @@ static const char *g_prog = "import";
 #define USAGE_ARGS                                                                             \
     "[--run DIR] [--min-rating R] [--skip-draws] [--cycle -1|N]\n"                              \
     "       [--shard-games N] [--format auto|csa|kif|usi|hcpe|hcpe3|psv]\n"                     \
-    "       [--root-q auto|result|zero|eval] [--dedup 0|1] [--check] FILES|DIRS...\n"           \
+    "       [--root-q auto|result|zero|eval] [--dedup -1|0|1] [--shard-rows N] [--check] FILES|DIRS...\n"           \
     "Reads CSA, KIF and USI game records and dlshogi hcpe/hcpe3 and YaneuraOu psv\n"            \
     "training data, checks every position and move, and stores the games in the\n"            \
     "run's koma.db and shards for `train --from-games`. A directory stands for its\n"         \
@@ -93,8 +95,9 @@ static char g_run[CFG_STRING_MAX] = "runs/default";
 static char g_format[CFG_STRING_MAX] = "auto";
 static char g_root_q[CFG_STRING_MAX] = "auto";
 static double g_min_rating = RATING_OFF;
-static int g_skip_draws = 0, g_dedup = 1;
-static int64_t g_cycle = -1, g_shard_games = 256, g_show = 20;
+static int g_skip_draws = 0;
+static int64_t g_dedup = -1; /* -1: records 1 (a resumed import skips stored games), position files 0 */
+static int64_t g_cycle = -1, g_shard_games = 256, g_show = 20, g_shard_rows = 100000;
 static double g_progress = -1;
 static int g_quiet = 0, g_check = 0;
 
@@ -164,6 +167,9 @@ typedef struct {
     char err[2048];
     /* counts */
     int64_t files, files_bad, games_read, games, positions, shards;
+    int64_t sets, sets_done, set_records, set_resumed; /* position files: imported, already done, records read, skipped by resuming */
+    int64_t wrong_format;    /* position files refused whole: nearly every record failed */
+    shard_builder_t *b_set;  /* the position set's builder while one is read */
     int64_t skip_draw, skip_rating, skip_dup, skip_empty;
     int64_t rejected, rej_by[REC_ERR_NB], shown;
     status_t *st;   /* stderr: files, games and speed so far (in place on a terminal), rejects */
@@ -205,15 +211,12 @@ static int add_game(import_t *im, const import_game_t *g, const char *moves_usi)
         snprintf(im->err, sizeof im->err, "internal: start position '%s' refused: %s", g->start_sfen, err);
         return -1;
     }
-    uint8_t planes[ENC_PACKED_BYTES], legal[ENC_LEGAL_BYTES], posb[SHARD_POSITION_BYTES];
-    float hand[ENC_HAND];
+    uint8_t hcp[SHARD_HCP_BYTES];
     uint16_t labs[ENC_LABEL_NB];
     float probs[ENC_LABEL_NB];
     for (int32_t i = 0; i < g->n_moves; i++) {
         move_t m = g->moves[i];
         color_t stm = pos_side_to_move(pos);
-        encode_position(pos, planes, hand);
-        encode_legal_mask(pos, legal);
         int32_t np = 0;
         if (g->cand_begin) { /* visit counts (the reader checked the moves: legal, sum > 0) */
             uint32_t b = g->cand_begin[i], e = g->cand_begin[i + 1], sum = 0;
@@ -231,19 +234,10 @@ static int add_game(import_t *im, const import_game_t *g, const char *moves_usi)
             probs[0] = 1.0f;
             np = 1;
         }
-        shard_position_t sp;
-        memcpy(sp.board, pos->board, sizeof sp.board);
-        sp.side = (uint8_t)stm;
-        int32_t gp = pos_game_ply(pos);
-        sp.ply = (uint16_t)(gp > UINT16_MAX ? UINT16_MAX : gp);
-        sp.hand[0] = pos_hand(pos, COLOR_BLACK);
-        sp.hand[1] = pos_hand(pos, COLOR_WHITE);
-        shard_position_pack(&sp, posb);
+        shard_pos_hcp(pos, hcp);
         float z = (float)(stm == COLOR_BLACK ? g->result : -g->result);
         shard_row_t row = {
-            .planes = planes,
-            .hand = hand,
-            .legal = legal,
+            .hcp = hcp,
             .policy_label = labs,
             .policy_prob = probs,
             .policy_n = np,
@@ -253,7 +247,6 @@ static int add_game(import_t *im, const import_game_t *g, const char *moves_usi)
                                                                : z,
             .ply = (uint16_t)i,
             .move = m,
-            .position = posb,
         };
         if (shard_builder_add_row(im->b, &row, err, sizeof err) != 0) {
             shard_builder_abort_game(im->b);
@@ -302,7 +295,7 @@ static int accept_game(import_t *im, const import_game_t *g, const double rating
         im->failed = 1;
         return 1;
     }
-    if (g_dedup) {
+    if (g_dedup != 0) {
         int r = hashset_add(&im->seen, game_key(g->start_sfen, moves));
         if (r == 0) {
             im->skip_dup++;
@@ -386,6 +379,343 @@ static int load_seen(import_t *im) {
 
 static double now_s(void) { return (double)compat_now_ns() * 1e-9; }
 
+/* ---- position files (hcpe, psv) as position sets (docs/DATA.md) ----------------------- */
+static uint64_t position_key(const uint8_t *hcp, uint16_t move, uint16_t ply) {
+    uint8_t k[SHARD_HCP_BYTES + 4];
+    memcpy(k, hcp, SHARD_HCP_BYTES);
+    k[32] = (uint8_t)move, k[33] = (uint8_t)(move >> 8), k[34] = (uint8_t)ply, k[35] = (uint8_t)(ply >> 8);
+    uint64_t h = XXH3_64bits(k, sizeof k) ^ 0x9e3779b97f4a7c15ULL; /* never equal to a game's key by design */
+    return h ? h : 1;
+}
+
+/* --dedup 1: every stored position set's rows, so that none is stored twice. */
+static int load_seen_positions(import_t *im) {
+    db_shard_t *list = NULL;
+    int32_t n = 0;
+    if (db_shards_recent(im->db, 0, &list, &n) != DB_OK) {
+        snprintf(im->err, sizeof im->err, "%s", db_errmsg(im->db));
+        return -1;
+    }
+    int rc = 0;
+    for (int32_t i = 0; i < n && rc == 0; i++) {
+        if (list[i].games != 0 || list[i].features_version != SHARD_FEATURES_ANY) continue;
+        char path[CFG_STRING_MAX + DB_PATH_MAX + 2], err[1024];
+        snprintf(path, sizeof path, "%s/%s", g_run, list[i].path);
+        shard_t *sh = shard_open(path, NULL, SHARD_OPEN_NO_CHECKSUM, err, sizeof err);
+        if (!sh) continue; /* the trainer names it; dedup cannot use it */
+        const shard_columns_t *c = shard_columns(sh);
+        for (int64_t r = 0; shard_is_set(sh) && r < shard_rows(sh) && rc == 0; r++)
+            if (hashset_add(&im->seen, position_key(c->hcp + r * SHARD_HCP_BYTES, c->move[r], c->ply[r])) < 0) {
+                snprintf(im->err, sizeof im->err, "out of memory");
+                rc = -1;
+            }
+        shard_close(sh);
+    }
+    free(list);
+    return rc;
+}
+
+/* One record rejected: counted, and shown while --show-rejects allows. */
+static void reject_record(import_t *im, const char *path, int64_t record, int64_t off, rec_error_t code,
+                          const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    im->rejected++;
+    if ((unsigned)code < REC_ERR_NB) im->rej_by[code]++;
+    if (im->shown < g_show)
+        status_event(im->st, STATUS_WARN, "%s: rejected: %s: record %" PRId64 " (byte %" PRId64 "): %s", g_prog, path,
+                     record, off, msg);
+    else if (im->shown == g_show)
+        status_event(im->st, STATUS_WARN, "%s: (more rejects not shown; --show-rejects N)", g_prog);
+    im->shown++;
+}
+
+/* Record i (0-based) of a chunk at p into the builder, or rejected. 1 stored, 0 skipped or rejected. */
+static int position_record(import_t *im, const char *path, fmt_kind_t k, const uint8_t *p, int64_t record,
+                           int64_t off) {
+    fmt_board_t fb;
+    const char *e = fmt_pack_decode(k == FMT_HCPE ? FMT_PACK_HCP : FMT_PACK_PSFEN, p, &fb);
+    if (e) {
+        reject_record(im, path, record, off, REC_ERR_POSITION, "bad position: %s", e);
+        return 0;
+    }
+    int16_t eval = (int16_t)(p[32] | p[33] << 8);
+    uint16_t m16 = (uint16_t)(p[34] | p[35] << 8), ply = 0;
+    int32_t z; /* the result from the side to move */
+    move_t m;
+    float value;
+    uint8_t reason;
+    if (k == FMT_HCPE) {
+        int w = p[36] & 3;
+        if (w == 3) {
+            reject_record(im, path, record, off, REC_ERR_FORMAT, "gameResult %u is no result", (unsigned)p[36]);
+            return 0;
+        }
+        int black = w == 0 ? 0 : w == 1 ? 1 : -1;
+        z = fb.side == 0 ? black : -black;
+        reason = (uint8_t)((p[36] & 4)    ? (black ? DB_REASON_PERPETUAL_CHECK : DB_REASON_SENNICHITE)
+                           : (p[36] & 8)  ? DB_REASON_DECLARATION
+                           : (p[36] & 16) ? DB_REASON_MAX_PLY
+                           : black        ? DB_REASON_RESIGN
+                                          : DB_REASON_ABORT);
+        m = fmt_move_from_cshogi(m16);
+        value = fmt_eval_to_value(eval, FMT_EVAL_DLSHOGI, FMT_EVAL_DLSHOGI_MAX);
+    } else {
+        uint16_t gp = (uint16_t)(p[36] | p[37] << 8);
+        int8_t gr = (int8_t)p[38];
+        if (gr < -1 || gr > 1) {
+            reject_record(im, path, record, off, REC_ERR_FORMAT, "game_result %d is not -1, 0 or 1", (int)gr);
+            return 0;
+        }
+        z = gr;
+        reason = (uint8_t)(gr ? DB_REASON_RESIGN : DB_REASON_ABORT);
+        ply = gp > 0 ? (uint16_t)(gp - 1) : 0;
+        m = (move_t)m16;
+        value = fmt_eval_to_value(eval, FMT_EVAL_YANEURAOU, FMT_EVAL_YANEURAOU_MAX);
+    }
+    char why[256];
+    if (sfen_set_position(im->pos, fb.board, fb.hand, (color_t)fb.side, ply + 1, why, sizeof why) != SFEN_OK) {
+        reject_record(im, path, record, off, REC_ERR_POSITION, "bad position: %s", why);
+        return 0;
+    }
+    if (!move_is_ok(m) || !pos_is_valid_move(im->pos, m)) {
+        char mt[MOVE_USI_MAX + 8];
+        move_to_usi(m, mt);
+        reject_record(im, path, record, off, REC_ERR_ILLEGAL, "move16 0x%04x (%s) is not legal", (unsigned)m16, mt);
+        return 0;
+    }
+    if (g_skip_draws && z == 0) {
+        im->skip_draw++;
+        return 0;
+    }
+    uint8_t hcp[SHARD_HCP_BYTES];
+    if (k == FMT_HCPE) memcpy(hcp, p, SHARD_HCP_BYTES); /* the record's own bytes: they decode */
+    else if (fmt_pack_encode(FMT_PACK_HCP, &fb, hcp) != 0) {
+        reject_record(im, path, record, off, REC_ERR_POSITION, "the position has no place in 32 bytes");
+        return 0;
+    }
+    if (g_dedup == 1) {
+        int r = hashset_add(&im->seen, position_key(hcp, (uint16_t)m, ply));
+        if (r <= 0) {
+            if (r < 0) snprintf(im->err, sizeof im->err, "out of memory"), im->failed = 1;
+            else im->skip_dup++;
+            return 0;
+        }
+    }
+    if (g_check) return 1;
+    float q = im->root_q == ROOT_Q_ZERO ? 0.0f : im->root_q == ROOT_Q_RESULT ? (float)z : value;
+    char err[512];
+    if (shard_builder_add_set_row(im->b_set, hcp, (uint16_t)m, (int8_t)z, q, ply, reason, err, sizeof err) != 0) {
+        snprintf(im->err, sizeof im->err, "%s: record %" PRId64 ": %s", path, record, err);
+        im->failed = 1;
+        return 0;
+    }
+    return 1;
+}
+
+/* The chunk's shard and the set's progress in one transaction (or the progress alone). 0, or -1 (im->failed). */
+static int commit_set_chunk(import_t *im, shard_builder_t *b, const db_set_t *set) {
+    char err[1024];
+    if (shard_builder_rows(b) == 0) {
+        if (db_set_progress(im->db, set) != DB_OK) {
+            snprintf(im->err, sizeof im->err, "%s", db_errmsg(im->db));
+            im->failed = 1;
+            return -1;
+        }
+        return 0;
+    }
+    char rel[DB_PATH_MAX], full[CFG_STRING_MAX + DB_PATH_MAX + 2];
+    for (;;) {
+        if (g_cycle >= 0) shard_path_format(rel, sizeof rel, (int32_t)g_cycle, im->seq);
+        else snprintf(rel, sizeof rel, "shards/import_%06" PRId64 ".safetensors", im->seq);
+        snprintf(full, sizeof full, "%s/%s", g_run, rel);
+        if (!compat_file_exists(full)) break;
+        im->seq++;
+    }
+    if (shard_commit_set(im->db, g_run, rel, (int32_t)g_cycle, b, set, NULL, err, sizeof err) != DB_OK) {
+        snprintf(im->err, sizeof im->err, "%.300s: shard %s (%" PRId64 " positions) not written: %.600s", g_run, rel,
+                 shard_builder_rows(b), err);
+        im->failed = 1;
+        return -1;
+    }
+    im->seq++;
+    im->shards++;
+    return 0;
+}
+
+/* The set row of path: found (resume or skip), or new (hashing the file once). 1 found or made, 0 skip the
+ * file (already imported, or unreadable: counted), -1 failure. */
+static int position_set_of(import_t *im, const char *path, fmt_kind_t k, int64_t bytes, db_set_t *set) {
+    char abs[DB_PATH_MAX], err[1024];
+    if (compat_real_path(path, abs, sizeof abs) != 0) snprintf(abs, sizeof abs, "%s", path);
+    int64_t mtime = compat_file_mtime_ns(path);
+    const size_t rec = k == FMT_HCPE ? FMT_HCPE_BYTES : FMT_PSV_BYTES;
+    int found = 0;
+    if (db_set_find(im->db, abs, bytes, mtime, NULL, set, &found) != DB_OK) goto dberr;
+    if (!found) { /* not by name: hash it, for a file moved, copied or touched */
+        uint64_t h = 0;
+        int64_t hb = 0;
+        if (db_file_xxh3(path, &h, &hb, err, sizeof err) != 0) {
+            status_event(im->st, STATUS_WARN, "%s: %s", g_prog, err);
+            im->files_bad++;
+            return 0;
+        }
+        char hex[17];
+        snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
+        if (hb != bytes) {
+            status_event(im->st, STATUS_WARN, "%s: %s: changed while it was hashed (%" PRId64 " then %" PRId64
+                         " bytes): not imported", g_prog, path, bytes, hb);
+            im->files_bad++;
+            return 0;
+        }
+        if (db_set_find(im->db, abs, bytes, mtime, hex, set, &found) != DB_OK) goto dberr;
+        if (!found) {
+            memset(set, 0, sizeof *set);
+            snprintf(set->path, sizeof set->path, "%s", abs);
+            snprintf(set->format, sizeof set->format, "%s", fmt_kind_name(k));
+            set->bytes = bytes;
+            set->mtime_ns = mtime;
+            snprintf(set->xxh3, sizeof set->xxh3, "%s", hex);
+            set->records = bytes / (int64_t)rec;
+            return 2; /* inserted once its first chunk is known to be of this format */
+        }
+    }
+    if (set->finished) {
+        status_event(im->st, STATUS_INFO, "%s: %s: already imported (position set %" PRId64 ", %" PRId64
+                     " positions): not read again", g_prog, path, set->id, set->positions);
+        im->sets_done++;
+        return 0;
+    }
+    if (set->records_done > 0)
+        status_event(im->st, STATUS_INFO, "%s: %s: resuming position set %" PRId64 " at record %" PRId64 " of %" PRId64,
+                     g_prog, path, set->id, set->records_done + 1, set->records);
+    return 1;
+dberr:
+    snprintf(im->err, sizeof im->err, "%s", db_errmsg(im->db));
+    im->failed = 1;
+    return -1;
+}
+
+/* A whole hcpe or psv file as a position set: chunk by chunk, each committed with the set's progress. */
+static int import_positions(import_t *im, const char *path, fmt_kind_t k) {
+    const size_t rec = k == FMT_HCPE ? FMT_HCPE_BYTES : FMT_PSV_BYTES;
+    char err[1024];
+    if (compat_check_regular_file(path, err, sizeof err) != 0) {
+        status_event(im->st, STATUS_WARN, "%s: %s", g_prog, err);
+        im->files_bad++;
+        return 0;
+    }
+    int64_t bytes = compat_file_size(path);
+    FILE *f = bytes >= 0 ? fopen(path, "rb") : NULL;
+    if (!f) {
+        status_event(im->st, STATUS_WARN, "%s: %s: cannot be opened", g_prog, path);
+        im->files_bad++;
+        return 0;
+    }
+    db_set_t set;
+    memset(&set, 0, sizeof set);
+    set.records = bytes / (int64_t)rec;
+    int is_new = 1;
+    if (!g_check) {
+        int r = position_set_of(im, path, k, bytes, &set);
+        if (r <= 0) {
+            fclose(f);
+            return r < 0 ? 1 : 0;
+        }
+        is_new = r == 2;
+    }
+    int64_t chunk = g_shard_rows;
+    uint8_t *buf = malloc((size_t)chunk * rec);
+    shard_builder_t *b = g_check ? NULL : shard_builder_new_compact(1, err, sizeof err);
+    if (!buf || (!g_check && !b)) {
+        snprintf(im->err, sizeof im->err, "%s: out of memory", path);
+        im->failed = 1;
+        free(buf);
+        shard_builder_free(b);
+        fclose(f);
+        return 1;
+    }
+    im->b_set = b;
+    int64_t at = set.records_done;
+    im->set_resumed += at;
+    if (at > 0 && fseeko(f, (off_t)(at * (int64_t)rec), SEEK_SET) != 0) {
+        status_event(im->st, STATUS_WARN, "%s: %s: cannot seek to record %" PRId64, g_prog, path, at + 1);
+        im->files_bad++;
+        at = set.records; /* nothing read */
+    }
+    int rc = 0;
+    while (at < set.records && !im->failed && !compat_stop_requested()) {
+        int64_t n = set.records - at < chunk ? set.records - at : chunk;
+        size_t got = fread(buf, rec, (size_t)n, f);
+        if ((int64_t)got < n) { /* the file shrank (or failed) while it was read: never past what is there */
+            status_event(im->st, STATUS_WARN, "%s: %s: %" PRId64 " bytes at the start, but the read ended at byte %"
+                         PRId64 ": the file changed while it was imported; what was committed is kept, the rest "
+                         "not read", g_prog, path, bytes, (at + (int64_t)got) * (int64_t)rec);
+            im->files_bad++;
+            rc = 0;
+            break;
+        }
+        int64_t rej0 = im->rejected, stored = 0;
+        for (int64_t i = 0; i < n && !im->failed; i++)
+            stored += position_record(im, path, k, buf + i * rec, at + i + 1, (at + i) * (int64_t)rec);
+        int64_t rej = im->rejected - rej0;
+        if (is_new && at == 0 && n >= 16 && rej * 10 >= n * 9) { /* nearly every record fails: not this format */
+            status_event(im->st, STATUS_WARN, "%s: %s: not %s data: %" PRId64 " of the first %" PRId64
+                         " records fail (give --format); nothing imported from this file", g_prog, path,
+                         fmt_kind_name(k), rej, n);
+            im->files_bad++;
+            im->wrong_format++;
+            shard_builder_reset(b);
+            break;
+        }
+        if (im->failed) break;
+        im->set_records += n;
+        im->positions += stored;
+        at += n;
+        if (g_check) continue;
+        set.records_done = at;
+        set.positions += stored;
+        set.rejected += rej;
+        set.finished = at == set.records && bytes % (int64_t)rec == 0;
+        if (is_new) {
+            if (db_set_insert(im->db, &set) != DB_OK) {
+                snprintf(im->err, sizeof im->err, "%s", db_errmsg(im->db));
+                im->failed = 1;
+                break;
+            }
+            is_new = 0;
+            im->sets++;
+        }
+        if (commit_set_chunk(im, b, &set) != 0) break;
+        shard_builder_reset(b);
+        if (g_progress != 0 && status_due(im->st)) {
+            double dt = now_s() - im->t0;
+            status_line(im->st, false, "%s: record %" PRId64 " of %" PRId64 " | %" PRId64 " positions, %.0f/s", path,
+                        at, set.records, im->positions, dt > 0 ? (double)im->positions / dt : 0.0);
+        }
+    }
+    if (at == set.records && !im->failed && !compat_stop_requested() && bytes % (int64_t)rec) {
+        reject_record(im, path, set.records + 1, set.records * (int64_t)rec, REC_ERR_TRUNCATED,
+                      "the file ends %d bytes into a %d-byte record", (int)(bytes % (int64_t)rec), (int)rec);
+        if (!g_check && !is_new) {
+            set.rejected++;
+            set.finished = 1;
+            if (db_set_progress(im->db, &set) != DB_OK) {
+                snprintf(im->err, sizeof im->err, "%s", db_errmsg(im->db));
+                im->failed = 1;
+            }
+        }
+    }
+    im->b_set = NULL;
+    shard_builder_free(b);
+    free(buf);
+    fclose(f);
+    return im->failed || compat_stop_requested() ? 1 : rc;
+}
+
 /* ---- inputs ------------------------------------------------------------------------------ */
 typedef struct {
     import_t *im;
@@ -400,6 +730,8 @@ static int import_file(import_t *im, const char *path, int fmt) {
     im->files++;
     fmt_kind_t k;
     if (fmt == REC_FORMAT_AUTO && fmt_kind_guess(path, &k) == 0) fmt = IMPORT_BINARY + (int)k;
+    if (fmt == IMPORT_BINARY + FMT_HCPE || fmt == IMPORT_BINARY + FMT_PSV)
+        return import_positions(im, path, (fmt_kind_t)(fmt - IMPORT_BINARY));
     int rc = fmt >= IMPORT_BINARY ? fmt_parse_file(path, (fmt_kind_t)(fmt - IMPORT_BINARY), &(fmt_sink_t){on_fmt_game, on_reject, im})
                                   : rec_parse_file(path, (rec_format_t)fmt, &(rec_sink_t){on_game, on_reject, im});
     if (rc < 0 && !im->failed) {
@@ -466,8 +798,13 @@ static int import_opts(cfg_opt_t *opts) {
                             "result (the game's result, side to move's view), zero, or eval"};
     opts[n++] = (cfg_opt_t){"check", CFG_TYPE_BOOL, &g_check, 0, 1,
                             "read and check every record and count what would be imported; no run is opened or written"};
-    opts[n++] = (cfg_opt_t){"dedup", CFG_TYPE_BOOL, &g_dedup, 0, 1,
-                            "skip games already in the run or seen earlier in this import (same start and moves)"};
+    opts[n++] = (cfg_opt_t){"dedup", CFG_TYPE_INT, &g_dedup, -1, 1,
+                            "1: skip games (same start and moves) and positions (same position, move and ply) already "
+                            "in the run or seen earlier in this import; 0: keep them, as the field does; -1 (the "
+                            "default): 1 for game records, 0 for hcpe and psv position files (a killed import of "
+                            "those resumes from its position set, not by dedup)"};
+    opts[n++] = (cfg_opt_t){"shard-rows", CFG_TYPE_INT, &g_shard_rows, 1, 1e8,
+                            "hcpe and psv: records per chunk, each one shard committed with its file's progress"};
     opts[n++] = (cfg_opt_t){"show-rejects", CFG_TYPE_INT, &g_show, 0, 1e9, "reject messages printed at most"};
     return n;
 }
@@ -537,14 +874,12 @@ static int import_open(import_t *im, run_t **rn, const cfg_opt_t *opts, int n) {
         return -1;
     }
     im->seq = sum.shards + 1;
-    const shard_format_t sfmt = {ENC_FEATURES_VERSION, ENC_PACKED_BYTES, ENC_HAND, ENC_LEGAL_BYTES};
-    im->b = shard_builder_new(&sfmt, err, sizeof err);
-    im->pos = malloc(sizeof *im->pos);
+    im->b = shard_builder_new_compact(0, err, sizeof err);
     if (!im->b || !im->pos) {
         fprintf(stderr, "%s: %s\n", g_prog, im->b ? "out of memory" : err);
         return -1;
     }
-    if (g_dedup && load_seen(im) != 0) {
+    if ((g_dedup != 0 && load_seen(im) != 0) || (g_dedup == 1 && load_seen_positions(im) != 0)) {
         fprintf(stderr, "%s: %s\n", g_prog, im->err);
         return -1;
     }
@@ -588,6 +923,11 @@ static void print_summary(const import_t *im, double dt) {
     printf("  skipped: %" PRId64 " draw(s), %" PRId64 " below --min-rating or unrated, %" PRId64
            " duplicate(s), %" PRId64 " without moves\n",
            im->skip_draw, im->skip_rating, im->skip_dup, im->skip_empty);
+    if (im->sets || im->sets_done || im->set_records)
+        printf("  position files: %" PRId64 " record(s) read into %" PRId64 " position set(s)%s; %" PRId64
+               " file(s) already imported (not read again), %" PRId64 " record(s) committed earlier (not read "
+               "again)\n",
+               im->set_records, im->sets, g_check ? " (--check: none stored)" : "", im->sets_done, im->set_resumed);
     if (im->rejected) {
         printf("  rejected:");
         const char *sep = " ";
@@ -617,7 +957,12 @@ static int import_status(const import_t *im, int nfiles) {
      * imported, one already in the run (a duplicate), or one the user chose
      * to skip (--skip-draws, --min-rating); rejected records, unreadable
      * files and games without moves are not. */
-    if (im->games + im->skip_dup + im->skip_draw + im->skip_rating == 0) {
+    if (im->wrong_format && im->games + im->sets == 0) {
+        fprintf(stderr, "%s: nothing imported: %" PRId64 " file(s) are not of the format their name or --format says\n",
+                g_prog, im->wrong_format);
+        return 1;
+    }
+    if (im->games + im->skip_dup + im->skip_draw + im->skip_rating + im->positions + im->sets_done == 0) {
         fprintf(stderr,
                 "%s: nothing usable: no game imported from %d argument(s) (%" PRId64 " record(s) rejected, %" PRId64
                 " without moves, %" PRId64 " file(s) unreadable)\n",
@@ -644,6 +989,7 @@ int main(int argc, char **argv) {
     import_t im;
     memset(&im, 0, sizeof im);
     im.root_q = rq;
+    im.pos = malloc(sizeof *im.pos); /* --check reads positions too */
     int status = 1;
     run_t *rn = NULL;
     if (g_check || import_open(&im, &rn, opts, n) == 0) { /* --check: read and check only, no run */

@@ -75,6 +75,9 @@ static void print_summary(db_t *db, const char *path, const db_summary_t *s) {
     printf("\n");
 
     int64_t decided = s->black_wins + s->white_wins + s->draws;
+    if (s->games == 0 && s->positions > 0) { /* imported positions only: no games to describe */
+        printf("  games        0 (the positions below were imported as positions, not games)\n");
+    } else {
     printf("  games        %lld: black wins %lld (%.1f%%), white wins %lld (%.1f%%), draws %lld (%.1f%%)",
            (long long)s->games, (long long)s->black_wins, pct(s->black_wins, decided), (long long)s->white_wins,
            pct(s->white_wins, decided), (long long)s->draws, pct(s->draws, decided));
@@ -86,8 +89,23 @@ static void print_summary(db_t *db, const char *path, const db_summary_t *s) {
             printf("%s %s %lld (%.1f%%)", any++ ? "," : "", db_reason_name((db_reason_t)r), (long long)s->reasons[r],
                    pct(s->reasons[r], s->games));
     printf("%s\n", any ? "" : " -");
+    }
     printf("  positions    %lld in %lld shards (%.1f MiB)\n", (long long)s->positions, (long long)s->shards,
            (double)s->shard_bytes / (1024.0 * 1024.0));
+    db_set_t *sets = NULL;
+    int32_t nsets = 0;
+    if (db_sets_list(db, &sets, &nsets) == DB_OK && nsets > 0) { /* imported position files (schema v7) */
+        int64_t pos = 0, rej = 0, done = 0;
+        for (int32_t i = 0; i < nsets; i++) pos += sets[i].positions, rej += sets[i].rejected, done += sets[i].finished;
+        printf("  imported positions %lld from %d position file(s) (%lld finished), %lld record(s) rejected\n",
+               (long long)pos, (int)nsets, (long long)done, (long long)rej);
+        for (int32_t i = 0; i < nsets && i < 5; i++)
+            printf("    %s %s: %lld of %lld records read, %lld positions%s\n", sets[i].format, sets[i].path,
+                   (long long)sets[i].records_done, (long long)sets[i].records, (long long)sets[i].positions,
+                   sets[i].finished ? "" : " (unfinished: the same import resumes it)");
+        if (nsets > 5) printf("    ... %d more\n", (int)nsets - 5);
+    }
+    free(sets);
     if (s->pending)
         printf("  pending      %lld shard files written but not registered (the next start moves them aside)\n",
                (long long)s->pending);

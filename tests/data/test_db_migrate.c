@@ -562,7 +562,11 @@ static const char v3_delta[] =
 static const char v5_delta[] = "ALTER TABLE games ADD COLUMN rank INTEGER CHECK (rank >= 0);"
                                "ALTER TABLE games ADD COLUMN host TEXT;";
 
-/* A file of schema `version` (2..5) as that version's code left it: v1's
+/* What version 6 added (a copy). */
+static const char v6_delta[] = "ALTER TABLE runs ADD COLUMN cpu_seconds REAL CHECK (cpu_seconds >= 0);"
+                               "ALTER TABLE models ADD COLUMN cpu_seconds REAL CHECK (cpu_seconds >= 0);";
+
+/* A file of schema `version` (2..6) as that version's code left it: v1's
  * schema and the deltas up to it (v4 changed no table), the application id,
  * the version, WAL, foreign keys on, and v2's rows. */
 static void write_frozen(const char *path, int version) {
@@ -570,6 +574,7 @@ static void write_frozen(const char *path, int version) {
     sql_raw(path, v2_delta);
     if (version >= 3) sql_raw(path, v3_delta);
     if (version >= 5) sql_raw(path, v5_delta);
+    if (version >= 6) sql_raw(path, v6_delta);
     char sql[160];
     snprintf(sql, sizeof sql, "PRAGMA application_id = %d; PRAGMA user_version = %d; PRAGMA journal_mode = WAL",
              DB_APPLICATION_ID, version);
@@ -769,7 +774,7 @@ static void test_migration_v5(void) {
     CHECK(db_open(path, DB_OPEN_READONLY, &db, err, sizeof err) == DB_SCHEMA && db == NULL);
     CHECK(starts_with(err, path) && contains(err, migrating_msg(5)));
     CHECK_OK(db, db_open(path, 0, &db, err, sizeof err));
-    CHECK(db && db_schema_version(db) == 6);
+    CHECK(db && db_schema_version(db) == DB_SCHEMA_VERSION);
     db_close(db);
     check_v2_rows_kept(path, NULL, before);
     check_schema_as_new(path, "fresh6.db", 5);
@@ -815,6 +820,51 @@ static void test_migration_v5(void) {
     db_close(db);
 }
 
+/* Version 6 -> 7: position sets (imported hcpe/psv files) and shards.set_id;
+ * every row kept, older shards without a set, a set's progress advanced in
+ * the transaction of its shard and never past its records. */
+static void test_migration_v6(void) {
+    char err[DB_ERR_MAX], msg[512];
+    db_t *db = NULL;
+    const char *path = tmp_db("v6.db");
+    write_frozen(path, 6);
+    static char before[V2_TABLES][DIGEST_MAX];
+    v2_digests(path, NULL, before);
+    CHECK(db_open(path, DB_OPEN_READONLY, &db, err, sizeof err) == DB_SCHEMA && db == NULL);
+    CHECK(starts_with(err, path) && contains(err, migrating_msg(6)));
+    CHECK_OK(db, db_open(path, 0, &db, err, sizeof err));
+    CHECK(db && db_schema_version(db) == DB_SCHEMA_VERSION);
+    db_close(db);
+    check_v2_rows_kept(path, NULL, before);
+    check_schema_as_new(path, "fresh7.db", 6);
+    CHECK(sql_int(path, "SELECT count(*) FROM shards WHERE set_id IS NOT NULL") == 0);
+    CHECK_OK(db, db_open(path, 0, &db, err, sizeof err));
+    if (!db) return;
+    db_set_t set = {.bytes = 380, .mtime_ns = 7, .records = 10};
+    snprintf(set.path, sizeof set.path, "/data/a.hcpe");
+    snprintf(set.format, sizeof set.format, "hcpe");
+    snprintf(set.xxh3, sizeof set.xxh3, "00000000000000ab");
+    CHECK_OK(db, db_set_insert(db, &set));
+    CHECK(set.id > 0);
+    db_set_t got;
+    int found = 0;
+    CHECK_OK(db, db_set_find(db, "/data/a.hcpe", 380, 7, NULL, &got, &found));
+    CHECK(found && got.id == set.id && got.records == 10 && got.records_done == 0 && !got.finished);
+    CHECK_OK(db, db_set_find(db, "/data/moved.hcpe", 380, 8, "00000000000000ab", &got, &found));
+    CHECK(found && got.id == set.id); /* moved or touched: found by its content */
+    CHECK_OK(db, db_set_find(db, "/data/b.hcpe", 380, 7, "00000000000000ac", &got, &found));
+    CHECK(!found);
+    set.records_done = 10, set.positions = 9, set.rejected = 1, set.finished = 1;
+    CHECK_OK(db, db_set_progress(db, &set));
+    CHECK_OK(db, db_set_find(db, "/data/a.hcpe", 380, 7, NULL, &got, &found));
+    CHECK(found && got.records_done == 10 && got.positions == 9 && got.rejected == 1 && got.finished);
+    set.records_done = 11; /* past its records: refused by the schema, nothing changed */
+    CHECK(db_set_progress(db, &set) != DB_OK);
+    db_close(db);
+    CHECK(sql_int(path, "SELECT records_done FROM position_sets") == 10);
+    CHECK(sql_try(path, "UPDATE position_sets SET positions = 11", msg, sizeof msg) == SQLITE_CONSTRAINT);
+}
+
 int main(void) {
     if (t_db_setup("db_migrate") != 0) return 1;
     test_migration();
@@ -822,6 +872,7 @@ int main(void) {
     test_migration_v3();
     test_migration_v4();
     test_migration_v5();
+    test_migration_v6();
     t_db_cleanup();
     return t_done("test_db_migrate");
 }
