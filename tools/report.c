@@ -479,8 +479,9 @@ static int read_run(db_t *db, report_run_t *r, char *err, size_t errlen) {
     db_shard_t *shards = NULL;
     int32_t ns = 0;
     if (db_shards_recent(db, 0, &shards, &ns) != DB_OK) goto fail;
-    int64_t *plies = NULL;
+    int64_t *plies = NULL, net_id = -1;
     size_t np = 0, capp = 0;
+    int32_t net_cycle = -1;
     for (int32_t i = 0; i < ns; i++) {
         if (shards[i].cycle > max_cycle) max_cycle = shards[i].cycle;
         db_game_list_t gl = {0};
@@ -503,7 +504,12 @@ static int read_run(db_t *db, report_run_t *r, char *err, size_t errlen) {
                 plies = p;
             }
             plies[np++] = g->plies;
-            rg_see(r->rg, &shards[i], g);
+            if (g->model_id != net_id) { /* the net that played it (games of a shard share it, mostly) */
+                net_id = g->model_id, net_cycle = -1;
+                for (int32_t m = 0; m < r->n_models && net_cycle < 0; m++)
+                    if (r->models[m].id == net_id) net_cycle = r->models[m].cycle;
+            }
+            rg_see(r->rg, &shards[i], g, net_cycle >= 0 ? net_cycle : shards[i].cycle);
             if (g->plies > r->max_plies) r->max_plies = g->plies;
             int w = g->result > 0 ? 0 : g->result < 0 ? 1 : 2;
             if ((unsigned)g->reason < DB_REASON_NB) r->reason_by[g->reason][w]++;

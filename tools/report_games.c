@@ -127,18 +127,18 @@ static void take(rg_t *rg, rg_game_t **slot, const db_game_t *g, int32_t cycle) 
     *slot = c;
 }
 
-void rg_see(rg_t *rg, const db_shard_t *s, const db_game_t *g) {
+void rg_see(rg_t *rg, const db_shard_t *s, const db_game_t *g, int32_t net) {
     if (!rg || !s || !g) return;
     for (int32_t i = 0; i < rg->n_named; i++)
-        if (rg->named[i] == g->id && !rg->named_game[i]) take(rg, &rg->named_game[i], g, s->cycle);
-    rg_cycle_t *c = cycle_at(rg, s->cycle);
+        if (rg->named[i] == g->id && !rg->named_game[i]) take(rg, &rg->named_game[i], g, net);
+    rg_cycle_t *c = cycle_at(rg, net);
     if (!c) return;
-    if (!c->slot[K_LONGEST] || g->plies > c->slot[K_LONGEST]->plies) take(rg, &c->slot[K_LONGEST], g, s->cycle);
+    if (!c->slot[K_LONGEST] || g->plies > c->slot[K_LONGEST]->plies) take(rg, &c->slot[K_LONGEST], g, net);
     int k = g->reason == DB_REASON_CHECKMATE ? K_MATE
             : g->reason == DB_REASON_DECLARATION ? K_DECL
             : g->reason == DB_REASON_RESIGN ? K_RESIGN
                                               : -1;
-    if (k >= 0 && !c->slot[k]) take(rg, &c->slot[k], g, s->cycle);
+    if (k >= 0 && !c->slot[k]) take(rg, &c->slot[k], g, net);
 }
 
 /* ---- the evaluation's games ----------------------------------------------------------------- */
@@ -342,7 +342,7 @@ static void game_json(sb_t *o, const rg_game_t *g, uint32_t kinds, db_t *db, con
     /* the object */
     sb_t title = {0};
     char end[256];
-    sb_printf(&title, "cycle %d", g->cycle);
+    sb_printf(&title, "net %d", g->cycle);
     for (int k = 0, first = 1; k < K_NB; k++)
         if (kinds & (1u << k)) sb_printf(&title, "%s%s", first ? " · " : ", ", kind_name[k]), first = 0;
     sb_printf(&title, " · %d plies · %s (%s) · game %lld", n, result_words(g->result), db_reason_name(g->reason),
@@ -556,11 +556,12 @@ void rg_render(sb_t *o, const rg_t *rg) {
         sb_printf(o, "<p class=\"muted\">no data yet: no game has been recorded</p>");
         return;
     }
-    sb_printf(o, "<p class=\"sub\">%d games: for each cycle, the longest game, the first that ended by checkmate, by "
-                 "declaration and by resignation, and the first its net lost in its evaluation",
+    sb_printf(o, "<p class=\"sub\">%d games: for each net (by the cycle that made it), the longest of its self-play "
+                 "games, the first that ended by checkmate, by declaration and by resignation, and the first it lost "
+                 "in its evaluation",
               rg->n_out);
     if (rg->cycles_with_games > rg->cycles_shown)
-        sb_printf(o, "; %d of %d cycles (the newest %d, and earlier ones spread over the run%s)", rg->cycles_shown,
+        sb_printf(o, "; %d of %d nets (the newest %d, and earlier ones spread over the run%s)", rg->cycles_shown,
                   rg->cycles_with_games, RG_CYCLES_NEWEST,
                   rg->cycles_left_for_size ? ", as many as fit the page's size" : "");
     sb_printf(o, ". <code>report --game ID</code> adds a game. Keys: &larr; &rarr; a move, Home End, PgUp PgDn ten "

@@ -1,10 +1,10 @@
 /* report_games.h - the games of tools/report's page: which games it embeds,
  * what it knows of each, and the board section that shows them.
  *
- * Owns: the choice of games (for each cycle shown: the longest self-play
- * game, the first that ended by checkmate, by declaration and by
- * resignation, the first game the cycle's net lost in its evaluation, plus
- * every game named with --game), the choice of cycles on a long run (the
+ * Owns: the choice of games (for each net shown, by its cycle: the longest
+ * self-play game it played, the first that ended by checkmate, by
+ * declaration and by resignation, the first game it lost in its evaluation,
+ * plus every game named with --game), the choice of nets on a long run (the
  * newest RG_CYCLES_NEWEST and RG_CYCLES_SPREAD spread over the earlier ones,
  * within RG_BYTE_BUDGET bytes of game data), each game's replay with the
  * engine (a record whose move does not replay is cut there, and says so),
@@ -42,8 +42,9 @@ typedef struct rg rg_t;
  * choice; NULL when out of memory. */
 rg_t *rg_new(const int64_t *named, int32_t n_named);
 void rg_free(rg_t *rg); /* NULL ok */
-/* One self-play game of shard s (its strings are copied when the game is a candidate). */
-void rg_see(rg_t *rg, const db_shard_t *s, const db_game_t *g);
+/* One self-play game of shard s, played by the net of cycle net (its strings are copied when the game is a
+ * candidate). */
+void rg_see(rg_t *rg, const db_shard_t *s, const db_game_t *g, int32_t net);
 /* The choice, the evaluation games and the shards' values. base_dir: the
  * directory shard paths are relative to (the run). The run's search
  * ("gumbel" or "puct", "" unknown) names what the stored policy is.

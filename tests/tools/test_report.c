@@ -458,12 +458,12 @@ static void test_board(const char *report, const char *full, const char *dbp_ful
     CHECK(count("<h2>Games on the board</h2>") == 1 && count("window.KOMA_GAMES=") == 1);
     for (int c = 0; c < 8; c++) {
         char key[64];
-        snprintf(key, sizeof key, "\"title\":\"cycle %d · longest", c);
+        snprintf(key, sizeof key, "\"title\":\"net %d · longest", c);
         CHECKF(count(key) == 1, "cycle %d's longest game: %d", c, count(key));
     }
     /* cycle 8's net has no self-play games yet, only the evaluation game it lost */
     char key[128];
-    snprintf(key, sizeof key, "\"id\":%s,\"c\":8,\"title\":\"cycle 8 · lost in evaluation · 5 plies", id);
+    snprintf(key, sizeof key, "\"id\":%s,\"c\":8,\"title\":\"net 8 · lost in evaluation · 5 plies", id);
     CHECKF(count(key) == 1, "the lost evaluation game %s", id);
     CHECK(count("\"m\":\"7g7f 3c3d 8h2b+ 3a2b B*4e\"") >= 1);
     CHECK(count("\"id\":5,") == 1 && count("\"id\":-1,") == 1 && count("· named") == 2);
@@ -519,9 +519,9 @@ static void test_long_run(const char *report, const char *fixture) {
     size_t games = a && b ? (size_t)(b - a) : size;
     fprintf(stderr, "long run: page %zu bytes, games %zu bytes\n", size, games);
     CHECKF(size - games + 1200000 <= 2000000, "1,000 cycles: page %zu bytes, %zu of them games", size, games);
-    CHECK(count("40 of 1000 cycles (the newest 20, and earlier ones spread over the run)") == 1);
-    CHECK(count("\"title\":\"cycle 999 · longest") == 1 && count("\"title\":\"cycle 0 · longest") == 1 &&
-          count("\"title\":\"cycle 500 · longest") == 0);
+    CHECK(count("40 of 1000 nets (the newest 20, and earlier ones spread over the run)") == 1);
+    CHECK(count("\"title\":\"net 999 · longest") == 1 && count("\"title\":\"net 0 · longest") == 1 &&
+          count("\"title\":\"net 500 · longest") == 0);
     CHECK(count("earlier matches not shown") == 1 && count("earlier models not shown") == 1);
 }
 
