@@ -547,7 +547,7 @@ static const char *const board_css =
     "svg .kvd{fill:#1f77b4}svg .kvcur{stroke:#d62728;stroke-width:1.5}svg .kvt{font-size:11px;fill:#555}"
     "#ktop{margin:8px 0;font-size:13px}#ktop .ktm{font-family:monospace;padding-left:12px}#ktop .kplayed{"
     "font-weight:600}.kmuted{color:#999}#kmoves{font-size:12px;line-height:1.7;max-height:220px;overflow:auto;position:relative;"
-    "border-top:1px solid #eee;padding-top:6px}#kmoves span{margin-right:8px;cursor:pointer;white-space:nowrap}"
+    "border:1px solid #e4e4e4;border-radius:4px;padding:4px 8px;margin-top:10px}#kmoves span{margin-right:8px;cursor:pointer;white-space:nowrap}"
     "#kmoves span.kcur{background:#f5b971}";
 
 void rg_render(sb_t *o, const rg_t *rg) {
@@ -568,11 +568,11 @@ void rg_render(sb_t *o, const rg_t *rg) {
                  "moves, &uarr; &darr; the previous or next game, L letters.</p>");
     sb_printf(o, "<style>%s</style>", board_css);
     sb_printf(o, "<div class=\"kb\" id=\"kb\"><div class=\"kbl\"><select id=\"kg\" aria-label=\"game\"></select>"
-                 "<div id=\"kgame\"></div><div id=\"knote\" class=\"muted\"></div><svg id=\"kboard\" viewBox=\"0 0 420 478\" width=\"420\" height=\"478\" "
+                 "<div id=\"kgame\"></div><div id=\"knote\" class=\"muted\"></div><svg id=\"kboard\" viewBox=\"0 0 420 456\" width=\"420\" height=\"456\" "
                  "role=\"img\" aria-label=\"board\"></svg><div class=\"kbtn\"><button id=\"kfirst\" "
-                 "title=\"first (Home)\">&#x23EE;</button><button id=\"kprev\" title=\"back (&larr;)\">&#x25C0;"
+                 "title=\"first (Home)\">|&#x25C0;</button><button id=\"kprev\" title=\"back (&larr;)\">&#x25C0;"
                  "</button><button id=\"knext\" title=\"forward (&rarr;)\">&#x25B6;</button><button id=\"klast\" "
-                 "title=\"last (End)\">&#x23ED;</button><label><input type=\"checkbox\" id=\"klet\"> letters"
+                 "title=\"last (End)\">&#x25B6;|</button><label><input type=\"checkbox\" id=\"klet\"> letters"
                  "</label></div><div id=\"kmove\"></div></div><div class=\"kbr\"><svg id=\"kval\" "
                  "viewBox=\"0 0 420 150\" width=\"420\" height=\"150\" role=\"img\" aria-label=\"value\"></svg>"
                  "<div id=\"ktop\"></div><div id=\"kmoves\"></div></div></div>"

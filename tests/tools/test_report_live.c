@@ -88,18 +88,23 @@ int main(int argc, char **argv) {
         CHECK(count(html, "search policy (Gumbel: improved policy)") == 1);
     }
     free(html);
-    int sent = compat_proc_interrupt(p);
-    CHECK(sent == 0 || status >= 0);
-    int still = compat_proc_wait(p, 120000, &status);
-    if (still) compat_proc_kill(p);
+    /* Ctrl-C (where it can be sent: SIGINT, or Ctrl-Break under Windows): the last page says the run stopped */
+    if (compat_proc_interrupt(p) == 0) {
+        int still = compat_proc_wait(p, 120000, &status);
+        if (still) compat_proc_kill(p);
+        CHECKF(!still && status == 130, "selfplay after Ctrl-C: %s, status %d", still ? "still running" : "exited",
+               status);
+        size_t n = 0;
+        html = compat_read_file(page, &n, err, sizeof err);
+        CHECKF(html && whole(html, n) && strstr(html, "by selfplay as the run stopped") &&
+                   !strstr(html, "while the run was going"),
+               "the last page: %.300s", html ? strstr(html, "report written") : err);
+        free(html);
+    } else {
+        printf("Ctrl-C cannot be sent here: the page written as the run stops is not checked\n");
+        compat_proc_kill(p);
+    }
     compat_proc_free(p);
-    CHECKF(!still && status == 130, "selfplay after Ctrl-C: %s, status %d", still ? "still running" : "exited", status);
-    size_t n = 0;
-    html = compat_read_file(page, &n, err, sizeof err);
-    CHECKF(html && whole(html, n) && strstr(html, "by selfplay as the run stopped") &&
-               !strstr(html, "while the run was going"),
-           "the last page: %.300s", html ? strstr(html, "report written") : err);
-    free(html);
 
     /* --report 0: none */
     char off[900];
