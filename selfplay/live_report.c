@@ -9,8 +9,8 @@
 #include "compat/compat.h"
 #include "compat/exe.h"
 
-#define LIVE_REPORT_RATED_SCAN 64   /* the newest ratings looked for: the gauntlet rates nets oldest first */
-#define LIVE_REPORT_FINAL_MS 30000  /* how long a stopping run waits for a write, and then for the last one */
+#define LIVE_REPORT_RATED_SCAN 64  /* the newest ratings looked for: the gauntlet rates nets oldest first */
+#define LIVE_REPORT_FINAL_MS 30000 /* how long a stopping run waits for a write, and then for the last one */
 
 struct sp_live_report {
     char prog[1200];

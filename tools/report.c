@@ -235,8 +235,8 @@ static void line_chart(sb_t *o, const chart_t *c, const series_t *s, int ns, con
         const series_t *q = &s[k];
         if (q->lo && q->hi && q->n > MARKERS_MAX) { /* the intervals as one band: hi left to right, lo back */
             int pts = 0;
-            for (int32_t i = 0; i < q->n; i++) pts += isfinite(q->x[i]) && isfinite(q->y[i]) && !isnan(q->lo[i]) &&
-                                                      !isnan(q->hi[i]);
+            for (int32_t i = 0; i < q->n; i++)
+                pts += isfinite(q->x[i]) && isfinite(q->y[i]) && !isnan(q->lo[i]) && !isnan(q->hi[i]);
             if (pts > 1) {
                 sb_printf(o, "<polygon fill=\"%s\" opacity=\"0.18\" points=\"", q->color);
                 for (int pass = 0; pass < 2; pass++)
@@ -1167,8 +1167,9 @@ int main(int argc, char **argv) {
             fprintf(stderr, "%s: %s: migrated from schema version %d to %d\n", g_prog, dbp, db_migrated_from(db),
                     db_schema_version(db));
         char base[1200], search[32];
+        /* the directory the shards' paths start from: the run's, or the database file's */
         if (run) snprintf(base, sizeof base, "%s", run);
-        else { /* the database's directory */
+        else {
             snprintf(base, sizeof base, "%s", dbfile);
             char *slash = strrchr(base, '/'), *bs = strrchr(base, '\\');
             if (bs && (!slash || bs > slash)) slash = bs;

@@ -10,7 +10,7 @@
  * external script, font or request. Keys: Left/Right a move, Home/End,
  * PageUp/PageDown ten moves, Up/Down the previous/next game, L letters.
  * The URL (?game=ID&move=N&letters=1, or the same after #) selects a game and
- * a move; keys=Right,Right,... presses keys after load (the browser test). */
+ * a move (links, and the browser test). */
 (function () {
   'use strict';
   var D = window.KOMA_GAMES;
@@ -110,8 +110,10 @@
     var pts = w && st.letters
       ? [[20, 36], [32, 30], [35, 4], [5, 4], [8, 30]]
       : [[20, 4], [32, 10], [35, 36], [5, 36], [8, 10]];
-    g.appendChild(el('polygon', {'class': 'kp', points: pts.map(function (a) { return (x + a[0]) + ',' + (y + a[1]); }).join(' ')}));
-    var t = el('text', {x: cx, y: cy + (st.letters ? 5 : 7), 'class': 'kt' + (k[0] === '+' ? ' kpr' : '') + (st.letters ? ' kl' : '')},
+    var outline = pts.map(function (a) { return (x + a[0]) + ',' + (y + a[1]); }).join(' ');
+    g.appendChild(el('polygon', {'class': 'kp', points: outline}));
+    var t = el('text', {x: cx, y: cy + (st.letters ? 5 : 7),
+      'class': 'kt' + (k[0] === '+' ? ' kpr' : '') + (st.letters ? ' kl' : '')},
       pieceName(pc));
     g.appendChild(t);
     svg.appendChild(g);
@@ -127,7 +129,8 @@
   }
 
   function drawHand(svg, h, side, x, y, anchor) {
-    var parts = handText(h), name = side === 'b' ? (st.letters ? 'Black' : '☗先手') : (st.letters ? 'White' : '☖後手');
+    var parts = handText(h);
+    var name = side === 'b' ? (st.letters ? 'Black' : '☗先手') : (st.letters ? 'White' : '☖後手');
     var keys = [];
     for (var i = 0; i < HORDER.length; i++) if (h[HORDER[i]]) keys.push(HORDER[i] + h[HORDER[i]]);
     var g = el('g', {id: 'hand-' + side, 'data-hand': keys.join(' ')});
@@ -184,13 +187,18 @@
     svg.appendChild(el('rect', {x: L, y: T, width: W - L - R, height: H - T - B, 'class': 'kvbg'}));
     [0, 0.5, 1].forEach(function (v) {
       svg.appendChild(el('line', {x1: L, x2: W - R, y1: py(v), y2: py(v), 'class': v === 0.5 ? 'kvmid' : 'kvgrid'}));
-      svg.appendChild(el('text', {x: L - 4, y: py(v) + 4, 'class': 'kvt', 'text-anchor': 'end'}, Math.round(v * 100) + '%'));
+      svg.appendChild(el('text', {x: L - 4, y: py(v) + 4, 'class': 'kvt', 'text-anchor': 'end'},
+        Math.round(v * 100) + '%'));
     });
-    svg.appendChild(el('text', {x: L, y: H - 6, 'class': 'kvt'}, 'Black\'s win probability by ply (root value of the search)'));
+    svg.appendChild(el('text', {x: L, y: H - 6, 'class': 'kvt'},
+      'Black\'s win probability by ply (root value of the search)'));
     var seg = [], known = 0;
     var flush = function () {
       if (seg.length > 1) svg.appendChild(el('polyline', {points: seg.join(' '), 'class': 'kvl'}));
-      else if (seg.length === 1) { var a = seg[0].split(','); svg.appendChild(el('circle', {cx: a[0], cy: a[1], r: 1.5, 'class': 'kvd'})); }
+      else if (seg.length === 1) {
+        var a = seg[0].split(',');
+        svg.appendChild(el('circle', {cx: a[0], cy: a[1], r: 1.5, 'class': 'kvd'}));
+      }
       seg = [];
     };
     for (var i = 0; i <= n; i++) {
@@ -202,7 +210,7 @@
     flush();
     if (!known)
       svg.appendChild(el('text', {x: (L + W - R) / 2, y: py(0.75), 'class': 'kvt', 'text-anchor': 'middle'},
-        g.c === undefined || !g.nv ? 'no values stored' : g.nv.length > 60 ? 'no values stored for this game (see below)' : g.nv));
+        !g.nv ? 'no values stored' : g.nv.length > 60 ? 'no values stored for this game (see below)' : g.nv));
     svg.appendChild(el('line', {x1: px(st.n), x2: px(st.n), y1: T, y2: H - B, 'class': 'kvcur', id: 'kvcur'}));
     svg.onclick = function (ev) {
       var r = svg.getBoundingClientRect(), x = (ev.clientX - r.left) * W / r.width;
@@ -216,7 +224,8 @@
     box.textContent = '';
     var v = valueAt(g, st.n), head = document.createElement('div');
     head.textContent = v === null ? 'no search value stored at this position'
-      : 'Black ' + Math.round(v * 100) + '% (search value at this position, ' + (p.side === 'b' ? 'Black' : 'White') + ' to move)';
+      : 'Black ' + Math.round(v * 100) + '% (search value at this position, ' +
+        (p.side === 'b' ? 'Black' : 'White') + ' to move)';
     box.appendChild(head);
     for (var i = 0; i < rows.length; i++) {
       if (rows[i][0] !== st.n) continue;
@@ -235,7 +244,8 @@
     if (st.n < ms.length) {
       var none = document.createElement('div');
       none.className = 'kmuted';
-      none.textContent = g.t ? 'no policy target stored at this position (a fast search, or none)' : (g.nv || 'no search stored for this game');
+      none.textContent = g.t ? 'no policy target stored at this position (a fast search, or none)'
+        : (g.nv || 'no search stored for this game');
       box.appendChild(none);
     }
   }
@@ -256,7 +266,8 @@
   function info(g) {
     var ms = moves(g), p = st.pos[st.n], txt;
     if (st.n === 0) txt = 'start position';
-    else txt = 'move ' + st.n + ': ' + moveText(st.pos[st.n - 1], ms[st.n - 1], st.n > 1 ? ms[st.n - 2].substr(2, 2) : null);
+    else txt = 'move ' + st.n + ': ' +
+      moveText(st.pos[st.n - 1], ms[st.n - 1], st.n > 1 ? ms[st.n - 2].substr(2, 2) : null);
     txt += ' · ' + st.n + '/' + ms.length;
     if (st.n === ms.length) txt += ' · ' + g.end;
     else txt += ' · ' + (p.side === 'b' ? 'Black' : 'White') + ' to move';
@@ -266,7 +277,8 @@
       spans[i].className = i + 1 === st.n ? 'kcur' : '';
       if (i + 1 === st.n) { /* keep the current move in view inside the list (never scroll the page) */
         var box = $('kmoves'), top = spans[i].offsetTop;
-        if (top < box.scrollTop || top > box.scrollTop + box.clientHeight - 20) box.scrollTop = top - box.clientHeight / 2;
+        if (top < box.scrollTop || top > box.scrollTop + box.clientHeight - 20)
+          box.scrollTop = top - box.clientHeight / 2;
       }
     }
   }
@@ -280,7 +292,9 @@
     if (c) { var x = 34 + (n ? st.n / n : 0) * (420 - 42); c.setAttribute('x1', x); c.setAttribute('x2', x); }
     root.setAttribute('data-game', g.id);
     root.setAttribute('data-move', st.n);
-    try { history.replaceState(null, '', '#game=' + g.id + '&move=' + st.n + (st.letters ? '&letters=1' : '')); } catch (e) { /* file: URLs in some browsers */ }
+    try { /* the link to this position (a reload keeps it) */
+      history.replaceState(null, '', '#game=' + g.id + '&move=' + st.n + (st.letters ? '&letters=1' : ''));
+    } catch (e) { /* file: URLs in some browsers */ }
   }
 
   function go(n) {
@@ -346,15 +360,14 @@
   });
 
   var q = {}, src = (location.search.substr(1) + '&' + location.hash.substr(1)).split('&');
-  src.forEach(function (kv) { var i = kv.indexOf('='); if (i > 0) q[kv.substr(0, i)] = decodeURIComponent(kv.substr(i + 1)); });
+  src.forEach(function (kv) {
+    var i = kv.indexOf('=');
+    if (i > 0) q[kv.substr(0, i)] = decodeURIComponent(kv.substr(i + 1));
+  });
   var gi = D.first;
   if (q.game !== undefined)
     for (var i = 0; i < D.games.length; i++) if ('' + D.games[i].id === q.game) gi = i;
   if (q.letters === '1') { $('klet').checked = true; st.letters = true; }
   pick(gi, q.move !== undefined ? parseInt(q.move, 10) : 0);
-  if (q.keys)
-    q.keys.split(',').forEach(function (k) {
-      document.dispatchEvent(new KeyboardEvent('keydown', {key: k, bubbles: true, cancelable: true}));
-    });
   root.setAttribute('data-ready', '1');
 })();

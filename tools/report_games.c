@@ -16,8 +16,8 @@
 
 /* Why a game is on the page; a game may be there for several. */
 enum { K_NAMED, K_LONGEST, K_MATE, K_DECL, K_RESIGN, K_EVLOSS, K_NB };
-static const char *const kind_name[K_NB] = {"named", "longest", "checkmate", "declaration", "resignation",
-                                            "lost in evaluation"};
+static const char *const kind_name[K_NB] = {"named",       "longest",     "checkmate",
+                                            "declaration", "resignation", "lost in evaluation"};
 
 typedef struct {
     int64_t id, shard_id, first_row, row_count;
@@ -134,10 +134,10 @@ void rg_see(rg_t *rg, const db_shard_t *s, const db_game_t *g, int32_t net) {
     rg_cycle_t *c = cycle_at(rg, net);
     if (!c) return;
     if (!c->slot[K_LONGEST] || g->plies > c->slot[K_LONGEST]->plies) take(rg, &c->slot[K_LONGEST], g, net);
-    int k = g->reason == DB_REASON_CHECKMATE ? K_MATE
+    int k = g->reason == DB_REASON_CHECKMATE     ? K_MATE
             : g->reason == DB_REASON_DECLARATION ? K_DECL
-            : g->reason == DB_REASON_RESIGN ? K_RESIGN
-                                              : -1;
+            : g->reason == DB_REASON_RESIGN      ? K_RESIGN
+                                                 : -1;
     if (k >= 0 && !c->slot[k]) take(rg, &c->slot[k], g, net);
 }
 
@@ -248,9 +248,7 @@ static int top_moves(sb_t *o, const shard_t *s, int64_t r, const pos_t *pos) {
     return wrote;
 }
 
-static const char *result_words(int32_t result) {
-    return result > 0 ? "Black won" : result < 0 ? "White won" : "draw";
-}
+static const char *result_words(int32_t result) { return result > 0 ? "Black won" : result < 0 ? "White won" : "draw"; }
 
 /* The game's JSON object into o: replayed with the engine, values and search moves from its shard. */
 static void game_json(sb_t *o, const rg_game_t *g, uint32_t kinds, db_t *db, const char *base_dir, rg_shard_t *sc,
@@ -385,8 +383,8 @@ static int cmp_out(const void *a, const void *b) {
 }
 
 /* Appends game g (kinds) to the output when it fits the budget (named: always). 1 added, 0 not, -1 oom. */
-static int emit(rg_t *rg, const rg_game_t *g, uint32_t kinds, int named, db_t *db, const char *base_dir,
-                rg_shard_t *sc, pos_t *pos) {
+static int emit(rg_t *rg, const rg_game_t *g, uint32_t kinds, int named, db_t *db, const char *base_dir, rg_shard_t *sc,
+                pos_t *pos) {
     for (int32_t i = 0; i < rg->n_out; i++)
         if (rg->out[i].id == g->id) return 1; /* a named game that is also the cycle's */
     sb_t j = {0};
@@ -446,8 +444,10 @@ int rg_finish(rg_t *rg, db_t *db, const char *base_dir, const char *search, char
     if (find_named_match_games(rg, db, ms, nm) != 0) goto dbfail;
     for (int32_t i = 0; i < rg->n_named; i++)
         if (!rg->named_game[i]) {
-            set_err(err, errlen, "--game %lld: %s holds no such game (self-play games have ids from 1, match "
-                    "games from -1)", (long long)rg->named[i], db_path(db));
+            set_err(err, errlen,
+                    "--game %lld: %s holds no such game (self-play games have ids from 1, match "
+                    "games from -1)",
+                    (long long)rg->named[i], db_path(db));
             free(ms);
             return -1;
         }
@@ -475,7 +475,8 @@ int rg_finish(rg_t *rg, db_t *db, const char *base_dir, const char *search, char
     if (rest <= RG_CYCLES_SPREAD)
         for (int32_t i = 0; i < rest; i++) chosen[i] = 1;
     else
-        for (int32_t i = 0; i < RG_CYCLES_SPREAD; i++) chosen[(int32_t)llround((double)i * (rest - 1) / (RG_CYCLES_SPREAD - 1))] = 1;
+        for (int32_t i = 0; i < RG_CYCLES_SPREAD; i++)
+            chosen[(int32_t)llround((double)i * (rest - 1) / (RG_CYCLES_SPREAD - 1))] = 1;
     /* the evaluation losses of the chosen cycles */
     for (int32_t k = 0; k < nm; k++) {
         const db_match_t *m = &ms[k];
@@ -546,8 +547,10 @@ static const char *const board_css =
     "svg .kvmid{stroke:#999;stroke-dasharray:4 3}svg .kvl{fill:none;stroke:#1f77b4;stroke-width:1.6}"
     "svg .kvd{fill:#1f77b4}svg .kvcur{stroke:#d62728;stroke-width:1.5}svg .kvt{font-size:11px;fill:#555}"
     "#ktop{margin:8px 0;font-size:13px}#ktop .ktm{font-family:monospace;padding-left:12px}#ktop .kplayed{"
-    "font-weight:600}.kmuted{color:#999}#kmoves{font-size:12px;line-height:1.7;max-height:220px;overflow:auto;position:relative;"
-    "border:1px solid #e4e4e4;border-radius:4px;padding:4px 8px;margin-top:10px}#kmoves span{margin-right:8px;cursor:pointer;white-space:nowrap}"
+    "font-weight:600}.kmuted{color:#999}#kmoves{font-size:12px;line-height:1.7;max-height:220px;overflow:auto;position:"
+    "relative;"
+    "border:1px solid #e4e4e4;border-radius:4px;padding:4px 8px;margin-top:10px}#kmoves "
+    "span{margin-right:8px;cursor:pointer;white-space:nowrap}"
     "#kmoves span.kcur{background:#f5b971}";
 
 void rg_render(sb_t *o, const rg_t *rg) {
@@ -556,9 +559,10 @@ void rg_render(sb_t *o, const rg_t *rg) {
         sb_printf(o, "<p class=\"muted\">no data yet: no game has been recorded</p>");
         return;
     }
-    sb_printf(o, "<p class=\"sub\">%d games: for each net (by the cycle that made it), the longest of its self-play "
-                 "games, the first that ended by checkmate, by declaration and by resignation, and the first it lost "
-                 "in its evaluation",
+    sb_printf(o,
+              "<p class=\"sub\">%d games: for each net (by the cycle that made it), the longest of its self-play "
+              "games, the first that ended by checkmate, by declaration and by resignation, and the first it lost "
+              "in its evaluation",
               rg->n_out);
     if (rg->cycles_with_games > rg->cycles_shown)
         sb_printf(o, "; %d of %d nets (the newest %d, and earlier ones spread over the run%s)", rg->cycles_shown,
@@ -568,7 +572,8 @@ void rg_render(sb_t *o, const rg_t *rg) {
                  "moves, &uarr; &darr; the previous or next game, L letters.</p>");
     sb_printf(o, "<style>%s</style>", board_css);
     sb_printf(o, "<div class=\"kb\" id=\"kb\"><div class=\"kbl\"><select id=\"kg\" aria-label=\"game\"></select>"
-                 "<div id=\"kgame\"></div><div id=\"knote\" class=\"muted\"></div><svg id=\"kboard\" viewBox=\"0 0 420 456\" width=\"420\" height=\"456\" "
+                 "<div id=\"kgame\"></div><div id=\"knote\" class=\"muted\"></div><svg id=\"kboard\" viewBox=\"0 0 420 "
+                 "456\" width=\"420\" height=\"456\" "
                  "role=\"img\" aria-label=\"board\"></svg><div class=\"kbtn\"><button id=\"kfirst\" "
                  "title=\"first (Home)\">|&#x25C0;</button><button id=\"kprev\" title=\"back (&larr;)\">&#x25C0;"
                  "</button><button id=\"knext\" title=\"forward (&rarr;)\">&#x25B6;</button><button id=\"klast\" "

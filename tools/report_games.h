@@ -30,11 +30,11 @@
 #include "data/db.h"
 #include "tools/strbuf.h"
 
-#define RG_CYCLES_NEWEST 20       /* the newest cycles with games are all shown */
-#define RG_CYCLES_SPREAD 20       /* and this many earlier ones, evenly spread */
-#define RG_BYTE_BUDGET 1200000    /* bytes of game data at most (named games are always in) */
-#define RG_TOP_MOVES 3            /* search moves shown at a position */
-#define RG_NAMED_MAX 64           /* --game IDs */
+#define RG_CYCLES_NEWEST 20    /* the newest cycles with games are all shown */
+#define RG_CYCLES_SPREAD 20    /* and this many earlier ones, evenly spread */
+#define RG_BYTE_BUDGET 1200000 /* bytes of game data at most (named games are always in) */
+#define RG_TOP_MOVES 3         /* search moves shown at a position */
+#define RG_NAMED_MAX 64        /* --game IDs */
 
 typedef struct rg rg_t;
 

@@ -96,7 +96,7 @@ static void check_page(void) {
     CHECK(count("<script") == (strstr(g_html, "window.KOMA_GAMES") != NULL));
     char *s = strstr(g_html, "<script>"), *e = s ? strstr(s, "</script>") : NULL;
     char saved = 0;
-    if (s && e) saved = *s, *s = 0; /* the page up to the script */
+    if (s && e) saved = *s, *s = 0;                                       /* the page up to the script, */
     CHECK(count("NaN") == 0 && count("nan,") == 0 && count("inf,") == 0); /* no broken coordinates */
     if (s && e) {
         *s = saved;
@@ -251,7 +251,8 @@ static void test_partial(const char *report, const char *fixture) {
         CHECK(strstr(buf, "no data yet") != NULL && !strstr(buf, "<polyline"));
         chart("Game length", buf, sizeof buf);
         CHECK(strstr(buf, "no data yet") != NULL);
-        CHECK(count("no data yet") == 12); /* Elo by cycle and by hours, 7 self-play, 2 games, the board; the models are listed */
+        /* Elo by cycle and by hours, 7 self-play, 2 games, the board; the models are listed */
+        CHECK(count("no data yet") == 12);
         CHECK(count("<h2>Games on the board</h2><p class=\"muted\">no data yet: no game has been recorded</p>") == 1);
         CHECK(count("<th>false-resignation rate</th>") == 0);
     }

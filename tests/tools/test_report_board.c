@@ -1,20 +1,29 @@
 /* test_report_board.c - the report's board in a real browser: Debian's
  * chromium, headless, loads the page report wrote for a synthetic run
  * (tests/tools/make_report_fixture: games of random legal moves) with a
- * query string that selects a game and a move (?game=ID&move=N) and presses
- * keys (&keys=ArrowRight,...: keydown events through the page's own key
- * handler), and dumps the DOM it drew (--dump-dom: chromium exits once the
- * page has loaded, the event this test waits for). Every square and both
- * hands are checked against the position the game's moves (read from
- * koma.db) give when the engine replays them: the start, a position with
- * pieces in both hands (in letters too), the last, a match game's capture,
- * promotion, capture of a promoted piece and drop, moves stepped with keys,
- * and the next game's last position reached with keys.
+ * query string that selects a game and a move (?game=ID&move=N) and dumps
+ * the DOM it drew (--dump-dom: chromium exits once the page has loaded, the
+ * event this test waits for); then, driven through the DevTools protocol
+ * (--remote-debugging-pipe), it gets real key presses and mouse clicks.
+ * Every square and both hands are checked against the position the game's
+ * moves (read from koma.db) give when the engine replays them: the start, a
+ * position with pieces in both hands (in letters too), the last, a match
+ * game's capture, promotion, capture of a promoted piece and drop; moves
+ * stepped with the keys (arrows, PageDown, End) and the buttons, letters
+ * switched on with L, and the next game's last position (ArrowDown, End).
  * Skips (77) with the reason when no chromium is installed (tools/deps.sh
  * --test installs it). POSIX only (not registered in the Windows build).
  *
  *   test_report_board REPORT MAKE_REPORT_FIXTURE [CHROMIUM]
  */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "data/db.h"
 #include "tools_test.h"
 
@@ -35,15 +44,24 @@ static const char *find_chromium(const char *given) {
 
 /* The page's DOM after chromium loaded url; malloc'ed, NULL on failure (said on stderr). */
 static char *dump_dom(const char *url) {
-    char profile[900], out[900], errp[900], arg[1000];
+    char profile[900], out[900], errp[900], arg[1500];
     snprintf(profile, sizeof profile, "--user-data-dir=%s", t_path("chromium-profile"));
     snprintf(out, sizeof out, "%s", t_path("dom.html"));
     snprintf(errp, sizeof errp, "%s", t_path("chromium.err"));
     snprintf(arg, sizeof arg, "%s", url);
     /* --no-sandbox: root in a container; its own profile: never another chromium's running instance */
-    const char *argv[] = {g_chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                          "--no-first-run", "--no-default-browser-check", "--disable-extensions", profile,
-                          "--dump-dom", arg, NULL};
+    const char *argv[] = {g_chromium,
+                          "--headless",
+                          "--no-sandbox",
+                          "--disable-gpu",
+                          "--disable-dev-shm-usage",
+                          "--no-first-run",
+                          "--no-default-browser-check",
+                          "--disable-extensions",
+                          profile,
+                          "--dump-dom",
+                          arg,
+                          NULL};
     int status = -1;
     char err[512];
     fprintf(stderr, "+ %s --headless ... --dump-dom '%s'\n", g_chromium, url);
@@ -70,6 +88,202 @@ static int tag_attr(const char *at, const char *name, char *buf, size_t len) {
     memcpy(buf, p, (size_t)(q - p));
     buf[q - p] = 0;
     return 0;
+}
+
+/* ---- chromium driven through the DevTools protocol (--remote-debugging-pipe: JSON messages ending in
+ * NUL, ours on its fd 3, its own on its fd 4) ---------------------------------------------------------- */
+typedef struct {
+    pid_t pid;
+    int to, from; /* our ends */
+    char *buf;    /* what it sent that is not read yet */
+    size_t n, cap;
+    int next_id;
+    char session[128];
+} cdp_t;
+
+static int cdp_start(cdp_t *c) {
+    int to[2], from[2];
+    memset(c, 0, sizeof *c);
+    if (pipe(to) != 0 || pipe(from) != 0) return -1;
+    char profile[900], log[900];
+    snprintf(profile, sizeof profile, "--user-data-dir=%s", t_path("chromium-cdp-profile"));
+    snprintf(log, sizeof log, "%s", t_path("chromium-cdp.err"));
+    c->pid = fork();
+    if (c->pid < 0) return -1;
+    if (c->pid == 0) { /* its fds 3 and 4, through fds above them first (a pipe end may be 3 or 4 already) */
+        int r = fcntl(to[0], F_DUPFD, 10), w = fcntl(from[1], F_DUPFD, 10);
+        int err = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (r < 0 || w < 0 || dup2(r, 3) < 0 || dup2(w, 4) < 0) _exit(126);
+        if (err >= 0) dup2(err, 1), dup2(err, 2);
+        for (int fd = 5; fd < 64; fd++) close(fd);
+        execlp(g_chromium, g_chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+               "--no-first-run", "--no-default-browser-check", "--disable-extensions", "--remote-debugging-pipe",
+               "--window-size=1200,900", profile, "about:blank", (char *)NULL);
+        _exit(127);
+    }
+    close(to[0]), close(from[1]);
+    c->to = to[1], c->from = from[0];
+    signal(SIGPIPE, SIG_IGN);
+    return 0;
+}
+
+static void cdp_stop(cdp_t *c) {
+    if (c->pid > 0) {
+        close(c->to); /* chromium ends when its pipe closes; a stuck one is killed */
+        int st = 0;
+        for (int i = 0; i < 300 && waitpid(c->pid, &st, WNOHANG) == 0; i++) poll(NULL, 0, 100);
+        if (waitpid(c->pid, &st, WNOHANG) == 0) kill(c->pid, SIGKILL), waitpid(c->pid, &st, 0);
+        close(c->from);
+    }
+    free(c->buf);
+    c->pid = 0;
+}
+
+/* Sends method(params) (in the attached page's session when there is one) and waits, at most 120 s, for
+ * its answer: the parsed message (cJSON_Delete it), or NULL (said on stderr). Events are skipped. */
+static cJSON *cdp_call(cdp_t *c, const char *method, cJSON *params) {
+    int id = ++c->next_id;
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddNumberToObject(m, "id", id);
+    cJSON_AddStringToObject(m, "method", method);
+    cJSON_AddItemToObject(m, "params", params ? params : cJSON_CreateObject());
+    if (c->session[0]) cJSON_AddStringToObject(m, "sessionId", c->session);
+    char *text = cJSON_PrintUnformatted(m);
+    cJSON_Delete(m);
+    size_t len = strlen(text) + 1; /* with its NUL */
+    for (size_t off = 0; off < len;) {
+        ssize_t k = write(c->to, text + off, len - off);
+        if (k <= 0 && errno != EINTR) {
+            fprintf(stderr, "cdp %s: chromium's pipe: %s\n", method, strerror(errno));
+            free(text);
+            return NULL;
+        }
+        if (k > 0) off += (size_t)k;
+    }
+    free(text);
+    int64_t t0 = compat_now_ms();
+    for (;;) {
+        char *end = c->buf ? memchr(c->buf, 0, c->n) : NULL;
+        while (end) {
+            cJSON *r = cJSON_Parse(c->buf);
+            size_t used = (size_t)(end - c->buf) + 1;
+            memmove(c->buf, c->buf + used, c->n - used);
+            c->n -= used;
+            const cJSON *rid = r ? cJSON_GetObjectItem(r, "id") : NULL;
+            if (rid && (int)rid->valuedouble == id) {
+                if (cJSON_GetObjectItem(r, "error")) {
+                    char *e = cJSON_PrintUnformatted(r);
+                    fprintf(stderr, "cdp %s: %s\n", method, e);
+                    free(e);
+                    cJSON_Delete(r);
+                    return NULL;
+                }
+                return r;
+            }
+            cJSON_Delete(r);
+            end = memchr(c->buf, 0, c->n);
+        }
+        int64_t left = 120000 - (compat_now_ms() - t0);
+        struct pollfd pf = {c->from, POLLIN, 0};
+        if (left <= 0 || poll(&pf, 1, (int)left) <= 0) {
+            fprintf(stderr, "cdp %s: no answer from chromium in 120 s\n", method);
+            return NULL;
+        }
+        if (c->cap - c->n < 65536) {
+            c->cap = c->cap ? 2 * c->cap : 1 << 20;
+            c->buf = realloc(c->buf, c->cap);
+            KOMA_ASSERT(c->buf);
+        }
+        ssize_t k = read(c->from, c->buf + c->n, c->cap - c->n - 1);
+        if (k <= 0) {
+            fprintf(stderr, "cdp %s: chromium closed its pipe\n", method);
+            return NULL;
+        }
+        c->n += (size_t)k;
+    }
+}
+
+/* The value of a JavaScript expression in the page, as a string (malloc'ed), or NULL. */
+static char *cdp_eval(cdp_t *c, const char *expr) {
+    cJSON *p = cJSON_CreateObject();
+    cJSON_AddStringToObject(p, "expression", expr);
+    cJSON_AddBoolToObject(p, "returnByValue", 1);
+    cJSON *r = cdp_call(c, "Runtime.evaluate", p);
+    const cJSON *v =
+        r ? cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "result"), "result"), "value") : NULL;
+    char *out = cJSON_IsString(v) ? strdup(v->valuestring) : NULL;
+    cJSON_Delete(r);
+    return out;
+}
+
+/* Opens url in a new page and attaches to it; waits (bounded) until the board's script has run. */
+static int cdp_open(cdp_t *c, const char *url) {
+    cJSON *p = cJSON_CreateObject();
+    cJSON_AddStringToObject(p, "url", url);
+    cJSON *r = cdp_call(c, "Target.createTarget", p);
+    const cJSON *tid = r ? cJSON_GetObjectItem(cJSON_GetObjectItem(r, "result"), "targetId") : NULL;
+    if (!cJSON_IsString(tid)) {
+        cJSON_Delete(r);
+        return -1;
+    }
+    p = cJSON_CreateObject();
+    cJSON_AddStringToObject(p, "targetId", tid->valuestring);
+    cJSON_AddBoolToObject(p, "flatten", 1);
+    cJSON_Delete(r);
+    r = cdp_call(c, "Target.attachToTarget", p);
+    const cJSON *sid = r ? cJSON_GetObjectItem(cJSON_GetObjectItem(r, "result"), "sessionId") : NULL;
+    if (cJSON_IsString(sid)) snprintf(c->session, sizeof c->session, "%s", sid->valuestring);
+    cJSON_Delete(r);
+    if (!c->session[0]) return -1;
+    /* each answer is the event waited for; the page loads while they come (bounded by the 10 minutes) */
+    for (int64_t t0 = compat_now_ms(); compat_now_ms() - t0 < 600000;) {
+        char *v = cdp_eval(c, "(document.getElementById('kb') || {getAttribute: function () { return ''; }})"
+                              ".getAttribute('data-ready') || ''");
+        int ready = v && !strcmp(v, "1");
+        free(v);
+        if (ready) return 0;
+    }
+    return -1;
+}
+
+/* A real key press (down and up), as the browser delivers one. */
+static int cdp_key(cdp_t *c, const char *key, int code) {
+    for (int up = 0; up < 2; up++) {
+        cJSON *p = cJSON_CreateObject();
+        cJSON_AddStringToObject(p, "type", up ? "keyUp" : "keyDown");
+        cJSON_AddStringToObject(p, "key", key);
+        cJSON_AddStringToObject(p, "code", key);
+        cJSON_AddNumberToObject(p, "windowsVirtualKeyCode", code);
+        cJSON *r = cdp_call(c, "Input.dispatchKeyEvent", p);
+        if (!r) return -1;
+        cJSON_Delete(r);
+    }
+    return 0;
+}
+
+/* A real mouse click in the middle of the element with that id (scrolled into view first). */
+static int cdp_click(cdp_t *c, const char *id) {
+    char expr[256];
+    snprintf(expr, sizeof expr,
+             "(function (e) { e.scrollIntoView({block: 'center'}); var r = e.getBoundingClientRect(); "
+             "return (r.left + r.width / 2) + ' ' + (r.top + r.height / 2); })(document.getElementById('%s'))",
+             id);
+    char *v = cdp_eval(c, expr);
+    double x = 0, y = 0;
+    int ok = v && sscanf(v, "%lf %lf", &x, &y) == 2;
+    free(v);
+    for (int up = 0; up < 2 && ok; up++) {
+        cJSON *p = cJSON_CreateObject();
+        cJSON_AddStringToObject(p, "type", up ? "mouseReleased" : "mousePressed");
+        cJSON_AddNumberToObject(p, "x", x);
+        cJSON_AddNumberToObject(p, "y", y);
+        cJSON_AddStringToObject(p, "button", "left");
+        cJSON_AddNumberToObject(p, "clickCount", 1);
+        cJSON *r = cdp_call(c, "Input.dispatchMouseEvent", p);
+        ok = r != NULL;
+        cJSON_Delete(r);
+    }
+    return ok ? 0 : -1;
 }
 
 /* The moves of game id in koma.db replayed from its start: n moves (n < 0: all, *n_out gets how many). */
@@ -131,12 +345,7 @@ static void hand_text(const pos_t *pos, color_t c, char *buf) {
 /* Loads the page for game id at move n (plus extra query), then checks the game and move it shows and its
  * 81 squares and two hands against the engine's position of game expect_id after expect_n moves (-1: all).
  * Returns the number of mismatches found (-1: the page did not load). */
-static int check_position(const char *page, const char *dbp, const char *query, long long expect_id, int expect_n) {
-    char url[1400];
-    snprintf(url, sizeof url, "file://%s?%s", page, query);
-    char *dom = dump_dom(url);
-    CHECKF(dom != NULL, "chromium could not load %s", url);
-    if (!dom) return -1;
+static int check_dom(char *dom, const char *dbp, const char *query, long long expect_id, int expect_n) {
     static pos_t pos;
     int n = 0;
     KOMA_ASSERT(replay(dbp, expect_id, expect_n, &pos, &n) == 0);
@@ -182,6 +391,60 @@ static int check_position(const char *page, const char *dbp, const char *query, 
     }
     free(dom);
     return bad;
+}
+
+static int check_position(const char *page, const char *dbp, const char *query, long long expect_id, int expect_n) {
+    char url[1400];
+    snprintf(url, sizeof url, "file://%s?%s", page, query);
+    char *dom = dump_dom(url);
+    CHECKF(dom != NULL, "chromium could not load %s", url);
+    return dom ? check_dom(dom, dbp, query, expect_id, expect_n) : -1;
+}
+
+/* The board as the page shows it now (cdp), checked as check_position does. */
+static int check_now(cdp_t *c, const char *dbp, const char *what, long long expect_id, int expect_n) {
+    char *dom = cdp_eval(c, "document.getElementById('kb').outerHTML");
+    CHECKF(dom != NULL, "%s: the page could not be read", what);
+    return dom ? check_dom(dom, dbp, what, expect_id, expect_n) : -1;
+}
+
+/* Real key presses and clicks (the DevTools protocol): stepping, the buttons, the next game, letters. */
+static void test_keys(const char *page, const char *dbp, long long g1, int plies) {
+    cdp_t c;
+    CHECK(cdp_start(&c) == 0);
+    char url[1400];
+    snprintf(url, sizeof url, "file://%s?game=%lld&move=0", page, g1);
+    int opened = c.pid > 0 && cdp_open(&c, url) == 0;
+    CHECKF(opened, "chromium (DevTools protocol) could not open %s", url);
+    if (opened) {
+        /* 3 forward, 1 back, 10 forward, 1 back */
+        CHECK(cdp_key(&c, "ArrowRight", 39) == 0 && cdp_key(&c, "ArrowRight", 39) == 0 &&
+              cdp_key(&c, "ArrowRight", 39) == 0 && cdp_key(&c, "ArrowLeft", 37) == 0 &&
+              cdp_key(&c, "PageDown", 34) == 0 && cdp_key(&c, "ArrowLeft", 37) == 0);
+        CHECK(check_now(&c, dbp, "keys: 3 forward, 1 back, 10 forward, 1 back", g1, 11) == 0);
+        /* the buttons: forward twice, back once */
+        CHECK(cdp_click(&c, "knext") == 0 && cdp_click(&c, "knext") == 0 && cdp_click(&c, "kprev") == 0);
+        CHECK(check_now(&c, dbp, "buttons: forward, forward, back", g1, 12) == 0);
+        CHECK(cdp_key(&c, "End", 35) == 0);
+        CHECK(check_now(&c, dbp, "key End", g1, plies) == 0);
+        CHECK(cdp_click(&c, "kfirst") == 0);
+        CHECK(check_now(&c, dbp, "button first", g1, 0) == 0);
+        /* L: letters, the same position */
+        CHECK(cdp_key(&c, "End", 35) == 0 && cdp_key(&c, "l", 76) == 0);
+        char *svg = cdp_eval(&c, "document.getElementById('kboard').outerHTML");
+        CHECK(svg && strstr(svg, "class=\"kt kl") != NULL);
+        free(svg);
+        CHECK(check_now(&c, dbp, "key L (letters) at the end", g1, plies) == 0);
+        /* the next game in the list, to its end: its id read from the page */
+        CHECK(cdp_key(&c, "ArrowDown", 40) == 0 && cdp_key(&c, "End", 35) == 0);
+        char *id = cdp_eval(&c, "document.getElementById('kb').getAttribute('data-game')");
+        long long next = id ? atoll(id) : 0;
+        free(id);
+        CHECKF(next != 0 && next != g1, "ArrowDown from game %lld shows game %lld", g1, next);
+        if (next != 0 && next != g1) CHECK(check_now(&c, dbp, "keys ArrowDown, End", next, -1) == 0);
+        cJSON_Delete(cdp_call(&c, "Browser.close", NULL));
+    }
+    cdp_stop(&c);
 }
 
 /* An evaluation match of cycle's net with one game it lost: a capture, a promotion, the promoted piece
@@ -231,7 +494,8 @@ int main(int argc, char **argv) {
     KOMA_ASSERT(t_run(mk) == 0);
     long long match_game = add_match_game(dbp, 3);
     long long g1 = t_sql_int(dbp, "SELECT id FROM games WHERE shard_id IS NOT NULL ORDER BY plies DESC, id LIMIT 1");
-    int plies = (int)t_sql_int(dbp, "SELECT plies FROM games WHERE shard_id IS NOT NULL ORDER BY plies DESC, id LIMIT 1");
+    int plies =
+        (int)t_sql_int(dbp, "SELECT plies FROM games WHERE shard_id IS NOT NULL ORDER BY plies DESC, id LIMIT 1");
     KOMA_ASSERT(g1 > 0 && plies > 30);
     char id1[32], idm[32];
     snprintf(id1, sizeof id1, "%lld", g1);
@@ -262,21 +526,7 @@ int main(int argc, char **argv) {
         snprintf(q, sizeof q, "game=%lld&move=%d", match_game, n);
         CHECK(check_position(page, dbp, q, match_game, n) == 0);
     }
-    /* keys: 3 forward, 1 back, 10 forward, 1 back = move 11 */
-    snprintf(q, sizeof q, "game=%lld&move=0&keys=ArrowRight,ArrowRight,ArrowRight,ArrowLeft,PageDown,ArrowLeft", g1);
-    CHECK(check_position(page, dbp, q, g1, 11) == 0);
-    /* keys: the next game in the list (the one after g1's), to its end; its id read from the page */
-    snprintf(q, sizeof q, "game=%lld&move=4&keys=ArrowDown,End", g1);
-    char url[1400];
-    snprintf(url, sizeof url, "file://%s?%s", page, q);
-    char *dom = dump_dom(url), v[64] = "";
-    const char *kb = dom ? strstr(dom, "id=\"kb\"") : NULL;
-    while (kb && kb > dom && *kb != '<') kb--;
-    CHECK(kb && tag_attr(kb, "data-game", v, sizeof v) == 0);
-    long long next = atoll(v);
-    free(dom);
-    CHECKF(next != 0 && next != g1, "ArrowDown from game %lld shows game %lld", g1, next);
-    if (next != 0 && next != g1) CHECK(check_position(page, dbp, q, next, -1) == 0);
+    test_keys(page, dbp, g1, plies);
 
     int rc = t_done("test_report_board");
     if (rc == 0) t_rm_rf(t_dir);

@@ -14,10 +14,10 @@
  */
 #include "tools_test.h"
 
-#define SP_ARGS(dir, cycles)                                                                                    \
-    selfplay, "--run", dir, "--cycles", cycles, "--games-per-cycle", "4", "--threads", "1", "--games-per-thread", \
-        "2", "--visits", "8", "--visits-fast", "4", "--max-ply", "60", "--net", "2x16", "--progress", "0",         \
-        "--min-steps-per-cycle", "2", "--max-steps-per-cycle", "4", "--cpu-threads", "1", "--train-threads", "1",  \
+#define SP_ARGS(dir, cycles)                                                                                           \
+    selfplay, "--run", dir, "--cycles", cycles, "--games-per-cycle", "4", "--threads", "1", "--games-per-thread", "2", \
+        "--visits", "8", "--visits-fast", "4", "--max-ply", "60", "--net", "2x16", "--progress", "0",                  \
+        "--min-steps-per-cycle", "2", "--max-steps-per-cycle", "4", "--cpu-threads", "1", "--train-threads", "1",      \
         "--cache-mb", "1", "--eval-every", "1", "--eval-games", "2", "--eval-visits", "4", "--full-prob", "0.5"
 
 static int count(const char *hay, const char *needle) {
@@ -53,9 +53,8 @@ int main(int argc, char **argv) {
     int reads = 0, torn = 0, seen = 0, status = -1;
     char line[512];
     for (int64_t t0 = compat_now_ms(); compat_now_ms() - t0 < 300000;) {
-        while (compat_proc_read_line(p, line, sizeof line, 0) >= 0) {
-        } /* (selfplay's stdout, drained) */
-        if (compat_proc_wait(p, 20, &status) == 0) break; /* it ended: the checks below fail */
+        while (compat_proc_read_line(p, line, sizeof line, 0) >= 0) {} /* (selfplay's stdout, drained) */
+        if (compat_proc_wait(p, 20, &status) == 0) break;              /* it ended: the checks below fail */
         size_t n = 0;
         char *s = compat_read_file(page, &n, NULL, 0);
         if (!s) continue;
@@ -81,8 +80,9 @@ int main(int argc, char **argv) {
         /* a value is one of A-Z a-z 0-9 - _ per position, '.' where none was stored */
         const char *v = strstr(html, "\"v\":\"") + 5;
         size_t k = 0;
-        while (v[k] && v[k] != '"' && (strchr("._-", v[k]) || (v[k] >= 'A' && v[k] <= 'Z') ||
-                                       (v[k] >= 'a' && v[k] <= 'z') || (v[k] >= '0' && v[k] <= '9')))
+        while (v[k] && v[k] != '"' &&
+               (strchr("._-", v[k]) || (v[k] >= 'A' && v[k] <= 'Z') || (v[k] >= 'a' && v[k] <= 'z') ||
+                (v[k] >= '0' && v[k] <= '9')))
             k++;
         CHECKF(v[k] == '"' && k > 10, "values: %.40s", v);
         CHECK(count(html, "search policy (Gumbel: improved policy)") == 1);
