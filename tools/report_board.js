@@ -172,11 +172,12 @@
   }
 
   /* ---- the value line: Black's win probability by ply ---------------------------------- */
+  /* Black's win probability at position i: one character a position, VALUES[k] = k / 63 (report_games.c:
+   * value_char), '.' none. */
+  var VALUES = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
   function valueAt(g, i) {
-    var c = g.v ? g.v.charCodeAt(i) : 46;
-    if (isNaN(c) || c === 46) return null;
-    var k = c >= 97 ? c - 97 + 26 : c >= 65 ? c - 65 : c >= 48 ? c - 48 + 52 : c === 45 ? 62 : 63;
-    return k / 63;
+    var k = g.v && i < g.v.length ? VALUES.indexOf(g.v[i]) : -1;
+    return k < 0 ? null : k / 63;
   }
 
   function drawValue(g) {

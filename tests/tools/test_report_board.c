@@ -11,6 +11,8 @@
  * game's capture, promotion, capture of a promoted piece and drop; moves
  * stepped with the keys (arrows, PageDown, End) and the buttons, letters
  * switched on with L, and the next game's last position (ArrowDown, End).
+ * The value shown at each position is checked against a value string that
+ * uses every character of report_games.c's encoding.
  * Skips (77) with the reason when no chromium is installed (tools/deps.sh
  * --test installs it). POSIX only (not registered in the Windows build).
  *
@@ -408,6 +410,50 @@ static int check_now(cdp_t *c, const char *dbp, const char *what, long long expe
     return dom ? check_dom(dom, dbp, what, expect_id, expect_n) : -1;
 }
 
+/* The value string the test puts in place of game g1's (the fixture's shards do not exist, so report wrote
+ * none): position i gets VALUES[i * 7 % 64] (every character of report_games.c's alphabet: k / 63 of a win
+ * for Black), or '.' (none stored) when i % 10 == 9. */
+static const char VALUES[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+static int value_k(int i) { return i % 10 == 9 ? -1 : i * 7 % 64; }
+
+/* Puts the value string into game id's data in the page at path (replacing its "nv" note). */
+static int put_values(const char *path, long long id, int plies) {
+    char err[256], key[64];
+    size_t n = 0;
+    char *html = compat_read_file(path, &n, err, sizeof err);
+    snprintf(key, sizeof key, "{\"id\":%lld,\"c\":", id);
+    char *obj = html ? strstr(html, key) : NULL, *nv = obj ? strstr(obj, ",\"nv\":\"") : NULL;
+    char *end = nv ? strchr(nv + 7, '"') : NULL;
+    if (!end || strchr(obj, '}') < nv) {
+        free(html);
+        return -1;
+    }
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        free(html);
+        return -1;
+    }
+    fwrite(html, 1, (size_t)(nv - html), f);
+    fputs(",\"v\":\"", f);
+    for (int i = 0; i <= plies; i++) fputc(value_k(i) < 0 ? '.' : VALUES[value_k(i)], f);
+    fputc('"', f);
+    fwrite(end + 1, 1, n - (size_t)(end + 1 - html), f);
+    fclose(f);
+    free(html);
+    return 0;
+}
+
+/* The search value the page says at move n of game g1 (the text above the search moves). */
+static void check_value(cdp_t *c, const char *what, int n) {
+    char *v = cdp_eval(c, "document.getElementById('ktop').firstChild.textContent");
+    char want[64];
+    if (value_k(n) < 0) snprintf(want, sizeof want, "no search value stored at this position");
+    else snprintf(want, sizeof want, "Black %d%% (", (int)(value_k(n) * 100.0 / 63 + 0.5));
+    CHECKF(v && !strncmp(v, want, strlen(want)), "%s: the value at move %d reads '%s', want '%s...'", what, n,
+           v ? v : "(none)", want);
+    free(v);
+}
+
 /* Real key presses and clicks (the DevTools protocol): stepping, the buttons, the next game, letters. */
 static void test_keys(const char *page, const char *dbp, long long g1, int plies) {
     cdp_t c;
@@ -422,9 +468,16 @@ static void test_keys(const char *page, const char *dbp, long long g1, int plies
               cdp_key(&c, "ArrowRight", 39) == 0 && cdp_key(&c, "ArrowLeft", 37) == 0 &&
               cdp_key(&c, "PageDown", 34) == 0 && cdp_key(&c, "ArrowLeft", 37) == 0);
         CHECK(check_now(&c, dbp, "keys: 3 forward, 1 back, 10 forward, 1 back", g1, 11) == 0);
+        check_value(&c, "keys", 11);
         /* the buttons: forward twice, back once */
         CHECK(cdp_click(&c, "knext") == 0 && cdp_click(&c, "knext") == 0 && cdp_click(&c, "kprev") == 0);
         CHECK(check_now(&c, dbp, "buttons: forward, forward, back", g1, 12) == 0);
+        check_value(&c, "buttons", 12);
+        /* every value character: 70 moves stepped one by one from move 12 */
+        for (int n = 13; n <= 12 + 70 && n <= plies; n++) {
+            CHECK(cdp_key(&c, "ArrowRight", 39) == 0);
+            check_value(&c, "ArrowRight", n);
+        }
         CHECK(cdp_key(&c, "End", 35) == 0);
         CHECK(check_now(&c, dbp, "key End", g1, plies) == 0);
         CHECK(cdp_click(&c, "kfirst") == 0);
@@ -502,6 +555,7 @@ int main(int argc, char **argv) {
     snprintf(idm, sizeof idm, "%lld", match_game);
     const char *rep[] = {report, run, "--game", id1, "--game", idm, NULL};
     KOMA_ASSERT(t_run(rep) == 0);
+    KOMA_ASSERT(put_values(page, g1, plies) == 0);
 
     /* a position with pieces in both hands */
     static pos_t pos;
