@@ -513,7 +513,7 @@ int rg_finish(rg_t *rg, db_t *db, const char *base_dir, const char *search, char
     shard_close(sc.s);
     free(pos), free(with), free(chosen);
     if (st < 0) goto oom;
-    qsort(rg->out, (size_t)rg->n_out, sizeof *rg->out, cmp_out);
+    if (rg->n_out > 1) qsort(rg->out, (size_t)rg->n_out, sizeof *rg->out, cmp_out);
     /* the game shown first: the first named one, else the newest cycle's first */
     rg->first = rg->n_out - 1;
     while (rg->first > 0 && rg->out[rg->first - 1].cycle == rg->out[rg->n_out - 1].cycle) rg->first--;
