@@ -245,7 +245,7 @@
     if (st.n < ms.length) {
       var none = document.createElement('div');
       none.className = 'kmuted';
-      none.textContent = g.t ? 'no policy target stored at this position (a fast search, or none)'
+      none.textContent = g.t || g.v ? 'no policy target stored at this position (a fast search, or none)'
         : (g.nv || 'no search stored for this game');
       box.appendChild(none);
     }

@@ -250,101 +250,102 @@ static int top_moves(sb_t *o, const shard_t *s, int64_t r, const pos_t *pos) {
 
 static const char *result_words(int32_t result) { return result > 0 ? "Black won" : result < 0 ? "White won" : "draw"; }
 
-/* The game's JSON object into o: replayed with the engine, values and search moves from its shard. */
-static void game_json(sb_t *o, const rg_game_t *g, uint32_t kinds, db_t *db, const char *base_dir, rg_shard_t *sc,
-                      pos_t *pos) {
-    char err[256] = "", note[600] = "";
-    int32_t n = 0; /* moves that replay */
+/* The moves of g that replay from its start, into mv (USI, spaces); n: how many. What went wrong goes into
+ * note (a start that does not read: the usual one; a move that does not replay: the record cut there). */
+static int32_t replay(const rg_game_t *g, pos_t *pos, sb_t *mv, char *note, size_t note_len) {
+    char err[256];
     if (sfen_parse_cstr(pos, g->start, err, sizeof err) != SFEN_OK) {
-        snprintf(note, sizeof note, "its start position does not read (%s): shown from the usual one", err);
+        snprintf(note, note_len, "its start position does not read (%s): shown from the usual one", err);
         pos_set_startpos(pos);
     }
-    char *start = NULL;
-    {
-        char sf[SFEN_MAX_LEN];
-        sfen_write(pos, sf, sizeof sf);
-        start = !strcmp(g->start, "startpos") ? dup("startpos") : dup(sf);
-    }
-    /* the moves, as far as they replay */
-    sb_t mv = {0};
-    const char *p = g->moves;
-    while (*p) {
+    int32_t n = 0;
+    for (const char *p = g->moves; *p;) {
         while (*p == ' ') p++;
         const char *w = p;
         while (*p && *p != ' ') p++;
         if (p == w) break;
         move_t m = move_from_usi(pos, w, (size_t)(p - w));
         if (m == MOVE_NONE || pos_hist_len(pos) >= POS_HIST_MAX - 1) {
-            snprintf(note + strlen(note), sizeof note - strlen(note), "%sthe record is cut at move %d (%.*s): %s",
-                     note[0] ? "; " : "", n + 1, (int)(p - w > 12 ? 12 : p - w), w,
-                     m == MOVE_NONE ? "not a legal move there" : "too long a game");
+            size_t l = strlen(note);
+            snprintf(note + l, note_len - l, "%sthe record is cut at move %d (%.*s): %s", l ? "; " : "", n + 1,
+                     (int)(p - w > 12 ? 12 : p - w), w, m == MOVE_NONE ? "not a legal move there" : "too long a game");
             break;
         }
-        sb_printf(&mv, "%s%.*s", n ? " " : "", (int)(p - w), w);
+        sb_printf(mv, "%s%.*s", n ? " " : "", (int)(p - w), w);
         pos_do_move(pos, m);
         n++;
     }
-    /* the shard's rows of the game, by ply */
-    int64_t *row_of = malloc(((size_t)n + 1) * sizeof *row_of);
-    const char *nv = NULL;
-    char nvbuf[640];
-    if (g->shard_id <= 0) nv = "a match game: its search values are not stored";
-    else {
-        shard_use(sc, db, base_dir, g->shard_id);
-        if (!sc->s) {
-            snprintf(nvbuf, sizeof nvbuf, "values not available: %s", sc->err);
-            nv = nvbuf;
-        }
+    return n;
+}
+
+/* The values (one character a position, '.' none: value_char) and search moves ([ply,"usi",pct,...] a
+ * position that has them) of g's n moves (moves) from its shard's rows, into v and t; NULL, or why there
+ * are none. */
+static const char *values(const rg_game_t *g, const char *moves, int32_t n, db_t *db, const char *base_dir,
+                          rg_shard_t *sc, pos_t *pos, sb_t *v, sb_t *t, char *why, size_t why_len) {
+    if (g->shard_id <= 0) return "a match game: its search values are not stored";
+    shard_use(sc, db, base_dir, g->shard_id);
+    if (!sc->s) {
+        snprintf(why, why_len, "values not available: %s", sc->err);
+        return why;
     }
+    int64_t *row_of = malloc(((size_t)n + 1) * sizeof *row_of); /* the shard's row of each position, or -1 */
+    if (!row_of) return "out of memory";
+    const shard_columns_t *col = shard_columns(sc->s);
     int have_rows = 0;
-    if (row_of) {
-        for (int32_t i = 0; i <= n; i++) row_of[i] = -1;
-        if (!nv) {
-            const shard_columns_t *col = shard_columns(sc->s);
-            int64_t end = g->first_row + g->row_count, rows = shard_rows(sc->s);
-            for (int64_t r = g->first_row; r < end && r < rows; r++) {
-                if (col->game_id[r] != g->id) {
-                    snprintf(nvbuf, sizeof nvbuf, "values not available: %s: row %lld holds game %lld, not %lld",
-                             shard_path(sc->s), (long long)r, (long long)col->game_id[r], (long long)g->id);
-                    nv = nvbuf;
-                    break;
-                }
-                if (col->ply[r] <= n) row_of[col->ply[r]] = r, have_rows = 1;
-            }
+    for (int32_t i = 0; i <= n; i++) row_of[i] = -1;
+    for (int64_t r = g->first_row; r < g->first_row + g->row_count && r < shard_rows(sc->s); r++) {
+        if (col->game_id[r] != g->id) {
+            snprintf(why, why_len, "values not available: %s: row %lld holds game %lld, not %lld", shard_path(sc->s),
+                     (long long)r, (long long)col->game_id[r], (long long)g->id);
+            free(row_of);
+            return why;
         }
+        if (col->ply[r] <= n) row_of[col->ply[r]] = r, have_rows = 1;
     }
-    if (!nv && !have_rows) nv = "no search values stored for this game";
-    /* values and search moves, replaying again */
-    sb_t v = {0}, t = {0};
-    int any_top = 0;
-    if (row_of && !nv) {
+    if (!have_rows) {
+        free(row_of);
+        return "no search values stored for this game";
+    }
+    if (sfen_parse_cstr(pos, g->start, NULL, 0) != SFEN_OK) pos_set_startpos(pos);
+    for (int32_t i = 0, any = 0; i <= n; i++) {
+        int64_t r = row_of[i];
+        sb_printf(v, "%c", r >= 0 ? value_char(col->root_q[r], pos_side_to_move(pos)) : '.');
+        if (r >= 0) {
+            size_t before = t->n;
+            sb_printf(t, "%s[%d", any ? "," : "", i);
+            if (top_moves(t, sc->s, r, pos) > 0) sb_printf(t, "]"), any = 1;
+            else if (t->s) t->n = before, t->s[t->n] = 0; /* no policy target at this row */
+        }
+        if (i == n) break;
+        const char *w = moves;
+        while (*moves && *moves != ' ') moves++;
+        pos_do_move(pos, move_from_usi(pos, w, (size_t)(moves - w)));
+        if (*moves == ' ') moves++;
+    }
+    free(row_of);
+    return NULL;
+}
+
+/* The game's JSON object into o: replayed with the engine, values and search moves from its shard. */
+static void game_json(sb_t *o, const rg_game_t *g, uint32_t kinds, db_t *db, const char *base_dir, rg_shard_t *sc,
+                      pos_t *pos) {
+    char note[600] = "", why[640];
+    sb_t mv = {0}, v = {0}, t = {0}, title = {0};
+    int32_t n = replay(g, pos, &mv, note, sizeof note);
+    char start[SFEN_MAX_LEN] = "startpos";
+    if (strcmp(g->start, "startpos") != 0) { /* as the engine read it */
         if (sfen_parse_cstr(pos, g->start, NULL, 0) != SFEN_OK) pos_set_startpos(pos);
-        const shard_columns_t *col = shard_columns(sc->s);
-        const char *q = mv.s ? mv.s : "";
-        for (int32_t i = 0; i <= n; i++) {
-            int64_t r = row_of[i];
-            sb_printf(&v, "%c", r >= 0 ? value_char(col->root_q[r], pos_side_to_move(pos)) : '.');
-            if (r >= 0) {
-                size_t before = t.n;
-                sb_printf(&t, "%s[%d", any_top ? "," : "", i);
-                if (top_moves(&t, sc->s, r, pos) > 0) sb_printf(&t, "]"), any_top = 1;
-                else if (t.s) t.n = before, t.s[t.n] = 0; /* no policy target at this row */
-            }
-            if (i == n) break;
-            const char *w = q;
-            while (*q && *q != ' ') q++;
-            pos_do_move(pos, move_from_usi(pos, w, (size_t)(q - w)));
-            if (*q == ' ') q++;
-        }
+        sfen_write(pos, start, sizeof start);
     }
-    /* the object */
-    sb_t title = {0};
-    char end[256];
-    sb_printf(&title, "net %d", g->cycle);
+    const char *nv = values(g, mv.s ? mv.s : "", n, db, base_dir, sc, pos, &v, &t, why, sizeof why);
+    if (g->cycle >= 0) sb_printf(&title, "net %d", g->cycle);
+    else sb_printf(&title, "a match");
     for (int k = 0, first = 1; k < K_NB; k++)
         if (kinds & (1u << k)) sb_printf(&title, "%s%s", first ? " · " : ", ", kind_name[k]), first = 0;
     sb_printf(&title, " · %d plies · %s (%s) · game %lld", n, result_words(g->result), db_reason_name(g->reason),
               (long long)g->id);
+    char end[256];
     snprintf(end, sizeof end, "%s (%s)%s%s", result_words(g->result), db_reason_name(g->reason),
              g->detail[0] ? ": " : "", g->detail);
     sb_printf(o, "{\"id\":%lld,\"c\":%d,\"title\":", (long long)g->id, g->cycle);
@@ -356,7 +357,7 @@ static void game_json(sb_t *o, const rg_game_t *g, uint32_t kinds, db_t *db, con
     sb_printf(o, ",\"end\":");
     json_str(o, end);
     sb_printf(o, ",\"s\":");
-    json_str(o, start ? start : "startpos");
+    json_str(o, start);
     sb_printf(o, ",\"m\":");
     json_str(o, mv.s ? mv.s : "");
     if (!nv) sb_printf(o, ",\"v\":\"%s\"", v.s ? v.s : "");
@@ -364,14 +365,14 @@ static void game_json(sb_t *o, const rg_game_t *g, uint32_t kinds, db_t *db, con
         sb_printf(o, ",\"nv\":");
         json_str(o, nv);
     }
-    if (any_top) sb_printf(o, ",\"t\":[%s]", t.s);
+    if (t.s && t.n) sb_printf(o, ",\"t\":[%s]", t.s);
     if (note[0]) {
         sb_printf(o, ",\"note\":");
         json_str(o, note);
     }
     sb_printf(o, "}");
-    if (mv.oom || v.oom || t.oom || title.oom || !row_of || !start) o->oom = 1;
-    free(start), free(mv.s), free(v.s), free(t.s), free(title.s), free(row_of);
+    if (mv.oom || v.oom || t.oom || title.oom) o->oom = 1;
+    free(mv.s), free(v.s), free(t.s), free(title.s);
 }
 
 /* ---- the choice -------------------------------------------------------------------------- */
