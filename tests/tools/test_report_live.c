@@ -6,11 +6,14 @@
  * (Black's win probability per ply, from the shards' root_q) and the
  * search's top moves, and is never seen half-written (every read of it is a
  * whole page: written to a temporary name and renamed). After Ctrl-C the
- * last page says the run had stopped. With --report 0 no page is written.
+ * last page says the run had stopped. report --db on the run's database
+ * finds the shards beside it; with the shard files damaged the page still
+ * comes (exit 0), its games without values and the shard named. With
+ * --report 0 no page is written.
  * Every wait is for the page's content or the process's exit, bounded;
  * never a sleep for a time.
  *
- *   test_report_live SELFPLAY
+ *   test_report_live SELFPLAY REPORT
  */
 #include "tools_test.h"
 
@@ -31,12 +34,30 @@ static int whole(const char *s, size_t n) {
     return n > 20 && !strncmp(s, "<!DOCTYPE html>", 15) && !strcmp(s + n - 8, "</html>\n");
 }
 
+/* compat_list_dir's callbacks: a shard file cut to half its length; files counted. */
+static int cut_in_half(const char *name, int is_dir, void *dir) {
+    char path[1400], err[256];
+    snprintf(path, sizeof path, "%s/%s", (const char *)dir, name);
+    size_t len = 0;
+    char *data = is_dir ? NULL : compat_read_file(path, &len, err, sizeof err);
+    FILE *f = data ? fopen(path, "wb") : NULL;
+    if (f) fwrite(data, 1, len / 2, f), fclose(f);
+    free(data);
+    return 0;
+}
+
+static int count_files(const char *name, int is_dir, void *n) {
+    (void)name;
+    *(int *)n += !is_dir;
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    if (argc < 2) {
-        fprintf(stderr, "usage: test_report_live SELFPLAY\n");
+    if (argc < 3) {
+        fprintf(stderr, "usage: test_report_live SELFPLAY REPORT\n");
         return 2;
     }
-    const char *selfplay = argv[1];
+    const char *selfplay = argv[1], *report = argv[2];
     t_scratch("test_report_live");
     char run[900], page[1000], err[512];
     snprintf(run, sizeof run, "%s", t_path("run"));
@@ -105,6 +126,26 @@ int main(int argc, char **argv) {
         compat_proc_kill(p);
     }
     compat_proc_free(p);
+
+    /* report --db: the shards beside the database; then every shard file cut in half */
+    char dbp[1000];
+    snprintf(dbp, sizeof dbp, "%s/koma.db", run);
+    const char *rep_db[] = {report, "--db", dbp, "-o", t_path("db.html"), NULL};
+    CHECK(t_run(rep_db) == 0);
+    html = compat_read_file(t_path("db.html"), NULL, err, sizeof err);
+    CHECK(html && strstr(html, "\"v\":\"") && strstr(html, "by report"));
+    free(html);
+    char shards[1000];
+    int cut = 0;
+    snprintf(shards, sizeof shards, "%s/shards", run);
+    CHECK(compat_list_dir(shards, cut_in_half, (void *)shards, err, sizeof err) == 0);
+    CHECK(compat_list_dir(shards, count_files, &cut, err, sizeof err) == 0 && cut > 0);
+    const char *rep_cut[] = {report, run, "-o", t_path("cut.html"), NULL};
+    CHECK(t_run(rep_cut) == 0);
+    html = compat_read_file(t_path("cut.html"), NULL, err, sizeof err);
+    CHECKF(html && !strstr(html, "\"v\":\"") && strstr(html, "values not available: ") && strstr(html, "/shards/c0"),
+           "the page of a run whose shards are cut: %.200s", html ? strstr(html, "values not") : err);
+    free(html);
 
     /* --report 0: none */
     char off[900];
