@@ -120,6 +120,14 @@ int compat_durable_write(compat_durable_t *f, const void *data, size_t len, char
 int compat_durable_commit(compat_durable_t *f, char *err, size_t errlen); /* frees f */
 void compat_durable_abort(compat_durable_t *f);                           /* frees f, NULL ok */
 int compat_write_file_durable(const char *path, const void *data, size_t len, char *err, size_t errlen);
+/* Removes what killed durable writes of path left: every "<path>.tmp.<pid>"
+ * whose pid is not this process's and runs no more (compat_pid_alive), so a
+ * write under way in another process keeps its file. Returns how many were
+ * removed; with note, the first one's name goes there. Call it before writing
+ * path again (a process that was killed cannot remove its own). The pid test
+ * is of this machine: for a file on a disk shared with other machines that
+ * may write the same path at the same time, do not call it. */
+int compat_durable_remove_stale(const char *path, char *note, size_t notelen);
 
 /* mkdir -p. Returns 0 when the directory exists afterwards. */
 int compat_mkdir_p(const char *path, char *err, size_t errlen);
@@ -319,6 +327,9 @@ int compat_proc_pid(const compat_proc_t *p);
  * program did not start itself (a grandchild, e.g. one rank under mpirun).
  * 0 when sent, -1 when there is no such process or it may not be killed. */
 int compat_kill_pid(int pid);
+/* 1 when a process pid runs on this machine (one of another user's too), 0
+ * when none does (pid <= 0 included). */
+int compat_pid_alive(int pid);
 
 /* ---- invariants -------------------------------------------------------- */
 /* Always on, prints file:line and the expression, then aborts. For bugs only;

@@ -735,6 +735,11 @@ int compat_kill_pid(int pid) {
     return kill((pid_t)pid, SIGKILL) == 0 ? 0 : -1;
 }
 
+int compat_pid_alive(int pid) {
+    if (pid <= 0) return 0;
+    return kill((pid_t)pid, 0) == 0 || errno == EPERM; /* EPERM: it runs, as another user */
+}
+
 int compat_proc_interrupt(compat_proc_t *p) {
     if (!p || p->reaped) return -1;
     return kill(p->pid, SIGINT) == 0 ? 0 : -1;

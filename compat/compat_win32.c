@@ -746,6 +746,16 @@ int compat_kill_pid(int pid) {
     return ok ? 0 : -1;
 }
 
+int compat_pid_alive(int pid) {
+    if (pid <= 0) return 0;
+    HANDLE h = OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, FALSE, (DWORD)pid);
+    if (!h) return GetLastError() == ERROR_ACCESS_DENIED; /* it runs, as another user */
+    DWORD code = 0;
+    int alive = GetExitCodeProcess(h, &code) && code == STILL_ACTIVE;
+    CloseHandle(h);
+    return alive;
+}
+
 int compat_proc_interrupt(compat_proc_t *p) {
     if (!p || p->reaped) return -1;
     /* The child is its own process group (CREATE_NEW_PROCESS_GROUP), so
