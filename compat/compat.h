@@ -254,6 +254,10 @@ int compat_reexec_with_env(const char *name, const char *value, char **argv);
  * third argument, where environ is not set yet): execve with envp plus
  * name=value; -1 when name is in envp or the exec failed. */
 int compat_reexec_envp(char **argv, char **envp, const char *name, const char *value);
+/* The same with several "NAME=VALUE" strings (NULL-terminated): those whose
+ * NAME is not in envp are added in one execve; -1 when none is to be added
+ * or the exec failed. */
+int compat_reexec_envp_vars(char **argv, char **envp, const char *const *vars);
 /* The value of name in the environment array envp, or NULL. */
 const char *compat_envp_get(char **envp, const char *name);
 /* Runs the program argv[0] with the arguments argv[1..] (argv ends with
@@ -330,6 +334,20 @@ int compat_kill_pid(int pid);
 /* 1 when a process pid runs on this machine (one of another user's too), 0
  * when none does (pid <= 0 included). */
 int compat_pid_alive(int pid);
+
+/* ---- shared libraries loaded at run time --------------------------------- */
+/* A shared library opened by path (dlopen with RTLD_NOW | RTLD_LOCAL;
+ * LoadLibrary on Windows): the parts of Koma that pull in large libraries
+ * (the CUDA backend: cuDNN, cuBLAS) are loaded only when they are chosen.
+ * NULL with err naming the path and the loader's reason (a library it needs
+ * that is missing, a wrong architecture, ...). */
+typedef struct compat_dl compat_dl_t;
+compat_dl_t *compat_dl_open(const char *path, char *err, size_t errlen);
+/* The address of symbol name in h, or NULL. */
+void *compat_dl_sym(compat_dl_t *h, const char *name);
+/* The file name of a shared library called name on this OS: "lib<name>.so",
+ * "lib<name>.dylib" or "<name>.dll". */
+const char *compat_dl_file_name(const char *name, char *out, size_t len);
 
 /* ---- invariants -------------------------------------------------------- */
 /* Always on, prints file:line and the expression, then aborts. For bugs only;
