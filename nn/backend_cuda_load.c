@@ -192,6 +192,33 @@ void *nn_cuda_stream(const nn_backend_t *be) {
     return a && be ? a->stream(be) : NULL;
 }
 
+int nn_cuda_nccl_id(uint8_t id[NN_CUDA_NCCL_ID_BYTES], char *err, size_t errlen) {
+    const nn_cuda_api_t *a = api();
+    if (a) return a->nccl_id(id, err, errlen);
+    why(err, errlen);
+    return -1;
+}
+
+nn_cuda_nccl_t *nn_cuda_nccl_new(const uint8_t id[NN_CUDA_NCCL_ID_BYTES], int32_t nranks, int32_t rank,
+                                 const nn_backend_t *be, char *err, size_t errlen) {
+    const nn_cuda_api_t *a = api();
+    if (a) return a->nccl_new(id, nranks, rank, be, err, errlen);
+    why(err, errlen);
+    return NULL;
+}
+
+void nn_cuda_nccl_free(nn_cuda_nccl_t *g) {
+    const nn_cuda_api_t *a = loaded();
+    if (a && g) a->nccl_free(g);
+}
+
+int nn_cuda_nccl_mean(nn_cuda_nccl_t *g, float *dev, int64_t n, char *err, size_t errlen) {
+    const nn_cuda_api_t *a = loaded();
+    if (a && g) return a->nccl_mean(g, dev, n, err, errlen);
+    set_err(err, errlen, "NCCL: no communicator");
+    return -1;
+}
+
 #else /* built without CUDA */
 
 static void stub_err(char *err, size_t errlen) {
@@ -239,6 +266,27 @@ int32_t nn_cuda_device_of(const nn_backend_t *be) {
 void *nn_cuda_stream(const nn_backend_t *be) {
     (void)be;
     return NULL;
+}
+
+int nn_cuda_nccl_id(uint8_t id[NN_CUDA_NCCL_ID_BYTES], char *err, size_t errlen) {
+    (void)id;
+    stub_err(err, errlen);
+    return -1;
+}
+
+nn_cuda_nccl_t *nn_cuda_nccl_new(const uint8_t id[NN_CUDA_NCCL_ID_BYTES], int32_t nranks, int32_t rank,
+                                 const nn_backend_t *be, char *err, size_t errlen) {
+    (void)id, (void)nranks, (void)rank, (void)be;
+    stub_err(err, errlen);
+    return NULL;
+}
+
+void nn_cuda_nccl_free(nn_cuda_nccl_t *g) { (void)g; }
+
+int nn_cuda_nccl_mean(nn_cuda_nccl_t *g, float *dev, int64_t n, char *err, size_t errlen) {
+    (void)g, (void)dev, (void)n;
+    stub_err(err, errlen);
+    return -1;
 }
 
 #endif

@@ -46,5 +46,9 @@ extern "C" NN_CUDA_MODULE_EXPORT int koma_cuda_module_init(const nn_cuda_module_
     api->error = nn_cuda_error;
     api->device_of = nn_cuda_device_of;
     api->stream = nn_cuda_stream;
+    api->nccl_id = nn_cuda_nccl_id;
+    api->nccl_new = nn_cuda_nccl_new;
+    api->nccl_free = nn_cuda_nccl_free;
+    api->nccl_mean = nn_cuda_nccl_mean;
     return 0;
 }

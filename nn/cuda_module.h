@@ -5,7 +5,8 @@
  * Owns: the module's one exported entry point and the two tables it trades:
  * the host's functions the module calls (the fault switch of nn/fault.h,
  * which must count every op of the process in one place) and the module's
- * functions behind nn/backend_cuda.h.
+ * functions behind nn/backend_cuda.h (the backend, and NCCL between
+ * processes' GPUs where the build has it).
  * Does not own: loading (nn/backend_cuda_load.c, through compat_dl_open),
  * the backend itself (nn/backend_cuda.cu).
  *
@@ -33,7 +34,7 @@ extern "C" {
 #endif
 
 /* Raised whenever a table, nn_backend_t or nn_cuda_device_info_t changes. */
-#define NN_CUDA_MODULE_ABI 1
+#define NN_CUDA_MODULE_ABI 2
 /* The module's base name (compat_dl_file_name: libkoma_cuda.so, koma_cuda.dll). */
 #define NN_CUDA_MODULE_NAME "koma_cuda"
 /* Its one exported symbol, of type nn_cuda_module_init_fn. */
@@ -56,6 +57,12 @@ typedef struct {
     const char *(*error)(const nn_backend_t *be);
     int32_t (*device_of)(const nn_backend_t *be);
     void *(*stream)(const nn_backend_t *be);
+    /* NCCL (nn/backend_cuda.h); each fails with err where the module was built without it */
+    int (*nccl_id)(uint8_t *id, char *err, size_t errlen);
+    nn_cuda_nccl_t *(*nccl_new)(const uint8_t *id, int32_t nranks, int32_t rank, const nn_backend_t *be, char *err,
+                                size_t errlen);
+    void (*nccl_free)(nn_cuda_nccl_t *g);
+    int (*nccl_mean)(nn_cuda_nccl_t *g, float *dev, int64_t n, char *err, size_t errlen);
 } nn_cuda_api_t;
 
 /* Sizes the two sides must agree on (a module of another build is refused). */
