@@ -289,7 +289,7 @@ int main(int argc, char **argv) {
     /* nothing to export is an error found before the output is touched */
     int32_t chosen = 0, lo = INT32_MAX, hi = INT32_MIN;
     for (int32_t i = 0; i < ns; i++) {
-        if (list[i].cycle >= g_from && list[i].cycle <= g_to && list[i].games > 0) chosen++;
+        if (list[i].cycle >= g_from && list[i].cycle <= g_to) chosen++;
         if (list[i].cycle < lo) lo = list[i].cycle;
         if (list[i].cycle > hi) hi = list[i].cycle;
     }
