@@ -624,19 +624,19 @@ nn_server_t *nn_server_new(const nn_server_config_t *cfg_in, const char *weights
                            char *err, size_t errlen) {
     nn_server_config_t cfg = cfg_in ? *cfg_in : nn_server_config_default();
     if ((weights_path == NULL) == (net == NULL)) {
-        set_err(err, errlen, "nn_server_new: give exactly one of a weights file and a net");
+        set_err(err, errlen, "inference server: give exactly one of a weights file and a net");
         return NULL;
     }
     if (cfg.max_batch < 1 || cfg.max_batch > 65536 || cfg.gather_us < -1 || cfg.streams < 0 ||
         cfg.streams > 64 || cfg.queue_positions < 0 || cfg.max_tickets < 0 || cfg.max_tickets > (1 << 20)) {
-        set_err(err, errlen, "nn_server_new: configuration out of range (max_batch %d, gather_us %d, streams %d, "
+        set_err(err, errlen, "inference server: settings out of range (max_batch %d, gather_us %d, streams %d, "
                 "queue_positions %d, max_tickets %d)", cfg.max_batch, cfg.gather_us, cfg.streams,
                 cfg.queue_positions, cfg.max_tickets);
         return NULL;
     }
     nn_server_t *srv = calloc(1, sizeof(*srv));
     if (!srv) {
-        set_err(err, errlen, "nn_server_new: out of memory");
+        set_err(err, errlen, "inference server: out of host memory");
         return NULL;
     }
     srv->cfg = cfg;
@@ -668,7 +668,7 @@ nn_server_t *nn_server_new(const nn_server_config_t *cfg_in, const char *weights
     char e[512] = "";
     srv->main_be = srv_backend_new(srv, srv->cpu_threads_each, e, sizeof(e));
     if (!srv->main_be) {
-        set_err(err, errlen, "nn_server_new: %s", e);
+        set_err(err, errlen, "%s", e); /* names the backend or the net */
         goto fail;
     }
     /* models[0] = the initial net; models[1] = standby of the same configuration */
@@ -678,7 +678,7 @@ nn_server_t *nn_server_new(const nn_server_config_t *cfg_in, const char *weights
     } else {
         srv->models[0].net = nn_net_new(srv->main_be, nn_net_config(net), 0, e, sizeof(e));
         if (!srv->models[0].net) {
-            set_err(err, errlen, "nn_server_new: %s", e);
+            set_err(err, errlen, "%s", e); /* names the backend or the net */
             goto fail;
         }
         if (copy_net(srv, srv->models[0].net, net, err, errlen) != 0) goto fail;
@@ -687,19 +687,19 @@ nn_server_t *nn_server_new(const nn_server_config_t *cfg_in, const char *weights
     srv->packed_bytes = nn_packed_bytes(srv->net_cfg.in_planes);
     srv->models[1].net = nn_net_new(srv->main_be, &srv->net_cfg, 0, e, sizeof(e));
     if (!srv->models[1].net) {
-        set_err(err, errlen, "nn_server_new: %s", e);
+        set_err(err, errlen, "%s", e); /* names the backend or the net */
         goto fail;
     }
     srv->zero_packed = calloc(1, (size_t)srv->packed_bytes);
     srv->zero_hand = calloc((size_t)srv->net_cfg.in_hand + 1, sizeof(float));
     if (!srv->zero_packed || !srv->zero_hand) {
-        set_err(err, errlen, "nn_server_new: out of memory");
+        set_err(err, errlen, "inference server: out of host memory");
         goto fail;
     }
     for (int i = 0; i < 2; i++) {
         srv->models[i].warm = nn_ctx_new(srv->models[i].net, srv->main_be, 1, e, sizeof(e));
         if (!srv->models[i].warm) {
-            set_err(err, errlen, "nn_server_new: %s", e);
+            set_err(err, errlen, "%s", e); /* names the backend or the net */
             goto fail;
         }
     }
@@ -713,7 +713,7 @@ nn_server_t *nn_server_new(const nn_server_config_t *cfg_in, const char *weights
     srv->n_workers = srv->cfg.streams;
     srv->workers = calloc((size_t)srv->n_workers, sizeof(srv_worker_t));
     if (!srv->slots || !srv->workers) {
-        set_err(err, errlen, "nn_server_new: out of memory");
+        set_err(err, errlen, "inference server: out of host memory");
         goto fail;
     }
     for (int32_t i = srv->n_slots - 1; i >= 0; i--) {
@@ -730,7 +730,7 @@ nn_server_t *nn_server_new(const nn_server_config_t *cfg_in, const char *weights
     srv->t_start = srv->last_t = compat_now_ns();
     for (int32_t i = 0; i < srv->n_workers; i++) {
         if (compat_thread_create(&srv->workers[i].thread, worker_main, &srv->workers[i]) != 0) {
-            set_err(err, errlen, "nn_server_new: could not start worker thread %d", i);
+            set_err(err, errlen, "inference server: could not start its worker thread %d", i);
             goto fail;
         }
         srv->workers[i].started = 1;

@@ -215,8 +215,13 @@ static int open_latest(train_trainer_t *tr, const db_model_t *row, char *err, si
         runlog_printf(&tr->log, "the run's net is %s (%s); net %s applies only to a new run",
                       nn_net_arch_format(nc, arch, sizeof arch), row->path, tr->cfg.net);
     }
-    runlog_printf(&tr->log, "resuming %s from %s (cycle %d, step %" PRId64 ")", tr->run_dir, row->path, row->cycle,
-                  nn_optim_step_count(tr->tn.nt));
+    int64_t step = nn_optim_step_count(tr->tn.nt);
+    if (row->cycle == 0 && step == 0) /* the run's new net, never trained: nothing to resume */
+        runlog_printf(&tr->log, "starting %s from its new net %s (cycle 0, no training steps yet)", tr->run_dir,
+                      row->path);
+    else
+        runlog_printf(&tr->log, "resuming %s from %s (cycle %d, step %" PRId64 ")", tr->run_dir, row->path,
+                      row->cycle, step);
     return 0;
 }
 
