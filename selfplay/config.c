@@ -27,6 +27,10 @@ void sp_config_default(sp_config_t *c) {
 int sp_config_flags(sp_config_t *c, cfg_opt_t *opts, int cap) {
     const cfg_opt_t all[] = {
         {"run", CFG_TYPE_STRING, c->run, 1, 0, "run directory (koma.db, shards/, models/, log)", "runs/default", NULL, sizeof c->run},
+        {"init", CFG_TYPE_PATH, c->init, 1, 0,
+         "a new run starts from this run directory's newest net (or this net file) with its optimizer state and "
+         "counters, and its lineage: every run before, their commits and CPU/GPU-minutes (\"\" = a random net; a "
+         "run that has nets goes on from its own)", "", NULL, sizeof c->init},
         {"cycles", CFG_TYPE_INT, &c->cycles, 1, 1e9, "stop when this many nets are published in all (resumes count)", "10"},
         {"cpu-minutes", CFG_TYPE_DOUBLE, &c->cpu_minutes, 0, 1e9,
          "stop (as Ctrl-C does) once this invocation used this many CPU-minutes, all its threads; outside engines "
