@@ -70,6 +70,7 @@ typedef struct {
     double no_resign_fraction;     /* games that never resign, which measure false resignations */
     /* inference server */
     char backend[CFG_STRING_MAX];  /* "cpu" | "cuda" | "auto" */
+    char cpu_precision[8];         /* "auto" | "fp32" | "bf16": the CPU backend's inference convolutions */
     int64_t device;                /* CUDA device */
     int64_t streams;               /* device workers (0: the backend's default) */
     int64_t max_batch;             /* positions per device batch */
@@ -92,7 +93,7 @@ void sp_config_default(sp_config_t *c);
 
 /* Writes the self-play flags into opts (cap entries at least SP_CONFIG_NFLAGS);
  * returns how many. The table points into *c. */
-#define SP_CONFIG_NFLAGS 59
+#define SP_CONFIG_NFLAGS 60
 int sp_config_flags(sp_config_t *c, cfg_opt_t *opts, int cap);
 
 /* Checks combinations the per-flag ranges cannot (and that every
