@@ -22,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <xxhash.h>
+
 #include "compat/compat.h"
 #include "nn/act.h"
 #include "nn/backend.h"
@@ -92,15 +94,28 @@ enum {
     /* kernel rows: the MR x 32 accumulators stay in registers (AVX-512: 12 rows
      * = 24 of 32; with 16 registers, 3 rows = 12, B read from memory) */
     MR = NVW == 16 ? 12 : 3,
-    MAX_THREADS = 64
+    MAX_THREADS = 64,
+    FILTERS_KEPT = 32 /* forward convolutions whose transformed filters are kept (a net's layers) */
 };
+
+/* A forward convolution's transformed filters, kept while its weights (same
+ * pointer, same XXH3 of the values) do not change: inference reuses them
+ * from call to call; a training step's new weights are a miss. */
+typedef struct {
+    const float *wt;
+    int32_t cin, cout;
+    uint64_t h, used;
+    float *u;     /* PTS x R16(cin) x cout */
+    uint16_t *ub; /* the same in bf16 (filters_bf16) when ub_ok, made when first asked for */
+    int32_t ub_ok;
+} filters_t;
 
 struct nn_wino {
     int32_t threads;
     float *u;
     size_t ucap;
-    uint16_t *ub; /* the transformed filters in bf16, pairs of rows interleaved (NN_WINO_BF16) */
-    size_t ubcap;
+    filters_t kept[FILTERS_KEPT];
+    uint64_t clock;
     float *scr[MAX_THREADS];
     size_t cap[MAX_THREADS];
     char err[192];
@@ -116,7 +131,7 @@ nn_wino_t *nn_wino_new(int32_t threads) {
 void nn_wino_free(nn_wino_t *w) {
     if (!w) return;
     compat_aligned_free(w->u);
-    compat_aligned_free(w->ub);
+    for (int32_t i = 0; i < FILTERS_KEPT; i++) compat_aligned_free(w->kept[i].u), compat_aligned_free(w->kept[i].ub);
     for (int32_t i = 0; i < MAX_THREADS; i++) compat_aligned_free(w->scr[i]);
     free(w);
 }
@@ -491,12 +506,11 @@ static void output_transform(const float *M, int32_t nb, int32_t C, int32_t b0, 
 
 /* out (B, C2) = epilogue(conv(in (B, C1), U)) with U from filter_transform. */
 static int run_fwd(nn_wino_t *w, const float *in, int32_t in_nhwc, int32_t C1, int32_t C2, int32_t B,
-                   const epilogue_t *ep, float *out) {
+                   const epilogue_t *ep, const float *U, const uint16_t *ub, float *out) {
     int32_t CP = R16(C1), T = CHUNK * TILES, chunks = (B + CHUNK - 1) / CHUNK, nt = team(w, chunks);
     size_t xp_n = (size_t)CHUNK * PADW * PADW * CP, v_n = (size_t)PTS * T * CP, m_n = (size_t)PTS * T * C2,
            o_n = ep->nhwc ? 0 : (size_t)CHUNK * NN_HW * C2;
     if (scratch(w, nt, xp_n + v_n + m_n + o_n)) return -1;
-    const float *U = w->u;
     NN_OMP(omp parallel for num_threads(nt) schedule(dynamic, 1))
     for (int32_t ch = 0; ch < chunks; ch++) {
         float *xp = w->scr[NN_THREAD_NUM()];
@@ -509,7 +523,7 @@ static int run_fwd(nn_wino_t *w, const float *in, int32_t in_nhwc, int32_t C1, i
             uint16_t *vb = (uint16_t *)(void *)xp;
             to_bf16(V, (size_t)PTS * tn * CP, vb);
             for (int32_t p = 0; p < PTS; p++)
-                gemm_bf16(tn, C2, CP, vb + (size_t)p * tn * CP, CP, w->ub + (size_t)p * CP * C2,
+                gemm_bf16(tn, C2, CP, vb + (size_t)p * tn * CP, CP, ub + (size_t)p * CP * C2,
                           M + (size_t)p * tn * C2, C2);
         } else
 #endif
@@ -521,30 +535,57 @@ static int run_fwd(nn_wino_t *w, const float *in, int32_t in_nhwc, int32_t C1, i
     return 0;
 }
 
+/* The transformed filters of wt (cin -> cout), from the kept ones when wt's
+ * values are those they were made from, else made now into the entry of wt
+ * (or the least recently used one); bf16: also in bf16. NULL when out of
+ * memory (w->err says so). */
+static filters_t *kept_filters(nn_wino_t *w, const float *wt, int32_t cin, int32_t cout, int32_t bf16) {
+    uint64_t h = XXH3_64bits(wt, sizeof(float) * (size_t)cout * cin * 9);
+    filters_t *f = NULL;
+    for (int32_t i = 0; i < FILTERS_KEPT && !f; i++)
+        if (w->kept[i].wt == wt && w->kept[i].cin == cin && w->kept[i].cout == cout) f = &w->kept[i];
+    int32_t hit = f && f->h == h;
+    if (!f) { /* a free entry, else the least recently used */
+        f = &w->kept[0];
+        for (int32_t i = 1; i < FILTERS_KEPT && f->wt; i++)
+            if (!w->kept[i].wt || w->kept[i].used < f->used) f = &w->kept[i];
+        compat_aligned_free(f->u), compat_aligned_free(f->ub);
+        *f = (filters_t){0};
+    }
+    f->used = ++w->clock;
+    size_t n = (size_t)PTS * R16(cin) * cout;
+    if (!f->u) f->u = compat_aligned_alloc(64, (n * sizeof(float) + 63) & ~(size_t)63);
+    if (bf16 && !f->ub) f->ub = compat_aligned_alloc(64, (n * sizeof(uint16_t) + 63) & ~(size_t)63);
+    if (!f->u || (bf16 && !f->ub)) {
+        compat_aligned_free(f->u), compat_aligned_free(f->ub);
+        *f = (filters_t){0};
+        snprintf(w->err, sizeof w->err, "Winograd convolution: out of memory for the transformed filters (%.1f MiB)",
+                 (double)n * 6 / (1 << 20));
+        return NULL;
+    }
+    if (!hit) {
+        f->wt = wt, f->cin = cin, f->cout = cout, f->h = h;
+        filter_transform(wt, cin, cout, 0, f->u);
+        f->ub_ok = 0;
+    }
+    if (bf16 && !f->ub_ok) {
+        filters_bf16(f->u, R16(cin), cout, f->ub);
+        f->ub_ok = 1;
+    }
+    return f;
+}
+
 int nn_wino_conv_fwd(nn_wino_t *w, const float *x, const float *wt, const float *bias, const float *res,
                      int32_t act, int32_t B, int32_t cin, int32_t cout, float *y, int32_t layout) {
     if (!nn_wino_takes_fwd(3, cin, cout)) {
         snprintf(w->err, sizeof w->err, "Winograd convolution: %d -> %d channels not taken", cin, cout);
         return -1;
     }
-    if (!grow(w, &w->u, &w->ucap, (size_t)PTS * R16(cin) * cout, "the transformed filters")) return -1;
-    filter_transform(wt, cin, cout, 0, w->u);
-    epilogue_t ep = {bias, res, act, 0, (layout & NN_CONV_Y_NATIVE) != 0, 0}; /* res: y's layout */
-    if ((layout & NN_WINO_BF16) && nn_wino_bf16_supported()) {
-        size_t n = (size_t)PTS * R16(cin) * cout;
-        if (w->ubcap < n) {
-            compat_aligned_free(w->ub);
-            w->ub = compat_aligned_alloc(64, (n * sizeof(uint16_t) + 63) & ~(size_t)63);
-            w->ubcap = w->ub ? n : 0;
-        }
-        if (!w->ub) {
-            snprintf(w->err, sizeof w->err, "Winograd convolution: out of memory for the bf16 filters");
-            return -1;
-        }
-        filters_bf16(w->u, R16(cin), cout, w->ub);
-        ep.bf16 = 1;
-    }
-    return run_fwd(w, x, (layout & NN_CONV_X_NATIVE) != 0, cin, cout, B, &ep, y);
+    filters_t *f = kept_filters(w, wt, cin, cout, (layout & NN_WINO_BF16) && nn_wino_bf16_supported());
+    if (!f) return -1;
+    int32_t bf16 = (layout & NN_WINO_BF16) && f->ub_ok;
+    epilogue_t ep = {bias, res, act, 0, (layout & NN_CONV_Y_NATIVE) != 0, bf16};
+    return run_fwd(w, x, (layout & NN_CONV_X_NATIVE) != 0, cin, cout, B, &ep, f->u, bf16 ? f->ub : NULL, y);
 }
 
 int nn_wino_conv_bwd_data(nn_wino_t *w, const float *dy, const float *wt, int32_t B, int32_t cin,
@@ -556,7 +597,7 @@ int nn_wino_conv_bwd_data(nn_wino_t *w, const float *dy, const float *wt, int32_
     if (!grow(w, &w->u, &w->ucap, (size_t)PTS * R16(cout) * cin, "the transformed filters")) return -1;
     filter_transform(wt, cout, cin, 1, w->u);
     epilogue_t ep = {NULL, NULL, -1, accumulate != 0, 0, 0};
-    return run_fwd(w, dy, 0, cout, cin, B, &ep, dx);
+    return run_fwd(w, dy, 0, cout, cin, B, &ep, w->u, NULL, dx);
 }
 
 /* W[p][t][CP] = A dY A^T for every tile of the chunk, from dyp (nb, 11, 11,

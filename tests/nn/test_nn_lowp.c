@@ -12,6 +12,8 @@
  *     channels padded to 32): within 6% of fp32's largest |y| and 3% of its
  *     rms (bf16's 2^-9 scaled up by the transforms), and not the same bits
  *     (the bf16 kernel ran); ReLU applied;
+ *   - the transformed filters kept from call to call follow weights changed
+ *     in place (fp32 and bf16);
  *   - training's ops stay fp32: conv_fwd of a bf16 backend equals fp32's bit
  *     for bit;
  *   - where the CPU has no AVX512_BF16 (or the route is not Winograd) asking
@@ -201,6 +203,22 @@ static void test_op(int bf16_here) {
         CHECKF(dmax > 0 && dmax <= 0.06 * mx && rmsd <= 0.03 * rms, "difference max %.4g (<= 6%% of %.4g), rms %.4g "
                "(<= 3%% of %.4g)", dmax, mx, rmsd, rms);
     else CHECKF(dmax == 0, "no AVX512_BF16: NN_WINO_BF16 ignored, difference %.4g", dmax);
+    /* the kept transformed filters follow weights changed in place (a
+     * published net read into the same buffers, a training step): the same
+     * bits as an instance that never saw the old weights */
+    for (int32_t m = 0; m < 2; m++) {
+        int32_t l = lay | (m ? NN_WINO_BF16 : 0);
+        float *ya = malloc(sizeof(float) * ny), *yb = malloc(sizeof(float) * ny);
+        CHECK(nn_wino_conv_fwd(wi, x, w, bias, NULL, -1, Bn, cin, cout, ya, l) == 0);
+        w[5] += 0.5f, w[cout * cin * 9 - 1] -= 0.25f;
+        CHECK(nn_wino_conv_fwd(wi, x, w, bias, NULL, -1, Bn, cin, cout, ya, l) == 0);
+        nn_wino_t *fresh = nn_wino_new(1);
+        CHECK(nn_wino_conv_fwd(fresh, x, w, bias, NULL, -1, Bn, cin, cout, yb, l) == 0);
+        CHECKF(memcmp(ya, yb, sizeof(float) * ny) == 0, "%s: new weights in the same buffer are used",
+               m ? "bf16" : "fp32");
+        nn_wino_free(fresh);
+        free(ya), free(yb);
+    }
     nn_wino_free(wi);
 
     /* training's conv_fwd stays fp32 on a bf16 backend */
