@@ -28,8 +28,8 @@
 
 static int g_cpu_time = 0; /* --cpu-time: process CPU seconds (all threads) instead of wall time */
 static int g_legal = 1;    /* --heads all: the legal-move head too */
-static int g_prec = 0;
-static int g_no_conv = 0;  /* --no-conv: leave out the conv3x3 / sgemm line */     /* --precision: 0 fp32, 1 bf16, 2 both */
+static int g_prec = 0;     /* --precision: 0 fp32, 1 bf16, 2 both */
+static int g_no_conv = 0;  /* --no-conv: leave out the conv3x3 / sgemm line */
 static double now_s(void) { return g_cpu_time ? (double)clock() / CLOCKS_PER_SEC : bench_wall_s(); }
 
 static void bench_infer(nn_backend_t *be, nn_net_t *net, const int32_t *batches, int nb, double secs) {
@@ -72,8 +72,9 @@ static void bench_infer(nn_backend_t *be, nn_net_t *net, const int32_t *batches,
             double m = ratio[0] + ratio[1] + ratio[2] - fmax(ratio[0], fmax(ratio[1], ratio[2])) -
                        fmin(ratio[0], fmin(ratio[1], ratio[2])); /* the median */
             printf("  inference  batch %5d: fp32 %7.0f %7.0f %7.0f | %s %7.0f %7.0f %7.0f evals/s | bf16/fp32 %.2f "
-                   "(%.2f %.2f %.2f)\n", B, rate[0][0], rate[0][1], rate[0][2],
-                   nn_backend_cpu_precision(be), rate[1][0], rate[1][1], rate[1][2], m, ratio[0], ratio[1], ratio[2]);
+                   "(%.2f %.2f %.2f)\n",
+                   B, rate[0][0], rate[0][1], rate[0][2], nn_backend_cpu_precision(be), rate[1][0], rate[1][1],
+                   rate[1][2], m, ratio[0], ratio[1], ratio[2]);
         }
         fflush(stdout);
         free(packed), free(hand), free(pol), free(val), free(leg), free(ml);
@@ -187,13 +188,18 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--planes") && v) planes = atoi(v), i++;
         else if (!strcmp(argv[i], "--hand") && v) hand = atoi(v), i++;
         else if (!strcmp(argv[i], "--cpu-time")) g_cpu_time = 1;
-        else if (!strcmp(argv[i], "--precision") && v && (!strcmp(v, "fp32") || !strcmp(v, "bf16") || !strcmp(v, "both")))
+        else if (!strcmp(argv[i], "--precision") && v &&
+                 (!strcmp(v, "fp32") || !strcmp(v, "bf16") || !strcmp(v, "both")))
             g_prec = !strcmp(v, "fp32") ? 0 : !strcmp(v, "bf16") ? 1 : 2, i++;
         else if (!strcmp(argv[i], "--no-conv")) g_no_conv = 1;
         else if (!strcmp(argv[i], "--heads") && v && (!strcmp(v, "all") || !strcmp(v, "play"))) g_legal = !strcmp(v, "all"), i++;
         else if (!strcmp(argv[i], "--activation") && v && nn_act_parse(v) >= 0) act = nn_act_parse(v), i++;
         else {
-            fprintf(stderr, "usage: %s [--nets 6x64,10x128] [--batches 1,8,...] [--train-batch 256] [--seconds 1] [--threads 0] [--planes 104] [--hand 14] [--cpu-time] [--heads all|play] [--activation relu|silu] [--precision fp32|bf16|both] [--no-conv]\n", argv[0]);
+            fprintf(stderr,
+                    "usage: %s [--nets 6x64,10x128] [--batches 1,8,...] [--train-batch 256] [--seconds 1] [--threads "
+                    "0] [--planes 104] [--hand 14] [--cpu-time] [--heads all|play] [--activation relu|silu] "
+                    "[--precision fp32|bf16|both] [--no-conv]\n",
+                    argv[0]);
             return 2;
         }
     }

@@ -960,8 +960,8 @@ static void wino_conv_fwd_act(nn_backend_t *be, const float *x, const float *w, 
     nn_fault_t f = NN_FAULT_NONE;
     if (taken) {
         if (cpu_skip(be, "conv_fwd", &f)) return; /* the unit counts as its convolution */
-        if (nn_wino_conv_fwd(c->wino, x, w, bias, res, (flags & NN_CONV_NO_ACT) ? -1 : (int32_t)act, B, cin, cout,
-                             y, (flags & (NN_CONV_X_NATIVE | NN_CONV_Y_NATIVE)) | (c->bf16 ? NN_WINO_BF16 : 0)) == 0)
+        if (nn_wino_conv_fwd(c->wino, x, w, bias, res, (flags & NN_CONV_NO_ACT) ? -1 : (int32_t)act, B, cin, cout, y,
+                             (flags & (NN_CONV_X_NATIVE | NN_CONV_Y_NATIVE)) | (c->bf16 ? NN_WINO_BF16 : 0)) == 0)
             goto done;
         wino_fell_back(be);
     }

@@ -223,7 +223,6 @@ static void gemm(int32_t M, int32_t N, int32_t K, const float *A, int64_t rsa, i
     }
 }
 
-
 /* ---- the bf16 kernel (AVX512_BF16) -------------------------------------------------- */
 /* Inference only (NN_WINO_BF16): V and U rounded to bf16 (round to nearest
  * even), their products summed in fp32 by vdpbf16ps, two channels per
@@ -237,9 +236,9 @@ static void gemm(int32_t M, int32_t N, int32_t K, const float *A, int64_t rsa, i
 enum { MRB = 12 };
 
 BF16_TARGET static inline __attribute__((always_inline)) void kern_bf16(int32_t mr, int32_t nv, int32_t K2,
-                                                                         const uint16_t *A, int64_t lda,
-                                                                         const uint16_t *B, int64_t N, float *C,
-                                                                         int64_t ldc) {
+                                                                        const uint16_t *A, int64_t lda,
+                                                                        const uint16_t *B, int64_t N, float *C,
+                                                                        int64_t ldc) {
     __m512 c[MRB][2];
     for (int32_t r = 0; r < MRB; r++) c[r][0] = c[r][1] = _mm512_setzero_ps();
     for (int32_t k = 0; k < K2; k++) {
@@ -263,20 +262,18 @@ BF16_TARGET static inline __attribute__((always_inline)) void kern_bf16(int32_t 
 }
 
 BF16_TARGET static __attribute__((noinline)) void kern_bf16_full(int32_t K2, const uint16_t *A, int64_t lda,
-                                                                 const uint16_t *B, int64_t N, float *C,
-                                                                 int64_t ldc) {
+                                                                 const uint16_t *B, int64_t N, float *C, int64_t ldc) {
     kern_bf16(MRB, 2, K2, A, lda, B, N, C, ldc);
 }
-BF16_TARGET static __attribute__((noinline)) void kern_bf16_tail(int32_t mr, int32_t nv, int32_t K2,
-                                                                 const uint16_t *A, int64_t lda,
-                                                                 const uint16_t *B, int64_t N, float *C,
+BF16_TARGET static __attribute__((noinline)) void kern_bf16_tail(int32_t mr, int32_t nv, int32_t K2, const uint16_t *A,
+                                                                 int64_t lda, const uint16_t *B, int64_t N, float *C,
                                                                  int64_t ldc) {
     kern_bf16(mr, nv, K2, A, lda, B, N, C, ldc);
 }
 
 /* C (M x N) = A * B as above; B's panel of 32 columns starts at B + 2 * n0. */
-BF16_TARGET static void gemm_bf16(int32_t M, int32_t N, int32_t K, const uint16_t *A, int64_t lda,
-                                  const uint16_t *B, float *C, int64_t ldc) {
+BF16_TARGET static void gemm_bf16(int32_t M, int32_t N, int32_t K, const uint16_t *A, int64_t lda, const uint16_t *B,
+                                  float *C, int64_t ldc) {
     for (int32_t n0 = 0; n0 < N; n0 += 32) {
         int32_t nv = N - n0 >= 32 ? 2 : 1;
         for (int32_t m0 = 0; m0 < M; m0 += MRB) {
@@ -523,8 +520,8 @@ static int run_fwd(nn_wino_t *w, const float *in, int32_t in_nhwc, int32_t C1, i
             uint16_t *vb = (uint16_t *)(void *)xp;
             to_bf16(V, (size_t)PTS * tn * CP, vb);
             for (int32_t p = 0; p < PTS; p++)
-                gemm_bf16(tn, C2, CP, vb + (size_t)p * tn * CP, CP, ub + (size_t)p * CP * C2,
-                          M + (size_t)p * tn * C2, C2);
+                gemm_bf16(tn, C2, CP, vb + (size_t)p * tn * CP, CP, ub + (size_t)p * CP * C2, M + (size_t)p * tn * C2,
+                          C2);
         } else
 #endif
             for (int32_t p = 0; p < PTS; p++)

@@ -106,7 +106,8 @@ typedef struct {
     int32_t max_tickets;     /* unconsumed tickets; 0: 1024 */
     int64_t generation;      /* generation of the initial net (1) */
     int32_t expect_features_version; /* initial file: required features_version, < 0 any (-1) */
-    int32_t cpu_precision;   /* cpu: nn_cpu_prec_t of the workers' inference (NN_CPU_PREC_FP32; selfplay and koma: auto) */
+    int32_t
+        cpu_precision; /* cpu: nn_cpu_prec_t of the workers' inference (NN_CPU_PREC_FP32; selfplay and koma: auto) */
 } nn_server_config_t;
 
 nn_server_config_t nn_server_config_default(void);

@@ -49,9 +49,9 @@ static int refuse_to_save(nn_net_t *net, nn_optim_t *tr, const float *host, cons
 /* Whether a caller may add metadata key k: a koma.* key that the writer
  * does not write itself. */
 static int meta_key_free(const char *k) {
-    static const char *const own[] = {"koma.kind",     "koma.version",         "koma.net",
+    static const char *const own[] = {"koma.kind",       "koma.version",          "koma.net",
                                       "koma.activation", "koma.features_version", "koma.in_planes",
-                                      "koma.in_hand",  "koma.optimizer"};
+                                      "koma.in_hand",    "koma.optimizer"};
     if (strncmp(k, "koma.", 5) != 0 || strncmp(k, "koma.xxh3.", 10) == 0) return 0;
     for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
         if (strcmp(k, own[i]) == 0) return 0;
@@ -132,7 +132,8 @@ int nn_weights_save_meta(nn_net_t *net, nn_optim_t *tr, const char *const *meta,
                 st_writer_free(w);
                 free(names);
                 free(host);
-                set_err(err, errlen, "%s: not written: metadata key '%s' is not a koma.* key of the caller's with a value", path,
+                set_err(err, errlen,
+                        "%s: not written: metadata key '%s' is not a koma.* key of the caller's with a value", path,
                         meta[i]);
                 return -1;
             }
@@ -218,6 +219,21 @@ int nn_weights_meta(const char *path, const char *key, char *buf, size_t len, ch
         memcpy(buf, v, strlen(v) + 1);
     }
     st_close(f);
+    return rc;
+}
+
+int nn_weights_same_tensors(const char *a, const char *b, char *err, size_t errlen) {
+    st_file_t *fa = st_open(a, 0, err, errlen), *fb = fa ? st_open(b, 0, err, errlen) : NULL;
+    int same = fa && fb && st_count(fa) == st_count(fb);
+    for (int32_t i = 0; same && i < st_count(fa); i++) {
+        char key[ST_MAX_NAME + 16];
+        snprintf(key, sizeof key, "koma.xxh3.%s", st_at(fa, i)->name);
+        const char *ha = st_meta(fa, key), *hb = st_meta(fb, key);
+        same = ha && hb && strcmp(ha, hb) == 0;
+    }
+    int rc = !fa || !fb ? -1 : same;
+    st_close(fa);
+    st_close(fb);
     return rc;
 }
 

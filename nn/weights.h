@@ -62,6 +62,12 @@ int nn_weights_read(nn_net_t *net, nn_optim_t *tr, const char *path, char *err, 
  * bytes or more). Checksums are not verified (nn_weights_check does that). */
 int nn_weights_meta(const char *path, const char *key, char *buf, size_t len, char *err, size_t errlen);
 
+/* 1 when files a and b hold the same tensors (names and XXH3 each, the
+ * optimizer's included) whatever else their metadata says (a model file's
+ * koma.lineage, a checkpoint's none), 0 when not, -1 with err when one cannot
+ * be read. */
+int nn_weights_same_tensors(const char *a, const char *b, char *err, size_t errlen);
+
 /* Reads only the configuration stored in path's metadata. */
 int nn_weights_peek(const char *path, nn_net_config_t *cfg, char *err, size_t errlen);
 

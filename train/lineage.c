@@ -85,8 +85,10 @@ int train_lineage_read(const char *path, train_lineage_t *l, char *err, size_t e
             get_minutes(o, "cpu_minutes", &r->cpu_minutes) || get_minutes(o, "gpu_minutes", &r->gpu_minutes)) {
             cJSON_Delete(a);
             char what[96];
-            snprintf(what, sizeof what, "entry %d is not {run, commit, cycle, steps, samples, cpu_minutes, "
-                     "gpu_minutes}", (int)i);
+            snprintf(what, sizeof what,
+                     "entry %d is not {run, commit, cycle, steps, samples, cpu_minutes, "
+                     "gpu_minutes}",
+                     (int)i);
             return bad(path, what, err, errlen);
         }
     }
@@ -114,8 +116,7 @@ static void put_minutes(cJSON *o, const char *k, double v) {
     else cJSON_AddNumberToObject(o, k, round(v * 1000) / 1000); /* to the 60 ms: readable, and enough */
 }
 
-int train_lineage_meta(const train_lineage_t *l, char *text, char *num, const char *kv[7], char *err,
-                       size_t errlen) {
+int train_lineage_meta(const train_lineage_t *l, char *text, char *num, const char *kv[7], char *err, size_t errlen) {
     cJSON *a = cJSON_CreateArray();
     for (int32_t i = 0; a && i < l->n; i++) {
         const train_lineage_run_t *r = &l->r[i];
@@ -170,8 +171,7 @@ static int from_run(const char *from, char *model, size_t model_len, int64_t *st
     db_model_t row;
     db_status_t st = db_model_latest(db, &row);
     if (st != DB_OK) {
-        set_err(err, errlen, "--init %s: %s", from,
-                st == DB_NOTFOUND ? "the run has no model yet" : db_errmsg(db));
+        set_err(err, errlen, "--init %s: %s", from, st == DB_NOTFOUND ? "the run has no model yet" : db_errmsg(db));
         db_close(db);
         return -1;
     }
@@ -223,8 +223,8 @@ static int from_file(const char *from, char *model, size_t model_len, int64_t *s
     char v[1024];
     snprintf(r->run, sizeof r->run, "%s", from);
     /* a shipped net (tools/ship_net.c): the run its command names */
-    const char *rf = nn_weights_meta(from, "koma.shipped.command", v, sizeof v, e2, sizeof e2) == 0 ? strstr(v, "--run ")
-                                                                                                   : NULL;
+    const char *rf =
+        nn_weights_meta(from, "koma.shipped.command", v, sizeof v, e2, sizeof e2) == 0 ? strstr(v, "--run ") : NULL;
     if (rf) {
         rf += 6;
         int len = (int)strcspn(rf, " \t");

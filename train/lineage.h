@@ -57,8 +57,7 @@ double train_lineage_gpu_minutes(const train_lineage_t *l);
 /* koma.lineage and its two totals as key/value pairs for nn_weights_save_meta:
  * kv[0..5] and kv[6] = NULL, pointing into text (TRAIN_LINEAGE_TEXT bytes)
  * and num (64 bytes). 0, or -1 with err when the text does not fit. */
-int train_lineage_meta(const train_lineage_t *l, char *text, char *num, const char *kv[7], char *err,
-                       size_t errlen);
+int train_lineage_meta(const train_lineage_t *l, char *text, char *num, const char *kv[7], char *err, size_t errlen);
 
 /* Where `--init FROM` starts a run: FROM is a run directory (its newest
  * registered model, checked against koma.db's XXH3; its steps, samples and

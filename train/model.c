@@ -173,8 +173,8 @@ typedef struct {
     double cpu_now;   /* this process's CPU seconds */
     double cpu_total; /* out: the run's, every invocation's; NAN = unknown */
     int32_t want_latest;
-    int32_t has_latest;          /* out */
-    char latest[DB_PATH_MAX];    /* out: the run's newest model (run-relative) */
+    int32_t has_latest;       /* out */
+    char latest[DB_PATH_MAX]; /* out: the run's newest model (run-relative) */
 } lineage_arg_t;
 
 static int lineage_prep_run(db_t *db, void *arg, char *err, size_t errlen) {
@@ -231,8 +231,8 @@ static int lineage_stamp(db_writer_t *w, const char *run_dir, const nn_net_t *ne
     }
     if (anc || l->n == 0) {
         if (l->n == TRAIN_LINEAGE_RUNS) {
-            set_err(err, errlen, "%s: lineage of cycle %d: already %d runs, the most a net records", run_dir,
-                    m->cycle, TRAIN_LINEAGE_RUNS);
+            set_err(err, errlen, "%s: lineage of cycle %d: already %d runs, the most a net records", run_dir, m->cycle,
+                    TRAIN_LINEAGE_RUNS);
             return -1;
         }
         train_lineage_run_t *r = &l->r[l->n++];

@@ -207,17 +207,18 @@ static int init_first(train_trainer_t *tr, char *err, size_t errlen) {
     m.train_steps = steps;
     m.train_samples = samples;
     m.loss_policy = m.loss_value = m.loss_legal = m.loss_total = NAN;
-    if (rc == 0) rc = train_model_save_from(tr->writer, tr->run_dir, tr->tn.net, tr->tn.nt, &m, anc, &tr->stop, err,
-                                            errlen);
+    if (rc == 0)
+        rc = train_model_save_from(tr->writer, tr->run_dir, tr->tn.net, tr->tn.nt, &m, anc, &tr->stop, err, errlen);
     if (rc == 0) {
         tr->latest_cycle = 0;
         snprintf(tr->latest_rel, sizeof tr->latest_rel, "%s", m.path);
         snprintf(tr->latest_xxh3, sizeof tr->latest_xxh3, "%s", m.xxh3);
         tr->latest_steps = steps;
         tr->total_samples = samples;
-        runlog_printf(&tr->log, "new run %s from %s: %s net (step %" PRId64 ", %" PRId64 " samples, %d runs before "
-                      "this one, %.1f CPU-minutes and %.1f GPU-minutes in all) written as %s", tr->run_dir, model,
-                      m.arch, steps, samples, (int)anc->n, train_lineage_cpu_minutes(anc),
+        runlog_printf(&tr->log,
+                      "new run %s from %s: %s net (step %" PRId64 ", %" PRId64 " samples, %d runs before "
+                      "this one, %.1f CPU-minutes and %.1f GPU-minutes in all) written as %s",
+                      tr->run_dir, model, m.arch, steps, samples, (int)anc->n, train_lineage_cpu_minutes(anc),
                       train_lineage_gpu_minutes(anc), m.path);
     }
     free(anc);

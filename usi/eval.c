@@ -191,9 +191,8 @@ usi_eval_t *usi_eval_new(const char *weights_path, const char *backend, int32_t 
     nn_server_stats_t st;
     nn_server_stats(ev->srv, &st);
     if (st.precision) snprintf(prec, sizeof prec, " (%s)", st.precision);
-    snprintf(ev->describe, sizeof ev->describe, "%s %s on %s%s: %s",
-             nn_net_arch_format(nc, size, sizeof size), nn_act_name(nc->act),
-             nn_server_backend_name(ev->srv), prec, weights_path);
+    snprintf(ev->describe, sizeof ev->describe, "%s %s on %s%s: %s", nn_net_arch_format(nc, size, sizeof size),
+             nn_act_name(nc->act), nn_server_backend_name(ev->srv), prec, weights_path);
     return ev;
 }
 

@@ -173,7 +173,8 @@ static float rnd(uint64_t *s) {
 static void test_op(int bf16_here) {
     const int32_t Bn = 13, cin = 20, cout = 48, nx = Bn * cin * NN_HW, ny = Bn * cout * NN_HW;
     uint64_t s = 7;
-    float *x = malloc(sizeof(float) * nx), *w = malloc(sizeof(float) * cout * cin * 9), *bias = malloc(sizeof(float) * cout);
+    float *x = malloc(sizeof(float) * nx), *w = malloc(sizeof(float) * cout * cin * 9),
+          *bias = malloc(sizeof(float) * cout);
     float *res = malloc(sizeof(float) * ny), *y32 = malloc(sizeof(float) * ny), *y16 = malloc(sizeof(float) * ny);
     for (int32_t i = 0; i < nx; i++) x[i] = rnd(&s);
     for (int32_t i = 0; i < cout * cin * 9; i++) w[i] = 0.2f * rnd(&s);
@@ -200,8 +201,10 @@ static void test_op(int bf16_here) {
      * conv_wino.h), so ~1% rms here, a few % at most (measured 1.3%, 2.9%).
      * A wrong index would be as large as y itself. */
     if (bf16_here)
-        CHECKF(dmax > 0 && dmax <= 0.06 * mx && rmsd <= 0.03 * rms, "difference max %.4g (<= 6%% of %.4g), rms %.4g "
-               "(<= 3%% of %.4g)", dmax, mx, rmsd, rms);
+        CHECKF(dmax > 0 && dmax <= 0.06 * mx && rmsd <= 0.03 * rms,
+               "difference max %.4g (<= 6%% of %.4g), rms %.4g "
+               "(<= 3%% of %.4g)",
+               dmax, mx, rmsd, rms);
     else CHECKF(dmax == 0, "no AVX512_BF16: NN_WINO_BF16 ignored, difference %.4g", dmax);
     /* the kept transformed filters follow weights changed in place (a
      * published net read into the same buffers, a training step): the same

@@ -30,12 +30,45 @@
 #define KOMA_SELFPLAY_BIN "selfplay"
 #endif
 
-static const char *const TINY[] = {
-    "--games-per-cycle", "2", "--shard-games", "1", "--threads", "1", "--games-per-thread", "2",
-    "--leaves-per-game", "2", "--visits", "16", "--visits-fast", "8", "--gumbel-m", "8", "--max-ply", "40",
-    "--net", "2x16", "--progress", "0", "--min-steps-per-cycle", "2", "--max-steps-per-cycle", "4", "--batch",
-    "16", "--window-min", "100", "--cpu-threads", "1", "--train-threads", "1", "--cache-mb", "1", "--eval-every",
-    "0", NULL};
+static const char *const TINY[] = {"--games-per-cycle",
+                                   "2",
+                                   "--shard-games",
+                                   "1",
+                                   "--threads",
+                                   "1",
+                                   "--games-per-thread",
+                                   "2",
+                                   "--leaves-per-game",
+                                   "2",
+                                   "--visits",
+                                   "16",
+                                   "--visits-fast",
+                                   "8",
+                                   "--gumbel-m",
+                                   "8",
+                                   "--max-ply",
+                                   "40",
+                                   "--net",
+                                   "2x16",
+                                   "--progress",
+                                   "0",
+                                   "--min-steps-per-cycle",
+                                   "2",
+                                   "--max-steps-per-cycle",
+                                   "4",
+                                   "--batch",
+                                   "16",
+                                   "--window-min",
+                                   "100",
+                                   "--cpu-threads",
+                                   "1",
+                                   "--train-threads",
+                                   "1",
+                                   "--cache-mb",
+                                   "1",
+                                   "--eval-every",
+                                   "0",
+                                   NULL};
 
 /* selfplay --run dir [--init from] --cycles cycles TINY... */
 static void argv_of(const char **argv, const char *dir, const char *from, const char *cycles) {
@@ -108,8 +141,8 @@ static void same_tensors(const char *a, const char *b) {
         char key[ST_MAX_NAME + 16];
         snprintf(key, sizeof key, "koma.xxh3.%s", st_at(fa, i)->name);
         const char *ha = st_meta(fa, key), *hb = st_meta(fb, key);
-        CHECKF(ha && hb && strcmp(ha, hb) == 0, "tensor %s: %s in %s, %s in %s", st_at(fa, i)->name, ha ? ha : "-",
-               a, hb ? hb : "-", b);
+        CHECKF(ha && hb && strcmp(ha, hb) == 0, "tensor %s: %s in %s, %s in %s", st_at(fa, i)->name, ha ? ha : "-", a,
+               hb ? hb : "-", b);
         checked++;
         opt += strncmp(st_at(fa, i)->name, "opt.", 4) == 0;
     }
@@ -142,8 +175,8 @@ static void kill_b(const char *b, const char *a, int until, const char *log) {
         compat_proc_wait(p, 30000, &status);
     }
     compat_proc_free(p);
-    printf("  kill %d: %s, %" PRId64 " games, newest cycle %" PRId64 "\n", until,
-           still == 1 ? "killed" : "had ended", committed_games(b), run_query(b, "SELECT max(cycle) FROM models"));
+    printf("  kill %d: %s, %" PRId64 " games, newest cycle %" PRId64 "\n", until, still == 1 ? "killed" : "had ended",
+           committed_games(b), run_query(b, "SELECT max(cycle) FROM models"));
     run_state_t rs;
     check_run(b, 0, 40, &rs);
 }
@@ -213,8 +246,8 @@ int main(void) {
         CHECKF(z->cpu_minutes > 0 && z->cpu_minutes <= b_cpu + 0.0006 && z->cpu_minutes > b_cpu - 0.05,
                "b's CPU minutes %.4f, its models row %.4f (four invocations)", z->cpu_minutes, b_cpu);
         double total = meta_num(pb, "koma.lineage.cpu_minutes");
-        CHECKF(fabs(total - (x->cpu_minutes + z->cpu_minutes)) < 0.0015,
-               "koma.lineage.cpu_minutes %.4f = %.4f + %.4f", total, x->cpu_minutes, z->cpu_minutes);
+        CHECKF(fabs(total - (x->cpu_minutes + z->cpu_minutes)) < 0.0015, "koma.lineage.cpu_minutes %.4f = %.4f + %.4f",
+               total, x->cpu_minutes, z->cpu_minutes);
         CHECKF(meta_num(pb, "koma.lineage.gpu_minutes") == 0 && z->gpu_minutes == 0, "no GPU, no GPU-minutes");
         /* B's own CPU grows with each net it publishes, across the kills */
         double prev = 0;
