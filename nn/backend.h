@@ -385,7 +385,8 @@ const char *nn_backend_memory(const nn_backend_t *be);
  * DNNL: oneDNN for all, or NULL + err when built without it. REF: the im2col
  * + GEMM reference for all. AUTO: the environment's KOMA_CPU_CONV=ref|dnnl|
  * wino, else WINO; nn_backend_cpu_new(threads) is AUTO. Every other op is
- * the reference's. (BF16 inference was measured and left out: see
+ * the reference's. (oneDNN's BF16 inference was measured and left out; bf16
+ * on the Winograd route is nn_backend_cpu_set_precision below: see
  * docs/BENCHMARKS.md.) */
 typedef enum { NN_CPU_CONV_AUTO, NN_CPU_CONV_REF, NN_CPU_CONV_DNNL, NN_CPU_CONV_WINO } nn_cpu_conv_t;
 nn_backend_t *nn_backend_cpu_new_conv(int32_t threads, nn_cpu_conv_t conv, char *err, size_t errlen);
