@@ -62,6 +62,7 @@ nn_server_config_t nn_server_config_default(void) {
     c.max_tickets = 0;
     c.generation = 1;
     c.expect_features_version = -1;
+    c.cpu_precision = NN_CPU_PREC_FP32;
     return c;
 }
 
@@ -125,6 +126,7 @@ typedef struct {
 struct nn_server {
     nn_server_config_t cfg;
     char backend_name[8];
+    _Atomic(const char *) precision; /* cpu workers' inference precision (static strings), NULL on cuda */
     nn_net_config_t net_cfg;
     int64_t packed_bytes; /* per position */
     int64_t gather_ns;
@@ -208,8 +210,11 @@ static void fail_all(nn_server_t *srv, int32_t status, const char *msg) {
 
 /* ---- backends ---------------------------------------------------------------------- */
 static nn_backend_t *srv_backend_new(nn_server_t *srv, int32_t threads, char *err, size_t errlen) {
-    return nn_backend_open(srv->use_cuda ? NN_BACKEND_KIND_CUDA : NN_BACKEND_KIND_CPU, threads, srv->cfg.device,
-                           srv->cfg.cuda_flags, err, errlen);
+    nn_backend_t *be = nn_backend_open(srv->use_cuda ? NN_BACKEND_KIND_CUDA : NN_BACKEND_KIND_CPU, threads,
+                                       srv->cfg.device, srv->cfg.cuda_flags, err, errlen);
+    if (be && !srv->use_cuda) nn_backend_cpu_set_precision(be, (nn_cpu_prec_t)srv->cfg.cpu_precision);
+    if (be && !srv->use_cuda) atomic_store(&srv->precision, nn_backend_cpu_precision(be)); /* every worker's */
+    return be;
 }
 
 /* ---- device workers ------------------------------------------------------------- */
@@ -1059,6 +1064,7 @@ void nn_server_stats(nn_server_t *srv, nn_server_stats_t *st) {
     st->workers = srv->n_workers;
     st->gather_us = srv->cfg.gather_us;
     st->backend = srv->backend_name;
+    st->precision = srv->use_cuda ? NULL : atomic_load(&srv->precision);
     int64_t busy = atomic_load(&srv->busy_ns), now = compat_now_ns();
     compat_mutex_lock(&srv->stats_mu);
     double dt = (double)(now - srv->last_t) * 1e-9, wall = (double)(now - srv->t_start) * 1e-9;

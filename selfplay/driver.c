@@ -802,6 +802,7 @@ static driver_t *driver_new(const sp_config_t *cfg, const train_config_t *tcfg, 
     }
     d->cfg = cfg;
     d->tcfg = *tcfg;
+    snprintf(d->tcfg.init, sizeof d->tcfg.init, "%s", cfg->init); /* --init: the trainer makes the first net */
     d->tcfg.log = train_log;
     d->tcfg.log_user = d->log;
     d->t_start_ns = compat_now_ns();
