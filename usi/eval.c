@@ -155,6 +155,37 @@ int usi_net_shipped(char *path, size_t pathlen, char *looked, size_t lookedlen) 
     return -1;
 }
 
+/* One forward of every batch size a search can send (1..max_batch; above
+ * USI_WARM_ALL only powers of two), within USI_WARM_MS: a backend builds its
+ * kernels for a batch size the first time it sees it (oneDNN: 20-40 ms on a
+ * loaded 2-core machine, where a move may have 50), so that happens here and
+ * not on a move's clock. Returns how many sizes were run. */
+enum { USI_WARM_ALL = 64, USI_WARM_MS = 3000 };
+static int32_t warm_sizes(nn_server_t *srv, int32_t max_batch) {
+    int32_t cap = max_batch, done = 0;
+    uint8_t *packed = calloc((size_t)cap, ENC_PACKED_BYTES);
+    float *hand = calloc((size_t)cap, ENC_HAND * sizeof(float)), *value = calloc((size_t)cap, 3 * sizeof(float));
+    float *ml = calloc((size_t)cap, sizeof(float)), policy[1];
+    uint32_t *offsets = calloc((size_t)cap + 1, sizeof(uint32_t)); /* no labels: no policy logits */
+    uint16_t labels[1] = {0};
+    int64_t until = compat_now_ms() + USI_WARM_MS;
+    for (int32_t n = 1; packed && hand && value && ml && offsets && n <= cap && compat_now_ms() < until;
+         n = n < USI_WARM_ALL ? n + 1 : (n * 2 > cap && n < cap ? cap : n * 2)) {
+        nn_server_request_t req = {0};
+        req.n = n, req.packed = packed, req.hand = hand, req.label_offsets = offsets, req.labels = labels;
+        req.value = value, req.policy = policy, req.moves_left = ml;
+        nn_server_ticket_t t;
+        nn_server_result_t res;
+        char e[256];
+        if (nn_server_submit(srv, &req, &t, e, sizeof e) != NN_SERVER_OK ||
+            nn_server_wait(srv, t, &res) != NN_SERVER_OK)
+            break; /* a failing net is reported by the search */
+        done++;
+    }
+    free(packed), free(hand), free(value), free(ml), free(offsets);
+    return done;
+}
+
 usi_eval_t *usi_eval_new(const char *weights_path, const char *backend, int32_t threads, int32_t max_batch, char *err,
                       size_t errlen) {
     usi_eval_t *ev = calloc(1, sizeof *ev);
@@ -186,6 +217,7 @@ usi_eval_t *usi_eval_new(const char *weights_path, const char *backend, int32_t 
         usi_eval_free(ev);
         return NULL;
     }
+    warm_sizes(ev->srv, cfg.max_batch);
     char size[32];
     snprintf(ev->describe, sizeof ev->describe, "%s %s on %s: %s",
              nn_net_arch_format(nc, size, sizeof size), nn_act_name(nc->act),

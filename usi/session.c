@@ -84,6 +84,13 @@ struct usi_session {
     int64_t dfpn_mb;
     pos_t *dfpn_pos;
     dfpn_result_t dfpn_res;
+    /* the defence: after our own mate is not proven, is every move of ours answered by a mate? */
+    dfpn_t *dfpn_def; /* its own table: the opponent attacks there (DfpnHash / 4) */
+    pos_t *dfpn_def_pos;
+    dfpn_result_t dfpn_def_res;
+    int64_t mated_nodes; /* the defence's df-pn nodes */
+    int32_t mated_len;   /* > 0: proven mated in this many plies (our move first), with: */
+    move_t mated_pv[USI_MATE_PLY_MAX + 1];
     int64_t dfpn_deadline_ms; /* go mate's clock (0 = none) */
     compat_thread_t dfpn_thread;
     atomic_int dfpn_stop;
@@ -127,13 +134,14 @@ usi_session_t *usi_session_new(usi_write_fn_t write, void *user) {
     s->tmp = malloc(sizeof(pos_t));
     s->scratch = malloc(sizeof(pos_t));
     s->dfpn_pos = malloc(sizeof(pos_t));
+    s->dfpn_def_pos = malloc(sizeof(pos_t));
     s->job.pos = malloc(sizeof(pos_t));
     s->moves = malloc(POS_HIST_MAX * sizeof(move_t));
     s->tree_moves = malloc(POS_HIST_MAX * sizeof(move_t));
     s->job.moves = malloc(POS_HIST_MAX * sizeof(move_t));
     s->res = malloc(sizeof(mcts_result_t));
-    if (!s->pos || !s->tmp || !s->scratch || !s->dfpn_pos || !s->job.pos || !s->moves || !s->tree_moves || !s->job.moves ||
-        !s->res) {
+    if (!s->pos || !s->tmp || !s->scratch || !s->dfpn_pos || !s->dfpn_def_pos || !s->job.pos || !s->moves ||
+        !s->tree_moves || !s->job.moves || !s->res) {
         usi_session_free(s);
         return NULL;
     }
@@ -194,7 +202,9 @@ void usi_session_free(usi_session_t *s) {
     free(s->tmp);
     free(s->scratch);
     free(s->dfpn_pos);
+    free(s->dfpn_def_pos);
     dfpn_free(s->dfpn);
+    dfpn_free(s->dfpn_def);
     free(s->job.pos);
     free(s->moves);
     free(s->tree_moves);
@@ -217,7 +227,7 @@ static void tree_params(const usi_options_t *o, color_t us, mcts_params_t *p) {
     p->move_temp_plies = 0;
     p->leaf_mate = atoi(o->leaf_mate);
     p->declare = usi_options_declare_rule(o);
-    p->single_move_stop = true;
+    p->single_move_stop = false; /* the search loop answers a forced move after one playout (search.h) */
     /* on the W - L scale a result of 50% - c is a value of -2c */
     p->draw_value[us] = -2.0f * (float)o->contempt / 1000.0f;
     p->draw_value[color_flip(us)] = -p->draw_value[us];
@@ -445,6 +455,10 @@ static dfpn_t *ensure_dfpn(usi_session_t *s, const usi_options_t *o) {
         usi_session_say(s, "DfpnHash %lld MiB: only %lld MiB could be had for the df-pn table",
                         (long long)o->dfpn_hash_mb, (long long)mb);
     }
+    dfpn_free(s->dfpn_def);
+    s->dfpn_def = NULL;
+    for (int64_t d = mb / 4 > 1 ? mb / 4 : 1; s->dfpn && d >= 1 && !s->dfpn_def; d /= 2)
+        s->dfpn_def = dfpn_new((size_t)d << 20);
     s->dfpn_mb = o->dfpn_hash_mb;
     return s->dfpn;
 }
@@ -460,7 +474,9 @@ static void run_mate(usi_session_t *s, const usi_job_t *j) {
     dfpn_limits_default(&lim);
     s->dfpn_deadline_ms = 0;
     if (g->mate_ms >= 0) {
-        int64_t margin = j->opt.network_delay < g->mate_ms / 2 ? j->opt.network_delay : g->mate_ms / 2;
+        int64_t margin = j->opt.network_delay >= 0 ? j->opt.network_delay : g->mate_ms / 10; /* -1: automatic */
+        if (margin > MCTS_TIME_AUTO_DELAY_MS && j->opt.network_delay < 0) margin = MCTS_TIME_AUTO_DELAY_MS;
+        if (margin > g->mate_ms / 2) margin = g->mate_ms / 2;
         s->dfpn_deadline_ms = j->received_ms + (g->mate_ms - margin > 1 ? g->mate_ms - margin : 1);
     }
     lim.stop = &s->stop;
@@ -493,8 +509,50 @@ static void run_mate(usi_session_t *s, const usi_job_t *j) {
     compat_mutex_unlock(&s->mu);
 }
 
+/* The defence's budgets: each of our moves gets DfpnNodes / moves, at least
+ * USI_DEF_NODES_MIN; mates up to USI_DEF_PLIES plies are looked for. */
+enum { USI_DEF_NODES_MIN = 5000, USI_DEF_PLIES = 31 };
+
+/* Is the side to move at s->dfpn_pos mated whatever it plays: after each of
+ * its legal moves, does df-pn prove the opponent's mate? Stops at the first
+ * move that is not proven lost (budget, disproof or stop). Sets mated_len
+ * (1 + the longest of those mates: the longest resistance) and mated_pv. */
+static void dfpn_defence(usi_session_t *s) {
+    move_list_t *l = malloc(sizeof *l);
+    int32_t n = l ? movegen_legal(s->dfpn_pos, l) : 0, worst = -1;
+    int64_t per = n > 0 ? s->dfpn_nodes / n : 0;
+    if (per < USI_DEF_NODES_MIN) per = USI_DEF_NODES_MIN;
+    dfpn_result_t *r = &s->dfpn_def_res;
+    for (int32_t i = 0; i < n && !atomic_load(&s->dfpn_stop); i++) {
+        pos_copy(s->dfpn_def_pos, s->dfpn_pos);
+        pos_do_move(s->dfpn_def_pos, l->moves[i]);
+        dfpn_limits_t lim;
+        dfpn_limits_default(&lim);
+        lim.max_nodes = per;
+        lim.max_plies = USI_DEF_PLIES;
+        lim.stop = &s->dfpn_stop;
+        dfpn_search(s->dfpn_def, s->dfpn_def_pos, &lim, r);
+        s->mated_nodes += r->nodes;
+        if (r->status != DFPN_PROVEN || r->len <= 0 || r->len > USI_MATE_PLY_MAX ||
+            !dfpn_verify(s->dfpn_def_pos, r->pv, r->len)) {
+            worst = -1;
+            break;
+        }
+        if (r->len > worst) {
+            worst = r->len;
+            s->mated_pv[0] = l->moves[i];
+            memcpy(s->mated_pv + 1, r->pv, (size_t)r->len * sizeof(move_t));
+        }
+        if (i == n - 1) s->mated_len = worst + 1;
+    }
+    free(l);
+}
+
 /* The df-pn thread beside the MCTS: searches s->dfpn_pos within DfpnNodes
- * until dfpn_stop; a proof halts the MCTS (halt), whose answer plays it. */
+ * until dfpn_stop; a proof halts the MCTS (halt), whose answer plays it.
+ * Without one, it looks whether the side to move is mated whatever it plays
+ * (dfpn_defence); a proof of that halts the MCTS too: the longest
+ * resistance is played, reported as `score mate -N`. */
 static void *dfpn_main(void *arg) {
     usi_session_t *s = arg;
     dfpn_limits_t lim;
@@ -503,6 +561,8 @@ static void *dfpn_main(void *arg) {
     lim.stop = &s->dfpn_stop;
     dfpn_search(s->dfpn, s->dfpn_pos, &lim, &s->dfpn_res);
     if (s->dfpn_res.status == DFPN_PROVEN) atomic_store(&s->halt, 1);
+    else if (s->dfpn_def && !atomic_load(&s->dfpn_stop)) dfpn_defence(s);
+    if (s->mated_len > 0) atomic_store(&s->halt, 1);
     atomic_store(&s->dfpn_done, 1);
     return NULL;
 }
@@ -510,6 +570,8 @@ static void *dfpn_main(void *arg) {
 /* Starts df-pn beside the search at root (DfpnNodes > 0). Returns whether a thread runs. */
 static bool dfpn_start(usi_session_t *s, const usi_job_t *j, const pos_t *root) {
     s->dfpn_res.status = DFPN_UNKNOWN;
+    s->mated_len = 0;
+    s->mated_nodes = 0;
     if (j->opt.dfpn_nodes <= 0 || !ensure_dfpn(s, &j->opt)) return false;
     pos_copy(s->dfpn_pos, root);
     s->dfpn_nodes = j->opt.dfpn_nodes;
@@ -741,7 +803,18 @@ static void *thread_main(void *arg) {
         se->mate_len = n;
         memcpy(se->mate_pv, dr->pv, (size_t)n * sizeof(move_t));
         best = dr->pv[0];
+        se->playouts += dr->nodes; /* nodes: the positions searched, df-pn's with the MCTS's */
         usi_session_say(s, "df-pn: mate in %d found in %lld nodes", dr->len, (long long)dr->nodes);
+    } else if (dfpn_running && s->mated_len > 0) {
+        /* df-pn proved every move of ours answered by a mate: the longest resistance, said so */
+        int32_t n = s->mated_len < USI_MATE_PLY_MAX + 1 ? s->mated_len : USI_MATE_PLY_MAX + 1;
+        se->mate = -s->mated_len;
+        se->mate_len = n;
+        memcpy(se->mate_pv, s->mated_pv, (size_t)n * sizeof(move_t));
+        best = s->mated_pv[0];
+        se->playouts += dr->nodes + s->mated_nodes;
+        usi_session_say(s, "df-pn: every move is answered by a mate; the longest resistance, mated in %d",
+                        s->mated_len);
     } else {
         mated = q < USI_MATED_Q ? mated_in(s, root, &lim, se->mate_pv, &se->mate_len) : 0;
         if (mated > 0) { /* every move loses to a mate: the longest resistance, said so */
@@ -750,7 +823,7 @@ static void *thread_main(void *arg) {
         }
     }
     usi_search_info(se);
-    if (se->elapsed_ms >= 50 && se->playouts > 0) s->nps_est = (double)se->playouts * 1000.0 / (double)se->elapsed_ms;
+    if (se->elapsed_ms >= 50 && r->playouts > 0) s->nps_est = (double)r->playouts * 1000.0 / (double)se->elapsed_ms;
     if (best == MOVE_NONE) {
         best = first_legal(root);
         usi_session_say(s, "no move searched yet: playing the first legal move");
@@ -796,6 +869,7 @@ int usi_session_isready(usi_session_t *s) {
     if (reap(s)) {
         drain(s);
         ensure_tree(s, &s->opt, COLOR_BLACK); /* the side is set again at each go */
+        if (s->opt.dfpn_nodes > 0) ensure_dfpn(s, &s->opt); /* its table, not on the first move's clock */
         if (ensure_eval(s, &s->opt, true) != 0) return -1;
     }
     usi_out_line(&s->out, "readyok");
