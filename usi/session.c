@@ -65,6 +65,7 @@ struct usi_session {
                           * net or the batches are touched */
     pos_t *scratch;
     double nps_est;
+    int64_t late_ms; /* the search thread's: how late its timed answers came after their hard deadline (see below) */
     usi_job_t job;
     /* the thread */
     compat_thread_t thread;
@@ -560,10 +561,10 @@ static void *dfpn_main(void *arg) {
     lim.max_nodes = s->dfpn_nodes;
     lim.stop = &s->dfpn_stop;
     dfpn_search(s->dfpn, s->dfpn_pos, &lim, &s->dfpn_res);
-    if (s->dfpn_res.status == DFPN_PROVEN) atomic_store(&s->halt, 1);
-    else if (s->dfpn_def && !atomic_load(&s->dfpn_stop)) dfpn_defence(s);
-    if (s->mated_len > 0) atomic_store(&s->halt, 1);
-    atomic_store(&s->dfpn_done, 1);
+    if (s->dfpn_res.status != DFPN_PROVEN && s->dfpn_def && !atomic_load(&s->dfpn_stop)) dfpn_defence(s);
+    bool decided = s->dfpn_res.status == DFPN_PROVEN || s->mated_len > 0;
+    atomic_store(&s->dfpn_done, 1); /* before halt: the search thread reads the result once halted */
+    if (decided) atomic_store(&s->halt, 1);
     return NULL;
 }
 
@@ -596,7 +597,15 @@ static void search_limits(usi_session_t *s, const usi_job_t *j, usi_search_limit
     bool timed = usi_go_timed(g) && !g->infinite;
     if (!timed && !g->infinite && visits <= 0) visits = USI_GO_DEFAULT_VISITS; /* also a clockless ponder */
     mcts_time_limits_t tl = {0, 0};
-    if (timed) tl = usi_go_time_limits(g, pos_side_to_move(root), pos_game_ply(root), &j->opt);
+    if (timed) {
+        tl = usi_go_time_limits(g, pos_side_to_move(root), pos_game_ply(root), &j->opt);
+        /* the engine's own lateness on this machine (a loaded one answers after its deadline),
+         * kept back as well; at most half the time */
+        int64_t shift = s->late_ms < tl.hard_ms / 2 ? s->late_ms : tl.hard_ms / 2;
+        tl.hard_ms -= shift;
+        tl.soft_ms = tl.soft_ms - shift > 1 ? tl.soft_ms - shift : 1;
+        if (tl.soft_ms > tl.hard_ms) tl.soft_ms = tl.hard_ms;
+    }
     if (strcmp(j->opt.search, "gumbel") == 0 && visits <= 0) {
         double nps = s->nps_est > 0 ? s->nps_est : 200.0;
         visits = timed ? (int64_t)(nps * (double)tl.soft_ms / 1000.0) : 1000000;
@@ -790,13 +799,19 @@ static void *thread_main(void *arg) {
     }
     bool dfpn_running = dfpn_start(s, j, root);
     usi_search_run(se, &lim);
-    dfpn_join(s, dfpn_running);
+    /* df-pn's answer is used when it has one; the answer never waits for it to notice the stop
+     * (on a loaded machine that took tens of ms): it is joined after the bestmove */
+    bool dfpn_settled = false;
+    if (dfpn_running) {
+        atomic_store(&s->dfpn_stop, 1);
+        dfpn_settled = atomic_load(&s->dfpn_done) != 0;
+    }
     const mcts_result_t *r = s->res;
     float q = usi_result_value(r);
     move_t best = r->best;
     const dfpn_result_t *dr = &s->dfpn_res;
     int32_t mated = 0;
-    if (dfpn_running && dr->status == DFPN_PROVEN && dr->len > 0 && dfpn_verify(root, dr->pv, dr->len)) {
+    if (dfpn_settled && dr->status == DFPN_PROVEN && dr->len > 0 && dfpn_verify(root, dr->pv, dr->len)) {
         /* df-pn proved a mate: played, whatever the MCTS chose */
         int32_t n = dr->len < USI_MATE_PLY_MAX ? dr->len : USI_MATE_PLY_MAX;
         se->mate = dr->len;
@@ -805,7 +820,7 @@ static void *thread_main(void *arg) {
         best = dr->pv[0];
         se->playouts += dr->nodes; /* nodes: the positions searched, df-pn's with the MCTS's */
         usi_session_say(s, "df-pn: mate in %d found in %lld nodes", dr->len, (long long)dr->nodes);
-    } else if (dfpn_running && s->mated_len > 0) {
+    } else if (dfpn_settled && s->mated_len > 0) {
         /* df-pn proved every move of ours answered by a mate: the longest resistance, said so */
         int32_t n = s->mated_len < USI_MATE_PLY_MAX + 1 ? s->mated_len : USI_MATE_PLY_MAX + 1;
         se->mate = -s->mated_len;
@@ -846,7 +861,15 @@ static void *thread_main(void *arg) {
             snprintf(line, sizeof line, "bestmove %s", mv);
         }
     }
+    if (lim.hard_ms && !lim.ponder && !atomic_load(&s->stop)) {
+        /* how late this answer is after its hard deadline: a new worst is taken at once, a
+         * smaller lateness pulls the estimate down by an eighth of the difference a move */
+        int64_t late = compat_now_ms() - lim.hard_ms;
+        if (late < 0) late = 0;
+        s->late_ms = late > s->late_ms ? late : s->late_ms - (s->late_ms - late + 7) / 8;
+    }
     answer(s, j, line);
+    dfpn_join(s, dfpn_running);
     /* batches still on the device are the next search's (or the reader's)
      * to take in: the thread ends with the answer, so a go, stop or isready
      * that follows is never held up by them */
