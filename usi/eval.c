@@ -155,12 +155,46 @@ int usi_net_shipped(char *path, size_t pathlen, char *looked, size_t lookedlen) 
     return -1;
 }
 
+typedef struct {
+    compat_mutex_t mu;
+    compat_cond_t cv;
+    int released;
+} probe_t;
+
+static void *probe_main(void *arg) {
+    probe_t *p = arg;
+    compat_mutex_lock(&p->mu);
+    while (!p->released) compat_cond_wait(&p->cv, &p->mu);
+    compat_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+int32_t usi_threads_startable(int32_t want) {
+    compat_thread_t *t = want > 0 ? malloc((size_t)want * sizeof *t) : NULL;
+    if (!t) return want > 0 ? 1 : 0;
+    probe_t p;
+    compat_mutex_init(&p.mu);
+    compat_cond_init(&p.cv);
+    p.released = 0;
+    int32_t n = 0;
+    while (n < want && compat_thread_create(&t[n], probe_main, &p) == 0) n++;
+    compat_mutex_lock(&p.mu);
+    p.released = 1;
+    compat_cond_broadcast(&p.cv);
+    compat_mutex_unlock(&p.mu);
+    for (int32_t i = 0; i < n; i++) compat_thread_join(t[i]);
+    compat_cond_destroy(&p.cv);
+    compat_mutex_destroy(&p.mu);
+    free(t);
+    return n;
+}
+
 /* One forward of every batch size a search can send (1..max_batch; above
  * USI_WARM_ALL only powers of two), within USI_WARM_MS: a backend builds its
  * kernels for a batch size the first time it sees it (oneDNN: 20-40 ms on a
  * loaded 2-core machine, where a move may have 50), so that happens here and
  * not on a move's clock. Returns how many sizes were run. */
-enum { USI_WARM_ALL = 64, USI_WARM_MS = 3000 };
+enum { USI_WARM_ALL = 64, USI_WARM_MS = 1000 };
 static int32_t warm_sizes(nn_server_t *srv, int32_t max_batch) {
     int32_t cap = max_batch, done = 0;
     uint8_t *packed = calloc((size_t)cap, ENC_PACKED_BYTES);

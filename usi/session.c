@@ -334,6 +334,13 @@ static void say_error(usi_session_t *s, const char *fmt, ...) {
  * changed. Returns 0, or -1 after say_error when the Net or Backend asked for
  * cannot be used (nothing is served then: koma must not play). Net `none`
  * is the uniform evaluator, asked for. */
+/* Threads beside the net's team that koma needs (reader, search, df-pn, server workers). A
+ * Threads value above the CPU count is tried first: a team thread costs more than a bare one
+ * (its stack, a malloc arena, the backend's scratch), so Threads N is used when
+ * 4 N + USI_THREADS_SPARE bare threads can be started at once, else a quarter of what could
+ * (under `ulimit -v 8000000`: 808 bare threads; 300 team threads ran and 404 did not). */
+enum { USI_THREADS_SPARE = 8 };
+
 static int ensure_eval(usi_session_t *s, const usi_options_t *o, bool resolve) {
     char key[sizeof s->eval_opt_key];
     eval_opt_key(o, key, sizeof key);
@@ -366,7 +373,18 @@ static int ensure_eval(usi_session_t *s, const usi_options_t *o, bool resolve) {
     if (s->cache) mcts_cache_clear(s->cache);
     s->tree_valid = false; /* values of another net */
     int64_t t0 = compat_now_ms();
-    s->eval = usi_eval_new(path, o->backend, (int32_t)o->threads, (int32_t)o->batch, err, sizeof err);
+    int32_t threads = (int32_t)o->threads;
+    if (!none && threads > compat_cpu_count()) { /* the OpenMP runtime ends koma when it cannot start its team */
+        int32_t want = 4 * threads + USI_THREADS_SPARE, can = usi_threads_startable(want);
+        if (can < want) {
+            int32_t use = (can - USI_THREADS_SPARE) / 4 > 1 ? (can - USI_THREADS_SPARE) / 4 : 1;
+            char note[128];
+            say_error(s, "Threads %d: only %d threads could be started here%s; using %d", threads, can,
+                      compat_address_space_note(note, sizeof note), use);
+            threads = use;
+        }
+    }
+    s->eval = usi_eval_new(path, o->backend, threads, (int32_t)o->batch, err, sizeof err);
     if (!s->eval) {
         say_error(s, "%s", err);
         return -1;
@@ -1009,19 +1027,25 @@ void usi_session_ponderhit(usi_session_t *s) {
     compat_mutex_unlock(&s->mu);
 }
 
+/* A search already told to stop still gives its bestmove (USI wants one after
+ * every stop); any other is stopped quietly: the game is over. */
+static bool answering_stop(usi_session_t *s) {
+    compat_mutex_lock(&s->mu);
+    bool answering = atomic_load(&s->stop) && !s->quiet;
+    compat_mutex_unlock(&s->mu);
+    return answering;
+}
+
 void usi_session_gameover(usi_session_t *s, const char *result) {
     (void)result;
-    if (s->live) stop_search(s, true);
+    if (s->live && !answering_stop(s)) stop_search(s, true);
     s->newgame_pending = true;
 }
 
 /* A search that was told to stop gives its answer; any other is stopped quietly. */
 void usi_session_quit(usi_session_t *s) {
     if (!s->live) return;
-    compat_mutex_lock(&s->mu);
-    bool answering = atomic_load(&s->stop) && !s->quiet;
-    compat_mutex_unlock(&s->mu);
-    if (!answering) stop_search(s, true);
+    if (!answering_stop(s)) stop_search(s, true);
     join_search(s);
 }
 

@@ -25,7 +25,10 @@
  * unreadable, not a net, NaN values, no GPU for cuda, no shipped net for an
  * empty Net) is `info string Error: <path>: <reason>`, the same line on
  * stderr, and no readyok / no search: the caller (main.c) ends koma with
- * status 1. Net `none` is the uniform evaluator, asked for (tests).
+ * status 1. Net `none` is the uniform evaluator, asked for (tests). A
+ * Threads value the machine cannot start (a `ulimit -v` too small for that
+ * many stacks: the OpenMP runtime ended koma) is `info string Error:
+ * Threads N: ...; using M` with M that it can, and koma plays on.
  *
  * Decisions for a `go` (in this order): the side to move has no legal move:
  * `bestmove resign`; the side to move can declare under EnteringKingRule
@@ -43,10 +46,10 @@
  * stop (or ponderhit), even when the search ends sooner.
  *
  * Every go gets exactly one bestmove: a `go` during a search stops it (its
- * bestmove first) and then searches; `stop` followed at once by `quit` or
- * end of input still prints the stopped search's bestmove before koma
- * exits. After `gameover`, or `quit` without a stop, a running search is
- * stopped and prints no bestmove (the game is over, the GUI gone).
+ * bestmove first) and then searches; `stop` followed at once by `gameover`,
+ * `quit` or end of input still prints the stopped search's bestmove (before
+ * koma exits). After `gameover` or `quit` without a stop, a running search
+ * is stopped and prints no bestmove (the game is over, the GUI gone).
  *
  * Limits: `go nodes N` or NodeLimit caps the visits (`go infinite`: only
  * `go infinite nodes N` does); a clock (btime/wtime,
