@@ -23,6 +23,11 @@
 #endif
 
 
+/* The engine's own lateness kept back: the second largest of how late the last USI_LATE_MOVES
+ * timed answers came after their hard deadline (a lateness that recurs on this machine, not
+ * one spike), at most a quarter of the time. */
+enum { USI_LATE_MOVES = 8 };
+
 /* Everything one go needs, copied by the reader before the thread starts. */
 typedef struct {
     usi_go_t go;
@@ -65,7 +70,9 @@ struct usi_session {
                           * net or the batches are touched */
     pos_t *scratch;
     double nps_est;
-    int64_t late_ms; /* the search thread's: how late its timed answers came after their hard deadline (see below) */
+    /* the search thread's: how late its last timed answers came after their hard deadline */
+    int64_t late_hist[USI_LATE_MOVES];
+    int32_t late_n, late_next;
     usi_job_t job;
     /* the thread */
     compat_thread_t thread;
@@ -617,9 +624,14 @@ static void search_limits(usi_session_t *s, const usi_job_t *j, usi_search_limit
     mcts_time_limits_t tl = {0, 0};
     if (timed) {
         tl = usi_go_time_limits(g, pos_side_to_move(root), pos_game_ply(root), &j->opt);
-        /* the engine's own lateness on this machine (a loaded one answers after its deadline),
-         * kept back as well; at most half the time */
-        int64_t shift = s->late_ms < tl.hard_ms / 2 ? s->late_ms : tl.hard_ms / 2;
+        /* the engine's own lateness on this machine (a loaded one answers after its deadline) */
+        int64_t first = 0, second = 0;
+        for (int32_t i = 0; i < s->late_n; i++) {
+            int64_t x = s->late_hist[i];
+            if (x > first) second = first, first = x;
+            else if (x > second) second = x;
+        }
+        int64_t shift = second < tl.hard_ms / 4 ? second : tl.hard_ms / 4;
         tl.hard_ms -= shift;
         tl.soft_ms = tl.soft_ms - shift > 1 ? tl.soft_ms - shift : 1;
         if (tl.soft_ms > tl.hard_ms) tl.soft_ms = tl.hard_ms;
@@ -879,12 +891,13 @@ static void *thread_main(void *arg) {
             snprintf(line, sizeof line, "bestmove %s", mv);
         }
     }
-    if (lim.hard_ms && !lim.ponder && !atomic_load(&s->stop)) {
-        /* how late this answer is after its hard deadline: a new worst is taken at once, a
-         * smaller lateness pulls the estimate down by an eighth of the difference a move */
+    if (lim.hard_ms && !lim.ponder) {
+        /* how late this answer is after its hard deadline (also when a GUI's stop came after
+         * it: a referee that gave up on the move sends one) */
         int64_t late = compat_now_ms() - lim.hard_ms;
-        if (late < 0) late = 0;
-        s->late_ms = late > s->late_ms ? late : s->late_ms - (s->late_ms - late + 7) / 8;
+        s->late_hist[s->late_next] = late > 0 ? late : 0;
+        s->late_next = (s->late_next + 1) % USI_LATE_MOVES;
+        if (s->late_n < USI_LATE_MOVES) s->late_n++;
     }
     answer(s, j, line);
     dfpn_join(s, dfpn_running);
