@@ -37,30 +37,34 @@ static int count_lines(const usi_proc_t *p, const char *prefix) {
 }
 
 /* go ponder, stop, then at once gameover (issue 46.6: 0 bestmoves in 8
- * before): one legal bestmove, and koma goes on (isready answered). */
-static void stop_then_gameover(int round) {
+ * before), `rounds` times in one koma: each round one legal bestmove, and
+ * koma goes on (isready answered after each gameover). */
+static void stop_then_gameover(int rounds) {
     usi_proc_t P;
     CHECK(proc_start(&P, NULL));
-    proc_send(&P, "usi");
-    proc_send(&P, "isready");
-    CHECK(proc_expect(&P, "readyok", USI_WAIT_MS) != NULL);
-    proc_send(&P, "position startpos moves 7g7f 3c3d");
-    int from = P.mark;
-    proc_send(&P, "go ponder btime 0 wtime 0 byoyomi 1000");
-    proc_send(&P, "stop");
-    proc_send(&P, round % 2 ? "gameover win" : "gameover lose");
-    proc_send(&P, "isready");
-    CHECKF(proc_expect(&P, "readyok", USI_WAIT_MS) != NULL, "round %d: isready after gameover", round);
-    proc_send(&P, "quit");
-    CHECKF(proc_wait_exit(&P, USI_WAIT_MS) && P.status == 0, "round %d: exit 0", round);
-    int n = 0;
-    for (int i = from; i < P.n_lines; i++) n += starts_with(P.lines[i], "bestmove ");
-    CHECKF(n == 1, "round %d: stop then gameover: exactly one bestmove, got %d", round, n);
+    CHECK(proc_handshake(&P));
     pos_t *pos = malloc(sizeof *pos);
-    char txt[16];
-    const char *bm = proc_find(&P, from, P.n_lines, "bestmove ");
-    CHECKF(!bm || (play_moves(pos, "startpos", "7g7f 3c3d") && bestmove_of(pos, bm, txt, sizeof txt) != MOVE_NONE),
-           "round %d: legal: %s", round, bm);
+    for (int round = 1; round <= rounds && !g_fail; round++) {
+        proc_send(&P, "usinewgame");
+        proc_send(&P, "position startpos moves 7g7f 3c3d");
+        int from = P.mark;
+        proc_send(&P, "go ponder btime 0 wtime 0 byoyomi 1000");
+        proc_send(&P, "stop");
+        proc_send(&P, round % 2 ? "gameover win" : "gameover lose");
+        CHECKF(proc_expect(&P, "bestmove ", USI_WAIT_MS) != NULL, "round %d: stop then gameover: a bestmove", round);
+        proc_send(&P, "isready"); /* after the answer: the search is over, so readyok comes after all of it */
+        CHECKF(proc_expect(&P, "readyok", USI_WAIT_MS) != NULL, "round %d: isready after gameover", round);
+        int n = 0;
+        for (int i = from; i < P.n_lines; i++) n += starts_with(P.lines[i], "bestmove ");
+        CHECKF(n == 1, "round %d: stop then gameover: exactly one bestmove, got %d", round, n);
+        char txt[16];
+        const char *bm = proc_find(&P, from, P.n_lines, "bestmove ");
+        CHECKF(!bm || (play_moves(pos, "startpos", "7g7f 3c3d") && bestmove_of(pos, bm, txt, sizeof txt) != MOVE_NONE),
+               "round %d: legal: %s", round, bm);
+        P.mark = P.n_lines;
+    }
+    proc_send(&P, "quit");
+    CHECKF(proc_wait_exit(&P, USI_WAIT_MS) && P.status == 0, "exit 0");
     if (g_fail) proc_dump(&P, "stop then gameover");
     free(pos);
     proc_end(&P);
@@ -120,8 +124,8 @@ int main(void) {
     fprintf(stderr, "-- go infinite, stop, end of input / quit: 20 rounds each, Net none\n");
     for (int i = 0; i < 20 && !g_fail; i++) stop_then_end("none", false, i + 1);
     for (int i = 0; i < 20 && !g_fail; i++) stop_then_end("none", true, i + 1);
-    fprintf(stderr, "-- go ponder, stop, gameover: 8 rounds, Net none\n");
-    for (int i = 0; i < 8 && !g_fail; i++) stop_then_gameover(i + 1);
+    fprintf(stderr, "-- go ponder, stop, gameover: 8 rounds in one koma, Net none\n");
+    stop_then_gameover(8);
     fprintf(stderr, "-- the same with a 4x32 net: 5 rounds each\n");
     for (int i = 0; i < 5 && !g_fail; i++) stop_then_end(net, false, i + 1);
     for (int i = 0; i < 5 && !g_fail; i++) stop_then_end(net, true, i + 1);
