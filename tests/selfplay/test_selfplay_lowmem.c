@@ -1,6 +1,6 @@
 /* test_selfplay_lowmem.c - the real `selfplay` under `ulimit -v 1000000`
  * must either stop promptly with an error that says memory ran out and names
- * the limit, or run and stop on Ctrl-C. It used to spin for ever at 100% CPU inside OpenBLAS's allocator
+ * the limit, or finish its cycle (exit 0), or run and stop on Ctrl-C. It used to spin for ever at 100% CPU inside OpenBLAS's allocator
  * (which retries a failed allocation without end), deaf to Ctrl-C and kill
  * -TERM. Runs the binary through /bin/sh for the limit: skipped (77) where
  * there is none, and in ASan/TSan builds, whose shadow memory needs more
@@ -49,8 +49,11 @@ int main(void) {
     char *text = compat_read_file(log, &len, err, sizeof err);
     fprintf(stderr, "exit status %d after %lld ms%s; stderr:\n%s\n", status, (long long)(compat_now_ms() - t0),
             interrupted ? " (Ctrl-C sent after 60 s)" : "", text ? text : err);
-    if (ended && !interrupted) {
-        CHECKF(status != 0, "selfplay exits with an error status under low memory");
+    if (ended && !interrupted && status == 0) {
+        /* it fits: since the GPU libraries load only with the CUDA backend (and shards hold positions, not
+         * planes), a whole 1-cycle run plays and trains within 1 GB of address space */
+        CHECKF(text && strstr(text, "model cycle 1 published"), "exit 0 under low memory without the cycle done");
+    } else if (ended && !interrupted) {
         CHECKF(text && strstr(text, "out of memory") && strstr(text, "ulimit -v"),
                "the error says memory ran out and names the limit");
     }
