@@ -25,11 +25,35 @@
 
 /* ---- positions ------------------------------------------------------------------------ */
 #define MAXPOS 20000
-static pos_t *g_pos; /* (MAXPOS) */
+/* A position kept small (a pos_t with its history is 128 KB): what sets it up again, and its key. */
+typedef struct {
+    uint8_t board[SQ_NB];
+    hand_t hand[COLOR_NB];
+    color_t side;
+    int32_t ply;
+    uint64_t key;
+} small_pos_t;
+static small_pos_t *g_pos; /* (MAXPOS) */
+
+/* Position i, set up in a scratch pos_t (valid until the next call). */
+static const pos_t *pos_at(int32_t i) {
+    static pos_t p;
+    const small_pos_t *s = &g_pos[i];
+    char err[256];
+    KOMA_ASSERT(sfen_set_position(&p, s->board, s->hand, s->side, s->ply, err, sizeof err) == SFEN_OK);
+    KOMA_ASSERT(pos_key(&p) == s->key);
+    return &p;
+}
 static int32_t g_npos;
 
 static void add_pos(const pos_t *p) {
-    if (g_npos < MAXPOS) pos_copy(&g_pos[g_npos++], p);
+    if (g_npos >= MAXPOS) return;
+    small_pos_t *s = &g_pos[g_npos++];
+    memcpy(s->board, p->board, sizeof s->board);
+    s->hand[0] = p->hand[0], s->hand[1] = p->hand[1];
+    s->side = p->side;
+    s->ply = pos_game_ply(p);
+    s->key = pos_key(p);
 }
 
 static void load_perft(void) {
@@ -89,7 +113,7 @@ static void test_round_trip(void) {
     uint8_t hcp[SHARD_HCP_BYTES];
     static pos_t back;
     for (int32_t i = 0; i < g_npos; i++) {
-        const pos_t *p = &g_pos[i];
+        const pos_t *p = pos_at(i);
         shard_pos_hcp(p, hcp);
         char err[256];
         int ok = shard_hcp_position(hcp, pos_game_ply(p), &back, err, sizeof err) == 0 &&
@@ -111,7 +135,7 @@ static void write_pair(const char *dir, int32_t from, int32_t n, char *p2, char 
     static uint8_t planes[ENC_PACKED_BYTES], legal[ENC_LEGAL_BYTES], posb[SHARD_POSITION_BYTES];
     float hand[ENC_HAND];
     for (int32_t i = from; i < from + n; i++) {
-        const pos_t *p = &g_pos[i];
+        const pos_t *p = pos_at(i);
         uint8_t hcp[SHARD_HCP_BYTES];
         shard_pos_hcp(p, hcp);
         encode_position(p, planes, hand);
@@ -163,7 +187,7 @@ static void test_expand(const char *dir) {
         CHECK_OK(train_batch_expand(bt, err, sizeof err), err);
         CHECK(bt->pending == 0);
         for (int32_t i = 0; i < n; i++) {
-            const pos_t *p = &g_pos[from + idx[i]];
+            const pos_t *p = pos_at((int32_t)(from + idx[i]));
             encode_position(p, planes, hand);
             encode_legal_mask(p, legal);
             for (int half = 0; half < 2; half++) {
@@ -201,7 +225,7 @@ static void write_sets(run_t_ *r, int32_t shards, int32_t per) {
         shard_builder_t *b = shard_builder_new_compact(1, err, sizeof err);
         KOMA_ASSERT(b);
         for (int32_t i = 0; i < per; i++, k++) {
-            const pos_t *p = &g_pos[k % g_npos];
+            const pos_t *p = pos_at((int32_t)(k % g_npos));
             uint8_t hcp[SHARD_HCP_BYTES];
             shard_pos_hcp(p, hcp);
             move_list_t ml;
@@ -350,7 +374,7 @@ static void test_sets_and_epochs(const char *dir) {
 int main(void) {
     engine_init();
     t_seed(20261207);
-    g_pos = malloc(sizeof(pos_t) * MAXPOS);
+    g_pos = malloc(sizeof(small_pos_t) * MAXPOS);
     KOMA_ASSERT(g_pos);
     load_perft();
     int32_t perft = g_npos;
