@@ -35,7 +35,7 @@ static int run_cmd(const char *const *argv, const char *log) {
 
 /* Rewrites the version-2 shard at run/rel as version 1 (its games from koma.db), and koma.db's size and hash. */
 static void to_v1(const char *run, const char *rel, int64_t shard_id, sqlite3 *sq) {
-    char path[1200], err[1024];
+    char path[20000], err[1024];
     snprintf(path, sizeof path, "%s/%s", run, rel);
     shard_t *s = shard_open(path, NULL, 0, err, sizeof err);
     KOMA_ASSERT(s);
@@ -44,7 +44,7 @@ static void to_v1(const char *run, const char *rel, int64_t shard_id, sqlite3 *s
     const shard_format_t fmt = {ENC_FEATURES_VERSION, ENC_PACKED_BYTES, ENC_HAND, ENC_LEGAL_BYTES};
     shard_builder_t *b = shard_builder_new(&fmt, err, sizeof err);
     KOMA_ASSERT(b);
-    char dbpath[1200];
+    char dbpath[20000];
     snprintf(dbpath, sizeof dbpath, "%s/koma.db", run);
     db_t *db = NULL;
     KOMA_ASSERT(db_open(dbpath, DB_OPEN_READONLY, &db, err, sizeof err) == DB_OK);
@@ -138,7 +138,7 @@ int main(void) {
     KOMA_ASSERT(sqlite3_open(dbpath, &sq) == SQLITE_OK);
     KOMA_ASSERT(sqlite3_prepare_v2(sq, "SELECT path, cycle FROM shards ORDER BY id", -1, &st, NULL) == SQLITE_OK);
     while (sqlite3_step(st) == SQLITE_ROW) {
-        char path[1300];
+        char path[20000];
         snprintf(path, sizeof path, "%s/%s", run, (const char *)sqlite3_column_text(st, 0));
         shard_t *s = shard_open(path, NULL, 0, err, sizeof err);
         CHECKF(s != NULL, "%s", err);

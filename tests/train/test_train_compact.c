@@ -225,12 +225,15 @@ static void write_sets(run_t_ *r, int32_t shards, int32_t per) {
         shard_builder_t *b = shard_builder_new_compact(1, err, sizeof err);
         KOMA_ASSERT(b);
         for (int32_t i = 0; i < per; i++, k++) {
-            const pos_t *p = pos_at((int32_t)(k % g_npos));
+            const pos_t *p = NULL;
+            move_list_t ml;
+            for (int64_t j = k;; j++) { /* a position with a move to play (a playout's last may be mate) */
+                p = pos_at((int32_t)(j % g_npos));
+                if (movegen_legal(p, &ml) > 0) break;
+            }
             uint8_t hcp[SHARD_HCP_BYTES];
             shard_pos_hcp(p, hcp);
-            move_list_t ml;
-            movegen_legal(p, &ml);
-            move_t m = ml.n ? ml.moves[0] : MOVE_NONE;
+            move_t m = ml.moves[0];
             CHECK_OK(shard_builder_add_set_row(b, hcp, (uint16_t)m, (int8_t)(k % 3 - 1), (float)k / 1048576.0f, 0,
                                                DB_REASON_RESIGN, err, sizeof err),
                      err);
