@@ -7,7 +7,7 @@
 # Prints a table; docs/BENCHMARKS.md "Data at the field's scale (issue 44)".
 #
 #   PYTHONPATH=/work/cshogi-build bench/bench_data.sh [--scratch DIR] [--positions 40000000]
-#       [--python-positions 4000000] [--nets 4x32,10x128] [--batch 256] [--steps 40]
+#       [--python-positions 4000000] [--nets 4x32,10x128] [--batch 256] [--steps 30]
 #       [--threads 1] [--keep-data] [--skip PHASES]
 #
 # Run from the repository root after building bench_data, import, train and
@@ -26,7 +26,7 @@ POSITIONS=40000000
 PY_POSITIONS=4000000
 NETS=4x32,10x128
 BATCH=256
-STEPS=40
+STEPS=30
 THREADS=1
 PER_FILE=100000
 SEED=1
@@ -91,7 +91,7 @@ sys.exit(p.wait())' "$out" "$@"
 
 mkdir -p "$SCRATCH"
 RES=$SCRATCH/results.txt
-: > "$RES"
+[ -n "$SKIP" ] || : > "$RES" # a run with --skip adds to the figures of the run before
 rec() { echo "$1=$2" >> "$RES"; echo "  $1 = $2"; }
 NFILES=$(( (POSITIONS + PER_FILE - 1) / PER_FILE ))
 say "# bench_data.sh $(date -u '+%F %T') UTC on $(uname -n): $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GB", $2/1048576}' /proc/meminfo), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
@@ -173,7 +173,7 @@ done
 if ! skip torch; then
   if /usr/bin/python3 -c 'import torch, numpy, cshogi.dlshogi' 2>/dev/null; then
     npy=$(( (PY_POSITIONS + PER_FILE - 1) / PER_FILE ))
-    files=$(ls "$HCPE"/*.hcpe | head -n "$npy")
+    files=$(ls "$HCPE"/*.hcpe | sed -n "1,${npy}p")
     for net in ${NETS//,/ }; do
       say "## python route $net on $PY_POSITIONS positions (load $(load))"
       echo "\$ /usr/bin/python3 bench/bench_data_torch.py --net $net --batch $BATCH --steps $STEPS --threads $THREADS $HCPE/<first $npy files>"
@@ -193,6 +193,21 @@ fi
 if ! skip read && /usr/bin/python3 -c 'import cshogi' 2>/dev/null; then
   say "## bench_read.py (load $(load))"
   run /usr/bin/python3 "$ROOT/tests/data/formats/bench_read.py" "$B" | tee "$SCRATCH/bench_read.log"
+  # the same generated files: cshogi's reading loop (bench_read.py's) beside import --check
+  nread=$(( NFILES < 10 ? NFILES : 10 ))
+  files=$(ls "$HCPE"/*.hcpe | sed -n "1,${nread}p")
+  say "## cshogi's reader and import --check on the first $nread generated files (load $(load))"
+  rec cshogi_read_positions_per_cpu_s "$(PYTHONPATH="$ROOT/tests/data/formats:${PYTHONPATH:-}" /usr/bin/python3 -c '
+import sys
+from bench_read import cshogi_positions
+n = cpu = bad = 0
+for p in sys.argv[1:]:
+    k, _, c, b = cshogi_positions(p, "hcpe")
+    n, cpu, bad = n + k, cpu + c, bad + b
+assert bad == 0, bad
+print("%.0f" % (n / cpu))' $files)"
+  timev "$SCRATCH/check.time" "$B/tools/import" --check --quiet $files | tail -1
+  rec import_check_positions_per_cpu_s "$(echo "$nread * $PER_FILE / $(tv_cpu "$SCRATCH/check.time")" | bc)"
 fi
 
 # ---- table ---------------------------------------------------------------------------------
@@ -208,6 +223,8 @@ say "| Koma bytes a position (shards + koma.db) | $(g koma_bytes_per_position) |
 say "| shard files | $(g shard_files) | |"
 say "| import wall s / CPU s | $(g import_wall_s) / $(g import_cpu_s) | |"
 say "| import positions per CPU-second | $(g import_positions_per_cpu_s) | >= cshogi's reading (bench_read.py) |"
+say "| cshogi's reader on the same files, positions per CPU-second | $(g cshogi_read_positions_per_cpu_s) | |"
+say "| import --check on the same files, positions per CPU-second | $(g import_check_positions_per_cpu_s) | |"
 say "| import max RSS | $(mb "$(g import_rss_kb)") MB | |"
 for net in ${NETS//,/ }; do
   t=$(g "train_${net}_samples_per_s"); bt=$(g "bench_train_${net}_samples_per_s"); bs=$(g "bench_train_${net}_step_only_samples_per_s")

@@ -22,7 +22,7 @@ The net: Koma's (bench/torch_bench.py: stem conv3x3, residual tower, policy,
 legal and W/D/L value heads), its stem on dlshogi's 119 input planes; SGD
 Nesterov 0.9, weight decay 1e-4, grad-norm clip 10 (torch_bench's step);
 loss: policy cross-entropy on the move, W/D/L cross-entropy on the result.
-Prints time to the first step, samples/s over --steps after --warmup, the
+Prints time to the first step (from the process's start, imports included), samples/s over --steps after --warmup, the
 share of step time spent waiting for the loader, and peak RSS.
 """
 import argparse
@@ -42,6 +42,15 @@ from cshogi import dlshogi as dl
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_bench import Koma  # noqa: E402
+
+
+def process_age_s():
+    """Seconds since this process started (its imports included), from /proc."""
+    try:
+        start = int(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19]) / os.sysconf("SC_CLK_TCK")
+        return float(open("/proc/uptime").read().split()[0]) - start
+    except (OSError, ValueError, IndexError):
+        return float("nan")
 
 
 def rss_peak_mb():
@@ -134,7 +143,7 @@ def main():
         return float(loss)
 
     step()
-    t_first = time.perf_counter() - t_start
+    t_first, age_first = time.perf_counter() - t_start, process_age_s()
     for _ in range(a.warmup):
         step()
     waited[0], busy0 = 0.0, loader.busy
@@ -143,10 +152,10 @@ def main():
         loss = step()
     el, cpu = time.perf_counter() - t0, time.process_time() - c0
     sps = a.steps * a.batch / el
-    print("python route: %s batch %d threads %d%s: %d positions read in %.1f s, first step at %.1f s, "
+    print("python route: %s batch %d threads %d%s: %d positions read in %.1f s, first step at %.1f s (%.1f s after main began), "
           "%.1f samples/s, %.1f samples per CPU-second (%d steps, %.1f s, CPU %.1f s), waited for the loader %.1f%% of the time, "
           "loader busy %.1f s, loss %.3f, peak RSS %.0f MB"
-          % (a.net, a.batch, a.threads, " +legal" if a.legal else "", len(recs), t_read, t_first, sps, a.steps * a.batch / cpu, a.steps,
+          % (a.net, a.batch, a.threads, " +legal" if a.legal else "", len(recs), t_read, age_first, t_first, sps, a.steps * a.batch / cpu, a.steps,
              el, cpu, 100.0 * waited[0] / el, loader.busy - busy0, loss, rss_peak_mb()))
     os._exit(0)  # the prefetch thread may be blocked on a full queue
 
