@@ -67,7 +67,8 @@ tv_wall() { awk -F': ' '/Elapsed \(wall clock\)/ {n=split($2,a,":"); s=0; for(i=
 tv_cpu() { awk -F': ' '/User time/ {u=$2} /System time/ {s=$2} END {print u+s}' "$1"; }
 tv_rss() { awk -F': ' '/Maximum resident set size/ {print $2}' "$1"; }
 # usage: stamped OUT CMD...: runs CMD (/usr/bin/time -v PROG ...) with each output line prefixed by
-# the seconds since its start and PROG's CPU seconds so far (user + system, all threads, /proc)
+# the seconds since its start and PROG's CPU seconds so far (user + system, all threads, /proc);
+# OUT.threads gets, at each progress line ("step N/M ..."), every thread of PROG: seconds, tid, name, CPU seconds
 stamped() {
   local out=$1; shift; echo "\$ $*"
   /usr/bin/python3 -u -c '
@@ -75,18 +76,51 @@ import os, subprocess, sys, time
 t0 = time.monotonic()
 p = subprocess.Popen(sys.argv[2:], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
 tick = os.sysconf("SC_CLK_TCK")
-def cpu():
+def stat(path):
+    head, tail = open(path).read().rsplit(")", 1)
+    f = tail.split()
+    return head.split("(", 1)[1].replace(" ", "_"), (int(f[11]) + int(f[12])) / tick
+def child():
     try:  # the child of /usr/bin/time
-        kids = open("/proc/%d/task/%d/children" % (p.pid, p.pid)).read().split()
-        f = open("/proc/%s/stat" % kids[0]).read().rsplit(")", 1)[1].split()
-        return (int(f[11]) + int(f[12])) / tick
-    except (OSError, IndexError, ValueError):
-        return -1.0
-with open(sys.argv[1], "w") as f:
+        return open("/proc/%d/task/%d/children" % (p.pid, p.pid)).read().split()[0]
+    except (OSError, IndexError):
+        return None
+with open(sys.argv[1], "w") as f, open(sys.argv[1] + ".threads", "w") as th:
     for line in p.stdout:
-        f.write("%.3f %.2f %s" % (time.monotonic() - t0, cpu(), line))
+        t, c, kid = time.monotonic() - t0, -1.0, child()
+        try:
+            c = stat("/proc/%s/stat" % kid)[1] if kid else -1.0
+            if kid and line.startswith("step "):
+                for tid in os.listdir("/proc/%s/task" % kid):
+                    name, tc = stat("/proc/%s/task/%s/stat" % (kid, tid))
+                    th.write("%.3f %s %s %.2f\n" % (t, tid, name, tc))
+        except (OSError, ValueError, IndexError):
+            pass
+        f.write("%.3f %.2f %s" % (t, c, line))
         f.flush()
 sys.exit(p.wait())' "$out" "$@"
+}
+# usage: thread_split LOG: CPU seconds of each thread of PROG between the line of step 5 and the last step line;
+# the threads that ended in between (train/loop.c's prefetch thread, one a step) as the process's rest
+thread_split() {
+  /usr/bin/python3 -c '
+import sys
+log = sys.argv[1]
+steps = [l.split() for l in open(log) if l.split()[2:3] == ["step"]]
+t5 = next(float(l[0]) for l in steps if l[3].startswith("5/"))
+tl = float(steps[-1][0])
+at = {}
+for l in open(log + ".threads"):
+    t, tid, name, c = l.split()
+    at.setdefault(float(t), {})[(tid, name)] = float(c)
+a, b = at.get(t5, {}), at.get(tl, {})
+d = {k: b[k] - a.get(k, 0.0) for k in b}
+proc = {float(l[0]): float(l[1]) for l in steps}
+total = (proc[tl] - proc[t5]) or 1.0  # the process: its live threads and those that ended (the per-step prefetch)
+d[("ended", "threads that ended (prefetch)")] = total - sum(d.values())
+print(" ".join("%s/%s=%.2fs(%.1f%%)" % (k[1].replace(" ", "_"), k[0], v, 100 * v / total)
+               for k, v in sorted(d.items(), key=lambda x: -x[1]) if v > 0.005))
+' "$1"
 }
 
 mkdir -p "$SCRATCH"
@@ -158,6 +192,7 @@ for net in ${NETS//,/ }; do
   rec "train_${net}_first_step_s" "$first"
   rec "train_${net}_samples_per_s" "$(steady 1)"
   rec "train_${net}_samples_per_cpu_s" "$(steady 2)"
+  rec "train_${net}_thread_cpu" "$(thread_split "$SCRATCH/train-$net.log" || echo -)"
   rec "train_${net}_rss_kb" "$(tv_rss "$SCRATCH/train-$net.time")"
   rec "train_${net}_load" "$(load)"
   say "## bench_train $net (load $(load))"
