@@ -75,6 +75,9 @@ int64_t compat_cpu_time_ns(void);
 int64_t compat_thread_cpu_time_ns(void);
 /* Number of online logical CPUs, at least 1. */
 int compat_cpu_count(void);
+/* The machine's 1-minute load average (runnable tasks, getloadavg), or -1
+ * where the system cannot tell (Windows). */
+double compat_load_average(void);
 /* Bytes of physical memory of the machine (sysconf's _SC_PHYS_PAGES x
  * _SC_PAGESIZE, /proc/meminfo's MemTotal where sysconf cannot tell;
  * Windows: GlobalMemoryStatusEx), or 0 when unknown. Not a container's or

@@ -112,6 +112,11 @@ int compat_cpu_count(void) {
     return n > 0 ? (int)n : 1;
 }
 
+double compat_load_average(void) {
+    double l[1];
+    return getloadavg(l, 1) == 1 ? l[0] : -1.0;
+}
+
 int64_t compat_memory_total(void) {
 #if defined(_SC_PHYS_PAGES) && defined(_SC_PAGESIZE)
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);

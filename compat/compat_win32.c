@@ -145,6 +145,8 @@ int compat_cpu_count(void) {
     return si.dwNumberOfProcessors > 0 ? (int)si.dwNumberOfProcessors : 1;
 }
 
+double compat_load_average(void) { return -1.0; }
+
 int64_t compat_memory_total(void) {
     MEMORYSTATUSEX ms;
     ms.dwLength = sizeof ms;

@@ -18,6 +18,7 @@
 #include "data/run.h"
 #include "match/rating.h"
 #include "data/shard.h"
+#include "data/shard_pos.h"
 #include "engine/encode.h"
 #include "engine/position.h"
 #include "engine/sfen.h"
@@ -39,10 +40,13 @@ static void usage(FILE *out) {
             "usage: %s RUN_DIR\n"
             "       %s --db FILE\n"
             "       %s --shard FILE [--rows N]\n"
+            "       %s --shard FILE --expand OUT\n"
             "RUN_DIR: a summary of the run (RUN_DIR/koma.db); --db: the same for a\n"
             "database file; --shard: a shard's metadata, columns, checksums and its\n"
-            "first N rows decoded (default 3). Nothing is changed.\n",
-            g_prog, g_prog, g_prog);
+            "first N rows decoded (default 3). Nothing is changed. --expand: the\n"
+            "shard's input planes, hand values and legal masks, as the trainer makes\n"
+            "them from its positions, into the safetensors file OUT (koma_shards.py).\n",
+            g_prog, g_prog, g_prog, g_prog);
 }
 
 static double pct(int64_t a, int64_t b) { return b > 0 ? 100.0 * (double)a / (double)b : 0.0; }
@@ -345,19 +349,34 @@ static int by_prob(const void *a, const void *b) {
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
+/* Row r's position from either version's column: NULL, or why it is no legal position (pos's raw fields set). */
+static const char *row_position(const shard_columns_t *c, int64_t r, pos_t *pos) {
+    if (!c->hcp) return decode_position(c->position + r * SHARD_POSITION_BYTES, pos);
+    static char why[256];
+    memset(pos, 0, offsetof(pos_t, hist) + sizeof(pos_state_t));
+    if (shard_row_position(c, r, pos, why, sizeof why) == 0) return NULL;
+    shard_row_pos(c, r, pos);
+    return why;
+}
+
 static void print_rows(const shard_t *s, int64_t nrows) {
     const shard_columns_t *c = shard_columns(s);
     const shard_format_t *f = shard_format(s);
     static pos_t pos; /* large: keep it off the stack */
+    static uint8_t made_planes[ENC_PACKED_BYTES], made_legal[ENC_LEGAL_BYTES];
+    float made_hand[ENC_HAND];
+    shard_format_t made = {ENC_FEATURES_VERSION, ENC_PACKED_BYTES, ENC_HAND, ENC_LEGAL_BYTES};
     if (nrows > shard_rows(s)) nrows = shard_rows(s);
     for (int64_t r = 0; r < nrows; r++) {
-        const uint8_t *pb = c->position + r * SHARD_POSITION_BYTES;
-        const char *why = decode_position(pb, &pos);
+        const char *why = row_position(c, r, &pos);
         char sfen[SFEN_MAX_LEN], mv[32];
         sfen_write(&pos, sfen, sizeof sfen);
         move_text(&pos, why == NULL, c->move[r], mv);
-        printf("  row %lld: game %lld, ply %u, %s to move, %s, root_q %+.4f, move %s\n", (long long)r,
-               (long long)c->game_id[r], c->ply[r], pb[SHARD_POS_SIDE] ? "white" : "black",
+        char owner[48];
+        if (c->game_id) snprintf(owner, sizeof owner, "game %lld", (long long)c->game_id[r]);
+        else snprintf(owner, sizeof owner, "a position");
+        printf("  row %lld: %s, ply %u, %s to move, %s, root_q %+.4f, move %s\n", (long long)r, owner, c->ply[r],
+               pos.side ? "white" : "black",
                c->result[r] > 0   ? "won"
                : c->result[r] < 0 ? "lost"
                                   : "drawn",
@@ -392,20 +411,93 @@ static void print_rows(const shard_t *s, int64_t nrows) {
             }
             printf("\n");
         }
+        const uint8_t *planes = c->planes ? c->planes + r * f->planes_bytes : made_planes;
+        const uint8_t *legal_bits = c->legal ? c->legal + r * f->legal_bytes : made_legal;
+        const float *hand = c->hand ? c->hand + r * f->hand_n : made_hand;
+        if (!c->planes) { /* version 2: what the trainer's loader makes from the position */
+            f = &made;
+            memset(made_planes, 0, sizeof made_planes), memset(made_legal, 0, sizeof made_legal);
+            memset(made_hand, 0, sizeof made_hand);
+            if (!why) encode_position(&pos, made_planes, made_hand), encode_legal_mask(&pos, made_legal);
+        }
         int64_t bits = 0, legal = 0;
-        for (int32_t i = 0; i < f->planes_bytes; i++) bits += compat_popcount32(c->planes[r * f->planes_bytes + i]);
-        for (int32_t i = 0; i < f->legal_bytes; i++) legal += compat_popcount32(c->legal[r * f->legal_bytes + i]);
-        printf("    planes: %lld bits set; legal mask: %lld moves", (long long)bits, (long long)legal);
-        if (!why && f->features_version == ENC_FEATURES_VERSION && f->legal_bytes == ENC_LEGAL_BYTES) {
+        for (int32_t i = 0; i < f->planes_bytes; i++) bits += compat_popcount32(planes[i]);
+        for (int32_t i = 0; i < f->legal_bytes; i++) legal += compat_popcount32(legal_bits[i]);
+        printf("    planes%s: %lld bits set; legal mask: %lld moves", c->planes ? "" : " (made from the position)",
+               (long long)bits, (long long)legal);
+        if (c->planes && !why && f->features_version == ENC_FEATURES_VERSION && f->legal_bytes == ENC_LEGAL_BYTES) {
             uint8_t mask[ENC_LEGAL_BYTES];
             encode_legal_mask(&pos, mask);
             printf(" (%s the position's)",
                    memcmp(mask, c->legal + r * f->legal_bytes, ENC_LEGAL_BYTES) ? "DIFFERS from" : "matches");
         }
         printf("; hand:");
-        for (int32_t i = 0; i < f->hand_n && i < 16; i++) printf(" %.3g", (double)c->hand[r * f->hand_n + i]);
+        for (int32_t i = 0; i < f->hand_n && i < 16; i++) printf(" %.3g", (double)hand[i]);
         printf("\n");
     }
+}
+
+/* --expand OUT: the planes, hand and legal mask of every row of the shard at path, as the trainer's loader makes
+ * them from its positions (version 2) or as stored (version 1), into OUT (safetensors: planes U8 (R, planes
+ * bytes), hand F32 (R, 14), legal U8 (R, legal bytes)); for readers without a shogi move generator
+ * (tools/koma_shards.py). 0, or 1 with the message printed. */
+static int expand_shard(const char *path, const char *out) {
+    char err[1024];
+    shard_t *s = shard_open(path, NULL, 0, err, sizeof err);
+    if (!s) {
+        fprintf(stderr, "%s: %s\n", g_prog, err);
+        return 1;
+    }
+    if (run_output_check(out, NULL, "the expanded planes", "--expand", err, sizeof err) != 0) {
+        fprintf(stderr, "%s: %s\n", g_prog, err);
+        shard_close(s);
+        return 1;
+    }
+    const shard_columns_t *c = shard_columns(s);
+    const shard_format_t *f = shard_format(s);
+    int64_t R = shard_rows(s);
+    int v1 = c->planes != NULL;
+    int64_t pb = v1 ? f->planes_bytes : ENC_PACKED_BYTES, hn = v1 ? f->hand_n : ENC_HAND,
+            lb = v1 ? f->legal_bytes : ENC_LEGAL_BYTES;
+    uint8_t *planes = v1 ? NULL : calloc((size_t)(R ? R : 1), (size_t)pb);
+    float *hand = v1 ? NULL : calloc((size_t)(R ? R : 1), sizeof(float) * (size_t)hn);
+    uint8_t *legal = v1 ? NULL : calloc((size_t)(R ? R : 1), (size_t)lb);
+    pos_t *pos = malloc(sizeof *pos);
+    int rc = 0;
+    if (!pos || (!v1 && (!planes || !hand || !legal))) {
+        fprintf(stderr, "%s: %s: out of memory for %lld rows\n", g_prog, path, (long long)R);
+        rc = 1;
+    }
+    for (int64_t r = 0; rc == 0 && !v1 && r < R; r++) {
+        if (shard_row_position(c, r, pos, err, sizeof err) != 0) {
+            fprintf(stderr, "%s: %s: row %lld: %s\n", g_prog, path, (long long)r, err);
+            rc = 1;
+            break;
+        }
+        encode_position(pos, planes + r * pb, hand + r * hn);
+        encode_legal_mask(pos, legal + r * lb);
+    }
+    if (rc == 0) {
+        st_writer_t *w = st_writer_new();
+        int64_t sp[2] = {R, pb}, sh[2] = {R, hn}, sl[2] = {R, lb};
+        char v[32];
+        rc = !w || st_writer_add(w, "planes", ST_DTYPE_U8, 2, sp, v1 ? c->planes : planes) ||
+             st_writer_add(w, "hand", ST_DTYPE_F32, 2, sh, v1 ? c->hand : hand) ||
+             st_writer_add(w, "legal", ST_DTYPE_U8, 2, sl, v1 ? c->legal : legal) ||
+             st_writer_meta(w, "koma.kind", "expanded");
+        snprintf(v, sizeof v, "%d", v1 ? f->features_version : ENC_FEATURES_VERSION);
+        rc = rc || st_writer_meta(w, "koma.features_version", v);
+        if (rc) snprintf(err, sizeof err, "%s: out of memory", out);
+        if (!rc && st_writer_write(w, out, err, sizeof err) != 0) rc = 1;
+        if (rc) fprintf(stderr, "%s: %s\n", g_prog, err);
+        st_writer_free(w);
+    }
+    free(planes);
+    free(hand);
+    free(legal);
+    free(pos);
+    shard_close(s);
+    return rc ? 1 : 0;
 }
 
 static int inspect_shard(const char *path, int64_t nrows) {
@@ -460,8 +552,13 @@ static int inspect_shard(const char *path, int64_t nrows) {
     shard_format_t mine = {ENC_FEATURES_VERSION, ENC_PACKED_BYTES, ENC_HAND, ENC_LEGAL_BYTES};
     int same = fm->features_version == mine.features_version && fm->planes_bytes == mine.planes_bytes &&
                fm->hand_n == mine.hand_n && fm->legal_bytes == mine.legal_bytes;
-    printf("  format: features_version %d, planes %d bytes, hand %d, legal %d bytes: %s this build's features\n",
-           fm->features_version, fm->planes_bytes, fm->hand_n, fm->legal_bytes, same ? "matches" : "DIFFERS from");
+    if (shard_version(s) == SHARD_VERSION)
+        printf("  format: version %d (compact: the position as hcp, planes and legal masks made when a batch is "
+               "built)%s\n", SHARD_VERSION, shard_is_set(s) ? ", a position set (a one-hot target on each row's move)" : "");
+    else
+        printf("  format: version 1, features_version %d, planes %d bytes, hand %d, legal %d bytes: %s this build's "
+               "features\n", fm->features_version, fm->planes_bytes, fm->hand_n, fm->legal_bytes,
+               same ? "matches" : "DIFFERS from");
     printf("  %lld rows, %lld games, %lld policy entries (%.1f per row)\n", (long long)shard_rows(s),
            (long long)shard_games(s), (long long)shard_nnz(s),
            shard_rows(s) ? (double)shard_nnz(s) / (double)shard_rows(s) : 0.0);
@@ -473,13 +570,15 @@ static int inspect_shard(const char *path, int64_t nrows) {
 int main(int argc, char **argv) {
     g_prog = koma_program_name(argc > 0 ? argv[0] : NULL, "inspect");
     if (koma_version_asked(argc, argv, g_prog)) return 0;
-    const char *db = NULL, *shard = NULL, *run = NULL;
+    const char *db = NULL, *shard = NULL, *run = NULL, *expand = NULL;
     int64_t nrows = 3;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--db") == 0 && i + 1 < argc) {
             db = argv[++i];
         } else if (strcmp(argv[i], "--shard") == 0 && i + 1 < argc) {
             shard = argv[++i];
+        } else if (strcmp(argv[i], "--expand") == 0 && i + 1 < argc) {
+            expand = argv[++i];
         } else if (strcmp(argv[i], "--rows") == 0 && i + 1 < argc) {
             char *end;
             nrows = strtoll(argv[++i], &end, 10);
@@ -500,6 +599,11 @@ int main(int argc, char **argv) {
     }
     if ((db != NULL) + (shard != NULL) + (run != NULL) != 1) {
         usage(stderr);
+        return 2;
+    }
+    if (shard && expand) return expand_shard(shard, expand);
+    if (expand) {
+        fprintf(stderr, "%s: --expand OUT goes with --shard FILE\n", g_prog);
         return 2;
     }
     if (shard) return inspect_shard(shard, nrows);

@@ -17,6 +17,15 @@ into the arrays a PyTorch (or any) trainer wants:
     s.value_wdl   # (R, 3) float32: the result as win/draw/loss one-hot (Koma's value head order)
     s.ply, s.game_id, s.move, s.position   # the remaining columns as stored
 
+Shard versions (data/shard.h, docs/DATA.md): version 1 stores the planes,
+hand and legal mask; version 2 (this Koma's) stores only the exact position,
+32 bytes of dlshogi's HuffmanCodedPos (s.position, (R, 32); decode_hcp below
+turns one into a board), and the planes, hand and mask are made from it the
+way Koma's trainer makes them: `inspect --shard FILE --expand OUT`, which
+read() runs (its path: the inspect argument, $KOMA_INSPECT, build/tools/inspect
+beside this file, or koma-inspect on the PATH). A version-2 position set
+(imported hcpe/psv) has no game_id (-1 here) and a one-hot policy on its move.
+
 Layout (engine/encode.h): everything is seen from the side to move (the board
 rotated 180 degrees for White). Plane p, square index i = (file - 1) * 9 +
 (rank - 1) in that view, is planes[r, p, i // 9, i % 9]: axis 2 is the file
@@ -57,6 +66,93 @@ class ShardError(Exception):
     """A file that is not a readable Koma shard; the message starts with its path."""
 
 
+# dlshogi's HuffmanCodedPos (cshogi's tables; data/fmt_pack.c): (code, bits) by engine piece code
+# (type + 16 * colour), in hand by cshogi's HandPiece order, and the piece box.
+_HCP_BOARD = [(0x00, 1), (0x01, 4), (0x03, 6), (0x07, 6), (0x0b, 6), (0x1f, 8), (0x3f, 8), (0x0f, 6), (0x00, 0),
+              (0x09, 4), (0x23, 6), (0x27, 6), (0x2b, 6), (0x9f, 8), (0xbf, 8), (0x00, 0), (0x00, 0), (0x05, 4),
+              (0x13, 6), (0x17, 6), (0x1b, 6), (0x5f, 8), (0x7f, 8), (0x2f, 6), (0x00, 0), (0x0d, 4), (0x33, 6),
+              (0x37, 6), (0x3b, 6), (0xdf, 8), (0xff, 8), (0, 0)]
+_HCP_HAND = [((0x00, 3), (0x04, 3)), ((0x01, 5), (0x11, 5)), ((0x03, 5), (0x13, 5)), ((0x05, 5), (0x15, 5)),
+             ((0x07, 5), (0x17, 5)), ((0x1f, 7), (0x5f, 7)), ((0x3f, 7), (0x7f, 7))]
+_HCP_BOX = [(0x02, 3), (0x09, 5), (0x0b, 5), (0x0d, 5), (0x1d, 5), (0x0f, 7), (0x2f, 7)]
+_HAND_TYPE = [1, 2, 3, 4, 7, 5, 6]  # cshogi HandPiece order -> engine piece type (P L N S G B R)
+KING = 8
+
+
+def decode_hcp(code):
+    """32 bytes of HuffmanCodedPos -> (board, hands, side): board a list of 81 engine piece codes (square
+    (file - 1) * 9 + rank - 1; type + 16 * colour, 0 empty), hands[colour][piece type] counts, side 0 Black
+    to move or 1 White. Raises ValueError for bytes that are no position."""
+    bits = int.from_bytes(bytes(code), "little")
+    pos = 0
+
+    def take(n):
+        nonlocal pos
+        v = (bits >> pos) & ((1 << n) - 1)
+        pos += n
+        return v
+
+    def fits(c):
+        return c[1] and pos + c[1] <= 256 and ((bits >> pos) & ((1 << c[1]) - 1)) == c[0]
+
+    side = take(1)
+    kings = (take(7), take(7))
+    if max(kings) > 80 or kings[0] == kings[1]:
+        raise ValueError("bad king squares")
+    board = [0] * 81
+    board[kings[0]], board[kings[1]] = KING, KING + 16
+    for sq in range(81):
+        if sq in kings:
+            continue
+        pc = next((p for p in range(32) if fits(_HCP_BOARD[p])), None)
+        if pc is None:
+            raise ValueError(f"no piece code at square {sq}")
+        pos += _HCP_BOARD[pc][1]
+        board[sq] = pc
+    hands = [[0] * 9, [0] * 9]
+    while pos < 256:
+        for i in range(7):
+            c = next((c for c in (0, 1) if fits(_HCP_HAND[i][c])), None)
+            if c is not None:
+                pos += _HCP_HAND[i][c][1]
+                hands[c][_HAND_TYPE[i]] += 1
+                break
+            if fits(_HCP_BOX[i]):
+                pos += _HCP_BOX[i][1]
+                break
+        else:
+            raise ValueError("no hand code after the board")
+    return board, hands, side
+
+
+def _find_inspect(inspect):
+    import os
+    import shutil
+    for p in (inspect, os.environ.get("KOMA_INSPECT"),
+              os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build", "tools", "inspect")):
+        if p and os.path.isfile(p) and os.access(p, os.X_OK):
+            return p
+    return shutil.which("koma-inspect")
+
+
+def _expand(path, inspect):
+    """planes, hand, legal of a version-2 shard, made by Koma's inspect --expand."""
+    import os
+    import subprocess
+    import tempfile
+    exe = _find_inspect(inspect)
+    if not exe:
+        raise ShardError(f"{path}: a version-2 shard: its planes are made by Koma's `inspect --expand`, which was "
+                         "not found (pass inspect=, set KOMA_INSPECT, or build Koma)")
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "expanded.safetensors")
+        p = subprocess.run([exe, "--shard", path, "--expand", out], capture_output=True, text=True)
+        if p.returncode != 0:
+            raise ShardError(f"{path}: inspect --expand failed: {p.stderr.strip()}")
+        meta, t = _read_safetensors(out)
+    return t["planes"], t["hand"], t["legal"]
+
+
 def _read_safetensors(path):
     with open(path, "rb") as f:
         blob = f.read()
@@ -94,11 +190,12 @@ class Shard:
         self.meta = meta
         rows = int(meta["koma.rows"])
         self.rows = rows
-        planes_bytes = int(meta["koma.planes_bytes"])
+        self.version = int(meta["koma.version"])
+        planes_bytes = cols["planes"].shape[1] if rows else int(meta.get("koma.planes_bytes", 0))
         bits = np.unpackbits(cols["planes"].reshape(rows, planes_bytes), axis=1, bitorder="little")
         self.planes = bits[:, :PLANES * 81].reshape(rows, PLANES, 9, 9)
         self.hand = np.array(cols["hand"], dtype=np.float32).reshape(rows, -1)
-        legal_bytes = int(meta["koma.legal_bytes"])
+        legal_bytes = cols["legal"].shape[1] if rows else int(meta.get("koma.legal_bytes", 0))
         if legal_bytes:
             lb = np.unpackbits(cols["legal"].reshape(rows, legal_bytes), axis=1, bitorder="little")
             self.legal = lb[:, :LABELS].astype(bool)
@@ -120,7 +217,7 @@ class Shard:
         self.root_q = np.array(cols["root_q"])
         self.value_wdl = np.stack([self.result == 1, self.result == 0, self.result == -1], axis=1).astype(np.float32)
         self.ply = np.array(cols["ply"])
-        self.game_id = np.array(cols["game_id"])
+        self.game_id = np.array(cols["game_id"]) if "game_id" in cols else np.full(rows, -1, np.int64)
         self.move = np.array(cols["move"])
         self.position = np.array(cols["position"])
 
@@ -133,11 +230,38 @@ class Shard:
         return out
 
 
-def read(path):
-    """Reads the shard at path; raises ShardError for a file that is not one."""
+def _read_v2(path, meta, t, inspect):
+    rows, nnz = int(meta["koma.rows"]), int(meta["koma.nnz"])
+    is_set = meta.get("koma.set") == "1"
+    want = {"position": (np.uint8, (rows, 32)), "result": (np.int8, (rows,)), "root_q": (np.float32, (rows,)),
+            "ply": (np.uint16, (rows,)), "move": (np.uint16, (rows,))}
+    if not is_set:
+        want.update({"policy_offsets": (np.uint32, (rows,)), "policy_label": (np.uint16, (nnz,)),
+                     "policy_prob": (np.float32, (nnz,)), "game_id": (np.int64, (rows,))})
+    for name, (dt, shape) in want.items():
+        a = t.get(name)
+        if a is None:
+            raise ShardError(f"{path}: column '{name}' is missing")
+        if a.dtype != dt or a.shape != shape:
+            raise ShardError(f"{path}: column '{name}' is {a.dtype}{list(a.shape)}, expected "
+                             f"{np.dtype(dt)}{list(shape)}")
+    cols = dict(t)
+    cols["planes"], cols["hand"], cols["legal"] = _expand(path, inspect)
+    if is_set:  # a position's target: its move, one-hot (the label is in the legal mask's order)
+        cols["policy_offsets"] = np.zeros(rows, np.uint32)
+        cols["policy_label"] = np.zeros(0, np.uint16)
+        cols["policy_prob"] = np.zeros(0, np.float32)
+    return Shard(path, meta, cols)
+
+
+def read(path, inspect=None):
+    """Reads the shard at path; raises ShardError for a file that is not one. A version-2 shard's planes are
+    made by Koma's inspect (see the module's docstring; inspect: its path)."""
     meta, t = _read_safetensors(path)
     if meta.get("koma.kind") != "shard":
         raise ShardError(f"{path}: not a Koma shard (koma.kind is {meta.get('koma.kind')!r})")
+    if meta.get("koma.version") == "2":
+        return _read_v2(path, meta, t, inspect)
     fv = int(meta.get("koma.features_version", -1))
     if fv != FEATURES_VERSION:
         raise ShardError(f"{path}: features_version {fv}; this reader knows {FEATURES_VERSION}")

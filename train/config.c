@@ -35,7 +35,7 @@ static int flag_rows(train_config_t *c, cfg_opt_t *t) {
           sizeof c->activation}},
         {{"train-backend", CFG_TYPE_STRING, c->backend, 1, 0, "trainer backend", "cpu", "cpu|cuda|auto",
           sizeof c->backend}},
-        {{"train-threads", CFG_TYPE_I32, &c->threads, 0, 4096, "CPU trainer threads (0 = all)", "0"}, "1"},
+        {{"train-threads", CFG_TYPE_I32, &c->threads, 0, 4096, "CPU trainer threads (0 = the cores the load average leaves free at start)", "0"}, "1"},
         {{"batch", CFG_TYPE_I32, &c->batch, 1, 65536, "training minibatch", "128"}, "64"},
         {{"window-min", CFG_TYPE_INT, &c->window_min, 1, 1e15, "training window: all positions up to this many, then it grows", "25000"}},
         {{"window-max", CFG_TYPE_INT, &c->window_max, 0, 1e15, "training window cap in positions (0 = none)", "500000"}},

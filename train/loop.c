@@ -13,6 +13,14 @@
 #include "nn/weights.h"
 
 /* ---- the backend and the window ------------------------------------------------ */
+int32_t train_threads_free(void) {
+    int32_t cpus = compat_cpu_count();
+    double load = compat_load_average();
+    if (load < 0) return cpus;
+    int32_t busy = (int32_t)(load + 0.5), n = cpus - busy;
+    return n < 1 ? 1 : n > cpus ? cpus : n;
+}
+
 nn_backend_t *train_backend_new(const train_config_t *c, char *err, size_t errlen) {
     nn_backend_kind_t kind;
     char e2[512];
@@ -24,7 +32,9 @@ nn_backend_t *train_backend_new(const train_config_t *c, char *err, size_t errle
         set_err(err, errlen, "trainer backend cpu: %s", e2);
         return NULL;
     }
-    nn_backend_t *be = nn_backend_open(kind, c->threads, c->device, 0, e2, sizeof e2);
+    int32_t threads = c->threads;
+    if (kind == NN_BACKEND_KIND_CPU && threads == 0) threads = train_threads_free();
+    nn_backend_t *be = nn_backend_open(kind, threads, c->device, 0, e2, sizeof e2);
     if (!be) set_err(err, errlen, "trainer %s", e2);
     return be;
 }
@@ -126,7 +136,7 @@ static int stop_seen(const train_loop_t *lp) {
  * the loop, -1 with err and r->failed_in. */
 static int dist_step(const train_loop_t *lp, int64_t s, nn_metrics_t *m, train_loop_result_t *r, char *err,
                      size_t errlen) {
-    uint64_t key = train_key(lp->seed, lp->cycle, s);
+    uint64_t key = train_window_key(lp->win, lp->seed, lp->cycle, s);
     /* every rank, the same collective calls, a failed sampling included */
     int sampled = train_window_sample(lp->win, key, lp->rows, lp->batch, err, errlen) == 0;
     nn_batch_t bt = shard_batch_view(lp->batch);
@@ -182,7 +192,7 @@ static int resident_step(const train_loop_t *lp, int64_t s, int64_t *id, train_l
                          size_t errlen) {
     nn_batch_t bt;
     *in = TRAIN_LOOP_SAMPLE;
-    if (train_window_gather(lp->win, train_key(lp->seed, lp->cycle, s), lp->rows, lp->nt, &bt, err, errlen) != 0)
+    if (train_window_gather(lp->win, train_window_key(lp->win, lp->seed, lp->cycle, s), lp->rows, lp->nt, &bt, err, errlen) != 0)
         return -1;
     *in = TRAIN_LOOP_STEP;
     return nn_train_step_launch(lp->nt, &bt, id, err, errlen);
@@ -241,12 +251,12 @@ static int run_late(const train_loop_t *lp, shard_batch_t *next, late_t *lt, tra
         if (stop_seen(lp)) return late_flush(lp, lt, &mark, r, err, errlen) == 0 ? TRAIN_STOPPED : TRAIN_ERROR;
         int64_t id = 0;
         train_loop_fail_t in = TRAIN_LOOP_STEP;
-        prefetch_t p = {lp, train_key(lp->seed, lp->cycle, s + 1), next, -1, ""};
+        prefetch_t p = {lp, train_window_key(lp->win, lp->seed, lp->cycle, s + 1), next, -1, ""};
         int threaded = 0, bad;
         if (resident) {
             bad = resident_step(lp, s, &id, &in, err, errlen) != 0;
         } else {
-            if (!have && train_window_sample(lp->win, train_key(lp->seed, lp->cycle, s), lp->rows, cur, err, errlen) != 0)
+            if (!have && train_window_sample(lp->win, train_window_key(lp->win, lp->seed, lp->cycle, s), lp->rows, cur, err, errlen) != 0)
                 return fail_after_flush(lp, lt, &mark, s, TRAIN_LOOP_SAMPLE, r, err, errlen);
             compat_thread_t th;
             threaded = next && s + 1 < lp->end && compat_thread_create(&th, prefetch_main, &p) == 0;

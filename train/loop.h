@@ -37,7 +37,14 @@
 #include "train/window.h"
 
 /* ---- the backend and the window ------------------------------------------------ */
-/* The trainer's backend from cfg->backend ("auto": cuda when a device is present). NULL with err. */
+/* The CPU trainer's threads when --train-threads is 0: the cores the
+ * machine's load average leaves free at start (at least 1, at most all). A
+ * trainer that asks OpenMP for every core of a busy machine loses to one
+ * thread: its threads wait at every barrier for a core another process
+ * holds (docs/BENCHMARKS.md). */
+int32_t train_threads_free(void);
+/* The trainer's backend from cfg->backend ("auto": cuda when a device is present; a CPU backend with
+ * cfg->threads, 0: train_threads_free()). NULL with err. */
 nn_backend_t *train_backend_new(const train_config_t *cfg, char *err, size_t errlen);
 /* Makes w resident on be (train_window_resident) as cfg->device_window says:
  * "auto" on a CUDA backend of one process (ranks <= 1; data-parallel steps

@@ -109,7 +109,8 @@ typedef struct {
     int from_games, fresh, quiet;
     char run[CFG_STRING_MAX], out[CFG_STRING_MAX], losses[CFG_STRING_MAX];
     int64_t window, steps, ckpt_every, die_at, micro, diverge_at, check_every;
-    double progress;
+    double progress, epochs;
+    int verify, steps_given;
 } offline_flags_t;
 
 static int offline_flags(offline_flags_t *f, cfg_opt_t *opts) {
@@ -117,7 +118,9 @@ static int offline_flags(offline_flags_t *f, cfg_opt_t *opts) {
         {"from-games", CFG_TYPE_BOOL, &f->from_games, 1, 0, "train offline from the run's stored games", "0"},
         {"run", CFG_TYPE_STRING, f->run, 1, 0, "run directory (koma.db, shards/, models/)", "runs/default"},
         {"window", CFG_TYPE_INT, &f->window, 0, 1e15, "train on the most recent N positions (0 = all)", "0"},
-        {"steps", CFG_TYPE_INT, &f->steps, 1, 1e15, "training steps in all (a resumed run ends here too)", "1000"},
+        {"steps", CFG_TYPE_INT, &f->steps, 1, 1e15, "training steps in all (a resumed run ends here too)", "1000", NULL, 0, &f->steps_given},
+        {"epochs", CFG_TYPE_DOUBLE, &f->epochs, 0, 1e6, "train E passes over the window, each position once per pass in a new shuffled order; the steps are E x positions / batch (instead of --steps); 0 = draw rows with replacement for --steps", "0"},
+        {"verify-shards", CFG_TYPE_BOOL, &f->verify, 1, 0, "open, hash and check every shard before the first step (by default each shard is verified when a batch first reads it)", "0"},
         {"out", CFG_TYPE_STRING, f->out, 1, 0, "write the final net here instead of registering the next cycle's model (never a run's file or a device)", ""},
         {"checkpoint-every", CFG_TYPE_INT, &f->ckpt_every, 1, 1e15, "write <run>/train/checkpoint.safetensors every K steps", "100"},
         {"fresh", CFG_TYPE_BOOL, &f->fresh, 1, 0, "ignore an existing checkpoint; start from a new net (the size of the run's newest net unless --net)", "0"},
@@ -201,6 +204,7 @@ typedef struct {
     db_shard_t *list;
     int32_t nlist, bad;
     train_window_t *win;
+    int total_given;            /* --lr-total-steps given (else the schedule's length is the steps) */
     shard_batch_t *batch;
     int64_t positions, all;
     train_dist_t *td;           /* NULL: one process, one slice */
@@ -268,6 +272,20 @@ static int train_main(offline_t *o, int argc, char **argv) {
                 usage);
         return 2;
     }
+    /* selfplay's trainer rows that mean nothing here: refused, not listed and ignored */
+    static const char *const SELFPLAY_ONLY[] = {"window-min", "window-max", "window-alpha", "window-beta",
+                                                "samples-per-position", "min-steps-per-cycle", "max-steps-per-cycle"};
+    for (size_t i = 0; i < sizeof SELFPLAY_ONLY / sizeof SELFPLAY_ONLY[0]; i++)
+        if (train_config_flag_given(&cfg, SELFPLAY_ONLY[i])) {
+            fprintf(stderr, "train: --%s is selfplay's (its trainer's growing window and steps per cycle); train "
+                    "--from-games trains on the most recent --window N positions (0 = all) for --steps N or "
+                    "--epochs E\n", SELFPLAY_ONLY[i]);
+            return 2;
+        }
+    if (f->epochs > 0 && f->steps_given) {
+        fprintf(stderr, "train: --epochs and --steps both given: --epochs sets the steps (E x positions / batch)\n");
+        return 2;
+    }
     int total_given = train_config_flag_given(&cfg, "lr-total-steps");
     int net_given = train_config_flag_given(&cfg, "net") || train_config_flag_given(&cfg, "activation");
     if (train_config_check(&cfg, err, sizeof err) != 0) {
@@ -291,6 +309,7 @@ static int train_main(offline_t *o, int argc, char **argv) {
 
     o->cfg = &cfg;
     o->net_given = net_given;
+    o->total_given = total_given;
     o->ranks = ranks;
     o->slices = slices;
     char *config_text = cfg_dump_string(opts, n);
@@ -497,6 +516,7 @@ static int offline_window(offline_t *o) {
         return -1;
     }
     o->win = train_window_new(o->run, fmt, NULL, NULL, err, sizeof err);
+    if (o->win) train_window_set_eager(o->win, o->f.verify);
     o->batch = o->win ? shard_batch_new(fmt, o->cfg->batch, 0, err, sizeof err) : NULL;
     if (!o->win || !o->batch || train_window_setup(o->cfg, o->win, o->be, o->slices, err, sizeof err) < 0) {
         fprintf(stderr, "train: %s\n", err);
@@ -512,6 +532,22 @@ static int offline_window(offline_t *o) {
                 " positions with features_version %d, %d bad shard(s))\n", o->run, o->nlist, o->all,
                 fmt->features_version, o->bad);
         return -1;
+    }
+    if (o->f.epochs > 0) { /* every position once per epoch: the steps follow from the window */
+        if (o->slices > 1) {
+            fprintf(stderr, "train: --epochs trains in one process (or --micro-batches 1): under mpirun use --steps\n");
+            return -1;
+        }
+        train_window_set_epoch_order(o->win, (uint64_t)o->cfg->seed);
+        double steps = ceil(o->f.epochs * (double)o->positions / (double)o->cfg->batch);
+        o->f.steps = steps < 1 ? 1 : (int64_t)steps;
+        if (!o->total_given) {
+            o->cfg->opt.total_steps = o->f.steps;
+            nn_optim_set_config(o->tn.nt, &o->cfg->opt);
+        }
+        if (o->rank == 0 && !o->f.quiet)
+            printf("train --from-games: %g epoch(s) of %" PRId64 " positions in a shuffled order: %" PRId64
+                   " steps of %d\n", o->f.epochs, o->positions, o->f.steps, o->cfg->batch);
     }
     if (offline_commit(o) != 0) return -1;
     if (o->rank == 0 && o->f.losses[0]) {

@@ -31,13 +31,14 @@ typedef struct {
 
 /* A contiguous piece of the window: rows [begin, begin + count) of one shard. */
 typedef struct {
-    const shard_t *sh;
+    const shard_t *sh;      /* NULL until a batch first draws from it (lazy opening: seg_open) */
     const float *q;         /* the shard's ent_t.q (NULL: its root_q column) */
     const float *prob;      /* the shard's ent_t.prob (NULL: its policy_prob column) */
     const uint16_t *label;  /* the shard's ent_t.label */
     int64_t id;             /* shards.id */
     int64_t begin, count;
     int64_t prefix;         /* window rows before this segment */
+    db_shard_t row;         /* its koma.db row: path and rows, to open it when first drawn */
 } seg_t;
 
 typedef struct {
@@ -55,6 +56,10 @@ struct train_window {
     double *cum;            /* (cap_cum) surprise weighting: cumulative weight of window rows [0, g], else unused */
     int64_t cap_cum;
     int weighted;           /* the last select found surprises to weight by: pick_rows draws by cum */
+    int eager;              /* open (map, verify, check) every shard at select (train_window_set_eager), not when
+                               a batch first draws from it */
+    int epochs;             /* train_window_set_epoch_order: keys from train_window_key are epoch positions */
+    uint64_t epoch_seed;
     ent_t *ents;            /* sorted by id */
     int32_t nents, capents;
     seg_t *segs;            /* oldest first */
@@ -62,7 +67,7 @@ struct train_window {
     int64_t positions;
     pick_t *picks;          /* (cap_picks) sampling scratch */
     int64_t *rows;          /* (cap_picks) */
-    int32_t cap_picks;
+    int32_t cap_picks, npicks;
     /* Resident rows (train_window_resident): NULL be = the host route. */
     nn_backend_t *be;
     int64_t dev_cap, dev_bytes;  /* bytes allowed and held by the resident shards */
@@ -118,6 +123,18 @@ int train_window_set_policy_temp(train_window_t *w, float temp, char *err, size_
     }
     w->policy_temp = temp;
     return 0;
+}
+
+void train_window_set_eager(train_window_t *w, int eager) { w->eager = eager != 0; }
+
+void train_window_set_epoch_order(train_window_t *w, uint64_t seed) {
+    w->epochs = 1;
+    w->epoch_seed = seed ^ 0x6a09e667f3bcc909ULL;
+}
+
+uint64_t train_window_key(const train_window_t *w, uint64_t seed, int64_t cycle, int64_t step) {
+    if (w && w->epochs) return 1ULL << 63 | (uint64_t)step;
+    return train_key(seed, cycle, step);
 }
 
 int train_window_set_surprise_weight(train_window_t *w, float s, char *err, size_t errlen) {
@@ -339,16 +356,21 @@ int train_window_select(train_window_t *w, const db_shard_t *list, int32_t n, in
         if (s->features_version != w->fmt.features_version && s->features_version != SHARD_FEATURES_ANY) continue;
         if (max_cycle >= 0 && s->cycle > max_cycle) continue;
         if (s->rows <= 0) continue;
-        ent_t *e = ent_get(w, s);
-        if (!e) {
+        /* Lazily (the default on the host route): a shard not yet open joins by its koma.db row and is
+         * opened, verified and checked when a batch first draws from it, so a start costs nothing per
+         * shard; eager opening (resident windows, surprise weights, --verify-shards) opens it now. */
+        int32_t at = ent_find(w, s->id);
+        ent_t *e = at >= 0 ? &w->ents[at] : NULL;
+        int lazy = !e && !w->eager && !w->be && !(w->surprise_weight > 0);
+        if (!e && !lazy && !(e = ent_get(w, s))) {
             set_err(err, errlen, "%s: training window: out of memory", w->run_dir);
             return -1;
         }
-        if (e->bad) {
+        if (e && e->bad) {
             (*bad)++;
             continue;
         }
-        e->used = 1;
+        if (e) e->used = 1;
         if (w->nsegs == w->capsegs) {
             int32_t cap = w->capsegs ? 2 * w->capsegs : 64;
             seg_t *ns = realloc(w->segs, sizeof(seg_t) * (size_t)cap);
@@ -359,11 +381,11 @@ int train_window_select(train_window_t *w, const db_shard_t *list, int32_t n, in
             w->segs = ns;
             w->capsegs = cap;
         }
-        int64_t rows = shard_rows(e->sh), take = rows;
+        int64_t rows = e ? shard_rows(e->sh) : s->rows, take = rows;
         if (want > 0 && got + take > want) take = want - got;
-        w->segs[w->nsegs++] =
-            (seg_t){.sh = e->sh, .q = e->q, .prob = e->prob, .label = e->label, .id = e->id, .begin = rows - take,
-                    .count = take};
+        w->segs[w->nsegs++] = e ? (seg_t){.sh = e->sh, .q = e->q, .prob = e->prob, .label = e->label, .id = e->id,
+                                          .begin = rows - take, .count = take, .row = *s}
+                                : (seg_t){.id = s->id, .begin = rows - take, .count = take, .row = *s};
         got += take;
     }
     /* newest first -> oldest first, then prefix sums */
@@ -553,6 +575,31 @@ static int64_t weighted_row(const train_window_t *w, uint64_t *s) {
     return lo;
 }
 
+/* A keyed bijection of [0, 2^(2 half)) (a 4-round Feistel network), the permutation of an epoch. */
+static uint64_t feistel(uint64_t x, int half, uint64_t key) {
+    uint64_t mask = (1ULL << half) - 1, l = x >> half, r = x & mask;
+    for (int round = 0; round < 4; round++) {
+        uint64_t z = key ^ (r * 0x9e3779b97f4a7c15ULL) ^ (uint64_t)round << 56;
+        uint64_t f = splitmix(&z) & mask;
+        uint64_t t = r;
+        r = l ^ f;
+        l = t;
+    }
+    return l << half | r;
+}
+
+/* Position g of the whole run of epochs (g = step * B + b): epoch g / P, its place g % P in that epoch's
+ * shuffled order (P = the window's positions; cycle walking keeps the permutation inside [0, P)). */
+static int64_t epoch_row(const train_window_t *w, int64_t g) {
+    uint64_t P = (uint64_t)w->positions, e = (uint64_t)g / P, i = (uint64_t)g % P;
+    int half = 1;
+    while ((1ULL << (2 * half)) < P) half++;
+    uint64_t key = w->epoch_seed ^ (e + 1) * 0xd1b54a32d192ed03ULL;
+    do i = feistel(i, half, key);
+    while (i >= P);
+    return (int64_t)i;
+}
+
 static int pick_cmp(const void *a, const void *b) {
     const pick_t *x = a, *y = b;
     if (x->seg != y->seg) return x->seg < y->seg ? -1 : 1;
@@ -578,7 +625,9 @@ static int pick_rows(train_window_t *w, uint64_t key, int32_t B, char *err, size
     }
     uint64_t s = key;
     for (int32_t b = 0; b < B; b++) {
-        int64_t g = w->weighted ? weighted_row(w, &s) : (int64_t)below(&s, (uint64_t)w->positions);
+        int64_t g = w->epochs && (key >> 63) ? epoch_row(w, (int64_t)(key & ~(1ULL << 63)) * B + b)
+                    : w->weighted          ? weighted_row(w, &s)
+                                           : (int64_t)below(&s, (uint64_t)w->positions);
         int32_t lo = 0, hi = w->nsegs - 1; /* last segment with prefix <= g */
         while (lo < hi) {
             int32_t mid = lo + (hi - lo + 1) / 2;
@@ -587,7 +636,52 @@ static int pick_rows(train_window_t *w, uint64_t key, int32_t B, char *err, size
         }
         w->picks[b] = (pick_t){.seg = lo, .row = w->segs[lo].begin + (g - w->segs[lo].prefix)};
     }
+    w->npicks = B;
     qsort(w->picks, (size_t)B, sizeof(pick_t), pick_cmp);
+    return 0;
+}
+
+/* Opens the shards of the segments w->picks draws from that are not open yet. A shard that turns out bad
+ * (reported once) leaves the window: its segment is dropped, the prefixes recomputed and *again set, for the
+ * caller to draw its batch again from the window as it now is. 0, or -1 with err (out of memory, or the
+ * window is empty now). */
+static int segs_open(train_window_t *w, int *again, char *err, size_t errlen) {
+    *again = 0;
+    int32_t last = -1;
+    for (int32_t b = 0; b < w->cap_picks && b < w->npicks; b++) {
+        int32_t i = w->picks[b].seg;
+        if (i == last || w->segs[i].sh) continue;
+        last = i;
+        seg_t *sg = &w->segs[i];
+        ent_t *e = ent_get(w, &sg->row);
+        if (!e) {
+            set_err(err, errlen, "%s: training window: out of memory", w->run_dir);
+            return -1;
+        }
+        e->used = 1;
+        if (e->bad || shard_rows(e->sh) < sg->begin + sg->count) {
+            e->bad = 1;
+            sg->count = 0; /* dropped below */
+            *again = 1;
+            continue;
+        }
+        sg->sh = e->sh, sg->q = e->q, sg->prob = e->prob, sg->label = e->label;
+    }
+    if (!*again) return 0;
+    int32_t k = 0;
+    int64_t pre = 0;
+    for (int32_t i = 0; i < w->nsegs; i++) {
+        if (w->segs[i].count == 0) continue;
+        w->segs[k] = w->segs[i];
+        w->segs[k].prefix = pre;
+        pre += w->segs[k++].count;
+    }
+    w->nsegs = k;
+    w->positions = pre;
+    if (pre <= 0) {
+        set_err(err, errlen, "%s: the training window is empty: every shard in it is bad", w->run_dir);
+        return -1;
+    }
     return 0;
 }
 
@@ -599,6 +693,9 @@ int train_window_sample(train_window_t *w, uint64_t key, int32_t B, shard_batch_
         return -1;
     }
     if (pick_rows(w, key, B, err, errlen) != 0) return -1;
+    int again = 0;
+    if (segs_open(w, &again, err, errlen) != 0) return -1;
+    if (again) return train_window_sample(w, key, B, batch, err, errlen); /* a bad shard left the window */
     for (int32_t b = 0; b < B;) {
         int32_t e = b;
         while (e < B && w->picks[e].seg == w->picks[b].seg) {

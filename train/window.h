@@ -3,7 +3,8 @@
  * weighted by policy surprise).
  *
  * Owns: a cache of open shards (each shard_open'ed once, i.e. mapped and
- * checksum-verified once, and kept while it stays in the window), the list of
+ * checksum-verified once, when a batch first draws from it, and kept while
+ * it stays in the window), the list of
  * bad shards (reported once by path, then skipped), the choice of the most
  * recent `want` rows, and deterministic sampling: a batch is a pure function
  * of (the window, key). Does not own: which shards are candidates (the caller
@@ -127,6 +128,27 @@ int64_t train_window_resident_bytes(const train_window_t *w); /* held in be's me
  * (not resident on tr's backend, empty window, B over tr's max_batch). */
 int train_window_gather(train_window_t *w, uint64_t key, int32_t B, nn_optim_t *tr, nn_batch_t *bt, char *err,
                         size_t errlen);
+
+/* Open (map, verify the checksums of, check) every shard of the window when
+ * it is selected (eager = 1: --verify-shards), instead of the default: a
+ * shard joins the window by its koma.db row and is opened the first time a
+ * batch draws from it, so a start costs nothing per shard (a window of 40M
+ * positions in 400 shards starts at once). Resident windows and surprise
+ * weighting open every shard at select in any case. */
+void train_window_set_eager(train_window_t *w, int eager);
+
+/* Epochs (train --from-games --epochs N): from now on a key made by
+ * train_window_key for step s draws positions s * B .. s * B + B - 1 of an
+ * endless sequence of epochs, each every position of the window exactly once
+ * in a shuffled order: epoch e's order is a keyed bijection of [0, P) (a
+ * Feistel network, cycle walking; P = the window's positions), so it costs no
+ * memory and a resumed run continues it from its step. A shard found bad
+ * when first read leaves the window, and the order is that of the window
+ * that remains. */
+void train_window_set_epoch_order(train_window_t *w, uint64_t seed);
+/* The sampling key of a step: train_key(seed, cycle, step), or in epoch
+ * order the step itself (tagged). */
+uint64_t train_window_key(const train_window_t *w, uint64_t seed, int64_t cycle, int64_t step);
 
 /* Mixes numbers into a sampling key (splitmix64 steps). */
 uint64_t train_key(uint64_t seed, int64_t a, int64_t b);

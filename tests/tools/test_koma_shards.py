@@ -44,10 +44,15 @@ def hand_counts(h):
     return [(h >> HAND_SHIFT[k]) & ((1 << HAND_BITS[k]) - 1) for k in range(7)]
 
 
-def check_row(s, r):
+def check_row(s, r, koma_shards):
     pos = s.position[r]
-    board, side = pos[:81], int(pos[81])
-    hands = [int.from_bytes(bytes(pos[84:88]), "little"), int.from_bytes(bytes(pos[88:92]), "little")]
+    if s.version == 2:  # the hcp column, decoded by the reader's Python decoder (the planes: Koma's C encoder)
+        board, hv, side = koma_shards.decode_hcp(pos)
+        hands = [[hv[c][t] for t in range(1, 8)] for c in (0, 1)]
+    else:
+        board, side = pos[:81], int(pos[81])
+        hands = [hand_counts(int.from_bytes(bytes(pos[84:88]), "little")),
+                 hand_counts(int.from_bytes(bytes(pos[88:92]), "little"))]
     planes = s.planes[r].reshape(68, 81)
     want = np.zeros((68, 81), dtype=np.uint8)
     for sq in range(81):
@@ -62,7 +67,7 @@ def check_row(s, r):
     check(ok, f"{s.path} row {r}: piece planes differ from the position column")
     check(planes[67].all(), f"{s.path} row {r}: plane 67 is not all ones")
     check(planes[66].min() == planes[66].max(), f"{s.path} row {r}: the in-check plane is not uniform")
-    us, them = hand_counts(hands[side]), hand_counts(hands[1 - side])
+    us, them = hands[side], hands[1 - side]
     want_hand = [us[k] / HAND_MOST[k] for k in range(7)] + [them[k] / HAND_MOST[k] for k in range(7)]
     check(np.allclose(s.hand[r], want_hand), f"{s.path} row {r}: hand {s.hand[r]} != {want_hand}")
     check(int(s.result[r]) in (-1, 0, 1), f"{s.path} row {r}: result {s.result[r]}")
@@ -99,13 +104,14 @@ def main():
         rows = games = 0
         for path in shards:
             s = koma_shards.read(path)
+            check(s.version == 2, f"{path}: version {s.version}: selfplay writes version 2")
             rows += s.rows
             games += len(np.unique(s.game_id))
             check(s.planes.shape == (s.rows, 68, 9, 9), f"{path}: planes shape {s.planes.shape}")
             check(s.policy.shape == (s.rows, 2187), f"{path}: policy shape {s.policy.shape}")
             check(s.value_wdl.sum(axis=1).tolist() == [1.0] * s.rows, f"{path}: value_wdl is not one-hot")
             for r in range(s.rows):
-                check_row(s, r)
+                check_row(s, r, koma_shards)
         check(rows > 0 and games >= 4, f"{rows} rows of {games} games read")
         print(f"test_koma_shards: {rows} rows of {games} games in {len(shards)} shards checked")
 
