@@ -100,14 +100,14 @@ with open(sys.argv[1], "w") as f, open(sys.argv[1] + ".threads", "w") as th:
         f.flush()
 sys.exit(p.wait())' "$out" "$@"
 }
-# usage: thread_split LOG: CPU seconds of each thread of PROG between the line of step 5 and the last step line;
+# usage: thread_split LOG S0: CPU seconds of each thread of PROG between the line of step S0 and the last step line;
 # the threads that ended in between (train/loop.c's prefetch thread, one a step) as the process's rest
 thread_split() {
   /usr/bin/python3 -c '
 import sys
 log = sys.argv[1]
 steps = [l.split() for l in open(log) if l.split()[2:3] == ["step"]]
-t5 = next(float(l[0]) for l in steps if l[3].startswith("5/"))
+t5 = next(float(l[0]) for l in steps if l[3].startswith(sys.argv[2] + "/"))
 tl = float(steps[-1][0])
 at = {}
 for l in open(log + ".threads"):
@@ -120,7 +120,7 @@ total = (proc[tl] - proc[t5]) or 1.0  # the process: its live threads and those 
 d[("ended", "threads that ended (prefetch)")] = total - sum(d.values())
 print(" ".join("%s/%s=%.2fs(%.1f%%)" % (k[1].replace(" ", "_"), k[0], v, 100 * v / total)
                for k, v in sorted(d.items(), key=lambda x: -x[1]) if v > 0.005))
-' "$1"
+' "$1" "$2"
 }
 
 mkdir -p "$SCRATCH"
@@ -173,26 +173,31 @@ rec koma_bytes_per_position "$(echo "scale=2; ($SH + $DB) / $POSITIONS" | bc)"
 rec koma_disk_kb "$(du -sk "$RUN" | cut -f1)"
 
 # ---- 3. train --from-games beside bench_train --------------------------------------------
-EPOCHS=
-if "$B/train" --help 2>&1 | grep -q -- '--epochs'; then EPOCHS="--epochs 1"; fi
+# the first STEPS steps of an epoch (each position once, in a shuffled order) where train has --epochs:
+# E = STEPS x BATCH / POSITIONS epochs; else STEPS steps drawn with replacement
+LEN="--steps $STEPS"
+if "$B/train" --help 2>&1 | grep -c -- '--epochs' > /dev/null; then LEN="--epochs $(echo "scale=12; $STEPS * $BATCH / $POSITIONS" | bc)"; fi
 for net in ${NETS//,/ }; do
   skip train && break
   say "## train $net (load $(load))"
   rm -rf "$RUN/train"
   stamped "$SCRATCH/train-$net.log" /usr/bin/time -v -o "$SCRATCH/train-$net.time" "$B/train" --from-games \
-    --run "$RUN" --net "$net" --batch "$BATCH" --steps "$STEPS" $EPOCHS --train-threads "$THREADS" --fresh \
+    --run "$RUN" --net "$net" --batch "$BATCH" $LEN --train-threads "$THREADS" --fresh \
     --progress 0.0001 --checkpoint-every 1000000 --out "$SCRATCH/net-$net.safetensors"
   grep -v '^[0-9.]* [0-9.-]* step [0-9]' "$SCRATCH/train-$net.log" | tail -3
   first=$(awk '$3 == "step" && $4 ~ /^1\// {print $1; exit}' "$SCRATCH/train-$net.log")
-  # steady samples/s and samples per CPU-second: from the line of step 5 to the last step line
+  # steady samples/s and samples per CPU-second: from the line of step S0 = STEPS / 2 to the last step
+  # line (the first steps of a lazily opened window open its shards: at 400 shards, steps 1-4 open most,
+  # and the chance that a shard is still unopened after 14 batches of 256 is e^-9)
+  S0=$(( STEPS / 2 > 5 ? STEPS / 2 : 5 ))
   steady() {
-    awk -v b="$BATCH" -v col="$1" '$3 == "step" {split($4, a, "/"); s = a[1] + 0; if (s == 5) {t5 = $col} if (s > 5) {tl = $col; sl = s}}
-                                   END {if (tl > t5) printf "%.1f", (sl - 5) * b / (tl - t5)}' "$SCRATCH/train-$net.log"
+    awk -v b="$BATCH" -v col="$1" -v s0="$S0" '$3 == "step" {split($4, a, "/"); s = a[1] + 0; if (s == s0) {t5 = $col} if (s > s0) {tl = $col; sl = s}}
+                                   END {if (tl > t5) printf "%.1f", (sl - s0) * b / (tl - t5)}' "$SCRATCH/train-$net.log"
   }
   rec "train_${net}_first_step_s" "$first"
   rec "train_${net}_samples_per_s" "$(steady 1)"
   rec "train_${net}_samples_per_cpu_s" "$(steady 2)"
-  rec "train_${net}_thread_cpu" "$(thread_split "$SCRATCH/train-$net.log" || echo -)"
+  rec "train_${net}_thread_cpu" "$(thread_split "$SCRATCH/train-$net.log" "$S0" || echo -)"
   rec "train_${net}_rss_kb" "$(tv_rss "$SCRATCH/train-$net.time")"
   rec "train_${net}_load" "$(load)"
   say "## bench_train $net (load $(load))"
@@ -214,7 +219,7 @@ if ! skip torch; then
       echo "\$ /usr/bin/python3 bench/bench_data_torch.py --net $net --batch $BATCH --steps $STEPS --threads $THREADS $HCPE/<first $npy files>"
       OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive} /usr/bin/python3 "$ROOT/bench/bench_data_torch.py" --net "$net" \
         --batch "$BATCH" --steps "$STEPS" --threads "$THREADS" $files | tee "$SCRATCH/torch-$net.log"
-      rec "torch_${net}_samples_per_s" "$(sed -n 's/.*first step at [0-9.]* s, \([0-9.]*\) samples\/s.*/\1/p' "$SCRATCH/torch-$net.log")"
+      rec "torch_${net}_samples_per_s" "$(sed -n 's/.*after main began), \([0-9.]*\) samples\/s.*/\1/p' "$SCRATCH/torch-$net.log")"
       rec "torch_${net}_samples_per_cpu_s" "$(sed -n 's/.* \([0-9.]*\) samples per CPU-second.*/\1/p' "$SCRATCH/torch-$net.log")"
       rec "torch_${net}_first_step_s" "$(sed -n 's/.*first step at \([0-9.]*\) s.*/\1/p' "$SCRATCH/torch-$net.log")"
       rec "torch_${net}_load" "$(load)"
