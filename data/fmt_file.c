@@ -231,7 +231,8 @@ static int parse_hcpe3(reader_t *r, const uint8_t *d, size_t len) {
     for (int64_t record = 1; off < len; record++) {
         size_t start = off;
         if (len - off < FMT_HCPE3_HEAD) {
-            reject(r, record, (int64_t)off, 0, REC_ERR_TRUNCATED, "the file ends inside a game's 36-byte head");
+            reject(r, record, (int64_t)off, 0, REC_ERR_TRUNCATED,
+                   "the file ends inside a game's 36-byte head: its last %lld bytes are not read", (long long)(len - off));
             return 0;
         }
         const uint8_t *h = d + off;
@@ -256,7 +257,12 @@ static int parse_hcpe3(reader_t *r, const uint8_t *d, size_t len) {
             ncand += c;
         }
         if (cut) {
-            reject(r, record, (int64_t)start, 0, REC_ERR_TRUNCATED, "the file ends inside a game of %d moves", (int)n);
+            /* A game whose moves or candidates run past the end: a cut file, or one damaged count that makes
+             * every later record unreadable. Either way the rest is lost: say how much. */
+            reject(r, record, (int64_t)start, 0, REC_ERR_TRUNCATED,
+                   "the file ends inside a game of %d moves (or a count in it is damaged): the %lld bytes from byte "
+                   "%lld to the end (%.1f%% of the file) are not read", (int)n, (long long)(len - start),
+                   (long long)start, 100.0 * (double)(len - start) / (double)len);
             return 0;
         }
         fmt_game_t g;

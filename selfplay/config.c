@@ -41,6 +41,7 @@ int sp_config_flags(sp_config_t *c, cfg_opt_t *opts, int cap) {
          "0 = none)", "-1"},
         {"quiet", CFG_TYPE_BOOL, &c->quiet, 1, 0, "no status lines, and only warnings and errors on the terminal (the "
                                                   "log file keeps everything)", "0"},
+        {"report", CFG_TYPE_BOOL, &c->report, 1, 0, "rewrite RUN/report.html (tools/report) after each new net and evaluation, and when the run stops", "1"},
         {"verify-shards", CFG_TYPE_BOOL, &c->verify_shards, 1, 0, "hash every shard and model file at start-up (the newest model is always hashed)", "0"},
         {"threads", CFG_TYPE_INT, &c->threads, 0, 1024, "self-play worker threads (0 = two per CPU)", "0"},
         {"games-per-thread", CFG_TYPE_INT, &c->games_per_thread, 2, 65536, "games each worker plays at once", "8"},

@@ -38,6 +38,7 @@ typedef struct {
     double progress_s;             /* status line period in seconds; 0 = none; -1 = 1 on a terminal, else 30 */
     int quiet;                     /* no status lines; only warnings and errors on stderr */
     int verify_shards;             /* hash every shard at start-up (0: sizes only) */
+    int report;                    /* keep RUN/report.html current (selfplay/live_report.h) */
     /* workers */
     int64_t threads;               /* self-play worker threads (0: two per CPU) */
     int64_t games_per_thread;      /* games each worker drives at once */
@@ -91,7 +92,7 @@ void sp_config_default(sp_config_t *c);
 
 /* Writes the self-play flags into opts (cap entries at least SP_CONFIG_NFLAGS);
  * returns how many. The table points into *c. */
-#define SP_CONFIG_NFLAGS 58
+#define SP_CONFIG_NFLAGS 59
 int sp_config_flags(sp_config_t *c, cfg_opt_t *opts, int cap);
 
 /* Checks combinations the per-flag ranges cannot (and that every

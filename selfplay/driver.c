@@ -34,6 +34,7 @@
 #include "selfplay/game.h"
 #include "selfplay/job.h"
 #include "selfplay/ledger.h"
+#include "selfplay/live_report.h"
 #include "selfplay/ranks.h"
 #include "selfplay/trainrank.h"
 #include "selfplay/worker.h"
@@ -109,6 +110,7 @@ typedef struct {
     nn_server_t *server;
     train_trainer_t *trainer;
     sp_gauntlet_t *gauntlet; /* the gauntlet of each new net, on its own thread */
+    sp_live_report_t *report; /* RUN/report.html rewritten by tools/report (NULL: --report 0) */
     play_t play;
     sp_ledger_t ledger; /* the cycles */
     shards_t shards;
@@ -592,6 +594,7 @@ static int open_run(driver_t *d, const char *config_text, char *err, size_t errl
         set_err(err, errlen, "out of memory");
         return -1;
     }
+    d->report = sp_live_report_new(d->run_dir, d->cfg->report, d->log);
     return 0;
 }
 
@@ -771,6 +774,8 @@ static void shutdown_all(driver_t *d) {
     if (failed > 0) s->failures += failed, snprintf(s->failure, sizeof s->failure, "%s", e);
     sp_gauntlet_free(d->gauntlet); /* before its database connection closes */
     d->gauntlet = NULL;
+    sp_live_report_free(d->report); /* the last page, once every write is committed */
+    d->report = NULL;
     db_close(s->rdb);
     s->rdb = NULL;
     sp_ledger_free(&d->ledger);
@@ -966,6 +971,7 @@ int sp_run_job(const sp_config_t *cfg, const train_config_t *tcfg, const char *c
         if (st == TRAIN_STOPPED) break;
         if (st != 0) goto out;
         sp_gauntlet_poll(d->gauntlet, false);
+        sp_live_report_poll(d->report, d->ledger.latest, d->gauntlet); /* a new net or rating: report.html */
         if (pace(d, e, sizeof e) != 0) goto out;
         progress(d, false);
         if (sp_ledger_done(&d->ledger) && sp_gauntlet_idle(d->gauntlet)) {

@@ -2,7 +2,8 @@
 # demo.sh - the README's first command: install missing packages, build a
 # Release binary tuned for this CPU, and run a short self-play + training demo
 # on the CPU in runs/demo (two cycles: games with the current net, training,
-# a new published net), then print the run's summary and write its report.
+# a new published net; selfplay keeps runs/demo/report.html current), then
+# print the run's summary.
 set -eu
 cd "$(dirname "$0")/.."
 tools/deps.sh
@@ -15,8 +16,7 @@ echo "== self-play + training demo in $run (Ctrl-C stops cleanly; the same comma
 build/selfplay --run "$run" --cycles 2 --games-per-cycle 16 --backend cpu
 echo
 build/tools/inspect "$run"
-build/tools/report "$run" -o "$run/report.html"
 echo
-echo "Results: $run/ (koma.db, shards/, models/, log); charts: $run/report.html"
+echo "Results: $run/ (koma.db, shards/, models/, log); its games on a board and its charts: $run/report.html"
 echo "Continue the run:  build/selfplay --run $run --cycles 10"
 echo "Play it in a GUI:  register build/koma, set its Net option to $run"

@@ -11,12 +11,13 @@
 #                            written), the package's munged may; the test runs its own
 #                            daemons with their own key, socket, folders and free ports; python3-onnx for
 #                            onnx.checker in test_onnx_export, whose ONNX Runtime comes from npm:
-#                            not installed here, see docs/ONNX.md)
+#                            not installed here, see docs/ONNX.md; chromium for test_report_board,
+#                            which loads the report's board in it, headless: about 140 MB to download)
 # Runs apt-get through sudo when not root. Installs nothing that is already there.
 set -eu
 pkgs="build-essential cmake pkg-config git libsqlite3-dev sqlite3 libxxhash-dev libcjson-dev libinih-dev libopenblas-dev libdnnl-dev"
 if [ "${1:-}" = "--test" ]; then
-  pkgs="$pkgs python3 python3-numpy python3-torch python3-onnx gpsshogi openmpi-bin libopenmpi-dev slurm-wlm munge iproute2"
+  pkgs="$pkgs python3 python3-numpy python3-torch python3-onnx gpsshogi openmpi-bin libopenmpi-dev slurm-wlm munge iproute2 chromium"
 fi
 missing=""
 for p in $pkgs; do

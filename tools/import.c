@@ -169,6 +169,7 @@ typedef struct {
     int64_t files, files_bad, games_read, games, positions, shards;
     int64_t sets, sets_done, set_records, set_resumed; /* position files: imported, already done, records read, skipped by resuming */
     int64_t wrong_format;    /* position files refused whole: nearly every record failed */
+    int64_t cut_short;       /* files that end inside a record (their unread bytes are named): an error */
     shard_builder_t *b_set;  /* the position set's builder while one is read */
     int64_t skip_draw, skip_rating, skip_dup, skip_empty;
     int64_t rejected, rej_by[REC_ERR_NB], shown;
@@ -343,6 +344,7 @@ static int on_fmt_game(void *user, const fmt_game_t *g) {
 static void on_reject(void *user, const rec_reject_t *r) {
     import_t *im = user;
     im->rejected++;
+    if (r->code == REC_ERR_TRUNCATED) im->cut_short++; /* a file that ends inside a record: bytes not read */
     if ((unsigned)r->code < REC_ERR_NB) im->rej_by[r->code]++;
     if (r->game == 0) im->files_bad++;
     if (im->shown < g_show) status_event(im->st, STATUS_WARN, "%s: rejected: %s", g_prog, r->msg);
@@ -424,6 +426,7 @@ static void reject_record(import_t *im, const char *path, int64_t record, int64_
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     im->rejected++;
+    if (code == REC_ERR_TRUNCATED) im->cut_short++;
     if ((unsigned)code < REC_ERR_NB) im->rej_by[code]++;
     if (im->shown < g_show)
         status_event(im->st, STATUS_WARN, "%s: rejected: %s: record %" PRId64 " (byte %" PRId64 "): %s", g_prog, path,
@@ -599,6 +602,18 @@ dberr:
     return -1;
 }
 
+/* Tests (tests/record/test_import_sets.c): with KOMA_TEST_IMPORT_HOLD=FILE, after each committed chunk the
+ * import writes FILE (the records committed of the file) and waits until the test removes it: the test then
+ * acts at a known point (kill -9, the input cut short) on every OS. */
+static void test_hold(int64_t records_done) {
+    const char *hold = getenv("KOMA_TEST_IMPORT_HOLD");
+    if (!hold || !*hold) return;
+    char text[32], err[256];
+    int n = snprintf(text, sizeof text, "%" PRId64 "\n", records_done);
+    if (compat_write_file_durable(hold, text, (size_t)n, err, sizeof err) != 0) return;
+    while (compat_file_exists(hold)) compat_sleep_ms(2);
+}
+
 /* A whole hcpe or psv file as a position set: chunk by chunk, each committed with the set's progress. */
 static int import_positions(import_t *im, const char *path, fmt_kind_t k) {
     const size_t rec = k == FMT_HCPE ? FMT_HCPE_BYTES : FMT_PSV_BYTES;
@@ -655,6 +670,7 @@ static int import_positions(import_t *im, const char *path, fmt_kind_t k) {
                          PRId64 ": the file changed while it was imported; what was committed is kept, the rest "
                          "not read", g_prog, path, bytes, (at + (int64_t)got) * (int64_t)rec);
             im->files_bad++;
+            im->cut_short++;
             rc = 0;
             break;
         }
@@ -691,6 +707,7 @@ static int import_positions(import_t *im, const char *path, fmt_kind_t k) {
         }
         if (commit_set_chunk(im, b, &set) != 0) break;
         shard_builder_reset(b);
+        test_hold(at);
         if (g_progress != 0 && status_due(im->st)) {
             double dt = now_s() - im->t0;
             status_line(im->st, false, "%s: record %" PRId64 " of %" PRId64 " | %" PRId64 " positions, %.0f/s", path,
@@ -957,6 +974,11 @@ static int import_status(const import_t *im, int nfiles) {
      * imported, one already in the run (a duplicate), or one the user chose
      * to skip (--skip-draws, --min-rating); rejected records, unreadable
      * files and games without moves are not. */
+    if (im->cut_short) {
+        fprintf(stderr, "%s: %" PRId64 " file(s) end inside a record or could not be read to their end (the bytes "
+                "not read are named above); everything before that is stored\n", g_prog, im->cut_short);
+        return 1;
+    }
     if (im->wrong_format && im->games + im->sets == 0) {
         fprintf(stderr, "%s: nothing imported: %" PRId64 " file(s) are not of the format their name or --format says\n",
                 g_prog, im->wrong_format);
@@ -992,6 +1014,7 @@ int main(int argc, char **argv) {
     im.pos = malloc(sizeof *im.pos); /* --check reads positions too */
     int status = 1;
     run_t *rn = NULL;
+    int fresh = !g_check && !compat_file_exists(g_run); /* a run this import creates */
     if (g_check || import_open(&im, &rn, opts, n) == 0) { /* --check: read and check only, no run */
         double dt = import_inputs(&im, files, nfiles, fmt);
         print_summary(&im, dt);
@@ -1002,6 +1025,14 @@ int main(int argc, char **argv) {
     free(im.pos);
     free(im.seen.keys);
     run_close(rn); /* closes im.db */
+    /* Nothing stored in a run this import made (a mistyped --run, inputs that are all unusable): the
+     * directory goes again, so no empty koma.db, lock, models/ and shards/ are left behind. */
+    if (fresh && status != 0 && im.shards == 0 && im.sets == 0 && compat_file_exists(g_run)) {
+        char err[512];
+        if (compat_remove_tree(g_run, err, sizeof err) == 0)
+            fprintf(stderr, "%s: %s: nothing was imported, so the run directory this import created is removed\n",
+                    g_prog, g_run);
+    }
     free(files);
     return status;
 }

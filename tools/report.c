@@ -38,6 +38,7 @@
 #include "match/rating.h"
 #include "engine/rules.h"
 #include "match/referee.h"
+#include "tools/report_games.h"
 #include "tools/strbuf.h"
 
 /* Text with &, <, >, " escaped. */
@@ -100,6 +101,12 @@ typedef struct {
     int x_int;         /* x ticks on integers only (cycles) */
     const char *note;  /* a line under the chart, or NULL */
 } chart_t;
+
+/* A long run's charts and tables stay small (the page's size bound, report_games.h): a series of more
+ * points than this is drawn without a marker (and tooltip) on each point and with its interval as a
+ * band, and a table of more rows shows its newest TABLE_ROWS_MAX. */
+#define MARKERS_MAX 150
+#define TABLE_ROWS_MAX 60
 
 /* Widths in pixels of the title (14px, bold) and note (11px) fonts, per
  * character, estimated on the generous side (the page names no font). */
@@ -226,7 +233,23 @@ static void line_chart(sb_t *o, const chart_t *c, const series_t *s, int ns, con
     sb_printf(o, "<g clip-path=\"url(#c%d)\">", clip_id);
     for (int k = 0; k < ns; k++) {
         const series_t *q = &s[k];
-        if (q->lo && q->hi) { /* error bars */
+        if (q->lo && q->hi && q->n > MARKERS_MAX) { /* the intervals as one band: hi left to right, lo back */
+            int pts = 0;
+            for (int32_t i = 0; i < q->n; i++)
+                pts += isfinite(q->x[i]) && isfinite(q->y[i]) && !isnan(q->lo[i]) && !isnan(q->hi[i]);
+            if (pts > 1) {
+                sb_printf(o, "<polygon fill=\"%s\" opacity=\"0.18\" points=\"", q->color);
+                for (int pass = 0; pass < 2; pass++)
+                    for (int32_t k = 0; k < q->n; k++) {
+                        int32_t i = pass ? q->n - 1 - k : k;
+                        if (!isfinite(q->x[i]) || !isfinite(q->y[i]) || isnan(q->lo[i]) || isnan(q->hi[i])) continue;
+                        double v = pass ? q->lo[i] : q->hi[i];
+                        double py = isfinite(v) ? PY(v) : v < 0 ? mt + ph + 2 : mt - 2;
+                        sb_printf(o, "%.1f,%.1f ", PX(q->x[i]), py);
+                    }
+                sb_printf(o, "\"/>");
+            }
+        } else if (q->lo && q->hi) { /* error bars */
             for (int32_t i = 0; i < q->n; i++) {
                 if (!isfinite(q->y[i])) continue;
                 double lo = q->lo[i], hi = q->hi[i];
@@ -255,7 +278,7 @@ static void line_chart(sb_t *o, const chart_t *c, const series_t *s, int ns, con
             open = 1;
         }
         if (open) sb_printf(o, "\"/>");
-        if (q->markers || q->n < 40) {
+        if ((q->markers || q->n < 40) && q->n <= MARKERS_MAX) {
             for (int32_t i = 0; i < q->n; i++) {
                 if (!isfinite(q->x[i]) || !isfinite(q->y[i])) continue;
                 sb_printf(o, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"><title>", PX(q->x[i]), PY(q->y[i]),
@@ -368,6 +391,8 @@ typedef struct {
     /* where the games were played (mpirun -np N selfplay) */
     db_rank_games_t *ranks;
     int32_t n_ranks;
+    /* the games on the board (report_games.h) */
+    rg_t *rg;
 } report_run_t;
 
 static int read_steps(db_t *db, report_run_t *r) {
@@ -454,8 +479,9 @@ static int read_run(db_t *db, report_run_t *r, char *err, size_t errlen) {
     db_shard_t *shards = NULL;
     int32_t ns = 0;
     if (db_shards_recent(db, 0, &shards, &ns) != DB_OK) goto fail;
-    int64_t *plies = NULL;
+    int64_t *plies = NULL, net_id = -1;
     size_t np = 0, capp = 0;
+    int32_t net_cycle = -1;
     for (int32_t i = 0; i < ns; i++) {
         if (shards[i].cycle > max_cycle) max_cycle = shards[i].cycle;
         db_game_list_t gl = {0};
@@ -478,6 +504,12 @@ static int read_run(db_t *db, report_run_t *r, char *err, size_t errlen) {
                 plies = p;
             }
             plies[np++] = g->plies;
+            if (g->model_id != net_id) { /* the net that played it (games of a shard share it, mostly) */
+                net_id = g->model_id, net_cycle = -1;
+                for (int32_t m = 0; m < r->n_models && net_cycle < 0; m++)
+                    if (r->models[m].id == net_id) net_cycle = r->models[m].cycle;
+            }
+            rg_see(r->rg, &shards[i], g, net_cycle >= 0 ? net_cycle : shards[i].cycle);
             if (g->plies > r->max_plies) r->max_plies = g->plies;
             int w = g->result > 0 ? 0 : g->result < 0 ? 1 : 2;
             if ((unsigned)g->reason < DB_REASON_NB) r->reason_by[g->reason][w]++;
@@ -518,12 +550,34 @@ fail:
     return -1;
 }
 
+/* The root search of the run's newest invocation ("gumbel", "puct"; "" unknown), from its stored config. */
+static void run_search(db_t *db, char *out, size_t len) {
+    db_run_t run;
+    out[0] = 0;
+    if (db_run_latest(db, &run) != DB_OK) return;
+    for (const char *p = run.config; p && *p;) {
+        while (*p == ' ' || *p == '\n' || *p == '"' || *p == '{' || *p == ',') p++;
+        if (!strncmp(p, "search", 6) && (p[6] == ' ' || p[6] == '=' || p[6] == '"' || p[6] == ':')) {
+            p += 6;
+            while (*p == ' ' || *p == '=' || *p == '"' || *p == ':') p++;
+            size_t n = 0;
+            while (p[n] && p[n] != '\n' && p[n] != '"' && p[n] != ' ' && p[n] != ',' && n + 1 < len) n++;
+            memcpy(out, p, n);
+            out[n] = 0;
+            break;
+        }
+        p = strchr(p, '\n');
+    }
+    db_run_clear(&run);
+}
+
 static void free_run(report_run_t *r) {
     free(r->models);
     free(r->cycles);
     free(r->matches);
     free(r->ladder);
     free(r->ranks);
+    rg_free(r->rg);
 }
 
 /* ---- the page ------------------------------------------------------------------------------------ */
@@ -617,6 +671,14 @@ static double run_clock(const db_cycle_metrics_t *c, int32_t n, double *off) {
     return t0;
 }
 
+/* How many of n rows a table leaves out (all but the newest TABLE_ROWS_MAX), with a row saying so. */
+static int32_t table_skip(sb_t *o, int32_t n, int cols, const char *what) {
+    if (n <= TABLE_ROWS_MAX) return 0;
+    sb_printf(o, "<tr><td class=\"l muted\" colspan=\"%d\">%d earlier %s not shown (koma.db holds them all)</td></tr>",
+              cols, n - TABLE_ROWS_MAX, what);
+    return n - TABLE_ROWS_MAX;
+}
+
 static void section_elo(sb_t *o, const report_run_t *r) {
     sb_printf(o, "<h2>Strength</h2><div class=\"grid\">");
     double *x = calloc((size_t)r->n_ladder + 1, sizeof(double) * 4);
@@ -660,7 +722,7 @@ static void section_elo(sb_t *o, const report_run_t *r) {
         sb_printf(o, "<table><tr><th>match</th><th>cycle</th><th class=\"l\">player A</th><th class=\"l\">opponent</th>"
                      "<th>games</th><th>W</th><th>D</th><th>L</th><th>Elo</th><th>95%% interval</th>"
                      "<th class=\"l\">settings</th><th class=\"l\">when</th></tr>");
-        for (int32_t i = 0; i < r->n_matches; i++) {
+        for (int32_t i = table_skip(o, r->n_matches, 12, "matches"); i < r->n_matches; i++) {
             const db_match_t *m = &r->matches[i];
             sb_printf(o, "<tr><td>%lld</td>", (long long)m->id);
             if (m->cycle >= 0) sb_printf(o, "<td>%d</td>", m->cycle);
@@ -752,9 +814,12 @@ static void resign_table(sb_t *o, const report_run_t *r) {
     if (!any) return;
     sb_printf(o, "<table><tr><th>cycle</th><th>games</th><th>no-resign games</th><th>would have resigned</th>"
                  "<th>false resignations</th><th>false-resignation rate</th><th>resign threshold</th></tr>");
+    int32_t rows = 0;
+    for (int32_t i = 0; i < r->n_cycles; i++) rows += r->cycles[i].no_resign_games >= 0;
+    int32_t skip = table_skip(o, rows, 7, "cycles");
     for (int32_t i = 0; i < r->n_cycles; i++) {
         const db_cycle_metrics_t *m = &r->cycles[i];
-        if (m->no_resign_games < 0) continue;
+        if (m->no_resign_games < 0 || skip-- > 0) continue;
         sb_printf(o, "<tr><td>%d</td><td>%lld</td><td>%lld</td>", m->cycle,
                   (long long)(m->black_wins + m->white_wins + m->draws), (long long)m->no_resign_games);
         if (m->would_resign >= 0) sb_printf(o, "<td>%lld</td>", (long long)m->would_resign);
@@ -922,7 +987,7 @@ static void section_models(sb_t *o, const report_run_t *r) {
     sb_printf(o, "<table><tr><th>cycle</th><th class=\"l\">file</th><th class=\"l\">net</th><th>train steps</th>"
                  "<th>samples</th><th>policy loss</th><th>value loss</th><th>legal loss</th><th>total</th><th>Elo</th>"
                  "<th class=\"l\">published</th></tr>");
-    for (int32_t i = 0; i < r->n_models; i++) {
+    for (int32_t i = table_skip(o, r->n_models, 11, "models"); i < r->n_models; i++) {
         const db_model_t *m = &r->models[i];
         sb_printf(o, "<tr><td>%d</td><td class=\"l\">", m->cycle);
         sb_esc(o, m->path);
@@ -944,7 +1009,10 @@ static void section_models(sb_t *o, const report_run_t *r) {
     sb_printf(o, "</table>");
 }
 
-static void render(sb_t *o, const char *title, const report_run_t *r, const char *note) {
+/* Who wrote the page and whether the run was going then (selfplay's --live / --final writes). */
+typedef enum { BY_HAND, BY_LIVE, BY_FINAL } written_by_t;
+
+static void render(sb_t *o, const char *title, const report_run_t *r, const char *note, written_by_t by) {
     char now[64];
     time_t t = time(NULL);
     strftime(now, sizeof now, "%Y-%m-%d %H:%M:%S UTC", gmtime(&t));
@@ -953,7 +1021,12 @@ static void render(sb_t *o, const char *title, const report_run_t *r, const char
     sb_printf(o, "</title><meta name=\"viewport\" content=\"width=device-width\"><style>%s</style></head><body>\n", css);
     sb_printf(o, "<h1>Koma run: ");
     sb_esc(o, title);
-    sb_printf(o, "</h1><div class=\"sub\">report written %s", now);
+    sb_printf(o, "</h1><div class=\"sub\" id=\"written\">report written %s", now);
+    if (by == BY_LIVE)
+        sb_printf(o, " by selfplay while the run was going (it rewrites this page after each evaluated cycle: "
+                     "reload to follow the run)");
+    else if (by == BY_FINAL) sb_printf(o, " by selfplay as the run stopped (not going when written)");
+    else sb_printf(o, " by report");
     if (r->sum.first_run[0]) {
         sb_printf(o, "; run started ");
         sb_esc(o, r->sum.first_run);
@@ -987,6 +1060,7 @@ static void render(sb_t *o, const char *title, const report_run_t *r, const char
     }
     stat(o, "shard data", "%.1f MB", (double)r->sum.shard_bytes / 1e6);
     sb_printf(o, "</div>\n");
+    rg_render(o, r->rg);
     section_training(o, r);
     section_elo(o, r);
     section_selfplay(o, r);
@@ -1001,10 +1075,14 @@ static const char *g_prog = "report";
 
 static void usage(FILE *out) {
     fprintf(out,
-            "usage: %s RUN_DIR [-o FILE]\n"
-            "       %s --db FILE -o FILE\n"
+            "usage: %s RUN_DIR [-o FILE] [--game ID]...\n"
+            "       %s --db FILE -o FILE [--game ID]...\n"
             "Writes an HTML report of a run, one self-contained file (default\n"
-            "RUN_DIR/report.html); --db reads a database file instead of a run.\n",
+            "RUN_DIR/report.html); --db reads a database file instead of a run (its\n"
+            "shards are looked for beside it). The page shows chosen games on a board;\n"
+            "--game ID adds one (ids as inspect and koma.db give them; match games < 0).\n"
+            "--live / --final: the page says it was written by a running selfplay, or\n"
+            "as the run stopped (selfplay passes them).\n",
             g_prog, g_prog);
 }
 
@@ -1012,8 +1090,22 @@ int main(int argc, char **argv) {
     g_prog = koma_program_name(argc > 0 ? argv[0] : NULL, "report");
     if (koma_version_asked(argc, argv, g_prog)) return 0;
     const char *run = NULL, *dbfile = NULL, *out = NULL;
+    int64_t named[RG_NAMED_MAX];
+    int32_t n_named = 0;
+    written_by_t by = BY_HAND;
     for (int i = 1; i < argc; i++) {
         if ((!strcmp(argv[i], "-o") || !strcmp(argv[i], "--out")) && i + 1 < argc) out = argv[++i];
+        else if (!strcmp(argv[i], "--game") && i + 1 < argc) {
+            char *end = NULL;
+            long long id = strtoll(argv[++i], &end, 10);
+            if (!end || *end || end == argv[i] || id == 0 || n_named == RG_NAMED_MAX) {
+                fprintf(stderr, "%s: --game '%s': %s\n", g_prog, argv[i],
+                        n_named == RG_NAMED_MAX ? "too many games named" : "not a game id (a non-zero integer)");
+                return 2;
+            }
+            named[n_named++] = (int64_t)id;
+        } else if (!strcmp(argv[i], "--live")) by = BY_LIVE;
+        else if (!strcmp(argv[i], "--final")) by = BY_FINAL;
         else if (!strcmp(argv[i], "--db") && i + 1 < argc) dbfile = argv[++i];
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage(stdout);
@@ -1054,6 +1146,12 @@ int main(int argc, char **argv) {
     r->sum.latest_cycle = -1;
     r->sum.last_step = -1;
     r->sum.last_loss_total = NAN;
+    r->rg = rg_new(named, n_named);
+    if (!r->rg) {
+        fprintf(stderr, "%s: out of memory\n", g_prog);
+        free(r);
+        return 1;
+    }
     const char *note = NULL;
     db_t *db = NULL;
     if (!compat_file_exists(dbp)) { /* nothing to report is an error, as for every tool */
@@ -1068,7 +1166,18 @@ int main(int argc, char **argv) {
         if (db_open(dbp, DB_OPEN_READONLY | DB_OPEN_MIGRATE, &db, err, sizeof err) == DB_OK && db_migrated_from(db))
             fprintf(stderr, "%s: %s: migrated from schema version %d to %d\n", g_prog, dbp, db_migrated_from(db),
                     db_schema_version(db));
-        if (!db || read_run(db, r, err, sizeof err) != 0) {
+        char base[1200], search[32];
+        /* the directory the shards' paths start from: the run's, or the database file's */
+        if (run) snprintf(base, sizeof base, "%s", run);
+        else {
+            snprintf(base, sizeof base, "%s", dbfile);
+            char *slash = strrchr(base, '/'), *bs = strrchr(base, '\\');
+            if (bs && (!slash || bs > slash)) slash = bs;
+            if (slash) slash[slash == base ? 1 : 0] = 0;
+            else snprintf(base, sizeof base, ".");
+        }
+        if (db) run_search(db, search, sizeof search);
+        if (!db || read_run(db, r, err, sizeof err) != 0 || rg_finish(r->rg, db, base, search, err, sizeof err) != 0) {
             fprintf(stderr, "%s: %s\n", g_prog, db ? (err[0] ? err : db_errmsg(db)) : err);
             db_close(db);
             free_run(r);
@@ -1079,7 +1188,7 @@ int main(int argc, char **argv) {
     }
     const char *title = run ? run : dbfile;
     sb_t o = {NULL, 0, 0, 0};
-    render(&o, title, r, note);
+    render(&o, title, r, note, by);
     int rc = 0;
     if (o.oom) {
         fprintf(stderr, "%s: out of memory\n", g_prog);
@@ -1088,8 +1197,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s: %s\n", g_prog, err);
         rc = 1;
     } else {
-        printf("%s: %lld self-play games, %lld training steps, %d models, %d matches (%lld games)\n", outp,
-               (long long)r->sum.games, (long long)r->steps, r->n_models, r->n_matches, (long long)r->sum.match_games);
+        printf("%s: %lld self-play games, %lld training steps, %d models, %d matches (%lld games); %d games on the "
+               "board (%.0f kB of %.0f kB)\n",
+               outp, (long long)r->sum.games, (long long)r->steps, r->n_models, r->n_matches,
+               (long long)r->sum.match_games, rg_games(r->rg), (double)rg_bytes(r->rg) / 1e3, (double)o.n / 1e3);
     }
     free(o.s);
     db_close(db);

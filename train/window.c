@@ -425,7 +425,7 @@ int train_window_select(train_window_t *w, const db_shard_t *list, int32_t n, in
         return -1;
     }
     if (w->be && resident_update(w) != 0) {
-        runlog_printf(&w->log, "the training window (%" PRId64 " positions) does not fit in %s memory (%s): batches "
+        runlog_printf(&w->log, "the training window (%" PRId64 " positions) cannot stay in %s memory (%s): batches "
                       "are gathered on the host and uploaded from now on", pre, nn_backend_memory(w->be), w->dev_why);
         resident_off(w);
     }
@@ -441,6 +441,11 @@ static int resident_load(train_window_t *w, ent_t *e) {
     nn_backend_t *be = w->be;
     const shard_format_t *f = &w->fmt;
     const shard_columns_t *c = shard_columns(e->sh);
+    if (!c->planes) { /* version 2: its planes are made on the host until a device kernel makes them */
+        snprintf(w->dev_why, sizeof w->dev_why, "%s is a version-2 shard (positions only): its planes and masks "
+                 "are made on the host", e->rel);
+        return -1;
+    }
     int64_t R = shard_rows(e->sh), nnz = shard_nnz(e->sh);
     int64_t sz[9] = {col_bytes(R, f->planes_bytes), col_bytes(R, (int64_t)sizeof(float) * f->hand_n),
                      col_bytes(R, f->legal_bytes),  col_bytes(nnz, sizeof(uint16_t)),

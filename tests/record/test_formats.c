@@ -491,11 +491,21 @@ static void test_programs(void) {
     CHECK(run_prog(KOMA_EXPORT_BIN, "--run", run2, "--format", "kif", "--out", "x", NULL) == 2);
     /* --check reads and counts, and opens no run */
     snprintf(run2, sizeof run2, "%s/run_check", dir);
-    CHECK(run_prog(KOMA_IMPORT_BIN, "--run", run2, "--check", "--quiet", FIX("bad.hcpe"), NULL) == 0);
+    CHECK(run_prog(KOMA_IMPORT_BIN, "--run", run2, "--check", "--quiet", FIX("games.hcpe"), NULL) == 0);
     CHECK(!compat_file_exists(run2));
-    /* broken files: the rest imported, exit 0 */
+    /* bad.hcpe ends inside a record: --check says so (exit 1) and still opens no run */
+    CHECK(run_prog(KOMA_IMPORT_BIN, "--run", run2, "--check", "--quiet", FIX("bad.hcpe"), NULL) == 1);
+    CHECK(!compat_file_exists(run2));
+    /* broken files: the rest imported; files that end inside a record make the exit status 1 (issue 46) */
     snprintf(run2, sizeof run2, "%s/run_bad", dir);
-    CHECK(run_prog(KOMA_IMPORT_BIN, "--run", run2, "--quiet", FIX("bad.hcpe"), FIX("bad.psv"), FIX("bad.hcpe3"), NULL) == 0);
+    CHECK(run_prog(KOMA_IMPORT_BIN, "--run", run2, "--quiet", FIX("bad.hcpe"), FIX("bad.psv"), FIX("bad.hcpe3"), NULL) == 1);
+    db_t *bdb = NULL;
+    char bpath[1200], berr[512];
+    snprintf(bpath, sizeof bpath, "%s/koma.db", run2);
+    int64_t bgames = 0, bpos = 0;
+    CHECK(db_open(bpath, DB_OPEN_READONLY, &bdb, berr, sizeof berr) == DB_OK && db_count(bdb, -1, &bgames, &bpos) == DB_OK &&
+          bpos > 800);
+    db_close(bdb);
     t_rm_rf(dir);
 }
 #endif

@@ -2,8 +2,9 @@
  * plausible run, through data/db.h only: a runs row, one model per cycle,
  * training steps (falling losses, rising accuracies, cosine learning rate),
  * per-cycle self-play metrics (the resignation check from cycle 1 on; cycle
- * 0's row as a binary before schema v3 wrote it), games (registered with
- * shard rows whose files do not exist: the report never opens shards) and
+ * 0's row as a binary before schema v3 wrote it), games of random legal
+ * moves (registered with shard rows whose files do not exist: the report
+ * says their values are not available) and
  * evaluation matches, each cycle against the previous one, plus one against
  * an outside engine.
  *
@@ -20,6 +21,9 @@
 
 #include "compat/compat.h"
 #include "data/db.h"
+#include "engine/movegen.h"
+#include "engine/position.h"
+#include "engine/sfen.h"
 #include "match/referee.h"
 
 static uint64_t rng = 12345;
@@ -70,6 +74,28 @@ typedef struct {
     double plies_sum;
 } cycle_games_t;
 
+/* Up to *plies random legal moves from the start position, in USI, into buf
+ * (malloc'ed); *plies is cut where the side to move has no legal move. */
+static char *random_moves(int32_t *plies) {
+    static pos_t pos;
+    pos_set_startpos(&pos);
+    char *buf = malloc((size_t)*plies * MOVE_USI_MAX + 1), *o = buf;
+    if (!buf) return NULL;
+    *o = 0;
+    int32_t n = 0;
+    for (; n < *plies && n < POS_HIST_MAX - 1; n++) {
+        move_list_t ml;
+        movegen_legal(&pos, &ml);
+        if (ml.n == 0) break;
+        move_t m = ml.moves[(int32_t)(uni() * ml.n) % ml.n];
+        if (n) *o++ = ' ';
+        o += move_to_usi(m, o);
+        pos_do_move(&pos, m);
+    }
+    *plies = n;
+    return buf;
+}
+
 /* Cycle c's games, in two shards registered with their games; 1 on a
  * database failure. */
 static int add_games(db_t *db, int c, int games_per_cycle, int64_t model_id, cycle_games_t *t) {
@@ -89,11 +115,13 @@ static int add_games(db_t *db, int c, int games_per_cycle, int64_t model_id, cyc
             else if (u < 0.09) reason = DB_REASON_PERPETUAL_CHECK;
             else if (u < 0.55) reason = DB_REASON_RESIGN;
             if (plies < 12) plies = 12;
+            char *moves = random_moves(&plies);
+            if (!moves) return 1;
             games[g].first_row = row;
             games[g].row_count = plies;
             games[g].model_id = model_id;
             games[g].start_sfen = "startpos";
-            games[g].moves = "";
+            games[g].moves = moves;
             games[g].plies = plies;
             games[g].result = result;
             games[g].reason = reason;
@@ -111,6 +139,7 @@ static int add_games(db_t *db, int c, int games_per_cycle, int64_t model_id, cyc
         strcpy(s.xxh3, "00000000deadbeef");
         t->positions += row;
         CHECK_DB(db_shard_insert(db, &s, games, ng));
+        for (int g = 0; g < ng; g++) free((char *)games[g].moves);
         free(games);
     }
     return 0;

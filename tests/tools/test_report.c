@@ -84,14 +84,24 @@ static int load(const char *path) {
     return g_html ? 0 : -1;
 }
 
-/* Every page: well-formed enough, self-contained. */
+/* Every page: well-formed enough, self-contained: no request, the one script inline (the board's, when
+ * the page has games) and no broken number outside it. */
 static void check_page(void) {
     CHECK(strncmp(g_html, "<!DOCTYPE html>", 15) == 0);
     CHECK(count("</html>") == 1);
     CHECK(count("<svg") == count("</svg>"));
     CHECK(count("<table") == count("</table>"));
-    CHECK(count("http://") == 0 && count("https://") == 0 && count("<script") == 0 && count("<link") == 0);
+    CHECK(count("http://") == 0 && count("https://") == 0 && count("<link") == 0 && count("src=") == 0);
+    CHECK(count("<script") == count("</script>") && count("<script") <= 1);
+    CHECK(count("<script") == (strstr(g_html, "window.KOMA_GAMES") != NULL));
+    char *s = strstr(g_html, "<script>"), *e = s ? strstr(s, "</script>") : NULL;
+    char saved = 0;
+    if (s && e) saved = *s, *s = 0;                                       /* the page up to the script, */
     CHECK(count("NaN") == 0 && count("nan,") == 0 && count("inf,") == 0); /* no broken coordinates */
+    if (s && e) {
+        *s = saved;
+        CHECK(strstr(e, "NaN") == NULL && strstr(e, "nan,") == NULL && strstr(e, "inf,") == NULL);
+    }
 }
 
 /* The outside engines' match of the full run: two games, recorded one by one, and its Elo. */
@@ -241,7 +251,9 @@ static void test_partial(const char *report, const char *fixture) {
         CHECK(strstr(buf, "no data yet") != NULL && !strstr(buf, "<polyline"));
         chart("Game length", buf, sizeof buf);
         CHECK(strstr(buf, "no data yet") != NULL);
-        CHECK(count("no data yet") == 11); /* Elo by cycle and by hours, 7 self-play, 2 games; the models are listed */
+        /* Elo by cycle and by hours, 7 self-play, 2 games, the board; the models are listed */
+        CHECK(count("no data yet") == 12);
+        CHECK(count("<h2>Games on the board</h2><p class=\"muted\">no data yet: no game has been recorded</p>") == 1);
         CHECK(count("<th>false-resignation rate</th>") == 0);
     }
 }
@@ -259,7 +271,7 @@ static void test_empty_and_bare(const char *report, const char *fixture) {
     CHECK(load(out) == 0);
     if (g_html) {
         check_page();
-        CHECK(count("no data yet") == 16); /* 15 charts + the models table */
+        CHECK(count("no data yet") == 17); /* 15 charts, the board and the models table */
         CHECK(count("<polyline") == 0 && count("<circle") == 0);
     }
     char bare[900], err[256];
@@ -404,6 +416,116 @@ static void test_inspect(const char *inspect, const char *full, const char *dbp_
     }
 }
 
+/* A net's evaluation match with one game it lost (A = the net of `cycle`); returns the game's id. */
+static int64_t add_eval_loss(const char *dbp, int cycle) {
+    char err[DB_ERR_MAX];
+    db_t *db = NULL;
+    KOMA_ASSERT(db_open(dbp, 0, &db, err, sizeof err) == DB_OK);
+    db_model_t a, b;
+    KOMA_ASSERT(db_model_by_cycle(db, cycle, &a) == DB_OK && db_model_by_cycle(db, cycle - 1, &b) == DB_OK);
+    db_match_t m;
+    memset(&m, 0, sizeof m);
+    m.cycle = cycle, m.model_a = a.id, m.model_b = b.id;
+    snprintf(m.engine_a, sizeof m.engine_a, "cycle %d (%.200s)", cycle, a.path);
+    snprintf(m.engine_b, sizeof m.engine_b, "cycle %d (%.200s)", cycle - 1, b.path);
+    snprintf(m.settings, sizeof m.settings, "eval visits=8");
+    CHECK(db_match_begin(db, &m) == DB_OK);
+    db_game_t g;
+    memset(&g, 0, sizeof g);
+    g.start_sfen = "startpos";
+    g.moves = "7g7f 3c3d 8h2b+ 3a2b B*4e";
+    g.plies = 5;
+    g.result = DB_RESULT_BLACK_WIN; /* A had White: lost */
+    g.reason = DB_REASON_RESIGN;
+    g.black = m.engine_b, g.white = m.engine_a;
+    CHECK(db_match_game_insert(db, m.id, &g) == DB_OK);
+    db_close(db);
+    return g.id;
+}
+
+/* The games on the board: for each cycle its longest game (the fixture's games end by max ply, checkmate,
+ * declaration, resignation... in any order), their moves as koma.db holds them, no values where the shard
+ * file is missing (said so), a net's lost evaluation game, a game named with --game (a match game too),
+ * and a game id the run does not hold refused with a message naming it. */
+static void test_board(const char *report, const char *full, const char *dbp_full) {
+    int64_t lost = add_eval_loss(dbp_full, 8);
+    char id[32];
+    snprintf(id, sizeof id, "%lld", (long long)lost);
+    const char *rep[] = {report, full, "-o", t_path("board.html"), "--game", "5", "--game", "-1", NULL};
+    CHECK(t_run(rep) == 0);
+    CHECK(load(t_path("board.html")) == 0);
+    if (!g_html) return;
+    check_page();
+    CHECK(count("<h2>Games on the board</h2>") == 1 && count("window.KOMA_GAMES=") == 1);
+    for (int c = 0; c < 8; c++) {
+        char key[64];
+        snprintf(key, sizeof key, "\"title\":\"net %d · longest", c);
+        CHECKF(count(key) == 1, "cycle %d's longest game: %d", c, count(key));
+    }
+    /* cycle 8's net has no self-play games yet, only the evaluation game it lost */
+    char key[128];
+    snprintf(key, sizeof key, "\"id\":%s,\"c\":8,\"title\":\"net 8 · lost in evaluation · 5 plies", id);
+    CHECKF(count(key) == 1, "the lost evaluation game %s", id);
+    CHECK(count("\"m\":\"7g7f 3c3d 8h2b+ 3a2b B*4e\"") >= 1);
+    CHECK(count("\"id\":5,") == 1 && count("\"id\":-1,") == 1 && count("· named") == 2);
+    /* game 5's moves as stored */
+    char sql[128], *moves = NULL;
+    snprintf(sql, sizeof sql, "SELECT moves FROM games WHERE id = 5");
+    sqlite3 *db = NULL;
+    if (sqlite3_open_v2(dbp_full, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
+        sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+            moves = strdup((const char *)sqlite3_column_text(st, 0));
+        sqlite3_finalize(st);
+    }
+    sqlite3_close(db);
+    CHECK(moves && strlen(moves) > 20);
+    if (moves) {
+        char *k = malloc(strlen(moves) + 16);
+        sprintf(k, "\"m\":\"%s\"", moves);
+        CHECK(count(k) == 1);
+        free(k), free(moves);
+    }
+    /* the fixture writes no shard files: no values, and the page says why */
+    CHECK(count("\"v\":\"") == 0 && count("values not available: ") >= 8 && count(".safetensors: no such file") >= 8);
+    /* --game of a game the run does not hold, or not an id */
+    const char *none[] = {report, full, "-o", t_path("none.html"), "--game", "987654", NULL};
+    int st = -1;
+    char e[256];
+    CHECK(compat_run_io(none, "", t_path("none.txt"), &st, e, sizeof e) == 0 && st == 1);
+    CHECK(!compat_file_exists(t_path("none.html")));
+    CHECK(load(t_path("none.txt")) == 0);
+    CHECKF(g_html && strstr(g_html, "--game 987654") && strstr(g_html, "koma.db") && strstr(g_html, "no such game"),
+           "--game 987654: %s", g_html ? g_html : "");
+    const char *bad[] = {report, full, "--game", "five", NULL};
+    CHECK(t_run(bad) == 2);
+}
+
+/* A long run (1,000 cycles): the page stays under 2 MB even were the board's games as large as its budget
+ * allows: the newest 20 cycles and 20 spread over the earlier ones, the charts without markers and the
+ * tables with their newest rows. */
+static void test_long_run(const char *report, const char *fixture) {
+    char dir[900];
+    snprintf(dir, sizeof dir, "%s", t_path("long"));
+    const char *mk[] = {fixture, dir, "--cycles", "1000", "--games-per-cycle", "4", "--steps-per-cycle", "10", NULL};
+    CHECK(t_run(mk) == 0);
+    const char *rep[] = {report, dir, "-o", t_path("long.html"), NULL};
+    CHECK(t_run(rep) == 0);
+    CHECK(load(t_path("long.html")) == 0);
+    if (!g_html) return;
+    check_page();
+    size_t size = strlen(g_html);
+    const char *a = strstr(g_html, "window.KOMA_GAMES="), *b = a ? strstr(a, "]};") : NULL;
+    CHECK(a && b);
+    size_t games = a && b ? (size_t)(b - a) : size;
+    fprintf(stderr, "long run: page %zu bytes, games %zu bytes\n", size, games);
+    CHECKF(size - games + 1200000 <= 2000000, "1,000 cycles: page %zu bytes, %zu of them games", size, games);
+    CHECK(count("40 of 1000 nets (the newest 20, and earlier ones spread over the run)") == 1);
+    CHECK(count("\"title\":\"net 999 · longest") == 1 && count("\"title\":\"net 0 · longest") == 1 &&
+          count("\"title\":\"net 500 · longest") == 0);
+    CHECK(count("earlier matches not shown") == 1 && count("earlier models not shown") == 1);
+}
+
 /* Failures. */
 static void test_failures(const char *report, const char *full) {
     char err[256];
@@ -461,6 +583,8 @@ int main(int argc, char **argv) {
     test_one_cycle(report, fixture);
     test_unfinished(report, full, dbp_full);
     if (argc > 3) test_inspect(argv[3], full, dbp_full);
+    test_board(report, full, dbp_full);
+    test_long_run(report, fixture);
     test_failures(report, full);
 
     free(g_html);

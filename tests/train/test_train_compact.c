@@ -21,6 +21,7 @@
 #include "data/record.h"
 #include "data/shard_pos.h"
 #include "train/window.h"
+#include "nn/backend.h"
 
 /* ---- positions ------------------------------------------------------------------------ */
 #define MAXPOS 20000
@@ -327,6 +328,18 @@ static void test_sets_and_epochs(const char *dir) {
     CHECK_OK(train_window_select(w, list, n, -1, 0, &positions, &bad, err, sizeof err), err);
     CHECK(positions == P - PER && bad == 1);
     train_window_free(w);
+    /* a resident window (the device route) over version-2 shards: the host makes the planes instead, said once */
+    nn_backend_t *be = nn_backend_cpu_new(1);
+    w = train_window_new(r.dir, &fmt, NULL, NULL, err, sizeof err);
+    KOMA_ASSERT(be && w);
+    if (be->gather_rows) {
+        CHECK_OK(train_window_resident(w, be, 0, err, sizeof err), err);
+        CHECK_OK(train_window_select(w, list, n, -1, 0, &positions, &bad, err, sizeof err), err);
+        CHECK(!train_window_is_resident(w) && positions == P - PER);
+        CHECK_OK(train_window_sample(w, train_key(5, 0, 0), B, bt, err, sizeof err), err);
+    }
+    train_window_free(w);
+    be->free(be);
     shard_batch_free(bt);
     free(list);
     db_close(r.db);
