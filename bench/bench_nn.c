@@ -12,7 +12,11 @@
  * the moves-left head ("4x32m") computes it too (the search asks for it).
  * --cpu-time times with process CPU seconds (clock()) instead of wall time:
  * with --threads 1 that gives per-core throughput on a shared machine.
+ * --precision fp32|bf16|both: inference's convolutions (nn_backend_cpu_set_
+ * precision; fp32 by default); both: fp32 and bf16 in turn, 3 rounds per
+ * batch size, each evals/s and the median of the rounds' bf16 / fp32 ratios.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +28,8 @@
 
 static int g_cpu_time = 0; /* --cpu-time: process CPU seconds (all threads) instead of wall time */
 static int g_legal = 1;    /* --heads all: the legal-move head too */
+static int g_prec = 0;     /* --precision: 0 fp32, 1 bf16, 2 both */
+static int g_no_conv = 0;  /* --no-conv: leave out the conv3x3 / sgemm line */
 static double now_s(void) { return g_cpu_time ? (double)clock() / CLOCKS_PER_SEC : bench_wall_s(); }
 
 static void bench_infer(nn_backend_t *be, nn_net_t *net, const int32_t *batches, int nb, double secs) {
@@ -43,15 +49,33 @@ static void bench_infer(nn_backend_t *be, nn_net_t *net, const int32_t *batches,
         float *ml = (c->heads & NN_HEAD_MOVES_LEFT) ? malloc(sizeof(float) * (size_t)B) : NULL;
         nn_outputs_t out = {pol, val, leg, ml};
         bench_fill_inputs(packed, hand, B, c->in_planes, c->in_hand);
-        nn_forward_out(ctx, B, packed, hand, &out); /* warm-up */
-        int64_t iters = 0;
-        double t0 = now_s(), t = 0;
-        do {
-            nn_forward_out(ctx, B, packed, hand, &out);
-            iters++;
-            t = now_s() - t0;
-        } while (t < secs || iters < 2);
-        printf("  inference  batch %5d: %9.0f evals/s  (%.3f ms/batch)\n", B, (double)B * iters / t, 1e3 * t / iters);
+        int32_t rounds = g_prec == 2 ? 3 : 1, np = g_prec == 2 ? 2 : 1;
+        double rate[2][3] = {{0}}, ratio[3] = {0};
+        for (int32_t r = 0; r < rounds; r++)
+            for (int32_t k = 0; k < np; k++) {
+                int32_t bf = g_prec == 2 ? k : g_prec;
+                nn_backend_cpu_set_precision(be, bf ? NN_CPU_PREC_BF16 : NN_CPU_PREC_FP32);
+                nn_forward_out(ctx, B, packed, hand, &out); /* warm-up */
+                int64_t iters = 0;
+                double t0 = now_s(), t = 0;
+                do {
+                    nn_forward_out(ctx, B, packed, hand, &out);
+                    iters++;
+                    t = now_s() - t0;
+                } while (t < secs / rounds || iters < 2);
+                rate[k][r] = (double)B * iters / t;
+                if (k == 1) ratio[r] = rate[1][r] / rate[0][r];
+            }
+        if (g_prec != 2) {
+            printf("  inference  batch %5d: %9.0f evals/s  (%.3f ms/batch)\n", B, rate[0][0], 1e3 * B / rate[0][0]);
+        } else {
+            double m = ratio[0] + ratio[1] + ratio[2] - fmax(ratio[0], fmax(ratio[1], ratio[2])) -
+                       fmin(ratio[0], fmin(ratio[1], ratio[2])); /* the median */
+            printf("  inference  batch %5d: fp32 %7.0f %7.0f %7.0f | %s %7.0f %7.0f %7.0f evals/s | bf16/fp32 %.2f "
+                   "(%.2f %.2f %.2f)\n",
+                   B, rate[0][0], rate[0][1], rate[0][2], nn_backend_cpu_precision(be), rate[1][0], rate[1][1],
+                   rate[1][2], m, ratio[0], ratio[1], ratio[2]);
+        }
         fflush(stdout);
         free(packed), free(hand), free(pol), free(val), free(leg), free(ml);
         nn_ctx_free(ctx);
@@ -164,14 +188,24 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--planes") && v) planes = atoi(v), i++;
         else if (!strcmp(argv[i], "--hand") && v) hand = atoi(v), i++;
         else if (!strcmp(argv[i], "--cpu-time")) g_cpu_time = 1;
+        else if (!strcmp(argv[i], "--precision") && v &&
+                 (!strcmp(v, "fp32") || !strcmp(v, "bf16") || !strcmp(v, "both")))
+            g_prec = !strcmp(v, "fp32") ? 0 : !strcmp(v, "bf16") ? 1 : 2, i++;
+        else if (!strcmp(argv[i], "--no-conv")) g_no_conv = 1;
         else if (!strcmp(argv[i], "--heads") && v && (!strcmp(v, "all") || !strcmp(v, "play"))) g_legal = !strcmp(v, "all"), i++;
         else if (!strcmp(argv[i], "--activation") && v && nn_act_parse(v) >= 0) act = nn_act_parse(v), i++;
         else {
-            fprintf(stderr, "usage: %s [--nets 6x64,10x128] [--batches 1,8,...] [--train-batch 256] [--seconds 1] [--threads 0] [--planes 104] [--hand 14] [--cpu-time] [--heads all|play] [--activation relu|silu]\n", argv[0]);
+            fprintf(stderr,
+                    "usage: %s [--nets 6x64,10x128] [--batches 1,8,...] [--train-batch 256] [--seconds 1] [--threads "
+                    "0] [--planes 104] [--hand 14] [--cpu-time] [--heads all|play] [--activation relu|silu] "
+                    "[--precision fp32|bf16|both] [--no-conv]\n",
+                    argv[0]);
             return 2;
         }
     }
     nn_backend_t *be = nn_backend_cpu_new(threads);
+    if (g_prec == 1 && nn_backend_cpu_set_precision(be, NN_CPU_PREC_BF16) != NN_CPU_PREC_BF16)
+        printf("bench_nn: bf16 not available here (no AVX512_BF16, or not the Winograd route): fp32\n");
     printf("bench_nn: CPU backend (%s convolutions, OMP_WAIT_POLICY=%s), %d CPUs, %d planes + %d hand, %s heads, %.2f %s s per measurement\n",
            nn_backend_cpu_conv_route(be), getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "unset",
            compat_cpu_count(), planes, hand, g_legal ? "all" : "play (policy + value)", secs, g_cpu_time ? "CPU" : "wall");
@@ -192,7 +226,7 @@ int main(int argc, char **argv) {
         int64_t np;
         nn_net_params(net, &np, NULL);
         printf("net %s %s (%lld params)\n", tok, nn_act_name(cfg.act), (long long)np);
-        bench_conv(be, cfg.channels, train_batch > 0 ? train_batch : 256, secs);
+        if (!g_no_conv) bench_conv(be, cfg.channels, train_batch > 0 ? train_batch : 256, secs);
         bench_infer(be, net, batches, nb, secs);
         if (train_batch > 0) bench_train(net, train_batch, secs);
         nn_net_free(net);

@@ -24,6 +24,7 @@
 #include "compat/bits.h"
 #include "compat/compat.h"
 #include "data/db.h"
+#include "data/run.h"
 #include "data/shard.h"
 #include "data/writer.h"
 #include "dist/dist.h"
@@ -97,7 +98,7 @@ static int bench_commit(int32_t games, int32_t max_ply, int32_t shard_games) {
     /* the whole path into a scratch run */
     char dir[900], path[1000];
     snprintf(dir, sizeof dir, "%s/koma_bench_ranks_%d", compat_temp_dir(), compat_getpid());
-    snprintf(path, sizeof path, "%s/koma.db", dir);
+    run_path(dir, RUN_DB, path, sizeof path);
     db_t *db = NULL;
     if (compat_mkdir_p(dir, err, sizeof err) != 0 || db_open(path, 0, &db, err, sizeof err) != DB_OK) {
         fprintf(stderr, "bench_ranks: %s\n", err);

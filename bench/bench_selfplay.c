@@ -112,11 +112,15 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_selfplay: %s\n", err);
         return 1;
     }
-    printf("bench_selfplay: net %s %s on %s (%d CPUs), %lld threads x %lld games, %lld leaves/game, %s %lld/%lld visits "
+    nn_server_stats_t sst;
+    nn_server_stats(srv, &sst);
+    printf("bench_selfplay: net %s %s on %s%s%s (%d CPUs), %lld threads x %lld games, %lld leaves/game, %s %lld/%lld "
+           "visits "
            "(p=%.2f), max batch %lld, max ply %lld\n",
-           net, nn_act_name(nc.act), nn_server_backend_name(srv), compat_cpu_count(), (long long)sp_config_threads(&cfg), (long long)cfg.games_per_thread,
-           (long long)cfg.leaves_per_game, cfg.search, (long long)cfg.visits, (long long)cfg.visits_fast, cfg.full_prob,
-           (long long)cfg.max_batch, (long long)cfg.max_ply);
+           net, nn_act_name(nc.act), nn_server_backend_name(srv), sst.precision ? " " : "",
+           sst.precision ? sst.precision : "", compat_cpu_count(), (long long)sp_config_threads(&cfg),
+           (long long)cfg.games_per_thread, (long long)cfg.leaves_per_game, cfg.search, (long long)cfg.visits,
+           (long long)cfg.visits_fast, cfg.full_prob, (long long)cfg.max_batch, (long long)cfg.max_ply);
     fflush(stdout);
     snap_t a = {0}, b = {0};
     double busy = 0, ws = 0;

@@ -117,6 +117,47 @@ int compat_write_file_durable(const char *path, const void *data, size_t len, ch
     return compat_durable_commit(d, err, errlen);
 }
 
+typedef struct {
+    const char *dir, *base;
+    size_t base_len;
+    int removed;
+    char *note;
+    size_t notelen;
+} stale_tmp_t;
+
+static int stale_tmp_entry(const char *name, int is_dir, void *user) {
+    stale_tmp_t *st = user;
+    if (is_dir || strncmp(name, st->base, st->base_len) != 0 || strncmp(name + st->base_len, ".tmp.", 5) != 0) return 0;
+    const char *digits = name + st->base_len + 5;
+    long pid = 0;
+    for (const char *p = digits; *p; p++) {
+        if (*p < '0' || *p > '9' || pid > 100000000) return 0;
+        pid = pid * 10 + (*p - '0');
+    }
+    if (!digits[0] || pid == compat_getpid() || compat_pid_alive((int)pid)) return 0;
+    char full[4096];
+    int n = snprintf(full, sizeof full, "%s%s", st->dir, name);
+    if (n < 0 || (size_t)n >= sizeof full || compat_remove_file(full) != 0) return 0;
+    if (st->removed++ == 0 && st->note) snprintf(st->note, st->notelen, "%s", full);
+    return 0;
+}
+
+int compat_durable_remove_stale(const char *path, char *note, size_t notelen) {
+    if (note && notelen) note[0] = 0;
+    if (!path || !path[0]) return 0;
+    const char *base = path;
+    for (const char *p = path; *p; p++)
+        if (*p == '/' || *p == '\\') base = p + 1;
+    char dir[4096];
+    size_t dl = (size_t)(base - path);
+    if (dl >= sizeof dir || !base[0]) return 0;
+    memcpy(dir, path, dl);
+    dir[dl] = 0; /* "" or ending in a separator */
+    stale_tmp_t st = {dir, base, strlen(base), 0, note, notelen};
+    compat_list_dir(dl ? dir : ".", stale_tmp_entry, &st, NULL, 0);
+    return st.removed;
+}
+
 /* ---- directories and files ---------------------------------------------- */
 int compat_mkdir_p(const char *path, char *err, size_t errlen) {
     char *p = strdup(path);

@@ -75,14 +75,14 @@ int64_t compat_cpu_time_ns(void);
 int64_t compat_thread_cpu_time_ns(void);
 /* Number of online logical CPUs, at least 1. */
 int compat_cpu_count(void);
-/* The machine's 1-minute load average (runnable tasks, getloadavg), or -1
- * where the system cannot tell (Windows). */
-double compat_load_average(void);
 /* Bytes of physical memory of the machine (sysconf's _SC_PHYS_PAGES x
  * _SC_PAGESIZE, /proc/meminfo's MemTotal where sysconf cannot tell;
  * Windows: GlobalMemoryStatusEx), or 0 when unknown. Not a container's or
  * a ulimit's limit: see compat_address_space_limit. */
 int64_t compat_memory_total(void);
+/* The system's load average over the last minute (runnable processes, as
+ * `uptime` shows), or -1 where the OS does not tell (Windows). */
+double compat_load_average(void);
 /* The process's address-space limit in bytes (RLIMIT_AS, `ulimit -v`), or
  * -1 when there is none (always -1 on Windows). */
 int64_t compat_address_space_limit(void);
@@ -123,6 +123,14 @@ int compat_durable_write(compat_durable_t *f, const void *data, size_t len, char
 int compat_durable_commit(compat_durable_t *f, char *err, size_t errlen); /* frees f */
 void compat_durable_abort(compat_durable_t *f);                           /* frees f, NULL ok */
 int compat_write_file_durable(const char *path, const void *data, size_t len, char *err, size_t errlen);
+/* Removes what killed durable writes of path left: every "<path>.tmp.<pid>"
+ * whose pid is not this process's and runs no more (compat_pid_alive), so a
+ * write under way in another process keeps its file. Returns how many were
+ * removed; with note, the first one's name goes there. Call it before writing
+ * path again (a process that was killed cannot remove its own). The pid test
+ * is of this machine: for a file on a disk shared with other machines that
+ * may write the same path at the same time, do not call it. */
+int compat_durable_remove_stale(const char *path, char *note, size_t notelen);
 
 /* mkdir -p. Returns 0 when the directory exists afterwards. */
 int compat_mkdir_p(const char *path, char *err, size_t errlen);
@@ -252,6 +260,10 @@ int compat_reexec_with_env(const char *name, const char *value, char **argv);
  * third argument, where environ is not set yet): execve with envp plus
  * name=value; -1 when name is in envp or the exec failed. */
 int compat_reexec_envp(char **argv, char **envp, const char *name, const char *value);
+/* The same with several "NAME=VALUE" strings (NULL-terminated): those whose
+ * NAME is not in envp are added in one execve; -1 when none is to be added
+ * or the exec failed. */
+int compat_reexec_envp_vars(char **argv, char **envp, const char *const *vars);
 /* The value of name in the environment array envp, or NULL. */
 const char *compat_envp_get(char **envp, const char *name);
 /* Runs the program argv[0] with the arguments argv[1..] (argv ends with
@@ -325,6 +337,23 @@ int compat_proc_pid(const compat_proc_t *p);
  * program did not start itself (a grandchild, e.g. one rank under mpirun).
  * 0 when sent, -1 when there is no such process or it may not be killed. */
 int compat_kill_pid(int pid);
+/* 1 when a process pid runs on this machine (one of another user's too), 0
+ * when none does (pid <= 0 included). */
+int compat_pid_alive(int pid);
+
+/* ---- shared libraries loaded at run time --------------------------------- */
+/* A shared library opened by path (dlopen with RTLD_NOW | RTLD_LOCAL;
+ * LoadLibrary on Windows): the parts of Koma that pull in large libraries
+ * (the CUDA backend: cuDNN, cuBLAS) are loaded only when they are chosen.
+ * NULL with err naming the path and the loader's reason (a library it needs
+ * that is missing, a wrong architecture, ...). */
+typedef struct compat_dl compat_dl_t;
+compat_dl_t *compat_dl_open(const char *path, char *err, size_t errlen);
+/* The address of symbol name in h, or NULL. */
+void *compat_dl_sym(compat_dl_t *h, const char *name);
+/* The file name of a shared library called name on this OS: "lib<name>.so",
+ * "lib<name>.dylib" or "<name>.dll". */
+const char *compat_dl_file_name(const char *name, char *out, size_t len);
 
 /* ---- invariants -------------------------------------------------------- */
 /* Always on, prints file:line and the expression, then aborts. For bugs only;

@@ -27,6 +27,7 @@
 #include <time.h>
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <spawn.h>
@@ -509,24 +510,47 @@ int compat_run_pty(const char *const *argv, int cols, const char *out_path, int 
 }
 
 /* ---- process ------------------------------------------------------------ */
-int compat_reexec_envp(char **argv, char **envp, const char *name, const char *value) {
-    if (!name || !value || !argv || !argv[0] || !envp || compat_envp_get(envp, name)) return -1;
+int compat_reexec_envp_vars(char **argv, char **envp, const char *const *vars) {
+    if (!argv || !argv[0] || !envp || !vars) return -1;
 #if defined(__linux__)
-    size_t n = 0, len = strlen(name) + strlen(value) + 2;
+    size_t n = 0, k = 0, add = 0;
     while (envp[n]) n++;
-    char **env = malloc(sizeof(char *) * (n + 2)), *var = malloc(len);
-    if (env && var) {
-        memcpy(env, envp, sizeof(char *) * n);
-        snprintf(var, len, "%s=%s", name, value);
-        env[n] = var, env[n + 1] = NULL;
+    while (vars[k]) k++;
+    char **env = malloc(sizeof(char *) * (n + k + 1));
+    if (!env) return -1;
+    memcpy(env, envp, sizeof(char *) * n);
+    for (size_t i = 0; i < k; i++) {
+        const char *eq = strchr(vars[i], '=');
+        char name[128];
+        size_t nl = eq ? (size_t)(eq - vars[i]) : 0;
+        if (!eq || nl == 0 || nl >= sizeof name) continue;
+        memcpy(name, vars[i], nl);
+        name[nl] = 0;
+        if (compat_envp_get(envp, name)) continue; /* the user's value stays */
+        env[n + add++] = (char *)vars[i];
+    }
+    env[n + add] = NULL;
+    if (add > 0) {
         char exe[4096]; /* its name, not "exe", in ps and top */
         execve(compat_exe_path(exe, sizeof exe) == 0 ? exe : "/proc/self/exe", argv, env);
     }
-    free(env), free(var); /* exec failed: carry on as before */
+    free(env); /* nothing to add, or the exec failed: carry on as before */
     return -1;
 #else
     return -1;
 #endif
+}
+
+int compat_reexec_envp(char **argv, char **envp, const char *name, const char *value) {
+    if (!name || !value || !envp || compat_envp_get(envp, name)) return -1;
+    size_t len = strlen(name) + strlen(value) + 2;
+    char *var = malloc(len);
+    if (!var) return -1;
+    snprintf(var, len, "%s=%s", name, value);
+    const char *vars[] = {var, NULL};
+    compat_reexec_envp_vars(argv, envp, vars);
+    free(var);
+    return -1;
 }
 
 int compat_reexec_with_env(const char *name, const char *value, char **argv) {
@@ -748,6 +772,43 @@ void compat_proc_kill(compat_proc_t *p) {
 int compat_kill_pid(int pid) {
     if (pid <= 0) return -1;
     return kill((pid_t)pid, SIGKILL) == 0 ? 0 : -1;
+}
+
+struct compat_dl {
+    void *h;
+};
+
+compat_dl_t *compat_dl_open(const char *path, char *err, size_t errlen) {
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        const char *e = dlerror();
+        set_err(err, errlen, "%s", e ? e : path);
+        return NULL;
+    }
+    compat_dl_t *d = malloc(sizeof *d);
+    if (!d) {
+        dlclose(h);
+        set_err(err, errlen, "%s: out of memory", path);
+        return NULL;
+    }
+    d->h = h;
+    return d;
+}
+
+void *compat_dl_sym(compat_dl_t *d, const char *name) { return d && name ? dlsym(d->h, name) : NULL; }
+
+const char *compat_dl_file_name(const char *name, char *out, size_t len) {
+#if defined(__APPLE__)
+    snprintf(out, len, "lib%s.dylib", name);
+#else
+    snprintf(out, len, "lib%s.so", name);
+#endif
+    return out;
+}
+
+int compat_pid_alive(int pid) {
+    if (pid <= 0) return 0;
+    return kill((pid_t)pid, 0) == 0 || errno == EPERM; /* EPERM: it runs, as another user */
 }
 
 int compat_proc_interrupt(compat_proc_t *p) {

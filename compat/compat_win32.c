@@ -477,6 +477,11 @@ int compat_reexec_envp(char **argv, char **envp, const char *name, const char *v
     return -1;
 }
 
+int compat_reexec_envp_vars(char **argv, char **envp, const char *const *vars) {
+    (void)argv, (void)envp, (void)vars;
+    return -1;
+}
+
 int compat_reexec_with_env(const char *name, const char *value, char **argv) {
     (void)name, (void)value, (void)argv;
     return -1;
@@ -753,6 +758,46 @@ int compat_kill_pid(int pid) {
     int ok = TerminateProcess(h, 1) != 0;
     CloseHandle(h);
     return ok ? 0 : -1;
+}
+
+struct compat_dl {
+    HMODULE h;
+};
+
+compat_dl_t *compat_dl_open(const char *path, char *err, size_t errlen) {
+    HMODULE h = LoadLibraryA(path);
+    if (!h) {
+        set_err(err, errlen, "%s: cannot be loaded (Windows error %lu: the file or a DLL it needs is missing)", path,
+                (unsigned long)GetLastError());
+        return NULL;
+    }
+    compat_dl_t *d = malloc(sizeof *d);
+    if (!d) {
+        FreeLibrary(h);
+        set_err(err, errlen, "%s: out of memory", path);
+        return NULL;
+    }
+    d->h = h;
+    return d;
+}
+
+void *compat_dl_sym(compat_dl_t *d, const char *name) {
+    return d && name ? (void *)(uintptr_t)GetProcAddress(d->h, name) : NULL;
+}
+
+const char *compat_dl_file_name(const char *name, char *out, size_t len) {
+    snprintf(out, len, "%s.dll", name);
+    return out;
+}
+
+int compat_pid_alive(int pid) {
+    if (pid <= 0) return 0;
+    HANDLE h = OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, FALSE, (DWORD)pid);
+    if (!h) return GetLastError() == ERROR_ACCESS_DENIED; /* it runs, as another user */
+    DWORD code = 0;
+    int alive = GetExitCodeProcess(h, &code) && code == STILL_ACTIVE;
+    CloseHandle(h);
+    return alive;
 }
 
 int compat_proc_interrupt(compat_proc_t *p) {

@@ -4,8 +4,11 @@
  *
  *   selfplay (Koma) 0.1.0
  *   commit 6d9627c+dirty
- *   CUDA: 12.4.131 (cuDNN 9.1.0); oneDNN: 3.0.0; BLAS: OpenBLAS 0.3.21; MPI: Open MPI 4.1.4; NCCL: 2.21.5
+ *   CUDA: 12.4.131 (cuDNN 9.1.0); oneDNN: 3.0.0; BLAS: OpenBLAS 0.3.21
+ *   MPI: Open MPI 4.1.4; NCCL: 2.21.5
  *
+ * (two lines, so that each fits 80 columns; KOMA_BUILD_PARTS is the same
+ * text on one line)
  * KOMA_VERSION_STRING is the CMake project's version and KOMA_BUILD_* the
  * parts found when the build was configured (top-level CMakeLists.txt: the
  * versions of the headers compiled against); KOMA_GIT_COMMIT comes from a
@@ -73,9 +76,12 @@ static inline const char *koma_program_name(const char *argv0, const char *fallb
     return buf;
 }
 
-/* The three lines of --version, to out. */
+/* The four lines of --version, to out: the parts on two lines of at most 80
+ * columns (a GPU and an MPI line), not KOMA_BUILD_PARTS's one. */
 static inline void koma_version_print(FILE *out, const char *name) {
-    fprintf(out, "%s (Koma) %s\ncommit %s\n%s\n", name, KOMA_VERSION_STRING, KOMA_GIT_COMMIT, KOMA_BUILD_PARTS);
+    fprintf(out, "%s (Koma) %s\ncommit %s\nCUDA: %s; oneDNN: %s; BLAS: %s\nMPI: %s; NCCL: %s\n", name,
+            KOMA_VERSION_STRING, KOMA_GIT_COMMIT, KOMA_BUILD_CUDA, KOMA_BUILD_DNNL, KOMA_BUILD_BLAS, KOMA_BUILD_MPI,
+            KOMA_BUILD_NCCL);
 }
 
 /* 1 (after printing the lines to stdout) when --version is among the arguments. */

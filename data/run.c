@@ -100,6 +100,7 @@ static const char *run_file_reason(const char *name) {
         {RUN_DB "-journal", "it belongs to the run's database (SQLite's rollback journal)"},
         {RUN_LOCK, "it is the run's writer lock"},
         {RUN_LOG, "it is the run's log"},
+        {RUN_REPORT, "it is the run's report (report RUN_DIR writes it)"},
     };
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
         if (!strcmp(name, files[i][0])) return files[i][1];
@@ -146,12 +147,15 @@ static int same_file_entry(const char *name, int is_dir, void *user) {
 /* The file of run_dir that target is (by identity), into found; 0 if none.
  * Its top-level files always; with deep (a target with several hard links)
  * also every file in models/, shards/ and train/. */
-static int run_file_with_id(const char *run_dir, const compat_file_id_t *target, int deep, char *found, size_t len) {
-    static const char *const top[] = {RUN_DB, RUN_DB "-wal", RUN_DB "-shm", RUN_DB "-journal", RUN_LOCK, RUN_LOG};
+static int run_file_with_id(const char *run_dir, const compat_file_id_t *target, int deep, const char *own, char *found,
+                            size_t len) {
+    static const char *const top[] = {RUN_DB,   RUN_DB "-wal", RUN_DB "-shm", RUN_DB "-journal",
+                                      RUN_LOCK, RUN_LOG,       RUN_REPORT};
     char p[RUN_PATH_MAX];
     compat_file_id_t id;
     for (size_t i = 0; i < sizeof top / sizeof top[0]; i++)
-        if (run_path(run_dir, top[i], p, sizeof p) == 0 && compat_file_id(p, &id) == 0 &&
+        if ((!own || strcmp(own, top[i]) != 0) && run_path(run_dir, top[i], p, sizeof p) == 0 &&
+            compat_file_id(p, &id) == 0 &&
             compat_file_id_equal(&id, target)) {
             snprintf(found, len, "%s", p);
             return 1;
@@ -169,8 +173,10 @@ static int run_file_with_id(const char *run_dir, const compat_file_id_t *target,
     return 0;
 }
 
-/* Why the resolved path real (absolute, "/a/b/name") is a run's file, or NULL. */
-static const char *run_owned(const char *real, const compat_file_id_t *run_id) {
+/* Why the resolved path real (absolute, "/a/b/name") is a run's file, or NULL.
+ * own: the name of the file the program writes itself in the run run_id
+ * (report: RUN_REPORT), allowed there and only there; NULL for none. */
+static const char *run_owned(const char *real, const compat_file_id_t *run_id, const char *own) {
     char buf[RUN_PATH_MAX];
     snprintf(buf, sizeof buf, "%s", real);
     size_t n = strlen(buf);
@@ -189,6 +195,13 @@ static const char *run_owned(const char *real, const compat_file_id_t *run_id) {
         int run = is_run_dir(buf, run_id);
         buf[i == 0 ? 1 : i] = c;
         if (!run) continue;
+        if (last && own && run_id && !strcmp(name, own)) {
+            compat_file_id_t id;
+            buf[i == 0 ? 1 : i] = 0;
+            int mine = compat_file_id(buf, &id) == 0 && compat_file_id_equal(&id, run_id);
+            buf[i == 0 ? 1 : i] = c;
+            if (mine) continue;
+        }
         const char *why = last ? run_file_reason(name) : run_folder_reason(name);
         if (why) return why;
     }
@@ -197,6 +210,11 @@ static const char *run_owned(const char *real, const compat_file_id_t *run_id) {
 
 int run_output_check(const char *path, const char *run_dir, const char *what, const char *flag, char *err,
                      size_t errlen) {
+    return run_output_check_own(path, run_dir, NULL, what, flag, err, errlen);
+}
+
+int run_output_check_own(const char *path, const char *run_dir, const char *own, const char *what, const char *flag,
+                         char *err, size_t errlen) {
     char e[512];
     const char *why = NULL;
     char extra[RUN_PATH_MAX + 64] = "";
@@ -239,13 +257,13 @@ int run_output_check(const char *path, const char *run_dir, const char *what, co
     }
     compat_file_id_t rid;
     int have_run = run_dir && run_dir[0] && compat_file_id(run_dir, &rid) == 0;
-    why = run_owned(real, have_run ? &rid : NULL);
+    why = run_owned(real, have_run ? &rid : NULL, own);
     if (why) {
         if (strcmp(real, path) != 0) snprintf(extra, sizeof extra, " (%s)", real);
         goto refuse;
     }
     char found[RUN_PATH_MAX];
-    if (exists && have_run && run_file_with_id(run_dir, &tid, tid.nlink > 1, found, sizeof found)) {
+    if (exists && have_run && run_file_with_id(run_dir, &tid, tid.nlink > 1, own, found, sizeof found)) {
         why = "it is a hard link to the run's file ";
         snprintf(extra, sizeof extra, "%s", found);
         goto refuse;
@@ -265,7 +283,7 @@ int run_output_write(const char *path, const char *run_dir, const char *what, co
 /* ---- where a new run may be created --------------------------------------------------------- */
 
 static int is_run_name(const char *name) {
-    return run_file_reason(name) || run_folder_reason(name) || !strcmp(name, "report.html") ||
+    return run_file_reason(name) || run_folder_reason(name) ||
            !strncmp(name, ".koma-write-test.", 17);
 }
 

@@ -39,6 +39,7 @@
 /* What a run directory holds, relative to it. */
 #define RUN_DB "koma.db"
 #define RUN_LOG "log"
+#define RUN_REPORT "report.html" /* written by `report RUN_DIR` alone */
 #define RUN_LOCK "koma.lock"
 #define RUN_MODELS "models"
 #define RUN_SHARDS "shards"
@@ -89,18 +90,24 @@ int run_check_writable(const char *dir, char *err, size_t errlen);
  *  - a target that exists and is not a regular file (a directory, device,
  *    FIFO or socket, or a symbolic link to one);
  *  - a file of a run: koma.db, koma.db-wal, koma.db-shm, koma.db-journal,
- *    koma.lock or log in a directory that holds a koma.db (or is run_dir),
+ *    koma.lock, log or report.html in a directory that holds a koma.db (or
+ *    is run_dir; report.html is report's own: run_output_check_own),
  *    or anything under its models/, shards/, train/ or orphans/. Paths are
  *    compared resolved (symbolic links, "." and ".." followed) and
  *    directories by identity (dev + inode: bind mounts too), so R/./koma.db
  *    or a link to it is caught; a target with more than one hard link is
- *    compared by identity with run_dir's database, lock, log and every file
- *    under its models/, shards/ and train/;
+ *    compared by identity with run_dir's database, lock, log, report and
+ *    every file under its models/, shards/ and train/;
  *  - a target whose directory does not exist.
  * run_dir: the run the program works on, or NULL. what: "report", "the
  * final net", ...; flag: "-o", "--out", ... for the message. */
 int run_output_check(const char *path, const char *run_dir, const char *what, const char *flag, char *err,
                      size_t errlen);
+/* run_output_check for a program that writes one of the run's files itself
+ * (`report RUN_DIR`: own = RUN_REPORT): run_dir's file named own is allowed
+ * (the same name in another run is not); all else as run_output_check. */
+int run_output_check_own(const char *path, const char *run_dir, const char *own, const char *what, const char *flag,
+                         char *err, size_t errlen);
 /* run_output_check, then a durable write of data (compat_write_file_durable). */
 int run_output_write(const char *path, const char *run_dir, const char *what, const char *flag, const void *data,
                      size_t len, char *err, size_t errlen);

@@ -385,12 +385,30 @@ const char *nn_backend_memory(const nn_backend_t *be);
  * DNNL: oneDNN for all, or NULL + err when built without it. REF: the im2col
  * + GEMM reference for all. AUTO: the environment's KOMA_CPU_CONV=ref|dnnl|
  * wino, else WINO; nn_backend_cpu_new(threads) is AUTO. Every other op is
- * the reference's. (BF16 inference was measured and left out: see
+ * the reference's. (oneDNN's BF16 inference was measured and left out; bf16
+ * on the Winograd route is nn_backend_cpu_set_precision below: see
  * docs/BENCHMARKS.md.) */
 typedef enum { NN_CPU_CONV_AUTO, NN_CPU_CONV_REF, NN_CPU_CONV_DNNL, NN_CPU_CONV_WINO } nn_cpu_conv_t;
 nn_backend_t *nn_backend_cpu_new_conv(int32_t threads, nn_cpu_conv_t conv, char *err, size_t errlen);
 /* "ref", "dnnl", "wino+dnnl" or "wino+ref" for a CPU backend; NULL for another backend. */
 const char *nn_backend_cpu_conv_route(const nn_backend_t *be);
+/* The precision of a CPU backend's inference convolutions (conv_fwd_act, the
+ * fused unit inference runs; training's ops stay fp32 whatever is set). BF16:
+ * the Winograd route's products in bf16 (AVX512_BF16's vdpbf16ps; the
+ * transforms, sums, bias, residual and activation fp32), where the CPU has
+ * the instructions and the route is Winograd; fp32 elsewhere (an AVX2-only
+ * CPU, the dnnl or ref route). AUTO: the environment's KOMA_CPU_PRECISION
+ * (fp32, bf16) where set, else bf16 where it can. A new backend is FP32; the
+ * inference server sets its workers' (nn_server_config_t.cpu_precision).
+ * Returns the precision in effect (FP32 or BF16; FP32 for another backend).
+ * Accuracy and speed against fp32: docs/BENCHMARKS.md. */
+typedef enum { NN_CPU_PREC_FP32 = 0, NN_CPU_PREC_AUTO = 1, NN_CPU_PREC_BF16 = 2 } nn_cpu_prec_t;
+#define NN_CPU_PREC_NAMES "fp32|auto|bf16"
+nn_cpu_prec_t nn_backend_cpu_set_precision(nn_backend_t *be, nn_cpu_prec_t want);
+/* "fp32" or "bf16" for a CPU backend, NULL for another. */
+const char *nn_backend_cpu_precision(const nn_backend_t *be);
+/* "fp32" / "auto" / "bf16" -> *out: 0, or -1 for another string. */
+int nn_cpu_prec_parse(const char *s, nn_cpu_prec_t *out);
 /* OpenBLAS picks its kernels when it loads; Debian's 0.3.21 runs generic SSE3
  * kernels on CPUs it does not know. Returns the OPENBLAS_CORETYPE that this CPU
  * supports and that beats the kernels in use ("SkylakeX", "Haswell"), or NULL

@@ -76,6 +76,7 @@ typedef struct {
     int32_t fallback; /* a oneDNN op runs the reference: its fault was counted already */
     int64_t mark_ns[2]; /* timer_mark's start and end, 0: not marked */
     int32_t threads;  /* OpenMP threads of the ops below (BN, elementwise, losses) */
+    int32_t bf16;     /* inference's Winograd products in bf16 (nn_backend_cpu_set_precision) */
 } cpu_ctx_t;
 
 /* Threads for an op over n floats: the instance's, or 1 when n is small
@@ -959,8 +960,8 @@ static void wino_conv_fwd_act(nn_backend_t *be, const float *x, const float *w, 
     nn_fault_t f = NN_FAULT_NONE;
     if (taken) {
         if (cpu_skip(be, "conv_fwd", &f)) return; /* the unit counts as its convolution */
-        if (nn_wino_conv_fwd(c->wino, x, w, bias, res, (flags & NN_CONV_NO_ACT) ? -1 : (int32_t)act, B, cin, cout,
-                             y, flags & (NN_CONV_X_NATIVE | NN_CONV_Y_NATIVE)) == 0)
+        if (nn_wino_conv_fwd(c->wino, x, w, bias, res, (flags & NN_CONV_NO_ACT) ? -1 : (int32_t)act, B, cin, cout, y,
+                             (flags & (NN_CONV_X_NATIVE | NN_CONV_Y_NATIVE)) | (c->bf16 ? NN_WINO_BF16 : 0)) == 0)
             goto done;
         wino_fell_back(be);
     }
@@ -1075,6 +1076,40 @@ const char *nn_backend_cpu_conv_route(const nn_backend_t *be) {
     if (!c) return "ref";
     if (c->wino) return c->dnnl ? "wino+dnnl" : "wino+ref";
     return c->dnnl ? "dnnl" : "ref";
+}
+
+int nn_cpu_prec_parse(const char *s, nn_cpu_prec_t *out) {
+    static const char *const names[] = {"fp32", "auto", "bf16"};
+    for (int32_t i = 0; i < 3; i++)
+        if (s && strcmp(s, names[i]) == 0) {
+            *out = (nn_cpu_prec_t)i;
+            return 0;
+        }
+    return -1;
+}
+
+nn_cpu_prec_t nn_backend_cpu_set_precision(nn_backend_t *be, nn_cpu_prec_t want) {
+    if (!be || strcmp(be->name, "cpu") != 0 || !be->ctx) return NN_CPU_PREC_FP32;
+    cpu_ctx_t *c = be->ctx;
+    if (want == NN_CPU_PREC_AUTO) {
+        const char *env = getenv("KOMA_CPU_PRECISION");
+        nn_cpu_prec_t e;
+        if (env && *env && nn_cpu_prec_parse(env, &e) == 0) want = e;
+        else if (env && *env) {
+            static atomic_int warned = 0;
+            if (!atomic_exchange(&warned, 1))
+                fprintf(stderr, "nn: KOMA_CPU_PRECISION=%s is not fp32, bf16 or auto; using auto\n", env);
+        }
+        if (want == NN_CPU_PREC_AUTO) want = NN_CPU_PREC_BF16; /* where it can: below */
+    }
+    c->bf16 = want == NN_CPU_PREC_BF16 && c->wino && nn_wino_bf16_supported();
+    return c->bf16 ? NN_CPU_PREC_BF16 : NN_CPU_PREC_FP32;
+}
+
+const char *nn_backend_cpu_precision(const nn_backend_t *be) {
+    if (!be || strcmp(be->name, "cpu") != 0) return NULL;
+    const cpu_ctx_t *c = be->ctx;
+    return c && c->bf16 ? "bf16" : "fp32";
 }
 
 nn_backend_t *nn_backend_cpu_new(int32_t threads) {

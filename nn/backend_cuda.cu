@@ -539,6 +539,34 @@ static void cu_destroy(cu_ctx_t *c) {
     free(c);
 }
 
+/* Why there is no device, in a user's words first, the runtime's name of it after. */
+static void no_device_err(cudaError_t e, char *err, size_t errlen) {
+    int rt = 0;
+    (void)cudaRuntimeGetVersion(&rt);
+    switch (e) {
+    case cudaSuccess:
+    case cudaErrorNoDevice:
+        set_err(err, errlen, "no NVIDIA GPU on this machine (the driver sees none): use the cpu backend");
+        break;
+    case cudaErrorInsufficientDriver:
+        set_err(err, errlen,
+                "the NVIDIA driver on this machine is older than the CUDA %d.%d runtime Koma was built with "
+                "(cudaErrorInsufficientDriver): update the driver (nvidia-smi shows its CUDA version), or use the cpu "
+                "backend",
+                rt / 1000, rt % 1000 / 10);
+        break;
+    case cudaErrorStubLibrary:
+        set_err(err, errlen,
+                "no NVIDIA driver on this machine: only the CUDA toolkit's stub libcuda.so was found "
+                "(cudaErrorStubLibrary): use the cpu backend");
+        break;
+    default:
+        set_err(err, errlen, "no usable NVIDIA GPU: %s (%s); hint: %s", cudaGetErrorName(e), cudaGetErrorString(e),
+                hint_cuda(e));
+        break;
+    }
+}
+
 extern "C" int nn_cuda_device_count(void) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
@@ -553,8 +581,7 @@ extern "C" int nn_cuda_device_info(int32_t device, nn_cuda_device_info_t *info, 
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n <= 0) {
-        set_err(err, errlen, "no CUDA device: %s (%s); hint: %s", e == cudaSuccess ? "device count 0" : cudaGetErrorName(e),
-                e == cudaSuccess ? "" : cudaGetErrorString(e), hint_cuda(e == cudaSuccess ? cudaErrorNoDevice : e));
+        no_device_err(e, err, errlen);
         (void)cudaGetLastError();
         return -1;
     }

@@ -98,6 +98,26 @@ const char *nn_cuda_error(const nn_backend_t *be);
 int32_t nn_cuda_device_of(const nn_backend_t *be);
 void *nn_cuda_stream(const nn_backend_t *be);
 
+/* ---- NCCL between processes' GPUs (train/dist_nccl.c) ----
+ * In the CUDA module with the backend (nn/cuda_module.h), so that a program
+ * loads NCCL, like the CUDA libraries, only when it uses a GPU. Where the
+ * build has no NCCL (KOMA_HAVE_NCCL undefined) or the module cannot be
+ * loaded, each call fails with err saying so. The id is made by one process
+ * and sent to the others (the caller's business: dist_bcast). */
+enum { NN_CUDA_NCCL_ID_BYTES = 128 };
+typedef struct nn_cuda_nccl nn_cuda_nccl_t;
+/* A new unique id into id. 0, or -1 with err. */
+int nn_cuda_nccl_id(uint8_t id[NN_CUDA_NCCL_ID_BYTES], char *err, size_t errlen);
+/* This process's member (rank of nranks) of the communicator of id, on the
+ * device and stream of the CUDA backend be; waits for every member. NULL
+ * with err. */
+nn_cuda_nccl_t *nn_cuda_nccl_new(const uint8_t id[NN_CUDA_NCCL_ID_BYTES], int32_t nranks, int32_t rank,
+                                 const nn_backend_t *be, char *err, size_t errlen);
+void nn_cuda_nccl_free(nn_cuda_nccl_t *g); /* NULL ok */
+/* dev (n floats of be's device memory) := its mean over the members,
+ * enqueued on be's stream. 0, or -1 with err. */
+int nn_cuda_nccl_mean(nn_cuda_nccl_t *g, float *dev, int64_t n, char *err, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif

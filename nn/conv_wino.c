@@ -22,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <xxhash.h>
+
 #include "compat/compat.h"
 #include "nn/act.h"
 #include "nn/backend.h"
@@ -92,13 +94,28 @@ enum {
     /* kernel rows: the MR x 32 accumulators stay in registers (AVX-512: 12 rows
      * = 24 of 32; with 16 registers, 3 rows = 12, B read from memory) */
     MR = NVW == 16 ? 12 : 3,
-    MAX_THREADS = 64
+    MAX_THREADS = 64,
+    FILTERS_KEPT = 32 /* forward convolutions whose transformed filters are kept (a net's layers) */
 };
+
+/* A forward convolution's transformed filters, kept while its weights (same
+ * pointer, same XXH3 of the values) do not change: inference reuses them
+ * from call to call; a training step's new weights are a miss. */
+typedef struct {
+    const float *wt;
+    int32_t cin, cout;
+    uint64_t h, used;
+    float *u;     /* PTS x R16(cin) x cout */
+    uint16_t *ub; /* the same in bf16 (filters_bf16) when ub_ok, made when first asked for */
+    int32_t ub_ok;
+} filters_t;
 
 struct nn_wino {
     int32_t threads;
     float *u;
     size_t ucap;
+    filters_t kept[FILTERS_KEPT];
+    uint64_t clock;
     float *scr[MAX_THREADS];
     size_t cap[MAX_THREADS];
     char err[192];
@@ -114,6 +131,7 @@ nn_wino_t *nn_wino_new(int32_t threads) {
 void nn_wino_free(nn_wino_t *w) {
     if (!w) return;
     compat_aligned_free(w->u);
+    for (int32_t i = 0; i < FILTERS_KEPT; i++) compat_aligned_free(w->kept[i].u), compat_aligned_free(w->kept[i].ub);
     for (int32_t i = 0; i < MAX_THREADS; i++) compat_aligned_free(w->scr[i]);
     free(w);
 }
@@ -203,6 +221,105 @@ static void gemm(int32_t M, int32_t N, int32_t K, const float *A, int64_t rsa, i
             else kern_tail(mr, nv, K, a, rsa, csa, B + n0, ldb, c, ldc, acc);
         }
     }
+}
+
+/* ---- the bf16 kernel (AVX512_BF16) -------------------------------------------------- */
+/* Inference only (NN_WINO_BF16): V and U rounded to bf16 (round to nearest
+ * even), their products summed in fp32 by vdpbf16ps, two channels per
+ * instruction: C (M x N) = A (M x K, bf16, row stride lda) * B (K/2 x N x 2:
+ * rows k and k+1 interleaved), K even, N % 16 == 0. Compiled for its own
+ * target whatever the build's, taken only where the CPU has the instructions
+ * (nn_wino_bf16_supported), so one binary runs on AVX2-only CPUs too. */
+#if NN_WINO_HAVE_BF16
+#include <immintrin.h>
+#define BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+enum { MRB = 12 };
+
+BF16_TARGET static inline __attribute__((always_inline)) void kern_bf16(int32_t mr, int32_t nv, int32_t K2,
+                                                                        const uint16_t *A, int64_t lda,
+                                                                        const uint16_t *B, int64_t N, float *C,
+                                                                        int64_t ldc) {
+    __m512 c[MRB][2];
+    for (int32_t r = 0; r < MRB; r++) c[r][0] = c[r][1] = _mm512_setzero_ps();
+    for (int32_t k = 0; k < K2; k++) {
+        const uint16_t *bk = B + (size_t)k * N * 2;
+        __m512bh b0 = (__m512bh)_mm512_loadu_si512((const void *)bk);
+        __m512bh b1 = nv > 1 ? (__m512bh)_mm512_loadu_si512((const void *)(bk + 32)) : b0;
+#pragma GCC unroll 12
+        for (int32_t r = 0; r < MRB; r++) {
+            if (r >= mr) break;
+            int32_t pair;
+            memcpy(&pair, A + r * lda + 2 * k, sizeof pair);
+            __m512bh a = (__m512bh)_mm512_set1_epi32(pair);
+            c[r][0] = _mm512_dpbf16_ps(c[r][0], a, b0);
+            if (nv > 1) c[r][1] = _mm512_dpbf16_ps(c[r][1], a, b1);
+        }
+    }
+    for (int32_t r = 0; r < mr; r++) {
+        _mm512_storeu_ps(C + r * ldc, c[r][0]);
+        if (nv > 1) _mm512_storeu_ps(C + r * ldc + 16, c[r][1]);
+    }
+}
+
+BF16_TARGET static __attribute__((noinline)) void kern_bf16_full(int32_t K2, const uint16_t *A, int64_t lda,
+                                                                 const uint16_t *B, int64_t N, float *C, int64_t ldc) {
+    kern_bf16(MRB, 2, K2, A, lda, B, N, C, ldc);
+}
+BF16_TARGET static __attribute__((noinline)) void kern_bf16_tail(int32_t mr, int32_t nv, int32_t K2, const uint16_t *A,
+                                                                 int64_t lda, const uint16_t *B, int64_t N, float *C,
+                                                                 int64_t ldc) {
+    kern_bf16(mr, nv, K2, A, lda, B, N, C, ldc);
+}
+
+/* C (M x N) = A * B as above; B's panel of 32 columns starts at B + 2 * n0. */
+BF16_TARGET static void gemm_bf16(int32_t M, int32_t N, int32_t K, const uint16_t *A, int64_t lda, const uint16_t *B,
+                                  float *C, int64_t ldc) {
+    for (int32_t n0 = 0; n0 < N; n0 += 32) {
+        int32_t nv = N - n0 >= 32 ? 2 : 1;
+        for (int32_t m0 = 0; m0 < M; m0 += MRB) {
+            int32_t mr = M - m0 < MRB ? M - m0 : MRB;
+            if (mr == MRB && nv == 2) kern_bf16_full(K / 2, A + m0 * lda, lda, B + 2 * n0, N, C + m0 * ldc + n0, ldc);
+            else kern_bf16_tail(mr, nv, K / 2, A + m0 * lda, lda, B + 2 * n0, N, C + m0 * ldc + n0, ldc);
+        }
+    }
+}
+
+/* dst (n bf16) = src (n floats) rounded to nearest even; n % 16 == 0. */
+BF16_TARGET static void to_bf16(const float *src, size_t n, uint16_t *dst) {
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m512bh h = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + i + 16), _mm512_loadu_ps(src + i));
+        _mm512_storeu_si512((void *)(dst + i), (__m512i)h);
+    }
+    for (; i < n; i += 16) {
+        __m256bh h = _mm512_cvtneps_pbh(_mm512_loadu_ps(src + i));
+        _mm256_storeu_si256((__m256i *)(void *)(dst + i), (__m256i)h);
+    }
+}
+
+int nn_wino_bf16_supported(void) {
+    static int known = -1;
+    if (known < 0) {
+        __builtin_cpu_init();
+        known = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
+    }
+    return known;
+}
+#else
+int nn_wino_bf16_supported(void) { return 0; }
+#endif
+
+/* ub[p][k/2][col][k%2] = U[p][k][col] in bf16 (rows KP, cols % 16 == 0). */
+static void filters_bf16(const float *U, int32_t KP, int32_t cols, uint16_t *ub) {
+    for (int32_t p = 0; p < PTS; p++)
+        for (int32_t k = 0; k < KP; k++)
+            for (int32_t c = 0; c < cols; c++) {
+                uint32_t b;
+                memcpy(&b, U + ((size_t)p * KP + k) * cols + c, sizeof b);
+                b += 0x7fffu + ((b >> 16) & 1u); /* round to nearest even (finite weights) */
+                ub[(((size_t)p * KP + (k & ~1)) * cols + (size_t)c * 2) + (k & 1)] = (uint16_t)(b >> 16);
+            }
 }
 
 /* ---- transforms -------------------------------------------------------------------- */
@@ -297,6 +414,7 @@ static void input_transform(const float *xp, int32_t nb, int32_t CP, float *V) {
 typedef struct {
     const float *bias, *res;
     int32_t act, accumulate, nhwc;
+    int32_t bf16; /* the products in bf16 (w->ub) */
 } epilogue_t;
 
 /* in the native width (by pointer: a 64-byte vector passed by value has a
@@ -385,12 +503,11 @@ static void output_transform(const float *M, int32_t nb, int32_t C, int32_t b0, 
 
 /* out (B, C2) = epilogue(conv(in (B, C1), U)) with U from filter_transform. */
 static int run_fwd(nn_wino_t *w, const float *in, int32_t in_nhwc, int32_t C1, int32_t C2, int32_t B,
-                   const epilogue_t *ep, float *out) {
+                   const epilogue_t *ep, const float *U, const uint16_t *ub, float *out) {
     int32_t CP = R16(C1), T = CHUNK * TILES, chunks = (B + CHUNK - 1) / CHUNK, nt = team(w, chunks);
     size_t xp_n = (size_t)CHUNK * PADW * PADW * CP, v_n = (size_t)PTS * T * CP, m_n = (size_t)PTS * T * C2,
            o_n = ep->nhwc ? 0 : (size_t)CHUNK * NN_HW * C2;
     if (scratch(w, nt, xp_n + v_n + m_n + o_n)) return -1;
-    const float *U = w->u;
     NN_OMP(omp parallel for num_threads(nt) schedule(dynamic, 1))
     for (int32_t ch = 0; ch < chunks; ch++) {
         float *xp = w->scr[NN_THREAD_NUM()];
@@ -398,11 +515,61 @@ static int run_fwd(nn_wino_t *w, const float *in, int32_t in_nhwc, int32_t C1, i
         int32_t b0 = ch * CHUNK, nb = B - b0 < CHUNK ? B - b0 : CHUNK, tn = nb * TILES;
         pad_input(in, in_nhwc, C1, CP, b0, nb, xp);
         input_transform(xp, nb, CP, V);
-        for (int32_t p = 0; p < PTS; p++)
-            gemm(tn, C2, CP, V + (size_t)p * tn * CP, CP, 1, U + (size_t)p * CP * C2, C2, M + (size_t)p * tn * C2, C2, 0);
+#if NN_WINO_HAVE_BF16
+        if (ep->bf16) { /* V in bf16 where xp was (PTS * tn * CP halves fit its nb * 121 * CP floats) */
+            uint16_t *vb = (uint16_t *)(void *)xp;
+            to_bf16(V, (size_t)PTS * tn * CP, vb);
+            for (int32_t p = 0; p < PTS; p++)
+                gemm_bf16(tn, C2, CP, vb + (size_t)p * tn * CP, CP, ub + (size_t)p * CP * C2, M + (size_t)p * tn * C2,
+                          C2);
+        } else
+#endif
+            for (int32_t p = 0; p < PTS; p++)
+                gemm(tn, C2, CP, V + (size_t)p * tn * CP, CP, 1, U + (size_t)p * CP * C2, C2, M + (size_t)p * tn * C2,
+                     C2, 0);
         output_transform(M, nb, C2, b0, ep, out, M + m_n);
     }
     return 0;
+}
+
+/* The transformed filters of wt (cin -> cout), from the kept ones when wt's
+ * values are those they were made from, else made now into the entry of wt
+ * (or the least recently used one); bf16: also in bf16. NULL when out of
+ * memory (w->err says so). */
+static filters_t *kept_filters(nn_wino_t *w, const float *wt, int32_t cin, int32_t cout, int32_t bf16) {
+    uint64_t h = XXH3_64bits(wt, sizeof(float) * (size_t)cout * cin * 9);
+    filters_t *f = NULL;
+    for (int32_t i = 0; i < FILTERS_KEPT && !f; i++)
+        if (w->kept[i].wt == wt && w->kept[i].cin == cin && w->kept[i].cout == cout) f = &w->kept[i];
+    int32_t hit = f && f->h == h;
+    if (!f) { /* a free entry, else the least recently used */
+        f = &w->kept[0];
+        for (int32_t i = 1; i < FILTERS_KEPT && f->wt; i++)
+            if (!w->kept[i].wt || w->kept[i].used < f->used) f = &w->kept[i];
+        compat_aligned_free(f->u), compat_aligned_free(f->ub);
+        *f = (filters_t){0};
+    }
+    f->used = ++w->clock;
+    size_t n = (size_t)PTS * R16(cin) * cout;
+    if (!f->u) f->u = compat_aligned_alloc(64, (n * sizeof(float) + 63) & ~(size_t)63);
+    if (bf16 && !f->ub) f->ub = compat_aligned_alloc(64, (n * sizeof(uint16_t) + 63) & ~(size_t)63);
+    if (!f->u || (bf16 && !f->ub)) {
+        compat_aligned_free(f->u), compat_aligned_free(f->ub);
+        *f = (filters_t){0};
+        snprintf(w->err, sizeof w->err, "Winograd convolution: out of memory for the transformed filters (%.1f MiB)",
+                 (double)n * 6 / (1 << 20));
+        return NULL;
+    }
+    if (!hit) {
+        f->wt = wt, f->cin = cin, f->cout = cout, f->h = h;
+        filter_transform(wt, cin, cout, 0, f->u);
+        f->ub_ok = 0;
+    }
+    if (bf16 && !f->ub_ok) {
+        filters_bf16(f->u, R16(cin), cout, f->ub);
+        f->ub_ok = 1;
+    }
+    return f;
 }
 
 int nn_wino_conv_fwd(nn_wino_t *w, const float *x, const float *wt, const float *bias, const float *res,
@@ -411,10 +578,11 @@ int nn_wino_conv_fwd(nn_wino_t *w, const float *x, const float *wt, const float 
         snprintf(w->err, sizeof w->err, "Winograd convolution: %d -> %d channels not taken", cin, cout);
         return -1;
     }
-    if (!grow(w, &w->u, &w->ucap, (size_t)PTS * R16(cin) * cout, "the transformed filters")) return -1;
-    filter_transform(wt, cin, cout, 0, w->u);
-    epilogue_t ep = {bias, res, act, 0, (layout & NN_CONV_Y_NATIVE) != 0}; /* res: y's layout */
-    return run_fwd(w, x, (layout & NN_CONV_X_NATIVE) != 0, cin, cout, B, &ep, y);
+    filters_t *f = kept_filters(w, wt, cin, cout, (layout & NN_WINO_BF16) && nn_wino_bf16_supported());
+    if (!f) return -1;
+    int32_t bf16 = (layout & NN_WINO_BF16) && f->ub_ok;
+    epilogue_t ep = {bias, res, act, 0, (layout & NN_CONV_Y_NATIVE) != 0, bf16};
+    return run_fwd(w, x, (layout & NN_CONV_X_NATIVE) != 0, cin, cout, B, &ep, f->u, bf16 ? f->ub : NULL, y);
 }
 
 int nn_wino_conv_bwd_data(nn_wino_t *w, const float *dy, const float *wt, int32_t B, int32_t cin,
@@ -425,8 +593,8 @@ int nn_wino_conv_bwd_data(nn_wino_t *w, const float *dy, const float *wt, int32_
     }
     if (!grow(w, &w->u, &w->ucap, (size_t)PTS * R16(cout) * cin, "the transformed filters")) return -1;
     filter_transform(wt, cout, cin, 1, w->u);
-    epilogue_t ep = {NULL, NULL, -1, accumulate != 0, 0};
-    return run_fwd(w, dy, 0, cout, cin, B, &ep, dx);
+    epilogue_t ep = {NULL, NULL, -1, accumulate != 0, 0, 0};
+    return run_fwd(w, dy, 0, cout, cin, B, &ep, w->u, NULL, dx);
 }
 
 /* W[p][t][CP] = A dY A^T for every tile of the chunk, from dyp (nb, 11, 11,

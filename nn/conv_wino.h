@@ -40,9 +40,23 @@ int nn_wino_takes_fwd(int32_t k, int32_t cin, int32_t cout);
 int nn_wino_takes_bwd_data(int32_t k, int32_t cin, int32_t cout);
 int nn_wino_takes_bwd_filter(int32_t k, int32_t cin, int32_t cout);
 
+/* The products in bf16 (inference only): with NN_WINO_BF16 in layout, the
+ * transformed input and filters are rounded to bf16 and multiplied by
+ * AVX512_BF16's vdpbf16ps (two channels an instruction, sums in fp32); the
+ * transforms, bias, residual and activation stay fp32. Ignored where
+ * nn_wino_bf16_supported() is 0 (a CPU without AVX512_BF16, a compiler that
+ * cannot target it). */
+#define NN_WINO_BF16 256
+#if defined(__x86_64__) && defined(__GNUC__) && (defined(__clang__) || __GNUC__ >= 10)
+#define NN_WINO_HAVE_BF16 1
+#else
+#define NN_WINO_HAVE_BF16 0
+#endif
+int nn_wino_bf16_supported(void);
+
 /* y (B, cout, 9, 9) = act(conv3x3(x, w) + bias + res): as nn_dnnl_conv_fwd
  * (act = nn_act_t or -1, bias / res NULL ok, y may equal res, not x; layout
- * NN_CONV_X_NATIVE / NN_CONV_Y_NATIVE: x / y and res NHWC). */
+ * NN_CONV_X_NATIVE / NN_CONV_Y_NATIVE: x / y and res NHWC; NN_WINO_BF16). */
 int nn_wino_conv_fwd(nn_wino_t *w, const float *x, const float *wt, const float *bias, const float *res,
                      int32_t act, int32_t B, int32_t cin, int32_t cout, float *y, int32_t layout);
 /* dy (B, cout, 9, 9), w (cout, cin, 3, 3) -> dx (B, cin, 9, 9); accumulate: += */

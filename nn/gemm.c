@@ -98,7 +98,9 @@ int nn_gemm_pool_settle(void) {
  * PREINIT_THREAD_MIB beyond PREINIT_RESERVE_MIB for the program, at least 1.
  * nn_gemm_pool_settle then checks the buffers as before. Nothing happens
  * without a limit, where the user chose a thread count (OPENBLAS_NUM_THREADS,
- * GOTO_NUM_THREADS, OMP_NUM_THREADS) or with KOMA_NO_REEXEC. Runs from
+ * GOTO_NUM_THREADS, OMP_NUM_THREADS) or with KOMA_NO_REEXEC. The same start
+ * again adds OMP_WAIT_POLICY=passive where libgomp is linked and the variable
+ * is not set (one exec for both). Runs from
  * .preinit_array (executables only, glibc): environ is not set yet, so the
  * environment is envp and the only way to change it is execve. */
 enum { PREINIT_RESERVE_MIB = 2 * NN_GEMM_BUFFER_MIB + 64,
@@ -112,16 +114,25 @@ int32_t nn_gemm_preinit_threads(int64_t limit, int64_t used, int32_t ncpu) {
 
 static void gemm_preinit(int argc, char **argv, char **envp) {
     (void)argc;
-    if (compat_envp_get(envp, "OPENBLAS_NUM_THREADS") || compat_envp_get(envp, "GOTO_NUM_THREADS") ||
-        compat_envp_get(envp, "OMP_NUM_THREADS") || compat_envp_get(envp, "KOMA_NO_REEXEC"))
-        return;
+    if (compat_envp_get(envp, "KOMA_NO_REEXEC")) return;
+    const char *add[3] = {NULL, NULL, NULL};
+    int na = 0;
+#if defined(KOMA_HAVE_DNNL) || defined(_OPENMP)
+    /* libgomp reads it when it loads (nn_cpu_blas_reexec_if_generic says why): set here, the program
+     * starts again before any library's constructor has run, not from main once all have (a second
+     * whole start-up: `koma` answered `usi` twice as late) */
+    add[na++] = "OMP_WAIT_POLICY=passive";
+#endif
+    char v[48];
     int64_t limit = compat_address_space_limit(), used = compat_address_space_used();
     int32_t ncpu = compat_cpu_count();
-    if (limit < 0 || used < 0 || ncpu <= 1) return;
-    int32_t nt = nn_gemm_preinit_threads(limit, used, ncpu);
-    char v[16];
-    snprintf(v, sizeof v, "%d", (int)nt);
-    if (nt < ncpu) compat_reexec_envp(argv, envp, "OPENBLAS_NUM_THREADS", v);
+    if (!compat_envp_get(envp, "OPENBLAS_NUM_THREADS") && !compat_envp_get(envp, "GOTO_NUM_THREADS") &&
+        !compat_envp_get(envp, "OMP_NUM_THREADS") && limit >= 0 && used >= 0 && ncpu > 1) {
+        int32_t nt = nn_gemm_preinit_threads(limit, used, ncpu);
+        snprintf(v, sizeof v, "OPENBLAS_NUM_THREADS=%d", (int)nt);
+        if (nt < ncpu) add[na++] = v;
+    }
+    if (na > 0) compat_reexec_envp_vars(argv, envp, add); /* returns where nothing is to be added */
 }
 __attribute__((section(".preinit_array"), used)) static void (*const gemm_preinit_p)(int, char **, char **) = gemm_preinit;
 #else

@@ -62,6 +62,7 @@ nn_server_config_t nn_server_config_default(void) {
     c.max_tickets = 0;
     c.generation = 1;
     c.expect_features_version = -1;
+    c.cpu_precision = NN_CPU_PREC_FP32;
     return c;
 }
 
@@ -125,6 +126,7 @@ typedef struct {
 struct nn_server {
     nn_server_config_t cfg;
     char backend_name[8];
+    _Atomic(const char *) precision; /* cpu workers' inference precision (static strings), NULL on cuda */
     nn_net_config_t net_cfg;
     int64_t packed_bytes; /* per position */
     int64_t gather_ns;
@@ -208,8 +210,11 @@ static void fail_all(nn_server_t *srv, int32_t status, const char *msg) {
 
 /* ---- backends ---------------------------------------------------------------------- */
 static nn_backend_t *srv_backend_new(nn_server_t *srv, int32_t threads, char *err, size_t errlen) {
-    return nn_backend_open(srv->use_cuda ? NN_BACKEND_KIND_CUDA : NN_BACKEND_KIND_CPU, threads, srv->cfg.device,
-                           srv->cfg.cuda_flags, err, errlen);
+    nn_backend_t *be = nn_backend_open(srv->use_cuda ? NN_BACKEND_KIND_CUDA : NN_BACKEND_KIND_CPU, threads,
+                                       srv->cfg.device, srv->cfg.cuda_flags, err, errlen);
+    if (be && !srv->use_cuda) nn_backend_cpu_set_precision(be, (nn_cpu_prec_t)srv->cfg.cpu_precision);
+    if (be && !srv->use_cuda) atomic_store(&srv->precision, nn_backend_cpu_precision(be)); /* every worker's */
+    return be;
 }
 
 /* ---- device workers ------------------------------------------------------------- */
@@ -624,19 +629,19 @@ nn_server_t *nn_server_new(const nn_server_config_t *cfg_in, const char *weights
                            char *err, size_t errlen) {
     nn_server_config_t cfg = cfg_in ? *cfg_in : nn_server_config_default();
     if ((weights_path == NULL) == (net == NULL)) {
-        set_err(err, errlen, "nn_server_new: give exactly one of a weights file and a net");
+        set_err(err, errlen, "inference server: give exactly one of a weights file and a net");
         return NULL;
     }
     if (cfg.max_batch < 1 || cfg.max_batch > 65536 || cfg.gather_us < -1 || cfg.streams < 0 ||
         cfg.streams > 64 || cfg.queue_positions < 0 || cfg.max_tickets < 0 || cfg.max_tickets > (1 << 20)) {
-        set_err(err, errlen, "nn_server_new: configuration out of range (max_batch %d, gather_us %d, streams %d, "
+        set_err(err, errlen, "inference server: settings out of range (max_batch %d, gather_us %d, streams %d, "
                 "queue_positions %d, max_tickets %d)", cfg.max_batch, cfg.gather_us, cfg.streams,
                 cfg.queue_positions, cfg.max_tickets);
         return NULL;
     }
     nn_server_t *srv = calloc(1, sizeof(*srv));
     if (!srv) {
-        set_err(err, errlen, "nn_server_new: out of memory");
+        set_err(err, errlen, "inference server: out of host memory");
         return NULL;
     }
     srv->cfg = cfg;
@@ -668,7 +673,7 @@ nn_server_t *nn_server_new(const nn_server_config_t *cfg_in, const char *weights
     char e[512] = "";
     srv->main_be = srv_backend_new(srv, srv->cpu_threads_each, e, sizeof(e));
     if (!srv->main_be) {
-        set_err(err, errlen, "nn_server_new: %s", e);
+        set_err(err, errlen, "%s", e); /* names the backend or the net */
         goto fail;
     }
     /* models[0] = the initial net; models[1] = standby of the same configuration */
@@ -678,7 +683,7 @@ nn_server_t *nn_server_new(const nn_server_config_t *cfg_in, const char *weights
     } else {
         srv->models[0].net = nn_net_new(srv->main_be, nn_net_config(net), 0, e, sizeof(e));
         if (!srv->models[0].net) {
-            set_err(err, errlen, "nn_server_new: %s", e);
+            set_err(err, errlen, "%s", e); /* names the backend or the net */
             goto fail;
         }
         if (copy_net(srv, srv->models[0].net, net, err, errlen) != 0) goto fail;
@@ -687,19 +692,19 @@ nn_server_t *nn_server_new(const nn_server_config_t *cfg_in, const char *weights
     srv->packed_bytes = nn_packed_bytes(srv->net_cfg.in_planes);
     srv->models[1].net = nn_net_new(srv->main_be, &srv->net_cfg, 0, e, sizeof(e));
     if (!srv->models[1].net) {
-        set_err(err, errlen, "nn_server_new: %s", e);
+        set_err(err, errlen, "%s", e); /* names the backend or the net */
         goto fail;
     }
     srv->zero_packed = calloc(1, (size_t)srv->packed_bytes);
     srv->zero_hand = calloc((size_t)srv->net_cfg.in_hand + 1, sizeof(float));
     if (!srv->zero_packed || !srv->zero_hand) {
-        set_err(err, errlen, "nn_server_new: out of memory");
+        set_err(err, errlen, "inference server: out of host memory");
         goto fail;
     }
     for (int i = 0; i < 2; i++) {
         srv->models[i].warm = nn_ctx_new(srv->models[i].net, srv->main_be, 1, e, sizeof(e));
         if (!srv->models[i].warm) {
-            set_err(err, errlen, "nn_server_new: %s", e);
+            set_err(err, errlen, "%s", e); /* names the backend or the net */
             goto fail;
         }
     }
@@ -713,7 +718,7 @@ nn_server_t *nn_server_new(const nn_server_config_t *cfg_in, const char *weights
     srv->n_workers = srv->cfg.streams;
     srv->workers = calloc((size_t)srv->n_workers, sizeof(srv_worker_t));
     if (!srv->slots || !srv->workers) {
-        set_err(err, errlen, "nn_server_new: out of memory");
+        set_err(err, errlen, "inference server: out of host memory");
         goto fail;
     }
     for (int32_t i = srv->n_slots - 1; i >= 0; i--) {
@@ -730,7 +735,7 @@ nn_server_t *nn_server_new(const nn_server_config_t *cfg_in, const char *weights
     srv->t_start = srv->last_t = compat_now_ns();
     for (int32_t i = 0; i < srv->n_workers; i++) {
         if (compat_thread_create(&srv->workers[i].thread, worker_main, &srv->workers[i]) != 0) {
-            set_err(err, errlen, "nn_server_new: could not start worker thread %d", i);
+            set_err(err, errlen, "inference server: could not start its worker thread %d", i);
             goto fail;
         }
         srv->workers[i].started = 1;
@@ -1059,6 +1064,7 @@ void nn_server_stats(nn_server_t *srv, nn_server_stats_t *st) {
     st->workers = srv->n_workers;
     st->gather_us = srv->cfg.gather_us;
     st->backend = srv->backend_name;
+    st->precision = srv->use_cuda ? NULL : atomic_load(&srv->precision);
     int64_t busy = atomic_load(&srv->busy_ns), now = compat_now_ns();
     compat_mutex_lock(&srv->stats_mu);
     double dt = (double)(now - srv->last_t) * 1e-9, wall = (double)(now - srv->t_start) * 1e-9;

@@ -106,6 +106,8 @@ typedef struct {
     int32_t max_tickets;     /* unconsumed tickets; 0: 1024 */
     int64_t generation;      /* generation of the initial net (1) */
     int32_t expect_features_version; /* initial file: required features_version, < 0 any (-1) */
+    int32_t
+        cpu_precision; /* cpu: nn_cpu_prec_t of the workers' inference (NN_CPU_PREC_FP32; selfplay and koma: auto) */
 } nn_server_config_t;
 
 nn_server_config_t nn_server_config_default(void);
@@ -159,6 +161,7 @@ typedef struct {
     int32_t workers;        /* device workers */
     int32_t gather_us;      /* the gather wait in force (the configuration's -1 resolved) */
     const char *backend;    /* "cpu" or "cuda" */
+    const char *precision;  /* cpu: "fp32" or "bf16", the workers' inference (nn_backend_cpu_precision); NULL on cuda */
 } nn_server_stats_t;
 
 typedef struct nn_server nn_server_t;

@@ -46,7 +46,24 @@ static int refuse_to_save(nn_net_t *net, nn_optim_t *tr, const float *host, cons
     return -1;
 }
 
+/* Whether a caller may add metadata key k: a koma.* key that the writer
+ * does not write itself. */
+static int meta_key_free(const char *k) {
+    static const char *const own[] = {"koma.kind",       "koma.version",          "koma.net",
+                                      "koma.activation", "koma.features_version", "koma.in_planes",
+                                      "koma.in_hand",    "koma.optimizer"};
+    if (strncmp(k, "koma.", 5) != 0 || strncmp(k, "koma.xxh3.", 10) == 0) return 0;
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
+        if (strcmp(k, own[i]) == 0) return 0;
+    return 1;
+}
+
 int nn_weights_save(nn_net_t *net, nn_optim_t *tr, const char *path, char *err, size_t errlen) {
+    return nn_weights_save_meta(net, tr, NULL, path, err, errlen);
+}
+
+int nn_weights_save_meta(nn_net_t *net, nn_optim_t *tr, const char *const *meta, const char *path, char *err,
+                         size_t errlen) {
     nn_backend_t *be = nn_net_backend(net);
     const nn_net_config_t *cfg = nn_net_config(net);
     int64_t np = 0, ns = 0;
@@ -110,6 +127,18 @@ int nn_weights_save(nn_net_t *net, nn_optim_t *tr, const char *path, char *err, 
         rc |= st_writer_meta(w, "koma.in_planes", buf);
         snprintf(buf, sizeof(buf), "%d", (int)cfg->in_hand);
         rc |= st_writer_meta(w, "koma.in_hand", buf);
+        for (int32_t i = 0; meta && meta[i] && rc == 0; i += 2) {
+            if (!meta_key_free(meta[i]) || !meta[i + 1]) {
+                st_writer_free(w);
+                free(names);
+                free(host);
+                set_err(err, errlen,
+                        "%s: not written: metadata key '%s' is not a koma.* key of the caller's with a value", path,
+                        meta[i]);
+                return -1;
+            }
+            rc |= st_writer_meta(w, meta[i], meta[i + 1]);
+        }
     }
     if (rc != 0) {
         set_err(err, errlen, "%s: could not describe the net's tensors", path);
@@ -176,6 +205,36 @@ static int read_config(const st_file_t *f, nn_net_config_t *cfg, char *err, size
         meta_int(f, "koma.in_hand", 0, 4096, &cfg->in_hand, err, errlen))
         return -1;
     return 0;
+}
+
+int nn_weights_meta(const char *path, const char *key, char *buf, size_t len, char *err, size_t errlen) {
+    st_file_t *f = st_open(path, 0, err, errlen);
+    if (!f) return -1;
+    const char *v = st_meta(f, key);
+    int rc = v ? 0 : 1;
+    if (v && strlen(v) >= len) {
+        set_err(err, errlen, "%s: metadata '%s' is longer than %zu bytes", path, key, len ? len - 1 : 0);
+        rc = -1;
+    } else if (v) {
+        memcpy(buf, v, strlen(v) + 1);
+    }
+    st_close(f);
+    return rc;
+}
+
+int nn_weights_same_tensors(const char *a, const char *b, char *err, size_t errlen) {
+    st_file_t *fa = st_open(a, 0, err, errlen), *fb = fa ? st_open(b, 0, err, errlen) : NULL;
+    int same = fa && fb && st_count(fa) == st_count(fb);
+    for (int32_t i = 0; same && i < st_count(fa); i++) {
+        char key[ST_MAX_NAME + 16];
+        snprintf(key, sizeof key, "koma.xxh3.%s", st_at(fa, i)->name);
+        const char *ha = st_meta(fa, key), *hb = st_meta(fb, key);
+        same = ha && hb && strcmp(ha, hb) == 0;
+    }
+    int rc = !fa || !fb ? -1 : same;
+    st_close(fa);
+    st_close(fb);
+    return rc;
 }
 
 int nn_weights_peek(const char *path, nn_net_config_t *cfg, char *err, size_t errlen) {

@@ -28,6 +28,11 @@
 /* Writes net (and tr's optimizer state when tr != NULL; tr must train net)
  * durably to path. Returns 0, or -1 with err naming the file. */
 int nn_weights_save(nn_net_t *net, nn_optim_t *tr, const char *path, char *err, size_t errlen);
+/* The same with more metadata: meta holds key, value, key, value, ..., NULL
+ * (NULL: none); every key "koma.<something>" (train/lineage.h's koma.lineage*,
+ * for one). A key that is not, or has no value, is refused: -1, nothing written. */
+int nn_weights_save_meta(nn_net_t *net, nn_optim_t *tr, const char *const *meta, const char *path, char *err,
+                         size_t errlen);
 
 /* Opens path, verifies every checksum and the metadata, and returns a new net
  * on be. expect_features_version < 0 accepts any. NULL with err ("<path>:
@@ -51,6 +56,17 @@ int nn_weights_check(const char *path, int32_t expect_features_version, char *er
  * tr != NULL also its optimizer state, which the file must then contain.
  * Nothing is modified when it fails. Returns 0, or -1 with err. */
 int nn_weights_read(nn_net_t *net, nn_optim_t *tr, const char *path, char *err, size_t errlen);
+
+/* One metadata value of path: 0 with buf = the value, 1 when the file has no
+ * such key (buf untouched), -1 with err (unreadable file, or a value of len
+ * bytes or more). Checksums are not verified (nn_weights_check does that). */
+int nn_weights_meta(const char *path, const char *key, char *buf, size_t len, char *err, size_t errlen);
+
+/* 1 when files a and b hold the same tensors (names and XXH3 each, the
+ * optimizer's included) whatever else their metadata says (a model file's
+ * koma.lineage, a checkpoint's none), 0 when not, -1 with err when one cannot
+ * be read. */
+int nn_weights_same_tensors(const char *a, const char *b, char *err, size_t errlen);
 
 /* Reads only the configuration stored in path's metadata. */
 int nn_weights_peek(const char *path, nn_net_config_t *cfg, char *err, size_t errlen);

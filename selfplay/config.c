@@ -27,6 +27,10 @@ void sp_config_default(sp_config_t *c) {
 int sp_config_flags(sp_config_t *c, cfg_opt_t *opts, int cap) {
     const cfg_opt_t all[] = {
         {"run", CFG_TYPE_STRING, c->run, 1, 0, "run directory (koma.db, shards/, models/, log)", "runs/default", NULL, sizeof c->run},
+        {"init", CFG_TYPE_PATH, c->init, 1, 0,
+         "a new run starts from this run directory's newest net (or this net file) with its optimizer state and "
+         "counters, and its lineage: every run before, their commits and CPU/GPU-minutes (\"\" = a random net; a "
+         "run that has nets goes on from its own)", "", NULL, sizeof c->init},
         {"cycles", CFG_TYPE_INT, &c->cycles, 1, 1e9, "stop when this many nets are published in all (resumes count)", "10"},
         {"cpu-minutes", CFG_TYPE_DOUBLE, &c->cpu_minutes, 0, 1e9,
          "stop (as Ctrl-C does) once this invocation used this many CPU-minutes, all its threads; outside engines "
@@ -81,6 +85,10 @@ int sp_config_flags(sp_config_t *c, cfg_opt_t *opts, int cap) {
         {"no-resign-fraction", CFG_TYPE_DOUBLE, &c->no_resign_fraction, 0, 1,
          "share of games that never resign (they measure false resignations)", "0.2"},
         {"backend", CFG_TYPE_STRING, c->backend, 1, 0, "inference backend", "cpu", "cpu|cuda|auto", sizeof c->backend},
+        {"cpu-precision", CFG_TYPE_STRING, c->cpu_precision, 1, 0,
+         "the CPU backend's inference convolutions: bf16 products on the Winograd route where the CPU has "
+         "AVX512_BF16 (auto: bf16 there, fp32 elsewhere; KOMA_CPU_PRECISION in the environment decides auto); "
+         "training stays fp32", "auto", NN_CPU_PREC_NAMES, sizeof c->cpu_precision},
         {"device", CFG_TYPE_INT, &c->device, 0, 64, "CUDA device of the inference server", "0"},
         {"streams", CFG_TYPE_INT, &c->streams, 0, 64, "inference device workers (0 = cpu: one per CPU thread of cpu-threads; cuda: 2)", "0"},
         {"max-batch", CFG_TYPE_INT, &c->max_batch, 1, 65536, "positions per inference batch", "256"},
@@ -275,6 +283,9 @@ nn_server_config_t sp_config_server(const sp_config_t *c) {
     s.max_batch = (int32_t)c->max_batch;
     s.gather_us = (int32_t)c->gather_us; /* -1: the server's choice for its backend */
     s.expect_features_version = ENC_FEATURES_VERSION;
+    nn_cpu_prec_t prec = NN_CPU_PREC_AUTO;
+    nn_cpu_prec_parse(c->cpu_precision, &prec); /* the row's choices: one of the three */
+    s.cpu_precision = prec;
     /* Every worker keeps two submissions of up to half its games' leaves in
      * flight: the queue must hold them all, or submitters block on each other. */
     int64_t half = (c->games_per_thread + 1) / 2 * c->leaves_per_game;

@@ -28,6 +28,7 @@ enum { SP_ENGINES_MAX = 4 }; /* --gauntlet-engine1 .. --gauntlet-engine4 */
 typedef struct {
     /* run */
     char run[CFG_STRING_MAX];      /* run directory */
+    char init[CFG_STRING_MAX];     /* a new run's first net: another run's newest or a net file ("" = random) */
     int64_t cycles;                /* published nets in total, counting resumed ones */
     double cpu_minutes;            /* stop once this process used this much CPU time; 0 = no limit */
     int64_t games_per_cycle;       /* games a cycle plays before its net is trained */
@@ -70,6 +71,7 @@ typedef struct {
     double no_resign_fraction;     /* games that never resign, which measure false resignations */
     /* inference server */
     char backend[CFG_STRING_MAX];  /* "cpu" | "cuda" | "auto" */
+    char cpu_precision[8];         /* "auto" | "fp32" | "bf16": the CPU backend's inference convolutions */
     int64_t device;                /* CUDA device */
     int64_t streams;               /* device workers (0: the backend's default) */
     int64_t max_batch;             /* positions per device batch */
@@ -92,7 +94,7 @@ void sp_config_default(sp_config_t *c);
 
 /* Writes the self-play flags into opts (cap entries at least SP_CONFIG_NFLAGS);
  * returns how many. The table points into *c. */
-#define SP_CONFIG_NFLAGS 59
+#define SP_CONFIG_NFLAGS 61
 int sp_config_flags(sp_config_t *c, cfg_opt_t *opts, int cap);
 
 /* Checks combinations the per-flag ranges cannot (and that every

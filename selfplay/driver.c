@@ -546,12 +546,14 @@ static void progress(driver_t *d, bool force) {
         snprintf(cyc, sizeof cyc, "cycle -/%" PRId64 " (self-play done)", l->target);
     }
     pos_s = sp_job_describe(d->job, pos_s, ranks, sizeof ranks); /* the job's rate, then each rank's */
-    char line[1600];
+    char games[96], line[1600]; /* the cycle's games while it plays; once self-play is done, the run's */
+    if (sp_ledger_playing(l))
+        snprintf(games, sizeof games, "games %" PRId64 "/%" PRId64 " (total %" PRId64 ", playing %d)", l->fill_games,
+                 d->cfg->games_per_cycle, l->total_games, ps.active);
+    else snprintf(games, sizeof games, "games %" PRId64 " in all", l->total_games);
     snprintf(line, sizeof line,
-             "%s | games %" PRId64 "/%" PRId64 " (total %" PRId64 ", playing %d) | ETA %s | %.1f pos/s%s | "
-             "%.0f evals/s | batch %.1f | busy %.0f%% | cache %.0f%% | %s%s",
-             cyc, sp_ledger_playing(l) ? l->fill_games : 0, d->cfg->games_per_cycle, l->total_games, ps.active, eta,
-             pos_s, ranks, evals, batch, busy, hit, train, ev);
+             "%s | %s | ETA %s | %.1f pos/s%s | %.0f evals/s | batch %.1f | busy %.0f%% | cache %.0f%% | %s%s", cyc,
+             games, eta, pos_s, ranks, evals, batch, busy, hit, train, ev);
     if (d->cfg->progress_s != 0) status_line(d->st, force, "%s", line);
     if (log_due || force) runlog_file_line(d->log, line);
 }
@@ -800,6 +802,7 @@ static driver_t *driver_new(const sp_config_t *cfg, const train_config_t *tcfg, 
     }
     d->cfg = cfg;
     d->tcfg = *tcfg;
+    snprintf(d->tcfg.init, sizeof d->tcfg.init, "%s", cfg->init); /* --init: the trainer makes the first net */
     d->tcfg.log = train_log;
     d->tcfg.log_user = d->log;
     d->t_start_ns = compat_now_ns();

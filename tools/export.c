@@ -28,8 +28,14 @@
  *
  * It only reads the run (no lock: it may run beside selfplay); the output
  * is checked (run_output_check: never a file of a run, a directory or a
- * device) and written to a temporary name, fsync'ed and renamed.
- * Exit status: 0 written, 1 a run or file failure, 2 bad flags.
+ * device) and written to a temporary name (OUT.tmp.PID), fsync'ed and
+ * renamed: an export that is interrupted (Ctrl-C, kill -9, a full disk)
+ * leaves OUT as it was, and the next export to OUT removes the temporaries
+ * of exports that no longer run. Nothing to export (no games in the cycles
+ * chosen, or none with a record in the format) is an error, found before OUT
+ * is touched.
+ * Exit status: 0 written, 1 a run or file failure or nothing to export, 2
+ * bad flags.
  */
 #include "compat/version.h"
 #include <inttypes.h>
@@ -52,10 +58,10 @@
 #define MAX_OPTS 16
 
 static const char *g_prog = "export";
-#define USAGE_ARGS                                                                          \
-    "--run DIR --format hcpe|hcpe3|psv --out FILE [--from-cycle A] [--to-cycle B]\n"          \
-    "Writes the run's games (shards of cycles A..B; -1 = imported data) as dlshogi\n"       \
-    "hcpe (a position a record) or hcpe3 (a game a record, visit counts) or YaneuraOu\n"   \
+#define USAGE_ARGS                                                                                                     \
+    "--run DIR --format hcpe|hcpe3|psv --out FILE [--from-cycle A] [--to-cycle B]\n"                                   \
+    "Writes the run's games (shards of cycles A..B; -1 = imported data) as dlshogi\n"                                  \
+    "hcpe (a position a record) or hcpe3 (a game a record, visit counts) or YaneuraOu\n"                               \
     "PackedSfenValue (psv, a position a record)."
 static char usage[512];
 
@@ -125,7 +131,8 @@ static int export_game3(export_t *ex, const shard_t *s, const db_game_t *g) {
         return 0;
     }
     int32_t n = g->plies;
-    if (reserve(ex, FMT_HCPE3_HEAD) != 0 || fmt_hcpe3_head(pos, n, fmt_result_byte(g->result, g->reason), ex->buf) != 0) {
+    if (reserve(ex, FMT_HCPE3_HEAD) != 0 ||
+        fmt_hcpe3_head(pos, n, fmt_result_byte(g->result, g->reason), ex->buf) != 0) {
         ex->skipped++;
         return 0;
     }
@@ -236,6 +243,18 @@ static int export_shard(export_t *ex, db_t *db, const db_shard_t *sh) {
     return rc;
 }
 
+/* KOMA_TEST_EXPORT_WAIT=1 (tests only): once the output's temporary file is
+ * open, say so on stdout and wait for the end of stdin, so that a test can
+ * kill the export (kill -9) while it writes, at a known point. */
+static void test_wait_hook(void) {
+    const char *w = getenv("KOMA_TEST_EXPORT_WAIT");
+    if (!w || strcmp(w, "1") != 0) return;
+    printf("%s: KOMA_TEST_EXPORT_WAIT: writing %s.tmp.%d; waiting for the end of stdin\n", g_prog, g_out,
+           compat_getpid());
+    fflush(stdout);
+    while (getchar() != EOF) {}
+}
+
 int main(int argc, char **argv) {
     g_prog = koma_program_name(argc > 0 ? argv[0] : NULL, "export");
     if (koma_version_asked(argc, argv, g_prog)) return 0;
@@ -245,7 +264,8 @@ int main(int argc, char **argv) {
     opts[n++] = (cfg_opt_t){"run", CFG_TYPE_STRING, g_run, 0, 0, "run directory to read"};
     opts[n++] = (cfg_opt_t){"format", CFG_TYPE_STRING, g_format, 0, 0, "hcpe, hcpe3 or psv"};
     opts[n++] = (cfg_opt_t){"out", CFG_TYPE_STRING, g_out, 0, 0, "the file to write (replaced whole)"};
-    opts[n++] = (cfg_opt_t){"from-cycle", CFG_TYPE_INT, &g_from, -1, 1e9, "first cycle whose shards go out (-1 = imported data)"};
+    opts[n++] = (cfg_opt_t){"from-cycle", CFG_TYPE_INT, &g_from,
+                            -1,           1e9,          "first cycle whose shards go out (-1 = imported data)"};
     opts[n++] = (cfg_opt_t){"to-cycle", CFG_TYPE_INT, &g_to, -1, 1e9, "last cycle whose shards go out"};
     char err[2048];
     int rc = cfg_parse(opts, n, argc, argv, 1, NULL, 0, NULL, usage, stdout, err, sizeof err);
@@ -292,11 +312,40 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s: %s\n", g_prog, db_errmsg(db));
         goto done;
     }
+    /* nothing to export is an error found before the output is touched */
+    int32_t chosen = 0, lo = INT32_MAX, hi = INT32_MIN;
+    for (int32_t i = 0; i < ns; i++) {
+        if (list[i].cycle >= g_from && list[i].cycle <= g_to) chosen++;
+        if (list[i].cycle < lo) lo = list[i].cycle;
+        if (list[i].cycle > hi) hi = list[i].cycle;
+    }
+    if (chosen == 0) {
+        if (ns == 0) fprintf(stderr, "%s: %s: nothing to export: the run %s holds no games", g_prog, g_out, g_run);
+        else if (lo == hi)
+            fprintf(stderr,
+                    "%s: %s: nothing to export: no games of cycles %" PRId64 "..%" PRId64
+                    " in %s (its games are all of cycle %d%s)",
+                    g_prog, g_out, g_from, g_to, g_run, lo, lo < 0 ? ": imported data" : "");
+        else
+            fprintf(stderr,
+                    "%s: %s: nothing to export: no games of cycles %" PRId64 "..%" PRId64 " in %s (its games are "
+                    "of cycles %d..%d; -1 = imported)",
+                    g_prog, g_out, g_from, g_to, g_run, lo, hi);
+        fprintf(stderr, "; %s\n", compat_file_exists(g_out) ? "the file was left as it was" : "no file written");
+        goto done;
+    }
+    /* temporaries of exports to the same name that were killed (kill -9, a crash) */
+    char stale[1024];
+    int removed = compat_durable_remove_stale(g_out, stale, sizeof stale);
+    if (removed > 0)
+        fprintf(stderr, "%s: removed %d temporary file(s) left by killed exports to %s (%s%s)\n", g_prog, removed,
+                g_out, stale, removed > 1 ? ", ..." : "");
     ex.f = compat_durable_open(g_out, err, sizeof err);
     if (!ex.f) {
         fprintf(stderr, "%s: %s\n", g_prog, err);
         goto done;
     }
+    test_wait_hook();
     double t0 = (double)compat_now_ns() * 1e-9;
     int failed = 0;
     for (int32_t i = 0; i < ns && !failed; i++)
@@ -304,6 +353,15 @@ int main(int argc, char **argv) {
     if (failed) {
         compat_durable_abort(ex.f);
         fprintf(stderr, "%s: %s: nothing written: %s\n", g_prog, g_out, ex.err);
+        goto done;
+    }
+    if (ex.records == 0) { /* games, but none has a record in the format */
+        compat_durable_abort(ex.f);
+        fprintf(stderr,
+                "%s: %s: nothing to export: none of the %" PRId64 " game(s) of cycles %" PRId64 "..%" PRId64
+                " has a record in %s (%" PRId64 " skipped); %s\n",
+                g_prog, g_out, ex.games, g_from, g_to, fmt_kind_name(ex.kind), ex.skipped,
+                compat_file_exists(g_out) ? "the file was left as it was" : "no file written");
         goto done;
     }
     if (run_output_check(g_out, g_run, "the export", "--out", err, sizeof err) != 0 ||

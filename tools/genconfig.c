@@ -124,6 +124,35 @@ static void gc_machine(sb_t *b, int32_t device_used) {
     }
 }
 
+/* "prog: text" wrapped at spaces to 80 columns, the lines after the first
+ * indented by two spaces. */
+static void gc_print_wrapped(const char *prog, const char *text) {
+    size_t col = (size_t)printf("%s:", prog);
+    const char *p = text;
+    while (*p) {
+        while (*p == ' ') p++;
+        size_t w = strcspn(p, " ");
+        if (!w) break;
+        if (col + 1 + w > 80 && col > 2) {
+            printf("\n ");
+            col = 1;
+        }
+        printf(" %.*s", (int)w, p);
+        col += 1 + w;
+        p += w;
+    }
+    printf("\n");
+}
+
+/* The load average before measuring (KOMA_TEST_LOADAVG in its place, for the tests), and whether it is high:
+ * more than half the CPUs already busy, so the figures measure what the other programs leave. */
+static double gc_load(int *busy) {
+    const char *t = getenv("KOMA_TEST_LOADAVG");
+    double l = t && t[0] ? atof(t) : compat_load_average();
+    *busy = l > 0.5 * compat_cpu_count();
+    return l;
+}
+
 /* ---- one setting ------------------------------------------------------------- */
 
 /* base with setting s: a value equal to row 1's resolved default goes back
@@ -203,9 +232,20 @@ static void gc_measure(const gc_t *g, const sp_config_t *c, gc_row_t *r) {
     mcts_cache_free(cache);
 }
 
+/* The table fits 80 columns: the flags in short (thr threads, g/t
+ * games-per-thread, str streams, batch max-batch, gath gather-us; the legend
+ * line says so), the flag a row tries by its full name; at most 80 columns
+ * while the figures stay below 100000 positions/s and 1000000 evaluations/s. */
+static void gc_print_legend(const char *prog) {
+    printf("%s: thr threads, g/t games-per-thread, str streams, batc max-batch,\n"
+           "  gath gather-us; then positions/s, evaluations/s, average batch, device busy\n"
+           "  and CPU cores used\n",
+           prog);
+}
+
 static void gc_print_header(void) {
-    printf("  row  %-22s %7s %9s %7s %9s %9s | %11s %9s %9s %5s %6s\n", "tries", "threads", "games/thr", "streams",
-           "max-batch", "gather-us", "positions/s", "evals/s", "avg batch", "busy", "cores");
+    printf(" row %-19s %3s %3s %3s %4s %4s | %7s %6s %5s %4s %5s\n", "tries", "thr", "g/t", "str", "batc", "gath",
+           "pos/s", "eval/s", "batch", "busy", "cores");
     fflush(stdout);
 }
 
@@ -214,11 +254,10 @@ static void gc_print_row(const gc_t *g, int i, int chosen) {
     char tries[64];
     if (r->changed < 0) snprintf(tries, sizeof tries, "start");
     else snprintf(tries, sizeof tries, "%s %lld", gc_flag_name[r->changed], (long long)r->s.v[r->changed]);
-    printf("%c %3d  %-22s %7lld %9lld %7lld %9lld %9lld | ", chosen ? '*' : ' ', i + 1, tries,
+    printf("%c%3d %-19s %3lld %3lld %3lld %4lld %4lld | ", chosen ? '*' : ' ', i + 1, tries,
            (long long)r->s.v[GC_THREADS], (long long)r->s.v[GC_GAMES], (long long)r->s.v[GC_STREAMS],
            (long long)r->s.v[GC_MAX_BATCH], (long long)r->s.v[GC_GATHER]);
-    if (r->ok)
-        printf("%11.1f %9.0f %9.1f %4.0f%% %6.2f\n", r->pos_s, r->evals_s, r->batch, 100 * r->busy, r->cpu_cores);
+    if (r->ok) printf("%7.1f %6.0f %5.1f %3.0f%% %5.2f\n", r->pos_s, r->evals_s, r->batch, 100 * r->busy, r->cpu_cores);
     else printf("failed: %s\n", r->error);
     fflush(stdout);
 }
@@ -415,10 +454,11 @@ static int gc_finish(const char *prog, gc_t *g, int best, sp_config_t *cfg, cons
         fprintf(stderr, "%s: the start setting failed (%s): %s not written\n", prog, r0->error, out);
         status = 1;
     } else {
-        printf("%s: %d settings tried; chosen: row %d (%.1f positions/s", prog, g->nrows, best + 1,
-               g->rows[best].pos_s);
-        if (best != 0) printf(", %+.0f%% over row 1", 100 * (g->rows[best].pos_s / r0->pos_s - 1));
-        printf(")\n");
+        char line[1600], over[48] = "";
+        if (best != 0) snprintf(over, sizeof over, ", %+.0f%% over row 1", 100 * (g->rows[best].pos_s / r0->pos_s - 1));
+        snprintf(line, sizeof line, "%d settings tried; chosen: row %d (%.1f positions/s%s)", g->nrows, best + 1,
+                 g->rows[best].pos_s, over);
+        gc_print_wrapped(prog, line);
         gc_print_header();
         gc_print_row(g, best, 1);
         static sp_config_t chosen;
@@ -433,7 +473,8 @@ static int gc_finish(const char *prog, gc_t *g, int best, sp_config_t *cfg, cons
             fprintf(stderr, "%s: %s\n", prog, err);
             status = 1;
         } else {
-            printf("%s: wrote %s; use it as: selfplay --config %s\n", prog, out, out);
+            snprintf(line, sizeof line, "wrote %s; use it as: selfplay --config %s", out, out);
+            gc_print_wrapped(prog, line);
         }
         free(ini.s);
     }
@@ -518,10 +559,27 @@ int main(int argc, char **argv) {
 
     sb_t machine = {0};
     gc_machine(&machine, kind == NN_BACKEND_KIND_CUDA ? (int32_t)cfg.device : -1);
-    printf("%s: this machine: %s\n", prog, machine.s ? machine.s : "?");
-    printf("%s: backend %s, net %s (random weights), %.1f s per setting after %.1f s of warm-up; "
-           "a new value is kept when it plays %.0f%% more positions/s\n",
-           prog, cfg.backend, tcfg.net, seconds, warmup, 100 * (GC_MARGIN - 1));
+    int busy = 0;
+    double load = gc_load(&busy);
+    if (busy) /* said in the INI too, with the machine */
+        sb_printf(&machine, "; busy while measured (load average %.1f on %d CPUs)", load, compat_cpu_count());
+    char line[4096];
+    snprintf(line, sizeof line, "this machine: %s", machine.s ? machine.s : "?");
+    gc_print_wrapped(prog, line);
+    if (busy) {
+        snprintf(line, sizeof line,
+                 "warning: this machine is busy (load average %.1f over the last minute on %d CPUs): the figures "
+                 "measure what the other programs leave, and an idle machine may choose other settings; run "
+                 "genconfig on an idle machine",
+                 load, compat_cpu_count());
+        gc_print_wrapped(prog, line);
+    }
+    snprintf(line, sizeof line,
+             "backend %s, net %s (random weights), %.1f s per setting after %.1f s of warm-up; a new value is kept "
+             "when it plays %.0f%% more positions/s",
+             cfg.backend, tcfg.net, seconds, warmup, 100 * (GC_MARGIN - 1));
+    gc_print_wrapped(prog, line);
+    gc_print_legend(prog);
     nn_backend_t *be = nn_backend_cpu_new(1);
     static gc_t g;
     g.base = &cfg;
@@ -541,10 +599,12 @@ int main(int argc, char **argv) {
     g.raw_gather_neg = cfg.gather_us < 0;
 
     if (g.cycle_cap && sp_config_games_per_thread(&cfg) < cfg.games_per_thread) { /* as selfplay does */
-        printf("%s: --games-per-thread %lld capped at %lld: selfplay never plays more games per thread at once "
-               "than a cycle has (--games-per-cycle %lld)\n",
-               prog, (long long)cfg.games_per_thread, (long long)sp_config_games_per_thread(&cfg),
-               (long long)cfg.games_per_cycle);
+        snprintf(line, sizeof line,
+                 "--games-per-thread %lld capped at %lld: selfplay never plays more games per thread at once than "
+                 "a cycle has (--games-per-cycle %lld)",
+                 (long long)cfg.games_per_thread, (long long)sp_config_games_per_thread(&cfg),
+                 (long long)cfg.games_per_cycle);
+        gc_print_wrapped(prog, line);
         cfg.games_per_thread = sp_config_games_per_thread(&cfg);
     }
     /* row 1: the flags as given; its resolved values are what later rows vary */

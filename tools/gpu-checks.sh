@@ -505,9 +505,11 @@ stage_build() {
   result build "$st" "$DT" "$(du -sm "$BUILD" | cut -f1) MiB in ${BUILD#"$ROOT"/}, -j$JOBS"
   [ $RC = 0 ] || return 1
   # the programs must load with the private libraries (no "not found"), from where we say;
-  # selfplay links every library, the GPU test what compute-sanitizer runs
+  # selfplay links every library but CUDA's, the CUDA module (loaded by the programs when the cuda
+  # backend is chosen) links cuDNN, cuBLAS, the runtime and NCCL, the GPU test is what compute-sanitizer runs
   local lines
-  lines=$(for b in "$BUILD/selfplay" "$BUILD/tests/nn/test_nn_cuda_gpu"; do krun ldd "$b"; done |
+  lines=$(for b in "$BUILD/selfplay" "$BUILD/lib/libkoma_cuda.so" "$BUILD/tests/nn/test_nn_cuda_gpu"; do
+            krun ldd "$b"; done |
           grep -E 'sqlite|xxhash|cjson|inih|openblas|gfortran|cudnn|cublas|cudart|not found' | sed 's/ (0x.*//' | sort -u)
   echo "$lines"
   if grep -q 'not found' <<<"$lines"; then

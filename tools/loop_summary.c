@@ -43,6 +43,7 @@
 #include "compat/compat.h"
 #include "compat/version.h"
 #include "data/db.h"
+#include "data/run.h"
 
 #define LS_MAX_CYCLES 4096
 
@@ -365,8 +366,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     char dbp[4096], logp[4096], err[DB_ERR_MAX];
-    snprintf(dbp, sizeof dbp, "%s/koma.db", L->run);
-    snprintf(logp, sizeof logp, "%s/log", L->run);
+    run_path(L->run, RUN_DB, dbp, sizeof dbp);
+    run_path(L->run, RUN_LOG, logp, sizeof logp);
     if (!compat_file_exists(dbp)) {
         fprintf(stderr, "loop-summary: %s: no such file (not a run directory, or a run that never started?)\n", dbp);
         free(L);

@@ -18,9 +18,16 @@
 /* perft in the build, koma-perft where installed (compat/version.h). */
 static const char *g_prog = "perft";
 
-static int usage(void) {
-    fprintf(stderr, "usage: %s [--sfen \"SFEN\"] [--divide] DEPTH\n", g_prog);
-    return 2;
+/* The usage: to stdout with status 0 when asked for (--help, -h), else to
+ * stderr with status 2 (a wrong command line), as every other tool. */
+static int usage(int asked) {
+    fprintf(asked ? stdout : stderr,
+            "usage: %s [--sfen \"SFEN\"] [--divide] DEPTH\n"
+            "Counts the leaves of the legal move tree to DEPTH (0..20) from the start\n"
+            "position or SFEN; --divide prints each root move's count. The last line:\n"
+            "nodes N time_ms T nps R\n",
+            g_prog);
+    return asked ? 0 : 2;
 }
 
 int main(int argc, char **argv) {
@@ -30,7 +37,9 @@ int main(int argc, char **argv) {
     int divide = 0;
     long depth = -1;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--sfen") == 0 && i + 1 < argc) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            return usage(1);
+        } else if (strcmp(argv[i], "--sfen") == 0 && i + 1 < argc) {
             sfen = argv[++i];
         } else if (strcmp(argv[i], "--divide") == 0) {
             divide = 1;
@@ -42,10 +51,10 @@ int main(int argc, char **argv) {
                 return 2;
             }
         } else {
-            return usage();
+            return usage(0);
         }
     }
-    if (depth < 0) return usage();
+    if (depth < 0) return usage(0);
 
     static pos_t pos;
     char err[256];

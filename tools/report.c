@@ -1125,10 +1125,11 @@ int main(int argc, char **argv) {
     if (run) run_path(run, RUN_DB, dbp, sizeof dbp);
     else snprintf(dbp, sizeof dbp, "%s", dbfile);
     if (out) snprintf(outp, sizeof outp, "%s", out);
-    else snprintf(outp, sizeof outp, "%s/report.html", run);
-    /* Never a run's file, a device or a directory (data/run.h), nor the database read. */
+    else run_path(run, RUN_REPORT, outp, sizeof outp);
+    /* Never a run's file (but the run's own report.html), a device or a directory (data/run.h), nor the database
+     * read. */
     compat_file_id_t id_db, id_out;
-    if (run_output_check(outp, run, "report", "-o", err, sizeof err) != 0) {
+    if (run_output_check_own(outp, run, RUN_REPORT, "report", "-o", err, sizeof err) != 0) {
         fprintf(stderr, "%s: %s\n", g_prog, err);
         return 1;
     }
@@ -1193,7 +1194,8 @@ int main(int argc, char **argv) {
     if (o.oom) {
         fprintf(stderr, "%s: out of memory\n", g_prog);
         rc = 1;
-    } else if (run_output_write(outp, run, "report", "-o", o.s, o.n, err, sizeof err) != 0) {
+    } else if (run_output_check_own(outp, run, RUN_REPORT, "report", "-o", err, sizeof err) != 0 ||
+               compat_write_file_durable(outp, o.s, o.n, err, sizeof err) != 0) {
         fprintf(stderr, "%s: %s\n", g_prog, err);
         rc = 1;
     } else {

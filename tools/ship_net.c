@@ -23,7 +23,9 @@
 
 /* The metadata a Koma weights file holds beside its checksums (nn/weights.c). */
 static const char *const KEPT[] = {"koma.kind",     "koma.version",   "koma.net", "koma.activation",
-                                   "koma.features_version", "koma.in_planes", "koma.in_hand"};
+                                   "koma.features_version", "koma.in_planes", "koma.in_hand",
+                                   /* where it came from: every run and its compute (train/lineage.h) */
+                                   "koma.lineage", "koma.lineage.cpu_minutes", "koma.lineage.gpu_minutes"};
 
 static int usage(void) {
     fprintf(stderr, "usage: ship-net MODEL OUT [--meta KEY=VALUE ...]\n");

@@ -67,6 +67,11 @@ typedef struct {
     double q_horizon;          /* the value target's search value: lambda-return over ~H plies (1 = the row's own) */
     double policy_temp;        /* policy target: each row's distribution ^ (1/T), renormalised (1 = as stored) */
     double surprise_weight;    /* s: rows sampled with weight (1 - s) + s * surprise / mean surprise (0 = uniform) */
+    /* A new run's first net: "" = random (net, activation); else a run
+     * directory or a net file whose net, optimizer state and counters the
+     * run starts from (selfplay --init; train/lineage.h). No row here: the
+     * program that offers it sets it. Ignored by a run that has a net. */
+    char init[1024];
     train_log_fn log;          /* NULL: stderr, prefixed "train: " */
     void *log_user;
     int64_t progress_ms;       /* a progress line this often inside a cycle (0: TRAIN_PROGRESS_MS; < 0: every step) */

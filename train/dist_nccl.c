@@ -9,13 +9,10 @@
 #include "nn/backend_cuda.h"
 
 #ifdef KOMA_HAVE_NCCL
-#include <cuda_runtime.h>
-#include <nccl.h>
-
+/* NCCL itself is in the CUDA module (nn/backend_cuda.h's nn_cuda_nccl_*), loaded with the cuda backend: this
+ * file makes the ranks agree at each step and sends rank 0's id. */
 struct dist_nccl {
-    ncclComm_t comm;
-    cudaStream_t stream;
-    int device;
+    nn_cuda_nccl_t *member;
 };
 
 bool dist_nccl_built(void) { return true; }
@@ -33,36 +30,22 @@ dist_nccl_t *dist_nccl_new(dist_t *d, nn_backend_t *be, char *err, size_t errlen
     char e[512] = "";
     int ok = nn_backend_is_cuda(be);
     if (!ok) snprintf(e, sizeof e, "the trainer backend is not CUDA");
-    ncclUniqueId id;
-    memset(&id, 0, sizeof id); /* rank 0's arrives by dist_bcast */
-    ncclResult_t r = ncclSuccess;
-    if (ok && dist_rank(d) == 0 && (r = ncclGetUniqueId(&id)) != ncclSuccess) {
-        snprintf(e, sizeof e, "ncclGetUniqueId: %s", ncclGetErrorString(r));
-        ok = 0;
-    }
+    uint8_t id[NN_CUDA_NCCL_ID_BYTES];
+    memset(id, 0, sizeof id); /* rank 0's arrives by dist_bcast */
+    if (ok && dist_rank(d) == 0 && nn_cuda_nccl_id(id, e, sizeof e) != 0) ok = 0;
     if (!all_agree(d, ok, e, "another rank cannot use NCCL (its trainer is not on CUDA, or no id)", err, errlen) ||
-        dist_bcast(d, &id, (int64_t)sizeof id, 0, err, errlen) != 0)
+        dist_bcast(d, id, (int64_t)sizeof id, 0, err, errlen) != 0)
         return NULL;
     dist_nccl_t *g = calloc(1, sizeof *g);
     ok = g != NULL;
     if (!ok) snprintf(e, sizeof e, "out of memory");
-    if (ok) {
-        g->device = nn_cuda_device_of(be);
-        g->stream = (cudaStream_t)nn_cuda_stream(be);
-        cudaError_t ce = cudaSetDevice(g->device);
-        if (ce != cudaSuccess) snprintf(e, sizeof e, "cudaSetDevice(%d): %s", g->device, cudaGetErrorString(ce)), ok = 0;
-    }
     /* ncclCommInitRank waits for every rank: none may skip it once one enters */
     if (!all_agree(d, ok, e, "another rank cannot start NCCL (its message is above)", err, errlen)) {
         dist_nccl_free(g);
         return NULL;
     }
-    if ((r = ncclCommInitRank(&g->comm, (int)dist_size(d), id, (int)dist_rank(d))) != ncclSuccess) {
-        snprintf(e, sizeof e, "ncclCommInitRank (rank %d of %d, device %d): %s", (int)dist_rank(d), (int)dist_size(d),
-                 g->device, ncclGetErrorString(r));
-        g->comm = NULL;
-        ok = 0;
-    }
+    g->member = nn_cuda_nccl_new(id, dist_size(d), dist_rank(d), be, e, sizeof e);
+    ok = g->member != NULL;
     if (!all_agree(d, ok, e, "NCCL did not start on another rank (its message is above)", err, errlen)) {
         dist_nccl_free(g);
         return NULL;
@@ -72,20 +55,12 @@ dist_nccl_t *dist_nccl_new(dist_t *d, nn_backend_t *be, char *err, size_t errlen
 
 void dist_nccl_free(dist_nccl_t *g) {
     if (!g) return;
-    if (g->comm) ncclCommDestroy(g->comm);
+    nn_cuda_nccl_free(g->member);
     free(g);
 }
 
 int dist_nccl_mean(dist_nccl_t *g, float *dev, int64_t n, char *err, size_t errlen) {
-    ncclResult_t async = ncclSuccess, r = ncclCommGetAsyncError(g->comm, &async);
-    if (r == ncclSuccess && async != ncclSuccess) r = async;
-    if (r == ncclSuccess) r = ncclAllReduce(dev, dev, (size_t)n, ncclFloat, ncclAvg, g->comm, g->stream);
-    if (r != ncclSuccess) {
-        set_err(err, errlen, "ncclAllReduce of %lld floats on device %d: %s", (long long)n, g->device,
-                ncclGetErrorString(r));
-        return -1;
-    }
-    return 0;
+    return nn_cuda_nccl_mean(g->member, dev, n, err, errlen);
 }
 
 #else /* built without NCCL */

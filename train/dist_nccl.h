@@ -6,7 +6,9 @@
  * others with dist_bcast), enqueued on the trainer backend's own stream.
  * Does not own: the job (dist/), the buffers (the trainer's device memory).
  * Built where CMake found NCCL beside the CUDA backend and MPI
- * (KOMA_HAVE_NCCL: a ✓ NCCL line in the configure report); elsewhere
+ * (KOMA_HAVE_NCCL: a ✓ NCCL line in the configure report); NCCL itself is
+ * in the CUDA module (nn/backend_cuda.h's nn_cuda_nccl_*), so a program
+ * loads it only with the cuda backend; elsewhere
  * dist_nccl_new returns NULL with err saying so and the caller sums with MPI.
  * Collectives: dist_nccl_new and dist_nccl_mean are collective (every rank,
  * in the same order). NCCL refuses two ranks on one GPU: one rank per device.

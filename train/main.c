@@ -697,7 +697,9 @@ static int register_next(offline_t *o, int64_t step_end) {
     int64_t next = 0;
     db_status_t st = db_model_latest(o->db, &latest);
     if (st == DB_OK) {
-        if (strcmp(latest.xxh3, hex) == 0) {
+        char lp[1400];
+        snprintf(lp, sizeof lp, "%s/%s", o->run, latest.path); /* the same net, its lineage added (train/lineage.h) */
+        if (strcmp(latest.xxh3, hex) == 0 || nn_weights_same_tensors(o->ckpt, lp, err, sizeof err) == 1) {
             printf("already registered: %s/%s (cycle %d) is this net\n", o->run, latest.path, latest.cycle);
             return 0;
         }

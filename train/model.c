@@ -9,7 +9,9 @@
 
 #include "compat/compat.h"
 #include "compat/err.h"
+#include "compat/version.h"
 #include "nn/weights.h"
+#include "train/lineage.h"
 
 char *train_model_rel_path(char *buf, size_t len, int64_t cycle) {
     snprintf(buf, len, TRAIN_MODELS_DIR "/%04" PRId64 ".safetensors", cycle);
@@ -165,8 +167,91 @@ int train_model_register(db_writer_t *w, const char *run_dir, db_model_t *m, con
     return 0;
 }
 
-int train_model_save(db_writer_t *w, const char *run_dir, nn_net_t *net, nn_optim_t *nt, db_model_t *m,
-                     const atomic_int *stop, char *err, size_t errlen) {
+/* ---- lineage ----------------------------------------------------------------- */
+typedef struct {
+    int64_t run_id;
+    double cpu_now;   /* this process's CPU seconds */
+    double cpu_total; /* out: the run's, every invocation's; NAN = unknown */
+    int32_t want_latest;
+    int32_t has_latest;       /* out */
+    char latest[DB_PATH_MAX]; /* out: the run's newest model (run-relative) */
+} lineage_arg_t;
+
+static int lineage_prep_run(db_t *db, void *arg, char *err, size_t errlen) {
+    lineage_arg_t *a = arg;
+    a->cpu_total = NAN;
+    db_status_t st = DB_OK;
+    if (a->run_id > 0) st = db_run_cpu_update(db, a->run_id, a->cpu_now, &a->cpu_total);
+    if (st == DB_OK && a->want_latest) {
+        db_model_t row;
+        st = db_model_latest(db, &row);
+        if (st == DB_OK) {
+            a->has_latest = 1;
+            snprintf(a->latest, sizeof a->latest, "%s", row.path);
+        } else if (st == DB_NOTFOUND) {
+            st = DB_OK;
+        }
+    }
+    if (st != DB_OK) set_err(err, errlen, "%s", db_errmsg(db));
+    return st;
+}
+
+/* The wall time of the trainer on a CUDA device since this process's last
+ * save (or since the trainer began), in minutes; 0 on any other backend. */
+static double gpu_minutes_since_last_save(const nn_net_t *net) {
+    static _Atomic int64_t last_ns = 0;
+    int64_t now = train_lineage_clock_ns();
+    int64_t prev = atomic_exchange(&last_ns, now);
+    const nn_backend_t *be = nn_net_backend((nn_net_t *)net);
+    if (!be || strcmp(be->name, "cuda") != 0 || now < prev) return 0;
+    return (double)(now - prev) / 60e9;
+}
+
+/* l: the lineage the file of m gets: anc and a new entry for this run, or
+ * (anc NULL) the run's newest model's with its last entry (this run's)
+ * brought up to date; a newest model without lineage (an older Koma) or none
+ * (a new run) gives this run's entry alone. */
+static int lineage_stamp(db_writer_t *w, const char *run_dir, const nn_net_t *net, const db_model_t *m,
+                         const train_lineage_t *anc, const atomic_int *stop, train_lineage_t *l, char *err,
+                         size_t errlen) {
+    lineage_arg_t a = {.run_id = m->run_id, .cpu_now = (double)compat_cpu_time_ns() / 1e9, .want_latest = !anc};
+    char e2[1024];
+    int st = train_writer_call(w, lineage_prep_run, &a, sizeof a, stop, e2, sizeof e2);
+    if (st != DB_OK) {
+        set_err(err, errlen, "%s: lineage of cycle %d: %s", run_dir, m->cycle, e2);
+        return -1;
+    }
+    memset(l, 0, sizeof *l);
+    if (anc) {
+        *l = *anc;
+    } else if (a.has_latest) {
+        char path[1400];
+        run_path(run_dir, a.latest, path, sizeof path);
+        if (train_lineage_read(path, l, err, errlen) != 0) return -1;
+    }
+    if (anc || l->n == 0) {
+        if (l->n == TRAIN_LINEAGE_RUNS) {
+            set_err(err, errlen, "%s: lineage of cycle %d: already %d runs, the most a net records", run_dir, m->cycle,
+                    TRAIN_LINEAGE_RUNS);
+            return -1;
+        }
+        train_lineage_run_t *r = &l->r[l->n++];
+        memset(r, 0, sizeof *r);
+        r->cpu_minutes = NAN; /* 0 CPU and GPU so far unless said below */
+    }
+    train_lineage_run_t *r = &l->r[l->n - 1];
+    snprintf(r->run, sizeof r->run, "%s", run_dir);
+    snprintf(r->commit, sizeof r->commit, "%s", KOMA_GIT_COMMIT);
+    r->cycle = m->cycle, r->steps = m->train_steps, r->samples = m->train_samples;
+    /* koma.db's figure when it has one (it survives restarts), else this process's */
+    double cpu = isnan(a.cpu_total) ? a.cpu_now : a.cpu_total;
+    r->cpu_minutes = isnan(r->cpu_minutes) || cpu / 60 > r->cpu_minutes ? cpu / 60 : r->cpu_minutes;
+    r->gpu_minutes = (isnan(r->gpu_minutes) ? 0 : r->gpu_minutes) + gpu_minutes_since_last_save(net);
+    return 0;
+}
+
+int train_model_save_from(db_writer_t *w, const char *run_dir, nn_net_t *net, nn_optim_t *nt, db_model_t *m,
+                          const train_lineage_t *anc, const atomic_int *stop, char *err, size_t errlen) {
     const nn_net_config_t *nc = nn_net_config(net);
     m->features_version = nc->features_version;
     train_model_rel_path(m->path, sizeof m->path, m->cycle);
@@ -177,9 +262,24 @@ int train_model_save(db_writer_t *w, const char *run_dir, nn_net_t *net, nn_opti
         set_err(err, errlen, "%s: %s", path, e2);
         return -1;
     }
+    train_lineage_t *l = malloc(sizeof *l);
+    char *text = malloc(TRAIN_LINEAGE_TEXT), num[64];
+    const char *kv[7];
+    int rc = l && text ? 0 : -1;
+    if (rc) set_err(err, errlen, "%s: out of memory", run_dir);
+    if (rc == 0) rc = lineage_stamp(w, run_dir, net, m, anc, stop, l, err, errlen);
+    if (rc == 0) rc = train_lineage_meta(l, text, num, kv, err, errlen);
     snprintf(path, sizeof path, "%s/%s", run_dir, m->path);
-    if (nn_weights_save(net, nt, path, err, errlen) != 0) return -1;
+    if (rc == 0) rc = nn_weights_save_meta(net, nt, kv, path, err, errlen);
+    free(l);
+    free(text);
+    if (rc != 0) return -1;
     return train_model_register(w, run_dir, m, stop, err, errlen);
+}
+
+int train_model_save(db_writer_t *w, const char *run_dir, nn_net_t *net, nn_optim_t *nt, db_model_t *m,
+                     const atomic_int *stop, char *err, size_t errlen) {
+    return train_model_save_from(w, run_dir, net, nt, m, NULL, stop, err, errlen);
 }
 
 typedef struct {

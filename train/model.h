@@ -18,6 +18,7 @@
 #include "data/run.h"
 #include "data/writer.h"
 #include "nn/net.h"
+#include "train/lineage.h"
 
 #define TRAIN_MODELS_DIR RUN_MODELS /* data/run.h */
 
@@ -51,6 +52,15 @@ int train_model_register(db_writer_t *w, const char *run_dir, db_model_t *m, con
  * (a file written but not registered is overwritten by the next save). */
 int train_model_save(db_writer_t *w, const char *run_dir, nn_net_t *net, nn_optim_t *nt, db_model_t *m,
                      const atomic_int *stop, char *err, size_t errlen);
+/* The file's koma.lineage (train/lineage.h): train_model_save gives it the
+ * run's newest model's lineage with its last entry, this run's, brought up to
+ * date (cycle, steps and samples from m; the run's CPU minutes from koma.db,
+ * as m->cpu_seconds will say; GPU minutes: + the trainer's wall time on a
+ * CUDA device since the last save). train_model_save_from with anc != NULL
+ * (a run's first net taken from another run: --init) writes anc and a new
+ * entry for this run instead. */
+int train_model_save_from(db_writer_t *w, const char *run_dir, nn_net_t *net, nn_optim_t *nt, db_model_t *m,
+                          const train_lineage_t *anc, const atomic_int *stop, char *err, size_t errlen);
 
 /* Sets cycle_metrics.train_s of `cycle` through the writer, keeping the rest
  * of the row (or creating it). Returns 0, or -1 with err. */

@@ -170,8 +170,64 @@ static int64_t latest_run_id(db_t *db) {
     return id;
 }
 
+/* A new run from another (--init FROM): FROM's newest net with its
+ * optimizer state and counters (steps, samples) written and registered as
+ * cycle 0, with FROM's lineage and a new entry for this run. A net without
+ * optimizer state (a shipped net) starts with zero momentum. */
+static int init_first(train_trainer_t *tr, char *err, size_t errlen) {
+    char model[1400], e2[1024];
+    int64_t steps = 0, samples = 0;
+    train_lineage_t *anc = malloc(sizeof *anc);
+    if (!anc) {
+        set_err(err, errlen, "%s: out of memory", tr->run_dir);
+        return -1;
+    }
+    int rc = train_lineage_from(tr->cfg.init, model, sizeof model, &steps, &samples, anc, err, errlen);
+    if (rc == 0 && train_net_load(tr->be, &tr->cfg, tr->rows, model, 0, &tr->tn, e2, sizeof e2) != 0) {
+        set_err(err, errlen, "--init %s: %s", tr->cfg.init, e2);
+        rc = -1;
+    }
+    if (rc == 0 && nn_weights_read(tr->tn.net, tr->tn.nt, model, e2, sizeof e2) != 0) {
+        if (steps < 0) steps = 0;
+        runlog_printf(&tr->log, "--init %s: %s has no optimizer state (%s): momentum starts at zero, step %" PRId64,
+                      tr->cfg.init, model, e2, steps);
+        int64_t np = 0;
+        float *mom = nn_optim_momentum(tr->tn.nt);
+        nn_net_params(tr->tn.net, &np, NULL);
+        tr->be->memset_zero(tr->be, mom, sizeof(float) * (size_t)np);
+        nn_optim_set_step_count(tr->tn.nt, steps);
+    } else if (rc == 0) {
+        steps = nn_optim_step_count(tr->tn.nt); /* the file's own count is the one the schedule follows */
+    }
+    if (rc == 0 && anc->r[anc->n - 1].steps < 0) anc->r[anc->n - 1].steps = steps;
+    db_model_t m;
+    memset(&m, 0, sizeof m);
+    m.cycle = 0;
+    m.run_id = latest_run_id(tr->db);
+    m.train_steps = steps;
+    m.train_samples = samples;
+    m.loss_policy = m.loss_value = m.loss_legal = m.loss_total = NAN;
+    if (rc == 0)
+        rc = train_model_save_from(tr->writer, tr->run_dir, tr->tn.net, tr->tn.nt, &m, anc, &tr->stop, err, errlen);
+    if (rc == 0) {
+        tr->latest_cycle = 0;
+        snprintf(tr->latest_rel, sizeof tr->latest_rel, "%s", m.path);
+        snprintf(tr->latest_xxh3, sizeof tr->latest_xxh3, "%s", m.xxh3);
+        tr->latest_steps = steps;
+        tr->total_samples = samples;
+        runlog_printf(&tr->log,
+                      "new run %s from %s: %s net (step %" PRId64 ", %" PRId64 " samples, %d runs before "
+                      "this one, %.1f CPU-minutes and %.1f GPU-minutes in all) written as %s",
+                      tr->run_dir, model, m.arch, steps, samples, (int)anc->n, train_lineage_cpu_minutes(anc),
+                      train_lineage_gpu_minutes(anc), m.path);
+    }
+    free(anc);
+    return rc;
+}
+
 /* A new run: random net from the config, written and registered as cycle 0. */
 static int create_first(train_trainer_t *tr, char *err, size_t errlen) {
+    if (tr->cfg.init[0]) return init_first(tr, err, errlen);
     char e2[1024];
     if (train_net_new(tr->be, &tr->cfg, tr->rows, &tr->tn, e2, sizeof e2) != 0) {
         set_err(err, errlen, "%s: %s", tr->run_dir, e2);
@@ -215,8 +271,18 @@ static int open_latest(train_trainer_t *tr, const db_model_t *row, char *err, si
         runlog_printf(&tr->log, "the run's net is %s (%s); net %s applies only to a new run",
                       nn_net_arch_format(nc, arch, sizeof arch), row->path, tr->cfg.net);
     }
-    runlog_printf(&tr->log, "resuming %s from %s (cycle %d, step %" PRId64 ")", tr->run_dir, row->path, row->cycle,
-                  nn_optim_step_count(tr->tn.nt));
+    int64_t step = nn_optim_step_count(tr->tn.nt);
+    if (row->cycle == 0 && step == 0) /* the run's new net, never trained: nothing to resume */
+        runlog_printf(&tr->log, "starting %s from its new net %s (cycle 0, no training steps yet)", tr->run_dir,
+                      row->path);
+    else
+        runlog_printf(&tr->log, "resuming %s from %s (cycle %d, step %" PRId64 ")", tr->run_dir, row->path,
+                      row->cycle, step);
+    train_lineage_t *l = tr->cfg.init[0] ? malloc(sizeof *l) : NULL;
+    if (l && train_lineage_read(path, l, err, errlen) == 0 && l->n <= 1) /* a run not made by --init */
+        runlog_printf(&tr->log, "--init %s applies only to a new run: %s goes on from its own nets", tr->cfg.init,
+                      tr->run_dir);
+    free(l);
     return 0;
 }
 
@@ -289,6 +355,7 @@ train_trainer_t *train_trainer_new(const train_config_t *cfg_in, const char *run
     }
     tr->be = train_backend_new(&tr->cfg, err, errlen);
     if (!tr->be) goto fail;
+    train_lineage_clock_ns(); /* the GPU minutes of the lineage count from here */
     db_model_t row;
     db_status_t st = db_model_latest(tr->db, &row);
     if (st == DB_OK) {

@@ -56,8 +56,9 @@ struct train_window {
     double *cum;            /* (cap_cum) surprise weighting: cumulative weight of window rows [0, g], else unused */
     int64_t cap_cum;
     int weighted;           /* the last select found surprises to weight by: pick_rows draws by cum */
-    int eager;              /* open (map, verify, check) every shard at select (train_window_set_eager), not when
-                               a batch first draws from it */
+    int eager;              /* open (map, verify, check) every shard at select (the default), else when a batch
+                               first draws from it (train_window_set_eager(w, 0): train --from-games) */
+    int selected;           /* train_window_select has run */
     int epochs;             /* train_window_set_epoch_order: keys from train_window_key are epoch positions */
     uint64_t epoch_seed;
     ent_t *ents;            /* sorted by id */
@@ -95,6 +96,7 @@ train_window_t *train_window_new(const char *run_dir, const shard_format_t *fmt,
     snprintf(w->run_dir, sizeof w->run_dir, "%s", run_dir);
     w->fmt = *fmt;
     w->policy_temp = 1.0f;
+    w->eager = 1; /* train --from-games turns it off (train_window_set_eager) */
     w->log = runlog_sink(log, log_user, "train: ");
     return w;
 }
@@ -104,7 +106,7 @@ int train_window_set_q_lambda(train_window_t *w, float lambda, char *err, size_t
         set_err(err, errlen, "%s: value target: lambda %g is outside [0, 1)", w->run_dir, (double)lambda);
         return -1;
     }
-    if (w->nents) {
+    if (w->nents || w->selected) {
         set_err(err, errlen, "%s: value target: lambda set after the window opened shards", w->run_dir);
         return -1;
     }
@@ -117,7 +119,7 @@ int train_window_set_policy_temp(train_window_t *w, float temp, char *err, size_
         set_err(err, errlen, "%s: policy target: temperature %g is outside [0.1, 10]", w->run_dir, (double)temp);
         return -1;
     }
-    if (w->nents) {
+    if (w->nents || w->selected) {
         set_err(err, errlen, "%s: policy target: temperature set after the window opened shards", w->run_dir);
         return -1;
     }
@@ -347,6 +349,7 @@ int train_window_select(train_window_t *w, const db_shard_t *list, int32_t n, in
     *positions = 0;
     *bad = 0;
     w->weighted = 0;
+    w->selected = 1;
     for (int32_t i = 0; i < w->nents; i++) w->ents[i].used = 0;
     w->nsegs = 0;
     w->positions = 0;
@@ -425,7 +428,7 @@ int train_window_select(train_window_t *w, const db_shard_t *list, int32_t n, in
         return -1;
     }
     if (w->be && resident_update(w) != 0) {
-        runlog_printf(&w->log, "the training window (%" PRId64 " positions) cannot stay in %s memory (%s): batches "
+        runlog_printf(&w->log, "the training window (%" PRId64 " positions) does not fit in %s memory (%s): batches "
                       "are gathered on the host and uploaded from now on", pre, nn_backend_memory(w->be), w->dev_why);
         resident_off(w);
     }

@@ -129,12 +129,14 @@ int64_t train_window_resident_bytes(const train_window_t *w); /* held in be's me
 int train_window_gather(train_window_t *w, uint64_t key, int32_t B, nn_optim_t *tr, nn_batch_t *bt, char *err,
                         size_t errlen);
 
-/* Open (map, verify the checksums of, check) every shard of the window when
- * it is selected (eager = 1: --verify-shards), instead of the default: a
- * shard joins the window by its koma.db row and is opened the first time a
- * batch draws from it, so a start costs nothing per shard (a window of 40M
- * positions in 400 shards starts at once). Resident windows and surprise
- * weighting open every shard at select in any case. */
+/* eager 1 (the default: selfplay's trainer, whose window is recent and
+ * whose bad shards count at select): every shard of the window is opened
+ * (mapped, its checksums verified, its values checked) when it is selected.
+ * eager 0 (train --from-games without --verify-shards): a shard joins the
+ * window by its koma.db row and is opened the first time a batch draws from
+ * it, so a start costs nothing per shard (40M positions in 400 shards start
+ * at once); a shard found bad then leaves the window. Resident windows and
+ * surprise weighting open every shard at select in any case. */
 void train_window_set_eager(train_window_t *w, int eager);
 
 /* Epochs (train --from-games --epochs N): from now on a key made by

@@ -172,6 +172,7 @@ usi_eval_t *usi_eval_new(const char *weights_path, const char *backend, int32_t 
     cfg.max_batch = max_batch > 0 ? max_batch : 32;
     cfg.gather_us = 100;
     cfg.expect_features_version = ENC_FEATURES_VERSION;
+    cfg.cpu_precision = NN_CPU_PREC_AUTO; /* bf16 where the CPU has it; KOMA_CPU_PRECISION=fp32 forces fp32 */
     char e[512] = "";
     ev->srv = nn_server_new(&cfg, weights_path, NULL, e, sizeof e);
     if (!ev->srv) {
@@ -186,10 +187,12 @@ usi_eval_t *usi_eval_new(const char *weights_path, const char *backend, int32_t 
         usi_eval_free(ev);
         return NULL;
     }
-    char size[32];
-    snprintf(ev->describe, sizeof ev->describe, "%s %s on %s: %s",
-             nn_net_arch_format(nc, size, sizeof size), nn_act_name(nc->act),
-             nn_server_backend_name(ev->srv), weights_path);
+    char size[32], prec[16] = "";
+    nn_server_stats_t st;
+    nn_server_stats(ev->srv, &st);
+    if (st.precision) snprintf(prec, sizeof prec, " (%s)", st.precision);
+    snprintf(ev->describe, sizeof ev->describe, "%s %s on %s%s: %s", nn_net_arch_format(nc, size, sizeof size),
+             nn_act_name(nc->act), nn_server_backend_name(ev->srv), prec, weights_path);
     return ev;
 }
 

@@ -350,7 +350,7 @@ static void test_new_dir_and_outputs(const char *base) {
     run_close(r);
     snprintf(p, sizeof p, "%s/models/sub", dir);
     mkdirs(p);
-    const char *refused[] = {"koma.db", "koma.db-wal", "koma.lock", "log", "models/0007.safetensors",
+    const char *refused[] = {"koma.db", "koma.db-wal", "koma.lock", "log", "report.html", "models/0007.safetensors",
                              "models/sub/../x", "shards/new.safetensors", "train/checkpoint.safetensors"};
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
         snprintf(p, sizeof p, "%s/%s", dir, refused[i]);
@@ -358,11 +358,21 @@ static void test_new_dir_and_outputs(const char *base) {
                    contains(err, "choose another -o"),
                "%s: %s", refused[i], err);
     }
-    const char *fine[] = {"report.html", "net.safetensors"};
+    const char *fine[] = {"net.safetensors", "report.htm"};
     for (size_t i = 0; i < sizeof fine / sizeof fine[0]; i++) {
         snprintf(p, sizeof p, "%s/%s", dir, fine[i]);
         CHECKF(run_output_check(p, dir, "report", "-o", err, sizeof err) == 0, "%s: %s", fine[i], err);
     }
+    /* report.html: the run's report, written by `report RUN` alone: its own run's, not another's nor the log */
+    snprintf(p, sizeof p, "%s/report.html", dir);
+    CHECKF(run_output_check_own(p, dir, RUN_REPORT, "report", "-o", err, sizeof err) == 0, "own report: %s", err);
+    CHECKF(run_output_check_own(p, NULL, RUN_REPORT, "report", "-o", err, sizeof err) != 0 &&
+               contains(err, "it is the run's report"),
+           "report.html with no run given: %s", err);
+    CHECKF(run_output_check_own(p, base, RUN_REPORT, "report", "-o", err, sizeof err) != 0,
+           "report.html of another run: %s", err);
+    snprintf(p, sizeof p, "%s/log", dir);
+    CHECKF(run_output_check_own(p, dir, RUN_REPORT, "report", "-o", err, sizeof err) != 0, "log as own: %s", err);
     snprintf(p, sizeof p, "%s/no/such/dir/x.html", base);
     CHECK(run_output_check(p, NULL, "report", "-o", err, sizeof err) != 0 && contains(err, "does not exist"));
 }

@@ -147,6 +147,14 @@ static void test_pipe(const char *base) {
     CHECKF(count(text, "/2 published") == 2 && count(text, "| games") <= 2 + minutes,
            "the log: %d published, %d status in %lld minute(s):\n%s", count(text, "/2 published"),
            count(text, "| games"), (long long)minutes, text);
+    /* a new run's trainer starts from its new net (it resumes nothing), and the last status line, with
+     * self-play done, counts the run's games (not "games 0/4 (total 8 ...)") */
+    CHECKF(strstr(text, "train: starting ") && strstr(text, "(cycle 0, no training steps yet)") &&
+               !strstr(text, "(cycle 0, step 0)"),
+           "the log of a new run does not say the trainer starts from the new net:\n%s", text);
+    const char *last = NULL;
+    for (const char *p = strstr(text, "| games"); p; p = strstr(p + 1, "| games")) last = p;
+    CHECKF(last && !strncmp(last, "| games 8 in all |", 18), "the last status line: %.60s", last ? last : "(none)");
     free(text);
 
     /* --quiet: no status, no ordinary events */

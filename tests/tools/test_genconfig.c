@@ -1,5 +1,5 @@
 /* test_genconfig.c - `genconfig` on the CPU, through the real binaries:
- *   - a short run (--seconds 1, a tiny net) prints one table row per setting
+ *   - a short run (--seconds 1, a tiny net) prints, within 80 columns, one table row per setting
  *     tried (row 1 the defaults, then 2 values of threads and 2 of
  *     games-per-thread, no setting twice), marks the chosen row, and writes
  *     an INI that `selfplay --config` accepts, whose keys are the chosen
@@ -13,7 +13,9 @@
  *     its own file;
  *   - --out never replaces a directory or a file genconfig did not write,
  *     nor writes into a run, and refuses before measuring; --backend cuda without a device is an
- *     error that says what to do.
+ *     error that says what to do;
+ *   - on a busy machine (KOMA_TEST_LOADAVG in place of the load average) a
+ *     warning before the table and a note in the INI.
  * argv: genconfig, selfplay. */
 #include "tests/koma_test.h"
 
@@ -54,15 +56,17 @@ typedef struct {
     double pos_s, evals_s;
 } row_t;
 
-/* One table row ("* 3  threads 8  ...  8 8 2 256 0 | 91.2 ..."), 1 when the line is one. */
+/* One table row ("*  3 threads 8            8   8   2  256    0 |   91.2 ..."): the mark, the row number, the
+ * flag tried in 19 columns from column 5, the values from column 25; 1 when the line is one. */
 static int parse_row(const char *line, row_t *r) {
     if ((line[0] != ' ' && line[0] != '*') || strlen(line) < 40) return 0;
     if (sscanf(line + 1, "%d", &r->row) != 1) return 0;
     r->mark = line[0];
-    snprintf(r->tries, sizeof r->tries, "%.22s", line + 7);
+    if (strlen(line) < 30) return 0;
+    snprintf(r->tries, sizeof r->tries, "%.19s", line + 5);
     for (char *e = r->tries + strlen(r->tries); e > r->tries && e[-1] == ' ';) *--e = 0;
     r->pos_s = r->evals_s = -1;
-    return sscanf(line + 29, "%lld %lld %lld %lld %lld | %lf %lf", &r->threads, &r->games, &r->streams, &r->max_batch,
+    return sscanf(line + 25, "%lld %lld %lld %lld %lld | %lf %lf", &r->threads, &r->games, &r->streams, &r->max_batch,
                   &r->gather, &r->pos_s, &r->evals_s) >= 5;
 }
 
@@ -76,8 +80,7 @@ static int parse_table(char *text, row_t *rows, int cap, int *tried, row_t *chos
         char *e = strchr(p, '\n');
         if (e) *e = 0;
         row_t r;
-        if (sscanf(p, "genconfig: %d settings tried", tried) == 1)
-            after = 1;
+        if (sscanf(p, "genconfig: %d settings tried", tried) == 1) after = 1;
         else if (parse_row(p, &r)) {
             if (!after && n < cap) rows[n++] = r;
             if (after) *chosen = r;
@@ -143,18 +146,20 @@ static void check_memory(const char *text) {
     const char *cpus = m ? strstr(m, " CPUs, ") : NULL;
     double gib = -1;
     CHECKF(cpus && sscanf(cpus, " CPUs, %lf GiB memory", &gib) == 1 && fabs(gib - (double)mem / (1 << 30)) < 0.06,
-           "genconfig shows %.1f GiB of memory, compat_memory_total() %.2f GiB: %.120s", gib,
-           (double)mem / (1 << 30), m ? m : "(no 'this machine:' line)");
+           "genconfig shows %.1f GiB of memory, compat_memory_total() %.2f GiB: %.120s", gib, (double)mem / (1 << 30),
+           m ? m : "(no 'this machine:' line)");
 }
 
 static void test_short_run(const char *base) {
     char ini[700], out[700];
     snprintf(ini, sizeof ini, "%s/machine.ini", base);
     snprintf(out, sizeof out, "%s/genconfig.txt", base);
-    const char *argv[] = {g_genconfig, "--seconds", "1", "--warmup", "0.5", "--net", "1x8", "--backend", "cpu",
-                          "--cache-mb", "8", "--out", ini, NULL};
+    const char *argv[] = {g_genconfig, "--seconds", "1",          "--warmup", "0.5",   "--net", "1x8",
+                          "--backend", "cpu",       "--cache-mb", "8",        "--out", ini,     NULL};
     char *text;
+    compat_setenv("KOMA_TEST_LOADAVG", "0");
     int st = run(argv, out, &text);
+    compat_setenv("KOMA_TEST_LOADAVG", NULL);
     CHECKF(st == 0, "genconfig exited %d:\n%s", st, text);
     fprintf(stderr, "%s", text);
     row_t rows[32], chosen;
@@ -185,6 +190,12 @@ static void test_short_run(const char *base) {
     }
     CHECKF(chosen.row >= 1 && chosen.row <= n && chosen.mark == '*', "no chosen row (%d)", chosen.row);
     check_memory(text);
+    /* what a terminal shows fits 80 columns (the table was 122, the settings line 146); no warning about the
+     * load where none is (KOMA_TEST_LOADAVG=0) */
+    int longest = 0, cur = 0;
+    for (const char *p = text; *p; p++) cur = *p == '\n' ? 0 : cur + 1, longest = cur > longest ? cur : longest;
+    CHECKF(longest <= 80, "genconfig printed a line of %d columns:\n%s", longest, text);
+    CHECKF(!strstr(text, "busy ("), "a warning about the load where there was none:\n%s", text);
     free(text);
 
     /* the INI: genconfig's first line, the chosen row's values where they are not the defaults */
@@ -195,13 +206,10 @@ static void test_short_run(const char *base) {
     const char *v = ini_value(body, "threads");
     if (chosen.threads == 2 * cpus)
         CHECKF(v == NULL, "threads = %s written, but the chosen row has the default (two per CPU)", v);
-    else
-        CHECKF(v && atoll(v) == chosen.threads, "threads = %s, chosen row %lld", v ? v : "(none)", chosen.threads);
+    else CHECKF(v && atoll(v) == chosen.threads, "threads = %s, chosen row %lld", v ? v : "(none)", chosen.threads);
     v = ini_value(body, "games-per-thread");
-    if (chosen.games == 8)
-        CHECKF(v == NULL, "games-per-thread = %s written, the default", v);
-    else
-        CHECKF(v && atoll(v) == chosen.games, "games-per-thread = %s, chosen %lld", v ? v : "(none)", chosen.games);
+    if (chosen.games == 8) CHECKF(v == NULL, "games-per-thread = %s written, the default", v);
+    else CHECKF(v && atoll(v) == chosen.games, "games-per-thread = %s, chosen %lld", v ? v : "(none)", chosen.games);
     /* every game of the chosen row at once fits in one cycle (selfplay's default 24 otherwise) */
     v = ini_value(body, "games-per-cycle");
     if (chosen.threads * chosen.games <= 24)
@@ -256,8 +264,9 @@ static void test_given(const char *base) {
     snprintf(start, sizeof start, "%s/start.ini", base);
     char err[256];
     KOMA_ASSERT(compat_write_file_durable(start, "threads = 3\n", 12, err, sizeof err) == 0);
-    const char *argv[] = {g_genconfig, "--config", start, "--seconds", "0.5", "--warmup", "0.3", "--net", "1x8",
-                          "--backend", "cpu", "--games-per-thread", "6", "--cache-mb", "8", "--out", ini, NULL};
+    const char *argv[] = {g_genconfig, "--config",   start, "--seconds", "0.5", "--warmup",
+                          "0.3",       "--net",      "1x8", "--backend", "cpu", "--games-per-thread",
+                          "6",         "--cache-mb", "8",   "--out",     ini,   NULL};
     char *text;
     int st = run(argv, out, &text);
     CHECKF(st == 0, "genconfig exited %d:\n%s", st, text);
@@ -279,8 +288,7 @@ static void test_given(const char *base) {
     const char *v = body ? ini_value(body, "threads") : NULL;
     if (chosen.threads == 2 * cpus)
         CHECKF(v == NULL, "threads = %s written, but the chosen row has the default (two per CPU)", v);
-    else
-        CHECKF(v && atoll(v) == chosen.threads, "threads = %s, chosen row %lld", v ? v : "(none)", chosen.threads);
+    else CHECKF(v && atoll(v) == chosen.threads, "threads = %s, chosen row %lld", v ? v : "(none)", chosen.threads);
     free(body);
 }
 
@@ -295,8 +303,9 @@ static void test_cycle(const char *base) {
     char ini[700], out[700], err[1024];
     snprintf(ini, sizeof ini, "%s/cycle.ini", base);
     snprintf(out, sizeof out, "%s/cycle.txt", base);
-    const char *a1[] = {g_genconfig, "--seconds", "0.5", "--warmup", "0.3", "--net", "1x8", "--backend", "cpu",
-                        "--cache-mb", "8", "--threads", "2", "--games-per-thread", "32", "--out", ini, NULL};
+    const char *a1[] = {g_genconfig, "--seconds",          "0.5", "--warmup",   "0.3", "--net",
+                        "1x8",       "--backend",          "cpu", "--cache-mb", "8",   "--threads",
+                        "2",         "--games-per-thread", "32",  "--out",      ini,   NULL};
     char *text;
     int st = run(a1, out, &text);
     CHECKF(st == 0, "genconfig exited %d:\n%s", st, text);
@@ -317,11 +326,12 @@ static void test_cycle(const char *base) {
     n += train_config_flags(&t, opts + n, TRAIN_CONFIG_NFLAGS);
     CHECKF(cfg_load_file(opts, n, ini, err, sizeof err) == CFG_OK, "%s: %s", ini, err);
     CHECKF(c.games_per_thread == 32 && sp_config_games_per_thread(&c) == 32,
-           "selfplay plays %lld games per thread with %s, not the 32 measured", (long long)sp_config_games_per_thread(&c),
-           ini);
+           "selfplay plays %lld games per thread with %s, not the 32 measured",
+           (long long)sp_config_games_per_thread(&c), ini);
 
-    const char *a2[] = {g_genconfig, "--seconds", "0.5", "--warmup", "0.3", "--net", "1x8", "--backend", "cpu",
-                        "--cache-mb", "8", "--threads", "2", "--games-per-cycle", "6", "--out", ini, NULL};
+    const char *a2[] = {g_genconfig, "--seconds",         "0.5", "--warmup",   "0.3", "--net",
+                        "1x8",       "--backend",         "cpu", "--cache-mb", "8",   "--threads",
+                        "2",         "--games-per-cycle", "6",   "--out",      ini,   NULL};
     st = run(a2, out, &text);
     CHECKF(st == 0, "genconfig exited %d:\n%s", st, text);
     CHECKF(strstr(text, "--games-per-thread 8 capped at 6"), "the start's cap not said:\n%s", text);
@@ -362,8 +372,8 @@ static void test_refusals(const char *base) {
     KOMA_ASSERT(compat_write_file_durable(db, "", 0, err, sizeof err) == 0);
     const char *targets[] = {dir, mine, inrun};
     for (int i = 0; i < 3; i++) {
-        const char *argv[] = {g_genconfig, "--seconds", "30", "--net", "1x8", "--backend", "cpu", "--out",
-                              targets[i], NULL};
+        const char *argv[] = {g_genconfig, "--seconds", "30",    "--net",    "1x8",
+                              "--backend", "cpu",       "--out", targets[i], NULL};
         int64_t t0 = compat_now_ms();
         char *text;
         int st = run(argv, out, &text);
@@ -387,6 +397,31 @@ static void test_refusals(const char *base) {
     }
 }
 
+/* A busy machine (a load average of 3 per CPU, given through KOMA_TEST_LOADAVG): genconfig warns before it
+ * measures, says why the figures may mislead, and the INI's header says it was measured busy. */
+static void test_busy(const char *base) {
+    char ini[700], out[700], load[32];
+    snprintf(ini, sizeof ini, "%s/busy.ini", base);
+    snprintf(out, sizeof out, "%s/busy.txt", base);
+    snprintf(load, sizeof load, "%d.5", 3 * compat_cpu_count());
+    const char *argv[] = {g_genconfig, "--seconds",          "0.3", "--warmup",   "0.1", "--net",
+                          "1x8",       "--backend",          "cpu", "--cache-mb", "8",   "--threads",
+                          "1",         "--games-per-thread", "2",   "--out",      ini,   NULL};
+    char *text;
+    compat_setenv("KOMA_TEST_LOADAVG", load);
+    int st = run(argv, out, &text);
+    compat_setenv("KOMA_TEST_LOADAVG", NULL);
+    const char *w = strstr(text, "warning: this machine is busy (load average");
+    const char *row1 = strstr(text, "   1 start");
+    CHECKF(st == 0 && w && strstr(w, load) && strstr(w, "idle machine") && row1 && w < row1,
+           "a busy machine: exit %d, no warning before the table:\n%s", st, text);
+    free(text);
+    text = t_read_file(ini, NULL);
+    CHECKF(text && strstr(text, "busy while measured (load average"), "the INI does not say it was measured busy:\n%s",
+           text ? text : "(none)");
+    free(text);
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: test_genconfig GENCONFIG SELFPLAY\n");
@@ -397,6 +432,7 @@ int main(int argc, char **argv) {
     const char *base = t_scratch("genconfig");
     test_refusals(base);
     test_short_run(base);
+    test_busy(base);
     test_given(base);
     test_cycle(base);
     if (!atomic_load(&g_fail)) t_rm_rf(base);

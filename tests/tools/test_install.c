@@ -7,7 +7,7 @@
  * "NAME (Koma) VERSION"; the commit and the parts built in follow. NAME is
  * the installed name (koma-report, not report): every koma-* tool reads it
  * from argv[0] and also names itself so in its usage and messages, and its
- * --help fits 80 columns (check_names).
+ * --help fits 80 columns and exits 0 (check_names), as every line of --version.
  * argv: cmake, the build directory, the project version. Skips (77) where
  * cmake cannot be run (a cross build under wine). */
 #include "tests/koma_test.h"
@@ -39,6 +39,7 @@ static void check_names(const char *exe, const char *name, const char *out) {
     const char *h[] = {exe, "--help", NULL};
     int status = -1;
     CHECKF(compat_run_io(h, out, out, &status, err, sizeof err) == 0, "%s --help: %s", exe, err);
+    CHECKF(status == 0, "%s --help exited %d, not 0 (as every other tool)", exe, status);
     char *text = t_read_file(out, NULL);
     snprintf(want, sizeof want, "usage: %s ", name);
     CHECKF(text && strstr(text, want), "%s --help does not say '%s':\n%s", exe, want, text ? text : "");
@@ -101,8 +102,10 @@ int main(int argc, char **argv) {
         CHECKF(strncmp(text, want, strlen(want)) == 0, "%s --version printed '%s', not '%s' first", exe, text, want);
         const char *rest = text + strcspn(text, "\n") + (text[strcspn(text, "\n")] ? 1 : 0);
         CHECKF(strncmp(rest, "commit ", 7) == 0 && strstr(rest, "\nCUDA: ") && strstr(rest, "; oneDNN: ") &&
-                   strstr(rest, "; BLAS: ") && strstr(rest, "; MPI: ") && strstr(rest, "; NCCL: "),
+                   strstr(rest, "; BLAS: ") && strstr(rest, "\nMPI: ") && strstr(rest, "; NCCL: "),
                "%s --version names no commit or parts built in:\n%s", exe, text);
+        CHECKF(longest_line(text) <= 80, "%s --version has a line of %d characters:\n%s", exe, longest_line(text),
+               text);
         free(text);
         if (strncmp(progs[i][0], "koma-", 5) == 0) check_names(exe, progs[i][0], out);
     }

@@ -244,6 +244,7 @@ static void test_sets_and_epochs(const char *dir) {
     train_window_t *w = train_window_new(r.dir, &fmt, NULL, NULL, err, sizeof err);
     shard_batch_t *bt = shard_batch_new(&fmt, B, 0, err, sizeof err);
     KOMA_ASSERT(w && bt);
+    train_window_set_eager(w, 0); /* as train --from-games */
     int64_t positions = 0;
     int32_t bad = 0;
     CHECK_OK(train_window_select(w, list, n, -1, 0, &positions, &bad, err, sizeof err), err);
@@ -308,6 +309,7 @@ static void test_sets_and_epochs(const char *dir) {
     free(bytes);
     w = train_window_new(r.dir, &fmt, NULL, NULL, err, sizeof err);
     KOMA_ASSERT(w);
+    train_window_set_eager(w, 0);
     positions = 0;
     CHECK_OK(train_window_select(w, list, n, -1, 0, &positions, &bad, err, sizeof err), err);
     CHECKF(positions == P && bad == 0, "the damaged shard is not read at select (lazy): %lld positions, %d bad",
