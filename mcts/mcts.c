@@ -846,6 +846,26 @@ static int32_t most_visited_child(const mcts_tree_t *t, int32_t node) {
     return best;
 }
 
+int32_t mcts_tree_pv(const mcts_tree_t *t, move_t first, move_t *pv, int32_t max) {
+    const mcts_node_t *r = &t->nodes[0];
+    int32_t len = 0, node = -1;
+    if (max <= 0 || r->state != NODE_EXPANDED) return 0;
+    for (int32_t i = 0; i < r->edge_n; i++)
+        if (t->e_move[r->edge_begin + i] == first) {
+            pv[len++] = first;
+            node = t->e_child[r->edge_begin + i];
+            break;
+        }
+    while (len < max && node >= 0 && t->nodes[node].state == NODE_EXPANDED) {
+        int32_t e = most_visited_child(t, node);
+        if (e < 0) break;
+        const mcts_node_t *x = &t->nodes[node];
+        pv[len++] = t->e_move[x->edge_begin + (uint32_t)e];
+        node = t->e_child[x->edge_begin + (uint32_t)e];
+    }
+    return len;
+}
+
 void mcts_search_result(mcts_tree_t *t, mcts_result_t *res) {
     res->best = res->best_greedy = MOVE_NONE;
     res->n = 0;

@@ -231,6 +231,11 @@ typedef struct mcts_tree mcts_tree_t;
 mcts_tree_t *mcts_tree_new(const mcts_params_t *params, mcts_cache_t *cache);
 void mcts_tree_free(mcts_tree_t *t); /* NULL ok */
 const mcts_params_t *mcts_tree_params(const mcts_tree_t *t);
+/* The line that starts with root move `first`: it, then the most visited
+ * child at each node (mcts_search_result's PV rule), at most max moves
+ * (MCTS_PV_MAX fits). 0 when first is not a root move or the root is not
+ * expanded. For analysis lines of other root moves (USI MultiPV). */
+int32_t mcts_tree_pv(const mcts_tree_t *t, move_t first, move_t *pv, int32_t max);
 /* Replaces the parameters that do not size the pool (node/edge limits and
  * search_batch are kept). */
 void mcts_tree_set_params(mcts_tree_t *t, const mcts_params_t *params);

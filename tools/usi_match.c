@@ -277,7 +277,8 @@ static void time_control_text(const match_cfg_t *cfg, char *buf, size_t len) {
 
 /* Writes <csa_dir>/game-NNNN.csa durably, never over a run's file or a
  * non-regular file (run_output_write). times_ms[i]: time of move i (-1 for
- * opening moves). */
+ * opening moves); each timed move's T line (whole seconds, as CSA has them)
+ * is followed by a comment with its milliseconds, "'ms 93". */
 static int write_csa(const match_t *m, int32_t gi, const ref_game_t *g, const int64_t *times_ms, int32_t n_open,
                      const char *black, const char *white, time_t started, time_t ended, char *err, size_t errlen) {
     char path[1200];
@@ -303,6 +304,8 @@ static int write_csa(const match_t *m, int32_t gi, const ref_game_t *g, const in
         char mv[8];
         csa_move(pos, g->moves[i], mv);
         sb_printf(f, "%s\nT%lld\n", mv, (long long)(i < n_open || times_ms[i] < 0 ? 0 : times_ms[i] / 1000));
+        if (i >= n_open && times_ms[i] >= 0) /* T is whole seconds */
+            sb_printf(f, "'ms %lld\n", (long long)times_ms[i]);
         pos_do_move(pos, g->moves[i]);
     }
     free(pos);

@@ -250,6 +250,36 @@ int train_move_labels(const shard_t *s, uint16_t *out) {
     return 0;
 }
 
+#define LABEL_PENDING 0xFFFEu /* a lazily opened shard's label not made yet (never a label: < SHARD_LABEL_NB) */
+
+/* Row r's move label in the label array of s (train_move_labels' rule, one row). */
+static uint16_t row_label(const shard_t *s, int64_t r, pos_t *pos) {
+    const shard_columns_t *c = shard_columns(s);
+    const shard_format_t *f = shard_format(s);
+    shard_row_pos(c, r, pos);
+    int32_t lab = encode_move_label(pos, c->move[r]);
+    int masked = c->legal && (int64_t)f->legal_bytes * 8 >= SHARD_LABEL_NB;
+    int ok = lab >= 0 && lab < SHARD_LABEL_NB && (!masked || encode_bit(c->legal + r * f->legal_bytes, lab));
+    return ok ? (uint16_t)lab : SHARD_LABEL_UNKNOWN;
+}
+
+/* The labels rows[0..n) of sg and the rows after them (the opponent-reply targets) need, made now where a lazily
+ * opened shard has not made them yet. 0, or -1 when out of memory. */
+static int labels_for(const seg_t *sg, const int64_t *rows, int32_t n) {
+    uint16_t *lab = (uint16_t *)sg->label;
+    pos_t *pos = NULL;
+    int64_t R = shard_rows(sg->sh);
+    for (int32_t i = 0; i < n; i++)
+        for (int64_t r = rows[i]; r < rows[i] + 2 && r < R; r++) {
+            if (lab[r] != LABEL_PENDING) continue;
+            if (!pos && !(pos = malloc(sizeof *pos))) return -1;
+            memset(pos, 0, offsetof(pos_t, hist));
+            lab[r] = row_label(sg->sh, r, pos);
+        }
+    free(pos);
+    return 0;
+}
+
 /* The cache entry of shard row s, opened now if new. NULL only when out of memory. */
 static ent_t *ent_get(train_window_t *w, const db_shard_t *s) {
     int32_t at = ent_find(w, s->id);
@@ -285,8 +315,13 @@ static ent_t *ent_get(train_window_t *w, const db_shard_t *s) {
         if (w->q_lambda > 0) e->q = malloc(sizeof(float) * (size_t)(rows > 0 ? rows : 1));
         if (w->policy_temp != 1.0f) e->prob = malloc(sizeof(float) * (size_t)(nnz > 0 ? nnz : 1));
         e->label = malloc(sizeof(uint16_t) * (size_t)(rows > 0 ? rows : 1));
+        /* Lazily opened (train --from-games): each row's label when a batch first takes the row (labels_for);
+         * a shard's every row at once would decode 100,000 positions before its first batch. */
+        int lazy = !w->eager && !w->be;
+        if (e->label && lazy)
+            for (int64_t r = 0; r < rows; r++) e->label[r] = LABEL_PENDING;
         if ((w->q_lambda > 0 && !e->q) || (w->policy_temp != 1.0f && !e->prob) || !e->label ||
-            train_move_labels(e->sh, e->label) != 0) {
+            (!lazy && train_move_labels(e->sh, e->label) != 0)) {
             free(e->q);
             free(e->prob);
             free(e->label);
@@ -712,6 +747,10 @@ int train_window_sample(train_window_t *w, uint64_t key, int32_t B, shard_batch_
         }
         const seg_t *sg = &w->segs[w->picks[b].seg];
         int32_t at = batch->B;
+        if (labels_for(sg, w->rows, e - b) != 0) {
+            set_err(err, errlen, "%s: training batch: out of memory", w->run_dir);
+            return -1;
+        }
         if (shard_row_batch_labels(sg->sh, sg->label, w->rows, e - b, batch, err, errlen) != 0) return -1;
         if (sg->q)
             for (int32_t i = 0; i < e - b; i++) batch->root_q[at + i] = sg->q[w->rows[i]];

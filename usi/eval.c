@@ -155,6 +155,71 @@ int usi_net_shipped(char *path, size_t pathlen, char *looked, size_t lookedlen) 
     return -1;
 }
 
+typedef struct {
+    compat_mutex_t mu;
+    compat_cond_t cv;
+    int released;
+} probe_t;
+
+static void *probe_main(void *arg) {
+    probe_t *p = arg;
+    compat_mutex_lock(&p->mu);
+    while (!p->released) compat_cond_wait(&p->cv, &p->mu);
+    compat_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+int32_t usi_threads_startable(int32_t want) {
+    compat_thread_t *t = want > 0 ? malloc((size_t)want * sizeof *t) : NULL;
+    if (!t) return want > 0 ? 1 : 0;
+    probe_t p;
+    compat_mutex_init(&p.mu);
+    compat_cond_init(&p.cv);
+    p.released = 0;
+    int32_t n = 0;
+    while (n < want && compat_thread_create(&t[n], probe_main, &p) == 0) n++;
+    compat_mutex_lock(&p.mu);
+    p.released = 1;
+    compat_cond_broadcast(&p.cv);
+    compat_mutex_unlock(&p.mu);
+    for (int32_t i = 0; i < n; i++) compat_thread_join(t[i]);
+    compat_cond_destroy(&p.cv);
+    compat_mutex_destroy(&p.mu);
+    free(t);
+    return n;
+}
+
+/* One forward of every batch size a search can send (1..max_batch; above
+ * USI_WARM_ALL only powers of two), within USI_WARM_MS: a backend builds its
+ * kernels for a batch size the first time it sees it (oneDNN: 20-40 ms on a
+ * loaded 2-core machine, where a move may have 50), so that happens here and
+ * not on a move's clock. Returns how many sizes were run. */
+enum { USI_WARM_ALL = 64, USI_WARM_MS = 1000 };
+static int32_t warm_sizes(nn_server_t *srv, int32_t max_batch) {
+    int32_t cap = max_batch, done = 0;
+    uint8_t *packed = calloc((size_t)cap, ENC_PACKED_BYTES);
+    float *hand = calloc((size_t)cap, ENC_HAND * sizeof(float)), *value = calloc((size_t)cap, 3 * sizeof(float));
+    float *ml = calloc((size_t)cap, sizeof(float)), policy[1];
+    uint32_t *offsets = calloc((size_t)cap + 1, sizeof(uint32_t)); /* no labels: no policy logits */
+    uint16_t labels[1] = {0};
+    int64_t until = compat_now_ms() + USI_WARM_MS;
+    for (int32_t n = 1; packed && hand && value && ml && offsets && n <= cap && compat_now_ms() < until;
+         n = n < USI_WARM_ALL ? n + 1 : (n * 2 > cap && n < cap ? cap : n * 2)) {
+        nn_server_request_t req = {0};
+        req.n = n, req.packed = packed, req.hand = hand, req.label_offsets = offsets, req.labels = labels;
+        req.value = value, req.policy = policy, req.moves_left = ml;
+        nn_server_ticket_t t;
+        nn_server_result_t res;
+        char e[256];
+        if (nn_server_submit(srv, &req, &t, e, sizeof e) != NN_SERVER_OK ||
+            nn_server_wait(srv, t, &res) != NN_SERVER_OK)
+            break; /* a failing net is reported by the search */
+        done++;
+    }
+    free(packed), free(hand), free(value), free(ml), free(offsets);
+    return done;
+}
+
 usi_eval_t *usi_eval_new(const char *weights_path, const char *backend, int32_t threads, int32_t max_batch, char *err,
                       size_t errlen) {
     usi_eval_t *ev = calloc(1, sizeof *ev);
@@ -187,6 +252,7 @@ usi_eval_t *usi_eval_new(const char *weights_path, const char *backend, int32_t 
         usi_eval_free(ev);
         return NULL;
     }
+    warm_sizes(ev->srv, cfg.max_batch);
     char size[32], prec[16] = "";
     nn_server_stats_t st;
     nn_server_stats(ev->srv, &st);

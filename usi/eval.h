@@ -46,6 +46,12 @@ int usi_net_shipped(char *path, size_t pathlen, char *looked, size_t lookedlen);
 
 typedef struct usi_eval usi_eval_t;
 
+/* How many threads can run at once here (at most want): each started and
+ * held until all are, then released and joined. A Threads value the machine
+ * cannot give (a `ulimit -v` too small for that many stacks) would otherwise
+ * end koma inside the OpenMP runtime ("libgomp: Thread creation failed"). */
+int32_t usi_threads_startable(int32_t want);
+
 /* An evaluator for weights_path ("" or NULL: uniform). NULL with err when the
  * file cannot be served (bad file, wrong encoding, no CUDA, ...). */
 usi_eval_t *usi_eval_new(const char *weights_path, const char *backend, int32_t threads, int32_t max_batch, char *err,

@@ -26,10 +26,12 @@ static int opt_table(usi_options_t *o, cfg_opt_t *t) {
         {"Threads", CFG_TYPE_INT, &o->threads, 1, 1024, "cpu backend threads"}, /* default: the CPUs */
         {"BatchSize", CFG_TYPE_INT, &o->batch, 1, 1024, "leaves per network batch", "32"},
         {"NodeLimit", CFG_TYPE_INT, &o->node_limit, 0, INT32_MAX, "visits per move, 0 = time only", "0"},
-        {"NetworkDelay", CFG_TYPE_INT, &o->network_delay, 0, 60000,
-         "ms of lag kept back on every timed move (ByoyomiMargin sets this and NetworkDelay2)", "120"},
-        {"NetworkDelay2", CFG_TYPE_INT, &o->network_delay2, 0, 60000,
-         "ms of lag kept back when a move uses the clock to its end (byoyomi)", "300"},
+        {"NetworkDelay", CFG_TYPE_INT, &o->network_delay, -1, 60000,
+         "ms of lag kept back on every timed move; -1: a tenth of the move's time, at most 120 (ByoyomiMargin sets "
+         "this and NetworkDelay2)",
+         "-1"},
+        {"NetworkDelay2", CFG_TYPE_INT, &o->network_delay2, -1, 60000,
+         "ms of lag kept back when a move uses the clock to its end (byoyomi); -1: a tenth of it, at most 300", "-1"},
         {"MinimumThinkingTime", CFG_TYPE_INT, &o->minimum_ms, 0, 60000, "ms a timed move thinks at least", "0"},
         {"ResignThreshold", CFG_TYPE_DOUBLE, &o->resign, 0, 1, "resign below this win probability, 0 = never", "0"},
         {"USI_Ponder", CFG_TYPE_BOOL, &o->ponder, 1, 0, "ponder (false: no ponder move in bestmove)", "false"},

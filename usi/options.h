@@ -18,11 +18,15 @@
  *   Threads        spin    CPUs     CPU threads of the cpu backend's BLAS (1..1024)
  *   BatchSize      spin    32       leaves per network batch (1..1024)
  *   NodeLimit      spin    0        visits per move; 0 = time only (0..2147483647)
- *   NetworkDelay   spin    300      ms of lag a move costs beyond the search, kept
- *                                   back on every timed move (0..60000); the old
- *                                   name ByoyomiMargin sets it and NetworkDelay2
- *   NetworkDelay2  spin    300      ms kept back when a move uses the clock to its
- *                                   end (byoyomi only left) (0..60000)
+ *   NetworkDelay   spin    -1       ms of lag a move costs beyond the search, kept
+ *                                   back on every timed move (-1..60000); -1, the
+ *                                   default: a tenth of the move's time, at most
+ *                                   120 ms (mcts/timeman.h); the old name
+ *                                   ByoyomiMargin sets it and NetworkDelay2
+ *   NetworkDelay2  spin    -1       ms kept back when a move uses the clock to its
+ *                                   end (byoyomi only left) (-1..60000); -1: a
+ *                                   tenth of it, at most 300 ms. A value set is
+ *                                   kept back in full, whatever the clock
  *   MinimumThinkingTime spin 0      ms a timed move thinks at least (soft limit;
  *                                   never past the hard one) (0..60000)
  *   ResignThreshold string 0        resign when the chosen move's win probability
@@ -78,8 +82,8 @@ typedef struct {
     int64_t threads;
     int64_t batch;
     int64_t node_limit;
-    int64_t network_delay;   /* NetworkDelay (alias ByoyomiMargin) */
-    int64_t network_delay2;  /* NetworkDelay2 */
+    int64_t network_delay;   /* NetworkDelay (alias ByoyomiMargin); -1: automatic */
+    int64_t network_delay2;  /* NetworkDelay2; -1: automatic */
     int64_t minimum_ms;      /* MinimumThinkingTime */
     double resign;
     int ponder;

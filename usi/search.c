@@ -117,12 +117,20 @@ void usi_search_info(usi_search_t *s) {
     }
     for (int32_t k = 0; k < n && k < s->multipv; k++) {
         int32_t i = order[k];
-        char one[2 * MOVE_USI_MAX + 8];
+        char line[MCTS_PV_MAX * MOVE_USI_MAX + 8];
         bool full_pv = r->pv_len > 0 && r->pv[0] == r->moves[i];
-        if (!full_pv) moves_text(&r->moves[i], 1, one, sizeof one);
+        if (!full_pv) { /* the line of this root move, from the tree */
+            move_t other[MCTS_PV_MAX];
+            int32_t len = mcts_tree_pv(s->tree, r->moves[i], other, MCTS_PV_MAX);
+            if (len <= 0) {
+                other[0] = r->moves[i];
+                len = 1;
+            }
+            moves_text(other, len, line, sizeof line);
+        }
         float q = r->visits[i] > 0 ? r->q[i] : usi_result_value(r);
         usi_out_line(s->out, "info multipv %d %s score cp %d pv%s", k + 1, head, usi_value_to_cp(q),
-                     full_pv ? pv : one);
+                     full_pv ? pv : line);
     }
 }
 
@@ -155,6 +163,18 @@ static bool result_stable(const mcts_result_t *r) {
     return bv >= 0 && bv == bq;
 }
 
+/* Has this search completed a playout (a leaf evaluated and backed up, not
+ * only sent)? Until it has, no deadline ends it: the answer is then at the
+ * least the net's own choice at the root. Looks at the tree only until it
+ * has (the answer does not change back). */
+static bool searched(usi_search_t *s) {
+    if (s->searched_) return true;
+    mcts_search_result(s->tree, s->res);
+    s->searched_ = s->res->playouts > mcts_pending(s->tree) && s->res->best != MOVE_NONE;
+    s->forced_ = s->searched_ && s->res->n == 1;
+    return s->searched_;
+}
+
 static int32_t in_flight(const usi_search_t *s) {
     return (s->batch[0] && s->batch[0]->in_flight) + (s->batch[1] && s->batch[1]->in_flight);
 }
@@ -176,6 +196,7 @@ static void batch_done(usi_search_t *s, int i, int64_t now) {
 static int32_t batch_allowance(const usi_search_t *s, int64_t soft, int64_t hard, int64_t now, int32_t bs) {
     int32_t busy = in_flight(s);
     if (soft && now >= soft && busy >= 1) return 0;
+    if (hard && now >= hard) return 0;
     if (!hard || s->pos_ms_ <= 0) return bs;
     double queued = 0;
     for (int i = 0; i < 2; i++)
@@ -193,6 +214,7 @@ void usi_search_run(usi_search_t *s, const usi_search_limits_t *lim) {
     s->mate = 0;
     s->depth_sum_ = s->depth_n_ = 0;
     s->playouts = 0;
+    s->searched_ = s->forced_ = false;
     s->depth = s->seldepth = 0;
     mcts_limits_t ml;
     memset(&ml, 0, sizeof ml);
@@ -207,7 +229,8 @@ void usi_search_run(usi_search_t *s, const usi_search_limits_t *lim) {
     mcts_search_begin(t, &ml);
     int64_t next_info = compat_now_ms() + interval, next_stable = 0;
     uint64_t seq = 0, batch_seq[2] = {0, 0};
-    bool tried = false; /* a batch was collected (or could not be) */
+    bool tried = false;     /* a batch was collected (or could not be) */
+    bool delivered = false; /* a batch was taken in since the last look at the tree */
     int64_t spins = 0;
     for (;;) {
         /* the first batch (the root) always goes out: a stop right after go
@@ -220,20 +243,23 @@ void usi_search_run(usi_search_t *s, const usi_search_limits_t *lim) {
             hard = lim->hard_rel ? at + lim->hard_rel : 0;
         }
         if (!pondering) {
-            if (hard && now >= hard) break;
-            if (soft && now >= soft && now >= next_stable) {
+            if (hard && now >= hard && searched(s)) break;
+            if (soft && now >= soft && now >= next_stable && searched(s)) {
                 next_stable = now + 5;
                 mcts_search_result(t, s->res);
                 if (result_stable(s->res)) break;
             }
         }
         if (mcts_search_done(t)) break;
+        if (delivered && searched(s) && s->forced_) break; /* one legal move: searched once, played */
+        delivered = false;
         tried = true;
         bool submitted = false;
         for (int i = 0; i < 2; i++) {
             usi_batch_t *b = s->batch[i];
             if (!b || b->in_flight) continue;
             int32_t allow = pondering ? bs : batch_allowance(s, soft, hard, now, bs);
+            if (allow <= 0 && in_flight(s) == 0 && !searched(s)) allow = 1; /* late: one leaf, at once */
             if (allow <= 0) break;
             mcts_batch_clear(b->leaves);
             int32_t n = mcts_collect(t, allow, mcts_batch_slots(b->leaves));
@@ -245,10 +271,13 @@ void usi_search_run(usi_search_t *s, const usi_search_limits_t *lim) {
             batch_seq[i] = ++seq;
             s->submit_ms_[i] = now;
             submitted = true;
-            if (!b->in_flight) usi_batch_deliver(t, b); /* uniform answers: at once */
+            if (!b->in_flight) { /* uniform answers: at once */
+                usi_batch_deliver(t, b);
+                delivered = true;
+            }
         }
         if (!submitted && in_flight(s) == 0 && !pondering && hard &&
-            batch_allowance(s, soft, hard, now, bs) <= 0)
+            batch_allowance(s, soft, hard, now, bs) <= 0 && searched(s))
             break; /* nothing more fits before the deadline */
         /* the oldest batch on the device: take it in when it is done, never wait past a deadline */
         int oldest = -1;
@@ -262,6 +291,7 @@ void usi_search_run(usi_search_t *s, const usi_search_limits_t *lim) {
                 if (rc < 0) eval_error(s, err);
                 batch_done(s, oldest, compat_now_ms());
                 usi_batch_deliver(t, s->batch[oldest]);
+                delivered = true;
             } else {
                 compat_sleep_ms(1);
             }
@@ -281,7 +311,7 @@ void usi_search_run(usi_search_t *s, const usi_search_limits_t *lim) {
      * go): wait a little for the batches on the device rather than answer
      * with no move searched at all */
     int64_t until = compat_now_ms() + USI_ROOT_WAIT_MS;
-    while (s->res->best == MOVE_NONE && in_flight(s) > 0 && compat_now_ms() < until) {
+    while (!searched(s) && in_flight(s) > 0 && compat_now_ms() < until) {
         bool took = false;
         for (int i = 0; i < 2; i++) {
             usi_batch_t *b = s->batch[i];
@@ -293,9 +323,9 @@ void usi_search_run(usi_search_t *s, const usi_search_limits_t *lim) {
             usi_batch_deliver(t, b);
             took = true;
         }
-        if (took) mcts_search_result(t, s->res);
-        else compat_sleep_ms(1);
+        if (!took) compat_sleep_ms(1);
     }
+    mcts_search_result(t, s->res);
     s->playouts = s->res->playouts;
     s->elapsed_ms = compat_now_ms() - s->start_ms;
 }

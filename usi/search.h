@@ -17,8 +17,8 @@
  *
  * MultiPV N > 1: N lines `info multipv k ...` for the N most visited root
  * moves (visited ones only, at least one), each with its own Q as score; the
- * first carries the whole PV, the others their move alone (the tree gives
- * no second line).
+ * first carries the result's PV, each other its own line from the tree (its
+ * root move, then the most visited child at each node: mcts_tree_pv).
  *
  * Depth: one leaf of every batch is sampled; depth is the mean sampled leaf
  * depth (plies below the root, rounded, at least 1) and seldepth the deepest.
@@ -62,7 +62,13 @@ mcts_time_limits_t usi_go_time_limits(const usi_go_t *g, color_t side, int32_t p
 /* Limits of one search. Times are compat_now_ms() values. The search loop
  * enforces the deadlines itself (the tree gets only the visit budget): past
  * the hard deadline it stops at once; past the soft one it stops as soon as
- * the most visited root move is also the best by Q. It does not wait for
+ * the most visited root move is also the best by Q. No deadline ends a
+ * search before one of its playouts has completed (a leaf evaluated by the
+ * net and backed up): a search that reaches its deadline without one sends
+ * a single leaf at once and answers when it is back (for a fresh root: the
+ * root, then one leaf), so no timed move is played unsearched, and the
+ * least it plays is the net's own choice at the root. A root with one legal
+ * move is searched by one playout and answered. It does not wait for
  * batches still on the device: the answer is given from the tree as it
  * stands, and usi_search_finish takes those batches in afterwards. So that
  * little is left running when the answer goes out (the next move would wait
@@ -70,10 +76,11 @@ mcts_time_limits_t usi_go_time_limits(const usi_go_t *g, color_t side, int32_t p
  * hard deadline (from the measured device time per position, behind the
  * batch in flight), keeps one batch in flight, not two, once past the soft
  * deadline, and answers at once when nothing more fits. */
-/* A search stopped before any root move was searched (stop right after go)
- * waits at most this long for the batches on the device, so that stop is
- * answered with a searched move, still within 50 ms. */
-enum { USI_ROOT_WAIT_MS = 40 };
+/* A search stopped (`stop`) before any playout completed (stop right after
+ * go) waits at most this long for the batches on the device, so that stop
+ * is answered with a searched move (about a millisecond on an idle machine;
+ * this bounds the wait on a loaded one). */
+enum { USI_ROOT_WAIT_MS = 200 };
 
 typedef struct {
     int64_t visits;   /* playouts; <= 0: unbounded (time, stop or a full pool) */
@@ -112,6 +119,8 @@ typedef struct {
     /* private */
     atomic_int halt_;              /* the tree's stop flag */
     bool warned_;
+    bool searched_;                /* a playout of this search has completed */
+    bool forced_;                  /* ... and the root has one legal move */
     int64_t depth_sum_, depth_n_;
     double pos_ms_;                /* device time per position (moving average; 0 = unknown) */
     int64_t submit_ms_[2], last_done_ms_;

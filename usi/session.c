@@ -23,6 +23,11 @@
 #endif
 
 
+/* The engine's own lateness kept back: the second largest of how late the last USI_LATE_MOVES
+ * timed answers came after their hard deadline (a lateness that recurs on this machine, not
+ * one spike), at most a quarter of the time. */
+enum { USI_LATE_MOVES = 8 };
+
 /* Everything one go needs, copied by the reader before the thread starts. */
 typedef struct {
     usi_go_t go;
@@ -65,6 +70,9 @@ struct usi_session {
                           * net or the batches are touched */
     pos_t *scratch;
     double nps_est;
+    /* the search thread's: how late its last timed answers came after their hard deadline */
+    int64_t late_hist[USI_LATE_MOVES];
+    int32_t late_n, late_next;
     usi_job_t job;
     /* the thread */
     compat_thread_t thread;
@@ -84,6 +92,13 @@ struct usi_session {
     int64_t dfpn_mb;
     pos_t *dfpn_pos;
     dfpn_result_t dfpn_res;
+    /* the defence: after our own mate is not proven, is every move of ours answered by a mate? */
+    dfpn_t *dfpn_def; /* its own table: the opponent attacks there (DfpnHash / 4) */
+    pos_t *dfpn_def_pos;
+    dfpn_result_t dfpn_def_res;
+    int64_t mated_nodes; /* the defence's df-pn nodes */
+    int32_t mated_len;   /* > 0: proven mated in this many plies (our move first), with: */
+    move_t mated_pv[USI_MATE_PLY_MAX + 1];
     int64_t dfpn_deadline_ms; /* go mate's clock (0 = none) */
     compat_thread_t dfpn_thread;
     atomic_int dfpn_stop;
@@ -127,13 +142,14 @@ usi_session_t *usi_session_new(usi_write_fn_t write, void *user) {
     s->tmp = malloc(sizeof(pos_t));
     s->scratch = malloc(sizeof(pos_t));
     s->dfpn_pos = malloc(sizeof(pos_t));
+    s->dfpn_def_pos = malloc(sizeof(pos_t));
     s->job.pos = malloc(sizeof(pos_t));
     s->moves = malloc(POS_HIST_MAX * sizeof(move_t));
     s->tree_moves = malloc(POS_HIST_MAX * sizeof(move_t));
     s->job.moves = malloc(POS_HIST_MAX * sizeof(move_t));
     s->res = malloc(sizeof(mcts_result_t));
-    if (!s->pos || !s->tmp || !s->scratch || !s->dfpn_pos || !s->job.pos || !s->moves || !s->tree_moves || !s->job.moves ||
-        !s->res) {
+    if (!s->pos || !s->tmp || !s->scratch || !s->dfpn_pos || !s->dfpn_def_pos || !s->job.pos || !s->moves ||
+        !s->tree_moves || !s->job.moves || !s->res) {
         usi_session_free(s);
         return NULL;
     }
@@ -194,7 +210,9 @@ void usi_session_free(usi_session_t *s) {
     free(s->tmp);
     free(s->scratch);
     free(s->dfpn_pos);
+    free(s->dfpn_def_pos);
     dfpn_free(s->dfpn);
+    dfpn_free(s->dfpn_def);
     free(s->job.pos);
     free(s->moves);
     free(s->tree_moves);
@@ -217,7 +235,7 @@ static void tree_params(const usi_options_t *o, color_t us, mcts_params_t *p) {
     p->move_temp_plies = 0;
     p->leaf_mate = atoi(o->leaf_mate);
     p->declare = usi_options_declare_rule(o);
-    p->single_move_stop = true;
+    p->single_move_stop = false; /* the search loop answers a forced move after one playout (search.h) */
     /* on the W - L scale a result of 50% - c is a value of -2c */
     p->draw_value[us] = -2.0f * (float)o->contempt / 1000.0f;
     p->draw_value[color_flip(us)] = -p->draw_value[us];
@@ -323,6 +341,13 @@ static void say_error(usi_session_t *s, const char *fmt, ...) {
  * changed. Returns 0, or -1 after say_error when the Net or Backend asked for
  * cannot be used (nothing is served then: koma must not play). Net `none`
  * is the uniform evaluator, asked for. */
+/* Threads beside the net's team that koma needs (reader, search, df-pn, server workers). A
+ * Threads value above the CPU count is tried first: a team thread costs more than a bare one
+ * (its stack, a malloc arena, the backend's scratch), so Threads N is used when
+ * 4 N + USI_THREADS_SPARE bare threads can be started at once, else a quarter of what could
+ * (under `ulimit -v 8000000`: 808 bare threads; 300 team threads ran and 404 did not). */
+enum { USI_THREADS_SPARE = 8 };
+
 static int ensure_eval(usi_session_t *s, const usi_options_t *o, bool resolve) {
     char key[sizeof s->eval_opt_key];
     eval_opt_key(o, key, sizeof key);
@@ -355,7 +380,18 @@ static int ensure_eval(usi_session_t *s, const usi_options_t *o, bool resolve) {
     if (s->cache) mcts_cache_clear(s->cache);
     s->tree_valid = false; /* values of another net */
     int64_t t0 = compat_now_ms();
-    s->eval = usi_eval_new(path, o->backend, (int32_t)o->threads, (int32_t)o->batch, err, sizeof err);
+    int32_t threads = (int32_t)o->threads;
+    if (!none && threads > compat_cpu_count()) { /* the OpenMP runtime ends koma when it cannot start its team */
+        int32_t want = 4 * threads + USI_THREADS_SPARE, can = usi_threads_startable(want);
+        if (can < want) {
+            int32_t use = (can - USI_THREADS_SPARE) / 4 > 1 ? (can - USI_THREADS_SPARE) / 4 : 1;
+            char note[128];
+            say_error(s, "Threads %d: only %d threads could be started here%s; using %d", threads, can,
+                      compat_address_space_note(note, sizeof note), use);
+            threads = use;
+        }
+    }
+    s->eval = usi_eval_new(path, o->backend, threads, (int32_t)o->batch, err, sizeof err);
     if (!s->eval) {
         say_error(s, "%s", err);
         return -1;
@@ -445,6 +481,10 @@ static dfpn_t *ensure_dfpn(usi_session_t *s, const usi_options_t *o) {
         usi_session_say(s, "DfpnHash %lld MiB: only %lld MiB could be had for the df-pn table",
                         (long long)o->dfpn_hash_mb, (long long)mb);
     }
+    dfpn_free(s->dfpn_def);
+    s->dfpn_def = NULL;
+    for (int64_t d = mb / 4 > 1 ? mb / 4 : 1; s->dfpn && d >= 1 && !s->dfpn_def; d /= 2)
+        s->dfpn_def = dfpn_new((size_t)d << 20);
     s->dfpn_mb = o->dfpn_hash_mb;
     return s->dfpn;
 }
@@ -460,7 +500,9 @@ static void run_mate(usi_session_t *s, const usi_job_t *j) {
     dfpn_limits_default(&lim);
     s->dfpn_deadline_ms = 0;
     if (g->mate_ms >= 0) {
-        int64_t margin = j->opt.network_delay < g->mate_ms / 2 ? j->opt.network_delay : g->mate_ms / 2;
+        int64_t margin = j->opt.network_delay >= 0 ? j->opt.network_delay : g->mate_ms / 10; /* -1: automatic */
+        if (margin > MCTS_TIME_AUTO_DELAY_MS && j->opt.network_delay < 0) margin = MCTS_TIME_AUTO_DELAY_MS;
+        if (margin > g->mate_ms / 2) margin = g->mate_ms / 2;
         s->dfpn_deadline_ms = j->received_ms + (g->mate_ms - margin > 1 ? g->mate_ms - margin : 1);
     }
     lim.stop = &s->stop;
@@ -493,8 +535,50 @@ static void run_mate(usi_session_t *s, const usi_job_t *j) {
     compat_mutex_unlock(&s->mu);
 }
 
+/* The defence's budgets: each of our moves gets DfpnNodes / moves, at least
+ * USI_DEF_NODES_MIN; mates up to USI_DEF_PLIES plies are looked for. */
+enum { USI_DEF_NODES_MIN = 5000, USI_DEF_PLIES = 31 };
+
+/* Is the side to move at s->dfpn_pos mated whatever it plays: after each of
+ * its legal moves, does df-pn prove the opponent's mate? Stops at the first
+ * move that is not proven lost (budget, disproof or stop). Sets mated_len
+ * (1 + the longest of those mates: the longest resistance) and mated_pv. */
+static void dfpn_defence(usi_session_t *s) {
+    move_list_t *l = malloc(sizeof *l);
+    int32_t n = l ? movegen_legal(s->dfpn_pos, l) : 0, worst = -1;
+    int64_t per = n > 0 ? s->dfpn_nodes / n : 0;
+    if (per < USI_DEF_NODES_MIN) per = USI_DEF_NODES_MIN;
+    dfpn_result_t *r = &s->dfpn_def_res;
+    for (int32_t i = 0; i < n && !atomic_load(&s->dfpn_stop); i++) {
+        pos_copy(s->dfpn_def_pos, s->dfpn_pos);
+        pos_do_move(s->dfpn_def_pos, l->moves[i]);
+        dfpn_limits_t lim;
+        dfpn_limits_default(&lim);
+        lim.max_nodes = per;
+        lim.max_plies = USI_DEF_PLIES;
+        lim.stop = &s->dfpn_stop;
+        dfpn_search(s->dfpn_def, s->dfpn_def_pos, &lim, r);
+        s->mated_nodes += r->nodes;
+        if (r->status != DFPN_PROVEN || r->len <= 0 || r->len > USI_MATE_PLY_MAX ||
+            !dfpn_verify(s->dfpn_def_pos, r->pv, r->len)) {
+            worst = -1;
+            break;
+        }
+        if (r->len > worst) {
+            worst = r->len;
+            s->mated_pv[0] = l->moves[i];
+            memcpy(s->mated_pv + 1, r->pv, (size_t)r->len * sizeof(move_t));
+        }
+        if (i == n - 1) s->mated_len = worst + 1;
+    }
+    free(l);
+}
+
 /* The df-pn thread beside the MCTS: searches s->dfpn_pos within DfpnNodes
- * until dfpn_stop; a proof halts the MCTS (halt), whose answer plays it. */
+ * until dfpn_stop; a proof halts the MCTS (halt), whose answer plays it.
+ * Without one, it looks whether the side to move is mated whatever it plays
+ * (dfpn_defence); a proof of that halts the MCTS too: the longest
+ * resistance is played, reported as `score mate -N`. */
 static void *dfpn_main(void *arg) {
     usi_session_t *s = arg;
     dfpn_limits_t lim;
@@ -502,14 +586,18 @@ static void *dfpn_main(void *arg) {
     lim.max_nodes = s->dfpn_nodes;
     lim.stop = &s->dfpn_stop;
     dfpn_search(s->dfpn, s->dfpn_pos, &lim, &s->dfpn_res);
-    if (s->dfpn_res.status == DFPN_PROVEN) atomic_store(&s->halt, 1);
-    atomic_store(&s->dfpn_done, 1);
+    if (s->dfpn_res.status != DFPN_PROVEN && s->dfpn_def && !atomic_load(&s->dfpn_stop)) dfpn_defence(s);
+    bool decided = s->dfpn_res.status == DFPN_PROVEN || s->mated_len > 0;
+    atomic_store(&s->dfpn_done, 1); /* before halt: the search thread reads the result once halted */
+    if (decided) atomic_store(&s->halt, 1);
     return NULL;
 }
 
 /* Starts df-pn beside the search at root (DfpnNodes > 0). Returns whether a thread runs. */
 static bool dfpn_start(usi_session_t *s, const usi_job_t *j, const pos_t *root) {
     s->dfpn_res.status = DFPN_UNKNOWN;
+    s->mated_len = 0;
+    s->mated_nodes = 0;
     if (j->opt.dfpn_nodes <= 0 || !ensure_dfpn(s, &j->opt)) return false;
     pos_copy(s->dfpn_pos, root);
     s->dfpn_nodes = j->opt.dfpn_nodes;
@@ -534,7 +622,20 @@ static void search_limits(usi_session_t *s, const usi_job_t *j, usi_search_limit
     bool timed = usi_go_timed(g) && !g->infinite;
     if (!timed && !g->infinite && visits <= 0) visits = USI_GO_DEFAULT_VISITS; /* also a clockless ponder */
     mcts_time_limits_t tl = {0, 0};
-    if (timed) tl = usi_go_time_limits(g, pos_side_to_move(root), pos_game_ply(root), &j->opt);
+    if (timed) {
+        tl = usi_go_time_limits(g, pos_side_to_move(root), pos_game_ply(root), &j->opt);
+        /* the engine's own lateness on this machine (a loaded one answers after its deadline) */
+        int64_t first = 0, second = 0;
+        for (int32_t i = 0; i < s->late_n; i++) {
+            int64_t x = s->late_hist[i];
+            if (x > first) second = first, first = x;
+            else if (x > second) second = x;
+        }
+        int64_t shift = second < tl.hard_ms / 4 ? second : tl.hard_ms / 4;
+        tl.hard_ms -= shift;
+        tl.soft_ms = tl.soft_ms - shift > 1 ? tl.soft_ms - shift : 1;
+        if (tl.soft_ms > tl.hard_ms) tl.soft_ms = tl.hard_ms;
+    }
     if (strcmp(j->opt.search, "gumbel") == 0 && visits <= 0) {
         double nps = s->nps_est > 0 ? s->nps_est : 200.0;
         visits = timed ? (int64_t)(nps * (double)tl.soft_ms / 1000.0) : 1000000;
@@ -728,20 +829,37 @@ static void *thread_main(void *arg) {
     }
     bool dfpn_running = dfpn_start(s, j, root);
     usi_search_run(se, &lim);
-    dfpn_join(s, dfpn_running);
+    /* df-pn's answer is used when it has one; the answer never waits for it to notice the stop
+     * (on a loaded machine that took tens of ms): it is joined after the bestmove */
+    bool dfpn_settled = false;
+    if (dfpn_running) {
+        atomic_store(&s->dfpn_stop, 1);
+        dfpn_settled = atomic_load(&s->dfpn_done) != 0;
+    }
     const mcts_result_t *r = s->res;
     float q = usi_result_value(r);
     move_t best = r->best;
     const dfpn_result_t *dr = &s->dfpn_res;
     int32_t mated = 0;
-    if (dfpn_running && dr->status == DFPN_PROVEN && dr->len > 0 && dfpn_verify(root, dr->pv, dr->len)) {
+    if (dfpn_settled && dr->status == DFPN_PROVEN && dr->len > 0 && dfpn_verify(root, dr->pv, dr->len)) {
         /* df-pn proved a mate: played, whatever the MCTS chose */
         int32_t n = dr->len < USI_MATE_PLY_MAX ? dr->len : USI_MATE_PLY_MAX;
         se->mate = dr->len;
         se->mate_len = n;
         memcpy(se->mate_pv, dr->pv, (size_t)n * sizeof(move_t));
         best = dr->pv[0];
+        se->playouts += dr->nodes; /* nodes: the positions searched, df-pn's with the MCTS's */
         usi_session_say(s, "df-pn: mate in %d found in %lld nodes", dr->len, (long long)dr->nodes);
+    } else if (dfpn_settled && s->mated_len > 0) {
+        /* df-pn proved every move of ours answered by a mate: the longest resistance, said so */
+        int32_t n = s->mated_len < USI_MATE_PLY_MAX + 1 ? s->mated_len : USI_MATE_PLY_MAX + 1;
+        se->mate = -s->mated_len;
+        se->mate_len = n;
+        memcpy(se->mate_pv, s->mated_pv, (size_t)n * sizeof(move_t));
+        best = s->mated_pv[0];
+        se->playouts += dr->nodes + s->mated_nodes;
+        usi_session_say(s, "df-pn: every move is answered by a mate; the longest resistance, mated in %d",
+                        s->mated_len);
     } else {
         mated = q < USI_MATED_Q ? mated_in(s, root, &lim, se->mate_pv, &se->mate_len) : 0;
         if (mated > 0) { /* every move loses to a mate: the longest resistance, said so */
@@ -750,7 +868,7 @@ static void *thread_main(void *arg) {
         }
     }
     usi_search_info(se);
-    if (se->elapsed_ms >= 50 && se->playouts > 0) s->nps_est = (double)se->playouts * 1000.0 / (double)se->elapsed_ms;
+    if (se->elapsed_ms >= 50 && r->playouts > 0) s->nps_est = (double)r->playouts * 1000.0 / (double)se->elapsed_ms;
     if (best == MOVE_NONE) {
         best = first_legal(root);
         usi_session_say(s, "no move searched yet: playing the first legal move");
@@ -773,7 +891,16 @@ static void *thread_main(void *arg) {
             snprintf(line, sizeof line, "bestmove %s", mv);
         }
     }
+    if (lim.hard_ms && !lim.ponder) {
+        /* how late this answer is after its hard deadline (also when a GUI's stop came after
+         * it: a referee that gave up on the move sends one) */
+        int64_t late = compat_now_ms() - lim.hard_ms;
+        s->late_hist[s->late_next] = late > 0 ? late : 0;
+        s->late_next = (s->late_next + 1) % USI_LATE_MOVES;
+        if (s->late_n < USI_LATE_MOVES) s->late_n++;
+    }
     answer(s, j, line);
+    dfpn_join(s, dfpn_running);
     /* batches still on the device are the next search's (or the reader's)
      * to take in: the thread ends with the answer, so a go, stop or isready
      * that follows is never held up by them */
@@ -796,6 +923,7 @@ int usi_session_isready(usi_session_t *s) {
     if (reap(s)) {
         drain(s);
         ensure_tree(s, &s->opt, COLOR_BLACK); /* the side is set again at each go */
+        if (s->opt.dfpn_nodes > 0) ensure_dfpn(s, &s->opt); /* its table, not on the first move's clock */
         if (ensure_eval(s, &s->opt, true) != 0) return -1;
     }
     usi_out_line(&s->out, "readyok");
@@ -912,19 +1040,25 @@ void usi_session_ponderhit(usi_session_t *s) {
     compat_mutex_unlock(&s->mu);
 }
 
+/* A search already told to stop still gives its bestmove (USI wants one after
+ * every stop); any other is stopped quietly: the game is over. */
+static bool answering_stop(usi_session_t *s) {
+    compat_mutex_lock(&s->mu);
+    bool answering = atomic_load(&s->stop) && !s->quiet;
+    compat_mutex_unlock(&s->mu);
+    return answering;
+}
+
 void usi_session_gameover(usi_session_t *s, const char *result) {
     (void)result;
-    if (s->live) stop_search(s, true);
+    if (s->live && !answering_stop(s)) stop_search(s, true);
     s->newgame_pending = true;
 }
 
 /* A search that was told to stop gives its answer; any other is stopped quietly. */
 void usi_session_quit(usi_session_t *s) {
     if (!s->live) return;
-    compat_mutex_lock(&s->mu);
-    bool answering = atomic_load(&s->stop) && !s->quiet;
-    compat_mutex_unlock(&s->mu);
-    if (!answering) stop_search(s, true);
+    if (!answering_stop(s)) stop_search(s, true);
     join_search(s);
 }
 

@@ -25,7 +25,10 @@
  * unreadable, not a net, NaN values, no GPU for cuda, no shipped net for an
  * empty Net) is `info string Error: <path>: <reason>`, the same line on
  * stderr, and no readyok / no search: the caller (main.c) ends koma with
- * status 1. Net `none` is the uniform evaluator, asked for (tests).
+ * status 1. Net `none` is the uniform evaluator, asked for (tests). A
+ * Threads value the machine cannot start (a `ulimit -v` too small for that
+ * many stacks: the OpenMP runtime ended koma) is `info string Error:
+ * Threads N: ...; using M` with M that it can, and koma plays on.
  *
  * Decisions for a `go` (in this order): the side to move has no legal move:
  * `bestmove resign`; the side to move can declare under EnteringKingRule
@@ -33,20 +36,27 @@
  * within 7 plies found by a bounded mate search (mate.h): `score mate N` and
  * its first move, without the MCTS; otherwise search (beside it, with
  * DfpnNodes > 0, df-pn on a thread of its own: a mate it proves halts the
- * MCTS and is played, `score mate N` with its PV; the thread is stopped and
- * joined before the answer), then `bestmove resign` when
+ * MCTS and is played, `score mate N` with its PV; with none, it looks
+ * whether every reply is answered by the opponent's mate (a table of its
+ * own): a proof halts the MCTS too and the longest resistance is played,
+ * `score mate -N`; the thread is told to stop when the search ends, its
+ * result used if it has one, and it is joined after the answer, which
+ * never waits for it), then `bestmove resign` when
  * ResignThreshold > 0 and the chosen move's (1 + Q) / 2 is below it, else
  * `bestmove <move> [ponder <move>]` (ponder move: the PV's second move, only
  * with USI_Ponder on). When Q < -0.8 and every legal move is answered by a
  * mate (bounded searches), the move that resists longest is played and the
  * score is `mate -N`. `go infinite` and `go ponder` hold the answer until
- * stop (or ponderhit), even when the search ends sooner.
+ * stop (or ponderhit), even when the search ends sooner. A timed search
+ * also keeps back the engine's own lateness: the second largest of how late
+ * its last USI_LATE_MOVES timed answers came after their hard deadline, at
+ * most a quarter of the time (session.c).
  *
  * Every go gets exactly one bestmove: a `go` during a search stops it (its
- * bestmove first) and then searches; `stop` followed at once by `quit` or
- * end of input still prints the stopped search's bestmove before koma
- * exits. After `gameover`, or `quit` without a stop, a running search is
- * stopped and prints no bestmove (the game is over, the GUI gone).
+ * bestmove first) and then searches; `stop` followed at once by `gameover`,
+ * `quit` or end of input still prints the stopped search's bestmove (before
+ * koma exits). After `gameover` or `quit` without a stop, a running search
+ * is stopped and prints no bestmove (the game is over, the GUI gone).
  *
  * Limits: `go nodes N` or NodeLimit caps the visits (`go infinite`: only
  * `go infinite nodes N` does); a clock (btime/wtime,

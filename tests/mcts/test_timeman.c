@@ -1,22 +1,49 @@
 /* test_timeman.c - time limits for one move: byoyomi, sudden death with and
- * without increment, fixed move time, tiny clocks; never more than the clock allows. */
+ * without increment, fixed move time, tiny clocks; never more than the clock
+ * allows; the automatic margins (a tenth of the time, at most 120 / 300 ms)
+ * and margins set by the user, kept back in full. */
 #include <stdbool.h>
 #include <stdio.h>
 
 #include "mcts/timeman.h"
 #include "tests/koma_test.h"
 
-static mcts_time_limits_t run(int64_t rem, int64_t inc, int64_t byo, int64_t movetime, int32_t ply, int64_t margin) {
+static mcts_time_limits_t run2(int64_t rem, int64_t inc, int64_t byo, int64_t movetime, int32_t ply, int64_t margin,
+                               int64_t margin2) {
     mcts_time_input_t in;
     mcts_time_input_default(&in);
     in.remaining_ms = rem, in.increment_ms = inc, in.byoyomi_ms = byo, in.movetime_ms = movetime;
-    in.ply = ply, in.margin_ms = margin;
+    in.ply = ply, in.margin_ms = margin, in.margin2_ms = margin2;
     return mcts_time_limits(&in);
+}
+/* margin2 as margin (set, or both automatic) */
+static mcts_time_limits_t run(int64_t rem, int64_t inc, int64_t byo, int64_t movetime, int32_t ply, int64_t margin) {
+    return run2(rem, inc, byo, movetime, ply, margin, margin);
 }
 
 int main(void) {
-    /* Byoyomi only: most of it, minus the margin. */
-    mcts_time_limits_t t = run(0, 0, 10000, 0, 50, -1);
+    /* Byoyomi only, automatic margins (the defaults): a tenth kept back, at most 300 ms; the issue's
+     * byoyomi of 200 ms used 50 ms (a quarter: the 300 ms margin did not fit). */
+    const int64_t byo_auto[][2] = {{50, 40}, {100, 90}, {200, 180}, {1000, 900}, {3000, 2700}, {10000, 9700}};
+    for (size_t i = 0; i < sizeof byo_auto / sizeof byo_auto[0]; i++) {
+        mcts_time_limits_t b = run(0, 0, byo_auto[i][0], 0, 50, -1);
+        CHECKF(b.soft_ms == byo_auto[i][1] && b.hard_ms == byo_auto[i][1], "byoyomi %lld ms: %lld / %lld, want %lld",
+               (long long)byo_auto[i][0], (long long)b.soft_ms, (long long)b.hard_ms, (long long)byo_auto[i][1]);
+        CHECKF(b.hard_ms * 100 >= byo_auto[i][0] * 85 || byo_auto[i][0] > 2000 || byo_auto[i][0] < 100,
+               "byoyomi %lld ms: at least 85%% used", (long long)byo_auto[i][0]);
+    }
+    /* A margin set is kept back in full, whatever the clock (a network server's lag); one that does not
+     * fit leaves a quarter. */
+    mcts_time_limits_t t = run2(0, 0, 1000, 0, 50, 120, 800);
+    CHECKF(t.soft_ms == 200 && t.hard_ms == 200, "byoyomi 1 s, NetworkDelay2 800: %lld / %lld", (long long)t.soft_ms,
+           (long long)t.hard_ms);
+    t = run2(0, 0, 200, 0, 50, 120, 300);
+    CHECKF(t.soft_ms == 50 && t.hard_ms == 50, "byoyomi 200 ms, NetworkDelay2 300 (the old default): %lld / %lld",
+           (long long)t.soft_ms, (long long)t.hard_ms);
+    t = run2(0, 0, 200, 0, 50, 120, 0);
+    CHECKF(t.soft_ms == 200 && t.hard_ms == 200, "byoyomi 200 ms, NetworkDelay2 0: %lld / %lld", (long long)t.soft_ms,
+           (long long)t.hard_ms);
+    t = run(0, 0, 10000, 0, 50, -1);
     CHECKF(t.soft_ms == 9700 && t.hard_ms == 9700, "byoyomi 10 s: %lld / %lld", (long long)t.soft_ms, (long long)t.hard_ms);
     t = run(0, 0, 3000, 0, 50, 500);
     CHECKF(t.hard_ms == 2500 && t.soft_ms == 2500, "byoyomi 3 s margin 500: %lld / %lld", (long long)t.soft_ms,
@@ -32,8 +59,18 @@ int main(void) {
     /* Three quarters of the increment add to the soft limit (GUIs differ on when they credit it). */
     mcts_time_limits_t u = run(300000, 5000, 0, 0, 60, -1);
     CHECKF(u.soft_ms == 300000 / 30 + 3750, "increment: soft %lld", (long long)u.soft_ms);
-    /* Without an increment the lag of the moves still to play (30 at ply 60, 300 ms each) is kept back. */
-    CHECKF(t.soft_ms == (300000 - 30 * 300) / 30, "sudden death: soft %lld", (long long)t.soft_ms);
+    /* Without an increment the lag of the moves still to play (30 at ply 60, 120 ms each: a tenth of
+     * 10 s is more than the automatic NetworkDelay's 120) is kept back. */
+    CHECKF(t.soft_ms == (300000 - 30 * 120) / 30, "sudden death: soft %lld", (long long)t.soft_ms);
+    mcts_time_limits_t sd = run(300000, 0, 0, 0, 60, 300);
+    CHECKF(sd.soft_ms == (300000 - 30 * 300) / 30, "sudden death, NetworkDelay 300: soft %lld", (long long)sd.soft_ms);
+    /* 10 s + 0.1 s Fischer, move 1: the automatic lag (a tenth of 250 + 75 ms) is paid by the increment. */
+    sd = run(10000, 100, 0, 0, 1, -1);
+    CHECKF(sd.soft_ms == 10000 / 40 + 75 && sd.hard_ms == sd.soft_ms + 10000 / 40, "10 s + 0.1 s, move 1: %lld / %lld",
+           (long long)sd.soft_ms, (long long)sd.hard_ms);
+    sd = run(10000, 100, 0, 0, 1, 120);
+    CHECKF(sd.soft_ms == (10000 - 40 * 45) / 40 + 75, "10 s + 0.1 s, NetworkDelay 120 set: soft %lld",
+           (long long)sd.soft_ms);
     /* The issue's 20 s + 1 s Fischer: move 1 used 4.5 s of 20 (the hard limit, 3x soft). Now at most a
      * fifth of the main time, and hard adds only the soft limit's share of the main time again. */
     u = run(20000, 1000, 0, 0, 1, -1);
@@ -41,14 +78,16 @@ int main(void) {
            "20 s + 1 s, move 1: %lld / %lld", (long long)u.soft_ms, (long long)u.hard_ms);
     /* 60 s + 1 s byoyomi, move 1 took 5.3 s: hard adds 60/40 s, soft 60/40 s + 1 s. */
     u = run(60000, 0, 1000, 0, 1, -1);
-    CHECKF(u.soft_ms == 60000 / 40 + 1000 - 300 && u.hard_ms == u.soft_ms + 60000 / 40, "60 s + 1 s byoyomi, move 1: %lld / %lld",
-           (long long)u.soft_ms, (long long)u.hard_ms);
+    CHECKF(u.soft_ms == 60000 / 40 + 1000 - 120 && u.hard_ms == u.soft_ms + 60000 / 40,
+           "60 s + 1 s byoyomi, move 1: %lld / %lld", (long long)u.soft_ms, (long long)u.hard_ms);
+    u = run2(60000, 0, 1000, 0, 1, 300, 300);
+    CHECKF(u.soft_ms == 60000 / 40 + 1000 - 300, "60 s + 1 s byoyomi, NetworkDelay 300: %lld", (long long)u.soft_ms);
     /* Low on time with a big increment: never more than remaining - margin. */
     u = run(4000, 10000, 0, 0, 100, -1);
     CHECKF(u.hard_ms <= 3700 && u.soft_ms <= u.hard_ms, "4 s left + 10 s inc: %lld / %lld", (long long)u.soft_ms,
            (long long)u.hard_ms);
-    /* Fewer than the margin left: a quarter of it. */
-    u = run(200, 0, 0, 0, 100, -1);
+    /* Fewer than a margin set left: a quarter of it. */
+    u = run(200, 0, 0, 0, 100, 300);
     CHECKF(u.hard_ms <= 50 && u.soft_ms >= 1 && u.soft_ms <= u.hard_ms, "200 ms left: %lld / %lld", (long long)u.soft_ms, (long long)u.hard_ms);
     /* Fixed move time. */
     u = run(100000, 0, 5000, 2000, 10, 100);
@@ -69,11 +108,12 @@ int main(void) {
                     if (byos[c] > 0 && incs[b] > 0) continue; /* no clock uses both */
                     mcts_time_limits_t x = run(rems[a], incs[b], byos[c], 0, ply, -1);
                     int64_t allowed = rems[a] + byos[c];
+                    int64_t keep = allowed / 10 < 10 ? 10 : allowed / 10 < 300 ? allowed / 10 : 300;
                     cases++;
                     CHECKF(x.soft_ms >= 1 && x.soft_ms <= x.hard_ms, "rem %lld inc %lld byo %lld ply %d: %lld / %lld",
                            (long long)rems[a], (long long)incs[b], (long long)byos[c], ply, (long long)x.soft_ms,
                            (long long)x.hard_ms);
-                    CHECKF(x.hard_ms <= (allowed > 1 ? allowed - (allowed > 300 ? 300 : 0) : 1),
+                    CHECKF(x.hard_ms <= (allowed > keep ? allowed - keep : allowed / 4 > 1 ? allowed / 4 : 1),
                            "rem %lld inc %lld byo %lld ply %d: hard %lld exceeds the clock", (long long)rems[a],
                            (long long)incs[b], (long long)byos[c], ply, (long long)x.hard_ms);
                 }
@@ -83,11 +123,19 @@ int main(void) {
      * for lag in a long game). No clock ever falls, and the main time lasts (the issue's 20 s + 1 s
      * game had 2.6 s left at move 13). The increment is credited after the move (the stricter convention). */
     const struct {
-        int64_t time, inc, byo, lag;
+        int64_t time, inc, byo, lag, margin, margin2; /* margins: -1 automatic */
         const char *name;
-    } clocks[] = {{20000, 1000, 0, 200, "20 s + 1 s"},          {10000, 100, 0, 20, "10 s + 0.1 s"},
-                  {60000, 0, 1000, 300, "60 s + 1 s byoyomi"}, {0, 0, 1000, 300, "byoyomi 1 s"},
-                  {300000, 0, 0, 20, "5 min"}};
+    } clocks[] = {{20000, 1000, 0, 200, 120, 300, "20 s + 1 s"},
+                  {10000, 100, 0, 20, 120, 300, "10 s + 0.1 s"},
+                  {60000, 0, 1000, 300, 120, 300, "60 s + 1 s byoyomi"},
+                  {0, 0, 1000, 300, 120, 300, "byoyomi 1 s"},
+                  {300000, 0, 0, 20, 120, 300, "5 min"},
+                  /* the automatic margins, with lag below what they keep back */
+                  {20000, 1000, 0, 100, -1, -1, "20 s + 1 s, automatic margins"},
+                  {10000, 100, 0, 9, -1, -1, "10 s + 0.1 s, automatic margins"},
+                  {60000, 0, 1000, 90, -1, -1, "60 s + 1 s byoyomi, automatic margins"},
+                  {0, 0, 100, 9, -1, -1, "byoyomi 100 ms, automatic margins"},
+                  {300000, 0, 0, 20, -1, -1, "5 min, automatic margins"}};
     for (size_t c = 0; c < sizeof clocks / sizeof clocks[0]; c++) {
         int64_t clock = clocks[c].time, at13 = -1;
         bool lost = false;
@@ -96,7 +144,7 @@ int main(void) {
             mcts_time_input_default(&in);
             in.remaining_ms = clock, in.increment_ms = clocks[c].inc, in.byoyomi_ms = clocks[c].byo;
             in.ply = 2 * move - 1;
-            in.margin_ms = 120, in.margin2_ms = 300; /* koma's NetworkDelay and NetworkDelay2 */
+            in.margin_ms = clocks[c].margin, in.margin2_ms = clocks[c].margin2; /* NetworkDelay, NetworkDelay2 */
             mcts_time_limits_t x = mcts_time_limits(&in);
             int64_t spent = x.hard_ms + clocks[c].lag;
             if (clocks[c].byo > 0) {

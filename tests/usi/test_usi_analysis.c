@@ -4,7 +4,8 @@
  *     in three `score mate 3`; a side mated whatever it plays
  *     `score mate -N`; under `go infinite` the mate line comes at once and
  *     the bestmove only after stop;
- *   - MultiPV 3: three lines `info multipv 1..3`, three different legal root
+ *   - MultiPV 3: three lines `info multipv 1..3`, each with its whole PV
+ *     (more than one move after 1000 visits, legal), three different legal root
  *     moves, the first one's pv starting with the bestmove;
  *   - USI_Ponder: false, no ponder move in bestmove; true, a legal one;
  *   - EnteringKingRule: CSARule27 declares (`bestmove win`), NoEnteringKing
@@ -99,7 +100,7 @@ static void test_multipv(void) {
     proc_send(&P, "setoption name MultiPV value 3");
     proc_send(&P, "position startpos moves 7g7f");
     int from = P.mark;
-    proc_send(&P, "go nodes 300");
+    proc_send(&P, "go nodes 1000");
     const char *bm = proc_expect(&P, "bestmove ", USI_WAIT_MS);
     /* the last report: the three lines right before bestmove */
     const char *l[3];
@@ -115,10 +116,19 @@ static void test_multipv(void) {
         snprintf(moves[k], sizeof moves[k], "%.*s", (int)strcspn(pv + 4, " "), pv + 4);
         CHECKF(play_moves(pos, "startpos", "7g7f") && move_from_usi(pos, moves[k], strlen(moves[k])) != MOVE_NONE,
                "line %d: a legal move: %s", k + 1, moves[k]);
+        /* every line carries its whole PV (issue 45.3: lines 2..N had their first move only), legal
+         * from the root, and its first move is the line's own */
+        char line[2048];
+        snprintf(line, sizeof line, "7g7f %s", pv + 4);
+        int plies = 0;
+        for (const char *c = pv + 3; *c; c++) plies += *c == ' ';
+        CHECKF(plies >= 2, "line %d: a PV of more than one move (1000 visits): %s", k + 1, pv + 4);
+        CHECKF(play_moves(pos, "startpos", line), "line %d: its PV is legal: %s", k + 1, pv + 4);
     }
     CHECKF(strcmp(moves[0], moves[1]) && strcmp(moves[1], moves[2]) && strcmp(moves[0], moves[2]),
            "three different moves: %s %s %s", moves[0], moves[1], moves[2]);
-    CHECKF(bm && bestmove_of(pos, bm, txt, sizeof txt) != MOVE_NONE && strcmp(txt, moves[0]) == 0,
+    CHECKF(play_moves(pos, "startpos", "7g7f") && bm && bestmove_of(pos, bm, txt, sizeof txt) != MOVE_NONE &&
+               strcmp(txt, moves[0]) == 0,
            "multipv 1 is the bestmove: %s vs %s", moves[0], bm ? bm : "-");
     proc_send(&P, "setoption name MultiPV value 1");
     proc_send(&P, "go nodes 50");

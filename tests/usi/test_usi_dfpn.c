@@ -6,6 +6,10 @@
  *     df-pn thread proves a mate in 9, beyond the 7-ply check at the root:
  *     `info ... score mate 9 pv ...` comes with a line the brute force
  *     accepts, and `stop` gets that line's first move as bestmove;
+ *   - the side mated whatever it plays (mated in 6, Net none): the df-pn
+ *     thread proves every reply lost, `score mate -N` (N >= 6, even) with a
+ *     line that ends in its mate, during go infinite and on a clock, and the
+ *     line's first move is played;
  *   - DfpnNodes 0 turns it off (no score mate for the same position), and
  *     DfpnNodes / DfpnHash are announced and accepted;
  *   - stop during a search whose df-pn runs unbounded: bestmove within a
@@ -76,6 +80,43 @@ int main(void) {
     char want[32];
     snprintf(want, sizeof want, "bestmove %s", first);
     CHECKF(bm && strcmp(bm, want) == 0, "%s, want %s", bm ? bm : "-", want);
+
+    /* the side mated (issue 45.4): White to move is mated in 6 plies whatever it plays (the mate in 7
+     * of tests/data/tsume.txt after its first move); Net none keeps the search's value near 0, where
+     * the bounded mated check after the search never ran (it showed score cp 2). The df-pn thread
+     * proves every reply lost: `score mate -N` during go infinite, N >= 6 and even, a legal line that
+     * ends with White mated, and its first move the bestmove; the same on a clock. */
+    const char *mated = "7nl/7k1/6ppp/9/9/9/9/9/K4R3 b Sr2b4g3s3n3l15p 1";
+    for (int timed = 0; timed < 2; timed++) {
+        proc_send(&P, "position sfen %s moves 4i4b+", mated);
+        mark = P.n_lines;
+        proc_send(&P, timed ? "go btime 0 wtime 0 byoyomi 5000" : "go infinite");
+        const char *line = NULL;
+        for (long long t0 = now_ms(); !line && now_ms() - t0 < USI_WAIT_MS;) {
+            proc_pump(&P, 200);
+            for (int i = mark; i < P.n_lines && !line; i++)
+                if (starts_with(P.lines[i], "info") && strstr(P.lines[i], " score mate -")) line = P.lines[i];
+            if (timed && proc_find(&P, mark, P.n_lines, "bestmove")) break;
+        }
+        CHECKF(line != NULL, "%s: 'score mate -N' for the side mated", timed ? "byoyomi 5 s" : "go infinite");
+        int n = line ? atoi(strstr(line, " score mate -") + 13) : 0;
+        CHECKF(n >= 6 && n % 2 == 0 && n <= 30, "mated in %d plies (the shortest is 6): %s", n, line ? line : "-");
+        const char *mpv = line ? pv_of(line) : NULL;
+        char moves[1024] = "4i4b+";
+        if (mpv) snprintf(moves, sizeof moves, "4i4b+ %s", mpv);
+        int len = 0;
+        for (const char *c = mpv ? mpv : ""; *c; c++) len += *c == ' ';
+        CHECKF(mpv && len + 1 == n && play_moves(pos, mated, moves) && pos_in_check(pos) &&
+                   movegen_count_legal(pos) == 0,
+               "the line is legal and White is mated at its end: %s", mpv ? mpv : "-");
+        char first[16] = "";
+        if (mpv) sscanf(mpv, "%15s", first);
+        if (!timed) proc_send(&P, "stop");
+        const char *b = proc_expect(&P, "bestmove", USI_WAIT_MS);
+        char want[32];
+        snprintf(want, sizeof want, "bestmove %s", first);
+        CHECKF(b && strcmp(b, want) == 0, "the longest resistance played: %s, want %s", b ? b : "-", want);
+    }
 
     /* DfpnNodes 0: off */
     proc_send(&P, "setoption name DfpnNodes value 0");

@@ -6,6 +6,9 @@
  *     with the net loaded (then `go nodes 64` its bestmove, and `quit` ends
  *     it), or `info string Error:` saying memory ran out and koma exits 1
  *     (OpenBLAS spins for ever when its allocator fails).
+ *   - Threads 1024 under `ulimit -v 8000000` (skipped as above): an
+ *     `info string Error:` naming Threads and the count used, then readyok,
+ *     a bestmove and exit 0 (the OpenMP runtime ended koma before);
  *   - A FIFO as Net (made with mkfifo; skipped where there is none): an error
  *     by name at once, no `readyok`, exit status 1 (the open used to block
  *     for ever).
@@ -85,6 +88,52 @@ static void test_low_memory(const char *net) {
     proc_end(&P);
 }
 
+/* Threads 1024 under `ulimit -v 8000000` (issue 46.7): the OpenMP runtime
+ * could not start its team and ended koma ("libgomp: Thread creation
+ * failed", exit 1, no readyok). Now: `info string Error: Threads 1024: ...
+ * using N` (N < 1024), readyok, a bestmove, and quit with status 0. */
+static void test_thread_limit(const char *net) {
+#ifdef _WIN32
+    fprintf(stderr, "-- Threads 1024 under ulimit -v: skipped (no ulimit on Windows)\n");
+    return;
+#endif
+    if (SANITIZED || !compat_file_exists("/bin/sh")) {
+        fprintf(stderr, "-- Threads 1024 under ulimit -v: skipped (sanitizer build or no /bin/sh)\n");
+        return;
+    }
+    fprintf(stderr, "-- Threads 1024 under ulimit -v 8000000\n");
+    usi_proc_t P;
+    memset(&P, 0, sizeof P);
+    const char *argv[] = {"/bin/sh", "-c", "ulimit -v 8000000 && exec \"$0\"", KOMA_BIN, NULL};
+    char err[512];
+    P.cp = compat_proc_spawn(argv, NULL, err, sizeof err);
+    if (!P.cp) {
+        CHECKF(0, "cannot start koma under ulimit: %s", err);
+        return;
+    }
+    proc_send(&P, "usi");
+    CHECK(proc_expect(&P, "usiok", USI_WAIT_MS) != NULL);
+    int from = P.mark;
+    proc_send(&P, "setoption name Net value %s", net);
+    proc_send(&P, "setoption name Threads value 1024");
+    proc_send(&P, "isready");
+    CHECKF(proc_expect(&P, "readyok", USI_WAIT_MS) != NULL, "Threads 1024 under ulimit -v 8000000: readyok");
+    const char *l = proc_find(&P, from, P.n_lines, "info string Error: Threads 1024");
+    if (l) {
+        const char *u = strstr(l, "using ");
+        CHECKF(u && atoi(u + 6) >= 1 && atoi(u + 6) < 1024, "fewer threads, said so: %s", l);
+    }
+    fprintf(stderr, "   %s\n", l ? l : "(all 1024 threads could be started here)");
+    proc_send(&P, "position startpos");
+    proc_send(&P, "go btime 0 wtime 0 byoyomi 200");
+    CHECKF(proc_expect(&P, "bestmove ", USI_WAIT_MS) != NULL, "Threads 1024 under ulimit -v 8000000: a bestmove");
+    proc_send(&P, "quit");
+    CHECKF(proc_wait_exit(&P, USI_WAIT_MS) && P.status == 0, "quit: exit 0 (status %d)", P.status);
+    if (g_fail) proc_dump(&P, "Threads 1024");
+    if (!P.exited) compat_proc_kill(P.cp);
+    proc_end(&P);
+}
+
 static void test_fifo_net(const char *dir) {
     char fifo[600];
     snprintf(fifo, sizeof fifo, "%s/net.fifo", dir);
@@ -156,6 +205,7 @@ int main(void) {
     snprintf(net, sizeof net, "%s/net.safetensors", dir);
     CHECKF(write_net(net), "net written");
     test_low_memory(net);
+    test_thread_limit(net);
     test_fifo_net(dir);
     test_go_out_of_range();
     t_rm_rf(dir);

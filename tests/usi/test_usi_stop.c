@@ -8,6 +8,8 @@
  *     `go` while the previous search's batches are still on the device: the
  *     bestmove comes promptly (the figures are printed; the bound asserted
  *     is 1 s, the aim 50 ms);
+ *   - `go ponder`, `stop` and at once `gameover`, 8 times: one bestmove
+ *     (issue 46.6: none before), and koma goes on;
  *   - `go mate -1` is `go mate 0`: answered at once, no stop needed.
  */
 #include "usi_test.h"
@@ -32,6 +34,40 @@ static int count_lines(const usi_proc_t *p, const char *prefix) {
     int n = 0;
     for (int i = 0; i < p->n_lines; i++) n += starts_with(p->lines[i], prefix);
     return n;
+}
+
+/* go ponder, stop, then at once gameover (issue 46.6: 0 bestmoves in 8
+ * before), `rounds` times in one koma: each round one legal bestmove, and
+ * koma goes on (isready answered after each gameover). */
+static void stop_then_gameover(int rounds) {
+    usi_proc_t P;
+    CHECK(proc_start(&P, NULL));
+    CHECK(proc_handshake(&P));
+    pos_t *pos = malloc(sizeof *pos);
+    for (int round = 1; round <= rounds && !g_fail; round++) {
+        proc_send(&P, "usinewgame");
+        proc_send(&P, "position startpos moves 7g7f 3c3d");
+        int from = P.mark;
+        proc_send(&P, "go ponder btime 0 wtime 0 byoyomi 1000");
+        proc_send(&P, "stop");
+        proc_send(&P, round % 2 ? "gameover win" : "gameover lose");
+        CHECKF(proc_expect(&P, "bestmove ", USI_WAIT_MS) != NULL, "round %d: stop then gameover: a bestmove", round);
+        proc_send(&P, "isready"); /* after the answer: the search is over, so readyok comes after all of it */
+        CHECKF(proc_expect(&P, "readyok", USI_WAIT_MS) != NULL, "round %d: isready after gameover", round);
+        int n = 0;
+        for (int i = from; i < P.n_lines; i++) n += starts_with(P.lines[i], "bestmove ");
+        CHECKF(n == 1, "round %d: stop then gameover: exactly one bestmove, got %d", round, n);
+        char txt[16];
+        const char *bm = proc_find(&P, from, P.n_lines, "bestmove ");
+        CHECKF(!bm || (play_moves(pos, "startpos", "7g7f 3c3d") && bestmove_of(pos, bm, txt, sizeof txt) != MOVE_NONE),
+               "round %d: legal: %s", round, bm);
+        P.mark = P.n_lines;
+    }
+    proc_send(&P, "quit");
+    CHECKF(proc_wait_exit(&P, USI_WAIT_MS) && P.status == 0, "exit 0");
+    if (g_fail) proc_dump(&P, "stop then gameover");
+    free(pos);
+    proc_end(&P);
 }
 
 /* usi, isready, position, go infinite, stop, then end of input or quit at
@@ -88,6 +124,8 @@ int main(void) {
     fprintf(stderr, "-- go infinite, stop, end of input / quit: 20 rounds each, Net none\n");
     for (int i = 0; i < 20 && !g_fail; i++) stop_then_end("none", false, i + 1);
     for (int i = 0; i < 20 && !g_fail; i++) stop_then_end("none", true, i + 1);
+    fprintf(stderr, "-- go ponder, stop, gameover: 8 rounds in one koma, Net none\n");
+    stop_then_gameover(8);
     fprintf(stderr, "-- the same with a 4x32 net: 5 rounds each\n");
     for (int i = 0; i < 5 && !g_fail; i++) stop_then_end(net, false, i + 1);
     for (int i = 0; i < 5 && !g_fail; i++) stop_then_end(net, true, i + 1);
