@@ -1161,6 +1161,7 @@ int main(int argc, char **argv) {
             fprintf(stderr, "%s: %s: no koma.db: not a Koma run directory (nothing has been recorded there; "
                             "give the directory of a run)\n", g_prog, dbp);
         else fprintf(stderr, "%s: %s: no such file\n", g_prog, dbfile);
+        rg_free(r->rg);
         free(r);
         return 1;
     } else {
