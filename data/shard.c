@@ -936,6 +936,20 @@ static int check_values(const shard_t *s, char *err, size_t errlen) {
     return 0;
 }
 
+/* Column name of s as dtype with shape (d0[, d1]): its tensor, or NULL with err (naming the count, d0_key, when
+ * only dimension 0 is off). */
+static const st_tensor_t *column(const shard_t *s, const char *name, st_dtype_t dt, int32_t ndim, int64_t d0,
+                                 int64_t d1, const char *d0_key, char *err, size_t errlen) {
+    int64_t shape[2] = {d0, d1};
+    const st_tensor_t *t = st_expect(s->f, name, dt, ndim, shape, err, errlen);
+    if (t) return t;
+    const st_tensor_t *u = st_find(s->f, name);
+    if (u && u->dtype == dt && u->ndim == ndim && u->shape[0] != d0 && (ndim == 1 || u->shape[1] == d1))
+        set_err(err, errlen, "%s: column '%s' has %lld rows, koma.%s says %lld", st_path(s->f), name,
+                (long long)u->shape[0], d0_key, (long long)d0);
+    return NULL;
+}
+
 /* The optional columns of either version. */
 static int open_optional(shard_t *s, char *err, size_t errlen) {
     int64_t shape[1] = {s->rows};
@@ -1009,16 +1023,9 @@ static int open_v2(shard_t *s, const shard_format_t *expect, char *err, size_t e
             }
             continue;
         }
-        int64_t shape[2] = {cols[i].d0, cols[i].d1};
-        const st_tensor_t *t = st_expect(s->f, cols[i].name, cols[i].dt, cols[i].ndim, shape, err, errlen);
-        if (!t) {
-            const st_tensor_t *u = st_find(s->f, cols[i].name);
-            if (u && u->dtype == cols[i].dt && u->ndim == cols[i].ndim && u->shape[0] != cols[i].d0 &&
-                (cols[i].ndim == 1 || u->shape[1] == cols[i].d1))
-                set_err(err, errlen, "%s: column '%s' has %lld rows, koma.%s says %lld", path, cols[i].name,
-                        (long long)u->shape[0], cols[i].d0_key, (long long)cols[i].d0);
-            return -1;
-        }
+        const st_tensor_t *t =
+            column(s, cols[i].name, cols[i].dt, cols[i].ndim, cols[i].d0, cols[i].d1, cols[i].d0_key, err, errlen);
+        if (!t) return -1;
         data[i] = t->data;
     }
     s->c = (shard_columns_t){
@@ -1118,17 +1125,9 @@ shard_t *shard_open(const char *path, const shard_format_t *expect, uint32_t fla
     enum { NCOLS = sizeof cols / sizeof cols[0] };
     const void *data[NCOLS];
     for (int i = 0; i < NCOLS; i++) {
-        int64_t shape[2] = {cols[i].d0, cols[i].d1};
-        const st_tensor_t *t = st_expect(s->f, cols[i].name, cols[i].dt, cols[i].ndim, shape, err, errlen);
-        if (!t) {
-            /* Say which count disagrees when only dimension 0 is off. */
-            const st_tensor_t *u = st_find(s->f, cols[i].name);
-            if (u && u->dtype == cols[i].dt && u->ndim == cols[i].ndim && u->shape[0] != cols[i].d0 &&
-                (cols[i].ndim == 1 || u->shape[1] == cols[i].d1))
-                set_err(err, errlen, "%s: column '%s' has %lld rows, koma.%s says %lld", path, cols[i].name,
-                        (long long)u->shape[0], cols[i].d0_key, (long long)cols[i].d0);
-            goto fail;
-        }
+        const st_tensor_t *t =
+            column(s, cols[i].name, cols[i].dt, cols[i].ndim, cols[i].d0, cols[i].d1, cols[i].d0_key, err, errlen);
+        if (!t) goto fail;
         data[i] = t->data;
     }
     s->c = (shard_columns_t){
