@@ -229,26 +229,6 @@ static void temper_policy(const shard_t *s, float temp, float *out) {
     }
 }
 
-int train_move_labels(const shard_t *s, uint16_t *out) {
-    const shard_columns_t *c = shard_columns(s);
-    const shard_format_t *f = shard_format(s);
-    /* A version-1 shard's legal mask says which labels are legal (version 2 stores none: its moves were
-     * checked against the rules when the rows were made). */
-    int masked = c->legal && (int64_t)f->legal_bytes * 8 >= SHARD_LABEL_NB;
-    /* Only the fields the position column holds (board, hands, side, ply: shard_row_pos): a label is
-     * the move's geometry in the side to move's view, which encode_move_label reads from them. */
-    pos_t *pos = malloc(sizeof *pos);
-    if (!pos) return -1;
-    memset(pos, 0, offsetof(pos_t, hist));
-    for (int64_t r = 0; r < shard_rows(s); r++) {
-        shard_row_pos(c, r, pos);
-        int32_t lab = encode_move_label(pos, c->move[r]);
-        int ok = lab >= 0 && lab < SHARD_LABEL_NB && (!masked || encode_bit(c->legal + r * f->legal_bytes, lab));
-        out[r] = ok ? (uint16_t)lab : SHARD_LABEL_UNKNOWN;
-    }
-    free(pos);
-    return 0;
-}
 
 #define LABEL_PENDING 0xFFFEu /* a lazily opened shard's label not made yet (never a label: < SHARD_LABEL_NB) */
 
@@ -276,6 +256,17 @@ static int labels_for(const seg_t *sg, const int64_t *rows, int32_t n) {
             memset(pos, 0, offsetof(pos_t, hist));
             lab[r] = row_label(sg->sh, r, pos);
         }
+    free(pos);
+    return 0;
+}
+
+int train_move_labels(const shard_t *s, uint16_t *out) {
+    /* Only the fields the position column holds (board, hands, side, ply: shard_row_pos): a label is the move's
+     * geometry in the side to move's view, which encode_move_label reads from them. */
+    pos_t *pos = malloc(sizeof *pos);
+    if (!pos) return -1;
+    memset(pos, 0, offsetof(pos_t, hist));
+    for (int64_t r = 0; r < shard_rows(s); r++) out[r] = row_label(s, r, pos);
     free(pos);
     return 0;
 }
