@@ -213,7 +213,8 @@ int nn_weights_meta(const char *path, const char *key, char *buf, size_t len, ch
     const char *v = st_meta(f, key);
     int rc = v ? 0 : 1;
     if (v && strlen(v) >= len) {
-        set_err(err, errlen, "%s: metadata '%s' is longer than %zu bytes", path, key, len ? len - 1 : 0);
+        set_err(err, errlen, "%s: metadata '%s' is longer than %lu bytes", path, key,
+                (unsigned long)(len ? len - 1 : 0));
         rc = -1;
     } else if (v) {
         memcpy(buf, v, strlen(v) + 1);

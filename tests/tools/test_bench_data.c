@@ -74,7 +74,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 3; i++) {
         size_t la = 0, lb = 0, lc = 0;
         char *da = file(a, i, &la), *db = file(b, i, &lb), *dc = file(c, i, &lc);
-        CHECKF(da && la == want[i], "file %d: %zu bytes, want %zu", i, la, want[i]);
+        CHECKF(da && la == want[i], "file %d: %lu bytes, want %lu", i, (unsigned long)la, (unsigned long)want[i]);
         CHECKF(db && lb == la && memcmp(da, db, la) == 0, "file %d: written in parts differs from written whole", i);
         CHECKF(dc && lc == la && memcmp(da, dc, la) != 0, "file %d: seed 8 wrote the same bytes as seed 7", i);
         if (da && la == want[i]) {

@@ -237,7 +237,7 @@ static void check_net(const char *label, const char *net_path, const positions_t
         size_t len = 0;
         char *o = t_read_file(out, &len);
         size_t want = sizeof(float) * (size_t)N * (2 * NN_POLICY_NB + NN_VALUE_NB);
-        CHECKF(len == want, "%s: %zu bytes, want %zu", out, len, want);
+        CHECKF(len == want, "%s: %lu bytes, want %lu", out, (unsigned long)len, (unsigned long)want);
         if (len == want) {
             const float *op = (const float *)o, *ov = op + (int64_t)N * NN_POLICY_NB,
                         *ol = ov + (int64_t)N * NN_VALUE_NB;

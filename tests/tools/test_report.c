@@ -519,7 +519,8 @@ static void test_long_run(const char *report, const char *fixture) {
     CHECK(a && b);
     size_t games = a && b ? (size_t)(b - a) : size;
     fprintf(stderr, "long run: page %zu bytes, games %zu bytes\n", size, games);
-    CHECKF(size - games + 1200000 <= 2000000, "1,000 cycles: page %zu bytes, %zu of them games", size, games);
+    CHECKF(size - games + 1200000 <= 2000000, "1,000 cycles: page %lu bytes, %lu of them games", (unsigned long)size,
+           (unsigned long)games);
     CHECK(count("40 of 1000 nets (the newest 20, and earlier ones spread over the run)") == 1);
     CHECK(count("\"title\":\"net 999 · longest") == 1 && count("\"title\":\"net 0 · longest") == 1 &&
           count("\"title\":\"net 500 · longest") == 0);
