@@ -433,6 +433,17 @@ void shard_builder_set_first_game_id(shard_builder_t *b, int64_t first_id) {
     for (int64_t r = b->done_rows; r < b->rows; r++) b->game_id[r] = first_id + b->ngames;
 }
 
+/* A row's n probabilities as 16-bit shares of its largest: the largest is
+ * 65535, an entry > 0 at least 1 (its move stays in the target), 0 stays 0. */
+static void policy_to_q16(const float *p, int64_t n, uint16_t *q) {
+    float mx = 0;
+    for (int64_t i = 0; i < n; i++) mx = p[i] > mx ? p[i] : mx;
+    for (int64_t i = 0; i < n; i++) {
+        long v = mx > 0 ? lround((double)p[i] / mx * 65535.0) : 0;
+        q[i] = (uint16_t)(p[i] > 0 && v < 1 ? 1 : v > 65535 ? 65535 : v);
+    }
+}
+
 int shard_write(const shard_builder_t *b, const char *path, char *err, size_t errlen) {
     if (!b || !path) {
         set_err(err, errlen, "%s: shard_write: no builder", path ? path : "(null)");
@@ -457,6 +468,27 @@ int shard_write(const shard_builder_t *b, const char *path, char *err, size_t er
     int moves_left = 0;
     for (int64_t r = 0; r < R && !moves_left; r++) moves_left = b->moves_left[r] >= 0;
     int v2 = b->version == SHARD_VERSION, set = v2 && b->set;
+    /* Version 2 keeps the policy targets as 16-bit shares of each row's largest, and its games' ids and row
+     * counts once a game. */
+    uint16_t *q16 = NULL;
+    int64_t *gids = NULL;
+    uint32_t *grows = NULL;
+    if (v2 && !set) {
+        q16 = malloc(sizeof(uint16_t) * (size_t)(nnz > 0 ? nnz : 1));
+        gids = malloc(sizeof(int64_t) * (size_t)(b->ngames > 0 ? b->ngames : 1));
+        grows = malloc(sizeof(uint32_t) * (size_t)(b->ngames > 0 ? b->ngames : 1));
+        if (!q16 || !gids || !grows) {
+            free(q16), free(gids), free(grows);
+            st_writer_free(w);
+            set_err(err, errlen, "%s: out of memory", path);
+            return -1;
+        }
+        for (int64_t r = 0; r < R; r++) {
+            int64_t pb = b->offsets[r], pe = r + 1 < R ? (int64_t)b->offsets[r + 1] : nnz;
+            policy_to_q16(b->prob + pb, pe - pb, q16 + pb);
+        }
+        for (int32_t g = 0; g < b->ngames; g++) gids[g] = b->games[g].id, grows[g] = (uint32_t)b->games[g].row_count;
+    }
     /* Widest dtype first: every column stays aligned in a reader's mapping. */
     const struct {
         const char *name;
@@ -466,13 +498,15 @@ int shard_write(const shard_builder_t *b, const char *path, char *err, size_t er
         const void *data;
         int skip;
     } cols[] = {
-        {"game_id", ST_DTYPE_I64, 1, R, 0, b->game_id, set},
+        {"game_id", ST_DTYPE_I64, 1, v2 ? b->ngames : R, 0, v2 ? (const void *)gids : b->game_id, set},
         {"hand", ST_DTYPE_F32, 2, R, f->hand_n, b->hand, v2},
-        {"policy_prob", ST_DTYPE_F32, 1, nnz, 0, b->prob, set},
+        {"policy_prob", ST_DTYPE_F32, 1, nnz, 0, b->prob, v2},
         {"root_q", ST_DTYPE_F32, 1, R, 0, b->root_q, 0},
         {"surprise", ST_DTYPE_F32, 1, R, 0, b->surprise, !surprise},
         {"policy_offsets", ST_DTYPE_U32, 1, R, 0, b->offsets, set},
+        {"game_rows", ST_DTYPE_U32, 1, b->ngames, 0, grows, !grows},
         {"policy_label", ST_DTYPE_U16, 1, nnz, 0, b->label, set},
+        {"policy_q16", ST_DTYPE_U16, 1, nnz, 0, q16, !q16},
         {"ply", ST_DTYPE_U16, 1, R, 0, b->ply, 0},
         {"move", ST_DTYPE_U16, 1, R, 0, b->move, 0},
         {"moves_left", ST_DTYPE_I16, 1, R, 0, b->moves_left, !moves_left},
@@ -511,6 +545,7 @@ int shard_write(const shard_builder_t *b, const char *path, char *err, size_t er
     }
     if (rc == 0) rc = st_writer_write(w, path, err, errlen);
     st_writer_free(w);
+    free(q16), free(gids), free(grows);
     return rc == 0 ? 0 : -1;
 }
 
@@ -743,6 +778,7 @@ struct shard {
     shard_format_t fmt;
     int64_t rows, games, nnz;
     shard_columns_t c;
+    int64_t *game_end; /* version 2's game shards: (games) the row after each game's last (game_rows summed) */
 };
 
 const char *shard_path(const shard_t *s) { return s ? st_path(s->f) : NULL; }
@@ -754,12 +790,30 @@ int64_t shard_games(const shard_t *s) { return s->games; }
 int64_t shard_nnz(const shard_t *s) { return s->nnz; }
 const shard_columns_t *shard_columns(const shard_t *s) { return &s->c; }
 
+int64_t shard_row_game(const shard_t *s, int64_t r) {
+    if (s->c.game_id) return s->c.game_id[r];
+    if (!s->game_end) return -1;
+    int64_t lo = 0, hi = s->games; /* the first game that ends after row r */
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (s->game_end[mid] <= r) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < s->games ? s->c.game_ids[lo] : -1;
+}
+
+/* Rows r and r + 1 belong to one game. */
+static int same_game(const shard_t *s, int64_t r) {
+    if (r + 1 >= s->rows || shard_is_set(s)) return 0;
+    return shard_row_game(s, r + 1) == shard_row_game(s, r);
+}
+
 void shard_q_lambda(const shard_t *s, float lambda, float *out) {
     const shard_columns_t *c = &s->c;
     /* Backwards: G(last row of a game) = (1-l) q + l z; G(r) = (1-l) q(r) + l * sign * G(r+1). */
     for (int64_t r = s->rows - 1; r >= 0; r--) {
         double q = c->root_q[r], g;
-        if (c->game_id && r + 1 < s->rows && c->game_id[r + 1] == c->game_id[r]) {
+        if (same_game(s, r)) {
             double next = out[r + 1];
             if ((c->ply[r + 1] - c->ply[r]) & 1) next = -next;
             g = (1.0 - lambda) * q + lambda * next;
@@ -776,8 +830,7 @@ int32_t shard_row_moves_left(const shard_t *s, int64_t r) {
 
 int64_t shard_row_reply(const shard_t *s, const uint16_t *move_label, int64_t r) {
     const shard_columns_t *c = &s->c;
-    if (!c->game_id || r + 1 >= s->rows || c->game_id[r + 1] != c->game_id[r] || c->ply[r + 1] != c->ply[r] + 1)
-        return -1;
+    if (!same_game(s, r) || c->ply[r + 1] != c->ply[r] + 1) return -1;
     int64_t b, e;
     shard_row_policy(s, r + 1, &b, &e);
     return e > b || (move_label && move_label[r + 1] < SHARD_LABEL_NB) ? r + 1 : -1;
@@ -785,6 +838,21 @@ int64_t shard_row_reply(const shard_t *s, const uint16_t *move_label, int64_t r)
 
 float shard_row_surprise(const shard_t *s, int64_t r) {
     return s->c.surprise ? s->c.surprise[r] : SHARD_SURPRISE_UNKNOWN;
+}
+
+void shard_row_probs(const shard_t *s, int64_t r, float *out) {
+    int64_t b, e;
+    shard_row_policy(s, r, &b, &e);
+    if (e <= b) return;
+    if (s->c.policy_prob) {
+        memcpy(out, s->c.policy_prob + b, sizeof(float) * (size_t)(e - b));
+        return;
+    }
+    const uint16_t *q = s->c.policy_q16 + b;
+    uint64_t sum = 0;
+    for (int64_t i = 0; i < e - b; i++) sum += q[i];
+    double inv = sum ? 1.0 / (double)sum : 0.0;
+    for (int64_t i = 0; i < e - b; i++) out[i] = (float)(q[i] * inv);
 }
 
 void shard_row_policy(const shard_t *s, int64_t r, int64_t *begin, int64_t *end) {
@@ -798,6 +866,7 @@ void shard_row_policy(const shard_t *s, int64_t r, int64_t *begin, int64_t *end)
 
 void shard_close(shard_t *s) {
     if (!s) return;
+    free(s->game_end);
     st_close(s->f);
     free(s);
 }
@@ -866,7 +935,7 @@ static int check_values(const shard_t *s, char *err, size_t errlen) {
                     (unsigned)c->policy_label[i], SHARD_LABEL_NB);
             return -1;
         }
-        float p = c->policy_prob[i];
+        float p = c->policy_prob ? c->policy_prob[i] : 0;
         if (!isfinite(p) || p < 0) {
             set_err(err, errlen, "%s: policy_prob[%lld] = %g is not finite and >= 0", path, (long long)i, (double)p);
             return -1;
@@ -909,12 +978,13 @@ static int check_values(const shard_t *s, char *err, size_t errlen) {
             set_err(err, errlen, "%s: position[%lld]: %s", path, (long long)r, why);
             return -1;
         }
-        if (!c->game_id) continue; /* a position set: rows stand alone */
+        if (s->set) continue; /* a position set: rows stand alone */
         int black_res = row_side(c, r) == 0 ? res : -res;
-        if (r == 0 || c->game_id[r] != c->game_id[r - 1]) {
-            if (r > 0 && c->game_id[r] < c->game_id[r - 1]) {
+        int64_t gid = shard_row_game(s, r), prev = r > 0 ? shard_row_game(s, r - 1) : 0;
+        if (r == 0 || gid != prev) {
+            if (r > 0 && gid < prev) {
                 set_err(err, errlen, "%s: game_id decreases at row %lld (%lld then %lld): a game's rows must be contiguous",
-                        path, (long long)r, (long long)c->game_id[r - 1], (long long)c->game_id[r]);
+                        path, (long long)r, (long long)prev, (long long)gid);
                 return -1;
             }
             games++;
@@ -922,7 +992,7 @@ static int check_values(const shard_t *s, char *err, size_t errlen) {
             int prev_black = row_side(c, r - 1) == 0 ? c->result[r - 1] : -c->result[r - 1];
             if (prev_black != black_res) {
                 set_err(err, errlen, "%s: result[%lld] = %d contradicts row %lld of the same game (game_id %lld)", path,
-                        (long long)r, res, (long long)r - 1, (long long)c->game_id[r]);
+                        (long long)r, res, (long long)r - 1, (long long)gid);
                 return -1;
             }
         }
@@ -1008,10 +1078,11 @@ static int open_v2(shard_t *s, const shard_format_t *expect, char *err, size_t e
         {"result", ST_DTYPE_I8, 1, R, 0, "rows", 0},
         {"root_q", ST_DTYPE_F32, 1, R, 0, "rows", 0},
         {"ply", ST_DTYPE_U16, 1, R, 0, "rows", 0},
-        {"game_id", ST_DTYPE_I64, 1, R, 0, "rows", 1},
+        {"game_id", ST_DTYPE_I64, 1, s->games, 0, "games", 1},
         {"policy_offsets", ST_DTYPE_U32, 1, R, 0, "rows", 1},
         {"policy_label", ST_DTYPE_U16, 1, nnz, 0, "nnz", 1},
-        {"policy_prob", ST_DTYPE_F32, 1, nnz, 0, "nnz", 1},
+        {"policy_q16", ST_DTYPE_U16, 1, nnz, 0, "nnz", 1},
+        {"game_rows", ST_DTYPE_U32, 1, s->games, 0, "games", 1},
     };
     enum { NCOLS = sizeof cols / sizeof cols[0] };
     const void *data[NCOLS] = {0};
@@ -1034,11 +1105,34 @@ static int open_v2(shard_t *s, const shard_format_t *expect, char *err, size_t e
         .result = data[2],
         .root_q = data[3],
         .ply = data[4],
-        .game_id = data[5],
+        .game_ids = data[5],
         .policy_offsets = data[6],
         .policy_label = data[7],
-        .policy_prob = data[8],
+        .policy_q16 = data[8],
+        .game_rows = data[9],
     };
+    if (!set) { /* the games: ids increasing, row counts that add up to the rows */
+        s->game_end = malloc(sizeof(int64_t) * (size_t)(s->games > 0 ? s->games : 1));
+        if (!s->game_end) {
+            set_err(err, errlen, "%s: out of memory", path);
+            return -1;
+        }
+        int64_t end = 0;
+        for (int64_t g = 0; g < s->games; g++) {
+            if (g > 0 && s->c.game_ids[g] <= s->c.game_ids[g - 1]) {
+                set_err(err, errlen, "%s: game_id[%lld] = %lld does not increase (game_id[%lld] = %lld)", path,
+                        (long long)g, (long long)s->c.game_ids[g], (long long)g - 1, (long long)s->c.game_ids[g - 1]);
+                return -1;
+            }
+            end += s->c.game_rows[g];
+            s->game_end[g] = end;
+        }
+        if (end != R) {
+            set_err(err, errlen, "%s: game_rows add up to %lld rows, koma.rows says %lld", path, (long long)end,
+                    (long long)R);
+            return -1;
+        }
+    }
     if (open_optional(s, err, errlen) != 0) return -1;
     return check_values(s, err, errlen);
 }
@@ -1293,7 +1387,7 @@ int shard_row_batch_labels(const shard_t *s, const uint16_t *move_label, const i
         shard_row_policy(s, r, &b, &e);
         if (e > b) {
             memcpy(out->policy_label + have, c->policy_label + b, sizeof(uint16_t) * (size_t)(e - b));
-            memcpy(out->policy_prob + have, c->policy_prob + b, sizeof(float) * (size_t)(e - b));
+            shard_row_probs(s, r, out->policy_prob + have);
         }
         have += e - b;
         if (s->set && move_label && move_label[r] < SHARD_LABEL_NB) { /* a position's target: its move */
@@ -1310,7 +1404,7 @@ int shard_row_batch_labels(const shard_t *s, const uint16_t *move_label, const i
             shard_row_policy(s, rr, &b, &e);
             if (e > b) {
                 memcpy(out->opp_label + ohave, c->policy_label + b, sizeof(uint16_t) * (size_t)(e - b));
-                memcpy(out->opp_prob + ohave, c->policy_prob + b, sizeof(float) * (size_t)(e - b));
+                shard_row_probs(s, rr, out->opp_prob + ohave);
                 ohave += e - b;
             } else { /* no policy target at the reply: the move played, one-hot */
                 out->opp_label[ohave] = move_label[rr];

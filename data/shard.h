@@ -23,11 +23,21 @@
  *   move, result, root_q, ply                  as in version 1 below (ply: for a
  *                                              position set the record's game ply - 1
  *                                              where the source has one, else 0)
- *   game_id, policy_offsets, policy_label, policy_prob
- *                                              as in version 1; absent in a position
+ *   game_id         I64    (G)                 the shard's games' ids (games.id),
+ *                                              increasing; G = koma.games
+ *   game_rows       U32    (G)                 each game's rows, in row order (the
+ *                                              game's rows are contiguous; sum: R)
+ *   policy_offsets, policy_label
+ *                                              as in version 1; the game and policy
+ *                                              columns are all absent in a position
  *                                              set (koma.set "1": imported positions,
  *                                              no games; every row stands alone and its
  *                                              policy target is a one-hot on its move)
+ *   policy_q16      U16    (nnz)               the target probabilities as 16-bit
+ *                                              shares of the row's largest (65535; an
+ *                                              entry > 0 is at least 1), read back
+ *                                              normalized to sum 1 (shard_row_probs);
+ *                                              absent in a set
  *   surprise, moves_left                       optional, as in version 1
  *   reason          U8     (R)                 a position set's rows: how the record's
  *                                              game ended (db_reason_t: hcpe's sennichite,
@@ -298,11 +308,14 @@ typedef struct {
     const uint8_t *legal;           /* (R, legal_bytes) version 1, else NULL */
     const uint32_t *policy_offsets; /* (R), NULL in a position set */
     const uint16_t *policy_label;   /* (nnz) */
-    const float *policy_prob;       /* (nnz) */
+    const float *policy_prob;       /* (nnz) version 1, else NULL (shard_row_probs reads either version) */
+    const uint16_t *policy_q16;     /* (nnz) version 2's 16-bit shares, else NULL */
     const int8_t *result;           /* (R) */
     const float *root_q;            /* (R) */
     const uint16_t *ply;            /* (R) */
-    const int64_t *game_id;         /* (R), NULL in a position set */
+    const int64_t *game_id;         /* (R) version 1, else NULL (shard_row_game reads either version) */
+    const int64_t *game_ids;        /* (games) version 2's game shards: each game's id, increasing */
+    const uint32_t *game_rows;      /* (games) version 2's game shards: each game's rows, in row order */
     const uint16_t *move;           /* (R) */
     const uint8_t *position;        /* (R, SHARD_POSITION_BYTES) version 1, else NULL */
     const uint8_t *hcp;             /* (R, SHARD_HCP_BYTES) version 2, else NULL */
@@ -355,6 +368,12 @@ int32_t shard_row_moves_left(const shard_t *s, int64_t r);
 int64_t shard_row_reply(const shard_t *s, const uint16_t *move_label, int64_t r);
 /* Policy entries [*begin, *end) of row r (0 <= r < rows). */
 void shard_row_policy(const shard_t *s, int64_t r, int64_t *begin, int64_t *end);
+/* The id (games.id) of row r's game; -1 in a position set (rows stand alone). */
+int64_t shard_row_game(const shard_t *s, int64_t r);
+/* Row r's target probabilities, one per entry of shard_row_policy, into out:
+ * a float column's values as stored; 16-bit shares (policy_q16) divided by
+ * their row's sum (a row of zeros stays zeros). */
+void shard_row_probs(const shard_t *s, int64_t r, float *out);
 
 /* ---- training batches ------------------------------------------------------------- */
 /* Host buffers for up to cap rows and nnz_cap policy entries, laid out as

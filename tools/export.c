@@ -140,7 +140,7 @@ static int export_game3(export_t *ex, const shard_t *s, const db_game_t *g) {
     const char *mv = g->moves ? g->moves : "";
     int64_t r = g->first_row, rend = g->first_row + g->row_count;
     uint16_t visits[SHARD_LABEL_NB];
-    float probs[SHARD_LABEL_NB];
+    float probs[SHARD_LABEL_NB], rowp[SHARD_LABEL_NB];
     move_t cm[SHARD_LABEL_NB];
     for (int32_t i = 0; i < n; i++) {
         while (*mv == ' ') mv++;
@@ -159,11 +159,12 @@ static int export_game3(export_t *ex, const shard_t *s, const db_game_t *g) {
             q = c->root_q[r];
             int64_t b, e;
             shard_row_policy(s, r, &b, &e);
+            shard_row_probs(s, r, rowp);
             for (int64_t j = b; j < e; j++) {
                 move_t x = encode_label_move(pos, c->policy_label[j]);
                 if (x == MOVE_NONE) continue;
                 cm[nc] = x;
-                probs[nc++] = c->policy_prob[j];
+                probs[nc++] = rowp[j - b];
             }
             fmt_visits_of_probs(probs, nc, visits);
         }

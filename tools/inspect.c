@@ -373,7 +373,7 @@ static void print_rows(const shard_t *s, int64_t nrows) {
         sfen_write(&pos, sfen, sizeof sfen);
         move_text(&pos, why == NULL, c->move[r], mv);
         char owner[48];
-        if (c->game_id) snprintf(owner, sizeof owner, "game %lld", (long long)c->game_id[r]);
+        if (!shard_is_set(s)) snprintf(owner, sizeof owner, "game %lld", (long long)shard_row_game(s, r));
         else snprintf(owner, sizeof owner, "a position");
         printf("  row %lld: %s, ply %u, %s to move, %s, root_q %+.4f, move %s\n", (long long)r, owner, c->ply[r],
                pos.side ? "white" : "black",
@@ -389,10 +389,12 @@ static void print_rows(const shard_t *s, int64_t nrows) {
             printf("    policy: none (no target at this row)\n");
         } else {
             entry_t top[SHARD_LABEL_NB];
+            float prob[SHARD_LABEL_NB];
             int64_t n = e - b;
             double sum = 0;
+            shard_row_probs(s, r, prob);
             for (int64_t i = 0; i < n; i++) {
-                top[i] = (entry_t){c->policy_label[b + i], c->policy_prob[b + i]};
+                top[i] = (entry_t){c->policy_label[b + i], prob[i]};
                 sum += top[i].prob;
             }
             qsort(top, (size_t)n, sizeof top[0], by_prob);

@@ -235,9 +235,11 @@ def _read_v2(path, meta, t, inspect):
     is_set = meta.get("koma.set") == "1"
     want = {"position": (np.uint8, (rows, 32)), "result": (np.int8, (rows,)), "root_q": (np.float32, (rows,)),
             "ply": (np.uint16, (rows,)), "move": (np.uint16, (rows,))}
-    if not is_set:
+    if not is_set:  # the policy target as 16-bit shares of each row's largest; each game's id and row count
+        games = int(meta["koma.games"])
         want.update({"policy_offsets": (np.uint32, (rows,)), "policy_label": (np.uint16, (nnz,)),
-                     "policy_prob": (np.float32, (nnz,)), "game_id": (np.int64, (rows,))})
+                     "policy_q16": (np.uint16, (nnz,)), "game_id": (np.int64, (games,)),
+                     "game_rows": (np.uint32, (games,))})
     for name, (dt, shape) in want.items():
         a = t.get(name)
         if a is None:
@@ -246,6 +248,18 @@ def _read_v2(path, meta, t, inspect):
             raise ShardError(f"{path}: column '{name}' is {a.dtype}{list(a.shape)}, expected "
                              f"{np.dtype(dt)}{list(shape)}")
     cols = dict(t)
+    if not is_set:  # each game's id once, with its row count: one id a row here, as version 1 stores it
+        if int(cols["game_rows"].astype(np.int64).sum()) != rows:
+            raise ShardError(f"{path}: game_rows add up to {int(cols['game_rows'].sum())} rows, koma.rows is {rows}")
+        cols["game_id"] = np.repeat(cols["game_id"], cols["game_rows"].astype(np.int64))
+    if not is_set:  # each row's shares divided by the row's sum, as data/shard.c's shard_row_probs
+        off = cols["policy_offsets"].astype(np.int64)
+        q = cols["policy_q16"].astype(np.float64)
+        ends = np.append(off[1:], nnz)
+        cs = np.concatenate([[0.0], np.cumsum(q)])
+        sums = cs[ends] - cs[off] if rows else np.zeros(0)
+        row_sum = np.repeat(sums, ends - off)
+        cols["policy_prob"] = np.divide(q, row_sum, out=np.zeros_like(q), where=row_sum > 0).astype(np.float32)
     cols["planes"], cols["hand"], cols["legal"] = _expand(path, inspect)
     if is_set:  # a position's target: its move, one-hot (the label is in the legal mask's order)
         cols["policy_offsets"] = np.zeros(rows, np.uint32)

@@ -226,23 +226,25 @@ static char value_char(float q, color_t side) {
 static int top_moves(sb_t *o, const shard_t *s, int64_t r, const pos_t *pos) {
     const shard_columns_t *col = shard_columns(s);
     int64_t b, e, best[RG_TOP_MOVES];
+    float prob[SHARD_LABEL_NB];
     shard_row_policy(s, r, &b, &e);
+    shard_row_probs(s, r, prob);
     int nb = 0;
-    for (int64_t i = b; i < e; i++) { /* the short list, largest first */
+    for (int64_t i = 0; i < e - b; i++) { /* the short list (entries of the row), largest first */
         int j = nb;
         if (nb < RG_TOP_MOVES) nb++;
-        else if (col->policy_prob[i] <= col->policy_prob[best[RG_TOP_MOVES - 1]]) continue;
+        else if (prob[i] <= prob[best[RG_TOP_MOVES - 1]]) continue;
         else j = RG_TOP_MOVES - 1;
-        while (j > 0 && col->policy_prob[best[j - 1]] < col->policy_prob[i]) best[j] = best[j - 1], j--;
+        while (j > 0 && prob[best[j - 1]] < prob[i]) best[j] = best[j - 1], j--;
         best[j] = i;
     }
     int wrote = 0;
     for (int k = 0; k < nb; k++) {
-        move_t m = encode_label_move(pos, col->policy_label[best[k]]);
+        move_t m = encode_label_move(pos, col->policy_label[b + best[k]]);
         if (m == MOVE_NONE) continue;
         char u[MOVE_USI_MAX];
         move_to_usi(m, u);
-        sb_printf(o, ",\"%s\",%ld", u, lround(100.0 * col->policy_prob[best[k]]));
+        sb_printf(o, ",\"%s\",%ld", u, lround(100.0 * prob[best[k]]));
         wrote++;
     }
     return wrote;
@@ -295,9 +297,10 @@ static const char *values(const rg_game_t *g, const char *moves, int32_t n, db_t
     int have_rows = 0;
     for (int32_t i = 0; i <= n; i++) row_of[i] = -1;
     for (int64_t r = g->first_row; r < g->first_row + g->row_count && r < shard_rows(sc->s); r++) {
-        if (col->game_id[r] != g->id) {
+        int64_t holds = shard_row_game(sc->s, r);
+        if (holds != g->id) {
             snprintf(why, why_len, "values not available: %s: row %lld holds game %lld, not %lld", shard_path(sc->s),
-                     (long long)r, (long long)col->game_id[r], (long long)g->id);
+                     (long long)r, (long long)holds, (long long)g->id);
             free(row_of);
             return why;
         }

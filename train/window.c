@@ -211,11 +211,12 @@ static int32_t ent_find(const train_window_t *w, int64_t id) {
  * 1/temp and scaled back to the row's sum (1 for a search's or a record's
  * target), in log space relative to the row's largest entry; zeros stay zero. */
 static void temper_policy(const shard_t *s, float temp, float *out) {
-    const float *p = shard_columns(s)->policy_prob;
+    const float *p = out; /* each row's stored target, read into out first and tempered in place */
     double inv = 1.0 / (double)temp;
     for (int64_t r = 0; r < shard_rows(s); r++) {
         int64_t b, e;
         shard_row_policy(s, r, &b, &e);
+        shard_row_probs(s, r, out + b);
         double mx = 0, sum = 0, tot = 0;
         for (int64_t i = b; i < e; i++) sum += p[i], mx = p[i] > mx ? p[i] : mx;
         if (!(mx > 0)) { /* no mass to move */

@@ -934,7 +934,7 @@ static int games_match_file(db_t *db, const char *run, const db_shard_t *sh, int
         const db_game_t *g = &gl.games[i];
         ok = g->shard_id == sh->id && g->first_row == at && g->row_count == rows[i];
         for (int64_t r = g->first_row; ok && r < g->first_row + g->row_count; r++)
-            ok = shard_columns(s)->game_id[r] == g->id;
+            ok = shard_row_game(s, r) == g->id;
         at += rows[i];
         if (!ok) fprintf(stderr, "%s: game %lld (id %lld) rows [%lld, +%lld) do not match\n", sh->path, (long long)i,
                          (long long)g->id, (long long)g->first_row, (long long)g->row_count);

@@ -55,15 +55,15 @@ static void check_shard(const shard_t *s, const char *path) {
         FUZZ_CHECK(c->result[r] >= -1 && c->result[r] <= 1, "row %lld: result %d", (long long)r, c->result[r]);
         FUZZ_CHECK(c->root_q[r] >= -1.0f && c->root_q[r] <= 1.0f, "row %lld: root_q %g", (long long)r,
                    (double)c->root_q[r]);
-        FUZZ_CHECK(r == 0 || c->game_id[r] >= c->game_id[r - 1], "row %lld: game id decreases", (long long)r);
+        FUZZ_CHECK(r == 0 || shard_row_game(s, r) >= shard_row_game(s, r - 1), "row %lld: game id decreases", (long long)r);
         const char *bad = shard_position_check(c->position + (size_t)r * SHARD_POSITION_BYTES);
         FUZZ_CHECK(bad == NULL, "row %lld: position: %s", (long long)r, bad);
     }
     FUZZ_CHECK(prev_end == nnz, "policy entries end at %lld, nnz %lld", (long long)prev_end, (long long)nnz);
     for (int64_t k = 0; k < nnz; k++) {
         FUZZ_CHECK(c->policy_label[k] < SHARD_LABEL_NB, "entry %lld: label %u", (long long)k, c->policy_label[k]);
-        FUZZ_CHECK(isfinite(c->policy_prob[k]) && c->policy_prob[k] >= 0.0f, "entry %lld: prob %g", (long long)k,
-                   (double)c->policy_prob[k]);
+        FUZZ_CHECK(!c->policy_prob || (isfinite(c->policy_prob[k]) && c->policy_prob[k] >= 0.0f),
+                   "entry %lld: prob %g", (long long)k, c->policy_prob ? (double)c->policy_prob[k] : 0.0);
     }
 
     /* Gather every row, 64 at a time, into one batch. */

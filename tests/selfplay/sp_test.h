@@ -226,8 +226,10 @@ static inline void replay_game(const db_game_t *g, const shard_t *sh, int32_t ma
             if (en > b) {
                 rs->with_policy++;
                 double sum = 0;
+                float prob[SHARD_LABEL_NB];
+                shard_row_probs(sh, r, prob);
                 for (int64_t k = b; k < en; k++) {
-                    sum += c->policy_prob[k];
+                    sum += prob[k - b];
                     move_t pm = encode_label_move(&pos, c->policy_label[k]);
                     CHECKF(pm != MOVE_NONE, "game %lld row %lld: policy label %u is no legal move", (long long)g->id,
                            (long long)r, (unsigned)c->policy_label[k]);
@@ -328,7 +330,6 @@ static inline void check_run(const char *dir, uint32_t flags, int32_t max_ply, r
         CHECKF(db_games_of_shard(db, sh[i].id, &gl) == DB_OK, "games of shard %lld", (long long)sh[i].id);
         CHECKF(gl.n == sh[i].games && gl.n == shard_games(f), "%s: %lld games listed, row says %lld, file %lld", fp,
                (long long)gl.n, (long long)sh[i].games, (long long)shard_games(f));
-        const int64_t *gid = shard_columns(f)->game_id;
         int64_t covered = 0;
         for (int64_t k = 0; k < gl.n; k++) {
             const db_game_t *g = &gl.games[k];
@@ -337,9 +338,9 @@ static inline void check_run(const char *dir, uint32_t flags, int32_t max_ply, r
                   (long long)g->row_count, fp);
             if (!(g->first_row >= 0 && g->first_row + g->row_count <= shard_rows(f))) continue;
             int64_t mine = 0;
-            for (int64_t r = 0; r < shard_rows(f); r++) mine += gid[r] == g->id;
+            for (int64_t r = 0; r < shard_rows(f); r++) mine += shard_row_game(f, r) == g->id;
             bool in = true;
-            for (int64_t r = g->first_row; r < g->first_row + g->row_count; r++) in &= gid[r] == g->id;
+            for (int64_t r = g->first_row; r < g->first_row + g->row_count; r++) in &= shard_row_game(f, r) == g->id;
             CHECKF(in && mine == g->row_count, "game %lld: %lld rows carry its id, games row says [%lld, +%lld)",
                   (long long)g->id, (long long)mine, (long long)g->first_row, (long long)g->row_count);
             covered += g->row_count;

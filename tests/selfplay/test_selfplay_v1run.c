@@ -65,10 +65,11 @@ static void to_v1(const char *run, const char *rel, int64_t shard_id, sqlite3 *s
             shard_position_pack(&sp, posb);
             int64_t pb, pe;
             shard_row_policy(s, r, &pb, &pe);
-            float sur = shard_row_surprise(s, r);
+            float sur = shard_row_surprise(s, r), prob[SHARD_LABEL_NB];
+            shard_row_probs(s, r, prob);
             shard_row_t row = {.planes = planes, .hand = hand, .legal = legal, .position = posb,
                                .policy_label = pe > pb ? c->policy_label + pb : NULL,
-                               .policy_prob = pe > pb ? c->policy_prob + pb : NULL, .policy_n = (int32_t)(pe - pb),
+                               .policy_prob = pe > pb ? prob : NULL, .policy_n = (int32_t)(pe - pb),
                                .root_q = c->root_q[r], .ply = c->ply[r], .move = c->move[r],
                                .surprise = sur >= 0 ? &sur : NULL};
             KOMA_ASSERT(shard_builder_add_row(b, &row, err, sizeof err) == 0);

@@ -210,6 +210,91 @@ static void test_expand(const char *dir) {
     shard_batch_free(bt);
 }
 
+/* 3: a version-2 game shard keeps each row's policy target as 16-bit shares: read back (and in a batch) it is
+ * the row's distribution normalized, within 2e-5 (a share is 1/65535 of the row's largest); an entry above 0,
+ * however small, stays above 0; the float column is gone; a version-1 shard keeps its floats exactly. */
+static void test_policy_q16(const char *dir) {
+    char err[1024], p2[1100], p1[1100];
+    const shard_format_t fmt = {ENC_FEATURES_VERSION, ENC_PACKED_BYTES, ENC_HAND, ENC_LEGAL_BYTES};
+    enum { ROWS = 40 };
+    static uint16_t label[ROWS][SHARD_LABEL_NB];
+    static float prob[ROWS][SHARD_LABEL_NB];
+    int32_t n[ROWS];
+    for (int32_t r = 0; r < ROWS; r++) { /* rows of 0..600 entries: visit-like counts, a 1e-7 entry, ties */
+        n[r] = r == 0 ? 0 : r == 1 ? 1 : r == 2 ? 600 : 1 + (int32_t)(t_next() % 80);
+        for (int32_t i = 0; i < n[r]; i++) {
+            label[r][i] = (uint16_t)((i * 7 + r) % SHARD_LABEL_NB);
+            prob[r][i] = r == 2 ? 1.0f / 600 : (float)(1 + t_next() % 800) / 800.0f;
+        }
+        if (n[r] > 2) prob[r][1] = 1e-7f;
+    }
+    static uint8_t planes[ENC_PACKED_BYTES], legal[ENC_LEGAL_BYTES], posb[SHARD_POSITION_BYTES];
+    float hand[ENC_HAND];
+    shard_builder_t *b2 = shard_builder_new_compact(0, err, sizeof err), *b1 = shard_builder_new(&fmt, err, sizeof err);
+    KOMA_ASSERT(b1 && b2);
+    const pos_t *p = pos_at(0);
+    uint8_t hcp[SHARD_HCP_BYTES];
+    shard_pos_hcp(p, hcp);
+    encode_position(p, planes, hand);
+    encode_legal_mask(p, legal);
+    shard_position_t sp = {.side = (uint8_t)p->side, .ply = (uint16_t)pos_game_ply(p)};
+    memcpy(sp.board, p->board, 81);
+    sp.hand[0] = p->hand[COLOR_BLACK], sp.hand[1] = p->hand[COLOR_WHITE];
+    shard_position_pack(&sp, posb);
+    for (int32_t r = 0; r < ROWS; r++) {
+        shard_row_t row = {.planes = planes, .hand = hand, .legal = legal, .position = posb, .hcp = hcp,
+                           .move = MOVE_NONE, .policy_label = label[r], .policy_prob = prob[r], .policy_n = n[r]};
+        CHECK_OK(shard_builder_add_row(b2, &row, err, sizeof err), err);
+        CHECK_OK(shard_builder_add_row(b1, &row, err, sizeof err), err);
+    }
+    db_game_t g = {.start_sfen = "startpos", .moves = "", .plies = ROWS, .result = 0, .reason = DB_REASON_ABORT};
+    CHECK_OK(shard_builder_end_game(b2, &g, err, sizeof err), err);
+    CHECK_OK(shard_builder_end_game(b1, &g, err, sizeof err), err);
+    snprintf(p2, sizeof p2, "%s/q16_v2.safetensors", dir);
+    snprintf(p1, sizeof p1, "%s/q16_v1.safetensors", dir);
+    CHECK_OK(shard_write(b2, p2, err, sizeof err), err);
+    CHECK_OK(shard_write(b1, p1, err, sizeof err), err);
+    shard_builder_free(b1);
+    shard_builder_free(b2);
+    shard_t *s2 = shard_open(p2, &fmt, 0, err, sizeof err), *s1 = shard_open(p1, &fmt, 0, err, sizeof err);
+    CHECKF(s2 && s1, "%s", err);
+    if (!s2 || !s1) return;
+    CHECK(shard_columns(s2)->policy_q16 && !shard_columns(s2)->policy_prob);
+    CHECK(shard_columns(s1)->policy_prob && !shard_columns(s1)->policy_q16);
+    shard_batch_t *bt = shard_batch_new(&fmt, ROWS, 0, err, sizeof err);
+    KOMA_ASSERT(bt);
+    int64_t idx[ROWS];
+    for (int32_t r = 0; r < ROWS; r++) idx[r] = r;
+    CHECK_OK(shard_row_batch(s2, idx, ROWS, bt, err, sizeof err), err);
+    int32_t bad = 0;
+    double worst = 0;
+    for (int32_t r = 0; r < ROWS; r++) {
+        float got[SHARD_LABEL_NB], exact[SHARD_LABEL_NB];
+        int64_t b, e;
+        shard_row_policy(s2, r, &b, &e);
+        CHECK(e - b == n[r]);
+        CHECK(shard_row_game(s2, r) == shard_row_game(s1, r) && shard_row_game(s2, r) >= 0);
+        shard_row_probs(s2, r, got);
+        shard_row_probs(s1, r, exact);
+        double sum = 0;
+        for (int32_t i = 0; i < n[r]; i++) sum += prob[r][i];
+        const float *inb = bt->policy_prob + bt->policy_offsets[r];
+        for (int32_t i = 0; i < n[r] && i < e - b; i++) {
+            double want = prob[r][i] / sum, d = fabs(got[i] - want);
+            worst = d > worst ? d : worst;
+            bad += d > 2e-5 || !(got[i] > 0) || exact[i] != prob[r][i] || inb[i] != got[i] ||
+                   shard_columns(s2)->policy_label[b + i] != label[r][i];
+        }
+    }
+    fprintf(stderr, "policy as 16-bit shares: worst difference from the normalized target %.2e\n", worst);
+    CHECKF(bad == 0, "%d policy entries differ (worst %.2e)", bad, worst);
+    shard_batch_free(bt);
+    shard_close(s1);
+    shard_close(s2);
+    compat_remove_file(p1);
+    compat_remove_file(p2);
+}
+
 /* ---- position sets in a run ----------------------------------------------------------------- */
 /* Registers `shards` position-set shards of `per` rows each in run r; row k of the run (in order) has root_q
  * = k / 2^20, a value every row has alone. */
@@ -390,6 +475,7 @@ int main(void) {
     const char *dir = t_scratch("train_compact");
     test_round_trip();
     test_expand(dir);
+    test_policy_q16(dir);
     char run[1024];
     snprintf(run, sizeof run, "%s/run", dir);
     test_sets_and_epochs(run);
