@@ -433,9 +433,40 @@ void shard_builder_set_first_game_id(shard_builder_t *b, int64_t first_id) {
     for (int64_t r = b->done_rows; r < b->rows; r++) b->game_id[r] = first_id + b->ngames;
 }
 
-/* A row's n probabilities as 16-bit shares of its largest: the largest is
- * 65535, an entry > 0 at least 1 (its move stays in the target), 0 stays 0. */
+/* Row probabilities back from 16-bit counts: count / sum as one float division (exact inputs below 2^24). */
+static float q16_prob(uint32_t q, uint64_t sum) {
+    return sum < (1u << 24) ? (float)q / (float)sum : (float)((double)q / (double)sum);
+}
+
+/* The smallest 16-bit counts (the smallest count 1, 2, .. 1024) whose q16_prob quotients are p exactly: a
+ * target made from visits (a search's, an hcpe3 record's) is stored as those visits and reads back bit for
+ * bit. 0, or -1 when there are none. */
+static int policy_counts(const float *p, int64_t n, uint16_t *q) {
+    float pmin = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (p[i] > 0 && (pmin == 0 || p[i] < pmin)) pmin = p[i];
+    if (pmin <= 0) return -1;
+    for (int32_t k = 1; k <= 1024; k++) {
+        double total = (double)k / pmin;
+        if (total > 65535.0 * (double)n) break;
+        uint64_t sum = 0;
+        int64_t i = 0;
+        for (; i < n; i++) {
+            double x = (double)p[i] * total, v = floor(x + 0.5);
+            if (v > 65535 || (p[i] > 0 && v < 1) || fabs(x - v) > 0.01) break; /* not this k (a fast filter) */
+            q[i] = (uint16_t)v, sum += (uint64_t)v;
+        }
+        if (i < n) continue;
+        for (i = 0; i < n && q16_prob(q[i], sum) == p[i]; i++) {}
+        if (i == n) return 0;
+    }
+    return -1;
+}
+
+/* A row's n probabilities as 16-bit counts: the visits they were made from where policy_counts finds them,
+ * else shares of the largest (65535), an entry > 0 at least 1 (its move stays in the target), 0 stays 0. */
 static void policy_to_q16(const float *p, int64_t n, uint16_t *q) {
+    if (policy_counts(p, n, q) == 0) return;
     float mx = 0;
     for (int64_t i = 0; i < n; i++) mx = p[i] > mx ? p[i] : mx;
     for (int64_t i = 0; i < n; i++) {
@@ -851,8 +882,7 @@ void shard_row_probs(const shard_t *s, int64_t r, float *out) {
     const uint16_t *q = s->c.policy_q16 + b;
     uint64_t sum = 0;
     for (int64_t i = 0; i < e - b; i++) sum += q[i];
-    double inv = sum ? 1.0 / (double)sum : 0.0;
-    for (int64_t i = 0; i < e - b; i++) out[i] = (float)(q[i] * inv);
+    for (int64_t i = 0; i < e - b; i++) out[i] = sum ? q16_prob(q[i], sum) : 0.0f;
 }
 
 void shard_row_policy(const shard_t *s, int64_t r, int64_t *begin, int64_t *end) {

@@ -34,9 +34,11 @@
  *                                              no games; every row stands alone and its
  *                                              policy target is a one-hot on its move)
  *   policy_q16      U16    (nnz)               the target probabilities as 16-bit
- *                                              shares of the row's largest (65535; an
- *                                              entry > 0 is at least 1), read back
- *                                              normalized to sum 1 (shard_row_probs);
+ *                                              counts: the visits they were made from
+ *                                              (count / sum is each float exactly), or
+ *                                              else shares of the row's largest (65535;
+ *                                              an entry > 0 is at least 1); read back
+ *                                              as count / row sum (shard_row_probs);
  *                                              absent in a set
  *   surprise, moves_left                       optional, as in version 1
  *   reason          U8     (R)                 a position set's rows: how the record's

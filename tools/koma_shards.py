@@ -252,14 +252,19 @@ def _read_v2(path, meta, t, inspect):
         if int(cols["game_rows"].astype(np.int64).sum()) != rows:
             raise ShardError(f"{path}: game_rows add up to {int(cols['game_rows'].sum())} rows, koma.rows is {rows}")
         cols["game_id"] = np.repeat(cols["game_id"], cols["game_rows"].astype(np.int64))
-    if not is_set:  # each row's shares divided by the row's sum, as data/shard.c's shard_row_probs
+    if not is_set:  # each row's counts divided by the row's sum, as data/shard.c's shard_row_probs
         off = cols["policy_offsets"].astype(np.int64)
         q = cols["policy_q16"].astype(np.float64)
         ends = np.append(off[1:], nnz)
         cs = np.concatenate([[0.0], np.cumsum(q)])
         sums = cs[ends] - cs[off] if rows else np.zeros(0)
         row_sum = np.repeat(sums, ends - off)
-        cols["policy_prob"] = np.divide(q, row_sum, out=np.zeros_like(q), where=row_sum > 0).astype(np.float32)
+        # one float32 division where the sum is exact in float32 (as shard_row_probs: a visit target's floats)
+        small = row_sum < (1 << 24)
+        f32 = np.divide(q.astype(np.float32), row_sum.astype(np.float32), out=np.zeros(q.shape, np.float32),
+                        where=(row_sum > 0) & small)
+        f64 = np.divide(q, row_sum, out=np.zeros_like(q), where=(row_sum > 0) & ~small).astype(np.float32)
+        cols["policy_prob"] = np.where(small, f32, f64)
     cols["planes"], cols["hand"], cols["legal"] = _expand(path, inspect)
     if is_set:  # a position's target: its move, one-hot (the label is in the legal mask's order)
         cols["policy_offsets"] = np.zeros(rows, np.uint32)
