@@ -498,12 +498,86 @@ void compat_hostname(char *buf, size_t n) {
     if (!buf[0]) snprintf(buf, n, "localhost");
 }
 
-/* CreateProcessA with inherited handles, tried again a few times on
- * ERROR_INTERNAL_ERROR (1359), which wine returns now and then under load. */
+/* The job every child of this process joins: closed when this process ends however it ends (its handle is
+ * the last one), and then every child still running ends with it, as a killed selfplay's report writer must
+ * (an orphan held the test suite's output pipe open under wine). NULL when jobs are not to be had; made by
+ * the first spawn, under g_spawn_mu. */
+static HANDLE children_job(void) {
+    static HANDLE job;
+    static int tried;
+    if (tried) return job;
+    tried = 1;
+    job = CreateJobObjectA(NULL, NULL);
+    if (!job) return NULL;
+    JOBOBJECT_EXTENDED_LIMIT_INFORMATION li;
+    memset(&li, 0, sizeof li);
+    li.BasicLimitInformation.LimitFlags = JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE;
+    if (!SetInformationJobObject(job, JobObjectExtendedLimitInformation, &li, sizeof li)) {
+        CloseHandle(job);
+        job = NULL;
+    }
+    return job;
+}
+
+/* CreateProcessA inheriting the child's three standard handles and no other
+ * (PROC_THREAD_ATTRIBUTE_HANDLE_LIST): a file this process has open while it
+ * starts a child - a shard being written, while selfplay starts its report
+ * writer - is not held by the child too, which made its rename fail with
+ * ERROR_SHARING_VIOLATION (C runtime files are inheritable); where the list
+ * cannot be made, every inheritable handle as before. Tried again a few times
+ * on ERROR_INTERNAL_ERROR (1359), which wine returns now and then under load.
+ * The child starts suspended until it is in children_job() (where that
+ * fails, as inside a job that allows no nesting, it runs outside it). */
 static BOOL create_process(char *cmd, DWORD flags, STARTUPINFOA *si, PROCESS_INFORMATION *pi) {
+    int redirected = (si->dwFlags & STARTF_USESTDHANDLES) != 0;
+    HANDLE std3[3] = {redirected ? si->hStdInput : GetStdHandle(STD_INPUT_HANDLE),
+                      redirected ? si->hStdOutput : GetStdHandle(STD_OUTPUT_HANDLE),
+                      redirected ? si->hStdError : GetStdHandle(STD_ERROR_HANDLE)};
+    HANDLE list[3];
+    int n = 0;
+    for (int k = 0; k < 3; k++) {
+        DWORD f = 0;
+        HANDLE h = std3[k];
+        if (!h || h == INVALID_HANDLE_VALUE || !GetHandleInformation(h, &f) || !(f & HANDLE_FLAG_INHERIT)) continue;
+        int dup = 0;
+        for (int j = 0; j < n; j++) dup |= list[j] == h;
+        if (!dup) list[n++] = h;
+    }
+    STARTUPINFOEXA six;
+    memset(&six, 0, sizeof six);
+    six.StartupInfo = *si;
+    six.StartupInfo.cb = sizeof six;
+    SIZE_T size = 0;
+    InitializeProcThreadAttributeList(NULL, 1, 0, &size);
+    LPPROC_THREAD_ATTRIBUTE_LIST attrs = n > 0 && size > 0 ? malloc(size) : NULL;
+    int ext = attrs && InitializeProcThreadAttributeList(attrs, 1, 0, &size);
+    if (ext && !UpdateProcThreadAttribute(attrs, 0, PROC_THREAD_ATTRIBUTE_HANDLE_LIST, list, sizeof(HANDLE) * (size_t)n,
+                                          NULL, NULL)) {
+        DeleteProcThreadAttributeList(attrs);
+        ext = 0;
+    }
+    six.lpAttributeList = ext ? attrs : NULL;
     for (int i = 0;; i++) {
-        BOOL ok = CreateProcessA(NULL, cmd, NULL, NULL, TRUE, flags, NULL, NULL, si, pi);
-        if (ok || GetLastError() != ERROR_INTERNAL_ERROR || i == 4) return ok;
+        BOOL ok = ext ? CreateProcessA(NULL, cmd, NULL, NULL, TRUE, flags | CREATE_SUSPENDED | EXTENDED_STARTUPINFO_PRESENT,
+                                       NULL, NULL, &six.StartupInfo, pi)
+                      : CreateProcessA(NULL, cmd, NULL, NULL, TRUE, flags | CREATE_SUSPENDED, NULL, NULL, si, pi);
+        if (!ok && ext && GetLastError() != ERROR_INTERNAL_ERROR) { /* no handle list here: as before */
+            DeleteProcThreadAttributeList(attrs);
+            ext = 0;
+            continue;
+        }
+        if (ok) {
+            HANDLE job = children_job();
+            if (job) AssignProcessToJobObject(job, pi->hProcess);
+            ResumeThread(pi->hThread);
+        }
+        if (ok || GetLastError() != ERROR_INTERNAL_ERROR || i == 4) {
+            DWORD e = GetLastError();
+            if (ext) DeleteProcThreadAttributeList(attrs);
+            free(attrs);
+            SetLastError(e);
+            return ok;
+        }
         Sleep((DWORD)(50 << i));
     }
 }
