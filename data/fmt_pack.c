@@ -5,6 +5,7 @@
 #include "data/fmt_pack.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 typedef struct {
@@ -34,74 +35,106 @@ static tables_t tables(fmt_pack_t k) {
 }
 
 /* ---- bits ------------------------------------------------------------------------------- */
-typedef struct {
-    const uint8_t *d;
-    int32_t pos; /* next bit */
-} bitrd_t;
-
-/* The next 8 bits (zeros past the end), not consumed. */
-static inline uint32_t peek8(const bitrd_t *r) {
-    int32_t byte = r->pos >> 3, sh = r->pos & 7;
-    uint32_t lo = byte < FMT_PACK_BYTES ? r->d[byte] : 0, hi = byte + 1 < FMT_PACK_BYTES ? r->d[byte + 1] : 0;
-    return ((lo | hi << 8) >> sh) & 0xffu;
-}
-
-static inline uint32_t take(bitrd_t *r, int32_t n) {
-    uint32_t v = peek8(r) & ((1u << n) - 1);
-    r->pos += n;
-    return v;
-}
-
-static inline void put(uint8_t *d, int32_t *pos, uint32_t code, int32_t n) {
-    for (int32_t i = 0; i < n; i++, (*pos)++)
-        if ((code >> i) & 1) d[*pos >> 3] |= (uint8_t)(1u << (*pos & 7));
+/* Appends n <= 8 bits of code (LSB first) at bit *pos of the 256 in w (zeroed; w[4] a spare). */
+static inline void put(uint64_t w[5], int32_t *pos, uint32_t code, int32_t n) {
+    if (*pos + n > FMT_PACK_BYTES * 8) { /* past the 256 bits: counted, not written (the caller refuses it) */
+        *pos += n;
+        return;
+    }
+    int32_t i = *pos >> 6, sh = *pos & 63;
+    uint64_t v = code & ((1u << n) - 1);
+    w[i] |= v << sh;
+    if (sh + n > 64) w[i + 1] |= v >> (64 - sh);
+    *pos += n;
 }
 
 static inline int matches(uint32_t w, code_t c) { return c.bits && (w & ((1u << c.bits) - 1)) == c.code; }
 
+/* ---- decoding tables: what the next 8 bits start with (every code is at most 8 bits, and prefix-free) ---- */
+typedef struct {
+    uint8_t what; /* board: the piece code; after the board: hand piece i (0..6) + 7 * colour, or 14 + i: box */
+    uint8_t bits; /* 0: no code starts so */
+    uint8_t kind; /* board: the piece's unpromoted type (PT_NONE for an empty square), counted without a branch */
+} lut_t;
+
+static lut_t g_board_lut[2][256], g_hand_lut[2][256];
+static atomic_int g_lut_state; /* 0 none, 1 being made, 2 made */
+
+static void make_luts(void) {
+    int s = atomic_load_explicit(&g_lut_state, memory_order_acquire);
+    if (s == 2) return;
+    int zero = 0;
+    if (s == 0 && atomic_compare_exchange_strong(&g_lut_state, &zero, 1)) {
+        for (int k = 0; k < 2; k++) {
+            tables_t t = tables(k ? FMT_PACK_PSFEN : FMT_PACK_HCP);
+            for (uint32_t w = 0; w < 256; w++) {
+                for (int p = 0; p < 32; p++)
+                    if (matches(w, t.board[p]))
+                        g_board_lut[k][w] = (lut_t){(uint8_t)p, t.board[p].bits, (uint8_t)(p ? pt_demote(piece_type(p)) : PT_NONE)};
+                for (int i = 0; i < 7; i++) {
+                    for (int c = 0; c < 2; c++)
+                        if (matches(w, t.hand[i][c])) g_hand_lut[k][w] = (lut_t){(uint8_t)(i + 7 * c), t.hand[i][c].bits, 0};
+                    if (matches(w, t.box[i])) g_hand_lut[k][w] = (lut_t){(uint8_t)(14 + i), t.box[i].bits, 0};
+                }
+            }
+        }
+        atomic_store_explicit(&g_lut_state, 2, memory_order_release);
+        return;
+    }
+    while (atomic_load_explicit(&g_lut_state, memory_order_acquire) != 2) {} /* another thread makes them */
+}
+
 /* ---- decode -------------------------------------------------------------------------- */
+/* 64 bits from bit pos of the 256 in w (w[4] = 0: zeros past the end). */
+static inline uint64_t bits_at(const uint64_t w[5], int32_t pos) {
+    int32_t i = pos >> 6, sh = pos & 63;
+    return sh ? (w[i] >> sh) | (w[i + 1] << (64 - sh)) : w[i];
+}
+
 const char *fmt_pack_decode(fmt_pack_t k, const uint8_t in[FMT_PACK_BYTES], fmt_board_t *out) {
-    tables_t t = tables(k);
-    bitrd_t r = {in, 0};
+    make_luts();
+    const lut_t *blut = g_board_lut[k == FMT_PACK_PSFEN], *hlut = g_hand_lut[k == FMT_PACK_PSFEN];
+    uint64_t w[5] = {0};
+    for (int32_t i = 0; i < FMT_PACK_BYTES; i++) w[i >> 3] |= (uint64_t)in[i] << ((i & 7) * 8);
     memset(out, 0, sizeof *out);
-    out->side = (uint8_t)take(&r, 1);
-    sq_t ksq[2];
-    ksq[0] = (sq_t)take(&r, 7);
-    ksq[1] = (sq_t)take(&r, 7);
+    out->side = (uint8_t)(w[0] & 1);
+    sq_t ksq[2] = {(sq_t)((w[0] >> 1) & 0x7f), (sq_t)((w[0] >> 8) & 0x7f)};
     if (ksq[0] >= SQ_NB || ksq[1] >= SQ_NB) return "a king's square is past 80";
     if (ksq[0] == ksq[1]) return "both kings on one square";
     out->board[ksq[0]] = (uint8_t)piece_make(COLOR_BLACK, PT_KING);
     out->board[ksq[1]] = (uint8_t)piece_make(COLOR_WHITE, PT_KING);
     int32_t count[PT_HAND_NB] = {0};
-    for (sq_t sq = 0; sq < SQ_NB; sq++) {
-        if (sq == ksq[0] || sq == ksq[1]) continue;
-        uint32_t w = peek8(&r);
-        int32_t pc = -1;
-        for (int32_t p = 0; p < 32 && pc < 0; p++)
-            if (matches(w, t.board[p])) pc = p;
-        if (pc < 0 || r.pos + t.board[pc].bits > 256) return "no piece code fits the bits of a square";
-        r.pos += t.board[pc].bits;
-        out->board[sq] = (uint8_t)pc;
-        if (pc) count[pt_demote(piece_type(pc))]++;
+    int32_t pos = 15;
+    /* The board: codes of at most 8 bits, read from a 64-bit window that moves every 7 codes or so. */
+    for (sq_t sq = 0; sq < SQ_NB;) {
+        uint64_t b = bits_at(w, pos);
+        int32_t used = 0;
+        for (; sq < SQ_NB && used <= 56; sq++) {
+            if (sq == ksq[0] || sq == ksq[1]) continue;
+            lut_t e = blut[(b >> used) & 0xff];
+            if (!e.bits) return "no piece code fits the bits of a square";
+            used += e.bits;
+            out->board[sq] = e.what;
+            count[e.kind]++; /* count[PT_NONE]: the empty squares, not looked at */
+        }
+        pos += used;
+        if (pos > 256) return "no piece code fits the bits of a square";
     }
     int32_t held[2][PT_HAND_NB] = {{0}};
-    while (r.pos < 256) {
-        uint32_t w = peek8(&r);
-        int32_t found = 0;
-        for (int32_t i = 0; i < 7 && !found; i++) {
-            for (color_t c = 0; c < COLOR_NB && !found; c++)
-                if (matches(w, t.hand[i][c]) && r.pos + t.hand[i][c].bits <= 256) {
-                    r.pos += t.hand[i][c].bits;
-                    held[c][HAND_PT[i]]++;
-                    count[HAND_PT[i]]++;
-                    found = 1;
-                }
-            if (!found && matches(w, t.box[i]) && r.pos + t.box[i].bits <= 256) {
-                r.pos += t.box[i].bits;
-                found = 1;
+    while (pos < 256) {
+        uint64_t b = bits_at(w, pos);
+        int32_t used = 0;
+        for (; pos + used < 256 && used <= 56;) {
+            lut_t e = hlut[(b >> used) & 0xff];
+            if (!e.bits || pos + used + e.bits > 256) return "no hand or piece-box code fits the bits after the board";
+            used += e.bits;
+            if (e.what < 14) { /* in a hand; else in the piece box */
+                int32_t i = e.what % 7, c = e.what / 7;
+                held[c][HAND_PT[i]]++;
+                count[HAND_PT[i]]++;
             }
         }
-        if (!found) return "no hand or piece-box code fits the bits after the board";
+        pos += used;
     }
     for (piece_type_t pt = PT_PAWN; pt < PT_HAND_NB; pt++) {
         if (count[pt] > PIECE_TOTAL[pt]) return "more pieces of a kind than a game has";
@@ -134,19 +167,21 @@ int fmt_pack_encode(fmt_pack_t k, const fmt_board_t *b, uint8_t out[FMT_PACK_BYT
         for (int32_t i = 0; i < 7; i++)
             if ((left[HAND_PT[i]] -= hand_count(b->hand[c], HAND_PT[i])) < 0) return -1;
     int32_t pos = 0;
-    put(out, &pos, b->side & 1u, 1);
-    put(out, &pos, (uint32_t)ksq[0], 7);
-    put(out, &pos, (uint32_t)ksq[1], 7);
+    uint64_t w[5] = {0};
+    put(w, &pos, b->side & 1u, 1);
+    put(w, &pos, (uint32_t)ksq[0], 7);
+    put(w, &pos, (uint32_t)ksq[1], 7);
     for (sq_t sq = 0; sq < SQ_NB; sq++) {
         if (sq == ksq[0] || sq == ksq[1]) continue;
         code_t c = t.board[b->board[sq]];
-        put(out, &pos, c.code, c.bits);
+        put(w, &pos, c.code, c.bits);
     }
     for (color_t c = 0; c < COLOR_NB; c++)
         for (int32_t i = 0; i < 7; i++)
-            for (int32_t n = hand_count(b->hand[c], HAND_PT[i]); n > 0; n--) put(out, &pos, t.hand[i][c].code, t.hand[i][c].bits);
+            for (int32_t n = hand_count(b->hand[c], HAND_PT[i]); n > 0; n--) put(w, &pos, t.hand[i][c].code, t.hand[i][c].bits);
     for (int32_t i = 0; i < 7; i++)
-        for (int32_t n = left[HAND_PT[i]]; n > 0; n--) put(out, &pos, t.box[i].code, t.box[i].bits);
+        for (int32_t n = left[HAND_PT[i]]; n > 0; n--) put(w, &pos, t.box[i].code, t.box[i].bits);
+    for (int32_t i = 0; i < FMT_PACK_BYTES; i++) out[i] = (uint8_t)(w[i >> 3] >> ((i & 7) * 8));
     return pos == 256 ? 0 : -1;
 }
 
