@@ -603,13 +603,15 @@ dberr:
 }
 
 /* Tests (tests/record/test_import_sets.c): with KOMA_TEST_IMPORT_HOLD=FILE, after each committed chunk the
- * import writes FILE (the records committed of the file) and waits until the test removes it: the test then
- * acts at a known point (kill -9, the input cut short) on every OS. */
+ * import writes FILE ("N R": the Nth hold of this process, the records committed of the file) and waits until
+ * the test removes it: the test then acts at a known point (kill -9, the input cut short) on every OS. N lets
+ * the test tell a new hold from the last one still seen (on Windows a removed file can be seen a moment longer). */
 static void test_hold(int64_t records_done) {
+    static int64_t holds;
     const char *hold = getenv("KOMA_TEST_IMPORT_HOLD");
     if (!hold || !*hold) return;
-    char text[32], err[256];
-    int n = snprintf(text, sizeof text, "%" PRId64 "\n", records_done);
+    char text[48], err[256];
+    int n = snprintf(text, sizeof text, "%" PRId64 " %" PRId64 "\n", ++holds, records_done);
     if (compat_write_file_durable(hold, text, (size_t)n, err, sizeof err) != 0) return;
     while (compat_file_exists(hold)) compat_sleep_ms(2);
 }
