@@ -746,9 +746,9 @@ typedef struct {
     void (*patch_fn)(void *data, int64_t nbytes);
 } mod_t;
 
-static const char *META_KEYS[9] = {"koma.kind",  "koma.version",          "koma.rows",
-                                   "koma.games", "koma.nnz",              "koma.features_version",
-                                   "koma.planes_bytes", "koma.hand_n",   "koma.legal_bytes"};
+static const char *META_KEYS[11] = {"koma.kind",         "koma.version", "koma.rows",       "koma.games",
+                                    "koma.nnz",          "koma.features_version",           "koma.planes_bytes",
+                                    "koma.hand_n",       "koma.legal_bytes", "koma.position", "koma.set"};
 
 static void rewrite(const char *src, const char *dst, const mod_t *m) {
     char err[512];
@@ -774,7 +774,7 @@ static void rewrite(const char *src, const char *dst, const mod_t *m) {
         st_dtype_t dt = m->retype && strcmp(t->name, m->retype) == 0 ? m->dtype : t->dtype;
         KOMA_ASSERT(st_writer_add(w, t->name, dt, t->ndim, shape, bufs[i]) == 0);
     }
-    for (int k = 0; k < 9; k++) {
+    for (int k = 0; k < 11; k++) {
         const char *v = st_meta(f, META_KEYS[k]);
         if (m->meta_key && strcmp(m->meta_key, META_KEYS[k]) == 0) v = m->meta_value;
         if (v) KOMA_ASSERT(st_writer_meta(w, META_KEYS[k], v) == 0);
@@ -1150,6 +1150,77 @@ static void test_writer_job(void) {
     db_close(db);
 }
 
+/* ---- version 2 game shards: the games' columns and the 16-bit policy ------------------------------- */
+/* Patches of the version-2 shard below (3 games of 3, 2 and 2 rows). */
+static void p_grows_more(void *d, int64_t n) { (void)n, ((uint32_t *)d)[1] = 3; }
+static void p_gid_same(void *d, int64_t n) { (void)n, ((int64_t *)d)[2] = ((int64_t *)d)[1]; }
+static void p_grows_split(void *d, int64_t n) { (void)n, ((uint32_t *)d)[0] = 2, ((uint32_t *)d)[1] = 3; }
+
+/* A version-2 game shard reads back as written (ids and policies through shard_row_game and
+ * shard_row_probs), and one wrong game column is refused with a message that names it. */
+static void test_v2_games(void) {
+    static const uint8_t START[SHARD_HCP_BYTES] = {
+        0x58, 0xa4, 0x49, 0x21, 0x0c, 0xd7, 0x57, 0x21, 0x7e, 0x8e, 0x4d, 0x21, 0x2c, 0xaf, 0x42, 0x78,
+        0x14, 0xc2, 0xab, 0x10, 0x9e, 0x4d, 0x21, 0x2c, 0xd7, 0x5f, 0x21, 0x3e, 0x8e, 0x49, 0x21, 0x0c}; /* cshogi's */
+    static const uint8_t AFTER_7F[SHARD_HCP_BYTES] = {
+        0x59, 0xa4, 0x49, 0x21, 0x0c, 0xd7, 0x57, 0x21, 0x7e, 0x8e, 0x4d, 0x21, 0x2c, 0xaf, 0x42, 0x78,
+        0x14, 0xc2, 0xab, 0x10, 0x9e, 0x4d, 0x11, 0x2c, 0xd7, 0x5f, 0x21, 0x3e, 0x8e, 0x49, 0x21, 0x0c};
+    char err[1024] = "";
+    const char *src = t_path("v2_src.safetensors"), *dst = t_path("v2_bad.safetensors");
+    shard_builder_t *b = shard_builder_new_compact(0, err, sizeof err);
+    KOMA_ASSERT(b);
+    const uint16_t label[2] = {3, 40};
+    const float prob[2] = {0.75f, 0.25f}; /* visits 3 and 1: stored as those counts, read back exactly */
+    const int rows_of[3] = {3, 2, 2};
+    for (int g = 0; g < 3; g++) {
+        for (int r = 0; r < rows_of[g]; r++) {
+            shard_row_t row = {.hcp = r & 1 ? AFTER_7F : START, .policy_label = label, .policy_prob = prob,
+                               .policy_n = r == 1 ? 0 : 2, .ply = (uint16_t)r, .move = 0x1234, .root_q = 0.25f};
+            CHECKF(shard_builder_add_row(b, &row, err, sizeof err) == 0, "%s", err);
+        }
+        db_game_t gm = {.start_sfen = "startpos", .moves = "", .plies = rows_of[g], .result = g == 1 ? -1 : 1,
+                        .reason = DB_REASON_RESIGN};
+        CHECKF(shard_builder_end_game(b, &gm, err, sizeof err) == 0, "%s", err);
+    }
+    shard_builder_set_first_game_id(b, 41);
+    CHECKF(shard_write(b, src, err, sizeof err) == 0, "%s", err);
+    shard_builder_free(b);
+    shard_t *s = shard_open(src, NULL, 0, err, sizeof err);
+    CHECKF(s != NULL, "%s", err);
+    if (!s) return;
+    static const int64_t want_game[7] = {41, 41, 41, 42, 42, 43, 43};
+    static const int no_policy[7] = {0, 1, 0, 0, 1, 0, 1}; /* each game's second row */
+    int bad = 0;
+    for (int64_t r = 0; r < 7; r++) {
+        float p[2] = {0, 0};
+        int64_t pb, pe;
+        shard_row_policy(s, r, &pb, &pe);
+        shard_row_probs(s, r, p);
+        bad += shard_row_game(s, r) != want_game[r] || (no_policy[r] ? pe != pb : (p[0] != 0.75f || p[1] != 0.25f));
+    }
+    CHECKF(bad == 0 && shard_games(s) == 3 && shard_columns(s)->game_ids && !shard_columns(s)->game_id,
+           "%d rows read back otherwise", bad);
+    shard_close(s);
+    struct {
+        mod_t m;
+        const char *what;
+    } cases[] = {
+        {{.drop = "game_rows"}, "tensor 'game_rows' is missing"},
+        {{.drop = "policy_q16"}, "tensor 'policy_q16' is missing"},
+        {{.grow = "game_id"}, "column 'game_id' has 4 rows, koma.games says 3"},
+        {{.patch = "game_rows", .patch_fn = p_grows_more}, "game_rows add up to 8 rows, koma.rows says 7"},
+        {{.patch = "game_id", .patch_fn = p_gid_same}, "game_id[2] = 42 does not increase"},
+        {{.patch = "game_rows", .patch_fn = p_grows_split}, "contradicts row"}, /* row 2 joins game 42 (-1) */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        rewrite(src, dst, &cases[i].m);
+        s = shard_open(dst, NULL, 0, err, sizeof err);
+        CHECK(s == NULL);
+        CHECK_MSG(err, dst, cases[i].what);
+        shard_close(s);
+    }
+}
+
 int main(void) {
     t_scratch("test_shard");
     test_round_trip();
@@ -1160,6 +1231,7 @@ int main(void) {
     test_flipped_byte();
     test_wrong_format();
     test_bad_files();
+    test_v2_games();
     test_register();
     test_writer_job();
     t_rm_rf(t_dir);
