@@ -26,43 +26,11 @@
 
 #include "compat/compat.h"
 #include "tests/koma_test.h"
+#include "tests/run_prog.h"
 
 #if !defined(KOMA_IMPORT_BIN) || !defined(KOMA_EXPORT_BIN) || !defined(KOMA_REPORT_BIN)
 #error "the paths of import, export and report (tests/tools/CMakeLists.txt)"
 #endif
-
-static char g_out[900], g_err[900];
-
-/* Runs the program with the arguments (NULL-terminated), stdout and stderr
- * to g_out / g_err; returns its exit status (-1: it did not start). */
-static int run(const char *prog, ...) {
-    const char *argv[40];
-    int n = 0;
-    argv[n++] = prog;
-    va_list ap;
-    va_start(ap, prog);
-    for (const char *a = va_arg(ap, const char *); a && n < 39; a = va_arg(ap, const char *)) argv[n++] = a;
-    va_end(ap);
-    argv[n] = NULL;
-    fprintf(stderr, "+");
-    for (int i = 0; i < n; i++) fprintf(stderr, " %s", argv[i]);
-    fprintf(stderr, "\n");
-    int status = -1;
-    char err[512];
-    if (compat_run_io(argv, g_out, g_err, &status, err, sizeof err) != 0) {
-        fprintf(stderr, "%s\n", err);
-        return -1;
-    }
-    return status;
-}
-
-static int has(const char *file, const char *what) {
-    char *t = t_read_file(file, NULL);
-    int r = t && strstr(t, what) != NULL;
-    if (!r) fprintf(stderr, "'%s' not in %s:\n%s\n", what, file, t ? t : "(unreadable)");
-    free(t);
-    return r;
-}
 
 typedef struct {
     char *data;

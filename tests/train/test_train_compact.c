@@ -125,6 +125,26 @@ static void test_round_trip(void) {
     CHECKF(bad == 0, "%d of %d positions do not round-trip through hcp", bad, g_npos);
 }
 
+/* A row's columns of both versions, for position p. */
+typedef struct {
+    uint8_t planes[ENC_PACKED_BYTES], legal[ENC_LEGAL_BYTES], posb[SHARD_POSITION_BYTES], hcp[SHARD_HCP_BYTES];
+    float hand[ENC_HAND];
+} row_cols_t;
+
+/* p's columns as self-play makes them: the hcp (version 2), and the planes, hand, mask and 96-byte position
+ * (version 1); a row over them without a policy target. */
+static shard_row_t row_of(const pos_t *p, row_cols_t *rc) {
+    shard_pos_hcp(p, rc->hcp);
+    encode_position(p, rc->planes, rc->hand);
+    encode_legal_mask(p, rc->legal);
+    shard_position_t sp = {.side = (uint8_t)p->side, .ply = (uint16_t)pos_game_ply(p)};
+    memcpy(sp.board, p->board, 81);
+    sp.hand[0] = p->hand[COLOR_BLACK], sp.hand[1] = p->hand[COLOR_WHITE];
+    shard_position_pack(&sp, rc->posb);
+    return (shard_row_t){.planes = rc->planes, .hand = rc->hand, .legal = rc->legal, .position = rc->posb,
+                         .hcp = rc->hcp, .root_q = 0.0f, .move = MOVE_NONE};
+}
+
 /* A version-2 game shard holding positions [from, from + n) as one-row games, and a version-1 shard of the
  * same positions (planes encoded as self-play did), in run r. */
 static void write_pair(const char *dir, int32_t from, int32_t n, char *p2, char *p1, size_t len) {
@@ -132,20 +152,9 @@ static void write_pair(const char *dir, int32_t from, int32_t n, char *p2, char 
     const shard_format_t fmt = {ENC_FEATURES_VERSION, ENC_PACKED_BYTES, ENC_HAND, ENC_LEGAL_BYTES};
     shard_builder_t *b2 = shard_builder_new_compact(0, err, sizeof err), *b1 = shard_builder_new(&fmt, err, sizeof err);
     KOMA_ASSERT(b1 && b2);
-    static uint8_t planes[ENC_PACKED_BYTES], legal[ENC_LEGAL_BYTES], posb[SHARD_POSITION_BYTES];
-    float hand[ENC_HAND];
+    static row_cols_t rc;
     for (int32_t i = from; i < from + n; i++) {
-        const pos_t *p = pos_at(i);
-        uint8_t hcp[SHARD_HCP_BYTES];
-        shard_pos_hcp(p, hcp);
-        encode_position(p, planes, hand);
-        encode_legal_mask(p, legal);
-        shard_position_t sp = {.side = (uint8_t)p->side, .ply = (uint16_t)pos_game_ply(p)};
-        memcpy(sp.board, p->board, 81);
-        sp.hand[0] = p->hand[COLOR_BLACK], sp.hand[1] = p->hand[COLOR_WHITE];
-        shard_position_pack(&sp, posb);
-        shard_row_t row = {.planes = planes, .hand = hand, .legal = legal, .position = posb, .hcp = hcp,
-                           .root_q = 0.0f, .move = MOVE_NONE};
+        shard_row_t row = row_of(pos_at(i), &rc);
         db_game_t g = {.start_sfen = "startpos", .moves = "", .plies = 1, .result = 0, .reason = DB_REASON_ABORT};
         CHECK_OK(shard_builder_add_row(b2, &row, err, sizeof err), err);
         CHECK_OK(shard_builder_end_game(b2, &g, err, sizeof err), err);
@@ -231,22 +240,12 @@ static void test_policy_q16(const char *dir) {
     n[3] = 5; /* a search's target: visits / their total, as floats; it reads back bit for bit */
     static const uint16_t vis[5] = {700, 1, 3, 37, 59};
     for (int32_t i = 0; i < 5; i++) prob[3][i] = (float)vis[i] / 800.0f;
-    static uint8_t planes[ENC_PACKED_BYTES], legal[ENC_LEGAL_BYTES], posb[SHARD_POSITION_BYTES];
-    float hand[ENC_HAND];
     shard_builder_t *b2 = shard_builder_new_compact(0, err, sizeof err), *b1 = shard_builder_new(&fmt, err, sizeof err);
     KOMA_ASSERT(b1 && b2);
-    const pos_t *p = pos_at(0);
-    uint8_t hcp[SHARD_HCP_BYTES];
-    shard_pos_hcp(p, hcp);
-    encode_position(p, planes, hand);
-    encode_legal_mask(p, legal);
-    shard_position_t sp = {.side = (uint8_t)p->side, .ply = (uint16_t)pos_game_ply(p)};
-    memcpy(sp.board, p->board, 81);
-    sp.hand[0] = p->hand[COLOR_BLACK], sp.hand[1] = p->hand[COLOR_WHITE];
-    shard_position_pack(&sp, posb);
+    static row_cols_t rc;
     for (int32_t r = 0; r < ROWS; r++) {
-        shard_row_t row = {.planes = planes, .hand = hand, .legal = legal, .position = posb, .hcp = hcp,
-                           .move = MOVE_NONE, .policy_label = label[r], .policy_prob = prob[r], .policy_n = n[r]};
+        shard_row_t row = row_of(pos_at(0), &rc);
+        row.policy_label = label[r], row.policy_prob = prob[r], row.policy_n = n[r];
         CHECK_OK(shard_builder_add_row(b2, &row, err, sizeof err), err);
         CHECK_OK(shard_builder_add_row(b1, &row, err, sizeof err), err);
     }

@@ -16,6 +16,7 @@
  *   - MinimumThinkingTime: a timed move thinks at least that long.
  */
 #include "usi_test.h"
+#include "usi_net.h"
 
 #include "engine/encode.h"
 #include "nn/net.h"
@@ -25,17 +26,7 @@ static usi_proc_t P;
 static pos_t *pos;
 static char txt[16];
 
-static bool write_net(const char *path) {
-    char err[512];
-    nn_backend_t *be = nn_backend_cpu_new(1);
-    nn_net_config_t c = {1, 16, NN_ACT_RELU, ENC_PLANES, ENC_HAND, ENC_FEATURES_VERSION};
-    nn_net_t *net = nn_net_new(be, &c, 3, err, sizeof err);
-    bool ok = net && nn_weights_save(net, NULL, path, err, sizeof err) == 0;
-    if (!ok) fprintf(stderr, "write_net %s: %s\n", path, err);
-    nn_net_free(net);
-    nn_backend_free(be);
-    return ok;
-}
+static bool write_net(const char *path) { return usi_write_net(path, 1, 16, 3); }
 
 /* position sfen SFEN, go ARGS: the bestmove line; *info the info line before it. */
 static const char *go_at(const char *sfen, const char *args, const char **info) {

@@ -15,22 +15,12 @@
 #include <stdatomic.h>
 
 #include "usi_test.h"
+#include "usi_net.h"
 
 #include "engine/encode.h"
 #include "nn/net.h"
 #include "nn/weights.h"
 
-static bool write_net(const char *path, int blocks, int channels) {
-    char err[512];
-    nn_backend_t *be = nn_backend_cpu_new(1);
-    nn_net_config_t c = {blocks, channels, NN_ACT_RELU, ENC_PLANES, ENC_HAND, ENC_FEATURES_VERSION};
-    nn_net_t *net = nn_net_new(be, &c, 11, err, sizeof err);
-    bool ok = net && nn_weights_save(net, NULL, path, err, sizeof err) == 0;
-    if (!ok) fprintf(stderr, "write_net %s: %s\n", path, err);
-    nn_net_free(net);
-    nn_backend_free(be);
-    return ok;
-}
 
 static atomic_int g_spin_stop;
 static void *spin_main(void *arg) {
@@ -63,7 +53,7 @@ int main(void) {
     const char *dir = t_scratch("test_usi_busy");
     char net[700];
     snprintf(net, sizeof net, "%s/net.safetensors", dir);
-    CHECK(write_net(net, 4, 32));
+    CHECK(usi_write_net(net, 4, 32, 11));
 
     int spinners = 2 * compat_cpu_count();
     if (spinners < 4) spinners = 4;

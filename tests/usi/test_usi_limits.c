@@ -17,22 +17,13 @@
  *     clamped value is named in an info string.
  */
 #include "usi_test.h"
+#include "usi_net.h"
 
 #include "engine/encode.h"
 #include "nn/net.h"
 #include "nn/weights.h"
 
-static bool write_net(const char *path) {
-    char err[512];
-    nn_backend_t *be = nn_backend_cpu_new(1);
-    nn_net_config_t c = {2, 16, NN_ACT_RELU, ENC_PLANES, ENC_HAND, ENC_FEATURES_VERSION};
-    nn_net_t *net = nn_net_new(be, &c, 7, err, sizeof err);
-    bool ok = net && nn_weights_save(net, NULL, path, err, sizeof err) == 0;
-    if (!ok) fprintf(stderr, "write_net %s: %s\n", path, err);
-    nn_net_free(net);
-    nn_backend_free(be);
-    return ok;
-}
+static bool write_net(const char *path) { return usi_write_net(path, 2, 16, 7); }
 
 static void test_low_memory(const char *net) {
 #ifdef _WIN32

@@ -5,6 +5,7 @@
  * running variance (the newest one that loads, said so), PUCT and Gumbel
  * searches, a clock with a net, and the nps of `go nodes 256` (printed). */
 #include "usi_test.h"
+#include "usi_net.h"
 
 #include <math.h>
 
@@ -20,17 +21,7 @@ static pos_t *pos;
 static char txt[16];
 static const char *dir; /* the scratch directory */
 
-static bool write_net(const char *path, uint64_t seed) {
-    char err[512];
-    nn_backend_t *be = nn_backend_cpu_new(1);
-    nn_net_config_t c = {6, 64, NN_ACT_RELU, ENC_PLANES, ENC_HAND, ENC_FEATURES_VERSION};
-    nn_net_t *net = nn_net_new(be, &c, seed, err, sizeof err);
-    bool ok = net && nn_weights_save(net, NULL, path, err, sizeof err) == 0;
-    if (!ok) fprintf(stderr, "write_net %s: %s\n", path, err);
-    nn_net_free(net);
-    nn_backend_free(be);
-    return ok;
-}
+static bool write_net(const char *path, uint64_t seed) { return usi_write_net(path, 6, 64, seed); }
 
 /* A net whose file is valid (checksums of its bytes) but whose tensor
  * `name` holds v at index j: NaN, or a negative running variance. */

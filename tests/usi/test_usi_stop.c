@@ -13,22 +13,12 @@
  *   - `go mate -1` is `go mate 0`: answered at once, no stop needed.
  */
 #include "usi_test.h"
+#include "usi_net.h"
 
 #include "engine/encode.h"
 #include "nn/net.h"
 #include "nn/weights.h"
 
-static bool write_net(const char *path, int blocks, int channels) {
-    char err[512];
-    nn_backend_t *be = nn_backend_cpu_new(1);
-    nn_net_config_t c = {blocks, channels, NN_ACT_RELU, ENC_PLANES, ENC_HAND, ENC_FEATURES_VERSION};
-    nn_net_t *net = nn_net_new(be, &c, 11, err, sizeof err);
-    bool ok = net && nn_weights_save(net, NULL, path, err, sizeof err) == 0;
-    if (!ok) fprintf(stderr, "write_net %s: %s\n", path, err);
-    nn_net_free(net);
-    nn_backend_free(be);
-    return ok;
-}
 
 static int count_lines(const usi_proc_t *p, const char *prefix) {
     int n = 0;
@@ -119,7 +109,7 @@ int main(void) {
     const char *dir = t_scratch("test_usi_stop");
     char net[700];
     snprintf(net, sizeof net, "%s/net.safetensors", dir);
-    CHECK(write_net(net, 4, 32));
+    CHECK(usi_write_net(net, 4, 32, 11));
 
     fprintf(stderr, "-- go infinite, stop, end of input / quit: 20 rounds each, Net none\n");
     for (int i = 0; i < 20 && !g_fail; i++) stop_then_end("none", false, i + 1);
