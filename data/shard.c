@@ -499,8 +499,8 @@ int shard_write(const shard_builder_t *b, const char *path, char *err, size_t er
     int moves_left = 0;
     for (int64_t r = 0; r < R && !moves_left; r++) moves_left = b->moves_left[r] >= 0;
     int v2 = b->version == SHARD_VERSION, set = v2 && b->set;
-    /* Version 2 keeps the policy targets as 16-bit shares of each row's largest, and its games' ids and row
-     * counts once a game. */
+    /* Version 2 keeps the policy targets as 16-bit counts (policy_to_q16), and its games' ids and row counts
+     * once a game. */
     uint16_t *q16 = NULL;
     int64_t *gids = NULL;
     uint32_t *grows = NULL;
