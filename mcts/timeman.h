@@ -17,7 +17,12 @@
  * own lag on a busy machine), at most 120 ms for delay and 300 ms for
  * delay2. So a byoyomi of 100 ms gives 90 ms, 1 s gives 900 ms, and from
  * 3 s on 300 ms are kept back (a network server's lag);
- * the margins fit the clock instead of wasting most of a short one.
+ * the margins fit the clock instead of wasting most of a short one. On a
+ * loaded machine (the load average over the last minute above 1.25 per CPU,
+ * where the OS tells it; the engine's own threads count in it) a move's
+ * answer can stall behind other processes for longer than a tenth of a short
+ * byoyomi, so the automatic part is 15% there, and 20% above 2 per CPU
+ * (byoyomi 100 ms: 85 or 80 ms); the caps stay.
  *   moves_left = clamp(40 - ply / 6, 20, 40): the engine's own moves still to
  *                play, about 30 mid-game (mcts_time_moves_left);
  *                share = remaining / moves_left.
@@ -64,6 +69,7 @@ typedef struct {
     int64_t margin_ms;    /* NetworkDelay: lag a move costs; < 0: automatic (a tenth, at most 120) */
     int64_t margin2_ms;   /* NetworkDelay2: lag allowed at the clock's end; < 0: automatic (a tenth, at most 300) */
     int64_t minimum_ms;   /* MinimumThinkingTime: soft at least this (0 = none) */
+    double load_per_cpu;  /* the machine's load average per CPU; < 0: unknown (the default) */
 } mcts_time_input_t;
 
 typedef struct {
@@ -71,9 +77,12 @@ typedef struct {
     int64_t hard_ms; /* stop now */
 } mcts_time_limits_t;
 
-/* The automatic delays: this percent of the time they are kept from, at most these. */
+/* The automatic delays: this percent of the time they are kept from (more
+ * on a loaded machine: mcts_time_auto_percent), at most these. */
 enum {
     MCTS_TIME_AUTO_PERCENT = 10,
+    MCTS_TIME_LOADED_PERCENT = 15, /* load average above 1.25 per CPU */
+    MCTS_TIME_BUSY_PERCENT = 20,   /* load average above 2 per CPU */
     MCTS_TIME_AUTO_FLOOR_MS = 10, /* and at least this */
     MCTS_TIME_AUTO_DELAY_MS = 120,
     MCTS_TIME_AUTO_DELAY2_MS = 300,
@@ -82,6 +91,9 @@ enum {
 void mcts_time_input_default(mcts_time_input_t *in);
 /* The engine's own moves still to play at ply (the model's divisor). */
 int64_t mcts_time_moves_left(int32_t ply);
+/* The percent of the time the automatic delays keep back at this load per CPU (< 0: unknown, 10). */
+int mcts_time_auto_percent(double load_per_cpu);
+
 mcts_time_limits_t mcts_time_limits(const mcts_time_input_t *in);
 
 #endif

@@ -20,7 +20,8 @@ bool usi_go_timed(const usi_go_t *g) {
            g->movetime >= 0;
 }
 
-mcts_time_limits_t usi_go_time_limits(const usi_go_t *g, color_t side, int32_t ply, const usi_options_t *o) {
+mcts_time_limits_t usi_go_time_limits(const usi_go_t *g, color_t side, int32_t ply, const usi_options_t *o,
+                                      double load_per_cpu) {
     mcts_time_input_t in;
     mcts_time_input_default(&in);
     in.remaining_ms = g->time[side] > 0 ? g->time[side] : 0;
@@ -31,6 +32,7 @@ mcts_time_limits_t usi_go_time_limits(const usi_go_t *g, color_t side, int32_t p
     in.margin_ms = o->network_delay;
     in.margin2_ms = o->network_delay2;
     in.minimum_ms = o->minimum_ms;
+    in.load_per_cpu = load_per_cpu;
     return mcts_time_limits(&in);
 }
 

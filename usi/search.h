@@ -56,8 +56,11 @@ void usi_go_init(usi_go_t *g);
 bool usi_go_timed(const usi_go_t *g);
 /* Soft and hard limits for the side to move at game ply `ply`, counted from
  * the moment the move's clock starts. remaining = btime/wtime as given (it is
- * taken to include this move's increment, as timeman.h says). */
-mcts_time_limits_t usi_go_time_limits(const usi_go_t *g, color_t side, int32_t ply, const usi_options_t *o);
+ * taken to include this move's increment, as timeman.h says). load_per_cpu:
+ * the machine's load average per CPU (< 0: unknown), which widens the
+ * automatic margins on a loaded machine (timeman.h). */
+mcts_time_limits_t usi_go_time_limits(const usi_go_t *g, color_t side, int32_t ply, const usi_options_t *o,
+                                      double load_per_cpu);
 
 /* Limits of one search. Times are compat_now_ms() values. The search loop
  * enforces the deadlines itself (the tree gets only the visit budget): past

@@ -73,6 +73,7 @@ struct usi_session {
     /* the search thread's: how late its last timed answers came after their hard deadline */
     int64_t late_hist[USI_LATE_MOVES];
     int32_t late_n, late_next;
+    int32_t load_percent_said; /* the search thread's: the automatic margins' percent last said (0: none) */
     usi_job_t job;
     /* the thread */
     compat_thread_t thread;
@@ -613,6 +614,15 @@ static void dfpn_join(usi_session_t *s, bool running) {
     compat_thread_join(s->dfpn_thread);
 }
 
+/* The machine's load average per CPU (compat_load_average), < 0 where the OS does not tell;
+ * KOMA_TEST_LOAD_PER_CPU stands in for it in tests. */
+static double machine_load_per_cpu(void) {
+    const char *t = getenv("KOMA_TEST_LOAD_PER_CPU");
+    if (t && *t) return strtod(t, NULL);
+    double l = compat_load_average();
+    return l < 0 ? -1.0 : l / compat_cpu_count();
+}
+
 static void search_limits(usi_session_t *s, const usi_job_t *j, usi_search_limits_t *lim) {
     const usi_go_t *g = &j->go;
     const pos_t *root = mcts_tree_position(s->tree);
@@ -623,7 +633,14 @@ static void search_limits(usi_session_t *s, const usi_job_t *j, usi_search_limit
     if (!timed && !g->infinite && visits <= 0) visits = USI_GO_DEFAULT_VISITS; /* also a clockless ponder */
     mcts_time_limits_t tl = {0, 0};
     if (timed) {
-        tl = usi_go_time_limits(g, pos_side_to_move(root), pos_game_ply(root), &j->opt);
+        double load = machine_load_per_cpu();
+        tl = usi_go_time_limits(g, pos_side_to_move(root), pos_game_ply(root), &j->opt, load);
+        int32_t pct = mcts_time_auto_percent(load);
+        if (pct != (s->load_percent_said ? s->load_percent_said : MCTS_TIME_AUTO_PERCENT) &&
+            (j->opt.network_delay < 0 || j->opt.network_delay2 < 0))
+            usi_session_say(s, "load average %.2f per CPU: the automatic NetworkDelay margins keep back %d%% of the time",
+                            load, pct);
+        s->load_percent_said = pct;
         /* the engine's own lateness on this machine (a loaded one answers after its deadline) */
         int64_t first = 0, second = 0;
         for (int32_t i = 0; i < s->late_n; i++) {

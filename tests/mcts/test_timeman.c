@@ -32,6 +32,26 @@ int main(void) {
         CHECKF(b.hard_ms * 100 >= byo_auto[i][0] * 85 || byo_auto[i][0] > 2000 || byo_auto[i][0] < 100,
                "byoyomi %lld ms: at least 85%% used", (long long)byo_auto[i][0]);
     }
+    /* A loaded machine (load average per CPU above 1.25, above 2) keeps back 15%, 20%; unknown (< 0) or
+     * idle, 10%; a margin set stays as set; the caps stay (byoyomi 10 s: 300 ms). */
+    const struct {
+        double load;
+        int64_t byo, want;
+    } loaded[] = {{-1, 100, 90},  {0.5, 100, 90},   {1.25, 100, 90},  {1.3, 100, 85},     {2.0, 100, 85},
+                  {2.5, 100, 80}, {3.0, 1000, 800}, {1.5, 1000, 850}, {3.0, 10000, 9700}, {3.0, 50, 40}};
+    for (size_t i = 0; i < sizeof loaded / sizeof loaded[0]; i++) {
+        mcts_time_input_t in;
+        mcts_time_input_default(&in);
+        in.byoyomi_ms = loaded[i].byo, in.ply = 50, in.load_per_cpu = loaded[i].load;
+        mcts_time_limits_t b = mcts_time_limits(&in);
+        CHECKF(b.soft_ms == loaded[i].want && b.hard_ms == loaded[i].want, "byoyomi %lld ms at load %.2f: %lld / %lld, want %lld",
+               (long long)loaded[i].byo, loaded[i].load, (long long)b.soft_ms, (long long)b.hard_ms,
+               (long long)loaded[i].want);
+        in.margin2_ms = 5;
+        b = mcts_time_limits(&in);
+        CHECKF(b.hard_ms == loaded[i].byo - 5, "byoyomi %lld ms at load %.2f, NetworkDelay2 5: %lld",
+               (long long)loaded[i].byo, loaded[i].load, (long long)b.hard_ms);
+    }
     /* A margin set is kept back in full, whatever the clock (a network server's lag); one that does not
      * fit leaves a quarter. */
     mcts_time_limits_t t = run2(0, 0, 1000, 0, 50, 120, 800);

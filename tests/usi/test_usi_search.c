@@ -166,6 +166,29 @@ static void test_clock(void) {
     finish();
 }
 
+/* A loaded machine (the load average, stood in for by KOMA_TEST_LOAD_PER_CPU): koma says so once and keeps
+ * back a fifth of a 1 s byoyomi (800 ms, not 900); NetworkDelay2 set keeps what it says. */
+static void test_loaded_clock(void) {
+    compat_setenv("KOMA_TEST_LOAD_PER_CPU", "3");
+    start();
+    compat_setenv("KOMA_TEST_LOAD_PER_CPU", NULL);
+    int from = P.n_lines;
+    clock_check("1 s byoyomi at load 3 per CPU", "7g7f 3c3d", "go btime 0 wtime 0 byoyomi 1000", 600, 830);
+    CHECKF(proc_find(&P, from, P.n_lines, "info string load average 3.00 per CPU: the automatic NetworkDelay "
+                                          "margins keep back 20% of the time"),
+           "koma says why it keeps a fifth back");
+    int said = 0;
+    for (int i = from; i < P.n_lines; i++) said += strstr(P.lines[i], "info string load average") != NULL;
+    clock_check("again", "7g7f 3c3d 2g2f", "go btime 0 wtime 0 byoyomi 1000", 600, 830);
+    int again = 0;
+    for (int i = from; i < P.n_lines; i++) again += strstr(P.lines[i], "info string load average") != NULL;
+    CHECKF(said == 1 && again == 1, "said once, not at every move: %d, %d", said, again);
+    proc_send(&P, "setoption name NetworkDelay value 0");
+    proc_send(&P, "setoption name NetworkDelay2 value 50");
+    clock_check("NetworkDelay2 50 at load 3", "7g7f 3c3d", "go btime 0 wtime 0 byoyomi 1000", 870, 1000);
+    finish();
+}
+
 static void test_declaration_and_resign(void) {
     start();
     /* Black king in camp, 13 pieces there, 16 + 5 + 7 = 28 points */
@@ -255,6 +278,7 @@ int main(void) {
     test_infinite_stop();
     test_ponder();
     test_clock();
+    test_loaded_clock();
     test_declaration_and_resign();
     test_tree_reuse();
     test_quit_during_search();
