@@ -81,7 +81,9 @@ int compat_cpu_count(void);
  * a ulimit's limit: see compat_address_space_limit. */
 int64_t compat_memory_total(void);
 /* The system's load average over the last minute (runnable processes, as
- * `uptime` shows), or -1 where the OS does not tell (Windows). */
+ * `uptime` shows), or -1 where the OS does not tell (Windows).
+ * KOMA_TEST_LOADAVG, when set, stands in for it (the tests of what a busy
+ * machine changes). */
 double compat_load_average(void);
 /* The process's address-space limit in bytes (RLIMIT_AS, `ulimit -v`), or
  * -1 when there is none (always -1 on Windows). */

@@ -144,11 +144,10 @@ static void gc_print_wrapped(const char *prog, const char *text) {
     printf("\n");
 }
 
-/* The load average before measuring (KOMA_TEST_LOADAVG in its place, for the tests), and whether it is high:
- * more than half the CPUs already busy, so the figures measure what the other programs leave. */
+/* The load average before measuring, and whether it is high: more than half the CPUs already busy, so the
+ * figures measure what the other programs leave. */
 static double gc_load(int *busy) {
-    const char *t = getenv("KOMA_TEST_LOADAVG");
-    double l = t && t[0] ? atof(t) : compat_load_average();
+    double l = compat_load_average();
     *busy = l > 0.5 * compat_cpu_count();
     return l;
 }

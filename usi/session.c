@@ -614,11 +614,8 @@ static void dfpn_join(usi_session_t *s, bool running) {
     compat_thread_join(s->dfpn_thread);
 }
 
-/* The machine's load average per CPU (compat_load_average), < 0 where the OS does not tell;
- * KOMA_TEST_LOAD_PER_CPU stands in for it in tests. */
+/* The machine's load average per CPU (compat_load_average), < 0 where the OS does not tell. */
 static double machine_load_per_cpu(void) {
-    const char *t = getenv("KOMA_TEST_LOAD_PER_CPU");
-    if (t && *t) return strtod(t, NULL);
     double l = compat_load_average();
     return l < 0 ? -1.0 : l / compat_cpu_count();
 }

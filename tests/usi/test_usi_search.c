@@ -166,12 +166,14 @@ static void test_clock(void) {
     finish();
 }
 
-/* A loaded machine (the load average, stood in for by KOMA_TEST_LOAD_PER_CPU): koma says so once and keeps
+/* A loaded machine (a load average of 3 per CPU, through KOMA_TEST_LOADAVG): koma says so once and keeps
  * back a fifth of a 1 s byoyomi (800 ms, not 900); NetworkDelay2 set keeps what it says. */
 static void test_loaded_clock(void) {
-    compat_setenv("KOMA_TEST_LOAD_PER_CPU", "3");
+    char load[32];
+    snprintf(load, sizeof load, "%d", 3 * compat_cpu_count());
+    compat_setenv("KOMA_TEST_LOADAVG", load);
     start();
-    compat_setenv("KOMA_TEST_LOAD_PER_CPU", NULL);
+    compat_setenv("KOMA_TEST_LOADAVG", NULL);
     int from = P.n_lines;
     clock_check("1 s byoyomi at load 3 per CPU", "7g7f 3c3d", "go btime 0 wtime 0 byoyomi 1000", 600, 830);
     CHECKF(proc_find(&P, from, P.n_lines, "info string load average 3.00 per CPU: the automatic NetworkDelay "

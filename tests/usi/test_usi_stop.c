@@ -1,7 +1,7 @@
 /* test_usi_stop.c - every `go` gets exactly one `bestmove` (issue 30.5),
  * through the real koma binary:
  *   - `go infinite`, `stop` and at once end of input (or `quit`), 20 times
- *     each: one bestmove, printed before koma exits with status 0; the same
+ *     each (4 in the sanitizer jobs): one bestmove, printed before koma exits with status 0; the same
  *     with a real net, where the root may not be evaluated yet when stop
  *     comes (the "first legal move" answer still comes);
  *   - `stop` during a search with a net on the cpu backend, and right after
@@ -111,14 +111,16 @@ int main(void) {
     snprintf(net, sizeof net, "%s/net.safetensors", dir);
     CHECK(usi_write_net(net, 4, 32, 11));
 
-    fprintf(stderr, "-- go infinite, stop, end of input / quit: 20 rounds each, Net none\n");
-    for (int i = 0; i < 20 && !g_fail; i++) stop_then_end("none", false, i + 1);
-    for (int i = 0; i < 20 && !g_fail; i++) stop_then_end("none", true, i + 1);
+    /* a koma started for each round: the sanitizer jobs (KOMA_TEST_SCALE 0.1) run 4 and 2 of them */
+    const int rounds = t_scaled(20, 4), net_rounds = t_scaled(5, 2);
+    fprintf(stderr, "-- go infinite, stop, end of input / quit: %d rounds each, Net none\n", rounds);
+    for (int i = 0; i < rounds && !g_fail; i++) stop_then_end("none", false, i + 1);
+    for (int i = 0; i < rounds && !g_fail; i++) stop_then_end("none", true, i + 1);
     fprintf(stderr, "-- go ponder, stop, gameover: 8 rounds in one koma, Net none\n");
     stop_then_gameover(8);
-    fprintf(stderr, "-- the same with a 4x32 net: 5 rounds each\n");
-    for (int i = 0; i < 5 && !g_fail; i++) stop_then_end(net, false, i + 1);
-    for (int i = 0; i < 5 && !g_fail; i++) stop_then_end(net, true, i + 1);
+    fprintf(stderr, "-- the same with a 4x32 net: %d rounds each\n", net_rounds);
+    for (int i = 0; i < net_rounds && !g_fail; i++) stop_then_end(net, false, i + 1);
+    for (int i = 0; i < net_rounds && !g_fail; i++) stop_then_end(net, true, i + 1);
 
     fprintf(stderr, "-- stop latency with a 4x32 net on the cpu backend (BatchSize 256)\n");
     usi_proc_t P;
