@@ -265,6 +265,11 @@ int compat_list_dir(const char *dir, compat_dir_fn fn, void *user, char *err, si
     return rc;
 }
 
+double compat_load_average(void) {
+    const char *t = getenv("KOMA_TEST_LOADAVG");
+    return t && t[0] ? atof(t) : compat_os_load_average();
+}
+
 const char *compat_temp_dir(void) {
     static char buf[1024];
     static atomic_int state; /* 0 unset, 1 being set, 2 set */

@@ -51,6 +51,10 @@ int compat_os_listing_push(compat_os_listing_t *l, const char *name, int is_dir)
  * is empty). */
 int compat_os_list_dir(const char *dir, compat_os_listing_t *l, char *err, size_t errlen);
 
+/* compat_load_average without KOMA_TEST_LOADAVG: getloadavg's last minute;
+ * Windows: -1 (it does not tell). */
+double compat_os_load_average(void);
+
 /* compat_temp_dir where TMPDIR, TEMP and TMP are unset: "/tmp"; Windows:
  * GetTempPath, else ".". */
 const char *compat_os_temp_fallback(void);

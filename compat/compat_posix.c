@@ -113,9 +113,7 @@ int compat_cpu_count(void) {
     return n > 0 ? (int)n : 1;
 }
 
-double compat_load_average(void) {
-    const char *t = getenv("KOMA_TEST_LOADAVG");
-    if (t && t[0]) return atof(t);
+double compat_os_load_average(void) {
     double l[1];
     return getloadavg(l, 1) == 1 ? l[0] : -1.0;
 }

@@ -145,10 +145,7 @@ int compat_cpu_count(void) {
     return si.dwNumberOfProcessors > 0 ? (int)si.dwNumberOfProcessors : 1;
 }
 
-double compat_load_average(void) {
-    const char *t = getenv("KOMA_TEST_LOADAVG");
-    return t && t[0] ? atof(t) : -1.0;
-}
+double compat_os_load_average(void) { return -1.0; }
 
 int64_t compat_memory_total(void) {
     MEMORYSTATUSEX ms;

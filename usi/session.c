@@ -73,7 +73,7 @@ struct usi_session {
     /* the search thread's: how late its last timed answers came after their hard deadline */
     int64_t late_hist[USI_LATE_MOVES];
     int32_t late_n, late_next;
-    int32_t load_percent_said; /* the search thread's: the automatic margins' percent last said (0: none) */
+    int32_t load_percent_said; /* the search thread's: the automatic margins' percent last said (at first, the idle one) */
     usi_job_t job;
     /* the thread */
     compat_thread_t thread;
@@ -138,6 +138,7 @@ usi_session_t *usi_session_new(usi_write_fn_t write, void *user) {
     atomic_init(&s->dfpn_done, 0);
     atomic_init(&s->ponderhit_flag, 0);
     usi_options_default(&s->opt);
+    s->load_percent_said = MCTS_TIME_AUTO_PERCENT;
     usi_net_shipped(s->opt.net, sizeof s->opt.net, NULL, 0); /* Net's default: the shipped net, if found */
     s->pos = malloc(sizeof(pos_t));
     s->tmp = malloc(sizeof(pos_t));
@@ -633,11 +634,11 @@ static void search_limits(usi_session_t *s, const usi_job_t *j, usi_search_limit
         double load = machine_load_per_cpu();
         tl = usi_go_time_limits(g, pos_side_to_move(root), pos_game_ply(root), &j->opt, load);
         int32_t pct = mcts_time_auto_percent(load);
-        if (pct != (s->load_percent_said ? s->load_percent_said : MCTS_TIME_AUTO_PERCENT) &&
-            (j->opt.network_delay < 0 || j->opt.network_delay2 < 0))
+        if (pct != s->load_percent_said && (j->opt.network_delay < 0 || j->opt.network_delay2 < 0)) {
             usi_session_say(s, "load average %.2f per CPU: the automatic NetworkDelay margins keep back %d%% of the time",
                             load, pct);
-        s->load_percent_said = pct;
+            s->load_percent_said = pct;
+        }
         /* the engine's own lateness on this machine (a loaded one answers after its deadline) */
         int64_t first = 0, second = 0;
         for (int32_t i = 0; i < s->late_n; i++) {

@@ -21,7 +21,6 @@
 #include "nn/net.h"
 #include "nn/weights.h"
 
-
 static atomic_int g_spin_stop;
 static void *spin_main(void *arg) {
     (void)arg;

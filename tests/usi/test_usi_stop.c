@@ -19,7 +19,6 @@
 #include "nn/net.h"
 #include "nn/weights.h"
 
-
 static int count_lines(const usi_proc_t *p, const char *prefix) {
     int n = 0;
     for (int i = 0; i < p->n_lines; i++) n += starts_with(p->lines[i], prefix);
