@@ -185,6 +185,19 @@ static int match_elo(const game_out_t *g, int32_t games, ref_elo_t *elo, int32_t
     return 0;
 }
 
+/* What one engine's clock did over the finished games: every timed move's
+ * milliseconds (ms[0..n)), the largest share of its allowance (the clock plus
+ * the byoyomi or the increment, before --tolerance) a move used, the least
+ * allowance a move had, and the games lost on time. */
+typedef struct {
+    int64_t *ms;
+    int64_t n, cap;
+    double most_share;
+    int64_t least_allowed; /* -1: no timed move yet */
+    int32_t time_losses;
+    int oom;
+} time_use_t;
+
 typedef struct {
     const match_cfg_t *cfg;
     char **openings; /* NULL: startpos */
@@ -200,7 +213,53 @@ typedef struct {
     int side;                 /* player A of the row: 0 engine1, 1 engine2 */
     char names[2][NAME_MAX_]; /* engine names, from the first slot that started them */
     status_t *st;             /* stdout: a line per game, and the score so far (in place on a terminal) */
+    time_use_t use[2];        /* engine1's and engine2's clocks over the finished games */
 } match_t;
+
+/* One game's timed moves into m->use (m->mu held): plies n_open..last of
+ * used_ms / allowed_ms / who (the engine that moved); lost: the engine that
+ * lost on time, -1 none. */
+static void time_use_add(match_t *m, const int64_t *used_ms, const int64_t *allowed_ms, const int8_t *who,
+                         int32_t n_open, int32_t last, int lost) {
+    for (int32_t i = n_open; i <= last; i++) {
+        if (used_ms[i] < 0 || who[i] < 0) continue;
+        time_use_t *u = &m->use[who[i]];
+        if (u->n == u->cap) {
+            int64_t cap = u->cap ? 2 * u->cap : 1024;
+            int64_t *ms = realloc(u->ms, sizeof(int64_t) * (size_t)cap);
+            if (!ms) {
+                u->oom = 1;
+                continue;
+            }
+            u->ms = ms, u->cap = cap;
+        }
+        u->ms[u->n++] = used_ms[i];
+        double share = allowed_ms[i] > 0 ? (double)used_ms[i] / (double)allowed_ms[i] : 0.0;
+        if (share > u->most_share) u->most_share = share;
+        if (u->least_allowed < 0 || allowed_ms[i] < u->least_allowed) u->least_allowed = allowed_ms[i];
+    }
+    if (lost >= 0) m->use[lost].time_losses++;
+}
+
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* "time, engine1 koma: 1234 moves, median 180 ms, 90th percentile 183 ms, longest 187 ms; at most 93.5% of a
+ * move's allowance; least allowance 200 ms; lost on time 0" (sorts u->ms). */
+static void print_time_use(const char *label, const char *name, time_use_t *u) {
+    if (u->n == 0) {
+        printf("time, %s %s: no timed move; lost on time %d\n", label, name, u->time_losses);
+        return;
+    }
+    qsort(u->ms, (size_t)u->n, sizeof *u->ms, cmp_i64);
+    int64_t med = u->ms[(u->n - 1) / 2], p90 = u->ms[(int64_t)(0.9 * (double)(u->n - 1))], top = u->ms[u->n - 1];
+    printf("time, %s %s: %lld moves, median %lld ms, 90th percentile %lld ms, longest %lld ms; at most %.1f%% of a "
+           "move's allowance; least allowance %lld ms; lost on time %d%s\n",
+           label, name, (long long)u->n, (long long)med, (long long)p90, (long long)top, 100.0 * u->most_share,
+           (long long)u->least_allowed, u->time_losses, u->oom ? " (out of memory: some moves not counted)" : "");
+}
 
 static void set_fatal(match_t *m, const char *msg) {
     compat_mutex_lock(&m->mu);
@@ -378,7 +437,15 @@ static int random_moves(ref_game_t *g, const match_cfg_t *cfg, int32_t pair, cha
 
 /* Plays game gi with the slot's engines (eng[0] = engine1). Returns 0, or -1
  * when the game was abandoned (Ctrl-C, an engine that cannot start). */
-static int play_game(match_t *m, match_engine_t eng[2], int32_t gi, ref_game_t *g, int64_t *times_ms) {
+/* The per-ply times of a slot's game: times_ms (the CSA comments), the
+ * allowance of each move and the engine that made it. */
+typedef struct {
+    int64_t *times_ms, *allowed_ms;
+    int8_t *who;
+} ply_times_t;
+
+static int play_game(match_t *m, match_engine_t eng[2], int32_t gi, ref_game_t *g, ply_times_t *pt) {
+    int64_t *times_ms = pt->times_ms;
     const match_cfg_t *cfg = m->cfg;
     int e1_black = gi % 2 == 0;
     int opening = m->openings ? (gi / 2) % m->n_openings : -1;
@@ -424,6 +491,7 @@ static int play_game(match_t *m, match_engine_t eng[2], int32_t gi, ref_game_t *
     time_t started = time(NULL);
     int64_t clock_ms[COLOR_NB] = {cfg->time_ms, cfg->time_ms};
     for (int32_t i = 0; i < n_open; i++) times_ms[i] = -1;
+    int32_t last_timed = n_open - 1; /* the last ply with a time: a move played, or the one that forfeited */
     while (!ref_game_over(g)) {
         if (compat_stop_requested()) return -1;
         color_t side = ref_game_side(g);
@@ -449,6 +517,9 @@ static int play_game(match_t *m, match_engine_t eng[2], int32_t gi, ref_game_t *
         int rc = wrc == 0 ? match_engine_bestmove(e, allowed + cfg->tolerance_ms, mv, sizeof mv) : COMPAT_PROC_EOF;
         int64_t used = compat_now_ms() - t0;
         times_ms[g->n_moves] = used;
+        pt->allowed_ms[g->n_moves] = allowed;
+        pt->who[g->n_moves] = (int8_t)k;
+        last_timed = g->n_moves;
         if (rc == COMPAT_PROC_EOF) {
             e->alive = 0;
             msgf(detail, sizeof detail, "%s's engine (%s) exited or closed its output while thinking",
@@ -497,6 +568,9 @@ static int play_game(match_t *m, match_engine_t eng[2], int32_t gi, ref_game_t *
         fprintf(stderr, "%s: %s\n", g_prog, err);
     compat_mutex_lock(&m->mu);
     o->done = 1;
+    int lost = -1;
+    if (g->end == RULES_END_TIME && g->winner != COLOR_NB) lost = g->winner == e1 ? 1 : 0;
+    time_use_add(m, times_ms, pt->allowed_ms, pt->who, n_open, last_timed, lost);
     if (m->db) store_game(m, gi, g, e1_black);
     const char *score = g->winner == COLOR_BLACK ? "1-0" : g->winner == COLOR_WHITE ? "0-1" : "1/2";
     status_event(m->st, STATUS_INFO, "game %d/%d: %s (black) vs %s (white): %s, %s, %d plies - %s", gi + 1, cfg->games,
@@ -523,18 +597,20 @@ static void *slot_thread(void *arg) {
     match_engine_t eng[2];
     memset(eng, 0, sizeof eng);
     ref_game_t *g = ref_game_new();
-    int64_t *times_ms = malloc(sizeof(int64_t) * POS_HIST_MAX);
-    if (!g || !times_ms) set_fatal(m, "out of memory");
-    while (g && times_ms) {
+    ply_times_t pt = {malloc(sizeof(int64_t) * POS_HIST_MAX), malloc(sizeof(int64_t) * POS_HIST_MAX),
+                      malloc(POS_HIST_MAX)};
+    int ok = g && pt.times_ms && pt.allowed_ms && pt.who;
+    if (!ok) set_fatal(m, "out of memory");
+    while (ok) {
         compat_mutex_lock(&m->mu);
         int32_t gi = m->fatal || compat_stop_requested() ? m->cfg->games : m->next++;
         compat_mutex_unlock(&m->mu);
         if (gi >= m->cfg->games) break;
-        if (play_game(m, eng, gi, g, times_ms) != 0) break;
+        if (play_game(m, eng, gi, g, &pt) != 0) break;
     }
     match_engine_close(&eng[0]);
     match_engine_close(&eng[1]);
-    free(times_ms);
+    free(pt.times_ms), free(pt.allowed_ms), free(pt.who);
     ref_game_free(g);
     return NULL;
 }
@@ -762,7 +838,7 @@ static void print_elo(const char *label, const ref_elo_t *e, const char *basis) 
 
 /* The summary of the games played: engine1's W/D/L into wdl; returns the
  * games played. */
-static int32_t print_summary(const match_t *m, int32_t wdl[3]) {
+static int32_t print_summary(match_t *m, int32_t wdl[3]) {
     int32_t w = 0, d = 0, l = 0, played = 0, ends[RULES_END_NB] = {0};
     const match_cfg_t *cfg = m->cfg;
     int32_t by_colour[2][3] = {{0}}; /* [engine1 black?][win, draw, loss] */
@@ -806,6 +882,8 @@ static int32_t print_summary(const match_t *m, int32_t wdl[3]) {
         for (int e = 0; e < RULES_END_NB; e++)
             if (ends[e]) printf(" %s %d", rules_end_name((rules_end_t)e), ends[e]);
         printf("\n");
+        for (int k = 0; k < 2; k++)
+            print_time_use(k == 0 ? "engine1" : "engine2", m->names[k][0] ? m->names[k] : cfg->eng[k].cmd, &m->use[k]);
     }
     wdl[0] = w, wdl[1] = d, wdl[2] = l;
     return played;
@@ -889,6 +967,7 @@ int main(int argc, char **argv) {
     match_t m;
     memset(&m, 0, sizeof m);
     m.cfg = &cfg;
+    m.use[0].least_allowed = m.use[1].least_allowed = -1;
     compat_mutex_init(&m.mu);
     int rc = 1;
     if (cfg.openings_path && load_openings(cfg.openings_path, &m, cfg.max_ply) != 0) return 1;
@@ -996,6 +1075,7 @@ int main(int argc, char **argv) {
     for (int32_t i = 0; i < m.n_openings; i++) free(m.openings[i]);
     free(m.openings);
     free(m.out);
+    free(m.use[0].ms), free(m.use[1].ms);
     compat_mutex_destroy(&m.mu);
     return rc;
 }

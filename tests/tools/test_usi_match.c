@@ -401,6 +401,46 @@ static void test_output(void) {
     free(out), free(errt);
 }
 
+/* The clock summary (the milliseconds each side really used): an engine that
+ * sleeps 120 ms on each of its moves and one that answers at once; an engine
+ * that overruns a 100 ms byoyomi loses on time, counted as such, with the
+ * forfeiting move's time among its moves. Bounds from below only: a loaded
+ * machine adds time, never takes it away. */
+static long long after(const char *t, const char *key) {
+    const char *p = t ? strstr(t, key) : NULL;
+    return p ? atoll(p + strlen(key)) : -1;
+}
+
+static void test_time_use(void) {
+    char e1[1200], e2[1200];
+    snprintf(e1, sizeof e1, "\"%s\" --name alpha --seed 31 --script sleep:120,sleep:120,sleep:120", g_fake);
+    snprintf(e2, sizeof e2, "\"%s\" --name beta --seed 32", g_fake);
+    const char *a[] = {g_match, "--engine1", e1, "--engine2", e2, "--games", "2", "--byoyomi", "1000",
+                       "--tolerance", TOLERANCE, "--max-ply", "6", "--quiet", "--engine-stderr", "", NULL};
+    char *out = NULL, *errt = NULL;
+    CHECK(run_capture(a, &out, &errt) == 0);
+    const char *l1 = out ? strstr(out, "time, engine1 alpha: 6 moves, median ") : NULL;
+    const char *l2 = out ? strstr(out, "time, engine2 beta: 6 moves, median ") : NULL;
+    CHECKF(l1 && l2, "a time line for each engine, 6 moves each (3 a game, 2 games)");
+    CHECKF(after(l1, "median ") >= 120 && after(l1, "longest ") >= 120 && after(l1, "at most ") >= 12,
+           "alpha's 120 ms a move: median %lld, longest %lld", after(l1, "median "), after(l1, "longest "));
+    CHECKF(l1 && strstr(l1, "least allowance 1000 ms; lost on time 0\n"), "alpha: byoyomi 1000 ms, no time loss");
+    CHECKF(l2 && strstr(l2, "least allowance 1000 ms; lost on time 0\n"), "beta: byoyomi 1000 ms, no time loss");
+    free(out), free(errt);
+
+    snprintf(e1, sizeof e1, "\"%s\" --name alpha --seed 31 --script random,sleep:300", g_fake);
+    const char *b[] = {g_match, "--engine1", e1, "--engine2", e2, "--games", "2", "--byoyomi", "100",
+                       "--tolerance", "0", "--max-ply", "20", "--quiet", "--engine-stderr", "", NULL};
+    CHECK(run_capture(b, &out, &errt) == 0);
+    l1 = out ? strstr(out, "time, engine1 alpha: 4 moves, median ") : NULL;
+    l2 = out ? strstr(out, "time, engine2 beta: ") : NULL;
+    CHECKF(out && strstr(out, "ends: time 2\n"), "both games lost on time");
+    CHECKF(l1 && strstr(l1, "lost on time 2\n") && after(l1, "longest ") >= 100 && after(l1, "at most ") >= 100,
+           "alpha: its 2 moves each game (the second forfeits), 2 lost on time, the longest at the limit or over");
+    CHECKF(l2 && strstr(l2, "lost on time 0\n"), "beta lost no game on time");
+    free(out), free(errt);
+}
+
 /* ---- output paths (issue 30.1) ---------------------------------------------------------- */
 static void put_file(const char *path, const char *text) {
     char e[512];
@@ -598,6 +638,7 @@ int main(int argc, char **argv) {
     test_killed();
     test_fischer();
     test_output();
+    test_time_use();
     test_outputs();
     test_flags();
     int rc = t_done("test_usi_match");
