@@ -435,8 +435,6 @@ static int random_moves(ref_game_t *g, const match_cfg_t *cfg, int32_t pair, cha
     return rc;
 }
 
-/* Plays game gi with the slot's engines (eng[0] = engine1). Returns 0, or -1
- * when the game was abandoned (Ctrl-C, an engine that cannot start). */
 /* The per-ply times of a slot's game: times_ms (the CSA comments), the
  * allowance of each move and the engine that made it. */
 typedef struct {
@@ -444,6 +442,8 @@ typedef struct {
     int8_t *who;
 } ply_times_t;
 
+/* Plays game gi with the slot's engines (eng[0] = engine1). Returns 0, or -1
+ * when the game was abandoned (Ctrl-C, an engine that cannot start). */
 static int play_game(match_t *m, match_engine_t eng[2], int32_t gi, ref_game_t *g, ply_times_t *pt) {
     int64_t *times_ms = pt->times_ms;
     const match_cfg_t *cfg = m->cfg;
