@@ -8,7 +8,8 @@
 #   tools/rate-net.sh NET OUT_DIR [OPPONENT ...]
 #
 # OPPONENT: fs-5, fs0 or fs5 (fairy-stockfish at that Skill Level, --tolerance 0: a move over
-# the clock by 1 ms loses), gpsusi (--tolerance 2000: it loads its books at its first move), or
+# the clock by 1 ms loses), gpsusi (--tolerance 2000: it loads its books at its first move, and
+# overruns later moves too; its clock line shows by how much), or
 # the path of another net (koma against koma with that net, --tolerance 0). Default: fs-5 fs0
 # fs5 gpsusi. Each match writes OUT_DIR/NAME.log (usi-match's output) and its games as CSA
 # under OUT_DIR/NAME/ (NAME: the opponent, or vs-<file name> for a net); an existing NAME is
@@ -25,7 +26,7 @@ KOMA=${KOMA:-$here/build/koma} USI_MATCH=${USI_MATCH:-$here/build/tools/usi-matc
 FAIRY=${FAIRY:-/usr/games/fairy-stockfish} GPSUSI=${GPSUSI:-/usr/games/gpsusi}
 
 die() { echo "rate-net.sh: $*" >&2; exit 2; }
-[ $# -ge 2 ] || { sed -n '8,19p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+[ $# -ge 2 ] || { sed -n '8,21p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 net=$1 out=$2
 shift 2
 [ $# -gt 0 ] || set -- fs-5 fs0 fs5 gpsusi

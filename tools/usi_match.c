@@ -216,14 +216,21 @@ typedef struct {
     time_use_t use[2];        /* engine1's and engine2's clocks over the finished games */
 } match_t;
 
-/* One game's timed moves into m->use (m->mu held): plies n_open..last of
- * used_ms / allowed_ms / who (the engine that moved); lost: the engine that
- * lost on time, -1 none. */
-static void time_use_add(match_t *m, const int64_t *used_ms, const int64_t *allowed_ms, const int8_t *who,
-                         int32_t n_open, int32_t last, int lost) {
+/* One timed move of a game in progress into the game's own tally g (no
+ * lock: the slot's; its ms stay in the game's times_ms until it ends). */
+static void time_use_move(time_use_t *g, int64_t used, int64_t allowed) {
+    double share = allowed > 0 ? (double)used / (double)allowed : 0.0;
+    if (share > g->most_share) g->most_share = share;
+    if (g->least_allowed < 0 || allowed < g->least_allowed) g->least_allowed = allowed;
+}
+
+/* A finished game into m->use (m->mu held): the moves times_ms[n_open..last]
+ * (ply i made by engine who_last when i has last's parity, else the other),
+ * each engine's game tally, the engine that lost on time (-1 none). */
+static void time_use_add(match_t *m, const int64_t *times_ms, int32_t n_open, int32_t last, int who_last,
+                         const time_use_t game[2], int lost) {
     for (int32_t i = n_open; i <= last; i++) {
-        if (used_ms[i] < 0 || who[i] < 0) continue;
-        time_use_t *u = &m->use[who[i]];
+        time_use_t *u = &m->use[(last - i) % 2 == 0 ? who_last : 1 - who_last];
         if (u->n == u->cap) {
             int64_t cap = u->cap ? 2 * u->cap : 1024;
             int64_t *ms = realloc(u->ms, sizeof(int64_t) * (size_t)cap);
@@ -233,10 +240,13 @@ static void time_use_add(match_t *m, const int64_t *used_ms, const int64_t *allo
             }
             u->ms = ms, u->cap = cap;
         }
-        u->ms[u->n++] = used_ms[i];
-        double share = allowed_ms[i] > 0 ? (double)used_ms[i] / (double)allowed_ms[i] : 0.0;
-        if (share > u->most_share) u->most_share = share;
-        if (u->least_allowed < 0 || allowed_ms[i] < u->least_allowed) u->least_allowed = allowed_ms[i];
+        u->ms[u->n++] = times_ms[i];
+    }
+    for (int k = 0; k < 2; k++) {
+        time_use_t *u = &m->use[k];
+        if (game[k].most_share > u->most_share) u->most_share = game[k].most_share;
+        if (game[k].least_allowed >= 0 && (u->least_allowed < 0 || game[k].least_allowed < u->least_allowed))
+            u->least_allowed = game[k].least_allowed;
     }
     if (lost >= 0) m->use[lost].time_losses++;
 }
@@ -435,17 +445,9 @@ static int random_moves(ref_game_t *g, const match_cfg_t *cfg, int32_t pair, cha
     return rc;
 }
 
-/* The per-ply times of a slot's game: times_ms (the CSA comments), the
- * allowance of each move and the engine that made it. */
-typedef struct {
-    int64_t *times_ms, *allowed_ms;
-    int8_t *who;
-} ply_times_t;
-
 /* Plays game gi with the slot's engines (eng[0] = engine1). Returns 0, or -1
  * when the game was abandoned (Ctrl-C, an engine that cannot start). */
-static int play_game(match_t *m, match_engine_t eng[2], int32_t gi, ref_game_t *g, ply_times_t *pt) {
-    int64_t *times_ms = pt->times_ms;
+static int play_game(match_t *m, match_engine_t eng[2], int32_t gi, ref_game_t *g, int64_t *times_ms) {
     const match_cfg_t *cfg = m->cfg;
     int e1_black = gi % 2 == 0;
     int opening = m->openings ? (gi / 2) % m->n_openings : -1;
@@ -492,6 +494,8 @@ static int play_game(match_t *m, match_engine_t eng[2], int32_t gi, ref_game_t *
     int64_t clock_ms[COLOR_NB] = {cfg->time_ms, cfg->time_ms};
     for (int32_t i = 0; i < n_open; i++) times_ms[i] = -1;
     int32_t last_timed = n_open - 1; /* the last ply with a time: a move played, or the one that forfeited */
+    int who_last = 0;                /* the engine that made it */
+    time_use_t game_use[2] = {{.least_allowed = -1}, {.least_allowed = -1}};
     while (!ref_game_over(g)) {
         if (compat_stop_requested()) return -1;
         color_t side = ref_game_side(g);
@@ -517,9 +521,8 @@ static int play_game(match_t *m, match_engine_t eng[2], int32_t gi, ref_game_t *
         int rc = wrc == 0 ? match_engine_bestmove(e, allowed + cfg->tolerance_ms, mv, sizeof mv) : COMPAT_PROC_EOF;
         int64_t used = compat_now_ms() - t0;
         times_ms[g->n_moves] = used;
-        pt->allowed_ms[g->n_moves] = allowed;
-        pt->who[g->n_moves] = (int8_t)k;
-        last_timed = g->n_moves;
+        time_use_move(&game_use[k], used, allowed);
+        last_timed = g->n_moves, who_last = k;
         if (rc == COMPAT_PROC_EOF) {
             e->alive = 0;
             msgf(detail, sizeof detail, "%s's engine (%s) exited or closed its output while thinking",
@@ -570,7 +573,7 @@ static int play_game(match_t *m, match_engine_t eng[2], int32_t gi, ref_game_t *
     o->done = 1;
     int lost = -1;
     if (g->end == RULES_END_TIME && g->winner != COLOR_NB) lost = g->winner == e1 ? 1 : 0;
-    time_use_add(m, times_ms, pt->allowed_ms, pt->who, n_open, last_timed, lost);
+    time_use_add(m, times_ms, n_open, last_timed, who_last, game_use, lost);
     if (m->db) store_game(m, gi, g, e1_black);
     const char *score = g->winner == COLOR_BLACK ? "1-0" : g->winner == COLOR_WHITE ? "0-1" : "1/2";
     status_event(m->st, STATUS_INFO, "game %d/%d: %s (black) vs %s (white): %s, %s, %d plies - %s", gi + 1, cfg->games,
@@ -597,20 +600,18 @@ static void *slot_thread(void *arg) {
     match_engine_t eng[2];
     memset(eng, 0, sizeof eng);
     ref_game_t *g = ref_game_new();
-    ply_times_t pt = {malloc(sizeof(int64_t) * POS_HIST_MAX), malloc(sizeof(int64_t) * POS_HIST_MAX),
-                      malloc(POS_HIST_MAX)};
-    int ok = g && pt.times_ms && pt.allowed_ms && pt.who;
-    if (!ok) set_fatal(m, "out of memory");
-    while (ok) {
+    int64_t *times_ms = malloc(sizeof(int64_t) * POS_HIST_MAX);
+    if (!g || !times_ms) set_fatal(m, "out of memory");
+    while (g && times_ms) {
         compat_mutex_lock(&m->mu);
         int32_t gi = m->fatal || compat_stop_requested() ? m->cfg->games : m->next++;
         compat_mutex_unlock(&m->mu);
         if (gi >= m->cfg->games) break;
-        if (play_game(m, eng, gi, g, &pt) != 0) break;
+        if (play_game(m, eng, gi, g, times_ms) != 0) break;
     }
     match_engine_close(&eng[0]);
     match_engine_close(&eng[1]);
-    free(pt.times_ms), free(pt.allowed_ms), free(pt.who);
+    free(times_ms);
     ref_game_free(g);
     return NULL;
 }
